@@ -1,0 +1,141 @@
+/* lib/arena.c — the public arena API over shm/arena.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+#include "../shm/readers.h"
+
+int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct sc_arena **out)
+{
+	if (!out || !opts)
+		return -EINVAL;
+	*out = NULL;
+	if (opts->size_bytes < SC_ARENA_MIN_BYTES || opts->size_bytes > SC_ARENA_MAX_BYTES)
+		return -EINVAL;
+	if (opts->huge < SC_HUGE_AUTO || opts->huge > SC_HUGE_OFF || (opts->mode & ~0777u))
+		return -EINVAL;
+	struct sc_arena *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	struct shm_params p = {
+		.total_bytes = opts->size_bytes,
+		.index_entries = opts->index_entries,
+		.ring_count = opts->ring_count,
+		.ring_bytes = opts->ring_bytes,
+		.obs_entries = opts->obs_entries,
+		.reader_slots = opts->reader_slots,
+		.huge_mode = (uint32_t)opts->huge,
+	};
+	int rc = shm_arena_create(opts->dir, name, &p, opts->mode, opts->gid, &a->shm);
+	if (rc) {
+		free(a);
+		return rc;
+	}
+	*out = a;
+	return 0;
+}
+
+int sc_arena_open_dir(const char *dir, const char *name, struct sc_arena **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	struct sc_arena *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	int rc = shm_arena_open(dir, name, &a->shm);
+	if (rc) {
+		free(a);
+		return rc;
+	}
+	*out = a;
+	return 0;
+}
+
+int sc_arena_open(const char *name, struct sc_arena **out)
+{
+	return sc_arena_open_dir(NULL, name, out);
+}
+
+void sc_arena_close(struct sc_arena *a)
+{
+	if (!a)
+		return;
+	shm_arena_close(a->shm);
+	free(a);
+}
+
+int sc_arena_destroy(const char *dir, const char *name)
+{
+	return shm_arena_destroy(dir, name);
+}
+
+const char *sc_backing_name(int backing)
+{
+	switch (backing) {
+	case SC_BACKING_HUGETLBFS_2M: return "hugetlbfs-2M";
+	case SC_BACKING_SHMEM_THP: return "shmem-thp";
+	case SC_BACKING_SHM_4K: return "shm-4k";
+	default: return "unknown";
+	}
+}
+
+int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
+{
+	if (!arena || !info)
+		return -EINVAL;
+	struct shm_arena *a = arena->shm;
+	const struct shm_header *h = a->hdr;
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", a->name);
+	snprintf(info->path, sizeof(info->path), "%s", a->path);
+	info->size_bytes = a->size;
+	info->backing = shm_measure_backing(a->base + h->regions[SHM_REGION_HEAP].off, &info->page_size);
+	if (info->backing == SC_BACKING_SHM_4K && a->backing == SC_BACKING_SHMEM_THP)
+		info->backing = a->backing, info->page_size = a->page_size; /* THP seen at attach */
+	info->layout_version = h->layout_version;
+	info->created_unix = h->created_ns / 1000000000ull;
+	info->creator_pid = h->creator_pid;
+	struct stat st;
+	if (fstat(a->fd, &st) == 0)
+		info->mode = st.st_mode & 07777;
+	info->reader_slots = h->reader_slots;
+	info->index_entries = h->index_entries;
+	info->ring_count = h->ring_count;
+	info->ring_bytes = h->ring_bytes;
+	info->obs_entries = h->obs_entries;
+	info->heap_bytes = h->regions[SHM_REGION_HEAP].size;
+	uint32_t n = shm_readers_count(a);
+	for (uint32_t i = 0; i < n; i++) {
+		struct shm_reader_slot *s = shm_reader_slot(a, i);
+		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE || !shm_reader_slot_alive(s))
+			continue;
+		if (info->attached_count < SC_INFO_MAX_ATTACHED) {
+			info->attached[info->attached_count].pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
+			info->attached[info->attached_count].attached_unix =
+				atomic_load_explicit(&s->attached_ns, memory_order_relaxed) / 1000000000ull;
+		}
+		info->attached_count++;
+	}
+	return 0;
+}
+
+int sc_arena_list(const char *dir, void (*cb)(const char *dir, const char *name, void *ctx), void *ctx)
+{
+	return shm_arena_list(dir, cb, ctx);
+}
+
+uint32_t sc_arena_layout_version(void)
+{
+	return SHM_LAYOUT_VERSION;
+}
+
+int sc_arena_file_version(const char *dir, const char *name, uint32_t *version)
+{
+	if (!version)
+		return -EINVAL;
+	return shm_arena_file_version(dir, name, version);
+}

@@ -1,0 +1,497 @@
+/*
+ * shm/arena.c — creating, attaching to and destroying the named arena file.
+ *
+ * Protocol
+ * --------
+ * Creation is race-free by O_CREAT|O_EXCL on the final path: of two creators exactly one gets
+ * the file, the other -EEXIST. The winner sizes the file (fallocate pre-faults it, so a hugepage
+ * shortage is an -ENOMEM now rather than a SIGBUS later), maps it, writes the header and formats
+ * the regions, and only then release-stores header.initialised = SHM_INIT_DONE. An opener
+ * acquire-loads that word (pairs with the creator's release) and waits a bounded time for it;
+ * after the wait it gets -EAGAIN. Nothing but the creator writes the identity part of the
+ * header, and nobody writes it after publication.
+ *
+ * Attach validates everything before trusting it: file type and size, magic, layout version,
+ * header checksum, total size == file size, and every region inside the file, aligned, in order
+ * and non-overlapping. A refused file is never written to (it is mapped, read, unmapped).
+ *
+ * Backing. hugetlbfs (2 MiB pages, fallocate'd) when a hugetlbfs mount with 2 MiB pages exists,
+ * else a tmpfs file with MADV_HUGEPAGE (the mount decides whether THP is used), else 4 KiB shmem.
+ * What was obtained is measured from /proc/self/smaps, never assumed.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <mntent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "arena.h"
+#include "readers.h"
+
+#define HUGETLBFS_MAGIC_ 0x958458f6
+#define TMPFS_MAGIC_ 0x01021994
+#define HUGE_2M (2ull << 20)
+#define OPEN_WAIT_NS (2ull * 1000000000ull)
+/* Backing codes, as in enum sc_backing (stagecache.h) — shm/ does not include lib/. */
+enum { B_UNKNOWN = 0, B_HUGETLBFS_2M = 1, B_SHMEM_THP = 2, B_SHM_4K = 3 };
+
+int shm_name_valid(const char *name)
+{
+	if (!name)
+		return 0;
+	size_t n = strlen(name);
+	if (n < 1 || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == '-'))
+			return 0;
+	}
+	/* "." and ".." would make stagecache.. paths that are still fine, but refuse pure dots anyway */
+	return strspn(name, ".") != n;
+}
+
+/* First hugetlbfs mount with 2 MiB pages (preferring /dev/hugepages). 0 and @out filled, or -ENODEV. */
+static int find_hugetlbfs(char *out, size_t outlen)
+{
+	FILE *f = setmntent("/proc/mounts", "r");
+	if (!f)
+		return -ENODEV;
+	struct mntent *m;
+	int found = 0;
+	while ((m = getmntent(f))) {
+		if (strcmp(m->mnt_type, "hugetlbfs"))
+			continue;
+		const char *ps = hasmntopt(m, "pagesize");
+		if (ps && strncmp(ps, "pagesize=2M", 11) && strncmp(ps, "pagesize=2048k", 14))
+			continue;
+		if (!found || !strcmp(m->mnt_dir, "/dev/hugepages")) {
+			snprintf(out, outlen, "%s", m->mnt_dir);
+			found = 1;
+		}
+	}
+	endmntent(f);
+	return found ? 0 : -ENODEV;
+}
+
+static uint64_t header_checksum(const struct shm_header *h)
+{
+	struct shm_header copy;
+	memcpy(&copy, h, offsetof(struct shm_header, header_check));
+	atomic_store_explicit(&copy.initialised, 0, memory_order_relaxed);
+	return XXH64(&copy, offsetof(struct shm_header, header_check), 0x5ca1ab1e);
+}
+
+int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
+{
+	if (file_bytes < SHM_HEADER_BYTES || h->magic != SHM_MAGIC)
+		return -EBADMSG;
+	if (h->layout_version != SHM_LAYOUT_VERSION)
+		return -EPROTO;
+	if (h->header_bytes != SHM_HEADER_BYTES || h->region_count != SHM_REGION_COUNT ||
+	    h->total_bytes != file_bytes || h->header_check != header_checksum(h))
+		return -EBADMSG;
+	uint64_t prev_end = SHM_HEADER_BYTES;
+	for (int i = 0; i < SHM_REGION_COUNT; i++) {
+		const struct shm_region *r = &h->regions[i];
+		if (r->off % 4096 || r->off < prev_end || r->off > file_bytes || r->size > file_bytes - r->off)
+			return -EBADMSG;
+		prev_end = r->off + r->size;
+	}
+	return 0;
+}
+
+int shm_measure_backing(const void *addr, uint64_t *page_size)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	if (!f)
+		return B_UNKNOWN;
+	char line[512];
+	int in = 0, backing = B_UNKNOWN;
+	uint64_t kps = 0, pmd = 0, lo, hi;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			if (in)
+				break;
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+			continue;
+		}
+		if (!in)
+			continue;
+		unsigned long long v;
+		if (sscanf(line, "KernelPageSize: %llu kB", &v) == 1)
+			kps = v * 1024;
+		else if (sscanf(line, "ShmemPmdMapped: %llu kB", &v) == 1 || sscanf(line, "FilePmdMapped: %llu kB", &v) == 1)
+			pmd += v;
+	}
+	fclose(f);
+	if (!kps)
+		return B_UNKNOWN;
+	if (kps == HUGE_2M)
+		backing = B_HUGETLBFS_2M;
+	else if (pmd > 0)
+		backing = B_SHMEM_THP, kps = HUGE_2M;
+	else
+		backing = B_SHM_4K;
+	if (page_size)
+		*page_size = kps;
+	return backing;
+}
+
+/* Touch one byte in each 2 MiB of the first 64 MiB of the heap (read only) so that THP mappings
+ * show up in smaps for this process, then measure. */
+static void measure(struct shm_arena *a)
+{
+	const struct shm_region *heap = &a->hdr->regions[SHM_REGION_HEAP];
+	volatile const uint8_t *p = a->base + heap->off;
+	uint64_t lim = heap->size < (64u << 20) ? heap->size : (64u << 20);
+	for (uint64_t o = 0; o < lim; o += HUGE_2M)
+		(void)p[o];
+	a->backing = shm_measure_backing(a->base + heap->off, &a->page_size);
+}
+
+static int path_for(char *out, size_t outlen, const char *dir, const char *name)
+{
+	int n = snprintf(out, outlen, "%s/stagecache.%s", dir, name);
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+static int fs_magic(int fd, long *magic)
+{
+	struct statfs sfs;
+	if (fstatfs(fd, &sfs) < 0)
+		return -errno;
+	*magic = (long)sfs.f_type;
+	return 0;
+}
+
+int shm_arena_create(const char *dir, const char *name, const struct shm_params *pin, uint32_t mode,
+		     int64_t gid, struct shm_arena **out)
+{
+	struct shm_params p = *pin;
+	struct shm_region regions[SHM_REGION_MAX];
+	char hdir[PATH_MAX];
+	int rc;
+
+	*out = NULL;
+	if (!shm_name_valid(name))
+		return -EINVAL;
+	if (p.huge_mode > 2)
+		return -EINVAL;
+	int want_huge = p.huge_mode != 2;
+	if (!dir) {
+		if (want_huge && find_hugetlbfs(hdir, sizeof(hdir)) == 0)
+			dir = hdir;
+		else if (p.huge_mode == 1)
+			return -ENODEV;
+		else
+			dir = "/dev/shm";
+	}
+
+	struct shm_arena *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->fd = -1;
+	a->reader_slot = -1;
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	if ((rc = path_for(a->path, sizeof(a->path), dir, name)))
+		goto fail;
+
+	int fd = open(a->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode ? (mode & 0777) : 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	a->fd = fd;
+	/* exact mode regardless of umask; group if asked */
+	if (fchmod(fd, mode ? (mode & 0777) : 0600) < 0 || (gid > 0 && fchown(fd, (uid_t)-1, (gid_t)gid) < 0)) {
+		rc = -errno;
+		goto fail_unlink;
+	}
+	long fsm = 0;
+	if ((rc = fs_magic(fd, &fsm)))
+		goto fail_unlink;
+	int hugetlb = fsm == HUGETLBFS_MAGIC_;
+	if (p.huge_mode == 1 && !hugetlb) {
+		rc = -ENODEV;
+		goto fail_unlink;
+	}
+	if (p.huge_mode == 2 && hugetlb) {
+		rc = -EINVAL; /* huge=off in a hugetlbfs directory is a contradiction */
+		goto fail_unlink;
+	}
+	p.page_size = hugetlb ? (uint32_t)HUGE_2M : 4096u;
+	if (hugetlb)
+		p.total_bytes = (p.total_bytes + HUGE_2M - 1) & ~(HUGE_2M - 1);
+	else
+		p.total_bytes = (p.total_bytes + 4095) & ~4095ull;
+	if ((rc = shm_layout_plan(&p, regions)))
+		goto fail_unlink;
+
+	/* pre-fault: a shortage of hugepages or tmpfs space is reported now, not as SIGBUS later */
+	if (fallocate(fd, 0, 0, (off_t)p.total_bytes) < 0) {
+		rc = (errno == ENOSPC || errno == ENOMEM) ? -ENOMEM : -errno;
+		if (rc == -EOPNOTSUPP && ftruncate(fd, (off_t)p.total_bytes) == 0)
+			rc = 0;
+		if (rc)
+			goto fail_unlink;
+	}
+	void *base = mmap(NULL, p.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = errno == ENOMEM ? -ENOMEM : -errno;
+		goto fail_unlink;
+	}
+	a->base = base;
+	a->size = p.total_bytes;
+	a->hdr = base;
+	if (!hugetlb && want_huge && fsm == TMPFS_MAGIC_)
+		(void)madvise(base, p.total_bytes, MADV_HUGEPAGE); /* advisory: the mount decides */
+
+	struct shm_header *h = a->hdr;
+	h->magic = SHM_MAGIC;
+	h->layout_version = SHM_LAYOUT_VERSION;
+	h->header_bytes = SHM_HEADER_BYTES;
+	h->total_bytes = p.total_bytes;
+	h->region_count = SHM_REGION_COUNT;
+	h->created_ns = shm_realtime_ns();
+	h->creator_pid = (uint32_t)getpid();
+	h->page_size = p.page_size;
+	h->index_entries = p.index_entries;
+	h->ring_count = p.ring_count;
+	h->ring_bytes = p.ring_bytes;
+	h->obs_entries = p.obs_entries;
+	h->reader_slots = p.reader_slots;
+	h->huge_mode = p.huge_mode;
+	memcpy(h->regions, regions, sizeof(regions));
+	if (getrandom(h->key_secret, SHM_SECRET_BYTES, 0) != (ssize_t)SHM_SECRET_BYTES) {
+		rc = -EIO;
+		goto fail_unmap;
+	}
+	h->header_check = header_checksum(h);
+	atomic_store_explicit(&h->global_epoch, 1, memory_order_relaxed);
+	if ((rc = shm_layout_format(a)))
+		goto fail_unmap;
+	/* release: everything above is visible to an opener that acquires SHM_INIT_DONE */
+	atomic_store_explicit(&h->initialised, SHM_INIT_DONE, memory_order_release);
+
+	rc = shm_readers_claim(a);
+	if (rc < 0)
+		goto fail_unmap;
+	a->reader_slot = rc;
+	measure(a);
+	*out = a;
+	return 0;
+
+fail_unmap:
+	munmap(a->base, a->size);
+fail_unlink:
+	unlink(a->path);
+fail:
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a);
+	return rc;
+}
+
+static int attach_path(const char *path, const char *name, struct shm_arena **out)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	int rc;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto fail_fd;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < SHM_HEADER_BYTES) {
+		rc = -EBADMSG;
+		goto fail_fd;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	/* read the header before mapping the rest: a file that is not an arena is never mapped writable */
+	struct shm_header hdr;
+	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
+		rc = -EBADMSG;
+		goto fail_fd;
+	}
+	if (hdr.magic != SHM_MAGIC) {
+		rc = -EBADMSG;
+		goto fail_fd;
+	}
+	if (hdr.layout_version != SHM_LAYOUT_VERSION) {
+		rc = -EPROTO;
+		goto fail_fd;
+	}
+	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		goto fail_fd;
+	}
+	struct shm_header *h = base;
+	/* acquire: pairs with the creator's release store of SHM_INIT_DONE */
+	uint64_t deadline = shm_now_ns() + OPEN_WAIT_NS;
+	while (atomic_load_explicit(&h->initialised, memory_order_acquire) != SHM_INIT_DONE) {
+		if (shm_now_ns() > deadline) {
+			rc = -EAGAIN;
+			goto fail_map;
+		}
+		struct timespec ts = { 0, 2000000 };
+		nanosleep(&ts, NULL);
+	}
+	if ((rc = shm_header_check(h, size)))
+		goto fail_map;
+
+	struct shm_arena *a = calloc(1, sizeof(*a));
+	if (!a) {
+		rc = -ENOMEM;
+		goto fail_map;
+	}
+	a->base = base;
+	a->size = size;
+	a->hdr = h;
+	a->fd = fd;
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	snprintf(a->path, sizeof(a->path), "%s", path);
+	a->reader_slot = -1;
+	rc = shm_readers_claim(a);
+	if (rc < 0) {
+		free(a);
+		goto fail_map;
+	}
+	a->reader_slot = rc;
+	measure(a);
+	*out = a;
+	return 0;
+
+fail_map:
+	munmap(base, size);
+fail_fd:
+	close(fd);
+	return rc;
+}
+
+/* Directories searched when none is given: hugetlbfs mounts first, then /dev/shm. */
+static int known_dirs(char dirs[2][PATH_MAX])
+{
+	int n = 0;
+	if (find_hugetlbfs(dirs[0], PATH_MAX) == 0)
+		n++;
+	snprintf(dirs[n++], PATH_MAX, "/dev/shm");
+	return n;
+}
+
+/* Resolve the path of an existing arena file; 0 or -ENOENT. */
+static int locate(const char *dir, const char *name, char *path, size_t len)
+{
+	char dirs[2][PATH_MAX];
+	int n;
+	if (dir) {
+		snprintf(dirs[0], PATH_MAX, "%s", dir);
+		n = 1;
+	} else {
+		n = known_dirs(dirs);
+	}
+	for (int i = 0; i < n; i++) {
+		if (path_for(path, len, dirs[i], name))
+			continue;
+		if (access(path, F_OK) == 0)
+			return 0;
+	}
+	return -ENOENT;
+}
+
+int shm_arena_open(const char *dir, const char *name, struct shm_arena **out)
+{
+	char path[PATH_MAX];
+	*out = NULL;
+	if (!shm_name_valid(name))
+		return -EINVAL;
+	int rc = locate(dir, name, path, sizeof(path));
+	if (rc)
+		return rc;
+	return attach_path(path, name, out);
+}
+
+void shm_arena_close(struct shm_arena *a)
+{
+	if (!a)
+		return;
+	shm_readers_release(a, a->reader_slot);
+	munmap(a->base, a->size);
+	close(a->fd);
+	free(a);
+}
+
+int shm_arena_destroy(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	if (!shm_name_valid(name))
+		return -EINVAL;
+	int rc = locate(dir, name, path, sizeof(path));
+	if (rc)
+		return rc;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	uint64_t magic = 0;
+	ssize_t n = pread(fd, &magic, sizeof(magic), 0);
+	close(fd);
+	/* only ever remove what is recognisably ours (a half-built arena has its magic already) */
+	if (n != (ssize_t)sizeof(magic) || magic != SHM_MAGIC)
+		return -EBADMSG;
+	return unlink(path) < 0 ? -errno : 0;
+}
+
+int shm_arena_file_version(const char *dir, const char *name, uint32_t *version)
+{
+	char path[PATH_MAX];
+	if (!shm_name_valid(name))
+		return -EINVAL;
+	int rc = locate(dir, name, path, sizeof(path));
+	if (rc)
+		return rc;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct shm_header h;
+	ssize_t n = pread(fd, &h, sizeof(h), 0);
+	close(fd);
+	if (n != (ssize_t)sizeof(h) || h.magic != SHM_MAGIC)
+		return -EBADMSG;
+	*version = h.layout_version;
+	return 0;
+}
+
+int shm_arena_list(const char *dir, void (*cb)(const char *dir, const char *name, void *ctx), void *ctx)
+{
+	char dirs[3][PATH_MAX];
+	int n = known_dirs(dirs), found = 0;
+	if (dir)
+		snprintf(dirs[n++], PATH_MAX, "%s", dir);
+	for (int i = 0; i < n; i++) {
+		DIR *d = opendir(dirs[i]);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (strncmp(e->d_name, "stagecache.", 11) || !shm_name_valid(e->d_name + 11))
+				continue;
+			found++;
+			if (cb)
+				cb(dirs[i], e->d_name + 11, ctx);
+		}
+		closedir(d);
+	}
+	return found;
+}

@@ -1,0 +1,160 @@
+/*
+ * shm/arena.h — the arena: a named file mapped MAP_SHARED by every attached process.
+ *
+ * Layout (all offsets from the arena base, every region 4 KiB aligned, the heap 2 MiB aligned):
+ *
+ *   [ header (4 KiB) | readers | stats | index | rings | obs | heap ........................ ]
+ *
+ * The header names every region by (offset, size). Modules find their region with
+ * shm_region(); they never compute offsets of their own. A fresh file is zero-filled, so each
+ * region's "all zeroes" state must be valid and empty, except where a module's init hook
+ * (shm/layout.c) formats it at creation, before the initialised word is published.
+ *
+ * See shm/arena.c for the creation/attach protocol.
+ */
+#ifndef SC_SHM_ARENA_H
+#define SC_SHM_ARENA_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <limits.h>
+
+#define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
+#define SHM_LAYOUT_VERSION 1u
+#define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
+#define SHM_HEADER_BYTES 4096u
+#define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */
+#define SHM_CACHELINE 64u
+
+enum shm_region_id {
+	SHM_REGION_READERS = 0, /* reader table: shm/readers.c */
+	SHM_REGION_STATS = 1,   /* global and per-stage counters: lib/ */
+	SHM_REGION_INDEX = 2,   /* L2 hash index: shm/index.c */
+	SHM_REGION_RINGS = 3,   /* commit ring directory + rings: shm/ring.c */
+	SHM_REGION_OBS = 4,     /* promotion observation table: lib/promote.c */
+	SHM_REGION_HEAP = 5,    /* payload heap: shm/heap.c */
+	SHM_REGION_COUNT = 6,
+	SHM_REGION_MAX = 8,     /* slots in the header's table (room to grow) */
+};
+
+struct shm_region {
+	uint64_t off;
+	uint64_t size;
+};
+
+/*
+ * The header. Written once by the creator before the initialised word is published; read-only
+ * afterwards except for the fields in the "mutable" cache lines at the end.
+ */
+struct shm_header {
+	/* identity: written by the creator, never changed */
+	uint64_t magic;                   /* SHM_MAGIC */
+	uint32_t layout_version;          /* SHM_LAYOUT_VERSION */
+	uint32_t header_bytes;            /* SHM_HEADER_BYTES */
+	uint64_t total_bytes;             /* file and mapping size */
+	_Atomic uint32_t initialised;     /* SHM_INIT_DONE, release-stored last (pairs with attach's acquire) */
+	uint32_t region_count;            /* SHM_REGION_COUNT */
+	uint64_t created_ns;              /* CLOCK_REALTIME at creation */
+	uint32_t creator_pid;
+	uint32_t page_size;               /* page size the creator asked for (2 MiB or 4 KiB) */
+	/* creation parameters (after defaults were applied) */
+	uint32_t index_entries;
+	uint32_t ring_count;
+	uint32_t ring_bytes;
+	uint32_t obs_entries;
+	uint32_t reader_slots;
+	uint32_t huge_mode;               /* enum sc_huge the creator asked for */
+	uint64_t reserved0[3];
+	struct shm_region regions[SHM_REGION_MAX];   /* at offset 96 */
+	uint8_t key_secret[SHM_SECRET_BYTES];        /* at offset 224: per-arena random secret for keyed hashing */
+	uint64_t header_check;            /* at offset 416: XXH64 of bytes [0, 416) with initialised read as 0 */
+	uint8_t pad0[SHM_CACHELINE * 8 - 424];
+	/* mutable: the global reclamation epoch, its own cache line (shm/readers.c) */
+	_Atomic uint64_t global_epoch;    /* at offset 512 */
+	uint8_t pad1[SHM_CACHELINE - 8];
+};
+
+_Static_assert(offsetof(struct shm_header, initialised) == 24, "header layout");
+_Static_assert(offsetof(struct shm_header, regions) == 96, "header layout");
+_Static_assert(offsetof(struct shm_header, key_secret) == 224, "header layout");
+_Static_assert(offsetof(struct shm_header, header_check) == 416, "header layout");
+_Static_assert(offsetof(struct shm_header, global_epoch) == 512, "header layout");
+_Static_assert(sizeof(struct shm_header) == 576, "header layout");
+_Static_assert(sizeof(struct shm_header) <= SHM_HEADER_BYTES, "header fits its page");
+
+/* The process-local handle of an attached arena. */
+struct shm_arena {
+	uint8_t *base;              /* mapping */
+	uint64_t size;
+	struct shm_header *hdr;
+	int fd;
+	int backing;                /* enum sc_backing, measured after mapping */
+	uint64_t page_size;         /* measured */
+	int32_t reader_slot;        /* our slot in the reader table, -1 if none */
+	char name[65];
+	char path[PATH_MAX];
+};
+
+/* Creation parameters after defaults; sizes of every region follow from them (shm/layout.c). */
+struct shm_params {
+	uint64_t total_bytes;
+	uint32_t index_entries, ring_count, ring_bytes, obs_entries, reader_slots;
+	uint32_t huge_mode;
+	uint32_t page_size;
+};
+
+/* ---- shm/arena.c ---- */
+int shm_name_valid(const char *name);
+int shm_arena_create(const char *dir, const char *name, const struct shm_params *p,
+		     uint32_t mode, int64_t gid, struct shm_arena **out);
+int shm_arena_open(const char *dir, const char *name, struct shm_arena **out);
+void shm_arena_close(struct shm_arena *a);
+int shm_arena_destroy(const char *dir, const char *name);
+int shm_arena_file_version(const char *dir, const char *name, uint32_t *version);
+int shm_arena_list(const char *dir, void (*cb)(const char *dir, const char *name, void *ctx), void *ctx);
+/* Validate a header image of @file_bytes bytes; 0, -EBADMSG, -EPROTO. Pure; used by attach and fsck. */
+int shm_header_check(const struct shm_header *h, uint64_t file_bytes);
+/* Measure the backing of the mapping at @addr from /proc/self/smaps. */
+int shm_measure_backing(const void *addr, uint64_t *page_size);
+
+/* The region @id: pointer to its first byte and its size. The header was validated at attach,
+ * so regions are known to lie inside the mapping. */
+static inline void *shm_region(const struct shm_arena *a, enum shm_region_id id, uint64_t *size)
+{
+	const struct shm_region *r = &a->hdr->regions[id];
+	if (size)
+		*size = r->size;
+	return a->base + r->off;
+}
+
+/* Offset <-> pointer helpers. shm_ptr returns NULL when [off, off+len) is not inside the arena:
+ * every offset read from shared memory goes through it (or an equivalent region check). */
+static inline void *shm_ptr(const struct shm_arena *a, uint64_t off, uint64_t len)
+{
+	if (off > a->size || len > a->size - off)
+		return NULL;
+	return a->base + off;
+}
+
+static inline uint64_t shm_off(const struct shm_arena *a, const void *p)
+{
+	return (uint64_t)((const uint8_t *)p - a->base);
+}
+
+/* ---- shm/layout.c ---- */
+/* Apply defaults to @p and compute every region; -EINVAL if they do not fit @p->total_bytes. */
+int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_MAX]);
+/* Format the regions that need more than zeroes (robust mutexes, free lists). Called by the
+ * creator before publishing; returns a negative errno on failure. */
+int shm_layout_format(struct shm_arena *a);
+
+/* ---- helpers (shm/util.c) ---- */
+uint64_t shm_now_ns(void);          /* CLOCK_MONOTONIC */
+uint64_t shm_realtime_ns(void);     /* CLOCK_REALTIME */
+/* Start time of @pid in clock ticks since boot (field 22 of /proc/PID/stat); 0 if gone. */
+uint64_t shm_proc_start_time(int pid);
+/* 1 if @pid is alive with start time @start (0: don't compare), 0 otherwise. */
+int shm_proc_alive(int pid, uint64_t start);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * shm/heap.h — the payload heap: an allocator over arena offsets (owned by the heap module).
+ *
+ * Interface contract used by the L2 tier and the L3 fill path; the protocol and the crash-repair
+ * rules are documented at the top of shm/heap.c.
+ *  - Allocations are identified by their arena offset (never a pointer).
+ *  - Sizes from 1 byte to the whole heap; blocks of SHM_HEAP_PAGE_ALIGN_MIN bytes or more start
+ *    4 KiB aligned (so O_DIRECT reads can land in them).
+ *  - Writers are serialised by the heap's own process-shared robust mutex, taken inside each call.
+ *    A caller killed inside a call leaves the heap repairable by the next caller (EOWNERDEAD).
+ */
+#ifndef SC_SHM_HEAP_H
+#define SC_SHM_HEAP_H
+
+#include "arena.h"
+
+#define SHM_HEAP_PAGE_ALIGN_MIN 4096u
+
+struct shm_heap_stats {
+	uint64_t heap_bytes;      /* usable bytes managed */
+	uint64_t used_bytes;      /* bytes in allocated blocks (including block overhead) */
+	uint64_t free_bytes;
+	uint64_t largest_free;    /* largest single allocation that would succeed now */
+	uint64_t used_blocks, free_blocks;
+	uint64_t repairs;         /* times the heap was repaired after a holder died */
+};
+
+/* Format the heap region (called once at arena creation, before publication). */
+int shm_heap_format(struct shm_arena *a);
+/* Bytes of heap overhead + alignment a request of @bytes can consume (for budget checks). */
+uint64_t shm_heap_footprint(uint64_t bytes);
+/* Allocate @bytes; on success *off is the arena offset of the first usable byte.
+ * @tag is an opaque 64-bit word stored with the block (the caller's ownership record, e.g.
+ * "owned by reader slot N, not yet published"); shm_heap_walk reports it, shm_heap_set_tag
+ * changes it. The heap never interprets it: the module that owns the memory decides, during its
+ * own repair, which tagged blocks are orphans and frees them.
+ * -ENOSPC (no block large enough now), -E2BIG (larger than the heap), -EINVAL (0 bytes),
+ * -EBADMSG (heap metadata corrupted beyond repair). May block on the heap mutex. */
+int shm_heap_alloc(struct shm_arena *a, uint64_t bytes, uint64_t tag, uint64_t *off);
+/* Replace the tag of the live allocation at @off (a single atomic store). -EBADMSG if @off is
+ * not a live allocation. */
+int shm_heap_set_tag(struct shm_arena *a, uint64_t off, uint64_t tag);
+/* Free the allocation at @off. -EBADMSG if @off is not the start of a live allocation. */
+int shm_heap_free(struct shm_arena *a, uint64_t off);
+/* Usable size of the allocation at @off (validated); -EBADMSG if not a live allocation. */
+int shm_heap_size(struct shm_arena *a, uint64_t off, uint64_t *bytes);
+int shm_heap_stats(struct shm_arena *a, struct shm_heap_stats *st);
+/* Walk every block (for fsck and repair): @cb(off, bytes, allocated, tag, ctx) with @off the
+ * usable offset; a non-zero return from @cb stops the walk and is returned. Returns 0, or
+ * -EBADMSG at the first inconsistency. Takes the heap mutex; @cb must not call back into the heap. */
+int shm_heap_walk(struct shm_arena *a,
+		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * shm/layout.c — where each region goes, and who formats it.
+ *
+ * The creator computes the region table once from the creation parameters; every later attach
+ * reads it from the header (after shm_header_check validated it). Regions are placed in a fixed
+ * order, 4 KiB aligned, and the heap takes everything left after a 2 MiB-aligned start so that
+ * large payloads sit on hugepage boundaries.
+ */
+#include <errno.h>
+
+#include "arena.h"
+#include "heap.h"
+#include "index.h"
+#include "obs.h"
+#include "readers.h"
+#include "ring.h"
+
+#define SHM_STATS_BYTES (256u << 10)
+#define SHM_HEAP_MIN_BYTES (2u << 20)
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+static int pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_MAX])
+{
+	if (!p->index_entries) {
+		uint64_t n = p->total_bytes / (16u << 10);
+		p->index_entries = n < 1024 ? 1024 : n > (1u << 24) ? (1u << 24) : (uint32_t)n;
+	}
+	if (!p->ring_count)
+		p->ring_count = 16;
+	if (!p->ring_bytes)
+		p->ring_bytes = 256u << 10;
+	if (!p->obs_entries)
+		p->obs_entries = 4096;
+	if (!p->reader_slots)
+		p->reader_slots = 256;
+	if (p->index_entries > (1u << 24) || p->ring_count > 4096 || !pow2(p->ring_bytes) ||
+	    p->ring_bytes < 4096 || p->ring_bytes > (1u << 30) || p->obs_entries > (1u << 20) ||
+	    p->reader_slots > 65536)
+		return -EINVAL;
+
+	uint64_t sizes[SHM_REGION_COUNT] = {
+		[SHM_REGION_READERS] = (uint64_t)p->reader_slots * SHM_READER_SLOT_BYTES,
+		[SHM_REGION_STATS] = SHM_STATS_BYTES,
+		[SHM_REGION_INDEX] = shm_index_bytes(p->index_entries),
+		[SHM_REGION_RINGS] = shm_ring_region_bytes(p->ring_count, p->ring_bytes),
+		[SHM_REGION_OBS] = shm_obs_bytes(p->obs_entries),
+	};
+	uint64_t off = SHM_HEADER_BYTES;
+	for (int i = 0; i < SHM_REGION_MAX; i++)
+		regions[i] = (struct shm_region){ 0, 0 };
+	for (int i = 0; i < SHM_REGION_HEAP; i++) {
+		regions[i].off = off;
+		regions[i].size = align_up(sizes[i], 4096);
+		off += regions[i].size;
+	}
+	off = align_up(off, 2u << 20);
+	if (off + SHM_HEAP_MIN_BYTES > p->total_bytes)
+		return -EINVAL;
+	regions[SHM_REGION_HEAP].off = off;
+	regions[SHM_REGION_HEAP].size = p->total_bytes - off;
+	return 0;
+}
+
+int shm_layout_format(struct shm_arena *a)
+{
+	int rc = shm_heap_format(a);
+	if (!rc)
+		rc = shm_index_format(a);
+	if (!rc)
+		rc = shm_ring_region_format(a);
+	if (!rc)
+		rc = shm_obs_format(a);
+	return rc;
+}

@@ -1,0 +1,55 @@
+/* tests/helpers.c — helpers shared by the Check suites (see sc_check.h). */
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+
+void sc_skip(const char *fmt, ...)
+{
+	va_list ap;
+	printf("SKIP: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+const char *sc_test_name(const char *tag)
+{
+	static char buf[8][80];
+	static unsigned n;
+	char *b = buf[n % 8];
+	snprintf(b, 80, "t-%s-%d-%u", tag, (int)getpid(), n);
+	n++;
+	return b;
+}
+
+struct sc_arena *sc_test_arena_opts(const char *tag, struct sc_arena_opts *opts, const char **name_out)
+{
+	const char *name = sc_test_name(tag);
+	struct sc_arena *a = NULL;
+	int rc = sc_arena_create(name, opts, &a);
+	ck_assert_msg(rc == 0, "create %s: %s", name, sc_strerror(rc));
+	if (name_out)
+		*name_out = name;
+	return a;
+}
+
+struct sc_arena *sc_test_arena(const char *tag, uint64_t size, const char **name_out)
+{
+	struct sc_arena_opts o = { .size_bytes = size, .huge = SC_HUGE_OFF };
+	return sc_test_arena_opts(tag, &o, name_out);
+}
+
+void sc_test_arena_destroy(struct sc_arena *a, const char *name)
+{
+	sc_arena_close(a);
+	sc_arena_destroy(NULL, name);
+}
+
+int sc_test_is_root(void)
+{
+	return geteuid() == 0;
+}

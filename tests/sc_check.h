@@ -1,0 +1,44 @@
+/*
+ * tests/sc_check.h — shared by every Check suite (tests/check_<module>.c).
+ *
+ * Each suite file defines `Suite *<module>_suite(void)` and ends with SC_CHECK_MAIN(<module>_suite).
+ * Suites run in Check's fork mode, so a crash fails only its own test.
+ * Check 0.15 has no "skip" status: a test that cannot run here prints "SKIP: <why>" (sc_skip) and
+ * returns; tests/run.sh lists the SKIP lines.
+ */
+#ifndef SC_TESTS_CHECK_H
+#define SC_TESTS_CHECK_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "stagecache.h"
+
+#define SC_CHECK_MAIN(suite_fn)                                        \
+	int main(void)                                                 \
+	{                                                              \
+		SRunner *sr = srunner_create(suite_fn());              \
+		srunner_set_fork_status(sr, CK_FORK);                  \
+		srunner_run_all(sr, CK_NORMAL);                        \
+		int nf = srunner_ntests_failed(sr);                    \
+		srunner_free(sr);                                      \
+		return nf ? EXIT_FAILURE : EXIT_SUCCESS;               \
+	}
+
+/* Print "SKIP: <why>" (once per call) so the runner reports it. */
+void sc_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A unique arena name for this test process: "t-<tag>-<pid>-<n>". */
+const char *sc_test_name(const char *tag);
+
+/* Create a fresh arena of @size bytes in /dev/shm (4 KiB pages, no hugepages needed), failing the
+ * test on error. Destroy it with sc_test_arena_destroy. */
+struct sc_arena *sc_test_arena(const char *tag, uint64_t size, const char **name_out);
+struct sc_arena *sc_test_arena_opts(const char *tag, struct sc_arena_opts *opts, const char **name_out);
+void sc_test_arena_destroy(struct sc_arena *a, const char *name);
+
+/* Are we root (for tests of hugepages, BPF)? */
+int sc_test_is_root(void);
+
+#endif

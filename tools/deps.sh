@@ -1,0 +1,22 @@
+#!/bin/sh
+# Install the Debian packages stagecache needs (build, tests, tracing, benchmarks) when missing.
+# As root: one `apt-get update`, then `apt-get install -y` of what is missing.
+# As non-root: print the exact command to run.
+PKGS="build-essential liburing-dev libbpf-dev bpftool clang llvm libxxhash-dev check systemtap-sdt-dev \
+pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server libmemcached-dev \
+libhiredis-dev valgrind"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "missing Debian packages:$missing"
+	echo "run as root: apt-get update && apt-get install -y$missing"
+	exit 1
+fi
+echo "installing missing Debian packages:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q || exit 1
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing || exit 1
