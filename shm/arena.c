@@ -101,6 +101,9 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
 	if (h->header_bytes != SHM_HEADER_BYTES || h->region_count != SHM_REGION_COUNT ||
 	    h->total_bytes != file_bytes || h->header_check != header_checksum(h))
 		return -EBADMSG;
+	if (h->reader_slots == 0 ||
+	    (uint64_t)h->reader_slots * 512u > h->regions[SHM_REGION_READERS].size)
+		return -EBADMSG;
 	uint64_t prev_end = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_COUNT; i++) {
 		const struct shm_region *r = &h->regions[i];
@@ -175,28 +178,15 @@ static int fs_magic(int fd, long *magic)
 	return 0;
 }
 
-int shm_arena_create(const char *dir, const char *name, const struct shm_params *pin, uint32_t mode,
+static int locate(const char *dir, const char *name, char *path, size_t len);
+
+static int create_in(const char *dir, const char *name, const struct shm_params *pin, uint32_t mode,
 		     int64_t gid, struct shm_arena **out)
 {
 	struct shm_params p = *pin;
 	struct shm_region regions[SHM_REGION_MAX];
-	char hdir[PATH_MAX];
 	int rc;
-
-	*out = NULL;
-	if (!shm_name_valid(name))
-		return -EINVAL;
-	if (p.huge_mode > 2)
-		return -EINVAL;
 	int want_huge = p.huge_mode != 2;
-	if (!dir) {
-		if (want_huge && find_hugetlbfs(hdir, sizeof(hdir)) == 0)
-			dir = hdir;
-		else if (p.huge_mode == 1)
-			return -ENODEV;
-		else
-			dir = "/dev/shm";
-	}
 
 	struct shm_arena *a = calloc(1, sizeof(*a));
 	if (!a)
@@ -301,6 +291,31 @@ fail:
 		close(a->fd);
 	free(a);
 	return rc;
+}
+
+int shm_arena_create(const char *dir, const char *name, const struct shm_params *p, uint32_t mode,
+		     int64_t gid, struct shm_arena **out)
+{
+	char hdir[PATH_MAX];
+	*out = NULL;
+	if (!shm_name_valid(name) || p->huge_mode > 2)
+		return -EINVAL;
+	if (dir)
+		return create_in(dir, name, p, mode, gid, out);
+	/* one name, one arena: open searches both known directories, so refuse a name that exists
+	 * in either (O_EXCL makes the race within one directory exact) */
+	char path[PATH_MAX];
+	if (locate(NULL, name, path, sizeof(path)) == 0)
+		return -EEXIST;
+	if (p->huge_mode != 2 && find_hugetlbfs(hdir, sizeof(hdir)) == 0) {
+		int rc = create_in(hdir, name, p, mode, gid, out);
+		/* auto: a hugepage shortage falls back to tmpfs; require: it is the answer */
+		if (rc != -ENOMEM || p->huge_mode == 1)
+			return rc;
+	} else if (p->huge_mode == 1) {
+		return -ENODEV;
+	}
+	return create_in("/dev/shm", name, p, mode, gid, out);
 }
 
 static int attach_path(const char *path, const char *name, struct shm_arena **out)

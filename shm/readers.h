@@ -36,11 +36,10 @@ _Static_assert(sizeof(struct shm_reader_slot) == SHM_READER_SLOT_BYTES, "reader 
 _Static_assert(offsetof(struct shm_reader_slot, epoch) == 24, "reader slot layout");
 _Static_assert(offsetof(struct shm_reader_slot, ext) == SHM_CACHELINE, "ext on its own lines");
 
+/* Slots in the table: the creation parameter (attach checked that they fit the region). */
 static inline uint32_t shm_readers_count(const struct shm_arena *a)
 {
-	uint64_t size;
-	(void)shm_region(a, SHM_REGION_READERS, &size);
-	return (uint32_t)(size / SHM_READER_SLOT_BYTES);
+	return a->hdr->reader_slots;
 }
 
 static inline struct shm_reader_slot *shm_reader_slot(const struct shm_arena *a, uint32_t i)

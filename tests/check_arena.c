@@ -1,0 +1,641 @@
+/* tests/check_arena.c — the arena: create/open/destroy, backing, header validation, reader table. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "sc_check.h"
+#include "../lib/internal.h"
+#include "../shm/readers.h"
+
+static uint64_t file_hash(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	XXH64_state_t *st = XXH64_createState();
+	XXH64_reset(st, 0);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		XXH64_update(st, buf, (size_t)n);
+	close(fd);
+	uint64_t h = XXH64_digest(st);
+	XXH64_freeState(st);
+	return h;
+}
+
+static void shm_path(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "/dev/shm/stagecache.%s", name);
+}
+
+/* Create an arena, close it, and return its path (the file stays). */
+static const char *make_closed_arena(const char *tag, char *path, size_t len)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena(tag, 16 << 20, &name);
+	sc_arena_close(a);
+	shm_path(path, len, name);
+	return name;
+}
+
+static void patch_file(const char *path, off_t off, const void *bytes, size_t n)
+{
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, bytes, n, off), (ssize_t)n);
+	close(fd);
+}
+
+START_TEST(test_create_open_close_destroy)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("basic", 32 << 20, &name);
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	ck_assert_str_eq(in.name, name);
+	ck_assert_uint_eq(in.size_bytes, 32 << 20);
+	ck_assert_int_eq(in.backing, SC_BACKING_SHM_4K);
+	ck_assert_uint_eq(in.page_size, 4096);
+	ck_assert_uint_eq(in.layout_version, sc_arena_layout_version());
+	ck_assert_uint_eq(in.mode, 0600);
+	ck_assert_uint_eq(in.creator_pid, (uint32_t)getpid());
+	ck_assert_uint_ge(in.attached_count, 1);
+	ck_assert_uint_gt(in.heap_bytes, 16 << 20);
+
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	ck_assert_int_eq(sc_arena_info(b, &in), 0);
+	ck_assert_uint_eq(in.attached_count, 2);
+	sc_arena_close(b);
+	sc_arena_close(a);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+	ck_assert_int_eq(sc_arena_open(name, &b), -ENOENT);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_bad_names)
+{
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+	struct sc_arena *a;
+	char long_name[80];
+	memset(long_name, 'a', 65);
+	long_name[65] = 0;
+	const char *bad[] = { "", "a/b", "a b", "../x", long_name, "é", "x\n", ".", ".." };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(sc_arena_create(bad[i], &o, &a), -EINVAL);
+		ck_assert_int_eq(sc_arena_open(bad[i], &a), -EINVAL);
+		ck_assert_int_eq(sc_arena_destroy(NULL, bad[i]), -EINVAL);
+	}
+	ck_assert_int_eq(sc_arena_create(NULL, &o, &a), -EINVAL);
+	/* 64 characters is the limit and is fine */
+	long_name[64] = 0;
+	memcpy(long_name, "t-long-", 7);
+	sc_arena_destroy(NULL, long_name);
+	ck_assert_int_eq(sc_arena_create(long_name, &o, &a), 0);
+	sc_test_arena_destroy(a, long_name);
+}
+END_TEST
+
+START_TEST(test_bad_sizes)
+{
+	struct sc_arena *a;
+	const char *name = sc_test_name("size");
+	struct sc_arena_opts o = { .huge = SC_HUGE_OFF };
+	uint64_t sizes[] = { 0, 4096, SC_ARENA_MIN_BYTES - 1, SC_ARENA_MAX_BYTES + 1, UINT64_MAX };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		o.size_bytes = sizes[i];
+		ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	}
+	/* parameters that leave no room for the heap */
+	o.size_bytes = SC_ARENA_MIN_BYTES;
+	o.ring_count = 64;
+	o.ring_bytes = 1 << 20;
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	o.ring_count = 0;
+	o.ring_bytes = 12345; /* not a power of two */
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	o.ring_bytes = 0;
+	o.mode = 01777;
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	o.mode = 0;
+	o.huge = 7;
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	char path[128];
+	shm_path(path, sizeof(path), name);
+	ck_assert_int_ne(access(path, F_OK), 0); /* nothing left behind */
+}
+END_TEST
+
+START_TEST(test_exists)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("exists", 16 << 20, &name), *b;
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+	ck_assert_int_eq(sc_arena_create(name, &o, &b), -EEXIST);
+	o.huge = SC_HUGE_AUTO; /* also refused when it would land in the other directory */
+	ck_assert_int_eq(sc_arena_create(name, &o, &b), -EEXIST);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_not_an_arena)
+{
+	const char *name = sc_test_name("bogus");
+	char path[128];
+	shm_path(path, sizeof(path), name);
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	char buf[8192];
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)(i * 131 + 7);
+	ck_assert_int_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	close(fd);
+	uint64_t h = file_hash(path);
+	struct sc_arena *a;
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), -EBADMSG);
+	uint32_t v;
+	ck_assert_int_eq(sc_arena_file_version(NULL, name, &v), -EBADMSG);
+	ck_assert_uint_eq(file_hash(path), h);
+	/* an empty and a tiny file too */
+	ck_assert_int_eq(truncate(path, 0), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	ck_assert_int_eq(truncate(path, 100), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	/* a directory with the name */
+	unlink(path);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_lt(sc_arena_open(name, &a), 0);
+	rmdir(path);
+}
+END_TEST
+
+START_TEST(test_layout_version_mismatch)
+{
+	char path[128];
+	const char *name = make_closed_arena("ver", path, sizeof(path));
+	uint32_t v = 99;
+	patch_file(path, offsetof(struct shm_header, layout_version), &v, sizeof(v));
+	uint64_t h = file_hash(path);
+	struct sc_arena *a;
+	ck_assert_int_eq(sc_arena_open(name, &a), -EPROTO);
+	ck_assert_int_eq(sc_arena_file_version(NULL, name, &v), 0);
+	ck_assert_uint_eq(v, 99);
+	ck_assert_uint_eq(file_hash(path), h);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0); /* still recognisably ours */
+}
+END_TEST
+
+START_TEST(test_truncated)
+{
+	char path[128];
+	const char *name = make_closed_arena("trunc", path, sizeof(path));
+	ck_assert_int_eq(truncate(path, 8 << 20), 0);
+	uint64_t h = file_hash(path);
+	struct sc_arena *a;
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	ck_assert_uint_eq(file_hash(path), h);
+	/* truncated inside the header */
+	ck_assert_int_eq(truncate(path, 1000), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+}
+END_TEST
+
+START_TEST(test_corrupted_header)
+{
+	/* each field the attach checks, one at a time: all refused with -EBADMSG, file unchanged */
+	static const size_t offs[] = {
+		offsetof(struct shm_header, magic),
+		offsetof(struct shm_header, header_bytes),
+		offsetof(struct shm_header, total_bytes),
+		offsetof(struct shm_header, region_count),
+		offsetof(struct shm_header, regions) + 16 * SHM_REGION_HEAP,     /* heap offset */
+		offsetof(struct shm_header, regions) + 16 * SHM_REGION_INDEX + 8, /* index size */
+		offsetof(struct shm_header, key_secret) + 5,
+		offsetof(struct shm_header, header_check),
+		offsetof(struct shm_header, ring_bytes),
+	};
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		char path[128];
+		const char *name = make_closed_arena("corrupt", path, sizeof(path));
+		uint8_t b;
+		int fd = open(path, O_RDWR);
+		ck_assert_int_eq(pread(fd, &b, 1, (off_t)offs[i]), 1);
+		b ^= 0x40;
+		ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)offs[i]), 1);
+		close(fd);
+		uint64_t h = file_hash(path);
+		struct sc_arena *a;
+		ck_assert_msg(sc_arena_open(name, &a) == -EBADMSG, "byte at %zu", offs[i]);
+		ck_assert_uint_eq(file_hash(path), h);
+		unlink(path);
+	}
+}
+END_TEST
+
+START_TEST(test_hostile_region_table)
+{
+	/* a region table pointing outside the file, even with a matching checksum, is refused */
+	char path[128];
+	const char *name = make_closed_arena("hostile", path, sizeof(path));
+	int fd = open(path, O_RDWR);
+	struct shm_header h;
+	ck_assert_int_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	h.regions[SHM_REGION_RINGS].size = h.total_bytes;
+	h.header_check = 0;
+	/* recompute the checksum the way attach does, so only the region check can catch it */
+	struct shm_header copy = h;
+	atomic_store(&copy.initialised, 0);
+	h.header_check = XXH64(&copy, offsetof(struct shm_header, header_check), 0x5ca1ab1e);
+	ck_assert_int_eq(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	struct sc_arena *a;
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	unlink(path);
+}
+END_TEST
+
+START_TEST(test_half_built_waits_then_eagain)
+{
+	char path[128];
+	const char *name = make_closed_arena("half", path, sizeof(path));
+	uint32_t zero = 0;
+	patch_file(path, offsetof(struct shm_header, initialised), &zero, sizeof(zero));
+	struct sc_arena *a;
+	ck_assert_int_eq(sc_arena_open(name, &a), -EAGAIN);
+	/* publishing the word while an opener waits lets it in */
+	pid_t pid = fork();
+	if (pid == 0) {
+		usleep(300000);
+		uint32_t done = SHM_INIT_DONE;
+		patch_file(path, offsetof(struct shm_header, initialised), &done, sizeof(done));
+		_exit(0);
+	}
+	ck_assert_int_eq(sc_arena_open(name, &a), 0);
+	waitpid(pid, NULL, 0);
+	sc_arena_close(a);
+	unlink(path);
+}
+END_TEST
+
+START_TEST(test_permissions)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("perm", 16 << 20, &name);
+	char path[128];
+	shm_path(path, sizeof(path), name);
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	if (geteuid() != 0) {
+		sc_skip("arena permissions: not root, cannot switch to another user");
+		sc_test_arena_destroy(a, name);
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		struct sc_arena *b;
+		_exit(sc_arena_open(name, &b) == -EACCES ? 0 : 1);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	sc_test_arena_destroy(a, name);
+
+	/* an explicit mode and group */
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .mode = 0640, .gid = 65534 };
+	a = sc_test_arena_opts("perm2", &o, &name);
+	shm_path(path, sizeof(path), name);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0640);
+	ck_assert_uint_eq(st.st_gid, 65534);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_create_race)
+{
+	for (int round = 0; round < 20; round++) {
+		const char *name = sc_test_name("race");
+		int go[2];
+		ck_assert_int_eq(pipe(go), 0);
+		pid_t kids[2];
+		for (int k = 0; k < 2; k++) {
+			kids[k] = fork();
+			if (kids[k] == 0) {
+				char c;
+				close(go[1]);
+				if (read(go[0], &c, 1) != 0)
+					_exit(9);
+				struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+				struct sc_arena *a;
+				int rc = sc_arena_create(name, &o, &a);
+				if (rc == 0) {
+					sc_arena_close(a);
+					_exit(0);
+				}
+				_exit(rc == -EEXIST ? 1 : 2);
+			}
+		}
+		close(go[0]);
+		close(go[1]); /* both children start now */
+		int ok = 0, exist = 0;
+		for (int k = 0; k < 2; k++) {
+			int status;
+			waitpid(kids[k], &status, 0);
+			ck_assert(WIFEXITED(status));
+			ok += WEXITSTATUS(status) == 0;
+			exist += WEXITSTATUS(status) == 1;
+		}
+		ck_assert_int_eq(ok, 1);
+		ck_assert_int_eq(exist, 1);
+		struct sc_arena *a;
+		ck_assert_int_eq(sc_arena_open(name, &a), 0);
+		sc_test_arena_destroy(a, name);
+	}
+}
+END_TEST
+
+START_TEST(test_child_sees_parent_writes)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("share", 16 << 20, &name);
+	uint64_t hsize;
+	uint8_t *heap = shm_region(a->shm, SHM_REGION_HEAP, &hsize);
+	for (int i = 0; i < 4096; i++)
+		heap[hsize - 4096 + (uint64_t)i] = (uint8_t)(i * 7);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *b;
+		if (sc_arena_open(name, &b))
+			_exit(2);
+		uint64_t sz;
+		uint8_t *h2 = shm_region(b->shm, SHM_REGION_HEAP, &sz);
+		int bad = sz != hsize;
+		for (int i = 0; i < 4096 && !bad; i++)
+			bad = h2[sz - 4096 + (uint64_t)i] != (uint8_t)(i * 7);
+		/* and writes back */
+		h2[0] = 0xa5;
+		sc_arena_close(b);
+		_exit(bad);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_uint_eq(heap[0], 0xa5);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_killed_reader_slot_reclaimed)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("reap", 16 << 20, &name);
+	int ready[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *b;
+		if (sc_arena_open(name, &b))
+			_exit(2);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	char c;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	ck_assert_uint_eq(in.attached_count, 2);
+	int found = 0;
+	for (uint32_t i = 0; i < in.attached_count; i++)
+		found |= in.attached[i].pid == (uint32_t)pid;
+	ck_assert(found);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* dead: no longer listed, and its slot is reclaimed */
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	ck_assert_uint_eq(in.attached_count, 1);
+	ck_assert_int_eq(shm_readers_reap(a->shm, NULL, NULL), 1);
+	uint32_t used = 0;
+	for (uint32_t i = 0; i < shm_readers_count(a->shm); i++)
+		used += atomic_load(&shm_reader_slot(a->shm, i)->pid) != 0;
+	ck_assert_uint_eq(used, 1);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_recycled_pid_detected)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("recycle", 16 << 20, &name);
+	/* a slot claiming a live pid (ours) with another start time belongs to a dead process */
+	struct shm_reader_slot *s = NULL;
+	for (uint32_t i = 0; i < shm_readers_count(a->shm); i++)
+		if (atomic_load(&shm_reader_slot(a->shm, i)->pid) == 0) {
+			s = shm_reader_slot(a->shm, i);
+			break;
+		}
+	ck_assert_ptr_nonnull(s);
+	atomic_store(&s->start_time, 12345);
+	atomic_store(&s->state, SHM_SLOT_LIVE);
+	atomic_store(&s->pid, (uint32_t)getppid());
+	ck_assert(!shm_reader_slot_alive(s));
+	ck_assert_int_eq(shm_readers_reap(a->shm, NULL, NULL), 1);
+	ck_assert_uint_eq(atomic_load(&s->pid), 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_reader_table_full)
+{
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("full", &o, &name), *b, *c;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	ck_assert_int_eq(sc_arena_open(name, &c), -EUSERS);
+	sc_arena_close(b);
+	ck_assert_int_eq(sc_arena_open(name, &c), 0);
+	sc_arena_close(c);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_epochs)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("epoch", 16 << 20, &name);
+	struct shm_arena *s = a->shm;
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	shm_epoch_enter(s);
+	uint64_t e = shm_epoch_min_active(s);
+	ck_assert_uint_ge(e, 1);
+	uint64_t e2 = shm_epoch_advance(s);
+	ck_assert_uint_gt(e2, e);
+	ck_assert_uint_eq(shm_epoch_min_active(s), e); /* we still hold the old epoch */
+	shm_epoch_exit(s);
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	/* a dead reader stuck inside a section does not block reclamation */
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *b;
+		if (sc_arena_open(name, &b))
+			_exit(2);
+		shm_epoch_enter(b->shm);
+		raise(SIGKILL);
+	}
+	waitpid(pid, NULL, 0);
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+static int hugepages_free(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	int v = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "HugePages_Free: %d", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static int hugetlbfs_mounted(void)
+{
+	FILE *f = fopen("/proc/mounts", "r");
+	char line[512];
+	int found = 0;
+	while (f && fgets(line, sizeof(line), f))
+		found |= strstr(line, " hugetlbfs ") != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+START_TEST(test_huge_require)
+{
+	if (!hugetlbfs_mounted() || hugepages_free() < 8) {
+		sc_skip("huge=require: no hugetlbfs mount with at least 8 free 2 MiB pages (run stagecache setup)");
+		return;
+	}
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_REQUIRE };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("huge", &o, &name);
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	ck_assert_int_eq(in.backing, SC_BACKING_HUGETLBFS_2M);
+	ck_assert_uint_eq(in.page_size, 2 << 20);
+	ck_assert(strncmp(in.path, "/dev/shm/", 9) != 0);
+	/* a child finds it in the hugetlbfs directory */
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_huge_require_shortage)
+{
+	if (!hugetlbfs_mounted() || hugepages_free() < 0) {
+		sc_skip("huge=require shortage: no hugetlbfs mount");
+		return;
+	}
+	int freep = hugepages_free();
+	struct sc_arena_opts o = { .size_bytes = ((uint64_t)freep + 16) * (2 << 20), .huge = SC_HUGE_REQUIRE };
+	const char *name = sc_test_name("short");
+	struct sc_arena *a;
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), -ENOMEM);
+	ck_assert_int_eq(sc_arena_open(name, &a), -ENOENT); /* nothing left behind */
+	ck_assert_int_eq(hugepages_free(), freep);           /* nothing kept reserved */
+	/* auto falls back instead */
+	o.huge = SC_HUGE_AUTO;
+	if (o.size_bytes < (2ull << 30)) {
+		ck_assert_int_eq(sc_arena_create(name, &o, &a), 0);
+		struct sc_arena_info in;
+		sc_arena_info(a, &in);
+		ck_assert_int_ne(in.backing, SC_BACKING_HUGETLBFS_2M);
+		sc_test_arena_destroy(a, name);
+	}
+}
+END_TEST
+
+START_TEST(test_huge_off)
+{
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("off", &o, &name);
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	ck_assert_int_eq(in.backing, SC_BACKING_SHM_4K);
+	ck_assert(strncmp(in.path, "/dev/shm/", 9) == 0);
+	sc_test_arena_destroy(a, name);
+	/* huge=off in a hugetlbfs directory is a contradiction */
+	if (hugetlbfs_mounted()) {
+		o.dir = "/dev/hugepages";
+		ck_assert_int_eq(sc_arena_create(sc_test_name("off2"), &o, &a), -EINVAL);
+	}
+}
+END_TEST
+
+START_TEST(test_explicit_dir_and_list)
+{
+	char dir[] = "/dev/shm/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .dir = dir };
+	const char *name = sc_test_name("dir");
+	struct sc_arena *a, *b;
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), 0);
+	ck_assert_int_eq(sc_arena_open(name, &b), -ENOENT); /* not in the known places */
+	ck_assert_int_eq(sc_arena_open_dir(dir, name, &b), 0);
+	sc_arena_close(b);
+	ck_assert_int_ge(sc_arena_list(dir, NULL, NULL), 1);
+	sc_arena_close(a);
+	ck_assert_int_eq(sc_arena_destroy(dir, name), 0);
+	rmdir(dir);
+}
+END_TEST
+
+Suite *arena_suite(void)
+{
+	Suite *s = suite_create("arena");
+	TCase *tc = tcase_create("arena");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_create_open_close_destroy);
+	tcase_add_test(tc, test_bad_names);
+	tcase_add_test(tc, test_bad_sizes);
+	tcase_add_test(tc, test_exists);
+	tcase_add_test(tc, test_not_an_arena);
+	tcase_add_test(tc, test_layout_version_mismatch);
+	tcase_add_test(tc, test_truncated);
+	tcase_add_test(tc, test_corrupted_header);
+	tcase_add_test(tc, test_hostile_region_table);
+	tcase_add_test(tc, test_half_built_waits_then_eagain);
+	tcase_add_test(tc, test_permissions);
+	tcase_add_test(tc, test_create_race);
+	tcase_add_test(tc, test_child_sees_parent_writes);
+	tcase_add_test(tc, test_killed_reader_slot_reclaimed);
+	tcase_add_test(tc, test_recycled_pid_detected);
+	tcase_add_test(tc, test_reader_table_full);
+	tcase_add_test(tc, test_epochs);
+	tcase_add_test(tc, test_huge_require);
+	tcase_add_test(tc, test_huge_require_shortage);
+	tcase_add_test(tc, test_huge_off);
+	tcase_add_test(tc, test_explicit_dir_and_list);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(arena_suite)

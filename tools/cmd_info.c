@@ -1,0 +1,89 @@
+/* tools/cmd_info.c — `stagecache info NAME [--dir DIR] [--json]`. */
+#include <getopt.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stagecache info NAME [--dir DIR] [--json]\n\n"
+		   "Describe the arena NAME: file, size, backing measured from /proc/self/smaps\n"
+		   "(hugetlbfs-2M, shmem-thp or shm-4k), layout version, creation time, region sizes and\n"
+		   "the processes attached now.\n");
+}
+
+int cmd_info(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },      { 0, 0, 0, 0 },
+	};
+	const char *dir = NULL;
+	int json = 0, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': dir = optarg; break;
+		case 'j': json = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_usage_error("info", "unknown option");
+		}
+	}
+	if (optind != argc - 1)
+		return cli_usage_error("info", optind >= argc ? "missing NAME" : "too many arguments");
+	struct sc_arena *a;
+	if (cli_open_arena("info", dir, argv[optind], &a))
+		return EXIT_FAIL;
+	struct sc_arena_info in;
+	int rc = sc_arena_info(a, &in);
+	if (rc) {
+		sc_arena_close(a);
+		return cli_fail("info", rc, "cannot describe '%s'", argv[optind]);
+	}
+	/* we are attached ourselves while looking: don't list this process */
+	uint32_t self = (uint32_t)getpid(), shown = 0;
+	if (json) {
+		printf("{\"name\":");
+		cli_json_str(stdout, in.name);
+		printf(",\"path\":");
+		cli_json_str(stdout, in.path);
+		printf(",\"size_bytes\":%llu,\"backing\":\"%s\",\"page_size\":%llu,\"layout_version\":%u,"
+		       "\"created_unix\":%llu,\"creator_pid\":%u,\"mode\":\"%04o\",\"heap_bytes\":%llu,"
+		       "\"index_entries\":%u,\"ring_count\":%u,\"ring_bytes\":%u,\"obs_entries\":%u,\"reader_slots\":%u,"
+		       "\"attached\":[",
+		       (unsigned long long)in.size_bytes, sc_backing_name(in.backing), (unsigned long long)in.page_size,
+		       in.layout_version, (unsigned long long)in.created_unix, in.creator_pid, in.mode,
+		       (unsigned long long)in.heap_bytes, in.index_entries, in.ring_count, in.ring_bytes, in.obs_entries,
+		       in.reader_slots);
+		for (uint32_t i = 0; i < in.attached_count && i < SC_INFO_MAX_ATTACHED; i++) {
+			if (in.attached[i].pid == self)
+				continue;
+			printf("%s{\"pid\":%u,\"attached_unix\":%llu}", shown++ ? "," : "", in.attached[i].pid,
+			       (unsigned long long)in.attached[i].attached_unix);
+		}
+		printf("]}\n");
+	} else {
+		char hb[32], tb[64];
+		time_t t = (time_t)in.created_unix;
+		strftime(tb, sizeof(tb), "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
+		printf("name:           %s\n", in.name);
+		printf("path:           %s (mode %04o)\n", in.path, in.mode);
+		printf("size:           %s (%llu bytes)\n", cli_human(in.size_bytes, hb, sizeof(hb)),
+		       (unsigned long long)in.size_bytes);
+		printf("backing:        %s (page size %llu)\n", sc_backing_name(in.backing), (unsigned long long)in.page_size);
+		printf("layout version: %u\n", in.layout_version);
+		printf("created:        %s by pid %u\n", tb, in.creator_pid);
+		printf("heap:           %s\n", cli_human(in.heap_bytes, hb, sizeof(hb)));
+		printf("index entries:  %u\n", in.index_entries);
+		printf("commit rings:   %u x %s\n", in.ring_count, cli_human(in.ring_bytes, hb, sizeof(hb)));
+		printf("observations:   %u\n", in.obs_entries);
+		printf("attached:       %u of %u slots\n", in.attached_count > 0 ? in.attached_count - 1 : 0, in.reader_slots);
+		for (uint32_t i = 0; i < in.attached_count && i < SC_INFO_MAX_ATTACHED; i++)
+			if (in.attached[i].pid != self)
+				printf("  pid %u\n", in.attached[i].pid);
+	}
+	sc_arena_close(a);
+	return EXIT_OK;
+}
