@@ -3,6 +3,7 @@
 #   switches: ASAN=1 TSAN=1 V=1 PREFIX=/usr/local DESTDIR=
 .DELETE_ON_ERROR:
 .SUFFIXES:
+.SECONDARY:
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -83,6 +84,73 @@ $(B)/tests/%: tests/%.c $(STATIC) $(TEST_HELPER_OBJS)
 	$(Q)$(CC) $(CFLAGS) -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(LIBS) $(CHECK_LIBS)
 
 # ---- BPF (owned by observability) ----
+# bpf/stagecache.bpf.c (CO-RE) -> build/bpf/stagecache.bpf.o -> skeleton build/stagecache.skel.h,
+# against build/vmlinux.h dumped from the running kernel's BTF. Nothing generated is committed.
+# System include dirs go in with -idirafter (as libbpf-bootstrap does): usdt.bpf.h needs
+# <linux/errno.h> and its asm/ under /usr/include/x86_64-linux-gnu.
+BPF_OBJ := $(B)/bpf/stagecache.bpf.o
+BPF_SKEL := $(B)/stagecache.skel.h
+BPF_SYS_INCS = $(shell $(CLANG) -v -E - </dev/null 2>&1 | \
+	sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }') \
+	-idirafter /usr/include/x86_64-linux-gnu
+BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -Wall -Werror -I$(B) -Ibpf
+TOOL_LIBS += -lbpf -lelf -lz
+
+$(B)/vmlinux.h:
+	$(call msg,BTF,$@)
+	@mkdir -p $(dir $@)
+	$(Q)test -r /sys/kernel/btf/vmlinux || { echo "no kernel BTF at /sys/kernel/btf/vmlinux: cannot build bpf/" >&2; exit 1; }
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(BPF_OBJ): bpf/stagecache.bpf.c bpf/stagecache_maps.h $(B)/vmlinux.h
+	$(call msg,BPF,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(BPF_SYS_INCS) -c -o $@.tmp.o $<
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp.o && rm -f $@.tmp.o
+
+$(BPF_SKEL): $(BPF_OBJ)
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name stagecache_bpf > $@
+
+$(B)/obj/tools/cmd_trace.o $(B)/obj/tools/bench_probes.o: $(BPF_SKEL)
+
+# The probe benchmark compares the same L2 hit loop linked statically against build/libstagecache.a
+# and against build/noprobes/libstagecache.a (every object rebuilt with -DSC_NO_PROBES).
+NOPROBES_OBJS := $(LIB_SRCS:%.c=$(B)/noprobes/obj/%.o)
+PROBE_HELPERS := $(B)/bench_probes_helper $(B)/noprobes/bench_probes_helper
+
+$(B)/noprobes/obj/%.o: %.c
+	$(call msg,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DSC_NO_PROBES -c -o $@ $<
+
+$(B)/noprobes/libstagecache.a: $(NOPROBES_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B)/bench_probes_helper: tools/bench_probes.c $(STATIC)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -DSC_PROBES_HELPER $(LDFLAGS) -o $@ $< $(STATIC) $(LIBS)
+
+$(B)/noprobes/bench_probes_helper: tools/bench_probes.c $(B)/noprobes/libstagecache.a
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DSC_PROBES_HELPER -DSC_NO_PROBES $(LDFLAGS) -o $@ $< $(B)/noprobes/libstagecache.a $(LIBS)
+
+# check_probes reads the notes of a binary linked statically with every object of the archive.
+$(B)/tests/static_probes: $(STATIC)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)printf 'int main(void) { return 0; }\n' | $(CC) -x c $(LDFLAGS) -o $@ - \
+		-Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LIBS)
+
+$(B)/tests/check_probes: $(B)/tests/static_probes $(BPF_SKEL)
+$(B)/tests/check_trace: $(CLI)
+
+all: $(PROBE_HELPERS)
+
+-include $(NOPROBES_OBJS:.o=.d) $(PROBE_HELPERS:=.d)
+
 
 # ---- checks ----
 deps:
