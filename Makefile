@@ -2,6 +2,7 @@
 #   make [all] | check | demo | bench | deps | install | clean | fuzz
 #   switches: ASAN=1 TSAN=1 V=1 PREFIX=/usr/local DESTDIR=
 .DELETE_ON_ERROR:
+SHELL := /bin/bash
 .SUFFIXES:
 .SECONDARY:
 
@@ -152,6 +153,35 @@ all: $(PROBE_HELPERS)
 -include $(NOPROBES_OBJS:.o=.d) $(PROBE_HELPERS:=.d)
 
 
+# ---- fuzzing (libFuzzer): make fuzz [FUZZ_SECONDS=N] ----
+FUZZ_SECONDS ?= 30
+FB := build/fuzz
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FB)/%)
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -Ilib -fsanitize=fuzzer-no-link,address,undefined \
+	-fno-sanitize-recover=undefined
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FB)/obj/%.o)
+
+$(FB)/obj/%.o: %.c
+	$(call msg,CLANG,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FB)/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS) -pthread
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: $(FUZZ_BINS)
+	@for f in $(FUZZ_BINS); do \
+		n=$$(basename $$f); mkdir -p $(FB)/corpus/$$n; \
+		echo "== $$n: $(FUZZ_SECONDS)s"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=4096 \
+			-artifact_prefix=$(FB)/$$n- $(FB)/corpus/$$n 2>&1 | grep -E '^(stat::|==|SUMMARY|#[0-9]+ *DONE)' ; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
 # ---- checks ----
 deps:
 	@sh tools/deps.sh
@@ -190,6 +220,6 @@ install: all
 clean:
 	rm -rf build
 
-.PHONY: all check tests demo bench deps setup install clean
+.PHONY: all check tests demo bench deps setup install clean fuzz fuzz-build
 
 -include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_HELPER_OBJS:.o=.d)

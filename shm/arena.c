@@ -84,7 +84,7 @@ static int find_hugetlbfs(char *out, size_t outlen)
 	return found ? 0 : -ENODEV;
 }
 
-static uint64_t header_checksum(const struct shm_header *h)
+uint64_t shm_header_checksum(const struct shm_header *h)
 {
 	struct shm_header copy;
 	memcpy(&copy, h, offsetof(struct shm_header, header_check));
@@ -99,7 +99,7 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
 	if (h->layout_version != SHM_LAYOUT_VERSION)
 		return -EPROTO;
 	if (h->header_bytes != SHM_HEADER_BYTES || h->region_count != SHM_REGION_COUNT ||
-	    h->total_bytes != file_bytes || h->header_check != header_checksum(h))
+	    h->total_bytes != file_bytes || h->header_check != shm_header_checksum(h))
 		return -EBADMSG;
 	if (h->reader_slots == 0 ||
 	    (uint64_t)h->reader_slots * 512u > h->regions[SHM_REGION_READERS].size)
@@ -267,7 +267,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		rc = -EIO;
 		goto fail_unmap;
 	}
-	h->header_check = header_checksum(h);
+	h->header_check = shm_header_checksum(h);
 	atomic_store_explicit(&h->global_epoch, 1, memory_order_relaxed);
 	if ((rc = shm_layout_format(a)))
 		goto fail_unmap;

@@ -115,6 +115,8 @@ int shm_arena_file_version(const char *dir, const char *name, uint32_t *version)
 int shm_arena_list(const char *dir, void (*cb)(const char *dir, const char *name, void *ctx), void *ctx);
 /* Validate a header image of @file_bytes bytes; 0, -EBADMSG, -EPROTO. Pure; used by attach and fsck. */
 int shm_header_check(const struct shm_header *h, uint64_t file_bytes);
+/* The checksum attach expects in header_check (XXH64 of the identity part, initialised read as 0). */
+uint64_t shm_header_checksum(const struct shm_header *h);
 /* Measure the backing of the mapping at @addr from /proc/self/smaps. */
 int shm_measure_backing(const void *addr, uint64_t *page_size);
 
