@@ -15,19 +15,26 @@
 #include "arena.h"
 
 #define SHM_HEAP_PAGE_ALIGN_MIN 4096u
+/* Bytes of block header in front of every allocation (the allocation's offset minus this is its
+ * header; small allocations are aligned to this). */
+#define SHM_HEAP_BLOCK_HDR 64u
 
 struct shm_heap_stats {
-	uint64_t heap_bytes;      /* usable bytes managed */
+	uint64_t heap_bytes;      /* bytes managed (block headers included) */
 	uint64_t used_bytes;      /* bytes in allocated blocks (including block overhead) */
-	uint64_t free_bytes;
-	uint64_t largest_free;    /* largest single allocation that would succeed now */
+	uint64_t free_bytes;      /* bytes in free blocks (including their headers); used + free == heap */
+	uint64_t largest_free;    /* largest single allocation that would succeed now (from the first
+				   * blocks of the largest size class) */
 	uint64_t used_blocks, free_blocks;
-	uint64_t repairs;         /* times the heap was repaired after a holder died */
+	uint64_t repairs;         /* rebuilds: after a holder died, after a detected inconsistency,
+				   * or by shm_heap_repair */
 };
 
 /* Format the heap region (called once at arena creation, before publication). */
 int shm_heap_format(struct shm_arena *a);
-/* Bytes of heap overhead + alignment a request of @bytes can consume (for budget checks). */
+/* Bytes of heap a request of @bytes consumes: a successful shm_heap_alloc(@bytes) raises
+ * used_bytes by exactly this (usable size rounded to 64 B, or to 4 KiB from
+ * SHM_HEAP_PAGE_ALIGN_MIN on, plus the block header). Alignment gaps stay free. */
 uint64_t shm_heap_footprint(uint64_t bytes);
 /* Allocate @bytes; on success *off is the arena offset of the first usable byte.
  * @tag is an opaque 64-bit word stored with the block (the caller's ownership record, e.g.
@@ -42,7 +49,9 @@ int shm_heap_alloc(struct shm_arena *a, uint64_t bytes, uint64_t tag, uint64_t *
 int shm_heap_set_tag(struct shm_arena *a, uint64_t off, uint64_t tag);
 /* Free the allocation at @off. -EBADMSG if @off is not the start of a live allocation. */
 int shm_heap_free(struct shm_arena *a, uint64_t off);
-/* Usable size of the allocation at @off (validated); -EBADMSG if not a live allocation. */
+/* Usable size of the allocation at @off (validated); -EBADMSG if not a live allocation.
+ * At least the bytes asked for; requests of SHM_HEAP_PAGE_ALIGN_MIN or more get a multiple of
+ * 4 KiB, so whole-page O_DIRECT reads stay inside the allocation. */
 int shm_heap_size(struct shm_arena *a, uint64_t off, uint64_t *bytes);
 int shm_heap_stats(struct shm_arena *a, struct shm_heap_stats *st);
 /* Walk every block (for fsck and repair): @cb(off, bytes, allocated, tag, ctx) with @off the
@@ -50,5 +59,12 @@ int shm_heap_stats(struct shm_arena *a, struct shm_heap_stats *st);
  * -EBADMSG at the first inconsistency. Takes the heap mutex; @cb must not call back into the heap. */
 int shm_heap_walk(struct shm_arena *a,
 		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx);
+/* (walk: @bytes is the usable size, @tag 0 for free blocks, @cb may be NULL to only check; the
+ * walk also checks prev sizes, free-list membership, coalescing and the counters.) */
+/* Rebuild the heap's derived state (free lists, counters) from its block chain, as the first
+ * caller after a crash does automatically; for fsck, or after a reported corruption was fixed.
+ * 0, or -EBADMSG if the block chain itself is corrupted (the heap then refuses every call with
+ * -EBADMSG until a repair succeeds). Takes the heap mutex; O(blocks). */
+int shm_heap_repair(struct shm_arena *a);
 
 #endif

@@ -1,0 +1,861 @@
+/* tests/check_heap.c — the payload heap (shm/heap.c) and fault injection (shm/fault.c). */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/internal.h"
+#include "../shm/fault.h"
+#include "../shm/heap.h"
+
+#define ARENA_BYTES (64ull << 20)
+#define PAGE SHM_HEAP_PAGE_ALIGN_MIN
+
+struct fx {
+	struct sc_arena *sa;
+	const char *name;
+	struct shm_arena *a;
+	struct shm_heap_stats st0;      /* the empty heap */
+};
+
+static void fx_open(struct fx *f)
+{
+	f->sa = sc_test_arena("heap", ARENA_BYTES, &f->name);
+	f->a = f->sa->shm;
+	/* unlinked at once: the mapping (inherited by forked children) lives on, and a failing
+	 * test leaves nothing behind in /dev/shm */
+	ck_assert_int_eq(sc_arena_destroy(NULL, f->name), 0);
+	ck_assert_int_eq(shm_heap_stats(f->a, &f->st0), 0);
+	ck_assert_uint_eq(f->st0.used_bytes, 0);
+	ck_assert_uint_eq(f->st0.free_blocks, 1);
+	ck_assert_uint_ge(f->st0.largest_free, 32ull << 20);
+}
+
+static void fx_close(struct fx *f)
+{
+	sc_arena_close(f->sa);
+}
+
+static struct shm_heap_stats stats(struct shm_arena *a)
+{
+	struct shm_heap_stats st;
+	ck_assert_int_eq(shm_heap_stats(a, &st), 0);
+	ck_assert_uint_eq(st.used_bytes + st.free_bytes, st.heap_bytes);
+	return st;
+}
+
+/* The heap is back to exactly its empty state (everything coalesced, nothing lost). */
+static void assert_empty(struct fx *f)
+{
+	struct shm_heap_stats st = stats(f->a);
+	ck_assert_int_eq(shm_heap_walk(f->a, NULL, NULL), 0);
+	ck_assert_uint_eq(st.used_bytes, 0);
+	ck_assert_uint_eq(st.used_blocks, 0);
+	ck_assert_uint_eq(st.free_blocks, 1);
+	ck_assert_uint_eq(st.free_bytes, f->st0.free_bytes);
+	ck_assert_uint_eq(st.largest_free, f->st0.largest_free);
+}
+
+static uint64_t xrand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* Fill / verify an allocation with a pattern unique to @id. */
+static void fill(struct shm_arena *a, uint64_t off, uint64_t bytes, uint64_t id)
+{
+	uint8_t *p = shm_ptr(a, off, bytes);
+	ck_assert_ptr_nonnull(p);
+	uint64_t w = id * 0x9e3779b97f4a7c15ull | 1;
+	for (uint64_t i = 0; i + 8 <= bytes; i += 8)
+		memcpy(p + i, &w, 8);
+	for (uint64_t i = bytes & ~7ull; i < bytes; i++)
+		p[i] = (uint8_t)id;
+}
+
+static int verify(struct shm_arena *a, uint64_t off, uint64_t bytes, uint64_t id)
+{
+	const uint8_t *p = shm_ptr(a, off, bytes);
+	if (!p)
+		return 0;
+	uint64_t w = id * 0x9e3779b97f4a7c15ull | 1, v;
+	for (uint64_t i = 0; i + 8 <= bytes; i += 8) {
+		memcpy(&v, p + i, 8);
+		if (v != w)
+			return 0;
+	}
+	for (uint64_t i = bytes & ~7ull; i < bytes; i++)
+		if (p[i] != (uint8_t)id)
+			return 0;
+	return 1;
+}
+
+struct blkrec {
+	uint64_t off, bytes, tag;
+	int alloc;
+};
+
+struct walkbuf {
+	struct blkrec *r;
+	size_t n, cap;
+};
+
+static int collect(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	struct walkbuf *w = ctx;
+	if (w->n == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 256;
+		w->r = realloc(w->r, w->cap * sizeof(*w->r));
+	}
+	w->r[w->n++] = (struct blkrec){ off, bytes, tag, allocated };
+	return 0;
+}
+
+/* Allocated blocks carrying @tag. */
+static size_t count_tag(struct shm_arena *a, uint64_t tag, uint64_t *off)
+{
+	struct walkbuf w = { 0 };
+	size_t n = 0;
+	ck_assert_int_eq(shm_heap_walk(a, collect, &w), 0);
+	for (size_t i = 0; i < w.n; i++)
+		if (w.r[i].alloc && w.r[i].tag == tag) {
+			n++;
+			if (off)
+				*off = w.r[i].off;
+		}
+	free(w.r);
+	return n;
+}
+
+START_TEST(test_footprint)
+{
+	ck_assert_uint_eq(shm_heap_footprint(1), 128);
+	ck_assert_uint_eq(shm_heap_footprint(64), 128);
+	ck_assert_uint_eq(shm_heap_footprint(65), 192);
+	ck_assert_uint_eq(shm_heap_footprint(4095), 4160);
+	ck_assert_uint_eq(shm_heap_footprint(4096), 4160);
+	ck_assert_uint_eq(shm_heap_footprint(4097), 8256);
+	ck_assert_uint_eq(shm_heap_footprint(UINT64_MAX), UINT64_MAX);
+}
+END_TEST
+
+static int stop_walk(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	return 7;
+}
+
+START_TEST(test_roundtrip)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t off, sz;
+	ck_assert_int_eq(shm_heap_alloc(f.a, 0, 1, &off), -EINVAL);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 100, 0xabcd, &off), 0);
+	ck_assert_int_eq(shm_heap_size(f.a, off, &sz), 0);
+	ck_assert_uint_ge(sz, 100);
+	fill(f.a, off, sz, 7);
+	struct shm_heap_stats st = stats(f.a);
+	ck_assert_uint_eq(st.used_bytes, shm_heap_footprint(100));
+	ck_assert_uint_eq(st.used_blocks, 1);
+	ck_assert_uint_eq(count_tag(f.a, 0xabcd, NULL), 1);
+	ck_assert_int_eq(shm_heap_set_tag(f.a, off, 0x1234), 0);
+	ck_assert_uint_eq(count_tag(f.a, 0xabcd, NULL), 0);
+	ck_assert_uint_eq(count_tag(f.a, 0x1234, NULL), 1);
+	ck_assert(verify(f.a, off, sz, 7));
+	ck_assert_int_eq(shm_heap_free(f.a, off), 0);
+	assert_empty(&f);
+	/* walk stops at a non-zero callback result and returns it */
+	ck_assert_int_eq(shm_heap_alloc(f.a, 100, 1, &off), 0);
+	ck_assert_int_eq(shm_heap_walk(f.a, stop_walk, NULL), 7);
+	ck_assert_int_eq(shm_heap_free(f.a, off), 0);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_alignment)
+{
+	struct fx f;
+	fx_open(&f);
+	static const uint64_t sizes[] = { 1, 63, 64, 65, 4095, 4096, 4097, 100, 10000, 1u << 20, 200,
+					  (3u << 20) + 5, 4096 * 3, 1, 8191, 64 };
+	uint64_t offs[16];
+	for (int round = 0; round < 2; round++) {
+		for (unsigned i = 0; i < 16; i++) {
+			struct shm_heap_stats b = stats(f.a);
+			uint64_t sz;
+			ck_assert_int_eq(shm_heap_alloc(f.a, sizes[i], i, &offs[i]), 0);
+			ck_assert_int_eq(shm_heap_size(f.a, offs[i], &sz), 0);
+			ck_assert_uint_ge(sz, sizes[i]);
+			if (sizes[i] >= PAGE) {
+				ck_assert_msg(offs[i] % PAGE == 0, "size %lu at %lu", (unsigned long)sizes[i],
+					      (unsigned long)offs[i]);
+				ck_assert_uint_eq(sz % PAGE, 0);
+			} else {
+				ck_assert_uint_eq(offs[i] % 64, 0);
+			}
+			struct shm_heap_stats s2 = stats(f.a);
+			ck_assert_uint_eq(s2.used_bytes - b.used_bytes, shm_heap_footprint(sizes[i]));
+			fill(f.a, offs[i], sz, i + 100 * round);
+		}
+		ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+		for (unsigned i = 0; i < 16; i++) {
+			uint64_t sz;
+			ck_assert_int_eq(shm_heap_size(f.a, offs[i], &sz), 0);
+			ck_assert(verify(f.a, offs[i], sz, i + 100 * round));
+			/* free out of order to exercise both merge directions */
+			if (i % 2 == 0)
+				ck_assert_int_eq(shm_heap_free(f.a, offs[i]), 0);
+		}
+		for (unsigned i = 1; i < 16; i += 2)
+			ck_assert_int_eq(shm_heap_free(f.a, offs[i]), 0);
+		assert_empty(&f);
+	}
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_exhaustion)
+{
+	struct fx f;
+	fx_open(&f);
+	static uint64_t big[256], small[1u << 20];
+	unsigned nb = 0, ns = 0;
+	int rc;
+	uint64_t off;
+	while ((rc = shm_heap_alloc(f.a, 1u << 20, 1, &off)) == 0) {
+		ck_assert_uint_lt(nb, 256);
+		big[nb++] = off;
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_uint_ge(nb, 32);
+	struct shm_heap_stats st = stats(f.a);
+	ck_assert_uint_lt(st.largest_free, 1u << 20);
+	/* the last crumbs go to small allocations */
+	while ((rc = shm_heap_alloc(f.a, 64, 2, &off)) == 0) {
+		ck_assert_uint_lt(ns, 1u << 20);
+		small[ns++] = off;
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	st = stats(f.a);
+	ck_assert_uint_lt(st.largest_free, 64);
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+	/* free every other big block: 1 MiB fits again, 2 MiB does not */
+	for (unsigned i = 0; i < nb; i += 2)
+		ck_assert_int_eq(shm_heap_free(f.a, big[i]), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 2u << 20, 3, &off), -ENOSPC);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1u << 20, 3, &big[0]), 0);
+	for (unsigned i = 1; i < nb; i += 2)
+		ck_assert_int_eq(shm_heap_free(f.a, big[i]), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, big[0]), 0);
+	for (unsigned i = 0; i < ns; i++)
+		ck_assert_int_eq(shm_heap_free(f.a, small[i]), 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_e2big)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t off, sz;
+	ck_assert_int_eq(shm_heap_alloc(f.a, f.st0.heap_bytes + 1, 1, &off), -E2BIG);
+	ck_assert_int_eq(shm_heap_alloc(f.a, UINT64_MAX, 1, &off), -E2BIG);
+	ck_assert_int_eq(shm_heap_alloc(f.a, f.st0.heap_bytes, 1, &off), -E2BIG);
+	/* nearly the whole heap: exactly the reported largest allocation */
+	int rc = shm_heap_alloc(f.a, f.st0.largest_free + 1, 1, &off);
+	ck_assert_msg(rc == -ENOSPC || rc == -E2BIG, "rc %d", rc);
+	ck_assert_int_eq(shm_heap_alloc(f.a, f.st0.largest_free, 1, &off), 0);
+	ck_assert_int_eq(shm_heap_size(f.a, off, &sz), 0);
+	ck_assert_uint_eq(sz, f.st0.largest_free);
+	ck_assert_uint_eq(off % PAGE, 0);
+	fill(f.a, off, sz, 3);
+	ck_assert_int_eq(shm_heap_free(f.a, off), 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_coalesce)
+{
+	struct fx f;
+	fx_open(&f);
+	enum { N = 2000 };
+	static uint64_t offs[N];
+	uint64_t seed = 0x1234567;
+	for (int order = 0; order < 3; order++) {
+		for (int i = 0; i < N; i++)
+			ck_assert_int_eq(shm_heap_alloc(f.a, 1 + xrand(&seed) % 20000, (uint64_t)i, &offs[i]), 0);
+		ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+		if (order == 0) {
+			for (int i = 0; i < N; i++)
+				ck_assert_int_eq(shm_heap_free(f.a, offs[i]), 0);
+		} else if (order == 1) {
+			for (int i = N - 1; i >= 0; i--)
+				ck_assert_int_eq(shm_heap_free(f.a, offs[i]), 0);
+		} else {
+			for (int i = N - 1; i > 0; i--) {
+				int j = (int)(xrand(&seed) % (uint64_t)(i + 1));
+				uint64_t t = offs[i];
+				offs[i] = offs[j];
+				offs[j] = t;
+			}
+			for (int i = 0; i < N; i++)
+				ck_assert_int_eq(shm_heap_free(f.a, offs[i]), 0);
+		}
+		assert_empty(&f);
+	}
+	fx_close(&f);
+}
+END_TEST
+
+/* Random alloc/free against a reference model: patterns prove no two live blocks overlap. */
+START_TEST(test_torture)
+{
+	struct fx f;
+	fx_open(&f);
+	enum { MAXLIVE = 512, OPS = 20000 };
+	static struct { uint64_t off, bytes, id; } live[MAXLIVE];
+	unsigned n = 0;
+	uint64_t seed = 0xfeedbeef, id = 1;
+	for (int op = 0; op < OPS; op++) {
+		int do_alloc = n == 0 || (n < MAXLIVE && xrand(&seed) % 100 < 55);
+		if (do_alloc) {
+			uint64_t r = xrand(&seed) % 100, bytes;
+			if (r < 60)
+				bytes = 1 + xrand(&seed) % 4096;
+			else if (r < 95)
+				bytes = 4096 + xrand(&seed) % (256u << 10);
+			else
+				bytes = (1u << 20) + xrand(&seed) % (4u << 20);
+			uint64_t off;
+			int rc = shm_heap_alloc(f.a, bytes, id, &off);
+			if (rc == -ENOSPC)
+				continue;
+			ck_assert_int_eq(rc, 0);
+			ck_assert(bytes < PAGE ? off % 64 == 0 : off % PAGE == 0);
+			fill(f.a, off, bytes, id);
+			live[n++] = (typeof(live[0])){ off, bytes, id++ };
+		} else {
+			unsigned i = (unsigned)(xrand(&seed) % n);
+			ck_assert_msg(verify(f.a, live[i].off, live[i].bytes, live[i].id), "block %lu overwritten",
+				      (unsigned long)live[i].id);
+			ck_assert_int_eq(shm_heap_free(f.a, live[i].off), 0);
+			ck_assert_int_eq(shm_heap_free(f.a, live[i].off), -EBADMSG);
+			live[i] = live[--n];
+		}
+		if (op % 1000 == 999) {
+			/* the walk agrees with the model: same allocations, same tags */
+			struct walkbuf w = { 0 };
+			ck_assert_int_eq(shm_heap_walk(f.a, collect, &w), 0);
+			unsigned na = 0;
+			for (size_t k = 0; k < w.n; k++) {
+				if (!w.r[k].alloc)
+					continue;
+				na++;
+				unsigned j;
+				for (j = 0; j < n && live[j].off != w.r[k].off; j++)
+					;
+				ck_assert_uint_lt(j, n);
+				ck_assert_uint_eq(w.r[k].tag, live[j].id);
+				ck_assert_uint_ge(w.r[k].bytes, live[j].bytes);
+			}
+			ck_assert_uint_eq(na, n);
+			free(w.r);
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		ck_assert(verify(f.a, live[i].off, live[i].bytes, live[i].id));
+		ck_assert_int_eq(shm_heap_free(f.a, live[i].off), 0);
+	}
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+static void assert_same(struct shm_heap_stats a, struct shm_heap_stats b)
+{
+	ck_assert_uint_eq(a.free_bytes, b.free_bytes);
+	ck_assert_uint_eq(a.used_blocks, b.used_blocks);
+	ck_assert_uint_eq(a.free_blocks, b.free_blocks);
+	ck_assert_uint_eq(a.largest_free, b.largest_free);
+	ck_assert_uint_eq(a.repairs, b.repairs);
+}
+
+START_TEST(test_hostile_offsets)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t A, B, C, D, sz, hsize;
+	uint8_t *hbase = shm_region(f.a, SHM_REGION_HEAP, &hsize);
+	uint64_t hoff = shm_off(f.a, hbase);
+	uint64_t E, F, G;       /* three contiguous blocks, for the forged chain below */
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 5, &E), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 6, &F), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 7, &G), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 1, &A), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 100000, 2, &B), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 64, 3, &C), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 64, 4, &D), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, C), 0);
+	struct shm_heap_stats before = stats(f.a);
+	const uint64_t bad[] = { 0, 1, 64, hoff, hoff + 64, hoff + 8192, A - 64, A + 8, A + 64,
+				 B + 4096, B + 64, B - 4096, C /* double free */, hoff + hsize,
+				 hoff + hsize - 64, f.a->size, f.a->size + 64, UINT64_MAX,
+				 UINT64_MAX - 63, (uint64_t)1 << 63 };
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(shm_heap_free(f.a, bad[i]) == -EBADMSG, "free bad[%u]", i);
+		ck_assert_int_eq(shm_heap_size(f.a, bad[i], &sz), -EBADMSG);
+		ck_assert_int_eq(shm_heap_set_tag(f.a, bad[i], 9), -EBADMSG);
+	}
+	assert_same(stats(f.a), before);
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+	ck_assert_uint_eq(count_tag(f.a, 9, NULL), 0);
+
+	/* a copy of B's valid header planted inside B's own payload is refused: the header check is
+	 * keyed by position, and the neighbours do not agree */
+	uint8_t *pb = shm_ptr(f.a, B, 100000);
+	memcpy(pb + 8192 - 64, pb - 64, 64);
+	ck_assert_int_eq(shm_heap_free(f.a, B + 8192), -EBADMSG);
+	/* and D's header planted right behind D (where a forger would put it) too */
+	uint8_t *pd = shm_ptr(f.a, D, 64);
+	memcpy(pb + 4096 - 64, pd - 64, 64);
+	ck_assert_int_eq(shm_heap_free(f.a, B + 4096), -EBADMSG);
+	assert_same(stats(f.a), before);
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+
+	/* a whole consistent chain (E, F, G) copied into B's payload: the neighbours agree with the
+	 * forged F, only the position-keyed header check refuses it */
+	ck_assert_uint_eq(F - E, shm_heap_footprint(1000));
+	ck_assert_uint_eq(G - F, shm_heap_footprint(1000));
+	memcpy(pb + PAGE, (uint8_t *)shm_ptr(f.a, E, 1) - 64, G - E + 64);
+	uint64_t forged = B + PAGE + 64 + (F - E);
+	ck_assert_int_eq(shm_heap_free(f.a, forged), -EBADMSG);
+	ck_assert_int_eq(shm_heap_size(f.a, forged, &sz), -EBADMSG);
+	ck_assert_int_eq(shm_heap_set_tag(f.a, forged, 1), -EBADMSG);
+	assert_same(stats(f.a), before);
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, E), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, F), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, G), 0);
+
+	ck_assert_int_eq(shm_heap_free(f.a, A), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, A), -EBADMSG);
+	ck_assert_int_eq(shm_heap_free(f.a, B), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, D), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, D), -EBADMSG);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_corrupt_header)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t A, B, C, sz, X;
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 1, &A), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 2, &B), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 3, &C), 0);
+	uint8_t *hb = (uint8_t *)shm_ptr(f.a, B, 1) - SHM_HEAP_BLOCK_HDR, saved[64];
+	memcpy(saved, hb, 64);
+	uint64_t seed = 99;
+	for (int trial = 0; trial < 3; trial++) {
+		if (trial == 0) {
+			for (int i = 0; i < 64; i += 8) {
+				uint64_t r = xrand(&seed);
+				memcpy(hb + i, &r, 8);
+			}
+		} else if (trial == 1) {
+			hb[3] ^= 0x10;        /* one bit of B's size */
+		} else {
+			hb[0] ^= 0x03;        /* B's state */
+		}
+		ck_assert_int_eq(shm_heap_free(f.a, B), -EBADMSG);
+		ck_assert_int_eq(shm_heap_size(f.a, B, &sz), -EBADMSG);
+		ck_assert_int_eq(shm_heap_set_tag(f.a, B, 5), -EBADMSG);
+		ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), -EBADMSG);
+		/* the neighbours cannot be freed through the bad header either */
+		ck_assert_int_eq(shm_heap_free(f.a, C), -EBADMSG);
+		/* unrelated allocations still work */
+		ck_assert_int_eq(shm_heap_alloc(f.a, 5000, 4, &X), 0);
+		ck_assert_int_eq(shm_heap_free(f.a, X), 0);
+		memcpy(hb, saved, 64);
+		ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+	}
+	/* a corrupted free-list link is detected, the lists are rebuilt from the chain, and the
+	 * allocation goes on from the rebuilt lists */
+	uint64_t hsize;
+	uint8_t *hh;
+	struct shm_heap_stats st = stats(f.a);
+	uint8_t *fb = (uint8_t *)shm_ptr(f.a, C, 1) - SHM_HEAP_BLOCK_HDR + shm_heap_footprint(1000);
+	uint64_t junk = 0x123456789ull;
+	memcpy(fb + 24, &junk, 8);      /* next_free of the free block after C */
+	memcpy(fb + 32, &junk, 8);      /* prev_free */
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 6, &X), 0);
+	struct shm_heap_stats st2 = stats(f.a);
+	ck_assert_uint_eq(st2.repairs, st.repairs + 1);
+	ck_assert_uint_eq(st2.used_bytes, st.used_bytes + shm_heap_footprint(1000));
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, X), 0);
+	/* a bitmap bit pointing at an empty list: same */
+	hh = shm_region(f.a, SHM_REGION_HEAP, &hsize);
+	memset(hh + 3 * 64, 0xff, 4);   /* sl_bitmap[0]: classes of 1..15 units claim blocks */
+	ck_assert_int_eq(shm_heap_alloc(f.a, 100, 6, &X), 0);
+	ck_assert_uint_eq(stats(f.a).repairs, st.repairs + 2);
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, X), 0);
+
+	/* a scribbled heap header: every call refuses, nothing crashes */
+	uint8_t hsaved[64];
+	memcpy(hsaved, hh, 64);
+	memset(hh, 0xff, 64);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 10, 1, &X), -EBADMSG);
+	ck_assert_int_eq(shm_heap_free(f.a, A), -EBADMSG);
+	ck_assert_int_eq(shm_heap_stats(f.a, &st), -EBADMSG);
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), -EBADMSG);
+	memcpy(hh, hsaved, 64);
+
+	/* a broken chain makes a rebuild fail: the heap refuses everything until it is fixed */
+	memset(hb, 0, 8);
+	ck_assert_int_eq(shm_heap_repair(f.a), -EBADMSG);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 10, 1, &X), -EBADMSG);
+	ck_assert_int_eq(shm_heap_free(f.a, A), -EBADMSG);
+	memcpy(hb, saved, 64);
+	ck_assert_int_eq(shm_heap_repair(f.a), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, A), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, B), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, C), 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- crashes ---- */
+
+#define CHILD_TAG 0xc0ffee00ull
+
+struct crash_case {
+	const char *point;
+	int is_free;        /* child frees the middle of three blocks; else allocates */
+	uint64_t bytes;
+	int stays_alloc;    /* the in-flight allocation survives the repair */
+};
+
+static const struct crash_case crash_cases[] = {
+	{ "heap.alloc.unlinked", 0, 1000, 0 },
+	{ "heap.alloc.align", 0, 8192, 0 },
+	{ "heap.alloc.split", 0, 1000, 0 },
+	{ "heap.alloc.split", 0, 3u << 20, 0 },
+	{ "heap.alloc.done", 0, 1000, 1 },
+	{ "heap.alloc.done", 0, 8192, 1 },
+	{ "heap.free.marked", 1, 1000, 0 },
+	{ "heap.free.merge", 1, 1000, 0 },
+	{ "heap.free.merge@2", 1, 1000, 0 },
+};
+
+static void run_child_killed(struct shm_arena *a, const char *point, int is_free, uint64_t arg)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		uint64_t off;
+		if (shm_fault_arm(point))
+			_exit(4);
+		if (is_free) {
+			shm_heap_free(a, arg);
+			shm_heap_free(a, arg + 2 * shm_heap_footprint(1000));   /* for "@2" */
+		} else {
+			shm_heap_alloc(a, arg, CHILD_TAG, &off);
+		}
+		_exit(3);       /* the fault point was not reached */
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: child status %#x", point,
+		      status);
+}
+
+START_TEST(test_crash_points)
+{
+	const struct crash_case *cc = &crash_cases[_i];
+	struct fx f;
+	fx_open(&f);
+	uint64_t blk[6];
+	if (cc->is_free) {
+		/* A B C D E F of 1000 bytes, contiguous; A, C and E free: freeing B merges both ways,
+		 * freeing D (for "@2", after B) too */
+		for (int i = 0; i < 6; i++)
+			ck_assert_int_eq(shm_heap_alloc(f.a, 1000, (uint64_t)i, &blk[i]), 0);
+		ck_assert_int_eq(shm_heap_free(f.a, blk[0]), 0);
+		ck_assert_int_eq(shm_heap_free(f.a, blk[2]), 0);
+		ck_assert_int_eq(shm_heap_free(f.a, blk[4]), 0);
+	}
+	struct shm_heap_stats before = stats(f.a);
+	run_child_killed(f.a, cc->point, cc->is_free, cc->is_free ? blk[1] : cc->bytes);
+
+	struct shm_heap_stats after = stats(f.a);     /* the first call after the crash repairs */
+	ck_assert_uint_eq(after.repairs, before.repairs + 1);
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+	uint64_t off = 0;
+	if (cc->is_free) {
+		int two = strchr(cc->point, '@') != NULL;
+		uint64_t fp = shm_heap_footprint(1000);
+		ck_assert_uint_eq(after.free_bytes, before.free_bytes + (two ? 2 : 1) * fp);
+		ck_assert_uint_eq(after.used_blocks, before.used_blocks - (two ? 2 : 1));
+		ck_assert_uint_eq(after.free_blocks, before.free_blocks - (two ? 2 : 1));
+		ck_assert_int_eq(shm_heap_free(f.a, blk[1]), -EBADMSG);
+		if (!two)
+			ck_assert_int_eq(shm_heap_free(f.a, blk[3]), 0);
+		ck_assert_int_eq(shm_heap_free(f.a, blk[5]), 0);
+	} else if (cc->stays_alloc) {
+		ck_assert_uint_eq(count_tag(f.a, CHILD_TAG, &off), 1);
+		ck_assert_uint_eq(after.used_bytes, before.used_bytes + shm_heap_footprint(cc->bytes));
+		ck_assert(cc->bytes < PAGE ? off % 64 == 0 : off % PAGE == 0);
+		/* the owner reclaims it by its tag */
+		ck_assert_int_eq(shm_heap_free(f.a, off), 0);
+	} else {
+		ck_assert_uint_eq(count_tag(f.a, CHILD_TAG, NULL), 0);
+		assert_same(after, (struct shm_heap_stats){ .free_bytes = before.free_bytes,
+							    .used_blocks = before.used_blocks,
+							    .free_blocks = before.free_blocks,
+							    .largest_free = before.largest_free,
+							    .repairs = before.repairs + 1 });
+	}
+	/* nothing lost: everything coalesces back into the empty heap */
+	struct shm_heap_stats end = stats(f.a);
+	ck_assert_uint_eq(end.used_bytes, 0);
+	ck_assert_uint_eq(end.free_blocks, 1);
+	ck_assert_uint_eq(end.largest_free, f.st0.largest_free);
+	ck_assert_uint_eq(end.repairs, before.repairs + 1);
+	fx_close(&f);
+}
+END_TEST
+
+static int block_in_walk(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	int fd = *(int *)ctx;
+	if (write(fd, "x", 1) != 1)
+		_exit(5);
+	pause();        /* killed here, holding the heap mutex */
+	return 0;
+}
+
+START_TEST(test_killed_holding_lock)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t A;
+	ck_assert_int_eq(shm_heap_alloc(f.a, 5000, 1, &A), 0);
+	struct shm_heap_stats before = stats(f.a);
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		shm_heap_walk(f.a, block_in_walk, &p[1]);
+		_exit(3);
+	}
+	close(p[1]);
+	char c;
+	ck_assert_int_eq(read(p[0], &c, 1), 1);
+	close(p[0]);
+	kill(pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status));
+	struct shm_heap_stats after = stats(f.a);
+	ck_assert_uint_eq(after.repairs, before.repairs + 1);
+	before.repairs++;
+	assert_same(after, before);
+	ck_assert_int_eq(shm_heap_free(f.a, A), 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_fault_arm)
+{
+	ck_assert_int_eq(shm_fault_arm("x@0"), -EINVAL);
+	ck_assert_int_eq(shm_fault_arm("x@"), -EINVAL);
+	ck_assert_int_eq(shm_fault_arm("@3"), -EINVAL);
+	ck_assert_int_eq(shm_fault_arm("x@2y"), -EINVAL);
+	ck_assert_int_eq(shm_fault_arm("test.point@3"), 0);
+	shm_fault_point("test.point");      /* 1st, 2nd: survive */
+	shm_fault_point("other.point");
+	shm_fault_point("test.point");
+	ck_assert_int_eq(shm_fault_arm(NULL), 0);
+	shm_fault_point("test.point");      /* disarmed */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setenv("SC_FAULT", "env.point", 1);
+		atomic_store(&shm_fault_state, -1);  /* as in a fresh process */
+		shm_fault_point("env.point");
+		_exit(3);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+END_TEST
+
+/* Two processes allocating and freeing concurrently for 2 s, each verifying its patterns. */
+static int mp_child(struct shm_arena *a, uint64_t seed)
+{
+	enum { LIVE = 64 };
+	struct { uint64_t off, bytes, id; } live[LIVE];
+	unsigned n = 0;
+	uint64_t id = (uint64_t)getpid() << 32;
+	time_t end = time(NULL) + 2;
+	long ops = 0;
+	while (time(NULL) <= end || n) {
+		int stop = time(NULL) > end;
+		if (!stop && n < LIVE && (n == 0 || xrand(&seed) % 2)) {
+			uint64_t bytes = xrand(&seed) % 8 ? 1 + xrand(&seed) % 8192 : 1 + xrand(&seed) % (1u << 20);
+			uint64_t off;
+			int rc = shm_heap_alloc(a, bytes, id, &off);
+			if (rc == -ENOSPC)
+				continue;
+			if (rc)
+				return 2;
+			fill(a, off, bytes, id);
+			live[n].off = off;
+			live[n].bytes = bytes;
+			live[n++].id = id++;
+		} else {
+			unsigned i = (unsigned)(xrand(&seed) % n);
+			if (!verify(a, live[i].off, live[i].bytes, live[i].id))
+				return 1;
+			if (shm_heap_free(a, live[i].off))
+				return 2;
+			live[i] = live[--n];
+		}
+		ops++;
+	}
+	return ops > 100 ? 0 : 6;
+}
+
+START_TEST(test_multiproc)
+{
+	struct fx f;
+	fx_open(&f);
+	pid_t pid[2];
+	for (int i = 0; i < 2; i++) {
+		pid[i] = fork();
+		ck_assert_int_ge(pid[i], 0);
+		if (pid[i] == 0)
+			_exit(mp_child(f.a, 0x9876543210ull + (uint64_t)i * 7919));
+	}
+	for (int i = 0; i < 2; i++) {
+		int status;
+		ck_assert_int_eq(waitpid(pid[i], &status, 0), pid[i]);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d status %#x", i, status);
+	}
+	ck_assert_uint_eq(stats(f.a).repairs, 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+/* A heap of many GiB: a hand-made arena handle over a sparse private mapping (only the pages of
+ * the headers we write are ever touched). */
+START_TEST(test_huge_heap)
+{
+	const uint64_t total = 256ull << 30;
+	uint8_t *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			     -1, 0);
+	if (base == MAP_FAILED) {
+		sc_skip("cannot reserve %llu GiB of address space", (unsigned long long)(total >> 30));
+		return;
+	}
+	static struct shm_arena fake;
+	fake.base = base;
+	fake.size = total;
+	fake.hdr = (struct shm_header *)base;
+	fake.hdr->regions[SHM_REGION_HEAP].off = 2u << 20;
+	fake.hdr->regions[SHM_REGION_HEAP].size = total - (2u << 20);
+	struct shm_arena *a = &fake;
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	struct shm_heap_stats st0 = stats(a), st;
+	ck_assert_uint_ge(st0.largest_free, total - (3u << 20));
+	static const uint64_t sizes[] = { 64ull << 20, 1ull << 30, 100ull << 30, 3, (64ull << 20) + 1,
+					  17ull << 30, 4096 };
+	uint64_t offs[7], sz;
+	for (int i = 0; i < 7; i++) {
+		ck_assert_int_eq(shm_heap_alloc(a, sizes[i], (uint64_t)i, &offs[i]), 0);
+		ck_assert_int_eq(shm_heap_size(a, offs[i], &sz), 0);
+		ck_assert_uint_ge(sz, sizes[i]);
+		ck_assert(sizes[i] < PAGE ? offs[i] % 64 == 0 : offs[i] % PAGE == 0);
+	}
+	ck_assert_int_eq(shm_heap_alloc(a, 200ull << 30, 9, &offs[0]) , -ENOSPC);
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	for (int i = 6; i >= 0; i -= 2)
+		ck_assert_int_eq(shm_heap_free(a, offs[i]), 0);
+	for (int i = 1; i < 7; i += 2)
+		ck_assert_int_eq(shm_heap_free(a, offs[i]), 0);
+	st = stats(a);
+	ck_assert_uint_eq(st.used_bytes, 0);
+	ck_assert_uint_eq(st.free_blocks, 1);
+	ck_assert_uint_eq(st.largest_free, st0.largest_free);
+	/* the whole heap in one allocation */
+	ck_assert_int_eq(shm_heap_alloc(a, st0.largest_free, 1, &offs[0]), 0);
+	ck_assert_int_eq(shm_heap_free(a, offs[0]), 0);
+	munmap(base, total);
+}
+END_TEST
+
+/* The smallest arena still has a working heap. */
+START_TEST(test_small_arena)
+{
+	const char *name;
+	struct sc_arena *sa = sc_test_arena("heapmin", SC_ARENA_MIN_BYTES, &name);
+	struct shm_arena *a = sa->shm;
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+	struct shm_heap_stats st0 = stats(a);
+	ck_assert_uint_gt(st0.largest_free, 1u << 20);
+	uint64_t off[4];
+	ck_assert_int_eq(shm_heap_alloc(a, st0.largest_free, 1, &off[0]), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 4096, 1, &off[1]), -ENOSPC);
+	ck_assert_int_eq(shm_heap_free(a, off[0]), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 1, 1, &off[0]), 0);
+	ck_assert_int_eq(shm_heap_free(a, off[0]), 0);
+	ck_assert_uint_eq(stats(a).largest_free, st0.largest_free);
+	sc_arena_close(sa);
+}
+END_TEST
+
+Suite *heap_suite(void)
+{
+	Suite *s = suite_create("heap");
+	TCase *tc = tcase_create("heap");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_footprint);
+	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_alignment);
+	tcase_add_test(tc, test_exhaustion);
+	tcase_add_test(tc, test_e2big);
+	tcase_add_test(tc, test_coalesce);
+	tcase_add_test(tc, test_torture);
+	tcase_add_test(tc, test_hostile_offsets);
+	tcase_add_test(tc, test_corrupt_header);
+	tcase_add_loop_test(tc, test_crash_points, 0, (int)(sizeof(crash_cases) / sizeof(crash_cases[0])));
+	tcase_add_test(tc, test_killed_holding_lock);
+	tcase_add_test(tc, test_fault_arm);
+	tcase_add_test(tc, test_multiproc);
+	tcase_add_test(tc, test_huge_heap);
+	tcase_add_test(tc, test_small_arena);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(heap_suite)
