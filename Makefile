@@ -31,6 +31,8 @@ override CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-missing-field-
 	-fPIC -pthread -MMD -MP -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -Ilib -I$(B) $(SAN)
 override LDFLAGS += -pthread $(SAN)
 LIBS := -luring -lxxhash
+# bench-only clients of the servers stagecache is compared with (the library itself never links them)
+TOOL_LIBS := -lmemcached -lhiredis -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
 ifeq ($(V),1)
@@ -113,7 +115,7 @@ $(BPF_SKEL): $(BPF_OBJ)
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name stagecache_bpf > $@
 
-$(B)/obj/tools/cmd_trace.o $(B)/obj/tools/bench_probes.o: $(BPF_SKEL)
+$(B)/obj/tools/cmd_trace.o: $(BPF_SKEL)
 
 # The probe benchmark compares the same L2 hit loop linked statically against build/libstagecache.a
 # and against build/noprobes/libstagecache.a (every object rebuilt with -DSC_NO_PROBES).
@@ -142,7 +144,7 @@ $(B)/noprobes/bench_probes_helper: tools/bench_probes.c $(B)/noprobes/libstageca
 $(B)/tests/static_probes: $(STATIC)
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)printf 'int main(void) { return 0; }\n' | $(CC) -x c $(LDFLAGS) -o $@ - \
+	$(Q)printf 'int main(void) { return 0; }\n' | $(CC) $(LDFLAGS) -o $@ -x c - -x none \
 		-Wl,--whole-archive $(STATIC) -Wl,--no-whole-archive $(LIBS)
 
 $(B)/tests/check_probes: $(B)/tests/static_probes $(BPF_SKEL)

@@ -1,0 +1,728 @@
+/*
+ * tools/cmd_demo.c — `stagecache demo`: the main job, in about 30 seconds.
+ *
+ * One arena (hugepages when available), an L3 directory of synthetic prefix-state objects for a
+ * small model, `stagecache trace` in the background (root), one consumer tailing the commit rings
+ * and verifying every generation exactly, and N stage workers serving a Zipf workload over
+ * documents that share prefixes: sc_restore (L3 locate -> L2 lookup -> io_uring fill ->
+ * promotion), a digest check of every restored payload, then a "decode" through the batcher.
+ * A progress line while it runs, then a summary with the library's counters next to eBPF's.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "workload.h"
+
+#define MAX_WORKERS 32
+#define MAX_DOCS 1024
+#define WINDOWS 64
+#define NS "demo"
+#define MODEL "demo-model-8L-fp16"
+#define STATE "kv+recurrent"
+
+struct worker_stats {
+	_Atomic uint64_t requests, from_l2, from_l3, promoted, fill_bytes, fill_ns, verify_errors, errors;
+	_Atomic uint64_t tokens, commits_failed, ring_full_waits;
+	_Atomic int last_error;
+	uint8_t pad[64];
+};
+
+struct shared {
+	_Atomic int stop_workers, stop_consumer;
+	struct worker_stats w[MAX_WORKERS];
+	/* consumer results */
+	_Atomic uint64_t delivered_tokens, delivered_commits, generations_done, consumer_errors;
+	_Atomic int consumer_ready, consumer_error;
+	char consumer_msg[256];
+	struct wl_doc docs[MAX_DOCS];
+};
+
+struct demo_opts {
+	uint32_t workers, docs, min_tokens, max_tokens, seconds;
+	double zipf;
+	uint64_t arena_bytes;
+	const char *l3dir;
+	int trace, keep, json;
+	struct wl_geometry g;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stagecache demo [--workers N] [--seconds S] [--docs N] [--min-tokens N] [--max-tokens N]\n"
+		"                       [--layers N] [--kv-heads N] [--head-dim N] [--recurrent-bytes SIZE]\n"
+		"                       [--arena-size SIZE] [--zipf S] [--l3 DIR] [--no-trace] [--keep] [--json]\n\n"
+		"Run the main scene: stage workers sharing one arena's L2, L3 fills through io_uring with\n"
+		"promotion, commit rings with a verifying consumer, and `stagecache trace` (when root).\n\n"
+		"  --workers N          stage worker processes (default 4)\n"
+		"  --seconds S          how long the workers serve requests (default 30)\n"
+		"  --docs N             distinct prompt prefixes stored in L3 (default 128)\n"
+		"  --min-tokens N       shortest prefix (default 32)   --max-tokens N  longest (default 2048)\n"
+		"  --layers N --kv-heads N --head-dim N   model geometry, fp16 KV (default 8, 4, 64: 8 KiB/token,\n"
+		"                       so prefixes of 256 KiB to 16 MiB)\n"
+		"  --recurrent-bytes SIZE  recurrent state per payload (default 16K)\n"
+		"  --arena-size SIZE    arena size (default 192M; smaller than the L3 working set, so L2 evicts)\n"
+		"  --zipf S             Zipf exponent of document popularity (default 0.9)\n"
+		"  --l3 DIR             L3 directory (default a fresh one under /var/tmp, removed after)\n"
+		"  --no-trace           do not start `stagecache trace`\n"
+		"  --keep               keep the arena and the L3 directory\n"
+		"  --json               print the summary as one JSON object\n"
+		"Exit status 0 when every restored payload verified and every token arrived exactly once.\n");
+}
+
+static int parse(int argc, char **argv, struct demo_opts *o)
+{
+	static const struct option opts[] = {
+		{ "workers", required_argument, 0, 'w' },   { "seconds", required_argument, 0, 's' },
+		{ "docs", required_argument, 0, 'd' },      { "min-tokens", required_argument, 0, 'm' },
+		{ "max-tokens", required_argument, 0, 'M' }, { "layers", required_argument, 0, 'L' },
+		{ "kv-heads", required_argument, 0, 'H' },  { "head-dim", required_argument, 0, 'D' },
+		{ "recurrent-bytes", required_argument, 0, 'r' }, { "arena-size", required_argument, 0, 'a' },
+		{ "zipf", required_argument, 0, 'z' },      { "l3", required_argument, 0, 'l' },
+		{ "no-trace", no_argument, 0, 'T' },        { "keep", no_argument, 0, 'k' },
+		{ "json", no_argument, 0, 'j' },            { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	uint64_t v;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+#define NUM(ch, field, lo, hi, what)                                                             \
+	case ch:                                                                                 \
+		if (cli_parse_u64(optarg, hi, &v) || v < lo)                                     \
+			return cli_usage_error("demo", "bad " what " '%s' (%d-%d)", optarg, lo, hi); \
+		o->field = (uint32_t)v;                                                          \
+		break;
+			NUM('w', workers, 1, MAX_WORKERS, "--workers")
+			NUM('s', seconds, 1, 3600, "--seconds")
+			NUM('d', docs, 1, MAX_DOCS, "--docs")
+			NUM('m', min_tokens, 1, 1 << 20, "--min-tokens")
+			NUM('M', max_tokens, 1, 1 << 20, "--max-tokens")
+			NUM('L', g.layers, 1, 1024, "--layers")
+			NUM('H', g.kv_heads, 1, 1024, "--kv-heads")
+			NUM('D', g.head_dim, 1, 4096, "--head-dim")
+#undef NUM
+		case 'r':
+			if (cli_parse_size(optarg, &v) || v < 8 || v > (64u << 20))
+				return cli_usage_error("demo", "bad --recurrent-bytes '%s'", optarg);
+			o->g.recurrent_bytes = (uint32_t)v;
+			break;
+		case 'a':
+			if (cli_parse_size(optarg, &o->arena_bytes) || o->arena_bytes < SC_ARENA_MIN_BYTES)
+				return cli_usage_error("demo", "bad --arena-size '%s'", optarg);
+			break;
+		case 'z': {
+			char *end;
+			o->zipf = strtod(optarg, &end);
+			if (*end || o->zipf < 0 || o->zipf > 5)
+				return cli_usage_error("demo", "bad --zipf '%s' (0-5)", optarg);
+			break;
+		}
+		case 'l': o->l3dir = optarg; break;
+		case 'T': o->trace = 0; break;
+		case 'k': o->keep = 1; break;
+		case 'j': o->json = 1; break;
+		case 'h': usage(stdout); return -1;
+		default: return cli_usage_error("demo", "unknown option");
+		}
+	}
+	if (optind != argc)
+		return cli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
+	if (o->min_tokens > o->max_tokens)
+		return cli_usage_error("demo", "--min-tokens is larger than --max-tokens");
+	return 0;
+}
+
+/* ---- the consumer: every generation verified token by token ---- */
+
+struct gen_state {
+	uint64_t request_id; /* current request of this worker (0: none yet) */
+	uint64_t next;       /* tokens seen so far */
+};
+
+struct consumer_ctx {
+	struct shared *sh;
+	struct gen_state per_worker[MAX_WORKERS];
+};
+
+static void consumer_error(struct consumer_ctx *cx, const char *msg, const struct sc_commit *c)
+{
+	if (atomic_fetch_add(&cx->sh->consumer_errors, 1) == 0)
+		snprintf(cx->sh->consumer_msg, sizeof(cx->sh->consumer_msg),
+			 "%s: request %llx, total %llu, %u tokens, flags %u", msg, (unsigned long long)c->request_id,
+			 (unsigned long long)c->generated_token_count, c->token_count, c->flags);
+}
+
+static int on_commit(const struct sc_commit *c, void *p)
+{
+	struct consumer_ctx *cx = p;
+	uint32_t w = (uint32_t)(c->request_id >> 40);
+	if (w >= MAX_WORKERS) {
+		consumer_error(cx, "commit from an unknown worker", c);
+		return 0;
+	}
+	struct gen_state *g = &cx->per_worker[w];
+	if (g->request_id != c->request_id) {
+		/* a new generation of this worker: the previous one must have ended with a terminal */
+		if (g->request_id && g->next)
+			consumer_error(cx, "generation started before the previous one ended", c);
+		g->request_id = c->request_id;
+		g->next = 0;
+	}
+	for (uint32_t i = 0; i < c->token_count; i++)
+		if (c->tokens[i] != wl_gen_token(c->request_id, g->next + i)) {
+			consumer_error(cx, "wrong token", c);
+			break;
+		}
+	g->next += c->token_count;
+	if (c->generated_token_count != g->next)
+		consumer_error(cx, "running total does not match the tokens delivered", c);
+	atomic_fetch_add(&cx->sh->delivered_tokens, c->token_count);
+	atomic_fetch_add(&cx->sh->delivered_commits, 1);
+	if (c->flags & (SC_COMMIT_FINISHED | SC_COMMIT_ABORTED)) {
+		if (g->next != wl_gen_length(c->request_id))
+			consumer_error(cx, "generation ended with the wrong length", c);
+		atomic_fetch_add(&cx->sh->generations_done, 1);
+		g->next = 0;
+	}
+	return 0;
+}
+
+static int consumer_main(const char *arena_name, struct shared *sh)
+{
+	struct sc_arena *a;
+	int rc = sc_arena_open(arena_name, &a);
+	if (rc) {
+		atomic_store(&sh->consumer_error, rc);
+		atomic_store(&sh->consumer_ready, 1);
+		return 1;
+	}
+	static struct consumer_ctx cx;
+	cx.sh = sh;
+	atomic_store(&sh->consumer_ready, 1);
+	uint64_t idle_since = 0;
+	for (;;) {
+		rc = sc_ring_poll(a, on_commit, &cx, 4096);
+		if (rc < 0 && rc != -EBADMSG) {
+			atomic_store(&sh->consumer_error, rc);
+			break;
+		}
+		if (rc > 0) {
+			idle_since = 0;
+			continue;
+		}
+		/* done when told to stop and the rings stayed empty for 200 ms */
+		if (atomic_load(&sh->stop_consumer)) {
+			uint64_t now = wl_now_ns();
+			if (!idle_since)
+				idle_since = now;
+			else if (now - idle_since > 200000000ull)
+				break;
+		}
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	}
+	sc_ring_consumer_close(a);
+	sc_arena_close(a);
+	return 0;
+}
+
+/* ---- a stage worker ---- */
+
+static int worker_main(uint32_t id, const char *arena_name, const char *l3dir, const struct demo_opts *o,
+		       struct shared *sh)
+{
+	struct worker_stats *ws = &sh->w[id];
+	struct sc_arena *a = NULL;
+	struct sc_stage *st = NULL;
+	struct sc_l3 *l3 = NULL;
+	struct sc_ring *ring = NULL;
+	struct wl_zipf z = { 0 };
+	int32_t *tokens = NULL;
+	int rc;
+	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_RECONCILE };
+	if ((rc = sc_arena_open(arena_name, &a)) || (rc = sc_stage_open(a, MODEL, STATE, &st)) ||
+	    (rc = sc_l3_open(l3dir, &lo, &l3)) || (rc = sc_l3_bind_arena(l3, a)) || (rc = sc_ring_open(a, &ring)) ||
+	    (rc = wl_zipf_init(&z, o->docs, o->zipf)))
+		goto out;
+	tokens = malloc(sizeof(int32_t) * (o->max_tokens + 64));
+	if (!tokens) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	uint64_t rng = wl_mix(0xd3e0 + id), seq = 0;
+	while (!atomic_load(&sh->stop_workers)) {
+		const struct wl_doc *doc = &sh->docs[wl_zipf_next(&z, &rng)];
+		uint64_t request_id = ((uint64_t)id << 40) | ++seq;
+		uint32_t n = wl_prompt(doc, request_id, 8 + (uint32_t)(request_id % 32), tokens);
+		struct sc_restore r;
+		rc = sc_restore(st, l3, NS, tokens, n, SC_RESTORE_WAIT, &r);
+		if (rc < 0) {
+			atomic_fetch_add(&ws->errors, 1);
+			atomic_store(&ws->last_error, rc);
+			continue;
+		}
+		/* verify what we were served: the right prefix, and bytes that hash to its digest */
+		if ((uint32_t)rc != doc->token_count || !sc_digest_equal(r.digest, doc->digest) ||
+		    !sc_digest_equal(wl_digest2(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest))
+			atomic_fetch_add(&ws->verify_errors, 1);
+		if (r.source == SC_RESTORE_FROM_L2) {
+			atomic_fetch_add(&ws->from_l2, 1);
+		} else {
+			atomic_fetch_add(&ws->from_l3, 1);
+			atomic_fetch_add(&ws->fill_bytes, r.sec_len[0] + r.sec_len[1]);
+			atomic_fetch_add(&ws->fill_ns, r.fill_ns);
+			if (r.promoted)
+				atomic_fetch_add(&ws->promoted, 1);
+		}
+		sc_restore_release(&r);
+
+		/* decode: tokens 5 ms apart in model time, batched by the commit batcher */
+		struct sc_batcher b;
+		sc_batcher_init(&b, ring, request_id, doc->id);
+		uint32_t len = wl_gen_length(request_id);
+		for (uint32_t i = 0; i < len; i++) {
+			while (sc_batcher_commit(&b, wl_gen_token(request_id, i), (uint64_t)i * 5000000ull) == -EAGAIN) {
+				atomic_fetch_add(&ws->ring_full_waits, 1);
+				usleep(200);
+			}
+		}
+		while (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN)
+			usleep(200);
+		atomic_fetch_add(&ws->tokens, len);
+		atomic_fetch_add(&ws->requests, 1);
+	}
+	rc = 0;
+out:
+	if (rc) {
+		atomic_store(&ws->last_error, rc);
+		atomic_fetch_add(&ws->errors, 1);
+	}
+	free(tokens);
+	wl_zipf_free(&z);
+	sc_ring_close(ring);
+	sc_l3_close(l3);
+	sc_stage_close(st);
+	sc_arena_close(a);
+	return rc ? 1 : 0;
+}
+
+/* ---- the L3 store: synthetic objects ---- */
+
+static int populate_l3(struct sc_l3 *l3, const struct demo_opts *o, struct shared *sh, int tty)
+{
+	uint64_t bytes = 0;
+	double t0 = cli_now();
+	int32_t *tokens = malloc(sizeof(int32_t) * (o->max_tokens + 1));
+	if (!tokens)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < o->docs; i++) {
+		struct wl_doc *d = &sh->docs[i];
+		struct wl_payload p;
+		int rc = wl_payload_build(&o->g, d, &p);
+		if (rc) {
+			free(tokens);
+			return rc;
+		}
+		wl_prompt(d, 0, 0, tokens);
+		struct sc_l3_put_args args = {
+			.model_identity = MODEL, .state_identity = STATE, .ns = NS,
+			.tokens = tokens, .token_count = d->token_count, .payload = &p.p,
+		};
+		rc = sc_l3_put(l3, &args, NULL);
+		wl_payload_free(&p);
+		if (rc) {
+			free(tokens);
+			return rc;
+		}
+		bytes += d->payload_bytes;
+		if (tty || i + 1 == o->docs) {
+			char hb[32];
+			fprintf(stderr, "\rL3: wrote %u/%u objects, %s, %.1f s   ", i + 1, o->docs,
+				cli_human(bytes, hb, sizeof(hb)), cli_now() - t0);
+		}
+	}
+	fprintf(stderr, "\n");
+	free(tokens);
+	return 0;
+}
+
+/* ---- trace in the background ---- */
+
+static pid_t start_trace(const char *self, const char *log, const char *pindir, uint32_t seconds)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close(fd);
+	}
+	char dur[32];
+	snprintf(dur, sizeof(dur), "%u", seconds + 60);
+	execl(self, self, "trace", "--json", "--interval", "1", "--duration", dur, "--pin-dir", pindir, (char *)NULL);
+	_exit(127);
+}
+
+/* Wait until the trace log has its "ready" line (or the tracer died). */
+static int trace_wait_ready(pid_t pid, const char *log)
+{
+	for (int i = 0; i < 300; i++) {
+		FILE *f = fopen(log, "r");
+		char line[4096];
+		int ready = 0;
+		while (f && fgets(line, sizeof(line), f))
+			ready |= strstr(line, "\"type\":\"ready\"") != NULL;
+		if (f)
+			fclose(f);
+		if (ready)
+			return 0;
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return -1;
+		usleep(100000);
+	}
+	return -1;
+}
+
+struct trace_totals {
+	uint64_t hits, promotion_hits, misses, admits, promotions, evictions, fills, fill_bytes, commits;
+	int have;
+};
+
+static uint64_t sum_key(const char *line, const char *key)
+{
+	uint64_t sum = 0;
+	size_t kl = strlen(key);
+	for (const char *p = line; (p = strstr(p, key)); p += kl)
+		sum += strtoull(p + kl, NULL, 10);
+	return sum;
+}
+
+static void trace_read_totals(const char *log, struct trace_totals *t)
+{
+	memset(t, 0, sizeof(*t));
+	FILE *f = fopen(log, "r");
+	if (!f)
+		return;
+	static char line[1 << 16], last[1 << 16];
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "\"type\":\"interval\""))
+			memcpy(last, line, sizeof(last)), t->have = 1;
+	fclose(f);
+	if (!t->have)
+		return;
+	t->hits = sum_key(last, "\"hits\":");
+	t->promotion_hits = sum_key(last, "\"promotion_hits\":");
+	t->misses = sum_key(last, "\"misses\":");
+	t->admits = sum_key(last, "\"admits\":");
+	t->promotions = sum_key(last, "\"promotions\":");
+	t->evictions = sum_key(last, "\"evictions\":");
+	t->fills = sum_key(last, "\"fills\":");
+	t->fill_bytes = sum_key(last, "\"fill_bytes\":");
+	t->commits = sum_key(last, "\"commits\":");
+}
+
+/* ---- the scene ---- */
+
+struct totals {
+	uint64_t requests, from_l2, from_l3, promoted, fill_bytes, fill_ns, verify_errors, errors, tokens, waits;
+	int last_error;
+};
+
+static void sum_workers(const struct shared *sh, uint32_t n, struct totals *t)
+{
+	memset(t, 0, sizeof(*t));
+	for (uint32_t i = 0; i < n; i++) {
+		const struct worker_stats *w = &sh->w[i];
+		t->requests += w->requests;
+		t->from_l2 += w->from_l2;
+		t->from_l3 += w->from_l3;
+		t->promoted += w->promoted;
+		t->fill_bytes += w->fill_bytes;
+		t->fill_ns += w->fill_ns;
+		t->verify_errors += w->verify_errors;
+		t->errors += w->errors;
+		t->tokens += w->tokens;
+		t->waits += w->ring_full_waits;
+		if (w->last_error)
+			t->last_error = w->last_error;
+	}
+}
+
+static int rm_rf(const char *dir)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("rm", "rm", "-rf", "--one-file-system", dir, (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int cmd_demo(int argc, char **argv)
+{
+	struct demo_opts o = { .workers = 4, .docs = 128, .min_tokens = 32, .max_tokens = 2048, .seconds = 30,
+			       .zipf = 0.9, .arena_bytes = 192u << 20, .trace = 1 };
+	wl_geometry_default(&o.g);
+	int prc = parse(argc, argv, &o);
+	if (prc)
+		return prc < 0 ? EXIT_OK : prc;
+
+	int tty = isatty(2), root = geteuid() == 0, rc = EXIT_FAIL;
+	char arena_name[64], l3buf[256], tlog[256], pindir[256], self[4096];
+	snprintf(arena_name, sizeof(arena_name), "demo-%d", (int)getpid());
+	snprintf(tlog, sizeof(tlog), "/tmp/stagecache-demo-%d-trace.log", (int)getpid());
+	snprintf(pindir, sizeof(pindir), "/sys/fs/bpf/stagecache-demo-%d", (int)getpid());
+	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[sl > 0 ? sl : 0] = 0;
+	const char *l3dir = o.l3dir;
+	int own_l3 = !l3dir;
+	if (own_l3) {
+		snprintf(l3buf, sizeof(l3buf), "/var/tmp/stagecache-demo-%d", (int)getpid());
+		l3dir = l3buf;
+	}
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		return cli_fail("demo", -errno, "mmap");
+	struct sc_arena *a = NULL;
+	struct sc_l3 *l3 = NULL;
+	struct sc_stage *st = NULL;
+	pid_t tracer = -1, consumer = -1, workers[MAX_WORKERS];
+	uint32_t nworkers = 0;
+
+	/* 1. the arena */
+	struct sc_arena_opts ao = { .size_bytes = o.arena_bytes, .huge = SC_HUGE_AUTO };
+	int r = sc_arena_create(arena_name, &ao, &a);
+	if (r) {
+		cli_fail("demo", r, "cannot create the arena");
+		goto out;
+	}
+	struct sc_arena_info info;
+	sc_arena_info(a, &info);
+	char hb[32], hb2[32];
+	printf("arena %s: %s, backing %s%s\n", arena_name, cli_human(info.size_bytes, hb, sizeof(hb)),
+	       sc_backing_name(info.backing),
+	       info.backing == SC_BACKING_HUGETLBFS_2M ? "" :
+	       root ? " (no free 2 MiB hugepages on a hugetlbfs mount: fell back; run stagecache setup)" :
+		      " (not root: no hugepages reserved; fell back)");
+
+	/* 2. the L3 store */
+	struct sc_l3_opts lo = { 0 };
+	if ((r = sc_l3_open(l3dir, &lo, &l3))) {
+		cli_fail("demo", r, "cannot open L3 directory %s", l3dir);
+		goto out;
+	}
+	wl_docs_make(sh->docs, o.docs, o.min_tokens, o.max_tokens, 0x5eed);
+	printf("L3 %s: %u documents of %u-%u tokens, %s per token (%u layers x %u KV heads x %u dims, fp16)\n",
+	       l3dir, o.docs, o.min_tokens, o.max_tokens, cli_human(wl_kv_bytes_per_token(&o.g), hb, sizeof(hb)),
+	       o.g.layers, o.g.kv_heads, o.g.head_dim);
+	if ((r = populate_l3(l3, &o, sh, tty))) {
+		cli_fail("demo", r, "cannot write the L3 objects");
+		goto out;
+	}
+	sc_l3_close(l3);
+	l3 = NULL;
+
+	/* 3. trace */
+	struct trace_totals tt = { 0 };
+	if (o.trace && root) {
+		tracer = start_trace(self, tlog, pindir, o.seconds);
+		if (trace_wait_ready(tracer, tlog)) {
+			printf("trace: could not attach (see %s); going on without it\n", tlog);
+			if (tracer > 0) {
+				kill(tracer, SIGINT);
+				waitpid(tracer, NULL, 0);
+			}
+			tracer = -1;
+		} else {
+			printf("trace: eBPF programs attached to the library's USDT probes (maps pinned in %s)\n", pindir);
+		}
+	} else if (o.trace) {
+		printf("trace: skipped (not root: loading eBPF programs needs root)\n");
+	}
+
+	/* 4. the consumer, then the workers */
+	consumer = fork();
+	if (consumer == 0)
+		_exit(consumer_main(arena_name, sh));
+	while (!atomic_load(&sh->consumer_ready))
+		usleep(1000);
+	if (atomic_load(&sh->consumer_error)) {
+		cli_fail("demo", atomic_load(&sh->consumer_error), "the consumer could not start");
+		goto out;
+	}
+	printf("running %u workers for %u s (Zipf %.2f over %u documents) ...\n", o.workers, o.seconds, o.zipf, o.docs);
+	fflush(stdout);
+	for (uint32_t i = 0; i < o.workers; i++) {
+		workers[i] = fork();
+		if (workers[i] == 0)
+			_exit(worker_main(i, arena_name, l3dir, &o, sh));
+		nworkers++;
+	}
+
+	/* 5. progress, and the L2 hit ratio per window */
+	double t0 = cli_now(), window_hit[WINDOWS];
+	uint32_t nwin = 0, win_s = o.seconds <= 20 ? 2 : 5;
+	struct totals prev = { 0 }, cur, win_prev = { 0 };
+	double last = t0;
+	while (cli_now() - t0 < o.seconds) {
+		usleep(250000);
+		double now = cli_now();
+		if (now - last < 1.0)
+			continue;
+		sum_workers(sh, o.workers, &cur);
+		double dt = now - last;
+		uint64_t dreq = cur.requests - prev.requests;
+		uint64_t dl2 = cur.from_l2 - prev.from_l2, dl3 = cur.from_l3 - prev.from_l3;
+		fprintf(stderr, "%s[%3.0fs] requests %llu (%.0f/s)  L2 hit %.1f%%  promotions %llu  fill %.2f GB/s  "
+				"tokens %llu -> %llu delivered  errors %llu%s",
+			tty ? "\r" : "", now - t0, (unsigned long long)cur.requests, (double)dreq / dt,
+			dl2 + dl3 ? 100.0 * (double)dl2 / (double)(dl2 + dl3) : 0.0, (unsigned long long)cur.promoted,
+			(double)(cur.fill_bytes - prev.fill_bytes) / dt / 1e9, (unsigned long long)cur.tokens,
+			(unsigned long long)atomic_load(&sh->delivered_tokens),
+			(unsigned long long)(cur.verify_errors + cur.errors + atomic_load(&sh->consumer_errors)),
+			tty ? "   " : "\n");
+		if ((uint32_t)((now - t0) / win_s) > nwin && nwin < WINDOWS) {
+			uint64_t a2 = cur.from_l2 - win_prev.from_l2, a3 = cur.from_l3 - win_prev.from_l3;
+			window_hit[nwin++] = a2 + a3 ? (double)a2 / (double)(a2 + a3) : 0;
+			win_prev = cur;
+		}
+		prev = cur;
+		last = now;
+	}
+	if (tty)
+		fprintf(stderr, "\n");
+	atomic_store(&sh->stop_workers, 1);
+	int worker_fail = 0;
+	for (uint32_t i = 0; i < nworkers; i++) {
+		int status;
+		waitpid(workers[i], &status, 0);
+		worker_fail |= !WIFEXITED(status) || WEXITSTATUS(status);
+	}
+	nworkers = 0;
+	atomic_store(&sh->stop_consumer, 1);
+	waitpid(consumer, NULL, 0);
+	consumer = -1;
+	double elapsed = cli_now() - t0;
+
+	/* 6. counters: the library's own, and eBPF's */
+	struct sc_l2_stats l2s;
+	struct sc_promote_stats ps;
+	memset(&l2s, 0, sizeof(l2s));
+	memset(&ps, 0, sizeof(ps));
+	sc_l2_stats(a, NULL, &l2s);
+	sc_promote_stats(a, &ps);
+	if (tracer > 0) {
+		usleep(1500000); /* one more interval so the last snapshot includes everything */
+		kill(tracer, SIGINT);
+		waitpid(tracer, NULL, 0);
+		tracer = -1;
+		trace_read_totals(tlog, &tt);
+	}
+	sum_workers(sh, o.workers, &cur);
+	uint64_t delivered = atomic_load(&sh->delivered_tokens), cerr = atomic_load(&sh->consumer_errors);
+	uint64_t verify = cur.verify_errors + cerr + (delivered != cur.tokens);
+
+	if (o.json) {
+		printf("{\"seconds\":%.1f,\"workers\":%u,\"backing\":\"%s\",\"requests\":%llu,\"from_l2\":%llu,"
+		       "\"from_l3\":%llu,\"promotions\":%llu,\"fill_gb_per_s\":%.3f,\"tokens_produced\":%llu,"
+		       "\"tokens_delivered\":%llu,\"commits\":%llu,\"verification_errors\":%llu,\"errors\":%llu,"
+		       "\"l2\":{\"hits\":%llu,\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu},"
+		       "\"ebpf\":{\"attached\":%s,\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
+		       "\"promotions\":%llu,\"evictions\":%llu,\"fills\":%llu,\"commits\":%llu},\"hit_ratio_windows\":[",
+		       elapsed, o.workers, sc_backing_name(info.backing), (unsigned long long)cur.requests,
+		       (unsigned long long)cur.from_l2, (unsigned long long)cur.from_l3, (unsigned long long)cur.promoted,
+		       cur.fill_ns ? (double)cur.fill_bytes / (double)cur.fill_ns : 0.0, (unsigned long long)cur.tokens,
+		       (unsigned long long)delivered, (unsigned long long)atomic_load(&sh->delivered_commits),
+		       (unsigned long long)verify, (unsigned long long)cur.errors, (unsigned long long)l2s.hits,
+		       (unsigned long long)l2s.misses, (unsigned long long)l2s.inserts, (unsigned long long)l2s.evictions,
+		       tt.have ? "true" : "false", (unsigned long long)tt.hits, (unsigned long long)tt.promotion_hits,
+		       (unsigned long long)tt.misses, (unsigned long long)tt.promotions, (unsigned long long)tt.evictions,
+		       (unsigned long long)tt.fills, (unsigned long long)tt.commits);
+		for (uint32_t i = 0; i < nwin; i++)
+			printf("%s%.4f", i ? "," : "", window_hit[i]);
+		printf("]}\n");
+	} else {
+		printf("\n== summary (%.1f s, %u workers, arena %s %s) ==\n", elapsed, o.workers,
+		       cli_human(info.size_bytes, hb, sizeof(hb)), sc_backing_name(info.backing));
+		printf("requests            %llu (%.0f/s)\n", (unsigned long long)cur.requests, (double)cur.requests / elapsed);
+		printf("served from L2      %llu (%.1f%%)\n", (unsigned long long)cur.from_l2,
+		       cur.requests ? 100.0 * (double)cur.from_l2 / (double)cur.requests : 0.0);
+		printf("served from L3      %llu (fills: %s at %.2f GB/s)\n", (unsigned long long)cur.from_l3,
+		       cli_human(cur.fill_bytes, hb2, sizeof(hb2)),
+		       cur.fill_ns ? (double)cur.fill_bytes / (double)cur.fill_ns : 0.0);
+		printf("L2 hit ratio        ");
+		for (uint32_t i = 0; i < nwin; i++)
+			printf("%s%u-%us %.0f%%", i ? ", " : "", i * win_s, (i + 1) * win_s, 100 * window_hit[i]);
+		printf("\n");
+		printf("promotions          %llu decided by the policy, %llu published in L2 (%u observations)\n",
+		       (unsigned long long)ps.promoted, (unsigned long long)cur.promoted, ps.observations);
+		printf("commits delivered   %llu\n", (unsigned long long)atomic_load(&sh->delivered_commits));
+		printf("tokens              %llu produced, %llu delivered, %llu generations verified\n",
+		       (unsigned long long)cur.tokens, (unsigned long long)delivered,
+		       (unsigned long long)atomic_load(&sh->generations_done));
+		printf("verification errors %llu%s%s\n", (unsigned long long)verify, cerr ? "  first: " : "",
+		       cerr ? sh->consumer_msg : "");
+		if (cur.errors)
+			printf("request errors      %llu (last: %s)\n", (unsigned long long)cur.errors,
+			       sc_strerror(cur.last_error));
+		printf("\n%-22s %14s %14s\n", "counter", "library", tt.have ? "eBPF" : "eBPF (off)");
+#define ROW(label, lib, bpf) printf("%-22s %14llu %14s\n", label, (unsigned long long)(lib), tt.have ? (snprintf(hb, sizeof(hb), "%llu", (unsigned long long)(bpf)), hb) : "-")
+		ROW("L2 hits", l2s.hits, tt.hits);
+		ROW("  promotion hits", cur.from_l2, tt.promotion_hits);
+		ROW("L2 misses", l2s.misses, tt.misses);
+		ROW("L2 inserts", l2s.inserts, tt.admits);
+		ROW("L2 evictions", l2s.evictions, tt.evictions);
+		ROW("promotions", ps.promoted, tt.promotions);
+		ROW("L3 fills", cur.from_l3, tt.fills);
+		ROW("commits", atomic_load(&sh->delivered_commits), tt.commits);
+#undef ROW
+		if (tt.have)
+			printf("(pinned maps: bpftool map dump pinned %s/<map>; removed now)\n", pindir);
+	}
+	rc = (verify || worker_fail || cur.errors) ? EXIT_FAIL : EXIT_OK;
+	if (rc)
+		fprintf(stderr, "stagecache demo: %s\n", verify ? "VERIFICATION FAILED" : "some requests failed");
+
+out:
+	if (tracer > 0) {
+		kill(tracer, SIGINT);
+		waitpid(tracer, NULL, 0);
+	}
+	atomic_store(&sh->stop_workers, 1);
+	for (uint32_t i = 0; i < nworkers; i++)
+		waitpid(workers[i], NULL, 0);
+	if (consumer > 0) {
+		atomic_store(&sh->stop_consumer, 1);
+		waitpid(consumer, NULL, 0);
+	}
+	sc_stage_close(st);
+	sc_l3_close(l3);
+	sc_arena_close(a);
+	if (!o.keep) {
+		sc_arena_destroy(NULL, arena_name);
+		if (own_l3)
+			rm_rf(l3dir);
+		unlink(tlog);
+	} else {
+		printf("kept: arena %s, L3 %s\n", arena_name, l3dir);
+	}
+	munmap(sh, sizeof(*sh));
+	return rc;
+}

@@ -1,0 +1,164 @@
+/* tools/workload.c — the synthetic workload of `demo` and `stress` (see workload.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "workload.h"
+
+void wl_geometry_default(struct wl_geometry *g)
+{
+	g->layers = 8;
+	g->kv_heads = 4;
+	g->head_dim = 64;
+	g->recurrent_bytes = 16u << 10;
+}
+
+uint64_t wl_kv_bytes_per_token(const struct wl_geometry *g)
+{
+	uint64_t row = (uint64_t)g->kv_heads * g->head_dim * 2; /* fp16 */
+	return (uint64_t)g->layers * 2 * row;
+}
+
+void wl_kv_desc(const struct wl_geometry *g, uint32_t token_count, struct sc_kv_desc *d)
+{
+	uint64_t row = (uint64_t)g->kv_heads * g->head_dim * 2;
+	memset(d, 0, sizeof(*d));
+	d->version = 1;
+	d->layer_start = 0;
+	d->layer_end = g->layers;
+	d->layer_count = g->layers;
+	d->token_start = 0;
+	d->token_count = token_count;
+	d->k_type = 1; /* f16 */
+	d->v_type = 1;
+	d->k_row_bytes = row;
+	d->v_row_bytes = row;
+	d->v_element_bytes = 2;
+	d->k_idx_row_bytes = 0;
+	d->payload_bytes = wl_kv_bytes_per_token(g) * token_count;
+	d->flags = 0;
+	d->codec = SC_KV_CODEC_RAW;
+	d->component_count = 0;
+}
+
+int wl_payload_build(const struct wl_geometry *g, struct wl_doc *doc, struct wl_payload *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->kv_len = wl_kv_bytes_per_token(g) * doc->token_count;
+	out->rec_len = g->recurrent_bytes;
+	uint64_t total = out->kv_len + out->rec_len;
+	out->buf = malloc(total);
+	if (!out->buf)
+		return -ENOMEM;
+	/* cheap deterministic bytes: one PRNG word per 8 bytes */
+	uint64_t st = doc->seed ^ 0xfeedfacecafebeefull;
+	uint64_t *w = (uint64_t *)out->buf;
+	for (uint64_t i = 0; i < total / 8; i++)
+		w[i] = wl_rand(&st);
+	for (uint64_t i = total & ~7ull; i < total; i++)
+		out->buf[i] = (uint8_t)i;
+	wl_kv_desc(g, doc->token_count, &out->desc);
+	out->p.kind = SC_PAYLOAD_KV_RECURRENT;
+	out->p.sec[0] = out->buf;
+	out->p.sec_len[0] = out->kv_len;
+	out->p.sec[1] = out->buf + out->kv_len;
+	out->p.sec_len[1] = out->rec_len;
+	out->p.kv_desc = &out->desc;
+	doc->digest = sc_digest(out->buf, total);
+	doc->payload_bytes = total;
+	return 0;
+}
+
+void wl_payload_free(struct wl_payload *p)
+{
+	free(p->buf);
+	p->buf = NULL;
+}
+
+void wl_docs_make(struct wl_doc *docs, uint32_t n, uint32_t min_tokens, uint32_t max_tokens, uint64_t seed)
+{
+	uint64_t st = seed;
+	double lo = log((double)min_tokens), hi = log((double)max_tokens);
+	for (uint32_t i = 0; i < n; i++) {
+		double u = (double)(wl_rand(&st) >> 11) / (double)(1ull << 53);
+		uint32_t t = (uint32_t)exp(lo + (hi - lo) * u);
+		if (t < min_tokens)
+			t = min_tokens;
+		if (t > max_tokens)
+			t = max_tokens;
+		memset(&docs[i], 0, sizeof(docs[i]));
+		docs[i].id = i;
+		docs[i].token_count = t;
+		docs[i].seed = wl_mix(seed + i + 1);
+	}
+}
+
+uint32_t wl_prompt(const struct wl_doc *doc, uint64_t suffix_seed, uint32_t suffix, int32_t *tokens)
+{
+	for (uint32_t i = 0; i < doc->token_count; i++)
+		tokens[i] = wl_doc_token(doc->seed, i);
+	for (uint32_t i = 0; i < suffix; i++)
+		tokens[doc->token_count + i] = (int32_t)(50000u + wl_mix(suffix_seed + i) % 10000u);
+	return doc->token_count + suffix;
+}
+
+int wl_zipf_init(struct wl_zipf *z, uint32_t n, double s)
+{
+	z->n = n;
+	z->cdf = malloc(sizeof(double) * n);
+	if (!z->cdf)
+		return -ENOMEM;
+	double sum = 0;
+	for (uint32_t i = 0; i < n; i++)
+		sum += 1.0 / pow((double)(i + 1), s);
+	double acc = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		acc += 1.0 / pow((double)(i + 1), s) / sum;
+		z->cdf[i] = acc;
+	}
+	z->cdf[n - 1] = 1.0;
+	return 0;
+}
+
+uint32_t wl_zipf_next(const struct wl_zipf *z, uint64_t *rng)
+{
+	double u = (double)(wl_rand(rng) >> 11) / (double)(1ull << 53);
+	uint32_t lo = 0, hi = z->n - 1;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (z->cdf[mid] < u)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void wl_zipf_free(struct wl_zipf *z)
+{
+	free(z->cdf);
+	z->cdf = NULL;
+}
+
+struct sc_digest wl_digest2(const void *a, uint64_t alen, const void *b, uint64_t blen)
+{
+	XXH3_state_t st;
+	XXH3_128bits_reset(&st);
+	if (alen)
+		XXH3_128bits_update(&st, a, alen);
+	if (blen)
+		XXH3_128bits_update(&st, b, blen);
+	XXH128_hash_t h = XXH3_128bits_digest(&st);
+	return (struct sc_digest){ .lo = h.low64, .hi = h.high64 };
+}
+
+uint64_t wl_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
