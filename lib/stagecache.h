@@ -157,14 +157,880 @@ int sc_arena_list(const char *dir, void (*cb)(const char *dir, const char *name,
 /* ============================== keys, digests, stages, L2 (lib/l2*.c) ============================== */
 /* (section owned by the L2 tier) */
 
+/*
+ * Digests: unseeded XXH3-128 of payload bytes (the wire), printable as 32 lowercase hex chars
+ * (high 64 bits first, as XXH128_canonical). Identical on every machine, so an L3 object can be
+ * verified anywhere.
+ */
+struct sc_digest {
+	uint64_t lo; /* XXH128 low64 (probes carry it as digest_lo) */
+	uint64_t hi; /* XXH128 high64 */
+};
+#define SC_DIGEST_HEX_LEN 32
+
+/** sc_digest - XXH3-128 (unseeded) of @len bytes at @buf. Never fails; does not allocate. */
+struct sc_digest sc_digest(const void *buf, size_t len);
+/** sc_digest_sections - the digest of the wire @a[0..alen) followed by @b[0..blen) (either may be
+ * empty), without concatenating them. Never fails; does not allocate. */
+struct sc_digest sc_digest_sections(const void *a, size_t alen, const void *b, size_t blen);
+/** sc_digest_format - write 32 lowercase hex chars and a NUL into @out (>= 33 bytes). Returns @out. */
+char *sc_digest_format(struct sc_digest d, char out[SC_DIGEST_HEX_LEN + 1]);
+/** sc_digest_parse - parse exactly 32 hex chars (either case). 0, or -EINVAL. */
+int sc_digest_parse(const char *hex, struct sc_digest *out);
+/** sc_digest_equal - 1 when equal. */
+static inline int sc_digest_equal(struct sc_digest a, struct sc_digest b)
+{
+	return a.lo == b.lo && a.hi == b.hi;
+}
+
+/* An L2 key: keyed XXH3-128 (secret = the arena's per-arena random secret). */
+struct sc_key {
+	uint64_t lo, hi;
+};
+
+/*
+ * Stages. A stage view binds a model identity and a state identity; every key of the stage
+ * includes both, so entries of different stages never collide. A stage handle belongs to the
+ * struct sc_arena it was opened on and, like that handle, to one thread at a time.
+ */
+struct sc_stage;
+#define SC_IDENTITY_MAX 4096 /* longest model / state identity / namespace, in bytes */
+
+/**
+ * sc_stage_open - open a stage view.
+ * @arena: an attached arena.  @model_identity, @state_identity: non-empty strings of at most
+ * SC_IDENTITY_MAX bytes.  @out: receives the handle (sc_stage_close it before the arena).
+ * Returns 0, -EINVAL, -ENOMEM, -EBADMSG (corrupted index region). Allocates. When the arena's
+ * table of per-stage counters is full the stage still works; its counters go to the global line.
+ */
+int sc_stage_open(struct sc_arena *arena, const char *model_identity, const char *state_identity,
+		  struct sc_stage **out);
+/** sc_stage_close - flush this handle's pending hit/miss counts and free it. NULL is a no-op. */
+void sc_stage_close(struct sc_stage *stage);
+/** sc_stage_id - the stage id used by probes and stats: low 64 bits of the keyed stage hash. */
+uint64_t sc_stage_id(const struct sc_stage *stage);
+
+/**
+ * sc_l2_key - the L2 key of the prefix @tokens[0..n) in namespace @ns (NUL-terminated, may be "").
+ * Encoding hashed: "SCL2KEY1", u32 LE length + model identity, u32 LE length + state identity,
+ * u32 LE length + namespace, then n tokens as LE int32 (tokens last, so every prefix's key is a
+ * state of one stream). Returns 0, or -EINVAL (NULL stage/out, n > 0 with NULL tokens, namespace
+ * too long). Does not allocate.
+ */
+int sc_l2_key(const struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n, struct sc_key *out);
+
+/**
+ * sc_l2_prefix_keys - one hashing pass over @tokens[0..n) yielding the keys of every prefix whose
+ * length is a positive multiple of @block (0: 256): keys[i] is the key of the first (i+1)*block
+ * tokens. Writes at most @max keys. Returns the number written, or -EINVAL. Does not allocate.
+ */
+int sc_l2_prefix_keys(const struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+		      size_t block, struct sc_key *keys, size_t max);
+
+/* Payload kinds. The wire is the sections concatenated (section 0, then section 1). */
+enum sc_payload_kind {
+	SC_PAYLOAD_FULL_STATE = 1,     /* one section (sec[0]) */
+	SC_PAYLOAD_RECURRENT_ONLY = 2, /* one section (sec[0]) */
+	SC_PAYLOAD_KV_RECURRENT = 3,   /* sec[0] = KV pages (+ kv_desc when non-empty), sec[1] = recurrent */
+};
+
+/* KV page descriptor (plain data; copied into the arena with the payload). */
+#define SC_KV_DESC_V_TRANSPOSED 0x1u /* flags bit 0 */
+#define SC_KV_DESC_HAS_K_INDEX 0x2u  /* flags bit 1 */
+#define SC_KV_DESC_FLAGS_MASK 0x3u
+#define SC_KV_CODEC_RAW 0u
+#define SC_KV_CODEC_1 1u
+#define SC_KV_CODEC_ISWA 2u          /* ISWA composite: exactly two components */
+#define SC_KV_ROLE_BASE 1u
+#define SC_KV_ROLE_SWA 2u
+#define SC_KV_DESC_MAX_COMPONENTS 2
+
+struct sc_kv_component {
+	uint32_t version;
+	uint32_t role;               /* SC_KV_ROLE_* */
+	uint64_t token_start;
+	uint64_t token_count;
+	uint32_t k_type, v_type;
+	uint64_t k_row_bytes, v_row_bytes;
+	uint64_t payload_offset;     /* within the KV section */
+	uint64_t payload_bytes;
+	uint32_t flags;
+	uint32_t reserved;
+};
+
+struct sc_kv_desc {
+	uint32_t version;
+	uint32_t layer_start, layer_end;
+	uint32_t layer_count;
+	uint64_t token_start, token_count;
+	uint32_t k_type, v_type;
+	uint64_t k_row_bytes, v_row_bytes;
+	uint64_t v_element_bytes;
+	uint64_t k_idx_row_bytes;
+	uint64_t payload_bytes;
+	uint32_t flags;              /* SC_KV_DESC_* */
+	uint32_t codec;              /* SC_KV_CODEC_* */
+	uint32_t component_count;    /* 0..SC_KV_DESC_MAX_COMPONENTS */
+	uint32_t reserved;
+	struct sc_kv_component components[SC_KV_DESC_MAX_COMPONENTS];
+};
+
+/**
+ * sc_kv_desc_validate - is @desc a valid descriptor of a KV section of @payload_len bytes?
+ * Rules: payload_bytes == payload_len; k_idx_row_bytes > 0 exactly when SC_KV_DESC_HAS_K_INDEX;
+ * no unknown flag bits; codec 0 or 1 only with no components; codec 2 (ISWA) needs version 2, two
+ * components, base (role 1) at offset 0 over the descriptor's token range, SWA (role 2) ending at
+ * the same token and starting at offset base.payload_bytes, and offset + bytes == payload_len;
+ * anything else is invalid. Returns 0 or -EINVAL.
+ */
+int sc_kv_desc_validate(const struct sc_kv_desc *desc, uint64_t payload_len);
+/** sc_kv_desc_validate_restore - validate, and also token_start == 0, token_count == @prefix_len. */
+int sc_kv_desc_validate_restore(const struct sc_kv_desc *desc, uint64_t payload_len, uint64_t prefix_len);
+
+/* What to admit: the kind, the sections, and the KV descriptor (KV_RECURRENT with a non-empty KV
+ * section only; NULL otherwise). */
+struct sc_payload {
+	uint32_t kind;               /* enum sc_payload_kind */
+	const void *sec[2];
+	uint64_t sec_len[2];         /* sec_len[1] must be 0 unless KV_RECURRENT */
+	const struct sc_kv_desc *kv_desc;
+};
+
+enum sc_origin {
+	SC_ORIGIN_DIRECT = 0,  /* computed by a worker */
+	SC_ORIGIN_FROM_L3 = 1, /* promoted from an L3 fill */
+};
+
+/* The durable copy's location, for validation on lookup. */
+struct sc_location {
+	uint64_t token_count;
+	struct sc_digest digest;
+};
+
+/*
+ * A lease: a pinned, zero-copy, read-only view of an L2 entry. While held, the entry's memory is
+ * not reused (eviction skips it; removal defers the memory until release). Leases are recorded in
+ * the process's reader slot, so a killed process's leases are reclaimed. At most SC_LEASES_MAX
+ * leases per struct sc_arena handle at once. Release with sc_lease_release.
+ */
+#define SC_LEASES_MAX 48
+struct sc_lease {
+	const void *sec[2];          /* section pointers into the arena (read-only) */
+	uint64_t sec_len[2];
+	uint32_t kind;               /* enum sc_payload_kind */
+	uint32_t origin;             /* enum sc_origin */
+	uint64_t token_count;
+	struct sc_digest digest;     /* of the wire */
+	struct sc_key key;
+	int has_kv_desc;
+	struct sc_kv_desc kv_desc;   /* a copy, validated against sec_len[0] */
+	/* private */
+	struct sc_arena *arena_;
+	uint64_t rec_;
+	int32_t slot_;
+	int32_t reserved_;
+};
+
+/*
+ * Threads and processes: a struct sc_arena handle owns one reader slot (its epoch and its lease
+ * table) and is not thread-safe. Each thread that uses L2 opens its own handle (sc_arena_open)
+ * and its own stages on it. After fork(), the child must not use the parent's handles: it opens
+ * its own. Close (or release) stages, leases and reservations before closing their arena handle:
+ * a reservation outlives its handle's reader slot only until the next orphan sweep.
+ */
+
+/**
+ * sc_l2_admit - copy a payload into L2 under the key of (@ns, @tokens[0..n)).
+ * Checks, in order, each refusal counted in admission_rejects and leaving the cache unchanged:
+ *  -EBADMSG  XXH3-128 of the wire != @expected;
+ *  -EINVAL   empty payload (or n == 0, NULL arguments, unknown kind/origin);
+ *  -EINVAL   sections and descriptor inconsistent (sc_kv_desc_validate);
+ *  -E2BIG    larger than the budget can ever hold (refused_bytes += wire bytes).
+ * Then evicts unleased entries to make room (never the entry being replaced); if room cannot be
+ * made: -ENOSPC and nothing changed. An existing entry of the key is replaced atomically (readers
+ * see the old entry or the new one). Also -EBADMSG (corrupted index).
+ * May block on shard/heap mutexes; allocates only transiently (eviction planning).
+ */
+int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);
+
+/**
+ * sc_l2_get - look (@ns, @tokens[0..n)) up without a lock; on a hit fill @lease.
+ * @location: optional; when given and the entry's token_count or digest differ, the entry is
+ * removed and the call is a miss.
+ * Returns 0 (hit), -ENOENT (miss), -EBADMSG (corrupted index entry: counted as a miss),
+ * -EMFILE (SC_LEASES_MAX leases already held by this handle), -EINVAL.
+ * Never blocks, never allocates (except when a location mismatch removes the entry).
+ */
+int sc_l2_get(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+	      const struct sc_location *location, struct sc_lease *lease);
+/** sc_l2_get_key - as sc_l2_get with a precomputed key and no location. */
+int sc_l2_get_key(struct sc_stage *stage, struct sc_key key, struct sc_lease *lease);
+/** sc_lease_release - release a lease (idempotent on a zeroed/released lease). */
+void sc_lease_release(struct sc_lease *lease);
+
+/* Metadata of an entry (peek, ls). */
+struct sc_l2_entry_info {
+	struct sc_key key;
+	uint64_t stage_id;
+	uint64_t token_count;
+	uint64_t bytes;              /* wire bytes */
+	uint64_t footprint;          /* bytes charged to the budget */
+	uint64_t sec_len[2];
+	struct sc_digest digest;
+	uint32_t kind, origin;
+	uint64_t created_unix_ns;
+	uint32_t frequency;
+	int has_kv_desc;
+};
+
+/**
+ * sc_l2_get_copy - copy the payload wire of the entry into @buf (@cap bytes) without a lease.
+ * @info (optional) receives the metadata. Returns the wire length (0..), -ENOENT, -ENOBUFS
+ * (@cap too small: info->bytes says how much is needed; counts nothing), -EBADMSG, -EINVAL.
+ * Counts a hit or a miss; @location as in sc_l2_get. Never blocks; the copy runs inside the
+ * read-side section (it delays reclamation, not writers).
+ */
+int64_t sc_l2_get_copy(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+		       const struct sc_location *location, void *buf, uint64_t cap, struct sc_l2_entry_info *info);
+
+/** sc_l2_peek - metadata only; changes no recency/frequency state and counts nothing.
+ * Returns 0, -ENOENT, -EBADMSG, -EINVAL. */
+int sc_l2_peek(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+	       struct sc_l2_entry_info *info);
+
+/**
+ * sc_l2_longest_prefix - the longest cached prefix of @tokens[0..n) whose length is a multiple of
+ * @block (0: 256), tried longest first after one hashing pass. On a hit *len is its length and
+ * @lease is filled (as sc_l2_get). Returns 0, -ENOENT, -EMFILE, -EINVAL, -EBADMSG.
+ */
+int sc_l2_longest_prefix(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+			 size_t block, size_t *len, struct sc_lease *lease);
+
+/** sc_l2_remove - remove the entry with @key (memory deferred while leased). 0, -ENOENT, -EBADMSG. */
+int sc_l2_remove(struct sc_stage *stage, struct sc_key key);
+/** sc_l2_invalidate_digest - remove every entry (all stages) whose payload digest is @digest.
+ * Returns the number removed, or a negative errno. O(index entries). */
+int sc_l2_invalidate_digest(struct sc_arena *arena, struct sc_digest digest);
+/** sc_l2_shrink_to - set the L2 budget to @bytes (0: the whole heap) and evict unleased entries
+ * until the L2 bytes fit. Returns 0, -EAGAIN (bounded work done; call again), -EBUSY (only leased
+ * entries are left above the budget). */
+int sc_l2_shrink_to(struct sc_arena *arena, uint64_t bytes);
+/** sc_l2_clear - remove every entry (leased ones' memory deferred). Returns the number removed. */
+int sc_l2_clear(struct sc_arena *arena);
+
+struct sc_l2_stats {
+	uint64_t entries, bytes, logical_bytes, budget_bytes;
+	uint64_t hits, misses, inserts, evictions, admission_rejects, refused_bytes;
+	uint64_t leases, pending_reclaim_bytes, free_bytes, largest_free_block;
+};
+/** sc_l2_stats - global counters (@stage NULL) or one stage's (entries/bytes of that stage;
+ * leases, pending, free and largest_free_block are always global). Flushes this handle's pending
+ * hit/miss counts first. 0, -EINVAL, -EBADMSG. O(index entries). */
+int sc_l2_stats(struct sc_arena *arena, const struct sc_stage *stage, struct sc_l2_stats *st);
+
+/**
+ * sc_l2_list - call @cb for each live entry (all stages), in index order, at most @max (0: all).
+ * A non-zero return from @cb stops the walk. Returns the number reported or a negative errno.
+ */
+int sc_l2_list(struct sc_arena *arena, int (*cb)(const struct sc_l2_entry_info *e, void *ctx), void *ctx,
+	       uint64_t max);
+
+/*
+ * Fills (used by the L3 store): reserve an arena allocation, fill it (e.g. O_DIRECT read), then
+ * publish it in place (no copy) or release it.
+ *
+ * A reservation is private to this process: tagged with its reader slot, so that if the process
+ * dies the next repair frees it. Its memory is 4 KiB aligned when bytes >= 4096.
+ */
+struct sc_l2_resv {
+	void *ptr;                   /* first byte, writable */
+	uint64_t bytes;              /* usable bytes (>= requested) */
+	/* private */
+	struct sc_arena *arena_;
+	uint64_t off_;
+	uint64_t asked_;
+};
+
+/**
+ * sc_l2_reserve - allocate @bytes of arena memory for a fill. Evicts unleased L2 entries if the
+ * budget or the heap needs room. Returns 0, -EINVAL (0 bytes), -E2BIG (above the budget),
+ * -ENOSPC (no room could be made). May block on mutexes.
+ */
+int sc_l2_reserve(struct sc_stage *stage, uint64_t bytes, struct sc_l2_resv *resv);
+
+/**
+ * sc_l2_publish - publish a filled reservation in place under the key of (@ns, @tokens[0..n)).
+ * The wire is resv->ptr[0 .. kv_len + rec_len): section 0 = kv_len bytes, section 1 = rec_len
+ * bytes (kv_len is the single section for FULL_STATE / RECURRENT_ONLY, rec_len then 0). Same
+ * checks, counters and replacement rules as sc_l2_admit (the digest is verified). On success the
+ * reservation is consumed (*resv zeroed); on failure it stays valid (release it or retry).
+ * @lease (optional) receives a lease on the published entry.
+ * Returns as sc_l2_admit.
+ */
+int sc_l2_publish(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+		  struct sc_digest expected, struct sc_l2_resv *resv, uint32_t kind, uint64_t kv_len,
+		  uint64_t rec_len, const struct sc_kv_desc *desc, uint32_t origin, struct sc_lease *lease);
+
+/** sc_l2_reserve_release - free an unpublished reservation (no-op on a zeroed one). */
+void sc_l2_reserve_release(struct sc_l2_resv *resv);
+
+
 /* ============================== L3 store and promotion (lib/l3*.c, lib/promote.c) ============================== */
 /* (section owned by the L3 store) */
 
+/*
+ * The L3 store: a directory on local disk holding one durable object per payload digest, with a
+ * prefix index (namespace, token length, tokens) -> digest. Any number of processes may use one
+ * directory at once. Fills read objects with io_uring straight into caller memory (normally an
+ * arena allocation) and verify every byte before returning.
+ */
+struct sc_l3;
+
+enum sc_l3_odirect {
+	SC_L3_ODIRECT_AUTO = 0, /* O_DIRECT when the alignment rules allow and the file is not cached */
+	SC_L3_ODIRECT_ON = 1,   /* O_DIRECT whenever the alignment rules allow */
+	SC_L3_ODIRECT_OFF = 2,  /* always buffered */
+};
+
+/* Longest model identity, state identity and namespace an object records. */
+#define SC_L3_STR_MAX 1023u
+/* At most this many prefix lengths are probed by sc_l3_locate_longest. */
+#define SC_L3_MAX_PROBES 64u
+/* Largest queue depth of a fill ring. */
+#define SC_L3_MAX_QUEUE_DEPTH 1024u
+
+#define SC_L3_OPEN_NO_RECONCILE 0x1u /* skip start-up reconciliation (read-only tools) */
+#define SC_L3_OPEN_MASK 0x1u
+
+/** struct sc_l3_opts - zero-initialise; every zero field takes its default. */
+struct sc_l3_opts {
+	uint64_t budget_bytes;   /* bytes of object files to keep; 0: unlimited */
+	uint64_t min_free_bytes; /* refuse a put that would leave less free space; 0: none */
+	uint32_t queue_depth;    /* fills in flight per thread; 0: 64 */
+	int o_direct;            /* enum sc_l3_odirect */
+	uint32_t file_mode;      /* 0: 0600 (directories get 0700, or x added where r is given) */
+	uint32_t flags;          /* SC_L3_OPEN_* */
+};
+
+/**
+ * sc_l3_open - open (creating if needed) the L3 directory @dir and reconcile it: stale temp files
+ * of dead writers are removed, objects with an invalid header are quarantined, prefix entries
+ * naming missing objects are dropped, and the budget is enforced.
+ * Returns 0, -EINVAL (bad opts or flags), -ENOTDIR, -EACCES, -EBADMSG (DIR/state is not ours),
+ * or another negative errno. Blocks on disk I/O; allocates the handle.
+ */
+int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **out);
+
+/** sc_l3_close - free the handle and every thread's ring. No fill may be in flight. NULL: no-op. */
+void sc_l3_close(struct sc_l3 *l3);
+
+/** What sc_l3_put stores. The digest covers the wire (section 0 then section 1). */
+struct sc_l3_put_args {
+	const char *model_identity;       /* recorded in the object; may be NULL */
+	const char *state_identity;       /* recorded in the object; may be NULL */
+	const char *ns;                   /* namespace; NULL means "" */
+	const int32_t *tokens;            /* the prefix this payload restores */
+	uint32_t token_count;             /* >= 1 */
+	const struct sc_payload *payload; /* kind, sections, KV descriptor (rules as sc_l2_admit) */
+};
+
+/** Where a durable copy is: what sc_l3_locate_longest and sc_l3_put return, and a fill needs. */
+struct sc_l3_location {
+	uint32_t token_count;
+	uint32_t kind;                 /* enum sc_payload_kind */
+	struct sc_digest digest;       /* payload digest (of the wire) */
+	struct sc_digest prefix;       /* prefix key (unseeded XXH3-128 of namespace and tokens) */
+	uint64_t sec_len[2];
+	uint64_t payload_bytes;        /* sec_len[0] + sec_len[1] */
+	uint64_t file_bytes;           /* object file size */
+	int has_kv_desc;
+	struct sc_kv_desc kv_desc;
+};
+
+/**
+ * sc_l3_put - write a payload through to disk: temp file, io_uring write, fsync, rename, fsync of
+ * the directory; then the prefix entry the same way. Putting a digest that exists only adds the
+ * prefix entry (idempotent); concurrent puts of any digests from any processes are safe.
+ * @loc: if not NULL, receives the location.
+ * Returns 0, -EINVAL (bad args), -E2BIG (larger than the budget) or -ENOSPC (below min_free, or
+ * the disk is full): refusals are counted in write_refusals; or another negative errno.
+ * Blocks on disk I/O (fsync), may evict least recently used objects; allocates a little.
+ */
+int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_l3_location *loc);
+
+/**
+ * sc_l3_locate_longest - the longest prefix of @tokens[0..n) stored for namespace @ns, probing
+ * stored token lengths longest first, at most SC_L3_MAX_PROBES of them. One hashing pass.
+ * Returns the token count found (> 0) with *@loc filled, 0 when nothing is stored, or a negative
+ * errno. A prefix entry naming a missing or invalid object is dropped and probing continues.
+ * Blocks on small file reads.
+ */
+int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+			 struct sc_l3_location *loc);
+
+/** sc_l3_lookup - the location of the object with @digest. 0, -ENOENT, -EBADMSG (quarantined). */
+int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_location *loc);
+
+/*
+ * Fills. A fill reads the payload of @loc into @dst with io_uring (O_DIRECT when allowed: @dst
+ * aligned to the filesystem's DIO memory alignment and @dst_bytes >= payload rounded up to the
+ * DIO offset alignment; registered buffers when @dst lies in memory given to
+ * sc_l3_register_memory) and verifies the header (sane, consistent with the file size, checksum,
+ * same digest as @loc) and the payload digest. A failed verification moves the object to
+ * quarantine/, invalidates L2 mirrors of the digest in the bound arena, and returns -EBADMSG: the
+ * bytes in @dst must not be used. Each thread gets its own ring, created on first use.
+ */
+#define SC_L3_FILL_BUFFERED 0x1u /* never O_DIRECT for this fill */
+#define SC_L3_FILL_MASK 0x1u
+
+struct sc_l3_fill_req {
+	const struct sc_l3_location *loc; /* in; must stay valid until reaped */
+	void *dst;                        /* in: payload destination */
+	uint64_t dst_bytes;               /* in: capacity, >= loc->payload_bytes */
+	uint32_t flags;                   /* in: SC_L3_FILL_* */
+	uint64_t user_data;               /* in: returned untouched */
+	uint64_t stage_id;                /* in: for the probes (sc_stage_id), may be 0 */
+	int result;                       /* out: 0, -EBADMSG, -ENOENT, -EINVAL or another errno */
+	int direct;                       /* out: 1 if read with O_DIRECT */
+	uint64_t fill_ns;                 /* out: submit to verified */
+	struct sc_l3_fill_req *_next;     /* private */
+};
+
+/**
+ * sc_l3_fill_submit - start up to @n fills on this thread's ring. Returns how many were accepted
+ * (the first ones; fewer when queue_depth fills are in flight), or a negative errno when none
+ * could be. A request that fails before any I/O (missing object, bad arguments) is accepted and
+ * completes at once with its result. Never blocks on I/O.
+ */
+int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n);
+
+/**
+ * sc_l3_fill_reap - collect up to @max completed (and verified) fills of this thread into @done.
+ * @timeout_ns: 0 returns at once, < 0 waits for at least one, > 0 waits at most that long.
+ * Returns the count (0 when none completed in time), or a negative errno. Verifies digests.
+ */
+int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max, int64_t timeout_ns);
+
+/** sc_l3_fill_inflight - fills of this thread submitted but not yet reaped. */
+unsigned sc_l3_fill_inflight(struct sc_l3 *l3);
+
+/** sc_l3_fill - one fill, waiting for it. Returns 0 or the request's result (see above). */
+int sc_l3_fill(struct sc_l3 *l3, const struct sc_l3_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags);
+
+/**
+ * sc_l3_register_memory - let fills into [@base, @base+@len) use registered buffers (each
+ * thread's ring registers it on next use; where the kernel refuses, plain reads are used).
+ * Returns 0, -EINVAL, -ENOSPC (too many ranges). The memory must outlive the handle.
+ */
+int sc_l3_register_memory(struct sc_l3 *l3, void *base, uint64_t len);
+
+/** sc_l3_bind_arena - quarantine invalidates L2 mirrors in @arena; when the arena is on 2 MiB
+ * pages its heap becomes registered memory (on 4 KiB pages pinning it would cost more than it saves). */
+int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena);
+
+struct sc_l3_stats {
+	uint64_t objects, bytes;
+	uint64_t fills, fill_bytes, fill_ns;
+	uint64_t verify_failures, quarantined, evictions, write_refusals;
+	uint64_t puts, put_dedup;
+	uint64_t budget_bytes;
+	uint32_t dio_mem_align, dio_offset_align; /* 0: no O_DIRECT on this filesystem */
+};
+
+/** sc_l3_stats - counters shared by every process using the directory (since it was created). */
+int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *st);
+
+struct sc_l3_object_info {
+	struct sc_digest digest;
+	uint32_t kind, token_count;
+	uint64_t payload_bytes, file_bytes;
+	int64_t mtime_ns;                  /* last use */
+	char ns[SC_L3_STR_MAX + 1], model_identity[SC_L3_STR_MAX + 1], state_identity[SC_L3_STR_MAX + 1];
+	int valid;                         /* header valid (list) / whole object valid (verify) */
+};
+
+/**
+ * sc_l3_list - call @cb for every object (headers are checked, payloads are not).
+ * Returns the number of objects, or a negative errno (or @cb's non-zero return).
+ */
+int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx);
+
+/**
+ * sc_l3_verify - read and verify every object; bad ones are quarantined. @cb (may be NULL) sees
+ * each with ->valid set. Returns the number of bad objects, or a negative errno. Reads everything.
+ */
+int sc_l3_verify(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx);
+
+/** sc_l3_evict_to - evict least recently used objects until at most @bytes remain. Returns the count. */
+int sc_l3_evict_to(struct sc_l3 *l3, uint64_t bytes);
+
+
+/*
+ * The promotion policy: which L3 fills earn a place in L2. Observations live in the arena (shared
+ * by every process), keyed by (stage id, payload digest), and expire 10 minutes after first sight.
+ */
+#define SC_PROMOTE_MAX_BYTES (64ull << 20)    /* larger payloads are never promoted */
+#define SC_PROMOTE_RESTART_TOKENS 4096u       /* promoted on the first fill */
+#define SC_PROMOTE_WINDOW_NS (600ull * 1000000000ull)
+#define SC_PROMOTE_MAX_OBSERVATIONS 4096u
+
+enum sc_promote_why {
+	SC_PROMOTE_WHY_TERMINAL = 0,   /* already attempted or refused: no */
+	SC_PROMOTE_WHY_OVERSIZE = 1,   /* > SC_PROMOTE_MAX_BYTES: no, and terminal */
+	SC_PROMOTE_WHY_LONG_PREFIX = 2,/* >= SC_PROMOTE_RESTART_TOKENS: yes */
+	SC_PROMOTE_WHY_SECOND_HIT = 3, /* second hit within the window: yes */
+	SC_PROMOTE_WHY_FIRST_HIT = 4,  /* first hit: no (yet) */
+};
+
+/**
+ * sc_promote_consider - count a fill of @digest for @stage_id (sc_stage_id) and decide. Returns 1 (promote),
+ * 0 (not), or -EBADMSG (corrupted table), -EINVAL. *@why (may be NULL) gets the reason.
+ * A "yes" leaves the observation open until sc_promote_attempted, so a dropped hand-off retries.
+ * Takes the table's process-shared mutex; O(1) except when the table is full (one bounded scan).
+ */
+int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t token_count,
+			uint64_t payload_bytes, int *why);
+
+/** sc_promote_attempted - mark the observation terminal (call after any admit attempt). 0 or -errno. */
+int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
+
+/** sc_promote_set_clock - tests: this process's policy clock (ns, monotonic); NULL restores the real one. */
+void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*now_ns)(void *ctx), void *ctx);
+
+struct sc_promote_stats {
+	uint32_t observations, claims, capacity;
+	uint64_t considered, promoted, evicted, expired, repairs;
+};
+int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st);
+
+/**
+ * sc_fill_claim - single flight: claim the fill of (@stage_id, digest) for this thread. 0 when
+ * claimed, -EBUSY while another live claimer holds it (a claim of a dead process is released),
+ * -EAGAIN when the claim table is full. Release with sc_fill_release.
+ */
+int sc_fill_claim(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
+int sc_fill_release(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
+/** sc_fill_wait - wait (polling, bounded by @timeout_ns) until nobody claims it. 0 or -ETIMEDOUT. */
+int sc_fill_wait(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, int64_t timeout_ns);
+
+/*
+ * The restore path: the longest prefix stored in L3, served from its L2 mirror when there is one
+ * (validated against the L3 location), else filled from L3 straight into an arena allocation,
+ * which the promotion policy may publish in L2 in place (origin SC_ORIGIN_FROM_L3, no copy).
+ */
+#define SC_RESTORE_WAIT 0x1u /* another process is filling the same digest: wait for it, then use L2 */
+#define SC_RESTORE_MASK 0x1u
+
+enum sc_restore_source {
+	SC_RESTORE_FROM_L2 = 1,
+	SC_RESTORE_FROM_L3 = 2,
+};
+
+/** A restored payload: valid until sc_restore_release. */
+struct sc_restore {
+	const void *sec[2];            /* the sections (read-only) */
+	uint64_t sec_len[2];
+	uint32_t kind;                 /* enum sc_payload_kind */
+	uint32_t token_count;          /* length of the restored prefix */
+	struct sc_digest digest;
+	int has_kv_desc;
+	struct sc_kv_desc kv_desc;
+	int source;                    /* enum sc_restore_source */
+	int promoted;                  /* this L3 fill was published in L2 */
+	int promote_why;               /* enum sc_promote_why of the decision (-1 when served from L2) */
+	int waited;                    /* waited for another process's fill (SC_RESTORE_WAIT) */
+	int direct;                    /* the fill used O_DIRECT */
+	uint64_t locate_ns, lookup_ns, fill_ns, total_ns;
+	/* private */
+	struct sc_lease lease_;
+	struct sc_l2_resv resv_;
+	void *heap_;
+	int state_;
+};
+
+/**
+ * sc_restore - restore the longest stored prefix of @tokens[0..n) in namespace @ns for @stage.
+ * Locates it in @l3; looks it up in L2 validated against that location (token count, digest);
+ * on a miss claims the fill (single flight per stage and digest), fills from L3 into an arena
+ * reservation (private memory when L2 cannot hold it), asks the promotion policy, and publishes
+ * in place when it says so. Either way @out holds a lease on the bytes: release it with
+ * sc_restore_release.
+ * Returns the restored token count (> 0), or -ENOENT (nothing stored), -EBUSY (another process is
+ * filling it and SC_RESTORE_WAIT was not given), -EBADMSG (the object failed verification: it was
+ * quarantined and its L2 mirrors invalidated), -EINVAL, -ENOMEM, -EMFILE (too many leases held),
+ * or an L3 error. Blocks on disk I/O.
+ */
+int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, size_t n,
+	       uint32_t flags, struct sc_restore *out);
+
+/** sc_restore_release - release what sc_restore returned (idempotent on a released one). */
+void sc_restore_release(struct sc_restore *r);
+
 /* ============================== commit rings and batcher (lib/batcher.c, lib/ring.c) ============================== */
 /* (section owned by the commit rings) */
+/*
+ * Commit rings. Each producer (a process, or a thread with its own handle) claims one
+ * single-producer ring in the arena with sc_ring_open and appends commits to it with
+ * sc_ring_try_submit, which never blocks. One consumer at a time reads every ring with
+ * sc_ring_poll: records of one ring arrive in order, each with the ring's sequence number
+ * (1, 2, 3 ... per claim, with the claim generation), so a consumer can check nothing was lost
+ * or reordered. A producer that exits or is killed loses nothing it submitted: the consumer
+ * delivers its ring's records, then the ring is reclaimed for another producer.
+ *
+ * Second consumer: the consumer role is exclusive. The first sc_ring_poll on an arena handle
+ * takes it (recorded in the arena with the process's pid and start time); sc_ring_poll on any
+ * other handle or process then returns -EBUSY until the holder calls sc_ring_consumer_close or
+ * its process dies. A new consumer resumes where the last one published its progress, so
+ * records delivered to a consumer that died inside its callback may be delivered again
+ * (at-least-once; the pair (ring, gen, seq) identifies a record).
+ */
+#define SC_COMMIT_FINISHED 0x1u  /* terminal: the generation finished */
+#define SC_COMMIT_ABORTED 0x2u   /* terminal: the generation was aborted */
+#define SC_COMMIT_MASK 0x3u
 
-/* ============================== fault injection (tests and stress) ============================== */
+/* One commit: a batch of generated tokens of one request. */
+struct sc_commit {
+	uint64_t request_id;
+	uint64_t session_id;
+	uint64_t generated_token_count; /* running total of the request's tokens after this batch */
+	uint32_t flags;                 /* 0, or one of SC_COMMIT_FINISHED / SC_COMMIT_ABORTED */
+	uint32_t token_count;           /* tokens in this batch (0 is allowed, e.g. a bare terminal) */
+	const int32_t *tokens;          /* sc_ring_poll: points into the arena, valid during the callback */
+	/* set by sc_ring_poll; ignored by sc_ring_try_submit */
+	uint32_t ring;                  /* ring index */
+	uint32_t gen;                   /* claim generation of the producer that wrote it */
+	uint64_t seq;                   /* 1, 2, 3 ... within (ring, gen) */
+};
+
+struct sc_ring;
+
+/**
+ * sc_ring_open - claim a commit ring of @arena for the calling producer.
+ * @out: receives the handle; give it up with sc_ring_close(). Use it from one thread at a time
+ *       and not across fork().
+ * Returns 0, -EINVAL, -ENOSPC (every ring is owned by a live producer or still holds records
+ * the consumer has not taken yet), -EBADMSG (corrupted ring directory), -ENOMEM.
+ * Allocates the handle; reads /proc to tell dead owners from live ones.
+ */
+int sc_ring_open(struct sc_arena *arena, struct sc_ring **out);
+
+/**
+ * sc_ring_close - give the ring up and free the handle. Records already submitted are still
+ * delivered; the consumer then frees the ring. NULL is a no-op. Returns 0 or -ESTALE (the ring
+ * had been taken from this handle: only possible if the arena was tampered with).
+ */
+int sc_ring_close(struct sc_ring *ring);
+
+/** sc_ring_index - the index of @ring in the arena's ring directory. */
+uint32_t sc_ring_index(const struct sc_ring *ring);
+
+/** sc_ring_max_tokens - the most tokens one commit may carry in this arena's rings. */
+uint32_t sc_ring_max_tokens(const struct sc_ring *ring);
+
+/**
+ * sc_ring_try_submit - append @c (request_id, session_id, generated_token_count, flags,
+ * token_count, tokens) to @ring. Never blocks, never allocates. Fires the commit_emit probe on
+ * success and ring_full when there is no room.
+ * Returns 0, -EAGAIN (the ring is full: nothing was written; the ring's ring-full counter was
+ * incremented), -E2BIG (more than sc_ring_max_tokens tokens), -EINVAL (unknown flags, or
+ * tokens NULL with a token_count), -EBADMSG (the ring's consumer index is corrupted).
+ */
+int sc_ring_try_submit(struct sc_ring *ring, const struct sc_commit *c);
+
+/* Most commits one sc_ring_try_submit_bulk call takes. */
+#define SC_RING_BULK_MAX 64u
+
+/**
+ * sc_ring_try_submit_bulk - append @n commits (1..SC_RING_BULK_MAX) published together: the
+ * consumer sees all of them or none, and the shared tail is written once (e.g. one call per
+ * decode step of a batch of sequences). All or nothing; never blocks, never allocates.
+ * Returns 0, -EAGAIN (not enough room for all: nothing was written, the ring-full counter was
+ * incremented once), -E2BIG (a commit has too many tokens, or all of them together exceed the
+ * ring), -EINVAL (n out of range, unknown flags, NULL tokens), -EBADMSG.
+ */
+int sc_ring_try_submit_bulk(struct sc_ring *ring, const struct sc_commit *c, unsigned n);
+
+/* Called by sc_ring_poll for each record; return 0 to go on, non-zero to stop after this one
+ * (the record counts as delivered either way). */
+typedef int (*sc_ring_fn)(const struct sc_commit *c, void *ctx);
+
+/**
+ * sc_ring_poll - deliver up to @max pending commits from all rings to @cb, in order within
+ * each ring, starting one ring later on each call so that no ring starves. Never blocks. Takes
+ * the consumer role on the first call (see above). Drained rings of closed or dead producers
+ * are reclaimed here. The first call allocates this handle's consumer state.
+ * Returns the number delivered (0 when nothing is pending), or -EBUSY (another live consumer
+ * holds the role), -EBADMSG (a ring's indices or records are corrupted: that ring is skipped,
+ * every other ring was served; see sc_ring_stats), -EINVAL, -ENOMEM.
+ */
+int sc_ring_poll(struct sc_arena *arena, sc_ring_fn cb, void *ctx, unsigned max);
+
+/** sc_ring_consumer_close - give up the consumer role taken by sc_ring_poll (no-op if not held)
+ * and free the consumer state. Call before sc_arena_close. */
+void sc_ring_consumer_close(struct sc_arena *arena);
+
+enum sc_ring_state {
+	SC_RING_FREE = 0,
+	SC_RING_CLAIMING = 1,
+	SC_RING_LIVE = 2,     /* owned by a producer */
+	SC_RING_CLOSED = 3,   /* given up; the rest is being delivered */
+};
+
+/* A snapshot of one ring (for `stagecache stats`). */
+struct sc_ring_stat {
+	uint32_t ring;
+	uint32_t state;         /* enum sc_ring_state */
+	uint32_t producer_pid;  /* 0 when free */
+	uint32_t gen;           /* claim generation */
+	int producer_alive;     /* 1 when state is LIVE and the producer process is running */
+	int corrupt;            /* the ring's indices are inconsistent (poll skips it) */
+	uint64_t depth_bytes;   /* bytes submitted but not yet delivered */
+	uint64_t depth_records; /* records submitted but not yet delivered */
+	uint64_t records;       /* records ever submitted to this ring */
+	uint64_t delivered;     /* records ever delivered from this ring */
+	uint64_t ring_full;     /* submits refused because the ring was full */
+	uint64_t ring_bytes;    /* capacity */
+};
+
+/**
+ * sc_ring_stats - snapshot up to @max rings into @out (ring i in out[i]).
+ * Returns the arena's ring count (which may exceed @max), or -EINVAL, -EBADMSG.
+ * Reads /proc to tell whether each producer is alive; does not allocate.
+ */
+int sc_ring_stats(struct sc_arena *arena, struct sc_ring_stat *out, unsigned max);
+
+/* The generation commit batcher. */
+#define SC_BATCHER_CAPACITY_MAX 256u                  /* tokens one batcher holds */
+#define SC_BATCHER_INTERVAL_DEFAULT_NS 100000000ull   /* 100 ms */
+
+struct sc_batcher_opts {
+	uint64_t interval_ns; /* least spacing between commits after the first; 0: 100 ms */
+	uint32_t capacity;    /* pending tokens that force a commit; 0: 256 (max SC_BATCHER_CAPACITY_MAX) */
+};
+
+/*
+ * Per-request batching state, allocated by the caller (on the stack is fine); the batcher never
+ * allocates, reads no clock and takes no lock. Use one from one thread at a time. The fields
+ * are private: read them through the accessors below.
+ */
+struct sc_batcher {
+	struct sc_ring *ring;
+	uint64_t request_id, session_id;
+	uint64_t interval_ns;
+	uint64_t last_emit_ns;  /* elapsed time at the last emitted commit */
+	uint64_t count;         /* running total, pending tokens included */
+	uint64_t ring_full;     /* emits refused because the ring was full */
+	uint64_t commits;       /* commits emitted */
+	uint32_t capacity, pending;
+	uint32_t state;         /* private flags */
+	uint32_t reserved;
+	int32_t tokens[SC_BATCHER_CAPACITY_MAX];
+};
+
+/**
+ * sc_batcher_init - start a request's batcher with the defaults (100 ms, 256 tokens).
+ * @ring: where commits go; NULL makes a batcher that retains and counts nothing.
+ * Returns 0 or -EINVAL (@b NULL).
+ */
+int sc_batcher_init(struct sc_batcher *b, struct sc_ring *ring, uint64_t request_id, uint64_t session_id);
+
+/**
+ * sc_batcher_init_opts - as sc_batcher_init with @opts (NULL: defaults).
+ * Returns 0, -EINVAL (capacity above SC_BATCHER_CAPACITY_MAX), -E2BIG (capacity above what one
+ * record of @ring can carry, see sc_ring_max_tokens).
+ */
+int sc_batcher_init_opts(struct sc_batcher *b, struct sc_ring *ring, uint64_t request_id, uint64_t session_id,
+			 const struct sc_batcher_opts *opts);
+
+/**
+ * sc_batcher_commit - record one generated token, emitting a commit when one is due: on the
+ * generation's first token, when capacity tokens are pending, when @elapsed_ns (time since
+ * the request started, supplied by the caller) is at least interval past the last emitted
+ * commit, or when an earlier emit found the ring full. An emit sets the last-emit time to
+ * @elapsed_ns. Never blocks, never allocates.
+ * Returns 0, or -EAGAIN when the ring is full: the batch stays pending (nothing dropped or
+ * reordered) and the ring-full counter is incremented. The token was accepted unless the
+ * batcher was already holding capacity tokens when called (sc_batcher_pending() == capacity):
+ * then the token was NOT taken and must be committed again. sc_batcher_count() tells which.
+ * -EINVAL after sc_batcher_finish. With no ring: 0 and nothing is kept.
+ */
+int sc_batcher_commit(struct sc_batcher *b, int32_t token, uint64_t elapsed_ns);
+
+/**
+ * sc_batcher_flush - emit whatever is pending (does not move the last-emit time). A second
+ * flush, or a flush with nothing pending, is a no-op. Call before the generation's terminal.
+ * Returns 0, or -EAGAIN (ring full: the batch stays pending, the ring-full counter is incremented).
+ */
+int sc_batcher_flush(struct sc_batcher *b);
+
+/**
+ * sc_batcher_finish - flush and mark the end of the generation: the last commit carries
+ * @terminal_flag (SC_COMMIT_FINISHED or SC_COMMIT_ABORTED) together with the residual tokens,
+ * or alone with no tokens when nothing is pending. Afterwards the batcher is finished: another
+ * finish is a no-op returning 0 (so it is safe on every exit path) and commit returns -EINVAL.
+ * Returns 0, -EAGAIN (ring full: nothing changed, call again), -EINVAL (bad flag).
+ */
+int sc_batcher_finish(struct sc_batcher *b, uint32_t terminal_flag);
+
+/** sc_batcher_count - tokens recorded so far, pending ones included (0 without a ring). */
+uint64_t sc_batcher_count(const struct sc_batcher *b);
+/** sc_batcher_pending - tokens recorded but not yet emitted. */
+uint32_t sc_batcher_pending(const struct sc_batcher *b);
+/** sc_batcher_ring_full - emits that found the ring full. */
+uint64_t sc_batcher_ring_full(const struct sc_batcher *b);
+/** sc_batcher_commits - commits emitted (the terminal one included). */
+uint64_t sc_batcher_commits(const struct sc_batcher *b);
+
+/* ============================== fault injection, fsck (lib/fault.c, lib/fsck.c) ============================== */
 /* (section owned by reliability) */
+
+/**
+ * sc_fault_arm - arm a fault-injection point in the calling process: when the library reaches
+ * the point named @spec ("l2.admit.linked", "heap.free.merge", ... or "name@N" for the N-th
+ * time), the process sends itself SIGKILL there, as a crash would. NULL or "" disarms. For
+ * tests and `stagecache stress` only. The environment variable SC_FAULT does the same.
+ * Returns 0 or -EINVAL (malformed spec).
+ */
+int sc_fault_arm(const char *spec);
+
+/** sc_fault_points - the names of every fault point in this build (NULL-terminated array). */
+const char *const *sc_fault_points(void);
+
+#define SC_FSCK_DEEP 0x1u   /* also verify the digest of every L2 entry */
+#define SC_FSCK_REPAIR 0x2u /* fix what can be fixed, drop what cannot */
+#define SC_FSCK_MASK 0x3u
+
+struct sc_fsck_report {
+	uint64_t problems;        /* inconsistencies found (before repair) */
+	uint64_t repaired;        /* of those, fixed (SC_FSCK_REPAIR) */
+	uint64_t dropped;         /* entries dropped because they could not be fixed */
+	uint64_t entries, entry_bytes;          /* live L2 entries and their heap bytes */
+	uint64_t pending_bytes;   /* heap bytes awaiting epoch reclamation */
+	uint64_t reserved_bytes;  /* heap bytes in private reservations of live processes */
+	uint64_t orphan_bytes;    /* heap bytes reserved by dead processes (freed by repair) */
+	uint64_t heap_used_bytes, heap_free_bytes, heap_blocks;
+	uint64_t leaked_bytes;    /* heap bytes in use that nothing owns */
+	uint64_t digests_checked, digest_failures;   /* SC_FSCK_DEEP */
+	uint64_t readers_live, readers_dead;         /* reader slots */
+	uint64_t rings, ring_problems;
+	uint64_t observations, obs_problems;
+	uint64_t lock_repairs;    /* repairs after a lock holder died, since creation */
+};
+
+/* Called for each finding: @component ("header", "heap", "index", "rings", "observations",
+ * "readers"), a one-line @message, and whether it was repaired. */
+typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
+
+/**
+ * sc_arena_fsck - check the arena: header, the index against the heap (every allocation owned by
+ * exactly one live entry, pending reclamation or a live process's reservation; free space
+ * accounted), rings, the observation table, reader slots of dead processes.
+ * @flags: SC_FSCK_*; @cb: optional, one call per finding; @rep: optional report.
+ * Returns the number of problems left (0: clean), or -EINVAL, -EBADMSG (beyond repair).
+ * Takes every writer lock in turn (readers keep running); bounded by the arena's size.
+ */
+int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep);
 
 #ifdef __cplusplus
 }
