@@ -5,16 +5,6 @@
 
 #ifndef SC_NO_PROBES
 #define SC_PROBE_DEFINE(name) unsigned short SC_PROBE_SEM(name) __attribute__((section(".probes"), used))
-SC_PROBE_DEFINE(l2_hit);
-SC_PROBE_DEFINE(l2_miss);
-SC_PROBE_DEFINE(l2_admit);
-SC_PROBE_DEFINE(l2_reject);
-SC_PROBE_DEFINE(l2_evict);
-SC_PROBE_DEFINE(l2_remove);
-SC_PROBE_DEFINE(promote_decision);
-SC_PROBE_DEFINE(l3_fill_start);
-SC_PROBE_DEFINE(l3_fill_done);
-SC_PROBE_DEFINE(l3_quarantine);
-SC_PROBE_DEFINE(commit_emit);
-SC_PROBE_DEFINE(ring_full);
+#define SC_PROBE_DEFINE_X_(name, nargs) SC_PROBE_DEFINE(name);
+SC_PROBE_LIST(SC_PROBE_DEFINE_X_)
 #endif

@@ -1,0 +1,981 @@
+/*
+ * tests/check_trace.c — `stagecache trace` end to end (root; SKIP where BPF is unavailable).
+ *
+ * The tracer (build/stagecache trace --binary <this test binary> --pin-dir <own dir>) attaches to
+ * the probes linked into this very binary (it links build/libstagecache.a statically). A forked
+ * child then performs a known workload through the public API; afterwards every BPF counter of
+ * the child's pid must equal the library's own counters exactly. The pinned maps are read with the
+ * bpf() syscall directly (layouts from bpf/stagecache_maps.h) and once through `bpftool -j map dump`
+ * for the named fields. Each test uses its own pin directory under /sys/fs/bpf and removes it.
+ *
+ * Also: the shared library's probes (a child calling build/libstagecache.so.0 through dlopen, the
+ * tracer on --lib), --pid (one process counted, its sibling not), --keep, and the error messages
+ * (usage, not root, missing or non-ELF or probe-less target, pin dir not on bpffs).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <linux/bpf.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../bpf/stagecache_maps.h"
+
+/* ---- environment ---- */
+
+static const char *build_dir(void)
+{
+	static char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	ck_assert(n > 0);
+	dir[n] = 0;
+	char *d = dirname(dirname(dir));
+	memmove(dir, d, strlen(d) + 1);
+	return dir;
+}
+
+__attribute__((unused)) static const char *self_exe(void)
+{
+	static char p[PATH_MAX];
+	ck_assert(realpath("/proc/self/exe", p) != NULL);
+	return p;
+}
+
+static const char *cli_path(void)
+{
+	static char p[PATH_MAX + 16];
+	snprintf(p, sizeof(p), "%s/stagecache", build_dir());
+	return p;
+}
+
+/* Why BPF tracing cannot run here, or NULL. */
+__attribute__((unused)) static const char *bpf_unavailable(void)
+{
+	if (!sc_test_is_root())
+		return "not root: loading eBPF programs needs root";
+	if (access("/sys/kernel/btf/vmlinux", R_OK))
+		return "no kernel BTF (/sys/kernel/btf/vmlinux)";
+	if (access("/sys/bus/event_source/devices/uprobe", F_OK))
+		return "the kernel has no uprobe PMU";
+	if (system("bpftool version >/dev/null 2>&1"))
+		return "bpftool is not installed";
+	if (access(cli_path(), X_OK))
+		return "build/stagecache is not built";
+	return NULL;
+}
+
+/* Remove a pin directory whatever state a failed test left it in. */
+static void pin_dir_remove(const char *dir)
+{
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Parts of the workload, switched on as their modules land in build/libstagecache.a (the
+ * workload links against it): the L2 tier; L3 fills and the promotion policy; commit rings. */
+#define TRACE_HAVE_L2 1
+#define TRACE_HAVE_L3 1
+#define TRACE_HAVE_RING 1
+#if TRACE_HAVE_L2
+
+/* ---- bpf() on pinned maps ---- */
+
+static long bpf_call(int cmd, union bpf_attr *attr)
+{
+	return syscall(__NR_bpf, cmd, attr, sizeof(*attr));
+}
+
+static int map_open(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	union bpf_attr a;
+	memset(&a, 0, sizeof(a));
+	a.pathname = (uint64_t)(uintptr_t)p;
+	int fd = (int)bpf_call(BPF_OBJ_GET, &a);
+	ck_assert_msg(fd >= 0, "BPF_OBJ_GET %s: %s", p, strerror(errno));
+	return fd;
+}
+
+static int map_next(int fd, const void *key, void *next)
+{
+	union bpf_attr a;
+	memset(&a, 0, sizeof(a));
+	a.map_fd = (uint32_t)fd;
+	a.key = (uint64_t)(uintptr_t)key;
+	a.next_key = (uint64_t)(uintptr_t)next;
+	return (int)bpf_call(BPF_MAP_GET_NEXT_KEY, &a);
+}
+
+static int map_lookup(int fd, const void *key, void *val)
+{
+	union bpf_attr a;
+	memset(&a, 0, sizeof(a));
+	a.map_fd = (uint32_t)fd;
+	a.key = (uint64_t)(uintptr_t)key;
+	a.value = (uint64_t)(uintptr_t)val;
+	return (int)bpf_call(BPF_MAP_LOOKUP_ELEM, &a);
+}
+
+/* Counters of @pid summed over stages: out[event]. Also records the stages seen for L2 events. */
+static void read_counters(const char *dir, uint32_t pid, struct sc_bpf_counter out[SC_EV_COUNT], uint64_t *l2_stage)
+{
+	memset(out, 0, sizeof(*out) * SC_EV_COUNT);
+	int fd = map_open(dir, "counters");
+	struct sc_bpf_key k, next;
+	const void *prev = NULL;
+	while (map_next(fd, prev, &next) == 0) {
+		k = next;
+		prev = &k;
+		struct sc_bpf_counter c;
+		if (k.pid != pid || k.event >= SC_EV_COUNT || map_lookup(fd, &k, &c))
+			continue;
+		out[k.event].count += c.count;
+		out[k.event].bytes += c.bytes;
+		out[k.event].tokens += c.tokens;
+		out[k.event].ns += c.ns;
+		if (l2_stage && (k.event == SC_EV_L2_HIT || k.event == SC_EV_L2_MISS || k.event == SC_EV_L2_ADMIT)) {
+			ck_assert_msg(*l2_stage == 0 || *l2_stage == k.stage, "L2 events under two stage ids");
+			*l2_stage = k.stage;
+		}
+	}
+	close(fd);
+}
+
+/* The count of (@stage, @event, @reason) in `reasons` (all pids: each test has its own stage). */
+static uint64_t read_reason(const char *dir, uint64_t stage, uint32_t event, uint32_t reason)
+{
+	int fd = map_open(dir, "reasons");
+	struct sc_bpf_reason_key k = { .stage = stage, .event = event, .reason = reason };
+	struct sc_bpf_count c = { 0 };
+	map_lookup(fd, &k, &c);
+	close(fd);
+	return c.count;
+}
+
+/* ---- the tracer ---- */
+
+struct tracer {
+	pid_t pid;
+	int out;
+	char pin_dir[128];
+};
+
+/* Start `stagecache trace @how @path` (--binary or --lib) and wait for its ready line. */
+static void tracer_start_on(struct tracer *t, const char *how, const char *path)
+{
+	snprintf(t->pin_dir, sizeof(t->pin_dir), "/sys/fs/bpf/stagecache-check-%d", (int)getpid());
+	int fds[2];
+	ck_assert(pipe(fds) == 0);
+	t->pid = fork();
+	ck_assert(t->pid >= 0);
+	if (t->pid == 0) {
+		/* if the test dies on a failed assertion, the tracer stops too (and removes its pins) */
+		prctl(PR_SET_PDEATHSIG, SIGINT);
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		execl(cli_path(), "stagecache", "trace", how, path, "--pin-dir", t->pin_dir, "--duration",
+		      "60", "--interval", "100", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	t->out = fds[0];
+	/* wait (at most 30 s) for the "ready" line */
+	char buf[4096];
+	size_t len = 0;
+	for (int waited = 0; waited < 300; waited++) {
+		struct pollfd p = { .fd = t->out, .events = POLLIN };
+		if (poll(&p, 1, 100) > 0) {
+			ssize_t n = read(t->out, buf + len, sizeof(buf) - 1 - len);
+			ck_assert_msg(n > 0, "stagecache trace exited before it was ready (see its stderr above)");
+			len += (size_t)n;
+			buf[len] = 0;
+			if (strstr(buf, "ready: ")) {
+				ck_assert_msg(strstr(buf, "12/12 probes attached"), "not every probe attached: %s", buf);
+				return;
+			}
+		}
+	}
+	ck_abort_msg("stagecache trace did not print 'ready' within 30 s");
+}
+
+/* Trace the probes linked into this test binary. */
+static void tracer_start(struct tracer *t)
+{
+	tracer_start_on(t, "--binary", self_exe());
+}
+
+static void tracer_stop(struct tracer *t)
+{
+	ck_assert(kill(t->pid, SIGINT) == 0);
+	int st;
+	ck_assert(waitpid(t->pid, &st, 0) == t->pid);
+	close(t->out);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "trace exit status %d", st);
+	/* without --keep the pins (and the directory it made) are gone */
+	ck_assert_msg(access(t->pin_dir, F_OK) != 0, "%s left behind", t->pin_dir);
+}
+
+/* ---- the workload (runs in a forked child; exits non-zero at the first surprise) ---- */
+
+#define W_TOKENS 32
+#define W_DIRECT 6        /* 4 KiB entries admitted directly */
+#define W_HITS_EACH 2     /* lookups of each of the first W_HIT_KEYS entries */
+#define W_HIT_KEYS 4
+#define W_MISSES 5
+#define W_REJECTS 1       /* admit with a wrong digest */
+#define W_MISMATCHES 1    /* lookups whose location disagrees: a miss and a removal */
+#define W_REMOVES 1       /* explicit removals */
+#define W_PROMO_HITS 3    /* lookups of the entry admitted FROM_L3 */
+#define W_BIG 24          /* 1 MiB entries into a 16 MiB arena: evictions */
+#define W_L3_BYTES (64u << 10) /* one L3 object, filled twice: promoted on the second fill */
+#define W_L3_FILLS 2
+#define W_L3_HITS 2       /* promotion hits on the promoted entry */
+#define W_RING_FULL 3     /* submits refused by a full ring */
+#define W_BATCH_TOKENS 300
+
+static char l3_dir[PATH_MAX];
+static char wanted_hex[SC_DIGEST_HEX_LEN + 1], found_path[PATH_MAX];
+
+static void fill_tokens(int32_t *t, int n, int seed)
+{
+	for (int i = 0; i < n; i++)
+		t[i] = seed * 1000 + i;
+}
+
+#define W_EXPECT(cond, ...)                               \
+	do {                                              \
+		if (!(cond)) {                            \
+			fprintf(stderr, "workload: " __VA_ARGS__); \
+			fprintf(stderr, "\n");            \
+			_exit(3);                         \
+		}                                         \
+	} while (0)
+
+#if TRACE_HAVE_L3
+/* One fill through the asynchronous API, so that it carries the stage id to the probes. */
+static int fill_on_stage(struct sc_l3 *l3, uint64_t sid, const struct sc_l3_location *loc, void *dst, uint64_t cap)
+{
+	struct sc_l3_fill_req req = { .loc = loc, .dst = dst, .dst_bytes = cap, .stage_id = sid };
+	struct sc_l3_fill_req *rp = &req, *done = NULL;
+	int rc = sc_l3_fill_submit(l3, &rp, 1);
+	if (rc != 1)
+		return rc < 0 ? rc : -EAGAIN;
+	rc = sc_l3_fill_reap(l3, &done, 1, -1);
+	if (rc != 1 || done != &req)
+		return rc < 0 ? rc : -EIO;
+	return req.result;
+}
+
+static int find_object(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if (type == FTW_F && strstr(path, wanted_hex) && !strstr(path, "quarantine")) {
+		snprintf(found_path, sizeof(found_path), "%s", path);
+		return 1;
+	}
+	return 0;
+}
+
+/* Put an object, flip one byte of its payload on disk, fill it: -EBADMSG and a quarantine. */
+static void workload_quarantine(struct sc_l3 *l3)
+{
+	static char obj[W_L3_BYTES];
+	memset(obj, 'q', sizeof(obj));
+	int32_t tok[W_TOKENS];
+	fill_tokens(tok, W_TOKENS, 600);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { obj }, .sec_len = { sizeof(obj) } };
+	struct sc_l3_put_args pa = { .ns = "ns", .tokens = tok, .token_count = W_TOKENS, .payload = &p };
+	struct sc_l3_location loc;
+	int rc = sc_l3_put(l3, &pa, &loc);
+	W_EXPECT(rc == 0, "l3 put (quarantine): %s", sc_strerror(rc));
+	sc_digest_format(loc.digest, wanted_hex);
+	found_path[0] = 0;
+	nftw(l3_dir, find_object, 8, FTW_PHYS);
+	W_EXPECT(found_path[0], "no object file named after %s under %s", wanted_hex, l3_dir);
+	int fd = open(found_path, O_WRONLY);
+	struct stat sb;
+	W_EXPECT(fd >= 0 && fstat(fd, &sb) == 0, "open %s", found_path);
+	char x = 'X';
+	W_EXPECT(pwrite(fd, &x, 1, sb.st_size - 100) == 1, "corrupt %s", found_path);
+	close(fd);
+	void *dst = aligned_alloc(4096, W_L3_BYTES);
+	W_EXPECT(dst != NULL, "alloc");
+	rc = sc_l3_fill(l3, &loc, dst, W_L3_BYTES, SC_L3_FILL_BUFFERED);
+	W_EXPECT(rc == -EBADMSG, "fill of a corrupted object: %s", sc_strerror(rc));
+	free(dst);
+}
+
+/* Put one object in L3, fill it W_L3_FILLS times asking the policy each time, and admit it
+ * FROM_L3 when the policy says so (the second fill); then hit it W_L3_HITS times. */
+static void workload_l3(struct sc_arena *a, struct sc_stage *s)
+{
+	struct sc_l3 *l3 = NULL;
+	struct sc_l3_opts o = { 0 };
+	int rc = sc_l3_open(l3_dir, &o, &l3);
+	W_EXPECT(rc == 0, "l3 open: %s", sc_strerror(rc));
+	static char obj[W_L3_BYTES];
+	memset(obj, 'l', sizeof(obj));
+	int32_t tok[W_TOKENS];
+	fill_tokens(tok, W_TOKENS, 500);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { obj }, .sec_len = { sizeof(obj) } };
+	struct sc_l3_put_args pa = { .model_identity = "model-m", .state_identity = "state-s", .ns = "ns",
+				     .tokens = tok, .token_count = W_TOKENS, .payload = &p };
+	struct sc_l3_location loc;
+	rc = sc_l3_put(l3, &pa, &loc);
+	W_EXPECT(rc == 0, "l3 put: %s", sc_strerror(rc));
+	void *dst = aligned_alloc(4096, W_L3_BYTES);
+	W_EXPECT(dst != NULL, "alloc");
+	int promoted = 0;
+	for (int f = 0; f < W_L3_FILLS; f++) {
+		rc = fill_on_stage(l3, sc_stage_id(s), &loc, dst, W_L3_BYTES);
+		W_EXPECT(rc == 0, "l3 fill %d: %s", f, sc_strerror(rc));
+		int why = -1;
+		rc = sc_promote_consider(a, sc_stage_id(s), loc.digest, W_TOKENS, loc.payload_bytes, &why);
+		W_EXPECT(rc == (f == W_L3_FILLS - 1), "promote_consider %d: %d (why %d)", f, rc, why);
+		if (rc == 1) {
+			struct sc_payload fp = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { dst }, .sec_len = { W_L3_BYTES } };
+			rc = sc_l2_admit(s, "ns", tok, W_TOKENS, loc.digest, &fp, SC_ORIGIN_FROM_L3);
+			W_EXPECT(rc == 0, "promotion admit: %s", sc_strerror(rc));
+			sc_promote_attempted(a, sc_stage_id(s), loc.digest);
+			promoted++;
+		}
+	}
+	W_EXPECT(promoted == 1, "promoted %d times", promoted);
+	for (int i = 0; i < W_L3_HITS; i++) {
+		struct sc_lease l;
+		rc = sc_l2_get(s, "ns", tok, W_TOKENS, NULL, &l);
+		W_EXPECT(rc == 0 && l.origin == SC_ORIGIN_FROM_L3, "promoted hit %d: %s", i, sc_strerror(rc));
+		sc_lease_release(&l);
+	}
+	free(dst);
+	workload_quarantine(l3);
+	sc_l3_close(l3);
+}
+#endif
+
+#if TRACE_HAVE_RING
+/* A batched generation of W_BATCH_TOKENS tokens (1 ms apart: a commit at the first token, then
+ * every 100 ms), then raw submits until the ring is full and W_RING_FULL refused ones. */
+static void workload_ring(struct sc_arena *a)
+{
+	struct sc_ring *r = NULL;
+	int rc = sc_ring_open(a, &r);
+	W_EXPECT(rc == 0, "ring open: %s", sc_strerror(rc));
+	struct sc_batcher b;
+	rc = sc_batcher_init(&b, r, 7, 1);
+	W_EXPECT(rc == 0, "batcher init: %s", sc_strerror(rc));
+	for (int i = 0; i < W_BATCH_TOKENS; i++) {
+		rc = sc_batcher_commit(&b, i, (uint64_t)i * 1000000u);
+		W_EXPECT(rc == 0, "batcher commit %d: %s", i, sc_strerror(rc));
+	}
+	rc = sc_batcher_finish(&b, SC_COMMIT_FINISHED);
+	W_EXPECT(rc == 0, "batcher finish: %s", sc_strerror(rc));
+	W_EXPECT(sc_batcher_commits(&b) >= 4, "only %llu commits", (unsigned long long)sc_batcher_commits(&b));
+	static int32_t toks[64];
+	struct sc_commit c = { .request_id = 8, .session_id = 1, .token_count = 64, .tokens = toks };
+	int full = 0;
+	for (int i = 0; i < 1000000 && full < W_RING_FULL; i++) {
+		c.generated_token_count += 64;
+		rc = sc_ring_try_submit(r, &c);
+		W_EXPECT(rc == 0 || rc == -EAGAIN, "submit: %s", sc_strerror(rc));
+		full += rc == -EAGAIN;
+	}
+	W_EXPECT(full == W_RING_FULL, "the ring never filled");
+	sc_ring_close(r);
+}
+#endif
+
+static void workload(const char *arena_name)
+{
+	struct sc_arena *a = NULL;
+	struct sc_stage *s = NULL;
+	int rc = sc_arena_open(arena_name, &a);
+	W_EXPECT(rc == 0, "open: %s", sc_strerror(rc));
+	rc = sc_stage_open(a, "model-m", "state-s", &s);
+	W_EXPECT(rc == 0, "stage: %s", sc_strerror(rc));
+	static char small[4096];
+	int32_t tok[W_TOKENS];
+	for (int i = 0; i < W_DIRECT; i++) {
+		memset(small, 'a' + i, sizeof(small));
+		fill_tokens(tok, W_TOKENS, i);
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { small }, .sec_len = { sizeof(small) } };
+		rc = sc_l2_admit(s, "ns", tok, W_TOKENS, sc_digest(small, sizeof(small)), &p, SC_ORIGIN_DIRECT);
+		W_EXPECT(rc == 0, "admit %d: %s", i, sc_strerror(rc));
+	}
+	for (int r = 0; r < W_HITS_EACH; r++)
+		for (int i = 0; i < W_HIT_KEYS; i++) {
+			struct sc_lease l;
+			fill_tokens(tok, W_TOKENS, i);
+			rc = sc_l2_get(s, "ns", tok, W_TOKENS, NULL, &l);
+			W_EXPECT(rc == 0, "hit %d: %s", i, sc_strerror(rc));
+			sc_lease_release(&l);
+		}
+	for (int i = 0; i < W_MISSES; i++) {
+		struct sc_lease l;
+		fill_tokens(tok, W_TOKENS, 100 + i);
+		rc = sc_l2_get(s, "ns", tok, W_TOKENS, NULL, &l);
+		W_EXPECT(rc == -ENOENT, "miss %d: %s", i, sc_strerror(rc));
+	}
+	{
+		struct sc_digest wrong = { 1, 2 };
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { small }, .sec_len = { sizeof(small) } };
+		fill_tokens(tok, W_TOKENS, 200);
+		rc = sc_l2_admit(s, "ns", tok, W_TOKENS, wrong, &p, SC_ORIGIN_DIRECT);
+		W_EXPECT(rc == -EBADMSG, "reject: %s", sc_strerror(rc));
+	}
+	{ /* one explicit removal (entry 5), one removal by a location mismatch (entry 4, a miss) */
+		struct sc_key key;
+		fill_tokens(tok, W_TOKENS, 5);
+		rc = sc_l2_key(s, "ns", tok, W_TOKENS, &key);
+		W_EXPECT(rc == 0, "key: %s", sc_strerror(rc));
+		rc = sc_l2_remove(s, key);
+		W_EXPECT(rc == 0, "remove: %s", sc_strerror(rc));
+		struct sc_location stale = { .token_count = W_TOKENS, .digest = { 3, 4 } };
+		struct sc_lease l;
+		fill_tokens(tok, W_TOKENS, 4);
+		rc = sc_l2_get(s, "ns", tok, W_TOKENS, &stale, &l);
+		W_EXPECT(rc == -ENOENT, "mismatch: %s", sc_strerror(rc));
+	}
+	{ /* an entry that came from L3: its hits are promotion hits */
+		memset(small, 'p', sizeof(small));
+		fill_tokens(tok, W_TOKENS, 300);
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { small }, .sec_len = { sizeof(small) } };
+		rc = sc_l2_admit(s, "ns", tok, W_TOKENS, sc_digest(small, sizeof(small)), &p, SC_ORIGIN_FROM_L3);
+		W_EXPECT(rc == 0, "admit from L3: %s", sc_strerror(rc));
+		for (int i = 0; i < W_PROMO_HITS; i++) {
+			struct sc_lease l;
+			rc = sc_l2_get(s, "ns", tok, W_TOKENS, NULL, &l);
+			W_EXPECT(rc == 0 && l.origin == SC_ORIGIN_FROM_L3, "promotion hit %d: %s", i, sc_strerror(rc));
+			sc_lease_release(&l);
+		}
+	}
+	{ /* fill the arena past its budget: evictions */
+		static char big[1 << 20];
+		for (int i = 0; i < W_BIG; i++) {
+			memset(big, i, sizeof(big));
+			fill_tokens(tok, W_TOKENS, 400 + i);
+			struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { big }, .sec_len = { sizeof(big) } };
+			rc = sc_l2_admit(s, "ns", tok, W_TOKENS, sc_digest(big, sizeof(big)), &p, SC_ORIGIN_DIRECT);
+			W_EXPECT(rc == 0, "big admit %d: %s", i, sc_strerror(rc));
+		}
+	}
+#if TRACE_HAVE_L3
+	workload_l3(a, s);
+#endif
+#if TRACE_HAVE_RING
+	workload_ring(a);
+#endif
+	sc_stage_close(s); /* flushes the handle's pending hit/miss counts */
+	sc_arena_close(a);
+	_exit(0);
+}
+
+static pid_t run_workload(const char *arena_name)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0)
+		workload(arena_name);
+	int st;
+	ck_assert(waitpid(pid, &st, 0) == pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "workload failed (status %d)", st);
+	return pid;
+}
+
+/* ---- tests ---- */
+
+/* The payoff entry of @d, or 0 when absent. */
+__attribute__((unused)) static int payoff_of(const char *dir, struct sc_digest d, struct sc_bpf_payoff *out)
+{
+	int fd = map_open(dir, "promotion_payoff");
+	struct sc_bpf_digest k = { .lo = d.lo, .hi = d.hi };
+	int found = map_lookup(fd, &k, out) == 0;
+	close(fd);
+	return found;
+}
+
+/* Sum of the fill-latency histogram of stage @stage. */
+__attribute__((unused)) static uint64_t fill_hist_total(const char *dir, uint64_t stage)
+{
+	int fd = map_open(dir, "latency");
+	struct sc_bpf_hist_key k = { .stage = stage, .kind = SC_HIST_FILL };
+	static struct sc_bpf_hist h;
+	uint64_t n = 0;
+	if (map_lookup(fd, &k, &h) == 0)
+		for (int i = 0; i < SC_BPF_HIST_SLOTS; i++)
+			n += h.slots[i];
+	close(fd);
+	return n;
+}
+
+START_TEST(test_counters_equal_library)
+{
+	const char *why = bpf_unavailable();
+	if (why) {
+		sc_skip("%s", why);
+		return;
+	}
+	const char *name;
+	struct sc_arena_opts ao = { .size_bytes = 16ull << 20, .huge = SC_HUGE_OFF };
+	struct sc_arena *a = sc_test_arena_opts("trace", &ao, &name);
+	snprintf(l3_dir, sizeof(l3_dir), "/tmp/sc-check-trace-XXXXXX");
+	ck_assert(mkdtemp(l3_dir) != NULL);
+	struct tracer t;
+	tracer_start(&t);
+	pid_t child = run_workload(name);
+
+	struct sc_bpf_counter c[SC_EV_COUNT];
+	uint64_t stage_seen = 0;
+	read_counters(t.pin_dir, (uint32_t)child, c, &stage_seen);
+	struct sc_l2_stats st;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &st), 0);
+	struct sc_stage *s;
+	ck_assert_int_eq(sc_stage_open(a, "model-m", "state-s", &s), 0);
+	ck_assert_uint_eq(stage_seen, sc_stage_id(s));
+	sc_stage_close(s);
+
+	uint64_t l3_hits = TRACE_HAVE_L3 ? W_L3_HITS : 0, l3_admits = TRACE_HAVE_L3 ? 1 : 0;
+	/* the library's counters and the known workload */
+	ck_assert_uint_eq(st.hits, W_HITS_EACH * W_HIT_KEYS + W_PROMO_HITS + l3_hits);
+	ck_assert_uint_eq(st.misses, W_MISSES + W_MISMATCHES);
+	ck_assert_uint_eq(st.inserts, W_DIRECT + 1 + W_BIG + l3_admits);
+	ck_assert_uint_eq(st.admission_rejects, W_REJECTS);
+	ck_assert_msg(st.evictions > 0, "the workload evicted nothing");
+	/* BPF == library, exactly */
+	ck_assert_uint_eq(c[SC_EV_L2_HIT].count, st.hits);
+	ck_assert_uint_eq(c[SC_EV_L2_MISS].count, st.misses);
+	ck_assert_uint_eq(c[SC_EV_L2_ADMIT].count, st.inserts);
+	ck_assert_uint_eq(c[SC_EV_L2_REJECT].count, st.admission_rejects);
+	ck_assert_uint_eq(c[SC_EV_L2_EVICT].count, st.evictions);
+	ck_assert_uint_eq(c[SC_EV_L2_HIT_PROMOTED].count, W_PROMO_HITS + l3_hits);
+	/* removals have no counter in sc_l2_stats: the known workload, and the reasons */
+	ck_assert_uint_eq(c[SC_EV_L2_REMOVE].count, W_REMOVES + W_MISMATCHES);
+	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_REMOVE, 0), W_REMOVES);
+	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_REMOVE, 1), W_MISMATCHES);
+	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_MISS, 0), W_MISSES);
+	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_MISS, 1), W_MISMATCHES);
+	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_REJECT, EBADMSG), W_REJECTS);
+	ck_assert_uint_eq(c[SC_EV_L2_ADMIT_FROM_L3].count, 1 + l3_admits);
+	ck_assert_uint_eq(c[SC_EV_L2_HIT].bytes,
+			  (uint64_t)(W_HITS_EACH * W_HIT_KEYS + W_PROMO_HITS) * 4096 + l3_hits * W_L3_BYTES);
+
+#if TRACE_HAVE_L3
+	{
+		struct sc_l3 *l3;
+		struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
+		ck_assert_int_eq(sc_l3_open(l3_dir, &o, &l3), 0);
+		struct sc_l3_stats ls;
+		ck_assert_int_eq(sc_l3_stats(l3, &ls), 0);
+		sc_l3_close(l3);
+		ck_assert_uint_eq(ls.fills, W_L3_FILLS);
+		ck_assert_uint_eq(ls.verify_failures, 1);
+		ck_assert_uint_eq(ls.quarantined, 1);
+		ck_assert_uint_eq(c[SC_EV_FILL_DONE].count, ls.fills);
+		ck_assert_uint_eq(c[SC_EV_FILL_DONE].bytes, ls.fill_bytes);
+		ck_assert_uint_eq(c[SC_EV_FILL_ERROR].count, ls.verify_failures);
+		ck_assert_uint_eq(c[SC_EV_FILL_START].count, ls.fills + ls.verify_failures);
+		ck_assert_uint_eq(c[SC_EV_L3_QUARANTINE].count, ls.quarantined);
+		/* the fills that carried a stage id are in that stage's histogram */
+		ck_assert_uint_eq(fill_hist_total(t.pin_dir, stage_seen), ls.fills);
+		struct sc_promote_stats ps;
+		ck_assert_int_eq(sc_promote_stats(a, &ps), 0);
+		ck_assert_uint_eq(ps.promoted, 1);
+		ck_assert_uint_eq(c[SC_EV_PROMOTE].count, ps.promoted);
+		ck_assert_uint_eq(c[SC_EV_PROMOTE].count + c[SC_EV_PROMOTE_NOT].count, ps.considered);
+		/* the promoted entry's payoff: its hits since promotion */
+		static char obj[W_L3_BYTES];
+		memset(obj, 'l', sizeof(obj));
+		struct sc_bpf_payoff po;
+		ck_assert_msg(payoff_of(t.pin_dir, sc_digest(obj, sizeof(obj)), &po), "no payoff entry");
+		ck_assert_uint_eq(po.hits, W_L3_HITS);
+		/* and the promotion is in the recent list (other tracees may be there too) */
+		int fd = map_open(t.pin_dir, "recent_promotions");
+		int seen = 0;
+		for (uint32_t slot = 0; slot < SC_BPF_RECENT; slot++) {
+			struct sc_bpf_promotion rp;
+			if (map_lookup(fd, &slot, &rp) == 0 && rp.seq && rp.pid == (uint32_t)child) {
+				ck_assert_uint_eq(rp.tokens, W_TOKENS);
+				ck_assert_uint_eq(rp.bytes, W_L3_BYTES);
+				ck_assert_uint_eq(rp.why, SC_PROMOTE_WHY_SECOND_HIT);
+				seen++;
+			}
+		}
+		close(fd);
+		ck_assert_int_eq(seen, 1);
+		ck_assert_uint_eq(po.pid, (uint32_t)child);
+		ck_assert(po.promoted_ns != 0);
+	}
+#endif
+#if TRACE_HAVE_RING
+	{
+		static struct sc_ring_stat rs[256];
+		int n = sc_ring_stats(a, rs, 256);
+		ck_assert_int_gt(n, 0);
+		uint64_t records = 0, full = 0;
+		for (int i = 0; i < n && i < 256; i++) {
+			records += rs[i].records;
+			full += rs[i].ring_full;
+		}
+		ck_assert_uint_eq(c[SC_EV_COMMIT].count, records);
+		ck_assert_uint_eq(c[SC_EV_RING_FULL].count, full);
+		ck_assert_uint_eq(full, W_RING_FULL);
+	}
+#endif
+
+	/* the named fields, as an operator sees them */
+	static const struct {
+		const char *map, *fields[4];
+	} named[] = {
+		{ "counters", { "\"stage\"", "\"pid\"", "\"event\"", "\"bytes\"" } },
+		{ "latency", { "\"kind\"", "\"slots\"", NULL } },
+		{ "reasons", { "\"reason\"", "\"count\"", NULL } },
+		{ "trace_state", { "\"promotions_seq\"", "\"drops\"", NULL } },
+#if TRACE_HAVE_L3
+		{ "promotion_payoff", { "\"hits\"", "\"promoted_ns\"", "\"hit_bytes\"", NULL } },
+		{ "recent_promotions", { "\"seq\"", "\"tokens\"", "\"time_ns\"", NULL } },
+#else
+		{ "promotion_payoff", { "\"hits\"", "\"promoted_ns\"", NULL } },
+#endif
+	};
+	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+		char cmd[512];
+		snprintf(cmd, sizeof(cmd), "bpftool -j map dump pinned '%s/%s'", t.pin_dir, named[i].map);
+		FILE *f = popen(cmd, "r");
+		ck_assert(f != NULL);
+		static char json[1 << 20];
+		size_t n = fread(json, 1, sizeof(json) - 1, f);
+		json[n] = 0;
+		ck_assert_int_eq(pclose(f), 0);
+		ck_assert_msg(json[0] == '[' && strstr(json, "\"formatted\""), "%s: no BTF-formatted dump: %.200s",
+			      named[i].map, json);
+		for (int j = 0; j < 4 && named[i].fields[j]; j++)
+			ck_assert_msg(strstr(json, named[i].fields[j]), "%s: field %s missing", named[i].map,
+				      named[i].fields[j]);
+	}
+	/* pins are operator-only */
+	struct stat sb;
+	ck_assert_int_eq(stat(t.pin_dir, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 0777, 0700);
+
+	tracer_stop(&t);
+	pin_dir_remove(t.pin_dir);
+	pin_dir_remove(l3_dir);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* The probes of the shared library fire too: a child calls the API of build/libstagecache.so.0
+ * through dlopen (a copy separate from the static one linked into this binary) while the tracer
+ * is attached with --lib. */
+typedef int (*open_fn)(const char *, struct sc_arena **);
+typedef void (*close_fn)(struct sc_arena *);
+typedef int (*stage_open_fn)(struct sc_arena *, const char *, const char *, struct sc_stage **);
+typedef void (*stage_close_fn)(struct sc_stage *);
+typedef struct sc_digest (*digest_fn)(const void *, size_t);
+typedef int (*admit_fn)(struct sc_stage *, const char *, const int32_t *, size_t, struct sc_digest,
+			const struct sc_payload *, uint32_t);
+typedef int (*get_fn)(struct sc_stage *, const char *, const int32_t *, size_t, const struct sc_location *,
+		      struct sc_lease *);
+typedef void (*release_fn)(struct sc_lease *);
+
+#define SO_HITS 3
+#define SO_MISSES 2
+
+static void so_workload(const char *so, const char *arena_name)
+{
+	void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL); /* the executable exports no sc_*: the copy binds to itself */
+	W_EXPECT(h != NULL, "dlopen %s: %s", so, dlerror());
+	open_fn op = (open_fn)dlsym(h, "sc_arena_open");
+	close_fn cl = (close_fn)dlsym(h, "sc_arena_close");
+	stage_open_fn so_ = (stage_open_fn)dlsym(h, "sc_stage_open");
+	stage_close_fn sc_ = (stage_close_fn)dlsym(h, "sc_stage_close");
+	digest_fn dg = (digest_fn)dlsym(h, "sc_digest");
+	admit_fn ad = (admit_fn)dlsym(h, "sc_l2_admit");
+	get_fn gt = (get_fn)dlsym(h, "sc_l2_get");
+	release_fn rl = (release_fn)dlsym(h, "sc_lease_release");
+	W_EXPECT(op && cl && so_ && sc_ && dg && ad && gt && rl, "dlsym: %s", dlerror());
+	struct sc_arena *a;
+	struct sc_stage *s;
+	int rc = op(arena_name, &a);
+	W_EXPECT(rc == 0, "open: %d", rc);
+	rc = so_(a, "model-so", "state-so", &s);
+	W_EXPECT(rc == 0, "stage: %d", rc);
+	static char buf[4096];
+	int32_t tok[W_TOKENS];
+	fill_tokens(tok, W_TOKENS, 700);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	rc = ad(s, "ns", tok, W_TOKENS, dg(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT);
+	W_EXPECT(rc == 0, "admit: %d", rc);
+	for (int i = 0; i < SO_HITS; i++) {
+		struct sc_lease l;
+		rc = gt(s, "ns", tok, W_TOKENS, NULL, &l);
+		W_EXPECT(rc == 0, "hit: %d", rc);
+		rl(&l);
+	}
+	for (int i = 0; i < SO_MISSES; i++) {
+		struct sc_lease l;
+		rc = gt(s, "ns", tok, W_TOKENS - 1 - i, NULL, &l);
+		W_EXPECT(rc == -ENOENT, "miss: %d", rc);
+	}
+	sc_(s);
+	cl(a);
+	_exit(0);
+}
+
+START_TEST(test_shared_library_probes_fire)
+{
+	const char *why = bpf_unavailable();
+	if (why) {
+		sc_skip("%s", why);
+		return;
+	}
+	char so[PATH_MAX + 32];
+	snprintf(so, sizeof(so), "%s/libstagecache.so.0", build_dir());
+	const char *name;
+	struct sc_arena *a = sc_test_arena("trace-so", 16ull << 20, &name);
+	struct tracer t;
+	tracer_start_on(&t, "--lib", so);
+	fflush(NULL);
+	pid_t child = fork();
+	ck_assert(child >= 0);
+	if (child == 0)
+		so_workload(so, name);
+	int st;
+	ck_assert(waitpid(child, &st, 0) == child);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "shared-library workload failed (status %d)", st);
+
+	struct sc_bpf_counter c[SC_EV_COUNT];
+	read_counters(t.pin_dir, (uint32_t)child, c, NULL);
+	struct sc_l2_stats ls;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
+	ck_assert_uint_eq(ls.hits, SO_HITS);
+	ck_assert_uint_eq(ls.misses, SO_MISSES);
+	ck_assert_uint_eq(c[SC_EV_L2_HIT].count, ls.hits);
+	ck_assert_uint_eq(c[SC_EV_L2_MISS].count, ls.misses);
+	ck_assert_uint_eq(c[SC_EV_L2_ADMIT].count, ls.inserts);
+	tracer_stop(&t);
+	pin_dir_remove(t.pin_dir);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A small workload: one admit and two hits, started when @gate becomes readable. */
+static void mini_workload(const char *arena_name, int gate)
+{
+	char go;
+	W_EXPECT(read(gate, &go, 1) == 1, "gate");
+	struct sc_arena *a;
+	struct sc_stage *s;
+	W_EXPECT(sc_arena_open(arena_name, &a) == 0, "open");
+	W_EXPECT(sc_stage_open(a, "model-pid", "state-pid", &s) == 0, "stage");
+	static char buf[4096];
+	int32_t tok[W_TOKENS];
+	fill_tokens(tok, W_TOKENS, 800 + (int)getpid() % 100);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	W_EXPECT(sc_l2_admit(s, "ns", tok, W_TOKENS, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT) == 0, "admit");
+	for (int i = 0; i < 2; i++) {
+		struct sc_lease l;
+		W_EXPECT(sc_l2_get(s, "ns", tok, W_TOKENS, NULL, &l) == 0, "hit");
+		sc_lease_release(&l);
+	}
+	sc_stage_close(s);
+	sc_arena_close(a);
+	_exit(0);
+}
+
+/* --pid traces one process only (here a static binary: the target is found via /proc/PID/exe). */
+START_TEST(test_pid_filter)
+{
+	const char *why = bpf_unavailable();
+	if (why) {
+		sc_skip("%s", why);
+		return;
+	}
+	const char *name;
+	struct sc_arena *a = sc_test_arena("trace-pid", 16ull << 20, &name);
+	int gate[2][2];
+	pid_t kids[2];
+	fflush(NULL);
+	for (int i = 0; i < 2; i++) {
+		ck_assert(pipe(gate[i]) == 0);
+		kids[i] = fork();
+		ck_assert(kids[i] >= 0);
+		if (kids[i] == 0) {
+			close(gate[i][1]);
+			mini_workload(name, gate[i][0]);
+		}
+		close(gate[i][0]);
+	}
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)kids[0]);
+	struct tracer t;
+	tracer_start_on(&t, "--pid", pid);
+	for (int i = 0; i < 2; i++) {
+		ck_assert(write(gate[i][1], "g", 1) == 1);
+		close(gate[i][1]);
+		int st;
+		ck_assert(waitpid(kids[i], &st, 0) == kids[i]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "workload %d failed", i);
+	}
+	struct sc_bpf_counter c[SC_EV_COUNT];
+	read_counters(t.pin_dir, (uint32_t)kids[0], c, NULL);
+	ck_assert_uint_eq(c[SC_EV_L2_ADMIT].count, 1);
+	ck_assert_uint_eq(c[SC_EV_L2_HIT].count, 2);
+	read_counters(t.pin_dir, (uint32_t)kids[1], c, NULL);
+	ck_assert_uint_eq(c[SC_EV_L2_ADMIT].count, 0);
+	ck_assert_uint_eq(c[SC_EV_L2_HIT].count, 0);
+	tracer_stop(&t);
+	pin_dir_remove(t.pin_dir);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+#endif /* TRACE_HAVE_L2 */
+
+/* Run the CLI with @args (NULL-terminated), optionally as @uid; returns the exit status and the
+ * first part of its stderr (or, with @fd 1, its stdout) in @err. */
+static int run_cli_fd(uid_t uid, int fd, char *err, size_t errlen, const char *const *args)
+{
+	int fds[2];
+	ck_assert(pipe(fds) == 0);
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, fd == 1 ? 2 : 1);
+		dup2(fds[1], fd);
+		close(fds[0]);
+		if (uid && setuid(uid))
+			_exit(126);
+		execv(cli_path(), (char *const *)args);
+		_exit(127);
+	}
+	close(fds[1]);
+	size_t len = 0;
+	ssize_t n;
+	while (len < errlen - 1 && (n = read(fds[0], err + len, errlen - 1 - len)) > 0)
+		len += (size_t)n;
+	err[len] = 0;
+	close(fds[0]);
+	int st;
+	ck_assert(waitpid(pid, &st, 0) == pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int run_cli(uid_t uid, char *err, size_t errlen, const char *const *args)
+{
+	return run_cli_fd(uid, 2, err, errlen, args);
+}
+
+/* --keep leaves the maps pinned (readable by bpftool after the tracer is gone), and a second
+ * tracer refuses the occupied directory instead of mixing its counts in. */
+START_TEST(test_keep_leaves_pins)
+{
+	const char *why = bpf_unavailable();
+	if (why) {
+		sc_skip("%s", why);
+		return;
+	}
+	char pin[128], out[8192], p[256];
+	snprintf(pin, sizeof(pin), "/sys/fs/bpf/stagecache-check-keep-%d", (int)getpid());
+	const char *keep[] = { "stagecache", "trace", "--binary", self_exe(), "--pin-dir", pin, "--duration", "0.3",
+			       "--interval", "0.1", "--keep", "--json", NULL };
+	ck_assert_int_eq(run_cli_fd(0, 1, out, sizeof(out), keep), 0);
+	ck_assert_msg(strstr(out, "{\"type\":\"ready\",\"attached\":12,\"probes\":12"), "%s", out);
+	ck_assert_msg(strstr(out, "{\"type\":\"interval\""), "%s", out);
+	static const char *const maps[] = { "counters", "reasons", "latency", "recent_promotions",
+					    "promotion_payoff", "trace_state" };
+	for (int i = 0; i < 6; i++) {
+		snprintf(p, sizeof(p), "%s/%s", pin, maps[i]);
+		ck_assert_msg(access(p, F_OK) == 0, "%s not kept", p);
+	}
+	snprintf(p, sizeof(p), "bpftool map dump pinned %s/trace_state | grep -q layout_version", pin);
+	ck_assert_msg(system(p) == 0, "bpftool cannot read the kept trace_state");
+	ck_assert_int_eq(run_cli(0, out, sizeof(out), keep), 1);
+	ck_assert_msg(strstr(out, "already exists"), "%s", out);
+	pin_dir_remove(pin);
+}
+END_TEST
+
+START_TEST(test_errors_are_clear)
+{
+	if (access(cli_path(), X_OK)) {
+		sc_skip("build/stagecache is not built");
+		return;
+	}
+	char err[2048];
+	const char *usage1[] = { "stagecache", "trace", "--lib", "a", "--binary", "b", NULL };
+	ck_assert_int_eq(run_cli(0, err, sizeof(err), usage1), 2);
+	const char *usage2[] = { "stagecache", "trace", "--interval", "soon", NULL };
+	ck_assert_int_eq(run_cli(0, err, sizeof(err), usage2), 2);
+	const char *help[] = { "stagecache", "trace", "--help", NULL };
+	ck_assert_int_eq(run_cli(0, err, sizeof(err), help), 0);
+	if (!sc_test_is_root()) {
+		sc_skip("not root: the root-only error paths were not run");
+		return;
+	}
+	const char *norootargs[] = { "stagecache", "trace", "--duration", "1", NULL };
+	struct passwd *nobody = getpwnam("nobody");
+	if (nobody) {
+		ck_assert_int_eq(run_cli(nobody->pw_uid, err, sizeof(err), norootargs), 1);
+		ck_assert_msg(strstr(err, "must run as root"), "not-root message: %s", err);
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		sc_skip("no kernel BTF: the path errors were not run");
+		return;
+	}
+	const char *missing[] = { "stagecache", "trace", "--lib", "/nonexistent/libstagecache.so.0", NULL };
+	ck_assert_int_eq(run_cli(0, err, sizeof(err), missing), 1);
+	ck_assert_msg(strstr(err, "/nonexistent/libstagecache.so.0") && strstr(err, "No such file"), "%s", err);
+	const char *notelf[] = { "stagecache", "trace", "--lib", "/etc/hostname", NULL };
+	if (access("/etc/hostname", R_OK) == 0) {
+		ck_assert_int_eq(run_cli(0, err, sizeof(err), notelf), 1);
+		ck_assert_msg(strstr(err, "not an ELF file"), "%s", err);
+	}
+	char pin[128];
+	snprintf(pin, sizeof(pin), "/sys/fs/bpf/stagecache-check-err-%d", (int)getpid());
+	const char *noprobes[] = { "stagecache", "trace", "--binary", "/bin/sh", "--pin-dir", pin, NULL };
+	ck_assert_int_eq(run_cli(0, err, sizeof(err), noprobes), 1);
+	ck_assert_msg(strstr(err, "has no stagecache USDT probes"), "%s", err);
+	ck_assert_msg(access(pin, F_OK) != 0, "a failed trace left %s behind", pin);
+	const char *notbpffs[] = { "stagecache", "trace", "--pin-dir", "/tmp", NULL };
+	ck_assert_int_eq(run_cli(0, err, sizeof(err), notbpffs), 1);
+	ck_assert_msg(strstr(err, "not on a bpf filesystem"), "%s", err);
+	pin_dir_remove(pin);
+}
+END_TEST
+
+Suite *trace_suite(void)
+{
+	Suite *s = suite_create("trace");
+	TCase *tc = tcase_create("trace");
+	tcase_set_timeout(tc, 60);
+#if TRACE_HAVE_L2
+	tcase_add_test(tc, test_counters_equal_library);
+	tcase_add_test(tc, test_shared_library_probes_fire);
+	tcase_add_test(tc, test_pid_filter);
+#endif
+	tcase_add_test(tc, test_errors_are_clear);
+	tcase_add_test(tc, test_keep_leaves_pins);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(trace_suite)

@@ -1,0 +1,716 @@
+/*
+ * tools/cmd_trace.c — `stagecache trace`: attach the eBPF programs of bpf/stagecache.bpf.c to the
+ * USDT probes of libstagecache in every process that maps the library (or a static binary), pin
+ * their maps for bpftool, and print a live table per stage until SIGINT or --duration.
+ *
+ * Order (STYLE 10): check privileges, BTF and the target -> mount bpffs -> open -> load -> attach
+ * -> pin -> "ready" -> run -> detach, unpin, destroy; every error path goes through one cleanup.
+ *
+ * A USDT attachment lives only as long as this process (links are not pinned); the maps are
+ * pinned, so with --keep the last counts stay readable by bpftool after the tracer exits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cli.h"
+#include "stagecache.skel.h"
+#include "../bpf/stagecache_maps.h"
+
+#define CMD "trace"
+#define BPFFS_ROOT "/sys/fs/bpf"
+#define MAX_ROWS 256
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stagecache trace [--lib PATH | --binary PATH] [--pid PID] [--interval S]\n"
+		"                        [--duration S] [--json] [--keep] [--pin-dir DIR] [--verbose]\n\n"
+		"Attach eBPF programs to the USDT probes of libstagecache (provider 'stagecache') in every\n"
+		"process that uses the library, pin the maps for bpftool and print live counts per stage.\n"
+		"Needs root, kernel BTF (/sys/kernel/btf/vmlinux) and bpffs (mounted if missing).\n\n"
+		"  --lib PATH      the shared library to trace (default: the libstagecache.so.0 this tool uses)\n"
+		"  --binary PATH   a program linked statically with libstagecache.a\n"
+		"  --pid PID       only this process (default target: the library or executable it maps)\n"
+		"  --interval S    seconds between tables (default 1)\n"
+		"  --duration S    stop after S seconds (default: at SIGINT)\n"
+		"  --json          one JSON object per line instead of tables\n"
+		"  --keep          leave the maps pinned at exit (default: remove the pins)\n"
+		"  --pin-dir DIR   where to pin the maps (default " SC_BPF_PIN_DIR_DEFAULT ", mode 0700)\n"
+		"  --verbose       show libbpf's messages\n\n"
+		"Prints a line starting with 'ready' once attached. Maps: counters, reasons, latency,\n"
+		"recent_promotions, promotion_payoff, trace_state; e.g.\n"
+		"  bpftool map dump pinned " SC_BPF_PIN_DIR_DEFAULT "/counters\n");
+}
+
+/* ---- libbpf messages: shown with --verbose, otherwise the last few are kept for errors ---- */
+
+static int verbose;
+static char last_msgs[4][256];
+static unsigned last_n;
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (verbose)
+		return vfprintf(stderr, fmt, ap);
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(last_msgs[last_n % 4], sizeof(last_msgs[0]), fmt, ap);
+	last_n++;
+	return 0;
+}
+
+static void dump_libbpf_msgs(void)
+{
+	unsigned first = last_n > 4 ? last_n - 4 : 0;
+	for (unsigned i = first; i < last_n; i++)
+		fprintf(stderr, "  libbpf: %s", last_msgs[i % 4]);
+	last_n = 0;
+}
+
+/* ---- finding the target ---- */
+
+static int find_self_lib(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	if (info->dlpi_name && strstr(info->dlpi_name, "libstagecache.so")) {
+		snprintf(data, PATH_MAX, "%s", info->dlpi_name);
+		return 1;
+	}
+	return 0;
+}
+
+/* The library (or, for a static binary, the executable) that process @pid runs stagecache from. */
+static int target_of_pid(int pid, char *out)
+{
+	char p[64], line[PATH_MAX + 256];
+	snprintf(p, sizeof(p), "/proc/%d/maps", pid);
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return -errno;
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *path = strchr(line, '/');
+		if (path && strstr(path, "/libstagecache.so")) {
+			path[strcspn(path, "\n")] = 0;
+			snprintf(out, PATH_MAX, "/proc/%d/root%s", pid, path);
+			found = 1;
+		}
+	}
+	fclose(f);
+	if (found)
+		return 0;
+	snprintf(out, PATH_MAX, "/proc/%d/exe", pid);
+	return 0;
+}
+
+static int is_elf(const char *path)
+{
+	unsigned char m[4];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, m, 4);
+	close(fd);
+	return n == 4 && m[0] == 0x7f && m[1] == 'E' && m[2] == 'L' && m[3] == 'F' ? 0 : -ENOEXEC;
+}
+
+/* ---- bpffs and the pin directory ---- */
+
+static int on_bpffs(const char *path)
+{
+	struct statfs st;
+	if (statfs(path, &st))
+		return -errno;
+	return st.f_type == BPF_FS_MAGIC ? 1 : 0;
+}
+
+/* mkdir -p with mode 0700; remembers the directories it made (deepest last) for removal. */
+static int make_dirs(const char *dir, char made[][PATH_MAX], int *nmade, int max)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s", dir);
+	for (char *p = tmp + 1;; p++) {
+		if (*p != '/' && *p != 0)
+			continue;
+		char c = *p;
+		*p = 0;
+		if (mkdir(tmp, 0700) == 0) {
+			if (*nmade < max)
+				snprintf(made[(*nmade)++], PATH_MAX, "%s", tmp);
+		} else if (errno != EEXIST) {
+			return -errno;
+		}
+		*p = c;
+		if (!c)
+			break;
+	}
+	return 0;
+}
+
+/* ---- the snapshot: counters summed per stage (or ring) over pids ---- */
+
+struct row {
+	int is_ring;
+	uint64_t id;
+	struct sc_bpf_counter ev[SC_EV_COUNT];
+	uint64_t never_hit;
+	uint64_t fill_hist[SC_BPF_HIST_SLOTS];
+};
+
+struct snap {
+	int n;
+	struct row rows[MAX_ROWS];
+	uint64_t drops;
+};
+
+static struct row *row_of(struct snap *s, int is_ring, uint64_t id)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->rows[i].is_ring == is_ring && s->rows[i].id == id)
+			return &s->rows[i];
+	if (s->n == MAX_ROWS)
+		return NULL;
+	struct row *r = &s->rows[s->n++];
+	memset(r, 0, sizeof(*r));
+	r->is_ring = is_ring;
+	r->id = id;
+	return r;
+}
+
+static void take_snapshot(struct stagecache_bpf *skel, struct snap *s)
+{
+	s->n = 0;
+	int fd = bpf_map__fd(skel->maps.counters);
+	struct sc_bpf_key k, next, *prev = NULL;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		struct sc_bpf_counter c;
+		k = next;
+		prev = &k;
+		if (k.event >= SC_EV_COUNT || bpf_map_lookup_elem(fd, &k, &c))
+			continue;
+		int ring = k.event == SC_EV_COMMIT || k.event == SC_EV_RING_FULL;
+		struct row *r = row_of(s, ring, k.stage);
+		if (!r)
+			continue;
+		r->ev[k.event].count += c.count;
+		r->ev[k.event].bytes += c.bytes;
+		r->ev[k.event].tokens += c.tokens;
+		r->ev[k.event].ns += c.ns;
+	}
+	fd = bpf_map__fd(skel->maps.latency);
+	struct sc_bpf_hist_key hk, hnext, *hprev = NULL;
+	static struct sc_bpf_hist h;
+	while (bpf_map_get_next_key(fd, hprev, &hnext) == 0) {
+		hk = hnext;
+		hprev = &hk;
+		if (hk.kind != SC_HIST_FILL || bpf_map_lookup_elem(fd, &hk, &h))
+			continue;
+		struct row *r = row_of(s, 0, hk.stage);
+		if (r)
+			memcpy(r->fill_hist, h.slots, sizeof(r->fill_hist));
+	}
+	fd = bpf_map__fd(skel->maps.promotion_payoff);
+	struct sc_bpf_digest dk, dnext, *dprev = NULL;
+	while (bpf_map_get_next_key(fd, dprev, &dnext) == 0) {
+		struct sc_bpf_payoff p;
+		dk = dnext;
+		dprev = &dk;
+		if (bpf_map_lookup_elem(fd, &dk, &p))
+			continue;
+		if (p.promoted_ns && !p.hits) {
+			struct row *r = row_of(s, 0, p.stage);
+			if (r)
+				r->never_hit++;
+		}
+	}
+	uint32_t zero = 0;
+	struct sc_bpf_state st;
+	s->drops = bpf_map_lookup_elem(bpf_map__fd(skel->maps.trace_state), &zero, &st) ? 0 : st.drops;
+}
+
+/* Upper bound of the log2 bucket holding quantile @q, in ns (0 when empty). */
+static uint64_t hist_quantile(const uint64_t *slots, double q)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < SC_BPF_HIST_SLOTS; i++)
+		total += slots[i];
+	if (!total)
+		return 0;
+	uint64_t want = (uint64_t)(q * (double)total + 0.999999), seen = 0;
+	for (int i = 0; i < SC_BPF_HIST_SLOTS; i++) {
+		seen += slots[i];
+		if (seen >= want)
+			return i >= 63 ? UINT64_MAX : (2ull << i) - 1;
+	}
+	return UINT64_MAX;
+}
+
+static const struct row *prev_row(const struct snap *p, const struct row *r)
+{
+	for (int i = 0; i < p->n; i++)
+		if (p->rows[i].is_ring == r->is_ring && p->rows[i].id == r->id)
+			return &p->rows[i];
+	return NULL;
+}
+
+/* Has the row anything but quarantines (which carry no stage and land on stage 0)? */
+static int row_busy(const struct row *r)
+{
+	for (int e = 0; e < SC_EV_COUNT; e++)
+		if (e != SC_EV_L3_QUARANTINE && r->ev[e].count)
+			return 1;
+	return 0;
+}
+
+static uint64_t quarantined(const struct snap *s)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < s->n; i++)
+		n += s->rows[i].is_ring ? 0 : s->rows[i].ev[SC_EV_L3_QUARANTINE].count;
+	return n;
+}
+
+static void print_snapshot(const struct snap *s, const struct snap *prev, double t, double dt, int json)
+{
+	static const struct row zero_row;
+	if (json) {
+		printf("{\"type\":\"interval\",\"t\":%.3f,\"drops\":%llu,\"l3_quarantined\":%llu,\"stages\":[", t,
+		       (unsigned long long)s->drops, (unsigned long long)quarantined(s));
+	} else {
+		printf("\n-- %.1fs  (interval %.1fs, L3 quarantined %llu, drops %llu)\n", t, dt,
+		       (unsigned long long)quarantined(s), (unsigned long long)s->drops);
+		printf("%-16s %9s %9s %9s %6s %8s %9s %8s %7s %8s %9s %9s %9s\n", "stage", "hits", "promo_hit",
+		       "misses", "hit%", "promos", "never_hit", "evicts", "fills", "fill_err", "fill_GB/s",
+		       "fill_p50", "fill_p99");
+	}
+	int first = 1;
+	for (int i = 0; i < s->n; i++) {
+		const struct row *r = &s->rows[i];
+		if (r->is_ring || (r->ev[SC_EV_L3_QUARANTINE].count && !row_busy(r)))
+			continue;
+		const struct row *p = prev_row(prev, r);
+		if (!p)
+			p = &zero_row;
+		uint64_t hits = r->ev[SC_EV_L2_HIT].count, misses = r->ev[SC_EV_L2_MISS].count;
+		double ratio = hits + misses ? (double)hits / (double)(hits + misses) : 0;
+		double gbs = dt > 0 ? (double)(r->ev[SC_EV_FILL_DONE].bytes - p->ev[SC_EV_FILL_DONE].bytes) / dt / 1e9 : 0;
+		uint64_t p50 = hist_quantile(r->fill_hist, 0.50), p99 = hist_quantile(r->fill_hist, 0.99);
+		if (json) {
+			printf("%s{\"stage\":\"%016llx\",\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
+			       "\"hit_ratio\":%.4f,\"admits\":%llu,\"rejects\":%llu,\"promotions\":%llu,"
+			       "\"promotions_never_hit\":%llu,\"evictions\":%llu,\"removes\":%llu,\"fills\":%llu,"
+			       "\"fill_errors\":%llu,\"fill_bytes\":%llu,\"fill_gb_per_s\":%.3f,"
+			       "\"fill_p50_ns\":%llu,\"fill_p99_ns\":%llu}",
+			       first ? "" : ",", (unsigned long long)r->id, (unsigned long long)hits,
+			       (unsigned long long)r->ev[SC_EV_L2_HIT_PROMOTED].count, (unsigned long long)misses, ratio,
+			       (unsigned long long)r->ev[SC_EV_L2_ADMIT].count,
+			       (unsigned long long)r->ev[SC_EV_L2_REJECT].count,
+			       (unsigned long long)r->ev[SC_EV_PROMOTE].count, (unsigned long long)r->never_hit,
+			       (unsigned long long)r->ev[SC_EV_L2_EVICT].count,
+			       (unsigned long long)r->ev[SC_EV_L2_REMOVE].count,
+			       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
+			       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count,
+			       (unsigned long long)r->ev[SC_EV_FILL_DONE].bytes, gbs, (unsigned long long)p50,
+			       (unsigned long long)p99);
+		} else {
+			char a[32], b[32], hr[16] = "-";
+			if (hits + misses)
+				snprintf(hr, sizeof(hr), "%.1f%%", 100 * ratio);
+			snprintf(a, sizeof(a), "%.1fus", (double)p50 / 1e3);
+			snprintf(b, sizeof(b), "%.1fus", (double)p99 / 1e3);
+			printf("%016llx %9llu %9llu %9llu %6s %8llu %9llu %8llu %7llu %8llu %9.3f %9s %9s\n",
+			       (unsigned long long)r->id, (unsigned long long)hits,
+			       (unsigned long long)r->ev[SC_EV_L2_HIT_PROMOTED].count, (unsigned long long)misses,
+			       hr, (unsigned long long)r->ev[SC_EV_PROMOTE].count,
+			       (unsigned long long)r->never_hit, (unsigned long long)r->ev[SC_EV_L2_EVICT].count,
+			       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
+			       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count, gbs, p50 ? a : "-", p99 ? b : "-");
+		}
+		first = 0;
+	}
+	if (json)
+		printf("],\"rings\":[");
+	else
+		printf("%-16s %9s %9s %9s %9s\n", "ring", "commits", "commits/s", "tokens/s", "ring_full");
+	first = 1;
+	for (int i = 0; i < s->n; i++) {
+		const struct row *r = &s->rows[i];
+		if (!r->is_ring)
+			continue;
+		const struct row *p = prev_row(prev, r);
+		if (!p)
+			p = &zero_row;
+		double cps = dt > 0 ? (double)(r->ev[SC_EV_COMMIT].count - p->ev[SC_EV_COMMIT].count) / dt : 0;
+		double tps = dt > 0 ? (double)(r->ev[SC_EV_COMMIT].tokens - p->ev[SC_EV_COMMIT].tokens) / dt : 0;
+		if (json)
+			printf("%s{\"ring\":%llu,\"commits\":%llu,\"commits_per_s\":%.1f,\"tokens_per_s\":%.1f,"
+			       "\"ring_full\":%llu}",
+			       first ? "" : ",", (unsigned long long)r->id,
+			       (unsigned long long)r->ev[SC_EV_COMMIT].count, cps, tps,
+			       (unsigned long long)r->ev[SC_EV_RING_FULL].count);
+		else
+			printf("%-16llu %9llu %9.1f %9.1f %9llu\n", (unsigned long long)r->id,
+			       (unsigned long long)r->ev[SC_EV_COMMIT].count, cps, tps,
+			       (unsigned long long)r->ev[SC_EV_RING_FULL].count);
+		first = 0;
+	}
+	if (json)
+		printf("]}\n");
+	fflush(stdout);
+}
+
+/* ---- at exit: the payoff of the promotions seen (newest first), the operator's verdict on the
+ * promotion policy: a promotion that served no hit cost a fill's worth of arena for nothing ---- */
+
+#define PAYOFF_SHOWN 20
+
+struct payoff_row {
+	struct sc_bpf_digest d;
+	struct sc_bpf_payoff p;
+};
+
+static int by_newest(const void *a, const void *b)
+{
+	uint64_t x = ((const struct payoff_row *)a)->p.promoted_ns, y = ((const struct payoff_row *)b)->p.promoted_ns;
+	return (x < y) - (x > y);
+}
+
+static void print_payoff(struct stagecache_bpf *skel, int json)
+{
+	static struct payoff_row rows[SC_BPF_PAYOFF_ENTRIES];
+	int n = 0, fd = bpf_map__fd(skel->maps.promotion_payoff);
+	struct sc_bpf_digest k, next, *prev = NULL;
+	while (n < SC_BPF_PAYOFF_ENTRIES && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		k = next;
+		prev = &k;
+		/* entries first seen on a hit (promoted before the trace) have no promotion to judge */
+		if (bpf_map_lookup_elem(fd, &k, &rows[n].p) == 0 && rows[n].p.promoted_ns) {
+			rows[n].d = k;
+			n++;
+		}
+	}
+	qsort(rows, (size_t)n, sizeof(rows[0]), by_newest);
+	if (json)
+		printf("{\"type\":\"payoff\",\"promotions\":%d,\"newest\":[", n);
+	else if (n)
+		printf("\npromotions while tracing: %d (newest %d: hits served since promotion)\n%-32s %-16s %8s %10s %8s\n",
+		       n, n < PAYOFF_SHOWN ? n : PAYOFF_SHOWN, "digest", "stage", "tokens", "bytes", "hits");
+	for (int i = 0; i < n && i < PAYOFF_SHOWN; i++) {
+		const struct payoff_row *r = &rows[i];
+		char hex[33];
+		snprintf(hex, sizeof(hex), "%016llx%016llx", (unsigned long long)r->d.hi, (unsigned long long)r->d.lo);
+		if (json)
+			printf("%s{\"digest\":\"%s\",\"stage\":\"%016llx\",\"tokens\":%llu,\"bytes\":%llu,\"hits\":%llu,"
+			       "\"pid\":%u}",
+			       i ? "," : "", hex, (unsigned long long)r->p.stage, (unsigned long long)r->p.tokens,
+			       (unsigned long long)r->p.bytes, (unsigned long long)r->p.hits, r->p.pid);
+		else
+			printf("%-32s %016llx %8llu %10llu %8llu\n", hex, (unsigned long long)r->p.stage,
+			       (unsigned long long)r->p.tokens, (unsigned long long)r->p.bytes,
+			       (unsigned long long)r->p.hits);
+	}
+	if (json)
+		printf("]}\n");
+	fflush(stdout);
+}
+
+/* ---- options ---- */
+
+struct opts {
+	const char *lib, *binary, *pin_dir;
+	int pid;
+	double interval, duration;
+	int json, keep;
+};
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0) || v > 1e7)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	*o = (struct opts){ .pin_dir = SC_BPF_PIN_DIR_DEFAULT, .pid = -1, .interval = 1 };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int takes = !strcmp(a, "--lib") || !strcmp(a, "--binary") || !strcmp(a, "--pid") ||
+			    !strcmp(a, "--interval") || !strcmp(a, "--duration") || !strcmp(a, "--pin-dir");
+		if (takes && !v)
+			return cli_usage_error(CMD, "%s needs a value", a);
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return -1;
+		} else if (!strcmp(a, "--lib")) {
+			o->lib = v;
+		} else if (!strcmp(a, "--binary")) {
+			o->binary = v;
+		} else if (!strcmp(a, "--pin-dir")) {
+			if (v[0] != '/')
+				return cli_usage_error(CMD, "--pin-dir needs an absolute path");
+			o->pin_dir = v;
+		} else if (!strcmp(a, "--pid")) {
+			uint64_t p;
+			if (cli_parse_u64(v, INT_MAX, &p) || p == 0)
+				return cli_usage_error(CMD, "bad --pid '%s'", v);
+			o->pid = (int)p;
+		} else if (!strcmp(a, "--interval")) {
+			if (parse_seconds(v, &o->interval) || o->interval < 0.05)
+				return cli_usage_error(CMD, "bad --interval '%s' (seconds, at least 0.05)", v);
+		} else if (!strcmp(a, "--duration")) {
+			if (parse_seconds(v, &o->duration))
+				return cli_usage_error(CMD, "bad --duration '%s' (seconds)", v);
+		} else if (!strcmp(a, "--json")) {
+			o->json = 1;
+		} else if (!strcmp(a, "--keep")) {
+			o->keep = 1;
+		} else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+			verbose = 1;
+		} else {
+			return cli_usage_error(CMD, "unknown argument '%s'", a);
+		}
+		if (takes)
+			i++;
+	}
+	if (o->lib && o->binary)
+		return cli_usage_error(CMD, "--lib and --binary exclude each other");
+	return 0;
+}
+
+/* ---- the command ---- */
+
+static const char *const pinned_maps[] = { "counters", "reasons", "latency",
+					   "recent_promotions", "promotion_payoff", "trace_state" };
+#define NPINNED (int)(sizeof(pinned_maps) / sizeof(pinned_maps[0]))
+
+int cmd_trace(int argc, char **argv)
+{
+	struct opts o;
+	int rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+
+	struct stagecache_bpf *skel = NULL;
+	char target[PATH_MAX], real[PATH_MAX];
+	char made[8][PATH_MAX];
+	int nmade = 0, npinned = 0, attached = 0;
+	char missing[512] = "";
+	static struct snap snaps[2];
+	rc = EXIT_FAIL;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "stagecache trace: must run as root: loading eBPF programs and attaching uprobes "
+				"needs CAP_BPF and CAP_PERFMON (try: sudo stagecache trace)\n");
+		return EXIT_FAIL;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		fprintf(stderr, "stagecache trace: kernel BTF is missing (/sys/kernel/btf/vmlinux): the eBPF programs "
+				"are CO-RE and need a kernel built with CONFIG_DEBUG_INFO_BTF=y\n");
+		return EXIT_FAIL;
+	}
+
+	/* the file whose probes we attach to */
+	const char *what = o.binary ? "binary" : "library";
+	if (o.lib || o.binary) {
+		snprintf(target, sizeof(target), "%s", o.lib ? o.lib : o.binary);
+	} else if (o.pid > 0) {
+		int e = target_of_pid(o.pid, target);
+		if (e)
+			return cli_fail(CMD, e, "process %d", o.pid);
+		what = strstr(target, "/exe") ? "binary" : "library";
+	} else {
+		target[0] = 0;
+		dl_iterate_phdr(find_self_lib, target);
+		if (!target[0]) {
+			fprintf(stderr, "stagecache trace: this stagecache is linked statically: give --lib PATH or "
+					"--binary PATH\n");
+			return EXIT_FAIL;
+		}
+	}
+	if (!realpath(target, real)) {
+		fprintf(stderr, "stagecache trace: %s '%s': %s\n", what, target, strerror(errno));
+		return EXIT_FAIL;
+	}
+	int e = is_elf(real);
+	if (e) {
+		fprintf(stderr, "stagecache trace: %s '%s': %s\n", what, real,
+			e == -ENOEXEC ? "not an ELF file" : strerror(-e));
+		return EXIT_FAIL;
+	}
+
+	/* from here on a signal only stops the loop, so the pins are always removed */
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	/* bpffs: mount it at /sys/fs/bpf when the pin directory lives there and nothing is mounted */
+	if (!strncmp(o.pin_dir, BPFFS_ROOT "/", strlen(BPFFS_ROOT) + 1) && on_bpffs(BPFFS_ROOT) == 0) {
+		if (mount("bpf", BPFFS_ROOT, "bpf", 0, "mode=0700")) {
+			fprintf(stderr, "stagecache trace: bpffs is not mounted at " BPFFS_ROOT " and mounting it failed: "
+					"%s (mount -t bpf bpf " BPFFS_ROOT ")\n", strerror(errno));
+			return EXIT_FAIL;
+		}
+	}
+	e = make_dirs(o.pin_dir, made, &nmade, 8);
+	if (e) {
+		fprintf(stderr, "stagecache trace: cannot create pin directory %s: %s\n", o.pin_dir, strerror(-e));
+		goto cleanup;
+	}
+	if (on_bpffs(o.pin_dir) != 1) {
+		fprintf(stderr, "stagecache trace: %s is not on a bpf filesystem (mount -t bpf bpf " BPFFS_ROOT ")\n",
+			o.pin_dir);
+		goto cleanup;
+	}
+	chmod(o.pin_dir, 0700); /* digests and counters are for the operator only */
+	for (int i = 0; i < NPINNED; i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/%s", o.pin_dir, pinned_maps[i]);
+		if (access(p, F_OK) == 0) {
+			fprintf(stderr, "stagecache trace: %s already exists: another trace is running or one kept its "
+					"pins (--keep); remove them (rm %s/*) or use --pin-dir\n", p, o.pin_dir);
+			goto cleanup;
+		}
+	}
+
+	libbpf_set_print(libbpf_print);
+	skel = stagecache_bpf__open();
+	if (!skel) {
+		fprintf(stderr, "stagecache trace: opening the eBPF object failed: %s\n", strerror(errno));
+		dump_libbpf_msgs();
+		goto cleanup;
+	}
+	e = stagecache_bpf__load(skel);
+	if (e) {
+		fprintf(stderr, "stagecache trace: loading the eBPF programs failed: %s\n", strerror(-e));
+		dump_libbpf_msgs();
+		goto cleanup;
+	}
+	struct sc_bpf_state st0 = { .layout_version = SC_BPF_LAYOUT_VERSION };
+	uint32_t zero = 0;
+	bpf_map_update_elem(bpf_map__fd(skel->maps.trace_state), &zero, &st0, BPF_ANY);
+
+	struct bpf_program *prog;
+	int nprogs = 0;
+	bpf_object__for_each_program(prog, skel->obj) {
+		const char *name = bpf_program__name(prog);
+		nprogs++;
+		struct bpf_link *l = bpf_program__attach_usdt(prog, o.pid, real, "stagecache", name, NULL);
+		if (!l) {
+			e = -errno;
+			if (e == -ENOENT) { /* not in this file (e.g. a static binary without that module) */
+				snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+					 missing[0] ? "," : "", name);
+				continue;
+			}
+			fprintf(stderr, "stagecache trace: attaching to probe stagecache:%s in %s failed: %s\n", name,
+				real, strerror(-e));
+			dump_libbpf_msgs();
+			goto cleanup;
+		}
+		/* the skeleton's links array destroys it with the skeleton */
+		for (int i = 0; i < skel->skeleton->prog_cnt; i++)
+			if (*skel->skeleton->progs[i].prog == prog)
+				*skel->skeleton->progs[i].link = l;
+		attached++;
+	}
+	last_n = 0;
+	if (!attached) {
+		fprintf(stderr, "stagecache trace: %s '%s' has no stagecache USDT probes (is it libstagecache.so.0, or "
+				"a program linked statically with libstagecache.a? use --lib or --binary)\n", what, real);
+		goto cleanup;
+	}
+
+	for (int i = 0; i < NPINNED; i++) {
+		struct bpf_map *m = bpf_object__find_map_by_name(skel->obj, pinned_maps[i]);
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/%s", o.pin_dir, pinned_maps[i]);
+		e = m ? bpf_map__pin(m, p) : -ENOENT;
+		if (e) {
+			fprintf(stderr, "stagecache trace: pinning %s failed: %s\n", p, strerror(-e));
+			goto cleanup;
+		}
+		npinned = i + 1;
+	}
+
+	if (o.json) {
+		printf("{\"type\":\"ready\",\"attached\":%d,\"probes\":%d,\"path\":", attached, nprogs);
+		cli_json_str(stdout, real);
+		printf(",\"pid\":%d,\"pin_dir\":", o.pid);
+		cli_json_str(stdout, o.pin_dir);
+		printf(",\"missing\":\"%s\"}\n", missing);
+	} else {
+		printf("ready: %d/%d probes attached to %s (%s), maps pinned in %s%s%s\n", attached, nprogs, real,
+		       o.pid > 0 ? "one process" : "every process", o.pin_dir, missing[0] ? "; not in this file: " : "",
+		       missing);
+	}
+	fflush(stdout);
+
+	double t0 = cli_now(), last = t0;
+	int cur = 0;
+	memset(&snaps[1], 0, sizeof(snaps[1]));
+	for (;;) {
+		double now = cli_now();
+		double next = last + o.interval;
+		if (o.duration > 0 && next > t0 + o.duration)
+			next = t0 + o.duration;
+		while (!stop_signal && now < next) {
+			double d = next - now;
+			struct timespec ts = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
+			nanosleep(&ts, NULL);
+			now = cli_now();
+		}
+		take_snapshot(skel, &snaps[cur]);
+		print_snapshot(&snaps[cur], &snaps[!cur], now - t0, now - last, o.json);
+		cur = !cur;
+		last = now;
+		if (stop_signal || (o.duration > 0 && now >= t0 + o.duration))
+			break;
+	}
+	print_payoff(skel, o.json);
+	rc = EXIT_OK;
+
+cleanup:
+	if (!o.keep || rc != EXIT_OK) {
+		for (int i = 0; i < npinned; i++) {
+			char p[PATH_MAX];
+			snprintf(p, sizeof(p), "%s/%s", o.pin_dir, pinned_maps[i]);
+			unlink(p);
+		}
+		for (int i = nmade - 1; i >= 0; i--)
+			rmdir(made[i]);
+	}
+	stagecache_bpf__destroy(skel);
+	return rc;
+}
