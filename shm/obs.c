@@ -1,4 +1,186 @@
-/* shm/obs.c — placeholder until the promotion policy lands: sizes only. */
+/*
+ * shm/obs.c — the promotion observation table in SHM_REGION_OBS (the policy is lib/promote.c).
+ *
+ * Layout: [ header (256 B) | slots x struct shm_obs_entry | SHM_OBS_CLAIMS x struct shm_obs_claim ]
+ *
+ * Protocol
+ * --------
+ * Everything in the region except the header's identity (magic, slots, capacity, claims: written
+ * once by the creator before the arena's initialised word is published, read-only afterwards) is
+ * read and written only with hdr->mu held: a process-shared robust mutex. There is no lock-free
+ * reader: the table is touched once per L3 fill (milliseconds apart), not on the L2 read path, so
+ * plain loads and stores under the mutex suffice and no field needs an atomic.
+ *
+ * Observations are an open-addressing hash table (linear probing, slots a power of two at least
+ * twice the capacity so chains stay short) with backward-shift deletion, so there are no
+ * tombstones. A holder killed mid-update can leave a chain with a hole or a duplicate: the next
+ * locker gets EOWNERDEAD and rebuilds the table from the entries that look sane (re-inserting each,
+ * dropping duplicates and garbage), recounts, and marks the mutex consistent. Observations are
+ * advisory, so losing one costs at most a delayed promotion. Claims are a flat array scanned under
+ * the lock; a claim names its process by (pid, start time) so a dead or recycled pid is seen.
+ *
+ * Hostile arena: shm_obs_table() checks the header against the region size before any use, and
+ * every probe loop is bounded by the slot count.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "obs.h"
-uint64_t shm_obs_bytes(uint32_t entries) { return (uint64_t)entries * 64; }
-int shm_obs_format(struct shm_arena *a) { (void)a; return 0; }
+
+static uint32_t pow2_at_least(uint64_t v)
+{
+	uint32_t p = 1;
+	while (p < v && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+static uint32_t slots_for(uint32_t entries)
+{
+	return pow2_at_least((uint64_t)(entries ? entries : 1) * 2);
+}
+
+uint64_t shm_obs_bytes(uint32_t entries)
+{
+	return SHM_OBS_HDR_BYTES + (uint64_t)slots_for(entries) * sizeof(struct shm_obs_entry) +
+	       (uint64_t)SHM_OBS_CLAIMS * sizeof(struct shm_obs_claim);
+}
+
+int shm_obs_format(struct shm_arena *a)
+{
+	uint64_t size;
+	struct shm_obs_hdr *h = shm_region(a, SHM_REGION_OBS, &size);
+	uint32_t entries = a->hdr->obs_entries;
+	if (size < shm_obs_bytes(entries))
+		return -EINVAL;
+	memset(h, 0, SHM_OBS_HDR_BYTES);
+	pthread_mutexattr_t at;
+	int rc = pthread_mutexattr_init(&at);
+	if (!rc)
+		rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+	if (!rc)
+		rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
+	if (!rc)
+		rc = pthread_mutex_init(&h->mu, &at);
+	pthread_mutexattr_destroy(&at);
+	if (rc)
+		return -rc;
+	h->slots = slots_for(entries);
+	h->capacity = entries;
+	h->claims = SHM_OBS_CLAIMS;
+	h->magic = SHM_OBS_MAGIC;
+	return 0;
+}
+
+struct shm_obs_hdr *shm_obs_table(struct shm_arena *a)
+{
+	uint64_t size;
+	struct shm_obs_hdr *h = shm_region(a, SHM_REGION_OBS, &size);
+	if (size < SHM_OBS_HDR_BYTES || h->magic != SHM_OBS_MAGIC || h->claims != SHM_OBS_CLAIMS || !h->slots ||
+	    (h->slots & (h->slots - 1)) || h->capacity == 0 || h->slots < 2ull * h->capacity ||
+	    SHM_OBS_HDR_BYTES + (uint64_t)h->slots * 64 + (uint64_t)h->claims * 64 > size)
+		return NULL;
+	return h;
+}
+
+static uint32_t hash3(uint64_t stage, uint64_t lo, uint64_t hi)
+{
+	uint64_t x = lo ^ (hi * 0x9e3779b97f4a7c15ull) ^ (stage * 0xc2b2ae3d27d4eb4full);
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return (uint32_t)x;
+}
+
+struct shm_obs_entry *shm_obs_find_locked(struct shm_obs_hdr *h, uint64_t stage, uint64_t lo, uint64_t hi)
+{
+	struct shm_obs_entry *t = shm_obs_entries(h);
+	uint32_t mask = h->slots - 1, i = hash3(stage, lo, hi) & mask;
+	for (uint32_t n = 0; n < h->slots; n++, i = (i + 1) & mask) {
+		struct shm_obs_entry *e = &t[i];
+		if (!(e->flags & SHM_OBS_USED))
+			return NULL;
+		if (e->stage_id == stage && e->digest_lo == lo && e->digest_hi == hi)
+			return e;
+	}
+	return NULL;
+}
+
+struct shm_obs_entry *shm_obs_insert_locked(struct shm_obs_hdr *h, uint64_t stage, uint64_t lo, uint64_t hi)
+{
+	struct shm_obs_entry *t = shm_obs_entries(h);
+	uint32_t mask = h->slots - 1, i = hash3(stage, lo, hi) & mask;
+	for (uint32_t n = 0; n < h->slots; n++, i = (i + 1) & mask) {
+		struct shm_obs_entry *e = &t[i];
+		if (e->flags & SHM_OBS_USED)
+			continue;
+		memset(e, 0, sizeof(*e));
+		e->stage_id = stage, e->digest_lo = lo, e->digest_hi = hi;
+		e->flags = SHM_OBS_USED; /* last: a holder killed before this leaves an empty slot */
+		h->count++;
+		return e;
+	}
+	return NULL;
+}
+
+void shm_obs_remove_locked(struct shm_obs_hdr *h, struct shm_obs_entry *e)
+{
+	struct shm_obs_entry *t = shm_obs_entries(h);
+	uint32_t mask = h->slots - 1, hole = (uint32_t)(e - t);
+	/* backward shift: move later members of the chain into the hole while that keeps them
+	 * reachable from their home slot */
+	for (uint32_t n = 0, j = (hole + 1) & mask; n < h->slots; n++, j = (j + 1) & mask) {
+		if (!(t[j].flags & SHM_OBS_USED))
+			break;
+		uint32_t home = hash3(t[j].stage_id, t[j].digest_lo, t[j].digest_hi) & mask;
+		/* t[j] may move to the hole when its home is not in (hole, j] cyclically */
+		if (((j - home) & mask) >= ((j - hole) & mask)) {
+			t[hole] = t[j];
+			hole = j;
+		}
+	}
+	memset(&t[hole], 0, sizeof(t[hole]));
+	if (h->count)
+		h->count--;
+}
+
+/* The last holder died mid-update: rebuild the hash table from the sane entries. */
+static void repair_locked(struct shm_obs_hdr *h)
+{
+	struct shm_obs_entry *t = shm_obs_entries(h);
+	struct shm_obs_entry *keep = malloc((size_t)h->slots * sizeof(*keep));
+	uint32_t n = 0;
+	for (uint32_t i = 0; keep && i < h->slots; i++)
+		if (t[i].flags & SHM_OBS_USED && !(t[i].flags & ~(SHM_OBS_USED | SHM_OBS_TERMINAL)))
+			keep[n++] = t[i];
+	memset(t, 0, (size_t)h->slots * sizeof(*t));
+	h->count = 0;
+	for (uint32_t i = 0; i < n && h->count < h->capacity; i++) {
+		if (shm_obs_find_locked(h, keep[i].stage_id, keep[i].digest_lo, keep[i].digest_hi))
+			continue;
+		struct shm_obs_entry *e = shm_obs_insert_locked(h, keep[i].stage_id, keep[i].digest_lo, keep[i].digest_hi);
+		if (e) {
+			e->first_seen_ns = keep[i].first_seen_ns;
+			e->hits = keep[i].hits;
+			e->flags = keep[i].flags;
+		}
+	}
+	free(keep);
+	h->repairs++;
+}
+
+int shm_obs_lock(struct shm_obs_hdr *h)
+{
+	int rc = pthread_mutex_lock(&h->mu);
+	if (rc == EOWNERDEAD) {
+		repair_locked(h);
+		rc = pthread_mutex_consistent(&h->mu);
+	}
+	return -rc;
+}
+
+void shm_obs_unlock(struct shm_obs_hdr *h)
+{
+	pthread_mutex_unlock(&h->mu);
+}

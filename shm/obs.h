@@ -5,11 +5,77 @@
 #ifndef SC_SHM_OBS_H
 #define SC_SHM_OBS_H
 
+#include <pthread.h>
+
 #include "arena.h"
+
+#define SHM_OBS_MAGIC 0x0a53424f50435453ull /* "STCPOBS\n" */
+#define SHM_OBS_CLAIMS 256u
+#define SHM_OBS_HDR_BYTES 256u
+
+enum { SHM_OBS_USED = 1u, SHM_OBS_TERMINAL = 2u };
+
+/* One observation: (stage, digest) -> first sight, hits, terminal. All fields under hdr->mu. */
+struct shm_obs_entry {
+	uint64_t stage_id;
+	uint64_t digest_lo, digest_hi;
+	uint64_t first_seen_ns;      /* policy clock (CLOCK_MONOTONIC unless injected) */
+	uint32_t hits;
+	uint32_t flags;              /* SHM_OBS_* ; 0: empty slot */
+	uint64_t pad[3];
+};
+_Static_assert(sizeof(struct shm_obs_entry) == 64, "observation layout");
+_Static_assert(offsetof(struct shm_obs_entry, flags) == 36, "observation layout");
+
+/* One single-flight claim. pid == 0: free. All fields under hdr->mu. */
+struct shm_obs_claim {
+	uint64_t stage_id;
+	uint64_t digest_lo, digest_hi;
+	uint32_t pid, tid;
+	uint64_t start_time;         /* /proc start time of pid: a recycled pid is not the claimer */
+	uint64_t claimed_ns;
+	uint64_t pad[2];
+};
+_Static_assert(sizeof(struct shm_obs_claim) == 64, "claim layout");
+
+struct shm_obs_hdr {
+	uint64_t magic;              /* written once at format */
+	uint32_t slots;              /* hash slots, a power of two >= 2 * capacity */
+	uint32_t capacity;           /* observations kept at most (the arena's obs_entries) */
+	uint32_t claims;             /* SHM_OBS_CLAIMS */
+	uint32_t count;              /* live observations (under mu) */
+	uint64_t considered, promoted, evicted, expired, repairs; /* under mu */
+	pthread_mutex_t mu;          /* process-shared, robust; guards everything below the header too */
+	uint8_t pad1[SHM_OBS_HDR_BYTES - 64 - sizeof(pthread_mutex_t)];
+};
+_Static_assert(sizeof(struct shm_obs_hdr) == SHM_OBS_HDR_BYTES, "observation header layout");
+_Static_assert(offsetof(struct shm_obs_hdr, mu) == 64, "mutex on its own line");
 
 /* Bytes the observation region needs for @entries observations (shm/layout.c). */
 uint64_t shm_obs_bytes(uint32_t entries);
 /* Format the observation region at creation. */
 int shm_obs_format(struct shm_arena *a);
+
+/* The validated table, or NULL (-EBADMSG) when the header does not fit the region. */
+struct shm_obs_hdr *shm_obs_table(struct shm_arena *a);
+static inline struct shm_obs_entry *shm_obs_entries(struct shm_obs_hdr *h)
+{
+	return (struct shm_obs_entry *)(void *)((uint8_t *)h + SHM_OBS_HDR_BYTES);
+}
+static inline struct shm_obs_claim *shm_obs_claims(struct shm_obs_hdr *h)
+{
+	return (struct shm_obs_claim *)(void *)(shm_obs_entries(h) + h->slots);
+}
+
+/* Lock the table, repairing it if the last holder died. 0 or -EBADMSG / another errno. */
+int shm_obs_lock(struct shm_obs_hdr *h);
+void shm_obs_unlock(struct shm_obs_hdr *h);
+
+/* Under the lock: the slot of (stage, digest), or NULL. */
+struct shm_obs_entry *shm_obs_find_locked(struct shm_obs_hdr *h, uint64_t stage, uint64_t lo, uint64_t hi);
+/* Under the lock: insert a fresh entry (caller ensured count < capacity and absence). */
+struct shm_obs_entry *shm_obs_insert_locked(struct shm_obs_hdr *h, uint64_t stage, uint64_t lo, uint64_t hi);
+/* Under the lock: remove the entry @e (backward-shift deletion keeps probe chains whole). */
+void shm_obs_remove_locked(struct shm_obs_hdr *h, struct shm_obs_entry *e);
 
 #endif

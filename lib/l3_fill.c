@@ -1,0 +1,692 @@
+/*
+ * lib/l3_fill.c — fills: io_uring reads of L3 objects straight into caller (arena) memory, and
+ * the synchronous writes of the put path, on one ring per thread.
+ *
+ * A fill is two reads submitted together: the 4 KiB header block into a ring-owned aligned
+ * buffer, and the payload straight into the destination. O_DIRECT is used when the filesystem's
+ * statx DIO alignment allows it for this destination and (in auto mode) cachestat() says the
+ * file is mostly not in the page cache; a warm file is read buffered, which io_uring completes
+ * inline at submit. Short reads are resubmitted for the remainder. When both reads are complete
+ * the reaping thread verifies the header (sane, consistent with the file size, checksum, same
+ * digest and sizes as the location) and the payload digest; a failure quarantines the object and
+ * the request completes with -EBADMSG. The destination is the caller's until the request is
+ * reaped: nothing here frees or reuses it, and a request is reaped only after every read into it
+ * completed.
+ *
+ * Rings. Each thread using a handle gets its own ring (created on first use, recorded in the
+ * handle's list and in a small thread-local cache keyed by the handle's unique id). A ring is
+ * used only by the thread that created it, so it needs no lock; a forked child sees a different
+ * thread id and creates its own. Registered buffers: ring-owned header buffers, plus the ranges
+ * given to sc_l3_register_memory (in pieces of at most 1 GiB), re-registered lazily when the
+ * handle's range generation moves; where the kernel refuses, plain reads are used.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <xxh_x86dispatch.h>
+
+#include "l3_priv.h"
+#include "probes.h"
+#include "../shm/fault.h"
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
+struct l3_cachestat_range {
+	uint64_t off, len;
+};
+struct l3_cachestat {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+#define RELAXED memory_order_relaxed
+#define TAG_MASK 7ull
+#define REG_CHUNK (1ull << 30)
+#define MAX_IOVECS 64
+#define L3_ASYNC_MIN (256u << 10)
+
+static __thread struct {
+	uint64_t id;
+	struct l3_ring *r;
+} tls_cache[4];
+static __thread unsigned tls_next;
+
+/* ---- rings ---- */
+
+static void ring_register_locked(struct sc_l3 *l3, struct l3_ring *r);
+
+static struct l3_ring *ring_create(struct sc_l3 *l3)
+{
+	struct l3_ring *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->depth = l3->opts.queue_depth;
+	r->tid = gettid();
+	r->ops = calloc(r->depth, sizeof(*r->ops));
+	r->hdrbufs = aligned_alloc(4096, (size_t)r->depth * L3_HDR_BLOCK);
+	r->hstates = aligned_alloc(64, (size_t)r->depth * sizeof(XXH3_state_t));
+	if (!r->ops || !r->hdrbufs || !r->hstates)
+		goto fail;
+	/* a fill is a header read plus up to L3_MAX_CHUNKS payload reads: size the CQ for all of them */
+	unsigned entries = r->depth * 2 + 8, cq = r->depth * (L3_MAX_CHUNKS + 1) + 64;
+	struct io_uring_params p = { .flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN |
+					      IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP,
+				     .cq_entries = cq };
+	if (io_uring_queue_init_params(entries, &r->ring, &p) < 0) {
+		p = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP, .cq_entries = cq };
+		if (io_uring_queue_init_params(entries, &r->ring, &p) < 0)
+			goto fail;
+	}
+	r->ok = 1;
+	for (uint32_t i = 0; i < r->depth; i++) {
+		r->ops[i].hdrbuf = r->hdrbufs + (size_t)i * L3_HDR_BLOCK;
+		r->ops[i].hs = &r->hstates[i];
+		r->ops[i].fd = -1;
+		r->ops[i].next = r->free_ops;
+		r->free_ops = &r->ops[i];
+	}
+	r->owner = l3;
+	r->reg_gen = UINT64_MAX;
+	ring_register_locked(l3, r);
+	return r;
+fail:
+	free(r->ops);
+	free(r->hdrbufs);
+	free(r->hstates);
+	free(r);
+	return NULL;
+}
+
+static void drain(struct l3_ring *r);
+
+static void ring_free(struct l3_ring *r)
+{
+	if (r->ok && r->tid == gettid())
+		drain(r);
+	if (r->ok)
+		io_uring_queue_exit(&r->ring);
+	for (uint32_t i = 0; i < r->depth; i++)
+		if (r->ops[i].fd >= 0 && r->tid == gettid())
+			close(r->ops[i].fd);
+	free(r->ops);
+	free(r->hdrbufs);
+	free(r->hstates);
+	free(r);
+}
+
+struct l3_ring *l3_ring_get(struct sc_l3 *l3)
+{
+	pid_t tid = gettid();
+	for (int i = 0; i < 4; i++)
+		if (tls_cache[i].id == l3->id && tls_cache[i].r && tls_cache[i].r->tid == tid)
+			return tls_cache[i].r;
+	pthread_mutex_lock(&l3->mu);
+	struct l3_ring *r = l3->rings;
+	while (r && r->tid != tid)
+		r = r->next;
+	if (!r && (r = ring_create(l3))) {
+		r->next = l3->rings;
+		l3->rings = r;
+	}
+	pthread_mutex_unlock(&l3->mu);
+	if (r) {
+		unsigned k = tls_next++ % 4;
+		tls_cache[k].id = l3->id;
+		tls_cache[k].r = r;
+	}
+	return r;
+}
+
+void l3_rings_free(struct sc_l3 *l3)
+{
+	struct l3_ring *r = l3->rings;
+	while (r) {
+		struct l3_ring *n = r->next;
+		for (int i = 0; i < 4; i++)
+			if (tls_cache[i].r == r)
+				tls_cache[i].id = 0, tls_cache[i].r = NULL;
+		ring_free(r);
+		r = n;
+	}
+	l3->rings = NULL;
+}
+
+/* (Re-)register the header buffers and the handle's memory ranges. Caller holds l3->mu. */
+static void ring_register_locked(struct sc_l3 *l3, struct l3_ring *r)
+{
+	uint64_t gen = atomic_load_explicit(&l3->reg_gen, RELAXED);
+	struct iovec iov[MAX_IOVECS];
+	int n = 0;
+	iov[n++] = (struct iovec){ r->hdrbufs, (size_t)r->depth * L3_HDR_BLOCK };
+	for (uint32_t i = 0; i < l3->nranges; i++)
+		for (uint64_t off = 0; off < l3->ranges[i].len && n < MAX_IOVECS; off += REG_CHUNK) {
+			uint64_t len = l3->ranges[i].len - off < REG_CHUNK ? l3->ranges[i].len - off : REG_CHUNK;
+			iov[n++] = (struct iovec){ l3->ranges[i].base + off, len };
+		}
+	if (r->reg_ok)
+		io_uring_unregister_buffers(&r->ring);
+	r->reg_ok = io_uring_register_buffers(&r->ring, iov, (unsigned)n) == 0;
+	if (!r->reg_ok && n > 1) /* the kernel refused the ranges: keep at least the header buffers */
+		r->reg_ok = io_uring_register_buffers(&r->ring, iov, (n = 1)) == 0;
+	r->nreg = r->reg_ok ? n : 0;
+	memcpy(r->reg, iov, sizeof(iov[0]) * (size_t)r->nreg);
+	r->reg_gen = gen;
+}
+
+static void ring_register(struct sc_l3 *l3, struct l3_ring *r)
+{
+	/* a stale generation only delays the use of a new range by one call */
+	if (atomic_load_explicit(&l3->reg_gen, RELAXED) == r->reg_gen)
+		return;
+	pthread_mutex_lock(&l3->mu);
+	ring_register_locked(l3, r);
+	pthread_mutex_unlock(&l3->mu);
+}
+
+int sc_l3_register_memory(struct sc_l3 *l3, void *base, uint64_t len)
+{
+	if (!l3 || !base || !len)
+		return -EINVAL;
+	pthread_mutex_lock(&l3->mu);
+	int rc = 0;
+	for (uint32_t i = 0; i < l3->nranges; i++)
+		if (l3->ranges[i].base == base && l3->ranges[i].len == len)
+			goto out;
+	if (l3->nranges == L3_MAX_RANGES) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	l3->ranges[l3->nranges++] = (struct l3_range){ base, len };
+	atomic_fetch_add_explicit(&l3->reg_gen, 1, RELAXED); /* read by the owner thread under l3->mu */
+out:
+	pthread_mutex_unlock(&l3->mu);
+	return rc;
+}
+
+/* Registered buffer index holding [p, p+len), or -1. */
+static int fixed_index(struct l3_ring *r, const void *p, uint64_t len)
+{
+	const uint8_t *b = p;
+	for (int i = 0; i < r->nreg; i++) {
+		const uint8_t *base = r->reg[i].iov_base;
+		if (b >= base && b + len <= base + r->reg[i].iov_len)
+			return i;
+	}
+	return -1;
+}
+
+static struct io_uring_sqe *sqe_get(struct l3_ring *r)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+	if (!sqe) {
+		io_uring_submit(&r->ring);
+		sqe = io_uring_get_sqe(&r->ring);
+	}
+	return sqe;
+}
+
+/* ---- fills ---- */
+
+static void complete_req(struct l3_ring *r, struct sc_l3_fill_req *req, int result)
+{
+	req->result = result;
+	req->_next = NULL;
+	if (r->done_tail)
+		r->done_tail->_next = req;
+	else
+		r->done_head = req;
+	r->done_tail = req;
+	r->done_count++;
+}
+
+/*
+ * The payload is read in chunks: one read for O_DIRECT or a small payload, L3_CHUNK-sized pieces
+ * (at most L3_MAX_CHUNKS) for a large buffered one. Chunks are hashed in order as soon as every
+ * earlier chunk is complete, so the digest of chunk k is computed while later chunks are still
+ * being copied (by io-wq, on another CPU, for IOSQE_ASYNC reads).
+ */
+static uint64_t chunk_len(const struct l3_fill_op *op, uint32_t c)
+{
+	uint64_t start = (uint64_t)c * op->chunk;
+	return op->want - start < op->chunk ? op->want - start : op->chunk;
+}
+
+static uint64_t ud_of(struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c)
+{
+	return (uint64_t)kind | ((uint64_t)c << 3) | ((uint64_t)(op - r->ops) << 16);
+}
+
+static int prep_chunk(struct l3_ring *r, struct l3_fill_op *op, uint32_t c)
+{
+	struct sc_l3_fill_req *req = op->req;
+	struct io_uring_sqe *sqe = sqe_get(r);
+	if (!sqe)
+		return -EAGAIN;
+	uint64_t off = (uint64_t)c * op->chunk + op->cgot[c];
+	uint64_t len = chunk_len(op, c) - op->cgot[c];
+	uint8_t *dst = (uint8_t *)req->dst + off;
+	if (op->direct)
+		len = (len + op->align - 1) / op->align * op->align; /* fits: dst_bytes was checked */
+	if (len > (1u << 30))
+		len = 1u << 30; /* a short read; the rest is resubmitted */
+	int fi = r->reg_ok ? fixed_index(r, dst, len) : -1;
+	if (fi >= 0)
+		io_uring_prep_read_fixed(sqe, op->fd, dst, (unsigned)len, L3_HDR_BLOCK + off, fi);
+	else
+		io_uring_prep_read(sqe, op->fd, dst, (unsigned)len, L3_HDR_BLOCK + off);
+	/* a large buffered read would be copied inline, in this thread, at submit; punted to io-wq
+	 * it is copied on another CPU while this thread hashes earlier chunks */
+	if (!op->direct && len >= L3_ASYNC_MIN)
+		sqe->flags |= IOSQE_ASYNC;
+	io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_PAYLOAD, c));
+	op->pending++;
+	return 0;
+}
+
+static int prep_header(struct l3_ring *r, struct l3_fill_op *op)
+{
+	struct io_uring_sqe *sqe = sqe_get(r);
+	if (!sqe)
+		return -EAGAIN;
+	uint64_t len = L3_HDR_BLOCK - op->hdr_got;
+	if (r->reg_ok && !op->hdr_got)
+		io_uring_prep_read_fixed(sqe, op->fd, op->hdrbuf, (unsigned)len, 0, 0);
+	else
+		io_uring_prep_read(sqe, op->fd, op->hdrbuf + op->hdr_got, (unsigned)len, op->hdr_got);
+	io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_HDR, 0));
+	op->pending++;
+	return 0;
+}
+
+static int file_is_cold(int fd, uint64_t bytes)
+{
+	struct l3_cachestat_range rg = { L3_HDR_BLOCK, bytes };
+	struct l3_cachestat cs;
+	if (syscall(__NR_cachestat, fd, &rg, &cs, 0) < 0)
+		return 1; /* unknown: treat as cold, O_DIRECT is correct either way */
+	return cs.nr_cache * 4096 < bytes / 2;
+}
+
+static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	struct sc_l3_fill_req *req = op->req;
+	const struct sc_l3_location *loc = req->loc;
+	char rel[48];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	op->fd = openat(l3->objfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (op->fd < 0)
+		return -errno;
+	struct stat sb;
+	if (fstat(op->fd, &sb) < 0)
+		return -errno;
+	op->file_bytes = (uint64_t)sb.st_size;
+	/* the LRU clock has a resolution of L3_TOUCH_NS: a file used more recently is not touched again
+	 * (an inode update costs a journal write) */
+	op->touch = (int64_t)shm_realtime_ns() - ((int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec) >
+		    (int64_t)L3_TOUCH_NS;
+	op->want = loc->payload_bytes;
+	op->direct = 0;
+	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
+	int mode = l3->opts.o_direct;
+	if (mode != SC_L3_ODIRECT_OFF && !(req->flags & SC_L3_FILL_BUFFERED) && ma && oa && oa <= L3_HDR_BLOCK &&
+	    L3_HDR_BLOCK % ma == 0 && (uintptr_t)req->dst % ma == 0 &&
+	    req->dst_bytes >= (op->want + oa - 1) / oa * oa &&
+	    (mode == SC_L3_ODIRECT_ON || file_is_cold(op->fd, op->want)) &&
+	    fcntl(op->fd, F_SETFL, O_DIRECT) == 0) {
+		op->direct = 1;
+		op->align = oa;
+	}
+	req->direct = op->direct;
+	/* direct or small: one read; large buffered: chunks, hashed in order as they land */
+	op->chunk = op->want;
+	if (!op->direct && op->want >= 2 * L3_CHUNK) {
+		uint64_t ch = (op->want + L3_MAX_CHUNKS - 1) / L3_MAX_CHUNKS;
+		op->chunk = ch < L3_CHUNK ? L3_CHUNK : (ch + 4095) & ~4095ull;
+	}
+	op->nchunks = (uint32_t)((op->want + op->chunk - 1) / op->chunk);
+	XXH3_128bits_reset(op->hs);
+	int rc = prep_header(r, op);
+	for (uint32_t c = 0; !rc && c < op->nchunks; c++)
+		rc = prep_chunk(r, op, c);
+	return rc;
+}
+
+/* Hash every leading chunk that is complete. */
+static void hash_ready(struct l3_fill_op *op)
+{
+	while (op->hashed < op->nchunks && (op->done_mask >> op->hashed & 1)) {
+		uint64_t start = (uint64_t)op->hashed * op->chunk;
+		XXH3_128bits_update_dispatch(op->hs, (const uint8_t *)op->req->dst + start, chunk_len(op, op->hashed));
+		op->hashed++;
+	}
+}
+
+static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	struct sc_l3_fill_req *req = op->req;
+	const struct sc_l3_location *loc = req->loc;
+	int rc = op->err;
+	shm_fault_point("fill.after_read");
+	if (!rc) {
+		struct l3_obj_hdr h;
+		rc = op->hdr_got == L3_HDR_BLOCK ? l3_hdr_parse(op->hdrbuf, op->file_bytes, &h) : -EBADMSG;
+		if (rc == -EPROTO)
+			rc = -EBADMSG;
+		if (!rc && (h.digest_lo != loc->digest.lo || h.digest_hi != loc->digest.hi ||
+			    h.payload_bytes != loc->payload_bytes || h.section_bytes[0] != loc->sec_len[0] ||
+			    h.kind != loc->kind))
+			rc = -EBADMSG;
+		if (!rc && op->hashed != op->nchunks)
+			rc = -EBADMSG; /* truncated: some chunk ended early */
+		if (!rc) {
+			XXH128_hash_t d = XXH3_128bits_digest(op->hs);
+			if (d.low64 != loc->digest.lo || d.high64 != loc->digest.hi)
+				rc = -EBADMSG;
+		}
+		if (rc == -EBADMSG) {
+			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);
+			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
+		}
+	}
+	uint64_t ns = shm_now_ns() - op->t0;
+	if (!rc) {
+		if (op->touch)
+			futimens(op->fd, NULL); /* last use, for the budget's LRU order; best effort */
+		atomic_fetch_add_explicit(&l3->st->fills, 1, RELAXED);
+		atomic_fetch_add_explicit(&l3->st->fill_bytes, op->want, RELAXED);
+		atomic_fetch_add_explicit(&l3->st->fill_ns, ns, RELAXED);
+	}
+	if (op->fd >= 0)
+		close(op->fd);
+	op->fd = -1;
+	req->fill_ns = ns;
+	uint64_t stage = req->stage_id, lo = loc->digest.lo, hi = loc->digest.hi, bytes = loc->payload_bytes;
+	int64_t res = rc;
+	SC_PROBE(l3_fill_done, stage, lo, hi, bytes, ns, res);
+	complete_req(r, req, rc);
+	op->req = NULL;
+	op->next = r->free_ops;
+	r->free_ops = op;
+	r->inflight--;
+}
+
+/* Switch an O_DIRECT fill (always one chunk) to buffered reads for the rest. */
+static void to_buffered(struct l3_fill_op *op)
+{
+	op->direct = 0;
+	fcntl(op->fd, F_SETFL, 0);
+}
+
+/* Handle one completion of a fill read. */
+static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c, int res)
+{
+	op->pending--;
+	if (op->err) {
+		/* already failed: just wait for the other reads */
+	} else if (kind == L3_IO_HDR) {
+		if (res < 0)
+			op->err = res;
+		else if ((op->hdr_got += (uint64_t)res) < L3_HDR_BLOCK && res > 0 && prep_header(r, op))
+			op->err = -EAGAIN;
+		/* a short header (EOF) is caught by verification */
+	} else if (c >= op->nchunks) {
+		op->err = -EIO; /* cannot happen: we encoded it */
+	} else if (res < 0) {
+		if (res == -EINVAL && op->direct) {
+			to_buffered(op); /* the kernel refused this O_DIRECT read after all */
+			if (prep_chunk(r, op, c))
+				op->err = -EAGAIN;
+		} else {
+			op->err = res;
+		}
+	} else if (res > 0) {
+		uint64_t len = chunk_len(op, c), got = op->cgot[c] + (uint64_t)res;
+		op->cgot[c] = got > len ? len : got; /* a longer file is caught by the size check */
+		if (op->cgot[c] < len) {
+			if (op->direct && op->cgot[c] % op->align)
+				to_buffered(op); /* an unaligned short read: continue buffered */
+			if (prep_chunk(r, op, c))
+				op->err = -EAGAIN;
+		} else {
+			op->done_mask |= 1ull << c;
+			hash_ready(op);
+		}
+	}
+	/* res == 0 on a payload chunk: end of file, the chunk stays incomplete (truncated) */
+	if (op->pending == 0)
+		fill_finish(l3, r, op);
+}
+
+/* Process every available completion. Returns how many. */
+static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
+{
+	struct io_uring_cqe *cqes[64];
+	unsigned total = 0, n;
+	while ((n = io_uring_peek_batch_cqe(&r->ring, cqes, 64)) > 0) {
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t ud = io_uring_cqe_get_data64(cqes[i]);
+			int kind = (int)(ud & TAG_MASK), res = cqes[i]->res;
+			if (kind == L3_IO_SYNC) {
+				struct l3_sync_io *io = (void *)(uintptr_t)(ud & ~TAG_MASK);
+				io->res = res;
+				io->done = 1;
+			} else if ((kind == L3_IO_HDR || kind == L3_IO_PAYLOAD) && (ud >> 16) < r->depth) {
+				fill_cqe(l3, r, &r->ops[ud >> 16], kind, (uint32_t)(ud >> 3) & (L3_MAX_CHUNKS - 1), res);
+			}
+		}
+		io_uring_cq_advance(&r->ring, n);
+		total += n;
+	}
+	/* reads resubmitted by fill_cqe */
+	if (io_uring_sq_ready(&r->ring))
+		io_uring_submit(&r->ring);
+	return total;
+}
+
+static void drain(struct l3_ring *r)
+{
+	/* wait for every read still in flight: their destinations belong to callers */
+	while (r->inflight) {
+		struct io_uring_cqe *cqe;
+		if (io_uring_wait_cqe(&r->ring, &cqe) < 0)
+			break;
+		process(r->owner, r);
+	}
+}
+
+int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n)
+{
+	if (!l3 || (!reqs && n))
+		return -EINVAL;
+	struct l3_ring *r = l3_ring_get(l3);
+	if (!r)
+		return -ENOMEM;
+	ring_register(l3, r);
+	unsigned i;
+	for (i = 0; i < n; i++) {
+		struct sc_l3_fill_req *req = reqs[i];
+		if (!r->free_ops)
+			break;
+		req->result = 0;
+		req->direct = 0;
+		req->fill_ns = 0;
+		if (!req->loc || !req->dst || (req->flags & ~SC_L3_FILL_MASK) || !req->loc->payload_bytes ||
+		    req->dst_bytes < req->loc->payload_bytes) {
+			complete_req(r, req, -EINVAL);
+			continue;
+		}
+		struct l3_fill_op *op = r->free_ops;
+		r->free_ops = op->next;
+		*op = (struct l3_fill_op){ .req = req, .fd = -1, .hdrbuf = op->hdrbuf, .hs = op->hs, .t0 = shm_now_ns() };
+		r->inflight++;
+		uint64_t stage = req->stage_id, lo = req->loc->digest.lo, hi = req->loc->digest.hi;
+		uint64_t bytes = req->loc->payload_bytes;
+		SC_PROBE(l3_fill_start, stage, lo, hi, bytes);
+		int rc = fill_start(l3, r, op);
+		if (rc) {
+			op->err = rc;
+			if (op->pending == 0)
+				fill_finish(l3, r, op);
+		}
+	}
+	if (io_uring_sq_ready(&r->ring)) {
+		int rc = io_uring_submit(&r->ring);
+		if (rc < 0 && i == 0)
+			return rc;
+	}
+	return (int)i;
+}
+
+int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max, int64_t timeout_ns)
+{
+	if (!l3 || (!done && max))
+		return -EINVAL;
+	struct l3_ring *r = l3_ring_get(l3);
+	if (!r)
+		return -ENOMEM;
+	uint64_t deadline = timeout_ns > 0 ? shm_now_ns() + (uint64_t)timeout_ns : 0;
+	process(l3, r);
+	while (!r->done_count && r->inflight && timeout_ns != 0) {
+		struct io_uring_cqe *cqe;
+		int rc;
+		if (timeout_ns < 0) {
+			rc = io_uring_wait_cqe(&r->ring, &cqe);
+		} else {
+			uint64_t now = shm_now_ns();
+			if (now >= deadline)
+				break;
+			struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / 1000000000ull),
+							.tv_nsec = (long long)((deadline - now) % 1000000000ull) };
+			rc = io_uring_wait_cqe_timeout(&r->ring, &cqe, &ts);
+		}
+		if (rc < 0 && rc != -ETIME && rc != -EINTR)
+			return rc;
+		process(l3, r);
+	}
+	unsigned k = 0;
+	while (k < max && r->done_head) {
+		struct sc_l3_fill_req *req = r->done_head;
+		r->done_head = req->_next;
+		if (!r->done_head)
+			r->done_tail = NULL;
+		r->done_count--;
+		req->_next = NULL;
+		done[k++] = req;
+	}
+	return (int)k;
+}
+
+unsigned sc_l3_fill_inflight(struct sc_l3 *l3)
+{
+	struct l3_ring *r = l3 ? l3_ring_get(l3) : NULL;
+	return r ? r->inflight + r->done_count : 0;
+}
+
+int sc_l3_fill(struct sc_l3 *l3, const struct sc_l3_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags)
+{
+	if (!l3 || !loc || !dst)
+		return -EINVAL;
+	struct sc_l3_fill_req req = { .loc = loc, .dst = dst, .dst_bytes = dst_bytes, .flags = flags };
+	return l3_fill_req(l3, &req);
+}
+
+int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *reqp)
+{
+	struct l3_ring *r = l3_ring_get(l3);
+	if (!r)
+		return -ENOMEM;
+	struct sc_l3_fill_req *p = reqp;
+	int k;
+	while ((k = sc_l3_fill_submit(l3, &p, 1)) == 0) {
+		/* the ring is full of this thread's batch fills: let one finish */
+		struct io_uring_cqe *cqe;
+		if (io_uring_wait_cqe(&r->ring, &cqe) < 0)
+			return -EAGAIN;
+		process(l3, r);
+	}
+	if (k < 0)
+		return k;
+	/* wait for our request, leaving other completions queued for sc_l3_fill_reap */
+	for (;;) {
+		struct sc_l3_fill_req **pp = &r->done_head, *prev = NULL;
+		while (*pp && *pp != reqp)
+			prev = *pp, pp = &(*pp)->_next;
+		if (*pp) {
+			*pp = reqp->_next;
+			if (r->done_tail == reqp)
+				r->done_tail = prev;
+			r->done_count--;
+			return reqp->result;
+		}
+		struct io_uring_cqe *cqe;
+		/* never return while a read into the caller's memory is in flight: a failed wait (only
+		 * EINTR/EAGAIN in practice) is retried */
+		if (io_uring_wait_cqe(&r->ring, &cqe) < 0)
+			sched_yield();
+		process(l3, r);
+	}
+}
+
+/* ---- the put path's synchronous I/O ---- */
+
+static int sync_wait(struct l3_ring *r, struct l3_sync_io *io)
+{
+	io_uring_submit(&r->ring);
+	while (!io->done) {
+		struct io_uring_cqe *cqe;
+		int rc = io_uring_wait_cqe(&r->ring, &cqe);
+		if (rc < 0 && rc != -EINTR)
+			return rc;
+		process(r->owner, r);
+	}
+	return io->res;
+}
+
+int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov_in, int niov, uint64_t off)
+{
+	struct iovec iov[4];
+	if (niov > 4)
+		return -EINVAL;
+	memcpy(iov, iov_in, sizeof(*iov) * (size_t)niov);
+	int first = 0;
+	while (first < niov) {
+		struct l3_sync_io io = { 0 };
+		struct io_uring_sqe *sqe = sqe_get(r);
+		if (!sqe)
+			return -EAGAIN;
+		io_uring_prep_writev(sqe, fd, iov + first, (unsigned)(niov - first), off);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io | L3_IO_SYNC);
+		int res = sync_wait(r, &io);
+		if (res < 0)
+			return res;
+		if (res == 0)
+			return -EIO;
+		off += (uint64_t)res;
+		size_t left = (size_t)res;
+		while (first < niov && left >= iov[first].iov_len)
+			left -= iov[first++].iov_len;
+		if (first < niov) {
+			iov[first].iov_base = (uint8_t *)iov[first].iov_base + left;
+			iov[first].iov_len -= left;
+		}
+	}
+	return 0;
+}
+
+int l3_ring_fsync(struct l3_ring *r, int fd)
+{
+	struct l3_sync_io io = { 0 };
+	struct io_uring_sqe *sqe = sqe_get(r);
+	if (!sqe)
+		return -EAGAIN;
+	io_uring_prep_fsync(sqe, fd, 0);
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io | L3_IO_SYNC);
+	int res = sync_wait(r, &io);
+	return res < 0 ? res : 0;
+}

@@ -1,0 +1,277 @@
+/*
+ * lib/l3_index.c — reading the L3 directory: the prefix index (locate_longest), lookup by digest,
+ * stats, listing and full verification. Writers and the multi-process rules: lib/l3_store.c.
+ *
+ * The set of token lengths present in the prefix index is cached per handle (lengths/ holds one
+ * empty file per length) and reloaded when that directory's mtime moves, so locate probes only
+ * lengths that exist: at most L3_MAX_PROBES of them, longest first, after one hashing pass.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxh_x86dispatch.h>
+
+#include "l3_priv.h"
+
+#define RELAXED memory_order_relaxed
+#define ADD(field, v) atomic_fetch_add_explicit(&l3->st->field, (uint64_t)(v), RELAXED)
+
+/* ---- locate ---- */
+
+static int u32cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Reload the registered token lengths when the lengths directory changed. Caller holds l3->mu. */
+static int lengths_refresh_locked(struct sc_l3 *l3)
+{
+	struct stat sb;
+	if (fstat(l3->lenfd, &sb) < 0)
+		return -errno;
+	int64_t m = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	if (l3->lengths && m == l3->lengths_mtime_ns && l3->lengths_settled)
+		return 0;
+	/* directory timestamps are coarse (one tick): a change within the tick we loaded in would not
+	 * move mtime, so a load that close to the last change is not trusted until the next call */
+	int64_t now = (int64_t)shm_realtime_ns();
+	l3->lengths_settled = now - m > 50000000;
+	int fd = openat(l3->lenfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	uint32_t *v = malloc(L3_MAX_LENGTHS * sizeof(uint32_t)), n = 0;
+	if (!v) {
+		closedir(d);
+		return -ENOMEM;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) && n < L3_MAX_LENGTHS) {
+		char *end;
+		unsigned long x = strtoul(e->d_name, &end, 10);
+		if (*end || end == e->d_name || !x || x > UINT32_MAX)
+			continue;
+		v[n++] = (uint32_t)x;
+	}
+	closedir(d);
+	qsort(v, n, sizeof(*v), u32cmp);
+	free(l3->lengths);
+	l3->lengths = v;
+	l3->nlengths = n;
+	l3->lengths_mtime_ns = m;
+	return 0;
+}
+
+int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_location *loc)
+{
+	if (!l3 || !loc)
+		return -EINVAL;
+	uint64_t lo = digest.lo, hi = digest.hi;
+	uint8_t block[L3_HDR_BLOCK];
+	uint64_t fb;
+	struct l3_obj_hdr h;
+	int rc = l3_read_header(l3, lo, hi, block, &fb);
+	if (!rc)
+		rc = l3_hdr_parse(block, fb, &h);
+	if (!rc && (h.digest_lo != lo || h.digest_hi != hi))
+		rc = -EBADMSG;
+	if (rc == -EBADMSG || rc == -EPROTO) {
+		ADD(verify_failures, 1);
+		l3_quarantine(l3, lo, hi, EBADMSG);
+		return -EBADMSG;
+	}
+	if (!rc)
+		l3_hdr_location(block, &h, loc);
+	return rc;
+}
+
+int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+			 struct sc_l3_location *loc)
+{
+	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
+		return -EINVAL;
+	uint32_t lens[L3_MAX_PROBES], nl = 0;
+	pthread_mutex_lock(&l3->mu);
+	int rc = lengths_refresh_locked(l3);
+	if (!rc) {
+		/* the longest stored lengths <= n, at most L3_MAX_PROBES, kept ascending for hashing */
+		uint32_t hi = l3->nlengths;
+		while (hi > 0 && l3->lengths[hi - 1] > n)
+			hi--;
+		uint32_t lo = hi > L3_MAX_PROBES ? hi - L3_MAX_PROBES : 0;
+		for (uint32_t i = lo; i < hi; i++)
+			lens[nl++] = l3->lengths[i];
+	}
+	pthread_mutex_unlock(&l3->mu);
+	if (rc)
+		return rc;
+	XXH128_hash_t keys[L3_MAX_PROBES];
+	l3_prefix_keys(ns, tokens, lens, nl, keys);
+	for (uint32_t i = nl; i-- > 0;) {
+		char rel[48];
+		struct l3_pfx p;
+		l3_pfx_relpath(keys[i].low64, keys[i].high64, rel);
+		int fd = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		rc = l3_read_pfx(fd, &p);
+		close(fd);
+		if (!rc && (p.prefix_lo != keys[i].low64 || p.prefix_hi != keys[i].high64 || p.token_count != lens[i]))
+			rc = -EBADMSG;
+		if (!rc) {
+			rc = sc_l3_lookup(l3, (struct sc_digest){ p.digest_lo, p.digest_hi }, loc);
+			if (!rc) {
+				/* one object may serve several prefixes: report the one we matched */
+				loc->token_count = lens[i];
+				loc->prefix = (struct sc_digest){ keys[i].low64, keys[i].high64 };
+				return (int)lens[i];
+			}
+		}
+		/* a corrupted entry, or one naming a missing or bad object: drop it, keep probing */
+		unlinkat(l3->pfxfd, rel, 0);
+	}
+	return 0;
+}
+
+/* ---- stats, list, verify ---- */
+
+int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
+{
+	if (!l3 || !s)
+		return -EINVAL;
+	struct l3_state *st = l3->st;
+	*s = (struct sc_l3_stats){
+		.objects = atomic_load_explicit(&st->objects, RELAXED),
+		.bytes = atomic_load_explicit(&st->bytes, RELAXED),
+		.fills = atomic_load_explicit(&st->fills, RELAXED),
+		.fill_bytes = atomic_load_explicit(&st->fill_bytes, RELAXED),
+		.fill_ns = atomic_load_explicit(&st->fill_ns, RELAXED),
+		.verify_failures = atomic_load_explicit(&st->verify_failures, RELAXED),
+		.quarantined = atomic_load_explicit(&st->quarantined, RELAXED),
+		.evictions = atomic_load_explicit(&st->evictions, RELAXED),
+		.write_refusals = atomic_load_explicit(&st->write_refusals, RELAXED),
+		.puts = atomic_load_explicit(&st->puts, RELAXED),
+		.put_dedup = atomic_load_explicit(&st->put_dedup, RELAXED),
+		.budget_bytes = l3->opts.budget_bytes,
+		.dio_mem_align = l3->dio_mem_align,
+		.dio_offset_align = l3->dio_off_align,
+	};
+	return 0;
+}
+
+struct walk {
+	int (*cb)(const struct sc_l3_object_info *, void *);
+	void *ctx;
+	int verify;
+	int count, bad;
+	struct sc_l3_object_info info;
+};
+
+static void copy_str(char *dst, const uint8_t *src, uint32_t n)
+{
+	memcpy(dst, src, n);
+	dst[n] = 0;
+}
+
+static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
+{
+	struct walk *w = ctx;
+	(void)sub;
+	uint64_t lo, hi, fb = 0;
+	if (l3_name_digest(name, ".sc3", &lo, &hi))
+		return 0;
+	struct sc_l3_object_info *in = &w->info;
+	memset(in, 0, offsetof(struct sc_l3_object_info, ns));
+	in->ns[0] = in->model_identity[0] = in->state_identity[0] = 0;
+	in->digest = (struct sc_digest){ lo, hi };
+	uint8_t block[L3_HDR_BLOCK];
+	struct l3_obj_hdr h;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	struct stat sb;
+	int rc = l3_read_block(fd, block, &fb);
+	if (!rc)
+		rc = l3_hdr_parse(block, fb, &h);
+	if (!rc && (h.digest_lo != lo || h.digest_hi != hi))
+		rc = -EBADMSG;
+	if (fstat(fd, &sb) == 0)
+		in->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	in->file_bytes = fb;
+	if (!rc) {
+		in->kind = h.kind, in->token_count = h.token_count, in->payload_bytes = h.payload_bytes;
+		const uint8_t *q = block + L3_HDR_FIXED + h.desc_bytes;
+		copy_str(in->model_identity, q, h.model_len);
+		copy_str(in->state_identity, q + h.model_len, h.state_len);
+		copy_str(in->ns, q + h.model_len + h.state_len, h.ns_len);
+	}
+	if (!rc && w->verify) {
+		uint8_t *buf = malloc(1u << 20);
+		XXH3_state_t hs;
+		XXH3_128bits_reset(&hs);
+		uint64_t off = L3_HDR_BLOCK;
+		while (buf && off < fb) {
+			ssize_t r = pread(fd, buf, fb - off < (1u << 20) ? fb - off : (1u << 20), (off_t)off);
+			if (r <= 0)
+				break;
+			XXH3_128bits_update_dispatch(&hs, buf, (size_t)r);
+			off += (uint64_t)r;
+		}
+		free(buf);
+		XXH128_hash_t d = XXH3_128bits_digest(&hs);
+		if (!buf && off < fb)
+			rc = -ENOMEM;
+		else if (off != fb || d.low64 != lo || d.high64 != hi)
+			rc = -EBADMSG;
+	}
+	close(fd);
+	if (rc == -ENOMEM)
+		return rc;
+	in->valid = rc == 0;
+	w->count++;
+	if (rc) {
+		w->bad++;
+		if (w->verify) {
+			ADD(verify_failures, 1);
+			l3_quarantine(l3, lo, hi, EBADMSG);
+		}
+	}
+	return w->cb ? w->cb(in, w->ctx) : 0;
+}
+
+int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
+{
+	if (!l3)
+		return -EINVAL;
+	struct walk *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->cb = cb, w->ctx = ctx;
+	int rc = l3_scan(l3, l3->objfd, walk_one, w);
+	int n = w->count;
+	free(w);
+	return rc ? rc : n;
+}
+
+int sc_l3_verify(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
+{
+	if (!l3)
+		return -EINVAL;
+	struct walk *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->cb = cb, w->ctx = ctx, w->verify = 1;
+	int rc = l3_scan(l3, l3->objfd, walk_one, w);
+	int bad = w->bad;
+	free(w);
+	return rc ? rc : bad;
+}

@@ -1,0 +1,237 @@
+/*
+ * lib/l3_priv.h — private to lib/l3_*.c and lib/restore.c: the L3 store's on-disk format, the
+ * handle, and the per-thread io_uring rings.
+ *
+ * On-disk layout of an L3 directory (all created 0700 / files 0600 unless opts say otherwise):
+ *
+ *   DIR/state                      shared counters (mmap'd, atomics; see struct l3_state)
+ *   DIR/lock                       flock()ed by whoever evicts or reconciles
+ *   DIR/objects/<2 hex>/<32 hex digest>.sc3     one object per payload digest
+ *   DIR/objects/<2 hex>/.tmp-<pid>.<start>.<n>  writes in flight (never visible as objects)
+ *   DIR/prefix/<2 hex>/<32 hex prefix key>.pfx  prefix index: (ns, token length, tokens) -> digest
+ *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
+ *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification
+ *
+ * An object file is a 4096-byte header block followed by the payload (the wire: section 0 then
+ * section 1), so the payload starts at a 4 KiB boundary and an O_DIRECT read can land straight in
+ * an aligned destination. The header block holds struct l3_obj_hdr, then the descriptor, then the
+ * model identity, state identity and namespace strings; its checksum covers the whole block.
+ * Objects are immutable once renamed into place: the only writers are put (tmp -> rename,
+ * RENAME_NOREPLACE), eviction (unlink) and quarantine (rename away).
+ */
+#ifndef SC_LIB_L3_PRIV_H
+#define SC_LIB_L3_PRIV_H
+
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <xxhash.h>
+
+#include "internal.h"
+
+#define L3_OBJ_MAGIC 0x0a4a424f33435350ull /* "PSC3OBJ\n" */
+#define L3_PFX_MAGIC 0x0a58465033435350ull /* "PSC3PFX\n" */
+#define L3_STATE_MAGIC 0x0a54535333435350ull /* "PSC3SST\n" */
+#define L3_FORMAT_VERSION 1u
+#define L3_HDR_BLOCK 4096u
+#define L3_HDR_FIXED 256u
+#define L3_DESC_MAX 768u
+#define L3_STR_MAX 1024u
+#define L3_MAX_PAYLOAD (1ull << 40)
+#define L3_MAX_PROBES 64
+_Static_assert(sizeof(struct sc_kv_desc) <= L3_DESC_MAX, "a KV descriptor fits the header block");
+_Static_assert(SC_L3_STR_MAX < L3_STR_MAX, "strings fit their budget");
+#define L3_MAX_LENGTHS 4096
+#define L3_CHUNK (1u << 20)     /* buffered payload reads of large objects are split in these */
+#define L3_MAX_CHUNKS 64
+#define L3_TOUCH_NS 1000000000ull /* LRU resolution: a fill touches a file last used longer ago */
+
+struct l3_obj_hdr {
+	uint64_t magic;            /* L3_OBJ_MAGIC */
+	uint32_t version;          /* L3_FORMAT_VERSION */
+	uint32_t hdr_bytes;        /* L3_HDR_BLOCK: the payload's file offset */
+	uint32_t kind;             /* payload kind (SC_PAYLOAD_*) */
+	uint32_t token_count;
+	uint64_t section_bytes[2]; /* kv, recurrent */
+	uint64_t payload_bytes;    /* section_bytes[0] + section_bytes[1] */
+	uint32_t desc_bytes;       /* descriptor bytes at L3_HDR_FIXED */
+	uint16_t model_len;        /* strings follow the descriptor, in this order */
+	uint16_t state_len;
+	uint16_t ns_len;
+	uint16_t reserved0;
+	uint32_t flags;            /* 0 */
+	uint64_t digest_lo, digest_hi; /* payload digest (unseeded XXH3-128 of the wire) */
+	uint64_t prefix_lo, prefix_hi; /* prefix key the object was put under */
+	uint64_t created_ns;       /* CLOCK_REALTIME */
+	uint64_t reserved1[3];
+	uint64_t check;            /* XXH3-64 of the 4096-byte block with this field zero */
+	uint8_t pad[L3_HDR_FIXED - 136];
+};
+_Static_assert(sizeof(struct l3_obj_hdr) == L3_HDR_FIXED, "l3 object header layout");
+_Static_assert(offsetof(struct l3_obj_hdr, section_bytes) == 24, "l3 object header layout");
+_Static_assert(offsetof(struct l3_obj_hdr, desc_bytes) == 48, "l3 object header layout");
+_Static_assert(offsetof(struct l3_obj_hdr, digest_lo) == 64, "l3 object header layout");
+_Static_assert(offsetof(struct l3_obj_hdr, prefix_lo) == 80, "l3 object header layout");
+_Static_assert(offsetof(struct l3_obj_hdr, check) == 128, "l3 object header layout");
+_Static_assert(L3_HDR_FIXED + L3_DESC_MAX + 3 * L3_STR_MAX == L3_HDR_BLOCK, "header block budget");
+
+/* A prefix-index entry (a whole 64-byte file). */
+struct l3_pfx {
+	uint64_t magic;            /* L3_PFX_MAGIC */
+	uint32_t version;
+	uint32_t token_count;
+	uint64_t digest_lo, digest_hi;
+	uint64_t prefix_lo, prefix_hi;
+	uint64_t created_ns;
+	uint64_t check;            /* XXH3-64 of the first 56 bytes */
+};
+_Static_assert(sizeof(struct l3_pfx) == 64, "l3 prefix entry layout");
+_Static_assert(offsetof(struct l3_pfx, check) == 56, "l3 prefix entry layout");
+
+/*
+ * DIR/state: counters shared by every process using the directory, mmap'd MAP_SHARED. Each
+ * counter is a relaxed atomic: they are statistics, nothing is ordered by them. objects/bytes are
+ * recomputed from a scan at reconciliation and eviction (under the directory flock), and moved by
+ * relaxed adds in between, so a concurrent scan can make them briefly approximate.
+ */
+struct l3_state {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t size;
+	_Atomic uint64_t objects, bytes;
+	_Atomic uint64_t fills, fill_bytes, fill_ns;
+	_Atomic uint64_t verify_failures, quarantined, evictions, write_refusals;
+	_Atomic uint64_t puts, put_dedup;
+	uint8_t pad[4096 - 104];
+};
+_Static_assert(sizeof(struct l3_state) == 4096, "l3 state layout");
+_Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
+
+/* ---- per-thread io_uring ---- */
+
+enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3 };
+
+struct l3_ring;
+
+/* One in-flight fill (a slot in its ring). */
+struct l3_fill_op {
+	struct sc_l3_fill_req *req;
+	int fd;
+	int direct;
+	int touch;                 /* update the file's mtime (LRU) after a good fill */
+	uint32_t align;            /* DIO offset alignment when direct */
+	int pending;               /* SQEs in flight */
+	int err;
+	uint8_t *hdrbuf;           /* L3_HDR_BLOCK bytes, aligned */
+	uint64_t hdr_got;
+	uint64_t want;             /* payload bytes expected (from the location) */
+	uint64_t chunk;            /* bytes per payload read (the last may be shorter) */
+	uint32_t nchunks, hashed;  /* chunks; leading chunks already hashed */
+	uint64_t done_mask;        /* chunks complete */
+	uint64_t cgot[L3_MAX_CHUNKS]; /* bytes read of each chunk */
+	XXH3_state_t *hs;          /* payload digest, fed chunk by chunk in order */
+	uint64_t file_bytes;
+	uint64_t t0;
+	struct l3_fill_op *next;   /* free list / done list */
+};
+
+/* A synchronous I/O on the ring (put path); completes when done is set. */
+struct l3_sync_io {
+	int done;
+	int res;
+};
+
+struct l3_ring {
+	struct io_uring ring;
+	int ok;
+	uint32_t depth;
+	uint32_t inflight;         /* fills in flight */
+	pid_t tid;
+	struct l3_fill_op *ops;
+	uint8_t *hdrbufs;
+	XXH3_state_t *hstates;     /* one per op, 64-byte aligned */
+	struct l3_fill_op *free_ops;
+	struct sc_l3_fill_req *done_head, *done_tail; /* completed, not yet reaped (linked by _next) */
+	uint32_t done_count;
+	uint64_t reg_gen;          /* registered ranges generation seen */
+	int reg_ok;
+	int nreg;
+	struct iovec reg[64];      /* what is registered: [0] the header buffers */
+	struct sc_l3 *owner;
+	struct l3_ring *next;      /* in the handle's list */
+};
+
+#define L3_MAX_RANGES 8
+struct l3_range {
+	uint8_t *base;
+	uint64_t len;
+};
+
+struct sc_l3 {
+	char *dir;
+	int dirfd, objfd, pfxfd, lenfd, quarfd, lockfd;
+	struct l3_state *st;
+	struct sc_l3_opts opts;
+	uint32_t file_mode, dir_mode;
+	uint32_t dio_mem_align, dio_off_align; /* 0: O_DIRECT unsupported */
+	uint64_t id;               /* unique per handle (thread-local ring cache key) */
+	pthread_mutex_t mu;        /* rings list, ranges, lengths cache */
+	struct l3_ring *rings;
+	struct l3_range ranges[L3_MAX_RANGES];
+	uint32_t nranges;
+	_Atomic uint64_t reg_gen;
+	struct sc_arena *arena;    /* bound arena: invalidate L2 mirrors on quarantine */
+	/* token lengths present in the prefix index, sorted ascending */
+	uint32_t *lengths;
+	uint32_t nlengths;
+	int64_t lengths_mtime_ns;
+	int lengths_settled;
+	_Atomic uint32_t tmp_seq;
+	uint64_t start_time;       /* our /proc start time, for tmp names */
+};
+
+/* ---- lib/l3_format.c ---- */
+uint64_t l3_hdr_check(const uint8_t *block);
+/* Build a header block for a put. */
+int l3_hdr_build(uint8_t *block, const struct sc_l3_put_args *p, XXH128_hash_t digest, XXH128_hash_t prefix);
+/* Validate a header block against the file size (0: don't check); fills *h. -EBADMSG / -EPROTO. */
+int l3_hdr_parse(const uint8_t *block, uint64_t file_bytes, struct l3_obj_hdr *h);
+/* The location described by a validated header block. */
+void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc_l3_location *loc);
+void l3_digest_hex(uint64_t lo, uint64_t hi, char out[33]);
+int l3_hex_digest(const char *s, uint64_t *lo, uint64_t *hi);
+void l3_obj_relpath(uint64_t lo, uint64_t hi, char out[48]);
+void l3_pfx_relpath(uint64_t lo, uint64_t hi, char out[48]);
+/* Prefix keys of @tokens at each length in @lens (ascending, each <= n): keys[i] for lens[i]. */
+void l3_prefix_keys(const char *ns, const int32_t *tokens, const uint32_t *lens, uint32_t nlens,
+		    XXH128_hash_t *keys);
+
+/* ---- lib/l3_store.c ---- */
+/* Call @cb(l3, subdir_fd, sub, name, ctx) for every entry of every <topfd>/<2 hex>/ directory. */
+int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const char *, const char *, void *),
+	    void *ctx);
+/* "<32 hex><suffix>" -> digest; -EINVAL otherwise. */
+int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi);
+/* The header block and size of an object opened at @fd. */
+int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
+/* A prefix entry opened at @fd, validated (magic, version, checksum, size). */
+int l3_read_pfx(int fd, struct l3_pfx *p);
+int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
+int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
+
+/* ---- lib/restore.c ---- */
+/* Remove L2 mirrors of a quarantined digest in the bound arena (if any). */
+void l3_invalidate_mirror(struct sc_l3 *l3, uint64_t lo, uint64_t hi);
+
+/* ---- lib/l3_fill.c ---- */
+struct l3_ring *l3_ring_get(struct sc_l3 *l3);
+void l3_rings_free(struct sc_l3 *l3);
+/* One fill, waiting for it (other completions of this thread stay queued for reap). */
+int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *req);
+/* Synchronous write of @iov at @off through the ring (loops on short writes). */
+int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov, int niov, uint64_t off);
+int l3_ring_fsync(struct l3_ring *r, int fd);
+
+#endif

@@ -1,0 +1,667 @@
+/*
+ * lib/l3_store.c — the L3 directory: open and reconciliation, put, locate, quarantine, budget
+ * eviction, listing and verification. The on-disk layout is described in lib/l3_priv.h.
+ *
+ * Multi-process rules. Objects and prefix entries appear only by rename of a fully written and
+ * fsynced temp file, so a reader never sees a partial one and a writer killed at any point leaves
+ * at most a .tmp-<pid>.<start>.<n> file, which reconciliation removes once that process is gone.
+ * Objects are put with RENAME_NOREPLACE (two puts of one digest: the second finds it there).
+ * Eviction and reconciliation hold DIR/lock (flock, exclusive) so that only one process scans and
+ * unlinks at a time; put and fill never take it. A fill that raced with an eviction either opened
+ * the file first (and reads it; unlink does not disturb an open file) or gets -ENOENT.
+ * The counters in DIR/state are statistics (relaxed atomics). Lookup, locate, listing and
+ * verification are in lib/l3_index.c.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxh_x86dispatch.h>
+
+#include "l3_priv.h"
+#include "probes.h"
+#include "../shm/fault.h"
+
+static _Atomic uint64_t next_id = 1;
+
+#define RELAXED memory_order_relaxed
+#define ADD(field, v) atomic_fetch_add_explicit(&l3->st->field, (uint64_t)(v), RELAXED)
+static void sub_sat(_Atomic uint64_t *a, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(a, RELAXED);
+	while (!atomic_compare_exchange_weak_explicit(a, &cur, cur > v ? cur - v : 0, RELAXED, RELAXED))
+		;
+}
+
+static int mkdir_at(int dfd, const char *name, uint32_t mode)
+{
+	if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int open_dir_at(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static int fsync_dir_at(int dfd, const char *sub)
+{
+	int fd = sub ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : dfd;
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) < 0 ? -errno : 0;
+	if (sub)
+		close(fd);
+	return rc;
+}
+
+static int flock_ex(struct sc_l3 *l3)
+{
+	while (flock(l3->lockfd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+static void flock_un(struct sc_l3 *l3)
+{
+	flock(l3->lockfd, LOCK_UN);
+}
+
+/* ---- the shared state file ---- */
+
+static int state_open(struct sc_l3 *l3)
+{
+	int fd = openat(l3->dirfd, "state", O_RDWR | O_CREAT | O_CLOEXEC, l3->file_mode);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	struct stat sb;
+	if (flock(fd, LOCK_EX) < 0 || fstat(fd, &sb) < 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	if (sb.st_size == 0 && ftruncate(fd, sizeof(struct l3_state)) < 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	if (sb.st_size != 0 && sb.st_size != (off_t)sizeof(struct l3_state)) {
+		rc = -EBADMSG;
+		goto cleanup;
+	}
+	void *m = mmap(NULL, sizeof(struct l3_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		rc = -errno;
+		goto cleanup;
+	}
+	l3->st = m;
+	if (l3->st->magic == 0) {
+		l3->st->version = L3_FORMAT_VERSION;
+		l3->st->size = sizeof(struct l3_state);
+		l3->st->magic = L3_STATE_MAGIC;
+	} else if (l3->st->magic != L3_STATE_MAGIC || l3->st->size != sizeof(struct l3_state)) {
+		munmap(m, sizeof(struct l3_state));
+		l3->st = NULL;
+		rc = -EBADMSG;
+		goto cleanup;
+	}
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
+		l3->dio_mem_align = sx.stx_dio_mem_align;
+		l3->dio_off_align = sx.stx_dio_offset_align;
+	}
+cleanup:
+	flock(fd, LOCK_UN);
+	close(fd);
+	return rc;
+}
+
+/* ---- scanning ---- */
+
+/* Call @cb(l3, subdir_fd, sub, name, ctx) for every entry of every DIR/<which>/<2 hex>/ directory. */
+int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const char *, const char *, void *),
+		void *ctx)
+{
+	for (int i = 0; i < 256; i++) {
+		char sub[3];
+		snprintf(sub, sizeof(sub), "%02x", i);
+		int fd = openat(topfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			return -errno;
+		}
+		DIR *d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -errno;
+		}
+		struct dirent *e;
+		int rc = 0;
+		while (!rc && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				rc = cb(l3, dirfd(d), sub, e->d_name, ctx);
+		closedir(d);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* A temp file of a writer that is gone? Names are .tmp-<pid>.<start>.<n>. */
+static int tmp_is_stale(const char *name)
+{
+	unsigned long pid, n;
+	unsigned long long start;
+	if (sscanf(name, ".tmp-%lu.%llu.%lu", &pid, &start, &n) != 3)
+		return 1;
+	return !shm_proc_alive((int)pid, start);
+}
+
+int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi)
+{
+	char hex[33];
+	size_t n = strlen(name), sl = strlen(suffix);
+	if (n != 32 + sl || strcmp(name + 32, suffix))
+		return -EINVAL;
+	memcpy(hex, name, 32);
+	hex[32] = 0;
+	return l3_hex_digest(hex, lo, hi);
+}
+
+/* Read the header block of an object opened at @fd. */
+int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes)
+{
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	*file_bytes = (uint64_t)sb.st_size;
+	if ((uint64_t)sb.st_size < L3_HDR_BLOCK)
+		return -EBADMSG;
+	ssize_t r = pread(fd, block, L3_HDR_BLOCK, 0);
+	if (r < 0)
+		return -errno;
+	return r == L3_HDR_BLOCK ? 0 : -EBADMSG;
+}
+
+int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes)
+{
+	char rel[48];
+	l3_obj_relpath(lo, hi, rel);
+	int fd = openat(l3->objfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	int rc = l3_read_block(fd, block, file_bytes);
+	close(fd);
+	return rc;
+}
+
+struct recon {
+	uint64_t objects, bytes, stale, quarantined, dropped;
+};
+
+static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
+{
+	struct recon *r = ctx;
+	(void)sub;
+	if (!strncmp(name, ".tmp-", 5)) {
+		if (tmp_is_stale(name) && unlinkat(dfd, name, 0) == 0)
+			r->stale++;
+		return 0;
+	}
+	uint64_t lo, hi, fb = 0;
+	if (l3_name_digest(name, ".sc3", &lo, &hi))
+		return 0; /* not ours: leave it alone */
+	uint8_t block[L3_HDR_BLOCK];
+	struct l3_obj_hdr h;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	int rc = l3_read_block(fd, block, &fb);
+	close(fd);
+	if (!rc)
+		rc = l3_hdr_parse(block, fb, &h);
+	if (!rc && (h.digest_lo != lo || h.digest_hi != hi))
+		rc = -EBADMSG;
+	if (rc) {
+		if (l3_quarantine(l3, lo, hi, EBADMSG) == 0)
+			r->quarantined++;
+		return 0;
+	}
+	r->objects++;
+	r->bytes += fb;
+	return 0;
+}
+
+int l3_read_pfx(int fd, struct l3_pfx *p)
+{
+	ssize_t n = pread(fd, p, sizeof(*p), 0);
+	if (n < 0)
+		return -errno;
+	if (n != sizeof(*p) || p->magic != L3_PFX_MAGIC || p->version != L3_FORMAT_VERSION || p->token_count == 0 ||
+	    XXH3_64bits(p, offsetof(struct l3_pfx, check)) != p->check)
+		return -EBADMSG;
+	struct stat sb;
+	if (fstat(fd, &sb) == 0 && sb.st_size != sizeof(*p))
+		return -EBADMSG;
+	return 0;
+}
+
+static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
+{
+	struct recon *r = ctx;
+	(void)sub;
+	if (!strncmp(name, ".tmp-", 5)) {
+		if (tmp_is_stale(name) && unlinkat(dfd, name, 0) == 0)
+			r->stale++;
+		return 0;
+	}
+	uint64_t lo, hi;
+	if (l3_name_digest(name, ".pfx", &lo, &hi))
+		return 0;
+	struct l3_pfx p;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	int rc = l3_read_pfx(fd, &p);
+	close(fd);
+	if (!rc && (p.prefix_lo != lo || p.prefix_hi != hi))
+		rc = -EBADMSG;
+	if (!rc) {
+		char rel[48];
+		struct stat sb;
+		l3_obj_relpath(p.digest_lo, p.digest_hi, rel);
+		if (fstatat(l3->objfd, rel, &sb, 0) < 0)
+			rc = -ENOENT;
+	}
+	if (rc && unlinkat(dfd, name, 0) == 0)
+		r->dropped++;
+	return 0;
+}
+
+static int reconcile(struct sc_l3 *l3)
+{
+	int rc = flock_ex(l3);
+	if (rc)
+		return rc;
+	struct recon r = { 0 };
+	rc = l3_scan(l3, l3->objfd, recon_obj, &r);
+	if (!rc)
+		rc = l3_scan(l3, l3->pfxfd, recon_pfx, &r);
+	if (!rc) {
+		atomic_store_explicit(&l3->st->objects, r.objects, RELAXED);
+		atomic_store_explicit(&l3->st->bytes, r.bytes, RELAXED);
+	}
+	flock_un(l3);
+	if (!rc && l3->opts.budget_bytes && r.bytes > l3->opts.budget_bytes) {
+		int n = sc_l3_evict_to(l3, l3->opts.budget_bytes / 100 * 85);
+		if (n < 0)
+			rc = n;
+	}
+	return rc;
+}
+
+/* ---- open / close ---- */
+
+int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **out)
+{
+	struct sc_l3_opts o = { 0 };
+	if (!dir || !*dir || !out)
+		return -EINVAL;
+	*out = NULL;
+	if (opts)
+		o = *opts;
+	if ((o.flags & ~SC_L3_OPEN_MASK) || o.o_direct < SC_L3_ODIRECT_AUTO || o.o_direct > SC_L3_ODIRECT_OFF ||
+	    o.queue_depth > SC_L3_MAX_QUEUE_DEPTH || (o.file_mode & ~0666u))
+		return -EINVAL;
+	if (!o.queue_depth)
+		o.queue_depth = 64;
+	struct sc_l3 *l3 = calloc(1, sizeof(*l3));
+	if (!l3)
+		return -ENOMEM;
+	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = -1;
+	l3->opts = o;
+	l3->file_mode = o.file_mode ? o.file_mode : 0600;
+	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700;
+	l3->id = atomic_fetch_add_explicit(&next_id, 1, RELAXED);
+	l3->start_time = shm_proc_start_time(getpid());
+	pthread_mutex_init(&l3->mu, NULL);
+	int rc = -ENOMEM;
+	if (!(l3->dir = strdup(dir)))
+		goto cleanup;
+	if (mkdir(dir, l3->dir_mode) < 0 && errno != EEXIST) {
+		rc = -errno;
+		goto cleanup;
+	}
+	if ((rc = l3->dirfd = open_dir_at(AT_FDCWD, dir)) < 0)
+		goto cleanup;
+	const char *subs[] = { "objects", "prefix", "lengths", "quarantine" };
+	int *fds[] = { &l3->objfd, &l3->pfxfd, &l3->lenfd, &l3->quarfd };
+	for (int i = 0; i < 4; i++) {
+		if ((rc = mkdir_at(l3->dirfd, subs[i], l3->dir_mode)) < 0)
+			goto cleanup;
+		if ((rc = *fds[i] = open_dir_at(l3->dirfd, subs[i])) < 0)
+			goto cleanup;
+	}
+	l3->lockfd = openat(l3->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, l3->file_mode);
+	if (l3->lockfd < 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	if ((rc = state_open(l3)))
+		goto cleanup;
+	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && (rc = reconcile(l3)))
+		goto cleanup;
+	*out = l3;
+	return 0;
+cleanup:
+	sc_l3_close(l3);
+	return rc;
+}
+
+void sc_l3_close(struct sc_l3 *l3)
+{
+	if (!l3)
+		return;
+	l3_rings_free(l3);
+	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd };
+	for (int i = 0; i < 6; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (l3->st)
+		munmap(l3->st, sizeof(struct l3_state));
+	pthread_mutex_destroy(&l3->mu);
+	free(l3->lengths);
+	free(l3->dir);
+	free(l3);
+}
+
+/* ---- quarantine, eviction ---- */
+
+int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason)
+{
+	char rel[48], hex[33], qname[80];
+	struct stat sb;
+	l3_obj_relpath(lo, hi, rel);
+	l3_digest_hex(lo, hi, hex);
+	snprintf(qname, sizeof(qname), "%s.%llu.sc3", hex, (unsigned long long)shm_realtime_ns());
+	int have = fstatat(l3->objfd, rel, &sb, 0) == 0;
+	if (renameat(l3->objfd, rel, l3->quarfd, qname) < 0)
+		return -errno; /* someone else moved it first */
+	if (have) {
+		sub_sat(&l3->st->bytes, (uint64_t)sb.st_size);
+		sub_sat(&l3->st->objects, 1);
+	}
+	ADD(quarantined, 1);
+	uint64_t a = lo, b = hi;
+	int64_t why = reason;
+	SC_PROBE(l3_quarantine, a, b, why);
+	l3_invalidate_mirror(l3, lo, hi);
+	return 0;
+}
+
+struct victim {
+	uint64_t lo, hi, bytes;
+	int64_t mtime;
+};
+
+struct victims {
+	struct victim *v;
+	size_t n, cap;
+	uint64_t total;
+};
+
+static int collect(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
+{
+	struct victims *vs = ctx;
+	(void)l3;
+	(void)sub;
+	uint64_t lo, hi;
+	struct stat sb;
+	if (l3_name_digest(name, ".sc3", &lo, &hi) || fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (vs->n == vs->cap) {
+		size_t cap = vs->cap ? vs->cap * 2 : 256;
+		struct victim *v = realloc(vs->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		vs->v = v, vs->cap = cap;
+	}
+	vs->v[vs->n++] = (struct victim){ lo, hi, (uint64_t)sb.st_size,
+					  (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec };
+	vs->total += (uint64_t)sb.st_size;
+	return 0;
+}
+
+static int by_age(const void *a, const void *b)
+{
+	const struct victim *x = a, *y = b;
+	if (x->mtime != y->mtime)
+		return x->mtime < y->mtime ? -1 : 1;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
+{
+	if (!l3)
+		return -EINVAL;
+	int rc = flock_ex(l3);
+	if (rc)
+		return rc;
+	struct victims vs = { 0 };
+	rc = l3_scan(l3, l3->objfd, collect, &vs);
+	int evicted = 0;
+	if (!rc) {
+		qsort(vs.v, vs.n, sizeof(*vs.v), by_age);
+		uint64_t total = vs.total, objects = vs.n;
+		for (size_t i = 0; i < vs.n && total > target; i++) {
+			char rel[48];
+			l3_obj_relpath(vs.v[i].lo, vs.v[i].hi, rel);
+			if (unlinkat(l3->objfd, rel, 0) < 0)
+				continue;
+			total -= vs.v[i].bytes;
+			objects--;
+			evicted++;
+		}
+		atomic_store_explicit(&l3->st->bytes, total, RELAXED);
+		atomic_store_explicit(&l3->st->objects, objects, RELAXED);
+		ADD(evictions, evicted);
+		rc = evicted;
+	}
+	flock_un(l3);
+	free(vs.v);
+	return rc;
+}
+
+/* ---- put ---- */
+
+static int write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov,
+		      int niov, int noreplace)
+{
+	char tmp[96], tmprel[100], finrel[100];
+	snprintf(tmp, sizeof(tmp), ".tmp-%d.%llu.%u", (int)getpid(), (unsigned long long)l3->start_time,
+		 atomic_fetch_add_explicit(&l3->tmp_seq, 1, RELAXED));
+	snprintf(tmprel, sizeof(tmprel), "%s/%s", sub, tmp);
+	snprintf(finrel, sizeof(finrel), "%s/%s", sub, final);
+	int rc = mkdir_at(dfd, sub, l3->dir_mode);
+	if (rc)
+		return rc;
+	int fd = openat(dfd, tmprel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
+	if (fd < 0)
+		return -errno;
+	struct l3_ring *r = l3_ring_get(l3);
+	if (!r) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	if ((rc = l3_ring_writev(r, fd, iov, niov, 0)) || (rc = l3_ring_fsync(r, fd)))
+		goto cleanup;
+	shm_fault_point("l3.put.before_rename");
+	if (noreplace) {
+		if (renameat2(dfd, tmprel, dfd, finrel, RENAME_NOREPLACE) < 0) {
+			rc = -errno;
+			if (rc == -EINVAL) /* filesystem without RENAME_NOREPLACE: link is no-replace too */
+				rc = linkat(dfd, tmprel, dfd, finrel, 0) < 0 ? -errno : 0;
+			unlinkat(dfd, tmprel, 0);
+			if (rc)
+				goto cleanup;
+		}
+	} else if (renameat(dfd, tmprel, dfd, finrel) < 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	close(fd);
+	fd = -1;
+	return fsync_dir_at(dfd, sub);
+cleanup:
+	if (fd >= 0) {
+		close(fd);
+		unlinkat(dfd, tmprel, 0);
+	}
+	return rc;
+}
+
+static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, uint32_t tokens, uint64_t lo, uint64_t hi)
+{
+	char rel[48], hex[33];
+	l3_pfx_relpath(key.low64, key.high64, rel);
+	struct l3_pfx p;
+	int fd = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		int same = l3_read_pfx(fd, &p) == 0 && p.digest_lo == lo && p.digest_hi == hi && p.token_count == tokens;
+		close(fd);
+		if (same)
+			return 0;
+	}
+	p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_FORMAT_VERSION, .token_count = tokens,
+			     .digest_lo = lo, .digest_hi = hi, .prefix_lo = key.low64, .prefix_hi = key.high64,
+			     .created_ns = shm_realtime_ns() };
+	p.check = XXH3_64bits(&p, offsetof(struct l3_pfx, check));
+	l3_digest_hex(key.low64, key.high64, hex);
+	char name[40];
+	snprintf(name, sizeof(name), "%s.pfx", hex);
+	char sub[3] = { hex[0], hex[1], 0 };
+	struct iovec iov = { &p, sizeof(p) };
+	int rc = write_file(l3, l3->pfxfd, sub, name, &iov, 1, 0);
+	if (rc)
+		return rc;
+	/* register the length (idempotent); the lengths directory's mtime tells readers to rescan */
+	char len[16];
+	snprintf(len, sizeof(len), "%u", tokens);
+	if (faccessat(l3->lenfd, len, F_OK, 0) < 0) {
+		fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC, l3->file_mode);
+		if (fd < 0)
+			return -errno;
+		close(fd);
+		fsync(l3->lenfd);
+		pthread_mutex_lock(&l3->mu);
+		l3->lengths_settled = 0;
+		pthread_mutex_unlock(&l3->mu);
+	}
+	return 0;
+}
+
+/* The payload rules of sc_l2_admit: kind, sections, descriptor. */
+static int payload_check(const struct sc_payload *p)
+{
+	if (!p || (p->sec_len[0] && !p->sec[0]) || (p->sec_len[1] && !p->sec[1]) || p->sec_len[0] > L3_MAX_PAYLOAD ||
+	    p->sec_len[1] > L3_MAX_PAYLOAD || !(p->sec_len[0] + p->sec_len[1]))
+		return -EINVAL;
+	switch (p->kind) {
+	case SC_PAYLOAD_FULL_STATE:
+	case SC_PAYLOAD_RECURRENT_ONLY:
+		return p->sec_len[1] || p->kv_desc ? -EINVAL : 0;
+	case SC_PAYLOAD_KV_RECURRENT:
+		if (!p->kv_desc != !p->sec_len[0])
+			return -EINVAL;
+		return p->kv_desc ? sc_kv_desc_validate(p->kv_desc, p->sec_len[0]) : 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_l3_location *loc)
+{
+	if (!l3 || !a || !a->tokens || !a->token_count || payload_check(a->payload))
+		return -EINVAL;
+	const struct sc_payload *pl = a->payload;
+	uint64_t payload = pl->sec_len[0] + pl->sec_len[1], file_bytes = L3_HDR_BLOCK + payload;
+	XXH3_state_t hs;
+	XXH3_128bits_reset(&hs);
+	for (int i = 0; i < 2; i++)
+		if (pl->sec_len[i])
+			XXH3_128bits_update_dispatch(&hs, pl->sec[i], pl->sec_len[i]);
+	XXH128_hash_t dg = XXH3_128bits_digest(&hs), key;
+	l3_prefix_keys(a->ns, a->tokens, &a->token_count, 1, &key);
+	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
+	if (!block)
+		return -ENOMEM;
+	int rc = l3_hdr_build(block, a, dg, key);
+	if (rc)
+		goto cleanup;
+	char rel[48];
+	l3_obj_relpath(dg.low64, dg.high64, rel);
+	struct stat sb;
+	if (fstatat(l3->objfd, rel, &sb, 0) == 0 && (uint64_t)sb.st_size == file_bytes) {
+		ADD(put_dedup, 1);
+	} else {
+		struct statvfs vfs;
+		if (l3->opts.budget_bytes && file_bytes > l3->opts.budget_bytes) {
+			ADD(write_refusals, 1);
+			rc = -E2BIG;
+			goto cleanup;
+		}
+		if (fstatvfs(l3->dirfd, &vfs) == 0 &&
+		    (uint64_t)vfs.f_bavail * vfs.f_frsize < file_bytes + l3->opts.min_free_bytes) {
+			ADD(write_refusals, 1);
+			rc = -ENOSPC;
+			goto cleanup;
+		}
+		uint64_t budget = l3->opts.budget_bytes;
+		if (budget && atomic_load_explicit(&l3->st->bytes, RELAXED) + file_bytes > budget) {
+			uint64_t target = budget / 100 * 85;
+			rc = sc_l3_evict_to(l3, target > file_bytes ? target - file_bytes : 0);
+			if (rc < 0)
+				goto cleanup;
+		}
+		char name[48];
+		struct iovec iov[3] = { { block, L3_HDR_BLOCK } };
+		int niov = 1;
+		for (int i = 0; i < 2; i++)
+			if (pl->sec_len[i])
+				iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
+		snprintf(name, sizeof(name), "%s", rel + 3);
+		char sub[3] = { rel[0], rel[1], 0 };
+		rc = write_file(l3, l3->objfd, sub, name, iov, niov, 1);
+		if (rc == -EEXIST) {
+			ADD(put_dedup, 1);
+		} else if (rc) {
+			if (rc == -ENOSPC || rc == -EDQUOT)
+				ADD(write_refusals, 1);
+			goto cleanup;
+		} else {
+			ADD(puts, 1);
+			ADD(objects, 1);
+			ADD(bytes, file_bytes);
+		}
+	}
+	rc = put_prefix(l3, key, a->token_count, dg.low64, dg.high64);
+	if (!rc && loc) {
+		struct l3_obj_hdr h;
+		l3_hdr_parse(block, 0, &h);
+		l3_hdr_location(block, &h, loc);
+	}
+cleanup:
+	free(block);
+	return rc;
+}
+

@@ -1,0 +1,276 @@
+/*
+ * lib/promote.c — the promotion policy (which L3 fills are published in L2) and single-flight fill
+ * claims, over the shared observation table (shm/obs.c, whose mutex guards everything here).
+ *
+ * The rules, exactly (one observation per (stage, payload digest)):
+ *  - an observation expires SC_PROMOTE_WINDOW_NS after it was first seen (not last seen);
+ *  - consider: terminal -> no. Count the hit. payload > 64 MiB -> terminal, no (exactly 64 MiB is
+ *    fine). Otherwise yes when token_count >= 4096 (first fill) or this is at least the 2nd hit;
+ *  - a "yes" stays non-terminal until sc_promote_attempted (whether or not the admit succeeded),
+ *    so a hand-off that was dropped retries on the next fill;
+ *  - at most min(capacity, 4096) observations: a new one evicts the oldest by first sight, ties by
+ *    digest (as printed: high 64 bits, then low), then stage.
+ * Expired observations are dropped lazily: on lookup, and all at once before an eviction (so a
+ * full table first loses its expired entries, as if they had been dropped when they expired).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "probes.h"
+#include "../shm/obs.h"
+
+static uint64_t now_ns(struct sc_arena *arena)
+{
+	if (arena->promote_now)
+		return arena->promote_now(arena->promote_now_ctx);
+	return shm_now_ns();
+}
+
+void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*fn)(void *ctx), void *ctx)
+{
+	if (!arena)
+		return;
+	arena->promote_now = fn;
+	arena->promote_now_ctx = fn ? ctx : NULL;
+}
+
+static int lock_table(struct sc_arena *arena, struct shm_obs_hdr **out)
+{
+	if (!arena)
+		return -EINVAL;
+	struct shm_obs_hdr *h = shm_obs_table(arena->shm);
+	if (!h)
+		return -EBADMSG;
+	int rc = shm_obs_lock(h);
+	if (rc)
+		return rc;
+	/* count is written under the lock by every process: a hostile value must not drive loops */
+	if (h->count > h->slots)
+		h->count = h->slots;
+	*out = h;
+	return 0;
+}
+
+static int expired(const struct shm_obs_entry *e, uint64_t now)
+{
+	return now > e->first_seen_ns && now - e->first_seen_ns > SC_PROMOTE_WINDOW_NS;
+}
+
+/* Is a older than b (first sight, then digest as printed, then stage)? */
+static int older(const struct shm_obs_entry *a, const struct shm_obs_entry *b)
+{
+	if (a->first_seen_ns != b->first_seen_ns)
+		return a->first_seen_ns < b->first_seen_ns;
+	if (a->digest_hi != b->digest_hi)
+		return a->digest_hi < b->digest_hi;
+	if (a->digest_lo != b->digest_lo)
+		return a->digest_lo < b->digest_lo;
+	return a->stage_id < b->stage_id;
+}
+
+/* Make room for one more observation: drop every expired one, then, if still full, the oldest.
+ * One bounded pass per step over the slots. */
+static void make_room_locked(struct shm_obs_hdr *h, uint32_t max, uint64_t now)
+{
+	struct shm_obs_entry *t = shm_obs_entries(h);
+	for (uint32_t i = 0; i < h->slots;) {
+		/* removal shifts a later entry into slot i: look at i again */
+		if ((t[i].flags & SHM_OBS_USED) && expired(&t[i], now)) {
+			shm_obs_remove_locked(h, &t[i]);
+			h->expired++;
+			continue;
+		}
+		i++;
+	}
+	while (h->count >= max) {
+		struct shm_obs_entry *oldest = NULL;
+		for (uint32_t i = 0; i < h->slots; i++)
+			if ((t[i].flags & SHM_OBS_USED) && (!oldest || older(&t[i], oldest)))
+				oldest = &t[i];
+		if (!oldest) {
+			h->count = 0; /* count disagreed with the slots (hostile or repaired table) */
+			break;
+		}
+		shm_obs_remove_locked(h, oldest);
+		h->evicted++;
+	}
+}
+
+int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, uint64_t token_count,
+			uint64_t payload_bytes, int *why_out)
+{
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	uint64_t now = now_ns(arena);
+	uint32_t max = h->capacity < SC_PROMOTE_MAX_OBSERVATIONS ? h->capacity : SC_PROMOTE_MAX_OBSERVATIONS;
+	h->considered++;
+	struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
+	if (e && expired(e, now)) {
+		shm_obs_remove_locked(h, e);
+		h->expired++;
+		e = NULL;
+	}
+	if (!e) {
+		if (h->count >= max)
+			make_room_locked(h, max, now);
+		e = shm_obs_insert_locked(h, stage_id, d.lo, d.hi);
+		if (!e) {
+			shm_obs_unlock(h);
+			return -EBADMSG; /* no free slot although count < max: the table is corrupted */
+		}
+		e->first_seen_ns = now;
+	}
+	int yes = 0, why;
+	if (e->flags & SHM_OBS_TERMINAL) {
+		why = SC_PROMOTE_WHY_TERMINAL;
+	} else {
+		if (e->hits < UINT32_MAX)
+			e->hits++;
+		if (payload_bytes > SC_PROMOTE_MAX_BYTES) {
+			e->flags |= SHM_OBS_TERMINAL;
+			why = SC_PROMOTE_WHY_OVERSIZE;
+		} else if (token_count >= SC_PROMOTE_RESTART_TOKENS) {
+			yes = 1, why = SC_PROMOTE_WHY_LONG_PREFIX;
+		} else if (e->hits >= 2) {
+			yes = 1, why = SC_PROMOTE_WHY_SECOND_HIT;
+		} else {
+			why = SC_PROMOTE_WHY_FIRST_HIT;
+		}
+	}
+	if (yes)
+		h->promoted++;
+	shm_obs_unlock(h);
+	uint64_t a = stage_id, lo = d.lo, hi = d.hi, tk = token_count, by = payload_bytes;
+	int64_t dec = yes, wy = why;
+	SC_PROBE(promote_decision, a, lo, hi, tk, by, dec, wy);
+	if (why_out)
+		*why_out = why;
+	return yes;
+}
+
+int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d)
+{
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
+	if (e)
+		e->flags |= SHM_OBS_TERMINAL;
+	shm_obs_unlock(h);
+	return e ? 0 : -ENOENT;
+}
+
+int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st)
+{
+	if (!st)
+		return -EINVAL;
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	struct shm_obs_claim *c = shm_obs_claims(h);
+	*st = (struct sc_promote_stats){ .observations = h->count, .capacity = h->capacity,
+					 .considered = h->considered, .promoted = h->promoted,
+					 .evicted = h->evicted, .expired = h->expired, .repairs = h->repairs };
+	for (uint32_t i = 0; i < h->claims; i++)
+		st->claims += c[i].pid != 0;
+	shm_obs_unlock(h);
+	return 0;
+}
+
+/* ---- single-flight claims ---- */
+
+static uint64_t my_start_time(void)
+{
+	static pid_t cached_pid;
+	static uint64_t cached;
+	pid_t pid = getpid();
+	if (pid != cached_pid) { /* first call, or we are a forked child */
+		cached = shm_proc_start_time(pid);
+		cached_pid = pid;
+	}
+	return cached;
+}
+
+static int claim_live(const struct shm_obs_claim *c)
+{
+	return c->pid && shm_proc_alive((int)c->pid, c->start_time);
+}
+
+int sc_fill_claim(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d)
+{
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	struct shm_obs_claim *c = shm_obs_claims(h), *slot = NULL;
+	rc = 0;
+	for (uint32_t i = 0; i < h->claims; i++) {
+		if (c[i].pid && c[i].stage_id == stage_id && c[i].digest_lo == d.lo && c[i].digest_hi == d.hi) {
+			if (claim_live(&c[i])) {
+				rc = -EBUSY;
+				break;
+			}
+			slot = &c[i]; /* the claimer died: its claim is ours now */
+			break;
+		}
+		if (!slot && (!c[i].pid || !claim_live(&c[i])))
+			slot = &c[i];
+	}
+	if (!rc && !slot)
+		rc = -EAGAIN;
+	if (!rc) {
+		*slot = (struct shm_obs_claim){ .stage_id = stage_id, .digest_lo = d.lo, .digest_hi = d.hi,
+						.pid = (uint32_t)getpid(), .tid = (uint32_t)gettid(),
+						.start_time = my_start_time(), .claimed_ns = shm_now_ns() };
+	}
+	shm_obs_unlock(h);
+	return rc;
+}
+
+int sc_fill_release(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d)
+{
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	struct shm_obs_claim *c = shm_obs_claims(h);
+	rc = -ENOENT;
+	for (uint32_t i = 0; i < h->claims; i++)
+		if (c[i].pid == (uint32_t)getpid() && c[i].stage_id == stage_id && c[i].digest_lo == d.lo &&
+		    c[i].digest_hi == d.hi) {
+			c[i] = (struct shm_obs_claim){ 0 };
+			rc = 0;
+			break;
+		}
+	shm_obs_unlock(h);
+	return rc;
+}
+
+int sc_fill_wait(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, int64_t timeout_ns)
+{
+	uint64_t deadline = shm_now_ns() + (timeout_ns > 0 ? (uint64_t)timeout_ns : 0);
+	for (;;) {
+		struct shm_obs_hdr *h;
+		int rc = lock_table(arena, &h), busy = 0;
+		if (rc)
+			return rc;
+		struct shm_obs_claim *c = shm_obs_claims(h);
+		for (uint32_t i = 0; i < h->claims && !busy; i++)
+			busy = c[i].pid && c[i].stage_id == stage_id && c[i].digest_lo == d.lo && c[i].digest_hi == d.hi &&
+			       claim_live(&c[i]);
+		shm_obs_unlock(h);
+		if (!busy)
+			return 0;
+		if (timeout_ns >= 0 && shm_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 1000000 }; /* 1 ms: a fill takes longer than that */
+		nanosleep(&ts, NULL);
+	}
+}

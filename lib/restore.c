@@ -1,0 +1,205 @@
+/*
+ * lib/restore.c — the restore path: L3 locate -> L2 lookup validated against the location ->
+ * fill from L3 into an arena reservation -> promotion policy -> publish in place (origin FROM_L3).
+ *
+ * Ownership of the filled memory: the reservation (sc_l2_reserve) is private to this process
+ * until sc_l2_publish consumes it; if this process dies first, the L2 tier's repair frees it. A
+ * reservation is released only after its fill was reaped (sc_l3_fill returns only then), so no
+ * read is ever in flight into freed memory. Single flight: the fill of one (stage, digest) is
+ * claimed in the arena's claim table for the duration of fill + decision + publish.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2.h"
+#include "l3_priv.h"
+
+#define WAIT_NS (60ull * 1000000000ull) /* SC_RESTORE_WAIT: longest wait for another filler */
+
+enum { R_NONE = 0, R_LEASE = 1, R_RESV = 2, R_HEAP = 3 };
+
+int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena)
+{
+	if (!l3 || !arena)
+		return -EINVAL;
+	l3->arena = arena;
+	/* registering pins every page of the range in each thread's ring: cheap on hugetlbfs (a few
+	 * ms per GiB, already faulted), slow on 4 KiB shmem (~0.4 ms per MiB), where plain reads win */
+	if (arena->shm->page_size < (2u << 20))
+		return 0;
+	uint64_t size;
+	void *heap = shm_region(arena->shm, SHM_REGION_HEAP, &size);
+	return sc_l3_register_memory(l3, heap, size);
+}
+
+void l3_invalidate_mirror(struct sc_l3 *l3, uint64_t lo, uint64_t hi)
+{
+	if (l3->arena)
+		sc_l2_invalidate_digest(l3->arena, (struct sc_digest){ lo, hi });
+}
+
+static void from_lease(struct sc_restore *out)
+{
+	const struct sc_lease *l = &out->lease_;
+	out->sec[0] = l->sec[0], out->sec[1] = l->sec[1];
+	out->sec_len[0] = l->sec_len[0], out->sec_len[1] = l->sec_len[1];
+	out->kind = l->kind;
+	out->token_count = (uint32_t)l->token_count;
+	out->digest = l->digest;
+	out->has_kv_desc = l->has_kv_desc;
+	if (l->has_kv_desc)
+		out->kv_desc = l->kv_desc;
+	out->state_ = R_LEASE;
+}
+
+/* An L2 hit, validated against the location: 0, or -ENOENT (miss, mismatch, unusable entry). */
+static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, const struct sc_l3_location *loc,
+		  struct sc_restore *out)
+{
+	struct sc_location where = { loc->token_count, loc->digest };
+	int rc = sc_l2_get(st, ns, tokens, loc->token_count, &where, &out->lease_);
+	if (rc)
+		return rc == -EMFILE ? rc : -ENOENT;
+	if (out->lease_.has_kv_desc &&
+	    sc_kv_desc_validate_restore(&out->lease_.kv_desc, out->lease_.sec_len[0], loc->token_count)) {
+		/* a mirror that cannot restore this prefix: drop it and fill from L3 instead */
+		struct sc_key key = out->lease_.key;
+		sc_lease_release(&out->lease_);
+		sc_l2_remove(st, key);
+		return -ENOENT;
+	}
+	from_lease(out);
+	out->source = SC_RESTORE_FROM_L2;
+	out->promote_why = -1;
+	return 0;
+}
+
+int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens, size_t n,
+	       uint32_t flags, struct sc_restore *out)
+{
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!st || !l3 || !tokens || !n || n > UINT32_MAX || (flags & ~SC_RESTORE_MASK))
+		return -EINVAL;
+	struct sc_arena *arena = st->arena;
+	uint64_t stage_id = sc_stage_id(st), t0 = shm_now_ns(), t1, t2;
+	struct sc_l3_location loc;
+	int rc = sc_l3_locate_longest(l3, ns, tokens, (uint32_t)n, &loc);
+	t1 = shm_now_ns();
+	out->locate_ns = t1 - t0;
+	if (rc <= 0)
+		return rc ? rc : -ENOENT;
+	if (loc.has_kv_desc && sc_kv_desc_validate_restore(&loc.kv_desc, loc.sec_len[0], loc.token_count))
+		return -EBADMSG; /* durable but not a restore of this prefix */
+	rc = try_l2(st, ns, tokens, &loc, out);
+	t2 = shm_now_ns();
+	out->lookup_ns = t2 - t1;
+	if (rc != -ENOENT)
+		goto done;
+
+	int claimed = 0;
+	rc = sc_fill_claim(arena, stage_id, loc.digest);
+	if (rc == 0) {
+		claimed = 1;
+	} else if (rc == -EBUSY) {
+		if (!(flags & SC_RESTORE_WAIT))
+			goto done;
+		out->waited = 1;
+		rc = sc_fill_wait(arena, stage_id, loc.digest, (int64_t)WAIT_NS);
+		if (rc)
+			goto done;
+		rc = try_l2(st, ns, tokens, &loc, out);
+		if (rc != -ENOENT)
+			goto done;
+		/* the other fill was not promoted: fill for ourselves (unclaimed) */
+	} else if (rc != -EAGAIN) {
+		goto done; /* -EAGAIN: the claim table is full; fill without single flight */
+	}
+
+	/* room for an O_DIRECT read of the rounded-up tail */
+	uint64_t room = (loc.payload_bytes + 4095) & ~4095ull;
+	void *dst;
+	rc = sc_l2_reserve(st, room, &out->resv_);
+	if (rc == 0) {
+		dst = out->resv_.ptr;
+		out->state_ = R_RESV;
+	} else if (rc == -E2BIG || rc == -ENOSPC) {
+		/* L2 cannot hold it: a private lease in process memory */
+		if (!(out->heap_ = dst = aligned_alloc(4096, room))) {
+			rc = -ENOMEM;
+			goto unclaim;
+		}
+		out->state_ = R_HEAP;
+	} else {
+		goto unclaim;
+	}
+	struct sc_l3_fill_req req = { .loc = &loc, .dst = dst, .dst_bytes = room, .stage_id = stage_id };
+	rc = l3_fill_req(l3, &req);
+	out->fill_ns = shm_now_ns() - t2;
+	out->direct = req.direct;
+	if (rc) {
+		if (rc == -EBADMSG) /* quarantined: no mirror of it may be served either */
+			sc_l2_invalidate_digest(arena, loc.digest);
+		sc_restore_release(out);
+		goto unclaim;
+	}
+	out->sec[0] = dst;
+	out->sec[1] = (const uint8_t *)dst + loc.sec_len[0];
+	out->sec_len[0] = loc.sec_len[0], out->sec_len[1] = loc.sec_len[1];
+	out->kind = loc.kind;
+	out->token_count = loc.token_count;
+	out->digest = loc.digest;
+	out->has_kv_desc = loc.has_kv_desc;
+	if (loc.has_kv_desc)
+		out->kv_desc = loc.kv_desc;
+	out->source = SC_RESTORE_FROM_L3;
+
+	int why = SC_PROMOTE_WHY_FIRST_HIT;
+	int yes = sc_promote_consider(arena, stage_id, loc.digest, loc.token_count, loc.payload_bytes, &why);
+	out->promote_why = why;
+	if (yes == 1 && out->state_ == R_RESV) {
+		struct sc_lease lease;
+		int prc = sc_l2_publish(st, ns, tokens, loc.token_count, loc.digest, &out->resv_, loc.kind, loc.sec_len[0],
+					loc.sec_len[1], loc.has_kv_desc ? &loc.kv_desc : NULL, SC_ORIGIN_FROM_L3, &lease);
+		if (prc == 0) {
+			out->lease_ = lease;
+			from_lease(out);
+			out->promoted = 1;
+		}
+	}
+	if (yes == 1)
+		sc_promote_attempted(arena, stage_id, loc.digest); /* terminal whether or not it was admitted */
+	rc = 0;
+unclaim:
+	if (claimed)
+		sc_fill_release(arena, stage_id, loc.digest);
+done:
+	out->total_ns = shm_now_ns() - t0;
+	if (rc) {
+		sc_restore_release(out);
+		return rc;
+	}
+	return (int)out->token_count;
+}
+
+void sc_restore_release(struct sc_restore *r)
+{
+	if (!r)
+		return;
+	switch (r->state_) {
+	case R_LEASE:
+		sc_lease_release(&r->lease_);
+		break;
+	case R_RESV:
+		sc_l2_reserve_release(&r->resv_);
+		break;
+	case R_HEAP:
+		free(r->heap_);
+		break;
+	}
+	r->heap_ = NULL;
+	r->state_ = R_NONE;
+	r->sec[0] = r->sec[1] = NULL;
+}

@@ -1,0 +1,727 @@
+/* tests/check_l3.c — the L3 store: format round trip, locate, fills (single and batch),
+ * verification and quarantine, reconciliation, budget, multi-process puts. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/l3_priv.h"
+#include "../shm/fault.h"
+#include "../shm/heap.h"
+
+static char tmpdir[64];
+
+static void mkdir_tmp(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-l3-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb, (void)flag, (void)f;
+	return remove(p);
+}
+
+static void rm_tmp(void)
+{
+	if (tmpdir[0])
+		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir[0] = 0;
+}
+
+static struct sc_l3 *open_l3(const struct sc_l3_opts *o)
+{
+	struct sc_l3 *l3 = NULL;
+	int rc = sc_l3_open(tmpdir, o, &l3);
+	ck_assert_msg(rc == 0, "sc_l3_open: %s", sc_strerror(rc));
+	return l3;
+}
+
+static void fill_bytes(uint8_t *p, size_t n, unsigned seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static int32_t toks[8192];
+static void init_tokens(void)
+{
+	for (int i = 0; i < 8192; i++)
+		toks[i] = i * 7 + 3;
+}
+
+/* Put a FULL_STATE payload of @n bytes (seeded) for the first @ntok tokens. */
+static int put_full(struct sc_l3 *l3, const char *ns, uint32_t ntok, size_t n, unsigned seed, struct sc_l3_location *loc)
+{
+	uint8_t *b = malloc(n);
+	fill_bytes(b, n, seed);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	struct sc_l3_put_args a = { .model_identity = "m", .state_identity = "s", .ns = ns, .tokens = toks,
+				    .token_count = ntok, .payload = &pl };
+	int rc = sc_l3_put(l3, &a, loc);
+	free(b);
+	return rc;
+}
+
+static void *abuf(size_t n)
+{
+	void *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+static void check_fill(struct sc_l3 *l3, const struct sc_l3_location *loc, unsigned seed, uint32_t flags)
+{
+	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
+	uint8_t *dst = abuf(cap), *want = malloc(loc->payload_bytes);
+	fill_bytes(want, loc->payload_bytes, seed);
+	int rc = sc_l3_fill(l3, loc, dst, cap, flags);
+	ck_assert_msg(rc == 0, "fill: %s", sc_strerror(rc));
+	ck_assert(memcmp(dst, want, loc->payload_bytes) == 0);
+	free(dst);
+	free(want);
+}
+
+static void setup(void)
+{
+	init_tokens();
+	mkdir_tmp();
+	atexit(rm_tmp); /* a failed assertion exits the test process without the teardown */
+}
+
+static void teardown(void)
+{
+	rm_tmp();
+}
+
+START_TEST(round_trip_every_kind)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_l3_stats st;
+	/* FULL_STATE and RECURRENT_ONLY: one section */
+	for (int kind = SC_PAYLOAD_FULL_STATE; kind <= SC_PAYLOAD_RECURRENT_ONLY; kind++) {
+		size_t n = 100000 + (size_t)kind;
+		uint8_t *b = malloc(n);
+		fill_bytes(b, n, (unsigned)kind);
+		struct sc_payload pl = { .kind = (uint32_t)kind, .sec = { b }, .sec_len = { n } };
+		struct sc_l3_put_args a = { .ns = "ns", .tokens = toks, .token_count = 10u + (uint32_t)kind, .payload = &pl };
+		struct sc_l3_location put_loc, loc;
+		ck_assert_int_eq(sc_l3_put(l3, &a, &put_loc), 0);
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", toks, 10u + (uint32_t)kind, &loc), 10 + kind);
+		ck_assert_int_eq(loc.kind, kind);
+		ck_assert(sc_digest_equal(loc.digest, sc_digest(b, n)));
+		ck_assert(sc_digest_equal(loc.digest, put_loc.digest));
+		ck_assert_int_eq(loc.payload_bytes, n);
+		ck_assert_int_eq(loc.has_kv_desc, 0);
+		check_fill(l3, &loc, (unsigned)kind, 0);
+		check_fill(l3, &loc, (unsigned)kind, SC_L3_FILL_BUFFERED);
+		free(b);
+	}
+	/* KV_RECURRENT: kv + recurrent + descriptor */
+	size_t kvn = 64 * 1024, recn = 5000;
+	uint8_t *w = malloc(kvn + recn);
+	fill_bytes(w, kvn + recn, 77);
+	struct sc_kv_desc d = { .version = 1, .layer_start = 0, .layer_end = 4, .layer_count = 4, .token_start = 0,
+				.token_count = 20, .k_row_bytes = 128, .v_row_bytes = 128, .payload_bytes = kvn };
+	ck_assert_int_eq(sc_kv_desc_validate(&d, kvn), 0);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { w, w + kvn }, .sec_len = { kvn, recn },
+				 .kv_desc = &d };
+	struct sc_l3_put_args a = { .ns = "kv", .tokens = toks, .token_count = 20, .payload = &pl };
+	ck_assert_int_eq(sc_l3_put(l3, &a, NULL), 0);
+	struct sc_l3_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "kv", toks, 100, &loc), 20);
+	ck_assert_int_eq(loc.kind, SC_PAYLOAD_KV_RECURRENT);
+	ck_assert_int_eq(loc.sec_len[0], kvn);
+	ck_assert_int_eq(loc.sec_len[1], recn);
+	ck_assert_int_eq(loc.has_kv_desc, 1);
+	ck_assert(memcmp(&loc.kv_desc, &d, sizeof(d)) == 0);
+	check_fill(l3, &loc, 77, 0);
+	/* KV_RECURRENT with an empty KV section: no descriptor */
+	struct sc_payload pl2 = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { NULL, w }, .sec_len = { 0, recn } };
+	a.payload = &pl2;
+	a.ns = "kv2";
+	ck_assert_int_eq(sc_l3_put(l3, &a, NULL), 0);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "kv2", toks, 20, &loc), 20);
+	ck_assert_int_eq(loc.has_kv_desc, 0);
+	check_fill(l3, &loc, 77, 0);
+	/* payload rules: descriptor without KV, bad descriptor, second section on FULL_STATE */
+	struct sc_payload bad = pl;
+	d.payload_bytes = kvn + 1;
+	a.payload = &bad;
+	ck_assert_int_eq(sc_l3_put(l3, &a, NULL), -EINVAL);
+	struct sc_payload bad2 = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { w, w }, .sec_len = { 10, 10 } };
+	a.payload = &bad2;
+	ck_assert_int_eq(sc_l3_put(l3, &a, NULL), -EINVAL);
+	bad2.kind = 9;
+	ck_assert_int_eq(sc_l3_put(l3, &a, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_int_eq(st.objects, 4);
+	ck_assert_uint_ge(st.fills, 5);
+	ck_assert_int_eq(st.verify_failures, 0);
+	free(w);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(locate_longest_first)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	ck_assert_int_eq(put_full(l3, "a", 3, 128, 3, NULL), 0);
+	ck_assert_int_eq(put_full(l3, "a", 300, 4096, 300, NULL), 0);
+	ck_assert_int_eq(put_full(l3, "a", 1000, 5000, 1000, NULL), 0);
+	ck_assert_int_eq(put_full(l3, "b", 500, 128, 500, NULL), 0);
+	struct sc_l3_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 2000, &loc), 1000);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 999, &loc), 300);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 299, &loc), 3);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 2, &loc), 0);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "c", toks, 2000, &loc), 0);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "b", toks, 2000, &loc), 500);
+	/* a different token at position 100 hides every prefix longer than 100 */
+	int32_t other[2000];
+	memcpy(other, toks, sizeof(other));
+	other[100] = -1;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", other, 2000, &loc), 3);
+	/* another handle (another process's view) sees the same index */
+	struct sc_l3 *l3b = open_l3(NULL);
+	ck_assert_int_eq(sc_l3_locate_longest(l3b, "a", toks, 2000, &loc), 1000);
+	ck_assert_int_eq(put_full(l3b, "a", 1500, 100, 1500, NULL), 0);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 2000, &loc), 1500);
+	check_fill(l3, &loc, 1500, 0);
+	/* bad arguments */
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 0, &loc), -EINVAL);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", NULL, 10, &loc), -EINVAL);
+	sc_l3_close(l3b);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(put_is_idempotent_and_refusals_counted)
+{
+	struct sc_l3_opts o = { .budget_bytes = 1 << 20 };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_l3_stats st;
+	ck_assert_int_eq(put_full(l3, "n", 10, 1000, 1, NULL), 0);
+	ck_assert_int_eq(put_full(l3, "n", 10, 1000, 1, NULL), 0);
+	ck_assert_int_eq(put_full(l3, "n", 11, 1000, 1, NULL), 0); /* same payload, another prefix */
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.objects, 1);
+	ck_assert_int_eq(st.put_dedup, 2);
+	struct sc_l3_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "n", toks, 11, &loc), 11);
+	ck_assert_int_eq(put_full(l3, "n", 12, 2 << 20, 2, NULL), -E2BIG);
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.write_refusals, 1);
+	sc_l3_close(l3);
+	o = (struct sc_l3_opts){ .min_free_bytes = 1ull << 60 };
+	l3 = open_l3(&o);
+	ck_assert_int_eq(put_full(l3, "n", 13, 1000, 3, NULL), -ENOSPC);
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.write_refusals, 2);
+	ck_assert_int_eq(st.objects, 1);
+	sc_l3_close(l3);
+	/* bad options */
+	struct sc_l3 *x;
+	o = (struct sc_l3_opts){ .flags = 0x100 };
+	ck_assert_int_eq(sc_l3_open(tmpdir, &o, &x), -EINVAL);
+	o = (struct sc_l3_opts){ .o_direct = 7 };
+	ck_assert_int_eq(sc_l3_open(tmpdir, &o, &x), -EINVAL);
+	ck_assert_int_eq(sc_l3_open(NULL, NULL, &x), -EINVAL);
+}
+END_TEST
+
+/* Corrupt the object of @loc with @how, then check it is quarantined and never served. */
+enum { C_MAGIC, C_VERSION, C_CHECKSUM, C_TRUNCATE, C_PAYLOAD, C_LENGTH, C_EXTEND, C_COUNT };
+
+static void corrupt(const struct sc_l3_location *loc, int how)
+{
+	char rel[48], path[200];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t block[L3_HDR_BLOCK];
+	ck_assert_int_eq(pread(fd, block, sizeof(block), 0), (ssize_t)sizeof(block));
+	struct l3_obj_hdr *h = (struct l3_obj_hdr *)block;
+	int rewrite_check = 0;
+	switch (how) {
+	case C_MAGIC: block[0] ^= 1; break;
+	case C_VERSION: h->version = 99; rewrite_check = 1; break;
+	case C_CHECKSUM: block[L3_HDR_FIXED + 1] ^= 0x40; break; /* in the strings: only the checksum sees it */
+	case C_TRUNCATE: ck_assert_int_eq(ftruncate(fd, (off_t)(loc->file_bytes - 1)), 0); break;
+	case C_PAYLOAD: {
+		uint8_t b;
+		ck_assert_int_eq(pread(fd, &b, 1, L3_HDR_BLOCK + 17), 1);
+		b ^= 0x01;
+		ck_assert_int_eq(pwrite(fd, &b, 1, L3_HDR_BLOCK + 17), 1);
+		break;
+	}
+	case C_LENGTH: h->section_bytes[0] = 1ull << 50; h->payload_bytes = 1ull << 50; rewrite_check = 1; break;
+	case C_EXTEND: ck_assert_int_eq(ftruncate(fd, (off_t)(loc->file_bytes + 4096)), 0); break;
+	}
+	if (rewrite_check)
+		h->check = l3_hdr_check(block);
+	if (how != C_TRUNCATE && how != C_PAYLOAD && how != C_EXTEND)
+		ck_assert_int_eq(pwrite(fd, block, sizeof(block), 0), (ssize_t)sizeof(block));
+	close(fd);
+}
+
+static int count_dir(const char *sub)
+{
+	char path[200];
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, sub);
+	DIR *d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+START_TEST(every_corruption_is_quarantined)
+{
+	for (int how = 0; how < C_COUNT; how++) {
+		struct sc_l3 *l3 = open_l3(NULL);
+		struct sc_l3_location loc, loc2;
+		uint32_t ntok = 50u + (uint32_t)how;
+		ck_assert_int_eq(put_full(l3, "q", ntok, 20000, 100u + (unsigned)how, &loc), 0);
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "q", toks, ntok, &loc), (int)ntok);
+		corrupt(&loc, how);
+		size_t cap = 1 << 20;
+		uint8_t *dst = abuf(cap);
+		int rc = sc_l3_fill(l3, &loc, dst, cap, 0);
+		ck_assert_msg(rc == -EBADMSG, "corruption %d: fill returned %d", how, rc);
+		free(dst);
+		ck_assert_int_eq(count_dir("quarantine"), how + 1);
+		/* never served again: the prefix no longer resolves, the digest is gone */
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "q", toks, ntok, &loc2), 0);
+		ck_assert_int_eq(sc_l3_lookup(l3, loc.digest, &loc2), -ENOENT);
+		struct sc_l3_stats st;
+		sc_l3_stats(l3, &st);
+		ck_assert_uint_ge(st.quarantined, 1);
+		ck_assert_uint_ge(st.verify_failures, 1);
+		sc_l3_close(l3);
+	}
+}
+END_TEST
+
+START_TEST(corrupt_header_found_by_locate_and_reconcile)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_l3_location loc, loc2;
+	ck_assert_int_eq(put_full(l3, "r", 7, 9000, 7, &loc), 0);
+	ck_assert_int_eq(put_full(l3, "r", 8, 9000, 8, &loc2), 0);
+	corrupt(&loc, C_MAGIC);
+	/* locate reads the header: a bad one is quarantined and probing goes on */
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "r", toks, 7, &loc2), 0);
+	ck_assert_int_eq(count_dir("quarantine"), 1);
+	sc_l3_close(l3);
+	/* reconciliation at open: bad header quarantined, dangling prefix entry dropped */
+	l3 = open_l3(NULL);
+	ck_assert_int_eq(put_full(l3, "r", 9, 9000, 9, &loc), 0);
+	sc_l3_close(l3);
+	corrupt(&loc, C_VERSION);
+	char rel[48], path[256];
+	l3 = open_l3(NULL); /* reconciles: the bad version is quarantined */
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "r", toks, 8, &loc2), 8);
+	sc_l3_close(l3);
+	l3_obj_relpath(loc2.digest.lo, loc2.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	ck_assert_int_eq(unlink(path), 0); /* object 8 vanishes behind the index's back */
+	l3 = open_l3(NULL);
+	ck_assert_int_eq(count_dir("quarantine"), 2);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.objects, 0);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "r", toks, 100, &loc2), 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(hostile_prefix_entries_and_links)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_l3_location loc, l2;
+	ck_assert_int_eq(put_full(l3, "h", 5, 1000, 5, &loc), 0);
+	ck_assert_int_eq(put_full(l3, "h", 9, 1000, 9, NULL), 0);
+	/* scribble over the prefix entry of length 9: it is dropped, the shorter prefix serves */
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "for f in $(find %s/prefix -name '*.pfx'); do "
+		 "if [ $(od -An -tu4 -j12 -N4 $f) = 9 ]; then printf 'garbage' | dd of=$f bs=1 seek=30 conv=notrunc 2>/dev/null; fi; done",
+		 tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "h", toks, 20, &l2), 5);
+	snprintf(cmd, sizeof(cmd), "test $(find %s/prefix -name '*.pfx' | wc -l) = 1", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+	/* an object path replaced by a symlink is not followed */
+	char rel[48], path[256];
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(symlink("/etc/passwd", path), 0);
+	uint8_t *dst = abuf(8192);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, 8192, 0), -ELOOP);
+	free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(batch_fills)
+{
+	struct sc_l3_opts o = { .queue_depth = 8 };
+	struct sc_l3 *l3 = open_l3(&o);
+	enum { N = 40 };
+	struct sc_l3_location loc[N];
+	struct sc_l3_fill_req req[N], *rp[N], *done[N];
+	uint8_t *dst[N];
+	for (int i = 0; i < N; i++) {
+		size_t n = 1000u + (size_t)i * 3000u;
+		ck_assert_int_eq(put_full(l3, "batch", 100u + (uint32_t)i, n, 1000u + (unsigned)i, &loc[i]), 0);
+		dst[i] = abuf(n);
+		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = dst[i], .dst_bytes = (n + 4095) / 4096 * 4096,
+						  .user_data = (uint64_t)i, .flags = i % 2 ? SC_L3_FILL_BUFFERED : 0 };
+		rp[i] = &req[i];
+	}
+	int submitted = 0, reaped = 0, seen[N] = { 0 };
+	while (reaped < N) {
+		int k = sc_l3_fill_submit(l3, rp + submitted, (unsigned)(N - submitted));
+		ck_assert_int_ge(k, 0);
+		ck_assert_int_le(k, 8);
+		submitted += k;
+		int r = sc_l3_fill_reap(l3, done, N, 1000000000);
+		ck_assert_int_ge(r, 0);
+		for (int j = 0; j < r; j++) {
+			int i = (int)done[j]->user_data;
+			ck_assert_int_eq(done[j]->result, 0);
+			ck_assert_int_eq(seen[i], 0);
+			seen[i] = 1;
+			uint8_t *want = malloc(loc[i].payload_bytes);
+			fill_bytes(want, loc[i].payload_bytes, 1000u + (unsigned)i);
+			ck_assert(memcmp(want, dst[i], loc[i].payload_bytes) == 0);
+			free(want);
+		}
+		reaped += r;
+	}
+	ck_assert_int_eq(sc_l3_fill_inflight(l3), 0);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, done, N, 0), 0);
+	/* requests that fail before I/O complete at once */
+	struct sc_l3_location missing = loc[0];
+	missing.digest.lo ^= 1;
+	struct sc_l3_fill_req bad[2] = { { .loc = &missing, .dst = dst[0], .dst_bytes = 1 << 20 },
+					 { .loc = &loc[1], .dst = dst[1], .dst_bytes = 1 } };
+	struct sc_l3_fill_req *bp[2] = { &bad[0], &bad[1] };
+	ck_assert_int_eq(sc_l3_fill_submit(l3, bp, 2), 2);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, done, N, 0), 2);
+	ck_assert_int_eq(bad[0].result, -ENOENT);
+	ck_assert_int_eq(bad[1].result, -EINVAL);
+	for (int i = 0; i < N; i++)
+		free(dst[i]);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(o_direct_modes)
+{
+	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	if (!st.dio_mem_align) {
+		sc_skip("no statx DIO alignment on %s", tmpdir);
+		sc_l3_close(l3);
+		return;
+	}
+	struct sc_l3_location loc;
+	ck_assert_int_eq(put_full(l3, "d", 9, 100001, 9, &loc), 0);
+	uint8_t *dst = abuf(200000);
+	struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = 200000 }, *rp = &r, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_int_eq(r.result, 0);
+	ck_assert_int_eq(r.direct, 1);
+	/* misaligned destination or no room for the rounded-up tail: buffered, still correct */
+	r = (struct sc_l3_fill_req){ .loc = &loc, .dst = dst + 1, .dst_bytes = 199999 };
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_int_eq(r.result, 0);
+	ck_assert_int_eq(r.direct, 0);
+	uint8_t *want = malloc(100001);
+	fill_bytes(want, 100001, 9);
+	ck_assert(memcmp(want, dst + 1, 100001) == 0);
+	r = (struct sc_l3_fill_req){ .loc = &loc, .dst = dst, .dst_bytes = 100001 };
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_int_eq(r.result, 0);
+	ck_assert_int_eq(r.direct, 0);
+	sc_l3_close(l3);
+	/* auto: a warm file is read buffered, a cold one direct */
+	o.o_direct = SC_L3_ODIRECT_AUTO;
+	l3 = open_l3(&o);
+	r = (struct sc_l3_fill_req){ .loc = &loc, .dst = dst, .dst_bytes = 200000 };
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_int_eq(r.direct, 0);
+	char rel[48], path[256];
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	int fd = open(path, O_RDONLY);
+	fdatasync(fd);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_int_eq(r.result, 0);
+	ck_assert_int_eq(r.direct, 1);
+	ck_assert(memcmp(want, dst, 100001) == 0);
+	free(want);
+	free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(fill_into_arena_heap)
+{
+	const char *name;
+	/* on hugetlbfs when there is one: then the heap is registered memory and fills use READ_FIXED */
+	struct sc_arena_opts ao = { .size_bytes = 64 << 20, .huge = _i ? SC_HUGE_OFF : SC_HUGE_AUTO };
+	struct sc_arena *a = sc_test_arena_opts("l3heap", &ao, &name);
+	struct sc_l3 *l3 = open_l3(NULL);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, a), 0);
+	struct l3_ring *ring = l3_ring_get(l3);
+	ck_assert_ptr_nonnull(ring);
+	if (a->shm->page_size >= (2u << 20))
+		ck_assert_msg(ring->reg_ok && ring->nreg == 2, "heap not registered (%d, %d)", ring->reg_ok, ring->nreg);
+	else if (!_i)
+		sc_skip("no hugetlbfs arena: the registered-buffer path is not exercised");
+	struct sc_l3_location loc;
+	ck_assert_int_eq(put_full(l3, "h", 77, 3 << 20, 77, &loc), 0);
+	uint64_t off;
+	int rc = shm_heap_alloc(a->shm, 4 << 20, 0, &off);
+	ck_assert_msg(rc == 0, "heap alloc: %s", sc_strerror(rc));
+	uint8_t *dst = shm_ptr(a->shm, off, 4 << 20);
+	ck_assert_ptr_nonnull(dst);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, 4 << 20, 0), 0);
+	uint8_t *want = malloc(3 << 20);
+	fill_bytes(want, 3 << 20, 77);
+	ck_assert(memcmp(want, dst, 3 << 20) == 0);
+	memset(dst, 0, 3 << 20);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, 4 << 20, SC_L3_FILL_BUFFERED), 0);
+	ck_assert(memcmp(want, dst, 3 << 20) == 0);
+	free(want);
+	shm_heap_free(a->shm, off);
+	sc_l3_close(l3);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Set the object's last use @secs seconds back. */
+static void age_object(const struct sc_l3_location *loc, int secs)
+{
+	char rel[48], path[256];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	struct timespec ts[2];
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= secs;
+	ts[1] = ts[0];
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+START_TEST(budget_evicts_lru_to_85_percent)
+{
+	/* 10 objects of 100 KiB (+4 KiB header) fit a 1 MiB budget; the 11th forces eviction */
+	struct sc_l3_opts o = { .budget_bytes = 1 << 20 };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_l3_location loc[12];
+	for (int i = 0; i < 9; i++) {
+		ck_assert_int_eq(put_full(l3, "b", 10u + (uint32_t)i, 100 << 10, 500u + (unsigned)i, &loc[i]), 0);
+		age_object(&loc[i], 3600 - i); /* as if put an hour ago, in this order */
+	}
+	/* use the two oldest: they become the most recent */
+	check_fill(l3, &loc[0], 500, 0);
+	check_fill(l3, &loc[1], 501, 0);
+	ck_assert_int_eq(put_full(l3, "b", 30, 100 << 10, 530, &loc[10]), 0);
+	ck_assert_int_eq(put_full(l3, "b", 31, 100 << 10, 531, &loc[11]), 0);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_ge(st.evictions, 1);
+	ck_assert_uint_le(st.bytes, 1 << 20);
+	struct sc_l3_location x;
+	/* the filled ones and the newest survive; the oldest unfilled went first */
+	ck_assert_int_eq(sc_l3_lookup(l3, loc[0].digest, &x), 0);
+	ck_assert_int_eq(sc_l3_lookup(l3, loc[1].digest, &x), 0);
+	ck_assert_int_eq(sc_l3_lookup(l3, loc[11].digest, &x), 0);
+	ck_assert_int_eq(sc_l3_lookup(l3, loc[2].digest, &x), -ENOENT);
+	/* the prefix of an evicted object no longer resolves: the next shorter one does */
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "b", toks, 12, &x), 11);
+	/* reopening with a smaller budget evicts at once, down to 85% of it */
+	sc_l3_close(l3);
+	o.budget_bytes = 500 << 10;
+	l3 = open_l3(&o);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_le(st.bytes, (500 << 10) / 100 * 85);
+	ck_assert_int_eq(sc_l3_lookup(l3, loc[11].digest, &x), 0);
+	/* explicit eviction */
+	ck_assert_int_gt(sc_l3_evict_to(l3, 0), 0);
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.bytes, 0);
+	ck_assert_int_eq(st.objects, 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(killed_put_leaves_nothing_visible)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *l3 = NULL;
+		if (sc_l3_open(tmpdir, NULL, &l3))
+			_exit(3);
+		shm_fault_arm("l3.put.before_rename");
+		put_full(l3, "k", 40, 1 << 20, 40, NULL);
+		_exit(4); /* not reached */
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* the temp file is there, but no object and no prefix */
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_l3_location loc;
+	ck_assert_int_eq(sc_l3_list(l3, NULL, NULL), 0);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "k", toks, 40, &loc), 0);
+	sc_l3_close(l3);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "test -n \"$(find %s/objects -name '.tmp-*')\"", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+	/* reconciliation removes it */
+	l3 = open_l3(NULL);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s/objects -name '.tmp-*')\"", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+	/* and the same put now works */
+	ck_assert_int_eq(put_full(l3, "k", 40, 1 << 20, 40, &loc), 0);
+	check_fill(l3, &loc, 40, 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(real_kill_during_big_puts)
+{
+	/* a writer killed -9 at an arbitrary moment: whatever is visible verifies */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *l3 = NULL;
+		if (sc_l3_open(tmpdir, NULL, &l3))
+			_exit(3);
+		for (unsigned i = 0;; i++)
+			put_full(l3, "big", 10 + i % 4000, 8 << 20, i, NULL);
+	}
+	usleep(300000);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	struct sc_l3 *l3 = open_l3(NULL);
+	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s -name '.tmp-*')\"", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(concurrent_puts_from_processes)
+{
+	enum { P = 4, K = 12 };
+	pid_t pids[P];
+	for (int p = 0; p < P; p++) {
+		pids[p] = fork();
+		ck_assert_int_ge(pids[p], 0);
+		if (pids[p] == 0) {
+			struct sc_l3 *l3 = NULL;
+			if (sc_l3_open(tmpdir, NULL, &l3))
+				_exit(3);
+			int bad = 0;
+			for (int i = 0; i < K; i++) {
+				/* everyone puts the shared set, plus one of its own */
+				bad |= put_full(l3, "mp", 100u + (uint32_t)i, 200000, (unsigned)i, NULL) != 0;
+				bad |= put_full(l3, "mp", 1000u + (uint32_t)(p * K + i), 3000, 9000u + (unsigned)(p * K + i), NULL) != 0;
+			}
+			sc_l3_close(l3);
+			_exit(bad);
+		}
+	}
+	for (int p = 0; p < P; p++) {
+		int status;
+		waitpid(pids[p], &status, 0);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	struct sc_l3 *l3 = open_l3(NULL);
+	ck_assert_int_eq(sc_l3_list(l3, NULL, NULL), K + P * K);
+	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
+	struct sc_l3_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "mp", toks, 100 + K - 1, &loc), 100 + K - 1);
+	check_fill(l3, &loc, K - 1, 0);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.objects, K + P * K);
+	sc_l3_close(l3);
+}
+END_TEST
+
+START_TEST(files_and_dirs_are_private)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_l3_location loc;
+	ck_assert_int_eq(put_full(l3, "p", 5, 100, 5, &loc), 0);
+	char rel[48], path[256];
+	struct stat sb;
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0600);
+	snprintf(path, sizeof(path), "%s/objects", tmpdir);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0700);
+	sc_l3_close(l3);
+}
+END_TEST
+
+Suite *l3_suite(void)
+{
+	Suite *s = suite_create("l3");
+	TCase *tc = tcase_create("store");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, round_trip_every_kind);
+	tcase_add_test(tc, locate_longest_first);
+	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
+	tcase_add_test(tc, every_corruption_is_quarantined);
+	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
+	tcase_add_test(tc, hostile_prefix_entries_and_links);
+	tcase_add_test(tc, batch_fills);
+	tcase_add_test(tc, o_direct_modes);
+	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
+	tcase_add_test(tc, budget_evicts_lru_to_85_percent);
+	tcase_add_test(tc, killed_put_leaves_nothing_visible);
+	tcase_add_test(tc, real_kill_during_big_puts);
+	tcase_add_test(tc, concurrent_puts_from_processes);
+	tcase_add_test(tc, files_and_dirs_are_private);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(l3_suite)

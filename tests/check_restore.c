@@ -1,0 +1,327 @@
+/* tests/check_restore.c — the whole restore path: L3 locate, L2 lookup validated against the
+ * location, fill, promotion, publish in place; quarantine invalidating mirrors; single flight. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/l3_priv.h"
+
+static char tmpdir[64];
+static struct sc_arena *arena;
+static const char *arena_name;
+static struct sc_stage *stage;
+static struct sc_l3 *l3;
+static int32_t toks[8192];
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb, (void)flag, (void)f;
+	return remove(p);
+}
+
+static void rm_tmp(void)
+{
+	if (tmpdir[0])
+		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir[0] = 0;
+}
+
+static void setup_size(uint64_t arena_bytes)
+{
+	for (int i = 0; i < 8192; i++)
+		toks[i] = i * 11 + 5;
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-rs-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	atexit(rm_tmp); /* a failed assertion exits the test process without the teardown */
+	arena = sc_test_arena("restore", arena_bytes, &arena_name);
+	ck_assert_int_eq(sc_stage_open(arena, "model-a", "state-a", &stage), 0);
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, arena), 0);
+}
+
+static void setup(void)
+{
+	setup_size(64 << 20);
+}
+
+static void setup_big(void)
+{
+	setup_size(200 << 20);
+}
+
+static void teardown(void)
+{
+	sc_l3_close(l3);
+	sc_stage_close(stage);
+	sc_test_arena_destroy(arena, arena_name);
+	rm_tmp();
+}
+
+static void fill_bytes(uint8_t *p, size_t n, unsigned seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static void put(const char *ns, uint32_t ntok, size_t n, unsigned seed, struct sc_l3_location *loc)
+{
+	uint8_t *b = malloc(n);
+	fill_bytes(b, n, seed);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	struct sc_l3_put_args a = { .ns = ns, .tokens = toks, .token_count = ntok, .payload = &pl };
+	ck_assert_int_eq(sc_l3_put(l3, &a, loc), 0);
+	free(b);
+}
+
+/* Restore and check the bytes; returns the source. */
+static int restore_check(const char *ns, uint32_t n, uint32_t want_tokens, size_t bytes, unsigned seed,
+			 struct sc_restore *r)
+{
+	int rc = sc_restore(stage, l3, ns, toks, n, 0, r);
+	ck_assert_msg(rc == (int)want_tokens, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_int_eq(r->sec_len[0], bytes);
+	uint8_t *want = malloc(bytes);
+	fill_bytes(want, bytes, seed);
+	ck_assert(memcmp(r->sec[0], want, bytes) == 0);
+	free(want);
+	int src = r->source;
+	sc_restore_release(r);
+	return src;
+}
+
+START_TEST(second_fill_promotes_and_l2_serves)
+{
+	struct sc_restore r;
+	put("ns", 300, 50000, 1, NULL);
+	/* first: from L3, not promoted */
+	ck_assert_int_eq(restore_check("ns", 1000, 300, 50000, 1, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promoted, 0);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_FIRST_HIT);
+	/* second: from L3, promoted in place */
+	ck_assert_int_eq(restore_check("ns", 1000, 300, 50000, 1, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promoted, 1);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_SECOND_HIT);
+	/* then the mirror serves the located prefix */
+	ck_assert_int_eq(restore_check("ns", 1000, 300, 50000, 1, &r), SC_RESTORE_FROM_L2);
+	ck_assert_int_eq(restore_check("ns", 300, 300, 50000, 1, &r), SC_RESTORE_FROM_L2);
+	struct sc_l2_entry_info info;
+	ck_assert_int_eq(sc_l2_peek(stage, "ns", toks, 300, &info), 0);
+	ck_assert_int_eq(info.origin, SC_ORIGIN_FROM_L3);
+	ck_assert_int_eq(info.token_count, 300);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.fills, 2);
+	/* nothing stored: -ENOENT; bad arguments */
+	ck_assert_int_eq(sc_restore(stage, l3, "other", toks, 1000, 0, &r), -ENOENT);
+	ck_assert_int_eq(sc_restore(stage, l3, "ns", toks, 0, 0, &r), -EINVAL);
+	ck_assert_int_eq(sc_restore(stage, l3, "ns", toks, 10, 0x80, &r), -EINVAL);
+	ck_assert_int_eq(sc_restore(NULL, l3, "ns", toks, 10, 0, &r), -EINVAL);
+}
+END_TEST
+
+START_TEST(long_prefix_promotes_on_first_fill)
+{
+	struct sc_restore r;
+	put("ns", 4096, 10000, 2, NULL);
+	put("ns", 4095, 10000, 3, NULL);
+	ck_assert_int_eq(restore_check("ns", 4096, 4096, 10000, 2, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promoted, 1);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_LONG_PREFIX);
+	ck_assert_int_eq(restore_check("ns", 4096, 4096, 10000, 2, &r), SC_RESTORE_FROM_L2);
+	ck_assert_int_eq(restore_check("ns", 4095, 4095, 10000, 3, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promoted, 0);
+}
+END_TEST
+
+START_TEST(size_limit_64_mib)
+{
+	struct sc_restore r;
+	size_t max = SC_PROMOTE_MAX_BYTES;
+	put("big", 5000, max + 1, 4, NULL);
+	put("big", 6000, max, 5, NULL);
+	ck_assert_int_eq(restore_check("big", 5000, 5000, max + 1, 4, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promoted, 0);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_OVERSIZE);
+	ck_assert_int_eq(restore_check("big", 5000, 5000, max + 1, 4, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_TERMINAL);
+	ck_assert_int_eq(restore_check("big", 6000, 6000, max, 5, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promoted, 1);
+	ck_assert_int_eq(restore_check("big", 6000, 6000, max, 5, &r), SC_RESTORE_FROM_L2);
+}
+END_TEST
+
+START_TEST(changed_durable_digest_invalidates_mirror)
+{
+	struct sc_restore r;
+	put("ns", 3, 128, 7, NULL);
+	restore_check("ns", 4, 3, 128, 7, &r);
+	restore_check("ns", 4, 3, 128, 7, &r);
+	ck_assert_int_eq(r.promoted, 1);
+	ck_assert_int_eq(restore_check("ns", 4, 3, 128, 7, &r), SC_RESTORE_FROM_L2);
+	/* the durable copy changes: the mirror no longer matches the location */
+	put("ns", 3, 128, 8, NULL);
+	ck_assert_int_eq(restore_check("ns", 4, 3, 128, 8, &r), SC_RESTORE_FROM_L3);
+	struct sc_l2_stats st;
+	ck_assert_int_eq(sc_l2_stats(arena, NULL, &st), 0);
+	ck_assert_int_eq(st.entries, 0);
+}
+END_TEST
+
+static void flip_payload_byte(const struct sc_l3_location *loc)
+{
+	char rel[48], path[256];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t b;
+	ck_assert_int_eq(pread(fd, &b, 1, L3_HDR_BLOCK + 5), 1);
+	b ^= 0x80;
+	ck_assert_int_eq(pwrite(fd, &b, 1, L3_HDR_BLOCK + 5), 1);
+	close(fd);
+}
+
+START_TEST(flipped_byte_is_quarantined_and_mirror_invalidated)
+{
+	struct sc_restore r;
+	struct sc_l3_location loc;
+	put("q", 10, 9000, 9, &loc);
+	flip_payload_byte(&loc);
+	ck_assert_int_eq(sc_restore(stage, l3, "q", toks, 10, 0, &r), -EBADMSG);
+	ck_assert_int_eq(sc_restore(stage, l3, "q", toks, 10, 0, &r), -ENOENT);
+	/* a promoted object corrupted later: the next fill quarantines it and drops the mirror */
+	put("q2", 10, 9000, 10, &loc);
+	restore_check("q2", 10, 10, 9000, 10, &r);
+	restore_check("q2", 10, 10, 9000, 10, &r);
+	ck_assert_int_eq(r.promoted, 1);
+	struct sc_l2_entry_info info;
+	ck_assert_int_eq(sc_l2_peek(stage, "q2", toks, 10, &info), 0);
+	flip_payload_byte(&loc);
+	uint8_t *dst = aligned_alloc(4096, 16384);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, 16384, 0), -EBADMSG);
+	free(dst);
+	ck_assert_int_eq(sc_l2_peek(stage, "q2", toks, 10, &info), -ENOENT);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.quarantined, 2);
+}
+END_TEST
+
+START_TEST(two_processes_fills_count_as_two_hits)
+{
+	struct sc_restore r;
+	put("mp", 20, 3000, 11, NULL);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *a = NULL;
+		struct sc_stage *s = NULL;
+		struct sc_l3 *x = NULL;
+		struct sc_restore rr;
+		if (sc_arena_open(arena_name, &a) || sc_stage_open(a, "model-a", "state-a", &s) || sc_l3_open(tmpdir, NULL, &x))
+			_exit(3);
+		int rc = sc_restore(s, x, "mp", toks, 20, 0, &rr);
+		int ok = rc == 20 && rr.source == SC_RESTORE_FROM_L3 && !rr.promoted;
+		sc_restore_release(&rr);
+		sc_l3_close(x);
+		sc_stage_close(s);
+		sc_arena_close(a);
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(restore_check("mp", 20, 20, 3000, 11, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promoted, 1);
+	ck_assert_int_eq(restore_check("mp", 20, 20, 3000, 11, &r), SC_RESTORE_FROM_L2);
+}
+END_TEST
+
+START_TEST(single_flight_waits_then_hits_l2)
+{
+	struct sc_restore r;
+	struct sc_l3_location loc;
+	put("sf", 30, 7000, 12, &loc);
+	uint64_t sid = sc_stage_id(stage);
+	/* we are "filling" it */
+	ck_assert_int_eq(sc_fill_claim(arena, sid, loc.digest), 0);
+	ck_assert_int_eq(sc_restore(stage, l3, "sf", toks, 30, 0, &r), -EBUSY);
+	int pipefd[2];
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *a = NULL;
+		struct sc_stage *s = NULL;
+		struct sc_l3 *x = NULL;
+		struct sc_restore rr;
+		if (sc_arena_open(arena_name, &a) || sc_stage_open(a, "model-a", "state-a", &s) || sc_l3_open(tmpdir, NULL, &x))
+			_exit(3);
+		if (write(pipefd[1], "x", 1) != 1)
+			_exit(4);
+		int rc = sc_restore(s, x, "sf", toks, 30, SC_RESTORE_WAIT, &rr);
+		int ok = rc == 30 && rr.source == SC_RESTORE_FROM_L2 && rr.waited;
+		sc_restore_release(&rr);
+		_exit(ok ? 0 : 1);
+	}
+	char c;
+	ck_assert_int_eq(read(pipefd[0], &c, 1), 1);
+	usleep(50000);
+	/* finish "our" fill: publish, then release the claim */
+	uint8_t *b = malloc(7000);
+	fill_bytes(b, 7000, 12);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { 7000 } };
+	ck_assert_int_eq(sc_l2_admit(stage, "sf", toks, 30, loc.digest, &pl, SC_ORIGIN_FROM_L3), 0);
+	free(b);
+	ck_assert_int_eq(sc_fill_release(arena, sid, loc.digest), 0);
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	/* a claimer killed mid-fill does not block anyone */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *a = NULL;
+		if (sc_arena_open(arena_name, &a) || sc_fill_claim(a, sid, loc.digest))
+			_exit(3);
+		kill(getpid(), SIGKILL);
+	}
+	waitpid(pid, &status, 0);
+	ck_assert(WIFSIGNALED(status));
+	sc_l2_clear(arena);
+	ck_assert_int_eq(restore_check("sf", 30, 30, 7000, 12, &r), SC_RESTORE_FROM_L3);
+}
+END_TEST
+
+Suite *restore_suite(void)
+{
+	Suite *s = suite_create("restore");
+	TCase *tc = tcase_create("restore");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, second_fill_promotes_and_l2_serves);
+	tcase_add_test(tc, long_prefix_promotes_on_first_fill);
+	tcase_add_test(tc, changed_durable_digest_invalidates_mirror);
+	tcase_add_test(tc, flipped_byte_is_quarantined_and_mirror_invalidated);
+	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
+	tcase_add_test(tc, single_flight_waits_then_hits_l2);
+	suite_add_tcase(s, tc);
+	TCase *big = tcase_create("big");
+	tcase_add_checked_fixture(big, setup_big, teardown);
+	tcase_set_timeout(big, 60);
+	tcase_add_test(big, size_limit_64_mib);
+	suite_add_tcase(s, big);
+	return s;
+}
+
+SC_CHECK_MAIN(restore_suite)

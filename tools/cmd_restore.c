@@ -1,0 +1,148 @@
+/*
+ * tools/cmd_restore.c — `stagecache restore NAME DIR --model M --state S [--ns NS] --tokens T
+ * [--wait] [--repeat N] [--out FILE] [--arena-dir D] [--json]`: the whole restore path.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "l2cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stagecache restore NAME DIR --model M --state S [--ns NS] --tokens 1,2,3|@file\n"
+		"                          [--wait] [--repeat N] [--out FILE] [--arena-dir D] [--json]\n\n"
+		"Restore the longest prefix of the tokens stored in the L3 directory DIR for the stage\n"
+		"(M, S) of arena NAME: L3 locate, L2 lookup validated against the L3 location, else a fill\n"
+		"from L3 into arena memory, the promotion policy, and publication in L2 in place.\n"
+		"Prints which tier served it (l2 or l3), whether the fill was promoted and the times.\n"
+		"  --wait      if another process is filling the same payload, wait for it and use L2\n"
+		"  --repeat N  restore N times (a second fill is promoted, then L2 serves it)\n"
+		"  --out FILE  write the restored payload (the wire: section 0 then section 1)\n"
+		"Exit status 1 when nothing is stored for the tokens or the object failed verification.\n");
+}
+
+static const char *why_name(int w)
+{
+	switch (w) {
+	case SC_PROMOTE_WHY_TERMINAL: return "terminal";
+	case SC_PROMOTE_WHY_OVERSIZE: return "oversize";
+	case SC_PROMOTE_WHY_LONG_PREFIX: return "long_prefix";
+	case SC_PROMOTE_WHY_SECOND_HIT: return "second_hit";
+	case SC_PROMOTE_WHY_FIRST_HIT: return "first_hit";
+	default: return "-";
+	}
+}
+
+int cmd_restore(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "model", required_argument, 0, 'm' }, { "state", required_argument, 0, 's' },
+		{ "ns", required_argument, 0, 'n' },    { "tokens", required_argument, 0, 't' },
+		{ "wait", no_argument, 0, 'w' },        { "repeat", required_argument, 0, 'r' },
+		{ "out", required_argument, 0, 'o' },   { "arena-dir", required_argument, 0, 'd' },
+		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	struct l2cli_args x = { .ns = "" };
+	const char *out = NULL;
+	uint64_t repeat = 1;
+	uint32_t flags = 0;
+	int json = 0, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': x.model = optarg; break;
+		case 's': x.state = optarg; break;
+		case 'n': x.ns = optarg; break;
+		case 't': x.tokens_spec = optarg; break;
+		case 'w': flags |= SC_RESTORE_WAIT; break;
+		case 'r':
+			if (cli_parse_u64(optarg, 1000000, &repeat) || !repeat)
+				return cli_usage_error("restore", "bad --repeat '%s'", optarg);
+			break;
+		case 'o': out = optarg; break;
+		case 'd': x.dir = optarg; break;
+		case 'j': json = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_usage_error("restore", "unknown option");
+		}
+	}
+	if (argc - optind != 2)
+		return cli_usage_error("restore", argc - optind < 2 ? "missing NAME or DIR" : "too many arguments");
+	if (!x.model || !x.state || !x.tokens_spec)
+		return cli_usage_error("restore", "--model, --state and --tokens are required");
+	x.name = argv[optind];
+	const char *dir = argv[optind + 1];
+	int ret = l2cli_parse_tokens("restore", x.tokens_spec, &x.tokens, &x.n);
+	if (ret)
+		return ret;
+	struct sc_arena *a = NULL;
+	struct sc_stage *st = NULL;
+	struct sc_l3 *l3 = NULL;
+	if ((ret = l2cli_open("restore", &x, &a, &st))) {
+		free(x.tokens);
+		return ret;
+	}
+	ret = EXIT_FAIL;
+	int rc = sc_l3_open(dir, NULL, &l3);
+	if (rc) {
+		cli_fail("restore", rc, "cannot open L3 directory %s", dir);
+		goto cleanup;
+	}
+	sc_l3_bind_arena(l3, a);
+	for (uint64_t i = 0; i < repeat; i++) {
+		struct sc_restore r;
+		rc = sc_restore(st, l3, x.ns, x.tokens, x.n, flags, &r);
+		if (rc < 0) {
+			if (rc == -ENOENT)
+				cli_fail("restore", 0, "no prefix of these tokens is stored in %s (namespace '%s')", dir, x.ns);
+			else if (rc == -EBADMSG)
+				cli_fail("restore", rc, "the stored object failed verification and was quarantined");
+			else
+				cli_fail("restore", rc, "restore");
+			goto cleanup;
+		}
+		char d[SC_DIGEST_HEX_LEN + 1];
+		sc_digest_format(r.digest, d);
+		const char *src = r.source == SC_RESTORE_FROM_L2 ? "l2" : "l3";
+		uint64_t bytes = r.sec_len[0] + r.sec_len[1];
+		if (json)
+			printf("{\"source\":\"%s\",\"token_count\":%u,\"bytes\":%llu,\"digest\":\"%s\",\"kind\":\"%s\","
+			       "\"promoted\":%s,\"promote_why\":\"%s\",\"waited\":%s,\"direct\":%s,\"locate_ns\":%llu,"
+			       "\"lookup_ns\":%llu,\"fill_ns\":%llu,\"total_ns\":%llu}\n",
+			       src, r.token_count, (unsigned long long)bytes, d, l2cli_kind_name(r.kind),
+			       r.promoted ? "true" : "false", why_name(r.promote_why), r.waited ? "true" : "false",
+			       r.direct ? "true" : "false", (unsigned long long)r.locate_ns, (unsigned long long)r.lookup_ns,
+			       (unsigned long long)r.fill_ns, (unsigned long long)r.total_ns);
+		else
+			printf("source %s  tokens %u  bytes %llu  digest %s  %s%s  locate %.1f us  lookup %.1f us  fill %.1f us  total %.1f us\n",
+			       src, r.token_count, (unsigned long long)bytes, d,
+			       r.source == SC_RESTORE_FROM_L2 ? "" : (r.promoted ? "promoted:" : "not promoted:"),
+			       r.source == SC_RESTORE_FROM_L2 ? "hit" : why_name(r.promote_why), (double)r.locate_ns / 1e3,
+			       (double)r.lookup_ns / 1e3, (double)r.fill_ns / 1e3, (double)r.total_ns / 1e3);
+		if (out && i + 1 == repeat) {
+			FILE *f = fopen(out, "wb");
+			int ok = f && fwrite(r.sec[0], 1, r.sec_len[0], f) == r.sec_len[0] &&
+				 (!r.sec_len[1] || fwrite(r.sec[1], 1, r.sec_len[1], f) == r.sec_len[1]);
+			if (f && fclose(f))
+				ok = 0;
+			if (!ok) {
+				sc_restore_release(&r);
+				cli_fail("restore", 0, "cannot write %s", out);
+				goto cleanup;
+			}
+		}
+		sc_restore_release(&r);
+	}
+	ret = EXIT_OK;
+cleanup:
+	sc_l3_close(l3);
+	sc_stage_close(st);
+	sc_arena_close(a);
+	free(x.tokens);
+	return ret;
+}
