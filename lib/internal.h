@@ -11,8 +11,16 @@
 struct sc_arena {
 	struct shm_arena *shm;
 	/* ---- L2 tier ---- */
+	_Alignas(8) unsigned char l2_ix[64]; /* struct shm_index (shm/index.h), valid when l2_ready (lib/stage.c) */
+	int l2_ready;
+	uint64_t l2_lease_used;             /* bit i: lease record i of our reader slot's ext area is in use */
+	struct sc_stage *l2_stages;         /* open stages of this handle, for counter flushes */
+	uint64_t l2_last_reap_ns;           /* rate limit for reaping dead readers' leases */
 	/* ---- L3 / promotion ---- */
+	uint64_t (*promote_now)(void *ctx);  /* injected policy clock (tests); NULL: CLOCK_MONOTONIC */
+	void *promote_now_ctx;
 	/* ---- rings ---- */
+	struct shm_ring_cons *ring_cons; /* consumer state: allocated by the first sc_ring_poll, freed by sc_ring_consumer_close */
 };
 
 #endif

@@ -205,7 +205,9 @@ struct sc_stage;
  */
 int sc_stage_open(struct sc_arena *arena, const char *model_identity, const char *state_identity,
 		  struct sc_stage **out);
-/** sc_stage_close - flush this handle's pending hit/miss counts and free it. NULL is a no-op. */
+/** sc_stage_close - flush this handle's pending hit/miss counts and free it (before closing its
+ * arena handle). NULL is a no-op. Hits and misses are counted in the stage handle and added to
+ * the arena's counters every 64 lookups, at sc_l2_stats on the same arena handle, and here. */
 void sc_stage_close(struct sc_stage *stage);
 /** sc_stage_id - the stage id used by probes and stats: low 64 bits of the keyed stage hash. */
 uint64_t sc_stage_id(const struct sc_stage *stage);
@@ -349,6 +351,9 @@ struct sc_lease {
  * Then evicts unleased entries to make room (never the entry being replaced); if room cannot be
  * made: -ENOSPC and nothing changed. An existing entry of the key is replaced atomically (readers
  * see the old entry or the new one). Also -EBADMSG (corrupted index).
+ * Eviction is CLOCK (a hit sets the entry's reference hint; peek does not), bounded per call.
+ * The budget is checked against the heap's allocated bytes before allocating, so concurrent
+ * admissions may overshoot it by at most what is in flight.
  * May block on shard/heap mutexes; allocates only transiently (eviction planning).
  */
 int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
@@ -484,6 +489,9 @@ void sc_l2_reserve_release(struct sc_l2_resv *resv);
  * prefix index (namespace, token length, tokens) -> digest. Any number of processes may use one
  * directory at once. Fills read objects with io_uring straight into caller memory (normally an
  * arena allocation) and verify every byte before returning.
+ * The prefix index is keyed by namespace and tokens only (unseeded, so a directory can move between
+ * machines): when stages of different models or state identities share one directory, give each
+ * its own namespace (e.g. prefixed with the model identity).
  */
 struct sc_l3;
 
@@ -626,7 +634,9 @@ int sc_l3_fill(struct sc_l3 *l3, const struct sc_l3_location *loc, void *dst, ui
 int sc_l3_register_memory(struct sc_l3 *l3, void *base, uint64_t len);
 
 /** sc_l3_bind_arena - quarantine invalidates L2 mirrors in @arena; when the arena is on 2 MiB
- * pages its heap becomes registered memory (on 4 KiB pages pinning it would cost more than it saves). */
+ * pages its heap becomes registered memory (on 4 KiB pages pinning it would cost more than it saves).
+ * The arena handle is then used by whichever thread quarantines: bind a handle only when this L3
+ * handle is used by that handle's thread (sc_restore invalidates through its own stage anyway). */
 int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena);
 
 struct sc_l3_stats {

@@ -1,4 +1,512 @@
-/* shm/index.c — placeholder until the L2 tier lands: sizes only. */
+/*
+ * shm/index.c — the L2 hash index: lock-free readers, writers serialised per shard.
+ *
+ * Protocol
+ * --------
+ * Structure. Buckets hold the idx+1 of the first entry of a chain (0: empty); entries chain
+ * through `next`. Bucket b and every entry in its chain belong to shard b % SHM_INDEX_SHARDS; only
+ * the holder of that shard's robust mutex writes the bucket, the chain links and the entries of
+ * the shard (except `freq`, below).
+ *
+ * Publication (RCU style). A writer fills a BUSY entry completely (it is unreachable), sets its
+ * `next`, then release-stores the entry's idx+1 into the predecessor slot (bucket or `next` of
+ * the previous entry). Readers acquire-load every slot they follow (pairs with that release), so
+ * they see a fully written entry. Replacing an entry is one such store (the new entry's `next` is
+ * the old one's), so a reader finds either the old entry or the new one, never a mix. Unlinking
+ * is the store of the victim's `next` into its predecessor slot; the victim's own `next` is left
+ * intact, so a reader standing on it still reaches the rest of the chain.
+ *
+ * Reclamation. An unlinked entry is RETIRED, stamped with shm_epoch_advance(), and put on its
+ * shard's pending list. Its heap block and the entry itself are reused only when
+ * shm_epoch_min_active() > stamp (no reader that could have seen it is still inside its read-side
+ * section; see shm/readers.c) and no lease record (gen << 32 | idx+1) in any reader slot names it.
+ * Readers record leases before leaving the epoch (release in shm_epoch_exit), and the reclaimer
+ * reads lease records after acquiring that exit through shm_epoch_min_active, so a lease taken on
+ * a retired entry is always seen. The entry's gen is bumped when it is freed, so stale lease
+ * records never pin its next use.
+ *
+ * Stale reads that are harmless: a reader may walk into an entry that was unlinked after it
+ * loaded the predecessor slot; the epoch keeps it intact, and the reader either reports it (a hit
+ * on the pre-removal state) or moves on. `freq` is a relaxed hint: readers store 1 only when they
+ * read 0, the evictor clears it; lost updates only change eviction order.
+ *
+ * Validation. Readers treat the region as hostile: every idx is checked against nentries and the
+ * bucket's shard, chains longer than SHM_INDEX_MAX_CHAIN are corruption, payload offsets are
+ * checked against the heap region by the caller (lib/l2). Errors are -EBADMSG, never a crash.
+ *
+ * Crash repair. The index (bucket chains + entry states) is the source of truth. A locker that
+ * gets EOWNERDEAD rebuilds the shard: chains are walked and cut at invalid links; reachable BUSY
+ * entries become LIVE; unreachable LIVE/BUSY entries are retired; RETIRED entries form the
+ * pending list; FREE/FREEING entries the free list. Then heap blocks tagged as owned by an entry
+ * of the shard that does not own them, and private reservations of dead processes, are freed
+ * (shm_index_sweep; sweep_mu serialises sweeps of private blocks). A lock holder that finds the
+ * shard's lists or chains corrupted runs the same rebuild (shm_index_repair_locked): it only cuts
+ * invalid links and retires what became unreachable, so concurrent readers stay safe.
+ *
+ * Lock order: one shard by blocking lock; further shards only by trylock; sweep_mu after any
+ * shard lock; the heap's own mutex innermost.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault.h"
+#include "heap.h"
 #include "index.h"
-uint64_t shm_index_bytes(uint32_t entries) { return (uint64_t)entries * 64; }
-int shm_index_format(struct shm_arena *a) { (void)a; return 0; }
+#include "readers.h"
+
+static uint32_t pow2_ceil(uint32_t v)
+{
+	uint32_t p = SHM_INDEX_SHARDS;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static uint64_t buckets_bytes(uint32_t entries)
+{
+	return ((uint64_t)pow2_ceil(entries) * 4 + 63) & ~63ull;
+}
+
+uint64_t shm_index_bytes(uint32_t entries)
+{
+	return SHM_INDEX_HDR_BYTES + buckets_bytes(entries) + (uint64_t)entries * sizeof(struct shm_index_entry);
+}
+
+static int init_mutex(pthread_mutex_t *mu)
+{
+	pthread_mutexattr_t at;
+	int rc = pthread_mutexattr_init(&at);
+	if (!rc)
+		rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+	if (!rc)
+		rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
+	if (!rc)
+		rc = pthread_mutex_init(mu, &at);
+	pthread_mutexattr_destroy(&at);
+	return -rc;
+}
+
+int shm_index_format(struct shm_arena *a)
+{
+	uint64_t size;
+	uint8_t *r = shm_region(a, SHM_REGION_INDEX, &size);
+	uint32_t n = a->hdr->index_entries;
+	if (n < SHM_INDEX_SHARDS || n > (1u << 24) || size < shm_index_bytes(n))
+		return -EINVAL;
+	struct shm_index_hdr *h = (struct shm_index_hdr *)r;
+	memset(h, 0, sizeof(*h));
+	h->nentries = n;
+	h->nbuckets = pow2_ceil(n);
+	h->nshards = SHM_INDEX_SHARDS;
+	h->buckets_off = SHM_INDEX_HDR_BYTES;
+	h->entries_off = SHM_INDEX_HDR_BYTES + buckets_bytes(n);
+	int rc = init_mutex(&h->sweep_mu);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS && !rc; s++)
+		rc = init_mutex(&h->shards[s].mu);
+	if (rc)
+		return rc;
+	struct shm_index_entry *ent = (struct shm_index_entry *)(r + h->entries_off);
+	/* free lists in ascending order: push from the top down */
+	for (uint32_t i = n; i-- > 0;) {
+		struct shm_index_shard *sh = &h->shards[i % SHM_INDEX_SHARDS];
+		ent[i].link = sh->free_head;
+		sh->free_head = i + 1;
+	}
+	h->magic = SHM_INDEX_MAGIC;
+	return 0;
+}
+
+int shm_index_view(struct shm_arena *a, struct shm_index *ix)
+{
+	uint64_t size;
+	uint8_t *r = shm_region(a, SHM_REGION_INDEX, &size);
+	struct shm_index_hdr *h = (struct shm_index_hdr *)r;
+	uint32_t n = a->hdr->index_entries;
+	if (size < SHM_INDEX_HDR_BYTES || h->magic != SHM_INDEX_MAGIC || h->nentries != n ||
+	    h->nshards != SHM_INDEX_SHARDS || n < SHM_INDEX_SHARDS || n > (1u << 24) ||
+	    h->nbuckets != pow2_ceil(n) || h->buckets_off != SHM_INDEX_HDR_BYTES ||
+	    h->entries_off != SHM_INDEX_HDR_BYTES + buckets_bytes(n) || size < shm_index_bytes(n))
+		return -EBADMSG;
+	const struct shm_region *heap = &a->hdr->regions[SHM_REGION_HEAP];
+	*ix = (struct shm_index){
+		.a = a,
+		.hdr = h,
+		.buckets = (_Atomic uint32_t *)(r + h->buckets_off),
+		.ent = (struct shm_index_entry *)(r + h->entries_off),
+		.nentries = n,
+		.mask = h->nbuckets - 1,
+		.heap_lo = heap->off,
+		.heap_hi = heap->off + heap->size,
+	};
+	return 0;
+}
+
+struct shm_index_entry *shm_index_find(const struct shm_index *ix, uint64_t key_lo, uint64_t key_hi, int *err)
+{
+	uint32_t b = shm_index_bucket(ix, key_lo);
+	uint32_t shard = shm_index_shard_of_bucket(b);
+	/* acquire: pairs with the release store that published the entry (link_locked) */
+	uint32_t cur = atomic_load_explicit(&ix->buckets[b], memory_order_acquire);
+	*err = 0;
+	for (uint32_t hops = 0; cur; hops++) {
+		uint32_t i = cur - 1;
+		if (i >= ix->nentries || i % SHM_INDEX_SHARDS != shard || hops >= SHM_INDEX_MAX_CHAIN) {
+			*err = -EBADMSG;
+			return NULL;
+		}
+		struct shm_index_entry *e = &ix->ent[i];
+		if (e->key_lo == key_lo && e->key_hi == key_hi) {
+			/* RETIRED: unlinked after we loaded its predecessor; still intact (epoch) and
+			 * its `next` was not changed, so it is the pre-removal state: report it */
+			uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
+			if (st == SHM_ENT_LIVE || st == SHM_ENT_RETIRED)
+				return e;
+		}
+		/* acquire: pairs with the release store of a successor's publication */
+		cur = atomic_load_explicit(&e->next, memory_order_acquire);
+	}
+	return NULL;
+}
+
+/* ---- locks and repair ---- */
+
+static void repair_shard(struct shm_index *ix, uint32_t s);
+
+void shm_index_repair_locked(struct shm_index *ix, uint32_t shard)
+{
+	repair_shard(ix, shard);
+}
+
+static int after_lock(struct shm_index *ix, uint32_t s, int rc)
+{
+	if (rc == EOWNERDEAD) {
+		repair_shard(ix, s);
+		pthread_mutex_consistent(&ix->hdr->shards[s].mu);
+		return 0;
+	}
+	return -rc;
+}
+
+int shm_index_lock(struct shm_index *ix, uint32_t shard)
+{
+	return after_lock(ix, shard, pthread_mutex_lock(&ix->hdr->shards[shard].mu));
+}
+
+int shm_index_trylock(struct shm_index *ix, uint32_t shard)
+{
+	return after_lock(ix, shard, pthread_mutex_trylock(&ix->hdr->shards[shard].mu));
+}
+
+void shm_index_unlock(struct shm_index *ix, uint32_t shard)
+{
+	pthread_mutex_unlock(&ix->hdr->shards[shard].mu);
+}
+
+/* ---- writer operations (shard lock held) ---- */
+
+struct shm_index_entry *shm_index_pop_free_locked(struct shm_index *ix, uint32_t shard)
+{
+	struct shm_index_shard *sh = &ix->hdr->shards[shard];
+	for (int attempt = 0; attempt < 2; attempt++) {
+		uint32_t h = sh->free_head;
+		if (!h)
+			return NULL;
+		struct shm_index_entry *e = h <= ix->nentries ? &ix->ent[h - 1] : NULL;
+		if (!e || (h - 1) % SHM_INDEX_SHARDS != shard ||
+		    atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_FREE) {
+			/* corrupted list: rebuild the shard from the entry states, then try again */
+			repair_shard(ix, shard);
+			continue;
+		}
+		sh->free_head = e->link;
+		e->link = 0;
+		return e;
+	}
+	return NULL;
+}
+
+void shm_index_push_free_locked(struct shm_index *ix, struct shm_index_entry *e)
+{
+	struct shm_index_shard *sh = &ix->hdr->shards[shm_index_idx(ix, e) % SHM_INDEX_SHARDS];
+	atomic_store_explicit(&e->state, SHM_ENT_FREE, memory_order_relaxed);
+	e->payload_off = 0;
+	e->link = sh->free_head;
+	sh->free_head = shm_index_idx(ix, e) + 1;
+}
+
+/* The slot (bucket or a `next`) that holds @target's idx+1 in its chain; NULL if not linked. */
+static _Atomic uint32_t *pred_slot(struct shm_index *ix, uint32_t b, uint32_t target)
+{
+	_Atomic uint32_t *slot = &ix->buckets[b];
+	for (uint32_t hops = 0; hops <= SHM_INDEX_MAX_CHAIN; hops++) {
+		uint32_t cur = atomic_load_explicit(slot, memory_order_relaxed);
+		if (!cur || cur > ix->nentries)
+			return NULL;
+		if (cur == target)
+			return slot;
+		slot = &ix->ent[cur - 1].next;
+	}
+	return NULL;
+}
+
+void shm_index_link_locked(struct shm_index *ix, struct shm_index_entry *e, struct shm_index_entry *old)
+{
+	uint32_t b = shm_index_bucket(ix, e->key_lo);
+	uint32_t me = shm_index_idx(ix, e) + 1;
+	_Atomic uint32_t *slot = old ? pred_slot(ix, b, shm_index_idx(ix, old) + 1) : NULL;
+	if (!slot) {
+		old = NULL;
+		slot = &ix->buckets[b];
+		atomic_store_explicit(&e->next, atomic_load_explicit(slot, memory_order_relaxed), memory_order_relaxed);
+	} else {
+		atomic_store_explicit(&e->next, atomic_load_explicit(&old->next, memory_order_relaxed),
+				      memory_order_relaxed);
+	}
+	/* release: pairs with the acquire load of state in lib/l2 listings that reach entries
+	 * without following a chain */
+	atomic_store_explicit(&e->state, SHM_ENT_LIVE, memory_order_release);
+	/* release: the entry's fields (and next) are visible to readers that acquire this slot */
+	atomic_store_explicit(slot, me, memory_order_release);
+	if (old) {
+		shm_fault_point("l2.index.replaced"); /* old is unreachable but not yet retired */
+		shm_index_retire_locked(ix, old);
+	}
+}
+
+void shm_index_retire_locked(struct shm_index *ix, struct shm_index_entry *e)
+{
+	struct shm_index_shard *sh = &ix->hdr->shards[shm_index_idx(ix, e) % SHM_INDEX_SHARDS];
+	e->retire_epoch = shm_epoch_advance(ix->a);
+	atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_relaxed);
+	e->link = sh->pending_head;
+	sh->pending_head = shm_index_idx(ix, e) + 1;
+	sh->pending_bytes += e->footprint;
+	sh->pending_count++;
+}
+
+int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry *e)
+{
+	uint32_t b = shm_index_bucket(ix, e->key_lo);
+	_Atomic uint32_t *slot = pred_slot(ix, b, shm_index_idx(ix, e) + 1);
+	if (!slot)
+		return -ENOENT;
+	/* release: pairs with readers' acquire of the slot; the successor was published earlier */
+	atomic_store_explicit(slot, atomic_load_explicit(&e->next, memory_order_relaxed), memory_order_release);
+	shm_fault_point("l2.index.unlinked"); /* unreachable but not yet retired */
+	shm_index_retire_locked(ix, e);
+	return 0;
+}
+
+static int leased(const uint64_t *v, size_t n, uint64_t rec)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (v[mid] == rec)
+			return 1;
+		if (v[mid] < rec)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, const uint64_t *leases, size_t n_leased,
+			     unsigned max, unsigned *blocked)
+{
+	struct shm_index_shard *sh = &ix->hdr->shards[shard];
+	unsigned done = 0, seen = 0;
+	*blocked = 0;
+	if (!sh->pending_head)
+		return 0;
+	uint64_t min = shm_epoch_min_active(ix->a);
+	uint32_t *pp = &sh->pending_head;
+	while (*pp && seen < 4 * max + 16 && done < max) {
+		uint32_t cur = *pp;
+		if (cur > ix->nentries || (cur - 1) % SHM_INDEX_SHARDS != shard ||
+		    atomic_load_explicit(&ix->ent[cur - 1].state, memory_order_relaxed) != SHM_ENT_RETIRED) {
+			repair_shard(ix, shard); /* corrupted list: rebuild the shard from the entry states */
+			break;
+		}
+		struct shm_index_entry *e = &ix->ent[cur - 1];
+		seen++;
+		if (e->retire_epoch >= min) {
+			pp = &e->link;
+			continue;
+		}
+		if (leased(leases, n_leased, shm_index_rec(ix, e))) {
+			(*blocked)++;
+			pp = &e->link;
+			continue;
+		}
+		*pp = e->link;
+		sh->pending_bytes -= e->footprint < sh->pending_bytes ? e->footprint : sh->pending_bytes;
+		if (sh->pending_count)
+			sh->pending_count--;
+		atomic_store_explicit(&e->state, SHM_ENT_FREEING, memory_order_relaxed);
+		shm_fault_point("l2.reclaim.freeing");
+		if (e->payload_off)
+			(void)shm_heap_free(ix->a, e->payload_off);
+		shm_fault_point("l2.reclaim.freed");
+		e->gen++;
+		shm_index_push_free_locked(ix, e);
+		done++;
+	}
+	return (int)done;
+}
+
+/* ---- repair and sweep ---- */
+
+static void repair_shard(struct shm_index *ix, uint32_t s)
+{
+	struct shm_index_shard *sh = &ix->hdr->shards[s];
+	uint32_t n = ix->nentries;
+	uint8_t *reach = calloc(n / SHM_INDEX_SHARDS + 1, 1);
+	if (!reach)
+		return; /* cannot repair now: the next locker tries again (mutex not made consistent) */
+	/* 1. walk the shard's chains, cutting at invalid links and skipping non-live entries */
+	for (uint32_t b = s; b <= ix->mask; b += SHM_INDEX_SHARDS) {
+		_Atomic uint32_t *slot = &ix->buckets[b];
+		for (uint32_t hops = 0;; hops++) {
+			uint32_t cur = atomic_load_explicit(slot, memory_order_relaxed);
+			if (!cur)
+				break;
+			if (cur > n || (cur - 1) % SHM_INDEX_SHARDS != s || hops >= SHM_INDEX_MAX_CHAIN ||
+			    reach[(cur - 1) / SHM_INDEX_SHARDS]) {
+				atomic_store_explicit(slot, 0, memory_order_release);
+				break;
+			}
+			struct shm_index_entry *e = &ix->ent[cur - 1];
+			uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
+			if (st != SHM_ENT_LIVE && st != SHM_ENT_BUSY) {
+				atomic_store_explicit(slot, atomic_load_explicit(&e->next, memory_order_relaxed),
+						      memory_order_release);
+				continue;
+			}
+			reach[(cur - 1) / SHM_INDEX_SHARDS] = 1;
+			if (st == SHM_ENT_BUSY) {
+				/* died after linking: the entry is complete, and its block already tagged */
+				atomic_store_explicit(&e->state, SHM_ENT_LIVE, memory_order_relaxed);
+			}
+			slot = &e->next;
+		}
+	}
+	/* 2. rebuild the free and pending lists from the states */
+	sh->free_head = 0;
+	sh->pending_head = 0;
+	sh->pending_bytes = 0;
+	sh->pending_count = 0;
+	for (uint32_t i = n; i-- > 0;) {
+		if (i % SHM_INDEX_SHARDS != s)
+			continue;
+		struct shm_index_entry *e = &ix->ent[i];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
+		if (reach[i / SHM_INDEX_SHARDS])
+			continue;
+		if (st == SHM_ENT_LIVE || st == SHM_ENT_BUSY) {
+			/* unreachable: a writer died between unlinking and retiring, or before linking */
+			atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_relaxed);
+			e->retire_epoch = shm_epoch_advance(ix->a);
+			st = SHM_ENT_RETIRED;
+		}
+		if (st == SHM_ENT_RETIRED) {
+			e->link = sh->pending_head;
+			sh->pending_head = i + 1;
+			sh->pending_bytes += e->footprint;
+			sh->pending_count++;
+		} else {
+			/* FREE, FREEING or garbage: free; the sweep frees a block it may still own */
+			e->gen++;
+			shm_index_push_free_locked(ix, e);
+		}
+	}
+	free(reach);
+	shm_fault_point("l2.repair.rebuilt");
+	sh->repairs++;
+	(void)shm_index_sweep(ix, (int)s);
+}
+
+struct sweep_ctx {
+	struct shm_index *ix;
+	int shard;
+	uint64_t offs[256];
+	unsigned n;
+	int full;
+};
+
+static int priv_dead(struct shm_index *ix, uint64_t tag)
+{
+	uint32_t slot = (uint32_t)(tag >> 32) & 0xffff, pid = (uint32_t)tag;
+	if (slot >= shm_readers_count(ix->a))
+		return 1;
+	struct shm_reader_slot *rs = shm_reader_slot(ix->a, slot);
+	if (atomic_load_explicit(&rs->pid, memory_order_acquire) != pid)
+		return 1;
+	return !shm_reader_slot_alive(rs);
+}
+
+static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *vctx)
+{
+	struct sweep_ctx *c = vctx;
+	(void)bytes;
+	if (!allocated)
+		return 0;
+	int orphan = 0;
+	if (SHM_TAG_TYPE(tag) == SHM_TAG_PRIV) {
+		orphan = priv_dead(c->ix, tag);
+	} else if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY && c->shard >= 0) {
+		uint32_t idx = (uint32_t)(tag >> 32) & 0xffffff, gen = (uint32_t)tag;
+		if (idx < c->ix->nentries && idx % SHM_INDEX_SHARDS == (uint32_t)c->shard) {
+			struct shm_index_entry *e = &c->ix->ent[idx];
+			uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
+			orphan = e->gen != gen || e->payload_off != off ||
+				 (st != SHM_ENT_LIVE && st != SHM_ENT_RETIRED && st != SHM_ENT_BUSY);
+		} else if (idx >= c->ix->nentries) {
+			orphan = 1;
+		}
+	}
+	if (!orphan)
+		return 0;
+	if (c->n == sizeof(c->offs) / sizeof(c->offs[0])) {
+		c->full = 1;
+		return 1;
+	}
+	c->offs[c->n++] = off;
+	return 0;
+}
+
+int shm_index_sweep(struct shm_index *ix, int shard)
+{
+	int rc = pthread_mutex_lock(&ix->hdr->sweep_mu);
+	if (rc == EOWNERDEAD)
+		pthread_mutex_consistent(&ix->hdr->sweep_mu); /* the sweep keeps no state of its own */
+	else if (rc)
+		return -rc;
+	struct sweep_ctx *c = malloc(sizeof(*c));
+	int freed = 0;
+	if (!c) {
+		pthread_mutex_unlock(&ix->hdr->sweep_mu);
+		return -ENOMEM;
+	}
+	for (int round = 0; round < 64; round++) {
+		c->ix = ix;
+		c->shard = shard;
+		c->n = 0;
+		c->full = 0;
+		int w = shm_heap_walk(ix->a, sweep_cb, c);
+		for (unsigned i = 0; i < c->n; i++)
+			if (shm_heap_free(ix->a, c->offs[i]) == 0)
+				freed++;
+		if (w < 0 && !c->full) {
+			freed = freed ? freed : w;
+			break;
+		}
+		if (!c->full)
+			break;
+	}
+	free(c);
+	pthread_mutex_unlock(&ix->hdr->sweep_mu);
+	return freed;
+}

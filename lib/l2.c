@@ -1,0 +1,352 @@
+/*
+ * lib/l2.c — the L2 write path: admit (copy in), reserve / publish (fill in place), and the
+ * entry checks shared with the read path.
+ *
+ * An entry's heap allocation holds the wire (section 0 then section 1) and, for KV_RECURRENT with
+ * a descriptor, a copy of struct sc_kv_desc at the next 64-byte boundary after the wire. Payloads
+ * of 4 KiB or more start 4 KiB aligned (the heap guarantees it), so L3 can read into a
+ * reservation with O_DIRECT.
+ *
+ * Admission order (each refusal counted in admission_rejects, nothing else changes): digest
+ * (-EBADMSG), empty (-EINVAL), sections/descriptor (-EINVAL), budget (-E2BIG, refused_bytes).
+ * Then room is made (planned eviction, -ENOSPC with nothing evicted when the plan fails), the
+ * payload is copied into a private block (tag: our reader slot and pid), and under the key's
+ * shard lock the block is given to an entry (tag: entry idx and gen) and the entry is linked,
+ * replacing an existing entry of the key in one release store (shm/index.c).
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "l2.h"
+#include "probes.h"
+#include "../shm/fault.h"
+#include "../shm/heap.h"
+
+#define DESC_ALIGN 64u
+
+static uint64_t desc_at(uint64_t wire)
+{
+	return (wire + DESC_ALIGN - 1) & ~(uint64_t)(DESC_ALIGN - 1);
+}
+
+static uint64_t alloc_len(uint64_t wire, int has_desc)
+{
+	return has_desc ? desc_at(wire) + sizeof(struct sc_kv_desc) : wire;
+}
+
+int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64_t *wire_out, struct sc_kv_desc *desc,
+		   int *has_desc_out)
+{
+	uint32_t meta = e->meta;
+	uint32_t kind = SHM_META_KIND(meta), origin = SHM_META_ORIGIN(meta);
+	int has_desc = (int)SHM_META_HAS_DESC(meta);
+	uint64_t l0 = e->sec_len[0], l1 = e->sec_len[1], off = e->payload_off;
+	if (kind < SC_PAYLOAD_FULL_STATE || kind > SC_PAYLOAD_KV_RECURRENT || origin > SC_ORIGIN_FROM_L3)
+		return -EBADMSG;
+	if (l0 > ix->heap_hi || l1 > ix->heap_hi || l0 + l1 == 0 || (kind != SC_PAYLOAD_KV_RECURRENT && (l1 || has_desc)))
+		return -EBADMSG;
+	uint64_t wire = l0 + l1, need = alloc_len(wire, has_desc);
+	if (off < ix->heap_lo || off > ix->heap_hi || need > ix->heap_hi - off)
+		return -EBADMSG;
+	if (has_desc) {
+		memcpy(desc, ix->a->base + off + desc_at(wire), sizeof(*desc));
+		if (sc_kv_desc_validate(desc, l0))
+			return -EBADMSG;
+	}
+	*wire_out = wire;
+	if (has_desc_out)
+		*has_desc_out = has_desc;
+	return 0;
+}
+
+void l2_entry_info(struct shm_index *ix, const struct shm_index_entry *e, struct sc_l2_entry_info *info)
+{
+	(void)ix;
+	memset(info, 0, sizeof(*info));
+	info->key = (struct sc_key){ e->key_lo, e->key_hi };
+	info->stage_id = e->stage_id;
+	info->token_count = e->token_count;
+	info->sec_len[0] = e->sec_len[0];
+	info->sec_len[1] = e->sec_len[1];
+	info->bytes = e->sec_len[0] + e->sec_len[1];
+	info->footprint = e->footprint;
+	info->digest = (struct sc_digest){ e->digest_lo, e->digest_hi };
+	info->kind = SHM_META_KIND(e->meta);
+	info->origin = SHM_META_ORIGIN(e->meta);
+	info->has_kv_desc = (int)SHM_META_HAS_DESC(e->meta);
+	info->created_unix_ns = e->created_ns;
+	info->frequency = atomic_load_explicit(&e->freq, memory_order_relaxed);
+}
+
+/* ---- admission checks ---- */
+
+static int reject(struct sc_stage *st, uint64_t bytes, int rc)
+{
+	l2_count_event(st->arena, st->id, L2C_REJECTS, 1);
+	if (rc == -E2BIG)
+		l2_count_event(st->arena, st->id, L2C_REFUSED, bytes);
+	uint64_t sid = st->id, b = bytes, why = (uint64_t)-rc;
+	SC_PROBE(l2_reject, sid, b, why);
+	return rc;
+}
+
+/* Checks 2..4 (empty, consistency, budget); the digest (1) is checked by the caller first. */
+static int check_shape(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1, const struct sc_kv_desc *desc,
+		       uint64_t *fp)
+{
+	uint64_t wire = l0 + l1;
+	if (wire == 0 || l0 > UINT64_MAX / 2 || l1 > UINT64_MAX / 2)
+		return reject(st, wire, -EINVAL);
+	if (kind == SC_PAYLOAD_FULL_STATE || kind == SC_PAYLOAD_RECURRENT_ONLY) {
+		if (l1 || desc)
+			return reject(st, wire, -EINVAL);
+	} else if (kind == SC_PAYLOAD_KV_RECURRENT) {
+		if ((l0 && !desc) || (desc && sc_kv_desc_validate(desc, l0)))
+			return reject(st, wire, -EINVAL);
+	} else {
+		return reject(st, wire, -EINVAL);
+	}
+	*fp = shm_heap_footprint(alloc_len(wire, desc != NULL));
+	if (*fp > l2_budget(st->arena))
+		return reject(st, wire, -E2BIG);
+	return 0;
+}
+
+/* The live entry of @key, if any (lock-free; for excluding it from eviction only). */
+static const struct shm_index_entry *peek_entry(struct sc_arena *a, struct sc_key key)
+{
+	int err;
+	shm_epoch_enter(a->shm);
+	const struct shm_index_entry *e = shm_index_find(l2_ix(a), key.lo, key.hi, &err);
+	shm_epoch_exit(a->shm);
+	return e;
+}
+
+/* Allocate @len bytes (footprint @fp) tagged private, evicting for the budget or the heap. */
+static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct shm_index_entry *exclude,
+		    uint64_t *off)
+{
+	uint64_t tag = shm_tag_priv((uint32_t)a->shm->reader_slot, (uint32_t)getpid());
+	uint64_t budget = l2_budget(a);
+	for (int round = 0; round < 6; round++) {
+		uint64_t used = l2_used(a);
+		if (used + fp > budget) {
+			l2_reclaim_all(a, -1);
+			used = l2_used(a);
+		}
+		if (used + fp > budget) {
+			int rc = l2_make_room(a, used + fp - budget, -1, -1, exclude);
+			if (rc)
+				return rc;
+			continue;
+		}
+		int rc = shm_heap_alloc(a->shm, len, tag, off);
+		if (rc != -ENOSPC)
+			return rc;
+		l2_reclaim_all(a, -1);
+		if (shm_heap_alloc(a->shm, len, tag, off) == 0)
+			return 0;
+		if ((rc = l2_make_room(a, fp, -1, -1, exclude)))
+			return rc;
+	}
+	return -ENOSPC;
+}
+
+/*
+ * Give the private block at @off to a new entry of @key and link it, replacing the key's entry.
+ * 0 (the block now belongs to the index) or -errno (the block is still the caller's).
+ */
+static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc_digest d, uint64_t off, uint32_t kind,
+		     uint64_t l0, uint64_t l1, int has_desc, uint64_t fp, uint32_t origin, struct sc_lease *lease)
+{
+	struct sc_arena *a = st->arena;
+	struct shm_index *ix = l2_ix(a);
+	uint32_t shard = shm_index_shard_of_bucket(shm_index_bucket(ix, key.lo));
+	if (lease) {
+		memset(lease, 0, sizeof(*lease));
+		lease->slot_ = -1;
+	}
+	int rc = shm_index_lock(ix, shard), err;
+	if (rc)
+		return rc;
+	struct shm_index_entry *old = shm_index_find(ix, key.lo, key.hi, &err);
+	if (err == -EBADMSG) {
+		/* a corrupted chain: rebuild the shard (cutting the bad links) and look again */
+		shm_index_repair_locked(ix, shard);
+		old = shm_index_find(ix, key.lo, key.hi, &err);
+	}
+	if (err) {
+		shm_index_unlock(ix, shard);
+		return err;
+	}
+	struct shm_index_entry *e = shm_index_pop_free_locked(ix, shard);
+	if (!e) {
+		l2_reclaim_locked(a, shard);
+		e = shm_index_pop_free_locked(ix, shard);
+	}
+	if (!e && l2_make_room(a, 0, (int)shard, (int)shard, old) == 0)
+		e = shm_index_pop_free_locked(ix, shard);
+	if (!e) {
+		shm_index_unlock(ix, shard);
+		return -ENOSPC;
+	}
+	shm_fault_point("l2.admit.popped");
+	uint32_t idx = shm_index_idx(ix, e);
+	if ((rc = shm_heap_set_tag(a->shm, off, shm_tag_entry(idx, e->gen)))) {
+		shm_index_push_free_locked(ix, e);
+		shm_index_unlock(ix, shard);
+		return rc;
+	}
+	shm_fault_point("l2.admit.tagged");
+	e->key_lo = key.lo;
+	e->key_hi = key.hi;
+	e->meta = kind | (origin << 8) | ((uint32_t)has_desc << 16);
+	e->stage_id = st->id;
+	e->payload_off = off;
+	e->sec_len[0] = l0;
+	e->sec_len[1] = l1;
+	e->digest_lo = d.lo;
+	e->digest_hi = d.hi;
+	e->token_count = n;
+	e->footprint = fp;
+	e->created_ns = shm_realtime_ns();
+	e->retire_epoch = 0;
+	e->owner_pid = (uint32_t)getpid();
+	atomic_store_explicit(&e->freq, 0, memory_order_relaxed);
+	atomic_store_explicit(&e->state, SHM_ENT_BUSY, memory_order_relaxed);
+	shm_fault_point("l2.admit.busy");
+	shm_index_link_locked(ix, e, old);
+	shm_fault_point("l2.admit.linked");
+	if (lease) {
+		int slot = l2_lease_take(a, shm_index_rec(ix, e));
+		if (slot >= 0) {
+			uint8_t *p = a->shm->base + off;
+			memset(lease, 0, sizeof(*lease));
+			lease->sec[0] = p;
+			lease->sec[1] = p + l0;
+			lease->sec_len[0] = l0;
+			lease->sec_len[1] = l1;
+			lease->kind = kind;
+			lease->origin = origin;
+			lease->token_count = n;
+			lease->digest = d;
+			lease->key = key;
+			if (has_desc) {
+				lease->has_kv_desc = 1;
+				memcpy(&lease->kv_desc, p + desc_at(l0 + l1), sizeof(lease->kv_desc));
+			}
+			lease->arena_ = a;
+			lease->slot_ = slot;
+		}
+	}
+	shm_index_unlock(ix, shard);
+	l2_reclaim_all(a, -1); /* ours and whatever other shards left pending (cheap when none) */
+	l2_count_event(a, st->id, L2C_INSERTS, 1);
+	uint64_t sid = st->id, lo = d.lo, hi = d.hi, b = l0 + l1, org = origin;
+	SC_PROBE(l2_admit, sid, lo, hi, b, org);
+	return 0;
+}
+
+int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_digest expected,
+		const struct sc_payload *p, uint32_t origin)
+{
+	if (!st || !p || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
+		return -EINVAL;
+	struct sc_arena *a = st->arena;
+	uint64_t l0 = p->sec_len[0], l1 = p->sec_len[1];
+	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
+		return -EINVAL;
+	/* 1. the digest over the wire */
+	struct sc_digest d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
+	if (!sc_digest_equal(d, expected))
+		return reject(st, l0 + l1, -EBADMSG);
+	uint64_t fp;
+	int rc = check_shape(st, p->kind, l0, l1, p->kv_desc, &fp);
+	if (rc)
+		return rc;
+	struct sc_key key;
+	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
+		return rc;
+	int has_desc = p->kv_desc != NULL;
+	uint64_t off, wire = l0 + l1;
+	if ((rc = l2_alloc(a, alloc_len(wire, has_desc), fp, peek_entry(a, key), &off))) {
+		uint64_t sid = st->id, why = (uint64_t)-rc;
+		SC_PROBE(l2_reject, sid, wire, why);
+		return rc;
+	}
+	uint8_t *dst = a->shm->base + off;
+	if (l0)
+		memcpy(dst, p->sec[0], l0);
+	if (l1)
+		memcpy(dst + l0, p->sec[1], l1);
+	if (has_desc)
+		memcpy(dst + desc_at(wire), p->kv_desc, sizeof(*p->kv_desc));
+	shm_fault_point("l2.admit.copied");
+	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, fp, origin, NULL);
+	if (rc)
+		(void)shm_heap_free(a->shm, off);
+	return rc;
+}
+
+/* ---- reservations (fills) ---- */
+
+int sc_l2_reserve(struct sc_stage *st, uint64_t bytes, struct sc_l2_resv *r)
+{
+	if (!r)
+		return -EINVAL;
+	memset(r, 0, sizeof(*r));
+	if (!st || !bytes || bytes > UINT64_MAX / 4)
+		return -EINVAL;
+	struct sc_arena *a = st->arena;
+	uint64_t len = alloc_len(bytes, 1), fp = shm_heap_footprint(len), off;
+	if (fp > l2_budget(a))
+		return -E2BIG;
+	int rc = l2_alloc(a, len, fp, NULL, &off);
+	if (rc)
+		return rc;
+	r->ptr = a->shm->base + off;
+	r->bytes = bytes;
+	r->arena_ = a;
+	r->off_ = off;
+	r->asked_ = len;
+	return 0;
+}
+
+void sc_l2_reserve_release(struct sc_l2_resv *r)
+{
+	if (!r || !r->arena_)
+		return;
+	(void)shm_heap_free(r->arena_->shm, r->off_);
+	memset(r, 0, sizeof(*r));
+}
+
+int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_digest expected,
+		  struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
+		  uint32_t origin, struct sc_lease *lease)
+{
+	if (!st || !r || !r->arena_ || r->arena_ != st->arena || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
+		return -EINVAL;
+	if (kv_len > r->bytes || rec_len > r->bytes - kv_len)
+		return -EINVAL;
+	struct sc_digest d = sc_digest(r->ptr, kv_len + rec_len);
+	if (!sc_digest_equal(d, expected))
+		return reject(st, kv_len + rec_len, -EBADMSG);
+	uint64_t fp;
+	int rc = check_shape(st, kind, kv_len, rec_len, desc, &fp);
+	if (rc)
+		return rc;
+	struct sc_key key;
+	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
+		return rc;
+	uint64_t wire = kv_len + rec_len;
+	if (desc)
+		memcpy((uint8_t *)r->ptr + desc_at(wire), desc, sizeof(*desc));
+	/* charge what the block really costs */
+	rc = l2_commit(st, key, n, d, r->off_, kind, kv_len, rec_len, desc != NULL, shm_heap_footprint(r->asked_),
+		       origin, lease);
+	if (rc)
+		return rc;
+	memset(r, 0, sizeof(*r));
+	return 0;
+}

@@ -1,0 +1,113 @@
+/*
+ * lib/l2_lease.c — leases: records in this process's reader-slot ext area (struct l2_ext).
+ *
+ * A record (gen << 32 | idx+1) is stored by the slot owner, inside its epoch, before it leaves
+ * the epoch (release in shm_epoch_exit); reclaimers read records only after shm_epoch_min_active
+ * (acquire) showed the epoch of the retirement passed, so they see every lease taken on a retired
+ * entry (protocol: shm/index.c). Release stores 0 (release: the holder's reads of the payload
+ * happen before a reclaimer that reads 0 frees it). A dead process's records are cleared by the
+ * reaper callback, which runs only under shm_readers_reap's REAPING marker.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2.h"
+
+int l2_lease_take(struct sc_arena *a, uint64_t rec)
+{
+	uint64_t free_bits = ~a->l2_lease_used & ((SC_LEASES_MAX == 64) ? ~0ull : ((1ull << SC_LEASES_MAX) - 1));
+	if (!free_bits)
+		return -EMFILE;
+	int i = __builtin_ctzll(free_bits);
+	struct l2_ext *x = l2_ext_of(shm_reader_slot(a->shm, (uint32_t)a->shm->reader_slot));
+	atomic_store_explicit(&x->rec[i], rec, memory_order_relaxed);
+	a->l2_lease_used |= 1ull << i;
+	return i;
+}
+
+void l2_lease_drop(struct sc_arena *a, int i)
+{
+	if (i < 0 || i >= SC_LEASES_MAX || !(a->l2_lease_used & (1ull << i)))
+		return;
+	struct l2_ext *x = l2_ext_of(shm_reader_slot(a->shm, (uint32_t)a->shm->reader_slot));
+	/* release: our reads of the leased payload happen-before a reclaimer's acquire of 0 */
+	atomic_store_explicit(&x->rec[i], 0, memory_order_release);
+	a->l2_lease_used &= ~(1ull << i);
+}
+
+void sc_lease_release(struct sc_lease *l)
+{
+	if (!l || !l->arena_)
+		return;
+	l2_lease_drop(l->arena_, l->slot_);
+	l->arena_ = NULL;
+	l->slot_ = -1;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return (a > b) - (a < b);
+}
+
+size_t l2_leases_collect(struct sc_arena *a, uint64_t **out)
+{
+	uint32_t n = shm_readers_count(a->shm);
+	size_t cap = 0, k = 0;
+	uint64_t *v = NULL;
+	*out = NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		struct shm_reader_slot *s = shm_reader_slot(a->shm, i);
+		if (!atomic_load_explicit(&s->pid, memory_order_acquire))
+			continue;
+		struct l2_ext *x = l2_ext_of(s);
+		for (int j = 0; j < SC_LEASES_MAX; j++) {
+			/* acquire: pairs with the release in l2_lease_drop / the epoch exit */
+			uint64_t r = atomic_load_explicit(&x->rec[j], memory_order_acquire);
+			if (!r)
+				continue;
+			if (k == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				uint64_t *nv = realloc(v, nc * sizeof(*v));
+				if (!nv) {
+					/* cannot allocate: report "everything leased" by failing closed */
+					free(v);
+					*out = NULL;
+					return SIZE_MAX;
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[k++] = r;
+		}
+	}
+	if (k)
+		qsort(v, k, sizeof(*v), cmp_u64);
+	*out = v;
+	return k;
+}
+
+static void reap_cb(struct shm_arena *sa, struct shm_reader_slot *s, void *ctx)
+{
+	(void)sa;
+	int *any = ctx;
+	struct l2_ext *x = l2_ext_of(s);
+	for (int j = 0; j < SC_LEASES_MAX; j++)
+		atomic_store_explicit(&x->rec[j], 0, memory_order_release);
+	memset(x->spare, 0, sizeof(x->spare));
+	*any = 1;
+}
+
+int l2_reap(struct sc_arena *a, int force)
+{
+	uint64_t now = l2_now_ns();
+	if (!force && now - a->l2_last_reap_ns < 1000000)
+		return 0;
+	a->l2_last_reap_ns = now;
+	int any = 0, freed = shm_readers_reap(a->shm, reap_cb, &any);
+	if (freed > 0 || any || force)
+		(void)shm_index_sweep(l2_ix(a), -1); /* their private reservations are orphans now */
+	return freed > 0 || any;
+}
+

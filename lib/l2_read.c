@@ -1,0 +1,308 @@
+/*
+ * lib/l2_read.c — the L2 read path: get (lease), get_copy, peek, longest prefix, listing, stats.
+ *
+ * A lookup is: epoch enter (own slot), lock-free chain walk (shm_index_find), checks of the
+ * entry's offsets and descriptor against the heap region, the lease record in our own slot,
+ * at most one relaxed store to the entry's freq (only when it is 0), epoch exit. No lock, no
+ * syscall, no allocation, no shared counter: hits and misses accumulate in the stage handle.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2.h"
+#include "probes.h"
+#include "../shm/heap.h"
+
+enum { MISS_ABSENT = 0, MISS_MISMATCH = 1, MISS_ERROR = 2 };
+
+static inline void count_hit(struct sc_stage *st)
+{
+	if (++st->local_hits + st->local_misses >= L2_FLUSH_EVERY)
+		l2_flush(st);
+}
+
+static inline void count_miss(struct sc_stage *st, uint64_t tokens, int reason, uint64_t t0)
+{
+	if (++st->local_misses + st->local_hits >= L2_FLUSH_EVERY)
+		l2_flush(st);
+	if (SC_PROBE_ENABLED(l2_miss)) {
+		uint64_t sid = st->id, tk = tokens, why = (uint64_t)reason, ns = t0 ? l2_now_ns() - t0 : 0;
+		SC_PROBE(l2_miss, sid, tk, why, ns);
+	}
+}
+
+/* mode: 0 lease, 1 copy, 2 peek */
+struct lookup {
+	int mode;
+	int count;
+	const struct sc_location *loc;
+	struct sc_lease *lease;
+	void *buf;
+	uint64_t cap;
+	struct sc_l2_entry_info *info;
+	uint64_t tokens;
+};
+
+static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
+{
+	struct sc_arena *a = st->arena;
+	struct shm_index *ix = l2_ix(a);
+	uint64_t t0 = (q->count && (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss))) ? l2_now_ns() : 0;
+	int err, has_desc = 0;
+	uint64_t wire = 0;
+	int64_t ret = 0;
+	struct sc_kv_desc desc;
+
+	shm_epoch_enter(a->shm);
+	struct shm_index_entry *e = shm_index_find(ix, key.lo, key.hi, &err);
+	if (!e) {
+		shm_epoch_exit(a->shm);
+		if (q->count)
+			count_miss(st, q->tokens, err ? MISS_ERROR : MISS_ABSENT, t0);
+		return err ? err : -ENOENT;
+	}
+	if ((err = l2_entry_check(ix, e, &wire, &desc, &has_desc))) {
+		shm_epoch_exit(a->shm);
+		if (q->count)
+			count_miss(st, q->tokens, MISS_ERROR, t0);
+		return err;
+	}
+	struct sc_digest d = { e->digest_lo, e->digest_hi };
+	if (q->loc && (e->token_count != q->loc->token_count || !sc_digest_equal(d, q->loc->digest))) {
+		uint64_t rec = shm_index_rec(ix, e);
+		shm_epoch_exit(a->shm);
+		/* the durable copy changed: this mirror is stale */
+		(void)l2_remove_key(a, key, rec, 1);
+		if (q->count)
+			count_miss(st, q->tokens, MISS_MISMATCH, t0);
+		return -ENOENT;
+	}
+	const uint8_t *p = a->shm->base + e->payload_off;
+	uint64_t l0 = e->sec_len[0], l1 = e->sec_len[1];
+	uint32_t meta = e->meta;
+	if (q->info)
+		l2_entry_info(ix, e, q->info);
+	if (q->mode == 0) {
+		int slot = l2_lease_take(a, shm_index_rec(ix, e));
+		if (slot < 0) {
+			shm_epoch_exit(a->shm);
+			return slot;
+		}
+		struct sc_lease *l = q->lease;
+		l->sec[0] = p;
+		l->sec[1] = p + l0;
+		l->sec_len[0] = l0;
+		l->sec_len[1] = l1;
+		l->kind = SHM_META_KIND(meta);
+		l->origin = SHM_META_ORIGIN(meta);
+		l->token_count = e->token_count;
+		l->digest = d;
+		l->key = key;
+		l->has_kv_desc = has_desc;
+		if (has_desc)
+			l->kv_desc = desc;
+		l->arena_ = a;
+		l->slot_ = slot;
+	} else if (q->mode == 1) {
+		if (wire > q->cap) {
+			shm_epoch_exit(a->shm);
+			return -ENOBUFS;
+		}
+		memcpy(q->buf, p, wire);
+		ret = (int64_t)wire;
+	}
+	if (q->mode != 2 && atomic_load_explicit(&e->freq, memory_order_relaxed) == 0)
+		atomic_store_explicit(&e->freq, 1, memory_order_relaxed);
+	shm_epoch_exit(a->shm);
+	if (q->count) {
+		count_hit(st);
+		if (SC_PROBE_ENABLED(l2_hit)) {
+			uint64_t sid = st->id, lo = d.lo, hi = d.hi, b = wire, org = SHM_META_ORIGIN(meta),
+				 ns = l2_now_ns() - t0;
+			SC_PROBE(l2_hit, sid, lo, hi, b, org, ns);
+		}
+	}
+	return ret;
+}
+
+int sc_l2_get_key(struct sc_stage *st, struct sc_key key, struct sc_lease *lease)
+{
+	if (!st || !lease)
+		return -EINVAL;
+	lease->arena_ = NULL;
+	lease->slot_ = -1;
+	struct lookup q = { .mode = 0, .count = 1, .lease = lease };
+	return (int)lookup(st, key, &q);
+}
+
+int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, const struct sc_location *loc,
+	      struct sc_lease *lease)
+{
+	if (!st || !lease || !n || !tokens)
+		return -EINVAL;
+	lease->arena_ = NULL;
+	lease->slot_ = -1;
+	struct sc_key key;
+	int rc = sc_l2_key(st, ns, tokens, n, &key);
+	if (rc)
+		return rc;
+	struct lookup q = { .mode = 0, .count = 1, .loc = loc, .lease = lease, .tokens = n };
+	return (int)lookup(st, key, &q);
+}
+
+int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n,
+		       const struct sc_location *loc, void *buf, uint64_t cap, struct sc_l2_entry_info *info)
+{
+	if (!st || !n || !tokens || (cap && !buf))
+		return -EINVAL;
+	struct sc_key key;
+	int rc = sc_l2_key(st, ns, tokens, n, &key);
+	if (rc)
+		return rc;
+	struct lookup q = { .mode = 1, .count = 1, .loc = loc, .buf = buf, .cap = cap, .info = info, .tokens = n };
+	return lookup(st, key, &q);
+}
+
+int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_l2_entry_info *info)
+{
+	if (!st || !n || !tokens || !info)
+		return -EINVAL;
+	struct sc_key key;
+	int rc = sc_l2_key(st, ns, tokens, n, &key);
+	if (rc)
+		return rc;
+	struct lookup q = { .mode = 2, .count = 0, .info = info };
+	return (int)lookup(st, key, &q);
+}
+
+#define PREFIX_STACK_KEYS 512
+
+int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, size_t block,
+			 size_t *len, struct sc_lease *lease)
+{
+	if (!st || !len || !lease || (n && !tokens))
+		return -EINVAL;
+	if (!block)
+		block = 256;
+	*len = 0;
+	lease->arena_ = NULL;
+	lease->slot_ = -1;
+	uint64_t t0 = (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss)) ? l2_now_ns() : 0;
+	size_t want = n / block;
+	struct sc_key stack_keys[PREFIX_STACK_KEYS], *keys = stack_keys;
+	if (want > PREFIX_STACK_KEYS && !(keys = malloc(want * sizeof(*keys))))
+		return -ENOMEM;
+	int k = sc_l2_prefix_keys(st, ns, tokens, n, block, keys, want);
+	int rc = k < 0 ? k : -ENOENT;
+	for (int i = k - 1; i >= 0; i--) {
+		struct lookup q = { .mode = 0, .count = 0, .lease = lease };
+		rc = (int)lookup(st, keys[i], &q);
+		if (rc == 0) {
+			*len = (size_t)(i + 1) * block;
+			break;
+		}
+		if (rc != -ENOENT)
+			break;
+	}
+	if (keys != stack_keys)
+		free(keys);
+	/* one lookup, one count, one probe */
+	if (rc == 0) {
+		count_hit(st);
+		if (SC_PROBE_ENABLED(l2_hit)) {
+			uint64_t sid = st->id, lo = lease->digest.lo, hi = lease->digest.hi,
+				 b = lease->sec_len[0] + lease->sec_len[1], org = lease->origin, dt = l2_now_ns() - t0;
+			SC_PROBE(l2_hit, sid, lo, hi, b, org, dt);
+		}
+	} else if (k >= 0 && rc != -EMFILE) {
+		count_miss(st, n, rc == -ENOENT ? MISS_ABSENT : MISS_ERROR, t0);
+	}
+	return rc;
+}
+
+/* ---- listing and stats ---- */
+
+int sc_l2_list(struct sc_arena *a, int (*cb)(const struct sc_l2_entry_info *e, void *ctx), void *ctx, uint64_t max)
+{
+	if (!a || !cb)
+		return -EINVAL;
+	int rc = l2_ready(a);
+	if (rc)
+		return rc;
+	struct shm_index *ix = l2_ix(a);
+	int count = 0;
+	for (uint32_t i = 0; i < ix->nentries && (!max || (uint64_t)count < max); i++) {
+		struct shm_index_entry *e = &ix->ent[i];
+		struct sc_l2_entry_info info;
+		uint64_t wire;
+		struct sc_kv_desc desc;
+		shm_epoch_enter(a->shm);
+		/* acquire: pairs with the release store of LIVE in shm_index_link_locked */
+		int live = atomic_load_explicit(&e->state, memory_order_acquire) == SHM_ENT_LIVE &&
+			   l2_entry_check(ix, e, &wire, &desc, NULL) == 0;
+		if (live)
+			l2_entry_info(ix, e, &info);
+		shm_epoch_exit(a->shm);
+		if (!live)
+			continue;
+		count++;
+		if (cb(&info, ctx))
+			break;
+	}
+	return count;
+}
+
+int sc_l2_stats(struct sc_arena *a, const struct sc_stage *stage, struct sc_l2_stats *out)
+{
+	if (!a || !out || (stage && stage->arena != a))
+		return -EINVAL;
+	int rc = l2_ready(a);
+	if (rc)
+		return rc;
+	for (struct sc_stage *s = a->l2_stages; s; s = s->next)
+		l2_flush(s);
+	memset(out, 0, sizeof(*out));
+	struct shm_index *ix = l2_ix(a);
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		struct shm_index_entry *e = &ix->ent[i];
+		if (atomic_load_explicit(&e->state, memory_order_acquire) != SHM_ENT_LIVE)
+			continue;
+		if (stage && e->stage_id != stage->id)
+			continue;
+		out->entries++;
+		out->bytes += e->footprint;
+		out->logical_bytes += e->sec_len[0] + e->sec_len[1];
+	}
+	struct l2_counters *c = &l2_stats_region(a)->global;
+	if (stage) {
+		struct l2_stage_rec *r = l2_stage_rec_find(a, stage->id, 0);
+		c = r ? &r->c : NULL;
+	}
+	if (c) {
+		out->hits = atomic_load_explicit(&c->hits, memory_order_relaxed);
+		out->misses = atomic_load_explicit(&c->misses, memory_order_relaxed);
+		out->inserts = atomic_load_explicit(&c->inserts, memory_order_relaxed);
+		out->evictions = atomic_load_explicit(&c->evictions, memory_order_relaxed);
+		out->admission_rejects = atomic_load_explicit(&c->admission_rejects, memory_order_relaxed);
+		out->refused_bytes = atomic_load_explicit(&c->refused_bytes, memory_order_relaxed);
+	}
+	out->budget_bytes = l2_budget(a);
+	uint32_t ns = shm_readers_count(a->shm);
+	for (uint32_t i = 0; i < ns; i++) {
+		struct shm_reader_slot *s = shm_reader_slot(a->shm, i);
+		if (!atomic_load_explicit(&s->pid, memory_order_acquire))
+			continue;
+		struct l2_ext *x = l2_ext_of(s);
+		for (int j = 0; j < SC_LEASES_MAX; j++)
+			out->leases += atomic_load_explicit(&x->rec[j], memory_order_relaxed) != 0;
+	}
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		out->pending_reclaim_bytes += ix->hdr->shards[s].pending_bytes;
+	struct shm_heap_stats hs;
+	if ((rc = shm_heap_stats(a->shm, &hs)))
+		return rc;
+	out->free_bytes = hs.free_bytes;
+	out->largest_free_block = hs.largest_free;
+	return 0;
+}

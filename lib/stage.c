@@ -1,0 +1,135 @@
+/*
+ * lib/stage.c — stage views and the L2 counters in SHM_REGION_STATS.
+ *
+ * Counters. The stats region holds one line of global counters and a table of per-stage records
+ * (open addressing on the stage id, claimed by CAS of stage_id 0 -> id). Every counter is a
+ * relaxed atomic add: totals only, no ordering with anything else. Writers (admit, evict, remove)
+ * add directly. Readers never touch a shared line on a hit: hits and misses accumulate in the
+ * stage handle and are flushed every L2_FLUSH_EVERY events, at sc_l2_stats and at
+ * sc_stage_close; a process killed without closing loses fewer than L2_FLUSH_EVERY of each.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2.h"
+
+int l2_ready(struct sc_arena *a)
+{
+	if (a->l2_ready)
+		return 0;
+	int rc = shm_index_view(a->shm, l2_ix(a));
+	if (rc)
+		return rc;
+	if (a->shm->reader_slot < 0)
+		return -EBADMSG;
+	a->l2_ready = 1;
+	return 0;
+}
+
+#define STAGE_PROBES 64u
+
+struct l2_stage_rec *l2_stage_rec_find(struct sc_arena *a, uint64_t id, int claim)
+{
+	struct l2_stats_region *r = l2_stats_region(a);
+	if (!id)
+		return NULL;
+	for (uint32_t i = 0; i < STAGE_PROBES; i++) {
+		struct l2_stage_rec *s = &r->stages[(id + i) % L2_STAGE_RECS];
+		uint64_t cur = atomic_load_explicit(&s->stage_id, memory_order_relaxed);
+		if (cur == id)
+			return s;
+		if (cur == 0) {
+			if (!claim)
+				return NULL;
+			if (atomic_compare_exchange_strong_explicit(&s->stage_id, &cur, id, memory_order_relaxed,
+								    memory_order_relaxed) ||
+			    cur == id)
+				return s;
+		}
+	}
+	return NULL;
+}
+
+static _Atomic uint64_t *counter(struct l2_counters *c, int which)
+{
+	switch (which) {
+	case L2C_INSERTS: return &c->inserts;
+	case L2C_EVICTIONS: return &c->evictions;
+	case L2C_REJECTS: return &c->admission_rejects;
+	case L2C_REFUSED: return &c->refused_bytes;
+	default: return &c->removals;
+	}
+}
+
+void l2_count_event(struct sc_arena *a, uint64_t stage_id, int which, uint64_t v)
+{
+	atomic_fetch_add_explicit(counter(&l2_stats_region(a)->global, which), v, memory_order_relaxed);
+	struct l2_stage_rec *s = l2_stage_rec_find(a, stage_id, 0);
+	if (s)
+		atomic_fetch_add_explicit(counter(&s->c, which), v, memory_order_relaxed);
+}
+
+void l2_flush(struct sc_stage *st)
+{
+	if (!st->local_hits && !st->local_misses)
+		return;
+	struct l2_counters *g = &l2_stats_region(st->arena)->global;
+	atomic_fetch_add_explicit(&g->hits, st->local_hits, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g->misses, st->local_misses, memory_order_relaxed);
+	if (st->rec) {
+		atomic_fetch_add_explicit(&st->rec->c.hits, st->local_hits, memory_order_relaxed);
+		atomic_fetch_add_explicit(&st->rec->c.misses, st->local_misses, memory_order_relaxed);
+	}
+	st->local_hits = st->local_misses = 0;
+}
+
+int sc_stage_open(struct sc_arena *arena, const char *model, const char *state, struct sc_stage **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!arena || !model || !state)
+		return -EINVAL;
+	size_t ml = strnlen(model, SC_IDENTITY_MAX + 1), sl = strnlen(state, SC_IDENTITY_MAX + 1);
+	if (!ml || !sl || ml > SC_IDENTITY_MAX || sl > SC_IDENTITY_MAX)
+		return -EINVAL;
+	int rc = l2_ready(arena);
+	if (rc)
+		return rc;
+	struct sc_stage *st = aligned_alloc(64, (sizeof(*st) + 63) & ~(size_t)63);
+	if (!st)
+		return -ENOMEM;
+	memset(st, 0, sizeof(*st));
+	st->arena = arena;
+	st->model_len = ml;
+	st->state_len = sl;
+	if ((rc = l2_stage_base(st, arena->shm->hdr->key_secret, model, state))) {
+		free(st);
+		return rc;
+	}
+	st->rec = l2_stage_rec_find(arena, st->id, 1);
+	st->next = arena->l2_stages;
+	arena->l2_stages = st;
+	*out = st;
+	return 0; /* a full stage table only means counters go to the global line */
+}
+
+void sc_stage_close(struct sc_stage *st)
+{
+	if (!st)
+		return;
+	l2_flush(st);
+	for (struct sc_stage **pp = &st->arena->l2_stages; *pp; pp = &(*pp)->next) {
+		if (*pp == st) {
+			*pp = st->next;
+			break;
+		}
+	}
+	free(st);
+}
+
+uint64_t sc_stage_id(const struct sc_stage *st)
+{
+	return st ? st->id : 0;
+}

@@ -1,0 +1,797 @@
+/* tests/check_l2.c — the L2 tier in one process: admission rules, leases, eviction, removal,
+ * reservations, and hostile index contents. Multi-process cases: tests/check_l2_mp.c. */
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/l2.h"
+#include "../shm/heap.h"
+
+#define ARENA (32ull << 20)
+
+struct fx {
+	struct sc_arena *a;
+	const char *name;
+	struct sc_stage *st;
+};
+
+static void fx_open(struct fx *f)
+{
+	f->a = sc_test_arena("l2", ARENA, &f->name);
+	ck_assert_int_eq(sc_stage_open(f->a, "model-A", "state-1", &f->st), 0);
+}
+
+static void fx_close(struct fx *f)
+{
+	sc_stage_close(f->st);
+	sc_test_arena_destroy(f->a, f->name);
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static void toks(int32_t *t, size_t n, int32_t base)
+{
+	for (size_t i = 0; i < n; i++)
+		t[i] = base + (int32_t)i;
+}
+
+/* Admit a FULL_STATE blob of @bytes derived from @seed under tokens base..base+n. */
+static int put(struct sc_stage *st, int32_t base, size_t n, size_t bytes, uint32_t seed)
+{
+	uint8_t *buf = malloc(bytes ? bytes : 1);
+	int32_t *t = malloc(n * sizeof(*t));
+	fill(buf, bytes, seed);
+	toks(t, n, base);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { bytes } };
+	int rc = sc_l2_admit(st, "ns", t, n, sc_digest(buf, bytes), &p, SC_ORIGIN_DIRECT);
+	free(buf);
+	free(t);
+	return rc;
+}
+
+static int has(struct sc_stage *st, int32_t base, size_t n)
+{
+	int32_t t[64];
+	toks(t, n, base);
+	struct sc_l2_entry_info info;
+	return sc_l2_peek(st, "ns", t, n, &info) == 0;
+}
+
+static struct sc_l2_stats stats(struct fx *f, const struct sc_stage *st)
+{
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(f->a, st, &s), 0);
+	return s;
+}
+
+START_TEST(admit_get_round_trip)
+{
+	struct fx f;
+	fx_open(&f);
+	uint8_t buf[5000];
+	fill(buf, sizeof(buf), 1);
+	int32_t t[10];
+	toks(t, 10, 100);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest d = sc_digest(buf, sizeof(buf));
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 10, d, &p, SC_ORIGIN_FROM_L3), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 10, NULL, &l), 0);
+	ck_assert_uint_eq(l.sec_len[0], sizeof(buf));
+	ck_assert_uint_eq(l.sec_len[1], 0);
+	ck_assert_int_eq(memcmp(l.sec[0], buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(l.kind, SC_PAYLOAD_FULL_STATE);
+	ck_assert_uint_eq(l.origin, SC_ORIGIN_FROM_L3);
+	ck_assert_uint_eq(l.token_count, 10);
+	ck_assert(sc_digest_equal(l.digest, d));
+	/* zero copy: the section lives in the arena's heap, 4 KiB aligned (>= 4 KiB) */
+	struct shm_arena *sa = f.a->shm;
+	uint64_t off = (uint64_t)((const uint8_t *)l.sec[0] - sa->base);
+	ck_assert_uint_ge(off, sa->hdr->regions[SHM_REGION_HEAP].off);
+	ck_assert_uint_eq(off % 4096, 0);
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.leases, 1);
+	sc_lease_release(&l);
+	sc_lease_release(&l); /* idempotent */
+	s = stats(&f, NULL);
+	ck_assert_uint_eq(s.leases, 0);
+	ck_assert_uint_eq(s.entries, 1);
+	ck_assert_uint_eq(s.logical_bytes, sizeof(buf));
+	ck_assert_uint_ge(s.bytes, sizeof(buf));
+	ck_assert_uint_eq(s.inserts, 1);
+	ck_assert_uint_eq(s.hits, 1);
+	ck_assert_uint_eq(s.misses, 0);
+	/* a miss: other tokens, other namespace, other stage */
+	struct sc_stage *other;
+	ck_assert_int_eq(sc_stage_open(f.a, "model-B", "state-1", &other), 0);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 9, NULL, &l), -ENOENT);
+	ck_assert_int_eq(sc_l2_get(f.st, "other", t, 10, NULL, &l), -ENOENT);
+	ck_assert_int_eq(sc_l2_get(other, "ns", t, 10, NULL, &l), -ENOENT);
+	s = stats(&f, f.st);
+	ck_assert_uint_eq(s.misses, 2);
+	ck_assert_uint_eq(s.hits, 1);
+	ck_assert_uint_eq(s.entries, 1);
+	s = stats(&f, other);
+	ck_assert_uint_eq(s.misses, 1);
+	ck_assert_uint_eq(s.entries, 0);
+	sc_stage_close(other);
+	/* copy-out */
+	uint8_t out[5000];
+	struct sc_l2_entry_info info;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 10, NULL, out, sizeof(out), &info), (int64_t)sizeof(out));
+	ck_assert_int_eq(memcmp(out, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 10, NULL, out, 100, &info), -ENOBUFS);
+	ck_assert_uint_eq(info.bytes, sizeof(buf));
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(kv_recurrent_with_descriptor)
+{
+	struct fx f;
+	fx_open(&f);
+	uint8_t kv[8192], rec[300], wire[8192 + 300];
+	fill(kv, sizeof(kv), 2);
+	fill(rec, sizeof(rec), 3);
+	memcpy(wire, kv, sizeof(kv));
+	memcpy(wire + sizeof(kv), rec, sizeof(rec));
+	struct sc_kv_desc desc;
+	memset(&desc, 0, sizeof(desc));
+	desc.version = 1;
+	desc.token_count = 4;
+	desc.payload_bytes = sizeof(kv);
+	int32_t t[4] = { 1, 2, 3, 4 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { kv, rec }, .sec_len = { sizeof(kv), sizeof(rec) },
+				.kv_desc = &desc };
+	/* the expected digest is over the wire: kv then recurrent */
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, sc_digest(kv, sizeof(kv)), &p, 0), -EBADMSG);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, sc_digest(wire, sizeof(wire)), &p, 0), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), 0);
+	ck_assert_uint_eq(l.kind, SC_PAYLOAD_KV_RECURRENT);
+	ck_assert_int_eq(memcmp(l.sec[0], kv, sizeof(kv)), 0);
+	ck_assert_int_eq(memcmp(l.sec[1], rec, sizeof(rec)), 0);
+	ck_assert_int_eq(l.has_kv_desc, 1);
+	ck_assert_int_eq(memcmp(&l.kv_desc, &desc, sizeof(desc)), 0);
+	ck_assert_int_eq(sc_kv_desc_validate_restore(&l.kv_desc, l.sec_len[0], 4), 0);
+	sc_lease_release(&l);
+	/* KV without a descriptor, a descriptor that does not match, recurrent on FULL_STATE */
+	struct sc_payload bad = p;
+	bad.kv_desc = NULL;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 3, sc_digest(wire, sizeof(wire)), &bad, 0), -EINVAL);
+	struct sc_kv_desc wrong = desc;
+	wrong.payload_bytes = 1;
+	bad.kv_desc = &wrong;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 3, sc_digest(wire, sizeof(wire)), &bad, 0), -EINVAL);
+	bad = p;
+	bad.kind = SC_PAYLOAD_FULL_STATE;
+	bad.kv_desc = NULL;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 3, sc_digest(wire, sizeof(wire)), &bad, 0), -EINVAL);
+	/* recurrent-only KV_RECURRENT (no KV section) needs no descriptor */
+	struct sc_payload ro = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { NULL, rec }, .sec_len = { 0, sizeof(rec) } };
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 2, sc_digest(rec, sizeof(rec)), &ro, 0), 0);
+	fx_close(&f);
+}
+END_TEST
+
+/* Each refusal: its errno, counted, and nothing else changes. */
+START_TEST(refusals_leave_the_cache_unchanged)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 0, 8, 1000, 9), 0);
+	struct sc_l2_stats s0 = stats(&f, NULL);
+	uint8_t buf[100];
+	fill(buf, sizeof(buf), 4);
+	int32_t t[8];
+	toks(t, 8, 0); /* same key as the existing entry: a refusal must not replace it */
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest good = sc_digest(buf, sizeof(buf)), bad = good;
+	bad.lo ^= 1;
+	/* 1. digest first: even an inconsistent payload is refused for its digest */
+	struct sc_payload incons = p;
+	incons.sec[1] = buf;
+	incons.sec_len[1] = 10;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, bad, &incons, 0), -EBADMSG);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, bad, &p, 0), -EBADMSG);
+	/* 2. empty */
+	struct sc_payload empty = { .kind = SC_PAYLOAD_FULL_STATE };
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, sc_digest(NULL, 0), &empty, 0), -EINVAL);
+	/* 3. inconsistent sections / kind */
+	struct sc_payload k0 = p;
+	k0.kind = 0;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, good, &k0, 0), -EINVAL);
+	/* 4. larger than the budget at all */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 64 << 10), 0);
+	static uint8_t big[128 << 10];
+	struct sc_payload pb = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { big }, .sec_len = { sizeof(big) } };
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, sc_digest(big, sizeof(big)), &pb, 0), -E2BIG);
+	struct sc_l2_stats s1 = stats(&f, NULL);
+	ck_assert_uint_eq(s1.admission_rejects, s0.admission_rejects + 5);
+	ck_assert_uint_eq(s1.refused_bytes, s0.refused_bytes + sizeof(big));
+	ck_assert_uint_eq(s1.entries, s0.entries);
+	ck_assert_uint_eq(s1.bytes, s0.bytes);
+	ck_assert_uint_eq(s1.inserts, s0.inserts);
+	ck_assert_uint_eq(s1.evictions, s0.evictions);
+	/* the entry is still the original */
+	uint8_t orig[1000], out[1000];
+	fill(orig, sizeof(orig), 9);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, out, sizeof(out), NULL), 1000);
+	ck_assert_int_eq(memcmp(out, orig, sizeof(out)), 0);
+	/* NULL arguments */
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", NULL, 8, good, &p, 0), -EINVAL);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 0, good, &p, 0), -EINVAL);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, good, &p, 7), -EINVAL);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(eviction_makes_room_and_enospc_rolls_back)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t fp = shm_heap_footprint(64 << 10);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 4 * fp), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(put(f.st, i * 100, 8, 64 << 10, (uint32_t)i), 0);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 4);
+	ck_assert_uint_eq(stats(&f, NULL).evictions, 0);
+	/* a fifth: one eviction */
+	ck_assert_int_eq(put(f.st, 400, 8, 64 << 10, 4), 0);
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.entries, 4);
+	ck_assert_uint_eq(s.evictions, 1);
+	ck_assert(has(f.st, 400, 8));
+	/* lease all four: nothing can be evicted, the admit fails and changes nothing */
+	struct sc_lease l[4];
+	int n = 0;
+	for (int i = 0; i <= 4; i++) {
+		int32_t t[8];
+		toks(t, 8, i * 100);
+		if (sc_l2_get(f.st, "ns", t, 8, NULL, &l[n]) == 0)
+			n++;
+	}
+	ck_assert_int_eq(n, 4);
+	s = stats(&f, NULL);
+	ck_assert_int_eq(put(f.st, 500, 8, 64 << 10, 5), -ENOSPC);
+	struct sc_l2_stats s2 = stats(&f, NULL);
+	ck_assert_uint_eq(s2.entries, s.entries);
+	ck_assert_uint_eq(s2.evictions, s.evictions);
+	ck_assert_uint_eq(s2.inserts, s.inserts);
+	ck_assert_uint_eq(s2.admission_rejects, s.admission_rejects);
+	ck_assert_uint_eq(s2.free_bytes, s.free_bytes);
+	for (int i = 0; i < n; i++)
+		sc_lease_release(&l[i]);
+	ck_assert_int_eq(put(f.st, 500, 8, 64 << 10, 5), 0);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 4);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(peek_does_not_change_eviction_order)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t fp = shm_heap_footprint(64 << 10);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 2 * fp), 0);
+	ck_assert_int_eq(put(f.st, 0, 8, 64 << 10, 0), 0);   /* A */
+	ck_assert_int_eq(put(f.st, 100, 8, 64 << 10, 1), 0); /* B */
+	/* A is read (second chance); B is only peeked */
+	int32_t t[8];
+	toks(t, 8, 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 8, NULL, &l), 0);
+	sc_lease_release(&l);
+	struct sc_l2_stats before = stats(&f, NULL);
+	for (int i = 0; i < 10; i++)
+		ck_assert(has(f.st, 100, 8));
+	struct sc_l2_stats after = stats(&f, NULL);
+	ck_assert_uint_eq(after.hits, before.hits);
+	ck_assert_uint_eq(after.misses, before.misses);
+	ck_assert_int_eq(put(f.st, 200, 8, 64 << 10, 2), 0); /* C evicts B, not A */
+	ck_assert(has(f.st, 0, 8));
+	ck_assert(!has(f.st, 100, 8));
+	ck_assert(has(f.st, 200, 8));
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(location_mismatch_removes_the_mirror)
+{
+	struct fx f;
+	fx_open(&f);
+	uint8_t buf[128];
+	memset(buf, 7, sizeof(buf));
+	int32_t t[3] = { 1, 2, 3 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest d = sc_digest(buf, sizeof(buf));
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 3, d, &p, SC_ORIGIN_FROM_L3), 0);
+	struct sc_location good = { 3, d }, changed = { 3, sc_digest("changed", 7) }, count = { 4, d };
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 3, &good, &l), 0);
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 3, &changed, &l), -ENOENT);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 0);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 3, &good, &l), -ENOENT);
+	/* a token-count mismatch too */
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 3, d, &p, SC_ORIGIN_FROM_L3), 0);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 3, &count, &l), -ENOENT);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 0);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(replacement_is_atomic_and_old_leases_stay_valid)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 0, 8, 10000, 1), 0);
+	int32_t t[8];
+	toks(t, 8, 0);
+	struct sc_lease old, cur;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 8, NULL, &old), 0);
+	uint8_t v1[10000], v2[20000];
+	fill(v1, sizeof(v1), 1);
+	fill(v2, sizeof(v2), 2);
+	ck_assert_int_eq(put(f.st, 0, 8, 20000, 2), 0);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 8, NULL, &cur), 0);
+	ck_assert_uint_eq(cur.sec_len[0], sizeof(v2));
+	ck_assert_int_eq(memcmp(cur.sec[0], v2, sizeof(v2)), 0);
+	/* the old lease still reads the old payload, whole */
+	ck_assert_uint_eq(old.sec_len[0], sizeof(v1));
+	ck_assert_int_eq(memcmp(old.sec[0], v1, sizeof(v1)), 0);
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.entries, 1);
+	ck_assert_uint_gt(s.pending_reclaim_bytes, 0);
+	sc_lease_release(&old);
+	sc_lease_release(&cur);
+	ck_assert_int_eq(put(f.st, 1000, 8, 100, 3), 0); /* any write reclaims */
+	s = stats(&f, NULL);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	ck_assert_uint_eq(s.entries, 2);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(remove_invalidate_clear_shrink)
+{
+	struct fx f;
+	fx_open(&f);
+	struct sc_stage *s2;
+	ck_assert_int_eq(sc_stage_open(f.a, "model-B", "state-1", &s2), 0);
+	uint8_t buf[256];
+	memset(buf, 1, sizeof(buf));
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest d = sc_digest(buf, sizeof(buf));
+	int32_t t[4] = { 1, 2, 3, 4 };
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, d, &p, 0), 0);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 3, d, &p, 0), 0);
+	ck_assert_int_eq(sc_l2_admit(s2, "ns", t, 4, d, &p, 0), 0);
+	ck_assert_int_eq(put(f.st, 50, 4, 300, 5), 0);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 4);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 3, &k), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, k), -ENOENT);
+	/* invalidate: every stage */
+	ck_assert_int_eq(sc_l2_invalidate_digest(f.a, d), 2);
+	ck_assert_int_eq(sc_l2_invalidate_digest(f.a, d), 0);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 1);
+	ck_assert_int_eq(put(f.st, 60, 4, 300, 6), 0);
+	ck_assert_int_eq(sc_l2_clear(f.a), 2);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 0);
+	/* nothing leaked: the heap is empty again */
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, 0);
+	/* shrink: entries go until the rest fits */
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(put(f.st, i * 10, 4, 64 << 10, (uint32_t)i), 0);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 3 * shm_heap_footprint(64 << 10)), 0);
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_le(s.entries, 3);
+	ck_assert_uint_le(s.bytes, s.budget_bytes);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 0), 0);
+	ck_assert_uint_eq(stats(&f, NULL).budget_bytes, f.a->shm->hdr->regions[SHM_REGION_HEAP].size);
+	sc_stage_close(s2);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(longest_prefix)
+{
+	struct fx f;
+	fx_open(&f);
+	int32_t t[1100];
+	toks(t, 1100, 5);
+	uint8_t buf[64];
+	memset(buf, 3, sizeof(buf));
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest d = sc_digest(buf, sizeof(buf));
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 256, d, &p, 0), 0);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 768, d, &p, 0), 0);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 1000, d, &p, 0), 0); /* not a block multiple */
+	size_t len = 0;
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 0, &len, &l), 0);
+	ck_assert_uint_eq(len, 768);
+	ck_assert_uint_eq(l.token_count, 768);
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 700, 256, &len, &l), 0);
+	ck_assert_uint_eq(len, 256);
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 255, 256, &len, &l), -ENOENT);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "other", t, 1100, 256, &len, &l), -ENOENT);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 500, &len, &l), 0);
+	ck_assert_uint_eq(len, 1000);
+	sc_lease_release(&l);
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.hits, 3);
+	ck_assert_uint_eq(s.misses, 2);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(leases_pin_memory_and_are_bounded)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 0, 4, 4096, 1), 0);
+	int32_t t[4];
+	toks(t, 4, 0);
+	struct sc_lease l[SC_LEASES_MAX + 1];
+	for (int i = 0; i < SC_LEASES_MAX; i++)
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l[i]), 0);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l[SC_LEASES_MAX]), -EMFILE);
+	ck_assert_uint_eq(stats(&f, NULL).leases, SC_LEASES_MAX);
+	/* removal defers the memory while leased */
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.entries, 0);
+	ck_assert_uint_gt(s.pending_reclaim_bytes, 0);
+	uint8_t expect[4096];
+	fill(expect, sizeof(expect), 1);
+	ck_assert_int_eq(memcmp(l[0].sec[0], expect, sizeof(expect)), 0);
+	for (int i = 0; i < SC_LEASES_MAX; i++)
+		sc_lease_release(&l[i]);
+	ck_assert_int_eq(sc_l2_clear(f.a), 0);
+	s = stats(&f, NULL);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	ck_assert_uint_eq(s.leases, 0);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, 0);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(reserve_publish_in_place)
+{
+	struct fx f;
+	fx_open(&f);
+	struct sc_l2_resv r;
+	ck_assert_int_eq(sc_l2_reserve(f.st, 0, &r), -EINVAL);
+	ck_assert_int_eq(sc_l2_reserve(f.st, 1ull << 40, &r), -E2BIG);
+	ck_assert_int_eq(sc_l2_reserve(f.st, 1 << 20, &r), 0);
+	ck_assert_uint_eq((uintptr_t)r.ptr % 4096, 0);
+	fill(r.ptr, 1 << 20, 42);
+	struct sc_digest d = sc_digest(r.ptr, 1 << 20), bad = d;
+	bad.hi++;
+	int32_t t[5] = { 5, 4, 3, 2, 1 };
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 5, bad, &r, SC_PAYLOAD_FULL_STATE, 1 << 20, 0, NULL,
+				       SC_ORIGIN_FROM_L3, &l), -EBADMSG);
+	ck_assert_ptr_nonnull(r.ptr); /* still ours after a refusal */
+	const void *where = r.ptr;
+	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 5, d, &r, SC_PAYLOAD_FULL_STATE, 1 << 20, 0, NULL,
+				       SC_ORIGIN_FROM_L3, &l), 0);
+	ck_assert_ptr_null(r.ptr);
+	ck_assert_ptr_eq(l.sec[0], where); /* published in place: no copy */
+	ck_assert_uint_eq(l.origin, SC_ORIGIN_FROM_L3);
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 5, NULL, &l), 0);
+	ck_assert(sc_digest_equal(sc_digest(l.sec[0], l.sec_len[0]), d));
+	sc_lease_release(&l);
+	/* release of an unpublished reservation frees it */
+	ck_assert_int_eq(sc_l2_reserve(f.st, 5000, &r), 0);
+	sc_l2_reserve_release(&r);
+	sc_l2_reserve_release(&r);
+	ck_assert_int_eq(sc_l2_clear(f.a), 1);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, 0);
+	fx_close(&f);
+}
+END_TEST
+
+/* Scribbled index contents: lookups fail with an error, never crash. */
+START_TEST(hostile_index_contents)
+{
+	struct fx f;
+	fx_open(&f);
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(put(f.st, i * 10, 4, 5000, (uint32_t)i), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	int32_t t[4];
+	struct sc_lease l;
+	uint8_t out[8192];
+	/* 1. hostile payload offsets / lengths in every live entry */
+	uint64_t saved_off[4096], saved_len[4096];
+	uint32_t saved_meta[4096];
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		saved_off[i] = ix->ent[i].payload_off;
+		saved_len[i] = ix->ent[i].sec_len[0];
+		saved_meta[i] = ix->ent[i].meta;
+	}
+	const uint64_t evil[] = { 0, 1, f.a->shm->size - 10, UINT64_MAX - 100, 4096 };
+	for (size_t v = 0; v < sizeof(evil) / sizeof(evil[0]); v++) {
+		for (uint32_t i = 0; i < ix->nentries; i++)
+			if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+				ix->ent[i].payload_off = evil[v];
+		for (int i = 0; i < 20; i++) {
+			toks(t, 4, i * 10);
+			int rc = sc_l2_get(f.st, "ns", t, 4, NULL, &l);
+			ck_assert_int_eq(rc, -EBADMSG);
+			ck_assert_int_eq((int)sc_l2_get_copy(f.st, "ns", t, 4, NULL, out, sizeof(out), NULL), -EBADMSG);
+		}
+	}
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		ix->ent[i].payload_off = saved_off[i];
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE) {
+			ix->ent[i].sec_len[0] = UINT64_MAX / 2;
+			ix->ent[i].meta = saved_meta[i];
+		}
+	}
+	for (int i = 0; i < 20; i++) {
+		toks(t, 4, i * 10);
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
+	}
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		ix->ent[i].sec_len[0] = saved_len[i];
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+			ix->ent[i].meta = 77; /* unknown kind */
+	}
+	for (int i = 0; i < 20; i++) {
+		toks(t, 4, i * 10);
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
+	}
+	for (uint32_t i = 0; i < ix->nentries; i++)
+		ix->ent[i].meta = saved_meta[i];
+	/* 2. hostile bucket heads and chain links */
+	for (uint32_t b = 0; b <= ix->mask; b++)
+		atomic_store(&ix->buckets[b], b % 3 == 0 ? 0xffffffffu : (b % 3 == 1 ? ix->nentries + 1 : 2));
+	for (int i = 0; i < 20; i++) {
+		toks(t, 4, i * 10);
+		int rc = sc_l2_get(f.st, "ns", t, 4, NULL, &l);
+		/* a head may by chance point at the very entry of this key: then it is a real hit */
+		ck_assert(rc == -EBADMSG || rc == -ENOENT || rc == 0);
+		if (rc == 0) {
+			ck_assert(sc_digest_equal(sc_digest(l.sec[0], l.sec_len[0]), l.digest));
+			sc_lease_release(&l);
+		}
+		struct sc_l2_entry_info info;
+		rc = sc_l2_peek(f.st, "ns", t, 4, &info);
+		ck_assert(rc == -EBADMSG || rc == -ENOENT || rc == 0);
+	}
+	/* a cycle: every entry points to itself */
+	for (uint32_t i = 0; i < ix->nentries; i++)
+		atomic_store(&ix->ent[i].next, i + 1);
+	for (uint32_t b = 0; b <= ix->mask; b++)
+		atomic_store(&ix->buckets[b], (b % ix->nentries) + 1);
+	for (int i = 0; i < 20; i++) {
+		toks(t, 4, i * 10);
+		int rc = sc_l2_get(f.st, "ns", t, 4, NULL, &l);
+		ck_assert(rc == -EBADMSG || rc == -ENOENT || rc == 0);
+		sc_lease_release(&l);
+	}
+	/* the listing and stats survive too */
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(f.a, NULL, &s), 0);
+	/* and a writer repairs what it finds corrupted: admits work again and then hit */
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(put(f.st, 1000 + i * 10, 4, 500, (uint32_t)i), 0);
+		ck_assert(has(f.st, 1000 + i * 10, 4));
+	}
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(corrupted_index_header_is_refused)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("l2h", ARENA, &name);
+	struct shm_index_hdr *h = shm_region(a->shm, SHM_REGION_INDEX, NULL);
+	h->nbuckets = 3;
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), -EBADMSG);
+	h->nbuckets = 1u << 30;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), -EBADMSG);
+	h->magic = 0;
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), -EBADMSG);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Scribbled writer state (shard lists), counters and lease areas: errors or repair, never a crash. */
+START_TEST(hostile_shard_lists_counters_and_leases)
+{
+	struct fx f;
+	fx_open(&f);
+	for (int i = 0; i < 40; i++)
+		ck_assert_int_eq(put(f.st, i * 10, 4, 3000, (uint32_t)i), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	const uint32_t evil[] = { 0xffffffffu, ix->nentries + 5, 2, 17 };
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		ix->hdr->shards[s].free_head = evil[s % 4];
+		ix->hdr->shards[s].pending_head = evil[(s + 1) % 4];
+	}
+	/* writes still work (the shard is rebuilt from its entry states) and nothing is lost */
+	for (int i = 40; i < 80; i++)
+		ck_assert_int_eq(put(f.st, i * 10, 4, 3000, (uint32_t)i), 0);
+	for (int i = 0; i < 80; i++)
+		ck_assert(has(f.st, i * 10, 4));
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.entries, 80);
+	/* counters and other processes' lease areas full of garbage */
+	uint64_t size;
+	uint8_t *st = shm_region(f.a->shm, SHM_REGION_STATS, &size);
+	for (uint64_t i = 0; i < size; i++)
+		st[i] = (uint8_t)(i * 37 + 11);
+	for (uint32_t i = 0; i < shm_readers_count(f.a->shm); i++) {
+		if ((int32_t)i == f.a->shm->reader_slot)
+			continue;
+		memset(shm_reader_slot(f.a->shm, i)->ext, 0xa5, SHM_READER_EXT_BYTES);
+	}
+	ck_assert_int_eq(sc_l2_stats(f.a, f.st, &s), 0);
+	ck_assert_int_eq(sc_l2_stats(f.a, NULL, &s), 0);
+	ck_assert_int_eq(put(f.st, 5000, 4, 3000, 1), 0);
+	ck_assert(has(f.st, 5000, 4));
+	ck_assert_int_ge(sc_l2_clear(f.a), 81);
+	for (uint32_t i = 0; i < shm_readers_count(f.a->shm); i++)
+		if ((int32_t)i != f.a->shm->reader_slot)
+			memset(shm_reader_slot(f.a->shm, i)->ext, 0, SHM_READER_EXT_BYTES);
+	fx_close(&f);
+}
+END_TEST
+
+/* More keys than index entries: a full shard evicts within itself. */
+START_TEST(index_capacity_is_recycled)
+{
+	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .index_entries = 1024 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("l2i", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	for (int i = 0; i < 3000; i++)
+		ck_assert_int_eq(put(st, i * 16, 4, 100, (uint32_t)i), 0);
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
+	ck_assert_uint_le(s.entries, 1024);
+	ck_assert_uint_ge(s.entries, 512);
+	ck_assert_uint_eq(s.inserts, 3000);
+	ck_assert_uint_eq(s.evictions, 3000 - s.entries);
+	ck_assert(has(st, 2999 * 16, 4));
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* ---- the command line: put / get --out reproduce the payload byte for byte ---- */
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	int st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int same_file(const char *a, const char *b)
+{
+	return run("cmp -s %s %s", a, b) == 0;
+}
+
+START_TEST(cli_put_get_round_trip)
+{
+	const char *bin = "build/stagecache";
+	if (access(bin, X_OK)) {
+		sc_skip("%s not built (run make first)", bin);
+		return;
+	}
+	const char *name;
+	struct sc_arena *a = sc_test_arena("l2cli", ARENA, &name);
+	char dir[] = "/tmp/sc-l2cli-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char p[256], kv[256], rec[256], desc[256], out[256], wire[256], tk[256];
+	snprintf(p, sizeof(p), "%s/payload", dir);
+	snprintf(kv, sizeof(kv), "%s/kv", dir);
+	snprintf(rec, sizeof(rec), "%s/rec", dir);
+	snprintf(desc, sizeof(desc), "%s/desc.json", dir);
+	snprintf(out, sizeof(out), "%s/out", dir);
+	snprintf(wire, sizeof(wire), "%s/wire", dir);
+	snprintf(tk, sizeof(tk), "%s/tokens", dir);
+	ck_assert_int_eq(run("head -c 1234567 /dev/urandom > %s", p), 0);
+	const char *q = "--model m --state s --ns n";
+	ck_assert_int_eq(run("%s put %s %s --tokens 1,2,3 --kind full_state --file %s >/dev/null", bin, name, q, p), 0);
+	ck_assert_int_eq(run("%s get %s %s --tokens 1,2,3 --out %s >/dev/null", bin, name, q, out), 0);
+	ck_assert(same_file(p, out));
+	/* tokens from a file, kv_recurrent with a descriptor */
+	ck_assert_int_eq(run("printf '1 2\n3,4' > %s && head -c 8192 /dev/urandom > %s && head -c 999 /dev/urandom > %s",
+			     tk, kv, rec), 0);
+	ck_assert_int_eq(run("echo '{\"version\": 1, \"token_count\": 4, \"payload_bytes\": 8192, "
+			     "\"components\": []}' > %s", desc), 0);
+	ck_assert_int_eq(run("%s put %s %s --tokens @%s --kind kv_recurrent --kv-file %s --recurrent-file %s "
+			     "--desc-json %s --origin l3 >/dev/null", bin, name, q, tk, kv, rec, desc), 0);
+	ck_assert_int_eq(run("cat %s %s > %s", kv, rec, wire), 0);
+	ck_assert_int_eq(run("%s get %s %s --tokens 1,2,3,4 --out %s >/dev/null", bin, name, q, out), 0);
+	ck_assert(same_file(wire, out));
+	ck_assert_int_eq(run("%s peek %s %s --tokens 1,2,3,4 --json | grep -q '\"origin\":\"l3\"'", bin, name, q), 0);
+	ck_assert_int_eq(run("%s ls %s --json | wc -l | grep -qx 2", bin, name), 0);
+	/* errors: a miss (1), usage (2), a refused admission (1), a bad descriptor (1) */
+	ck_assert_int_eq(run("%s get %s %s --tokens 9 2>/dev/null", bin, name, q), 1);
+	ck_assert_int_eq(run("%s get %s %s --tokens 1,x 2>/dev/null", bin, name, q), 2);
+	ck_assert_int_eq(run("%s get %s --tokens 1 2>/dev/null", bin, name), 2);
+	ck_assert_int_eq(run("%s put %s %s --tokens 5 --kind full --file %s --digest %032d 2>/dev/null", bin, name, q, p, 0), 1);
+	ck_assert_int_eq(run("%s put %s %s --tokens 5 --kind bogus --file %s 2>/dev/null", bin, name, q, p), 2);
+	ck_assert_int_eq(run("%s put %s %s --tokens 5 --kind kv --kv-file %s --desc-json %s 2>/dev/null", bin, name, q, kv, p), 1);
+	ck_assert_int_eq(run("%s invalidate %s nothex 2>/dev/null", bin, name), 2);
+	ck_assert_int_eq(run("%s rm %s %s --tokens 1,2,3 >/dev/null", bin, name, q), 0);
+	ck_assert_int_eq(run("%s rm %s %s --tokens 1,2,3 2>/dev/null", bin, name, q), 1);
+	ck_assert_int_eq(run("%s stats %s --json | grep -q '\"entries\":1,'", bin, name), 0);
+	/* rm by the key 'ls' prints */
+	ck_assert_int_eq(run("%s put %s %s --tokens 77 --kind recurrent_only --file %s >/dev/null", bin, name, q, rec), 0);
+	ck_assert_int_eq(run("k=$(%s ls %s --json | grep '\"tokens\":1,' | sed 's/.*\"key\":\"\\([0-9a-f]*\\)\".*/\\1/') && "
+			     "%s rm %s --key $k >/dev/null", bin, name, bin, name), 0);
+	ck_assert_int_eq(run("%s peek %s %s --tokens 77 2>/dev/null", bin, name, q), 1);
+	ck_assert_int_eq(run("%s clear %s >/dev/null", bin, name), 0);
+	ck_assert_int_eq(run("%s stats %s --json | grep -q '\"entries\":0,'", bin, name), 0);
+	ck_assert_int_eq(run("%s put --help >/dev/null && %s get --help >/dev/null && %s ls --help >/dev/null", bin, bin, bin), 0);
+	run("rm -rf %s", dir);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+Suite *l2_suite(void)
+{
+	Suite *s = suite_create("l2");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, admit_get_round_trip);
+	tcase_add_test(tc, kv_recurrent_with_descriptor);
+	tcase_add_test(tc, refusals_leave_the_cache_unchanged);
+	tcase_add_test(tc, eviction_makes_room_and_enospc_rolls_back);
+	tcase_add_test(tc, peek_does_not_change_eviction_order);
+	tcase_add_test(tc, location_mismatch_removes_the_mirror);
+	tcase_add_test(tc, replacement_is_atomic_and_old_leases_stay_valid);
+	tcase_add_test(tc, remove_invalidate_clear_shrink);
+	tcase_add_test(tc, longest_prefix);
+	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
+	tcase_add_test(tc, reserve_publish_in_place);
+	tcase_add_test(tc, hostile_index_contents);
+	tcase_add_test(tc, corrupted_index_header_is_refused);
+	tcase_add_test(tc, cli_put_get_round_trip);
+	tcase_add_test(tc, index_capacity_is_recycled);
+	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(l2_suite)

@@ -1,0 +1,118 @@
+/*
+ * tools/cmd_get.c — `stagecache get NAME --model M --state S [--ns NS] --tokens LIST|@FILE
+ * [--out FILE] [--location-tokens N --location-digest HEX] [--json]`.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "l2cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stagecache get NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--out FILE]\n"
+		   "         [--location-tokens N --location-digest HEX] [--dir DIR] [--json]\n\n"
+		   "Look the prefix up in L2 (a counted lookup, with a lease). With --out, write the payload\n"
+		   "(the wire: section 0 then section 1) to FILE byte for byte ('-' for stdout); otherwise print\n"
+		   "the entry. With a location (the durable copy's token count and digest) a disagreeing entry\n"
+		   "is removed and the lookup is a miss. Exit status 1 on a miss.\n");
+}
+
+int cmd_get(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
+		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
+		{ "tokens", required_argument, 0, 't' }, { "out", required_argument, 0, 'o' },
+		{ "location-tokens", required_argument, 0, 'L' }, { "location-digest", required_argument, 0, 'G' },
+		{ "json", no_argument, 0, 'j' },         { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	struct l2cli_args x = { .ns = "" };
+	const char *out = NULL, *lt = NULL, *lg = NULL;
+	int json = 0, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': x.dir = optarg; break;
+		case 'm': x.model = optarg; break;
+		case 's': x.state = optarg; break;
+		case 'n': x.ns = optarg; break;
+		case 't': x.tokens_spec = optarg; break;
+		case 'o': out = optarg; break;
+		case 'L': lt = optarg; break;
+		case 'G': lg = optarg; break;
+		case 'j': json = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_usage_error("get", "unknown option");
+		}
+	}
+	if (optind != argc - 1)
+		return cli_usage_error("get", optind >= argc ? "missing NAME" : "too many arguments");
+	x.name = argv[optind];
+	if (!x.model || !x.state || !x.tokens_spec)
+		return cli_usage_error("get", "--model, --state and --tokens are required");
+	struct sc_location loc;
+	if ((lt != NULL) != (lg != NULL))
+		return cli_usage_error("get", "--location-tokens and --location-digest go together");
+	if (lt && (cli_parse_u64(lt, UINT64_MAX, &loc.token_count) || sc_digest_parse(lg, &loc.digest)))
+		return cli_usage_error("get", "bad location (token count, 32 hex characters)");
+	int rc = l2cli_parse_tokens("get", x.tokens_spec, &x.tokens, &x.n);
+	if (rc)
+		return rc;
+	struct sc_arena *a = NULL;
+	struct sc_stage *st = NULL;
+	int ret = EXIT_FAIL;
+	if (l2cli_open("get", &x, &a, &st))
+		goto cleanup;
+	struct sc_lease l;
+	rc = sc_l2_get(st, x.ns, x.tokens, x.n, lt ? &loc : NULL, &l);
+	if (rc == -ENOENT) {
+		cli_fail("get", 0, "miss: no L2 entry for these %zu tokens%s", x.n, lt ? " at that location" : "");
+		goto cleanup;
+	}
+	if (rc) {
+		cli_fail("get", rc, "lookup failed");
+		goto cleanup;
+	}
+	if (out) {
+		FILE *f = strcmp(out, "-") ? fopen(out, "wb") : stdout;
+		int ok = f != NULL;
+		for (int i = 0; ok && i < 2; i++)
+			if (l.sec_len[i] && fwrite(l.sec[i], 1, l.sec_len[i], f) != l.sec_len[i])
+				ok = 0;
+		if (f && f != stdout && fclose(f))
+			ok = 0;
+		if (!ok) {
+			sc_lease_release(&l);
+			cli_fail("get", -errno, "cannot write %s", out);
+			goto cleanup;
+		}
+	}
+	if (!out || strcmp(out, "-")) {
+		char dh[33], kh[33];
+		sc_digest_format(l.digest, dh);
+		sc_digest_format((struct sc_digest){ l.key.lo, l.key.hi }, kh);
+		if (json)
+			printf("{\"hit\":true,\"key\":\"%s\",\"tokens\":%llu,\"bytes\":%llu,\"sections\":[%llu,%llu],"
+			       "\"kind\":\"%s\",\"origin\":\"%s\",\"digest\":\"%s\",\"kv_desc\":%s}\n",
+			       kh, (unsigned long long)l.token_count, (unsigned long long)(l.sec_len[0] + l.sec_len[1]),
+			       (unsigned long long)l.sec_len[0], (unsigned long long)l.sec_len[1], l2cli_kind_name(l.kind),
+			       l.origin ? "l3" : "direct", dh, l.has_kv_desc ? "true" : "false");
+		else
+			printf("hit %s: %llu tokens, %llu bytes (%s, %s), digest %s%s%s\n", kh,
+			       (unsigned long long)l.token_count, (unsigned long long)(l.sec_len[0] + l.sec_len[1]),
+			       l2cli_kind_name(l.kind), l.origin ? "from L3" : "direct", dh, out ? ", written to " : "",
+			       out ? out : "");
+	}
+	sc_lease_release(&l);
+	ret = EXIT_OK;
+cleanup:
+	sc_stage_close(st);
+	sc_arena_close(a);
+	free(x.tokens);
+	return ret;
+}

@@ -1,0 +1,75 @@
+/* tools/cmd_peek.c — `stagecache peek NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--json]`. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cli.h"
+#include "l2cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stagecache peek NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR] [--json]\n\n"
+		   "Show an L2 entry's metadata (key, stage, tokens, bytes, digest, origin, age, frequency)\n"
+		   "without touching it: no counters, no recency. Exit status 1 when absent.\n");
+}
+
+int cmd_peek(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
+		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
+		{ "tokens", required_argument, 0, 't' }, { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+	};
+	struct l2cli_args x = { .ns = "" };
+	int json = 0, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': x.dir = optarg; break;
+		case 'm': x.model = optarg; break;
+		case 's': x.state = optarg; break;
+		case 'n': x.ns = optarg; break;
+		case 't': x.tokens_spec = optarg; break;
+		case 'j': json = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_usage_error("peek", "unknown option");
+		}
+	}
+	if (optind != argc - 1)
+		return cli_usage_error("peek", optind >= argc ? "missing NAME" : "too many arguments");
+	x.name = argv[optind];
+	if (!x.model || !x.state || !x.tokens_spec)
+		return cli_usage_error("peek", "--model, --state and --tokens are required");
+	int rc = l2cli_parse_tokens("peek", x.tokens_spec, &x.tokens, &x.n);
+	if (rc)
+		return rc;
+	struct sc_arena *a = NULL;
+	struct sc_stage *st = NULL;
+	int ret = EXIT_FAIL;
+	if (l2cli_open("peek", &x, &a, &st))
+		goto cleanup;
+	struct sc_l2_entry_info info;
+	rc = sc_l2_peek(st, x.ns, x.tokens, x.n, &info);
+	if (rc == -ENOENT) {
+		cli_fail("peek", 0, "no L2 entry for these %zu tokens", x.n);
+		goto cleanup;
+	}
+	if (rc) {
+		cli_fail("peek", rc, "lookup failed");
+		goto cleanup;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (!json)
+		printf("%-32s  %-16s  %8s  %10s  %-32s  %-6s  %9s  %s\n", "KEY", "STAGE", "TOKENS", "BYTES", "DIGEST",
+		       "ORIGIN", "AGE", "FREQ");
+	l2cli_print_info(&info, json, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+	ret = EXIT_OK;
+cleanup:
+	sc_stage_close(st);
+	sc_arena_close(a);
+	free(x.tokens);
+	return ret;
+}

@@ -1,0 +1,86 @@
+/* tools/cmd_rm.c — `stagecache rm NAME (--key HEX | --model M --state S [--ns NS] --tokens LIST|@FILE)`. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "l2cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stagecache rm NAME --key HEX [--dir DIR]\n"
+		   "       stagecache rm NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR]\n\n"
+		   "Remove one L2 entry, by its key (as 'ls' prints it) or by its prefix. A leased entry\n"
+		   "disappears at once; its memory follows when the last lease is released.\n");
+}
+
+int cmd_rm(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
+		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
+		{ "tokens", required_argument, 0, 't' }, { "key", required_argument, 0, 'k' },
+		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+	};
+	struct l2cli_args x = { .ns = "" };
+	const char *key_s = NULL;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': x.dir = optarg; break;
+		case 'm': x.model = optarg; break;
+		case 's': x.state = optarg; break;
+		case 'n': x.ns = optarg; break;
+		case 't': x.tokens_spec = optarg; break;
+		case 'k': key_s = optarg; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_usage_error("rm", "unknown option");
+		}
+	}
+	if (optind != argc - 1)
+		return cli_usage_error("rm", optind >= argc ? "missing NAME" : "too many arguments");
+	x.name = argv[optind];
+	struct sc_key key;
+	if (key_s) {
+		struct sc_digest d;
+		if (x.model || x.state || x.tokens_spec)
+			return cli_usage_error("rm", "--key or a prefix (--model/--state/--tokens), not both");
+		if (sc_digest_parse(key_s, &d))
+			return cli_usage_error("rm", "--key: want 32 hex characters");
+		key = (struct sc_key){ d.lo, d.hi };
+		/* a key names its stage already; any stage handle of the arena can remove it */
+		x.model = "-";
+		x.state = "-";
+	} else if (!x.model || !x.state || !x.tokens_spec) {
+		return cli_usage_error("rm", "give --key, or --model, --state and --tokens");
+	} else {
+		int rc = l2cli_parse_tokens("rm", x.tokens_spec, &x.tokens, &x.n);
+		if (rc)
+			return rc;
+	}
+	struct sc_arena *a = NULL;
+	struct sc_stage *st = NULL;
+	int ret = EXIT_FAIL;
+	if (l2cli_open("rm", &x, &a, &st))
+		goto cleanup;
+	if (!key_s)
+		sc_l2_key(st, x.ns, x.tokens, x.n, &key);
+	int rc = sc_l2_remove(st, key);
+	if (rc == -ENOENT) {
+		cli_fail("rm", 0, "no such L2 entry");
+		goto cleanup;
+	}
+	if (rc) {
+		cli_fail("rm", rc, "cannot remove");
+		goto cleanup;
+	}
+	char kh[33];
+	printf("removed %s\n", sc_digest_format((struct sc_digest){ key.lo, key.hi }, kh));
+	ret = EXIT_OK;
+cleanup:
+	sc_stage_close(st);
+	sc_arena_close(a);
+	free(x.tokens);
+	return ret;
+}
