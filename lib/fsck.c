@@ -1,0 +1,419 @@
+/*
+ * lib/fsck.c — sc_arena_fsck: check (and repair) an arena.
+ *
+ * Order: header; reader slots; then, with every index shard locked (so no entry changes under
+ * us; lock-free readers keep running), the bucket chains, every entry, and one walk of the heap
+ * that classifies each allocated block by its tag:
+ *   ENTRY(idx, gen)  owned when entry idx has that generation, points at the block and is LIVE,
+ *                    RETIRED (pending reclamation) or being freed;
+ *   PRIV(slot, pid)  a private reservation: owned while that process holds that reader slot,
+ *                    an orphan once it died (the next writer's sweep frees it; repair does now);
+ *   anything else    leaked.
+ * Then the rings and the observation table, each under its own protocol.
+ *
+ * Repair only uses the modules' own repair paths (shard rebuild, unlink + retire, the orphan
+ * sweep, the readers reaper), so what it leaves is what those paths guarantee. Shards are taken
+ * with trylock only (the index's lock order forbids blocking on a second shard), retried for a
+ * bounded time.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "l2.h"
+#include "../shm/heap.h"
+#include "../shm/obs.h"
+
+struct fsck {
+	struct sc_arena *a;
+	uint32_t flags;
+	sc_fsck_fn cb;
+	void *ctx;
+	struct sc_fsck_report *r;
+	struct shm_index *ix;
+	uint8_t *reached;      /* per entry: found in its bucket chain */
+	uint8_t *has_block;    /* per entry: its block was seen in the heap walk */
+	uint64_t *free_offs;   /* blocks the repair frees after the walk */
+	size_t nfree, cap_free;
+	uint64_t pending_seen[SHM_INDEX_SHARDS];
+};
+
+static void finding(struct fsck *f, const char *component, int repaired, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void finding(struct fsck *f, const char *component, int repaired, const char *fmt, ...)
+{
+	f->r->problems++;
+	if (repaired)
+		f->r->repaired++;
+	if (!f->cb)
+		return;
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	f->cb(component, msg, repaired, f->ctx);
+}
+
+static int repairing(const struct fsck *f)
+{
+	return (f->flags & SC_FSCK_REPAIR) != 0;
+}
+
+static void check_readers(struct fsck *f)
+{
+	struct shm_arena *s = f->a->shm;
+	uint32_t n = shm_readers_count(s);
+	uint64_t dead = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct shm_reader_slot *rs = shm_reader_slot(s, i);
+		uint32_t pid = atomic_load_explicit(&rs->pid, memory_order_acquire);
+		if (!pid)
+			continue;
+		if (shm_reader_slot_alive(rs)) {
+			f->r->readers_live++;
+			continue;
+		}
+		dead++;
+		const struct l2_ext *x = l2_ext_of(rs);
+		unsigned leases = 0;
+		for (unsigned k = 0; k < SC_LEASES_MAX; k++)
+			leases += atomic_load_explicit(&x->rec[k], memory_order_relaxed) != 0;
+		finding(f, "readers", repairing(f), "slot %u: process %u is dead (%u leases held)", i, pid, leases);
+	}
+	f->r->readers_dead = dead;
+	if (dead && repairing(f)) {
+		(void)l2_reap(f->a, 1);
+		(void)shm_readers_reap(s, NULL, NULL);
+	}
+}
+
+/* Take every shard with trylock, retrying for up to 5 s. 0, or -EBUSY with nothing held. */
+static int lock_all(struct shm_index *ix)
+{
+	for (int attempt = 0; attempt < 5000; attempt++) {
+		uint32_t s;
+		for (s = 0; s < SHM_INDEX_SHARDS; s++)
+			if (shm_index_trylock(ix, s))
+				break;
+		if (s == SHM_INDEX_SHARDS)
+			return 0;
+		while (s-- > 0)
+			shm_index_unlock(ix, s);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return -EBUSY;
+}
+
+static void unlock_all(struct shm_index *ix)
+{
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		shm_index_unlock(ix, s);
+}
+
+static void check_chains(struct fsck *f)
+{
+	struct shm_index *ix = f->ix;
+	uint32_t nb = ix->mask + 1;
+	for (uint32_t b = 0; b < nb; b++) {
+		uint32_t cur = atomic_load_explicit(&ix->buckets[b], memory_order_acquire), len = 0;
+		uint32_t shard = shm_index_shard_of_bucket(b);
+		while (cur) {
+			const char *bad = NULL;
+			if (cur > ix->nentries)
+				bad = "an entry index out of range";
+			else if (++len > SHM_INDEX_MAX_CHAIN)
+				bad = "a chain too long (cycle?)";
+			else if ((cur - 1) % SHM_INDEX_SHARDS != shard)
+				bad = "an entry of another shard";
+			else if (atomic_load_explicit(&ix->ent[cur - 1].state, memory_order_acquire) != SHM_ENT_LIVE)
+				bad = "an entry that is not live";
+			else if (shm_index_bucket(ix, ix->ent[cur - 1].key_lo) != b)
+				bad = "an entry of another bucket";
+			if (bad) {
+				finding(f, "index", repairing(f), "bucket %u: chain holds %s", b, bad);
+				if (repairing(f))
+					shm_index_repair_locked(ix, shard);
+				break;
+			}
+			f->reached[cur - 1] = 1;
+			cur = atomic_load_explicit(&ix->ent[cur - 1].next, memory_order_acquire);
+		}
+	}
+}
+
+static void remove_entry(struct fsck *f, struct shm_index_entry *e)
+{
+	if (shm_index_unlink_retire_locked(f->ix, e) == 0)
+		f->r->dropped++;
+}
+
+static void check_entries(struct fsck *f)
+{
+	struct shm_index *ix = f->ix;
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		struct shm_index_entry *e = &ix->ent[i];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if (st == SHM_ENT_RETIRED) {
+			f->pending_seen[i % SHM_INDEX_SHARDS] += e->footprint;
+			continue;
+		}
+		if (st == SHM_ENT_BUSY || st == SHM_ENT_FREEING) {
+			/* we hold every shard lock: only a dead writer leaves these, and the lock's repair
+			 * should have cleaned them up */
+			finding(f, "index", repairing(f), "entry %u: left %s by a writer", i, st == SHM_ENT_BUSY ? "busy" : "freeing");
+			if (repairing(f))
+				shm_index_repair_locked(ix, i % SHM_INDEX_SHARDS);
+			continue;
+		}
+		if (st != SHM_ENT_LIVE) {
+			if (st != SHM_ENT_FREE)
+				finding(f, "index", 0, "entry %u: unknown state %u", i, st);
+			continue;
+		}
+		uint64_t wire;
+		struct sc_kv_desc desc;
+		int has_desc;
+		if (!f->reached[i]) {
+			finding(f, "index", repairing(f), "entry %u: live but not reachable from its bucket", i);
+			if (repairing(f))
+				shm_index_repair_locked(ix, i % SHM_INDEX_SHARDS);
+			continue;
+		}
+		if (l2_entry_check(ix, e, &wire, &desc, &has_desc)) {
+			finding(f, "index", repairing(f), "entry %u: inconsistent sizes, kind or descriptor", i);
+			if (repairing(f))
+				remove_entry(f, e);
+			continue;
+		}
+		f->r->entries++;
+		f->r->entry_bytes += e->footprint;
+		if (f->flags & SC_FSCK_DEEP) {
+			struct sc_digest d = sc_digest(ix->a->base + e->payload_off, wire);
+			f->r->digests_checked++;
+			if (d.lo != e->digest_lo || d.hi != e->digest_hi) {
+				f->r->digest_failures++;
+				char hex[SC_DIGEST_HEX_LEN + 1];
+				finding(f, "index", repairing(f), "entry %u: payload does not match digest %s", i,
+					sc_digest_format((struct sc_digest){ e->digest_lo, e->digest_hi }, hex));
+				if (repairing(f))
+					remove_entry(f, e);
+			}
+		}
+	}
+}
+
+static int tag_owner_alive(struct fsck *f, uint64_t tag)
+{
+	uint32_t slot = (uint32_t)(tag >> 32) & 0xffff, pid = (uint32_t)tag;
+	if (slot >= shm_readers_count(f->a->shm))
+		return 0;
+	struct shm_reader_slot *rs = shm_reader_slot(f->a->shm, slot);
+	return atomic_load_explicit(&rs->pid, memory_order_acquire) == pid && shm_reader_slot_alive(rs);
+}
+
+static void to_free(struct fsck *f, uint64_t off)
+{
+	if (f->nfree == f->cap_free) {
+		size_t cap = f->cap_free ? f->cap_free * 2 : 64;
+		uint64_t *p = realloc(f->free_offs, cap * sizeof(*p));
+		if (!p)
+			return;
+		f->free_offs = p;
+		f->cap_free = cap;
+	}
+	f->free_offs[f->nfree++] = off;
+}
+
+static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	struct fsck *f = ctx;
+	struct shm_index *ix = f->ix;
+	f->r->heap_blocks++;
+	if (!allocated) {
+		f->r->heap_free_bytes += bytes;
+		return 0;
+	}
+	f->r->heap_used_bytes += bytes;
+	if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY) {
+		uint32_t idx = (uint32_t)(tag >> 32) & 0xffffff, gen = (uint32_t)tag;
+		if (idx < ix->nentries) {
+			struct shm_index_entry *e = &ix->ent[idx];
+			uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+			if (e->gen == gen && e->payload_off == off && st != SHM_ENT_FREE) {
+				f->has_block[idx] = 1;
+				if (st == SHM_ENT_RETIRED)
+					f->r->pending_bytes += bytes;
+				return 0;
+			}
+		}
+	} else if (SHM_TAG_TYPE(tag) == SHM_TAG_PRIV) {
+		if (tag_owner_alive(f, tag)) {
+			f->r->reserved_bytes += bytes;
+		} else {
+			f->r->orphan_bytes += bytes;
+			finding(f, "heap", repairing(f), "block at %llu (%llu bytes): reservation of dead process %u",
+				(unsigned long long)off, (unsigned long long)bytes, (uint32_t)tag);
+			if (repairing(f))
+				to_free(f, off);
+		}
+		return 0;
+	}
+	f->r->leaked_bytes += bytes;
+	finding(f, "heap", repairing(f), "block at %llu (%llu bytes, tag %016llx) is owned by nothing",
+		(unsigned long long)off, (unsigned long long)bytes, (unsigned long long)tag);
+	if (repairing(f))
+		to_free(f, off);
+	return 0;
+}
+
+static void check_heap(struct fsck *f)
+{
+	int rc = shm_heap_walk(f->a->shm, walk_cb, f);
+	if (rc) {
+		finding(f, "heap", 0, "block chain is corrupted (%s)", sc_strerror(rc));
+		if (repairing(f) && shm_heap_repair(f->a->shm) == 0)
+			f->r->repaired++;
+		return;
+	}
+	for (size_t i = 0; i < f->nfree; i++)
+		(void)shm_heap_free(f->a->shm, f->free_offs[i]);
+	/* every live or retired entry must own its block */
+	struct shm_index *ix = f->ix;
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		struct shm_index_entry *e = &ix->ent[i];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if ((st == SHM_ENT_LIVE || st == SHM_ENT_RETIRED) && !f->has_block[i]) {
+			finding(f, "index", 0, "entry %u (%s): its heap block is missing or tagged for another owner", i,
+				st == SHM_ENT_LIVE ? "live" : "retired");
+		}
+	}
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		struct shm_index_shard *sh = &ix->hdr->shards[s];
+		if (sh->pending_bytes != f->pending_seen[s]) {
+			finding(f, "index", repairing(f), "shard %u: pending bytes %llu, retired entries hold %llu", s,
+				(unsigned long long)sh->pending_bytes, (unsigned long long)f->pending_seen[s]);
+			if (repairing(f))
+				sh->pending_bytes = f->pending_seen[s];
+		}
+		f->r->lock_repairs += sh->repairs;
+	}
+}
+
+static void check_rings(struct fsck *f)
+{
+	uint32_t n = f->a->shm->hdr->ring_count;
+	struct sc_ring_stat *st = calloc(n ? n : 1, sizeof(*st));
+	if (!st)
+		return;
+	int rc = sc_ring_stats(f->a, st, n);
+	if (rc < 0) {
+		f->r->ring_problems++;
+		finding(f, "rings", 0, "ring directory is corrupted (%s)", sc_strerror(rc));
+	} else {
+		f->r->rings = (uint64_t)rc;
+		for (int i = 0; i < rc && (uint32_t)i < n; i++)
+			if (st[i].corrupt) {
+				f->r->ring_problems++;
+				finding(f, "rings", 0, "ring %d: indices are inconsistent (the consumer skips it)", i);
+			}
+	}
+	free(st);
+}
+
+static void check_observations(struct fsck *f)
+{
+	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
+	if (!h) {
+		f->r->obs_problems++;
+		finding(f, "observations", 0, "observation table header is corrupted");
+		return;
+	}
+	if (shm_obs_lock(h)) {
+		finding(f, "observations", 0, "cannot lock the observation table");
+		return;
+	}
+	struct shm_obs_entry *e = shm_obs_entries(h);
+	uint32_t used = 0;
+	for (uint32_t i = 0; i < h->slots; i++) {
+		if (!(e[i].flags & SHM_OBS_USED))
+			continue;
+		used++;
+		if (e[i].flags & ~(SHM_OBS_USED | SHM_OBS_TERMINAL)) {
+			f->r->obs_problems++;
+			finding(f, "observations", 0, "slot %u: unknown flags %#x", i, e[i].flags);
+		}
+	}
+	f->r->observations = used;
+	if (used != h->count) {
+		f->r->obs_problems++;
+		finding(f, "observations", repairing(f), "count says %u, the table holds %u", h->count, used);
+		if (repairing(f))
+			h->count = used;
+	}
+	struct shm_obs_claim *c = shm_obs_claims(h);
+	for (uint32_t i = 0; i < h->claims; i++) {
+		if (!c[i].pid || shm_proc_alive((int)c[i].pid, c[i].start_time))
+			continue;
+		finding(f, "observations", repairing(f), "fill claim %u: process %u is dead", i, c[i].pid);
+		if (repairing(f))
+			memset(&c[i], 0, sizeof(c[i]));
+	}
+	f->r->lock_repairs += h->repairs;
+	shm_obs_unlock(h);
+}
+
+int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep)
+{
+	struct sc_fsck_report local;
+	if (!arena || (flags & ~SC_FSCK_MASK))
+		return -EINVAL;
+	if (!rep)
+		rep = &local;
+	memset(rep, 0, sizeof(*rep));
+	struct fsck f = { .a = arena, .flags = flags, .cb = cb, .ctx = ctx, .r = rep };
+	struct shm_arena *s = arena->shm;
+
+	int rc = shm_header_check(s->hdr, s->size);
+	if (rc) {
+		finding(&f, "header", 0, "arena header is invalid (%s)", sc_strerror(rc));
+		return -EBADMSG;
+	}
+	check_readers(&f);
+	if ((rc = l2_ready(arena))) {
+		finding(&f, "index", 0, "index header is corrupted (%s)", sc_strerror(rc));
+		return -EBADMSG;
+	}
+	f.ix = l2_ix(arena);
+	f.reached = calloc(f.ix->nentries, 1);
+	f.has_block = calloc(f.ix->nentries, 1);
+	if (!f.reached || !f.has_block) {
+		free(f.reached);
+		free(f.has_block);
+		return -ENOMEM;
+	}
+	if ((rc = lock_all(f.ix))) {
+		free(f.reached);
+		free(f.has_block);
+		return rc;
+	}
+	check_chains(&f);
+	check_entries(&f);
+	check_heap(&f);
+	unlock_all(f.ix);
+	free(f.reached);
+	free(f.has_block);
+	free(f.free_offs);
+
+	struct shm_heap_stats hs;
+	if (shm_heap_stats(s, &hs) == 0)
+		rep->lock_repairs += hs.repairs;
+	check_rings(&f);
+	check_observations(&f);
+	uint64_t left = rep->problems - rep->repaired;
+	return left > INT32_MAX ? INT32_MAX : (int)left;
+}

@@ -1,0 +1,770 @@
+/*
+ * tools/cmd_stress.c — `stagecache stress NAME`: N worker processes run a mixed workload on one
+ * arena and one L3 directory while a killer SIGKILLs a random worker every --kill-every ms (and
+ * workers arm the library's fault points so some die inside admit, evict, repair, fill or ring
+ * publish). A verifier checks every L2 hit's digest, every commit sequence and running total,
+ * and that every committed token arrives. At the end: fsck, and a summary whose
+ * digest_mismatches, lost_commits, torn_records, leaked_bytes and deadlocks must all be 0.
+ *
+ * Bookkeeping lives in an anonymous MAP_SHARED mapping that survives the kills:
+ *  - each worker incarnation writes its op counters, a heartbeat, and after each commit call the
+ *    pair (request sequence, committed tokens) packed in one 64-bit word (a kill can never tear it);
+ *  - the verifier writes, per incarnation, what it has seen delivered.
+ * A token counts as committed once sc_batcher_commit/finish returned with it emitted; it must then
+ * reach the verifier even if its producer dies the next instant.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "workload.h"
+
+#define MAX_PROCS 64
+#define MAX_INCARNATIONS 65536
+#define KEYS 256
+#define L3_DOCS 48
+#define NS "stress"
+#define MODEL "stress-model"
+#define STATE "state"
+#define HDR_MAGIC 0x5354524553534844ull /* payload header: magic, key id, version */
+
+enum op { OP_GET, OP_ADMIT, OP_REMOVE, OP_INVALIDATE, OP_L3, OP_DECODE, OP_COUNT };
+static const char *op_names[OP_COUNT] = { "get", "admit", "remove", "invalidate", "l3_restore", "decode" };
+static const unsigned op_weight[OP_COUNT] = { 50, 16, 5, 3, 8, 18 };
+
+struct incarnation {
+	/* written by the worker */
+	_Atomic uint64_t committed;   /* (request seq << 32) | committed tokens of that request */
+	/* written by the verifier */
+	_Atomic uint64_t delivered;   /* same packing: the furthest point delivered */
+	_Atomic uint32_t worker;      /* which worker slot this incarnation ran in */
+};
+
+struct worker_slot {
+	_Atomic int32_t pid;
+	_Atomic uint32_t incarnation;
+	_Atomic uint64_t heartbeat_ns;     /* last op completed */
+	_Atomic uint64_t ops[OP_COUNT];
+	_Atomic uint64_t hits, misses, admits_ok, admits_refused, restores_l2, restores_l3;
+	_Atomic uint64_t digest_mismatches, errors;
+	_Atomic int32_t last_error;
+	_Atomic int32_t armed;             /* a fault point is armed in this incarnation */
+	uint8_t pad[64];
+};
+
+struct shared {
+	_Atomic int stop_workers, stop_verifier;
+	struct worker_slot w[MAX_PROCS];
+	_Atomic uint64_t torn_records, verify_commits, verify_tokens, stale_records;
+	_Atomic int verifier_error;
+	char first_problem[256];
+	_Atomic int problem_written;
+	struct wl_doc l3docs[L3_DOCS];
+	struct incarnation inc[MAX_INCARNATIONS];
+};
+
+struct stress_opts {
+	const char *name, *l3dir;
+	uint32_t procs, seconds, kill_every_ms;
+	uint64_t seed, size, max_payload;
+	int json, keep;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stagecache stress NAME [--procs N] [--seconds S] [--kill-every MS] [--seed X]\n"
+		"                         [--l3 DIR] [--size SIZE] [--max-payload SIZE] [--keep] [--json]\n\n"
+		"Run N worker processes on arena NAME (created if missing) and an L3 directory: Zipf lookups,\n"
+		"admits and replacements of 1 KiB to --max-payload payloads, removals, digest invalidations,\n"
+		"L3 puts and restores with promotion, and commit streams through the batcher. Every\n"
+		"--kill-every ms a random worker gets SIGKILL (workers also arm the library's fault points)\n"
+		"and is respawned. A verifier checks every hit's digest and every commit.\n\n"
+		"  --procs N          workers (default 4)        --seconds S     duration (default 30)\n"
+		"  --kill-every MS    0 disables kills (default 0)\n"
+		"  --seed X           workload seed (default: time)\n"
+		"  --l3 DIR           L3 directory (default a fresh one under /var/tmp, removed after)\n"
+		"  --size SIZE        arena size when creating (default 512M)\n"
+		"  --max-payload SIZE largest payload (default 16M)\n"
+		"  --keep             keep the arena (and the L3 directory) afterwards\n"
+		"  --json             print the summary as one JSON object\n"
+		"Exit status 1 if digest_mismatches, lost_commits, torn_records, leaked_bytes or deadlocks\n"
+		"is not 0, or fsck finds a problem.\n");
+}
+
+static int parse(int argc, char **argv, struct stress_opts *o)
+{
+	static const struct option opts[] = {
+		{ "procs", required_argument, 0, 'p' },     { "seconds", required_argument, 0, 's' },
+		{ "kill-every", required_argument, 0, 'k' }, { "seed", required_argument, 0, 'S' },
+		{ "l3", required_argument, 0, 'l' },        { "size", required_argument, 0, 'z' },
+		{ "max-payload", required_argument, 0, 'm' }, { "keep", no_argument, 0, 'K' },
+		{ "json", no_argument, 0, 'j' },            { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	uint64_t v;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (cli_parse_u64(optarg, MAX_PROCS, &v) || !v)
+				return cli_usage_error("stress", "bad --procs '%s' (1-%d)", optarg, MAX_PROCS);
+			o->procs = (uint32_t)v;
+			break;
+		case 's':
+			if (cli_parse_u64(optarg, 86400, &v) || !v)
+				return cli_usage_error("stress", "bad --seconds '%s'", optarg);
+			o->seconds = (uint32_t)v;
+			break;
+		case 'k':
+			if (cli_parse_u64(optarg, 3600000, &v))
+				return cli_usage_error("stress", "bad --kill-every '%s' (milliseconds)", optarg);
+			o->kill_every_ms = (uint32_t)v;
+			break;
+		case 'S':
+			if (cli_parse_u64(optarg, UINT64_MAX, &o->seed))
+				return cli_usage_error("stress", "bad --seed '%s'", optarg);
+			break;
+		case 'l': o->l3dir = optarg; break;
+		case 'z':
+			if (cli_parse_size(optarg, &o->size) || o->size < SC_ARENA_MIN_BYTES)
+				return cli_usage_error("stress", "bad --size '%s'", optarg);
+			break;
+		case 'm':
+			if (cli_parse_size(optarg, &o->max_payload) || o->max_payload < 2048 || o->max_payload > (64u << 20))
+				return cli_usage_error("stress", "bad --max-payload '%s' (2K-64M)", optarg);
+			break;
+		case 'K': o->keep = 1; break;
+		case 'j': o->json = 1; break;
+		case 'h': usage(stdout); return -1;
+		default: return cli_usage_error("stress", "unknown option");
+		}
+	}
+	if (optind != argc - 1)
+		return cli_usage_error("stress", optind >= argc ? "missing NAME" : "too many arguments");
+	o->name = argv[optind];
+	return 0;
+}
+
+static void problem(struct shared *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(struct shared *sh, const char *fmt, ...)
+{
+	if (atomic_exchange(&sh->problem_written, 1))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sh->first_problem, sizeof(sh->first_problem), fmt, ap);
+	va_end(ap);
+}
+
+static inline uint64_t pack(uint32_t seq, uint32_t tokens)
+{
+	return ((uint64_t)seq << 32) | tokens;
+}
+
+/* ---- the verifier: every commit of every incarnation ---- */
+
+struct vstate {
+	uint32_t seq;      /* request in progress (0: none) */
+	uint32_t seen;     /* its tokens delivered so far */
+	uint32_t done_seq; /* last request that ended with a terminal */
+};
+
+static struct vstate *vs; /* MAX_INCARNATIONS, private to the verifier */
+
+static int on_commit(const struct sc_commit *c, void *p)
+{
+	struct shared *sh = p;
+	uint64_t inc = c->request_id >> 32;
+	uint32_t seq = (uint32_t)c->request_id;
+	atomic_fetch_add(&sh->verify_commits, 1);
+	if (inc >= MAX_INCARNATIONS || seq == 0) {
+		atomic_fetch_add(&sh->torn_records, 1);
+		problem(sh, "commit with an impossible request id %llx", (unsigned long long)c->request_id);
+		return 0;
+	}
+	struct vstate *v = &vs[inc];
+	if (seq != v->seq) {
+		/* a new request: the previous one ended with a terminal, and sequences only grow */
+		if (v->seq && v->seen && v->done_seq != v->seq) {
+			atomic_fetch_add(&sh->torn_records, 1);
+			problem(sh, "incarnation %llu: request %u started before request %u ended", (unsigned long long)inc,
+				seq, v->seq);
+		}
+		if (seq <= v->seq) {
+			atomic_fetch_add(&sh->torn_records, 1);
+			problem(sh, "incarnation %llu: request %u after %u (reordered)", (unsigned long long)inc, seq, v->seq);
+		}
+		v->seq = seq;
+		v->seen = 0;
+	}
+	for (uint32_t i = 0; i < c->token_count; i++)
+		if (c->tokens[i] != wl_gen_token(c->request_id, v->seen + i)) {
+			atomic_fetch_add(&sh->torn_records, 1);
+			problem(sh, "request %llx: token %u is %d, expected %d", (unsigned long long)c->request_id,
+				v->seen + i, c->tokens[i], wl_gen_token(c->request_id, v->seen + i));
+			break;
+		}
+	v->seen += c->token_count;
+	if (c->generated_token_count != v->seen) {
+		atomic_fetch_add(&sh->torn_records, 1);
+		problem(sh, "request %llx: running total %llu, delivered %u", (unsigned long long)c->request_id,
+			(unsigned long long)c->generated_token_count, v->seen);
+	}
+	if (c->flags & (SC_COMMIT_FINISHED | SC_COMMIT_ABORTED)) {
+		if (v->seen != wl_gen_length(c->request_id)) {
+			atomic_fetch_add(&sh->torn_records, 1);
+			problem(sh, "request %llx ended after %u tokens, expected %u", (unsigned long long)c->request_id,
+				v->seen, wl_gen_length(c->request_id));
+		}
+		v->done_seq = seq;
+	}
+	atomic_fetch_add(&sh->verify_tokens, c->token_count);
+	atomic_store(&sh->inc[inc].delivered, pack(seq, v->seen));
+	return 0;
+}
+
+static int verifier_main(const char *name, struct shared *sh)
+{
+	vs = calloc(MAX_INCARNATIONS, sizeof(*vs));
+	struct sc_arena *a;
+	int rc = vs ? sc_arena_open(name, &a) : -ENOMEM;
+	if (rc) {
+		atomic_store(&sh->verifier_error, rc);
+		return 1;
+	}
+	uint64_t idle_since = 0;
+	for (;;) {
+		rc = sc_ring_poll(a, on_commit, sh, 4096);
+		if (rc == -EBADMSG) {
+			atomic_fetch_add(&sh->torn_records, 1);
+			problem(sh, "sc_ring_poll: a ring is corrupted");
+		} else if (rc < 0) {
+			atomic_store(&sh->verifier_error, rc);
+			break;
+		}
+		if (rc > 0) {
+			idle_since = 0;
+			continue;
+		}
+		if (atomic_load(&sh->stop_verifier)) {
+			uint64_t now = wl_now_ns();
+			if (!idle_since)
+				idle_since = now;
+			else if (now - idle_since > 300000000ull)
+				break;
+		}
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	}
+	sc_ring_consumer_close(a);
+	sc_arena_close(a);
+	return 0;
+}
+
+/* ---- workers ---- */
+
+struct worker {
+	struct shared *sh;
+	struct worker_slot *ws;
+	uint32_t inc;
+	const struct stress_opts *o;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	struct sc_l3 *l3;
+	struct sc_ring *ring;
+	struct wl_zipf zipf;
+	uint64_t rng;
+	uint32_t seq;
+	uint8_t *buf;          /* payload scratch, max_payload bytes */
+	struct sc_digest recent[16];
+	unsigned nrecent;
+	int32_t *l3tokens;
+};
+
+static void key_tokens(uint32_t key, int32_t tokens[8])
+{
+	for (int i = 0; i < 8; i++)
+		tokens[i] = (int32_t)(wl_mix(key * 8u + (uint32_t)i) % 50000u);
+}
+
+/* Payload of (key, version): a 24-byte header then PRNG bytes. */
+static uint64_t make_payload(struct worker *w, uint32_t key, uint64_t version, uint64_t len)
+{
+	uint64_t *q = (uint64_t *)w->buf;
+	uint64_t st = wl_mix(key) ^ version;
+	for (uint64_t i = 0; i < len / 8; i++)
+		q[i] = wl_rand(&st);
+	for (uint64_t i = len & ~7ull; i < len; i++)
+		w->buf[i] = (uint8_t)i;
+	q[0] = HDR_MAGIC;
+	q[1] = key;
+	q[2] = version;
+	return len;
+}
+
+static void note_error(struct worker *w, int rc)
+{
+	atomic_fetch_add(&w->ws->errors, 1);
+	atomic_store(&w->ws->last_error, rc);
+}
+
+static void op_get(struct worker *w)
+{
+	uint32_t key = wl_zipf_next(&w->zipf, &w->rng);
+	int32_t tokens[8];
+	key_tokens(key, tokens);
+	struct sc_lease l;
+	int rc = sc_l2_get(w->st, NS, tokens, 8, NULL, &l);
+	if (rc == -ENOENT) {
+		atomic_fetch_add(&w->ws->misses, 1);
+		return;
+	}
+	if (rc) {
+		note_error(w, rc);
+		return;
+	}
+	atomic_fetch_add(&w->ws->hits, 1);
+	const uint64_t *q = l.sec[0];
+	struct sc_digest d = wl_digest2(l.sec[0], l.sec_len[0], l.sec[1], l.sec_len[1]);
+	if (!sc_digest_equal(d, l.digest) || l.sec_len[0] < 24 || q[0] != HDR_MAGIC || q[1] != key) {
+		atomic_fetch_add(&w->ws->digest_mismatches, 1);
+		problem(w->sh, "L2 hit on key %u: bytes do not match the entry's digest or key", key);
+	}
+	sc_lease_release(&l);
+}
+
+static void op_admit(struct worker *w)
+{
+	uint32_t key = wl_zipf_next(&w->zipf, &w->rng);
+	int32_t tokens[8];
+	key_tokens(key, tokens);
+	/* log-uniform 1 KiB .. max_payload */
+	double u = (double)(wl_rand(&w->rng) >> 11) / (double)(1ull << 53);
+	uint64_t len = (uint64_t)(1024.0 * __builtin_exp(u * __builtin_log((double)w->o->max_payload / 1024.0)));
+	if (len < 24)
+		len = 24;
+	make_payload(w, key, wl_rand(&w->rng), len);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { w->buf, NULL }, .sec_len = { len, 0 } };
+	struct sc_digest d = sc_digest(w->buf, len);
+	int rc = sc_l2_admit(w->st, NS, tokens, 8, d, &p, SC_ORIGIN_DIRECT);
+	if (rc == 0) {
+		atomic_fetch_add(&w->ws->admits_ok, 1);
+		w->recent[w->nrecent++ % 16] = d;
+	} else if (rc == -ENOSPC || rc == -E2BIG) {
+		atomic_fetch_add(&w->ws->admits_refused, 1);
+	} else {
+		note_error(w, rc);
+	}
+}
+
+static void op_remove(struct worker *w)
+{
+	uint32_t key = wl_zipf_next(&w->zipf, &w->rng);
+	int32_t tokens[8];
+	key_tokens(key, tokens);
+	struct sc_key k;
+	int rc = sc_l2_key(w->st, NS, tokens, 8, &k);
+	if (!rc)
+		rc = sc_l2_remove(w->st, k);
+	if (rc && rc != -ENOENT)
+		note_error(w, rc);
+}
+
+static void op_invalidate(struct worker *w)
+{
+	if (!w->nrecent)
+		return;
+	int rc = sc_l2_invalidate_digest(w->a, w->recent[wl_rand(&w->rng) % (w->nrecent < 16 ? w->nrecent : 16)]);
+	if (rc < 0 && rc != -ENOENT)
+		note_error(w, rc);
+}
+
+static void op_l3(struct worker *w)
+{
+	struct wl_doc *doc = &w->sh->l3docs[wl_rand(&w->rng) % L3_DOCS];
+	uint32_t n = wl_prompt(doc, wl_rand(&w->rng), 4, w->l3tokens);
+	struct sc_restore r;
+	int rc = sc_restore(w->st, w->l3, NS, w->l3tokens, n, SC_RESTORE_WAIT, &r);
+	if (rc == -ENOENT || rc == 0) {
+		/* not stored yet (or removed by the budget): put it */
+		struct wl_geometry g;
+		wl_geometry_default(&g);
+		struct wl_payload p;
+		struct wl_doc copy = *doc;
+		if (wl_payload_build(&g, &copy, &p) == 0) {
+			struct sc_l3_put_args args = { .model_identity = MODEL, .state_identity = STATE, .ns = NS,
+						       .tokens = w->l3tokens, .token_count = doc->token_count, .payload = &p.p };
+			rc = sc_l3_put(w->l3, &args, NULL);
+			if (rc && rc != -ENOSPC && rc != -E2BIG)
+				note_error(w, rc);
+			wl_payload_free(&p);
+		}
+		return;
+	}
+	if (rc < 0) {
+		if (rc != -EBUSY)
+			note_error(w, rc);
+		return;
+	}
+	if ((uint32_t)rc != doc->token_count ||
+	    !sc_digest_equal(wl_digest2(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest)) {
+		atomic_fetch_add(&w->ws->digest_mismatches, 1);
+		problem(w->sh, "restore of L3 document %u served the wrong bytes (source %d)", doc->id, r.source);
+	}
+	atomic_fetch_add(r.source == SC_RESTORE_FROM_L2 ? &w->ws->restores_l2 : &w->ws->restores_l3, 1);
+	sc_restore_release(&r);
+}
+
+static void op_decode(struct worker *w)
+{
+	uint32_t seq = ++w->seq;
+	uint64_t request_id = ((uint64_t)w->inc << 32) | seq;
+	struct sc_batcher b;
+	struct sc_batcher_opts bo = { .interval_ns = 20000000ull, .capacity = 64 };
+	sc_batcher_init_opts(&b, w->ring, request_id, w->inc, &bo);
+	struct incarnation *in = &w->sh->inc[w->inc];
+	uint32_t len = wl_gen_length(request_id);
+	for (uint32_t i = 0; i < len;) {
+		uint64_t before = sc_batcher_count(&b);
+		int rc = sc_batcher_commit(&b, wl_gen_token(request_id, i), (uint64_t)i * 1000000ull);
+		if (sc_batcher_count(&b) > before)
+			i++; /* the token was taken (even when the emit found the ring full) */
+		atomic_store(&in->committed, pack(seq, (uint32_t)(sc_batcher_count(&b) - sc_batcher_pending(&b))));
+		if (rc == -EAGAIN)
+			usleep(100);
+	}
+	while (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN)
+		usleep(100);
+	atomic_store(&in->committed, pack(seq, len));
+}
+
+static int worker_main(struct shared *sh, uint32_t slot, uint32_t inc, const struct stress_opts *o)
+{
+	struct worker w = { .sh = sh, .ws = &sh->w[slot], .inc = inc, .o = o };
+	w.rng = wl_mix(o->seed ^ ((uint64_t)inc << 20));
+	atomic_store(&sh->inc[inc].worker, slot);
+	int rc;
+	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_RECONCILE, .budget_bytes = 256u << 20 };
+	if ((rc = sc_arena_open(o->name, &w.a)) || (rc = sc_stage_open(w.a, MODEL, STATE, &w.st)) ||
+	    (rc = sc_l3_open(o->l3dir, &lo, &w.l3)) || (rc = sc_l3_bind_arena(w.l3, w.a)) ||
+	    (rc = sc_ring_open(w.a, &w.ring)) || (rc = wl_zipf_init(&w.zipf, KEYS, 0.99))) {
+		note_error(&w, rc);
+		return 1;
+	}
+	w.buf = malloc(o->max_payload);
+	w.l3tokens = malloc(sizeof(int32_t) * 4200);
+	if (!w.buf || !w.l3tokens)
+		return 1;
+	const char *const *points = sc_fault_points();
+	unsigned npoints = 0;
+	while (points[npoints])
+		npoints++;
+	unsigned total_weight = 0;
+	for (int i = 0; i < OP_COUNT; i++)
+		total_weight += op_weight[i];
+	while (!atomic_load(&sh->stop_workers)) {
+		/* with kills on, now and then arm a fault point: this incarnation then dies inside the library */
+		if (o->kill_every_ms && !w.ws->armed && wl_rand(&w.rng) % 400 == 0) {
+			char spec[96];
+			snprintf(spec, sizeof(spec), "%s@%u", points[wl_rand(&w.rng) % npoints], 1 + (unsigned)(wl_rand(&w.rng) % 3));
+			if (sc_fault_arm(spec) == 0)
+				atomic_store(&w.ws->armed, 1);
+		}
+		unsigned pick = (unsigned)(wl_rand(&w.rng) % total_weight), op = 0;
+		while (pick >= op_weight[op])
+			pick -= op_weight[op++];
+		switch (op) {
+		case OP_GET: op_get(&w); break;
+		case OP_ADMIT: op_admit(&w); break;
+		case OP_REMOVE: op_remove(&w); break;
+		case OP_INVALIDATE: op_invalidate(&w); break;
+		case OP_L3: op_l3(&w); break;
+		case OP_DECODE: op_decode(&w); break;
+		}
+		atomic_fetch_add(&w.ws->ops[op], 1);
+		atomic_store(&w.ws->heartbeat_ns, wl_now_ns());
+	}
+	sc_fault_arm(NULL);
+	sc_ring_close(w.ring);
+	wl_zipf_free(&w.zipf);
+	sc_l3_close(w.l3);
+	sc_stage_close(w.st);
+	sc_arena_close(w.a);
+	free(w.buf);
+	free(w.l3tokens);
+	return 0;
+}
+
+/* ---- the parent: killer, monitor, summary ---- */
+
+static uint32_t next_inc = 1;
+
+static pid_t spawn(struct shared *sh, uint32_t slot, const struct stress_opts *o)
+{
+	uint32_t inc = next_inc++;
+	if (inc >= MAX_INCARNATIONS)
+		return -1;
+	atomic_store(&sh->w[slot].incarnation, inc);
+	atomic_store(&sh->w[slot].armed, 0);
+	atomic_store(&sh->w[slot].heartbeat_ns, wl_now_ns());
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(worker_main(sh, slot, inc, o));
+	atomic_store(&sh->w[slot].pid, pid);
+	return pid;
+}
+
+static void on_finding(const char *component, const char *message, int repaired, void *ctx)
+{
+	int json = *(int *)ctx;
+	if (!json)
+		printf("  fsck %-12s %s%s\n", component, message, repaired ? " (repaired)" : "");
+}
+
+static int rm_rf(const char *dir)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("rm", "rm", "-rf", "--one-file-system", dir, (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int cmd_stress(int argc, char **argv)
+{
+	struct stress_opts o = { .procs = 4, .seconds = 30, .size = 512u << 20, .max_payload = 16u << 20 };
+	o.seed = (uint64_t)time(NULL);
+	int prc = parse(argc, argv, &o);
+	if (prc)
+		return prc < 0 ? EXIT_OK : prc;
+	char l3buf[256];
+	int own_l3 = !o.l3dir, tty = isatty(2);
+	if (own_l3) {
+		snprintf(l3buf, sizeof(l3buf), "/var/tmp/stagecache-stress-%d", (int)getpid());
+		o.l3dir = l3buf;
+	}
+
+	/* the arena: use it if it exists, else create it */
+	struct sc_arena *a = NULL;
+	int created = 0, rc = sc_arena_open(o.name, &a);
+	if (rc == -ENOENT) {
+		struct sc_arena_opts ao = { .size_bytes = o.size, .huge = SC_HUGE_AUTO };
+		rc = sc_arena_create(o.name, &ao, &a);
+		created = rc == 0;
+	}
+	if (rc)
+		return cli_fail("stress", rc, "cannot open or create arena '%s'", o.name);
+	struct sc_l3 *l3 = NULL;
+	struct sc_l3_opts lo = { .budget_bytes = 256u << 20 };
+	if ((rc = sc_l3_open(o.l3dir, &lo, &l3))) {
+		sc_arena_close(a);
+		return cli_fail("stress", rc, "cannot open L3 directory %s", o.l3dir);
+	}
+	sc_l3_close(l3);
+
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		sc_arena_close(a);
+		return cli_fail("stress", -errno, "mmap");
+	}
+	wl_docs_make(sh->l3docs, L3_DOCS, 16, 1024, o.seed);
+	{
+		/* digests of the L3 documents, for verifying restores */
+		struct wl_geometry g;
+		wl_geometry_default(&g);
+		for (int i = 0; i < L3_DOCS; i++) {
+			struct wl_payload p;
+			if (wl_payload_build(&g, &sh->l3docs[i], &p) == 0)
+				wl_payload_free(&p);
+		}
+	}
+	if (!o.json)
+		printf("stress %s: %u workers, %u s, kill every %u ms, seed %llu, L3 %s\n", o.name, o.procs, o.seconds,
+		       o.kill_every_ms, (unsigned long long)o.seed, o.l3dir);
+
+	pid_t verifier = fork();
+	if (verifier == 0)
+		_exit(verifier_main(o.name, sh));
+	for (uint32_t i = 0; i < o.procs; i++)
+		spawn(sh, i, &o);
+
+	uint64_t kills = 0, fault_deaths = 0, deadlocks = 0, respawn_fail = 0;
+	uint64_t t0 = wl_now_ns(), end = t0 + (uint64_t)o.seconds * 1000000000ull;
+	uint64_t next_kill = o.kill_every_ms ? t0 + (uint64_t)o.kill_every_ms * 1000000ull : UINT64_MAX;
+	uint64_t next_progress = t0 + 1000000000ull, rng = wl_mix(o.seed ^ 0x4b494c4cull);
+	while (wl_now_ns() < end) {
+		usleep(10000);
+		uint64_t now = wl_now_ns();
+		/* reap and respawn */
+		int status;
+		pid_t pid;
+		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (pid == verifier) {
+				verifier = -1;
+				continue;
+			}
+			for (uint32_t i = 0; i < o.procs; i++) {
+				if (atomic_load(&sh->w[i].pid) != pid)
+					continue;
+				atomic_store(&sh->w[i].pid, 0);
+				if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && atomic_load(&sh->w[i].armed))
+					fault_deaths++;
+				else if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+					problem(sh, "worker %u exited on its own (status %d, last error %s)", i, status,
+						sc_strerror(atomic_load(&sh->w[i].last_error)));
+				if (spawn(sh, i, &o) < 0)
+					respawn_fail++;
+			}
+		}
+		if (now >= next_kill) {
+			uint32_t i = (uint32_t)(wl_rand(&rng) % o.procs);
+			pid_t victim = atomic_load(&sh->w[i].pid);
+			if (victim > 0 && kill(victim, SIGKILL) == 0)
+				kills++;
+			next_kill = now + (uint64_t)o.kill_every_ms * 1000000ull;
+		}
+		/* deadlock: a live worker with no completed op for more than 2 s */
+		for (uint32_t i = 0; i < o.procs; i++) {
+			pid_t p = atomic_load(&sh->w[i].pid);
+			uint64_t hb = atomic_load(&sh->w[i].heartbeat_ns);
+			if (p > 0 && now > hb && now - hb > 2000000000ull) {
+				deadlocks++;
+				problem(sh, "worker %u (pid %d) made no progress for %.1f s", i, p, (double)(now - hb) / 1e9);
+				kill(p, SIGKILL); /* count it once, then let it be respawned */
+				atomic_store(&sh->w[i].heartbeat_ns, now);
+			}
+		}
+		if (now >= next_progress && !o.json) {
+			uint64_t ops = 0;
+			for (uint32_t i = 0; i < o.procs; i++)
+				for (int k = 0; k < OP_COUNT; k++)
+					ops += atomic_load(&sh->w[i].ops[k]);
+			fprintf(stderr, "%s[%3.0fs] ops %llu  kills %llu  fault deaths %llu  commits verified %llu  torn %llu  deadlocks %llu%s",
+				tty ? "\r" : "", (double)(now - t0) / 1e9, (unsigned long long)ops, (unsigned long long)kills,
+				(unsigned long long)fault_deaths, (unsigned long long)atomic_load(&sh->verify_commits),
+				(unsigned long long)atomic_load(&sh->torn_records), (unsigned long long)deadlocks,
+				tty ? "   " : "\n");
+			next_progress = now + 1000000000ull;
+		}
+	}
+	if (tty && !o.json)
+		fprintf(stderr, "\n");
+	/* stop: workers first (they finish their op), then the verifier drains the rings */
+	atomic_store(&sh->stop_workers, 1);
+	for (uint32_t i = 0; i < o.procs; i++) {
+		pid_t p = atomic_load(&sh->w[i].pid);
+		if (p <= 0)
+			continue;
+		int status;
+		/* a worker still armed may die at its fault point while finishing: that is fine */
+		uint64_t deadline = wl_now_ns() + 10000000000ull;
+		while (waitpid(p, &status, WNOHANG) == 0) {
+			if (wl_now_ns() > deadline) {
+				deadlocks++;
+				problem(sh, "worker %u did not stop within 10 s", i);
+				kill(p, SIGKILL);
+				waitpid(p, &status, 0);
+				break;
+			}
+			usleep(10000);
+		}
+	}
+	atomic_store(&sh->stop_verifier, 1);
+	if (verifier > 0)
+		waitpid(verifier, NULL, 0);
+	double elapsed = (double)(wl_now_ns() - t0) / 1e9;
+
+	/* lost commits: for every incarnation, what it committed must have been delivered */
+	uint64_t lost = 0;
+	for (uint32_t inc = 1; inc < next_inc; inc++) {
+		uint64_t c = atomic_load(&sh->inc[inc].committed), d = atomic_load(&sh->inc[inc].delivered);
+		if (c && d < c) {
+			lost++;
+			problem(sh, "incarnation %u committed request %u up to %u tokens; delivered only request %u up to %u",
+				inc, (uint32_t)(c >> 32), (uint32_t)c, (uint32_t)(d >> 32), (uint32_t)d);
+		}
+	}
+
+	/* fsck: with repair, so that what dead processes held is accounted; then a clean check */
+	struct sc_fsck_report rep, rep2;
+	int fsck_json = o.json;
+	if (!o.json)
+		printf("fsck --repair:\n");
+	int frc = sc_arena_fsck(a, SC_FSCK_REPAIR | SC_FSCK_DEEP, on_finding, &fsck_json, &rep);
+	int frc2 = sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &fsck_json, &rep2);
+
+	uint64_t totals[OP_COUNT] = { 0 }, hits = 0, misses = 0, mism = 0, errors = 0, r2 = 0, r3 = 0;
+	for (uint32_t i = 0; i < o.procs; i++) {
+		for (int k = 0; k < OP_COUNT; k++)
+			totals[k] += atomic_load(&sh->w[i].ops[k]);
+		hits += atomic_load(&sh->w[i].hits);
+		misses += atomic_load(&sh->w[i].misses);
+		mism += atomic_load(&sh->w[i].digest_mismatches);
+		errors += atomic_load(&sh->w[i].errors);
+		r2 += atomic_load(&sh->w[i].restores_l2);
+		r3 += atomic_load(&sh->w[i].restores_l3);
+	}
+	uint64_t torn = atomic_load(&sh->torn_records);
+	uint64_t leaked = frc2 < 0 ? UINT64_MAX : rep2.leaked_bytes;
+	int fsck_clean = frc2 == 0;
+	int fail = mism || lost || torn || leaked || deadlocks || !fsck_clean || atomic_load(&sh->verifier_error);
+	if (o.json) {
+		printf("{\"seconds\":%.1f,\"procs\":%u,\"seed\":%llu,\"ops_per_s\":{", elapsed, o.procs, (unsigned long long)o.seed);
+		for (int k = 0; k < OP_COUNT; k++)
+			printf("%s\"%s\":%.1f", k ? "," : "", op_names[k], (double)totals[k] / elapsed);
+		printf("},\"hits\":%llu,\"misses\":%llu,\"restores_l2\":%llu,\"restores_l3\":%llu,\"kills\":%llu,"
+		       "\"fault_deaths\":%llu,\"repairs\":%llu,\"commits_verified\":%llu,\"tokens_verified\":%llu,"
+		       "\"errors\":%llu,\"digest_mismatches\":%llu,\"lost_commits\":%llu,\"torn_records\":%llu,"
+		       "\"leaked_bytes\":%llu,\"deadlocks\":%llu,\"fsck_problems\":%d,\"fsck_repaired\":%llu,\"ok\":%s}\n",
+		       (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)r2, (unsigned long long)r3,
+		       (unsigned long long)kills, (unsigned long long)fault_deaths, (unsigned long long)rep2.lock_repairs,
+		       (unsigned long long)atomic_load(&sh->verify_commits), (unsigned long long)atomic_load(&sh->verify_tokens),
+		       (unsigned long long)errors, (unsigned long long)mism, (unsigned long long)lost,
+		       (unsigned long long)torn, (unsigned long long)leaked, (unsigned long long)deadlocks, frc2,
+		       (unsigned long long)(frc >= 0 ? rep.repaired : 0), fail ? "false" : "true");
+	} else {
+		printf("\n== stress summary (%.1f s, %u workers, seed %llu) ==\n", elapsed, o.procs, (unsigned long long)o.seed);
+		printf("ops/s        ");
+		for (int k = 0; k < OP_COUNT; k++)
+			printf(" %s %.0f", op_names[k], (double)totals[k] / elapsed);
+		printf("\nL2           %llu hits, %llu misses; restores %llu from L2, %llu from L3\n", (unsigned long long)hits,
+		       (unsigned long long)misses, (unsigned long long)r2, (unsigned long long)r3);
+		printf("kills        %llu by the killer, %llu at fault points\n", (unsigned long long)kills,
+		       (unsigned long long)fault_deaths);
+		printf("repairs      %llu (lock holders that died)\n", (unsigned long long)rep2.lock_repairs);
+		printf("fsck         %s (first pass: %llu problems, %llu repaired)\n", fsck_clean ? "clean" : "NOT CLEAN",
+		       (unsigned long long)(frc >= 0 ? rep.problems : 0), (unsigned long long)(frc >= 0 ? rep.repaired : 0));
+		printf("verified     %llu commits, %llu tokens\n", (unsigned long long)atomic_load(&sh->verify_commits),
+		       (unsigned long long)atomic_load(&sh->verify_tokens));
+		printf("errors       %llu (refusals such as -ENOSPC are not errors)\n", (unsigned long long)errors);
+		printf("digest_mismatches %llu\nlost_commits      %llu\ntorn_records      %llu\nleaked_bytes      %llu\ndeadlocks         %llu\n",
+		       (unsigned long long)mism, (unsigned long long)lost, (unsigned long long)torn,
+		       (unsigned long long)leaked, (unsigned long long)deadlocks);
+		if (sh->problem_written)
+			printf("first problem: %s\n", sh->first_problem);
+		printf("%s\n", fail ? "FAILED" : "OK");
+	}
+	sc_arena_close(a);
+	if (!o.keep) {
+		if (created)
+			sc_arena_destroy(NULL, o.name);
+		if (own_l3)
+			rm_rf(o.l3dir);
+	}
+	munmap(sh, sizeof(*sh));
+	return fail ? EXIT_FAIL : EXIT_OK;
+}
