@@ -383,11 +383,11 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 		finding(&f, "header", 0, "arena header is invalid (%s)", sc_strerror(rc));
 		return -EBADMSG;
 	}
-	check_readers(&f);
 	if ((rc = l2_ready(arena))) {
 		finding(&f, "index", 0, "index header is corrupted (%s)", sc_strerror(rc));
 		return -EBADMSG;
 	}
+	check_readers(&f);
 	f.ix = l2_ix(arena);
 	f.reached = calloc(f.ix->nentries, 1);
 	f.has_block = calloc(f.ix->nentries, 1);

@@ -72,10 +72,15 @@ static inline void shm_epoch_enter(struct shm_arena *a)
 {
 	struct shm_reader_slot *s = shm_reader_slot(a, (uint32_t)a->reader_slot);
 	uint64_t e = atomic_load_explicit(&a->hdr->global_epoch, memory_order_relaxed);
-	atomic_store_explicit(&s->epoch, e, memory_order_relaxed);
 	/* store-load fence: our epoch must be visible before we read any index entry, so a writer
 	 * that scans the table after unlinking either sees us or we see its unlink. */
+#ifdef __SANITIZE_THREAD__
+	/* ThreadSanitizer does not model fences: a seq_cst exchange is the same barrier on x86 */
+	atomic_exchange_explicit(&s->epoch, e, memory_order_seq_cst);
+#else
+	atomic_store_explicit(&s->epoch, e, memory_order_relaxed);
 	atomic_thread_fence(memory_order_seq_cst);
+#endif
 }
 
 static inline void shm_epoch_exit(struct shm_arena *a)
