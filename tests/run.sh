@@ -2,7 +2,7 @@
 # Run every Check suite binary; print each one's result, then "N passed, N failed".
 # Usage: tests/run.sh BUILD_DIR BIN...
 b=$1; shift
-passed=0; failed=0; failed_names=""
+passed=0; failed=0; failed_names=""; checks_ok=0; checks_bad=0
 mkdir -p "$b/tests"
 for t in "$@"; do
 	name=$(basename "$t")
@@ -15,9 +15,19 @@ for t in "$@"; do
 	fi
 	grep -h '^SKIP:' "$log" | sed "s/^/  [$name] /"
 	summary=$(grep -E '^[0-9]+%: Checks' "$log" | tail -n 1)
+	n=$(echo "$summary" | sed -nE 's/.*Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+).*/\1 \2 \3/p')
+	if [ -n "$n" ]; then
+		read -r total fails errs <<EOF_N
+$n
+EOF_N
+		checks_ok=$((checks_ok + total - fails - errs)); checks_bad=$((checks_bad + fails + errs))
+	elif [ "$status" = FAIL ]; then
+		checks_bad=$((checks_bad + 1))
+	fi
 	printf '%-28s %-4s %3ss  %s\n' "$name" "$status" "$(( $(date +%s) - start ))" "$summary"
 	[ "$status" = FAIL ] && sed -n '1,60p' "$log" | grep -vE '^Running suite' | sed 's/^/    /'
 done
 [ -n "$failed_names" ] && echo "failed suites:$failed_names"
 echo "suites: $passed passed, $failed failed"
+echo "checks: $checks_ok passed, $checks_bad failed"
 [ "$failed" -eq 0 ]
