@@ -167,11 +167,13 @@ FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FB)/obj/%.o)
 $(FB)/obj/%.o: %.c
 	$(call msg,CLANG,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -c -o $@ $<
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(FB)/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 	$(call msg,FUZZ,$@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS) -pthread
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -MMD -MP -MF $@.d -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS) -pthread
+
+-include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_BINS:=.d)
 
 fuzz-build: $(FUZZ_BINS)
 
@@ -206,7 +208,7 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory setup
-	$(CLI) bench all --json --out $(B)/bench.json
+	$(CLI) bench all --json --out $(B)/bench.json --table
 
 install: all
 	install -d $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
