@@ -79,6 +79,7 @@ const char *sc_backing_name(int backing)
 	case SC_BACKING_HUGETLBFS_2M: return "hugetlbfs-2M";
 	case SC_BACKING_SHMEM_THP: return "shmem-thp";
 	case SC_BACKING_SHM_4K: return "shm-4k";
+	case SC_BACKING_FILE_4K: return "file-4k";
 	default: return "unknown";
 	}
 }
@@ -93,7 +94,7 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 	snprintf(info->name, sizeof(info->name), "%s", a->name);
 	snprintf(info->path, sizeof(info->path), "%s", a->path);
 	info->size_bytes = a->size;
-	info->backing = shm_measure_backing(a->base + h->regions[SHM_REGION_HEAP].off, &info->page_size);
+	info->backing = shm_arena_measure(a, &info->page_size);
 	if (info->backing == SC_BACKING_SHM_4K && a->backing == SC_BACKING_SHMEM_THP)
 		info->backing = a->backing, info->page_size = a->page_size; /* THP seen at attach */
 	info->layout_version = h->layout_version;

@@ -12,7 +12,8 @@ static const char *const points[] = {
 	"heap.alloc.unlinked", "heap.alloc.align", "heap.alloc.split", "heap.alloc.done",
 	"heap.free.marked",    "heap.free.merge",  "l2.admit.busy",    "l2.admit.popped",
 	"l2.admit.tagged",     "l2.admit.copied",  "l2.admit.linked",  "l2.evict.unlinked",
-	"l2.remove.unlinked",  "l2.repair.rebuilt", "l3.put.before_rename", "fill.after_read",
+	"l2.remove.unlinked",  "l2.repair.rebuilt", "l2.index.replaced", "l2.index.unlinked",
+	"l2.reclaim.freeing",  "l2.reclaim.freed", "l3.put.before_rename", "fill.after_read",
 	"ring.publish",        NULL,
 };
 

@@ -148,8 +148,11 @@ static void check_chains(struct fsck *f)
 
 static void remove_entry(struct fsck *f, struct shm_index_entry *e)
 {
-	if (shm_index_unlink_retire_locked(f->ix, e) == 0)
+	if (shm_index_unlink_retire_locked(f->ix, e) == 0) {
 		f->r->dropped++;
+		/* it is pending reclamation now: account it as such for the shard check */
+		f->pending_seen[shm_index_idx(f->ix, e) % SHM_INDEX_SHARDS] += e->footprint;
+	}
 }
 
 static void check_entries(struct fsck *f)
@@ -191,7 +194,6 @@ static void check_entries(struct fsck *f)
 			continue;
 		}
 		f->r->entries++;
-		f->r->entry_bytes += e->footprint;
 		if (f->flags & SC_FSCK_DEEP) {
 			struct sc_digest d = sc_digest(ix->a->base + e->payload_off, wire);
 			f->r->digests_checked++;
@@ -248,6 +250,8 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 				f->has_block[idx] = 1;
 				if (st == SHM_ENT_RETIRED)
 					f->r->pending_bytes += bytes;
+				else
+					f->r->entry_bytes += bytes;
 				return 0;
 			}
 		}

@@ -55,6 +55,7 @@ enum sc_backing {
 	SC_BACKING_HUGETLBFS_2M = 1, /* "hugetlbfs-2M" */
 	SC_BACKING_SHMEM_THP = 2,    /* "shmem-thp" */
 	SC_BACKING_SHM_4K = 3,       /* "shm-4k" */
+	SC_BACKING_FILE_4K = 4,      /* "file-4k": an explicit directory on a disk filesystem (page cache) */
 };
 
 /**
@@ -144,7 +145,7 @@ uint32_t sc_arena_layout_version(void);
  */
 int sc_arena_file_version(const char *dir, const char *name, uint32_t *version);
 
-/** sc_backing_name - "hugetlbfs-2M", "shmem-thp", "shm-4k" or "unknown". */
+/** sc_backing_name - "hugetlbfs-2M", "shmem-thp", "shm-4k", "file-4k" or "unknown". */
 const char *sc_backing_name(int backing);
 
 /**

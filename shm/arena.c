@@ -42,7 +42,7 @@
 #define HUGE_2M (2ull << 20)
 #define OPEN_WAIT_NS (2ull * 1000000000ull)
 /* Backing codes, as in enum sc_backing (stagecache.h) — shm/ does not include lib/. */
-enum { B_UNKNOWN = 0, B_HUGETLBFS_2M = 1, B_SHMEM_THP = 2, B_SHM_4K = 3 };
+enum { B_UNKNOWN = 0, B_HUGETLBFS_2M = 1, B_SHMEM_THP = 2, B_SHM_4K = 3, B_FILE_4K = 4 };
 
 int shm_name_valid(const char *name)
 {
@@ -152,15 +152,25 @@ int shm_measure_backing(const void *addr, uint64_t *page_size)
 }
 
 /* Touch one byte in each 2 MiB of the first 64 MiB of the heap (read only) so that THP mappings
- * show up in smaps for this process, then measure. */
-static void measure(struct shm_arena *a)
+ * show up in smaps for this process, then measure. A file outside tmpfs and hugetlbfs (an
+ * explicit --dir on a disk) is page cache, not shared memory: say so. */
+int shm_arena_measure(struct shm_arena *a, uint64_t *page_size)
 {
 	const struct shm_region *heap = &a->hdr->regions[SHM_REGION_HEAP];
 	volatile const uint8_t *p = a->base + heap->off;
 	uint64_t lim = heap->size < (64u << 20) ? heap->size : (64u << 20);
 	for (uint64_t o = 0; o < lim; o += HUGE_2M)
 		(void)p[o];
-	a->backing = shm_measure_backing(a->base + heap->off, &a->page_size);
+	int b = shm_measure_backing(a->base + heap->off, page_size);
+	struct statfs sfs;
+	if (b == B_SHM_4K && fstatfs(a->fd, &sfs) == 0 && (long)sfs.f_type != TMPFS_MAGIC_)
+		b = B_FILE_4K;
+	return b;
+}
+
+static void measure(struct shm_arena *a)
+{
+	a->backing = shm_arena_measure(a, &a->page_size);
 }
 
 static int path_for(char *out, size_t outlen, const char *dir, const char *name)

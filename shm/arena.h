@@ -119,6 +119,8 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes);
 uint64_t shm_header_checksum(const struct shm_header *h);
 /* Measure the backing of the mapping at @addr from /proc/self/smaps. */
 int shm_measure_backing(const void *addr, uint64_t *page_size);
+/* Measure an attached arena's backing (enum sc_backing values), touching the start of its heap. */
+int shm_arena_measure(struct shm_arena *a, uint64_t *page_size);
 
 /* The region @id: pointer to its first byte and its size. The header was validated at attach,
  * so regions are known to lie inside the mapping. */

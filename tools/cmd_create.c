@@ -97,6 +97,10 @@ int cmd_create(int argc, char **argv)
 	if (optind != argc - 1)
 		return cli_usage_error("create", optind >= argc ? "missing NAME" : "too many arguments");
 	const char *name = argv[optind];
+	size_t nl = strlen(name);
+	if (nl < 1 || nl > SC_NAME_MAX || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != nl ||
+	    strspn(name, ".") == nl)
+		return cli_usage_error("create", "invalid name '%s' (1-64 characters of A-Z a-z 0-9 . _ -)", name);
 	if (!o.size_bytes)
 		return cli_usage_error("create", "--size is required");
 	if (o.size_bytes < SC_ARENA_MIN_BYTES || o.size_bytes > SC_ARENA_MAX_BYTES)
@@ -134,7 +138,7 @@ int cmd_create(int argc, char **argv)
 		char hb[32];
 		printf("created %s: %s, %s (%s)\n", info.name, info.path, cli_human(info.size_bytes, hb, sizeof(hb)),
 		       sc_backing_name(info.backing));
-		if (o.huge == SC_HUGE_AUTO && info.backing != SC_BACKING_HUGETLBFS_2M)
+		if (o.huge == SC_HUGE_AUTO && !o.dir && info.backing != SC_BACKING_HUGETLBFS_2M)
 			printf("note: no hugetlbfs mount with free 2 MiB pages was used; fell back to %s (run stagecache setup)\n",
 			       sc_backing_name(info.backing));
 	}

@@ -1,0 +1,303 @@
+/* tests/check_fsck.c — fault injection (sc_fault_arm, the list of points) and sc_arena_fsck. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/l2.h"
+#include "../shm/heap.h"
+#include "../shm/obs.h"
+
+/* ---- fault points ---- */
+
+START_TEST(test_fault_points_list_is_complete)
+{
+	/* every shm_fault_point("...") in the sources is listed, and nothing else */
+	FILE *p = popen("grep -rhoE 'shm_fault_point\\(\"[a-z0-9._]+\"\\)' lib shm --exclude=fault.h | "
+			"sed -E 's/.*\\(\"(.*)\"\\)/\\1/' | sort -u",
+			"r");
+	ck_assert_ptr_nonnull(p);
+	char line[128];
+	int in_source = 0;
+	const char *const *pts = sc_fault_points();
+	while (fgets(line, sizeof(line), p)) {
+		line[strcspn(line, "\n")] = 0;
+		int found = 0;
+		for (int i = 0; pts[i]; i++)
+			found |= !strcmp(pts[i], line);
+		ck_assert_msg(found, "fault point '%s' is in the sources but not in sc_fault_points()", line);
+		in_source++;
+	}
+	pclose(p);
+	int listed = 0;
+	while (pts[listed])
+		listed++;
+	ck_assert_int_gt(in_source, 10);
+	ck_assert_int_eq(listed, in_source);
+}
+END_TEST
+
+START_TEST(test_fault_arm_bad_specs)
+{
+	ck_assert_int_eq(sc_fault_arm("x@0"), -EINVAL);
+	ck_assert_int_eq(sc_fault_arm("x@abc"), -EINVAL);
+	ck_assert_int_eq(sc_fault_arm("@3"), -EINVAL);
+	ck_assert_int_eq(sc_fault_arm(NULL), 0);
+	ck_assert_int_eq(sc_fault_arm(""), 0);
+	ck_assert_int_eq(sc_fault_arm("heap.alloc.done@2"), 0);
+	ck_assert_int_eq(sc_fault_arm(NULL), 0);
+}
+END_TEST
+
+static void admit_one(struct sc_stage *st, int32_t tok, size_t len, uint8_t fill)
+{
+	uint8_t *buf = malloc(len);
+	memset(buf, fill, len);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf, NULL }, .sec_len = { len, 0 } };
+	int32_t tokens[2] = { tok, tok + 1 };
+	ck_assert_int_eq(sc_l2_admit(st, "ns", tokens, 2, sc_digest(buf, len), &p, SC_ORIGIN_DIRECT), 0);
+	free(buf);
+}
+
+START_TEST(test_armed_point_kills_and_fsck_repairs)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fault", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	admit_one(st, 1, 100000, 1);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *b;
+		struct sc_stage *s2;
+		if (sc_arena_open(name, &b) || sc_stage_open(b, "m", "s", &s2))
+			_exit(2);
+		sc_fault_arm("l2.admit.linked");
+		admit_one(s2, 5, 200000, 5);
+		_exit(0); /* not reached: the point kills us */
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* the next writer repairs; fsck then finds the arena consistent */
+	admit_one(st, 9, 50000, 9);
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR | SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.leaked_bytes, 0);
+	ck_assert_uint_ge(r.entries, 2);
+	ck_assert_uint_eq(r.digest_failures, 0);
+	ck_assert_uint_ge(r.lock_repairs, 1);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* ---- fsck ---- */
+
+struct seen {
+	int n;
+	char last[256];
+	char comp[32];
+};
+
+static void on_finding(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)repaired;
+	struct seen *s = ctx;
+	s->n++;
+	snprintf(s->last, sizeof(s->last), "%s", message);
+	snprintf(s->comp, sizeof(s->comp), "%s", component);
+}
+
+START_TEST(test_fsck_clean_and_bad_args)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsck0", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	for (int i = 0; i < 20; i++)
+		admit_one(st, i * 10, 1000 + (size_t)i * 5000, (uint8_t)i);
+	struct sc_fsck_report r;
+	struct seen s = { 0 };
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &s, &r), 0);
+	ck_assert_int_eq(s.n, 0);
+	ck_assert_uint_eq(r.entries, 20);
+	ck_assert_uint_eq(r.digests_checked, 20);
+	ck_assert_uint_eq(r.heap_used_bytes, r.entry_bytes);
+	ck_assert_uint_eq(r.rings, 16);
+	ck_assert_int_eq(sc_arena_fsck(NULL, 0, NULL, NULL, &r), -EINVAL);
+	ck_assert_int_eq(sc_arena_fsck(a, 0x80, NULL, NULL, &r), -EINVAL);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_fsck_leaked_block)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsck1", 32 << 20, &name);
+	uint64_t off;
+	ck_assert_int_eq(shm_heap_alloc(a->shm, 12345, 0x1234, &off), 0); /* owned by nothing */
+	struct sc_fsck_report r;
+	struct seen s = { 0 };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &s, &r), 1);
+	ck_assert_uint_ge(r.leaked_bytes, 12345);
+	ck_assert_str_eq(s.comp, "heap");
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.repaired, 1);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.leaked_bytes, 0);
+	ck_assert_uint_eq(r.heap_used_bytes, 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_fsck_deep_digest_failure)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsck2", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	admit_one(st, 1, 4096, 7);
+	admit_one(st, 3, 4096, 8);
+	int32_t tokens[2] = { 1, 2 };
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(st, "ns", tokens, 2, NULL, &l), 0);
+	((uint8_t *)l.sec[0])[100] ^= 1; /* scribble on the published payload */
+	sc_lease_release(&l);
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0); /* not deep: unseen */
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 1);
+	ck_assert_uint_eq(r.digest_failures, 1);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP | SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.dropped, 1);
+	ck_assert_int_eq(sc_l2_get(st, "ns", tokens, 2, NULL, &l), -ENOENT); /* never served again */
+	tokens[0] = 3;
+	tokens[1] = 4;
+	ck_assert_int_eq(sc_l2_get(st, "ns", tokens, 2, NULL, &l), 0); /* the other one is intact */
+	sc_lease_release(&l);
+	struct seen s9 = { 0 }; int rr = sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &s9, &r); ck_assert_msg(rr == 0, "%s: %s", s9.comp, s9.last);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_fsck_dead_reader_with_lease)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsck3", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	admit_one(st, 1, 8192, 1);
+	int ready[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *b;
+		struct sc_stage *s2;
+		struct sc_lease l;
+		int32_t tokens[2] = { 1, 2 };
+		if (sc_arena_open(name, &b) || sc_stage_open(b, "m", "s", &s2) || sc_l2_get(s2, "ns", tokens, 2, NULL, &l))
+			_exit(2);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	char c;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	struct sc_fsck_report r;
+	struct seen s = { 0 };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &s, &r), 1);
+	ck_assert_uint_eq(r.readers_dead, 1);
+	ck_assert_str_eq(s.comp, "readers");
+	ck_assert(strstr(s.last, "1 leases held") != NULL);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.readers_dead, 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_fsck_hostile_index)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsck4", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	for (int i = 0; i < 8; i++)
+		admit_one(st, i * 10, 2048, (uint8_t)i);
+	struct shm_index *ix = l2_ix(a);
+	/* a bucket pointing far outside the entry table, and a shard's pending count that lies */
+	uint32_t b = 0;
+	while (atomic_load(&ix->buckets[b]) != 0)
+		b++;
+	atomic_store(&ix->buckets[b], ix->nentries + 1000);
+	ix->hdr->shards[3].pending_bytes = 999;
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 2);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.repaired, 2);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.entries, 8); /* nothing that was stored was lost */
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_fsck_observation_count)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsck5", 32 << 20, &name);
+	struct sc_digest d = { 1, 2 };
+	ck_assert_int_ge(sc_promote_consider(a, 7, d, 10, 1000, NULL), 0);
+	struct shm_obs_hdr *h = shm_obs_table(a->shm);
+	ck_assert_ptr_nonnull(h);
+	h->count = 5;
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 1);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.observations, 1);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_fsck_corrupted_header)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsck6", 32 << 20, &name);
+	a->shm->hdr->regions[SHM_REGION_HEAP].size = a->shm->size * 2;
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), -EBADMSG);
+	ck_assert_uint_eq(r.problems, 1);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+Suite *fsck_suite(void)
+{
+	Suite *s = suite_create("fsck");
+	TCase *tc = tcase_create("fsck");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_fault_points_list_is_complete);
+	tcase_add_test(tc, test_fault_arm_bad_specs);
+	tcase_add_test(tc, test_armed_point_kills_and_fsck_repairs);
+	tcase_add_test(tc, test_fsck_clean_and_bad_args);
+	tcase_add_test(tc, test_fsck_leaked_block);
+	tcase_add_test(tc, test_fsck_deep_digest_failure);
+	tcase_add_test(tc, test_fsck_dead_reader_with_lease);
+	tcase_add_test(tc, test_fsck_hostile_index);
+	tcase_add_test(tc, test_fsck_observation_count);
+	tcase_add_test(tc, test_fsck_corrupted_header);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(fsck_suite)
