@@ -178,6 +178,12 @@ int cmd_bench(int argc, char **argv)
 	}
 	int rc = EXIT_OK;
 	const char *which = rest[0];
+	if (!strcmp(which, "all") && n > 1 && (!strcmp(rest[1], "--help") || !strcmp(rest[1], "-h"))) {
+		free(rest);
+		usage(stdout);
+		printf("\n'bench all' runs each benchmark above in turn with the options given (e.g. --json, --quick).\n");
+		return EXIT_OK;
+	}
 	int found = 0;
 #define RUN(name, help)                                                                  \
 	if (!strcmp(which, #name) || !strcmp(which, "all")) {                           \
