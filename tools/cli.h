@@ -25,6 +25,8 @@ void cli_json_str(FILE *f, const char *s);
 int cli_fail(const char *cmd, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Print "stagecache NAME: MSG" and "try 'stagecache NAME --help'" to stderr; return EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Remove @dir and everything below it (rm -rf --one-file-system). 0 or -1. */
+int cli_rm_rf(const char *dir);
 /* Open the arena NAME (optionally in DIR), printing a clear message on failure. */
 int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc_arena **out);
 

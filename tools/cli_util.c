@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -128,4 +130,18 @@ int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc
 		cli_fail(cmd, rc, "cannot open arena '%s'", name);
 	}
 	return EXIT_FAIL;
+}
+
+int cli_rm_rf(const char *dir)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("rm", "rm", "-rf", "--one-file-system", dir, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0)
+		return -1;
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }

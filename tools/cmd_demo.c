@@ -276,7 +276,7 @@ static int worker_main(uint32_t id, const char *arena_name, const char *l3dir, c
 		}
 		/* verify what we were served: the right prefix, and bytes that hash to its digest */
 		if ((uint32_t)rc != doc->token_count || !sc_digest_equal(r.digest, doc->digest) ||
-		    !sc_digest_equal(wl_digest2(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest))
+		    !sc_digest_equal(sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest))
 			atomic_fetch_add(&ws->verify_errors, 1);
 		if (r.source == SC_RESTORE_FROM_L2) {
 			atomic_fetch_add(&ws->from_l2, 1);
@@ -461,18 +461,6 @@ static void sum_workers(const struct shared *sh, uint32_t n, struct totals *t)
 		if (w->last_error)
 			t->last_error = w->last_error;
 	}
-}
-
-static int rm_rf(const char *dir)
-{
-	pid_t pid = fork();
-	if (pid == 0) {
-		execlp("rm", "rm", "-rf", "--one-file-system", dir, (char *)NULL);
-		_exit(127);
-	}
-	int status = 0;
-	waitpid(pid, &status, 0);
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 int cmd_demo(int argc, char **argv)
@@ -718,7 +706,7 @@ out:
 	if (!o.keep) {
 		sc_arena_destroy(NULL, arena_name);
 		if (own_l3)
-			rm_rf(l3dir);
+			cli_rm_rf(l3dir);
 		unlink(tlog);
 	} else {
 		printf("kept: arena %s, L3 %s\n", arena_name, l3dir);

@@ -114,42 +114,16 @@ static int do_put(const char *dir, int argc, char **argv)
 	if (ret)
 		return ret;
 	ret = EXIT_FAIL;
-	uint8_t *b0 = NULL, *b1 = NULL, *dj = NULL;
-	uint64_t l0 = 0, l1 = 0, djl = 0;
-	struct sc_kv_desc desc;
-	int have_desc = 0, rc;
+	struct l2cli_payload pl;
+	int rc;
 	struct sc_l3 *l3 = NULL;
-	const char *f0 = kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file;
-	if (f0 && (rc = l2cli_read_file(f0, &b0, &l0))) {
-		cli_fail("l3", 0, "cannot read %s: %s", f0, strerror(-rc));
+	if (l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl))
 		goto cleanup;
-	}
-	if (recf && (rc = l2cli_read_file(recf, &b1, &l1))) {
-		cli_fail("l3", 0, "cannot read %s: %s", recf, strerror(-rc));
-		goto cleanup;
-	}
-	if (descf) {
-		if ((rc = l2cli_read_file(descf, &dj, &djl))) {
-			cli_fail("l3", 0, "cannot read %s: %s", descf, strerror(-rc));
-			goto cleanup;
-		}
-		char *z = realloc(dj, djl + 1);
-		if (!z)
-			goto cleanup;
-		dj = (uint8_t *)z;
-		z[djl] = 0;
-		if (l2cli_parse_desc(z, &desc)) {
-			cli_fail("l3", 0, "%s: not a KV descriptor JSON object", descf);
-			goto cleanup;
-		}
-		have_desc = 1;
-	}
 	if (n > UINT32_MAX) {
 		cli_fail("l3", 0, "too many tokens");
 		goto cleanup;
 	}
-	struct sc_payload p = { .kind = kind, .sec = { b0, b1 }, .sec_len = { l0, l1 }, .kv_desc = have_desc ? &desc : NULL };
-	a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &p;
+	a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &pl.p;
 	if ((rc = sc_l3_open(dir, &o, &l3))) {
 		cli_fail("l3", rc, "cannot open L3 directory %s", dir);
 		goto cleanup;
@@ -165,9 +139,7 @@ static int do_put(const char *dir, int argc, char **argv)
 cleanup:
 	sc_l3_close(l3);
 	free(tokens);
-	free(b0);
-	free(b1);
-	free(dj);
+	l2cli_payload_free(&pl);
 	return ret;
 }
 

@@ -52,6 +52,46 @@ int l2cli_read_file(const char *path, uint8_t **buf, uint64_t *len)
 }
 
 /* "1,2,3" (commas or blanks) or "@file" with the same syntax inside. */
+int l2cli_load_payload(const char *cmd, uint32_t kind, const char *f0, const char *recf, const char *descf,
+		       struct l2cli_payload *out)
+{
+	int rc;
+	memset(out, 0, sizeof(*out));
+	if (f0 && (rc = l2cli_read_file(f0, &out->b0, &out->l0)))
+		return cli_fail(cmd, 0, "cannot read %s: %s", f0, strerror(-rc));
+	if (recf && (rc = l2cli_read_file(recf, &out->b1, &out->l1)))
+		return cli_fail(cmd, 0, "cannot read %s: %s", recf, strerror(-rc));
+	int have_desc = 0;
+	if (descf) {
+		uint8_t *dj;
+		uint64_t djl;
+		if ((rc = l2cli_read_file(descf, &dj, &djl)))
+			return cli_fail(cmd, 0, "cannot read %s: %s", descf, strerror(-rc));
+		char *z = realloc(dj, djl + 1);
+		if (!z) {
+			free(dj);
+			return cli_fail(cmd, -ENOMEM, "%s", descf);
+		}
+		z[djl] = 0;
+		rc = l2cli_parse_desc(z, &out->desc);
+		free(z);
+		if (rc)
+			return cli_fail(cmd, 0, "%s: not a KV descriptor JSON object (numbers only, optional \"components\" array)",
+					descf);
+		have_desc = 1;
+	}
+	out->p = (struct sc_payload){ .kind = kind, .sec = { out->b0, out->b1 }, .sec_len = { out->l0, out->l1 },
+				      .kv_desc = have_desc ? &out->desc : NULL };
+	return 0;
+}
+
+void l2cli_payload_free(struct l2cli_payload *p)
+{
+	free(p->b0);
+	free(p->b1);
+	p->b0 = p->b1 = NULL;
+}
+
 int l2cli_parse_tokens(const char *cmd, const char *spec, int32_t **out, size_t *n)
 {
 	uint8_t *fbuf = NULL;
@@ -331,52 +371,18 @@ int cmd_put(int argc, char **argv)
 	int rc = l2cli_parse_tokens("put", x.tokens_spec, &x.tokens, &x.n);
 	if (rc)
 		return rc;
-	uint8_t *b0 = NULL, *b1 = NULL, *dj = NULL;
-	uint64_t l0 = 0, l1 = 0, djl = 0;
-	struct sc_kv_desc desc;
-	int have_desc = 0, ret = EXIT_FAIL;
+	struct l2cli_payload pl;
+	int ret = EXIT_FAIL;
 	struct sc_arena *a = NULL;
 	struct sc_stage *st = NULL;
-	const char *f0 = kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file;
-	if (f0 && (rc = l2cli_read_file(f0, &b0, &l0))) {
-		cli_fail("put", 0, "cannot read %s: %s", f0, strerror(-rc));
+	if (l2cli_load_payload("put", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl))
 		goto cleanup;
-	}
-	if (recf && (rc = l2cli_read_file(recf, &b1, &l1))) {
-		cli_fail("put", 0, "cannot read %s: %s", recf, strerror(-rc));
-		goto cleanup;
-	}
-	if (descf) {
-		if ((rc = l2cli_read_file(descf, &dj, &djl))) {
-			cli_fail("put", 0, "cannot read %s: %s", descf, strerror(-rc));
-			goto cleanup;
-		}
-		char *z = realloc(dj, djl + 1);
-		if (!z)
-			goto cleanup;
-		dj = (uint8_t *)z;
-		z[djl] = 0;
-		if (l2cli_parse_desc(z, &desc)) {
-			cli_fail("put", 0, "%s: not a KV descriptor JSON object (numbers only, optional \"components\" array)", descf);
-			goto cleanup;
-		}
-		have_desc = 1;
-	}
-	if (!digest_s) {
-		uint8_t *w = malloc(l0 + l1 + 1);
-		if (!w)
-			goto cleanup;
-		if (l0)
-			memcpy(w, b0, l0);
-		if (l1)
-			memcpy(w + l0, b1, l1);
-		want = sc_digest(w, l0 + l1);
-		free(w);
-	}
+	uint64_t l0 = pl.p.sec_len[0], l1 = pl.p.sec_len[1];
+	if (!digest_s)
+		want = sc_digest_sections(pl.p.sec[0], l0, pl.p.sec[1], l1);
 	if (l2cli_open("put", &x, &a, &st))
 		goto cleanup;
-	struct sc_payload p = { .kind = kind, .sec = { b0, b1 }, .sec_len = { l0, l1 }, .kv_desc = have_desc ? &desc : NULL };
-	rc = sc_l2_admit(st, x.ns, x.tokens, x.n, want, &p, origin);
+	rc = sc_l2_admit(st, x.ns, x.tokens, x.n, want, &pl.p, origin);
 	if (rc) {
 		const char *why = rc == -EBADMSG ? "the payload's digest is not the expected one"
 				  : rc == -EINVAL ? "empty payload, or sections and descriptor do not agree"
@@ -400,9 +406,7 @@ int cmd_put(int argc, char **argv)
 cleanup:
 	sc_stage_close(st);
 	sc_arena_close(a);
-	free(b0);
-	free(b1);
-	free(dj);
+	l2cli_payload_free(&pl);
 	free(x.tokens);
 	return ret;
 }

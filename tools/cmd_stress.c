@@ -336,7 +336,7 @@ static void op_get(struct worker *w)
 	}
 	atomic_fetch_add(&w->ws->hits, 1);
 	const uint64_t *q = l.sec[0];
-	struct sc_digest d = wl_digest2(l.sec[0], l.sec_len[0], l.sec[1], l.sec_len[1]);
+	struct sc_digest d = sc_digest_sections(l.sec[0], l.sec_len[0], l.sec[1], l.sec_len[1]);
 	if (!sc_digest_equal(d, l.digest) || l.sec_len[0] < 24 || q[0] != HDR_MAGIC || q[1] != key) {
 		atomic_fetch_add(&w->ws->digest_mismatches, 1);
 		problem(w->sh, "L2 hit on key %u: bytes do not match the entry's digest or key", key);
@@ -418,7 +418,7 @@ static void op_l3(struct worker *w)
 		return;
 	}
 	if ((uint32_t)rc != doc->token_count ||
-	    !sc_digest_equal(wl_digest2(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest)) {
+	    !sc_digest_equal(sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest)) {
 		atomic_fetch_add(&w->ws->digest_mismatches, 1);
 		problem(w->sh, "restore of L3 document %u served the wrong bytes (source %d)", doc->id, r.source);
 	}
@@ -530,18 +530,6 @@ static void on_finding(const char *component, const char *message, int repaired,
 	int json = *(int *)ctx;
 	if (!json)
 		printf("  fsck %-12s %s%s\n", component, message, repaired ? " (repaired)" : "");
-}
-
-static int rm_rf(const char *dir)
-{
-	pid_t pid = fork();
-	if (pid == 0) {
-		execlp("rm", "rm", "-rf", "--one-file-system", dir, (char *)NULL);
-		_exit(127);
-	}
-	int status = 0;
-	waitpid(pid, &status, 0);
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 int cmd_stress(int argc, char **argv)
@@ -763,7 +751,7 @@ int cmd_stress(int argc, char **argv)
 		if (created)
 			sc_arena_destroy(NULL, o.name);
 		if (own_l3)
-			rm_rf(o.l3dir);
+			cli_rm_rf(o.l3dir);
 	}
 	munmap(sh, sizeof(*sh));
 	return fail ? EXIT_FAIL : EXIT_OK;

@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
 
 #include "workload.h"
 
@@ -142,18 +140,6 @@ void wl_zipf_free(struct wl_zipf *z)
 {
 	free(z->cdf);
 	z->cdf = NULL;
-}
-
-struct sc_digest wl_digest2(const void *a, uint64_t alen, const void *b, uint64_t blen)
-{
-	XXH3_state_t st;
-	XXH3_128bits_reset(&st);
-	if (alen)
-		XXH3_128bits_update(&st, a, alen);
-	if (blen)
-		XXH3_128bits_update(&st, b, blen);
-	XXH128_hash_t h = XXH3_128bits_digest(&st);
-	return (struct sc_digest){ .lo = h.low64, .hi = h.high64 };
 }
 
 uint64_t wl_now_ns(void)

@@ -93,9 +93,6 @@ int wl_zipf_init(struct wl_zipf *z, uint32_t n, double s);
 uint32_t wl_zipf_next(const struct wl_zipf *z, uint64_t *rng);
 void wl_zipf_free(struct wl_zipf *z);
 
-/* Digest of a restored payload's wire (two sections), to verify what a worker was served. */
-struct sc_digest wl_digest2(const void *a, uint64_t alen, const void *b, uint64_t blen);
-
 /* Monotonic nanoseconds. */
 uint64_t wl_now_ns(void);
 
