@@ -10,6 +10,9 @@
  *                                        1 MiB buffers into the same destination, same run
  *   admit_1m_vs_memcpy                   GB/s of sc_l2_admit of 1 MiB payloads (digest check + copy +
  *                                        publish, replacing 256 keys) / the same memcpy baseline
+ *   copyout_1m_gbps / admit_1m_gbps /    the GB/s behind those ratios (memcpy_1m_gbps: the copy-out
+ *   memcpy_1m_gbps                       round's baseline)
+ *   hit_1proc_ops / hit_2proc_ops        aggregate lease lookups/s of one / two reader processes
  *   hit_2proc_vs_1proc                   aggregate lease lookups/s of two processes / one process
  */
 #include <errno.h>
@@ -289,10 +292,19 @@ static double run_readers(const char *name, int nproc, double secs)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stagecache bench l2 [--json] [--quick]\n\n"
-		   "Creates a temporary 640 MiB arena and measures: hit_lease_p50_ns, hit_lease_p99_ns,\n"
-		   "key_4096_tokens_ns, copyout_1m_vs_memcpy, admit_1m_vs_memcpy (baseline: memcpy of the same\n"
-		   "sizes over the same 256 MiB working set in the same run), hit_2proc_vs_1proc.\n"
-		   "Output is JSON lines either way. --quick: fewer repetitions.\n");
+		   "Creates a temporary 640 MiB arena and prints one JSON line per metric (medians of repeated\n"
+		   "runs); output is JSON lines either way. --quick: fewer repetitions.\n\n"
+		   "  hit_lease_p50_ns      median ns of one hit by precomputed key: lookup + lease + release\n"
+		   "  hit_lease_p99_ns      99th percentile of the same (1024 small entries, TSC-timed)\n"
+		   "  key_4096_tokens_ns    ns of one sc_l2_key over 4096 tokens\n"
+		   "  copyout_1m_gbps       GB/s of sc_l2_get_copy of 1 MiB entries, 256 distinct (256 MiB)\n"
+		   "  admit_1m_gbps         GB/s of sc_l2_admit of 1 MiB payloads (digest check, copy, publish)\n"
+		   "  memcpy_1m_gbps        GB/s of plain memcpy of the same sizes over a 256 MiB working set\n"
+		   "  copyout_1m_vs_memcpy  copyout_1m_gbps / memcpy GB/s of the same round\n"
+		   "  admit_1m_vs_memcpy    admit_1m_gbps / memcpy GB/s of the same round\n"
+		   "  hit_1proc_ops         lease lookups/s of one reader process\n"
+		   "  hit_2proc_ops         aggregate lease lookups/s of two reader processes\n"
+		   "  hit_2proc_vs_1proc    hit_2proc_ops / hit_1proc_ops, same keys, same run\n");
 }
 
 int bench_l2(int argc, char **argv)
