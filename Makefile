@@ -86,6 +86,9 @@ $(B)/tests/%: tests/%.c $(STATIC) $(TEST_HELPER_OBJS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(LIBS) $(CHECK_LIBS)
 
+# bench ring compares with DPDK's rte_ring: its headers only (librte_ring is dlopen'ed at run time)
+$(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null)
+
 # ---- BPF (owned by observability) ----
 # bpf/stagecache.bpf.c (CO-RE) -> build/bpf/stagecache.bpf.o -> skeleton build/stagecache.skel.h,
 # against build/vmlinux.h dumped from the running kernel's BTF. Nothing generated is committed.
@@ -181,10 +184,22 @@ fuzz: $(FUZZ_BINS)
 	@for f in $(FUZZ_BINS); do \
 		n=$$(basename $$f); mkdir -p $(FB)/corpus/$$n; \
 		echo "== $$n: $(FUZZ_SECONDS)s"; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=4096 \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=4096 -timeout=10 \
 			-artifact_prefix=$(FB)/$$n- $(FB)/corpus/$$n 2>&1 | grep -E '^(stat::|==|SUMMARY|#[0-9]+ *DONE)' ; \
 		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
+
+# Replay every kept reproducer, tests/fuzz/regressions/<target>-<name>, against its target
+# (mutex scribbling allowed: some reproducers need it). Fails while any still reproduces.
+FUZZ_REGRESSIONS := $(sort $(wildcard tests/fuzz/regressions/fuzz_*-*))
+fuzz-regress: $(FUZZ_BINS)
+	@fail=0; for r in $(FUZZ_REGRESSIONS); do \
+		t=$$(basename $$r); t=$${t%%-*}; \
+		if SC_FUZZ_SCRIBBLE_MUTEX=1 timeout 120 $(FB)/$$t -timeout=10 -rss_limit_mb=4096 $$r >$(FB)/regress.log 2>&1; \
+		then echo "ok    $$r"; else echo "FAIL  $$r (see $(FB)/regress.log)"; fail=1; fi; \
+	done; exit $$fail
+
+.PHONY: fuzz-regress
 
 # ---- checks ----
 deps:

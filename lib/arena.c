@@ -64,6 +64,7 @@ void sc_arena_close(struct sc_arena *a)
 {
 	if (!a)
 		return;
+	sc_ring_consumer_close(a); /* gives the consumer role up if this handle holds it */
 	shm_arena_close(a->shm);
 	free(a);
 }

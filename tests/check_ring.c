@@ -1,0 +1,773 @@
+/* tests/check_ring.c — commit rings (shm/ring.c, lib/ring.c): records round-trip and wrap,
+ * claim/close/reclaim, the exclusive consumer, several producer processes verified by a
+ * consumer, SIGKILLed producers, backpressure, and corrupted or hostile ring memory. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/internal.h"
+#include "../shm/fault.h"
+#include "../shm/ring.h"
+
+static struct sc_arena *arena;
+static const char *arena_name;
+
+static void mk_arena(uint32_t count, uint32_t bytes)
+{
+	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .ring_count = count, .ring_bytes = bytes };
+	arena = sc_test_arena_opts("ring", &o, &arena_name);
+}
+
+static void rm_arena(void)
+{
+	sc_ring_consumer_close(arena);
+	sc_test_arena_destroy(arena, arena_name);
+}
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static int32_t tok(uint64_t req, uint64_t i)
+{
+	return (int32_t)(req * 2654435761u + i * 40503u);
+}
+
+/* ---- a verifying consumer: per ring, seq contiguous within a generation; per request, the
+ * running total and every token ---- */
+#define MAX_REQ 4096
+struct verify {
+	uint64_t last_seq[64];
+	uint32_t last_gen[64];
+	uint64_t req_total[MAX_REQ];
+	uint8_t req_done[MAX_REQ];
+	uint64_t records, tokens, terminals;
+	int stop_after_one;
+};
+
+static int verify_cb(const struct sc_commit *c, void *ctx)
+{
+	struct verify *v = ctx;
+	ck_assert_uint_lt(c->ring, 64);
+	if (v->last_gen[c->ring] != c->gen) {
+		ck_assert_uint_eq(c->seq, 1); /* a new claim starts at 1 */
+		v->last_gen[c->ring] = c->gen;
+	} else {
+		ck_assert_uint_eq(c->seq, v->last_seq[c->ring] + 1);
+	}
+	v->last_seq[c->ring] = c->seq;
+	ck_assert_uint_lt(c->request_id, MAX_REQ);
+	ck_assert_uint_eq(c->session_id, c->request_id ^ 0x5555);
+	ck_assert(!v->req_done[c->request_id]);
+	uint64_t base = v->req_total[c->request_id];
+	ck_assert_uint_eq(c->generated_token_count, base + c->token_count);
+	for (uint32_t j = 0; j < c->token_count; j++)
+		ck_assert_int_eq(c->tokens[j], tok(c->request_id, base + j));
+	v->req_total[c->request_id] = c->generated_token_count;
+	if (c->flags & SC_COMMIT_MASK) {
+		v->req_done[c->request_id] = 1;
+		v->terminals++;
+	}
+	v->records++;
+	v->tokens += c->token_count;
+	return v->stop_after_one;
+}
+
+static int drain_all(struct verify *v)
+{
+	int rc, total = 0;
+	while ((rc = sc_ring_poll(arena, verify_cb, v, 256)) > 0)
+		total += rc;
+	ck_assert_msg(rc == 0, "poll: %s", sc_strerror(rc));
+	return total;
+}
+
+static int submit(struct sc_ring *r, uint64_t req, uint64_t base, uint32_t n, uint32_t flags)
+{
+	int32_t t[600];
+	for (uint32_t j = 0; j < n; j++)
+		t[j] = tok(req, base + j);
+	struct sc_commit c = { .request_id = req, .session_id = req ^ 0x5555, .generated_token_count = base + n,
+			       .flags = flags, .token_count = n, .tokens = t };
+	return sc_ring_try_submit(r, &c);
+}
+
+START_TEST(records_round_trip_in_order)
+{
+	mk_arena(4, 0);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	ck_assert_int_eq(submit(r, 3, 0, 1, 0), 0);
+	ck_assert_int_eq(submit(r, 3, 1, 8, 0), 0);
+	ck_assert_int_eq(submit(r, 3, 9, 0, SC_COMMIT_FINISHED), 0);
+	struct verify v = { 0 };
+	ck_assert_int_eq(drain_all(&v), 3);
+	ck_assert_uint_eq(v.req_total[3], 9);
+	ck_assert_uint_eq(v.terminals, 1);
+	ck_assert_uint_eq(v.last_seq[sc_ring_index(r)], 3);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 10), 0);
+	ck_assert_int_eq(sc_ring_close(r), 0);
+	ck_assert_int_eq(sc_ring_close(NULL), 0);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(variable_records_wrap_around_the_ring)
+{
+	mk_arena(2, 4096);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	uint32_t max = sc_ring_max_tokens(r);
+	ck_assert_uint_eq(max, (2048 - 48) / 4);
+	struct verify v = { 0 };
+	uint64_t base = 0;
+	unsigned seed = 1;
+	for (int i = 0; i < 3000; i++) {
+		seed = seed * 1103515245u + 12345u;
+		uint32_t n = (seed >> 8) % (max + 1);
+		int rc;
+		while ((rc = submit(r, 5, base, n, 0)) == -EAGAIN)
+			drain_all(&v);
+		ck_assert_int_eq(rc, 0);
+		base += n;
+		if (i % 7 == 0)
+			drain_all(&v);
+	}
+	drain_all(&v);
+	ck_assert_uint_eq(v.req_total[5], base);
+	ck_assert_uint_eq(v.records, 3000);
+	ck_assert_int_eq(submit(r, 5, base, max + 1, 0), -E2BIG);
+	ck_assert_int_eq(submit(r, 5, base, 1, 0x10), -EINVAL);
+	struct sc_commit bad = { .token_count = 2, .tokens = NULL };
+	ck_assert_int_eq(sc_ring_try_submit(r, &bad), -EINVAL);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(bulk_submits_are_all_or_nothing)
+{
+	mk_arena(2, 4096);
+	struct sc_ring *r;
+	sc_ring_open(arena, &r);
+	static int32_t t[64][8];
+	struct sc_commit c[SC_RING_BULK_MAX];
+	struct verify v = { 0 };
+	uint64_t base = 0;
+	for (int round = 0; round < 300; round++) {
+		unsigned n = 1 + (unsigned)round % 13; /* 128-byte records: pads land inside bulks */
+		for (unsigned i = 0; i < n; i++) {
+			for (int j = 0; j < 8; j++)
+				t[i][j] = tok(6, base + i * 8 + (unsigned)j);
+			c[i] = (struct sc_commit){ .request_id = 6, .session_id = 6 ^ 0x5555,
+						   .generated_token_count = base + (i + 1) * 8, .token_count = 8,
+						   .tokens = t[i] };
+		}
+		int rc = sc_ring_try_submit_bulk(r, c, n);
+		if (rc == -EAGAIN) {
+			drain_all(&v);
+			rc = sc_ring_try_submit_bulk(r, c, n);
+		}
+		ck_assert_int_eq(rc, 0);
+		base += n * 8;
+	}
+	drain_all(&v);
+	ck_assert_uint_eq(v.req_total[6], base);
+	/* the ring holds 32 such records: 33 can never fit; a full ring takes nothing */
+	for (unsigned i = 0; i < SC_RING_BULK_MAX; i++)
+		c[i] = (struct sc_commit){ .request_id = 6, .token_count = 8, .tokens = t[0] };
+	ck_assert_int_eq(sc_ring_try_submit_bulk(r, c, 33), -E2BIG);
+	ck_assert_int_eq(sc_ring_try_submit_bulk(r, c, 0), -EINVAL);
+	ck_assert_int_eq(sc_ring_try_submit_bulk(r, c, SC_RING_BULK_MAX + 1), -EINVAL);
+	ck_assert_int_eq(sc_ring_try_submit_bulk(r, c, 20), 0);
+	struct sc_ring_stat st[2];
+	sc_ring_stats(arena, st, 2);
+	uint64_t before = st[sc_ring_index(r)].records, full = st[sc_ring_index(r)].ring_full;
+	ck_assert_int_eq(sc_ring_try_submit_bulk(r, c, 20), -EAGAIN);
+	sc_ring_stats(arena, st, 2);
+	ck_assert_uint_eq(st[sc_ring_index(r)].records, before);
+	ck_assert_uint_eq(st[sc_ring_index(r)].ring_full, full + 1);
+	c[3].flags = 0x8;
+	ck_assert_int_eq(sc_ring_try_submit_bulk(r, c, 5), -EINVAL);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(callback_can_stop_the_poll)
+{
+	mk_arena(2, 0);
+	struct sc_ring *r;
+	sc_ring_open(arena, &r);
+	for (int i = 0; i < 5; i++)
+		submit(r, 1, (uint64_t)i, 1, 0);
+	struct verify v = { .stop_after_one = 1 };
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 100), 1);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 100), 1);
+	v.stop_after_one = 0;
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 2), 2);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 100), 1);
+	ck_assert_uint_eq(v.req_total[1], 5);
+	ck_assert_int_eq(sc_ring_poll(NULL, verify_cb, &v, 1), -EINVAL);
+	ck_assert_int_eq(sc_ring_poll(arena, NULL, &v, 1), -EINVAL);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(rings_run_out_and_are_reclaimed_after_delivery)
+{
+	mk_arena(3, 4096);
+	struct sc_ring *r[4];
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(sc_ring_open(arena, &r[i]), 0);
+	ck_assert_int_eq(sc_ring_open(arena, &r[3]), -ENOSPC);
+	/* closed and empty: reusable at once */
+	sc_ring_close(r[0]);
+	ck_assert_int_eq(sc_ring_open(arena, &r[0]), 0);
+	/* closed with undelivered records: not until the consumer has them */
+	ck_assert_int_eq(submit(r[1], 9, 0, 4, SC_COMMIT_FINISHED), 0);
+	uint32_t idx = sc_ring_index(r[1]);
+	sc_ring_close(r[1]);
+	ck_assert_int_eq(sc_ring_open(arena, &r[3]), -ENOSPC);
+	struct sc_ring_stat st[3];
+	ck_assert_int_eq(sc_ring_stats(arena, st, 3), 3);
+	ck_assert_uint_eq(st[idx].state, SC_RING_CLOSED);
+	ck_assert_uint_eq(st[idx].depth_records, 1);
+	ck_assert_uint_eq(st[idx].depth_bytes, 64);
+	struct verify v = { 0 };
+	ck_assert_int_eq(drain_all(&v), 1);
+	ck_assert_int_eq(sc_ring_stats(arena, st, 3), 3);
+	ck_assert_uint_eq(st[idx].state, SC_RING_FREE);
+	ck_assert_uint_eq(st[idx].depth_bytes, 0);
+	ck_assert_uint_eq(st[idx].records, 1);
+	ck_assert_int_eq(sc_ring_open(arena, &r[1]), 0);
+	ck_assert_uint_eq(sc_ring_index(r[1]), idx);
+	/* the new owner's records start again at seq 1 under a new generation */
+	ck_assert_int_eq(submit(r[1], 10, 0, 2, 0), 0);
+	ck_assert_int_eq(drain_all(&v), 1);
+	ck_assert_uint_eq(v.last_seq[idx], 1);
+	for (int i = 0; i < 3; i++)
+		sc_ring_close(r[i]);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(stats_describe_each_ring)
+{
+	mk_arena(4, 4096);
+	struct sc_ring *r;
+	sc_ring_open(arena, &r);
+	uint32_t i = sc_ring_index(r);
+	while (submit(r, 2, 0, 8, 0) == 0)
+		;
+	ck_assert_int_eq(submit(r, 2, 0, 8, 0), -EAGAIN);
+	struct sc_ring_stat st[4];
+	ck_assert_int_eq(sc_ring_stats(arena, st, 4), 4);
+	ck_assert_uint_eq(st[i].state, SC_RING_LIVE);
+	ck_assert_uint_eq(st[i].producer_pid, (uint32_t)getpid());
+	ck_assert_int_eq(st[i].producer_alive, 1);
+	ck_assert_uint_eq(st[i].records, 4096 / 128);
+	ck_assert_uint_eq(st[i].depth_records, 4096 / 128);
+	ck_assert_uint_eq(st[i].depth_bytes, 4096);
+	ck_assert_uint_eq(st[i].ring_full, 2);
+	ck_assert_uint_eq(st[i].ring_bytes, 4096);
+	ck_assert_int_eq(st[i].corrupt, 0);
+	ck_assert_uint_eq(st[(i + 1) % 4].state, SC_RING_FREE);
+	ck_assert_int_eq(sc_ring_stats(arena, st, 1), 4); /* a short array is fine */
+	ck_assert_int_eq(sc_ring_stats(arena, NULL, 4), -EINVAL);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(a_second_consumer_gets_ebusy_until_the_first_leaves_or_dies)
+{
+	mk_arena(2, 0);
+	struct verify v = { 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 10), 0); /* takes the role */
+	struct sc_arena *other;
+	ck_assert_int_eq(sc_arena_open(arena_name, &other), 0);
+	ck_assert_int_eq(sc_ring_poll(other, verify_cb, &v, 10), -EBUSY);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *c;
+		if (sc_arena_open(arena_name, &c))
+			_exit(10);
+		_exit(sc_ring_poll(c, verify_cb, &v, 10) == -EBUSY ? 0 : 11);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	sc_ring_consumer_close(arena);
+	ck_assert_int_eq(sc_ring_poll(other, verify_cb, &v, 10), 0);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 10), -EBUSY);
+	sc_ring_consumer_close(other);
+	/* a consumer that dies holding the role: the next one takes over, and resumes */
+	struct sc_ring *r;
+	sc_ring_open(arena, &r);
+	submit(r, 4, 0, 1, 0);
+	submit(r, 4, 1, 1, 0);
+	pid = fork();
+	if (pid == 0) {
+		struct sc_arena *c;
+		if (sc_arena_open(arena_name, &c))
+			_exit(10);
+		struct verify cv = { .stop_after_one = 1 };
+		_exit(sc_ring_poll(c, verify_cb, &cv, 10) == 1 ? 0 : 11); /* exits still holding it */
+	}
+	waitpid(pid, &status, 0);
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	struct verify v2 = { 0 };
+	struct sc_ring_stat st[2];
+	sc_ring_stats(arena, st, 2);
+	v2.req_total[4] = 1; /* the dead consumer took the first record */
+	v2.last_gen[sc_ring_index(r)] = st[sc_ring_index(r)].gen;
+	v2.last_seq[sc_ring_index(r)] = 1;
+	ck_assert_int_eq(sc_ring_poll(other, verify_cb, &v2, 10), 1);
+	ck_assert_uint_eq(v2.req_total[4], 2);
+	sc_ring_close(r);
+	sc_ring_consumer_close(other);
+	sc_arena_close(other);
+	rm_arena();
+}
+END_TEST
+
+/* ---- multi-process ---- */
+
+/* A producer process: @nreq requests, 3 in flight at once, through batchers on its own ring. */
+static void producer(const char *name, int k, int nreq, int tokens_per_req)
+{
+	struct sc_arena *a;
+	struct sc_ring *r;
+	if (sc_arena_open(name, &a) || sc_ring_open(a, &r))
+		_exit(20);
+	struct sc_batcher b[3];
+	memset(b, 0, sizeof(b));
+	int produced[3] = { 0 }, live = 0, started = 0;
+	uint64_t t = 0;
+	struct sc_batcher_opts o = { .interval_ns = 5000, .capacity = 16 };
+	while (started < nreq || live) {
+		for (int s = 0; s < 3; s++) {
+			if (!b[s].ring && started < nreq) {
+				uint64_t req = (uint64_t)k * 1000 + (uint64_t)started++;
+				sc_batcher_init_opts(&b[s], r, req, req ^ 0x5555, &o);
+				produced[s] = 0;
+				live++;
+			}
+			if (!b[s].ring)
+				continue;
+			uint64_t req = b[s].request_id;
+			if (produced[s] < tokens_per_req) {
+				int rc = sc_batcher_commit(&b[s], tok(req, (uint64_t)produced[s]), t += 1000);
+				if (rc == 0 || (uint64_t)produced[s] < sc_batcher_count(&b[s]))
+					produced[s]++; /* accepted (maybe still pending on a full ring) */
+				else if (rc != -EAGAIN)
+					_exit(21);
+			} else if (sc_batcher_finish(&b[s], (req & 1) ? SC_COMMIT_ABORTED : SC_COMMIT_FINISHED) == 0) {
+				b[s].ring = NULL;
+				live--;
+			}
+		}
+	}
+	sc_ring_close(r);
+	sc_arena_close(a);
+	_exit(0);
+}
+
+START_TEST(many_producer_processes_one_verifying_consumer)
+{
+	enum { P = 4, NREQ = 40, TOK = 300 };
+	mk_arena(8, 8192); /* small rings: wrap-around and backpressure all the time */
+	pid_t pids[P];
+	for (int k = 0; k < P; k++) {
+		pids[k] = fork();
+		ck_assert_int_ge(pids[k], 0);
+		if (pids[k] == 0)
+			producer(arena_name, k + 1, NREQ, TOK);
+	}
+	static struct verify v;
+	memset(&v, 0, sizeof(v));
+	int running = P;
+	while (running) {
+		int got = sc_ring_poll(arena, verify_cb, &v, 512);
+		ck_assert_int_ge(got, 0);
+		int status;
+		pid_t w;
+		while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "producer failed: %d", status);
+			running--;
+		}
+		if (!got)
+			sched_yield();
+	}
+	drain_all(&v);
+	ck_assert_uint_eq(v.terminals, P * NREQ);
+	ck_assert_uint_eq(v.tokens, (uint64_t)P * NREQ * TOK);
+	for (int k = 1; k <= P; k++)
+		for (int q = 0; q < NREQ; q++) {
+			ck_assert_uint_eq(v.req_total[k * 1000 + q - 0], TOK);
+			ck_assert(v.req_done[k * 1000 + q]);
+		}
+	ck_assert_uint_lt(v.records, (uint64_t)P * NREQ * TOK); /* batching happened */
+	/* every producer closed its ring: all reclaimed once drained */
+	struct sc_ring_stat st[8];
+	ck_assert_int_eq(sc_ring_stats(arena, st, 8), 8);
+	for (int i = 0; i < 8; i++)
+		ck_assert_uint_eq(st[i].state, SC_RING_FREE);
+	rm_arena();
+}
+END_TEST
+
+/* Producer that commits single-token records for request @req as fast as it can and publishes
+ * how many were committed (sc_ring_try_submit returned 0) in *committed. */
+static void raw_producer(const char *name, uint64_t req, _Atomic uint64_t *committed, _Atomic int *ring_idx)
+{
+	struct sc_arena *a;
+	struct sc_ring *r;
+	if (sc_arena_open(name, &a) || sc_ring_open(a, &r))
+		_exit(20);
+	atomic_store(ring_idx, (int)sc_ring_index(r));
+	for (uint64_t i = 0;; ) {
+		int rc = submit(r, req, i, 1, 0);
+		if (rc == 0)
+			atomic_store(committed, ++i);
+		else if (rc != -EAGAIN)
+			_exit(21);
+	}
+}
+
+START_TEST(a_killed_producer_loses_nothing_it_committed)
+{
+	mk_arena(4, 4096);
+	_Atomic uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(shared, MAP_FAILED);
+	_Atomic int *idx = (_Atomic int *)(shared + 8);
+	atomic_store(idx, -1);
+	pid_t pid = fork();
+	if (pid == 0)
+		raw_producer(arena_name, 77, shared, idx);
+	static struct verify v;
+	memset(&v, 0, sizeof(v));
+	/* consume concurrently until a good amount went through, then kill -9 mid-stream */
+	while (v.records < 20000)
+		ck_assert_int_ge(sc_ring_poll(arena, verify_cb, &v, 64), 0);
+	kill(pid, SIGKILL);
+	int status;
+	waitpid(pid, &status, 0);
+	uint64_t committed = atomic_load(shared);
+	drain_all(&v);
+	/* all it committed, in order; at most the one whose counter it had no time to bump */
+	ck_assert_uint_ge(v.records, committed);
+	ck_assert_uint_le(v.records, committed + 1);
+	ck_assert_uint_eq(v.req_total[77], v.records);
+	/* and the ring is reclaimed (the dead owner is noticed within the reap interval) */
+	int ri = atomic_load(idx);
+	struct sc_ring_stat st[4];
+	for (int i = 0; i < 200; i++) {
+		drain_all(&v);
+		sc_ring_stats(arena, st, 4);
+		if (st[ri].state == SC_RING_FREE)
+			break;
+		nap_ms(10);
+	}
+	ck_assert_uint_eq(st[ri].state, SC_RING_FREE);
+	munmap(shared, 4096);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(a_producer_killed_on_a_full_ring_with_no_consumer_loses_nothing)
+{
+	mk_arena(2, 4096);
+	_Atomic uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	_Atomic int *idx = (_Atomic int *)(shared + 8);
+	atomic_store(idx, -1);
+	pid_t pid = fork();
+	if (pid == 0)
+		raw_producer(arena_name, 78, shared, idx);
+	while (atomic_load(shared) < 64) /* 64 records of 64 bytes fill the 4 KiB ring */
+		nap_ms(1);
+	nap_ms(20);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	ck_assert_uint_eq(atomic_load(shared), 64);
+	/* the dead producer's ring is not handed out while it holds records */
+	struct sc_ring *r1, *r2;
+	ck_assert_int_eq(sc_ring_open(arena, &r1), 0);
+	ck_assert_int_eq(sc_ring_open(arena, &r2), -ENOSPC);
+	static struct verify v;
+	memset(&v, 0, sizeof(v));
+	ck_assert_int_eq(drain_all(&v), 64);
+	ck_assert_uint_eq(v.req_total[78], 64);
+	/* drained: the claimer may now take the dead producer's ring directly */
+	ck_assert_int_eq(sc_ring_open(arena, &r2), 0);
+	ck_assert_int_eq(sc_ring_index(r2), atomic_load(idx));
+	sc_ring_close(r1);
+	sc_ring_close(r2);
+	munmap(shared, 4096);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(a_producer_dying_between_write_and_publish_loses_only_the_unpublished_record)
+{
+	mk_arena(2, 4096);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *a;
+		struct sc_ring *r;
+		if (sc_arena_open(arena_name, &a) || sc_ring_open(a, &r))
+			_exit(20);
+		/* the 40th record is written, then the process dies before its tail is published */
+		if (shm_fault_arm("ring.publish@40"))
+			_exit(22);
+		for (uint64_t i = 0; i < 100; i++)
+			while (submit(r, 9, i * 2, 2, 0) == -EAGAIN)
+				;
+		_exit(23); /* not reached */
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	static struct verify v;
+	memset(&v, 0, sizeof(v));
+	ck_assert_int_eq(drain_all(&v), 39); /* the 40th was never committed: nothing torn */
+	ck_assert_uint_eq(v.req_total[9], 78);
+	/* drained and dead: reclaimed within the reap interval */
+	struct sc_ring_stat st[2];
+	for (int i = 0; i < 200; i++) {
+		drain_all(&v);
+		sc_ring_stats(arena, st, 2);
+		if (st[0].state == SC_RING_FREE && st[1].state == SC_RING_FREE)
+			break;
+		nap_ms(10);
+	}
+	ck_assert_uint_eq(st[0].state, SC_RING_FREE);
+	ck_assert_uint_eq(st[1].state, SC_RING_FREE);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(a_full_ring_applies_backpressure_without_loss)
+{
+	enum { N = 30000 };
+	mk_arena(2, 4096);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *a;
+		struct sc_ring *r;
+		if (sc_arena_open(arena_name, &a) || sc_ring_open(a, &r))
+			_exit(20);
+		for (uint64_t i = 0; i < N;) {
+			int rc = submit(r, 12, i * 3, 3, i + 1 == N ? SC_COMMIT_FINISHED : 0);
+			if (rc == 0)
+				i++;
+			else if (rc != -EAGAIN)
+				_exit(21);
+		}
+		sc_ring_close(r);
+		_exit(0);
+	}
+	static struct verify v;
+	memset(&v, 0, sizeof(v));
+	int polls = 0;
+	while (!v.req_done[12]) {
+		int got = sc_ring_poll(arena, verify_cb, &v, 16);
+		ck_assert_int_ge(got, 0);
+		if (++polls % 64 == 0)
+			nap_ms(1); /* a slow consumer */
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	ck_assert_uint_eq(v.records, N);
+	ck_assert_uint_eq(v.req_total[12], 3 * N);
+	struct sc_ring_stat st[2];
+	sc_ring_stats(arena, st, 2);
+	ck_assert_uint_gt(st[0].ring_full + st[1].ring_full, 0);
+	rm_arena();
+}
+END_TEST
+
+/* ---- hostile memory ---- */
+
+/* Garbage that happens to validate is delivered: accept anything. */
+static int any_cb(const struct sc_commit *c, void *ctx)
+{
+	(void)ctx;
+	volatile int32_t sink = 0;
+	for (uint32_t j = 0; j < c->token_count; j++)
+		sink += c->tokens[j]; /* touch every token: must stay inside the ring */
+	return 0;
+}
+
+static struct shm_ring_ctl *ctl_of(uint32_t i)
+{
+	uint64_t size;
+	uint8_t *base = shm_region(arena->shm, SHM_REGION_RINGS, &size);
+	return (struct shm_ring_ctl *)(base + SHM_RING_DIR_BYTES + i * SHM_RING_CTL_BYTES);
+}
+
+static uint8_t *data_of(uint32_t i)
+{
+	uint64_t size;
+	uint8_t *base = shm_region(arena->shm, SHM_REGION_RINGS, &size);
+	return base + shm_ring_data_off(arena->shm->hdr->ring_count) + (uint64_t)i * arena->shm->hdr->ring_bytes;
+}
+
+START_TEST(corrupted_indices_are_ebadmsg_and_other_rings_still_flow)
+{
+	mk_arena(2, 4096);
+	struct sc_ring *r0, *r1;
+	sc_ring_open(arena, &r0);
+	sc_ring_open(arena, &r1);
+	submit(r1, 1, 0, 2, 0);
+	struct shm_ring_ctl *c = ctl_of(sc_ring_index(r0));
+	/* tail far beyond head */
+	atomic_store(&c->tail, 1ull << 40);
+	struct verify v = { 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 10), -EBADMSG);
+	ck_assert_uint_eq(v.records, 1); /* the healthy ring was served */
+	struct sc_ring_stat st[2];
+	sc_ring_stats(arena, st, 2);
+	ck_assert_int_eq(st[sc_ring_index(r0)].corrupt, 1);
+	ck_assert_int_eq(st[sc_ring_index(r1)].corrupt, 0);
+	/* head ahead of tail: the producer refuses to trust it once it needs it */
+	atomic_store(&c->tail, 0);
+	atomic_store(&c->head, 1ull << 40);
+	int rc = 0;
+	for (int i = 0; i < 200 && rc == 0; i++)
+		rc = submit(r0, 2, 0, 8, 0);
+	ck_assert_int_eq(rc, -EBADMSG);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 10), -EBADMSG);
+	/* a misaligned tail would put a record header across the end of the ring */
+	atomic_store(&c->head, 0);
+	atomic_store(&c->tail, 4096 - 8);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 10), -EBADMSG);
+	sc_ring_stats(arena, st, 2);
+	ck_assert_int_eq(st[sc_ring_index(r0)].corrupt, 1);
+	atomic_store(&c->tail, 0);
+	/* a garbage owner word is never handed out */
+	atomic_store(&c->head, atomic_load(&c->tail));
+	sc_ring_close(r0);
+	atomic_store(&c->owner, ~0ull);
+	ck_assert_int_eq(sc_ring_open(arena, &r0), -ENOSPC);
+	sc_ring_close(r1);
+	rm_arena();
+}
+END_TEST
+
+START_TEST(hostile_records_are_ebadmsg_never_out_of_bounds)
+{
+	mk_arena(1, 4096);
+	struct sc_ring *r;
+	sc_ring_open(arena, &r);
+	uint32_t i = sc_ring_index(r);
+	struct shm_ring_ctl *c = ctl_of(i);
+	struct shm_ring_rec *rec = (struct shm_ring_rec *)data_of(i);
+	struct verify v = { 0 };
+	struct { uint32_t len, flags, ntokens; } cases[] = {
+		{ 0, 0, 0 },                 /* zero length: would loop forever */
+		{ 65, 0, 0 },                /* not a multiple of 64 */
+		{ 8192, 0, 0 },              /* longer than the ring */
+		{ 128, 0, 0 },               /* longer than what was published (64) */
+		{ 64, 0, 1000000 },          /* more tokens than the record holds */
+		{ 64, 0x40, 0 },             /* unknown flag */
+		{ 64, SHM_REC_PAD, 0 },      /* a pad that does not reach the end */
+	};
+	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		ck_assert_int_eq(submit(r, 1, 0, 1, 0), 0);
+		uint64_t head = atomic_load(&c->head);
+		rec = (struct shm_ring_rec *)(data_of(i) + (head & 4095));
+		atomic_store(&rec->len, cases[k].len);
+		atomic_store(&rec->flags, cases[k].flags);
+		atomic_store(&rec->ntokens, cases[k].ntokens);
+		ck_assert_msg(sc_ring_poll(arena, verify_cb, &v, 10) == -EBADMSG, "case %u", k);
+		ck_assert_uint_eq(atomic_load(&c->head), head); /* nothing consumed past it */
+		/* repair: skip the record as the consumer would have */
+		atomic_store(&rec->len, 64);
+		atomic_store(&rec->flags, 0);
+		atomic_store(&rec->ntokens, 1);
+		atomic_store(&c->head, atomic_load(&c->tail));
+	}
+	/* random garbage below a random tail: never a crash */
+	unsigned seed = 7;
+	for (int k = 0; k < 2000; k++) {
+		uint8_t *d = data_of(i);
+		for (int j = 0; j < 4096; j += 4) {
+			seed = seed * 1103515245u + 12345u;
+			memcpy(d + j, &seed, 4);
+		}
+		seed = seed * 1103515245u + 12345u;
+		uint64_t head = atomic_load(&c->head);
+		atomic_store(&c->tail, head + ((seed >> 4) % 5000));
+		(void)sc_ring_poll(arena, any_cb, NULL, 4);
+		atomic_store(&c->head, atomic_load(&c->tail)); /* reset for the next round */
+	}
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
+
+START_TEST(a_corrupted_directory_is_ebadmsg)
+{
+	mk_arena(2, 4096);
+	uint64_t size;
+	struct shm_ring_dir *d = shm_region(arena->shm, SHM_REGION_RINGS, &size);
+	struct sc_ring *r;
+	struct sc_ring_stat st[2];
+	struct verify v = { 0 };
+	uint32_t saved = d->ring_count;
+	d->ring_count = 100000;
+	ck_assert_int_eq(sc_ring_open(arena, &r), -EBADMSG);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 1), -EBADMSG);
+	ck_assert_int_eq(sc_ring_stats(arena, st, 2), -EBADMSG);
+	d->ring_count = saved;
+	d->ring_bytes = 4095;
+	ck_assert_int_eq(sc_ring_open(arena, &r), -EBADMSG);
+	d->ring_bytes = 4096;
+	d->magic ^= 1;
+	ck_assert_int_eq(sc_ring_open(arena, &r), -EBADMSG);
+	d->magic ^= 1;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
+Suite *ring_suite(void)
+{
+	Suite *s = suite_create("ring");
+	TCase *tc = tcase_create("ring");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, records_round_trip_in_order);
+	tcase_add_test(tc, variable_records_wrap_around_the_ring);
+	tcase_add_test(tc, bulk_submits_are_all_or_nothing);
+	tcase_add_test(tc, callback_can_stop_the_poll);
+	tcase_add_test(tc, rings_run_out_and_are_reclaimed_after_delivery);
+	tcase_add_test(tc, stats_describe_each_ring);
+	tcase_add_test(tc, a_second_consumer_gets_ebusy_until_the_first_leaves_or_dies);
+	tcase_add_test(tc, many_producer_processes_one_verifying_consumer);
+	tcase_add_test(tc, a_killed_producer_loses_nothing_it_committed);
+	tcase_add_test(tc, a_producer_killed_on_a_full_ring_with_no_consumer_loses_nothing);
+	tcase_add_test(tc, a_producer_dying_between_write_and_publish_loses_only_the_unpublished_record);
+	tcase_add_test(tc, a_full_ring_applies_backpressure_without_loss);
+	tcase_add_test(tc, corrupted_indices_are_ebadmsg_and_other_rings_still_flow);
+	tcase_add_test(tc, hostile_records_are_ebadmsg_never_out_of_bounds);
+	tcase_add_test(tc, a_corrupted_directory_is_ebadmsg);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(ring_suite)
