@@ -430,6 +430,8 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 	if (op->err) {
 		/* already failed: just wait for the other reads */
 	} else if (kind == L3_IO_HDR) {
+		if (res > 0)
+			L3_MARK_DEFINED((uint8_t *)op->hdrbuf + op->hdr_got, (uint64_t)res);
 		if (res < 0)
 			op->err = res;
 		else if ((op->hdr_got += (uint64_t)res) < L3_HDR_BLOCK && res > 0 && prep_header(r, op))
@@ -446,6 +448,7 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 			op->err = res;
 		}
 	} else if (res > 0) {
+		L3_MARK_DEFINED((uint8_t *)op->req->dst + (uint64_t)c * op->chunk + op->cgot[c], (uint64_t)res);
 		uint64_t len = chunk_len(op, c), got = op->cgot[c] + (uint64_t)res;
 		op->cgot[c] = got > len ? len : got; /* a longer file is caught by the size check */
 		if (op->cgot[c] < len) {
