@@ -25,6 +25,7 @@
 
 #include "l2.h"
 #include "../shm/heap.h"
+#include "../shm/mutex.h"
 #include "../shm/obs.h"
 
 struct fsck {
@@ -91,18 +92,47 @@ static void check_readers(struct fsck *f)
 	}
 }
 
-/* Take every shard with trylock, retrying for up to 5 s. 0, or -EBUSY with nothing held. */
+/* The arena's writer mutexes themselves: a scribbled type word or a lock word naming an owner
+ * that vanished without the kernel marking it makes every writer fail with -EBADMSG; repair
+ * re-initialises such a mutex (fsck --repair assumes no other writer is inside it). */
+static void check_mutex(struct fsck *f, pthread_mutex_t *m, const char *what)
+{
+	if (!m || shm_mutex_check(m) == 0)
+		return;
+	int fix = repairing(f) && shm_mutex_reinit(m) == 0;
+	finding(f, "locks", fix, "%s: the mutex is corrupted (bad type word, or held by an owner that no longer exists)",
+		what);
+}
+
+static void check_mutexes(struct fsck *f)
+{
+	char what[32];
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		snprintf(what, sizeof(what), "index shard %u", s);
+		check_mutex(f, &f->ix->hdr->shards[s].mu, what);
+	}
+	check_mutex(f, &f->ix->hdr->sweep_mu, "index sweep");
+	check_mutex(f, shm_heap_mutex(f->a->shm), "heap");
+	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
+	if (h)
+		check_mutex(f, &h->mu, "observation table");
+}
+
+/* Take every shard with trylock, retrying for up to 5 s. 0, or -EBUSY / -EBADMSG with nothing held. */
 static int lock_all(struct shm_index *ix)
 {
 	for (int attempt = 0; attempt < 5000; attempt++) {
 		uint32_t s;
+		int rc = 0;
 		for (s = 0; s < SHM_INDEX_SHARDS; s++)
-			if (shm_index_trylock(ix, s))
+			if ((rc = shm_index_trylock(ix, s)))
 				break;
 		if (s == SHM_INDEX_SHARDS)
 			return 0;
 		while (s-- > 0)
 			shm_index_unlock(ix, s);
+		if (rc == -EBADMSG)
+			return rc; /* a corrupted shard mutex: waiting will not help */
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
 	}
@@ -393,6 +423,7 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 	}
 	check_readers(&f);
 	f.ix = l2_ix(arena);
+	check_mutexes(&f);
 	f.reached = calloc(f.ix->nentries, 1);
 	f.has_block = calloc(f.ix->nentries, 1);
 	if (!f.reached || !f.has_block) {
@@ -400,15 +431,20 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 		free(f.has_block);
 		return -ENOMEM;
 	}
-	if ((rc = lock_all(f.ix))) {
+	rc = lock_all(f.ix);
+	if (rc == -EBUSY) {
 		free(f.reached);
 		free(f.has_block);
 		return rc;
 	}
-	check_chains(&f);
-	check_entries(&f);
-	check_heap(&f);
-	unlock_all(f.ix);
+	if (rc) {
+		finding(&f, "index", 0, "index and heap not checked: a shard mutex is corrupted (repair re-initialises it)");
+	} else {
+		check_chains(&f);
+		check_entries(&f);
+		check_heap(&f);
+		unlock_all(f.ix);
+	}
 	free(f.reached);
 	free(f.has_block);
 	free(f.free_offs);

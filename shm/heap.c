@@ -74,6 +74,7 @@
 
 #include "fault.h"
 #include "heap.h"
+#include "mutex.h"
 
 #define HEAP_MAGIC 0x5041454843475453ull    /* "STGCHEAP" little-endian */
 #define HEAP_VERSION 1u
@@ -459,19 +460,19 @@ broken:
 static int heap_lock(struct heap_ctx *c)
 {
 	struct heap_hdr *h = c->h;
-	int rc = pthread_mutex_lock(&h->lock.mu);
+	int rc = shm_mutex_lock(&h->lock.mu);
 	if (rc == EOWNERDEAD) {
 		/* the last holder died inside a call: persist "rebuild" before anything else, so
 		 * dying during the repair leaves the same instruction for the next locker */
 		h->state = HEAP_REBUILD;
-		pthread_mutex_consistent(&h->lock.mu);
+		shm_mutex_consistent(&h->lock.mu);
 	} else if (rc) {
-		return rc == ENOTRECOVERABLE ? -EBADMSG : -rc;
+		return -rc;
 	}
 	if (h->state != HEAP_OK && h->state != HEAP_BROKEN)
 		heap_repair_locked(c);
 	if (h->state != HEAP_OK) {
-		pthread_mutex_unlock(&h->lock.mu);
+		shm_mutex_unlock(&h->lock.mu);
 		return -EBADMSG;
 	}
 	return 0;
@@ -481,7 +482,7 @@ static void heap_unlock(struct heap_ctx *c)
 {
 	if (c->h->state == HEAP_REBUILD)
 		heap_repair_locked(c);
-	pthread_mutex_unlock(&c->h->lock.mu);
+	shm_mutex_unlock(&c->h->lock.mu);
 }
 
 /* ---- format ---- */
@@ -507,18 +508,9 @@ int shm_heap_format(struct shm_arena *a)
 	h->area_end = end;
 	h->seed = seed;
 
-	pthread_mutexattr_t at;
-	int rc = pthread_mutexattr_init(&at);
+	int rc = shm_mutex_init(&h->lock.mu);
 	if (rc)
-		return -rc;
-	rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
-	if (!rc)
-		rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
-	if (!rc)
-		rc = pthread_mutex_init(&h->lock.mu, &at);
-	pthread_mutexattr_destroy(&at);
-	if (rc)
-		return -rc;
+		return rc;
 
 	struct heap_ctx c;
 	if (heap_ctx(a, &c))
@@ -814,12 +806,18 @@ int shm_heap_repair(struct shm_arena *a)
 	int rc = heap_ctx(a, &c);
 	if (rc)
 		return rc;
-	rc = pthread_mutex_lock(&c.h->lock.mu);
+	rc = shm_mutex_lock(&c.h->lock.mu);
 	if (rc == EOWNERDEAD)
-		pthread_mutex_consistent(&c.h->lock.mu);
+		shm_mutex_consistent(&c.h->lock.mu);
 	else if (rc)
-		return rc == ENOTRECOVERABLE ? -EBADMSG : -rc;
+		return -rc;
 	rc = heap_repair_locked(&c);
-	pthread_mutex_unlock(&c.h->lock.mu);
+	shm_mutex_unlock(&c.h->lock.mu);
 	return rc;
+}
+
+pthread_mutex_t *shm_heap_mutex(struct shm_arena *a)
+{
+	struct heap_ctx c;
+	return heap_ctx(a, &c) ? NULL : &c.h->lock.mu;
 }

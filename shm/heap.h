@@ -12,6 +12,8 @@
 #ifndef SC_SHM_HEAP_H
 #define SC_SHM_HEAP_H
 
+#include <pthread.h>
+
 #include "arena.h"
 
 #define SHM_HEAP_PAGE_ALIGN_MIN 4096u
@@ -66,5 +68,8 @@ int shm_heap_walk(struct shm_arena *a,
  * 0, or -EBADMSG if the block chain itself is corrupted (the heap then refuses every call with
  * -EBADMSG until a repair succeeds). Takes the heap mutex; O(blocks). */
 int shm_heap_repair(struct shm_arena *a);
+
+/* The heap's writer mutex (for fsck's check of the mutex itself); NULL if the header is bad. */
+pthread_mutex_t *shm_heap_mutex(struct shm_arena *a);
 
 #endif

@@ -53,6 +53,7 @@
 #include "fault.h"
 #include "heap.h"
 #include "index.h"
+#include "mutex.h"
 #include "readers.h"
 
 static uint32_t pow2_ceil(uint32_t v)
@@ -73,20 +74,6 @@ uint64_t shm_index_bytes(uint32_t entries)
 	return SHM_INDEX_HDR_BYTES + buckets_bytes(entries) + (uint64_t)entries * sizeof(struct shm_index_entry);
 }
 
-static int init_mutex(pthread_mutex_t *mu)
-{
-	pthread_mutexattr_t at;
-	int rc = pthread_mutexattr_init(&at);
-	if (!rc)
-		rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
-	if (!rc)
-		rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
-	if (!rc)
-		rc = pthread_mutex_init(mu, &at);
-	pthread_mutexattr_destroy(&at);
-	return -rc;
-}
-
 int shm_index_format(struct shm_arena *a)
 {
 	uint64_t size;
@@ -101,9 +88,9 @@ int shm_index_format(struct shm_arena *a)
 	h->nshards = SHM_INDEX_SHARDS;
 	h->buckets_off = SHM_INDEX_HDR_BYTES;
 	h->entries_off = SHM_INDEX_HDR_BYTES + buckets_bytes(n);
-	int rc = init_mutex(&h->sweep_mu);
+	int rc = shm_mutex_init(&h->sweep_mu);
 	for (uint32_t s = 0; s < SHM_INDEX_SHARDS && !rc; s++)
-		rc = init_mutex(&h->shards[s].mu);
+		rc = shm_mutex_init(&h->shards[s].mu);
 	if (rc)
 		return rc;
 	struct shm_index_entry *ent = (struct shm_index_entry *)(r + h->entries_off);
@@ -182,7 +169,7 @@ static int after_lock(struct shm_index *ix, uint32_t s, int rc)
 {
 	if (rc == EOWNERDEAD) {
 		repair_shard(ix, s);
-		pthread_mutex_consistent(&ix->hdr->shards[s].mu);
+		shm_mutex_consistent(&ix->hdr->shards[s].mu);
 		return 0;
 	}
 	return -rc;
@@ -190,17 +177,17 @@ static int after_lock(struct shm_index *ix, uint32_t s, int rc)
 
 int shm_index_lock(struct shm_index *ix, uint32_t shard)
 {
-	return after_lock(ix, shard, pthread_mutex_lock(&ix->hdr->shards[shard].mu));
+	return after_lock(ix, shard, shm_mutex_lock(&ix->hdr->shards[shard].mu));
 }
 
 int shm_index_trylock(struct shm_index *ix, uint32_t shard)
 {
-	return after_lock(ix, shard, pthread_mutex_trylock(&ix->hdr->shards[shard].mu));
+	return after_lock(ix, shard, shm_mutex_trylock(&ix->hdr->shards[shard].mu));
 }
 
 void shm_index_unlock(struct shm_index *ix, uint32_t shard)
 {
-	pthread_mutex_unlock(&ix->hdr->shards[shard].mu);
+	shm_mutex_unlock(&ix->hdr->shards[shard].mu);
 }
 
 /* ---- writer operations (shard lock held) ---- */
@@ -479,15 +466,15 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 
 int shm_index_sweep(struct shm_index *ix, int shard)
 {
-	int rc = pthread_mutex_lock(&ix->hdr->sweep_mu);
+	int rc = shm_mutex_lock(&ix->hdr->sweep_mu);
 	if (rc == EOWNERDEAD)
-		pthread_mutex_consistent(&ix->hdr->sweep_mu); /* the sweep keeps no state of its own */
+		shm_mutex_consistent(&ix->hdr->sweep_mu); /* the sweep keeps no state of its own */
 	else if (rc)
 		return -rc;
 	struct sweep_ctx *c = malloc(sizeof(*c));
 	int freed = 0;
 	if (!c) {
-		pthread_mutex_unlock(&ix->hdr->sweep_mu);
+		shm_mutex_unlock(&ix->hdr->sweep_mu);
 		return -ENOMEM;
 	}
 	for (int round = 0; round < 64; round++) {
@@ -507,6 +494,6 @@ int shm_index_sweep(struct shm_index *ix, int shard)
 			break;
 	}
 	free(c);
-	pthread_mutex_unlock(&ix->hdr->sweep_mu);
+	shm_mutex_unlock(&ix->hdr->sweep_mu);
 	return freed;
 }

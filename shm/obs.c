@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "obs.h"
+#include "mutex.h"
 
 static uint32_t pow2_at_least(uint64_t v)
 {
@@ -55,17 +56,9 @@ int shm_obs_format(struct shm_arena *a)
 	if (size < shm_obs_bytes(entries))
 		return -EINVAL;
 	memset(h, 0, SHM_OBS_HDR_BYTES);
-	pthread_mutexattr_t at;
-	int rc = pthread_mutexattr_init(&at);
-	if (!rc)
-		rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
-	if (!rc)
-		rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
-	if (!rc)
-		rc = pthread_mutex_init(&h->mu, &at);
-	pthread_mutexattr_destroy(&at);
+	int rc = shm_mutex_init(&h->mu);
 	if (rc)
-		return -rc;
+		return rc;
 	h->slots = slots_for(entries);
 	h->capacity = entries;
 	h->claims = SHM_OBS_CLAIMS;
@@ -172,15 +165,16 @@ static void repair_locked(struct shm_obs_hdr *h)
 
 int shm_obs_lock(struct shm_obs_hdr *h)
 {
-	int rc = pthread_mutex_lock(&h->mu);
+	int rc = shm_mutex_lock(&h->mu);
 	if (rc == EOWNERDEAD) {
 		repair_locked(h);
-		rc = pthread_mutex_consistent(&h->mu);
+		shm_mutex_consistent(&h->mu);
+		rc = 0;
 	}
 	return -rc;
 }
 
 void shm_obs_unlock(struct shm_obs_hdr *h)
 {
-	pthread_mutex_unlock(&h->mu);
+	shm_mutex_unlock(&h->mu);
 }
