@@ -193,10 +193,13 @@ fuzz: $(FUZZ_BINS)
 # (mutex scribbling allowed: some reproducers need it). Fails while any still reproduces.
 FUZZ_REGRESSIONS := $(sort $(wildcard tests/fuzz/regressions/fuzz_*-*))
 fuzz-regress: $(FUZZ_BINS)
-	@fail=0; for r in $(FUZZ_REGRESSIONS); do \
-		t=$$(basename $$r); t=$${t%%-*}; \
-		if SC_FUZZ_SCRIBBLE_MUTEX=1 timeout 120 $(FB)/$$t -timeout=10 -rss_limit_mb=4096 $$r >$(FB)/regress.log 2>&1; \
-		then echo "ok    $$r"; else echo "FAIL  $$r (see $(FB)/regress.log)"; fail=1; fi; \
+	@fail=0; mkdir -p $(FB)/regress; for r in $(FUZZ_REGRESSIONS); do \
+		n=$$(basename $$r); t=$${n%%-*}; \
+		if SC_FUZZ_SCRIBBLE_MUTEX=1 timeout 120 $(FB)/$$t -timeout=10 -rss_limit_mb=4096 $$r >$(FB)/regress/$$n.log 2>&1; \
+		then echo "ok    $$r"; else echo "FAIL  $$r (see $(FB)/regress/$$n.log)"; fail=1; fi; \
+	done; \
+	for f in /dev/shm/stagecache.fuzz-*-[0-9]* /dev/shm/fuzz-l3-[0-9]*; do \
+		p=$${f##*-}; test -e "$$f" && ! kill -0 $$p 2>/dev/null && rm -rf "$$f"; \
 	done; exit $$fail
 
 .PHONY: fuzz-regress

@@ -67,9 +67,11 @@ static int find_hugetlbfs(char *out, size_t outlen)
 	FILE *f = setmntent("/proc/mounts", "r");
 	if (!f)
 		return -ENODEV;
-	struct mntent *m;
+	struct mntent ent, *m;
+	char buf[4096];
 	int found = 0;
-	while ((m = getmntent(f))) {
+	/* getmntent_r: the library may be called from several threads at once */
+	while ((m = getmntent_r(f, &ent, buf, sizeof(buf)))) {
 		if (strcmp(m->mnt_type, "hugetlbfs"))
 			continue;
 		const char *ps = hasmntopt(m, "pagesize");
