@@ -78,7 +78,7 @@ $(B)/libstagecache.so: $(SHARED)
 # The CLI links the shared library (rpath $ORIGIN), so `stagecache trace` attaches where it runs.
 $(CLI): $(TOOL_OBJS) $(SHARED)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN' $(LIBS) $(TOOL_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LIBS) $(TOOL_LIBS)
 
 # Tests link the static library (and may use its private headers).
 $(B)/tests/%: tests/%.c $(STATIC) $(TEST_HELPER_OBJS)
