@@ -1,8 +1,15 @@
 /* tools/cmd_stats.c — `stagecache stats NAME [--model M --state S] [--dir DIR] [--json]`: the L2
  * counters, then (arena-wide) the promotion policy's and the commit rings'. */
 #include <getopt.h>
+#include <stdlib.h>
 
 #include "cli.h"
+
+static const char *ring_state(uint32_t st)
+{
+	static const char *names[] = { "free", "claiming", "live", "closed" };
+	return st < 4 ? names[st] : "unknown";
+}
 
 static void usage(FILE *f)
 {
@@ -53,13 +60,19 @@ int cmd_stats(int argc, char **argv)
 	/* the other modules' counters, when this build has them (arena-wide only) */
 	struct sc_promote_stats ps;
 	int have_ps = !model && sc_promote_stats(a, &ps) == 0;
-	struct sc_ring_stat rs[64];
-	int nrings = model ? -1 : sc_ring_stats(a, rs, 64);
+	struct sc_arena_info info;
+	struct sc_ring_stat *rs = NULL;
+	int nrings = -1;
+	if (!model && sc_arena_info(a, &info) == 0 && (rs = calloc(info.ring_count + 1, sizeof(*rs)))) {
+		nrings = sc_ring_stats(a, rs, info.ring_count);
+		if (nrings > (int)info.ring_count)
+			nrings = (int)info.ring_count;
+	}
 	sc_arena_close(a);
-	if (rc)
+	if (rc) {
+		free(rs);
 		return cli_fail("stats", rc, "cannot read counters of '%s'", argv[optind]);
-	if (nrings > 64)
-		nrings = 64;
+	}
 	const char *names[] = { "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts",
 				"evictions", "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes",
 				"free_bytes", "largest_free_block" };
@@ -80,11 +93,14 @@ int cmd_stats(int argc, char **argv)
 		if (nrings >= 0) {
 			printf(",\"rings\":[");
 			for (int i = 0; i < nrings; i++)
-				printf("%s{\"ring\":%u,\"state\":%u,\"producer_pid\":%u,\"records\":%llu,\"delivered\":%llu,"
-				       "\"depth_records\":%llu,\"ring_full\":%llu}",
-				       i ? "," : "", rs[i].ring, rs[i].state, rs[i].producer_pid,
-				       (unsigned long long)rs[i].records, (unsigned long long)rs[i].delivered,
-				       (unsigned long long)rs[i].depth_records, (unsigned long long)rs[i].ring_full);
+				printf("%s{\"ring\":%u,\"state\":%u,\"state_name\":\"%s\",\"producer_pid\":%u,"
+				       "\"producer_alive\":%s,\"records\":%llu,\"delivered\":%llu,\"depth_records\":%llu,"
+				       "\"depth_bytes\":%llu,\"ring_full\":%llu,\"corrupt\":%s}",
+				       i ? "," : "", rs[i].ring, rs[i].state, ring_state(rs[i].state), rs[i].producer_pid,
+				       rs[i].producer_alive ? "true" : "false", (unsigned long long)rs[i].records,
+				       (unsigned long long)rs[i].delivered, (unsigned long long)rs[i].depth_records,
+				       (unsigned long long)rs[i].depth_bytes, (unsigned long long)rs[i].ring_full,
+				       rs[i].corrupt ? "true" : "false");
 			printf("]");
 		}
 		printf("}\n");
@@ -104,10 +120,15 @@ int cmd_stats(int argc, char **argv)
 				continue;
 			if (!shown++)
 				printf("rings (in use)\n");
-			printf("  ring %-3u pid %-7u records %llu delivered %llu depth %llu full %llu\n", rs[i].ring,
-			       rs[i].producer_pid, (unsigned long long)rs[i].records, (unsigned long long)rs[i].delivered,
-			       (unsigned long long)rs[i].depth_records, (unsigned long long)rs[i].ring_full);
+			printf("  ring %-3u %-8s pid %-7u%s records %llu delivered %llu depth %llu full %llu%s\n", rs[i].ring,
+			       ring_state(rs[i].state), rs[i].producer_pid,
+			       rs[i].producer_pid && !rs[i].producer_alive ? " (dead)" : "", (unsigned long long)rs[i].records,
+			       (unsigned long long)rs[i].delivered, (unsigned long long)rs[i].depth_records,
+			       (unsigned long long)rs[i].ring_full, rs[i].corrupt ? " CORRUPT" : "");
 		}
+		if (nrings >= 0 && !shown)
+			printf("rings: none in use (%d)\n", nrings);
 	}
+	free(rs);
 	return EXIT_OK;
 }
