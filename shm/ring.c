@@ -24,7 +24,8 @@
  * those bytes before R3. A bulk submit writes several records and publishes them with one R3.
  * After R3 the producer prefetches for writing the lines its next records go to, never beyond
  * head_cache + size (space the consumer has released). The consumer acquire-loads tail (A3, pairs with R3) and only
- * then reads the records below it, so it never sees a torn record. A producer killed before R3
+ * then reads the records below it, so it never sees a torn record. Its prefetches (hints for
+ * the next records' headers) also stay below that tail. A producer killed before R3
  * leaves bytes beyond tail that nobody reads: what it committed (R3 done) is delivered.
  *
  * Space. Only the consumer-lock holder writes head and consumed. It reads a ring through a cursor

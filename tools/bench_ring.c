@@ -11,7 +11,8 @@
  *     CLI does not link DPDK; the inline enqueue/dequeue code needs DPDK's headers at build time);
  *   - a pipe, one record per write().
  * Records carry 8 tokens (a typical decode batch, 128 bytes) or 256 (a full batch, 1088 bytes).
- * Both consumers do the same work per record: check the sequence number and read two tokens.
+ * Both consumers do the same work per record: check the sequence number and read two tokens (the
+ * first and the last); the *_read_all_* rows repeat the bulk runs with every token read.
  * Every figure is the median of --runs runs, the three transports interleaved in each run; ratios
  * are medians of the per-run ratios. Spinning sides yield the CPU after 256 idle spins (the host
  * is shared) and idle consumers back off exponentially (up to 64 pauses), identically for both
@@ -98,11 +99,27 @@ struct shared {
 	_Atomic int go;
 	double t_start, t_end;
 	_Atomic uint64_t bad;
+	uint64_t sink; /* consumers store their token sums here, so no read is optimised away */
 	double ns_per_token, wall_ns_per_token;
 	int64_t heap_delta;
 };
 
 static struct shared *sh;
+
+/* What each consumer reads of a record's tokens: by default the first and the last (ours in
+ * place, zero-copy; rte_ring's and the pipe's from the copy their APIs always make), or, for the
+ * *_read_all_* rows, every token (the bytes then cross to the consumer's core on both sides). */
+static int read_all;
+
+static inline uint64_t sum_tokens(const int32_t *t, uint32_t n)
+{
+	if (!read_all)
+		return (uint64_t)(uint32_t)t[0] + (uint32_t)t[n - 1];
+	uint64_t s = 0;
+	for (uint32_t i = 0; i < n; i++)
+		s += (uint32_t)t[i];
+	return s;
+}
 
 static void pin(int cpu)
 {
@@ -203,7 +220,7 @@ static int ring_cb(const struct sc_commit *c, void *ctx)
 	struct cons_state *s = ctx;
 	if (c->seq != ++s->expect)
 		atomic_fetch_add(&sh->bad, 1);
-	s->sum += (uint64_t)c->tokens[0] + (uint64_t)c->tokens[c->token_count - 1];
+	s->sum += sum_tokens(c->tokens, c->token_count);
 	s->n++;
 	return 0;
 }
@@ -226,6 +243,7 @@ static void ring_consumer(void *v)
 			pauses = 0;
 	}
 	sh->t_end = cli_now();
+	sh->sink += s.sum;
 	sc_ring_consumer_close(ar);
 	sc_arena_close(ar);
 }
@@ -381,12 +399,12 @@ static void rte_consumer(void *v)
 			const struct brec *rec = (const struct brec *)(buf + (size_t)i * a->esize);
 			if (rec->seq != ++n)
 				atomic_fetch_add(&sh->bad, 1);
-			sum += (uint64_t)rec->tokens[0] + (uint64_t)rec->tokens[rec->ntokens - 1];
+			sum += sum_tokens(rec->tokens, rec->ntokens);
 		}
 	}
 	sh->t_end = cli_now();
 	free(buf);
-	(void)sum;
+	sh->sink += sum;
 }
 
 static struct rte_ring *rte_make(uint32_t esize, uint32_t *count_out, size_t *bytes_out)
@@ -455,10 +473,7 @@ static void pipe_consumer(void *v)
 			memcpy(&rh, buf + off, sizeof(rh));
 			if (rh.seq != ++n)
 				atomic_fetch_add(&sh->bad, 1);
-			int32_t t0, t1;
-			memcpy(&t0, buf + off + 48, 4);
-			memcpy(&t1, buf + off + 48 + 4 * (a->ntokens - 1), 4);
-			sum += (uint64_t)t0 + (uint64_t)t1;
+			sum += sum_tokens((const int32_t *)(const void *)(buf + off + 48), a->ntokens);
 			off += a->esize;
 		}
 		memmove(buf, buf + off, have - off);
@@ -466,7 +481,7 @@ static void pipe_consumer(void *v)
 	}
 	sh->t_end = cli_now();
 	free(buf);
-	(void)sum;
+	sh->sink += sum;
 }
 
 static double pipe_run(uint32_t ntokens, uint64_t n)
@@ -580,11 +595,12 @@ int bench_ring(int argc, char **argv)
 		if (quick)
 			n /= 4, np /= 4;
 		n -= n % bulk;
-		/* per run: [0] ours bulk, [1] rte bulk, [2] ours single, [3] rte single, [4] pipe */
-		double *m[5], *ratio[4];
-		for (int k = 0; k < 5; k++)
+		/* per run: [0] ours bulk, [1] rte bulk, [2] ours single, [3] rte single, [4] pipe,
+		 * [5] ours bulk reading every token, [6] rte bulk reading every token */
+		double *m[7], *ratio[5];
+		for (int k = 0; k < 7; k++)
 			m[k] = calloc((size_t)runs, sizeof(double));
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 5; k++)
 			ratio[k] = calloc((size_t)runs, sizeof(double));
 #ifdef HAVE_RTE_RING
 		uint32_t count = 0;
@@ -596,13 +612,16 @@ int bench_ring(int argc, char **argv)
 		}
 #endif
 		for (int i = 0; i < runs && status == EXIT_OK; i++) {
-			for (int single = 0; single < 2 && status == EXIT_OK; single++) {
-				uint32_t b = single ? 1 : bulk;
+			/* variants: 0 bulk, 1 one record per publish, 2 bulk with every token read */
+			for (int var = 0; var < 3 && status == EXIT_OK; var++) {
+				uint32_t b = var == 1 ? 1 : bulk;
+				int mo = var == 2 ? 5 : 2 * var; /* where ours goes in m[]; rte_ring's is next */
+				read_all = var == 2;
 				struct ring_arg ra = { name, nt, b, n };
 				double t = run_pair(ring_producer, ring_consumer, &ra);
 				if (t <= 0)
 					status = cli_fail("bench", 0, "ring run failed (lost or reordered records)");
-				m[2 * single][i] = (double)n / t;
+				m[mo][i] = (double)n / t;
 #ifdef HAVE_RTE_RING
 				if (have_rte) {
 					p_ring_init(rr, "sc_bench", count, RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -610,11 +629,12 @@ int bench_ring(int argc, char **argv)
 					t = run_pair(rte_producer, rte_consumer, &qa);
 					if (t <= 0)
 						status = cli_fail("bench", 0, "rte_ring run failed");
-					m[2 * single + 1][i] = (double)n / t;
-					ratio[2 * single][i] = m[2 * single][i] / m[2 * single + 1][i];
+					m[mo + 1][i] = (double)n / t;
+					ratio[var == 2 ? 4 : 2 * var][i] = m[mo][i] / m[mo + 1][i];
 				}
 #endif
 			}
+			read_all = 0;
 			double t = pipe_run(nt, np);
 			if (t <= 0)
 				status = cli_fail("bench", 0, "pipe run failed");
@@ -653,14 +673,21 @@ int bench_ring(int argc, char **argv)
 			}
 			snprintf(k, sizeof(k), "records_%u_single_vs_pipe", nt);
 			cli_bench_line("ring", k, cli_median(ratio[3], runs), "ratio", "pipe");
+			if (have_rte) {
+				/* both consumers read every token: ours in place, rte_ring's from its copy */
+				snprintf(k, sizeof(k), "records_%u_read_all_per_s", nt);
+				cli_bench_line("ring", k, cli_median(m[5], runs), "records/s", NULL);
+				snprintf(k, sizeof(k), "records_%u_read_all_vs_rte_ring", nt);
+				cli_bench_line("ring", k, cli_median(ratio[4], runs), "ratio", "rte_ring_bulk_16, every token read");
+			}
 		}
 #ifdef HAVE_RTE_RING
 		if (rr)
 			munmap(rr, rbytes);
 #endif
-		for (int k = 0; k < 5; k++)
+		for (int k = 0; k < 7; k++)
 			free(m[k]);
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 5; k++)
 			free(ratio[k]);
 	}
 	sc_arena_close(arena);
