@@ -72,7 +72,7 @@ static void usage(FILE *f)
 		"  --layers N --kv-heads N --head-dim N   model geometry, fp16 KV (default 8, 4, 64: 8 KiB/token,\n"
 		"                       so prefixes of 256 KiB to 16 MiB)\n"
 		"  --recurrent-bytes SIZE  recurrent state per payload (default 16K)\n"
-		"  --arena-size SIZE    arena size (default 192M; smaller than the L3 working set, so L2 evicts)\n"
+		"  --arena-size SIZE    arena size (default 320M; smaller than the L3 working set, so L2 evicts)\n"
 		"  --zipf S             Zipf exponent of document popularity (default 0.9)\n"
 		"  --l3 DIR             L3 directory (default a fresh one under /var/tmp, removed after)\n"
 		"  --no-trace           do not start `stagecache trace`\n"
@@ -466,7 +466,7 @@ static void sum_workers(const struct shared *sh, uint32_t n, struct totals *t)
 int cmd_demo(int argc, char **argv)
 {
 	struct demo_opts o = { .workers = 4, .docs = 128, .min_tokens = 32, .max_tokens = 2048, .seconds = 30,
-			       .zipf = 0.9, .arena_bytes = 192u << 20, .trace = 1 };
+			       .zipf = 0.9, .arena_bytes = 320u << 20, .trace = 1 };
 	wl_geometry_default(&o.g);
 	int prc = parse(argc, argv, &o);
 	if (prc)
