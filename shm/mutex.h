@@ -3,9 +3,10 @@
  * corrupted or hostile arena.
  *
  * A mutex in shared memory is data any attached process can scribble on. Two ways that goes
- * wrong inside glibc rather than in our code: a type word that is not the one we initialised can
- * make glibc kill the process on a failed assertion in its priority-protect paths, and a lock word naming an owner thread that
- * no longer exists, without the kernel's OWNER_DIED bit, makes pthread_mutex_lock wait forever
+ * wrong inside glibc rather than in our code: a type word that is not the one we initialised
+ * can make glibc kill the process on a failed assertion in its priority-protect paths, and a
+ * lock word naming an owner thread that no longer exists, without the kernel's OWNER_DIED bit,
+ * makes pthread_mutex_lock wait forever
  * (only a real thread death sets that bit). So every lock here first checks the type word
  * against the one shm_mutex_init wrote, and waits in bounded slices: after each slice it checks
  * that the owner named by the lock word is still alive, and gives up with EBADMSG if not.
