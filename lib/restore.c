@@ -99,24 +99,30 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 	if (rc != -ENOENT)
 		goto done;
 
+	/* single flight: one filler per (stage, digest); the others wait for it and then look in L2
+	 * again. If it did not promote, the next waiter to claim fills (a few rounds at most, then
+	 * fill unclaimed rather than wait on ever more fills). */
 	int claimed = 0;
-	rc = sc_fill_claim(arena, stage_id, loc.digest);
-	if (rc == 0) {
-		claimed = 1;
-	} else if (rc == -EBUSY) {
-		if (!(flags & SC_RESTORE_WAIT))
+	for (int round = 0;; round++) {
+		rc = sc_fill_claim(arena, stage_id, loc.digest);
+		if (rc == 0) {
+			claimed = 1;
+			break;
+		}
+		if (rc == -EAGAIN)
+			break; /* the claim table is full: fill without single flight */
+		if (rc != -EBUSY || !(flags & SC_RESTORE_WAIT))
 			goto done;
 		out->waited = 1;
 		rc = sc_fill_wait(arena, stage_id, loc.digest, (int64_t)WAIT_NS);
 		if (rc)
 			goto done;
 		rc = try_l2(st, ns, tokens, &loc, out);
-		if (rc != -ENOENT)
-			goto done;
-		/* the other fill was not promoted: fill for ourselves (unclaimed) */
-	} else if (rc != -EAGAIN) {
-		goto done; /* -EAGAIN: the claim table is full; fill without single flight */
+		if (rc != -ENOENT || round == 3)
+			break;
 	}
+	if (rc != -ENOENT && rc != -EAGAIN && !claimed)
+		goto done;
 
 	/* room for an O_DIRECT read of the rounded-up tail */
 	uint64_t room = (loc.payload_bytes + 4095) & ~4095ull;
