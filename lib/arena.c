@@ -90,7 +90,7 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 	if (!arena || !info)
 		return -EINVAL;
 	struct shm_arena *a = arena->shm;
-	const struct shm_header *h = a->hdr;
+	const struct shm_header *h = &a->hv;
 	memset(info, 0, sizeof(*info));
 	snprintf(info->name, sizeof(info->name), "%s", a->name);
 	snprintf(info->path, sizeof(info->path), "%s", a->path);

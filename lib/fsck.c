@@ -340,7 +340,7 @@ static void check_heap(struct fsck *f)
 
 static void check_rings(struct fsck *f)
 {
-	uint32_t n = f->a->shm->hdr->ring_count;
+	uint32_t n = f->a->shm->hv.ring_count;
 	struct sc_ring_stat *st = calloc(n ? n : 1, sizeof(*st));
 	if (!st)
 		return;

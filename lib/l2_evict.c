@@ -32,7 +32,7 @@ uint64_t l2_now_ns(void)
 uint64_t l2_budget(struct sc_arena *a)
 {
 	uint64_t b = atomic_load_explicit(&l2_ix(a)->hdr->budget_bytes, memory_order_relaxed);
-	uint64_t heap = a->shm->hdr->regions[SHM_REGION_HEAP].size;
+	uint64_t heap = a->shm->hv.regions[SHM_REGION_HEAP].size;
 	return b && b < heap ? b : heap;
 }
 

@@ -145,7 +145,7 @@ int sc_ring_poll(struct sc_arena *arena, sc_ring_fn cb, void *ctx, unsigned max)
 	int rc = shm_ring_poll_begin(arena->shm, cons, &d);
 	if (rc)
 		return rc;
-	uint32_t nr = d->ring_count, first = cons->rr;
+	uint32_t nr = cons->ring_count, first = cons->rr;
 	unsigned delivered = 0;
 	int bad = 0, stop = 0;
 	if (max > (1u << 30))
@@ -205,7 +205,7 @@ int sc_ring_stats(struct sc_arena *arena, struct sc_ring_stat *out, unsigned max
 	int rc = shm_ring_dir_check(arena->shm, &d);
 	if (rc)
 		return rc;
-	uint32_t n = d->ring_count;
+	uint32_t n = arena->shm->hv.ring_count;
 	for (uint32_t i = 0; i < n && i < max; i++) {
 		struct shm_ring_stat st;
 		rc = shm_ring_stat(arena->shm, i, &st);
@@ -221,7 +221,7 @@ int sc_ring_stats(struct sc_arena *arena, struct sc_ring_stat *out, unsigned max
 		o->records = st.records;
 		o->delivered = st.consumed;
 		o->ring_full = st.ring_full;
-		o->ring_bytes = d->ring_bytes;
+		o->ring_bytes = arena->shm->hv.ring_bytes;
 		if (!st.corrupt) {
 			o->depth_bytes = st.tail - st.head;
 			o->depth_records = st.records > st.consumed ? st.records - st.consumed : 0;

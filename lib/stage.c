@@ -104,7 +104,7 @@ int sc_stage_open(struct sc_arena *arena, const char *model, const char *state, 
 	st->arena = arena;
 	st->model_len = ml;
 	st->state_len = sl;
-	if ((rc = l2_stage_base(st, arena->shm->hdr->key_secret, model, state))) {
+	if ((rc = l2_stage_base(st, arena->shm->hv.key_secret, model, state))) {
 		free(st);
 		return rc;
 	}

@@ -158,7 +158,7 @@ int shm_measure_backing(const void *addr, uint64_t *page_size)
  * explicit --dir on a disk) is page cache, not shared memory: say so. */
 int shm_arena_measure(struct shm_arena *a, uint64_t *page_size)
 {
-	const struct shm_region *heap = &a->hdr->regions[SHM_REGION_HEAP];
+	const struct shm_region *heap = &a->hv.regions[SHM_REGION_HEAP];
 	volatile const uint8_t *p = a->base + heap->off;
 	uint64_t lim = heap->size < (64u << 20) ? heap->size : (64u << 20);
 	for (uint64_t o = 0; o < lim; o += HUGE_2M)
@@ -280,6 +280,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		goto fail_unmap;
 	}
 	h->header_check = shm_header_checksum(h);
+	memcpy(&a->hv, h, sizeof(a->hv));
 	atomic_store_explicit(&h->global_epoch, 1, memory_order_relaxed);
 	if ((rc = shm_layout_format(a)))
 		goto fail_unmap;
@@ -376,7 +377,10 @@ static int attach_path(const char *path, const char *name, struct shm_arena **ou
 		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
 	}
-	if ((rc = shm_header_check(h, size)))
+	/* check a private copy, then use only the copy: the shared header may change under us */
+	struct shm_header hv;
+	memcpy(&hv, h, sizeof(hv));
+	if ((rc = shm_header_check(&hv, size)))
 		goto fail_map;
 
 	struct shm_arena *a = calloc(1, sizeof(*a));
@@ -387,6 +391,7 @@ static int attach_path(const char *path, const char *name, struct shm_arena **ou
 	a->base = base;
 	a->size = size;
 	a->hdr = h;
+	a->hv = hv;
 	a->fd = fd;
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	snprintf(a->path, sizeof(a->path), "%s", path);

@@ -87,7 +87,10 @@ _Static_assert(sizeof(struct shm_header) <= SHM_HEADER_BYTES, "header fits its p
 struct shm_arena {
 	uint8_t *base;              /* mapping */
 	uint64_t size;
-	struct shm_header *hdr;
+	struct shm_header *hdr;       /* the shared header: only its mutable words are read from here */
+	struct shm_header hv;         /* private copy of the identity, validated at attach: regions and
+	                               * creation parameters are read from here, so a process that
+	                               * rewrites the shared header later cannot move them */
 	int fd;
 	int backing;                /* enum sc_backing, measured after mapping */
 	uint64_t page_size;         /* measured */
@@ -126,7 +129,7 @@ int shm_arena_measure(struct shm_arena *a, uint64_t *page_size);
  * so regions are known to lie inside the mapping. */
 static inline void *shm_region(const struct shm_arena *a, enum shm_region_id id, uint64_t *size)
 {
-	const struct shm_region *r = &a->hdr->regions[id];
+	const struct shm_region *r = &a->hv.regions[id];
 	if (size)
 		*size = r->size;
 	return a->base + r->off;

@@ -61,7 +61,11 @@ static int owner_vanished(const pthread_mutex_t *m)
 		return 0;
 	char path[32];
 	snprintf(path, sizeof(path), "/proc/%u", tid); /* threads have a /proc entry too (unlisted) */
-	return access(path, F_OK) != 0 && errno == ENOENT;
+	if (access(path, F_OK) == 0 || errno != ENOENT)
+		return 0;
+	/* the holder may have unlocked and exited since we read the word: only the same word, still
+	 * naming the vanished thread, is corruption */
+	return (unsigned)__atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == w;
 }
 #else
 int shm_mutex_valid(const pthread_mutex_t *m)

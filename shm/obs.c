@@ -52,7 +52,7 @@ int shm_obs_format(struct shm_arena *a)
 {
 	uint64_t size;
 	struct shm_obs_hdr *h = shm_region(a, SHM_REGION_OBS, &size);
-	uint32_t entries = a->hdr->obs_entries;
+	uint32_t entries = a->hv.obs_entries;
 	if (size < shm_obs_bytes(entries))
 		return -EINVAL;
 	memset(h, 0, SHM_OBS_HDR_BYTES);

@@ -54,6 +54,10 @@ int shm_reader_slot_alive(const struct shm_reader_slot *s)
 static int reap_one(struct shm_arena *a, struct shm_reader_slot *s, uint32_t pid,
 		    void (*cb)(struct shm_arena *, struct shm_reader_slot *, void *), void *ctx)
 {
+	/* a dead reader is inside no read section: clear its epoch first, so that neither a
+	 * reaper that dies below (leaving the slot REAPING) nor leases that stay behind can hold
+	 * reclamation back. Only a dead owner's slot gets here; nobody else writes its epoch. */
+	atomic_store_explicit(&s->epoch, 0, memory_order_release);
 	if (!atomic_compare_exchange_strong_explicit(&s->pid, &pid, SHM_PID_REAPING, memory_order_acq_rel,
 						     memory_order_relaxed))
 		return 0;

@@ -39,7 +39,7 @@ _Static_assert(offsetof(struct shm_reader_slot, ext) == SHM_CACHELINE, "ext on i
 /* Slots in the table: the creation parameter (attach checked that they fit the region). */
 static inline uint32_t shm_readers_count(const struct shm_arena *a)
 {
-	return a->hdr->reader_slots;
+	return a->hv.reader_slots;
 }
 
 static inline struct shm_reader_slot *shm_reader_slot(const struct shm_arena *a, uint32_t i)

@@ -36,7 +36,9 @@
  * steady state a submit touches only its own cache lines and the data.
  *
  * Consumer lock. One consumer at a time (a second gets -EBUSY): the directory's consumer_id is
- * CAS'd from 0 (or from a dead holder's id) to pid << 32 | nonce. A consumer that dies keeps no
+ * CAS'd from 0 (or from a dead holder's id) to pid << 32 | nonce | CLAIMING, then the holder
+ * stores its start time and release-stores the plain id: a would-be taker judges a CLAIMING
+ * holder by pid alone, so a stale start time is never paired with a new id. A consumer that dies keeps no
  * ring: its successor resumes at the published heads, so records delivered after the dead
  * consumer's last R4 are delivered again (at-least-once; seq tells duplicates apart).
  *
@@ -78,7 +80,7 @@ int shm_ring_dir_check(const struct shm_arena *a, struct shm_ring_dir **dir)
 {
 	uint64_t size;
 	struct shm_ring_dir *d = shm_region(a, SHM_REGION_RINGS, &size);
-	const struct shm_header *h = a->hdr;
+	const struct shm_header *h = &a->hv; /* the validated private copy */
 	uint32_t n = d->ring_count, rb = d->ring_bytes;
 	if (size < SHM_RING_DIR_BYTES || d->magic != SHM_RING_MAGIC || n != h->ring_count ||
 	    rb != h->ring_bytes || n == 0 || n > 4096 || rb < 4096 || rb > (1u << 30) || (rb & (rb - 1)) ||
@@ -94,9 +96,11 @@ static struct shm_ring_ctl *ring_ctl(struct shm_ring_dir *d, uint32_t i)
 	return (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES + (uint64_t)i * SHM_RING_CTL_BYTES);
 }
 
-static uint8_t *ring_data(struct shm_ring_dir *d, uint32_t i)
+/* Ring geometry comes from the arena's validated private header copy (equal to the directory's
+ * at the last shm_ring_dir_check), never from a re-read of the shared directory. */
+static uint8_t *ring_data(struct shm_ring_dir *d, uint32_t count, uint32_t bytes, uint32_t i)
 {
-	return (uint8_t *)d + shm_ring_data_off(d->ring_count) + (uint64_t)i * d->ring_bytes;
+	return (uint8_t *)d + shm_ring_data_off(count) + (uint64_t)i * bytes;
 }
 
 /* Is the owner recorded in @w (and ctl->start_time) still running? */
@@ -116,8 +120,9 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 		return rc;
 	uint32_t me = (uint32_t)getpid();
 	uint64_t my_start = shm_proc_start_time((int)me);
-	uint64_t size = d->ring_bytes;
-	for (uint32_t i = 0; i < d->ring_count; i++) {
+	uint64_t size = a->hv.ring_bytes;
+	uint32_t count = a->hv.ring_count;
+	for (uint32_t i = 0; i < count; i++) {
 		struct shm_ring_ctl *c = ring_ctl(d, i);
 		/* A1: pairs with R1/R2 so start_time and the last tail are visible */
 		uint64_t w = atomic_load_explicit(&c->owner, memory_order_acquire);
@@ -146,7 +151,7 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 		atomic_store_explicit(&c->owner, live, memory_order_release); /* R1 */
 		memset(p, 0, sizeof(*p));
 		p->ctl = c;
-		p->data = ring_data(d, i);
+		p->data = ring_data(d, count, (uint32_t)size, i);
 		p->size = size;
 		p->mask = size - 1;
 		p->tail = atomic_load_explicit(&c->tail, memory_order_relaxed); /* only we write it now */
@@ -186,6 +191,8 @@ int shm_ring_reserve_slow(struct shm_ring_prod *p, uint64_t end)
 	return 0;
 }
 
+#define CONS_CLAIMING 0x80000000u /* in consumer_id: the holder has not published its start time yet */
+
 int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c)
 {
 	struct shm_ring_dir *d;
@@ -195,8 +202,8 @@ int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c)
 	if (!c->id) {
 		static _Atomic uint32_t nonce;
 		uint32_t me = (uint32_t)getpid();
-		uint32_t n = atomic_fetch_add_explicit(&nonce, 1, memory_order_relaxed) + 1;
-		c->id = (uint64_t)me << 32 | n;
+		uint32_t n = (atomic_fetch_add_explicit(&nonce, 1, memory_order_relaxed) + 1) & ~CONS_CLAIMING;
+		c->id = (uint64_t)me << 32 | (n ? n : 1);
 		c->start = shm_proc_start_time((int)me);
 	}
 	/* acquire: pairs with the previous holder's release below, so its last head stores are seen */
@@ -206,14 +213,19 @@ int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c)
 		return 0;
 	}
 	if (cur) {
-		uint64_t start = atomic_load_explicit(&d->consumer_start, memory_order_relaxed);
+		/* a holder still claiming has not written its start time yet: judge it by pid alone;
+		 * otherwise pid and start time (acquire: pairs with the release of the claimed id) */
+		uint64_t start = (cur & CONS_CLAIMING) ? 0 : atomic_load_explicit(&d->consumer_start, memory_order_relaxed);
 		if (shm_proc_alive((int)(cur >> 32), start))
 			return -EBUSY;
 	}
-	if (!atomic_compare_exchange_strong_explicit(&d->consumer_id, &cur, c->id, memory_order_acq_rel,
+	/* claim in two steps, as ring owners do: id with the CLAIMING bit, our start time, then the
+	 * plain id with release, so no one ever pairs our id with someone else's start time */
+	if (!atomic_compare_exchange_strong_explicit(&d->consumer_id, &cur, c->id | CONS_CLAIMING, memory_order_acq_rel,
 						     memory_order_acquire))
 		return -EBUSY;
 	atomic_store_explicit(&d->consumer_start, c->start, memory_order_relaxed);
+	atomic_store_explicit(&d->consumer_id, c->id, memory_order_release);
 	c->held = 1;
 	return 0;
 }
@@ -267,15 +279,19 @@ int shm_ring_poll_begin(struct shm_arena *a, struct shm_ring_cons *c, struct shm
 			return rc;
 	}
 	c->reap_due = -1;
-	if (c->rr >= (*dir)->ring_count)
+	c->ring_count = a->hv.ring_count;
+	c->ring_bytes = a->hv.ring_bytes;
+	if (c->rr >= c->ring_count)
 		c->rr = 0;
 	return 0;
 }
 
 int shm_ring_cursor_open(struct shm_ring_dir *d, uint32_t i, struct shm_ring_cons *c, struct shm_ring_cursor *cur)
 {
+	if (i >= c->ring_count)
+		return -EINVAL;
 	struct shm_ring_ctl *ctl = ring_ctl(d, i);
-	uint64_t size = d->ring_bytes;
+	uint64_t size = c->ring_bytes;
 	uint64_t head = atomic_load_explicit(&ctl->head, memory_order_relaxed); /* only we write it */
 	uint64_t tail = atomic_load_explicit(&ctl->tail, memory_order_acquire); /* A3: pairs with R3 */
 	/* positions are multiples of 64, so every record header lies wholly inside the ring */
@@ -286,7 +302,7 @@ int shm_ring_cursor_open(struct shm_ring_dir *d, uint32_t i, struct shm_ring_con
 		return 0;
 	}
 	cur->ctl = ctl;
-	cur->data = ring_data(d, i);
+	cur->data = ring_data(d, c->ring_count, c->ring_bytes, i);
 	cur->size = size;
 	cur->mask = size - 1;
 	cur->start = cur->head = cur->pf = head;
@@ -312,7 +328,8 @@ int shm_ring_stat(const struct shm_arena *a, uint32_t i, struct shm_ring_stat *s
 	int rc = shm_ring_dir_check(a, &d);
 	if (rc)
 		return rc;
-	if (i >= d->ring_count)
+	uint64_t rb = a->hv.ring_bytes;
+	if (i >= a->hv.ring_count)
 		return -EINVAL;
 	struct shm_ring_ctl *c = ring_ctl(d, i);
 	uint64_t w = atomic_load_explicit(&c->owner, memory_order_acquire); /* A1 */
@@ -329,9 +346,9 @@ int shm_ring_stat(const struct shm_arena *a, uint32_t i, struct shm_ring_stat *s
 	st->ring_full = atomic_load_explicit(&c->ring_full, memory_order_relaxed);
 	/* head read after tail: a concurrent consumer can only make head larger, so a head beyond
 	 * tail by a bounded amount is a race, not corruption; report it as empty */
-	if (st->head > st->tail && st->head - st->tail <= d->ring_bytes)
+	if (st->head > st->tail && st->head - st->tail <= rb)
 		st->head = st->tail;
-	st->corrupt = st->state > SHM_RING_CLOSED || st->tail - st->head > d->ring_bytes ||
+	st->corrupt = st->state > SHM_RING_CLOSED || st->tail - st->head > rb ||
 		      ((st->tail | st->head) & (SHM_RING_ALIGN - 1));
 	return 0;
 }

@@ -186,6 +186,7 @@ struct shm_ring_cons {
 	uint64_t start;                   /* our start time */
 	uint64_t next_reap_ns;
 	uint32_t rr;                      /* ring the next poll starts at */
+	uint32_t ring_count, ring_bytes;  /* geometry validated at shm_ring_poll_begin */
 	int held;                         /* we hold the consumer lock */
 	int reap_due;                     /* this poll: -1 not decided yet, 0 no, 1 check dead producers */
 };

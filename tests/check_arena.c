@@ -608,6 +608,32 @@ START_TEST(test_explicit_dir_and_list)
 }
 END_TEST
 
+
+START_TEST(regression_header_rewritten_after_attach)
+{
+	/* another process rewrites the shared header after we attached: we keep using the copy we
+	 * validated, so nothing moves (a reader-table walk used to run off the region and crash) */
+	const char *name;
+	struct sc_arena *a = sc_test_arena("rewrite", 16 << 20, &name);
+	struct shm_header *h = a->shm->hdr;
+	h->reader_slots = 0x7fffffff;
+	h->regions[SHM_REGION_READERS].off = a->shm->size * 4;
+	h->regions[SHM_REGION_RINGS].size = a->shm->size * 4;
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), UINT64_MAX);
+	shm_epoch_enter(a->shm);
+	shm_epoch_exit(a->shm);
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	ck_assert_uint_eq(in.reader_slots, 256);
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), -EBADMSG); /* the shared header is reported */
+	/* a new attach refuses the rewritten header */
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), -EBADMSG);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *arena_suite(void)
 {
 	Suite *s = suite_create("arena");
@@ -630,6 +656,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_recycled_pid_detected);
 	tcase_add_test(tc, test_reader_table_full);
 	tcase_add_test(tc, test_epochs);
+	tcase_add_test(tc, regression_header_rewritten_after_attach);
 	tcase_add_test(tc, test_huge_require);
 	tcase_add_test(tc, test_huge_require_shortage);
 	tcase_add_test(tc, test_huge_off);

@@ -784,6 +784,7 @@ START_TEST(test_huge_heap)
 	fake.hdr = (struct shm_header *)base;
 	fake.hdr->regions[SHM_REGION_HEAP].off = 2u << 20;
 	fake.hdr->regions[SHM_REGION_HEAP].size = total - (2u << 20);
+	fake.hv.regions[SHM_REGION_HEAP] = fake.hdr->regions[SHM_REGION_HEAP]; /* the validated copy */
 	struct shm_arena *a = &fake;
 	ck_assert_int_eq(shm_heap_format(a), 0);
 	struct shm_heap_stats st0 = stats(a), st;
