@@ -35,13 +35,15 @@ static uint64_t alloc_len(uint64_t wire, int has_desc)
 	return has_desc ? desc_at(wire) + sizeof(struct sc_kv_desc) : wire;
 }
 
-int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64_t *wire_out, struct sc_kv_desc *desc,
-		   int *has_desc_out)
+int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct l2_snap *sn, struct sc_kv_desc *desc)
 {
-	uint32_t meta = e->meta;
+	/* each field is read once (a hostile writer could change it between two reads): the caller
+	 * uses only what was validated here */
+	uint32_t meta = __atomic_load_n(&e->meta, __ATOMIC_RELAXED);
 	uint32_t kind = SHM_META_KIND(meta), origin = SHM_META_ORIGIN(meta);
 	int has_desc = (int)SHM_META_HAS_DESC(meta);
-	uint64_t l0 = e->sec_len[0], l1 = e->sec_len[1], off = e->payload_off;
+	uint64_t l0 = __atomic_load_n(&e->sec_len[0], __ATOMIC_RELAXED), l1 = __atomic_load_n(&e->sec_len[1], __ATOMIC_RELAXED);
+	uint64_t off = __atomic_load_n(&e->payload_off, __ATOMIC_RELAXED);
 	if (kind < SC_PAYLOAD_FULL_STATE || kind > SC_PAYLOAD_KV_RECURRENT || origin > SC_ORIGIN_FROM_L3)
 		return -EBADMSG;
 	if (l0 > ix->heap_hi || l1 > ix->heap_hi || l0 + l1 == 0 || (kind != SC_PAYLOAD_KV_RECURRENT && (l1 || has_desc)))
@@ -54,9 +56,20 @@ int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64
 		if (sc_kv_desc_validate(desc, l0))
 			return -EBADMSG;
 	}
-	*wire_out = wire;
+	*sn = (struct l2_snap){ .off = off, .l0 = l0, .l1 = l1, .wire = wire, .meta = meta, .has_desc = has_desc };
+	return 0;
+}
+
+int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64_t *wire_out, struct sc_kv_desc *desc,
+		   int *has_desc_out)
+{
+	struct l2_snap sn;
+	int rc = l2_entry_snap(ix, e, &sn, desc);
+	if (rc)
+		return rc;
+	*wire_out = sn.wire;
 	if (has_desc_out)
-		*has_desc_out = has_desc;
+		*has_desc_out = sn.has_desc;
 	return 0;
 }
 
@@ -166,6 +179,11 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc
 	if (lease) {
 		memset(lease, 0, sizeof(*lease));
 		lease->slot_ = -1;
+		/* a lease slot is needed after linking: make sure now that one is free (the lease
+		 * table is this handle's alone, so it stays free), or publish nothing */
+		uint64_t all = SC_LEASES_MAX == 64 ? ~0ull : ((1ull << SC_LEASES_MAX) - 1);
+		if (!(~a->l2_lease_used & all))
+			return -EMFILE;
 	}
 	int rc = shm_index_lock(ix, shard), err;
 	if (rc)

@@ -110,6 +110,13 @@ uint64_t l2_used(struct sc_arena *a);
 int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reason);
 
 /* lib/l2.c */
+/* An entry's layout fields, each read once from the arena and validated together. */
+struct l2_snap {
+	uint64_t off, l0, l1, wire;
+	uint32_t meta;
+	int has_desc;
+};
+int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct l2_snap *sn, struct sc_kv_desc *desc);
 int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64_t *wire, struct sc_kv_desc *desc,
 		   int *has_desc);
 void l2_entry_info(struct shm_index *ix, const struct shm_index_entry *e, struct sc_l2_entry_info *info);

@@ -49,8 +49,8 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 	struct sc_arena *a = st->arena;
 	struct shm_index *ix = l2_ix(a);
 	uint64_t t0 = (q->count && (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss))) ? l2_now_ns() : 0;
-	int err, has_desc = 0;
-	uint64_t wire = 0;
+	int err;
+	struct l2_snap sn;
 	int64_t ret = 0;
 	struct sc_kv_desc desc;
 
@@ -62,7 +62,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			count_miss(st, q->tokens, err ? MISS_ERROR : MISS_ABSENT, t0);
 		return err ? err : -ENOENT;
 	}
-	if ((err = l2_entry_check(ix, e, &wire, &desc, &has_desc))) {
+	if ((err = l2_entry_snap(ix, e, &sn, &desc))) {
 		shm_epoch_exit(a->shm);
 		if (q->count)
 			count_miss(st, q->tokens, MISS_ERROR, t0);
@@ -78,9 +78,11 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			count_miss(st, q->tokens, MISS_MISMATCH, t0);
 		return -ENOENT;
 	}
-	const uint8_t *p = a->shm->base + e->payload_off;
-	uint64_t l0 = e->sec_len[0], l1 = e->sec_len[1];
-	uint32_t meta = e->meta;
+	/* only the validated snapshot from here on */
+	const uint8_t *p = a->shm->base + sn.off;
+	uint64_t l0 = sn.l0, l1 = sn.l1, wire = sn.wire;
+	uint32_t meta = sn.meta;
+	int has_desc = sn.has_desc;
 	if (q->info)
 		l2_entry_info(ix, e, q->info);
 	if (q->mode == 0) {

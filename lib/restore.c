@@ -169,7 +169,7 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 		struct sc_lease lease;
 		int prc = sc_l2_publish(st, ns, tokens, loc.token_count, loc.digest, &out->resv_, loc.kind, loc.sec_len[0],
 					loc.sec_len[1], loc.has_kv_desc ? &loc.kv_desc : NULL, SC_ORIGIN_FROM_L3, &lease);
-		if (prc == 0) {
+		if (prc == 0 && lease.arena_) {
 			out->lease_ = lease;
 			from_lease(out);
 			out->promoted = 1;

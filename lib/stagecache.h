@@ -472,7 +472,8 @@ int sc_l2_reserve(struct sc_stage *stage, uint64_t bytes, struct sc_l2_resv *res
  * checks, counters and replacement rules as sc_l2_admit (the digest is verified). On success the
  * reservation is consumed (*resv zeroed); on failure it stays valid (release it or retry).
  * @lease (optional) receives a lease on the published entry.
- * Returns as sc_l2_admit.
+ * Returns as sc_l2_admit, and -EMFILE when @lease is given but this handle already holds
+ * SC_LEASES_MAX leases (nothing is published then).
  */
 int sc_l2_publish(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
 		  struct sc_digest expected, struct sc_l2_resv *resv, uint32_t kind, uint64_t kv_len,

@@ -142,6 +142,38 @@ START_TEST(long_prefix_promotes_on_first_fill)
 }
 END_TEST
 
+START_TEST(regression_promotion_with_every_lease_held)
+{
+	/* all SC_LEASES_MAX leases of the handle are held when a fill is promoted: the publish
+	 * refuses (-EMFILE) instead of linking an entry it cannot lease, and the restore still
+	 * returns the filled bytes (it used to return 0 with NULL sections) */
+	uint8_t buf[256];
+	memset(buf, 1, sizeof(buf));
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_lease held[SC_LEASES_MAX];
+	int32_t t[2];
+	for (int i = 0; i < SC_LEASES_MAX; i++) {
+		t[0] = 900000 + i, t[1] = 1;
+		ck_assert_int_eq(sc_l2_admit(stage, "other", t, 2, sc_digest(buf, sizeof(buf)), &pl, SC_ORIGIN_DIRECT), 0);
+		ck_assert_int_eq(sc_l2_get(stage, "other", t, 2, NULL, &held[i]), 0);
+	}
+	put("ns", 4096, 10000, 7, NULL);
+	struct sc_restore r;
+	int rc = sc_restore(stage, l3, "ns", toks, 4096, 0, &r);
+	ck_assert_int_eq(rc, 4096);
+	ck_assert_ptr_nonnull(r.sec[0]);
+	ck_assert_uint_eq(r.sec_len[0], 10000);
+	uint8_t *want = malloc(10000);
+	fill_bytes(want, 10000, 7);
+	ck_assert(memcmp(r.sec[0], want, 10000) == 0);
+	free(want);
+	ck_assert_int_eq(r.promoted, 0);
+	sc_restore_release(&r);
+	for (int i = 0; i < SC_LEASES_MAX; i++)
+		sc_lease_release(&held[i]);
+}
+END_TEST
+
 START_TEST(size_limit_64_mib)
 {
 	struct sc_restore r;
@@ -311,6 +343,7 @@ Suite *restore_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, second_fill_promotes_and_l2_serves);
 	tcase_add_test(tc, long_prefix_promotes_on_first_fill);
+	tcase_add_test(tc, regression_promotion_with_every_lease_held);
 	tcase_add_test(tc, changed_durable_digest_invalidates_mirror);
 	tcase_add_test(tc, flipped_byte_is_quarantined_and_mirror_invalidated);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
