@@ -378,10 +378,13 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		rc = op->hdr_got == L3_HDR_BLOCK ? l3_hdr_parse(op->hdrbuf, op->file_bytes, &h) : -EBADMSG;
 		if (rc == -EPROTO)
 			rc = -EBADMSG;
-		if (!rc && (h.digest_lo != loc->digest.lo || h.digest_hi != loc->digest.hi ||
-			    h.payload_bytes != loc->payload_bytes || h.section_bytes[0] != loc->sec_len[0] ||
-			    h.kind != loc->kind))
+		/* the file named by the digest must hold that digest (else it is corrupt); a location
+		 * that describes it differently is the caller's mistake, not the object's */
+		if (!rc && (h.digest_lo != loc->digest.lo || h.digest_hi != loc->digest.hi))
 			rc = -EBADMSG;
+		if (!rc && (h.payload_bytes != loc->payload_bytes || h.section_bytes[0] != loc->sec_len[0] ||
+			    h.kind != loc->kind))
+			rc = -EINVAL;
 		if (!rc && op->hashed != op->nchunks)
 			rc = -EBADMSG; /* truncated: some chunk ended early */
 		if (!rc) {
@@ -492,12 +495,19 @@ static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 	return total;
 }
 
+/* Submit whatever is still queued (a failed io_uring_submit may have left SQEs behind) and wait
+ * for at least one completion: a plain wait could sleep forever on reads never submitted. */
+static int ring_wait(struct l3_ring *r)
+{
+	int rc = io_uring_submit_and_wait(&r->ring, 1);
+	return rc < 0 ? rc : 0;
+}
+
 static void drain(struct l3_ring *r)
 {
 	/* wait for every read still in flight: their destinations belong to callers */
 	while (r->inflight) {
-		struct io_uring_cqe *cqe;
-		if (io_uring_wait_cqe(&r->ring, &cqe) < 0)
+		if (ring_wait(r) < 0)
 			break;
 		process(r->owner, r);
 	}
@@ -559,8 +569,9 @@ int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max
 		struct io_uring_cqe *cqe;
 		int rc;
 		if (timeout_ns < 0) {
-			rc = io_uring_wait_cqe(&r->ring, &cqe);
+			rc = ring_wait(r);
 		} else {
+			io_uring_submit(&r->ring);
 			uint64_t now = shm_now_ns();
 			if (now >= deadline)
 				break;
@@ -608,8 +619,7 @@ int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *reqp)
 	int k;
 	while ((k = sc_l3_fill_submit(l3, &p, 1)) == 0) {
 		/* the ring is full of this thread's batch fills: let one finish */
-		struct io_uring_cqe *cqe;
-		if (io_uring_wait_cqe(&r->ring, &cqe) < 0)
+		if (ring_wait(r) < 0)
 			return -EAGAIN;
 		process(l3, r);
 	}
@@ -627,10 +637,9 @@ int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *reqp)
 			r->done_count--;
 			return reqp->result;
 		}
-		struct io_uring_cqe *cqe;
 		/* never return while a read into the caller's memory is in flight: a failed wait (only
 		 * EINTR/EAGAIN in practice) is retried */
-		if (io_uring_wait_cqe(&r->ring, &cqe) < 0)
+		if (ring_wait(r) < 0)
 			sched_yield();
 		process(l3, r);
 	}
@@ -640,10 +649,8 @@ int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *reqp)
 
 static int sync_wait(struct l3_ring *r, struct l3_sync_io *io)
 {
-	io_uring_submit(&r->ring);
 	while (!io->done) {
-		struct io_uring_cqe *cqe;
-		int rc = io_uring_wait_cqe(&r->ring, &cqe);
+		int rc = ring_wait(r);
 		if (rc < 0 && rc != -EINTR)
 			return rc;
 		process(r->owner, r);

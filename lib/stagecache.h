@@ -601,7 +601,7 @@ struct sc_l3_fill_req {
 	uint32_t flags;                   /* in: SC_L3_FILL_* */
 	uint64_t user_data;               /* in: returned untouched */
 	uint64_t stage_id;                /* in: for the probes (sc_stage_id), may be 0 */
-	int result;                       /* out: 0, -EBADMSG, -ENOENT, -EINVAL or another errno */
+	int result;                       /* out: 0, -EBADMSG (object corrupt: quarantined), -ENOENT, -EINVAL (the location does not describe the object: nothing quarantined) or another errno */
 	int direct;                       /* out: 1 if read with O_DIRECT */
 	uint64_t fill_ns;                 /* out: submit to verified */
 	struct sc_l3_fill_req *_next;     /* private */

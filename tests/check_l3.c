@@ -700,6 +700,36 @@ START_TEST(files_and_dirs_are_private)
 }
 END_TEST
 
+START_TEST(regression_wrong_location_does_not_quarantine)
+{
+	/* a fill given a location that does not describe the object (wrong kind or sizes) fails
+	 * with -EINVAL and leaves the good object alone (it used to be quarantined) */
+	struct sc_l3 *l3 = open_l3(NULL);
+	uint8_t b[20000];
+	memset(b, 7, sizeof(b));
+	int32_t t[3] = { 1, 2, 3 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { sizeof(b) } };
+	struct sc_l3_put_args a = { .ns = "n", .tokens = t, .token_count = 3, .payload = &p };
+	struct sc_l3_location loc;
+	ck_assert_int_eq(sc_l3_put(l3, &a, &loc), 0);
+	void *dst = aligned_alloc(4096, 24576);
+	struct sc_l3_location bad = loc;
+	bad.kind = SC_PAYLOAD_RECURRENT_ONLY;
+	ck_assert_int_eq(sc_l3_fill(l3, &bad, dst, 24576, 0), -EINVAL);
+	bad = loc;
+	bad.sec_len[0] -= 4096;
+	bad.payload_bytes -= 4096;
+	ck_assert_int_eq(sc_l3_fill(l3, &bad, dst, 24576, 0), -EINVAL);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, 24576, 0), 0);
+	ck_assert(memcmp(dst, b, sizeof(b)) == 0);
+	struct sc_l3_stats st;
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.quarantined, 0);
+	free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
 Suite *l3_suite(void)
 {
 	Suite *s = suite_create("l3");
@@ -720,6 +750,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, real_kill_during_big_puts);
 	tcase_add_test(tc, concurrent_puts_from_processes);
 	tcase_add_test(tc, files_and_dirs_are_private);
+	tcase_add_test(tc, regression_wrong_location_does_not_quarantine);
 	suite_add_tcase(s, tc);
 	return s;
 }
