@@ -39,6 +39,7 @@ struct fsck {
 	uint8_t *has_block;    /* per entry: its block was seen in the heap walk */
 	uint64_t *free_offs;   /* blocks the repair frees after the walk */
 	size_t nfree, cap_free;
+	int need_sweep;        /* repair: run the index's sweep after the walk */
 	uint64_t pending_seen[SHM_INDEX_SHARDS];
 };
 
@@ -292,16 +293,17 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 			f->r->orphan_bytes += bytes;
 			finding(f, "heap", repairing(f), "block at %llu (%llu bytes): reservation of dead process %u",
 				(unsigned long long)off, (unsigned long long)bytes, (uint32_t)tag);
-			if (repairing(f))
-				to_free(f, off);
+			f->need_sweep = 1; /* the index's own sweep frees it, under sweep_mu */
 		}
 		return 0;
 	}
 	f->r->leaked_bytes += bytes;
 	finding(f, "heap", repairing(f), "block at %llu (%llu bytes, tag %016llx) is owned by nothing",
 		(unsigned long long)off, (unsigned long long)bytes, (unsigned long long)tag);
-	if (repairing(f))
-		to_free(f, off);
+	if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY)
+		f->need_sweep = 1; /* tagged for an entry that does not own it: the sweep frees those */
+	else if (repairing(f))
+		to_free(f, off); /* a tag nobody else recognises: nobody else frees it either */
 	return 0;
 }
 
@@ -316,6 +318,12 @@ static void check_heap(struct fsck *f)
 	}
 	for (size_t i = 0; i < f->nfree; i++)
 		(void)shm_heap_free(f->a->shm, f->free_offs[i]);
+	/* orphaned reservations and mis-tagged blocks go through the index's sweep (sweep_mu), so a
+	 * concurrent sweep of another process can never free the same block twice; we hold every
+	 * shard, which lets it free entry-tagged blocks of each */
+	if (f->need_sweep && repairing(f))
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+			(void)shm_index_sweep(f->ix, (int)s);
 	/* every live or retired entry must own its block */
 	struct shm_index *ix = f->ix;
 	for (uint32_t i = 0; i < ix->nentries; i++) {

@@ -125,6 +125,7 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 			continue;
 		rc = l3_read_pfx(fd, &p);
 		close(fd);
+		int read_ok = rc == 0;
 		if (!rc && (p.prefix_lo != keys[i].low64 || p.prefix_hi != keys[i].high64 || p.token_count != lens[i]))
 			rc = -EBADMSG;
 		if (!rc) {
@@ -136,7 +137,19 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 				return (int)lens[i];
 			}
 		}
-		/* a corrupted entry, or one naming a missing or bad object: drop it, keep probing */
+		/* a corrupted entry, or one naming a missing or bad object: drop it, keep probing. Not
+		 * on a transient error, and not if a concurrent put has just replaced it (re-read). */
+		if (rc != -ENOENT && rc != -EBADMSG)
+			continue;
+		struct l3_pfx again;
+		int fd2 = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd2 < 0)
+			continue;
+		int again_ok = l3_read_pfx(fd2, &again) == 0;
+		close(fd2);
+		if (again_ok != read_ok ||
+		    (read_ok && (again.digest_lo != p.digest_lo || again.digest_hi != p.digest_hi)))
+			continue;
 		unlinkat(l3->pfxfd, rel, 0);
 	}
 	return 0;

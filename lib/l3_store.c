@@ -283,7 +283,8 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		if (fstatat(l3->objfd, rel, &sb, 0) < 0)
 			rc = -ENOENT;
 	}
-	if (rc && unlinkat(dfd, name, 0) == 0)
+	/* only what is known bad or orphaned is dropped, never on a transient error */
+	if ((rc == -ENOENT || rc == -EBADMSG) && unlinkat(dfd, name, 0) == 0)
 		r->dropped++;
 	return 0;
 }

@@ -175,8 +175,10 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 			out->promoted = 1;
 		}
 	}
-	if (yes == 1)
-		sc_promote_attempted(arena, stage_id, loc.digest); /* terminal whether or not it was admitted */
+	/* terminal whether or not the admit succeeded; but when no L2 memory could be reserved no
+	 * admit was attempted: a dropped hand-off, which stays open so the next fill retries */
+	if (yes == 1 && out->state_ != R_HEAP)
+		sc_promote_attempted(arena, stage_id, loc.digest);
 	rc = 0;
 unclaim:
 	if (claimed)

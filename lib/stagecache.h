@@ -769,7 +769,8 @@ struct sc_restore {
  * in place when it says so. Either way @out holds a lease on the bytes: release it with
  * sc_restore_release.
  * Returns the restored token count (> 0), or -ENOENT (nothing stored), -EBUSY (another process is
- * filling it and SC_RESTORE_WAIT was not given), -EBADMSG (the object failed verification: it was
+ * filling it and SC_RESTORE_WAIT was not given), -ETIMEDOUT (SC_RESTORE_WAIT and the other fill
+ * did not finish in time), -EBADMSG (the object failed verification: it was
  * quarantined and its L2 mirrors invalidated), -EINVAL, -ENOMEM, -EMFILE (too many leases held),
  * or an L3 error. Blocks on disk I/O.
  */
