@@ -37,17 +37,15 @@ int cmd_get(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': x.dir = optarg; break;
-		case 'm': x.model = optarg; break;
-		case 's': x.state = optarg; break;
-		case 'n': x.ns = optarg; break;
-		case 't': x.tokens_spec = optarg; break;
 		case 'o': out = optarg; break;
 		case 'L': lt = optarg; break;
 		case 'G': lg = optarg; break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("get", "unknown option");
+		default:
+			if (l2cli_common_opt(c, optarg, &x))
+				break;
+			return cli_usage_error("get", "unknown option");
 		}
 	}
 	if (optind != argc - 1)

@@ -15,6 +15,18 @@
 
 /* ---- shared helpers ---- */
 
+int l2cli_common_opt(int c, const char *arg, struct l2cli_args *x)
+{
+	switch (c) {
+	case 'd': x->dir = arg; return 1;
+	case 'm': x->model = arg; return 1;
+	case 's': x->state = arg; return 1;
+	case 'n': x->ns = arg; return 1;
+	case 't': x->tokens_spec = arg; return 1;
+	default: return 0;
+	}
+}
+
 int l2cli_read_file(const char *path, uint8_t **buf, uint64_t *len)
 {
 	FILE *f = fopen(path, "rb");
@@ -329,11 +341,6 @@ int cmd_put(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': x.dir = optarg; break;
-		case 'm': x.model = optarg; break;
-		case 's': x.state = optarg; break;
-		case 'n': x.ns = optarg; break;
-		case 't': x.tokens_spec = optarg; break;
 		case 'k': kind_s = optarg; break;
 		case 'f': file = optarg; break;
 		case 'K': kvf = optarg; break;
@@ -343,7 +350,10 @@ int cmd_put(int argc, char **argv)
 		case 'g': digest_s = optarg; break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("put", "unknown option");
+		default:
+			if (l2cli_common_opt(c, optarg, &x))
+				break;
+			return cli_usage_error("put", "unknown option");
 		}
 	}
 	if (optind != argc - 1)

@@ -55,20 +55,18 @@ int cmd_restore(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'm': x.model = optarg; break;
-		case 's': x.state = optarg; break;
-		case 'n': x.ns = optarg; break;
-		case 't': x.tokens_spec = optarg; break;
 		case 'w': flags |= SC_RESTORE_WAIT; break;
 		case 'r':
 			if (cli_parse_u64(optarg, 1000000, &repeat) || !repeat)
 				return cli_usage_error("restore", "bad --repeat '%s'", optarg);
 			break;
 		case 'o': out = optarg; break;
-		case 'd': x.dir = optarg; break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("restore", "unknown option");
+		default:
+			if (l2cli_common_opt(c, optarg, &x))
+				break;
+			return cli_usage_error("restore", "unknown option");
 		}
 	}
 	if (argc - optind != 2)

@@ -13,6 +13,9 @@ struct l2cli_args {
 	size_t n;
 };
 
+/* The options the L2 subcommands share: --dir (d), --model (m), --state (s), --ns (n),
+ * --tokens (t). Returns 1 when @c was one of them (and stores @arg), else 0. */
+int l2cli_common_opt(int c, const char *arg, struct l2cli_args *x);
 /* Read a whole file (malloc'd). 0 or -errno. */
 int l2cli_read_file(const char *path, uint8_t **buf, uint64_t *len);
 /* Parse "1,2,3" or "@file"; prints its own error and returns an exit status. */
