@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -137,20 +138,12 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 				return (int)lens[i];
 			}
 		}
-		/* a corrupted entry, or one naming a missing or bad object: drop it, keep probing. Not
-		 * on a transient error, and not if a concurrent put has just replaced it (re-read). */
-		if (rc != -ENOENT && rc != -EBADMSG)
-			continue;
-		struct l3_pfx again;
-		int fd2 = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd2 < 0)
-			continue;
-		int again_ok = l3_read_pfx(fd2, &again) == 0;
-		close(fd2);
-		if (again_ok != read_ok ||
-		    (read_ok && (again.digest_lo != p.digest_lo || again.digest_hi != p.digest_hi)))
-			continue;
-		unlinkat(l3->pfxfd, rel, 0);
+		/* a corrupted entry, or one naming a missing or bad object (vanished under us: a miss
+		 * at this length): drop it, keep probing. Not on a transient error, and never an entry a
+		 * concurrent put has just written or checked (l3_pfx_drop captures, then judges). */
+		(void)read_ok;
+		if (rc == -ENOENT || rc == -EBADMSG)
+			l3_pfx_drop(l3, rel);
 	}
 	return 0;
 }
@@ -177,7 +170,21 @@ int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
 		.budget_bytes = l3->opts.budget_bytes,
 		.dio_mem_align = l3->dio_mem_align,
 		.dio_offset_align = l3->dio_off_align,
+		.shared = l3->shared,
 	};
+	snprintf(s->host_id, sizeof(s->host_id), "%s", l3->host);
+	struct l3_jrec_view v;
+	if (l3_janitor_read(l3, &v) == 0 && v.epoch) {
+		s->janitor_epoch = v.epoch;
+		s->janitor_pass_ns = v.pass_end_ns;
+		s->janitor_evictions = v.evictions;
+		snprintf(s->janitor_host, sizeof(s->janitor_host), "%s", v.host);
+		if (l3->shared && v.pass_end_ns) {
+			/* per-host counters cannot know the whole store: the last pass does */
+			s->objects = v.objects;
+			s->bytes = v.bytes;
+		}
+	}
 	return 0;
 }
 

@@ -4,13 +4,21 @@
  *
  * On-disk layout of an L3 directory (all created 0700 / files 0600 unless opts say otherwise):
  *
- *   DIR/state                      shared counters (mmap'd, atomics; see struct l3_state)
- *   DIR/lock                       flock()ed by whoever evicts or reconciles
+ *   DIR/state                      shared counters (mmap'd, atomics; see struct l3_state); a shared
+ *                                  directory keeps them per host instead (lib/l3_shared.c)
+ *   DIR/lock                       flock()ed by whoever evicts or reconciles (local mode)
  *   DIR/objects/<2 hex>/<32 hex digest>.sc3     one object per payload digest
- *   DIR/objects/<2 hex>/.tmp-<pid>.<start>.<n>  writes in flight (never visible as objects)
+ *   DIR/objects/<2 hex>/.tmp-<writer>.<n>       writes in flight (never visible as objects)
  *   DIR/prefix/<2 hex>/<32 hex prefix key>.pfx  prefix index: (ns, token length, tokens) -> digest
+ *   DIR/prefix/<2 hex>/.drop-<writer>.<n>       a prefix entry being judged by a dropper
  *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
  *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification
+ *   DIR/writers/<writer>           flock()ed by the handle <writer> = <host>.<pid>.<nonce> for its life
+ *   DIR/shared                     present when several hosts share DIR (lib/l3_shared.c)
+ *   DIR/janitor                    the janitor lease (flock) and its record (lib/l3_janitor.c)
+ *   DIR/janitor.log[.1]            what janitors evicted, one line each
+ *   DIR/lru                        last use of every object, as the last janitor knew it (shared)
+ *   DIR/access/<writer>.<n>        uses (fills, repeated puts) not yet merged by a janitor (shared)
  *
  * An object file is a 4096-byte header block followed by the payload (the wire: section 0 then
  * section 1), so the payload starts at a 4 KiB boundary and an O_DIRECT read can land straight in
@@ -59,6 +67,19 @@ _Static_assert(SC_L3_STR_MAX < L3_STR_MAX, "strings fit their budget");
 #define L3_CHUNK (1u << 20)     /* buffered payload reads of large objects are split in these */
 #define L3_MAX_CHUNKS 64
 #define L3_TOUCH_NS 1000000000ull /* LRU resolution: a fill touches a file last used longer ago */
+#define L3_HOST_MAX 64u           /* SC_L3_HOST_ID_MAX */
+#define L3_WRITER_MAX 96u
+#define L3_ACCESS_BUF 128u        /* uses buffered per handle before one write to the access segment */
+#define L3_ACCESS_FLUSH_NS 1000000000ull /* ... or when the oldest is this old */
+#define L3_SEGMENT_MAX (64u << 10) /* an access segment is closed (a new one started) past this size */
+
+/* One use of an object (fill, repeated put), as written to DIR/access/<writer>.<n>. */
+struct l3_access {
+	uint64_t lo, hi;           /* digest */
+	uint64_t t_ns;             /* CLOCK_REALTIME of the use */
+	uint64_t check;            /* XXH3-64 of the first 24 bytes: a torn tail is skipped */
+};
+_Static_assert(sizeof(struct l3_access) == 32, "l3 access record layout");
 
 struct l3_obj_hdr {
 	uint64_t magic;            /* L3_OBJ_MAGIC */
@@ -132,7 +153,7 @@ struct l3_fill_op {
 	struct sc_l3_fill_req *req;
 	int fd;
 	int direct;
-	int touch;                 /* update the file's mtime (LRU) after a good fill */
+	int64_t mtime_ns;          /* the file's mtime at open (LRU: touched again when older) */
 	uint32_t align;            /* DIO offset alignment when direct */
 	int pending;               /* SQEs in flight */
 	int err;
@@ -201,7 +222,27 @@ struct sc_l3 {
 	int64_t lengths_mtime_ns;
 	int lengths_settled;
 	_Atomic uint32_t tmp_seq;
-	uint64_t start_time;       /* our /proc start time, for tmp names */
+	uint64_t start_time;       /* our /proc start time */
+	/* ---- identity, liveness, shared mode (lib/l3_shared.c, lib/l3_janitor.c) ---- */
+	int shared;                /* several hosts share DIR: per-host counters, janitor-only eviction */
+	char host[L3_HOST_MAX + 1];
+	char writer[L3_WRITER_MAX]; /* <host>.<pid>.<nonce>: names our temp files and DIR/writers/ entry */
+	int writersfd, writerfd, accfd;
+	int state_private;         /* l3->st is calloc'd (no per-host state file could be made) */
+	/* janitor lease held across calls (SC_L3_JANITOR_KEEP): the locked fd and our epoch */
+	pthread_mutex_t jan_mu;    /* one janitor call per handle at a time */
+	int janfd;
+	uint64_t jan_epoch;
+	uint64_t jan_ino;
+	/* under mu: uses not yet written to our access segment (shared mode) */
+	struct l3_access acc[L3_ACCESS_BUF];
+	uint32_t nacc;
+	uint64_t acc_first_ns;
+	int segfd;
+	uint32_t segseq;
+	uint64_t segoff;
+	/* under mu: the put side's estimate of the shared store's size (janitor record + our puts) */
+	uint64_t est_bytes, est_read_ns;
 };
 
 /* ---- lib/l3_format.c ---- */
@@ -232,6 +273,48 @@ int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
 int l3_read_pfx(int fd, struct l3_pfx *p);
 int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
+
+/* ---- lib/l3_shared.c ---- */
+/* This host's identity: @host_id validated, or /etc/machine-id, or the host name. */
+int l3_host_init(struct sc_l3 *l3, const char *host_id);
+/* Shared mode: DIR/shared present, asked for (and then recorded), or DIR on CephFS. */
+int l3_mode_init(struct sc_l3 *l3, uint32_t flags);
+/* Our DIR/writers/<writer> entry, flock()ed for the life of the handle. */
+int l3_writer_open(struct sc_l3 *l3);
+void l3_writer_close(struct sc_l3 *l3);
+/* Is the handle named @writer alive (its DIR/writers entry locked)? 1, 0, or 1 when unsure. */
+int l3_writer_alive(struct sc_l3 *l3, const char *writer);
+/* ".tmp-<writer>.<n>" (or ".drop-..." with @prefix) for a new temp file. */
+void l3_tmp_name(struct sc_l3 *l3, const char *prefix, char *out, size_t n);
+/* The writer named by a temp file name ("<prefix><writer>.<n>"); -EINVAL if it names none. */
+int l3_tmp_writer(const char *name, const char *prefix, char *writer, size_t n);
+/* The per-host counters of a shared directory (host-local memory). */
+int l3_state_open_host(struct sc_l3 *l3);
+void l3_state_close(struct sc_l3 *l3);
+/* Record a use of an object for the LRU order: local mode touches the file's mtime (@fd, when
+ * last touched longer ago than L3_TOUCH_NS); shared mode buffers an access record. */
+void l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64_t mtime_ns);
+/* Write buffered access records (@force: even if few and recent). Caller must not hold mu. */
+void l3_access_flush(struct sc_l3 *l3, int force);
+/* Drop the prefix entry at @pfxfd/@rel if, once captured, it names an object that is missing or
+ * bad; a put that raced with us keeps its entry. 1 dropped, 0 kept, negative errno. */
+int l3_pfx_drop(struct sc_l3 *l3, const char *rel);
+/* Resolve a captured ".drop-" file left by a dead dropper: put it back or remove it. */
+int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *name);
+
+/* ---- lib/l3_janitor.c ---- */
+/* Shared mode, put side: a put of @bytes made the store's estimated size exceed the budget:
+ * run a pass now if no janitor holds the lease. */
+void l3_janitor_after_put(struct sc_l3 *l3, uint64_t bytes);
+void l3_janitor_release(struct sc_l3 *l3);
+/* sc_l3_evict_to in shared mode: a pass down to @bytes. The count evicted, or -EBUSY/-ESTALE/... */
+int l3_janitor_evict_to(struct sc_l3 *l3, uint64_t bytes);
+/* The janitor record's objects, bytes, epoch, last pass (0 when there is none). */
+struct l3_jrec_view {
+	uint64_t epoch, objects, bytes, evictions, pass_end_ns;
+	char host[L3_HOST_MAX + 1];
+};
+int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v);
 
 /* ---- lib/restore.c ---- */
 /* Remove L2 mirrors of a quarantined digest in the bound arena (if any). */

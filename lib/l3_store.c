@@ -4,11 +4,16 @@
  *
  * Multi-process rules. Objects and prefix entries appear only by rename of a fully written and
  * fsynced temp file, so a reader never sees a partial one and a writer killed at any point leaves
- * at most a .tmp-<pid>.<start>.<n> file, which reconciliation removes once that process is gone.
- * Objects are put with RENAME_NOREPLACE (two puts of one digest: the second finds it there).
- * Eviction and reconciliation hold DIR/lock (flock, exclusive) so that only one process scans and
- * unlinks at a time; put and fill never take it. A fill that raced with an eviction either opened
- * the file first (and reads it; unlink does not disturb an open file) or gets -ENOENT.
+ * at most a .tmp-<writer>.<n> file, which reconciliation (or the janitor) removes once that
+ * writer's DIR/writers entry is no longer locked (lib/l3_shared.c): never another live process's
+ * or another host's file in progress. Objects are put with RENAME_NOREPLACE (two puts of one
+ * digest, from any hosts: the second finds it there). A put ends by checking that its object and
+ * its prefix entry are both there, and writes again what a concurrent eviction or drop took
+ * (lib/l3_shared.c says why a dropper cannot then remove it). Eviction and reconciliation hold
+ * DIR/lock (flock, exclusive) so that only one process scans and unlinks at a time; put and fill
+ * never take it. In shared mode a put never scans or evicts unless the store is over budget and
+ * no janitor is at work (lib/l3_janitor.c). A fill that raced with an eviction either opened the
+ * file first (and reads it; unlink does not disturb an open file) or gets -ENOENT: a miss.
  * The counters in DIR/state are statistics (relaxed atomics). Lookup, locate, listing and
  * verification are in lib/l3_index.c.
  */
@@ -157,14 +162,14 @@ int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const ch
 	return 0;
 }
 
-/* A temp file of a writer that is gone? Names are .tmp-<pid>.<start>.<n>. */
-static int tmp_is_stale(const char *name)
+/* A temp file (.tmp-<writer>.<n>, or a captured prefix entry .drop-<writer>.<n>) of a writer
+ * that is gone? Old names (.tmp-<pid>.<start>.<n>) name no writer entry: gone. */
+static int tmp_is_stale(struct sc_l3 *l3, const char *name, const char *prefix)
 {
-	unsigned long pid, n;
-	unsigned long long start;
-	if (sscanf(name, ".tmp-%lu.%llu.%lu", &pid, &start, &n) != 3)
+	char w[L3_WRITER_MAX];
+	if (l3_tmp_writer(name, prefix, w, sizeof(w)))
 		return 1;
-	return !shm_proc_alive((int)pid, start);
+	return !l3_writer_alive(l3, w);
 }
 
 int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi)
@@ -214,7 +219,7 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	struct recon *r = ctx;
 	(void)sub;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(name) && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(l3, name, ".tmp-") && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
 		return 0;
 	}
@@ -259,10 +264,14 @@ int l3_read_pfx(int fd, struct l3_pfx *p)
 static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
 {
 	struct recon *r = ctx;
-	(void)sub;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(name) && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(l3, name, ".tmp-") && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
+		return 0;
+	}
+	if (!strncmp(name, ".drop-", 6)) {
+		if (tmp_is_stale(l3, name, ".drop-") && l3_pfx_drop_resolve(l3, dfd, sub, name) == 1)
+			r->dropped++;
 		return 0;
 	}
 	uint64_t lo, hi;
@@ -283,9 +292,14 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		if (fstatat(l3->objfd, rel, &sb, 0) < 0)
 			rc = -ENOENT;
 	}
-	/* only what is known bad or orphaned is dropped, never on a transient error */
-	if ((rc == -ENOENT || rc == -EBADMSG) && unlinkat(dfd, name, 0) == 0)
-		r->dropped++;
+	/* only what is known bad or orphaned is dropped, never on a transient error, and never an
+	 * entry that a concurrent put has just checked (the capture protocol) */
+	if (rc == -ENOENT || rc == -EBADMSG) {
+		char rel[48];
+		snprintf(rel, sizeof(rel), "%s/%s", sub, name);
+		if (l3_pfx_drop(l3, rel) == 1)
+			r->dropped++;
+	}
 	return 0;
 }
 
@@ -330,6 +344,8 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if (!l3)
 		return -ENOMEM;
 	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = -1;
+	l3->writersfd = l3->writerfd = l3->accfd = l3->segfd = l3->janfd = -1;
+	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;
 	l3->file_mode = o.file_mode ? o.file_mode : 0600;
 	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700;
@@ -339,6 +355,10 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	int rc = -ENOMEM;
 	if (!(l3->dir = strdup(dir)))
 		goto cleanup;
+	if ((rc = l3_host_init(l3, o.host_id)))
+		goto cleanup;
+	l3->opts.host_id = NULL; /* not kept: the caller's string may not outlive the handle */
+	l3->opts.state_dir = NULL;
 	if (mkdir(dir, l3->dir_mode) < 0 && errno != EEXIST) {
 		rc = -errno;
 		goto cleanup;
@@ -358,9 +378,20 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 		rc = -errno;
 		goto cleanup;
 	}
-	if ((rc = state_open(l3)))
+	if ((rc = l3_mode_init(l3, o.flags)) || (rc = l3_writer_open(l3)))
 		goto cleanup;
-	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && (rc = reconcile(l3)))
+	if (l3->shared) {
+		l3->opts.state_dir = o.state_dir;
+		rc = l3_state_open_host(l3);
+		l3->opts.state_dir = NULL;
+	} else {
+		rc = state_open(l3);
+	}
+	if (rc)
+		goto cleanup;
+	/* shared mode: a scan of the directory at every open would cost every worker seconds on a
+	 * network filesystem; the janitor reconciles instead (sc_l3_janitor with SC_L3_JANITOR_FULL) */
+	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && !l3->shared && (rc = reconcile(l3)))
 		goto cleanup;
 	*out = l3;
 	return 0;
@@ -374,13 +405,17 @@ void sc_l3_close(struct sc_l3 *l3)
 	if (!l3)
 		return;
 	l3_rings_free(l3);
-	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd };
-	for (int i = 0; i < 6; i++)
+	if (l3->dirfd >= 0)
+		l3_access_flush(l3, 1);
+	l3_janitor_release(l3);
+	l3_writer_close(l3);
+	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd, l3->accfd, l3->segfd };
+	for (int i = 0; i < 8; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	if (l3->st)
-		munmap(l3->st, sizeof(struct l3_state));
+	l3_state_close(l3);
 	pthread_mutex_destroy(&l3->mu);
+	pthread_mutex_destroy(&l3->jan_mu);
 	free(l3->lengths);
 	free(l3->dir);
 	free(l3);
@@ -455,6 +490,8 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 {
 	if (!l3)
 		return -EINVAL;
+	if (l3->shared)
+		return l3_janitor_evict_to(l3, target);
 	int rc = flock_ex(l3);
 	if (rc)
 		return rc;
@@ -488,9 +525,8 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 static int write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov,
 		      int niov, int noreplace)
 {
-	char tmp[96], tmprel[100], finrel[100];
-	snprintf(tmp, sizeof(tmp), ".tmp-%d.%llu.%u", (int)getpid(), (unsigned long long)l3->start_time,
-		 atomic_fetch_add_explicit(&l3->tmp_seq, 1, RELAXED));
+	char tmp[L3_WRITER_MAX + 24], tmprel[L3_WRITER_MAX + 32], finrel[100];
+	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
 	snprintf(tmprel, sizeof(tmprel), "%s/%s", sub, tmp);
 	snprintf(finrel, sizeof(finrel), "%s/%s", sub, final);
 	int rc = mkdir_at(dfd, sub, l3->dir_mode);
@@ -590,6 +626,86 @@ static int payload_check(const struct sc_payload *p)
 	}
 }
 
+/* Write the object of a put (its header block @block, then the sections) unless it is there.
+ * Sets *@wrote when this call made it. 0, or a negative errno (refusals counted). */
+static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *block, const char *rel,
+		      uint64_t file_bytes, int *wrote)
+{
+	uint64_t lo, hi;
+	struct stat sb;
+	*wrote = 0;
+	l3_name_digest(rel + 3, ".sc3", &lo, &hi);
+	int fd = openat(l3->objfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == file_bytes) {
+		ADD(put_dedup, 1);
+		/* putting it again is a use: the LRU order keeps what is put again */
+		l3_note_access(l3, fd, lo, hi, (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+		close(fd);
+		return 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	struct statvfs vfs;
+	if (l3->opts.budget_bytes && file_bytes > l3->opts.budget_bytes) {
+		ADD(write_refusals, 1);
+		return -E2BIG;
+	}
+	/* a filesystem that reports no size at all (ceph-fuse without a mgr: 0 blocks) is of unknown
+	 * size, not full: there the budget is the only limit */
+	if (fstatvfs(l3->dirfd, &vfs) == 0 && vfs.f_blocks &&
+	    (uint64_t)vfs.f_bavail * vfs.f_frsize < file_bytes + l3->opts.min_free_bytes) {
+		ADD(write_refusals, 1);
+		return -ENOSPC;
+	}
+	uint64_t budget = l3->opts.budget_bytes;
+	if (budget && !l3->shared && atomic_load_explicit(&l3->st->bytes, RELAXED) + file_bytes > budget) {
+		uint64_t target = budget / 100 * 85;
+		int rc = sc_l3_evict_to(l3, target > file_bytes ? target - file_bytes : 0);
+		if (rc < 0)
+			return rc;
+	}
+	char name[48];
+	struct iovec iov[3] = { { block, L3_HDR_BLOCK } };
+	int niov = 1;
+	for (int i = 0; i < 2; i++)
+		if (pl->sec_len[i])
+			iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
+	snprintf(name, sizeof(name), "%s", rel + 3);
+	char sub[3] = { rel[0], rel[1], 0 };
+	int rc = write_file(l3, l3->objfd, sub, name, iov, niov, 1);
+	if (rc == -EEXIST) {
+		ADD(put_dedup, 1);
+		return 0;
+	}
+	if (rc) {
+		if (rc == -ENOSPC || rc == -EDQUOT)
+			ADD(write_refusals, 1);
+		return rc;
+	}
+	ADD(puts, 1);
+	ADD(objects, 1);
+	ADD(bytes, file_bytes);
+	*wrote = 1;
+	return 0;
+}
+
+/* Are the object @rel and the prefix entry @key -> its digest both there? */
+static int put_landed(struct sc_l3 *l3, const char *rel, XXH128_hash_t key, XXH128_hash_t dg, uint32_t tokens)
+{
+	char prel[48];
+	struct stat sb;
+	struct l3_pfx p;
+	if (fstatat(l3->objfd, rel, &sb, 0) < 0)
+		return 0;
+	l3_pfx_relpath(key.low64, key.high64, prel);
+	int fd = openat(l3->pfxfd, prel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	int ok = l3_read_pfx(fd, &p) == 0 && p.digest_lo == dg.low64 && p.digest_hi == dg.high64 && p.token_count == tokens;
+	close(fd);
+	return ok;
+}
+
 int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_l3_location *loc)
 {
 	if (!l3 || !a || !a->tokens || !a->token_count || payload_check(a->payload))
@@ -606,63 +722,36 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_l3_loc
 	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
 	if (!block)
 		return -ENOMEM;
-	int rc = l3_hdr_build(block, a, dg, key);
+	int rc = l3_hdr_build(block, a, dg, key), wrote_any = 0;
 	if (rc)
 		goto cleanup;
 	char rel[48];
 	l3_obj_relpath(dg.low64, dg.high64, rel);
-	struct stat sb;
-	if (fstatat(l3->objfd, rel, &sb, 0) == 0 && (uint64_t)sb.st_size == file_bytes) {
-		ADD(put_dedup, 1);
-	} else {
-		struct statvfs vfs;
-		if (l3->opts.budget_bytes && file_bytes > l3->opts.budget_bytes) {
-			ADD(write_refusals, 1);
-			rc = -E2BIG;
+	/* acknowledged only once the object and the entry were seen in place after both were
+	 * written: an eviction or a drop that raced with us is repaired by writing again */
+	for (int attempt = 0;; attempt++) {
+		int wrote;
+		if ((rc = put_object(l3, pl, block, rel, file_bytes, &wrote)))
 			goto cleanup;
-		}
-		if (fstatvfs(l3->dirfd, &vfs) == 0 &&
-		    (uint64_t)vfs.f_bavail * vfs.f_frsize < file_bytes + l3->opts.min_free_bytes) {
-			ADD(write_refusals, 1);
-			rc = -ENOSPC;
+		wrote_any |= wrote;
+		if ((rc = put_prefix(l3, key, a->token_count, dg.low64, dg.high64)))
 			goto cleanup;
-		}
-		uint64_t budget = l3->opts.budget_bytes;
-		if (budget && atomic_load_explicit(&l3->st->bytes, RELAXED) + file_bytes > budget) {
-			uint64_t target = budget / 100 * 85;
-			rc = sc_l3_evict_to(l3, target > file_bytes ? target - file_bytes : 0);
-			if (rc < 0)
-				goto cleanup;
-		}
-		char name[48];
-		struct iovec iov[3] = { { block, L3_HDR_BLOCK } };
-		int niov = 1;
-		for (int i = 0; i < 2; i++)
-			if (pl->sec_len[i])
-				iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
-		snprintf(name, sizeof(name), "%s", rel + 3);
-		char sub[3] = { rel[0], rel[1], 0 };
-		rc = write_file(l3, l3->objfd, sub, name, iov, niov, 1);
-		if (rc == -EEXIST) {
-			ADD(put_dedup, 1);
-		} else if (rc) {
-			if (rc == -ENOSPC || rc == -EDQUOT)
-				ADD(write_refusals, 1);
+		if (put_landed(l3, rel, key, dg, a->token_count))
+			break;
+		if (attempt == 3) {
+			rc = -EAGAIN; /* evicted as fast as we put it: the budget is too small for the load */
 			goto cleanup;
-		} else {
-			ADD(puts, 1);
-			ADD(objects, 1);
-			ADD(bytes, file_bytes);
 		}
 	}
-	rc = put_prefix(l3, key, a->token_count, dg.low64, dg.high64);
-	if (!rc && loc) {
+	if (loc) {
 		struct l3_obj_hdr h;
 		l3_hdr_parse(block, 0, &h);
 		l3_hdr_location(block, &h, loc);
 	}
+	if (wrote_any)
+		l3_janitor_after_put(l3, file_bytes);
+	l3_access_flush(l3, 0);
 cleanup:
 	free(block);
 	return rc;
 }
-

@@ -511,16 +511,34 @@ enum sc_l3_odirect {
 #define SC_L3_MAX_QUEUE_DEPTH 1024u
 
 #define SC_L3_OPEN_NO_RECONCILE 0x1u /* skip start-up reconciliation (read-only tools) */
-#define SC_L3_OPEN_MASK 0x1u
+#define SC_L3_OPEN_SHARED 0x2u       /* several hosts share DIR (recorded in DIR/shared: sticky) */
+#define SC_L3_OPEN_MASK 0x3u
 
-/** struct sc_l3_opts - zero-initialise; every zero field takes its default. */
+/* Longest host identity (sc_l3_opts.host_id). */
+#define SC_L3_HOST_ID_MAX 64u
+
+/**
+ * struct sc_l3_opts - zero-initialise; every zero field takes its default.
+ *
+ * Shared mode (a directory that several hosts mount, e.g. on CephFS): set SC_L3_OPEN_SHARED once
+ * (DIR/shared then records it for every later open), or open a directory on CephFS, which is
+ * shared mode by itself. In shared mode each host keeps its own counters (in @state_dir), puts
+ * never scan the directory, and eviction and cleanup are done by one janitor at a time
+ * (sc_l3_janitor), elected by a lock on DIR/janitor.
+ */
 struct sc_l3_opts {
-	uint64_t budget_bytes;   /* bytes of object files to keep; 0: unlimited */
-	uint64_t min_free_bytes; /* refuse a put that would leave less free space; 0: none */
+	uint64_t budget_bytes;   /* bytes of object files to keep; 0: unlimited. On a filesystem that
+				  * reports no size (ceph-fuse without a mgr) this is the only limit */
+	uint64_t min_free_bytes; /* refuse a put that would leave less free space; 0: none (ignored
+				  * where the filesystem reports no size) */
 	uint32_t queue_depth;    /* fills in flight per thread; 0: 64 */
 	int o_direct;            /* enum sc_l3_odirect */
 	uint32_t file_mode;      /* 0: 0600 (directories get 0700, or x added where r is given) */
 	uint32_t flags;          /* SC_L3_OPEN_* */
+	const char *host_id;     /* this host's identity: 1 to SC_L3_HOST_ID_MAX of [A-Za-z0-9_-]. It
+				  * names everything a host owns in DIR (temp files, DIR/writers/ entries,
+				  * the janitor record). NULL: /etc/machine-id (else the host name) */
+	const char *state_dir;   /* shared mode: where this host keeps its counters; NULL: /dev/shm */
 };
 
 /**
@@ -642,15 +660,23 @@ int sc_l3_register_memory(struct sc_l3 *l3, void *base, uint64_t len);
 int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena);
 
 struct sc_l3_stats {
-	uint64_t objects, bytes;
+	uint64_t objects, bytes;                  /* shared mode: as of the last janitor pass */
 	uint64_t fills, fill_bytes, fill_ns;
 	uint64_t verify_failures, quarantined, evictions, write_refusals;
 	uint64_t puts, put_dedup;
 	uint64_t budget_bytes;
 	uint32_t dio_mem_align, dio_offset_align; /* 0: no O_DIRECT on this filesystem */
+	/* shared mode */
+	int shared;                               /* 1: several hosts share the directory */
+	char host_id[SC_L3_HOST_ID_MAX + 1];      /* this handle's host identity */
+	uint64_t janitor_epoch;                   /* of the last pass (0: none yet) */
+	uint64_t janitor_pass_ns;                 /* CLOCK_REALTIME end of the last pass */
+	uint64_t janitor_evictions;               /* by every janitor, every host */
+	char janitor_host[SC_L3_HOST_ID_MAX + 1]; /* host of the last pass */
 };
 
-/** sc_l3_stats - counters shared by every process using the directory (since it was created). */
+/** sc_l3_stats - counters shared by every process using the directory (since it was created);
+ * in shared mode, by every process of this host, with objects and bytes from the janitor. */
 int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *st);
 
 struct sc_l3_object_info {
@@ -674,8 +700,56 @@ int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, voi
  */
 int sc_l3_verify(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx);
 
-/** sc_l3_evict_to - evict least recently used objects until at most @bytes remain. Returns the count. */
+/**
+ * sc_l3_evict_to - evict least recently used objects until at most @bytes remain. Returns the
+ * count. In shared mode this is a janitor pass with that target: -EBUSY when another process
+ * holds the janitor lease, -ESTALE when the lease was lost during the pass.
+ */
 int sc_l3_evict_to(struct sc_l3 *l3, uint64_t bytes);
+
+/*
+ * The janitor: budget eviction and cleanup of a directory, done by one process at a time across
+ * every host sharing it. The lease is an exclusive flock() on DIR/janitor; each new holder bumps
+ * the epoch recorded in that file (the fencing token) and, before every batch of removals,
+ * checks that the file is still the one it locked and still carries its epoch: a janitor that
+ * lost its lease (its host's session was evicted, the file was replaced) stops before acting.
+ * When a janitor's process dies the lease is free at once; when its host dies, as soon as the
+ * filesystem releases the lock (CephFS: when the MDS evicts the host's session).
+ *
+ * A pass: merge the uses other hosts recorded (DIR/access/, written by every fill and repeated
+ * put in batches of up to 128 or once a second) into the last-use table DIR/lru; list every
+ * object; remove temp files whose writer is gone (its DIR/writers/ entry unlocked) and the
+ * entries of dead writers; if the objects exceed the budget, remove least recently used ones
+ * until 85 % of it remain (an object used since the listing is skipped), each logged to
+ * DIR/janitor.log; write DIR/lru and the record (objects, bytes, time).
+ */
+#define SC_L3_JANITOR_WAIT 0x1u /* wait for the lease instead of returning -EBUSY */
+#define SC_L3_JANITOR_KEEP 0x2u /* keep the lease after the pass (until a call without it, or close) */
+#define SC_L3_JANITOR_FULL 0x4u /* also check every object's header (quarantine bad ones) and drop
+				 * prefix entries naming missing objects: reads 4 KiB per object */
+#define SC_L3_JANITOR_MASK 0x7u
+
+struct sc_l3_janitor_report {
+	uint64_t epoch;                  /* the lease's epoch during this pass */
+	uint64_t objects, bytes;         /* after the pass */
+	uint64_t evicted, evicted_bytes; /* by this pass */
+	uint64_t stale_temps;            /* temp files of dead writers removed */
+	uint64_t stale_writers;          /* DIR/writers entries of dead handles removed */
+	uint64_t accesses;               /* access records merged */
+	uint64_t quarantined, dropped;   /* FULL: bad objects, prefix entries naming missing objects */
+	uint64_t skipped_recent;         /* victims used since the listing, kept */
+	uint64_t pass_ns;                /* duration */
+};
+
+/**
+ * sc_l3_janitor - run one janitor pass if this handle can hold the lease.
+ * @flags: SC_L3_JANITOR_*. @rep: may be NULL.
+ * Returns 0 (pass done), -EBUSY (another process holds the lease; without SC_L3_JANITOR_WAIT),
+ * -ESTALE (the lease was lost: nothing more was removed after that was seen; call again to
+ * compete anew), -EINVAL, or another negative errno (the filesystem failed).
+ * Blocks on many file operations (a listing of the whole directory); allocates.
+ */
+int sc_l3_janitor(struct sc_l3 *l3, uint32_t flags, struct sc_l3_janitor_report *rep);
 
 
 /*

@@ -1,8 +1,9 @@
 /*
- * tools/cmd_l3.c — `stagecache l3 put|ls|stats|verify|locate DIR ...`: the durable L3 store.
+ * tools/cmd_l3.c — `stagecache l3 put|ls|stats|verify|locate|janitor DIR ...`: the durable L3 store.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,7 +20,11 @@ static void usage(FILE *f)
 		"       stagecache l3 ls DIR [--json]\n"
 		"       stagecache l3 stats DIR [--json]\n"
 		"       stagecache l3 verify DIR [--json]\n"
-		"       stagecache l3 locate DIR --ns NS --tokens 1,2,3|@file [--json]\n\n"
+		"       stagecache l3 locate DIR --ns NS --tokens 1,2,3|@file [--json]\n"
+		"       stagecache l3 janitor DIR [--budget SIZE] [--full] [--wait] [--loop SECONDS [--count N]] [--json]\n"
+		"Every action also takes --host ID (this host's identity in a shared DIR; default\n"
+		"/etc/machine-id) and --shared (DIR is shared by several hosts; recorded in DIR, and implied\n"
+		"on CephFS).\n\n"
 		"The durable L3 store: one object per payload digest under DIR/objects, a prefix index\n"
 		"(namespace, tokens) -> digest, quarantine/ for objects that failed verification.\n"
 		"  put     write a payload through to disk (fsync'd; idempotent) and index its prefix\n"
@@ -27,7 +32,12 @@ static void usage(FILE *f)
 		"  stats   counters shared by every process using DIR\n"
 		"  verify  read every object and check its digest; bad ones are listed and quarantined (exit 1)\n"
 		"  locate  the longest stored prefix of the tokens\n"
-		"Opening DIR reconciles it (stale temp files removed, bad headers quarantined).\n");
+		"  janitor one pass of budget eviction and cleanup, if no other process (on any host) holds\n"
+		"          the janitor lease (exit 1 and who holds it, unless --wait); --full also checks every\n"
+		"          header and drops prefix entries naming missing objects; --loop S keeps the lease and\n"
+		"          runs a pass every S seconds (a standby on another host takes over when it dies)\n"
+		"Opening DIR reconciles it (stale temp files removed, bad headers quarantined), except in a\n"
+		"shared DIR, where that is the janitor's work (l3 janitor --full).\n");
 }
 
 static int parse_kind(const char *s, uint32_t *k)
@@ -67,6 +77,7 @@ static int do_put(const char *dir, int argc, char **argv)
 		{ "desc-json", required_argument, 0, 'D' }, { "model", required_argument, 0, 'm' },
 		{ "state", required_argument, 0, 's' },     { "budget", required_argument, 0, 'b' },
 		{ "min-free", required_argument, 0, 'F' },  { "json", no_argument, 0, 'j' },
+		{ "host", required_argument, 0, 'H' },      { "shared", no_argument, 0, 'S' },
 		{ "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 },
 	};
 	const char *ns = "", *tspec = NULL, *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL;
@@ -93,6 +104,8 @@ static int do_put(const char *dir, int argc, char **argv)
 				return cli_usage_error("l3", "bad --min-free '%s'", optarg);
 			break;
 		case 'j': json = 1; break;
+		case 'H': o.host_id = optarg; break;
+		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: return cli_usage_error("l3", "unknown option");
 		}
@@ -197,12 +210,16 @@ static int do_stats(struct sc_l3 *l3, int json)
 	if (json) {
 		printf("{\"objects\":%llu,\"bytes\":%llu,\"fills\":%llu,\"fill_bytes\":%llu,\"fill_ns\":%llu,"
 		       "\"verify_failures\":%llu,\"quarantined\":%llu,\"evictions\":%llu,\"write_refusals\":%llu,"
-		       "\"puts\":%llu,\"put_dedup\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u}\n",
+		       "\"puts\":%llu,\"put_dedup\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u,\"shared\":%s,"
+		       "\"host\":\"%s\",\"janitor_epoch\":%llu,\"janitor_pass_ns\":%llu,\"janitor_evictions\":%llu,"
+		       "\"janitor_host\":\"%s\"}\n",
 		       (unsigned long long)s.objects, (unsigned long long)s.bytes, (unsigned long long)s.fills,
 		       (unsigned long long)s.fill_bytes, (unsigned long long)s.fill_ns, (unsigned long long)s.verify_failures,
 		       (unsigned long long)s.quarantined, (unsigned long long)s.evictions,
 		       (unsigned long long)s.write_refusals, (unsigned long long)s.puts, (unsigned long long)s.put_dedup,
-		       s.dio_mem_align, s.dio_offset_align);
+		       s.dio_mem_align, s.dio_offset_align, s.shared ? "true" : "false", s.host_id,
+		       (unsigned long long)s.janitor_epoch, (unsigned long long)s.janitor_pass_ns,
+		       (unsigned long long)s.janitor_evictions, s.janitor_host);
 	} else {
 		char h[32];
 		printf("objects          %llu\n", (unsigned long long)s.objects);
@@ -218,6 +235,19 @@ static int do_stats(struct sc_l3 *l3, int json)
 			printf("O_DIRECT         memory align %u, offset align %u\n", s.dio_mem_align, s.dio_offset_align);
 		else
 			printf("O_DIRECT         not available on this filesystem\n");
+		printf("mode             %s (host %s)\n", s.shared ? "shared by several hosts" : "local", s.host_id);
+		if (s.janitor_epoch) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			double age = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)s.janitor_pass_ns) / 1e9;
+			printf("janitor          epoch %llu, host %s, last pass %.1f s ago, %llu evictions in all\n",
+			       (unsigned long long)s.janitor_epoch, s.janitor_host, s.janitor_pass_ns ? age : -1.0,
+			       (unsigned long long)s.janitor_evictions);
+		} else {
+			printf("janitor          no pass yet\n");
+		}
+		if (s.shared)
+			printf("(counters are this host's; objects and bytes as of the last janitor pass)\n");
 	}
 	return EXIT_OK;
 }
@@ -256,6 +286,117 @@ static int do_locate(struct sc_l3 *l3, int argc, char **argv, int json)
 	return EXIT_OK;
 }
 
+static volatile sig_atomic_t janitor_stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	janitor_stop = 1;
+}
+
+static void print_janitor(const struct sc_l3_janitor_report *r, int json)
+{
+	char h[32];
+	if (json)
+		printf("{\"epoch\":%llu,\"objects\":%llu,\"bytes\":%llu,\"evicted\":%llu,\"evicted_bytes\":%llu,"
+		       "\"stale_temps\":%llu,\"stale_writers\":%llu,\"accesses\":%llu,\"quarantined\":%llu,"
+		       "\"dropped\":%llu,\"skipped_recent\":%llu,\"pass_ms\":%.1f}\n",
+		       (unsigned long long)r->epoch, (unsigned long long)r->objects, (unsigned long long)r->bytes,
+		       (unsigned long long)r->evicted, (unsigned long long)r->evicted_bytes,
+		       (unsigned long long)r->stale_temps, (unsigned long long)r->stale_writers,
+		       (unsigned long long)r->accesses, (unsigned long long)r->quarantined, (unsigned long long)r->dropped,
+		       (unsigned long long)r->skipped_recent, (double)r->pass_ns / 1e6);
+	else
+		printf("janitor epoch %llu: %llu objects, %s; evicted %llu (%llu kept: used since listed); "
+		       "removed %llu stale temp files, %llu dead writers; merged %llu uses; quarantined %llu, "
+		       "dropped %llu prefix entries; %.1f ms\n",
+		       (unsigned long long)r->epoch, (unsigned long long)r->objects, cli_human(r->bytes, h, sizeof(h)),
+		       (unsigned long long)r->evicted, (unsigned long long)r->skipped_recent,
+		       (unsigned long long)r->stale_temps, (unsigned long long)r->stale_writers,
+		       (unsigned long long)r->accesses, (unsigned long long)r->quarantined, (unsigned long long)r->dropped,
+		       (double)r->pass_ns / 1e6);
+	fflush(stdout);
+}
+
+static int do_janitor(const char *dir, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "budget", required_argument, 0, 'b' }, { "full", no_argument, 0, 'f' },
+		{ "wait", no_argument, 0, 'w' },         { "loop", required_argument, 0, 'l' },
+		{ "count", required_argument, 0, 'c' },  { "host", required_argument, 0, 'H' },
+		{ "shared", no_argument, 0, 'S' },       { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+	};
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
+	uint32_t flags = 0;
+	uint64_t loop_s = 0, count = 0;
+	int json = 0, c;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			if (cli_parse_size(optarg, &o.budget_bytes))
+				return cli_usage_error("l3", "bad --budget '%s'", optarg);
+			break;
+		case 'f': flags |= SC_L3_JANITOR_FULL; break;
+		case 'w': flags |= SC_L3_JANITOR_WAIT; break;
+		case 'l':
+			if (cli_parse_u64(optarg, 86400, &loop_s) || !loop_s)
+				return cli_usage_error("l3", "bad --loop '%s' (seconds, 1-86400)", optarg);
+			break;
+		case 'c':
+			if (cli_parse_u64(optarg, UINT32_MAX, &count) || !count)
+				return cli_usage_error("l3", "bad --count '%s'", optarg);
+			break;
+		case 'H': o.host_id = optarg; break;
+		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
+		case 'j': json = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_usage_error("l3", "unknown option");
+		}
+	}
+	if (optind != argc)
+		return cli_usage_error("l3", "unexpected argument '%s'", argv[optind]);
+	if (count && !loop_s)
+		return cli_usage_error("l3", "--count goes with --loop");
+	struct sc_l3 *l3;
+	int rc = sc_l3_open(dir, &o, &l3);
+	if (rc)
+		return cli_fail("l3", rc, "cannot open L3 directory %s%s", dir,
+				rc == -EINVAL && o.host_id ? " (--host: 1-64 of A-Z a-z 0-9 _ -)" : "");
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	int ret = EXIT_OK;
+	if (loop_s)
+		flags |= SC_L3_JANITOR_KEEP | SC_L3_JANITOR_WAIT;
+	for (uint64_t n = 0; !janitor_stop; n++) {
+		struct sc_l3_janitor_report r;
+		rc = sc_l3_janitor(l3, flags, &r);
+		if (rc == 0) {
+			print_janitor(&r, json);
+		} else if (rc == -EBUSY) {
+			struct sc_l3_stats st;
+			sc_l3_stats(l3, &st);
+			fprintf(stderr, "stagecache l3: the janitor lease is held by another process (last pass: host %s, epoch %llu)\n",
+				st.janitor_host[0] ? st.janitor_host : "?", (unsigned long long)st.janitor_epoch);
+			ret = EXIT_FAIL;
+			break;
+		} else if (rc == -ESTALE && loop_s) {
+			fprintf(stderr, "stagecache l3: lost the janitor lease; waiting to be elected again\n");
+		} else {
+			ret = cli_fail("l3", rc, "janitor pass");
+			if (!loop_s || rc != -EINTR)
+				break;
+		}
+		if (!loop_s || (count && n + 1 >= count))
+			break;
+		for (uint64_t t = 0; t < loop_s * 10 && !janitor_stop; t++)
+			usleep(100000);
+	}
+	sc_l3_close(l3);
+	return ret;
+}
+
 int cmd_l3(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -269,27 +410,46 @@ int cmd_l3(int argc, char **argv)
 			return EXIT_OK;
 		}
 	if (strcmp(verb, "put") && strcmp(verb, "ls") && strcmp(verb, "stats") && strcmp(verb, "verify") &&
-	    strcmp(verb, "locate"))
-		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate)", verb);
+	    strcmp(verb, "locate") && strcmp(verb, "janitor"))
+		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate, janitor)", verb);
 	if (argc < 3 || argv[2][0] == '-')
 		return cli_usage_error("l3", "missing DIR");
 	const char *dir = argv[2];
-	if (!strcmp(verb, "put")) {
+	if (!strcmp(verb, "put") || !strcmp(verb, "janitor")) {
 		optind = 1;
-		return do_put(dir, argc - 2, argv + 2);
+		return (!strcmp(verb, "put") ? do_put : do_janitor)(dir, argc - 2, argv + 2);
 	}
-	int json = 0;
-	for (int i = 3; i < argc; i++)
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (strcmp(verb, "locate"))
-			return cli_usage_error("l3", "unknown argument '%s'", argv[i]);
-	struct sc_l3 *l3;
 	/* ls and verify report bad objects themselves: no silent quarantine at open */
 	struct sc_l3_opts o = { .flags = (!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0 };
+	int json = 0, nrest = 0;
+	char **rest = calloc((size_t)argc, sizeof(*rest));
+	if (!rest)
+		return cli_fail("l3", -ENOMEM, "arguments");
+	for (int i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--shared")) {
+			o.flags |= SC_L3_OPEN_SHARED;
+		} else if (!strcmp(argv[i], "--host")) {
+			if (i + 1 >= argc) {
+				free(rest);
+				return cli_usage_error("l3", "--host needs an ID");
+			}
+			o.host_id = argv[++i];
+		} else if (strcmp(verb, "locate")) {
+			free(rest);
+			return cli_usage_error("l3", "unknown argument '%s'", argv[i]);
+		} else {
+			rest[nrest++] = argv[i];
+		}
+	}
+	struct sc_l3 *l3;
 	int rc = sc_l3_open(dir, &o, &l3);
-	if (rc)
-		return cli_fail("l3", rc, "cannot open L3 directory %s", dir);
+	if (rc) {
+		free(rest);
+		return cli_fail("l3", rc, "cannot open L3 directory %s%s", dir,
+				rc == -EINVAL && o.host_id ? " (--host: 1-64 of A-Z a-z 0-9 _ -)" : "");
+	}
 	int ret = EXIT_OK;
 	if (!strcmp(verb, "ls")) {
 		rc = sc_l3_list(l3, print_obj, &json);
@@ -307,8 +467,9 @@ int cmd_l3(int argc, char **argv)
 		if (rc > 0)
 			ret = EXIT_FAIL;
 	} else {
-		ret = do_locate(l3, argc - 3, argv + 3, json);
+		ret = do_locate(l3, nrest, rest, json);
 	}
 	sc_l3_close(l3);
+	free(rest);
 	return ret;
 }
