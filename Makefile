@@ -204,6 +204,10 @@ fuzz-regress: $(FUZZ_BINS)
 
 .PHONY: fuzz-regress
 
+# ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/cephfs-dev.sh ----
+$(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/cephfs-dev.sh"'
+$(B)/tests/check_cephfs: tools/cephfs-dev.sh
+
 # ---- checks ----
 deps:
 	@sh tools/deps.sh

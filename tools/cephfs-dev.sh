@@ -62,6 +62,19 @@ is_mounted() { # path
 	awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts
 }
 
+# Unmount without looking at the path first (-c: a dead FUSE mount answers ENOTCONN to that), and
+# lazily if something still has files open on it; a few tries, as a dying ceph-fuse lets go.
+unmount() { # path
+	local i
+	for i in 1 2 3 4 5; do
+		is_mounted "$1" || return 0
+		umount -c "$1" 2>/dev/null || umount -c -l "$1" 2>/dev/null || umount -c -f -l "$1" 2>/dev/null
+		is_mounted "$1" || return 0
+		sleep 0.5
+	done
+	return 1
+}
+
 check_dir() {
 	[ -n "${D:-}" ] || usage_error "missing DIR"
 	[ -f "$D/ceph.conf" ] && [ -f "$D/.cephfs-dev" ] || die "$D is not a cluster made by $PROG"
@@ -301,9 +314,7 @@ do_mount() {
 do_umount() {
 	check_host "${1:-}"
 	local h=$1 m="$D/mnt/$1"
-	if is_mounted "$m"; then
-		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || die "cannot unmount $m"
-	fi
+	unmount "$m" || die "cannot unmount $m"
 	stop_pidfile "$D/run/fuse.$h.pid"
 	rm -f "$D/run/fuse.$h.asok"
 	rmdir "$m" 2>/dev/null
@@ -380,7 +391,7 @@ do_stop_dir() {
 	local m f
 	for m in "$D"/mnt/*; do
 		[ -d "$m" ] || continue
-		if is_mounted "$m"; then umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; fi
+		unmount "$m"
 	done
 	for f in "$D"/run/fuse.*.pid; do [ -e "$f" ] && stop_pidfile "$f"; done
 	for f in mds.a mgr.x osd.0 mon.a; do stop_pidfile "$D/run/$f.pid"; done
