@@ -3,8 +3,9 @@
  * stats, listing and full verification. Writers and the multi-process rules: lib/l3_store.c.
  *
  * The set of token lengths present in the prefix index is cached per handle (lengths/ holds one
- * empty file per length) and reloaded when that directory's mtime moves, so locate probes only
- * lengths that exist: at most L3_MAX_PROBES of them, longest first, after one hashing pass.
+ * empty file per length) and reloaded when that directory's mtime moves (shared mode: at most a
+ * second old, and at once on a miss), so locate probes only lengths that exist: at most
+ * L3_MAX_PROBES of them, longest first, after one hashing pass.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,19 +30,31 @@ static int u32cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Reload the registered token lengths when the lengths directory changed. Caller holds l3->mu. */
-static int lengths_refresh_locked(struct sc_l3 *l3)
+/* Reload the registered token lengths when the lengths directory changed (local mode), or when
+ * the list is older than L3_LENGTHS_TTL_NS or @force (shared mode: another host's new entry does
+ * not reliably move the directory's mtime as this host's client sees it; measured on ceph-fuse).
+ * Sets *@reloaded. Caller holds l3->mu. */
+#define L3_LENGTHS_TTL_NS 1000000000ll
+static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 {
 	struct stat sb;
-	if (fstat(l3->lenfd, &sb) < 0)
-		return -errno;
-	int64_t m = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-	if (l3->lengths && m == l3->lengths_mtime_ns && l3->lengths_settled)
-		return 0;
-	/* directory timestamps are coarse (one tick): a change within the tick we loaded in would not
-	 * move mtime, so a load that close to the last change is not trusted until the next call */
-	int64_t now = (int64_t)shm_realtime_ns();
-	l3->lengths_settled = now - m > 50000000;
+	int64_t now = (int64_t)shm_realtime_ns(), m = 0;
+	*reloaded = 0;
+	if (l3->shared) {
+		if (l3->lengths && !force && now - l3->lengths_mtime_ns < L3_LENGTHS_TTL_NS)
+			return 0;
+		m = now; /* shared mode: lengths_mtime_ns is the time of the load */
+	} else {
+		if (fstat(l3->lenfd, &sb) < 0)
+			return -errno;
+		m = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		if (l3->lengths && m == l3->lengths_mtime_ns && l3->lengths_settled)
+			return 0;
+		/* directory timestamps are coarse (one tick): a change within the tick we loaded in would
+		 * not move mtime, so a load that close to the last change is not trusted until the next call */
+		l3->lengths_settled = now - m > 50000000;
+	}
+	*reloaded = 1;
 	int fd = openat(l3->lenfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -95,14 +108,12 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_locatio
 	return rc;
 }
 
-int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-			 struct sc_l3_location *loc)
+static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l3_location *loc,
+		       int force, int *reloaded)
 {
-	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
-		return -EINVAL;
 	uint32_t lens[L3_MAX_PROBES], nl = 0;
 	pthread_mutex_lock(&l3->mu);
-	int rc = lengths_refresh_locked(l3);
+	int rc = lengths_refresh_locked(l3, force, reloaded);
 	if (!rc) {
 		/* the longest stored lengths <= n, at most L3_MAX_PROBES, kept ascending for hashing */
 		uint32_t hi = l3->nlengths;
@@ -141,11 +152,23 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 		/* a corrupted entry, or one naming a missing or bad object (vanished under us: a miss
 		 * at this length): drop it, keep probing. Not on a transient error, and never an entry a
 		 * concurrent put has just written or checked (l3_pfx_drop captures, then judges). */
-		(void)read_ok;
-		if (rc == -ENOENT || rc == -EBADMSG)
+		if ((rc == -ENOENT || rc == -EBADMSG) && !(read_ok && !l3_settled(l3, p.created_ns)))
 			l3_pfx_drop(l3, rel);
 	}
 	return 0;
+}
+
+int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+			 struct sc_l3_location *loc)
+{
+	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
+		return -EINVAL;
+	int reloaded;
+	int rc = locate_once(l3, ns, tokens, n, loc, 0, &reloaded);
+	/* shared mode: a miss re-reads the lengths another host may have added, and looks again */
+	if (rc == 0 && l3->shared && !reloaded)
+		rc = locate_once(l3, ns, tokens, n, loc, 1, &reloaded);
+	return rc;
 }
 
 /* ---- stats, list, verify ---- */

@@ -131,6 +131,11 @@ int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v)
 	return 0;
 }
 
+static uint64_t mtime_of(const struct stat *sb)
+{
+	return (uint64_t)sb->st_mtim.tv_sec * 1000000000ull + (uint64_t)sb->st_mtim.tv_nsec;
+}
+
 /* ---- the lease ---- */
 
 static uint64_t ino_of(int fd)
@@ -355,6 +360,15 @@ static void log_line(struct jctx *j, uint64_t t0, uint64_t t1, const char *what,
 				      j->l3->host, what, hex, (unsigned long long)bytes);
 }
 
+/* Write what is buffered now. */
+static void log_flush(struct jctx *j)
+{
+	if (j->loglen && j->logfd >= 0 && write(j->logfd, j->logbuf, j->loglen) < 0) {
+		/* the log is for people and the stress; a failed write loses lines, not objects */
+	}
+	j->loglen = 0;
+}
+
 static void log_open(struct jctx *j)
 {
 	struct stat sb;
@@ -433,6 +447,8 @@ static void segments_merge(struct jctx *j)
 		int fd = openat(dirfd(d), s[i].name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0)
 			continue;
+		struct stat sb;
+		int settled = fstat(fd, &sb) == 0 && l3_settled(l3, mtime_of(&sb));
 		ssize_t n = pread(fd, buf, SEGMENT_READ_MAX, 0);
 		close(fd);
 		for (ssize_t k = 0; k + (ssize_t)sizeof(*buf) <= n; k += (ssize_t)sizeof(*buf)) {
@@ -447,7 +463,8 @@ static void segments_merge(struct jctx *j)
 		int newer = 0;
 		for (size_t k = 0; k < ns && !newer; k++)
 			newer = k != i && s[k].seq > s[i].seq && !strcmp(s[k].writer, s[i].writer);
-		if ((newer || !verdict(j, s[i].writer)) && !grow((void **)&j->closed, &j->capclosed, j->nclosed + 1, sizeof(*j->closed)))
+		if ((newer || (settled && !verdict(j, s[i].writer))) &&
+		    !grow((void **)&j->closed, &j->capclosed, j->nclosed + 1, sizeof(*j->closed)))
 			snprintf(j->closed[j->nclosed++], sizeof(j->closed[0]), "%s", s[i].name);
 	}
 	free(buf);
@@ -497,10 +514,11 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	char w[L3_WRITER_MAX];
 	if (!strncmp(name, ".tmp-", 5)) {
 		struct stat sb;
-		/* a writer's temp file; old names (.tmp-<pid>.<start>.<n>) name no live writer */
-		if (l3_tmp_writer(name, ".tmp-", w, sizeof(w)) == 0 && verdict(j, w))
+		/* a writer's temp file; old names (.tmp-<pid>.<start>.<n>) name no live writer; a young
+		 * one may belong to a writer whose entry is not visible here yet */
+		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !l3_settled(l3, mtime_of(&sb)))
 			return 0;
-		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		if (l3_tmp_writer(name, ".tmp-", w, sizeof(w)) == 0 && verdict(j, w))
 			return 0;
 		int rc = act(j);
 		if (rc)
@@ -589,7 +607,11 @@ static int evict(struct jctx *j, uint64_t goal)
 		}
 		if ((rc = act(j)))
 			break;
+		/* the intent is on record before the unlink: a janitor killed between the two still
+		 * leaves a line saying the object may be gone from then on */
 		uint64_t t0 = shm_realtime_ns();
+		log_line(j, t0, 0, "intent", v->lo, v->hi, v->bytes);
+		log_flush(j);
 		if (unlinkat(l3->objfd, rel, 0) < 0)
 			continue;
 		uint64_t t1 = shm_realtime_ns();
@@ -610,6 +632,9 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	int rc;
 	if (!strncmp(name, ".tmp-", 5) || !strncmp(name, ".drop-", 6)) {
 		int drop = name[1] == 'd';
+		struct stat sb;
+		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !l3_settled(l3, mtime_of(&sb)))
+			return 0;
 		if (l3_tmp_writer(name, drop ? ".drop-" : ".tmp-", w, sizeof(w)) == 0 && verdict(j, w))
 			return 0;
 		if ((rc = act(j)))
@@ -638,8 +663,11 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		l3_obj_relpath(p.digest_lo, p.digest_hi, rel);
 		dangling = fstatat(l3->objfd, rel, &sb, 0) < 0 && errno == ENOENT;
 	}
-	if (!dangling)
+	if (!dangling) {
+		/* an entry is found only through its length: register it if a writer died before */
+		l3_put_length(l3, p.token_count);
 		return 0;
+	}
 	if ((rc = act(j)))
 		return rc;
 	char rel[48];

@@ -241,6 +241,7 @@ struct sc_l3 {
 	int segfd;
 	uint32_t segseq;
 	uint64_t segoff;
+	uint64_t grace_ns;         /* shared mode: visibility grace (opts.visibility_ms); local: 0 */
 	/* under mu: the put side's estimate of the shared store's size (janitor record + our puts) */
 	uint64_t est_bytes, est_read_ns;
 };
@@ -273,6 +274,8 @@ int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
 int l3_read_pfx(int fd, struct l3_pfx *p);
 int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
+/* Register a token length in DIR/lengths (idempotent). */
+int l3_put_length(struct sc_l3 *l3, uint32_t tokens);
 
 /* ---- lib/l3_shared.c ---- */
 /* This host's identity: @host_id validated, or /etc/machine-id, or the host name. */
@@ -296,8 +299,12 @@ void l3_state_close(struct sc_l3 *l3);
 void l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64_t mtime_ns);
 /* Write buffered access records (@force: even if few and recent). Caller must not hold mu. */
 void l3_access_flush(struct sc_l3 *l3, int force);
+/* Is something made at @t_ns (CLOCK_REALTIME of the host that made it) older than the grace?
+ * (Local mode: always.) */
+int l3_settled(const struct sc_l3 *l3, uint64_t t_ns);
 /* Drop the prefix entry at @pfxfd/@rel if, once captured, it names an object that is missing or
- * bad; a put that raced with us keeps its entry. 1 dropped, 0 kept, negative errno. */
+ * bad and is older than the grace; a put that raced with us keeps its entry. 1 dropped, 0 kept,
+ * negative errno. */
 int l3_pfx_drop(struct sc_l3 *l3, const char *rel);
 /* Resolve a captured ".drop-" file left by a dead dropper: put it back or remove it. */
 int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *name);

@@ -162,11 +162,16 @@ int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const ch
 	return 0;
 }
 
-/* A temp file (.tmp-<writer>.<n>, or a captured prefix entry .drop-<writer>.<n>) of a writer
- * that is gone? Old names (.tmp-<pid>.<start>.<n>) name no writer entry: gone. */
-static int tmp_is_stale(struct sc_l3 *l3, const char *name, const char *prefix)
+/* A temp file (.tmp-<writer>.<n>, or a captured prefix entry .drop-<writer>.<n>) at @dfd of a
+ * writer that is gone? Old names (.tmp-<pid>.<start>.<n>) name no writer entry: gone. A file
+ * younger than the visibility grace is never stale (its writer's entry may not be visible yet). */
+static int tmp_is_stale(struct sc_l3 *l3, int dfd, const char *name, const char *prefix)
 {
 	char w[L3_WRITER_MAX];
+	struct stat sb;
+	if (l3->grace_ns && (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+			     !l3_settled(l3, (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec)))
+		return 0;
 	if (l3_tmp_writer(name, prefix, w, sizeof(w)))
 		return 1;
 	return !l3_writer_alive(l3, w);
@@ -219,7 +224,7 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	struct recon *r = ctx;
 	(void)sub;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(l3, name, ".tmp-") && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(l3, dfd, name, ".tmp-") && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
 		return 0;
 	}
@@ -265,12 +270,12 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 {
 	struct recon *r = ctx;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(l3, name, ".tmp-") && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(l3, dfd, name, ".tmp-") && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
 		return 0;
 	}
 	if (!strncmp(name, ".drop-", 6)) {
-		if (tmp_is_stale(l3, name, ".drop-") && l3_pfx_drop_resolve(l3, dfd, sub, name) == 1)
+		if (tmp_is_stale(l3, dfd, name, ".drop-") && l3_pfx_drop_resolve(l3, dfd, sub, name) == 1)
 			r->dropped++;
 		return 0;
 	}
@@ -380,6 +385,8 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	}
 	if ((rc = l3_mode_init(l3, o.flags)) || (rc = l3_writer_open(l3)))
 		goto cleanup;
+	if (l3->shared)
+		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : 10000u) * 1000000ull;
 	if (l3->shared) {
 		l3->opts.state_dir = o.state_dir;
 		rc = l3_state_open_host(l3);
@@ -567,16 +574,42 @@ cleanup:
 	return rc;
 }
 
+/* Register token length @tokens (idempotent); the lengths directory's mtime tells readers to rescan. */
+int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
+{
+	char len[16];
+	snprintf(len, sizeof(len), "%u", tokens);
+	if (faccessat(l3->lenfd, len, F_OK, 0) == 0)
+		return 0;
+	int fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC, l3->file_mode);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	fsync(l3->lenfd);
+	pthread_mutex_lock(&l3->mu);
+	l3->lengths_settled = 0;
+	pthread_mutex_unlock(&l3->mu);
+	return 0;
+}
+
 static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, uint32_t tokens, uint64_t lo, uint64_t hi)
 {
 	char rel[48], hex[33];
 	l3_pfx_relpath(key.low64, key.high64, rel);
+	/* the length first: an entry whose length is not registered is never probed, and a writer
+	 * killed between the two must not leave one behind (a later put finds the entry the same
+	 * and would not come here again) */
+	int rc = l3_put_length(l3, tokens);
+	if (rc)
+		return rc;
 	struct l3_pfx p;
 	int fd = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd >= 0) {
 		int same = l3_read_pfx(fd, &p) == 0 && p.digest_lo == lo && p.digest_hi == hi && p.token_count == tokens;
 		close(fd);
-		if (same)
+		/* the same entry is kept, unless it is old enough to be judged by a dropper that cannot
+		 * see our object yet (shared mode): then it is written again, young */
+		if (same && (!l3->grace_ns || shm_realtime_ns() - p.created_ns < l3->grace_ns / 2))
 			return 0;
 	}
 	p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_FORMAT_VERSION, .token_count = tokens,
@@ -588,23 +621,7 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, uint32_t tokens, uint
 	snprintf(name, sizeof(name), "%s.pfx", hex);
 	char sub[3] = { hex[0], hex[1], 0 };
 	struct iovec iov = { &p, sizeof(p) };
-	int rc = write_file(l3, l3->pfxfd, sub, name, &iov, 1, 0);
-	if (rc)
-		return rc;
-	/* register the length (idempotent); the lengths directory's mtime tells readers to rescan */
-	char len[16];
-	snprintf(len, sizeof(len), "%u", tokens);
-	if (faccessat(l3->lenfd, len, F_OK, 0) < 0) {
-		fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC, l3->file_mode);
-		if (fd < 0)
-			return -errno;
-		close(fd);
-		fsync(l3->lenfd);
-		pthread_mutex_lock(&l3->mu);
-		l3->lengths_settled = 0;
-		pthread_mutex_unlock(&l3->mu);
-	}
-	return 0;
+	return write_file(l3, l3->pfxfd, sub, name, &iov, 1, 0);
 }
 
 /* The payload rules of sc_l2_admit: kind, sections, descriptor. */

@@ -539,6 +539,10 @@ struct sc_l3_opts {
 				  * names everything a host owns in DIR (temp files, DIR/writers/ entries,
 				  * the janitor record). NULL: /etc/machine-id (else the host name) */
 	const char *state_dir;   /* shared mode: where this host keeps its counters; NULL: /dev/shm */
+	uint32_t visibility_ms;  /* shared mode: how long a file made on another host may stay
+				  * invisible here (plus clock skew between hosts). Nothing is removed
+				  * on the strength of "missing" unless what named it is older than this.
+				  * 0: 10000 (ceph-fuse 16.2 measured: p99 28 ms, max 70 ms) */
 };
 
 /**

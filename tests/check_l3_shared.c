@@ -25,6 +25,7 @@ static void teardown(void);
 
 static void setup(void)
 {
+	h_visibility_ms = 1; /* one local filesystem: what one process makes, every other sees at once */
 	snprintf(dir, sizeof(dir), "/var/tmp/sc-l3sh-%d-XXXXXX", (int)getpid());
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(sdir, sizeof(sdir), "%s.state", dir);
@@ -371,6 +372,67 @@ START_TEST(dangling_prefix_entries_dropped_live_ones_kept)
 }
 END_TEST
 
+START_TEST(nothing_is_removed_on_a_missing_younger_than_the_grace)
+{
+	/* the grace of a filesystem that may show another host's new files late */
+	h_visibility_ms = 1500;
+	struct sc_l3 *a = host("hostA", 0);
+	ck_assert_int_eq(h_put(a, 7, 20, 3000), 0);
+	ck_assert_int_eq(h_sh("rm %s/objects/*/*.sc3", dir), 0);
+	/* a miss, but the young entry stays: its object may just not be visible here yet */
+	ck_assert_int_eq(h_fetch(a, 7, 20, 3000), -ENOENT);
+	ck_assert_int_eq(h_sh("test $(find %s/prefix -name '*.pfx' | wc -l) = 1", dir), 0);
+	/* a young temp file whose writer's entry is missing stays too */
+	char p[256];
+	snprintf(p, sizeof(p), "%s/objects/ab", dir);
+	mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/objects/ab/.tmp-hostZ.1.0badf00d.0", dir);
+	close(open(p, O_CREAT | O_WRONLY, 0600));
+	struct sc_l3_janitor_report r;
+	ck_assert_int_eq(sc_l3_janitor(a, SC_L3_JANITOR_FULL, &r), 0);
+	ck_assert_uint_eq(r.stale_temps, 0);
+	ck_assert_uint_eq(r.dropped, 0);
+	ck_assert_int_eq(h_count(dir, ".tmp-hostZ"), 1);
+	/* past the grace both go */
+	sleep(2);
+	ck_assert_int_eq(h_fetch(a, 7, 20, 3000), -ENOENT);
+	ck_assert_int_eq(h_sh("test $(find %s/prefix -name '*.pfx' | wc -l) = 0", dir), 0);
+	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
+	ck_assert_uint_eq(r.stale_temps, 1);
+	/* a put keeps an entry young: one older than half the grace is written again */
+	ck_assert_int_eq(h_put(a, 8, 20, 3000), 0);
+	ck_assert_int_eq(h_sh("cp -p %s/prefix/*/*.pfx %s.pfx1", dir, dir), 0);
+	ck_assert_int_eq(h_put(a, 8, 20, 3000), 0);
+	ck_assert_int_eq(h_sh("cmp -s %s/prefix/*/*.pfx %s.pfx1", dir, dir), 0); /* young: kept as it was */
+	usleep(800000);
+	ck_assert_int_eq(h_put(a, 8, 20, 3000), 0);
+	ck_assert_int_eq(h_sh("! cmp -s %s/prefix/*/*.pfx %s.pfx1", dir, dir), 0); /* refreshed */
+	ck_assert_int_eq(h_sh("rm -f %s.pfx1", dir), 0);
+	sc_l3_close(a);
+}
+END_TEST
+
+START_TEST(regression_killed_put_left_an_unregistered_length)
+{
+	/* a writer killed after renaming its prefix entry into place but before registering the
+	 * entry's token length: nothing probed that length, and every later put of the same prefix
+	 * found the entry "the same" and returned early, so the prefix stayed unreachable (found by
+	 * stress --hosts: objects_lost) */
+	struct sc_l3 *a = host("hostA", 0);
+	ck_assert_int_eq(h_put(a, 5, 33, 4000), 0);
+	ck_assert_int_eq(h_sh("rm %s/lengths/33", dir), 0);
+	ck_assert_int_eq(h_fetch(a, 5, 33, 4000), -ENOENT);
+	ck_assert_int_eq(h_put(a, 5, 33, 4000), 0);
+	ck_assert_int_eq(h_fetch(a, 5, 33, 4000), 0);
+	/* the janitor's full pass repairs it too */
+	ck_assert_int_eq(h_sh("rm %s/lengths/33", dir), 0);
+	struct sc_l3_janitor_report r;
+	ck_assert_int_eq(sc_l3_janitor(a, SC_L3_JANITOR_FULL, &r), 0);
+	ck_assert_int_eq(h_fetch(a, 5, 33, 4000), 0);
+	sc_l3_close(a);
+}
+END_TEST
+
 START_TEST(corrupt_janitor_files_are_survived)
 {
 	struct sc_l3 *a = host("hostA", 0);
@@ -447,6 +509,8 @@ static Suite *l3_shared_suite(void)
 	tcase_add_test(tc, janitor_that_lost_its_lease_cannot_act);
 	tcase_add_test(tc, lru_order_counts_other_hosts_uses);
 	tcase_add_test(tc, dangling_prefix_entries_dropped_live_ones_kept);
+	tcase_add_test(tc, nothing_is_removed_on_a_missing_younger_than_the_grace);
+	tcase_add_test(tc, regression_killed_put_left_an_unregistered_length);
 	tcase_add_test(tc, corrupt_janitor_files_are_survived);
 	tcase_add_test(tc, put_over_budget_runs_a_pass);
 	tcase_add_test(tc, vanished_object_is_a_miss);

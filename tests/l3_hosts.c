@@ -39,9 +39,12 @@ void h_bytes(uint32_t doc, uint8_t *p, size_t n)
 		p[i] = (uint8_t)(i ^ doc);
 }
 
+unsigned h_visibility_ms;
+
 int h_open(const char *dir, const char *host, uint64_t budget, const char *state_dir, struct sc_l3 **out)
 {
-	struct sc_l3_opts o = { .flags = SC_L3_OPEN_SHARED, .host_id = host, .budget_bytes = budget, .state_dir = state_dir };
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_SHARED, .host_id = host, .budget_bytes = budget, .state_dir = state_dir,
+				.visibility_ms = h_visibility_ms };
 	return sc_l3_open(dir, &o, out);
 }
 
@@ -92,6 +95,18 @@ out:
 	free(want);
 	free(got);
 	return rc;
+}
+
+int h_fetch_wait(struct sc_l3 *l3, uint32_t doc, uint32_t ntok, size_t bytes, unsigned ms)
+{
+	int rc;
+	for (unsigned waited = 0;; waited += 10) {
+		rc = h_fetch(l3, doc, ntok, bytes);
+		if (rc != -ENOENT || waited >= ms)
+			return rc;
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 int h_sh(const char *fmt, ...)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "stress_hosts.h"
 #include "workload.h"
 
 #define MAX_PROCS 64
@@ -534,6 +535,8 @@ static void on_finding(const char *component, const char *message, int repaired,
 
 int cmd_stress(int argc, char **argv)
 {
+	if (stress_hosts_wanted(argc, argv)) /* several hosts on one L3 directory: tools/stress_hosts.c */
+		return stress_hosts_main(argc, argv);
 	struct stress_opts o = { .procs = 4, .seconds = 30, .size = 512u << 20, .max_payload = 16u << 20 };
 	o.seed = (uint64_t)time(NULL);
 	int prc = parse(argc, argv, &o);
