@@ -585,9 +585,13 @@ struct sc_l3_location {
  * the directory; then the prefix entry the same way. Putting a digest that exists only adds the
  * prefix entry (idempotent); concurrent puts of any digests from any processes are safe.
  * @loc: if not NULL, receives the location.
- * Returns 0, -EINVAL (bad args), -E2BIG (larger than the budget) or -ENOSPC (below min_free, or
- * the disk is full): refusals are counted in write_refusals; or another negative errno.
- * Blocks on disk I/O (fsync), may evict least recently used objects; allocates a little.
+ * Returns 0 once the object and the prefix entry were both seen in place (a concurrent eviction
+ * or drop is repaired by writing again), -EINVAL (bad args), -E2BIG (larger than the budget) or
+ * -ENOSPC (below min_free, or the disk is full): refusals are counted in write_refusals; -EAGAIN
+ * (evicted again as fast as it was written, four times: the budget is too small for the load);
+ * or another negative errno.
+ * Blocks on disk I/O (fsync), may evict least recently used objects (shared mode: only when the
+ * store is over budget and no janitor holds the lease: a janitor pass); allocates a little.
  */
 int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_l3_location *loc);
 
@@ -726,6 +730,9 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t bytes);
  * entries of dead writers; if the objects exceed the budget, remove least recently used ones
  * until 85 % of it remain (an object used since the listing is skipped), each logged to
  * DIR/janitor.log; write DIR/lru and the record (objects, bytes, time).
+ * DIR/janitor.log has one line per act: "<t0> <t1> <epoch> <host> <what> <digest> <bytes>", t in
+ * CLOCK_REALTIME ns; what = "intent" (written before an unlink, t1 = 0), "evict" (t0..t1 is the
+ * unlink), or "quarantine". It is renamed to janitor.log.1 past 4 MiB.
  */
 #define SC_L3_JANITOR_WAIT 0x1u /* wait for the lease instead of returning -EBUSY */
 #define SC_L3_JANITOR_KEEP 0x2u /* keep the lease after the pass (until a call without it, or close) */

@@ -179,6 +179,10 @@ START_TEST(put_on_a_restored_on_b_byte_for_byte)
 			t[TOK + i] = 7 + i; /* the prompt goes on past the stored prefix */
 		h_bytes(1, want, BYTES);
 		int bad = 0;
+		/* A's put shows here within the mounts' visibility delay (tens of ms), not always at once */
+		struct sc_l3_location loc;
+		for (int i = 0; i < 100 && sc_l3_locate_longest(l3, "h", t, TOK + 10, &loc) != TOK; i++)
+			usleep(10000);
 		for (int round = 0; round < 2; round++) {
 			struct sc_restore r;
 			int rc = sc_restore(st, l3, "h", t, TOK + 10, 0, &r);
@@ -240,8 +244,8 @@ START_TEST(concurrent_puts_of_the_same_prefixes_from_both_hosts)
 	for (int h = A; h <= B; h++) {
 		struct sc_l3 *l3 = open_as(h, "t2", 0);
 		for (uint32_t i = 0; i < K; i++) {
-			ck_assert_int_eq(h_fetch(l3, 100 + i, 64, BYTES), 0);
-			ck_assert_int_eq(h_fetch(l3, 200 + (uint32_t)(1 - h) * 10 + i, 64, BYTES / 3), 0);
+			ck_assert_int_eq(h_fetch_wait(l3, 100 + i, 64, BYTES, 1000), 0);
+			ck_assert_int_eq(h_fetch_wait(l3, 200 + (uint32_t)(1 - h) * 10 + i, 64, BYTES / 3, 1000), 0);
 		}
 		if (h == B)
 			ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
@@ -274,6 +278,9 @@ START_TEST(janitor_evicts_to_budget_while_the_other_host_fills)
 			_exit(2);
 		int counts[4] = { 0 }; /* ok, miss, error, wrong */
 		char c;
+		for (uint32_t d = 0; d < HOT; d++) /* A's puts are visible here (within 1 s) */
+			if (h_fetch_wait(l3, 300 + d, 32, BYTES, 1000))
+				_exit(4);
 		while (read(stop[0], &c, 1) != 1) {
 			for (uint32_t d = 0; d < HOT; d++) {
 				int rc = h_fetch(l3, 300 + d, 32, BYTES);
@@ -385,7 +392,13 @@ START_TEST(janitor_host_killed_then_taken_over)
 	ck_assert_int_eq(waitpid(pw, &status, WNOHANG), 0);
 	/* the MDS evicts A's session (an operator, or session_autoclose): B takes over */
 	ck_assert_int_eq(h_sh("%s evict %s %s >/dev/null", SC_CEPHFS_DEV, cluster, host_name[A]), 0);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ck_assert_int_eq(h_wait(pw, 60), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("takeover: host B's standby had the lease and finished its pass %.2f s after host A's session was evicted\n",
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	fflush(stdout);
 	struct sc_l3_janitor_report rw;
 	ck_assert_int_eq(hear(res[0], &rw, sizeof(rw)), 0);
 	ck_assert_uint_gt(rw.epoch, ea);
@@ -402,7 +415,7 @@ START_TEST(janitor_host_killed_then_taken_over)
 	ck_assert_int_eq(sc_l3_stats(a, &st), 0);
 	ck_assert_uint_eq(st.janitor_epoch, rw.epoch);
 	ck_assert_str_eq(st.janitor_host, "hostB");
-	ck_assert_int_eq(h_fetch(a, 400 + N - 1, 32, BYTES), 0);
+	ck_assert_int_eq(h_fetch_wait(a, 400 + N - 1, 32, BYTES, 1000), 0);
 	sc_l3_close(a);
 }
 END_TEST
@@ -483,7 +496,7 @@ START_TEST(mount_dies_mid_fill_errors_never_wrong_bytes)
 	/* nothing was quarantined by A's failed reads: the objects are intact */
 	struct sc_l3 *a = open_as(A, "t5", 0);
 	for (uint32_t d = 0; d < N; d++)
-		ck_assert_int_eq(h_fetch(a, 500 + d, 48, BYTES), 0);
+		ck_assert_int_eq(h_fetch_wait(a, 500 + d, 48, BYTES, 1000), 0);
 	sc_l3_close(a);
 }
 END_TEST
