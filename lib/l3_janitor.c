@@ -22,11 +22,13 @@
  *
  * The LRU order across hosts (shared mode). Fills and repeated puts on every host append a
  * record per use to their DIR/access/<writer>.<n> segment (lib/l3_shared.c); each pass merges the
- * segments into the table of last uses it inherited from DIR/lru, orders victims by the later of
- * their mtime (creation, or last touch in local mode) and their last recorded use, writes the
- * table back (tmp + rename) and only then removes the segments that are closed (their writer is
- * gone, or it has moved on to a newer one). A pass that dies in between merges them again next
- * time: merging is idempotent (a maximum).
+ * segments into the table of last uses it inherited from DIR/lru (lib/l3_lru.c), orders victims by
+ * the later of their mtime (creation, or last touch in local mode) and their last recorded use,
+ * writes the table back (tmp + rename) and only then removes the segments that are closed (their
+ * writer is gone, or it has moved on to a newer one). A pass that dies in between merges them again
+ * next time: merging is idempotent (a maximum).
+ *
+ * Lock order within a process: jan_mu (one janitor call per handle), then mu (lib/l3_shared.c).
  *
  * Cost per pass on CephFS (measured with ceph-fuse): a listing of every object (readdir + stat,
  * ~0.25 ms per object with warm caps, ~2 ms cold), ~10 ms per unlink, the segments (<= 64 KiB per
@@ -47,10 +49,8 @@
 
 #define RELAXED memory_order_relaxed
 #define JREC_MAGIC 0x0a4e414a33435350ull /* "PSC3JAN\n" */
-#define LRU_MAGIC 0x0a55524c33435350ull  /* "PSC3LRU\n" */
 #define FENCE_BATCH 16                   /* removals between two fence checks */
 #define LOG_ROTATE (4u << 20)            /* janitor.log is renamed to janitor.log.1 past this */
-#define SEGMENT_READ_MAX (1u << 20)      /* more than a segment can be: the rest is ignored */
 #define EST_REFRESH_NS 1000000000ull     /* put side: re-read the record at most this often */
 
 /* The record in DIR/janitor (a 256-byte block at offset 0). */
@@ -73,16 +73,6 @@ struct l3_jrec {
 _Static_assert(sizeof(struct l3_jrec) == 256, "janitor record layout");
 _Static_assert(offsetof(struct l3_jrec, check) == 168, "janitor record layout");
 
-struct lru_hdr {
-	uint64_t magic;
-	uint32_t version, reserved;
-	uint64_t count;                /* entries of struct lru_ent that follow */
-	uint64_t check;                /* XXH3-64 of the entries */
-};
-struct lru_ent {
-	uint64_t lo, hi, t_ns;
-};
-_Static_assert(sizeof(struct lru_hdr) == 32 && sizeof(struct lru_ent) == 24, "lru table layout");
 
 /* ---- the record ---- */
 
@@ -228,11 +218,6 @@ struct victim {
 	int gone;
 };
 
-struct lru_map { /* open addressing: digest -> last use */
-	struct lru_ent *e;
-	size_t cap, n;
-};
-
 struct writer_verdict {
 	char name[L3_WRITER_MAX];
 	int alive;
@@ -245,11 +230,9 @@ struct jctx {
 	struct victim *v;
 	size_t nv, capv;
 	uint64_t total;
-	struct lru_map map;
+	struct l3_lru lru;                  /* shared mode: last uses (lib/l3_lru.c) */
 	struct writer_verdict *wv;
 	size_t nwv, capwv;
-	char (*closed)[L3_WRITER_MAX + 16]; /* access segments to remove once the table is written */
-	size_t nclosed, capclosed;
 	unsigned acts;                      /* removals so far: fence every FENCE_BATCH */
 	int logfd;
 	char logbuf[8192];
@@ -271,49 +254,14 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-static size_t map_slot(const struct lru_map *m, uint64_t lo, uint64_t hi)
-{
-	size_t i = (size_t)(lo ^ (hi * 0x9e3779b97f4a7c15ull)) & (m->cap - 1);
-	while (m->e[i].t_ns && (m->e[i].lo != lo || m->e[i].hi != hi))
-		i = (i + 1) & (m->cap - 1);
-	return i;
-}
-
-static int map_put(struct lru_map *m, uint64_t lo, uint64_t hi, uint64_t t)
-{
-	if (!t)
-		return 0;
-	if ((m->n + 1) * 2 > m->cap) {
-		struct lru_map b = { calloc(m->cap ? m->cap * 2 : 1024, sizeof(struct lru_ent)), m->cap ? m->cap * 2 : 1024, 0 };
-		if (!b.e)
-			return -ENOMEM;
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->e[i].t_ns) {
-				size_t s = map_slot(&b, m->e[i].lo, m->e[i].hi);
-				b.e[s] = m->e[i];
-				b.n++;
-			}
-		free(m->e);
-		*m = b;
-	}
-	size_t s = map_slot(m, lo, hi);
-	if (!m->e[s].t_ns) {
-		m->e[s] = (struct lru_ent){ lo, hi, t };
-		m->n++;
-	} else if (t > m->e[s].t_ns) {
-		m->e[s].t_ns = t;
-	}
-	return 0;
-}
-
-static uint64_t map_get(const struct lru_map *m, uint64_t lo, uint64_t hi)
-{
-	if (!m->cap)
-		return 0;
-	return m->e[map_slot(m, lo, hi)].t_ns;
-}
-
 /* Is @w alive? Asked once per writer per pass. */
+static int verdict(struct jctx *j, const char *w);
+
+static int verdict_cb(void *ctx, const char *w)
+{
+	return verdict(ctx, w);
+}
+
 static int verdict(struct jctx *j, const char *w)
 {
 	for (size_t i = 0; i < j->nwv; i++)
@@ -378,133 +326,6 @@ static void log_open(struct jctx *j)
 	j->logfd = openat(l3->dirfd, "janitor.log", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, l3->file_mode);
 }
 
-/* -- the table of last uses and the access segments (shared mode) -- */
-
-static void lru_load(struct jctx *j)
-{
-	int fd = openat(j->l3->dirfd, "lru", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return;
-	struct lru_hdr h;
-	struct stat sb;
-	struct lru_ent *e = NULL;
-	if (pread(fd, &h, sizeof(h), 0) != sizeof(h) || fstat(fd, &sb) < 0 || h.magic != LRU_MAGIC ||
-	    h.version != L3_FORMAT_VERSION || h.count > (1ull << 32) ||
-	    (uint64_t)sb.st_size != sizeof(h) + h.count * sizeof(struct lru_ent))
-		goto out;
-	size_t len = (size_t)h.count * sizeof(*e);
-	if (len && !(e = malloc(len)))
-		goto out;
-	if (len && pread(fd, e, len, sizeof(h)) != (ssize_t)len)
-		goto out;
-	if (XXH3_64bits(e, len) != h.check)
-		goto out; /* a torn or damaged table: start over from mtimes and the segments */
-	for (size_t i = 0; i < h.count; i++)
-		if (map_put(&j->map, e[i].lo, e[i].hi, e[i].t_ns))
-			break;
-out:
-	free(e);
-	close(fd);
-}
-
-struct seg {
-	char name[L3_WRITER_MAX + 16];
-	char writer[L3_WRITER_MAX];
-	unsigned long seq;
-};
-
-static void segments_merge(struct jctx *j)
-{
-	struct sc_l3 *l3 = j->l3;
-	int dfd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return;
-	}
-	struct seg *s = NULL;
-	size_t ns = 0, caps = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		const char *dot = strrchr(e->d_name, '.');
-		size_t nl = strlen(e->d_name);
-		if (e->d_name[0] == '.' || !dot || (size_t)(dot - e->d_name) >= L3_WRITER_MAX || nl >= sizeof(s->name))
-			continue;
-		unsigned long seq = strtoul(dot + 1, &end, 10);
-		if (*end || end == dot + 1 || grow((void **)&s, &caps, ns + 1, sizeof(*s)))
-			continue;
-		memcpy(s[ns].name, e->d_name, nl + 1);
-		memcpy(s[ns].writer, e->d_name, (size_t)(dot - e->d_name));
-		s[ns].writer[dot - e->d_name] = 0;
-		s[ns].seq = seq;
-		ns++;
-	}
-	struct l3_access *buf = malloc(SEGMENT_READ_MAX);
-	for (size_t i = 0; buf && i < ns; i++) {
-		int fd = openat(dirfd(d), s[i].name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
-			continue;
-		struct stat sb;
-		int settled = fstat(fd, &sb) == 0 && l3_settled(l3, mtime_of(&sb));
-		ssize_t n = pread(fd, buf, SEGMENT_READ_MAX, 0);
-		close(fd);
-		for (ssize_t k = 0; k + (ssize_t)sizeof(*buf) <= n; k += (ssize_t)sizeof(*buf)) {
-			const struct l3_access *a = &buf[k / (ssize_t)sizeof(*buf)];
-			/* a torn tail (a writer killed mid-write) fails its check */
-			if (XXH3_64bits(a, offsetof(struct l3_access, check)) != a->check)
-				continue;
-			map_put(&j->map, a->lo, a->hi, a->t_ns);
-			j->rep.accesses++;
-		}
-		/* closed: its writer is gone, or has moved on to a newer segment */
-		int newer = 0;
-		for (size_t k = 0; k < ns && !newer; k++)
-			newer = k != i && s[k].seq > s[i].seq && !strcmp(s[k].writer, s[i].writer);
-		if ((newer || (settled && !verdict(j, s[i].writer))) &&
-		    !grow((void **)&j->closed, &j->capclosed, j->nclosed + 1, sizeof(*j->closed)))
-			snprintf(j->closed[j->nclosed++], sizeof(j->closed[0]), "%s", s[i].name);
-	}
-	free(buf);
-	free(s);
-	closedir(d);
-}
-
-static int lru_write(struct jctx *j)
-{
-	struct sc_l3 *l3 = j->l3;
-	size_t n = 0;
-	struct lru_ent *e = malloc((j->nv ? j->nv : 1) * sizeof(*e));
-	if (!e)
-		return -ENOMEM;
-	/* only what mtimes do not say already, and only for objects that are still there */
-	for (size_t i = 0; i < j->nv; i++) {
-		const struct victim *v = &j->v[i];
-		if (!v->gone && v->key > v->mtime)
-			e[n++] = (struct lru_ent){ v->lo, v->hi, (uint64_t)v->key };
-	}
-	struct lru_hdr h = { LRU_MAGIC, L3_FORMAT_VERSION, 0, n, XXH3_64bits(e, n * sizeof(*e)) };
-	char tmp[L3_WRITER_MAX + 24];
-	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
-	int rc = 0, fd = openat(l3->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
-	if (fd < 0) {
-		free(e);
-		return -errno;
-	}
-	if (pwrite(fd, &h, sizeof(h), 0) != sizeof(h) ||
-	    (n && pwrite(fd, e, n * sizeof(*e), sizeof(h)) != (ssize_t)(n * sizeof(*e))) || fsync(fd) < 0)
-		rc = -EIO;
-	close(fd);
-	free(e);
-	if (!rc && !(rc = fence(l3)) && renameat(l3->dirfd, tmp, l3->dirfd, "lru") < 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(l3->dirfd, tmp, 0);
-	return rc;
-}
-
 /* -- the listing -- */
 
 static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
@@ -561,7 +382,7 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	if (grow((void **)&j->v, &j->capv, j->nv + 1, sizeof(*j->v)))
 		return -ENOMEM;
 	int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-	int64_t used = (int64_t)map_get(&j->map, lo, hi);
+	int64_t used = (int64_t)l3_lru_get(&j->lru, lo, hi);
 	j->v[j->nv++] = (struct victim){ lo, hi, (uint64_t)sb.st_size, mt, used > mt ? used : mt, 0 };
 	j->total += (uint64_t)sb.st_size;
 	return 0;
@@ -677,6 +498,51 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	return 0;
 }
 
+/* The table of last uses, for the objects still there and only where their mtime says less. */
+static int lru_write(struct jctx *j)
+{
+	size_t n = 0;
+	struct l3_lru_ent *e = malloc((j->nv ? j->nv : 1) * sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	for (size_t i = 0; i < j->nv; i++) {
+		const struct victim *v = &j->v[i];
+		if (!v->gone && v->key > v->mtime)
+			e[n++] = (struct l3_lru_ent){ v->lo, v->hi, (uint64_t)v->key };
+	}
+	int rc = l3_lru_write(j->l3, e, n, fence);
+	free(e);
+	return rc;
+}
+
+/* Temp files at the top of DIR (a janitor killed while writing DIR/lru) of writers that are gone. */
+static int top_temps(struct jctx *j)
+{
+	struct sc_l3 *l3 = j->l3;
+	int fd = openat(l3->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && (e = readdir(d))) {
+		char w[L3_WRITER_MAX];
+		struct stat sb;
+		if (strncmp(e->d_name, ".tmp-", 5) || fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !l3_settled(l3, mtime_of(&sb)) ||
+		    (l3_tmp_writer(e->d_name, ".tmp-", w, sizeof(w)) == 0 && verdict(j, w)))
+			continue;
+		if (!(rc = act(j)) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+			j->rep.stale_temps++;
+	}
+	closedir(d);
+	return rc;
+}
+
 static int writers_reap(struct jctx *j)
 {
 	struct sc_l3 *l3 = j->l3;
@@ -719,8 +585,8 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		goto out;
 	log_open(j);
 	if (l3->shared) {
-		lru_load(j);
-		segments_merge(j);
+		l3_lru_load(l3, &j->lru, verdict_cb, j);
+		j->rep.accesses = j->lru.accesses;
 	}
 	if ((rc = l3_scan(l3, l3->objfd, on_object, j)))
 		goto out;
@@ -733,12 +599,14 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		goto out;
 	if ((rc = l3_scan(l3, l3->pfxfd, on_prefix, j)) || (rc = writers_reap(j)))
 		goto out;
+	if ((rc = top_temps(j)))
+		goto out;
 	if (l3->shared) {
 		if ((rc = lru_write(j)))
 			goto out;
 		int afd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		for (size_t i = 0; afd >= 0 && i < j->nclosed && !(rc = act(j)); i++)
-			unlinkat(afd, j->closed[i], 0);
+		for (size_t i = 0; afd >= 0 && i < j->lru.nclosed && !(rc = act(j)); i++)
+			unlinkat(afd, j->lru.closed[i], 0);
 		if (afd >= 0)
 			close(afd);
 		if (rc)
@@ -782,9 +650,8 @@ out:
 	if (out)
 		*out = j->rep;
 	free(j->v);
-	free(j->map.e);
+	l3_lru_free(&j->lru);
 	free(j->wv);
-	free(j->closed);
 	free(j);
 	return rc;
 }

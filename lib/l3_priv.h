@@ -309,6 +309,25 @@ int l3_pfx_drop(struct sc_l3 *l3, const char *rel);
 /* Resolve a captured ".drop-" file left by a dead dropper: put it back or remove it. */
 int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *name);
 
+/* ---- lib/l3_lru.c (the janitor's, under its lease) ---- */
+struct l3_lru_ent {
+	uint64_t lo, hi, t_ns;     /* digest, last use (CLOCK_REALTIME) */
+};
+struct l3_lru {
+	struct l3_lru_ent *e;      /* open addressing: digest -> last use (t_ns 0: empty) */
+	size_t cap, n;
+	char (*closed)[L3_WRITER_MAX + 16]; /* DIR/access segments to remove once the table is written */
+	size_t nclosed, capclosed;
+	uint64_t accesses;         /* segment records merged */
+};
+/* DIR/lru, then every DIR/access segment merged in; @alive(@ctx, writer) tells whether a writer lives. */
+void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*alive)(void *, const char *), void *ctx);
+/* The last recorded use of a digest (0: none). */
+uint64_t l3_lru_get(const struct l3_lru *m, uint64_t lo, uint64_t hi);
+/* Write @e[0..n) as DIR/lru (tmp + fsync, then rename if @fence says we still hold the lease). */
+int l3_lru_write(struct sc_l3 *l3, const struct l3_lru_ent *e, size_t n, int (*fence)(struct sc_l3 *));
+void l3_lru_free(struct l3_lru *m);
+
 /* ---- lib/l3_janitor.c ---- */
 /* Shared mode, put side: a put of @bytes made the store's estimated size exceed the budget:
  * run a pass now if no janitor holds the lease. */
