@@ -56,7 +56,23 @@ STATIC := $(B)/libstagecache.a
 SHARED := $(B)/libstagecache.so.0
 CLI := $(B)/stagecache
 
-all: $(STATIC) $(SHARED) $(B)/libstagecache.so $(CLI)
+# The test build: the same sources compiled with -DSC_TEST_HOOKS (fault points, the promotion
+# clock override, schedule points, poisoned frees), declared in lib/stagecache_test.h. Tests and
+# `stagecache stress` use it; the product library above has none of it (and `make install`
+# installs only the product).
+T := $(B)/test
+TEST_LIB_OBJS := $(LIB_SRCS:%.c=$(T)/obj/%.o)
+TEST_TOOL_OBJS := $(TOOL_SRCS:%.c=$(T)/obj/%.o)
+TEST_STATIC := $(T)/libstagecache.a
+TEST_SHARED := $(T)/libstagecache.so.0
+TEST_CLI := $(T)/stagecache
+
+all: $(STATIC) $(SHARED) $(B)/libstagecache.so $(CLI) $(TEST_CLI)
+
+$(B)/obj/tests/%.o: tests/%.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -c -o $@ $<
 
 $(B)/obj/%.o: %.c
 	$(call msg,CC,$<)
@@ -80,11 +96,33 @@ $(CLI): $(TOOL_OBJS) $(SHARED)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LIBS) $(TOOL_LIBS)
 
-# Tests link the static library (and may use its private headers).
-$(B)/tests/%: tests/%.c $(STATIC) $(TEST_HELPER_OBJS)
+# ---- the test build (hooks compiled in) ----
+$(T)/obj/%.o: %.c
 	$(call msg,CC,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(LIBS) $(CHECK_LIBS)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -c -o $@ $<
+
+$(TEST_STATIC): $(TEST_LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(TEST_SHARED): $(TEST_LIB_OBJS) lib/stagecache.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libstagecache.so.0 -Wl,--version-script=lib/stagecache.map -Wl,-z,defs \
+		$(LDFLAGS) -o $@ $(TEST_LIB_OBJS) $(LIBS)
+
+$(TEST_CLI): $(TEST_TOOL_OBJS) $(TEST_SHARED)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TEST_TOOL_OBJS) -L$(T) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN' $(LIBS) $(TOOL_LIBS)
+
+$(T)/obj/tools/cmd_trace.o: $(BPF_SKEL)
+$(T)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null)
+
+# Tests link the test build's static library (and may use its private headers and the hooks).
+$(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
+	$(call msg,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(TEST_STATIC) $(LIBS) $(CHECK_LIBS)
 
 # bench ring compares with DPDK's rte_ring: its headers only (librte_ring is dlopen'ed at run time)
 $(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null)
@@ -152,6 +190,7 @@ $(B)/tests/static_probes: $(STATIC)
 
 $(B)/tests/check_probes: $(B)/tests/static_probes $(BPF_SKEL)
 $(B)/tests/check_trace: $(CLI)
+$(B)/tests/check_liveness: $(CLI) $(TEST_CLI)
 
 all: $(PROBE_HELPERS)
 
@@ -163,7 +202,7 @@ FUZZ_SECONDS ?= 30
 FB := build/fuzz
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FB)/%)
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -Ilib -fsanitize=fuzzer-no-link,address,undefined \
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -DSC_TEST_HOOKS -Ilib -fsanitize=fuzzer-no-link,address,undefined \
 	-fno-sanitize-recover=undefined
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FB)/obj/%.o)
 
@@ -244,4 +283,4 @@ clean:
 
 .PHONY: all check tests demo bench deps setup install clean fuzz fuzz-build
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_HELPER_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_HELPER_OBJS:.o=.d) $(TEST_LIB_OBJS:.o=.d) $(TEST_TOOL_OBJS:.o=.d)

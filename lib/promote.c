@@ -22,6 +22,9 @@
 #include "probes.h"
 #include "../shm/obs.h"
 
+#ifdef SC_TEST_HOOKS
+#include "stagecache_test.h"
+
 static uint64_t now_ns(struct sc_arena *arena)
 {
 	if (arena->promote_now)
@@ -36,6 +39,13 @@ void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*fn)(void *ctx), voi
 	arena->promote_now = fn;
 	arena->promote_now_ctx = fn ? ctx : NULL;
 }
+#else
+static uint64_t now_ns(struct sc_arena *arena)
+{
+	(void)arena;
+	return shm_now_ns();
+}
+#endif
 
 static int lock_table(struct sc_arena *arena, struct shm_obs_hdr **out)
 {

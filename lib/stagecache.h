@@ -707,9 +707,6 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 /** sc_promote_attempted - mark the observation terminal (call after any admit attempt). 0 or -errno. */
 int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
 
-/** sc_promote_set_clock - tests: this process's policy clock (ns, monotonic); NULL restores the real one. */
-void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*now_ns)(void *ctx), void *ctx);
-
 struct sc_promote_stats {
 	uint32_t observations, claims, capacity;
 	uint64_t considered, promoted, evicted, expired, repairs;
@@ -995,20 +992,9 @@ uint64_t sc_batcher_ring_full(const struct sc_batcher *b);
 /** sc_batcher_commits - commits emitted (the terminal one included). */
 uint64_t sc_batcher_commits(const struct sc_batcher *b);
 
-/* ============================== fault injection, fsck (lib/fault.c, lib/fsck.c) ============================== */
-/* (section owned by reliability) */
-
-/**
- * sc_fault_arm - arm a fault-injection point in the calling process: when the library reaches
- * the point named @spec ("l2.admit.linked", "heap.free.merge", ... or "name@N" for the N-th
- * time), the process sends itself SIGKILL there, as a crash would. NULL or "" disarms. For
- * tests and `stagecache stress` only. The environment variable SC_FAULT does the same.
- * Returns 0 or -EINVAL (malformed spec).
- */
-int sc_fault_arm(const char *spec);
-
-/** sc_fault_points - the names of every fault point in this build (NULL-terminated array). */
-const char *const *sc_fault_points(void);
+/* ============================== fsck (lib/fsck.c) ============================== */
+/* (section owned by reliability; the test build's hooks — fault points, clocks, schedule points —
+ * are not part of this header: see lib/stagecache_test.h, which is never installed) */
 
 #define SC_FSCK_DEEP 0x1u   /* also verify the digest of every L2 entry */
 #define SC_FSCK_REPAIR 0x2u /* fix what can be fixed, drop what cannot */
