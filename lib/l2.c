@@ -140,7 +140,7 @@ static const struct shm_index_entry *peek_entry(struct sc_arena *a, struct sc_ke
 static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct shm_index_entry *exclude,
 		    uint64_t *off)
 {
-	uint64_t tag = shm_tag_priv((uint32_t)a->shm->reader_slot, (uint32_t)getpid());
+	uint64_t tag = shm_tag_priv(a->shm->token);
 	uint64_t budget = l2_budget(a);
 	for (int round = 0; round < 6; round++) {
 		uint64_t used = l2_used(a);
@@ -230,7 +230,7 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc
 	e->footprint = fp;
 	e->created_ns = shm_realtime_ns();
 	e->retire_epoch = 0;
-	e->owner_pid = (uint32_t)getpid();
+	e->owner = a->shm->token;
 	atomic_store_explicit(&e->freq, 0, memory_order_relaxed);
 	atomic_store_explicit(&e->state, SHM_ENT_BUSY, memory_order_relaxed);
 	shm_fault_point("l2.admit.busy");

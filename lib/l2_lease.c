@@ -59,8 +59,8 @@ size_t l2_leases_collect(struct sc_arena *a, uint64_t **out)
 	*out = NULL;
 	for (uint32_t i = 0; i < n; i++) {
 		struct shm_reader_slot *s = shm_reader_slot(a->shm, i);
-		if (!atomic_load_explicit(&s->pid, memory_order_acquire))
-			continue;
+		if (atomic_load_explicit(&s->state, memory_order_relaxed) == SHM_SLOT_FREE)
+			continue; /* a free slot records nothing (its cleaner zeroed ext before FREE) */
 		struct l2_ext *x = l2_ext_of(s);
 		for (int j = 0; j < SC_LEASES_MAX; j++) {
 			/* acquire: pairs with the release in l2_lease_drop / the epoch exit */
@@ -88,26 +88,19 @@ size_t l2_leases_collect(struct sc_arena *a, uint64_t **out)
 	return k;
 }
 
-static void reap_cb(struct shm_arena *sa, struct shm_reader_slot *s, void *ctx)
-{
-	(void)sa;
-	int *any = ctx;
-	struct l2_ext *x = l2_ext_of(s);
-	for (int j = 0; j < SC_LEASES_MAX; j++)
-		atomic_store_explicit(&x->rec[j], 0, memory_order_release);
-	memset(x->spare, 0, sizeof(x->spare));
-	*any = 1;
-}
-
 int l2_reap(struct sc_arena *a, int force)
 {
 	uint64_t now = l2_now_ns();
 	if (!force && now - a->l2_last_reap_ns < 1000000)
 		return 0;
 	a->l2_last_reap_ns = now;
-	int any = 0, freed = shm_readers_reap(a->shm, reap_cb, &any);
-	if (freed > 0 || any || force)
+	/* clearing a dead holder's slot drops its lease records (shm/readers.c) */
+	int freed = shm_readers_reap(a->shm);
+	uint64_t cleaned = shm_readers_cleaned(a->shm);
+	if (freed > 0 || force || cleaned != a->l2_swept_cleaned) {
+		a->l2_swept_cleaned = cleaned;
 		(void)shm_index_sweep(l2_ix(a), -1); /* their private reservations are orphans now */
-	return freed > 0 || any;
+	}
+	return freed > 0;
 }
 

@@ -124,9 +124,12 @@ struct sc_arena_info {
 	uint32_t creator_pid;
 	uint32_t mode;           /* file mode bits */
 	uint32_t reader_slots;
-	uint32_t attached_count; /* live attached processes (all of them) */
+	uint32_t attached_count; /* attached handles whose process is alive (all of them) */
 	struct {
-		uint32_t pid;
+		uint32_t pid;        /* in the attached process's own pid namespace */
+		uint32_t uid;
+		uint32_t slot;       /* its reader slot */
+		int other_pidns;     /* 1: another pid namespace than the caller's (the pid means nothing here) */
 		uint64_t attached_unix;
 	} attached[SC_INFO_MAX_ATTACHED]; /* the first SC_INFO_MAX_ATTACHED of them */
 	uint32_t index_entries, ring_count, ring_bytes, obs_entries;
