@@ -5,8 +5,8 @@
  * the epoch (release in shm_epoch_exit); reclaimers read records only after shm_epoch_min_active
  * (acquire) showed the epoch of the retirement passed, so they see every lease taken on a retired
  * entry (protocol: shm/index.c). Release stores 0 (release: the holder's reads of the payload
- * happen before a reclaimer that reads 0 frees it). A dead process's records are cleared by the
- * reaper callback, which runs only under shm_readers_reap's REAPING marker.
+ * happen before a reclaimer that reads 0 frees it). A dead holder's records are cleared with its
+ * slot by whoever takes the slot's lock after the death (shm/readers.c), and only then.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -86,6 +86,20 @@ size_t l2_leases_collect(struct sc_arena *a, uint64_t **out)
 		qsort(v, k, sizeof(*v), cmp_u64);
 	*out = v;
 	return k;
+}
+
+/* At most once per L2_REAP_PERIOD_NS across all processes (a CAS on the arena's reap_due_ns):
+ * whoever passes by first after the period reaps. This bounds how long a dead process's leases
+ * and reservations outlive it while anyone admits, with no daemon. */
+#define L2_REAP_PERIOD_NS 100000000ull
+void l2_reap_periodic(struct sc_arena *a)
+{
+	_Atomic uint64_t *due = &a->shm->hdr->reap_due_ns;
+	uint64_t now = l2_now_ns(), d = atomic_load_explicit(due, memory_order_relaxed);
+	if (now < d || !atomic_compare_exchange_strong_explicit(due, &d, now + L2_REAP_PERIOD_NS, memory_order_relaxed,
+								 memory_order_relaxed))
+		return;
+	(void)l2_reap(a, 0);
 }
 
 int l2_reap(struct sc_arena *a, int force)

@@ -139,6 +139,36 @@ struct sc_arena_info {
 /** sc_arena_info - describe the arena. Reads /proc/self/smaps (may block briefly). */
 int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info);
 
+/**
+ * sc_arena_token - this handle's owner token: how the arena records this handle as the holder of
+ * its leases, fill reservations, fill claims, ring roles and locks. Unique among the live
+ * attachments; (incarnation << 16) | reader slot. 0 for NULL.
+ */
+uint32_t sc_arena_token(const struct sc_arena *arena);
+
+/* One holder of arena resources (sc_arena_holders). */
+struct sc_holder {
+	uint32_t slot;           /* reader slot */
+	uint32_t token;          /* owner token (sc_arena_token of the handle) */
+	int alive;               /* 1: its process holds the slot's kernel-released lock */
+	int other_pidns;         /* 1: attached from another pid namespace than the caller's */
+	uint32_t pid, uid;       /* for people: pid in the holder's own namespace (0: unknown) */
+	uint32_t leases;         /* lease records */
+	uint64_t leased_bytes;   /* footprint of the L2 entries those leases pin */
+	uint64_t reserved_bytes; /* heap bytes of its unpublished fill reservations */
+};
+
+/**
+ * sc_arena_holders - every attachment the reader table records (live ones, and dead ones whose
+ * slot nobody has cleared yet), plus holders known only from what they still hold (reservations
+ * of an attachment whose slot was reused since). Fills up to @max rows of @out and returns how
+ * many rows there are (may exceed @max), or -EINVAL, -EBADMSG, -ECHILD. Reads the lease records
+ * and walks the heap (its lock is taken briefly); changes nothing. Liveness costs one fcntl per
+ * row. For monitoring and tests: what dead processes still hold is reclaimed by the next
+ * operation that needs the room, and by a periodic reap while anyone admits.
+ */
+int sc_arena_holders(struct sc_arena *arena, struct sc_holder *out, unsigned max);
+
 /** sc_arena_layout_version - the layout version this library reads and writes. */
 uint32_t sc_arena_layout_version(void);
 
