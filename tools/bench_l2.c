@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#include "cli.h"
+#include "bench.h"
 
 #define SMALL_KEYS 1024
 #define BIG_KEYS 256
@@ -46,11 +46,11 @@ static void toks(int32_t *t, size_t n, uint32_t base)
 
 static double tsc_ns_per_tick(void)
 {
-	double t0 = cli_now();
+	double t0 = bench_now();
 	uint64_t c0 = __rdtsc();
-	while (cli_now() - t0 < 0.05)
+	while (bench_now() - t0 < 0.05)
 		;
-	return (cli_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
+	return (bench_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
 }
 
 static int cmp_u64(const void *x, const void *y)
@@ -114,8 +114,8 @@ static void bench_hit_latency(struct bench *b, const struct sc_key *keys)
 		p99[r] = (double)d[(size_t)n * 99 / 100] * ns_tick;
 	}
 	free(d);
-	cli_bench_line("l2", "hit_lease_p50_ns", cli_median(p50, 5), "ns", NULL);
-	cli_bench_line("l2", "hit_lease_p99_ns", cli_median(p99, 5), "ns", NULL);
+	bench_value("l2", "hit_lease_p50_ns", bench_median(p50, 5), "ns", NULL);
+	bench_value("l2", "hit_lease_p99_ns", bench_median(p99, 5), "ns", NULL);
 }
 
 static void bench_key(struct bench *b)
@@ -126,26 +126,26 @@ static void bench_key(struct bench *b)
 	double v[7];
 	struct sc_key k;
 	for (int r = 0; r < 7; r++) {
-		double t0 = cli_now();
+		double t0 = bench_now();
 		for (int i = 0; i < n; i++) {
 			t[0] = i;
 			sc_l2_key(b->st, "bench", t, 4096, &k);
 		}
-		v[r] = (cli_now() - t0) * 1e9 / n;
+		v[r] = (bench_now() - t0) * 1e9 / n;
 	}
-	cli_bench_line("l2", "key_4096_tokens_ns", cli_median(v, 7), "ns", NULL);
+	bench_value("l2", "key_4096_tokens_ns", bench_median(v, 7), "ns", NULL);
 }
 
 /* memcpy of 1 MiB from each of BIG_KEYS distinct buffers into @dst: GB/s */
 static double memcpy_rate(uint8_t **src, uint8_t *dst, int rounds)
 {
-	double t0 = cli_now();
+	double t0 = bench_now();
 	for (int r = 0; r < rounds; r++)
 		for (int i = 0; i < BIG_KEYS; i++) {
 			memcpy(dst, src[i], MIB);
 			__asm__ volatile("" ::"r"(dst) : "memory");
 		}
-	return (double)rounds * BIG_KEYS * MIB / (cli_now() - t0) / 1e9;
+	return (double)rounds * BIG_KEYS * MIB / (bench_now() - t0) / 1e9;
 }
 
 static int bench_big(struct bench *b)
@@ -178,7 +178,7 @@ static int bench_big(struct bench *b)
 	for (int r = 0; r < reps; r++) {
 		/* admit: digest verification + copy into the arena + publish (replacing after round 0) */
 		base_a[r] = memcpy_rate(src, dst, rounds);
-		double t0 = cli_now();
+		double t0 = bench_now();
 		for (int k = 0; k < rounds; k++)
 			for (int i = 0; i < BIG_KEYS; i++) {
 				int32_t t[16];
@@ -187,10 +187,10 @@ static int bench_big(struct bench *b)
 				if ((rc = sc_l2_admit(b->st, "big", t, 16, dig[i], &p, SC_ORIGIN_DIRECT)))
 					goto out;
 			}
-		admit_r[r] = (double)rounds * BIG_KEYS * MIB / (cli_now() - t0) / 1e9;
+		admit_r[r] = (double)rounds * BIG_KEYS * MIB / (bench_now() - t0) / 1e9;
 		/* copy-out of every entry into one destination, vs memcpy of the same sizes */
 		base_c[r] = memcpy_rate(src, dst, rounds);
-		t0 = cli_now();
+		t0 = bench_now();
 		for (int k = 0; k < rounds; k++)
 			for (int i = 0; i < BIG_KEYS; i++) {
 				int32_t t[16];
@@ -201,19 +201,19 @@ static int bench_big(struct bench *b)
 					goto out;
 				}
 			}
-		copy_r[r] = (double)rounds * BIG_KEYS * MIB / (cli_now() - t0) / 1e9;
+		copy_r[r] = (double)rounds * BIG_KEYS * MIB / (bench_now() - t0) / 1e9;
 	}
 	double ra[5], rcpy[5];
 	for (int r = 0; r < reps; r++) {
 		ra[r] = admit_r[r] / base_a[r];
 		rcpy[r] = copy_r[r] / base_c[r];
 	}
-	cli_bench_line("l2", "copyout_1m_gbps", cli_median(copy_r, reps), "GB/s", NULL);
-	cli_bench_line("l2", "admit_1m_gbps", cli_median(admit_r, reps), "GB/s", NULL);
-	cli_bench_line("l2", "memcpy_1m_gbps", cli_median(base_c, reps), "GB/s", NULL);
-	cli_bench_line("l2", "copyout_1m_vs_memcpy", cli_median(rcpy, reps), "ratio",
+	bench_value("l2", "copyout_1m_gbps", bench_median(copy_r, reps), "GB/s", NULL);
+	bench_value("l2", "admit_1m_gbps", bench_median(admit_r, reps), "GB/s", NULL);
+	bench_value("l2", "memcpy_1m_gbps", bench_median(base_c, reps), "GB/s", NULL);
+	bench_value("l2", "copyout_1m_vs_memcpy", bench_median(rcpy, reps), "ratio",
 		       "memcpy of 1 MiB from 256 distinct 1 MiB buffers (256 MiB > LLC) into one buffer, same run");
-	cli_bench_line("l2", "admit_1m_vs_memcpy", cli_median(ra, reps), "ratio",
+	bench_value("l2", "admit_1m_vs_memcpy", bench_median(ra, reps), "ratio",
 		       "memcpy of 1 MiB from 256 distinct 1 MiB buffers (256 MiB > LLC) into one buffer, same run");
 out:
 	munmap(region, span);
@@ -241,8 +241,8 @@ static void reader_child(const char *name, int go_fd, int out_fd, double secs)
 		_exit(3);
 	uint64_t ops = 0;
 	uint32_t x = (uint32_t)getpid();
-	double end = cli_now() + secs;
-	while (cli_now() < end) {
+	double end = bench_now() + secs;
+	while (bench_now() < end) {
 		for (int i = 0; i < 256; i++) {
 			x = x * 1103515245u + 12345u;
 			struct sc_lease l;
@@ -356,9 +356,9 @@ int bench_l2(int argc, char **argv)
 			r2[r] = run_readers(b.name, 2, secs);
 			ratio[r] = r1[r] > 0 ? r2[r] / r1[r] : 0;
 		}
-		cli_bench_line("l2", "hit_1proc_ops", cli_median(r1, 3), "ops/s", NULL);
-		cli_bench_line("l2", "hit_2proc_ops", cli_median(r2, 3), "ops/s", NULL);
-		cli_bench_line("l2", "hit_2proc_vs_1proc", cli_median(ratio, 3), "ratio",
+		bench_value("l2", "hit_1proc_ops", bench_median(r1, 3), "ops/s", NULL);
+		bench_value("l2", "hit_2proc_ops", bench_median(r2, 3), "ops/s", NULL);
+		bench_value("l2", "hit_2proc_vs_1proc", bench_median(ratio, 3), "ratio",
 			       "aggregate lease lookups/s of 1 reader process, same keys, same run");
 	}
 	ret = EXIT_OK;

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "bench.h"
 
 #define MAXOBJ 1024
 
@@ -135,7 +135,7 @@ static double fill_pass(struct set *s, uint32_t flags, int *direct_count)
 	for (int i = 0; i < s->ndst; i++)
 		free_dst[i] = i;
 	int next = 0, completed = 0, bad = 0;
-	double t0 = cli_now();
+	double t0 = bench_now();
 	while (completed < s->count && !bad) {
 		while (next < s->count && nfree > 0) {
 			int d = free_dst[--nfree];
@@ -170,7 +170,7 @@ static double fill_pass(struct set *s, uint32_t flags, int *direct_count)
 			break;
 		completed += r;
 	}
-	double t = cli_now() - t0;
+	double t = bench_now() - t0;
 	if (direct_count) {
 		*direct_count = 0;
 		for (int i = 0; i < next; i++)
@@ -184,7 +184,7 @@ static double fill_pass(struct set *s, uint32_t flags, int *direct_count)
 /* The baseline: open, pread the payload into the same arena memory, close. */
 static double pread_pass(struct set *s, int direct)
 {
-	double t0 = cli_now();
+	double t0 = bench_now();
 	for (int i = 0; i < s->count; i++) {
 		int fd = open(s->path[i], O_RDONLY | (direct ? O_DIRECT : 0));
 		if (fd < 0)
@@ -201,7 +201,7 @@ static double pread_pass(struct set *s, int direct)
 		}
 		close(fd);
 	}
-	return cli_now() - t0;
+	return bench_now() - t0;
 }
 
 /* Bring whole object files (header and payload) into the page cache. */
@@ -380,35 +380,35 @@ int bench_l3(int argc, char **argv)
 			tps[k] = pread_pass(&s4, 0);
 			rws[k] = tps[k] / tws[k];
 		}
-		double tw = cli_median(tws, 3), tpw = cli_median(tps, 3);
+		double tw = bench_median(tws, 3), tpw = bench_median(tps, 3);
 		w4[r] = (double)s4.count * (double)s4.bytes / tw / 1e9;
 		pw4[r] = (double)s4.count * (double)s4.bytes / tpw / 1e9;
-		rw4[r] = cli_median(rws, 3);
+		rw4[r] = bench_median(rws, 3);
 		/* warm 64 KiB, for the record */
 		warm_files(&s64);
 		w64[r] = (double)s64.count / fill_pass(&s64, 0, NULL);
 	}
 	if (have_fio)
-		cli_bench_line("l3", "fill_cold_4m_vs_fio", cli_median(rc4, n), "ratio", "fio io_uring direct=1 bs=4M same files and depth");
+		bench_value("l3", "fill_cold_4m_vs_fio", bench_median(rc4, n), "ratio", "fio io_uring direct=1 bs=4M same files and depth");
 	else
 		fprintf(stderr, "stagecache bench l3: fio not available (or failed): fill_cold_4m_vs_fio not measured\n");
-	cli_bench_line("l3", "fill_cold_64k_vs_pread", cli_median(r64, n), "ratio", "pread loop, O_DIRECT, same arena memory");
-	cli_bench_line("l3", "fill_warm_4m_vs_pread", cli_median(rw4, n), "ratio", "pread loop, buffered, warm, same arena memory");
-	cli_bench_line("l3", "fill_cold_4m_gbps", cli_median(c4, n), "GB/s", NULL);
+	bench_value("l3", "fill_cold_64k_vs_pread", bench_median(r64, n), "ratio", "pread loop, O_DIRECT, same arena memory");
+	bench_value("l3", "fill_warm_4m_vs_pread", bench_median(rw4, n), "ratio", "pread loop, buffered, warm, same arena memory");
+	bench_value("l3", "fill_cold_4m_gbps", bench_median(c4, n), "GB/s", NULL);
 	if (have_fio) {
-		cli_bench_line("l3", "fio_cold_4m_gbps", cli_median(f4, n), "GB/s", NULL);
-		cli_bench_line("l3", "fio_cold_64k_gbps", cli_median(f64, n), "GB/s", NULL);
-		cli_bench_line("l3", "fill_cold_64k_vs_fio", cli_median(rc4f, n), "ratio", "fio io_uring direct=1 bs=64K same files and depth");
+		bench_value("l3", "fio_cold_4m_gbps", bench_median(f4, n), "GB/s", NULL);
+		bench_value("l3", "fio_cold_64k_gbps", bench_median(f64, n), "GB/s", NULL);
+		bench_value("l3", "fill_cold_64k_vs_fio", bench_median(rc4f, n), "ratio", "fio io_uring direct=1 bs=64K same files and depth");
 	}
-	cli_bench_line("l3", "fill_cold_4m_objects_per_s", cli_median(c4, n) * 1e9 / (double)s4.bytes, "objects/s", NULL);
-	cli_bench_line("l3", "fill_cold_64k_objects_per_s", cli_median(c64, n), "objects/s", NULL);
-	cli_bench_line("l3", "fill_cold_64k_gbps", cli_median(c64, n) * (double)s64.bytes / 1e9, "GB/s", NULL);
-	cli_bench_line("l3", "pread_direct_64k_objects_per_s", cli_median(p64, n), "objects/s", NULL);
-	cli_bench_line("l3", "fill_warm_4m_gbps", cli_median(w4, n), "GB/s", NULL);
-	cli_bench_line("l3", "pread_warm_4m_gbps", cli_median(pw4, n), "GB/s", NULL);
-	cli_bench_line("l3", "fill_warm_64k_objects_per_s", cli_median(w64, n), "objects/s", NULL);
-	cli_bench_line("l3", "fill_cold_4m_direct_fraction", (double)direct4 / s4.count, "fraction", NULL);
-	cli_bench_line("l3", "fill_cold_64k_direct_fraction", (double)direct64 / s64.count, "fraction", NULL);
+	bench_value("l3", "fill_cold_4m_objects_per_s", bench_median(c4, n) * 1e9 / (double)s4.bytes, "objects/s", NULL);
+	bench_value("l3", "fill_cold_64k_objects_per_s", bench_median(c64, n), "objects/s", NULL);
+	bench_value("l3", "fill_cold_64k_gbps", bench_median(c64, n) * (double)s64.bytes / 1e9, "GB/s", NULL);
+	bench_value("l3", "pread_direct_64k_objects_per_s", bench_median(p64, n), "objects/s", NULL);
+	bench_value("l3", "fill_warm_4m_gbps", bench_median(w4, n), "GB/s", NULL);
+	bench_value("l3", "pread_warm_4m_gbps", bench_median(pw4, n), "GB/s", NULL);
+	bench_value("l3", "fill_warm_64k_objects_per_s", bench_median(w64, n), "objects/s", NULL);
+	bench_value("l3", "fill_cold_4m_direct_fraction", (double)direct4 / s4.count, "fraction", NULL);
+	bench_value("l3", "fill_cold_64k_direct_fraction", (double)direct64 / s64.count, "fraction", NULL);
 	free(v);
 	ret = EXIT_OK;
 cleanup:

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "bench.h"
 
 #ifdef SC_PROBES_HELPER
 
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 	}
 	double best = 0;
 	for (long b = 0; b < batches; b++) {
-		double t0 = cli_now();
+		double t0 = bench_now();
 		for (long i = 0; i < iters; i++) {
 			struct sc_lease l;
 			rc = sc_l2_get_key(st, key, &l);
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 			}
 			sc_lease_release(&l);
 		}
-		double ns = (cli_now() - t0) * 1e9 / (double)iters;
+		double ns = (bench_now() - t0) * 1e9 / (double)iters;
 		if (b == 0 || ns < best)
 			best = ns;
 	}
@@ -85,7 +85,7 @@ out:
 }
 
 /* The helper links only the static library; cli_now is the CLI's. */
-double cli_now(void)
+double bench_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -191,9 +191,9 @@ int bench_probes(int argc, char **argv)
 		if (r == 0 || b < best_without)
 			best_without = b;
 	}
-	cli_bench_line("probes", "hit_ns_noprobes", best_without, "ns", NULL);
-	cli_bench_line("probes", "hit_ns_probes_unattached", best_with, "ns", NULL);
-	cli_bench_line("probes", "probes_unattached_overhead", best_with / best_without - 1, "ratio",
+	bench_value("probes", "hit_ns_noprobes", best_without, "ns", NULL);
+	bench_value("probes", "hit_ns_probes_unattached", best_with, "ns", NULL);
+	bench_value("probes", "probes_unattached_overhead", best_with / best_without - 1, "ratio",
 		       "hit_ns_noprobes");
 
 	if (geteuid() != 0) {
@@ -222,8 +222,8 @@ int bench_probes(int argc, char **argv)
 	fclose(tout);
 	if (e)
 		return cli_fail("bench", e, "probes: running the helper under trace failed");
-	cli_bench_line("probes", "hit_ns_probes_attached", best_att, "ns", NULL);
-	cli_bench_line("probes", "attached_ns_per_event", best_att - best_with, "ns", "hit_ns_probes_unattached");
+	bench_value("probes", "hit_ns_probes_attached", best_att, "ns", NULL);
+	bench_value("probes", "attached_ns_per_event", best_att - best_with, "ns", "hit_ns_probes_unattached");
 	return EXIT_OK;
 }
 

@@ -36,7 +36,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
-#include "cli.h"
+#include "bench.h"
 
 #if defined(__has_include)
 #if __has_include(<rte_ring_elem.h>)
@@ -160,7 +160,7 @@ static double run_pair(side_fn producer, side_fn consumer, void *arg)
 	}
 	while (atomic_load(&sh->ready) < 2)
 		usleep(100);
-	sh->t_start = cli_now();
+	sh->t_start = bench_now();
 	atomic_store_explicit(&sh->go, 1, memory_order_release);
 	int ok = 1;
 	for (int i = 0; i < 2; i++) {
@@ -242,7 +242,7 @@ static void ring_consumer(void *v)
 		else
 			pauses = 0;
 	}
-	sh->t_end = cli_now();
+	sh->t_end = bench_now();
 	sh->sink += s.sum;
 	sc_ring_consumer_close(ar);
 	sc_arena_close(ar);
@@ -264,7 +264,7 @@ static void batcher_producer(void *v)
 		_exit(3);
 	struct sc_batcher b;
 	struct mallinfo2 m0 = mallinfo2();
-	double t0 = cli_now(), waited = 0;
+	double t0 = bench_now(), waited = 0;
 	uint64_t done = 0, req = 0;
 	while (done < a->tokens) {
 		sc_batcher_init(&b, r, ++req, 7);
@@ -276,29 +276,29 @@ static void batcher_producer(void *v)
 			uint64_t before = sc_batcher_count(&b);
 			t += 1000;
 			if (sc_batcher_commit(&b, (int32_t)k, t) == -EAGAIN && sc_batcher_count(&b) == before) {
-				double w0 = cli_now();
+				double w0 = bench_now();
 				unsigned spins = 0;
 				while (sc_batcher_commit(&b, (int32_t)k, t) == -EAGAIN && sc_batcher_count(&b) == before)
 					idle(&spins);
-				waited += cli_now() - w0;
+				waited += bench_now() - w0;
 			}
 		}
 		if (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN) {
-			double w0 = cli_now();
+			double w0 = bench_now();
 			unsigned spins = 0;
 			while (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN)
 				idle(&spins);
-			waited += cli_now() - w0;
+			waited += bench_now() - w0;
 		}
 	}
-	double t1 = cli_now();
+	double t1 = bench_now();
 	struct mallinfo2 m1 = mallinfo2();
 	sh->ns_per_token = (t1 - t0 - waited) * 1e9 / (double)a->tokens;
 	sh->wall_ns_per_token = (t1 - t0) * 1e9 / (double)a->tokens;
 	sh->heap_delta = (int64_t)(m1.uordblks - m0.uordblks) + (int64_t)(m1.hblkhd - m0.hblkhd);
 	sc_ring_close(r);
 	sc_arena_close(ar);
-	sh->t_end = cli_now();
+	sh->t_end = bench_now();
 }
 
 static int batch_cb(const struct sc_commit *c, void *ctx)
@@ -402,7 +402,7 @@ static void rte_consumer(void *v)
 			sum += sum_tokens(rec->tokens, rec->ntokens);
 		}
 	}
-	sh->t_end = cli_now();
+	sh->t_end = bench_now();
 	free(buf);
 	sh->sink += sum;
 }
@@ -479,7 +479,7 @@ static void pipe_consumer(void *v)
 		memmove(buf, buf + off, have - off);
 		have -= off;
 	}
-	sh->t_end = cli_now();
+	sh->t_end = bench_now();
 	free(buf);
 	sh->sink += sum;
 }
@@ -581,9 +581,9 @@ int bench_ring(int argc, char **argv)
 		}
 		if (status == EXIT_OK) {
 			/* the batcher's own cost (ring-full waits for the consumer excluded), and wall time */
-			cli_bench_line("ring", "batcher_ns_per_token", cli_median(ns, runs), "ns", NULL);
-			cli_bench_line("ring", "batcher_wall_ns_per_token", cli_median(wall, runs), "ns", NULL);
-			cli_bench_line("ring", "batcher_heap_growth", worst_heap, "bytes", NULL);
+			bench_value("ring", "batcher_ns_per_token", bench_median(ns, runs), "ns", NULL);
+			bench_value("ring", "batcher_wall_ns_per_token", bench_median(wall, runs), "ns", NULL);
+			bench_value("ring", "batcher_heap_growth", worst_heap, "bytes", NULL);
 		}
 		free(wall);
 		free(ns);
@@ -644,41 +644,41 @@ int bench_ring(int argc, char **argv)
 		}
 		if (status == EXIT_OK) {
 			char k[80], bl[32];
-			double o = cli_median(m[0], runs);
+			double o = bench_median(m[0], runs);
 			snprintf(bl, sizeof(bl), "rte_ring_bulk_%u", bulk);
 			snprintf(k, sizeof(k), "records_%u_per_s", nt);
-			cli_bench_line("ring", k, o, "records/s", NULL);
+			bench_value("ring", k, o, "records/s", NULL);
 			snprintf(k, sizeof(k), "tokens_%u_per_s", nt);
-			cli_bench_line("ring", k, o * nt, "tokens/s", NULL);
+			bench_value("ring", k, o * nt, "tokens/s", NULL);
 			snprintf(k, sizeof(k), "bytes_%u_per_s", nt);
-			cli_bench_line("ring", k, o * esize, "bytes/s", NULL);
+			bench_value("ring", k, o * esize, "bytes/s", NULL);
 			if (have_rte) {
 				snprintf(k, sizeof(k), "rte_ring_records_%u_per_s", nt);
-				cli_bench_line("ring", k, cli_median(m[1], runs), "records/s", NULL);
+				bench_value("ring", k, bench_median(m[1], runs), "records/s", NULL);
 				snprintf(k, sizeof(k), "records_%u_vs_rte_ring", nt);
-				cli_bench_line("ring", k, cli_median(ratio[0], runs), "ratio", bl);
+				bench_value("ring", k, bench_median(ratio[0], runs), "ratio", bl);
 			}
 			snprintf(k, sizeof(k), "pipe_records_%u_per_s", nt);
-			cli_bench_line("ring", k, cli_median(m[4], runs), "records/s", NULL);
+			bench_value("ring", k, bench_median(m[4], runs), "records/s", NULL);
 			snprintf(k, sizeof(k), "records_%u_vs_pipe", nt);
-			cli_bench_line("ring", k, cli_median(ratio[1], runs), "ratio", "pipe");
+			bench_value("ring", k, bench_median(ratio[1], runs), "ratio", "pipe");
 			/* the same with one record per publish (sc_ring_try_submit / rte_ring bulk of 1) */
 			snprintf(k, sizeof(k), "records_%u_single_per_s", nt);
-			cli_bench_line("ring", k, cli_median(m[2], runs), "records/s", NULL);
+			bench_value("ring", k, bench_median(m[2], runs), "records/s", NULL);
 			if (have_rte) {
 				snprintf(k, sizeof(k), "rte_ring_records_%u_single_per_s", nt);
-				cli_bench_line("ring", k, cli_median(m[3], runs), "records/s", NULL);
+				bench_value("ring", k, bench_median(m[3], runs), "records/s", NULL);
 				snprintf(k, sizeof(k), "records_%u_single_vs_rte_ring", nt);
-				cli_bench_line("ring", k, cli_median(ratio[2], runs), "ratio", "rte_ring_bulk_1");
+				bench_value("ring", k, bench_median(ratio[2], runs), "ratio", "rte_ring_bulk_1");
 			}
 			snprintf(k, sizeof(k), "records_%u_single_vs_pipe", nt);
-			cli_bench_line("ring", k, cli_median(ratio[3], runs), "ratio", "pipe");
+			bench_value("ring", k, bench_median(ratio[3], runs), "ratio", "pipe");
 			if (have_rte) {
 				/* both consumers read every token: ours in place, rte_ring's from its copy */
 				snprintf(k, sizeof(k), "records_%u_read_all_per_s", nt);
-				cli_bench_line("ring", k, cli_median(m[5], runs), "records/s", NULL);
+				bench_value("ring", k, bench_median(m[5], runs), "records/s", NULL);
 				snprintf(k, sizeof(k), "records_%u_read_all_vs_rte_ring", nt);
-				cli_bench_line("ring", k, cli_median(ratio[4], runs), "ratio", "rte_ring_bulk_16, every token read");
+				bench_value("ring", k, bench_median(ratio[4], runs), "ratio", "rte_ring_bulk_16, every token read");
 			}
 		}
 #ifdef HAVE_RTE_RING
