@@ -105,7 +105,7 @@ all: $(BENCH)
 # the ring benchmark (both sides' consumers and producers) as DPDK builds its applications' hot
 # paths: -O3 -march=native, after DPDK's own flags (which say -march=corei7)
 $(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null) -O3 -march=native
-$(B)/obj/tools/bench_main.o: override CFLAGS += -DSC_DPDK_VERSION='"$(DPDK_VERSION)"'
+$(B)/obj/tools/bench_main.o $(B)/obj/tools/bench_ring.o: override CFLAGS += -DSC_DPDK_VERSION='"$(DPDK_VERSION)"'
 
 BENCH_DIR := $(B)/bench
 # make bench: every benchmark, the JSON lines in $(BENCH_DIR)/bench.json, the table, then plots and
@@ -115,6 +115,8 @@ bench-run: all
 	@set +e; $(BENCH) all --out $(BENCH_DIR)/bench.json --table $(BENCH_ARGS) | tee $(BENCH_DIR)/bench.txt; \
 		rc=$${PIPESTATUS[0]}; $(BENCH) report $(BENCH_DIR)/bench.json $(BENCH_DIR) || rc=1; \
 		echo "bench: $(BENCH_DIR)/report.html, $(BENCH_DIR)/report.md, $(BENCH_DIR)/bench.json (exit $$rc)"; exit $$rc
+
+$(B)/tests/check_bench: $(CLI) $(BENCH)
 
 .PHONY: bench-run
 # ---- end of benchmarks ----

@@ -56,6 +56,11 @@ int bench_ring(int argc, char **argv);
 int bench_l3(int argc, char **argv);
 int bench_probes(int argc, char **argv);
 
+/* For the report: a row read back from a JSON file; the table of targets (Markdown or HTML) over
+ * the rows loaded, for the benchmarks that have rows. Returns the misses. */
+void bench_row_load(const char *bench, const char *metric, double value, const char *unit, const char *why_missing);
+int bench_targets_write(FILE *f, int html);
+
 /* `stagecache-bench report JSON DIR`: plots (gnuplot) and report.md / report.html. */
 int bench_report(int argc, char **argv);
 

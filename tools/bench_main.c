@@ -522,6 +522,61 @@ static int evaluate(const int *ran, FILE *f)
 	return misses;
 }
 
+/* ---- for the report: rows loaded from a JSON file, the targets as a table ---- */
+
+void bench_row_load(const char *bench, const char *metric, double value, const char *unit, const char *why_missing)
+{
+	struct row *r = row_add(bench, metric);
+	if (!r)
+		return;
+	r->value = value;
+	snprintf(r->unit, sizeof(r->unit), "%s", unit ? unit : "");
+	if (why_missing) {
+		r->missing = 1;
+		snprintf(r->why, sizeof(r->why), "%s", why_missing);
+	}
+}
+
+int bench_targets_write(FILE *f, int html)
+{
+	int misses = 0, met = 0;
+	if (html)
+		fprintf(f, "<table>\n<tr><th>bench</th><th>metric</th><th>value</th><th>target</th><th>result</th><th>what (ours / theirs)</th></tr>\n");
+	else
+		fprintf(f, "| bench | metric | value | target | result | what (ours / theirs) |\n|---|---|---|---|---|---|\n");
+	for (size_t t = 0; t < NTARGET; t++) {
+		const struct target *tg = &targets[t];
+		int any = 0;
+		for (int i = 0; i < nrows && !any; i++)
+			any = !strcmp(rows[i].bench, tg->bench);
+		if (!any)
+			continue;
+		const struct row *r = find_row(tg->bench, tg->metric);
+		char val[64], tb[32], res[200];
+		snprintf(tb, sizeof(tb), "%s %g", tg->op == '<' ? "&le;" : "&ge;", tg->bound);
+		if (!r || r->missing) {
+			misses++;
+			snprintf(val, sizeof(val), "—");
+			snprintf(res, sizeof(res), "**missing**: %s", r ? r->why : "not reported");
+		} else {
+			int ok = tg->op == '<' ? r->value <= tg->bound : r->value >= tg->bound;
+			misses += !ok;
+			met += ok;
+			snprintf(val, sizeof(val), "%.3g", r->value);
+			snprintf(res, sizeof(res), "%s", ok ? "met" : "**missed**");
+		}
+		if (html)
+			fprintf(f, "<tr><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+				tg->bench, tg->metric, val, tb, res, tg->what);
+		else
+			fprintf(f, "| %s | `%s` | %s | %s | %s | %s |\n", tg->bench, tg->metric, val, tb, res, tg->what);
+	}
+	if (html)
+		fprintf(f, "</table>\n");
+	fprintf(f, "%s%d targets met, %d missed or missing.%s\n", html ? "<p>" : "\n", met, misses, html ? "</p>" : "");
+	return misses;
+}
+
 /* ---- arguments ---- */
 
 static void usage(FILE *f)
