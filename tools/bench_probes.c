@@ -96,7 +96,7 @@ double bench_now(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache bench probes [--json] [--quick]\n\n"
+	fprintf(f, "usage: stagecache bench probes\n\n"
 		   "The L2 hit loop linked with probes (unattached) vs without probes (-DSC_NO_PROBES), and,\n"
 		   "as root, with the eBPF programs of 'stagecache trace' attached. Metrics:\n"
 		   "  hit_ns_noprobes, hit_ns_probes_unattached, probes_unattached_overhead (target <= 0.02),\n"
@@ -153,24 +153,24 @@ static pid_t start_trace(const char *self, const char *helper, const char *pin_d
 
 int bench_probes(int argc, char **argv)
 {
-	int quick = 0;
+	int quick = bench_quick;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return EXIT_OK;
-		} else if (!strcmp(argv[i], "--quick")) {
-			quick = 1;
-		} else if (strcmp(argv[i], "--json")) { /* output is JSON lines either way */
-			return cli_usage_error("bench", "probes: unknown argument '%s'", argv[i]);
+		} else {
+			return cli_usage_error("bench probes", "unknown option '%s'", argv[i]);
 		}
 	}
-	char self[PATH_MAX], dir[PATH_MAX], with[PATH_MAX + 32], without[PATH_MAX + 48];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char exe[PATH_MAX], dir[PATH_MAX], self[PATH_MAX + 16], with[PATH_MAX + 32], without[PATH_MAX + 48];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
 		return cli_fail("bench", -errno, "probes: /proc/self/exe");
-	self[n] = 0;
-	snprintf(dir, sizeof(dir), "%s", self);
+	exe[n] = 0;
+	snprintf(dir, sizeof(dir), "%s", exe);
 	*strrchr(dir, '/') = 0;
+	/* `stagecache trace` is the CLI's, next to this benchmark binary */
+	snprintf(self, sizeof(self), "%s/stagecache", dir);
 	snprintf(with, sizeof(with), "%s/bench_probes_helper", dir);
 	snprintf(without, sizeof(without), "%s/noprobes/bench_probes_helper", dir);
 	if (access(with, X_OK) || access(without, X_OK))
@@ -197,7 +197,7 @@ int bench_probes(int argc, char **argv)
 		       "hit_ns_noprobes");
 
 	if (geteuid() != 0) {
-		fprintf(stderr, "bench probes: not root: attached cost not measured\n");
+		bench_missing("probes", "attached_ns_per_event", "not root: the eBPF programs cannot be attached");
 		return EXIT_OK;
 	}
 	char pin_dir[64];
@@ -205,8 +205,7 @@ int bench_probes(int argc, char **argv)
 	FILE *tout = NULL;
 	pid_t tp = start_trace(self, with, pin_dir, &tout);
 	if (tp < 0) {
-		fprintf(stderr, "bench probes: could not attach (see 'stagecache trace --binary %s'): attached cost "
-				"not measured\n", with);
+		bench_missing("probes", "attached_ns_per_event", "could not attach (see 'stagecache trace --binary %s')", with);
 		return EXIT_OK;
 	}
 	double best_att = 0;

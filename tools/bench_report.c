@@ -133,7 +133,7 @@ static int plot_get(const char *dir, FILE *gp)
 	if (!f)
 		return 0;
 	int any = 0;
-	fprintf(f, "# bytes");
+	fprintf(f, "bytes");
 	for (int s = 0; s < NGSYS; s++)
 		fprintf(f, " %s", get_sys[s]);
 	fprintf(f, "\n");
