@@ -354,7 +354,7 @@ static int bench_scale(void)
 	struct sc_arena *a;
 	struct sc_stage *st;
 	/* payload 320 B -> 384 B + 64 B block header; index 128 B + bucket per entry */
-	uint64_t bytes = (uint64_t)s.n * (448 + 160) + (96ull << 20);
+	uint64_t bytes = (uint64_t)s.n * 800 + (128ull << 20);
 	if (make_arena(name, bytes, s.n + s.n / 8, &a, &st))
 		return -1;
 	s.tok = malloc((size_t)s.n * NTOK * sizeof(int32_t));
