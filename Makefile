@@ -31,8 +31,8 @@ override CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-missing-field-
 	-fPIC -pthread -MMD -MP -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -Ilib -I$(B) $(SAN)
 override LDFLAGS += -pthread $(SAN)
 LIBS := -luring -lxxhash
-# the CLI depends only on liburing, libbpf (libelf, zlib), libxxhash and glibc (libc, libm: workload.c's pow)
-TOOL_LIBS := -lm
+# the CLI depends only on liburing, libbpf (libelf, zlib), libxxhash and libc
+TOOL_LIBS :=
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
 ifeq ($(V),1)

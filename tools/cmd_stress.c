@@ -386,7 +386,7 @@ static void op_admit(struct worker *w)
 	key_tokens(key, tokens);
 	/* log-uniform 1 KiB .. max_payload */
 	double u = (double)(wl_rand(&w->rng) >> 11) / (double)(1ull << 53);
-	uint64_t len = (uint64_t)(1024.0 * __builtin_exp(u * __builtin_log((double)w->o->max_payload / 1024.0)));
+	uint64_t len = (uint64_t)(1024.0 * wl_exp(u * wl_ln((double)w->o->max_payload / 1024.0)));
 	if (len < 24)
 		len = 24;
 	make_payload(w, key, wl_rand(&w->rng), len);
