@@ -252,6 +252,7 @@ void shm_index_link_locked(struct shm_index *ix, struct shm_index_entry *e, stru
 	atomic_store_explicit(&e->state, SHM_ENT_LIVE, memory_order_release);
 	/* release: the entry's fields (and next) are visible to readers that acquire this slot */
 	atomic_store_explicit(slot, me, memory_order_release);
+	shm_sched_point("l2.index.published");
 	if (old) {
 		shm_fault_point("l2.index.replaced"); /* old is unreachable but not yet retired */
 		shm_index_retire_locked(ix, old);
@@ -278,6 +279,7 @@ int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry 
 	/* release: pairs with readers' acquire of the slot; the successor was published earlier */
 	atomic_store_explicit(slot, atomic_load_explicit(&e->next, memory_order_relaxed), memory_order_release);
 	shm_fault_point("l2.index.unlinked"); /* unreachable but not yet retired */
+	shm_sched_point("l2.index.unlinked");
 	shm_index_retire_locked(ix, e);
 	return 0;
 }
@@ -297,15 +299,14 @@ static int leased(const uint64_t *v, size_t n, uint64_t rec)
 	return 0;
 }
 
-int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, const uint64_t *leases, size_t n_leased,
-			     unsigned max, unsigned *blocked)
+int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min, const uint64_t *leases,
+			     size_t n_leased, unsigned max, unsigned *blocked)
 {
 	struct shm_index_shard *sh = &ix->hdr->shards[shard];
 	unsigned done = 0, seen = 0;
 	*blocked = 0;
 	if (!sh->pending_head)
 		return 0;
-	uint64_t min = shm_epoch_min_active(ix->a);
 	uint32_t *pp = &sh->pending_head;
 	while (*pp && seen < 4 * max + 16 && done < max) {
 		uint32_t cur = *pp;
