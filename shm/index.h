@@ -83,7 +83,8 @@ struct shm_index_shard {
 	uint64_t pending_bytes;      /* footprints of RETIRED entries */
 	uint32_t pending_count;
 	uint32_t repairs;
-	uint8_t pad1[40];
+	uint32_t repair_pending;     /* 1: a rebuild is owed (set before it starts, cleared when done) */
+	uint8_t pad1[36];
 };
 _Static_assert(sizeof(struct shm_index_shard) == 128, "shard layout");
 
