@@ -2,7 +2,9 @@
  * stagecache.h — the whole public contract of libstagecache.
  *
  * stagecache lets the co-located worker processes of an LLM inference server share one host-RAM
- * cache of exact prefix state in a named shared-memory arena (see DESIGN.md).
+ * cache of exact prefix state in a named shared-memory arena. The design — layers, the arena's
+ * layout, every shared-memory protocol and its liveness rule — is docs/DESIGN.md in the source
+ * tree.
  *
  * Conventions, everywhere below:
  *  - every public name starts with sc_ / SC_;
