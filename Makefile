@@ -222,6 +222,8 @@ $(B)/tests/static_probes: $(STATIC)
 $(B)/tests/check_probes: $(B)/tests/static_probes $(BPF_SKEL)
 $(B)/tests/check_trace: $(CLI)
 $(B)/tests/check_liveness: $(CLI) $(TEST_CLI)
+$(B)/tests/check_product: $(CLI) $(TEST_CLI) $(STATIC)
+$(B)/tests/check_product: override CFLAGS += -DSC_BUILD_DIR='"$(B)"'
 
 all: $(PROBE_HELPERS)
 
