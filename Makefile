@@ -222,7 +222,7 @@ $(B)/tests/cxx_client: tests/cxx_client.cpp lib/stagecache.h $(SHARED)
 tests: $(B)/tests/cxx_client
 
 # What `make check` runs besides the Check suites (each prints a Check-style summary line).
-API_TESTS := $(B)/tests/cxx_client tests/api/python.sh tests/api/rust.sh tests/api/exporter.sh
+API_TESTS := $(B)/tests/cxx_client tests/api/python.sh tests/api/rust.sh tests/api/exporter.sh tests/api/docs.sh
 check: export SC_BUILD := $(B)
 check: export SC_SANITIZER := $(ASAN)$(TSAN)
 check: export PYTHON3 := $(PYTHON3)
@@ -235,7 +235,23 @@ docs: $(CLI) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh
 	$(call msg,DOCS,$(B)/man)
 	$(Q)sh docs/man.sh $(B) $(CLI)
 
-.PHONY: docs
+# make install also installs the man pages and the Python package (which then loads the
+# library from $(LIBDIR), recorded in stagecache/_installed.py).
+PYTHON_SITEDIR ?= $(PREFIX)/lib/python3/dist-packages
+install: install-docs install-python
+
+install-docs: docs
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man3type
+	install -m 0644 $(B)/man/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(B)/man/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(B)/man/man3type/*.3type $(DESTDIR)$(MANDIR)/man3type/
+
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITEDIR)/stagecache
+	install -m 0644 python/stagecache/*.py $(DESTDIR)$(PYTHON_SITEDIR)/stagecache/
+	printf 'LIBDIR = %s\n' "'$(LIBDIR)'" > $(DESTDIR)$(PYTHON_SITEDIR)/stagecache/_installed.py
+
+.PHONY: docs install-docs install-python
 
 # ---- checks ----
 deps:

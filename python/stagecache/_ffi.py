@@ -23,8 +23,12 @@ def _candidates():
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    # the build tree: python/stagecache/ -> build/
-    yield os.path.join(here, "..", "..", "build", "libstagecache.so.0")
+    try:  # written by `make install`: the library installed with this package
+        from ._installed import LIBDIR
+        yield os.path.join(LIBDIR, "libstagecache.so.0")
+    except ImportError:
+        # the build tree: python/stagecache/ -> build/
+        yield os.path.join(here, "..", "..", "build", "libstagecache.so.0")
     found = ctypes.util.find_library("stagecache")
     if found:
         yield found
