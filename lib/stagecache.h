@@ -469,6 +469,8 @@ struct sc_lease {
  * The budget is checked against the heap's allocated bytes before allocating, so concurrent
  * admissions may overshoot it by at most what is in flight.
  * May block on shard/heap mutexes; allocates only transiently (eviction planning).
+ * To promote an L3 fill (origin SC_ORIGIN_FROM_L3) use sc_promote_admit, which also records the
+ * attempt in the promotion table; an sc_l2_admit with SC_ORIGIN_FROM_L3 records nothing.
  */
 int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
 		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);

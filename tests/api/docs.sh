@@ -20,8 +20,9 @@ trap 'rm -rf "$t"' EXIT
 if sh docs/man.sh "$t" "$b/stagecache" >"$t/man.log" 2>&1; then ok "docs/man.sh builds the man pages"; else cat "$t/man.log"; bad "docs/man.sh"; fi
 for c in $("$b/stagecache" --help | sed -n 's/^  \([a-z0-9][a-z0-9]*\)  .*/\1/p'); do
 	p=$t/man/man1/stagecache-$c.1
-	if [ -s "$p" ] && w=$(LC_ALL=C man --warnings -l "$p" 2>&1 >/dev/null) && [ -z "$w" ] &&
-		LC_ALL=C MANWIDTH=200 man -l "$p" 2>/dev/null | grep -q "stagecache $c"; then
+	w=
+	if [ -s "$p" ] && LC_ALL=C MANWIDTH=200 man --warnings -l "$p" >"$t/page" 2>"$t/warn" && w=$(cat "$t/warn") &&
+		[ -z "$w" ] && grep -q "stagecache $c" "$t/page"; then
 		ok "stagecache-$c(1)"
 	else
 		bad "stagecache-$c(1): missing, or man warns: $w"
