@@ -27,7 +27,13 @@ static const struct member m_arena_opts[] = {
 
 #define T struct sc_arena_attached
 static const struct member m_arena_attached[] = {
-	P(pid), P(attached_unix),
+	P(pid), P(uid), P(slot), P(other_pidns), P(attached_unix),
+};
+#undef T
+
+#define T struct sc_holder
+static const struct member m_holder[] = {
+	P(slot), P(token), P(alive), P(other_pidns), P(pid), P(uid), P(leases), P(leased_bytes), P(reserved_bytes),
 };
 #undef T
 
@@ -211,7 +217,7 @@ static const struct member m_fsck_report[] = {
 #define TYPE(t) { "sc_" #t, sizeof(struct sc_##t), _Alignof(struct sc_##t), m_##t, N(m_##t) }
 
 static const struct abi_type types[] = {
-	TYPE(arena_opts), TYPE(arena_attached), TYPE(arena_info), TYPE(arena_extent), TYPE(digest),
+	TYPE(arena_opts), TYPE(arena_attached), TYPE(arena_info), TYPE(holder), TYPE(arena_extent), TYPE(digest),
 	TYPE(key), TYPE(kv_component), TYPE(kv_desc), TYPE(payload), TYPE(location), TYPE(lease),
 	TYPE(l2_entry_info), TYPE(l2_stats), TYPE(l2_resv), TYPE(l3_opts), TYPE(l3_put_args),
 	TYPE(l3_location), TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_object_info), TYPE(promote_stats),

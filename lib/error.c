@@ -18,7 +18,8 @@ const char *sc_strerror(int err)
 	case ENOMEM: return "not enough memory (or hugepages) to create it";
 	case ENODEV: return "no hugetlbfs mount with 2 MiB pages (run: stagecache setup)";
 	case EAGAIN: return "temporarily unavailable (being created, or full: try again)";
-	case EUSERS: return "reader table full: too many attached processes";
+	case EUSERS: return "reader table full: every slot is held by a live process";
+	case ECHILD: return "this handle was inherited through fork: the child must open its own";
 	case EACCES: return "permission denied";
 	case E2BIG: return "larger than the cache can ever hold";
 	case ENOSPC: return "no space (could not make room)";

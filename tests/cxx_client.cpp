@@ -45,6 +45,7 @@ int main()
 	same_layout<sc_arena_opts>("sc_arena_opts");
 	same_layout<sc_arena_attached>("sc_arena_attached");
 	same_layout<struct sc_arena_info>("sc_arena_info");
+	same_layout<sc_holder>("sc_holder");
 	same_layout<sc_arena_extent>("sc_arena_extent");
 	same_layout<sc_digest>("sc_digest");
 	same_layout<sc_key>("sc_key");

@@ -4,8 +4,8 @@
 # As root: one `apt-get update`, then `apt-get install -y` of what is missing.
 # As non-root: print the exact command to run.
 PKGS="build-essential liburing-dev libbpf-dev bpftool clang llvm libxxhash-dev check systemtap-sdt-dev \
-pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server libmemcached-dev \
-libhiredis-dev valgrind libclang-rt-14-dev \
+pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server \
+valgrind libclang-rt-14-dev liblmdb-dev lmdb-utils gnuplot-nox \
 g++ python3 python3-numpy cargo rustc libmicrohttpd-dev prometheus help2man doxygen"
 missing=""
 for p in $PKGS; do

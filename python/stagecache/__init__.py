@@ -529,9 +529,28 @@ class Arena:
         d = _struct_dict(i)
         d["name"], d["path"] = i.name.decode(), i.path.decode()
         d["backing"] = _name(lib.sc_backing_name, i.backing)
-        d["attached"] = [{"pid": a.pid, "attached_unix": a.attached_unix}
+        d["attached"] = [{"pid": a.pid, "uid": a.uid, "slot": a.slot, "other_pidns": bool(a.other_pidns),
+                          "attached_unix": a.attached_unix}
                          for a in i.attached[:min(i.attached_count, _ffi.SC_INFO_MAX_ATTACHED)]]
         return d
+
+    def holders(self):
+        """Every attachment and what it holds (sc_arena_holders): a list of dicts."""
+        with self._lock:
+            n = _check(lib.sc_arena_holders(self._handle(), None, 0), "sc_arena_holders")
+            arr = (_ffi.Holder * max(n, 1))()
+            n = min(_check(lib.sc_arena_holders(self._handle(), arr, n), "sc_arena_holders"), n)
+        out = []
+        for h in arr[:n]:
+            d = _struct_dict(h)
+            d["alive"], d["other_pidns"] = bool(h.alive), bool(h.other_pidns)
+            out.append(d)
+        return out
+
+    @property
+    def token(self):
+        """This handle's owner token (sc_arena_token)."""
+        return lib.sc_arena_token(self._handle())
 
     def extents(self):
         """The memory ranges that hold payload bytes (sc_arena_extents), e.g. for cudaHostRegister."""

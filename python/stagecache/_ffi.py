@@ -74,7 +74,14 @@ class ArenaOpts(Structure):
 
 
 class ArenaAttached(Structure):
-    _fields_ = [("pid", c_uint32), ("attached_unix", c_uint64)]
+    _fields_ = [("pid", c_uint32), ("uid", c_uint32), ("slot", c_uint32), ("other_pidns", c_int),
+                ("attached_unix", c_uint64)]
+
+
+class Holder(Structure):
+    _fields_ = [("slot", c_uint32), ("token", c_uint32), ("alive", c_int), ("other_pidns", c_int),
+                ("pid", c_uint32), ("uid", c_uint32), ("leases", c_uint32), ("leased_bytes", c_uint64),
+                ("reserved_bytes", c_uint64)]
 
 
 class ArenaInfo(Structure):
@@ -227,7 +234,7 @@ class FsckReport(Structure):
 # C name -> the mirror. struct sc_batcher is opaque: it is allocated as sc_sizeof("sc_batcher")
 # bytes, so it has no mirror.
 STRUCTS = {
-    "sc_arena_opts": ArenaOpts, "sc_arena_attached": ArenaAttached, "sc_arena_info": ArenaInfo,
+    "sc_arena_opts": ArenaOpts, "sc_arena_attached": ArenaAttached, "sc_arena_info": ArenaInfo, "sc_holder": Holder,
     "sc_arena_extent": ArenaExtent, "sc_digest": Digest_, "sc_key": Key_, "sc_kv_component": KvComponent,
     "sc_kv_desc": KvDesc, "sc_payload": Payload_, "sc_location": Location_, "sc_lease": Lease_,
     "sc_l2_entry_info": L2EntryInfo, "sc_l2_stats": L2Stats, "sc_l2_resv": L2Resv, "sc_l3_opts": L3Opts,
@@ -289,6 +296,8 @@ _proto("sc_arena_close", None, c_void_p)
 _proto("sc_arena_destroy", c_int, c_char_p, c_char_p)
 _proto("sc_arena_info", c_int, c_void_p, POINTER(ArenaInfo))
 _proto("sc_arena_extents", c_int, c_void_p, POINTER(ArenaExtent), c_uint)
+_proto("sc_arena_holders", c_int, c_void_p, POINTER(Holder), c_uint)
+_proto("sc_arena_token", c_uint32, c_void_p)
 _proto("sc_arena_layout_version", c_uint32)
 
 _proto("sc_digest_of", Digest_, c_void_p, c_size_t)

@@ -67,6 +67,13 @@ class TestLayouts(unittest.TestCase):
                 self.assertEqual(getattr(cls, fname).size, size, "%s.%s" % (cname, fname))
             self.assertEqual(ctypes.sizeof(cls), sc.lib.sc_sizeof(cname.encode()), cname)
 
+    def test_the_library_describes_every_structure_of_the_header(self):
+        # a structure added to stagecache.h must get a line in lib/abi.c (and a mirror here)
+        import re
+        header = open(os.path.join(PKG_DIR, "..", "lib", "stagecache.h")).read()
+        declared = set(re.findall(r"^struct (sc_\w+) \{", header, re.M))
+        self.assertEqual(declared, set(_ffi.library_types()))
+
     def test_a_mismatch_refuses_to_load(self):
         good = _ffi.STRUCTS["sc_l2_stats"]
 

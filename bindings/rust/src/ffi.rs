@@ -60,7 +60,25 @@ pub struct sc_arena_opts {
 #[derive(Clone, Copy)]
 pub struct sc_arena_attached {
     pub pid: u32,
+    pub uid: u32,
+    pub slot: u32,
+    pub other_pidns: c_int,
     pub attached_unix: u64,
+}
+
+/// `struct sc_holder`: one holder of arena resources (sc_arena_holders).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct sc_holder {
+    pub slot: u32,
+    pub token: u32,
+    pub alive: c_int,
+    pub other_pidns: c_int,
+    pub pid: u32,
+    pub uid: u32,
+    pub leases: u32,
+    pub leased_bytes: u64,
+    pub reserved_bytes: u64,
 }
 
 #[repr(C)]
@@ -444,6 +462,7 @@ extern "C" {
     pub fn sc_arena_destroy(dir: *const c_char, name: *const c_char) -> c_int;
     pub fn sc_arena_info(a: *mut sc_arena, info: *mut sc_arena_info) -> c_int;
     pub fn sc_arena_extents(a: *mut sc_arena, out: *mut sc_arena_extent, max: c_uint) -> c_int;
+    pub fn sc_arena_holders(a: *mut sc_arena, out: *mut sc_holder, max: c_uint) -> c_int;
 
     pub fn sc_digest_of(buf: *const c_void, len: usize) -> sc_digest;
     pub fn sc_digest_sections(a: *const c_void, alen: usize, b: *const c_void, blen: usize) -> sc_digest;

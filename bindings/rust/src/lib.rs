@@ -78,6 +78,7 @@ use std::time::Duration;
 
 pub use ffi::sc_kv_component as KvComponent;
 pub use ffi::sc_kv_desc as KvDesc;
+pub use ffi::sc_holder as Holder;
 pub use ffi::sc_l2_stats as L2Stats;
 pub use ffi::sc_l3_stats as L3Stats;
 pub use ffi::sc_promote_stats as PromoteStats;
@@ -202,7 +203,9 @@ pub fn layouts() -> Vec<TypeLayout> {
     vec![
         layout!("sc_arena_opts", sc_arena_opts, [size_bytes, huge, dir, mode, gid, index_entries, ring_count,
                 ring_bytes, obs_entries, reader_slots, flags]),
-        layout!("sc_arena_attached", sc_arena_attached, [pid, attached_unix]),
+        layout!("sc_arena_attached", sc_arena_attached, [pid, uid, slot, other_pidns, attached_unix]),
+        layout!("sc_holder", sc_holder, [slot, token, alive, other_pidns, pid, uid, leases, leased_bytes,
+                reserved_bytes]),
         layout!("sc_arena_info", sc_arena_info, [name, path, size_bytes, page_size, backing, layout_version,
                 created_unix, creator_pid, mode, reader_slots, attached_count, attached, index_entries,
                 ring_count, ring_bytes, obs_entries, heap_bytes]),
@@ -743,6 +746,15 @@ impl Arena {
         let n = check(unsafe { ffi::sc_ring_stats(self.h, ptr::null_mut(), 0) }, "sc_ring_stats")? as usize;
         let mut v = vec![RingStat::default(); n];
         let got = check(unsafe { ffi::sc_ring_stats(self.h, v.as_mut_ptr(), n as u32) }, "sc_ring_stats")?;
+        v.truncate((got as usize).min(n));
+        Ok(v)
+    }
+
+    /// Every attachment and what it holds (leases, reservations), live or dead.
+    pub fn holders(&self) -> Result<Vec<Holder>> {
+        let n = check(unsafe { ffi::sc_arena_holders(self.h, ptr::null_mut(), 0) }, "sc_arena_holders")? as usize;
+        let mut v = vec![Holder::default(); n];
+        let got = check(unsafe { ffi::sc_arena_holders(self.h, v.as_mut_ptr(), n as u32) }, "sc_arena_holders")?;
         v.truncate((got as usize).min(n));
         Ok(v)
     }
