@@ -12,6 +12,7 @@
 
 #include "l2.h"
 #include "probes.h"
+#include "../shm/fault.h"
 #include "../shm/heap.h"
 
 enum { MISS_ABSENT = 0, MISS_MISMATCH = 1, MISS_ERROR = 2 };
@@ -80,6 +81,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			count_miss(st, q->tokens, MISS_MISMATCH, t0);
 		return -ENOENT;
 	}
+	shm_sched_point("l2.get.found"); /* found, lease not yet recorded: vs removal + reclaim */
 	/* only the validated snapshot from here on */
 	const uint8_t *p = a->shm->base + sn.off;
 	uint64_t l0 = sn.l0, l1 = sn.l1, wire = sn.wire;
