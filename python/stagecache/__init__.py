@@ -31,7 +31,7 @@ import weakref
 from collections import namedtuple
 
 from . import _ffi
-from ._ffi import KvDesc, KvComponent, LayoutError, lib
+from ._ffi import KvDesc, KvComponent, LayoutError, lib, lib_path
 
 try:  # optional: numpy arrays over leases
     import numpy as _np
