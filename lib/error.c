@@ -26,6 +26,8 @@ const char *sc_strerror(int err)
 	case EBUSY: return "busy: another process is filling it";
 	case ETIMEDOUT: return "timed out";
 	case EOWNERDEAD: return "a lock holder died; state was repaired";
+	case EMFILE: return "too many held: leases of this arena handle (SC_LEASES_MAX), or open files";
+	case ENOBUFS: return "buffer too small";
 	default: return strerror(err);
 	}
 }
