@@ -31,8 +31,8 @@ override CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-missing-field-
 	-fPIC -pthread -MMD -MP -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -Ilib -I$(B) $(SAN)
 override LDFLAGS += -pthread $(SAN)
 LIBS := -luring -lxxhash
-# bench-only clients of the servers stagecache is compared with (the library itself never links them)
-TOOL_LIBS := -lmemcached -lhiredis -lm
+# the CLI depends only on liburing, libbpf (libelf, zlib), libxxhash and libc
+TOOL_LIBS :=
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
 ifeq ($(V),1)
@@ -45,7 +45,7 @@ endif
 
 LIB_SRCS := $(sort $(wildcard shm/*.c lib/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
-TOOL_SRCS := $(sort $(wildcard tools/*.c))
+TOOL_SRCS := $(filter-out tools/bench_%.c,$(sort $(wildcard tools/*.c)))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/obj/%.o)
 TEST_SRCS := $(sort $(wildcard tests/check_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
@@ -56,7 +56,23 @@ STATIC := $(B)/libstagecache.a
 SHARED := $(B)/libstagecache.so.0
 CLI := $(B)/stagecache
 
-all: $(STATIC) $(SHARED) $(B)/libstagecache.so $(CLI)
+# The test build: the same sources compiled with -DSC_TEST_HOOKS (fault points, the promotion
+# clock override, schedule points, poisoned frees), declared in lib/stagecache_test.h. Tests and
+# `stagecache stress` use it; the product library above has none of it (and `make install`
+# installs only the product).
+T := $(B)/test
+TEST_LIB_OBJS := $(LIB_SRCS:%.c=$(T)/obj/%.o)
+TEST_TOOL_OBJS := $(TOOL_SRCS:%.c=$(T)/obj/%.o)
+TEST_STATIC := $(T)/libstagecache.a
+TEST_SHARED := $(T)/libstagecache.so.0
+TEST_CLI := $(T)/stagecache
+
+all: $(STATIC) $(SHARED) $(B)/libstagecache.so $(CLI) $(TEST_CLI)
+
+$(B)/obj/tests/%.o: tests/%.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -c -o $@ $<
 
 $(B)/obj/%.o: %.c
 	$(call msg,CC,$<)
@@ -80,14 +96,67 @@ $(CLI): $(TOOL_OBJS) $(SHARED)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LIBS) $(TOOL_LIBS)
 
-# Tests link the static library (and may use its private headers).
-$(B)/tests/%: tests/%.c $(STATIC) $(TEST_HELPER_OBJS)
+# ---- the test build (hooks compiled in) ----
+$(T)/obj/%.o: %.c
 	$(call msg,CC,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(LIBS) $(CHECK_LIBS)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -c -o $@ $<
 
-# bench ring compares with DPDK's rte_ring: its headers only (librte_ring is dlopen'ed at run time)
-$(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null)
+$(TEST_STATIC): $(TEST_LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(TEST_SHARED): $(TEST_LIB_OBJS) lib/stagecache.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libstagecache.so.0 -Wl,--version-script=lib/stagecache.map -Wl,-z,defs \
+		$(LDFLAGS) -o $@ $(TEST_LIB_OBJS) $(LIBS)
+
+$(TEST_CLI): $(TEST_TOOL_OBJS) $(TEST_SHARED)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TEST_TOOL_OBJS) -L$(T) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN' $(LIBS) $(TOOL_LIBS)
+
+$(T)/obj/tools/cmd_trace.o: $(BPF_SKEL)
+
+# Tests link the test build's static library (and may use its private headers and the hooks).
+$(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
+	$(call msg,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(TEST_STATIC) $(LIBS) $(CHECK_LIBS)
+
+# ---- benchmarks (owned by bench): build/stagecache-bench, run as `stagecache bench ...` ----
+# Everything that compares with other systems lives in this binary, never in the CLI: LMDB is
+# linked, DPDK's librte_ring is dlopen'ed (its inline ring code comes from the headers), memcached,
+# Redis and fio are spoken to over their sockets / run as programs.
+BENCH := $(B)/stagecache-bench
+BENCH_SRCS := $(sort $(wildcard tools/bench_*.c))
+BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/tools/cli_util.o
+BENCH_LIBS := -llmdb -lm -ldl
+DPDK_VERSION := $(shell pkg-config --modversion libdpdk 2>/dev/null)
+
+$(BENCH): $(BENCH_OBJS) $(SHARED)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LIBS) $(BENCH_LIBS)
+
+all: $(BENCH)
+
+# the ring benchmark (both sides' consumers and producers) as DPDK builds its applications' hot
+# paths: -O3 -march=native, after DPDK's own flags (which say -march=corei7)
+$(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null) -O3 -march=native
+$(B)/obj/tools/bench_main.o $(B)/obj/tools/bench_ring.o: override CFLAGS += -DSC_DPDK_VERSION='"$(DPDK_VERSION)"'
+
+BENCH_DIR := $(B)/bench
+# make bench: every benchmark, the JSON lines in $(BENCH_DIR)/bench.json, the table, then plots and
+# $(BENCH_DIR)/report.{md,html}; the exit status is the benchmark's (1 when a target is missed).
+bench-run: all
+	@mkdir -p $(BENCH_DIR)
+	@set +e; $(BENCH) all --out $(BENCH_DIR)/bench.json --table $(BENCH_ARGS) | tee $(BENCH_DIR)/bench.txt; \
+		rc=$${PIPESTATUS[0]}; $(BENCH) report $(BENCH_DIR)/bench.json $(BENCH_DIR) || rc=1; \
+		echo "bench: $(BENCH_DIR)/report.html, $(BENCH_DIR)/report.md, $(BENCH_DIR)/bench.json (exit $$rc)"; exit $$rc
+
+$(B)/tests/check_bench: $(CLI) $(BENCH)
+
+.PHONY: bench-run
+# ---- end of benchmarks ----
 
 # ---- BPF (owned by observability) ----
 # bpf/stagecache.bpf.c (CO-RE) -> build/bpf/stagecache.bpf.o -> skeleton build/stagecache.skel.h,
@@ -152,6 +221,9 @@ $(B)/tests/static_probes: $(STATIC)
 
 $(B)/tests/check_probes: $(B)/tests/static_probes $(BPF_SKEL)
 $(B)/tests/check_trace: $(CLI)
+$(B)/tests/check_liveness: $(CLI) $(TEST_CLI)
+$(B)/tests/check_product: $(CLI) $(TEST_CLI) $(STATIC)
+$(B)/tests/check_product: override CFLAGS += -DSC_BUILD_DIR='"$(B)"'
 
 all: $(PROBE_HELPERS)
 
@@ -163,7 +235,7 @@ FUZZ_SECONDS ?= 30
 FB := build/fuzz
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FB)/%)
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -Ilib -fsanitize=fuzzer-no-link,address,undefined \
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -DSC_TEST_HOOKS -Ilib -fsanitize=fuzzer-no-link,address,undefined \
 	-fno-sanitize-recover=undefined
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FB)/obj/%.o)
 
@@ -204,6 +276,55 @@ fuzz-regress: $(FUZZ_BINS)
 
 .PHONY: fuzz-regress
 
+# ---- API: the C++ client, the Python and Rust bindings, the exporter, the docs (owned by api) ----
+# The bindings are tested with Debian's interpreters and compilers, not whatever is first on PATH
+# (a pyenv python without numpy, a rustup toolchain newer than Debian's rustc 1.63).
+PYTHON3 ?= /usr/bin/python3
+CARGO ?= /usr/bin/cargo
+# the exporter's HTTP server
+TOOL_LIBS += $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+
+# A C++ client of the header, linked with the shared library as a C++ engine would.
+$(B)/tests/cxx_client: tests/cxx_client.cpp lib/stagecache.h $(SHARED)
+	$(call msg,CXX,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CXX) -std=c++17 -Wall -Wextra -Wpedantic -Werror -Ilib $(SAN) -o $@ $< -L$(B) -l:libstagecache.so.0 \
+		-Wl,-rpath,'$$ORIGIN/..'
+
+tests: $(B)/tests/cxx_client
+
+# What `make check` runs besides the Check suites (each prints a Check-style summary line).
+API_TESTS := $(B)/tests/cxx_client tests/api/python.sh tests/api/rust.sh tests/api/exporter.sh tests/api/docs.sh
+check: export SC_BUILD := $(B)
+check: export SC_SANITIZER := $(ASAN)$(TSAN)
+check: export PYTHON3 := $(PYTHON3)
+check: export CARGO := $(CARGO)
+
+# make docs: man pages under $(B)/man (stagecache.1, stagecache-CMD.1 from each --help via
+# help2man; libstagecache.3 from the header's comments via Doxygen).
+MANDIR ?= $(PREFIX)/share/man
+docs: $(CLI) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh
+	$(call msg,DOCS,$(B)/man)
+	$(Q)sh docs/man.sh $(B) $(CLI)
+
+# make install also installs the man pages and the Python package (which then loads the
+# library from $(LIBDIR), recorded in stagecache/_installed.py).
+PYTHON_SITEDIR ?= $(PREFIX)/lib/python3/dist-packages
+install: install-docs install-python
+
+install-docs: docs
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man3type
+	install -m 0644 $(B)/man/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(B)/man/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(B)/man/man3type/*.3type $(DESTDIR)$(MANDIR)/man3type/
+
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITEDIR)/stagecache
+	install -m 0644 python/stagecache/*.py $(DESTDIR)$(PYTHON_SITEDIR)/stagecache/
+	printf 'LIBDIR = %s\n' "'$(LIBDIR)'" > $(DESTDIR)$(PYTHON_SITEDIR)/stagecache/_installed.py
+
+.PHONY: docs install-docs install-python
+
 # ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/cephfs-dev.sh ----
 $(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/cephfs-dev.sh"'
 $(B)/tests/check_cephfs: tools/cephfs-dev.sh
@@ -218,7 +339,7 @@ setup: $(CLI)
 check: deps
 	@$(MAKE) --no-print-directory all tests
 	@$(MAKE) --no-print-directory setup
-	@sh tests/run.sh $(B) $(TEST_BINS)
+	@sh tests/run.sh $(B) $(TEST_BINS) $(API_TESTS)
 
 tests: $(TEST_BINS)
 
@@ -230,7 +351,7 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory setup
-	$(CLI) bench all --json --out $(B)/bench.json --table
+	@$(MAKE) --no-print-directory bench-run
 
 install: all
 	install -d $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
@@ -241,6 +362,7 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|;s|@LIBDIR@|$(LIBDIR)|;s|@INCDIR@|$(INCDIR)|;s|@VERSION@|0.1.0|' \
 		lib/stagecache.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/stagecache.pc
 	install -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/stagecache
+	install -m 0755 $(BENCH) $(DESTDIR)$(BINDIR)/stagecache-bench
 	@echo "installed under $(DESTDIR)$(PREFIX)"
 
 clean:
@@ -248,4 +370,4 @@ clean:
 
 .PHONY: all check tests demo bench deps setup install clean fuzz fuzz-build
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_HELPER_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_HELPER_OBJS:.o=.d) $(TEST_LIB_OBJS:.o=.d) $(TEST_TOOL_OBJS:.o=.d) $(BENCH_OBJS:.o=.d)

@@ -17,6 +17,17 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 		return -EINVAL;
 	if (opts->huge < SC_HUGE_AUTO || opts->huge > SC_HUGE_OFF || (opts->mode & ~0777u))
 		return -EINVAL;
+	if (opts->flags & ~SC_ARENA_OPT_MASK)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
+		if (opts->reserved[i])
+			return -EINVAL;
+	/* gid 0 is root's group only when asked for explicitly; otherwise 0 and -1 mean "leave it" */
+	int64_t gid = opts->gid;
+	if (!(opts->flags & SC_ARENA_OPT_GID) && gid == 0)
+		gid = -1;
+	if (gid < -1 || gid > (int64_t)UINT32_MAX - 1)
+		return -EINVAL;
 	struct sc_arena *a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
@@ -29,7 +40,7 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 		.reader_slots = opts->reader_slots,
 		.huge_mode = (uint32_t)opts->huge,
 	};
-	int rc = shm_arena_create(opts->dir, name, &p, opts->mode, opts->gid, &a->shm);
+	int rc = shm_arena_create(opts->dir, name, &p, opts->mode, gid, &a->shm);
 	if (rc) {
 		free(a);
 		return rc;
@@ -111,12 +122,18 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 	info->obs_entries = h->obs_entries;
 	info->heap_bytes = h->regions[SHM_REGION_HEAP].size;
 	uint32_t n = shm_readers_count(a);
+	uint64_t my_ns = shm_pidns_self();
 	for (uint32_t i = 0; i < n; i++) {
 		struct shm_reader_slot *s = shm_reader_slot(a, i);
-		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE || !shm_reader_slot_alive(s))
+		/* alive by the slot's kernel-held lock, never by pid */
+		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE || !shm_slot_alive(a, i))
 			continue;
 		if (info->attached_count < SC_INFO_MAX_ATTACHED) {
+			uint64_t ns = atomic_load_explicit(&s->pidns, memory_order_relaxed);
 			info->attached[info->attached_count].pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
+			info->attached[info->attached_count].uid = atomic_load_explicit(&s->uid, memory_order_relaxed);
+			info->attached[info->attached_count].other_pidns = ns && my_ns && ns != my_ns;
+			info->attached[info->attached_count].slot = i;
 			info->attached[info->attached_count].attached_unix =
 				atomic_load_explicit(&s->attached_ns, memory_order_relaxed) / 1000000000ull;
 		}

@@ -1,5 +1,7 @@
-/* lib/fault.c — the public face of fault injection (shm/fault.c does the work). */
-#include "stagecache.h"
+/* lib/fault.c — the test build's hooks (lib/stagecache_test.h); shm/fault.c does the work.
+ * Compiled only into the test build: the product library has none of these symbols. */
+#ifdef SC_TEST_HOOKS
+#include "stagecache_test.h"
 #include "../shm/fault.h"
 
 int sc_fault_arm(const char *spec)
@@ -7,17 +9,36 @@ int sc_fault_arm(const char *spec)
 	return shm_fault_arm(spec);
 }
 
-/* Every shm_fault_point() name in the tree; tests/check_fault.c keeps this list complete. */
+/* Every shm_fault_point() name in the tree; tests/check_fsck.c keeps this list complete. */
 static const char *const points[] = {
 	"heap.alloc.unlinked", "heap.alloc.align", "heap.alloc.split", "heap.alloc.done",
 	"heap.free.marked",    "heap.free.merge",  "l2.admit.busy",    "l2.admit.popped",
 	"l2.admit.tagged",     "l2.admit.copied",  "l2.admit.linked",  "l2.evict.unlinked",
 	"l2.remove.unlinked",  "l2.repair.rebuilt", "l2.index.replaced", "l2.index.unlinked",
 	"l2.reclaim.freeing",  "l2.reclaim.freed", "l3.put.before_rename", "fill.after_read",
-	"ring.publish",        NULL,
+	"ring.publish",        "readers.clean.half", NULL,
 };
 
 const char *const *sc_fault_points(void)
 {
 	return points;
 }
+
+void sc_sched_set(sc_sched_fn fn, void *ctx)
+{
+	shm_sched_set(fn, ctx);
+}
+
+/* Every shm_sched_point() name in the tree; tests/check_interleave.c keeps this list complete. */
+static const char *const sched_points[] = {
+	"arena.create.locked",   "readers.claim.locked",   "readers.reap.locked", "readers.clean.inc",
+	"mutex.lock.wait",       "mutex.lock.acquired",    "heap.free.locked",       "l2.get.found",        "l2.index.published",
+	"l2.index.unlinked",     "l2.reclaim.leases_read", "ring.claim.owner_dead", "ring.reap.owner_dead",
+	"ring.consumer.holder_dead", "fill.claim.found",   "obs.locked",          NULL,
+};
+
+const char *const *sc_sched_points(void)
+{
+	return sched_points;
+}
+#endif

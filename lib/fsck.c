@@ -72,10 +72,10 @@ static void check_readers(struct fsck *f)
 	uint64_t dead = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct shm_reader_slot *rs = shm_reader_slot(s, i);
-		uint32_t pid = atomic_load_explicit(&rs->pid, memory_order_acquire);
-		if (!pid)
+		uint32_t pid = atomic_load_explicit(&rs->pid, memory_order_relaxed);
+		if (atomic_load_explicit(&rs->state, memory_order_acquire) == SHM_SLOT_FREE)
 			continue;
-		if (shm_reader_slot_alive(rs)) {
+		if (shm_slot_alive(s, i)) {
 			f->r->readers_live++;
 			continue;
 		}
@@ -84,25 +84,25 @@ static void check_readers(struct fsck *f)
 		unsigned leases = 0;
 		for (unsigned k = 0; k < SC_LEASES_MAX; k++)
 			leases += atomic_load_explicit(&x->rec[k], memory_order_relaxed) != 0;
-		finding(f, "readers", repairing(f), "slot %u: process %u is dead (%u leases held)", i, pid, leases);
+		finding(f, "readers", repairing(f), "slot %u: its process (pid %u in its namespace) is gone (%u leases held)",
+			i, pid, leases);
 	}
 	f->r->readers_dead = dead;
-	if (dead && repairing(f)) {
+	if (dead && repairing(f))
 		(void)l2_reap(f->a, 1);
-		(void)shm_readers_reap(s, NULL, NULL);
-	}
 }
 
-/* The arena's writer mutexes themselves: a scribbled type word or a lock word naming an owner
- * that vanished without the kernel marking it makes every writer fail with -EBADMSG; repair
- * re-initialises such a mutex (fsck --repair assumes no other writer is inside it). */
-static void check_mutex(struct fsck *f, pthread_mutex_t *m, const char *what)
+/* The arena's writer locks themselves: a scribbled magic word makes every writer fail with
+ * -EBADMSG, and a word naming no slot is taken over by the next locker; repair re-initialises
+ * such a lock (fsck --repair assumes no other writer is inside it). */
+static void check_mutex(struct fsck *f, struct shm_mutex *m, const char *what)
 {
-	if (!m || shm_mutex_check(m) == 0)
+	if (!m || shm_mutex_check(f->a->shm, m) == 0)
 		return;
-	int fix = repairing(f) && shm_mutex_reinit(m) == 0;
-	finding(f, "locks", fix, "%s: the mutex is corrupted (bad type word, or held by an owner that no longer exists)",
-		what);
+	int fix = repairing(f);
+	if (fix)
+		shm_mutex_init(m);
+	finding(f, "locks", fix, "%s: the lock is corrupted (bad magic word, or an owner that names no reader slot)", what);
 }
 
 static void check_mutexes(struct fsck *f)
@@ -119,25 +119,21 @@ static void check_mutexes(struct fsck *f)
 		check_mutex(f, &h->mu, "observation table");
 }
 
-/* Take every shard with trylock, retrying for up to 5 s. 0, or -EBUSY / -EBADMSG with nothing held. */
+/* Take every shard in ascending order, waiting for each (a dead holder's shard is taken over and
+ * repaired). Deadlock-free: every other writer blocks on at most one shard and only trylocks the
+ * rest, so nobody waits for a shard while holding one we wait for. 0, or -EBADMSG with nothing
+ * held (a corrupted shard mutex). */
 static int lock_all(struct shm_index *ix)
 {
-	for (int attempt = 0; attempt < 5000; attempt++) {
-		uint32_t s;
-		int rc = 0;
-		for (s = 0; s < SHM_INDEX_SHARDS; s++)
-			if ((rc = shm_index_trylock(ix, s)))
-				break;
-		if (s == SHM_INDEX_SHARDS)
-			return 0;
-		while (s-- > 0)
-			shm_index_unlock(ix, s);
-		if (rc == -EBADMSG)
-			return rc; /* a corrupted shard mutex: waiting will not help */
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		int rc = shm_index_lock(ix, s);
+		if (rc) {
+			while (s-- > 0)
+				shm_index_unlock(ix, s);
+			return rc;
+		}
 	}
-	return -EBUSY;
+	return 0;
 }
 
 static void unlock_all(struct shm_index *ix)
@@ -242,11 +238,7 @@ static void check_entries(struct fsck *f)
 
 static int tag_owner_alive(struct fsck *f, uint64_t tag)
 {
-	uint32_t slot = (uint32_t)(tag >> 32) & 0xffff, pid = (uint32_t)tag;
-	if (slot >= shm_readers_count(f->a->shm))
-		return 0;
-	struct shm_reader_slot *rs = shm_reader_slot(f->a->shm, slot);
-	return atomic_load_explicit(&rs->pid, memory_order_acquire) == pid && shm_reader_slot_alive(rs);
+	return shm_token_alive(f->a->shm, (uint32_t)tag);
 }
 
 static void to_free(struct fsck *f, uint64_t off)
@@ -291,7 +283,7 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 			f->r->reserved_bytes += bytes;
 		} else {
 			f->r->orphan_bytes += bytes;
-			finding(f, "heap", repairing(f), "block at %llu (%llu bytes): reservation of dead process %u",
+			finding(f, "heap", repairing(f), "block at %llu (%llu bytes): reservation of a detached holder (token %#x)",
 				(unsigned long long)off, (unsigned long long)bytes, (uint32_t)tag);
 			f->need_sweep = 1; /* the index's own sweep frees it, under sweep_mu */
 		}
@@ -375,7 +367,7 @@ static void check_observations(struct fsck *f)
 		finding(f, "observations", 0, "observation table header is corrupted");
 		return;
 	}
-	if (shm_obs_lock(h)) {
+	if (shm_obs_lock(f->a->shm, h)) {
 		finding(f, "observations", 0, "cannot lock the observation table");
 		return;
 	}
@@ -399,14 +391,15 @@ static void check_observations(struct fsck *f)
 	}
 	struct shm_obs_claim *c = shm_obs_claims(h);
 	for (uint32_t i = 0; i < h->claims; i++) {
-		if (!c[i].pid || shm_proc_alive((int)c[i].pid, c[i].start_time))
+		if (!c[i].owner || shm_token_alive(f->a->shm, c[i].owner))
 			continue;
-		finding(f, "observations", repairing(f), "fill claim %u: process %u is dead", i, c[i].pid);
+		finding(f, "observations", repairing(f), "fill claim %u: its claimer (pid %u in its namespace) is gone", i,
+			c[i].pid);
 		if (repairing(f))
 			memset(&c[i], 0, sizeof(c[i]));
 	}
 	f->r->lock_repairs += h->repairs;
-	shm_obs_unlock(h);
+	shm_obs_unlock(f->a->shm, h);
 }
 
 int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep)

@@ -193,20 +193,12 @@ int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
 		.budget_bytes = l3->opts.budget_bytes,
 		.dio_mem_align = l3->dio_mem_align,
 		.dio_offset_align = l3->dio_off_align,
-		.shared = l3->shared,
 	};
-	snprintf(s->host_id, sizeof(s->host_id), "%s", l3->host);
 	struct l3_jrec_view v;
-	if (l3_janitor_read(l3, &v) == 0 && v.epoch) {
-		s->janitor_epoch = v.epoch;
-		s->janitor_pass_ns = v.pass_end_ns;
-		s->janitor_evictions = v.evictions;
-		snprintf(s->janitor_host, sizeof(s->janitor_host), "%s", v.host);
-		if (l3->shared && v.pass_end_ns) {
-			/* per-host counters cannot know the whole store: the last pass does */
-			s->objects = v.objects;
-			s->bytes = v.bytes;
-		}
+	if (l3->shared && l3_janitor_read(l3, &v) == 0 && v.pass_end_ns) {
+		/* per-host counters cannot know the whole store: the last pass does */
+		s->objects = v.objects;
+		s->bytes = v.bytes;
 	}
 	return 0;
 }

@@ -121,9 +121,34 @@ int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v)
 	return 0;
 }
 
-static uint64_t mtime_of(const struct stat *sb)
+int sc_l3_janitor_status(struct sc_l3 *l3, struct sc_l3_janitor_status *st)
 {
-	return (uint64_t)sb->st_mtim.tv_sec * 1000000000ull + (uint64_t)sb->st_mtim.tv_nsec;
+	if (!l3 || !st)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	st->shared = l3->shared;
+	snprintf(st->host_id, sizeof(st->host_id), "%s", l3->host);
+	int fd = openat(l3->dirfd, "janitor", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	struct l3_jrec r;
+	int rc = jrec_read_fd(fd, &r);
+	close(fd);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	size_t hl = strnlen(r.host, sizeof(st->janitor_host) - 1);
+	memcpy(st->janitor_host, r.host, hl);
+	st->janitor_host[hl] = 0;
+	st->epoch = r.epoch;
+	st->pass_start_ns = r.pass_start_ns;
+	st->pass_end_ns = r.pass_end_ns;
+	st->objects = r.objects;
+	st->bytes = r.bytes;
+	st->evictions = r.evictions;
+	st->passes = r.passes;
+	return 0;
 }
 
 /* ---- the lease ---- */
@@ -218,11 +243,6 @@ struct victim {
 	int gone;
 };
 
-struct writer_verdict {
-	char name[L3_WRITER_MAX];
-	int alive;
-};
-
 struct jctx {
 	struct sc_l3 *l3;
 	uint32_t flags;
@@ -231,8 +251,6 @@ struct jctx {
 	size_t nv, capv;
 	uint64_t total;
 	struct l3_lru lru;                  /* shared mode: last uses (lib/l3_lru.c) */
-	struct writer_verdict *wv;
-	size_t nwv, capwv;
 	unsigned acts;                      /* removals so far: fence every FENCE_BATCH */
 	int logfd;
 	char logbuf[8192];
@@ -254,25 +272,16 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-/* Is @w alive? Asked once per writer per pass. */
-static int verdict(struct jctx *j, const char *w);
-
-static int verdict_cb(void *ctx, const char *w)
+/* Is this access segment (in DIR/access) left over by a writer that is gone? */
+static int segment_left_over(void *ctx, const char *name)
 {
-	return verdict(ctx, w);
-}
-
-static int verdict(struct jctx *j, const char *w)
-{
-	for (size_t i = 0; i < j->nwv; i++)
-		if (!strcmp(j->wv[i].name, w))
-			return j->wv[i].alive;
-	int alive = l3_writer_alive(j->l3, w);
-	if (!grow((void **)&j->wv, &j->capwv, j->nwv + 1, sizeof(*j->wv))) {
-		snprintf(j->wv[j->nwv].name, sizeof(j->wv[j->nwv].name), "%s", w);
-		j->wv[j->nwv++].alive = alive;
-	}
-	return alive;
+	struct jctx *j = ctx;
+	int dfd = openat(j->l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	int left = l3_left_over(j->l3, dfd, name);
+	close(dfd);
+	return left;
 }
 
 /* May we remove something now? The fencing rule, checked before every FENCE_BATCH removals. */
@@ -332,14 +341,9 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 {
 	struct jctx *j = ctx;
 	(void)sub;
-	char w[L3_WRITER_MAX];
 	if (!strncmp(name, ".tmp-", 5)) {
-		struct stat sb;
-		/* a writer's temp file; old names (.tmp-<pid>.<start>.<n>) name no live writer; a young
-		 * one may belong to a writer whose entry is not visible here yet */
-		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !l3_settled(l3, mtime_of(&sb)))
-			return 0;
-		if (l3_tmp_writer(name, ".tmp-", w, sizeof(w)) == 0 && verdict(j, w))
+		/* a writer's temp file: left alone while its writer holds it, or while it is young */
+		if (!l3_left_over(l3, dfd, name))
 			return 0;
 		int rc = act(j);
 		if (rc)
@@ -449,14 +453,10 @@ static int evict(struct jctx *j, uint64_t goal)
 static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
 {
 	struct jctx *j = ctx;
-	char w[L3_WRITER_MAX];
 	int rc;
 	if (!strncmp(name, ".tmp-", 5) || !strncmp(name, ".drop-", 6)) {
 		int drop = name[1] == 'd';
-		struct stat sb;
-		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !l3_settled(l3, mtime_of(&sb)))
-			return 0;
-		if (l3_tmp_writer(name, drop ? ".drop-" : ".tmp-", w, sizeof(w)) == 0 && verdict(j, w))
+		if (!l3_left_over(l3, dfd, name))
 			return 0;
 		if ((rc = act(j)))
 			return rc;
@@ -530,42 +530,10 @@ static int top_temps(struct jctx *j)
 	struct dirent *e;
 	int rc = 0;
 	while (!rc && (e = readdir(d))) {
-		char w[L3_WRITER_MAX];
-		struct stat sb;
-		if (strncmp(e->d_name, ".tmp-", 5) || fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !l3_settled(l3, mtime_of(&sb)) ||
-		    (l3_tmp_writer(e->d_name, ".tmp-", w, sizeof(w)) == 0 && verdict(j, w)))
+		if (strncmp(e->d_name, ".tmp-", 5) || !l3_left_over(l3, dirfd(d), e->d_name))
 			continue;
 		if (!(rc = act(j)) && unlinkat(dirfd(d), e->d_name, 0) == 0)
 			j->rep.stale_temps++;
-	}
-	closedir(d);
-	return rc;
-}
-
-static int writers_reap(struct jctx *j)
-{
-	struct sc_l3 *l3 = j->l3;
-	int fd = openat(l3->writersfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
-	struct dirent *e;
-	int rc = 0;
-	while (!rc && (e = readdir(d))) {
-		if (e->d_name[0] == '.' || !strcmp(e->d_name, l3->writer))
-			continue;
-		int wfd = openat(l3->writersfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (wfd < 0)
-			continue;
-		/* remove it only while holding its lock: its owner, if it is just starting, sees that */
-		if (flock(wfd, LOCK_EX | LOCK_NB) == 0 && !(rc = act(j)) && unlinkat(l3->writersfd, e->d_name, 0) == 0)
-			j->rep.stale_writers++;
-		close(wfd);
 	}
 	closedir(d);
 	return rc;
@@ -585,7 +553,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		goto out;
 	log_open(j);
 	if (l3->shared) {
-		l3_lru_load(l3, &j->lru, verdict_cb, j);
+		l3_lru_load(l3, &j->lru, segment_left_over, j);
 		j->rep.accesses = j->lru.accesses;
 	}
 	if ((rc = l3_scan(l3, l3->objfd, on_object, j)))
@@ -597,7 +565,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		rc = evict(j, budget / 100 * 85);
 	if (rc)
 		goto out;
-	if ((rc = l3_scan(l3, l3->pfxfd, on_prefix, j)) || (rc = writers_reap(j)))
+	if ((rc = l3_scan(l3, l3->pfxfd, on_prefix, j)))
 		goto out;
 	if ((rc = top_temps(j)))
 		goto out;
@@ -651,7 +619,6 @@ out:
 		*out = j->rep;
 	free(j->v);
 	l3_lru_free(&j->lru);
-	free(j->wv);
 	free(j);
 	return rc;
 }

@@ -10,7 +10,8 @@
  * torn tail of a writer killed mid-write is skipped. Merging is a maximum per digest: merging a
  * segment twice (a janitor died after writing the table, before removing the segment) is harmless.
  * A segment is closed (removable once the table that merged it is written) when its writer has
- * moved on to a newer one, or when its writer is gone and the segment is older than the grace.
+ * moved on to a newer one, or has let go of it (its writer holds an OFD lock on it while it
+ * appends): lib/l3_shared.c's l3_left_over.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <xxh_x86dispatch.h>
 
 #include "l3_priv.h"
+#include "../shm/arena.h"
 
 #define LRU_MAGIC 0x0a55524c33435350ull /* "PSC3LRU\n" */
 #define SEGMENT_READ_MAX (1u << 20)     /* more than a segment can be: the rest is ignored */
@@ -134,7 +136,7 @@ struct seg {
 	unsigned long seq;
 };
 
-static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*alive)(void *, const char *), void *ctx)
+static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(void *, const char *), void *ctx)
 {
 	int dfd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
@@ -167,9 +169,6 @@ static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*alive)(void
 		int fd = openat(dirfd(d), s[i].name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0)
 			continue;
-		struct stat sb;
-		int settled = fstat(fd, &sb) == 0 &&
-			      l3_settled(l3, (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec);
 		ssize_t n = pread(fd, buf, SEGMENT_READ_MAX, 0);
 		close(fd);
 		for (ssize_t k = 0; k + (ssize_t)sizeof(*buf) <= n; k += (ssize_t)sizeof(*buf)) {
@@ -180,11 +179,11 @@ static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*alive)(void
 			put(m, a->lo, a->hi, a->t_ns);
 			m->accesses++;
 		}
-		/* closed: its writer has moved on to a newer segment, or is gone */
+		/* closed: its writer has moved on to a newer segment, or let go of it (gone) */
 		int newer = 0;
 		for (size_t k = 0; k < ns && !newer; k++)
 			newer = k != i && s[k].seq > s[i].seq && !strcmp(s[k].writer, s[i].writer);
-		if ((newer || (settled && !alive(ctx, s[i].writer))) &&
+		if ((newer || left_over(ctx, s[i].name)) &&
 		    !grow((void **)&m->closed, &m->capclosed, m->nclosed + 1, sizeof(*m->closed)))
 			memcpy(m->closed[m->nclosed++], s[i].name, sizeof(s[i].name));
 	}
@@ -193,10 +192,10 @@ static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*alive)(void
 	closedir(d);
 }
 
-void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*alive)(void *, const char *), void *ctx)
+void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(void *, const char *), void *ctx)
 {
 	table_load(l3, m);
-	segments_merge(l3, m, alive, ctx);
+	segments_merge(l3, m, left_over, ctx);
 }
 
 /* ---- writing the table ---- */
@@ -209,6 +208,7 @@ int l3_lru_write(struct sc_l3 *l3, const struct l3_lru_ent *e, size_t n, int (*f
 	int rc = 0, fd = openat(l3->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
 	if (fd < 0)
 		return -errno;
+	(void)shm_ofd_trylock(fd, 0); /* being written: not left over */
 	if (pwrite(fd, &h, sizeof(h), 0) != sizeof(h) ||
 	    (n && pwrite(fd, e, n * sizeof(*e), sizeof(h)) != (ssize_t)(n * sizeof(*e))) || fsync(fd) < 0)
 		rc = -EIO;

@@ -8,17 +8,18 @@
  *                                  directory keeps them per host instead (lib/l3_shared.c)
  *   DIR/lock                       flock()ed by whoever evicts or reconciles (local mode)
  *   DIR/objects/<2 hex>/<32 hex digest>.sc3     one object per payload digest
- *   DIR/objects/<2 hex>/.tmp-<writer>.<n>       writes in flight (never visible as objects)
+ *   DIR/objects/<2 hex>/.tmp-<writer>.<n>       writes in flight, OFD-locked by their writer (never
+ *                                               visible as objects); <writer> = <host>.<pid>.<nonce>
  *   DIR/prefix/<2 hex>/<32 hex prefix key>.pfx  prefix index: (ns, token length, tokens) -> digest
  *   DIR/prefix/<2 hex>/.drop-<writer>.<n>       a prefix entry being judged by a dropper
  *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
  *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification
- *   DIR/writers/<writer>           flock()ed by the handle <writer> = <host>.<pid>.<nonce> for its life
  *   DIR/shared                     present when several hosts share DIR (lib/l3_shared.c)
  *   DIR/janitor                    the janitor lease (flock) and its record (lib/l3_janitor.c)
  *   DIR/janitor.log[.1]            what janitors evicted, one line each
  *   DIR/lru                        last use of every object, as the last janitor knew it (shared)
- *   DIR/access/<writer>.<n>        uses (fills, repeated puts) not yet merged by a janitor (shared)
+ *   DIR/access/<writer>.<n>        uses (fills, repeated puts) not yet merged by a janitor (shared;
+ *                                  OFD-locked by its writer while it appends)
  *
  * An object file is a 4096-byte header block followed by the payload (the wire: section 0 then
  * section 1), so the payload starts at a 4 KiB boundary and an O_DIRECT read can land straight in
@@ -222,12 +223,12 @@ struct sc_l3 {
 	int64_t lengths_mtime_ns;
 	int lengths_settled;
 	_Atomic uint32_t tmp_seq;
-	uint64_t start_time;       /* our /proc start time */
+	uint64_t nonce;            /* random per handle, for tmp names (pids repeat across namespaces) */
 	/* ---- identity, liveness, shared mode (lib/l3_shared.c, lib/l3_janitor.c) ---- */
 	int shared;                /* several hosts share DIR: per-host counters, janitor-only eviction */
 	char host[L3_HOST_MAX + 1];
-	char writer[L3_WRITER_MAX]; /* <host>.<pid>.<nonce>: names our temp files and DIR/writers/ entry */
-	int writersfd, writerfd, accfd;
+	char writer[L3_WRITER_MAX]; /* <host>.<pid>.<nonce>: names our temp files and access segments */
+	int accfd;
 	int state_private;         /* l3->st is calloc'd (no per-host state file could be made) */
 	/* janitor lease held across calls (SC_L3_JANITOR_KEEP): the locked fd and our epoch */
 	pthread_mutex_t jan_mu;    /* one janitor call per handle at a time */
@@ -282,15 +283,15 @@ int l3_put_length(struct sc_l3 *l3, uint32_t tokens);
 int l3_host_init(struct sc_l3 *l3, const char *host_id);
 /* Shared mode: DIR/shared present, asked for (and then recorded), or DIR on CephFS. */
 int l3_mode_init(struct sc_l3 *l3, uint32_t flags);
-/* Our DIR/writers/<writer> entry, flock()ed for the life of the handle. */
-int l3_writer_open(struct sc_l3 *l3);
-void l3_writer_close(struct sc_l3 *l3);
-/* Is the handle named @writer alive (its DIR/writers entry locked)? 1, 0, or 1 when unsure. */
-int l3_writer_alive(struct sc_l3 *l3, const char *writer);
-/* ".tmp-<writer>.<n>" (or ".drop-..." with @prefix) for a new temp file. */
+/* l3->writer = "<host>.<pid>.<nonce>", the stem of every temp file and access segment we make. */
+void l3_writer_init(struct sc_l3 *l3);
+/* "<prefix><writer>.<n>" for a new temp file (".tmp-") or captured prefix entry (".drop-"). */
 void l3_tmp_name(struct sc_l3 *l3, const char *prefix, char *out, size_t n);
-/* The writer named by a temp file name ("<prefix><writer>.<n>"); -EINVAL if it names none. */
-int l3_tmp_writer(const char *name, const char *prefix, char *writer, size_t n);
+/* A file its maker holds (an OFD lock on byte 0, from creation to rename or close) is in use; one
+ * nobody holds is left over once it is older than L3_TMP_STALE_NS and the visibility grace (the
+ * instant between its creation and its lock; a maker on another host). 1 left over, 0 not. */
+#define L3_TMP_STALE_NS (2ull * 1000000000ull)
+int l3_left_over(struct sc_l3 *l3, int dfd, const char *name);
 /* The per-host counters of a shared directory (host-local memory). */
 int l3_state_open_host(struct sc_l3 *l3);
 void l3_state_close(struct sc_l3 *l3);
@@ -320,8 +321,9 @@ struct l3_lru {
 	size_t nclosed, capclosed;
 	uint64_t accesses;         /* segment records merged */
 };
-/* DIR/lru, then every DIR/access segment merged in; @alive(@ctx, writer) tells whether a writer lives. */
-void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*alive)(void *, const char *), void *ctx);
+/* DIR/lru, then every DIR/access segment merged in; @left_over(@ctx, name) tells whether a
+ * segment's writer let go of it (it is then closed: removed after the table is written). */
+void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(void *, const char *), void *ctx);
 /* The last recorded use of a digest (0: none). */
 uint64_t l3_lru_get(const struct l3_lru *m, uint64_t lo, uint64_t hi);
 /* Write @e[0..n) as DIR/lru (tmp + fsync, then rename if @fence says we still hold the lease). */

@@ -4,13 +4,13 @@
  * to the janitor, and the safe removal of a prefix entry.
  *
  * Liveness never rests on pids (a pid names nothing on another host, or in another pid
- * namespace). Every handle creates DIR/writers/<writer>, <writer> = <host>.<pid>.<nonce>, and
- * holds an exclusive flock() on it for its whole life; its temp files are named after it
- * (.tmp-<writer>.<n>). A temp file is stale exactly when its writer's entry is missing or not
- * locked: the kernel (or, across hosts, the filesystem) drops the lock when the process dies, or
- * when the host's session ends. Whoever tests a writer takes the lock itself (non-blocking) and
- * removes the entry only while holding it; a handle that finds its own fresh entry unlinked
- * under it (lost that race) makes another.
+ * namespace). What a handle makes in DIR is named after it, <writer> = <host>.<pid>.<nonce>
+ * (temp files .tmp-<writer>.<n>, captured prefix entries .drop-<writer>.<n>, access segments
+ * access/<writer>.<n>), and while it uses such a file it holds an OFD lock on its byte 0: the
+ * kernel (or, across hosts, the filesystem: CephFS passes OFD locks between clients) drops the
+ * lock when the process dies, or when the host's session ends. A file nobody holds is left over
+ * only once it is also older than the instant between its creation and its lock (2 s) and than
+ * the visibility grace (below): no host ever removes another live process's file in progress.
  *
  * Shared mode. A directory that several hosts mount is "shared": DIR/shared exists (written by
  * the first open with SC_L3_OPEN_SHARED, or by an open on CephFS). Then: counters live per host
@@ -48,12 +48,12 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
 #include "l3_priv.h"
+#include "../shm/arena.h"
 
 #define RELAXED memory_order_relaxed
 #define CEPH_SUPER_MAGIC 0x00c36400
@@ -164,83 +164,12 @@ int l3_mode_init(struct sc_l3 *l3, uint32_t flags)
 	return rc;
 }
 
-/* ---- writers ---- */
+/* ---- writers: names, and what is left over ---- */
 
-int l3_writer_open(struct sc_l3 *l3)
+void l3_writer_init(struct sc_l3 *l3)
 {
-	if (mkdirat(l3->dirfd, "writers", l3->dir_mode) < 0 && errno != EEXIST)
-		return -errno;
-	l3->writersfd = openat(l3->dirfd, "writers", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (l3->writersfd < 0)
-		return -errno;
-	for (int attempt = 0; attempt < 16; attempt++) {
-		uint32_t nonce;
-		if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != (ssize_t)sizeof(nonce))
-			nonce = (uint32_t)(shm_now_ns() ^ (uint64_t)getpid() * 0x9e3779b97f4a7c15ull);
-		snprintf(l3->writer, sizeof(l3->writer), "%s.%d.%08x", l3->host, (int)getpid(), nonce);
-		int fd = openat(l3->writersfd, l3->writer, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
-		if (fd < 0) {
-			if (errno == EEXIST)
-				continue;
-			return -errno;
-		}
-		struct stat sb;
-		/* a janitor testing this fresh entry may hold its lock and remove it: then make another */
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &sb) < 0 || sb.st_nlink == 0) {
-			close(fd);
-			continue;
-		}
-		char info[128];
-		int n = snprintf(info, sizeof(info), "host %s pid %d start %llu\n", l3->host, (int)getpid(),
-				 (unsigned long long)l3->start_time);
-		if (pwrite(fd, info, (size_t)n, 0) < 0) {
-			/* best effort: the entry is for people to read; its lock is what counts */
-		}
-		l3->writerfd = fd;
-		return 0;
-	}
-	return -EAGAIN;
-}
-
-void l3_writer_close(struct sc_l3 *l3)
-{
-	if (l3->writerfd >= 0) {
-		/* only the process that made the entry removes it (a forked child shares the lock) */
-		char pid[24];
-		snprintf(pid, sizeof(pid), ".%d.", (int)getpid());
-		if (strstr(l3->writer + strlen(l3->host), pid) == l3->writer + strlen(l3->host))
-			unlinkat(l3->writersfd, l3->writer, 0);
-		close(l3->writerfd);
-	}
-	if (l3->writersfd >= 0)
-		close(l3->writersfd);
-	l3->writerfd = l3->writersfd = -1;
-}
-
-static int writer_name_ok(const char *w)
-{
-	size_t n = strlen(w);
-	return n && n < L3_WRITER_MAX && !strchr(w, '/') && strcmp(w, ".") && strcmp(w, "..");
-}
-
-int l3_writer_alive(struct sc_l3 *l3, const char *writer)
-{
-	if (!writer_name_ok(writer))
-		return 0;
-	if (!strcmp(writer, l3->writer))
-		return 1;
-	int fd = openat(l3->writersfd, writer, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : 1;
-	int alive = 1;
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-		alive = 0;
-		flock(fd, LOCK_UN);
-	} else if (errno != EWOULDBLOCK) {
-		alive = 1; /* cannot tell: keep what it owns */
-	}
-	close(fd);
-	return alive;
+	snprintf(l3->writer, sizeof(l3->writer), "%s.%d.%08llx", l3->host, (int)getpid(),
+		 (unsigned long long)(l3->nonce & 0xffffffffull));
 }
 
 void l3_tmp_name(struct sc_l3 *l3, const char *prefix, char *out, size_t n)
@@ -248,17 +177,20 @@ void l3_tmp_name(struct sc_l3 *l3, const char *prefix, char *out, size_t n)
 	snprintf(out, n, "%s%s.%u", prefix, l3->writer, atomic_fetch_add_explicit(&l3->tmp_seq, 1, RELAXED));
 }
 
-int l3_tmp_writer(const char *name, const char *prefix, char *writer, size_t n)
+int l3_left_over(struct sc_l3 *l3, int dfd, const char *name)
 {
-	size_t pl = strlen(prefix);
-	if (strncmp(name, prefix, pl))
-		return -EINVAL;
-	const char *w = name + pl, *dot = strrchr(w, '.');
-	if (!dot || dot == w || (size_t)(dot - w) >= n)
-		return -EINVAL;
-	memcpy(writer, w, (size_t)(dot - w));
-	writer[dot - w] = 0;
-	return 0;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return 0; /* gone already, or not ours to judge */
+	struct stat st;
+	int held = shm_ofd_held(fd, 0), left = 0;
+	if (held == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		uint64_t mt = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+		uint64_t age = l3->grace_ns > L3_TMP_STALE_NS ? l3->grace_ns : L3_TMP_STALE_NS;
+		left = shm_realtime_ns() > mt + age;
+	}
+	close(fd);
+	return left;
 }
 
 /* ---- per-host counters (shared mode) ---- */
@@ -305,7 +237,7 @@ int l3_state_open_host(struct sc_l3 *l3)
 	l3->st = m;
 	/* O_DIRECT alignment of the shared filesystem, from a file on it */
 	struct statx sx;
-	if (statx(l3->writerfd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
+	if (statx(l3->lockfd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
 		l3->dio_mem_align = sx.stx_dio_mem_align;
 		l3->dio_off_align = sx.stx_dio_offset_align;
 	}
@@ -370,6 +302,7 @@ void l3_access_flush(struct sc_l3 *l3, int force)
 		l3->segoff = 0;
 		if (l3->segfd < 0)
 			goto drop;
+		(void)shm_ofd_trylock(l3->segfd, 0); /* ours while we append: the janitor leaves it open */
 	}
 	size_t len = (size_t)l3->nacc * sizeof(struct l3_access);
 	ssize_t w = pwrite(l3->segfd, l3->acc, len, (off_t)l3->segoff);

@@ -4,9 +4,9 @@
  *
  * Multi-process rules. Objects and prefix entries appear only by rename of a fully written and
  * fsynced temp file, so a reader never sees a partial one and a writer killed at any point leaves
- * at most a .tmp-<writer>.<n> file, which reconciliation (or the janitor) removes once that
- * writer's DIR/writers entry is no longer locked (lib/l3_shared.c): never another live process's
- * or another host's file in progress. Objects are put with RENAME_NOREPLACE (two puts of one
+ * at most a .tmp-<writer>.<n> file, which reconciliation (or the janitor) removes once its
+ * writer no longer holds its OFD lock on it and it is not young (lib/l3_shared.c): never another
+ * live process's or another host's file in progress. Objects are put with RENAME_NOREPLACE (two puts of one
  * digest, from any hosts: the second finds it there). A put ends by checking that its object and
  * its prefix entry are both there, and writes again what a concurrent eviction or drop took
  * (lib/l3_shared.c says why a dropper cannot then remove it). Eviction and reconciliation hold
@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -162,19 +163,11 @@ int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const ch
 	return 0;
 }
 
-/* A temp file (.tmp-<writer>.<n>, or a captured prefix entry .drop-<writer>.<n>) at @dfd of a
- * writer that is gone? Old names (.tmp-<pid>.<start>.<n>) name no writer entry: gone. A file
- * younger than the visibility grace is never stale (its writer's entry may not be visible yet). */
-static int tmp_is_stale(struct sc_l3 *l3, int dfd, const char *name, const char *prefix)
+/* A temp file (.tmp-<writer>.<n>), or a captured prefix entry (.drop-<writer>.<n>), left over by
+ * a writer that is gone (lib/l3_shared.c: its OFD lock is free and it is not young). */
+static int tmp_is_stale(struct sc_l3 *l3, int dfd, const char *name)
 {
-	char w[L3_WRITER_MAX];
-	struct stat sb;
-	if (l3->grace_ns && (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
-			     !l3_settled(l3, (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec)))
-		return 0;
-	if (l3_tmp_writer(name, prefix, w, sizeof(w)))
-		return 1;
-	return !l3_writer_alive(l3, w);
+	return l3_left_over(l3, dfd, name);
 }
 
 int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi)
@@ -224,7 +217,7 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	struct recon *r = ctx;
 	(void)sub;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(l3, dfd, name, ".tmp-") && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(l3, dfd, name) && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
 		return 0;
 	}
@@ -270,12 +263,12 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 {
 	struct recon *r = ctx;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(l3, dfd, name, ".tmp-") && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(l3, dfd, name) && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
 		return 0;
 	}
 	if (!strncmp(name, ".drop-", 6)) {
-		if (tmp_is_stale(l3, dfd, name, ".drop-") && l3_pfx_drop_resolve(l3, dfd, sub, name) == 1)
+		if (tmp_is_stale(l3, dfd, name) && l3_pfx_drop_resolve(l3, dfd, sub, name) == 1)
 			r->dropped++;
 		return 0;
 	}
@@ -343,25 +336,30 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if ((o.flags & ~SC_L3_OPEN_MASK) || o.o_direct < SC_L3_ODIRECT_AUTO || o.o_direct > SC_L3_ODIRECT_OFF ||
 	    o.queue_depth > SC_L3_MAX_QUEUE_DEPTH || (o.file_mode & ~0666u))
 		return -EINVAL;
+	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
+		if (o.reserved[i])
+			return -EINVAL; /* a field of a later version: refuse rather than ignore it */
 	if (!o.queue_depth)
 		o.queue_depth = 64;
 	struct sc_l3 *l3 = calloc(1, sizeof(*l3));
 	if (!l3)
 		return -ENOMEM;
 	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = -1;
-	l3->writersfd = l3->writerfd = l3->accfd = l3->segfd = l3->janfd = -1;
+	l3->accfd = l3->segfd = l3->janfd = -1;
 	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;
 	l3->file_mode = o.file_mode ? o.file_mode : 0600;
 	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700;
 	l3->id = atomic_fetch_add_explicit(&next_id, 1, RELAXED);
-	l3->start_time = shm_proc_start_time(getpid());
+	if (getrandom(&l3->nonce, sizeof(l3->nonce), GRND_NONBLOCK) != (ssize_t)sizeof(l3->nonce))
+		l3->nonce = shm_now_ns() ^ ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)l3;
 	pthread_mutex_init(&l3->mu, NULL);
 	int rc = -ENOMEM;
 	if (!(l3->dir = strdup(dir)))
 		goto cleanup;
 	if ((rc = l3_host_init(l3, o.host_id)))
 		goto cleanup;
+	l3_writer_init(l3);
 	l3->opts.host_id = NULL; /* not kept: the caller's string may not outlive the handle */
 	l3->opts.state_dir = NULL;
 	if (mkdir(dir, l3->dir_mode) < 0 && errno != EEXIST) {
@@ -383,7 +381,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 		rc = -errno;
 		goto cleanup;
 	}
-	if ((rc = l3_mode_init(l3, o.flags)) || (rc = l3_writer_open(l3)))
+	if ((rc = l3_mode_init(l3, o.flags)))
 		goto cleanup;
 	if (l3->shared)
 		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : 10000u) * 1000000ull;
@@ -415,7 +413,6 @@ void sc_l3_close(struct sc_l3 *l3)
 	if (l3->dirfd >= 0)
 		l3_access_flush(l3, 1);
 	l3_janitor_release(l3);
-	l3_writer_close(l3);
 	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd, l3->accfd, l3->segfd };
 	for (int i = 0; i < 8; i++)
 		if (fds[i] >= 0)
@@ -542,6 +539,7 @@ static int write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *fi
 	int fd = openat(dfd, tmprel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
 	if (fd < 0)
 		return -errno;
+	(void)shm_ofd_trylock(fd, 0); /* "being written": reconcilers leave it alone (tmp_is_stale) */
 	struct l3_ring *r = l3_ring_get(l3);
 	if (!r) {
 		rc = -ENOMEM;

@@ -5,7 +5,7 @@
  * --------
  * Structure. Buckets hold the idx+1 of the first entry of a chain (0: empty); entries chain
  * through `next`. Bucket b and every entry in its chain belong to shard b % SHM_INDEX_SHARDS; only
- * the holder of that shard's robust mutex writes the bucket, the chain links and the entries of
+ * the holder of that shard's writer lock (shm/mutex.h) writes the bucket, the chain links and the entries of
  * the shard (except `freq`, below).
  *
  * Publication (RCU style). A writer fills a BUSY entry completely (it is unreachable), sets its
@@ -35,7 +35,9 @@
  * checked against the heap region by the caller (lib/l2). Errors are -EBADMSG, never a crash.
  *
  * Crash repair. The index (bucket chains + entry states) is the source of truth. A locker that
- * gets EOWNERDEAD rebuilds the shard: chains are walked and cut at invalid links; reachable BUSY
+ * gets -EOWNERDEAD (shm/mutex.h) sets the shard's repair_pending and rebuilds it (a rebuild that
+ * cannot finish, e.g. for lack of memory, leaves the flag for the next locker): chains are
+ * walked and cut at invalid links; reachable BUSY
  * entries become LIVE; unreachable LIVE/BUSY entries are retired; RETIRED entries form the
  * pending list; FREE/FREEING entries the free list. Then heap blocks tagged as owned by an entry
  * of the shard that does not own them, and private reservations of dead processes, are freed
@@ -88,11 +90,9 @@ int shm_index_format(struct shm_arena *a)
 	h->nshards = SHM_INDEX_SHARDS;
 	h->buckets_off = SHM_INDEX_HDR_BYTES;
 	h->entries_off = SHM_INDEX_HDR_BYTES + buckets_bytes(n);
-	int rc = shm_mutex_init(&h->sweep_mu);
-	for (uint32_t s = 0; s < SHM_INDEX_SHARDS && !rc; s++)
-		rc = shm_mutex_init(&h->shards[s].mu);
-	if (rc)
-		return rc;
+	shm_mutex_init(&h->sweep_mu);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		shm_mutex_init(&h->shards[s].mu);
 	struct shm_index_entry *ent = (struct shm_index_entry *)(r + h->entries_off);
 	/* free lists in ascending order: push from the top down */
 	for (uint32_t i = n; i-- > 0;) {
@@ -167,27 +167,29 @@ void shm_index_repair_locked(struct shm_index *ix, uint32_t shard)
 
 static int after_lock(struct shm_index *ix, uint32_t s, int rc)
 {
-	if (rc == EOWNERDEAD) {
-		repair_shard(ix, s);
-		shm_mutex_consistent(&ix->hdr->shards[s].mu);
-		return 0;
-	}
-	return -rc;
+	struct shm_index_shard *sh = &ix->hdr->shards[s];
+	if (rc == -EOWNERDEAD)
+		sh->repair_pending = 1; /* persisted first: a repair that cannot finish is owed on */
+	else if (rc)
+		return rc;
+	if (sh->repair_pending)
+		repair_shard(ix, s); /* we hold it; dying here hands -EOWNERDEAD on */
+	return 0;
 }
 
 int shm_index_lock(struct shm_index *ix, uint32_t shard)
 {
-	return after_lock(ix, shard, shm_mutex_lock(&ix->hdr->shards[shard].mu));
+	return after_lock(ix, shard, shm_mutex_lock(ix->a, &ix->hdr->shards[shard].mu));
 }
 
 int shm_index_trylock(struct shm_index *ix, uint32_t shard)
 {
-	return after_lock(ix, shard, shm_mutex_trylock(&ix->hdr->shards[shard].mu));
+	return after_lock(ix, shard, shm_mutex_trylock(ix->a, &ix->hdr->shards[shard].mu));
 }
 
 void shm_index_unlock(struct shm_index *ix, uint32_t shard)
 {
-	shm_mutex_unlock(&ix->hdr->shards[shard].mu);
+	shm_mutex_unlock(ix->a, &ix->hdr->shards[shard].mu);
 }
 
 /* ---- writer operations (shard lock held) ---- */
@@ -255,6 +257,7 @@ void shm_index_link_locked(struct shm_index *ix, struct shm_index_entry *e, stru
 	atomic_store_explicit(&e->state, SHM_ENT_LIVE, memory_order_release);
 	/* release: the entry's fields (and next) are visible to readers that acquire this slot */
 	atomic_store_explicit(slot, me, memory_order_release);
+	shm_sched_point("l2.index.published");
 	if (old) {
 		shm_fault_point("l2.index.replaced"); /* old is unreachable but not yet retired */
 		shm_index_retire_locked(ix, old);
@@ -281,6 +284,7 @@ int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry 
 	/* release: pairs with readers' acquire of the slot; the successor was published earlier */
 	atomic_store_explicit(slot, atomic_load_explicit(&e->next, memory_order_relaxed), memory_order_release);
 	shm_fault_point("l2.index.unlinked"); /* unreachable but not yet retired */
+	shm_sched_point("l2.index.unlinked");
 	shm_index_retire_locked(ix, e);
 	return 0;
 }
@@ -300,15 +304,14 @@ static int leased(const uint64_t *v, size_t n, uint64_t rec)
 	return 0;
 }
 
-int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, const uint64_t *leases, size_t n_leased,
-			     unsigned max, unsigned *blocked)
+int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min, const uint64_t *leases,
+			     size_t n_leased, unsigned max, unsigned *blocked)
 {
 	struct shm_index_shard *sh = &ix->hdr->shards[shard];
 	unsigned done = 0, seen = 0;
 	*blocked = 0;
 	if (!sh->pending_head)
 		return 0;
-	uint64_t min = shm_epoch_min_active(ix->a);
 	uint32_t *pp = &sh->pending_head;
 	while (*pp && seen < 4 * max + 16 && done < max) {
 		uint32_t cur = *pp;
@@ -352,7 +355,7 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 	uint32_t n = ix->nentries;
 	uint8_t *reach = calloc(n / SHM_INDEX_SHARDS + 1, 1);
 	if (!reach)
-		return; /* cannot repair now: the next locker tries again (mutex not made consistent) */
+		return; /* cannot repair now: repair_pending stays set, the next locker tries again */
 	/* 1. walk the shard's chains, cutting at invalid links and skipping non-live entries */
 	for (uint32_t b = s; b <= ix->mask; b += SHM_INDEX_SHARDS) {
 		_Atomic uint32_t *slot = &ix->buckets[b];
@@ -412,6 +415,7 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 	free(reach);
 	shm_fault_point("l2.repair.rebuilt");
 	sh->repairs++;
+	sh->repair_pending = 0;
 	(void)shm_index_sweep(ix, (int)s);
 }
 
@@ -421,17 +425,23 @@ struct sweep_ctx {
 	uint64_t offs[256];
 	unsigned n;
 	int full;
+	uint32_t seen_token[8];   /* liveness verdicts of this walk (a token's blocks are adjacent often) */
+	uint8_t seen_dead[8];
+	unsigned nseen;
 };
 
-static int priv_dead(struct shm_index *ix, uint64_t tag)
+/* A private reservation is an orphan when its owner token is dead (one fcntl per token and walk). */
+static int priv_dead(struct sweep_ctx *c, uint64_t tag)
 {
-	uint32_t slot = (uint32_t)(tag >> 32) & 0xffff, pid = (uint32_t)tag;
-	if (slot >= shm_readers_count(ix->a))
-		return 1;
-	struct shm_reader_slot *rs = shm_reader_slot(ix->a, slot);
-	if (atomic_load_explicit(&rs->pid, memory_order_acquire) != pid)
-		return 1;
-	return !shm_reader_slot_alive(rs);
+	uint32_t t = (uint32_t)tag;
+	for (unsigned i = 0; i < c->nseen && i < 8; i++)
+		if (c->seen_token[i] == t)
+			return c->seen_dead[i];
+	int dead = !shm_token_alive(c->ix->a, t);
+	c->seen_token[c->nseen % 8] = t;
+	c->seen_dead[c->nseen % 8] = (uint8_t)dead;
+	c->nseen++;
+	return dead;
 }
 
 static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *vctx)
@@ -442,7 +452,7 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 		return 0;
 	int orphan = 0;
 	if (SHM_TAG_TYPE(tag) == SHM_TAG_PRIV) {
-		orphan = priv_dead(c->ix, tag);
+		orphan = priv_dead(c, tag);
 	} else if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY && c->shard >= 0) {
 		uint32_t idx = (uint32_t)(tag >> 32) & 0xffffff, gen = (uint32_t)tag;
 		if (idx < c->ix->nentries && idx % SHM_INDEX_SHARDS == (uint32_t)c->shard) {
@@ -466,15 +476,13 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 
 int shm_index_sweep(struct shm_index *ix, int shard)
 {
-	int rc = shm_mutex_lock(&ix->hdr->sweep_mu);
-	if (rc == EOWNERDEAD)
-		shm_mutex_consistent(&ix->hdr->sweep_mu); /* the sweep keeps no state of its own */
-	else if (rc)
-		return -rc;
+	int rc = shm_mutex_lock(ix->a, &ix->hdr->sweep_mu);
+	if (rc && rc != -EOWNERDEAD) /* the sweep keeps no state of its own: nothing to repair */
+		return rc;
 	struct sweep_ctx *c = malloc(sizeof(*c));
 	int freed = 0;
 	if (!c) {
-		shm_mutex_unlock(&ix->hdr->sweep_mu);
+		shm_mutex_unlock(ix->a, &ix->hdr->sweep_mu);
 		return -ENOMEM;
 	}
 	for (int round = 0; round < 64; round++) {
@@ -482,6 +490,7 @@ int shm_index_sweep(struct shm_index *ix, int shard)
 		c->shard = shard;
 		c->n = 0;
 		c->full = 0;
+		c->nseen = 0;
 		int w = shm_heap_walk(ix->a, sweep_cb, c);
 		for (unsigned i = 0; i < c->n; i++)
 			if (shm_heap_free(ix->a, c->offs[i]) == 0)
@@ -494,6 +503,6 @@ int shm_index_sweep(struct shm_index *ix, int shard)
 			break;
 	}
 	free(c);
-	shm_mutex_unlock(&ix->hdr->sweep_mu);
+	shm_mutex_unlock(ix->a, &ix->hdr->sweep_mu);
 	return freed;
 }

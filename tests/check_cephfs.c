@@ -195,7 +195,8 @@ START_TEST(put_on_a_restored_on_b_byte_for_byte)
 			sc_restore_release(&r);
 		}
 		struct sc_l3_stats s;
-		if (sc_l3_stats(l3, &s) || !s.shared || s.fills != 1)
+		struct sc_l3_janitor_status js;
+		if (sc_l3_stats(l3, &s) || sc_l3_janitor_status(l3, &js) || !js.shared || s.fills != 1)
 			bad |= 32;
 		sc_l3_close(l3);
 		sc_stage_close(st);
@@ -343,11 +344,20 @@ START_TEST(janitor_host_killed_then_taken_over)
 	pid_t pj = fork();
 	ck_assert_int_ge(pj, 0);
 	if (pj == 0) {
-		/* host A's janitor: keeps the lease, a pass every 200 ms */
+		/* host A's janitor: keeps the lease, a pass every 200 ms; and a write of A's in progress:
+		 * a temp file it holds (an OFD lock, as a put holds its temp file) */
 		struct sc_l3 *l3 = NULL;
 		struct sc_l3_janitor_report r;
 		if (h_open(l3dir(A, "t4"), host_name[A], 0, state[A], &l3) || sc_l3_janitor(l3, SC_L3_JANITOR_KEEP, &r))
 			_exit(2);
+		char p[800];
+		snprintf(p, sizeof(p), "%s/objects/00", l3dir(A, "t4"));
+		mkdir(p, 0700);
+		snprintf(p, sizeof(p), "%s/objects/00/.tmp-hostA.1.0badf00d.1", l3dir(A, "t4"));
+		int tfd = open(p, O_CREAT | O_WRONLY, 0600);
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+		if (tfd < 0 || fcntl(tfd, F_OFD_SETLK, &fl))
+			_exit(5);
 		uint64_t epoch = r.epoch;
 		say(up[1], &epoch, sizeof(epoch));
 		uint64_t acted_after = 0;
@@ -363,6 +373,8 @@ START_TEST(janitor_host_killed_then_taken_over)
 	uint64_t ea;
 	ck_assert_int_eq(hear(up[0], &ea, sizeof(ea)), 0);
 	ck_assert_uint_ge(ea, 1);
+	/* A's write in progress looks an hour old: only its lock keeps it */
+	ck_assert_int_eq(h_sh("touch -d '-1 hour' %s/objects/00/.tmp-hostA.1.0badf00d.1", l3dir(B, "t4")), 0);
 	/* A holds the lease: B cannot be janitor */
 	struct sc_l3_janitor_report r;
 	ck_assert_int_eq(sc_l3_janitor(b, 0, &r), -EBUSY);
@@ -404,16 +416,17 @@ START_TEST(janitor_host_killed_then_taken_over)
 	ck_assert_uint_gt(rw.epoch, ea);
 	ck_assert_uint_gt(rw.evicted, 0);
 	ck_assert_uint_le(rw.bytes, (2u << 20) / 100 * 85);
-	ck_assert_uint_ge(rw.stale_writers, 1); /* A's dead handle */
+	ck_assert_uint_ge(rw.stale_temps, 1); /* A's write in progress: A's session ended, its lock with it */
+	ck_assert_int_eq(h_count(l3dir(B, "t4"), ".tmp-hostA."), 0);
 	/* A's janitor saw its mount fail and never acted after it lost the lease */
 	ck_assert_int_eq(h_wait(pj, 30), 0);
 	ck_assert_int_eq(h_sh("! grep -q ' %llu hostA ' %s/janitor.log", (unsigned long long)ea, l3dir(B, "t4")), 0);
 	remount(A);
 	/* and A, back, is an ordinary host again: it sees what B's janitor left */
 	struct sc_l3 *a = open_as(A, "t4", 0);
-	struct sc_l3_stats st;
-	ck_assert_int_eq(sc_l3_stats(a, &st), 0);
-	ck_assert_uint_eq(st.janitor_epoch, rw.epoch);
+	struct sc_l3_janitor_status st;
+	ck_assert_int_eq(sc_l3_janitor_status(a, &st), 0);
+	ck_assert_uint_eq(st.epoch, rw.epoch);
 	ck_assert_str_eq(st.janitor_host, "hostB");
 	ck_assert_int_eq(h_fetch_wait(a, 400 + N - 1, 32, BYTES, 1000), 0);
 	sc_l3_close(a);

@@ -89,8 +89,8 @@ START_TEST(host_identity_is_validated)
 	} else {
 		mid[strcspn(mid, "\n")] = 0;
 		ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
-		struct sc_l3_stats st;
-		ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+		struct sc_l3_janitor_status st;
+		ck_assert_int_eq(sc_l3_janitor_status(l3, &st), 0);
 		ck_assert_str_eq(st.host_id, mid);
 		ck_assert_int_eq(st.shared, 0);
 		sc_l3_close(l3);
@@ -117,14 +117,16 @@ START_TEST(shared_mode_is_sticky_with_per_host_counters)
 	struct sc_l3 *b = NULL;
 	ck_assert_int_eq(sc_l3_open(dir, &o, &b), 0);
 	struct sc_l3_stats sa, sbs;
+	struct sc_l3_janitor_status js;
 	ck_assert_int_eq(sc_l3_stats(a, &sa), 0);
 	ck_assert_int_eq(sc_l3_stats(b, &sbs), 0);
-	ck_assert_int_eq(sbs.shared, 1);
-	ck_assert_str_eq(sbs.host_id, "hostB");
+	ck_assert_int_eq(sc_l3_janitor_status(b, &js), 0);
+	ck_assert_int_eq(js.shared, 1);
+	ck_assert_str_eq(js.host_id, "hostB");
 	ck_assert_uint_eq(sa.puts, 2);
 	ck_assert_uint_eq(sa.put_dedup, 1);
 	ck_assert_uint_eq(sbs.puts, 0); /* each host counts its own */
-	ck_assert_uint_eq(sbs.janitor_epoch, 0);
+	ck_assert_uint_eq(js.epoch, 0);
 	ck_assert_int_eq(h_fetch(b, 1, 40, 5000), 0);
 	ck_assert_int_eq(sc_l3_stats(b, &sbs), 0);
 	ck_assert_uint_eq(sbs.fills, 1);
@@ -135,73 +137,90 @@ START_TEST(shared_mode_is_sticky_with_per_host_counters)
 	ck_assert_int_eq(sc_l3_stats(a, &sa), 0);
 	ck_assert_uint_eq(sa.objects, 2);
 	ck_assert_uint_eq(sa.bytes, 2 * (4096 + 5000));
-	ck_assert_uint_eq(sa.janitor_epoch, r.epoch);
-	ck_assert_str_eq(sa.janitor_host, "hostB");
-	/* temp files and writer entries are named after the host */
+	ck_assert_int_eq(sc_l3_janitor_status(a, &js), 0);
+	ck_assert_uint_eq(js.epoch, r.epoch);
+	ck_assert_str_eq(js.janitor_host, "hostB");
+	ck_assert_uint_eq(js.objects, 2);
+	ck_assert_uint_eq(js.passes, 1);
+	/* what a host makes is named after it: temp files, access segments */
 	struct sc_l3 *x = a;
 	ck_assert(strncmp(x->writer, "hostA.", 6) == 0);
-	snprintf(p, sizeof(p), "%s/writers/%s", dir, x->writer);
-	ck_assert_int_eq(stat(p, &sb), 0);
+	char name[128];
+	l3_tmp_name(x, ".tmp-", name, sizeof(name));
+	ck_assert(strncmp(name, ".tmp-hostA.", 11) == 0);
 	sc_l3_close(a);
-	ck_assert_int_eq(stat(p, &sb), -1); /* a clean close removes its entry */
 	sc_l3_close(b);
+	snprintf(p, sizeof(p), "%s/access", dir);
+	ck_assert_int_eq(h_count(p, "hostB."), 1); /* B's fill, written at close */
 }
 END_TEST
+
+/* Make @path and hold an OFD lock on it (what a writer does with its temp file), or back-date it. */
+static int make_held(const char *path)
+{
+	int fd = open(path, O_CREAT | O_WRONLY, 0600);
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+	if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl))
+		return -1;
+	return fd;
+}
 
 START_TEST(temp_files_of_live_writers_survive_dead_ones_go)
 {
 	int up[2], down[2];
 	ck_assert_int_eq(pipe(up), 0);
 	ck_assert_int_eq(pipe(down), 0);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/objects/ab", dir);
+	struct sc_l3 *a = host("hostA", 0);
+	mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/prefix/ab", dir);
+	mkdir(p, 0700);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		/* host B: a writer in the middle of a put (its temp files exist) */
-		struct sc_l3 *b = NULL;
-		if (h_open(dir, "hostB", 0, sdir, &b))
-			_exit(2);
-		char p[512];
+		/* host B: a writer in the middle of two puts (it holds its temp files) */
 		const char *sub[] = { "objects", "prefix" };
 		for (int i = 0; i < 2; i++) {
-			snprintf(p, sizeof(p), "%s/%s/ab", dir, sub[i]);
-			mkdir(p, 0700);
-			snprintf(p, sizeof(p), "%s/%s/ab/.tmp-%s.99", dir, sub[i], b->writer);
-			int fd = open(p, O_CREAT | O_WRONLY, 0600);
-			if (fd < 0 || write(fd, "partial", 7) != 7)
+			snprintf(p, sizeof(p), "%s/%s/ab/.tmp-hostB.42.0badf00d.%d", dir, sub[i], i);
+			if (make_held(p) < 0)
 				_exit(3);
-			close(fd);
 		}
 		say(up[1], 'r');
 		hear(down[0]);
 		_exit(0);
 	}
 	ck_assert_int_eq(hear(up[0]), 'r');
-	struct sc_l3 *a = host("hostA", 0);
-	char p[512];
-	/* leftovers of writers that are gone: a writer with no entry, and an old-style pid name */
+	/* leftovers of writers that are gone: nobody holds them */
 	snprintf(p, sizeof(p), "%s/objects/ab/.tmp-hostZ.77.0badf00d.3", dir);
 	close(open(p, O_CREAT | O_WRONLY, 0600));
-	snprintf(p, sizeof(p), "%s/objects/ab/.tmp-12345.678.9", dir);
+	snprintf(p, sizeof(p), "%s/objects/ab/.tmp-12345.678.9", dir); /* an older name */
 	close(open(p, O_CREAT | O_WRONLY, 0600));
 	snprintf(p, sizeof(p), "%s/.tmp-hostZ.77.0badf00d.4", dir); /* a janitor killed writing DIR/lru */
 	close(open(p, O_CREAT | O_WRONLY, 0600));
+	/* a young one nobody holds yet (its writer between create and lock) stays */
+	snprintf(p, sizeof(p), "%s/objects/ab/.tmp-hostY.5.0badf00d.0", dir);
+	close(open(p, O_CREAT | O_WRONLY, 0600));
+	/* everything but the young one looks an hour old: only a lock keeps a file */
+	ck_assert_int_eq(h_sh("find %s -name '.tmp-*' ! -name '.tmp-hostY*' -exec touch -d '-1 hour' {} +", dir), 0);
 	struct sc_l3_janitor_report r;
 	ck_assert_int_eq(sc_l3_janitor(a, SC_L3_JANITOR_FULL, &r), 0);
 	ck_assert_uint_eq(r.stale_temps, 3);
-	snprintf(p, sizeof(p), "%s/objects", dir);
-	ck_assert_int_eq(h_count(p, ".tmp-hostB."), 1);
-	snprintf(p, sizeof(p), "%s/prefix", dir);
-	ck_assert_int_eq(h_count(p, ".tmp-hostB."), 1);
-	/* host B dies (no clean close): its lock is gone, so are its files at the next pass */
+	ck_assert_int_eq(h_count(dir, ".tmp-hostB."), 2);
+	ck_assert_int_eq(h_count(dir, ".tmp-hostY."), 1);
+	ck_assert_int_eq(h_count(dir, ".tmp-hostZ."), 0);
+	/* host B dies: its locks go with it, and its files at the next pass */
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
 	ck_assert_uint_eq(r.stale_temps, 2);
-	ck_assert_uint_eq(r.stale_writers, 1);
+	ck_assert_int_eq(h_count(dir, ".tmp-hostB."), 0);
+	ck_assert_int_eq(h_count(dir, ".tmp-hostY."), 1);
+	/* the young one, once old and still not held, goes too */
+	ck_assert_int_eq(h_sh("touch -d '-1 hour' %s/objects/ab/.tmp-hostY*", dir), 0);
+	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
+	ck_assert_uint_eq(r.stale_temps, 1);
 	ck_assert_int_eq(h_count(dir, ".tmp-"), 0);
-	snprintf(p, sizeof(p), "%s/writers", dir);
-	ck_assert_int_eq(h_count(p, "hostB."), 0);
-	ck_assert_int_eq(h_count(p, "hostA."), 1); /* our own entry stays */
 	sc_l3_close(a);
 }
 END_TEST
@@ -228,8 +247,8 @@ START_TEST(janitor_lease_is_exclusive_and_taken_over)
 	struct sc_l3_janitor_report r;
 	ck_assert_int_eq(sc_l3_janitor(b, 0, &r), -EBUSY);
 	ck_assert_int_eq(sc_l3_evict_to(b, 0), -EBUSY);
-	struct sc_l3_stats st;
-	ck_assert_int_eq(sc_l3_stats(b, &st), 0);
+	struct sc_l3_janitor_status st;
+	ck_assert_int_eq(sc_l3_janitor_status(b, &st), 0);
 	ck_assert_str_eq(st.janitor_host, "hostA");
 	/* the janitor dies: the lease is free at once, and the next holder's epoch is higher */
 	kill(pid, SIGKILL);
@@ -317,6 +336,8 @@ START_TEST(lru_order_counts_other_hosts_uses)
 		_exit(bad);
 	}
 	ck_assert_int_eq(h_wait(pid, 30), 0);
+	/* B's segment is let go of (B exited); make it old enough to count as left over at once */
+	ck_assert_int_eq(h_sh("touch -d '-1 hour' %s/access/hostB.*", dir), 0);
 	/* host A's janitor keeps half: the ones B used, although A put them first */
 	int n = sc_l3_evict_to(a, 5 * (4096 + 100000));
 	ck_assert_int_eq(n, 5);
@@ -353,7 +374,8 @@ START_TEST(dangling_prefix_entries_dropped_live_ones_kept)
 	ck_assert_int_eq(h_put(a, 7, 20, 3000), 0);
 	ck_assert_int_eq(h_fetch(a, 7, 20, 3000), 0);
 	/* a dropper that died after capturing a live entry: the janitor puts it back */
-	ck_assert_int_eq(h_sh("f=$(find %s/prefix -name '*.pfx' | head -n 1); mv $f $(dirname $f)/.drop-hostZ.9.0badf00d.1", dir), 0);
+	ck_assert_int_eq(h_sh("f=$(find %s/prefix -name '*.pfx' | head -n 1); mv $f $(dirname $f)/.drop-hostZ.9.0badf00d.1 && "
+			      "touch -d '-1 hour' $(dirname $f)/.drop-hostZ.9.0badf00d.1", dir), 0);
 	ck_assert_int_eq(h_fetch(a, 7, 20, 3000), -ENOENT);
 	struct sc_l3_janitor_report r;
 	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
@@ -361,7 +383,8 @@ START_TEST(dangling_prefix_entries_dropped_live_ones_kept)
 	ck_assert_int_eq(h_count(dir, ".drop-"), 0);
 	/* ... and removes a captured one whose object is gone */
 	ck_assert_int_eq(h_put(a, 9, 20, 3000), 0);
-	ck_assert_int_eq(h_sh("rm %s/objects/*/*.sc3; for f in $(find %s/prefix -name '*.pfx'); do mv $f $(dirname $f)/.drop-hostZ.9.0badf00d.$RANDOM; done", dir, dir), 0);
+	ck_assert_int_eq(h_sh("rm %s/objects/*/*.sc3; for f in $(find %s/prefix -name '*.pfx'); do "
+			      "d=$(dirname $f)/.drop-hostZ.9.0badf00d.$RANDOM; mv $f $d && touch -d '-1 hour' $d; done", dir, dir), 0);
 	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
 	ck_assert_int_eq(h_count(dir, ".drop-"), 0);
 	ck_assert_int_eq(h_sh("test $(find %s/prefix -name '*.pfx' | wc -l) = 0", dir), 0);
@@ -395,8 +418,8 @@ START_TEST(nothing_is_removed_on_a_missing_younger_than_the_grace)
 	ck_assert_uint_eq(r.stale_temps, 0);
 	ck_assert_uint_eq(r.dropped, 0);
 	ck_assert_int_eq(h_count(dir, ".tmp-hostZ"), 1);
-	/* past the grace both go */
-	sleep(2);
+	/* past the grace (and the 2 s any unheld temp file gets) both go */
+	usleep(2500000);
 	ck_assert_int_eq(h_fetch(a, 7, 20, 3000), -ENOENT);
 	ck_assert_int_eq(h_sh("test $(find %s/prefix -name '*.pfx' | wc -l) = 0", dir), 0);
 	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
@@ -449,9 +472,9 @@ START_TEST(corrupt_janitor_files_are_survived)
 	ck_assert_uint_gt(r.epoch, 2); /* an unreadable record: an epoch no earlier holder had */
 	ck_assert_uint_eq(r.objects, 1);
 	ck_assert_int_eq(h_fetch(a, 1, 20, 3000), 0);
-	struct sc_l3_stats st;
-	ck_assert_int_eq(sc_l3_stats(a, &st), 0);
-	ck_assert_uint_eq(st.janitor_epoch, r.epoch);
+	struct sc_l3_janitor_status st;
+	ck_assert_int_eq(sc_l3_janitor_status(a, &st), 0);
+	ck_assert_uint_eq(st.epoch, r.epoch);
 	/* a record of the wrong size */
 	ck_assert_int_eq(h_sh("cd %s && head -c 100 /dev/zero > janitor", dir), 0);
 	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
@@ -466,8 +489,10 @@ START_TEST(put_over_budget_runs_a_pass)
 	for (uint32_t d = 0; d < 30; d++)
 		ck_assert_int_eq(h_put(a, d, 30, 100000), 0);
 	struct sc_l3_stats st;
+	struct sc_l3_janitor_status js;
 	ck_assert_int_eq(sc_l3_stats(a, &st), 0);
-	ck_assert_uint_gt(st.janitor_evictions, 0);
+	ck_assert_int_eq(sc_l3_janitor_status(a, &js), 0);
+	ck_assert_uint_gt(js.evictions, 0);
 	ck_assert_uint_le(st.bytes, 1 << 20);
 	ck_assert_int_eq(h_sh("test $(du -cb %s/objects/*/*.sc3 | tail -n 1 | cut -f1) -le %d", dir, (1 << 20) + 104096), 0);
 	/* the newest are there */

@@ -31,9 +31,6 @@ int cli_rm_rf(const char *dir);
 int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc_arena **out);
 
 
-/* Benchmarks: one JSON object per line, {"bench":B,"metric":M,"value":X,"unit":U[,"baseline":BL]}.
- * Printed to stdout (and appended to the --out file when the bench command was given one). */
-void cli_bench_line(const char *bench, const char *metric, double value, const char *unit, const char *baseline);
 /* Median of @n doubles (sorts them). */
 double cli_median(double *v, int n);
 /* Seconds since an arbitrary point (CLOCK_MONOTONIC). */

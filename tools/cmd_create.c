@@ -71,6 +71,7 @@ int cmd_create(int argc, char **argv)
 				o.gid = (int64_t)v;
 			else
 				return cli_usage_error("create", "unknown group '%s'", optarg);
+			o.flags |= SC_ARENA_OPT_GID; /* --group root means group 0 */
 			break;
 		}
 		case 'd': o.dir = optarg; break;

@@ -204,9 +204,12 @@ static int print_bad(const struct sc_l3_object_info *in, void *ctx)
 static int do_stats(struct sc_l3 *l3, int json)
 {
 	struct sc_l3_stats s;
+	struct sc_l3_janitor_status js;
 	int rc = sc_l3_stats(l3, &s);
 	if (rc)
 		return cli_fail("l3", rc, "stats");
+	if ((rc = sc_l3_janitor_status(l3, &js)) && rc != -EBADMSG)
+		return cli_fail("l3", rc, "janitor status");
 	if (json) {
 		printf("{\"objects\":%llu,\"bytes\":%llu,\"fills\":%llu,\"fill_bytes\":%llu,\"fill_ns\":%llu,"
 		       "\"verify_failures\":%llu,\"quarantined\":%llu,\"evictions\":%llu,\"write_refusals\":%llu,"
@@ -217,9 +220,9 @@ static int do_stats(struct sc_l3 *l3, int json)
 		       (unsigned long long)s.fill_bytes, (unsigned long long)s.fill_ns, (unsigned long long)s.verify_failures,
 		       (unsigned long long)s.quarantined, (unsigned long long)s.evictions,
 		       (unsigned long long)s.write_refusals, (unsigned long long)s.puts, (unsigned long long)s.put_dedup,
-		       s.dio_mem_align, s.dio_offset_align, s.shared ? "true" : "false", s.host_id,
-		       (unsigned long long)s.janitor_epoch, (unsigned long long)s.janitor_pass_ns,
-		       (unsigned long long)s.janitor_evictions, s.janitor_host);
+		       s.dio_mem_align, s.dio_offset_align, js.shared ? "true" : "false", js.host_id,
+		       (unsigned long long)js.epoch, (unsigned long long)js.pass_end_ns,
+		       (unsigned long long)js.evictions, js.janitor_host);
 	} else {
 		char h[32];
 		printf("objects          %llu\n", (unsigned long long)s.objects);
@@ -235,18 +238,18 @@ static int do_stats(struct sc_l3 *l3, int json)
 			printf("O_DIRECT         memory align %u, offset align %u\n", s.dio_mem_align, s.dio_offset_align);
 		else
 			printf("O_DIRECT         not available on this filesystem\n");
-		printf("mode             %s (host %s)\n", s.shared ? "shared by several hosts" : "local", s.host_id);
-		if (s.janitor_epoch) {
+		printf("mode             %s (host %s)\n", js.shared ? "shared by several hosts" : "local", js.host_id);
+		if (js.epoch) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
-			double age = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)s.janitor_pass_ns) / 1e9;
+			double age = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)js.pass_end_ns) / 1e9;
 			printf("janitor          epoch %llu, host %s, last pass %.1f s ago, %llu evictions in all\n",
-			       (unsigned long long)s.janitor_epoch, s.janitor_host, s.janitor_pass_ns ? age : -1.0,
-			       (unsigned long long)s.janitor_evictions);
+			       (unsigned long long)js.epoch, js.janitor_host, js.pass_end_ns ? age : -1.0,
+			       (unsigned long long)js.evictions);
 		} else {
 			printf("janitor          no pass yet\n");
 		}
-		if (s.shared)
+		if (js.shared)
 			printf("(counters are this host's; objects and bytes as of the last janitor pass)\n");
 	}
 	return EXIT_OK;
@@ -299,22 +302,21 @@ static void print_janitor(const struct sc_l3_janitor_report *r, int json)
 	char h[32];
 	if (json)
 		printf("{\"epoch\":%llu,\"objects\":%llu,\"bytes\":%llu,\"evicted\":%llu,\"evicted_bytes\":%llu,"
-		       "\"stale_temps\":%llu,\"stale_writers\":%llu,\"accesses\":%llu,\"quarantined\":%llu,"
-		       "\"dropped\":%llu,\"skipped_recent\":%llu,\"pass_ms\":%.1f}\n",
+		       "\"stale_temps\":%llu,\"accesses\":%llu,\"quarantined\":%llu,\"dropped\":%llu,"
+		       "\"skipped_recent\":%llu,\"pass_ms\":%.1f}\n",
 		       (unsigned long long)r->epoch, (unsigned long long)r->objects, (unsigned long long)r->bytes,
 		       (unsigned long long)r->evicted, (unsigned long long)r->evicted_bytes,
-		       (unsigned long long)r->stale_temps, (unsigned long long)r->stale_writers,
-		       (unsigned long long)r->accesses, (unsigned long long)r->quarantined, (unsigned long long)r->dropped,
+		       (unsigned long long)r->stale_temps, (unsigned long long)r->accesses,
+		       (unsigned long long)r->quarantined, (unsigned long long)r->dropped,
 		       (unsigned long long)r->skipped_recent, (double)r->pass_ns / 1e6);
 	else
 		printf("janitor epoch %llu: %llu objects, %s; evicted %llu (%llu kept: used since listed); "
-		       "removed %llu stale temp files, %llu dead writers; merged %llu uses; quarantined %llu, "
-		       "dropped %llu prefix entries; %.1f ms\n",
+		       "removed %llu stale temp files; merged %llu uses; quarantined %llu, dropped %llu prefix "
+		       "entries; %.1f ms\n",
 		       (unsigned long long)r->epoch, (unsigned long long)r->objects, cli_human(r->bytes, h, sizeof(h)),
 		       (unsigned long long)r->evicted, (unsigned long long)r->skipped_recent,
-		       (unsigned long long)r->stale_temps, (unsigned long long)r->stale_writers,
-		       (unsigned long long)r->accesses, (unsigned long long)r->quarantined, (unsigned long long)r->dropped,
-		       (double)r->pass_ns / 1e6);
+		       (unsigned long long)r->stale_temps, (unsigned long long)r->accesses,
+		       (unsigned long long)r->quarantined, (unsigned long long)r->dropped, (double)r->pass_ns / 1e6);
 	fflush(stdout);
 }
 
@@ -375,10 +377,10 @@ static int do_janitor(const char *dir, int argc, char **argv)
 		if (rc == 0) {
 			print_janitor(&r, json);
 		} else if (rc == -EBUSY) {
-			struct sc_l3_stats st;
-			sc_l3_stats(l3, &st);
-			fprintf(stderr, "stagecache l3: the janitor lease is held by another process (last pass: host %s, epoch %llu)\n",
-				st.janitor_host[0] ? st.janitor_host : "?", (unsigned long long)st.janitor_epoch);
+			struct sc_l3_janitor_status st;
+			sc_l3_janitor_status(l3, &st);
+			fprintf(stderr, "stagecache l3: the janitor lease is held by another process (last holder: host %s, epoch %llu)\n",
+				st.janitor_host[0] ? st.janitor_host : "?", (unsigned long long)st.epoch);
 			ret = EXIT_FAIL;
 			break;
 		} else if (rc == -ESTALE && loop_s) {

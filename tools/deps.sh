@@ -1,11 +1,13 @@
 #!/bin/sh
-# Install the Debian packages stagecache needs (build, tests, tracing, benchmarks, and the
-# single-node Ceph cluster of the shared-L3 tests: tools/cephfs-dev.sh) when missing.
+# Install the Debian packages stagecache needs (build, tests, tracing, benchmarks, the C++/Python/Rust
+# clients and their tests, the exporter and its Prometheus test, the man pages, and the single-node
+# Ceph cluster of the shared-L3 tests: tools/cephfs-dev.sh) when missing.
 # As root: one `apt-get update`, then `apt-get install -y` of what is missing.
 # As non-root: print the exact command to run.
 PKGS="build-essential liburing-dev libbpf-dev bpftool clang llvm libxxhash-dev check systemtap-sdt-dev \
-pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server libmemcached-dev \
-libhiredis-dev valgrind libclang-rt-14-dev \
+pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server \
+valgrind libclang-rt-14-dev liblmdb-dev lmdb-utils gnuplot-nox \
+g++ python3 python3-numpy cargo rustc libmicrohttpd-dev prometheus help2man doxygen \
 ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common uuid-runtime"
 missing=""
 for p in $PKGS; do
