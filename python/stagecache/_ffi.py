@@ -56,6 +56,7 @@ SC_NAME_MAX = 64
 SC_INFO_MAX_ATTACHED = 64
 SC_KV_DESC_MAX_COMPONENTS = 2
 SC_L3_STR_MAX = 1023
+SC_L3_HOST_ID_MAX = 64
 
 
 class Digest_(Structure):
@@ -157,7 +158,9 @@ class L2Resv(Structure):
 
 class L3Opts(Structure):
     _fields_ = [("budget_bytes", c_uint64), ("min_free_bytes", c_uint64), ("queue_depth", c_uint32),
-                ("o_direct", c_int), ("file_mode", c_uint32), ("flags", c_uint32), ("_reserved", c_uint64 * 6)]
+                ("o_direct", c_int), ("file_mode", c_uint32), ("flags", c_uint32), ("host_id", c_char_p),
+                ("state_dir", c_char_p), ("visibility_ms", c_uint32), ("_reserved0", c_uint32),
+                ("_reserved", c_uint64 * 3)]
 
 
 class L3PutArgs(Structure):
@@ -182,6 +185,19 @@ class L3Stats(Structure):
         "objects", "bytes", "fills", "fill_bytes", "fill_ns", "verify_failures", "quarantined", "evictions",
         "write_refusals", "puts", "put_dedup", "budget_bytes")] + [
         ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("_reserved", c_uint64 * 12)]
+
+
+class L3JanitorStatus(Structure):
+    _fields_ = [("shared", c_int), ("_reserved0", c_uint32), ("host_id", c_char * (SC_L3_HOST_ID_MAX + 1)),
+                ("janitor_host", c_char * (SC_L3_HOST_ID_MAX + 1)), ("_reserved1", c_uint8 * 6)] + [
+        (n, c_uint64) for n in ("epoch", "pass_start_ns", "pass_end_ns", "objects", "bytes", "evictions",
+                                "passes")] + [("_reserved", c_uint64 * 4)]
+
+
+class L3JanitorReport(Structure):
+    _fields_ = [(n, c_uint64) for n in (
+        "epoch", "objects", "bytes", "evicted", "evicted_bytes", "stale_temps", "accesses", "quarantined",
+        "dropped", "skipped_recent", "pass_ns")] + [("_reserved", c_uint64 * 4)]
 
 
 class L3ObjectInfo(Structure):
@@ -239,7 +255,8 @@ STRUCTS = {
     "sc_kv_desc": KvDesc, "sc_payload": Payload_, "sc_location": Location_, "sc_lease": Lease_,
     "sc_l2_entry_info": L2EntryInfo, "sc_l2_stats": L2Stats, "sc_l2_resv": L2Resv, "sc_l3_opts": L3Opts,
     "sc_l3_put_args": L3PutArgs, "sc_l3_location": L3Location_, "sc_l3_fill_req": L3FillReq,
-    "sc_l3_stats": L3Stats, "sc_l3_object_info": L3ObjectInfo, "sc_promote_stats": PromoteStats,
+    "sc_l3_stats": L3Stats, "sc_l3_janitor_status": L3JanitorStatus, "sc_l3_janitor_report": L3JanitorReport,
+    "sc_l3_object_info": L3ObjectInfo, "sc_promote_stats": PromoteStats,
     "sc_restore": Restore_, "sc_commit": Commit_, "sc_ring_stat": RingStat, "sc_batcher_opts": BatcherOpts,
     "sc_fsck_report": FsckReport,
 }
@@ -334,6 +351,8 @@ _proto("sc_l3_lookup", c_int, c_void_p, Digest_, POINTER(L3Location_))
 _proto("sc_l3_fill", c_int, c_void_p, POINTER(L3Location_), c_void_p, c_uint64, c_uint32)
 _proto("sc_l3_bind_arena", c_int, c_void_p, c_void_p)
 _proto("sc_l3_stats", c_int, c_void_p, POINTER(L3Stats))
+_proto("sc_l3_janitor_status", c_int, c_void_p, POINTER(L3JanitorStatus))
+_proto("sc_l3_janitor", c_int, c_void_p, c_uint32, POINTER(L3JanitorReport))
 _proto("sc_l3_evict_to", c_int, c_void_p, c_uint64)
 
 _proto("sc_promote_consider", c_int, c_void_p, c_uint64, Digest_, c_uint64, c_uint64, POINTER(c_int))

@@ -239,7 +239,11 @@ pub struct sc_l3_opts {
     pub o_direct: c_int,
     pub file_mode: u32,
     pub flags: u32,
-    pub _reserved: [u64; 6],
+    pub host_id: *const c_char,
+    pub state_dir: *const c_char,
+    pub visibility_ms: u32,
+    pub _reserved0: u32,
+    pub _reserved: [u64; 3],
 }
 
 #[repr(C)]
@@ -281,6 +285,41 @@ pub struct sc_l3_fill_req {
     pub fill_ns: u64,
     pub _reserved: [u64; 4],
     pub _private: *mut c_void,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct sc_l3_janitor_status {
+    pub shared: c_int,
+    pub _reserved0: u32,
+    pub host_id: [c_char; 65],
+    pub janitor_host: [c_char; 65],
+    pub _reserved1: [u8; 6],
+    pub epoch: u64,
+    pub pass_start_ns: u64,
+    pub pass_end_ns: u64,
+    pub objects: u64,
+    pub bytes: u64,
+    pub evictions: u64,
+    pub passes: u64,
+    pub _reserved: [u64; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct sc_l3_janitor_report {
+    pub epoch: u64,
+    pub objects: u64,
+    pub bytes: u64,
+    pub evicted: u64,
+    pub evicted_bytes: u64,
+    pub stale_temps: u64,
+    pub accesses: u64,
+    pub quarantined: u64,
+    pub dropped: u64,
+    pub skipped_recent: u64,
+    pub pass_ns: u64,
+    pub _reserved: [u64; 4],
 }
 
 #[repr(C)]
@@ -496,6 +535,8 @@ extern "C" {
     pub fn sc_l3_locate_longest(l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32,
                                 loc: *mut sc_l3_location) -> c_int;
     pub fn sc_l3_stats(l3: *mut sc_l3, st: *mut sc_l3_stats) -> c_int;
+    pub fn sc_l3_janitor_status(l3: *mut sc_l3, st: *mut sc_l3_janitor_status) -> c_int;
+    pub fn sc_l3_janitor(l3: *mut sc_l3, flags: u32, rep: *mut sc_l3_janitor_report) -> c_int;
 
     pub fn sc_promote_consider(a: *mut sc_arena, stage_id: u64, d: sc_digest, token_count: u64, payload_bytes: u64,
                                why: *mut c_int) -> c_int;

@@ -226,7 +226,8 @@ pub fn layouts() -> Vec<TypeLayout> {
                 evictions, admission_rejects, refused_bytes, leases, pending_reclaim_bytes, free_bytes,
                 largest_free_block]),
         layout!("sc_l2_resv", sc_l2_resv, [ptr, bytes]),
-        layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags]),
+        layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags,
+                host_id, state_dir, visibility_ms]),
         layout!("sc_l3_put_args", sc_l3_put_args, [model_identity, state_identity, ns, tokens, token_count,
                 payload]),
         layout!("sc_l3_location", sc_l3_location, [token_count, kind, digest, prefix, sec_len, payload_bytes,
@@ -236,6 +237,10 @@ pub fn layouts() -> Vec<TypeLayout> {
         layout!("sc_l3_stats", sc_l3_stats, [objects, bytes, fills, fill_bytes, fill_ns, verify_failures,
                 quarantined, evictions, write_refusals, puts, put_dedup, budget_bytes, dio_mem_align,
                 dio_offset_align]),
+        layout!("sc_l3_janitor_status", sc_l3_janitor_status, [shared, host_id, janitor_host, epoch, pass_start_ns,
+                pass_end_ns, objects, bytes, evictions, passes]),
+        layout!("sc_l3_janitor_report", sc_l3_janitor_report, [epoch, objects, bytes, evicted, evicted_bytes,
+                stale_temps, accesses, quarantined, dropped, skipped_recent, pass_ns]),
         layout!("sc_l3_object_info", sc_l3_object_info, [digest, kind, token_count, payload_bytes, file_bytes,
                 mtime_ns, ns, model_identity, state_identity, valid]),
         layout!("sc_promote_stats", sc_promote_stats, [observations, claims, capacity, considered, promoted,
@@ -1049,7 +1054,11 @@ impl L3 {
             o_direct: 0,
             file_mode: opts.file_mode,
             flags: if opts.no_reconcile { ffi::SC_L3_OPEN_NO_RECONCILE } else { 0 },
-            _reserved: [0; 6],
+            host_id: ptr::null(),
+            state_dir: ptr::null(),
+            visibility_ms: 0,
+            _reserved0: 0,
+            _reserved: [0; 3],
         };
         let mut h = ptr::null_mut();
         check(unsafe { ffi::sc_l3_open(d.as_ptr(), &o, &mut h) }, "sc_l3_open")?;
