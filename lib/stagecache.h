@@ -73,7 +73,17 @@ struct sc_arena_opts {
 	uint32_t ring_bytes;     /* bytes of record space per ring (power of two); 0: 256 KiB */
 	uint32_t obs_entries;    /* promotion observation table; 0: 4096 */
 	uint32_t reader_slots;   /* attached processes at once; 0: 256 */
+	uint32_t l3_index_entries; /* L3 location index entries (rounded up to whole sets of 8);
+	                          * 0: one per 256 KiB of arena, 64..65536; SC_L3_INDEX_NONE: no index */
+	uint32_t l3_index_refresh_ms; /* how long an index entry is trusted without looking at the L3
+	                          * directory (changes by processes not attached); 0: 1000 */
+	uint32_t flags;          /* SC_ARENA_* */
 };
+#define SC_L3_INDEX_NONE 0xffffffffu
+/* Store no token ids with L2 and index entries and compare none on hits: a key collision then
+ * serves another prefix's state. For measurements (see README, "token verification"). */
+#define SC_ARENA_NO_TOKEN_VERIFY 0x1u
+#define SC_ARENA_MASK 0x1u
 
 struct sc_arena;
 
@@ -134,6 +144,8 @@ struct sc_arena_info {
 	} attached[SC_INFO_MAX_ATTACHED]; /* the first SC_INFO_MAX_ATTACHED of them */
 	uint32_t index_entries, ring_count, ring_bytes, obs_entries;
 	uint64_t heap_bytes;     /* bytes of the payload heap region */
+	uint32_t l3_index_entries, l3_index_refresh_ms;
+	uint32_t flags;          /* SC_ARENA_* the arena was created with */
 };
 
 /** sc_arena_info - describe the arena. Reads /proc/self/smaps (may block briefly). */
@@ -403,7 +415,8 @@ int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, s
  */
 int sc_l2_get(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
 	      const struct sc_location *location, struct sc_lease *lease);
-/** sc_l2_get_key - as sc_l2_get with a precomputed key and no location. */
+/** sc_l2_get_key - as sc_l2_get with a precomputed key and no location. The caller owns the key:
+ * without the tokens no token ids can be compared (use sc_l2_get for exact tokens). */
 int sc_l2_get_key(struct sc_stage *stage, struct sc_key key, struct sc_lease *lease);
 /** sc_lease_release - release a lease (idempotent on a zeroed/released lease). */
 void sc_lease_release(struct sc_lease *lease);
@@ -679,6 +692,7 @@ struct sc_l3_stats {
 	uint64_t fills, fill_bytes, fill_ns;
 	uint64_t verify_failures, quarantined, evictions, write_refusals;
 	uint64_t puts, put_dedup;
+	uint64_t key_collisions;   /* prefix entries whose stored token ids were not the caller's */
 	uint64_t budget_bytes;
 	uint32_t dio_mem_align, dio_offset_align; /* 0: no O_DIRECT on this filesystem */
 };
@@ -783,6 +797,8 @@ struct sc_restore {
 	int promote_why;               /* enum sc_promote_why of the decision (-1 when served from L2) */
 	int waited;                    /* waited for another process's fill (SC_RESTORE_WAIT) */
 	int direct;                    /* the fill used O_DIRECT */
+	int from_index;                /* the arena's L3 location index answered the locate (no system
+	                                * call); 0: the L3 directory was probed */
 	uint64_t locate_ns, lookup_ns, fill_ns, total_ns;
 	/* private */
 	struct sc_lease lease_;
@@ -809,6 +825,36 @@ int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const i
 
 /** sc_restore_release - release what sc_restore returned (idempotent on a released one). */
 void sc_restore_release(struct sc_restore *r);
+
+/*
+ * The L3 location index: a table in the arena, shared by every process that binds an L3
+ * directory to it (sc_l3_bind_arena, or sc_restore), mapping prefix -> location so that restore
+ * and sc_l3_locate_longest need no system call when L2 serves the prefix. Its rules (who updates
+ * it, how changes made elsewhere become visible) are in docs/design-l3-index.md.
+ */
+struct sc_l3_index_stats {
+	uint32_t capacity;           /* entries (0: the arena has no index) */
+	uint32_t refresh_ms;         /* entries are trusted this long without the directory */
+	uint32_t positive, negative; /* entries now: a prefix entry exists / checked absent */
+	uint32_t pages, free_pages;  /* token-id pages (1 KiB each) */
+	int token_verify;            /* 1: token ids are stored and compared (L2 and index) */
+	int bound;                   /* a directory is bound */
+	uint64_t hits;               /* restores/locates answered by a positive entry */
+	uint64_t negative_hits;      /* answered "nothing stored" by fresh negative entries */
+	uint64_t misses;             /* lookups the index could not answer (then the directory probe) */
+	uint64_t fallbacks;          /* directory probes run */
+	uint64_t stale;              /* of the misses: an entry or the lengths older than refresh_ms */
+	uint64_t refreshes;          /* directory probes written back into the index */
+	uint64_t inserts, evictions, drops, full;
+	uint64_t vanished;           /* objects found gone under a fill or a lookup */
+	uint64_t foreign;            /* lookups by an L3 directory other than the bound one */
+	uint64_t key_collisions;     /* the sum of the three below */
+	uint64_t key_collisions_l2, key_collisions_index, key_collisions_l3;
+};
+
+/** sc_l3_index_stats - the arena's location index and its key-collision counters (every level).
+ * 0, -EINVAL, -EBADMSG. O(index entries); does not allocate. */
+int sc_l3_index_stats(struct sc_arena *arena, struct sc_l3_index_stats *st);
 
 /* ============================== commit rings and batcher (lib/batcher.c, lib/ring.c) ============================== */
 /* (section owned by the commit rings) */

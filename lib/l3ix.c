@@ -1,0 +1,467 @@
+/*
+ * lib/l3ix.c — the L3 location index: what its entries mean, when they are trusted, and who
+ * keeps them true (the rules are in docs/design-l3-index.md; the shared-memory protocol is
+ * shm/l3ix.c).
+ *
+ * An entry answers "is there a prefix entry in the L3 directory for (namespace, these tokens)?"
+ * for one token length: positive (with the object's digest, kind and section lengths) or
+ * negative (checked: no such prefix entry). It is keyed by the arena-keyed prefix hash P
+ * (lib/key.c), the same hash the L2 key is derived from, so the restore path hashes the tokens
+ * once. An entry is trusted for the arena's refresh interval after it was confirmed against the
+ * directory (checked_ns) and while the index's dir_gen is the one it was confirmed under; the
+ * lengths table likewise. Anything absent, stale, unreadable or colliding sends the caller to the
+ * directory probe (l3_locate_dir), which refreshes what it saw. Writers attached to the arena
+ * update the index before they return (put, quarantine, eviction, a dropped prefix entry).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2.h"
+#include "l3_priv.h"
+#include "probes.h"
+#include "../shm/fault.h"
+
+#define RELAXED memory_order_relaxed
+
+/* why a lookup fell back to the directory (probe argument, `stagecache trace`) */
+enum { WHY_HIT = 0, WHY_NONE = 1, WHY_MISS = 2, WHY_STALE = 3, WHY_COLLISION = 4, WHY_UNBOUND = 5,
+       WHY_VANISHED = 6 };
+
+static struct shm_l3ix *ix_of(struct sc_arena *a)
+{
+	if (__builtin_expect(a->l3ix_ready == 1, 1))
+		return &a->l3ix;
+	if (a->l3ix_ready == 0)
+		a->l3ix_ready = shm_l3ix_view(a->shm, &a->l3ix) ? -1 : 1;
+	return a->l3ix_ready == 1 ? &a->l3ix : NULL;
+}
+
+static uint64_t refresh_ns(const struct sc_arena *a)
+{
+	return (uint64_t)a->shm->hv.l3ix_refresh_ms * 1000000ull;
+}
+
+void l3ix_count_collision(struct sc_arena *a, int level, uint64_t tokens)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	if (ix)
+		shm_l3ix_count(ix, (enum shm_l3ix_counter)(L3IX_COLL_L2 + level), 1);
+	uint64_t lv = (uint64_t)level, tk = tokens;
+	SC_PROBE(key_collision, lv, tk);
+}
+
+int l3ix_bind(struct sc_arena *a, struct sc_l3 *l3)
+{
+	if (l3->ix_ok == a)
+		return 1;
+	struct shm_l3ix *ix = ix_of(a);
+	if (!ix || !ix->nsets)
+		return 0;
+	struct shm_l3ix_hdr *h = ix->hdr;
+	/* acquire: pairs with the release store of dir_ino below (dir_dev is written first) */
+	uint64_t ino = __atomic_load_n(&h->dir_ino, __ATOMIC_ACQUIRE);
+	if (!ino) {
+		if (shm_l3ix_lock(ix))
+			return 0;
+		if (!h->dir_ino) {
+			h->dir_dev = l3->dir_dev;
+			__atomic_store_n(&h->dir_ino, l3->dir_ino, __ATOMIC_RELEASE);
+		}
+		shm_l3ix_unlock(ix);
+		ino = __atomic_load_n(&h->dir_ino, __ATOMIC_ACQUIRE);
+	}
+	if (ino == l3->dir_ino && __atomic_load_n(&h->dir_dev, __ATOMIC_RELAXED) == l3->dir_dev) {
+		l3->ix_ok = a;
+		return 1;
+	}
+	shm_l3ix_count(ix, L3IX_FOREIGN, 1);
+	return 0;
+}
+
+/* ---- lookups ---- */
+
+struct ix_res {
+	uint32_t nl, at;                     /* lengths probed; index of the hit */
+	uint32_t lens[L3_MAX_PROBES];
+	struct sc_key keys[L3_MAX_PROBES];
+	struct shm_l3ix_snap snap;           /* the hit */
+	int why;
+};
+
+static void probe_fire(int why, uint64_t tokens, uint64_t t0)
+{
+	if (SC_PROBE_ENABLED(l3_index)) {
+		uint64_t w = (uint64_t)why, tk = tokens, dt = shm_now_ns() - t0;
+		SC_PROBE(l3_index, w, tk, dt);
+	}
+}
+
+/*
+ * Probe the index longest first: 1 a positive entry (r->at, r->snap), 0 nothing stored (every
+ * probed length is a fresh negative), -EAGAIN fall back to the directory (r->why), -EINVAL.
+ * Token ids of positive entries are compared when @cmp_pos (sc_restore leaves that to L2, which
+ * compares its own stored tokens; see the design note), of negative ones always.
+ */
+static int ix_probe(struct sc_arena *a, const char *ns, const int32_t *tokens, uint32_t n, int cmp_pos,
+		    struct ix_res *r)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	r->why = WHY_MISS;
+	if (!ix || !ix->nsets)
+		return -EAGAIN;
+	uint64_t now = shm_now_ns(), fresh = refresh_ns(a), checked;
+	int k = shm_l3ix_lengths(ix, n, r->lens, L3_MAX_PROBES, &checked);
+	if (k < 0 || !checked)
+		return -EAGAIN;
+	if (checked + fresh < now) {
+		r->why = WHY_STALE;
+		return -EAGAIN;
+	}
+	r->nl = (uint32_t)k;
+	if (!k)
+		return 0;
+	int rc = key_pfx_hashes(a->shm->hv.key_secret, ns, tokens, n, r->lens, r->nl, r->keys);
+	if (rc)
+		return rc;
+	/* acquire: pairs with the release increment of dir_gen */
+	uint64_t gen = atomic_load_explicit(&ix->hdr->dir_gen, memory_order_acquire);
+	uint32_t cmp = SHM_L3IX_NEG | (cmp_pos ? SHM_L3IX_POS : 0);
+	for (uint32_t i = r->nl; i-- > 0;) {
+		int eq;
+		int f = shm_l3ix_find(ix, r->keys[i].lo, r->keys[i].hi, r->lens[i],
+				      l2_verify_tokens(a) ? tokens : NULL, cmp, &eq, &r->snap);
+		if (f != 1)
+			return -EAGAIN;
+		if (r->snap.e.dir_gen != gen || r->snap.e.checked_ns + fresh < now) {
+			r->why = WHY_STALE;
+			return -EAGAIN;
+		}
+		if (eq == 0) {
+			l3ix_count_collision(a, 1, r->lens[i]);
+			r->why = WHY_COLLISION;
+			return -EAGAIN;
+		}
+		if (r->snap.e.flags & SHM_L3IX_NEG)
+			continue;
+		r->at = i;
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- refresh (after a directory probe) ---- */
+
+static void entry_from(struct shm_l3ix_entry *e, struct sc_key key, uint32_t len, struct sc_digest l3key,
+		       uint64_t checked_ns, uint64_t gen)
+{
+	memset(e, 0, sizeof(*e));
+	e->key_lo = key.lo, e->key_hi = key.hi;
+	e->token_count = len;
+	e->l3key_lo = l3key.lo, e->l3key_hi = l3key.hi;
+	e->checked_ns = checked_ns;
+	e->dir_gen = gen;
+}
+
+static void loc_into(struct shm_l3ix_entry *e, const struct sc_l3_location *loc)
+{
+	e->flags = SHM_L3IX_POS | (loc->has_kv_desc ? SHM_L3IX_DESC : 0);
+	e->digest_lo = loc->digest.lo, e->digest_hi = loc->digest.hi;
+	e->sec_len[0] = loc->sec_len[0], e->sec_len[1] = loc->sec_len[1];
+	e->kind = loc->kind;
+}
+
+static void refresh(struct sc_arena *a, const char *ns, const int32_t *tokens, uint32_t n,
+		    const struct l3_probe_log *log, const struct sc_l3_location *loc, uint64_t t0)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	struct sc_key keys[L3_MAX_PROBES];
+	if (!ix || !ix->nsets || (log->n && key_pfx_hashes(a->shm->hv.key_secret, ns, tokens, n, log->lens, log->n, keys)))
+		return;
+	int tok = l2_verify_tokens(a);
+	uint32_t pos = 0, neg = 0, evicted = 0, full = 0;
+	/* between reading the directory and writing what it saw: a writer may change both in between
+	 * (shm_l3ix_put_locked keeps whichever entry was confirmed later) */
+	shm_sched_point("l3ix.refresh.read");
+	if (shm_l3ix_lock(ix))
+		return;
+	uint64_t gen = atomic_load_explicit(&ix->hdr->dir_gen, RELAXED);
+	/* an unsettled lengths directory (changed within its mtime tick) is loaded, not trusted */
+	shm_l3ix_set_lengths_locked(ix, log->all, log->nall, log->all_settled ? t0 : 0, (uint64_t)log->all_mtime_ns);
+	for (uint32_t i = 0; i < log->n; i++) {
+		struct shm_l3ix_entry e;
+		if (log->state[i] != L3_PROBE_ABSENT && log->state[i] != L3_PROBE_FOUND)
+			continue;
+		entry_from(&e, keys[i], log->lens[i], log->l3key[i], t0, gen);
+		if (log->state[i] == L3_PROBE_FOUND)
+			loc_into(&e, loc), pos++;
+		else
+			e.flags = SHM_L3IX_NEG, neg++;
+		uint32_t ev;
+		if (shm_l3ix_put_locked(ix, &e, tok ? tokens : NULL, &ev))
+			full++;
+		evicted += ev;
+	}
+	shm_l3ix_unlock(ix);
+	shm_l3ix_count(ix, L3IX_REFRESHES, 1);
+	shm_l3ix_count(ix, L3IX_INSERTS, pos + neg - full);
+	shm_l3ix_count(ix, L3IX_EVICTIONS, evicted);
+	shm_l3ix_count(ix, L3IX_FULL, full);
+	uint64_t p = pos, q = neg, ev = evicted;
+	SC_PROBE(l3_index_refresh, p, q, ev);
+}
+
+/* The directory probe, then what it saw goes into the index. */
+static int fallback(struct sc_arena *a, struct sc_l3 *l3, int bound, const char *ns, const int32_t *tokens,
+		    uint32_t n, struct sc_l3_location *loc)
+{
+	uint64_t t0 = shm_now_ns();
+	struct l3_probe_log *log = bound ? malloc(sizeof(*log)) : NULL;
+	int rc = l3_locate_dir(l3, ns, tokens, n, loc, log);
+	if (rc >= 0 && log)
+		refresh(a, ns, tokens, n, log, loc, t0);
+	free(log);
+	struct shm_l3ix *ix = ix_of(a);
+	if (ix)
+		shm_l3ix_count(ix, L3IX_FALLBACKS, 1);
+	return rc;
+}
+
+/* Drop the index entry @snap (an object it names is gone) and every L2 mirror of its digest. */
+static void drop_vanished(struct sc_arena *a, struct sc_digest d)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	if (ix)
+		shm_l3ix_count(ix, L3IX_VANISHED, 1);
+	l3ix_on_objects_gone(a, &d, 1);
+	sc_l2_invalidate_digest(a, d);
+}
+
+int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+		struct l3ix_found *f, struct sc_l3_location *loc)
+{
+	uint64_t t0 = shm_now_ns();
+	int bound = l3ix_bind(a, l3);
+	struct ix_res r;
+	int rc = bound ? ix_probe(a, ns, tokens, n, f->verify_positive, &r) : -EAGAIN;
+	if (!bound)
+		r.why = WHY_UNBOUND;
+	struct shm_l3ix *ix = ix_of(a);
+	if (rc == 1) {
+		f->len = r.lens[r.at];
+		f->pfx = r.keys[r.at];
+		f->snap = r.snap;
+		f->from_index = 1;
+		if (ix)
+			shm_l3ix_count(ix, L3IX_HITS, 1);
+		probe_fire(WHY_HIT, f->len, t0);
+		return (int)f->len;
+	}
+	if (rc == 0) {
+		if (ix)
+			shm_l3ix_count(ix, L3IX_NEG_HITS, 1);
+		probe_fire(WHY_NONE, n, t0);
+		return 0;
+	}
+	if (rc != -EAGAIN)
+		return rc;
+	if (ix) {
+		shm_l3ix_count(ix, L3IX_MISSES, 1);
+		if (r.why == WHY_STALE)
+			shm_l3ix_count(ix, L3IX_STALE, 1);
+	}
+	probe_fire(r.why, n, t0);
+	f->from_index = 0;
+	rc = fallback(a, l3, bound, ns, tokens, n, loc);
+	if (rc > 0) {
+		f->len = (uint32_t)rc;
+		uint32_t len = f->len;
+		if (key_pfx_hashes(a->shm->hv.key_secret, ns, tokens, n, &len, 1, &f->pfx))
+			return -EINVAL;
+	}
+	return rc;
+}
+
+int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_l3_location *loc)
+{
+	struct sc_digest d = { f->snap.e.digest_lo, f->snap.e.digest_hi };
+	int rc = sc_l3_lookup(l3, d, loc);
+	if (rc == -ENOENT) {
+		drop_vanished(a, d);
+		return -ENOENT;
+	}
+	if (rc)
+		return rc;
+	loc->token_count = f->len;
+	loc->prefix = (struct sc_digest){ f->snap.e.l3key_lo, f->snap.e.l3key_hi };
+	return 0;
+}
+
+int l3ix_entry_tokens_equal(struct sc_arena *a, const struct l3ix_found *f, const int32_t *tokens)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	if (!ix || !l2_verify_tokens(a))
+		return 1;
+	int eq = shm_l3ix_tokens_equal(ix, &f->snap, tokens);
+	if (eq == 0)
+		l3ix_count_collision(a, 1, f->len);
+	return eq;
+}
+
+void l3ix_vanished(struct sc_arena *a, struct sc_digest d)
+{
+	drop_vanished(a, d);
+}
+
+int l3ix_locate_full(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+		     struct sc_l3_location *loc)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct l3ix_found f = { .verify_positive = 1 };
+		int rc = l3ix_locate(a, l3, ns, tokens, n, &f, loc);
+		if (rc <= 0 || !f.from_index)
+			return rc;
+		/* the descriptor and sizes come from the object's header, which also proves it is there */
+		rc = l3ix_complete(a, l3, &f, loc);
+		if (rc != -ENOENT)
+			return rc ? rc : (int)f.len;
+	}
+	return l3_locate_dir(l3, ns, tokens, n, loc, NULL);
+}
+
+/* ---- coherence: writers attached to the arena ---- */
+
+void l3ix_on_put(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
+		 const struct sc_l3_location *loc)
+{
+	if (!l3ix_bind(a, l3))
+		return;
+	struct shm_l3ix *ix = ix_of(a);
+	struct sc_key key;
+	uint32_t len = loc->token_count;
+	if (key_pfx_hashes(a->shm->hv.key_secret, ns, tokens, len, &len, 1, &key))
+		return;
+	struct shm_l3ix_entry e;
+	uint32_t ev = 0;
+	if (shm_l3ix_lock(ix))
+		return;
+	entry_from(&e, key, len, loc->prefix, shm_now_ns(), atomic_load_explicit(&ix->hdr->dir_gen, RELAXED));
+	loc_into(&e, loc);
+	int rc = shm_l3ix_put_locked(ix, &e, l2_verify_tokens(a) ? tokens : NULL, &ev);
+	shm_l3ix_add_length_locked(ix, len);
+	shm_l3ix_unlock(ix);
+	shm_l3ix_count(ix, rc ? L3IX_FULL : L3IX_INSERTS, 1);
+	shm_l3ix_count(ix, L3IX_EVICTIONS, ev);
+}
+
+static int dg_cmp(const void *x, const void *y)
+{
+	const struct sc_digest *a = x, *b = y;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return (a->hi > b->hi) - (a->hi < b->hi);
+}
+
+void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, size_t n)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	if (!ix || !ix->nsets || !n)
+		return;
+	struct sc_digest *sorted = malloc(n * sizeof(*sorted));
+	if (sorted) {
+		memcpy(sorted, digests, n * sizeof(*sorted));
+		qsort(sorted, n, sizeof(*sorted), dg_cmp);
+	}
+	uint64_t dropped = 0;
+	if (shm_l3ix_lock(ix)) {
+		free(sorted);
+		return;
+	}
+	uint32_t total = ix->nsets * SHM_L3IX_WAYS;
+	for (uint32_t i = 0; i < total; i++) {
+		struct shm_l3ix_entry *e = &ix->ent[i];
+		if (!(e->flags & SHM_L3IX_POS))
+			continue;
+		struct sc_digest d = { e->digest_lo, e->digest_hi };
+		int hit = 0;
+		if (sorted)
+			hit = bsearch(&d, sorted, n, sizeof(d), dg_cmp) != NULL;
+		else
+			for (size_t j = 0; j < n && !hit; j++)
+				hit = sc_digest_equal(d, digests[j]);
+		if (hit) {
+			shm_l3ix_clear_locked(ix, i);
+			dropped++;
+		}
+	}
+	shm_l3ix_unlock(ix);
+	free(sorted);
+	shm_l3ix_count(ix, L3IX_DROPS, dropped);
+}
+
+void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	if (!ix || !ix->nsets || shm_l3ix_lock(ix))
+		return;
+	uint64_t dropped = 0;
+	uint32_t total = ix->nsets * SHM_L3IX_WAYS;
+	for (uint32_t i = 0; i < total; i++) {
+		struct shm_l3ix_entry *e = &ix->ent[i];
+		if ((e->flags & SHM_L3IX_POS) && e->l3key_lo == l3key.lo && e->l3key_hi == l3key.hi) {
+			shm_l3ix_clear_locked(ix, i);
+			dropped++;
+		}
+	}
+	shm_l3ix_unlock(ix);
+	shm_l3ix_count(ix, L3IX_DROPS, dropped);
+}
+
+void l3ix_invalidate_all(struct sc_arena *a)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	if (ix)
+		/* release: pairs with the readers' acquire load; every entry is re-checked */
+		atomic_fetch_add_explicit(&ix->hdr->dir_gen, 1, memory_order_release);
+}
+
+/* ---- stats ---- */
+
+int sc_l3_index_stats(struct sc_arena *a, struct sc_l3_index_stats *out)
+{
+	if (!a || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	struct shm_l3ix *ix = ix_of(a);
+	if (!ix)
+		return -EBADMSG;
+	_Atomic uint64_t *c = ix->hdr->counters;
+	out->capacity = ix->nsets * SHM_L3IX_WAYS;
+	out->refresh_ms = a->shm->hv.l3ix_refresh_ms;
+	out->token_verify = l2_verify_tokens(a);
+	out->pages = ix->npages;
+	out->free_pages = __atomic_load_n(&ix->hdr->free_pages, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < out->capacity; i++) {
+		uint32_t fl = __atomic_load_n(&ix->ent[i].flags, __ATOMIC_RELAXED);
+		out->positive += (fl & SHM_L3IX_POS) != 0;
+		out->negative += (fl & SHM_L3IX_NEG) != 0;
+	}
+	out->bound = __atomic_load_n(&ix->hdr->dir_ino, __ATOMIC_RELAXED) != 0;
+	out->hits = atomic_load_explicit(&c[L3IX_HITS], RELAXED);
+	out->negative_hits = atomic_load_explicit(&c[L3IX_NEG_HITS], RELAXED);
+	out->misses = atomic_load_explicit(&c[L3IX_MISSES], RELAXED);
+	out->fallbacks = atomic_load_explicit(&c[L3IX_FALLBACKS], RELAXED);
+	out->stale = atomic_load_explicit(&c[L3IX_STALE], RELAXED);
+	out->refreshes = atomic_load_explicit(&c[L3IX_REFRESHES], RELAXED);
+	out->inserts = atomic_load_explicit(&c[L3IX_INSERTS], RELAXED);
+	out->evictions = atomic_load_explicit(&c[L3IX_EVICTIONS], RELAXED);
+	out->drops = atomic_load_explicit(&c[L3IX_DROPS], RELAXED);
+	out->full = atomic_load_explicit(&c[L3IX_FULL], RELAXED);
+	out->vanished = atomic_load_explicit(&c[L3IX_VANISHED], RELAXED);
+	out->foreign = atomic_load_explicit(&c[L3IX_FOREIGN], RELAXED);
+	out->key_collisions_l2 = atomic_load_explicit(&c[L3IX_COLL_L2], RELAXED);
+	out->key_collisions_index = atomic_load_explicit(&c[L3IX_COLL_INDEX], RELAXED);
+	out->key_collisions_l3 = atomic_load_explicit(&c[L3IX_COLL_L3], RELAXED);
+	out->key_collisions = out->key_collisions_l2 + out->key_collisions_index + out->key_collisions_l3;
+	return 0;
+}
