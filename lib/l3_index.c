@@ -116,7 +116,6 @@ int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint3
 			memcpy(log->all, l3->lengths + (l3->nlengths - c), (size_t)c * 4);
 			log->nall = c;
 			log->all_mtime_ns = l3->lengths_mtime_ns;
-			log->all_settled = l3->lengths_settled;
 		}
 	}
 	pthread_mutex_unlock(&l3->mu);

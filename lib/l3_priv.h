@@ -256,7 +256,6 @@ struct l3_probe_log {
 	uint8_t state[L3_MAX_PROBES];
 	struct sc_digest l3key[L3_MAX_PROBES];
 	uint32_t nall;                     /* the directory's lengths (the longest L3_LOG_LENGTHS) */
-	int all_settled;
 	int64_t all_mtime_ns;
 	uint32_t all[L3_LOG_LENGTHS];
 };

@@ -186,8 +186,8 @@ static void refresh(struct sc_arena *a, const char *ns, const int32_t *tokens, u
 	if (shm_l3ix_lock(ix))
 		return;
 	uint64_t gen = atomic_load_explicit(&ix->hdr->dir_gen, RELAXED);
-	/* an unsettled lengths directory (changed within its mtime tick) is loaded, not trusted */
-	shm_l3ix_set_lengths_locked(ix, log->all, log->nall, log->all_settled ? t0 : 0, (uint64_t)log->all_mtime_ns);
+	/* a length added within the directory's mtime tick may be missing: the interval bounds that too */
+	shm_l3ix_set_lengths_locked(ix, log->all, log->nall, t0, (uint64_t)log->all_mtime_ns);
 	for (uint32_t i = 0; i < log->n; i++) {
 		struct shm_l3ix_entry e;
 		if (log->state[i] != L3_PROBE_ABSENT && log->state[i] != L3_PROBE_FOUND)
@@ -258,6 +258,7 @@ int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int3
 		return (int)f->len;
 	}
 	if (rc == 0) {
+		f->from_index = 1;
 		if (ix)
 			shm_l3ix_count(ix, L3IX_NEG_HITS, 1);
 		probe_fire(WHY_NONE, n, t0);

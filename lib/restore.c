@@ -22,6 +22,7 @@
 
 #include "l2.h"
 #include "l3_priv.h"
+#include "../shm/fault.h"
 
 #define WAIT_NS (60ull * 1000000000ull) /* SC_RESTORE_WAIT: longest wait for another filler */
 
@@ -222,6 +223,8 @@ again:
 		goto unclaim;
 	}
 	struct sc_l3_fill_req req = { .loc = &loc, .dst = dst, .dst_bytes = room, .stage_id = stage_id };
+	/* located, not yet read: the object may vanish in between (ENOENT: a miss, handled below) */
+	shm_sched_point("restore.fill");
 	rc = l3_fill_req(l3, &req);
 	out->fill_ns = shm_now_ns() - t2;
 	out->direct = req.direct;
