@@ -101,15 +101,14 @@ static inline XXH128_hash_t h128(const void *p, size_t len, const uint8_t *secre
  * with H the XXH3-128 keyed by the arena's secret. One pass over the tokens yields P at every
  * length; the length is hashed into P, so prefixes of different lengths never share a chain value.
  */
-int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens, size_t n, const uint32_t *lens,
-		  uint32_t nlens, struct sc_key *out)
+int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, size_t n, const uint32_t *lens,
+		  uint32_t nlens, struct sc_key *chain)
 {
 	size_t nl = ns ? strnlen(ns, SC_IDENTITY_MAX + 1) : 0;
 	if (nl > SC_IDENTITY_MAX)
 		return -EINVAL;
-	uint8_t buf[16 + 4 + SC_PFX_BLOCK * 4];
-	_Static_assert(sizeof(buf) >= 8 + 4 + 64, "short namespaces hash from the stack buffer");
 	XXH128_hash_t c;
+	uint8_t buf[12 + 64];
 	if (nl <= sizeof(buf) - 12) {
 		memcpy(buf, "SCPFX002", 8);
 		buf[8] = (uint8_t)nl, buf[9] = (uint8_t)(nl >> 8), buf[10] = (uint8_t)(nl >> 16), buf[11] = 0;
@@ -134,18 +133,33 @@ int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens,
 			c = h128(two, sizeof(two), secret);
 			blocks++;
 		}
-		size_t tail = len - blocks * SC_PFX_BLOCK;
-		memcpy(buf, &c.low64, 8);
-		memcpy(buf + 8, &c.high64, 8);
-		uint32_t l32 = (uint32_t)len;
-		memcpy(buf + 16, &l32, 4);
-		if (tail)
-			memcpy(buf + 20, tokens + blocks * SC_PFX_BLOCK, tail * 4);
-		XXH128_hash_t p = h128(buf, 20 + tail * 4, secret);
-		out[i] = (struct sc_key){ p.low64, p.high64 };
-		key_weaken(&out[i]);
+		chain[i] = (struct sc_key){ c.low64, c.high64 };
 	}
 	return 0;
+}
+
+struct sc_key key_pfx_finish(const uint8_t *secret, struct sc_key chain, const int32_t *tokens, uint32_t len)
+{
+	uint8_t buf[16 + 4 + SC_PFX_BLOCK * 4];
+	uint32_t tail = len % SC_PFX_BLOCK;
+	memcpy(buf, &chain.lo, 8);
+	memcpy(buf + 8, &chain.hi, 8);
+	memcpy(buf + 16, &len, 4);
+	if (tail)
+		memcpy(buf + 20, tokens + (len - tail), (size_t)tail * 4);
+	XXH128_hash_t p = h128(buf, 20 + (size_t)tail * 4, secret);
+	struct sc_key k = { p.low64, p.high64 };
+	key_weaken(&k);
+	return k;
+}
+
+int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens, size_t n, const uint32_t *lens,
+		   uint32_t nlens, struct sc_key *out)
+{
+	int rc = key_pfx_chain(secret, ns, tokens, n, lens, nlens, out);
+	for (uint32_t i = 0; !rc && i < nlens; i++)
+		out[i] = key_pfx_finish(secret, out[i], tokens, lens[i]);
+	return rc;
 }
 
 struct sc_key l2_key_of(const struct sc_stage *st, struct sc_key pfx)

@@ -282,10 +282,11 @@ struct l3ix_found {
 /*
  * The longest stored prefix of @tokens[0..n): through the index when it can answer (no system
  * call; *@loc untouched, see @f->snap), else by the directory probe (*@loc filled, what it saw
- * refreshes the index). Returns the length (> 0), 0 nothing stored, or a negative errno.
+ * refreshes the index). @now: CLOCK_MONOTONIC ns the caller just read (0: read it here).
+ * Returns the length (> 0), 0 nothing stored, or a negative errno.
  */
 int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-		struct l3ix_found *f, struct sc_l3_location *loc);
+		uint64_t now, struct l3ix_found *f, struct sc_l3_location *loc);
 /* The full location of an index answer (reads the object's header). -ENOENT: the object vanished;
  * its index entries and L2 mirrors were dropped. */
 int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_l3_location *loc);

@@ -104,13 +104,13 @@ static void probe_fire(int why, uint64_t tokens, uint64_t t0)
  * compares its own stored tokens; see the design note), of negative ones always.
  */
 static int ix_probe(struct sc_arena *a, const char *ns, const int32_t *tokens, uint32_t n, int cmp_pos,
-		    struct ix_res *r)
+		    uint64_t now, struct ix_res *r)
 {
 	struct shm_l3ix *ix = ix_of(a);
 	r->why = WHY_MISS;
 	if (!ix || !ix->nsets)
 		return -EAGAIN;
-	uint64_t now = shm_now_ns(), fresh = refresh_ns(a), checked;
+	uint64_t fresh = refresh_ns(a), checked;
 	int k = shm_l3ix_lengths(ix, n, r->lens, L3_MAX_PROBES, &checked);
 	if (k < 0 || !checked)
 		return -EAGAIN;
@@ -121,7 +121,9 @@ static int ix_probe(struct sc_arena *a, const char *ns, const int32_t *tokens, u
 	r->nl = (uint32_t)k;
 	if (!k)
 		return 0;
-	int rc = key_pfx_hashes(a->shm->hv.key_secret, ns, tokens, n, r->lens, r->nl, r->keys);
+	/* one pass over the tokens; P itself only for the lengths actually probed */
+	const uint8_t *secret = a->shm->hv.key_secret;
+	int rc = key_pfx_chain(secret, ns, tokens, n, r->lens, r->nl, r->keys);
 	if (rc)
 		return rc;
 	/* acquire: pairs with the release increment of dir_gen */
@@ -129,6 +131,7 @@ static int ix_probe(struct sc_arena *a, const char *ns, const int32_t *tokens, u
 	uint32_t cmp = SHM_L3IX_NEG | (cmp_pos ? SHM_L3IX_POS : 0);
 	for (uint32_t i = r->nl; i-- > 0;) {
 		int eq;
+		r->keys[i] = key_pfx_finish(secret, r->keys[i], tokens, r->lens[i]);
 		int f = shm_l3ix_find(ix, r->keys[i].lo, r->keys[i].hi, r->lens[i],
 				      l2_verify_tokens(a) ? tokens : NULL, cmp, &eq, &r->snap);
 		if (f != 1)
@@ -238,12 +241,12 @@ static void drop_vanished(struct sc_arena *a, struct sc_digest d)
 }
 
 int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-		struct l3ix_found *f, struct sc_l3_location *loc)
+		uint64_t now, struct l3ix_found *f, struct sc_l3_location *loc)
 {
-	uint64_t t0 = shm_now_ns();
+	uint64_t t0 = SC_PROBE_ENABLED(l3_index) ? shm_now_ns() : 0;
 	int bound = l3ix_bind(a, l3);
 	struct ix_res r;
-	int rc = bound ? ix_probe(a, ns, tokens, n, f->verify_positive, &r) : -EAGAIN;
+	int rc = bound ? ix_probe(a, ns, tokens, n, f->verify_positive, now ? now : shm_now_ns(), &r) : -EAGAIN;
 	if (!bound)
 		r.why = WHY_UNBOUND;
 	struct shm_l3ix *ix = ix_of(a);
@@ -319,7 +322,7 @@ int l3ix_locate_full(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct l3ix_found f = { .verify_positive = 1 };
-		int rc = l3ix_locate(a, l3, ns, tokens, n, &f, loc);
+		int rc = l3ix_locate(a, l3, ns, tokens, n, 0, &f, loc);
 		if (rc <= 0 || !f.from_index)
 			return rc;
 		/* the descriptor and sizes come from the object's header, which also proves it is there */

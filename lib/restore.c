@@ -100,12 +100,12 @@ static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, co
  * 0 nothing stored, -EAGAIN go on with *@loc (filled), or a negative errno.
  */
 static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
-			     uint32_t n, struct sc_l3_location *loc, struct sc_restore *out, uint64_t *t1)
+			     uint32_t n, struct sc_l3_location *loc, struct sc_restore *out, uint64_t t0, uint64_t *t1)
 {
 	struct sc_arena *arena = st->arena;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct l3ix_found f = { 0 };
-		int rc = l3ix_locate(arena, l3, ns, tokens, n, &f, loc);
+		int rc = l3ix_locate(arena, l3, ns, tokens, n, attempt ? 0 : t0, &f, loc);
 		*t1 = shm_now_ns();
 		out->from_index = f.from_index;
 		if (rc <= 0)
@@ -160,7 +160,7 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 	struct sc_l3_location loc;
 	int rc, vanished = 0;
 again:
-	rc = locate_and_try_l2(st, l3, ns, tokens, (uint32_t)n, &loc, out, &t1);
+	rc = locate_and_try_l2(st, l3, ns, tokens, (uint32_t)n, &loc, out, t0, &t1);
 	out->locate_ns = t1 - t0;
 	if (rc == 1) {
 		t2 = shm_now_ns();
