@@ -142,7 +142,7 @@ int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint3
 				log->state[i] = L3_PROBE_ABSENT;
 			continue;
 		}
-		rc = l3_read_pfx(fd, &p, &stored);
+		rc = l3_read_pfx(fd, &p, &stored, NULL);
 		close(fd);
 		int read_ok = rc == 0;
 		if (!rc && (p.prefix_lo != keys[i].low64 || p.prefix_hi != keys[i].high64 || p.token_count != lens[i]))
@@ -182,7 +182,7 @@ int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint3
 		int fd2 = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd2 < 0)
 			continue;
-		int again_ok = l3_read_pfx(fd2, &again, NULL) == 0;
+		int again_ok = l3_read_pfx(fd2, &again, NULL, NULL) == 0;
 		close(fd2);
 		if (again_ok != read_ok ||
 		    (read_ok && (again.digest_lo != p.digest_lo || again.digest_hi != p.digest_hi)))

@@ -91,10 +91,12 @@ _Static_assert(offsetof(struct l3_obj_hdr, check) == 128, "l3 object header layo
 _Static_assert(L3_HDR_FIXED + L3_DESC_MAX + 3 * L3_STR_MAX == L3_HDR_BLOCK, "header block budget");
 
 /*
- * A prefix-index entry: this 64-byte header, then (version 2) token_count token ids as LE int32.
- * check is XXH3-64 of the first 56 bytes (version 1), or XXH3-64 of the token bytes seeded with
- * that (version 2), so a flipped token id is a corrupted entry, not a different prefix. Version 1
- * files (no token ids) are never served: their prefix cannot be verified (a miss; left in place).
+ * A prefix-index entry: this 64-byte header, then (version 2) token_count token ids as LE int32,
+ * a u32 namespace length and the namespace (no NUL): what the arena's location index needs to key
+ * the entry when it scans the directory. check is XXH3-64 of the first 56 bytes (version 1), or
+ * XXH3-64 of everything after the header seeded with that (version 2), so a flipped token id is a
+ * corrupted entry, not a different prefix. Version 1 files (no token ids) are never served: their
+ * prefix cannot be verified (a miss; left in place).
  */
 #define L3_PFX_VERSION 2u
 #define L3_PFX_MAX_TOKENS (1u << 24)
@@ -241,8 +243,9 @@ int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t 
 /* The header block and size of an object opened at @fd. */
 int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
 /* A prefix entry opened at @fd, validated (magic, version, checksum, size). With @tokens, a
- * version 2 entry's token ids are returned in *@tokens (malloc'd; NULL for version 1). */
-int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens);
+ * version 2 entry's token ids are returned in *@tokens (malloc'd; NULL for version 1); with @ns
+ * (SC_L3_STR_MAX + 1 bytes), its namespace. */
+int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns);
 int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
 

@@ -253,34 +253,60 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	return 0;
 }
 
-int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens)
+/* The check of a version 2 entry: XXH3-64 of its token ids and namespace trailer, seeded with the
+ * hash of the header's first 56 bytes. */
+static uint64_t pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char *ns, uint32_t ns_len)
+{
+	XXH3_state_t st;
+	XXH3_64bits_reset_withSeed(&st, XXH3_64bits(p, offsetof(struct l3_pfx, check)));
+	XXH3_64bits_update(&st, tokens, (size_t)p->token_count * 4);
+	XXH3_64bits_update(&st, &ns_len, 4);
+	if (ns_len)
+		XXH3_64bits_update(&st, ns, ns_len);
+	return XXH3_64bits_digest(&st);
+}
+
+int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns)
 {
 	if (tokens)
 		*tokens = NULL;
+	if (ns)
+		ns[0] = 0;
 	ssize_t n = pread(fd, p, sizeof(*p), 0);
 	if (n < 0)
 		return -errno;
 	if (n != sizeof(*p) || p->magic != L3_PFX_MAGIC || (p->version != 1 && p->version != L3_PFX_VERSION) ||
 	    p->token_count == 0 || p->token_count > L3_PFX_MAX_TOKENS)
 		return -EBADMSG;
-	uint64_t hcheck = XXH3_64bits(p, offsetof(struct l3_pfx, check));
-	uint64_t want = sizeof(*p) + (p->version == 1 ? 0 : (uint64_t)p->token_count * 4);
 	struct stat sb;
-	if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size != want)
-		return -EBADMSG;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
 	if (p->version == 1)
-		return hcheck == p->check ? 0 : -EBADMSG;
-	int32_t *t = malloc((size_t)p->token_count * 4);
-	if (!t)
+		return sb.st_size == sizeof(*p) && XXH3_64bits(p, offsetof(struct l3_pfx, check)) == p->check ? 0 : -EBADMSG;
+	uint64_t tb = (uint64_t)p->token_count * 4;
+	if ((uint64_t)sb.st_size < sizeof(*p) + tb + 4 || (uint64_t)sb.st_size > sizeof(*p) + tb + 4 + SC_L3_STR_MAX)
+		return -EBADMSG;
+	uint8_t *body = malloc((size_t)sb.st_size - sizeof(*p));
+	if (!body)
 		return -ENOMEM;
-	n = pread(fd, t, (size_t)p->token_count * 4, sizeof(*p));
-	int rc = n < 0 ? -errno : (uint64_t)n != (uint64_t)p->token_count * 4 ? -EBADMSG : 0;
-	if (!rc && XXH3_64bits_withSeed(t, (size_t)p->token_count * 4, hcheck) != p->check)
-		rc = -EBADMSG;
-	if (rc || !tokens)
-		free(t);
+	size_t want = (size_t)sb.st_size - sizeof(*p);
+	n = pread(fd, body, want, sizeof(*p));
+	int rc = n < 0 ? -errno : (size_t)n != want ? -EBADMSG : 0;
+	uint32_t ns_len = 0;
+	if (!rc) {
+		memcpy(&ns_len, body + tb, 4);
+		if (ns_len != want - tb - 4 || memchr(body + tb + 4, 0, ns_len) ||
+		    pfx_check(p, (const int32_t *)(void *)body, (const char *)body + tb + 4, ns_len) != p->check)
+			rc = -EBADMSG;
+	}
+	if (!rc && ns) {
+		memcpy(ns, body + tb + 4, ns_len);
+		ns[ns_len] = 0;
+	}
+	if (!rc && tokens)
+		*tokens = (int32_t *)(void *)body; /* the token ids are the first bytes of the body */
 	else
-		*tokens = t;
+		free(body);
 	return rc;
 }
 
@@ -300,7 +326,7 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return 0;
-	int rc = l3_read_pfx(fd, &p, NULL);
+	int rc = l3_read_pfx(fd, &p, NULL, NULL);
 	close(fd);
 	if (!rc && (p.prefix_lo != lo || p.prefix_hi != hi))
 		rc = -EBADMSG;
@@ -577,18 +603,22 @@ cleanup:
 	return rc;
 }
 
-static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const int32_t *tokens, uint32_t ntok, uint64_t lo,
-		      uint64_t hi)
+static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const int32_t *tokens, uint32_t ntok,
+		      uint64_t lo, uint64_t hi)
 {
 	char rel[48], hex[33];
 	l3_pfx_relpath(key.low64, key.high64, rel);
 	struct l3_pfx p;
+	uint32_t ns_len = ns ? (uint32_t)strlen(ns) : 0;
 	int fd = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd >= 0) {
 		int32_t *old = NULL;
-		int same = l3_read_pfx(fd, &p, &old) == 0 && old && p.digest_lo == lo && p.digest_hi == hi &&
-			   p.token_count == ntok && !memcmp(old, tokens, (size_t)ntok * 4);
+		char *old_ns = malloc(SC_L3_STR_MAX + 1);
+		int same = old_ns && l3_read_pfx(fd, &p, &old, old_ns) == 0 && old && p.digest_lo == lo &&
+			   p.digest_hi == hi && p.token_count == ntok && !memcmp(old, tokens, (size_t)ntok * 4) &&
+			   !strcmp(old_ns, ns ? ns : "");
 		free(old);
+		free(old_ns);
 		close(fd);
 		if (same)
 			return 0;
@@ -596,13 +626,14 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const int32_t *tokens
 	p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_PFX_VERSION, .token_count = ntok,
 			     .digest_lo = lo, .digest_hi = hi, .prefix_lo = key.low64, .prefix_hi = key.high64,
 			     .created_ns = shm_realtime_ns() };
-	p.check = XXH3_64bits_withSeed(tokens, (size_t)ntok * 4, XXH3_64bits(&p, offsetof(struct l3_pfx, check)));
+	p.check = pfx_check(&p, tokens, ns, ns_len);
 	l3_digest_hex(key.low64, key.high64, hex);
 	char name[40];
 	snprintf(name, sizeof(name), "%s.pfx", hex);
 	char sub[3] = { hex[0], hex[1], 0 };
-	struct iovec iov[2] = { { &p, sizeof(p) }, { (void *)tokens, (size_t)ntok * 4 } };
-	int rc = write_file(l3, l3->pfxfd, sub, name, iov, 2, 0);
+	struct iovec iov[4] = { { &p, sizeof(p) }, { (void *)tokens, (size_t)ntok * 4 }, { &ns_len, 4 },
+				{ (void *)(ns ? ns : ""), ns_len } };
+	int rc = write_file(l3, l3->pfxfd, sub, name, iov, ns_len ? 4 : 3, 0);
 	if (rc)
 		return rc;
 	/* register the length (idempotent); the lengths directory's mtime tells readers to rescan */
@@ -705,7 +736,7 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_l3_loc
 			ADD(bytes, file_bytes);
 		}
 	}
-	rc = put_prefix(l3, key, a->tokens, a->token_count, dg.low64, dg.high64);
+	rc = put_prefix(l3, key, a->ns, a->tokens, a->token_count, dg.low64, dg.high64);
 	if (!rc) {
 		struct sc_l3_location where;
 		struct l3_obj_hdr h;

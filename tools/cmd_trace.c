@@ -312,7 +312,7 @@ static void print_snapshot(const struct snap *s, const struct snap *prev, double
 			   coll = total(s, SC_EV_KEY_COLLISION);
 	if (json) {
 		printf("{\"type\":\"interval\",\"t\":%.3f,\"drops\":%llu,\"l3_quarantined\":%llu,"
-		       "\"l3_index\":{\"hits\":%llu,\"nothing_stored\":%llu,\"fallbacks\":%llu,\"refreshes\":%llu},"
+		       "\"l3_index\":{\"index_hits\":%llu,\"nothing_stored\":%llu,\"fallbacks\":%llu,\"refreshes\":%llu},"
 		       "\"key_collisions\":%llu,\"stages\":[",
 		       t, (unsigned long long)s->drops, (unsigned long long)quarantined(s), ix_hit, ix_none, ix_fb, ix_ref,
 		       coll);
