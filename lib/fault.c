@@ -32,7 +32,7 @@ void sc_sched_set(sc_sched_fn fn, void *ctx)
 
 /* Every shm_sched_point() name in the tree; tests/check_interleave.c keeps this list complete. */
 static const char *const sched_points[] = {
-	"l3ix.refresh.read", "restore.fill", NULL,
+	"l3ix.refresh.read", "l3ix.sync.start", "restore.fill", NULL,
 };
 
 const char *const *sc_sched_points(void)

@@ -71,6 +71,20 @@ static int lengths_refresh_locked(struct sc_l3 *l3)
 	return 0;
 }
 
+int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns)
+{
+	pthread_mutex_lock(&l3->mu);
+	int rc = lengths_refresh_locked(l3);
+	if (!rc) {
+		uint32_t c = l3->nlengths < max ? l3->nlengths : max;
+		memcpy(out, l3->lengths + (l3->nlengths - c), (size_t)c * 4);
+		*mtime_ns = l3->lengths_mtime_ns;
+		rc = (int)c;
+	}
+	pthread_mutex_unlock(&l3->mu);
+	return rc;
+}
+
 int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_location *loc)
 {
 	if (!l3 || !loc)

@@ -262,6 +262,9 @@ struct l3_probe_log {
 	int64_t all_mtime_ns;
 	uint32_t all[L3_LOG_LENGTHS];
 };
+/* The directory's token lengths (the longest @max, ascending; reloaded when they changed): the
+ * count, or a negative errno. */
+int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns);
 /* The directory probe (what sc_l3_locate_longest did before the location index); @log optional. */
 int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l3_location *loc,
 		  struct l3_probe_log *log);
@@ -276,7 +279,6 @@ void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, s
 void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key);
 /* What l3ix_locate found. */
 struct l3ix_found {
-	int verify_positive;               /* in: compare a positive entry's token ids too */
 	int from_index;                    /* out: 1 answered by the index (snap), 0 by the directory (loc) */
 	uint32_t len;                      /* out: the prefix length */
 	struct sc_key pfx;                 /* out: its prefix hash P (the L2 key is l2_key_of(stage, P)) */
@@ -293,8 +295,11 @@ int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int3
 /* The full location of an index answer (reads the object's header). -ENOENT: the object vanished;
  * its index entries and L2 mirrors were dropped. */
 int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_l3_location *loc);
-/* Are the index answer's token ids the caller's? 1, 0 (a collision: counted), -EAGAIN (changed). */
-int l3ix_entry_tokens_equal(struct sc_arena *a, const struct l3ix_found *f, const int32_t *tokens);
+/* Are the index answer's token ids (and namespace) the caller's? From the entry's pages, or its
+ * prefix entry file when it keeps none. 1, 0 (a collision: counted), -EAGAIN (the entry or the
+ * file changed, or the file is gone: ask the directory). */
+int l3ix_entry_tokens_equal(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, const char *ns,
+			    const int32_t *tokens);
 /* An object vanished under a fill: drop its index entries and L2 mirrors. */
 void l3ix_vanished(struct sc_arena *a, struct sc_digest d);
 /* Every entry must be re-checked against the directory (its reconciliation changed things). */

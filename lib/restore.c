@@ -127,7 +127,7 @@ static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *
 		if (rc == -EMFILE)
 			return rc;
 		/* not served from L2: the index's answer is used on its own, so its tokens must be ours */
-		int eq = l3ix_entry_tokens_equal(arena, &f, tokens);
+		int eq = l3ix_entry_tokens_equal(arena, l3, &f, ns, tokens);
 		if (eq != 1) {
 			/* a collision (or a concurrent rewrite): the directory decides, without the index */
 			rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL);

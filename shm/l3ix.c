@@ -26,6 +26,13 @@
  *
  * Lengths: the same sequence lock on len_seq over nlengths and the array.
  *
+ * Completeness: complete_ns is release-stored by the directory scanner (holding sync_mu, after
+ * every entry it wrote was published under mu) and acquire-loaded by readers, who then treat a key
+ * absent from the index as absent from the directory until complete_ns + the refresh interval. A
+ * writer that evicts a positive entry stores 0 (and sync_full = 1) before the entry's seq goes odd:
+ * a reader that could miss the evicted entry either loads 0 or read complete_ns before the
+ * eviction began, in which case its answer is one the directory gave at most an interval ago.
+ *
  * Stale reads that are harmless: `used` is a relaxed CLOCK hint (lost updates only change which
  * entry of a set is evicted); counters are relaxed statistics; dir_gen is read (acquire, paired
  * with the release increment) to decide whether an entry is current, and a stale value only makes
@@ -76,7 +83,7 @@ static uint64_t links_bytes(uint32_t npages)
 
 static uint64_t region_bytes(uint32_t entries, uint32_t npages)
 {
-	return 8192 + (uint64_t)entries * sizeof(struct shm_l3ix_entry) + links_bytes(npages) +
+	return SHM_L3IX_HDR_BYTES + (uint64_t)entries * sizeof(struct shm_l3ix_entry) + links_bytes(npages) +
 	       (uint64_t)npages * SHM_L3IX_PAGE_TOKENS * 4;
 }
 
@@ -99,10 +106,12 @@ int shm_l3ix_format(struct shm_arena *a)
 	memset(h, 0, sizeof(*h));
 	h->nsets = n / SHM_L3IX_WAYS;
 	h->npages = npages;
-	h->entries_off = 8192;
+	h->entries_off = SHM_L3IX_HDR_BYTES;
 	h->links_off = h->entries_off + (uint64_t)n * sizeof(struct shm_l3ix_entry);
 	h->pages_off = h->links_off + links_bytes(npages);
 	shm_mutex_init(&h->mu);
+	shm_mutex_init(&h->sync_mu);
+	memset(r + 8192, 0, 4096);
 	uint32_t *links = (uint32_t *)(r + h->links_off);
 	for (uint32_t i = 0; i < npages; i++)
 		links[i] = i + 1 < npages ? i + 2 : 0;
@@ -120,14 +129,16 @@ int shm_l3ix_view(struct shm_arena *a, struct shm_l3ix *ix)
 	struct shm_l3ix_hdr *h = (struct shm_l3ix_hdr *)r;
 	uint32_t npages = pages_for(n, !(a->hv.arena_flags & SHM_ARENA_NO_TOKEN_VERIFY));
 	/* the format-time words are re-derived from the validated arena header, never trusted */
-	if (size < 8192 || h->magic != SHM_L3IX_MAGIC || n != shm_l3ix_entries(n) || n > SHM_L3IX_MAX_ENTRIES ||
-	    h->nsets != n / SHM_L3IX_WAYS || h->npages != npages || size < region_bytes(n, npages) ||
-	    h->entries_off != 8192 || h->links_off != 8192 + (uint64_t)n * sizeof(struct shm_l3ix_entry) ||
+	if (size < SHM_L3IX_HDR_BYTES || h->magic != SHM_L3IX_MAGIC || n != shm_l3ix_entries(n) ||
+	    n > SHM_L3IX_MAX_ENTRIES || h->nsets != n / SHM_L3IX_WAYS || h->npages != npages ||
+	    size < region_bytes(n, npages) || h->entries_off != SHM_L3IX_HDR_BYTES ||
+	    h->links_off != SHM_L3IX_HDR_BYTES + (uint64_t)n * sizeof(struct shm_l3ix_entry) ||
 	    h->pages_off != h->links_off + links_bytes(npages))
 		return -EBADMSG;
 	*ix = (struct shm_l3ix){
 		.a = a,
 		.hdr = h,
+		.scan = (struct shm_l3ix_scan *)(void *)(r + 8192),
 		.lengths = (_Atomic uint32_t *)(void *)(r + 4096),
 		.ent = (struct shm_l3ix_entry *)(void *)(r + h->entries_off),
 		.links = (uint32_t *)(void *)(r + h->links_off),
@@ -339,25 +350,11 @@ void shm_l3ix_clear_locked(struct shm_l3ix *ix, uint32_t idx)
 	seq_end(e);
 }
 
-/* Free pages until @need are free, evicting entries other than @keep (one sweep at most). */
-static int pages_reserve_locked(struct shm_l3ix *ix, uint32_t need, uint32_t keep, uint32_t *evicted)
+void shm_l3ix_incomplete(struct shm_l3ix *ix)
 {
-	uint32_t n = ix->nsets * SHM_L3IX_WAYS;
-	if (need > ix->npages)
-		return -ENOSPC;
-	for (uint32_t i = 0; i < 2 * n && ix->hdr->free_pages < need; i++) {
-		uint32_t idx = ix->hdr->hand++ % n;
-		struct shm_l3ix_entry *e = &ix->ent[idx];
-		if (idx == keep || !(e->flags & SHM_L3IX_TOKENS))
-			continue;
-		if (atomic_load_explicit(&e->used, RELAXED) && i < n) {
-			atomic_store_explicit(&e->used, 0, RELAXED); /* second chance */
-			continue;
-		}
-		shm_l3ix_clear_locked(ix, idx);
-		(*evicted)++;
-	}
-	return ix->hdr->free_pages >= need ? 0 : -ENOSPC;
+	atomic_store_explicit(&ix->hdr->sync_full, 1, RELAXED);
+	/* seq_cst: ordered before the evicted entry's seq goes odd (see the protocol above) */
+	atomic_store(&ix->hdr->complete_ns, 0);
 }
 
 int shm_l3ix_put_locked(struct shm_l3ix *ix, const struct shm_l3ix_entry *src, const int32_t *tokens,
@@ -385,26 +382,41 @@ int shm_l3ix_put_locked(struct shm_l3ix *ix, const struct shm_l3ix_entry *src, c
 	if (target == UINT32_MAX)
 		target = empty;
 	if (target == UINT32_MAX) {
-		/* CLOCK within the set: the first way not used since the last pass */
-		for (uint32_t w = 0; w < 2 * SHM_L3IX_WAYS && target == UINT32_MAX; w++) {
-			uint32_t idx = set * SHM_L3IX_WAYS + (uint32_t)((src->key_hi + w) % SHM_L3IX_WAYS);
-			struct shm_l3ix_entry *e = &ix->ent[idx];
-			if (atomic_load_explicit(&e->used, RELAXED) && w < SHM_L3IX_WAYS)
-				atomic_store_explicit(&e->used, 0, RELAXED);
-			else
-				target = idx;
-		}
+		/* CLOCK within the set, negative entries first: the first way not used since the last
+		 * pass (a positive victim ends completeness: the directory has it, the index no more) */
+		for (int pass = 0; pass < 2 && target == UINT32_MAX; pass++)
+			for (uint32_t w = 0; w < 2 * SHM_L3IX_WAYS && target == UINT32_MAX; w++) {
+				uint32_t idx = set * SHM_L3IX_WAYS + (uint32_t)((src->key_hi + w) % SHM_L3IX_WAYS);
+				struct shm_l3ix_entry *e = &ix->ent[idx];
+				if (pass == 0 && !(e->flags & SHM_L3IX_NEG))
+					continue;
+				if (atomic_load_explicit(&e->used, RELAXED) && w < SHM_L3IX_WAYS)
+					atomic_store_explicit(&e->used, 0, RELAXED);
+				else
+					target = idx;
+			}
+		if (ix->ent[target].flags & SHM_L3IX_POS)
+			shm_l3ix_incomplete(ix);
 		(*evicted)++;
 	}
 	struct shm_l3ix_entry *e = &ix->ent[target];
-	int with_tokens = tokens && ix->npages;
-	uint32_t need = with_tokens ? (src->token_count + SHM_L3IX_PAGE_TOKENS - 1) / SHM_L3IX_PAGE_TOKENS : 0;
+	uint32_t need = tokens ? (src->token_count + SHM_L3IX_PAGE_TOKENS - 1) / SHM_L3IX_PAGE_TOKENS : 0;
 	seq_begin(e);
 	shm_fault_point("l3ix.put.open");
 	clear_open(ix, e);
-	if (need && pages_reserve_locked(ix, need, target, evicted)) {
-		seq_end(e);
-		return -ENOSPC;
+	if (need > ix->hdr->free_pages)
+		need = 0; /* no room for the token ids: the entry goes without (lib/l3ix.c reads them from
+			   * the directory when it needs them) */
+	/* the free list is shared memory too: walk what we are about to take before taking it */
+	for (uint32_t i = 0, pg = ix->hdr->free_head; i < need; i++) {
+		if (!pg || pg > ix->npages) {
+			/* scribbled: forget the list (its pages leak until the next repair) and go without */
+			ix->hdr->free_head = 0;
+			ix->hdr->free_pages = 0;
+			need = 0;
+			break;
+		}
+		pg = ix->links[pg - 1];
 	}
 	uint32_t first = 0, prev = 0;
 	for (uint32_t i = 0; i < need; i++) {
@@ -479,6 +491,7 @@ void shm_l3ix_add_length_locked(struct shm_l3ix *ix, uint32_t len)
 void shm_l3ix_repair_locked(struct shm_l3ix *ix)
 {
 	uint32_t n = ix->nsets * SHM_L3IX_WAYS;
+	shm_l3ix_incomplete(ix); /* entries may be cleared below */
 	uint8_t *used = ix->npages ? calloc(ix->npages, 1) : NULL;
 	for (uint32_t idx = 0; idx < n; idx++) {
 		struct shm_l3ix_entry *e = &ix->ent[idx];

@@ -4,8 +4,9 @@
  * they are trusted and who refreshes them is lib/l3ix.c). Protocol at the top of shm/l3ix.c.
  *
  * Region layout (SHM_REGION_L3IX):
- *   [ header (4 KiB) | lengths (4 KiB) | entries: struct shm_l3ix_entry[nsets * WAYS] |
- *     page links: u32[npages] | token pages: int32[npages][SHM_L3IX_PAGE_TOKENS] ]
+ *   [ header (4 KiB) | lengths (4 KiB) | directory scan state (4 KiB) |
+ *     entries: struct shm_l3ix_entry[nsets * WAYS] | page links: u32[npages] |
+ *     token pages: int32[npages][SHM_L3IX_PAGE_TOKENS] ]
  * The table is set-associative: a key lives in set (key_lo & (nsets - 1)), in any of its WAYS
  * entries, so a lookup reads at most WAYS entries (two cache lines of keys) and a full set evicts
  * one of its own entries. An entry's tokens are a chain of pages (page_next links them).
@@ -24,6 +25,8 @@
 #define SHM_L3IX_MIN_ENTRIES 64u
 #define SHM_L3IX_MAX_ENTRIES (1u << 22)
 #define SHM_L3IX_READ_TRIES 4            /* seqlock retries before a reader calls it a miss */
+#define SHM_L3IX_HDR_BYTES 12288u        /* header, lengths, scan state */
+#define SHM_L3IX_SUBDIRS 256u            /* DIR/prefix/<2 hex>/ */
 
 /* Entry flags. */
 #define SHM_L3IX_POS 0x1u      /* a prefix entry exists: the location fields are meaningful */
@@ -82,7 +85,15 @@ struct shm_l3ix_hdr {
 	uint32_t nlengths;
 	_Atomic uint64_t len_checked_ns; /* CLOCK_MONOTONIC of the last load from the directory */
 	uint64_t len_mtime_ns;       /* the lengths directory's mtime then */
-	uint8_t pad2[40];
+	/* completeness: the index holds every prefix entry of the directory as of complete_ns
+	 * (CLOCK_MONOTONIC; 0: not known to). Stored (release) by the scanner holding sync_mu; zeroed
+	 * by any writer that evicts a positive entry, which also sets sync_full */
+	_Atomic uint64_t complete_ns;
+	struct shm_mutex sync_mu;    /* the directory scanner (lock order: sync_mu, then mu) */
+	_Atomic uint32_t sync_full;  /* the next scan must look at every subdirectory */
+	uint32_t pad2a;
+	uint64_t scan_real_ns;       /* sync_mu: CLOCK_REALTIME when the last scan started */
+	uint64_t scan_backoff_ns;    /* sync_mu: no full scan before (CLOCK_MONOTONIC) */
 	/* lines 3..: counters */
 	_Atomic uint64_t counters[L3IX_NCOUNTERS];
 };
@@ -92,10 +103,17 @@ _Static_assert(offsetof(struct shm_l3ix_hdr, counters) == 192, "l3ix header layo
 _Static_assert(sizeof(struct shm_l3ix_hdr) <= 4096, "l3ix header fits its page");
 _Static_assert(SHM_L3IX_MAX_LENGTHS * 4 <= 4096, "lengths fit their page");
 
+/* Page 2 of the region: what the scanner (holding sync_mu) saw of each prefix subdirectory. */
+struct shm_l3ix_scan {
+	uint64_t sub_mtime_ns[SHM_L3IX_SUBDIRS]; /* CLOCK_REALTIME mtime at the last scan (0: never) */
+};
+_Static_assert(sizeof(struct shm_l3ix_scan) <= 4096, "scan state fits its page");
+
 /* A validated, process-local view of the region. */
 struct shm_l3ix {
 	struct shm_arena *a;
 	struct shm_l3ix_hdr *hdr;
+	struct shm_l3ix_scan *scan;
 	_Atomic uint32_t *lengths;   /* SHM_L3IX_MAX_LENGTHS, ascending, nlengths valid */
 	struct shm_l3ix_entry *ent;
 	uint32_t *links;             /* page_next: idx + 1, 0 end */
@@ -140,10 +158,13 @@ int shm_l3ix_lengths(const struct shm_l3ix *ix, uint32_t n, uint32_t *out, uint3
 int shm_l3ix_lock(struct shm_l3ix *ix);
 void shm_l3ix_unlock(struct shm_l3ix *ix);
 /* Insert or replace the entry of (key, token_count) with @e's fields (flags, l3key, digest,
- * sec_len, kind, checked_ns, dir_gen) and @tokens when not NULL. Evicts within the set (CLOCK)
- * and, for token pages, elsewhere (bounded). Returns 0, or -ENOSPC (no pages could be found: the
- * key's old entry is gone, nothing inserted). */
+ * sec_len, kind, checked_ns, dir_gen) and @tokens when not NULL and there are free pages for them
+ * (else the entry stores none: SHM_L3IX_TOKENS tells). A full set evicts one of its entries
+ * (CLOCK, negative entries first); evicting a positive one ends completeness. An existing entry
+ * of the key confirmed later than @e is kept. Returns 0, or -ENOSPC (no index). */
 int shm_l3ix_put_locked(struct shm_l3ix *ix, const struct shm_l3ix_entry *e, const int32_t *tokens, uint32_t *evicted);
+/* Completeness is lost (an entry was evicted, or the directory changed in a way nobody recorded). */
+void shm_l3ix_incomplete(struct shm_l3ix *ix);
 /* Empty entry @idx (frees its pages). */
 void shm_l3ix_clear_locked(struct shm_l3ix *ix, uint32_t idx);
 /* Replace the lengths table. */
