@@ -18,11 +18,11 @@
  * L2 key of a stage is l2_key_of(stage, P), so the restore path hashes the tokens once.
  * 0 or -EINVAL (namespace too long, lengths out of order). Does not allocate.
  */
-int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens, size_t n, const uint32_t *lens,
+int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
 		   uint32_t nlens, struct sc_key *out);
 /* The same in two steps, for callers that need P at only some of the lengths: the chain value at
  * each length (one pass), then P of one length from its chain value (one short hash). */
-int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, size_t n, const uint32_t *lens,
+int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
 		  uint32_t nlens, struct sc_key *chain);
 struct sc_key key_pfx_finish(const uint8_t *secret, struct sc_key chain, const int32_t *tokens, uint32_t len);
 #ifdef SC_TEST_HOOKS

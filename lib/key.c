@@ -101,7 +101,7 @@ static inline XXH128_hash_t h128(const void *p, size_t len, const uint8_t *secre
  * with H the XXH3-128 keyed by the arena's secret. One pass over the tokens yields P at every
  * length; the length is hashed into P, so prefixes of different lengths never share a chain value.
  */
-int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, size_t n, const uint32_t *lens,
+int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
 		  uint32_t nlens, struct sc_key *chain)
 {
 	size_t nl = ns ? strnlen(ns, SC_IDENTITY_MAX + 1) : 0;
@@ -153,7 +153,7 @@ struct sc_key key_pfx_finish(const uint8_t *secret, struct sc_key chain, const i
 	return k;
 }
 
-int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens, size_t n, const uint32_t *lens,
+int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
 		   uint32_t nlens, struct sc_key *out)
 {
 	int rc = key_pfx_chain(secret, ns, tokens, n, lens, nlens, out);
@@ -171,7 +171,7 @@ struct sc_key l2_key_of(const struct sc_stage *st, struct sc_key pfx)
 	return k;
 }
 
-int sc_l2_key(const struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_key *out)
+int sc_l2_key(const struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_key *out)
 {
 	if (!st || !out || (n && !tokens) || n > UINT32_MAX)
 		return -EINVAL;
@@ -186,8 +186,8 @@ int sc_l2_key(const struct sc_stage *st, const char *ns, const int32_t *tokens, 
 
 #define KEYS_AT_ONCE 64
 
-int sc_l2_prefix_keys(const struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, size_t block,
-		      struct sc_key *keys, size_t max)
+int sc_l2_prefix_keys(const struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, uint32_t block,
+		      struct sc_key *keys, uint32_t max)
 {
 	if (!st || (n && !tokens) || (max && !keys) || n > UINT32_MAX)
 		return -EINVAL;

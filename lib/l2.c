@@ -202,7 +202,7 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
  * Give the private block at @off to a new entry of @key and link it, replacing the key's entry.
  * 0 (the block now belongs to the index) or -errno (the block is still the caller's).
  */
-static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc_digest d, uint64_t off, uint32_t kind,
+static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
 		     uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin,
 		     struct sc_lease *lease)
 {
@@ -299,7 +299,7 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc
 	return 0;
 }
 
-int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_digest expected,
+int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 		const struct sc_payload *p, uint32_t origin)
 {
 	if (!st || !p || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
@@ -374,7 +374,7 @@ void sc_l2_reserve_release(struct sc_l2_resv *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_digest expected,
+int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 		  struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
 		  uint32_t origin, struct sc_lease *lease)
 {

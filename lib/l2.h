@@ -111,7 +111,7 @@ uint64_t l2_used(struct sc_arena *a);
 
 /* lib/l2_read.c: sc_l2_get with the key already computed (l2_key_of), tokens verified. With
  * @stale_rec, a location mismatch removes nothing: -ESTALE and the entry's record. */
-int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *tokens, size_t n,
+int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *tokens, uint32_t n,
 		     const struct sc_location *loc, struct sc_lease *lease, uint64_t *stale_rec);
 
 /* lib/l2_admin.c: remove @key's entry (only if it is still @rec = gen << 32 | idx+1, when not 0);

@@ -175,7 +175,7 @@ int sc_l2_get_key(struct sc_stage *st, struct sc_key key, struct sc_lease *lease
 	return (int)lookup(st, key, &q);
 }
 
-int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *tokens, size_t n,
+int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *tokens, uint32_t n,
 		     const struct sc_location *loc, struct sc_lease *lease, uint64_t *stale_rec)
 {
 	lease->arena_ = NULL;
@@ -188,7 +188,7 @@ int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *toke
 	return rc;
 }
 
-int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, const struct sc_location *loc,
+int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, const struct sc_location *loc,
 	      struct sc_lease *lease)
 {
 	if (!st || !lease || !n || !tokens)
@@ -203,7 +203,7 @@ int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t
 	return (int)lookup(st, key, &q);
 }
 
-int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n,
+int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n,
 		       const struct sc_location *loc, void *buf, uint64_t cap, struct sc_l2_entry_info *info)
 {
 	if (!st || !n || !tokens || (cap && !buf))
@@ -217,7 +217,7 @@ int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *token
 	return lookup(st, key, &q);
 }
 
-int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_l2_entry_info *info)
+int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l2_entry_info *info)
 {
 	if (!st || !n || !tokens || !info)
 		return -EINVAL;
@@ -231,8 +231,8 @@ int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, size_
 
 #define PREFIX_STACK_KEYS 512
 
-int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, size_t block,
-			 size_t *len, struct sc_lease *lease)
+int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, uint32_t block,
+			 uint32_t *len, struct sc_lease *lease)
 {
 	if (!st || !len || !lease || (n && !tokens))
 		return -EINVAL;

@@ -115,7 +115,7 @@ int l3_hdr_parse(const uint8_t *block, uint64_t file_bytes, struct l3_obj_hdr *h
 	return 0;
 }
 
-void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc_l3_location *loc)
+void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc_location *loc)
 {
 	memset(loc, 0, sizeof(*loc));
 	loc->token_count = h->token_count;

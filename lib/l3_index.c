@@ -85,7 +85,7 @@ int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *
 	return rc;
 }
 
-int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_location *loc)
+int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *loc)
 {
 	if (!l3 || !loc)
 		return -EINVAL;
@@ -108,7 +108,7 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_locatio
 	return rc;
 }
 
-int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l3_location *loc,
+int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
 		  struct l3_probe_log *log)
 {
 	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
@@ -212,7 +212,7 @@ int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint3
 }
 
 int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-			 struct sc_l3_location *loc)
+			 struct sc_location *loc)
 {
 	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
 		return -EINVAL;

@@ -225,7 +225,7 @@ int l3_hdr_build(uint8_t *block, const struct sc_l3_put_args *p, XXH128_hash_t d
 /* Validate a header block against the file size (0: don't check); fills *h. -EBADMSG / -EPROTO. */
 int l3_hdr_parse(const uint8_t *block, uint64_t file_bytes, struct l3_obj_hdr *h);
 /* The location described by a validated header block. */
-void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc_l3_location *loc);
+void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc_location *loc);
 void l3_digest_hex(uint64_t lo, uint64_t hi, char out[33]);
 int l3_hex_digest(const char *s, uint64_t *lo, uint64_t *hi);
 void l3_obj_relpath(uint64_t lo, uint64_t hi, char out[48]);
@@ -266,7 +266,7 @@ struct l3_probe_log {
  * count, or a negative errno. */
 int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns);
 /* The directory probe (what sc_l3_locate_longest did before the location index); @log optional. */
-int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l3_location *loc,
+int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
 		  struct l3_probe_log *log);
 
 /* ---- lib/l3ix.c: the arena's location index ---- */
@@ -274,7 +274,7 @@ int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint3
 int l3ix_bind(struct sc_arena *a, struct sc_l3 *l3);
 /* Coherence hooks of writers attached to @a (before they return). */
 void l3ix_on_put(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
-		 const struct sc_l3_location *loc);
+		 const struct sc_location *loc);
 void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, size_t n);
 void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key);
 /* What l3ix_locate found. */
@@ -291,10 +291,10 @@ struct l3ix_found {
  * Returns the length (> 0), 0 nothing stored, or a negative errno.
  */
 int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-		uint64_t now, struct l3ix_found *f, struct sc_l3_location *loc);
+		uint64_t now, struct l3ix_found *f, struct sc_location *loc);
 /* The full location of an index answer (reads the object's header). -ENOENT: the object vanished;
  * its index entries and L2 mirrors were dropped. */
-int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_l3_location *loc);
+int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_location *loc);
 /* Are the index answer's token ids (and namespace) the caller's? From the entry's pages, or its
  * prefix entry file when it keeps none. 1, 0 (a collision: counted), -EAGAIN (the entry or the
  * file changed, or the file is gone: ask the directory). */
@@ -306,7 +306,7 @@ void l3ix_vanished(struct sc_arena *a, struct sc_digest d);
 void l3ix_invalidate_all(struct sc_arena *a);
 /* sc_l3_locate_longest through the index: a complete location (descriptor read from the header). */
 int l3ix_locate_full(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-		     struct sc_l3_location *loc);
+		     struct sc_location *loc);
 
 /* ---- lib/restore.c ---- */
 /* Remove L2 mirrors of a quarantined digest in the bound arena (if any). */

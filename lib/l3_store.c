@@ -671,7 +671,7 @@ static int payload_check(const struct sc_payload *p)
 	}
 }
 
-int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_l3_location *loc)
+int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_location *loc)
 {
 	if (!l3 || !a || !a->tokens || !a->token_count || payload_check(a->payload))
 		return -EINVAL;
@@ -738,7 +738,7 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_l3_loc
 	}
 	rc = put_prefix(l3, key, a->ns, a->tokens, a->token_count, dg.low64, dg.high64);
 	if (!rc) {
-		struct sc_l3_location where;
+		struct sc_location where;
 		struct l3_obj_hdr h;
 		l3_hdr_parse(block, 0, &h);
 		l3_hdr_location(block, &h, &where);

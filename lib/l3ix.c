@@ -118,7 +118,7 @@ static void entry_from(struct shm_l3ix_entry *e, struct sc_key key, uint32_t len
 	e->dir_gen = gen;
 }
 
-static void loc_into(struct shm_l3ix_entry *e, const struct sc_l3_location *loc)
+static void loc_into(struct shm_l3ix_entry *e, const struct sc_location *loc)
 {
 	e->flags = SHM_L3IX_POS | (loc->has_kv_desc ? SHM_L3IX_DESC : 0);
 	e->digest_lo = loc->digest.lo, e->digest_hi = loc->digest.hi;
@@ -414,7 +414,7 @@ out:
 /* ---- refresh (after a directory probe) ---- */
 
 static void refresh(struct sc_arena *a, const char *ns, const int32_t *tokens, uint32_t n,
-		    const struct l3_probe_log *log, const struct sc_l3_location *loc, uint64_t t0)
+		    const struct l3_probe_log *log, const struct sc_location *loc, uint64_t t0)
 {
 	struct shm_l3ix *ix = ix_of(a);
 	struct sc_key keys[L3_MAX_PROBES];
@@ -455,7 +455,7 @@ static void refresh(struct sc_arena *a, const char *ns, const int32_t *tokens, u
 
 /* The directory probe, then what it saw goes into the index. */
 static int fallback(struct sc_arena *a, struct sc_l3 *l3, int bound, const char *ns, const int32_t *tokens,
-		    uint32_t n, struct sc_l3_location *loc)
+		    uint32_t n, struct sc_location *loc)
 {
 	uint64_t t0 = shm_now_ns();
 	struct l3_probe_log *log = bound ? malloc(sizeof(*log)) : NULL;
@@ -480,7 +480,7 @@ static void drop_vanished(struct sc_arena *a, struct sc_digest d)
 }
 
 int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-		uint64_t now, struct l3ix_found *f, struct sc_l3_location *loc)
+		uint64_t now, struct l3ix_found *f, struct sc_location *loc)
 {
 	uint64_t t0 = SC_PROBE_ENABLED(l3_index) ? shm_now_ns() : 0;
 	int bound = l3ix_bind(a, l3);
@@ -525,7 +525,7 @@ int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int3
 	return rc;
 }
 
-int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_l3_location *loc)
+int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_location *loc)
 {
 	struct sc_digest d = { f->snap.e.digest_lo, f->snap.e.digest_hi };
 	int rc = sc_l3_lookup(l3, d, loc);
@@ -582,7 +582,7 @@ void l3ix_vanished(struct sc_arena *a, struct sc_digest d)
 }
 
 int l3ix_locate_full(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-		     struct sc_l3_location *loc)
+		     struct sc_location *loc)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct l3ix_found f = { 0 };
@@ -603,7 +603,7 @@ int l3ix_locate_full(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const
 /* ---- coherence: writers attached to the arena ---- */
 
 void l3ix_on_put(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
-		 const struct sc_l3_location *loc)
+		 const struct sc_location *loc)
 {
 	if (!l3ix_bind(a, l3))
 		return;

@@ -11,7 +11,7 @@
  *
  * Probe                arguments
  * l2_hit               stage, digest_lo, digest_hi, bytes, origin (0 direct, 1 from L3), lookup_ns
- * l2_miss              stage, tokens, reason (0 absent, 1 location mismatch, 2 error), lookup_ns
+ * l2_miss              stage, tokens, reason (0 absent, 1 location mismatch, 2 error, 3 key collision), lookup_ns
  * l2_admit             stage, digest_lo, digest_hi, bytes, origin
  * l2_reject            stage, bytes, reason (positive errno)
  * l2_evict             stage, digest_lo, digest_hi, bytes

@@ -85,10 +85,10 @@ static int lease_usable(struct sc_stage *st, uint32_t len, struct sc_restore *ou
 }
 
 /* An L2 hit, validated against the location: 0, or -ENOENT (miss, mismatch, unusable entry). */
-static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, const struct sc_l3_location *loc,
+static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, const struct sc_location *loc,
 		  struct sc_restore *out)
 {
-	struct sc_location where = { loc->token_count, loc->digest };
+	struct sc_location where = { .token_count = loc->token_count, .digest = loc->digest };
 	int rc = sc_l2_get(st, ns, tokens, loc->token_count, &where, &out->lease_);
 	if (rc)
 		return rc == -EMFILE ? rc : -ENOENT;
@@ -100,7 +100,7 @@ static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, co
  * 0 nothing stored, -EAGAIN go on with *@loc (filled), or a negative errno.
  */
 static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
-			     uint32_t n, struct sc_l3_location *loc, struct sc_restore *out, uint64_t t0, uint64_t *t1)
+			     uint32_t n, struct sc_location *loc, struct sc_restore *out, uint64_t t0, uint64_t *t1)
 {
 	struct sc_arena *arena = st->arena;
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -112,7 +112,7 @@ static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *
 			return rc;
 		if (!f.from_index)
 			return -EAGAIN;
-		struct sc_location where = { f.len, { f.snap.e.digest_lo, f.snap.e.digest_hi } };
+		struct sc_location where = { .token_count = f.len, .digest = { f.snap.e.digest_lo, f.snap.e.digest_hi } };
 		struct sc_key key = l2_key_of(st, f.pfx);
 		uint64_t stale = 0;
 		rc = l2_get_prehashed(st, key, tokens, f.len, &where, &out->lease_, &stale);
@@ -146,18 +146,18 @@ static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *
 	return rc > 0 ? -EAGAIN : rc;
 }
 
-int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens, size_t n,
+int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 	       uint32_t flags, struct sc_restore *out)
 {
 	if (!out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	if (!st || !l3 || !tokens || !n || n > UINT32_MAX || (flags & ~SC_RESTORE_MASK) ||
+	if (!st || !l3 || !tokens || !n || (flags & ~SC_RESTORE_MASK) ||
 	    (ns && strlen(ns) > SC_L3_STR_MAX))
 		return -EINVAL;
 	struct sc_arena *arena = st->arena;
 	uint64_t stage_id = sc_stage_id(st), t0 = shm_now_ns(), t1, t2;
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	int rc, vanished = 0;
 again:
 	rc = locate_and_try_l2(st, l3, ns, tokens, (uint32_t)n, &loc, out, t0, &t1);

@@ -265,15 +265,15 @@ uint64_t sc_stage_id(const struct sc_stage *stage);
  * state of one stream). Returns 0, or -EINVAL (NULL stage/out, n > 0 with NULL tokens, namespace
  * too long). Does not allocate.
  */
-int sc_l2_key(const struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n, struct sc_key *out);
+int sc_l2_key(const struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n, struct sc_key *out);
 
 /**
  * sc_l2_prefix_keys - one hashing pass over @tokens[0..n) yielding the keys of every prefix whose
  * length is a positive multiple of @block (0: 256): keys[i] is the key of the first (i+1)*block
  * tokens. Writes at most @max keys. Returns the number written, or -EINVAL. Does not allocate.
  */
-int sc_l2_prefix_keys(const struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
-		      size_t block, struct sc_key *keys, size_t max);
+int sc_l2_prefix_keys(const struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
+		      uint32_t block, struct sc_key *keys, uint32_t max);
 
 /* Payload kinds. The wire is the sections concatenated (section 0, then section 1). */
 enum sc_payload_kind {
@@ -349,10 +349,24 @@ enum sc_origin {
 	SC_ORIGIN_FROM_L3 = 1, /* promoted from an L3 fill */
 };
 
-/* The durable copy's location, for validation on lookup. */
+/*
+ * Token counts are uint32_t everywhere (L2, L3, restore; at most UINT32_MAX tokens).
+ *
+ * A prefix's location: where its durable copy is and what it holds. The one type that L2, L3 and
+ * restore share: sc_l3_put and sc_l3_locate_longest fill all of it, a fill needs all of it, and
+ * an L2 lookup is validated against token_count and digest only (the other fields are ignored
+ * there and may be zero).
+ */
 struct sc_location {
-	uint64_t token_count;
-	struct sc_digest digest;
+	uint32_t token_count;          /* length of the prefix */
+	uint32_t kind;                 /* enum sc_payload_kind */
+	struct sc_digest digest;       /* payload digest (of the wire) */
+	struct sc_digest prefix;       /* L3 prefix key (unseeded XXH3-128 of namespace and tokens) */
+	uint64_t sec_len[2];
+	uint64_t payload_bytes;        /* sec_len[0] + sec_len[1] */
+	uint64_t file_bytes;           /* L3 object file size */
+	int has_kv_desc;
+	struct sc_kv_desc kv_desc;
 };
 
 /*
@@ -367,7 +381,8 @@ struct sc_lease {
 	uint64_t sec_len[2];
 	uint32_t kind;               /* enum sc_payload_kind */
 	uint32_t origin;             /* enum sc_origin */
-	uint64_t token_count;
+	uint32_t token_count;
+	uint32_t reserved0_;
 	struct sc_digest digest;     /* of the wire */
 	struct sc_key key;
 	int has_kv_desc;
@@ -402,7 +417,7 @@ struct sc_lease {
  * admissions may overshoot it by at most what is in flight.
  * May block on shard/heap mutexes; allocates only transiently (eviction planning).
  */
-int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);
 
 /**
@@ -413,7 +428,7 @@ int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, s
  * -EMFILE (SC_LEASES_MAX leases already held by this handle), -EINVAL.
  * Never blocks, never allocates (except when a location mismatch removes the entry).
  */
-int sc_l2_get(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_l2_get(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 	      const struct sc_location *location, struct sc_lease *lease);
 /** sc_l2_get_key - as sc_l2_get with a precomputed key and no location. The caller owns the key:
  * without the tokens no token ids can be compared (use sc_l2_get for exact tokens). */
@@ -425,7 +440,8 @@ void sc_lease_release(struct sc_lease *lease);
 struct sc_l2_entry_info {
 	struct sc_key key;
 	uint64_t stage_id;
-	uint64_t token_count;
+	uint32_t token_count;
+	uint32_t reserved0_;
 	uint64_t bytes;              /* wire bytes */
 	uint64_t footprint;          /* bytes charged to the budget */
 	uint64_t sec_len[2];
@@ -443,12 +459,12 @@ struct sc_l2_entry_info {
  * Counts a hit or a miss; @location as in sc_l2_get. Never blocks; the copy runs inside the
  * read-side section (it delays reclamation, not writers).
  */
-int64_t sc_l2_get_copy(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int64_t sc_l2_get_copy(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		       const struct sc_location *location, void *buf, uint64_t cap, struct sc_l2_entry_info *info);
 
 /** sc_l2_peek - metadata only; changes no recency/frequency state and counts nothing.
  * Returns 0, -ENOENT, -EBADMSG, -EINVAL. */
-int sc_l2_peek(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_l2_peek(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 	       struct sc_l2_entry_info *info);
 
 /**
@@ -456,8 +472,8 @@ int sc_l2_peek(struct sc_stage *stage, const char *ns, const int32_t *tokens, si
  * @block (0: 256), tried longest first after one hashing pass. On a hit *len is its length and
  * @lease is filled (as sc_l2_get). Returns 0, -ENOENT, -EMFILE, -EINVAL, -EBADMSG.
  */
-int sc_l2_longest_prefix(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
-			 size_t block, size_t *len, struct sc_lease *lease);
+int sc_l2_longest_prefix(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
+			 uint32_t block, uint32_t *len, struct sc_lease *lease);
 
 /** sc_l2_remove - remove the entry with @key (memory deferred while leased). 0, -ENOENT, -EBADMSG. */
 int sc_l2_remove(struct sc_stage *stage, struct sc_key key);
@@ -521,7 +537,7 @@ int sc_l2_reserve(struct sc_stage *stage, uint64_t bytes, struct sc_l2_resv *res
  * Returns as sc_l2_admit, and -EMFILE when @lease is given but this handle already holds
  * SC_LEASES_MAX leases (nothing is published then).
  */
-int sc_l2_publish(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_l2_publish(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		  struct sc_digest expected, struct sc_l2_resv *resv, uint32_t kind, uint64_t kv_len,
 		  uint64_t rec_len, const struct sc_kv_desc *desc, uint32_t origin, struct sc_lease *lease);
 
@@ -591,18 +607,8 @@ struct sc_l3_put_args {
 	const struct sc_payload *payload; /* kind, sections, KV descriptor (rules as sc_l2_admit) */
 };
 
-/** Where a durable copy is: what sc_l3_locate_longest and sc_l3_put return, and a fill needs. */
-struct sc_l3_location {
-	uint32_t token_count;
-	uint32_t kind;                 /* enum sc_payload_kind */
-	struct sc_digest digest;       /* payload digest (of the wire) */
-	struct sc_digest prefix;       /* prefix key (unseeded XXH3-128 of namespace and tokens) */
-	uint64_t sec_len[2];
-	uint64_t payload_bytes;        /* sec_len[0] + sec_len[1] */
-	uint64_t file_bytes;           /* object file size */
-	int has_kv_desc;
-	struct sc_kv_desc kv_desc;
-};
+/* Where a durable copy is: struct sc_location (the L2 section), what sc_l3_locate_longest and
+ * sc_l3_put return and a fill needs. */
 
 /**
  * sc_l3_put - write a payload through to disk: temp file, io_uring write, fsync, rename, fsync of
@@ -613,7 +619,7 @@ struct sc_l3_location {
  * the disk is full): refusals are counted in write_refusals; or another negative errno.
  * Blocks on disk I/O (fsync), may evict least recently used objects; allocates a little.
  */
-int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_l3_location *loc);
+int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_location *loc);
 
 /**
  * sc_l3_locate_longest - the longest prefix of @tokens[0..n) stored for namespace @ns, probing
@@ -623,10 +629,10 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_l3_
  * Blocks on small file reads.
  */
 int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-			 struct sc_l3_location *loc);
+			 struct sc_location *loc);
 
 /** sc_l3_lookup - the location of the object with @digest. 0, -ENOENT, -EBADMSG (quarantined). */
-int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_location *loc);
+int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *loc);
 
 /*
  * Fills. A fill reads the payload of @loc into @dst with io_uring (O_DIRECT when allowed: @dst
@@ -641,7 +647,7 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_locatio
 #define SC_L3_FILL_MASK 0x1u
 
 struct sc_l3_fill_req {
-	const struct sc_l3_location *loc; /* in; must stay valid until reaped */
+	const struct sc_location *loc; /* in; must stay valid until reaped */
 	void *dst;                        /* in: payload destination */
 	uint64_t dst_bytes;               /* in: capacity, >= loc->payload_bytes */
 	uint32_t flags;                   /* in: SC_L3_FILL_* */
@@ -672,7 +678,7 @@ int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max
 unsigned sc_l3_fill_inflight(struct sc_l3 *l3);
 
 /** sc_l3_fill - one fill, waiting for it. Returns 0 or the request's result (see above). */
-int sc_l3_fill(struct sc_l3 *l3, const struct sc_l3_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags);
+int sc_l3_fill(struct sc_l3 *l3, const struct sc_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags);
 
 /**
  * sc_l3_register_memory - let fills into [@base, @base+@len) use registered buffers (each
@@ -820,7 +826,7 @@ struct sc_restore {
  * quarantined and its L2 mirrors invalidated), -EINVAL, -ENOMEM, -EMFILE (too many leases held),
  * or an L3 error. Blocks on disk I/O.
  */
-int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, size_t n,
+int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 	       uint32_t flags, struct sc_restore *out);
 
 /** sc_restore_release - release what sc_restore returned (idempotent on a released one). */

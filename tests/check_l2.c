@@ -317,7 +317,8 @@ START_TEST(location_mismatch_removes_the_mirror)
 	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
 	struct sc_digest d = sc_digest(buf, sizeof(buf));
 	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 3, d, &p, SC_ORIGIN_FROM_L3), 0);
-	struct sc_location good = { 3, d }, changed = { 3, sc_digest("changed", 7) }, count = { 4, d };
+	struct sc_location good = { .token_count = 3, .digest = d }, changed = { .token_count = 3, .digest = sc_digest("changed", 7) },
+			   count = { .token_count = 4, .digest = d };
 	struct sc_lease l;
 	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 3, &good, &l), 0);
 	sc_lease_release(&l);
@@ -422,7 +423,7 @@ START_TEST(longest_prefix)
 	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 256, d, &p, 0), 0);
 	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 768, d, &p, 0), 0);
 	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 1000, d, &p, 0), 0); /* not a block multiple */
-	size_t len = 0;
+	uint32_t len = 0;
 	struct sc_lease l;
 	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 0, &len, &l), 0);
 	ck_assert_uint_eq(len, 768);

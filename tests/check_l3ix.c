@@ -73,7 +73,7 @@ static void bytes_of(uint8_t *p, size_t n, unsigned seed)
 #define PAY 8192
 
 /* Put (tokens seeded @tseed, first @n of them) -> payload seeded @pseed through @h. */
-static void put_with(struct sc_l3 *h, unsigned tseed, uint32_t n, unsigned pseed, struct sc_l3_location *loc)
+static void put_with(struct sc_l3 *h, unsigned tseed, uint32_t n, unsigned pseed, struct sc_location *loc)
 {
 	int32_t *t = malloc(n * sizeof(*t));
 	uint8_t *b = malloc(PAY);
@@ -175,7 +175,7 @@ static void child_evict_all(struct sc_l3 *h, void *ctx)
 
 static void child_corrupt_and_verify(struct sc_l3 *h, void *ctx)
 {
-	const struct sc_l3_location *loc = ctx;
+	const struct sc_location *loc = ctx;
 	char hex[33], path[256];
 	l3_digest_hex(loc->digest.lo, loc->digest.hi, hex);
 	snprintf(path, sizeof(path), "%s/objects/%.2s/%s.sc3", tmpdir, hex, hex);
@@ -221,7 +221,7 @@ START_TEST(coherence_across_attached_processes)
 	ck_assert_int_eq(restore_is(1, 600, 12, &fi), 512);
 	ck_assert_int_eq(restore_is(1, 600, 12, &fi), 512);
 	/* another process quarantines it: we miss at once */
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	int32_t t[512];
 	toks_of(t, 512, 1);
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", t, 512, &loc), 512);
@@ -294,7 +294,7 @@ static void vanish_hook(const char *point, void *ctx)
 START_TEST(object_vanishing_under_a_fill_is_a_miss)
 {
 	open_all(0, 600000, 0);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	put_with(l3, 4, 256, 41, &loc);
 	/* a mirror of the same bytes in another stage: it must go too */
 	struct sc_stage *other;
@@ -345,7 +345,7 @@ START_TEST(forced_collisions_are_misses_at_every_level)
 	/* L3: a handle not bound to the arena (only the directory) */
 	struct sc_l3 *nb;
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &nb), 0);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	put_with(nb, 5, 256, 51, NULL);
 	put_with(nb, 6, 256, 61, NULL); /* same prefix-entry file: B's now */
 	struct sc_l3_stats s3;
@@ -458,7 +458,7 @@ END_TEST
 START_TEST(bad_pfx_files_are_refused)
 {
 	open_all(0, 600000, 0);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	put_with(l3, 7, 256, 71, &loc);
 	char hex[33], path[256];
 	l3_digest_hex(loc.prefix.lo, loc.prefix.hi, hex);
