@@ -63,7 +63,8 @@ void l3ix_count_collision(struct sc_arena *a, int level, uint64_t tokens)
 
 int l3ix_bind(struct sc_arena *a, struct sc_l3 *l3)
 {
-	if (l3->ix_ok == a)
+	/* relaxed: a cache of a fact that never changes once true (the first binder wins) */
+	if (__atomic_load_n(&l3->ix_ok, __ATOMIC_RELAXED) == a)
 		return 1;
 	struct shm_l3ix *ix = ix_of(a);
 	if (!ix || !ix->nsets)
@@ -82,7 +83,7 @@ int l3ix_bind(struct sc_arena *a, struct sc_l3 *l3)
 		ino = __atomic_load_n(&h->dir_ino, __ATOMIC_ACQUIRE);
 	}
 	if (ino == l3->dir_ino && __atomic_load_n(&h->dir_dev, __ATOMIC_RELAXED) == l3->dir_dev) {
-		l3->ix_ok = a;
+		__atomic_store_n(&l3->ix_ok, a, __ATOMIC_RELAXED);
 		return 1;
 	}
 	shm_l3ix_count(ix, L3IX_FOREIGN, 1);

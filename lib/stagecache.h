@@ -1103,7 +1103,7 @@ struct sc_fsck_report {
 };
 
 /* Called for each finding: @component ("header", "heap", "index", "rings", "observations",
- * "readers"), a one-line @message, and whether it was repaired. */
+ * "readers", "locks", "l3index"), a one-line @message, and whether it was repaired. */
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**

@@ -14,6 +14,7 @@
 
 #include "sc_check.h"
 #include "../lib/l3_priv.h"
+#include "../shm/l3ix.h"
 
 static char tmpdir[64];
 static struct sc_arena *arena;
@@ -485,6 +486,119 @@ START_TEST(bad_pfx_files_are_refused)
 }
 END_TEST
 
+/* Schedule point hook of the parked process: tell the parent, wait for its go. */
+static int park_to_parent = -1, park_from_parent = -1;
+static void park_hook(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l3ix.refresh.read"))
+		return;
+	char c = 'p';
+	if (write(park_to_parent, &c, 1) != 1 || read(park_from_parent, &c, 1) != 1)
+		_exit(9);
+}
+
+/* The window between a refresh's directory read and its write into the index: an attached put
+ * of a new digest lands there; the older view must not overwrite it. */
+START_TEST(refresh_never_puts_an_older_view_back)
+{
+	open_all(64, 600000, 0); /* small: the directory below outgrows it, so lookups miss and refresh */
+	for (unsigned i = 0; i < 40; i++) {
+		struct put_ctx q = { 400 + i, 4000 + i, 256 };
+		in_child(0, child_put, &q);
+	}
+	struct put_ctx p1 = { 8, 81, 256 };
+	in_child(0, child_put, &p1); /* D1, by a process not attached */
+	int up[2], down[2];
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *a;
+		struct sc_l3 *h;
+		if (sc_arena_open_dir("/dev/shm", arena_name, &a) || sc_l3_open(tmpdir, NULL, &h) || sc_l3_bind_arena(h, a))
+			_exit(2);
+		park_to_parent = up[1], park_from_parent = down[0];
+		sc_sched_set(park_hook, NULL);
+		int32_t t[256];
+		toks_of(t, 256, 8);
+		struct sc_location loc;
+		int rc = sc_l3_locate_longest(h, "ns", t, 256, &loc); /* a miss: the directory, then park */
+		_exit(rc == 256 ? 0 : 3);
+	}
+	char c;
+	ck_assert_int_eq(read(up[0], &c, 1), 1); /* parked, having read D1 from the directory */
+	struct sc_location l2loc;
+	put_with(l3, 8, 256, 82, &l2loc); /* D2, attached: into the index now */
+	ck_assert_int_eq(write(down[1], "g", 1), 1);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the parked process failed: %d", st);
+	/* the index still says D2 */
+	struct shm_l3ix ix;
+	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+	int32_t t[256];
+	toks_of(t, 256, 8);
+	struct sc_key key;
+	uint32_t len = 256;
+	ck_assert_int_eq(key_pfx_hashes(arena->shm->hv.key_secret, "ns", t, 256, &len, 1, &key), 0);
+	struct shm_l3ix_snap snap;
+	int eq;
+	ck_assert_int_eq(shm_l3ix_find(&ix, key.lo, key.hi, 256, NULL, 0, &eq, &snap), 1);
+	ck_assert(snap.e.digest_lo == l2loc.digest.lo && snap.e.digest_hi == l2loc.digest.hi);
+	int fi;
+	ck_assert_int_eq(restore_is(8, 256, 82, &fi), 256);
+	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+	close_all();
+}
+END_TEST
+
+static void count_finding(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)message, (void)repaired;
+	if (!strcmp(component, "l3index"))
+		++*(int *)ctx;
+}
+
+START_TEST(fsck_finds_and_repairs_a_broken_index)
+{
+	open_all(0, 600000, 0);
+	for (unsigned i = 0; i < 10; i++)
+		put_with(l3, 300 + i, 512, 3000 + i, NULL);
+	int fi, found = 0;
+	for (unsigned i = 0; i < 10; i++)
+		ck_assert_int_eq(restore_is(300 + i, 600, 3000 + i, &fi), 512);
+	struct sc_fsck_report rep;
+	ck_assert_int_eq(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 0);
+	ck_assert_int_eq(found, 0);
+	/* a used page put on the free list too, and an entry left half-written */
+	struct shm_l3ix ix;
+	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+	uint32_t victim = UINT32_MAX;
+	for (uint32_t i = 0; i < ix.nsets * SHM_L3IX_WAYS && victim == UINT32_MAX; i++)
+		if (ix.ent[i].flags & SHM_L3IX_TOKENS)
+			victim = i;
+	ck_assert_uint_ne(victim, UINT32_MAX);
+	ix.links[ix.ent[victim].first_page - 1] = ix.hdr->free_head;
+	ix.hdr->free_head = ix.ent[victim].first_page;
+	ix.hdr->free_pages++;
+	atomic_fetch_add(&ix.ent[(victim + 1) % (ix.nsets * SHM_L3IX_WAYS)].seq, 1);
+	ck_assert_int_gt(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 0);
+	ck_assert_int_gt(found, 0);
+	found = 0;
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_REPAIR, count_finding, &found, &rep), 0);
+	ck_assert_int_gt(found, 0);
+	found = 0;
+	ck_assert_int_eq(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 0);
+	ck_assert_int_eq(found, 0);
+	/* and the index still answers right (what repair cleared is asked of the directory again) */
+	for (unsigned i = 0; i < 10; i++)
+		ck_assert_int_eq(restore_is(300 + i, 600, 3000 + i, &fi), 512);
+	close_all();
+}
+END_TEST
+
 Suite *l3ix_suite(void)
 {
 	Suite *s = suite_create("l3ix");
@@ -493,6 +607,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, coherence_across_attached_processes);
 	tcase_add_test(c, not_attached_changes_visible_within_interval);
 	tcase_add_test(c, object_vanishing_under_a_fill_is_a_miss);
+	tcase_add_test(c, refresh_never_puts_an_older_view_back);
 	suite_add_tcase(s, c);
 	c = tcase_create("collisions");
 	tcase_set_timeout(c, 120);
@@ -504,6 +619,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, full_index_falls_back_and_stays_correct);
 	tcase_add_test(c, scribbled_index_region_never_serves_wrong_bytes);
 	tcase_add_test(c, bad_pfx_files_are_refused);
+	tcase_add_test(c, fsck_finds_and_repairs_a_broken_index);
 	suite_add_tcase(s, c);
 	return s;
 }
