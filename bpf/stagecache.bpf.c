@@ -295,8 +295,6 @@ int BPF_USDT(l3_index, __u64 result, __u64 tokens, __u64 lookup_ns)
 {
 	if (result == 0) {
 		count(0, SC_EV_L3IX_HIT, 0, tokens, lookup_ns);
-	} else if (result == 1) {
-		count(0, SC_EV_L3IX_NONE, 0, tokens, lookup_ns);
 	} else {
 		count(0, SC_EV_L3IX_FALLBACK, 0, tokens, lookup_ns);
 		count_reason(0, SC_EV_L3IX_FALLBACK, (__u32)result);

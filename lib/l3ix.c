@@ -35,8 +35,7 @@
 #define RELAXED memory_order_relaxed
 
 /* why a lookup fell back to the directory (probe argument, `stagecache trace`) */
-enum { WHY_HIT = 0, WHY_NONE = 1, WHY_MISS = 2, WHY_STALE = 3, WHY_COLLISION = 4, WHY_UNBOUND = 5,
-       WHY_VANISHED = 6 };
+enum { WHY_HIT = 0, WHY_MISS = 2, WHY_STALE = 3, WHY_COLLISION = 4, WHY_UNBOUND = 5 };
 
 static struct shm_l3ix *ix_of(struct sc_arena *a)
 {
@@ -499,13 +498,6 @@ int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int3
 			shm_l3ix_count(ix, L3IX_HITS, 1);
 		probe_fire(WHY_HIT, f->len, t0);
 		return (int)f->len;
-	}
-	if (rc == 0) {
-		f->from_index = 1;
-		if (ix)
-			shm_l3ix_count(ix, L3IX_NEG_HITS, 1);
-		probe_fire(WHY_NONE, n, t0);
-		return 0;
 	}
 	if (rc != -EAGAIN)
 		return rc;

@@ -20,7 +20,7 @@
  * l3_fill_start        stage, digest_lo, digest_hi, bytes
  * l3_fill_done         stage, digest_lo, digest_hi, bytes, duration_ns, result (0 or negative errno)
  * l3_quarantine        digest_lo, digest_hi, reason (positive errno)
- * l3_index             result (0 hit, 1 nothing stored, 2 miss, 3 stale, 4 collision, 5 unbound, 6 vanished), tokens, lookup_ns
+ * l3_index             result (0 hit; a directory probe: 2 miss, 3 stale, 4 collision, 5 unbound), tokens, lookup_ns
  * l3_index_refresh     positive, negative, evicted (entries written back after a directory probe)
  * key_collision        level (0 L2, 1 location index, 2 L3 prefix entry), tokens
  * commit_emit          ring, request_id, running_total, batch_tokens

@@ -846,11 +846,11 @@ struct sc_l3_index_stats {
 	int token_verify;            /* 1: token ids are stored and compared (L2 and index) */
 	int bound;                   /* a directory is bound */
 	uint64_t hits;               /* restores/locates answered by a positive entry */
-	uint64_t negative_hits;      /* answered "nothing stored" by fresh negative entries */
+	uint64_t negative_hits;      /* lengths skipped on a fresh negative entry (index not complete) */
 	uint64_t misses;             /* lookups the index could not answer (then the directory probe) */
 	uint64_t fallbacks;          /* directory probes run */
 	uint64_t stale;              /* of the misses: an entry or the lengths older than refresh_ms */
-	uint64_t refreshes;          /* directory probes written back into the index */
+	uint64_t refreshes;          /* directory scans completed + directory probes written back */
 	uint64_t inserts, evictions, drops, full;
 	uint64_t vanished;           /* objects found gone under a fill or a lookup */
 	uint64_t foreign;            /* lookups by an L3 directory other than the bound one */

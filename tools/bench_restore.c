@@ -115,15 +115,15 @@ struct side {
 static char dir[96];
 static int32_t prefix[NTOK];
 
-static int side_open(struct side *s, const char *tag, uint32_t flags, uint32_t ix_entries)
+static int side_open(struct side *s, const char *tag, uint32_t flags, uint32_t ix_entries, int huge)
 {
 	snprintf(s->name, sizeof(s->name), "bench-restore-%s-%d", tag, (int)getpid());
-	struct sc_arena_opts o = { .size_bytes = 256u << 20, .huge = SC_HUGE_AUTO, .flags = flags,
+	struct sc_arena_opts o = { .size_bytes = 256u << 20, .huge = huge, .flags = flags,
 				   .l3_index_entries = ix_entries };
 	int rc = sc_arena_create(s->name, &o, &s->a);
-	if (rc == -ENOMEM) {
-		o.huge = SC_HUGE_OFF;
-		rc = sc_arena_create(s->name, &o, &s->a);
+	if (rc) {
+		s->name[0] = 0;
+		return rc;
 	}
 	if (!rc)
 		rc = sc_stage_open(s->a, "bench-model", "bench-state", &s->st);
@@ -366,12 +366,22 @@ int bench_restore(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "/dev/shm/sc-bench-restore-%d", (int)getpid());
 	struct side v = { 0 }, nv = { 0 }, d = { 0 };
 	int rc = mkdir(dir, 0700) ? -errno : 0;
-	if (!rc)
-		rc = side_open(&v, "v", 0, 0);
-	if (!rc)
-		rc = side_open(&nv, "n", SC_ARENA_NO_TOKEN_VERIFY, 0);
-	if (!rc)
-		rc = side_open(&d, "d", 0, SC_L3_INDEX_NONE);
+	/* the three arenas on the same backing: hugepages for all, or (when they are short) for none */
+	for (int huge = SC_HUGE_AUTO; !rc; huge = SC_HUGE_OFF) {
+		rc = side_open(&v, "v", 0, 0, huge);
+		if (!rc)
+			rc = side_open(&nv, "n", SC_ARENA_NO_TOKEN_VERIFY, 0, huge);
+		if (!rc)
+			rc = side_open(&d, "d", 0, SC_L3_INDEX_NONE, huge);
+		if (rc != -ENOMEM || huge == SC_HUGE_OFF)
+			break;
+		side_close(&v);
+		side_close(&nv);
+		side_close(&d);
+		rc = 0;
+	}
+	if (rc)
+		fprintf(stderr, "stagecache bench restore: arenas: %s\n", sc_strerror(rc));
 	if (!rc)
 		rc = populate(&v, objects);
 	if (!rc && ((rc = warm(&v)) || (rc = warm(&nv)) || (rc = warm(&d))))
@@ -381,9 +391,12 @@ int bench_restore(int argc, char **argv)
 			bench_missing(B, metrics[i], "setup failed: %s", sc_strerror(rc));
 		goto cleanup;
 	}
-	struct sc_arena_info info;
+	struct sc_arena_info info, in2, in3;
 	sc_arena_info(v.a, &info);
-	bench_env(B, "arena_backing", "%s", sc_backing_name(info.backing));
+	sc_arena_info(nv.a, &in2);
+	sc_arena_info(d.a, &in3);
+	bench_env(B, "arena_backing", "%s (V), %s (N), %s (D)", sc_backing_name(info.backing), sc_backing_name(in2.backing),
+		  sc_backing_name(in3.backing));
 	bench_env(B, "l3_dir", "tmpfs (/dev/shm), %u objects, 16 token lengths", objects + 1);
 	bench_env(B, "l3_index_entries", "%u", info.l3_index_entries);
 

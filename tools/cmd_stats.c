@@ -137,7 +137,7 @@ int cmd_stats(int argc, char **argv)
 			       xs.refresh_ms, xs.token_verify ? "on" : "OFF", xs.bound ? "" : ", no directory bound yet");
 			printf("  entries %u positive + %u negative, token pages %u free of %u\n", xs.positive, xs.negative,
 			       xs.free_pages, xs.pages);
-			printf("  hits %llu, nothing stored %llu, misses %llu (stale %llu), directory probes %llu, refreshes %llu\n",
+			printf("  hits %llu, negative skips %llu, misses %llu (stale %llu), directory probes %llu, scans+refreshes %llu\n",
 			       (unsigned long long)xs.hits, (unsigned long long)xs.negative_hits, (unsigned long long)xs.misses,
 			       (unsigned long long)xs.stale, (unsigned long long)xs.fallbacks, (unsigned long long)xs.refreshes);
 			printf("  inserts %llu, evictions %llu, dropped %llu, full %llu, vanished objects %llu, other directories %llu\n",

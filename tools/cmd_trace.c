@@ -307,20 +307,18 @@ static uint64_t quarantined(const struct snap *s)
 static void print_snapshot(const struct snap *s, const struct snap *prev, double t, double dt, int json)
 {
 	static const struct row zero_row;
-	unsigned long long ix_hit = total(s, SC_EV_L3IX_HIT), ix_none = total(s, SC_EV_L3IX_NONE),
-			   ix_fb = total(s, SC_EV_L3IX_FALLBACK), ix_ref = total(s, SC_EV_L3IX_REFRESH),
-			   coll = total(s, SC_EV_KEY_COLLISION);
+	unsigned long long ix_hit = total(s, SC_EV_L3IX_HIT), ix_fb = total(s, SC_EV_L3IX_FALLBACK),
+			   ix_ref = total(s, SC_EV_L3IX_REFRESH), coll = total(s, SC_EV_KEY_COLLISION);
 	if (json) {
 		printf("{\"type\":\"interval\",\"t\":%.3f,\"drops\":%llu,\"l3_quarantined\":%llu,"
-		       "\"l3_index\":{\"index_hits\":%llu,\"nothing_stored\":%llu,\"fallbacks\":%llu,\"refreshes\":%llu},"
+		       "\"l3_index\":{\"index_hits\":%llu,\"fallbacks\":%llu,\"refreshes\":%llu},"
 		       "\"key_collisions\":%llu,\"stages\":[",
-		       t, (unsigned long long)s->drops, (unsigned long long)quarantined(s), ix_hit, ix_none, ix_fb, ix_ref,
-		       coll);
+		       t, (unsigned long long)s->drops, (unsigned long long)quarantined(s), ix_hit, ix_fb, ix_ref, coll);
 	} else {
 		printf("\n-- %.1fs  (interval %.1fs, L3 quarantined %llu, drops %llu)\n", t, dt,
 		       (unsigned long long)quarantined(s), (unsigned long long)s->drops);
-		printf("location index: hits %llu, nothing stored %llu, fallbacks %llu, refreshes %llu; key collisions %llu\n",
-		       ix_hit, ix_none, ix_fb, ix_ref, coll);
+		printf("location index: hits %llu, directory probes %llu, refreshes %llu; key collisions %llu\n", ix_hit,
+		       ix_fb, ix_ref, coll);
 		printf("%-16s %9s %9s %9s %6s %8s %9s %8s %7s %8s %9s %9s %9s\n", "stage", "hits", "promo_hit",
 		       "misses", "hit%", "promos", "never_hit", "evicts", "fills", "fill_err", "fill_GB/s",
 		       "fill_p50", "fill_p99");
