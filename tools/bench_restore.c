@@ -5,7 +5,8 @@
  * The measured prefix: 4096 tokens, KV_RECURRENT with a descriptor (768 KiB KV + 256 KiB
  * recurrent), put to an L3 directory that holds 10 000 objects (1 000 with --quick; prefixes of
  * 256..4096 tokens, so 16 token lengths are registered), promoted into L2 by its first fill.
- * Three arenas see the same directory: V verifies tokens (the default), N does not
+ * Three arenas of 128 MiB, on one backing (hugepages for all three, else 4 KiB pages for all), see
+ * the same directory: V verifies tokens (the default), N does not
  * (SC_ARENA_NO_TOKEN_VERIFY), D has no location index (every restore probes the directory).
  * Every operation is timed on its own with the TSC (timer cost subtracted); repetitions of the
  * two sides of each ratio are interleaved and the figure is the median of their ratios.
@@ -118,7 +119,7 @@ static int32_t prefix[NTOK];
 static int side_open(struct side *s, const char *tag, uint32_t flags, uint32_t ix_entries, int huge)
 {
 	snprintf(s->name, sizeof(s->name), "bench-restore-%s-%d", tag, (int)getpid());
-	struct sc_arena_opts o = { .size_bytes = 256u << 20, .huge = huge, .flags = flags,
+	struct sc_arena_opts o = { .size_bytes = 128u << 20, .huge = huge, .flags = flags,
 				   .l3_index_entries = ix_entries };
 	int rc = sc_arena_create(s->name, &o, &s->a);
 	if (rc) {
@@ -373,6 +374,13 @@ int bench_restore(int argc, char **argv)
 			rc = side_open(&nv, "n", SC_ARENA_NO_TOKEN_VERIFY, 0, huge);
 		if (!rc)
 			rc = side_open(&d, "d", 0, SC_L3_INDEX_NONE, huge);
+		if (!rc && huge != SC_HUGE_OFF) {
+			/* auto may have fallen back for some of them only */
+			struct sc_arena_info i1, i2, i3;
+			if (sc_arena_info(v.a, &i1) || sc_arena_info(nv.a, &i2) || sc_arena_info(d.a, &i3) ||
+			    i1.backing != i2.backing || i1.backing != i3.backing)
+				rc = -ENOMEM;
+		}
 		if (rc != -ENOMEM || huge == SC_HUGE_OFF)
 			break;
 		side_close(&v);
