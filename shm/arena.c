@@ -112,7 +112,7 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
 	if (h->reader_slots == 0 ||
 	    (uint64_t)h->reader_slots * 512u > h->regions[SHM_REGION_READERS].size)
 		return -EBADMSG;
-	if ((h->arena_flags & ~SHM_ARENA_FLAGS_MASK) || !h->l3ix_refresh_ms ||
+	if ((h->arena_flags & ~SHM_ARENA_FLAGS_MASK) || !h->l3ix_refresh_ms || h->l3ix_entries > SHM_L3IX_MAX_ENTRIES ||
 	    h->regions[SHM_REGION_L3IX].size < shm_l3ix_bytes(h->l3ix_entries))
 		return -EBADMSG;
 	uint64_t prev_end = SHM_HEADER_BYTES;
