@@ -1,6 +1,6 @@
 /*
  * lib/l3ix.c — the L3 location index: what its entries mean, when they are trusted, and who
- * keeps them true (the rules are in docs/design-l3-index.md; the shared-memory protocol is
+ * keeps them true (the rules are in docs/DESIGN.md ("The L3 location index"); the shared-memory protocol is
  * shm/l3ix.c).
  *
  * An entry answers "is there a prefix entry in the L3 directory for (namespace, these tokens)?"

@@ -998,7 +998,7 @@ void sc_restore_release(struct sc_restore *r);
  * The L3 location index: a table in the arena, shared by every process that binds an L3
  * directory to it (sc_l3_bind_arena, or sc_restore), mapping prefix -> location so that restore
  * and sc_l3_locate_longest need no system call when L2 serves the prefix. Its rules (who updates
- * it, how changes made elsewhere become visible) are in docs/design-l3-index.md.
+ * it, how changes made elsewhere become visible) are in docs/DESIGN.md ("The L3 location index").
  */
 struct sc_l3_index_stats {
 	uint32_t capacity;           /* entries (0: the arena has no index) */
