@@ -27,6 +27,7 @@
 #include "../shm/heap.h"
 #include "../shm/mutex.h"
 #include "../shm/obs.h"
+#include "../shm/l3ix.h"
 
 struct fsck {
 	struct sc_arena *a;
@@ -117,6 +118,11 @@ static void check_mutexes(struct fsck *f)
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
 	if (h)
 		check_mutex(f, &h->mu, "observation table");
+	struct shm_l3ix ix;
+	if (shm_l3ix_view(f->a->shm, &ix) == 0) {
+		check_mutex(f, &ix.hdr->mu, "L3 location index");
+		check_mutex(f, &ix.hdr->sync_mu, "L3 location index scan");
+	}
 }
 
 /* Take every shard in ascending order, waiting for each (a dead holder's shard is taken over and
@@ -359,6 +365,60 @@ static void check_rings(struct fsck *f)
 	free(st);
 }
 
+/* The L3 location index: entries, token chains and the page free list must agree (every page
+ * used by one entry or free, never both); repair rebuilds the free list and clears entries whose
+ * chain is broken (what a writer's successor does after it died). The index is a cache of the L3
+ * directory: what repair clears is only looked up there again. */
+static void check_l3_index(struct fsck *f)
+{
+	struct shm_l3ix ix;
+	if (shm_l3ix_view(f->a->shm, &ix)) {
+		int fix = repairing(f) && shm_l3ix_format(f->a->shm) == 0;
+		finding(f, "l3index", fix, "the location index's header is corrupted%s", fix ? " (formatted anew, empty)" : "");
+		return;
+	}
+	if (shm_l3ix_lock(&ix)) {
+		finding(f, "l3index", 0, "cannot lock the location index");
+		return;
+	}
+	uint8_t *owner = ix.npages ? calloc(ix.npages, 1) : NULL;
+	uint32_t total = ix.nsets * SHM_L3IX_WAYS, bad = 0, free_seen = 0;
+	for (uint32_t i = 0; i < total; i++) {
+		struct shm_l3ix_entry *e = &ix.ent[i];
+		int broken = (atomic_load_explicit(&e->seq, memory_order_relaxed) & 1) ||
+			     (e->flags & ~(SHM_L3IX_POS | SHM_L3IX_NEG | SHM_L3IX_DESC | SHM_L3IX_TOKENS)) ||
+			     ((e->flags & SHM_L3IX_POS) && (e->flags & SHM_L3IX_NEG));
+		if (!broken && (e->flags & SHM_L3IX_TOKENS)) {
+			uint32_t pg = e->first_page, need = (e->token_count + SHM_L3IX_PAGE_TOKENS - 1) / SHM_L3IX_PAGE_TOKENS;
+			for (uint32_t k = 0; k < need && !broken; k++) {
+				if (!pg || pg > ix.npages || !owner || owner[pg - 1])
+					broken = 1;
+				else
+					owner[pg - 1] = 1, pg = ix.links[pg - 1];
+			}
+		}
+		bad += broken;
+	}
+	for (uint32_t pg = ix.hdr->free_head, k = 0; pg && k <= ix.npages; k++, pg = ix.links[pg - 1]) {
+		if (pg > ix.npages || !owner || owner[pg - 1]) {
+			bad++;
+			break;
+		}
+		owner[pg - 1] = 2;
+		free_seen++;
+	}
+	if (free_seen != ix.hdr->free_pages)
+		bad++;
+	free(owner);
+	if (bad) {
+		int fix = repairing(f);
+		if (fix)
+			shm_l3ix_repair_locked(&ix);
+		finding(f, "l3index", fix, "%u inconsistencies between entries, token pages and the free list", bad);
+	}
+	shm_l3ix_unlock(&ix);
+}
+
 static void check_observations(struct fsck *f)
 {
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
@@ -455,6 +515,7 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 		rep->lock_repairs += hs.repairs;
 	check_rings(&f);
 	check_observations(&f);
+	check_l3_index(&f);
 	uint64_t left = rep->problems - rep->repaired;
 	return left > INT32_MAX ? INT32_MAX : (int)left;
 }

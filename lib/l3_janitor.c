@@ -443,6 +443,10 @@ static int evict(struct jctx *j, uint64_t goal)
 		log_line(j, t0, t1, "evict", v->lo, v->hi, v->bytes);
 		j->total -= v->bytes;
 		v->gone = 1;
+		if (l3->arena) { /* attached here: the arena's location index forgets it before we go on */
+			struct sc_digest d = { v->lo, v->hi };
+			l3ix_on_objects_gone(l3->arena, &d, 1);
+		}
 		j->rep.evicted++;
 		j->rep.evicted_bytes += v->bytes;
 	}
@@ -475,7 +479,7 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return 0;
-	rc = l3_read_pfx(fd, &p);
+	rc = l3_read_pfx(fd, &p, NULL, NULL);
 	close(fd);
 	int dangling = rc == -EBADMSG || (!rc && (p.prefix_lo != lo || p.prefix_hi != hi));
 	if (!rc && !dangling) {
@@ -493,8 +497,11 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		return rc;
 	char rel[48];
 	snprintf(rel, sizeof(rel), "%s/%s", sub, name);
-	if (l3_pfx_drop(l3, rel) == 1)
+	if (l3_pfx_drop(l3, rel) == 1) {
 		j->rep.dropped++;
+		if (l3->arena)
+			l3ix_on_prefix_gone(l3->arena, (struct sc_digest){ lo, hi });
+	}
 	return 0;
 }
 

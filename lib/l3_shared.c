@@ -340,7 +340,7 @@ static int captured_is_dangling(struct sc_l3 *l3, int dfd, const char *cap, cons
 	int fd = openat(dfd, cap, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return 0;
-	int rc = l3_read_pfx(fd, &p);
+	int rc = l3_read_pfx(fd, &p, NULL, NULL);
 	close(fd);
 	if (rc == -EBADMSG || (!rc && (p.prefix_lo != lo || p.prefix_hi != hi)))
 		return 1;
@@ -401,7 +401,7 @@ int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	struct l3_pfx p;
-	int rc = l3_read_pfx(fd, &p);
+	int rc = l3_read_pfx(fd, &p, NULL, NULL);
 	close(fd);
 	if (rc == -EBADMSG)
 		return unlinkat(dfd, cap, 0) == 0 ? 1 : -errno;

@@ -180,7 +180,7 @@ START_TEST(put_on_a_restored_on_b_byte_for_byte)
 		h_bytes(1, want, BYTES);
 		int bad = 0;
 		/* A's put shows here within the mounts' visibility delay (tens of ms), not always at once */
-		struct sc_l3_location loc;
+		struct sc_location loc;
 		for (int i = 0; i < 100 && sc_l3_locate_longest(l3, "h", t, TOK + 10, &loc) != TOK; i++)
 			usleep(10000);
 		for (int round = 0; round < 2; round++) {

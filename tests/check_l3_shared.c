@@ -507,7 +507,7 @@ START_TEST(vanished_object_is_a_miss)
 	ck_assert_int_eq(h_put(a, 3, 25, 20000), 0);
 	int32_t t[25];
 	h_tokens(3, t, 25);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(sc_l3_locate_longest(a, "h", t, 25, &loc), 25);
 	ck_assert_int_eq(h_sh("rm %s/objects/*/*.sc3", dir), 0);
 	uint8_t *buf = aligned_alloc(4096, 24576);

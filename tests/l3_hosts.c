@@ -77,7 +77,7 @@ int h_fetch(struct sc_l3 *l3, uint32_t doc, uint32_t ntok, size_t bytes)
 	if (!t || !want || !got)
 		goto out;
 	h_tokens(doc, t, ntok);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	rc = sc_l3_locate_longest(l3, "h", t, ntok, &loc);
 	if (rc == 0 || (rc > 0 && (uint32_t)rc != ntok)) {
 		rc = -ENOENT;

@@ -53,11 +53,13 @@ int cmd_get(int argc, char **argv)
 	x.name = argv[optind];
 	if (!x.model || !x.state || !x.tokens_spec)
 		return cli_usage_error("get", "--model, --state and --tokens are required");
-	struct sc_location loc;
+	struct sc_location loc = { 0 };
+	uint64_t ltok = 0;
 	if ((lt != NULL) != (lg != NULL))
 		return cli_usage_error("get", "--location-tokens and --location-digest go together");
-	if (lt && (cli_parse_u64(lt, UINT64_MAX, &loc.token_count) || sc_digest_parse(lg, &loc.digest)))
+	if (lt && (cli_parse_u64(lt, UINT32_MAX, &ltok) || sc_digest_parse(lg, &loc.digest)))
 		return cli_usage_error("get", "bad location (token count, 32 hex characters)");
+	loc.token_count = (uint32_t)ltok;
 	int rc = l2cli_parse_tokens("get", x.tokens_spec, &x.tokens, &x.n);
 	if (rc)
 		return rc;

@@ -53,7 +53,7 @@ static int parse_kind(const char *s, uint32_t *k)
 	return 0;
 }
 
-static void print_loc(const struct sc_l3_location *l, int json)
+static void print_loc(const struct sc_location *l, int json)
 {
 	char d[SC_DIGEST_HEX_LEN + 1];
 	sc_digest_format(l->digest, d);
@@ -141,7 +141,7 @@ static int do_put(const char *dir, int argc, char **argv)
 		cli_fail("l3", rc, "cannot open L3 directory %s", dir);
 		goto cleanup;
 	}
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	rc = sc_l3_put(l3, &a, &loc);
 	if (rc) {
 		cli_fail("l3", rc, "put refused%s", rc == -EINVAL ? " (empty payload, or sections and descriptor disagree)" : "");
@@ -273,7 +273,7 @@ static int do_locate(struct sc_l3 *l3, int argc, char **argv, int json)
 	int ret = l2cli_parse_tokens("l3", tspec, &tokens, &n);
 	if (ret)
 		return ret;
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	int rc = n && n <= UINT32_MAX ? sc_l3_locate_longest(l3, ns, tokens, (uint32_t)n, &loc) : -EINVAL;
 	free(tokens);
 	if (rc < 0)

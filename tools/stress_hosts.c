@@ -322,7 +322,7 @@ static void op_restore(struct worker *w)
 		if (seen) {
 			/* acknowledged before we looked: either another host's put is not visible here yet
 			 * (CephFS shows it within tens of ms), or it is gone. Look again after a second. */
-			struct sc_l3_location loc;
+			struct sc_location loc;
 			for (uint32_t i = 0; i < doc->token_count; i++)
 				w->tokens[i] = wl_doc_token(doc->seed, i);
 			for (unsigned us = VISIBLE_WITHIN_US / 10;; us = VISIBLE_WITHIN_US - VISIBLE_WITHIN_US / 10) {
@@ -361,7 +361,7 @@ static void op_fill(struct worker *w)
 	const struct wl_doc *doc = &sh->docs[d];
 	for (uint32_t i = 0; i < doc->token_count; i++)
 		w->tokens[i] = wl_doc_token(doc->seed, i);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	int rc = sc_l3_locate_longest(w->l3, NS, w->tokens, doc->token_count, &loc);
 	if (rc <= 0) {
 		if (rc < 0)
@@ -715,7 +715,7 @@ int stress_hosts_main(int argc, char **argv)
 			const struct wl_doc *doc = &sh->docs[d];
 			for (uint32_t i = 0; i < doc->token_count; i++)
 				tok[i] = wl_doc_token(doc->seed, i);
-			struct sc_l3_location loc;
+			struct sc_location loc;
 			rc = sc_l3_locate_longest(l3, NS, tok, doc->token_count, &loc);
 			uint64_t room = (doc->payload_bytes + 4095) & ~4095ull;
 			free(buf);
