@@ -32,7 +32,7 @@
 #define SC_EV_L2_MISS 2        /* tokens = prefix tokens, ns = lookup_ns */
 #define SC_EV_L2_ADMIT 3       /* every l2_admit; bytes */
 #define SC_EV_L2_ADMIT_FROM_L3 4 /* l2_admit with origin FROM_L3 (also in L2_ADMIT) */
-#define SC_EV_L2_REJECT 5      /* bytes; reason in `reasons` */
+#define SC_EV_L2_REJECT 5      /* bytes; reason (enum sc_l2_refusal of stagecache.h) in `reasons` */
 #define SC_EV_L2_EVICT 6       /* bytes */
 #define SC_EV_L2_REMOVE 7      /* bytes; reason in `reasons` */
 #define SC_EV_PROMOTE 8        /* promote_decision with decision 1; tokens, bytes */
@@ -43,7 +43,11 @@
 #define SC_EV_L3_QUARANTINE 13 /* stage 0; reason in `reasons` */
 #define SC_EV_COMMIT 14        /* commit_emit; stage field = ring index; tokens = batch tokens */
 #define SC_EV_RING_FULL 15     /* ring_full; stage field = ring index; tokens = pending tokens */
-#define SC_EV_COUNT 16
+#define SC_EV_PROMOTE_PUBLISHED 16 /* promote_outcome, published; bytes */
+#define SC_EV_PROMOTE_REFUSED 17   /* promote_outcome, not published; bytes; reason (enum sc_l2_refusal) in `reasons` */
+#define SC_EV_COUNT 18
+/* Refusal reasons (`reasons` of SC_EV_L2_REJECT and SC_EV_PROMOTE_REFUSED): enum sc_l2_refusal. */
+#define SC_BPF_REFUSALS 8
 
 /* Histogram kinds (field `kind` of sc_bpf_hist_key). */
 #define SC_HIST_FILL 0        /* l3_fill_done duration_ns (successful fills) */

@@ -16,7 +16,8 @@ static const char *const points[] = {
 	"l2.admit.tagged",     "l2.admit.copied",  "l2.admit.linked",  "l2.evict.unlinked",
 	"l2.remove.unlinked",  "l2.repair.rebuilt", "l2.index.replaced", "l2.index.unlinked",
 	"l2.reclaim.freeing",  "l2.reclaim.freed", "l3.put.before_rename", "fill.after_read",
-	"ring.publish",        NULL,
+	"ring.publish",        "l2.admit.queued",  "evq.push.linking", "evq.remove.unlinking",
+	"evq.rebuild.cleared", NULL,
 };
 
 const char *const *sc_fault_points(void)
@@ -31,6 +32,7 @@ void sc_sched_set(sc_sched_fn fn, void *ctx)
 
 /* Every shm_sched_point() name in the tree; tests/check_interleave.c keeps this list complete. */
 static const char *const sched_points[] = {
+	"l2.evict.chosen", "l2.frag.window", "l2.frag.alloc", "restore.promote.outcome",
 	NULL,
 };
 

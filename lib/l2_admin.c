@@ -34,8 +34,10 @@ int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reaso
 		rc = err ? err : -ENOENT;
 	} else {
 		rc = shm_index_unlink_retire_locked(ix, e);
-		if (!rc)
+		if (!rc) {
+			l2_policy_forget(a, shm_index_idx(ix, e));
 			removed(a, e, reason);
+		}
 	}
 	shm_fault_point("l2.remove.unlinked");
 	l2_reclaim_locked(a, shard);
@@ -68,6 +70,7 @@ static int remove_where(struct sc_arena *a, int all, struct sc_digest d, int rea
 			if (!all && (e->digest_lo != d.lo || e->digest_hi != d.hi))
 				continue;
 			if (shm_index_unlink_retire_locked(ix, e) == 0) {
+				l2_policy_forget(a, i);
 				removed(a, e, reason);
 				count++;
 			}
@@ -105,15 +108,14 @@ int sc_l2_shrink_to(struct sc_arena *a, uint64_t bytes)
 	uint64_t budget = l2_budget(a);
 	for (int round = 0; round < 16; round++) {
 		l2_reclaim_all(a, -1);
-		uint64_t used = l2_used(a), pending = 0;
-		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
-			pending += ix->hdr->shards[s].pending_bytes;
+		uint64_t used = l2_used(a), pending = l2_pending(a);
 		uint64_t live = used > pending ? used - pending : 0;
 		if (live <= budget)
 			return 0;
-		if (l2_make_room(a, live - budget, -1, -1, NULL)) {
-			/* not even a full plan: evict what can be evicted, bounded */
-			if (l2_make_room(a, 1, -1, -1, NULL))
+		int why;
+		if (l2_make_room(a, live - budget, -1, -1, NULL, &why)) {
+			/* not all of it: evict what can be evicted, bounded */
+			if (l2_make_room(a, 1, -1, -1, NULL, &why))
 				return -EBUSY;
 		}
 	}

@@ -6,8 +6,10 @@
  *  - an observation expires SC_PROMOTE_WINDOW_NS after it was first seen (not last seen);
  *  - consider: terminal -> no. Count the hit. payload > 64 MiB -> terminal, no (exactly 64 MiB is
  *    fine). Otherwise yes when token_count >= 4096 (first fill) or this is at least the 2nd hit;
- *  - a "yes" stays non-terminal until sc_promote_attempted (whether or not the admit succeeded),
- *    so a hand-off that was dropped retries on the next fill;
+ *  - a "yes" stays non-terminal until its outcome is known: sc_promote_outcome records it
+ *    (published, or refused and why) and makes it terminal unless the refusal was for want of
+ *    room (leased, no room, scan limit, other), which the next fill retries; sc_promote_attempted
+ *    makes it terminal without recording anything;
  *  - at most min(capacity, 4096) observations: a new one evicts the oldest by first sight, ties by
  *    digest (as printed: high 64 bits, then low), then stage.
  * Expired observations are dropped lazily: on lookup, and all at once before an eviction (so a
@@ -165,6 +167,24 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 	return yes;
 }
 
+int promote_predict(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, uint64_t token_count,
+		    uint64_t payload_bytes)
+{
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	const struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
+	uint32_t hits = 1;
+	if (e && !expired(e, now_ns(arena)))
+		hits = e->flags & SHM_OBS_TERMINAL ? 0 : (e->hits < UINT32_MAX ? e->hits + 1 : e->hits);
+	shm_obs_unlock(arena->shm, h);
+	/* the rules of sc_promote_consider, in its order */
+	if (!hits || payload_bytes > SC_PROMOTE_MAX_BYTES)
+		return 0;
+	return token_count >= SC_PROMOTE_RESTART_TOKENS || hits >= 2;
+}
+
 int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d)
 {
 	struct shm_obs_hdr *h;
@@ -178,6 +198,32 @@ int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_di
 	return e ? 0 : -ENOENT;
 }
 
+_Static_assert(SHM_OBS_REFUSALS == SC_L2_REFUSE_COUNT, "one promotion counter per refusal reason");
+
+int sc_promote_outcome(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, uint64_t bytes, int refused)
+{
+	if (refused >= SC_L2_REFUSE_COUNT)
+		return -EINVAL;
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	if (refused < 0)
+		h->published++;
+	else
+		h->refused[refused]++;
+	/* want of room is retried by the next fill; the rest would be refused again */
+	int retry = refused == SC_L2_REFUSE_LEASED || refused == SC_L2_REFUSE_NO_ROOM ||
+		    refused == SC_L2_REFUSE_SCAN_LIMIT || refused == SC_L2_REFUSE_OTHER;
+	struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
+	if (e && !retry)
+		e->flags |= SHM_OBS_TERMINAL;
+	shm_obs_unlock(arena->shm, h);
+	uint64_t sid = stage_id, lo = d.lo, hi = d.hi, b = bytes, pub = refused < 0, why = refused < 0 ? 0 : (uint64_t)refused;
+	SC_PROBE(promote_outcome, sid, lo, hi, b, pub, why);
+	return 0;
+}
+
 int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st)
 {
 	if (!st)
@@ -189,7 +235,10 @@ int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st)
 	struct shm_obs_claim *c = shm_obs_claims(h);
 	*st = (struct sc_promote_stats){ .observations = h->count, .capacity = h->capacity,
 					 .considered = h->considered, .promoted = h->promoted,
-					 .evicted = h->evicted, .expired = h->expired, .repairs = h->repairs };
+					 .evicted = h->evicted, .expired = h->expired, .repairs = h->repairs,
+					 .published = h->published };
+	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+		st->refused[i] = h->refused[i];
 	for (uint32_t i = 0; i < h->claims; i++)
 		st->claims += c[i].owner != 0;
 	shm_obs_unlock(arena->shm, h);

@@ -375,20 +375,53 @@ struct sc_lease {
  * a reservation outlives its handle's reader slot only until the next orphan sweep.
  */
 
+/*
+ * Why an admission did not publish (sc_l2_admit, sc_l2_reserve, sc_l2_publish, and the promotions
+ * of sc_restore). Each refusal is counted once under its reason (sc_l2_stats.refused, the
+ * promotion's in sc_promote_stats.refused), fires the l2_reject probe with it, and changes nothing
+ * stored except what eviction already did (see sc_l2_admit).
+ */
+enum sc_l2_refusal {
+	SC_L2_REFUSE_DIGEST = 0,      /* the wire's digest is not the expected one (-EBADMSG) */
+	SC_L2_REFUSE_INVALID = 1,     /* empty, unknown kind, or sections and descriptor disagree (-EINVAL) */
+	SC_L2_REFUSE_TOO_LARGE = 2,   /* its footprint is larger than the arena's heap (-E2BIG) */
+	SC_L2_REFUSE_OVER_BUDGET = 3, /* larger than the L2 budget, which is below the heap (-E2BIG) */
+	SC_L2_REFUSE_LEASED = 4,      /* the entries that could make room are leased, or the room is held
+				       * by fills in flight (-ENOSPC) */
+	SC_L2_REFUSE_NO_ROOM = 5,     /* enough bytes, but no contiguous room even after evicting by address:
+				       * leased entries or fills in flight split the heap (-ENOSPC) */
+	SC_L2_REFUSE_SCAN_LIMIT = 6,  /* the bounded eviction scan ended before it found room (-ENOSPC;
+				       * the scan's progress is kept, a retry goes further) */
+	SC_L2_REFUSE_OTHER = 7,       /* anything else: no lease slot left (-EMFILE), a corrupted arena
+				       * (-EBADMSG), no memory for planning (-ENOMEM) */
+	SC_L2_REFUSE_COUNT = 8,
+};
+/** sc_l2_refusal_name - "digest", "invalid", "too_large", "over_budget", "leased", "no_room",
+ * "scan_limit", "other"; "?" for anything else. */
+const char *sc_l2_refusal_name(int reason);
+
+/** sc_l2_footprint - the bytes an entry of @bytes wire bytes (with a KV descriptor when
+ * @has_kv_desc) is charged against the L2 budget. UINT64_MAX when it could never be allocated. */
+uint64_t sc_l2_footprint(uint64_t bytes, int has_kv_desc);
+
 /**
  * sc_l2_admit - copy a payload into L2 under the key of (@ns, @tokens[0..n)).
  * Checks, in order, each refusal counted in admission_rejects and leaving the cache unchanged:
- *  -EBADMSG  XXH3-128 of the wire != @expected;
- *  -EINVAL   empty payload (or n == 0, NULL arguments, unknown kind/origin);
- *  -EINVAL   sections and descriptor inconsistent (sc_kv_desc_validate);
- *  -E2BIG    larger than the budget can ever hold (refused_bytes += wire bytes).
- * Then evicts unleased entries to make room (never the entry being replaced); if room cannot be
- * made: -ENOSPC and nothing changed. An existing entry of the key is replaced atomically (readers
- * see the old entry or the new one). Also -EBADMSG (corrupted index).
- * Eviction is CLOCK (a hit sets the entry's reference hint; peek does not), bounded per call.
+ *  -EBADMSG  XXH3-128 of the wire != @expected                      (SC_L2_REFUSE_DIGEST);
+ *  -EINVAL   empty payload, unknown kind, sections and descriptor inconsistent (sc_kv_desc_validate)
+ *            (SC_L2_REFUSE_INVALID); n == 0 and NULL arguments are -EINVAL without counting;
+ *  -E2BIG    larger than the heap (TOO_LARGE) or the budget (OVER_BUDGET); refused_bytes += wire.
+ * Then makes room (never evicting a leased entry or the entry being replaced): eviction is S3-FIFO
+ * (a small probationary FIFO, a main FIFO, a ghost of recently evicted keys; see
+ * docs/design-eviction.md); when the heap is fragmented it evicts the neighbours of the next
+ * victim by address until one contiguous block fits. An entry of at most 1/8 of the budget is
+ * always published while the heap holds a run of unleased entries and free space long enough for
+ * it. When room cannot be made: -ENOSPC (LEASED, NO_ROOM or SCAN_LIMIT); what was evicted on the
+ * way stays evicted. An existing entry of the key is replaced atomically (readers see the old
+ * entry or the new one). Also -EBADMSG (corrupted index).
  * The budget is checked against the heap's allocated bytes before allocating, so concurrent
  * admissions may overshoot it by at most what is in flight.
- * May block on shard/heap mutexes; allocates only transiently (eviction planning).
+ * May block on shard/policy/heap mutexes; allocates only transiently (lease lists).
  */
 int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
 		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);
@@ -419,7 +452,7 @@ struct sc_l2_entry_info {
 	struct sc_digest digest;
 	uint32_t kind, origin;
 	uint64_t created_unix_ns;
-	uint32_t frequency;
+	uint32_t frequency;          /* hits since the policy last looked, 0..3 (S3-FIFO's counter) */
 	int has_kv_desc;
 };
 
@@ -462,6 +495,10 @@ struct sc_l2_stats {
 	uint64_t entries, bytes, logical_bytes, budget_bytes;
 	uint64_t hits, misses, inserts, evictions, admission_rejects, refused_bytes;
 	uint64_t leases, pending_reclaim_bytes, free_bytes, largest_free_block;
+	uint64_t refused[SC_L2_REFUSE_COUNT]; /* admission_rejects by enum sc_l2_refusal */
+	/* the eviction policy, always global: entries and bytes on S3-FIFO's small and main FIFOs,
+	 * entries moved from small to main, re-admissions found in the ghost */
+	uint64_t small_entries, small_bytes, main_entries, main_bytes, moved_to_main, ghost_hits;
 };
 /** sc_l2_stats - global counters (@stage NULL) or one stage's (entries/bytes of that stage;
  * leases, pending, free and largest_free_block are always global). Flushes this handle's pending
@@ -737,12 +774,25 @@ enum sc_promote_why {
 int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t token_count,
 			uint64_t payload_bytes, int *why);
 
+/**
+ * sc_promote_outcome - record what became of a "promote" decision for (@stage_id, @digest) of
+ * @bytes: @refused < 0 when it was published in L2, else why not (enum sc_l2_refusal). Counted in
+ * sc_promote_stats (published / refused) and fired as the promote_outcome probe. The observation
+ * becomes terminal, except after a refusal for want of room (LEASED, NO_ROOM, SCAN_LIMIT, OTHER):
+ * then the next fill is judged again. sc_restore calls it for every "promote" it decides.
+ * 0, -EINVAL, -EBADMSG.
+ */
+int sc_promote_outcome(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t bytes, int refused);
+
 /** sc_promote_attempted - mark the observation terminal (call after any admit attempt). 0 or -errno. */
 int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
 
 struct sc_promote_stats {
 	uint32_t observations, claims, capacity;
 	uint64_t considered, promoted, evicted, expired, repairs;
+	/* what became of each "promote" decision of sc_restore: published in L2, or refused (by enum
+	 * sc_l2_refusal). promoted == published + sum(refused) once no restore is in flight. */
+	uint64_t published, refused[SC_L2_REFUSE_COUNT];
 };
 int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st);
 

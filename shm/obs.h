@@ -11,6 +11,7 @@
 #define SHM_OBS_MAGIC 0x0a53424f50435453ull /* "STCPOBS\n" */
 #define SHM_OBS_CLAIMS 256u
 #define SHM_OBS_HDR_BYTES 256u
+#define SHM_OBS_REFUSALS 8u /* reasons a promotion was not published (lib: enum sc_l2_refusal) */
 
 enum { SHM_OBS_USED = 1u, SHM_OBS_TERMINAL = 2u };
 
@@ -45,10 +46,15 @@ struct shm_obs_hdr {
 	uint32_t count;              /* live observations (under mu) */
 	uint64_t considered, promoted, evicted, expired, repairs; /* under mu */
 	struct shm_mutex mu;         /* guards everything below the header too (shm/mutex.h) */
-	uint8_t pad1[SHM_OBS_HDR_BYTES - 64 - sizeof(struct shm_mutex)];
+	uint8_t pad1[64 - sizeof(struct shm_mutex)];
+	/* under mu: what became of the "promote" decisions (lib/promote.c sc_promote_outcome) */
+	uint64_t published;
+	uint64_t refused[SHM_OBS_REFUSALS];
+	uint8_t pad2[SHM_OBS_HDR_BYTES - 128 - 8 - 8 * SHM_OBS_REFUSALS];
 };
 _Static_assert(sizeof(struct shm_obs_hdr) == SHM_OBS_HDR_BYTES, "observation header layout");
 _Static_assert(offsetof(struct shm_obs_hdr, mu) == 64, "mutex on its own line");
+_Static_assert(offsetof(struct shm_obs_hdr, published) == 128, "observation header layout");
 
 /* Bytes the observation region needs for @entries observations (shm/layout.c). */
 uint64_t shm_obs_bytes(uint32_t entries);
