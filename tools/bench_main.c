@@ -38,7 +38,8 @@
 	X(get, "gets from another process vs the memory floor, LMDB, a minimal socket server, memcached, Redis") \
 	X(ring, "commit rings vs DPDK rte_ring (zero-copy API) and a pipe; commit-to-visible latency")  \
 	X(l3, "L3 fills (cold and warm) vs fio, bare liburing and pread + XXH3-128")                    \
-	X(probes, "USDT probe overhead, unattached and attached")
+	X(probes, "USDT probe overhead, unattached and attached")                                       \
+	X(policy, "L2 hit ratio under pressure: Zipf traces replayed by 2 processes vs LRU, S3-FIFO, OPT simulators")
 
 struct bench_entry {
 	const char *name, *help;
@@ -103,6 +104,10 @@ static const struct target {
 	{ "l3", "fill_cold_64k_direct_fraction", '>', 1.0, "cold 64 KiB fills that used O_DIRECT" },
 	/* probes */
 	{ "probes", "probes_unattached_overhead", '<', 0.02, "L2 hit with probes unattached vs none" },
+	/* policy */
+	{ "policy", "policy_real_vs_lru_min", '>', 1.0, "byte hit ratio, real arena / simulated LRU, worst of 10 traces" },
+	{ "policy", "policy_real_vs_s3fifo_min", '>', 0.95, "byte hit ratio, real arena / simulated S3-FIFO, worst of 10 traces" },
+	{ "policy", "policy_scan_hot_drop_pts", '<', 5, "hot requests' hit ratio lost to a 2x-budget scan, points" },
 };
 #define NTARGET (sizeof(targets) / sizeof(targets[0]))
 
