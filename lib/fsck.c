@@ -377,7 +377,7 @@ static void check_observations(struct fsck *f)
 		if (!(e[i].flags & SHM_OBS_USED))
 			continue;
 		used++;
-		if (e[i].flags & ~(SHM_OBS_USED | SHM_OBS_TERMINAL)) {
+		if (e[i].flags & ~SHM_OBS_FLAGS) {
 			f->r->obs_problems++;
 			finding(f, "observations", 0, "slot %u: unknown flags %#x", i, e[i].flags);
 		}

@@ -422,7 +422,28 @@ struct sweep {
 	int found, wrapped, nomem;
 	uint64_t first_off;          /* the block the scan started at */
 	uint64_t visited;
+	/* the cheapest window that fits so far */
+	struct wblk *best;
+	uint32_t nbest, capbest;
+	uint64_t best_cost;
 };
+
+/* Keep the current window as the best one. 0, or -ENOMEM. */
+static int keep_best(struct sweep *s)
+{
+	if (s->n > s->capbest) {
+		struct wblk *nb = realloc(s->best, s->n * sizeof(*nb));
+		if (!nb)
+			return -ENOMEM;
+		s->best = nb;
+		s->capbest = s->n;
+	}
+	memcpy(s->best, s->w + s->head, s->n * sizeof(*s->best));
+	s->nbest = s->n;
+	s->best_cost = s->cost;
+	s->found = 1;
+	return 0;
+}
 
 static int win_fits(const struct sweep *s, uint32_t from)
 {
@@ -449,9 +470,15 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 				uint64_t rec = ((uint64_t)gen << 32) | (idx + 1);
 				if (e->gen == gen && e->payload_off == off && !is_leased(r->leases, r->nl, rec)) {
 					if (st == SHM_ENT_LIVE && e != r->exclude) {
+						/* what losing it costs: by how soon the policy would evict it
+						 * anyway (small FIFO and not hit twice first, main FIFO and hit
+						 * last), then by its bytes (less to evict, less to refill) */
 						uint32_t f = atomic_load_explicit(&e->freq, memory_order_relaxed);
+						uint64_t w = r->q->node[idx].q == SHM_EVQ_MAIN ? 3 + (f < L2_FREQ_MAX ? f : L2_FREQ_MAX)
+											      : f >= L2_TO_MAIN ? 2 : 1;
+						w *= (1ull << 20) + bytes;
 						b = (struct wblk){ .off = off, .bytes = bytes, .idx = idx, .gen = gen,
-								   .kind = B_EVICT, .cost = bytes * (1 + (f < 4 ? f : 4)) };
+								   .kind = B_EVICT, .cost = w };
 						pinned = 0;
 					} else if (st == SHM_ENT_RETIRED) {
 						b.kind = B_PENDING; /* freed by reclamation, nobody leases it */
@@ -499,8 +526,17 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 		s->head++;
 		s->n--;
 	}
-	s->found = 1;
-	return 1;
+	if ((!s->found || s->cost < s->best_cost) && keep_best(s)) {
+		s->nomem = 1;
+		return 1;
+	}
+	if (!s->best_cost)
+		return 1; /* nothing to evict: cannot do better */
+	/* slide on: the next window starts one block later */
+	s->cost -= s->w[s->head].cost;
+	s->head++;
+	s->n--;
+	return 0;
 }
 
 int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct shm_index_entry *exclude,
@@ -537,8 +573,8 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 	shm_sched_point("l2.frag.window");
 	/* evict the window's entries, each re-checked under its shard lock */
 	if (shm_evq_lock(r.q) == 0) {
-		for (uint32_t i = 0; i < s.n; i++) {
-			const struct wblk *b = &s.w[s.head + i];
+		for (uint32_t i = 0; i < s.nbest; i++) {
+			const struct wblk *b = &s.best[i];
 			if (b->kind != B_EVICT)
 				continue;
 			struct shm_index_entry *e = &r.ix->ent[b->idx];
@@ -554,7 +590,7 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 	/* reclaim them (and the window's retired blocks) as soon as readers let us, then allocate in
 	 * the merged block; the shards we took are released first (reclaiming needs no lock of ours
 	 * for long: each round takes them again by trylock) */
-	uint64_t at = s.w[s.head].off, deadline = l2_now_ns() + L2_RECLAIM_WAIT_NS;
+	uint64_t at = s.best[0].off, deadline = l2_now_ns() + L2_RECLAIM_WAIT_NS;
 	room_close(&r);
 	for (;;) {
 		l2_reclaim_all(a, -1);
@@ -571,6 +607,7 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 	}
 out:
 	free(s.w);
+	free(s.best);
 	room_close(&r);
 	return rc;
 }

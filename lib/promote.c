@@ -4,7 +4,9 @@
  *
  * The rules, exactly (one observation per (stage, payload digest)):
  *  - an observation expires SC_PROMOTE_WINDOW_NS after it was first seen (not last seen);
- *  - consider: terminal -> no. Count the hit. payload > 64 MiB -> terminal, no (exactly 64 MiB is
+ *  - consider: terminal after a published promotion -> yes (returning: fills are asked for after
+ *    L2 missed, so the entry left L2 since; it earned its place once, like a ghost hit of the L2
+ *    policy). Other terminal -> no. Count the hit. payload > 64 MiB -> terminal, no (exactly 64 MiB is
  *    fine). Otherwise yes when token_count >= 4096 (first fill) or this is at least the 2nd hit;
  *  - a "yes" stays non-terminal until its outcome is known: sc_promote_outcome records it
  *    (published, or refused and why) and makes it terminal unless the refusal was for want of
@@ -140,7 +142,13 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 		e->first_seen_ns = now;
 	}
 	int yes = 0, why;
-	if (e->flags & SHM_OBS_TERMINAL) {
+	if ((e->flags & (SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED)) == (SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED)) {
+		/* published before, filled again: it was evicted (or removed) since */
+		e->flags &= ~(SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED);
+		if (e->hits < UINT32_MAX)
+			e->hits++;
+		yes = 1, why = SC_PROMOTE_WHY_RETURNING;
+	} else if (e->flags & SHM_OBS_TERMINAL) {
 		why = SC_PROMOTE_WHY_TERMINAL;
 	} else {
 		if (e->hits < UINT32_MAX)
@@ -175,11 +183,15 @@ int promote_predict(struct sc_arena *arena, uint64_t stage_id, struct sc_digest 
 	if (rc)
 		return rc;
 	const struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
-	uint32_t hits = 1;
-	if (e && !expired(e, now_ns(arena)))
+	uint32_t hits = 1, returning = 0;
+	if (e && !expired(e, now_ns(arena))) {
+		returning = (e->flags & SHM_OBS_PUBLISHED) != 0;
 		hits = e->flags & SHM_OBS_TERMINAL ? 0 : (e->hits < UINT32_MAX ? e->hits + 1 : e->hits);
+	}
 	shm_obs_unlock(arena->shm, h);
 	/* the rules of sc_promote_consider, in its order */
+	if (returning)
+		return 1;
 	if (!hits || payload_bytes > SC_PROMOTE_MAX_BYTES)
 		return 0;
 	return token_count >= SC_PROMOTE_RESTART_TOKENS || hits >= 2;
@@ -212,12 +224,13 @@ int sc_promote_outcome(struct sc_arena *arena, uint64_t stage_id, struct sc_dige
 		h->published++;
 	else
 		h->refused[refused]++;
+	uint32_t mark = refused < 0 ? SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED : SHM_OBS_TERMINAL;
 	/* want of room is retried by the next fill; the rest would be refused again */
 	int retry = refused == SC_L2_REFUSE_LEASED || refused == SC_L2_REFUSE_NO_ROOM ||
 		    refused == SC_L2_REFUSE_SCAN_LIMIT || refused == SC_L2_REFUSE_OTHER;
 	struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
 	if (e && !retry)
-		e->flags |= SHM_OBS_TERMINAL;
+		e->flags |= mark;
 	shm_obs_unlock(arena->shm, h);
 	uint64_t sid = stage_id, lo = d.lo, hi = d.hi, b = bytes, pub = refused < 0, why = refused < 0 ? 0 : (uint64_t)refused;
 	SC_PROBE(promote_outcome, sid, lo, hi, b, pub, why);

@@ -763,6 +763,7 @@ enum sc_promote_why {
 	SC_PROMOTE_WHY_LONG_PREFIX = 2,/* >= SC_PROMOTE_RESTART_TOKENS: yes */
 	SC_PROMOTE_WHY_SECOND_HIT = 3, /* second hit within the window: yes */
 	SC_PROMOTE_WHY_FIRST_HIT = 4,  /* first hit: no (yet) */
+	SC_PROMOTE_WHY_RETURNING = 5,  /* published before and filled again (it left L2 since): yes */
 };
 
 /**

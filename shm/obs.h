@@ -13,7 +13,10 @@
 #define SHM_OBS_HDR_BYTES 256u
 #define SHM_OBS_REFUSALS 8u /* reasons a promotion was not published (lib: enum sc_l2_refusal) */
 
-enum { SHM_OBS_USED = 1u, SHM_OBS_TERMINAL = 2u };
+/* USED: a live slot. TERMINAL: no further "promote" (attempted, refused for good, or oversize).
+ * PUBLISHED (with TERMINAL): the last "promote" was published; a later fill means it left L2. */
+enum { SHM_OBS_USED = 1u, SHM_OBS_TERMINAL = 2u, SHM_OBS_PUBLISHED = 4u };
+#define SHM_OBS_FLAGS (SHM_OBS_USED | SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED)
 
 /* One observation: (stage, digest) -> first sight, hits, terminal. All fields under hdr->mu. */
 struct shm_obs_entry {
