@@ -44,13 +44,29 @@
 #include "../shm/fault.h"
 #include "../shm/heap.h"
 
-#define L2_EVICT_STEPS 65536u        /* FIFO steps one call may take (moves, reinsertions, evictions) */
-#define L2_SWEEP_BLOCKS (1u << 16)   /* heap blocks one neighbourhood search may visit */
+#define L2_EVICT_STEPS_MAX 65536u    /* FIFO steps one call may take (moves, reinsertions, evictions) */
+#define L2_SWEEP_BLOCKS_MAX (1u << 16) /* heap blocks one neighbourhood search may visit */
 #define L2_SMALL_PERCENT 10u         /* the small FIFO's share of the budget */
 #define L2_GHOST_PERCENT 90u         /* the ghost remembers keys worth this share of the budget */
 #define L2_TO_MAIN 2u                /* hits in the small FIFO that earn the main FIFO */
 #define L2_RECLAIM_PER_CALL 64u
 #define L2_RECLAIM_WAIT_NS 2000000ull /* how long room making waits for readers to leave */
+
+#ifdef SC_TEST_HOOKS
+#include "stagecache_test.h"
+/* the test build can lower the bounds, to reach them without a million entries */
+static uint32_t evict_steps = L2_EVICT_STEPS_MAX, sweep_blocks = L2_SWEEP_BLOCKS_MAX;
+void sc_l2_set_policy_limits(uint32_t steps, uint32_t blocks)
+{
+	evict_steps = steps ? steps : L2_EVICT_STEPS_MAX;
+	sweep_blocks = blocks ? blocks : L2_SWEEP_BLOCKS_MAX;
+}
+#define L2_EVICT_STEPS evict_steps
+#define L2_SWEEP_BLOCKS sweep_blocks
+#else
+#define L2_EVICT_STEPS L2_EVICT_STEPS_MAX
+#define L2_SWEEP_BLOCKS L2_SWEEP_BLOCKS_MAX
+#endif
 
 uint64_t l2_now_ns(void)
 {
@@ -182,6 +198,7 @@ struct room {
 	size_t nl;
 	int held;
 	uint32_t locked, mine;       /* shards we hold; those we took ourselves */
+	uint32_t busy_mask;          /* shards we could not trylock (held by someone, maybe dead) */
 	const struct shm_index_entry *exclude;
 	uint64_t freed;              /* footprints evicted by this call */
 	unsigned evicted, busy;      /* entries evicted; candidates skipped because their shard was busy */
@@ -218,6 +235,7 @@ static int room_lock_shard(struct room *r, uint32_t sh)
 		return 0;
 	if (shm_index_trylock(r->ix, sh)) {
 		r->busy++;
+		r->busy_mask |= 1u << sh;
 		return -EBUSY;
 	}
 	r->locked |= 1u << sh;
@@ -307,6 +325,8 @@ static int evict_bytes(struct room *r, uint64_t need, int *why)
 		uint32_t which = h->bytes[SHM_EVQ_MAIN - 1] > main_cap || !h->count[SHM_EVQ_SMALL - 1] ? SHM_EVQ_MAIN
 													 : SHM_EVQ_SMALL;
 		unsigned before = r->evicted;
+		uint32_t skipped = 0; /* entries of this list put back unchanged since the last progress */
+		int switched = 0;
 		while (r->evicted == before) {
 			if (++steps > L2_EVICT_STEPS) {
 				*why = SC_L2_REFUSE_SCAN_LIMIT;
@@ -326,6 +346,7 @@ static int evict_bytes(struct room *r, uint64_t need, int *why)
 			int c = room_candidate(r, idx, &e);
 			if (c == C_DROP) {
 				shm_evq_remove_locked(q, idx);
+				skipped = 0;
 				continue;
 			}
 			uint32_t f = atomic_load_explicit(&ent->freq, memory_order_relaxed);
@@ -341,9 +362,22 @@ static int evict_bytes(struct room *r, uint64_t need, int *why)
 			} else if (c == C_SKIP) {
 				shm_evq_push_locked(q, idx, which, bytes); /* not now: back to the head */
 				h->skipped++;
+				if (++skipped <= h->count[which - 1])
+					continue;
+				/* this whole list went round and nothing on it can go now: the other one
+				 * gives instead; when neither can, stop */
+				if (switched) {
+					*why = r->busy ? SC_L2_REFUSE_SCAN_LIMIT : SC_L2_REFUSE_LEASED;
+					return -ENOSPC;
+				}
+				which = which == SHM_EVQ_MAIN ? SHM_EVQ_SMALL : SHM_EVQ_MAIN;
+				switched = 1;
+				skipped = 0;
+				continue;
 			} else {
 				room_evict(r, e, which == SHM_EVQ_SMALL);
 			}
+			skipped = 0;
 		}
 	}
 	return 0;
@@ -382,23 +416,34 @@ static int evict_in_shard(struct room *r, uint32_t shard, int *why)
 int l2_make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, int held,
 		 const struct shm_index_entry *exclude, int *why)
 {
-	struct room r;
+	int rc = -ENOSPC;
 	*why = SC_L2_REFUSE_OTHER;
-	if (room_open(&r, a, held, exclude)) {
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct room r;
+		if (room_open(&r, a, held, exclude)) {
+			room_close(&r);
+			return -ENOSPC;
+		}
+		if ((rc = shm_evq_lock(r.q))) {
+			room_close(&r);
+			return -ENOSPC;
+		}
+		if (need_bytes)
+			rc = evict_bytes(&r, need_bytes, why);
+		if (!rc && need_shard >= 0)
+			rc = evict_in_shard(&r, (uint32_t)need_shard, why);
+		shm_evq_unlock(r.q);
+		uint32_t busy = r.busy_mask;
+		need_bytes -= r.freed < need_bytes ? r.freed : need_bytes;
 		room_close(&r);
-		return -ENOSPC;
+		if (!rc || !busy || held >= 0)
+			return rc;
+		/* shards we could not trylock stood in the way: wait for each once, holding nothing
+		 * (a dead holder's shard is taken over and repaired by the lock), then try again */
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+			if ((busy & (1u << s)) && shm_index_lock(l2_ix(a), s) == 0)
+				shm_index_unlock(l2_ix(a), s);
 	}
-	int rc = shm_evq_lock(r.q);
-	if (rc) {
-		room_close(&r);
-		return -ENOSPC;
-	}
-	if (need_bytes)
-		rc = evict_bytes(&r, need_bytes, why);
-	if (!rc && need_shard >= 0)
-		rc = evict_in_shard(&r, (uint32_t)need_shard, why);
-	shm_evq_unlock(r.q);
-	room_close(&r);
 	return rc;
 }
 

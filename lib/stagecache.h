@@ -1101,8 +1101,8 @@ struct sc_fsck_report {
 	uint64_t lock_repairs;    /* repairs after a lock holder died, since creation */
 };
 
-/* Called for each finding: @component ("header", "heap", "index", "rings", "observations",
- * "readers"), a one-line @message, and whether it was repaired. */
+/* Called for each finding: @component ("header", "heap", "index", "policy", "rings",
+ * "observations", "readers", "locks"), a one-line @message, and whether it was repaired. */
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**
