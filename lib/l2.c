@@ -183,6 +183,7 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 	uint64_t tag = shm_tag_priv(a->shm->token);
 	uint64_t budget = l2_budget(a);
 	int rc = -ENOSPC, waits = 0;
+	uint64_t last_pending = UINT64_MAX;
 	*why = SC_L2_REFUSE_OTHER;
 	l2_reap_periodic(a);
 	for (int round = 0; round < 12; round++) {
@@ -197,9 +198,11 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 				return -ENOSPC;
 			}
 			uint64_t need = used + fp - budget, pending = l2_pending(a);
-			if (pending && waits < 4) {
-				/* evicted (by us or others) but still seen by a reader: give it a moment */
+			if (pending && pending != last_pending && waits < 4) {
+				/* evicted (by us or others) but still seen by a reader: give it a moment (not
+				 * when the last moment freed nothing: then leases hold it, and it stays) */
 				waits++;
+				last_pending = pending;
 				sched_yield();
 				if (pending >= need)
 					continue;
@@ -226,8 +229,10 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 		rc = l2_make_contig(a, len, tag, exclude, off, why);
 		if (rc != -EAGAIN)
 			return rc;
-		*why = SC_L2_REFUSE_NO_ROOM;
 	}
+	/* every round made room and lost it again (to other writers, to readers or dead holders
+	 * that kept it): the bounded effort ended */
+	*why = SC_L2_REFUSE_SCAN_LIMIT;
 	return -ENOSPC;
 }
 

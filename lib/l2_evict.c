@@ -513,7 +513,8 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 				const struct shm_index_entry *e = &r->ix->ent[idx];
 				uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
 				uint64_t rec = ((uint64_t)gen << 32) | (idx + 1);
-				if (e->gen == gen && e->payload_off == off && !is_leased(r->leases, r->nl, rec)) {
+				if (e->gen == gen && e->payload_off == off && (r->locked & (1u << (idx % SHM_INDEX_SHARDS))) &&
+				    !is_leased(r->leases, r->nl, rec)) {
 					if (st == SHM_ENT_LIVE && e != r->exclude) {
 						/* what losing it costs: by how soon the policy would evict it
 						 * anyway (small FIFO and not hit twice first, main FIFO and hit
@@ -593,6 +594,11 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 		room_close(&r);
 		return -ENOSPC;
 	}
+	/* every shard we can have now, for the whole search: the entries of the window we pick stay
+	 * as we saw them (a reader may still lease one: see the top of this file); entries of shards
+	 * held by others are pinned for this search */
+	for (uint32_t sh = 0; sh < SHM_INDEX_SHARDS; sh++)
+		(void)room_lock_shard(&r, sh);
 	/* start at the block of the policy's next victim: its neighbours go with it */
 	uint64_t start = 0;
 	if (shm_evq_lock(r.q) == 0) {
@@ -606,26 +612,27 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 	struct sweep s = { .r = &r, .len = len, .first_off = start };
 	int visited = shm_heap_scan(a->shm, start, L2_SWEEP_BLOCKS, sweep_cb, &s);
 	int rc = -ENOSPC;
+	uint32_t busy = r.busy_mask;
 	if (visited < 0 || s.nomem) {
 		*why = SC_L2_REFUSE_OTHER;
 		goto out;
 	}
 	if (!s.found) {
-		/* the whole heap was looked at (or only the bound): no run of unpinned blocks holds it */
-		*why = (uint64_t)visited < L2_SWEEP_BLOCKS ? SC_L2_REFUSE_NO_ROOM : SC_L2_REFUSE_SCAN_LIMIT;
+		/* no run of unpinned blocks holds it: the whole heap was looked at, or only the bound,
+		 * or shards held by others pinned what would have made the run */
+		*why = busy || (uint64_t)visited >= L2_SWEEP_BLOCKS ? SC_L2_REFUSE_SCAN_LIMIT : SC_L2_REFUSE_NO_ROOM;
 		goto out;
 	}
 	shm_sched_point("l2.frag.window");
-	/* evict the window's entries, each re-checked under its shard lock */
+	/* evict the window's entries (their shards are ours since before the search) */
 	if (shm_evq_lock(r.q) == 0) {
 		for (uint32_t i = 0; i < s.nbest; i++) {
 			const struct wblk *b = &s.best[i];
 			if (b->kind != B_EVICT)
 				continue;
 			struct shm_index_entry *e = &r.ix->ent[b->idx];
-			if (room_lock_shard(&r, b->idx % SHM_INDEX_SHARDS))
-				continue;
-			if (atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_LIVE || e->gen != b->gen ||
+			if (room_lock_shard(&r, b->idx % SHM_INDEX_SHARDS) ||
+			    atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_LIVE || e->gen != b->gen ||
 			    e->payload_off != b->off || e == exclude)
 				continue;
 			room_evict(&r, e, 1);
@@ -633,8 +640,7 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 		shm_evq_unlock(r.q);
 	}
 	/* reclaim them (and the window's retired blocks) as soon as readers let us, then allocate in
-	 * the merged block; the shards we took are released first (reclaiming needs no lock of ours
-	 * for long: each round takes them again by trylock) */
+	 * the merged block; the shards are released first (each round takes them again by trylock) */
 	uint64_t at = s.best[0].off, deadline = l2_now_ns() + L2_RECLAIM_WAIT_NS;
 	room_close(&r);
 	for (;;) {
@@ -645,7 +651,7 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 			break;
 		}
 		if (l2_now_ns() > deadline) {
-			rc = -EAGAIN; /* readers or a new lease still hold part of it, or someone took it */
+			rc = -EAGAIN; /* readers or a new lease still hold part of it, or another writer took it */
 			break;
 		}
 		sched_yield();
@@ -654,5 +660,13 @@ out:
 	free(s.w);
 	free(s.best);
 	room_close(&r);
+	if (rc && busy) {
+		/* shards held by others stood in the way: wait for each once, holding nothing (a dead
+		 * holder's shard is taken over and repaired by the lock), and let the caller try again */
+		for (uint32_t sh = 0; sh < SHM_INDEX_SHARDS; sh++)
+			if ((busy & (1u << sh)) && shm_index_lock(l2_ix(a), sh) == 0)
+				shm_index_unlock(l2_ix(a), sh);
+		rc = -EAGAIN;
+	}
 	return rc;
 }
