@@ -116,6 +116,7 @@ static void check_mutexes(struct fsck *f)
 	}
 	check_mutex(f, &f->ix->hdr->sweep_mu, "index sweep");
 	check_mutex(f, &l2_q(f->a)->hdr->mu, "eviction lists");
+	check_mutex(f, &l2_q(f->a)->hdr->search_mu, "room search");
 	check_mutex(f, shm_heap_mutex(f->a->shm), "heap");
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
 	if (h)

@@ -171,6 +171,8 @@ static int make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, in
 	return rc;
 }
 
+#define L2_PENDING_WAIT_NS 2000000ull /* for room that only readers still hold */
+
 /*
  * Allocate @len bytes (footprint @fp) tagged private, evicting for the budget (S3-FIFO) and, when
  * the heap is fragmented, by address. 0, or -ENOSPC / -EBADMSG with *why.
@@ -182,8 +184,7 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 {
 	uint64_t tag = shm_tag_priv(a->shm->token);
 	uint64_t budget = l2_budget(a);
-	int rc = -ENOSPC, waits = 0;
-	uint64_t last_pending = UINT64_MAX;
+	int rc = -ENOSPC, waited = 0;
 	*why = SC_L2_REFUSE_OTHER;
 	l2_reap_periodic(a);
 	for (int round = 0; round < 12; round++) {
@@ -198,15 +199,19 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 				return -ENOSPC;
 			}
 			uint64_t need = used + fp - budget, pending = l2_pending(a);
-			if (pending && pending != last_pending && waits < 4) {
-				/* evicted (by us or others) but still seen by a reader: give it a moment (not
-				 * when the last moment freed nothing: then leases hold it, and it stays) */
-				waits++;
-				last_pending = pending;
-				sched_yield();
-				if (pending >= need)
-					continue;
-				need -= pending;
+			if (pending && !waited) {
+				/* evicted (by us or others) but still seen by a reader, which a busy machine may
+				 * have descheduled inside its read section: wait for it, a bounded time, once
+				 * per admission, rather than evict the same room twice */
+				uint64_t until = l2_now_ns() + L2_PENDING_WAIT_NS;
+				waited = 1;
+				while (l2_pending(a) && l2_now_ns() < until) {
+					sched_yield();
+					l2_reclaim_all(a, -1);
+					if (l2_used(a) + fp <= budget)
+						break;
+				}
+				continue;
 			}
 			if ((rc = make_room(a, need, -1, -1, exclude, why)))
 				return rc;

@@ -30,8 +30,9 @@
  * the memory (reclamation re-reads leases, shm/index.c) while the entry leaves the index, as if
  * the hit had come just before the eviction. Leased entries are never chosen.
  *
- * Lock order: one shard lock (blocking) -> the policy mutex -> other shards by trylock -> the
- * index's sweep_mu -> the heap mutex.
+ * Lock order: the search mutex (searches by address only, holding nothing) -> one shard lock
+ * (blocking) -> the policy mutex -> other shards by trylock -> the index's sweep_mu -> the heap
+ * mutex.
  */
 #include <errno.h>
 #include <sched.h>
@@ -590,8 +591,15 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 {
 	struct room r;
 	*why = SC_L2_REFUSE_OTHER;
+	/* one search at a time: two would lock each other's shards out and pin each other's
+	 * windows (it guards no state: a dead holder's lock is simply taken over) */
+	struct shm_mutex *smu = &l2_q(a)->hdr->search_mu;
+	int lrc = shm_mutex_lock(a->shm, smu);
+	if (lrc && lrc != -EOWNERDEAD)
+		return -ENOSPC;
 	if (room_open(&r, a, -1, exclude)) {
 		room_close(&r);
+		shm_mutex_unlock(a->shm, smu);
 		return -ENOSPC;
 	}
 	/* every shard we can have now, for the whole search: the entries of the window we pick stay
@@ -660,6 +668,7 @@ out:
 	free(s.w);
 	free(s.best);
 	room_close(&r);
+	shm_mutex_unlock(a->shm, smu);
 	if (rc && busy) {
 		/* shards held by others stood in the way: wait for each once, holding nothing (a dead
 		 * holder's shard is taken over and repaired by the lock), and let the caller try again */

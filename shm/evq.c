@@ -32,8 +32,9 @@
  * the ghost while fewer than `window` bytes were put after it; a full bucket forgets its oldest
  * slot. Stale or lost ghost slots only change which list a re-admitted entry joins.
  *
- * Lock order: the index's shard locks (at most one blocking) before this mutex; while holding it,
- * further shards only by trylock (lib/l2_evict.c); the heap's mutex after it.
+ * Lock order: search_mu (searches for room by address, holding nothing else) before any shard;
+ * the index's shard locks (at most one blocking) before this mutex; while holding it, further
+ * shards only by trylock (lib/l2_evict.c); the heap's mutex after it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -70,6 +71,7 @@ int shm_evq_format(struct shm_arena *a)
 	h->nodes_off = SHM_EVQ_HDR_BYTES;
 	h->ghost_off = SHM_EVQ_HDR_BYTES + (uint64_t)n * sizeof(struct shm_evq_node);
 	shm_mutex_init(&h->mu);
+	shm_mutex_init(&h->search_mu);
 	h->magic = SHM_EVQ_MAGIC; /* nodes and ghost are zero in a fresh file: empty */
 	return 0;
 }

@@ -63,10 +63,14 @@ struct shm_evq_hdr {
 	uint64_t repairs;            /* rebuilds (after a holder died or an inconsistency) */
 	/* policy counters (lib/l2_evict.c), totals since creation */
 	uint64_t to_main, reinserted, ghost_hits, ghost_puts, skipped;
-	uint8_t pad2[16];
+	/* serialises searches for room by address (lib/l2_evict.c): guards no state, so a dead
+	 * holder leaves nothing to repair; taken before any shard lock */
+	struct shm_mutex search_mu;
+	uint8_t pad2[8];
 };
 _Static_assert(offsetof(struct shm_evq_hdr, mu) == 64, "evq header layout");
 _Static_assert(offsetof(struct shm_evq_hdr, head) == 128, "evq header layout");
+_Static_assert(offsetof(struct shm_evq_hdr, search_mu) == 240, "evq header layout");
 _Static_assert(sizeof(struct shm_evq_hdr) == 256, "evq header layout");
 _Static_assert(sizeof(struct shm_evq_hdr) <= SHM_EVQ_HDR_BYTES, "evq header fits");
 

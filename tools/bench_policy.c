@@ -63,6 +63,7 @@ struct trace {
 	struct psim_result sim[3], sim_win[3];
 	double byte_real[16], obj_real[16], win_real[16];
 	uint64_t refusals[16];
+	uint64_t refused_by[SC_L2_REFUSE_COUNT]; /* summed over the runs */
 	int runs;
 };
 
@@ -283,7 +284,7 @@ out:
 }
 
 static int run_real(struct trace *t, int ti, uint64_t budget, const uint8_t *src, int run, uint8_t *hit_out,
-		    uint64_t *refusals, char *backing, size_t blen)
+		    uint64_t *refusals, uint64_t *by_reason, char *backing, size_t blen)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "bench-policy-%d-%d", (int)getpid(), ti);
@@ -337,8 +338,11 @@ static int run_real(struct trace *t, int ti, uint64_t budget, const uint8_t *src
 	} else {
 		memcpy(hit_out, sh->hit, t->nreq);
 		struct sc_l2_stats s;
-		if (sc_l2_stats(a, NULL, &s) == 0)
+		if (sc_l2_stats(a, NULL, &s) == 0) {
 			*refusals = s.admission_rejects;
+			for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+				by_reason[i] += s.refused[i];
+		}
 		rc = 0;
 	}
 	munmap(sh, shb);
@@ -473,7 +477,7 @@ int bench_policy(int argc, char **argv)
 		for (int ti = 0; ti < NTRACE; ti++) {
 			struct trace *t = &tr[ti];
 			uint64_t refused = 0;
-			int rc = run_real(t, ti, budget, src, r, hit, &refused, backing, sizeof(backing));
+			int rc = run_real(t, ti, budget, src, r, hit, &refused, t->refused_by, backing, sizeof(backing));
 			if (rc) {
 				fprintf(stderr, "stagecache bench policy: %s: %s\n", t->name, sc_strerror(rc));
 				continue;
@@ -524,7 +528,15 @@ int bench_policy(int argc, char **argv)
 		for (int i = 0; i < t->runs; i++)
 			rf[i] = (double)t->refusals[i];
 		snprintf(m, sizeof(m), "policy_%.24s_refusals", t->name);
-		bench_stat(B, m, "admissions", rf, t->runs, "admissions refused while replaying (sc_l2_stats)");
+		char why[160];
+		int wl = 0;
+		for (int i = 0; i < SC_L2_REFUSE_COUNT && wl < (int)sizeof(why); i++)
+			if (t->refused_by[i])
+				wl += snprintf(why + wl, sizeof(why) - (size_t)wl, "%s%s %llu", wl ? ", " : "",
+					       sc_l2_refusal_name(i), (unsigned long long)t->refused_by[i]);
+		snprintf(base, sizeof(base), "admissions refused while replaying (sc_l2_stats), over all runs: %s",
+			 wl ? why : "none");
+		bench_stat(B, m, "admissions", rf, t->runs, base);
 		double med[16];
 		memcpy(med, t->byte_real, sizeof(double) * (size_t)t->runs);
 		double real = bench_median(med, t->runs), lru = psim_byte_ratio(&t->sim[PSIM_LRU]),
