@@ -529,9 +529,11 @@ struct sc_l2_resv {
 };
 
 /**
- * sc_l2_reserve - allocate @bytes of arena memory for a fill. Evicts unleased L2 entries if the
- * budget or the heap needs room. Returns 0, -EINVAL (0 bytes), -E2BIG (above the budget),
- * -ENOSPC (no room could be made). May block on mutexes.
+ * sc_l2_reserve - allocate @bytes of arena memory for a fill. Makes room as sc_l2_admit does
+ * (S3-FIFO, then by address in a fragmented heap). Returns 0, -EINVAL (0 bytes), -E2BIG (above
+ * the heap or the budget), -ENOSPC (no room could be made). A refusal is counted like an
+ * admission's (a reservation is the first half of a publish), with its reason. May block on
+ * mutexes.
  */
 int sc_l2_reserve(struct sc_stage *stage, uint64_t bytes, struct sc_l2_resv *resv);
 
@@ -758,7 +760,7 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t bytes);
 #define SC_PROMOTE_MAX_OBSERVATIONS 4096u
 
 enum sc_promote_why {
-	SC_PROMOTE_WHY_TERMINAL = 0,   /* already attempted or refused: no */
+	SC_PROMOTE_WHY_TERMINAL = 0,   /* refused for good (or attempted): no */
 	SC_PROMOTE_WHY_OVERSIZE = 1,   /* > SC_PROMOTE_MAX_BYTES: no, and terminal */
 	SC_PROMOTE_WHY_LONG_PREFIX = 2,/* >= SC_PROMOTE_RESTART_TOKENS: yes */
 	SC_PROMOTE_WHY_SECOND_HIT = 3, /* second hit within the window: yes */
@@ -769,7 +771,9 @@ enum sc_promote_why {
 /**
  * sc_promote_consider - count a fill of @digest for @stage_id (sc_stage_id) and decide. Returns 1 (promote),
  * 0 (not), or -EBADMSG (corrupted table), -EINVAL. *@why (may be NULL) gets the reason.
- * A "yes" leaves the observation open until sc_promote_attempted, so a dropped hand-off retries.
+ * A "yes" leaves the observation open until its outcome is recorded (sc_promote_outcome) or
+ * sc_promote_attempted, so a dropped hand-off retries. An observation whose last promotion was
+ * published says yes again (SC_PROMOTE_WHY_RETURNING): a fill means the entry left L2 since.
  * Takes the table's process-shared mutex; O(1) except when the table is full (one bounded scan).
  */
 int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t token_count,
@@ -846,9 +850,11 @@ struct sc_restore {
  * sc_restore - restore the longest stored prefix of @tokens[0..n) in namespace @ns for @stage.
  * Locates it in @l3; looks it up in L2 validated against that location (token count, digest);
  * on a miss claims the fill (single flight per stage and digest), fills from L3 into an arena
- * reservation (private memory when L2 cannot hold it), asks the promotion policy, and publishes
- * in place when it says so. Either way @out holds a lease on the bytes: release it with
- * sc_restore_release.
+ * reservation (evicting for it only when the promotion policy will promote this fill; else only
+ * free arena memory, or private memory), asks the promotion policy, and publishes in place when
+ * it says so (by copy when the fill went to private memory); every "promote" ends in one
+ * recorded outcome (sc_promote_outcome: published, or refused and why; out->promoted says which).
+ * Either way @out holds a lease on the bytes: release it with sc_restore_release.
  * Returns the restored token count (> 0), or -ENOENT (nothing stored), -EBUSY (another process is
  * filling it and SC_RESTORE_WAIT was not given), -ETIMEDOUT (SC_RESTORE_WAIT and the other fill
  * did not finish in time), -EBADMSG (the object failed verification: it was
