@@ -224,7 +224,7 @@ static int plot_policy(const char *dir, FILE *gp)
 		return 0;
 	fprintf(gp, "set output 'policy_hit_ratio.svg'\nset title 'Byte hit ratio by trace: the real arena (median) and simulators, same requests and capacity'\n"
 		    "unset logscale\nset style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.7 border -1\n"
-		    "set boxwidth 0.9\nset xtics rotate by -30\nset ylabel 'byte hit ratio'\nset yrange [0:1]\nset key outside right\nset grid ytics\n"
+		    "set boxwidth 0.9\nset xtics rotate by -30 noenhanced\nset ylabel 'byte hit ratio'\nset yrange [0:1]\nset key outside right\nset grid ytics\n"
 		    "plot 'policy_hit_ratio.dat' using 2:xtic(1) title columnhead(2), '' using 3 title columnhead(3), "
 		    "'' using 4 title columnhead(4), '' using 5 title columnhead(5)\n"
 		    "set xtics norotate\nunset yrange\nset style data points\n");
