@@ -129,7 +129,7 @@ $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
 # Redis and fio are spoken to over their sockets / run as programs.
 BENCH := $(B)/stagecache-bench
 BENCH_SRCS := $(sort $(wildcard tools/bench_*.c))
-BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/tools/cli_util.o
+BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/tools/cli_util.o $(B)/obj/tools/policy_sim.o
 BENCH_LIBS := -llmdb -lm -ldl
 DPDK_VERSION := $(shell pkg-config --modversion libdpdk 2>/dev/null)
 

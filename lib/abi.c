@@ -111,7 +111,8 @@ static const struct member m_l2_entry_info[] = {
 static const struct member m_l2_stats[] = {
 	P(entries), P(bytes), P(logical_bytes), P(budget_bytes), P(hits), P(misses), P(inserts),
 	P(evictions), P(admission_rejects), P(refused_bytes), P(leases), P(pending_reclaim_bytes),
-	P(free_bytes), P(largest_free_block), X(reserved),
+	P(free_bytes), P(largest_free_block), P(refused), P(small_entries), P(small_bytes), P(main_entries),
+	P(main_bytes), P(moved_to_main), P(ghost_hits), X(reserved),
 };
 #undef T
 
@@ -173,7 +174,7 @@ static const struct member m_l3_object_info[] = {
 #define T struct sc_promote_stats
 static const struct member m_promote_stats[] = {
 	P(observations), P(claims), P(capacity), P(considered), P(promoted), P(evicted), P(expired),
-	P(repairs), X(reserved),
+	P(repairs), P(published), P(refused), X(reserved),
 };
 #undef T
 

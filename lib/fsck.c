@@ -9,7 +9,9 @@
  *   PRIV(slot, pid)  a private reservation: owned while that process holds that reader slot,
  *                    an orphan once it died (the next writer's sweep frees it; repair does now);
  *   anything else    leaked.
- * Then the rings and the observation table, each under its own protocol.
+ * Then, still under the shard locks, the eviction lists (shm/evq.c): their links against their
+ * nodes, and every live entry on one of them (repair rebuilds the lists and puts orphans on the
+ * small FIFO). Then the rings and the observation table, each under its own protocol.
  *
  * Repair only uses the modules' own repair paths (shard rebuild, unlink + retire, the orphan
  * sweep, the readers reaper), so what it leaves is what those paths guarantee. Shards are taken
@@ -114,6 +116,8 @@ static void check_mutexes(struct fsck *f)
 		check_mutex(f, &f->ix->hdr->shards[s].mu, what);
 	}
 	check_mutex(f, &f->ix->hdr->sweep_mu, "index sweep");
+	check_mutex(f, &l2_q(f->a)->hdr->mu, "eviction lists");
+	check_mutex(f, &l2_q(f->a)->hdr->search_mu, "room search");
 	check_mutex(f, shm_heap_mutex(f->a->shm), "heap");
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
 	if (h)
@@ -344,6 +348,39 @@ static void check_heap(struct fsck *f)
 	}
 }
 
+/* The eviction lists (shard locks held: no entry changes state under us). */
+static void check_policy(struct fsck *f)
+{
+	struct shm_evq *q = l2_q(f->a);
+	struct shm_index *ix = f->ix;
+	int rc = shm_evq_lock(q); /* a dead holder's lists are rebuilt by the lock itself */
+	if (rc) {
+		finding(f, "policy", 0, "cannot lock the eviction lists (%s)", sc_strerror(rc));
+		return;
+	}
+	const char *why = NULL;
+	if (shm_evq_check_locked(q, &why)) {
+		int fix = repairing(f);
+		finding(f, "policy", fix, "eviction lists: %s", why);
+		if (fix)
+			(void)shm_evq_rebuild_locked(q);
+	}
+	uint32_t orphans = 0;
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		const struct shm_index_entry *e = &ix->ent[i];
+		if (atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_LIVE || q->node[i].q != SHM_EVQ_NONE)
+			continue;
+		orphans++;
+		if (repairing(f))
+			shm_evq_push_locked(q, i, SHM_EVQ_SMALL, e->footprint);
+	}
+	if (orphans)
+		finding(f, "policy", repairing(f), "%u live entries on no eviction list (only eviction by address would find them)",
+			orphans);
+	f->r->lock_repairs += q->hdr->repairs;
+	shm_evq_unlock(q);
+}
+
 static void check_rings(struct fsck *f)
 {
 	uint32_t n = f->a->shm->hv.ring_count;
@@ -437,7 +474,7 @@ static void check_observations(struct fsck *f)
 		if (!(e[i].flags & SHM_OBS_USED))
 			continue;
 		used++;
-		if (e[i].flags & ~(SHM_OBS_USED | SHM_OBS_TERMINAL)) {
+		if (e[i].flags & ~SHM_OBS_FLAGS) {
 			f->r->obs_problems++;
 			finding(f, "observations", 0, "slot %u: unknown flags %#x", i, e[i].flags);
 		}
@@ -504,6 +541,7 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 		check_chains(&f);
 		check_entries(&f);
 		check_heap(&f);
+		check_policy(&f);
 		unlock_all(f.ix);
 	}
 	free(f.reached);

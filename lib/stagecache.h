@@ -518,22 +518,57 @@ struct sc_lease {
  * a reservation outlives its handle's reader slot only until the next orphan sweep.
  */
 
+/*
+ * Why an admission did not publish (sc_l2_admit, sc_l2_reserve, sc_l2_publish, and the promotions
+ * of sc_restore). Each refusal is counted once under its reason (sc_l2_stats.refused, the
+ * promotion's in sc_promote_stats.refused), fires the l2_reject probe with it, and changes nothing
+ * stored except what eviction already did (see sc_l2_admit).
+ */
+enum sc_l2_refusal {
+	SC_L2_REFUSE_DIGEST = 0,      /* the wire's digest is not the expected one (-EBADMSG) */
+	SC_L2_REFUSE_INVALID = 1,     /* empty, unknown kind, or sections and descriptor disagree (-EINVAL) */
+	SC_L2_REFUSE_TOO_LARGE = 2,   /* its footprint is larger than the arena's heap (-E2BIG) */
+	SC_L2_REFUSE_OVER_BUDGET = 3, /* larger than the L2 budget, which is below the heap (-E2BIG) */
+	SC_L2_REFUSE_LEASED = 4,      /* the entries that could make room are leased, or the room is held
+				       * by fills in flight (-ENOSPC) */
+	SC_L2_REFUSE_NO_ROOM = 5,     /* enough bytes, but no contiguous room even after evicting by address:
+				       * leased entries or fills in flight split the heap (-ENOSPC) */
+	SC_L2_REFUSE_SCAN_LIMIT = 6,  /* the bounded eviction scan ended before it found room (-ENOSPC;
+				       * the scan's progress is kept, a retry goes further) */
+	SC_L2_REFUSE_OTHER = 7,       /* anything else: no lease slot left (-EMFILE), a corrupted arena
+				       * (-EBADMSG), no memory for planning (-ENOMEM) */
+	SC_L2_REFUSE_COUNT = 8,
+};
+/** sc_l2_refusal_name - "digest", "invalid", "too_large", "over_budget", "leased", "no_room",
+ * "scan_limit", "other"; "?" for anything else. */
+const char *sc_l2_refusal_name(int reason);
+
+/** sc_l2_footprint - the bytes an entry of @bytes wire bytes (with a KV descriptor when
+ * @has_kv_desc) for a prefix of @token_count tokens is charged against the L2 budget of @arena
+ * (its token ids are stored with it unless the arena was created with SC_ARENA_NO_TOKEN_VERIFY;
+ * NULL @arena: as if they are). UINT64_MAX when it could never be allocated. */
+uint64_t sc_l2_footprint(const struct sc_arena *arena, uint64_t bytes, int has_kv_desc, uint32_t token_count);
+
 /**
  * sc_l2_admit - copy a payload into L2 under the key of (@ns, @tokens[0..n)).
  * Checks, in order, each refusal counted in admission_rejects and leaving the cache unchanged:
- *  -EBADMSG  XXH3-128 of the wire != @expected;
- *  -EINVAL   empty payload (or n == 0, NULL arguments, unknown kind/origin);
- *  -EINVAL   sections and descriptor inconsistent (sc_kv_desc_validate);
- *  -E2BIG    larger than the budget can ever hold (refused_bytes += wire bytes).
- * Then evicts unleased entries to make room (never the entry being replaced); if room cannot be
- * made: -ENOSPC and nothing changed. An existing entry of the key is replaced atomically (readers
- * see the old entry or the new one). Also -EBADMSG (corrupted index).
- * Eviction is CLOCK (a hit sets the entry's reference hint; peek does not), bounded per call.
+ *  -EBADMSG  XXH3-128 of the wire != @expected                      (SC_L2_REFUSE_DIGEST);
+ *  -EINVAL   empty payload, unknown kind, sections and descriptor inconsistent (sc_kv_desc_validate)
+ *            (SC_L2_REFUSE_INVALID); n == 0 and NULL arguments are -EINVAL without counting;
+ *  -E2BIG    larger than the heap (TOO_LARGE) or the budget (OVER_BUDGET); refused_bytes += wire.
+ * Then makes room (never evicting a leased entry or the entry being replaced): eviction is S3-FIFO
+ * (a small probationary FIFO, a main FIFO, a ghost of recently evicted keys; see
+ * docs/design-eviction.md); when the heap is fragmented it evicts the neighbours of the next
+ * victim by address until one contiguous block fits. An entry of at most 1/8 of the budget is
+ * always published while the heap holds a run of unleased entries and free space long enough for
+ * it. When room cannot be made: -ENOSPC (LEASED, NO_ROOM or SCAN_LIMIT); what was evicted on the
+ * way stays evicted. An existing entry of the key is replaced atomically (readers see the old
+ * entry or the new one). Also -EBADMSG (corrupted index).
  * The budget is checked against the heap's allocated bytes before allocating, so concurrent
  * admissions may overshoot it by at most what is in flight.
- * May block on shard/heap mutexes; allocates only transiently (eviction planning).
+ * May block on shard/policy/heap mutexes; allocates only transiently (lease lists).
  * To promote an L3 fill (origin SC_ORIGIN_FROM_L3) use sc_promote_admit, which also records the
- * attempt in the promotion table; an sc_l2_admit with SC_ORIGIN_FROM_L3 records nothing.
+ * outcome in the promotion table; an sc_l2_admit with SC_ORIGIN_FROM_L3 records nothing.
  */
 int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);
@@ -566,7 +601,7 @@ struct sc_l2_entry_info {
 	struct sc_digest digest;
 	uint32_t kind, origin;
 	uint64_t created_unix_ns;
-	uint32_t frequency;
+	uint32_t frequency;          /* hits since the policy last looked, 0..3 (S3-FIFO's counter) */
 	int has_kv_desc;
 	uint64_t reserved[6];        /* zero */
 };
@@ -610,7 +645,11 @@ struct sc_l2_stats {
 	uint64_t entries, bytes, logical_bytes, budget_bytes;
 	uint64_t hits, misses, inserts, evictions, admission_rejects, refused_bytes;
 	uint64_t leases, pending_reclaim_bytes, free_bytes, largest_free_block;
-	uint64_t reserved[16];       /* zero (room for later counters) */
+	uint64_t refused[SC_L2_REFUSE_COUNT]; /* admission_rejects by enum sc_l2_refusal */
+	/* the eviction policy, always global: entries and bytes on S3-FIFO's small and main FIFOs,
+	 * entries moved from small to main, re-admissions found in the ghost */
+	uint64_t small_entries, small_bytes, main_entries, main_bytes, moved_to_main, ghost_hits;
+	uint64_t reserved[8];        /* zero (room for later counters) */
 };
 /** sc_l2_stats - global counters (@stage NULL) or one stage's (entries/bytes of that stage;
  * leases, pending, free and largest_free_block are always global). Flushes this handle's pending
@@ -653,9 +692,11 @@ struct sc_l2_resv {
 };
 
 /**
- * sc_l2_reserve - allocate @bytes of arena memory for a fill. Evicts unleased L2 entries if the
- * budget or the heap needs room. Returns 0, -EINVAL (0 bytes), -E2BIG (above the budget),
- * -ENOSPC (no room could be made). May block on mutexes.
+ * sc_l2_reserve - allocate @bytes of arena memory for a fill. Makes room as sc_l2_admit does
+ * (S3-FIFO, then by address in a fragmented heap). Returns 0, -EINVAL (0 bytes), -E2BIG (above
+ * the heap or the budget), -ENOSPC (no room could be made). A refusal is counted like an
+ * admission's (a reservation is the first half of a publish), with its reason. May block on
+ * mutexes.
  */
 int sc_l2_reserve(struct sc_stage *stage, uint64_t bytes, struct sc_l2_resv *resv);
 
@@ -980,19 +1021,23 @@ int sc_l3_janitor(struct sc_l3 *l3, uint32_t flags, struct sc_l3_janitor_report 
 #define SC_PROMOTE_MAX_OBSERVATIONS 4096u
 
 enum sc_promote_why {
-	SC_PROMOTE_WHY_TERMINAL = 0,   /* already attempted or refused: no */
+	SC_PROMOTE_WHY_TERMINAL = 0,   /* refused for good (or attempted): no */
 	SC_PROMOTE_WHY_OVERSIZE = 1,   /* > SC_PROMOTE_MAX_BYTES: no, and terminal */
 	SC_PROMOTE_WHY_LONG_PREFIX = 2,/* >= SC_PROMOTE_RESTART_TOKENS: yes */
 	SC_PROMOTE_WHY_SECOND_HIT = 3, /* second hit within the window: yes */
 	SC_PROMOTE_WHY_FIRST_HIT = 4,  /* first hit: no (yet) */
+	SC_PROMOTE_WHY_RETURNING = 5,  /* published before and filled again (it left L2 since): yes */
 };
-/** sc_promote_why_name - "terminal", "oversize", "long_prefix", "second_hit", "first_hit", or "unknown". */
+/** sc_promote_why_name - "terminal", "oversize", "long_prefix", "second_hit", "first_hit",
+ * "returning", or "unknown". */
 const char *sc_promote_why_name(int why);
 
 /**
  * sc_promote_consider - count a fill of @digest for @stage_id (sc_stage_id) and decide. Returns 1 (promote),
  * 0 (not), or -EBADMSG (corrupted table), -EINVAL. *@why (may be NULL) gets the reason.
- * A "yes" leaves the observation open until sc_promote_attempted, so a dropped hand-off retries.
+ * A "yes" leaves the observation open until its outcome is recorded (sc_promote_outcome) or
+ * sc_promote_attempted, so a dropped hand-off retries. An observation whose last promotion was
+ * published says yes again (SC_PROMOTE_WHY_RETURNING): a fill means the entry left L2 since.
  * Takes the table's process-shared mutex; O(1) except when the table is full (one bounded scan).
  */
 int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t token_count,
@@ -1000,22 +1045,35 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 
 /**
  * sc_promote_admit - carry out a "yes" of sc_promote_consider in one call: admit the filled
- * payload into L2 with origin SC_ORIGIN_FROM_L3 (exactly as sc_l2_admit) and record the attempt
- * (as sc_promote_attempted), whatever the admit's outcome, so the same digest is not promoted
- * again for this stage until its observation expires.
- * Returns sc_l2_admit's result. The attempt is recorded even when the admit is refused; a
- * missing observation (expired, or evicted meanwhile) is not an error. May block on mutexes.
+ * payload into L2 with origin SC_ORIGIN_FROM_L3 (exactly as sc_l2_admit) and record its outcome
+ * (as sc_promote_outcome: published, or the refusal's reason), so the same digest is not
+ * promoted again for this stage unless it was refused for want of room.
+ * Returns sc_l2_admit's result. A missing observation (expired, or evicted meanwhile) is not an
+ * error. May block on mutexes.
  */
 int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		     struct sc_digest expected, const struct sc_payload *payload);
 
+/**
+ * sc_promote_outcome - record what became of a "promote" decision for (@stage_id, @digest) of
+ * @bytes: @refused < 0 when it was published in L2, else why not (enum sc_l2_refusal). Counted in
+ * sc_promote_stats (published / refused) and fired as the promote_outcome probe. The observation
+ * becomes terminal, except after a refusal for want of room (LEASED, NO_ROOM, SCAN_LIMIT, OTHER):
+ * then the next fill is judged again. sc_restore and sc_promote_admit call it for every "promote".
+ * 0, -EINVAL, -EBADMSG.
+ */
+int sc_promote_outcome(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t bytes, int refused);
+
 /** sc_promote_attempted - mark the observation terminal (after an admit attempt made other than
- * through sc_promote_admit, e.g. sc_l2_publish in place). 0, -ENOENT (no observation), or -errno. */
+ * through sc_promote_admit or sc_restore). 0, -ENOENT (no observation), or -errno. */
 int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
 
 struct sc_promote_stats {
 	uint32_t observations, claims, capacity;
 	uint64_t considered, promoted, evicted, expired, repairs;
+	/* what became of each "promote" decision of sc_restore / sc_promote_admit: published in L2,
+	 * or refused (by enum sc_l2_refusal). promoted == published + sum(refused) once none is in flight. */
+	uint64_t published, refused[SC_L2_REFUSE_COUNT];
 	uint64_t reserved[8];          /* zero (room for later counters) */
 };
 /** sc_promote_stats - the observation table's counters. 0, -EINVAL, -EBADMSG. Takes the table's mutex. */
@@ -1080,9 +1138,11 @@ struct sc_restore {
  * sc_restore - restore the longest stored prefix of @tokens[0..n) in namespace @ns for @stage.
  * Locates it in @l3; looks it up in L2 validated against that location (token count, digest);
  * on a miss claims the fill (single flight per stage and digest), fills from L3 into an arena
- * reservation (private memory when L2 cannot hold it), asks the promotion policy, and publishes
- * in place when it says so. Either way @out holds a lease on the bytes: release it with
- * sc_restore_release.
+ * reservation (evicting for it only when the promotion policy will promote this fill; else only
+ * free arena memory, or private memory), asks the promotion policy, and publishes in place when
+ * it says so (by copy when the fill went to private memory); every "promote" ends in one
+ * recorded outcome (sc_promote_outcome: published, or refused and why; out->promoted says which).
+ * Either way @out holds a lease on the bytes: release it with sc_restore_release.
  * Returns the restored token count (> 0), or -ENOENT (nothing stored), -EBUSY (another process is
  * filling it and SC_RESTORE_WAIT was not given), -ETIMEDOUT (SC_RESTORE_WAIT and the other fill
  * did not finish in time), -EBADMSG (the object failed verification: it was
@@ -1388,8 +1448,8 @@ struct sc_fsck_report {
 	uint64_t reserved[8];     /* zero */
 };
 
-/* Called for each finding: @component ("header", "heap", "index", "rings", "observations",
- * "readers", "locks", "l3index"), a one-line @message, and whether it was repaired. */
+/* Called for each finding: @component ("header", "heap", "index", "policy", "rings",
+ * "observations", "readers", "locks", "l3index"), a one-line @message, and whether it was repaired. */
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**

@@ -57,6 +57,7 @@ SC_INFO_MAX_ATTACHED = 64
 SC_KV_DESC_MAX_COMPONENTS = 2
 SC_L3_STR_MAX = 1023
 SC_L3_HOST_ID_MAX = 64
+SC_L2_REFUSE_COUNT = 8
 
 
 class Digest_(Structure):
@@ -156,7 +157,9 @@ class L2Stats(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts", "evictions",
         "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes", "free_bytes",
-        "largest_free_block")] + [("_reserved", c_uint64 * 16)]
+        "largest_free_block")] + [("refused", c_uint64 * SC_L2_REFUSE_COUNT)] + [(n, c_uint64) for n in (
+        "small_entries", "small_bytes", "main_entries", "main_bytes", "moved_to_main", "ghost_hits")] + [
+        ("_reserved", c_uint64 * 8)]
 
 
 class L2Resv(Structure):
@@ -213,8 +216,8 @@ class L3ObjectInfo(Structure):
 
 class PromoteStats(Structure):
     _fields_ = [("observations", c_uint32), ("claims", c_uint32), ("capacity", c_uint32)] + [
-        (n, c_uint64) for n in ("considered", "promoted", "evicted", "expired", "repairs")] + [
-        ("_reserved", c_uint64 * 8)]
+        (n, c_uint64) for n in ("considered", "promoted", "evicted", "expired", "repairs", "published")] + [
+        ("refused", c_uint64 * SC_L2_REFUSE_COUNT), ("_reserved", c_uint64 * 8)]
 
 
 class Restore_(Structure):

@@ -9,6 +9,7 @@ pub const SC_NAME_MAX: usize = 64;
 pub const SC_INFO_MAX_ATTACHED: usize = 64;
 pub const SC_KV_DESC_MAX_COMPONENTS: usize = 2;
 pub const SC_L3_STR_MAX: usize = 1023;
+pub const SC_L2_REFUSE_COUNT: usize = 8;
 pub const SC_LEASES_MAX: usize = 48;
 pub const SC_BATCHER_CAPACITY_MAX: u32 = 256;
 pub const SC_BATCHER_DEFERRED: c_int = 1;
@@ -238,7 +239,14 @@ pub struct sc_l2_stats {
     pub pending_reclaim_bytes: u64,
     pub free_bytes: u64,
     pub largest_free_block: u64,
-    pub _reserved: [u64; 16],
+    pub refused: [u64; SC_L2_REFUSE_COUNT],
+    pub small_entries: u64,
+    pub small_bytes: u64,
+    pub main_entries: u64,
+    pub main_bytes: u64,
+    pub moved_to_main: u64,
+    pub ghost_hits: u64,
+    pub _reserved: [u64; 8],
 }
 
 #[repr(C)]
@@ -370,6 +378,8 @@ pub struct sc_promote_stats {
     pub evicted: u64,
     pub expired: u64,
     pub repairs: u64,
+    pub published: u64,
+    pub refused: [u64; SC_L2_REFUSE_COUNT],
     pub _reserved: [u64; 8],
 }
 

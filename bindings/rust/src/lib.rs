@@ -225,7 +225,8 @@ pub fn layouts() -> Vec<TypeLayout> {
                 digest, kind, origin, created_unix_ns, frequency, has_kv_desc]),
         layout!("sc_l2_stats", sc_l2_stats, [entries, bytes, logical_bytes, budget_bytes, hits, misses, inserts,
                 evictions, admission_rejects, refused_bytes, leases, pending_reclaim_bytes, free_bytes,
-                largest_free_block]),
+                largest_free_block, refused, small_entries, small_bytes, main_entries, main_bytes, moved_to_main,
+                ghost_hits]),
         layout!("sc_l2_resv", sc_l2_resv, [ptr, bytes]),
         layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags,
                 host_id, state_dir, visibility_ms]),
@@ -243,7 +244,7 @@ pub fn layouts() -> Vec<TypeLayout> {
         layout!("sc_l3_object_info", sc_l3_object_info, [digest, kind, token_count, payload_bytes, file_bytes,
                 mtime_ns, ns, model_identity, state_identity, valid]),
         layout!("sc_promote_stats", sc_promote_stats, [observations, claims, capacity, considered, promoted,
-                evicted, expired, repairs]),
+                evicted, expired, repairs, published, refused]),
         layout!("sc_restore", sc_restore, [sec, sec_len, kind, token_count, digest, has_kv_desc, kv_desc, source,
                 promoted, promote_why, waited, direct, in_arena, from_index, locate_ns, lookup_ns, fill_ns,
                 total_ns]),
@@ -436,6 +437,7 @@ pub enum PromoteWhy {
     LongPrefix = 2,
     SecondHit = 3,
     FirstHit = 4,
+    Returning = 5,
 }
 
 impl PromoteWhy {
@@ -446,10 +448,11 @@ impl PromoteWhy {
             2 => Some(PromoteWhy::LongPrefix),
             3 => Some(PromoteWhy::SecondHit),
             4 => Some(PromoteWhy::FirstHit),
+            5 => Some(PromoteWhy::Returning),
             _ => None,
         }
     }
-    /// "terminal", "oversize", "long_prefix", "second_hit", "first_hit".
+    /// "terminal", "oversize", "long_prefix", "second_hit", "first_hit", "returning".
     pub fn name(self) -> &'static str {
         name_of(ffi::sc_promote_why_name, self as c_int)
     }
