@@ -557,8 +557,8 @@ uint64_t sc_l2_footprint(const struct sc_arena *arena, uint64_t bytes, int has_k
  *            (SC_L2_REFUSE_INVALID); n == 0 and NULL arguments are -EINVAL without counting;
  *  -E2BIG    larger than the heap (TOO_LARGE) or the budget (OVER_BUDGET); refused_bytes += wire.
  * Then makes room (never evicting a leased entry or the entry being replaced): eviction is S3-FIFO
- * (a small probationary FIFO, a main FIFO, a ghost of recently evicted keys; see
- * docs/design-eviction.md); when the heap is fragmented it evicts the neighbours of the next
+ * (a small probationary FIFO, a main FIFO, a ghost of recently evicted keys; see docs/DESIGN.md,
+ * "L2 under memory pressure"); when the heap is fragmented it evicts the neighbours of the next
  * victim by address until one contiguous block fits. An entry of at most 1/8 of the budget is
  * always published while the heap holds a run of unleased entries and free space long enough for
  * it. When room cannot be made: -ENOSPC (LEASED, NO_ROOM or SCAN_LIMIT); what was evicted on the
