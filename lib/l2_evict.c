@@ -2,8 +2,8 @@
  * lib/l2_evict.c — the L2 eviction policy (S3-FIFO), making room, and reclamation.
  *
  * Policy (the reasoning: docs/DESIGN.md, "L2 under memory pressure"). Every entry is on one of
- * two FIFO lists kept in shm/evq.c: a small probationary FIFO (10 % of the budget) and a main FIFO, plus a ghost
- * of the keys recently evicted from the small one. A new entry joins the small FIFO, or the main
+ * two FIFO lists kept in shm/evq.c: a small probationary FIFO (10 % of the budget) and a main
+ * FIFO, plus a ghost of the keys recently evicted from the small one. A new entry joins the small FIFO, or the main
  * one when its key is in the ghost (it was evicted recently and asked for again), or the main one
  * before the first eviction ever once the small one is full. Readers count hits in the entry's
  * `freq` (0..3, one relaxed store per hit at most, none once it reads 3). To free room:
