@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l3_priv.h"
 #include "probes.h"
@@ -359,7 +359,7 @@ static void hash_ready(struct l3_fill_op *op)
 {
 	while (op->hashed < op->nchunks && (op->done_mask >> op->hashed & 1)) {
 		uint64_t start = (uint64_t)op->hashed * op->chunk;
-		XXH3_128bits_update_dispatch(op->hs, (const uint8_t *)op->req->dst + start, chunk_len(op, op->hashed));
+		XXH3_128bits_update(op->hs, (const uint8_t *)op->req->dst + start, chunk_len(op, op->hashed));
 		op->hashed++;
 	}
 }

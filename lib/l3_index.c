@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l3_priv.h"
 
@@ -325,7 +325,7 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 			ssize_t r = pread(fd, buf, fb - off < (1u << 20) ? fb - off : (1u << 20), (off_t)off);
 			if (r <= 0)
 				break;
-			XXH3_128bits_update_dispatch(&hs, buf, (size_t)r);
+			XXH3_128bits_update(&hs, buf, (size_t)r);
 			off += (uint64_t)r;
 		}
 		free(buf);

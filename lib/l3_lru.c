@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l3_priv.h"
 #include "../shm/arena.h"

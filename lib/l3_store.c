@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l3_priv.h"
 #include "probes.h"
@@ -799,7 +799,7 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 	XXH3_128bits_reset(&hs);
 	for (int i = 0; i < 2; i++)
 		if (pl->sec_len[i])
-			XXH3_128bits_update_dispatch(&hs, pl->sec[i], pl->sec_len[i]);
+			XXH3_128bits_update(&hs, pl->sec[i], pl->sec_len[i]);
 	XXH128_hash_t dg = XXH3_128bits_digest(&hs), key;
 	l3_prefix_keys(a->ns, a->tokens, &a->token_count, 1, &key);
 	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
