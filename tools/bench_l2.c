@@ -37,11 +37,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <x86intrin.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include "bench.h"
+#include "bench_tsc.h"
 
 #define B "l2"
 #define SMALL_KEYS 1024
@@ -82,46 +82,6 @@ static void drop_arena(const char *name, struct sc_arena *a, struct sc_stage *st
 	sc_arena_destroy(NULL, name);
 }
 
-/* ---- TSC timing ---- */
-
-static double ns_per_tick;
-static uint64_t tsc_overhead;
-
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return (a > b) - (a < b);
-}
-
-static void tsc_calibrate(void)
-{
-	double t0 = bench_now();
-	uint64_t c0 = __rdtsc();
-	while (bench_now() - t0 < 0.05)
-		;
-	ns_per_tick = (bench_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
-	enum { N = 20000 };
-	static uint64_t d[N];
-	for (int i = 0; i < N; i++) {
-		_mm_lfence();
-		uint64_t t1 = __rdtsc();
-		_mm_lfence();
-		d[i] = __rdtsc() - t1;
-	}
-	qsort(d, N, sizeof(d[0]), cmp_u64);
-	tsc_overhead = d[N / 2];
-}
-
-#define TSC_START() (_mm_lfence(), __rdtsc())
-#define TSC_STOP(t0) (_mm_lfence(), __rdtsc() - (t0))
-
-/* ns at quantile @q of @n sorted tick counts */
-static double tick_q(const uint64_t *d, size_t n, double q)
-{
-	uint64_t t = d[(size_t)(q * (double)(n - 1))];
-	return (double)(t > tsc_overhead ? t - tsc_overhead : 0) * ns_per_tick;
-}
-
 /* ---- small entries: hit by precomputed key, key hashing ---- */
 
 static int bench_small(struct sc_stage *st)
@@ -155,9 +115,9 @@ static int bench_small(struct sc_stage *st)
 			sc_lease_release(&l);
 			d[i] = rc ? UINT64_MAX / 2 : TSC_STOP(t0);
 		}
-		qsort(d, (size_t)n, sizeof(*d), cmp_u64);
-		p50[r] = tick_q(d, (size_t)n, 0.5);
-		p99[r] = tick_q(d, (size_t)n, 0.99);
+		qsort(d, (size_t)n, sizeof(*d), bench_cmp_u64);
+		p50[r] = bench_tick_q(d, (size_t)n, 0.5);
+		p99[r] = bench_tick_q(d, (size_t)n, 0.99);
 	}
 	free(d);
 	free(keys);
@@ -244,10 +204,10 @@ static void scale_hits(struct sc_stage *st, const struct scale *s, int n, uint64
 			(*misses)++;
 		}
 	}
-	qsort(d, (size_t)got, sizeof(*d), cmp_u64);
-	out[0] = got ? tick_q(d, (size_t)got, 0.5) : 0;
-	out[1] = got ? tick_q(d, (size_t)got, 0.99) : 0;
-	out[2] = got ? tick_q(d, (size_t)got, 0.999) : 0;
+	qsort(d, (size_t)got, sizeof(*d), bench_cmp_u64);
+	out[0] = got ? bench_tick_q(d, (size_t)got, 0.5) : 0;
+	out[1] = got ? bench_tick_q(d, (size_t)got, 0.99) : 0;
+	out[2] = got ? bench_tick_q(d, (size_t)got, 0.999) : 0;
 	free(d);
 	__asm__ volatile("" ::"r"(sink));
 }
@@ -328,10 +288,10 @@ static int lmdb_scale(const struct scale *s, int n, int reps, double (*q)[3])
 			if (hit)
 				d[got++] = dt;
 		}
-		qsort(d, (size_t)got, sizeof(*d), cmp_u64);
-		q[r][0] = tick_q(d, (size_t)got, 0.5);
-		q[r][1] = tick_q(d, (size_t)got, 0.99);
-		q[r][2] = tick_q(d, (size_t)got, 0.999);
+		qsort(d, (size_t)got, sizeof(*d), bench_cmp_u64);
+		q[r][0] = bench_tick_q(d, (size_t)got, 0.5);
+		q[r][1] = bench_tick_q(d, (size_t)got, 0.99);
+		q[r][2] = bench_tick_q(d, (size_t)got, 0.999);
 	}
 	__asm__ volatile("" ::"r"(sink));
 	free(d);
@@ -812,7 +772,7 @@ int bench_l2(int argc, char **argv)
 		}
 		return cli_usage_error("bench l2", "unknown option '%s'", argv[i]);
 	}
-	tsc_calibrate();
+	bench_tsc_calibrate();
 	char name[64];
 	snprintf(name, sizeof(name), "bench-l2-%d", (int)getpid());
 	struct sc_arena *a;

@@ -41,52 +41,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <x86intrin.h>
 
 #include "bench.h"
+#include "bench_tsc.h"
 
 #define B "restore"
 #define NTOK 4096u
 #define KV_BYTES (768u << 10)
 #define REC_BYTES (256u << 10)
 #define SMALL 4096u
-
-static double ns_per_tick;
-static uint64_t tsc_overhead;
-
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return (a > b) - (a < b);
-}
-
-static void tsc_calibrate(void)
-{
-	double t0 = bench_now();
-	uint64_t c0 = __rdtsc();
-	while (bench_now() - t0 < 0.05)
-		;
-	ns_per_tick = (bench_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
-	enum { N = 20000 };
-	static uint64_t d[N];
-	for (int i = 0; i < N; i++) {
-		_mm_lfence();
-		uint64_t t1 = __rdtsc();
-		_mm_lfence();
-		d[i] = __rdtsc() - t1;
-	}
-	qsort(d, N, sizeof(d[0]), cmp_u64);
-	tsc_overhead = d[N / 2];
-}
-
-#define TSC_START() (_mm_lfence(), __rdtsc())
-#define TSC_STOP(t0) (_mm_lfence(), __rdtsc() - (t0))
-
-static double tick_q(const uint64_t *d, size_t n, double q)
-{
-	uint64_t t = d[(size_t)(q * (double)(n - 1))];
-	return (double)(t > tsc_overhead ? t - tsc_overhead : 0) * ns_per_tick;
-}
 
 static void toks(int32_t *t, size_t n, uint32_t base)
 {
@@ -174,8 +137,8 @@ static uint64_t get_ticks(struct side *s)
 
 static double p_of(uint64_t *d, int n, double q)
 {
-	qsort(d, (size_t)n, sizeof(*d), cmp_u64);
-	return tick_q(d, (size_t)n, q);
+	qsort(d, (size_t)n, sizeof(*d), bench_cmp_u64);
+	return bench_tick_q(d, (size_t)n, q);
 }
 
 /* Flush from every cache level what an L2 entry keeps behind its payload (the descriptor and the
@@ -426,7 +389,7 @@ static void measure_quiet(struct run *r)
 				dd[i] = restore_ticks(&r->d);
 		}
 		p50[rep] = p_of(dv, n, 0.5);
-		p99[rep] = tick_q(dv, (size_t)n, 0.99);
+		p99[rep] = bench_tick_q(dv, (size_t)n, 0.99);
 		double n50 = p_of(dn, n, 0.5), g50 = p_of(dg, n, 0.5);
 		vs_get[rep] = g50 > 0 ? n50 / g50 : 0;
 		dir50[rep] = p_of(dd, nd, 0.5);
@@ -493,7 +456,7 @@ static void measure_first_restore(struct run *r)
 		}
 		uint64_t before = not_l2, t = restore_ticks(&s);
 		if (not_l2 == before)
-			first[got++] = (double)(t > tsc_overhead ? t - tsc_overhead : 0) * ns_per_tick;
+			first[got++] = bench_ticks_ns(t);
 		sc_l3_close(s.l3);
 		sc_stage_close(s.st);
 		sc_arena_close(s.a);
@@ -591,7 +554,7 @@ int bench_restore(int argc, char **argv)
 	static struct run r;
 	r.n = bench_quick ? 2000 : 20000;
 	r.reps = bench_quick ? 3 : 7;
-	tsc_calibrate();
+	bench_tsc_calibrate();
 	toks(prefix, NTOK, 7);
 	/* tmpfs: fsync is free, so 10 000 puts take seconds; the L2-served path does no I/O at all */
 	snprintf(dir, sizeof(dir), "/dev/shm/sc-bench-restore-%d", (int)getpid());
