@@ -25,7 +25,6 @@
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,17 +219,6 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 		return cli_usage_error("stress", "--pidns and --users need root (unshare, setuid)");
 	o->name = argv[optind];
 	return 0;
-}
-
-static void problem(struct shared *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(struct shared *sh, const char *fmt, ...)
-{
-	if (atomic_exchange(&sh->problem_written, 1))
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(sh->first_problem, sizeof(sh->first_problem), fmt, ap);
-	va_end(ap);
 }
 
 static inline uint64_t pack(uint32_t seq, uint32_t tokens)

@@ -91,14 +91,13 @@ struct hopts {
 	char scratch[128];
 };
 
-static void problem(struct shared *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(struct shared *sh, const char *fmt, ...)
+void stress_first_problem(_Atomic int *written, char *buf, size_t len, const char *fmt, ...)
 {
-	if (atomic_exchange(&sh->problem_written, 1))
+	if (atomic_exchange(written, 1))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(sh->first_problem, sizeof(sh->first_problem), fmt, ap);
+	vsnprintf(buf, len, fmt, ap);
 	va_end(ap);
 }
 
