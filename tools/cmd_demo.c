@@ -253,6 +253,56 @@ static int consumer_main(const char *arena_name, struct shared *sh)
 
 /* ---- a stage worker ---- */
 
+/* Restore @doc's prefix (from L2, or filled from L3 and perhaps promoted) and check what was
+ * served: the right prefix, and bytes that hash to its digest. Records the outcome of @ticket;
+ * -1 when the restore failed (counted). */
+static int serve(struct shared *sh, struct worker_stats *ws, struct sc_stage *st, struct sc_l3 *l3,
+		 const struct wl_doc *doc, uint64_t request_id, uint64_t ticket, int32_t *tokens)
+{
+	uint32_t n = wl_prompt(doc, request_id, 8 + (uint32_t)(request_id % 32), tokens);
+	struct sc_restore r;
+	int rc = sc_restore(st, l3, NS, tokens, n, SC_RESTORE_WAIT, &r);
+	if (rc < 0) {
+		atomic_fetch_add(&ws->errors, 1);
+		atomic_store(&ws->last_error, rc);
+		return -1;
+	}
+	if ((uint32_t)rc != doc->token_count || !sc_digest_equal(r.digest, doc->digest) ||
+	    !sc_digest_equal(sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest))
+		atomic_fetch_add(&ws->verify_errors, 1);
+	if (ticket < MAX_SEQ)
+		sh->seq_hit[ticket] = r.source == SC_RESTORE_FROM_L2;
+	if (r.source == SC_RESTORE_FROM_L2) {
+		atomic_fetch_add(&ws->from_l2, 1);
+	} else {
+		atomic_fetch_add(&ws->from_l3, 1);
+		atomic_fetch_add(&ws->fill_bytes, r.sec_len[0] + r.sec_len[1]);
+		atomic_fetch_add(&ws->fill_ns, r.fill_ns);
+		if (r.promoted)
+			atomic_fetch_add(&ws->promoted, 1);
+	}
+	sc_restore_release(&r);
+	return 0;
+}
+
+/* Decode: tokens 5 ms apart in model time, batched by the commit batcher. */
+static void decode(struct worker_stats *ws, struct sc_ring *ring, uint64_t request_id, const struct wl_doc *doc)
+{
+	struct sc_batcher b;
+	sc_batcher_init(&b, ring, request_id, doc->id);
+	uint32_t len = wl_gen_length(request_id);
+	for (uint32_t i = 0; i < len; i++) {
+		while (sc_batcher_commit(&b, wl_gen_token(request_id, i), (uint64_t)i * 5000000ull) == -EAGAIN) {
+			atomic_fetch_add(&ws->ring_full_waits, 1);
+			usleep(200);
+		}
+	}
+	while (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN)
+		usleep(200);
+	atomic_fetch_add(&ws->tokens, len);
+	atomic_fetch_add(&ws->requests, 1);
+}
+
 static int worker_main(uint32_t id, const char *arena_name, const char *l3dir, const struct demo_opts *o,
 		       struct shared *sh)
 {
@@ -281,45 +331,8 @@ static int worker_main(uint32_t id, const char *arena_name, const char *l3dir, c
 		uint64_t ticket = atomic_fetch_add(&sh->ticket, 1);
 		if (ticket < MAX_SEQ)
 			sh->seq_doc[ticket] = (uint16_t)doc->id;
-		uint32_t n = wl_prompt(doc, request_id, 8 + (uint32_t)(request_id % 32), tokens);
-		struct sc_restore r;
-		rc = sc_restore(st, l3, NS, tokens, n, SC_RESTORE_WAIT, &r);
-		if (rc < 0) {
-			atomic_fetch_add(&ws->errors, 1);
-			atomic_store(&ws->last_error, rc);
-			continue;
-		}
-		/* verify what we were served: the right prefix, and bytes that hash to its digest */
-		if ((uint32_t)rc != doc->token_count || !sc_digest_equal(r.digest, doc->digest) ||
-		    !sc_digest_equal(sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest))
-			atomic_fetch_add(&ws->verify_errors, 1);
-		if (ticket < MAX_SEQ)
-			sh->seq_hit[ticket] = r.source == SC_RESTORE_FROM_L2;
-		if (r.source == SC_RESTORE_FROM_L2) {
-			atomic_fetch_add(&ws->from_l2, 1);
-		} else {
-			atomic_fetch_add(&ws->from_l3, 1);
-			atomic_fetch_add(&ws->fill_bytes, r.sec_len[0] + r.sec_len[1]);
-			atomic_fetch_add(&ws->fill_ns, r.fill_ns);
-			if (r.promoted)
-				atomic_fetch_add(&ws->promoted, 1);
-		}
-		sc_restore_release(&r);
-
-		/* decode: tokens 5 ms apart in model time, batched by the commit batcher */
-		struct sc_batcher b;
-		sc_batcher_init(&b, ring, request_id, doc->id);
-		uint32_t len = wl_gen_length(request_id);
-		for (uint32_t i = 0; i < len; i++) {
-			while (sc_batcher_commit(&b, wl_gen_token(request_id, i), (uint64_t)i * 5000000ull) == -EAGAIN) {
-				atomic_fetch_add(&ws->ring_full_waits, 1);
-				usleep(200);
-			}
-		}
-		while (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN)
-			usleep(200);
-		atomic_fetch_add(&ws->tokens, len);
-		atomic_fetch_add(&ws->requests, 1);
+		if (serve(sh, ws, st, l3, doc, request_id, ticket, tokens) == 0)
+			decode(ws, ring, request_id, doc);
 	}
 	rc = 0;
 out:
