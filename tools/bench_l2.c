@@ -765,13 +765,9 @@ static void usage(FILE *f)
 
 int bench_l2(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return EXIT_OK;
-		}
-		return cli_usage_error("bench l2", "unknown option '%s'", argv[i]);
-	}
+	int rc = bench_no_options("l2", argc, argv, usage);
+	if (rc >= 0)
+		return rc;
 	bench_tsc_calibrate();
 	char name[64];
 	snprintf(name, sizeof(name), "bench-l2-%d", (int)getpid());

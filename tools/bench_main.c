@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,6 +410,24 @@ void bench_first_line(const char *cmd, char *out, size_t len)
 	while (fgets(sink, sizeof(sink), f))
 		;
 	pclose(f);
+}
+
+int bench_no_options(const char *which, int argc, char **argv, void (*usage)(FILE *))
+{
+	static const struct option opts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "bench %s", which);
+	optind = 0;
+	opterr = 0;
+	if (getopt_long(argc, argv, "h", opts, NULL) == 'h') {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (optind > 1)
+		return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+	if (optind < argc)
+		return cli_usage_error(cmd, "unknown option '%s'", argv[optind]);
+	return -1;
 }
 
 void bench_progress(const char *fmt, ...)

@@ -538,18 +538,16 @@ static void report_index(struct run *r)
 	}
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stagecache bench restore [--quick] [--json]\n");
+}
+
 int bench_restore(int argc, char **argv)
 {
-	static const struct option opts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (c == 'h') {
-			printf("usage: stagecache bench restore [--quick] [--json]\n");
-			return EXIT_OK;
-		}
-		return EXIT_USAGE;
-	}
+	int rc = bench_no_options("restore", argc, argv, usage);
+	if (rc >= 0)
+		return rc;
 	unsigned objects = bench_quick ? 1000 : 10000;
 	static struct run r;
 	r.n = bench_quick ? 2000 : 20000;
@@ -558,7 +556,7 @@ int bench_restore(int argc, char **argv)
 	toks(prefix, NTOK, 7);
 	/* tmpfs: fsync is free, so 10 000 puts take seconds; the L2-served path does no I/O at all */
 	snprintf(dir, sizeof(dir), "/dev/shm/sc-bench-restore-%d", (int)getpid());
-	int rc = setup(&r, objects);
+	rc = setup(&r, objects);
 	if (rc) {
 		for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
 			bench_missing(B, metrics[i], "setup failed: %s", sc_strerror(rc));
