@@ -735,8 +735,10 @@ static int choose(struct harness *h, int *all, size_t *sel)
 	if (!h->which) {
 		if (h->nrest > 1)
 			return usage_error("unexpected option '%s' before the benchmark's name", h->rest[1]);
-		usage(stderr);
-		return EXIT_USAGE;
+		char names[256] = "all";
+		for (size_t i = 0; i < NBENCH; i++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), ", %s", benches[i].name);
+		return usage_error("missing WHICH, the benchmark to run: %s or report", names);
 	}
 	if (!strcmp(h->which, "report"))
 		return bench_report(h->nrest, h->rest);
