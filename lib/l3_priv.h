@@ -156,7 +156,9 @@ _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
 
 /* ---- per-thread io_uring ---- */
 
-enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3 };
+/* What a fill read carries: the header block, a payload chunk, or both at once (L3_IO_FIRST: the
+ * header and chunk 0 in one vectored read, one device request for a small O_DIRECT object). */
+enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3, L3_IO_FIRST = 4 };
 
 struct l3_ring;
 
@@ -179,6 +181,7 @@ struct l3_fill_op {
 	XXH3_state_t *hs;          /* payload digest, fed chunk by chunk in order */
 	uint64_t file_bytes;
 	uint64_t t0;
+	struct iovec iov[2];       /* L3_IO_FIRST: header block, chunk 0 (read when submitted) */
 	struct l3_fill_op *next;   /* free list / done list */
 };
 
