@@ -289,21 +289,6 @@ int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry 
 	return 0;
 }
 
-static int leased(const uint64_t *v, size_t n, uint64_t rec)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (v[mid] == rec)
-			return 1;
-		if (v[mid] < rec)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
-}
-
 int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min, const uint64_t *leases,
 			     size_t n_leased, unsigned max, unsigned *blocked)
 {
@@ -326,7 +311,7 @@ int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min,
 			pp = &e->link;
 			continue;
 		}
-		if (leased(leases, n_leased, shm_index_rec(ix, e))) {
+		if (shm_index_leased(leases, n_leased, shm_index_rec(ix, e))) {
 			(*blocked)++;
 			pp = &e->link;
 			continue;
