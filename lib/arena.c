@@ -8,6 +8,9 @@
 #include "internal.h"
 #include "../shm/readers.h"
 
+_Static_assert(SHM_HUGE_AUTO == SC_HUGE_AUTO && SHM_HUGE_REQUIRE == SC_HUGE_REQUIRE && SHM_HUGE_OFF == SC_HUGE_OFF,
+	       "shm/arena.h huge modes are enum sc_huge");
+
 int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct sc_arena **out)
 {
 	if (!out || !opts)

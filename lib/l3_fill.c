@@ -69,7 +69,7 @@ static struct l3_ring *ring_create(struct sc_l3 *l3)
 	r->depth = l3->opts.queue_depth;
 	r->tid = gettid();
 	r->ops = calloc(r->depth, sizeof(*r->ops));
-	r->hdrbufs = aligned_alloc(4096, (size_t)r->depth * L3_HDR_BLOCK);
+	r->hdrbufs = aligned_alloc(L3_DIO_ALIGN, (size_t)r->depth * L3_HDR_BLOCK);
 	r->hstates = aligned_alloc(64, (size_t)r->depth * sizeof(XXH3_state_t));
 	if (!r->ops || !r->hdrbufs || !r->hstates)
 		goto fail;
@@ -310,7 +310,7 @@ static int file_is_cold(int fd, uint64_t bytes)
 	struct l3_cachestat cs;
 	if (syscall(__NR_cachestat, fd, &rg, &cs, 0) < 0)
 		return 1; /* unknown: treat as cold, O_DIRECT is correct either way */
-	return cs.nr_cache * 4096 < bytes / 2;
+	return cs.nr_cache * SHM_PAGE_BYTES < bytes / 2; /* nr_cache counts base pages */
 }
 
 static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
@@ -344,7 +344,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	op->chunk = op->want;
 	if (!op->direct && op->want >= 2 * L3_CHUNK) {
 		uint64_t ch = (op->want + L3_MAX_CHUNKS - 1) / L3_MAX_CHUNKS;
-		op->chunk = ch < L3_CHUNK ? L3_CHUNK : (ch + 4095) & ~4095ull;
+		op->chunk = ch < L3_CHUNK ? L3_CHUNK : shm_page_up(ch);
 	}
 	op->nchunks = (uint32_t)((op->want + op->chunk - 1) / op->chunk);
 	XXH3_128bits_reset(op->hs);

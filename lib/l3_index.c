@@ -35,6 +35,7 @@ static int u32cmp(const void *a, const void *b)
  * not reliably move the directory's mtime as this host's client sees it; measured on ceph-fuse).
  * Sets *@reloaded. Caller holds l3->mu. */
 #define L3_LENGTHS_TTL_NS 1000000000ll
+#define L3_MTIME_SETTLE_NS 50000000ll /* directory mtimes are coarse: a change this recent may not show */
 static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 {
 	struct stat sb;
@@ -52,7 +53,7 @@ static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 			return 0;
 		/* directory timestamps are coarse (one tick): a change within the tick we loaded in would
 		 * not move mtime, so a load that close to the last change is not trusted until the next call */
-		l3->lengths_settled = now - m > 50000000;
+		l3->lengths_settled = now - m > L3_MTIME_SETTLE_NS;
 	}
 	*reloaded = 1;
 	int fd = openat(l3->lenfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -569,7 +569,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 	if (target != UINT64_MAX)
 		rc = evict(j, target);
 	else if (budget && j->total > budget)
-		rc = evict(j, budget / 100 * 85);
+		rc = evict(j, budget / 100 * L3_LOW_WATER_PCT);
 	if (rc)
 		goto out;
 	if ((rc = l3_scan(l3, l3->pfxfd, on_prefix, j)))

@@ -58,6 +58,9 @@
 #define L3_STATE_MAGIC 0x0a54535333435350ull /* "PSC3SST\n" */
 #define L3_FORMAT_VERSION 1u
 #define L3_HDR_BLOCK 4096u
+#define L3_DIO_ALIGN 4096u      /* O_DIRECT: buffers, offsets and lengths aligned to this */
+#define L3_LOW_WATER_PCT 85u    /* eviction over the budget goes down to this share of it */
+#define L3_VISIBILITY_MS_DEFAULT 10000u /* sc_l3_opts.visibility_ms when 0 */
 #define L3_HDR_FIXED 256u
 #define L3_DESC_MAX 768u
 #define L3_STR_MAX 1024u

@@ -360,7 +360,7 @@ static int reconcile(struct sc_l3 *l3)
 	l3->recon_changed = r.quarantined || r.dropped;
 	flock_un(l3);
 	if (!rc && l3->opts.budget_bytes && r.bytes > l3->opts.budget_bytes) {
-		int n = sc_l3_evict_to(l3, l3->opts.budget_bytes / 100 * 85);
+		int n = sc_l3_evict_to(l3, l3->opts.budget_bytes / 100 * L3_LOW_WATER_PCT);
 		if (n < 0)
 			rc = n;
 	}
@@ -435,7 +435,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if ((rc = l3_mode_init(l3, o.flags)))
 		goto cleanup;
 	if (l3->shared)
-		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : 10000u) * 1000000ull;
+		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : L3_VISIBILITY_MS_DEFAULT) * 1000000ull;
 	if (l3->shared) {
 		l3->opts.state_dir = o.state_dir;
 		rc = l3_state_open_host(l3);
@@ -742,7 +742,7 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *bl
 	}
 	uint64_t budget = l3->opts.budget_bytes;
 	if (budget && !l3->shared && atomic_load_explicit(&l3->st->bytes, RELAXED) + file_bytes > budget) {
-		uint64_t target = budget / 100 * 85;
+		uint64_t target = budget / 100 * L3_LOW_WATER_PCT;
 		int rc = sc_l3_evict_to(l3, target > file_bytes ? target - file_bytes : 0);
 		if (rc < 0)
 			return rc;
@@ -802,7 +802,7 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 			XXH3_128bits_update(&hs, pl->sec[i], pl->sec_len[i]);
 	XXH128_hash_t dg = XXH3_128bits_digest(&hs), key;
 	l3_prefix_keys(a->ns, a->tokens, &a->token_count, 1, &key);
-	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
+	uint8_t *block = aligned_alloc(L3_DIO_ALIGN, L3_HDR_BLOCK);
 	if (!block)
 		return -ENOMEM;
 	int rc = l3_hdr_build(block, a, dg, key), wrote_any = 0;

@@ -131,6 +131,18 @@ struct shm_arena {
 	char path[PATH_MAX];
 };
 
+#define SHM_PAGE_BYTES 4096u            /* the base page: region alignment, 4 KiB-page arenas */
+#define SHM_HUGE_PAGE_BYTES (2ull << 20) /* a hugetlbfs page; the heap region starts on one */
+static inline uint64_t shm_page_up(uint64_t v)
+{
+	return (v + SHM_PAGE_BYTES - 1) & ~(uint64_t)(SHM_PAGE_BYTES - 1);
+}
+
+/* huge_mode: the values of enum sc_huge (lib/arena.c checks they match; shm/ does not include lib/) */
+#define SHM_HUGE_AUTO 0u
+#define SHM_HUGE_REQUIRE 1u
+#define SHM_HUGE_OFF 2u
+
 /* Creation parameters after defaults; sizes of every region follow from them (shm/layout.c). */
 struct shm_params {
 	uint64_t total_bytes;

@@ -75,10 +75,10 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 		regions[i] = (struct shm_region){ 0, 0 };
 	for (int i = 0; i < SHM_REGION_HEAP; i++) {
 		regions[i].off = off;
-		regions[i].size = align_up(sizes[i], 4096);
+		regions[i].size = shm_page_up(sizes[i]);
 		off += regions[i].size;
 	}
-	off = align_up(off, 2u << 20);
+	off = align_up(off, SHM_HUGE_PAGE_BYTES);
 	if (off + SHM_HEAP_MIN_BYTES > p->total_bytes)
 		return -EINVAL;
 	regions[SHM_REGION_HEAP].off = off;

@@ -1,6 +1,6 @@
 /*
- * shm/obs.h — the promotion observation table storage (owned by the L3/promotion module; the
- * policy itself is lib/promote.c). Protocol in shm/obs.c.
+ * shm/obs.h — the promotion observation table storage (the policy that uses it is lib/promote.c).
+ * Protocol in shm/obs.c.
  */
 #ifndef SC_SHM_OBS_H
 #define SC_SHM_OBS_H

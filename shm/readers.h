@@ -41,7 +41,7 @@ struct shm_reader_slot {
 	_Atomic uint64_t pidns;           /* inode of the holder's pid namespace (0: unknown) */
 	_Atomic uint64_t attached_ns;     /* CLOCK_REALTIME at claim */
 	uint8_t pad[SHM_CACHELINE - 40];
-	/* owned by the L2 tier (lease records) */
+	/* the L2 tier's lease records (lib/l2_lease.c) */
 	_Alignas(8) uint8_t ext[SHM_READER_EXT_BYTES];
 };
 

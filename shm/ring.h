@@ -1,6 +1,6 @@
 /*
- * shm/ring.h — the commit ring directory and its single-producer/single-consumer rings (owned by
- * the commit rings). The protocol (who writes what, which orderings pair) is at the top of
+ * shm/ring.h — the commit ring directory and its single-producer/single-consumer rings (used by
+ * lib/ring.c and lib/batcher.c). The protocol (who writes what, which orderings pair) is at the top of
  * shm/ring.c.
  *
  * Region layout (SHM_REGION_RINGS, offsets from the region start):
