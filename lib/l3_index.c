@@ -351,30 +351,29 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	return w->cb ? w->cb(in, w->ctx) : 0;
 }
 
-int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
+/* Walk every object (@verify: and check its digest): the count walked, or with @verify the count
+ * found bad; or -errno. */
+static int walk_objects(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx,
+			int verify)
 {
 	if (!l3)
 		return -EINVAL;
 	struct walk *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->cb = cb, w->ctx = ctx;
+	w->cb = cb, w->ctx = ctx, w->verify = verify;
 	int rc = l3_scan(l3, l3->objfd, walk_one, w);
-	int n = w->count;
+	int n = verify ? w->bad : w->count;
 	free(w);
 	return rc ? rc : n;
 }
 
+int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
+{
+	return walk_objects(l3, cb, ctx, 0);
+}
+
 int sc_l3_verify(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
 {
-	if (!l3)
-		return -EINVAL;
-	struct walk *w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->cb = cb, w->ctx = ctx, w->verify = 1;
-	int rc = l3_scan(l3, l3->objfd, walk_one, w);
-	int bad = w->bad;
-	free(w);
-	return rc ? rc : bad;
+	return walk_objects(l3, cb, ctx, 1);
 }

@@ -101,18 +101,23 @@ static int jrec_write_fd(int fd, struct l3_jrec *r)
 	return fsync(fd) < 0 ? -errno : 0;
 }
 
-int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v)
+/* The janitor record of DIR into @r: 1, 0 when there is none yet, or -errno. */
+static int jrec_load(struct sc_l3 *l3, struct l3_jrec *r)
 {
-	memset(v, 0, sizeof(*v));
 	int fd = openat(l3->dirfd, "janitor", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	struct l3_jrec r;
-	int rc = jrec_read_fd(fd, &r);
+	int rc = jrec_read_fd(fd, r);
 	close(fd);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
+	return rc == -ENOENT ? 0 : rc ? rc : 1;
+}
+
+int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	struct l3_jrec r;
+	int rc = jrec_load(l3, &r);
+	if (rc <= 0)
 		return rc;
 	*v = (struct l3_jrec_view){ r.epoch, r.objects, r.bytes, r.evictions, r.pass_end_ns, { 0 } };
 	size_t hl = strnlen(r.host, sizeof(v->host) - 1);
@@ -128,15 +133,9 @@ int sc_l3_janitor_status(struct sc_l3 *l3, struct sc_l3_janitor_status *st)
 	memset(st, 0, sizeof(*st));
 	st->shared = l3->shared;
 	snprintf(st->host_id, sizeof(st->host_id), "%s", l3->host);
-	int fd = openat(l3->dirfd, "janitor", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
 	struct l3_jrec r;
-	int rc = jrec_read_fd(fd, &r);
-	close(fd);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
+	int rc = jrec_load(l3, &r);
+	if (rc <= 0)
 		return rc;
 	size_t hl = strnlen(r.host, sizeof(st->janitor_host) - 1);
 	memcpy(st->janitor_host, r.host, hl);
@@ -257,21 +256,6 @@ struct jctx {
 	size_t loglen;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 /* Is this access segment (in DIR/access) left over by a writer that is gone? */
 static int segment_left_over(void *ctx, const char *name)
 {
@@ -383,7 +367,7 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 			return 0;
 		}
 	}
-	if (grow((void **)&j->v, &j->capv, j->nv + 1, sizeof(*j->v)))
+	if (l3_grow((void **)&j->v, &j->capv, j->nv + 1, sizeof(*j->v)))
 		return -ENOMEM;
 	int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
 	int64_t used = (int64_t)l3_lru_get(&j->lru, lo, hi);

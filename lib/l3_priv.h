@@ -330,6 +330,9 @@ int l3_pfx_drop(struct sc_l3 *l3, const char *rel);
 int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *name);
 
 /* ---- lib/l3_lru.c (the janitor's, under its lease) ---- */
+/* Make room for @need elements of @elem bytes in the realloc'd array *@p of capacity *@cap
+ * (doubling from 64). 0 or -ENOMEM (the array is left as it was). */
+int l3_grow(void **p, size_t *cap, size_t need, size_t elem);
 struct l3_lru_ent {
 	uint64_t lo, hi, t_ns;     /* digest, last use (CLOCK_REALTIME) */
 };

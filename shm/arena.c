@@ -562,42 +562,44 @@ void shm_arena_close(struct shm_arena *a)
 	free(a);
 }
 
-int shm_arena_destroy(const char *dir, const char *name)
+/* Find arena @name (in @dir, or the known directories) into @path and read its first @len bytes
+ * into @head (which starts with the magic word). 0, -EINVAL, -ENOENT, -EBADMSG (short, or not an
+ * arena), or -errno. */
+static int read_head(const char *dir, const char *name, char path[PATH_MAX], void *head, size_t len)
 {
-	char path[PATH_MAX];
 	if (!shm_name_valid(name))
 		return -EINVAL;
-	int rc = locate(dir, name, path, sizeof(path));
+	int rc = locate(dir, name, path, PATH_MAX);
 	if (rc)
 		return rc;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	uint64_t magic = 0;
-	ssize_t n = pread(fd, &magic, sizeof(magic), 0);
+	ssize_t n = pread(fd, head, len, 0);
 	close(fd);
+	uint64_t magic;
+	memcpy(&magic, head, sizeof(magic));
+	return n == (ssize_t)len && magic == SHM_MAGIC ? 0 : -EBADMSG;
+}
+
+int shm_arena_destroy(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	uint64_t magic = 0;
 	/* only ever remove what is recognisably ours (a half-built arena has its magic already) */
-	if (n != (ssize_t)sizeof(magic) || magic != SHM_MAGIC)
-		return -EBADMSG;
+	int rc = read_head(dir, name, path, &magic, sizeof(magic));
+	if (rc)
+		return rc;
 	return unlink(path) < 0 ? -errno : 0;
 }
 
 int shm_arena_file_version(const char *dir, const char *name, uint32_t *version)
 {
 	char path[PATH_MAX];
-	if (!shm_name_valid(name))
-		return -EINVAL;
-	int rc = locate(dir, name, path, sizeof(path));
+	struct shm_header h = { 0 };
+	int rc = read_head(dir, name, path, &h, sizeof(h));
 	if (rc)
 		return rc;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct shm_header h;
-	ssize_t n = pread(fd, &h, sizeof(h), 0);
-	close(fd);
-	if (n != (ssize_t)sizeof(h) || h.magic != SHM_MAGIC)
-		return -EBADMSG;
 	*version = h.layout_version;
 	return 0;
 }
