@@ -326,7 +326,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	if (fstat(op->fd, &sb) < 0)
 		return -errno;
 	op->file_bytes = (uint64_t)sb.st_size;
-	op->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	op->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	op->want = loc->payload_bytes;
 	op->direct = 0;
 	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
@@ -574,8 +574,8 @@ int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max
 			uint64_t now = shm_now_ns();
 			if (now >= deadline)
 				break;
-			struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / 1000000000ull),
-							.tv_nsec = (long long)((deadline - now) % 1000000000ull) };
+			struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / SHM_NS_PER_SEC),
+							.tv_nsec = (long long)((deadline - now) % SHM_NS_PER_SEC) };
 			rc = io_uring_wait_cqe_timeout(&r->ring, &cqe, &ts);
 		}
 		if (rc < 0 && rc != -ETIME && rc != -EINTR)

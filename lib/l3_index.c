@@ -48,7 +48,7 @@ static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 	} else {
 		if (fstat(l3->lenfd, &sb) < 0)
 			return -errno;
-		m = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		m = (int64_t)shm_ts_ns(sb.st_mtim);
 		if (l3->lengths && m == l3->lengths_mtime_ns && l3->lengths_settled)
 			return 0;
 		/* directory timestamps are coarse (one tick): a change within the tick we loaded in would
@@ -308,7 +308,7 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	if (!rc && (h.digest_lo != lo || h.digest_hi != hi))
 		rc = -EBADMSG;
 	if (fstat(fd, &sb) == 0)
-		in->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		in->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	in->file_bytes = fb;
 	if (!rc) {
 		in->kind = h.kind, in->token_count = h.token_count, in->payload_bytes = h.payload_bytes;

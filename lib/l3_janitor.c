@@ -369,7 +369,7 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	}
 	if (l3_grow((void **)&j->v, &j->capv, j->nv + 1, sizeof(*j->v)))
 		return -ENOMEM;
-	int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	int64_t mt = (int64_t)shm_ts_ns(sb.st_mtim);
 	int64_t used = (int64_t)l3_lru_get(&j->lru, lo, hi);
 	j->v[j->nv++] = (struct victim){ lo, hi, (uint64_t)sb.st_size, mt, used > mt ? used : mt, 0 };
 	j->total += (uint64_t)sb.st_size;
@@ -409,7 +409,7 @@ static int evict(struct jctx *j, uint64_t goal)
 			}
 			continue;
 		}
-		if ((int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec != v->mtime ||
+		if ((int64_t)shm_ts_ns(sb.st_mtim) != v->mtime ||
 		    (uint64_t)sb.st_size != v->bytes) {
 			j->rep.skipped_recent++;
 			continue;

@@ -185,7 +185,7 @@ int l3_left_over(struct sc_l3 *l3, int dfd, const char *name)
 	struct stat st;
 	int held = shm_ofd_held(fd, 0), left = 0;
 	if (held == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		uint64_t mt = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+		uint64_t mt = shm_ts_ns(st.st_mtim);
 		uint64_t age = l3->grace_ns > L3_TMP_STALE_NS ? l3->grace_ns : L3_TMP_STALE_NS;
 		left = shm_realtime_ns() > mt + age;
 	}

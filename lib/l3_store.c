@@ -528,7 +528,7 @@ static int collect(struct sc_l3 *l3, int dfd, const char *sub, const char *name,
 		vs->v = v, vs->cap = cap;
 	}
 	vs->v[vs->n++] = (struct victim){ lo, hi, (uint64_t)sb.st_size,
-					  (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec };
+					  (int64_t)shm_ts_ns(sb.st_mtim) };
 	vs->total += (uint64_t)sb.st_size;
 	return 0;
 }
@@ -722,7 +722,7 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *bl
 	if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == file_bytes) {
 		ADD(put_dedup, 1);
 		/* putting it again is a use: the LRU order keeps what is put again */
-		l3_note_access(l3, fd, lo, hi, (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+		l3_note_access(l3, fd, lo, hi, (int64_t)shm_ts_ns(sb.st_mtim));
 		close(fd);
 		return 0;
 	}

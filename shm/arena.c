@@ -437,7 +437,7 @@ static int wait_published(int fd, struct shm_header *hdr, uint64_t *size)
 		if (!creating) {
 			/* nobody is creating it: a young file may be in the instant before its creator's
 			 * lock; an older one was left half-made by a creator that died */
-			uint64_t ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+			uint64_t ctime_ns = shm_ts_ns(st.st_ctim);
 			if (shm_realtime_ns() > ctime_ns + CREATE_GAP_NS)
 				return -EBADMSG;
 		}

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <limits.h>
+#include <time.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
 #define SHM_LAYOUT_VERSION 4u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
@@ -204,6 +205,12 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 int shm_layout_format(struct shm_arena *a);
 
 /* ---- helpers (shm/util.c) ---- */
+#define SHM_NS_PER_SEC 1000000000ull
+/* A clock reading or a file time in ns (files older than 1970 come out as negative int64). */
+static inline uint64_t shm_ts_ns(struct timespec ts)
+{
+	return (uint64_t)ts.tv_sec * SHM_NS_PER_SEC + (uint64_t)ts.tv_nsec;
+}
 uint64_t shm_now_ns(void);          /* CLOCK_MONOTONIC */
 uint64_t shm_realtime_ns(void);     /* CLOCK_REALTIME */
 /* OFD byte locks (see SHM_LOCK_*): 0 taken, -EAGAIN held through another file description,
