@@ -457,15 +457,11 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	if (!(j->flags & SC_L3_JANITOR_FULL))
 		return 0;
 	uint64_t lo, hi;
-	if (l3_name_digest(name, ".pfx", &lo, &hi))
-		return 0;
 	struct l3_pfx p;
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	rc = l3_read_pfx_named(dfd, name, name, &p, &lo, &hi);
+	if (rc == 1)
 		return 0;
-	rc = l3_read_pfx(fd, &p, NULL, NULL);
-	close(fd);
-	int dangling = rc == -EBADMSG || (!rc && (p.prefix_lo != lo || p.prefix_hi != hi));
+	int dangling = rc == -EBADMSG;
 	if (!rc && !dangling) {
 		char rel[48];
 		struct stat sb;

@@ -292,6 +292,11 @@ int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
  * version 2 entry's token ids are returned in *@tokens (malloc'd; NULL for version 1); with @ns
  * (SC_L3_STR_MAX + 1 bytes), its namespace. */
 int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns);
+/* Read prefix file @at in @dfd, whose name is @name (<prefix key>.pfx; @at may be another name of
+ * the file), into @p and its key into *@lo, *@hi: 0 read and it holds that prefix, -EBADMSG
+ * unreadable or it holds another prefix, another -errno from the read, or 1 when @name is no
+ * prefix file name or @at cannot be opened (nothing to judge). */
+int l3_read_pfx_named(int dfd, const char *at, const char *name, struct l3_pfx *p, uint64_t *lo, uint64_t *hi);
 int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
 /* Register a token length in DIR/lengths (idempotent). */

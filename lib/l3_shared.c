@@ -335,14 +335,10 @@ static int captured_is_dangling(struct sc_l3 *l3, int dfd, const char *cap, cons
 {
 	uint64_t lo, hi;
 	struct l3_pfx p;
-	if (l3_name_digest(name, ".pfx", &lo, &hi))
+	int rc = l3_read_pfx_named(dfd, cap, name, &p, &lo, &hi);
+	if (rc == 1)
 		return 0;
-	int fd = openat(dfd, cap, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return 0;
-	int rc = l3_read_pfx(fd, &p, NULL, NULL);
-	close(fd);
-	if (rc == -EBADMSG || (!rc && (p.prefix_lo != lo || p.prefix_hi != hi)))
+	if (rc == -EBADMSG)
 		return 1;
 	if (rc)
 		return 0; /* a transient error: keep it */

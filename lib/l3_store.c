@@ -302,6 +302,20 @@ int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns)
 	return rc;
 }
 
+int l3_read_pfx_named(int dfd, const char *at, const char *name, struct l3_pfx *p, uint64_t *lo, uint64_t *hi)
+{
+	if (l3_name_digest(name, ".pfx", lo, hi))
+		return 1;
+	int fd = openat(dfd, at, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 1;
+	int rc = l3_read_pfx(fd, p, NULL, NULL);
+	close(fd);
+	if (!rc && (p->prefix_lo != *lo || p->prefix_hi != *hi))
+		rc = -EBADMSG;
+	return rc;
+}
+
 static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
 {
 	struct recon *r = ctx;
@@ -316,16 +330,10 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		return 0;
 	}
 	uint64_t lo, hi;
-	if (l3_name_digest(name, ".pfx", &lo, &hi))
-		return 0;
 	struct l3_pfx p;
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	int rc = l3_read_pfx_named(dfd, name, name, &p, &lo, &hi);
+	if (rc == 1)
 		return 0;
-	int rc = l3_read_pfx(fd, &p, NULL, NULL);
-	close(fd);
-	if (!rc && (p.prefix_lo != lo || p.prefix_hi != hi))
-		rc = -EBADMSG;
 	if (!rc) {
 		char rel[48];
 		struct stat sb;

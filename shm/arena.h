@@ -139,6 +139,15 @@ static inline uint64_t shm_page_up(uint64_t v)
 	return (v + SHM_PAGE_BYTES - 1) & ~(uint64_t)(SHM_PAGE_BYTES - 1);
 }
 
+/* The smallest power of two that is >= @v and >= @min (itself a power of two), capped at 2^30. */
+static inline uint32_t shm_pow2_at_least(uint64_t v, uint32_t min)
+{
+	uint32_t p = min;
+	while (p < v && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
 /* huge_mode: the values of enum sc_huge (lib/arena.c checks they match; shm/ does not include lib/) */
 #define SHM_HUGE_AUTO 0u
 #define SHM_HUGE_REQUIRE 1u

@@ -58,12 +58,10 @@
 #include "mutex.h"
 #include "readers.h"
 
+/* Buckets for @v entries: a power of two, at least one per shard. */
 static uint32_t pow2_ceil(uint32_t v)
 {
-	uint32_t p = SHM_INDEX_SHARDS;
-	while (p < v)
-		p <<= 1;
-	return p;
+	return shm_pow2_at_least(v, SHM_INDEX_SHARDS);
 }
 
 static uint64_t buckets_bytes(uint32_t entries)
