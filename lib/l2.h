@@ -183,6 +183,8 @@ void l2_promoted_left(struct sc_arena *a, uint64_t stage_id, uint64_t lo, uint64
 
 /* lib/l2_admin.c: remove @key's entry (only if it is still @rec = gen << 32 | idx+1, when not 0);
  * @reason as in the l2_remove probe. */
+/* Why an entry was removed: the l2_remove probe's reason (lib/probes.h). */
+enum { L2_REMOVE_EXPLICIT = 0, L2_REMOVE_MISMATCH = 1, L2_REMOVE_INVALIDATE = 2, L2_REMOVE_CLEAR = 3 };
 int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reason);
 
 /* lib/l2.c */

@@ -114,7 +114,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			return -ESTALE;
 		}
 		/* the durable copy changed: this mirror is stale */
-		(void)l2_remove_key(a, key, rec, 1);
+		(void)l2_remove_key(a, key, rec, L2_REMOVE_MISMATCH);
 		if (q->count)
 			count_miss(st, q->tokens, MISS_MISMATCH, t0);
 		return -ENOENT;
