@@ -284,7 +284,8 @@ static uint64_t evictable_bytes(struct room *r)
 	}
 	if (r->exclude) {
 		uint32_t x = shm_index_idx(r->ix, r->exclude);
-		if (q->node[x].q != SHM_EVQ_NONE && !shm_index_leased(r->leases, r->nl, shm_index_rec(r->ix, r->exclude)))
+		if (q->node[x].q != SHM_EVQ_NONE &&
+		    !shm_index_leased(r->leases, r->nl, shm_index_rec(r->ix, r->exclude)))
 			pinned += q->node[x].bytes;
 	}
 	return total > pinned ? total - pinned : 0;

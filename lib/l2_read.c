@@ -207,8 +207,8 @@ int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *token
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
 		return rc;
-	struct lookup q = { .mode = LOOKUP_COPY, .count = 1, .loc = loc, .buf = buf, .cap = cap, .info = info, .tokens = n,
-			    .tok = tokens };
+	struct lookup q = { .mode = LOOKUP_COPY, .count = 1, .loc = loc, .buf = buf, .cap = cap, .info = info,
+			    .tokens = n, .tok = tokens };
 	return lookup(st, key, &q);
 }
 
@@ -244,8 +244,8 @@ int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tok
 	int k = sc_l2_prefix_keys(st, ns, tokens, n, block, keys, want);
 	int rc = k < 0 ? k : -ENOENT;
 	for (int i = k - 1; i >= 0; i--) {
-		struct lookup q = { .mode = LOOKUP_LEASE, .count = 0, .lease = lease, .tokens = (uint64_t)(i + 1) * block,
-				    .tok = tokens };
+		struct lookup q = { .mode = LOOKUP_LEASE, .count = 0, .lease = lease,
+				    .tokens = (uint64_t)(i + 1) * block, .tok = tokens };
 		rc = (int)lookup(st, keys[i], &q);
 		if (rc == 0) {
 			*len = (size_t)(i + 1) * block;

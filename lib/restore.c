@@ -140,8 +140,8 @@ static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *
 			rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL);
 			return rc > 0 ? -EAGAIN : rc;
 		}
-		if (rc == -ESTALE)
-			(void)l2_remove_key(arena, key, stale, L2_REMOVE_MISMATCH); /* the durable copy changed: a stale mirror */
+		if (rc == -ESTALE) /* the durable copy changed: a stale mirror */
+			(void)l2_remove_key(arena, key, stale, L2_REMOVE_MISMATCH);
 		rc = l3ix_complete(arena, l3, &f, loc);
 		if (rc == 0)
 			return -EAGAIN;
