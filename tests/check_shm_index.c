@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sc_check.h"
@@ -378,9 +377,7 @@ START_TEST(test_dead_writer_repair)
 		raise(SIGKILL);
 		_exit(4);
 	}
-	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %d", st);
+	sc_test_wait_killed(pid);
 	int err;
 	ck_assert_ptr_null(get(&ix, 13, 1, &err)); /* BUSY: not visible yet */
 	ck_assert_int_eq(shm_index_lock(&ix, s), 0); /* the dead holder's lock: repaired */

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sc_check.h"
@@ -184,9 +183,7 @@ static void die_holding(const char *name, void (*scribble)(struct shm_obs_hdr *h
 		raise(SIGKILL);
 		_exit(4);
 	}
-	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %d", st);
+	sc_test_wait_killed(pid);
 }
 
 static uint64_t hole_lo[3];

@@ -8,7 +8,6 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sc_check.h"
@@ -138,9 +137,7 @@ static uint32_t dead_reader(const char *name, uint64_t *epoch_out)
 	uint64_t msg[2] = { 0, 0 };
 	ck_assert_int_eq(read(p[0], msg, sizeof(msg)), sizeof(msg));
 	close(p[0]);
-	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %d", st);
+	sc_test_wait_killed(pid);
 	*epoch_out = msg[1];
 	return (uint32_t)msg[0];
 }
