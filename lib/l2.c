@@ -345,8 +345,8 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 		int slot = l2_lease_take(a, shm_index_rec(ix, e));
 		if (slot >= 0) { /* *lease was zeroed above */
 			const uint8_t *p = a->shm->base + off;
-			l2_lease_fill(lease, a, slot, p, l0, l1, kind, origin, n, d, key,
-				      has_desc ? p + desc_at(l0 + l1) : NULL);
+			l2_lease_fill(lease, a, slot, p, l0, l1, kind, origin, n, d, key, has_desc,
+				      p + desc_at(l0 + l1));
 		}
 	}
 	shm_index_unlock(ix, shard);

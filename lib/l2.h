@@ -121,13 +121,13 @@ int l2_lease_take(struct sc_arena *a, uint64_t rec);
 void l2_lease_drop(struct sc_arena *a, int slot);
 /*
  * Fill the public part of @l for a lease in slot @slot (l2_lease_take) on the payload at @p
- * (sections @l0, @l1), with a copy of the descriptor at @desc (any alignment) when not NULL.
+ * (sections @l0, @l1), with a copy of the descriptor at @desc (any alignment) when @has_desc.
  * Writes every public field but kv_desc and reserved0_ (kv_desc only with a descriptor); inline
  * so that the read path pays nothing for sharing it with admission.
  */
 static inline void l2_lease_fill(struct sc_lease *l, struct sc_arena *a, int slot, const uint8_t *p, uint64_t l0,
 				 uint64_t l1, uint32_t kind, uint32_t origin, uint32_t n, struct sc_digest d,
-				 struct sc_key key, const void *desc)
+				 struct sc_key key, int has_desc, const void *desc)
 {
 	l->sec[0] = p;
 	l->sec[1] = p + l0;
@@ -138,9 +138,9 @@ static inline void l2_lease_fill(struct sc_lease *l, struct sc_arena *a, int slo
 	l->token_count = n;
 	l->digest = d;
 	l->key = key;
-	l->has_kv_desc = desc != NULL;
+	l->has_kv_desc = has_desc;
 	l->reserved0 = 0;
-	if (desc)
+	if (has_desc)
 		memcpy(&l->kv_desc, desc, sizeof(l->kv_desc));
 	memset(l->reserved, 0, sizeof(l->reserved)); /* the layout promises zeroes there */
 	l->arena_ = a;

@@ -134,7 +134,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			return slot;
 		}
 		l2_lease_fill(q->lease, a, slot, p, l0, l1, SHM_META_KIND(meta), SHM_META_ORIGIN(meta), e->token_count,
-			      d, key, has_desc ? &desc : NULL);
+			      d, key, has_desc, &desc);
 	} else if (q->mode == LOOKUP_COPY) {
 		if (wire > q->cap) {
 			shm_epoch_exit(a->shm);
