@@ -36,6 +36,7 @@ static int u32cmp(const void *a, const void *b)
  * Sets *@reloaded. Caller holds l3->mu. */
 #define L3_LENGTHS_TTL_NS 1000000000ll
 #define L3_MTIME_SETTLE_NS 50000000ll /* directory mtimes are coarse: a change this recent may not show */
+#define VERIFY_READ_BYTES (1u << 20)  /* sc_l3_verify reads payloads in pieces of this */
 static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 {
 	struct stat sb;
@@ -318,12 +319,12 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 		copy_str(in->ns, q + h.model_len + h.state_len, h.ns_len);
 	}
 	if (!rc && w->verify) {
-		uint8_t *buf = malloc(1u << 20);
+		uint8_t *buf = malloc(VERIFY_READ_BYTES);
 		XXH3_state_t hs;
 		XXH3_128bits_reset(&hs);
 		uint64_t off = L3_HDR_BLOCK;
 		while (buf && off < fb) {
-			ssize_t r = pread(fd, buf, fb - off < (1u << 20) ? fb - off : (1u << 20), (off_t)off);
+			ssize_t r = pread(fd, buf, fb - off < VERIFY_READ_BYTES ? fb - off : VERIFY_READ_BYTES, (off_t)off);
 			if (r <= 0)
 				break;
 			XXH3_128bits_update(&hs, buf, (size_t)r);

@@ -79,7 +79,7 @@ int shm_index_format(struct shm_arena *a)
 	uint64_t size;
 	uint8_t *r = shm_region(a, SHM_REGION_INDEX, &size);
 	uint32_t n = a->hv.index_entries;
-	if (n < SHM_INDEX_SHARDS || n > (1u << 24) || size < shm_index_bytes(n))
+	if (n < SHM_INDEX_SHARDS || n > SHM_INDEX_MAX_ENTRIES || size < shm_index_bytes(n))
 		return -EINVAL;
 	struct shm_index_hdr *h = (struct shm_index_hdr *)r;
 	memset(h, 0, sizeof(*h));
@@ -109,7 +109,7 @@ int shm_index_view(struct shm_arena *a, struct shm_index *ix)
 	struct shm_index_hdr *h = (struct shm_index_hdr *)r;
 	uint32_t n = a->hv.index_entries;
 	if (size < SHM_INDEX_HDR_BYTES || h->magic != SHM_INDEX_MAGIC || h->nentries != n ||
-	    h->nshards != SHM_INDEX_SHARDS || n < SHM_INDEX_SHARDS || n > (1u << 24) ||
+	    h->nshards != SHM_INDEX_SHARDS || n < SHM_INDEX_SHARDS || n > SHM_INDEX_MAX_ENTRIES ||
 	    h->nbuckets != pow2_ceil(n) || h->buckets_off != SHM_INDEX_HDR_BYTES ||
 	    h->entries_off != SHM_INDEX_HDR_BYTES + buckets_bytes(n) || size < shm_index_bytes(n))
 		return -EBADMSG;

@@ -16,6 +16,7 @@
 #define SHM_INDEX_SHARDS 16u
 #define SHM_INDEX_MAX_CHAIN 64u   /* longer chains are treated as corruption (-EBADMSG) */
 #define SHM_INDEX_HDR_BYTES 4096u
+#define SHM_INDEX_MAX_ENTRIES (1u << 24) /* an entry's idx fits a heap tag (24 bits) */
 
 /* Entry states (shm_index_entry.state). */
 enum {

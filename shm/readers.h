@@ -30,6 +30,8 @@
 /* Incarnations run 1..SHM_INC_MAX so that a token is never 0 and leaves bit 31 free (the mutex
  * word's waiters bit). */
 #define SHM_INC_MAX 0x7fffu
+/* Slot numbers fit the low 16 bits of a token. */
+#define SHM_READER_SLOTS_MAX 65536u
 
 struct shm_reader_slot {
 	_Atomic uint32_t state;           /* SHM_SLOT_* */
