@@ -69,7 +69,7 @@ static struct l3_ring *ring_create(struct sc_l3 *l3)
 	r->depth = l3->opts.queue_depth;
 	r->tid = gettid();
 	r->ops = calloc(r->depth, sizeof(*r->ops));
-	r->hdrbufs = aligned_alloc(4096, (size_t)r->depth * L3_HDR_BLOCK);
+	r->hdrbufs = aligned_alloc(L3_DIO_ALIGN, (size_t)r->depth * L3_HDR_BLOCK);
 	r->hstates = aligned_alloc(64, (size_t)r->depth * sizeof(XXH3_state_t));
 	if (!r->ops || !r->hdrbufs || !r->hstates)
 		goto fail;
@@ -327,7 +327,7 @@ static int file_is_cold(int fd, uint64_t bytes)
 	struct l3_cachestat cs;
 	if (syscall(__NR_cachestat, fd, &rg, &cs, 0) < 0)
 		return 1; /* unknown: treat as cold, O_DIRECT is correct either way */
-	return cs.nr_cache * 4096 < bytes / 2;
+	return cs.nr_cache * SHM_PAGE_BYTES < bytes / 2; /* nr_cache counts base pages */
 }
 
 static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
@@ -343,7 +343,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	if (fstat(op->fd, &sb) < 0)
 		return -errno;
 	op->file_bytes = (uint64_t)sb.st_size;
-	op->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	op->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	op->want = loc->payload_bytes;
 	op->direct = 0;
 	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
@@ -362,7 +362,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	op->chunk = op->want;
 	if (op->want >= 2 * L3_CHUNK) {
 		uint64_t ch = (op->want + L3_MAX_CHUNKS - 1) / L3_MAX_CHUNKS;
-		op->chunk = ch < L3_CHUNK ? L3_CHUNK : (ch + 4095) & ~4095ull;
+		op->chunk = ch < L3_CHUNK ? L3_CHUNK : shm_page_up(ch);
 	}
 	op->nchunks = (uint32_t)((op->want + op->chunk - 1) / op->chunk);
 	XXH3_128bits_reset(op->hs);
@@ -626,8 +626,8 @@ int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max
 			uint64_t now = shm_now_ns();
 			if (now >= deadline)
 				break;
-			struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / 1000000000ull),
-							.tv_nsec = (long long)((deadline - now) % 1000000000ull) };
+			struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / SHM_NS_PER_SEC),
+							.tv_nsec = (long long)((deadline - now) % SHM_NS_PER_SEC) };
 			rc = io_uring_wait_cqe_timeout(&r->ring, &cqe, &ts);
 		}
 		if (rc < 0 && rc != -ETIME && rc != -EINTR)
