@@ -11,6 +11,7 @@
 #include "../shm/evq.h"
 #include "../shm/index.h"
 #include "../shm/readers.h"
+#include "../shm/seg.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "keys hash tokens as little-endian int32: port the encoding for big-endian hosts"
@@ -77,6 +78,11 @@ struct sc_stage {
 static inline struct shm_index *l2_ix(struct sc_arena *a)
 {
 	return (struct shm_index *)(void *)a->l2_ix;
+}
+_Static_assert(sizeof(struct shm_segtab) <= sizeof(((struct sc_arena *)0)->l2_seg), "l2_seg holds a shm_segtab");
+static inline struct shm_segtab *l2_segtab(struct sc_arena *a)
+{
+	return (struct shm_segtab *)(void *)a->l2_seg;
 }
 static inline struct shm_evq *l2_q(struct sc_arena *a)
 {
@@ -155,13 +161,32 @@ void l2_promoted_left(struct sc_arena *a, uint64_t stage_id, uint64_t lo, uint64
  * @reason as in the l2_remove probe. */
 int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reason);
 
+/* lib/l2_seg.c: segmented payloads (shm/seg.h). */
+/* Admit a payload of more than one segment in an arena with segments: 0, -errno with *why, or
+ * 1 when it is not for the segment path (the caller stores it whole). */
+int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
+		 const struct sc_payload *p, uint32_t origin, int *why);
+/* Copy the wire of a segmented entry (validated record at @rec) into @dst (@cap bytes). */
+int64_t l2_seg_copy(struct sc_arena *a, uint64_t rec, void *dst, uint64_t cap);
+/* Physical payload bytes of an entry (what its data block stores), for stats. */
+uint64_t l2_seg_local(struct sc_arena *a, const struct shm_index_entry *e);
+
 /* lib/l2.c */
+/* Give a block (@off, and for a segmented entry its record @rec_off, else 0) to a new entry of
+ * @key and link it (see lib/l2.c). */
+int l2_commit_seg(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
+		  uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin, uint64_t rec_off,
+		  const uint64_t (*digests)[2], int *why);
+int l2_alloc_for(struct sc_arena *a, uint64_t len, uint64_t fp, struct sc_key key, uint64_t *off, int *why);
+uint64_t l2_desc_at(uint64_t wire);
 /* An entry's layout fields, each read once from the arena and validated together. */
 struct l2_snap {
 	uint64_t off, l0, l1, wire;
 	uint32_t meta;
 	int has_desc;
 	uint64_t ntok, tok_off;      /* stored token ids (0: none) and their arena offset */
+	uint64_t seg_rec;            /* SHM_META_SEG: arena offset of the validated segment record */
+	int scattered;               /* segmented and not contiguous: the wire is the record's pieces */
 };
 /* meta bit: the allocation stores the entry's token ids (see lib/l2.c); kept out of shm/index.h's
  * SHM_META_* because only lib/ gives it meaning */

@@ -202,7 +202,7 @@ pub fn layouts() -> Vec<TypeLayout> {
     use ffi::*;
     vec![
         layout!("sc_arena_opts", sc_arena_opts, [size_bytes, huge, dir, mode, gid, index_entries, ring_count,
-                ring_bytes, obs_entries, reader_slots, flags, l3_index_entries, l3_index_refresh_ms]),
+                ring_bytes, obs_entries, reader_slots, flags, l3_index_entries, l3_index_refresh_ms, segment_bytes]),
         layout!("sc_arena_attached", sc_arena_attached, [pid, uid, slot, other_pidns, attached_unix]),
         layout!("sc_holder", sc_holder, [slot, token, alive, other_pidns, pid, uid, leases, leased_bytes,
                 reserved_bytes]),
@@ -220,13 +220,15 @@ pub fn layouts() -> Vec<TypeLayout> {
         layout!("sc_payload", sc_payload, [kind, sec, sec_len, kv_desc]),
         layout!("sc_location", sc_location, [token_count, kind, digest, prefix, sec_len, payload_bytes,
                 file_bytes, has_kv_desc, kv_desc]),
-        layout!("sc_lease", sc_lease, [sec, sec_len, kind, origin, token_count, digest, key, has_kv_desc, kv_desc]),
+        layout!("sc_lease", sc_lease, [sec, sec_len, kind, origin, token_count, digest, key, has_kv_desc, kv_desc,
+                segments]),
+        layout!("sc_segment", sc_segment, [ptr, len, section]),
         layout!("sc_l2_entry_info", sc_l2_entry_info, [key, stage_id, token_count, bytes, footprint, sec_len,
                 digest, kind, origin, created_unix_ns, frequency, has_kv_desc]),
         layout!("sc_l2_stats", sc_l2_stats, [entries, bytes, logical_bytes, budget_bytes, hits, misses, inserts,
                 evictions, admission_rejects, refused_bytes, leases, pending_reclaim_bytes, free_bytes,
                 largest_free_block, refused, small_entries, small_bytes, main_entries, main_bytes, moved_to_main,
-                ghost_hits]),
+                ghost_hits, physical_bytes, saved_bytes, segments, segment_holder_bytes, segment_dedup_bytes]),
         layout!("sc_l2_resv", sc_l2_resv, [ptr, bytes]),
         layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags,
                 host_id, state_dir, visibility_ms]),
@@ -571,7 +573,9 @@ impl Arena {
             flags: if opts.group.is_some() { ffi::SC_ARENA_OPT_GID } else { 0 },
             l3_index_entries: 0,
             l3_index_refresh_ms: 0,
-            _reserved: [0; 5],
+            segment_bytes: 0,
+            _reserved32: 0,
+            _reserved: [0; 4],
         };
         let mut h = ptr::null_mut();
         check(unsafe { ffi::sc_arena_create(cname.as_ptr(), &o, &mut h) }, "sc_arena_create")?;
