@@ -113,6 +113,12 @@ static struct sc_l2_stats stats(struct fx *f)
 	return s;
 }
 
+static void finding_cb(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)repaired;
+	snprintf(ctx, 256, "%s: %s", component, message);
+}
+
 static void reclaim(struct fx *f)
 {
 	l2_reclaim_all(f->a, -1);
@@ -212,6 +218,8 @@ START_TEST(every_reference_keeps_a_shared_segment_until_the_last_goes)
 	ck_assert_uint_eq(s.segments, 6);
 	ck_assert_uint_eq(s.segment_holder_bytes, 4 * MiB + 100);
 	ck_assert_uint_eq(s.physical_bytes, 4 * MiB + 100 + 2 * MiB + 300);
+	char msg[256] = "";
+	ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, NULL) == 0, "holder: %s", msg);
 	struct sc_lease lb;
 	ck_assert_int_eq(lease(&f, 200, &lb), 0);
 	lease_is(&f, &lb, 6 * MiB, 300, 2);
@@ -339,12 +347,6 @@ START_TEST(a_writer_killed_inside_the_table_is_recounted)
 }
 END_TEST
 
-static void finding_cb(const char *component, const char *message, int repaired, void *ctx)
-{
-	(void)repaired;
-	snprintf(ctx, 256, "%s: %s", component, message);
-}
-
 START_TEST(fsck_finds_and_repairs_wrong_reference_counts)
 {
 	struct fx f;
@@ -425,6 +427,42 @@ START_TEST(hostile_segment_records_are_refused)
 }
 END_TEST
 
+static struct fx *sched_fx;
+static void remove_a_when_planned(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "seg.admit.planned") || !sched_fx)
+		return;
+	struct fx *f = sched_fx;
+	sched_fx = NULL; /* once */
+	ck_assert_int_eq(sc_l2_remove(f->st, key_of(f, 100)), 0);
+	reclaim(f);
+}
+
+START_TEST(segments_released_between_lookup_and_commit)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	sched_fx = &f;
+	sc_sched_set(remove_a_when_planned, NULL);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0); /* found A's segments, A went, B stored whole */
+	sc_sched_set(NULL, NULL);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.entries, 1);
+	ck_assert_uint_eq(s.physical_bytes, 6 * MiB + 300);
+	ck_assert_uint_eq(s.segments, 6);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_eq(l.segments, 0);
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	sc_lease_release(&l);
+	char msg[256] = "";
+	ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, NULL) == 0, "%s", msg);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(bad_segment_options_are_refused)
 {
 	struct sc_arena *a = NULL;
@@ -452,6 +490,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, a_writer_killed_inside_the_table_is_recounted);
 	tcase_add_test(tc, fsck_finds_and_repairs_wrong_reference_counts);
 	tcase_add_test(tc, hostile_segment_records_are_refused);
+	tcase_add_test(tc, segments_released_between_lookup_and_commit);
 	tcase_add_test(tc, bad_segment_options_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
