@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "l2.h"
+#include "probes.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
 
@@ -98,8 +99,11 @@ static int try_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const i
 	if (rc) {
 		(void)shm_heap_free(a->shm, rec_off);
 		(void)shm_heap_free(a->shm, off);
+		return rc;
 	}
-	return rc;
+	uint64_t sid = st->id, lg = r->wire, stored = local, shared = r->wire - local;
+	SC_PROBE(l2_segments, sid, lg, stored, shared);
+	return 0;
 }
 
 int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,

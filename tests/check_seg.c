@@ -3,6 +3,7 @@
  * dead process, in-flight admit) keeps a shared segment alive until the last one goes, scattered
  * leases, fsck's check and repair of reference counts, hostile records, bad options. */
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,6 +464,45 @@ START_TEST(segments_released_between_lookup_and_commit)
 }
 END_TEST
 
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	int st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The CLI on a segmented arena: create --segment-bytes, put a prefix and its extension, get the
+ * scattered one back byte for byte, stats shows the saving, restore serves it contiguous. */
+START_TEST(cli_round_trip_of_a_scattered_entry)
+{
+	const char *bin = "build/stagecache";
+	if (access(bin, X_OK)) {
+		sc_skip("%s not built (run make first)", bin);
+		return;
+	}
+	const char *name = sc_test_name("segcli");
+	char dir[] = "/tmp/sc-segcli-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(run("%s create %s --size 64M --huge off --segment-bytes 3M >/dev/null 2>&1", bin, name), 2);
+	ck_assert_int_eq(run("%s create %s --size 64M --huge off --segment-bytes 1M >/dev/null", bin, name), 0);
+	const char *q = "--model m --state s --ns n";
+	ck_assert_int_eq(run("head -c 6291456 /dev/urandom > %s/b && head -c 4194304 %s/b > %s/a", dir, dir, dir), 0);
+	ck_assert_int_eq(run("%s put %s %s --tokens 1,2 --kind full_state --file %s/a >/dev/null", bin, name, q, dir), 0);
+	ck_assert_int_eq(run("%s put %s %s --tokens 1,2,3 --kind full_state --file %s/b >/dev/null", bin, name, q, dir), 0);
+	ck_assert_int_eq(run("%s get %s %s --tokens 1,2,3 --out %s/out >/dev/null", bin, name, q, dir), 0);
+	ck_assert_int_eq(run("cmp -s %s/b %s/out", dir, dir), 0);
+	ck_assert_int_eq(run("%s stats %s --json | grep -q '\"saved_bytes\":4194304'", bin, name), 0);
+	ck_assert_int_eq(run("%s stats %s --json | grep -q '\"physical_bytes\":6291456'", bin, name), 0);
+	ck_assert_int_eq(run("%s fsck %s --deep >/dev/null", bin, name), 0);
+	run("%s destroy %s >/dev/null 2>&1; rm -rf %s", bin, name, dir);
+}
+END_TEST
+
 START_TEST(bad_segment_options_are_refused)
 {
 	struct sc_arena *a = NULL;
@@ -492,6 +532,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, hostile_segment_records_are_refused);
 	tcase_add_test(tc, segments_released_between_lookup_and_commit);
 	tcase_add_test(tc, bad_segment_options_are_refused);
+	tcase_add_test(tc, cli_round_trip_of_a_scattered_entry);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -320,7 +320,7 @@ static double hit_read(struct sc_stage *st, const int32_t *t, uint64_t bytes, in
 static void bench_paths(void)
 {
 	const uint64_t SZ = 16 * MIB;
-	int reps = bench_quick ? 5 : 21, inner = bench_quick ? 4 : 8;
+	int reps = bench_quick ? 5 : 41, inner = bench_quick ? 4 : 4;
 	char n_on[64], n_off[64];
 	snprintf(n_on, sizeof(n_on), "bench-seg-on-%d", (int)getpid());
 	snprintf(n_off, sizeof(n_off), "bench-seg-off-%d", (int)getpid());
