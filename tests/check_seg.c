@@ -465,6 +465,53 @@ START_TEST(segments_released_between_lookup_and_commit)
 END_TEST
 
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void run_rm(const char *dir);
+
+/* sc_restore served from a scattered L2 entry: the sections are a private copy (in_arena 0), the
+ * bytes exact, and nothing stays leased. */
+START_TEST(restore_from_a_scattered_entry)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	char dir[] = "/var/tmp/sc-segrs-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, f.a), 0);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 200 + i;
+	uint64_t sz[2] = { 4 * MiB + 100, 6 * MiB + 300 };
+	uint8_t *buf[2];
+	for (int k = 0; k < 2; k++) {
+		buf[k] = malloc(sz[k]);
+		memcpy(buf[k], f.base, sz[k] - (k ? 300 : 100));
+		fill(buf[k] + sz[k] - (k ? 300 : 100), k ? 300 : 100, (uint32_t)k + 1);
+		struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf[k] }, .sec_len = { sz[k] } };
+		struct sc_l3_put_args pa = { .model_identity = "model-A", .state_identity = "state-1", .ns = "ns",
+					     .tokens = t, .token_count = 4u + 4u * (uint32_t)k, .payload = &pl };
+		struct sc_location loc;
+		ck_assert_int_eq(sc_l3_put(l3, &pa, &loc), 0);
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4u + 4u * (uint32_t)k, sc_digest(buf[k], sz[k]), &pl, 0), 0);
+	}
+	struct sc_restore r;
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(sc_restore(f.st, l3, "ns", t, 8, 0, &r), 8);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L2);
+	ck_assert_int_eq(r.in_arena, 0);
+	ck_assert_uint_eq(r.sec_len[0], sz[1]);
+	ck_assert(memcmp(r.sec[0], buf[1], sz[1]) == 0);
+	sc_restore_release(&r);
+	ck_assert_uint_eq(stats(&f).leases, 0);
+	sc_l3_close(l3);
+	run_rm(dir);
+	free(buf[0]);
+	free(buf[1]);
+	fx_close(&f);
+}
+END_TEST
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int run(const char *fmt, ...)
 {
 	char cmd[2048];
@@ -474,6 +521,11 @@ static int run(const char *fmt, ...)
 	va_end(ap);
 	int st = system(cmd);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void run_rm(const char *dir)
+{
+	(void)run("rm -rf %s", dir);
 }
 
 /* The CLI on a segmented arena: create --segment-bytes, put a prefix and its extension, get the
@@ -533,6 +585,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, segments_released_between_lookup_and_commit);
 	tcase_add_test(tc, bad_segment_options_are_refused);
 	tcase_add_test(tc, cli_round_trip_of_a_scattered_entry);
+	tcase_add_test(tc, restore_from_a_scattered_entry);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -885,7 +885,19 @@ impl<'a> Stage<'a> {
             return Ok(None);
         }
         check(rc, "sc_l2_get")?;
-        Ok(Some(Lease { c: unsafe { lease.assume_init() }, _stage: PhantomData }))
+        let c = unsafe { lease.assume_init() };
+        let mut l = Lease { c, gathered: None, _stage: PhantomData };
+        if l.c.segments != 0 {
+            // a scattered (segmented) entry: its wire is copied out once, sections borrow the copy
+            let n = (l.c.sec_len[0] + l.c.sec_len[1]) as usize;
+            let mut buf = vec![0u8; n];
+            let got = unsafe { ffi::sc_lease_copy(&l.c, buf.as_mut_ptr() as *mut c_void, n as u64) };
+            if got < 0 {
+                check(got as c_int, "sc_lease_copy")?;
+            }
+            l.gathered = Some(buf);
+        }
+        Ok(Some(l))
     }
 
     /// Whether (ns, tokens) is cached, without touching it: (token_count, wire bytes, origin).
@@ -950,18 +962,28 @@ impl Drop for Stage<'_> {
 /// so it cannot outlive it, and the sections it lends cannot outlive the lease.
 pub struct Lease<'s> {
     c: ffi::sc_lease,
+    gathered: Option<Vec<u8>>, // a scattered entry's wire, copied out (arenas with segments)
     _stage: PhantomData<&'s Stage<'s>>,
 }
 
 impl<'s> Lease<'s> {
-    /// Section 0 or 1 (empty when absent).
+    /// Section 0 or 1 (empty when absent). Zero-copy, except for an entry stored scattered over
+    /// shared segments (an arena created with segment_bytes), whose wire was copied out once.
     pub fn section(&self, i: usize) -> &[u8] {
         assert!(i < 2, "a payload has sections 0 and 1");
         let n = self.c.sec_len[i] as usize;
         if n == 0 {
             return &[];
         }
+        if let Some(g) = &self.gathered {
+            let at = if i == 0 { 0 } else { self.c.sec_len[0] as usize };
+            return &g[at..at + n];
+        }
         unsafe { std::slice::from_raw_parts(self.c.sec[i] as *const u8, n) }
+    }
+    /// Is the entry scattered over shared segments (sections are then a private copy)?
+    pub fn scattered(&self) -> bool {
+        self.c.segments != 0
     }
     pub fn kind(&self) -> Option<Kind> {
         Kind::from_c(self.c.kind)
