@@ -244,7 +244,12 @@ static void bench_policy_rerun(const struct trace *tr)
 	char name[64];
 	snprintf(name, sizeof(name), "bench-seg-pol-%d", (int)getpid());
 	double bhr[2] = { 0, 0 };
-	uint64_t budget = tr->ideal / (CONVS / POL_WINDOW) * 5 / 4;
+	uint32_t window = POL_WINDOW;
+	if (getenv("SC_BENCH_SEG_WINDOW")) /* exploration only: the row's target is for POL_WINDOW */
+		window = (uint32_t)atoi(getenv("SC_BENCH_SEG_WINDOW"));
+	if (!window || window > CONVS)
+		window = POL_WINDOW;
+	uint64_t budget = tr->ideal / (CONVS / window) * 5 / 4;
 	for (int on = 0; on < 2; on++) {
 		struct sc_arena *a;
 		struct sc_stage *st;
@@ -254,7 +259,7 @@ static void bench_policy_rerun(const struct trace *tr)
 		}
 		(void)sc_l2_shrink_to(a, budget);
 		struct replay_out ro;
-		int rc = replay(tr, name, 2, POL_WINDOW, &ro);
+		int rc = replay(tr, name, 2, window, &ro);
 		if (getenv("SEG_DEBUG")) {
 			struct sc_l2_stats x;
 			sc_l2_stats(a, NULL, &x);
@@ -279,7 +284,7 @@ static void bench_policy_rerun(const struct trace *tr)
 	char note[300];
 	snprintf(note, sizeof(note), "byte hit ratio of the restores of the multi-turn trace (2 processes, %u conversations "
 		 "live at once, their turns interleaved) through an L2 budget of %llu MiB (5/4 of the distinct bytes of "
-		 "one window); baseline: the same arena and trace with segments off (BHR %.3f; ours %.3f)", POL_WINDOW,
+		 "one window); baseline: the same arena and trace with segments off (BHR %.3f; ours %.3f)", window,
 		 (unsigned long long)(budget >> 20), bhr[0], bhr[1]);
 	bench_value(B, "segments_policy_bhr_on", bhr[1], "fraction", NULL);
 	bench_value(B, "segments_policy_bhr_off", bhr[0], "fraction", NULL);

@@ -721,14 +721,15 @@ int cmd_demo(int argc, char **argv)
 		       "\"from_l3\":%llu,\"promotions\":%llu,\"fill_gb_per_s\":%.3f,\"tokens_produced\":%llu,"
 		       "\"tokens_delivered\":%llu,\"commits\":%llu,\"verification_errors\":%llu,\"errors\":%llu,"
 		       "\"l2\":{\"hits\":%llu,\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"budget_bytes\":%llu,"
-		       "\"refused\":{",
+		       "\"logical_bytes\":%llu,\"physical_bytes\":%llu,\"saved_bytes\":%llu,\"refused\":{",
 		       elapsed, o.workers, sc_backing_name(info.backing), (unsigned long long)cur.requests,
 		       (unsigned long long)cur.from_l2, (unsigned long long)cur.from_l3, (unsigned long long)cur.promoted,
 		       cur.fill_ns ? (double)cur.fill_bytes / (double)cur.fill_ns : 0.0, (unsigned long long)cur.tokens,
 		       (unsigned long long)delivered, (unsigned long long)atomic_load(&sh->delivered_commits),
 		       (unsigned long long)verify, (unsigned long long)cur.errors, (unsigned long long)l2s.hits,
 		       (unsigned long long)l2s.misses, (unsigned long long)l2s.inserts, (unsigned long long)l2s.evictions,
-		       (unsigned long long)l2s.budget_bytes);
+		       (unsigned long long)l2s.budget_bytes, (unsigned long long)l2s.logical_bytes,
+		       (unsigned long long)l2s.physical_bytes, (unsigned long long)l2s.saved_bytes);
 		for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
 			printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)l2s.refused[i]);
 		printf("}},\"promotion\":{\"decided\":%llu,\"published\":%llu,\"refused\":{", (unsigned long long)ps.promoted,
@@ -820,6 +821,9 @@ int cmd_demo(int argc, char **argv)
 		ROW("L3 directory probes", xs.fallbacks, tt.fallbacks);
 		ROW("key collisions", xs.key_collisions, tt.collisions);
 #undef ROW
+		printf("L2 bytes: logical %llu, physical %llu, saved %llu (segments %llu)\n",
+		       (unsigned long long)l2s.logical_bytes, (unsigned long long)l2s.physical_bytes,
+		       (unsigned long long)l2s.saved_bytes, (unsigned long long)l2s.segments);
 		if (tt.have)
 			printf("(pinned maps: bpftool map dump pinned %s/<map>; removed now)\n", pindir);
 	}
