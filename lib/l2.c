@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -575,9 +576,17 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 		memcpy(p + desc_at(wire), desc, sizeof(*desc));
 	if (ntok)
 		memcpy(p + l2_tokens_at(wire, desc != NULL), tokens, ntok * 4);
+	/* a segmented arena indexes the segments of a large fill (contiguous: read as it is) */
+	uint64_t seg_rec = 0, seg_fp = 0;
+	uint64_t(*seg_dg)[2] = NULL;
+	if (a->l2_seg_on && (kv_len > l2_segtab(a)->seg_bytes || rec_len > l2_segtab(a)->seg_bytes))
+		(void)l2_seg_index_fill(a, key, off, kv_len, rec_len, &seg_rec, &seg_dg, &seg_fp);
 	/* charge what the block really costs */
-	rc = l2_commit(st, key, n, d, off, kind, kv_len, rec_len, desc != NULL, ntok != 0, shm_heap_footprint(asked),
-		       origin, lease, why, 0, NULL);
+	rc = l2_commit(st, key, n, d, off, kind, kv_len, rec_len, desc != NULL, ntok != 0,
+		       shm_heap_footprint(asked) + seg_fp, origin, lease, why, seg_rec, (const uint64_t(*)[2])seg_dg);
+	free(seg_dg);
+	if (rc && seg_rec)
+		(void)shm_heap_free(a->shm, seg_rec);
 	if (rc) {
 		if (off != r->off_)
 			(void)shm_heap_free(a->shm, off);

@@ -166,6 +166,11 @@ int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reaso
  * 1 when it is not for the segment path (the caller stores it whole). */
 int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
 		 const struct sc_payload *p, uint32_t origin, int *why);
+/* Index the whole segments of a filled block (@off: section 0 of @l0 bytes then section 1) as a
+ * contiguous segmented entry: a record at *@rec_off (private), the pieces' digests in *@dg
+ * (malloc'd), the record's footprint in *@fp. 0, or -errno (nothing allocated: store it plain). */
+int l2_seg_index_fill(struct sc_arena *a, struct sc_key key, uint64_t off, uint64_t l0, uint64_t l1, uint64_t *rec_off,
+		      uint64_t (**dg)[2], uint64_t *fp);
 /* Copy the wire of a segmented entry (validated record at @rec) into @dst (@cap bytes). */
 int64_t l2_seg_copy(struct sc_arena *a, uint64_t rec, void *dst, uint64_t cap);
 /* Physical payload bytes of an entry (what its data block stores), for stats. */

@@ -147,6 +147,53 @@ out:
 	return rc;
 }
 
+int l2_seg_index_fill(struct sc_arena *a, struct sc_key key, uint64_t off, uint64_t l0, uint64_t l1, uint64_t *rec_off,
+		      uint64_t (**dg_out)[2], uint64_t *fp)
+{
+	struct shm_segtab *t = l2_segtab(a);
+	uint64_t S = t->seg_bytes, len[2] = { l0, l1 }, np = 0;
+	*rec_off = 0;
+	*dg_out = NULL;
+	*fp = 0;
+	for (int s = 0; s < 2; s++)
+		np += len[s] / S + (len[s] % S != 0);
+	if (np > SHM_SEG_MAX_PIECES)
+		return -E2BIG;
+	uint64_t(*dg)[2] = calloc(np, sizeof(*dg)), rlen = shm_seg_rec_bytes((uint32_t)np), roff;
+	if (!dg)
+		return -ENOMEM;
+	int why, rc = l2_alloc_for(a, rlen, shm_heap_footprint(rlen), key, &roff, &why);
+	if (rc) {
+		free(dg);
+		return rc;
+	}
+	struct shm_seg_rec *r = (struct shm_seg_rec *)(void *)(a->shm->base + roff);
+	memset(r, 0, sizeof(*r));
+	r->magic = SHM_SEG_REC_MAGIC;
+	r->flags = SHM_SEG_CONTIG;
+	r->npieces = (uint32_t)np;
+	r->data = off;
+	r->wire = r->local = l0 + l1;
+	uint32_t k = 0;
+	uint64_t at = off;
+	for (uint32_t s = 0; s < 2; s++) {
+		for (uint64_t o = 0; o < len[s]; o += S, k++) {
+			uint64_t n = len[s] - o < S ? len[s] - o : S;
+			r->p[k] = (struct shm_seg_piece){ .at = at, .len = n, .slot = SHM_SEG_NONE, .section = s, .local = 1 };
+			if (n == S) {
+				struct sc_digest h = sc_digest(a->shm->base + at, n);
+				dg[k][0] = h.lo;
+				dg[k][1] = h.hi;
+			}
+			at += n;
+		}
+	}
+	*rec_off = roff;
+	*dg_out = dg;
+	*fp = shm_heap_footprint(rlen);
+	return 0;
+}
+
 /* The validated record of a segmented entry and the check that its pieces make the wire. */
 static const struct shm_seg_rec *rec_checked(struct sc_arena *a, uint64_t rec, uint64_t l0, uint64_t l1)
 {

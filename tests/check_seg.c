@@ -204,6 +204,46 @@ START_TEST(segments_off_and_small_payloads_are_stored_whole)
 }
 END_TEST
 
+/* A fill published in place (sc_l2_reserve / sc_l2_publish: how L3 promotions land) is indexed
+ * too: an admit extending it shares its segments. */
+START_TEST(a_published_fill_is_indexed)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	struct sc_l2_resv r;
+	uint64_t a = 4 * MiB + 100;
+	ck_assert_int_eq(sc_l2_reserve(f.st, a, &r), 0);
+	memcpy(r.ptr, f.base, 4 * MiB);
+	fill((uint8_t *)r.ptr + 4 * MiB, 100, 1);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 100 + i;
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 8, sc_digest(r.ptr, a), &r, SC_PAYLOAD_FULL_STATE, a, 0, NULL,
+				       SC_ORIGIN_FROM_L3, &l), 0);
+	ck_assert_uint_eq(l.segments, 0);
+	lease_is(&f, &l, 4 * MiB, 100, 1);
+	sc_lease_release(&l);
+	ck_assert_uint_eq(stats(&f).segments, 4);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.saved_bytes, 4 * MiB);
+	ck_assert_uint_eq(s.physical_bytes, a + 2 * MiB + 300);
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_gt(l.segments, 0);
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
+	reclaim(&f);
+	s = stats(&f);
+	ck_assert_uint_eq(s.segments, 0);
+	ck_assert_uint_eq(s.physical_bytes, 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, NULL), 0);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(every_reference_keeps_a_shared_segment_until_the_last_goes)
 {
 	struct fx f;
@@ -577,6 +617,7 @@ Suite *seg_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_are_stored_once);
 	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
+	tcase_add_test(tc, a_published_fill_is_indexed);
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
 	tcase_add_test(tc, a_dead_processs_lease_keeps_segments_until_reaped);
 	tcase_add_test(tc, a_writer_killed_inside_the_table_is_recounted);
