@@ -539,6 +539,8 @@ pub struct ArenaOptions {
     pub ring_bytes: u32,
     pub obs_entries: u32,
     pub reader_slots: u32,
+    /// Content-addressed L2 segments of this size (a power of two, 64 KiB..1 GiB); 0: none.
+    pub segment_bytes: u32,
 }
 
 /// A handle on a named arena. `Send` (it may move to another thread) but not `Sync` (one thread
@@ -573,7 +575,7 @@ impl Arena {
             flags: if opts.group.is_some() { ffi::SC_ARENA_OPT_GID } else { 0 },
             l3_index_entries: 0,
             l3_index_refresh_ms: 0,
-            segment_bytes: 0,
+            segment_bytes: opts.segment_bytes,
             _reserved32: 0,
             _reserved: [0; 4],
         };
