@@ -339,6 +339,8 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 		(unsigned long long)off, (unsigned long long)bytes, (unsigned long long)tag);
 	if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY)
 		f->need_sweep = 1; /* tagged for an entry that does not own it: the sweep frees those */
+	else if (SHM_TAG_TYPE(tag) == SHM_TAG_SEGDATA)
+		f->seg_sweep |= 1u << ((uint32_t)(tag >> 32) % SHM_INDEX_SHARDS); /* the segment sweep frees it */
 	else if (repairing(f))
 		to_free(f, off); /* a tag nobody else recognises: nobody else frees it either */
 	return 0;

@@ -450,19 +450,31 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	uint64_t l0 = p->sec_len[0], l1 = p->sec_len[1];
 	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
 		return -EINVAL;
-	/* 1. the digest over the wire */
-	struct sc_digest d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
-	if (!sc_digest_equal(d, expected))
+	/* 1. the digest over the wire (a segmented arena digests the segments in the same pass) */
+	struct sc_digest d;
+	struct l2_seg_plan plan = { 0 };
+	int seg = a->l2_seg_on && (l0 > l2_segtab(a)->seg_bytes || l1 > l2_segtab(a)->seg_bytes);
+	if (seg && (seg = l2_seg_plan(a, p, &d, &plan)) < 0)
+		return seg;
+	seg = seg == 0 && plan.pc;
+	if (!seg)
+		d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
+	if (!sc_digest_equal(d, expected)) {
+		l2_seg_plan_free(&plan);
 		return reject(st, l0 + l1, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
+	}
 	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0;
 	int rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
-	if (rc)
-		return rc;
 	struct sc_key key;
-	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
+	if (!rc)
+		rc = sc_l2_key(st, ns, tokens, n, &key);
+	if (rc) {
+		l2_seg_plan_free(&plan);
 		return rc;
-	if (a->l2_seg_on && (l0 > l2_segtab(a)->seg_bytes || l1 > l2_segtab(a)->seg_bytes)) {
-		rc = l2_seg_admit(st, key, n, tokens, d, p, origin, why);
+	}
+	if (seg) {
+		rc = l2_seg_admit(st, key, n, tokens, d, p, origin, &plan, why);
+		l2_seg_plan_free(&plan);
 		if (rc <= 0)
 			return rc ? l2_refuse(a, st->id, l0 + l1, rc, *why) : 0;
 	}

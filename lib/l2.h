@@ -162,10 +162,20 @@ void l2_promoted_left(struct sc_arena *a, uint64_t stage_id, uint64_t lo, uint64
 int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reason);
 
 /* lib/l2_seg.c: segmented payloads (shm/seg.h). */
-/* Admit a payload of more than one segment in an arena with segments: 0, -errno with *why, or
- * 1 when it is not for the segment path (the caller stores it whole). */
+/* The cut of a payload into pieces and the digests of its whole segments. */
+struct l2_seg_plan {
+	struct shm_seg_piece *pc;
+	uint64_t (*dg)[2];
+	uint32_t np;
+};
+/* Cut @p and digest its segments and (same pass, @d) the whole wire. 0, 1 (too many pieces: store
+ * it whole; *@d not computed) or -ENOMEM. Free with l2_seg_plan_free. */
+int l2_seg_plan(struct sc_arena *a, const struct sc_payload *p, struct sc_digest *d, struct l2_seg_plan *pl);
+void l2_seg_plan_free(struct l2_seg_plan *pl);
+/* Admit a planned payload (digest @d verified by the caller): 0, -errno with *why, or 1 when the
+ * segments it found kept going away (the caller stores it whole). */
 int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
-		 const struct sc_payload *p, uint32_t origin, int *why);
+		 const struct sc_payload *p, uint32_t origin, struct l2_seg_plan *pl, int *why);
 /* Index the whole segments of a filled block (@off: section 0 of @l0 bytes then section 1) as a
  * contiguous segmented entry: a record at *@rec_off (private), the pieces' digests in *@dg
  * (malloc'd), the record's footprint in *@fp. 0, or -errno (nothing allocated: store it plain). */

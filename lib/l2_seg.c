@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "l2.h"
+#include "xxh.h"
 #include "probes.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
@@ -106,45 +107,69 @@ static int try_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const i
 	return 0;
 }
 
-int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
-		 const struct sc_payload *p, uint32_t origin, int *why)
+int l2_seg_plan(struct sc_arena *a, const struct sc_payload *p, struct sc_digest *d, struct l2_seg_plan *pl)
 {
-	struct shm_segtab *t = l2_segtab(st->arena);
+	struct shm_segtab *t = l2_segtab(a);
 	uint64_t S = t->seg_bytes, np = 0;
+	memset(pl, 0, sizeof(*pl));
 	for (int s = 0; s < 2; s++)
 		np += p->sec_len[s] / S + (p->sec_len[s] % S != 0);
 	if (np > SHM_SEG_MAX_PIECES)
 		return 1;
-	struct shm_seg_piece *pc = calloc(np, sizeof(*pc));
-	uint64_t(*dg)[2] = calloc(np, sizeof(*dg));
-	int rc = -ENOMEM;
-	if (!pc || !dg)
-		goto out;
+	pl->pc = calloc(np, sizeof(*pl->pc));
+	pl->dg = calloc(np, sizeof(*pl->dg));
+	if (!pl->pc || !pl->dg) {
+		l2_seg_plan_free(pl);
+		return -ENOMEM;
+	}
+	pl->np = (uint32_t)np;
+	/* one pass per segment: its own digest (reads it from memory), then the payload's running
+	 * digest over the same bytes while they are still in cache */
+	XXH3_state_t *hs = XXH3_createState();
+	if (!hs) {
+		l2_seg_plan_free(pl);
+		return -ENOMEM;
+	}
+	XXH3_128bits_reset(hs);
 	uint32_t k = 0;
 	for (uint32_t s = 0; s < 2; s++) {
 		const uint8_t *src = p->sec[s];
 		for (uint64_t at = 0; at < p->sec_len[s]; at += S, k++) {
 			uint64_t len = p->sec_len[s] - at < S ? p->sec_len[s] - at : S;
-			pc[k].section = s;
-			pc[k].len = len;
+			pl->pc[k].section = s;
+			pl->pc[k].len = len;
 			if (len == S) {
-				struct sc_digest h = sc_digest(src + at, len); /* unseeded XXH3-128 */
-				dg[k][0] = h.lo;
-				dg[k][1] = h.hi;
+				XXH128_hash_t h = XXH3_128bits(src + at, len); /* unseeded, as sc_digest */
+				pl->dg[k][0] = h.low64;
+				pl->dg[k][1] = h.high64;
 			}
+			XXH3_128bits_update(hs, src + at, len);
 		}
 	}
+	XXH128_hash_t h = XXH3_128bits_digest(hs);
+	XXH3_freeState(hs);
+	*d = (struct sc_digest){ h.low64, h.high64 };
+	return 0;
+}
+
+void l2_seg_plan_free(struct l2_seg_plan *pl)
+{
+	free(pl->pc);
+	free(pl->dg);
+	pl->pc = NULL;
+	pl->dg = NULL;
+}
+
+int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
+		 const struct sc_payload *p, uint32_t origin, struct l2_seg_plan *pl, int *why)
+{
+	int rc = -ESTALE;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		rc = try_admit(st, key, n, tokens, d, p, origin, pc, dg, (uint32_t)np, why);
+		rc = try_admit(st, key, n, tokens, d, p, origin, pl->pc, pl->dg, pl->np, why);
 		if (rc != -ESTALE)
 			break;
 	}
-	if (rc == -ESTALE)
-		rc = 1; /* segments keep going under us: store it whole */
-out:
-	free(pc);
-	free(dg);
-	return rc;
+	return rc == -ESTALE ? 1 : rc; /* segments keep going under us: the caller stores it whole */
 }
 
 int l2_seg_index_fill(struct sc_arena *a, struct sc_key key, uint64_t off, uint64_t l0, uint64_t l1, uint64_t *rec_off,
