@@ -49,7 +49,9 @@
 #define SC_EV_KEY_COLLISION 19 /* key_collision; stage 0; tokens; reason = level in `reasons` */
 #define SC_EV_PROMOTE_PUBLISHED 20 /* promote_outcome, published; bytes */
 #define SC_EV_PROMOTE_REFUSED 21   /* promote_outcome, not published; bytes; reason (enum sc_l2_refusal) in `reasons` */
-#define SC_EV_COUNT 22
+#define SC_EV_L2_SEG_LOGICAL 22 /* l2_segments; bytes = the admitted wire */
+#define SC_EV_L2_SEG_STORED 23  /* l2_segments; bytes = what the admit stored (physical) */
+#define SC_EV_COUNT 24
 /* Refusal reasons (`reasons` of SC_EV_L2_REJECT and SC_EV_PROMOTE_REFUSED): enum sc_l2_refusal. */
 #define SC_BPF_REFUSALS 8
 

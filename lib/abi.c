@@ -21,7 +21,8 @@
 #define T struct sc_arena_opts
 static const struct member m_arena_opts[] = {
 	P(size_bytes), P(huge), P(dir), P(mode), P(gid), P(index_entries), P(ring_count), P(ring_bytes),
-	P(obs_entries), P(reader_slots), P(flags), P(l3_index_entries), P(l3_index_refresh_ms), X(reserved),
+	P(obs_entries), P(reader_slots), P(flags), P(l3_index_entries), P(l3_index_refresh_ms), P(segment_bytes),
+	X(reserved32), X(reserved),
 };
 #undef T
 
@@ -95,8 +96,8 @@ static const struct member m_location[] = {
 #define T struct sc_lease
 static const struct member m_lease[] = {
 	P(sec), P(sec_len), P(kind), P(origin), P(token_count), P(digest), P(key), P(has_kv_desc),
-	X(reserved0), P(kv_desc), X(reserved), X(arena_), X(rec_), X(slot_), X(reserved_),
-	X(private_spare_),
+	X(reserved0), P(kv_desc), P(segments), X(reserved1), X(reserved), X(arena_), X(rec_), X(slot_),
+	X(reserved_), X(private_spare_),
 };
 #undef T
 
@@ -107,12 +108,19 @@ static const struct member m_l2_entry_info[] = {
 };
 #undef T
 
+#define T struct sc_segment
+static const struct member m_segment[] = {
+	P(ptr), P(len), P(section), X(reserved),
+};
+#undef T
+
 #define T struct sc_l2_stats
 static const struct member m_l2_stats[] = {
 	P(entries), P(bytes), P(logical_bytes), P(budget_bytes), P(hits), P(misses), P(inserts),
 	P(evictions), P(admission_rejects), P(refused_bytes), P(leases), P(pending_reclaim_bytes),
 	P(free_bytes), P(largest_free_block), P(refused), P(small_entries), P(small_bytes), P(main_entries),
-	P(main_bytes), P(moved_to_main), P(ghost_hits), X(reserved),
+	P(main_bytes), P(moved_to_main), P(ghost_hits), P(physical_bytes), P(saved_bytes), P(segments),
+	P(segment_holder_bytes), P(segment_dedup_bytes), X(reserved),
 };
 #undef T
 
@@ -238,7 +246,7 @@ static const struct member m_fsck_report[] = {
 static const struct abi_type types[] = {
 	TYPE(arena_opts), TYPE(arena_attached), TYPE(arena_info), TYPE(holder), TYPE(arena_extent), TYPE(digest),
 	TYPE(key), TYPE(kv_component), TYPE(kv_desc), TYPE(payload), TYPE(location), TYPE(lease),
-	TYPE(l2_entry_info), TYPE(l2_stats), TYPE(l2_resv), TYPE(l3_opts), TYPE(l3_put_args),
+	TYPE(segment), TYPE(l2_entry_info), TYPE(l2_stats), TYPE(l2_resv), TYPE(l3_opts), TYPE(l3_put_args),
 	TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_janitor_status), TYPE(l3_janitor_report), TYPE(l3_object_info),
 	TYPE(promote_stats), TYPE(restore), TYPE(l3_index_stats), TYPE(commit), TYPE(ring_stat), TYPE(batcher_opts),
 	TYPE(batcher), TYPE(fsck_report),

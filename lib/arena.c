@@ -24,6 +24,10 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 	for (size_t i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
 		if (opts->reserved[i])
 			return -EINVAL;
+	if (opts->reserved32 || (opts->segment_bytes && ((opts->segment_bytes & (opts->segment_bytes - 1)) ||
+							  opts->segment_bytes < SC_SEGMENT_MIN ||
+							  opts->segment_bytes > SC_SEGMENT_MAX)))
+		return -EINVAL;
 	/* gid 0 is root's group only when asked for explicitly; otherwise 0 and -1 mean "leave it" */
 	int64_t gid = opts->gid;
 	if (!(opts->flags & SC_ARENA_OPT_GID) && gid == 0)
@@ -44,6 +48,7 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 		.arena_flags = (opts->flags & SC_ARENA_NO_TOKEN_VERIFY) ? SHM_ARENA_NO_TOKEN_VERIFY : 0,
 		.l3ix_refresh_ms = opts->l3_index_refresh_ms,
 		.huge_mode = (uint32_t)opts->huge,
+		.seg_bytes = opts->segment_bytes,
 	};
 	int rc = shm_arena_create(opts->dir, name, &p, opts->mode, gid, &a->shm);
 	if (rc) {

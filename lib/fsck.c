@@ -43,6 +43,7 @@ struct fsck {
 	uint64_t *free_offs;   /* blocks the repair frees after the walk */
 	size_t nfree, cap_free;
 	int need_sweep;        /* repair: run the index's sweep after the walk */
+	uint32_t seg_sweep;    /* shards whose segment records lost their entry (bit per shard) */
 	uint64_t pending_seen[SHM_INDEX_SHARDS];
 };
 
@@ -232,7 +233,16 @@ static void check_entries(struct fsck *f)
 		}
 		f->r->entries++;
 		if (f->flags & SC_FSCK_DEEP) {
-			struct sc_digest d = sc_digest(ix->a->base + e->payload_off, wire);
+			struct sc_digest d = { 0, 0 };
+			if (e->meta & SHM_META_SEG) {
+				/* scattered or not, the record's pieces make the wire */
+				void *buf = malloc(wire ? wire : 1);
+				if (buf && l2_seg_copy(f->a, ix->heap_lo + 64ull * e->seg_rec, buf, wire) == (int64_t)wire)
+					d = sc_digest(buf, wire);
+				free(buf);
+			} else {
+				d = sc_digest(ix->a->base + e->payload_off, wire);
+			}
 			f->r->digests_checked++;
 			if (d.lo != e->digest_lo || d.hi != e->digest_hi) {
 				f->r->digest_failures++;
@@ -274,7 +284,32 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 		return 0;
 	}
 	f->r->heap_used_bytes += bytes;
-	if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY) {
+	if (SHM_TAG_TYPE(tag) == SHM_TAG_SEGHOLD) {
+		f->r->entry_bytes += bytes; /* kept for the segments others use (check_segments) */
+		return 0;
+	}
+	if (SHM_TAG_TYPE(tag) == SHM_TAG_SEGREC) {
+		/* an entry's segment record: owned when the entry names it */
+		uint32_t idx = (uint32_t)(tag >> 32) & 0xffffff, gen = (uint32_t)tag;
+		if (idx < ix->nentries) {
+			struct shm_index_entry *e = &ix->ent[idx];
+			uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+			if (e->gen == gen && (e->meta & SHM_META_SEG) && ix->heap_lo + 64ull * e->seg_rec == off &&
+			    st != SHM_ENT_FREE) {
+				if (st == SHM_ENT_RETIRED)
+					f->r->pending_bytes += bytes;
+				else
+					f->r->entry_bytes += bytes;
+				return 0;
+			}
+		}
+		/* the segment sweep of the entry's shard releases it (it may hold references) */
+		f->r->leaked_bytes += bytes;
+		finding(f, "heap", repairing(f), "segment record at %llu is owned by no entry", (unsigned long long)off);
+		f->seg_sweep |= 1u << (idx % SHM_INDEX_SHARDS); /* after the walk (the heap is locked now) */
+		return 0;
+	}
+	if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY || SHM_TAG_TYPE(tag) == SHM_TAG_SEGDATA) {
 		uint32_t idx = (uint32_t)(tag >> 32) & 0xffffff, gen = (uint32_t)tag;
 		if (idx < ix->nentries) {
 			struct shm_index_entry *e = &ix->ent[idx];
@@ -304,6 +339,8 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 		(unsigned long long)off, (unsigned long long)bytes, (unsigned long long)tag);
 	if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY)
 		f->need_sweep = 1; /* tagged for an entry that does not own it: the sweep frees those */
+	else if (SHM_TAG_TYPE(tag) == SHM_TAG_SEGDATA)
+		f->seg_sweep |= 1u << ((uint32_t)(tag >> 32) % SHM_INDEX_SHARDS); /* the segment sweep frees it */
 	else if (repairing(f))
 		to_free(f, off); /* a tag nobody else recognises: nobody else frees it either */
 	return 0;
@@ -326,6 +363,11 @@ static void check_heap(struct fsck *f)
 	if (f->need_sweep && repairing(f))
 		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
 			(void)shm_index_sweep(f->ix, (int)s);
+	struct shm_segtab t;
+	if (f->seg_sweep && repairing(f) && shm_seg_view(f->a->shm, f->ix, &t) == 0)
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+			if (f->seg_sweep & (1u << s))
+				(void)shm_seg_sweep_shard(&t, s);
 	/* every live or retired entry must own its block */
 	struct shm_index *ix = f->ix;
 	for (uint32_t i = 0; i < ix->nentries; i++) {
@@ -346,6 +388,37 @@ static void check_heap(struct fsck *f)
 		}
 		f->r->lock_repairs += sh->repairs;
 	}
+}
+
+/* The segment table (shard locks held): every slot's reference count must equal the number of
+ * HELD segment records naming it, every record's pins the LIVE slots in its data block; repair
+ * rebuilds them (what a locker does after a holder died). */
+static void check_segments(struct fsck *f)
+{
+	struct shm_segtab t;
+	int rc = shm_seg_view(f->a->shm, f->ix, &t);
+	if (rc == -ENOTSUP)
+		return;
+	if (rc) {
+		finding(f, "segments", 0, "the segment table's header is corrupted");
+		return;
+	}
+	if ((rc = shm_seg_lock(&t))) {
+		finding(f, "segments", 0, "cannot lock the segment table (%s)", sc_strerror(rc));
+		return;
+	}
+	int64_t wrong = shm_seg_recount_locked(&t, 0);
+	if (wrong > 0) {
+		int fix = repairing(f);
+		finding(f, "segments", fix, "%lld segment reference counts are wrong", (long long)wrong);
+		if (fix) {
+			(void)shm_seg_recount_locked(&t, 1);
+			t.hdr->recounts++;
+		}
+	} else if (wrong < 0) {
+		finding(f, "segments", 0, "segment records cannot be counted (%s)", sc_strerror((int)wrong));
+	}
+	shm_seg_unlock(&t);
 }
 
 /* The eviction lists (shard locks held: no entry changes state under us). */
@@ -541,6 +614,7 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 		check_chains(&f);
 		check_entries(&f);
 		check_heap(&f);
+		check_segments(&f);
 		check_policy(&f);
 		unlock_all(f.ix);
 	}

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -90,16 +91,31 @@ int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct 
 		return -EBADMSG;
 	if (ntok > ix->heap_hi / 4 || ((meta & L2_META_TOKENS) && !ntok))
 		return -EBADMSG;
-	uint64_t wire = l0 + l1, need = alloc_len_tok(wire, has_desc, ntok);
+	uint64_t wire = l0 + l1, local = wire, rec = 0;
+	int scattered = 0;
+	if (meta & SHM_META_SEG) {
+		/* the data block stores the record's local pieces; the rest lives in other blocks */
+		const struct shm_seg_rec *r;
+		struct shm_segtab t = { .a = ix->a, .heap_lo = ix->heap_lo, .heap_hi = ix->heap_hi };
+		rec = ix->heap_lo + 64ull * __atomic_load_n(&e->seg_rec, __ATOMIC_RELAXED);
+		if (!(r = shm_seg_rec_at(&t, rec)) || r->data != off || r->wire != wire)
+			return -EBADMSG;
+		local = r->local;
+		scattered = !(r->flags & SHM_SEG_CONTIG);
+		if (!scattered && local != wire)
+			return -EBADMSG;
+	}
+	uint64_t need = alloc_len_tok(local, has_desc, ntok);
 	if (off < ix->heap_lo || off > ix->heap_hi || need > ix->heap_hi - off)
 		return -EBADMSG;
 	if (has_desc) {
-		memcpy(desc, ix->a->base + off + desc_at(wire), sizeof(*desc));
+		memcpy(desc, ix->a->base + off + desc_at(local), sizeof(*desc));
 		if (sc_kv_desc_validate(desc, l0))
 			return -EBADMSG;
 	}
 	*sn = (struct l2_snap){ .off = off, .l0 = l0, .l1 = l1, .wire = wire, .meta = meta, .has_desc = has_desc,
-				.ntok = ntok, .tok_off = ntok ? off + l2_tokens_at(wire, has_desc) : 0 };
+				.ntok = ntok, .tok_off = ntok ? off + l2_tokens_at(local, has_desc) : 0,
+				.seg_rec = rec, .scattered = scattered };
 	return 0;
 }
 
@@ -261,13 +277,26 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 	return -ENOSPC;
 }
 
+uint64_t l2_desc_at(uint64_t wire)
+{
+	return desc_at(wire);
+}
+
+int l2_alloc_for(struct sc_arena *a, uint64_t len, uint64_t fp, struct sc_key key, uint64_t *off, int *why)
+{
+	return l2_alloc(a, len, fp, peek_entry(a, key), 0, off, why);
+}
+
 /*
  * Give the private block at @off to a new entry of @key and link it, replacing the key's entry.
- * 0 (the block now belongs to the index) or -errno (the block is still the caller's).
+ * With @rec_off (a segmented payload, lib/l2_seg.c) the record at @rec_off goes with it, and the
+ * record's references are taken (shm_seg_hold_locked, @dg the pieces' digests) before the entry
+ * is BUSY; -ESTALE when a segment it names went meanwhile.
+ * 0 (the blocks now belong to the index) or -errno (the blocks are still the caller's).
  */
 static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
 		     uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin,
-		     struct sc_lease *lease, int *why)
+		     struct sc_lease *lease, int *why, uint64_t rec_off, const uint64_t (*dg)[2])
 {
 	struct sc_arena *a = st->arena;
 	struct shm_index *ix = l2_ix(a);
@@ -312,7 +341,15 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 	}
 	shm_fault_point("l2.admit.popped");
 	uint32_t idx = shm_index_idx(ix, e);
-	if ((rc = shm_heap_set_tag(a->shm, off, shm_tag_entry(idx, e->gen)))) {
+	if (rec_off && (rc = shm_heap_set_tag(a->shm, rec_off, shm_tag_typed(SHM_TAG_SEGREC, idx, e->gen)))) {
+		shm_index_push_free_locked(ix, e);
+		shm_index_unlock(ix, shard);
+		return rc;
+	}
+	if ((rc = shm_heap_set_tag(a->shm, off, rec_off ? shm_tag_typed(SHM_TAG_SEGDATA, idx, e->gen)
+							 : shm_tag_entry(idx, e->gen)))) {
+		if (rec_off)
+			(void)shm_heap_set_tag(a->shm, rec_off, shm_tag_priv(a->shm->token));
 		shm_index_push_free_locked(ix, e);
 		shm_index_unlock(ix, shard);
 		return rc;
@@ -332,7 +369,29 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 	e->created_ns = shm_realtime_ns();
 	e->retire_epoch = 0;
 	e->owner = a->shm->token;
+	e->seg_rec = 0;
 	atomic_store_explicit(&e->freq, 0, memory_order_relaxed);
+	if (rec_off) {
+		struct shm_segtab *t = l2_segtab(a);
+		e->meta |= SHM_META_SEG;
+		e->seg_rec = (uint32_t)((rec_off - t->heap_lo) / 64);
+		struct shm_seg_rec *r = shm_seg_rec_at(t, rec_off);
+		rc = r ? shm_seg_lock(t) : -EBADMSG;
+		if (!rc) {
+			rc = shm_seg_hold_locked(t, r, rec_off, dg);
+			shm_seg_unlock(t);
+		}
+		if (rc) {
+			/* a segment it names went since the admit looked: give the blocks back */
+			(void)shm_heap_set_tag(a->shm, rec_off, shm_tag_priv(a->shm->token));
+			(void)shm_heap_set_tag(a->shm, off, shm_tag_priv(a->shm->token));
+			e->meta &= ~SHM_META_SEG;
+			shm_index_push_free_locked(ix, e);
+			shm_index_unlock(ix, shard);
+			return rc;
+		}
+		shm_fault_point("seg.admit.held");
+	}
 	atomic_store_explicit(&e->state, SHM_ENT_BUSY, memory_order_relaxed);
 	shm_fault_point("l2.admit.busy");
 	l2_policy_admit(a, e); /* queued before it is reachable (see the top of this file) */
@@ -357,6 +416,13 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 	return 0;
 }
 
+int l2_commit_seg(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
+		  uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin, uint64_t rec_off,
+		  const uint64_t (*dg)[2], int *why)
+{
+	return l2_commit(st, key, n, d, off, kind, l0, l1, has_desc, has_tokens, fp, origin, NULL, why, rec_off, dg);
+}
+
 int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 	     const struct sc_payload *p, uint32_t origin, int *why)
 {
@@ -370,17 +436,34 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	uint64_t l0 = p->sec_len[0], l1 = p->sec_len[1];
 	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
 		return -EINVAL;
-	/* 1. the digest over the wire */
-	struct sc_digest d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
-	if (!sc_digest_equal(d, expected))
+	/* 1. the digest over the wire (a segmented arena digests the segments in the same pass) */
+	struct sc_digest d;
+	struct l2_seg_plan plan = { 0 };
+	int seg = a->l2_seg_on && (l0 > l2_segtab(a)->seg_bytes || l1 > l2_segtab(a)->seg_bytes);
+	if (seg && (seg = l2_seg_plan(a, p, &d, &plan)) < 0)
+		return seg;
+	seg = seg == 0 && plan.pc;
+	if (!seg)
+		d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
+	if (!sc_digest_equal(d, expected)) {
+		l2_seg_plan_free(&plan);
 		return reject(st, l0 + l1, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
+	}
 	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0;
 	int rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
-	if (rc)
-		return rc;
 	struct sc_key key;
-	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
+	if (!rc)
+		rc = sc_l2_key(st, ns, tokens, n, &key);
+	if (rc) {
+		l2_seg_plan_free(&plan);
 		return rc;
+	}
+	if (seg) {
+		rc = l2_seg_admit(st, key, n, tokens, d, p, origin, &plan, why);
+		l2_seg_plan_free(&plan);
+		if (rc <= 0)
+			return rc ? l2_refuse(a, st->id, l0 + l1, rc, *why) : 0;
+	}
 	int has_desc = p->kv_desc != NULL;
 	uint64_t off, wire = l0 + l1;
 	if ((rc = l2_alloc(a, alloc_len_tok(wire, has_desc, ntok), fp, peek_entry(a, key), 0, &off, why)))
@@ -395,7 +478,7 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	if (ntok)
 		memcpy(dst + l2_tokens_at(wire, has_desc), tokens, ntok * 4);
 	shm_fault_point("l2.admit.copied");
-	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, ntok != 0, fp, origin, NULL, why);
+	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, ntok != 0, fp, origin, NULL, why, 0, NULL);
 	if (rc) {
 		(void)shm_heap_free(a->shm, off);
 		return l2_refuse(a, st->id, wire, rc, *why);
@@ -491,9 +574,17 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 		memcpy(p + desc_at(wire), desc, sizeof(*desc));
 	if (ntok)
 		memcpy(p + l2_tokens_at(wire, desc != NULL), tokens, ntok * 4);
+	/* a segmented arena indexes the segments of a large fill (contiguous: read as it is) */
+	uint64_t seg_rec = 0, seg_fp = 0;
+	uint64_t(*seg_dg)[2] = NULL;
+	if (a->l2_seg_on && (kv_len > l2_segtab(a)->seg_bytes || rec_len > l2_segtab(a)->seg_bytes))
+		(void)l2_seg_index_fill(a, key, off, kv_len, rec_len, &seg_rec, &seg_dg, &seg_fp);
 	/* charge what the block really costs */
-	rc = l2_commit(st, key, n, d, off, kind, kv_len, rec_len, desc != NULL, ntok != 0, shm_heap_footprint(asked),
-		       origin, lease, why);
+	rc = l2_commit(st, key, n, d, off, kind, kv_len, rec_len, desc != NULL, ntok != 0,
+		       shm_heap_footprint(asked) + seg_fp, origin, lease, why, seg_rec, (const uint64_t(*)[2])seg_dg);
+	free(seg_dg);
+	if (rc && seg_rec)
+		(void)shm_heap_free(a->shm, seg_rec);
 	if (rc) {
 		if (off != r->off_)
 			(void)shm_heap_free(a->shm, off);

@@ -13,6 +13,7 @@
 #include "../shm/evq.h"
 #include "../shm/index.h"
 #include "../shm/readers.h"
+#include "../shm/seg.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "keys hash tokens as little-endian int32: port the encoding for big-endian hosts"
@@ -80,6 +81,11 @@ static inline struct shm_index *l2_ix(struct sc_arena *a)
 {
 	return (struct shm_index *)(void *)a->l2_ix;
 }
+_Static_assert(sizeof(struct shm_segtab) <= sizeof(((struct sc_arena *)0)->l2_seg), "l2_seg holds a shm_segtab");
+static inline struct shm_segtab *l2_segtab(struct sc_arena *a)
+{
+	return (struct shm_segtab *)(void *)a->l2_seg;
+}
 static inline struct shm_evq *l2_q(struct sc_arena *a)
 {
 	return (struct shm_evq *)(void *)a->l2_evq;
@@ -143,6 +149,9 @@ static inline void l2_lease_fill(struct sc_lease *l, struct sc_arena *a, int slo
 	if (has_desc)
 		memcpy(&l->kv_desc, desc, sizeof(l->kv_desc));
 	memset(l->reserved, 0, sizeof(l->reserved)); /* the layout promises zeroes there */
+	l->reserved1 = 0;
+	l->segments = 0; /* contiguous; a scattered entry's reader sets the segment list */
+	l->private_spare_[0] = 0;
 	l->arena_ = a;
 	l->slot_ = slot;
 }
@@ -187,13 +196,47 @@ void l2_promoted_left(struct sc_arena *a, uint64_t stage_id, uint64_t lo, uint64
 enum { L2_REMOVE_EXPLICIT = 0, L2_REMOVE_MISMATCH = 1, L2_REMOVE_INVALIDATE = 2, L2_REMOVE_CLEAR = 3 };
 int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reason);
 
+/* lib/l2_seg.c: segmented payloads (shm/seg.h). */
+/* The cut of a payload into pieces and the digests of its whole segments. */
+struct l2_seg_plan {
+	struct shm_seg_piece *pc;
+	uint64_t (*dg)[2];
+	uint32_t np;
+};
+/* Cut @p and digest its segments and (same pass, @d) the whole wire. 0, 1 (too many pieces: store
+ * it whole; *@d not computed) or -ENOMEM. Free with l2_seg_plan_free. */
+int l2_seg_plan(struct sc_arena *a, const struct sc_payload *p, struct sc_digest *d, struct l2_seg_plan *pl);
+void l2_seg_plan_free(struct l2_seg_plan *pl);
+/* Admit a planned payload (digest @d verified by the caller): 0, -errno with *why, or 1 when the
+ * segments it found kept going away (the caller stores it whole). */
+int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
+		 const struct sc_payload *p, uint32_t origin, struct l2_seg_plan *pl, int *why);
+/* Index the whole segments of a filled block (@off: section 0 of @l0 bytes then section 1) as a
+ * contiguous segmented entry: a record at *@rec_off (private), the pieces' digests in *@dg
+ * (malloc'd), the record's footprint in *@fp. 0, or -errno (nothing allocated: store it plain). */
+int l2_seg_index_fill(struct sc_arena *a, struct sc_key key, uint64_t off, uint64_t l0, uint64_t l1, uint64_t *rec_off,
+		      uint64_t (**dg)[2], uint64_t *fp);
+/* Copy the wire of a segmented entry (validated record at @rec) into @dst (@cap bytes). */
+int64_t l2_seg_copy(struct sc_arena *a, uint64_t rec, void *dst, uint64_t cap);
+/* Physical payload bytes of an entry (what its data block stores), for stats. */
+uint64_t l2_seg_local(struct sc_arena *a, const struct shm_index_entry *e);
+
 /* lib/l2.c */
+/* Give a block (@off, and for a segmented entry its record @rec_off, else 0) to a new entry of
+ * @key and link it (see lib/l2.c). */
+int l2_commit_seg(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
+		  uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin, uint64_t rec_off,
+		  const uint64_t (*digests)[2], int *why);
+int l2_alloc_for(struct sc_arena *a, uint64_t len, uint64_t fp, struct sc_key key, uint64_t *off, int *why);
+uint64_t l2_desc_at(uint64_t wire);
 /* An entry's layout fields, each read once from the arena and validated together. */
 struct l2_snap {
 	uint64_t off, l0, l1, wire;
 	uint32_t meta;
 	int has_desc;
 	uint64_t ntok, tok_off;      /* stored token ids (0: none) and their arena offset */
+	uint64_t seg_rec;            /* SHM_META_SEG: arena offset of the validated segment record */
+	int scattered;               /* segmented and not contiguous: the wire is the record's pieces */
 };
 /* meta bit: the allocation stores the entry's token ids (see lib/l2.c); kept out of shm/index.h's
  * SHM_META_* because only lib/ gives it meaning */

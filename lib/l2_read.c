@@ -135,12 +135,26 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 		}
 		l2_lease_fill(q->lease, a, slot, p, l0, l1, SHM_META_KIND(meta), SHM_META_ORIGIN(meta), e->token_count,
 			      d, key, has_desc, &desc);
+		if (sn.scattered) { /* no contiguous sections: the segment list (sc_lease_segments) */
+			struct sc_lease *l = q->lease;
+			l->sec[0] = l->sec[1] = NULL;
+			l->segments = ((const struct shm_seg_rec *)(const void *)(a->shm->base + sn.seg_rec))->npieces;
+			l->private_spare_[0] = sn.seg_rec;
+		}
 	} else if (q->mode == LOOKUP_COPY) {
 		if (wire > q->cap) {
 			shm_epoch_exit(a->shm);
 			return -ENOBUFS;
 		}
-		memcpy(q->buf, p, wire);
+		if (sn.scattered) {
+			ret = l2_seg_copy(a, sn.seg_rec, q->buf, q->cap);
+			if (ret < 0) {
+				shm_epoch_exit(a->shm);
+				return ret;
+			}
+		} else {
+			memcpy(q->buf, p, wire);
+		}
 		ret = (int64_t)wire;
 	}
 	if (q->mode != LOOKUP_PEEK) {
@@ -322,6 +336,7 @@ static int stats_of(struct sc_arena *a, uint64_t id, struct sc_l2_stats *out)
 		out->entries++;
 		out->bytes += e->footprint;
 		out->logical_bytes += e->sec_len[0] + e->sec_len[1];
+		out->physical_bytes += l2_seg_local(a, e);
 	}
 	struct l2_stats_region *sr = l2_stats_region(a);
 	struct l2_counters *c = &sr->global;
@@ -353,6 +368,19 @@ static int stats_of(struct sc_arena *a, uint64_t id, struct sc_l2_stats *out)
 		shm_evq_unlock(q);
 	}
 	out->budget_bytes = l2_budget(a);
+	if (a->l2_seg_on) {
+		struct shm_segtab *t = l2_segtab(a);
+		if (shm_seg_lock(t) == 0) {
+			/* blocks kept only for others' segments are physical bytes too (global) */
+			out->segment_holder_bytes = t->hdr->orphan_bytes;
+			out->segments = t->hdr->live;
+			out->segment_dedup_bytes = t->hdr->dedup_bytes;
+			shm_seg_unlock(t);
+		}
+		if (!id)
+			out->physical_bytes += out->segment_holder_bytes;
+	}
+	out->saved_bytes = out->logical_bytes > out->physical_bytes ? out->logical_bytes - out->physical_bytes : 0;
 	uint32_t ns = shm_readers_count(a->shm);
 	for (uint32_t i = 0; i < ns; i++) {
 		struct shm_reader_slot *s = shm_reader_slot(a->shm, i);

@@ -13,6 +13,8 @@
  * l2_hit               stage, digest_lo, digest_hi, bytes, origin (0 direct, 1 from L3), lookup_ns
  * l2_miss              stage, tokens, reason (0 absent, 1 location mismatch, 2 error, 3 key collision), lookup_ns
  * l2_admit             stage, digest_lo, digest_hi, bytes, origin
+ * l2_segments          stage, logical bytes, stored bytes, shared bytes (a segmented admit: its wire,
+ *                      what it stored, what it found stored already; logical = stored + shared)
  * l2_reject            stage, bytes, errno (positive), reason (enum sc_l2_refusal)
  * l2_evict             stage, digest_lo, digest_hi, bytes
  * l2_remove            stage, digest_lo, digest_hi, bytes, reason (0 explicit, 1 mismatch, 2 invalidate, 3 clear)
@@ -38,6 +40,7 @@
 	X(l2_hit, 6)            \
 	X(l2_miss, 4)           \
 	X(l2_admit, 5)          \
+	X(l2_segments, 4)       \
 	X(l2_reject, 4)         \
 	X(l2_evict, 4)          \
 	X(l2_remove, 5)         \

@@ -59,10 +59,34 @@ void l3_invalidate_mirror(struct sc_l3 *l3, uint64_t lo, uint64_t hi)
 	}
 }
 
+/* A scattered entry (segments, lib/l2_seg.c) has no contiguous sections to hand out: copy its wire
+ * into private memory (sc_restore's contract is contiguous sections) and drop the lease. 0 or
+ * -ENOMEM / -EBADMSG (the caller treats it as a miss). */
+static int lease_gather(struct sc_restore *out)
+{
+	struct sc_lease *l = &out->lease_;
+	uint64_t wire = l->sec_len[0] + l->sec_len[1];
+	void *buf = malloc(wire ? wire : 1);
+	if (!buf)
+		return -ENOMEM;
+	int64_t got = sc_lease_copy(l, buf, wire);
+	if (got != (int64_t)wire) {
+		free(buf);
+		return got < 0 ? (int)got : -EBADMSG;
+	}
+	out->heap_ = buf;
+	return 0;
+}
+
 static void from_lease(struct sc_restore *out)
 {
 	const struct sc_lease *l = &out->lease_;
 	out->sec[0] = l->sec[0], out->sec[1] = l->sec[1];
+	if (l->segments) {
+		/* gathered by lease_gather: the sections are private copies, the lease goes */
+		out->sec[0] = out->heap_;
+		out->sec[1] = (const uint8_t *)out->heap_ + l->sec_len[0];
+	}
 	out->sec_len[0] = l->sec_len[0], out->sec_len[1] = l->sec_len[1];
 	out->kind = l->kind;
 	out->token_count = (uint32_t)l->token_count;
@@ -72,6 +96,11 @@ static void from_lease(struct sc_restore *out)
 		out->kv_desc = l->kv_desc;
 	out->state_ = R_LEASE;
 	out->in_arena = 1;
+	if (l->segments) {
+		sc_lease_release(&out->lease_);
+		out->state_ = R_HEAP;
+		out->in_arena = 0;
+	}
 }
 
 /* Serve a lease on an L2 entry that may restore this prefix; 0, or -ENOENT (dropped: unusable). */
@@ -83,6 +112,10 @@ static int lease_usable(struct sc_stage *st, uint32_t len, struct sc_restore *ou
 		struct sc_key key = out->lease_.key;
 		sc_lease_release(&out->lease_);
 		sc_l2_remove(st, key);
+		return -ENOENT;
+	}
+	if (out->lease_.segments && lease_gather(out)) {
+		sc_lease_release(&out->lease_);
 		return -ENOENT;
 	}
 	from_lease(out);

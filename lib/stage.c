@@ -28,6 +28,11 @@ int l2_ready(struct sc_arena *a)
 		return rc;
 	if (a->shm->reader_slot < 0)
 		return -EBADMSG;
+	if (a->shm->hv.seg_bytes) {
+		if ((rc = shm_seg_view(a->shm, l2_ix(a), l2_segtab(a))))
+			return rc;
+		a->l2_seg_on = 1;
+	}
 	a->l2_ready = 1;
 	return 0;
 }

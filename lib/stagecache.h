@@ -136,8 +136,16 @@ struct sc_arena_opts {
 	                          * 0: one per 256 KiB of arena, 64..65536; SC_L3_INDEX_NONE: no index */
 	uint32_t l3_index_refresh_ms; /* how long an index entry is trusted without looking at the L3
 	                          * directory (changes by processes not attached); 0: 1000 */
-	uint64_t reserved[5];    /* zero */
+	uint32_t segment_bytes;  /* content-addressed L2 segments of this size (a power of two,
+	                          * SC_SEGMENT_MIN..SC_SEGMENT_MAX; SC_SEGMENT_DEFAULT is 1 MiB): sections
+	                          * larger than one segment are stored once per distinct segment;
+	                          * 0: no segments (every payload stored whole) */
+	uint32_t reserved32;     /* zero */
+	uint64_t reserved[4];    /* zero */
 };
+#define SC_SEGMENT_DEFAULT (1u << 20)
+#define SC_SEGMENT_MIN (64u << 10)
+#define SC_SEGMENT_MAX (1u << 30)
 #define SC_L3_INDEX_NONE 0xffffffffu
 struct sc_arena;
 
@@ -500,7 +508,10 @@ struct sc_lease {
 	int has_kv_desc;
 	uint32_t reserved0;          /* zero */
 	struct sc_kv_desc kv_desc;   /* a copy, validated against sec_len[0] */
-	uint64_t reserved[8];        /* zero */
+	uint32_t segments;           /* 0: sec[] hold the wire; else the entry's wire is this many
+	                              * scattered segments (sec[] are NULL): sc_lease_segments, sc_lease_copy */
+	uint32_t reserved1;          /* zero */
+	uint64_t reserved[7];        /* zero */
 	/* private (48 bytes) */
 	struct sc_arena *arena_;
 	uint64_t rec_;
@@ -648,8 +659,37 @@ struct sc_l2_stats {
 	/* the eviction policy, always global: entries and bytes on S3-FIFO's small and main FIFOs,
 	 * entries moved from small to main, re-admissions found in the ghost */
 	uint64_t small_entries, small_bytes, main_entries, main_bytes, moved_to_main, ghost_hits;
-	uint64_t reserved[8];        /* zero (room for later counters) */
+	/* segments (arenas with segment_bytes; always global): payload bytes stored for the live
+	 * entries (logical_bytes counts each entry whole; physical counts each stored segment once,
+	 * plus segments kept for others after their entry left), saved = logical - physical (0 when
+	 * negative), indexed segments, bytes of blocks kept only for others, and bytes admits found
+	 * stored already (cumulative) */
+	uint64_t physical_bytes, saved_bytes, segments, segment_holder_bytes, segment_dedup_bytes;
+	uint64_t reserved[3];        /* zero (room for later counters) */
 };
+/**
+ * struct sc_segment - one contiguous range of a leased wire (sc_lease_segments).
+ */
+struct sc_segment {
+	const void *ptr;             /* into the arena (read-only), valid while the lease is held */
+	uint64_t len;
+	uint32_t section;            /* 0 or 1 */
+	uint32_t reserved;
+};
+/**
+ * sc_lease_segments - the ranges that make a leased wire, in order: a contiguous entry gives its
+ * (non-empty) sections, a scattered one (lease->segments > 0) its segments.
+ * @out: room for @max of them (may be NULL when @max is 0).
+ * Returns how many there are (more than @max: only @max were written), or -EINVAL (no lease),
+ * -EBADMSG (the entry's segment record is corrupted). Does not block or allocate.
+ */
+int sc_lease_segments(const struct sc_lease *lease, struct sc_segment *out, uint32_t max);
+/**
+ * sc_lease_copy - copy a leased wire (section 0 then section 1) into @buf of @cap bytes.
+ * Returns the bytes copied, -ENOBUFS (@cap too small), -EINVAL, -EBADMSG.
+ */
+int64_t sc_lease_copy(const struct sc_lease *lease, void *buf, uint64_t cap);
+
 /** sc_l2_stats - global counters (@stage NULL) or one stage's (entries/bytes of that stage;
  * leases, pending, free and largest_free_block are always global). Flushes this handle's pending
  * hit/miss counts first. 0, -EINVAL, -EBADMSG. O(index entries). */

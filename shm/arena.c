@@ -36,6 +36,7 @@
 #include <xxhash.h>
 
 #include "arena.h"
+#include "seg.h"
 #include "l3ix.h"
 #include "fault.h"
 #include "readers.h"
@@ -114,6 +115,10 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
 		return -EBADMSG;
 	if ((h->arena_flags & ~SHM_ARENA_FLAGS_MASK) || !h->l3ix_refresh_ms || h->l3ix_entries > SHM_L3IX_MAX_ENTRIES ||
 	    h->regions[SHM_REGION_L3IX].size < shm_l3ix_bytes(h->l3ix_entries))
+		return -EBADMSG;
+	if ((h->seg_bytes && (h->seg_bytes & (h->seg_bytes - 1))) || (h->seg_bytes && !h->seg_slots) ||
+	    h->seg_slots > (1u << 24) || (h->seg_slots & (h->seg_slots - 1)) ||
+	    h->regions[SHM_REGION_POLICY].size < shm_seg_table_bytes((uint32_t)h->seg_slots))
 		return -EBADMSG;
 	uint64_t prev_end = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_COUNT; i++) {
@@ -347,6 +352,8 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	h->l3ix_entries = p.l3ix_entries;
 	h->arena_flags = p.arena_flags;
 	h->l3ix_refresh_ms = p.l3ix_refresh_ms;
+	h->seg_bytes = p.seg_bytes;
+	h->seg_slots = p.seg_slots;
 	memcpy(h->regions, regions, sizeof(regions));
 	if (getrandom(h->key_secret, SHM_SECRET_BYTES, 0) != (ssize_t)SHM_SECRET_BYTES) {
 		rc = -EIO;

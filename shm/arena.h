@@ -22,9 +22,10 @@
 #include <time.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
-#define SHM_LAYOUT_VERSION 4u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
+#define SHM_LAYOUT_VERSION 5u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
                                        * index region, stored token ids, chained prefix keys; 4: the
-                                       * policy region (S3-FIFO queues), refusal counters */
+                                       * policy region (S3-FIFO queues), refusal counters; 5: the
+                                       * segment table (shm/seg.h) after the queues */
 #define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */
@@ -73,8 +74,8 @@ struct shm_header {
 	uint32_t l3ix_entries;            /* L3 location index entries (0: none) */
 	uint32_t arena_flags;             /* SHM_ARENA_* */
 	uint32_t l3ix_refresh_ms;         /* trust an index entry this long without the directory */
-	uint32_t reserved0;
-	uint64_t reserved1;
+	uint32_t seg_bytes;               /* segment size (shm/seg.h); 0: payloads are not segmented */
+	uint64_t seg_slots;               /* segment table slots (0 when seg_bytes is 0) */
 	struct shm_region regions[SHM_REGION_MAX];   /* at offset 96 */
 	uint8_t key_secret[SHM_SECRET_BYTES];        /* at offset 224: per-arena random secret for keyed hashing */
 	uint64_t header_check;            /* at offset 416: XXH64 of bytes [0, 416) with initialised read as 0 */
@@ -161,6 +162,8 @@ struct shm_params {
 	uint32_t arena_flags, l3ix_refresh_ms;
 	uint32_t huge_mode;
 	uint32_t page_size;
+	uint32_t seg_bytes;          /* 0: no segments */
+	uint32_t seg_slots;          /* computed by the plan */
 };
 
 /* ---- shm/arena.c ---- */

@@ -57,6 +57,7 @@
 #include "index.h"
 #include "mutex.h"
 #include "readers.h"
+#include "seg.h"
 
 /* Buckets for @v entries: a power of two, at least one per shard. */
 static uint32_t pow2_ceil(uint32_t v)
@@ -320,8 +321,14 @@ int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min,
 			sh->pending_count--;
 		atomic_store_explicit(&e->state, SHM_ENT_FREEING, memory_order_relaxed);
 		shm_fault_point("l2.reclaim.freeing");
-		if (e->payload_off)
+		if (e->meta & SHM_META_SEG) {
+			/* the segment table decides: its references go, its blocks go or stay as holders */
+			struct shm_segtab t;
+			if (shm_seg_view(ix->a, ix, &t) == 0)
+				(void)shm_seg_release(&t, t.heap_lo + 64ull * e->seg_rec);
+		} else if (e->payload_off) {
 			(void)shm_heap_free(ix->a, e->payload_off);
+		}
 		shm_fault_point("l2.reclaim.freed");
 		e->gen++;
 		shm_index_push_free_locked(ix, e);
@@ -400,6 +407,9 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 	sh->repairs++;
 	sh->repair_pending = 0;
 	(void)shm_index_sweep(ix, (int)s);
+	struct shm_segtab t;
+	if (shm_seg_view(ix->a, ix, &t) == 0)
+		(void)shm_seg_sweep_shard(&t, s); /* segmented entries' blocks that lost their entry */
 }
 
 struct sweep_ctx {

@@ -31,6 +31,9 @@ enum {
 #define SHM_TAG_TYPE(t) ((uint32_t)((t) >> 60))
 #define SHM_TAG_PRIV 0xAu  /* private reservation: owner token (bits 0..31, shm/readers.h) */
 #define SHM_TAG_ENTRY 0xBu /* owned by entry: idx (bits 32..55), gen (bits 0..31) */
+#define SHM_TAG_SEGREC 0xCu  /* segment record of entry idx/gen (shm/seg.h) */
+#define SHM_TAG_SEGDATA 0xDu /* data block of a segmented entry idx/gen (shm/seg.h) */
+#define SHM_TAG_SEGHOLD 0xEu /* record or data block of a gone entry whose segments others use */
 static inline uint64_t shm_tag_priv(uint32_t token)
 {
 	return ((uint64_t)SHM_TAG_PRIV << 60) | token;
@@ -38,6 +41,10 @@ static inline uint64_t shm_tag_priv(uint32_t token)
 static inline uint64_t shm_tag_entry(uint32_t idx, uint32_t gen)
 {
 	return ((uint64_t)SHM_TAG_ENTRY << 60) | ((uint64_t)(idx & 0xffffff) << 32) | gen;
+}
+static inline uint64_t shm_tag_typed(uint32_t type, uint32_t idx, uint32_t gen)
+{
+	return ((uint64_t)type << 60) | ((uint64_t)(idx & 0xffffff) << 32) | gen;
 }
 
 /*
@@ -64,7 +71,7 @@ struct shm_index_entry {
 	uint32_t link;               /* writer-only: free / pending list, idx+1 */
 	uint32_t owner;              /* writer-only: token of the writer that filled it (information) */
 	_Atomic uint32_t freq;       /* readers store 1 when 0 (relaxed); the evictor clears it */
-	uint32_t pad;
+	uint32_t seg_rec;            /* SHM_META_SEG: segment record at heap start + 64 * seg_rec */
 };
 _Static_assert(sizeof(struct shm_index_entry) == 128, "index entry layout");
 _Static_assert(offsetof(struct shm_index_entry, next) == 16, "index entry layout");
@@ -74,6 +81,7 @@ _Static_assert(offsetof(struct shm_index_entry, freq) == 120, "index entry layou
 #define SHM_META_KIND(m) ((m) & 0xffu)
 #define SHM_META_ORIGIN(m) (((m) >> 8) & 0xffu)
 #define SHM_META_HAS_DESC(m) (((m) >> 16) & 1u)
+#define SHM_META_SEG (1u << 18)  /* the payload is segmented: seg_rec names its record (shm/seg.h) */
 
 /* Per-shard writer state: protected by mu. */
 struct shm_index_shard {

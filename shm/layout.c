@@ -16,6 +16,7 @@
 #include "obs.h"
 #include "readers.h"
 #include "ring.h"
+#include "seg.h"
 
 #define SHM_STATS_BYTES (256u << 10)
 #define SHM_HEAP_MIN_BYTES (2u << 20)
@@ -56,6 +57,9 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 	p->l3ix_entries = shm_l3ix_entries(p->l3ix_entries);
 	if (!p->l3ix_refresh_ms)
 		p->l3ix_refresh_ms = 1000;
+	if (p->seg_bytes && (!pow2(p->seg_bytes) || p->seg_bytes < SHM_SEG_MIN_BYTES || p->seg_bytes > SHM_SEG_MAX_BYTES))
+		return -EINVAL;
+	p->seg_slots = shm_seg_slots(p->total_bytes, p->seg_bytes);
 	if (p->index_entries > SHM_INDEX_MAX_ENTRIES || p->ring_count > SHM_RING_COUNT_MAX || !pow2(p->ring_bytes) ||
 	    p->ring_bytes < SHM_RING_BYTES_MIN || p->ring_bytes > SHM_RING_BYTES_MAX ||
 	    p->obs_entries > SHM_OBS_MAX_ENTRIES || p->reader_slots > SHM_READER_SLOTS_MAX)
@@ -68,7 +72,8 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 		[SHM_REGION_RINGS] = shm_ring_region_bytes(p->ring_count, p->ring_bytes),
 		[SHM_REGION_OBS] = shm_obs_bytes(p->obs_entries),
 		[SHM_REGION_L3IX] = shm_l3ix_bytes(p->l3ix_entries),
-		[SHM_REGION_POLICY] = shm_evq_bytes(p->index_entries),
+		/* the segment table follows the queues in the same region (shm_seg_table_off) */
+		[SHM_REGION_POLICY] = align_up(shm_evq_bytes(p->index_entries), 4096) + shm_seg_table_bytes(p->seg_slots),
 	};
 	uint64_t off = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_MAX; i++)
@@ -99,5 +104,7 @@ int shm_layout_format(struct shm_arena *a)
 		rc = shm_l3ix_format(a);
 	if (!rc)
 		rc = shm_evq_format(a);
+	if (!rc && a->hv.seg_bytes)
+		rc = shm_seg_format(a);
 	return rc;
 }

@@ -778,6 +778,192 @@ START_TEST(test_observation_table)
 }
 END_TEST
 
+/* ---- 10. segments: an admit's lookup vs the release of the segments it found (issue 19) ---- */
+
+#define SEGB (64u << 10)
+/* Payload @which (0: A, 4 segments + tail; 1: B, A's 4 segments + 2 more + another tail). */
+static uint8_t *seg_payload(unsigned which, size_t *n)
+{
+	size_t base = which ? 6 * SEGB : 4 * SEGB, tail = which ? 300 : 100;
+	uint8_t *b = malloc(6 * SEGB + 300);
+	fill(b, 6 * SEGB, 4242);
+	fill(b + base, tail, 17 + which);
+	*n = base + tail;
+	return b;
+}
+
+static int seg_admit(struct sc_stage *st, unsigned which)
+{
+	size_t n;
+	uint8_t *b = seg_payload(which, &n);
+	int32_t t[4];
+	key_tokens(t, 1 + which);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	int rc = sc_l2_admit(st, NS, t, 4, sc_digest(b, n), &p, SC_ORIGIN_DIRECT);
+	free(b);
+	return rc;
+}
+
+static int seg_setup(void *ctx)
+{
+	(void)ctx;
+	struct shared *s = shared_area();
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "t-il-%d-%u", (int)getpid(), run_no++);
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .reader_slots = 4,
+				   .segment_bytes = SEGB };
+	if (sc_arena_create(s->name, &o, &parent_arena) || sc_stage_open(parent_arena, MODEL, STATE, &parent_stage))
+		return -1;
+	return seg_admit(parent_stage, 0);
+}
+
+/* actor 0 admits B, whose first 4 segments A stores; actor 1 removes A and reclaims it. B must
+ * read back exactly whatever the order: either its admit held A's segments (A's block then stays
+ * as a holder) or it found them gone at commit and stored B whole. */
+static int seg_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (attach(&a, &st))
+		return 1;
+	if (who == 0)
+		return seg_admit(st, 1) ? 2 : 0;
+	int32_t t[4];
+	key_tokens(t, 1);
+	struct sc_key k;
+	if (sc_l2_key(st, NS, t, 4, &k))
+		return 3;
+	int rc = sc_l2_remove(st, k);
+	if (rc && rc != -ENOENT)
+		return 4;
+	l2_reclaim_all(a, -1);
+	return 0;
+}
+
+/* fsck findings other than the actors' exited reader slots */
+static void seg_finding(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)repaired;
+	if (strcmp(component, "readers"))
+		snprintf(ctx, 256, "%s: %s", component, message);
+}
+
+static int seg_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	size_t n;
+	uint8_t *want = seg_payload(1, &n), *got = malloc(n);
+	int32_t t[4];
+	key_tokens(t, 2);
+	int64_t r = sc_l2_get_copy(parent_stage, NS, t, 4, NULL, got, n, NULL);
+	int bad = r != (int64_t)n || memcmp(want, got, n);
+	free(want);
+	free(got);
+	if (bad) {
+		snprintf(why, len, "B reads back wrong (%lld)", (long long)r);
+		return -1;
+	}
+	char found[256] = "";
+	(void)sc_arena_fsck(parent_arena, SC_FSCK_DEEP, seg_finding, found, NULL);
+	if (found[0]) {
+		snprintf(why, len, "fsck: %s", found);
+		return -1;
+	}
+	/* the last reference going frees everything */
+	struct sc_key k;
+	if (sc_l2_key(parent_stage, NS, t, 4, &k) || sc_l2_remove(parent_stage, k))
+		return -1;
+	l2_reclaim_all(parent_arena, -1);
+	struct sc_l2_stats s;
+	if (sc_l2_stats(parent_arena, NULL, &s) || s.segments || s.physical_bytes || s.segment_holder_bytes) {
+		snprintf(why, len, "after the last entry: %llu segments, %llu physical bytes", (unsigned long long)s.segments,
+			 (unsigned long long)s.physical_bytes);
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_segment_admit_vs_release)
+{
+	static const char *const pts[] = { "seg.admit.planned", "l2.index.unlinked", "l2.reclaim.leases_read", NULL };
+	struct il_scenario s = { .name = "segment admit vs release", .actors = 2, .points = pts, .setup = seg_setup,
+				 .actor = seg_actor, .check = seg_check, .teardown = drop_arena };
+	report(&s, 3);
+}
+END_TEST
+
+/* actor 0 leases B (scattered over A's block and its own) and copies it out; actor 1 removes A
+ * and B and reclaims. The reader's bytes verify in every order (poisoned frees would show), and
+ * once both are gone nothing of them stays. */
+static int segread_setup(void *ctx)
+{
+	return seg_setup(ctx) || seg_admit(parent_stage, 1) ? -1 : 0;
+}
+
+static int segread_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (attach(&a, &st))
+		return 1;
+	int32_t t[4];
+	if (who == 0) {
+		key_tokens(t, 2);
+		struct sc_lease l;
+		int rc = sc_l2_get(st, NS, t, 4, NULL, &l);
+		if (rc == -ENOENT)
+			return 0;
+		if (rc)
+			return 2;
+		shm_sched_point("actor.leased");
+		size_t n;
+		uint8_t *want = seg_payload(1, &n), *got = malloc(n);
+		int bad = !l.segments || sc_lease_copy(&l, got, n) != (int64_t)n || memcmp(want, got, n);
+		sc_lease_release(&l);
+		free(want);
+		free(got);
+		return bad ? 3 : 0;
+	}
+	for (uint32_t k = 1; k <= 2; k++) {
+		struct sc_key key;
+		key_tokens(t, k);
+		if (sc_l2_key(st, NS, t, 4, &key))
+			return 3;
+		int rc = sc_l2_remove(st, key);
+		if (rc && rc != -ENOENT)
+			return 4;
+	}
+	l2_reclaim_all(a, -1);
+	return 0;
+}
+
+static int segread_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	l2_reap(parent_arena, 1);
+	l2_reclaim_all(parent_arena, -1);
+	struct sc_l2_stats s;
+	if (sc_l2_stats(parent_arena, NULL, &s) || s.entries || s.segments || s.physical_bytes) {
+		snprintf(why, len, "after both left: %llu entries, %llu segments, %llu physical bytes",
+			 (unsigned long long)s.entries, (unsigned long long)s.segments, (unsigned long long)s.physical_bytes);
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_segment_lease_vs_release)
+{
+	static const char *const pts[] = { "l2.get.found", "actor.leased", "l2.index.unlinked", "l2.reclaim.leases_read",
+					   NULL };
+	struct il_scenario s = { .name = "scattered lease vs release", .actors = 2, .points = pts,
+				 .setup = segread_setup, .actor = segread_actor, .check = segread_check,
+				 .teardown = drop_arena };
+	report(&s, 3);
+}
+END_TEST
+
 /* ---- the schedule points list ---- */
 
 START_TEST(test_sched_points_list_is_complete)
@@ -821,6 +1007,8 @@ Suite *interleave_suite(void)
 	tcase_add_test(tc, test_consumer_takeover);
 	tcase_add_test(tc, test_fill_claims);
 	tcase_add_test(tc, test_observation_table);
+	tcase_add_test(tc, test_segment_admit_vs_release);
+	tcase_add_test(tc, test_segment_lease_vs_release);
 	suite_add_tcase(s, tc);
 	return s;
 }

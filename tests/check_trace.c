@@ -198,7 +198,7 @@ static void tracer_start_on(struct tracer *t, const char *how, const char *path)
 			len += (size_t)n;
 			buf[len] = 0;
 			if (strstr(buf, "ready: ")) {
-				ck_assert_msg(strstr(buf, "16/16 probes attached"), "not every probe attached: %s", buf);
+				ck_assert_msg(strstr(buf, "17/17 probes attached"), "not every probe attached: %s", buf);
 				return;
 			}
 		}
@@ -659,6 +659,59 @@ START_TEST(test_counters_equal_library)
 }
 END_TEST
 
+/* Segmented admits (issue 19): the l2_segments probe's logical and stored bytes, summed by eBPF,
+ * equal what the library's stats say was saved. */
+START_TEST(test_segment_bytes_equal_library)
+{
+	const char *why = bpf_unavailable();
+	if (why) {
+		sc_skip("%s", why);
+		return;
+	}
+	const char *name;
+	struct sc_arena_opts ao = { .size_bytes = 64ull << 20, .huge = SC_HUGE_OFF, .segment_bytes = 1u << 20 };
+	struct sc_arena *a = sc_test_arena_opts("trseg", &ao, &name);
+	struct tracer t;
+	tracer_start(&t);
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		struct sc_arena *ca;
+		struct sc_stage *s;
+		if (sc_arena_open(name, &ca) || sc_stage_open(ca, "model-m", "state-s", &s))
+			_exit(2);
+		uint8_t *b = malloc(6u << 20);
+		for (size_t i = 0; i < (6u << 20); i++)
+			b[i] = (uint8_t)(i * 2654435761u >> 24);
+		int32_t tok[3] = { 1, 2, 3 };
+		for (uint32_t k = 0; k < 2; k++) {
+			uint64_t n = k ? 6u << 20 : 4u << 20;
+			struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+			if (sc_l2_admit(s, "ns", tok, 2 + k, sc_digest(b, n), &p, SC_ORIGIN_DIRECT))
+				_exit(3);
+		}
+		_exit(0);
+	}
+	int st;
+	ck_assert(waitpid(pid, &st, 0) == pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "workload failed (status %d)", st);
+	struct sc_bpf_counter c[SC_EV_COUNT];
+	uint64_t stage_seen = 0;
+	read_counters(t.pin_dir, (uint32_t)pid, c, &stage_seen);
+	struct sc_l2_stats ls;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
+	ck_assert_uint_eq(c[SC_EV_L2_SEG_LOGICAL].count, 2);
+	ck_assert_uint_eq(c[SC_EV_L2_SEG_LOGICAL].bytes, ls.logical_bytes);
+	ck_assert_uint_eq(c[SC_EV_L2_SEG_STORED].bytes, ls.physical_bytes);
+	ck_assert_uint_eq(c[SC_EV_L2_SEG_LOGICAL].bytes - c[SC_EV_L2_SEG_STORED].bytes, ls.saved_bytes);
+	ck_assert_uint_eq(ls.saved_bytes, 4u << 20);
+	tracer_stop(&t);
+	pin_dir_remove(t.pin_dir);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The probes of the shared library fire too: a child calls the API of build/libstagecache.so.0
  * through dlopen (a copy separate from the static one linked into this binary) while the tracer
  * is attached with --lib. */
@@ -874,7 +927,7 @@ START_TEST(test_keep_leaves_pins)
 	const char *keep[] = { "stagecache", "trace", "--binary", self_exe(), "--pin-dir", pin, "--duration", "0.3",
 			       "--interval", "0.1", "--keep", "--json", NULL };
 	ck_assert_int_eq(run_cli_fd(0, 1, out, sizeof(out), keep), 0);
-	ck_assert_msg(strstr(out, "{\"type\":\"ready\",\"attached\":16,\"probes\":16"), "%s", out);
+	ck_assert_msg(strstr(out, "{\"type\":\"ready\",\"attached\":17,\"probes\":17"), "%s", out);
 	ck_assert_msg(strstr(out, "{\"type\":\"interval\""), "%s", out);
 	static const char *const maps[] = { "counters", "reasons", "latency", "recent_promotions",
 					    "promotion_payoff", "trace_state" };
@@ -1115,6 +1168,7 @@ Suite *trace_suite(void)
 	TCase *tc = tcase_create("trace");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_counters_equal_library);
+	tcase_add_test(tc, test_segment_bytes_equal_library);
 	tcase_add_test(tc, test_shared_library_probes_fire);
 	tcase_add_test(tc, test_pid_filter);
 	tcase_add_test(tc, test_refusals_by_reason_equal_library);

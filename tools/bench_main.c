@@ -42,7 +42,9 @@
 	X(probes, "USDT probe overhead, unattached and attached")                                      \
 	X(restore, "sc_restore from L2 through the L3 location index vs the L2 lookup alone, with a writer, "  \
 		   "token verification cost, first restore after attach, the directory probe, 1 and 2 processes") \
-	X(policy, "L2 hit ratio under pressure: Zipf traces replayed by 2 processes vs LRU, S3-FIFO, OPT simulators")
+	X(policy, "L2 hit ratio under pressure: Zipf traces replayed by 2 processes vs LRU, S3-FIFO, OPT simulators") \
+	X(segments, "content-addressed L2 segments: physical vs logical bytes of a multi-turn trace, hit, copy-out " \
+		    "and admit vs segments off, byte hit ratio under pressure vs segments off")
 
 struct bench_entry {
 	const char *name, *help;
@@ -115,6 +117,13 @@ static const struct target {
 	{ "policy", "policy_real_vs_lru_min", '>', 1.0, "byte hit ratio, real arena / simulated LRU, worst of 10 traces" },
 	{ "policy", "policy_real_vs_s3fifo_min", '>', 0.95, "byte hit ratio, real arena / simulated S3-FIFO, worst of 10 traces" },
 	{ "policy", "policy_scan_hot_drop_pts", '<', 5, "hot requests' hit ratio lost to a 2x-budget scan, points" },
+	/* segments (issue 19) */
+	{ "segments", "segments_physical_vs_logical_l2", '<', 0.35, "L2 physical / logical bytes, multi-turn trace" },
+	{ "segments", "segments_physical_vs_logical_l3", '<', 0.35, "L3 physical / logical bytes, multi-turn trace" },
+	{ "segments", "segments_hit_contiguous_vs_plain", '>', 0.95, "hit + read of an unfragmented segmented entry / segments off" },
+	{ "segments", "segments_copyout_scattered_vs_memcpy", '>', 0.9, "copy-out of a scattered entry / memcpy" },
+	{ "segments", "segments_admit_vs_plain", '>', 0.8, "admit with segment hashing and lookups / segments off" },
+	{ "segments", "segments_policy_bhr_vs_off", '>', 1.5, "byte hit ratio of the multi-turn trace under pressure, on / off" },
 };
 #define NTARGET (sizeof(targets) / sizeof(targets[0]))
 

@@ -12,7 +12,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: stagecache create NAME --size SIZE [--huge auto|require|off] [--mode MODE]\n"
 		   "                         [--group GROUP] [--dir DIR] [--rings N] [--ring-bytes SIZE]\n"
 		   "                         [--index-entries N] [--l3-index-entries N] [--l3-index-refresh-ms MS]\n"
-		   "                         [--no-token-verify] [--json]\n\n"
+		   "                         [--segment-bytes SIZE] [--no-token-verify] [--json]\n\n"
 		   "Create the arena NAME (1-64 characters of A-Z a-z 0-9 . _ -).\n"
 		   "  --size SIZE        total size, with K/M/G suffixes (8M to 1T)\n"
 		   "  --huge auto        hugetlbfs if mounted, else tmpfs with transparent hugepages, else 4 KiB (default)\n"
@@ -25,6 +25,8 @@ static void usage(FILE *f)
 		   "  --index-entries N  L2 index capacity (default size/16K)\n"
 		   "  --l3-index-entries N  L3 location index entries (default size/256K, 64..65536; 0: none)\n"
 		   "  --l3-index-refresh-ms MS  trust an index entry this long without the L3 directory (default 1000)\n"
+		   "  --segment-bytes SIZE  store each distinct segment of this size once (content-addressed L2;\n"
+		   "                     a power of two, 64K..1G, e.g. 1M; default: payloads stored whole)\n"
 		   "  --no-token-verify  store and compare no token ids on hits (a key collision then serves\n"
 		   "                     another prefix's state; for measurements)\n"
 		   "The backing actually obtained is measured and printed.\n");
@@ -38,7 +40,7 @@ int cmd_create(int argc, char **argv)
 		{ "dir", required_argument, 0, 'd' },   { "rings", required_argument, 0, 'r' },
 		{ "ring-bytes", required_argument, 0, 'R' }, { "index-entries", required_argument, 0, 'i' },
 		{ "l3-index-entries", required_argument, 0, 'L' }, { "l3-index-refresh-ms", required_argument, 0, 'F' },
-		{ "no-token-verify", no_argument, 0, 'N' },
+		{ "no-token-verify", no_argument, 0, 'N' }, { "segment-bytes", required_argument, 0, 'S' },
 		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -82,6 +84,11 @@ int cmd_create(int argc, char **argv)
 			break;
 		}
 		case 'd': o.dir = optarg; break;
+		case 'S':
+			if (cli_parse_size(optarg, &v) || v < SC_SEGMENT_MIN || v > SC_SEGMENT_MAX || (v & (v - 1)))
+				return cli_usage_error("create", "bad --segment-bytes '%s' (a power of two, 64K..1G)", optarg);
+			o.segment_bytes = (uint32_t)v;
+			break;
 		case 'r':
 			if (cli_parse_u64(optarg, 4096, &v) || !v)
 				return cli_usage_error("create", "bad --rings '%s' (1-4096)", optarg);

@@ -788,14 +788,16 @@ static void report_json(const struct demo *d)
 	       "\"from_l3\":%llu,\"promotions\":%llu,\"fill_gb_per_s\":%.3f,\"tokens_produced\":%llu,"
 	       "\"tokens_delivered\":%llu,\"commits\":%llu,\"verification_errors\":%llu,\"errors\":%llu,"
 	       "\"l2\":{\"hits\":%llu,\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"budget_bytes\":%llu,"
-	       "\"refused\":{",
+	       "\"logical_bytes\":%llu,\"physical_bytes\":%llu,\"saved_bytes\":%llu,\"refused\":{",
 	       d->elapsed, d->o.workers, sc_backing_name(d->info.backing), (unsigned long long)cur->requests,
 	       (unsigned long long)cur->from_l2, (unsigned long long)cur->from_l3, (unsigned long long)cur->promoted,
 	       cur->fill_ns ? (double)cur->fill_bytes / (double)cur->fill_ns : 0.0, (unsigned long long)cur->tokens,
 	       (unsigned long long)d->delivered, (unsigned long long)atomic_load(&d->sh->delivered_commits),
 	       (unsigned long long)d->verify, (unsigned long long)cur->errors, (unsigned long long)d->l2s.hits,
 	       (unsigned long long)d->l2s.misses, (unsigned long long)d->l2s.inserts,
-	       (unsigned long long)d->l2s.evictions, (unsigned long long)d->l2s.budget_bytes);
+	       (unsigned long long)d->l2s.evictions, (unsigned long long)d->l2s.budget_bytes,
+	       (unsigned long long)d->l2s.logical_bytes, (unsigned long long)d->l2s.physical_bytes,
+	       (unsigned long long)d->l2s.saved_bytes);
 	json_refusals(d->l2s.refused);
 	printf("}},\"promotion\":{\"decided\":%llu,\"published\":%llu,\"refused\":{", (unsigned long long)d->ps.promoted,
 	       (unsigned long long)d->ps.published);
@@ -905,6 +907,9 @@ static void report_counters(const struct demo *d)
 	ROW("L3 directory probes", d->xs.fallbacks, tt->fallbacks);
 	ROW("key collisions", d->xs.key_collisions, tt->collisions);
 #undef ROW
+	printf("L2 bytes: logical %llu, physical %llu, saved %llu (segments %llu)\n",
+	       (unsigned long long)d->l2s.logical_bytes, (unsigned long long)d->l2s.physical_bytes,
+	       (unsigned long long)d->l2s.saved_bytes, (unsigned long long)d->l2s.segments);
 	if (tt->have)
 		printf("(pinned maps: bpftool map dump pinned %s/<map>; removed now)\n", d->pindir);
 }

@@ -81,9 +81,15 @@ int cmd_get(int argc, char **argv)
 	if (out) {
 		FILE *f = strcmp(out, "-") ? fopen(out, "wb") : stdout;
 		int ok = f != NULL;
-		for (int i = 0; ok && i < 2; i++)
-			if (l.sec_len[i] && fwrite(l.sec[i], 1, l.sec_len[i], f) != l.sec_len[i])
+		/* the wire's ranges: the two sections, or a scattered (segmented) entry's segments */
+		int n = sc_lease_segments(&l, NULL, 0);
+		struct sc_segment *sg = n > 0 ? malloc(sizeof(*sg) * (size_t)n) : NULL;
+		if (n < 0 || (n > 0 && (!sg || sc_lease_segments(&l, sg, (uint32_t)n) != n)))
+			ok = 0;
+		for (int i = 0; ok && i < n; i++)
+			if (sg[i].len && fwrite(sg[i].ptr, 1, sg[i].len, f) != sg[i].len)
 				ok = 0;
+		free(sg);
 		if (f && f != stdout && fclose(f))
 			ok = 0;
 		if (!ok) {

@@ -144,11 +144,13 @@ int cmd_stats(int argc, char **argv)
 	const char *names[] = { "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts",
 				"evictions", "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes",
 				"free_bytes", "largest_free_block", "small_entries", "small_bytes", "main_entries",
-				"main_bytes", "moved_to_main", "ghost_hits" };
+				"main_bytes", "moved_to_main", "ghost_hits", "physical_bytes", "saved_bytes", "segments",
+				"segment_holder_bytes", "segment_dedup_bytes" };
 	uint64_t v[] = { s.entries, s.bytes, s.logical_bytes, s.budget_bytes, s.hits, s.misses, s.inserts, s.evictions,
 			 s.admission_rejects, s.refused_bytes, s.leases, s.pending_reclaim_bytes, s.free_bytes,
 			 s.largest_free_block, s.small_entries, s.small_bytes, s.main_entries, s.main_bytes,
-			 s.moved_to_main, s.ghost_hits };
+			 s.moved_to_main, s.ghost_hits, s.physical_bytes, s.saved_bytes, s.segments, s.segment_holder_bytes,
+			 s.segment_dedup_bytes };
 	if (json) {
 		printf("{\"l2\":{");
 		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)

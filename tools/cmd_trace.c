@@ -398,7 +398,8 @@ static void print_stage(const struct row *r, const struct row *p, double dt, int
 		       "\"hit_ratio\":%.4f,\"admits\":%llu,\"rejects\":%llu,\"promotions\":%llu,"
 		       "\"promotions_never_hit\":%llu,\"evictions\":%llu,\"removes\":%llu,\"fills\":%llu,"
 		       "\"fill_errors\":%llu,\"fill_bytes\":%llu,\"fill_gb_per_s\":%.3f,"
-		       "\"fill_p50_ns\":%llu,\"fill_p99_ns\":%llu,\"promotions_published\":%llu",
+		       "\"fill_p50_ns\":%llu,\"fill_p99_ns\":%llu,\"promotions_published\":%llu,"
+		       "\"segment_logical_bytes\":%llu,\"segment_physical_bytes\":%llu,\"segment_saved_bytes\":%llu",
 		       first ? "" : ",", (unsigned long long)r->id, (unsigned long long)hits,
 		       (unsigned long long)r->ev[SC_EV_L2_HIT_PROMOTED].count, (unsigned long long)misses, ratio,
 		       (unsigned long long)r->ev[SC_EV_L2_ADMIT].count,
@@ -409,7 +410,10 @@ static void print_stage(const struct row *r, const struct row *p, double dt, int
 		       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
 		       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count,
 		       (unsigned long long)r->ev[SC_EV_FILL_DONE].bytes, gbs, (unsigned long long)p50,
-		       (unsigned long long)p99, (unsigned long long)r->ev[SC_EV_PROMOTE_PUBLISHED].count);
+		       (unsigned long long)p99, (unsigned long long)r->ev[SC_EV_PROMOTE_PUBLISHED].count,
+		       (unsigned long long)r->ev[SC_EV_L2_SEG_LOGICAL].bytes,
+		       (unsigned long long)r->ev[SC_EV_L2_SEG_STORED].bytes,
+		       (unsigned long long)(r->ev[SC_EV_L2_SEG_LOGICAL].bytes - r->ev[SC_EV_L2_SEG_STORED].bytes));
 		for (int k = 0; k < 2; k++) {
 			const uint64_t *v = k ? r->promo_refused : r->refused;
 			printf(",\"%s\":{", k ? "promotions_refused" : "refused");

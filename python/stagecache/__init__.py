@@ -358,8 +358,19 @@ class Lease(_Pinned):
         self.kv_desc = KvDesc.from_buffer_copy(c.kv_desc) if c.has_kv_desc else None
         self.sec_len = (c.sec_len[0], c.sec_len[1])
         self._released = False
+        self._gathered = None
         try:
-            self._views = _Views(arena, (c.sec[0] or 0, c.sec[1] or 0), self.sec_len, True, self)
+            ptrs, in_arena = (c.sec[0] or 0, c.sec[1] or 0), True
+            if c.segments:
+                # a scattered (segmented) entry: its wire is copied out once, views cover the copy
+                n = self.sec_len[0] + self.sec_len[1]
+                self._gathered = ctypes.create_string_buffer(max(n, 1))
+                got = lib.sc_lease_copy(ctypes.byref(c), self._gathered, n)
+                if got != n:
+                    raise Error(got if got < 0 else -_errno.EBADMSG, "sc_lease_copy")
+                base = ctypes.addressof(self._gathered)
+                ptrs, in_arena = (base, base + self.sec_len[0]), False
+            self._views = _Views(arena, ptrs, self.sec_len, in_arena, self)
         except BaseException:
             with arena._lock:
                 lib.sc_lease_release(ctypes.byref(c))
@@ -487,8 +498,10 @@ class Arena(_Closable):
 
     @classmethod
     def create(cls, name, size, huge="auto", dir=None, mode=0, group=None, index_entries=0, rings=0,
-               ring_bytes=0, obs_entries=0, reader_slots=0):
-        """Create the arena `name` of `size` bytes and attach to it (see sc_arena_create)."""
+               ring_bytes=0, obs_entries=0, reader_slots=0, segment_bytes=0):
+        """Create the arena `name` of `size` bytes and attach to it (see sc_arena_create).
+        `segment_bytes` (a power of two, 64 KiB..1 GiB; 0: none) stores each distinct segment of
+        large payloads once (content-addressed L2)."""
         o = _ffi.ArenaOpts()
         o.size_bytes = int(size)
         o.huge = _HUGE[huge] if isinstance(huge, str) else int(huge)
@@ -499,6 +512,7 @@ class Arena(_Closable):
             o.flags |= 0x1  # SC_ARENA_OPT_GID: group 0 is meant literally
         o.index_entries, o.ring_count, o.ring_bytes = int(index_entries), int(rings), int(ring_bytes)
         o.obs_entries, o.reader_slots = int(obs_entries), int(reader_slots)
+        o.segment_bytes = int(segment_bytes)
         h = ctypes.c_void_p()
         _check(lib.sc_arena_create(name.encode(), ctypes.byref(o), ctypes.byref(h)), "sc_arena_create")
         return cls(h.value, name)

@@ -73,7 +73,7 @@ class ArenaOpts(Structure):
                 ("gid", c_int64), ("index_entries", c_uint32), ("ring_count", c_uint32),
                 ("ring_bytes", c_uint32), ("obs_entries", c_uint32), ("reader_slots", c_uint32),
                 ("flags", c_uint32), ("l3_index_entries", c_uint32), ("l3_index_refresh_ms", c_uint32),
-                ("_reserved", c_uint64 * 5)]
+                ("segment_bytes", c_uint32), ("_reserved32", c_uint32), ("_reserved", c_uint64 * 4)]
 
 
 class ArenaAttached(Structure):
@@ -141,8 +141,12 @@ class Lease_(Structure):
     _fields_ = [("sec", c_void_p * 2), ("sec_len", c_uint64 * 2), ("kind", c_uint32), ("origin", c_uint32),
                 ("token_count", c_uint32), ("_reserved0_", c_uint32), ("digest", Digest_), ("key", Key_),
                 ("has_kv_desc", c_int),
-                ("_reserved0", c_uint32), ("kv_desc", KvDesc), ("_reserved", c_uint64 * 8),
-                ("_private", c_uint64 * 6)]
+                ("_reserved0", c_uint32), ("kv_desc", KvDesc), ("segments", c_uint32), ("_reserved1", c_uint32),
+                ("_reserved", c_uint64 * 7), ("_private", c_uint64 * 6)]
+
+
+class Segment(Structure):
+    _fields_ = [("ptr", c_void_p), ("len", c_uint64), ("section", c_uint32), ("_reserved", c_uint32)]
 
 
 class L2EntryInfo(Structure):
@@ -158,8 +162,9 @@ class L2Stats(Structure):
         "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts", "evictions",
         "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes", "free_bytes",
         "largest_free_block")] + [("refused", c_uint64 * SC_L2_REFUSE_COUNT)] + [(n, c_uint64) for n in (
-        "small_entries", "small_bytes", "main_entries", "main_bytes", "moved_to_main", "ghost_hits")] + [
-        ("_reserved", c_uint64 * 8)]
+        "small_entries", "small_bytes", "main_entries", "main_bytes", "moved_to_main", "ghost_hits",
+        "physical_bytes", "saved_bytes", "segments", "segment_holder_bytes", "segment_dedup_bytes")] + [
+        ("_reserved", c_uint64 * 3)]
 
 
 class L2Resv(Structure):
@@ -268,7 +273,7 @@ class FsckReport(Structure):
 STRUCTS = {
     "sc_arena_opts": ArenaOpts, "sc_arena_attached": ArenaAttached, "sc_arena_info": ArenaInfo, "sc_holder": Holder,
     "sc_arena_extent": ArenaExtent, "sc_digest": Digest_, "sc_key": Key_, "sc_kv_component": KvComponent,
-    "sc_kv_desc": KvDesc, "sc_payload": Payload_, "sc_location": Location_, "sc_lease": Lease_,
+    "sc_kv_desc": KvDesc, "sc_payload": Payload_, "sc_location": Location_, "sc_lease": Lease_, "sc_segment": Segment,
     "sc_l2_entry_info": L2EntryInfo, "sc_l2_stats": L2Stats, "sc_l2_resv": L2Resv, "sc_l3_opts": L3Opts,
     "sc_l3_put_args": L3PutArgs, "sc_l3_fill_req": L3FillReq, "sc_l3_index_stats": L3IndexStats,
     "sc_l3_stats": L3Stats, "sc_l3_janitor_status": L3JanitorStatus, "sc_l3_janitor_report": L3JanitorReport,
@@ -346,6 +351,8 @@ _proto("sc_l2_admit", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, Dig
 _proto("sc_promote_admit", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, Digest_, POINTER(Payload_))
 _proto("sc_l2_get", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(Location_), POINTER(Lease_))
 _proto("sc_lease_release", None, POINTER(Lease_))
+_proto("sc_lease_segments", c_int, POINTER(Lease_), POINTER(Segment), c_uint32)
+_proto("sc_lease_copy", c_int64, POINTER(Lease_), c_void_p, c_uint64)
 _proto("sc_l2_get_copy", c_int64, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(Location_), c_void_p,
        c_uint64, POINTER(L2EntryInfo))
 _proto("sc_l2_peek", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(L2EntryInfo))

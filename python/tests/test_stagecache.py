@@ -183,6 +183,31 @@ class TestArena(ArenaCase):
         other.close()
 
 
+
+class TestSegments(unittest.TestCase):
+    def test_a_scattered_entry_reads_back_and_is_counted_once(self):
+        name = uniq("seg")
+        a = sc.Arena.create(name, 64 << 20, huge="off", segment_bytes=1 << 20)
+        try:
+            st = a.stage("llama-test", "kv-fp16")
+            base = os.urandom(6 << 20)
+            st.admit("t", [1, 2], base[:4 << 20])
+            st.admit("t", [1, 2, 3], base)
+            with st.get("t", [1, 2, 3]) as lease:
+                self.assertEqual(lease.sec_len, (6 << 20, 0))
+                self.assertEqual(bytes(lease.view(0)), base)
+            s = a.l2_stats()
+            self.assertEqual(s["logical_bytes"], 10 << 20)
+            self.assertEqual(s["physical_bytes"], 6 << 20)
+            self.assertEqual(s["saved_bytes"], 4 << 20)
+            with self.assertRaises(sc.Error):
+                sc.Arena.create(uniq("seg"), 16 << 20, huge="off", segment_bytes=3 << 20)
+            del lease
+            gc.collect()
+        finally:
+            a.close()
+            sc.Arena.destroy(name)
+
 class TestLeases(ArenaCase):
     def test_admit_get_zero_copy_views(self):
         data = payload(10000)

@@ -111,7 +111,7 @@ def flatten(stats, info):
         labels["arena"] = arena
         out[(metric, frozenset(labels.items()))] = float(value)
     counters_l2 = {"hits", "misses", "inserts", "evictions", "admission_rejects", "refused_bytes", "moved_to_main",
-                   "ghost_hits"}
+                   "ghost_hits", "segment_dedup_bytes"}
     for k, v in stats["l2"].items():
         if k == "refused":
             for why, n in v.items():

@@ -56,7 +56,9 @@ pub struct sc_arena_opts {
     pub flags: u32,
     pub l3_index_entries: u32,
     pub l3_index_refresh_ms: u32,
-    pub _reserved: [u64; 5],
+    pub segment_bytes: u32,
+    pub _reserved32: u32,
+    pub _reserved: [u64; 4],
 }
 
 #[repr(C)]
@@ -200,8 +202,19 @@ pub struct sc_lease {
     pub has_kv_desc: c_int,
     pub _reserved0: u32,
     pub kv_desc: sc_kv_desc,
-    pub _reserved: [u64; 8],
+    pub segments: u32,
+    pub _reserved1: u32,
+    pub _reserved: [u64; 7],
     pub _private: [u64; 6],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct sc_segment {
+    pub ptr: *const c_void,
+    pub len: u64,
+    pub section: u32,
+    pub _reserved: u32,
 }
 
 #[repr(C)]
@@ -246,7 +259,12 @@ pub struct sc_l2_stats {
     pub main_bytes: u64,
     pub moved_to_main: u64,
     pub ghost_hits: u64,
-    pub _reserved: [u64; 8],
+    pub physical_bytes: u64,
+    pub saved_bytes: u64,
+    pub segments: u64,
+    pub segment_holder_bytes: u64,
+    pub segment_dedup_bytes: u64,
+    pub _reserved: [u64; 3],
 }
 
 #[repr(C)]
@@ -563,6 +581,8 @@ extern "C" {
     pub fn sc_l2_get(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32, loc: *const sc_location,
                      lease: *mut sc_lease) -> c_int;
     pub fn sc_lease_release(lease: *mut sc_lease);
+    pub fn sc_lease_segments(lease: *const sc_lease, out: *mut sc_segment, max: u32) -> c_int;
+    pub fn sc_lease_copy(lease: *const sc_lease, buf: *mut c_void, cap: u64) -> i64;
     pub fn sc_l2_peek(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32,
                       info: *mut sc_l2_entry_info) -> c_int;
     pub fn sc_l2_remove(s: *mut sc_stage, key: sc_key) -> c_int;

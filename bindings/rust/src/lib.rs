@@ -202,7 +202,7 @@ pub fn layouts() -> Vec<TypeLayout> {
     use ffi::*;
     vec![
         layout!("sc_arena_opts", sc_arena_opts, [size_bytes, huge, dir, mode, gid, index_entries, ring_count,
-                ring_bytes, obs_entries, reader_slots, flags, l3_index_entries, l3_index_refresh_ms]),
+                ring_bytes, obs_entries, reader_slots, flags, l3_index_entries, l3_index_refresh_ms, segment_bytes]),
         layout!("sc_arena_attached", sc_arena_attached, [pid, uid, slot, other_pidns, attached_unix]),
         layout!("sc_holder", sc_holder, [slot, token, alive, other_pidns, pid, uid, leases, leased_bytes,
                 reserved_bytes]),
@@ -220,13 +220,15 @@ pub fn layouts() -> Vec<TypeLayout> {
         layout!("sc_payload", sc_payload, [kind, sec, sec_len, kv_desc]),
         layout!("sc_location", sc_location, [token_count, kind, digest, prefix, sec_len, payload_bytes,
                 file_bytes, has_kv_desc, kv_desc]),
-        layout!("sc_lease", sc_lease, [sec, sec_len, kind, origin, token_count, digest, key, has_kv_desc, kv_desc]),
+        layout!("sc_lease", sc_lease, [sec, sec_len, kind, origin, token_count, digest, key, has_kv_desc, kv_desc,
+                segments]),
+        layout!("sc_segment", sc_segment, [ptr, len, section]),
         layout!("sc_l2_entry_info", sc_l2_entry_info, [key, stage_id, token_count, bytes, footprint, sec_len,
                 digest, kind, origin, created_unix_ns, frequency, has_kv_desc]),
         layout!("sc_l2_stats", sc_l2_stats, [entries, bytes, logical_bytes, budget_bytes, hits, misses, inserts,
                 evictions, admission_rejects, refused_bytes, leases, pending_reclaim_bytes, free_bytes,
                 largest_free_block, refused, small_entries, small_bytes, main_entries, main_bytes, moved_to_main,
-                ghost_hits]),
+                ghost_hits, physical_bytes, saved_bytes, segments, segment_holder_bytes, segment_dedup_bytes]),
         layout!("sc_l2_resv", sc_l2_resv, [ptr, bytes]),
         layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags,
                 host_id, state_dir, visibility_ms]),
@@ -537,6 +539,8 @@ pub struct ArenaOptions {
     pub ring_bytes: u32,
     pub obs_entries: u32,
     pub reader_slots: u32,
+    /// Content-addressed L2 segments of this size (a power of two, 64 KiB..1 GiB); 0: none.
+    pub segment_bytes: u32,
 }
 
 /// A handle on a named arena. `Send` (it may move to another thread) but not `Sync` (one thread
@@ -571,7 +575,9 @@ impl Arena {
             flags: if opts.group.is_some() { ffi::SC_ARENA_OPT_GID } else { 0 },
             l3_index_entries: 0,
             l3_index_refresh_ms: 0,
-            _reserved: [0; 5],
+            segment_bytes: opts.segment_bytes,
+            _reserved32: 0,
+            _reserved: [0; 4],
         };
         let mut h = ptr::null_mut();
         check(unsafe { ffi::sc_arena_create(cname.as_ptr(), &o, &mut h) }, "sc_arena_create")?;
@@ -881,7 +887,19 @@ impl<'a> Stage<'a> {
             return Ok(None);
         }
         check(rc, "sc_l2_get")?;
-        Ok(Some(Lease { c: unsafe { lease.assume_init() }, _stage: PhantomData }))
+        let c = unsafe { lease.assume_init() };
+        let mut l = Lease { c, gathered: None, _stage: PhantomData };
+        if l.c.segments != 0 {
+            // a scattered (segmented) entry: its wire is copied out once, sections borrow the copy
+            let n = (l.c.sec_len[0] + l.c.sec_len[1]) as usize;
+            let mut buf = vec![0u8; n];
+            let got = unsafe { ffi::sc_lease_copy(&l.c, buf.as_mut_ptr() as *mut c_void, n as u64) };
+            if got < 0 {
+                check(got as c_int, "sc_lease_copy")?;
+            }
+            l.gathered = Some(buf);
+        }
+        Ok(Some(l))
     }
 
     /// Whether (ns, tokens) is cached, without touching it: (token_count, wire bytes, origin).
@@ -957,13 +975,24 @@ unsafe fn section_of<'a>(sec: &[*const c_void; 2], sec_len: &[u64; 2], i: usize)
 /// so it cannot outlive it, and the sections it lends cannot outlive the lease.
 pub struct Lease<'s> {
     c: ffi::sc_lease,
+    gathered: Option<Vec<u8>>, // a scattered entry's wire, copied out (arenas with segments)
     _stage: PhantomData<&'s Stage<'s>>,
 }
 
 impl<'s> Lease<'s> {
-    /// Section 0 or 1 (empty when absent).
+    /// Section 0 or 1 (empty when absent). Zero-copy, except for an entry stored scattered over
+    /// shared segments (an arena created with segment_bytes), whose wire was copied out once.
     pub fn section(&self, i: usize) -> &[u8] {
+        if let Some(g) = &self.gathered {
+            assert!(i < 2, "a payload has sections 0 and 1");
+            let (at, n) = (if i == 0 { 0 } else { self.c.sec_len[0] as usize }, self.c.sec_len[i] as usize);
+            return &g[at..at + n];
+        }
         unsafe { section_of(&self.c.sec, &self.c.sec_len, i) }
+    }
+    /// Is the entry scattered over shared segments (sections are then a private copy)?
+    pub fn scattered(&self) -> bool {
+        self.c.segments != 0
     }
     pub fn kind(&self) -> Option<Kind> {
         Kind::from_c(self.c.kind)

@@ -210,3 +210,27 @@ fn an_arena_moves_to_another_thread_and_l3_is_shared() {
     let stage = a.stage("m", "s").unwrap();
     assert_eq!(stage.get("ns", &[9], None).unwrap().unwrap().section(0), b"from a thread");
 }
+
+#[test]
+fn a_scattered_entry_reads_back_and_is_stored_once() {
+    let t = common::TestArena::with(
+        "seg",
+        ArenaOptions { size_bytes: 64 << 20, huge: Huge::Off, segment_bytes: 1 << 20, ..Default::default() },
+    );
+    let stage = t.arena().stage("m", "s").unwrap();
+    let base: Vec<u8> = (0..6u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    stage.admit_bytes("ns", &[1, 2], &base[..4 << 20]).unwrap();
+    stage.admit_bytes("ns", &[1, 2, 3], &base).unwrap();
+    {
+        let l = stage.get("ns", &[1, 2, 3], None).unwrap().unwrap();
+        assert!(l.scattered());
+        assert_eq!(l.section(0), &base[..]);
+        let a = stage.get("ns", &[1, 2], None).unwrap().unwrap();
+        assert!(!a.scattered());
+        assert_eq!(a.section(0), &base[..4 << 20]);
+    }
+    let s = t.arena().l2_stats().unwrap();
+    assert_eq!(s.logical_bytes, 10 << 20);
+    assert_eq!(s.physical_bytes, 6 << 20);
+    assert_eq!(s.saved_bytes, 4 << 20);
+}

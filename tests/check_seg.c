@@ -1,0 +1,634 @@
+/* tests/check_seg.c — content-addressed L2 segments (issue 19): payloads sharing leading segments
+ * store them once, exact logical/physical/saved accounting, every reference path (entry, lease,
+ * dead process, in-flight admit) keeps a shared segment alive until the last one goes, scattered
+ * leases, fsck's check and repair of reference counts, hostile records, bad options. */
+#include <errno.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/l2.h"
+#include "../shm/heap.h"
+
+#define MiB (1ull << 20)
+#define SEG MiB
+#define ARENA (96ull << 20)
+
+struct fx {
+	struct sc_arena *a;
+	const char *name;
+	struct sc_stage *st;
+	uint8_t *base;                 /* a 16 MiB token-major "KV" stream: prefixes of it are payloads */
+};
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static void fx_open_seg(struct fx *f, uint32_t seg)
+{
+	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .segment_bytes = seg };
+	f->a = sc_test_arena_opts("seg", &o, &f->name);
+	ck_assert_int_eq(sc_stage_open(f->a, "model-A", "state-1", &f->st), 0);
+	f->base = malloc(16 * MiB);
+	fill(f->base, 16 * MiB, 7);
+}
+
+static void fx_close(struct fx *f)
+{
+	sc_stage_close(f->st);
+	sc_test_arena_destroy(f->a, f->name);
+	free(f->base);
+}
+
+/* Admit the first @bytes of the stream (then @tail bytes of seed @ts as its recurrent-like end)
+ * under the tokens [tok, tok + 8). */
+static int put(struct fx *f, int32_t tok, uint64_t bytes, uint64_t tail, uint32_t ts)
+{
+	uint8_t *buf = malloc(bytes + tail);
+	memcpy(buf, f->base, bytes);
+	fill(buf + bytes, tail, ts);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = tok + i;
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { bytes + tail } };
+	int rc = sc_l2_admit(f->st, "ns", t, 8, sc_digest(buf, bytes + tail), &p, SC_ORIGIN_DIRECT);
+	free(buf);
+	return rc;
+}
+
+static struct sc_key key_of(struct fx *f, int32_t tok)
+{
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = tok + i;
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f->st, "ns", t, 8, &k), 0);
+	return k;
+}
+
+static int lease(struct fx *f, int32_t tok, struct sc_lease *l)
+{
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = tok + i;
+	return sc_l2_get(f->st, "ns", t, 8, NULL, l);
+}
+
+/* The wire of a lease equals the stream prefix + tail. */
+static void lease_is(struct fx *f, const struct sc_lease *l, uint64_t bytes, uint64_t tail, uint32_t ts)
+{
+	uint8_t *want = malloc(bytes + tail), *got = malloc(bytes + tail);
+	memcpy(want, f->base, bytes);
+	fill(want + bytes, tail, ts);
+	ck_assert_uint_eq(l->sec_len[0] + l->sec_len[1], bytes + tail);
+	ck_assert_int_eq(sc_lease_copy(l, got, bytes + tail - 1), -ENOBUFS);
+	ck_assert_int_eq(sc_lease_copy(l, got, bytes + tail), (int64_t)(bytes + tail));
+	ck_assert(memcmp(want, got, bytes + tail) == 0);
+	struct sc_segment sg[128];
+	int n = sc_lease_segments(l, sg, 128);
+	ck_assert_int_gt(n, 0);
+	uint64_t at = 0;
+	for (int i = 0; i < n; i++) {
+		ck_assert(memcmp(sg[i].ptr, want + at, sg[i].len) == 0);
+		at += sg[i].len;
+	}
+	ck_assert_uint_eq(at, bytes + tail);
+	free(want);
+	free(got);
+}
+
+static struct sc_l2_stats stats(struct fx *f)
+{
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(f->a, NULL, &s), 0);
+	return s;
+}
+
+static void finding_cb(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)repaired;
+	snprintf(ctx, 256, "%s: %s", component, message);
+}
+
+static void reclaim(struct fx *f)
+{
+	l2_reclaim_all(f->a, -1);
+}
+
+static uint64_t heap_used(struct fx *f)
+{
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f->a->shm, &hs), 0);
+	return hs.used_bytes;
+}
+
+START_TEST(shared_leading_segments_are_stored_once)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);  /* turn 1: 4 segments + tail */
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);  /* turn 2 extends it: 2 new segments */
+	struct sc_l2_stats s = stats(&f);
+	uint64_t a = 4 * MiB + 100, b = 6 * MiB + 300;
+	ck_assert_uint_eq(s.entries, 2);
+	ck_assert_uint_eq(s.logical_bytes, a + b);
+	ck_assert_uint_eq(s.physical_bytes, a + 2 * MiB + 300); /* the shared 4 MiB once */
+	ck_assert_uint_eq(s.saved_bytes, 4 * MiB);
+	ck_assert_uint_eq(s.segments, 6);
+	ck_assert_uint_eq(s.segment_dedup_bytes, 4 * MiB);
+	ck_assert_uint_eq(s.segment_holder_bytes, 0);
+	/* the first is contiguous: zero-copy sections as without segments */
+	struct sc_lease la, lb;
+	ck_assert_int_eq(lease(&f, 100, &la), 0);
+	ck_assert_uint_eq(la.segments, 0);
+	ck_assert_ptr_nonnull(la.sec[0]);
+	ck_assert(memcmp(la.sec[0], f.base, 4 * MiB) == 0);
+	lease_is(&f, &la, 4 * MiB, 100, 1);
+	/* the second is scattered: a segment list, sections NULL */
+	ck_assert_int_eq(lease(&f, 200, &lb), 0);
+	ck_assert_uint_eq(lb.segments, 7);
+	ck_assert_ptr_null(lb.sec[0]);
+	lease_is(&f, &lb, 6 * MiB, 300, 2);
+	ck_assert_int_eq(sc_lease_segments(&lb, NULL, 0), 7);
+	ck_assert_int_eq(sc_lease_segments(NULL, NULL, 0), -EINVAL);
+	sc_lease_release(&la);
+	sc_lease_release(&lb);
+	/* copy without a lease */
+	uint8_t *buf = malloc(b);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 200 + i;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, b, NULL), (int64_t)b);
+	ck_assert(memcmp(buf, f.base, 6 * MiB) == 0);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, b - 1, NULL), -ENOBUFS);
+	free(buf);
+	/* the same payload again (another key): only its tail is new */
+	ck_assert_int_eq(put(&f, 300, 6 * MiB, 300, 2), 0);
+	s = stats(&f);
+	ck_assert_uint_eq(s.physical_bytes, a + 2 * MiB + 300 + 300);
+	struct sc_fsck_report rep;
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.problems, 0);
+	ck_assert_uint_eq(rep.digest_failures, 0);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(segments_off_and_small_payloads_are_stored_whole)
+{
+	struct fx f;
+	fx_open_seg(&f, 0);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.physical_bytes, s.logical_bytes);
+	ck_assert_uint_eq(s.saved_bytes, 0);
+	ck_assert_uint_eq(s.segments, 0);
+	fx_close(&f);
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 0, 1000, 1), 0); /* below one segment: whole, no record */
+	s = stats(&f);
+	ck_assert_uint_eq(s.segments, 0);
+	ck_assert_uint_eq(s.physical_bytes, 1000);
+	fx_close(&f);
+}
+END_TEST
+
+/* A fill published in place (sc_l2_reserve / sc_l2_publish: how L3 promotions land) is indexed
+ * too: an admit extending it shares its segments. */
+START_TEST(a_published_fill_is_indexed)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	struct sc_l2_resv r;
+	uint64_t a = 4 * MiB + 100;
+	ck_assert_int_eq(sc_l2_reserve(f.st, a, &r), 0);
+	memcpy(r.ptr, f.base, 4 * MiB);
+	fill((uint8_t *)r.ptr + 4 * MiB, 100, 1);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 100 + i;
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 8, sc_digest(r.ptr, a), &r, SC_PAYLOAD_FULL_STATE, a, 0, NULL,
+				       SC_ORIGIN_FROM_L3, &l), 0);
+	ck_assert_uint_eq(l.segments, 0);
+	lease_is(&f, &l, 4 * MiB, 100, 1);
+	sc_lease_release(&l);
+	ck_assert_uint_eq(stats(&f).segments, 4);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.saved_bytes, 4 * MiB);
+	ck_assert_uint_eq(s.physical_bytes, a + 2 * MiB + 300);
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_gt(l.segments, 0);
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
+	reclaim(&f);
+	s = stats(&f);
+	ck_assert_uint_eq(s.segments, 0);
+	ck_assert_uint_eq(s.physical_bytes, 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, NULL), 0);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(every_reference_keeps_a_shared_segment_until_the_last_goes)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	uint64_t used0 = heap_used(&f);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	/* 1. entry: A goes, B keeps A's segments (A's block stays as a holder) */
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0);
+	reclaim(&f);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.entries, 1);
+	ck_assert_uint_eq(s.segments, 6);
+	ck_assert_uint_eq(s.segment_holder_bytes, 4 * MiB + 100);
+	ck_assert_uint_eq(s.physical_bytes, 4 * MiB + 100 + 2 * MiB + 300);
+	char msg[256] = "";
+	ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, NULL) == 0, "holder: %s", msg);
+	struct sc_lease lb;
+	ck_assert_int_eq(lease(&f, 200, &lb), 0);
+	lease_is(&f, &lb, 6 * MiB, 300, 2);
+	/* 2. lease: B removed while leased: everything stays */
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
+	reclaim(&f);
+	s = stats(&f);
+	ck_assert_uint_eq(s.entries, 0);
+	ck_assert_uint_eq(s.segments, 6);
+	lease_is(&f, &lb, 6 * MiB, 300, 2);
+	sc_lease_release(&lb);
+	reclaim(&f);
+	s = stats(&f);
+	ck_assert_uint_eq(s.segments, 0);
+	ck_assert_uint_eq(s.segment_holder_bytes, 0);
+	ck_assert_uint_eq(s.physical_bytes, 0);
+	ck_assert_uint_eq(heap_used(&f), used0);
+	/* 3. the holder order reversed: B goes first, A keeps its own */
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
+	reclaim(&f);
+	s = stats(&f);
+	ck_assert_uint_eq(s.segments, 4);
+	ck_assert_uint_eq(s.physical_bytes, 4 * MiB + 100);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0);
+	reclaim(&f);
+	ck_assert_uint_eq(stats(&f).segments, 0);
+	ck_assert_uint_eq(heap_used(&f), used0);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(a_dead_processs_lease_keeps_segments_until_reaped)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	uint64_t used0 = heap_used(&f);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	int pfd[2];
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *a;
+		struct sc_stage *st;
+		if (sc_arena_open(f.name, &a) || sc_stage_open(a, "model-A", "state-1", &st))
+			_exit(2);
+		int32_t t[8];
+		for (int i = 0; i < 8; i++)
+			t[i] = 200 + i;
+		struct sc_lease l;
+		if (sc_l2_get(st, "ns", t, 8, NULL, &l) || !l.segments)
+			_exit(3);
+		char c = 1;
+		if (write(pfd[1], &c, 1) != 1)
+			_exit(4);
+		pause(); /* killed holding the lease */
+		_exit(0);
+	}
+	char c;
+	ck_assert_int_eq(read(pfd[0], &c, 1), 1);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
+	reclaim(&f);
+	ck_assert_uint_eq(stats(&f).segments, 6); /* the child's lease pins B, B pins the segments */
+	kill(pid, SIGKILL);
+	int ws;
+	waitpid(pid, &ws, 0);
+	l2_reap(f.a, 1); /* what the next admit or the periodic reap does */
+	reclaim(&f);
+	ck_assert_uint_eq(stats(&f).segments, 0);
+	ck_assert_uint_eq(heap_used(&f), used0);
+	close(pfd[0]);
+	close(pfd[1]);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(a_writer_killed_inside_the_table_is_recounted)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	uint64_t phys = stats(&f).physical_bytes;
+	const char *points[] = { "seg.hold.partial", "seg.admit.held", "l2.admit.busy", "l2.admit.linked" };
+	for (unsigned k = 0; k < sizeof(points) / sizeof(points[0]); k++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			struct sc_arena *a;
+			struct sc_stage *st;
+			if (sc_arena_open(f.name, &a) || sc_stage_open(a, "model-A", "state-1", &st))
+				_exit(2);
+			f.a = a;
+			f.st = st;
+			sc_fault_arm(points[k]);
+			put(&f, 1000 + 100 * (int32_t)k, 6 * MiB, 300, 2);
+			_exit(0);
+		}
+		int ws;
+		waitpid(pid, &ws, 0);
+		ck_assert_msg(WIFSIGNALED(ws), "%s: the child died at the point", points[k]);
+		/* whatever it left: the next writer repairs it (lock owner dead, orphan sweep) */
+		l2_reap(f.a, 1);
+		ck_assert_int_eq(put(&f, 5000 + (int32_t)k, 5 * MiB, 7, 3), 0);
+		struct sc_fsck_report rep;
+		ck_assert_int_ge(sc_arena_fsck(f.a, SC_FSCK_REPAIR | SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+		ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+		ck_assert_msg(rep.problems == 0, "%s: clean after repair", points[k]);
+		ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 5000 + (int32_t)k)), 0);
+		int32_t dk = 1000 + 100 * (int32_t)k;
+		(void)sc_l2_remove(f.st, key_of(&f, dk)); /* linked before it died: remove it too */
+		reclaim(&f);
+		struct sc_l2_stats s = stats(&f);
+		ck_assert_msg(s.physical_bytes == phys && s.segments == 4, "%s: phys %llu segs %llu", points[k],
+			      (unsigned long long)s.physical_bytes, (unsigned long long)s.segments);
+	}
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 100, &l), 0);
+	lease_is(&f, &l, 4 * MiB, 100, 1);
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(fsck_finds_and_repairs_wrong_reference_counts)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	struct sc_fsck_report rep;
+	ck_assert_int_eq(sc_arena_fsck(f.a, 0, NULL, NULL, &rep), 0);
+	struct shm_segtab *t = l2_segtab(f.a);
+	uint32_t bumped = 0, zeroed = 0;
+	for (uint32_t k = 0; k < t->nslots; k++) {
+		if (t->slot[k].state != SHM_SEG_LIVE)
+			continue;
+		if (t->slot[k].refs == 2 && !bumped) {
+			t->slot[k].refs = 9;  /* too many: would never be freed */
+			bumped++;
+		} else if (t->slot[k].refs == 1 && !zeroed) {
+			t->slot[k].refs = 0;  /* too few: would be freed under B */
+			zeroed++;
+		}
+	}
+	ck_assert_uint_eq(bumped, 1);
+	ck_assert_uint_eq(zeroed, 1);
+	char msg[256] = "";
+	ck_assert_int_gt(sc_arena_fsck(f.a, 0, finding_cb, msg, &rep), 0);
+	ck_assert_uint_eq(rep.problems, 1);
+	ck_assert_msg(strstr(msg, "segments: 2 segment reference counts are wrong") != NULL, "%s", msg);
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, 0, NULL, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.problems, 0);
+	/* the repaired counts free exactly when the last reference goes */
+	uint64_t s0 = stats(&f).segments;
+	ck_assert_uint_eq(s0, 6);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
+	reclaim(&f);
+	ck_assert_uint_eq(stats(&f).segments, 4);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 100, &l), 0);
+	lease_is(&f, &l, 4 * MiB, 100, 1);
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(hostile_segment_records_are_refused)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	struct shm_seg_rec *r = (struct shm_seg_rec *)(void *)(f.a->shm->base + l.private_spare_[0]);
+	struct shm_seg_piece saved = r->p[0];
+	r->p[0].at = f.a->shm->size - 16;   /* outside the heap */
+	uint8_t *buf = malloc(7 * MiB);
+	ck_assert_int_eq(sc_lease_copy(&l, buf, 7 * MiB), -EBADMSG);
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+	r->p[0] = saved;
+	r->p[0].len += 1;                   /* pieces no longer sum to the sections */
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+	r->p[0] = saved;
+	uint32_t np = r->npieces;
+	r->npieces = 1u << 30;              /* beyond any record */
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 200 + i;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
+	r->npieces = np;
+	uint64_t m = r->magic;
+	r->magic = 0;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
+	r->magic = m;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), (int64_t)(6 * MiB + 300));
+	sc_lease_release(&l);
+	free(buf);
+	fx_close(&f);
+}
+END_TEST
+
+static struct fx *sched_fx;
+static void remove_a_when_planned(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "seg.admit.planned") || !sched_fx)
+		return;
+	struct fx *f = sched_fx;
+	sched_fx = NULL; /* once */
+	ck_assert_int_eq(sc_l2_remove(f->st, key_of(f, 100)), 0);
+	reclaim(f);
+}
+
+START_TEST(segments_released_between_lookup_and_commit)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	sched_fx = &f;
+	sc_sched_set(remove_a_when_planned, NULL);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0); /* found A's segments, A went, B stored whole */
+	sc_sched_set(NULL, NULL);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.entries, 1);
+	ck_assert_uint_eq(s.physical_bytes, 6 * MiB + 300);
+	ck_assert_uint_eq(s.segments, 6);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_eq(l.segments, 0);
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	sc_lease_release(&l);
+	char msg[256] = "";
+	ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, NULL) == 0, "%s", msg);
+	fx_close(&f);
+}
+END_TEST
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void run_rm(const char *dir);
+
+/* sc_restore served from a scattered L2 entry: the sections are a private copy (in_arena 0), the
+ * bytes exact, and nothing stays leased. */
+START_TEST(restore_from_a_scattered_entry)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	char dir[] = "/var/tmp/sc-segrs-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, f.a), 0);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 200 + i;
+	uint64_t sz[2] = { 4 * MiB + 100, 6 * MiB + 300 };
+	uint8_t *buf[2];
+	for (int k = 0; k < 2; k++) {
+		buf[k] = malloc(sz[k]);
+		memcpy(buf[k], f.base, sz[k] - (k ? 300 : 100));
+		fill(buf[k] + sz[k] - (k ? 300 : 100), k ? 300 : 100, (uint32_t)k + 1);
+		struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf[k] }, .sec_len = { sz[k] } };
+		struct sc_l3_put_args pa = { .model_identity = "model-A", .state_identity = "state-1", .ns = "ns",
+					     .tokens = t, .token_count = 4u + 4u * (uint32_t)k, .payload = &pl };
+		struct sc_location loc;
+		ck_assert_int_eq(sc_l3_put(l3, &pa, &loc), 0);
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4u + 4u * (uint32_t)k, sc_digest(buf[k], sz[k]), &pl, 0), 0);
+	}
+	struct sc_restore r;
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(sc_restore(f.st, l3, "ns", t, 8, 0, &r), 8);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L2);
+	ck_assert_int_eq(r.in_arena, 0);
+	ck_assert_uint_eq(r.sec_len[0], sz[1]);
+	ck_assert(memcmp(r.sec[0], buf[1], sz[1]) == 0);
+	sc_restore_release(&r);
+	ck_assert_uint_eq(stats(&f).leases, 0);
+	sc_l3_close(l3);
+	run_rm(dir);
+	free(buf[0]);
+	free(buf[1]);
+	fx_close(&f);
+}
+END_TEST
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	int st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void run_rm(const char *dir)
+{
+	(void)run("rm -rf %s", dir);
+}
+
+/* The CLI on a segmented arena: create --segment-bytes, put a prefix and its extension, get the
+ * scattered one back byte for byte, stats shows the saving, restore serves it contiguous. */
+START_TEST(cli_round_trip_of_a_scattered_entry)
+{
+	const char *bin = "build/stagecache";
+	if (access(bin, X_OK)) {
+		sc_skip("%s not built (run make first)", bin);
+		return;
+	}
+	const char *name = sc_test_name("segcli");
+	char dir[] = "/tmp/sc-segcli-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(run("%s create %s --size 64M --huge off --segment-bytes 3M >/dev/null 2>&1", bin, name), 2);
+	ck_assert_int_eq(run("%s create %s --size 64M --huge off --segment-bytes 1M >/dev/null", bin, name), 0);
+	const char *q = "--model m --state s --ns n";
+	ck_assert_int_eq(run("head -c 6291456 /dev/urandom > %s/b && head -c 4194304 %s/b > %s/a", dir, dir, dir), 0);
+	ck_assert_int_eq(run("%s put %s %s --tokens 1,2 --kind full_state --file %s/a >/dev/null", bin, name, q, dir), 0);
+	ck_assert_int_eq(run("%s put %s %s --tokens 1,2,3 --kind full_state --file %s/b >/dev/null", bin, name, q, dir), 0);
+	ck_assert_int_eq(run("%s get %s %s --tokens 1,2,3 --out %s/out >/dev/null", bin, name, q, dir), 0);
+	ck_assert_int_eq(run("cmp -s %s/b %s/out", dir, dir), 0);
+	ck_assert_int_eq(run("%s stats %s --json | grep -q '\"saved_bytes\":4194304'", bin, name), 0);
+	ck_assert_int_eq(run("%s stats %s --json | grep -q '\"physical_bytes\":6291456'", bin, name), 0);
+	ck_assert_int_eq(run("%s fsck %s --deep >/dev/null", bin, name), 0);
+	run("%s destroy %s >/dev/null 2>&1; rm -rf %s", bin, name, dir);
+}
+END_TEST
+
+START_TEST(bad_segment_options_are_refused)
+{
+	struct sc_arena *a = NULL;
+	const char *name = sc_test_name("segopts");
+	uint32_t bad[] = { 3, 4096, (32u << 10), (1u << 20) + 1, 1u << 31 };
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .segment_bytes = bad[i] };
+		ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	}
+	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .reserved32 = 1 };
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	ck_assert_ptr_null(a);
+}
+END_TEST
+
+Suite *seg_suite(void)
+{
+	Suite *s = suite_create("seg");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, shared_leading_segments_are_stored_once);
+	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
+	tcase_add_test(tc, a_published_fill_is_indexed);
+	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
+	tcase_add_test(tc, a_dead_processs_lease_keeps_segments_until_reaped);
+	tcase_add_test(tc, a_writer_killed_inside_the_table_is_recounted);
+	tcase_add_test(tc, fsck_finds_and_repairs_wrong_reference_counts);
+	tcase_add_test(tc, hostile_segment_records_are_refused);
+	tcase_add_test(tc, segments_released_between_lookup_and_commit);
+	tcase_add_test(tc, bad_segment_options_are_refused);
+	tcase_add_test(tc, cli_round_trip_of_a_scattered_entry);
+	tcase_add_test(tc, restore_from_a_scattered_entry);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(seg_suite)
