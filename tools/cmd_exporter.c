@@ -185,7 +185,7 @@ static const struct family families[] = {
 	L2F("bytes", G, bytes, "bytes charged to the L2 budget (footprint)"),
 	L2F("logical_bytes", G, logical_bytes, "payload (wire) bytes of the live L2 entries"),
 	L2F("budget_bytes", G, budget_bytes, "the L2 budget"),
-	L2F("hits", C, hits, "L2 lookups that hit (flushed every 64 lookups per stage handle)"),
+	L2F("hits", C, hits, "L2 lookups that hit (flushed every 1024 lookups per stage handle)"),
 	L2F("misses", C, misses, "L2 lookups that missed"),
 	L2F("inserts", C, inserts, "entries admitted or published"),
 	L2F("evictions", C, evictions, "entries evicted to make room"),
