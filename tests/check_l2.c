@@ -313,6 +313,37 @@ START_TEST(large_admit_hashes_while_copying)
 }
 END_TEST
 
+/* A stage handle's hits reach the arena's counters (seen by another handle) at least every
+ * L2_FLUSH_EVERY lookups without a close, and all of them when it closes. */
+START_TEST(hit_counts_are_flushed_in_batches)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 0, 8, 1000, 1), 0);
+	struct sc_arena *b;
+	struct sc_stage *sb;
+	ck_assert_int_eq(sc_arena_open(f.name, &b), 0);
+	ck_assert_int_eq(sc_stage_open(b, "model-A", "state-1", &sb), 0);
+	int32_t t[8];
+	toks(t, 8, 0);
+	struct sc_l2_stats s0 = stats(&f, NULL); /* flushes f's own handle first */
+	for (uint32_t i = 0; i < L2_FLUSH_EVERY + 5; i++) {
+		struct sc_lease l;
+		ck_assert_int_eq(sc_l2_get(sb, "ns", t, 8, NULL, &l), 0);
+		sc_lease_release(&l);
+	}
+	/* f's handle does not know sb: what it sees was flushed by sb's lookups themselves */
+	struct sc_l2_stats s1 = stats(&f, NULL);
+	ck_assert_uint_ge(s1.hits, s0.hits + L2_FLUSH_EVERY);
+	ck_assert_uint_lt(s1.hits, s0.hits + L2_FLUSH_EVERY + 5);
+	ck_assert_uint_eq(s1.misses, s0.misses);
+	sc_stage_close(sb);
+	ck_assert_uint_eq(stats(&f, NULL).hits, s0.hits + L2_FLUSH_EVERY + 5);
+	sc_arena_close(b);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(eviction_makes_room_and_enospc_rolls_back)
 {
 	struct fx f;
@@ -860,6 +891,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, kv_recurrent_with_descriptor);
 	tcase_add_test(tc, refusals_leave_the_cache_unchanged);
 	tcase_add_test(tc, large_admit_hashes_while_copying);
+	tcase_add_test(tc, hit_counts_are_flushed_in_batches);
 	tcase_add_test(tc, eviction_makes_room_and_enospc_rolls_back);
 	tcase_add_test(tc, peek_does_not_change_eviction_order);
 	tcase_add_test(tc, location_mismatch_removes_the_mirror);
