@@ -14,7 +14,8 @@
  * digest (-EBADMSG), empty (-EINVAL), sections/descriptor (-EINVAL), heap and budget (-E2BIG,
  * refused_bytes). Then room is made (lib/l2_evict.c: S3-FIFO eviction for the budget, eviction by
  * address when the heap is fragmented; -ENOSPC with its reason when it cannot be made), the
- * payload is copied into a private block (tag: our owner token), and under the key's shard lock
+ * payload is copied into a private block (tag: our owner token; payloads of 32 KiB or more that
+ * fit in free room are hashed while copied, see copy_hash), and under the key's shard lock
  * the block is given to an entry (tag: entry idx and gen), the entry joins the policy's FIFOs
  * (before it is linked, so that a writer killed in between leaves a queued entry that is not LIVE,
  * which the evictor drops, rather than a LIVE entry no FIFO holds) and is linked, replacing an
