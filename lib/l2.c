@@ -14,7 +14,8 @@
  * digest (-EBADMSG), empty (-EINVAL), sections/descriptor (-EINVAL), heap and budget (-E2BIG,
  * refused_bytes). Then room is made (lib/l2_evict.c: S3-FIFO eviction for the budget, eviction by
  * address when the heap is fragmented; -ENOSPC with its reason when it cannot be made), the
- * payload is copied into a private block (tag: our owner token), and under the key's shard lock
+ * payload is copied into a private block (tag: our owner token; payloads of 32 KiB or more that
+ * fit in free room are hashed while copied, see copy_hash), and under the key's shard lock
  * the block is given to an entry (tag: entry idx and gen), the entry joins the policy's FIFOs
  * (before it is linked, so that a writer killed in between leaves a queued entry that is not LIVE,
  * which the evictor drops, rather than a LIVE entry no FIFO holds) and is linked, replacing an
@@ -28,6 +29,7 @@
 
 #include "l2.h"
 #include "probes.h"
+#include "xxh.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
 
@@ -160,28 +162,39 @@ static int reject(struct sc_stage *st, uint64_t bytes, int rc, int reason, int *
 	return l2_refuse(st->arena, st->id, bytes, rc, reason);
 }
 
-/* Checks 2..4 (empty, consistency, heap and budget); the digest (1) is checked by the caller first. */
+/* Checks 2..4 (empty, consistency, heap and budget) without counting: 0, or -errno with *reason. */
+static int shape_of(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1, const struct sc_kv_desc *desc,
+		    uint64_t ntok, uint64_t *fp, int *reason)
+{
+	uint64_t wire = l0 + l1;
+	*reason = SC_L2_REFUSE_INVALID;
+	if (wire == 0 || l0 > UINT64_MAX / 4 || l1 > UINT64_MAX / 4)
+		return -EINVAL;
+	if (kind == SC_PAYLOAD_FULL_STATE || kind == SC_PAYLOAD_RECURRENT_ONLY) {
+		if (l1 || desc)
+			return -EINVAL;
+	} else if (kind == SC_PAYLOAD_KV_RECURRENT) {
+		if ((l0 && !desc) || (desc && sc_kv_desc_validate(desc, l0)))
+			return -EINVAL;
+	} else {
+		return -EINVAL;
+	}
+	*fp = shm_heap_footprint(alloc_len_tok(wire, desc != NULL, ntok));
+	*reason = SC_L2_REFUSE_TOO_LARGE;
+	if (*fp > st->arena->shm->hv.regions[SHM_REGION_HEAP].size)
+		return -E2BIG;
+	*reason = SC_L2_REFUSE_OVER_BUDGET;
+	if (*fp > l2_budget(st->arena))
+		return -E2BIG;
+	return 0;
+}
+
+/* Checks 2..4; the digest (1) is checked by the caller first. A refusal is counted. */
 static int check_shape(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1, const struct sc_kv_desc *desc,
 		       uint64_t ntok, uint64_t *fp, int *why)
 {
-	uint64_t wire = l0 + l1;
-	if (wire == 0 || l0 > UINT64_MAX / 4 || l1 > UINT64_MAX / 4)
-		return reject(st, wire, -EINVAL, SC_L2_REFUSE_INVALID, why);
-	if (kind == SC_PAYLOAD_FULL_STATE || kind == SC_PAYLOAD_RECURRENT_ONLY) {
-		if (l1 || desc)
-			return reject(st, wire, -EINVAL, SC_L2_REFUSE_INVALID, why);
-	} else if (kind == SC_PAYLOAD_KV_RECURRENT) {
-		if ((l0 && !desc) || (desc && sc_kv_desc_validate(desc, l0)))
-			return reject(st, wire, -EINVAL, SC_L2_REFUSE_INVALID, why);
-	} else {
-		return reject(st, wire, -EINVAL, SC_L2_REFUSE_INVALID, why);
-	}
-	*fp = shm_heap_footprint(alloc_len_tok(wire, desc != NULL, ntok));
-	if (*fp > st->arena->shm->hv.regions[SHM_REGION_HEAP].size)
-		return reject(st, wire, -E2BIG, SC_L2_REFUSE_TOO_LARGE, why);
-	if (*fp > l2_budget(st->arena))
-		return reject(st, wire, -E2BIG, SC_L2_REFUSE_OVER_BUDGET, why);
-	return 0;
+	int reason, rc = shape_of(st, kind, l0, l1, desc, ntok, fp, &reason);
+	return rc ? reject(st, l0 + l1, rc, reason, why) : 0;
 }
 
 /* The live entry of @key, if any (lock-free; for excluding it from eviction only). */
@@ -192,6 +205,23 @@ static const struct shm_index_entry *peek_entry(struct sc_arena *a, struct sc_ke
 	const struct shm_index_entry *e = shm_index_find(l2_ix(a), key.lo, key.hi, &err);
 	shm_epoch_exit(a->shm);
 	return e;
+}
+
+/* What an allocation must not evict: the live entry of a key, looked up only when room has to be
+ * made (an admission that finds room never pays for the lookup: two dependent misses). */
+struct excl {
+	const struct sc_key *key;    /* NULL: nothing to exclude */
+	const struct shm_index_entry *e;
+	int looked;
+};
+
+static const struct shm_index_entry *excl_entry(struct sc_arena *a, struct excl *x)
+{
+	if (x->key && !x->looked) {
+		x->e = peek_entry(a, *x->key);
+		x->looked = 1;
+	}
+	return x->e;
 }
 
 /* l2_make_room, and when it cannot: clear what dead holders left (their leases pin entries, their
@@ -215,9 +245,10 @@ static int make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, in
  * Retired entries still count as used until readers leave them: room that is only waiting for
  * readers is waited for (briefly) instead of being made twice.
  */
-static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct shm_index_entry *exclude,
+static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct sc_key *exclude_key,
 		    uint32_t flags, uint64_t *off, int *why)
 {
+	struct excl x = { .key = exclude_key };
 	uint64_t tag = shm_tag_priv(a->shm->token);
 	uint64_t budget = l2_budget(a);
 	int rc = -ENOSPC, waited = 0;
@@ -249,7 +280,7 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 				}
 				continue;
 			}
-			if ((rc = make_room(a, need, -1, -1, exclude, why)))
+			if ((rc = make_room(a, need, -1, -1, excl_entry(a, &x), why)))
 				return rc;
 			continue;
 		}
@@ -267,7 +298,7 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 			return -ENOSPC;
 		}
 		/* the bytes are there but not in one block: evict by address */
-		rc = l2_make_contig(a, len, tag, exclude, off, why);
+		rc = l2_make_contig(a, len, tag, excl_entry(a, &x), off, why);
 		if (rc != -EAGAIN)
 			return rc;
 	}
@@ -284,7 +315,7 @@ uint64_t l2_desc_at(uint64_t wire)
 
 int l2_alloc_for(struct sc_arena *a, uint64_t len, uint64_t fp, struct sc_key key, uint64_t *off, int *why)
 {
-	return l2_alloc(a, len, fp, peek_entry(a, key), 0, off, why);
+	return l2_alloc(a, len, fp, &key, 0, off, why);
 }
 
 /*
@@ -423,6 +454,36 @@ int l2_commit_seg(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_
 	return l2_commit(st, key, n, d, off, kind, l0, l1, has_desc, has_tokens, fp, origin, NULL, why, rec_off, dg);
 }
 
+/*
+ * Large payloads are hashed and copied in one pass, chunk by chunk: each chunk is read from the
+ * caller's memory once (by the hash; from DRAM when the caller's buffer is not cached) and copied
+ * while it is still in L1, instead of a second pass over the whole payload after the hash. That
+ * needs the block before the digest is known, so it is taken only from free room
+ * (L2_RESERVE_NO_EVICT: a payload with a wrong digest must never evict anything) and given back
+ * when the digest is wrong; without free room the admission hashes first, as small ones do. The
+ * refusal order is unchanged: the shape is checked quietly first, and an invalid shape takes the
+ * ordinary path (digest, then shape).
+ */
+#define L2_FUSE_MIN (32u << 10)
+#define L2_FUSE_CHUNK (16u << 10)
+
+static struct sc_digest copy_hash(uint8_t *dst, const uint8_t *s0, uint64_t l0, const uint8_t *s1, uint64_t l1)
+{
+	XXH3_state_t h;
+	XXH3_128bits_reset(&h);
+	const uint8_t *src[2] = { s0, s1 };
+	uint64_t len[2] = { l0, l1 };
+	for (int i = 0; i < 2; i++)
+		for (uint64_t at = 0; at < len[i]; at += L2_FUSE_CHUNK) {
+			uint64_t n = len[i] - at < L2_FUSE_CHUNK ? len[i] - at : L2_FUSE_CHUNK;
+			XXH3_128bits_update(&h, src[i] + at, n);
+			memcpy(dst, src[i] + at, n);
+			dst += n;
+		}
+	XXH128_hash_t r = XXH3_128bits_digest(&h);
+	return (struct sc_digest){ r.low64, r.high64 };
+}
+
 int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 	     const struct sc_payload *p, uint32_t origin, int *why)
 {
@@ -436,43 +497,53 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	uint64_t l0 = p->sec_len[0], l1 = p->sec_len[1];
 	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
 		return -EINVAL;
-	/* 1. the digest over the wire (a segmented arena digests the segments in the same pass) */
-	struct sc_digest d;
-	struct l2_seg_plan plan = { 0 };
-	int seg = a->l2_seg_on && (l0 > l2_segtab(a)->seg_bytes || l1 > l2_segtab(a)->seg_bytes);
-	if (seg && (seg = l2_seg_plan(a, p, &d, &plan)) < 0)
-		return seg;
-	seg = seg == 0 && plan.pc;
-	if (!seg)
-		d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
-	if (!sc_digest_equal(d, expected)) {
-		l2_seg_plan_free(&plan);
-		return reject(st, l0 + l1, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
-	}
-	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0;
-	int rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
+	int has_desc = p->kv_desc != NULL, rc, reason;
+	uint64_t fp, off, wire = l0 + l1, ntok = l2_verify_tokens(a) ? n : 0, len = alloc_len_tok(wire, has_desc, ntok);
 	struct sc_key key;
-	if (!rc)
-		rc = sc_l2_key(st, ns, tokens, n, &key);
-	if (rc) {
-		l2_seg_plan_free(&plan);
-		return rc;
+	struct sc_digest d;
+	uint8_t *dst;
+	int seg = a->l2_seg_on && (l0 > l2_segtab(a)->seg_bytes || l1 > l2_segtab(a)->seg_bytes);
+	if (!seg && wire >= L2_FUSE_MIN && shape_of(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, &reason) == 0 &&
+	    sc_l2_key(st, ns, tokens, n, &key) == 0 && l2_alloc(a, len, fp, &key, L2_RESERVE_NO_EVICT, &off, &reason) == 0) {
+		dst = a->shm->base + off;
+		d = copy_hash(dst, p->sec[0], l0, p->sec[1], l1);
+		if (!sc_digest_equal(d, expected)) {
+			(void)shm_heap_free(a->shm, off);
+			return reject(st, wire, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
+		}
+	} else {
+		/* 1. the digest over the wire (a segmented arena digests the segments in the same pass) */
+		struct l2_seg_plan plan = { 0 };
+		if (seg && (seg = l2_seg_plan(a, p, &d, &plan)) < 0)
+			return seg;
+		seg = seg == 0 && plan.pc;
+		if (!seg)
+			d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
+		if (!sc_digest_equal(d, expected)) {
+			l2_seg_plan_free(&plan);
+			return reject(st, wire, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
+		}
+		rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
+		if (!rc)
+			rc = sc_l2_key(st, ns, tokens, n, &key);
+		if (rc) {
+			l2_seg_plan_free(&plan);
+			return rc;
+		}
+		if (seg) {
+			rc = l2_seg_admit(st, key, n, tokens, d, p, origin, &plan, why);
+			l2_seg_plan_free(&plan);
+			if (rc <= 0)
+				return rc ? l2_refuse(a, st->id, wire, rc, *why) : 0;
+		}
+		if ((rc = l2_alloc(a, len, fp, &key, 0, &off, why)))
+			return l2_refuse(a, st->id, wire, rc, *why);
+		dst = a->shm->base + off;
+		if (l0)
+			memcpy(dst, p->sec[0], l0);
+		if (l1)
+			memcpy(dst + l0, p->sec[1], l1);
 	}
-	if (seg) {
-		rc = l2_seg_admit(st, key, n, tokens, d, p, origin, &plan, why);
-		l2_seg_plan_free(&plan);
-		if (rc <= 0)
-			return rc ? l2_refuse(a, st->id, l0 + l1, rc, *why) : 0;
-	}
-	int has_desc = p->kv_desc != NULL;
-	uint64_t off, wire = l0 + l1;
-	if ((rc = l2_alloc(a, alloc_len_tok(wire, has_desc, ntok), fp, peek_entry(a, key), 0, &off, why)))
-		return l2_refuse(a, st->id, wire, rc, *why);
-	uint8_t *dst = a->shm->base + off;
-	if (l0)
-		memcpy(dst, p->sec[0], l0);
-	if (l1)
-		memcpy(dst + l0, p->sec[1], l1);
 	if (has_desc)
 		memcpy(dst + desc_at(wire), p->kv_desc, sizeof(*p->kv_desc));
 	if (ntok)
@@ -564,7 +635,7 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	if (need > asked) {
 		/* no room for the token ids behind the payload: move it into a block that has it (a
 		 * copy; sc_restore reserves the room so that its fills publish in place) */
-		if ((rc = l2_alloc(a, need, fp, peek_entry(a, key), 0, &off, why)))
+		if ((rc = l2_alloc(a, need, fp, &key, 0, &off, why)))
 			return l2_refuse(a, st->id, wire, rc, *why);
 		p = a->shm->base + off;
 		memcpy(p, r->ptr, wire);

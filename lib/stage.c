@@ -102,11 +102,15 @@ void l2_flush(struct sc_stage *st)
 	if (!st->local_hits && !st->local_misses)
 		return;
 	struct l2_counters *g = &l2_stats_region(st->arena)->global;
-	atomic_fetch_add_explicit(&g->hits, st->local_hits, memory_order_relaxed);
-	atomic_fetch_add_explicit(&g->misses, st->local_misses, memory_order_relaxed);
-	if (st->rec) {
-		atomic_fetch_add_explicit(&st->rec->c.hits, st->local_hits, memory_order_relaxed);
-		atomic_fetch_add_explicit(&st->rec->c.misses, st->local_misses, memory_order_relaxed);
+	if (st->local_hits) {
+		atomic_fetch_add_explicit(&g->hits, st->local_hits, memory_order_relaxed);
+		if (st->rec)
+			atomic_fetch_add_explicit(&st->rec->c.hits, st->local_hits, memory_order_relaxed);
+	}
+	if (st->local_misses) {
+		atomic_fetch_add_explicit(&g->misses, st->local_misses, memory_order_relaxed);
+		if (st->rec)
+			atomic_fetch_add_explicit(&st->rec->c.misses, st->local_misses, memory_order_relaxed);
 	}
 	st->local_hits = st->local_misses = 0;
 }

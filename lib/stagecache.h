@@ -362,7 +362,7 @@ int sc_stage_open(struct sc_arena *arena, const char *model_identity, const char
 		  struct sc_stage **out);
 /** sc_stage_close - flush this handle's pending hit/miss counts and free it (before closing its
  * arena handle). NULL is a no-op. Hits and misses are counted in the stage handle and added to
- * the arena's counters every 64 lookups, at sc_l2_stats on the same arena handle, and here. */
+ * the arena's counters every 1024 lookups, at sc_l2_stats on the same arena handle, and here. */
 void sc_stage_close(struct sc_stage *stage);
 /** sc_stage_id - the stage id used by probes and stats: low 64 bits of the keyed stage hash. */
 uint64_t sc_stage_id(const struct sc_stage *stage);

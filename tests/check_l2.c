@@ -237,6 +237,113 @@ START_TEST(refusals_leave_the_cache_unchanged)
 }
 END_TEST
 
+/* Payloads of 32 KiB or more are hashed while they are copied, into a block taken from free room
+ * only: the digest is the one sc_digest computes over the wire, a wrong one gives the block back
+ * and changes nothing, and without free room nothing is evicted for a payload that is refused. */
+START_TEST(large_admit_hashes_while_copying)
+{
+	struct fx f;
+	fx_open(&f);
+	size_t kvn = (200 << 10) + 100, recn = 20000; /* sections not multiples of the chunk */
+	uint8_t *kv = malloc(kvn), *rec = malloc(recn), *wire = malloc(kvn + recn);
+	fill(kv, kvn, 21);
+	fill(rec, recn, 22);
+	memcpy(wire, kv, kvn);
+	memcpy(wire + kvn, rec, recn);
+	struct sc_kv_desc desc;
+	memset(&desc, 0, sizeof(desc));
+	desc.version = 1;
+	desc.token_count = 8;
+	desc.payload_bytes = kvn;
+	int32_t t[8];
+	toks(t, 8, 500);
+	struct sc_payload p = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { kv, rec }, .sec_len = { kvn, recn }, .kv_desc = &desc };
+	struct sc_digest good = sc_digest(wire, kvn + recn), bad = good;
+	bad.hi ^= 1;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, good, &p, 0), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 8, NULL, &l), 0);
+	ck_assert(sc_digest_equal(l.digest, good));
+	ck_assert_uint_eq(l.sec_len[0], kvn);
+	ck_assert_uint_eq(l.sec_len[1], recn);
+	ck_assert_int_eq(memcmp(l.sec[0], kv, kvn), 0);
+	ck_assert_int_eq(memcmp(l.sec[1], rec, recn), 0);
+	ck_assert_int_eq(memcmp(&l.kv_desc, &desc, sizeof(desc)), 0);
+	sc_lease_release(&l);
+	/* the same key with a wrong digest: refused for it, the block given back, the entry kept */
+	struct sc_l2_stats s0 = stats(&f, NULL);
+	struct shm_heap_stats h0, h1;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &h0), 0);
+	uint8_t *changed = malloc(kvn);
+	fill(changed, kvn, 23);
+	struct sc_payload q = p;
+	q.sec[0] = changed;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, good, &q, 0), -EBADMSG);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, bad, &p, 0), -EBADMSG);
+	struct sc_l2_stats s1 = stats(&f, NULL);
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &h1), 0);
+	ck_assert_uint_eq(h1.used_bytes, h0.used_bytes);
+	ck_assert_uint_eq(s1.refused[SC_L2_REFUSE_DIGEST], s0.refused[SC_L2_REFUSE_DIGEST] + 2);
+	ck_assert_uint_eq(s1.entries, s0.entries);
+	ck_assert_uint_eq(s1.inserts, s0.inserts);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 8, NULL, &l), 0);
+	ck_assert_int_eq(memcmp(l.sec[0], kv, kvn), 0);
+	sc_lease_release(&l);
+	/* no free room (the budget is what is stored): a wrong digest evicts nothing */
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(put(f.st, 1000 + 10 * i, 8, 64 << 10, (uint32_t)i), 0);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, stats(&f, NULL).bytes), 0);
+	toks(t, 8, 900);
+	s0 = stats(&f, NULL);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, bad, &p, 0), -EBADMSG);
+	s1 = stats(&f, NULL);
+	ck_assert_uint_eq(s1.evictions, s0.evictions);
+	ck_assert_uint_eq(s1.entries, s0.entries);
+	/* ... and a right one makes room as any admission does */
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, good, &p, 0), 0);
+	ck_assert_uint_gt(stats(&f, NULL).evictions, s0.evictions);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 8, NULL, &l), 0);
+	ck_assert_int_eq(memcmp(l.sec[1], rec, recn), 0);
+	sc_lease_release(&l);
+	free(changed);
+	free(kv);
+	free(rec);
+	free(wire);
+	fx_close(&f);
+}
+END_TEST
+
+/* A stage handle's hits reach the arena's counters (seen by another handle) at least every
+ * L2_FLUSH_EVERY lookups without a close, and all of them when it closes. */
+START_TEST(hit_counts_are_flushed_in_batches)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 0, 8, 1000, 1), 0);
+	struct sc_arena *b;
+	struct sc_stage *sb;
+	ck_assert_int_eq(sc_arena_open(f.name, &b), 0);
+	ck_assert_int_eq(sc_stage_open(b, "model-A", "state-1", &sb), 0);
+	int32_t t[8];
+	toks(t, 8, 0);
+	struct sc_l2_stats s0 = stats(&f, NULL); /* flushes f's own handle first */
+	for (uint32_t i = 0; i < L2_FLUSH_EVERY + 5; i++) {
+		struct sc_lease l;
+		ck_assert_int_eq(sc_l2_get(sb, "ns", t, 8, NULL, &l), 0);
+		sc_lease_release(&l);
+	}
+	/* f's handle does not know sb: what it sees was flushed by sb's lookups themselves */
+	struct sc_l2_stats s1 = stats(&f, NULL);
+	ck_assert_uint_ge(s1.hits, s0.hits + L2_FLUSH_EVERY);
+	ck_assert_uint_lt(s1.hits, s0.hits + L2_FLUSH_EVERY + 5);
+	ck_assert_uint_eq(s1.misses, s0.misses);
+	sc_stage_close(sb);
+	ck_assert_uint_eq(stats(&f, NULL).hits, s0.hits + L2_FLUSH_EVERY + 5);
+	sc_arena_close(b);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(eviction_makes_room_and_enospc_rolls_back)
 {
 	struct fx f;
@@ -783,6 +890,8 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, admit_get_round_trip);
 	tcase_add_test(tc, kv_recurrent_with_descriptor);
 	tcase_add_test(tc, refusals_leave_the_cache_unchanged);
+	tcase_add_test(tc, large_admit_hashes_while_copying);
+	tcase_add_test(tc, hit_counts_are_flushed_in_batches);
 	tcase_add_test(tc, eviction_makes_room_and_enospc_rolls_back);
 	tcase_add_test(tc, peek_does_not_change_eviction_order);
 	tcase_add_test(tc, location_mismatch_removes_the_mirror);

@@ -190,7 +190,7 @@ static const struct family families[] = {
 	L2F("segment_holder_bytes", G, segment_holder_bytes, "bytes kept for shared segments after their entry left"),
 	L2F("segment_dedup_bytes", C, segment_dedup_bytes, "bytes admissions found stored already"),
 	L2F("budget_bytes", G, budget_bytes, "the L2 budget"),
-	L2F("hits", C, hits, "L2 lookups that hit (flushed every 64 lookups per stage handle)"),
+	L2F("hits", C, hits, "L2 lookups that hit (flushed every 1024 lookups per stage handle)"),
 	L2F("misses", C, misses, "L2 lookups that missed"),
 	L2F("inserts", C, inserts, "entries admitted or published"),
 	L2F("evictions", C, evictions, "entries evicted to make room"),
