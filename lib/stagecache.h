@@ -66,7 +66,7 @@ struct sc_arena_opts {
 	uint64_t size_bytes;     /* total arena size; required, SC_ARENA_MIN_BYTES..SC_ARENA_MAX_BYTES */
 	int huge;                /* enum sc_huge */
 	const char *dir;         /* directory for the arena file; NULL: /dev/hugepages or /dev/shm */
-	uint32_t mode;           /* file mode; 0: 0600 */
+	uint32_t mode;           /* file mode; 0: 0600; never world-writable (open refuses such files) */
 	int64_t gid;             /* group owner; 0: the caller's (use -1 for "none" explicitly) */
 	uint32_t index_entries;  /* L2 index capacity; 0: size_bytes / 16 KiB, at least 1024 */
 	uint32_t ring_count;     /* commit rings; 0: 16 */
@@ -82,24 +82,66 @@ struct sc_arena;
  * @name: 1..SC_NAME_MAX characters of [A-Za-z0-9._-].
  * @opts: creation parameters (size_bytes required).
  * @out:  receives the handle; close with sc_arena_close().
- * Returns 0, or -EINVAL (bad name or size), -EEXIST (an arena of that name exists, or another
- * process is creating it), -ENOMEM (not enough hugepages or memory; nothing is left behind),
- * -ENODEV (huge=require and no hugetlbfs mount), -EACCES, or another negative errno.
+ * With huge=auto, a hugetlbfs mount this user may not write to (root's 0755 /dev/hugepages;
+ * `stagecache setup --group G` opens it to a group) or a hugepage shortage falls back to /dev/shm.
+ * Returns 0, or -EINVAL (bad name, size, or a mode with o+w), -EEXIST (an arena of that name
+ * exists, or another process is creating it), -ENOMEM (not enough hugepages or memory; nothing is
+ * left behind), -ENODEV (huge=require and no hugetlbfs mount), -EACCES (huge=require and the
+ * mount is not writable by this user; or --dir not writable), -EPERM (gid: not a group of the
+ * caller), -ENOENT (@dir does not exist), or another negative errno.
  * Blocks while the arena is pre-faulted; allocates the handle.
  */
 int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct sc_arena **out);
 
 /**
  * sc_arena_open - attach to an existing arena, looking in /dev/hugepages then /dev/shm.
- * Returns 0, or -ENOENT (no such arena), -EINVAL (bad name), -EBADMSG (not an arena, truncated,
- * or a corrupted header), -EPROTO (a different layout version), -EAGAIN (still being created
- * after a bounded wait), -EUSERS (reader table full), -EACCES.
+ * The file must be a regular file (opened without following a symlink and without blocking, so
+ * a FIFO or link planted under the name is refused, never waited on or followed), must not be
+ * world-writable, and must be owned by root or the caller (see sc_arena_open_with to trust
+ * another owner): anyone can create /dev/shm/stagecache.NAME before you do.
+ * Returns 0, or -ENOENT (no such arena), -EINVAL (bad name), -EBADMSG (not an arena: not a
+ * regular file, truncated, or a corrupted header), -EPROTO (a different layout version), -EPERM
+ * (world-writable, or owned by a user not trusted), -EACCES (no permission to open it), -EAGAIN
+ * (still being created after a bounded wait), -EUSERS (reader table full), -ENOTRECOVERABLE
+ * (fsck declared the arena unrepairable: destroy and create it again).
  * Never modifies the file when it refuses it.
  */
 int sc_arena_open(const char *name, struct sc_arena **out);
 
 /** sc_arena_open_dir - as sc_arena_open, looking only in @dir. */
 int sc_arena_open_dir(const char *dir, const char *name, struct sc_arena **out);
+
+#define SC_ARENA_OPEN_ANY_OWNER 0x1u /* accept an arena file owned by any user (never a world-writable one) */
+#define SC_ARENA_OPEN_MASK 0x1u
+
+/** struct sc_arena_open_opts - how to open an arena; zero-initialise, every zero field takes its default. */
+struct sc_arena_open_opts {
+	const char *dir;             /* look only here; NULL: /dev/hugepages (hugetlbfs) then /dev/shm */
+	uint32_t flags;              /* SC_ARENA_OPEN_* */
+	uint32_t owner_uid;          /* also accept a file owned by this user (0: nobody beyond root and you) */
+};
+
+/**
+ * sc_arena_open_with - as sc_arena_open, with options: where to look, and whose arena files to
+ * trust besides root's and your own (e.g. the service account that creates arenas for a group of
+ * workers). Returns as sc_arena_open, and -EINVAL for unknown flags.
+ */
+int sc_arena_open_with(const char *name, const struct sc_arena_open_opts *opts, struct sc_arena **out);
+
+/* What an arena's file is, without opening it (for messages). */
+struct sc_arena_file {
+	char path[4096];
+	uint32_t mode;               /* st_mode: type and permission bits (S_ISREG(), S_ISFIFO(), ... apply) */
+	uint32_t uid, gid;
+	uint64_t size;
+};
+
+/**
+ * sc_arena_file_stat - describe the file that opening (@dir, @name) would try: path, type, mode,
+ * owner, size (lstat: a symlink is described, not followed). Opens nothing, changes nothing.
+ * Returns 0, -ENOENT (no such file), -EINVAL (bad name).
+ */
+int sc_arena_file_stat(const char *dir, const char *name, struct sc_arena_file *out);
 
 /** sc_arena_close - detach (releases this process's reader slot) and free the handle. NULL is a no-op. */
 void sc_arena_close(struct sc_arena *arena);
