@@ -7,8 +7,10 @@
  * of 4 KiB or more start 4 KiB aligned (the heap guarantees it), so L3 can read into a
  * reservation with O_DIRECT.
  *
- * Admission order (each refusal counted in admission_rejects, nothing else changes): digest
- * (-EBADMSG), empty (-EINVAL), sections/descriptor (-EINVAL), budget (-E2BIG, refused_bytes).
+ * Admission order (each refusal counted in admission_rejects, nothing else changes): arguments
+ * (-EINVAL: no tokens, unknown origin, NULL sections), digest (-EBADMSG), empty (-EINVAL),
+ * sections/descriptor (-EINVAL), budget (-E2BIG, refused_bytes). An arena fsck declared
+ * unrepairable refuses every admission first (-ENOTRECOVERABLE, not counted).
  * Then room is made (planned eviction, -ENOSPC with nothing evicted when the plan fails), the
  * payload is copied into a private block (tag: our reader slot and pid), and under the key's
  * shard lock the block is given to an entry (tag: entry idx and gen) and the entry is linked,
@@ -269,12 +271,17 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc
 int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_digest expected,
 		const struct sc_payload *p, uint32_t origin)
 {
-	if (!st || !p || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
+	if (!st)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
+	if (arena_is_damaged(a))
+		return -ENOTRECOVERABLE;
+	/* every refusal with a stage to count it against is an admission reject (the header says so) */
+	if (!p || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
+		return reject(st, p ? p->sec_len[0] + p->sec_len[1] : 0, -EINVAL);
 	uint64_t l0 = p->sec_len[0], l1 = p->sec_len[1];
 	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
-		return -EINVAL;
+		return reject(st, l0 + l1, -EINVAL);
 	/* 1. the digest over the wire */
 	struct sc_digest d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
 	if (!sc_digest_equal(d, expected))
@@ -285,7 +292,7 @@ int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, size
 		return rc;
 	struct sc_key key;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
-		return rc;
+		return reject(st, l0 + l1, rc);
 	int has_desc = p->kv_desc != NULL;
 	uint64_t off, wire = l0 + l1;
 	if ((rc = l2_alloc(a, alloc_len(wire, has_desc), fp, peek_entry(a, key), &off))) {
@@ -317,6 +324,8 @@ int sc_l2_reserve(struct sc_stage *st, uint64_t bytes, struct sc_l2_resv *r)
 	if (!st || !bytes || bytes > UINT64_MAX / 4)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
+	if (arena_is_damaged(a))
+		return -ENOTRECOVERABLE;
 	uint64_t len = alloc_len(bytes, 1), fp = shm_heap_footprint(len), off;
 	if (fp > l2_budget(a))
 		return -E2BIG;
@@ -343,10 +352,13 @@ int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, si
 		  struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
 		  uint32_t origin, struct sc_lease *lease)
 {
-	if (!st || !r || !r->arena_ || r->arena_ != st->arena || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
+	if (!st)
 		return -EINVAL;
-	if (kv_len > r->bytes || rec_len > r->bytes - kv_len)
-		return -EINVAL;
+	if (arena_is_damaged(st->arena))
+		return -ENOTRECOVERABLE;
+	if (!r || !r->arena_ || r->arena_ != st->arena || !n || !tokens || origin > SC_ORIGIN_FROM_L3 ||
+	    kv_len > r->bytes || rec_len > r->bytes - kv_len)
+		return reject(st, r ? kv_len + rec_len : 0, -EINVAL);
 	struct sc_digest d = sc_digest(r->ptr, kv_len + rec_len);
 	if (!sc_digest_equal(d, expected))
 		return reject(st, kv_len + rec_len, -EBADMSG);
@@ -356,7 +368,7 @@ int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, si
 		return rc;
 	struct sc_key key;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
-		return rc;
+		return reject(st, kv_len + rec_len, rc);
 	uint64_t wire = kv_len + rec_len;
 	if (desc)
 		memcpy((uint8_t *)r->ptr + desc_at(wire), desc, sizeof(*desc));

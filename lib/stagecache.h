@@ -243,7 +243,8 @@ struct sc_stage;
  * sc_stage_open - open a stage view.
  * @arena: an attached arena.  @model_identity, @state_identity: non-empty strings of at most
  * SC_IDENTITY_MAX bytes.  @out: receives the handle (sc_stage_close it before the arena).
- * Returns 0, -EINVAL, -ENOMEM, -EBADMSG (corrupted index region). Allocates. When the arena's
+ * Returns 0, -EINVAL, -ENOMEM, -EBADMSG (corrupted index region), -ENOTRECOVERABLE (fsck declared
+ * the arena unrepairable). Allocates. When the arena's
  * table of per-stage counters is full the stage still works; its counters go to the global line.
  */
 int sc_stage_open(struct sc_arena *arena, const char *model_identity, const char *state_identity,
@@ -386,14 +387,17 @@ struct sc_lease {
 
 /**
  * sc_l2_admit - copy a payload into L2 under the key of (@ns, @tokens[0..n)).
- * Checks, in order, each refusal counted in admission_rejects and leaving the cache unchanged:
+ * Checks, in order, each refusal counted in admission_rejects (when @stage is not NULL) and
+ * leaving the cache unchanged:
+ *  -EINVAL   n == 0, NULL tokens or payload, unknown origin, a section length with a NULL pointer;
  *  -EBADMSG  XXH3-128 of the wire != @expected;
- *  -EINVAL   empty payload (or n == 0, NULL arguments, unknown kind/origin);
+ *  -EINVAL   empty payload, unknown kind, namespace too long;
  *  -EINVAL   sections and descriptor inconsistent (sc_kv_desc_validate);
  *  -E2BIG    larger than the budget can ever hold (refused_bytes += wire bytes).
  * Then evicts unleased entries to make room (never the entry being replaced); if room cannot be
  * made: -ENOSPC and nothing changed. An existing entry of the key is replaced atomically (readers
- * see the old entry or the new one). Also -EBADMSG (corrupted index).
+ * see the old entry or the new one). Also -EBADMSG (corrupted index), -ENOTRECOVERABLE (fsck
+ * declared the arena unrepairable; not counted).
  * Eviction is CLOCK (a hit sets the entry's reference hint; peek does not), bounded per call.
  * The budget is checked against the heap's allocated bytes before allocating, so concurrent
  * admissions may overshoot it by at most what is in flight.

@@ -690,6 +690,35 @@ START_TEST(index_capacity_is_recycled)
 }
 END_TEST
 
+/* Defect 10 (issue 12): an unknown origin, n == 0 and NULL tokens were refused without being
+ * counted in admission_rejects, contrary to the header. */
+START_TEST(regression_every_refusal_is_counted)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("rejects", ARENA, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t buf[1000];
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest d = sc_digest(buf, sizeof(buf));
+	int32_t t[2] = { 1, 2 };
+	struct sc_payload nullsec = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { NULL }, .sec_len = { 10 } };
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 2, d, &p, 7), -EINVAL);      /* unknown origin */
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 0, d, &p, 0), -EINVAL);      /* n == 0 */
+	ck_assert_int_eq(sc_l2_admit(st, "", NULL, 2, d, &p, 0), -EINVAL);   /* NULL tokens */
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 2, d, NULL, 0), -EINVAL);    /* NULL payload */
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 2, d, &nullsec, 0), -EINVAL); /* a length with no bytes */
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
+	ck_assert_uint_eq(s.admission_rejects, 5);
+	ck_assert_uint_eq(s.entries, 0);
+	ck_assert_int_eq(sc_l2_stats(a, st, &s), 0);
+	ck_assert_uint_eq(s.admission_rejects, 5);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* ---- the command line: put / get --out reproduce the payload byte for byte ---- */
 
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -788,6 +817,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, hostile_index_contents);
 	tcase_add_test(tc, corrupted_index_header_is_refused);
 	tcase_add_test(tc, cli_put_get_round_trip);
+	tcase_add_test(tc, regression_every_refusal_is_counted);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
 	suite_add_tcase(s, tc);
