@@ -1,20 +1,34 @@
 /*
- * lib/fsck.c — sc_arena_fsck: check (and repair) an arena.
+ * lib/fsck.c — sc_arena_fsck: check an arena, and repair it until it is clean or declared dead.
  *
- * Order: header; reader slots; then, with every index shard locked (so no entry changes under
- * us; lock-free readers keep running), the bucket chains, every entry, and one walk of the heap
- * that classifies each allocated block by its tag:
- *   ENTRY(idx, gen)  owned when entry idx has that generation, points at the block and is LIVE,
- *                    RETIRED (pending reclamation) or being freed;
- *   PRIV(slot, pid)  a private reservation: owned while that process holds that reader slot,
- *                    an orphan once it died (the next writer's sweep frees it; repair does now);
- *   anything else    leaked.
- * Then the rings and the observation table, each under its own protocol.
+ * What it checks is what any reader or writer validates, so that fsck never calls an arena clean
+ * while an operation on it fails: the shared header against the copy validated at attach; reader
+ * slots of dead processes; the index header and every lock word; then, with every index shard
+ * locked (so no entry changes under us; lock-free readers keep running), the bucket chains, one
+ * walk of the heap that classifies each allocated block by its tag, and every entry (its state,
+ * its layout, its block, with SC_FSCK_DEEP its digest); the commit ring directory, each ring's
+ * owner word and indices and every record between them (what the consumer would read); the
+ * observation table and its fill claims; repair counters no process could have reached.
  *
- * Repair only uses the modules' own repair paths (shard rebuild, unlink + retire, the orphan
- * sweep, the readers reaper), so what it leaves is what those paths guarantee. Shards are taken
- * with trylock only (the index's lock order forbids blocking on a second shard), retried for a
- * bounded time.
+ * Heap tags: ENTRY(idx, gen) is owned when entry idx has that generation, points at the block and
+ * is LIVE, RETIRED or being freed; PRIV(slot, pid) is a private reservation, an orphan once its
+ * process died; anything else is leaked.
+ *
+ * Repair (SC_FSCK_REPAIR) goes through the modules' own repair paths where they exist (the shard
+ * rebuild, unlink + retire, the orphan sweep, the readers reaper, the heap rebuild), rewrites what
+ * is derived from the header copy validated at attach (the shared header's identity, the index
+ * header's geometry, the ring directory), and drops soft state that is malformed (an entry that
+ * fails its checks, the undelivered records of a ring whose records are malformed, the promotion
+ * observations). An entry whose heap block is missing or belongs to someone else is dropped
+ * without freeing that block. Then the arena is checked again, and repaired again while problems
+ * remain, at most FSCK_ROUNDS times. What is still wrong then either waits on a live process
+ * (another ring consumer, a writer holding a lock: reported, not damage) or cannot be repaired (a
+ * heap block chain the rebuild cannot walk, ...): the arena is declared unrepairable.
+ * shm_header.damaged is release-stored after the reason and the time; every later open fails
+ * with -ENOTRECOVERABLE and writers attached now refuse with it (lib/arena.c, lib/l2.c).
+ *
+ * Shards are taken with trylock only (the index's lock order forbids blocking on a second shard),
+ * retried for a bounded time. Re-initialising a corrupted lock word assumes no writer is inside it.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -27,6 +41,11 @@
 #include "../shm/heap.h"
 #include "../shm/mutex.h"
 #include "../shm/obs.h"
+#include "../shm/ring.h"
+
+#define FSCK_ROUNDS 4
+/* A repair counter above this is not believable: each count is a process killed inside a writer. */
+#define COUNTER_MAX (1ull << 20)
 
 struct fsck {
 	struct sc_arena *a;
@@ -34,12 +53,17 @@ struct fsck {
 	sc_fsck_fn cb;
 	void *ctx;
 	struct sc_fsck_report *r;
-	struct shm_index *ix;
+	struct shm_index ixv;  /* this pass's validated view of the index region */
+	struct shm_index *ix;  /* &ixv once valid, else NULL */
 	uint8_t *reached;      /* per entry: found in its bucket chain */
 	uint8_t *has_block;    /* per entry: its block was seen in the heap walk */
 	uint64_t *free_offs;   /* blocks the repair frees after the walk */
 	size_t nfree, cap_free;
+	uint32_t shard_repair; /* bit s: shard s gets the shard rebuild after the entry pass */
 	int need_sweep;        /* repair: run the index's sweep after the walk */
+	int heap_ok;           /* the heap walk completed: has_block is complete */
+	uint64_t deferred;     /* problems held by live processes: not damage */
+	uint32_t damage;       /* SHM_DAMAGE_* of a repair that cannot work */
 	uint64_t pending_seen[SHM_INDEX_SHARDS];
 };
 
@@ -64,6 +88,30 @@ static int repairing(const struct fsck *f)
 {
 	return (f->flags & SC_FSCK_REPAIR) != 0;
 }
+
+/* ---- the header ---- */
+
+/* Writers and readers use the copy validated at attach; only new opens read the shared header.
+ * A shared header that differs from that copy is rewritten from it. */
+static void check_header(struct fsck *f)
+{
+	struct shm_arena *s = f->a->shm;
+	/* the identity: everything up to and with the checksum, but the initialised word (published
+	 * after the creator took its copy) */
+	const size_t a = offsetof(struct shm_header, initialised), b = a + sizeof(uint32_t),
+		     n = offsetof(struct shm_header, header_check) + sizeof(uint64_t);
+	const uint8_t *sh = (const uint8_t *)s->hdr, *hv = (const uint8_t *)&s->hv;
+	if (shm_header_check(s->hdr, s->size) == 0 && !memcmp(sh, hv, a) && !memcmp(sh + b, hv + b, n - b))
+		return;
+	finding(f, "header", repairing(f), "the shared header differs from the one validated at attach (new opens "
+		"would refuse the arena)");
+	if (repairing(f)) {
+		memcpy((uint8_t *)s->hdr, hv, a);
+		memcpy((uint8_t *)s->hdr + b, hv + b, n - b);
+	}
+}
+
+/* ---- reader slots ---- */
 
 static void check_readers(struct fsck *f)
 {
@@ -93,50 +141,90 @@ static void check_readers(struct fsck *f)
 	}
 }
 
-/* The arena's writer mutexes themselves: a scribbled type word or a lock word naming an owner
- * that vanished without the kernel marking it makes every writer fail with -EBADMSG; repair
- * re-initialises such a mutex (fsck --repair assumes no other writer is inside it). */
+/* ---- the index header and the lock words ---- */
+
+/* The index header's geometry follows from the arena's parameters (as shm_index_format writes it):
+ * a corrupted one is rewritten, and every shard's lists are then rebuilt from the entry states. */
+static void check_index_header(struct fsck *f)
+{
+	struct shm_arena *s = f->a->shm;
+	if (shm_index_view(s, &f->ixv) == 0) {
+		f->ix = &f->ixv;
+		return;
+	}
+	uint64_t size;
+	struct shm_index_hdr *h = shm_region(s, SHM_REGION_INDEX, &size);
+	uint32_t n = s->hv.index_entries, nb = SHM_INDEX_SHARDS;
+	while (nb < n)
+		nb <<= 1;
+	finding(f, "index", repairing(f), "the index header is corrupted (its geometry does not match the arena's)");
+	if (!repairing(f))
+		return;
+	h->nentries = n;
+	h->nbuckets = nb;
+	h->nshards = SHM_INDEX_SHARDS;
+	h->buckets_off = SHM_INDEX_HDR_BYTES;
+	h->entries_off = shm_index_bytes(n) - (uint64_t)n * sizeof(struct shm_index_entry);
+	h->magic = SHM_INDEX_MAGIC;
+	f->shard_repair = (1u << SHM_INDEX_SHARDS) - 1;
+	if (shm_index_view(s, &f->ixv) == 0) {
+		f->ix = &f->ixv;
+	} else {
+		f->r->repaired--;
+		f->damage = SHM_DAMAGE_INDEX;
+	}
+}
+
+/* A scribbled type word, or a lock word naming an owner that vanished without the kernel marking
+ * it, makes every writer fail with -EBADMSG: repair re-initialises such a lock. */
 static void check_mutex(struct fsck *f, pthread_mutex_t *m, const char *what)
 {
 	if (!m || shm_mutex_check(m) == 0)
 		return;
 	int fix = repairing(f) && shm_mutex_reinit(m) == 0;
-	finding(f, "locks", fix, "%s: the mutex is corrupted (bad type word, or held by an owner that no longer exists)",
+	finding(f, "locks", fix, "%s: the lock word is corrupted (bad type, or held by an owner that no longer exists)",
 		what);
 }
 
 static void check_mutexes(struct fsck *f)
 {
 	char what[32];
-	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
-		snprintf(what, sizeof(what), "index shard %u", s);
-		check_mutex(f, &f->ix->hdr->shards[s].mu, what);
+	if (f->ix) {
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+			snprintf(what, sizeof(what), "index shard %u", s);
+			check_mutex(f, &f->ix->hdr->shards[s].mu, what);
+		}
+		check_mutex(f, &f->ix->hdr->sweep_mu, "index sweep");
 	}
-	check_mutex(f, &f->ix->hdr->sweep_mu, "index sweep");
 	check_mutex(f, shm_heap_mutex(f->a->shm), "heap");
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
 	if (h)
 		check_mutex(f, &h->mu, "observation table");
 }
 
-/* Take every shard with trylock, retrying for up to 5 s. 0, or -EBUSY / -EBADMSG with nothing held. */
-static int lock_all(struct shm_index *ix)
+/* Take every shard with trylock, retrying for up to 5 s. 0, -EBADMSG (a corrupted lock word:
+ * waiting will not help), or -EBUSY naming the shard that stayed held; nothing held on failure. */
+static int lock_all(struct fsck *f)
 {
+	struct shm_index *ix = f->ix;
+	uint32_t s = 0;
 	for (int attempt = 0; attempt < 5000; attempt++) {
-		uint32_t s;
 		int rc = 0;
 		for (s = 0; s < SHM_INDEX_SHARDS; s++)
 			if ((rc = shm_index_trylock(ix, s)))
 				break;
 		if (s == SHM_INDEX_SHARDS)
 			return 0;
-		while (s-- > 0)
-			shm_index_unlock(ix, s);
-		if (rc == -EBADMSG)
-			return rc; /* a corrupted shard mutex: waiting will not help */
+		for (uint32_t k = 0; k < s; k++)
+			shm_index_unlock(ix, k);
+		if (rc == -EBADMSG || shm_mutex_check(&ix->hdr->shards[s].mu))
+			return -EBADMSG;
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
 	}
+	f->deferred++;
+	finding(f, "locks", 0, "index shard %u has stayed locked for 5 s (a writer is stuck inside the arena, or the "
+		"lock word names a thread that exists but does not hold it)", s);
 	return -EBUSY;
 }
 
@@ -145,6 +233,8 @@ static void unlock_all(struct shm_index *ix)
 	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
 		shm_index_unlock(ix, s);
 }
+
+/* ---- chains, heap, entries (every shard locked) ---- */
 
 static void check_chains(struct fsck *f)
 {
@@ -168,74 +258,11 @@ static void check_chains(struct fsck *f)
 			if (bad) {
 				finding(f, "index", repairing(f), "bucket %u: chain holds %s", b, bad);
 				if (repairing(f))
-					shm_index_repair_locked(ix, shard);
+					shm_index_repair_locked(ix, shard); /* cuts it now: the entry pass needs whole chains */
 				break;
 			}
 			f->reached[cur - 1] = 1;
 			cur = atomic_load_explicit(&ix->ent[cur - 1].next, memory_order_acquire);
-		}
-	}
-}
-
-static void remove_entry(struct fsck *f, struct shm_index_entry *e)
-{
-	if (shm_index_unlink_retire_locked(f->ix, e) == 0) {
-		f->r->dropped++;
-		/* it is pending reclamation now: account it as such for the shard check */
-		f->pending_seen[shm_index_idx(f->ix, e) % SHM_INDEX_SHARDS] += e->footprint;
-	}
-}
-
-static void check_entries(struct fsck *f)
-{
-	struct shm_index *ix = f->ix;
-	for (uint32_t i = 0; i < ix->nentries; i++) {
-		struct shm_index_entry *e = &ix->ent[i];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if (st == SHM_ENT_RETIRED) {
-			f->pending_seen[i % SHM_INDEX_SHARDS] += e->footprint;
-			continue;
-		}
-		if (st == SHM_ENT_BUSY || st == SHM_ENT_FREEING) {
-			/* we hold every shard lock: only a dead writer leaves these, and the lock's repair
-			 * should have cleaned them up */
-			finding(f, "index", repairing(f), "entry %u: left %s by a writer", i, st == SHM_ENT_BUSY ? "busy" : "freeing");
-			if (repairing(f))
-				shm_index_repair_locked(ix, i % SHM_INDEX_SHARDS);
-			continue;
-		}
-		if (st != SHM_ENT_LIVE) {
-			if (st != SHM_ENT_FREE)
-				finding(f, "index", 0, "entry %u: unknown state %u", i, st);
-			continue;
-		}
-		uint64_t wire;
-		struct sc_kv_desc desc;
-		int has_desc;
-		if (!f->reached[i]) {
-			finding(f, "index", repairing(f), "entry %u: live but not reachable from its bucket", i);
-			if (repairing(f))
-				shm_index_repair_locked(ix, i % SHM_INDEX_SHARDS);
-			continue;
-		}
-		if (l2_entry_check(ix, e, &wire, &desc, &has_desc)) {
-			finding(f, "index", repairing(f), "entry %u: inconsistent sizes, kind or descriptor", i);
-			if (repairing(f))
-				remove_entry(f, e);
-			continue;
-		}
-		f->r->entries++;
-		if (f->flags & SC_FSCK_DEEP) {
-			struct sc_digest d = sc_digest(ix->a->base + e->payload_off, wire);
-			f->r->digests_checked++;
-			if (d.lo != e->digest_lo || d.hi != e->digest_hi) {
-				f->r->digest_failures++;
-				char hex[SC_DIGEST_HEX_LEN + 1];
-				finding(f, "index", repairing(f), "entry %u: payload does not match digest %s", i,
-					sc_digest_format((struct sc_digest){ e->digest_lo, e->digest_hi }, hex));
-				if (repairing(f))
-					remove_entry(f, e);
-			}
 		}
 	}
 }
@@ -277,7 +304,7 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 		if (idx < ix->nentries) {
 			struct shm_index_entry *e = &ix->ent[idx];
 			uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-			if (e->gen == gen && e->payload_off == off && st != SHM_ENT_FREE) {
+			if (e->gen == gen && e->payload_off == off && st != SHM_ENT_FREE && !f->has_block[idx]) {
 				f->has_block[idx] = 1;
 				if (st == SHM_ENT_RETIRED)
 					f->r->pending_bytes += bytes;
@@ -307,64 +334,318 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 	return 0;
 }
 
-static void check_heap(struct fsck *f)
+static void walk_heap(struct fsck *f)
 {
 	int rc = shm_heap_walk(f->a->shm, walk_cb, f);
-	if (rc) {
-		finding(f, "heap", 0, "block chain is corrupted (%s)", sc_strerror(rc));
-		if (repairing(f) && shm_heap_repair(f->a->shm) == 0)
-			f->r->repaired++;
+	if (!rc) {
+		f->heap_ok = 1;
 		return;
 	}
+	/* the walk stopped: what it classified is partial, so no entry is judged by its block */
+	f->nfree = 0;
+	f->need_sweep = 0;
+	finding(f, "heap", 0, "the heap's block chain or free lists are corrupted");
+	if (!repairing(f))
+		return;
+	if (shm_heap_repair(f->a->shm) == 0)
+		f->r->repaired++; /* derived state rebuilt; the next round walks it again */
+	else
+		f->damage = SHM_DAMAGE_HEAP; /* the chain itself: nothing to rebuild from */
+}
+
+/* Drop entry @e (shard locked): unlinked and retired, its memory freed when no reader can see it.
+ * When its block is not known to be its own, it forgets the block first: never free another's. */
+static void drop_entry(struct fsck *f, struct shm_index_entry *e, uint32_t i)
+{
+	if (!f->heap_ok || !f->has_block[i])
+		e->payload_off = 0;
+	uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
+	if (st == SHM_ENT_LIVE && shm_index_unlink_retire_locked(f->ix, e) == 0) {
+		f->r->dropped++;
+		f->pending_seen[i % SHM_INDEX_SHARDS] += e->footprint;
+	} else if (st == SHM_ENT_LIVE) {
+		f->shard_repair |= 1u << (i % SHM_INDEX_SHARDS); /* unreachable: the rebuild retires it */
+		f->r->dropped++;
+	}
+}
+
+static void check_entries(struct fsck *f)
+{
+	struct shm_index *ix = f->ix;
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		struct shm_index_entry *e = &ix->ent[i];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire), sh = i % SHM_INDEX_SHARDS;
+		if (st == SHM_ENT_FREE)
+			continue;
+		if (st == SHM_ENT_RETIRED) {
+			f->pending_seen[sh] += e->footprint;
+			if (f->heap_ok && !f->has_block[i] && e->payload_off) {
+				finding(f, "index", repairing(f), "entry %u (retired): its heap block is missing or belongs to "
+					"another owner", i);
+				if (repairing(f))
+					e->payload_off = 0; /* reclamation frees nothing for it */
+			}
+			continue;
+		}
+		if (st == SHM_ENT_BUSY || st == SHM_ENT_FREEING) {
+			/* we hold every shard lock: only a dead writer leaves these, and the lock's repair
+			 * should have cleaned them up */
+			finding(f, "index", repairing(f), "entry %u: left %s by a writer", i, st == SHM_ENT_BUSY ? "busy" : "freeing");
+			f->shard_repair |= repairing(f) ? 1u << sh : 0;
+			continue;
+		}
+		if (st != SHM_ENT_LIVE) {
+			finding(f, "index", repairing(f), "entry %u: unknown state %u", i, st);
+			f->shard_repair |= repairing(f) ? 1u << sh : 0; /* the rebuild frees it */
+			continue;
+		}
+		uint64_t wire;
+		struct sc_kv_desc desc;
+		int has_desc;
+		if (!f->reached[i]) {
+			finding(f, "index", repairing(f), "entry %u: live but not reachable from its bucket", i);
+			f->shard_repair |= repairing(f) ? 1u << sh : 0;
+			continue;
+		}
+		if (l2_entry_check(ix, e, &wire, &desc, &has_desc)) {
+			finding(f, "index", repairing(f), "entry %u: inconsistent sizes, kind or descriptor (dropped)", i);
+			if (repairing(f))
+				drop_entry(f, e, i);
+			continue;
+		}
+		if (f->heap_ok && !f->has_block[i]) {
+			finding(f, "index", repairing(f), "entry %u: its heap block is missing or belongs to another owner "
+				"(dropped)", i);
+			if (repairing(f))
+				drop_entry(f, e, i);
+			continue;
+		}
+		f->r->entries++;
+		if (f->flags & SC_FSCK_DEEP) {
+			struct sc_digest d = sc_digest(ix->a->base + e->payload_off, wire);
+			f->r->digests_checked++;
+			if (d.lo != e->digest_lo || d.hi != e->digest_hi) {
+				f->r->digest_failures++;
+				char hex[SC_DIGEST_HEX_LEN + 1];
+				finding(f, "index", repairing(f), "entry %u: payload does not match digest %s (dropped)", i,
+					sc_digest_format((struct sc_digest){ e->digest_lo, e->digest_hi }, hex));
+				if (repairing(f))
+					drop_entry(f, e, i);
+			}
+		}
+	}
+}
+
+/* After the entry pass: frees, sweeps and rebuilds; then the shards' own accounting. */
+static void finish_index(struct fsck *f)
+{
+	struct shm_index *ix = f->ix;
 	for (size_t i = 0; i < f->nfree; i++)
 		(void)shm_heap_free(f->a->shm, f->free_offs[i]);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		if (f->shard_repair & (1u << s))
+			shm_index_repair_locked(ix, s); /* rebuilds lists and pending bytes, then sweeps */
 	/* orphaned reservations and mis-tagged blocks go through the index's sweep (sweep_mu), so a
 	 * concurrent sweep of another process can never free the same block twice; we hold every
 	 * shard, which lets it free entry-tagged blocks of each */
 	if (f->need_sweep && repairing(f))
 		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
-			(void)shm_index_sweep(f->ix, (int)s);
-	/* every live or retired entry must own its block */
-	struct shm_index *ix = f->ix;
-	for (uint32_t i = 0; i < ix->nentries; i++) {
-		struct shm_index_entry *e = &ix->ent[i];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if ((st == SHM_ENT_LIVE || st == SHM_ENT_RETIRED) && !f->has_block[i]) {
-			finding(f, "index", 0, "entry %u (%s): its heap block is missing or tagged for another owner", i,
-				st == SHM_ENT_LIVE ? "live" : "retired");
-		}
-	}
+			(void)shm_index_sweep(ix, (int)s);
 	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
 		struct shm_index_shard *sh = &ix->hdr->shards[s];
-		if (sh->pending_bytes != f->pending_seen[s]) {
+		if (!(f->shard_repair & (1u << s)) && sh->pending_bytes != f->pending_seen[s]) {
 			finding(f, "index", repairing(f), "shard %u: pending bytes %llu, retired entries hold %llu", s,
 				(unsigned long long)sh->pending_bytes, (unsigned long long)f->pending_seen[s]);
 			if (repairing(f))
 				sh->pending_bytes = f->pending_seen[s];
 		}
-		f->r->lock_repairs += sh->repairs;
+		if (sh->repairs > COUNTER_MAX) {
+			finding(f, "index", repairing(f), "shard %u: lock repair counter %u is not believable", s, sh->repairs);
+			if (repairing(f))
+				sh->repairs = 0;
+		} else {
+			f->r->lock_repairs += sh->repairs;
+		}
 	}
+}
+
+/* Returns 0, or -EBUSY when a shard stayed locked (nothing under the locks was checked). */
+static int check_index(struct fsck *f)
+{
+	uint32_t n = f->ix->nentries;
+	int rc = 0;
+	f->reached = calloc(n, 1);
+	f->has_block = calloc(n, 1);
+	if (!f->reached || !f->has_block) {
+		f->deferred++;
+		finding(f, "index", 0, "not checked: out of memory");
+		goto out;
+	}
+	rc = lock_all(f);
+	if (rc == -EBADMSG) {
+		/* check_mutexes reported (and with repair re-initialised) it; this round cannot lock */
+		finding(f, "index", 0, "index and heap not checked this round: a shard lock word is corrupted");
+		rc = 0;
+		goto out;
+	}
+	if (rc)
+		goto out;
+	if (f->shard_repair) /* the index header was rewritten: rebuild every shard's lists first */
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+			shm_index_repair_locked(f->ix, s);
+	f->shard_repair = 0;
+	check_chains(f);
+	walk_heap(f);
+	check_entries(f);
+	finish_index(f);
+	unlock_all(f->ix);
+out:
+	free(f->reached);
+	free(f->has_block);
+	free(f->free_offs);
+	f->reached = f->has_block = NULL;
+	f->free_offs = NULL;
+	f->nfree = f->cap_free = 0;
+	return rc;
+}
+
+/* ---- commit rings ---- */
+
+static struct shm_ring_ctl *ring_ctl_of(struct shm_ring_dir *d, uint32_t i)
+{
+	return (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES + (uint64_t)i * SHM_RING_CTL_BYTES);
+}
+
+/* Walk every record between head and tail as the consumer would (shm_ring_cursor_next), without
+ * consuming. 0, or the position of the first malformed record + 1. A record the consumer has
+ * passed in the meantime may be overwritten by its producer: a fault there is re-checked against
+ * the current head and ignored when it is behind it. */
+static uint64_t ring_bad_record(struct shm_ring_dir *d, uint32_t i, uint32_t count, uint64_t size, uint64_t head,
+				uint64_t tail)
+{
+	struct shm_ring_ctl *ctl = ring_ctl_of(d, i);
+	struct shm_ring_cursor cur = {
+		.ctl = ctl,
+		.data = (uint8_t *)d + shm_ring_data_off(count) + (uint64_t)i * size,
+		.size = size,
+		.mask = size - 1,
+		.start = head,
+		.head = head,
+		.tail = tail,
+		.pf = head,
+		.ring = i,
+	};
+	struct shm_ring_view v;
+	int r;
+	while ((r = shm_ring_cursor_next(&cur, &v)) > 0)
+		;
+	if (r == 0)
+		return 0;
+	uint64_t now = atomic_load_explicit(&ctl->head, memory_order_acquire);
+	return cur.head >= now ? cur.head + 1 : 0;
+}
+
+/* Drop ring @i's undelivered records (the consumer lock is ours) and, with a garbage owner word,
+ * free the ring. Returns 1 when repaired, 0 when it must wait for its live producer. */
+static int ring_reset(struct shm_ring_ctl *ctl)
+{
+	uint64_t w = atomic_load_explicit(&ctl->owner, memory_order_acquire);
+	uint32_t st = shm_ring_owner_state(w);
+	uint64_t tail = atomic_load_explicit(&ctl->tail, memory_order_acquire);
+	if (tail & (SHM_RING_ALIGN - 1)) {
+		/* only the producer writes tail: wait for a live one to publish a good one */
+		if (st == SHM_RING_LIVE &&
+		    shm_proc_alive((int)shm_ring_owner_pid(w), atomic_load_explicit(&ctl->start_time, memory_order_relaxed)))
+			return 0;
+		tail = (tail + SHM_RING_ALIGN - 1) & ~(uint64_t)(SHM_RING_ALIGN - 1);
+		atomic_store_explicit(&ctl->tail, tail, memory_order_release);
+	}
+	atomic_store_explicit(&ctl->consumed, atomic_load_explicit(&ctl->records, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&ctl->head, tail, memory_order_release); /* as the consumer's R4 */
+	if (st > SHM_RING_CLOSED) /* a garbage owner word: the ring belongs to nobody */
+		atomic_compare_exchange_strong_explicit(&ctl->owner, &w, shm_ring_owner(shm_ring_owner_gen(w) + 1, SHM_RING_FREE, 0),
+							memory_order_release, memory_order_relaxed);
+	return 1;
 }
 
 static void check_rings(struct fsck *f)
 {
-	uint32_t n = f->a->shm->hv.ring_count;
-	struct sc_ring_stat *st = calloc(n ? n : 1, sizeof(*st));
-	if (!st)
-		return;
-	int rc = sc_ring_stats(f->a, st, n);
-	if (rc < 0) {
+	struct shm_arena *s = f->a->shm;
+	struct shm_ring_dir *d;
+	uint32_t count = s->hv.ring_count;
+	uint64_t size = s->hv.ring_bytes;
+	if (shm_ring_dir_check(s, &d)) {
 		f->r->ring_problems++;
-		finding(f, "rings", 0, "ring directory is corrupted (%s)", sc_strerror(rc));
-	} else {
-		f->r->rings = (uint64_t)rc;
-		for (int i = 0; i < rc && (uint32_t)i < n; i++)
-			if (st[i].corrupt) {
-				f->r->ring_problems++;
-				finding(f, "rings", 0, "ring %d: indices are inconsistent (the consumer skips it)", i);
-			}
+		finding(f, "rings", repairing(f), "the ring directory is corrupted (tail and stats refuse every ring)");
+		if (!repairing(f))
+			return;
+		uint64_t rsize;
+		d = shm_region(s, SHM_REGION_RINGS, &rsize);
+		d->ring_count = count;
+		d->ring_bytes = (uint32_t)size;
+		d->ctl_off = SHM_RING_DIR_BYTES;
+		d->data_off = shm_ring_data_off(count);
+		d->magic = SHM_RING_MAGIC;
+		if (shm_ring_dir_check(s, &d)) {
+			f->r->repaired--;
+			f->damage = SHM_DAMAGE_RINGS;
+			return;
+		}
 	}
-	free(st);
+	f->r->rings = count;
+	struct shm_ring_cons cons = { 0 };
+	int consumer = 0; /* 1: we hold the consumer lock, -1: another live consumer does */
+	for (uint32_t i = 0; i < count; i++) {
+		struct shm_ring_stat st;
+		if (shm_ring_stat(s, i, &st))
+			continue;
+		uint64_t bad = 0;
+		const char *why = NULL;
+		char buf[96];
+		if (st.state > SHM_RING_CLOSED)
+			why = "its owner word is garbage";
+		else if (st.tail - st.head > size || ((st.tail | st.head) & (SHM_RING_ALIGN - 1)))
+			why = "its indices are impossible";
+		else if (st.head != st.tail && (bad = ring_bad_record(d, i, count, size, st.head, st.tail))) {
+			snprintf(buf, sizeof(buf), "a malformed record at position %llu (the consumer stops there)",
+				 (unsigned long long)(bad - 1));
+			why = buf;
+		}
+		if (!why)
+			continue;
+		f->r->ring_problems++;
+		if (!repairing(f)) {
+			finding(f, "rings", 0, "ring %u: %s", i, why);
+			continue;
+		}
+		if (!consumer)
+			consumer = shm_ring_consumer_acquire(s, &cons) == 0 ? 1 : -1;
+		int fixed = consumer > 0 && ring_reset(ring_ctl_of(d, i));
+		if (!fixed)
+			f->deferred++;
+		finding(f, "rings", fixed, "ring %u: %s%s", i, why,
+			fixed ? "; its undelivered records were dropped"
+			      : consumer < 0 ? "; not repaired: another process is consuming the rings"
+					     : "; not repaired: its producer is running");
+	}
+	if (consumer > 0)
+		shm_ring_consumer_release(s, &cons);
+}
+
+/* ---- observations ---- */
+
+/* The observation table is soft state (promotion decisions, fill claims): a malformed one is
+ * formatted again, which forgets the observations; a fill in flight just claims again. */
+static void reformat_obs(struct fsck *f)
+{
+	uint64_t size;
+	uint8_t *r = shm_region(f->a->shm, SHM_REGION_OBS, &size);
+	memset(r, 0, size);
+	if (shm_obs_format(f->a->shm) || !shm_obs_table(f->a->shm)) {
+		f->r->repaired--;
+		f->damage = SHM_DAMAGE_OBS;
+	}
 }
 
 static void check_observations(struct fsck *f)
@@ -372,23 +653,36 @@ static void check_observations(struct fsck *f)
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
 	if (!h) {
 		f->r->obs_problems++;
-		finding(f, "observations", 0, "observation table header is corrupted");
+		finding(f, "observations", repairing(f), "the observation table header is corrupted (formatted again: "
+			"observations forgotten)");
+		if (repairing(f))
+			reformat_obs(f);
 		return;
 	}
-	if (shm_obs_lock(h)) {
-		finding(f, "observations", 0, "cannot lock the observation table");
+	int rc = shm_obs_lock(h);
+	if (rc) {
+		f->r->obs_problems++;
+		finding(f, "observations", 0, "cannot lock the observation table (%s)", rc == -EBADMSG ? "corrupted lock"
+											: "busy");
 		return;
 	}
 	struct shm_obs_entry *e = shm_obs_entries(h);
-	uint32_t used = 0;
+	uint32_t used = 0, bad = 0;
 	for (uint32_t i = 0; i < h->slots; i++) {
 		if (!(e[i].flags & SHM_OBS_USED))
 			continue;
 		used++;
 		if (e[i].flags & ~(SHM_OBS_USED | SHM_OBS_TERMINAL)) {
 			f->r->obs_problems++;
-			finding(f, "observations", 0, "slot %u: unknown flags %#x", i, e[i].flags);
+			if (!bad++)
+				finding(f, "observations", repairing(f), "slot %u: unknown flags %#x%s", i, e[i].flags,
+					repairing(f) ? " (table formatted again: observations forgotten)" : "");
 		}
+	}
+	if (bad && repairing(f)) {
+		shm_obs_unlock(h);
+		reformat_obs(f);
+		return;
 	}
 	f->r->observations = used;
 	if (used != h->count) {
@@ -405,63 +699,124 @@ static void check_observations(struct fsck *f)
 		if (repairing(f))
 			memset(&c[i], 0, sizeof(c[i]));
 	}
-	f->r->lock_repairs += h->repairs;
+	if (h->repairs > COUNTER_MAX) {
+		finding(f, "observations", repairing(f), "lock repair counter %llu is not believable",
+			(unsigned long long)h->repairs);
+		if (repairing(f))
+			h->repairs = 0;
+	} else {
+		f->r->lock_repairs += h->repairs;
+	}
 	shm_obs_unlock(h);
+}
+
+/* ---- one pass, and the rounds ---- */
+
+struct pass {
+	uint64_t deferred;     /* problems a live process holds */
+	uint32_t damage;       /* a repair that cannot work */
+};
+
+/* One pass over everything. Returns 0 or -EBUSY (a shard stayed locked: nothing is trustworthy). */
+static int one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep,
+		    struct pass *p)
+{
+	memset(rep, 0, sizeof(*rep));
+	struct fsck f = { .a = arena, .flags = flags, .cb = cb, .ctx = ctx, .r = rep };
+	check_header(&f);
+	check_readers(&f);
+	check_index_header(&f);
+	check_mutexes(&f);
+	if (f.ix && check_index(&f))
+		return -EBUSY;
+	struct shm_heap_stats hs;
+	if (shm_heap_stats(arena->shm, &hs) == 0 && hs.repairs <= COUNTER_MAX)
+		rep->lock_repairs += hs.repairs; /* an unbelievable heap counter is left out of the sum */
+	check_rings(&f);
+	check_observations(&f);
+	p->deferred = f.deferred;
+	p->damage = f.damage;
+	return 0;
+}
+
+static void declare_damaged(struct sc_arena *arena, uint32_t reason)
+{
+	struct shm_header *h = arena->shm->hdr;
+	h->damage_reason = reason;
+	h->damaged_ns = shm_realtime_ns();
+	/* release: the reason and time are visible to whoever acquires the mark (open, writers) */
+	atomic_store_explicit(&h->damaged, SHM_DAMAGED, memory_order_release);
+}
+
+static const char *damage_name(uint32_t reason)
+{
+	switch (reason) {
+	case SHM_DAMAGE_HEAP: return "the heap's block chain cannot be rebuilt";
+	case SHM_DAMAGE_INDEX: return "the index cannot be rebuilt";
+	case SHM_DAMAGE_RINGS: return "the ring directory cannot be rewritten";
+	case SHM_DAMAGE_OBS: return "the observation table cannot be formatted";
+	default: return "problems remain after every repair";
+	}
 }
 
 int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep)
 {
-	struct sc_fsck_report local;
+	struct sc_fsck_report local, v;
 	if (!arena || (flags & ~SC_FSCK_MASK))
 		return -EINVAL;
 	if (!rep)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));
-	struct fsck f = { .a = arena, .flags = flags, .cb = cb, .ctx = ctx, .r = rep };
-	struct shm_arena *s = arena->shm;
-
-	int rc = shm_header_check(s->hdr, s->size);
-	if (rc) {
-		finding(&f, "header", 0, "arena header is invalid (%s)", sc_strerror(rc));
-		return -EBADMSG;
+	if (arena_is_damaged(arena)) {
+		rep->problems = 1;
+		if (cb) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "declared unrepairable by fsck (%s): destroy it and create it again",
+				 damage_name(arena->shm->hdr->damage_reason));
+			cb("header", msg, 0, ctx);
+		}
+		return -ENOTRECOVERABLE;
 	}
-	if ((rc = l2_ready(arena))) {
-		finding(&f, "index", 0, "index header is corrupted (%s)", sc_strerror(rc));
-		return -EBADMSG;
-	}
-	check_readers(&f);
-	f.ix = l2_ix(arena);
-	check_mutexes(&f);
-	f.reached = calloc(f.ix->nentries, 1);
-	f.has_block = calloc(f.ix->nentries, 1);
-	if (!f.reached || !f.has_block) {
-		free(f.reached);
-		free(f.has_block);
-		return -ENOMEM;
-	}
-	rc = lock_all(f.ix);
-	if (rc == -EBUSY) {
-		free(f.reached);
-		free(f.has_block);
+	struct pass p, vp;
+	int rc = one_pass(arena, flags, cb, ctx, rep, &p);
+	if (rc)
 		return rc;
+	if (!(flags & SC_FSCK_REPAIR)) {
+		uint64_t left = rep->problems - rep->repaired;
+		return left > INT32_MAX ? INT32_MAX : (int)left;
 	}
-	if (rc) {
-		finding(&f, "index", 0, "index and heap not checked: a shard mutex is corrupted (repair re-initialises it)");
-	} else {
-		check_chains(&f);
-		check_entries(&f);
-		check_heap(&f);
-		unlock_all(f.ix);
+	/* check again, silently, after every repair pass; repair again while problems remain. Each
+	 * finding reported (through @cb) counts once in problems; repaired is what no longer shows. */
+	uint64_t found = rep->problems, dropped = rep->dropped;
+	for (int round = 0;; round++) {
+		if ((rc = one_pass(arena, flags & ~SC_FSCK_REPAIR, NULL, NULL, &v, &vp)))
+			return rc;
+		if (v.problems == 0 || (!p.damage && v.problems <= p.deferred)) {
+			/* the counts of the final state are the last check's */
+			*rep = v;
+			rep->problems = found;
+			rep->repaired = found - v.problems;
+			rep->dropped = dropped;
+			return (int)v.problems;
+		}
+		if (p.damage || round == FSCK_ROUNDS)
+			break;
+		struct sc_fsck_report r;
+		if ((rc = one_pass(arena, flags, cb, ctx, &r, &p)))
+			return rc;
+		found += r.problems;
+		dropped += r.dropped;
 	}
-	free(f.reached);
-	free(f.has_block);
-	free(f.free_offs);
-
-	struct shm_heap_stats hs;
-	if (shm_heap_stats(s, &hs) == 0)
-		rep->lock_repairs += hs.repairs;
-	check_rings(&f);
-	check_observations(&f);
-	uint64_t left = rep->problems - rep->repaired;
-	return left > INT32_MAX ? INT32_MAX : (int)left;
+	declare_damaged(arena, p.damage ? p.damage : SHM_DAMAGE_OTHER);
+	*rep = v;
+	rep->problems = found + 1;
+	rep->repaired = found > v.problems ? found - v.problems : 0;
+	rep->dropped = dropped;
+	if (cb) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "the arena cannot be repaired (%s): declared unrepairable; destroy it and create "
+			 "it again", damage_name(p.damage));
+		cb("header", msg, 0, ctx);
+	}
+	return -ENOTRECOVERABLE;
 }

@@ -1082,12 +1082,23 @@ struct sc_fsck_report {
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**
- * sc_arena_fsck - check the arena: header, the index against the heap (every allocation owned by
- * exactly one live entry, pending reclamation or a live process's reservation; free space
- * accounted), rings, the observation table, reader slots of dead processes.
- * @flags: SC_FSCK_*; @cb: optional, one call per finding; @rep: optional report.
- * Returns the number of problems left (0: clean), or -EINVAL, -EBADMSG (beyond repair).
- * Takes every writer lock in turn (readers keep running); bounded by the arena's size.
+ * sc_arena_fsck - check the arena with everything a reader or writer validates: the header, the
+ * index header and every lock word, the index against the heap (every allocation owned by exactly
+ * one live entry, pending reclamation or a live process's reservation; free space accounted),
+ * every entry's layout (and with SC_FSCK_DEEP its digest), the ring directory, each ring's owner
+ * and indices and every undelivered record, the observation table and fill claims, reader slots
+ * of dead processes, repair counters no process could have reached.
+ * With SC_FSCK_REPAIR it repairs, checks again, and repairs again while problems remain (a bounded
+ * number of rounds): the result is either clean (a later check finds nothing and admissions work),
+ * or problems held by live processes (another ring consumer, a stuck writer: returned as a count),
+ * or the arena is declared unrepairable: marked in its header, so every later sc_arena_open* and
+ * every admission returns -ENOTRECOVERABLE; the remedy is destroy and create.
+ * @flags: SC_FSCK_*; @cb: optional, one call per finding; @rep: optional report (its counts are the
+ * final state's; problems are every finding reported, repaired those no longer present).
+ * Returns the number of problems left (0: clean), or -EINVAL, -EBUSY (an index lock stayed held
+ * for 5 s: nothing under it was checked), -ENOTRECOVERABLE (declared unrepairable, now or before),
+ * -ENOMEM. Takes every writer lock in turn (readers keep running); bounded by the arena's size;
+ * re-initialising a corrupted lock word assumes no writer is inside it.
  */
 int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep);
 
