@@ -97,6 +97,14 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_locatio
 int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 			 struct sc_l3_location *loc)
 {
+	return l3_locate(l3, ns, tokens, n, loc, NULL);
+}
+
+int l3_locate(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l3_location *loc,
+	      uint32_t *bad)
+{
+	if (bad)
+		*bad = 0;
 	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
 		return -EINVAL;
 	uint32_t lens[L3_MAX_PROBES], nl = 0;
@@ -120,7 +128,7 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 		char rel[48];
 		struct l3_pfx p;
 		l3_pfx_relpath(keys[i].low64, keys[i].high64, rel);
-		int fd = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 		if (fd < 0)
 			continue;
 		rc = l3_read_pfx(fd, &p);
@@ -128,6 +136,7 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 		int read_ok = rc == 0;
 		if (!rc && (p.prefix_lo != keys[i].low64 || p.prefix_hi != keys[i].high64 || p.token_count != lens[i]))
 			rc = -EBADMSG;
+		int object_bad = 0;
 		if (!rc) {
 			rc = sc_l3_lookup(l3, (struct sc_digest){ p.digest_lo, p.digest_hi }, loc);
 			if (!rc) {
@@ -136,13 +145,17 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 				loc->prefix = (struct sc_digest){ keys[i].low64, keys[i].high64 };
 				return (int)lens[i];
 			}
+			/* the object failed verification now (lookup quarantined it), or was quarantined
+			 * since this entry was written (at an open, by verify, by a fill) */
+			object_bad = rc == -EBADMSG ||
+				     (rc == -ENOENT && l3_quarantined_since(l3, p.digest_lo, p.digest_hi, p.created_ns));
 		}
 		/* a corrupted entry, or one naming a missing or bad object: drop it, keep probing. Not
 		 * on a transient error, and not if a concurrent put has just replaced it (re-read). */
 		if (rc != -ENOENT && rc != -EBADMSG)
 			continue;
 		struct l3_pfx again;
-		int fd2 = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int fd2 = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 		if (fd2 < 0)
 			continue;
 		int again_ok = l3_read_pfx(fd2, &again) == 0;
@@ -151,6 +164,10 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 		    (read_ok && (again.digest_lo != p.digest_lo || again.digest_hi != p.digest_hi)))
 			continue;
 		unlinkat(l3->pfxfd, rel, 0);
+		if (object_bad && bad) {
+			*bad = lens[i]; /* restore reports it (once: the entry is gone now) */
+			return 0;
+		}
 	}
 	return 0;
 }
@@ -208,9 +225,9 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	in->digest = (struct sc_digest){ lo, hi };
 	uint8_t block[L3_HDR_BLOCK];
 	struct l3_obj_hdr h;
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(dfd, name, O_RDONLY);
 	if (fd < 0)
-		return 0;
+		return 0; /* gone, or not a regular file (a planted FIFO or link): not an object */
 	struct stat sb;
 	int rc = l3_read_block(fd, block, &fb);
 	if (!rc)

@@ -10,7 +10,9 @@
  *   DIR/objects/<2 hex>/.tmp-<pid>.<start>.<n>  writes in flight (never visible as objects)
  *   DIR/prefix/<2 hex>/<32 hex prefix key>.pfx  prefix index: (ns, token length, tokens) -> digest
  *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
- *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification
+ *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification (ns: when)
+ *   DIR/quarantine/<digest>.mirror              a quarantine no arena was bound for: the next
+ *                                               sc_l3_bind_arena invalidates its L2 mirrors
  *
  * An object file is a 4096-byte header block followed by the payload (the wire: section 0 then
  * section 1), so the payload starts at a 4 KiB boundary and an O_DIRECT read can land straight in
@@ -186,7 +188,7 @@ struct sc_l3 {
 	int dirfd, objfd, pfxfd, lenfd, quarfd, lockfd;
 	struct l3_state *st;
 	struct sc_l3_opts opts;
-	uint32_t file_mode, dir_mode;
+	uint32_t file_mode, dir_mode;      /* exactly what we create (dir_mode has setgid with a gid) */
 	uint32_t dio_mem_align, dio_off_align; /* 0: O_DIRECT unsupported */
 	uint64_t id;               /* unique per handle (thread-local ring cache key) */
 	pthread_mutex_t mu;        /* rings list, ranges, lengths cache */
@@ -221,6 +223,16 @@ void l3_prefix_keys(const char *ns, const int32_t *tokens, const uint32_t *lens,
 		    XXH128_hash_t *keys);
 
 /* ---- lib/l3_store.c ---- */
+/* Open @rel under @dfd without following a link or blocking (a planted FIFO would block an open
+ * for reading), refusing anything but a regular file (-EBADMSG; a symlink is -ELOOP). The fd is
+ * blocking again on return (io_uring honours O_NONBLOCK: reads would fail with -EAGAIN). */
+int l3_open_file(int dfd, const char *rel, int flags);
+/* Give what we just created (@fd) the store's exact mode and group. 0 or -errno. */
+int l3_own(struct sc_l3 *l3, int fd, int is_dir);
+/* Was the object @lo/@hi quarantined at or after @since_ns (CLOCK_REALTIME)? Scans quarantine/. */
+int l3_quarantined_since(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint64_t since_ns);
+/* Drop the prefix entry @key if it still names @lo/@hi. */
+void l3_drop_prefix(struct sc_l3 *l3, uint64_t key_lo, uint64_t key_hi, uint64_t lo, uint64_t hi);
 /* Call @cb(l3, subdir_fd, sub, name, ctx) for every entry of every <topfd>/<2 hex>/ directory. */
 int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const char *, const char *, void *),
 	    void *ctx);
@@ -232,6 +244,13 @@ int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
 int l3_read_pfx(int fd, struct l3_pfx *p);
 int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
+
+/* ---- lib/l3_index.c ---- */
+/* sc_l3_locate_longest, also saying (*@bad, may be NULL) the length of the longest matching
+ * prefix entry that named an object that failed verification (now, or a quarantined one), when
+ * nothing at least that long was found: restore reports it instead of the shorter prefix. */
+int l3_locate(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l3_location *loc,
+	      uint32_t *bad);
 
 /* ---- lib/restore.c ---- */
 /* Remove L2 mirrors of a quarantined digest in the bound arena (if any). */

@@ -8,9 +8,12 @@
  * read is ever in flight into freed memory. Single flight: the fill of one (stage, digest) is
  * claimed in the arena's claim table for the duration of fill + decision + publish.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "l2.h"
 #include "l3_priv.h"
@@ -19,10 +22,34 @@
 
 enum { R_NONE = 0, R_LEASE = 1, R_RESV = 2, R_HEAP = 3 };
 
+/* Quarantines done while no arena was bound left DIR/quarantine/<digest>.mirror: invalidate those
+ * digests' mirrors in @arena now, then drop the records. */
+static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
+{
+	int fd = openat(l3->quarfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		uint64_t lo, hi;
+		if (l3_name_digest(e->d_name, ".mirror", &lo, &hi))
+			continue;
+		if (sc_l2_invalidate_digest(arena, (struct sc_digest){ lo, hi }) >= 0)
+			unlinkat(dirfd(d), e->d_name, 0); /* ENOENT: another binder got it first */
+	}
+	closedir(d);
+}
+
 int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena)
 {
 	if (!l3 || !arena)
 		return -EINVAL;
+	apply_mirror_records(l3, arena);
 	l3->arena = arena;
 	/* registering pins every page of the range in each thread's ring: cheap on hugetlbfs (a few
 	 * ms per GiB, already faulted), slow on 4 KiB shmem (~0.4 ms per MiB), where plain reads win */
@@ -84,11 +111,16 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 	if (!st || !l3 || !tokens || !n || n > UINT32_MAX || (flags & ~SC_RESTORE_MASK))
 		return -EINVAL;
 	struct sc_arena *arena = st->arena;
+	if (arena_is_damaged(arena))
+		return -ENOTRECOVERABLE;
 	uint64_t stage_id = sc_stage_id(st), t0 = shm_now_ns(), t1, t2;
 	struct sc_l3_location loc;
-	int rc = sc_l3_locate_longest(l3, ns, tokens, (uint32_t)n, &loc);
+	uint32_t bad = 0;
+	int rc = l3_locate(l3, ns, tokens, (uint32_t)n, &loc, &bad);
 	t1 = shm_now_ns();
 	out->locate_ns = t1 - t0;
+	if (rc == 0 && bad)
+		return -EBADMSG; /* the longest stored prefix failed verification (and was dropped) */
 	if (rc <= 0)
 		return rc ? rc : -ENOENT;
 	if (loc.has_kv_desc && sc_kv_desc_validate_restore(&loc.kv_desc, loc.sec_len[0], loc.token_count))
@@ -146,8 +178,12 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 	out->fill_ns = shm_now_ns() - t2;
 	out->direct = req.direct;
 	if (rc) {
-		if (rc == -EBADMSG) /* quarantined: no mirror of it may be served either */
+		if (rc == -EBADMSG) {
+			/* quarantined: no mirror of it may be served either, and the prefix entry goes, so
+			 * that the failure is reported once and the next restore finds what else is stored */
 			sc_l2_invalidate_digest(arena, loc.digest);
+			l3_drop_prefix(l3, loc.prefix.lo, loc.prefix.hi, loc.digest.lo, loc.digest.hi);
+		}
 		sc_restore_release(out);
 		goto unclaim;
 	}

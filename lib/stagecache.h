@@ -557,7 +557,8 @@ enum sc_l3_odirect {
 #define SC_L3_MAX_QUEUE_DEPTH 1024u
 
 #define SC_L3_OPEN_NO_RECONCILE 0x1u /* skip start-up reconciliation (read-only tools) */
-#define SC_L3_OPEN_MASK 0x1u
+#define SC_L3_OPEN_NO_CREATE 0x2u    /* @dir must already be an L3 directory: create nothing at open */
+#define SC_L3_OPEN_MASK 0x3u
 
 /** struct sc_l3_opts - zero-initialise; every zero field takes its default. */
 struct sc_l3_opts {
@@ -565,16 +566,26 @@ struct sc_l3_opts {
 	uint64_t min_free_bytes; /* refuse a put that would leave less free space; 0: none */
 	uint32_t queue_depth;    /* fills in flight per thread; 0: 64 */
 	int o_direct;            /* enum sc_l3_odirect */
-	uint32_t file_mode;      /* 0: 0600 (directories get 0700, or x added where r is given) */
+	uint32_t file_mode;      /* mode of the files it creates, exactly (umask ignored); 0: 0600. Directories get
+				  * the same plus x where r is given (0660 -> 0770), and setgid with @gid */
 	uint32_t flags;          /* SC_L3_OPEN_* */
+	int64_t gid;             /* group of every file and directory it creates (the caller must be a
+				  * member); 0: the caller's. With file_mode 0660 members of the group share the
+				  * store: any of them can put, fill, reconcile and evict. */
 };
 
 /**
- * sc_l3_open - open (creating if needed) the L3 directory @dir and reconcile it: stale temp files
- * of dead writers are removed, objects with an invalid header are quarantined, prefix entries
- * naming missing objects are dropped, and the budget is enforced.
- * Returns 0, -EINVAL (bad opts or flags), -ENOTDIR, -EACCES, -EBADMSG (DIR/state is not ours),
- * or another negative errno. Blocks on disk I/O; allocates the handle.
+ * sc_l3_open - open (creating if needed, unless SC_L3_OPEN_NO_CREATE) the L3 directory @dir and
+ * reconcile it: stale temp files of dead writers are removed, objects with an invalid header are
+ * quarantined (L2 mirrors of their digests are invalidated in the next arena bound to any handle:
+ * sc_l3_bind_arena), prefix entries naming objects that are gone are dropped (those naming a
+ * quarantined object stay until a locate reports them), and the budget is enforced.
+ * Every file is opened without following links or blocking: a FIFO or link planted under an
+ * object's name is left alone by reconciliation and refused by a fill.
+ * Returns 0, -EINVAL (bad opts or flags), -ENOENT (SC_L3_OPEN_NO_CREATE: @dir is missing or is
+ * not an L3 directory; nothing was created), -ENOTDIR, -EACCES, -EPERM (@gid: not a group of the
+ * caller), -EBADMSG (DIR/state is not an L3 state file), or another negative errno. Blocks on
+ * disk I/O; allocates the handle.
  */
 int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **out);
 
@@ -619,7 +630,8 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_l3_
  * sc_l3_locate_longest - the longest prefix of @tokens[0..n) stored for namespace @ns, probing
  * stored token lengths longest first, at most SC_L3_MAX_PROBES of them. One hashing pass.
  * Returns the token count found (> 0) with *@loc filled, 0 when nothing is stored, or a negative
- * errno. A prefix entry naming a missing or invalid object is dropped and probing continues.
+ * errno. A prefix entry naming a missing or invalid object is dropped and probing continues
+ * (sc_restore instead reports an entry whose object failed verification: -EBADMSG).
  * Blocks on small file reads.
  */
 int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
@@ -683,8 +695,12 @@ int sc_l3_register_memory(struct sc_l3 *l3, void *base, uint64_t len);
 
 /** sc_l3_bind_arena - quarantine invalidates L2 mirrors in @arena; when the arena is on 2 MiB
  * pages its heap becomes registered memory (on 4 KiB pages pinning it would cost more than it saves).
+ * Quarantines done while no arena was bound (at any handle's open, by `l3 verify`, ...) are
+ * recorded in DIR/quarantine/<digest>.mirror; binding invalidates their mirrors in @arena and
+ * removes the records (so one arena, the next one bound, gets them).
  * The arena handle is then used by whichever thread quarantines: bind a handle only when this L3
- * handle is used by that handle's thread (sc_restore invalidates through its own stage anyway). */
+ * handle is used by that handle's thread (sc_restore invalidates through its own stage anyway).
+ * Returns 0, -EINVAL, or an error of sc_l3_register_memory. */
 int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena);
 
 struct sc_l3_stats {
@@ -816,9 +832,11 @@ struct sc_restore {
  * sc_restore_release.
  * Returns the restored token count (> 0), or -ENOENT (nothing stored), -EBUSY (another process is
  * filling it and SC_RESTORE_WAIT was not given), -ETIMEDOUT (SC_RESTORE_WAIT and the other fill
- * did not finish in time), -EBADMSG (the object failed verification: it was
- * quarantined and its L2 mirrors invalidated), -EINVAL, -ENOMEM, -EMFILE (too many leases held),
- * or an L3 error. Blocks on disk I/O.
+ * did not finish in time), -EBADMSG (the object of the longest stored prefix failed verification,
+ * now or at an earlier open or verify: it is quarantined, its L2 mirrors invalidated and its
+ * prefix entry dropped, so the next call finds whatever shorter prefix is stored), -EINVAL,
+ * -ENOMEM, -EMFILE (too many leases held), -ENOTRECOVERABLE (the arena was declared
+ * unrepairable), or an L3 error. Blocks on disk I/O.
  */
 int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, size_t n,
 	       uint32_t flags, struct sc_restore *out);
