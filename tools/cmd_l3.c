@@ -14,20 +14,25 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stagecache l3 put DIR --ns NS --tokens 1,2,3|@file --kind full_state|recurrent_only --file PAYLOAD\n"
-		"                             [--model M] [--state S] [--budget SIZE] [--min-free SIZE] [--json]\n"
+		"                             [--model M] [--state S] [--budget SIZE] [--min-free SIZE]\n"
+		"                             [--mode MODE] [--group GROUP] [--json]\n"
 		"       stagecache l3 put DIR ... --kind kv_recurrent [--kv-file F --desc-json F] [--recurrent-file F]\n"
 		"       stagecache l3 ls DIR [--json]\n"
 		"       stagecache l3 stats DIR [--json]\n"
 		"       stagecache l3 verify DIR [--json]\n"
-		"       stagecache l3 locate DIR --ns NS --tokens 1,2,3|@file [--json]\n\n"
+		"       stagecache l3 locate DIR [--ns NS] --tokens 1,2,3|@file [--json]\n\n"
 		"The durable L3 store: one object per payload digest under DIR/objects, a prefix index\n"
 		"(namespace, tokens) -> digest, quarantine/ for objects that failed verification.\n"
-		"  put     write a payload through to disk (fsync'd; idempotent) and index its prefix\n"
+		"  put     write a payload through to disk (fsync'd; idempotent) and index its prefix;\n"
+		"          DIR is created if missing. --mode (octal, default 0600) and --group give the\n"
+		"          files and directories it creates to a group (e.g. --mode 0660 --group G: every\n"
+		"          member of G can then put, restore from, and reconcile DIR)\n"
 		"  ls      list the objects (headers are checked)\n"
 		"  stats   counters shared by every process using DIR\n"
 		"  verify  read every object and check its digest; bad ones are listed and quarantined (exit 1)\n"
 		"  locate  the longest stored prefix of the tokens\n"
-		"Opening DIR reconciles it (stale temp files removed, bad headers quarantined).\n");
+		"Only put creates DIR. Opening DIR reconciles it (stale temp files removed, bad headers\n"
+		"quarantined), except for ls and verify.\n");
 }
 
 static int parse_kind(const char *s, uint32_t *k)
@@ -58,7 +63,7 @@ static void print_loc(const struct sc_l3_location *l, int json)
 		       (unsigned long long)l->payload_bytes);
 }
 
-static int do_put(const char *dir, int argc, char **argv)
+static int do_put(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "ns", required_argument, 0, 'n' },        { "tokens", required_argument, 0, 't' },
@@ -66,14 +71,15 @@ static int do_put(const char *dir, int argc, char **argv)
 		{ "kv-file", required_argument, 0, 'K' },   { "recurrent-file", required_argument, 0, 'R' },
 		{ "desc-json", required_argument, 0, 'D' }, { "model", required_argument, 0, 'm' },
 		{ "state", required_argument, 0, 's' },     { "budget", required_argument, 0, 'b' },
-		{ "min-free", required_argument, 0, 'F' },  { "json", no_argument, 0, 'j' },
+		{ "min-free", required_argument, 0, 'F' },  { "mode", required_argument, 0, 'M' },
+		{ "group", required_argument, 0, 'g' },     { "json", no_argument, 0, 'j' },
 		{ "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 },
 	};
 	const char *ns = "", *tspec = NULL, *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL;
 	struct sc_l3_put_args a = { 0 };
 	struct sc_l3_opts o = { 0 };
 	int json = 0, c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': ns = optarg; break;
 		case 't': tspec = optarg; break;
@@ -86,52 +92,84 @@ static int do_put(const char *dir, int argc, char **argv)
 		case 's': a.state_identity = optarg; break;
 		case 'b':
 			if (cli_parse_size(optarg, &o.budget_bytes))
-				return cli_usage_error("l3", "bad --budget '%s'", optarg);
+				return cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(optarg));
 			break;
 		case 'F':
 			if (cli_parse_size(optarg, &o.min_free_bytes))
-				return cli_usage_error("l3", "bad --min-free '%s'", optarg);
+				return cli_usage_error("l3", "--min-free '%s': want a size such as 1G", cli_q(optarg));
+			break;
+		case 'M':
+			if (cli_parse_mode("l3", "--mode", optarg, 0666, &o.file_mode))
+				return EXIT_USAGE;
+			if ((o.file_mode & 0600) != 0600)
+				return cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o.file_mode);
+			break;
+		case 'g':
+			if (cli_parse_group("l3", "--group", optarg, &o.gid))
+				return EXIT_USAGE;
 			break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("l3", "unknown option");
+		default: return cli_opt_error("l3", c, argv);
 		}
 	}
-	if (optind != argc)
-		return cli_usage_error("l3", "unexpected argument '%s'", argv[optind]);
+	if (optind >= argc)
+		return cli_usage_error("l3", "missing DIR");
+	if (optind < argc - 1)
+		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	const char *dir = argv[optind];
+	int ret;
+	if ((ret = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)) ||
+	    (a.model_identity && (ret = cli_check_identity("l3", "--model", a.model_identity, SC_L3_STR_MAX, 1))) ||
+	    (a.state_identity && (ret = cli_check_identity("l3", "--state", a.state_identity, SC_L3_STR_MAX, 1))))
+		return ret;
 	if (!tspec || !kind_s)
 		return cli_usage_error("l3", "put needs --tokens and --kind");
 	uint32_t kind;
 	if (parse_kind(kind_s, &kind))
-		return cli_usage_error("l3", "unknown --kind '%s' (full_state, recurrent_only, kv_recurrent)", kind_s);
+		return cli_usage_error("l3", "--kind '%s': want full_state, recurrent_only or kv_recurrent", cli_q(kind_s));
 	if (kind == SC_PAYLOAD_KV_RECURRENT ? (file != NULL || (!kvf && !recf)) : (!file || kvf || recf || descf))
 		return cli_usage_error("l3", kind == SC_PAYLOAD_KV_RECURRENT
-						     ? "kv_recurrent takes --kv-file/--recurrent-file (and --desc-json), not --file"
-						     : "this kind takes --file only");
+						     ? "--kind kv_recurrent takes --kv-file/--recurrent-file (and --desc-json), not --file"
+						     : "--kind %s takes --file (and no --kv-file, --recurrent-file or --desc-json)",
+				       kind_s);
 	int32_t *tokens = NULL;
 	size_t n = 0;
-	int ret = l2cli_parse_tokens("l3", tspec, &tokens, &n);
-	if (ret)
+	if ((ret = l2cli_parse_tokens("l3", tspec, &tokens, &n)))
 		return ret;
-	ret = EXIT_FAIL;
+	if (n > UINT32_MAX) {
+		free(tokens);
+		return cli_usage_error("l3", "--tokens: more than %u tokens", UINT32_MAX);
+	}
 	struct l2cli_payload pl;
 	int rc;
 	struct sc_l3 *l3 = NULL;
-	if (l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl))
+	if ((ret = l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl)))
 		goto cleanup;
-	if (n > UINT32_MAX) {
-		cli_fail("l3", 0, "too many tokens");
+	ret = EXIT_FAIL;
+	char why[256];
+	if (!pl.p.sec_len[0] && !pl.p.sec_len[1]) {
+		cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
 		goto cleanup;
 	}
 	a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &pl.p;
 	if ((rc = sc_l3_open(dir, &o, &l3))) {
-		cli_fail("l3", rc, "cannot open L3 directory %s", dir);
+		l3cli_open_error("l3", rc, dir, &o);
 		goto cleanup;
 	}
 	struct sc_l3_location loc;
 	rc = sc_l3_put(l3, &a, &loc);
 	if (rc) {
-		cli_fail("l3", rc, "put refused%s", rc == -EINVAL ? " (empty payload, or sections and descriptor disagree)" : "");
+		char hb[32];
+		if (rc == -EINVAL)
+			cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
+		else if (rc == -E2BIG)
+			cli_fail("l3", 0, "put refused: the object is larger than the budget (--budget %s)",
+				 cli_human(o.budget_bytes, hb, sizeof(hb)));
+		else if (rc == -ENOSPC)
+			cli_fail("l3", 0, "put refused: not enough free disk space in %s (or below --min-free)", dir);
+		else
+			cli_fail("l3", 0, "put into %s failed: %s", dir, strerror(-rc));
 		goto cleanup;
 	}
 	print_loc(&loc, json);
@@ -222,29 +260,20 @@ static int do_stats(struct sc_l3 *l3, int json)
 	return EXIT_OK;
 }
 
-static int do_locate(struct sc_l3 *l3, int argc, char **argv, int json)
+static int do_locate(struct sc_l3 *l3, const char *ns, const char *tspec, int json)
 {
-	const char *ns = "", *tspec = NULL;
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--ns") && i + 1 < argc)
-			ns = argv[++i];
-		else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
-			tspec = argv[++i];
-		else if (strcmp(argv[i], "--json"))
-			return cli_usage_error("l3", "unknown argument '%s'", argv[i]);
-	}
-	if (!tspec)
-		return cli_usage_error("l3", "locate needs --tokens");
 	int32_t *tokens;
 	size_t n;
 	int ret = l2cli_parse_tokens("l3", tspec, &tokens, &n);
 	if (ret)
 		return ret;
 	struct sc_l3_location loc;
-	int rc = n && n <= UINT32_MAX ? sc_l3_locate_longest(l3, ns, tokens, (uint32_t)n, &loc) : -EINVAL;
+	int rc = n <= UINT32_MAX ? sc_l3_locate_longest(l3, ns, tokens, (uint32_t)n, &loc) : -E2BIG;
 	free(tokens);
+	if (rc == -E2BIG)
+		return cli_usage_error("l3", "--tokens: more than %u tokens", UINT32_MAX);
 	if (rc < 0)
-		return cli_fail("l3", rc, "locate");
+		return cli_fail("l3", 0, "locate failed: %s", strerror(-rc));
 	if (rc == 0) {
 		if (json)
 			printf("{\"token_count\":0}\n");
@@ -258,56 +287,75 @@ static int do_locate(struct sc_l3 *l3, int argc, char **argv, int json)
 
 int cmd_l3(int argc, char **argv)
 {
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? EXIT_USAGE : EXIT_OK;
+	if (argc < 2)
+		return cli_usage_error("l3", "missing ACTION (put, ls, stats, verify, locate)");
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return EXIT_OK;
 	}
 	const char *verb = argv[1];
-	for (int i = 2; i < argc; i++)
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return EXIT_OK;
-		}
 	if (strcmp(verb, "put") && strcmp(verb, "ls") && strcmp(verb, "stats") && strcmp(verb, "verify") &&
 	    strcmp(verb, "locate"))
-		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate)", verb);
-	if (argc < 3 || argv[2][0] == '-')
-		return cli_usage_error("l3", "missing DIR");
-	const char *dir = argv[2];
-	if (!strcmp(verb, "put")) {
-		optind = 1;
-		return do_put(dir, argc - 2, argv + 2);
+		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate)", cli_q(verb));
+	/* ACTION's options are parsed from argv + 1 (ACTION in the place of argv[0]); DIR is what is
+	 * left over, wherever it was among the options */
+	cli_getopt_begin();
+	if (!strcmp(verb, "put"))
+		return do_put(argc - 1, argv + 1);
+	static const struct option opts[] = {
+		{ "ns", required_argument, 0, 'n' }, { "tokens", required_argument, 0, 't' },
+		{ "json", no_argument, 0, 'j' },     { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int locate = !strcmp(verb, "locate"), json = 0, c;
+	const char *ns = NULL, *tspec = NULL;
+	while ((c = getopt_long(argc - 1, argv + 1, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': ns = optarg; break;
+		case 't': tspec = optarg; break;
+		case 'j': json = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_opt_error("l3", c, argv + 1);
+		}
 	}
-	int json = 0;
-	for (int i = 3; i < argc; i++)
-		if (!strcmp(argv[i], "--json"))
-			json = 1;
-		else if (strcmp(verb, "locate"))
-			return cli_usage_error("l3", "unknown argument '%s'", argv[i]);
+	if ((ns || tspec) && !locate)
+		return cli_usage_error("l3", "%s: only locate (and put) take it", ns ? "--ns" : "--tokens");
+	if (optind >= argc - 1)
+		return cli_usage_error("l3", "missing DIR");
+	if (optind < argc - 2)
+		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[1 + optind + 1]));
+	const char *dir = argv[1 + optind];
+	if (locate && !tspec)
+		return cli_usage_error("l3", "locate needs --tokens");
+	int rc;
+	if (ns && (rc = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)))
+		return rc;
 	struct sc_l3 *l3;
-	/* ls and verify report bad objects themselves: no silent quarantine at open */
-	struct sc_l3_opts o = { .flags = (!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0 };
-	int rc = sc_l3_open(dir, &o, &l3);
+	/* nothing but put creates DIR; ls and verify report bad objects themselves: no silent
+	 * quarantine at open */
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_CREATE |
+					 ((!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0) };
+	rc = sc_l3_open(dir, &o, &l3);
 	if (rc)
-		return cli_fail("l3", rc, "cannot open L3 directory %s", dir);
+		return l3cli_open_error("l3", rc, dir, &o);
 	int ret = EXIT_OK;
 	if (!strcmp(verb, "ls")) {
 		rc = sc_l3_list(l3, print_obj, &json);
 		if (rc < 0)
-			ret = cli_fail("l3", rc, "ls");
+			ret = cli_fail("l3", 0, "cannot list %s: %s", dir, strerror(-rc));
 	} else if (!strcmp(verb, "stats")) {
 		ret = do_stats(l3, json);
 	} else if (!strcmp(verb, "verify")) {
 		int total = sc_l3_list(l3, NULL, NULL);
 		rc = sc_l3_verify(l3, json ? print_obj : print_bad, &json);
 		if (rc < 0)
-			ret = cli_fail("l3", rc, "verify");
+			ret = cli_fail("l3", 0, "cannot verify %s: %s", dir, strerror(-rc));
 		else if (!json)
 			printf("%d objects checked, %d bad (quarantined)\n", total < 0 ? 0 : total, rc);
 		if (rc > 0)
-			ret = EXIT_FAIL;
+			ret = cli_fail("l3", 0, "%d bad object%s in %s (quarantined)", rc, rc == 1 ? "" : "s", dir);
 	} else {
-		ret = do_locate(l3, argc - 3, argv + 3, json);
+		ret = do_locate(l3, ns ? ns : "", tspec, json);
 	}
 	sc_l3_close(l3);
 	return ret;

@@ -25,34 +25,44 @@ int cmd_stats(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "dir", required_argument, 0, 'd' },   { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' }, { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
+		{ "state", required_argument, 0, 's' }, { "owner", required_argument, 0, 'O' },
+		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	const char *dir = NULL, *model = NULL, *state = NULL;
 	int json = 0, c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dir = optarg; break;
 		case 'm': model = optarg; break;
 		case 's': state = optarg; break;
+		case 'O':
+			if (cli_parse_owner("stats", optarg))
+				return EXIT_USAGE;
+			break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("stats", "unknown option");
+		default: return cli_opt_error("stats", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("stats", optind >= argc ? "missing NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("stats", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("stats", "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	if ((model != NULL) != (state != NULL))
-		return cli_usage_error("stats", "--model and --state go together");
-	struct sc_arena *a;
-	if (cli_open_arena("stats", dir, argv[optind], &a))
-		return EXIT_FAIL;
-	struct sc_stage *st = NULL;
+		return cli_usage_error("stats", "%s needs %s too", model ? "--model" : "--state", model ? "--state" : "--model");
 	int rc = 0;
+	if ((model && (rc = cli_check_identity("stats", "--model", model, SC_IDENTITY_MAX, 0))) ||
+	    (state && (rc = cli_check_identity("stats", "--state", state, SC_IDENTITY_MAX, 0))))
+		return rc;
+	struct sc_arena *a;
+	if ((rc = cli_open_arena("stats", dir, argv[optind], &a)))
+		return rc;
+	struct sc_stage *st = NULL;
 	if (model && (rc = sc_stage_open(a, model, state, &st))) {
 		sc_arena_close(a);
-		return cli_fail("stats", rc, "cannot open stage");
+		return cli_l2_error("stats", rc, argv[optind], "cannot open the stage");
 	}
 	struct sc_l2_stats s;
 	rc = sc_l2_stats(a, st, &s);
@@ -71,7 +81,7 @@ int cmd_stats(int argc, char **argv)
 	sc_arena_close(a);
 	if (rc) {
 		free(rs);
-		return cli_fail("stats", rc, "cannot read counters of '%s'", argv[optind]);
+		return cli_l2_error("stats", rc, argv[optind], "cannot read the counters");
 	}
 	const char *names[] = { "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts",
 				"evictions", "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes",

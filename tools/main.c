@@ -4,6 +4,7 @@
  * Subcommands are bound weakly so that each lands with its own file; a subcommand whose file is
  * not in this build says so instead of failing to link.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,8 +67,9 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	bind();
+	opterr = 0; /* getopt's own messages do not name the subcommand: ours do (cli_opt_error) */
 	if (argc < 2) {
-		usage(stderr);
+		fprintf(stderr, "stagecache: missing COMMAND\ntry 'stagecache --help'\n");
 		return EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -87,7 +89,6 @@ int main(int argc, char **argv)
 		}
 		return ((cli_fn)table[i].fn)(argc - 1, argv + 1);
 	}
-	fprintf(stderr, "stagecache: unknown command '%s'\n", argv[1]);
-	usage(stderr);
+	fprintf(stderr, "stagecache: unknown command '%s'\ntry 'stagecache --help'\n", cli_q(argv[1]));
 	return EXIT_USAGE;
 }
