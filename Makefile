@@ -31,8 +31,8 @@ override CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-missing-field-
 	-fPIC -pthread -MMD -MP -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -Ilib -I$(B) $(SAN)
 override LDFLAGS += -pthread $(SAN)
 LIBS := -luring -lxxhash
-# bench-only clients of the servers stagecache is compared with (the library itself never links them)
-TOOL_LIBS := -lmemcached -lhiredis -lm
+# the CLI depends only on liburing, libbpf (libelf, zlib), libxxhash and libc
+TOOL_LIBS :=
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
 ifeq ($(V),1)
@@ -45,7 +45,7 @@ endif
 
 LIB_SRCS := $(sort $(wildcard shm/*.c lib/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
-TOOL_SRCS := $(sort $(wildcard tools/*.c))
+TOOL_SRCS := $(filter-out tools/bench_%.c,$(sort $(wildcard tools/*.c)))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/obj/%.o)
 TEST_SRCS := $(sort $(wildcard tests/check_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
@@ -56,7 +56,23 @@ STATIC := $(B)/libstagecache.a
 SHARED := $(B)/libstagecache.so.0
 CLI := $(B)/stagecache
 
-all: $(STATIC) $(SHARED) $(B)/libstagecache.so $(CLI)
+# The test build: the same sources compiled with -DSC_TEST_HOOKS (fault points, the promotion
+# clock override, schedule points, poisoned frees), declared in lib/stagecache_test.h. Tests and
+# `stagecache stress` use it; the product library above has none of it (and `make install`
+# installs only the product).
+T := $(B)/test
+TEST_LIB_OBJS := $(LIB_SRCS:%.c=$(T)/obj/%.o)
+TEST_TOOL_OBJS := $(TOOL_SRCS:%.c=$(T)/obj/%.o)
+TEST_STATIC := $(T)/libstagecache.a
+TEST_SHARED := $(T)/libstagecache.so.0
+TEST_CLI := $(T)/stagecache
+
+all: $(STATIC) $(SHARED) $(B)/libstagecache.so $(CLI) $(TEST_CLI)
+
+$(B)/obj/tests/%.o: tests/%.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -c -o $@ $<
 
 $(B)/obj/%.o: %.c
 	$(call msg,CC,$<)
@@ -80,14 +96,67 @@ $(CLI): $(TOOL_OBJS) $(SHARED)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LIBS) $(TOOL_LIBS)
 
-# Tests link the static library (and may use its private headers).
-$(B)/tests/%: tests/%.c $(STATIC) $(TEST_HELPER_OBJS)
+# ---- the test build (hooks compiled in) ----
+$(T)/obj/%.o: %.c
 	$(call msg,CC,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(LIBS) $(CHECK_LIBS)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -c -o $@ $<
 
-# bench ring compares with DPDK's rte_ring: its headers only (librte_ring is dlopen'ed at run time)
-$(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null)
+$(TEST_STATIC): $(TEST_LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(TEST_SHARED): $(TEST_LIB_OBJS) lib/stagecache.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libstagecache.so.0 -Wl,--version-script=lib/stagecache.map -Wl,-z,defs \
+		$(LDFLAGS) -o $@ $(TEST_LIB_OBJS) $(LIBS)
+
+$(TEST_CLI): $(TEST_TOOL_OBJS) $(TEST_SHARED)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TEST_TOOL_OBJS) -L$(T) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN' $(LIBS) $(TOOL_LIBS)
+
+$(T)/obj/tools/cmd_trace.o: $(BPF_SKEL)
+
+# Tests link the test build's static library (and may use its private headers and the hooks).
+$(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
+	$(call msg,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(TEST_STATIC) $(LIBS) $(CHECK_LIBS)
+
+# ---- benchmarks (owned by bench): build/stagecache-bench, run as `stagecache bench ...` ----
+# Everything that compares with other systems lives in this binary, never in the CLI: LMDB is
+# linked, DPDK's librte_ring is dlopen'ed (its inline ring code comes from the headers), memcached,
+# Redis and fio are spoken to over their sockets / run as programs.
+BENCH := $(B)/stagecache-bench
+BENCH_SRCS := $(sort $(wildcard tools/bench_*.c))
+BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/tools/cli_util.o
+BENCH_LIBS := -llmdb -lm -ldl
+DPDK_VERSION := $(shell pkg-config --modversion libdpdk 2>/dev/null)
+
+$(BENCH): $(BENCH_OBJS) $(SHARED)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LIBS) $(BENCH_LIBS)
+
+all: $(BENCH)
+
+# the ring benchmark (both sides' consumers and producers) as DPDK builds its applications' hot
+# paths: -O3 -march=native, after DPDK's own flags (which say -march=corei7)
+$(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null) -O3 -march=native
+$(B)/obj/tools/bench_main.o $(B)/obj/tools/bench_ring.o: override CFLAGS += -DSC_DPDK_VERSION='"$(DPDK_VERSION)"'
+
+BENCH_DIR := $(B)/bench
+# make bench: every benchmark, the JSON lines in $(BENCH_DIR)/bench.json, the table, then plots and
+# $(BENCH_DIR)/report.{md,html}; the exit status is the benchmark's (1 when a target is missed).
+bench-run: all
+	@mkdir -p $(BENCH_DIR)
+	@set +e; $(BENCH) all --out $(BENCH_DIR)/bench.json --table $(BENCH_ARGS) | tee $(BENCH_DIR)/bench.txt; \
+		rc=$${PIPESTATUS[0]}; $(BENCH) report $(BENCH_DIR)/bench.json $(BENCH_DIR) || rc=1; \
+		echo "bench: $(BENCH_DIR)/report.html, $(BENCH_DIR)/report.md, $(BENCH_DIR)/bench.json (exit $$rc)"; exit $$rc
+
+$(B)/tests/check_bench: $(CLI) $(BENCH)
+
+.PHONY: bench-run
+# ---- end of benchmarks ----
 
 # ---- BPF (owned by observability) ----
 # bpf/stagecache.bpf.c (CO-RE) -> build/bpf/stagecache.bpf.o -> skeleton build/stagecache.skel.h,
@@ -152,6 +221,7 @@ $(B)/tests/static_probes: $(STATIC)
 
 $(B)/tests/check_probes: $(B)/tests/static_probes $(BPF_SKEL)
 $(B)/tests/check_trace: $(CLI)
+$(B)/tests/check_liveness: $(CLI) $(TEST_CLI)
 
 all: $(PROBE_HELPERS)
 
@@ -163,7 +233,7 @@ FUZZ_SECONDS ?= 30
 FB := build/fuzz
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FB)/%)
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -Ilib -fsanitize=fuzzer-no-link,address,undefined \
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DSTAP_SDT_ARG_CONSTRAINT=nr -DSC_TEST_HOOKS -Ilib -fsanitize=fuzzer-no-link,address,undefined \
 	-fno-sanitize-recover=undefined
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FB)/obj/%.o)
 
@@ -226,7 +296,7 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory setup
-	$(CLI) bench all --json --out $(B)/bench.json --table
+	@$(MAKE) --no-print-directory bench-run
 
 install: all
 	install -d $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
@@ -237,6 +307,7 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|;s|@LIBDIR@|$(LIBDIR)|;s|@INCDIR@|$(INCDIR)|;s|@VERSION@|0.1.0|' \
 		lib/stagecache.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/stagecache.pc
 	install -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/stagecache
+	install -m 0755 $(BENCH) $(DESTDIR)$(BINDIR)/stagecache-bench
 	@echo "installed under $(DESTDIR)$(PREFIX)"
 
 clean:
@@ -244,4 +315,4 @@ clean:
 
 .PHONY: all check tests demo bench deps setup install clean fuzz fuzz-build
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_HELPER_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_HELPER_OBJS:.o=.d) $(TEST_LIB_OBJS:.o=.d) $(TEST_TOOL_OBJS:.o=.d) $(BENCH_OBJS:.o=.d)

@@ -145,12 +145,18 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 	info->obs_entries = h->obs_entries;
 	info->heap_bytes = h->regions[SHM_REGION_HEAP].size;
 	uint32_t n = shm_readers_count(a);
+	uint64_t my_ns = shm_pidns_self();
 	for (uint32_t i = 0; i < n; i++) {
 		struct shm_reader_slot *s = shm_reader_slot(a, i);
-		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE || !shm_reader_slot_alive(s))
+		/* alive by the slot's kernel-held lock, never by pid */
+		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE || !shm_slot_alive(a, i))
 			continue;
 		if (info->attached_count < SC_INFO_MAX_ATTACHED) {
+			uint64_t ns = atomic_load_explicit(&s->pidns, memory_order_relaxed);
 			info->attached[info->attached_count].pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
+			info->attached[info->attached_count].uid = atomic_load_explicit(&s->uid, memory_order_relaxed);
+			info->attached[info->attached_count].other_pidns = ns && my_ns && ns != my_ns;
+			info->attached[info->attached_count].slot = i;
 			info->attached[info->attached_count].attached_unix =
 				atomic_load_explicit(&s->attached_ns, memory_order_relaxed) / 1000000000ull;
 		}

@@ -19,7 +19,8 @@ const char *sc_strerror(int err)
 	case ENOMEM: return "not enough memory (or hugepages)";
 	case ENODEV: return "no hugetlbfs mount with 2 MiB pages (run: stagecache setup)";
 	case EAGAIN: return "temporarily unavailable (try again)";
-	case EUSERS: return "every reader slot is in use (too many attached handles)";
+	case EUSERS: return "reader table full: every slot is held by a live process";
+	case ECHILD: return "this handle was inherited through fork: the child must open its own";
 	case EACCES: return "permission denied";
 	case EPERM: return "refused: the file is world-writable or owned by a user not trusted";
 	case E2BIG: return "larger than the cache can ever hold";

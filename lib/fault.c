@@ -1,5 +1,7 @@
-/* lib/fault.c — the public face of fault injection (shm/fault.c does the work). */
-#include "stagecache.h"
+/* lib/fault.c — the test build's hooks (lib/stagecache_test.h); shm/fault.c does the work.
+ * Compiled only into the test build: the product library has none of these symbols. */
+#ifdef SC_TEST_HOOKS
+#include "stagecache_test.h"
 #include "../shm/fault.h"
 
 int sc_fault_arm(const char *spec)
@@ -7,7 +9,7 @@ int sc_fault_arm(const char *spec)
 	return shm_fault_arm(spec);
 }
 
-/* Every shm_fault_point() name in the tree; tests/check_fault.c keeps this list complete. */
+/* Every shm_fault_point() name in the tree; tests/check_fsck.c keeps this list complete. */
 static const char *const points[] = {
 	"heap.alloc.unlinked", "heap.alloc.align", "heap.alloc.split", "heap.alloc.done",
 	"heap.free.marked",    "heap.free.merge",  "l2.admit.busy",    "l2.admit.popped",
@@ -21,3 +23,19 @@ const char *const *sc_fault_points(void)
 {
 	return points;
 }
+
+void sc_sched_set(sc_sched_fn fn, void *ctx)
+{
+	shm_sched_set(fn, ctx);
+}
+
+/* Every shm_sched_point() name in the tree; tests/check_interleave.c keeps this list complete. */
+static const char *const sched_points[] = {
+	NULL,
+};
+
+const char *const *sc_sched_points(void)
+{
+	return sched_points;
+}
+#endif

@@ -120,10 +120,10 @@ static void check_readers(struct fsck *f)
 	uint64_t dead = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct shm_reader_slot *rs = shm_reader_slot(s, i);
-		uint32_t pid = atomic_load_explicit(&rs->pid, memory_order_acquire);
-		if (!pid)
+		uint32_t pid = atomic_load_explicit(&rs->pid, memory_order_relaxed);
+		if (atomic_load_explicit(&rs->state, memory_order_acquire) == SHM_SLOT_FREE)
 			continue;
-		if (shm_reader_slot_alive(rs)) {
+		if (shm_slot_alive(s, i)) {
 			f->r->readers_live++;
 			continue;
 		}
@@ -132,13 +132,12 @@ static void check_readers(struct fsck *f)
 		unsigned leases = 0;
 		for (unsigned k = 0; k < SC_LEASES_MAX; k++)
 			leases += atomic_load_explicit(&x->rec[k], memory_order_relaxed) != 0;
-		finding(f, "readers", repairing(f), "slot %u: process %u is dead (%u leases held)", i, pid, leases);
+		finding(f, "readers", repairing(f), "slot %u: its process (pid %u in its namespace) is gone (%u leases held)",
+			i, pid, leases);
 	}
 	f->r->readers_dead = dead;
-	if (dead && repairing(f)) {
+	if (dead && repairing(f))
 		(void)l2_reap(f->a, 1);
-		(void)shm_readers_reap(s, NULL, NULL);
-	}
 }
 
 /* ---- the index header and the lock words ---- */
@@ -175,15 +174,17 @@ static void check_index_header(struct fsck *f)
 	}
 }
 
-/* A scribbled type word, or a lock word naming an owner that vanished without the kernel marking
- * it, makes every writer fail with -EBADMSG: repair re-initialises such a lock. */
-static void check_mutex(struct fsck *f, pthread_mutex_t *m, const char *what)
+/* The arena's writer locks themselves: a scribbled magic word makes every writer fail with
+ * -EBADMSG, and a word naming no slot is taken over by the next locker; repair re-initialises
+ * such a lock (fsck --repair assumes no other writer is inside it). */
+static void check_mutex(struct fsck *f, struct shm_mutex *m, const char *what)
 {
-	if (!m || shm_mutex_check(m) == 0)
+	if (!m || shm_mutex_check(f->a->shm, m) == 0)
 		return;
-	int fix = repairing(f) && shm_mutex_reinit(m) == 0;
-	finding(f, "locks", fix, "%s: the lock word is corrupted (bad type, or held by an owner that no longer exists)",
-		what);
+	int fix = repairing(f);
+	if (fix)
+		shm_mutex_init(m);
+	finding(f, "locks", fix, "%s: the lock is corrupted (bad magic word, or an owner that names no reader slot)", what);
 }
 
 static void check_mutexes(struct fsck *f)
@@ -202,30 +203,21 @@ static void check_mutexes(struct fsck *f)
 		check_mutex(f, &h->mu, "observation table");
 }
 
-/* Take every shard with trylock, retrying for up to 5 s. 0, -EBADMSG (a corrupted lock word:
- * waiting will not help), or -EBUSY naming the shard that stayed held; nothing held on failure. */
-static int lock_all(struct fsck *f)
+/* Take every shard in ascending order, waiting for each (a dead holder's shard is taken over and
+ * repaired). Deadlock-free: every other writer blocks on at most one shard and only trylocks the
+ * rest, so nobody waits for a shard while holding one we wait for. 0, or -EBADMSG with nothing
+ * held (a corrupted shard mutex). */
+static int lock_all(struct shm_index *ix)
 {
-	struct shm_index *ix = f->ix;
-	uint32_t s = 0;
-	for (int attempt = 0; attempt < 5000; attempt++) {
-		int rc = 0;
-		for (s = 0; s < SHM_INDEX_SHARDS; s++)
-			if ((rc = shm_index_trylock(ix, s)))
-				break;
-		if (s == SHM_INDEX_SHARDS)
-			return 0;
-		for (uint32_t k = 0; k < s; k++)
-			shm_index_unlock(ix, k);
-		if (rc == -EBADMSG || shm_mutex_check(&ix->hdr->shards[s].mu))
-			return -EBADMSG;
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		int rc = shm_index_lock(ix, s);
+		if (rc) {
+			while (s-- > 0)
+				shm_index_unlock(ix, s);
+			return rc;
+		}
 	}
-	f->deferred++;
-	finding(f, "locks", 0, "index shard %u has stayed locked for 5 s (a writer is stuck inside the arena, or the "
-		"lock word names a thread that exists but does not hold it)", s);
-	return -EBUSY;
+	return 0;
 }
 
 static void unlock_all(struct shm_index *ix)
@@ -269,11 +261,7 @@ static void check_chains(struct fsck *f)
 
 static int tag_owner_alive(struct fsck *f, uint64_t tag)
 {
-	uint32_t slot = (uint32_t)(tag >> 32) & 0xffff, pid = (uint32_t)tag;
-	if (slot >= shm_readers_count(f->a->shm))
-		return 0;
-	struct shm_reader_slot *rs = shm_reader_slot(f->a->shm, slot);
-	return atomic_load_explicit(&rs->pid, memory_order_acquire) == pid && shm_reader_slot_alive(rs);
+	return shm_token_alive(f->a->shm, (uint32_t)tag);
 }
 
 static void to_free(struct fsck *f, uint64_t off)
@@ -318,7 +306,7 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 			f->r->reserved_bytes += bytes;
 		} else {
 			f->r->orphan_bytes += bytes;
-			finding(f, "heap", repairing(f), "block at %llu (%llu bytes): reservation of dead process %u",
+			finding(f, "heap", repairing(f), "block at %llu (%llu bytes): reservation of a detached holder (token %#x)",
 				(unsigned long long)off, (unsigned long long)bytes, (uint32_t)tag);
 			f->need_sweep = 1; /* the index's own sweep frees it, under sweep_mu */
 		}
@@ -469,7 +457,7 @@ static void finish_index(struct fsck *f)
 	}
 }
 
-/* Returns 0, or -EBUSY when a shard stayed locked (nothing under the locks was checked). */
+/* Returns 0 (kept for a lock that can give up). */
 static int check_index(struct fsck *f)
 {
 	uint32_t n = f->ix->nentries;
@@ -481,15 +469,14 @@ static int check_index(struct fsck *f)
 		finding(f, "index", 0, "not checked: out of memory");
 		goto out;
 	}
-	rc = lock_all(f);
-	if (rc == -EBADMSG) {
-		/* check_mutexes reported (and with repair re-initialised) it; this round cannot lock */
-		finding(f, "index", 0, "index and heap not checked this round: a shard lock word is corrupted");
+	rc = lock_all(f->ix);
+	if (rc) {
+		/* check_mutexes reported (and with repair re-initialised) a corrupted one */
+		finding(f, "index", 0, "index and heap not checked this round: %s",
+			rc == -EBADMSG ? "a shard lock is corrupted" : sc_strerror(rc));
 		rc = 0;
 		goto out;
 	}
-	if (rc)
-		goto out;
 	if (f->shard_repair) /* the index header was rewritten: rebuild every shard's lists first */
 		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
 			shm_index_repair_locked(f->ix, s);
@@ -547,15 +534,14 @@ static uint64_t ring_bad_record(struct shm_ring_dir *d, uint32_t i, uint32_t cou
 
 /* Drop ring @i's undelivered records (the consumer lock is ours) and, with a garbage owner word,
  * free the ring. Returns 1 when repaired, 0 when it must wait for its live producer. */
-static int ring_reset(struct shm_ring_ctl *ctl)
+static int ring_reset(struct shm_arena *s, struct shm_ring_ctl *ctl)
 {
 	uint64_t w = atomic_load_explicit(&ctl->owner, memory_order_acquire);
 	uint32_t st = shm_ring_owner_state(w);
 	uint64_t tail = atomic_load_explicit(&ctl->tail, memory_order_acquire);
 	if (tail & (SHM_RING_ALIGN - 1)) {
 		/* only the producer writes tail: wait for a live one to publish a good one */
-		if (st == SHM_RING_LIVE &&
-		    shm_proc_alive((int)shm_ring_owner_pid(w), atomic_load_explicit(&ctl->start_time, memory_order_relaxed)))
+		if (st == SHM_RING_LIVE && shm_token_alive(s, shm_ring_owner_token(w)))
 			return 0;
 		tail = (tail + SHM_RING_ALIGN - 1) & ~(uint64_t)(SHM_RING_ALIGN - 1);
 		atomic_store_explicit(&ctl->tail, tail, memory_order_release);
@@ -621,7 +607,7 @@ static void check_rings(struct fsck *f)
 		}
 		if (!consumer)
 			consumer = shm_ring_consumer_acquire(s, &cons) == 0 ? 1 : -1;
-		int fixed = consumer > 0 && ring_reset(ring_ctl_of(d, i));
+		int fixed = consumer > 0 && ring_reset(s, ring_ctl_of(d, i));
 		if (!fixed)
 			f->deferred++;
 		finding(f, "rings", fixed, "ring %u: %s%s", i, why,
@@ -659,11 +645,11 @@ static void check_observations(struct fsck *f)
 			reformat_obs(f);
 		return;
 	}
-	int rc = shm_obs_lock(h);
+	int rc = shm_obs_lock(f->a->shm, h);
 	if (rc) {
 		f->r->obs_problems++;
 		finding(f, "observations", 0, "cannot lock the observation table (%s)", rc == -EBADMSG ? "corrupted lock"
-											: "busy");
+											: sc_strerror(rc));
 		return;
 	}
 	struct shm_obs_entry *e = shm_obs_entries(h);
@@ -680,7 +666,7 @@ static void check_observations(struct fsck *f)
 		}
 	}
 	if (bad && repairing(f)) {
-		shm_obs_unlock(h);
+		shm_obs_unlock(f->a->shm, h);
 		reformat_obs(f);
 		return;
 	}
@@ -693,9 +679,10 @@ static void check_observations(struct fsck *f)
 	}
 	struct shm_obs_claim *c = shm_obs_claims(h);
 	for (uint32_t i = 0; i < h->claims; i++) {
-		if (!c[i].pid || shm_proc_alive((int)c[i].pid, c[i].start_time))
+		if (!c[i].owner || shm_token_alive(f->a->shm, c[i].owner))
 			continue;
-		finding(f, "observations", repairing(f), "fill claim %u: process %u is dead", i, c[i].pid);
+		finding(f, "observations", repairing(f), "fill claim %u: its claimer (pid %u in its namespace) is gone", i,
+			c[i].pid);
 		if (repairing(f))
 			memset(&c[i], 0, sizeof(c[i]));
 	}
@@ -707,7 +694,7 @@ static void check_observations(struct fsck *f)
 	} else {
 		f->r->lock_repairs += h->repairs;
 	}
-	shm_obs_unlock(h);
+	shm_obs_unlock(f->a->shm, h);
 }
 
 /* ---- one pass, and the rounds ---- */

@@ -16,9 +16,12 @@ struct sc_arena {
 	uint64_t l2_lease_used;             /* bit i: lease record i of our reader slot's ext area is in use */
 	struct sc_stage *l2_stages;         /* open stages of this handle, for counter flushes */
 	uint64_t l2_last_reap_ns;           /* rate limit for reaping dead readers' leases */
+	uint64_t l2_swept_cleaned;          /* shm_readers_cleaned() at our last orphan sweep */
 	/* ---- L3 / promotion ---- */
-	uint64_t (*promote_now)(void *ctx);  /* injected policy clock (tests); NULL: CLOCK_MONOTONIC */
+#ifdef SC_TEST_HOOKS
+	uint64_t (*promote_now)(void *ctx);  /* injected policy clock (test build); NULL: CLOCK_MONOTONIC */
 	void *promote_now_ctx;
+#endif
 	/* ---- rings ---- */
 	struct shm_ring_cons *ring_cons; /* consumer state: allocated by the first sc_ring_poll, freed by sc_ring_consumer_close */
 };

@@ -138,12 +138,26 @@ static const struct shm_index_entry *peek_entry(struct sc_arena *a, struct sc_ke
 	return e;
 }
 
+/* l2_make_room, and when it cannot: clear what dead holders left (their leases pin entries, their
+ * reservations hold heap) and try once more. Whoever needs the room does the reaping. */
+static int make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, int held,
+		     const struct shm_index_entry *exclude)
+{
+	int rc = l2_make_room(a, need_bytes, need_shard, held, exclude);
+	if (rc == -ENOSPC && l2_reap(a, 1) > 0) {
+		l2_reclaim_all(a, held);
+		rc = l2_make_room(a, need_bytes, need_shard, held, exclude);
+	}
+	return rc;
+}
+
 /* Allocate @len bytes (footprint @fp) tagged private, evicting for the budget or the heap. */
 static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct shm_index_entry *exclude,
 		    uint64_t *off)
 {
-	uint64_t tag = shm_tag_priv((uint32_t)a->shm->reader_slot, (uint32_t)getpid());
+	uint64_t tag = shm_tag_priv(a->shm->token);
 	uint64_t budget = l2_budget(a);
+	l2_reap_periodic(a);
 	for (int round = 0; round < 6; round++) {
 		uint64_t used = l2_used(a);
 		if (used + fp > budget) {
@@ -151,7 +165,7 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 			used = l2_used(a);
 		}
 		if (used + fp > budget) {
-			int rc = l2_make_room(a, used + fp - budget, -1, -1, exclude);
+			int rc = make_room(a, used + fp - budget, -1, -1, exclude);
 			if (rc)
 				return rc;
 			continue;
@@ -162,7 +176,7 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 		l2_reclaim_all(a, -1);
 		if (shm_heap_alloc(a->shm, len, tag, off) == 0)
 			return 0;
-		if ((rc = l2_make_room(a, fp, -1, -1, exclude)))
+		if ((rc = make_room(a, fp, -1, -1, exclude)))
 			return rc;
 	}
 	return -ENOSPC;
@@ -205,7 +219,7 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc
 		l2_reclaim_locked(a, shard);
 		e = shm_index_pop_free_locked(ix, shard);
 	}
-	if (!e && l2_make_room(a, 0, (int)shard, (int)shard, old) == 0)
+	if (!e && make_room(a, 0, (int)shard, (int)shard, old) == 0)
 		e = shm_index_pop_free_locked(ix, shard);
 	if (!e) {
 		shm_index_unlock(ix, shard);
@@ -232,7 +246,7 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc
 	e->footprint = fp;
 	e->created_ns = shm_realtime_ns();
 	e->retire_epoch = 0;
-	e->owner_pid = (uint32_t)getpid();
+	e->owner = a->shm->token;
 	atomic_store_explicit(&e->freq, 0, memory_order_relaxed);
 	atomic_store_explicit(&e->state, SHM_ENT_BUSY, memory_order_relaxed);
 	shm_fault_point("l2.admit.busy");

@@ -89,6 +89,8 @@ size_t l2_leases_collect(struct sc_arena *a, uint64_t **out);
 /* Reap dead readers (their leases) and sweep orphaned reservations; rate-limited unless @force.
  * Returns 1 if anything was released. */
 int l2_reap(struct sc_arena *a, int force);
+/* The arena-wide periodic reap (every 100 ms, by whichever writer comes first). */
+void l2_reap_periodic(struct sc_arena *a);
 int l2_lease_take(struct sc_arena *a, uint64_t rec);
 void l2_lease_drop(struct sc_arena *a, int slot);
 

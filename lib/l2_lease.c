@@ -5,8 +5,8 @@
  * the epoch (release in shm_epoch_exit); reclaimers read records only after shm_epoch_min_active
  * (acquire) showed the epoch of the retirement passed, so they see every lease taken on a retired
  * entry (protocol: shm/index.c). Release stores 0 (release: the holder's reads of the payload
- * happen before a reclaimer that reads 0 frees it). A dead process's records are cleared by the
- * reaper callback, which runs only under shm_readers_reap's REAPING marker.
+ * happen before a reclaimer that reads 0 frees it). A dead holder's records are cleared with its
+ * slot by whoever takes the slot's lock after the death (shm/readers.c), and only then.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -59,8 +59,8 @@ size_t l2_leases_collect(struct sc_arena *a, uint64_t **out)
 	*out = NULL;
 	for (uint32_t i = 0; i < n; i++) {
 		struct shm_reader_slot *s = shm_reader_slot(a->shm, i);
-		if (!atomic_load_explicit(&s->pid, memory_order_acquire))
-			continue;
+		if (atomic_load_explicit(&s->state, memory_order_relaxed) == SHM_SLOT_FREE)
+			continue; /* a free slot records nothing (its cleaner zeroed ext before FREE) */
 		struct l2_ext *x = l2_ext_of(s);
 		for (int j = 0; j < SC_LEASES_MAX; j++) {
 			/* acquire: pairs with the release in l2_lease_drop / the epoch exit */
@@ -88,15 +88,18 @@ size_t l2_leases_collect(struct sc_arena *a, uint64_t **out)
 	return k;
 }
 
-static void reap_cb(struct shm_arena *sa, struct shm_reader_slot *s, void *ctx)
+/* At most once per L2_REAP_PERIOD_NS across all processes (a CAS on the arena's reap_due_ns):
+ * whoever passes by first after the period reaps. This bounds how long a dead process's leases
+ * and reservations outlive it while anyone admits, with no daemon. */
+#define L2_REAP_PERIOD_NS 100000000ull
+void l2_reap_periodic(struct sc_arena *a)
 {
-	(void)sa;
-	int *any = ctx;
-	struct l2_ext *x = l2_ext_of(s);
-	for (int j = 0; j < SC_LEASES_MAX; j++)
-		atomic_store_explicit(&x->rec[j], 0, memory_order_release);
-	memset(x->spare, 0, sizeof(x->spare));
-	*any = 1;
+	_Atomic uint64_t *due = &a->shm->hdr->reap_due_ns;
+	uint64_t now = l2_now_ns(), d = atomic_load_explicit(due, memory_order_relaxed);
+	if (now < d || !atomic_compare_exchange_strong_explicit(due, &d, now + L2_REAP_PERIOD_NS, memory_order_relaxed,
+								 memory_order_relaxed))
+		return;
+	(void)l2_reap(a, 0);
 }
 
 int l2_reap(struct sc_arena *a, int force)
@@ -105,9 +108,13 @@ int l2_reap(struct sc_arena *a, int force)
 	if (!force && now - a->l2_last_reap_ns < 1000000)
 		return 0;
 	a->l2_last_reap_ns = now;
-	int any = 0, freed = shm_readers_reap(a->shm, reap_cb, &any);
-	if (freed > 0 || any || force)
+	/* clearing a dead holder's slot drops its lease records (shm/readers.c) */
+	int freed = shm_readers_reap(a->shm);
+	uint64_t cleaned = shm_readers_cleaned(a->shm);
+	if (freed > 0 || force || cleaned != a->l2_swept_cleaned) {
+		a->l2_swept_cleaned = cleaned;
 		(void)shm_index_sweep(l2_ix(a), -1); /* their private reservations are orphans now */
-	return freed > 0 || any;
+	}
+	return freed > 0;
 }
 

@@ -47,6 +47,8 @@ struct lookup {
 static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 {
 	struct sc_arena *a = st->arena;
+	if (__builtin_expect(a->shm->forked, 0))
+		return -ECHILD; /* the parent's handle in a forked child: its reader slot is not ours */
 	struct shm_index *ix = l2_ix(a);
 	uint64_t t0 = (q->count && (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss))) ? l2_now_ns() : 0;
 	int err;
@@ -264,6 +266,7 @@ int sc_l2_stats(struct sc_arena *a, const struct sc_stage *stage, struct sc_l2_s
 		return rc;
 	for (struct sc_stage *s = a->l2_stages; s; s = s->next)
 		l2_flush(s);
+	l2_reap_periodic(a); /* counts of dead holders' leases are not reported as held for long */
 	memset(out, 0, sizeof(*out));
 	struct shm_index *ix = l2_ix(a);
 	for (uint32_t i = 0; i < ix->nentries; i++) {
@@ -293,7 +296,7 @@ int sc_l2_stats(struct sc_arena *a, const struct sc_stage *stage, struct sc_l2_s
 	uint32_t ns = shm_readers_count(a->shm);
 	for (uint32_t i = 0; i < ns; i++) {
 		struct shm_reader_slot *s = shm_reader_slot(a->shm, i);
-		if (!atomic_load_explicit(&s->pid, memory_order_acquire))
+		if (atomic_load_explicit(&s->state, memory_order_acquire) == SHM_SLOT_FREE)
 			continue;
 		struct l2_ext *x = l2_ext_of(s);
 		for (int j = 0; j < SC_LEASES_MAX; j++)

@@ -203,7 +203,7 @@ struct sc_l3 {
 	int64_t lengths_mtime_ns;
 	int lengths_settled;
 	_Atomic uint32_t tmp_seq;
-	uint64_t start_time;       /* our /proc start time, for tmp names */
+	uint64_t nonce;            /* random per handle, for tmp names (pids repeat across namespaces) */
 };
 
 /* ---- lib/l3_format.c ---- */

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -210,14 +211,24 @@ int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const ch
 	return 0;
 }
 
-/* A temp file of a writer that is gone? Names are .tmp-<pid>.<start>.<n>. */
-static int tmp_is_stale(const char *name)
+/* A temp file of a writer that is gone? Its writer holds an OFD lock on it (write_file) from
+ * creation to rename: a temp file nobody locks and nobody has written for L3_TMP_STALE_NS is
+ * stale, whatever pid namespace, user or host wrote it (the age covers the instant between the
+ * writer's create and its lock). */
+#define L3_TMP_STALE_NS (2ull * 1000000000ull)
+static int tmp_is_stale(int dfd, const char *name)
 {
-	unsigned long pid, n;
-	unsigned long long start;
-	if (sscanf(name, ".tmp-%lu.%llu.%lu", &pid, &start, &n) != 3)
-		return 1;
-	return !shm_proc_alive((int)pid, start);
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return 0; /* gone already, or not ours to judge */
+	struct stat st;
+	int held = shm_ofd_held(fd, 0), stale = 0;
+	if (held == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		uint64_t mt = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+		stale = shm_realtime_ns() > mt + L3_TMP_STALE_NS;
+	}
+	close(fd);
+	return stale;
 }
 
 int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi)
@@ -267,7 +278,7 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	struct recon *r = ctx;
 	(void)sub;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(name) && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(dfd, name) && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
 		return 0;
 	}
@@ -314,7 +325,7 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	struct recon *r = ctx;
 	(void)sub;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(name) && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(dfd, name) && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
 		return 0;
 	}
@@ -391,7 +402,8 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	l3->file_mode = o.file_mode ? o.file_mode : 0600;
 	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700 | (o.gid > 0 ? S_ISGID : 0);
 	l3->id = atomic_fetch_add_explicit(&next_id, 1, RELAXED);
-	l3->start_time = shm_proc_start_time(getpid());
+	if (getrandom(&l3->nonce, sizeof(l3->nonce), GRND_NONBLOCK) != (ssize_t)sizeof(l3->nonce))
+		l3->nonce = shm_now_ns() ^ ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)l3;
 	pthread_mutex_init(&l3->mu, NULL);
 	int rc = -ENOMEM;
 	if (!(l3->dir = strdup(dir)))
@@ -620,7 +632,7 @@ static int write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *fi
 		      int niov, int noreplace)
 {
 	char tmp[96], tmprel[100], finrel[100];
-	snprintf(tmp, sizeof(tmp), ".tmp-%d.%llu.%u", (int)getpid(), (unsigned long long)l3->start_time,
+	snprintf(tmp, sizeof(tmp), ".tmp-%d.%llx.%u", (int)getpid(), (unsigned long long)l3->nonce,
 		 atomic_fetch_add_explicit(&l3->tmp_seq, 1, RELAXED));
 	snprintf(tmprel, sizeof(tmprel), "%s/%s", sub, tmp);
 	snprintf(finrel, sizeof(finrel), "%s/%s", sub, final);
@@ -630,6 +642,7 @@ static int write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *fi
 	int fd = openat(dfd, tmprel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
 	if (fd < 0)
 		return -errno;
+	(void)shm_ofd_trylock(fd, 0); /* "being written": reconcilers leave it alone (tmp_is_stale) */
 	if ((rc = l3_own(l3, fd, 0)))
 		goto cleanup;
 	struct l3_ring *r = l3_ring_get(l3);

@@ -20,7 +20,12 @@
 
 #include "internal.h"
 #include "probes.h"
+#include "../shm/fault.h"
 #include "../shm/obs.h"
+#include "../shm/readers.h"
+
+#ifdef SC_TEST_HOOKS
+#include "stagecache_test.h"
 
 static uint64_t now_ns(struct sc_arena *arena)
 {
@@ -36,6 +41,13 @@ void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*fn)(void *ctx), voi
 	arena->promote_now = fn;
 	arena->promote_now_ctx = fn ? ctx : NULL;
 }
+#else
+static uint64_t now_ns(struct sc_arena *arena)
+{
+	(void)arena;
+	return shm_now_ns();
+}
+#endif
 
 static int lock_table(struct sc_arena *arena, struct shm_obs_hdr **out)
 {
@@ -44,7 +56,7 @@ static int lock_table(struct sc_arena *arena, struct shm_obs_hdr **out)
 	struct shm_obs_hdr *h = shm_obs_table(arena->shm);
 	if (!h)
 		return -EBADMSG;
-	int rc = shm_obs_lock(h);
+	int rc = shm_obs_lock(arena->shm, h);
 	if (rc)
 		return rc;
 	/* count is written under the lock by every process: a hostile value must not drive loops */
@@ -120,7 +132,7 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 			make_room_locked(h, max, now);
 		e = shm_obs_insert_locked(h, stage_id, d.lo, d.hi);
 		if (!e) {
-			shm_obs_unlock(h);
+			shm_obs_unlock(arena->shm, h);
 			return -EBADMSG; /* no free slot although count < max: the table is corrupted */
 		}
 		e->first_seen_ns = now;
@@ -144,7 +156,7 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 	}
 	if (yes)
 		h->promoted++;
-	shm_obs_unlock(h);
+	shm_obs_unlock(arena->shm, h);
 	uint64_t a = stage_id, lo = d.lo, hi = d.hi, tk = token_count, by = payload_bytes;
 	int64_t dec = yes, wy = why;
 	SC_PROBE(promote_decision, a, lo, hi, tk, by, dec, wy);
@@ -162,7 +174,7 @@ int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_di
 	struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
 	if (e)
 		e->flags |= SHM_OBS_TERMINAL;
-	shm_obs_unlock(h);
+	shm_obs_unlock(arena->shm, h);
 	return e ? 0 : -ENOENT;
 }
 
@@ -179,28 +191,22 @@ int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st)
 					 .considered = h->considered, .promoted = h->promoted,
 					 .evicted = h->evicted, .expired = h->expired, .repairs = h->repairs };
 	for (uint32_t i = 0; i < h->claims; i++)
-		st->claims += c[i].pid != 0;
-	shm_obs_unlock(h);
+		st->claims += c[i].owner != 0;
+	shm_obs_unlock(arena->shm, h);
 	return 0;
 }
 
 /* ---- single-flight claims ---- */
 
-static uint64_t my_start_time(void)
+/* A claim is live while its owner token is (shm/readers.h): one fcntl, under the table lock. */
+static int claim_live(struct sc_arena *arena, const struct shm_obs_claim *c)
 {
-	static pid_t cached_pid;
-	static uint64_t cached;
-	pid_t pid = getpid();
-	if (pid != cached_pid) { /* first call, or we are a forked child */
-		cached = shm_proc_start_time(pid);
-		cached_pid = pid;
-	}
-	return cached;
+	return c->owner && shm_token_alive(arena->shm, c->owner);
 }
 
-static int claim_live(const struct shm_obs_claim *c)
+static int claim_is(const struct shm_obs_claim *c, uint64_t stage_id, struct sc_digest d)
 {
-	return c->pid && shm_proc_alive((int)c->pid, c->start_time);
+	return c->owner && c->stage_id == stage_id && c->digest_lo == d.lo && c->digest_hi == d.hi;
 }
 
 int sc_fill_claim(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d)
@@ -212,25 +218,30 @@ int sc_fill_claim(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d)
 	struct shm_obs_claim *c = shm_obs_claims(h), *slot = NULL;
 	rc = 0;
 	for (uint32_t i = 0; i < h->claims; i++) {
-		if (c[i].pid && c[i].stage_id == stage_id && c[i].digest_lo == d.lo && c[i].digest_hi == d.hi) {
-			if (claim_live(&c[i])) {
+		if (claim_is(&c[i], stage_id, d)) {
+			shm_sched_point("fill.claim.found");
+			if (claim_live(arena, &c[i])) {
 				rc = -EBUSY;
 				break;
 			}
 			slot = &c[i]; /* the claimer died: its claim is ours now */
 			break;
 		}
-		if (!slot && (!c[i].pid || !claim_live(&c[i])))
+		if (!slot && !c[i].owner)
 			slot = &c[i];
 	}
+	/* the table is full of claims: take one whose claimer died */
+	for (uint32_t i = 0; !rc && !slot && i < h->claims; i++)
+		if (!claim_live(arena, &c[i]))
+			slot = &c[i];
 	if (!rc && !slot)
 		rc = -EAGAIN;
 	if (!rc) {
 		*slot = (struct shm_obs_claim){ .stage_id = stage_id, .digest_lo = d.lo, .digest_hi = d.hi,
-						.pid = (uint32_t)getpid(), .tid = (uint32_t)gettid(),
-						.start_time = my_start_time(), .claimed_ns = shm_now_ns() };
+						.owner = arena->shm->token, .pid = (uint32_t)getpid(),
+						.claimed_ns = shm_now_ns() };
 	}
-	shm_obs_unlock(h);
+	shm_obs_unlock(arena->shm, h);
 	return rc;
 }
 
@@ -243,13 +254,12 @@ int sc_fill_release(struct sc_arena *arena, uint64_t stage_id, struct sc_digest 
 	struct shm_obs_claim *c = shm_obs_claims(h);
 	rc = -ENOENT;
 	for (uint32_t i = 0; i < h->claims; i++)
-		if (c[i].pid == (uint32_t)getpid() && c[i].stage_id == stage_id && c[i].digest_lo == d.lo &&
-		    c[i].digest_hi == d.hi) {
+		if (c[i].owner == arena->shm->token && claim_is(&c[i], stage_id, d)) {
 			c[i] = (struct shm_obs_claim){ 0 };
 			rc = 0;
 			break;
 		}
-	shm_obs_unlock(h);
+	shm_obs_unlock(arena->shm, h);
 	return rc;
 }
 
@@ -263,9 +273,8 @@ int sc_fill_wait(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, 
 			return rc;
 		struct shm_obs_claim *c = shm_obs_claims(h);
 		for (uint32_t i = 0; i < h->claims && !busy; i++)
-			busy = c[i].pid && c[i].stage_id == stage_id && c[i].digest_lo == d.lo && c[i].digest_hi == d.hi &&
-			       claim_live(&c[i]);
-		shm_obs_unlock(h);
+			busy = claim_is(&c[i], stage_id, d) && claim_live(arena, &c[i]);
+		shm_obs_unlock(arena->shm, h);
 		if (!busy)
 			return 0;
 		if (timeout_ns >= 0 && shm_now_ns() >= deadline)

@@ -227,7 +227,7 @@ int sc_ring_stats(struct sc_arena *arena, struct sc_ring_stat *out, unsigned max
 			o->depth_records = st.records > st.consumed ? st.records - st.consumed : 0;
 		}
 		if (st.state == SHM_RING_LIVE)
-			o->producer_alive = shm_proc_alive((int)st.pid, st.start_time);
+			o->producer_alive = shm_token_alive(arena->shm, st.token);
 	}
 	return (int)n;
 }

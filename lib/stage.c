@@ -16,6 +16,8 @@
 
 int l2_ready(struct sc_arena *a)
 {
+	if (__builtin_expect(a->shm->forked, 0))
+		return -ECHILD; /* a handle inherited through fork: the child must open its own */
 	if (a->l2_ready)
 		return 0;
 	int rc = shm_index_view(a->shm, l2_ix(a));

@@ -166,9 +166,12 @@ struct sc_arena_info {
 	uint32_t creator_pid;
 	uint32_t mode;           /* file mode bits */
 	uint32_t reader_slots;
-	uint32_t attached_count; /* live attached processes (all of them) */
+	uint32_t attached_count; /* attached handles whose process is alive (all of them) */
 	struct {
-		uint32_t pid;
+		uint32_t pid;        /* in the attached process's own pid namespace */
+		uint32_t uid;
+		uint32_t slot;       /* its reader slot */
+		int other_pidns;     /* 1: another pid namespace than the caller's (the pid means nothing here) */
 		uint64_t attached_unix;
 	} attached[SC_INFO_MAX_ATTACHED]; /* the first SC_INFO_MAX_ATTACHED of them */
 	uint32_t index_entries, ring_count, ring_bytes, obs_entries;
@@ -177,6 +180,36 @@ struct sc_arena_info {
 
 /** sc_arena_info - describe the arena. Reads /proc/self/smaps (may block briefly). */
 int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info);
+
+/**
+ * sc_arena_token - this handle's owner token: how the arena records this handle as the holder of
+ * its leases, fill reservations, fill claims, ring roles and locks. Unique among the live
+ * attachments; (incarnation << 16) | reader slot. 0 for NULL.
+ */
+uint32_t sc_arena_token(const struct sc_arena *arena);
+
+/* One holder of arena resources (sc_arena_holders). */
+struct sc_holder {
+	uint32_t slot;           /* reader slot */
+	uint32_t token;          /* owner token (sc_arena_token of the handle) */
+	int alive;               /* 1: its process holds the slot's kernel-released lock */
+	int other_pidns;         /* 1: attached from another pid namespace than the caller's */
+	uint32_t pid, uid;       /* for people: pid in the holder's own namespace (0: unknown) */
+	uint32_t leases;         /* lease records */
+	uint64_t leased_bytes;   /* footprint of the L2 entries those leases pin */
+	uint64_t reserved_bytes; /* heap bytes of its unpublished fill reservations */
+};
+
+/**
+ * sc_arena_holders - every attachment the reader table records (live ones, and dead ones whose
+ * slot nobody has cleared yet), plus holders known only from what they still hold (reservations
+ * of an attachment whose slot was reused since). Fills up to @max rows of @out and returns how
+ * many rows there are (may exceed @max), or -EINVAL, -EBADMSG, -ECHILD. Reads the lease records
+ * and walks the heap (its lock is taken briefly); changes nothing. Liveness costs one fcntl per
+ * row. For monitoring and tests: what dead processes still hold is reclaimed by the next
+ * operation that needs the room, and by a periodic reap while anyone admits.
+ */
+int sc_arena_holders(struct sc_arena *arena, struct sc_holder *out, unsigned max);
 
 /** sc_arena_layout_version - the layout version this library reads and writes. */
 uint32_t sc_arena_layout_version(void);
@@ -769,9 +802,6 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 /** sc_promote_attempted - mark the observation terminal (call after any admit attempt). 0 or -errno. */
 int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
 
-/** sc_promote_set_clock - tests: this process's policy clock (ns, monotonic); NULL restores the real one. */
-void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*now_ns)(void *ctx), void *ctx);
-
 struct sc_promote_stats {
 	uint32_t observations, claims, capacity;
 	uint64_t considered, promoted, evicted, expired, repairs;
@@ -1059,20 +1089,9 @@ uint64_t sc_batcher_ring_full(const struct sc_batcher *b);
 /** sc_batcher_commits - commits emitted (the terminal one included). */
 uint64_t sc_batcher_commits(const struct sc_batcher *b);
 
-/* ============================== fault injection, fsck (lib/fault.c, lib/fsck.c) ============================== */
-/* (section owned by reliability) */
-
-/**
- * sc_fault_arm - arm a fault-injection point in the calling process: when the library reaches
- * the point named @spec ("l2.admit.linked", "heap.free.merge", ... or "name@N" for the N-th
- * time), the process sends itself SIGKILL there, as a crash would. NULL or "" disarms. For
- * tests and `stagecache stress` only. The environment variable SC_FAULT does the same.
- * Returns 0 or -EINVAL (malformed spec).
- */
-int sc_fault_arm(const char *spec);
-
-/** sc_fault_points - the names of every fault point in this build (NULL-terminated array). */
-const char *const *sc_fault_points(void);
+/* ============================== fsck (lib/fsck.c) ============================== */
+/* (section owned by reliability; the test build's hooks — fault points, clocks, schedule points —
+ * are not part of this header: see lib/stagecache_test.h, which is never installed) */
 
 #define SC_FSCK_DEEP 0x1u   /* also verify the digest of every L2 entry */
 #define SC_FSCK_REPAIR 0x2u /* fix what can be fixed, drop what cannot */

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <mntent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +38,16 @@
 #include <xxhash.h>
 
 #include "arena.h"
+#include "fault.h"
 #include "readers.h"
 
 #define HUGETLBFS_MAGIC_ 0x958458f6
 #define TMPFS_MAGIC_ 0x01021994
 #define HUGE_2M (2ull << 20)
 #define OPEN_WAIT_NS (2ull * 1000000000ull)
+/* A file without a creation lock that is younger than this may be in the instant between its
+ * creator's O_EXCL and the lock: wait for it rather than call it broken. */
+#define CREATE_GAP_NS (1ull * 1000000000ull)
 /* Backing codes, as in enum sc_backing (stagecache.h) — shm/ does not include lib/. */
 enum { B_UNKNOWN = 0, B_HUGETLBFS_2M = 1, B_SHMEM_THP = 2, B_SHM_4K = 3, B_FILE_4K = 4 };
 
@@ -177,6 +182,62 @@ static void measure(struct shm_arena *a)
 	a->backing = shm_arena_measure(a, &a->page_size);
 }
 
+/*
+ * Open handles of this process, for fork: a child closes the lock descriptors of every handle it
+ * inherited, so that its parent's slots are seen dead when the parent dies, and marks the copies
+ * unusable (shm/readers.c). Guarded by open_mu, which the atfork handlers hold across fork().
+ */
+static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shm_arena *open_list;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&open_mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&open_mu);
+}
+
+static void fork_child(void)
+{
+	for (struct shm_arena *a = open_list; a; a = a->next_open) {
+		if (a->lock_fd >= 0)
+			close(a->lock_fd);
+		a->lock_fd = -1;
+		a->forked = 1;
+	}
+	open_list = NULL; /* the child's copies are not its own handles */
+	pthread_mutex_unlock(&open_mu);
+}
+
+static void register_atfork(void)
+{
+	(void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void track_open(struct shm_arena *a)
+{
+	pthread_once(&atfork_once, register_atfork);
+	pthread_mutex_lock(&open_mu);
+	a->next_open = open_list;
+	open_list = a;
+	pthread_mutex_unlock(&open_mu);
+}
+
+static void untrack_open(struct shm_arena *a)
+{
+	pthread_mutex_lock(&open_mu);
+	for (struct shm_arena **p = &open_list; *p; p = &(*p)->next_open)
+		if (*p == a) {
+			*p = a->next_open;
+			break;
+		}
+	pthread_mutex_unlock(&open_mu);
+}
+
 static int path_for(char *out, size_t outlen, const char *dir, const char *name)
 {
 	int n = snprintf(out, outlen, "%s/stagecache.%s", dir, name);
@@ -206,6 +267,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	if (!a)
 		return -ENOMEM;
 	a->fd = -1;
+	a->lock_fd = -1;
 	a->reader_slot = -1;
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	if ((rc = path_for(a->path, sizeof(a->path), dir, name)))
@@ -217,6 +279,10 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		goto fail;
 	}
 	a->fd = fd;
+	/* openers wait while this is held (until the arena is published, or we fail and unlink) */
+	if ((rc = shm_ofd_trylock(fd, SHM_LOCK_CREATE)))
+		goto fail_unlink;
+	shm_sched_point("arena.create.locked");
 	/* exact mode regardless of umask; group if asked */
 	if (fchmod(fd, mode ? (mode & 0777) : 0600) < 0 || (gid > 0 && fchown(fd, (uid_t)-1, (gid_t)gid) < 0)) {
 		rc = -errno;
@@ -288,12 +354,13 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		goto fail_unmap;
 	/* release: everything above is visible to an opener that acquires SHM_INIT_DONE */
 	atomic_store_explicit(&h->initialised, SHM_INIT_DONE, memory_order_release);
+	shm_ofd_unlock(fd, SHM_LOCK_CREATE);
 
 	rc = shm_readers_claim(a);
 	if (rc < 0)
 		goto fail_unmap;
-	a->reader_slot = rc;
 	measure(a);
+	track_open(a);
 	*out = a;
 	return 0;
 
@@ -370,6 +437,49 @@ static int trusted(const struct stat *st, const struct shm_trust *t)
 	return t && (t->any_owner || (t->uid >= 0 && (uint64_t)t->uid == st->st_uid));
 }
 
+/*
+ * Wait (bounded) until the file at @fd holds a published arena header. 0 and *@hdr filled, or
+ * -EAGAIN (still being created when the wait ended), -EBADMSG (not an arena, or one whose creator
+ * died before publishing it), -EPROTO (another layout version), -errno.
+ */
+static int wait_published(int fd, struct shm_header *hdr, uint64_t *size)
+{
+	uint64_t deadline = shm_now_ns() + OPEN_WAIT_NS;
+	for (;;) {
+		struct stat st;
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		if (!S_ISREG(st.st_mode))
+			return -EBADMSG;
+		*size = (uint64_t)st.st_size;
+		memset(hdr, 0, sizeof(*hdr));
+		if (*size >= sizeof(*hdr) && pread(fd, hdr, sizeof(*hdr), 0) != (ssize_t)sizeof(*hdr))
+			return -EBADMSG;
+		if (hdr->magic == SHM_MAGIC && hdr->layout_version != SHM_LAYOUT_VERSION)
+			return -EPROTO;
+		/* acquire: pairs with the creator's release of SHM_INIT_DONE (re-read from the mapping) */
+		if (*size >= SHM_HEADER_BYTES && hdr->magic == SHM_MAGIC &&
+		    atomic_load_explicit(&hdr->initialised, memory_order_relaxed) == SHM_INIT_DONE)
+			return 0;
+		if (hdr->magic != SHM_MAGIC && hdr->magic != 0)
+			return -EBADMSG; /* somebody else's file */
+		int creating = shm_ofd_held(fd, SHM_LOCK_CREATE);
+		if (creating < 0)
+			return creating;
+		if (!creating) {
+			/* nobody is creating it: a young file may be in the instant before its creator's
+			 * lock; an older one was left half-made by a creator that died */
+			uint64_t ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+			if (shm_realtime_ns() > ctime_ns + CREATE_GAP_NS)
+				return -EBADMSG;
+		}
+		if (shm_now_ns() > deadline)
+			return -EAGAIN;
+		struct timespec ts = { 0, 2000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static int attach_path(const char *path, const char *name, const struct shm_trust *trust, struct shm_arena **out)
 {
 	int fd;
@@ -381,40 +491,22 @@ static int attach_path(const char *path, const char *name, const struct shm_trus
 		rc = -EPERM;
 		goto fail_fd;
 	}
-	if ((uint64_t)st.st_size < SHM_HEADER_BYTES) {
-		rc = -EBADMSG;
-		goto fail_fd;
-	}
-	uint64_t size = (uint64_t)st.st_size;
+	uint64_t size = 0;
 	/* read the header before mapping the rest: a file that is not an arena is never mapped writable */
 	struct shm_header hdr;
-	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
-		rc = -EBADMSG;
+	rc = wait_published(fd, &hdr, &size);
+	if (rc)
 		goto fail_fd;
-	}
-	if (hdr.magic != SHM_MAGIC) {
-		rc = -EBADMSG;
-		goto fail_fd;
-	}
-	if (hdr.layout_version != SHM_LAYOUT_VERSION) {
-		rc = -EPROTO;
-		goto fail_fd;
-	}
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
 		goto fail_fd;
 	}
 	struct shm_header *h = base;
-	/* acquire: pairs with the creator's release store of SHM_INIT_DONE */
-	uint64_t deadline = shm_now_ns() + OPEN_WAIT_NS;
-	while (atomic_load_explicit(&h->initialised, memory_order_acquire) != SHM_INIT_DONE) {
-		if (shm_now_ns() > deadline) {
-			rc = -EAGAIN;
-			goto fail_map;
-		}
-		struct timespec ts = { 0, 2000000 };
-		nanosleep(&ts, NULL);
+	/* acquire: pairs with the creator's release store of SHM_INIT_DONE (seen published above) */
+	if (atomic_load_explicit(&h->initialised, memory_order_acquire) != SHM_INIT_DONE) {
+		rc = -EBADMSG;
+		goto fail_map;
 	}
 	/* check a private copy, then use only the copy: the shared header may change under us */
 	struct shm_header hv;
@@ -432,6 +524,7 @@ static int attach_path(const char *path, const char *name, const struct shm_trus
 	a->hdr = h;
 	a->hv = hv;
 	a->fd = fd;
+	a->lock_fd = -1;
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	snprintf(a->path, sizeof(a->path), "%s", path);
 	a->reader_slot = -1;
@@ -440,8 +533,8 @@ static int attach_path(const char *path, const char *name, const struct shm_trus
 		free(a);
 		goto fail_map;
 	}
-	a->reader_slot = rc;
 	measure(a);
+	track_open(a);
 	*out = a;
 	return 0;
 
@@ -510,7 +603,9 @@ void shm_arena_close(struct shm_arena *a)
 {
 	if (!a)
 		return;
-	shm_readers_release(a, a->reader_slot);
+	if (!a->forked)
+		untrack_open(a);
+	shm_readers_release(a);
 	munmap(a->base, a->size);
 	close(a->fd);
 	free(a);

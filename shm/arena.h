@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
-#define SHM_LAYOUT_VERSION 1u
+#define SHM_LAYOUT_VERSION 2u         /* 2: liveness by OFD locks and owner tokens */
 #define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */
@@ -74,9 +74,11 @@ struct shm_header {
 	uint8_t key_secret[SHM_SECRET_BYTES];        /* at offset 224: per-arena random secret for keyed hashing */
 	uint64_t header_check;            /* at offset 416: XXH64 of bytes [0, 416) with initialised read as 0 */
 	uint8_t pad0[SHM_CACHELINE * 8 - 424];
-	/* mutable: the global reclamation epoch, its own cache line (shm/readers.c) */
+	/* mutable, one cache line (shm/readers.c): read on every epoch enter, written by writers */
 	_Atomic uint64_t global_epoch;    /* at offset 512 */
-	uint8_t pad1[SHM_CACHELINE - 8];
+	_Atomic uint64_t slots_cleaned;   /* slots of dead holders cleared so far (fetch_add) */
+	_Atomic uint64_t reap_due_ns;     /* CLOCK_MONOTONIC: the next periodic reap (lib/l2_lease.c) */
+	uint8_t pad1[SHM_CACHELINE - 24];
 	/* mutable: the damage mark, its own cache line. Written only by fsck --repair when it gives
 	 * up on the arena (lib/fsck.c): damaged is release-stored last, after the reason and the time;
 	 * every open and every writer acquire-loads it. Zero in arenas that never had one (the line
@@ -93,9 +95,22 @@ _Static_assert(offsetof(struct shm_header, regions) == 96, "header layout");
 _Static_assert(offsetof(struct shm_header, key_secret) == 224, "header layout");
 _Static_assert(offsetof(struct shm_header, header_check) == 416, "header layout");
 _Static_assert(offsetof(struct shm_header, global_epoch) == 512, "header layout");
+_Static_assert(offsetof(struct shm_header, slots_cleaned) == 520, "header layout");
 _Static_assert(offsetof(struct shm_header, damaged) == 576, "header layout");
 _Static_assert(offsetof(struct shm_header, damaged_ns) == 584, "header layout");
 _Static_assert(sizeof(struct shm_header) == 640, "header layout");
+
+/*
+ * Byte-range locks (fcntl F_OFD_SETLK) on the arena file, far beyond its end so they never meet
+ * its data: SHM_LOCK_CREATE is held by the creator until the arena is published; SHM_LOCK_SLOT(i)
+ * by the holder of reader slot i for as long as it is attached. The kernel drops an OFD lock when
+ * the last reference to its open file description goes (the process exits or is killed), so any
+ * process that can open the file tells a live holder from a dead one, from any pid namespace and
+ * as any user; no pid is ever compared.
+ */
+#define SHM_LOCK_BASE (1ll << 62)
+#define SHM_LOCK_CREATE (SHM_LOCK_BASE - 1)
+#define SHM_LOCK_SLOT(i) (SHM_LOCK_BASE + (int64_t)(i))
 _Static_assert(sizeof(struct shm_header) <= SHM_HEADER_BYTES, "header fits its page");
 
 /* The process-local handle of an attached arena. */
@@ -106,10 +121,14 @@ struct shm_arena {
 	struct shm_header hv;         /* private copy of the identity, validated at attach: regions and
 	                               * creation parameters are read from here, so a process that
 	                               * rewrites the shared header later cannot move them */
-	int fd;
+	int fd;                     /* the mapping's descriptor */
+	int lock_fd;                /* our own file description, never mapped: holds our slot's lock */
 	int backing;                /* enum sc_backing, measured after mapping */
 	uint64_t page_size;         /* measured */
 	int32_t reader_slot;        /* our slot in the reader table, -1 if none */
+	uint32_t token;             /* our owner token (shm/readers.h), 0 if none */
+	int forked;                 /* this is a forked child's copy of the handle: unusable */
+	struct shm_arena *next_open; /* the process's list of open handles (fork handling) */
 	char name[65];
 	char path[PATH_MAX];
 };
@@ -186,9 +205,13 @@ int shm_layout_format(struct shm_arena *a);
 /* ---- helpers (shm/util.c) ---- */
 uint64_t shm_now_ns(void);          /* CLOCK_MONOTONIC */
 uint64_t shm_realtime_ns(void);     /* CLOCK_REALTIME */
-/* Start time of @pid in clock ticks since boot (field 22 of /proc/PID/stat); 0 if gone. */
-uint64_t shm_proc_start_time(int pid);
-/* 1 if @pid is alive with start time @start (0: don't compare), 0 otherwise. */
-int shm_proc_alive(int pid, uint64_t start);
+/* OFD byte locks (see SHM_LOCK_*): 0 taken, -EAGAIN held through another file description,
+ * or -errno. */
+int shm_ofd_trylock(int fd, int64_t byte);
+void shm_ofd_unlock(int fd, int64_t byte);
+/* 1 when a file description other than @fd's holds @byte, 0 when none does, -errno. */
+int shm_ofd_held(int fd, int64_t byte);
+/* Inode of this process's pid namespace (0 if unknown), for people reading `info`. */
+uint64_t shm_pidns_self(void);
 
 #endif

@@ -1,11 +1,12 @@
 /*
- * shm/fault.c — fault injection for crash tests: see shm/fault.h.
+ * shm/fault.c — test hooks (fault points, schedule points): see shm/fault.h. Test build only.
  *
  * Protocol: all state is process-local (no shared memory). shm_fault_state is read relaxed on the
  * fast path; a test arms before it starts the operation it wants to crash (same thread, so program
  * order suffices). The countdown is atomic so that threads racing through the same point kill the
  * process exactly once, at the N-th hit.
  */
+#ifdef SC_TEST_HOOKS
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
 #include "fault.h"
 
 _Atomic int shm_fault_state = -1;
+void (*_Atomic shm_sched_hook)(const char *point, void *ctx);
+static void *sched_ctx;
 static char fault_name[64];
 static _Atomic unsigned long fault_countdown;
 
@@ -59,3 +62,17 @@ void shm_fault_hit(const char *name)
 	for (;;)
 		pause();    /* SIGKILL to ourselves is delivered before kill() returns; never reached */
 }
+
+void shm_sched_set(void (*fn)(const char *point, void *ctx), void *ctx)
+{
+	sched_ctx = ctx;
+	atomic_store_explicit(&shm_sched_hook, fn, memory_order_relaxed);
+}
+
+void shm_sched_hit(const char *name)
+{
+	void (*fn)(const char *, void *) = atomic_load_explicit(&shm_sched_hook, memory_order_relaxed);
+	if (fn)
+		fn(name, sched_ctx);
+}
+#endif

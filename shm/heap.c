@@ -124,7 +124,7 @@ struct heap_hdr {
 	uint64_t reserved0[3];
 	/* the writer lock, on its own cache line */
 	union {
-		pthread_mutex_t mu;
+		struct shm_mutex mu;
 		uint8_t bytes[SHM_CACHELINE];
 	} lock;
 	/* protected by the lock */
@@ -137,7 +137,6 @@ struct heap_hdr {
 	uint64_t heads[FL_COUNT][SL_COUNT];              /* derived: first free block of each class */
 };
 
-_Static_assert(sizeof(pthread_mutex_t) <= SHM_CACHELINE, "mutex fits its line");
 _Static_assert(offsetof(struct heap_hdr, lock) == SHM_CACHELINE, "header layout");
 _Static_assert(offsetof(struct heap_hdr, state) == 2 * SHM_CACHELINE, "header layout");
 _Static_assert(offsetof(struct heap_hdr, sl_bitmap) == 3 * SHM_CACHELINE, "header layout");
@@ -147,6 +146,7 @@ _Static_assert(sizeof(struct heap_hdr) <= HEAP_HDR_BYTES, "header fits its reser
 /* Process-local view of the heap of one arena, its geometry copied once per call after
  * validation (a later scribble on the header cannot move the bounds we check against). */
 struct heap_ctx {
+	struct shm_arena *a;
 	uint8_t *base;               /* region base */
 	uint64_t region_off;         /* arena offset of the region */
 	struct heap_hdr *h;
@@ -156,6 +156,7 @@ struct heap_ctx {
 static int heap_ctx(struct shm_arena *a, struct heap_ctx *c)
 {
 	uint64_t size;
+	c->a = a;
 	c->base = shm_region(a, SHM_REGION_HEAP, &size);
 	c->region_off = shm_off(a, c->base);
 	c->h = (struct heap_hdr *)c->base;
@@ -460,19 +461,18 @@ broken:
 static int heap_lock(struct heap_ctx *c)
 {
 	struct heap_hdr *h = c->h;
-	int rc = shm_mutex_lock(&h->lock.mu);
-	if (rc == EOWNERDEAD) {
+	int rc = shm_mutex_lock(c->a, &h->lock.mu);
+	if (rc == -EOWNERDEAD) {
 		/* the last holder died inside a call: persist "rebuild" before anything else, so
 		 * dying during the repair leaves the same instruction for the next locker */
 		h->state = HEAP_REBUILD;
-		shm_mutex_consistent(&h->lock.mu);
 	} else if (rc) {
-		return -rc;
+		return rc;
 	}
 	if (h->state != HEAP_OK && h->state != HEAP_BROKEN)
 		heap_repair_locked(c);
 	if (h->state != HEAP_OK) {
-		shm_mutex_unlock(&h->lock.mu);
+		shm_mutex_unlock(c->a, &h->lock.mu);
 		return -EBADMSG;
 	}
 	return 0;
@@ -482,7 +482,7 @@ static void heap_unlock(struct heap_ctx *c)
 {
 	if (c->h->state == HEAP_REBUILD)
 		heap_repair_locked(c);
-	shm_mutex_unlock(&c->h->lock.mu);
+	shm_mutex_unlock(c->a, &c->h->lock.mu);
 }
 
 /* ---- format ---- */
@@ -508,9 +508,7 @@ int shm_heap_format(struct shm_arena *a)
 	h->area_end = end;
 	h->seed = seed;
 
-	int rc = shm_mutex_init(&h->lock.mu);
-	if (rc)
-		return rc;
+	shm_mutex_init(&h->lock.mu);
 
 	struct heap_ctx c;
 	if (heap_ctx(a, &c))
@@ -672,6 +670,21 @@ int shm_heap_free(struct shm_arena *a, uint64_t off)
 	int rc = heap_ctx(a, &c);
 	if (rc || (rc = heap_lock(&c)))
 		return rc;
+#ifdef SC_TEST_HOOKS
+	/* test build: poison what is freed, so that a reader still looking at it (a reclamation
+	 * bug) reads garbage and fails its digest check instead of passing by luck */
+	uint64_t rel, units;
+	if (blk_live(&c, off, &rel, &units) == 0) {
+		/* its start and its end (whole up to 1 MiB): a stale reader of the payload meets one */
+		uint8_t *p = c.base + rel + SHM_HEAP_BLOCK_HDR;
+		uint64_t n = units * UNIT - SHM_HEAP_BLOCK_HDR, head = n < (1u << 20) ? n : (1u << 20);
+		memset(p, 0xdb, head);
+		if (n > head)
+			memset(p + n - (n - head < (64u << 10) ? n - head : (64u << 10)), 0xdb,
+			       n - head < (64u << 10) ? n - head : (64u << 10));
+	}
+#endif
+	shm_sched_point("heap.free.locked");
 	rc = free_locked(&c, off);
 	heap_unlock(&c);
 	return rc;
@@ -806,17 +819,15 @@ int shm_heap_repair(struct shm_arena *a)
 	int rc = heap_ctx(a, &c);
 	if (rc)
 		return rc;
-	rc = shm_mutex_lock(&c.h->lock.mu);
-	if (rc == EOWNERDEAD)
-		shm_mutex_consistent(&c.h->lock.mu);
-	else if (rc)
-		return -rc;
+	rc = shm_mutex_lock(a, &c.h->lock.mu);
+	if (rc && rc != -EOWNERDEAD) /* a dead holder: the rebuild below is the repair */
+		return rc;
 	rc = heap_repair_locked(&c);
-	shm_mutex_unlock(&c.h->lock.mu);
+	shm_mutex_unlock(a, &c.h->lock.mu);
 	return rc;
 }
 
-pthread_mutex_t *shm_heap_mutex(struct shm_arena *a)
+struct shm_mutex *shm_heap_mutex(struct shm_arena *a)
 {
 	struct heap_ctx c;
 	return heap_ctx(a, &c) ? NULL : &c.h->lock.mu;

@@ -12,9 +12,8 @@
 #ifndef SC_SHM_HEAP_H
 #define SC_SHM_HEAP_H
 
-#include <pthread.h>
-
 #include "arena.h"
+#include "mutex.h"
 
 #define SHM_HEAP_PAGE_ALIGN_MIN 4096u
 /* Bytes of block header in front of every allocation (the allocation's offset minus this is its
@@ -70,6 +69,6 @@ int shm_heap_walk(struct shm_arena *a,
 int shm_heap_repair(struct shm_arena *a);
 
 /* The heap's writer mutex (for fsck's check of the mutex itself); NULL if the header is bad. */
-pthread_mutex_t *shm_heap_mutex(struct shm_arena *a);
+struct shm_mutex *shm_heap_mutex(struct shm_arena *a);
 
 #endif

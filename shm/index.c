@@ -88,11 +88,9 @@ int shm_index_format(struct shm_arena *a)
 	h->nshards = SHM_INDEX_SHARDS;
 	h->buckets_off = SHM_INDEX_HDR_BYTES;
 	h->entries_off = SHM_INDEX_HDR_BYTES + buckets_bytes(n);
-	int rc = shm_mutex_init(&h->sweep_mu);
-	for (uint32_t s = 0; s < SHM_INDEX_SHARDS && !rc; s++)
-		rc = shm_mutex_init(&h->shards[s].mu);
-	if (rc)
-		return rc;
+	shm_mutex_init(&h->sweep_mu);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		shm_mutex_init(&h->shards[s].mu);
 	struct shm_index_entry *ent = (struct shm_index_entry *)(r + h->entries_off);
 	/* free lists in ascending order: push from the top down */
 	for (uint32_t i = n; i-- > 0;) {
@@ -167,27 +165,26 @@ void shm_index_repair_locked(struct shm_index *ix, uint32_t shard)
 
 static int after_lock(struct shm_index *ix, uint32_t s, int rc)
 {
-	if (rc == EOWNERDEAD) {
-		repair_shard(ix, s);
-		shm_mutex_consistent(&ix->hdr->shards[s].mu);
+	if (rc == -EOWNERDEAD) {
+		repair_shard(ix, s); /* we hold it now; dying here hands -EOWNERDEAD on */
 		return 0;
 	}
-	return -rc;
+	return rc;
 }
 
 int shm_index_lock(struct shm_index *ix, uint32_t shard)
 {
-	return after_lock(ix, shard, shm_mutex_lock(&ix->hdr->shards[shard].mu));
+	return after_lock(ix, shard, shm_mutex_lock(ix->a, &ix->hdr->shards[shard].mu));
 }
 
 int shm_index_trylock(struct shm_index *ix, uint32_t shard)
 {
-	return after_lock(ix, shard, shm_mutex_trylock(&ix->hdr->shards[shard].mu));
+	return after_lock(ix, shard, shm_mutex_trylock(ix->a, &ix->hdr->shards[shard].mu));
 }
 
 void shm_index_unlock(struct shm_index *ix, uint32_t shard)
 {
-	shm_mutex_unlock(&ix->hdr->shards[shard].mu);
+	shm_mutex_unlock(ix->a, &ix->hdr->shards[shard].mu);
 }
 
 /* ---- writer operations (shard lock held) ---- */
@@ -421,17 +418,23 @@ struct sweep_ctx {
 	uint64_t offs[256];
 	unsigned n;
 	int full;
+	uint32_t seen_token[8];   /* liveness verdicts of this walk (a token's blocks are adjacent often) */
+	uint8_t seen_dead[8];
+	unsigned nseen;
 };
 
-static int priv_dead(struct shm_index *ix, uint64_t tag)
+/* A private reservation is an orphan when its owner token is dead (one fcntl per token and walk). */
+static int priv_dead(struct sweep_ctx *c, uint64_t tag)
 {
-	uint32_t slot = (uint32_t)(tag >> 32) & 0xffff, pid = (uint32_t)tag;
-	if (slot >= shm_readers_count(ix->a))
-		return 1;
-	struct shm_reader_slot *rs = shm_reader_slot(ix->a, slot);
-	if (atomic_load_explicit(&rs->pid, memory_order_acquire) != pid)
-		return 1;
-	return !shm_reader_slot_alive(rs);
+	uint32_t t = (uint32_t)tag;
+	for (unsigned i = 0; i < c->nseen && i < 8; i++)
+		if (c->seen_token[i] == t)
+			return c->seen_dead[i];
+	int dead = !shm_token_alive(c->ix->a, t);
+	c->seen_token[c->nseen % 8] = t;
+	c->seen_dead[c->nseen % 8] = (uint8_t)dead;
+	c->nseen++;
+	return dead;
 }
 
 static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *vctx)
@@ -442,7 +445,7 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 		return 0;
 	int orphan = 0;
 	if (SHM_TAG_TYPE(tag) == SHM_TAG_PRIV) {
-		orphan = priv_dead(c->ix, tag);
+		orphan = priv_dead(c, tag);
 	} else if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY && c->shard >= 0) {
 		uint32_t idx = (uint32_t)(tag >> 32) & 0xffffff, gen = (uint32_t)tag;
 		if (idx < c->ix->nentries && idx % SHM_INDEX_SHARDS == (uint32_t)c->shard) {
@@ -466,15 +469,13 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 
 int shm_index_sweep(struct shm_index *ix, int shard)
 {
-	int rc = shm_mutex_lock(&ix->hdr->sweep_mu);
-	if (rc == EOWNERDEAD)
-		shm_mutex_consistent(&ix->hdr->sweep_mu); /* the sweep keeps no state of its own */
-	else if (rc)
-		return -rc;
+	int rc = shm_mutex_lock(ix->a, &ix->hdr->sweep_mu);
+	if (rc && rc != -EOWNERDEAD) /* the sweep keeps no state of its own: nothing to repair */
+		return rc;
 	struct sweep_ctx *c = malloc(sizeof(*c));
 	int freed = 0;
 	if (!c) {
-		shm_mutex_unlock(&ix->hdr->sweep_mu);
+		shm_mutex_unlock(ix->a, &ix->hdr->sweep_mu);
 		return -ENOMEM;
 	}
 	for (int round = 0; round < 64; round++) {
@@ -482,6 +483,7 @@ int shm_index_sweep(struct shm_index *ix, int shard)
 		c->shard = shard;
 		c->n = 0;
 		c->full = 0;
+		c->nseen = 0;
 		int w = shm_heap_walk(ix->a, sweep_cb, c);
 		for (unsigned i = 0; i < c->n; i++)
 			if (shm_heap_free(ix->a, c->offs[i]) == 0)
@@ -494,6 +496,6 @@ int shm_index_sweep(struct shm_index *ix, int shard)
 			break;
 	}
 	free(c);
-	shm_mutex_unlock(&ix->hdr->sweep_mu);
+	shm_mutex_unlock(ix->a, &ix->hdr->sweep_mu);
 	return freed;
 }

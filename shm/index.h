@@ -9,9 +9,8 @@
 #ifndef SC_SHM_INDEX_H
 #define SC_SHM_INDEX_H
 
-#include <pthread.h>
-
 #include "arena.h"
+#include "mutex.h"
 
 #define SHM_INDEX_MAGIC 0x3158444932435353ull /* "SSC2IDX1" */
 #define SHM_INDEX_SHARDS 16u
@@ -29,11 +28,11 @@ enum {
 
 /* Heap tags (shm_heap_alloc's opaque word) used by the L2 tier. */
 #define SHM_TAG_TYPE(t) ((uint32_t)((t) >> 60))
-#define SHM_TAG_PRIV 0xAu  /* private reservation: slot (bits 32..47), pid (bits 0..31) */
+#define SHM_TAG_PRIV 0xAu  /* private reservation: owner token (bits 0..31, shm/readers.h) */
 #define SHM_TAG_ENTRY 0xBu /* owned by entry: idx (bits 32..55), gen (bits 0..31) */
-static inline uint64_t shm_tag_priv(uint32_t slot, uint32_t pid)
+static inline uint64_t shm_tag_priv(uint32_t token)
 {
-	return ((uint64_t)SHM_TAG_PRIV << 60) | ((uint64_t)(slot & 0xffff) << 32) | pid;
+	return ((uint64_t)SHM_TAG_PRIV << 60) | token;
 }
 static inline uint64_t shm_tag_entry(uint32_t idx, uint32_t gen)
 {
@@ -62,7 +61,7 @@ struct shm_index_entry {
 	uint64_t created_ns;         /* CLOCK_REALTIME */
 	uint64_t retire_epoch;       /* writer-only: epoch stamp when retired */
 	uint32_t link;               /* writer-only: free / pending list, idx+1 */
-	uint32_t owner_pid;          /* writer-only: BUSY owner */
+	uint32_t owner;              /* writer-only: token of the writer that filled it (information) */
 	_Atomic uint32_t freq;       /* readers store 1 when 0 (relaxed); the evictor clears it */
 	uint32_t pad;
 };
@@ -77,8 +76,8 @@ _Static_assert(offsetof(struct shm_index_entry, freq) == 120, "index entry layou
 
 /* Per-shard writer state: protected by mu. */
 struct shm_index_shard {
-	pthread_mutex_t mu;          /* process-shared, robust */
-	uint8_t pad0[64 - sizeof(pthread_mutex_t) % 64];
+	struct shm_mutex mu;         /* the shard's writer lock (shm/mutex.h) */
+	uint8_t pad0[64 - sizeof(struct shm_mutex)];
 	uint32_t free_head;          /* idx+1 */
 	uint32_t pending_head;       /* idx+1 */
 	uint64_t pending_bytes;      /* footprints of RETIRED entries */
@@ -86,7 +85,6 @@ struct shm_index_shard {
 	uint32_t repairs;
 	uint8_t pad1[40];
 };
-_Static_assert(sizeof(pthread_mutex_t) <= 64, "mutex fits a line");
 _Static_assert(sizeof(struct shm_index_shard) == 128, "shard layout");
 
 struct shm_index_hdr {
@@ -99,8 +97,8 @@ struct shm_index_hdr {
 	_Atomic uint64_t hand;       /* CLOCK hand (any writer, fetch_add) */
 	_Atomic uint64_t budget_bytes; /* L2 budget; 0: the whole heap */
 	uint8_t pad1[48];
-	pthread_mutex_t sweep_mu;    /* serialises orphan sweeps of private reservations */
-	uint8_t pad2[64 - sizeof(pthread_mutex_t) % 64];
+	struct shm_mutex sweep_mu;   /* serialises orphan sweeps of private reservations */
+	uint8_t pad2[64 - sizeof(struct shm_mutex)];
 	struct shm_index_shard shards[SHM_INDEX_SHARDS];
 };
 _Static_assert(offsetof(struct shm_index_hdr, hand) == 64, "index header layout");

@@ -1,145 +1,127 @@
 /*
- * shm/mutex.c — hardened process-shared robust mutexes (see shm/mutex.h for why).
+ * shm/mutex.c — the arena's writer locks (see shm/mutex.h for why they are not pthread's).
  *
- * The checks read glibc's mutex words (__kind, __lock) directly: this is glibc-specific, as is
- * the robust-futex protocol they describe (lock word = owner TID | FUTEX_WAITERS | FUTEX_OWNER_DIED).
- * Elsewhere the checks compile away and the plain pthread calls remain.
+ * Protocol
+ * --------
+ * Lock: CAS 0 -> me (acquire). Contended: make sure the waiters bit is set in the word we saw
+ * (CAS w -> w | WAITERS), then FUTEX_WAIT on that value for one slice. After a slice that ended
+ * by timeout, test the owner's token (shm_token_alive: one fcntl); when it is dead, CAS the very
+ * word we saw (w) -> me | WAITERS and report -EOWNERDEAD: of several waiters that all find the
+ * owner dead, exactly one CAS succeeds; a waiter whose CAS fails reads the word again (it now names
+ * a live owner). The waiters bit is kept on takeover because others may still sleep.
+ * Unlock: exchange the word with 0 (release: pairs with the next locker's acquire CAS), and
+ * FUTEX_WAKE one sleeper if the bit was set. A woken waiter locks with the bit set (it cannot
+ * know whether others still sleep), which costs at most one spare wake.
+ * The word is data any attached process can scribble: a token that names no slot is dead by
+ * shm_token_alive's rules and is taken over like a dead owner; a wrong magic refuses the lock.
  */
 #include <errno.h>
-#include <stdatomic.h>
-#include <stdio.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/futex.h>
 
+#include "fault.h"
 #include "mutex.h"
+#include "readers.h"
 
-#define SLICE_NS 200000000L /* how long to wait before looking at the owner again */
+/* First slice a waiter sleeps before testing the owner's liveness; doubled up to the maximum. */
+#define SLICE_MIN_NS 2000000ull
+#define SLICE_MAX_NS 50000000ull
 
-static int init_attr(pthread_mutex_t *m)
+void shm_mutex_init(struct shm_mutex *m)
 {
-	pthread_mutexattr_t at;
-	int rc = pthread_mutexattr_init(&at);
-	if (!rc)
-		rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
-	if (!rc)
-		rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
-	if (!rc)
-		rc = pthread_mutex_init(m, &at);
-	pthread_mutexattr_destroy(&at);
-	return rc;
+	atomic_store_explicit(&m->word, 0, memory_order_relaxed);
+	m->magic = SHM_MUTEX_MAGIC;
 }
 
-#ifdef __GLIBC__
-/* The type word shm_mutex_init produces, learnt once from a private mutex (same attributes). */
-static int expected_kind(void)
+int shm_mutex_valid(const struct shm_mutex *m)
 {
-	static _Atomic int kind = -1;
-	int k = atomic_load_explicit(&kind, memory_order_relaxed);
-	if (k == -1) {
-		pthread_mutex_t probe;
-		if (init_attr(&probe))
-			return -1;
-		k = probe.__data.__kind;
-		pthread_mutex_destroy(&probe);
-		atomic_store_explicit(&kind, k, memory_order_relaxed);
-	}
-	return k;
+	return __atomic_load_n(&m->magic, __ATOMIC_RELAXED) == SHM_MUTEX_MAGIC;
 }
 
-int shm_mutex_valid(const pthread_mutex_t *m)
+uint32_t shm_mutex_owner(const struct shm_mutex *m)
 {
-	return __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) == expected_kind();
+	return atomic_load_explicit(&m->word, memory_order_relaxed) & ~SHM_MUTEX_WAITERS;
 }
 
-/* The lock word names an owner that is gone and the kernel did not mark it: it never will. */
-static int owner_vanished(const pthread_mutex_t *m)
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
-	unsigned w = (unsigned)__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED);
-	unsigned tid = w & FUTEX_TID_MASK;
-	if (!tid || (w & FUTEX_OWNER_DIED))
+	return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+int shm_mutex_trylock(struct shm_arena *a, struct shm_mutex *m)
+{
+	if (a->forked)
+		return -ECHILD; /* the parent's handle, in a forked child: its token is not ours */
+	if (!shm_mutex_valid(m) || !a->token)
+		return -EBADMSG;
+	uint32_t w = 0;
+	/* acquire: pairs with the release exchange in shm_mutex_unlock */
+	if (atomic_compare_exchange_strong_explicit(&m->word, &w, a->token, memory_order_acquire, memory_order_relaxed))
 		return 0;
-	char path[32];
-	snprintf(path, sizeof(path), "/proc/%u", tid); /* threads have a /proc entry too (unlisted) */
-	if (access(path, F_OK) == 0 || errno != ENOENT)
+	return -EBUSY;
+}
+
+int shm_mutex_lock(struct shm_arena *a, struct shm_mutex *m)
+{
+	if (a->forked)
+		return -ECHILD; /* the parent's handle, in a forked child: its token is not ours */
+	if (!shm_mutex_valid(m) || !a->token)
+		return -EBADMSG;
+	uint32_t me = a->token, w = 0;
+	if (atomic_compare_exchange_strong_explicit(&m->word, &w, me, memory_order_acquire, memory_order_relaxed))
 		return 0;
-	/* the holder may have unlocked and exited since we read the word: only the same word, still
-	 * naming the vanished thread, is corruption */
-	return (unsigned)__atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == w;
-}
-#else
-int shm_mutex_valid(const pthread_mutex_t *m)
-{
-	(void)m;
-	return 1;
-}
-
-static int owner_vanished(const pthread_mutex_t *m)
-{
-	(void)m;
-	return 0;
-}
-#endif
-
-int shm_mutex_check(const pthread_mutex_t *m)
-{
-	return !shm_mutex_valid(m) || owner_vanished(m) ? EBADMSG : 0;
-}
-
-int shm_mutex_init(pthread_mutex_t *m)
-{
-	return -init_attr(m);
-}
-
-int shm_mutex_reinit(pthread_mutex_t *m)
-{
-	return -init_attr(m);
-}
-
-static int result(int rc)
-{
-	return rc == 0 || rc == EOWNERDEAD || rc == EBUSY ? rc : EBADMSG;
-}
-
-int shm_mutex_lock(pthread_mutex_t *m)
-{
-	if (!shm_mutex_valid(m) || owner_vanished(m))
-		return EBADMSG;
-#ifdef __SANITIZE_THREAD__
-	/* ThreadSanitizer's timedlock does not model EOWNERDEAD; the check above still catches an
-	 * owner that vanished before we arrived */
-	return result(pthread_mutex_lock(m));
-#endif
+	uint64_t slice = SLICE_MIN_NS;
 	for (;;) {
-		/* timedlock (CLOCK_REALTIME) rather than clocklock: sanitizers intercept it, and a
-		 * clock step only changes the length of one slice */
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += SLICE_NS;
-		if (ts.tv_nsec >= 1000000000L)
-			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-		int rc = pthread_mutex_timedlock(m, &ts);
-		if (rc != ETIMEDOUT)
-			return result(rc);
-		/* a slow holder is fine; an owner that no longer exists is corruption */
-		if (owner_vanished(m) || !shm_mutex_valid(m))
-			return EBADMSG;
+		w = atomic_load_explicit(&m->word, memory_order_relaxed);
+		if (w == 0) {
+			if (atomic_compare_exchange_strong_explicit(&m->word, &w, me | SHM_MUTEX_WAITERS,
+								    memory_order_acquire, memory_order_relaxed))
+				return 0;
+			continue;
+		}
+		if ((w & ~SHM_MUTEX_WAITERS) == me)
+			return -EBADMSG; /* names us, and we do not hold it: scribbled */
+		if (!(w & SHM_MUTEX_WAITERS)) {
+			uint32_t nw = w | SHM_MUTEX_WAITERS;
+			if (!atomic_compare_exchange_strong_explicit(&m->word, &w, nw, memory_order_relaxed,
+								     memory_order_relaxed))
+				continue;
+			w = nw;
+		}
+		shm_sched_point("mutex.lock.wait");
+		struct timespec ts = { (time_t)(slice / 1000000000ull), (long)(slice % 1000000000ull) };
+		long rc = futex(&m->word, FUTEX_WAIT, w, &ts);
+		if (rc == 0 || errno != ETIMEDOUT)
+			continue; /* woken, or the word changed before we slept */
+		if (shm_token_alive(a, w & ~SHM_MUTEX_WAITERS)) {
+			slice = slice * 2 > SLICE_MAX_NS ? SLICE_MAX_NS : slice * 2;
+			continue;
+		}
+		/* the holder is gone: take its lock over (exactly one waiter's CAS on w succeeds) */
+		if (atomic_compare_exchange_strong_explicit(&m->word, &w, me | SHM_MUTEX_WAITERS, memory_order_acquire,
+							    memory_order_relaxed))
+			return -EOWNERDEAD;
 	}
 }
 
-int shm_mutex_trylock(pthread_mutex_t *m)
+void shm_mutex_unlock(struct shm_arena *a, struct shm_mutex *m)
+{
+	(void)a;
+	/* release: everything written under the lock happens-before the next locker's acquire */
+	uint32_t w = atomic_exchange_explicit(&m->word, 0, memory_order_release);
+	if (w & SHM_MUTEX_WAITERS)
+		(void)futex(&m->word, FUTEX_WAKE, 1, NULL);
+}
+
+int shm_mutex_check(struct shm_arena *a, const struct shm_mutex *m)
 {
 	if (!shm_mutex_valid(m))
-		return EBADMSG;
-	return result(pthread_mutex_trylock(m));
-}
-
-void shm_mutex_unlock(pthread_mutex_t *m)
-{
-	pthread_mutex_unlock(m);
-}
-
-void shm_mutex_consistent(pthread_mutex_t *m)
-{
-	pthread_mutex_consistent(m);
+		return -EBADMSG;
+	uint32_t t = shm_mutex_owner(m);
+	if (!t)
+		return 0;
+	return shm_token_inc(t) && shm_token_inc(t) <= SHM_INC_MAX && shm_token_slot(t) < shm_readers_count(a) ? 0
+														    : -EBADMSG;
 }

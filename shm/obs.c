@@ -7,17 +7,17 @@
  * --------
  * Everything in the region except the header's identity (magic, slots, capacity, claims: written
  * once by the creator before the arena's initialised word is published, read-only afterwards) is
- * read and written only with hdr->mu held: a process-shared robust mutex. There is no lock-free
+ * read and written only with hdr->mu held: the arena's robust writer lock (shm/mutex.h). There is no lock-free
  * reader: the table is touched once per L3 fill (milliseconds apart), not on the L2 read path, so
  * plain loads and stores under the mutex suffice and no field needs an atomic.
  *
  * Observations are an open-addressing hash table (linear probing, slots a power of two at least
  * twice the capacity so chains stay short) with backward-shift deletion, so there are no
  * tombstones. A holder killed mid-update can leave a chain with a hole or a duplicate: the next
- * locker gets EOWNERDEAD and rebuilds the table from the entries that look sane (re-inserting each,
- * dropping duplicates and garbage), recounts, and marks the mutex consistent. Observations are
- * advisory, so losing one costs at most a delayed promotion. Claims are a flat array scanned under
- * the lock; a claim names its process by (pid, start time) so a dead or recycled pid is seen.
+ * locker gets -EOWNERDEAD and rebuilds the table from the entries that look sane (re-inserting each,
+ * dropping duplicates and garbage) and recounts. Observations are advisory, so losing one costs at
+ * most a delayed promotion. Claims are a flat array scanned under the lock; a claim names its
+ * holder by owner token (shm/readers.h), so a dead claimer is seen from any pid namespace.
  *
  * Hostile arena: shm_obs_table() checks the header against the region size before any use, and
  * every probe loop is bounded by the slot count.
@@ -56,9 +56,7 @@ int shm_obs_format(struct shm_arena *a)
 	if (size < shm_obs_bytes(entries))
 		return -EINVAL;
 	memset(h, 0, SHM_OBS_HDR_BYTES);
-	int rc = shm_mutex_init(&h->mu);
-	if (rc)
-		return rc;
+	shm_mutex_init(&h->mu);
 	h->slots = slots_for(entries);
 	h->capacity = entries;
 	h->claims = SHM_OBS_CLAIMS;
@@ -163,18 +161,17 @@ static void repair_locked(struct shm_obs_hdr *h)
 	h->repairs++;
 }
 
-int shm_obs_lock(struct shm_obs_hdr *h)
+int shm_obs_lock(struct shm_arena *a, struct shm_obs_hdr *h)
 {
-	int rc = shm_mutex_lock(&h->mu);
-	if (rc == EOWNERDEAD) {
+	int rc = shm_mutex_lock(a, &h->mu);
+	if (rc == -EOWNERDEAD) {
 		repair_locked(h);
-		shm_mutex_consistent(&h->mu);
 		rc = 0;
 	}
-	return -rc;
+	return rc;
 }
 
-void shm_obs_unlock(struct shm_obs_hdr *h)
+void shm_obs_unlock(struct shm_arena *a, struct shm_obs_hdr *h)
 {
-	shm_mutex_unlock(&h->mu);
+	shm_mutex_unlock(a, &h->mu);
 }

@@ -5,9 +5,8 @@
 #ifndef SC_SHM_OBS_H
 #define SC_SHM_OBS_H
 
-#include <pthread.h>
-
 #include "arena.h"
+#include "mutex.h"
 
 #define SHM_OBS_MAGIC 0x0a53424f50435453ull /* "STCPOBS\n" */
 #define SHM_OBS_CLAIMS 256u
@@ -27,14 +26,14 @@ struct shm_obs_entry {
 _Static_assert(sizeof(struct shm_obs_entry) == 64, "observation layout");
 _Static_assert(offsetof(struct shm_obs_entry, flags) == 36, "observation layout");
 
-/* One single-flight claim. pid == 0: free. All fields under hdr->mu. */
+/* One single-flight claim. owner == 0: free. All fields under hdr->mu. */
 struct shm_obs_claim {
 	uint64_t stage_id;
 	uint64_t digest_lo, digest_hi;
-	uint32_t pid, tid;
-	uint64_t start_time;         /* /proc start time of pid: a recycled pid is not the claimer */
+	uint32_t owner;              /* the claimer's owner token (shm/readers.h): alive or not */
+	uint32_t pid;                /* for people only, in the claimer's pid namespace */
 	uint64_t claimed_ns;
-	uint64_t pad[2];
+	uint64_t pad[3];
 };
 _Static_assert(sizeof(struct shm_obs_claim) == 64, "claim layout");
 
@@ -45,8 +44,8 @@ struct shm_obs_hdr {
 	uint32_t claims;             /* SHM_OBS_CLAIMS */
 	uint32_t count;              /* live observations (under mu) */
 	uint64_t considered, promoted, evicted, expired, repairs; /* under mu */
-	pthread_mutex_t mu;          /* process-shared, robust; guards everything below the header too */
-	uint8_t pad1[SHM_OBS_HDR_BYTES - 64 - sizeof(pthread_mutex_t)];
+	struct shm_mutex mu;         /* guards everything below the header too (shm/mutex.h) */
+	uint8_t pad1[SHM_OBS_HDR_BYTES - 64 - sizeof(struct shm_mutex)];
 };
 _Static_assert(sizeof(struct shm_obs_hdr) == SHM_OBS_HDR_BYTES, "observation header layout");
 _Static_assert(offsetof(struct shm_obs_hdr, mu) == 64, "mutex on its own line");
@@ -67,9 +66,9 @@ static inline struct shm_obs_claim *shm_obs_claims(struct shm_obs_hdr *h)
 	return (struct shm_obs_claim *)(void *)(shm_obs_entries(h) + h->slots);
 }
 
-/* Lock the table, repairing it if the last holder died. 0 or -EBADMSG / another errno. */
-int shm_obs_lock(struct shm_obs_hdr *h);
-void shm_obs_unlock(struct shm_obs_hdr *h);
+/* Lock the table as @a's holder, repairing it if the last holder died. 0 or -EBADMSG. */
+int shm_obs_lock(struct shm_arena *a, struct shm_obs_hdr *h);
+void shm_obs_unlock(struct shm_arena *a, struct shm_obs_hdr *h);
 
 /* Under the lock: the slot of (stage, digest), or NULL. */
 struct shm_obs_entry *shm_obs_find_locked(struct shm_obs_hdr *h, uint64_t stage, uint64_t lo, uint64_t hi);

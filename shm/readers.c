@@ -1,144 +1,190 @@
 /*
- * shm/readers.c — the reader table and epoch-based reclamation.
+ * shm/readers.c — the reader table: slot ownership by kernel-released locks, and epochs.
  *
  * Protocol
  * --------
- * Slot ownership. A slot is free when pid == 0. A process claims it with a CAS of pid 0 -> own
- * pid, then writes start_time and attached_ns, and finally release-stores state = LIVE (pairs with
- * the acquire load of state in shm_arena_info / reapers). A reaper that finds a slot whose owner is
- * dead (kill(pid,0) fails, or /proc start time differs: the pid was recycled) first CASes pid to
- * SHM_PID_REAPING so that no two reapers and no claimer touch the slot at once, clears it, and
- * release-stores pid = 0. A claimer that died between its CAS and start_time looks like a slot
- * with start_time 0: it is judged by kill(pid,0) alone.
+ * Ownership. Slot i belongs to whoever holds the OFD write lock on byte SHM_LOCK_SLOT(i) of the
+ * arena file; only the holder writes the slot. Taking the lock is the claim (F_OFD_SETLK never
+ * waits: EAGAIN means another file description holds it). A process that dies loses its locks at
+ * once, so a slot whose state is not FREE and whose lock can be taken belonged to a dead holder:
+ * whoever takes the lock — an attaching claimer or a reaper — clears it (clean_slot):
+ *   state = CLEANING, inc += 1 (release: every token of the dead holder is dead from here on,
+ *   even if the cleaner dies next), epoch = 0, ext = 0 (lease records), state = FREE.
+ * A cleaner that dies half-way leaves CLEANING behind and loses the lock; the next taker starts
+ * again from the top (every step is idempotent). A claimer then bumps inc again, writes the
+ * information fields and release-stores LIVE; a reaper just drops the lock. There is no window in
+ * which two processes write one slot: the reap race of pid-based schemes (a reaper zeroing the
+ * epoch of a slot that a new owner claimed meanwhile) cannot happen.
  *
- * The ext area (L2 leases) is written only by the slot owner, or by the reaper that holds the
- * REAPING marker. A slot whose ext area is non-zero after the callback is put back to its dead
- * owner's pid, so the L2 tier's reaper can deal with it later; memory it pins stays pinned.
+ * Tokens. A token (inc << 16 | slot) names one incarnation of one holder. It is alive while the
+ * slot's inc equals it, the state is LIVE and the lock is held (shm_token_alive): read inc and
+ * state (acquire: pairs with the claimer's release of LIVE), test the lock, read inc again. A
+ * claimer takes the lock before it bumps inc, so the only error is transient and conservative: a
+ * dead token looks alive while its slot is being taken over, never the other way round.
  *
  * Epochs. global_epoch starts at 1 and only grows (writers fetch_add). A reader stores the
  * current global epoch into its slot, then issues a seq_cst fence before touching the index
  * (shm_epoch_enter); it stores 0 with release when done. A writer that unlinked an object at
- * epoch E may reuse its memory once every live slot's epoch is 0 or > E: any reader that could
- * still hold a reference entered at an epoch <= E (it loaded the object before the unlink, and
- * the fence orders its epoch store before that load). Stale reads of another slot's epoch only
- * make reclamation later, never earlier, because slot epochs move from 0 to a value >= the
- * current global epoch. Dead readers are skipped: they hold nothing.
+ * epoch E may reuse its memory once every slot's epoch is 0 or > E: any reader that could still
+ * hold a reference entered at an epoch <= E (it loaded the object before the unlink, and the
+ * fence orders its epoch store before that load). Stale reads of another slot's epoch only make
+ * reclamation later, never earlier, because slot epochs move from 0 to a value >= the current
+ * global epoch. A dead holder's epoch counts until a cleaner zeroes it (after it holds the lock,
+ * i.e. after the death): reclamation waits for the reap, it never judges a reader dead by itself.
+ *
+ * Forks. The lock lives on a descriptor of its own, never mapped (a mapping would keep the file
+ * description, and the lock, alive in a forked child). At fork the child closes the descriptors
+ * of every handle it inherited (shm/arena.c), so a parent that dies is seen dead even while its
+ * children run; the child's copies of the handles are marked unusable.
  */
 #include <errno.h>
-#include <signal.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "readers.h"
 
-#define SHM_PID_REAPING UINT32_MAX
-
-static int ext_is_zero(const struct shm_reader_slot *s)
+static uint32_t next_inc(uint32_t inc)
 {
-	const uint64_t *w = (const uint64_t *)s->ext;
-	for (size_t i = 0; i < SHM_READER_EXT_BYTES / 8; i++)
-		if (w[i])
-			return 0;
-	return 1;
+	return inc >= SHM_INC_MAX ? 1 : inc + 1;
 }
 
-int shm_reader_slot_alive(const struct shm_reader_slot *s)
+/* With the slot's lock held: clear what a dead (or departing) holder left. */
+static void clean_slot(struct shm_arena *a, struct shm_reader_slot *s)
 {
-	uint32_t pid = atomic_load_explicit(&s->pid, memory_order_acquire);
-	if (pid == 0 || pid == SHM_PID_REAPING)
-		return pid == SHM_PID_REAPING;
-	return shm_proc_alive((int)pid, atomic_load_explicit(&s->start_time, memory_order_relaxed));
-}
-
-/* Free the slot of a dead owner; returns 1 if freed. */
-static int reap_one(struct shm_arena *a, struct shm_reader_slot *s, uint32_t pid,
-		    void (*cb)(struct shm_arena *, struct shm_reader_slot *, void *), void *ctx)
-{
-	/* a dead reader is inside no read section: clear its epoch first, so that neither a
-	 * reaper that dies below (leaving the slot REAPING) nor leases that stay behind can hold
-	 * reclamation back. Only a dead owner's slot gets here; nobody else writes its epoch. */
+	atomic_store_explicit(&s->state, SHM_SLOT_CLEANING, memory_order_relaxed);
+	/* release: anyone who reads the new inc also sees CLEANING; old tokens are dead from now */
+	atomic_store_explicit(&s->inc, next_inc(atomic_load_explicit(&s->inc, memory_order_relaxed)),
+			      memory_order_release);
+	shm_sched_point("readers.clean.inc");
 	atomic_store_explicit(&s->epoch, 0, memory_order_release);
-	if (!atomic_compare_exchange_strong_explicit(&s->pid, &pid, SHM_PID_REAPING, memory_order_acq_rel,
-						     memory_order_relaxed))
-		return 0;
-	if (cb)
-		cb(a, s, ctx);
-	if (!ext_is_zero(s)) {
-		/* still pins something only its module can release: leave it for that module */
-		atomic_store_explicit(&s->pid, pid, memory_order_release);
-		return 0;
-	}
-	atomic_store_explicit(&s->epoch, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->start_time, 0, memory_order_relaxed);
+	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)s->ext;
+	for (size_t i = 0; i < SHM_READER_EXT_BYTES / 8; i++)
+		atomic_store_explicit(&w[i], 0, memory_order_release); /* pairs with reclaimers' acquire */
+	atomic_store_explicit(&s->pid, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->attached_ns, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->state, SHM_SLOT_FREE, memory_order_relaxed);
-	atomic_store_explicit(&s->pid, 0, memory_order_release);
-	return 1;
-}
-
-int shm_readers_reap(struct shm_arena *a, void (*cb)(struct shm_arena *, struct shm_reader_slot *, void *),
-		     void *ctx)
-{
-	uint32_t n = shm_readers_count(a);
-	int freed = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		struct shm_reader_slot *s = shm_reader_slot(a, i);
-		uint32_t pid = atomic_load_explicit(&s->pid, memory_order_acquire);
-		if (pid == 0 || pid == SHM_PID_REAPING || (int32_t)i == a->reader_slot)
-			continue;
-		if (shm_reader_slot_alive(s))
-			continue;
-		freed += reap_one(a, s, pid, cb, ctx);
-	}
-	return freed;
+	atomic_store_explicit(&s->state, SHM_SLOT_FREE, memory_order_release);
+	atomic_fetch_add_explicit(&a->hdr->slots_cleaned, 1, memory_order_release);
 }
 
 int shm_readers_claim(struct shm_arena *a)
 {
 	uint32_t n = shm_readers_count(a);
-	uint32_t me = (uint32_t)getpid();
-	uint64_t start = shm_proc_start_time((int)me);
+	/* a file description of our own for the lock: reopen the very file we mapped (through
+	 * /proc/self/fd, so a rename or unlink since does not matter), else by its path */
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", a->fd);
+	int fd = open(self, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		fd = open(a->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	/* first pass: free slots only (no cleaning); second pass: slots of dead holders too */
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 0; i < n; i++) {
 			struct shm_reader_slot *s = shm_reader_slot(a, i);
-			uint32_t pid = atomic_load_explicit(&s->pid, memory_order_acquire);
-			if (pid != 0) {
-				/* on the second pass, free what dead owners left behind */
-				if (pass == 1 && pid != SHM_PID_REAPING && !shm_reader_slot_alive(s))
-					reap_one(a, s, pid, NULL, NULL);
-				pid = atomic_load_explicit(&s->pid, memory_order_acquire);
-				if (pid != 0)
-					continue;
-			}
-			if (!atomic_compare_exchange_strong_explicit(&s->pid, &pid, me, memory_order_acq_rel,
-								     memory_order_relaxed))
+			uint32_t st = atomic_load_explicit(&s->state, memory_order_relaxed);
+			if (pass == 0 && st != SHM_SLOT_FREE)
 				continue;
-			atomic_store_explicit(&s->state, SHM_SLOT_CLAIMING, memory_order_relaxed);
-			atomic_store_explicit(&s->start_time, start, memory_order_relaxed);
-			atomic_store_explicit(&s->attached_ns, shm_realtime_ns(), memory_order_relaxed);
+			int rc = shm_ofd_trylock(fd, SHM_LOCK_SLOT(i));
+			if (rc == -EAGAIN)
+				continue; /* held: alive, or being claimed or cleaned right now */
+			if (rc) {
+				close(fd);
+				return rc;
+			}
+			shm_sched_point("readers.claim.locked");
+			if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_FREE)
+				clean_slot(a, s); /* its holder died: what it left goes first */
+			uint32_t inc = next_inc(atomic_load_explicit(&s->inc, memory_order_relaxed));
+			atomic_store_explicit(&s->inc, inc, memory_order_release);
 			atomic_store_explicit(&s->epoch, 0, memory_order_relaxed);
-			/* release: the fields above are visible to whoever acquires state == LIVE */
+			atomic_store_explicit(&s->pid, (uint32_t)getpid(), memory_order_relaxed);
+			atomic_store_explicit(&s->uid, (uint32_t)geteuid(), memory_order_relaxed);
+			atomic_store_explicit(&s->pidns, shm_pidns_self(), memory_order_relaxed);
+			atomic_store_explicit(&s->attached_ns, shm_realtime_ns(), memory_order_relaxed);
+			/* release: the fields above are visible to whoever acquires LIVE */
 			atomic_store_explicit(&s->state, SHM_SLOT_LIVE, memory_order_release);
+			a->lock_fd = fd;
+			a->reader_slot = (int32_t)i;
+			a->token = shm_token(i, inc);
 			return (int)i;
 		}
 	}
+	close(fd);
 	return -EUSERS;
 }
 
-void shm_readers_release(struct shm_arena *a, int32_t slot)
+void shm_readers_release(struct shm_arena *a)
 {
-	if (slot < 0 || (uint32_t)slot >= shm_readers_count(a))
+	if (a->reader_slot < 0 || a->lock_fd < 0)
 		return;
-	struct shm_reader_slot *s = shm_reader_slot(a, (uint32_t)slot);
-	if (atomic_load_explicit(&s->pid, memory_order_relaxed) != (uint32_t)getpid())
-		return; /* not ours any more (reaped after a pid change, e.g. after fork) */
-	if (!ext_is_zero(s))
-		return; /* its module must release what it records first; a reaper will finish */
-	atomic_store_explicit(&s->epoch, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->start_time, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->attached_ns, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->state, SHM_SLOT_FREE, memory_order_relaxed);
-	atomic_store_explicit(&s->pid, 0, memory_order_release);
+	if (!a->forked)
+		clean_slot(a, shm_reader_slot(a, (uint32_t)a->reader_slot));
+	close(a->lock_fd); /* drops the lock */
+	a->lock_fd = -1;
+	a->reader_slot = -1;
+	a->token = 0;
+}
+
+int shm_readers_reap(struct shm_arena *a)
+{
+	uint32_t n = shm_readers_count(a);
+	int freed = 0;
+	if (a->lock_fd < 0)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct shm_reader_slot *s = shm_reader_slot(a, i);
+		if ((int32_t)i == a->reader_slot ||
+		    atomic_load_explicit(&s->state, memory_order_relaxed) == SHM_SLOT_FREE)
+			continue;
+		if (shm_ofd_trylock(a->lock_fd, SHM_LOCK_SLOT(i)))
+			continue; /* alive (or someone else is on it) */
+		shm_sched_point("readers.reap.locked");
+		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_FREE) {
+			clean_slot(a, s);
+			freed++;
+		}
+		shm_ofd_unlock(a->lock_fd, SHM_LOCK_SLOT(i));
+	}
+	return freed;
+}
+
+int shm_token_alive(struct shm_arena *a, uint32_t t)
+{
+	uint32_t slot = shm_token_slot(t), inc = shm_token_inc(t);
+	if (!inc || inc > SHM_INC_MAX || slot >= shm_readers_count(a))
+		return 0;
+	if (t == a->token)
+		return 1;
+	struct shm_reader_slot *s = shm_reader_slot(a, slot);
+	/* acquire: pairs with the claimer's release of LIVE / the cleaner's release of inc */
+	if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE ||
+	    atomic_load_explicit(&s->inc, memory_order_acquire) != inc)
+		return 0;
+	int fd = a->lock_fd >= 0 ? a->lock_fd : a->fd;
+	int held = shm_ofd_held(fd, SHM_LOCK_SLOT(slot));
+	if (held < 0)
+		return 1; /* cannot tell: never declare a holder dead on a guess */
+	if (!held)
+		return 0;
+	return atomic_load_explicit(&s->inc, memory_order_acquire) == inc &&
+	       atomic_load_explicit(&s->state, memory_order_acquire) == SHM_SLOT_LIVE;
+}
+
+int shm_slot_alive(struct shm_arena *a, uint32_t i)
+{
+	if (i >= shm_readers_count(a))
+		return 0;
+	struct shm_reader_slot *s = shm_reader_slot(a, i);
+	return shm_token_alive(a, shm_token(i, atomic_load_explicit(&s->inc, memory_order_acquire)));
+}
+
+uint64_t shm_readers_cleaned(const struct shm_arena *a)
+{
+	return atomic_load_explicit(&a->hdr->slots_cleaned, memory_order_acquire);
 }
 
 uint64_t shm_epoch_advance(struct shm_arena *a)
@@ -157,15 +203,9 @@ uint64_t shm_epoch_min_active(struct shm_arena *a)
 	uint64_t min = UINT64_MAX;
 	uint32_t n = shm_readers_count(a);
 	for (uint32_t i = 0; i < n; i++) {
-		struct shm_reader_slot *s = shm_reader_slot(a, i);
-		uint64_t e = atomic_load_explicit(&s->epoch, memory_order_acquire);
-		if (e == 0 || e >= min)
-			continue;
-		uint32_t pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
-		/* a dead reader holds nothing; kill(2) is enough here, a recycled pid only delays */
-		if (pid == 0 || (pid != SHM_PID_REAPING && kill((pid_t)pid, 0) < 0 && errno == ESRCH))
-			continue;
-		min = e;
+		uint64_t e = atomic_load_explicit(&shm_reader_slot(a, i)->epoch, memory_order_acquire);
+		if (e && e < min)
+			min = e;
 	}
 	return min;
 }

@@ -1,13 +1,24 @@
 /*
- * shm/readers.h — the reader table: one slot per attached process, and epoch-based reclamation.
+ * shm/readers.h — the reader table: one slot per attached handle, liveness, and epoch-based
+ * reclamation.
  *
  * A slot is 512 bytes: the first cache line is this module's; the remaining 448 bytes
- * (SHM_READER_EXT_BYTES) belong to the L2 tier, which records the leases the process holds there
- * so that the leases of a dead process can be released. This module never frees a dead process's
- * slot while its ext area holds anything non-zero: the L2 tier's reaper does that
- * (shm_readers_reap with a callback).
+ * (SHM_READER_EXT_BYTES) belong to the L2 tier, which records there the leases the handle holds.
  *
- * Protocol, see shm/readers.c.
+ * Liveness. Each attached handle holds an OFD lock (fcntl F_OFD_SETLK, write) on the byte
+ * SHM_LOCK_SLOT(i) of the arena file, through a file description of its own that is never
+ * mapped and is closed in forked children. The kernel drops that lock when the process dies,
+ * whatever pid namespace or user it runs under, and any process that can open the arena can test
+ * it. The lock *is* the ownership of the slot: only its holder writes the slot (protocol in
+ * shm/readers.c). Everything a process holds elsewhere in the arena (heap reservations, fill
+ * claims, ring roles, mutexes) is recorded with its owner token, (incarnation << 16 | slot); a
+ * token is alive while its slot is LIVE, at that incarnation, and locked. pid, uid and start
+ * time are kept for people (`stagecache info`), never used to decide anything.
+ *
+ * Fields and their writers (the slot's lock holder is "the holder"):
+ *   state, inc, epoch, pid, uid, pidns, attached_ns, ext   written only by the holder
+ * Everybody reads state, inc and epoch (acquire where stated in shm/readers.c); ext is read by
+ * reclaimers (lease records, lib/l2_lease.c); the information fields only by `info`.
  */
 #ifndef SC_SHM_READERS_H
 #define SC_SHM_READERS_H
@@ -16,24 +27,33 @@
 
 #define SHM_READER_SLOT_BYTES 512u
 #define SHM_READER_EXT_BYTES (SHM_READER_SLOT_BYTES - SHM_CACHELINE)
+/* Incarnations run 1..SHM_INC_MAX so that a token is never 0 and leaves bit 31 free (the mutex
+ * word's waiters bit). */
+#define SHM_INC_MAX 0x7fffu
 
 struct shm_reader_slot {
-	/* owner: written by the claimer (CAS on pid), read by everyone */
-	_Atomic uint32_t pid;             /* 0: free */
-	_Atomic uint32_t state;           /* SHM_SLOT_FREE / CLAIMING / LIVE */
-	_Atomic uint64_t start_time;      /* /proc/PID/stat start time of the owner */
-	_Atomic uint64_t attached_ns;     /* CLOCK_REALTIME at claim */
-	/* epoch: written only by the owner; read by reclaimers */
+	_Atomic uint32_t state;           /* SHM_SLOT_* */
+	_Atomic uint32_t inc;             /* incarnation of the current/last holder, 1..SHM_INC_MAX */
 	_Atomic uint64_t epoch;           /* 0: outside any read-side section; else the epoch entered */
-	uint8_t pad[SHM_CACHELINE - 32];
-	/* owned by the L2 tier (leases) */
+	/* for people only (info): never used to decide liveness */
+	_Atomic uint32_t pid;             /* in the holder's own pid namespace */
+	_Atomic uint32_t uid;
+	_Atomic uint64_t pidns;           /* inode of the holder's pid namespace (0: unknown) */
+	_Atomic uint64_t attached_ns;     /* CLOCK_REALTIME at claim */
+	uint8_t pad[SHM_CACHELINE - 40];
+	/* owned by the L2 tier (lease records) */
 	_Alignas(8) uint8_t ext[SHM_READER_EXT_BYTES];
 };
 
-enum { SHM_SLOT_FREE = 0, SHM_SLOT_CLAIMING = 1, SHM_SLOT_LIVE = 2 };
+enum {
+	SHM_SLOT_FREE = 0,     /* nobody; a claimer may take it */
+	SHM_SLOT_LIVE = 2,     /* attached (alive while its lock is held) */
+	SHM_SLOT_CLEANING = 3, /* a holder is clearing what a dead owner left (finished by the next) */
+};
 
 _Static_assert(sizeof(struct shm_reader_slot) == SHM_READER_SLOT_BYTES, "reader slot layout");
-_Static_assert(offsetof(struct shm_reader_slot, epoch) == 24, "reader slot layout");
+_Static_assert(offsetof(struct shm_reader_slot, epoch) == 8, "reader slot layout");
+_Static_assert(offsetof(struct shm_reader_slot, attached_ns) == 32, "reader slot layout");
 _Static_assert(offsetof(struct shm_reader_slot, ext) == SHM_CACHELINE, "ext on its own lines");
 
 /* Slots in the table: the creation parameter (attach checked that they fit the region). */
@@ -48,20 +68,36 @@ static inline struct shm_reader_slot *shm_reader_slot(const struct shm_arena *a,
 	return &t[i];
 }
 
-/* Claim a slot for this process (reaping dead owners with an all-zero ext area on the way).
- * Returns the slot index, or -EUSERS when the table is full. */
+/* Owner tokens: (incarnation << 16) | slot, never 0, bit 31 clear. */
+static inline uint32_t shm_token(uint32_t slot, uint32_t inc)
+{
+	return (inc << 16) | (slot & 0xffffu);
+}
+static inline uint32_t shm_token_slot(uint32_t t) { return t & 0xffffu; }
+static inline uint32_t shm_token_inc(uint32_t t) { return t >> 16; }
+
+/* Claim a slot for this handle: take the lock of a free slot, or of one whose holder died (what
+ * it left is cleared first). Sets a->reader_slot, a->token, a->lock_fd. 0, -EUSERS (every slot
+ * is held by a live process), or another negative errno. */
 int shm_readers_claim(struct shm_arena *a);
-/* Release our slot (ext area must already be cleared by its owner module). */
-void shm_readers_release(struct shm_arena *a, int32_t slot);
+/* Release our slot (our ext area should already be cleared by its owner module; what is left in
+ * it is dropped) and close the lock descriptor. */
+void shm_readers_release(struct shm_arena *a);
 
-/* Reap slots whose owner is dead or whose pid was reused. For each, @cb (if not NULL) is called
- * first to release what the ext area records; the slot is freed only when the ext area is then
- * all zero. Bounded: looks at every slot once. Returns the number of slots freed. */
-int shm_readers_reap(struct shm_arena *a, void (*cb)(struct shm_arena *, struct shm_reader_slot *, void *),
-		     void *ctx);
+/* Clear every slot whose holder is dead (bounded: each slot at most once; one fcntl per slot
+ * that is not free). Returns the number of slots freed. */
+int shm_readers_reap(struct shm_arena *a);
 
-/* Is the slot's owner alive (and not a recycled pid)? */
-int shm_reader_slot_alive(const struct shm_reader_slot *s);
+/* Is the holder of @token alive? 1 yes (also for our own token, and conservatively when the
+ * lock cannot be tested), 0 no (a different incarnation, a free slot, no lock, or a token that
+ * names no slot). Costs one fcntl unless the answer is visible in the slot. */
+int shm_token_alive(struct shm_arena *a, uint32_t token);
+/* Is slot @i held (LIVE and locked)? For info and fsck. */
+int shm_slot_alive(struct shm_arena *a, uint32_t i);
+
+/* Times a slot of a dead holder was cleared in this arena (shared counter): a module that keeps
+ * per-owner state elsewhere (heap reservations) sweeps it when this moves. */
+uint64_t shm_readers_cleaned(const struct shm_arena *a);
 
 /*
  * Epochs. A reader brackets each lock-free read-side section with enter/exit. A writer that
@@ -92,7 +128,8 @@ static inline void shm_epoch_exit(struct shm_arena *a)
 
 /* Advance the global epoch; returns the new value. Called by writers after an unlink. */
 uint64_t shm_epoch_advance(struct shm_arena *a);
-/* Smallest epoch any live reader is inside; UINT64_MAX when none. Dead readers are ignored. */
+/* Smallest epoch any slot is inside; UINT64_MAX when none. The epoch of a dead holder counts
+ * until its slot is cleared (shm_readers_reap): reclamation waits, it never guesses. */
 uint64_t shm_epoch_min_active(struct shm_arena *a);
 
 #endif

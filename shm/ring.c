@@ -3,12 +3,13 @@
  *
  * Protocol
  * --------
- * Ownership. Each ring has an owner word (pid | state | claim generation, see shm/ring.h).
- * A producer claims a ring with a CAS from FREE (or from a reclaimable state: CLOSED, a LIVE or
- * CLAIMING owner that is dead — but only when the ring is empty, head == tail) to CLAIMING with a
- * bumped generation and its pid; it then writes start_time and claimed_ns and release-stores
- * LIVE (R1). Readers of start_time (liveness checks in claim, poll and stats) load the owner word
- * with acquire (A1, pairs with R1). A producer gives its ring up with a release CAS LIVE -> CLOSED
+ * Ownership. Each ring has an owner word (owner token | state | claim generation, see
+ * shm/ring.h). A producer claims a ring with a release CAS (R1) from FREE (or from a reclaimable
+ * state: CLOSED, or a LIVE owner whose token is dead — but only when the ring is empty,
+ * head == tail) to LIVE with a bumped generation and its own token; pid and claimed_ns are
+ * written after, for people only. Liveness is the token's (shm_token_alive: the kernel-released
+ * lock of the owner's reader slot), never a pid. Readers of the word load it with acquire (A1,
+ * pairs with R1/R2). A producer gives its ring up with a release CAS LIVE -> CLOSED
  * (R2) after its last tail store. The consumer frees a drained ring with a CAS to FREE that keeps
  * the generation: CLOSED rings at once, LIVE rings whose owner is dead (checked at most every
  * SHM_RING_REAP_INTERVAL_NS). Every CAS compares the whole word, generation included, so a
@@ -36,9 +37,8 @@
  * steady state a submit touches only its own cache lines and the data.
  *
  * Consumer lock. One consumer at a time (a second gets -EBUSY): the directory's consumer_id is
- * CAS'd from 0 (or from a dead holder's id) to pid << 32 | nonce | CLAIMING, then the holder
- * stores its start time and release-stores the plain id: a would-be taker judges a CLAIMING
- * holder by pid alone, so a stale start time is never paired with a new id. A consumer that dies keeps no
+ * CAS'd from 0, or from a holder whose token is dead, to the taker's owner token (acq_rel: pairs
+ * with the previous holder's release). A consumer that dies keeps no
  * ring: its successor resumes at the published heads, so records delivered after the dead
  * consumer's last R4 are delivered again (at-least-once; seq tells duplicates apart).
  *
@@ -103,23 +103,20 @@ static uint8_t *ring_data(struct shm_ring_dir *d, uint32_t count, uint32_t bytes
 	return (uint8_t *)d + shm_ring_data_off(count) + (uint64_t)i * bytes;
 }
 
-/* Is the owner recorded in @w (and ctl->start_time) still running? */
-static int owner_alive(struct shm_ring_ctl *c, uint64_t w)
+/* Is the producer recorded in @w still attached? */
+static int owner_alive(struct shm_arena *a, uint64_t w)
 {
-	uint32_t st = shm_ring_owner_state(w);
-	/* start_time is valid once LIVE (A1 by the caller); a CLAIMING owner is checked by pid only */
-	uint64_t start = st == SHM_RING_LIVE ? atomic_load_explicit(&c->start_time, memory_order_relaxed) : 0;
-	return shm_proc_alive((int)shm_ring_owner_pid(w), start);
+	return shm_token_alive(a, shm_ring_owner_token(w));
 }
 
 int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 {
 	struct shm_ring_dir *d;
+	if (a->forked)
+		return -ECHILD;
 	int rc = shm_ring_dir_check(a, &d);
 	if (rc)
 		return rc;
-	uint32_t me = (uint32_t)getpid();
-	uint64_t my_start = shm_proc_start_time((int)me);
 	uint64_t size = a->hv.ring_bytes;
 	uint32_t count = a->hv.ring_count;
 	for (uint32_t i = 0; i < count; i++) {
@@ -130,8 +127,9 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 		if (st > SHM_RING_CLOSED)
 			continue; /* garbage owner word: leave the ring alone */
 		if (st == SHM_RING_LIVE || st == SHM_RING_CLAIMING) {
-			if (owner_alive(c, w))
+			if (owner_alive(a, w))
 				continue;
+			shm_sched_point("ring.claim.owner_dead");
 		}
 		/* reuse only an empty ring: A3/A4 pair with the last R3/R4 */
 		uint64_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
@@ -141,14 +139,13 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 		if (tail - head > size || ((tail | head) & (SHM_RING_ALIGN - 1)))
 			continue; /* corrupted indices: never hand this ring out */
 		uint32_t gen = (shm_ring_owner_gen(w) + 1) & 0xffffffu;
-		uint64_t claiming = shm_ring_owner(gen, SHM_RING_CLAIMING, me);
-		if (!atomic_compare_exchange_strong_explicit(&c->owner, &w, claiming, memory_order_acq_rel,
+		uint64_t live = shm_ring_owner(gen, SHM_RING_LIVE, a->token);
+		/* R1 (release) / acquire of the previous owner's R2 and the consumer's R4 */
+		if (!atomic_compare_exchange_strong_explicit(&c->owner, &w, live, memory_order_acq_rel,
 							     memory_order_relaxed))
 			continue;
-		atomic_store_explicit(&c->start_time, my_start, memory_order_relaxed);
+		atomic_store_explicit(&c->pid, (uint64_t)getpid(), memory_order_relaxed);
 		atomic_store_explicit(&c->claimed_ns, shm_realtime_ns(), memory_order_relaxed);
-		uint64_t live = shm_ring_owner(gen, SHM_RING_LIVE, me);
-		atomic_store_explicit(&c->owner, live, memory_order_release); /* R1 */
 		memset(p, 0, sizeof(*p));
 		p->ctl = c;
 		p->data = ring_data(d, count, (uint32_t)size, i);
@@ -170,7 +167,7 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 int shm_ring_release(struct shm_ring_prod *p)
 {
 	uint64_t w = p->owner;
-	uint64_t closed = shm_ring_owner(p->gen, SHM_RING_CLOSED, shm_ring_owner_pid(w));
+	uint64_t closed = shm_ring_owner(p->gen, SHM_RING_CLOSED, shm_ring_owner_token(w));
 	/* R2: after our last R3, so a consumer that sees CLOSED sees the final tail */
 	if (!atomic_compare_exchange_strong_explicit(&p->ctl->owner, &w, closed, memory_order_release,
 						     memory_order_relaxed))
@@ -191,21 +188,16 @@ int shm_ring_reserve_slow(struct shm_ring_prod *p, uint64_t end)
 	return 0;
 }
 
-#define CONS_CLAIMING 0x80000000u /* in consumer_id: the holder has not published its start time yet */
-
 int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c)
 {
 	struct shm_ring_dir *d;
+	if (a->forked)
+		return -ECHILD;
 	int rc = shm_ring_dir_check(a, &d);
 	if (rc)
 		return rc;
-	if (!c->id) {
-		static _Atomic uint32_t nonce;
-		uint32_t me = (uint32_t)getpid();
-		uint32_t n = (atomic_fetch_add_explicit(&nonce, 1, memory_order_relaxed) + 1) & ~CONS_CLAIMING;
-		c->id = (uint64_t)me << 32 | (n ? n : 1);
-		c->start = shm_proc_start_time((int)me);
-	}
+	c->a = a;
+	c->id = a->token;
 	/* acquire: pairs with the previous holder's release below, so its last head stores are seen */
 	uint64_t cur = atomic_load_explicit(&d->consumer_id, memory_order_acquire);
 	if (cur == c->id) {
@@ -213,19 +205,14 @@ int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c)
 		return 0;
 	}
 	if (cur) {
-		/* a holder still claiming has not written its start time yet: judge it by pid alone;
-		 * otherwise pid and start time (acquire: pairs with the release of the claimed id) */
-		uint64_t start = (cur & CONS_CLAIMING) ? 0 : atomic_load_explicit(&d->consumer_start, memory_order_relaxed);
-		if (shm_proc_alive((int)(cur >> 32), start))
-			return -EBUSY;
+		if (cur > UINT32_MAX || shm_token_alive(a, (uint32_t)cur))
+			return cur > UINT32_MAX ? -EBADMSG : -EBUSY;
+		shm_sched_point("ring.consumer.holder_dead");
 	}
-	/* claim in two steps, as ring owners do: id with the CLAIMING bit, our start time, then the
-	 * plain id with release, so no one ever pairs our id with someone else's start time */
-	if (!atomic_compare_exchange_strong_explicit(&d->consumer_id, &cur, c->id | CONS_CLAIMING, memory_order_acq_rel,
+	if (!atomic_compare_exchange_strong_explicit(&d->consumer_id, &cur, c->id, memory_order_acq_rel,
 						     memory_order_acquire))
 		return -EBUSY;
-	atomic_store_explicit(&d->consumer_start, c->start, memory_order_relaxed);
-	atomic_store_explicit(&d->consumer_id, c->id, memory_order_release);
+	atomic_store_explicit(&d->consumer_pid, (uint64_t)getpid(), memory_order_relaxed);
 	c->held = 1;
 	return 0;
 }
@@ -255,8 +242,9 @@ static void ring_reap(struct shm_ring_ctl *ctl, uint64_t head, struct shm_ring_c
 			if (c->reap_due)
 				c->next_reap_ns = now + SHM_RING_REAP_INTERVAL_NS;
 		}
-		if (!c->reap_due || owner_alive(ctl, w))
+		if (!c->reap_due || owner_alive(c->a, w))
 			return;
+		shm_sched_point("ring.reap.owner_dead");
 	} else if (st != SHM_RING_CLOSED) {
 		return;
 	}
@@ -335,10 +323,10 @@ int shm_ring_stat(const struct shm_arena *a, uint32_t i, struct shm_ring_stat *s
 	uint64_t w = atomic_load_explicit(&c->owner, memory_order_acquire); /* A1 */
 	memset(st, 0, sizeof(*st));
 	st->state = shm_ring_owner_state(w);
-	st->pid = shm_ring_owner_pid(w);
+	st->token = shm_ring_owner_token(w);
+	st->pid = (uint32_t)atomic_load_explicit(&c->pid, memory_order_relaxed);
 	st->gen = shm_ring_owner_gen(w);
 	st->claimed_ns = atomic_load_explicit(&c->claimed_ns, memory_order_relaxed);
-	st->start_time = atomic_load_explicit(&c->start_time, memory_order_relaxed);
 	st->tail = atomic_load_explicit(&c->tail, memory_order_acquire);
 	st->head = atomic_load_explicit(&c->head, memory_order_acquire);
 	st->records = atomic_load_explicit(&c->records, memory_order_relaxed);

@@ -21,6 +21,7 @@
 
 #include "arena.h"
 #include "fault.h"
+#include "readers.h"
 
 #define SHM_RING_MAGIC 0x474e49524d4d4f43ull /* "COMMRING" little-endian */
 #define SHM_RING_DIR_BYTES 4096u
@@ -30,7 +31,8 @@
 /* Empty LIVE rings are checked for a dead producer at most this often per consumer handle. */
 #define SHM_RING_REAP_INTERVAL_NS 50000000ull
 
-/* Ring states (bits 32..39 of the owner word). A zero-filled ring is FREE. */
+/* Ring states (bits 32..39 of the owner word). A zero-filled ring is FREE. (CLAIMING is no longer
+ * written: a claim goes straight to LIVE; it is kept so that old values read as what they are.) */
 enum { SHM_RING_FREE = 0, SHM_RING_CLAIMING = 1, SHM_RING_LIVE = 2, SHM_RING_CLOSED = 3 };
 
 /* Record flags. PAD fills the tail end of the ring when the next record does not fit there. */
@@ -39,13 +41,14 @@ enum { SHM_RING_FREE = 0, SHM_RING_CLAIMING = 1, SHM_RING_LIVE = 2, SHM_RING_CLO
 #define SHM_REC_TERMINAL_MASK 0x3u
 #define SHM_REC_PAD 0x80000000u
 
-/* The owner word: pid (bits 0..31), state (32..39), claim generation (40..63). Every claim bumps
- * the generation, so a CAS on the whole word can never succeed against a recycled state (ABA). */
-static inline uint64_t shm_ring_owner(uint32_t gen, uint32_t state, uint32_t pid)
+/* The owner word: the producer's owner token (bits 0..31, shm/readers.h), state (32..39), claim
+ * generation (40..63). Every claim bumps the generation, so a CAS on the whole word can never
+ * succeed against a recycled state (ABA). */
+static inline uint64_t shm_ring_owner(uint32_t gen, uint32_t state, uint32_t token)
 {
-	return ((uint64_t)(gen & 0xffffffu) << 40) | ((uint64_t)(state & 0xffu) << 32) | pid;
+	return ((uint64_t)(gen & 0xffffffu) << 40) | ((uint64_t)(state & 0xffu) << 32) | token;
 }
-static inline uint32_t shm_ring_owner_pid(uint64_t w) { return (uint32_t)w; }
+static inline uint32_t shm_ring_owner_token(uint64_t w) { return (uint32_t)w; }
 static inline uint32_t shm_ring_owner_state(uint64_t w) { return (uint32_t)(w >> 32) & 0xffu; }
 static inline uint32_t shm_ring_owner_gen(uint64_t w) { return (uint32_t)(w >> 40); }
 
@@ -59,8 +62,8 @@ struct shm_ring_dir {
 	uint64_t data_off;                /* == shm_ring_data_off(ring_count) */
 	uint8_t pad0[SHM_CACHELINE - 32];
 	/* the consumer lock: CAS by would-be consumers (see shm/ring.c) */
-	_Atomic uint64_t consumer_id;     /* 0: none; else pid << 32 | per-handle nonce */
-	_Atomic uint64_t consumer_start;  /* start time of the consumer's pid */
+	_Atomic uint64_t consumer_id;     /* 0: none; else the consumer's owner token */
+	_Atomic uint64_t consumer_pid;    /* for people only: the consumer's pid in its namespace */
 	uint8_t pad1[SHM_CACHELINE - 16];
 };
 _Static_assert(offsetof(struct shm_ring_dir, consumer_id) == SHM_CACHELINE, "dir layout");
@@ -73,7 +76,7 @@ struct shm_ring_ctl {
 	/* ownership: CAS by claimers and by the reclaiming consumer; the fields after it are written
 	 * by the claimer while the word says CLAIMING, published by the release-store of LIVE */
 	_Atomic uint64_t owner;
-	_Atomic uint64_t start_time;      /* /proc start time of the owner pid */
+	_Atomic uint64_t pid;             /* for people only: the producer's pid in its namespace */
 	_Atomic uint64_t claimed_ns;      /* CLOCK_REALTIME of the claim */
 	uint8_t pad0[2 * SHM_CACHELINE - 24];
 	/* producer: written only by the owning producer */
@@ -182,8 +185,8 @@ struct shm_ring_prod {
 
 /* Process-local consumer state (one per arena handle). */
 struct shm_ring_cons {
-	uint64_t id;                      /* pid << 32 | nonce; 0 until first used */
-	uint64_t start;                   /* our start time */
+	struct shm_arena *a;              /* the handle whose token is our consumer id */
+	uint64_t id;                      /* our owner token; 0 until first used */
 	uint64_t next_reap_ns;
 	uint32_t rr;                      /* ring the next poll starts at */
 	uint32_t ring_count, ring_bytes;  /* geometry validated at shm_ring_poll_begin */
@@ -192,9 +195,9 @@ struct shm_ring_cons {
 };
 
 struct shm_ring_stat {
-	uint32_t state, pid, gen;
+	uint32_t state, pid, gen, token;
 	int corrupt;                      /* indices or geometry inconsistent */
-	uint64_t head, tail, records, consumed, ring_full, claimed_ns, start_time;
+	uint64_t head, tail, records, consumed, ring_full, claimed_ns;
 };
 
 /* Bytes the ring region needs for @count rings of @bytes record space each (shm/layout.c). */
@@ -204,8 +207,9 @@ int shm_ring_region_format(struct shm_arena *a);
 /* Validate the directory against the header and the region; 0 or -EBADMSG. */
 int shm_ring_dir_check(const struct shm_arena *a, struct shm_ring_dir **dir);
 
-/* Claim a free (or reclaimable, empty) ring for the calling process. 0, -ENOSPC (every ring is
- * owned or still holds undelivered records), -EBADMSG. Reads /proc for owners' liveness. */
+/* Claim a free (or reclaimable, empty) ring for @a's holder. 0, -ENOSPC (every ring is owned by
+ * a live producer or still holds undelivered records), -EBADMSG. Tests owners' liveness
+ * (shm_token_alive: one fcntl per LIVE ring looked at). */
 int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p);
 /* Give the ring up: LIVE -> CLOSED. The consumer delivers what is left, then frees it.
  * 0, or -ESTALE if the ring is no longer ours. */

@@ -1,9 +1,7 @@
-/* shm/util.c — clocks and process identity, used to tell a live owner from a dead or recycled pid. */
+/* shm/util.c — clocks, OFD byte locks (the liveness primitive, see shm/arena.h) and identity. */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,53 +21,40 @@ uint64_t shm_realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t shm_proc_start_time(int pid)
+static int ofd(int fd, int cmd, short type, int64_t byte, struct flock *out)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	/* the command name may hold spaces and parentheses: fields resume after the last ')' */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	p++;
-	/* p is now at " S ppid ..." : state is field 3, starttime is field 22 */
-	int field = 2;
-	while (*p && field < 22) {
-		if (*p == ' ')
-			field++;
-		p++;
-	}
-	if (field != 22)
-		return 0;
-	/* a zombie still has a stat file: treat it as dead */
-	char state = 0;
-	const char *q = strrchr(buf, ')');
-	if (q && q[1] == ' ')
-		state = q[2];
-	if (state == 'Z' || state == 'X')
-		return 0;
-	unsigned long long st = 0;
-	if (sscanf(p, "%llu", &st) != 1)
-		return 0;
-	return st ? st : 1;
+	struct flock f = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)byte, .l_len = 1, .l_pid = 0 };
+	int rc;
+	do
+		rc = fcntl(fd, cmd, &f);
+	while (rc < 0 && errno == EINTR);
+	if (out)
+		*out = f;
+	return rc < 0 ? -errno : 0;
 }
 
-int shm_proc_alive(int pid, uint64_t start)
+int shm_ofd_trylock(int fd, int64_t byte)
 {
-	if (pid <= 0)
-		return 0;
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return 0;
-	uint64_t st = shm_proc_start_time(pid);
-	if (!st)
-		return 0;
-	return start == 0 || st == start;
+	int rc = ofd(fd, F_OFD_SETLK, F_WRLCK, byte, NULL);
+	return rc == -EACCES ? -EAGAIN : rc; /* POSIX allows either for "held" */
+}
+
+void shm_ofd_unlock(int fd, int64_t byte)
+{
+	(void)ofd(fd, F_OFD_SETLK, F_UNLCK, byte, NULL);
+}
+
+int shm_ofd_held(int fd, int64_t byte)
+{
+	struct flock f;
+	int rc = ofd(fd, F_OFD_GETLK, F_WRLCK, byte, &f);
+	if (rc)
+		return rc;
+	return f.l_type != F_UNLCK;
+}
+
+uint64_t shm_pidns_self(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -268,6 +269,10 @@ START_TEST(test_half_built_waits_then_eagain)
 	const char *name = make_closed_arena("half", path, sizeof(path));
 	uint32_t zero = 0;
 	patch_file(path, offsetof(struct shm_header, initialised), &zero, sizeof(zero));
+	/* a creator at work holds the creation lock: openers wait, then -EAGAIN */
+	int cfd = open(path, O_RDWR);
+	ck_assert_int_ge(cfd, 0);
+	ck_assert_int_eq(shm_ofd_trylock(cfd, SHM_LOCK_CREATE), 0);
 	struct sc_arena *a;
 	ck_assert_int_eq(sc_arena_open(name, &a), -EAGAIN);
 	/* publishing the word while an opener waits lets it in */
@@ -281,6 +286,16 @@ START_TEST(test_half_built_waits_then_eagain)
 	ck_assert_int_eq(sc_arena_open(name, &a), 0);
 	waitpid(pid, NULL, 0);
 	sc_arena_close(a);
+	/* a creator that died before publishing (no lock, not in the instant after its create)
+	 * left a half-made file: clearly not an arena, at once */
+	patch_file(path, offsetof(struct shm_header, initialised), &zero, sizeof(zero));
+	close(cfd);
+	usleep(1100000);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert(t1.tv_sec - t0.tv_sec < 1);
 	unlink(path);
 }
 END_TEST
@@ -426,33 +441,41 @@ START_TEST(test_killed_reader_slot_reclaimed)
 	/* dead: no longer listed, and its slot is reclaimed */
 	ck_assert_int_eq(sc_arena_info(a, &in), 0);
 	ck_assert_uint_eq(in.attached_count, 1);
-	ck_assert_int_eq(shm_readers_reap(a->shm, NULL, NULL), 1);
+	ck_assert_int_eq(shm_readers_reap(a->shm), 1);
 	uint32_t used = 0;
 	for (uint32_t i = 0; i < shm_readers_count(a->shm); i++)
-		used += atomic_load(&shm_reader_slot(a->shm, i)->pid) != 0;
+		used += atomic_load(&shm_reader_slot(a->shm, i)->state) != SHM_SLOT_FREE;
 	ck_assert_uint_eq(used, 1);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
 
-START_TEST(test_recycled_pid_detected)
+START_TEST(test_live_pid_without_lock_is_dead)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("recycle", 16 << 20, &name);
-	/* a slot claiming a live pid (ours) with another start time belongs to a dead process */
+	/* a slot that says LIVE and names a live pid (our parent's), but whose lock nobody holds,
+	 * belongs to a dead holder: pids decide nothing */
+	uint32_t i;
 	struct shm_reader_slot *s = NULL;
-	for (uint32_t i = 0; i < shm_readers_count(a->shm); i++)
-		if (atomic_load(&shm_reader_slot(a->shm, i)->pid) == 0) {
+	for (i = 0; i < shm_readers_count(a->shm); i++)
+		if (atomic_load(&shm_reader_slot(a->shm, i)->state) == SHM_SLOT_FREE) {
 			s = shm_reader_slot(a->shm, i);
 			break;
 		}
 	ck_assert_ptr_nonnull(s);
-	atomic_store(&s->start_time, 12345);
-	atomic_store(&s->state, SHM_SLOT_LIVE);
+	atomic_store(&s->inc, 7);
 	atomic_store(&s->pid, (uint32_t)getppid());
-	ck_assert(!shm_reader_slot_alive(s));
-	ck_assert_int_eq(shm_readers_reap(a->shm, NULL, NULL), 1);
-	ck_assert_uint_eq(atomic_load(&s->pid), 0);
+	atomic_store(&s->state, SHM_SLOT_LIVE);
+	ck_assert(!shm_slot_alive(a->shm, i));
+	ck_assert(!shm_token_alive(a->shm, shm_token(i, 7)));
+	ck_assert_int_eq(shm_readers_reap(a->shm), 1);
+	ck_assert_uint_eq(atomic_load(&s->state), SHM_SLOT_FREE);
+	ck_assert_uint_ne(atomic_load(&s->inc), 7); /* every token of the dead holder is dead */
+	/* our own slot is alive, and tokens naming no slot are dead */
+	ck_assert(shm_token_alive(a->shm, a->shm->token));
+	ck_assert(!shm_token_alive(a->shm, 0));
+	ck_assert(!shm_token_alive(a->shm, shm_token(0xffff, 1)));
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
@@ -485,7 +508,8 @@ START_TEST(test_epochs)
 	ck_assert_uint_eq(shm_epoch_min_active(s), e); /* we still hold the old epoch */
 	shm_epoch_exit(s);
 	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
-	/* a dead reader stuck inside a section does not block reclamation */
+	/* a dead reader stuck inside a section holds reclamation back only until its slot is
+	 * reaped (nobody guesses that a reader is dead: its lock says so) */
 	pid_t pid = fork();
 	if (pid == 0) {
 		struct sc_arena *b;
@@ -495,6 +519,8 @@ START_TEST(test_epochs)
 		raise(SIGKILL);
 	}
 	waitpid(pid, NULL, 0);
+	ck_assert_uint_eq(shm_epoch_min_active(s), e2);
+	ck_assert_int_eq(shm_readers_reap(s), 1);
 	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
 	sc_test_arena_destroy(a, name);
 }
@@ -782,7 +808,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_create_race);
 	tcase_add_test(tc, test_child_sees_parent_writes);
 	tcase_add_test(tc, test_killed_reader_slot_reclaimed);
-	tcase_add_test(tc, test_recycled_pid_detected);
+	tcase_add_test(tc, test_live_pid_without_lock_is_dead);
 	tcase_add_test(tc, test_reader_table_full);
 	tcase_add_test(tc, test_epochs);
 	tcase_add_test(tc, regression_header_rewritten_after_attach);

@@ -38,6 +38,7 @@
 #include "sc_check.h"
 #include "../shm/arena.h"
 #include "../shm/index.h"
+#include "../shm/mutex.h"
 
 /* ---- fixture ---- */
 
@@ -240,12 +241,12 @@ static uint64_t file_digest(const char *path, const struct stat *sb)
 		static struct mask m[4096];
 		unsigned nm = 0;
 		uint64_t ix = h.regions[SHM_REGION_INDEX].off;
-		m[nm++] = (struct mask){ ix + offsetof(struct shm_index_hdr, sweep_mu), 64 };
+		m[nm++] = (struct mask){ ix + offsetof(struct shm_index_hdr, sweep_mu), sizeof(struct shm_mutex) };
 		for (unsigned s = 0; s < SHM_INDEX_SHARDS; s++)
 			m[nm++] = (struct mask){ ix + offsetof(struct shm_index_hdr, shards) + s * sizeof(struct shm_index_shard),
-						 sizeof(pthread_mutex_t) };
+						 sizeof(struct shm_mutex) };
 		m[nm++] = (struct mask){ h.regions[SHM_REGION_HEAP].off + 64, 64 };  /* the heap's lock line */
-		m[nm++] = (struct mask){ h.regions[SHM_REGION_OBS].off + 64, sizeof(pthread_mutex_t) };
+		m[nm++] = (struct mask){ h.regions[SHM_REGION_OBS].off + 64, sizeof(struct shm_mutex) };
 		struct shm_index_hdr ih;
 		if (pread(fd, &ih, sizeof(ih), (off_t)ix) == (ssize_t)sizeof(ih) && ih.nentries <= 4000)
 			for (uint32_t i = 0; i < ih.nentries; i++)

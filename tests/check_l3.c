@@ -609,7 +609,14 @@ START_TEST(killed_put_leaves_nothing_visible)
 	char cmd[200];
 	snprintf(cmd, sizeof(cmd), "test -n \"$(find %s/objects -name '.tmp-*')\"", tmpdir);
 	ck_assert_int_eq(system(cmd), 0);
-	/* reconciliation removes it */
+	/* nobody holds its writer's lock, but it was written a moment ago: a writer may be in the
+	 * instant between its create and its lock, so reconciliation leaves it for now */
+	l3 = open_l3(NULL);
+	ck_assert_int_eq(system(cmd), 0);
+	sc_l3_close(l3);
+	/* once it has not been written for a while, reconciliation removes it */
+	snprintf(cmd, sizeof(cmd), "find %s/objects -name '.tmp-*' -exec touch -d '-1 minute' {} +", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
 	l3 = open_l3(NULL);
 	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s/objects -name '.tmp-*')\"", tmpdir);
 	ck_assert_int_eq(system(cmd), 0);
@@ -635,9 +642,13 @@ START_TEST(real_kill_during_big_puts)
 	usleep(300000);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
+	char cmd[200];
+	/* its temp file (if any) is no longer locked; once it is older than the writer's window
+	 * between create and lock, reconciliation removes it */
+	snprintf(cmd, sizeof(cmd), "find %s -name '.tmp-*' -exec touch -d '-1 minute' {} +", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
 	struct sc_l3 *l3 = open_l3(NULL);
 	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
-	char cmd[200];
 	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s -name '.tmp-*')\"", tmpdir);
 	ck_assert_int_eq(system(cmd), 0);
 	sc_l3_close(l3);

@@ -1,5 +1,6 @@
-/* tests/check_mutex.c — hardened robust mutexes in shared memory (shm/mutex.c), and fsck's repair
- * of a corrupted one. Regression tests for the fuzzer's findings: a scribbled type word made glibc
+/* tests/check_mutex.c — the arena's writer locks (shm/mutex.c): owner tokens, takeover of a dead
+ * holder's lock, bounded waits, and fsck's repair of a corrupted one. Regression tests for the
+ * fuzzer's findings on the pthread-based locks they replace: a scribbled type word made glibc
  * abort, and a lock word naming a vanished owner made writers wait forever. */
 #include <errno.h>
 #include <signal.h>
@@ -14,11 +15,11 @@
 #include "../shm/heap.h"
 #include "../shm/mutex.h"
 
-static pthread_mutex_t *shared_mutex(void)
+static struct shm_mutex *shared_mutex(void)
 {
-	pthread_mutex_t *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shm_mutex *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(m, MAP_FAILED);
-	ck_assert_int_eq(shm_mutex_init(m), 0);
+	shm_mutex_init(m);
 	return m;
 }
 
@@ -29,89 +30,169 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A child that attaches to @name, locks @m and then does @then: 'k' SIGKILL itself, 'h' hold
+ * for @hold_us then unlock and exit. Signals @go after locking. */
+static pid_t locker(const char *name, struct shm_mutex *m, int go, char then, useconds_t hold_us)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *b;
+		if (sc_arena_open(name, &b) || shm_mutex_lock(b->shm, m))
+			_exit(2);
+		if (write(go, "x", 1) != 1)
+			_exit(3);
+		if (then == 'k')
+			raise(SIGKILL);
+		usleep(hold_us);
+		shm_mutex_unlock(b->shm, m);
+		_exit(0);
+	}
+	return pid;
+}
+
 START_TEST(test_lock_unlock_busy)
 {
-	pthread_mutex_t *m = shared_mutex();
-	ck_assert_int_eq(shm_mutex_check(m), 0);
-	ck_assert_int_eq(shm_mutex_lock(m), 0);
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0);
+	ck_assert_int_eq(shm_mutex_lock(a->shm, m), 0);
+	ck_assert_uint_eq(shm_mutex_owner(m), a->shm->token);
 	pid_t pid = fork();
-	if (pid == 0)
-		_exit(shm_mutex_trylock(m) == EBUSY ? 0 : 1);
+	if (pid == 0) {
+		struct sc_arena *b;
+		_exit(sc_arena_open(name, &b) == 0 && shm_mutex_trylock(b->shm, m) == -EBUSY ? 0 : 1);
+	}
 	int st;
 	waitpid(pid, &st, 0);
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	shm_mutex_unlock(m);
-	ck_assert_int_eq(shm_mutex_trylock(m), 0);
-	shm_mutex_unlock(m);
+	shm_mutex_unlock(a->shm, m);
+	ck_assert_uint_eq(shm_mutex_owner(m), 0);
+	ck_assert_int_eq(shm_mutex_trylock(a->shm, m), 0);
+	shm_mutex_unlock(a->shm, m);
+	sc_test_arena_destroy(a, name);
 }
 END_TEST
 
 START_TEST(test_dead_holder_is_ownerdead)
 {
-	pthread_mutex_t *m = shared_mutex();
-	pid_t pid = fork();
-	if (pid == 0) {
-		shm_mutex_lock(m);
-		raise(SIGKILL);
-	}
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
+	int go[2];
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = locker(name, m, go[1], 'k', 0);
+	char c;
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
 	waitpid(pid, NULL, 0);
-	ck_assert_int_eq(shm_mutex_check(m), 0); /* the kernel marked it: not corruption */
-	ck_assert_int_eq(shm_mutex_lock(m), EOWNERDEAD);
-	shm_mutex_consistent(m);
-	shm_mutex_unlock(m);
-	ck_assert_int_eq(shm_mutex_lock(m), 0);
-	shm_mutex_unlock(m);
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0); /* a dead holder is not corruption */
+	ck_assert_int_eq(shm_mutex_trylock(a->shm, m), -EBUSY); /* trylock never takes over */
+	double t0 = now_s();
+	ck_assert_int_eq(shm_mutex_lock(a->shm, m), -EOWNERDEAD);
+	ck_assert(now_s() - t0 < 1.0);
+	ck_assert_uint_eq(shm_mutex_owner(m), a->shm->token);
+	shm_mutex_unlock(a->shm, m);
+	ck_assert_int_eq(shm_mutex_lock(a->shm, m), 0);
+	shm_mutex_unlock(a->shm, m);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_one_waiter_takes_a_dead_lock_over)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
+	int go[2], res[2];
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(res), 0);
+	pid_t holder = locker(name, m, go[1], 'k', 0);
+	char c;
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	/* three waiters block on the dead holder's lock; exactly one must be told to repair */
+	pid_t w[3];
+	for (int i = 0; i < 3; i++) {
+		w[i] = fork();
+		if (w[i] == 0) {
+			struct sc_arena *b;
+			if (sc_arena_open(name, &b))
+				_exit(2);
+			int rc = shm_mutex_lock(b->shm, m);
+			char r = rc == -EOWNERDEAD ? 'D' : rc == 0 ? 'O' : 'E';
+			usleep(20000);
+			shm_mutex_unlock(b->shm, m);
+			_exit(write(res[1], &r, 1) == 1 ? 0 : 3);
+		}
+	}
+	waitpid(holder, NULL, 0);
+	int dead = 0, ok = 0;
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(read(res[0], &c, 1), 1);
+		dead += c == 'D';
+		ok += c == 'O';
+	}
+	for (int i = 0; i < 3; i++)
+		waitpid(w[i], NULL, 0);
+	ck_assert_int_eq(dead, 1);
+	ck_assert_int_eq(ok, 2);
+	sc_test_arena_destroy(a, name);
 }
 END_TEST
 
 START_TEST(regression_scribbled_type_word_aborted)
 {
-	pthread_mutex_t *m = shared_mutex();
-	((unsigned char *)&m->__data.__kind)[0] = 0xc3; /* pshared, priority-protect, not robust */
-	ck_assert_int_eq(shm_mutex_check(m), EBADMSG);
-	ck_assert_int_eq(shm_mutex_lock(m), EBADMSG);
-	ck_assert_int_eq(shm_mutex_trylock(m), EBADMSG);
-	ck_assert_int_eq(shm_mutex_reinit(m), 0);
-	ck_assert_int_eq(shm_mutex_lock(m), 0);
-	shm_mutex_unlock(m);
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
+	m->magic = 0xc3;
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), -EBADMSG);
+	ck_assert_int_eq(shm_mutex_lock(a->shm, m), -EBADMSG);
+	ck_assert_int_eq(shm_mutex_trylock(a->shm, m), -EBADMSG);
+	shm_mutex_init(m);
+	ck_assert_int_eq(shm_mutex_lock(a->shm, m), 0);
+	shm_mutex_unlock(a->shm, m);
+	sc_test_arena_destroy(a, name);
 }
 END_TEST
 
 START_TEST(regression_vanished_owner_hung)
 {
-	pthread_mutex_t *m = shared_mutex();
-	/* a lock word naming a thread that does not exist, without OWNER_DIED */
-	pid_t pid = fork();
-	if (pid == 0)
-		_exit(0);
-	waitpid(pid, NULL, 0);
-	__atomic_store_n(&m->__data.__lock, (int)pid, __ATOMIC_RELAXED);
-	ck_assert_int_eq(shm_mutex_check(m), EBADMSG);
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
+	/* a lock word naming a holder that never existed (slot beyond the table), and one naming a
+	 * free slot: both are dead owners, taken over in bounded time */
+	atomic_store(&m->word, shm_token(0xfff0, 3) | SHM_MUTEX_WAITERS);
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), -EBADMSG); /* fsck reports the garbage */
 	double t0 = now_s();
-	ck_assert_int_eq(shm_mutex_lock(m), EBADMSG);
-	ck_assert(now_s() - t0 < 5.0); /* bounded, not forever */
+	ck_assert_int_eq(shm_mutex_lock(a->shm, m), -EOWNERDEAD);
+	ck_assert(now_s() - t0 < 1.0);
+	shm_mutex_unlock(a->shm, m);
+	atomic_store(&m->word, shm_token(5, 9));
+	ck_assert_int_eq(shm_mutex_lock(a->shm, m), -EOWNERDEAD);
+	shm_mutex_unlock(a->shm, m);
+	sc_test_arena_destroy(a, name);
 }
 END_TEST
 
 START_TEST(test_slow_live_holder_is_waited_for)
 {
-	pthread_mutex_t *m = shared_mutex();
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
 	int go[2];
 	ck_assert_int_eq(pipe(go), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		shm_mutex_lock(m);
-		if (write(go[1], "x", 1) != 1)
-			_exit(1);
-		usleep(700000); /* longer than one wait slice */
-		shm_mutex_unlock(m);
-		_exit(0);
-	}
+	pid_t pid = locker(name, m, go[1], 'h', 700000); /* much longer than the wait slices */
 	char c;
 	ck_assert_int_eq(read(go[0], &c, 1), 1);
-	ck_assert_int_eq(shm_mutex_lock(m), 0);
-	shm_mutex_unlock(m);
-	waitpid(pid, NULL, 0);
+	double t0 = now_s();
+	ck_assert_int_eq(shm_mutex_lock(a->shm, m), 0); /* not taken over: the holder lives */
+	ck_assert(now_s() - t0 > 0.5);
+	shm_mutex_unlock(a->shm, m);
+	int st;
+	waitpid(pid, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	sc_test_arena_destroy(a, name);
 }
 END_TEST
 
@@ -130,8 +211,8 @@ START_TEST(test_fsck_repairs_corrupted_arena_mutexes)
 	struct sc_key k;
 	ck_assert_int_eq(sc_l2_key(st, "", tok, 3, &k), 0);
 	uint32_t shard = shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo));
-	((unsigned char *)&ix->hdr->shards[shard].mu.__data.__kind)[0] = 0xc3;
-	((unsigned char *)&shm_heap_mutex(a->shm)->__data.__kind)[0] = 0xc3;
+	ix->hdr->shards[shard].mu.magic = 0xc3;
+	shm_heap_mutex(a->shm)->magic = 0xc3;
 	/* writers refuse, readers still serve */
 	ck_assert_int_eq(sc_l2_admit(st, "", tok, 3, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), -EBADMSG);
 	struct sc_lease l;
@@ -155,6 +236,7 @@ Suite *mutex_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_lock_unlock_busy);
 	tcase_add_test(tc, test_dead_holder_is_ownerdead);
+	tcase_add_test(tc, test_one_waiter_takes_a_dead_lock_over);
 	tcase_add_test(tc, regression_scribbled_type_word_aborted);
 	tcase_add_test(tc, regression_vanished_owner_hung);
 	tcase_add_test(tc, test_slow_live_holder_is_waited_for);

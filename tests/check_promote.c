@@ -239,7 +239,7 @@ START_TEST(holder_killed_with_the_lock)
 		if (sc_arena_open(arena_name, &a))
 			_exit(3);
 		struct shm_obs_hdr *h = shm_obs_table(a->shm);
-		if (!h || shm_obs_lock(h))
+		if (!h || shm_obs_lock(a->shm, h))
 			_exit(4);
 		/* scribble a half-done removal: a hole in the middle of the table */
 		struct shm_obs_entry *e = shm_obs_find_locked(h, S1, dg(10).lo, dg(10).hi);

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "stagecache.h"
+#include "stagecache_test.h"
 
 #define SC_CHECK_MAIN(suite_fn)                                        \
 	int main(void)                                                 \

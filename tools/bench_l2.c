@@ -1,57 +1,91 @@
 /*
- * tools/bench_l2.c — `stagecache bench l2 [--json] [--quick]`.
+ * tools/bench_l2.c — `stagecache bench l2`: the L2 tier's own costs, each against the same work
+ * done without it, in the same run.
  *
- * Metrics (one JSON line each, medians of repeated runs):
- *   hit_lease_p50_ns / hit_lease_p99_ns  precomputed key: lookup + lease + release, per operation
- *                                        (TSC-timed, timer overhead subtracted), 1024 small entries
+ *   hit_lease_p50_ns, hit_lease_p99_ns   precomputed key: lookup + lease + release (1024 small
+ *                                        entries, TSC-timed per operation, timer cost subtracted)
  *   key_4096_tokens_ns                   sc_l2_key over 4096 tokens
- *   copyout_1m_vs_memcpy                 GB/s of sc_l2_get_copy of 1 MiB entries over 256 distinct
- *                                        entries (256 MiB, > LLC) / GB/s of memcpy from 256 distinct
- *                                        1 MiB buffers into the same destination, same run
- *   admit_1m_vs_memcpy                   GB/s of sc_l2_admit of 1 MiB payloads (digest check + copy +
- *                                        publish, replacing 256 keys) / the same memcpy baseline
- *   copyout_1m_gbps / admit_1m_gbps /    the GB/s behind those ratios (memcpy_1m_gbps: the copy-out
- *   memcpy_1m_gbps                       round's baseline)
- *   hit_1proc_ops / hit_2proc_ops        aggregate lease lookups/s of one / two reader processes
- *   hit_2proc_vs_1proc                   aggregate lease lookups/s of two processes / one process
+ *   hit_scale_p50/p99/p999_ns            1 M entries (index >> LLC) with KV-descriptor payloads,
+ *                                        random keys, the key hashed from 32 tokens each time:
+ *                                        sc_l2_get + read of the descriptor and first payload line
+ *                                        + release
+ *   hit_with_writer_p50/p99/p999_ns      the same while another process admits new entries into
+ *                                        the full budget at full speed (an eviction per admit);
+ *                                        hit_p999_with_writer_vs_quiet_p50 (target <= 20)
+ *   lmdb_scale_p50/p99/p999_ns           context: LMDB, same keys (XXH3-128 of the tokens), same
+ *                                        payload bytes, txn renew + mdb_get + the same reads + reset
+ *   admit_<s>_vs_xxh3_memcpy             admit (digest verified, copied, published) / XXH3-128 +
+ *                                        memcpy into rotating destinations, 4k 64k 1m
+ *   admit_full_vs_not_full               64 KiB admits when each must evict / when there is room
+ *   copyout_<s>_vs_memcpy                sc_l2_get_copy into rotating destinations / memcpy of the
+ *                                        same bytes from the same number of buffers
+ *   hit_1proc_ops, hit_2proc_ops, hit_2proc_vs_1proc
+ *                                        hits/s, barrier start, one common window, hits only
+ *   mem_<s>_overhead_bytes               bytes of arena per entry beyond the payload: heap rounding
+ *                                        and block header (measured) + index slot and bucket
  */
 #include <errno.h>
 #include <getopt.h>
+#include <lmdb.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <x86intrin.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
-#include "cli.h"
+#include "bench.h"
 
+#define B "l2"
 #define SMALL_KEYS 1024
-#define BIG_KEYS 256
 #define MIB (1u << 20)
-
-struct bench {
-	struct sc_arena *a;
-	struct sc_stage *st;
-	char name[64];
-	int quick;
-};
+#define NTOK 32
+#define KV_BYTES 256u  /* scale entries: a KV section with its descriptor ... */
+#define REC_BYTES 64u  /* ... and a recurrent section */
 
 static void toks(int32_t *t, size_t n, uint32_t base)
 {
 	for (size_t i = 0; i < n; i++)
-		t[i] = (int32_t)(base * 7919u + (uint32_t)i);
+		t[i] = (int32_t)((base * 2654435761u) ^ (uint32_t)(i * 40503u));
 }
 
-static double tsc_ns_per_tick(void)
+static int make_arena(const char *name, uint64_t bytes, uint32_t entries, struct sc_arena **a, struct sc_stage **st)
 {
-	double t0 = cli_now();
-	uint64_t c0 = __rdtsc();
-	while (cli_now() - t0 < 0.05)
-		;
-	return (cli_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
+	struct sc_arena_opts o = { .size_bytes = (bytes + (2ull << 20) - 1) & ~((2ull << 20) - 1), .huge = SC_HUGE_AUTO,
+				   .index_entries = entries };
+	int rc = sc_arena_create(name, &o, a);
+	if (rc == -ENOMEM) {
+		o.huge = SC_HUGE_OFF;
+		rc = sc_arena_create(name, &o, a);
+	}
+	if (!rc && (rc = sc_stage_open(*a, "bench-model", "bench-state", st))) {
+		sc_arena_close(*a);
+		sc_arena_destroy(NULL, name);
+	}
+	if (rc)
+		fprintf(stderr, "stagecache bench l2: arena %s of %llu MiB: %s\n", name, (unsigned long long)(bytes >> 20),
+			sc_strerror(rc));
+	return rc;
 }
+
+static void drop_arena(const char *name, struct sc_arena *a, struct sc_stage *st)
+{
+	sc_stage_close(st);
+	sc_arena_close(a);
+	sc_arena_destroy(NULL, name);
+}
+
+/* ---- TSC timing ---- */
+
+static double ns_per_tick;
+static uint64_t tsc_overhead;
 
 static int cmp_u64(const void *x, const void *y)
 {
@@ -59,172 +93,531 @@ static int cmp_u64(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
-static int admit_small(struct bench *b, struct sc_key *keys)
+static void tsc_calibrate(void)
 {
-	uint8_t buf[512];
-	memset(buf, 0x5a, sizeof(buf));
-	for (uint32_t k = 0; k < SMALL_KEYS; k++) {
-		int32_t t[32];
-		toks(t, 32, k);
-		buf[0] = (uint8_t)k;
-		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
-		int rc = sc_l2_admit(b->st, "bench", t, 32, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT);
-		if (rc)
-			return rc;
-		sc_l2_key(b->st, "bench", t, 32, &keys[k]);
-	}
-	return 0;
-}
-
-static void bench_hit_latency(struct bench *b, const struct sc_key *keys)
-{
-	double ns_tick = tsc_ns_per_tick();
-	int n = b->quick ? 20000 : 200000;
-	uint64_t *d = malloc((size_t)n * sizeof(*d));
-	/* timer overhead: an empty timed region */
-	for (int i = 0; i < n; i++) {
-		_mm_lfence();
-		uint64_t t0 = __rdtsc();
+	double t0 = bench_now();
+	uint64_t c0 = __rdtsc();
+	while (bench_now() - t0 < 0.05)
+		;
+	ns_per_tick = (bench_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
+	enum { N = 20000 };
+	static uint64_t d[N];
+	for (int i = 0; i < N; i++) {
 		_mm_lfence();
 		uint64_t t1 = __rdtsc();
-		d[i] = t1 - t0;
+		_mm_lfence();
+		d[i] = __rdtsc() - t1;
 	}
-	qsort(d, (size_t)n, sizeof(*d), cmp_u64);
-	uint64_t over = d[n / 2];
-	double p50[5], p99[5];
+	qsort(d, N, sizeof(d[0]), cmp_u64);
+	tsc_overhead = d[N / 2];
+}
+
+#define TSC_START() (_mm_lfence(), __rdtsc())
+#define TSC_STOP(t0) (_mm_lfence(), __rdtsc() - (t0))
+
+/* ns at quantile @q of @n sorted tick counts */
+static double tick_q(const uint64_t *d, size_t n, double q)
+{
+	uint64_t t = d[(size_t)(q * (double)(n - 1))];
+	return (double)(t > tsc_overhead ? t - tsc_overhead : 0) * ns_per_tick;
+}
+
+/* ---- small entries: hit by precomputed key, key hashing ---- */
+
+static int bench_small(struct sc_stage *st)
+{
+	uint8_t buf[512];
+	struct sc_key *keys = calloc(SMALL_KEYS, sizeof(*keys));
+	memset(buf, 0x5a, sizeof(buf));
+	for (uint32_t k = 0; k < SMALL_KEYS; k++) {
+		int32_t t[NTOK];
+		toks(t, NTOK, k);
+		buf[0] = (uint8_t)k;
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+		int rc = sc_l2_admit(st, "bench", t, NTOK, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT);
+		if (rc) {
+			free(keys);
+			return rc;
+		}
+		sc_l2_key(st, "bench", t, NTOK, &keys[k]);
+	}
+	int n = bench_quick ? 20000 : 200000, reps = bench_quick ? 3 : 7;
+	uint64_t *d = malloc((size_t)n * sizeof(*d));
+	double p50[8], p99[8];
 	uint32_t x = 1;
-	for (int r = 0; r < 5; r++) {
+	for (int r = 0; r < reps; r++) {
 		for (int i = 0; i < n; i++) {
 			x = x * 1103515245u + 12345u;
 			struct sc_key k = keys[(x >> 8) % SMALL_KEYS];
 			struct sc_lease l;
-			_mm_lfence();
-			uint64_t t0 = __rdtsc();
-			_mm_lfence();
-			int rc = sc_l2_get_key(b->st, k, &l);
+			uint64_t t0 = TSC_START();
+			int rc = sc_l2_get_key(st, k, &l);
 			sc_lease_release(&l);
-			_mm_lfence();
-			uint64_t t1 = __rdtsc();
-			d[i] = (t1 - t0) > over ? (t1 - t0) - over : 0;
-			if (rc)
-				d[i] = UINT64_MAX / 2;
+			d[i] = rc ? UINT64_MAX / 2 : TSC_STOP(t0);
 		}
 		qsort(d, (size_t)n, sizeof(*d), cmp_u64);
-		p50[r] = (double)d[n / 2] * ns_tick;
-		p99[r] = (double)d[(size_t)n * 99 / 100] * ns_tick;
+		p50[r] = tick_q(d, (size_t)n, 0.5);
+		p99[r] = tick_q(d, (size_t)n, 0.99);
 	}
 	free(d);
-	cli_bench_line("l2", "hit_lease_p50_ns", cli_median(p50, 5), "ns", NULL);
-	cli_bench_line("l2", "hit_lease_p99_ns", cli_median(p99, 5), "ns", NULL);
-}
+	free(keys);
+	bench_stat(B, "hit_lease_p50_ns", "ns", p50, reps, NULL);
+	bench_stat(B, "hit_lease_p99_ns", "ns", p99, reps, NULL);
 
-static void bench_key(struct bench *b)
-{
 	int32_t t[4096];
 	toks(t, 4096, 3);
-	int n = b->quick ? 2000 : 20000;
-	double v[7];
+	int m = bench_quick ? 2000 : 20000;
+	double v[8];
 	struct sc_key k;
-	for (int r = 0; r < 7; r++) {
-		double t0 = cli_now();
-		for (int i = 0; i < n; i++) {
+	for (int r = 0; r < reps; r++) {
+		double t0 = bench_now();
+		for (int i = 0; i < m; i++) {
 			t[0] = i;
-			sc_l2_key(b->st, "bench", t, 4096, &k);
+			sc_l2_key(st, "bench", t, 4096, &k);
 		}
-		v[r] = (cli_now() - t0) * 1e9 / n;
+		v[r] = (bench_now() - t0) * 1e9 / m;
 	}
-	cli_bench_line("l2", "key_4096_tokens_ns", cli_median(v, 7), "ns", NULL);
+	bench_stat(B, "key_4096_tokens_ns", "ns", v, reps, NULL);
+	return 0;
 }
 
-/* memcpy of 1 MiB from each of BIG_KEYS distinct buffers into @dst: GB/s */
-static double memcpy_rate(uint8_t **src, uint8_t *dst, int rounds)
+/* ---- the hit path at scale ---- */
+
+static void kv_desc_for(struct sc_kv_desc *d, uint32_t ntok)
 {
-	double t0 = cli_now();
-	for (int r = 0; r < rounds; r++)
-		for (int i = 0; i < BIG_KEYS; i++) {
-			memcpy(dst, src[i], MIB);
-			__asm__ volatile("" ::"r"(dst) : "memory");
-		}
-	return (double)rounds * BIG_KEYS * MIB / (cli_now() - t0) / 1e9;
+	memset(d, 0, sizeof(*d));
+	d->version = 1;
+	d->layer_end = 1;
+	d->layer_count = 1;
+	d->token_count = ntok;
+	d->k_row_bytes = d->v_row_bytes = KV_BYTES / 2;
+	d->v_element_bytes = 2;
+	d->payload_bytes = KV_BYTES;
 }
 
-static int bench_big(struct bench *b)
+struct scale {
+	uint32_t n;             /* entries */
+	int32_t *tok;           /* n * NTOK */
+	uint8_t (*lkey)[16];    /* LMDB keys: XXH3-128 of the tokens */
+	_Atomic int *stop;      /* shared with the writer process */
+	_Atomic uint64_t *writer_admits;
+};
+
+static int scale_fill(struct sc_stage *st, struct scale *s)
 {
-	uint8_t **src = calloc(BIG_KEYS, sizeof(*src));
-	struct sc_digest *dig = calloc(BIG_KEYS, sizeof(*dig));
-	uint8_t *dst = aligned_alloc(4096, MIB);
-	int rc = 0;
-	if (!src || !dig || !dst)
-		return -ENOMEM;
-	/* the baseline's sources: one 256 MiB mapping with transparent hugepages advised, so that
-	 * memcpy is not handicapped by 4 KiB TLB misses against a hugepage-backed arena */
-	size_t span = (size_t)BIG_KEYS * MIB + (2u << 20);
-	uint8_t *region = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (region == MAP_FAILED)
-		return -ENOMEM;
-	uint8_t *base = (uint8_t *)(((uintptr_t)region + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
-	(void)madvise(base, (size_t)BIG_KEYS * MIB, MADV_HUGEPAGE);
-	for (int i = 0; i < BIG_KEYS; i++) {
-		src[i] = base + (size_t)i * MIB;
-		for (size_t j = 0; j < MIB; j += 8) {
-			uint64_t v = (uint64_t)i * 0x9e3779b97f4a7c15ull + j;
-			memcpy(src[i] + j, &v, 8);
+	uint8_t pay[KV_BYTES + REC_BYTES];
+	struct sc_kv_desc desc;
+	kv_desc_for(&desc, NTOK);
+	for (uint32_t i = 0; i < s->n; i++) {
+		int32_t *t = s->tok + (size_t)i * NTOK;
+		toks(t, NTOK, 0x100000u + i);
+		memset(pay, (int)(i & 0xff), sizeof(pay));
+		memcpy(pay, &i, 4);
+		struct sc_payload p = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { pay, pay + KV_BYTES },
+					.sec_len = { KV_BYTES, REC_BYTES }, .kv_desc = &desc };
+		int rc = sc_l2_admit(st, "scale", t, NTOK, sc_digest(pay, sizeof(pay)), &p, SC_ORIGIN_DIRECT);
+		if (rc)
+			return rc;
+		XXH128_hash_t h = XXH3_128bits(t, NTOK * sizeof(int32_t));
+		memcpy(s->lkey[i], &h, 16);
+	}
+	return 0;
+}
+
+/* Random hits at scale; p50/p99/p999 into out[0..2] (ns); misses counted in *misses. */
+static void scale_hits(struct sc_stage *st, const struct scale *s, int n, uint64_t seed, double *out, uint64_t *misses)
+{
+	uint64_t *d = malloc((size_t)n * sizeof(*d));
+	uint64_t x = seed | 1, sink = 0;
+	int got = 0;
+	for (int i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		const int32_t *t = s->tok + (size_t)(x % s->n) * NTOK;
+		struct sc_lease l;
+		uint64_t t0 = TSC_START();
+		int rc = sc_l2_get(st, "scale", t, NTOK, NULL, &l);
+		if (rc == 0) {
+			sink += l.kv_desc.token_count + *(const volatile uint8_t *)l.sec[0];
+			sc_lease_release(&l);
+			d[got++] = TSC_STOP(t0);
+		} else {
+			(*misses)++;
 		}
-		dig[i] = sc_digest(src[i], MIB);
 	}
-	memset(dst, 1, MIB);
-	int rounds = b->quick ? 1 : 2, reps = b->quick ? 3 : 5;
-	double admit_r[5], copy_r[5], base_a[5], base_c[5];
+	qsort(d, (size_t)got, sizeof(*d), cmp_u64);
+	out[0] = got ? tick_q(d, (size_t)got, 0.5) : 0;
+	out[1] = got ? tick_q(d, (size_t)got, 0.99) : 0;
+	out[2] = got ? tick_q(d, (size_t)got, 0.999) : 0;
+	free(d);
+	__asm__ volatile("" ::"r"(sink));
+}
+
+/* The writer process: new keys, admitted at full speed into the full budget, until told to stop. */
+static void writer_main(const char *name, struct scale *s)
+{
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (sc_arena_open(name, &a) || sc_stage_open(a, "bench-model", "bench-state", &st))
+		_exit(2);
+	uint8_t pay[KV_BYTES + REC_BYTES];
+	struct sc_kv_desc desc;
+	kv_desc_for(&desc, NTOK);
+	memset(pay, 0x77, sizeof(pay));
+	struct sc_digest dg = sc_digest(pay, sizeof(pay));
+	struct sc_payload p = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { pay, pay + KV_BYTES },
+				.sec_len = { KV_BYTES, REC_BYTES }, .kv_desc = &desc };
+	int32_t t[NTOK];
+	for (uint32_t i = 0; !atomic_load(s->stop); i++) {
+		toks(t, NTOK, 0x40000000u + i);
+		if (sc_l2_admit(st, "writer", t, NTOK, dg, &p, SC_ORIGIN_DIRECT) == 0)
+			atomic_fetch_add(s->writer_admits, 1);
+	}
+	sc_stage_close(st);
+	sc_arena_close(a);
+	_exit(0);
+}
+
+static int lmdb_scale(const struct scale *s, int n, int reps, double (*q)[3])
+{
+	char dir[96];
+	snprintf(dir, sizeof(dir), "/dev/shm/sc-bench-l2-lmdb.%d", (int)getpid());
+	if (mkdir(dir, 0700))
+		return -1;
+	MDB_env *env = NULL;
+	MDB_txn *txn = NULL;
+	MDB_dbi dbi;
+	int rc = mdb_env_create(&env);
+	if (!rc)
+		rc = mdb_env_set_mapsize(env, (size_t)s->n * 1024 + (64ull << 20));
+	if (!rc)
+		rc = mdb_env_open(env, dir, MDB_NOSYNC | MDB_WRITEMAP, 0600);
+	if (!rc)
+		rc = mdb_txn_begin(env, NULL, 0, &txn);
+	if (!rc)
+		rc = mdb_dbi_open(txn, NULL, 0, &dbi);
+	uint8_t pay[KV_BYTES + REC_BYTES];
+	for (uint32_t i = 0; !rc && i < s->n; i++) {
+		memset(pay, (int)(i & 0xff), sizeof(pay));
+		memcpy(pay, &i, 4);
+		MDB_val k = { 16, s->lkey[i] }, v = { sizeof(pay), pay };
+		rc = mdb_put(txn, dbi, &k, &v, 0);
+	}
+	if (!rc)
+		rc = mdb_txn_commit(txn);
+	else if (txn)
+		mdb_txn_abort(txn);
+	if (!rc)
+		rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+	uint64_t *d = malloc((size_t)n * sizeof(*d)), sink = 0;
+	for (int r = 0; !rc && r < reps; r++) {
+		mdb_txn_reset(txn);
+		uint64_t x = (0x1234567ull + (uint64_t)r) | 1;
+		int got = 0;
+		for (int i = 0; i < n; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			const int32_t *t = s->tok + (size_t)(x % s->n) * NTOK;
+			uint64_t t0 = TSC_START();
+			XXH128_hash_t h = XXH3_128bits(t, NTOK * sizeof(int32_t));
+			MDB_val k = { 16, &h }, v;
+			mdb_txn_renew(txn);
+			int hit = mdb_get(txn, dbi, &k, &v) == 0;
+			if (hit)
+				sink += *(const volatile uint8_t *)v.mv_data + v.mv_size;
+			mdb_txn_reset(txn);
+			uint64_t dt = TSC_STOP(t0);
+			if (hit)
+				d[got++] = dt;
+		}
+		qsort(d, (size_t)got, sizeof(*d), cmp_u64);
+		q[r][0] = tick_q(d, (size_t)got, 0.5);
+		q[r][1] = tick_q(d, (size_t)got, 0.99);
+		q[r][2] = tick_q(d, (size_t)got, 0.999);
+	}
+	__asm__ volatile("" ::"r"(sink));
+	free(d);
+	if (txn && !rc)
+		mdb_txn_abort(txn);
+	if (env)
+		mdb_env_close(env);
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd)) {
+	}
+	return rc ? -1 : 0;
+}
+
+static int bench_scale(void)
+{
+	struct scale s = { .n = bench_quick ? 100000 : 1000000 };
+	char name[64];
+	snprintf(name, sizeof(name), "bench-l2s-%d", (int)getpid());
+	struct sc_arena *a;
+	struct sc_stage *st;
+	/* payload 320 B -> 384 B + 64 B block header; index 128 B + bucket per entry */
+	uint64_t bytes = (uint64_t)s.n * 800 + (128ull << 20);
+	if (make_arena(name, bytes, s.n + s.n / 8, &a, &st))
+		return -1;
+	s.tok = malloc((size_t)s.n * NTOK * sizeof(int32_t));
+	s.lkey = malloc((size_t)s.n * 16);
+	s.stop = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	s.writer_admits = (_Atomic uint64_t *)(void *)((char *)s.stop + 64);
+	int rc = s.tok && s.lkey && s.stop != MAP_FAILED ? scale_fill(st, &s) : -ENOMEM;
+	if (rc) {
+		fprintf(stderr, "stagecache bench l2: filling %u entries: %s\n", s.n, sc_strerror(rc));
+		goto out;
+	}
+	/* the budget is now exactly what the entries use: every admission of the writer evicts */
+	struct sc_l2_stats ls;
+	sc_l2_stats(a, NULL, &ls);
+	sc_l2_shrink_to(a, ls.bytes);
+	int n = bench_quick ? 50000 : 400000, reps = bench_quick ? 3 : 5;
+	double quiet[8][3], busy[8][3], lm[8][3];
+	uint64_t qmiss = 0, bmiss = 0, admits = 0, wr_s = 0;
+	scale_hits(st, &s, n / 4, 99, quiet[0], &qmiss); /* warm-up: code, TLB */
+	qmiss = 0;
+	/* every quiet round first: a writer round evicts entries the readers would then miss */
+	for (int r = 0; r < reps; r++)
+		scale_hits(st, &s, n, 1000 + (uint64_t)r, quiet[r], &qmiss);
 	for (int r = 0; r < reps; r++) {
-		/* admit: digest verification + copy into the arena + publish (replacing after round 0) */
-		base_a[r] = memcpy_rate(src, dst, rounds);
-		double t0 = cli_now();
-		for (int k = 0; k < rounds; k++)
-			for (int i = 0; i < BIG_KEYS; i++) {
-				int32_t t[16];
-				toks(t, 16, 100000u + (uint32_t)i);
-				struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { src[i] }, .sec_len = { MIB } };
-				if ((rc = sc_l2_admit(b->st, "big", t, 16, dig[i], &p, SC_ORIGIN_DIRECT)))
-					goto out;
-			}
-		admit_r[r] = (double)rounds * BIG_KEYS * MIB / (cli_now() - t0) / 1e9;
-		/* copy-out of every entry into one destination, vs memcpy of the same sizes */
-		base_c[r] = memcpy_rate(src, dst, rounds);
-		t0 = cli_now();
-		for (int k = 0; k < rounds; k++)
-			for (int i = 0; i < BIG_KEYS; i++) {
-				int32_t t[16];
-				toks(t, 16, 100000u + (uint32_t)i);
-				int64_t got = sc_l2_get_copy(b->st, "big", t, 16, NULL, dst, MIB, NULL);
-				if (got != MIB) {
-					rc = got < 0 ? (int)got : -EIO;
-					goto out;
-				}
-			}
-		copy_r[r] = (double)rounds * BIG_KEYS * MIB / (cli_now() - t0) / 1e9;
+		atomic_store(s.stop, 0);
+		atomic_store(s.writer_admits, 0);
+		pid_t w = fork();
+		if (w == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			writer_main(name, &s);
+		}
+		while (atomic_load(s.writer_admits) < 1000) /* the writer is running and evicting */
+			sched_yield();
+		double t0 = bench_now();
+		uint64_t a0 = atomic_load(s.writer_admits);
+		scale_hits(st, &s, n, 2000 + (uint64_t)r, busy[r], &bmiss);
+		admits += atomic_load(s.writer_admits) - a0;
+		wr_s += (uint64_t)((bench_now() - t0) * 1e6);
+		atomic_store(s.stop, 1);
+		waitpid(w, NULL, 0);
 	}
-	double ra[5], rcpy[5];
-	for (int r = 0; r < reps; r++) {
-		ra[r] = admit_r[r] / base_a[r];
-		rcpy[r] = copy_r[r] / base_c[r];
+	double v[3][8], ratio[8];
+	static const char *const qn[3] = { "p50", "p99", "p999" };
+	char m[64];
+	for (int k = 0; k < 3; k++) {
+		for (int r = 0; r < reps; r++)
+			v[k][r] = quiet[r][k];
+		snprintf(m, sizeof(m), "hit_scale_%s_ns", qn[k]);
+		bench_stat(B, m, "ns", v[k], reps, NULL);
 	}
-	cli_bench_line("l2", "copyout_1m_gbps", cli_median(copy_r, reps), "GB/s", NULL);
-	cli_bench_line("l2", "admit_1m_gbps", cli_median(admit_r, reps), "GB/s", NULL);
-	cli_bench_line("l2", "memcpy_1m_gbps", cli_median(base_c, reps), "GB/s", NULL);
-	cli_bench_line("l2", "copyout_1m_vs_memcpy", cli_median(rcpy, reps), "ratio",
-		       "memcpy of 1 MiB from 256 distinct 1 MiB buffers (256 MiB > LLC) into one buffer, same run");
-	cli_bench_line("l2", "admit_1m_vs_memcpy", cli_median(ra, reps), "ratio",
-		       "memcpy of 1 MiB from 256 distinct 1 MiB buffers (256 MiB > LLC) into one buffer, same run");
+	double qp50[8];
+	for (int r = 0; r < reps; r++)
+		qp50[r] = quiet[r][0];
+	double quiet_p50 = bench_median(qp50, reps);
+	for (int k = 0; k < 3; k++) {
+		for (int r = 0; r < reps; r++)
+			v[k][r] = busy[r][k];
+		snprintf(m, sizeof(m), "hit_with_writer_%s_ns", qn[k]);
+		bench_stat(B, m, "ns", v[k], reps, NULL);
+	}
+	for (int r = 0; r < reps; r++)
+		ratio[r] = busy[r][2] / quiet_p50;
+	char note[300];
+	snprintf(note, sizeof(note), "p99.9 of hits while a writer process admits at full speed into the full budget "
+		 "(%.0f admits/s, each evicting) / the quiet p50; %u entries, key hashed from %d tokens", wr_s ? (double)admits * 1e6 / (double)wr_s : 0,
+		 s.n, NTOK);
+	bench_stat(B, "hit_p999_with_writer_vs_quiet_p50", "ratio", ratio, reps, note);
+	bench_value(B, "hit_with_writer_miss_fraction", (double)bmiss / ((double)n * reps), "fraction", NULL);
+	bench_value(B, "writer_admits_per_s", wr_s ? (double)admits * 1e6 / (double)wr_s : 0, "admits/s", NULL);
+	if (qmiss)
+		bench_value(B, "hit_scale_quiet_misses", (double)qmiss, "misses", NULL);
+	if (lmdb_scale(&s, n, reps, lm) == 0) {
+		for (int k = 0; k < 3; k++) {
+			for (int r = 0; r < reps; r++)
+				v[k][r] = lm[r][k];
+			snprintf(m, sizeof(m), "lmdb_scale_%s_ns", qn[k]);
+			bench_stat(B, m, "ns", v[k], reps,
+				   "LMDB (tmpfs, 4 KiB pages), same keys: XXH3-128 of the 32 tokens, txn renew, mdb_get, first byte read, reset");
+		}
+	} else {
+		bench_missing(B, "lmdb_scale_p50_ns", "the LMDB environment could not be built");
+	}
 out:
-	munmap(region, span);
-	free(src);
-	free(dig);
-	free(dst);
+	free(s.tok);
+	free(s.lkey);
+	if (s.stop != MAP_FAILED && s.stop)
+		munmap((void *)s.stop, 4096);
+	drop_arena(name, a, st);
 	return rc;
 }
 
-/* One reader process: lookups over the small keys until told to stop; writes its count. */
-static void reader_child(const char *name, int go_fd, int out_fd, double secs)
+/* ---- admit and copy-out vs the same bytes moved without L2 ---- */
+
+static const struct { const char *tag; uint64_t bytes; } sizes[3] = { { "4k", 4096 }, { "64k", 65536 }, { "1m", MIB } };
+
+#define NDST 16
+
+static int bench_move(void)
+{
+	uint64_t ws = bench_quick ? (32ull << 20) : (256ull << 20);
+	int reps = bench_quick ? 3 : 7;
+	char name[64];
+	snprintf(name, sizeof(name), "bench-l2m-%d", (int)getpid());
+	struct sc_arena *a;
+	struct sc_stage *st;
+	uint32_t maxn = (uint32_t)(ws / 4096);
+	if (make_arena(name, ws * 2 + ws / 4 + (64ull << 20), maxn * 3, &a, &st))
+		return -1;
+	uint8_t *src = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (src == MAP_FAILED) {
+		src = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		madvise(src, ws, MADV_HUGEPAGE);
+	}
+	uint8_t *dst = aligned_alloc(4096, NDST * MIB);
+	struct sc_digest *dg = calloc(maxn, sizeof(*dg));
+	int rc = src == MAP_FAILED || !dst || !dg ? -ENOMEM : 0;
+	if (rc)
+		goto out;
+	memset(dst, 0, NDST * MIB);
+	uint64_t x = 88172645463325252ull;
+	for (uint64_t o = 0; o < ws; o += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		memcpy(src + o, &x, 8);
+	}
+	for (int si = 0; si < 3 && !rc; si++) {
+		uint64_t sz = sizes[si].bytes;
+		uint32_t n = (uint32_t)(ws / sz);
+		for (uint32_t i = 0; i < n; i++)
+			dg[i] = sc_digest(src + (uint64_t)i * sz, sz);
+		double ra[16], rc_[16], ba[16], bc[16];
+		volatile uint64_t sink = 0;
+		for (int r = 0; r < reps && !rc; r++) {
+			/* baseline: XXH3-128 of each source + memcpy into a rotating destination */
+			double t0 = bench_now();
+			for (uint32_t i = 0; i < n; i++) {
+				struct sc_digest d = sc_digest(src + (uint64_t)i * sz, sz);
+				sink += d.lo;
+				memcpy(dst + (uint64_t)(i % NDST) * MIB, src + (uint64_t)i * sz, sz);
+			}
+			double tb = bench_now() - t0;
+			/* ours: admit each (the digest verified against the expected one, copied, published) */
+			t0 = bench_now();
+			for (uint32_t i = 0; i < n && !rc; i++) {
+				int32_t t[NTOK];
+				toks(t, NTOK, 0x200000u + (uint32_t)si * 0x100000u + i);
+				struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { src + (uint64_t)i * sz }, .sec_len = { sz } };
+				rc = sc_l2_admit(st, "move", t, NTOK, dg[i], &p, SC_ORIGIN_DIRECT);
+			}
+			double ta = bench_now() - t0;
+			/* copy-out of every entry into a rotating destination vs memcpy of the same bytes */
+			t0 = bench_now();
+			for (uint32_t i = 0; i < n; i++)
+				memcpy(dst + (uint64_t)(i % NDST) * MIB, src + (uint64_t)i * sz, sz);
+			double tm = bench_now() - t0;
+			t0 = bench_now();
+			for (uint32_t i = 0; i < n && !rc; i++) {
+				int32_t t[NTOK];
+				toks(t, NTOK, 0x200000u + (uint32_t)si * 0x100000u + i);
+				int64_t got = sc_l2_get_copy(st, "move", t, NTOK, NULL, dst + (uint64_t)(i % NDST) * MIB, MIB, NULL);
+				if (got != (int64_t)sz)
+					rc = got < 0 ? (int)got : -EIO;
+			}
+			double tc = bench_now() - t0;
+			ra[r] = tb / ta;
+			rc_[r] = tm / tc;
+			ba[r] = (double)n * (double)sz / ta / 1e9;
+			bc[r] = (double)n * (double)sz / tc / 1e9;
+		}
+		if (rc)
+			break;
+		char m[64], note[300];
+		snprintf(note, sizeof(note), "XXH3-128 of each %s source + memcpy into one of 16 rotating destinations; %u sources "
+			 "(%llu MiB, > LLC), same order; ours: sc_l2_admit with the expected digest (verified, copied, published)",
+			 sizes[si].tag, n, (unsigned long long)(ws >> 20));
+		snprintf(m, sizeof(m), "admit_%s_vs_xxh3_memcpy", sizes[si].tag);
+		bench_stat(B, m, "ratio", ra, reps, note);
+		snprintf(m, sizeof(m), "admit_%s_gbps", sizes[si].tag);
+		bench_stat(B, m, "GB/s", ba, reps, NULL);
+		snprintf(note, sizeof(note), "memcpy of the same %u x %s bytes from plain memory into 16 rotating destinations; ours: "
+			 "sc_l2_get_copy from 32 tokens (key hashed each time)", n, sizes[si].tag);
+		snprintf(m, sizeof(m), "copyout_%s_vs_memcpy", sizes[si].tag);
+		bench_stat(B, m, "ratio", rc_, reps, note);
+		snprintf(m, sizeof(m), "copyout_%s_gbps", sizes[si].tag);
+		bench_stat(B, m, "GB/s", bc, reps, NULL);
+		sc_l2_clear(a);
+	}
+	if (rc) {
+		fprintf(stderr, "stagecache bench l2: admit/copy-out: %s\n", sc_strerror(rc));
+		goto out;
+	}
+	/* admit into a full arena (each admit evicts one) vs with room, 64 KiB: a fresh arena per
+	 * round, k admits of new keys with room, the budget set to what they use, k more new keys */
+	{
+		uint64_t sz = 65536;
+		uint32_t k = (uint32_t)(ws / sz) / 4;
+		double full[16], room[16], ratio[16];
+		for (uint32_t i = 0; i < 2 * k; i++)
+			dg[i] = sc_digest(src + (uint64_t)i * sz, sz);
+		char fname[64];
+		snprintf(fname, sizeof(fname), "bench-l2f-%d", (int)getpid());
+		for (int r = 0; r < reps && !rc; r++) {
+			struct sc_arena *fa;
+			struct sc_stage *fst;
+			if ((rc = make_arena(fname, (uint64_t)k * (sz + 4096) * 3 + (32ull << 20), 4 * k, &fa, &fst)))
+				break;
+			double t0 = bench_now();
+			for (uint32_t i = 0; i < k && !rc; i++) {
+				int32_t t[NTOK];
+				toks(t, NTOK, 0x900000u + i);
+				struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { src + (uint64_t)i * sz }, .sec_len = { sz } };
+				rc = sc_l2_admit(fst, "full", t, NTOK, dg[i], &p, SC_ORIGIN_DIRECT);
+			}
+			room[r] = (double)k / (bench_now() - t0);
+			struct sc_l2_stats ls;
+			sc_l2_stats(fa, NULL, &ls);
+			sc_l2_shrink_to(fa, ls.bytes);
+			t0 = bench_now();
+			for (uint32_t i = k; i < 2 * k && !rc; i++) {
+				int32_t t[NTOK];
+				toks(t, NTOK, 0x900000u + i);
+				struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { src + (uint64_t)i * sz }, .sec_len = { sz } };
+				rc = sc_l2_admit(fst, "full", t, NTOK, dg[i], &p, SC_ORIGIN_DIRECT);
+			}
+			full[r] = (double)k / (bench_now() - t0);
+			ratio[r] = full[r] / room[r];
+			sc_l2_stats(fa, NULL, &ls);
+			if (!rc && ls.evictions < k) {
+				fprintf(stderr, "stagecache bench l2: only %llu evictions for %u admits into a full budget\n",
+					(unsigned long long)ls.evictions, k);
+				rc = -EIO;
+			}
+			drop_arena(fname, fa, fst);
+		}
+		if (!rc) {
+			char note[200];
+			snprintf(note, sizeof(note), "the same number (%u) of admits of new 64 KiB entries into a fresh arena with room "
+				 "(no eviction); full: the budget holds exactly the first %u, each admit evicts one", k, k);
+			bench_stat(B, "admit_full_vs_not_full", "ratio", ratio, reps, note);
+			bench_stat(B, "admit_full_64k_per_s", "admits/s", full, reps, NULL);
+			bench_stat(B, "admit_room_64k_per_s", "admits/s", room, reps, NULL);
+		} else {
+			bench_missing(B, "admit_full_vs_not_full", "an admission failed: %s", sc_strerror(rc));
+		}
+	}
+out:
+	if (rc)
+		fprintf(stderr, "stagecache bench l2: admit/copy-out: %s\n", sc_strerror(rc));
+	if (src != MAP_FAILED)
+		munmap(src, ws);
+	free(dst);
+	free(dg);
+	drop_arena(name, a, st);
+	return rc;
+}
+
+/* ---- 2 readers vs 1: barrier start, one common window, hits only ---- */
+
+struct race {
+	_Atomic int ready, go, stop;
+	_Atomic uint64_t ops[2], misses;
+};
+
+static void reader_main(const char *name, struct race *rc, int me)
 {
 	struct sc_arena *a;
 	struct sc_stage *st;
@@ -232,140 +625,189 @@ static void reader_child(const char *name, int go_fd, int out_fd, double secs)
 		_exit(2);
 	struct sc_key keys[SMALL_KEYS];
 	for (uint32_t k = 0; k < SMALL_KEYS; k++) {
-		int32_t t[32];
-		toks(t, 32, k);
-		sc_l2_key(st, "bench", t, 32, &keys[k]);
+		int32_t t[NTOK];
+		toks(t, NTOK, k);
+		sc_l2_key(st, "bench", t, NTOK, &keys[k]);
 	}
-	char c;
-	if (read(go_fd, &c, 1) != 1)
-		_exit(3);
-	uint64_t ops = 0;
+	atomic_fetch_add(&rc->ready, 1);
+	while (!atomic_load_explicit(&rc->go, memory_order_acquire))
+		_mm_pause();
+	uint64_t ops = 0, miss = 0;
 	uint32_t x = (uint32_t)getpid();
-	double end = cli_now() + secs;
-	while (cli_now() < end) {
-		for (int i = 0; i < 256; i++) {
+	while (!atomic_load_explicit(&rc->stop, memory_order_relaxed)) {
+		for (int i = 0; i < 64; i++) {
 			x = x * 1103515245u + 12345u;
 			struct sc_lease l;
-			if (sc_l2_get_key(st, keys[(x >> 8) % SMALL_KEYS], &l) == 0)
+			if (sc_l2_get_key(st, keys[(x >> 8) % SMALL_KEYS], &l) == 0) {
 				sc_lease_release(&l);
-			ops++;
+				ops++;
+			} else {
+				miss++;
+			}
 		}
 	}
-	double rate = (double)ops / secs;
-	if (write(out_fd, &rate, sizeof(rate)) != sizeof(rate))
-		_exit(4);
+	atomic_store(&rc->ops[me], ops);
+	atomic_fetch_add(&rc->misses, miss);
 	sc_stage_close(st);
 	sc_arena_close(a);
 	_exit(0);
 }
 
-static double run_readers(const char *name, int nproc, double secs)
+/* hits/s of @nproc readers over one window of @secs, or -1 */
+static double race(const char *name, struct race *r, int nproc, double secs)
 {
-	int go[2], out[2];
-	if (pipe(go) || pipe(out))
-		return -1;
-	pid_t pids[2];
-	for (int i = 0; i < nproc; i++) {
-		pids[i] = fork();
-		if (pids[i] == 0)
-			reader_child(name, go[0], out[1], secs);
-	}
-	usleep(50000); /* let both attach and hash their keys */
-	char c[2] = { 'g', 'g' };
-	if (write(go[1], c, (size_t)nproc) != nproc)
-		return -1;
-	double total = 0;
-	for (int i = 0; i < nproc; i++) {
-		double r;
-		if (read(out[0], &r, sizeof(r)) == sizeof(r))
-			total += r;
-	}
+	memset(r, 0, sizeof(*r));
+	pid_t pid[2];
 	for (int i = 0; i < nproc; i++)
-		waitpid(pids[i], NULL, 0);
-	close(go[0]);
-	close(go[1]);
-	close(out[0]);
-	close(out[1]);
-	return total;
+		if ((pid[i] = fork()) == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			reader_main(name, r, i);
+		}
+	while (atomic_load(&r->ready) < nproc)
+		usleep(1000);
+	double t0 = bench_now();
+	atomic_store_explicit(&r->go, 1, memory_order_release);
+	usleep((useconds_t)(secs * 1e6));
+	atomic_store(&r->stop, 1);
+	double t = bench_now() - t0;
+	int ok = 1;
+	for (int i = 0; i < nproc; i++) {
+		int st;
+		waitpid(pid[i], &st, 0);
+		ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	if (!ok || atomic_load(&r->misses))
+		return -1;
+	return (double)(atomic_load(&r->ops[0]) + (nproc > 1 ? atomic_load(&r->ops[1]) : 0)) / t;
+}
+
+static int bench_scaling(const char *name)
+{
+	struct race *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (r == MAP_FAILED)
+		return -1;
+	int reps = bench_quick ? 3 : 7;
+	double secs = bench_quick ? 0.2 : 0.5, r1[16], r2[16], ratio[16];
+	for (int i = 0; i < reps; i++) {
+		r1[i] = race(name, r, 1, secs);
+		r2[i] = race(name, r, 2, secs);
+		if (r1[i] <= 0 || r2[i] <= 0) {
+			munmap(r, sizeof(*r));
+			bench_missing(B, "hit_2proc_vs_1proc", "a reader failed or missed");
+			return -1;
+		}
+		ratio[i] = r2[i] / r1[i];
+	}
+	munmap(r, sizeof(*r));
+	bench_stat(B, "hit_1proc_ops", "hits/s", r1, reps, NULL);
+	bench_stat(B, "hit_2proc_ops", "hits/s", r2, reps, NULL);
+	bench_stat(B, "hit_2proc_vs_1proc", "ratio", ratio, reps,
+		   "hits/s of 1 reader process; both: 1024 keys, precomputed, lease + release, every lookup a hit, readers "
+		   "released together at a barrier, one common window timed by the parent");
+	return 0;
+}
+
+/* ---- memory per entry ---- */
+
+static int bench_memory(void)
+{
+	for (int si = 0; si < 3; si++) {
+		uint64_t sz = sizes[si].bytes;
+		uint32_t n = sz >= MIB ? 64 : 1024;
+		char name[64];
+		snprintf(name, sizeof(name), "bench-l2mem-%d", (int)getpid());
+		struct sc_arena *a;
+		struct sc_stage *st;
+		if (make_arena(name, (uint64_t)n * (sz + 8192) + (32ull << 20), n * 2, &a, &st))
+			return -1;
+		uint8_t *v = calloc(1, sz);
+		struct sc_digest d = sc_digest(v, sz);
+		int rc = 0;
+		for (uint32_t i = 0; i < n && !rc; i++) {
+			int32_t t[NTOK];
+			toks(t, NTOK, 0x700000u + i);
+			struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { v }, .sec_len = { sz } };
+			rc = sc_l2_admit(st, "mem", t, NTOK, d, &p, SC_ORIGIN_DIRECT);
+		}
+		struct sc_l2_stats ls;
+		struct sc_arena_info *info = calloc(1, sizeof(*info));
+		if (!rc)
+			rc = sc_l2_stats(a, NULL, &ls);
+		if (!rc)
+			rc = sc_arena_info(a, info);
+		if (!rc) {
+			/* heap: footprint (usable size rounded + block header) beyond the payload, measured;
+			 * index: one 128-byte slot and a 4-byte bucket (buckets: a power of two >= slots) */
+			uint64_t nb = 1;
+			while (nb < info->index_entries)
+				nb <<= 1;
+			double heap = (double)(ls.bytes - ls.logical_bytes) / (double)ls.entries;
+			double index = 128.0 + 4.0 * (double)nb / (double)info->index_entries;
+			char m[64], note[200];
+			snprintf(m, sizeof(m), "mem_%s_overhead_bytes", sizes[si].tag);
+			snprintf(note, sizeof(note), "per entry beyond the %llu payload bytes: heap rounding and block header %.0f B "
+				 "(measured) + index slot and bucket %.0f B", (unsigned long long)sz, heap, index);
+			bench_value(B, m, heap + index, "bytes", note);
+			snprintf(m, sizeof(m), "mem_%s_overhead_fraction", sizes[si].tag);
+			bench_value(B, m, (heap + index) / (double)sz, "fraction", NULL);
+		}
+		free(info);
+		free(v);
+		drop_arena(name, a, st);
+		if (rc) {
+			fprintf(stderr, "stagecache bench l2: memory per entry: %s\n", sc_strerror(rc));
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache bench l2 [--json] [--quick]\n\n"
-		   "Creates a temporary 640 MiB arena and prints one JSON line per metric (medians of repeated\n"
-		   "runs); output is JSON lines either way. --quick: fewer repetitions.\n\n"
-		   "  hit_lease_p50_ns      median ns of one hit by precomputed key: lookup + lease + release\n"
-		   "  hit_lease_p99_ns      99th percentile of the same (1024 small entries, TSC-timed)\n"
-		   "  key_4096_tokens_ns    ns of one sc_l2_key over 4096 tokens\n"
-		   "  copyout_1m_gbps       GB/s of sc_l2_get_copy of 1 MiB entries, 256 distinct (256 MiB)\n"
-		   "  admit_1m_gbps         GB/s of sc_l2_admit of 1 MiB payloads (digest check, copy, publish)\n"
-		   "  memcpy_1m_gbps        GB/s of plain memcpy of the same sizes over a 256 MiB working set\n"
-		   "  copyout_1m_vs_memcpy  copyout_1m_gbps / memcpy GB/s of the same round\n"
-		   "  admit_1m_vs_memcpy    admit_1m_gbps / memcpy GB/s of the same round\n"
-		   "  hit_1proc_ops         lease lookups/s of one reader process\n"
-		   "  hit_2proc_ops         aggregate lease lookups/s of two reader processes\n"
-		   "  hit_2proc_vs_1proc    hit_2proc_ops / hit_1proc_ops, same keys, same run\n");
+	fprintf(f, "usage: stagecache bench l2\n\n"
+		   "The L2 tier's own costs, each against the same work without it, in the same run (temporary\n"
+		   "arenas, hugepages when available). Metrics (see tools/bench_l2.c):\n"
+		   "  hit_lease_p50_ns hit_lease_p99_ns key_4096_tokens_ns\n"
+		   "  hit_scale_{p50,p99,p999}_ns hit_with_writer_{p50,p99,p999}_ns hit_p999_with_writer_vs_quiet_p50\n"
+		   "  lmdb_scale_{p50,p99,p999}_ns (context)\n"
+		   "  admit_{4k,64k,1m}_vs_xxh3_memcpy admit_full_vs_not_full copyout_{4k,64k,1m}_vs_memcpy\n"
+		   "  hit_1proc_ops hit_2proc_ops hit_2proc_vs_1proc mem_{4k,64k,1m}_overhead_bytes\n");
 }
 
 int bench_l2(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, 0, 'j' }, { "quick", no_argument, 0, 'q' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
-	};
-	struct bench b = { 0 };
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': break;
-		case 'q': b.quick = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("bench l2", "unknown option");
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return EXIT_OK;
 		}
+		return cli_usage_error("bench l2", "unknown option '%s'", argv[i]);
 	}
-	snprintf(b.name, sizeof(b.name), "bench-l2-%d", (int)getpid());
-	struct sc_arena_opts o = { .size_bytes = 640ull << 20, .huge = SC_HUGE_AUTO };
-	int rc = sc_arena_create(b.name, &o, &b.a);
-	if (rc) {
-		o.huge = SC_HUGE_OFF;
-		rc = sc_arena_create(b.name, &o, &b.a);
+	tsc_calibrate();
+	char name[64];
+	snprintf(name, sizeof(name), "bench-l2-%d", (int)getpid());
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (make_arena(name, 64ull << 20, 4096, &a, &st))
+		return EXIT_FAIL;
+	struct sc_arena_info *info = calloc(1, sizeof(*info));
+	if (info && sc_arena_info(a, info) == 0)
+		bench_env(B, "arena_backing", "%s", sc_backing_name(info->backing));
+	free(info);
+	int fail = 0;
+	if (bench_small(st)) {
+		fail = 1;
+	} else if (bench_scaling(name)) {
+		fail = 1;
 	}
-	if (rc)
-		return cli_fail("bench l2", rc, "cannot create a 640 MiB arena");
-	int ret = EXIT_FAIL;
-	struct sc_key *keys = calloc(SMALL_KEYS, sizeof(*keys));
-	if (!keys || (rc = sc_stage_open(b.a, "bench-model", "bench-state", &b.st))) {
-		cli_fail("bench l2", rc, "stage");
-		goto cleanup;
-	}
-	if ((rc = admit_small(&b, keys))) {
-		cli_fail("bench l2", rc, "admit");
-		goto cleanup;
-	}
-	bench_hit_latency(&b, keys);
-	bench_key(&b);
-	if ((rc = bench_big(&b))) {
-		cli_fail("bench l2", rc, "1 MiB copy-out / admit");
-		goto cleanup;
-	}
-	{
-		double secs = b.quick ? 0.3 : 1.0, r1[3], r2[3], ratio[3];
-		for (int r = 0; r < 3; r++) {
-			r1[r] = run_readers(b.name, 1, secs);
-			r2[r] = run_readers(b.name, 2, secs);
-			ratio[r] = r1[r] > 0 ? r2[r] / r1[r] : 0;
-		}
-		cli_bench_line("l2", "hit_1proc_ops", cli_median(r1, 3), "ops/s", NULL);
-		cli_bench_line("l2", "hit_2proc_ops", cli_median(r2, 3), "ops/s", NULL);
-		cli_bench_line("l2", "hit_2proc_vs_1proc", cli_median(ratio, 3), "ratio",
-			       "aggregate lease lookups/s of 1 reader process, same keys, same run");
-	}
-	ret = EXIT_OK;
-cleanup:
-	free(keys);
-	sc_stage_close(b.st);
-	sc_arena_close(b.a);
-	sc_arena_destroy(NULL, b.name);
-	return ret;
+	drop_arena(name, a, st);
+	bench_progress("l2: 1 M entries\n");
+	if (bench_scale())
+		fail = 1;
+	bench_progress("l2: admit and copy-out\n");
+	if (bench_move())
+		fail = 1;
+	if (bench_memory())
+		fail = 1;
+	return fail ? EXIT_FAIL : EXIT_OK;
 }

@@ -1,28 +1,46 @@
 /*
- * tools/bench_l3.c — `stagecache bench l3 [--json] [--quick] [--runs N] [--dir PARENT] [--qd4m N] [--qd64k N]`.
+ * tools/bench_l3.c — `stagecache bench l3 [--dir PARENT] [--runs N] [--qd4m N] [--qd64k N]
+ *                                      [--count4m N] [--count64k N]`.
  *
- * Fills of 64 x 4 MiB and 1024 x 64 KiB L3 objects into arena memory (sc_l2_reserve'd buffers of
- * one arena), cold (page cache dropped: /proc/sys/vm/drop_caches as root, else
- * posix_fadvise(DONTNEED) per file) and warm, compared in the same run with:
- *   - fio (io_uring engine, direct=1, the same object files, the same block size and depth),
- *     run as a subprocess with --output-format=json; bandwidth parsed from "bw_bytes";
- *   - a pread loop (open, pread of the payload into the same arena memory, close): with
- *     O_DIRECT for the cold 64 KiB case, buffered for the warm 4 MiB case.
- * The fill does what a restore does: open, header + payload reads straight into the destination,
- * header checks and the XXH3-128 digest of every payload byte, LRU touch, close.
- * Every figure is the median of --runs runs (default 5). The directory lives under /var/tmp (a
- * real disk, not tmpfs) and is removed at the end.
+ * Fills of 4 MiB and 64 KiB L3 objects into arena memory (sc_l2_reserve'd, registered with the
+ * ring when the arena is on 2 MiB pages), cold and warm, each against the same bytes read another
+ * way in the same run:
+ *   fio          io_uring engine, direct=1, the same object files (--opendir), block size = the
+ *                object payload, the same depth, --iomem=mmaphuge (a hugetlbfs file) --fixedbufs=1
+ *                --registerfiles=1 --loops=1, JSON output ("bw_bytes"); which side runs first
+ *                alternates from round to round, the page cache dropped before each;
+ *   liburing     a bare loop of our own: O_DIRECT open, io_uring_prep_read_fixed of the payload
+ *                into the same registered arena memory, the same depth, no verification, close —
+ *                the limit of this disk;
+ *   pread+xxh3   warm: buffered pread of each payload into the same arena memory plus XXH3-128 of
+ *                it, on as many threads as our fill keeps busy (this thread + the io-wq workers
+ *                counted in /proc/self/task while it runs).
+ * The fill does what a restore does: open, header and payload reads straight into the
+ * destination, header checks and the XXH3-128 digest of every payload byte, close.
+ * Coldness is checked, not assumed: bytes read from the block device (/sys/dev/block/M:m/stat)
+ * during each cold pass, over the payload bytes, is reported (*_disk_fraction); a cold ratio whose
+ * passes did not read their bytes from the disk is reported missing. CPU-seconds per GB come from
+ * getrusage (io-wq workers are threads of this process, so they are included).
+ * The objects live under PARENT (default /var/tmp: a real disk, not tmpfs), removed at the end;
+ * issue 17 points --dir at a CephFS mount.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <liburing.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
-#include "cli.h"
+#include "bench.h"
 
 #define MAXOBJ 1024
 
@@ -87,7 +105,7 @@ static int setup_set(struct set *s, struct sc_stage *st)
 	struct sc_l3_opts o = { .queue_depth = (uint32_t)s->qd };
 	int rc = sc_l3_open(s->dir, &o, &s->l3);
 	if (rc)
-		return cli_fail("bench", rc, "cannot open %s", s->dir);
+		return cli_fail("bench l3", rc, "cannot open %s", s->dir);
 	s->loc = calloc((size_t)s->count, sizeof(*s->loc));
 	s->path = calloc((size_t)s->count, sizeof(*s->path));
 	s->dst = calloc((size_t)s->ndst, sizeof(void *));
@@ -135,7 +153,7 @@ static double fill_pass(struct set *s, uint32_t flags, int *direct_count)
 	for (int i = 0; i < s->ndst; i++)
 		free_dst[i] = i;
 	int next = 0, completed = 0, bad = 0;
-	double t0 = cli_now();
+	double t0 = bench_now();
 	while (completed < s->count && !bad) {
 		while (next < s->count && nfree > 0) {
 			int d = free_dst[--nfree];
@@ -170,7 +188,7 @@ static double fill_pass(struct set *s, uint32_t flags, int *direct_count)
 			break;
 		completed += r;
 	}
-	double t = cli_now() - t0;
+	double t = bench_now() - t0;
 	if (direct_count) {
 		*direct_count = 0;
 		for (int i = 0; i < next; i++)
@@ -181,27 +199,190 @@ static double fill_pass(struct set *s, uint32_t flags, int *direct_count)
 	return bad ? -1 : t;
 }
 
-/* The baseline: open, pread the payload into the same arena memory, close. */
-static double pread_pass(struct set *s, int direct)
+/* ---- measuring conditions: disk bytes, CPU time, io-wq workers ---- */
+
+static char disk_stat_path[128];
+
+/* The block device holding @dir, for its stat file. */
+static void find_disk(const char *dir)
 {
-	double t0 = cli_now();
-	for (int i = 0; i < s->count; i++) {
-		int fd = open(s->path[i], O_RDONLY | (direct ? O_DIRECT : 0));
-		if (fd < 0)
-			return -1;
-		uint64_t got = 0;
+	struct stat st;
+	disk_stat_path[0] = 0;
+	if (stat(dir, &st))
+		return;
+	snprintf(disk_stat_path, sizeof(disk_stat_path), "/sys/dev/block/%u:%u/stat", major(st.st_dev), minor(st.st_dev));
+	if (access(disk_stat_path, R_OK))
+		disk_stat_path[0] = 0;
+}
+
+/* Bytes read from the device so far (field 3: sectors read), or -1 when unknown. */
+static double disk_read_bytes(void)
+{
+	if (!disk_stat_path[0])
+		return -1;
+	FILE *f = fopen(disk_stat_path, "r");
+	if (!f)
+		return -1;
+	unsigned long long ios, merges, sectors;
+	int k = fscanf(f, "%llu %llu %llu", &ios, &merges, &sectors);
+	fclose(f);
+	return k == 3 ? (double)sectors * 512.0 : -1;
+}
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+	       (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* io_uring worker threads of this process right now (named iou-wrk-*). */
+static int iowq_workers(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return 0;
+	struct dirent *e;
+	int n = 0;
+	char p[300], comm[64];
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(p, "r");
+		if (f) {
+			if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "iou-wrk", 7))
+				n++;
+			fclose(f);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* ---- the bare liburing baseline: read_fixed into the same registered arena memory ---- */
+
+static double uring_pass(struct set *s)
+{
+	struct io_uring ring;
+	if (io_uring_queue_init((unsigned)s->qd, &ring, 0))
+		return -1;
+	struct iovec *iov = calloc((size_t)s->ndst, sizeof(*iov));
+	int *fds = calloc((size_t)s->ndst, sizeof(int));
+	int *free_dst = calloc((size_t)s->ndst, sizeof(int)), nfree = s->ndst;
+	double t = -1;
+	if (!iov || !fds || !free_dst)
+		goto out;
+	for (int i = 0; i < s->ndst; i++) {
+		iov[i] = (struct iovec){ s->dst[i], s->dst_bytes };
+		free_dst[i] = i;
+	}
+	if (io_uring_register_buffers(&ring, iov, (unsigned)s->ndst))
+		goto out;
+	int next = 0, done = 0, inflight = 0, bad = 0;
+	double t0 = bench_now();
+	while (done < s->count && !bad) {
+		while (next < s->count && nfree > 0 && inflight < s->qd) {
+			int d = free_dst[--nfree];
+			int fd = open(s->path[next], O_RDONLY | O_DIRECT | O_CLOEXEC);
+			struct io_uring_sqe *sqe = fd >= 0 ? io_uring_get_sqe(&ring) : NULL;
+			if (!sqe) {
+				bad = 1;
+				break;
+			}
+			fds[d] = fd;
+			io_uring_prep_read_fixed(sqe, fd, s->dst[d], (unsigned)s->bytes, 4096, d);
+			io_uring_sqe_set_data64(sqe, (uint64_t)d);
+			next++;
+			inflight++;
+		}
+		if (io_uring_submit_and_wait(&ring, 1) < 0)
+			break;
+		struct io_uring_cqe *cqe;
+		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+			int d = (int)io_uring_cqe_get_data64(cqe);
+			if (cqe->res != (int)s->bytes)
+				bad = 1;
+			io_uring_cqe_seen(&ring, cqe);
+			close(fds[d]);
+			free_dst[nfree++] = d;
+			inflight--;
+			done++;
+		}
+	}
+	while (inflight > 0) { /* never leave a read in flight into memory we reuse */
+		struct io_uring_cqe *cqe;
+		if (io_uring_wait_cqe(&ring, &cqe))
+			break;
+		close(fds[(int)io_uring_cqe_get_data64(cqe)]);
+		io_uring_cqe_seen(&ring, cqe);
+		inflight--;
+	}
+	if (!bad && done == s->count)
+		t = bench_now() - t0;
+out:
+	io_uring_queue_exit(&ring);
+	free(iov);
+	free(fds);
+	free(free_dst);
+	return t;
+}
+
+/* ---- warm baseline: buffered pread + XXH3-128 on @threads threads ---- */
+
+struct pwork {
+	struct set *s;
+	int first, step, bad;
+	uint64_t sink;
+};
+
+static void *pread_worker(void *v)
+{
+	struct pwork *w = v;
+	struct set *s = w->s;
+	for (int i = w->first; i < s->count; i += w->step) {
+		int fd = open(s->path[i], O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			w->bad = 1;
+			return NULL;
+		}
 		uint8_t *d = s->dst[i % s->ndst];
+		uint64_t got = 0;
 		while (got < s->bytes) {
 			ssize_t r = pread(fd, d + got, s->bytes - got, (off_t)(4096 + got));
 			if (r <= 0) {
-				close(fd);
-				return -1;
+				w->bad = 1;
+				break;
 			}
 			got += (uint64_t)r;
 		}
 		close(fd);
+		XXH128_hash_t h = XXH3_128bits(d, s->bytes);
+		w->sink += h.low64;
 	}
-	return cli_now() - t0;
+	return NULL;
+}
+
+static double pread_xxh3_pass(struct set *s, int threads)
+{
+	pthread_t th[8];
+	struct pwork w[8];
+	if (threads > 8)
+		threads = 8;
+	double t0 = bench_now();
+	for (int i = 0; i < threads; i++) {
+		w[i] = (struct pwork){ s, i, threads, 0, 0 };
+		if (i && pthread_create(&th[i], NULL, pread_worker, &w[i]))
+			return -1;
+	}
+	pread_worker(&w[0]);
+	int bad = w[0].bad;
+	for (int i = 1; i < threads; i++) {
+		pthread_join(th[i], NULL);
+		bad |= w[i].bad;
+	}
+	return bad ? -1 : bench_now() - t0;
 }
 
 /* Bring whole object files (header and payload) into the page cache. */
@@ -218,24 +399,28 @@ static void warm_files(struct set *s)
 	}
 }
 
-/* fio over the same files: io_uring, direct=1, block size = payload size, same depth. GB/s or < 0. */
+/* ---- fio over the same files: GB/s, or < 0 ---- */
+
+static char fio_version[64];
+
 static double fio_pass(struct set *s)
 {
-	char out[320], bs[32], depth[32], names[64], opendir[340];
+	char out[320], bs[32], depth[32], names[64], opendir[340], mem[128], outarg[360];
 	snprintf(out, sizeof(out), "%s/fio-%s.json", parent, s->label);
 	snprintf(bs, sizeof(bs), "--bs=%llu", (unsigned long long)s->bytes);
 	snprintf(depth, sizeof(depth), "--iodepth=%d", s->qd);
 	snprintf(names, sizeof(names), "--name=l3-%s", s->label);
 	snprintf(opendir, sizeof(opendir), "--opendir=%s/objects", s->dir);
-	char outarg[360];
+	snprintf(mem, sizeof(mem), "--iomem=mmaphuge:/dev/hugepages/sc-bench-fio.%d", (int)getpid());
 	snprintf(outarg, sizeof(outarg), "--output=%s", out);
 	pid_t pid = fork();
 	if (pid == 0) {
 		int nul = open("/dev/null", O_WRONLY);
 		if (nul >= 0)
 			dup2(nul, 1), dup2(nul, 2);
-		execlp("fio", "fio", names, opendir, "--ioengine=io_uring", "--direct=1", "--rw=read", bs, depth,
-		       "--loops=3", "--output-format=json", outarg, (char *)NULL);
+		execlp("fio", "fio", names, opendir, "--ioengine=io_uring", "--direct=1", "--rw=read", bs, depth, mem,
+		       "--fixedbufs=1", "--registerfiles=1", "--loops=1", "--thread=1", "--output-format=json", outarg,
+		       (char *)NULL);
 		_exit(127);
 	}
 	int status;
@@ -248,7 +433,6 @@ static double fio_pass(struct set *s)
 	size_t n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
 	text[n] = 0;
-	/* the first "read" section's bw_bytes */
 	char *p = strstr(text, "\"read\"");
 	p = p ? strstr(p, "\"bw_bytes\"") : NULL;
 	if (!p)
@@ -259,168 +443,268 @@ static double fio_pass(struct set *s)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache bench l3 [--json] [--quick] [--runs N] [--dir PARENT] [--qd4m N] [--qd64k N]\n\n"
-		   "L3 fills of 64 x 4 MiB and 1024 x 64 KiB objects into arena memory, cold and warm, against\n"
-		   "fio (io_uring, direct=1, same files, block size and depth) and a pread loop into the same\n"
-		   "memory. Dropping the page cache needs root (else posix_fadvise DONTNEED is used).\n"
-		   "Objects go to a temporary directory under PARENT (default /var/tmp), removed at the end.\n");
+	fprintf(f, "usage: stagecache bench l3 [--dir PARENT] [--runs N] [--qd4m N] [--qd64k N] [--count4m N] [--count64k N]\n\n"
+		   "L3 fills of 4 MiB and 64 KiB objects into arena memory, cold and warm, against fio (io_uring,\n"
+		   "direct, mmaphuge fixed buffers, registered files, same files, block size and depth), a bare\n"
+		   "liburing read_fixed loop into the same memory, and buffered pread + XXH3-128 on as many threads\n"
+		   "as the fill keeps busy. Dropping the page cache needs root (else posix_fadvise DONTNEED).\n\n"
+		   "  --dir PARENT   where the objects go (a temporary directory under it; default /var/tmp)\n"
+		   "  --runs N       rounds, medians reported (default 5; --quick 3)\n"
+		   "  --qd4m N       fills in flight for 4 MiB objects, on every side (default 8)\n"
+		   "  --qd64k N      fills in flight for 64 KiB objects, on every side (default 32)\n"
+		   "  --count4m N    4 MiB objects (default 64)     --count64k N  64 KiB objects (default 1024)\n\n"
+		   "Metrics: fill_cold_4m_vs_fio, fill_cold_4m_vs_liburing, fill_cold_64k_vs_fio,\n"
+		   "fill_warm_4m_vs_pread_xxh3, *_gbps, *_disk_fraction, *_direct_fraction, *_cpu_s_per_gb.\n");
+}
+
+static void ratio_row(const char *metric, double *v, int n, int have, const char *why, const char *note)
+{
+	if (have)
+		bench_stat("l3", metric, "ratio", v, n, note);
+	else
+		bench_missing("l3", metric, "%s", why);
 }
 
 int bench_l3(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, 0, 'j' },        { "quick", no_argument, 0, 'q' },
 		{ "runs", required_argument, 0, 'r' },  { "dir", required_argument, 0, 'd' },
 		{ "qd4m", required_argument, 0, '4' },  { "qd64k", required_argument, 0, '6' },
+		{ "count4m", required_argument, 0, 'a' }, { "count64k", required_argument, 0, 'b' },
 		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
 	};
 	const char *pdir = "/var/tmp";
-	uint64_t runs = 5, qd4 = 8, qd64 = 32;
+	uint64_t runs = bench_quick ? 3 : 5, qd4 = 8, qd64 = 32, n4 = 64, n64 = MAXOBJ;
 	int c;
-	optind = 1;
+	optind = 0;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j': break;
-		case 'q': runs = 3; break;
 		case 'r':
 			if (cli_parse_u64(optarg, 100, &runs) || !runs)
-				return cli_usage_error("bench", "bad --runs");
+				return cli_usage_error("bench l3", "--runs takes 1..100, not '%s'", optarg);
 			break;
 		case 'd': pdir = optarg; break;
 		case '4':
 			if (cli_parse_u64(optarg, 256, &qd4) || !qd4)
-				return cli_usage_error("bench", "bad --qd4m");
+				return cli_usage_error("bench l3", "--qd4m takes 1..256, not '%s'", optarg);
 			break;
 		case '6':
 			if (cli_parse_u64(optarg, 256, &qd64) || !qd64)
-				return cli_usage_error("bench", "bad --qd64k");
+				return cli_usage_error("bench l3", "--qd64k takes 1..256, not '%s'", optarg);
+			break;
+		case 'a':
+			if (cli_parse_u64(optarg, 256, &n4) || n4 < 2)
+				return cli_usage_error("bench l3", "--count4m takes 2..256, not '%s'", optarg);
+			break;
+		case 'b':
+			if (cli_parse_u64(optarg, MAXOBJ, &n64) || n64 < 2)
+				return cli_usage_error("bench l3", "--count64k takes 2..%d, not '%s'", MAXOBJ, optarg);
 			break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("bench", "unknown option for l3");
+		default: return cli_usage_error("bench l3", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	if (optind < argc)
+		return cli_usage_error("bench l3", "unexpected argument '%s'", argv[optind]);
+	struct stat dst_st;
+	if (stat(pdir, &dst_st) || !S_ISDIR(dst_st.st_mode))
+		return cli_fail("bench l3", -ENOTDIR, "--dir %s is not a directory", pdir);
 	snprintf(parent, sizeof(parent), "%s/sc-bench-l3-XXXXXX", pdir);
 	if (!mkdtemp(parent))
-		return cli_fail("bench", -errno, "cannot create a directory under %s", pdir);
+		return cli_fail("bench l3", -errno, "cannot create a directory under %s", pdir);
+	find_disk(parent);
 	char name[64];
 	snprintf(name, sizeof(name), "bench-l3-%d", (int)getpid());
 	struct sc_arena_opts ao = { .size_bytes = 256ull << 20 };
 	struct sc_arena *arena = NULL;
 	struct sc_stage *st = NULL;
-	/* 4 MiB destinations: one per fill in flight; 64 KiB: 256 of them */
-	struct set s4 = { .label = "4m", .bytes = 4ull << 20, .count = 64, .qd = (int)qd4, .ndst = (int)qd4 };
-	struct set s64 = { .label = "64k", .bytes = 64ull << 10, .count = 1024, .qd = (int)qd64, .ndst = 256 };
+	struct set s4 = { .label = "4m", .bytes = 4ull << 20, .count = (int)n4, .qd = (int)qd4, .ndst = (int)qd4 };
+	struct set s64 = { .label = "64k", .bytes = 64ull << 10, .count = (int)n64, .qd = (int)qd64, .ndst = 256 };
 	if (s4.ndst > s4.count)
 		s4.ndst = s4.count;
 	if (s64.ndst < s64.qd)
 		s64.ndst = s64.qd;
+	if ((uint64_t)s4.ndst * s4.bytes + (uint64_t)s64.ndst * s64.bytes > (192ull << 20))
+		ao.size_bytes = ((uint64_t)s4.ndst * s4.bytes + (uint64_t)s64.ndst * s64.bytes + (96ull << 20) + (2ull << 20) - 1) &
+				~((2ull << 20) - 1);
+	double *v = NULL;
 	int ret = EXIT_FAIL, rc = sc_arena_create(name, &ao, &arena);
 	if (rc) {
 		ao.huge = SC_HUGE_OFF;
 		rc = sc_arena_create(name, &ao, &arena);
 	}
 	if (rc) {
-		cli_fail("bench", rc, "cannot create arena");
+		cli_fail("bench l3", rc, "cannot create arena");
 		goto cleanup;
 	}
 	if ((rc = sc_stage_open(arena, "bench", "l3", &st))) {
-		cli_fail("bench", rc, "stage");
+		cli_fail("bench l3", rc, "stage");
 		goto cleanup;
 	}
+	bench_progress("l3: writing %d + %d objects\n", s4.count, s64.count);
 	if (setup_set(&s4, st) || setup_set(&s64, st))
 		goto cleanup;
 	sc_l3_bind_arena(s4.l3, arena);
 	sc_l3_bind_arena(s64.l3, arena);
+	{
+		struct sc_arena_info *info = calloc(1, sizeof(*info));
+		if (info && sc_arena_info(arena, info) == 0)
+			bench_env("l3", "arena_backing", "%s (fill buffers registered: %s)", sc_backing_name(info->backing),
+				  info->backing == SC_BACKING_HUGETLBFS_2M ? "yes" : "no");
+		free(info);
+	}
+	int is_root = geteuid() == 0, have_fio = bench_in_path("fio");
+	bench_env("l3", "dir", "%s (device stat %s)", pdir, disk_stat_path[0] ? disk_stat_path : "unknown");
+	bench_env("l3", "cache_drop", "%s", is_root ? "sync; echo 1 > /proc/sys/vm/drop_caches before each cold pass"
+						    : "posix_fadvise(POSIX_FADV_DONTNEED) of each file (not root)");
+	if (have_fio) {
+		bench_first_line("fio --version 2>/dev/null", fio_version, sizeof(fio_version));
+		bench_env("l3", "fio", "%s", fio_version);
+	}
+	const char *fio_why = have_fio ? NULL : "fio is not installed (not in PATH)";
 
 	int n = (int)runs;
-	double *v = calloc((size_t)n * 16, sizeof(double));
+	enum { C4, F4, U4, C64, F64, W4, PW4, R4F, R4U, R64F, RW4, D4, DF4, D64, DF64, CPU_O, CPU_B, NV };
+	v = calloc((size_t)n * NV, sizeof(double));
 	if (!v)
 		goto cleanup;
-	double *c4 = v, *f4 = v + n, *c64 = v + 2 * n, *p64 = v + 3 * n, *w4 = v + 4 * n, *pw4 = v + 5 * n;
-	double *rc4 = v + 6 * n, *r64 = v + 7 * n, *rw4 = v + 8 * n, *f64 = v + 9 * n, *w64 = v + 10 * n;
-	double *rc4f = v + 11 * n;
-	int have_fio = 1, direct4 = 0, direct64 = 0;
+#define V(k, r) v[(size_t)(k) * (size_t)n + (size_t)(r)]
+	int direct4 = 0, direct64 = 0, fio_ok4 = have_fio, fio_ok64 = have_fio, cold_ok = 1, threads_max = 1;
+	double bytes4 = (double)s4.count * (double)s4.bytes, bytes64 = (double)s64.count * (double)s64.bytes;
 	for (int r = 0; r < n; r++) {
-		/* cold 4 MiB: ours, then fio on the same files */
-		drop_caches(&s4);
-		double t = fill_pass(&s4, 0, &direct4);
-		if (t < 0) {
-			cli_fail("bench", 0, "a 4 MiB fill failed");
-			goto cleanup;
+		bench_progress("l3: round %d/%d", r + 1, n);
+		/* cold 4 MiB: ours, fio and bare liburing, the order rotating each round */
+		for (int k = 0; k < 3; k++) {
+			int which = (k + r) % 3;
+			drop_caches(&s4);
+			double d0 = disk_read_bytes(), t;
+			if (which == 0) {
+				t = fill_pass(&s4, 0, &direct4);
+				if (t < 0) {
+					cli_fail("bench l3", 0, "a 4 MiB fill failed");
+					goto cleanup;
+				}
+				V(C4, r) = bytes4 / t / 1e9;
+				V(D4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / bytes4 : -1;
+			} else if (which == 1) {
+				if (fio_ok4 && (V(F4, r) = fio_pass(&s4)) <= 0) {
+					fio_ok4 = 0;
+					fio_why = "fio failed (run it by hand with the options in tools/bench_l3.c)";
+				}
+				V(DF4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / bytes4 : -1;
+			} else {
+				t = uring_pass(&s4);
+				V(U4, r) = t > 0 ? bytes4 / t / 1e9 : -1;
+			}
 		}
-		c4[r] = (double)s4.count * (double)s4.bytes / t / 1e9;
-		if (have_fio) {
-			f4[r] = fio_pass(&s4);
-			if (f4[r] <= 0)
-				have_fio = 0;
-			else
-				rc4[r] = c4[r] / f4[r];
+		V(R4F, r) = fio_ok4 ? V(C4, r) / V(F4, r) : 0;
+		V(R4U, r) = V(U4, r) > 0 ? V(C4, r) / V(U4, r) : 0;
+		/* cold 64 KiB: ours and fio, alternating who goes first */
+		for (int k = 0; k < 2; k++) {
+			drop_caches(&s64);
+			double d0 = disk_read_bytes();
+			if ((k + r) % 2 == 0) {
+				double t = fill_pass(&s64, 0, &direct64);
+				if (t < 0) {
+					cli_fail("bench l3", 0, "a 64 KiB fill failed");
+					goto cleanup;
+				}
+				V(C64, r) = bytes64 / t / 1e9;
+				V(D64, r) = d0 >= 0 ? (disk_read_bytes() - d0) / bytes64 : -1;
+			} else {
+				if (fio_ok64 && (V(F64, r) = fio_pass(&s64)) <= 0) {
+					fio_ok64 = 0;
+					fio_why = "fio failed (run it by hand with the options in tools/bench_l3.c)";
+				}
+				V(DF64, r) = d0 >= 0 ? (disk_read_bytes() - d0) / bytes64 : -1;
+			}
 		}
-		/* cold 64 KiB: ours vs an O_DIRECT pread loop */
-		drop_caches(&s64);
-		t = fill_pass(&s64, 0, &direct64);
-		if (t < 0) {
-			cli_fail("bench", 0, "a 64 KiB fill failed");
-			goto cleanup;
-		}
-		c64[r] = (double)s64.count / t;
-		drop_caches(&s64);
-		double tp = pread_pass(&s64, 1);
-		p64[r] = (double)s64.count / tp;
-		r64[r] = tp / t;
-		if (have_fio) {
-			f64[r] = fio_pass(&s64);
-			rc4f[r] = f64[r] > 0 ? c64[r] * (double)s64.bytes / 1e9 / f64[r] : 0;
-		}
-		/* warm 4 MiB: page cache populated; ours (buffered, as the file is warm) vs buffered pread */
+		V(R64F, r) = fio_ok64 ? V(C64, r) / V(F64, r) : 0;
+		/* warm 4 MiB: ours vs pread + XXH3-128 on as many threads as ours keeps busy */
 		warm_files(&s4);
-		double tws[3], tps[3], rws[3];
-		for (int k = 0; k < 3; k++) { /* interleaved, so both see the same host load */
-			tws[k] = fill_pass(&s4, 0, NULL);
-			tps[k] = pread_pass(&s4, 0);
-			rws[k] = tps[k] / tws[k];
+		double c0 = cpu_seconds(), t = fill_pass(&s4, 0, NULL), c1 = cpu_seconds();
+		int workers = iowq_workers();
+		if (1 + workers > threads_max)
+			threads_max = 1 + workers;
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		int threads = threads_max < ncpu ? threads_max : (int)ncpu;
+		double tb = pread_xxh3_pass(&s4, threads), c2 = cpu_seconds();
+		if (t <= 0 || tb <= 0) {
+			cli_fail("bench l3", 0, "a warm pass failed");
+			goto cleanup;
 		}
-		double tw = cli_median(tws, 3), tpw = cli_median(tps, 3);
-		w4[r] = (double)s4.count * (double)s4.bytes / tw / 1e9;
-		pw4[r] = (double)s4.count * (double)s4.bytes / tpw / 1e9;
-		rw4[r] = cli_median(rws, 3);
-		/* warm 64 KiB, for the record */
-		warm_files(&s64);
-		w64[r] = (double)s64.count / fill_pass(&s64, 0, NULL);
+		V(W4, r) = bytes4 / t / 1e9;
+		V(PW4, r) = bytes4 / tb / 1e9;
+		V(RW4, r) = tb / t;
+		V(CPU_O, r) = (c1 - c0) / (bytes4 / 1e9);
+		V(CPU_B, r) = (c2 - c1) / (bytes4 / 1e9);
 	}
-	if (have_fio)
-		cli_bench_line("l3", "fill_cold_4m_vs_fio", cli_median(rc4, n), "ratio", "fio io_uring direct=1 bs=4M same files and depth");
+	bench_progress("%s", "");
+	/* coldness: every cold pass must have read its bytes from the device */
+	for (int r = 0; r < n; r++)
+		if ((V(D4, r) >= 0 && V(D4, r) < 0.95) || (V(D64, r) >= 0 && V(D64, r) < 0.95) ||
+		    (fio_ok4 && V(DF4, r) >= 0 && V(DF4, r) < 0.95) || (fio_ok64 && V(DF64, r) >= 0 && V(DF64, r) < 0.95))
+			cold_ok = 0;
+	const char *cold_why = "a cold pass read less than 95% of its bytes from the disk (page cache not dropped)";
+	char note[400];
+	snprintf(note, sizeof(note), "fio %s io_uring direct=1 bs=4M iodepth=%d iomem=mmaphuge fixedbufs registerfiles loops=1, "
+		 "same %d files, page cache dropped, order rotating", fio_version, s4.qd, s4.count);
+	ratio_row("fill_cold_4m_vs_fio", &V(R4F, 0), n, fio_ok4 && cold_ok, fio_ok4 ? cold_why : fio_why, note);
+	snprintf(note, sizeof(note), "bare liburing: O_DIRECT open, read_fixed of each payload into the same registered arena "
+		 "memory, depth %d, no verification, close", s4.qd);
+	int uring_ok = 1;
+	for (int r = 0; r < n; r++)
+		uring_ok &= V(U4, r) > 0;
+	ratio_row("fill_cold_4m_vs_liburing", &V(R4U, 0), n, uring_ok && cold_ok, uring_ok ? cold_why : "the liburing loop failed", note);
+	snprintf(note, sizeof(note), "fio %s io_uring direct=1 bs=64K iodepth=%d iomem=mmaphuge fixedbufs registerfiles loops=1, "
+		 "same %d files", fio_version, s64.qd, s64.count);
+	ratio_row("fill_cold_64k_vs_fio", &V(R64F, 0), n, fio_ok64 && cold_ok, fio_ok64 ? cold_why : fio_why, note);
+	snprintf(note, sizeof(note), "buffered pread of each payload into the same arena memory + XXH3-128 of it, on %d "
+		 "thread(s) = this thread + the io-wq workers ours used (capped at the CPU count)", threads_max);
+	ratio_row("fill_warm_4m_vs_pread_xxh3", &V(RW4, 0), n, 1, "", note);
+	bench_stat("l3", "fill_cold_4m_gbps", "GB/s", &V(C4, 0), n, NULL);
+	if (fio_ok4)
+		bench_stat("l3", "fio_cold_4m_gbps", "GB/s", &V(F4, 0), n, NULL);
 	else
-		fprintf(stderr, "stagecache bench l3: fio not available (or failed): fill_cold_4m_vs_fio not measured\n");
-	cli_bench_line("l3", "fill_cold_64k_vs_pread", cli_median(r64, n), "ratio", "pread loop, O_DIRECT, same arena memory");
-	cli_bench_line("l3", "fill_warm_4m_vs_pread", cli_median(rw4, n), "ratio", "pread loop, buffered, warm, same arena memory");
-	cli_bench_line("l3", "fill_cold_4m_gbps", cli_median(c4, n), "GB/s", NULL);
-	if (have_fio) {
-		cli_bench_line("l3", "fio_cold_4m_gbps", cli_median(f4, n), "GB/s", NULL);
-		cli_bench_line("l3", "fio_cold_64k_gbps", cli_median(f64, n), "GB/s", NULL);
-		cli_bench_line("l3", "fill_cold_64k_vs_fio", cli_median(rc4f, n), "ratio", "fio io_uring direct=1 bs=64K same files and depth");
+		bench_missing("l3", "fio_cold_4m_gbps", "%s", fio_why);
+	if (uring_ok)
+		bench_stat("l3", "liburing_cold_4m_gbps", "GB/s", &V(U4, 0), n, NULL);
+	bench_stat("l3", "fill_cold_64k_gbps", "GB/s", &V(C64, 0), n, NULL);
+	if (fio_ok64)
+		bench_stat("l3", "fio_cold_64k_gbps", "GB/s", &V(F64, 0), n, NULL);
+	else
+		bench_missing("l3", "fio_cold_64k_gbps", "%s", fio_why);
+	bench_stat("l3", "fill_warm_4m_gbps", "GB/s", &V(W4, 0), n, NULL);
+	bench_stat("l3", "pread_xxh3_warm_4m_gbps", "GB/s", &V(PW4, 0), n, NULL);
+	bench_stat("l3", "fill_warm_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_O, 0), n, NULL);
+	bench_stat("l3", "pread_xxh3_warm_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_B, 0), n, NULL);
+	bench_value("l3", "fill_warm_4m_threads", threads_max, "threads", NULL);
+	if (V(D4, 0) >= 0) {
+		bench_stat("l3", "fill_cold_4m_disk_fraction", "fraction", &V(D4, 0), n, NULL);
+		bench_stat("l3", "fill_cold_64k_disk_fraction", "fraction", &V(D64, 0), n, NULL);
+		if (fio_ok4)
+			bench_stat("l3", "fio_cold_4m_disk_fraction", "fraction", &V(DF4, 0), n, NULL);
+	} else {
+		bench_missing("l3", "fill_cold_4m_disk_fraction", "no block device statistics for %s", pdir);
 	}
-	cli_bench_line("l3", "fill_cold_4m_objects_per_s", cli_median(c4, n) * 1e9 / (double)s4.bytes, "objects/s", NULL);
-	cli_bench_line("l3", "fill_cold_64k_objects_per_s", cli_median(c64, n), "objects/s", NULL);
-	cli_bench_line("l3", "fill_cold_64k_gbps", cli_median(c64, n) * (double)s64.bytes / 1e9, "GB/s", NULL);
-	cli_bench_line("l3", "pread_direct_64k_objects_per_s", cli_median(p64, n), "objects/s", NULL);
-	cli_bench_line("l3", "fill_warm_4m_gbps", cli_median(w4, n), "GB/s", NULL);
-	cli_bench_line("l3", "pread_warm_4m_gbps", cli_median(pw4, n), "GB/s", NULL);
-	cli_bench_line("l3", "fill_warm_64k_objects_per_s", cli_median(w64, n), "objects/s", NULL);
-	cli_bench_line("l3", "fill_cold_4m_direct_fraction", (double)direct4 / s4.count, "fraction", NULL);
-	cli_bench_line("l3", "fill_cold_64k_direct_fraction", (double)direct64 / s64.count, "fraction", NULL);
-	free(v);
+	bench_value("l3", "fill_cold_4m_direct_fraction", (double)direct4 / s4.count, "fraction", NULL);
+	bench_value("l3", "fill_cold_64k_direct_fraction", (double)direct64 / s64.count, "fraction", NULL);
+#undef V
 	ret = EXIT_OK;
 cleanup:
+	free(v);
 	if (s4.l3)
 		sc_l3_close(s4.l3);
 	if (s64.l3)
 		sc_l3_close(s64.l3);
 	free(s4.loc), free(s4.path), free(s4.dst), free(s64.loc), free(s64.path), free(s64.dst);
-	/* the reservations die with the arena */
 	sc_stage_close(st);
 	sc_arena_close(arena);
 	sc_arena_destroy(NULL, name);
 	rm_rf(parent);
+	char hp[96];
+	snprintf(hp, sizeof(hp), "/dev/hugepages/sc-bench-fio.%d", (int)getpid());
+	unlink(hp);
 	return ret;
 }

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "bench.h"
 
 #ifdef SC_PROBES_HELPER
 
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 	}
 	double best = 0;
 	for (long b = 0; b < batches; b++) {
-		double t0 = cli_now();
+		double t0 = bench_now();
 		for (long i = 0; i < iters; i++) {
 			struct sc_lease l;
 			rc = sc_l2_get_key(st, key, &l);
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 			}
 			sc_lease_release(&l);
 		}
-		double ns = (cli_now() - t0) * 1e9 / (double)iters;
+		double ns = (bench_now() - t0) * 1e9 / (double)iters;
 		if (b == 0 || ns < best)
 			best = ns;
 	}
@@ -85,7 +85,7 @@ out:
 }
 
 /* The helper links only the static library; cli_now is the CLI's. */
-double cli_now(void)
+double bench_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -96,7 +96,7 @@ double cli_now(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache bench probes [--json] [--quick]\n\n"
+	fprintf(f, "usage: stagecache bench probes\n\n"
 		   "The L2 hit loop linked with probes (unattached) vs without probes (-DSC_NO_PROBES), and,\n"
 		   "as root, with the eBPF programs of 'stagecache trace' attached. Metrics:\n"
 		   "  hit_ns_noprobes, hit_ns_probes_unattached, probes_unattached_overhead (target <= 0.02),\n"
@@ -153,24 +153,24 @@ static pid_t start_trace(const char *self, const char *helper, const char *pin_d
 
 int bench_probes(int argc, char **argv)
 {
-	int quick = 0;
+	int quick = bench_quick;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return EXIT_OK;
-		} else if (!strcmp(argv[i], "--quick")) {
-			quick = 1;
-		} else if (strcmp(argv[i], "--json")) { /* output is JSON lines either way */
-			return cli_usage_error("bench", "probes: unknown argument '%s'", argv[i]);
+		} else {
+			return cli_usage_error("bench probes", "unknown option '%s'", argv[i]);
 		}
 	}
-	char self[PATH_MAX], dir[PATH_MAX], with[PATH_MAX + 32], without[PATH_MAX + 48];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char exe[PATH_MAX], dir[PATH_MAX], self[PATH_MAX + 16], with[PATH_MAX + 32], without[PATH_MAX + 48];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
 		return cli_fail("bench", -errno, "probes: /proc/self/exe");
-	self[n] = 0;
-	snprintf(dir, sizeof(dir), "%s", self);
+	exe[n] = 0;
+	snprintf(dir, sizeof(dir), "%s", exe);
 	*strrchr(dir, '/') = 0;
+	/* `stagecache trace` is the CLI's, next to this benchmark binary */
+	snprintf(self, sizeof(self), "%s/stagecache", dir);
 	snprintf(with, sizeof(with), "%s/bench_probes_helper", dir);
 	snprintf(without, sizeof(without), "%s/noprobes/bench_probes_helper", dir);
 	if (access(with, X_OK) || access(without, X_OK))
@@ -191,13 +191,13 @@ int bench_probes(int argc, char **argv)
 		if (r == 0 || b < best_without)
 			best_without = b;
 	}
-	cli_bench_line("probes", "hit_ns_noprobes", best_without, "ns", NULL);
-	cli_bench_line("probes", "hit_ns_probes_unattached", best_with, "ns", NULL);
-	cli_bench_line("probes", "probes_unattached_overhead", best_with / best_without - 1, "ratio",
+	bench_value("probes", "hit_ns_noprobes", best_without, "ns", NULL);
+	bench_value("probes", "hit_ns_probes_unattached", best_with, "ns", NULL);
+	bench_value("probes", "probes_unattached_overhead", best_with / best_without - 1, "ratio",
 		       "hit_ns_noprobes");
 
 	if (geteuid() != 0) {
-		fprintf(stderr, "bench probes: not root: attached cost not measured\n");
+		bench_missing("probes", "attached_ns_per_event", "not root: the eBPF programs cannot be attached");
 		return EXIT_OK;
 	}
 	char pin_dir[64];
@@ -205,8 +205,7 @@ int bench_probes(int argc, char **argv)
 	FILE *tout = NULL;
 	pid_t tp = start_trace(self, with, pin_dir, &tout);
 	if (tp < 0) {
-		fprintf(stderr, "bench probes: could not attach (see 'stagecache trace --binary %s'): attached cost "
-				"not measured\n", with);
+		bench_missing("probes", "attached_ns_per_event", "could not attach (see 'stagecache trace --binary %s')", with);
 		return EXIT_OK;
 	}
 	double best_att = 0;
@@ -222,8 +221,8 @@ int bench_probes(int argc, char **argv)
 	fclose(tout);
 	if (e)
 		return cli_fail("bench", e, "probes: running the helper under trace failed");
-	cli_bench_line("probes", "hit_ns_probes_attached", best_att, "ns", NULL);
-	cli_bench_line("probes", "attached_ns_per_event", best_att - best_with, "ns", "hit_ns_probes_unattached");
+	bench_value("probes", "hit_ns_probes_attached", best_att, "ns", NULL);
+	bench_value("probes", "attached_ns_per_event", best_att - best_with, "ns", "hit_ns_probes_unattached");
 	return EXIT_OK;
 }
 

@@ -1,22 +1,25 @@
 /*
- * tools/bench_ring.c — `stagecache bench ring [--json] [--quick] [--runs N]`.
+ * tools/bench_ring.c — `stagecache bench ring [--runs N] [--bulk N]`.
  *
  * Producer and consumer run in two forked processes (pinned to CPUs 0 and 1 when there are
- * two), moving the same records three ways in the same run:
- *   - the commit rings: sc_ring_try_submit_bulk (--bulk records per publish, default 16) and
- *     sc_ring_try_submit (one per publish) / sc_ring_poll (bursts of 64);
- *   - DPDK rte_ring, _elem API in SP/SC mode, element size = our record size, enqueue_bulk of the
- *     same count as we publish, dequeue bursts of 64, the ring in MAP_SHARED memory
- *     initialised with rte_ring_get_memsize_elem + rte_ring_init (looked up with dlopen, so the
- *     CLI does not link DPDK; the inline enqueue/dequeue code needs DPDK's headers at build time);
- *   - a pipe, one record per write().
+ * two), moving the same records three ways in the same run; every consumer reads every token of
+ * every record (that is the headline row) and checks the sequence numbers:
+ *   - the commit rings: sc_ring_try_submit_bulk (--bulk records per publish, default 16) or
+ *     sc_ring_try_submit (one per publish) / sc_ring_poll (bursts of 64), tokens read in place;
+ *   - DPDK rte_ring used as its authors intend for records this size: the zero-copy API
+ *     (rte_ring_peek_zc.h), SP/SC, element = our record; the producer writes --bulk records in
+ *     place between rte_ring_enqueue_zc_bulk_elem_start/finish, the consumer reads bursts of 64 in
+ *     place between rte_ring_dequeue_zc_burst_elem_start/finish; the ring in MAP_SHARED memory
+ *     (rte_ring_get_memsize_elem + rte_ring_init, dlopen'ed from librte_ring; the inline ring code
+ *     is DPDK's headers, compiled like the rest of this file with -O3 -march=native);
+ *   - a pipe with the same batching: --bulk records per write(), read in 64 KiB reads.
  * Records carry 8 tokens (a typical decode batch, 128 bytes) or 256 (a full batch, 1088 bytes).
- * Both consumers do the same work per record: check the sequence number and read two tokens (the
- * first and the last); the *_read_all_* rows repeat the bulk runs with every token read.
- * Every figure is the median of --runs runs, the three transports interleaved in each run; ratios
- * are medians of the per-run ratios. Spinning sides yield the CPU after 256 idle spins (the host
- * is shared) and idle consumers back off exponentially (up to 64 pauses), identically for both
- * ring transports.
+ * Every figure is the median of --runs runs, the transports interleaved in each run; ratios are
+ * medians of the per-run ratios. Spinning sides yield the CPU after 256 idle spins (the host is
+ * shared) and idle consumers back off exponentially (up to 64 pauses), identically for both rings.
+ * commit_to_visible_p50/p99_ns: a producer submitting one 8-token record every ~20 us stamps the
+ * TSC into it; the consumer (the same polling loop) takes the difference on delivery.
+ * consumer_idle_cpu: the CPU share of that polling consumer over 1 s with nothing to deliver.
  * batcher_ns_per_token: a producer process feeding sc_batcher_commit (capacity-driven emits)
  * while a consumer process drains the ring, time spent waiting for ring space excluded
  * (batcher_wall_ns_per_token includes it); the heap is checked for growth across the loop.
@@ -32,16 +35,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <x86intrin.h>
 #include <unistd.h>
 #include <fcntl.h>
 
-#include "cli.h"
+#include "bench.h"
 
 #if defined(__has_include)
 #if __has_include(<rte_ring_elem.h>)
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
+#include <rte_ring_peek_zc.h>
 #define HAVE_RTE_RING 1
 #endif
 #endif
@@ -53,6 +59,9 @@
 #endif
 
 #define BURST 64
+#ifndef SC_DPDK_VERSION
+#define SC_DPDK_VERSION "unknown"
+#endif
 
 /* An idle consumer backs off: after each empty poll it pauses twice as long as after the
  * previous one (up to 64 pauses), and starts over when it gets something. Both ring consumers
@@ -106,15 +115,9 @@ struct shared {
 
 static struct shared *sh;
 
-/* What each consumer reads of a record's tokens: by default the first and the last (ours in
- * place, zero-copy; rte_ring's and the pipe's from the copy their APIs always make), or, for the
- * *_read_all_* rows, every token (the bytes then cross to the consumer's core on both sides). */
-static int read_all;
-
+/* Every consumer reads every token of every record. */
 static inline uint64_t sum_tokens(const int32_t *t, uint32_t n)
 {
-	if (!read_all)
-		return (uint64_t)(uint32_t)t[0] + (uint32_t)t[n - 1];
 	uint64_t s = 0;
 	for (uint32_t i = 0; i < n; i++)
 		s += (uint32_t)t[i];
@@ -160,7 +163,7 @@ static double run_pair(side_fn producer, side_fn consumer, void *arg)
 	}
 	while (atomic_load(&sh->ready) < 2)
 		usleep(100);
-	sh->t_start = cli_now();
+	sh->t_start = bench_now();
 	atomic_store_explicit(&sh->go, 1, memory_order_release);
 	int ok = 1;
 	for (int i = 0; i < 2; i++) {
@@ -242,7 +245,7 @@ static void ring_consumer(void *v)
 		else
 			pauses = 0;
 	}
-	sh->t_end = cli_now();
+	sh->t_end = bench_now();
 	sh->sink += s.sum;
 	sc_ring_consumer_close(ar);
 	sc_arena_close(ar);
@@ -264,7 +267,7 @@ static void batcher_producer(void *v)
 		_exit(3);
 	struct sc_batcher b;
 	struct mallinfo2 m0 = mallinfo2();
-	double t0 = cli_now(), waited = 0;
+	double t0 = bench_now(), waited = 0;
 	uint64_t done = 0, req = 0;
 	while (done < a->tokens) {
 		sc_batcher_init(&b, r, ++req, 7);
@@ -276,29 +279,29 @@ static void batcher_producer(void *v)
 			uint64_t before = sc_batcher_count(&b);
 			t += 1000;
 			if (sc_batcher_commit(&b, (int32_t)k, t) == -EAGAIN && sc_batcher_count(&b) == before) {
-				double w0 = cli_now();
+				double w0 = bench_now();
 				unsigned spins = 0;
 				while (sc_batcher_commit(&b, (int32_t)k, t) == -EAGAIN && sc_batcher_count(&b) == before)
 					idle(&spins);
-				waited += cli_now() - w0;
+				waited += bench_now() - w0;
 			}
 		}
 		if (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN) {
-			double w0 = cli_now();
+			double w0 = bench_now();
 			unsigned spins = 0;
 			while (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN)
 				idle(&spins);
-			waited += cli_now() - w0;
+			waited += bench_now() - w0;
 		}
 	}
-	double t1 = cli_now();
+	double t1 = bench_now();
 	struct mallinfo2 m1 = mallinfo2();
 	sh->ns_per_token = (t1 - t0 - waited) * 1e9 / (double)a->tokens;
 	sh->wall_ns_per_token = (t1 - t0) * 1e9 / (double)a->tokens;
 	sh->heap_delta = (int64_t)(m1.uordblks - m0.uordblks) + (int64_t)(m1.hblkhd - m0.hblkhd);
 	sc_ring_close(r);
 	sc_arena_close(ar);
-	sh->t_end = cli_now();
+	sh->t_end = bench_now();
 }
 
 static int batch_cb(const struct sc_commit *c, void *ctx)
@@ -355,55 +358,63 @@ struct rte_arg {
 	uint64_t n;
 };
 
+static void fill_rec(struct brec *rec, const struct rte_arg *a, uint64_t seq)
+{
+	rec->len = a->esize;
+	rec->flags = 0;
+	rec->ntokens = a->ntokens;
+	rec->gen = 1;
+	rec->seq = seq;
+	rec->request_id = 1;
+	rec->session_id = 2;
+	rec->total = seq * a->ntokens;
+	for (uint32_t j = 0; j < a->ntokens; j++)
+		rec->tokens[j] = (int32_t)j;
+}
+
+/* The producer writes its records in place in the ring (zero-copy API), --bulk at a time. */
 static void rte_producer(void *v)
 {
 	struct rte_arg *a = v;
-	uint8_t *buf = aligned_alloc(64, (size_t)a->esize * a->bulk);
-	memset(buf, 0, (size_t)a->esize * a->bulk);
-	for (uint32_t k = 0; k < a->bulk; k++) {
-		struct brec *rec = (struct brec *)(buf + (size_t)k * a->esize);
-		rec->len = a->esize;
-		rec->ntokens = a->ntokens;
-		rec->request_id = 1;
-		rec->session_id = 2;
-		for (uint32_t j = 0; j < a->ntokens; j++)
-			rec->tokens[j] = (int32_t)j;
-	}
 	unsigned spins = 0;
 	for (uint64_t i = 0; i < a->n; i += a->bulk) {
-		for (uint32_t k = 0; k < a->bulk; k++) {
-			struct brec *rec = (struct brec *)(buf + (size_t)k * a->esize);
-			rec->seq = i + k + 1;
-			rec->total = (i + k + 1) * a->ntokens;
-		}
-		while (rte_ring_sp_enqueue_bulk_elem(a->r, buf, a->esize, a->bulk, NULL) != a->bulk)
+		struct rte_ring_zc_data zcd = { 0 };
+		while (rte_ring_enqueue_zc_bulk_elem_start(a->r, a->esize, a->bulk, &zcd, NULL) != a->bulk)
 			idle(&spins);
+		for (uint32_t k = 0; k < a->bulk; k++) {
+			uint8_t *slot = k < zcd.n1 ? (uint8_t *)zcd.ptr1 + (size_t)k * a->esize
+						   : (uint8_t *)zcd.ptr2 + (size_t)(k - zcd.n1) * a->esize;
+			fill_rec((struct brec *)(void *)slot, a, i + k + 1);
+		}
+		rte_ring_enqueue_zc_elem_finish(a->r, a->bulk);
 	}
-	free(buf);
 }
 
+/* The consumer reads bursts in place (zero-copy API) and then gives the slots back. */
 static void rte_consumer(void *v)
 {
 	struct rte_arg *a = v;
-	uint8_t *buf = aligned_alloc(64, (size_t)a->esize * BURST);
 	uint64_t n = 0, sum = 0;
 	unsigned spins = 0, pauses = 0;
 	while (n < a->n) {
-		unsigned got = rte_ring_sc_dequeue_burst_elem(a->r, buf, a->esize, BURST, NULL);
+		struct rte_ring_zc_data zcd = { 0 };
+		unsigned got = rte_ring_dequeue_zc_burst_elem_start(a->r, a->esize, BURST, &zcd, NULL);
 		if (!got) {
 			backoff(&pauses, &spins);
 			continue;
 		}
 		pauses = 0;
 		for (unsigned i = 0; i < got; i++) {
-			const struct brec *rec = (const struct brec *)(buf + (size_t)i * a->esize);
+			const uint8_t *slot = i < zcd.n1 ? (const uint8_t *)zcd.ptr1 + (size_t)i * a->esize
+							 : (const uint8_t *)zcd.ptr2 + (size_t)(i - zcd.n1) * a->esize;
+			const struct brec *rec = (const struct brec *)(const void *)slot;
 			if (rec->seq != ++n)
 				atomic_fetch_add(&sh->bad, 1);
 			sum += sum_tokens(rec->tokens, rec->ntokens);
 		}
+		rte_ring_dequeue_zc_elem_finish(a->r, got);
 	}
-	sh->t_end = cli_now();
-	free(buf);
+	sh->t_end = bench_now();
 	sh->sink += sum;
 }
 
@@ -432,27 +443,39 @@ static struct rte_ring *rte_make(uint32_t esize, uint32_t *count_out, size_t *by
 
 struct pipe_arg {
 	int fd[2];
-	uint32_t esize, ntokens;
+	uint32_t esize, ntokens, bulk;
 	uint64_t n;
 };
 
+/* --bulk records per write(), as ours publishes --bulk per call */
 static void pipe_producer(void *v)
 {
 	struct pipe_arg *a = v;
 	close(a->fd[0]);
-	struct brec *rec = calloc(1, a->esize);
-	rec->len = a->esize;
-	rec->ntokens = a->ntokens;
-	for (uint32_t j = 0; j < a->ntokens; j++)
-		rec->tokens[j] = (int32_t)j;
-	for (uint64_t i = 0; i < a->n; i++) {
-		rec->seq = i + 1;
-		rec->total = (i + 1) * a->ntokens;
-		if (write(a->fd[1], rec, a->esize) != (ssize_t)a->esize)
-			_exit(5);
+	uint8_t *buf = calloc(a->bulk, a->esize);
+	for (uint32_t k = 0; k < a->bulk; k++) {
+		struct brec *rec = (struct brec *)(void *)(buf + (size_t)k * a->esize);
+		rec->len = a->esize;
+		rec->ntokens = a->ntokens;
+		for (uint32_t j = 0; j < a->ntokens; j++)
+			rec->tokens[j] = (int32_t)j;
+	}
+	for (uint64_t i = 0; i < a->n; i += a->bulk) {
+		for (uint32_t k = 0; k < a->bulk; k++) {
+			struct brec *rec = (struct brec *)(void *)(buf + (size_t)k * a->esize);
+			rec->seq = i + k + 1;
+			rec->total = (i + k + 1) * a->ntokens;
+		}
+		size_t len = (size_t)a->bulk * a->esize, off = 0;
+		while (off < len) {
+			ssize_t w = write(a->fd[1], buf + off, len - off);
+			if (w <= 0)
+				_exit(5);
+			off += (size_t)w;
+		}
 	}
 	close(a->fd[1]);
-	free(rec);
+	free(buf);
 }
 
 static void pipe_consumer(void *v)
@@ -479,14 +502,14 @@ static void pipe_consumer(void *v)
 		memmove(buf, buf + off, have - off);
 		have -= off;
 	}
-	sh->t_end = cli_now();
+	sh->t_end = bench_now();
 	free(buf);
 	sh->sink += sum;
 }
 
-static double pipe_run(uint32_t ntokens, uint64_t n)
+static double pipe_run(uint32_t ntokens, uint64_t n, uint32_t bulk)
 {
-	struct pipe_arg a = { .esize = rec_bytes(ntokens), .ntokens = ntokens, .n = n };
+	struct pipe_arg a = { .esize = rec_bytes(ntokens), .ntokens = ntokens, .bulk = bulk, .n = n };
 	if (pipe(a.fd))
 		return -1;
 	fcntl(a.fd[1], F_SETPIPE_SZ, (int)RING_BYTES); /* the same buffering as our ring */
@@ -496,82 +519,193 @@ static double pipe_run(uint32_t ntokens, uint64_t n)
 	return t;
 }
 
+/* ---- commit-to-visible latency and the idle consumer's CPU ---- */
+
+#define LAT_N 20000
+static uint64_t *lat;  /* LAT_N tick counts, shared with the consumer process */
+
+struct lat_arg {
+	const char *name;
+	uint64_t n;
+};
+
+static void lat_producer(void *v)
+{
+	struct lat_arg *a = v;
+	struct sc_arena *ar;
+	struct sc_ring *r;
+	if (sc_arena_open(a->name, &ar) || sc_ring_open(ar, &r))
+		_exit(3);
+	int32_t toks[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	uint64_t gap = 0;
+	{ /* ~20 us in ticks */
+		double t0 = bench_now();
+		uint64_t c0 = __rdtsc();
+		while (bench_now() - t0 < 0.01)
+			;
+		gap = (__rdtsc() - c0) / 500;
+	}
+	for (uint64_t i = 0; i < a->n; i++) {
+		uint64_t until = __rdtsc() + gap;
+		while (__rdtsc() < until)
+			cpu_relax();
+		struct sc_commit c = { .request_id = 0, .session_id = 2, .token_count = 8, .tokens = toks,
+				       .generated_token_count = (i + 1) * 8 };
+		_mm_lfence();
+		c.request_id = __rdtsc();
+		while (sc_ring_try_submit(r, &c) == -EAGAIN)
+			cpu_relax();
+	}
+	sc_ring_close(r);
+	sc_arena_close(ar);
+}
+
+static int lat_cb(const struct sc_commit *c, void *ctx)
+{
+	uint64_t *n = ctx;
+	_mm_lfence();
+	uint64_t now = __rdtsc();
+	if (*n < LAT_N)
+		lat[*n] = now - c->request_id;
+	(*n)++;
+	return 0;
+}
+
+static void lat_consumer(void *v)
+{
+	struct lat_arg *a = v;
+	struct sc_arena *ar;
+	if (sc_arena_open(a->name, &ar))
+		_exit(3);
+	uint64_t n = 0;
+	unsigned spins = 0, pauses = 0;
+	while (n < a->n) {
+		int got = sc_ring_poll(ar, lat_cb, &n, BURST);
+		if (got < 0)
+			_exit(4);
+		if (!got)
+			backoff(&pauses, &spins);
+		else
+			pauses = 0;
+	}
+	sh->t_end = bench_now();
+	sc_ring_consumer_close(ar);
+	sc_arena_close(ar);
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return (a > b) - (a < b);
+}
+
+/* The polling consumer with nothing to deliver, for @secs: its CPU share (0..1), or < 0. */
+static double idle_cpu(const char *name, double secs)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *ar;
+		if (sc_arena_open(name, &ar))
+			_exit(3);
+		unsigned spins = 0, pauses = 0;
+		uint64_t n = 0;
+		double end = bench_now() + secs;
+		while (bench_now() < end) {
+			int got = sc_ring_poll(ar, lat_cb, &n, BURST);
+			if (got < 0)
+				_exit(4);
+			if (!got)
+				backoff(&pauses, &spins);
+			else
+				pauses = 0;
+		}
+		sc_ring_consumer_close(ar);
+		sc_arena_close(ar);
+		_exit(0);
+	}
+	if (pid < 0)
+		return -1;
+	double t0 = bench_now();
+	int st;
+	struct rusage ru;
+	if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		return -1;
+	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+		     (double)ru.ru_stime.tv_usec * 1e-6;
+	return cpu / (bench_now() - t0);
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache bench ring [--json] [--quick] [--runs N] [--bulk N]\n\n"
-		   "Commit rings vs DPDK rte_ring (SP/SC, _elem API, element = our record) and a pipe (one record\n"
-		   "per write), producer and consumer in separate processes, records of 8 and 256 tokens; and\n"
-		   "the batcher's cost per token. Records are published --bulk at a time (default 16:\n"
-		   "sc_ring_try_submit_bulk vs rte_ring_sp_enqueue_bulk_elem of the same count), and again one\n"
-		   "at a time (the *_single_* metrics). Prints JSON lines {\"bench\":\"ring\",\"metric\",\"value\",\n"
-		   "\"unit\"[,\"baseline\"]}; each value is the median of N runs (default 7, --quick: 5 runs of\n"
-		   "fewer records); a ratio is the median of the per-run ratios (the transports alternate\n"
-		   "within each run, so they share the host's noise).\n");
+	fprintf(f, "usage: stagecache bench ring [--runs N] [--bulk N]\n\n"
+		   "Commit rings vs DPDK rte_ring (SP/SC, zero-copy API, element = our record) and a pipe (the same\n"
+		   "number of records per write), producer and consumer in separate processes, records of 8 and\n"
+		   "256 tokens, every token read by every consumer; commit-to-visible latency; the idle consumer's\n"
+		   "CPU; the batcher's cost per token. Records are published --bulk at a time (default 16), and again\n"
+		   "one at a time (the *_single_* metrics). Each value is the median of N runs (default 7, --quick 3);\n"
+		   "a ratio is the median of the per-run ratios (the transports alternate within each run).\n");
 }
 
 int bench_ring(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "quick", no_argument, NULL, 'q' },
 		{ "runs", required_argument, NULL, 'r' },
 		{ "bulk", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	int quick = 0, runs = 7, c;
+	int runs = bench_quick ? 3 : 7, c;
 	uint32_t bulk = 16;
 	uint64_t v;
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "jqr:b:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:b:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j': break; /* JSON lines are the only output */
-		case 'q': quick = 1; runs = 5; break;
 		case 'r':
 			if (cli_parse_u64(optarg, 101, &v) || !v)
-				return cli_usage_error("bench", "--runs needs 1..101");
+				return cli_usage_error("bench ring", "--runs takes 1..101, not '%s'", optarg);
 			runs = (int)v;
 			break;
 		case 'b':
 			if (cli_parse_u64(optarg, SC_RING_BULK_MAX, &v) || !v)
-				return cli_usage_error("bench", "--bulk needs 1..%u", SC_RING_BULK_MAX);
+				return cli_usage_error("bench ring", "--bulk takes 1..%u, not '%s'", SC_RING_BULK_MAX, optarg);
 			bulk = (uint32_t)v;
 			break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("bench", "unknown option '%s' for bench ring", argv[optind - 1]);
+		default: return cli_usage_error("bench ring", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind != argc)
-		return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+		return cli_usage_error("bench ring", "unexpected argument '%s'", argv[optind]);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED)
-		return cli_fail("bench", -errno, "mmap");
+	lat = mmap(NULL, LAT_N * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED || lat == MAP_FAILED)
+		return cli_fail("bench ring", -errno, "mmap");
 	char name[64];
 	snprintf(name, sizeof(name), "bench-ring-%d", (int)getpid());
 	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_AUTO, .ring_count = 4, .ring_bytes = RING_BYTES };
 	struct sc_arena *arena;
 	int rc = sc_arena_create(name, &ao, &arena);
 	if (rc)
-		return cli_fail("bench", rc, "creating arena %s", name);
+		return cli_fail("bench ring", rc, "creating arena %s", name);
 	int status = EXIT_OK;
 	int have_rte = 0;
+	const char *rte_why = "built without DPDK's headers (libdpdk-dev)";
 #ifdef HAVE_RTE_RING
 	have_rte = rte_load() == 0;
 	if (!have_rte)
-		fprintf(stderr, "stagecache bench ring: librte_ring not found (dlopen): rte_ring baseline skipped\n");
-#else
-	fprintf(stderr, "stagecache bench ring: built without DPDK headers: rte_ring baseline skipped (compile "
-			"tools/bench_ring.c with $(pkg-config --cflags libdpdk))\n");
+		rte_why = "librte_ring not found (dlopen)";
+	else
+		bench_env("ring", "dpdk", "%s (rte_ring zero-copy API, dlopen'ed librte_ring)", SC_DPDK_VERSION);
 #endif
 	/* the batcher */
 	{
 		double *ns = calloc((size_t)runs, sizeof(double)), *wall = calloc((size_t)runs, sizeof(double)),
 		       worst_heap = 0;
-		struct batch_arg ba = { name, quick ? 4000000 : 16000000 };
+		struct batch_arg ba = { name, bench_quick ? 4000000 : 16000000 };
 		for (int i = 0; i < runs; i++) {
 			if (run_pair(batcher_producer, batcher_consumer, &ba) < 0) {
-				status = cli_fail("bench", 0, "batcher run failed");
+				status = cli_fail("bench ring", 0, "batcher run failed");
 				break;
 			}
 			ns[i] = sh->ns_per_token;
@@ -580,118 +714,131 @@ int bench_ring(int argc, char **argv)
 				worst_heap = (double)sh->heap_delta;
 		}
 		if (status == EXIT_OK) {
-			/* the batcher's own cost (ring-full waits for the consumer excluded), and wall time */
-			cli_bench_line("ring", "batcher_ns_per_token", cli_median(ns, runs), "ns", NULL);
-			cli_bench_line("ring", "batcher_wall_ns_per_token", cli_median(wall, runs), "ns", NULL);
-			cli_bench_line("ring", "batcher_heap_growth", worst_heap, "bytes", NULL);
+			bench_stat("ring", "batcher_ns_per_token", "ns", ns, runs, NULL);
+			bench_stat("ring", "batcher_wall_ns_per_token", "ns", wall, runs, NULL);
+			bench_value("ring", "batcher_heap_growth", worst_heap, "bytes", NULL);
 		}
 		free(wall);
 		free(ns);
 	}
+	/* commit-to-visible latency, then the idle consumer */
+	if (status == EXIT_OK) {
+		double t0 = bench_now();
+		uint64_t c0 = __rdtsc();
+		while (bench_now() - t0 < 0.05)
+			;
+		double ns_tick = (bench_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
+		struct lat_arg la = { name, LAT_N };
+		if (run_pair(lat_producer, lat_consumer, &la) < 0) {
+			status = cli_fail("bench ring", 0, "latency run failed");
+		} else {
+			qsort(lat, LAT_N, sizeof(uint64_t), cmp_u64);
+			bench_value("ring", "commit_to_visible_p50_ns", (double)lat[LAT_N / 2] * ns_tick, "ns",
+				    "one 8-token record every ~20 us, TSC stamped at submit, read at delivery by a polling consumer");
+			bench_value("ring", "commit_to_visible_p99_ns", (double)lat[LAT_N * 99 / 100] * ns_tick, "ns", NULL);
+		}
+		double cpu = idle_cpu(name, bench_quick ? 0.3 : 1.0);
+		if (cpu >= 0)
+			bench_value("ring", "consumer_idle_cpu", cpu, "CPU fraction",
+				    "the benchmark's polling consumer (sc_ring_poll, exponential pause backoff to 64, sched_yield "
+				    "every 256 empty polls) with nothing to deliver");
+		else
+			bench_missing("ring", "consumer_idle_cpu", "the idle consumer failed");
+	}
 	static const uint32_t sizes[2] = { 8, 256 };
 	for (int s = 0; s < 2 && status == EXIT_OK; s++) {
 		uint32_t nt = sizes[s], esize = rec_bytes(nt);
-		uint64_t n = nt == 8 ? 2000000 : 400000, np = nt == 8 ? 300000 : 150000;
-		if (quick)
+		uint64_t n = nt == 8 ? 2000000 : 400000, np = nt == 8 ? 1000000 : 200000;
+		if (bench_quick)
 			n /= 4, np /= 4;
 		n -= n % bulk;
-		/* per run: [0] ours bulk, [1] rte bulk, [2] ours single, [3] rte single, [4] pipe,
-		 * [5] ours bulk reading every token, [6] rte bulk reading every token */
-		double *m[7], *ratio[5];
-		for (int k = 0; k < 7; k++)
-			m[k] = calloc((size_t)runs, sizeof(double));
+		np -= np % bulk;
+		/* per run: [0] ours bulk, [1] rte bulk, [2] ours single, [3] rte single, [4] pipe (bulk) */
+		double *m[5], *ratio[4];
 		for (int k = 0; k < 5; k++)
+			m[k] = calloc((size_t)runs, sizeof(double));
+		for (int k = 0; k < 4; k++)
 			ratio[k] = calloc((size_t)runs, sizeof(double));
 #ifdef HAVE_RTE_RING
 		uint32_t count = 0;
 		size_t rbytes = 0;
 		struct rte_ring *rr = have_rte ? rte_make(esize, &count, &rbytes) : NULL;
 		if (have_rte && !rr) {
-			fprintf(stderr, "stagecache bench ring: rte_ring_init failed: rte_ring baseline skipped\n");
+			rte_why = "rte_ring_init failed";
 			have_rte = 0;
 		}
 #endif
 		for (int i = 0; i < runs && status == EXIT_OK; i++) {
-			/* variants: 0 bulk, 1 one record per publish, 2 bulk with every token read */
-			for (int var = 0; var < 3 && status == EXIT_OK; var++) {
+			for (int var = 0; var < 2 && status == EXIT_OK; var++) {
 				uint32_t b = var == 1 ? 1 : bulk;
-				int mo = var == 2 ? 5 : 2 * var; /* where ours goes in m[]; rte_ring's is next */
-				read_all = var == 2;
 				struct ring_arg ra = { name, nt, b, n };
 				double t = run_pair(ring_producer, ring_consumer, &ra);
 				if (t <= 0)
-					status = cli_fail("bench", 0, "ring run failed (lost or reordered records)");
-				m[mo][i] = (double)n / t;
+					status = cli_fail("bench ring", 0, "ring run failed (lost or reordered records)");
+				m[2 * var][i] = (double)n / t;
 #ifdef HAVE_RTE_RING
 				if (have_rte) {
 					p_ring_init(rr, "sc_bench", count, RING_F_SP_ENQ | RING_F_SC_DEQ);
 					struct rte_arg qa = { rr, esize, nt, b, n };
 					t = run_pair(rte_producer, rte_consumer, &qa);
 					if (t <= 0)
-						status = cli_fail("bench", 0, "rte_ring run failed");
-					m[mo + 1][i] = (double)n / t;
-					ratio[var == 2 ? 4 : 2 * var][i] = m[mo][i] / m[mo + 1][i];
+						status = cli_fail("bench ring", 0, "rte_ring run failed");
+					m[2 * var + 1][i] = (double)n / t;
+					ratio[2 * var][i] = m[2 * var][i] / m[2 * var + 1][i];
 				}
 #endif
 			}
-			read_all = 0;
-			double t = pipe_run(nt, np);
+			double t = pipe_run(nt, np, bulk);
 			if (t <= 0)
-				status = cli_fail("bench", 0, "pipe run failed");
+				status = cli_fail("bench ring", 0, "pipe run failed");
 			m[4][i] = (double)np / t;
 			ratio[1][i] = m[0][i] / m[4][i];
 			ratio[3][i] = m[2][i] / m[4][i];
 		}
 		if (status == EXIT_OK) {
-			char k[80], bl[32];
-			double o = cli_median(m[0], runs);
-			snprintf(bl, sizeof(bl), "rte_ring_bulk_%u", bulk);
+			char k[80], bl[300];
 			snprintf(k, sizeof(k), "records_%u_per_s", nt);
-			cli_bench_line("ring", k, o, "records/s", NULL);
-			snprintf(k, sizeof(k), "tokens_%u_per_s", nt);
-			cli_bench_line("ring", k, o * nt, "tokens/s", NULL);
-			snprintf(k, sizeof(k), "bytes_%u_per_s", nt);
-			cli_bench_line("ring", k, o * esize, "bytes/s", NULL);
-			if (have_rte) {
-				snprintf(k, sizeof(k), "rte_ring_records_%u_per_s", nt);
-				cli_bench_line("ring", k, cli_median(m[1], runs), "records/s", NULL);
-				snprintf(k, sizeof(k), "records_%u_vs_rte_ring", nt);
-				cli_bench_line("ring", k, cli_median(ratio[0], runs), "ratio", bl);
-			}
+			bench_stat("ring", k, "records/s", m[0], runs, NULL);
+			snprintf(k, sizeof(k), "rte_ring_records_%u_per_s", nt);
+			snprintf(bl, sizeof(bl), "DPDK rte_ring SP/SC zero-copy API: %u records written in place per enqueue, bursts of "
+				 "64 read in place, every token read; ours: sc_ring_try_submit_bulk of %u / sc_ring_poll of 64", bulk, bulk);
+			if (have_rte)
+				bench_stat("ring", k, "records/s", m[1], runs, NULL);
+			else
+				bench_missing("ring", k, "%s", rte_why);
+			snprintf(k, sizeof(k), "records_%u_vs_rte_ring", nt);
+			if (have_rte)
+				bench_stat("ring", k, "ratio", ratio[0], runs, bl);
+			else
+				bench_missing("ring", k, "%s", rte_why);
 			snprintf(k, sizeof(k), "pipe_records_%u_per_s", nt);
-			cli_bench_line("ring", k, cli_median(m[4], runs), "records/s", NULL);
+			bench_stat("ring", k, "records/s", m[4], runs, NULL);
+			snprintf(bl, sizeof(bl), "a pipe (F_SETPIPE_SZ 256 KiB, as our ring), %u records per write(), 64 KiB reads, "
+				 "every token read", bulk);
 			snprintf(k, sizeof(k), "records_%u_vs_pipe", nt);
-			cli_bench_line("ring", k, cli_median(ratio[1], runs), "ratio", "pipe");
-			/* the same with one record per publish (sc_ring_try_submit / rte_ring bulk of 1) */
+			bench_stat("ring", k, "ratio", ratio[1], runs, bl);
 			snprintf(k, sizeof(k), "records_%u_single_per_s", nt);
-			cli_bench_line("ring", k, cli_median(m[2], runs), "records/s", NULL);
-			if (have_rte) {
-				snprintf(k, sizeof(k), "rte_ring_records_%u_single_per_s", nt);
-				cli_bench_line("ring", k, cli_median(m[3], runs), "records/s", NULL);
-				snprintf(k, sizeof(k), "records_%u_single_vs_rte_ring", nt);
-				cli_bench_line("ring", k, cli_median(ratio[2], runs), "ratio", "rte_ring_bulk_1");
-			}
+			bench_stat("ring", k, "records/s", m[2], runs, NULL);
+			snprintf(k, sizeof(k), "records_%u_single_vs_rte_ring", nt);
+			if (have_rte)
+				bench_stat("ring", k, "ratio", ratio[2], runs, "rte_ring zero-copy, one record per enqueue");
+			else
+				bench_missing("ring", k, "%s", rte_why);
 			snprintf(k, sizeof(k), "records_%u_single_vs_pipe", nt);
-			cli_bench_line("ring", k, cli_median(ratio[3], runs), "ratio", "pipe");
-			if (have_rte) {
-				/* both consumers read every token: ours in place, rte_ring's from its copy */
-				snprintf(k, sizeof(k), "records_%u_read_all_per_s", nt);
-				cli_bench_line("ring", k, cli_median(m[5], runs), "records/s", NULL);
-				snprintf(k, sizeof(k), "records_%u_read_all_vs_rte_ring", nt);
-				cli_bench_line("ring", k, cli_median(ratio[4], runs), "ratio", "rte_ring_bulk_16, every token read");
-			}
+			bench_stat("ring", k, "ratio", ratio[3], runs, "the pipe above (batched writes) vs ours one record per publish");
 		}
 #ifdef HAVE_RTE_RING
 		if (rr)
 			munmap(rr, rbytes);
 #endif
-		for (int k = 0; k < 7; k++)
-			free(m[k]);
 		for (int k = 0; k < 5; k++)
+			free(m[k]);
+		for (int k = 0; k < 4; k++)
 			free(ratio[k]);
 	}
 	sc_arena_close(arena);
 	sc_arena_destroy(NULL, name);
 	munmap(sh, sizeof(*sh));
+	munmap(lat, LAT_N * sizeof(uint64_t));
 	return status;
 }

@@ -74,9 +74,6 @@ int cli_l2_error(const char *cmd, int rc, const char *name, const char *what);
 const char *cli_hugetlbfs_mount(char *buf, size_t len);
 
 
-/* Benchmarks: one JSON object per line, {"bench":B,"metric":M,"value":X,"unit":U[,"baseline":BL]}.
- * Printed to stdout (and appended to the --out file when the bench command was given one). */
-void cli_bench_line(const char *bench, const char *metric, double value, const char *unit, const char *baseline);
 /* Median of @n doubles (sorts them). */
 double cli_median(double *v, int n);
 /* Seconds since an arbitrary point (CLOCK_MONOTONIC). */

@@ -28,6 +28,41 @@
 #include "cli.h"
 #include "workload.h"
 
+#ifdef SC_TEST_HOOKS
+#include "stagecache_test.h"
+#else
+/* The product library has no fault points: cmd_stress re-executes the test build when it is
+ * installed next to this binary (build/test/stagecache), else it runs with kills only. */
+static const char *const *sc_fault_points(void)
+{
+	static const char *const none[] = { NULL };
+	return none;
+}
+static int sc_fault_arm(const char *spec)
+{
+	(void)spec;
+	return -ENOSYS;
+}
+
+static void exec_test_build(char **argv)
+{
+	char self[4096], path[4200];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return;
+	self[n] = 0;
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return;
+	*slash = 0;
+	snprintf(path, sizeof(path), "%s/test/stagecache", self);
+	if (access(path, X_OK))
+		return;
+	argv[-1] = path;
+	execv(path, argv - 1); /* argv[-1] is "stagecache": main passes argv + 1 */
+}
+#endif
+
 #define MAX_PROCS 64
 #define MAX_INCARNATIONS 65536
 #define KEYS 256
@@ -351,7 +386,7 @@ static void op_admit(struct worker *w)
 	key_tokens(key, tokens);
 	/* log-uniform 1 KiB .. max_payload */
 	double u = (double)(wl_rand(&w->rng) >> 11) / (double)(1ull << 53);
-	uint64_t len = (uint64_t)(1024.0 * __builtin_exp(u * __builtin_log((double)w->o->max_payload / 1024.0)));
+	uint64_t len = (uint64_t)(1024.0 * wl_exp(u * wl_ln((double)w->o->max_payload / 1024.0)));
 	if (len < 24)
 		len = 24;
 	make_payload(w, key, wl_rand(&w->rng), len);
@@ -470,6 +505,8 @@ static int worker_main(struct shared *sh, uint32_t slot, uint32_t inc, const str
 	unsigned npoints = 0;
 	while (points[npoints])
 		npoints++;
+	if (!npoints)
+		w.ws->armed = 1; /* no fault points in this build: never try to arm one */
 	unsigned total_weight = 0;
 	for (int i = 0; i < OP_COUNT; i++)
 		total_weight += op_weight[i];
@@ -534,6 +571,9 @@ static void on_finding(const char *component, const char *message, int repaired,
 
 int cmd_stress(int argc, char **argv)
 {
+#ifndef SC_TEST_HOOKS
+	exec_test_build(argv);
+#endif
 	struct stress_opts o = { .procs = 4, .seconds = 30, .size = 512u << 20, .max_payload = 16u << 20 };
 	o.seed = (uint64_t)time(NULL);
 	int prc = parse(argc, argv, &o);

@@ -3,8 +3,8 @@
 # As root: one `apt-get update`, then `apt-get install -y` of what is missing.
 # As non-root: print the exact command to run.
 PKGS="build-essential liburing-dev libbpf-dev bpftool clang llvm libxxhash-dev check systemtap-sdt-dev \
-pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server libmemcached-dev \
-libhiredis-dev valgrind libclang-rt-14-dev"
+pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server \
+valgrind libclang-rt-14-dev liblmdb-dev lmdb-utils gnuplot-nox"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"

@@ -1,11 +1,59 @@
 /* tools/workload.c — the synthetic workload of `demo` and `stress` (see workload.h). */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "workload.h"
+
+/*
+ * Natural log and exp for the workload's shapes (Zipf weights, log-uniform lengths), so the
+ * product binary does not link libm for two curves: ln by the atanh series on the mantissa,
+ * exp by range reduction to |r| <= ln2/2 and its Taylor series. Accurate to ~1e-15 relative,
+ * far beyond what a workload generator needs.
+ */
+#define WL_LN2 0.69314718055994530942
+
+double wl_ln(double x)
+{
+	if (!(x > 0))
+		return -1e308;
+	uint64_t b;
+	memcpy(&b, &x, 8);
+	int e = (int)((b >> 52) & 0x7ff) - 1023;
+	b = (b & ~(0x7ffull << 52)) | (1023ull << 52); /* mantissa in [1, 2) */
+	double m;
+	memcpy(&m, &b, 8);
+	double z = (m - 1) / (m + 1), z2 = z * z, term = z, sum = 0;
+	for (int k = 1; k < 60; k += 2) {
+		sum += term / k;
+		term *= z2;
+	}
+	return 2 * sum + e * WL_LN2;
+}
+
+double wl_exp(double y)
+{
+	if (y > 700)
+		y = 700;
+	if (y < -700)
+		return 0;
+	int k = (int)(y / WL_LN2 + (y >= 0 ? 0.5 : -0.5));
+	double r = y - k * WL_LN2, term = 1, sum = 1;
+	for (int i = 1; i < 25; i++) {
+		term *= r / i;
+		sum += term;
+	}
+	uint64_t b = (uint64_t)(k + 1023) << 52;
+	double scale;
+	memcpy(&scale, &b, 8);
+	return sum * scale;
+}
+
+static double wl_pow(double x, double s)
+{
+	return wl_exp(s * wl_ln(x));
+}
 
 void wl_geometry_default(struct wl_geometry *g)
 {
@@ -80,10 +128,10 @@ void wl_payload_free(struct wl_payload *p)
 void wl_docs_make(struct wl_doc *docs, uint32_t n, uint32_t min_tokens, uint32_t max_tokens, uint64_t seed)
 {
 	uint64_t st = seed;
-	double lo = log((double)min_tokens), hi = log((double)max_tokens);
+	double lo = wl_ln((double)min_tokens), hi = wl_ln((double)max_tokens);
 	for (uint32_t i = 0; i < n; i++) {
 		double u = (double)(wl_rand(&st) >> 11) / (double)(1ull << 53);
-		uint32_t t = (uint32_t)exp(lo + (hi - lo) * u);
+		uint32_t t = (uint32_t)wl_exp(lo + (hi - lo) * u);
 		if (t < min_tokens)
 			t = min_tokens;
 		if (t > max_tokens)
@@ -112,10 +160,10 @@ int wl_zipf_init(struct wl_zipf *z, uint32_t n, double s)
 		return -ENOMEM;
 	double sum = 0;
 	for (uint32_t i = 0; i < n; i++)
-		sum += 1.0 / pow((double)(i + 1), s);
+		sum += 1.0 / wl_pow((double)(i + 1), s);
 	double acc = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		acc += 1.0 / pow((double)(i + 1), s) / sum;
+		acc += 1.0 / wl_pow((double)(i + 1), s) / sum;
 		z->cdf[i] = acc;
 	}
 	z->cdf[n - 1] = 1.0;

@@ -79,6 +79,10 @@ void wl_payload_free(struct wl_payload *p);
 /* The KV descriptor of a prefix of @token_count tokens under @g. */
 void wl_kv_desc(const struct wl_geometry *g, uint32_t token_count, struct sc_kv_desc *d);
 
+/* Natural log and exp (tools/workload.c), so the CLI does not link libm for the workload's curves. */
+double wl_ln(double x);
+double wl_exp(double y);
+
 /* Documents with token counts log-uniform in [min_tokens, max_tokens]. */
 void wl_docs_make(struct wl_doc *docs, uint32_t n, uint32_t min_tokens, uint32_t max_tokens, uint64_t seed);
 /* Fill @tokens with document @doc's tokens then @suffix unique tokens; returns the total. */

@@ -1,0 +1,57 @@
+/*
+ * stagecache_test.h — the test build's hooks. Never installed; only the test build has them.
+ *
+ * The library compiled with -DSC_TEST_HOOKS (build/test/, what `make check` and
+ * `stagecache stress` use) adds three kinds of hooks to the product library:
+ *  - fault points: named instructions where a test can make the process die (SIGKILL to itself),
+ *    as a crash would leave shared memory;
+ *  - schedule points: named steps of the shared-memory protocols where a test can park a process
+ *    and let another run first (the ordering counterpart of fault points; tests/interleave.c
+ *    explores every ordering of a scenario's points);
+ *  - the promotion policy's clock, and poisoning of freed heap memory (so a reader that touches
+ *    memory after it was reused reads garbage and fails its digest check).
+ * The product library (build/libstagecache.so, `make install`) has none of them: the calls
+ * below do not exist there, and the SC_FAULT environment variable changes nothing.
+ */
+#ifndef STAGECACHE_TEST_H
+#define STAGECACHE_TEST_H
+
+#ifndef SC_TEST_HOOKS
+#error "stagecache_test.h is for the test build (-DSC_TEST_HOOKS) only"
+#endif
+
+#include "stagecache.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * sc_fault_arm - arm a fault point in the calling process: when the library reaches the point
+ * named @spec ("l2.admit.linked", ... or "name@N" for the N-th time), the process sends itself
+ * SIGKILL there. NULL or "" disarms. The environment variable SC_FAULT does the same (read once,
+ * at the first point reached). Returns 0 or -EINVAL (malformed spec).
+ */
+int sc_fault_arm(const char *spec);
+
+/** sc_fault_points - the names of every fault point (NULL-terminated array). */
+const char *const *sc_fault_points(void);
+
+/**
+ * sc_sched_set - call @fn(point, @ctx) at every schedule point this process reaches (NULL
+ * disables). The hook runs in the library's context: it may block (that is its purpose) but must
+ * not call back into the library. Process-local.
+ */
+typedef void (*sc_sched_fn)(const char *point, void *ctx);
+void sc_sched_set(sc_sched_fn fn, void *ctx);
+
+/** sc_sched_points - the names of every schedule point (NULL-terminated array). */
+const char *const *sc_sched_points(void);
+
+/** sc_promote_set_clock - this handle's promotion-policy clock (ns, monotonic); NULL: the real one. */
+void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*now_ns)(void *ctx), void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,203 @@
+/*
+ * tests/check_bench.c — the benchmark harness (`stagecache bench`, which execs stagecache-bench).
+ *
+ * Regressions of issue 12, defect 2: `bench --table` and `bench --out F` with no benchmark named
+ * crashed, and `bench nosuch --out F` truncated F before it checked the name. And the rule that a
+ * figure that was not measured is a miss: with fio hidden from PATH, `bench l3` reports the fio
+ * rows missing (why, in the table and the JSON) and exits non-zero.
+ */
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+
+static const char *build_dir(void)
+{
+	static char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	ck_assert(n > 0);
+	dir[n] = 0;
+	char *d = dirname(dirname(dir));
+	memmove(dir, d, strlen(d) + 1);
+	return dir;
+}
+
+/* Run `stagecache ARGS...` with PATH @path (NULL: unchanged), output into @out (may be NULL).
+ * Returns the exit status, or 128 + signal when it died of one (a crash), or -1 after a timeout. */
+static int run(const char *path, char *out, size_t outlen, const char *const *args)
+{
+	char cli[PATH_MAX + 16];
+	snprintf(cli, sizeof(cli), "%s/stagecache", build_dir());
+	int fds[2];
+	ck_assert(pipe(fds) == 0);
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		close(fds[0]);
+		if (path)
+			setenv("PATH", path, 1);
+		alarm(600);
+		execv(cli, (char *const *)args);
+		_exit(127);
+	}
+	close(fds[1]);
+	size_t len = 0;
+	ssize_t n;
+	char sink[4096];
+	while ((n = read(fds[0], out && len < outlen - 1 ? out + len : sink,
+			 out && len < outlen - 1 ? outlen - 1 - len : sizeof(sink))) > 0)
+		if (out && len < outlen - 1)
+			len += (size_t)n;
+	if (out)
+		out[len] = 0;
+	close(fds[0]);
+	int st;
+	ck_assert(waitpid(pid, &st, 0) == pid);
+	if (WIFSIGNALED(st))
+		return WTERMSIG(st) == SIGALRM ? -1 : 128 + WTERMSIG(st);
+	return WEXITSTATUS(st);
+}
+
+static void write_file(const char *p, const char *text)
+{
+	FILE *f = fopen(p, "w");
+	ck_assert(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int file_is(const char *p, const char *text)
+{
+	char buf[256] = "";
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return !strcmp(buf, text);
+}
+
+static int have_bench(void)
+{
+	char p[PATH_MAX + 32];
+	snprintf(p, sizeof(p), "%s/stagecache-bench", build_dir());
+	if (access(p, X_OK)) {
+		sc_skip("%s is not built", p);
+		return 0;
+	}
+	return 1;
+}
+
+/* issue 12, defect 2: no benchmark named, with --table: a usage error, not a crash */
+START_TEST(test_bench_table_without_name_is_usage_error)
+{
+	if (!have_bench())
+		return;
+	char out[8192];
+	const char *args[] = { "stagecache", "bench", "--table", NULL };
+	ck_assert_int_eq(run(NULL, out, sizeof(out), args), 2);
+	ck_assert_ptr_nonnull(strstr(out, "usage: stagecache bench"));
+}
+END_TEST
+
+/* issue 12, defect 2: --out F with no benchmark named: usage error, F untouched */
+START_TEST(test_bench_out_without_name_keeps_file)
+{
+	if (!have_bench())
+		return;
+	char f[64], out[8192];
+	snprintf(f, sizeof(f), "/tmp/check-bench-out-%d", (int)getpid());
+	write_file(f, "precious\n");
+	const char *args[] = { "stagecache", "bench", "--out", f, NULL };
+	ck_assert_int_eq(run(NULL, out, sizeof(out), args), 2);
+	ck_assert_msg(file_is(f, "precious\n"), "bench --out F with no benchmark changed F");
+	const char *args2[] = { "stagecache", "bench", "--out", NULL };
+	ck_assert_int_eq(run(NULL, out, sizeof(out), args2), 2);
+	ck_assert_ptr_nonnull(strstr(out, "--out needs a file name"));
+	unlink(f);
+}
+END_TEST
+
+/* issue 12, defect 2: an unknown benchmark is refused before --out F is truncated */
+START_TEST(test_bench_unknown_name_keeps_file)
+{
+	if (!have_bench())
+		return;
+	char f[64], out[8192];
+	snprintf(f, sizeof(f), "/tmp/check-bench-nosuch-%d", (int)getpid());
+	write_file(f, "precious\n");
+	const char *args[] = { "stagecache", "bench", "nosuch", "--out", f, NULL };
+	ck_assert_int_eq(run(NULL, out, sizeof(out), args), 2);
+	ck_assert_ptr_nonnull(strstr(out, "unknown benchmark 'nosuch'"));
+	ck_assert_msg(file_is(f, "precious\n"), "bench nosuch --out F truncated F");
+	/* a benchmark's own bad option: usage error, F untouched too */
+	const char *args2[] = { "stagecache", "bench", "l3", "--runs", "zero", "--out", f, NULL };
+	ck_assert_int_eq(run(NULL, out, sizeof(out), args2), 2);
+	ck_assert_msg(file_is(f, "precious\n"), "a usage error of bench l3 truncated F");
+	/* an unwritable --out is refused before anything runs */
+	const char *args3[] = { "stagecache", "bench", "l3", "--out", "/nonexistent-dir/x.json", NULL };
+	ck_assert_int_eq(run(NULL, out, sizeof(out), args3), 1);
+	ck_assert_ptr_nonnull(strstr(out, "cannot write /nonexistent-dir/x.json"));
+	unlink(f);
+}
+END_TEST
+
+/* A missing row is a miss: fio hidden from PATH -> the fio rows say "missing: why", exit 1. */
+START_TEST(test_bench_l3_without_fio_reports_missing_rows)
+{
+	if (!have_bench())
+		return;
+	char dir[64], link[128], json[128], out[65536];
+	snprintf(dir, sizeof(dir), "/tmp/check-bench-path-%d", (int)getpid());
+	ck_assert(mkdir(dir, 0700) == 0);
+	/* PATH with only what the benchmark itself needs (rm), and no fio */
+	snprintf(link, sizeof(link), "%s/rm", dir);
+	ck_assert(symlink("/bin/rm", link) == 0);
+	snprintf(json, sizeof(json), "%s/out.json", dir);
+	const char *args[] = { "stagecache", "bench", "l3", "--quick", "--runs", "1", "--count4m", "2", "--count64k", "4",
+			       "--dir", "/var/tmp", "--out", json, "--table", NULL };
+	int rc = run(dir, out, sizeof(out), args);
+	ck_assert_msg(rc == 1, "bench l3 without fio exited %d, want 1:\n%s", rc, out);
+	ck_assert_ptr_nonnull(strstr(out, "fill_cold_4m_vs_fio"));
+	ck_assert_ptr_nonnull(strstr(out, "missing: fio is not installed"));
+	ck_assert_ptr_nonnull(strstr(out, "MISS"));
+	FILE *f = fopen(json, "r");
+	ck_assert(f != NULL);
+	static char text[1 << 16];
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = 0;
+	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"fill_cold_4m_vs_fio\",\"missing\":"));
+	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"fill_cold_64k_vs_fio\",\"missing\":"));
+	/* the rest was measured: the harness still reports what it could */
+	ck_assert_ptr_nonnull(strstr(text, "\"metric\":\"fill_cold_4m_vs_liburing\",\"value\":"));
+	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"env\",\"env\":\"cpu_model\""));
+	unlink(json);
+	unlink(link);
+	rmdir(dir);
+}
+END_TEST
+
+Suite *bench_suite(void)
+{
+	Suite *s = suite_create("bench");
+	TCase *tc = tcase_create("harness");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_bench_table_without_name_is_usage_error);
+	tcase_add_test(tc, test_bench_out_without_name_keeps_file);
+	tcase_add_test(tc, test_bench_unknown_name_keeps_file);
+	tcase_add_test(tc, test_bench_l3_without_fio_reports_missing_rows);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(bench_suite)

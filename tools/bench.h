@@ -1,0 +1,67 @@
+/*
+ * tools/bench.h — what the benchmarks of `stagecache-bench` (tools/bench_*.c) share with the
+ * harness (tools/bench_main.c). Private to the benchmark binary; the `stagecache` CLI never links
+ * any of it (its `bench` subcommand execs stagecache-bench, see tools/cmd_bench.c).
+ *
+ * A benchmark is one function `int bench_<name>(int argc, char **argv)` registered in the BENCHES
+ * list of bench_main.c: argv[0] is its name, the rest its own options (the harness keeps --json,
+ * --out, --table and --quick for itself; bench_quick tells whether --quick was given). It reports
+ * each figure with bench_stat (raw samples: the median, the quartiles and the samples go into the
+ * JSON line) or bench_value (a single derived value), and every figure it could not measure with
+ * bench_missing ("missing: why"), which the harness counts as a miss. It returns EXIT_OK, or
+ * EXIT_FAIL when something broke (the harness then also reports its target rows as missing).
+ *
+ * Targets live in the harness's table (bench_main.c), one row per metric: a benchmark adds a row
+ * there and emits the metric, nothing else.
+ */
+#ifndef SC_TOOLS_BENCH_H
+#define SC_TOOLS_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+/* --quick was given: fewer repetitions, smaller working sets (for tests and smoke runs). */
+extern int bench_quick;
+
+/* A figure from @n raw samples (n >= 1): median, quartiles and samples are printed. */
+void bench_stat(const char *bench, const char *metric, const char *unit, const double *samples, int n,
+		const char *baseline);
+/* A figure that is a single value (a count, a fraction, or derived from other figures). */
+void bench_value(const char *bench, const char *metric, double value, const char *unit, const char *baseline);
+/* A figure that could not be measured, and why (one line, no trailing newline). Counted as a miss. */
+void bench_missing(const char *bench, const char *metric, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A fact about the conditions of this benchmark's run (arena backing, how caches were dropped...). */
+void bench_env(const char *bench, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Seconds on CLOCK_MONOTONIC; median of @n values (sorts them); quartile @q in [0,1] of sorted @v. */
+double bench_now(void);
+double bench_median(double *v, int n);
+double bench_quantile(const double *sorted, int n, double q);
+
+/* Last-level cache bytes as the machine reports it (sysfs, else sysconf), or 0 when unknown. */
+uint64_t bench_llc_bytes(void);
+/* Is @prog an executable found in PATH? */
+int bench_in_path(const char *prog);
+/* Run @cmd through sh and put the first line it prints in @out ("" when none). */
+void bench_first_line(const char *cmd, char *out, size_t len);
+/* Print a progress note to stderr when it is a terminal (never into the data). */
+void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The benchmarks (one file each). */
+int bench_l2(int argc, char **argv);
+int bench_get(int argc, char **argv);
+int bench_ring(int argc, char **argv);
+int bench_l3(int argc, char **argv);
+int bench_probes(int argc, char **argv);
+
+/* For the report: a row read back from a JSON file; the table of targets (Markdown or HTML) over
+ * the rows loaded, for the benchmarks that have rows. Returns the misses. */
+void bench_row_load(const char *bench, const char *metric, double value, const char *unit, const char *why_missing);
+int bench_targets_write(FILE *f, int html);
+
+/* `stagecache-bench report JSON DIR`: plots (gnuplot) and report.md / report.html. */
+int bench_report(int argc, char **argv);
+
+#endif
