@@ -424,6 +424,42 @@ static void check_entries(struct fsck *f)
 	}
 }
 
+/* Every FREE entry of a shard is on its free list and every RETIRED one on its pending list (a
+ * lost list head hides entries from every writer: admissions then fail with -ENOSPC while the
+ * shard is empty). Lists are followed at most as far as the shard has entries. */
+static void check_lists(struct fsck *f)
+{
+	struct shm_index *ix = f->ix;
+	uint32_t per = (ix->nentries + SHM_INDEX_SHARDS - 1) / SHM_INDEX_SHARDS;
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		if (f->shard_repair & (1u << s))
+			continue;
+		uint32_t want[2] = { 0, 0 }, got[2] = { 0, 0 };
+		for (uint32_t i = s; i < ix->nentries; i += SHM_INDEX_SHARDS) {
+			uint32_t st = atomic_load_explicit(&ix->ent[i].state, memory_order_relaxed);
+			want[0] += st == SHM_ENT_FREE;
+			want[1] += st == SHM_ENT_RETIRED;
+		}
+		const struct shm_index_shard *sh = &ix->hdr->shards[s];
+		uint32_t heads[2] = { sh->free_head, sh->pending_head }, states[2] = { SHM_ENT_FREE, SHM_ENT_RETIRED };
+		for (int l = 0; l < 2; l++) {
+			for (uint32_t cur = heads[l]; cur && got[l] <= per; got[l]++) {
+				if (cur > ix->nentries || (cur - 1) % SHM_INDEX_SHARDS != s ||
+				    atomic_load_explicit(&ix->ent[cur - 1].state, memory_order_relaxed) != states[l]) {
+					got[l] = per + 1; /* a link out of the list: broken */
+					break;
+				}
+				cur = ix->ent[cur - 1].link;
+			}
+		}
+		if (got[0] == want[0] && got[1] == want[1])
+			continue;
+		finding(f, "index", repairing(f), "shard %u: its free and pending lists do not hold its %u free and %u "
+			"retired entries (rebuilt from the entry states)", s, want[0], want[1]);
+		f->shard_repair |= repairing(f) ? 1u << s : 0;
+	}
+}
+
 /* After the entry pass: frees, sweeps and rebuilds; then the shards' own accounting. */
 static void finish_index(struct fsck *f)
 {
@@ -457,11 +493,9 @@ static void finish_index(struct fsck *f)
 	}
 }
 
-/* Returns 0 (kept for a lock that can give up). */
-static int check_index(struct fsck *f)
+static void check_index(struct fsck *f)
 {
 	uint32_t n = f->ix->nentries;
-	int rc = 0;
 	f->reached = calloc(n, 1);
 	f->has_block = calloc(n, 1);
 	if (!f->reached || !f->has_block) {
@@ -469,12 +503,11 @@ static int check_index(struct fsck *f)
 		finding(f, "index", 0, "not checked: out of memory");
 		goto out;
 	}
-	rc = lock_all(f->ix);
+	int rc = lock_all(f->ix);
 	if (rc) {
 		/* check_mutexes reported (and with repair re-initialised) a corrupted one */
 		finding(f, "index", 0, "index and heap not checked this round: %s",
 			rc == -EBADMSG ? "a shard lock is corrupted" : sc_strerror(rc));
-		rc = 0;
 		goto out;
 	}
 	if (f->shard_repair) /* the index header was rewritten: rebuild every shard's lists first */
@@ -484,6 +517,7 @@ static int check_index(struct fsck *f)
 	check_chains(f);
 	walk_heap(f);
 	check_entries(f);
+	check_lists(f);
 	finish_index(f);
 	unlock_all(f->ix);
 out:
@@ -493,7 +527,6 @@ out:
 	f->reached = f->has_block = NULL;
 	f->free_offs = NULL;
 	f->nfree = f->cap_free = 0;
-	return rc;
 }
 
 /* ---- commit rings ---- */
@@ -704,8 +737,8 @@ struct pass {
 	uint32_t damage;       /* a repair that cannot work */
 };
 
-/* One pass over everything. Returns 0 or -EBUSY (a shard stayed locked: nothing is trustworthy). */
-static int one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep,
+/* One pass over everything (the shard locks wait; a dead holder's are taken over). */
+static void one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep,
 		    struct pass *p)
 {
 	memset(rep, 0, sizeof(*rep));
@@ -714,8 +747,8 @@ static int one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void 
 	check_readers(&f);
 	check_index_header(&f);
 	check_mutexes(&f);
-	if (f.ix && check_index(&f))
-		return -EBUSY;
+	if (f.ix)
+		check_index(&f);
 	struct shm_heap_stats hs;
 	if (shm_heap_stats(arena->shm, &hs) == 0 && hs.repairs <= COUNTER_MAX)
 		rep->lock_repairs += hs.repairs; /* an unbelievable heap counter is left out of the sum */
@@ -723,7 +756,6 @@ static int one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void 
 	check_observations(&f);
 	p->deferred = f.deferred;
 	p->damage = f.damage;
-	return 0;
 }
 
 static void declare_damaged(struct sc_arena *arena, uint32_t reason)
@@ -764,10 +796,12 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 		}
 		return -ENOTRECOVERABLE;
 	}
+	/* a repair also verifies every payload: readers never check digests on a hit, so a repaired
+	 * arena must not keep an entry whose bytes are not what its digest says */
+	if (flags & SC_FSCK_REPAIR)
+		flags |= SC_FSCK_DEEP;
 	struct pass p, vp;
-	int rc = one_pass(arena, flags, cb, ctx, rep, &p);
-	if (rc)
-		return rc;
+	one_pass(arena, flags, cb, ctx, rep, &p);
 	if (!(flags & SC_FSCK_REPAIR)) {
 		uint64_t left = rep->problems - rep->repaired;
 		return left > INT32_MAX ? INT32_MAX : (int)left;
@@ -776,8 +810,7 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 	 * finding reported (through @cb) counts once in problems; repaired is what no longer shows. */
 	uint64_t found = rep->problems, dropped = rep->dropped;
 	for (int round = 0;; round++) {
-		if ((rc = one_pass(arena, flags & ~SC_FSCK_REPAIR, NULL, NULL, &v, &vp)))
-			return rc;
+		one_pass(arena, flags & ~SC_FSCK_REPAIR, NULL, NULL, &v, &vp);
 		if (v.problems == 0 || (!p.damage && v.problems <= p.deferred)) {
 			/* the counts of the final state are the last check's */
 			*rep = v;
@@ -789,8 +822,7 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 		if (p.damage || round == FSCK_ROUNDS)
 			break;
 		struct sc_fsck_report r;
-		if ((rc = one_pass(arena, flags, cb, ctx, &r, &p)))
-			return rc;
+		one_pass(arena, flags, cb, ctx, &r, &p);
 		found += r.problems;
 		dropped += r.dropped;
 	}

@@ -401,6 +401,30 @@ START_TEST(regression_fsck_repair_converges_after_index_scribble)
 }
 END_TEST
 
+/* Found by the converge property of fuzz_arena_scribble: a shard whose free list head was lost
+ * (0) hides all its free entries, so every admission to it failed with -ENOSPC while fsck said
+ * clean. fsck compares each shard's lists with its entries' states and rebuilds them. */
+START_TEST(regression_fsck_lost_free_list_is_rebuilt)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fscklist", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	admit_n(st, 5);
+	struct shm_index *ix = l2_ix(a);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		ix->hdr->shards[s].free_head = 0;
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), SHM_INDEX_SHARDS);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.entries, 5);
+	admit_n(st, 40); /* every shard admits again */
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Defect 8: after a heap scribble, repair said "1 problem left" and every later put failed with
  * a digest error. Now: repaired and usable, or declared unrepairable and every later operation
  * says so. */
@@ -500,6 +524,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, regression_fsck_repair_converges_after_index_scribble);
 	tcase_add_test(tc, regression_fsck_heap_scribble_is_repaired_or_declared);
 	tcase_add_test(tc, regression_fsck_corrupt_shard_lock_is_not_busy);
+	tcase_add_test(tc, regression_fsck_lost_free_list_is_rebuilt);
 	suite_add_tcase(s, tc);
 	return s;
 }
