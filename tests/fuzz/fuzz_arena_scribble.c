@@ -16,15 +16,19 @@
  *      (check, repair, or deep repair, picked by the first byte).
  * Properties (trap): a hit's sections lie inside the heap region and its descriptor is valid for
  * its KV section; a copy never reports more than the buffer; polled commits point into the ring
- * region and respect the token limit; return codes are 0/counts or negative errnos.
+ * region and respect the token limit; return codes are 0/counts or negative errnos. After every
+ * fsck --repair, the converge property (see converged()): clean under a second fsck --deep and a
+ * put/get round trip works, or only rings a live process holds are left (and L2 works), or the
+ * arena is declared unrepairable and every later operation (fsck, admit, reserve, stage open,
+ * open) says so.
  *
- * The robust mutexes (index shards, sweep, heap) live in the arena too. By default patches skip
- * their bytes: a scribbled mutex word makes pthread_mutex_lock wait for an owner that does not
- * exist, forever, which would end every run in seconds with the same finding (reported once, with
- * a reproducer in tests/fuzz/regressions/). Set SC_FUZZ_SCRIBBLE_MUTEX=1 to scribble them too
- * (and run with -timeout), or =2 to scribble every mutex byte except the lock word and the type
- * word (owner, count, spins, robust-list links). A scribbled type word makes glibc abort (also
- * kept as a reproducer).
+ * The writer locks (index shards, sweep, heap: struct shm_mutex, a futex word naming its holder's
+ * owner token, then a magic word) live in the arena too. By default patches skip them: a word
+ * naming this process's own token would make the next lock wait on itself. Set
+ * SC_FUZZ_SCRIBBLE_MUTEX=1 to scribble them too (and run with -timeout), or =2 to scribble
+ * everything but the futex word (the magic word: every writer refuses with -EBADMSG until fsck
+ * re-initialises the lock). The reproducers in tests/fuzz/regressions/ of the pthread locks these
+ * replaced stay as regression inputs.
  *
  * First byte (flags): 0x3 fsck mode (0 none, 1 check, 2 repair, 3 deep+repair), 0x4 pass the
  * populated location to sc_l2_get (mismatch removes), 0x8 admit after the lookups,
@@ -41,6 +45,7 @@
 #include "../../lib/internal.h"
 #include "../../shm/arena.h"
 #include "../../shm/index.h"
+#include "../../shm/mutex.h"
 #include "../../shm/ring.h"
 #include "fuzz_common.h"
 
@@ -78,8 +83,15 @@ static uint8_t copybuf[64 << 10];
 
 static void restore(void);
 
+/* How repairs ended (printed at exit with SC_FUZZ_STATS=1): clean, rings left to a live
+ * process, declared unrepairable. */
+static unsigned long outcomes[3];
+
 static void cleanup(void)
 {
+	if (getenv("SC_FUZZ_STATS"))
+		fprintf(stderr, "fsck --repair outcomes: %lu clean, %lu rings left to a live process, %lu declared "
+			"unrepairable\n", outcomes[0], outcomes[1], outcomes[2]);
 	if (!A)
 		return;
 	if (saved)
@@ -148,7 +160,7 @@ static void populate(void)
 
 static void add_mutex(uint8_t *p)
 {
-	mutexes[nmutex++] = (struct range){ (uint64_t)(p - base), (uint64_t)(p - base) + sizeof(pthread_mutex_t) };
+	mutexes[nmutex++] = (struct range){ (uint64_t)(p - base), (uint64_t)(p - base) + sizeof(struct shm_mutex) };
 }
 
 static void survey(void)
@@ -225,8 +237,8 @@ static void patch(uint8_t *dst, const uint8_t *src, size_t len)
 			uint64_t at = off + i;
 			if (at < mutexes[m].lo || at >= mutexes[m].hi)
 				continue;
-			/* mode 2 spares only glibc's lock word (offset 0) and type word (offset 16) */
-			if (!scribble_mutex || at - mutexes[m].lo < 4 || (at - mutexes[m].lo >= 16 && at - mutexes[m].lo < 20))
+			/* mode 2 spares only the futex word (offset 0): the magic word is scribbled */
+			if (!scribble_mutex || at - mutexes[m].lo < 4)
 				skip = 1;
 		}
 		if (!skip)
@@ -327,6 +339,75 @@ static int poll_cb(const struct sc_commit *c, void *ctx)
 	return 0;
 }
 
+static int not_ring(const char *component)
+{
+	return strcmp(component, "rings") != 0;
+}
+
+static void count_not_ring(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)message, (void)repaired;
+	*(int *)ctx += not_ring(component);
+}
+
+/* A put and a get of a fresh entry: the arena is usable. A scribbled budget is a legal one
+ * (sc_l2_shrink_to sets any): below the payload it refuses with -E2BIG, below what is stored it
+ * may need more eviction than one admission does (-ENOSPC); neither is a failure of fsck. */
+static void round_trip(void)
+{
+	static uint8_t pl[3000];
+	for (size_t i = 0; i < sizeof(pl); i++)
+		pl[i] = (uint8_t)(i * 13 + 1);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pl }, .sec_len = { sizeof(pl) } };
+	int32_t t[3] = { 9, 9, 9 };
+	int rc = sc_l2_admit(S, "converge", t, 3, sc_digest(pl, sizeof(pl)), &p, SC_ORIGIN_DIRECT);
+	if (rc == -ENOSPC) {
+		struct sc_l2_stats st;
+		CHECK(sc_l2_stats(A, NULL, &st) == 0 && st.budget_bytes < heap_size);
+		return;
+	}
+	CHECK(rc == 0 || rc == -E2BIG);
+	if (rc)
+		return;
+	struct sc_lease l;
+	CHECK(sc_l2_get(S, "converge", t, 3, NULL, &l) == 0);
+	CHECK(l.sec_len[0] == sizeof(pl) && !memcmp(l.sec[0], pl, sizeof(pl)));
+	sc_lease_release(&l);
+}
+
+/*
+ * The converge property (issue 12), after every fsck --repair: either the arena is clean (a
+ * second fsck --deep finds nothing) and a put/get round trip works; or problems are left only in
+ * commit rings that a live producer or consumer holds (this process keeps a producer, ring 0),
+ * and L2 works; or the arena is declared unrepairable and every later operation says so.
+ */
+static void converged(int rc)
+{
+	struct sc_fsck_report rep;
+	outcomes[rc == -ENOTRECOVERABLE ? 2 : rc > 0 ? 1 : 0]++;
+	if (rc == -ENOTRECOVERABLE) {
+		CHECK(sc_arena_fsck(A, 0, NULL, NULL, &rep) == -ENOTRECOVERABLE);
+		static uint8_t pl[100];
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pl }, .sec_len = { sizeof(pl) } };
+		int32_t t[2] = { 7, 7 };
+		CHECK(sc_l2_admit(S, "dead", t, 2, sc_digest(pl, sizeof(pl)), &p, SC_ORIGIN_DIRECT) == -ENOTRECOVERABLE);
+		struct sc_l2_resv rv;
+		CHECK(sc_l2_reserve(S, 100, &rv) == -ENOTRECOVERABLE);
+		struct sc_stage *st = NULL;
+		CHECK(sc_stage_open(A, "other", "stage", &st) == -ENOTRECOVERABLE && !st);
+		struct sc_arena *b = NULL;
+		CHECK(sc_arena_open(name, &b) == -ENOTRECOVERABLE && !b);
+		return;
+	}
+	CHECK(rc >= 0);
+	int others = 0;
+	int left = sc_arena_fsck(A, SC_FSCK_DEEP, count_not_ring, &others, &rep);
+	CHECK(left >= 0);
+	CHECK(rc > 0 ? others == 0 : left == 0);
+	round_trip();
+	CHECK(sc_arena_fsck(A, SC_FSCK_DEEP, count_not_ring, &others, &rep) >= 0 && others == 0);
+}
+
 static void fsck(uint8_t flags)
 {
 	static const uint32_t modes[4] = { 0, 0, SC_FSCK_REPAIR, SC_FSCK_REPAIR | SC_FSCK_DEEP };
@@ -335,6 +416,8 @@ static void fsck(uint8_t flags)
 	struct sc_fsck_report rep;
 	int rc = sc_arena_fsck(A, modes[flags & 3], NULL, NULL, &rep);
 	CHECK(rc > -4096);
+	if (modes[flags & 3] & SC_FSCK_REPAIR)
+		converged(rc);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -381,7 +464,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * otherwise be hidden by the next restore). Only meaningful while lock words are not scribbled. */
 	for (unsigned m = 0; scribble_mutex != 1 && m < nmutex; m++) {
 		int w;
-		memcpy(&w, base + mutexes[m].lo, sizeof(w)); /* pthread_mutex_t starts with its lock word */
+		memcpy(&w, base + mutexes[m].lo, sizeof(w)); /* struct shm_mutex starts with its futex word */
 		CHECK(w == 0);
 	}
 	return 0;
