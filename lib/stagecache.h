@@ -1094,7 +1094,7 @@ uint64_t sc_batcher_commits(const struct sc_batcher *b);
  * are not part of this header: see lib/stagecache_test.h, which is never installed) */
 
 #define SC_FSCK_DEEP 0x1u   /* also verify the digest of every L2 entry */
-#define SC_FSCK_REPAIR 0x2u /* fix what can be fixed, drop what cannot */
+#define SC_FSCK_REPAIR 0x2u /* fix what can be fixed, drop what cannot; implies SC_FSCK_DEEP */
 #define SC_FSCK_MASK 0x3u
 
 struct sc_fsck_report {
@@ -1127,15 +1127,15 @@ typedef void (*sc_fsck_fn)(const char *component, const char *message, int repai
  * of dead processes, repair counters no process could have reached.
  * With SC_FSCK_REPAIR it repairs, checks again, and repairs again while problems remain (a bounded
  * number of rounds): the result is either clean (a later check finds nothing and admissions work),
- * or problems held by live processes (another ring consumer, a stuck writer: returned as a count),
+ * or problems held by live processes (another ring consumer, a live producer: returned as a count),
  * or the arena is declared unrepairable: marked in its header, so every later sc_arena_open* and
  * every admission returns -ENOTRECOVERABLE; the remedy is destroy and create.
  * @flags: SC_FSCK_*; @cb: optional, one call per finding; @rep: optional report (its counts are the
  * final state's; problems are every finding reported, repaired those no longer present).
- * Returns the number of problems left (0: clean), or -EINVAL, -EBUSY (an index lock stayed held
- * for 5 s: nothing under it was checked), -ENOTRECOVERABLE (declared unrepairable, now or before),
- * -ENOMEM. Takes every writer lock in turn (readers keep running); bounded by the arena's size;
- * re-initialising a corrupted lock word assumes no writer is inside it.
+ * Returns the number of problems left (0: clean), or -EINVAL, -ENOTRECOVERABLE (declared
+ * unrepairable, now or before). Takes every writer lock, waiting for live holders (a dead holder's
+ * is taken over); readers keep running; bounded by the arena's size; re-initialising a corrupted
+ * lock word assumes no writer is inside it.
  */
 int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep);
 

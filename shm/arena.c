@@ -388,7 +388,7 @@ int shm_arena_create(const char *dir, const char *name, const struct shm_params 
 	 * in either (O_EXCL makes the race within one directory exact) */
 	char path[PATH_MAX];
 	if (locate(NULL, name, path, sizeof(path)) == 0)
-		return -EEXIST;
+		return -EEXIST; /* (one in a directory this user may not search cannot be seen) */
 	if (p->huge_mode != 2 && find_hugetlbfs(hdir, sizeof(hdir)) == 0) {
 		int rc = create_in(hdir, name, p, mode, gid, out);
 		/* auto: a hugepage shortage, or a hugetlbfs mount this user may not write (root's 0755
@@ -566,6 +566,7 @@ static int locate(const char *dir, const char *name, char *path, size_t len)
 	} else {
 		n = known_dirs(dirs);
 	}
+	int denied = 0;
 	for (int i = 0; i < n; i++) {
 		struct stat st;
 		if (path_for(path, len, dirs[i], name))
@@ -573,8 +574,9 @@ static int locate(const char *dir, const char *name, char *path, size_t len)
 		/* the name itself, not what a link points at: a planted link is found and refused */
 		if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			return 0;
+		denied |= errno == EACCES; /* a directory we may not search: it may be there */
 	}
-	return -ENOENT;
+	return denied ? -EACCES : -ENOENT;
 }
 
 int shm_arena_stat(const char *dir, const char *name, char *path, size_t len, struct stat *st)

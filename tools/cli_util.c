@@ -388,15 +388,22 @@ int cli_arena_error(const char *cmd, int rc, const char *dir, const char *name)
 		if (have && (fi.mode & S_IWOTH))
 			return cli_fail(cmd, 0, "%s is world-writable (mode %04o): anyone could corrupt it, so it is refused",
 					what, fi.mode & 07777);
-		if (have)
-			return cli_fail(cmd, 0, "%s is owned by %s, not by you or root: refused (pass --owner %u if you trust "
-				       "that user)", what, user_name(fi.uid, u, sizeof(u)), fi.uid);
+		if (have) {
+			struct passwd *pw = getpwuid(fi.uid);
+			char who[64];
+			snprintf(who, sizeof(who), "%s", pw ? pw->pw_name : "");
+			if (!pw)
+				snprintf(who, sizeof(who), "%u", fi.uid);
+			return cli_fail(cmd, 0, "%s is owned by %s, not by you or root: refused (pass --owner %s if you trust "
+					"that user)", what, user_name(fi.uid, u, sizeof(u)), who);
+		}
 		return cli_fail(cmd, 0, "arena '%s' is refused: world-writable or owned by a user not trusted", cli_q(name));
 	case -EACCES:
 		if (have)
 			return cli_fail(cmd, 0, "permission denied: %s is mode %04o, owner %s, group %s", what, fi.mode & 07777,
 					user_name(fi.uid, u, sizeof(u)), group_name(fi.gid, g, sizeof(g)));
-		return cli_fail(cmd, 0, "permission denied: cannot open arena '%s'", cli_q(name));
+		return cli_fail(cmd, 0, "permission denied: you may not look up or open arena '%s'%s%s (its directory is not "
+				"searchable by you)", cli_q(name), dir ? " in " : "", dir ? dir : "");
 	case -EAGAIN:
 		return cli_fail(cmd, 0, "arena '%s' is still being created by another process (or its creator died): try "
 				"again, or destroy it", cli_q(name));

@@ -34,7 +34,8 @@ static void usage(FILE *f)
 		   "  --repair   fix what can be fixed (dead readers reaped, orphaned memory freed, broken\n"
 		   "             chains and lists rebuilt, corrupted lock words and region headers rewritten)\n"
 		   "             and drop what cannot (entries that fail their checks, records of a corrupted\n"
-		   "             ring); then check again, until clean. If the arena still is not clean, it is\n"
+		   "             ring, entries whose payload does not match its digest: --repair implies\n"
+		   "             --deep); then check again, until clean. If the arena still is not clean, it is\n"
 		   "             declared unrepairable: every later open says so, and the remedy is\n"
 		   "             'stagecache destroy NAME' and create.\n"
 		   "  --json     one JSON object: findings and counts\n"
@@ -108,9 +109,6 @@ int cmd_fsck(int argc, char **argv)
 			 name);
 		return EXIT_DAMAGED;
 	}
-	if (rc == -EBUSY)
-		return cli_fail("fsck", 0, "cannot check '%s': a writer lock has stayed held for 5 s (a writer is stuck inside "
-				"the arena, or a lock word is corrupted: stop the writers and run fsck --repair)", name);
 	if (rc < 0)
 		return cli_fail("fsck", 0, "cannot check '%s': %s", name, rc == -EBADMSG ? "its index or heap header is "
 				"corrupted beyond what fsck can rebuild" : sc_strerror(rc));
