@@ -119,8 +119,6 @@ int cmd_restore(int argc, char **argv)
 		goto cleanup;
 	}
 	sc_l3_bind_arena(l3, a);
-	if (out && !(of = cli_open_output("restore", out)))
-		goto cleanup;
 	for (uint64_t i = 0; i < repeat; i++) {
 		struct sc_restore r;
 		rc = sc_restore(st, l3, x.ns, x.tokens, x.n, flags, &r);
@@ -156,7 +154,12 @@ int cmd_restore(int argc, char **argv)
 			       r.source == SC_RESTORE_FROM_L2 ? "" : (r.promoted ? "promoted:" : "not promoted:"),
 			       r.source == SC_RESTORE_FROM_L2 ? "hit" : why_name(r.promote_why), (double)r.locate_ns / 1e3,
 			       (double)r.lookup_ns / 1e3, (double)r.fill_ns / 1e3, (double)r.total_ns / 1e3);
-		if (of && i + 1 == repeat) {
+		if (out && i + 1 == repeat) {
+			/* opened once there is something to write: a refused restore leaves FILE alone */
+			if (!(of = cli_open_output("restore", out))) {
+				sc_restore_release(&r);
+				goto cleanup;
+			}
 			int ok = fwrite(r.sec[0], 1, r.sec_len[0], of) == r.sec_len[0] &&
 				 (!r.sec_len[1] || fwrite(r.sec[1], 1, r.sec_len[1], of) == r.sec_len[1]) && fflush(of) == 0;
 			if (!ok) {
