@@ -222,6 +222,8 @@ $(B)/tests/static_probes: $(STATIC)
 $(B)/tests/check_probes: $(B)/tests/static_probes $(BPF_SKEL)
 $(B)/tests/check_trace: $(CLI)
 $(B)/tests/check_liveness: $(CLI) $(TEST_CLI)
+$(B)/tests/check_product: $(CLI) $(TEST_CLI) $(STATIC)
+$(B)/tests/check_product: override CFLAGS += -DSC_BUILD_DIR='"$(B)"'
 
 all: $(PROBE_HELPERS)
 
@@ -274,6 +276,55 @@ fuzz-regress: $(FUZZ_BINS)
 
 .PHONY: fuzz-regress
 
+# ---- API: the C++ client, the Python and Rust bindings, the exporter, the docs (owned by api) ----
+# The bindings are tested with Debian's interpreters and compilers, not whatever is first on PATH
+# (a pyenv python without numpy, a rustup toolchain newer than Debian's rustc 1.63).
+PYTHON3 ?= /usr/bin/python3
+CARGO ?= /usr/bin/cargo
+# the exporter's HTTP server
+TOOL_LIBS += $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+
+# A C++ client of the header, linked with the shared library as a C++ engine would.
+$(B)/tests/cxx_client: tests/cxx_client.cpp lib/stagecache.h $(SHARED)
+	$(call msg,CXX,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CXX) -std=c++17 -Wall -Wextra -Wpedantic -Werror -Ilib $(SAN) -o $@ $< -L$(B) -l:libstagecache.so.0 \
+		-Wl,-rpath,'$$ORIGIN/..'
+
+tests: $(B)/tests/cxx_client
+
+# What `make check` runs besides the Check suites (each prints a Check-style summary line).
+API_TESTS := $(B)/tests/cxx_client tests/api/python.sh tests/api/rust.sh tests/api/exporter.sh tests/api/docs.sh
+check: export SC_BUILD := $(B)
+check: export SC_SANITIZER := $(ASAN)$(TSAN)
+check: export PYTHON3 := $(PYTHON3)
+check: export CARGO := $(CARGO)
+
+# make docs: man pages under $(B)/man (stagecache.1, stagecache-CMD.1 from each --help via
+# help2man; libstagecache.3 from the header's comments via Doxygen).
+MANDIR ?= $(PREFIX)/share/man
+docs: $(CLI) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh
+	$(call msg,DOCS,$(B)/man)
+	$(Q)sh docs/man.sh $(B) $(CLI)
+
+# make install also installs the man pages and the Python package (which then loads the
+# library from $(LIBDIR), recorded in stagecache/_installed.py).
+PYTHON_SITEDIR ?= $(PREFIX)/lib/python3/dist-packages
+install: install-docs install-python
+
+install-docs: docs
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man3type
+	install -m 0644 $(B)/man/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(B)/man/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(B)/man/man3type/*.3type $(DESTDIR)$(MANDIR)/man3type/
+
+install-python:
+	install -d $(DESTDIR)$(PYTHON_SITEDIR)/stagecache
+	install -m 0644 python/stagecache/*.py $(DESTDIR)$(PYTHON_SITEDIR)/stagecache/
+	printf 'LIBDIR = %s\n' "'$(LIBDIR)'" > $(DESTDIR)$(PYTHON_SITEDIR)/stagecache/_installed.py
+
+.PHONY: docs install-docs install-python
+
 # ---- checks ----
 deps:
 	@sh tools/deps.sh
@@ -284,7 +335,7 @@ setup: $(CLI)
 check: deps
 	@$(MAKE) --no-print-directory all tests
 	@$(MAKE) --no-print-directory setup
-	@sh tests/run.sh $(B) $(TEST_BINS)
+	@sh tests/run.sh $(B) $(TEST_BINS) $(API_TESTS)
 
 tests: $(TEST_BINS)
 

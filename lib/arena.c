@@ -17,6 +17,17 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 		return -EINVAL;
 	if (opts->huge < SC_HUGE_AUTO || opts->huge > SC_HUGE_OFF || (opts->mode & ~0777u) || (opts->mode & S_IWOTH))
 		return -EINVAL;
+	if (opts->flags & ~SC_ARENA_OPT_MASK)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
+		if (opts->reserved[i])
+			return -EINVAL;
+	/* gid 0 is root's group only when asked for explicitly; otherwise 0 and -1 mean "leave it" */
+	int64_t gid = opts->gid;
+	if (!(opts->flags & SC_ARENA_OPT_GID) && gid == 0)
+		gid = -1;
+	if (gid < -1 || gid > (int64_t)UINT32_MAX - 1)
+		return -EINVAL;
 	struct sc_arena *a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
@@ -29,7 +40,7 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 		.reader_slots = opts->reader_slots,
 		.huge_mode = (uint32_t)opts->huge,
 	};
-	int rc = shm_arena_create(opts->dir, name, &p, opts->mode, opts->gid, &a->shm);
+	int rc = shm_arena_create(opts->dir, name, &p, opts->mode, gid, &a->shm);
 	if (rc) {
 		free(a);
 		return rc;
@@ -48,6 +59,9 @@ int sc_arena_open_with(const char *name, const struct sc_arena_open_opts *opts, 
 		o = *opts;
 	if (o.flags & ~SC_ARENA_OPEN_MASK)
 		return -EINVAL;
+	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
+		if (o.reserved[i])
+			return -EINVAL; /* a field of a later version: refuse rather than ignore it */
 	struct shm_trust t = { .any_owner = (o.flags & SC_ARENA_OPEN_ANY_OWNER) != 0,
 			       .uid = o.owner_uid ? (int64_t)o.owner_uid : -1 };
 	struct sc_arena *a = calloc(1, sizeof(*a));

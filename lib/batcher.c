@@ -11,6 +11,11 @@
  * generated_token_count is the running total after them, so the concatenation of all batches is
  * exactly the token sequence. When the ring is full the batch simply stays pending and the next
  * commit/flush retries it, so nothing is dropped and nothing is reordered.
+ *
+ * A commit has two distinct ring-full outcomes, and callers must be able to tell them apart
+ * without comparing counts: the token was taken and only the emit was deferred
+ * (SC_BATCHER_DEFERRED, a success: never send that token again), or the buffer was already full
+ * and the token was refused (-EAGAIN: send the same token again later).
  */
 #include <errno.h>
 #include <string.h>
@@ -26,7 +31,12 @@ int sc_batcher_init_opts(struct sc_batcher *b, struct sc_ring *ring, uint64_t re
 {
 	if (!b)
 		return -EINVAL;
-	uint64_t interval = opts && opts->interval_ns ? opts->interval_ns : SC_BATCHER_INTERVAL_DEFAULT_NS;
+	if (opts && ((opts->flags & ~SC_BATCHER_OPT_MASK) || opts->reserved[0] || opts->reserved[1]))
+		return -EINVAL;
+	/* an interval of 0 (emit every token) is asked for explicitly; a plain 0 is the default */
+	uint64_t interval = SC_BATCHER_INTERVAL_DEFAULT_NS;
+	if (opts && (opts->interval_ns || (opts->flags & SC_BATCHER_OPT_INTERVAL)))
+		interval = opts->interval_ns;
 	uint32_t cap = opts && opts->capacity ? opts->capacity : SC_BATCHER_CAPACITY_MAX;
 	if (cap > SC_BATCHER_CAPACITY_MAX)
 		return -EINVAL;
@@ -85,7 +95,8 @@ int sc_batcher_commit(struct sc_batcher *b, int32_t token, uint64_t elapsed_ns)
 	if (__builtin_expect(b->state & B_FINISHED, 0))
 		return -EINVAL;
 	if (__builtin_expect(b->pending >= b->capacity, 0)) {
-		/* full from an earlier refused emit: make room first, or refuse the token */
+		/* full from an earlier refused emit: make room first, or refuse the token (the ring
+		 * being full is the only way emit fails here: -EAGAIN then means "not taken") */
 		int rc = emit(b, 0);
 		if (rc)
 			return rc;
@@ -94,11 +105,14 @@ int sc_batcher_commit(struct sc_batcher *b, int32_t token, uint64_t elapsed_ns)
 	}
 	b->count++;
 	b->tokens[b->pending++] = token;
+	/* elapsed time that went backwards is never due by time (no unsigned wrap) */
 	int due = b->pending >= b->capacity || (b->state & (B_STARTED | B_RETRY)) != B_STARTED ||
-		  (elapsed_ns > b->last_emit_ns && elapsed_ns - b->last_emit_ns >= b->interval_ns);
+		  (elapsed_ns >= b->last_emit_ns && elapsed_ns - b->last_emit_ns >= b->interval_ns);
 	if (!due)
 		return 0;
 	int rc = emit(b, 0);
+	if (rc == -EAGAIN)
+		return SC_BATCHER_DEFERRED; /* the token is in the pending batch: taken */
 	if (rc)
 		return rc;
 	b->last_emit_ns = elapsed_ns;

@@ -29,6 +29,8 @@ const char *sc_strerror(int err)
 	case ETIMEDOUT: return "timed out";
 	case EOWNERDEAD: return "a lock holder died; state was repaired";
 	case ENOTRECOVERABLE: return "the arena was declared unrepairable by fsck: destroy it and create it again";
+	case EMFILE: return "too many held: leases of this arena handle (SC_LEASES_MAX), or open files";
+	case ENOBUFS: return "buffer too small";
 	default: return strerror(err);
 	}
 }

@@ -16,7 +16,7 @@ static const char *const points[] = {
 	"l2.admit.tagged",     "l2.admit.copied",  "l2.admit.linked",  "l2.evict.unlinked",
 	"l2.remove.unlinked",  "l2.repair.rebuilt", "l2.index.replaced", "l2.index.unlinked",
 	"l2.reclaim.freeing",  "l2.reclaim.freed", "l3.put.before_rename", "fill.after_read",
-	"ring.publish",        NULL,
+	"ring.publish",        "readers.clean.half", NULL,
 };
 
 const char *const *sc_fault_points(void)
@@ -31,7 +31,10 @@ void sc_sched_set(sc_sched_fn fn, void *ctx)
 
 /* Every shm_sched_point() name in the tree; tests/check_interleave.c keeps this list complete. */
 static const char *const sched_points[] = {
-	NULL,
+	"arena.create.locked",   "readers.claim.locked",   "readers.reap.locked", "readers.clean.inc",
+	"mutex.lock.wait",       "mutex.lock.acquired",    "heap.free.locked",       "l2.get.found",        "l2.index.published",
+	"l2.index.unlinked",     "l2.reclaim.leases_read", "ring.claim.owner_dead", "ring.reap.owner_dead",
+	"ring.consumer.holder_dead", "fill.claim.found",   "obs.locked",          NULL,
 };
 
 const char *const *sc_sched_points(void)

@@ -5,18 +5,24 @@
 
 #include "l2.h"
 
-struct sc_digest sc_digest(const void *buf, size_t len)
+struct sc_digest sc_digest_of(const void *buf, size_t len)
 {
 	XXH128_hash_t h = XXH3_128bits_dispatch(len ? buf : "", len);
 	return (struct sc_digest){ h.low64, h.high64 };
 }
 
+/* the former name, kept for C callers (in C++ it would hide the structure's name) */
+struct sc_digest sc_digest(const void *buf, size_t len)
+{
+	return sc_digest_of(buf, len);
+}
+
 struct sc_digest sc_digest_sections(const void *a, size_t alen, const void *b, size_t blen)
 {
 	if (!blen)
-		return sc_digest(a, alen);
+		return sc_digest_of(a, alen);
 	if (!alen)
-		return sc_digest(b, blen);
+		return sc_digest_of(b, blen);
 	XXH3_state_t s;
 	XXH3_128bits_reset(&s);
 	XXH3_128bits_update_dispatch(&s, a, alen);

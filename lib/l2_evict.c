@@ -64,17 +64,22 @@ void l2_reclaim_locked(struct sc_arena *a, uint32_t shard)
 	struct shm_index *ix = l2_ix(a);
 	if (!ix->hdr->shards[shard].pending_head)
 		return;
+	/* epochs first, then leases: a reader whose epoch exit we see recorded its lease before it
+	 * (release in shm_epoch_exit), so the lease read below is seen (shm/index.c, Reclamation) */
+	uint64_t min = shm_epoch_min_active(a->shm);
 	uint64_t *leases;
 	size_t n = l2_leases_collect(a, &leases);
 	if (n == SIZE_MAX)
 		return;
+	shm_sched_point("l2.reclaim.leases_read");
 	unsigned blocked = 0;
-	(void)shm_index_reclaim_locked(ix, shard, leases, n, L2_RECLAIM_PER_CALL, &blocked);
+	(void)shm_index_reclaim_locked(ix, shard, min, leases, n, L2_RECLAIM_PER_CALL, &blocked);
 	free(leases);
 	if (blocked && l2_reap(a, 0) > 0) {
 		/* a dead process was what pinned them: try once more */
+		min = shm_epoch_min_active(a->shm);
 		if ((n = l2_leases_collect(a, &leases)) != SIZE_MAX) {
-			(void)shm_index_reclaim_locked(ix, shard, leases, n, L2_RECLAIM_PER_CALL, &blocked);
+			(void)shm_index_reclaim_locked(ix, shard, min, leases, n, L2_RECLAIM_PER_CALL, &blocked);
 			free(leases);
 		}
 	}

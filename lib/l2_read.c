@@ -12,6 +12,7 @@
 
 #include "l2.h"
 #include "probes.h"
+#include "../shm/fault.h"
 #include "../shm/heap.h"
 
 enum { MISS_ABSENT = 0, MISS_MISMATCH = 1, MISS_ERROR = 2 };
@@ -80,6 +81,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			count_miss(st, q->tokens, MISS_MISMATCH, t0);
 		return -ENOENT;
 	}
+	shm_sched_point("l2.get.found"); /* found, lease not yet recorded: vs removal + reclaim */
 	/* only the validated snapshot from here on */
 	const uint8_t *p = a->shm->base + sn.off;
 	uint64_t l0 = sn.l0, l1 = sn.l1, wire = sn.wire;
@@ -104,8 +106,10 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 		l->digest = d;
 		l->key = key;
 		l->has_kv_desc = has_desc;
+		l->reserved0 = 0;
 		if (has_desc)
 			l->kv_desc = desc;
+		memset(l->reserved, 0, sizeof(l->reserved)); /* the layout promises zeroes there */
 		l->arena_ = a;
 		l->slot_ = slot;
 	} else if (q->mode == 1) {
@@ -257,10 +261,9 @@ int sc_l2_list(struct sc_arena *a, int (*cb)(const struct sc_l2_entry_info *e, v
 	return count;
 }
 
-int sc_l2_stats(struct sc_arena *a, const struct sc_stage *stage, struct sc_l2_stats *out)
+/* The counters of stage @id (0: global); a stage with no record has only entries and bytes. */
+static int stats_of(struct sc_arena *a, uint64_t id, struct sc_l2_stats *out)
 {
-	if (!a || !out || (stage && stage->arena != a))
-		return -EINVAL;
 	int rc = l2_ready(a);
 	if (rc)
 		return rc;
@@ -273,15 +276,15 @@ int sc_l2_stats(struct sc_arena *a, const struct sc_stage *stage, struct sc_l2_s
 		struct shm_index_entry *e = &ix->ent[i];
 		if (atomic_load_explicit(&e->state, memory_order_acquire) != SHM_ENT_LIVE)
 			continue;
-		if (stage && e->stage_id != stage->id)
+		if (id && e->stage_id != id)
 			continue;
 		out->entries++;
 		out->bytes += e->footprint;
 		out->logical_bytes += e->sec_len[0] + e->sec_len[1];
 	}
 	struct l2_counters *c = &l2_stats_region(a)->global;
-	if (stage) {
-		struct l2_stage_rec *r = l2_stage_rec_find(a, stage->id, 0);
+	if (id) {
+		struct l2_stage_rec *r = l2_stage_rec_find(a, id, 0);
 		c = r ? &r->c : NULL;
 	}
 	if (c) {
@@ -310,4 +313,45 @@ int sc_l2_stats(struct sc_arena *a, const struct sc_stage *stage, struct sc_l2_s
 	out->free_bytes = hs.free_bytes;
 	out->largest_free_block = hs.largest_free;
 	return 0;
+}
+
+int sc_l2_stats(struct sc_arena *a, const struct sc_stage *stage, struct sc_l2_stats *out)
+{
+	if (!a || !out || (stage && stage->arena != a))
+		return -EINVAL;
+	return stats_of(a, stage ? stage->id : 0, out);
+}
+
+int sc_l2_stats_id(struct sc_arena *a, uint64_t stage_id, struct sc_l2_stats *out)
+{
+	if (!a || !out)
+		return -EINVAL;
+	int rc = l2_ready(a);
+	if (rc)
+		return rc;
+	if (stage_id && !l2_stage_rec_find(a, stage_id, 0))
+		return -ENOENT;
+	return stats_of(a, stage_id, out);
+}
+
+int sc_l2_stage_ids(struct sc_arena *a, uint64_t *ids, unsigned max)
+{
+	if (!a || (max && !ids))
+		return -EINVAL;
+	int rc = l2_ready(a);
+	if (rc)
+		return rc;
+	/* records are claimed (stage_id 0 -> id) and never given back: a relaxed read of each is a
+	 * snapshot that can only miss a stage opened meanwhile */
+	struct l2_stats_region *r = l2_stats_region(a);
+	unsigned n = 0;
+	for (uint32_t i = 0; i < L2_STAGE_RECS; i++) {
+		uint64_t id = atomic_load_explicit(&r->stages[i].stage_id, memory_order_relaxed);
+		if (!id)
+			continue;
+		if (n < max)
+			ids[n] = id;
+		n++;
+	}
+	return (int)n;
 }

@@ -391,6 +391,9 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if ((o.flags & ~SC_L3_OPEN_MASK) || o.o_direct < SC_L3_ODIRECT_AUTO || o.o_direct > SC_L3_ODIRECT_OFF ||
 	    o.queue_depth > SC_L3_MAX_QUEUE_DEPTH || (o.file_mode & ~0666u) || o.gid < 0 || o.gid > 0x7fffffff)
 		return -EINVAL;
+	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
+		if (o.reserved[i])
+			return -EINVAL; /* a field of a later version: refuse rather than ignore it */
 	int create = !(o.flags & SC_L3_OPEN_NO_CREATE);
 	if (!o.queue_depth)
 		o.queue_depth = 64;

@@ -59,6 +59,7 @@ static int lock_table(struct sc_arena *arena, struct shm_obs_hdr **out)
 	int rc = shm_obs_lock(arena->shm, h);
 	if (rc)
 		return rc;
+	shm_sched_point("obs.locked");
 	/* count is written under the lock by every process: a hostile value must not drive loops */
 	if (h->count > h->slots)
 		h->count = h->slots;

@@ -78,6 +78,7 @@ static void from_lease(struct sc_restore *out)
 	if (l->has_kv_desc)
 		out->kv_desc = l->kv_desc;
 	out->state_ = R_LEASE;
+	out->in_arena = 1;
 }
 
 /* An L2 hit, validated against the location: 0, or -ENOENT (miss, mismatch, unusable entry). */
@@ -163,6 +164,7 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 	if (rc == 0) {
 		dst = out->resv_.ptr;
 		out->state_ = R_RESV;
+		out->in_arena = 1;
 	} else if (rc == -E2BIG || rc == -ENOSPC) {
 		/* L2 cannot hold it: a private lease in process memory */
 		if (!(out->heap_ = dst = aligned_alloc(4096, room))) {

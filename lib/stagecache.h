@@ -2,7 +2,9 @@
  * stagecache.h — the whole public contract of libstagecache.
  *
  * stagecache lets the co-located worker processes of an LLM inference server share one host-RAM
- * cache of exact prefix state in a named shared-memory arena (see DESIGN.md).
+ * cache of exact prefix state in a named shared-memory arena. The design — layers, the arena's
+ * layout, every shared-memory protocol and its liveness rule — is docs/DESIGN.md in the source
+ * tree.
  *
  * Conventions, everywhere below:
  *  - every public name starts with sc_ / SC_;
@@ -12,6 +14,25 @@
  *  - unknown flag bits are rejected with -EINVAL against the matching SC_*_MASK.
  *
  * The file is split in sections, one per object. Each section is owned by one module in lib/.
+ *
+ * Structures (the stable layout rules; see "layouts" below for the run-time checks):
+ *  - a structure the caller allocates or reads has a fixed, documented layout on every 64-bit
+ *    Linux target: its public fields, then (where it may grow) a `reserved` block that the library
+ *    zeroes in what it returns and requires to be zero in what it is given (-EINVAL otherwise),
+ *    then (where it has one) a private block whose bytes only the library reads or writes;
+ *  - a later version adds public fields only inside a reserved block, so a structure never
+ *    changes size within a major version, and a binding that checks the fields it uses against
+ *    sc_offsetof() keeps working;
+ *  - struct sc_batcher is opaque: allocate sc_sizeof("sc_batcher") bytes, 8-byte aligned.
+ *
+ * Option structures: zero-initialise, then set what you need. A zero field takes its default
+ * only where zero would be meaningless (a size, a count); where zero is a meaningful value (a
+ * batcher interval of 0, group id 0) a bit in the structure's `flags` says it is meant literally.
+ *
+ * C++: the header compiles as C++ (tests/cxx_client.cpp builds with -Wall -Wextra -Werror). Where
+ * a function and a structure share a name (sc_arena_info, sc_l2_stats, sc_l3_stats,
+ * sc_promote_stats, sc_restore), the plain name is the function: write `struct sc_l2_stats st;`
+ * as in C. Digests are computed with sc_digest_of() (`sc_digest d = sc_digest_of(buf, n);`).
  */
 #ifndef STAGECACHE_H
 #define STAGECACHE_H
@@ -36,6 +57,33 @@ extern "C" {
  */
 const char *sc_strerror(int err);
 
+/* ============================== layouts (lib/abi.c) ============================== */
+/*
+ * Run-time layout checks, for bindings (Python ctypes, Rust FFI, ...) that mirror the structures
+ * of this header: at load time a binding compares the size of each structure it uses and the
+ * offset and size of each field it reads or writes with what the library it loaded was built
+ * with, and refuses to run on any difference. Types are named without "struct " ("sc_lease");
+ * fields by their C name ("sec_len"; an array is one field of its whole size). Only public fields
+ * are listed: `reserved` blocks and private blocks are not, so a field that a later version adds
+ * in reserved space breaks no binding that does not use it. None of these allocate or fail on
+ * any input.
+ */
+
+/** sc_sizeof - sizeof(struct @type) in this library, or 0 when @type is unknown (or NULL). */
+size_t sc_sizeof(const char *type);
+/** sc_alignof - _Alignof(struct @type), or 0 when unknown. */
+size_t sc_alignof(const char *type);
+/** sc_offsetof - offsetof(struct @type, @field): >= 0, or -ENOENT (no such type or public field). */
+int64_t sc_offsetof(const char *type, const char *field);
+/**
+ * sc_type_field - the @index-th public field of @type, in increasing offset: its @name, @offset
+ * and @size (each out pointer may be NULL). Returns 0, or -ENOENT past the last field or for an
+ * unknown type. With sc_type_name() a binding's tests can check that it mirrors every field.
+ */
+int sc_type_field(const char *type, unsigned index, const char **name, size_t *offset, size_t *size);
+/** sc_type_name - the @index-th structure the checks know ("sc_arena_opts", ...), NULL past the end. */
+const char *sc_type_name(unsigned index);
+
 /* ============================== arena (lib/arena.c, shm/arena.c) ============================== */
 
 /* Longest arena name; names are 1..SC_NAME_MAX characters of [A-Za-z0-9._-]. */
@@ -58,21 +106,29 @@ enum sc_backing {
 	SC_BACKING_FILE_4K = 4,      /* "file-4k": an explicit directory on a disk filesystem (page cache) */
 };
 
+/** sc_huge_name - "auto", "require", "off", or "unknown". */
+const char *sc_huge_name(int huge);
+
+#define SC_ARENA_OPT_GID 0x1u  /* gid is meant literally: 0 is root's group, not "the caller's" */
+#define SC_ARENA_OPT_MASK 0x1u
+
 /**
- * struct sc_arena_opts - creation parameters. Zero-initialise, then set what you need;
- * every zero field takes its default.
+ * struct sc_arena_opts - creation parameters. Zero-initialise, then set what you need; a zero
+ * field takes its default (flags say where zero is meant literally).
  */
 struct sc_arena_opts {
 	uint64_t size_bytes;     /* total arena size; required, SC_ARENA_MIN_BYTES..SC_ARENA_MAX_BYTES */
 	int huge;                /* enum sc_huge */
 	const char *dir;         /* directory for the arena file; NULL: /dev/hugepages or /dev/shm */
 	uint32_t mode;           /* file mode; 0: 0600; never world-writable (open refuses such files) */
-	int64_t gid;             /* group owner; 0: the caller's (use -1 for "none" explicitly) */
+	int64_t gid;             /* group owner; 0 or -1: the caller's (unless SC_ARENA_OPT_GID) */
 	uint32_t index_entries;  /* L2 index capacity; 0: size_bytes / 16 KiB, at least 1024 */
 	uint32_t ring_count;     /* commit rings; 0: 16 */
 	uint32_t ring_bytes;     /* bytes of record space per ring (power of two); 0: 256 KiB */
 	uint32_t obs_entries;    /* promotion observation table; 0: 4096 */
 	uint32_t reader_slots;   /* attached processes at once; 0: 256 */
+	uint32_t flags;          /* SC_ARENA_OPT_* */
+	uint64_t reserved[6];    /* zero */
 };
 
 struct sc_arena;
@@ -84,11 +140,12 @@ struct sc_arena;
  * @out:  receives the handle; close with sc_arena_close().
  * With huge=auto, a hugetlbfs mount this user may not write to (root's 0755 /dev/hugepages;
  * `stagecache setup --group G` opens it to a group) or a hugepage shortage falls back to /dev/shm.
- * Returns 0, or -EINVAL (bad name, size, or a mode with o+w), -EEXIST (an arena of that name
- * exists, or another process is creating it), -ENOMEM (not enough hugepages or memory; nothing is
- * left behind), -ENODEV (huge=require and no hugetlbfs mount), -EACCES (huge=require and the
- * mount is not writable by this user; or --dir not writable), -EPERM (gid: not a group of the
- * caller), -ENOENT (@dir does not exist), or another negative errno.
+ * Returns 0, or -EINVAL (bad name, size, or a mode with o+w; unknown opts->flags bits or a
+ * non-zero reserved word), -EEXIST (an arena of that name exists, or another process is creating
+ * it), -ENOMEM (not enough hugepages or memory; nothing is left behind), -ENODEV (huge=require and
+ * no hugetlbfs mount), -EACCES (huge=require and the mount is not writable by this user; or @dir
+ * not writable), -EPERM (gid: not a group of the caller), -ENOENT (@dir does not exist), or
+ * another negative errno.
  * Blocks while the arena is pre-faulted; allocates the handle.
  */
 int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct sc_arena **out);
@@ -119,12 +176,13 @@ struct sc_arena_open_opts {
 	const char *dir;             /* look only here; NULL: /dev/hugepages (hugetlbfs) then /dev/shm */
 	uint32_t flags;              /* SC_ARENA_OPEN_* */
 	uint32_t owner_uid;          /* also accept a file owned by this user (0: nobody beyond root and you) */
+	uint64_t reserved[4];        /* zero */
 };
 
 /**
  * sc_arena_open_with - as sc_arena_open, with options: where to look, and whose arena files to
  * trust besides root's and your own (e.g. the service account that creates arenas for a group of
- * workers). Returns as sc_arena_open, and -EINVAL for unknown flags.
+ * workers). Returns as sc_arena_open, and -EINVAL for unknown flags or a non-zero reserved word.
  */
 int sc_arena_open_with(const char *name, const struct sc_arena_open_opts *opts, struct sc_arena **out);
 
@@ -134,6 +192,7 @@ struct sc_arena_file {
 	uint32_t mode;               /* st_mode: type and permission bits (S_ISREG(), S_ISFIFO(), ... apply) */
 	uint32_t uid, gid;
 	uint64_t size;
+	uint64_t reserved[4];
 };
 
 /**
@@ -155,6 +214,15 @@ int sc_arena_destroy(const char *dir, const char *name);
 
 #define SC_INFO_MAX_ATTACHED 64
 
+/* One attached handle, as sc_arena_info reports it (for people to read: pids are not liveness). */
+struct sc_arena_attached {
+	uint32_t pid;            /* in the attached process's own pid namespace */
+	uint32_t uid;
+	uint32_t slot;           /* its reader slot */
+	int other_pidns;         /* 1: another pid namespace than the caller's (the pid means nothing here) */
+	uint64_t attached_unix;  /* seconds */
+};
+
 struct sc_arena_info {
 	char name[SC_NAME_MAX + 1];
 	char path[4096];
@@ -167,15 +235,10 @@ struct sc_arena_info {
 	uint32_t mode;           /* file mode bits */
 	uint32_t reader_slots;
 	uint32_t attached_count; /* attached handles whose process is alive (all of them) */
-	struct {
-		uint32_t pid;        /* in the attached process's own pid namespace */
-		uint32_t uid;
-		uint32_t slot;       /* its reader slot */
-		int other_pidns;     /* 1: another pid namespace than the caller's (the pid means nothing here) */
-		uint64_t attached_unix;
-	} attached[SC_INFO_MAX_ATTACHED]; /* the first SC_INFO_MAX_ATTACHED of them */
+	struct sc_arena_attached attached[SC_INFO_MAX_ATTACHED]; /* the first SC_INFO_MAX_ATTACHED of them */
 	uint32_t index_entries, ring_count, ring_bytes, obs_entries;
 	uint64_t heap_bytes;     /* bytes of the payload heap region */
+	uint64_t reserved[8];    /* zero */
 };
 
 /** sc_arena_info - describe the arena. Reads /proc/self/smaps (may block briefly). */
@@ -223,6 +286,44 @@ int sc_arena_file_version(const char *dir, const char *name, uint32_t *version);
 /** sc_backing_name - "hugetlbfs-2M", "shmem-thp", "shm-4k", "file-4k" or "unknown". */
 const char *sc_backing_name(int backing);
 
+/*
+ * Arena extents, for registering the arena with a device for DMA (e.g. cudaHostRegister, or
+ * ibv_reg_mr): every byte that a lease, a restore with in_arena set, or a reservation can point
+ * to lies inside one of the extents. They are this process's mapping (each process maps the
+ * arena at its own address, so each registers its own) and stay valid until sc_arena_close.
+ *
+ * How, with CUDA: after sc_arena_open, for each extent call cudaHostRegister(base + off, len,
+ * cudaHostRegisterDefault) over chunks of at most 1 GiB whose offsets and lengths are multiples
+ * of page_size (the extent's base and bytes already are); then cudaMemcpyAsync from lease
+ * sections runs as DMA from pinned memory. Call cudaHostUnregister on every chunk before
+ * sc_arena_close. Hugetlbfs pages are never swapped or migrated, so pinning them costs little;
+ * on 4 KiB shared memory registration pins every page (slow to register, and it locks the
+ * memory: check RLIMIT_MEMLOCK).
+ */
+enum sc_extent_kind {
+	SC_EXTENT_HEAP = 1,  /* the payload heap: L2 entries, leases, fill reservations */
+};
+/** sc_extent_kind_name - "heap", or "unknown". */
+const char *sc_extent_kind_name(int kind);
+
+struct sc_arena_extent {
+	void *base;            /* first byte in this process's mapping (page_size aligned) */
+	uint64_t bytes;        /* length (a multiple of page_size) */
+	uint64_t page_size;    /* of the mapping, as measured at attach: 2 MiB on hugetlbfs, else 4 KiB */
+	uint64_t file_offset;  /* offset of base in the arena file (for a second mmap of the file) */
+	uint32_t kind;         /* enum sc_extent_kind */
+	uint32_t flags;        /* 0 */
+	uint64_t reserved[4];  /* zero */
+};
+
+/**
+ * sc_arena_extents - describe the memory ranges of @arena that hold payload bytes.
+ * @out: receives up to @max extents (may be NULL when @max is 0).
+ * Returns the number of extents the arena has (which may exceed @max), or -EINVAL, -EBADMSG.
+ * Never blocks, never allocates.
+ */
+int sc_arena_extents(struct sc_arena *arena, struct sc_arena_extent *out, unsigned max);
+
 /**
  * sc_arena_list - names of the arenas found in the known directories (and @dir if not NULL).
  * Calls @cb once per file named stagecache.* with its directory and name.
@@ -244,8 +345,12 @@ struct sc_digest {
 };
 #define SC_DIGEST_HEX_LEN 32
 
-/** sc_digest - XXH3-128 (unseeded) of @len bytes at @buf. Never fails; does not allocate. */
+/** sc_digest_of - XXH3-128 (unseeded) of @len bytes at @buf. Never fails; does not allocate. */
+struct sc_digest sc_digest_of(const void *buf, size_t len);
+#ifndef __cplusplus
+/** sc_digest - the former name of sc_digest_of (C only: in C++ the name is the structure's). */
 struct sc_digest sc_digest(const void *buf, size_t len);
+#endif
 /** sc_digest_sections - the digest of the wire @a[0..alen) followed by @b[0..blen) (either may be
  * empty), without concatenating them. Never fails; does not allocate. */
 struct sc_digest sc_digest_sections(const void *a, size_t alen, const void *b, size_t blen);
@@ -312,6 +417,8 @@ enum sc_payload_kind {
 	SC_PAYLOAD_RECURRENT_ONLY = 2, /* one section (sec[0]) */
 	SC_PAYLOAD_KV_RECURRENT = 3,   /* sec[0] = KV pages (+ kv_desc when non-empty), sec[1] = recurrent */
 };
+/** sc_payload_kind_name - "full_state", "recurrent_only", "kv_recurrent", or "unknown". */
+const char *sc_payload_kind_name(int kind);
 
 /* KV page descriptor (plain data; copied into the arena with the payload). */
 #define SC_KV_DESC_V_TRANSPOSED 0x1u /* flags bit 0 */
@@ -379,6 +486,8 @@ enum sc_origin {
 	SC_ORIGIN_DIRECT = 0,  /* computed by a worker */
 	SC_ORIGIN_FROM_L3 = 1, /* promoted from an L3 fill */
 };
+/** sc_origin_name - "direct", "l3", or "unknown". */
+const char *sc_origin_name(int origin);
 
 /* The durable copy's location, for validation on lookup. */
 struct sc_location {
@@ -391,6 +500,11 @@ struct sc_location {
  * not reused (eviction skips it; removal defers the memory until release). Leases are recorded in
  * the process's reader slot, so a killed process's leases are reclaimed. At most SC_LEASES_MAX
  * leases per struct sc_arena handle at once. Release with sc_lease_release.
+ *
+ * Layout (stable, see the top of this file): the public fields, 64 reserved bytes (zero; room
+ * for a later list of scattered segments and a unified location type), then the private block
+ * (48 bytes, only the library touches it). A lease may be copied bitwise while held, but
+ * released once (by whichever copy).
  */
 #define SC_LEASES_MAX 48
 struct sc_lease {
@@ -402,12 +516,15 @@ struct sc_lease {
 	struct sc_digest digest;     /* of the wire */
 	struct sc_key key;
 	int has_kv_desc;
+	uint32_t reserved0;          /* zero */
 	struct sc_kv_desc kv_desc;   /* a copy, validated against sec_len[0] */
-	/* private */
+	uint64_t reserved[8];        /* zero */
+	/* private (48 bytes) */
 	struct sc_arena *arena_;
 	uint64_t rec_;
 	int32_t slot_;
 	int32_t reserved_;
+	uint64_t private_spare_[3];
 };
 
 /*
@@ -435,6 +552,8 @@ struct sc_lease {
  * The budget is checked against the heap's allocated bytes before allocating, so concurrent
  * admissions may overshoot it by at most what is in flight.
  * May block on shard/heap mutexes; allocates only transiently (eviction planning).
+ * To promote an L3 fill (origin SC_ORIGIN_FROM_L3) use sc_promote_admit, which also records the
+ * attempt in the promotion table; an sc_l2_admit with SC_ORIGIN_FROM_L3 records nothing.
  */
 int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
 		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);
@@ -467,6 +586,7 @@ struct sc_l2_entry_info {
 	uint64_t created_unix_ns;
 	uint32_t frequency;
 	int has_kv_desc;
+	uint64_t reserved[6];        /* zero */
 };
 
 /**
@@ -508,11 +628,24 @@ struct sc_l2_stats {
 	uint64_t entries, bytes, logical_bytes, budget_bytes;
 	uint64_t hits, misses, inserts, evictions, admission_rejects, refused_bytes;
 	uint64_t leases, pending_reclaim_bytes, free_bytes, largest_free_block;
+	uint64_t reserved[16];       /* zero (room for later counters) */
 };
 /** sc_l2_stats - global counters (@stage NULL) or one stage's (entries/bytes of that stage;
  * leases, pending, free and largest_free_block are always global). Flushes this handle's pending
  * hit/miss counts first. 0, -EINVAL, -EBADMSG. O(index entries). */
 int sc_l2_stats(struct sc_arena *arena, const struct sc_stage *stage, struct sc_l2_stats *st);
+
+/**
+ * sc_l2_stage_ids - the stage ids that have counters in @arena (every stage ever opened on it,
+ * while the arena's table of 1024 stage records lasts), for tools that report every stage
+ * without knowing their identities. Writes up to @max ids into @ids (may be NULL when @max is 0).
+ * Returns how many there are (which may exceed @max), or -EINVAL, -EBADMSG. Never blocks.
+ */
+int sc_l2_stage_ids(struct sc_arena *arena, uint64_t *ids, unsigned max);
+
+/** sc_l2_stats_id - as sc_l2_stats for the stage with id @stage_id (0: the whole arena), which
+ * need not be open in this process. Returns 0, -ENOENT (no counters for that id), -EINVAL, -EBADMSG. */
+int sc_l2_stats_id(struct sc_arena *arena, uint64_t stage_id, struct sc_l2_stats *st);
 
 /**
  * sc_l2_list - call @cb for each live entry (all stages), in index order, at most @max (0: all).
@@ -531,7 +664,7 @@ int sc_l2_list(struct sc_arena *arena, int (*cb)(const struct sc_l2_entry_info *
 struct sc_l2_resv {
 	void *ptr;                   /* first byte, writable */
 	uint64_t bytes;              /* usable bytes (>= requested) */
-	/* private */
+	/* private (24 bytes) */
 	struct sc_arena *arena_;
 	uint64_t off_;
 	uint64_t asked_;
@@ -581,6 +714,8 @@ enum sc_l3_odirect {
 	SC_L3_ODIRECT_ON = 1,   /* O_DIRECT whenever the alignment rules allow */
 	SC_L3_ODIRECT_OFF = 2,  /* always buffered */
 };
+/** sc_l3_odirect_name - "auto", "on", "off", or "unknown". */
+const char *sc_l3_odirect_name(int o_direct);
 
 /* Longest model identity, state identity and namespace an object records. */
 #define SC_L3_STR_MAX 1023u
@@ -605,6 +740,7 @@ struct sc_l3_opts {
 	int64_t gid;             /* group of every file and directory it creates (the caller must be a
 				  * member); 0: the caller's. With file_mode 0660 members of the group share the
 				  * store: any of them can put, fill, reconcile and evict. */
+	uint64_t reserved[5];    /* zero */
 };
 
 /**
@@ -615,10 +751,10 @@ struct sc_l3_opts {
  * quarantined object stay until a locate reports them), and the budget is enforced.
  * Every file is opened without following links or blocking: a FIFO or link planted under an
  * object's name is left alone by reconciliation and refused by a fill.
- * Returns 0, -EINVAL (bad opts or flags), -ENOENT (SC_L3_OPEN_NO_CREATE: @dir is missing or is
- * not an L3 directory; nothing was created), -ENOTDIR, -EACCES, -EPERM (@gid: not a group of the
- * caller), -EBADMSG (DIR/state is not an L3 state file), or another negative errno. Blocks on
- * disk I/O; allocates the handle.
+ * Returns 0, -EINVAL (bad opts or flags, non-zero reserved), -ENOENT (SC_L3_OPEN_NO_CREATE: @dir is
+ * missing or is not an L3 directory; nothing was created), -ENOTDIR, -EACCES, -EPERM (@gid: not a
+ * group of the caller), -EBADMSG (DIR/state is not an L3 state file), or another negative errno.
+ * Blocks on disk I/O; allocates the handle.
  */
 int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **out);
 
@@ -645,7 +781,9 @@ struct sc_l3_location {
 	uint64_t payload_bytes;        /* sec_len[0] + sec_len[1] */
 	uint64_t file_bytes;           /* object file size */
 	int has_kv_desc;
+	uint32_t reserved0;            /* zero */
 	struct sc_kv_desc kv_desc;
+	uint64_t reserved[6];          /* zero */
 };
 
 /**
@@ -695,7 +833,8 @@ struct sc_l3_fill_req {
 	int result;                       /* out: 0, -EBADMSG (object corrupt: quarantined), -ENOENT, -EINVAL (the location does not describe the object: nothing quarantined) or another errno */
 	int direct;                       /* out: 1 if read with O_DIRECT */
 	uint64_t fill_ns;                 /* out: submit to verified */
-	struct sc_l3_fill_req *_next;     /* private */
+	uint64_t reserved[4];             /* zero */
+	struct sc_l3_fill_req *_next;     /* private (8 bytes) */
 };
 
 /**
@@ -743,6 +882,7 @@ struct sc_l3_stats {
 	uint64_t puts, put_dedup;
 	uint64_t budget_bytes;
 	uint32_t dio_mem_align, dio_offset_align; /* 0: no O_DIRECT on this filesystem */
+	uint64_t reserved[12];                    /* zero (room for later counters) */
 };
 
 /** sc_l3_stats - counters shared by every process using the directory (since it was created). */
@@ -753,6 +893,7 @@ struct sc_l3_object_info {
 	uint32_t kind, token_count;
 	uint64_t payload_bytes, file_bytes;
 	int64_t mtime_ns;                  /* last use */
+	uint64_t reserved[4];              /* zero */
 	char ns[SC_L3_STR_MAX + 1], model_identity[SC_L3_STR_MAX + 1], state_identity[SC_L3_STR_MAX + 1];
 	int valid;                         /* header valid (list) / whole object valid (verify) */
 };
@@ -789,6 +930,8 @@ enum sc_promote_why {
 	SC_PROMOTE_WHY_SECOND_HIT = 3, /* second hit within the window: yes */
 	SC_PROMOTE_WHY_FIRST_HIT = 4,  /* first hit: no (yet) */
 };
+/** sc_promote_why_name - "terminal", "oversize", "long_prefix", "second_hit", "first_hit", or "unknown". */
+const char *sc_promote_why_name(int why);
 
 /**
  * sc_promote_consider - count a fill of @digest for @stage_id (sc_stage_id) and decide. Returns 1 (promote),
@@ -799,13 +942,27 @@ enum sc_promote_why {
 int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t token_count,
 			uint64_t payload_bytes, int *why);
 
-/** sc_promote_attempted - mark the observation terminal (call after any admit attempt). 0 or -errno. */
+/**
+ * sc_promote_admit - carry out a "yes" of sc_promote_consider in one call: admit the filled
+ * payload into L2 with origin SC_ORIGIN_FROM_L3 (exactly as sc_l2_admit) and record the attempt
+ * (as sc_promote_attempted), whatever the admit's outcome, so the same digest is not promoted
+ * again for this stage until its observation expires.
+ * Returns sc_l2_admit's result. The attempt is recorded even when the admit is refused; a
+ * missing observation (expired, or evicted meanwhile) is not an error. May block on mutexes.
+ */
+int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+		     struct sc_digest expected, const struct sc_payload *payload);
+
+/** sc_promote_attempted - mark the observation terminal (after an admit attempt made other than
+ * through sc_promote_admit, e.g. sc_l2_publish in place). 0, -ENOENT (no observation), or -errno. */
 int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
 
 struct sc_promote_stats {
 	uint32_t observations, claims, capacity;
 	uint64_t considered, promoted, evicted, expired, repairs;
+	uint64_t reserved[8];          /* zero (room for later counters) */
 };
+/** sc_promote_stats - the observation table's counters. 0, -EINVAL, -EBADMSG. Takes the table's mutex. */
 int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st);
 
 /**
@@ -830,8 +987,11 @@ enum sc_restore_source {
 	SC_RESTORE_FROM_L2 = 1,
 	SC_RESTORE_FROM_L3 = 2,
 };
+/** sc_restore_source_name - "l2", "l3", or "unknown". */
+const char *sc_restore_source_name(int source);
 
-/** A restored payload: valid until sc_restore_release. */
+/** A restored payload: valid until sc_restore_release. Layout: public fields, 64 reserved bytes
+ * (zero), then the private block (everything from lease_ on; only the library touches it). */
 struct sc_restore {
 	const void *sec[2];            /* the sections (read-only) */
 	uint64_t sec_len[2];
@@ -839,18 +999,23 @@ struct sc_restore {
 	uint32_t token_count;          /* length of the restored prefix */
 	struct sc_digest digest;
 	int has_kv_desc;
+	uint32_t reserved0;            /* zero */
 	struct sc_kv_desc kv_desc;
 	int source;                    /* enum sc_restore_source */
 	int promoted;                  /* this L3 fill was published in L2 */
 	int promote_why;               /* enum sc_promote_why of the decision (-1 when served from L2) */
 	int waited;                    /* waited for another process's fill (SC_RESTORE_WAIT) */
 	int direct;                    /* the fill used O_DIRECT */
+	int in_arena;                  /* the sections lie in the arena (sc_arena_extents); 0: private
+					  process memory, when L2 could not hold the fill */
 	uint64_t locate_ns, lookup_ns, fill_ns, total_ns;
+	uint64_t reserved[8];          /* zero */
 	/* private */
 	struct sc_lease lease_;
 	struct sc_l2_resv resv_;
 	void *heap_;
 	int state_;
+	int private_spare_;
 };
 
 /**
@@ -983,6 +1148,8 @@ enum sc_ring_state {
 	SC_RING_LIVE = 2,     /* owned by a producer */
 	SC_RING_CLOSED = 3,   /* given up; the rest is being delivered */
 };
+/** sc_ring_state_name - "free", "claiming", "live", "closed", or "unknown". */
+const char *sc_ring_state_name(int state);
 
 /* A snapshot of one ring (for `stagecache stats`). */
 struct sc_ring_stat {
@@ -998,6 +1165,7 @@ struct sc_ring_stat {
 	uint64_t delivered;     /* records ever delivered from this ring */
 	uint64_t ring_full;     /* submits refused because the ring was full */
 	uint64_t ring_bytes;    /* capacity */
+	uint64_t reserved[6];   /* zero */
 };
 
 /**
@@ -1011,15 +1179,22 @@ int sc_ring_stats(struct sc_arena *arena, struct sc_ring_stat *out, unsigned max
 #define SC_BATCHER_CAPACITY_MAX 256u                  /* tokens one batcher holds */
 #define SC_BATCHER_INTERVAL_DEFAULT_NS 100000000ull   /* 100 ms */
 
+#define SC_BATCHER_OPT_INTERVAL 0x1u /* interval_ns is meant literally: 0 emits every token at once */
+#define SC_BATCHER_OPT_MASK 0x1u
+
 struct sc_batcher_opts {
-	uint64_t interval_ns; /* least spacing between commits after the first; 0: 100 ms */
+	uint64_t interval_ns; /* least spacing between commits after the first; 0: 100 ms (unless
+				 SC_BATCHER_OPT_INTERVAL) */
 	uint32_t capacity;    /* pending tokens that force a commit; 0: 256 (max SC_BATCHER_CAPACITY_MAX) */
+	uint32_t flags;       /* SC_BATCHER_OPT_* */
+	uint64_t reserved[2]; /* zero */
 };
 
 /*
  * Per-request batching state, allocated by the caller (on the stack is fine); the batcher never
- * allocates, reads no clock and takes no lock. Use one from one thread at a time. The fields
- * are private: read them through the accessors below.
+ * allocates, reads no clock and takes no lock. Use one from one thread at a time. The structure
+ * is opaque: read it through the accessors below (a binding allocates sc_sizeof("sc_batcher")
+ * bytes, 8-byte aligned). It may be copied bitwise between calls (it holds no pointer into itself).
  */
 struct sc_batcher {
 	struct sc_ring *ring;
@@ -1044,11 +1219,15 @@ int sc_batcher_init(struct sc_batcher *b, struct sc_ring *ring, uint64_t request
 
 /**
  * sc_batcher_init_opts - as sc_batcher_init with @opts (NULL: defaults).
- * Returns 0, -EINVAL (capacity above SC_BATCHER_CAPACITY_MAX), -E2BIG (capacity above what one
- * record of @ring can carry, see sc_ring_max_tokens).
+ * Returns 0, -EINVAL (capacity above SC_BATCHER_CAPACITY_MAX, unknown flags, non-zero reserved),
+ * -E2BIG (capacity above what one record of @ring can carry, see sc_ring_max_tokens).
  */
 int sc_batcher_init_opts(struct sc_batcher *b, struct sc_ring *ring, uint64_t request_id, uint64_t session_id,
 			 const struct sc_batcher_opts *opts);
+
+/* sc_batcher_commit's success value when the token was taken but the commit it made due found
+ * the ring full: the batch stays pending and goes out with a later commit, flush or finish. */
+#define SC_BATCHER_DEFERRED 1
 
 /**
  * sc_batcher_commit - record one generated token, emitting a commit when one is due: on the
@@ -1056,11 +1235,18 @@ int sc_batcher_init_opts(struct sc_batcher *b, struct sc_ring *ring, uint64_t re
  * the request started, supplied by the caller) is at least interval past the last emitted
  * commit, or when an earlier emit found the ring full. An emit sets the last-emit time to
  * @elapsed_ns. Never blocks, never allocates.
- * Returns 0, or -EAGAIN when the ring is full: the batch stays pending (nothing dropped or
- * reordered) and the ring-full counter is incremented. The token was accepted unless the
- * batcher was already holding capacity tokens when called (sc_batcher_pending() == capacity):
- * then the token was NOT taken and must be committed again. sc_batcher_count() tells which.
- * -EINVAL after sc_batcher_finish. With no ring: 0 and nothing is kept.
+ * Returns (the token was taken in both success cases; never commit it again):
+ *  0                    and whatever was due was emitted;
+ *  SC_BATCHER_DEFERRED  (1) an emit found the ring full: the batch stays pending (nothing
+ *                       dropped or reordered), the ring-full counter was incremented, and the
+ *                       next commit, flush or finish retries it;
+ *  -EAGAIN              the token was NOT taken: the batcher already held capacity tokens and the
+ *                       ring is still full. Commit the same token again once the consumer made
+ *                       room (back-pressure); the ring-full counter was incremented;
+ *  -EINVAL              after sc_batcher_finish (nothing taken);
+ *  -EBADMSG             the ring's consumer index is corrupted (the token, if the buffer had
+ *                       room, stays pending; nothing can be emitted to this ring).
+ * With no ring: 0 and nothing is kept.
  */
 int sc_batcher_commit(struct sc_batcher *b, int32_t token, uint64_t elapsed_ns);
 
@@ -1112,6 +1298,7 @@ struct sc_fsck_report {
 	uint64_t rings, ring_problems;
 	uint64_t observations, obs_problems;
 	uint64_t lock_repairs;    /* repairs after a lock holder died, since creation */
+	uint64_t reserved[8];     /* zero */
 };
 
 /* Called for each finding: @component ("header", "heap", "index", "rings", "observations",

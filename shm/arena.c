@@ -284,7 +284,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		goto fail_unlink;
 	shm_sched_point("arena.create.locked");
 	/* exact mode regardless of umask; group if asked */
-	if (fchmod(fd, mode ? (mode & 0777) : 0600) < 0 || (gid > 0 && fchown(fd, (uid_t)-1, (gid_t)gid) < 0)) {
+	if (fchmod(fd, mode ? (mode & 0777) : 0600) < 0 || (gid >= 0 && fchown(fd, (uid_t)-1, (gid_t)gid) < 0)) {
 		rc = -errno;
 		goto fail_unlink;
 	}

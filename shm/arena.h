@@ -150,6 +150,7 @@ struct shm_trust {
 
 /* ---- shm/arena.c ---- */
 int shm_name_valid(const char *name);
+/* @gid: group owner to give the file, or -1 to leave the creator's */
 int shm_arena_create(const char *dir, const char *name, const struct shm_params *p,
 		     uint32_t mode, int64_t gid, struct shm_arena **out);
 /* Attach. Besides the header checks: the file must be a regular file (not a symlink, FIFO,

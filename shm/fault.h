@@ -5,7 +5,8 @@
  * shm_fault_point("mod.where"). A test arms one point in the process that should die, with
  * shm_fault_arm("heap.free.merge") or "name@N" (die at the N-th hit), or through the environment
  * variable SC_FAULT (read once, at the first point reached; ignored in set-uid processes). The
- * process then sends itself SIGKILL at exactly that instruction, holding whatever it holds.
+ * process then sends itself SIGKILL at exactly that instruction, holding whatever it holds (pid 1
+ * of a pid namespace ignores its own SIGKILL: it _exit()s with status 137 instead, as abruptly).
  *
  * Schedule points. shm_sched_point("mod.step") marks a step of a shared-memory protocol between
  * a check and the act that depends on it. A test installs a hook (shm_sched_set) that parks the

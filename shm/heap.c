@@ -14,7 +14,7 @@
  * Sizes are kept in 64-byte units.
  *
  * Who writes what. Everything in the region is written only by a holder of the heap mutex (a
- * process-shared robust pthread mutex in the heap header), which every call takes. The only
+ * arena writer lock in the heap header, shm/mutex.h), which every call takes. The only
  * exceptions are shm_heap_format (before the arena is published) and the payload bytes, which
  * belong to the allocation's owner. Readers of the L2 index never touch the heap. So within the
  * protocol all loads and stores are ordered by the mutex (lock = acquire, unlock = release) and
@@ -41,9 +41,9 @@
  * brought up to date before every unlock, and can always be rebuilt from the chain.
  *
  * Crash repair. A holder killed at any instruction leaves a walkable chain: every block was
- * either already split/merged by its single store or not at all. The next locker gets EOWNERDEAD,
- * marks the heap for rebuild (persisted first, so a death during the repair repeats it), makes the
- * mutex consistent and walks the chain once: it validates each header, merges adjacent free blocks
+ * either already split/merged by its single store or not at all. The next locker gets -EOWNERDEAD,
+ * marks the heap for rebuild (persisted first, so a death during the repair repeats it) and walks
+ * the chain once: it validates each header, merges adjacent free blocks
  * (single-store grows again), rewrites prev_size and rebuilds the lists and counters. A block that
  * was unlinked from a free list but not yet marked ALLOC is still FREE in the chain and comes back
  * to the lists; a block marked ALLOC stays allocated with its tag (its owning module reclaims it).
@@ -199,8 +199,8 @@ static int blk_get(const struct heap_ctx *c, uint64_t rel, uint64_t *units, unsi
 {
 	if (rel < c->start || rel >= c->end || (rel & (UNIT - 1)))
 		return -EBADMSG;
-	/* relaxed: ordered by the heap mutex (acquire at lock pairs with the last holder's unlock,
-	 * or with the kernel's robust-futex handoff when that holder died) */
+	/* relaxed: ordered by the heap lock (acquire at lock pairs with the last holder's release at
+	 * unlock; after a dead holder, with the acquire CAS that took its lock over) */
 	uint64_t w = atomic_load_explicit(&blk(c, rel)->word, memory_order_relaxed);
 	uint64_t u = w >> UNITS_SHIFT;
 	unsigned s = (unsigned)(w & 3);

@@ -5,7 +5,7 @@
  * --------
  * Structure. Buckets hold the idx+1 of the first entry of a chain (0: empty); entries chain
  * through `next`. Bucket b and every entry in its chain belong to shard b % SHM_INDEX_SHARDS; only
- * the holder of that shard's robust mutex writes the bucket, the chain links and the entries of
+ * the holder of that shard's writer lock (shm/mutex.h) writes the bucket, the chain links and the entries of
  * the shard (except `freq`, below).
  *
  * Publication (RCU style). A writer fills a BUSY entry completely (it is unreachable), sets its
@@ -35,7 +35,9 @@
  * checked against the heap region by the caller (lib/l2). Errors are -EBADMSG, never a crash.
  *
  * Crash repair. The index (bucket chains + entry states) is the source of truth. A locker that
- * gets EOWNERDEAD rebuilds the shard: chains are walked and cut at invalid links; reachable BUSY
+ * gets -EOWNERDEAD (shm/mutex.h) sets the shard's repair_pending and rebuilds it (a rebuild that
+ * cannot finish, e.g. for lack of memory, leaves the flag for the next locker): chains are
+ * walked and cut at invalid links; reachable BUSY
  * entries become LIVE; unreachable LIVE/BUSY entries are retired; RETIRED entries form the
  * pending list; FREE/FREEING entries the free list. Then heap blocks tagged as owned by an entry
  * of the shard that does not own them, and private reservations of dead processes, are freed
@@ -165,11 +167,14 @@ void shm_index_repair_locked(struct shm_index *ix, uint32_t shard)
 
 static int after_lock(struct shm_index *ix, uint32_t s, int rc)
 {
-	if (rc == -EOWNERDEAD) {
-		repair_shard(ix, s); /* we hold it now; dying here hands -EOWNERDEAD on */
-		return 0;
-	}
-	return rc;
+	struct shm_index_shard *sh = &ix->hdr->shards[s];
+	if (rc == -EOWNERDEAD)
+		sh->repair_pending = 1; /* persisted first: a repair that cannot finish is owed on */
+	else if (rc)
+		return rc;
+	if (sh->repair_pending)
+		repair_shard(ix, s); /* we hold it; dying here hands -EOWNERDEAD on */
+	return 0;
 }
 
 int shm_index_lock(struct shm_index *ix, uint32_t shard)
@@ -252,6 +257,7 @@ void shm_index_link_locked(struct shm_index *ix, struct shm_index_entry *e, stru
 	atomic_store_explicit(&e->state, SHM_ENT_LIVE, memory_order_release);
 	/* release: the entry's fields (and next) are visible to readers that acquire this slot */
 	atomic_store_explicit(slot, me, memory_order_release);
+	shm_sched_point("l2.index.published");
 	if (old) {
 		shm_fault_point("l2.index.replaced"); /* old is unreachable but not yet retired */
 		shm_index_retire_locked(ix, old);
@@ -278,6 +284,7 @@ int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry 
 	/* release: pairs with readers' acquire of the slot; the successor was published earlier */
 	atomic_store_explicit(slot, atomic_load_explicit(&e->next, memory_order_relaxed), memory_order_release);
 	shm_fault_point("l2.index.unlinked"); /* unreachable but not yet retired */
+	shm_sched_point("l2.index.unlinked");
 	shm_index_retire_locked(ix, e);
 	return 0;
 }
@@ -297,15 +304,14 @@ static int leased(const uint64_t *v, size_t n, uint64_t rec)
 	return 0;
 }
 
-int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, const uint64_t *leases, size_t n_leased,
-			     unsigned max, unsigned *blocked)
+int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min, const uint64_t *leases,
+			     size_t n_leased, unsigned max, unsigned *blocked)
 {
 	struct shm_index_shard *sh = &ix->hdr->shards[shard];
 	unsigned done = 0, seen = 0;
 	*blocked = 0;
 	if (!sh->pending_head)
 		return 0;
-	uint64_t min = shm_epoch_min_active(ix->a);
 	uint32_t *pp = &sh->pending_head;
 	while (*pp && seen < 4 * max + 16 && done < max) {
 		uint32_t cur = *pp;
@@ -349,7 +355,7 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 	uint32_t n = ix->nentries;
 	uint8_t *reach = calloc(n / SHM_INDEX_SHARDS + 1, 1);
 	if (!reach)
-		return; /* cannot repair now: the next locker tries again (mutex not made consistent) */
+		return; /* cannot repair now: repair_pending stays set, the next locker tries again */
 	/* 1. walk the shard's chains, cutting at invalid links and skipping non-live entries */
 	for (uint32_t b = s; b <= ix->mask; b += SHM_INDEX_SHARDS) {
 		_Atomic uint32_t *slot = &ix->buckets[b];
@@ -409,6 +415,7 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 	free(reach);
 	shm_fault_point("l2.repair.rebuilt");
 	sh->repairs++;
+	sh->repair_pending = 0;
 	(void)shm_index_sweep(ix, (int)s);
 }
 

@@ -83,7 +83,8 @@ struct shm_index_shard {
 	uint64_t pending_bytes;      /* footprints of RETIRED entries */
 	uint32_t pending_count;
 	uint32_t repairs;
-	uint8_t pad1[40];
+	uint32_t repair_pending;     /* 1: a rebuild is owed (set before it starts, cleared when done) */
+	uint8_t pad1[36];
 };
 _Static_assert(sizeof(struct shm_index_shard) == 128, "shard layout");
 
@@ -163,12 +164,14 @@ int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry 
 /* Retire an unlinked entry (state RETIRED, pending list). */
 void shm_index_retire_locked(struct shm_index *ix, struct shm_index_entry *e);
 /*
- * Reclaim up to @max pending entries of @shard whose epoch has passed and which @leased (sorted
- * lease records, n_leased) does not pin: free their heap blocks and return them to the free list.
- * Returns the number reclaimed; *blocked counts entries still pinned by a lease.
+ * Reclaim up to @max pending entries of @shard retired before epoch @min_active and not pinned
+ * by @leased (sorted lease records, n_leased): free their heap blocks and return them to the free
+ * list. Returns the number reclaimed; *blocked counts entries still pinned by a lease.
+ * Order matters: @min_active = shm_epoch_min_active() must be read BEFORE the lease records, so
+ * that a reader whose epoch exit it saw has its lease (recorded before that exit) in @leased.
  */
-int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, const uint64_t *leased, size_t n_leased,
-			     unsigned max, unsigned *blocked);
+int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min_active, const uint64_t *leased,
+			     size_t n_leased, unsigned max, unsigned *blocked);
 
 static inline uint32_t shm_index_idx(const struct shm_index *ix, const struct shm_index_entry *e)
 {

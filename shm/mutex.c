@@ -77,8 +77,10 @@ int shm_mutex_lock(struct shm_arena *a, struct shm_mutex *m)
 		w = atomic_load_explicit(&m->word, memory_order_relaxed);
 		if (w == 0) {
 			if (atomic_compare_exchange_strong_explicit(&m->word, &w, me | SHM_MUTEX_WAITERS,
-								    memory_order_acquire, memory_order_relaxed))
+								    memory_order_acquire, memory_order_relaxed)) {
+				shm_sched_point("mutex.lock.acquired");
 				return 0;
+			}
 			continue;
 		}
 		if ((w & ~SHM_MUTEX_WAITERS) == me)
@@ -101,8 +103,10 @@ int shm_mutex_lock(struct shm_arena *a, struct shm_mutex *m)
 		}
 		/* the holder is gone: take its lock over (exactly one waiter's CAS on w succeeds) */
 		if (atomic_compare_exchange_strong_explicit(&m->word, &w, me | SHM_MUTEX_WAITERS, memory_order_acquire,
-							    memory_order_relaxed))
+							    memory_order_relaxed)) {
+			shm_sched_point("mutex.lock.acquired");
 			return -EOWNERDEAD;
+		}
 	}
 }
 

@@ -41,10 +41,14 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fault.h"
 #include "readers.h"
+
+/* Extra passes (1 ms apart) while slots are only busy being claimed or cleaned by others. */
+#define CLAIM_RETRIES 100
 
 static uint32_t next_inc(uint32_t inc)
 {
@@ -59,6 +63,7 @@ static void clean_slot(struct shm_arena *a, struct shm_reader_slot *s)
 	atomic_store_explicit(&s->inc, next_inc(atomic_load_explicit(&s->inc, memory_order_relaxed)),
 			      memory_order_release);
 	shm_sched_point("readers.clean.inc");
+	shm_fault_point("readers.clean.half"); /* crash tests: a cleaner that dies half-way */
 	atomic_store_explicit(&s->epoch, 0, memory_order_release);
 	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)s->ext;
 	for (size_t i = 0; i < SHM_READER_EXT_BYTES / 8; i++)
@@ -81,16 +86,24 @@ int shm_readers_claim(struct shm_arena *a)
 		fd = open(a->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
-	/* first pass: free slots only (no cleaning); second pass: slots of dead holders too */
-	for (int pass = 0; pass < 2; pass++) {
+	/* first pass: free slots only (no cleaning); then slots of dead holders too, again for a
+	 * while if some slot was only busy being claimed or cleaned by someone (bounded) */
+	for (int pass = 0; pass < 2 + CLAIM_RETRIES; pass++) {
+		int transient = 0;
+		if (pass >= 2) {
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
 		for (uint32_t i = 0; i < n; i++) {
 			struct shm_reader_slot *s = shm_reader_slot(a, i);
 			uint32_t st = atomic_load_explicit(&s->state, memory_order_relaxed);
 			if (pass == 0 && st != SHM_SLOT_FREE)
 				continue;
 			int rc = shm_ofd_trylock(fd, SHM_LOCK_SLOT(i));
-			if (rc == -EAGAIN)
+			if (rc == -EAGAIN) {
+				transient |= st != SHM_SLOT_LIVE; /* being claimed or cleaned right now */
 				continue; /* held: alive, or being claimed or cleaned right now */
+			}
 			if (rc) {
 				close(fd);
 				return rc;
@@ -112,6 +125,8 @@ int shm_readers_claim(struct shm_arena *a)
 			a->token = shm_token(i, inc);
 			return (int)i;
 		}
+		if (pass >= 1 && !transient)
+			break;
 	}
 	close(fd);
 	return -EUSERS;

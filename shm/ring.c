@@ -129,7 +129,6 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 		if (st == SHM_RING_LIVE || st == SHM_RING_CLAIMING) {
 			if (owner_alive(a, w))
 				continue;
-			shm_sched_point("ring.claim.owner_dead");
 		}
 		/* reuse only an empty ring: A3/A4 pair with the last R3/R4 */
 		uint64_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
@@ -138,6 +137,8 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 			continue; /* the consumer delivers the rest first, then frees it */
 		if (tail - head > size || ((tail | head) & (SHM_RING_ALIGN - 1)))
 			continue; /* corrupted indices: never hand this ring out */
+		if (st != SHM_RING_FREE)
+			shm_sched_point("ring.claim.owner_dead"); /* judged reclaimable: the CAS decides */
 		uint32_t gen = (shm_ring_owner_gen(w) + 1) & 0xffffffu;
 		uint64_t live = shm_ring_owner(gen, SHM_RING_LIVE, a->token);
 		/* R1 (release) / acquire of the previous owner's R2 and the consumer's R4 */

@@ -275,16 +275,17 @@ START_TEST(a_full_ring_keeps_the_batch_pending_and_loses_nothing)
 	/* every token is due (interval 1 ns): fill the ring until it refuses */
 	while ((rc = sc_batcher_commit(&b, next, t += 10)) == 0)
 		next++;
-	ck_assert_int_eq(rc, -EAGAIN);
-	next++; /* the refused emit's token was accepted: it is pending */
+	/* the refused emit's token was taken: a success that says the batch is deferred */
+	ck_assert_int_eq(rc, SC_BATCHER_DEFERRED);
+	next++;
 	ck_assert_uint_eq(sc_batcher_count(&b), (uint64_t)next);
 	ck_assert_uint_eq(sc_batcher_pending(&b), 1);
 	ck_assert_uint_eq(sc_batcher_ring_full(&b), 1);
-	/* keep going while full: tokens accumulate up to capacity, each call retries */
+	/* keep going while full: tokens accumulate up to capacity, each call retries and is taken */
 	while (sc_batcher_pending(&b) < 8) {
-		ck_assert_int_eq(sc_batcher_commit(&b, next++, t += 10), -EAGAIN);
+		ck_assert_int_eq(sc_batcher_commit(&b, next++, t += 10), SC_BATCHER_DEFERRED);
 	}
-	/* at capacity with the ring still full, the token is not accepted */
+	/* at capacity with the ring still full, the token is not taken: -EAGAIN, and only then */
 	uint64_t before = sc_batcher_count(&b);
 	ck_assert_int_eq(sc_batcher_commit(&b, next, t += 10), -EAGAIN);
 	ck_assert_uint_eq(sc_batcher_count(&b), before);
@@ -321,7 +322,7 @@ START_TEST(finish_on_a_full_ring_can_be_retried)
 	struct sc_commit c = { .request_id = 1 };
 	while (sc_ring_try_submit(ring, &c) == 0)
 		;
-	ck_assert_int_eq(sc_batcher_commit(&b, 1, 0), -EAGAIN);
+	ck_assert_int_eq(sc_batcher_commit(&b, 1, 0), SC_BATCHER_DEFERRED);
 	ck_assert_int_eq(sc_batcher_finish(&b, SC_COMMIT_FINISHED), -EAGAIN);
 	drain(arena);
 	int before = logbuf.n;

@@ -86,6 +86,7 @@ int cmd_create(int argc, char **argv)
 		case 'g':
 			if (cli_parse_group("create", "--group", optarg, &o.gid))
 				return EXIT_USAGE;
+			o.flags |= SC_ARENA_OPT_GID; /* --group root means group 0 */
 			break;
 		case 'd': o.dir = optarg; break;
 		case 'r':

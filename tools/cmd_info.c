@@ -45,8 +45,9 @@ int cmd_info(int argc, char **argv)
 		sc_arena_close(a);
 		return cli_fail("info", rc, "cannot describe '%s'", argv[optind]);
 	}
-	/* we are attached ourselves while looking: don't list this process */
-	uint32_t self = (uint32_t)getpid(), shown = 0;
+	/* we are attached ourselves while looking: don't list our own slot (not by pid: a process of
+	 * another pid namespace may have the same one) */
+	uint32_t self = sc_arena_token(a) & 0xffffu, shown = 0;
 	if (json) {
 		printf("{\"name\":");
 		cli_json_str(stdout, in.name);
@@ -61,10 +62,11 @@ int cmd_info(int argc, char **argv)
 		       (unsigned long long)in.heap_bytes, in.index_entries, in.ring_count, in.ring_bytes, in.obs_entries,
 		       in.reader_slots);
 		for (uint32_t i = 0; i < in.attached_count && i < SC_INFO_MAX_ATTACHED; i++) {
-			if (in.attached[i].pid == self)
+			if (in.attached[i].slot == self)
 				continue;
-			printf("%s{\"pid\":%u,\"attached_unix\":%llu}", shown++ ? "," : "", in.attached[i].pid,
-			       (unsigned long long)in.attached[i].attached_unix);
+			printf("%s{\"slot\":%u,\"pid\":%u,\"uid\":%u,\"other_pid_namespace\":%s,\"attached_unix\":%llu}",
+			       shown++ ? "," : "", in.attached[i].slot, in.attached[i].pid, in.attached[i].uid,
+			       in.attached[i].other_pidns ? "true" : "false", (unsigned long long)in.attached[i].attached_unix);
 		}
 		printf("]}\n");
 	} else {
@@ -83,9 +85,14 @@ int cmd_info(int argc, char **argv)
 		printf("commit rings:   %u x %s\n", in.ring_count, cli_human(in.ring_bytes, hb, sizeof(hb)));
 		printf("observations:   %u\n", in.obs_entries);
 		printf("attached:       %u of %u slots\n", in.attached_count > 0 ? in.attached_count - 1 : 0, in.reader_slots);
-		for (uint32_t i = 0; i < in.attached_count && i < SC_INFO_MAX_ATTACHED; i++)
-			if (in.attached[i].pid != self)
-				printf("  pid %u\n", in.attached[i].pid);
+		for (uint32_t i = 0; i < in.attached_count && i < SC_INFO_MAX_ATTACHED; i++) {
+			if (in.attached[i].slot == self)
+				continue;
+			time_t at = (time_t)in.attached[i].attached_unix;
+			strftime(tb, sizeof(tb), "%H:%M:%S", localtime(&at));
+			printf("  slot %-4u pid %-8u uid %-6u since %s%s\n", in.attached[i].slot, in.attached[i].pid,
+			       in.attached[i].uid, tb, in.attached[i].other_pidns ? "  (another pid namespace)" : "");
+		}
 	}
 	sc_arena_close(a);
 	return EXIT_OK;

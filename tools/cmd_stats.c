@@ -1,9 +1,15 @@
-/* tools/cmd_stats.c — `stagecache stats NAME [--model M --state S] [--dir DIR] [--json]`: the L2
- * counters, then (arena-wide) the promotion policy's and the commit rings'. */
+/* tools/cmd_stats.c — `stagecache stats NAME [--model M --state S] [--dir DIR] [--l3 DIR] [--json]`:
+ * the L2 counters, then (arena-wide) every stage's, the promotion policy's, the commit rings', the
+ * attached processes and (with --l3) an L3 directory's. `stagecache exporter` serves the same
+ * counters to Prometheus; its test checks that both agree. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+#include "l2cli.h"
 
 static const char *ring_state(uint32_t st)
 {
@@ -13,12 +19,27 @@ static const char *ring_state(uint32_t st)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache stats NAME [--model M --state S] [--dir DIR] [--json]\n\n"
+	fprintf(f, "usage: stagecache stats NAME [--model M --state S] [--dir DIR] [--l3 DIR] [--owner USER] [--json]\n\n"
 		   "L2 counters, for the whole arena or one stage (--model and --state): entries, bytes,\n"
 		   "logical bytes, budget, hits, misses, inserts, evictions, admission rejects, refused bytes;\n"
 		   "and always arena-wide: leases held, bytes waiting for reclamation, free bytes and the\n"
-		   "largest free block (fragmentation). Arena-wide, also the promotion policy's counters and\n"
-		   "the commit rings in use.\n");
+		   "largest free block (fragmentation). Arena-wide, also every stage's L2 counters (by stage\n"
+		   "id), the promotion policy's counters, the commit rings in use and the number of attached\n"
+		   "processes (this one included).\n\n"
+		   "  --l3 DIR   also the counters of the L3 directory DIR (shared by every process using it;\n"
+		   "             DIR must exist: nothing is created or changed)\n"
+		   "  --owner U  trust an arena file owned by user U (a name, a number, or any)\n");
+}
+
+/* The per-stage view: the counters that belong to one stage (leases, free bytes... are global). */
+static void print_stage_json(uint64_t id, const struct sc_l2_stats *s)
+{
+	printf("{\"stage\":\"%016llx\",\"entries\":%llu,\"bytes\":%llu,\"logical_bytes\":%llu,\"hits\":%llu,"
+	       "\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"admission_rejects\":%llu,\"refused_bytes\":%llu}",
+	       (unsigned long long)id, (unsigned long long)s->entries, (unsigned long long)s->bytes,
+	       (unsigned long long)s->logical_bytes, (unsigned long long)s->hits, (unsigned long long)s->misses,
+	       (unsigned long long)s->inserts, (unsigned long long)s->evictions,
+	       (unsigned long long)s->admission_rejects, (unsigned long long)s->refused_bytes);
 }
 
 int cmd_stats(int argc, char **argv)
@@ -27,9 +48,10 @@ int cmd_stats(int argc, char **argv)
 		{ "dir", required_argument, 0, 'd' },   { "model", required_argument, 0, 'm' },
 		{ "state", required_argument, 0, 's' }, { "owner", required_argument, 0, 'O' },
 		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
+		{ "l3", required_argument, 0, 'l' },
 		{ 0, 0, 0, 0 },
 	};
-	const char *dir = NULL, *model = NULL, *state = NULL;
+	const char *dir = NULL, *model = NULL, *state = NULL, *l3dir = NULL;
 	int json = 0, c;
 	cli_getopt_begin();
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -42,6 +64,7 @@ int cmd_stats(int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case 'j': json = 1; break;
+		case 'l': l3dir = optarg; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: return cli_opt_error("stats", c, argv);
 		}
@@ -56,6 +79,17 @@ int cmd_stats(int argc, char **argv)
 	if ((model && (rc = cli_check_identity("stats", "--model", model, SC_IDENTITY_MAX, 0))) ||
 	    (state && (rc = cli_check_identity("stats", "--state", state, SC_IDENTITY_MAX, 0))))
 		return rc;
+	struct sc_l3 *l3 = NULL;
+	struct sc_l3_stats l3s;
+	/* an existing store only: nothing is created or reconciled */
+	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_RECONCILE | SC_L3_OPEN_NO_CREATE };
+	if (l3dir && (rc = sc_l3_open(l3dir, &lo, &l3)))
+		return l3cli_open_error("stats", rc, l3dir, &lo);
+	if (l3 && (rc = sc_l3_stats(l3, &l3s))) {
+		sc_l3_close(l3);
+		return cli_fail("stats", 0, "cannot read the counters of L3 directory %s: %s", l3dir, strerror(-rc));
+	}
+	sc_l3_close(l3);
 	struct sc_arena *a;
 	if ((rc = cli_open_arena("stats", dir, argv[optind], &a)))
 		return rc;
@@ -73,14 +107,31 @@ int cmd_stats(int argc, char **argv)
 	struct sc_arena_info info;
 	struct sc_ring_stat *rs = NULL;
 	int nrings = -1;
-	if (!model && sc_arena_info(a, &info) == 0 && (rs = calloc(info.ring_count + 1, sizeof(*rs)))) {
+	int have_info = !model && sc_arena_info(a, &info) == 0;
+	if (have_info && (rs = calloc(info.ring_count + 1, sizeof(*rs)))) {
 		nrings = sc_ring_stats(a, rs, info.ring_count);
 		if (nrings > (int)info.ring_count)
 			nrings = (int)info.ring_count;
 	}
+	/* every stage's counters (the table holds at most 1024 stages) */
+	uint64_t ids[1024];
+	struct sc_l2_stats *ss = NULL;
+	int nstages = model ? -1 : sc_l2_stage_ids(a, ids, 1024);
+	if (nstages > 1024)
+		nstages = 1024;
+	if (nstages > 0 && (ss = calloc((size_t)nstages, sizeof(*ss)))) {
+		int k = 0;
+		for (int i = 0; i < nstages; i++)
+			if (sc_l2_stats_id(a, ids[i], &ss[k]) == 0)
+				ids[k++] = ids[i];
+		nstages = k;
+	} else if (nstages > 0) {
+		nstages = -1;
+	}
 	sc_arena_close(a);
 	if (rc) {
 		free(rs);
+		free(ss);
 		return cli_l2_error("stats", rc, argv[optind], "cannot read the counters");
 	}
 	const char *names[] = { "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts",
@@ -105,13 +156,36 @@ int cmd_stats(int argc, char **argv)
 			for (int i = 0; i < nrings; i++)
 				printf("%s{\"ring\":%u,\"state\":%u,\"state_name\":\"%s\",\"producer_pid\":%u,"
 				       "\"producer_alive\":%s,\"records\":%llu,\"delivered\":%llu,\"depth_records\":%llu,"
-				       "\"depth_bytes\":%llu,\"ring_full\":%llu,\"corrupt\":%s}",
+				       "\"depth_bytes\":%llu,\"ring_full\":%llu,\"ring_bytes\":%llu,\"corrupt\":%s}",
 				       i ? "," : "", rs[i].ring, rs[i].state, ring_state(rs[i].state), rs[i].producer_pid,
 				       rs[i].producer_alive ? "true" : "false", (unsigned long long)rs[i].records,
 				       (unsigned long long)rs[i].delivered, (unsigned long long)rs[i].depth_records,
 				       (unsigned long long)rs[i].depth_bytes, (unsigned long long)rs[i].ring_full,
-				       rs[i].corrupt ? "true" : "false");
+				       (unsigned long long)rs[i].ring_bytes, rs[i].corrupt ? "true" : "false");
 			printf("]");
+		}
+		if (nstages >= 0) {
+			printf(",\"stages\":[");
+			for (int i = 0; i < nstages; i++) {
+				printf("%s", i ? "," : "");
+				print_stage_json(ids[i], &ss[i]);
+			}
+			printf("]");
+		}
+		if (have_info)
+			printf(",\"attached\":%u", info.attached_count);
+		if (l3dir) {
+			printf(",\"l3\":{\"dir\":");
+			cli_json_str(stdout, l3dir);
+			printf(",\"objects\":%llu,\"bytes\":%llu,\"fills\":%llu,\"fill_bytes\":%llu,\"fill_ns\":%llu,"
+			       "\"verify_failures\":%llu,\"quarantined\":%llu,\"evictions\":%llu,\"write_refusals\":%llu,"
+			       "\"puts\":%llu,\"put_dedup\":%llu,\"budget_bytes\":%llu}",
+			       (unsigned long long)l3s.objects, (unsigned long long)l3s.bytes, (unsigned long long)l3s.fills,
+			       (unsigned long long)l3s.fill_bytes, (unsigned long long)l3s.fill_ns,
+			       (unsigned long long)l3s.verify_failures, (unsigned long long)l3s.quarantined,
+			       (unsigned long long)l3s.evictions, (unsigned long long)l3s.write_refusals,
+			       (unsigned long long)l3s.puts, (unsigned long long)l3s.put_dedup,
+			       (unsigned long long)l3s.budget_bytes);
 		}
 		printf("}\n");
 	} else {
@@ -138,7 +212,29 @@ int cmd_stats(int argc, char **argv)
 		}
 		if (nrings >= 0 && !shown)
 			printf("rings: none in use (%d)\n", nrings);
+		for (int i = 0; i < nstages; i++) {
+			if (!i)
+				printf("stages\n");
+			printf("  %016llx entries %llu bytes %llu hits %llu misses %llu inserts %llu evictions %llu "
+			       "rejects %llu\n",
+			       (unsigned long long)ids[i], (unsigned long long)ss[i].entries, (unsigned long long)ss[i].bytes,
+			       (unsigned long long)ss[i].hits, (unsigned long long)ss[i].misses,
+			       (unsigned long long)ss[i].inserts, (unsigned long long)ss[i].evictions,
+			       (unsigned long long)ss[i].admission_rejects);
+		}
+		if (have_info)
+			printf("attached processes: %u (this one included)\n", info.attached_count);
+		if (l3dir)
+			printf("L3 %s\n  objects %llu, bytes %llu, fills %llu (%llu bytes, %llu ns), verify failures %llu, "
+			       "quarantined %llu, evictions %llu, write refusals %llu, puts %llu (+%llu already present)\n",
+			       l3dir, (unsigned long long)l3s.objects, (unsigned long long)l3s.bytes,
+			       (unsigned long long)l3s.fills, (unsigned long long)l3s.fill_bytes,
+			       (unsigned long long)l3s.fill_ns, (unsigned long long)l3s.verify_failures,
+			       (unsigned long long)l3s.quarantined, (unsigned long long)l3s.evictions,
+			       (unsigned long long)l3s.write_refusals, (unsigned long long)l3s.puts,
+			       (unsigned long long)l3s.put_dedup);
 	}
 	free(rs);
+	free(ss);
 	return EXIT_OK;
 }

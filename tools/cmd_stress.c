@@ -12,15 +12,25 @@
  *  - the verifier writes, per incarnation, what it has seen delivered.
  * A token counts as committed once sc_batcher_commit/finish returned with it emitted; it must then
  * reach the verifier even if its producer dies the next instant.
+ *
+ * Deployments: --pidns puts every other worker in a pid namespace of its own (unshare, then fork:
+ * the worker is pid 1 there; the killer kills it by its pid here), --users runs workers under two
+ * uids sharing one group (a group-mode arena and L3 directory). Each incarnation records its owner
+ * token; a monitor looks at sc_arena_holders() every 250 ms and reports as held_by_dead_bytes the
+ * most bytes (leased entries + reservations) any holder still held more than 2 s after its
+ * process died — before any repair: the closing fsck is an extra check, not what makes it 0.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,6 +81,12 @@ static void exec_test_build(char **argv)
 #define MODEL "stress-model"
 #define STATE "state"
 #define HDR_MAGIC 0x5354524553534844ull /* payload header: magic, key id, version */
+/* --users: workers alternate between these uids, sharing this group (nobody / nogroup and the uid
+ * below it: numeric ids need no passwd entry) */
+#define USER_A 65534u
+#define USER_B 65533u
+#define USERS_GID 65534u
+#define HELD_GRACE_NS 2000000000ull /* what the dead hold must be released within this */
 
 enum op { OP_GET, OP_ADMIT, OP_REMOVE, OP_INVALIDATE, OP_L3, OP_DECODE, OP_COUNT };
 static const char *op_names[OP_COUNT] = { "get", "admit", "remove", "invalidate", "l3_restore", "decode" };
@@ -79,13 +95,17 @@ static const unsigned op_weight[OP_COUNT] = { 50, 16, 5, 3, 8, 18 };
 struct incarnation {
 	/* written by the worker */
 	_Atomic uint64_t committed;   /* (request seq << 32) | committed tokens of that request */
+	_Atomic uint32_t token;       /* its arena handle's owner token (sc_arena_token) */
+	/* written by the parent */
+	_Atomic uint64_t died_ns;     /* when the parent saw it die (0: alive or unknown) */
 	/* written by the verifier */
 	_Atomic uint64_t delivered;   /* same packing: the furthest point delivered */
 	_Atomic uint32_t worker;      /* which worker slot this incarnation ran in */
 };
 
 struct worker_slot {
-	_Atomic int32_t pid;
+	_Atomic int32_t pid;               /* the worker's pid in our namespace (the one to kill) */
+	_Atomic int32_t waitpid;           /* the child we wait for (a pid-namespace parent, or the worker) */
 	_Atomic uint32_t incarnation;
 	_Atomic uint64_t heartbeat_ns;     /* last op completed */
 	_Atomic uint64_t ops[OP_COUNT];
@@ -111,14 +131,15 @@ struct stress_opts {
 	const char *name, *l3dir;
 	uint32_t procs, seconds, kill_every_ms;
 	uint64_t seed, size, max_payload;
-	int json, keep;
+	int json, keep, pidns, users;
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stagecache stress NAME [--procs N] [--seconds S] [--kill-every MS] [--seed X]\n"
-		"                         [--l3 DIR] [--size SIZE] [--max-payload SIZE] [--keep] [--json]\n\n"
+		"                         [--l3 DIR] [--size SIZE] [--max-payload SIZE] [--pidns] [--users]\n"
+		"                         [--keep] [--json]\n\n"
 		"Run N worker processes on arena NAME (created if missing) and an L3 directory: Zipf lookups,\n"
 		"admits and replacements of 1 KiB to --max-payload payloads, removals, digest invalidations,\n"
 		"L3 puts and restores with promotion, and commit streams through the batcher. Every\n"
@@ -130,10 +151,14 @@ static void usage(FILE *f)
 		"  --l3 DIR           L3 directory (default a fresh one under /var/tmp, removed after)\n"
 		"  --size SIZE        arena size when creating (default 512M)\n"
 		"  --max-payload SIZE largest payload (default 16M)\n"
+		"  --pidns            every other worker in a pid namespace of its own (root)\n"
+		"  --users            workers under two uids (65534, 65533) of one group (65534) sharing a\n"
+		"                     group-mode arena and L3 directory (root; the arena is created 0660)\n"
 		"  --keep             keep the arena (and the L3 directory) afterwards\n"
 		"  --json             print the summary as one JSON object\n"
-		"Exit status 1 if digest_mismatches, lost_commits, torn_records, leaked_bytes or deadlocks\n"
-		"is not 0, or fsck finds a problem.\n");
+		"Exit status 1 if digest_mismatches, lost_commits, torn_records, leaked_bytes, deadlocks or\n"
+		"held_by_dead_bytes (bytes still held by a process 2 s after it died, before any repair)\n"
+		"is not 0, or the closing fsck finds a problem.\n");
 }
 
 static int parse(int argc, char **argv, struct stress_opts *o)
@@ -144,6 +169,7 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 		{ "l3", required_argument, 0, 'l' },        { "size", required_argument, 0, 'z' },
 		{ "max-payload", required_argument, 0, 'm' }, { "keep", no_argument, 0, 'K' },
 		{ "json", no_argument, 0, 'j' },            { "help", no_argument, 0, 'h' },
+		{ "pidns", no_argument, 0, 'P' },           { "users", no_argument, 0, 'U' },
 		{ 0, 0, 0, 0 },
 	};
 	uint64_t v;
@@ -180,6 +206,8 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 				return cli_usage_error("stress", "bad --max-payload '%s' (2K-64M)", optarg);
 			break;
 		case 'K': o->keep = 1; break;
+		case 'P': o->pidns = 1; break;
+		case 'U': o->users = 1; break;
 		case 'j': o->json = 1; break;
 		case 'h': usage(stdout); return -1;
 		default: return cli_usage_error("stress", "unknown option");
@@ -187,6 +215,8 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 	}
 	if (optind != argc - 1)
 		return cli_usage_error("stress", optind >= argc ? "missing NAME" : "too many arguments");
+	if ((o->pidns || o->users) && geteuid() != 0)
+		return cli_usage_error("stress", "--pidns and --users need root (unshare, setuid)");
 	o->name = argv[optind];
 	return 0;
 }
@@ -490,8 +520,11 @@ static int worker_main(struct shared *sh, uint32_t slot, uint32_t inc, const str
 	w.rng = wl_mix(o->seed ^ ((uint64_t)inc << 20));
 	atomic_store(&sh->inc[inc].worker, slot);
 	int rc;
-	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_RECONCILE, .budget_bytes = 256u << 20 };
-	if ((rc = sc_arena_open(o->name, &w.a)) || (rc = sc_stage_open(w.a, MODEL, STATE, &w.st)) ||
+	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_RECONCILE, .budget_bytes = 256u << 20,
+				 .file_mode = o->users ? 0660 : 0 };
+	if ((rc = sc_arena_open(o->name, &w.a)) == 0)
+		atomic_store(&sh->inc[inc].token, sc_arena_token(w.a));
+	if (rc || (rc = sc_stage_open(w.a, MODEL, STATE, &w.st)) ||
 	    (rc = sc_l3_open(o->l3dir, &lo, &w.l3)) || (rc = sc_l3_bind_arena(w.l3, w.a)) ||
 	    (rc = sc_ring_open(w.a, &w.ring)) || (rc = wl_zipf_init(&w.zipf, KEYS, 0.99))) {
 		note_error(&w, rc);
@@ -547,6 +580,31 @@ static int worker_main(struct shared *sh, uint32_t slot, uint32_t inc, const str
 
 static uint32_t next_inc = 1;
 
+/* In a new worker process: become the user --users gives this slot. 0 or -errno. */
+static int become_user(uint32_t slot)
+{
+	gid_t g = USERS_GID;
+	uid_t u = slot % 2 ? USER_B : USER_A;
+	if (setgroups(1, &g) || setresgid(g, g, g) || setresuid(u, u, u))
+		return -errno;
+	umask(007);
+	return 0;
+}
+
+static int run_worker(struct shared *sh, uint32_t slot, uint32_t inc, const struct stress_opts *o)
+{
+	if (o->users && become_user(slot)) {
+		atomic_store(&sh->w[slot].last_error, -EPERM);
+		return 1;
+	}
+	return worker_main(sh, slot, inc, o);
+}
+
+/*
+ * Start incarnation @inc in @slot. With --pidns, odd slots get a pid namespace of their own: a
+ * child unshares it and forks the worker (pid 1 there), publishes the worker's pid as we see it,
+ * waits for it and exits with its fate (128 + signal when it was killed).
+ */
 static pid_t spawn(struct shared *sh, uint32_t slot, const struct stress_opts *o)
 {
 	uint32_t inc = next_inc++;
@@ -555,11 +613,98 @@ static pid_t spawn(struct shared *sh, uint32_t slot, const struct stress_opts *o
 	atomic_store(&sh->w[slot].incarnation, inc);
 	atomic_store(&sh->w[slot].armed, 0);
 	atomic_store(&sh->w[slot].heartbeat_ns, wl_now_ns());
+	atomic_store(&sh->w[slot].pid, 0);
+	int own_ns = o->pidns && slot % 2;
 	pid_t pid = fork();
-	if (pid == 0)
-		_exit(worker_main(sh, slot, inc, o));
-	atomic_store(&sh->w[slot].pid, pid);
+	if (pid == 0) {
+		if (!own_ns)
+			_exit(run_worker(sh, slot, inc, o));
+		if (unshare(CLONE_NEWPID))
+			_exit(3);
+		pid_t w = fork();
+		if (w == 0)
+			_exit(run_worker(sh, slot, inc, o));
+		if (w < 0)
+			_exit(4);
+		atomic_store(&sh->w[slot].pid, w);
+		int st;
+		while (waitpid(w, &st, 0) < 0 && errno == EINTR)
+			;
+		_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
+	}
+	if (pid < 0)
+		return -1;
+	atomic_store(&sh->w[slot].waitpid, pid);
+	if (!own_ns)
+		atomic_store(&sh->w[slot].pid, pid);
 	return pid;
+}
+
+/* The fate of a worker from its waitpid status (through a pid-namespace parent or not). */
+static int killed_by_sigkill(int status)
+{
+	return (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
+	       (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL);
+}
+
+/* The most bytes any dead holder still holds HELD_GRACE_NS after its process died. */
+struct held_watch {
+	uint64_t max_bytes, max_leases, checks;
+	uint32_t first_token[64];        /* holders dead with no known death time: first seen dead */
+	uint64_t first_seen[64];
+	unsigned nfirst;
+};
+
+static uint64_t death_time(struct shared *sh, struct held_watch *hw, uint32_t token, uint64_t now)
+{
+	for (uint32_t inc = next_inc; inc-- > 1;)
+		if (atomic_load(&sh->inc[inc].token) == token) {
+			uint64_t d = atomic_load(&sh->inc[inc].died_ns);
+			if (d)
+				return d;
+			break;
+		}
+	for (unsigned i = 0; i < hw->nfirst && i < 64; i++)
+		if (hw->first_token[i] == token)
+			return hw->first_seen[i];
+	hw->first_token[hw->nfirst % 64] = token;
+	hw->first_seen[hw->nfirst % 64] = now;
+	hw->nfirst++;
+	return now;
+}
+
+static void watch_held(struct sc_arena *a, struct shared *sh, struct held_watch *hw)
+{
+	struct sc_holder rows[256];
+	int n = sc_arena_holders(a, rows, 256);
+	if (n < 0)
+		return;
+	hw->checks++;
+	uint64_t now = wl_now_ns();
+	for (int i = 0; i < n && i < 256; i++) {
+		if (rows[i].alive || (!rows[i].leases && !rows[i].reserved_bytes))
+			continue;
+		if (now - death_time(sh, hw, rows[i].token, now) < HELD_GRACE_NS)
+			continue;
+		uint64_t bytes = rows[i].leased_bytes + rows[i].reserved_bytes;
+		if (bytes > hw->max_bytes || rows[i].leases > hw->max_leases)
+			problem(sh, "a dead holder (token %#x, pid %u) still held %u leases and %llu bytes over 2 s after its death",
+				rows[i].token, rows[i].pid, rows[i].leases, (unsigned long long)bytes);
+		if (bytes > hw->max_bytes)
+			hw->max_bytes = bytes;
+		if (rows[i].leases > hw->max_leases)
+			hw->max_leases = rows[i].leases;
+	}
+}
+
+/* --users: the arena and the L3 directory belong to the shared group, group-writable, and new
+ * L3 subdirectories inherit the group (setgid). */
+static int share_with_group(const char *dir)
+{
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "chgrp -R %u '%s' && chmod -R g+rwX '%s' && find '%s' -type d -exec chmod g+s {} +",
+		 USERS_GID, dir, dir, dir);
+	return system(cmd) == 0 ? 0 : -EPERM;
 }
 
 static void on_finding(const char *component, const char *message, int repaired, void *ctx)
@@ -591,18 +736,26 @@ int cmd_stress(int argc, char **argv)
 	int created = 0, rc = sc_arena_open(o.name, &a);
 	if (rc == -ENOENT) {
 		struct sc_arena_opts ao = { .size_bytes = o.size, .huge = SC_HUGE_AUTO };
+		if (o.users) {
+			ao.mode = 0660;
+			ao.gid = USERS_GID;
+		}
 		rc = sc_arena_create(o.name, &ao, &a);
 		created = rc == 0;
 	}
 	if (rc)
 		return cli_fail("stress", rc, "cannot open or create arena '%s'", o.name);
 	struct sc_l3 *l3 = NULL;
-	struct sc_l3_opts lo = { .budget_bytes = 256u << 20 };
+	struct sc_l3_opts lo = { .budget_bytes = 256u << 20, .file_mode = o.users ? 0660 : 0 };
 	if ((rc = sc_l3_open(o.l3dir, &lo, &l3))) {
 		sc_arena_close(a);
 		return cli_fail("stress", rc, "cannot open L3 directory %s", o.l3dir);
 	}
 	sc_l3_close(l3);
+	if (o.users && (rc = share_with_group(o.l3dir))) {
+		sc_arena_close(a);
+		return cli_fail("stress", rc, "cannot share L3 directory %s with group %u", o.l3dir, USERS_GID);
+	}
 
 	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED) {
@@ -621,8 +774,12 @@ int cmd_stress(int argc, char **argv)
 		}
 	}
 	if (!o.json)
-		printf("stress %s: %u workers, %u s, kill every %u ms, seed %llu, L3 %s\n", o.name, o.procs, o.seconds,
-		       o.kill_every_ms, (unsigned long long)o.seed, o.l3dir);
+		printf("stress %s: %u workers, %u s, kill every %u ms, seed %llu, L3 %s%s%s\n", o.name, o.procs, o.seconds,
+		       o.kill_every_ms, (unsigned long long)o.seed, o.l3dir,
+		       o.pidns ? ", every other worker in its own pid namespace" : "",
+		       o.users ? ", workers as uids 65534/65533 of group 65534" : "");
+	struct held_watch hw = { 0 };
+	uint64_t next_watch = 0;
 
 	pid_t verifier = fork();
 	if (verifier == 0)
@@ -646,17 +803,23 @@ int cmd_stress(int argc, char **argv)
 				continue;
 			}
 			for (uint32_t i = 0; i < o.procs; i++) {
-				if (atomic_load(&sh->w[i].pid) != pid)
+				if (atomic_load(&sh->w[i].waitpid) != pid)
 					continue;
 				atomic_store(&sh->w[i].pid, 0);
-				if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && atomic_load(&sh->w[i].armed))
+				atomic_store(&sh->w[i].waitpid, 0);
+				atomic_store(&sh->inc[atomic_load(&sh->w[i].incarnation)].died_ns, wl_now_ns());
+				if (killed_by_sigkill(status) && atomic_load(&sh->w[i].armed))
 					fault_deaths++;
-				else if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+				else if (!killed_by_sigkill(status))
 					problem(sh, "worker %u exited on its own (status %d, last error %s)", i, status,
 						sc_strerror(atomic_load(&sh->w[i].last_error)));
 				if (spawn(sh, i, &o) < 0)
 					respawn_fail++;
 			}
+		}
+		if (now >= next_watch) {
+			watch_held(a, sh, &hw);
+			next_watch = now + 250000000ull;
 		}
 		if (now >= next_kill) {
 			uint32_t i = (uint32_t)(wl_rand(&rng) % o.procs);
@@ -692,9 +855,10 @@ int cmd_stress(int argc, char **argv)
 	if (tty && !o.json)
 		fprintf(stderr, "\n");
 	/* stop: workers first (they finish their op), then the verifier drains the rings */
+	watch_held(a, sh, &hw); /* before the workers go: what the dead of the run still hold */
 	atomic_store(&sh->stop_workers, 1);
 	for (uint32_t i = 0; i < o.procs; i++) {
-		pid_t p = atomic_load(&sh->w[i].pid);
+		pid_t p = atomic_load(&sh->w[i].waitpid);
 		if (p <= 0)
 			continue;
 		int status;
@@ -704,7 +868,8 @@ int cmd_stress(int argc, char **argv)
 			if (wl_now_ns() > deadline) {
 				deadlocks++;
 				problem(sh, "worker %u did not stop within 10 s", i);
-				kill(p, SIGKILL);
+				pid_t w = atomic_load(&sh->w[i].pid);
+				kill(w > 0 ? w : p, SIGKILL);
 				waitpid(p, &status, 0);
 				break;
 			}
@@ -749,7 +914,8 @@ int cmd_stress(int argc, char **argv)
 	uint64_t torn = atomic_load(&sh->torn_records);
 	uint64_t leaked = frc2 < 0 ? UINT64_MAX : rep2.leaked_bytes;
 	int fsck_clean = frc2 == 0;
-	int fail = mism || lost || torn || leaked || deadlocks || !fsck_clean || atomic_load(&sh->verifier_error);
+	int fail = mism || lost || torn || leaked || deadlocks || hw.max_bytes || hw.max_leases || !fsck_clean ||
+		   atomic_load(&sh->verifier_error);
 	if (o.json) {
 		printf("{\"seconds\":%.1f,\"procs\":%u,\"seed\":%llu,\"ops_per_s\":{", elapsed, o.procs, (unsigned long long)o.seed);
 		for (int k = 0; k < OP_COUNT; k++)
@@ -757,12 +923,15 @@ int cmd_stress(int argc, char **argv)
 		printf("},\"hits\":%llu,\"misses\":%llu,\"restores_l2\":%llu,\"restores_l3\":%llu,\"kills\":%llu,"
 		       "\"fault_deaths\":%llu,\"repairs\":%llu,\"commits_verified\":%llu,\"tokens_verified\":%llu,"
 		       "\"errors\":%llu,\"digest_mismatches\":%llu,\"lost_commits\":%llu,\"torn_records\":%llu,"
-		       "\"leaked_bytes\":%llu,\"deadlocks\":%llu,\"fsck_problems\":%d,\"fsck_repaired\":%llu,\"ok\":%s}\n",
+		       "\"leaked_bytes\":%llu,\"deadlocks\":%llu,\"held_by_dead_bytes\":%llu,\"held_by_dead_leases\":%llu,"
+		       "\"pidns\":%s,\"users\":%s,\"fsck_problems\":%d,\"fsck_repaired\":%llu,\"ok\":%s}\n",
 		       (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)r2, (unsigned long long)r3,
 		       (unsigned long long)kills, (unsigned long long)fault_deaths, (unsigned long long)rep2.lock_repairs,
 		       (unsigned long long)atomic_load(&sh->verify_commits), (unsigned long long)atomic_load(&sh->verify_tokens),
 		       (unsigned long long)errors, (unsigned long long)mism, (unsigned long long)lost,
-		       (unsigned long long)torn, (unsigned long long)leaked, (unsigned long long)deadlocks, frc2,
+		       (unsigned long long)torn, (unsigned long long)leaked, (unsigned long long)deadlocks,
+		       (unsigned long long)hw.max_bytes, (unsigned long long)hw.max_leases, o.pidns ? "true" : "false",
+		       o.users ? "true" : "false", frc2,
 		       (unsigned long long)(frc >= 0 ? rep.repaired : 0), fail ? "false" : "true");
 	} else {
 		printf("\n== stress summary (%.1f s, %u workers, seed %llu) ==\n", elapsed, o.procs, (unsigned long long)o.seed);
@@ -779,9 +948,13 @@ int cmd_stress(int argc, char **argv)
 		printf("verified     %llu commits, %llu tokens\n", (unsigned long long)atomic_load(&sh->verify_commits),
 		       (unsigned long long)atomic_load(&sh->verify_tokens));
 		printf("errors       %llu (refusals such as -ENOSPC are not errors)\n", (unsigned long long)errors);
+		printf("held by the dead %llu checks of every holder (sc_arena_holders), before any repair\n",
+		       (unsigned long long)hw.checks);
 		printf("digest_mismatches %llu\nlost_commits      %llu\ntorn_records      %llu\nleaked_bytes      %llu\ndeadlocks         %llu\n",
 		       (unsigned long long)mism, (unsigned long long)lost, (unsigned long long)torn,
 		       (unsigned long long)leaked, (unsigned long long)deadlocks);
+		printf("held_by_dead_bytes %llu\nheld_by_dead_leases %llu\n", (unsigned long long)hw.max_bytes,
+		       (unsigned long long)hw.max_leases);
 		if (sh->problem_written)
 			printf("first problem: %s\n", sh->first_problem);
 		printf("%s\n", fail ? "FAILED" : "OK");

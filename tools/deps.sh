@@ -1,10 +1,12 @@
 #!/bin/sh
-# Install the Debian packages stagecache needs (build, tests, tracing, benchmarks) when missing.
+# Install the Debian packages stagecache needs (build, tests, tracing, benchmarks, the C++/Python/Rust
+# clients and their tests, the exporter and its Prometheus test, the man pages) when missing.
 # As root: one `apt-get update`, then `apt-get install -y` of what is missing.
 # As non-root: print the exact command to run.
 PKGS="build-essential liburing-dev libbpf-dev bpftool clang llvm libxxhash-dev check systemtap-sdt-dev \
 pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server \
-valgrind libclang-rt-14-dev liblmdb-dev lmdb-utils gnuplot-nox"
+valgrind libclang-rt-14-dev liblmdb-dev lmdb-utils gnuplot-nox \
+g++ python3 python3-numpy cargo rustc libmicrohttpd-dev prometheus help2man doxygen"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"

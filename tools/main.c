@@ -24,6 +24,7 @@
 	X(invalidate, "remove every L2 entry with a payload digest")                       \
 	X(clear, "remove every L2 entry")                                                  \
 	X(stats, "counters: L2, rings, promotion")                                         \
+	X(exporter, "serve the counters to Prometheus (OpenMetrics at /metrics)")          \
 	X(l3, "the durable L3 store: put, ls, stats, verify, locate")                              \
 	X(restore, "the whole restore path: L3 locate, L2 lookup, fill, promotion")        \
 	X(tail, "print commits from the commit rings as they arrive")                      \

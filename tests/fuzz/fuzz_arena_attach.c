@@ -14,11 +14,10 @@
  * of a real populated 8 MiB arena, with 0x08|0x10 set, so the modules' own region validation is
  * reached, not only the header check.
  *
- * The robust mutexes in the file (index shards and sweep, heap, observation table) are reset to a
- * freshly formatted image before the file is written: a garbage lock word makes
- * pthread_mutex_lock wait forever for an owner that does not exist, a finding that
- * fuzz_arena_scribble reports (tests/fuzz/regressions/fuzz_arena_scribble-mutex-hang); here it
- * would only stall every run.
+ * The writer locks in the file (index shards and sweep, heap, observation table) are reset to a
+ * freshly formatted image before the file is written: a garbage lock word names a dead owner,
+ * which the first locker takes over only after a wait slice — fuzz_arena_scribble covers that;
+ * here it would only slow every run down.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define NPFX 4
 
 static char name[64], path[128];
-static uint8_t mutex_image[sizeof(pthread_mutex_t)];
+static uint8_t mutex_image[sizeof(struct shm_mutex)];
 static int have_mutex_image;
 static int32_t toks[NPFX][6];
 

@@ -22,13 +22,12 @@
  * arena is declared unrepairable and every later operation (fsck, admit, reserve, stage open,
  * open) says so.
  *
- * The writer locks (index shards, sweep, heap: struct shm_mutex, a futex word naming its holder's
- * owner token, then a magic word) live in the arena too. By default patches skip them: a word
- * naming this process's own token would make the next lock wait on itself. Set
- * SC_FUZZ_SCRIBBLE_MUTEX=1 to scribble them too (and run with -timeout), or =2 to scribble
- * everything but the futex word (the magic word: every writer refuses with -EBADMSG until fsck
- * re-initialises the lock). The reproducers in tests/fuzz/regressions/ of the pthread locks these
- * replaced stay as regression inputs.
+ * The writer locks (index shards, sweep, heap; shm/mutex.h) live in the arena too. By default
+ * (SC_FUZZ_SCRIBBLE_MUTEX unset or 2) patches scribble every lock byte except the lock word
+ * itself, so that the check after each run (no lock left held) stays meaningful; =1 scribbles
+ * the lock words too (a garbage owner is a dead owner: taken over, never waited for), =0 spares
+ * the locks entirely. (With the pthread locks they replace, a scribbled lock word hung and a
+ * scribbled type word aborted: both kept as reproducers in tests/fuzz/regressions/.)
  *
  * First byte (flags): 0x3 fsck mode (0 none, 1 check, 2 repair, 3 deep+repair), 0x4 pass the
  * populated location to sc_l2_get (mismatch removes), 0x8 admit after the lookups,
@@ -73,7 +72,7 @@ static struct shm_index_hdr ixh;
 static struct shm_ring_dir rdir;
 static uint64_t live_off[NPFX + 4], live_len[NPFX + 4];
 static uint32_t live_idx[NPFX + 4], nlive;
-static int scribble_mutex; /* 0: mutexes untouched, 1: all their bytes, 2: all but lock and type words */
+static int scribble_mutex; /* 0: locks untouched, 1: all their bytes, 2: all but the lock word */
 struct range {
 	uint64_t lo, hi;
 };
@@ -200,7 +199,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc, (void)argv;
 	const char *e = getenv("SC_FUZZ_SCRIBBLE_MUTEX");
-	scribble_mutex = e && (*e == '1' || *e == '2') ? *e - '0' : 0;
+	scribble_mutex = e && (*e == '0' || *e == '1') ? *e - '0' : 2;
 	fuzz_reap_stale("stagecache.fuzz-scribble-");
 	snprintf(name, sizeof(name), "fuzz-scribble-%d", (int)getpid());
 	struct sc_arena_opts o = { .size_bytes = 8u << 20, .huge = SC_HUGE_OFF, .index_entries = 256,
@@ -237,7 +236,7 @@ static void patch(uint8_t *dst, const uint8_t *src, size_t len)
 			uint64_t at = off + i;
 			if (at < mutexes[m].lo || at >= mutexes[m].hi)
 				continue;
-			/* mode 2 spares only the futex word (offset 0): the magic word is scribbled */
+			/* mode 2 spares only the lock word (offset 0) */
 			if (!scribble_mutex || at - mutexes[m].lo < 4)
 				skip = 1;
 		}
@@ -464,7 +463,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * otherwise be hidden by the next restore). Only meaningful while lock words are not scribbled. */
 	for (unsigned m = 0; scribble_mutex != 1 && m < nmutex; m++) {
 		int w;
-		memcpy(&w, base + mutexes[m].lo, sizeof(w)); /* struct shm_mutex starts with its futex word */
+		memcpy(&w, base + mutexes[m].lo, sizeof(w)); /* struct shm_mutex starts with its lock word */
 		CHECK(w == 0);
 	}
 	return 0;

@@ -1,0 +1,1281 @@
+//! Safe Rust bindings of libstagecache: a shared host-RAM cache of exact LLM prefix state for
+//! co-located worker processes (see the project's README and `stagecache.h`).
+//!
+//! ```no_run
+//! use stagecache::{Arena, ArenaOptions, Huge};
+//! let arena = Arena::create("example", &ArenaOptions { size_bytes: 64 << 20, huge: Huge::Off, ..Default::default() })?;
+//! let stage = arena.stage("llama-3-8b", "kv-fp16")?;
+//! let tokens = [101, 2023, 2003];
+//! stage.admit_bytes("tenant-a", &tokens, b"prefix state")?;
+//! if let Some(lease) = stage.get("tenant-a", &tokens, None)? {
+//!     assert_eq!(lease.section(0), b"prefix state");
+//! } // the lease is released here; it cannot outlive `stage`, which cannot outlive `arena`
+//! # Ok::<(), stagecache::Error>(())
+//! ```
+//!
+//! Ownership follows the library's rules, and the compiler enforces them:
+//! * an [`Arena`] handle may move to another thread (`Send`) but is used by one thread at a
+//!   time (not `Sync`); each thread opens its own handle;
+//! * a [`Stage`], [`Ring`], [`Lease`] and [`Restore`] borrow their arena (or stage), so none can
+//!   outlive it or cross to another thread while it is in use;
+//! * an [`L3`] handle may be shared by threads (`Send + Sync`): each thread gets its own io_uring;
+//! * the structures of the header are checked against the library the first time a handle is
+//!   opened ([`check_layouts`]); a mismatch is [`Error::Layout`], never undefined behaviour.
+//!
+//! What the borrows rule out (each of these fails to compile):
+//!
+//! A lease cannot outlive its stage:
+//! ```compile_fail,E0597
+//! # use stagecache::*;
+//! # let arena = Arena::open("x").unwrap();
+//! let lease = {
+//!     let stage = arena.stage("m", "s").unwrap();
+//!     stage.get("ns", &[1], None).unwrap().unwrap()
+//! };
+//! ```
+//! A section cannot outlive its lease:
+//! ```compile_fail,E0597
+//! # use stagecache::*;
+//! # let arena = Arena::open("x").unwrap();
+//! # let stage = arena.stage("m", "s").unwrap();
+//! let bytes: &[u8] = {
+//!     let lease = stage.get("ns", &[1], None).unwrap().unwrap();
+//!     lease.section(0)
+//! };
+//! ```
+//! A stage cannot outlive its arena:
+//! ```compile_fail,E0597
+//! # use stagecache::*;
+//! let stage = {
+//!     let arena = Arena::open("x").unwrap();
+//!     arena.stage("m", "s").unwrap()
+//! };
+//! ```
+//! A stage (or a lease) does not cross to another thread; an arena in use by one does not either:
+//! ```compile_fail,E0277
+//! # use stagecache::*;
+//! let arena = Arena::open("x").unwrap();
+//! let stage = arena.stage("m", "s").unwrap();
+//! std::thread::spawn(move || drop(stage));
+//! ```
+//! ```compile_fail,E0277
+//! # use stagecache::*;
+//! let arena = Arena::open("x").unwrap();
+//! std::thread::scope(|s| { s.spawn(|| arena.l2_stats()); });
+//! ```
+
+pub mod ffi;
+
+use std::cell::Cell;
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr;
+use std::sync::Once;
+use std::time::Duration;
+
+pub use ffi::sc_kv_component as KvComponent;
+pub use ffi::sc_kv_desc as KvDesc;
+pub use ffi::sc_holder as Holder;
+pub use ffi::sc_l2_stats as L2Stats;
+pub use ffi::sc_l3_stats as L3Stats;
+pub use ffi::sc_promote_stats as PromoteStats;
+pub use ffi::sc_ring_stat as RingStat;
+
+/// Leases one arena handle may hold at once.
+pub const LEASES_MAX: usize = ffi::SC_LEASES_MAX;
+/// Tokens one batcher holds at most.
+pub const BATCHER_CAPACITY_MAX: u32 = ffi::SC_BATCHER_CAPACITY_MAX;
+
+// ---- errors ----
+
+/// What can go wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A library call failed with a (positive) errno; Display adds the library's message.
+    Call { call: &'static str, errno: i32 },
+    /// The library's structures differ from this crate's: it refuses to call into it.
+    Layout(String),
+    /// An argument cannot be passed to C (an interior NUL, too many tokens, ...).
+    Argument(&'static str),
+}
+
+impl Error {
+    /// The errno of a failed call (ENOENT, EBADMSG, ...), if it is one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Call { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+}
+
+/// The library's message for an errno (negative or positive).
+pub fn strerror(errno: i32) -> String {
+    unsafe { CStr::from_ptr(ffi::sc_strerror(errno)) }.to_string_lossy().into_owned()
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Call { call, errno } => write!(f, "{}: {}", call, strerror(*errno)),
+            Error::Layout(s) => write!(f, "libstagecache does not match this crate: {}", s),
+            Error::Argument(s) => write!(f, "invalid argument: {}", s),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        match e.errno() {
+            Some(n) => std::io::Error::from_raw_os_error(n),
+            None => std::io::Error::new(std::io::ErrorKind::Other, e),
+        }
+    }
+}
+
+/// Result of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn check(rc: c_int, call: &'static str) -> Result<c_int> {
+    if rc < 0 {
+        Err(Error::Call { call, errno: -rc })
+    } else {
+        Ok(rc)
+    }
+}
+
+const ENOENT: c_int = 2;
+const EAGAIN: c_int = 11;
+const EBUSY: c_int = 16;
+
+fn cstr(s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::Argument("a string with a NUL byte"))
+}
+
+fn name_of(f: unsafe extern "C" fn(c_int) -> *const c_char, v: c_int) -> &'static str {
+    // the library's names are static strings, never NULL
+    unsafe { CStr::from_ptr(f(v)) }.to_str().unwrap_or("unknown")
+}
+
+// ---- layouts ----
+
+macro_rules! offset_of {
+    ($t:ty, $f:ident) => {{
+        let u = MaybeUninit::<$t>::uninit();
+        let base = u.as_ptr();
+        #[allow(unused_unsafe)]
+        let field = unsafe { ptr::addr_of!((*base).$f) };
+        (field as usize) - (base as usize)
+    }};
+}
+
+macro_rules! size_of_field {
+    ($t:ty, $f:ident) => {{
+        fn size<T>(_: *const T) -> usize {
+            std::mem::size_of::<T>()
+        }
+        let u = MaybeUninit::<$t>::uninit();
+        #[allow(unused_unsafe)]
+        size(unsafe { ptr::addr_of!((*u.as_ptr()).$f) })
+    }};
+}
+
+/// One mirrored field: (name, offset here, size here).
+pub type FieldLayout = (&'static str, usize, usize);
+/// One mirrored structure: C name, size, alignment, fields.
+pub type TypeLayout = (&'static str, usize, usize, Vec<FieldLayout>);
+
+macro_rules! layout {
+    ($name:expr, $t:ty, [$($f:ident),* $(,)?]) => {
+        ($name, std::mem::size_of::<$t>(), std::mem::align_of::<$t>(),
+         vec![$((stringify!($f), offset_of!($t, $f), size_of_field!($t, $f))),*])
+    };
+}
+
+/// Every structure this crate mirrors, with the public fields it reads or writes.
+pub fn layouts() -> Vec<TypeLayout> {
+    use ffi::*;
+    vec![
+        layout!("sc_arena_opts", sc_arena_opts, [size_bytes, huge, dir, mode, gid, index_entries, ring_count,
+                ring_bytes, obs_entries, reader_slots, flags]),
+        layout!("sc_arena_attached", sc_arena_attached, [pid, uid, slot, other_pidns, attached_unix]),
+        layout!("sc_holder", sc_holder, [slot, token, alive, other_pidns, pid, uid, leases, leased_bytes,
+                reserved_bytes]),
+        layout!("sc_arena_info", sc_arena_info, [name, path, size_bytes, page_size, backing, layout_version,
+                created_unix, creator_pid, mode, reader_slots, attached_count, attached, index_entries,
+                ring_count, ring_bytes, obs_entries, heap_bytes]),
+        layout!("sc_arena_extent", sc_arena_extent, [base, bytes, page_size, file_offset, kind, flags]),
+        layout!("sc_digest", sc_digest, [lo, hi]),
+        layout!("sc_key", sc_key, [lo, hi]),
+        layout!("sc_kv_component", sc_kv_component, [version, role, token_start, token_count, k_type, v_type,
+                k_row_bytes, v_row_bytes, payload_offset, payload_bytes, flags]),
+        layout!("sc_kv_desc", sc_kv_desc, [version, layer_start, layer_end, layer_count, token_start, token_count,
+                k_type, v_type, k_row_bytes, v_row_bytes, v_element_bytes, k_idx_row_bytes, payload_bytes, flags,
+                codec, component_count, components]),
+        layout!("sc_payload", sc_payload, [kind, sec, sec_len, kv_desc]),
+        layout!("sc_location", sc_location, [token_count, digest]),
+        layout!("sc_lease", sc_lease, [sec, sec_len, kind, origin, token_count, digest, key, has_kv_desc, kv_desc]),
+        layout!("sc_l2_entry_info", sc_l2_entry_info, [key, stage_id, token_count, bytes, footprint, sec_len,
+                digest, kind, origin, created_unix_ns, frequency, has_kv_desc]),
+        layout!("sc_l2_stats", sc_l2_stats, [entries, bytes, logical_bytes, budget_bytes, hits, misses, inserts,
+                evictions, admission_rejects, refused_bytes, leases, pending_reclaim_bytes, free_bytes,
+                largest_free_block]),
+        layout!("sc_l2_resv", sc_l2_resv, [ptr, bytes]),
+        layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags, gid]),
+        layout!("sc_l3_put_args", sc_l3_put_args, [model_identity, state_identity, ns, tokens, token_count,
+                payload]),
+        layout!("sc_l3_location", sc_l3_location, [token_count, kind, digest, prefix, sec_len, payload_bytes,
+                file_bytes, has_kv_desc, kv_desc]),
+        layout!("sc_l3_fill_req", sc_l3_fill_req, [loc, dst, dst_bytes, flags, user_data, stage_id, result, direct,
+                fill_ns]),
+        layout!("sc_l3_stats", sc_l3_stats, [objects, bytes, fills, fill_bytes, fill_ns, verify_failures,
+                quarantined, evictions, write_refusals, puts, put_dedup, budget_bytes, dio_mem_align,
+                dio_offset_align]),
+        layout!("sc_l3_object_info", sc_l3_object_info, [digest, kind, token_count, payload_bytes, file_bytes,
+                mtime_ns, ns, model_identity, state_identity, valid]),
+        layout!("sc_promote_stats", sc_promote_stats, [observations, claims, capacity, considered, promoted,
+                evicted, expired, repairs]),
+        layout!("sc_restore", sc_restore, [sec, sec_len, kind, token_count, digest, has_kv_desc, kv_desc, source,
+                promoted, promote_why, waited, direct, in_arena, locate_ns, lookup_ns, fill_ns, total_ns]),
+        layout!("sc_commit", sc_commit, [request_id, session_id, generated_token_count, flags, token_count, tokens,
+                ring, gen, seq]),
+        layout!("sc_ring_stat", sc_ring_stat, [ring, state, producer_pid, gen, producer_alive, corrupt, depth_bytes,
+                depth_records, records, delivered, ring_full, ring_bytes]),
+        layout!("sc_batcher_opts", sc_batcher_opts, [interval_ns, capacity, flags]),
+        layout!("sc_batcher", sc_batcher, []),
+        layout!("sc_fsck_report", sc_fsck_report, [problems, repaired, dropped, entries, entry_bytes, pending_bytes,
+                reserved_bytes, orphan_bytes, heap_used_bytes, heap_free_bytes, heap_blocks, leaked_bytes,
+                digests_checked, digest_failures, readers_live, readers_dead, rings, ring_problems, observations,
+                obs_problems, lock_repairs]),
+        layout!("sc_arena_open_opts", sc_arena_open_opts, [dir, flags, owner_uid]),
+        layout!("sc_arena_file", sc_arena_file, [path, mode, uid, gid, size]),
+    ]
+}
+
+/// The public fields of a C structure as the library knows them: (name, offset, size).
+pub fn library_fields(type_name: &str) -> Vec<(String, usize, usize)> {
+    let t = CString::new(type_name).unwrap();
+    let mut out = Vec::new();
+    for i in 0.. {
+        let (mut name, mut off, mut size) = (ptr::null(), 0usize, 0usize);
+        if unsafe { ffi::sc_type_field(t.as_ptr(), i, &mut name, &mut off, &mut size) } != 0 {
+            break;
+        }
+        out.push((unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned(), off, size));
+    }
+    out
+}
+
+/// The structures the library describes.
+pub fn library_types() -> Vec<String> {
+    (0..)
+        .map(|i| unsafe { ffi::sc_type_name(i) })
+        .take_while(|p| !p.is_null())
+        .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Compare every mirrored structure with the library's (size, alignment, and each field's
+/// offset and size). Called once, automatically, before the first handle is opened.
+pub fn check_layouts() -> Result<()> {
+    let mut problems = Vec::new();
+    for (name, size, align, fields) in layouts() {
+        let c = CString::new(name).unwrap();
+        let lsize = unsafe { ffi::sc_sizeof(c.as_ptr()) };
+        if lsize == 0 {
+            problems.push(format!("{}: unknown to the library", name));
+            continue;
+        }
+        if lsize != size {
+            problems.push(format!("{}: {} bytes here, {} in the library", name, size, lsize));
+        }
+        let lalign = unsafe { ffi::sc_alignof(c.as_ptr()) };
+        if lalign != align {
+            problems.push(format!("{}: alignment {} here, {} in the library", name, align, lalign));
+        }
+        let lib_fields = library_fields(name);
+        for (f, off, fsize) in fields {
+            match lib_fields.iter().find(|(n, _, _)| n == f) {
+                None => problems.push(format!("{}.{}: not a public field of the library's structure", name, f)),
+                Some((_, loff, lsz)) if *loff != off || *lsz != fsize => problems.push(format!(
+                    "{}.{}: offset {} size {} here, offset {} size {} in the library",
+                    name, f, off, fsize, loff, lsz
+                )),
+                _ => {}
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Layout(problems.join("; ")))
+    }
+}
+
+static LAYOUT_ONCE: Once = Once::new();
+static mut LAYOUT_RESULT: Option<Result<()>> = None;
+
+fn layouts_ok() -> Result<()> {
+    // written once under the Once, read only after it completed
+    unsafe {
+        LAYOUT_ONCE.call_once(|| LAYOUT_RESULT = Some(check_layouts()));
+        LAYOUT_RESULT.clone().unwrap()
+    }
+}
+
+// ---- values ----
+
+/// An XXH3-128 payload digest; `Display` is the 32-hex form the tools print.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Digest {
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl Digest {
+    /// The digest of `data` (unseeded XXH3-128, the same on every machine).
+    pub fn of(data: &[u8]) -> Digest {
+        let d = unsafe { ffi::sc_digest_of(data.as_ptr() as *const c_void, data.len()) };
+        Digest { lo: d.lo, hi: d.hi }
+    }
+
+    /// The digest of the wire `a` then `b`.
+    pub fn of_sections(a: &[u8], b: &[u8]) -> Digest {
+        let d = unsafe {
+            ffi::sc_digest_sections(a.as_ptr() as *const c_void, a.len(), b.as_ptr() as *const c_void, b.len())
+        };
+        Digest { lo: d.lo, hi: d.hi }
+    }
+
+    /// Parse 32 hex characters.
+    pub fn parse(hex: &str) -> Result<Digest> {
+        let c = cstr(hex)?;
+        let mut d = ffi::sc_digest::default();
+        check(unsafe { ffi::sc_digest_parse(c.as_ptr(), &mut d) }, "sc_digest_parse")?;
+        Ok(Digest { lo: d.lo, hi: d.hi })
+    }
+
+    fn c(self) -> ffi::sc_digest {
+        ffi::sc_digest { lo: self.lo, hi: self.hi }
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}{:016x}", self.hi, self.lo)
+    }
+}
+
+/// An L2 key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}{:016x}", self.hi, self.lo)
+    }
+}
+
+/// Payload kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    FullState = 1,
+    RecurrentOnly = 2,
+    KvRecurrent = 3,
+}
+
+impl Kind {
+    fn from_c(v: u32) -> Option<Kind> {
+        match v {
+            1 => Some(Kind::FullState),
+            2 => Some(Kind::RecurrentOnly),
+            3 => Some(Kind::KvRecurrent),
+            _ => None,
+        }
+    }
+    /// "full_state", "recurrent_only", "kv_recurrent".
+    pub fn name(self) -> &'static str {
+        name_of(ffi::sc_payload_kind_name, self as c_int)
+    }
+}
+
+/// Where an L2 entry came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Direct = 0,
+    FromL3 = 1,
+}
+
+impl Origin {
+    /// "direct" or "l3".
+    pub fn name(self) -> &'static str {
+        name_of(ffi::sc_origin_name, self as c_int)
+    }
+}
+
+/// Why the promotion policy decided as it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromoteWhy {
+    Terminal = 0,
+    Oversize = 1,
+    LongPrefix = 2,
+    SecondHit = 3,
+    FirstHit = 4,
+}
+
+impl PromoteWhy {
+    fn from_c(v: c_int) -> Option<PromoteWhy> {
+        match v {
+            0 => Some(PromoteWhy::Terminal),
+            1 => Some(PromoteWhy::Oversize),
+            2 => Some(PromoteWhy::LongPrefix),
+            3 => Some(PromoteWhy::SecondHit),
+            4 => Some(PromoteWhy::FirstHit),
+            _ => None,
+        }
+    }
+    /// "terminal", "oversize", "long_prefix", "second_hit", "first_hit".
+    pub fn name(self) -> &'static str {
+        name_of(ffi::sc_promote_why_name, self as c_int)
+    }
+}
+
+/// A payload to admit or put: a kind, one or two sections, and a KV descriptor for a
+/// `KvRecurrent` payload with a KV section.
+pub struct Payload<'p> {
+    pub kind: Kind,
+    pub sections: [&'p [u8]; 2],
+    pub kv_desc: Option<&'p KvDesc>,
+}
+
+impl<'p> Payload<'p> {
+    /// A full-state payload of one section.
+    pub fn full_state(bytes: &'p [u8]) -> Payload<'p> {
+        Payload { kind: Kind::FullState, sections: [bytes, &[]], kv_desc: None }
+    }
+
+    /// The digest of the wire.
+    pub fn digest(&self) -> Digest {
+        Digest::of_sections(self.sections[0], self.sections[1])
+    }
+
+    fn c(&self) -> ffi::sc_payload {
+        ffi::sc_payload {
+            kind: self.kind as u32,
+            sec: [self.sections[0].as_ptr() as *const c_void, self.sections[1].as_ptr() as *const c_void],
+            sec_len: [self.sections[0].len() as u64, self.sections[1].len() as u64],
+            kv_desc: self.kv_desc.map_or(ptr::null(), |d| d as *const KvDesc),
+        }
+    }
+}
+
+/// The durable copy's location, for validating an L2 lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub token_count: u64,
+    pub digest: Digest,
+}
+
+/// A memory range of the arena that holds payload bytes (for DMA registration).
+#[derive(Clone, Copy, Debug)]
+pub struct Extent {
+    pub base: *mut u8,
+    pub bytes: u64,
+    pub page_size: u64,
+    pub file_offset: u64,
+    pub kind: &'static str,
+}
+
+// ---- arena ----
+
+/// Backing for a new arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Huge {
+    /// hugetlbfs, else tmpfs with THP, else 4 KiB shared memory
+    Auto = 0,
+    /// hugetlbfs or fail
+    Require = 1,
+    /// 4 KiB shared memory
+    Off = 2,
+}
+
+impl Default for Huge {
+    fn default() -> Self {
+        Huge::Auto
+    }
+}
+
+/// Creation parameters (zero: the library's default).
+#[derive(Clone, Debug, Default)]
+pub struct ArenaOptions {
+    pub size_bytes: u64,
+    pub huge: Huge,
+    pub dir: Option<String>,
+    pub mode: u32,
+    /// Group owner of the file (Some(0) is root's group).
+    pub group: Option<u32>,
+    pub index_entries: u32,
+    pub ring_count: u32,
+    pub ring_bytes: u32,
+    pub obs_entries: u32,
+    pub reader_slots: u32,
+}
+
+/// A handle on a named arena. `Send` (it may move to another thread) but not `Sync` (one thread
+/// uses it at a time). Closed on drop, after everything that borrows it.
+pub struct Arena {
+    h: *mut ffi::sc_arena,
+    name: String,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+// The handle holds no thread-local state; the library asks only that one thread use it at a time,
+// which `&mut`/`&` borrows and the absence of `Sync` guarantee.
+unsafe impl Send for Arena {}
+
+impl Arena {
+    /// Create the arena `name` and attach to it.
+    pub fn create(name: &str, opts: &ArenaOptions) -> Result<Arena> {
+        layouts_ok()?;
+        let cname = cstr(name)?;
+        let dir = opts.dir.as_deref().map(cstr).transpose()?;
+        let o = ffi::sc_arena_opts {
+            size_bytes: opts.size_bytes,
+            huge: opts.huge as c_int,
+            dir: dir.as_ref().map_or(ptr::null(), |d| d.as_ptr()),
+            mode: opts.mode,
+            gid: opts.group.map_or(0, i64::from),
+            index_entries: opts.index_entries,
+            ring_count: opts.ring_count,
+            ring_bytes: opts.ring_bytes,
+            obs_entries: opts.obs_entries,
+            reader_slots: opts.reader_slots,
+            flags: if opts.group.is_some() { ffi::SC_ARENA_OPT_GID } else { 0 },
+            _reserved: [0; 6],
+        };
+        let mut h = ptr::null_mut();
+        check(unsafe { ffi::sc_arena_create(cname.as_ptr(), &o, &mut h) }, "sc_arena_create")?;
+        Ok(Arena { h, name: name.to_string(), _not_sync: PhantomData })
+    }
+
+    /// Attach to an existing arena (in /dev/hugepages, then /dev/shm).
+    pub fn open(name: &str) -> Result<Arena> {
+        layouts_ok()?;
+        let cname = cstr(name)?;
+        let mut h = ptr::null_mut();
+        check(unsafe { ffi::sc_arena_open(cname.as_ptr(), &mut h) }, "sc_arena_open")?;
+        Ok(Arena { h, name: name.to_string(), _not_sync: PhantomData })
+    }
+
+    /// Attach to an existing arena in `dir` only.
+    pub fn open_dir(dir: &str, name: &str) -> Result<Arena> {
+        layouts_ok()?;
+        let (cdir, cname) = (cstr(dir)?, cstr(name)?);
+        let mut h = ptr::null_mut();
+        check(unsafe { ffi::sc_arena_open_dir(cdir.as_ptr(), cname.as_ptr(), &mut h) }, "sc_arena_open")?;
+        Ok(Arena { h, name: name.to_string(), _not_sync: PhantomData })
+    }
+
+    /// Remove the arena's file (attached processes keep their mapping until they close).
+    pub fn destroy(dir: Option<&str>, name: &str) -> Result<()> {
+        let cname = cstr(name)?;
+        let cdir = dir.map(cstr).transpose()?;
+        check(unsafe { ffi::sc_arena_destroy(cdir.as_ref().map_or(ptr::null(), |d| d.as_ptr()), cname.as_ptr()) },
+              "sc_arena_destroy")?;
+        Ok(())
+    }
+
+    /// The name it was opened by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Open a stage view: a model identity and a state identity, part of every key.
+    pub fn stage(&self, model_identity: &str, state_identity: &str) -> Result<Stage<'_>> {
+        let (m, s) = (cstr(model_identity)?, cstr(state_identity)?);
+        let mut h = ptr::null_mut();
+        check(unsafe { ffi::sc_stage_open(self.h, m.as_ptr(), s.as_ptr(), &mut h) }, "sc_stage_open")?;
+        Ok(Stage { h, arena: self })
+    }
+
+    /// The arena-wide L2 counters.
+    pub fn l2_stats(&self) -> Result<L2Stats> {
+        let mut st = L2Stats::default();
+        check(unsafe { ffi::sc_l2_stats(self.h, ptr::null(), &mut st) }, "sc_l2_stats")?;
+        Ok(st)
+    }
+
+    /// The ids of every stage with counters in the arena.
+    pub fn stage_ids(&self) -> Result<Vec<u64>> {
+        let n = check(unsafe { ffi::sc_l2_stage_ids(self.h, ptr::null_mut(), 0) }, "sc_l2_stage_ids")? as usize;
+        let mut ids = vec![0u64; n];
+        let got = check(unsafe { ffi::sc_l2_stage_ids(self.h, ids.as_mut_ptr(), n as u32) }, "sc_l2_stage_ids")?;
+        ids.truncate((got as usize).min(n));
+        Ok(ids)
+    }
+
+    /// One stage's counters by id (0: the arena's).
+    pub fn l2_stats_id(&self, stage_id: u64) -> Result<L2Stats> {
+        let mut st = L2Stats::default();
+        check(unsafe { ffi::sc_l2_stats_id(self.h, stage_id, &mut st) }, "sc_l2_stats_id")?;
+        Ok(st)
+    }
+
+    /// Remove every L2 entry (leased ones' memory waits for their release). Returns the count.
+    pub fn clear(&self) -> Result<usize> {
+        Ok(check(unsafe { ffi::sc_l2_clear(self.h) }, "sc_l2_clear")? as usize)
+    }
+
+    /// Set the L2 budget (0: the whole heap) and evict down to it; Ok(false) when only leased
+    /// entries are left above it.
+    pub fn shrink_to(&self, bytes: u64) -> Result<bool> {
+        loop {
+            match unsafe { ffi::sc_l2_shrink_to(self.h, bytes) } {
+                rc if rc == -EAGAIN => continue, // bounded work done: go on
+                rc if rc == -EBUSY => return Ok(false),
+                rc => {
+                    check(rc, "sc_l2_shrink_to")?;
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Remove every entry, in every stage, whose payload digest is `d`. Returns the count.
+    pub fn invalidate(&self, d: Digest) -> Result<usize> {
+        Ok(check(unsafe { ffi::sc_l2_invalidate_digest(self.h, d.c()) }, "sc_l2_invalidate_digest")? as usize)
+    }
+
+    /// The memory ranges that hold payload bytes, e.g. for `cudaHostRegister`.
+    pub fn extents(&self) -> Result<Vec<Extent>> {
+        let n = check(unsafe { ffi::sc_arena_extents(self.h, ptr::null_mut(), 0) }, "sc_arena_extents")? as usize;
+        let mut v: Vec<ffi::sc_arena_extent> = Vec::with_capacity(n);
+        let got = check(unsafe { ffi::sc_arena_extents(self.h, v.as_mut_ptr(), n as u32) }, "sc_arena_extents")?;
+        unsafe { v.set_len((got as usize).min(n)) };
+        Ok(v.iter()
+            .map(|e| Extent {
+                base: e.base as *mut u8,
+                bytes: e.bytes,
+                page_size: e.page_size,
+                file_offset: e.file_offset,
+                kind: name_of(ffi::sc_extent_kind_name, e.kind as c_int),
+            })
+            .collect())
+    }
+
+    /// Count an L3 fill of `digest` for `stage_id` and decide whether to promote it.
+    pub fn promote_consider(&self, stage_id: u64, digest: Digest, token_count: u64, payload_bytes: u64)
+                            -> Result<(bool, PromoteWhy)> {
+        let mut why: c_int = -1;
+        let rc = check(unsafe { ffi::sc_promote_consider(self.h, stage_id, digest.c(), token_count, payload_bytes,
+                                                         &mut why) }, "sc_promote_consider")?;
+        Ok((rc == 1, PromoteWhy::from_c(why).ok_or(Error::Argument("unknown promotion reason"))?))
+    }
+
+    /// Mark the observation terminal (`Stage::promote_admit` does it for you). False when there
+    /// is no observation.
+    pub fn promote_attempted(&self, stage_id: u64, digest: Digest) -> Result<bool> {
+        let rc = unsafe { ffi::sc_promote_attempted(self.h, stage_id, digest.c()) };
+        if rc == -ENOENT {
+            return Ok(false);
+        }
+        check(rc, "sc_promote_attempted")?;
+        Ok(true)
+    }
+
+    /// The promotion table's counters.
+    pub fn promote_stats(&self) -> Result<PromoteStats> {
+        let mut st = PromoteStats::default();
+        check(unsafe { ffi::sc_promote_stats(self.h, &mut st) }, "sc_promote_stats")?;
+        Ok(st)
+    }
+
+    /// Claim a commit ring for this producer.
+    pub fn ring(&self) -> Result<Ring<'_>> {
+        let mut h = ptr::null_mut();
+        check(unsafe { ffi::sc_ring_open(self.h, &mut h) }, "sc_ring_open")?;
+        Ok(Ring { h, arena: self })
+    }
+
+    /// Deliver up to `max` pending commits to `f` (return false from it to stop after that one).
+    /// Takes the exclusive consumer role on the first call (another live consumer: EBUSY).
+    pub fn poll<F: FnMut(&Commit<'_>) -> bool>(&self, max: u32, mut f: F) -> Result<usize> {
+        unsafe extern "C" fn trampoline<F: FnMut(&Commit<'_>) -> bool>(c: *const ffi::sc_commit,
+                                                                      ctx: *mut c_void) -> c_int {
+            let f = &mut *(ctx as *mut F);
+            let c = &*c;
+            let tokens = if c.token_count == 0 || c.tokens.is_null() {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(c.tokens, c.token_count as usize)
+            };
+            let commit = Commit {
+                request_id: c.request_id,
+                session_id: c.session_id,
+                generated_token_count: c.generated_token_count,
+                flags: c.flags,
+                tokens,
+                ring: c.ring,
+                gen: c.gen,
+                seq: c.seq,
+            };
+            // a panic must not unwind into C: stop the poll and resume it afterwards
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&commit))) {
+                Ok(true) => 0,
+                _ => 1,
+            }
+        }
+        let n = check(unsafe { ffi::sc_ring_poll(self.h, trampoline::<F>, &mut f as *mut F as *mut c_void, max) },
+                      "sc_ring_poll")?;
+        Ok(n as usize)
+    }
+
+    /// Give the consumer role up.
+    pub fn consumer_close(&self) {
+        unsafe { ffi::sc_ring_consumer_close(self.h) }
+    }
+
+    /// A snapshot of every commit ring.
+    pub fn ring_stats(&self) -> Result<Vec<RingStat>> {
+        let n = check(unsafe { ffi::sc_ring_stats(self.h, ptr::null_mut(), 0) }, "sc_ring_stats")? as usize;
+        let mut v = vec![RingStat::default(); n];
+        let got = check(unsafe { ffi::sc_ring_stats(self.h, v.as_mut_ptr(), n as u32) }, "sc_ring_stats")?;
+        v.truncate((got as usize).min(n));
+        Ok(v)
+    }
+
+    /// Every attachment and what it holds (leases, reservations), live or dead.
+    pub fn holders(&self) -> Result<Vec<Holder>> {
+        let n = check(unsafe { ffi::sc_arena_holders(self.h, ptr::null_mut(), 0) }, "sc_arena_holders")? as usize;
+        let mut v = vec![Holder::default(); n];
+        let got = check(unsafe { ffi::sc_arena_holders(self.h, v.as_mut_ptr(), n as u32) }, "sc_arena_holders")?;
+        v.truncate((got as usize).min(n));
+        Ok(v)
+    }
+
+    /// Attached processes (this one included), and the measured backing, e.g. "hugetlbfs-2M".
+    pub fn attached_and_backing(&self) -> Result<(u32, &'static str)> {
+        let mut info = MaybeUninit::<ffi::sc_arena_info>::zeroed();
+        check(unsafe { ffi::sc_arena_info(self.h, info.as_mut_ptr()) }, "sc_arena_info")?;
+        let info = unsafe { info.assume_init() };
+        Ok((info.attached_count, name_of(ffi::sc_backing_name, info.backing)))
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        unsafe { ffi::sc_arena_close(self.h) }
+    }
+}
+
+impl fmt::Debug for Arena {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Arena({:?})", self.name)
+    }
+}
+
+// ---- stage ----
+
+/// A stage view (model identity, state identity) of an arena; borrows it.
+pub struct Stage<'a> {
+    h: *mut ffi::sc_stage,
+    arena: &'a Arena,
+}
+
+fn tokens_len(tokens: &[i32]) -> Result<usize> {
+    if tokens.len() > u32::MAX as usize {
+        return Err(Error::Argument("too many tokens"));
+    }
+    Ok(tokens.len())
+}
+
+impl<'a> Stage<'a> {
+    /// The stage id used by probes and stats.
+    pub fn id(&self) -> u64 {
+        unsafe { ffi::sc_stage_id(self.h) }
+    }
+
+    /// The arena it belongs to.
+    pub fn arena(&self) -> &'a Arena {
+        self.arena
+    }
+
+    /// The L2 key of (ns, tokens).
+    pub fn key(&self, ns: &str, tokens: &[i32]) -> Result<Key> {
+        let ns = cstr(ns)?;
+        let mut k = ffi::sc_key::default();
+        check(unsafe { ffi::sc_l2_key(self.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?, &mut k) },
+              "sc_l2_key")?;
+        Ok(Key { lo: k.lo, hi: k.hi })
+    }
+
+    /// Copy a payload into L2 under the key of (ns, tokens), checked against `expected`.
+    pub fn admit(&self, ns: &str, tokens: &[i32], expected: Digest, payload: &Payload<'_>, origin: Origin)
+                 -> Result<()> {
+        let ns = cstr(ns)?;
+        let p = payload.c();
+        check(unsafe { ffi::sc_l2_admit(self.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?, expected.c(), &p,
+                                        origin as u32) }, "sc_l2_admit")?;
+        Ok(())
+    }
+
+    /// Admit a full-state payload (digest computed here). Returns the digest.
+    pub fn admit_bytes(&self, ns: &str, tokens: &[i32], bytes: &[u8]) -> Result<Digest> {
+        let d = Digest::of(bytes);
+        self.admit(ns, tokens, d, &Payload::full_state(bytes), Origin::Direct)?;
+        Ok(d)
+    }
+
+    /// Admit an L3 fill the policy said yes to, and record the attempt, in one call.
+    pub fn promote_admit(&self, ns: &str, tokens: &[i32], expected: Digest, payload: &Payload<'_>) -> Result<()> {
+        let ns = cstr(ns)?;
+        let p = payload.c();
+        check(unsafe { ffi::sc_promote_admit(self.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?, expected.c(),
+                                             &p) }, "sc_promote_admit")?;
+        Ok(())
+    }
+
+    /// Look (ns, tokens) up: a lease on a hit, None on a miss. With a location, an entry that
+    /// disagrees with it (token count, digest) is removed and the lookup is a miss.
+    pub fn get(&self, ns: &str, tokens: &[i32], location: Option<Location>) -> Result<Option<Lease<'_>>> {
+        let ns = cstr(ns)?;
+        let loc = location.map(|l| ffi::sc_location { token_count: l.token_count, digest: l.digest.c() });
+        let mut lease = MaybeUninit::<ffi::sc_lease>::zeroed();
+        let rc = unsafe {
+            ffi::sc_l2_get(self.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?,
+                           loc.as_ref().map_or(ptr::null(), |l| l as *const ffi::sc_location), lease.as_mut_ptr())
+        };
+        if rc == -ENOENT {
+            return Ok(None);
+        }
+        check(rc, "sc_l2_get")?;
+        Ok(Some(Lease { c: unsafe { lease.assume_init() }, _stage: PhantomData }))
+    }
+
+    /// Whether (ns, tokens) is cached, without touching it: (token_count, wire bytes, origin).
+    pub fn peek(&self, ns: &str, tokens: &[i32]) -> Result<Option<(u64, u64, Origin)>> {
+        let ns = cstr(ns)?;
+        let mut info = MaybeUninit::<ffi::sc_l2_entry_info>::zeroed();
+        let rc = unsafe { ffi::sc_l2_peek(self.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?,
+                                          info.as_mut_ptr()) };
+        if rc == -ENOENT {
+            return Ok(None);
+        }
+        check(rc, "sc_l2_peek")?;
+        let info = unsafe { info.assume_init() };
+        let origin = if info.origin == ffi::SC_ORIGIN_FROM_L3 { Origin::FromL3 } else { Origin::Direct };
+        Ok(Some((info.token_count, info.bytes, origin)))
+    }
+
+    /// Remove the entry with `key`; false when there is none.
+    pub fn remove(&self, key: Key) -> Result<bool> {
+        let rc = unsafe { ffi::sc_l2_remove(self.h, ffi::sc_key { lo: key.lo, hi: key.hi }) };
+        if rc == -ENOENT {
+            return Ok(false);
+        }
+        check(rc, "sc_l2_remove")?;
+        Ok(true)
+    }
+
+    /// This stage's L2 counters.
+    pub fn stats(&self) -> Result<L2Stats> {
+        let mut st = L2Stats::default();
+        check(unsafe { ffi::sc_l2_stats(self.arena.h, self.h, &mut st) }, "sc_l2_stats")?;
+        Ok(st)
+    }
+
+    /// The whole restore path: the longest stored prefix of `tokens` in `l3`, served from its L2
+    /// mirror or filled from disk (and maybe promoted). None when nothing is stored.
+    pub fn restore(&self, l3: &L3, ns: &str, tokens: &[i32], wait: bool) -> Result<Option<Restore<'_>>> {
+        let ns = cstr(ns)?;
+        let mut r: Box<MaybeUninit<ffi::sc_restore>> = Box::new(MaybeUninit::zeroed());
+        let rc = unsafe {
+            ffi::sc_restore(self.h, l3.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?,
+                            if wait { ffi::SC_RESTORE_WAIT } else { 0 }, r.as_mut_ptr())
+        };
+        if rc == -ENOENT {
+            return Ok(None);
+        }
+        check(rc, "sc_restore")?;
+        let r = unsafe { Box::from_raw(Box::into_raw(r) as *mut ffi::sc_restore) };
+        Ok(Some(Restore { c: r, _stage: PhantomData }))
+    }
+}
+
+impl Drop for Stage<'_> {
+    fn drop(&mut self) {
+        unsafe { ffi::sc_stage_close(self.h) }
+    }
+}
+
+// ---- leases and restores ----
+
+/// A pinned, zero-copy, read-only view of an L2 entry; released on drop. It borrows its stage,
+/// so it cannot outlive it, and the sections it lends cannot outlive the lease.
+pub struct Lease<'s> {
+    c: ffi::sc_lease,
+    _stage: PhantomData<&'s Stage<'s>>,
+}
+
+impl<'s> Lease<'s> {
+    /// Section 0 or 1 (empty when absent).
+    pub fn section(&self, i: usize) -> &[u8] {
+        assert!(i < 2, "a payload has sections 0 and 1");
+        let n = self.c.sec_len[i] as usize;
+        if n == 0 {
+            return &[];
+        }
+        unsafe { std::slice::from_raw_parts(self.c.sec[i] as *const u8, n) }
+    }
+    pub fn kind(&self) -> Option<Kind> {
+        Kind::from_c(self.c.kind)
+    }
+    pub fn origin(&self) -> Origin {
+        if self.c.origin == ffi::SC_ORIGIN_FROM_L3 { Origin::FromL3 } else { Origin::Direct }
+    }
+    pub fn token_count(&self) -> u64 {
+        self.c.token_count
+    }
+    pub fn digest(&self) -> Digest {
+        Digest { lo: self.c.digest.lo, hi: self.c.digest.hi }
+    }
+    pub fn key(&self) -> Key {
+        Key { lo: self.c.key.lo, hi: self.c.key.hi }
+    }
+    pub fn kv_desc(&self) -> Option<&KvDesc> {
+        if self.c.has_kv_desc != 0 { Some(&self.c.kv_desc) } else { None }
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        unsafe { ffi::sc_lease_release(&mut self.c) }
+    }
+}
+
+/// Which tier served a restore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    L2,
+    L3,
+}
+
+/// A restored prefix and its bytes, until dropped. Borrows its stage.
+pub struct Restore<'s> {
+    c: Box<ffi::sc_restore>,
+    _stage: PhantomData<&'s Stage<'s>>,
+}
+
+impl<'s> Restore<'s> {
+    pub fn section(&self, i: usize) -> &[u8] {
+        assert!(i < 2, "a payload has sections 0 and 1");
+        let n = self.c.sec_len[i] as usize;
+        if n == 0 {
+            return &[];
+        }
+        unsafe { std::slice::from_raw_parts(self.c.sec[i] as *const u8, n) }
+    }
+    pub fn token_count(&self) -> u32 {
+        self.c.token_count
+    }
+    pub fn digest(&self) -> Digest {
+        Digest { lo: self.c.digest.lo, hi: self.c.digest.hi }
+    }
+    pub fn source(&self) -> Source {
+        if self.c.source == 1 { Source::L2 } else { Source::L3 }
+    }
+    pub fn promoted(&self) -> bool {
+        self.c.promoted != 0
+    }
+    /// The policy's reason (None when served from L2).
+    pub fn promote_why(&self) -> Option<PromoteWhy> {
+        PromoteWhy::from_c(self.c.promote_why)
+    }
+    /// The sections lie in the arena (see `Arena::extents`); false: private memory.
+    pub fn in_arena(&self) -> bool {
+        self.c.in_arena != 0
+    }
+    pub fn kv_desc(&self) -> Option<&KvDesc> {
+        if self.c.has_kv_desc != 0 { Some(&self.c.kv_desc) } else { None }
+    }
+    pub fn total(&self) -> Duration {
+        Duration::from_nanos(self.c.total_ns)
+    }
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        unsafe { ffi::sc_restore_release(&mut *self.c) }
+    }
+}
+
+// ---- L3 ----
+
+/// Options of an L3 directory (zero: the library's default).
+#[derive(Clone, Debug, Default)]
+pub struct L3Options {
+    pub budget_bytes: u64,
+    pub min_free_bytes: u64,
+    pub queue_depth: u32,
+    pub file_mode: u32,
+    /// Skip start-up reconciliation (read-only tools).
+    pub no_reconcile: bool,
+}
+
+/// The durable on-disk store. `Send + Sync`: the library lets threads share a handle (each
+/// thread gets its own io_uring on first use, shared state is under the handle's mutex).
+pub struct L3 {
+    h: *mut ffi::sc_l3,
+}
+
+unsafe impl Send for L3 {}
+unsafe impl Sync for L3 {}
+
+impl L3 {
+    /// Open (creating if needed) the L3 directory `dir`.
+    pub fn open(dir: &str, opts: &L3Options) -> Result<L3> {
+        layouts_ok()?;
+        let d = cstr(dir)?;
+        let o = ffi::sc_l3_opts {
+            budget_bytes: opts.budget_bytes,
+            min_free_bytes: opts.min_free_bytes,
+            queue_depth: opts.queue_depth,
+            o_direct: 0,
+            file_mode: opts.file_mode,
+            flags: if opts.no_reconcile { ffi::SC_L3_OPEN_NO_RECONCILE } else { 0 },
+            gid: 0,
+            _reserved: [0; 5],
+        };
+        let mut h = ptr::null_mut();
+        check(unsafe { ffi::sc_l3_open(d.as_ptr(), &o, &mut h) }, "sc_l3_open")?;
+        Ok(L3 { h })
+    }
+
+    /// Write a payload through to disk and index its prefix; returns (token count, digest).
+    pub fn put(&self, ns: &str, tokens: &[i32], payload: &Payload<'_>) -> Result<(u32, Digest)> {
+        let ns = cstr(ns)?;
+        let p = payload.c();
+        let args = ffi::sc_l3_put_args {
+            model_identity: ptr::null(),
+            state_identity: ptr::null(),
+            ns: ns.as_ptr(),
+            tokens: tokens.as_ptr(),
+            token_count: tokens_len(tokens)? as u32,
+            payload: &p,
+        };
+        let mut loc = MaybeUninit::<ffi::sc_l3_location>::zeroed();
+        check(unsafe { ffi::sc_l3_put(self.h, &args, loc.as_mut_ptr()) }, "sc_l3_put")?;
+        let loc = unsafe { loc.assume_init() };
+        Ok((loc.token_count, Digest { lo: loc.digest.lo, hi: loc.digest.hi }))
+    }
+
+    /// The longest stored prefix of `tokens`: its location, or None.
+    pub fn locate_longest(&self, ns: &str, tokens: &[i32]) -> Result<Option<Location>> {
+        let ns = cstr(ns)?;
+        let mut loc = MaybeUninit::<ffi::sc_l3_location>::zeroed();
+        let rc = check(unsafe { ffi::sc_l3_locate_longest(self.h, ns.as_ptr(), tokens.as_ptr(),
+                                                          tokens_len(tokens)? as u32, loc.as_mut_ptr()) },
+                       "sc_l3_locate_longest")?;
+        if rc == 0 {
+            return Ok(None);
+        }
+        let loc = unsafe { loc.assume_init() };
+        Ok(Some(Location { token_count: u64::from(loc.token_count), digest: Digest { lo: loc.digest.lo,
+                                                                                    hi: loc.digest.hi } }))
+    }
+
+    /// The directory's shared counters.
+    pub fn stats(&self) -> Result<L3Stats> {
+        let mut st = L3Stats::default();
+        check(unsafe { ffi::sc_l3_stats(self.h, &mut st) }, "sc_l3_stats")?;
+        Ok(st)
+    }
+}
+
+impl Drop for L3 {
+    fn drop(&mut self) {
+        unsafe { ffi::sc_l3_close(self.h) }
+    }
+}
+
+// ---- rings and the batcher ----
+
+/// A commit ring claimed by this producer; borrows its arena.
+pub struct Ring<'a> {
+    h: *mut ffi::sc_ring,
+    arena: &'a Arena,
+}
+
+/// One commit as the consumer sees it; `tokens` points into the ring, valid during the callback.
+#[derive(Debug)]
+pub struct Commit<'c> {
+    pub request_id: u64,
+    pub session_id: u64,
+    pub generated_token_count: u64,
+    pub flags: u32,
+    pub tokens: &'c [i32],
+    pub ring: u32,
+    pub gen: u32,
+    pub seq: u64,
+}
+
+impl<'a> Ring<'a> {
+    /// The ring's index in the arena.
+    pub fn index(&self) -> u32 {
+        unsafe { ffi::sc_ring_index(self.h) }
+    }
+    /// The most tokens one commit may carry.
+    pub fn max_tokens(&self) -> u32 {
+        unsafe { ffi::sc_ring_max_tokens(self.h) }
+    }
+    /// The arena it belongs to.
+    pub fn arena(&self) -> &'a Arena {
+        self.arena
+    }
+    /// Append one commit; Ok(false) when the ring is full (nothing written).
+    pub fn submit(&self, request_id: u64, session_id: u64, generated_token_count: u64, tokens: &[i32], flags: u32)
+                  -> Result<bool> {
+        let c = ffi::sc_commit {
+            request_id,
+            session_id,
+            generated_token_count,
+            flags,
+            token_count: tokens_len(tokens)? as u32,
+            tokens: tokens.as_ptr(),
+            ring: 0,
+            gen: 0,
+            seq: 0,
+        };
+        let rc = unsafe { ffi::sc_ring_try_submit(self.h, &c) };
+        if rc == -EAGAIN {
+            return Ok(false);
+        }
+        check(rc, "sc_ring_try_submit")?;
+        Ok(true)
+    }
+}
+
+impl Drop for Ring<'_> {
+    fn drop(&mut self) {
+        unsafe { ffi::sc_ring_close(self.h) };
+    }
+}
+
+/// What a commit did with its token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Committed {
+    /// Taken, and whatever was due was emitted.
+    Emitted,
+    /// Taken; the batch it made due waits for room in the ring (a later call sends it).
+    Deferred,
+    /// Not taken: the batcher is full and the ring still is. Commit the same token again.
+    Refused,
+}
+
+/// The per-request commit batcher: first token at once, then at most every interval or every
+/// `capacity` tokens, a flush before the end — the cadence of the seed's batcher. Borrows its
+/// ring. Dropping it flushes what is pending (the seed's safety net for early returns); a normal
+/// generation calls `finish`.
+pub struct Batcher<'r> {
+    b: Box<ffi::sc_batcher>,
+    _ring: PhantomData<&'r Ring<'r>>,
+}
+
+/// Batcher options: `interval: Some(Duration::ZERO)` emits every token at once.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatcherOptions {
+    pub interval: Option<Duration>,
+    pub capacity: u32,
+}
+
+impl<'r> Batcher<'r> {
+    /// A batcher for one request, with the default cadence (100 ms, 256 tokens).
+    pub fn new(ring: &'r Ring<'_>, request_id: u64, session_id: u64) -> Result<Batcher<'r>> {
+        Self::with_options(Some(ring), request_id, session_id, BatcherOptions::default())
+    }
+
+    /// A batcher with no ring: it keeps and counts nothing.
+    pub fn detached(request_id: u64, session_id: u64) -> Result<Batcher<'static>> {
+        Batcher::with_options(None, request_id, session_id, BatcherOptions::default())
+    }
+
+    /// A batcher with options (ring None: keeps nothing).
+    pub fn with_options(ring: Option<&'r Ring<'_>>, request_id: u64, session_id: u64, opts: BatcherOptions)
+                        -> Result<Batcher<'r>> {
+        layouts_ok()?;
+        let mut o = ffi::sc_batcher_opts { capacity: opts.capacity, ..Default::default() };
+        if let Some(i) = opts.interval {
+            o.interval_ns = u64::try_from(i.as_nanos()).map_err(|_| Error::Argument("interval too long"))?;
+            o.flags |= ffi::SC_BATCHER_OPT_INTERVAL;
+        }
+        let mut b = Box::new(ffi::sc_batcher { _opaque: [0; ffi::SC_BATCHER_U64] });
+        check(unsafe { ffi::sc_batcher_init_opts(&mut *b, ring.map_or(ptr::null_mut(), |r| r.h), request_id,
+                                                 session_id, &o) }, "sc_batcher_init_opts")?;
+        Ok(Batcher { b, _ring: PhantomData })
+    }
+
+    /// Record one generated token; `elapsed` is the time since the request started.
+    pub fn commit(&mut self, token: i32, elapsed: Duration) -> Result<Committed> {
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        match unsafe { ffi::sc_batcher_commit(&mut *self.b, token, ns) } {
+            0 => Ok(Committed::Emitted),
+            ffi::SC_BATCHER_DEFERRED => Ok(Committed::Deferred),
+            rc if rc == -EAGAIN => Ok(Committed::Refused),
+            rc => check(rc, "sc_batcher_commit").map(|_| Committed::Emitted),
+        }
+    }
+
+    /// Emit whatever is pending; Ok(false) when the ring is full (it stays pending).
+    pub fn flush(&mut self) -> Result<bool> {
+        let rc = unsafe { ffi::sc_batcher_flush(&mut *self.b) };
+        if rc == -EAGAIN {
+            return Ok(false);
+        }
+        check(rc, "sc_batcher_flush")?;
+        Ok(true)
+    }
+
+    /// The generation's terminal commit; Ok(false) when the ring is full (call again).
+    pub fn finish(&mut self, aborted: bool) -> Result<bool> {
+        let flag = if aborted { ffi::SC_COMMIT_ABORTED } else { ffi::SC_COMMIT_FINISHED };
+        let rc = unsafe { ffi::sc_batcher_finish(&mut *self.b, flag) };
+        if rc == -EAGAIN {
+            return Ok(false);
+        }
+        check(rc, "sc_batcher_finish")?;
+        Ok(true)
+    }
+
+    /// Tokens recorded so far, pending ones included (0 without a ring).
+    pub fn generated_token_count(&self) -> u64 {
+        unsafe { ffi::sc_batcher_count(&*self.b) }
+    }
+    /// Tokens recorded and not yet emitted.
+    pub fn pending(&self) -> u32 {
+        unsafe { ffi::sc_batcher_pending(&*self.b) }
+    }
+    /// Emits that found the ring full.
+    pub fn ring_full(&self) -> u64 {
+        unsafe { ffi::sc_batcher_ring_full(&*self.b) }
+    }
+    /// Commits emitted.
+    pub fn commits(&self) -> u64 {
+        unsafe { ffi::sc_batcher_commits(&*self.b) }
+    }
+}
+
+impl Drop for Batcher<'_> {
+    fn drop(&mut self) {
+        // the seed's safety net: a residual batch is flushed on any exit path (a full ring
+        // cannot be waited for here: what does not fit stays unsent, as the ring-full counter says)
+        unsafe { ffi::sc_batcher_flush(&mut *self.b) };
+    }
+}

@@ -1,0 +1,212 @@
+//! The seed's L2 tests (skippy-server's stage_l2.rs), ported: a stage-scoped view of the host-RAM
+//! tier, lookups validated against the durable location, the promotion policy for L3 fills.
+//! The seed's StageL2 is an arena with a 1 MiB budget and a stage; its string digests are digests
+//! of those strings. Then what the crate adds: layouts, leases, restore, errors, threads.
+mod common;
+
+use stagecache::{
+    Arena, ArenaOptions, Digest, Error, Huge, Kind, L3Options, Location, Origin, Payload, PromoteWhy, Source, L3,
+};
+
+const PROMOTION_MAX_BYTES: u64 = 64 * 1024 * 1024;
+const RESTORE_WORTH_TOKENS: u64 = 4_096;
+
+struct StageL2 {
+    t: common::TestArena,
+}
+
+impl StageL2 {
+    fn new(budget_bytes: u64) -> StageL2 {
+        let t = common::TestArena::new("l2");
+        assert!(t.arena().shrink_to(budget_bytes).unwrap());
+        assert_eq!(t.arena().l2_stats().unwrap().budget_bytes, budget_bytes);
+        StageL2 { t }
+    }
+    fn arena(&self) -> &Arena {
+        self.t.arena()
+    }
+}
+
+fn identity(tokens: Vec<i32>) -> (String, Vec<i32>) {
+    ("namespace".to_string(), tokens)
+}
+
+fn location(token_count: u64, manifest_key: Digest) -> Location {
+    Location { token_count, digest: manifest_key }
+}
+
+#[test]
+fn second_l3_fill_promotes_and_serves_the_located_prefix() {
+    let l2 = StageL2::new(1 << 20);
+    let stage = l2.arena().stage("model", "state").unwrap();
+    let bytes = vec![7u8; 128];
+    let digest = Digest::of(&bytes);
+    let payload = Payload::full_state(&bytes);
+    let (namespace, token_ids) = identity(vec![1, 2, 3, 4]);
+    let location = location(3, digest);
+    let consider = |d| l2.arena().promote_consider(stage.id(), d, 3, bytes.len() as u64).unwrap().0;
+
+    assert!(!consider(digest));
+    assert!(consider(digest));
+    stage.promote_admit(&namespace, &token_ids[..3], digest, &payload).unwrap();
+    assert!(!consider(digest));
+
+    // a longer query hits the located L3 prefix mirror
+    let hit = stage
+        .get(&namespace, &token_ids[..location.token_count as usize], Some(location))
+        .unwrap()
+        .expect("longer query should hit the located L3 prefix mirror");
+    assert_eq!(hit.token_count(), 3);
+    assert_eq!(hit.digest(), digest);
+    assert_eq!(hit.origin(), Origin::FromL3);
+    assert_eq!(hit.section(0), &bytes[..]);
+}
+
+#[test]
+fn restart_class_prefix_promotes_on_first_fill_but_oversized_payload_does_not() {
+    let l2 = StageL2::new(1 << 20);
+    let stage = l2.arena().stage("model", "state").unwrap();
+    let a = l2.arena();
+    let (yes, why) = a.promote_consider(stage.id(), Digest::of(b"restart"), RESTORE_WORTH_TOKENS, 1 << 20).unwrap();
+    assert!(yes);
+    assert_eq!(why, PromoteWhy::LongPrefix);
+    let oversized = Digest::of(b"oversized");
+    let (yes, why) = a.promote_consider(stage.id(), oversized, RESTORE_WORTH_TOKENS, PROMOTION_MAX_BYTES + 1).unwrap();
+    assert!(!yes);
+    assert_eq!(why, PromoteWhy::Oversize);
+    let (yes, why) = a.promote_consider(stage.id(), oversized, RESTORE_WORTH_TOKENS, PROMOTION_MAX_BYTES).unwrap();
+    assert!(!yes);
+    assert_eq!(why, PromoteWhy::Terminal);
+}
+
+#[test]
+fn a_changed_durable_digest_invalidates_the_mirror() {
+    let l2 = StageL2::new(1 << 20);
+    let stage = l2.arena().stage("model", "state").unwrap();
+    let bytes = vec![7u8; 128];
+    let digest = Digest::of(&bytes);
+    let payload = Payload::full_state(&bytes);
+    let (namespace, token_ids) = identity(vec![1, 2, 3]);
+    stage.promote_admit(&namespace, &token_ids, digest, &payload).unwrap();
+
+    let changed = location(3, Digest::of(b"changed"));
+    assert!(stage.get(&namespace, &token_ids, Some(changed)).unwrap().is_none());
+    assert_eq!(stage.stats().unwrap().entries, 0);
+}
+
+// ---- beyond the seed ----
+
+#[test]
+fn layouts_match_the_library_and_every_public_field_is_mirrored() {
+    stagecache::check_layouts().unwrap();
+    let mine = stagecache::layouts();
+    for t in stagecache::library_types() {
+        let (_, _, _, fields) = mine.iter().find(|(n, _, _, _)| *n == t).unwrap_or_else(|| panic!("no mirror of {}", t));
+        for (f, _, _) in stagecache::library_fields(&t) {
+            assert!(fields.iter().any(|(n, _, _)| *n == f), "{}.{} is not mirrored", t, f);
+        }
+    }
+}
+
+#[test]
+fn leases_are_zero_copy_and_released_on_drop() {
+    let t = common::TestArena::new("lease");
+    let stage = t.arena().stage("m", "s").unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 31) as u8).collect();
+    let d = stage.admit_bytes("ns", &[1, 2, 3], &data).unwrap();
+    {
+        let lease = stage.get("ns", &[1, 2, 3], None).unwrap().unwrap();
+        assert_eq!(lease.section(0), &data[..]);
+        assert_eq!(lease.section(1), &[] as &[u8]);
+        assert_eq!(lease.kind(), Some(Kind::FullState));
+        assert_eq!(lease.digest(), d);
+        assert_eq!(lease.key(), stage.key("ns", &[1, 2, 3]).unwrap());
+        let ext = &t.arena().extents().unwrap()[0];
+        let p = lease.section(0).as_ptr() as usize;
+        assert!(p >= ext.base as usize && p + data.len() <= ext.base as usize + ext.bytes as usize);
+        // a lease held across a clear keeps its bytes
+        assert_eq!(t.arena().clear().unwrap(), 1);
+        for i in 0..40 {
+            stage.admit_bytes("churn", &[i], &vec![i as u8; 200_000]).unwrap();
+        }
+        assert_eq!(lease.section(0), &data[..]);
+        assert_eq!(t.arena().l2_stats().unwrap().leases, 1);
+    }
+    assert_eq!(t.arena().l2_stats().unwrap().leases, 0);
+    assert!(stage.get("ns", &[1, 2, 3], None).unwrap().is_none());
+}
+
+#[test]
+fn errors_carry_the_errno_and_the_library_message() {
+    let e = Arena::open(&common::name("missing")).unwrap_err();
+    assert_eq!(e.errno(), Some(2));
+    assert!(e.to_string().starts_with("sc_arena_open: "));
+    let boxed: Box<dyn std::error::Error> = Box::new(e.clone());
+    assert_eq!(boxed.to_string(), e.to_string());
+    let io: std::io::Error = e.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(Arena::open("bad\0name").unwrap_err(), Error::Argument("a string with a NUL byte"));
+    let t = common::TestArena::new("err");
+    let stage = t.arena().stage("m", "s").unwrap();
+    let err = stage.admit("ns", &[1], Digest::of(b"other"), &Payload::full_state(b"x"), Origin::Direct).unwrap_err();
+    assert_eq!(err.errno(), Some(74)); // EBADMSG: not the expected digest
+    assert_eq!(Digest::parse("xyz").unwrap_err().errno(), Some(22));
+    let d = Digest::of(b"abc");
+    assert_eq!(Digest::parse(&d.to_string()).unwrap(), d);
+    assert!(t.arena().stage("", "s").is_err());
+    let too_big = ArenaOptions { size_bytes: 1 << 20, huge: Huge::Off, ..Default::default() };
+    assert_eq!(Arena::create(&common::name("small"), &too_big).unwrap_err().errno(), Some(22));
+}
+
+#[test]
+fn restore_fills_from_l3_then_serves_from_l2() {
+    let t = common::TestArena::new("rst");
+    let dir = format!("/var/tmp/sc-rs-l3-{}-{}", std::process::id(), common::name("d"));
+    let l3 = L3::open(&dir, &L3Options::default()).unwrap();
+    let stage = t.arena().stage("m", "s").unwrap();
+    let tokens: Vec<i32> = (1..5000).collect();
+    let data: Vec<u8> = (0..64_000u32).map(|i| (i * 7) as u8).collect();
+    let (n, d) = l3.put("ns", &tokens[..4096], &Payload::full_state(&data)).unwrap();
+    assert_eq!((n, d), (4096, Digest::of(&data)));
+    assert_eq!(l3.locate_longest("ns", &tokens).unwrap().unwrap().token_count, 4096);
+    {
+        let r = stage.restore(&l3, "ns", &tokens, false).unwrap().unwrap();
+        assert_eq!(r.source(), Source::L3);
+        assert!(r.promoted());
+        assert_eq!(r.promote_why(), Some(PromoteWhy::LongPrefix));
+        assert!(r.in_arena());
+        assert_eq!(r.section(0), &data[..]);
+    }
+    {
+        let r = stage.restore(&l3, "ns", &tokens, true).unwrap().unwrap();
+        assert_eq!(r.source(), Source::L2);
+        assert_eq!(r.promote_why(), None);
+        assert_eq!(r.section(0), &data[..]);
+    }
+    assert!(stage.restore(&l3, "other", &tokens, false).unwrap().is_none());
+    assert_eq!(l3.stats().unwrap().fills, 1);
+    drop(stage);
+    drop(l3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_arena_moves_to_another_thread_and_l3_is_shared() {
+    fn is_send<T: Send>() {}
+    fn is_sync<T: Sync>() {}
+    is_send::<Arena>();
+    is_send::<L3>();
+    is_sync::<L3>();
+    let t = common::TestArena::new("thr");
+    let name = t.name.clone();
+    let handle = std::thread::spawn(move || {
+        let a = Arena::open(&name).unwrap();
+        let stage = a.stage("m", "s").unwrap();
+        stage.admit_bytes("ns", &[9], b"from a thread").unwrap();
+        drop(stage);
+        a // handed back to the main thread
+    });
+    let a = handle.join().unwrap();
+    let stage = a.stage("m", "s").unwrap();
+    assert_eq!(stage.get("ns", &[9], None).unwrap().unwrap().section(0), b"from a thread");
+}

@@ -1,0 +1,811 @@
+/*
+ * tests/check_interleave.c — every protocol with a check-then-act window, run by two or three
+ * processes under every ordering of its schedule points (tests/interleave.c), with freed heap
+ * memory poisoned (test build), asserting the protocol's invariant after each run. Each test
+ * prints the number of orderings it explored.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "interleave.h"
+#include "sc_check.h"
+#include "../lib/l2.h"
+#include "../shm/fault.h"
+#include "../shm/heap.h"
+#include "../shm/mutex.h"
+#include "../shm/obs.h"
+#include "../shm/readers.h"
+
+#define MODEL "m"
+#define STATE "s"
+#define NS "il"
+#define MAX_RUNS 2000
+
+/* Shared between the parent and the actors of one run (MAP_SHARED, reset by setup). */
+struct shared {
+	char name[80];
+	_Atomic uint32_t got[3];      /* per actor: what it saw (scenario-specific) */
+	_Atomic int32_t holders;      /* claims held at once */
+	_Atomic int32_t max_holders;
+	_Atomic uint32_t records;     /* ring records delivered */
+	_Atomic uint32_t gap;         /* a record was lost or reordered */
+	_Atomic uint32_t finished;    /* consumers that got every record */
+	_Atomic uint64_t seq_seen[8];
+};
+
+static struct shared *sh;
+static unsigned run_no;
+
+static struct shared *shared_area(void)
+{
+	if (!sh) {
+		sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		ck_assert_ptr_ne(sh, MAP_FAILED);
+	}
+	return sh;
+}
+
+static void key_tokens(int32_t t[4], uint32_t k)
+{
+	for (int i = 0; i < 4; i++)
+		t[i] = (int32_t)(k * 100 + (uint32_t)i);
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static int admit_v(struct sc_stage *st, uint32_t k, uint32_t version, size_t n)
+{
+	uint8_t *b = malloc(n);
+	fill(b, n, k * 7919 + version);
+	int32_t t[4];
+	key_tokens(t, k);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	int rc = sc_l2_admit(st, NS, t, 4, sc_digest(b, n), &p, SC_ORIGIN_DIRECT);
+	free(b);
+	return rc;
+}
+
+static struct sc_digest digest_v(uint32_t k, uint32_t version, size_t n)
+{
+	uint8_t *b = malloc(n);
+	fill(b, n, k * 7919 + version);
+	struct sc_digest d = sc_digest(b, n);
+	free(b);
+	return d;
+}
+
+/* Each run gets a fresh arena; the parent keeps a handle for setup and checks. */
+static struct sc_arena *parent_arena;
+static struct sc_stage *parent_stage;
+
+static int fresh_arena(uint32_t reader_slots, uint32_t rings)
+{
+	struct shared *s = shared_area();
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "t-il-%d-%u", (int)getpid(), run_no++);
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .reader_slots = reader_slots,
+				   .ring_count = rings };
+	if (sc_arena_create(s->name, &o, &parent_arena))
+		return -1;
+	return sc_stage_open(parent_arena, MODEL, STATE, &parent_stage);
+}
+
+static void drop_arena(void *ctx)
+{
+	(void)ctx;
+	sc_stage_close(parent_stage);
+	sc_arena_close(parent_arena);
+	sc_arena_destroy(NULL, sh->name);
+	parent_arena = NULL;
+	parent_stage = NULL;
+}
+
+static int attach(struct sc_arena **a, struct sc_stage **st)
+{
+	int rc = sc_arena_open(sh->name, a);
+	if (rc) {
+		fprintf(stderr, "actor: cannot attach to %s: %s\n", sh->name, sc_strerror(rc));
+		return -1;
+	}
+	return st ? sc_stage_open(*a, MODEL, STATE, st) : 0;
+}
+
+static int report(const struct il_scenario *s, unsigned min_runs)
+{
+	const char *only = getenv("IL_ONLY"); /* debugging: run only scenarios whose name has this */
+	if (only && !strstr(s->name, only))
+		return 0;
+	struct il_result r;
+	int rc = il_explore(s, MAX_RUNS, &r);
+	ck_assert_msg(rc == 0, "%s", r.first_failure);
+	ck_assert_msg(r.runs >= min_runs, "%s: only %u orderings explored", s->name, r.runs);
+	ck_assert_msg(r.exhausted, "%s: the bound was hit before every ordering ran", s->name);
+	return (int)r.runs;
+}
+
+static int always_ok(void *ctx, char *why, unsigned len)
+{
+	(void)ctx, (void)why, (void)len;
+	return 0;
+}
+
+/* ---- 1. lease take vs removal and reclamation ---- */
+
+#define LEASE_BYTES (256u << 10)
+
+static int lease_setup(void *ctx)
+{
+	(void)ctx;
+	return fresh_arena(8, 0) || admit_v(parent_stage, 1, 0, LEASE_BYTES);
+}
+
+/* actor 0 leases key 1 and checks its bytes while holding the lease; actor 1 removes key 1 and
+ * reclaims. The invariant: a reader with a lease never sees freed (poisoned) or reused bytes. */
+static int lease_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (attach(&a, &st))
+		return 1;
+	int32_t t[4];
+	key_tokens(t, 1);
+	if (who == 0) {
+		struct sc_lease l;
+		int rc = sc_l2_get(st, NS, t, 4, NULL, &l);
+		if (rc == -ENOENT)
+			return 0; /* removed first: a miss is fine */
+		if (rc)
+			return 2;
+		shm_sched_point("actor.leased"); /* a reclaimer that wrongly frees it may run here */
+		int bad = !sc_digest_equal(sc_digest(l.sec[0], l.sec_len[0]), digest_v(1, 0, LEASE_BYTES)) ||
+			  !sc_digest_equal(l.digest, digest_v(1, 0, LEASE_BYTES));
+		sc_lease_release(&l);
+		return bad ? 3 : 0;
+	}
+	struct sc_key k;
+	if (sc_l2_key(st, NS, t, 4, &k))
+		return 4;
+	int rc = sc_l2_remove(st, k);
+	if (rc && rc != -ENOENT)
+		return 5;
+	l2_reclaim_all(a, -1);
+	/* reuse the memory at once: an admit of the same size lands where the freed block was */
+	if (admit_v(st, 2, 0, LEASE_BYTES))
+		return 6;
+	return 0;
+}
+
+START_TEST(test_lease_vs_reclamation)
+{
+	static const char *const pts[] = { "l2.get.found", "actor.leased", "l2.index.unlinked", "l2.reclaim.leases_read",
+					   NULL };
+	struct il_scenario s = { .name = "lease take vs reclamation", .actors = 2, .points = pts, .setup = lease_setup,
+				 .actor = lease_actor, .check = always_ok, .teardown = drop_arena };
+	report(&s, 3);
+}
+END_TEST
+
+/* ---- 2. reader claim / reap / epoch (the reap race) ---- */
+
+static int reap_setup(void *ctx)
+{
+	(void)ctx;
+	if (fresh_arena(3, 0) || admit_v(parent_stage, 1, 0, LEASE_BYTES))
+		return -1;
+	/* a holder that died inside a read-side section: its slot says LIVE, its epoch is set */
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *a;
+		if (sc_arena_open(sh->name, &a))
+			_exit(2);
+		shm_epoch_enter(a->shm);
+		raise(SIGKILL);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return 0;
+}
+
+/* actor 0 attaches (taking the dead slot over, or a free one) and reads key 1 through a lease;
+ * actor 1 reaps dead slots, then removes key 1 and reclaims its memory. A reaper must never
+ * clear the epoch (or leases) of a slot a live reader owns. */
+static int reap_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	/* three slots: ours, the dead one and one free; while the other actor reaps the dead one,
+	 * the table can be full for a moment: attach says -EUSERS, and we try again */
+	int rc;
+	for (int i = 0; (rc = sc_arena_open(sh->name, &a)) == -EUSERS && i < 200; i++)
+		il_yield();
+	if (rc || sc_stage_open(a, MODEL, STATE, &st))
+		return 1;
+	int32_t t[4];
+	key_tokens(t, 1);
+	if (who == 0) {
+		struct sc_lease l;
+		rc = sc_l2_get(st, NS, t, 4, NULL, &l);
+		if (rc == -ENOENT)
+			return 0;
+		if (rc)
+			return 2;
+		shm_sched_point("actor.leased");
+		int bad = !sc_digest_equal(sc_digest(l.sec[0], l.sec_len[0]), digest_v(1, 0, LEASE_BYTES));
+		sc_lease_release(&l);
+		return bad ? 3 : 0;
+	}
+	(void)shm_readers_reap(a->shm);
+	struct sc_key k;
+	if (sc_l2_key(st, NS, t, 4, &k))
+		return 4;
+	rc = sc_l2_remove(st, k);
+	if (rc && rc != -ENOENT)
+		return 5;
+	l2_reclaim_all(a, -1);
+	return admit_v(st, 2, 0, LEASE_BYTES) ? 6 : 0;
+}
+
+static int reap_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	/* afterwards no slot is left that holds anything, dead or alive, except ours */
+	struct sc_holder h[8];
+	int n = sc_arena_holders(parent_arena, h, 8);
+	for (int i = 0; i < n; i++)
+		if (h[i].alive && h[i].token != sc_arena_token(parent_arena)) {
+			snprintf(why, len, "holder %#x still alive after every actor ended", h[i].token);
+			return -1;
+		}
+	return 0;
+}
+
+START_TEST(test_reader_claim_vs_reap)
+{
+	static const char *const pts[] = { "readers.claim.locked", "readers.reap.locked", "readers.clean.inc",
+					   "l2.get.found", "actor.leased", "l2.reclaim.leases_read", NULL };
+	struct il_scenario s = { .name = "reader claim / reap / epoch", .actors = 2, .points = pts, .setup = reap_setup,
+				 .actor = reap_actor, .check = reap_check, .teardown = drop_arena };
+	report(&s, 4);
+}
+END_TEST
+
+/* ---- 2b. a reaper killed half-way through clearing a dead slot ---- */
+
+/* actor 0 reaps and dies half-way through clearing the dead slot (fault point); actor 1 reaps
+ * too; actor 2 attaches and reads key 1. Whoever comes next finishes the half-cleared slot;
+ * the reader's bytes verify; afterwards nothing dead holds anything. */
+static int halfreap_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	int rc;
+	for (int i = 0; (rc = sc_arena_open(sh->name, &a)) == -EUSERS && i < 200; i++)
+		il_yield();
+	if (rc || sc_stage_open(a, MODEL, STATE, &st))
+		return 1;
+	if (who == 0) {
+		sc_fault_arm("readers.clean.half");
+		(void)shm_readers_reap(a->shm);
+		sc_fault_arm(NULL);
+		return 0; /* found nothing to clear (someone else was first) */
+	}
+	if (who == 1) {
+		(void)shm_readers_reap(a->shm);
+		return 0;
+	}
+	int32_t t[4];
+	key_tokens(t, 1);
+	struct sc_lease l;
+	if (sc_l2_get(st, NS, t, 4, NULL, &l))
+		return 2;
+	shm_sched_point("actor.leased");
+	int bad = !sc_digest_equal(sc_digest(l.sec[0], l.sec_len[0]), digest_v(1, 0, LEASE_BYTES));
+	sc_lease_release(&l);
+	return bad ? 3 : 0;
+}
+
+static int halfreap_setup(void *ctx)
+{
+	(void)ctx;
+	if (fresh_arena(5, 0) || admit_v(parent_stage, 1, 0, LEASE_BYTES))
+		return -1;
+	pid_t pid = fork(); /* a holder that dies with a lease and inside an epoch */
+	if (pid == 0) {
+		struct sc_arena *a;
+		struct sc_stage *st;
+		struct sc_lease l;
+		int32_t t[4];
+		key_tokens(t, 1);
+		if (sc_arena_open(sh->name, &a) || sc_stage_open(a, MODEL, STATE, &st) || sc_l2_get(st, NS, t, 4, NULL, &l))
+			_exit(2);
+		shm_epoch_enter(a->shm);
+		raise(SIGKILL);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return 0;
+}
+
+static int halfreap_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	(void)shm_readers_reap(parent_arena->shm); /* normal operation: the next reaper finishes */
+	struct sc_holder h[8];
+	int n = sc_arena_holders(parent_arena, h, 8);
+	for (int i = 0; i < n; i++)
+		if (!h[i].alive && (h[i].leases || h[i].reserved_bytes)) {
+			snprintf(why, len, "dead holder %#x still holds %u leases", h[i].token, h[i].leases);
+			return -1;
+		}
+	if (shm_epoch_min_active(parent_arena->shm) != UINT64_MAX) {
+		snprintf(why, len, "a dead reader's epoch still holds reclamation back");
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_reaper_killed_half_way)
+{
+	static const char *const pts[] = { "readers.reap.locked", "readers.clean.inc", "actor.leased", NULL };
+	struct il_scenario s = { .name = "reaper killed half-way", .actors = 3, .points = pts, .setup = halfreap_setup,
+				 .actor = halfreap_actor, .may_die = 1, .check = halfreap_check, .teardown = drop_arena };
+	report(&s, 20);
+}
+END_TEST
+
+/* ---- 3. index publish and unlink vs lookup ---- */
+
+#define IDX_BYTES (64u << 10)
+
+static int index_setup(void *ctx)
+{
+	(void)ctx;
+	return fresh_arena(8, 0) || admit_v(parent_stage, 1, 0, IDX_BYTES);
+}
+
+/* actor 0 replaces key 1 (version 1); actor 1 reads key 1 by copy and by lease; actor 2
+ * removes it and reclaims. A reader sees version 0, version 1 or a miss, always whole. */
+static int index_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (attach(&a, &st))
+		return 1;
+	int32_t t[4];
+	key_tokens(t, 1);
+	if (who == 0)
+		return admit_v(st, 1, 1, IDX_BYTES) ? 2 : 0;
+	if (who == 2) {
+		struct sc_key k;
+		if (sc_l2_key(st, NS, t, 4, &k))
+			return 3;
+		int rc = sc_l2_remove(st, k);
+		if (rc && rc != -ENOENT)
+			return 4;
+		l2_reclaim_all(a, -1);
+		return 0;
+	}
+	struct sc_digest v0 = digest_v(1, 0, IDX_BYTES), v1 = digest_v(1, 1, IDX_BYTES);
+	struct sc_lease l;
+	int rc = sc_l2_get(st, NS, t, 4, NULL, &l);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return 5;
+	shm_sched_point("actor.leased");
+	struct sc_digest d = sc_digest(l.sec[0], l.sec_len[0]);
+	int ok = sc_digest_equal(d, l.digest) && (sc_digest_equal(d, v0) || sc_digest_equal(d, v1));
+	atomic_store(&sh->got[1], sc_digest_equal(d, v1) ? 2 : 1);
+	sc_lease_release(&l);
+	return ok ? 0 : 6;
+}
+
+START_TEST(test_index_publish_unlink_vs_lookup)
+{
+	static const char *const pts[] = { "l2.index.published", "l2.index.unlinked", "l2.get.found", "actor.leased",
+					   "l2.reclaim.leases_read", NULL };
+	struct il_scenario s = { .name = "index publish/unlink vs lookup", .actors = 3, .points = pts,
+				 .setup = index_setup, .actor = index_actor, .check = always_ok, .teardown = drop_arena };
+	report(&s, 10);
+}
+END_TEST
+
+/* ---- 4. heap free and coalesce vs reclamation ---- */
+
+static int heap_setup(void *ctx)
+{
+	(void)ctx;
+	if (fresh_arena(8, 0))
+		return -1;
+	for (uint32_t k = 1; k <= 3; k++)
+		if (admit_v(parent_stage, k, 0, 96u << 10))
+			return -1;
+	return 0;
+}
+
+/* actor 0 removes keys 1 and 3 and reclaims (frees that coalesce around key 2); actor 1 removes
+ * key 2 and admits a larger payload into the coalesced room. The heap stays consistent and
+ * every surviving entry verifies. */
+static int heap_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (attach(&a, &st))
+		return 1;
+	int32_t t[4];
+	struct sc_key k;
+	for (uint32_t key = who == 0 ? 1 : 2; key <= 3; key += 2) {
+		key_tokens(t, key);
+		if (sc_l2_key(st, NS, t, 4, &k))
+			return 2;
+		int rc = sc_l2_remove(st, k);
+		if (rc && rc != -ENOENT)
+			return 3;
+		if (who == 1)
+			break;
+	}
+	l2_reclaim_all(a, -1);
+	if (who == 1 && admit_v(st, 4, 0, 250u << 10))
+		return 4;
+	return 0;
+}
+
+static int heap_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	struct sc_fsck_report r;
+	(void)shm_readers_reap(parent_arena->shm); /* the actors exited without detaching */
+	int rc = sc_arena_fsck(parent_arena, SC_FSCK_DEEP, NULL, NULL, &r);
+	if (rc) {
+		snprintf(why, len, "fsck found %d problems (leaked %llu, digest failures %llu)", rc,
+			 (unsigned long long)r.leaked_bytes, (unsigned long long)r.digest_failures);
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_heap_free_vs_reclamation)
+{
+	static const char *const pts[] = { "heap.free.locked", "l2.index.unlinked", "l2.reclaim.leases_read",
+					   "mutex.lock.wait", NULL };
+	struct il_scenario s = { .name = "heap free/coalesce vs reclaim", .actors = 2, .points = pts,
+				 .setup = heap_setup, .actor = heap_actor, .check = heap_check, .teardown = drop_arena };
+	report(&s, 4);
+}
+END_TEST
+
+/* ---- 5. ring producer claim and reclaim ---- */
+
+static int ring_setup(void *ctx)
+{
+	(void)ctx;
+	return fresh_arena(8, 1);
+}
+
+static int count_commit(const struct sc_commit *c, void *ctx)
+{
+	(void)ctx;
+	atomic_fetch_add(&sh->records, 1);
+	uint64_t prev = atomic_load(&sh->seq_seen[c->gen % 8]);
+	if (c->seq != prev + 1)
+		atomic_store(&sh->gap, 1); /* out of order or lost */
+	atomic_store(&sh->seq_seen[c->gen % 8], c->seq);
+	return 0;
+}
+
+/* actor 0 produces 3 records and dies; actor 1 claims the (only) ring once it is free, produces
+ * 2 and closes; actor 2 consumes until all 5 arrived. Nothing lost or reordered; the dead
+ * producer's ring is reclaimed only once drained; one owner at a time. */
+static int ring_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	if (attach(&a, NULL))
+		return 1;
+	int32_t tok[2] = { 5, 6 };
+	struct sc_commit c = { .request_id = who, .token_count = 2, .tokens = tok };
+	if (who <= 1) {
+		/* the one ring may be the other producer's: wait until it is handed back */
+		struct sc_ring *r;
+		int rc;
+		for (int i = 0; (rc = sc_ring_open(a, &r)) == -ENOSPC && i < 4000; i++)
+			il_yield();
+		if (rc)
+			return 2;
+		for (int i = 0; i < (who == 0 ? 3 : 2); i++)
+			if (sc_ring_try_submit(r, &c))
+				return 3;
+		if (who == 0)
+			raise(SIGKILL); /* dies owning it: the consumer delivers, then reclaims */
+		return sc_ring_close(r) ? 4 : 0;
+	}
+	for (int i = 0; i < 4000 && atomic_load(&sh->records) < 5; i++) {
+		if (sc_ring_poll(a, count_commit, NULL, 16) < 0)
+			return 7;
+		il_yield();
+	}
+	sc_ring_consumer_close(a);
+	return atomic_load(&sh->records) == 5 && !atomic_load(&sh->gap) ? 0 : 8;
+}
+
+START_TEST(test_ring_producer_claim_and_reclaim)
+{
+	static const char *const pts[] = { "ring.claim.owner_dead", "ring.reap.owner_dead", NULL };
+	struct il_scenario s = { .name = "ring producer claim/reclaim", .actors = 3, .points = pts,
+				 .setup = ring_setup, .actor = ring_actor, .may_die = 1, .check = always_ok,
+				 .teardown = drop_arena };
+	report(&s, 2);
+}
+END_TEST
+
+/* ---- 6. consumer takeover ---- */
+
+static struct sc_ring *setup_ring;
+
+static int cons_setup(void *ctx)
+{
+	(void)ctx;
+	if (fresh_arena(8, 1) || sc_ring_open(parent_arena, &setup_ring))
+		return -1;
+	int32_t tok[1] = { 9 };
+	struct sc_commit c = { .request_id = 1, .token_count = 1, .tokens = tok };
+	for (int i = 0; i < 4; i++)
+		if (sc_ring_try_submit(setup_ring, &c))
+			return -1;
+	return 0;
+}
+
+static void cons_teardown(void *ctx)
+{
+	sc_ring_close(setup_ring);
+	drop_arena(ctx);
+}
+
+static int die_in_callback(const struct sc_commit *c, void *ctx)
+{
+	(void)c, (void)ctx;
+	raise(SIGKILL);
+	return 0;
+}
+
+static int seq_commit(const struct sc_commit *c, void *ctx)
+{
+	uint64_t *last = ctx;
+	if (c->seq > *last + 1)
+		atomic_store(&sh->gap, 1); /* a gap: a record lost */
+	if (c->seq > *last)
+		*last = c->seq;
+	return 0;
+}
+
+/* actor 0 takes the consumer role and dies in its callback; actors 1 and 2 try to consume:
+ * one of them takes the role over once the holder is dead, and gets every record (at least
+ * once, in order, no gap); never two consumers at once. */
+static int cons_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	if (attach(&a, NULL))
+		return 1;
+	if (who == 0) {
+		/* takes the role and dies in the callback, or finds it taken (-EBUSY), or comes last
+		 * and finds nothing left to deliver (0) */
+		int rc = sc_ring_poll(a, die_in_callback, NULL, 1);
+		return rc == -EBUSY || rc == 0 ? 0 : 2;
+	}
+	uint64_t last = 0;
+	for (int i = 0; i < 400; i++) {
+		int rc = sc_ring_poll(a, seq_commit, &last, 16);
+		if (rc == -EBUSY) {
+			il_yield();
+			continue;
+		}
+		if (rc < 0)
+			return 3;
+		if (last >= 4) {
+			atomic_fetch_add(&sh->finished, 1);
+			sc_ring_consumer_close(a);
+			return 0;
+		}
+		il_yield();
+	}
+	return 0; /* the other one had the role */
+}
+
+static int cons_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	if (atomic_load(&sh->gap)) {
+		snprintf(why, len, "a consumer saw a gap in the sequence");
+		return -1;
+	}
+	if (atomic_load(&sh->finished) < 1) {
+		snprintf(why, len, "nobody took the dead consumer's role over and got every record");
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_consumer_takeover)
+{
+	static const char *const pts[] = { "ring.consumer.holder_dead", NULL };
+	struct il_scenario s = { .name = "consumer takeover", .actors = 3, .points = pts, .setup = cons_setup,
+				 .actor = cons_actor, .may_die = 1, .check = cons_check, .teardown = cons_teardown };
+	report(&s, 2);
+}
+END_TEST
+
+/* ---- 7. fill claims ---- */
+
+static int claim_setup(void *ctx)
+{
+	(void)ctx;
+	return fresh_arena(8, 0);
+}
+
+/* actor 0 claims digest D and dies holding it; actors 1 and 2 wait and claim it. At most one
+ * live claimer at a time; both eventually get it; a dead claimer never blocks them. */
+static int claim_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	if (attach(&a, NULL))
+		return 1;
+	struct sc_digest d = { 77, 88 };
+	if (who == 0) {
+		if (sc_fill_claim(a, 5, d))
+			return 0; /* somebody else was first: nothing to die with */
+		raise(SIGKILL);
+	}
+	for (int i = 0; i < 200; i++) {
+		int rc = sc_fill_claim(a, 5, d);
+		if (rc == -EBUSY) {
+			il_yield();
+			continue;
+		}
+		if (rc)
+			return 3;
+		int32_t h = atomic_fetch_add(&sh->holders, 1) + 1;
+		if (h > atomic_load(&sh->max_holders))
+			atomic_store(&sh->max_holders, h);
+		shm_sched_point("actor.holding"); /* the others try while we hold it */
+		atomic_fetch_sub(&sh->holders, 1);
+		return sc_fill_release(a, 5, d) ? 4 : 0;
+	}
+	return 5;
+}
+
+static int claim_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	if (atomic_load(&sh->max_holders) > 1) {
+		snprintf(why, len, "%d claimers held one claim at once", (int)atomic_load(&sh->max_holders));
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_fill_claims)
+{
+	static const char *const pts[] = { "fill.claim.found", "obs.locked", "actor.holding", NULL };
+	struct il_scenario s = { .name = "fill claims", .actors = 3, .points = pts, .setup = claim_setup,
+				 .actor = claim_actor, .may_die = 1, .check = claim_check, .teardown = drop_arena };
+	report(&s, 10);
+}
+END_TEST
+
+/* ---- 8. the observation table ---- */
+
+static int obs_setup(void *ctx)
+{
+	(void)ctx;
+	return fresh_arena(8, 0);
+}
+
+/* actors 0 and 1 each report a fill of the same digest; exactly one of them is told to promote
+ * (the second hit), whatever the order; actor 2 dies holding the table's lock half-way. */
+static int obs_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	if (attach(&a, NULL))
+		return 1;
+	struct sc_digest d = { 1234, 5678 };
+	if (who == 2) {
+		struct shm_obs_hdr *h = shm_obs_table(a->shm);
+		if (!h || shm_obs_lock(a->shm, h))
+			return 2;
+		raise(SIGKILL); /* dies holding the lock: the next locker repairs */
+	}
+	int why = -1, rc = sc_promote_consider(a, 3, d, 100, 4096, &why);
+	if (rc < 0)
+		return 3;
+	atomic_store(&sh->got[who], rc ? 2 : 1);
+	return 0;
+}
+
+static int obs_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	uint32_t g0 = atomic_load(&sh->got[0]), g1 = atomic_load(&sh->got[1]);
+	if ((g0 == 2) + (g1 == 2) != 1 || !g0 || !g1) {
+		snprintf(why, len, "promote decisions %u and %u (want exactly one yes)", g0, g1);
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_observation_table)
+{
+	static const char *const pts[] = { "obs.locked", "mutex.lock.wait", NULL };
+	struct il_scenario s = { .name = "observation table", .actors = 3, .points = pts, .setup = obs_setup,
+				 .actor = obs_actor, .may_die = 4, .check = obs_check, .teardown = drop_arena };
+	report(&s, 6);
+}
+END_TEST
+
+/* ---- the schedule points list ---- */
+
+START_TEST(test_sched_points_list_is_complete)
+{
+	FILE *p = popen("grep -rhoE 'shm_sched_point\\(\"[a-z0-9._]+\"\\)' lib shm --exclude=fault.h | "
+			"sed -E 's/.*\\(\"(.*)\"\\)/\\1/' | sort -u",
+			"r");
+	ck_assert_ptr_nonnull(p);
+	char line[128];
+	int in_source = 0;
+	const char *const *pts = sc_sched_points();
+	while (fgets(line, sizeof(line), p)) {
+		line[strcspn(line, "\n")] = 0;
+		int found = 0;
+		for (int i = 0; pts[i]; i++)
+			found |= !strcmp(pts[i], line);
+		ck_assert_msg(found, "schedule point '%s' is in the sources but not in sc_sched_points()", line);
+		in_source++;
+	}
+	pclose(p);
+	int listed = 0;
+	while (pts[listed])
+		listed++;
+	ck_assert_int_gt(in_source, 10);
+	ck_assert_int_eq(listed, in_source);
+}
+END_TEST
+
+Suite *interleave_suite(void)
+{
+	Suite *s = suite_create("interleave");
+	TCase *tc = tcase_create("interleave");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_sched_points_list_is_complete);
+	tcase_add_test(tc, test_lease_vs_reclamation);
+	tcase_add_test(tc, test_reader_claim_vs_reap);
+	tcase_add_test(tc, test_reaper_killed_half_way);
+	tcase_add_test(tc, test_index_publish_unlink_vs_lookup);
+	tcase_add_test(tc, test_heap_free_vs_reclamation);
+	tcase_add_test(tc, test_ring_producer_claim_and_reclaim);
+	tcase_add_test(tc, test_consumer_takeover);
+	tcase_add_test(tc, test_fill_claims);
+	tcase_add_test(tc, test_observation_table);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(interleave_suite)
