@@ -11,8 +11,8 @@
  * observation table and its fill claims; repair counters no process could have reached.
  *
  * Heap tags: ENTRY(idx, gen) is owned when entry idx has that generation, points at the block and
- * is LIVE, RETIRED or being freed; PRIV(slot, pid) is a private reservation, an orphan once its
- * process died; anything else is leaked.
+ * is LIVE, RETIRED or being freed; PRIV(token) is a private reservation, an orphan once its
+ * holder's token is dead; anything else is leaked.
  *
  * Repair (SC_FSCK_REPAIR) goes through the modules' own repair paths where they exist (the shard
  * rebuild, unlink + retire, the orphan sweep, the readers reaper, the heap rebuild), rewrites what
@@ -22,13 +22,14 @@
  * observations). An entry whose heap block is missing or belongs to someone else is dropped
  * without freeing that block. Then the arena is checked again, and repaired again while problems
  * remain, at most FSCK_ROUNDS times. What is still wrong then either waits on a live process
- * (another ring consumer, a writer holding a lock: reported, not damage) or cannot be repaired (a
- * heap block chain the rebuild cannot walk, ...): the arena is declared unrepairable.
+ * (another ring consumer, a running producer whose ring index is bad: reported, not damage) or
+ * cannot be repaired (a heap block chain the rebuild cannot walk, ...): the arena is declared
+ * unrepairable.
  * shm_header.damaged is release-stored after the reason and the time; every later open fails
  * with -ENOTRECOVERABLE and writers attached now refuse with it (lib/arena.c, lib/l2.c).
  *
- * Shards are taken with trylock only (the index's lock order forbids blocking on a second shard),
- * retried for a bounded time. Re-initialising a corrupted lock word assumes no writer is inside it.
+ * Shards are taken in ascending order, waiting for each (lock_all: a dead holder's shard is taken
+ * over). Re-initialising a corrupted lock word assumes no writer is inside it.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -5,7 +5,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache clear NAME [--dir DIR] [--json]\n\n"
+	fprintf(f, "usage: stagecache clear NAME [--dir DIR] [--owner USER] [--json]\n\n"
 		   "Remove every L2 entry of every stage. Leased entries disappear at once; their memory\n"
 		   "follows when the leases are released.\n");
 }

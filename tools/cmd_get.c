@@ -14,11 +14,14 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stagecache get NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--out FILE]\n"
-		   "         [--location-tokens N --location-digest HEX] [--dir DIR] [--json]\n\n"
+		   "         [--location-tokens N --location-digest HEX] [--dir DIR] [--owner USER] [--json]\n\n"
 		   "Look the prefix up in L2 (a counted lookup, with a lease). With --out, write the payload\n"
 		   "(the wire: section 0 then section 1) to FILE byte for byte ('-' for stdout); otherwise print\n"
 		   "the entry. With a location (the durable copy's token count and digest) a disagreeing entry\n"
-		   "is removed and the lookup is a miss. Exit status 1 on a miss.\n");
+		   "is removed and the lookup is a miss. Exit status 1 on a miss. An --out FIFO must already\n"
+		   "have a reader.\n"
+		   "Open the arena only if its file is yours or root's; --owner USER (a name, a number, or\n"
+		   "any) trusts another owner's (never a world-writable file).\n");
 }
 
 int cmd_get(int argc, char **argv)

@@ -5,7 +5,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache invalidate NAME DIGEST [--dir DIR] [--json]\n\n"
+	fprintf(f, "usage: stagecache invalidate NAME DIGEST [--dir DIR] [--owner USER] [--json]\n\n"
 		   "Remove every L2 entry, in every stage, whose payload digest is DIGEST (32 hex characters):\n"
 		   "what to do when the durable copy with that digest changed or was deleted.\n");
 }

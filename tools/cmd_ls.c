@@ -7,7 +7,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache ls NAME [--max N] [--dir DIR] [--json]\n\n"
+	fprintf(f, "usage: stagecache ls NAME [--max N] [--dir DIR] [--owner USER] [--json]\n\n"
 		   "List the live L2 entries of every stage: key, stage id, tokens, bytes, payload digest,\n"
 		   "origin (direct or l3), age and frequency hint. --json prints one object per line.\n");
 }

@@ -9,7 +9,8 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache peek NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR] [--json]\n\n"
+	fprintf(f, "usage: stagecache peek NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR]\n"
+		   "         [--owner USER] [--json]\n\n"
 		   "Show an L2 entry's metadata (key, stage, tokens, bytes, digest, origin, age, frequency)\n"
 		   "without touching it: no counters, no recency. Exit status 1 when absent.\n");
 }

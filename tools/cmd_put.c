@@ -18,10 +18,12 @@ static void usage(FILE *f)
 	fprintf(f, "usage: stagecache put NAME --model M --state S [--ns NS] --tokens LIST|@FILE\n"
 		   "         --kind full_state|recurrent_only --file PAYLOAD\n"
 		   "       stagecache put NAME ... --kind kv_recurrent [--kv-file F --desc-json F] [--recurrent-file F]\n"
-		   "         [--origin direct|l3] [--digest HEX] [--dir DIR] [--json]\n\n"
+		   "         [--origin direct|l3] [--digest HEX] [--dir DIR] [--owner USER] [--json]\n\n"
 		   "Admit a payload into L2 under the key of (model, state, namespace, tokens). The expected\n"
 		   "digest is computed from the files unless --digest gives one (a mismatch is refused).\n"
-		   "LIST is integers separated by commas; @FILE reads them from a file.\n");
+		   "LIST is integers separated by commas; @FILE reads them from a regular file.\n"
+		   "Open the arena only if its file is yours or root's; --owner USER (a name, a number, or any)\n"
+		   "trusts another owner's (never a world-writable file).\n");
 }
 
 static int parse_kind(const char *s, uint32_t *k)

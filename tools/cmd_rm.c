@@ -8,8 +8,8 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache rm NAME --key HEX [--dir DIR]\n"
-		   "       stagecache rm NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR]\n\n"
+	fprintf(f, "usage: stagecache rm NAME --key HEX [--dir DIR] [--owner USER]\n"
+		   "       stagecache rm NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR] [--owner USER]\n\n"
 		   "Remove one L2 entry, by its key (as 'ls' prints it) or by its prefix. A leased entry\n"
 		   "disappears at once; its memory follows when the last lease is released.\n");
 }
