@@ -234,7 +234,8 @@ static void check_chains(struct fsck *f)
 	struct shm_index *ix = f->ix;
 	uint32_t nb = ix->mask + 1;
 	for (uint32_t b = 0; b < nb; b++) {
-		uint32_t cur = atomic_load_explicit(&ix->buckets[b], memory_order_acquire), len = 0;
+		_Atomic uint32_t *slot = &ix->buckets[b];
+		uint32_t cur = atomic_load_explicit(slot, memory_order_acquire), len = 0;
 		uint32_t shard = shm_index_shard_of_bucket(b);
 		while (cur) {
 			const char *bad = NULL;
@@ -246,8 +247,23 @@ static void check_chains(struct fsck *f)
 				bad = "an entry of another shard";
 			else if (atomic_load_explicit(&ix->ent[cur - 1].state, memory_order_acquire) != SHM_ENT_LIVE)
 				bad = "an entry that is not live";
-			else if (shm_index_bucket(ix, ix->ent[cur - 1].key_lo) != b)
-				bad = "an entry of another bucket";
+			if (!bad && shm_index_bucket(ix, ix->ent[cur - 1].key_lo) != b) {
+				/* its key was scribbled: no lookup can find it, and the shard rebuild keeps any
+				 * live entry its chain reaches. Unlink it here, where it was found, and retire
+				 * it (its block is its own: reclamation frees it) */
+				struct shm_index_entry *e = &ix->ent[cur - 1];
+				uint32_t next = atomic_load_explicit(&e->next, memory_order_relaxed);
+				finding(f, "index", repairing(f), "bucket %u: chain holds entry %u of another bucket (its key "
+					"is corrupted; dropped)", b, cur - 1);
+				if (!repairing(f))
+					break;
+				/* release: the successor was published before; readers on @e still reach it */
+				atomic_store_explicit(slot, next, memory_order_release);
+				shm_index_retire_locked(ix, e);
+				f->r->dropped++;
+				cur = next;
+				continue;
+			}
 			if (bad) {
 				finding(f, "index", repairing(f), "bucket %u: chain holds %s", b, bad);
 				if (repairing(f))
@@ -255,7 +271,8 @@ static void check_chains(struct fsck *f)
 				break;
 			}
 			f->reached[cur - 1] = 1;
-			cur = atomic_load_explicit(&ix->ent[cur - 1].next, memory_order_acquire);
+			slot = &ix->ent[cur - 1].next;
+			cur = atomic_load_explicit(slot, memory_order_acquire);
 		}
 	}
 }

@@ -463,6 +463,7 @@ enum {
 	F_ROOT = 4,      /* needs root (a file owned by another user) */
 	F_SCRATCH = 8,   /* %S: a fresh populated arena for this case, destroyed after */
 	F_ANY01 = 16,    /* exit 0 or 1 are both fine (e.g. a hit or a miss) */
+	F_NOTYPO = 32,   /* %B/typo must not exist after the command (a mistyped path is never created) */
 };
 
 struct cli_case {
@@ -563,7 +564,13 @@ static void build_cases(void)
 	add(1, "FIFO", 0, "info fifo --dir %%D");
 	add(1, "FIFO", 0, "fsck fifo --dir %%D --repair");
 
-	/* d4: a read-only command given a mistyped L3 path created it */
+	/* d4: a read-only command given a mistyped L3 path created it (the directory tree, then refused) */
+	add(1, "%B/typo", F_NOTYPO, "restore good %%B/typo --arena-dir %%D " Q " --tokens 1,2,3");
+	add(1, "typo", F_NOTYPO, "l3 ls %%B/typo");
+	add(1, "typo", F_NOTYPO, "l3 stats %%B/typo");
+	add(1, "typo", F_NOTYPO, "l3 verify %%B/typo");
+	add(1, "typo", F_NOTYPO, "l3 locate %%B/typo --tokens 1,2");
+	add(1, "typo", F_NOTYPO, "stats good --dir %%D --l3 %%B/typo");
 	add(1, "%B/nope/deeper", 0, "restore good %%B/nope/deeper --arena-dir %%D " Q " --tokens 1,2,3");
 	add(1, "nope", 0, "l3 ls %%B/nope/deeper");
 	add(1, "nope", 0, "l3 stats %%B/nope/deeper");
@@ -843,6 +850,11 @@ static void check_case(int i)
 		}
 		free(after);
 		free(before);
+	}
+	if (c->flags & F_NOTYPO) {
+		char typo[300];
+		snprintf(typo, sizeof(typo), "%s/typo", base);
+		ck_assert_msg(access(typo, F_OK) != 0, "case %d '%s': created %s", i, shown, typo);
 	}
 	if (c->flags & F_SCRATCH)
 		sc_arena_destroy(adir, scratch);

@@ -84,13 +84,15 @@ static void restore(void);
 
 /* How repairs ended (printed at exit with SC_FUZZ_STATS=1): clean, rings left to a live
  * process, declared unrepairable. */
-static unsigned long outcomes[3];
+static unsigned long outcomes[3], damages[8];
 
 static void cleanup(void)
 {
 	if (getenv("SC_FUZZ_STATS"))
 		fprintf(stderr, "fsck --repair outcomes: %lu clean, %lu rings left to a live process, %lu declared "
-			"unrepairable\n", outcomes[0], outcomes[1], outcomes[2]);
+			"unrepairable (heap %lu, index %lu, rings %lu, observations %lu, other %lu)\n", outcomes[0],
+			outcomes[1], outcomes[2], damages[SHM_DAMAGE_HEAP], damages[SHM_DAMAGE_INDEX],
+			damages[SHM_DAMAGE_RINGS], damages[SHM_DAMAGE_OBS], damages[SHM_DAMAGE_OTHER]);
 	if (!A)
 		return;
 	if (saved)
@@ -385,6 +387,7 @@ static void converged(int rc)
 	struct sc_fsck_report rep;
 	outcomes[rc == -ENOTRECOVERABLE ? 2 : rc > 0 ? 1 : 0]++;
 	if (rc == -ENOTRECOVERABLE) {
+		damages[A->shm->hdr->damage_reason & 7]++;
 		CHECK(sc_arena_fsck(A, 0, NULL, NULL, &rep) == -ENOTRECOVERABLE);
 		static uint8_t pl[100];
 		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pl }, .sec_len = { sizeof(pl) } };
