@@ -115,7 +115,7 @@ $(TEST_CLI): $(TEST_TOOL_OBJS) $(TEST_SHARED)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TEST_TOOL_OBJS) -L$(T) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN' $(LIBS) $(TOOL_LIBS)
 
-$(T)/obj/tools/cmd_trace.o: $(BPF_SKEL)
+$(T)/obj/tools/cmd_trace.o: $(B)/stagecache.skel.h # BPF_SKEL is defined further down
 
 # Tests link the test build's static library (and may use its private headers and the hooks).
 $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)

@@ -291,6 +291,33 @@ int BPF_USDT(l3_quarantine, __u64 lo, __u64 hi, __u64 reason)
 }
 
 SEC("usdt")
+int BPF_USDT(l3_index, __u64 result, __u64 tokens, __u64 lookup_ns)
+{
+	if (result == 0) {
+		count(0, SC_EV_L3IX_HIT, 0, tokens, lookup_ns);
+	} else {
+		count(0, SC_EV_L3IX_FALLBACK, 0, tokens, lookup_ns);
+		count_reason(0, SC_EV_L3IX_FALLBACK, (__u32)result);
+	}
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(l3_index_refresh, __u64 positive, __u64 negative, __u64 evicted)
+{
+	count(0, SC_EV_L3IX_REFRESH, evicted, positive + negative, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(key_collision, __u64 level, __u64 tokens)
+{
+	count(0, SC_EV_KEY_COLLISION, 0, tokens, 0);
+	count_reason(0, SC_EV_KEY_COLLISION, (__u32)level);
+	return 0;
+}
+
+SEC("usdt")
 int BPF_USDT(commit_emit, __u64 ring, __u64 request_id, __u64 running_total, __u64 batch_tokens)
 {
 	count(ring, SC_EV_COMMIT, 0, batch_tokens, 0);

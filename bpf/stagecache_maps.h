@@ -43,7 +43,11 @@
 #define SC_EV_L3_QUARANTINE 13 /* stage 0; reason in `reasons` */
 #define SC_EV_COMMIT 14        /* commit_emit; stage field = ring index; tokens = batch tokens */
 #define SC_EV_RING_FULL 15     /* ring_full; stage field = ring index; tokens = pending tokens */
-#define SC_EV_COUNT 16
+#define SC_EV_L3IX_HIT 16      /* l3_index result 0 (answered by a positive entry); stage 0; tokens, ns */
+#define SC_EV_L3IX_FALLBACK 17 /* l3_index result > 0: directory probe; reason = result in `reasons` */
+#define SC_EV_L3IX_REFRESH 18  /* l3_index_refresh; tokens = entries written, bytes = entries evicted */
+#define SC_EV_KEY_COLLISION 19 /* key_collision; stage 0; tokens; reason = level in `reasons` */
+#define SC_EV_COUNT 20
 
 /* Histogram kinds (field `kind` of sc_bpf_hist_key). */
 #define SC_HIST_FILL 0        /* l3_fill_done duration_ns (successful fills) */

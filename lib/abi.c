@@ -21,7 +21,7 @@
 #define T struct sc_arena_opts
 static const struct member m_arena_opts[] = {
 	P(size_bytes), P(huge), P(dir), P(mode), P(gid), P(index_entries), P(ring_count), P(ring_bytes),
-	P(obs_entries), P(reader_slots), P(flags), X(reserved),
+	P(obs_entries), P(reader_slots), P(flags), P(l3_index_entries), P(l3_index_refresh_ms), X(reserved),
 };
 #undef T
 
@@ -53,7 +53,8 @@ static const struct member m_holder[] = {
 static const struct member m_arena_info[] = {
 	P(name), P(path), P(size_bytes), P(page_size), P(backing), P(layout_version), P(created_unix),
 	P(creator_pid), P(mode), P(reader_slots), P(attached_count), P(attached), P(index_entries),
-	P(ring_count), P(ring_bytes), P(obs_entries), P(heap_bytes), X(reserved),
+	P(ring_count), P(ring_bytes), P(obs_entries), P(heap_bytes), P(l3_index_entries), P(l3_index_refresh_ms),
+	P(flags), X(reserved0), X(reserved),
 };
 #undef T
 
@@ -98,7 +99,8 @@ static const struct member m_payload[] = {
 
 #define T struct sc_location
 static const struct member m_location[] = {
-	P(token_count), P(digest),
+	P(token_count), P(kind), P(digest), P(prefix), P(sec_len), P(payload_bytes), P(file_bytes),
+	P(has_kv_desc), X(reserved0), P(kv_desc), X(reserved),
 };
 #undef T
 
@@ -144,13 +146,6 @@ static const struct member m_l3_put_args[] = {
 };
 #undef T
 
-#define T struct sc_l3_location
-static const struct member m_l3_location[] = {
-	P(token_count), P(kind), P(digest), P(prefix), P(sec_len), P(payload_bytes), P(file_bytes),
-	P(has_kv_desc), X(reserved0), P(kv_desc), X(reserved),
-};
-#undef T
-
 #define T struct sc_l3_fill_req
 static const struct member m_l3_fill_req[] = {
 	P(loc), P(dst), P(dst_bytes), P(flags), P(user_data), P(stage_id), P(result), P(direct),
@@ -161,7 +156,7 @@ static const struct member m_l3_fill_req[] = {
 #define T struct sc_l3_stats
 static const struct member m_l3_stats[] = {
 	P(objects), P(bytes), P(fills), P(fill_bytes), P(fill_ns), P(verify_failures), P(quarantined),
-	P(evictions), P(write_refusals), P(puts), P(put_dedup), P(budget_bytes), P(dio_mem_align),
+	P(evictions), P(write_refusals), P(puts), P(put_dedup), P(key_collisions), P(budget_bytes), P(dio_mem_align),
 	P(dio_offset_align), X(reserved),
 };
 #undef T
@@ -183,9 +178,18 @@ static const struct member m_promote_stats[] = {
 #define T struct sc_restore
 static const struct member m_restore[] = {
 	P(sec), P(sec_len), P(kind), P(token_count), P(digest), P(has_kv_desc), X(reserved0), P(kv_desc),
-	P(source), P(promoted), P(promote_why), P(waited), P(direct), P(in_arena), P(locate_ns),
+	P(source), P(promoted), P(promote_why), P(waited), P(direct), P(in_arena), P(from_index), P(locate_ns),
 	P(lookup_ns), P(fill_ns), P(total_ns), X(reserved), X(lease_), X(resv_), X(heap_), X(state_),
 	X(private_spare_),
+};
+#undef T
+
+#define T struct sc_l3_index_stats
+static const struct member m_l3_index_stats[] = {
+	P(capacity), P(refresh_ms), P(positive), P(negative), P(pages), P(free_pages), P(token_verify), P(bound),
+	P(hits), P(negative_hits), P(misses), P(fallbacks), P(stale), P(refreshes), P(inserts), P(evictions),
+	P(drops), P(full), P(vanished), P(foreign), P(key_collisions), P(key_collisions_l2),
+	P(key_collisions_index), P(key_collisions_l3), X(reserved),
 };
 #undef T
 
@@ -232,8 +236,8 @@ static const struct abi_type types[] = {
 	TYPE(arena_opts), TYPE(arena_attached), TYPE(arena_info), TYPE(holder), TYPE(arena_extent), TYPE(digest),
 	TYPE(key), TYPE(kv_component), TYPE(kv_desc), TYPE(payload), TYPE(location), TYPE(lease),
 	TYPE(l2_entry_info), TYPE(l2_stats), TYPE(l2_resv), TYPE(l3_opts), TYPE(l3_put_args),
-	TYPE(l3_location), TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_object_info), TYPE(promote_stats),
-	TYPE(restore), TYPE(commit), TYPE(ring_stat), TYPE(batcher_opts), TYPE(batcher), TYPE(fsck_report),
+	TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_object_info), TYPE(promote_stats),
+	TYPE(restore), TYPE(l3_index_stats), TYPE(commit), TYPE(ring_stat), TYPE(batcher_opts), TYPE(batcher), TYPE(fsck_report),
 	TYPE(arena_open_opts), TYPE(arena_file),
 };
 

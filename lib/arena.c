@@ -15,9 +15,8 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 	*out = NULL;
 	if (opts->size_bytes < SC_ARENA_MIN_BYTES || opts->size_bytes > SC_ARENA_MAX_BYTES)
 		return -EINVAL;
-	if (opts->huge < SC_HUGE_AUTO || opts->huge > SC_HUGE_OFF || (opts->mode & ~0777u) || (opts->mode & S_IWOTH))
-		return -EINVAL;
-	if (opts->flags & ~SC_ARENA_OPT_MASK)
+	if (opts->huge < SC_HUGE_AUTO || opts->huge > SC_HUGE_OFF || (opts->mode & ~0777u) || (opts->mode & S_IWOTH) ||
+	    (opts->flags & ~SC_ARENA_OPT_MASK))
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
 		if (opts->reserved[i])
@@ -38,6 +37,9 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 		.ring_bytes = opts->ring_bytes,
 		.obs_entries = opts->obs_entries,
 		.reader_slots = opts->reader_slots,
+		.l3ix_entries = opts->l3_index_entries,
+		.arena_flags = (opts->flags & SC_ARENA_NO_TOKEN_VERIFY) ? SHM_ARENA_NO_TOKEN_VERIFY : 0,
+		.l3ix_refresh_ms = opts->l3_index_refresh_ms,
 		.huge_mode = (uint32_t)opts->huge,
 	};
 	int rc = shm_arena_create(opts->dir, name, &p, opts->mode, gid, &a->shm);
@@ -158,6 +160,9 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 	info->ring_bytes = h->ring_bytes;
 	info->obs_entries = h->obs_entries;
 	info->heap_bytes = h->regions[SHM_REGION_HEAP].size;
+	info->l3_index_entries = h->l3ix_entries;
+	info->l3_index_refresh_ms = h->l3ix_refresh_ms;
+	info->flags = (h->arena_flags & SHM_ARENA_NO_TOKEN_VERIFY) ? SC_ARENA_NO_TOKEN_VERIFY : 0;
 	uint32_t n = shm_readers_count(a);
 	uint64_t my_ns = shm_pidns_self();
 	for (uint32_t i = 0; i < n; i++) {

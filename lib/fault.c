@@ -3,6 +3,7 @@
 #ifdef SC_TEST_HOOKS
 #include "stagecache_test.h"
 #include "../shm/fault.h"
+#include "internal.h"
 
 int sc_fault_arm(const char *spec)
 {
@@ -16,7 +17,7 @@ static const char *const points[] = {
 	"l2.admit.tagged",     "l2.admit.copied",  "l2.admit.linked",  "l2.evict.unlinked",
 	"l2.remove.unlinked",  "l2.repair.rebuilt", "l2.index.replaced", "l2.index.unlinked",
 	"l2.reclaim.freeing",  "l2.reclaim.freed", "l3.put.before_rename", "fill.after_read",
-	"ring.publish",        "readers.clean.half", NULL,
+	"ring.publish",        "readers.clean.half", "l3ix.put.open",  "l3ix.put.written", NULL,
 };
 
 const char *const *sc_fault_points(void)
@@ -32,13 +33,20 @@ void sc_sched_set(sc_sched_fn fn, void *ctx)
 /* Every shm_sched_point() name in the tree; tests/check_interleave.c keeps this list complete. */
 static const char *const sched_points[] = {
 	"arena.create.locked",   "readers.claim.locked",   "readers.reap.locked", "readers.clean.inc",
-	"mutex.lock.wait",       "mutex.lock.acquired",    "heap.free.locked",       "l2.get.found",        "l2.index.published",
-	"l2.index.unlinked",     "l2.reclaim.leases_read", "ring.claim.owner_dead", "ring.reap.owner_dead",
-	"ring.consumer.holder_dead", "fill.claim.found",   "obs.locked",          NULL,
+	"mutex.lock.wait",       "mutex.lock.acquired",    "heap.free.locked",    "l2.get.found",
+	"l2.index.published",    "l2.index.unlinked",      "l2.reclaim.leases_read", "ring.claim.owner_dead",
+	"ring.reap.owner_dead",  "ring.consumer.holder_dead", "fill.claim.found", "obs.locked",
+	"l3ix.refresh.read",     "l3ix.sync.start",        "restore.fill",        NULL,
 };
 
 const char *const *sc_sched_points(void)
 {
 	return sched_points;
+}
+
+void sc_test_set_key_mask(uint64_t lo_mask, uint64_t hi_mask)
+{
+	sc_key_mask_lo_ = lo_mask;
+	sc_key_mask_hi_ = hi_mask;
 }
 #endif

@@ -47,6 +47,7 @@
 #define FSCK_ROUNDS 4
 /* A repair counter above this is not believable: each count is a process killed inside a writer. */
 #define COUNTER_MAX (1ull << 20)
+#include "../shm/l3ix.h"
 
 struct fsck {
 	struct sc_arena *a;
@@ -202,6 +203,11 @@ static void check_mutexes(struct fsck *f)
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
 	if (h)
 		check_mutex(f, &h->mu, "observation table");
+	struct shm_l3ix ix;
+	if (shm_l3ix_view(f->a->shm, &ix) == 0) {
+		check_mutex(f, &ix.hdr->mu, "L3 location index");
+		check_mutex(f, &ix.hdr->sync_mu, "L3 location index scan");
+	}
 }
 
 /* Take every shard in ascending order, waiting for each (a dead holder's shard is taken over and
@@ -685,6 +691,65 @@ static void reformat_obs(struct fsck *f)
 	}
 }
 
+/* The L3 location index: entries, token chains and the page free list must agree (every page
+ * used by one entry or free, never both); repair rebuilds the free list and clears entries whose
+ * chain is broken (what a writer's successor does after it died). The index is a cache of the L3
+ * directory: what repair clears is only looked up there again. */
+static void check_l3_index(struct fsck *f)
+{
+	struct shm_l3ix ix;
+	if (!f->a->shm->hv.l3ix_entries)
+		return; /* created without one */
+	if (shm_l3ix_view(f->a->shm, &ix)) {
+		int fix = repairing(f) && shm_l3ix_format(f->a->shm) == 0;
+		finding(f, "l3index", fix, "the location index's header is corrupted%s", fix ? " (formatted anew, empty)" : "");
+		if (repairing(f) && !fix)
+			f->damage = SHM_DAMAGE_L3IX;
+		return;
+	}
+	int rc = shm_l3ix_lock(&ix);
+	if (rc) {
+		finding(f, "l3index", 0, "cannot lock the location index (%s)", sc_strerror(rc));
+		return;
+	}
+	uint8_t *owner = ix.npages ? calloc(ix.npages, 1) : NULL;
+	uint32_t total = ix.nsets * SHM_L3IX_WAYS, bad = 0, free_seen = 0;
+	for (uint32_t i = 0; i < total; i++) {
+		struct shm_l3ix_entry *e = &ix.ent[i];
+		int broken = (atomic_load_explicit(&e->seq, memory_order_relaxed) & 1) ||
+			     (e->flags & ~(SHM_L3IX_POS | SHM_L3IX_NEG | SHM_L3IX_DESC | SHM_L3IX_TOKENS)) ||
+			     ((e->flags & SHM_L3IX_POS) && (e->flags & SHM_L3IX_NEG));
+		if (!broken && (e->flags & SHM_L3IX_TOKENS)) {
+			uint32_t pg = e->first_page, need = (e->token_count + SHM_L3IX_PAGE_TOKENS - 1) / SHM_L3IX_PAGE_TOKENS;
+			for (uint32_t k = 0; k < need && !broken; k++) {
+				if (!pg || pg > ix.npages || !owner || owner[pg - 1])
+					broken = 1;
+				else
+					owner[pg - 1] = 1, pg = ix.links[pg - 1];
+			}
+		}
+		bad += broken;
+	}
+	for (uint32_t pg = ix.hdr->free_head, k = 0; pg && k <= ix.npages; k++, pg = ix.links[pg - 1]) {
+		if (pg > ix.npages || !owner || owner[pg - 1]) {
+			bad++;
+			break;
+		}
+		owner[pg - 1] = 2;
+		free_seen++;
+	}
+	if (free_seen != ix.hdr->free_pages)
+		bad++;
+	free(owner);
+	if (bad) {
+		int fix = repairing(f);
+		if (fix)
+			shm_l3ix_repair_locked(&ix);
+		finding(f, "l3index", fix, "%u inconsistencies between entries, token pages and the free list", bad);
+	}
+	shm_l3ix_unlock(&ix);
+}
+
 static void check_observations(struct fsck *f)
 {
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
@@ -772,6 +837,7 @@ static void one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void
 		rep->lock_repairs += hs.repairs; /* an unbelievable heap counter is left out of the sum */
 	check_rings(&f);
 	check_observations(&f);
+	check_l3_index(&f);
 	p->deferred = f.deferred;
 	p->damage = f.damage;
 }
@@ -792,6 +858,7 @@ static const char *damage_name(uint32_t reason)
 	case SHM_DAMAGE_INDEX: return "the index cannot be rebuilt";
 	case SHM_DAMAGE_RINGS: return "the ring directory cannot be rewritten";
 	case SHM_DAMAGE_OBS: return "the observation table cannot be formatted";
+	case SHM_DAMAGE_L3IX: return "the L3 location index cannot be formatted";
 	default: return "problems remain after every repair";
 	}
 }

@@ -7,6 +7,41 @@
 
 #include "stagecache.h"
 #include "../shm/arena.h"
+#include "../shm/l3ix.h"
+
+/* ---- prefix hashes (lib/key.c) ---- */
+/* Tokens per link of the prefix-hash chain: the restore path's block size. */
+#define SC_PFX_BLOCK 256u
+/*
+ * P(len) for each of @lens (ascending, each <= @n) of (@ns, @tokens) in one pass, keyed with the
+ * arena's @secret: the stage-independent key of a prefix. It keys the L3 location index, and the
+ * L2 key of a stage is l2_key_of(stage, P), so the restore path hashes the tokens once.
+ * 0 or -EINVAL (namespace too long, lengths out of order). Does not allocate.
+ */
+int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
+		   uint32_t nlens, struct sc_key *out);
+/* The same in two steps, for callers that need P at only some of the lengths: the chain value at
+ * each length (one pass), then P of one length from its chain value (one short hash). */
+int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
+		  uint32_t nlens, struct sc_key *chain);
+struct sc_key key_pfx_finish(const uint8_t *secret, struct sc_key chain, const int32_t *tokens, uint32_t len);
+#ifdef SC_TEST_HOOKS
+extern uint64_t sc_key_mask_lo_, sc_key_mask_hi_;
+#endif
+/* The test build's deliberately weakened key (a mask, sc_test_set_key_mask); nothing otherwise. */
+static inline void key_weaken(struct sc_key *k)
+{
+#ifdef SC_TEST_HOOKS
+	k->lo &= sc_key_mask_lo_;
+	k->hi &= sc_key_mask_hi_;
+#else
+	(void)k;
+#endif
+}
+
+/* A key collision seen at @level (0 L2, 1 location index, 2 L3 prefix entry): counted in the
+ * arena, fires the key_collision probe (lib/l3ix.c). */
+void l3ix_count_collision(struct sc_arena *a, int level, uint64_t tokens);
 
 struct sc_arena {
 	struct shm_arena *shm;
@@ -17,6 +52,9 @@ struct sc_arena {
 	struct sc_stage *l2_stages;         /* open stages of this handle, for counter flushes */
 	uint64_t l2_last_reap_ns;           /* rate limit for reaping dead readers' leases */
 	uint64_t l2_swept_cleaned;          /* shm_readers_cleaned() at our last orphan sweep */
+	/* ---- L3 location index (lib/l3ix.c) ---- */
+	struct shm_l3ix l3ix;               /* valid when l3ix_ready == 1 (-1: the region is corrupt) */
+	int l3ix_ready;
 	/* ---- L3 / promotion ---- */
 #ifdef SC_TEST_HOOKS
 	uint64_t (*promote_now)(void *ctx);  /* injected policy clock (test build); NULL: CLOCK_MONOTONIC */

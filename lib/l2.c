@@ -3,7 +3,10 @@
  * entry checks shared with the read path.
  *
  * An entry's heap allocation holds the wire (section 0 then section 1) and, for KV_RECURRENT with
- * a descriptor, a copy of struct sc_kv_desc at the next 64-byte boundary after the wire. Payloads
+ * a descriptor, a copy of struct sc_kv_desc at the next 64-byte boundary after the wire; then, in
+ * an arena that verifies tokens (the default), the entry's token ids (LE int32, token_count of
+ * them) at the next 64-byte boundary, flagged by L2_META_TOKENS. Readers compare them with the
+ * caller's tokens on every hit (lib/l2_read.c): a key collision is a miss. Payloads
  * of 4 KiB or more start 4 KiB aligned (the heap guarantees it), so L3 can read into a
  * reservation with O_DIRECT.
  *
@@ -37,6 +40,17 @@ static uint64_t alloc_len(uint64_t wire, int has_desc)
 	return has_desc ? desc_at(wire) + sizeof(struct sc_kv_desc) : wire;
 }
 
+uint64_t l2_tokens_at(uint64_t wire, int has_desc)
+{
+	return desc_at(alloc_len(wire, has_desc));
+}
+
+/* The allocation of an entry: wire, descriptor, and @ntok stored token ids (0: none). */
+static uint64_t alloc_len_tok(uint64_t wire, int has_desc, uint64_t ntok)
+{
+	return ntok ? l2_tokens_at(wire, has_desc) + ntok * 4 : alloc_len(wire, has_desc);
+}
+
 int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct l2_snap *sn, struct sc_kv_desc *desc)
 {
 	/* each field is read once (a hostile writer could change it between two reads): the caller
@@ -46,11 +60,14 @@ int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct 
 	int has_desc = (int)SHM_META_HAS_DESC(meta);
 	uint64_t l0 = __atomic_load_n(&e->sec_len[0], __ATOMIC_RELAXED), l1 = __atomic_load_n(&e->sec_len[1], __ATOMIC_RELAXED);
 	uint64_t off = __atomic_load_n(&e->payload_off, __ATOMIC_RELAXED);
+	uint64_t ntok = (meta & L2_META_TOKENS) ? __atomic_load_n(&e->token_count, __ATOMIC_RELAXED) : 0;
 	if (kind < SC_PAYLOAD_FULL_STATE || kind > SC_PAYLOAD_KV_RECURRENT || origin > SC_ORIGIN_FROM_L3)
 		return -EBADMSG;
 	if (l0 > ix->heap_hi || l1 > ix->heap_hi || l0 + l1 == 0 || (kind != SC_PAYLOAD_KV_RECURRENT && (l1 || has_desc)))
 		return -EBADMSG;
-	uint64_t wire = l0 + l1, need = alloc_len(wire, has_desc);
+	if (ntok > ix->heap_hi / 4 || ((meta & L2_META_TOKENS) && !ntok))
+		return -EBADMSG;
+	uint64_t wire = l0 + l1, need = alloc_len_tok(wire, has_desc, ntok);
 	if (off < ix->heap_lo || off > ix->heap_hi || need > ix->heap_hi - off)
 		return -EBADMSG;
 	if (has_desc) {
@@ -58,7 +75,8 @@ int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct 
 		if (sc_kv_desc_validate(desc, l0))
 			return -EBADMSG;
 	}
-	*sn = (struct l2_snap){ .off = off, .l0 = l0, .l1 = l1, .wire = wire, .meta = meta, .has_desc = has_desc };
+	*sn = (struct l2_snap){ .off = off, .l0 = l0, .l1 = l1, .wire = wire, .meta = meta, .has_desc = has_desc,
+				.ntok = ntok, .tok_off = ntok ? off + l2_tokens_at(wire, has_desc) : 0 };
 	return 0;
 }
 
@@ -108,7 +126,7 @@ static int reject(struct sc_stage *st, uint64_t bytes, int rc)
 
 /* Checks 2..4 (empty, consistency, budget); the digest (1) is checked by the caller first. */
 static int check_shape(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1, const struct sc_kv_desc *desc,
-		       uint64_t *fp)
+		       uint64_t ntok, uint64_t *fp)
 {
 	uint64_t wire = l0 + l1;
 	if (wire == 0 || l0 > UINT64_MAX / 2 || l1 > UINT64_MAX / 2)
@@ -122,7 +140,7 @@ static int check_shape(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t
 	} else {
 		return reject(st, wire, -EINVAL);
 	}
-	*fp = shm_heap_footprint(alloc_len(wire, desc != NULL));
+	*fp = shm_heap_footprint(alloc_len_tok(wire, desc != NULL, ntok));
 	if (*fp > l2_budget(st->arena))
 		return reject(st, wire, -E2BIG);
 	return 0;
@@ -186,8 +204,9 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
  * Give the private block at @off to a new entry of @key and link it, replacing the key's entry.
  * 0 (the block now belongs to the index) or -errno (the block is still the caller's).
  */
-static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc_digest d, uint64_t off, uint32_t kind,
-		     uint64_t l0, uint64_t l1, int has_desc, uint64_t fp, uint32_t origin, struct sc_lease *lease)
+static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
+		     uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin,
+		     struct sc_lease *lease)
 {
 	struct sc_arena *a = st->arena;
 	struct shm_index *ix = l2_ix(a);
@@ -235,7 +254,7 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc
 	shm_fault_point("l2.admit.tagged");
 	e->key_lo = key.lo;
 	e->key_hi = key.hi;
-	e->meta = kind | (origin << 8) | ((uint32_t)has_desc << 16);
+	e->meta = kind | (origin << 8) | ((uint32_t)has_desc << 16) | (has_tokens ? L2_META_TOKENS : 0);
 	e->stage_id = st->id;
 	e->payload_off = off;
 	e->sec_len[0] = l0;
@@ -282,7 +301,7 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, size_t n, struct sc
 	return 0;
 }
 
-int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_digest expected,
+int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 		const struct sc_payload *p, uint32_t origin)
 {
 	if (!st)
@@ -300,8 +319,8 @@ int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, size
 	struct sc_digest d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
 	if (!sc_digest_equal(d, expected))
 		return reject(st, l0 + l1, -EBADMSG);
-	uint64_t fp;
-	int rc = check_shape(st, p->kind, l0, l1, p->kv_desc, &fp);
+	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0;
+	int rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp);
 	if (rc)
 		return rc;
 	struct sc_key key;
@@ -309,7 +328,7 @@ int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, size
 		return reject(st, l0 + l1, rc);
 	int has_desc = p->kv_desc != NULL;
 	uint64_t off, wire = l0 + l1;
-	if ((rc = l2_alloc(a, alloc_len(wire, has_desc), fp, peek_entry(a, key), &off))) {
+	if ((rc = l2_alloc(a, alloc_len_tok(wire, has_desc, ntok), fp, peek_entry(a, key), &off))) {
 		uint64_t sid = st->id, why = (uint64_t)-rc;
 		SC_PROBE(l2_reject, sid, wire, why);
 		return rc;
@@ -321,8 +340,10 @@ int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, size
 		memcpy(dst + l0, p->sec[1], l1);
 	if (has_desc)
 		memcpy(dst + desc_at(wire), p->kv_desc, sizeof(*p->kv_desc));
+	if (ntok)
+		memcpy(dst + l2_tokens_at(wire, has_desc), tokens, ntok * 4);
 	shm_fault_point("l2.admit.copied");
-	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, fp, origin, NULL);
+	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, ntok != 0, fp, origin, NULL);
 	if (rc)
 		(void)shm_heap_free(a->shm, off);
 	return rc;
@@ -362,35 +383,53 @@ void sc_l2_reserve_release(struct sc_l2_resv *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_digest expected,
+int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 		  struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
 		  uint32_t origin, struct sc_lease *lease)
 {
 	if (!st)
 		return -EINVAL;
-	if (arena_is_damaged(st->arena))
+	struct sc_arena *a = st->arena;
+	if (arena_is_damaged(a))
 		return -ENOTRECOVERABLE;
-	if (!r || !r->arena_ || r->arena_ != st->arena || !n || !tokens || origin > SC_ORIGIN_FROM_L3 ||
+	if (!r || !r->arena_ || r->arena_ != a || !n || !tokens || origin > SC_ORIGIN_FROM_L3 ||
 	    kv_len > r->bytes || rec_len > r->bytes - kv_len)
 		return reject(st, r ? kv_len + rec_len : 0, -EINVAL);
 	struct sc_digest d = sc_digest(r->ptr, kv_len + rec_len);
 	if (!sc_digest_equal(d, expected))
 		return reject(st, kv_len + rec_len, -EBADMSG);
-	uint64_t fp;
-	int rc = check_shape(st, kind, kv_len, rec_len, desc, &fp);
+	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0, wire = kv_len + rec_len;
+	int rc = check_shape(st, kind, kv_len, rec_len, desc, ntok, &fp);
 	if (rc)
 		return rc;
 	struct sc_key key;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
 		return reject(st, kv_len + rec_len, rc);
-	uint64_t wire = kv_len + rec_len;
+	uint64_t need = alloc_len_tok(wire, desc != NULL, ntok), off = r->off_, asked = r->asked_;
+	uint8_t *p = r->ptr;
+	if (need > asked) {
+		/* no room for the token ids behind the payload: move it into a block that has it (a
+		 * copy; sc_restore reserves the room so that its fills publish in place) */
+		if ((rc = l2_alloc(a, need, fp, peek_entry(a, key), &off)))
+			return rc;
+		p = a->shm->base + off;
+		memcpy(p, r->ptr, wire);
+		asked = need;
+	}
 	if (desc)
-		memcpy((uint8_t *)r->ptr + desc_at(wire), desc, sizeof(*desc));
+		memcpy(p + desc_at(wire), desc, sizeof(*desc));
+	if (ntok)
+		memcpy(p + l2_tokens_at(wire, desc != NULL), tokens, ntok * 4);
 	/* charge what the block really costs */
-	rc = l2_commit(st, key, n, d, r->off_, kind, kv_len, rec_len, desc != NULL, shm_heap_footprint(r->asked_),
+	rc = l2_commit(st, key, n, d, off, kind, kv_len, rec_len, desc != NULL, ntok != 0, shm_heap_footprint(asked),
 		       origin, lease);
-	if (rc)
+	if (rc) {
+		if (off != r->off_)
+			(void)shm_heap_free(a->shm, off);
 		return rc;
+	}
+	if (off != r->off_)
+		(void)shm_heap_free(a->shm, r->off_);
 	memset(r, 0, sizeof(*r));
 	return 0;
 }

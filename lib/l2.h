@@ -52,7 +52,8 @@ _Static_assert(SC_LEASES_MAX <= 64, "lease mask is a u64");
 struct sc_stage {
 	XXH3_state_t base;           /* after "SCL2KEY1" + model + state (64-byte aligned) */
 	struct sc_arena *arena;
-	uint64_t id;
+	uint64_t id, id_hi;          /* the stage hash (id: its low half) */
+	const uint8_t *secret;       /* the arena's key secret (the handle's validated header copy) */
 	struct l2_stage_rec *rec;    /* NULL when the table was full */
 	uint64_t local_hits, local_misses;
 	struct sc_stage *next;
@@ -80,7 +81,8 @@ enum { L2C_INSERTS, L2C_EVICTIONS, L2C_REJECTS, L2C_REFUSED, L2C_REMOVALS };
 void l2_flush(struct sc_stage *st);
 
 /* lib/key.c */
-int l2_key_stream(const struct sc_stage *st, const char *ns, XXH3_state_t *s);
+/* The L2 key of a prefix from its prefix hash P (key_pfx_hashes): H(stage hash | P). */
+struct sc_key l2_key_of(const struct sc_stage *st, struct sc_key pfx);
 int l2_stage_base(struct sc_stage *st, const uint8_t *secret, const char *model, const char *state);
 
 /* lib/l2_lease.c */
@@ -107,6 +109,11 @@ void l2_reclaim_all(struct sc_arena *a, int held);
 uint64_t l2_budget(struct sc_arena *a);
 uint64_t l2_used(struct sc_arena *a);
 
+/* lib/l2_read.c: sc_l2_get with the key already computed (l2_key_of), tokens verified. With
+ * @stale_rec, a location mismatch removes nothing: -ESTALE and the entry's record. */
+int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *tokens, uint32_t n,
+		     const struct sc_location *loc, struct sc_lease *lease, uint64_t *stale_rec);
+
 /* lib/l2_admin.c: remove @key's entry (only if it is still @rec = gen << 32 | idx+1, when not 0);
  * @reason as in the l2_remove probe. */
 int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reason);
@@ -117,7 +124,18 @@ struct l2_snap {
 	uint64_t off, l0, l1, wire;
 	uint32_t meta;
 	int has_desc;
+	uint64_t ntok, tok_off;      /* stored token ids (0: none) and their arena offset */
 };
+/* meta bit: the allocation stores the entry's token ids (see lib/l2.c); kept out of shm/index.h's
+ * SHM_META_* because only lib/ gives it meaning */
+#define L2_META_TOKENS (1u << 17)
+/* Where the token ids start in an entry's allocation. */
+uint64_t l2_tokens_at(uint64_t wire, int has_desc);
+/* Does this arena store and compare token ids? */
+static inline int l2_verify_tokens(const struct sc_arena *a)
+{
+	return !(a->shm->hv.arena_flags & SHM_ARENA_NO_TOKEN_VERIFY);
+}
 int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct l2_snap *sn, struct sc_kv_desc *desc);
 int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64_t *wire, struct sc_kv_desc *desc,
 		   int *has_desc);

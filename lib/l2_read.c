@@ -5,6 +5,11 @@
  * entry's offsets and descriptor against the heap region, the lease record in our own slot,
  * at most one relaxed store to the entry's freq (only when it is 0), epoch exit. No lock, no
  * syscall, no allocation, no shared counter: hits and misses accumulate in the stage handle.
+ *
+ * Exact tokens: in an arena that verifies tokens every entry stores its token ids, and a lookup
+ * that knows the caller's tokens compares them (count and every id) before anything else. A key
+ * that matched someone else's prefix is a miss (reason 3), counted in key_collisions (shared
+ * counter: collisions are rare events) and never removes that other prefix's entry.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,7 +20,7 @@
 #include "../shm/fault.h"
 #include "../shm/heap.h"
 
-enum { MISS_ABSENT = 0, MISS_MISMATCH = 1, MISS_ERROR = 2 };
+enum { MISS_ABSENT = 0, MISS_MISMATCH = 1, MISS_ERROR = 2, MISS_COLLISION = 3 };
 
 static inline void count_hit(struct sc_stage *st)
 {
@@ -43,7 +48,20 @@ struct lookup {
 	uint64_t cap;
 	struct sc_l2_entry_info *info;
 	uint64_t tokens;
+	const int32_t *tok;          /* the caller's tokens (tokens of them) to verify, or NULL */
+	int keep_stale;              /* a location mismatch returns -ESTALE and removes nothing */
+	uint64_t stale_rec;          /* then: the entry's record (gen << 32 | idx+1) */
 };
+
+/* Do the entry's stored token ids equal @tok[0..n)? 1 yes, 0 no (a collision), -EBADMSG. */
+static int tokens_match(struct sc_arena *a, const struct l2_snap *sn, const int32_t *tok, uint64_t n)
+{
+	if (!l2_verify_tokens(a))
+		return 1;
+	if (!sn->ntok)
+		return -EBADMSG; /* every entry of a verifying arena stores its tokens */
+	return sn->ntok == n && !memcmp(a->shm->base + sn->tok_off, tok, n * 4);
+}
 
 static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 {
@@ -71,10 +89,27 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			count_miss(st, q->tokens, MISS_ERROR, t0);
 		return err;
 	}
+	if (q->tok) {
+		int m = tokens_match(a, &sn, q->tok, q->tokens);
+		if (m != 1) {
+			shm_epoch_exit(a->shm);
+			if (m == 0)
+				l3ix_count_collision(a, 0, q->tokens);
+			if (q->count)
+				count_miss(st, q->tokens, m == 0 ? MISS_COLLISION : MISS_ERROR, t0);
+			return m == 0 ? -ENOENT : m;
+		}
+	}
 	struct sc_digest d = { e->digest_lo, e->digest_hi };
 	if (q->loc && (e->token_count != q->loc->token_count || !sc_digest_equal(d, q->loc->digest))) {
 		uint64_t rec = shm_index_rec(ix, e);
 		shm_epoch_exit(a->shm);
+		if (q->keep_stale) {
+			q->stale_rec = rec;
+			if (q->count)
+				count_miss(st, q->tokens, MISS_MISMATCH, t0);
+			return -ESTALE;
+		}
 		/* the durable copy changed: this mirror is stale */
 		(void)l2_remove_key(a, key, rec, 1);
 		if (q->count)
@@ -144,7 +179,20 @@ int sc_l2_get_key(struct sc_stage *st, struct sc_key key, struct sc_lease *lease
 	return (int)lookup(st, key, &q);
 }
 
-int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, const struct sc_location *loc,
+int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *tokens, uint32_t n,
+		     const struct sc_location *loc, struct sc_lease *lease, uint64_t *stale_rec)
+{
+	lease->arena_ = NULL;
+	lease->slot_ = -1;
+	struct lookup q = { .mode = 0, .count = 1, .loc = loc, .lease = lease, .tokens = n, .tok = tokens,
+			    .keep_stale = stale_rec != NULL };
+	int rc = (int)lookup(st, key, &q);
+	if (rc == -ESTALE)
+		*stale_rec = q.stale_rec;
+	return rc;
+}
+
+int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, const struct sc_location *loc,
 	      struct sc_lease *lease)
 {
 	if (!st || !lease || !n || !tokens)
@@ -155,11 +203,11 @@ int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
 		return rc;
-	struct lookup q = { .mode = 0, .count = 1, .loc = loc, .lease = lease, .tokens = n };
+	struct lookup q = { .mode = 0, .count = 1, .loc = loc, .lease = lease, .tokens = n, .tok = tokens };
 	return (int)lookup(st, key, &q);
 }
 
-int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n,
+int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n,
 		       const struct sc_location *loc, void *buf, uint64_t cap, struct sc_l2_entry_info *info)
 {
 	if (!st || !n || !tokens || (cap && !buf))
@@ -168,11 +216,12 @@ int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *token
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
 		return rc;
-	struct lookup q = { .mode = 1, .count = 1, .loc = loc, .buf = buf, .cap = cap, .info = info, .tokens = n };
+	struct lookup q = { .mode = 1, .count = 1, .loc = loc, .buf = buf, .cap = cap, .info = info, .tokens = n,
+			    .tok = tokens };
 	return lookup(st, key, &q);
 }
 
-int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, struct sc_l2_entry_info *info)
+int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l2_entry_info *info)
 {
 	if (!st || !n || !tokens || !info)
 		return -EINVAL;
@@ -180,14 +229,14 @@ int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, size_
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
 		return rc;
-	struct lookup q = { .mode = 2, .count = 0, .info = info };
+	struct lookup q = { .mode = 2, .count = 0, .info = info, .tokens = n, .tok = tokens };
 	return (int)lookup(st, key, &q);
 }
 
 #define PREFIX_STACK_KEYS 512
 
-int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tokens, size_t n, size_t block,
-			 size_t *len, struct sc_lease *lease)
+int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, uint32_t block,
+			 uint32_t *len, struct sc_lease *lease)
 {
 	if (!st || !len || !lease || (n && !tokens))
 		return -EINVAL;
@@ -204,7 +253,8 @@ int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tok
 	int k = sc_l2_prefix_keys(st, ns, tokens, n, block, keys, want);
 	int rc = k < 0 ? k : -ENOENT;
 	for (int i = k - 1; i >= 0; i--) {
-		struct lookup q = { .mode = 0, .count = 0, .lease = lease };
+		struct lookup q = { .mode = 0, .count = 0, .lease = lease, .tokens = (uint64_t)(i + 1) * block,
+				    .tok = tokens };
 		rc = (int)lookup(st, keys[i], &q);
 		if (rc == 0) {
 			*len = (size_t)(i + 1) * block;

@@ -316,7 +316,7 @@ static int file_is_cold(int fd, uint64_t bytes)
 static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 {
 	struct sc_l3_fill_req *req = op->req;
-	const struct sc_l3_location *loc = req->loc;
+	const struct sc_location *loc = req->loc;
 	char rel[48];
 	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
 	op->fd = l3_open_file(l3->objfd, rel, O_RDONLY);
@@ -373,7 +373,7 @@ static void hash_ready(struct l3_fill_op *op)
 static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 {
 	struct sc_l3_fill_req *req = op->req;
-	const struct sc_l3_location *loc = req->loc;
+	const struct sc_location *loc = req->loc;
 	int rc = op->err;
 	shm_fault_point("fill.after_read");
 	if (!rc) {
@@ -605,7 +605,7 @@ unsigned sc_l3_fill_inflight(struct sc_l3 *l3)
 	return r ? r->inflight + r->done_count : 0;
 }
 
-int sc_l3_fill(struct sc_l3 *l3, const struct sc_l3_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags)
+int sc_l3_fill(struct sc_l3 *l3, const struct sc_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags)
 {
 	if (!l3 || !loc || !dst)
 		return -EINVAL;

@@ -71,7 +71,21 @@ static int lengths_refresh_locked(struct sc_l3 *l3)
 	return 0;
 }
 
-int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_location *loc)
+int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns)
+{
+	pthread_mutex_lock(&l3->mu);
+	int rc = lengths_refresh_locked(l3);
+	if (!rc) {
+		uint32_t c = l3->nlengths < max ? l3->nlengths : max;
+		memcpy(out, l3->lengths + (l3->nlengths - c), (size_t)c * 4);
+		*mtime_ns = l3->lengths_mtime_ns;
+		rc = (int)c;
+	}
+	pthread_mutex_unlock(&l3->mu);
+	return rc;
+}
+
+int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *loc)
 {
 	if (!l3 || !loc)
 		return -EINVAL;
@@ -94,14 +108,8 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_locatio
 	return rc;
 }
 
-int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-			 struct sc_l3_location *loc)
-{
-	return l3_locate(l3, ns, tokens, n, loc, NULL);
-}
-
-int l3_locate(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l3_location *loc,
-	      uint32_t *bad)
+int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
+		  struct l3_probe_log *log, uint32_t *bad)
 {
 	if (bad)
 		*bad = 0;
@@ -118,31 +126,68 @@ int l3_locate(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t 
 		uint32_t lo = hi > L3_MAX_PROBES ? hi - L3_MAX_PROBES : 0;
 		for (uint32_t i = lo; i < hi; i++)
 			lens[nl++] = l3->lengths[i];
+		if (log) {
+			/* the whole set, for the arena's copy (the index probes what we probe) */
+			uint32_t c = l3->nlengths < L3_LOG_LENGTHS ? l3->nlengths : L3_LOG_LENGTHS;
+			memcpy(log->all, l3->lengths + (l3->nlengths - c), (size_t)c * 4);
+			log->nall = c;
+			log->all_mtime_ns = l3->lengths_mtime_ns;
+		}
 	}
 	pthread_mutex_unlock(&l3->mu);
 	if (rc)
 		return rc;
 	XXH128_hash_t keys[L3_MAX_PROBES];
 	l3_prefix_keys(ns, tokens, lens, nl, keys);
+	if (log) {
+		log->n = nl;
+		memcpy(log->lens, lens, (size_t)nl * 4);
+		for (uint32_t i = 0; i < nl; i++) {
+			log->state[i] = L3_PROBE_SKIPPED;
+			log->l3key[i] = (struct sc_digest){ keys[i].low64, keys[i].high64 };
+		}
+	}
 	for (uint32_t i = nl; i-- > 0;) {
 		char rel[48];
 		struct l3_pfx p;
+		int32_t *stored = NULL;
 		l3_pfx_relpath(keys[i].low64, keys[i].high64, rel);
 		int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
-		if (fd < 0)
+		if (fd < 0) {
+			if (log && fd == -ENOENT)
+				log->state[i] = L3_PROBE_ABSENT;
 			continue;
-		rc = l3_read_pfx(fd, &p);
+		}
+		rc = l3_read_pfx(fd, &p, &stored, NULL);
 		close(fd);
 		int read_ok = rc == 0;
 		if (!rc && (p.prefix_lo != keys[i].low64 || p.prefix_hi != keys[i].high64 || p.token_count != lens[i]))
 			rc = -EBADMSG;
 		int object_bad = 0;
+		if (!rc && !stored) {
+			if (log)
+				log->state[i] = L3_PROBE_UNVERIFIABLE;
+			continue; /* version 1: no token ids to verify the prefix with (left in place) */
+		}
+		if (!rc && memcmp(stored, tokens, (size_t)lens[i] * 4)) {
+			/* another prefix's entry under the same key: a miss, counted, left in place */
+			free(stored);
+			ADD(key_collisions, 1);
+			if (l3->arena)
+				l3ix_count_collision(l3->arena, 2, lens[i]);
+			if (log)
+				log->state[i] = L3_PROBE_COLLISION;
+			continue;
+		}
+		free(stored);
 		if (!rc) {
 			rc = sc_l3_lookup(l3, (struct sc_digest){ p.digest_lo, p.digest_hi }, loc);
 			if (!rc) {
 				/* one object may serve several prefixes: report the one we matched */
 				loc->token_count = lens[i];
 				loc->prefix = (struct sc_digest){ keys[i].low64, keys[i].high64 };
+				if (log)
+					log->state[i] = L3_PROBE_FOUND, log->found = i;
 				return (int)lens[i];
 			}
 			/* the object failed verification now (lookup quarantined it), or was quarantined
@@ -158,18 +203,33 @@ int l3_locate(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t 
 		int fd2 = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 		if (fd2 < 0)
 			continue;
-		int again_ok = l3_read_pfx(fd2, &again) == 0;
+		int again_ok = l3_read_pfx(fd2, &again, NULL, NULL) == 0;
 		close(fd2);
 		if (again_ok != read_ok ||
 		    (read_ok && (again.digest_lo != p.digest_lo || again.digest_hi != p.digest_hi)))
 			continue;
-		unlinkat(l3->pfxfd, rel, 0);
-		if (object_bad && bad) {
-			*bad = lens[i]; /* restore reports it (once: the entry is gone now) */
-			return 0;
+		if (unlinkat(l3->pfxfd, rel, 0) == 0) {
+			if (l3->arena)
+				l3ix_on_prefix_gone(l3->arena, (struct sc_digest){ keys[i].low64, keys[i].high64 });
+			if (log)
+				log->state[i] = L3_PROBE_ABSENT;
+			if (object_bad && bad) {
+				*bad = lens[i]; /* restore reports it (once: the entry is gone now) */
+				return 0;
+			}
 		}
 	}
 	return 0;
+}
+
+int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+			 struct sc_location *loc)
+{
+	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
+		return -EINVAL;
+	if (l3->arena)
+		return l3ix_locate_full(l3->arena, l3, ns, tokens, n, loc);
+	return l3_locate_dir(l3, ns, tokens, n, loc, NULL, NULL);
 }
 
 /* ---- stats, list, verify ---- */
@@ -190,6 +250,7 @@ int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
 		.evictions = atomic_load_explicit(&st->evictions, RELAXED),
 		.write_refusals = atomic_load_explicit(&st->write_refusals, RELAXED),
 		.puts = atomic_load_explicit(&st->puts, RELAXED),
+		.key_collisions = atomic_load_explicit(&st->key_collisions, RELAXED),
 		.put_dedup = atomic_load_explicit(&st->put_dedup, RELAXED),
 		.budget_bytes = l3->opts.budget_bytes,
 		.dio_mem_align = l3->dio_mem_align,

@@ -8,7 +8,8 @@
  *   DIR/lock                       flock()ed by whoever evicts or reconciles
  *   DIR/objects/<2 hex>/<32 hex digest>.sc3     one object per payload digest
  *   DIR/objects/<2 hex>/.tmp-<pid>.<start>.<n>  writes in flight (never visible as objects)
- *   DIR/prefix/<2 hex>/<32 hex prefix key>.pfx  prefix index: (ns, token length, tokens) -> digest
+ *   DIR/prefix/<2 hex>/<32 hex prefix key>.pfx  prefix index: (ns, token length, tokens) -> digest,
+ *                                  with the token ids themselves (version 2), compared on every locate
  *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
  *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification (ns: when)
  *   DIR/quarantine/<digest>.mirror              a quarantine no arena was bound for: the next
@@ -91,7 +92,16 @@ _Static_assert(offsetof(struct l3_obj_hdr, prefix_lo) == 80, "l3 object header l
 _Static_assert(offsetof(struct l3_obj_hdr, check) == 128, "l3 object header layout");
 _Static_assert(L3_HDR_FIXED + L3_DESC_MAX + 3 * L3_STR_MAX == L3_HDR_BLOCK, "header block budget");
 
-/* A prefix-index entry (a whole 64-byte file). */
+/*
+ * A prefix-index entry: this 64-byte header, then (version 2) token_count token ids as LE int32,
+ * a u32 namespace length and the namespace (no NUL): what the arena's location index needs to key
+ * the entry when it scans the directory. check is XXH3-64 of the first 56 bytes (version 1), or
+ * XXH3-64 of everything after the header seeded with that (version 2), so a flipped token id is a
+ * corrupted entry, not a different prefix. Version 1 files (no token ids) are never served: their
+ * prefix cannot be verified (a miss; left in place).
+ */
+#define L3_PFX_VERSION 2u
+#define L3_PFX_MAX_TOKENS (1u << 24)
 struct l3_pfx {
 	uint64_t magic;            /* L3_PFX_MAGIC */
 	uint32_t version;
@@ -118,7 +128,8 @@ struct l3_state {
 	_Atomic uint64_t fills, fill_bytes, fill_ns;
 	_Atomic uint64_t verify_failures, quarantined, evictions, write_refusals;
 	_Atomic uint64_t puts, put_dedup;
-	uint8_t pad[4096 - 104];
+	_Atomic uint64_t key_collisions; /* prefix entries whose token ids differed from the caller's */
+	uint8_t pad[4096 - 112];
 };
 _Static_assert(sizeof(struct l3_state) == 4096, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
@@ -204,6 +215,9 @@ struct sc_l3 {
 	int lengths_settled;
 	_Atomic uint32_t tmp_seq;
 	uint64_t nonce;            /* random per handle, for tmp names (pids repeat across namespaces) */
+	uint64_t dir_dev, dir_ino; /* identity of the directory (the arena's location index binds it) */
+	struct sc_arena *ix_ok;    /* the last arena whose location index was found bound to us */
+	int recon_changed;         /* our reconciliation quarantined objects or dropped prefix entries */
 };
 
 /* ---- lib/l3_format.c ---- */
@@ -213,7 +227,7 @@ int l3_hdr_build(uint8_t *block, const struct sc_l3_put_args *p, XXH128_hash_t d
 /* Validate a header block against the file size (0: don't check); fills *h. -EBADMSG / -EPROTO. */
 int l3_hdr_parse(const uint8_t *block, uint64_t file_bytes, struct l3_obj_hdr *h);
 /* The location described by a validated header block. */
-void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc_l3_location *loc);
+void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc_location *loc);
 void l3_digest_hex(uint64_t lo, uint64_t hi, char out[33]);
 int l3_hex_digest(const char *s, uint64_t *lo, uint64_t *hi);
 void l3_obj_relpath(uint64_t lo, uint64_t hi, char out[48]);
@@ -240,17 +254,75 @@ int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const ch
 int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi);
 /* The header block and size of an object opened at @fd. */
 int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
-/* A prefix entry opened at @fd, validated (magic, version, checksum, size). */
-int l3_read_pfx(int fd, struct l3_pfx *p);
+/* A prefix entry opened at @fd, validated (magic, version, checksum, size). With @tokens, a
+ * version 2 entry's token ids are returned in *@tokens (malloc'd; NULL for version 1); with @ns
+ * (SC_L3_STR_MAX + 1 bytes), its namespace. */
+int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns);
 int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
 
 /* ---- lib/l3_index.c ---- */
-/* sc_l3_locate_longest, also saying (*@bad, may be NULL) the length of the longest matching
- * prefix entry that named an object that failed verification (now, or a quarantined one), when
- * nothing at least that long was found: restore reports it instead of the shorter prefix. */
-int l3_locate(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l3_location *loc,
-	      uint32_t *bad);
+/* What a directory probe saw at each length it probed (to refresh the arena's location index). */
+enum { L3_PROBE_SKIPPED = 0, L3_PROBE_ABSENT, L3_PROBE_FOUND, L3_PROBE_COLLISION, L3_PROBE_UNVERIFIABLE };
+#define L3_LOG_LENGTHS SHM_L3IX_MAX_LENGTHS
+struct l3_probe_log {
+	uint32_t n, found;                 /* lengths probed (ascending); index of the found one */
+	uint32_t lens[L3_MAX_PROBES];
+	uint8_t state[L3_MAX_PROBES];
+	struct sc_digest l3key[L3_MAX_PROBES];
+	uint32_t nall;                     /* the directory's lengths (the longest L3_LOG_LENGTHS) */
+	int64_t all_mtime_ns;
+	uint32_t all[L3_LOG_LENGTHS];
+};
+/* The directory's token lengths (the longest @max, ascending; reloaded when they changed): the
+ * count, or a negative errno. */
+int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns);
+/* The directory probe (what sc_l3_locate_longest did before the location index); @log optional.
+ * *@bad (may be NULL): when nothing was found (0), the length of the longest matching prefix entry
+ * that named an object that failed verification (now, or a quarantined one), else 0; that entry
+ * is dropped, so restore reports it once instead of the shorter prefix. */
+int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
+		  struct l3_probe_log *log, uint32_t *bad);
+
+/* ---- lib/l3ix.c: the arena's location index ---- */
+/* Bind @l3's directory to @a's index (first binder wins): 1 bound to us, 0 another directory's. */
+int l3ix_bind(struct sc_arena *a, struct sc_l3 *l3);
+/* Coherence hooks of writers attached to @a (before they return). */
+void l3ix_on_put(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
+		 const struct sc_location *loc);
+void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, size_t n);
+void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key);
+/* What l3ix_locate found. */
+struct l3ix_found {
+	int from_index;                    /* out: 1 answered by the index (snap), 0 by the directory (loc) */
+	uint32_t bad;                      /* out (directory, nothing found): see l3_locate_dir */
+	uint32_t len;                      /* out: the prefix length */
+	struct sc_key pfx;                 /* out: its prefix hash P (the L2 key is l2_key_of(stage, P)) */
+	struct shm_l3ix_snap snap;         /* out (from_index): the positive entry */
+};
+/*
+ * The longest stored prefix of @tokens[0..n): through the index when it can answer (no system
+ * call; *@loc untouched, see @f->snap), else by the directory probe (*@loc filled, what it saw
+ * refreshes the index). @now: CLOCK_MONOTONIC ns the caller just read (0: read it here).
+ * Returns the length (> 0), 0 nothing stored, or a negative errno.
+ */
+int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+		uint64_t now, struct l3ix_found *f, struct sc_location *loc);
+/* The full location of an index answer (reads the object's header). -ENOENT: the object vanished;
+ * its index entries and L2 mirrors were dropped. */
+int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_location *loc);
+/* Are the index answer's token ids (and namespace) the caller's? From the entry's pages, or its
+ * prefix entry file when it keeps none. 1, 0 (a collision: counted), -EAGAIN (the entry or the
+ * file changed, or the file is gone: ask the directory). */
+int l3ix_entry_tokens_equal(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, const char *ns,
+			    const int32_t *tokens);
+/* An object vanished under a fill: drop its index entries and L2 mirrors. */
+void l3ix_vanished(struct sc_arena *a, struct sc_digest d);
+/* Every entry must be re-checked against the directory (its reconciliation changed things). */
+void l3ix_invalidate_all(struct sc_arena *a);
+/* sc_l3_locate_longest through the index: a complete location (descriptor read from the header). */
+int l3ix_locate_full(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+		     struct sc_location *loc);
 
 /* ---- lib/restore.c ---- */
 /* Remove L2 mirrors of a quarantined digest in the bound arena (if any). */

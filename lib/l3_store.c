@@ -306,18 +306,61 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	return 0;
 }
 
-int l3_read_pfx(int fd, struct l3_pfx *p)
+/* The check of a version 2 entry: XXH3-64 of its token ids and namespace trailer, seeded with the
+ * hash of the header's first 56 bytes. */
+static uint64_t pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char *ns, uint32_t ns_len)
 {
+	XXH3_state_t st;
+	XXH3_64bits_reset_withSeed(&st, XXH3_64bits(p, offsetof(struct l3_pfx, check)));
+	XXH3_64bits_update(&st, tokens, (size_t)p->token_count * 4);
+	XXH3_64bits_update(&st, &ns_len, 4);
+	if (ns_len)
+		XXH3_64bits_update(&st, ns, ns_len);
+	return XXH3_64bits_digest(&st);
+}
+
+int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns)
+{
+	if (tokens)
+		*tokens = NULL;
+	if (ns)
+		ns[0] = 0;
 	ssize_t n = pread(fd, p, sizeof(*p), 0);
 	if (n < 0)
 		return -errno;
-	if (n != sizeof(*p) || p->magic != L3_PFX_MAGIC || p->version != L3_FORMAT_VERSION || p->token_count == 0 ||
-	    XXH3_64bits(p, offsetof(struct l3_pfx, check)) != p->check)
+	if (n != sizeof(*p) || p->magic != L3_PFX_MAGIC || (p->version != 1 && p->version != L3_PFX_VERSION) ||
+	    p->token_count == 0 || p->token_count > L3_PFX_MAX_TOKENS)
 		return -EBADMSG;
 	struct stat sb;
-	if (fstat(fd, &sb) == 0 && sb.st_size != sizeof(*p))
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	if (p->version == 1)
+		return sb.st_size == sizeof(*p) && XXH3_64bits(p, offsetof(struct l3_pfx, check)) == p->check ? 0 : -EBADMSG;
+	uint64_t tb = (uint64_t)p->token_count * 4;
+	if ((uint64_t)sb.st_size < sizeof(*p) + tb + 4 || (uint64_t)sb.st_size > sizeof(*p) + tb + 4 + SC_L3_STR_MAX)
 		return -EBADMSG;
-	return 0;
+	uint8_t *body = malloc((size_t)sb.st_size - sizeof(*p));
+	if (!body)
+		return -ENOMEM;
+	size_t want = (size_t)sb.st_size - sizeof(*p);
+	n = pread(fd, body, want, sizeof(*p));
+	int rc = n < 0 ? -errno : (size_t)n != want ? -EBADMSG : 0;
+	uint32_t ns_len = 0;
+	if (!rc) {
+		memcpy(&ns_len, body + tb, 4);
+		if (ns_len != want - tb - 4 || memchr(body + tb + 4, 0, ns_len) ||
+		    pfx_check(p, (const int32_t *)(void *)body, (const char *)body + tb + 4, ns_len) != p->check)
+			rc = -EBADMSG;
+	}
+	if (!rc && ns) {
+		memcpy(ns, body + tb + 4, ns_len);
+		ns[ns_len] = 0;
+	}
+	if (!rc && tokens)
+		*tokens = (int32_t *)(void *)body; /* the token ids are the first bytes of the body */
+	else
+		free(body);
+	return rc;
 }
 
 static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
@@ -336,7 +379,7 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	int fd = l3_open_file(dfd, name, O_RDONLY);
 	if (fd < 0)
 		return 0;
-	int rc = l3_read_pfx(fd, &p);
+	int rc = l3_read_pfx(fd, &p, NULL, NULL);
 	close(fd);
 	if (!rc && (p.prefix_lo != lo || p.prefix_hi != hi))
 		rc = -EBADMSG;
@@ -369,6 +412,7 @@ static int reconcile(struct sc_l3 *l3)
 		atomic_store_explicit(&l3->st->objects, r.objects, RELAXED);
 		atomic_store_explicit(&l3->st->bytes, r.bytes, RELAXED);
 	}
+	l3->recon_changed = r.quarantined || r.dropped;
 	flock_un(l3);
 	if (!rc && l3->opts.budget_bytes && r.bytes > l3->opts.budget_bytes) {
 		int n = sc_l3_evict_to(l3, l3->opts.budget_bytes / 100 * 85);
@@ -428,6 +472,13 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	 * (its state file tells), and nothing is created in it */
 	if (!create && (rc = state_open(l3, 0)))
 		goto cleanup;
+	struct stat dsb;
+	if (fstat(l3->dirfd, &dsb) < 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	l3->dir_dev = (uint64_t)dsb.st_dev;
+	l3->dir_ino = (uint64_t)dsb.st_ino;
 	const char *subs[] = { "objects", "prefix", "lengths", "quarantine" };
 	int *fds[] = { &l3->objfd, &l3->pfxfd, &l3->lenfd, &l3->quarfd };
 	for (int i = 0; i < 4; i++) {
@@ -550,10 +601,11 @@ void l3_drop_prefix(struct sc_l3 *l3, uint64_t key_lo, uint64_t key_hi, uint64_t
 	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 	if (fd < 0)
 		return;
-	int same = l3_read_pfx(fd, &p) == 0 && p.digest_lo == lo && p.digest_hi == hi;
+	int same = l3_read_pfx(fd, &p, NULL, NULL) == 0 && p.digest_lo == lo && p.digest_hi == hi;
 	close(fd);
-	if (same) /* a concurrent put may have replaced it with a good one: only this one goes */
-		unlinkat(l3->pfxfd, rel, 0);
+	/* a concurrent put may have replaced it with a good one: only this one goes */
+	if (same && unlinkat(l3->pfxfd, rel, 0) == 0 && l3->arena)
+		l3ix_on_prefix_gone(l3->arena, (struct sc_digest){ key_lo, key_hi });
 }
 
 struct victim {
@@ -610,15 +662,23 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 	if (!rc) {
 		qsort(vs.v, vs.n, sizeof(*vs.v), by_age);
 		uint64_t total = vs.total, objects = vs.n;
+		struct sc_digest *gone = l3->arena ? malloc(vs.n * sizeof(*gone) + 1) : NULL;
 		for (size_t i = 0; i < vs.n && total > target; i++) {
 			char rel[48];
 			l3_obj_relpath(vs.v[i].lo, vs.v[i].hi, rel);
 			if (unlinkat(l3->objfd, rel, 0) < 0)
 				continue;
+			if (gone)
+				gone[evicted] = (struct sc_digest){ vs.v[i].lo, vs.v[i].hi };
 			total -= vs.v[i].bytes;
 			objects--;
 			evicted++;
 		}
+		/* attached: the index forgets them before we return (without memory for the list, the
+		 * fills that find them gone drop them) */
+		if (gone && evicted)
+			l3ix_on_objects_gone(l3->arena, gone, (size_t)evicted);
+		free(gone);
 		atomic_store_explicit(&l3->st->bytes, total, RELAXED);
 		atomic_store_explicit(&l3->st->objects, objects, RELAXED);
 		ADD(evictions, evicted);
@@ -680,33 +740,42 @@ cleanup:
 	return rc;
 }
 
-static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, uint32_t tokens, uint64_t lo, uint64_t hi)
+static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const int32_t *tokens, uint32_t ntok,
+		      uint64_t lo, uint64_t hi)
 {
 	char rel[48], hex[33];
 	l3_pfx_relpath(key.low64, key.high64, rel);
 	struct l3_pfx p;
+	uint32_t ns_len = ns ? (uint32_t)strlen(ns) : 0;
 	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 	if (fd >= 0) {
-		int same = l3_read_pfx(fd, &p) == 0 && p.digest_lo == lo && p.digest_hi == hi && p.token_count == tokens;
+		int32_t *old = NULL;
+		char *old_ns = malloc(SC_L3_STR_MAX + 1);
+		int same = old_ns && l3_read_pfx(fd, &p, &old, old_ns) == 0 && old && p.digest_lo == lo &&
+			   p.digest_hi == hi && p.token_count == ntok && !memcmp(old, tokens, (size_t)ntok * 4) &&
+			   !strcmp(old_ns, ns ? ns : "");
+		free(old);
+		free(old_ns);
 		close(fd);
 		if (same)
 			return 0;
 	}
-	p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_FORMAT_VERSION, .token_count = tokens,
+	p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_PFX_VERSION, .token_count = ntok,
 			     .digest_lo = lo, .digest_hi = hi, .prefix_lo = key.low64, .prefix_hi = key.high64,
 			     .created_ns = shm_realtime_ns() };
-	p.check = XXH3_64bits(&p, offsetof(struct l3_pfx, check));
+	p.check = pfx_check(&p, tokens, ns, ns_len);
 	l3_digest_hex(key.low64, key.high64, hex);
 	char name[40];
 	snprintf(name, sizeof(name), "%s.pfx", hex);
 	char sub[3] = { hex[0], hex[1], 0 };
-	struct iovec iov = { &p, sizeof(p) };
-	int rc = write_file(l3, l3->pfxfd, sub, name, &iov, 1, 0);
+	struct iovec iov[4] = { { &p, sizeof(p) }, { (void *)tokens, (size_t)ntok * 4 }, { &ns_len, 4 },
+				{ (void *)(ns ? ns : ""), ns_len } };
+	int rc = write_file(l3, l3->pfxfd, sub, name, iov, ns_len ? 4 : 3, 0);
 	if (rc)
 		return rc;
 	/* register the length (idempotent); the lengths directory's mtime tells readers to rescan */
 	char len[16];
-	snprintf(len, sizeof(len), "%u", tokens);
+	snprintf(len, sizeof(len), "%u", ntok);
 	if (faccessat(l3->lenfd, len, F_OK, 0) < 0) {
 		fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
 		if (fd < 0)
@@ -742,7 +811,7 @@ static int payload_check(const struct sc_payload *p)
 	}
 }
 
-int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_l3_location *loc)
+int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_location *loc)
 {
 	if (!l3 || !a || !a->tokens || !a->token_count || payload_check(a->payload))
 		return -EINVAL;
@@ -807,11 +876,18 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_l3_loc
 			ADD(bytes, file_bytes);
 		}
 	}
-	rc = put_prefix(l3, key, a->token_count, dg.low64, dg.high64);
-	if (!rc && loc) {
+	rc = put_prefix(l3, key, a->ns, a->tokens, a->token_count, dg.low64, dg.high64);
+	if (!rc) {
+		struct sc_location where;
 		struct l3_obj_hdr h;
 		l3_hdr_parse(block, 0, &h);
-		l3_hdr_location(block, &h, loc);
+		l3_hdr_location(block, &h, &where);
+		where.prefix = (struct sc_digest){ key.low64, key.high64 };
+		/* attached: the arena's location index knows before we return */
+		if (l3->arena)
+			l3ix_on_put(l3->arena, l3, a->ns, a->tokens, &where);
+		if (loc)
+			*loc = where;
 	}
 cleanup:
 	free(block);

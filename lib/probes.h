@@ -11,7 +11,7 @@
  *
  * Probe                arguments
  * l2_hit               stage, digest_lo, digest_hi, bytes, origin (0 direct, 1 from L3), lookup_ns
- * l2_miss              stage, tokens, reason (0 absent, 1 location mismatch, 2 error), lookup_ns
+ * l2_miss              stage, tokens, reason (0 absent, 1 location mismatch, 2 error, 3 key collision), lookup_ns
  * l2_admit             stage, digest_lo, digest_hi, bytes, origin
  * l2_reject            stage, bytes, reason (positive errno)
  * l2_evict             stage, digest_lo, digest_hi, bytes
@@ -20,6 +20,9 @@
  * l3_fill_start        stage, digest_lo, digest_hi, bytes
  * l3_fill_done         stage, digest_lo, digest_hi, bytes, duration_ns, result (0 or negative errno)
  * l3_quarantine        digest_lo, digest_hi, reason (positive errno)
+ * l3_index             result (0 hit; a directory probe: 2 miss, 3 stale, 4 collision, 5 unbound), tokens, lookup_ns
+ * l3_index_refresh     positive, negative, evicted (entries written back after a directory probe)
+ * key_collision        level (0 L2, 1 location index, 2 L3 prefix entry), tokens
  * commit_emit          ring, request_id, running_total, batch_tokens
  * ring_full            ring, request_id, pending_tokens
  *
@@ -41,6 +44,9 @@
 	X(l3_fill_start, 4)     \
 	X(l3_fill_done, 6)      \
 	X(l3_quarantine, 3)     \
+	X(l3_index, 3)          \
+	X(l3_index_refresh, 3)  \
+	X(key_collision, 2)     \
 	X(commit_emit, 4)       \
 	X(ring_full, 3)
 

@@ -11,7 +11,7 @@
 
 #include "l2.h"
 
-int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		     struct sc_digest expected, const struct sc_payload *payload)
 {
 	if (!stage)

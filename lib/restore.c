@@ -2,6 +2,14 @@
  * lib/restore.c — the restore path: L3 locate -> L2 lookup validated against the location ->
  * fill from L3 into an arena reservation -> promotion policy -> publish in place (origin FROM_L3).
  *
+ * Locate goes through the arena's L3 location index (lib/l3ix.c): the tokens are hashed once
+ * (the prefix hashes P of the stored lengths), the index is probed longest first, and the
+ * winner's L2 key is derived from its P. When L2 holds the prefix (its stored token ids equal
+ * the caller's, its digest and length equal the index entry's) nothing else is read: no system
+ * call. The index entry's own token ids are compared only when its answer is used without that
+ * L2 proof (a fill, a location mismatch). An object that vanished under a fill (ENOENT) drops its
+ * index entries and L2 mirrors and the restore starts over once (then the directory decides).
+ *
  * Ownership of the filled memory: the reservation (sc_l2_reserve) is private to this process
  * until sc_l2_publish consumes it; if this process dies first, the L2 tier's repair frees it. A
  * reservation is released only after its fill was reaped (sc_l3_fill returns only then), so no
@@ -17,6 +25,7 @@
 
 #include "l2.h"
 #include "l3_priv.h"
+#include "../shm/fault.h"
 
 #define WAIT_NS (60ull * 1000000000ull) /* SC_RESTORE_WAIT: longest wait for another filler */
 
@@ -39,7 +48,9 @@ static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
 		uint64_t lo, hi;
 		if (l3_name_digest(e->d_name, ".mirror", &lo, &hi))
 			continue;
-		if (sc_l2_invalidate_digest(arena, (struct sc_digest){ lo, hi }) >= 0)
+		struct sc_digest dg = { lo, hi };
+		l3ix_on_objects_gone(arena, &dg, 1); /* the location index may name it too */
+		if (sc_l2_invalidate_digest(arena, dg) >= 0)
 			unlinkat(dirfd(d), e->d_name, 0); /* ENOENT: another binder got it first */
 	}
 	closedir(d);
@@ -51,6 +62,8 @@ int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena)
 		return -EINVAL;
 	apply_mirror_records(l3, arena);
 	l3->arena = arena;
+	if (l3ix_bind(arena, l3) && l3->recon_changed)
+		l3ix_invalidate_all(arena); /* our reconciliation changed the directory: re-check all */
 	/* registering pins every page of the range in each thread's ring: cheap on hugetlbfs (a few
 	 * ms per GiB, already faulted), slow on 4 KiB shmem (~0.4 ms per MiB), where plain reads win */
 	if (arena->shm->page_size < (2u << 20))
@@ -62,8 +75,11 @@ int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena)
 
 void l3_invalidate_mirror(struct sc_l3 *l3, uint64_t lo, uint64_t hi)
 {
-	if (l3->arena)
-		sc_l2_invalidate_digest(l3->arena, (struct sc_digest){ lo, hi });
+	if (l3->arena) {
+		struct sc_digest d = { lo, hi };
+		l3ix_on_objects_gone(l3->arena, &d, 1);
+		sc_l2_invalidate_digest(l3->arena, d);
+	}
 }
 
 static void from_lease(struct sc_restore *out)
@@ -81,16 +97,11 @@ static void from_lease(struct sc_restore *out)
 	out->in_arena = 1;
 }
 
-/* An L2 hit, validated against the location: 0, or -ENOENT (miss, mismatch, unusable entry). */
-static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, const struct sc_l3_location *loc,
-		  struct sc_restore *out)
+/* Serve a lease on an L2 entry that may restore this prefix; 0, or -ENOENT (dropped: unusable). */
+static int lease_usable(struct sc_stage *st, uint32_t len, struct sc_restore *out)
 {
-	struct sc_location where = { loc->token_count, loc->digest };
-	int rc = sc_l2_get(st, ns, tokens, loc->token_count, &where, &out->lease_);
-	if (rc)
-		return rc == -EMFILE ? rc : -ENOENT;
 	if (out->lease_.has_kv_desc &&
-	    sc_kv_desc_validate_restore(&out->lease_.kv_desc, out->lease_.sec_len[0], loc->token_count)) {
+	    sc_kv_desc_validate_restore(&out->lease_.kv_desc, out->lease_.sec_len[0], len)) {
 		/* a mirror that cannot restore this prefix: drop it and fill from L3 instead */
 		struct sc_key key = out->lease_.key;
 		sc_lease_release(&out->lease_);
@@ -103,26 +114,99 @@ static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, co
 	return 0;
 }
 
-int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens, size_t n,
+/* An L2 hit, validated against the location: 0, or -ENOENT (miss, mismatch, unusable entry). */
+static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, const struct sc_location *loc,
+		  struct sc_restore *out)
+{
+	struct sc_location where = { .token_count = loc->token_count, .digest = loc->digest };
+	int rc = sc_l2_get(st, ns, tokens, loc->token_count, &where, &out->lease_);
+	if (rc)
+		return rc == -EMFILE ? rc : -ENOENT;
+	return lease_usable(st, loc->token_count, out);
+}
+
+/*
+ * Locate and, when the index answered and L2 holds the prefix, serve it: 1 served (out leased),
+ * 0 nothing stored, -EAGAIN go on with *@loc (filled), or a negative errno. *@bad: see
+ * l3_locate_dir (the longest matching prefix's object failed verification).
+ */
+static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
+			     uint32_t n, struct sc_location *loc, struct sc_restore *out, uint64_t t0, uint64_t *t1,
+			     uint32_t *bad)
+{
+	struct sc_arena *arena = st->arena;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct l3ix_found f = { 0 };
+		int rc = l3ix_locate(arena, l3, ns, tokens, n, attempt ? 0 : t0, &f, loc);
+		*t1 = shm_now_ns();
+		out->from_index = f.from_index;
+		*bad = f.bad;
+		if (rc <= 0)
+			return rc;
+		if (!f.from_index)
+			return -EAGAIN;
+		struct sc_location where = { .token_count = f.len, .digest = { f.snap.e.digest_lo, f.snap.e.digest_hi } };
+		struct sc_key key = l2_key_of(st, f.pfx);
+		uint64_t stale = 0;
+		rc = l2_get_prehashed(st, key, tokens, f.len, &where, &out->lease_, &stale);
+		if (rc == 0) {
+			if (lease_usable(st, f.len, out) == 0)
+				return 1;
+			rc = l3ix_complete(arena, l3, &f, loc); /* the mirror was unusable: fill */
+			if (rc != -ENOENT)
+				return rc ? rc : -EAGAIN;
+			continue;
+		}
+		if (rc == -EMFILE)
+			return rc;
+		/* not served from L2: the index's answer is used on its own, so its tokens must be ours */
+		int eq = l3ix_entry_tokens_equal(arena, l3, &f, ns, tokens);
+		if (eq != 1) {
+			/* a collision (or a concurrent rewrite): the directory decides, without the index */
+			rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL, bad);
+			return rc > 0 ? -EAGAIN : rc;
+		}
+		if (rc == -ESTALE)
+			(void)l2_remove_key(arena, key, stale, 1); /* the durable copy changed: a stale mirror */
+		rc = l3ix_complete(arena, l3, &f, loc);
+		if (rc == 0)
+			return -EAGAIN;
+		if (rc != -ENOENT)
+			return rc;
+		/* vanished: its index entries and mirrors are gone; look again */
+	}
+	int rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL, bad);
+	return rc > 0 ? -EAGAIN : rc;
+}
+
+int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 	       uint32_t flags, struct sc_restore *out)
 {
 	if (!out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	if (!st || !l3 || !tokens || !n || n > UINT32_MAX || (flags & ~SC_RESTORE_MASK))
+	if (!st || !l3 || !tokens || !n || (flags & ~SC_RESTORE_MASK) ||
+	    (ns && strlen(ns) > SC_L3_STR_MAX))
 		return -EINVAL;
 	struct sc_arena *arena = st->arena;
 	if (arena_is_damaged(arena))
 		return -ENOTRECOVERABLE;
 	uint64_t stage_id = sc_stage_id(st), t0 = shm_now_ns(), t1, t2;
-	struct sc_l3_location loc;
+	struct sc_location loc;
+	int rc, vanished = 0;
 	uint32_t bad = 0;
-	int rc = l3_locate(l3, ns, tokens, (uint32_t)n, &loc, &bad);
-	t1 = shm_now_ns();
+again:
+	rc = locate_and_try_l2(st, l3, ns, tokens, (uint32_t)n, &loc, out, t0, &t1, &bad);
 	out->locate_ns = t1 - t0;
 	if (rc == 0 && bad)
 		return -EBADMSG; /* the longest stored prefix failed verification (and was dropped) */
-	if (rc <= 0)
+	if (rc == 1) {
+		t2 = shm_now_ns();
+		out->lookup_ns = t2 - t1;
+		out->total_ns = t2 - t0;
+		return (int)out->token_count;
+	}
+	if (rc != -EAGAIN)
 		return rc ? rc : -ENOENT;
 	if (loc.has_kv_desc && sc_kv_desc_validate_restore(&loc.kv_desc, loc.sec_len[0], loc.token_count))
 		return -EBADMSG; /* durable but not a restore of this prefix */
@@ -157,10 +241,12 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 	if (rc != -ENOENT && rc != -EAGAIN && !claimed)
 		goto done;
 
-	/* room for an O_DIRECT read of the rounded-up tail */
+	/* room for an O_DIRECT read of the rounded-up tail, and behind it the descriptor and the
+	 * token ids that publishing in place stores with the entry (lib/l2.c) */
 	uint64_t room = (loc.payload_bytes + 4095) & ~4095ull;
+	uint64_t keep = l2_tokens_at(loc.payload_bytes, loc.has_kv_desc) + (uint64_t)loc.token_count * 4;
 	void *dst;
-	rc = sc_l2_reserve(st, room, &out->resv_);
+	rc = sc_l2_reserve(st, room > keep ? room : keep, &out->resv_);
 	if (rc == 0) {
 		dst = out->resv_.ptr;
 		out->state_ = R_RESV;
@@ -176,6 +262,8 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 		goto unclaim;
 	}
 	struct sc_l3_fill_req req = { .loc = &loc, .dst = dst, .dst_bytes = room, .stage_id = stage_id };
+	/* located, not yet read: the object may vanish in between (ENOENT: a miss, handled below) */
+	shm_sched_point("restore.fill");
 	rc = l3_fill_req(l3, &req);
 	out->fill_ns = shm_now_ns() - t2;
 	out->direct = req.direct;
@@ -187,6 +275,15 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 			l3_drop_prefix(l3, loc.prefix.lo, loc.prefix.hi, loc.digest.lo, loc.digest.hi);
 		}
 		sc_restore_release(out);
+		if (rc == -ENOENT && !vanished) {
+			/* the object vanished under the fill (evicted by a process not attached, say): a
+			 * miss of this location, never an error; look again */
+			l3ix_vanished(arena, loc.digest);
+			if (claimed)
+				sc_fill_release(arena, stage_id, loc.digest);
+			vanished = 1;
+			goto again;
+		}
 		goto unclaim;
 	}
 	out->sec[0] = dst;

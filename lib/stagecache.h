@@ -110,7 +110,11 @@ enum sc_backing {
 const char *sc_huge_name(int huge);
 
 #define SC_ARENA_OPT_GID 0x1u  /* gid is meant literally: 0 is root's group, not "the caller's" */
-#define SC_ARENA_OPT_MASK 0x1u
+/* Store no token ids with L2 and index entries and compare none on hits: a key collision then
+ * serves another prefix's state. For measurements (see README, "token verification"). Also
+ * reported in sc_arena_info.flags. */
+#define SC_ARENA_NO_TOKEN_VERIFY 0x2u
+#define SC_ARENA_OPT_MASK 0x3u
 
 /**
  * struct sc_arena_opts - creation parameters. Zero-initialise, then set what you need; a zero
@@ -128,9 +132,13 @@ struct sc_arena_opts {
 	uint32_t obs_entries;    /* promotion observation table; 0: 4096 */
 	uint32_t reader_slots;   /* attached processes at once; 0: 256 */
 	uint32_t flags;          /* SC_ARENA_OPT_* */
-	uint64_t reserved[6];    /* zero */
+	uint32_t l3_index_entries; /* L3 location index entries (rounded up to whole sets of 8);
+	                          * 0: one per 256 KiB of arena, 64..65536; SC_L3_INDEX_NONE: no index */
+	uint32_t l3_index_refresh_ms; /* how long an index entry is trusted without looking at the L3
+	                          * directory (changes by processes not attached); 0: 1000 */
+	uint64_t reserved[5];    /* zero */
 };
-
+#define SC_L3_INDEX_NONE 0xffffffffu
 struct sc_arena;
 
 /**
@@ -238,7 +246,10 @@ struct sc_arena_info {
 	struct sc_arena_attached attached[SC_INFO_MAX_ATTACHED]; /* the first SC_INFO_MAX_ATTACHED of them */
 	uint32_t index_entries, ring_count, ring_bytes, obs_entries;
 	uint64_t heap_bytes;     /* bytes of the payload heap region */
-	uint64_t reserved[8];    /* zero */
+	uint32_t l3_index_entries, l3_index_refresh_ms;
+	uint32_t flags;          /* SC_ARENA_NO_TOKEN_VERIFY when the arena was created with it */
+	uint32_t reserved0;      /* zero */
+	uint64_t reserved[6];    /* zero */
 };
 
 /** sc_arena_info - describe the arena. Reads /proc/self/smaps (may block briefly). */
@@ -401,15 +412,15 @@ uint64_t sc_stage_id(const struct sc_stage *stage);
  * state of one stream). Returns 0, or -EINVAL (NULL stage/out, n > 0 with NULL tokens, namespace
  * too long). Does not allocate.
  */
-int sc_l2_key(const struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n, struct sc_key *out);
+int sc_l2_key(const struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n, struct sc_key *out);
 
 /**
  * sc_l2_prefix_keys - one hashing pass over @tokens[0..n) yielding the keys of every prefix whose
  * length is a positive multiple of @block (0: 256): keys[i] is the key of the first (i+1)*block
  * tokens. Writes at most @max keys. Returns the number written, or -EINVAL. Does not allocate.
  */
-int sc_l2_prefix_keys(const struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
-		      size_t block, struct sc_key *keys, size_t max);
+int sc_l2_prefix_keys(const struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
+		      uint32_t block, struct sc_key *keys, uint32_t max);
 
 /* Payload kinds. The wire is the sections concatenated (section 0, then section 1). */
 enum sc_payload_kind {
@@ -489,10 +500,26 @@ enum sc_origin {
 /** sc_origin_name - "direct", "l3", or "unknown". */
 const char *sc_origin_name(int origin);
 
-/* The durable copy's location, for validation on lookup. */
+/*
+ * Token counts are uint32_t everywhere (L2, L3, restore; at most UINT32_MAX tokens).
+ *
+ * A prefix's location: where its durable copy is and what it holds. The one type that L2, L3 and
+ * restore share: sc_l3_put and sc_l3_locate_longest fill all of it, a fill needs all of it, and
+ * an L2 lookup is validated against token_count and digest only (the other fields are ignored
+ * there and may be zero).
+ */
 struct sc_location {
-	uint64_t token_count;
-	struct sc_digest digest;
+	uint32_t token_count;          /* length of the prefix */
+	uint32_t kind;                 /* enum sc_payload_kind */
+	struct sc_digest digest;       /* payload digest (of the wire) */
+	struct sc_digest prefix;       /* L3 prefix key (unseeded XXH3-128 of namespace and tokens) */
+	uint64_t sec_len[2];
+	uint64_t payload_bytes;        /* sec_len[0] + sec_len[1] */
+	uint64_t file_bytes;           /* L3 object file size */
+	int has_kv_desc;
+	uint32_t reserved0;            /* zero */
+	struct sc_kv_desc kv_desc;
+	uint64_t reserved[6];          /* zero */
 };
 
 /*
@@ -512,7 +539,8 @@ struct sc_lease {
 	uint64_t sec_len[2];
 	uint32_t kind;               /* enum sc_payload_kind */
 	uint32_t origin;             /* enum sc_origin */
-	uint64_t token_count;
+	uint32_t token_count;
+	uint32_t reserved0_;
 	struct sc_digest digest;     /* of the wire */
 	struct sc_key key;
 	int has_kv_desc;
@@ -555,7 +583,7 @@ struct sc_lease {
  * To promote an L3 fill (origin SC_ORIGIN_FROM_L3) use sc_promote_admit, which also records the
  * attempt in the promotion table; an sc_l2_admit with SC_ORIGIN_FROM_L3 records nothing.
  */
-int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);
 
 /**
@@ -566,9 +594,10 @@ int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, s
  * -EMFILE (SC_LEASES_MAX leases already held by this handle), -EINVAL.
  * Never blocks, never allocates (except when a location mismatch removes the entry).
  */
-int sc_l2_get(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_l2_get(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 	      const struct sc_location *location, struct sc_lease *lease);
-/** sc_l2_get_key - as sc_l2_get with a precomputed key and no location. */
+/** sc_l2_get_key - as sc_l2_get with a precomputed key and no location. The caller owns the key:
+ * without the tokens no token ids can be compared (use sc_l2_get for exact tokens). */
 int sc_l2_get_key(struct sc_stage *stage, struct sc_key key, struct sc_lease *lease);
 /** sc_lease_release - release a lease (idempotent on a zeroed/released lease). */
 void sc_lease_release(struct sc_lease *lease);
@@ -577,7 +606,8 @@ void sc_lease_release(struct sc_lease *lease);
 struct sc_l2_entry_info {
 	struct sc_key key;
 	uint64_t stage_id;
-	uint64_t token_count;
+	uint32_t token_count;
+	uint32_t reserved0_;
 	uint64_t bytes;              /* wire bytes */
 	uint64_t footprint;          /* bytes charged to the budget */
 	uint64_t sec_len[2];
@@ -596,12 +626,12 @@ struct sc_l2_entry_info {
  * Counts a hit or a miss; @location as in sc_l2_get. Never blocks; the copy runs inside the
  * read-side section (it delays reclamation, not writers).
  */
-int64_t sc_l2_get_copy(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int64_t sc_l2_get_copy(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		       const struct sc_location *location, void *buf, uint64_t cap, struct sc_l2_entry_info *info);
 
 /** sc_l2_peek - metadata only; changes no recency/frequency state and counts nothing.
  * Returns 0, -ENOENT, -EBADMSG, -EINVAL. */
-int sc_l2_peek(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_l2_peek(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 	       struct sc_l2_entry_info *info);
 
 /**
@@ -609,8 +639,8 @@ int sc_l2_peek(struct sc_stage *stage, const char *ns, const int32_t *tokens, si
  * @block (0: 256), tried longest first after one hashing pass. On a hit *len is its length and
  * @lease is filled (as sc_l2_get). Returns 0, -ENOENT, -EMFILE, -EINVAL, -EBADMSG.
  */
-int sc_l2_longest_prefix(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
-			 size_t block, size_t *len, struct sc_lease *lease);
+int sc_l2_longest_prefix(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
+			 uint32_t block, uint32_t *len, struct sc_lease *lease);
 
 /** sc_l2_remove - remove the entry with @key (memory deferred while leased). 0, -ENOENT, -EBADMSG. */
 int sc_l2_remove(struct sc_stage *stage, struct sc_key key);
@@ -687,7 +717,7 @@ int sc_l2_reserve(struct sc_stage *stage, uint64_t bytes, struct sc_l2_resv *res
  * Returns as sc_l2_admit, and -EMFILE when @lease is given but this handle already holds
  * SC_LEASES_MAX leases (nothing is published then).
  */
-int sc_l2_publish(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_l2_publish(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		  struct sc_digest expected, struct sc_l2_resv *resv, uint32_t kind, uint64_t kv_len,
 		  uint64_t rec_len, const struct sc_kv_desc *desc, uint32_t origin, struct sc_lease *lease);
 
@@ -771,20 +801,8 @@ struct sc_l3_put_args {
 	const struct sc_payload *payload; /* kind, sections, KV descriptor (rules as sc_l2_admit) */
 };
 
-/** Where a durable copy is: what sc_l3_locate_longest and sc_l3_put return, and a fill needs. */
-struct sc_l3_location {
-	uint32_t token_count;
-	uint32_t kind;                 /* enum sc_payload_kind */
-	struct sc_digest digest;       /* payload digest (of the wire) */
-	struct sc_digest prefix;       /* prefix key (unseeded XXH3-128 of namespace and tokens) */
-	uint64_t sec_len[2];
-	uint64_t payload_bytes;        /* sec_len[0] + sec_len[1] */
-	uint64_t file_bytes;           /* object file size */
-	int has_kv_desc;
-	uint32_t reserved0;            /* zero */
-	struct sc_kv_desc kv_desc;
-	uint64_t reserved[6];          /* zero */
-};
+/* Where a durable copy is: struct sc_location (the L2 section), what sc_l3_locate_longest and
+ * sc_l3_put return and a fill needs. */
 
 /**
  * sc_l3_put - write a payload through to disk: temp file, io_uring write, fsync, rename, fsync of
@@ -795,7 +813,7 @@ struct sc_l3_location {
  * the disk is full): refusals are counted in write_refusals; or another negative errno.
  * Blocks on disk I/O (fsync), may evict least recently used objects; allocates a little.
  */
-int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_l3_location *loc);
+int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_location *loc);
 
 /**
  * sc_l3_locate_longest - the longest prefix of @tokens[0..n) stored for namespace @ns, probing
@@ -806,10 +824,10 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_l3_
  * Blocks on small file reads.
  */
 int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-			 struct sc_l3_location *loc);
+			 struct sc_location *loc);
 
 /** sc_l3_lookup - the location of the object with @digest. 0, -ENOENT, -EBADMSG (quarantined). */
-int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_location *loc);
+int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *loc);
 
 /*
  * Fills. A fill reads the payload of @loc into @dst with io_uring (O_DIRECT when allowed: @dst
@@ -824,7 +842,7 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_l3_locatio
 #define SC_L3_FILL_MASK 0x1u
 
 struct sc_l3_fill_req {
-	const struct sc_l3_location *loc; /* in; must stay valid until reaped */
+	const struct sc_location *loc; /* in; must stay valid until reaped */
 	void *dst;                        /* in: payload destination */
 	uint64_t dst_bytes;               /* in: capacity, >= loc->payload_bytes */
 	uint32_t flags;                   /* in: SC_L3_FILL_* */
@@ -856,7 +874,7 @@ int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max
 unsigned sc_l3_fill_inflight(struct sc_l3 *l3);
 
 /** sc_l3_fill - one fill, waiting for it. Returns 0 or the request's result (see above). */
-int sc_l3_fill(struct sc_l3 *l3, const struct sc_l3_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags);
+int sc_l3_fill(struct sc_l3 *l3, const struct sc_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags);
 
 /**
  * sc_l3_register_memory - let fills into [@base, @base+@len) use registered buffers (each
@@ -880,6 +898,7 @@ struct sc_l3_stats {
 	uint64_t fills, fill_bytes, fill_ns;
 	uint64_t verify_failures, quarantined, evictions, write_refusals;
 	uint64_t puts, put_dedup;
+	uint64_t key_collisions;   /* prefix entries whose stored token ids were not the caller's */
 	uint64_t budget_bytes;
 	uint32_t dio_mem_align, dio_offset_align; /* 0: no O_DIRECT on this filesystem */
 	uint64_t reserved[12];                    /* zero (room for later counters) */
@@ -950,7 +969,7 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
  * Returns sc_l2_admit's result. The attempt is recorded even when the admit is refused; a
  * missing observation (expired, or evicted meanwhile) is not an error. May block on mutexes.
  */
-int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, size_t n,
+int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		     struct sc_digest expected, const struct sc_payload *payload);
 
 /** sc_promote_attempted - mark the observation terminal (after an admit attempt made other than
@@ -1008,6 +1027,8 @@ struct sc_restore {
 	int direct;                    /* the fill used O_DIRECT */
 	int in_arena;                  /* the sections lie in the arena (sc_arena_extents); 0: private
 					  process memory, when L2 could not hold the fill */
+	int from_index;                /* the arena's L3 location index answered the locate (no system
+	                                * call); 0: the L3 directory was probed */
 	uint64_t locate_ns, lookup_ns, fill_ns, total_ns;
 	uint64_t reserved[8];          /* zero */
 	/* private */
@@ -1033,11 +1054,42 @@ struct sc_restore {
  * -ENOMEM, -EMFILE (too many leases held), -ENOTRECOVERABLE (the arena was declared
  * unrepairable), or an L3 error. Blocks on disk I/O.
  */
-int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, size_t n,
+int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 	       uint32_t flags, struct sc_restore *out);
 
 /** sc_restore_release - release what sc_restore returned (idempotent on a released one). */
 void sc_restore_release(struct sc_restore *r);
+
+/*
+ * The L3 location index: a table in the arena, shared by every process that binds an L3
+ * directory to it (sc_l3_bind_arena, or sc_restore), mapping prefix -> location so that restore
+ * and sc_l3_locate_longest need no system call when L2 serves the prefix. Its rules (who updates
+ * it, how changes made elsewhere become visible) are in docs/DESIGN.md ("The L3 location index").
+ */
+struct sc_l3_index_stats {
+	uint32_t capacity;           /* entries (0: the arena has no index) */
+	uint32_t refresh_ms;         /* entries are trusted this long without the directory */
+	uint32_t positive, negative; /* entries now: a prefix entry exists / checked absent */
+	uint32_t pages, free_pages;  /* token-id pages (1 KiB each) */
+	int token_verify;            /* 1: token ids are stored and compared (L2 and index) */
+	int bound;                   /* a directory is bound */
+	uint64_t hits;               /* restores/locates answered by a positive entry */
+	uint64_t negative_hits;      /* lengths skipped on a fresh negative entry (index not complete) */
+	uint64_t misses;             /* lookups the index could not answer (then the directory probe) */
+	uint64_t fallbacks;          /* directory probes run */
+	uint64_t stale;              /* of the misses: an entry or the lengths older than refresh_ms */
+	uint64_t refreshes;          /* directory scans completed + directory probes written back */
+	uint64_t inserts, evictions, drops, full;
+	uint64_t vanished;           /* objects found gone under a fill or a lookup */
+	uint64_t foreign;            /* lookups by an L3 directory other than the bound one */
+	uint64_t key_collisions;     /* the sum of the three below */
+	uint64_t key_collisions_l2, key_collisions_index, key_collisions_l3;
+	uint64_t reserved[8];        /* zero (room for later counters) */
+};
+
+/** sc_l3_index_stats - the arena's location index and its key-collision counters (every level).
+ * 0, -EINVAL, -EBADMSG. O(index entries); does not allocate. */
+int sc_l3_index_stats(struct sc_arena *arena, struct sc_l3_index_stats *st);
 
 /* ============================== commit rings and batcher (lib/batcher.c, lib/ring.c) ============================== */
 /* (section owned by the commit rings) */
@@ -1302,7 +1354,7 @@ struct sc_fsck_report {
 };
 
 /* Called for each finding: @component ("header", "heap", "index", "rings", "observations",
- * "readers"), a one-line @message, and whether it was repaired. */
+ * "readers", "locks", "l3index"), a one-line @message, and whether it was repaired. */
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**

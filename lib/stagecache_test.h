@@ -48,6 +48,15 @@ void sc_sched_set(sc_sched_fn fn, void *ctx);
 /** sc_sched_points - the names of every schedule point (NULL-terminated array). */
 const char *const *sc_sched_points(void);
 
+/**
+ * sc_test_set_key_mask - the deliberately weakened key: every L2 key, location-index key (the
+ * prefix hash) and L3 prefix key computed by this process from now on is ANDed with these masks
+ * (~0, ~0: the real keys). With a narrow mask, different prefixes share keys at every level, which
+ * is how the tests prove that a key collision is a miss (and counted), never another prefix's
+ * state. Set it before creating the arena and the L3 directory a test uses.
+ */
+void sc_test_set_key_mask(uint64_t lo_mask, uint64_t hi_mask);
+
 /** sc_promote_set_clock - this handle's promotion-policy clock (ns, monotonic); NULL: the real one. */
 void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*now_ns)(void *ctx), void *ctx);
 

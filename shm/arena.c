@@ -38,6 +38,7 @@
 #include <xxhash.h>
 
 #include "arena.h"
+#include "l3ix.h"
 #include "fault.h"
 #include "readers.h"
 
@@ -112,6 +113,9 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
 		return -EBADMSG;
 	if (h->reader_slots == 0 ||
 	    (uint64_t)h->reader_slots * 512u > h->regions[SHM_REGION_READERS].size)
+		return -EBADMSG;
+	if ((h->arena_flags & ~SHM_ARENA_FLAGS_MASK) || !h->l3ix_refresh_ms || h->l3ix_entries > SHM_L3IX_MAX_ENTRIES ||
+	    h->regions[SHM_REGION_L3IX].size < shm_l3ix_bytes(h->l3ix_entries))
 		return -EBADMSG;
 	uint64_t prev_end = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_COUNT; i++) {
@@ -342,6 +346,9 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	h->obs_entries = p.obs_entries;
 	h->reader_slots = p.reader_slots;
 	h->huge_mode = p.huge_mode;
+	h->l3ix_entries = p.l3ix_entries;
+	h->arena_flags = p.arena_flags;
+	h->l3ix_refresh_ms = p.l3ix_refresh_ms;
 	memcpy(h->regions, regions, sizeof(regions));
 	if (getrandom(h->key_secret, SHM_SECRET_BYTES, 0) != (ssize_t)SHM_SECRET_BYTES) {
 		rc = -EIO;

@@ -3,7 +3,7 @@
  *
  * Layout (all offsets from the arena base, every region 4 KiB aligned, the heap 2 MiB aligned):
  *
- *   [ header (4 KiB) | readers | stats | index | rings | obs | heap ........................ ]
+ *   [ header (4 KiB) | readers | stats | index | rings | obs | l3ix | heap ................. ]
  *
  * The header names every region by (offset, size). Modules find their region with
  * shm_region(); they never compute offsets of their own. A fresh file is zero-filled, so each
@@ -22,14 +22,16 @@
 #include <sys/stat.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
-#define SHM_LAYOUT_VERSION 2u         /* 2: liveness by OFD locks and owner tokens */
+#define SHM_LAYOUT_VERSION 3u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
+                                       * index region, stored token ids, chained prefix keys */
 #define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */
 #define SHM_CACHELINE 64u
 #define SHM_DAMAGED 0x474d4144u            /* "DAMG": fsck declared the arena unrepairable */
 /* Why (shm_header.damage_reason). */
-enum { SHM_DAMAGE_HEAP = 1, SHM_DAMAGE_INDEX = 2, SHM_DAMAGE_RINGS = 3, SHM_DAMAGE_OBS = 4, SHM_DAMAGE_OTHER = 5 };
+enum { SHM_DAMAGE_HEAP = 1, SHM_DAMAGE_INDEX = 2, SHM_DAMAGE_RINGS = 3, SHM_DAMAGE_OBS = 4, SHM_DAMAGE_OTHER = 5,
+       SHM_DAMAGE_L3IX = 6 };
 
 enum shm_region_id {
 	SHM_REGION_READERS = 0, /* reader table: shm/readers.c */
@@ -37,8 +39,9 @@ enum shm_region_id {
 	SHM_REGION_INDEX = 2,   /* L2 hash index: shm/index.c */
 	SHM_REGION_RINGS = 3,   /* commit ring directory + rings: shm/ring.c */
 	SHM_REGION_OBS = 4,     /* promotion observation table: lib/promote.c */
-	SHM_REGION_HEAP = 5,    /* payload heap: shm/heap.c */
-	SHM_REGION_COUNT = 6,
+	SHM_REGION_L3IX = 5,    /* L3 location index: shm/l3ix.c (size 0 when disabled) */
+	SHM_REGION_HEAP = 6,    /* payload heap: shm/heap.c */
+	SHM_REGION_COUNT = 7,
 	SHM_REGION_MAX = 8,     /* slots in the header's table (room to grow) */
 };
 
@@ -69,7 +72,11 @@ struct shm_header {
 	uint32_t obs_entries;
 	uint32_t reader_slots;
 	uint32_t huge_mode;               /* enum sc_huge the creator asked for */
-	uint64_t reserved0[3];
+	uint32_t l3ix_entries;            /* L3 location index entries (0: none) */
+	uint32_t arena_flags;             /* SHM_ARENA_* */
+	uint32_t l3ix_refresh_ms;         /* trust an index entry this long without the directory */
+	uint32_t reserved0;
+	uint64_t reserved1;
 	struct shm_region regions[SHM_REGION_MAX];   /* at offset 96 */
 	uint8_t key_secret[SHM_SECRET_BYTES];        /* at offset 224: per-arena random secret for keyed hashing */
 	uint64_t header_check;            /* at offset 416: XXH64 of bytes [0, 416) with initialised read as 0 */
@@ -91,7 +98,12 @@ struct shm_header {
 };
 
 _Static_assert(offsetof(struct shm_header, initialised) == 24, "header layout");
+_Static_assert(offsetof(struct shm_header, l3ix_entries) == 72, "header layout");
 _Static_assert(offsetof(struct shm_header, regions) == 96, "header layout");
+
+/* arena_flags */
+#define SHM_ARENA_NO_TOKEN_VERIFY 0x1u    /* L2 entries and index entries store no token ids */
+#define SHM_ARENA_FLAGS_MASK 0x1u
 _Static_assert(offsetof(struct shm_header, key_secret) == 224, "header layout");
 _Static_assert(offsetof(struct shm_header, header_check) == 416, "header layout");
 _Static_assert(offsetof(struct shm_header, global_epoch) == 512, "header layout");
@@ -137,6 +149,8 @@ struct shm_arena {
 struct shm_params {
 	uint64_t total_bytes;
 	uint32_t index_entries, ring_count, ring_bytes, obs_entries, reader_slots;
+	uint32_t l3ix_entries;       /* UINT32_MAX: none */
+	uint32_t arena_flags, l3ix_refresh_ms;
 	uint32_t huge_mode;
 	uint32_t page_size;
 };

@@ -11,6 +11,7 @@
 #include "arena.h"
 #include "heap.h"
 #include "index.h"
+#include "l3ix.h"
 #include "obs.h"
 #include "readers.h"
 #include "ring.h"
@@ -42,6 +43,18 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 		p->obs_entries = 4096;
 	if (!p->reader_slots)
 		p->reader_slots = 256;
+	if (!p->l3ix_entries) {
+		/* one entry per 256 KiB of arena: the index's pages cost about 2 % of it */
+		uint64_t n = p->total_bytes / (256u << 10);
+		p->l3ix_entries = n < SHM_L3IX_MIN_ENTRIES ? SHM_L3IX_MIN_ENTRIES : n > 65536 ? 65536 : (uint32_t)n;
+	} else if (p->l3ix_entries == UINT32_MAX) {
+		p->l3ix_entries = 0;
+	}
+	if (p->l3ix_entries > SHM_L3IX_MAX_ENTRIES || (p->arena_flags & ~SHM_ARENA_FLAGS_MASK))
+		return -EINVAL;
+	p->l3ix_entries = shm_l3ix_entries(p->l3ix_entries);
+	if (!p->l3ix_refresh_ms)
+		p->l3ix_refresh_ms = 1000;
 	if (p->index_entries > (1u << 24) || p->ring_count > 4096 || !pow2(p->ring_bytes) ||
 	    p->ring_bytes < 4096 || p->ring_bytes > (1u << 30) || p->obs_entries > (1u << 20) ||
 	    p->reader_slots > 65536)
@@ -53,6 +66,7 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 		[SHM_REGION_INDEX] = shm_index_bytes(p->index_entries),
 		[SHM_REGION_RINGS] = shm_ring_region_bytes(p->ring_count, p->ring_bytes),
 		[SHM_REGION_OBS] = shm_obs_bytes(p->obs_entries),
+		[SHM_REGION_L3IX] = shm_l3ix_bytes(p->l3ix_entries),
 	};
 	uint64_t off = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_MAX; i++)
@@ -79,5 +93,7 @@ int shm_layout_format(struct shm_arena *a)
 		rc = shm_ring_region_format(a);
 	if (!rc)
 		rc = shm_obs_format(a);
+	if (!rc)
+		rc = shm_l3ix_format(a);
 	return rc;
 }

@@ -62,7 +62,7 @@ static void init_tokens(void)
 }
 
 /* Put a FULL_STATE payload of @n bytes (seeded) for the first @ntok tokens. */
-static int put_full(struct sc_l3 *l3, const char *ns, uint32_t ntok, size_t n, unsigned seed, struct sc_l3_location *loc)
+static int put_full(struct sc_l3 *l3, const char *ns, uint32_t ntok, size_t n, unsigned seed, struct sc_location *loc)
 {
 	uint8_t *b = malloc(n);
 	fill_bytes(b, n, seed);
@@ -81,7 +81,7 @@ static void *abuf(size_t n)
 	return p;
 }
 
-static void check_fill(struct sc_l3 *l3, const struct sc_l3_location *loc, unsigned seed, uint32_t flags)
+static void check_fill(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, uint32_t flags)
 {
 	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
 	uint8_t *dst = abuf(cap), *want = malloc(loc->payload_bytes);
@@ -116,7 +116,7 @@ START_TEST(round_trip_every_kind)
 		fill_bytes(b, n, (unsigned)kind);
 		struct sc_payload pl = { .kind = (uint32_t)kind, .sec = { b }, .sec_len = { n } };
 		struct sc_l3_put_args a = { .ns = "ns", .tokens = toks, .token_count = 10u + (uint32_t)kind, .payload = &pl };
-		struct sc_l3_location put_loc, loc;
+		struct sc_location put_loc, loc;
 		ck_assert_int_eq(sc_l3_put(l3, &a, &put_loc), 0);
 		ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", toks, 10u + (uint32_t)kind, &loc), 10 + kind);
 		ck_assert_int_eq(loc.kind, kind);
@@ -139,7 +139,7 @@ START_TEST(round_trip_every_kind)
 				 .kv_desc = &d };
 	struct sc_l3_put_args a = { .ns = "kv", .tokens = toks, .token_count = 20, .payload = &pl };
 	ck_assert_int_eq(sc_l3_put(l3, &a, NULL), 0);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "kv", toks, 100, &loc), 20);
 	ck_assert_int_eq(loc.kind, SC_PAYLOAD_KV_RECURRENT);
 	ck_assert_int_eq(loc.sec_len[0], kvn);
@@ -181,7 +181,7 @@ START_TEST(locate_longest_first)
 	ck_assert_int_eq(put_full(l3, "a", 300, 4096, 300, NULL), 0);
 	ck_assert_int_eq(put_full(l3, "a", 1000, 5000, 1000, NULL), 0);
 	ck_assert_int_eq(put_full(l3, "b", 500, 128, 500, NULL), 0);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 2000, &loc), 1000);
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 999, &loc), 300);
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 299, &loc), 3);
@@ -218,7 +218,7 @@ START_TEST(put_is_idempotent_and_refusals_counted)
 	sc_l3_stats(l3, &st);
 	ck_assert_int_eq(st.objects, 1);
 	ck_assert_int_eq(st.put_dedup, 2);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "n", toks, 11, &loc), 11);
 	ck_assert_int_eq(put_full(l3, "n", 12, 2 << 20, 2, NULL), -E2BIG);
 	sc_l3_stats(l3, &st);
@@ -244,7 +244,7 @@ END_TEST
 /* Corrupt the object of @loc with @how, then check it is quarantined and never served. */
 enum { C_MAGIC, C_VERSION, C_CHECKSUM, C_TRUNCATE, C_PAYLOAD, C_LENGTH, C_EXTEND, C_COUNT };
 
-static void corrupt(const struct sc_l3_location *loc, int how)
+static void corrupt(const struct sc_location *loc, int how)
 {
 	char rel[48], path[200];
 	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
@@ -296,7 +296,7 @@ START_TEST(every_corruption_is_quarantined)
 {
 	for (int how = 0; how < C_COUNT; how++) {
 		struct sc_l3 *l3 = open_l3(NULL);
-		struct sc_l3_location loc, loc2;
+		struct sc_location loc, loc2;
 		uint32_t ntok = 50u + (uint32_t)how;
 		ck_assert_int_eq(put_full(l3, "q", ntok, 20000, 100u + (unsigned)how, &loc), 0);
 		ck_assert_int_eq(sc_l3_locate_longest(l3, "q", toks, ntok, &loc), (int)ntok);
@@ -322,7 +322,7 @@ END_TEST
 START_TEST(corrupt_header_found_by_locate_and_reconcile)
 {
 	struct sc_l3 *l3 = open_l3(NULL);
-	struct sc_l3_location loc, loc2;
+	struct sc_location loc, loc2;
 	ck_assert_int_eq(put_full(l3, "r", 7, 9000, 7, &loc), 0);
 	ck_assert_int_eq(put_full(l3, "r", 8, 9000, 8, &loc2), 0);
 	corrupt(&loc, C_MAGIC);
@@ -355,7 +355,7 @@ END_TEST
 START_TEST(hostile_prefix_entries_and_links)
 {
 	struct sc_l3 *l3 = open_l3(NULL);
-	struct sc_l3_location loc, l2;
+	struct sc_location loc, l2;
 	ck_assert_int_eq(put_full(l3, "h", 5, 1000, 5, &loc), 0);
 	ck_assert_int_eq(put_full(l3, "h", 9, 1000, 9, NULL), 0);
 	/* scribble over the prefix entry of length 9: it is dropped, the shorter prefix serves */
@@ -385,7 +385,7 @@ START_TEST(batch_fills)
 	struct sc_l3_opts o = { .queue_depth = 8 };
 	struct sc_l3 *l3 = open_l3(&o);
 	enum { N = 40 };
-	struct sc_l3_location loc[N];
+	struct sc_location loc[N];
 	struct sc_l3_fill_req req[N], *rp[N], *done[N];
 	uint8_t *dst[N];
 	for (int i = 0; i < N; i++) {
@@ -419,7 +419,7 @@ START_TEST(batch_fills)
 	ck_assert_int_eq(sc_l3_fill_inflight(l3), 0);
 	ck_assert_int_eq(sc_l3_fill_reap(l3, done, N, 0), 0);
 	/* requests that fail before I/O complete at once */
-	struct sc_l3_location missing = loc[0];
+	struct sc_location missing = loc[0];
 	missing.digest.lo ^= 1;
 	struct sc_l3_fill_req bad[2] = { { .loc = &missing, .dst = dst[0], .dst_bytes = 1 << 20 },
 					 { .loc = &loc[1], .dst = dst[1], .dst_bytes = 1 } };
@@ -445,7 +445,7 @@ START_TEST(o_direct_modes)
 		sc_l3_close(l3);
 		return;
 	}
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "d", 9, 100001, 9, &loc), 0);
 	uint8_t *dst = abuf(200000);
 	struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = 200000 }, *rp = &r, *done;
@@ -507,7 +507,7 @@ START_TEST(fill_into_arena_heap)
 		ck_assert_msg(ring->reg_ok && ring->nreg == 2, "heap not registered (%d, %d)", ring->reg_ok, ring->nreg);
 	else if (!_i)
 		sc_skip("no hugetlbfs arena: the registered-buffer path is not exercised");
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "h", 77, 3 << 20, 77, &loc), 0);
 	uint64_t off;
 	int rc = shm_heap_alloc(a->shm, 4 << 20, 0, &off);
@@ -529,7 +529,7 @@ START_TEST(fill_into_arena_heap)
 END_TEST
 
 /* Set the object's last use @secs seconds back. */
-static void age_object(const struct sc_l3_location *loc, int secs)
+static void age_object(const struct sc_location *loc, int secs)
 {
 	char rel[48], path[256];
 	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
@@ -546,7 +546,7 @@ START_TEST(budget_evicts_lru_to_85_percent)
 	/* 10 objects of 100 KiB (+4 KiB header) fit a 1 MiB budget; the 11th forces eviction */
 	struct sc_l3_opts o = { .budget_bytes = 1 << 20 };
 	struct sc_l3 *l3 = open_l3(&o);
-	struct sc_l3_location loc[12];
+	struct sc_location loc[12];
 	for (int i = 0; i < 9; i++) {
 		ck_assert_int_eq(put_full(l3, "b", 10u + (uint32_t)i, 100 << 10, 500u + (unsigned)i, &loc[i]), 0);
 		age_object(&loc[i], 3600 - i); /* as if put an hour ago, in this order */
@@ -560,7 +560,7 @@ START_TEST(budget_evicts_lru_to_85_percent)
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_ge(st.evictions, 1);
 	ck_assert_uint_le(st.bytes, 1 << 20);
-	struct sc_l3_location x;
+	struct sc_location x;
 	/* the filled ones and the newest survive; the oldest unfilled went first */
 	ck_assert_int_eq(sc_l3_lookup(l3, loc[0].digest, &x), 0);
 	ck_assert_int_eq(sc_l3_lookup(l3, loc[1].digest, &x), 0);
@@ -602,7 +602,7 @@ START_TEST(killed_put_leaves_nothing_visible)
 	/* the temp file is there, but no object and no prefix */
 	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
 	struct sc_l3 *l3 = open_l3(&o);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(sc_l3_list(l3, NULL, NULL), 0);
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "k", toks, 40, &loc), 0);
 	sc_l3_close(l3);
@@ -684,7 +684,7 @@ START_TEST(concurrent_puts_from_processes)
 	struct sc_l3 *l3 = open_l3(NULL);
 	ck_assert_int_eq(sc_l3_list(l3, NULL, NULL), K + P * K);
 	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "mp", toks, 100 + K - 1, &loc), 100 + K - 1);
 	check_fill(l3, &loc, K - 1, 0);
 	struct sc_l3_stats st;
@@ -697,7 +697,7 @@ END_TEST
 START_TEST(files_and_dirs_are_private)
 {
 	struct sc_l3 *l3 = open_l3(NULL);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "p", 5, 100, 5, &loc), 0);
 	char rel[48], path[256];
 	struct stat sb;
@@ -722,10 +722,10 @@ START_TEST(regression_wrong_location_does_not_quarantine)
 	int32_t t[3] = { 1, 2, 3 };
 	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { sizeof(b) } };
 	struct sc_l3_put_args a = { .ns = "n", .tokens = t, .token_count = 3, .payload = &p };
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(sc_l3_put(l3, &a, &loc), 0);
 	void *dst = aligned_alloc(4096, 24576);
-	struct sc_l3_location bad = loc;
+	struct sc_location bad = loc;
 	bad.kind = SC_PAYLOAD_RECURRENT_ONLY;
 	ck_assert_int_eq(sc_l3_fill(l3, &bad, dst, 24576, 0), -EINVAL);
 	bad = loc;
@@ -774,7 +774,7 @@ END_TEST
 START_TEST(planted_files_never_block)
 {
 	struct sc_l3 *l3 = open_l3(NULL);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "f", 6, 5000, 6, &loc), 0);
 	sc_l3_close(l3);
 	char cmd[600];
@@ -787,11 +787,11 @@ START_TEST(planted_files_never_block)
 	if (pid == 0) {
 		alarm(10);
 		struct sc_l3 *x;
-		struct sc_l3_location l;
+		struct sc_location l;
 		int ok = sc_l3_open(tmpdir, NULL, &x) == 0;
 		ok = ok && sc_l3_locate_longest(x, "f", toks, 6, &l) == 6 && sc_l3_list(x, NULL, NULL) == 1 &&
 		     sc_l3_verify(x, NULL, NULL) == 0;
-		struct sc_l3_location fake = l;
+		struct sc_location fake = l;
 		fake.digest = (struct sc_digest){ 0xabababababababab, 0xabababababababab };
 		void *dst = aligned_alloc(4096, 8192);
 		ok = ok && sc_l3_fill(x, &fake, dst, 8192, 0) == -EBADMSG;
@@ -823,7 +823,7 @@ START_TEST(group_shared_modes)
 	mode_t old = umask(077);
 	struct sc_l3_opts o = { .file_mode = 0660, .gid = g };
 	struct sc_l3 *l3 = open_l3(&o);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "g", 7, 3000, 7, &loc), 0);
 	sc_l3_close(l3);
 	umask(old);

@@ -72,7 +72,7 @@ static void fill_bytes(uint8_t *p, size_t n, unsigned seed)
 	}
 }
 
-static void put(const char *ns, uint32_t ntok, size_t n, unsigned seed, struct sc_l3_location *loc)
+static void put(const char *ns, uint32_t ntok, size_t n, unsigned seed, struct sc_location *loc)
 {
 	uint8_t *b = malloc(n);
 	fill_bytes(b, n, seed);
@@ -208,7 +208,7 @@ START_TEST(changed_durable_digest_invalidates_mirror)
 }
 END_TEST
 
-static void flip_payload_byte(const struct sc_l3_location *loc)
+static void flip_payload_byte(const struct sc_location *loc)
 {
 	char rel[48], path[256];
 	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
@@ -225,7 +225,7 @@ static void flip_payload_byte(const struct sc_l3_location *loc)
 START_TEST(flipped_byte_is_quarantined_and_mirror_invalidated)
 {
 	struct sc_restore r;
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	put("q", 10, 9000, 9, &loc);
 	flip_payload_byte(&loc);
 	ck_assert_int_eq(sc_restore(stage, l3, "q", toks, 10, 0, &r), -EBADMSG);
@@ -256,7 +256,7 @@ START_TEST(regression_quarantine_at_open_invalidates_mirror_and_is_reported)
 {
 	for (int how = 0; how < 2; how++) {
 		struct sc_restore r;
-		struct sc_l3_location loc;
+		struct sc_location loc;
 		const char *ns = how ? "trunc" : "flip";
 		put(ns, 12, 9000, 20u + (unsigned)how, &loc);
 		restore_check(ns, 12, 12, 9000, 20u + (unsigned)how, &r);
@@ -327,7 +327,7 @@ END_TEST
 START_TEST(single_flight_waits_then_hits_l2)
 {
 	struct sc_restore r;
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	put("sf", 30, 7000, 12, &loc);
 	uint64_t sid = sc_stage_id(stage);
 	/* we are "filling" it */

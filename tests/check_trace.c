@@ -205,7 +205,7 @@ static void tracer_start_on(struct tracer *t, const char *how, const char *path)
 			len += (size_t)n;
 			buf[len] = 0;
 			if (strstr(buf, "ready: ")) {
-				ck_assert_msg(strstr(buf, "12/12 probes attached"), "not every probe attached: %s", buf);
+				ck_assert_msg(strstr(buf, "15/15 probes attached"), "not every probe attached: %s", buf);
 				return;
 			}
 		}
@@ -268,7 +268,7 @@ static void fill_tokens(int32_t *t, int n, int seed)
 
 #if TRACE_HAVE_L3
 /* One fill through the asynchronous API, so that it carries the stage id to the probes. */
-static int fill_on_stage(struct sc_l3 *l3, uint64_t sid, const struct sc_l3_location *loc, void *dst, uint64_t cap)
+static int fill_on_stage(struct sc_l3 *l3, uint64_t sid, const struct sc_location *loc, void *dst, uint64_t cap)
 {
 	struct sc_l3_fill_req req = { .loc = loc, .dst = dst, .dst_bytes = cap, .stage_id = sid };
 	struct sc_l3_fill_req *rp = &req, *done = NULL;
@@ -301,7 +301,7 @@ static void workload_quarantine(struct sc_l3 *l3)
 	fill_tokens(tok, W_TOKENS, 600);
 	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { obj }, .sec_len = { sizeof(obj) } };
 	struct sc_l3_put_args pa = { .ns = "ns", .tokens = tok, .token_count = W_TOKENS, .payload = &p };
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	int rc = sc_l3_put(l3, &pa, &loc);
 	W_EXPECT(rc == 0, "l3 put (quarantine): %s", sc_strerror(rc));
 	sc_digest_format(loc.digest, wanted_hex);
@@ -336,7 +336,7 @@ static void workload_l3(struct sc_arena *a, struct sc_stage *s)
 	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { obj }, .sec_len = { sizeof(obj) } };
 	struct sc_l3_put_args pa = { .model_identity = "model-m", .state_identity = "state-s", .ns = "ns",
 				     .tokens = tok, .token_count = W_TOKENS, .payload = &p };
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	rc = sc_l3_put(l3, &pa, &loc);
 	W_EXPECT(rc == 0, "l3 put: %s", sc_strerror(rc));
 	void *dst = aligned_alloc(4096, W_L3_BYTES);
@@ -689,9 +689,9 @@ typedef void (*close_fn)(struct sc_arena *);
 typedef int (*stage_open_fn)(struct sc_arena *, const char *, const char *, struct sc_stage **);
 typedef void (*stage_close_fn)(struct sc_stage *);
 typedef struct sc_digest (*digest_fn)(const void *, size_t);
-typedef int (*admit_fn)(struct sc_stage *, const char *, const int32_t *, size_t, struct sc_digest,
+typedef int (*admit_fn)(struct sc_stage *, const char *, const int32_t *, uint32_t, struct sc_digest,
 			const struct sc_payload *, uint32_t);
-typedef int (*get_fn)(struct sc_stage *, const char *, const int32_t *, size_t, const struct sc_location *,
+typedef int (*get_fn)(struct sc_stage *, const char *, const int32_t *, uint32_t, const struct sc_location *,
 		      struct sc_lease *);
 typedef void (*release_fn)(struct sc_lease *);
 
@@ -898,7 +898,7 @@ START_TEST(test_keep_leaves_pins)
 	const char *keep[] = { "stagecache", "trace", "--binary", self_exe(), "--pin-dir", pin, "--duration", "0.3",
 			       "--interval", "0.1", "--keep", "--json", NULL };
 	ck_assert_int_eq(run_cli_fd(0, 1, out, sizeof(out), keep), 0);
-	ck_assert_msg(strstr(out, "{\"type\":\"ready\",\"attached\":12,\"probes\":12"), "%s", out);
+	ck_assert_msg(strstr(out, "{\"type\":\"ready\",\"attached\":15,\"probes\":15"), "%s", out);
 	ck_assert_msg(strstr(out, "{\"type\":\"interval\""), "%s", out);
 	static const char *const maps[] = { "counters", "reasons", "latency", "recent_promotions",
 					    "promotion_payoff", "trace_state" };

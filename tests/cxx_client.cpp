@@ -59,7 +59,7 @@ int main()
 	same_layout<sc_l2_resv>("sc_l2_resv");
 	same_layout<sc_l3_opts>("sc_l3_opts");
 	same_layout<sc_l3_put_args>("sc_l3_put_args");
-	same_layout<sc_l3_location>("sc_l3_location");
+	same_layout<struct sc_l3_index_stats>("sc_l3_index_stats");
 	same_layout<sc_l3_fill_req>("sc_l3_fill_req");
 	same_layout<struct sc_l3_stats>("sc_l3_stats");
 	same_layout<sc_l3_object_info>("sc_l3_object_info");

@@ -51,7 +51,7 @@ struct set {
 	int qd;
 	char dir[300];
 	struct sc_l3 *l3;
-	struct sc_l3_location *loc;
+	struct sc_location *loc;
 	char (*path)[400];
 	void **dst;             /* arena memory per object (shared round-robin for 4 MiB) */
 	uint64_t dst_bytes;

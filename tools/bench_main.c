@@ -38,7 +38,9 @@
 	X(get, "gets from another process vs the memory floor, LMDB, a minimal socket server, memcached, Redis") \
 	X(ring, "commit rings vs DPDK rte_ring (zero-copy API) and a pipe; commit-to-visible latency")  \
 	X(l3, "L3 fills (cold and warm) vs fio, bare liburing and pread + XXH3-128")                    \
-	X(probes, "USDT probe overhead, unattached and attached")
+	X(probes, "USDT probe overhead, unattached and attached")                                      \
+	X(restore, "sc_restore from L2 through the L3 location index vs the L2 lookup alone, with a writer, "  \
+		   "token verification cost, first restore after attach, the directory probe, 1 and 2 processes")
 
 struct bench_entry {
 	const char *name, *help;
@@ -103,6 +105,10 @@ static const struct target {
 	{ "l3", "fill_cold_64k_direct_fraction", '>', 1.0, "cold 64 KiB fills that used O_DIRECT" },
 	/* probes */
 	{ "probes", "probes_unattached_overhead", '<', 0.02, "L2 hit with probes unattached vs none" },
+	/* restore */
+	{ "restore", "restore_l2_vs_get", '<', 1.5, "restore from L2 p50 / key + sc_l2_get + release p50, 4096 tokens" },
+	{ "restore", "restore_l2_p99_with_writer_vs_quiet_p50", '<', 10, "restore p99 with a writer / quiet p50" },
+	{ "restore", "token_verify_cost", '<', 2.0, "restore p50 with token verification / without, tokens not cached" },
 };
 #define NTARGET (sizeof(targets) / sizeof(targets[0]))
 

@@ -13,7 +13,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: stagecache create NAME --size SIZE [--huge auto|require|off] [--mode MODE]\n"
 		   "                         [--group GROUP] [--dir DIR] [--rings N] [--ring-bytes SIZE]\n"
-		   "                         [--index-entries N] [--json]\n\n"
+		   "                         [--index-entries N] [--l3-index-entries N] [--l3-index-refresh-ms MS]\n"
+		   "                         [--no-token-verify] [--json]\n\n"
 		   "Create the arena NAME (1-64 characters of A-Z a-z 0-9 . _ -).\n"
 		   "  --size SIZE        total size, with K/M/G suffixes (8M to 1T)\n"
 		   "  --huge auto        hugetlbfs if mounted, else tmpfs with transparent hugepages, else 4 KiB (default)\n"
@@ -24,6 +25,10 @@ static void usage(FILE *f)
 		   "  --dir DIR          directory for the arena file (default /dev/hugepages or /dev/shm)\n"
 		   "  --rings N          commit rings (default 16); --ring-bytes SIZE per ring (default 256K)\n"
 		   "  --index-entries N  L2 index capacity (default size/16K)\n"
+		   "  --l3-index-entries N  L3 location index entries (default size/256K, 64..65536; 0: none)\n"
+		   "  --l3-index-refresh-ms MS  trust an index entry this long without the L3 directory (default 1000)\n"
+		   "  --no-token-verify  store and compare no token ids on hits (a key collision then serves\n"
+		   "                     another prefix's state; for measurements)\n"
 		   "The backing actually obtained is measured and printed.\n");
 }
 
@@ -48,6 +53,8 @@ int cmd_create(int argc, char **argv)
 		{ "mode", required_argument, 0, 'm' },  { "group", required_argument, 0, 'g' },
 		{ "dir", required_argument, 0, 'd' },   { "rings", required_argument, 0, 'r' },
 		{ "ring-bytes", required_argument, 0, 'R' }, { "index-entries", required_argument, 0, 'i' },
+		{ "l3-index-entries", required_argument, 0, 'L' }, { "l3-index-refresh-ms", required_argument, 0, 'F' },
+		{ "no-token-verify", no_argument, 0, 'N' },
 		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -104,6 +111,17 @@ int cmd_create(int argc, char **argv)
 				return cli_usage_error("create", "--index-entries '%s': want 1 to 16777216", cli_q(optarg));
 			o.index_entries = (uint32_t)v;
 			break;
+		case 'L':
+			if (cli_parse_u64(optarg, 1u << 22, &v))
+				return cli_usage_error("create", "--l3-index-entries '%s': want 0 (none) to 4194304", cli_q(optarg));
+			o.l3_index_entries = v ? (uint32_t)v : SC_L3_INDEX_NONE;
+			break;
+		case 'F':
+			if (cli_parse_u64(optarg, 86400000, &v) || !v)
+				return cli_usage_error("create", "--l3-index-refresh-ms '%s': want 1 to 86400000", cli_q(optarg));
+			o.l3_index_refresh_ms = (uint32_t)v;
+			break;
+		case 'N': o.flags |= SC_ARENA_NO_TOKEN_VERIFY; break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: return cli_opt_error("create", c, argv);

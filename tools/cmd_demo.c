@@ -400,6 +400,7 @@ static int trace_wait_ready(pid_t pid, const char *log)
 
 struct trace_totals {
 	uint64_t hits, promotion_hits, misses, admits, promotions, evictions, fills, fill_bytes, commits;
+	uint64_t index_hits, fallbacks, collisions;
 	int have;
 };
 
@@ -434,6 +435,9 @@ static void trace_read_totals(const char *log, struct trace_totals *t)
 	t->fills = sum_key(last, "\"fills\":");
 	t->fill_bytes = sum_key(last, "\"fill_bytes\":");
 	t->commits = sum_key(last, "\"commits\":");
+	t->index_hits = sum_key(last, "\"index_hits\":");
+	t->fallbacks = sum_key(last, "\"fallbacks\":");
+	t->collisions = sum_key(last, "\"key_collisions\":");
 }
 
 /* ---- the scene ---- */
@@ -612,10 +616,13 @@ int cmd_demo(int argc, char **argv)
 	/* 6. counters: the library's own, and eBPF's */
 	struct sc_l2_stats l2s;
 	struct sc_promote_stats ps;
+	struct sc_l3_index_stats xs;
 	memset(&l2s, 0, sizeof(l2s));
 	memset(&ps, 0, sizeof(ps));
+	memset(&xs, 0, sizeof(xs));
 	sc_l2_stats(a, NULL, &l2s);
 	sc_promote_stats(a, &ps);
+	sc_l3_index_stats(a, &xs);
 	if (tracer > 0) {
 		usleep(1500000); /* one more interval so the last snapshot includes everything */
 		kill(tracer, SIGINT);
@@ -632,6 +639,7 @@ int cmd_demo(int argc, char **argv)
 		       "\"from_l3\":%llu,\"promotions\":%llu,\"fill_gb_per_s\":%.3f,\"tokens_produced\":%llu,"
 		       "\"tokens_delivered\":%llu,\"commits\":%llu,\"verification_errors\":%llu,\"errors\":%llu,"
 		       "\"l2\":{\"hits\":%llu,\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu},"
+		       "\"l3_index\":{\"index_hits\":%llu,\"fallbacks\":%llu,\"key_collisions\":%llu},"
 		       "\"ebpf\":{\"attached\":%s,\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
 		       "\"promotions\":%llu,\"evictions\":%llu,\"fills\":%llu,\"commits\":%llu},\"hit_ratio_windows\":[",
 		       elapsed, o.workers, sc_backing_name(info.backing), (unsigned long long)cur.requests,
@@ -640,6 +648,7 @@ int cmd_demo(int argc, char **argv)
 		       (unsigned long long)delivered, (unsigned long long)atomic_load(&sh->delivered_commits),
 		       (unsigned long long)verify, (unsigned long long)cur.errors, (unsigned long long)l2s.hits,
 		       (unsigned long long)l2s.misses, (unsigned long long)l2s.inserts, (unsigned long long)l2s.evictions,
+		       (unsigned long long)xs.hits, (unsigned long long)xs.fallbacks, (unsigned long long)xs.key_collisions,
 		       tt.have ? "true" : "false", (unsigned long long)tt.hits, (unsigned long long)tt.promotion_hits,
 		       (unsigned long long)tt.misses, (unsigned long long)tt.promotions, (unsigned long long)tt.evictions,
 		       (unsigned long long)tt.fills, (unsigned long long)tt.commits);
@@ -680,6 +689,9 @@ int cmd_demo(int argc, char **argv)
 		ROW("promotions", ps.promoted, tt.promotions);
 		ROW("L3 fills", cur.from_l3, tt.fills);
 		ROW("commits", atomic_load(&sh->delivered_commits), tt.commits);
+		ROW("L3 index hits", xs.hits, tt.index_hits);
+		ROW("L3 directory probes", xs.fallbacks, tt.fallbacks);
+		ROW("key collisions", xs.key_collisions, tt.collisions);
 #undef ROW
 		if (tt.have)
 			printf("(pinned maps: bpftool map dump pinned %s/<map>; removed now)\n", pindir);

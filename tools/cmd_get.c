@@ -63,11 +63,14 @@ int cmd_get(int argc, char **argv)
 		return rc;
 	if (!x.model || !x.state || !x.tokens_spec)
 		return cli_usage_error("get", "--model, --state and --tokens are required");
-	struct sc_location loc;
+	struct sc_location loc = { 0 };
+	uint64_t ltok = 0;
 	if ((lt != NULL) != (lg != NULL))
 		return cli_usage_error("get", "--location-tokens and --location-digest go together");
-	if (lt && cli_parse_u64(lt, UINT64_MAX, &loc.token_count))
-		return cli_usage_error("get", "--location-tokens '%s': want a token count", cli_q(lt));
+	if (lt && cli_parse_u64(lt, UINT32_MAX, &ltok))
+		return cli_usage_error("get", "--location-tokens '%s': want a token count (at most %u)", cli_q(lt),
+				       UINT32_MAX);
+	loc.token_count = (uint32_t)ltok;
 	if (lg && sc_digest_parse(lg, &loc.digest))
 		return cli_usage_error("get", "--location-digest '%s': want 32 hex characters", cli_q(lg));
 	rc = l2cli_parse_tokens("get", x.tokens_spec, &x.tokens, &x.n);

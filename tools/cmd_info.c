@@ -56,11 +56,12 @@ int cmd_info(int argc, char **argv)
 		printf(",\"size_bytes\":%llu,\"backing\":\"%s\",\"page_size\":%llu,\"layout_version\":%u,"
 		       "\"created_unix\":%llu,\"creator_pid\":%u,\"mode\":\"%04o\",\"heap_bytes\":%llu,"
 		       "\"index_entries\":%u,\"ring_count\":%u,\"ring_bytes\":%u,\"obs_entries\":%u,\"reader_slots\":%u,"
-		       "\"attached\":[",
+		       "\"l3_index_entries\":%u,\"l3_index_refresh_ms\":%u,\"token_verify\":%s,\"attached\":[",
 		       (unsigned long long)in.size_bytes, sc_backing_name(in.backing), (unsigned long long)in.page_size,
 		       in.layout_version, (unsigned long long)in.created_unix, in.creator_pid, in.mode,
 		       (unsigned long long)in.heap_bytes, in.index_entries, in.ring_count, in.ring_bytes, in.obs_entries,
-		       in.reader_slots);
+		       in.reader_slots, in.l3_index_entries, in.l3_index_refresh_ms,
+		       (in.flags & SC_ARENA_NO_TOKEN_VERIFY) ? "false" : "true");
 		for (uint32_t i = 0; i < in.attached_count && i < SC_INFO_MAX_ATTACHED; i++) {
 			if (in.attached[i].slot == self)
 				continue;
@@ -82,6 +83,9 @@ int cmd_info(int argc, char **argv)
 		printf("created:        %s by pid %u\n", tb, in.creator_pid);
 		printf("heap:           %s\n", cli_human(in.heap_bytes, hb, sizeof(hb)));
 		printf("index entries:  %u\n", in.index_entries);
+		printf("L3 index:       %u entries, refresh %u ms\n", in.l3_index_entries, in.l3_index_refresh_ms);
+		printf("token ids:      %s\n", (in.flags & SC_ARENA_NO_TOKEN_VERIFY) ? "NOT verified (--no-token-verify)"
+									   : "stored and compared on every hit");
 		printf("commit rings:   %u x %s\n", in.ring_count, cli_human(in.ring_bytes, hb, sizeof(hb)));
 		printf("observations:   %u\n", in.obs_entries);
 		printf("attached:       %u of %u slots\n", in.attached_count > 0 ? in.attached_count - 1 : 0, in.reader_slots);

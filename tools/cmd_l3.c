@@ -48,7 +48,7 @@ static int parse_kind(const char *s, uint32_t *k)
 	return 0;
 }
 
-static void print_loc(const struct sc_l3_location *l, int json)
+static void print_loc(const struct sc_location *l, int json)
 {
 	char d[SC_DIGEST_HEX_LEN + 1];
 	sc_digest_format(l->digest, d);
@@ -157,7 +157,7 @@ static int do_put(int argc, char **argv)
 		l3cli_open_error("l3", rc, dir, &o);
 		goto cleanup;
 	}
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	rc = sc_l3_put(l3, &a, &loc);
 	if (rc) {
 		char hb[32];
@@ -267,7 +267,7 @@ static int do_locate(struct sc_l3 *l3, const char *ns, const char *tspec, int js
 	int ret = l2cli_parse_tokens("l3", tspec, &tokens, &n);
 	if (ret)
 		return ret;
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	int rc = n <= UINT32_MAX ? sc_l3_locate_longest(l3, ns, tokens, (uint32_t)n, &loc) : -E2BIG;
 	free(tokens);
 	if (rc == -E2BIG)

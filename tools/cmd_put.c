@@ -130,9 +130,13 @@ int cmd_put(int argc, char **argv)
 				 sc_digest_format(have, (char[33]){ 0 }), digest_s);
 		else if (rc == -EINVAL)
 			cli_fail("put", 0, "refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
-		else if (rc == -E2BIG)
-			cli_fail("put", 0, "refused: %s is larger than the L2 budget of arena '%s' can ever hold",
-				 cli_human(l0 + l1, hb, sizeof(hb)), x.name);
+		else if (rc == -E2BIG) {
+			/* an entry keeps its token ids next to the payload (4 bytes each) */
+			char tb[32];
+			cli_fail("put", 0, "refused: %s of payload and %zu token ids (%s) are more than the L2 budget of "
+				 "arena '%s' can ever hold", cli_human(l0 + l1, hb, sizeof(hb)), x.n,
+				 cli_human((uint64_t)x.n * 4, tb, sizeof(tb)), x.name);
+		}
 		else if (rc == -ENOSPC)
 			cli_fail("put", 0, "refused: no room could be made in arena '%s' (every entry is leased, or the heap "
 				 "is fragmented)", x.name);

@@ -143,17 +143,18 @@ int cmd_restore(int argc, char **argv)
 		if (json)
 			printf("{\"source\":\"%s\",\"token_count\":%u,\"bytes\":%llu,\"digest\":\"%s\",\"kind\":\"%s\","
 			       "\"promoted\":%s,\"promote_why\":\"%s\",\"waited\":%s,\"direct\":%s,\"locate_ns\":%llu,"
-			       "\"lookup_ns\":%llu,\"fill_ns\":%llu,\"total_ns\":%llu}\n",
+			       "\"lookup_ns\":%llu,\"fill_ns\":%llu,\"total_ns\":%llu,\"located_by\":\"%s\"}\n",
 			       src, r.token_count, (unsigned long long)bytes, d, l2cli_kind_name(r.kind),
 			       r.promoted ? "true" : "false", why_name(r.promote_why), r.waited ? "true" : "false",
 			       r.direct ? "true" : "false", (unsigned long long)r.locate_ns, (unsigned long long)r.lookup_ns,
-			       (unsigned long long)r.fill_ns, (unsigned long long)r.total_ns);
+			       (unsigned long long)r.fill_ns, (unsigned long long)r.total_ns,
+			       r.from_index ? "index" : "directory");
 		else
-			printf("source %s  tokens %u  bytes %llu  digest %s  %s%s  locate %.1f us  lookup %.1f us  fill %.1f us  total %.1f us\n",
+			printf("source %s  tokens %u  bytes %llu  digest %s  %s%s  locate %.2f us (%s)  lookup %.2f us  fill %.1f us  total %.2f us\n",
 			       src, r.token_count, (unsigned long long)bytes, d,
 			       r.source == SC_RESTORE_FROM_L2 ? "" : (r.promoted ? "promoted:" : "not promoted:"),
 			       r.source == SC_RESTORE_FROM_L2 ? "hit" : why_name(r.promote_why), (double)r.locate_ns / 1e3,
-			       (double)r.lookup_ns / 1e3, (double)r.fill_ns / 1e3, (double)r.total_ns / 1e3);
+			       r.from_index ? "index" : "directory", (double)r.lookup_ns / 1e3, (double)r.fill_ns / 1e3, (double)r.total_ns / 1e3);
 		if (out && i + 1 == repeat) {
 			/* opened once there is something to write: a refused restore leaves FILE alone */
 			if (!(of = cli_open_output("restore", out))) {

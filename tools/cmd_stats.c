@@ -104,6 +104,8 @@ int cmd_stats(int argc, char **argv)
 	/* the other modules' counters, when this build has them (arena-wide only) */
 	struct sc_promote_stats ps;
 	int have_ps = !model && sc_promote_stats(a, &ps) == 0;
+	struct sc_l3_index_stats xs;
+	int have_xs = !model && sc_l3_index_stats(a, &xs) == 0;
 	struct sc_arena_info info;
 	struct sc_ring_stat *rs = NULL;
 	int nrings = -1;
@@ -151,6 +153,22 @@ int cmd_stats(int argc, char **argv)
 			       ps.observations, ps.claims, ps.capacity, (unsigned long long)ps.considered,
 			       (unsigned long long)ps.promoted, (unsigned long long)ps.evicted, (unsigned long long)ps.expired,
 			       (unsigned long long)ps.repairs);
+		if (have_xs)
+			printf(",\"l3_index\":{\"capacity\":%u,\"refresh_ms\":%u,\"positive\":%u,\"negative\":%u,"
+			       "\"pages\":%u,\"free_pages\":%u,\"token_verify\":%s,\"bound\":%s,\"hits\":%llu,"
+			       "\"negative_hits\":%llu,\"misses\":%llu,\"fallbacks\":%llu,\"stale\":%llu,"
+			       "\"refreshes\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"drops\":%llu,\"full\":%llu,"
+			       "\"vanished\":%llu,\"foreign\":%llu},\"key_collisions\":{\"total\":%llu,\"l2\":%llu,"
+			       "\"index\":%llu,\"l3\":%llu}",
+			       xs.capacity, xs.refresh_ms, xs.positive, xs.negative, xs.pages, xs.free_pages,
+			       xs.token_verify ? "true" : "false", xs.bound ? "true" : "false",
+			       (unsigned long long)xs.hits, (unsigned long long)xs.negative_hits,
+			       (unsigned long long)xs.misses, (unsigned long long)xs.fallbacks, (unsigned long long)xs.stale,
+			       (unsigned long long)xs.refreshes, (unsigned long long)xs.inserts,
+			       (unsigned long long)xs.evictions, (unsigned long long)xs.drops, (unsigned long long)xs.full,
+			       (unsigned long long)xs.vanished, (unsigned long long)xs.foreign,
+			       (unsigned long long)xs.key_collisions, (unsigned long long)xs.key_collisions_l2,
+			       (unsigned long long)xs.key_collisions_index, (unsigned long long)xs.key_collisions_l3);
 		if (nrings >= 0) {
 			printf(",\"rings\":[");
 			for (int i = 0; i < nrings; i++)
@@ -198,6 +216,21 @@ int cmd_stats(int argc, char **argv)
 			       ps.observations, ps.capacity, ps.claims, (unsigned long long)ps.considered,
 			       (unsigned long long)ps.promoted, (unsigned long long)ps.evicted, (unsigned long long)ps.expired,
 			       (unsigned long long)ps.repairs);
+		if (have_xs) {
+			printf("L3 location index (%u entries, refresh %u ms, token verification %s%s)\n", xs.capacity,
+			       xs.refresh_ms, xs.token_verify ? "on" : "OFF", xs.bound ? "" : ", no directory bound yet");
+			printf("  entries %u positive + %u negative, token pages %u free of %u\n", xs.positive, xs.negative,
+			       xs.free_pages, xs.pages);
+			printf("  hits %llu, negative skips %llu, misses %llu (stale %llu), directory probes %llu, scans+refreshes %llu\n",
+			       (unsigned long long)xs.hits, (unsigned long long)xs.negative_hits, (unsigned long long)xs.misses,
+			       (unsigned long long)xs.stale, (unsigned long long)xs.fallbacks, (unsigned long long)xs.refreshes);
+			printf("  inserts %llu, evictions %llu, dropped %llu, full %llu, vanished objects %llu, other directories %llu\n",
+			       (unsigned long long)xs.inserts, (unsigned long long)xs.evictions, (unsigned long long)xs.drops,
+			       (unsigned long long)xs.full, (unsigned long long)xs.vanished, (unsigned long long)xs.foreign);
+			printf("key collisions %llu (L2 %llu, index %llu, L3 %llu): each was a miss\n",
+			       (unsigned long long)xs.key_collisions, (unsigned long long)xs.key_collisions_l2,
+			       (unsigned long long)xs.key_collisions_index, (unsigned long long)xs.key_collisions_l3);
+		}
 		int shown = 0;
 		for (int i = 0; i < nrings; i++) {
 			if (!rs[i].producer_pid && !rs[i].records)

@@ -276,32 +276,49 @@ static const struct row *prev_row(const struct snap *p, const struct row *r)
 	return NULL;
 }
 
-/* Has the row anything but quarantines (which carry no stage and land on stage 0)? */
+/* Events that carry no stage and land on stage 0: quarantines, the location index, collisions. */
+static int stageless(int e)
+{
+	return e == SC_EV_L3_QUARANTINE || (e >= SC_EV_L3IX_HIT && e <= SC_EV_KEY_COLLISION);
+}
+
+/* Has the row anything but stageless events? */
 static int row_busy(const struct row *r)
 {
 	for (int e = 0; e < SC_EV_COUNT; e++)
-		if (e != SC_EV_L3_QUARANTINE && r->ev[e].count)
+		if (!stageless(e) && r->ev[e].count)
 			return 1;
 	return 0;
 }
 
-static uint64_t quarantined(const struct snap *s)
+static uint64_t total(const struct snap *s, int event)
 {
 	uint64_t n = 0;
 	for (int i = 0; i < s->n; i++)
-		n += s->rows[i].is_ring ? 0 : s->rows[i].ev[SC_EV_L3_QUARANTINE].count;
+		n += s->rows[i].is_ring ? 0 : s->rows[i].ev[event].count;
 	return n;
+}
+
+static uint64_t quarantined(const struct snap *s)
+{
+	return total(s, SC_EV_L3_QUARANTINE);
 }
 
 static void print_snapshot(const struct snap *s, const struct snap *prev, double t, double dt, int json)
 {
 	static const struct row zero_row;
+	unsigned long long ix_hit = total(s, SC_EV_L3IX_HIT), ix_fb = total(s, SC_EV_L3IX_FALLBACK),
+			   ix_ref = total(s, SC_EV_L3IX_REFRESH), coll = total(s, SC_EV_KEY_COLLISION);
 	if (json) {
-		printf("{\"type\":\"interval\",\"t\":%.3f,\"drops\":%llu,\"l3_quarantined\":%llu,\"stages\":[", t,
-		       (unsigned long long)s->drops, (unsigned long long)quarantined(s));
+		printf("{\"type\":\"interval\",\"t\":%.3f,\"drops\":%llu,\"l3_quarantined\":%llu,"
+		       "\"l3_index\":{\"index_hits\":%llu,\"fallbacks\":%llu,\"refreshes\":%llu},"
+		       "\"key_collisions\":%llu,\"stages\":[",
+		       t, (unsigned long long)s->drops, (unsigned long long)quarantined(s), ix_hit, ix_fb, ix_ref, coll);
 	} else {
 		printf("\n-- %.1fs  (interval %.1fs, L3 quarantined %llu, drops %llu)\n", t, dt,
 		       (unsigned long long)quarantined(s), (unsigned long long)s->drops);
+		printf("location index: hits %llu, directory probes %llu, refreshes %llu; key collisions %llu\n", ix_hit,
+		       ix_fb, ix_ref, coll);
 		printf("%-16s %9s %9s %9s %6s %8s %9s %8s %7s %8s %9s %9s %9s\n", "stage", "hits", "promo_hit",
 		       "misses", "hit%", "promos", "never_hit", "evicts", "fills", "fill_err", "fill_GB/s",
 		       "fill_p50", "fill_p99");
@@ -309,7 +326,7 @@ static void print_snapshot(const struct snap *s, const struct snap *prev, double
 	int first = 1;
 	for (int i = 0; i < s->n; i++) {
 		const struct row *r = &s->rows[i];
-		if (r->is_ring || (r->ev[SC_EV_L3_QUARANTINE].count && !row_busy(r)))
+		if (r->is_ring || !row_busy(r))
 			continue;
 		const struct row *p = prev_row(prev, r);
 		if (!p)

@@ -781,9 +781,9 @@ class Stage:
         if location is None:
             return None
         if isinstance(location, Location):
-            return ctypes.byref(_ffi.Location_(location.token_count, location.digest._c()))
+            return ctypes.byref(_ffi.Location_(token_count=location.token_count, digest=location.digest._c()))
         token_count, d = location
-        return ctypes.byref(_ffi.Location_(int(token_count), d._c()))
+        return ctypes.byref(_ffi.Location_(token_count=int(token_count), digest=d._c()))
 
     def get(self, ns, tokens, location=None):
         """Look (ns, tokens) up; a Lease on a hit, None on a miss. `location` (a Location, or
@@ -833,7 +833,7 @@ class Stage:
     def longest_prefix(self, ns, tokens, block=0):
         """The longest cached block-aligned prefix: (length, Lease), or None."""
         t, n, _kt = _tokens(tokens)
-        ln = ctypes.c_size_t()
+        ln = ctypes.c_uint32()
         c = _ffi.Lease_()
         with self.arena._lock:
             rc = lib.sc_l2_longest_prefix(self._handle(), _ns(ns), t, n, int(block), ctypes.byref(ln), ctypes.byref(c))
@@ -871,7 +871,7 @@ class Stage:
 # ---- L3 ----
 
 class Location:
-    """Where a durable copy is (sc_l3_location): token_count, kind, digest, sections, descriptor."""
+    """Where a durable copy is (sc_location): token_count, kind, digest, sections, descriptor."""
 
     def __init__(self, c):
         self._c = c

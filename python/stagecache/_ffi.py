@@ -79,7 +79,8 @@ class ArenaOpts(Structure):
     _fields_ = [("size_bytes", c_uint64), ("huge", c_int), ("dir", c_char_p), ("mode", c_uint32),
                 ("gid", c_int64), ("index_entries", c_uint32), ("ring_count", c_uint32),
                 ("ring_bytes", c_uint32), ("obs_entries", c_uint32), ("reader_slots", c_uint32),
-                ("flags", c_uint32), ("_reserved", c_uint64 * 6)]
+                ("flags", c_uint32), ("l3_index_entries", c_uint32), ("l3_index_refresh_ms", c_uint32),
+                ("_reserved", c_uint64 * 5)]
 
 
 class ArenaAttached(Structure):
@@ -100,7 +101,8 @@ class ArenaInfo(Structure):
                 ("reader_slots", c_uint32), ("attached_count", c_uint32),
                 ("attached", ArenaAttached * SC_INFO_MAX_ATTACHED), ("index_entries", c_uint32),
                 ("ring_count", c_uint32), ("ring_bytes", c_uint32), ("obs_entries", c_uint32),
-                ("heap_bytes", c_uint64), ("_reserved", c_uint64 * 8)]
+                ("heap_bytes", c_uint64), ("l3_index_entries", c_uint32), ("l3_index_refresh_ms", c_uint32),
+                ("flags", c_uint32), ("_reserved0", c_uint32), ("_reserved", c_uint64 * 6)]
 
 
 class ArenaExtent(Structure):
@@ -136,18 +138,23 @@ class Payload_(Structure):
 
 
 class Location_(Structure):
-    _fields_ = [("token_count", c_uint64), ("digest", Digest_)]
+    """struct sc_location: where a durable copy is (L3), and what an L2 lookup is checked against."""
+    _fields_ = [("token_count", c_uint32), ("kind", c_uint32), ("digest", Digest_), ("prefix", Digest_),
+                ("sec_len", c_uint64 * 2), ("payload_bytes", c_uint64), ("file_bytes", c_uint64),
+                ("has_kv_desc", c_int), ("_reserved0", c_uint32), ("kv_desc", KvDesc), ("_reserved", c_uint64 * 6)]
 
 
 class Lease_(Structure):
     _fields_ = [("sec", c_void_p * 2), ("sec_len", c_uint64 * 2), ("kind", c_uint32), ("origin", c_uint32),
-                ("token_count", c_uint64), ("digest", Digest_), ("key", Key_), ("has_kv_desc", c_int),
+                ("token_count", c_uint32), ("_reserved0_", c_uint32), ("digest", Digest_), ("key", Key_),
+                ("has_kv_desc", c_int),
                 ("_reserved0", c_uint32), ("kv_desc", KvDesc), ("_reserved", c_uint64 * 8),
                 ("_private", c_uint64 * 6)]
 
 
 class L2EntryInfo(Structure):
-    _fields_ = [("key", Key_), ("stage_id", c_uint64), ("token_count", c_uint64), ("bytes", c_uint64),
+    _fields_ = [("key", Key_), ("stage_id", c_uint64), ("token_count", c_uint32), ("_reserved0_", c_uint32),
+                ("bytes", c_uint64),
                 ("footprint", c_uint64), ("sec_len", c_uint64 * 2), ("digest", Digest_), ("kind", c_uint32),
                 ("origin", c_uint32), ("created_unix_ns", c_uint64), ("frequency", c_uint32),
                 ("has_kv_desc", c_int), ("_reserved", c_uint64 * 6)]
@@ -175,10 +182,7 @@ class L3PutArgs(Structure):
                 ("tokens", POINTER(c_int32)), ("token_count", c_uint32), ("payload", POINTER(Payload_))]
 
 
-class L3Location_(Structure):
-    _fields_ = [("token_count", c_uint32), ("kind", c_uint32), ("digest", Digest_), ("prefix", Digest_),
-                ("sec_len", c_uint64 * 2), ("payload_bytes", c_uint64), ("file_bytes", c_uint64),
-                ("has_kv_desc", c_int), ("_reserved0", c_uint32), ("kv_desc", KvDesc), ("_reserved", c_uint64 * 6)]
+L3Location_ = Location_  # one location type since the L3 location index (issue 13)
 
 
 class L3FillReq(Structure):
@@ -190,7 +194,7 @@ class L3FillReq(Structure):
 class L3Stats(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "objects", "bytes", "fills", "fill_bytes", "fill_ns", "verify_failures", "quarantined", "evictions",
-        "write_refusals", "puts", "put_dedup", "budget_bytes")] + [
+        "write_refusals", "puts", "put_dedup", "key_collisions", "budget_bytes")] + [
         ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("_reserved", c_uint64 * 12)]
 
 
@@ -211,9 +215,18 @@ class Restore_(Structure):
     _fields_ = [("sec", c_void_p * 2), ("sec_len", c_uint64 * 2), ("kind", c_uint32), ("token_count", c_uint32),
                 ("digest", Digest_), ("has_kv_desc", c_int), ("_reserved0", c_uint32), ("kv_desc", KvDesc),
                 ("source", c_int), ("promoted", c_int), ("promote_why", c_int), ("waited", c_int),
-                ("direct", c_int), ("in_arena", c_int), ("locate_ns", c_uint64), ("lookup_ns", c_uint64),
+                ("direct", c_int), ("in_arena", c_int), ("from_index", c_int), ("locate_ns", c_uint64),
+                ("lookup_ns", c_uint64),
                 ("fill_ns", c_uint64), ("total_ns", c_uint64), ("_reserved", c_uint64 * 8),
                 ("_private", c_uint8 * 0)]  # sized at load time: see _fit_private
+
+
+class L3IndexStats(Structure):
+    _fields_ = [(n, c_uint32) for n in ("capacity", "refresh_ms", "positive", "negative", "pages", "free_pages")] + [
+        ("token_verify", c_int), ("bound", c_int)] + [(n, c_uint64) for n in (
+            "hits", "negative_hits", "misses", "fallbacks", "stale", "refreshes", "inserts", "evictions", "drops",
+            "full", "vanished", "foreign", "key_collisions", "key_collisions_l2", "key_collisions_index",
+            "key_collisions_l3")] + [("_reserved", c_uint64 * 8)]
 
 
 class Commit_(Structure):
@@ -248,7 +261,7 @@ STRUCTS = {
     "sc_arena_extent": ArenaExtent, "sc_digest": Digest_, "sc_key": Key_, "sc_kv_component": KvComponent,
     "sc_kv_desc": KvDesc, "sc_payload": Payload_, "sc_location": Location_, "sc_lease": Lease_,
     "sc_l2_entry_info": L2EntryInfo, "sc_l2_stats": L2Stats, "sc_l2_resv": L2Resv, "sc_l3_opts": L3Opts,
-    "sc_l3_put_args": L3PutArgs, "sc_l3_location": L3Location_, "sc_l3_fill_req": L3FillReq,
+    "sc_l3_put_args": L3PutArgs, "sc_l3_fill_req": L3FillReq, "sc_l3_index_stats": L3IndexStats,
     "sc_l3_stats": L3Stats, "sc_l3_object_info": L3ObjectInfo, "sc_promote_stats": PromoteStats,
     "sc_restore": Restore_, "sc_commit": Commit_, "sc_ring_stat": RingStat, "sc_batcher_opts": BatcherOpts,
     "sc_fsck_report": FsckReport, "sc_arena_open_opts": ArenaOpenOpts, "sc_arena_file": ArenaFile,
@@ -317,17 +330,17 @@ _proto("sc_digest_parse", c_int, c_char_p, POINTER(Digest_))
 _proto("sc_stage_open", c_int, c_void_p, c_char_p, c_char_p, _arena_pp)
 _proto("sc_stage_close", None, c_void_p)
 _proto("sc_stage_id", c_uint64, c_void_p)
-_proto("sc_l2_key", c_int, c_void_p, c_char_p, POINTER(c_int32), c_size_t, POINTER(Key_))
+_proto("sc_l2_key", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(Key_))
 _proto("sc_kv_desc_validate", c_int, POINTER(KvDesc), c_uint64)
-_proto("sc_l2_admit", c_int, c_void_p, c_char_p, POINTER(c_int32), c_size_t, Digest_, POINTER(Payload_), c_uint32)
-_proto("sc_promote_admit", c_int, c_void_p, c_char_p, POINTER(c_int32), c_size_t, Digest_, POINTER(Payload_))
-_proto("sc_l2_get", c_int, c_void_p, c_char_p, POINTER(c_int32), c_size_t, POINTER(Location_), POINTER(Lease_))
+_proto("sc_l2_admit", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, Digest_, POINTER(Payload_), c_uint32)
+_proto("sc_promote_admit", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, Digest_, POINTER(Payload_))
+_proto("sc_l2_get", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(Location_), POINTER(Lease_))
 _proto("sc_lease_release", None, POINTER(Lease_))
-_proto("sc_l2_get_copy", c_int64, c_void_p, c_char_p, POINTER(c_int32), c_size_t, POINTER(Location_), c_void_p,
+_proto("sc_l2_get_copy", c_int64, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(Location_), c_void_p,
        c_uint64, POINTER(L2EntryInfo))
-_proto("sc_l2_peek", c_int, c_void_p, c_char_p, POINTER(c_int32), c_size_t, POINTER(L2EntryInfo))
-_proto("sc_l2_longest_prefix", c_int, c_void_p, c_char_p, POINTER(c_int32), c_size_t, c_size_t,
-       POINTER(c_size_t), POINTER(Lease_))
+_proto("sc_l2_peek", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(L2EntryInfo))
+_proto("sc_l2_longest_prefix", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, c_uint32,
+       POINTER(c_uint32), POINTER(Lease_))
 _proto("sc_l2_remove", c_int, c_void_p, Key_)
 _proto("sc_l2_invalidate_digest", c_int, c_void_p, Digest_)
 _proto("sc_l2_shrink_to", c_int, c_void_p, c_uint64)
@@ -350,7 +363,7 @@ _proto("sc_promote_consider", c_int, c_void_p, c_uint64, Digest_, c_uint64, c_ui
 _proto("sc_promote_attempted", c_int, c_void_p, c_uint64, Digest_)
 _proto("sc_promote_stats", c_int, c_void_p, POINTER(PromoteStats))
 
-_proto("sc_restore", c_int, c_void_p, c_void_p, c_char_p, POINTER(c_int32), c_size_t, c_uint32, POINTER(Restore_))
+_proto("sc_restore", c_int, c_void_p, c_void_p, c_char_p, POINTER(c_int32), c_uint32, c_uint32, POINTER(Restore_))
 _proto("sc_restore_release", None, POINTER(Restore_))
 
 _proto("sc_ring_open", c_int, c_void_p, _arena_pp)

@@ -351,6 +351,23 @@ static void count_not_ring(const char *component, const char *message, int repai
 	*(int *)ctx += not_ring(component);
 }
 
+static void print_finding(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)ctx;
+	fprintf(stderr, "fsck: %s: %s%s\n", component, message, repaired ? " [repaired]" : "");
+}
+
+/* fsck --deep: the count of what it finds outside the rings (printed when any, before the trap). */
+static int left_outside_rings(int *left)
+{
+	struct sc_fsck_report rep;
+	int others = 0;
+	*left = sc_arena_fsck(A, SC_FSCK_DEEP, count_not_ring, &others, &rep);
+	if (others || *left < 0)
+		sc_arena_fsck(A, SC_FSCK_DEEP, print_finding, NULL, &rep);
+	return others;
+}
+
 /* A put and a get of a fresh entry: the arena is usable. A scribbled budget is a legal one
  * (sc_l2_shrink_to sets any): below the payload it refuses with -E2BIG, below what is stored it
  * may need more eviction than one admission does (-ENOSPC); neither is a failure of fsck. */
@@ -402,12 +419,13 @@ static void converged(int rc)
 		return;
 	}
 	CHECK(rc >= 0);
-	int others = 0;
-	int left = sc_arena_fsck(A, SC_FSCK_DEEP, count_not_ring, &others, &rep);
+	int left;
+	int others = left_outside_rings(&left);
 	CHECK(left >= 0);
 	CHECK(rc > 0 ? others == 0 : left == 0);
 	round_trip();
-	CHECK(sc_arena_fsck(A, SC_FSCK_DEEP, count_not_ring, &others, &rep) >= 0 && others == 0);
+	others = left_outside_rings(&left);
+	CHECK(left >= 0 && others == 0);
 }
 
 static void fsck(uint8_t flags)

@@ -152,7 +152,7 @@ static void check_pure(const uint8_t *block, uint64_t file_bytes)
 	CHECK(h.check == l3_hdr_check(block));
 	if (rf == 0)
 		CHECK(file_bytes == L3_HDR_BLOCK + h.payload_bytes);
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	l3_hdr_location(block, &h, &loc);
 	CHECK(loc.payload_bytes == loc.sec_len[0] + loc.sec_len[1] && loc.file_bytes == L3_HDR_BLOCK + loc.payload_bytes);
 	if (loc.has_kv_desc)
@@ -305,7 +305,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (steer & 0x40)
 		open_l3();
 
-	struct sc_l3_location loc;
+	struct sc_location loc;
 	int rc = sc_l3_lookup(l3, (struct sc_digest){ lo, hi }, &loc);
 	CHECK(rc == 0 || rc == -EBADMSG || rc == -ENOENT);
 	if (rc == 0) {
@@ -330,7 +330,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		free(dst);
 		/* a second lookup agrees with the first unless the fill quarantined the object */
-		struct sc_l3_location loc2;
+		struct sc_location loc2;
 		int r2 = sc_l3_lookup(l3, (struct sc_digest){ lo, hi }, &loc2);
 		CHECK(r2 == 0 || r2 == -ENOENT || r2 == -EBADMSG);
 		if (fr == 0)

@@ -71,7 +71,9 @@ pub struct sc_arena_opts {
     pub obs_entries: u32,
     pub reader_slots: u32,
     pub flags: u32,
-    pub _reserved: [u64; 6],
+    pub l3_index_entries: u32,
+    pub l3_index_refresh_ms: u32,
+    pub _reserved: [u64; 5],
 }
 
 #[repr(C)]
@@ -118,7 +120,11 @@ pub struct sc_arena_info {
     pub ring_bytes: u32,
     pub obs_entries: u32,
     pub heap_bytes: u64,
-    pub _reserved: [u64; 8],
+    pub l3_index_entries: u32,
+    pub l3_index_refresh_ms: u32,
+    pub flags: u32,
+    pub _reserved0: u32,
+    pub _reserved: [u64; 6],
 }
 
 #[repr(C)]
@@ -185,8 +191,17 @@ pub struct sc_payload {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct sc_location {
-    pub token_count: u64,
+    pub token_count: u32,
+    pub kind: u32,
     pub digest: sc_digest,
+    pub prefix: sc_digest,
+    pub sec_len: [u64; 2],
+    pub payload_bytes: u64,
+    pub file_bytes: u64,
+    pub has_kv_desc: c_int,
+    pub _reserved0: u32,
+    pub kv_desc: sc_kv_desc,
+    pub _reserved: [u64; 6],
 }
 
 #[repr(C)]
@@ -195,7 +210,8 @@ pub struct sc_lease {
     pub sec_len: [u64; 2],
     pub kind: u32,
     pub origin: u32,
-    pub token_count: u64,
+    pub token_count: u32,
+    pub _reserved0_: u32,
     pub digest: sc_digest,
     pub key: sc_key,
     pub has_kv_desc: c_int,
@@ -209,7 +225,8 @@ pub struct sc_lease {
 pub struct sc_l2_entry_info {
     pub key: sc_key,
     pub stage_id: u64,
-    pub token_count: u64,
+    pub token_count: u32,
+    pub _reserved0_: u32,
     pub bytes: u64,
     pub footprint: u64,
     pub sec_len: [u64; 2],
@@ -272,24 +289,8 @@ pub struct sc_l3_put_args {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy)]
-pub struct sc_l3_location {
-    pub token_count: u32,
-    pub kind: u32,
-    pub digest: sc_digest,
-    pub prefix: sc_digest,
-    pub sec_len: [u64; 2],
-    pub payload_bytes: u64,
-    pub file_bytes: u64,
-    pub has_kv_desc: c_int,
-    pub _reserved0: u32,
-    pub kv_desc: sc_kv_desc,
-    pub _reserved: [u64; 6],
-}
-
-#[repr(C)]
 pub struct sc_l3_fill_req {
-    pub loc: *const sc_l3_location,
+    pub loc: *const sc_location,
     pub dst: *mut c_void,
     pub dst_bytes: u64,
     pub flags: u32,
@@ -316,6 +317,7 @@ pub struct sc_l3_stats {
     pub write_refusals: u64,
     pub puts: u64,
     pub put_dedup: u64,
+    pub key_collisions: u64,
     pub budget_bytes: u64,
     pub dio_mem_align: u32,
     pub dio_offset_align: u32,
@@ -351,6 +353,37 @@ pub struct sc_promote_stats {
     pub _reserved: [u64; 8],
 }
 
+/// `struct sc_l3_index_stats`: the arena's L3 location index and key collisions at every level.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct sc_l3_index_stats {
+    pub capacity: u32,
+    pub refresh_ms: u32,
+    pub positive: u32,
+    pub negative: u32,
+    pub pages: u32,
+    pub free_pages: u32,
+    pub token_verify: c_int,
+    pub bound: c_int,
+    pub hits: u64,
+    pub negative_hits: u64,
+    pub misses: u64,
+    pub fallbacks: u64,
+    pub stale: u64,
+    pub refreshes: u64,
+    pub inserts: u64,
+    pub evictions: u64,
+    pub drops: u64,
+    pub full: u64,
+    pub vanished: u64,
+    pub foreign: u64,
+    pub key_collisions: u64,
+    pub key_collisions_l2: u64,
+    pub key_collisions_index: u64,
+    pub key_collisions_l3: u64,
+    pub _reserved: [u64; 8],
+}
+
 /// The private block of `struct sc_restore` (a lease, a reservation, a pointer, a state): only its
 /// size matters here, and the start-up check compares the whole structure's size.
 pub const SC_RESTORE_PRIVATE_U64: usize = 62;
@@ -371,6 +404,7 @@ pub struct sc_restore {
     pub waited: c_int,
     pub direct: c_int,
     pub in_arena: c_int,
+    pub from_index: c_int,
     pub locate_ns: u64,
     pub lookup_ns: u64,
     pub fill_ns: u64,
@@ -491,15 +525,15 @@ extern "C" {
                          -> c_int;
     pub fn sc_stage_close(s: *mut sc_stage);
     pub fn sc_stage_id(s: *const sc_stage) -> u64;
-    pub fn sc_l2_key(s: *const sc_stage, ns: *const c_char, tokens: *const i32, n: usize, out: *mut sc_key) -> c_int;
-    pub fn sc_l2_admit(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: usize, expected: sc_digest,
+    pub fn sc_l2_key(s: *const sc_stage, ns: *const c_char, tokens: *const i32, n: u32, out: *mut sc_key) -> c_int;
+    pub fn sc_l2_admit(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32, expected: sc_digest,
                        p: *const sc_payload, origin: u32) -> c_int;
-    pub fn sc_promote_admit(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: usize, expected: sc_digest,
+    pub fn sc_promote_admit(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32, expected: sc_digest,
                             p: *const sc_payload) -> c_int;
-    pub fn sc_l2_get(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: usize, loc: *const sc_location,
+    pub fn sc_l2_get(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32, loc: *const sc_location,
                      lease: *mut sc_lease) -> c_int;
     pub fn sc_lease_release(lease: *mut sc_lease);
-    pub fn sc_l2_peek(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: usize,
+    pub fn sc_l2_peek(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32,
                       info: *mut sc_l2_entry_info) -> c_int;
     pub fn sc_l2_remove(s: *mut sc_stage, key: sc_key) -> c_int;
     pub fn sc_l2_invalidate_digest(a: *mut sc_arena, d: sc_digest) -> c_int;
@@ -511,9 +545,9 @@ extern "C" {
 
     pub fn sc_l3_open(dir: *const c_char, opts: *const sc_l3_opts, out: *mut *mut sc_l3) -> c_int;
     pub fn sc_l3_close(l3: *mut sc_l3);
-    pub fn sc_l3_put(l3: *mut sc_l3, args: *const sc_l3_put_args, loc: *mut sc_l3_location) -> c_int;
+    pub fn sc_l3_put(l3: *mut sc_l3, args: *const sc_l3_put_args, loc: *mut sc_location) -> c_int;
     pub fn sc_l3_locate_longest(l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32,
-                                loc: *mut sc_l3_location) -> c_int;
+                                loc: *mut sc_location) -> c_int;
     pub fn sc_l3_stats(l3: *mut sc_l3, st: *mut sc_l3_stats) -> c_int;
 
     pub fn sc_promote_consider(a: *mut sc_arena, stage_id: u64, d: sc_digest, token_count: u64, payload_bytes: u64,
@@ -521,7 +555,8 @@ extern "C" {
     pub fn sc_promote_attempted(a: *mut sc_arena, stage_id: u64, d: sc_digest) -> c_int;
     pub fn sc_promote_stats(a: *mut sc_arena, st: *mut sc_promote_stats) -> c_int;
 
-    pub fn sc_restore(s: *mut sc_stage, l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: usize, flags: u32,
+    pub fn sc_l3_index_stats(a: *mut sc_arena, out: *mut sc_l3_index_stats) -> c_int;
+    pub fn sc_restore(s: *mut sc_stage, l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32, flags: u32,
                       out: *mut sc_restore) -> c_int;
     pub fn sc_restore_release(r: *mut sc_restore);
 

@@ -202,13 +202,13 @@ pub fn layouts() -> Vec<TypeLayout> {
     use ffi::*;
     vec![
         layout!("sc_arena_opts", sc_arena_opts, [size_bytes, huge, dir, mode, gid, index_entries, ring_count,
-                ring_bytes, obs_entries, reader_slots, flags]),
+                ring_bytes, obs_entries, reader_slots, flags, l3_index_entries, l3_index_refresh_ms]),
         layout!("sc_arena_attached", sc_arena_attached, [pid, uid, slot, other_pidns, attached_unix]),
         layout!("sc_holder", sc_holder, [slot, token, alive, other_pidns, pid, uid, leases, leased_bytes,
                 reserved_bytes]),
         layout!("sc_arena_info", sc_arena_info, [name, path, size_bytes, page_size, backing, layout_version,
                 created_unix, creator_pid, mode, reader_slots, attached_count, attached, index_entries,
-                ring_count, ring_bytes, obs_entries, heap_bytes]),
+                ring_count, ring_bytes, obs_entries, heap_bytes, l3_index_entries, l3_index_refresh_ms, flags]),
         layout!("sc_arena_extent", sc_arena_extent, [base, bytes, page_size, file_offset, kind, flags]),
         layout!("sc_digest", sc_digest, [lo, hi]),
         layout!("sc_key", sc_key, [lo, hi]),
@@ -218,7 +218,8 @@ pub fn layouts() -> Vec<TypeLayout> {
                 k_type, v_type, k_row_bytes, v_row_bytes, v_element_bytes, k_idx_row_bytes, payload_bytes, flags,
                 codec, component_count, components]),
         layout!("sc_payload", sc_payload, [kind, sec, sec_len, kv_desc]),
-        layout!("sc_location", sc_location, [token_count, digest]),
+        layout!("sc_location", sc_location, [token_count, kind, digest, prefix, sec_len, payload_bytes,
+                file_bytes, has_kv_desc, kv_desc]),
         layout!("sc_lease", sc_lease, [sec, sec_len, kind, origin, token_count, digest, key, has_kv_desc, kv_desc]),
         layout!("sc_l2_entry_info", sc_l2_entry_info, [key, stage_id, token_count, bytes, footprint, sec_len,
                 digest, kind, origin, created_unix_ns, frequency, has_kv_desc]),
@@ -229,19 +230,22 @@ pub fn layouts() -> Vec<TypeLayout> {
         layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags, gid]),
         layout!("sc_l3_put_args", sc_l3_put_args, [model_identity, state_identity, ns, tokens, token_count,
                 payload]),
-        layout!("sc_l3_location", sc_l3_location, [token_count, kind, digest, prefix, sec_len, payload_bytes,
-                file_bytes, has_kv_desc, kv_desc]),
         layout!("sc_l3_fill_req", sc_l3_fill_req, [loc, dst, dst_bytes, flags, user_data, stage_id, result, direct,
                 fill_ns]),
         layout!("sc_l3_stats", sc_l3_stats, [objects, bytes, fills, fill_bytes, fill_ns, verify_failures,
-                quarantined, evictions, write_refusals, puts, put_dedup, budget_bytes, dio_mem_align,
+                quarantined, evictions, write_refusals, puts, put_dedup, key_collisions, budget_bytes, dio_mem_align,
                 dio_offset_align]),
         layout!("sc_l3_object_info", sc_l3_object_info, [digest, kind, token_count, payload_bytes, file_bytes,
                 mtime_ns, ns, model_identity, state_identity, valid]),
         layout!("sc_promote_stats", sc_promote_stats, [observations, claims, capacity, considered, promoted,
                 evicted, expired, repairs]),
         layout!("sc_restore", sc_restore, [sec, sec_len, kind, token_count, digest, has_kv_desc, kv_desc, source,
-                promoted, promote_why, waited, direct, in_arena, locate_ns, lookup_ns, fill_ns, total_ns]),
+                promoted, promote_why, waited, direct, in_arena, from_index, locate_ns, lookup_ns, fill_ns,
+                total_ns]),
+        layout!("sc_l3_index_stats", sc_l3_index_stats, [capacity, refresh_ms, positive, negative, pages,
+                free_pages, token_verify, bound, hits, negative_hits, misses, fallbacks, stale, refreshes, inserts,
+                evictions, drops, full, vanished, foreign, key_collisions, key_collisions_l2, key_collisions_index,
+                key_collisions_l3]),
         layout!("sc_commit", sc_commit, [request_id, session_id, generated_token_count, flags, token_count, tokens,
                 ring, gen, seq]),
         layout!("sc_ring_stat", sc_ring_stat, [ring, state, producer_pid, gen, producer_alive, corrupt, depth_bytes,
@@ -559,7 +563,9 @@ impl Arena {
             obs_entries: opts.obs_entries,
             reader_slots: opts.reader_slots,
             flags: if opts.group.is_some() { ffi::SC_ARENA_OPT_GID } else { 0 },
-            _reserved: [0; 6],
+            l3_index_entries: 0,
+            l3_index_refresh_ms: 0,
+            _reserved: [0; 5],
         };
         let mut h = ptr::null_mut();
         check(unsafe { ffi::sc_arena_create(cname.as_ptr(), &o, &mut h) }, "sc_arena_create")?;
@@ -790,11 +796,11 @@ pub struct Stage<'a> {
     arena: &'a Arena,
 }
 
-fn tokens_len(tokens: &[i32]) -> Result<usize> {
+fn tokens_len(tokens: &[i32]) -> Result<u32> {
     if tokens.len() > u32::MAX as usize {
         return Err(Error::Argument("too many tokens"));
     }
-    Ok(tokens.len())
+    Ok(tokens.len() as u32)
 }
 
 impl<'a> Stage<'a> {
@@ -847,7 +853,19 @@ impl<'a> Stage<'a> {
     /// disagrees with it (token count, digest) is removed and the lookup is a miss.
     pub fn get(&self, ns: &str, tokens: &[i32], location: Option<Location>) -> Result<Option<Lease<'_>>> {
         let ns = cstr(ns)?;
-        let loc = location.map(|l| ffi::sc_location { token_count: l.token_count, digest: l.digest.c() });
+        let loc = match location {
+            Some(l) => {
+                if l.token_count > u64::from(u32::MAX) {
+                    return Err(Error::Argument("location token count above u32::MAX"));
+                }
+                // SAFETY: sc_location is plain data; all zeroes is a valid (empty) location
+                let mut c: ffi::sc_location = unsafe { std::mem::zeroed() };
+                c.token_count = l.token_count as u32;
+                c.digest = l.digest.c();
+                Some(c)
+            }
+            None => None,
+        };
         let mut lease = MaybeUninit::<ffi::sc_lease>::zeroed();
         let rc = unsafe {
             ffi::sc_l2_get(self.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?,
@@ -872,7 +890,7 @@ impl<'a> Stage<'a> {
         check(rc, "sc_l2_peek")?;
         let info = unsafe { info.assume_init() };
         let origin = if info.origin == ffi::SC_ORIGIN_FROM_L3 { Origin::FromL3 } else { Origin::Direct };
-        Ok(Some((info.token_count, info.bytes, origin)))
+        Ok(Some((u64::from(info.token_count), info.bytes, origin)))
     }
 
     /// Remove the entry with `key`; false when there is none.
@@ -942,7 +960,7 @@ impl<'s> Lease<'s> {
         if self.c.origin == ffi::SC_ORIGIN_FROM_L3 { Origin::FromL3 } else { Origin::Direct }
     }
     pub fn token_count(&self) -> u64 {
-        self.c.token_count
+        u64::from(self.c.token_count)
     }
     pub fn digest(&self) -> Digest {
         Digest { lo: self.c.digest.lo, hi: self.c.digest.hi }
@@ -1071,7 +1089,7 @@ impl L3 {
             token_count: tokens_len(tokens)? as u32,
             payload: &p,
         };
-        let mut loc = MaybeUninit::<ffi::sc_l3_location>::zeroed();
+        let mut loc = MaybeUninit::<ffi::sc_location>::zeroed();
         check(unsafe { ffi::sc_l3_put(self.h, &args, loc.as_mut_ptr()) }, "sc_l3_put")?;
         let loc = unsafe { loc.assume_init() };
         Ok((loc.token_count, Digest { lo: loc.digest.lo, hi: loc.digest.hi }))
@@ -1080,7 +1098,7 @@ impl L3 {
     /// The longest stored prefix of `tokens`: its location, or None.
     pub fn locate_longest(&self, ns: &str, tokens: &[i32]) -> Result<Option<Location>> {
         let ns = cstr(ns)?;
-        let mut loc = MaybeUninit::<ffi::sc_l3_location>::zeroed();
+        let mut loc = MaybeUninit::<ffi::sc_location>::zeroed();
         let rc = check(unsafe { ffi::sc_l3_locate_longest(self.h, ns.as_ptr(), tokens.as_ptr(),
                                                           tokens_len(tokens)? as u32, loc.as_mut_ptr()) },
                        "sc_l3_locate_longest")?;
