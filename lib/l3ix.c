@@ -382,7 +382,8 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 		goto out;
 	}
 	/* prefix entries gone from the rescanned subdirectories: their index entries go too */
-	qsort(sc->seen, sc->nseen, sizeof(*sc->seen), dg_cmp);
+	if (sc->nseen) /* seen may be NULL then (qsort's argument must not be) */
+		qsort(sc->seen, sc->nseen, sizeof(*sc->seen), dg_cmp);
 	uint64_t dropped = 0;
 	if (!shm_l3ix_lock(ix)) {
 		for (uint32_t i = 0; i < total; i++) {
