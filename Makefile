@@ -129,7 +129,7 @@ $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
 # Redis and fio are spoken to over their sockets / run as programs.
 BENCH := $(B)/stagecache-bench
 BENCH_SRCS := $(sort $(wildcard tools/bench_*.c))
-BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/tools/cli_util.o
+BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/tools/cli_util.o $(B)/obj/tools/policy_sim.o
 BENCH_LIBS := -llmdb -lm -ldl
 DPDK_VERSION := $(shell pkg-config --modversion libdpdk 2>/dev/null)
 
@@ -162,13 +162,18 @@ $(B)/tests/check_bench: $(CLI) $(BENCH)
 # bpf/stagecache.bpf.c (CO-RE) -> build/bpf/stagecache.bpf.o -> skeleton build/stagecache.skel.h,
 # against build/vmlinux.h dumped from the running kernel's BTF. Nothing generated is committed.
 # System include dirs go in with -idirafter (as libbpf-bootstrap does): usdt.bpf.h needs
-# <linux/errno.h> and its asm/ under /usr/include/x86_64-linux-gnu.
+# <linux/errno.h> and its asm/ under /usr/include/<multiarch triplet>. The target arch of the
+# probes' register access (__TARGET_ARCH_x86, _arm64 ...) is the build host's: the programs
+# attach to the binaries built beside them.
 BPF_OBJ := $(B)/bpf/stagecache.bpf.o
 BPF_SKEL := $(B)/stagecache.skel.h
+BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/i.86/x86/' -e 's/aarch64/arm64/' \
+	-e 's/arm.*/arm/' -e 's/riscv64/riscv/' -e 's/ppc64le/powerpc/' -e 's/s390x/s390/' -e 's/loongarch64/loongarch/')
+MULTIARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
 BPF_SYS_INCS = $(shell $(CLANG) -v -E - </dev/null 2>&1 | \
 	sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }') \
-	-idirafter /usr/include/x86_64-linux-gnu
-BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -Wall -Werror -I$(B) -Ibpf
+	-idirafter /usr/include/$(MULTIARCH)
+BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Werror -I$(B) -Ibpf
 TOOL_LIBS += -lbpf -lelf -lz
 
 $(B)/vmlinux.h:
@@ -325,9 +330,24 @@ install-python:
 
 .PHONY: docs install-docs install-python
 
+# ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/cephfs-dev.sh ----
+$(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/cephfs-dev.sh"'
+$(B)/tests/check_cephfs: tools/cephfs-dev.sh
+
 # ---- checks ----
 deps:
 	@sh tools/deps.sh
+
+# make cross: the library (static and shared) cross-compiled for aarch64 under build/aarch64,
+# with Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages (tools/deps.sh --cross installs
+# them). CI runs it so that the first ARM user does not meet a build error.
+CROSS_CC ?= aarch64-linux-gnu-gcc
+cross:
+	@sh tools/deps.sh --cross
+	@$(MAKE) --no-print-directory B=build/aarch64 CC=$(CROSS_CC) ASAN= TSAN= \
+		build/aarch64/libstagecache.a build/aarch64/libstagecache.so.0
+	@readelf -h build/aarch64/libstagecache.so.0 | grep -q 'Machine: *AArch64' || { echo "build/aarch64/libstagecache.so.0 is not an aarch64 object" >&2; exit 1; }
+	@echo "  OK      build/aarch64/libstagecache.a, libstagecache.so.0 (aarch64)"
 
 setup: $(CLI)
 	@if [ "$$(id -u)" = 0 ]; then $(CLI) setup; else echo "not root: run 'sudo $(CLI) setup' to reserve hugepages and mount hugetlbfs/bpffs"; fi
@@ -364,6 +384,6 @@ install: all
 clean:
 	rm -rf build
 
-.PHONY: all check tests demo bench deps setup install clean fuzz fuzz-build
+.PHONY: all check tests demo bench deps setup install clean fuzz fuzz-build cross
 
 -include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_HELPER_OBJS:.o=.d) $(TEST_LIB_OBJS:.o=.d) $(TEST_TOOL_OBJS:.o=.d) $(BENCH_OBJS:.o=.d)

@@ -197,7 +197,7 @@ int BPF_USDT(l2_admit, __u64 stage, __u64 lo, __u64 hi, __u64 bytes, __u64 origi
 }
 
 SEC("usdt")
-int BPF_USDT(l2_reject, __u64 stage, __u64 bytes, __u64 reason)
+int BPF_USDT(l2_reject, __u64 stage, __u64 bytes, __u64 err, __u64 reason)
 {
 	count(stage, SC_EV_L2_REJECT, bytes, 0, 0);
 	count_reason(stage, SC_EV_L2_REJECT, (__u32)reason);
@@ -259,6 +259,18 @@ int BPF_USDT(promote_decision, __u64 stage, __u64 lo, __u64 hi, __u64 tokens, __
 	r->pid = pid;
 	r->why = (__u32)why;
 	r->seq = seq;
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(promote_outcome, __u64 stage, __u64 lo, __u64 hi, __u64 bytes, __u64 published, __u64 reason)
+{
+	if (published) {
+		count(stage, SC_EV_PROMOTE_PUBLISHED, bytes, 0, 0);
+		return 0;
+	}
+	count(stage, SC_EV_PROMOTE_REFUSED, bytes, 0, 0);
+	count_reason(stage, SC_EV_PROMOTE_REFUSED, (__u32)reason);
 	return 0;
 }
 

@@ -32,7 +32,7 @@
 #define SC_EV_L2_MISS 2        /* tokens = prefix tokens, ns = lookup_ns */
 #define SC_EV_L2_ADMIT 3       /* every l2_admit; bytes */
 #define SC_EV_L2_ADMIT_FROM_L3 4 /* l2_admit with origin FROM_L3 (also in L2_ADMIT) */
-#define SC_EV_L2_REJECT 5      /* bytes; reason in `reasons` */
+#define SC_EV_L2_REJECT 5      /* bytes; reason (enum sc_l2_refusal of stagecache.h) in `reasons` */
 #define SC_EV_L2_EVICT 6       /* bytes */
 #define SC_EV_L2_REMOVE 7      /* bytes; reason in `reasons` */
 #define SC_EV_PROMOTE 8        /* promote_decision with decision 1; tokens, bytes */
@@ -47,7 +47,11 @@
 #define SC_EV_L3IX_FALLBACK 17 /* l3_index result > 0: directory probe; reason = result in `reasons` */
 #define SC_EV_L3IX_REFRESH 18  /* l3_index_refresh; tokens = entries written, bytes = entries evicted */
 #define SC_EV_KEY_COLLISION 19 /* key_collision; stage 0; tokens; reason = level in `reasons` */
-#define SC_EV_COUNT 20
+#define SC_EV_PROMOTE_PUBLISHED 20 /* promote_outcome, published; bytes */
+#define SC_EV_PROMOTE_REFUSED 21   /* promote_outcome, not published; bytes; reason (enum sc_l2_refusal) in `reasons` */
+#define SC_EV_COUNT 22
+/* Refusal reasons (`reasons` of SC_EV_L2_REJECT and SC_EV_PROMOTE_REFUSED): enum sc_l2_refusal. */
+#define SC_BPF_REFUSALS 8
 
 /* Histogram kinds (field `kind` of sc_bpf_hist_key). */
 #define SC_HIST_FILL 0        /* l3_fill_done duration_ns (successful fills) */

@@ -123,7 +123,8 @@ static const struct member m_l2_entry_info[] = {
 static const struct member m_l2_stats[] = {
 	P(entries), P(bytes), P(logical_bytes), P(budget_bytes), P(hits), P(misses), P(inserts),
 	P(evictions), P(admission_rejects), P(refused_bytes), P(leases), P(pending_reclaim_bytes),
-	P(free_bytes), P(largest_free_block), X(reserved),
+	P(free_bytes), P(largest_free_block), P(refused), P(small_entries), P(small_bytes), P(main_entries),
+	P(main_bytes), P(moved_to_main), P(ghost_hits), X(reserved),
 };
 #undef T
 
@@ -135,8 +136,8 @@ static const struct member m_l2_resv[] = {
 
 #define T struct sc_l3_opts
 static const struct member m_l3_opts[] = {
-	P(budget_bytes), P(min_free_bytes), P(queue_depth), P(o_direct), P(file_mode), P(flags), P(gid),
-	X(reserved),
+	P(budget_bytes), P(min_free_bytes), P(queue_depth), P(o_direct), P(file_mode), P(flags),
+	P(host_id), P(state_dir), P(visibility_ms), X(reserved0), P(gid), X(reserved),
 };
 #undef T
 
@@ -161,6 +162,20 @@ static const struct member m_l3_stats[] = {
 };
 #undef T
 
+#define T struct sc_l3_janitor_status
+static const struct member m_l3_janitor_status[] = {
+	P(shared), X(reserved0), P(host_id), P(janitor_host), X(reserved1), P(epoch), P(pass_start_ns),
+	P(pass_end_ns), P(objects), P(bytes), P(evictions), P(passes), X(reserved),
+};
+#undef T
+
+#define T struct sc_l3_janitor_report
+static const struct member m_l3_janitor_report[] = {
+	P(epoch), P(objects), P(bytes), P(evicted), P(evicted_bytes), P(stale_temps), P(accesses),
+	P(quarantined), P(dropped), P(skipped_recent), P(pass_ns), X(reserved),
+};
+#undef T
+
 #define T struct sc_l3_object_info
 static const struct member m_l3_object_info[] = {
 	P(digest), P(kind), P(token_count), P(payload_bytes), P(file_bytes), P(mtime_ns), X(reserved),
@@ -171,7 +186,7 @@ static const struct member m_l3_object_info[] = {
 #define T struct sc_promote_stats
 static const struct member m_promote_stats[] = {
 	P(observations), P(claims), P(capacity), P(considered), P(promoted), P(evicted), P(expired),
-	P(repairs), X(reserved),
+	P(repairs), P(published), P(refused), X(reserved),
 };
 #undef T
 
@@ -236,9 +251,9 @@ static const struct abi_type types[] = {
 	TYPE(arena_opts), TYPE(arena_attached), TYPE(arena_info), TYPE(holder), TYPE(arena_extent), TYPE(digest),
 	TYPE(key), TYPE(kv_component), TYPE(kv_desc), TYPE(payload), TYPE(location), TYPE(lease),
 	TYPE(l2_entry_info), TYPE(l2_stats), TYPE(l2_resv), TYPE(l3_opts), TYPE(l3_put_args),
-	TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_object_info), TYPE(promote_stats),
-	TYPE(restore), TYPE(l3_index_stats), TYPE(commit), TYPE(ring_stat), TYPE(batcher_opts), TYPE(batcher), TYPE(fsck_report),
-	TYPE(arena_open_opts), TYPE(arena_file),
+	TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_janitor_status), TYPE(l3_janitor_report), TYPE(l3_object_info),
+	TYPE(promote_stats), TYPE(restore), TYPE(l3_index_stats), TYPE(commit), TYPE(ring_stat), TYPE(batcher_opts),
+	TYPE(batcher), TYPE(fsck_report), TYPE(arena_open_opts), TYPE(arena_file),
 };
 
 const struct abi_type *abi_type_at(unsigned index)

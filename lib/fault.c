@@ -17,7 +17,8 @@ static const char *const points[] = {
 	"l2.admit.tagged",     "l2.admit.copied",  "l2.admit.linked",  "l2.evict.unlinked",
 	"l2.remove.unlinked",  "l2.repair.rebuilt", "l2.index.replaced", "l2.index.unlinked",
 	"l2.reclaim.freeing",  "l2.reclaim.freed", "l3.put.before_rename", "fill.after_read",
-	"ring.publish",        "readers.clean.half", "l3ix.put.open",  "l3ix.put.written", NULL,
+	"ring.publish",        "readers.clean.half", "l3ix.put.open",  "l3ix.put.written",
+	"l2.admit.queued",     "evq.push.linking", "evq.remove.unlinking", "evq.rebuild.cleared", NULL,
 };
 
 const char *const *sc_fault_points(void)
@@ -36,7 +37,8 @@ static const char *const sched_points[] = {
 	"mutex.lock.wait",       "mutex.lock.acquired",    "heap.free.locked",    "l2.get.found",
 	"l2.index.published",    "l2.index.unlinked",      "l2.reclaim.leases_read", "ring.claim.owner_dead",
 	"ring.reap.owner_dead",  "ring.consumer.holder_dead", "fill.claim.found", "obs.locked",
-	"l3ix.refresh.read",     "l3ix.sync.start",        "restore.fill",        NULL,
+	"l3ix.refresh.read",     "l3ix.sync.start",        "restore.fill",        "l2.evict.chosen",
+	"l2.frag.window",        "l2.frag.alloc",          "restore.promote.outcome", NULL,
 };
 
 const char *const *sc_sched_points(void)

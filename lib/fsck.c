@@ -8,6 +8,9 @@
  * walk of the heap that classifies each allocated block by its tag, and every entry (its state,
  * its layout, its block, with SC_FSCK_DEEP its digest); the commit ring directory, each ring's
  * owner word and indices and every record between them (what the consumer would read); the
+ * eviction lists (shm/evq.c: their header, their links against their nodes, every live entry on
+ * one of them; repair formats a header that does not match the arena's geometry, rebuilds the
+ * lists and puts orphans on the small FIFO, under the shard locks); the
  * observation table and its fill claims; repair counters no process could have reached.
  *
  * Heap tags: ENTRY(idx, gen) is owned when entry idx has that generation, points at the block and
@@ -57,6 +60,8 @@ struct fsck {
 	struct sc_fsck_report *r;
 	struct shm_index ixv;  /* this pass's validated view of the index region */
 	struct shm_index *ix;  /* &ixv once valid, else NULL */
+	struct shm_evq qv;     /* this pass's validated view of the eviction lists */
+	struct shm_evq *q;     /* &qv once valid, else NULL */
 	uint8_t *reached;      /* per entry: found in its bucket chain */
 	uint8_t *has_block;    /* per entry: its block was seen in the heap walk */
 	uint64_t *free_offs;   /* blocks the repair frees after the walk */
@@ -176,6 +181,27 @@ static void check_index_header(struct fsck *f)
 	}
 }
 
+/* The eviction lists' header (shm/evq.c): its geometry is derived from the arena's; a header that
+ * does not match is formatted again (empty lists: check_policy then finds every live entry on no
+ * list and queues it, and the nodes' stale links are rebuilt). */
+static void check_policy_header(struct fsck *f)
+{
+	struct shm_arena *s = f->a->shm;
+	if (shm_evq_view(s, &f->qv) == 0) {
+		f->q = &f->qv;
+		return;
+	}
+	finding(f, "policy", repairing(f), "the eviction lists' header is corrupted (its geometry does not match the arena's)");
+	if (!repairing(f))
+		return;
+	if (shm_evq_format(s) == 0 && shm_evq_view(s, &f->qv) == 0) {
+		f->q = &f->qv;
+	} else {
+		f->r->repaired--;
+		f->damage = SHM_DAMAGE_INDEX;
+	}
+}
+
 /* The arena's writer locks themselves: a scribbled magic word makes every writer fail with
  * -EBADMSG, and a word naming no slot is taken over by the next locker; repair re-initialises
  * such a lock (fsck --repair assumes no other writer is inside it). */
@@ -198,6 +224,10 @@ static void check_mutexes(struct fsck *f)
 			check_mutex(f, &f->ix->hdr->shards[s].mu, what);
 		}
 		check_mutex(f, &f->ix->hdr->sweep_mu, "index sweep");
+	}
+	if (f->q) {
+		check_mutex(f, &f->q->hdr->mu, "eviction lists");
+		check_mutex(f, &f->q->hdr->search_mu, "room search");
 	}
 	check_mutex(f, shm_heap_mutex(f->a->shm), "heap");
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
@@ -542,6 +572,8 @@ static void check_index(struct fsck *f)
 	walk_heap(f);
 	check_entries(f);
 	check_lists(f);
+	if (f->q)
+		check_policy(f);
 	finish_index(f);
 	unlock_all(f->ix);
 out:
@@ -610,6 +642,46 @@ static int ring_reset(struct shm_arena *s, struct shm_ring_ctl *ctl)
 		atomic_compare_exchange_strong_explicit(&ctl->owner, &w, shm_ring_owner(shm_ring_owner_gen(w) + 1, SHM_RING_FREE, 0),
 							memory_order_release, memory_order_relaxed);
 	return 1;
+}
+
+/* The eviction lists (shard locks held: no entry changes state under us). */
+static void check_policy(struct fsck *f)
+{
+	struct shm_evq *q = f->q;
+	struct shm_index *ix = f->ix;
+	int rc = shm_evq_lock(q); /* a dead holder's lists are rebuilt by the lock itself */
+	if (rc) {
+		finding(f, "policy", 0, "cannot lock the eviction lists (%s)", sc_strerror(rc));
+		return;
+	}
+	const char *why = NULL;
+	if (shm_evq_check_locked(q, &why)) {
+		int fix = repairing(f);
+		finding(f, "policy", fix, "eviction lists: %s", why);
+		if (fix)
+			(void)shm_evq_rebuild_locked(q);
+	}
+	uint32_t orphans = 0;
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		const struct shm_index_entry *e = &ix->ent[i];
+		if (atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_LIVE || q->node[i].q != SHM_EVQ_NONE)
+			continue;
+		orphans++;
+		if (repairing(f))
+			shm_evq_push_locked(q, i, SHM_EVQ_SMALL, e->footprint);
+	}
+	if (orphans)
+		finding(f, "policy", repairing(f), "%u live entries on no eviction list (only eviction by address would find them)",
+			orphans);
+	if (q->hdr->repairs > COUNTER_MAX) {
+		finding(f, "policy", repairing(f), "eviction lists: repair counter %llu is not believable",
+			(unsigned long long)q->hdr->repairs);
+		if (repairing(f))
+			q->hdr->repairs = 0;
+	} else {
+		f->r->lock_repairs += q->hdr->repairs;
+	}
+	shm_evq_unlock(q);
 }
 
 static void check_rings(struct fsck *f)
@@ -774,7 +846,7 @@ static void check_observations(struct fsck *f)
 		if (!(e[i].flags & SHM_OBS_USED))
 			continue;
 		used++;
-		if (e[i].flags & ~(SHM_OBS_USED | SHM_OBS_TERMINAL)) {
+		if (e[i].flags & ~SHM_OBS_FLAGS) {
 			f->r->obs_problems++;
 			if (!bad++)
 				finding(f, "observations", repairing(f), "slot %u: unknown flags %#x%s", i, e[i].flags,
@@ -829,6 +901,7 @@ static void one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void
 	check_header(&f);
 	check_readers(&f);
 	check_index_header(&f);
+	check_policy_header(&f);
 	check_mutexes(&f);
 	if (f.ix)
 		check_index(&f);

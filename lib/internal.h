@@ -47,6 +47,7 @@ struct sc_arena {
 	struct shm_arena *shm;
 	/* ---- L2 tier ---- */
 	_Alignas(8) unsigned char l2_ix[64]; /* struct shm_index (shm/index.h), valid when l2_ready (lib/stage.c) */
+	_Alignas(8) unsigned char l2_evq[48]; /* struct shm_evq (shm/evq.h): the eviction queues, valid when l2_ready */
 	int l2_ready;
 	uint64_t l2_lease_used;             /* bit i: lease record i of our reader slot's ext area is in use */
 	struct sc_stage *l2_stages;         /* open stages of this handle, for counter flushes */
@@ -70,5 +71,10 @@ static inline int arena_is_damaged(const struct sc_arena *a)
 {
 	return atomic_load_explicit(&a->shm->hdr->damaged, memory_order_acquire) == SHM_DAMAGED;
 }
+
+/* lib/promote.c, for lib/restore.c: would sc_promote_consider say "promote" for this fill now?
+ * 1 or 0 (counts nothing, changes nothing); a negative errno when the table cannot be read. */
+int promote_predict(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, uint64_t token_count,
+		    uint64_t payload_bytes);
 
 #endif

@@ -1,13 +1,13 @@
 /* lib/key.c — digests (unseeded XXH3-128) and L2 keys (XXH3-128 keyed with the arena's secret). */
 #include <errno.h>
 #include <string.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l2.h"
 
 struct sc_digest sc_digest_of(const void *buf, size_t len)
 {
-	XXH128_hash_t h = XXH3_128bits_dispatch(len ? buf : "", len);
+	XXH128_hash_t h = XXH3_128bits(len ? buf : "", len);
 	return (struct sc_digest){ h.low64, h.high64 };
 }
 
@@ -25,8 +25,8 @@ struct sc_digest sc_digest_sections(const void *a, size_t alen, const void *b, s
 		return sc_digest_of(b, blen);
 	XXH3_state_t s;
 	XXH3_128bits_reset(&s);
-	XXH3_128bits_update_dispatch(&s, a, alen);
-	XXH3_128bits_update_dispatch(&s, b, blen);
+	XXH3_128bits_update(&s, a, alen);
+	XXH3_128bits_update(&s, b, blen);
 	XXH128_hash_t h = XXH3_128bits_digest(&s);
 	return (struct sc_digest){ h.low64, h.high64 };
 }
@@ -68,9 +68,9 @@ int sc_digest_parse(const char *s, struct sc_digest *out)
 static void put_lp(XXH3_state_t *s, const char *str, size_t len)
 {
 	uint8_t le[4] = { (uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24) };
-	XXH3_128bits_update_dispatch(s, le, 4);
+	XXH3_128bits_update(s, le, 4);
 	if (len)
-		XXH3_128bits_update_dispatch(s, str, len);
+		XXH3_128bits_update(s, str, len);
 }
 
 #ifdef SC_TEST_HOOKS
@@ -84,7 +84,7 @@ int l2_stage_base(struct sc_stage *st, const uint8_t *secret, const char *model,
 {
 	if (XXH3_128bits_reset_withSecret(&st->base, secret, SHM_SECRET_BYTES) != XXH_OK)
 		return -EINVAL;
-	XXH3_128bits_update_dispatch(&st->base, "SCL2KEY2", 8);
+	XXH3_128bits_update(&st->base, "SCL2KEY2", 8);
 	put_lp(&st->base, model, st->model_len);
 	put_lp(&st->base, state, st->state_len);
 	XXH128_hash_t h = XXH3_128bits_digest(&st->base);
@@ -124,7 +124,7 @@ int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, 
 	} else {
 		XXH3_state_t s;
 		XXH3_128bits_reset_withSecret(&s, secret, SHM_SECRET_BYTES);
-		XXH3_128bits_update_dispatch(&s, "SCPFX002", 8);
+		XXH3_128bits_update(&s, "SCPFX002", 8);
 		put_lp(&s, ns, nl);
 		c = XXH3_128bits_digest(&s);
 	}

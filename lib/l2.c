@@ -10,16 +10,20 @@
  * of 4 KiB or more start 4 KiB aligned (the heap guarantees it), so L3 can read into a
  * reservation with O_DIRECT.
  *
- * Admission order (each refusal counted in admission_rejects, nothing else changes): arguments
- * (-EINVAL: no tokens, unknown origin, NULL sections), digest (-EBADMSG), empty (-EINVAL),
- * sections/descriptor (-EINVAL), budget (-E2BIG, refused_bytes). An arena fsck declared
- * unrepairable refuses every admission first (-ENOTRECOVERABLE, not counted).
- * Then room is made (planned eviction, -ENOSPC with nothing evicted when the plan fails), the
- * payload is copied into a private block (tag: our reader slot and pid), and under the key's
- * shard lock the block is given to an entry (tag: entry idx and gen) and the entry is linked,
- * replacing an existing entry of the key in one release store (shm/index.c).
+ * Admission order (each refusal counted in admission_rejects and by reason, enum sc_l2_refusal):
+ * arguments (-EINVAL: no tokens, unknown origin, NULL sections; INVALID), digest (-EBADMSG), empty
+ * (-EINVAL), sections/descriptor (-EINVAL), heap and budget (-E2BIG, refused_bytes). An arena fsck
+ * declared unrepairable refuses every admission first (-ENOTRECOVERABLE, not counted).
+ * Then room is made (lib/l2_evict.c: S3-FIFO eviction for the budget, eviction by
+ * address when the heap is fragmented; -ENOSPC with its reason when it cannot be made), the
+ * payload is copied into a private block (tag: our owner token), and under the key's shard lock
+ * the block is given to an entry (tag: entry idx and gen), the entry joins the policy's FIFOs
+ * (before it is linked, so that a writer killed in between leaves a queued entry that is not LIVE,
+ * which the evictor drops, rather than a LIVE entry no FIFO holds) and is linked, replacing an
+ * existing entry of the key in one release store (shm/index.c); the replaced one leaves the FIFOs.
  */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,9 +39,22 @@ static uint64_t desc_at(uint64_t wire)
 	return (wire + DESC_ALIGN - 1) & ~(uint64_t)(DESC_ALIGN - 1);
 }
 
-static uint64_t alloc_len(uint64_t wire, int has_desc)
+uint64_t l2_alloc_len(uint64_t wire, int has_desc)
 {
 	return has_desc ? desc_at(wire) + sizeof(struct sc_kv_desc) : wire;
+}
+#define alloc_len l2_alloc_len
+
+
+const char *sc_l2_refusal_name(int reason)
+{
+	static const char *const names[SC_L2_REFUSE_COUNT] = {
+		[SC_L2_REFUSE_DIGEST] = "digest",       [SC_L2_REFUSE_INVALID] = "invalid",
+		[SC_L2_REFUSE_TOO_LARGE] = "too_large", [SC_L2_REFUSE_OVER_BUDGET] = "over_budget",
+		[SC_L2_REFUSE_LEASED] = "leased",       [SC_L2_REFUSE_NO_ROOM] = "no_room",
+		[SC_L2_REFUSE_SCAN_LIMIT] = "scan_limit", [SC_L2_REFUSE_OTHER] = "other",
+	};
+	return reason >= 0 && reason < SC_L2_REFUSE_COUNT ? names[reason] : "?";
 }
 
 uint64_t l2_tokens_at(uint64_t wire, int has_desc)
@@ -49,6 +66,14 @@ uint64_t l2_tokens_at(uint64_t wire, int has_desc)
 static uint64_t alloc_len_tok(uint64_t wire, int has_desc, uint64_t ntok)
 {
 	return ntok ? l2_tokens_at(wire, has_desc) + ntok * 4 : alloc_len(wire, has_desc);
+}
+
+uint64_t sc_l2_footprint(const struct sc_arena *a, uint64_t bytes, int has_kv_desc, uint32_t token_count)
+{
+	if (bytes > UINT64_MAX / 4)
+		return UINT64_MAX;
+	uint64_t ntok = !a || l2_verify_tokens(a) ? token_count : 0;
+	return shm_heap_footprint(alloc_len_tok(bytes, has_kv_desc != 0, ntok));
 }
 
 int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct l2_snap *sn, struct sc_kv_desc *desc)
@@ -114,35 +139,34 @@ void l2_entry_info(struct shm_index *ix, const struct shm_index_entry *e, struct
 
 /* ---- admission checks ---- */
 
-static int reject(struct sc_stage *st, uint64_t bytes, int rc)
+static int reject(struct sc_stage *st, uint64_t bytes, int rc, int reason, int *why)
 {
-	l2_count_event(st->arena, st->id, L2C_REJECTS, 1);
-	if (rc == -E2BIG)
-		l2_count_event(st->arena, st->id, L2C_REFUSED, bytes);
-	uint64_t sid = st->id, b = bytes, why = (uint64_t)-rc;
-	SC_PROBE(l2_reject, sid, b, why);
-	return rc;
+	if (why)
+		*why = reason;
+	return l2_refuse(st->arena, st->id, bytes, rc, reason);
 }
 
-/* Checks 2..4 (empty, consistency, budget); the digest (1) is checked by the caller first. */
+/* Checks 2..4 (empty, consistency, heap and budget); the digest (1) is checked by the caller first. */
 static int check_shape(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1, const struct sc_kv_desc *desc,
-		       uint64_t ntok, uint64_t *fp)
+		       uint64_t ntok, uint64_t *fp, int *why)
 {
 	uint64_t wire = l0 + l1;
-	if (wire == 0 || l0 > UINT64_MAX / 2 || l1 > UINT64_MAX / 2)
-		return reject(st, wire, -EINVAL);
+	if (wire == 0 || l0 > UINT64_MAX / 4 || l1 > UINT64_MAX / 4)
+		return reject(st, wire, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	if (kind == SC_PAYLOAD_FULL_STATE || kind == SC_PAYLOAD_RECURRENT_ONLY) {
 		if (l1 || desc)
-			return reject(st, wire, -EINVAL);
+			return reject(st, wire, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	} else if (kind == SC_PAYLOAD_KV_RECURRENT) {
 		if ((l0 && !desc) || (desc && sc_kv_desc_validate(desc, l0)))
-			return reject(st, wire, -EINVAL);
+			return reject(st, wire, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	} else {
-		return reject(st, wire, -EINVAL);
+		return reject(st, wire, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	}
 	*fp = shm_heap_footprint(alloc_len_tok(wire, desc != NULL, ntok));
+	if (*fp > st->arena->shm->hv.regions[SHM_REGION_HEAP].size)
+		return reject(st, wire, -E2BIG, SC_L2_REFUSE_TOO_LARGE, why);
 	if (*fp > l2_budget(st->arena))
-		return reject(st, wire, -E2BIG);
+		return reject(st, wire, -E2BIG, SC_L2_REFUSE_OVER_BUDGET, why);
 	return 0;
 }
 
@@ -159,44 +183,83 @@ static const struct shm_index_entry *peek_entry(struct sc_arena *a, struct sc_ke
 /* l2_make_room, and when it cannot: clear what dead holders left (their leases pin entries, their
  * reservations hold heap) and try once more. Whoever needs the room does the reaping. */
 static int make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, int held,
-		     const struct shm_index_entry *exclude)
+		     const struct shm_index_entry *exclude, int *why)
 {
-	int rc = l2_make_room(a, need_bytes, need_shard, held, exclude);
+	int rc = l2_make_room(a, need_bytes, need_shard, held, exclude, why);
 	if (rc == -ENOSPC && l2_reap(a, 1) > 0) {
 		l2_reclaim_all(a, held);
-		rc = l2_make_room(a, need_bytes, need_shard, held, exclude);
+		rc = l2_make_room(a, need_bytes, need_shard, held, exclude, why);
 	}
 	return rc;
 }
 
-/* Allocate @len bytes (footprint @fp) tagged private, evicting for the budget or the heap. */
+#define L2_PENDING_WAIT_NS 2000000ull /* for room that only readers still hold */
+
+/*
+ * Allocate @len bytes (footprint @fp) tagged private, evicting for the budget (S3-FIFO) and, when
+ * the heap is fragmented, by address. 0, or -ENOSPC / -EBADMSG with *why.
+ * Retired entries still count as used until readers leave them: room that is only waiting for
+ * readers is waited for (briefly) instead of being made twice.
+ */
 static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct shm_index_entry *exclude,
-		    uint64_t *off)
+		    uint32_t flags, uint64_t *off, int *why)
 {
 	uint64_t tag = shm_tag_priv(a->shm->token);
 	uint64_t budget = l2_budget(a);
+	int rc = -ENOSPC, waited = 0;
+	*why = SC_L2_REFUSE_OTHER;
 	l2_reap_periodic(a);
-	for (int round = 0; round < 6; round++) {
+	for (int round = 0; round < 12; round++) {
 		uint64_t used = l2_used(a);
 		if (used + fp > budget) {
 			l2_reclaim_all(a, -1);
 			used = l2_used(a);
 		}
 		if (used + fp > budget) {
-			int rc = make_room(a, used + fp - budget, -1, -1, exclude);
-			if (rc)
+			if (flags & L2_RESERVE_NO_EVICT) {
+				*why = SC_L2_REFUSE_LEASED;
+				return -ENOSPC;
+			}
+			uint64_t need = used + fp - budget, pending = l2_pending(a);
+			if (pending && !waited) {
+				/* evicted (by us or others) but still seen by a reader, which a busy machine may
+				 * have descheduled inside its read section: wait for it, a bounded time, once
+				 * per admission, rather than evict the same room twice */
+				uint64_t until = l2_now_ns() + L2_PENDING_WAIT_NS;
+				waited = 1;
+				while (l2_pending(a) && l2_now_ns() < until) {
+					sched_yield();
+					l2_reclaim_all(a, -1);
+					if (l2_used(a) + fp <= budget)
+						break;
+				}
+				continue;
+			}
+			if ((rc = make_room(a, need, -1, -1, exclude, why)))
 				return rc;
 			continue;
 		}
-		int rc = shm_heap_alloc(a->shm, len, tag, off);
-		if (rc != -ENOSPC)
+		rc = shm_heap_alloc(a->shm, len, tag, off);
+		if (rc != -ENOSPC) {
+			if (rc)
+				*why = rc == -E2BIG ? SC_L2_REFUSE_TOO_LARGE : SC_L2_REFUSE_OTHER;
 			return rc;
+		}
 		l2_reclaim_all(a, -1);
 		if (shm_heap_alloc(a->shm, len, tag, off) == 0)
 			return 0;
-		if ((rc = make_room(a, fp, -1, -1, exclude)))
+		if (flags & L2_RESERVE_NO_EVICT) {
+			*why = SC_L2_REFUSE_NO_ROOM;
+			return -ENOSPC;
+		}
+		/* the bytes are there but not in one block: evict by address */
+		rc = l2_make_contig(a, len, tag, exclude, off, why);
+		if (rc != -EAGAIN)
 			return rc;
 	}
+	/* every round made room and lost it again (to other writers, to readers or dead holders
+	 * that kept it): the bounded effort ended */
+	*why = SC_L2_REFUSE_SCAN_LIMIT;
 	return -ENOSPC;
 }
 
@@ -206,7 +269,7 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
  */
 static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
 		     uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin,
-		     struct sc_lease *lease)
+		     struct sc_lease *lease, int *why)
 {
 	struct sc_arena *a = st->arena;
 	struct shm_index *ix = l2_ix(a);
@@ -220,6 +283,7 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 		if (!(~a->l2_lease_used & all))
 			return -EMFILE;
 	}
+	*why = SC_L2_REFUSE_OTHER;
 	int rc = shm_index_lock(ix, shard), err;
 	if (rc)
 		return rc;
@@ -238,9 +302,13 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 		l2_reclaim_locked(a, shard);
 		e = shm_index_pop_free_locked(ix, shard);
 	}
-	if (!e && make_room(a, 0, (int)shard, (int)shard, old) == 0)
+	if (!e && make_room(a, 0, (int)shard, (int)shard, old, why) == 0)
 		e = shm_index_pop_free_locked(ix, shard);
 	if (!e) {
+		/* the shard's index entries are all in use: make_room said why (or they are retired
+		 * and still seen by readers: no room now) */
+		if (*why == SC_L2_REFUSE_OTHER)
+			*why = SC_L2_REFUSE_SCAN_LIMIT;
 		shm_index_unlock(ix, shard);
 		return -ENOSPC;
 	}
@@ -269,8 +337,12 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 	atomic_store_explicit(&e->freq, 0, memory_order_relaxed);
 	atomic_store_explicit(&e->state, SHM_ENT_BUSY, memory_order_relaxed);
 	shm_fault_point("l2.admit.busy");
+	l2_policy_admit(a, e); /* queued before it is reachable (see the top of this file) */
+	shm_fault_point("l2.admit.queued");
 	shm_index_link_locked(ix, e, old);
 	shm_fault_point("l2.admit.linked");
+	if (old && atomic_load_explicit(&old->state, memory_order_relaxed) != SHM_ENT_LIVE)
+		l2_policy_forget(a, shm_index_idx(ix, old));
 	if (lease) {
 		int slot = l2_lease_take(a, shm_index_rec(ix, e));
 		if (slot >= 0) {
@@ -301,9 +373,13 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 	return 0;
 }
 
-int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
-		const struct sc_payload *p, uint32_t origin)
+int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+	     const struct sc_payload *p, uint32_t origin, int *why)
 {
+	int dummy;
+	if (!why)
+		why = &dummy;
+	*why = SC_L2_REFUSE_OTHER;
 	if (!st)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
@@ -311,28 +387,25 @@ int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint
 		return -ENOTRECOVERABLE;
 	/* every refusal with a stage to count it against is an admission reject (the header says so) */
 	if (!p || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
-		return reject(st, p ? p->sec_len[0] + p->sec_len[1] : 0, -EINVAL);
+		return reject(st, p ? p->sec_len[0] + p->sec_len[1] : 0, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	uint64_t l0 = p->sec_len[0], l1 = p->sec_len[1];
 	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
-		return reject(st, l0 + l1, -EINVAL);
+		return reject(st, l0 + l1, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	/* 1. the digest over the wire */
 	struct sc_digest d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
 	if (!sc_digest_equal(d, expected))
-		return reject(st, l0 + l1, -EBADMSG);
+		return reject(st, l0 + l1, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0;
-	int rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp);
+	int rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
 	if (rc)
 		return rc;
 	struct sc_key key;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
-		return reject(st, l0 + l1, rc);
+		return reject(st, l0 + l1, rc, SC_L2_REFUSE_INVALID, why);
 	int has_desc = p->kv_desc != NULL;
 	uint64_t off, wire = l0 + l1;
-	if ((rc = l2_alloc(a, alloc_len_tok(wire, has_desc, ntok), fp, peek_entry(a, key), &off))) {
-		uint64_t sid = st->id, why = (uint64_t)-rc;
-		SC_PROBE(l2_reject, sid, wire, why);
-		return rc;
-	}
+	if ((rc = l2_alloc(a, alloc_len_tok(wire, has_desc, ntok), fp, peek_entry(a, key), 0, &off, why)))
+		return l2_refuse(a, st->id, wire, rc, *why);
 	uint8_t *dst = a->shm->base + off;
 	if (l0)
 		memcpy(dst, p->sec[0], l0);
@@ -343,16 +416,28 @@ int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint
 	if (ntok)
 		memcpy(dst + l2_tokens_at(wire, has_desc), tokens, ntok * 4);
 	shm_fault_point("l2.admit.copied");
-	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, ntok != 0, fp, origin, NULL);
-	if (rc)
+	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, ntok != 0, fp, origin, NULL, why);
+	if (rc) {
 		(void)shm_heap_free(a->shm, off);
-	return rc;
+		return l2_refuse(a, st->id, wire, rc, *why);
+	}
+	return 0;
+}
+
+int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+		const struct sc_payload *p, uint32_t origin)
+{
+	return l2_admit(st, ns, tokens, n, expected, p, origin, NULL);
 }
 
 /* ---- reservations (fills) ---- */
 
-int sc_l2_reserve(struct sc_stage *st, uint64_t bytes, struct sc_l2_resv *r)
+int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, struct sc_l2_resv *r, int *why)
 {
+	int dummy;
+	if (!why)
+		why = &dummy;
+	*why = SC_L2_REFUSE_OTHER;
 	if (!r)
 		return -EINVAL;
 	memset(r, 0, sizeof(*r));
@@ -362,17 +447,25 @@ int sc_l2_reserve(struct sc_stage *st, uint64_t bytes, struct sc_l2_resv *r)
 	if (arena_is_damaged(a))
 		return -ENOTRECOVERABLE;
 	uint64_t len = alloc_len(bytes, 1), fp = shm_heap_footprint(len), off;
-	if (fp > l2_budget(a))
-		return -E2BIG;
-	int rc = l2_alloc(a, len, fp, NULL, &off);
-	if (rc)
-		return rc;
+	int rc, counted = !(flags & L2_RESERVE_NO_EVICT); /* a free-room-only try is no admission */
+	if (fp > a->shm->hv.regions[SHM_REGION_HEAP].size || fp > l2_budget(a)) {
+		*why = fp > l2_budget(a) && fp <= a->shm->hv.regions[SHM_REGION_HEAP].size ? SC_L2_REFUSE_OVER_BUDGET
+											     : SC_L2_REFUSE_TOO_LARGE;
+		return counted ? l2_refuse(a, st->id, bytes, -E2BIG, *why) : -E2BIG;
+	}
+	if ((rc = l2_alloc(a, len, fp, NULL, flags, &off, why)))
+		return counted ? l2_refuse(a, st->id, bytes, rc, *why) : rc;
 	r->ptr = a->shm->base + off;
 	r->bytes = bytes;
 	r->arena_ = a;
 	r->off_ = off;
 	r->asked_ = len;
 	return 0;
+}
+
+int sc_l2_reserve(struct sc_stage *st, uint64_t bytes, struct sc_l2_resv *r)
+{
+	return l2_reserve(st, bytes, 0, r, NULL);
 }
 
 void sc_l2_reserve_release(struct sc_l2_resv *r)
@@ -383,10 +476,14 @@ void sc_l2_reserve_release(struct sc_l2_resv *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
-		  struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
-		  uint32_t origin, struct sc_lease *lease)
+int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+	       struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
+	       uint32_t origin, struct sc_lease *lease, int *why)
 {
+	int dummy;
+	if (!why)
+		why = &dummy;
+	*why = SC_L2_REFUSE_OTHER;
 	if (!st)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
@@ -394,24 +491,24 @@ int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, ui
 		return -ENOTRECOVERABLE;
 	if (!r || !r->arena_ || r->arena_ != a || !n || !tokens || origin > SC_ORIGIN_FROM_L3 ||
 	    kv_len > r->bytes || rec_len > r->bytes - kv_len)
-		return reject(st, r ? kv_len + rec_len : 0, -EINVAL);
+		return reject(st, r ? kv_len + rec_len : 0, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	struct sc_digest d = sc_digest(r->ptr, kv_len + rec_len);
 	if (!sc_digest_equal(d, expected))
-		return reject(st, kv_len + rec_len, -EBADMSG);
+		return reject(st, kv_len + rec_len, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0, wire = kv_len + rec_len;
-	int rc = check_shape(st, kind, kv_len, rec_len, desc, ntok, &fp);
+	int rc = check_shape(st, kind, kv_len, rec_len, desc, ntok, &fp, why);
 	if (rc)
 		return rc;
 	struct sc_key key;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
-		return reject(st, kv_len + rec_len, rc);
+		return reject(st, kv_len + rec_len, rc, SC_L2_REFUSE_INVALID, why);
 	uint64_t need = alloc_len_tok(wire, desc != NULL, ntok), off = r->off_, asked = r->asked_;
 	uint8_t *p = r->ptr;
 	if (need > asked) {
 		/* no room for the token ids behind the payload: move it into a block that has it (a
 		 * copy; sc_restore reserves the room so that its fills publish in place) */
-		if ((rc = l2_alloc(a, need, fp, peek_entry(a, key), &off)))
-			return rc;
+		if ((rc = l2_alloc(a, need, fp, peek_entry(a, key), 0, &off, why)))
+			return l2_refuse(a, st->id, wire, rc, *why);
 		p = a->shm->base + off;
 		memcpy(p, r->ptr, wire);
 		asked = need;
@@ -422,14 +519,21 @@ int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, ui
 		memcpy(p + l2_tokens_at(wire, desc != NULL), tokens, ntok * 4);
 	/* charge what the block really costs */
 	rc = l2_commit(st, key, n, d, off, kind, kv_len, rec_len, desc != NULL, ntok != 0, shm_heap_footprint(asked),
-		       origin, lease);
+		       origin, lease, why);
 	if (rc) {
 		if (off != r->off_)
 			(void)shm_heap_free(a->shm, off);
-		return rc;
+		return l2_refuse(st->arena, st->id, wire, rc, rc == -EMFILE ? SC_L2_REFUSE_OTHER : *why);
 	}
 	if (off != r->off_)
 		(void)shm_heap_free(a->shm, r->off_);
 	memset(r, 0, sizeof(*r));
 	return 0;
+}
+
+int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+		  struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
+		  uint32_t origin, struct sc_lease *lease)
+{
+	return l2_publish(st, ns, tokens, n, expected, r, kind, kv_len, rec_len, desc, origin, lease, NULL);
 }

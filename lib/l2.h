@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "internal.h"
+#include "../shm/evq.h"
 #include "../shm/index.h"
 #include "../shm/readers.h"
 
@@ -16,6 +17,7 @@
 #endif
 
 _Static_assert(sizeof(struct shm_index) <= sizeof(((struct sc_arena *)0)->l2_ix), "l2_ix holds a shm_index");
+_Static_assert(sizeof(struct shm_evq) <= sizeof(((struct sc_arena *)0)->l2_evq), "l2_evq holds a shm_evq");
 
 /* ---- stats region (SHM_REGION_STATS), all zero is valid ---- */
 struct l2_counters {
@@ -30,13 +32,22 @@ struct l2_stage_rec {
 };
 _Static_assert(sizeof(struct l2_stage_rec) == 128, "stage record layout");
 
+/* Refusals by reason (enum sc_l2_refusal), one line. */
+struct l2_refusals {
+	_Atomic uint64_t n[SC_L2_REFUSE_COUNT];
+};
+_Static_assert(sizeof(struct l2_refusals) == 64, "refusals: one line");
+
 #define L2_STAGE_RECS 1024u
 struct l2_stats_region {
 	struct l2_counters global;
 	uint8_t pad[64];
 	struct l2_stage_rec stages[L2_STAGE_RECS];
+	struct l2_refusals refused_global;
+	struct l2_refusals refused_stage[L2_STAGE_RECS]; /* same slot as stages[] */
 };
 _Static_assert(offsetof(struct l2_stats_region, stages) == 128, "stats layout");
+_Static_assert(offsetof(struct l2_stats_region, refused_global) == 128 + 128 * L2_STAGE_RECS, "stats layout");
 _Static_assert(sizeof(struct l2_stats_region) <= (256u << 10), "stats region fits");
 
 /* ---- reader-slot ext area: lease records ---- */
@@ -48,6 +59,9 @@ _Static_assert(sizeof(struct l2_ext) == SHM_READER_EXT_BYTES, "ext layout");
 _Static_assert(SC_LEASES_MAX <= 64, "lease mask is a u64");
 
 #define L2_FLUSH_EVERY 64u
+/* An entry's `freq` counts hits up to this (S3-FIFO's 2-bit counter): a reader stores f + 1 when
+ * it reads f < L2_FREQ_MAX, so a hot entry costs its readers no store at all. */
+#define L2_FREQ_MAX 3u
 
 struct sc_stage {
 	XXH3_state_t base;           /* after "SCL2KEY1" + model + state (64-byte aligned) */
@@ -64,6 +78,10 @@ static inline struct shm_index *l2_ix(struct sc_arena *a)
 {
 	return (struct shm_index *)(void *)a->l2_ix;
 }
+static inline struct shm_evq *l2_q(struct sc_arena *a)
+{
+	return (struct shm_evq *)(void *)a->l2_evq;
+}
 static inline struct l2_stats_region *l2_stats_region(struct sc_arena *a)
 {
 	return shm_region(a->shm, SHM_REGION_STATS, NULL);
@@ -79,6 +97,9 @@ void l2_count_event(struct sc_arena *a, uint64_t stage_id, int which, uint64_t v
 struct l2_stage_rec *l2_stage_rec_find(struct sc_arena *a, uint64_t stage_id, int claim);
 enum { L2C_INSERTS, L2C_EVICTIONS, L2C_REJECTS, L2C_REFUSED, L2C_REMOVALS };
 void l2_flush(struct sc_stage *st);
+/* Count one refusal of @bytes wire bytes for @reason (enum sc_l2_refusal) and fire l2_reject with
+ * @rc (negative errno). Returns @rc. */
+int l2_refuse(struct sc_arena *a, uint64_t stage_id, uint64_t bytes, int rc, int reason);
 
 /* lib/key.c */
 /* The L2 key of a prefix from its prefix hash P (key_pfx_hashes): H(stage hash | P). */
@@ -96,16 +117,28 @@ void l2_reap_periodic(struct sc_arena *a);
 int l2_lease_take(struct sc_arena *a, uint64_t rec);
 void l2_lease_drop(struct sc_arena *a, int slot);
 
-/* lib/l2_evict.c */
-/* Make room: free @need_bytes of budget/heap (0: none) and, if @need_shard >= 0, an entry of
- * that shard. @held: shard the caller holds locked (-1 none). @exclude: entry not to evict.
- * 0, or -ENOSPC with nothing evicted. */
+/* lib/l2_evict.c: the eviction policy (S3-FIFO over shm/evq.c), room making, reclamation. */
+/* Put a BUSY entry (shard locked, not yet linked) on the small or main FIFO, or on main when its
+ * key is in the ghost. */
+void l2_policy_admit(struct sc_arena *a, struct shm_index_entry *e);
+/* Take entry @idx off the FIFOs after it was unlinked (shard locked). */
+void l2_policy_forget(struct sc_arena *a, uint32_t idx);
+/* Make room: evict @need_bytes of footprints (0: none) and, if @need_shard >= 0, an entry of that
+ * shard. @held: shard the caller holds locked (-1 none). @exclude: entry never to evict.
+ * 0, or -ENOSPC with *why (enum sc_l2_refusal). */
 int l2_make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, int held,
-		 const struct shm_index_entry *exclude);
+		 const struct shm_index_entry *exclude, int *why);
+/* The heap has the bytes but no block for @len: evict the neighbours (by address) of the policy's
+ * next victims until one block fits, and allocate it tagged @tag. 0 with *off, -EAGAIN (room was
+ * made but taken before we could allocate it: try again), or -ENOSPC with *why. */
+int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct shm_index_entry *exclude,
+		   uint64_t *off, int *why);
 /* Reclaim pending entries of @shard (locked). */
 void l2_reclaim_locked(struct sc_arena *a, uint32_t shard);
 /* Reclaim in every shard the caller holds (@held, or -1) or can trylock. */
 void l2_reclaim_all(struct sc_arena *a, int held);
+/* Footprints retired and waiting for readers or leases, summed over the shards (a hint). */
+uint64_t l2_pending(struct sc_arena *a);
 uint64_t l2_budget(struct sc_arena *a);
 uint64_t l2_used(struct sc_arena *a);
 
@@ -113,6 +146,10 @@ uint64_t l2_used(struct sc_arena *a);
  * @stale_rec, a location mismatch removes nothing: -ESTALE and the entry's record. */
 int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *tokens, uint32_t n,
 		     const struct sc_location *loc, struct sc_lease *lease, uint64_t *stale_rec);
+
+/* lib/promote.c: an entry promoted from L3 (origin l3) of (@stage_id, digest lo/hi) left L2 (evicted
+ * or removed): a later fill of it is "returning". Never blocks (trylock); shard locks may be held. */
+void l2_promoted_left(struct sc_arena *a, uint64_t stage_id, uint64_t lo, uint64_t hi);
 
 /* lib/l2_admin.c: remove @key's entry (only if it is still @rec = gen << 32 | idx+1, when not 0);
  * @reason as in the l2_remove probe. */
@@ -141,5 +178,15 @@ int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64
 		   int *has_desc);
 void l2_entry_info(struct shm_index *ix, const struct shm_index_entry *e, struct sc_l2_entry_info *info);
 uint64_t l2_now_ns(void);
+/* The footprint of an allocation for @wire bytes (with a descriptor when @has_desc). */
+uint64_t l2_alloc_len(uint64_t wire, int has_desc);
+/* Internal forms that report why they refused (*why, enum sc_l2_refusal, when not 0). */
+#define L2_RESERVE_NO_EVICT 1u /* reserve only from free room: evict nothing */
+int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, struct sc_l2_resv *r, int *why);
+int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+	     const struct sc_payload *p, uint32_t origin, int *why);
+int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+	       struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
+	       uint32_t origin, struct sc_lease *lease, int *why);
 
 #endif

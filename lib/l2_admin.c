@@ -14,6 +14,8 @@ static void removed(struct sc_arena *a, const struct shm_index_entry *e, int rea
 	uint64_t sid = e->stage_id, lo = e->digest_lo, hi = e->digest_hi, b = e->sec_len[0] + e->sec_len[1],
 		 why = (uint64_t)reason;
 	l2_count_event(a, sid, L2C_REMOVALS, 1);
+	if (SHM_META_ORIGIN(e->meta) == SC_ORIGIN_FROM_L3)
+		l2_promoted_left(a, sid, lo, hi);
 	SC_PROBE(l2_remove, sid, lo, hi, b, why);
 }
 
@@ -34,8 +36,10 @@ int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reaso
 		rc = err ? err : -ENOENT;
 	} else {
 		rc = shm_index_unlink_retire_locked(ix, e);
-		if (!rc)
+		if (!rc) {
+			l2_policy_forget(a, shm_index_idx(ix, e));
 			removed(a, e, reason);
+		}
 	}
 	shm_fault_point("l2.remove.unlinked");
 	l2_reclaim_locked(a, shard);
@@ -68,6 +72,7 @@ static int remove_where(struct sc_arena *a, int all, struct sc_digest d, int rea
 			if (!all && (e->digest_lo != d.lo || e->digest_hi != d.hi))
 				continue;
 			if (shm_index_unlink_retire_locked(ix, e) == 0) {
+				l2_policy_forget(a, i);
 				removed(a, e, reason);
 				count++;
 			}
@@ -105,15 +110,14 @@ int sc_l2_shrink_to(struct sc_arena *a, uint64_t bytes)
 	uint64_t budget = l2_budget(a);
 	for (int round = 0; round < 16; round++) {
 		l2_reclaim_all(a, -1);
-		uint64_t used = l2_used(a), pending = 0;
-		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
-			pending += ix->hdr->shards[s].pending_bytes;
+		uint64_t used = l2_used(a), pending = l2_pending(a);
 		uint64_t live = used > pending ? used - pending : 0;
 		if (live <= budget)
 			return 0;
-		if (l2_make_room(a, live - budget, -1, -1, NULL)) {
-			/* not even a full plan: evict what can be evicted, bounded */
-			if (l2_make_room(a, 1, -1, -1, NULL))
+		int why;
+		if (l2_make_room(a, live - budget, -1, -1, NULL, &why)) {
+			/* not all of it: evict what can be evicted, bounded */
+			if (l2_make_room(a, 1, -1, -1, NULL, &why))
 				return -EBUSY;
 		}
 	}

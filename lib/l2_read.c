@@ -3,8 +3,10 @@
  *
  * A lookup is: epoch enter (own slot), lock-free chain walk (shm_index_find), checks of the
  * entry's offsets and descriptor against the heap region, the lease record in our own slot,
- * at most one relaxed store to the entry's freq (only when it is 0), epoch exit. No lock, no
- * syscall, no allocation, no shared counter: hits and misses accumulate in the stage handle.
+ * at most one relaxed store to the entry's freq (f + 1 when it reads f < 3: the eviction policy's
+ * hit counter, lib/l2_evict.c; a lost update between two readers only costs a count), epoch exit.
+ * No lock, no syscall, no allocation, no shared counter: hits and misses accumulate in the stage
+ * handle.
  *
  * Exact tokens: in an arena that verifies tokens every entry stores its token ids, and a lookup
  * that knows the caller's tokens compares them (count and every id) before anything else. A key
@@ -155,8 +157,11 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 		memcpy(q->buf, p, wire);
 		ret = (int64_t)wire;
 	}
-	if (q->mode != 2 && atomic_load_explicit(&e->freq, memory_order_relaxed) == 0)
-		atomic_store_explicit(&e->freq, 1, memory_order_relaxed);
+	if (q->mode != 2) {
+		uint32_t f = atomic_load_explicit(&e->freq, memory_order_relaxed);
+		if (f < L2_FREQ_MAX)
+			atomic_store_explicit(&e->freq, f + 1, memory_order_relaxed);
+	}
 	shm_epoch_exit(a->shm);
 	if (q->count) {
 		count_hit(st);
@@ -332,10 +337,13 @@ static int stats_of(struct sc_arena *a, uint64_t id, struct sc_l2_stats *out)
 		out->bytes += e->footprint;
 		out->logical_bytes += e->sec_len[0] + e->sec_len[1];
 	}
-	struct l2_counters *c = &l2_stats_region(a)->global;
+	struct l2_stats_region *sr = l2_stats_region(a);
+	struct l2_counters *c = &sr->global;
+	struct l2_refusals *rf = &sr->refused_global;
 	if (id) {
 		struct l2_stage_rec *r = l2_stage_rec_find(a, id, 0);
 		c = r ? &r->c : NULL;
+		rf = r ? &sr->refused_stage[r - sr->stages] : NULL;
 	}
 	if (c) {
 		out->hits = atomic_load_explicit(&c->hits, memory_order_relaxed);
@@ -344,6 +352,19 @@ static int stats_of(struct sc_arena *a, uint64_t id, struct sc_l2_stats *out)
 		out->evictions = atomic_load_explicit(&c->evictions, memory_order_relaxed);
 		out->admission_rejects = atomic_load_explicit(&c->admission_rejects, memory_order_relaxed);
 		out->refused_bytes = atomic_load_explicit(&c->refused_bytes, memory_order_relaxed);
+	}
+	for (int i = 0; rf && i < SC_L2_REFUSE_COUNT; i++)
+		out->refused[i] = atomic_load_explicit(&rf->n[i], memory_order_relaxed);
+	struct shm_evq *q = l2_q(a);
+	if (shm_evq_lock(q) == 0) {
+		const struct shm_evq_hdr *h = q->hdr;
+		out->small_entries = h->count[SHM_EVQ_SMALL - 1];
+		out->small_bytes = h->bytes[SHM_EVQ_SMALL - 1];
+		out->main_entries = h->count[SHM_EVQ_MAIN - 1];
+		out->main_bytes = h->bytes[SHM_EVQ_MAIN - 1];
+		out->moved_to_main = h->to_main;
+		out->ghost_hits = h->ghost_hits;
+		shm_evq_unlock(q);
 	}
 	out->budget_bytes = l2_budget(a);
 	uint32_t ns = shm_readers_count(a->shm);

@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l3_priv.h"
 #include "probes.h"
@@ -321,7 +321,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
 	op->fd = l3_open_file(l3->objfd, rel, O_RDONLY);
 	if (op->fd < 0) {
-		int rc = op->fd;
+		int rc = op->fd == -ESTALE ? -ENOENT : op->fd; /* vanished (a network filesystem says ESTALE): a miss */
 		op->fd = -1;
 		return rc;
 	}
@@ -329,10 +329,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	if (fstat(op->fd, &sb) < 0)
 		return -errno;
 	op->file_bytes = (uint64_t)sb.st_size;
-	/* the LRU clock has a resolution of L3_TOUCH_NS: a file used more recently is not touched again
-	 * (an inode update costs a journal write) */
-	op->touch = (int64_t)shm_realtime_ns() - ((int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec) >
-		    (int64_t)L3_TOUCH_NS;
+	op->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
 	op->want = loc->payload_bytes;
 	op->direct = 0;
 	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
@@ -365,7 +362,7 @@ static void hash_ready(struct l3_fill_op *op)
 {
 	while (op->hashed < op->nchunks && (op->done_mask >> op->hashed & 1)) {
 		uint64_t start = (uint64_t)op->hashed * op->chunk;
-		XXH3_128bits_update_dispatch(op->hs, (const uint8_t *)op->req->dst + start, chunk_len(op, op->hashed));
+		XXH3_128bits_update(op->hs, (const uint8_t *)op->req->dst + start, chunk_len(op, op->hashed));
 		op->hashed++;
 	}
 }
@@ -401,9 +398,11 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		}
 	}
 	uint64_t ns = shm_now_ns() - op->t0;
+	if (rc == -ESTALE)
+		rc = -ENOENT; /* the file vanished under the read (network filesystem): a miss */
 	if (!rc) {
-		if (op->touch)
-			futimens(op->fd, NULL); /* last use, for the budget's LRU order; best effort */
+		/* last use, for the budget's LRU order (lib/l3_shared.c); best effort */
+		l3_note_access(l3, op->fd, loc->digest.lo, loc->digest.hi, op->mtime_ns);
 		atomic_fetch_add_explicit(&l3->st->fills, 1, RELAXED);
 		atomic_fetch_add_explicit(&l3->st->fill_bytes, op->want, RELAXED);
 		atomic_fetch_add_explicit(&l3->st->fill_ns, ns, RELAXED);

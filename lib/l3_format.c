@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l3_priv.h"
 

@@ -3,17 +3,19 @@
  * stats, listing and full verification. Writers and the multi-process rules: lib/l3_store.c.
  *
  * The set of token lengths present in the prefix index is cached per handle (lengths/ holds one
- * empty file per length) and reloaded when that directory's mtime moves, so locate probes only
- * lengths that exist: at most L3_MAX_PROBES of them, longest first, after one hashing pass.
+ * empty file per length) and reloaded when that directory's mtime moves (shared mode: at most a
+ * second old, and at once on a miss), so locate probes only lengths that exist: at most
+ * L3_MAX_PROBES of them, longest first, after one hashing pass.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l3_priv.h"
 
@@ -28,19 +30,31 @@ static int u32cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Reload the registered token lengths when the lengths directory changed. Caller holds l3->mu. */
-static int lengths_refresh_locked(struct sc_l3 *l3)
+/* Reload the registered token lengths when the lengths directory changed (local mode), or when
+ * the list is older than L3_LENGTHS_TTL_NS or @force (shared mode: another host's new entry does
+ * not reliably move the directory's mtime as this host's client sees it; measured on ceph-fuse).
+ * Sets *@reloaded. Caller holds l3->mu. */
+#define L3_LENGTHS_TTL_NS 1000000000ll
+static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 {
 	struct stat sb;
-	if (fstat(l3->lenfd, &sb) < 0)
-		return -errno;
-	int64_t m = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-	if (l3->lengths && m == l3->lengths_mtime_ns && l3->lengths_settled)
-		return 0;
-	/* directory timestamps are coarse (one tick): a change within the tick we loaded in would not
-	 * move mtime, so a load that close to the last change is not trusted until the next call */
-	int64_t now = (int64_t)shm_realtime_ns();
-	l3->lengths_settled = now - m > 50000000;
+	int64_t now = (int64_t)shm_realtime_ns(), m = 0;
+	*reloaded = 0;
+	if (l3->shared) {
+		if (l3->lengths && !force && now - l3->lengths_mtime_ns < L3_LENGTHS_TTL_NS)
+			return 0;
+		m = now; /* shared mode: lengths_mtime_ns is the time of the load */
+	} else {
+		if (fstat(l3->lenfd, &sb) < 0)
+			return -errno;
+		m = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		if (l3->lengths && m == l3->lengths_mtime_ns && l3->lengths_settled)
+			return 0;
+		/* directory timestamps are coarse (one tick): a change within the tick we loaded in would
+		 * not move mtime, so a load that close to the last change is not trusted until the next call */
+		l3->lengths_settled = now - m > 50000000;
+	}
+	*reloaded = 1;
 	int fd = openat(l3->lenfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -73,8 +87,9 @@ static int lengths_refresh_locked(struct sc_l3 *l3)
 
 int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns)
 {
+	int reloaded;
 	pthread_mutex_lock(&l3->mu);
-	int rc = lengths_refresh_locked(l3);
+	int rc = lengths_refresh_locked(l3, 0, &reloaded);
 	if (!rc) {
 		uint32_t c = l3->nlengths < max ? l3->nlengths : max;
 		memcpy(out, l3->lengths + (l3->nlengths - c), (size_t)c * 4);
@@ -108,16 +123,12 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *
 	return rc;
 }
 
-int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
-		  struct l3_probe_log *log, uint32_t *bad)
+static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
+		       struct l3_probe_log *log, uint32_t *bad, int force, int *reloaded)
 {
-	if (bad)
-		*bad = 0;
-	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
-		return -EINVAL;
 	uint32_t lens[L3_MAX_PROBES], nl = 0;
 	pthread_mutex_lock(&l3->mu);
-	int rc = lengths_refresh_locked(l3);
+	int rc = lengths_refresh_locked(l3, force, reloaded);
 	if (!rc) {
 		/* the longest stored lengths <= n, at most L3_MAX_PROBES, kept ascending for hashing */
 		uint32_t hi = l3->nlengths;
@@ -195,20 +206,12 @@ int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint3
 			object_bad = rc == -EBADMSG ||
 				     (rc == -ENOENT && l3_quarantined_since(l3, p.digest_lo, p.digest_hi, p.created_ns));
 		}
-		/* a corrupted entry, or one naming a missing or bad object: drop it, keep probing. Not
-		 * on a transient error, and not if a concurrent put has just replaced it (re-read). */
-		if (rc != -ENOENT && rc != -EBADMSG)
-			continue;
-		struct l3_pfx again;
-		int fd2 = l3_open_file(l3->pfxfd, rel, O_RDONLY);
-		if (fd2 < 0)
-			continue;
-		int again_ok = l3_read_pfx(fd2, &again, NULL, NULL) == 0;
-		close(fd2);
-		if (again_ok != read_ok ||
-		    (read_ok && (again.digest_lo != p.digest_lo || again.digest_hi != p.digest_hi)))
-			continue;
-		if (unlinkat(l3->pfxfd, rel, 0) == 0) {
+		/* a corrupted entry, or one naming a missing or bad object (vanished under us: a miss
+		 * at this length): drop it, keep probing. Not on a transient error, not while the entry
+		 * is younger than the visibility grace (its object may not show here yet), and never an
+		 * entry a concurrent put has just written or checked (l3_pfx_drop captures, then judges). */
+		if ((rc == -ENOENT || rc == -EBADMSG) && !(read_ok && !l3_settled(l3, p.created_ns)) &&
+		    l3_pfx_drop(l3, rel) == 1) {
 			if (l3->arena)
 				l3ix_on_prefix_gone(l3->arena, (struct sc_digest){ keys[i].low64, keys[i].high64 });
 			if (log)
@@ -220,6 +223,21 @@ int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint3
 		}
 	}
 	return 0;
+}
+
+int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
+		  struct l3_probe_log *log, uint32_t *bad)
+{
+	if (bad)
+		*bad = 0;
+	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
+		return -EINVAL;
+	int reloaded;
+	int rc = locate_once(l3, ns, tokens, n, loc, log, bad, 0, &reloaded);
+	/* shared mode: a miss re-reads the lengths another host may have added, and looks again */
+	if (rc == 0 && l3->shared && !reloaded && !(bad && *bad))
+		rc = locate_once(l3, ns, tokens, n, loc, log, bad, 1, &reloaded);
+	return rc;
 }
 
 int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
@@ -256,6 +274,12 @@ int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
 		.dio_mem_align = l3->dio_mem_align,
 		.dio_offset_align = l3->dio_off_align,
 	};
+	struct l3_jrec_view v;
+	if (l3->shared && l3_janitor_read(l3, &v) == 0 && v.pass_end_ns) {
+		/* per-host counters cannot know the whole store: the last pass does */
+		s->objects = v.objects;
+		s->bytes = v.bytes;
+	}
 	return 0;
 }
 
@@ -314,7 +338,7 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 			ssize_t r = pread(fd, buf, fb - off < (1u << 20) ? fb - off : (1u << 20), (off_t)off);
 			if (r <= 0)
 				break;
-			XXH3_128bits_update_dispatch(&hs, buf, (size_t)r);
+			XXH3_128bits_update(&hs, buf, (size_t)r);
 			off += (uint64_t)r;
 		}
 		free(buf);

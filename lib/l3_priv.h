@@ -4,16 +4,25 @@
  *
  * On-disk layout of an L3 directory (all created 0700 / files 0600 unless opts say otherwise):
  *
- *   DIR/state                      shared counters (mmap'd, atomics; see struct l3_state)
- *   DIR/lock                       flock()ed by whoever evicts or reconciles
+ *   DIR/state                      shared counters (mmap'd, atomics; see struct l3_state); a shared
+ *                                  directory keeps them per host instead (lib/l3_shared.c)
+ *   DIR/lock                       flock()ed by whoever evicts or reconciles (local mode)
  *   DIR/objects/<2 hex>/<32 hex digest>.sc3     one object per payload digest
- *   DIR/objects/<2 hex>/.tmp-<pid>.<start>.<n>  writes in flight (never visible as objects)
+ *   DIR/objects/<2 hex>/.tmp-<writer>.<n>       writes in flight, OFD-locked by their writer (never
+ *                                               visible as objects); <writer> = <host>.<pid>.<nonce>
  *   DIR/prefix/<2 hex>/<32 hex prefix key>.pfx  prefix index: (ns, token length, tokens) -> digest,
  *                                  with the token ids themselves (version 2), compared on every locate
+ *   DIR/prefix/<2 hex>/.drop-<writer>.<n>       a prefix entry being judged by a dropper
  *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
  *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification (ns: when)
  *   DIR/quarantine/<digest>.mirror              a quarantine no arena was bound for: the next
  *                                               sc_l3_bind_arena invalidates its L2 mirrors
+ *   DIR/shared                     present when several hosts share DIR (lib/l3_shared.c)
+ *   DIR/janitor                    the janitor lease (flock) and its record (lib/l3_janitor.c)
+ *   DIR/janitor.log[.1]            what janitors evicted, one line each
+ *   DIR/lru                        last use of every object, as the last janitor knew it (shared)
+ *   DIR/access/<writer>.<n>        uses (fills, repeated puts) not yet merged by a janitor (shared;
+ *                                  OFD-locked by its writer while it appends)
  *
  * An object file is a 4096-byte header block followed by the payload (the wire: section 0 then
  * section 1), so the payload starts at a 4 KiB boundary and an O_DIRECT read can land straight in
@@ -62,6 +71,19 @@ _Static_assert(SC_L3_STR_MAX < L3_STR_MAX, "strings fit their budget");
 #define L3_CHUNK (1u << 20)     /* buffered payload reads of large objects are split in these */
 #define L3_MAX_CHUNKS 64
 #define L3_TOUCH_NS 1000000000ull /* LRU resolution: a fill touches a file last used longer ago */
+#define L3_HOST_MAX 64u           /* SC_L3_HOST_ID_MAX */
+#define L3_WRITER_MAX 96u
+#define L3_ACCESS_BUF 128u        /* uses buffered per handle before one write to the access segment */
+#define L3_ACCESS_FLUSH_NS 1000000000ull /* ... or when the oldest is this old */
+#define L3_SEGMENT_MAX (64u << 10) /* an access segment is closed (a new one started) past this size */
+
+/* One use of an object (fill, repeated put), as written to DIR/access/<writer>.<n>. */
+struct l3_access {
+	uint64_t lo, hi;           /* digest */
+	uint64_t t_ns;             /* CLOCK_REALTIME of the use */
+	uint64_t check;            /* XXH3-64 of the first 24 bytes: a torn tail is skipped */
+};
+_Static_assert(sizeof(struct l3_access) == 32, "l3 access record layout");
 
 struct l3_obj_hdr {
 	uint64_t magic;            /* L3_OBJ_MAGIC */
@@ -145,7 +167,7 @@ struct l3_fill_op {
 	struct sc_l3_fill_req *req;
 	int fd;
 	int direct;
-	int touch;                 /* update the file's mtime (LRU) after a good fill */
+	int64_t mtime_ns;          /* the file's mtime at open (LRU: touched again when older) */
 	uint32_t align;            /* DIO offset alignment when direct */
 	int pending;               /* SQEs in flight */
 	int err;
@@ -215,6 +237,27 @@ struct sc_l3 {
 	int lengths_settled;
 	_Atomic uint32_t tmp_seq;
 	uint64_t nonce;            /* random per handle, for tmp names (pids repeat across namespaces) */
+	/* ---- identity, liveness, shared mode (lib/l3_shared.c, lib/l3_janitor.c) ---- */
+	int shared;                /* several hosts share DIR: per-host counters, janitor-only eviction */
+	char host[L3_HOST_MAX + 1];
+	char writer[L3_WRITER_MAX]; /* <host>.<pid>.<nonce>: names our temp files and access segments */
+	int accfd;
+	int state_private;         /* l3->st is calloc'd (no per-host state file could be made) */
+	/* janitor lease held across calls (SC_L3_JANITOR_KEEP): the locked fd and our epoch */
+	pthread_mutex_t jan_mu;    /* one janitor call per handle at a time */
+	int janfd;
+	uint64_t jan_epoch;
+	uint64_t jan_ino;
+	/* under mu: uses not yet written to our access segment (shared mode) */
+	struct l3_access acc[L3_ACCESS_BUF];
+	uint32_t nacc;
+	uint64_t acc_first_ns;
+	int segfd;
+	uint32_t segseq;
+	uint64_t segoff;
+	uint64_t grace_ns;         /* shared mode: visibility grace (opts.visibility_ms); local: 0 */
+	/* under mu: the put side's estimate of the shared store's size (janitor record + our puts) */
+	uint64_t est_bytes, est_read_ns;
 	uint64_t dir_dev, dir_ino; /* identity of the directory (the arena's location index binds it) */
 	struct sc_arena *ix_ok;    /* the last arena whose location index was found bound to us */
 	int recon_changed;         /* our reconciliation quarantined objects or dropped prefix entries */
@@ -260,6 +303,74 @@ int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
 int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns);
 int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
+/* Register a token length in DIR/lengths (idempotent). */
+int l3_put_length(struct sc_l3 *l3, uint32_t tokens);
+
+/* ---- lib/l3_shared.c ---- */
+/* This host's identity: @host_id validated, or /etc/machine-id, or the host name. */
+int l3_host_init(struct sc_l3 *l3, const char *host_id);
+/* Shared mode: DIR/shared present, asked for (and then recorded), or DIR on CephFS. */
+int l3_mode_init(struct sc_l3 *l3, uint32_t flags);
+/* l3->writer = "<host>.<pid>.<nonce>", the stem of every temp file and access segment we make. */
+void l3_writer_init(struct sc_l3 *l3);
+/* "<prefix><writer>.<n>" for a new temp file (".tmp-") or captured prefix entry (".drop-"). */
+void l3_tmp_name(struct sc_l3 *l3, const char *prefix, char *out, size_t n);
+/* A file its maker holds (an OFD lock on byte 0, from creation to rename or close) is in use; one
+ * nobody holds is left over once it is older than L3_TMP_STALE_NS and the visibility grace (the
+ * instant between its creation and its lock; a maker on another host). 1 left over, 0 not. */
+#define L3_TMP_STALE_NS (2ull * 1000000000ull)
+int l3_left_over(struct sc_l3 *l3, int dfd, const char *name);
+/* The per-host counters of a shared directory (host-local memory). */
+int l3_state_open_host(struct sc_l3 *l3);
+void l3_state_close(struct sc_l3 *l3);
+/* Record a use of an object for the LRU order: local mode touches the file's mtime (@fd, when
+ * last touched longer ago than L3_TOUCH_NS); shared mode buffers an access record. */
+void l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64_t mtime_ns);
+/* Write buffered access records (@force: even if few and recent). Caller must not hold mu. */
+void l3_access_flush(struct sc_l3 *l3, int force);
+/* Is something made at @t_ns (CLOCK_REALTIME of the host that made it) older than the grace?
+ * (Local mode: always.) */
+int l3_settled(const struct sc_l3 *l3, uint64_t t_ns);
+/* Drop the prefix entry at @pfxfd/@rel if, once captured, it names an object that is missing or
+ * bad and is older than the grace; a put that raced with us keeps its entry. 1 dropped, 0 kept,
+ * negative errno. */
+int l3_pfx_drop(struct sc_l3 *l3, const char *rel);
+/* Resolve a captured ".drop-" file left by a dead dropper: put it back or remove it. */
+int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *name);
+
+/* ---- lib/l3_lru.c (the janitor's, under its lease) ---- */
+struct l3_lru_ent {
+	uint64_t lo, hi, t_ns;     /* digest, last use (CLOCK_REALTIME) */
+};
+struct l3_lru {
+	struct l3_lru_ent *e;      /* open addressing: digest -> last use (t_ns 0: empty) */
+	size_t cap, n;
+	char (*closed)[L3_WRITER_MAX + 16]; /* DIR/access segments to remove once the table is written */
+	size_t nclosed, capclosed;
+	uint64_t accesses;         /* segment records merged */
+};
+/* DIR/lru, then every DIR/access segment merged in; @left_over(@ctx, name) tells whether a
+ * segment's writer let go of it (it is then closed: removed after the table is written). */
+void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(void *, const char *), void *ctx);
+/* The last recorded use of a digest (0: none). */
+uint64_t l3_lru_get(const struct l3_lru *m, uint64_t lo, uint64_t hi);
+/* Write @e[0..n) as DIR/lru (tmp + fsync, then rename if @fence says we still hold the lease). */
+int l3_lru_write(struct sc_l3 *l3, const struct l3_lru_ent *e, size_t n, int (*fence)(struct sc_l3 *));
+void l3_lru_free(struct l3_lru *m);
+
+/* ---- lib/l3_janitor.c ---- */
+/* Shared mode, put side: a put of @bytes made the store's estimated size exceed the budget:
+ * run a pass now if no janitor holds the lease. */
+void l3_janitor_after_put(struct sc_l3 *l3, uint64_t bytes);
+void l3_janitor_release(struct sc_l3 *l3);
+/* sc_l3_evict_to in shared mode: a pass down to @bytes. The count evicted, or -EBUSY/-ESTALE/... */
+int l3_janitor_evict_to(struct sc_l3 *l3, uint64_t bytes);
+/* The janitor record's objects, bytes, epoch, last pass (0 when there is none). */
+struct l3_jrec_view {
+	uint64_t epoch, objects, bytes, evictions, pass_end_ns;
+	char host[L3_HOST_MAX + 1];
+};
+int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v);
 
 /* ---- lib/l3_index.c ---- */
 /* What a directory probe saw at each length it probed (to refresh the arena's location index). */

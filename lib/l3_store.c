@@ -4,11 +4,16 @@
  *
  * Multi-process rules. Objects and prefix entries appear only by rename of a fully written and
  * fsynced temp file, so a reader never sees a partial one and a writer killed at any point leaves
- * at most a .tmp-<pid>.<start>.<n> file, which reconciliation removes once that process is gone.
- * Objects are put with RENAME_NOREPLACE (two puts of one digest: the second finds it there).
- * Eviction and reconciliation hold DIR/lock (flock, exclusive) so that only one process scans and
- * unlinks at a time; put and fill never take it. A fill that raced with an eviction either opened
- * the file first (and reads it; unlink does not disturb an open file) or gets -ENOENT.
+ * at most a .tmp-<writer>.<n> file, which reconciliation (or the janitor) removes once its
+ * writer no longer holds its OFD lock on it and it is not young (lib/l3_shared.c): never another
+ * live process's or another host's file in progress. Objects are put with RENAME_NOREPLACE (two puts of one
+ * digest, from any hosts: the second finds it there). A put ends by checking that its object and
+ * its prefix entry are both there, and writes again what a concurrent eviction or drop took
+ * (lib/l3_shared.c says why a dropper cannot then remove it). Eviction and reconciliation hold
+ * DIR/lock (flock, exclusive) so that only one process scans and unlinks at a time; put and fill
+ * never take it. In shared mode a put never scans or evicts unless the store is over budget and
+ * no janitor is at work (lib/l3_janitor.c). A fill that raced with an eviction either opened the
+ * file first (and reads it; unlink does not disturb an open file) or gets -ENOENT: a miss.
  * The counters in DIR/state are statistics (relaxed atomics). Lookup, locate, listing and
  * verification are in lib/l3_index.c.
  */
@@ -24,7 +29,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>
+#include "xxh.h"
 
 #include "l3_priv.h"
 #include "probes.h"
@@ -211,24 +216,11 @@ int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const ch
 	return 0;
 }
 
-/* A temp file of a writer that is gone? Its writer holds an OFD lock on it (write_file) from
- * creation to rename: a temp file nobody locks and nobody has written for L3_TMP_STALE_NS is
- * stale, whatever pid namespace, user or host wrote it (the age covers the instant between the
- * writer's create and its lock). */
-#define L3_TMP_STALE_NS (2ull * 1000000000ull)
-static int tmp_is_stale(int dfd, const char *name)
+/* A temp file (.tmp-<writer>.<n>), or a captured prefix entry (.drop-<writer>.<n>), left over by
+ * a writer that is gone (lib/l3_shared.c: its OFD lock is free and it is not young). */
+static int tmp_is_stale(struct sc_l3 *l3, int dfd, const char *name)
 {
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return 0; /* gone already, or not ours to judge */
-	struct stat st;
-	int held = shm_ofd_held(fd, 0), stale = 0;
-	if (held == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		uint64_t mt = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
-		stale = shm_realtime_ns() > mt + L3_TMP_STALE_NS;
-	}
-	close(fd);
-	return stale;
+	return l3_left_over(l3, dfd, name);
 }
 
 int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi)
@@ -278,7 +270,7 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	struct recon *r = ctx;
 	(void)sub;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(dfd, name) && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(l3, dfd, name) && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
 		return 0;
 	}
@@ -366,10 +358,14 @@ int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns)
 static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
 {
 	struct recon *r = ctx;
-	(void)sub;
 	if (!strncmp(name, ".tmp-", 5)) {
-		if (tmp_is_stale(dfd, name) && unlinkat(dfd, name, 0) == 0)
+		if (tmp_is_stale(l3, dfd, name) && unlinkat(dfd, name, 0) == 0)
 			r->stale++;
+		return 0;
+	}
+	if (!strncmp(name, ".drop-", 6)) {
+		if (tmp_is_stale(l3, dfd, name) && l3_pfx_drop_resolve(l3, dfd, sub, name) == 1)
+			r->dropped++;
 		return 0;
 	}
 	uint64_t lo, hi;
@@ -393,9 +389,14 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		    !l3_quarantined_since(l3, p.digest_lo, p.digest_hi, p.created_ns))
 			rc = -ENOENT;
 	}
-	/* only what is known bad or orphaned is dropped, never on a transient error */
-	if ((rc == -ENOENT || rc == -EBADMSG) && unlinkat(dfd, name, 0) == 0)
-		r->dropped++;
+	/* only what is known bad or orphaned is dropped, never on a transient error, and never an
+	 * entry that a concurrent put has just checked (the capture protocol) */
+	if (rc == -ENOENT || rc == -EBADMSG) {
+		char rel[48];
+		snprintf(rel, sizeof(rel), "%s/%s", sub, name);
+		if (l3_pfx_drop(l3, rel) == 1)
+			r->dropped++;
+	}
 	return 0;
 }
 
@@ -445,6 +446,8 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if (!l3)
 		return -ENOMEM;
 	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = -1;
+	l3->accfd = l3->segfd = l3->janfd = -1;
+	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;
 	l3->file_mode = o.file_mode ? o.file_mode : 0600;
 	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700 | (o.gid > 0 ? S_ISGID : 0);
@@ -455,6 +458,11 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	int rc = -ENOMEM;
 	if (!(l3->dir = strdup(dir)))
 		goto cleanup;
+	if ((rc = l3_host_init(l3, o.host_id)))
+		goto cleanup;
+	l3_writer_init(l3);
+	l3->opts.host_id = NULL; /* not kept: the caller's string may not outlive the handle */
+	l3->opts.state_dir = NULL;
 	int made = 0;
 	if (create) {
 		if (mkdir(dir, l3->dir_mode & 0777) == 0)
@@ -470,7 +478,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 		goto cleanup;
 	/* without NO_CREATE an existing directory becomes a store; with it, only a store is opened
 	 * (its state file tells), and nothing is created in it */
-	if (!create && (rc = state_open(l3, 0)))
+	if (!create && faccessat(l3->dirfd, "shared", F_OK, 0) < 0 && (rc = state_open(l3, 0)))
 		goto cleanup;
 	struct stat dsb;
 	if (fstat(l3->dirfd, &dsb) < 0) {
@@ -501,9 +509,26 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 		rc = l3->lockfd;
 		goto cleanup;
 	}
-	if (create && (rc = state_open(l3, 1)))
+	if ((rc = l3_mode_init(l3, o.flags)))
 		goto cleanup;
-	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && (rc = reconcile(l3)))
+	if (l3->shared)
+		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : 10000u) * 1000000ull;
+	if (l3->shared) {
+		if (l3->st) { /* mapped by the NO_CREATE check above: a shared directory counts per host */
+			munmap(l3->st, sizeof(struct l3_state));
+			l3->st = NULL;
+		}
+		l3->opts.state_dir = o.state_dir;
+		rc = l3_state_open_host(l3);
+		l3->opts.state_dir = NULL;
+	} else if (!l3->st) {
+		rc = state_open(l3, create);
+	}
+	if (rc)
+		goto cleanup;
+	/* shared mode: a scan of the directory at every open would cost every worker seconds on a
+	 * network filesystem; the janitor reconciles instead (sc_l3_janitor with SC_L3_JANITOR_FULL) */
+	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && !l3->shared && (rc = reconcile(l3)))
 		goto cleanup;
 	*out = l3;
 	return 0;
@@ -517,13 +542,16 @@ void sc_l3_close(struct sc_l3 *l3)
 	if (!l3)
 		return;
 	l3_rings_free(l3);
-	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd };
-	for (int i = 0; i < 6; i++)
+	if (l3->dirfd >= 0)
+		l3_access_flush(l3, 1);
+	l3_janitor_release(l3);
+	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd, l3->accfd, l3->segfd };
+	for (int i = 0; i < 8; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	if (l3->st)
-		munmap(l3->st, sizeof(struct l3_state));
+	l3_state_close(l3);
 	pthread_mutex_destroy(&l3->mu);
+	pthread_mutex_destroy(&l3->jan_mu);
 	free(l3->lengths);
 	free(l3->dir);
 	free(l3);
@@ -653,6 +681,8 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 {
 	if (!l3)
 		return -EINVAL;
+	if (l3->shared)
+		return l3_janitor_evict_to(l3, target);
 	int rc = flock_ex(l3);
 	if (rc)
 		return rc;
@@ -694,9 +724,8 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 static int write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov,
 		      int niov, int noreplace)
 {
-	char tmp[96], tmprel[100], finrel[100];
-	snprintf(tmp, sizeof(tmp), ".tmp-%d.%llx.%u", (int)getpid(), (unsigned long long)l3->nonce,
-		 atomic_fetch_add_explicit(&l3->tmp_seq, 1, RELAXED));
+	char tmp[L3_WRITER_MAX + 24], tmprel[L3_WRITER_MAX + 32], finrel[100];
+	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
 	snprintf(tmprel, sizeof(tmprel), "%s/%s", sub, tmp);
 	snprintf(finrel, sizeof(finrel), "%s/%s", sub, final);
 	int rc = mkdir_at(l3, dfd, sub);
@@ -740,11 +769,38 @@ cleanup:
 	return rc;
 }
 
+/* Register token length @tokens (idempotent); the lengths directory's mtime tells readers to rescan. */
+int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
+{
+	char len[16];
+	snprintf(len, sizeof(len), "%u", tokens);
+	if (faccessat(l3->lenfd, len, F_OK, 0) == 0)
+		return 0;
+	int fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
+	if (fd < 0)
+		return -errno;
+	int orc = l3_own(l3, fd, 0);
+	close(fd);
+	if (orc)
+		return orc;
+	fsync(l3->lenfd);
+	pthread_mutex_lock(&l3->mu);
+	l3->lengths_settled = 0;
+	pthread_mutex_unlock(&l3->mu);
+	return 0;
+}
+
 static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const int32_t *tokens, uint32_t ntok,
 		      uint64_t lo, uint64_t hi)
 {
 	char rel[48], hex[33];
 	l3_pfx_relpath(key.low64, key.high64, rel);
+	/* the length first: an entry whose length is not registered is never probed, and a writer
+	 * killed between the two must not leave one behind (a later put finds the entry the same
+	 * and would not come here again) */
+	int rc = l3_put_length(l3, ntok);
+	if (rc)
+		return rc;
 	struct l3_pfx p;
 	uint32_t ns_len = ns ? (uint32_t)strlen(ns) : 0;
 	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
@@ -757,7 +813,9 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const
 		free(old);
 		free(old_ns);
 		close(fd);
-		if (same)
+		/* the same entry is kept, unless it is old enough to be judged by a dropper that cannot
+		 * see our object yet (shared mode): then it is written again, young */
+		if (same && (!l3->grace_ns || shm_realtime_ns() - p.created_ns < l3->grace_ns / 2))
 			return 0;
 	}
 	p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_PFX_VERSION, .token_count = ntok,
@@ -770,26 +828,7 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const
 	char sub[3] = { hex[0], hex[1], 0 };
 	struct iovec iov[4] = { { &p, sizeof(p) }, { (void *)tokens, (size_t)ntok * 4 }, { &ns_len, 4 },
 				{ (void *)(ns ? ns : ""), ns_len } };
-	int rc = write_file(l3, l3->pfxfd, sub, name, iov, ns_len ? 4 : 3, 0);
-	if (rc)
-		return rc;
-	/* register the length (idempotent); the lengths directory's mtime tells readers to rescan */
-	char len[16];
-	snprintf(len, sizeof(len), "%u", ntok);
-	if (faccessat(l3->lenfd, len, F_OK, 0) < 0) {
-		fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
-		if (fd < 0)
-			return -errno;
-		int orc = l3_own(l3, fd, 0);
-		close(fd);
-		if (orc)
-			return orc;
-		fsync(l3->lenfd);
-		pthread_mutex_lock(&l3->mu);
-		l3->lengths_settled = 0;
-		pthread_mutex_unlock(&l3->mu);
-	}
-	return 0;
+	return write_file(l3, l3->pfxfd, sub, name, iov, ns_len ? 4 : 3, 0);
 }
 
 /* The payload rules of sc_l2_admit: kind, sections, descriptor. */
@@ -811,6 +850,86 @@ static int payload_check(const struct sc_payload *p)
 	}
 }
 
+/* Write the object of a put (its header block @block, then the sections) unless it is there.
+ * Sets *@wrote when this call made it. 0, or a negative errno (refusals counted). */
+static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *block, const char *rel,
+		      uint64_t file_bytes, int *wrote)
+{
+	uint64_t lo, hi;
+	struct stat sb;
+	*wrote = 0;
+	l3_name_digest(rel + 3, ".sc3", &lo, &hi);
+	int fd = openat(l3->objfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == file_bytes) {
+		ADD(put_dedup, 1);
+		/* putting it again is a use: the LRU order keeps what is put again */
+		l3_note_access(l3, fd, lo, hi, (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+		close(fd);
+		return 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	struct statvfs vfs;
+	if (l3->opts.budget_bytes && file_bytes > l3->opts.budget_bytes) {
+		ADD(write_refusals, 1);
+		return -E2BIG;
+	}
+	/* a filesystem that reports no size at all (ceph-fuse without a mgr: 0 blocks) is of unknown
+	 * size, not full: there the budget is the only limit */
+	if (fstatvfs(l3->dirfd, &vfs) == 0 && vfs.f_blocks &&
+	    (uint64_t)vfs.f_bavail * vfs.f_frsize < file_bytes + l3->opts.min_free_bytes) {
+		ADD(write_refusals, 1);
+		return -ENOSPC;
+	}
+	uint64_t budget = l3->opts.budget_bytes;
+	if (budget && !l3->shared && atomic_load_explicit(&l3->st->bytes, RELAXED) + file_bytes > budget) {
+		uint64_t target = budget / 100 * 85;
+		int rc = sc_l3_evict_to(l3, target > file_bytes ? target - file_bytes : 0);
+		if (rc < 0)
+			return rc;
+	}
+	char name[48];
+	struct iovec iov[3] = { { block, L3_HDR_BLOCK } };
+	int niov = 1;
+	for (int i = 0; i < 2; i++)
+		if (pl->sec_len[i])
+			iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
+	snprintf(name, sizeof(name), "%s", rel + 3);
+	char sub[3] = { rel[0], rel[1], 0 };
+	int rc = write_file(l3, l3->objfd, sub, name, iov, niov, 1);
+	if (rc == -EEXIST) {
+		ADD(put_dedup, 1);
+		return 0;
+	}
+	if (rc) {
+		if (rc == -ENOSPC || rc == -EDQUOT)
+			ADD(write_refusals, 1);
+		return rc;
+	}
+	ADD(puts, 1);
+	ADD(objects, 1);
+	ADD(bytes, file_bytes);
+	*wrote = 1;
+	return 0;
+}
+
+/* Are the object @rel and the prefix entry @key -> its digest both there? */
+static int put_landed(struct sc_l3 *l3, const char *rel, XXH128_hash_t key, XXH128_hash_t dg, uint32_t tokens)
+{
+	char prel[48];
+	struct stat sb;
+	struct l3_pfx p;
+	if (fstatat(l3->objfd, rel, &sb, 0) < 0)
+		return 0;
+	l3_pfx_relpath(key.low64, key.high64, prel);
+	int fd = openat(l3->pfxfd, prel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	int ok = l3_read_pfx(fd, &p, NULL, NULL) == 0 && p.digest_lo == dg.low64 && p.digest_hi == dg.high64 && p.token_count == tokens;
+	close(fd);
+	return ok;
+}
+
 int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_location *loc)
 {
 	if (!l3 || !a || !a->tokens || !a->token_count || payload_check(a->payload))
@@ -821,63 +940,34 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 	XXH3_128bits_reset(&hs);
 	for (int i = 0; i < 2; i++)
 		if (pl->sec_len[i])
-			XXH3_128bits_update_dispatch(&hs, pl->sec[i], pl->sec_len[i]);
+			XXH3_128bits_update(&hs, pl->sec[i], pl->sec_len[i]);
 	XXH128_hash_t dg = XXH3_128bits_digest(&hs), key;
 	l3_prefix_keys(a->ns, a->tokens, &a->token_count, 1, &key);
 	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
 	if (!block)
 		return -ENOMEM;
-	int rc = l3_hdr_build(block, a, dg, key);
+	int rc = l3_hdr_build(block, a, dg, key), wrote_any = 0;
 	if (rc)
 		goto cleanup;
 	char rel[48];
 	l3_obj_relpath(dg.low64, dg.high64, rel);
-	struct stat sb;
-	if (fstatat(l3->objfd, rel, &sb, 0) == 0 && (uint64_t)sb.st_size == file_bytes) {
-		ADD(put_dedup, 1);
-	} else {
-		struct statvfs vfs;
-		if (l3->opts.budget_bytes && file_bytes > l3->opts.budget_bytes) {
-			ADD(write_refusals, 1);
-			rc = -E2BIG;
+	/* acknowledged only once the object and the entry were seen in place after both were
+	 * written: an eviction or a drop that raced with us is repaired by writing again */
+	for (int attempt = 0;; attempt++) {
+		int wrote;
+		if ((rc = put_object(l3, pl, block, rel, file_bytes, &wrote)))
 			goto cleanup;
-		}
-		if (fstatvfs(l3->dirfd, &vfs) == 0 &&
-		    (uint64_t)vfs.f_bavail * vfs.f_frsize < file_bytes + l3->opts.min_free_bytes) {
-			ADD(write_refusals, 1);
-			rc = -ENOSPC;
+		wrote_any |= wrote;
+		if ((rc = put_prefix(l3, key, a->ns, a->tokens, a->token_count, dg.low64, dg.high64)))
 			goto cleanup;
-		}
-		uint64_t budget = l3->opts.budget_bytes;
-		if (budget && atomic_load_explicit(&l3->st->bytes, RELAXED) + file_bytes > budget) {
-			uint64_t target = budget / 100 * 85;
-			rc = sc_l3_evict_to(l3, target > file_bytes ? target - file_bytes : 0);
-			if (rc < 0)
-				goto cleanup;
-		}
-		char name[48];
-		struct iovec iov[3] = { { block, L3_HDR_BLOCK } };
-		int niov = 1;
-		for (int i = 0; i < 2; i++)
-			if (pl->sec_len[i])
-				iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
-		snprintf(name, sizeof(name), "%s", rel + 3);
-		char sub[3] = { rel[0], rel[1], 0 };
-		rc = write_file(l3, l3->objfd, sub, name, iov, niov, 1);
-		if (rc == -EEXIST) {
-			ADD(put_dedup, 1);
-		} else if (rc) {
-			if (rc == -ENOSPC || rc == -EDQUOT)
-				ADD(write_refusals, 1);
+		if (put_landed(l3, rel, key, dg, a->token_count))
+			break;
+		if (attempt == 3) {
+			rc = -EAGAIN; /* evicted as fast as we put it: the budget is too small for the load */
 			goto cleanup;
-		} else {
-			ADD(puts, 1);
-			ADD(objects, 1);
-			ADD(bytes, file_bytes);
 		}
 	}
-	rc = put_prefix(l3, key, a->ns, a->tokens, a->token_count, dg.low64, dg.high64);
-	if (!rc) {
+	{
 		struct sc_location where;
 		struct l3_obj_hdr h;
 		l3_hdr_parse(block, 0, &h);
@@ -889,8 +979,10 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 		if (loc)
 			*loc = where;
 	}
+	if (wrote_any)
+		l3_janitor_after_put(l3, file_bytes);
+	l3_access_flush(l3, 0);
 cleanup:
 	free(block);
 	return rc;
 }
-

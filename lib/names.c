@@ -45,7 +45,7 @@ const char *sc_promote_why_name(int v)
 	switch (v) {
 	NAME(SC_PROMOTE_WHY_TERMINAL, "terminal") NAME(SC_PROMOTE_WHY_OVERSIZE, "oversize")
 	NAME(SC_PROMOTE_WHY_LONG_PREFIX, "long_prefix") NAME(SC_PROMOTE_WHY_SECOND_HIT, "second_hit")
-	NAME(SC_PROMOTE_WHY_FIRST_HIT, "first_hit")
+	NAME(SC_PROMOTE_WHY_FIRST_HIT, "first_hit") NAME(SC_PROMOTE_WHY_RETURNING, "returning")
 	default: return "unknown";
 	}
 }

@@ -13,10 +13,11 @@
  * l2_hit               stage, digest_lo, digest_hi, bytes, origin (0 direct, 1 from L3), lookup_ns
  * l2_miss              stage, tokens, reason (0 absent, 1 location mismatch, 2 error, 3 key collision), lookup_ns
  * l2_admit             stage, digest_lo, digest_hi, bytes, origin
- * l2_reject            stage, bytes, reason (positive errno)
+ * l2_reject            stage, bytes, errno (positive), reason (enum sc_l2_refusal)
  * l2_evict             stage, digest_lo, digest_hi, bytes
  * l2_remove            stage, digest_lo, digest_hi, bytes, reason (0 explicit, 1 mismatch, 2 invalidate, 3 clear)
  * promote_decision     stage, digest_lo, digest_hi, tokens, bytes, decision (1 promote, 0 not), why (enum sc_promote_why)
+ * promote_outcome      stage, digest_lo, digest_hi, bytes, published (1) or not (0), reason (enum sc_l2_refusal; 0 when published)
  * l3_fill_start        stage, digest_lo, digest_hi, bytes
  * l3_fill_done         stage, digest_lo, digest_hi, bytes, duration_ns, result (0 or negative errno)
  * l3_quarantine        digest_lo, digest_hi, reason (positive errno)
@@ -37,10 +38,11 @@
 	X(l2_hit, 6)            \
 	X(l2_miss, 4)           \
 	X(l2_admit, 5)          \
-	X(l2_reject, 3)         \
+	X(l2_reject, 4)         \
 	X(l2_evict, 4)          \
 	X(l2_remove, 5)         \
 	X(promote_decision, 7)  \
+	X(promote_outcome, 6)   \
 	X(l3_fill_start, 4)     \
 	X(l3_fill_done, 6)      \
 	X(l3_quarantine, 3)     \

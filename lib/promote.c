@@ -4,10 +4,14 @@
  *
  * The rules, exactly (one observation per (stage, payload digest)):
  *  - an observation expires SC_PROMOTE_WINDOW_NS after it was first seen (not last seen);
- *  - consider: terminal -> no. Count the hit. payload > 64 MiB -> terminal, no (exactly 64 MiB is
+ *  - consider: terminal after a published promotion -> yes (returning: fills are asked for after
+ *    L2 missed, so the entry left L2 since; it earned its place once, like a ghost hit of the L2
+ *    policy). Other terminal -> no. Count the hit. payload > 64 MiB -> terminal, no (exactly 64 MiB is
  *    fine). Otherwise yes when token_count >= 4096 (first fill) or this is at least the 2nd hit;
- *  - a "yes" stays non-terminal until sc_promote_attempted (whether or not the admit succeeded),
- *    so a hand-off that was dropped retries on the next fill;
+ *  - a "yes" stays non-terminal until its outcome is known: sc_promote_outcome records it
+ *    (published, or refused and why) and makes it terminal unless the refusal was for want of
+ *    room (leased, no room, scan limit, other), which the next fill retries; sc_promote_attempted
+ *    makes it terminal without recording anything;
  *  - at most min(capacity, 4096) observations: a new one evicts the oldest by first sight, ties by
  *    digest (as printed: high 64 bits, then low), then stage.
  * Expired observations are dropped lazily: on lookup, and all at once before an eviction (so a
@@ -139,7 +143,13 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 		e->first_seen_ns = now;
 	}
 	int yes = 0, why;
-	if (e->flags & SHM_OBS_TERMINAL) {
+	if ((e->flags & SHM_OBS_RETURNING) == SHM_OBS_RETURNING) {
+		/* published before, evicted (or removed) since, and filled again: it comes back */
+		e->flags &= ~SHM_OBS_RETURNING;
+		if (e->hits < UINT32_MAX)
+			e->hits++;
+		yes = 1, why = SC_PROMOTE_WHY_RETURNING;
+	} else if (e->flags & SHM_OBS_TERMINAL) {
 		why = SC_PROMOTE_WHY_TERMINAL;
 	} else {
 		if (e->hits < UINT32_MAX)
@@ -166,6 +176,41 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 	return yes;
 }
 
+int promote_predict(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, uint64_t token_count,
+		    uint64_t payload_bytes)
+{
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	const struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
+	uint32_t hits = 1, returning = 0;
+	if (e && !expired(e, now_ns(arena))) {
+		returning = (e->flags & SHM_OBS_RETURNING) == SHM_OBS_RETURNING;
+		hits = e->flags & SHM_OBS_TERMINAL ? 0 : (e->hits < UINT32_MAX ? e->hits + 1 : e->hits);
+	}
+	shm_obs_unlock(arena->shm, h);
+	/* the rules of sc_promote_consider, in its order */
+	if (returning)
+		return 1;
+	if (!hits || payload_bytes > SC_PROMOTE_MAX_BYTES)
+		return 0;
+	return token_count >= SC_PROMOTE_RESTART_TOKENS || hits >= 2;
+}
+
+void l2_promoted_left(struct sc_arena *arena, uint64_t stage_id, uint64_t lo, uint64_t hi)
+{
+	/* called with shard (and policy) locks held: never wait for the table; a mark lost to a busy
+	 * table only means this document returns by the ordinary rules (a second fill) */
+	struct shm_obs_hdr *h = shm_obs_table(arena->shm);
+	if (!h || shm_mutex_trylock(arena->shm, &h->mu))
+		return;
+	struct shm_obs_entry *e = h->count <= h->slots ? shm_obs_find_locked(h, stage_id, lo, hi) : NULL;
+	if (e && (e->flags & SHM_OBS_PUBLISHED))
+		e->flags |= SHM_OBS_LEFT;
+	shm_obs_unlock(arena->shm, h);
+}
+
 int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d)
 {
 	struct shm_obs_hdr *h;
@@ -179,6 +224,33 @@ int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_di
 	return e ? 0 : -ENOENT;
 }
 
+_Static_assert(SHM_OBS_REFUSALS == SC_L2_REFUSE_COUNT, "one promotion counter per refusal reason");
+
+int sc_promote_outcome(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, uint64_t bytes, int refused)
+{
+	if (refused >= SC_L2_REFUSE_COUNT)
+		return -EINVAL;
+	struct shm_obs_hdr *h;
+	int rc = lock_table(arena, &h);
+	if (rc)
+		return rc;
+	if (refused < 0)
+		h->published++;
+	else
+		h->refused[refused]++;
+	uint32_t mark = refused < 0 ? SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED : SHM_OBS_TERMINAL;
+	/* want of room is retried by the next fill; the rest would be refused again */
+	int retry = refused == SC_L2_REFUSE_LEASED || refused == SC_L2_REFUSE_NO_ROOM ||
+		    refused == SC_L2_REFUSE_SCAN_LIMIT || refused == SC_L2_REFUSE_OTHER;
+	struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
+	if (e && !retry)
+		e->flags = (e->flags & ~SHM_OBS_LEFT) | mark; /* in L2 now: not "left" until it leaves again */
+	shm_obs_unlock(arena->shm, h);
+	uint64_t sid = stage_id, lo = d.lo, hi = d.hi, b = bytes, pub = refused < 0, why = refused < 0 ? 0 : (uint64_t)refused;
+	SC_PROBE(promote_outcome, sid, lo, hi, b, pub, why);
+	return 0;
+}
+
 int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st)
 {
 	if (!st)
@@ -190,7 +262,10 @@ int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st)
 	struct shm_obs_claim *c = shm_obs_claims(h);
 	*st = (struct sc_promote_stats){ .observations = h->count, .capacity = h->capacity,
 					 .considered = h->considered, .promoted = h->promoted,
-					 .evicted = h->evicted, .expired = h->expired, .repairs = h->repairs };
+					 .evicted = h->evicted, .expired = h->expired, .repairs = h->repairs,
+					 .published = h->published };
+	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+		st->refused[i] = h->refused[i];
 	for (uint32_t i = 0; i < h->claims; i++)
 		st->claims += c[i].owner != 0;
 	shm_obs_unlock(arena->shm, h);

@@ -1,11 +1,11 @@
 /*
  * lib/promote_admit.c — the one-call promotion: admit an L3 fill into L2 with origin l3 and
- * record the attempt in the observation table (lib/promote.c), whatever the admit's outcome.
+ * record its outcome in the observation table (lib/promote.c): published, or refused and why.
  *
  * Before it, a caller had to pair sc_l2_admit(..., SC_ORIGIN_FROM_L3) with sc_promote_attempted;
  * forgetting the second left the observation open, so every later fill of the digest was
  * promoted again (and copied again). The restore path, which publishes in place, records the
- * attempt itself.
+ * outcome itself (sc_promote_outcome).
  */
 #include <errno.h>
 
@@ -16,9 +16,12 @@ int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *toke
 {
 	if (!stage)
 		return -EINVAL;
-	int rc = sc_l2_admit(stage, ns, tokens, n, expected, payload, SC_ORIGIN_FROM_L3);
-	/* terminal whether or not the admit succeeded: a refused payload would be refused again.
-	 * -ENOENT (the observation expired or was evicted meanwhile) leaves nothing to record. */
-	(void)sc_promote_attempted(stage->arena, stage->id, expected);
+	int why = SC_L2_REFUSE_OTHER;
+	int rc = l2_admit(stage, ns, tokens, n, expected, payload, SC_ORIGIN_FROM_L3, &why);
+	uint64_t bytes = payload ? payload->sec_len[0] + payload->sec_len[1] : 0;
+	/* published, or refused and why: terminal, except a refusal for want of room (the next
+	 * fill is judged again). An observation that expired meanwhile leaves nothing to record. */
+	if (rc != -EINVAL || payload)
+		(void)sc_promote_outcome(stage->arena, stage->id, expected, bytes, rc ? why : -1);
 	return rc;
 }

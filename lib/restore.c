@@ -15,6 +15,12 @@
  * reservation is released only after its fill was reaped (sc_l3_fill returns only then), so no
  * read is ever in flight into freed memory. Single flight: the fill of one (stage, digest) is
  * claimed in the arena's claim table for the duration of fill + decision + publish.
+ *
+ * Where a fill lands. A fill the policy will promote (asked before the fill, without counting)
+ * reserves arena memory, evicting for it; any other fill takes arena memory only if it is free,
+ * else process memory, so that fills nobody keeps never evict entries others are using. Every
+ * "promote" decision ends in exactly one recorded outcome (sc_promote_outcome): published in
+ * place, published by copy (the fill was in process memory), or refused with its reason.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -246,18 +252,22 @@ again:
 	uint64_t room = (loc.payload_bytes + 4095) & ~4095ull;
 	uint64_t keep = l2_tokens_at(loc.payload_bytes, loc.has_kv_desc) + (uint64_t)loc.token_count * 4;
 	void *dst;
-	rc = sc_l2_reserve(st, room > keep ? room : keep, &out->resv_);
+	int predicted = promote_predict(arena, stage_id, loc.digest, loc.token_count, loc.payload_bytes) == 1;
+	int resv_why = SC_L2_REFUSE_OTHER;
+	rc = l2_reserve(st, room > keep ? room : keep, predicted ? 0 : L2_RESERVE_NO_EVICT, &out->resv_, &resv_why);
 	if (rc == 0) {
 		dst = out->resv_.ptr;
 		out->state_ = R_RESV;
 		out->in_arena = 1;
 	} else if (rc == -E2BIG || rc == -ENOSPC) {
-		/* L2 cannot hold it: a private lease in process memory */
+		/* L2 cannot (or need not) hold it: a private lease in process memory */
 		if (!(out->heap_ = dst = aligned_alloc(4096, room))) {
 			rc = -ENOMEM;
 			goto unclaim;
 		}
 		out->state_ = R_HEAP;
+		if (!predicted)
+			resv_why = -1; /* no room was asked for: a "promote" would admit by copy */
 	} else {
 		goto unclaim;
 	}
@@ -300,20 +310,32 @@ again:
 	int why = SC_PROMOTE_WHY_FIRST_HIT;
 	int yes = sc_promote_consider(arena, stage_id, loc.digest, loc.token_count, loc.payload_bytes, &why);
 	out->promote_why = why;
-	if (yes == 1 && out->state_ == R_RESV) {
-		struct sc_lease lease;
-		int prc = sc_l2_publish(st, ns, tokens, loc.token_count, loc.digest, &out->resv_, loc.kind, loc.sec_len[0],
-					loc.sec_len[1], loc.has_kv_desc ? &loc.kv_desc : NULL, SC_ORIGIN_FROM_L3, &lease);
-		if (prc == 0 && lease.arena_) {
-			out->lease_ = lease;
-			from_lease(out);
-			out->promoted = 1;
+	if (yes == 1) {
+		int refused = -1;
+		if (out->state_ == R_RESV) {
+			struct sc_lease lease;
+			int prc = l2_publish(st, ns, tokens, loc.token_count, loc.digest, &out->resv_, loc.kind,
+					     loc.sec_len[0], loc.sec_len[1], loc.has_kv_desc ? &loc.kv_desc : NULL,
+					     SC_ORIGIN_FROM_L3, &lease, &refused);
+			if (prc == 0) {
+				out->lease_ = lease;
+				from_lease(out);
+				refused = -1;
+			}
+		} else if (resv_why >= 0) {
+			refused = resv_why; /* room was asked for before the fill and refused */
+		} else {
+			/* filled in process memory because no promotion was expected: admit a copy */
+			struct sc_payload p = { .kind = loc.kind, .sec = { out->sec[0], out->sec[1] },
+						.sec_len = { loc.sec_len[0], loc.sec_len[1] },
+						.kv_desc = loc.has_kv_desc ? &loc.kv_desc : NULL };
+			if (l2_admit(st, ns, tokens, loc.token_count, loc.digest, &p, SC_ORIGIN_FROM_L3, &refused) == 0)
+				refused = -1;
 		}
+		shm_sched_point("restore.promote.outcome");
+		out->promoted = refused < 0;
+		(void)sc_promote_outcome(arena, stage_id, loc.digest, loc.payload_bytes, refused);
 	}
-	/* terminal whether or not the admit succeeded; but when no L2 memory could be reserved no
-	 * admit was attempted: a dropped hand-off, which stays open so the next fill retries */
-	if (yes == 1 && out->state_ != R_HEAP)
-		sc_promote_attempted(arena, stage_id, loc.digest);
 	rc = 0;
 unclaim:
 	if (claimed)

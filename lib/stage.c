@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "l2.h"
+#include "probes.h"
 
 int l2_ready(struct sc_arena *a)
 {
@@ -21,6 +22,8 @@ int l2_ready(struct sc_arena *a)
 	if (a->l2_ready)
 		return 0;
 	int rc = shm_index_view(a->shm, l2_ix(a));
+	if (!rc)
+		rc = shm_evq_view(a->shm, l2_q(a));
 	if (rc)
 		return rc;
 	if (a->shm->reader_slot < 0)
@@ -70,6 +73,23 @@ void l2_count_event(struct sc_arena *a, uint64_t stage_id, int which, uint64_t v
 	struct l2_stage_rec *s = l2_stage_rec_find(a, stage_id, 0);
 	if (s)
 		atomic_fetch_add_explicit(counter(&s->c, which), v, memory_order_relaxed);
+}
+
+int l2_refuse(struct sc_arena *a, uint64_t stage_id, uint64_t bytes, int rc, int reason)
+{
+	if (reason < 0 || reason >= SC_L2_REFUSE_COUNT)
+		reason = SC_L2_REFUSE_OTHER;
+	struct l2_stats_region *r = l2_stats_region(a);
+	l2_count_event(a, stage_id, L2C_REJECTS, 1);
+	if (rc == -E2BIG)
+		l2_count_event(a, stage_id, L2C_REFUSED, bytes);
+	atomic_fetch_add_explicit(&r->refused_global.n[reason], 1, memory_order_relaxed);
+	struct l2_stage_rec *s = l2_stage_rec_find(a, stage_id, 0);
+	if (s)
+		atomic_fetch_add_explicit(&r->refused_stage[s - r->stages].n[reason], 1, memory_order_relaxed);
+	uint64_t sid = stage_id, b = bytes, err = (uint64_t)-rc, why = (uint64_t)reason;
+	SC_PROBE(l2_reject, sid, b, err, why);
+	return rc;
 }
 
 void l2_flush(struct sc_stage *st)

@@ -563,25 +563,61 @@ struct sc_lease {
  * a reservation outlives its handle's reader slot only until the next orphan sweep.
  */
 
+/*
+ * Why an admission did not publish (sc_l2_admit, sc_l2_reserve, sc_l2_publish, and the promotions
+ * of sc_restore). Each refusal is counted once under its reason (sc_l2_stats.refused, the
+ * promotion's in sc_promote_stats.refused), fires the l2_reject probe with it, and changes nothing
+ * stored except what eviction already did (see sc_l2_admit).
+ */
+enum sc_l2_refusal {
+	SC_L2_REFUSE_DIGEST = 0,      /* the wire's digest is not the expected one (-EBADMSG) */
+	SC_L2_REFUSE_INVALID = 1,     /* empty, unknown kind, or sections and descriptor disagree (-EINVAL) */
+	SC_L2_REFUSE_TOO_LARGE = 2,   /* its footprint is larger than the arena's heap (-E2BIG) */
+	SC_L2_REFUSE_OVER_BUDGET = 3, /* larger than the L2 budget, which is below the heap (-E2BIG) */
+	SC_L2_REFUSE_LEASED = 4,      /* the entries that could make room are leased, or the room is held
+				       * by fills in flight (-ENOSPC) */
+	SC_L2_REFUSE_NO_ROOM = 5,     /* enough bytes, but no contiguous room even after evicting by address:
+				       * leased entries or fills in flight split the heap (-ENOSPC) */
+	SC_L2_REFUSE_SCAN_LIMIT = 6,  /* the bounded eviction scan ended before it found room (-ENOSPC;
+				       * the scan's progress is kept, a retry goes further) */
+	SC_L2_REFUSE_OTHER = 7,       /* anything else: no lease slot left (-EMFILE), a corrupted arena
+				       * (-EBADMSG), no memory for planning (-ENOMEM) */
+	SC_L2_REFUSE_COUNT = 8,
+};
+/** sc_l2_refusal_name - "digest", "invalid", "too_large", "over_budget", "leased", "no_room",
+ * "scan_limit", "other"; "?" for anything else. */
+const char *sc_l2_refusal_name(int reason);
+
+/** sc_l2_footprint - the bytes an entry of @bytes wire bytes (with a KV descriptor when
+ * @has_kv_desc) for a prefix of @token_count tokens is charged against the L2 budget of @arena
+ * (its token ids are stored with it unless the arena was created with SC_ARENA_NO_TOKEN_VERIFY;
+ * NULL @arena: as if they are). UINT64_MAX when it could never be allocated. */
+uint64_t sc_l2_footprint(const struct sc_arena *arena, uint64_t bytes, int has_kv_desc, uint32_t token_count);
+
 /**
  * sc_l2_admit - copy a payload into L2 under the key of (@ns, @tokens[0..n)).
  * Checks, in order, each refusal counted in admission_rejects (when @stage is not NULL) and
  * leaving the cache unchanged:
- *  -EINVAL   n == 0, NULL tokens or payload, unknown origin, a section length with a NULL pointer;
- *  -EBADMSG  XXH3-128 of the wire != @expected;
- *  -EINVAL   empty payload, unknown kind, namespace too long;
- *  -EINVAL   sections and descriptor inconsistent (sc_kv_desc_validate);
- *  -E2BIG    larger than the budget can ever hold (refused_bytes += wire bytes).
- * Then evicts unleased entries to make room (never the entry being replaced); if room cannot be
- * made: -ENOSPC and nothing changed. An existing entry of the key is replaced atomically (readers
- * see the old entry or the new one). Also -EBADMSG (corrupted index), -ENOTRECOVERABLE (fsck
- * declared the arena unrepairable; not counted).
- * Eviction is CLOCK (a hit sets the entry's reference hint; peek does not), bounded per call.
+ *  -EINVAL   n == 0, NULL tokens or payload, unknown origin, a section length with a NULL pointer,
+ *            namespace too long                                      (SC_L2_REFUSE_INVALID);
+ *  -EBADMSG  XXH3-128 of the wire != @expected                      (SC_L2_REFUSE_DIGEST);
+ *  -EINVAL   empty payload, unknown kind, sections and descriptor inconsistent (sc_kv_desc_validate)
+ *            (SC_L2_REFUSE_INVALID);
+ *  -E2BIG    larger than the heap (TOO_LARGE) or the budget (OVER_BUDGET); refused_bytes += wire.
+ * Then makes room (never evicting a leased entry or the entry being replaced): eviction is S3-FIFO
+ * (a small probationary FIFO, a main FIFO, a ghost of recently evicted keys; see docs/DESIGN.md,
+ * "L2 under memory pressure"); when the heap is fragmented it evicts the neighbours of the next
+ * victim by address until one contiguous block fits. An entry of at most 1/8 of the budget is
+ * always published while the heap holds a run of unleased entries and free space long enough for
+ * it. When room cannot be made: -ENOSPC (LEASED, NO_ROOM or SCAN_LIMIT); what was evicted on the
+ * way stays evicted. An existing entry of the key is replaced atomically (readers see the old
+ * entry or the new one). Also -EBADMSG (corrupted index), -ENOTRECOVERABLE (fsck declared the
+ * arena unrepairable; not counted).
  * The budget is checked against the heap's allocated bytes before allocating, so concurrent
  * admissions may overshoot it by at most what is in flight.
- * May block on shard/heap mutexes; allocates only transiently (eviction planning).
+ * May block on shard/policy/heap mutexes; allocates only transiently (lease lists).
  * To promote an L3 fill (origin SC_ORIGIN_FROM_L3) use sc_promote_admit, which also records the
- * attempt in the promotion table; an sc_l2_admit with SC_ORIGIN_FROM_L3 records nothing.
+ * outcome in the promotion table; an sc_l2_admit with SC_ORIGIN_FROM_L3 records nothing.
  */
 int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);
@@ -614,7 +650,7 @@ struct sc_l2_entry_info {
 	struct sc_digest digest;
 	uint32_t kind, origin;
 	uint64_t created_unix_ns;
-	uint32_t frequency;
+	uint32_t frequency;          /* hits since the policy last looked, 0..3 (S3-FIFO's counter) */
 	int has_kv_desc;
 	uint64_t reserved[6];        /* zero */
 };
@@ -658,7 +694,11 @@ struct sc_l2_stats {
 	uint64_t entries, bytes, logical_bytes, budget_bytes;
 	uint64_t hits, misses, inserts, evictions, admission_rejects, refused_bytes;
 	uint64_t leases, pending_reclaim_bytes, free_bytes, largest_free_block;
-	uint64_t reserved[16];       /* zero (room for later counters) */
+	uint64_t refused[SC_L2_REFUSE_COUNT]; /* admission_rejects by enum sc_l2_refusal */
+	/* the eviction policy, always global: entries and bytes on S3-FIFO's small and main FIFOs,
+	 * entries moved from small to main, re-admissions found in the ghost */
+	uint64_t small_entries, small_bytes, main_entries, main_bytes, moved_to_main, ghost_hits;
+	uint64_t reserved[8];        /* zero (room for later counters) */
 };
 /** sc_l2_stats - global counters (@stage NULL) or one stage's (entries/bytes of that stage;
  * leases, pending, free and largest_free_block are always global). Flushes this handle's pending
@@ -701,9 +741,11 @@ struct sc_l2_resv {
 };
 
 /**
- * sc_l2_reserve - allocate @bytes of arena memory for a fill. Evicts unleased L2 entries if the
- * budget or the heap needs room. Returns 0, -EINVAL (0 bytes), -E2BIG (above the budget),
- * -ENOSPC (no room could be made). May block on mutexes.
+ * sc_l2_reserve - allocate @bytes of arena memory for a fill. Makes room as sc_l2_admit does
+ * (S3-FIFO, then by address in a fragmented heap). Returns 0, -EINVAL (0 bytes), -E2BIG (above
+ * the heap or the budget), -ENOSPC (no room could be made). A refusal is counted like an
+ * admission's (a reservation is the first half of a publish), with its reason. May block on
+ * mutexes.
  */
 int sc_l2_reserve(struct sc_stage *stage, uint64_t bytes, struct sc_l2_resv *resv);
 
@@ -755,22 +797,45 @@ const char *sc_l3_odirect_name(int o_direct);
 #define SC_L3_MAX_QUEUE_DEPTH 1024u
 
 #define SC_L3_OPEN_NO_RECONCILE 0x1u /* skip start-up reconciliation (read-only tools) */
-#define SC_L3_OPEN_NO_CREATE 0x2u    /* @dir must already be an L3 directory: create nothing at open */
-#define SC_L3_OPEN_MASK 0x3u
+#define SC_L3_OPEN_SHARED 0x2u       /* several hosts share DIR (recorded in DIR/shared: sticky) */
+#define SC_L3_OPEN_NO_CREATE 0x4u    /* @dir must already be an L3 directory: create nothing at open */
+#define SC_L3_OPEN_MASK 0x7u
 
-/** struct sc_l3_opts - zero-initialise; every zero field takes its default. */
+/* Longest host identity (sc_l3_opts.host_id). */
+#define SC_L3_HOST_ID_MAX 64u
+
+/**
+ * struct sc_l3_opts - zero-initialise; every zero field takes its default.
+ *
+ * Shared mode (a directory that several hosts mount, e.g. on CephFS): set SC_L3_OPEN_SHARED once
+ * (DIR/shared then records it for every later open), or open a directory on CephFS, which is
+ * shared mode by itself. In shared mode each host keeps its own counters (in @state_dir), puts
+ * never scan the directory, and eviction and cleanup are done by one janitor at a time
+ * (sc_l3_janitor), elected by a lock on DIR/janitor.
+ */
 struct sc_l3_opts {
-	uint64_t budget_bytes;   /* bytes of object files to keep; 0: unlimited */
-	uint64_t min_free_bytes; /* refuse a put that would leave less free space; 0: none */
+	uint64_t budget_bytes;   /* bytes of object files to keep; 0: unlimited. On a filesystem that
+				  * reports no size (ceph-fuse without a mgr) this is the only limit */
+	uint64_t min_free_bytes; /* refuse a put that would leave less free space; 0: none (ignored
+				  * where the filesystem reports no size) */
 	uint32_t queue_depth;    /* fills in flight per thread; 0: 64 */
 	int o_direct;            /* enum sc_l3_odirect */
 	uint32_t file_mode;      /* mode of the files it creates, exactly (umask ignored); 0: 0600. Directories get
 				  * the same plus x where r is given (0660 -> 0770), and setgid with @gid */
 	uint32_t flags;          /* SC_L3_OPEN_* */
+	const char *host_id;     /* this host's identity: 1 to SC_L3_HOST_ID_MAX of [A-Za-z0-9_-]. It
+				  * names everything a host owns in DIR (temp files, access records, the
+				  * janitor record and log). NULL: /etc/machine-id (else the host name) */
+	const char *state_dir;   /* shared mode: where this host keeps its counters; NULL: /dev/shm */
+	uint32_t visibility_ms;  /* shared mode: how long a file made on another host may stay
+				  * invisible here (plus clock skew between hosts). Nothing is removed
+				  * on the strength of "missing" unless what named it is older than this.
+				  * 0: 10000 (ceph-fuse 16.2 measured: p99 28 ms, max 70 ms) */
+	uint32_t reserved0;      /* zero */
 	int64_t gid;             /* group of every file and directory it creates (the caller must be a
 				  * member); 0: the caller's. With file_mode 0660 members of the group share the
 				  * store: any of them can put, fill, reconcile and evict. */
-	uint64_t reserved[5];    /* zero */
+	uint64_t reserved[2];    /* zero */
 };
 
 /**
@@ -809,9 +874,13 @@ struct sc_l3_put_args {
  * the directory; then the prefix entry the same way. Putting a digest that exists only adds the
  * prefix entry (idempotent); concurrent puts of any digests from any processes are safe.
  * @loc: if not NULL, receives the location.
- * Returns 0, -EINVAL (bad args), -E2BIG (larger than the budget) or -ENOSPC (below min_free, or
- * the disk is full): refusals are counted in write_refusals; or another negative errno.
- * Blocks on disk I/O (fsync), may evict least recently used objects; allocates a little.
+ * Returns 0 once the object and the prefix entry were both seen in place (a concurrent eviction
+ * or drop is repaired by writing again), -EINVAL (bad args), -E2BIG (larger than the budget) or
+ * -ENOSPC (below min_free, or the disk is full): refusals are counted in write_refusals; -EAGAIN
+ * (evicted again as fast as it was written, four times: the budget is too small for the load);
+ * or another negative errno.
+ * Blocks on disk I/O (fsync), may evict least recently used objects (shared mode: only when the
+ * store is over budget and no janitor holds the lease: a janitor pass); allocates a little.
  */
 int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_location *loc);
 
@@ -894,7 +963,7 @@ int sc_l3_register_memory(struct sc_l3 *l3, void *base, uint64_t len);
 int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena);
 
 struct sc_l3_stats {
-	uint64_t objects, bytes;
+	uint64_t objects, bytes;                  /* shared mode: as of the last janitor pass */
 	uint64_t fills, fill_bytes, fill_ns;
 	uint64_t verify_failures, quarantined, evictions, write_refusals;
 	uint64_t puts, put_dedup;
@@ -904,8 +973,31 @@ struct sc_l3_stats {
 	uint64_t reserved[12];                    /* zero (room for later counters) */
 };
 
-/** sc_l3_stats - counters shared by every process using the directory (since it was created). */
+/** sc_l3_stats - counters shared by every process using the directory (since it was created);
+ * in shared mode, by every process of this host, with objects and bytes from the last janitor pass. */
 int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *st);
+
+/** What a handle knows of its directory's mode and janitor (sc_l3_janitor_status). */
+struct sc_l3_janitor_status {
+	int shared;                               /* 1: several hosts share the directory */
+	uint32_t reserved0;                       /* zero */
+	char host_id[SC_L3_HOST_ID_MAX + 1];      /* this handle's host identity */
+	char janitor_host[SC_L3_HOST_ID_MAX + 1]; /* host of the last lease holder ("": none yet) */
+	uint8_t reserved1[6];                     /* zero */
+	uint64_t epoch;                           /* the lease's epoch (0: never held) */
+	uint64_t pass_start_ns, pass_end_ns;      /* CLOCK_REALTIME of the last pass (0: none yet) */
+	uint64_t objects, bytes;                  /* after the last pass */
+	uint64_t evictions;                       /* by every janitor, every host, since DIR was made */
+	uint64_t passes;
+	uint64_t reserved[4];                     /* zero */
+};
+
+/**
+ * sc_l3_janitor_status - read the janitor record (DIR/janitor) and this handle's identity.
+ * Returns 0, -EINVAL, -EBADMSG (the record is damaged: fields as of no pass), or another negative
+ * errno. Reads one small file.
+ */
+int sc_l3_janitor_status(struct sc_l3 *l3, struct sc_l3_janitor_status *st);
 
 struct sc_l3_object_info {
 	struct sc_digest digest;
@@ -929,8 +1021,59 @@ int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, voi
  */
 int sc_l3_verify(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx);
 
-/** sc_l3_evict_to - evict least recently used objects until at most @bytes remain. Returns the count. */
+/**
+ * sc_l3_evict_to - evict least recently used objects until at most @bytes remain. Returns the
+ * count. In shared mode this is a janitor pass with that target: -EBUSY when another process
+ * holds the janitor lease, -ESTALE when the lease was lost during the pass.
+ */
 int sc_l3_evict_to(struct sc_l3 *l3, uint64_t bytes);
+
+/*
+ * The janitor: budget eviction and cleanup of a directory, done by one process at a time across
+ * every host sharing it. The lease is an exclusive flock() on DIR/janitor; each new holder bumps
+ * the epoch recorded in that file (the fencing token) and, before every batch of removals,
+ * checks that the file is still the one it locked and still carries its epoch: a janitor that
+ * lost its lease (its host's session was evicted, the file was replaced) stops before acting.
+ * When a janitor's process dies the lease is free at once; when its host dies, as soon as the
+ * filesystem releases the lock (CephFS: when the MDS evicts the host's session).
+ *
+ * A pass: merge the uses other hosts recorded (DIR/access/, written by every fill and repeated
+ * put in batches of up to 128 or once a second) into the last-use table DIR/lru; list every
+ * object; remove temp files their writers let go of (no OFD lock on them, and older than the
+ * visibility grace); if the objects exceed the budget, remove least recently used ones
+ * until 85 % of it remain (an object used since the listing is skipped), each logged to
+ * DIR/janitor.log; write DIR/lru and the record (objects, bytes, time).
+ * DIR/janitor.log has one line per act: "<t0> <t1> <epoch> <host> <what> <digest> <bytes>", t in
+ * CLOCK_REALTIME ns; what = "intent" (written before an unlink, t1 = 0), "evict" (t0..t1 is the
+ * unlink), or "quarantine". It is renamed to janitor.log.1 past 4 MiB.
+ */
+#define SC_L3_JANITOR_WAIT 0x1u /* wait for the lease instead of returning -EBUSY */
+#define SC_L3_JANITOR_KEEP 0x2u /* keep the lease after the pass (until a call without it, or close) */
+#define SC_L3_JANITOR_FULL 0x4u /* also check every object's header (quarantine bad ones) and drop
+				 * prefix entries naming missing objects: reads 4 KiB per object */
+#define SC_L3_JANITOR_MASK 0x7u
+
+struct sc_l3_janitor_report {
+	uint64_t epoch;                  /* the lease's epoch during this pass */
+	uint64_t objects, bytes;         /* after the pass */
+	uint64_t evicted, evicted_bytes; /* by this pass */
+	uint64_t stale_temps;            /* temp files of writers that are gone, removed */
+	uint64_t accesses;               /* access records merged */
+	uint64_t quarantined, dropped;   /* FULL: bad objects, prefix entries naming missing objects */
+	uint64_t skipped_recent;         /* victims used since the listing, kept */
+	uint64_t pass_ns;                /* duration */
+	uint64_t reserved[4];            /* zero */
+};
+
+/**
+ * sc_l3_janitor - run one janitor pass if this handle can hold the lease.
+ * @flags: SC_L3_JANITOR_*. @rep: may be NULL.
+ * Returns 0 (pass done), -EBUSY (another process holds the lease; without SC_L3_JANITOR_WAIT),
+ * -ESTALE (the lease was lost: nothing more was removed after that was seen; call again to
+ * compete anew), -EINVAL, or another negative errno (the filesystem failed).
+ * Blocks on many file operations (a listing of the whole directory); allocates.
+ */
+int sc_l3_janitor(struct sc_l3 *l3, uint32_t flags, struct sc_l3_janitor_report *rep);
 
 
 /*
@@ -943,19 +1086,23 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t bytes);
 #define SC_PROMOTE_MAX_OBSERVATIONS 4096u
 
 enum sc_promote_why {
-	SC_PROMOTE_WHY_TERMINAL = 0,   /* already attempted or refused: no */
+	SC_PROMOTE_WHY_TERMINAL = 0,   /* refused for good (or attempted): no */
 	SC_PROMOTE_WHY_OVERSIZE = 1,   /* > SC_PROMOTE_MAX_BYTES: no, and terminal */
 	SC_PROMOTE_WHY_LONG_PREFIX = 2,/* >= SC_PROMOTE_RESTART_TOKENS: yes */
 	SC_PROMOTE_WHY_SECOND_HIT = 3, /* second hit within the window: yes */
 	SC_PROMOTE_WHY_FIRST_HIT = 4,  /* first hit: no (yet) */
+	SC_PROMOTE_WHY_RETURNING = 5,  /* published before and filled again (it left L2 since): yes */
 };
-/** sc_promote_why_name - "terminal", "oversize", "long_prefix", "second_hit", "first_hit", or "unknown". */
+/** sc_promote_why_name - "terminal", "oversize", "long_prefix", "second_hit", "first_hit",
+ * "returning", or "unknown". */
 const char *sc_promote_why_name(int why);
 
 /**
  * sc_promote_consider - count a fill of @digest for @stage_id (sc_stage_id) and decide. Returns 1 (promote),
  * 0 (not), or -EBADMSG (corrupted table), -EINVAL. *@why (may be NULL) gets the reason.
- * A "yes" leaves the observation open until sc_promote_attempted, so a dropped hand-off retries.
+ * A "yes" leaves the observation open until its outcome is recorded (sc_promote_outcome) or
+ * sc_promote_attempted, so a dropped hand-off retries. An observation whose last promotion was
+ * published says yes again (SC_PROMOTE_WHY_RETURNING): a fill means the entry left L2 since.
  * Takes the table's process-shared mutex; O(1) except when the table is full (one bounded scan).
  */
 int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t token_count,
@@ -963,22 +1110,35 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
 
 /**
  * sc_promote_admit - carry out a "yes" of sc_promote_consider in one call: admit the filled
- * payload into L2 with origin SC_ORIGIN_FROM_L3 (exactly as sc_l2_admit) and record the attempt
- * (as sc_promote_attempted), whatever the admit's outcome, so the same digest is not promoted
- * again for this stage until its observation expires.
- * Returns sc_l2_admit's result. The attempt is recorded even when the admit is refused; a
- * missing observation (expired, or evicted meanwhile) is not an error. May block on mutexes.
+ * payload into L2 with origin SC_ORIGIN_FROM_L3 (exactly as sc_l2_admit) and record its outcome
+ * (as sc_promote_outcome: published, or the refusal's reason), so the same digest is not
+ * promoted again for this stage unless it was refused for want of room.
+ * Returns sc_l2_admit's result. A missing observation (expired, or evicted meanwhile) is not an
+ * error. May block on mutexes.
  */
 int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		     struct sc_digest expected, const struct sc_payload *payload);
 
+/**
+ * sc_promote_outcome - record what became of a "promote" decision for (@stage_id, @digest) of
+ * @bytes: @refused < 0 when it was published in L2, else why not (enum sc_l2_refusal). Counted in
+ * sc_promote_stats (published / refused) and fired as the promote_outcome probe. The observation
+ * becomes terminal, except after a refusal for want of room (LEASED, NO_ROOM, SCAN_LIMIT, OTHER):
+ * then the next fill is judged again. sc_restore and sc_promote_admit call it for every "promote".
+ * 0, -EINVAL, -EBADMSG.
+ */
+int sc_promote_outcome(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest, uint64_t bytes, int refused);
+
 /** sc_promote_attempted - mark the observation terminal (after an admit attempt made other than
- * through sc_promote_admit, e.g. sc_l2_publish in place). 0, -ENOENT (no observation), or -errno. */
+ * through sc_promote_admit or sc_restore). 0, -ENOENT (no observation), or -errno. */
 int sc_promote_attempted(struct sc_arena *arena, uint64_t stage_id, struct sc_digest digest);
 
 struct sc_promote_stats {
 	uint32_t observations, claims, capacity;
 	uint64_t considered, promoted, evicted, expired, repairs;
+	/* what became of each "promote" decision of sc_restore / sc_promote_admit: published in L2,
+	 * or refused (by enum sc_l2_refusal). promoted == published + sum(refused) once none is in flight. */
+	uint64_t published, refused[SC_L2_REFUSE_COUNT];
 	uint64_t reserved[8];          /* zero (room for later counters) */
 };
 /** sc_promote_stats - the observation table's counters. 0, -EINVAL, -EBADMSG. Takes the table's mutex. */
@@ -1043,9 +1203,11 @@ struct sc_restore {
  * sc_restore - restore the longest stored prefix of @tokens[0..n) in namespace @ns for @stage.
  * Locates it in @l3; looks it up in L2 validated against that location (token count, digest);
  * on a miss claims the fill (single flight per stage and digest), fills from L3 into an arena
- * reservation (private memory when L2 cannot hold it), asks the promotion policy, and publishes
- * in place when it says so. Either way @out holds a lease on the bytes: release it with
- * sc_restore_release.
+ * reservation (evicting for it only when the promotion policy will promote this fill; else only
+ * free arena memory, or private memory), asks the promotion policy, and publishes in place when
+ * it says so (by copy when the fill went to private memory); every "promote" ends in one
+ * recorded outcome (sc_promote_outcome: published, or refused and why; out->promoted says which).
+ * Either way @out holds a lease on the bytes: release it with sc_restore_release.
  * Returns the restored token count (> 0), or -ENOENT (nothing stored), -EBUSY (another process is
  * filling it and SC_RESTORE_WAIT was not given), -ETIMEDOUT (SC_RESTORE_WAIT and the other fill
  * did not finish in time), -EBADMSG (the object of the longest stored prefix failed verification,
@@ -1353,8 +1515,8 @@ struct sc_fsck_report {
 	uint64_t reserved[8];     /* zero */
 };
 
-/* Called for each finding: @component ("header", "heap", "index", "rings", "observations",
- * "readers", "locks", "l3index"), a one-line @message, and whether it was repaired. */
+/* Called for each finding: @component ("header", "heap", "index", "policy", "rings",
+ * "observations", "readers", "locks", "l3index"), a one-line @message, and whether it was repaired. */
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**

@@ -57,6 +57,14 @@ const char *const *sc_sched_points(void);
  */
 void sc_test_set_key_mask(uint64_t lo_mask, uint64_t hi_mask);
 
+/**
+ * sc_l2_set_policy_limits - lower the eviction policy's per-call bounds in this process: at most
+ * @evict_steps FIFO steps per room-making call and @sweep_blocks heap blocks per neighbourhood
+ * search (0: the product's bounds, 65536 each), so a test reaches SC_L2_REFUSE_SCAN_LIMIT without
+ * a million entries. Process-local.
+ */
+void sc_l2_set_policy_limits(uint32_t evict_steps, uint32_t sweep_blocks);
+
 /** sc_promote_set_clock - this handle's promotion-policy clock (ns, monotonic); NULL: the real one. */
 void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*now_ns)(void *ctx), void *ctx);
 

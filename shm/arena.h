@@ -3,7 +3,7 @@
  *
  * Layout (all offsets from the arena base, every region 4 KiB aligned, the heap 2 MiB aligned):
  *
- *   [ header (4 KiB) | readers | stats | index | rings | obs | l3ix | heap ................. ]
+ *   [ header (4 KiB) | readers | stats | index | rings | obs | l3ix | policy | heap ......... ]
  *
  * The header names every region by (offset, size). Modules find their region with
  * shm_region(); they never compute offsets of their own. A fresh file is zero-filled, so each
@@ -22,8 +22,9 @@
 #include <sys/stat.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
-#define SHM_LAYOUT_VERSION 3u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
-                                       * index region, stored token ids, chained prefix keys */
+#define SHM_LAYOUT_VERSION 4u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
+                                       * index region, stored token ids, chained prefix keys; 4: the
+                                       * policy region (S3-FIFO queues), refusal counters */
 #define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */
@@ -40,8 +41,9 @@ enum shm_region_id {
 	SHM_REGION_RINGS = 3,   /* commit ring directory + rings: shm/ring.c */
 	SHM_REGION_OBS = 4,     /* promotion observation table: lib/promote.c */
 	SHM_REGION_L3IX = 5,    /* L3 location index: shm/l3ix.c (size 0 when disabled) */
-	SHM_REGION_HEAP = 6,    /* payload heap: shm/heap.c */
-	SHM_REGION_COUNT = 7,
+	SHM_REGION_POLICY = 6,  /* L2 eviction queues and ghost: shm/evq.c (policy: lib/l2_evict.c) */
+	SHM_REGION_HEAP = 7,    /* payload heap: shm/heap.c (always the last region) */
+	SHM_REGION_COUNT = 8,
 	SHM_REGION_MAX = 8,     /* slots in the header's table (room to grow) */
 };
 

@@ -532,12 +532,11 @@ uint64_t shm_heap_footprint(uint64_t bytes)
 
 /* ---- alloc ---- */
 
-static int alloc_locked(struct heap_ctx *c, uint64_t need, int aligned, uint64_t tag, uint64_t *off)
+/* Carve @need units (after @gap units of alignment) out of the listed free block (@rel, @units). */
+static int alloc_block(struct heap_ctx *c, uint64_t rel, uint64_t units, uint64_t gap, uint64_t need, uint64_t tag,
+		       uint64_t *off)
 {
-	uint64_t rel = 0, units = 0, gap = 0;
-	int rc = find_block(c, need, aligned, &rel, &units, &gap);
-	if (rc)
-		return rc;
+	int rc;
 	if ((rc = list_remove(c, rel, units)))
 		return rc;
 	/* the block is off the lists but still FREE in the chain: a crash returns it to them */
@@ -578,6 +577,15 @@ static int alloc_locked(struct heap_ctx *c, uint64_t need, int aligned, uint64_t
 	return 0;
 }
 
+static int alloc_locked(struct heap_ctx *c, uint64_t need, int aligned, uint64_t tag, uint64_t *off)
+{
+	uint64_t rel = 0, units = 0, gap = 0;
+	int rc = find_block(c, need, aligned, &rel, &units, &gap);
+	if (rc)
+		return rc;
+	return alloc_block(c, rel, units, gap, need, tag, off);
+}
+
 int shm_heap_alloc(struct shm_arena *a, uint64_t bytes, uint64_t tag, uint64_t *off)
 {
 	struct heap_ctx c;
@@ -596,6 +604,89 @@ int shm_heap_alloc(struct shm_arena *a, uint64_t bytes, uint64_t tag, uint64_t *
 		rc = alloc_locked(&c, fp / UNIT, bytes >= PAGE, tag, off);   /* once, on rebuilt lists */
 	heap_unlock(&c);
 	return rc;
+}
+
+static int listed(const struct heap_ctx *c, uint64_t p, uint64_t u);
+
+/* Is region offset @rel the start of a block (free or allocated) whose neighbours agree with it?
+ * 0 with its size and state, or -EBADMSG. */
+static int blk_start(const struct heap_ctx *c, uint64_t rel, uint64_t *units, unsigned *st)
+{
+	uint64_t u2;
+	unsigned s2;
+	if (blk_get(c, rel, units, st))
+		return -EBADMSG;
+	uint64_t next = rel + *units * UNIT;
+	if (next < c->end && (blk_get(c, next, &u2, &s2) || blk(c, next)->prev_size != *units * UNIT))
+		return -EBADMSG;
+	uint64_t ps = blk(c, rel)->prev_size;
+	if (rel == c->start ? ps != 0
+			    : ps == 0 || (ps & (UNIT - 1)) || ps > rel - c->start || blk_get(c, rel - ps, &u2, &s2) ||
+				      u2 * UNIT != ps)
+		return -EBADMSG;
+	return 0;
+}
+
+int shm_heap_alloc_at(struct shm_arena *a, uint64_t at, uint64_t bytes, uint64_t tag, uint64_t *off)
+{
+	struct heap_ctx c;
+	if (!a || !off || !bytes)
+		return -EINVAL;
+	int rc = heap_ctx(a, &c);
+	if (rc)
+		return rc;
+	uint64_t fp = shm_heap_footprint(bytes);
+	if (fp > c.end - c.start)
+		return -E2BIG;
+	if (at < c.region_off + c.start + UNIT || at - c.region_off - UNIT >= c.end)
+		return -ENOSPC;
+	if ((rc = heap_lock(&c)))
+		return rc;
+	uint64_t rel = at - c.region_off - UNIT, units;
+	unsigned st;
+	rc = -ENOSPC; /* not (or no longer) a free block that holds the request */
+	if (blk_start(&c, rel, &units, &st) == 0 && st == ST_FREE && listed(&c, rel, units)) {
+		uint64_t gap = align_gap(&c, rel, bytes >= PAGE);
+		if (gap + fp / UNIT <= units)
+			rc = alloc_block(&c, rel, units, gap, fp / UNIT, tag, off);
+	}
+	heap_unlock(&c);
+	return rc;
+}
+
+int shm_heap_scan(struct shm_arena *a, uint64_t from, uint64_t max_blocks,
+		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx)
+{
+	struct heap_ctx c;
+	if (!a || !cb)
+		return -EINVAL;
+	int rc = heap_ctx(a, &c);
+	if (rc || (rc = heap_lock(&c)))
+		return rc;
+	uint64_t first = c.start, u;
+	unsigned s;
+	if (from >= c.region_off + c.start + UNIT && from - c.region_off - UNIT < c.end &&
+	    blk_start(&c, from - c.region_off - UNIT, &u, &s) == 0)
+		first = from - c.region_off - UNIT;
+	uint64_t p = first, n = 0;
+	rc = 0;
+	while (n < max_blocks) {
+		if (blk_get(&c, p, &u, &s)) {
+			rc = -EBADMSG;
+			break;
+		}
+		uint64_t tag = s == ST_ALLOC ? atomic_load_explicit(&blk(&c, p)->tag, memory_order_relaxed) : 0;
+		n++;
+		if (cb(c.region_off + p + UNIT, u * UNIT - SHM_HEAP_BLOCK_HDR, s == ST_ALLOC, tag, ctx))
+			break;
+		p += u * UNIT;
+		if (p >= c.end)
+			p = c.start;
+		if (p == first)
+			break;
+	}
+	heap_unlock(&c);
+	return rc ? rc : (int)(n > INT32_MAX ? INT32_MAX : n);
 }
 
 /* ---- live allocations ---- */

@@ -45,6 +45,21 @@ uint64_t shm_heap_footprint(uint64_t bytes);
  * -ENOSPC (no block large enough now), -E2BIG (larger than the heap), -EINVAL (0 bytes),
  * -EBADMSG (heap metadata corrupted beyond repair). May block on the heap mutex. */
 int shm_heap_alloc(struct shm_arena *a, uint64_t bytes, uint64_t tag, uint64_t *off);
+/* Allocate @bytes in the free block whose first usable byte is @at (a block start seen in a walk
+ * or scan), as shm_heap_alloc would place it there. -ENOSPC when @at is not (or no longer) the
+ * start of a free block large enough, -E2BIG, -EINVAL, -EBADMSG. May block on the heap mutex. */
+int shm_heap_alloc_at(struct shm_arena *a, uint64_t at, uint64_t bytes, uint64_t tag, uint64_t *off);
+/* Would a free block whose first usable byte is @at and that ends at @end hold a request of
+ * @bytes? (The placement rule of shm_heap_alloc: a request of SHM_HEAP_PAGE_ALIGN_MIN bytes or
+ * more starts at the next 4 KiB boundary, leaving the gap before it free.) */
+static inline int shm_heap_span_fits(uint64_t at, uint64_t end, uint64_t bytes)
+{
+	uint64_t start = at;
+	if (bytes >= SHM_HEAP_PAGE_ALIGN_MIN)
+		start = (at + SHM_HEAP_PAGE_ALIGN_MIN - 1) & ~(uint64_t)(SHM_HEAP_PAGE_ALIGN_MIN - 1);
+	uint64_t fp = shm_heap_footprint(bytes);
+	return end >= at && start - at <= end - at && fp - SHM_HEAP_BLOCK_HDR <= end - start;
+}
 /* Replace the tag of the live allocation at @off (a single atomic store). -EBADMSG if @off is
  * not a live allocation. */
 int shm_heap_set_tag(struct shm_arena *a, uint64_t off, uint64_t tag);
@@ -59,6 +74,13 @@ int shm_heap_stats(struct shm_arena *a, struct shm_heap_stats *st);
  * usable offset; a non-zero return from @cb stops the walk and is returned. Returns 0, or
  * -EBADMSG at the first inconsistency. Takes the heap mutex; @cb must not call back into the heap. */
 int shm_heap_walk(struct shm_arena *a,
+		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx);
+/* Visit at most @max_blocks blocks in address order, starting at the block whose first usable
+ * byte is @from (the heap's first block when @from is not a block start) and wrapping once at
+ * the end (the callback sees the jump: a block is contiguous with the previous one when its
+ * @off equals the previous @off + @bytes + SHM_HEAP_BLOCK_HDR). Same callback contract as
+ * shm_heap_walk, without the walk's counter checks. Returns the blocks visited or -errno. */
+int shm_heap_scan(struct shm_arena *a, uint64_t from, uint64_t max_blocks,
 		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx);
 /* (walk: @bytes is the usable size, @tag 0 for free blocks, @cb may be NULL to only check; the
  * walk also checks prev sizes, free-list membership, coalescing and the counters.) */

@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "arena.h"
+#include "evq.h"
 #include "heap.h"
 #include "index.h"
 #include "l3ix.h"
@@ -67,6 +68,7 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 		[SHM_REGION_RINGS] = shm_ring_region_bytes(p->ring_count, p->ring_bytes),
 		[SHM_REGION_OBS] = shm_obs_bytes(p->obs_entries),
 		[SHM_REGION_L3IX] = shm_l3ix_bytes(p->l3ix_entries),
+		[SHM_REGION_POLICY] = shm_evq_bytes(p->index_entries),
 	};
 	uint64_t off = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_MAX; i++)
@@ -95,5 +97,7 @@ int shm_layout_format(struct shm_arena *a)
 		rc = shm_obs_format(a);
 	if (!rc)
 		rc = shm_l3ix_format(a);
+	if (!rc)
+		rc = shm_evq_format(a);
 	return rc;
 }

@@ -143,7 +143,7 @@ static void repair_locked(struct shm_obs_hdr *h)
 	struct shm_obs_entry *keep = malloc((size_t)h->slots * sizeof(*keep));
 	uint32_t n = 0;
 	for (uint32_t i = 0; keep && i < h->slots; i++)
-		if (t[i].flags & SHM_OBS_USED && !(t[i].flags & ~(SHM_OBS_USED | SHM_OBS_TERMINAL)))
+		if (t[i].flags & SHM_OBS_USED && !(t[i].flags & ~SHM_OBS_FLAGS))
 			keep[n++] = t[i];
 	memset(t, 0, (size_t)h->slots * sizeof(*t));
 	h->count = 0;

@@ -11,8 +11,14 @@
 #define SHM_OBS_MAGIC 0x0a53424f50435453ull /* "STCPOBS\n" */
 #define SHM_OBS_CLAIMS 256u
 #define SHM_OBS_HDR_BYTES 256u
+#define SHM_OBS_REFUSALS 8u /* reasons a promotion was not published (lib: enum sc_l2_refusal) */
 
-enum { SHM_OBS_USED = 1u, SHM_OBS_TERMINAL = 2u };
+/* USED: a live slot. TERMINAL: no further "promote" (attempted, refused for good, or oversize).
+ * PUBLISHED (with TERMINAL): the last "promote" was published. LEFT (with PUBLISHED): that entry
+ * has left L2 since (evicted or removed), so a later fill of it is promoted at once (returning). */
+enum { SHM_OBS_USED = 1u, SHM_OBS_TERMINAL = 2u, SHM_OBS_PUBLISHED = 4u, SHM_OBS_LEFT = 8u };
+#define SHM_OBS_FLAGS (SHM_OBS_USED | SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED | SHM_OBS_LEFT)
+#define SHM_OBS_RETURNING (SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED | SHM_OBS_LEFT)
 
 /* One observation: (stage, digest) -> first sight, hits, terminal. All fields under hdr->mu. */
 struct shm_obs_entry {
@@ -45,10 +51,15 @@ struct shm_obs_hdr {
 	uint32_t count;              /* live observations (under mu) */
 	uint64_t considered, promoted, evicted, expired, repairs; /* under mu */
 	struct shm_mutex mu;         /* guards everything below the header too (shm/mutex.h) */
-	uint8_t pad1[SHM_OBS_HDR_BYTES - 64 - sizeof(struct shm_mutex)];
+	uint8_t pad1[64 - sizeof(struct shm_mutex)];
+	/* under mu: what became of the "promote" decisions (lib/promote.c sc_promote_outcome) */
+	uint64_t published;
+	uint64_t refused[SHM_OBS_REFUSALS];
+	uint8_t pad2[SHM_OBS_HDR_BYTES - 128 - 8 - 8 * SHM_OBS_REFUSALS];
 };
 _Static_assert(sizeof(struct shm_obs_hdr) == SHM_OBS_HDR_BYTES, "observation header layout");
 _Static_assert(offsetof(struct shm_obs_hdr, mu) == 64, "mutex on its own line");
+_Static_assert(offsetof(struct shm_obs_hdr, published) == 128, "observation header layout");
 
 /* Bytes the observation region needs for @entries observations (shm/layout.c). */
 uint64_t shm_obs_bytes(uint32_t entries);

@@ -77,7 +77,7 @@ START_TEST(layouts_are_pinned)
 	ck_assert_uint_eq(sizeof(struct sc_restore), 928);
 	ck_assert_uint_eq(sizeof(struct sc_kv_desc), 240);         /* on disk and in the arena: never changes */
 	ck_assert_uint_eq(sizeof(struct sc_batcher), 1104);
-	ck_assert_uint_eq(sizeof(struct sc_l2_stats), 240);
+	ck_assert_uint_eq(sizeof(struct sc_l2_stats), 288);
 	ck_assert_uint_eq(sizeof(struct sc_arena_opts), 112);
 	ck_assert_uint_eq(sizeof(struct sc_commit), 56);
 }
@@ -289,12 +289,22 @@ START_TEST(promote_admit_records_the_attempt)
 	ck_assert_int_eq(why, SC_PROMOTE_WHY_SECOND_HIT);
 	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { payload }, .sec_len = { sizeof(payload) } };
 	ck_assert_int_eq(sc_promote_admit(stage, "ns", toks, 16, d, &p), 0);
-	/* one call did both: the entry is in L2 with origin l3, and the digest is not promoted again */
+	/* one call did both: the entry is in L2 with origin l3, and its outcome is recorded: published */
 	struct sc_l2_entry_info info;
 	ck_assert_int_eq(sc_l2_peek(stage, "ns", toks, 16, &info), 0);
 	ck_assert_uint_eq(info.origin, SC_ORIGIN_FROM_L3);
+	struct sc_promote_stats ps;
+	ck_assert_int_eq(sc_promote_stats(arena, &ps), 0);
+	ck_assert_uint_eq(ps.published, 1);
+	/* still in L2: another fill is not promoted again (the seed's rule) ... */
 	ck_assert_int_eq(sc_promote_consider(arena, id, d, 16, sizeof(payload), &why), 0);
 	ck_assert_int_eq(why, SC_PROMOTE_WHY_TERMINAL);
+	/* ... but once it has left L2, a fill of it comes back at once */
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(stage, "ns", toks, 16, &k), 0);
+	ck_assert_int_eq(sc_l2_remove(stage, k), 0);
+	ck_assert_int_eq(sc_promote_consider(arena, id, d, 16, sizeof(payload), &why), 1);
+	ck_assert_int_eq(why, SC_PROMOTE_WHY_RETURNING);
 }
 END_TEST
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "interleave.h"
@@ -135,6 +136,22 @@ static int report(const struct il_scenario *s, unsigned min_runs)
 	return (int)r.runs;
 }
 
+/* Polling loops in actors are bounded by time, not by a count: on a loaded machine the process
+ * they wait for (to die, to release) can take a while, and each poll yields to the others. */
+#define POLL_NS 10000000000ull
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int polling(uint64_t t0)
+{
+	return mono_ns() - t0 < POLL_NS;
+}
+
 static int always_ok(void *ctx, char *why, unsigned len)
 {
 	(void)ctx, (void)why, (void)len;
@@ -230,7 +247,7 @@ static int reap_actor(void *ctx, unsigned who)
 	/* three slots: ours, the dead one and one free; while the other actor reaps the dead one,
 	 * the table can be full for a moment: attach says -EUSERS, and we try again */
 	int rc;
-	for (int i = 0; (rc = sc_arena_open(sh->name, &a)) == -EUSERS && i < 200; i++)
+	for (uint64_t t0 = mono_ns(); (rc = sc_arena_open(sh->name, &a)) == -EUSERS && polling(t0);)
 		il_yield();
 	if (rc || sc_stage_open(a, MODEL, STATE, &st))
 		return 1;
@@ -294,7 +311,7 @@ static int halfreap_actor(void *ctx, unsigned who)
 	struct sc_arena *a;
 	struct sc_stage *st;
 	int rc;
-	for (int i = 0; (rc = sc_arena_open(sh->name, &a)) == -EUSERS && i < 200; i++)
+	for (uint64_t t0 = mono_ns(); (rc = sc_arena_open(sh->name, &a)) == -EUSERS && polling(t0);)
 		il_yield();
 	if (rc || sc_stage_open(a, MODEL, STATE, &st))
 		return 1;
@@ -525,7 +542,7 @@ static int ring_actor(void *ctx, unsigned who)
 		/* the one ring may be the other producer's: wait until it is handed back */
 		struct sc_ring *r;
 		int rc;
-		for (int i = 0; (rc = sc_ring_open(a, &r)) == -ENOSPC && i < 4000; i++)
+		for (uint64_t t0 = mono_ns(); (rc = sc_ring_open(a, &r)) == -ENOSPC && polling(t0);)
 			il_yield();
 		if (rc)
 			return 2;
@@ -536,7 +553,7 @@ static int ring_actor(void *ctx, unsigned who)
 			raise(SIGKILL); /* dies owning it: the consumer delivers, then reclaims */
 		return sc_ring_close(r) ? 4 : 0;
 	}
-	for (int i = 0; i < 4000 && atomic_load(&sh->records) < 5; i++) {
+	for (uint64_t t0 = mono_ns(); polling(t0) && atomic_load(&sh->records) < 5;) {
 		if (sc_ring_poll(a, count_commit, NULL, 16) < 0)
 			return 7;
 		il_yield();
@@ -611,7 +628,7 @@ static int cons_actor(void *ctx, unsigned who)
 		return rc == -EBUSY || rc == 0 ? 0 : 2;
 	}
 	uint64_t last = 0;
-	for (int i = 0; i < 400; i++) {
+	for (uint64_t t0 = mono_ns(); polling(t0);) {
 		int rc = sc_ring_poll(a, seq_commit, &last, 16);
 		if (rc == -EBUSY) {
 			il_yield();
@@ -674,7 +691,7 @@ static int claim_actor(void *ctx, unsigned who)
 			return 0; /* somebody else was first: nothing to die with */
 		raise(SIGKILL);
 	}
-	for (int i = 0; i < 200; i++) {
+	for (uint64_t t0 = mono_ns(); polling(t0);) {
 		int rc = sc_fill_claim(a, 5, d);
 		if (rc == -EBUSY) {
 			il_yield();

@@ -205,7 +205,7 @@ static void tracer_start_on(struct tracer *t, const char *how, const char *path)
 			len += (size_t)n;
 			buf[len] = 0;
 			if (strstr(buf, "ready: ")) {
-				ck_assert_msg(strstr(buf, "15/15 probes attached"), "not every probe attached: %s", buf);
+				ck_assert_msg(strstr(buf, "16/16 probes attached"), "not every probe attached: %s", buf);
 				return;
 			}
 		}
@@ -571,7 +571,8 @@ START_TEST(test_counters_equal_library)
 	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_REMOVE, 1), W_MISMATCHES);
 	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_MISS, 0), W_MISSES);
 	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_MISS, 1), W_MISMATCHES);
-	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_REJECT, EBADMSG), W_REJECTS);
+	ck_assert_uint_eq(read_reason(t.pin_dir, stage_seen, SC_EV_L2_REJECT, SC_L2_REFUSE_DIGEST), W_REJECTS);
+	ck_assert_uint_eq(st.refused[SC_L2_REFUSE_DIGEST], W_REJECTS);
 	ck_assert_uint_eq(c[SC_EV_L2_ADMIT_FROM_L3].count, 1 + l3_admits);
 	ck_assert_uint_eq(c[SC_EV_L2_HIT].bytes,
 			  (uint64_t)(W_HITS_EACH * W_HIT_KEYS + W_PROMO_HITS) * 4096 + l3_hits * W_L3_BYTES);
@@ -898,7 +899,7 @@ START_TEST(test_keep_leaves_pins)
 	const char *keep[] = { "stagecache", "trace", "--binary", self_exe(), "--pin-dir", pin, "--duration", "0.3",
 			       "--interval", "0.1", "--keep", "--json", NULL };
 	ck_assert_int_eq(run_cli_fd(0, 1, out, sizeof(out), keep), 0);
-	ck_assert_msg(strstr(out, "{\"type\":\"ready\",\"attached\":15,\"probes\":15"), "%s", out);
+	ck_assert_msg(strstr(out, "{\"type\":\"ready\",\"attached\":16,\"probes\":16"), "%s", out);
 	ck_assert_msg(strstr(out, "{\"type\":\"interval\""), "%s", out);
 	static const char *const maps[] = { "counters", "reasons", "latency", "recent_promotions",
 					    "promotion_payoff", "trace_state" };
@@ -962,6 +963,179 @@ START_TEST(test_errors_are_clear)
 }
 END_TEST
 
+/* ---- every refusal reason, counted by the library and by eBPF alike ---- */
+
+#if TRACE_HAVE_L2
+#define R_ENTRY (128u << 10)
+
+static int r_put(struct sc_stage *s, int k, size_t n)
+{
+	static char buf[2 << 20];
+	int32_t tok[W_TOKENS];
+	memset(buf, k, n);
+	fill_tokens(tok, W_TOKENS, 5000 + k);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { n } };
+	return sc_l2_admit(s, "ns", tok, W_TOKENS, sc_digest(buf, n), &p, SC_ORIGIN_DIRECT);
+}
+
+static int r_get(struct sc_stage *s, int k, struct sc_lease *l)
+{
+	int32_t tok[W_TOKENS];
+	fill_tokens(tok, W_TOKENS, 5000 + k);
+	return sc_l2_get(s, "ns", tok, W_TOKENS, NULL, l);
+}
+
+/* One refusal of each reason, in a child traced like the workload above. */
+static void refusal_workload(const char *arena_name)
+{
+	struct sc_arena *a = NULL;
+	struct sc_stage *s = NULL;
+	int rc = sc_arena_open(arena_name, &a);
+	W_EXPECT(rc == 0, "open: %s", sc_strerror(rc));
+	rc = sc_stage_open(a, "model-r", "state-r", &s);
+	W_EXPECT(rc == 0, "stage: %s", sc_strerror(rc));
+	static char buf[2 << 20];
+	int32_t tok[W_TOKENS];
+	fill_tokens(tok, W_TOKENS, 1);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { 4096 } };
+	rc = sc_l2_admit(s, "ns", tok, W_TOKENS, (struct sc_digest){ 1, 2 }, &p, SC_ORIGIN_DIRECT);
+	W_EXPECT(rc == -EBADMSG, "digest: %s", sc_strerror(rc));
+	struct sc_payload bad = p;
+	bad.kind = 99;
+	rc = sc_l2_admit(s, "ns", tok, W_TOKENS, sc_digest(buf, 4096), &bad, SC_ORIGIN_DIRECT);
+	W_EXPECT(rc == -EINVAL, "invalid: %s", sc_strerror(rc));
+	struct sc_l2_resv r;
+	rc = sc_l2_reserve(s, 1ull << 40, &r);
+	W_EXPECT(rc == -E2BIG, "too large: %s", sc_strerror(rc));
+	/* no room: the heap full of entries, every fifth leased */
+	struct sc_lease l[SC_LEASES_MAX];
+	int k = 0, nl = 0;
+	for (;; k++) {
+		struct sc_l2_stats st;
+		rc = r_put(s, k, R_ENTRY);
+		W_EXPECT(rc == 0, "fill %d: %s", k, sc_strerror(rc));
+		W_EXPECT(sc_l2_stats(a, NULL, &st) == 0, "stats");
+		if (st.evictions)
+			break;
+	}
+	for (int i = 0; i <= k && nl < SC_LEASES_MAX; i += 5)
+		if (r_get(s, i, &l[nl]) == 0)
+			nl++;
+	rc = r_put(s, 1000, 1 << 20);
+	W_EXPECT(rc == -ENOSPC, "no room: %s", sc_strerror(rc));
+	for (int i = 0; i < nl; i++)
+		sc_lease_release(&l[i]);
+	/* leased: a budget of two entries, both leased */
+	rc = sc_l2_clear(a);
+	W_EXPECT(rc >= 0, "clear: %s", sc_strerror(rc));
+	rc = sc_l2_shrink_to(a, 2 * sc_l2_footprint(a, R_ENTRY, 0, W_TOKENS));
+	W_EXPECT(rc == 0, "shrink: %s", sc_strerror(rc));
+	for (int i = 0; i < 2; i++) {
+		rc = r_put(s, 2000 + i, R_ENTRY);
+		W_EXPECT(rc == 0, "put: %s", sc_strerror(rc));
+		rc = r_get(s, 2000 + i, &l[i]);
+		W_EXPECT(rc == 0, "lease: %s", sc_strerror(rc));
+	}
+	rc = r_put(s, 2002, R_ENTRY);
+	W_EXPECT(rc == -ENOSPC, "leased: %s", sc_strerror(rc));
+	sc_lease_release(&l[0]);
+	sc_lease_release(&l[1]);
+	/* scan limit: both entries hit (the first step only moves one), one step allowed */
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 3; j++) {
+			rc = r_get(s, 2000 + i, &l[0]);
+			W_EXPECT(rc == 0, "hit: %s", sc_strerror(rc));
+			sc_lease_release(&l[0]);
+		}
+	sc_l2_set_policy_limits(1, 0);
+	rc = r_put(s, 2003, R_ENTRY);
+	W_EXPECT(rc == -ENOSPC, "scan limit: %s", sc_strerror(rc));
+	sc_l2_set_policy_limits(0, 0);
+	/* over budget */
+	rc = r_put(s, 2004, 1 << 20);
+	W_EXPECT(rc == -E2BIG, "over budget: %s", sc_strerror(rc));
+	/* other: a publish that wants a lease with every lease slot in use */
+	rc = sc_l2_shrink_to(a, 0);
+	W_EXPECT(rc == 0, "budget: %s", sc_strerror(rc));
+	for (int i = 0; i < SC_LEASES_MAX; i++) {
+		rc = r_put(s, 3000 + i, 4096);
+		W_EXPECT(rc == 0, "put: %s", sc_strerror(rc));
+		rc = r_get(s, 3000 + i, &l[i]);
+		W_EXPECT(rc == 0, "lease %d: %s", i, sc_strerror(rc));
+	}
+	rc = sc_l2_reserve(s, 4096, &r);
+	W_EXPECT(rc == 0, "reserve: %s", sc_strerror(rc));
+	memset(r.ptr, 7, 4096);
+	struct sc_lease want;
+	fill_tokens(tok, W_TOKENS, 7);
+	rc = sc_l2_publish(s, "ns", tok, W_TOKENS, sc_digest(r.ptr, 4096), &r, SC_PAYLOAD_FULL_STATE, 4096, 0, NULL,
+			   SC_ORIGIN_FROM_L3, &want);
+	W_EXPECT(rc == -EMFILE, "other: %s", sc_strerror(rc));
+	sc_l2_reserve_release(&r);
+	for (int i = 0; i < SC_LEASES_MAX; i++)
+		sc_lease_release(&l[i]);
+	/* promotion outcomes: one published, one refused (leased) */
+	struct sc_digest d1 = { 11, 12 }, d2 = { 21, 22 };
+	rc = sc_promote_outcome(a, sc_stage_id(s), d1, 4096, -1);
+	W_EXPECT(rc == 0, "outcome: %s", sc_strerror(rc));
+	rc = sc_promote_outcome(a, sc_stage_id(s), d2, 4096, SC_L2_REFUSE_LEASED);
+	W_EXPECT(rc == 0, "outcome: %s", sc_strerror(rc));
+	sc_stage_close(s);
+	sc_arena_close(a);
+	_exit(0);
+}
+
+START_TEST(test_refusals_by_reason_equal_library)
+{
+	const char *why = bpf_unavailable();
+	if (why) {
+		sc_skip("%s", why);
+		return;
+	}
+	const char *name;
+	struct sc_arena_opts ao = { .size_bytes = 16ull << 20, .huge = SC_HUGE_OFF };
+	struct sc_arena *a = sc_test_arena_opts("trace-r", &ao, &name);
+	struct tracer t;
+	tracer_start(&t);
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0)
+		refusal_workload(name);
+	int status;
+	ck_assert(waitpid(pid, &status, 0) == pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "workload failed (status %d)", status);
+	struct sc_stage *s;
+	ck_assert_int_eq(sc_stage_open(a, "model-r", "state-r", &s), 0);
+	uint64_t sid = sc_stage_id(s);
+	struct sc_l2_stats st;
+	ck_assert_int_eq(sc_l2_stats(a, s, &st), 0);
+	sc_stage_close(s);
+	uint64_t total = 0;
+	for (int r = 0; r < SC_L2_REFUSE_COUNT; r++) {
+		ck_assert_msg(st.refused[r] == 1, "library: %llu refusals of reason %s", (unsigned long long)st.refused[r],
+			      sc_l2_refusal_name(r));
+		ck_assert_msg(read_reason(t.pin_dir, sid, SC_EV_L2_REJECT, (uint32_t)r) == st.refused[r],
+			      "eBPF and library disagree on reason %s", sc_l2_refusal_name(r));
+		total += st.refused[r];
+	}
+	ck_assert_uint_eq(st.admission_rejects, total);
+	struct sc_bpf_counter c[SC_EV_COUNT];
+	read_counters(t.pin_dir, (uint32_t)pid, c, NULL);
+	ck_assert_uint_eq(c[SC_EV_L2_REJECT].count, total);
+	struct sc_promote_stats ps;
+	ck_assert_int_eq(sc_promote_stats(a, &ps), 0);
+	ck_assert_uint_eq(ps.published, 1);
+	ck_assert_uint_eq(ps.refused[SC_L2_REFUSE_LEASED], 1);
+	ck_assert_uint_eq(c[SC_EV_PROMOTE_PUBLISHED].count, ps.published);
+	ck_assert_uint_eq(c[SC_EV_PROMOTE_REFUSED].count, 1);
+	ck_assert_uint_eq(read_reason(t.pin_dir, sid, SC_EV_PROMOTE_REFUSED, SC_L2_REFUSE_LEASED), 1);
+	tracer_stop(&t);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+#endif
+
 Suite *trace_suite(void)
 {
 	Suite *s = suite_create("trace");
@@ -971,6 +1145,7 @@ Suite *trace_suite(void)
 	tcase_add_test(tc, test_counters_equal_library);
 	tcase_add_test(tc, test_shared_library_probes_fire);
 	tcase_add_test(tc, test_pid_filter);
+	tcase_add_test(tc, test_refusals_by_reason_equal_library);
 #endif
 	tcase_add_test(tc, test_errors_are_clear);
 	tcase_add_test(tc, test_keep_leaves_pins);

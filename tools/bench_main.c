@@ -40,7 +40,8 @@
 	X(l3, "L3 fills (cold and warm) vs fio, bare liburing and pread + XXH3-128")                    \
 	X(probes, "USDT probe overhead, unattached and attached")                                      \
 	X(restore, "sc_restore from L2 through the L3 location index vs the L2 lookup alone, with a writer, "  \
-		   "token verification cost, first restore after attach, the directory probe, 1 and 2 processes")
+		   "token verification cost, first restore after attach, the directory probe, 1 and 2 processes") \
+	X(policy, "L2 hit ratio under pressure: Zipf traces replayed by 2 processes vs LRU, S3-FIFO, OPT simulators")
 
 struct bench_entry {
 	const char *name, *help;
@@ -109,6 +110,10 @@ static const struct target {
 	{ "restore", "restore_l2_vs_get", '<', 1.5, "restore from L2 p50 / key + sc_l2_get + release p50, 4096 tokens" },
 	{ "restore", "restore_l2_p99_with_writer_vs_quiet_p50", '<', 10, "restore p99 with a writer / quiet p50" },
 	{ "restore", "token_verify_cost", '<', 2.0, "restore p50 with token verification / without, tokens not cached" },
+	/* policy */
+	{ "policy", "policy_real_vs_lru_min", '>', 1.0, "byte hit ratio, real arena / simulated LRU, worst of 10 traces" },
+	{ "policy", "policy_real_vs_s3fifo_min", '>', 0.95, "byte hit ratio, real arena / simulated S3-FIFO, worst of 10 traces" },
+	{ "policy", "policy_scan_hot_drop_pts", '<', 5, "hot requests' hit ratio lost to a 2x-budget scan, points" },
 };
 #define NTARGET (sizeof(targets) / sizeof(targets[0]))
 

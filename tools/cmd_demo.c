@@ -7,6 +7,12 @@
  * documents that share prefixes: sc_restore (L3 locate -> L2 lookup -> io_uring fill ->
  * promotion), a digest check of every restored payload, then a "decode" through the batcher.
  * A progress line while it runs, then a summary with the library's counters next to eBPF's.
+ *
+ * Under pressure: the documents' state is larger than the arena, so L2 evicts. Every request is
+ * numbered (a shared ticket) and recorded; after the run the same sequence goes through exact
+ * LRU, S3-FIFO and OPT simulators (tools/policy_sim.c) with the L2 budget as capacity, printed
+ * next to the L2 hit ratio, and every "promote" decision is accounted for: published, or refused
+ * with its reason (decided - published = the refusals printed).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,10 +28,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "policy_sim.h"
 #include "workload.h"
 
 #define MAX_WORKERS 32
 #define MAX_DOCS 1024
+#define MAX_SEQ (4u << 20) /* requests recorded for the simulators (about 20 minutes at 3000/s) */
 #define WINDOWS 64
 #define NS "demo"
 #define MODEL "demo-model-8L-fp16"
@@ -46,6 +54,10 @@ struct shared {
 	_Atomic int consumer_ready, consumer_error;
 	char consumer_msg[256];
 	struct wl_doc docs[MAX_DOCS];
+	/* the request sequence: ticket -> document, and whether L2 served it */
+	_Atomic uint64_t ticket;
+	uint16_t seq_doc[MAX_SEQ];
+	uint8_t seq_hit[MAX_SEQ];
 };
 
 struct demo_opts {
@@ -266,6 +278,9 @@ static int worker_main(uint32_t id, const char *arena_name, const char *l3dir, c
 	while (!atomic_load(&sh->stop_workers)) {
 		const struct wl_doc *doc = &sh->docs[wl_zipf_next(&z, &rng)];
 		uint64_t request_id = ((uint64_t)id << 40) | ++seq;
+		uint64_t ticket = atomic_fetch_add(&sh->ticket, 1);
+		if (ticket < MAX_SEQ)
+			sh->seq_doc[ticket] = (uint16_t)doc->id;
 		uint32_t n = wl_prompt(doc, request_id, 8 + (uint32_t)(request_id % 32), tokens);
 		struct sc_restore r;
 		rc = sc_restore(st, l3, NS, tokens, n, SC_RESTORE_WAIT, &r);
@@ -278,6 +293,8 @@ static int worker_main(uint32_t id, const char *arena_name, const char *l3dir, c
 		if ((uint32_t)rc != doc->token_count || !sc_digest_equal(r.digest, doc->digest) ||
 		    !sc_digest_equal(sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest))
 			atomic_fetch_add(&ws->verify_errors, 1);
+		if (ticket < MAX_SEQ)
+			sh->seq_hit[ticket] = r.source == SC_RESTORE_FROM_L2;
 		if (r.source == SC_RESTORE_FROM_L2) {
 			atomic_fetch_add(&ws->from_l2, 1);
 		} else {
@@ -401,6 +418,7 @@ static int trace_wait_ready(pid_t pid, const char *log)
 struct trace_totals {
 	uint64_t hits, promotion_hits, misses, admits, promotions, evictions, fills, fill_bytes, commits;
 	uint64_t index_hits, fallbacks, collisions;
+	uint64_t published, rejects;
 	int have;
 };
 
@@ -438,6 +456,55 @@ static void trace_read_totals(const char *log, struct trace_totals *t)
 	t->index_hits = sum_key(last, "\"index_hits\":");
 	t->fallbacks = sum_key(last, "\"fallbacks\":");
 	t->collisions = sum_key(last, "\"key_collisions\":");
+	t->published = sum_key(last, "\"promotions_published\":");
+	t->rejects = sum_key(last, "\"rejects\":");
+}
+
+/* ---- the same requests through simulators ---- */
+
+struct sim_out {
+	uint64_t n;                        /* requests recorded */
+	struct psim_result real, sim[3];   /* L2 as served, then LRU, S3-FIFO, OPT */
+	int ok;
+};
+
+/* The footprint L2 charges for a document promoted from a fill (lib/restore.c reserves the
+ * payload rounded up to 4 KiB, with room for the KV descriptor). */
+static uint64_t doc_cost(const struct wl_doc *d)
+{
+	return sc_l2_footprint(NULL, (d->payload_bytes + 4095) & ~4095ull, 1, d->token_count);
+}
+
+static void simulate(const struct shared *sh, uint32_t ndocs, uint64_t capacity, struct sim_out *out)
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t n = atomic_load(&sh->ticket);
+	if (n > MAX_SEQ)
+		n = MAX_SEQ;
+	out->n = n;
+	uint64_t cost[MAX_DOCS], bytes[MAX_DOCS];
+	for (uint32_t i = 0; i < ndocs; i++) {
+		cost[i] = doc_cost(&sh->docs[i]);
+		bytes[i] = sh->docs[i].payload_bytes;
+	}
+	uint32_t *req = malloc((n ? n : 1) * sizeof(uint32_t));
+	if (!req)
+		return;
+	for (uint64_t i = 0; i < n; i++) {
+		req[i] = sh->seq_doc[i];
+		uint64_t b = bytes[req[i]];
+		out->real.reqs++;
+		out->real.req_bytes += b;
+		if (sh->seq_hit[i]) {
+			out->real.hits++;
+			out->real.hit_bytes += b;
+		}
+	}
+	struct psim_trace t = { ndocs, cost, bytes, (uint32_t)n, req };
+	out->ok = 1;
+	for (int p = 0; p < 3; p++)
+		out->ok &= psim_run((enum psim_policy)p, &t, capacity, NULL, NULL, &out->sim[p]) == 0;
+	free(req);
 }
 
 /* ---- the scene ---- */
@@ -530,6 +597,14 @@ int cmd_demo(int argc, char **argv)
 	}
 	sc_l3_close(l3);
 	l3 = NULL;
+	struct sc_l2_stats l2s0;
+	uint64_t ws = 0;
+	for (uint32_t i = 0; i < o.docs; i++)
+		ws += doc_cost(&sh->docs[i]);
+	if (sc_l2_stats(a, NULL, &l2s0) == 0)
+		printf("working set: %s of L2 footprints = %.2f x the L2 budget (%s): L2 must choose\n",
+		       cli_human(ws, hb, sizeof(hb)), (double)ws / (double)l2s0.budget_bytes,
+		       cli_human(l2s0.budget_bytes, hb2, sizeof(hb2)));
 
 	/* 3. trace */
 	struct trace_totals tt = { 0 };
@@ -633,25 +708,49 @@ int cmd_demo(int argc, char **argv)
 	sum_workers(sh, o.workers, &cur);
 	uint64_t delivered = atomic_load(&sh->delivered_tokens), cerr = atomic_load(&sh->consumer_errors);
 	uint64_t verify = cur.verify_errors + cerr + (delivered != cur.tokens);
+	struct sim_out so;
+	simulate(sh, o.docs, l2s.budget_bytes, &so);
+	uint64_t refused_sum = 0, l2_refused_sum = 0;
+	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++) {
+		refused_sum += ps.refused[i];
+		l2_refused_sum += l2s.refused[i];
+	}
 
 	if (o.json) {
 		printf("{\"seconds\":%.1f,\"workers\":%u,\"backing\":\"%s\",\"requests\":%llu,\"from_l2\":%llu,"
 		       "\"from_l3\":%llu,\"promotions\":%llu,\"fill_gb_per_s\":%.3f,\"tokens_produced\":%llu,"
 		       "\"tokens_delivered\":%llu,\"commits\":%llu,\"verification_errors\":%llu,\"errors\":%llu,"
-		       "\"l2\":{\"hits\":%llu,\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu},"
-		       "\"l3_index\":{\"index_hits\":%llu,\"fallbacks\":%llu,\"key_collisions\":%llu},"
-		       "\"ebpf\":{\"attached\":%s,\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
-		       "\"promotions\":%llu,\"evictions\":%llu,\"fills\":%llu,\"commits\":%llu},\"hit_ratio_windows\":[",
+		       "\"l2\":{\"hits\":%llu,\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"budget_bytes\":%llu,"
+		       "\"refused\":{",
 		       elapsed, o.workers, sc_backing_name(info.backing), (unsigned long long)cur.requests,
 		       (unsigned long long)cur.from_l2, (unsigned long long)cur.from_l3, (unsigned long long)cur.promoted,
 		       cur.fill_ns ? (double)cur.fill_bytes / (double)cur.fill_ns : 0.0, (unsigned long long)cur.tokens,
 		       (unsigned long long)delivered, (unsigned long long)atomic_load(&sh->delivered_commits),
 		       (unsigned long long)verify, (unsigned long long)cur.errors, (unsigned long long)l2s.hits,
 		       (unsigned long long)l2s.misses, (unsigned long long)l2s.inserts, (unsigned long long)l2s.evictions,
-		       (unsigned long long)xs.hits, (unsigned long long)xs.fallbacks, (unsigned long long)xs.key_collisions,
+		       (unsigned long long)l2s.budget_bytes);
+		for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+			printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)l2s.refused[i]);
+		printf("}},\"promotion\":{\"decided\":%llu,\"published\":%llu,\"refused\":{", (unsigned long long)ps.promoted,
+		       (unsigned long long)ps.published);
+		for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+			printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)ps.refused[i]);
+		printf("}},\"same_requests\":{\"requests\":%llu,\"object_hit\":{\"l2\":%.4f", (unsigned long long)so.n,
+		       psim_object_ratio(&so.real));
+		for (int p = 0; p < 3 && so.ok; p++)
+			printf(",\"%s\":%.4f", psim_name((enum psim_policy)p), psim_object_ratio(&so.sim[p]));
+		printf("},\"byte_hit\":{\"l2\":%.4f", psim_byte_ratio(&so.real));
+		for (int p = 0; p < 3 && so.ok; p++)
+			printf(",\"%s\":%.4f", psim_name((enum psim_policy)p), psim_byte_ratio(&so.sim[p]));
+		printf("}},\"l3_index\":{\"index_hits\":%llu,\"fallbacks\":%llu,\"key_collisions\":%llu},",
+		       (unsigned long long)xs.hits, (unsigned long long)xs.fallbacks, (unsigned long long)xs.key_collisions);
+		printf("\"ebpf\":{\"attached\":%s,\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
+		       "\"promotions\":%llu,\"promotions_published\":%llu,\"rejects\":%llu,\"evictions\":%llu,"
+		       "\"fills\":%llu,\"commits\":%llu},\"hit_ratio_windows\":[",
 		       tt.have ? "true" : "false", (unsigned long long)tt.hits, (unsigned long long)tt.promotion_hits,
-		       (unsigned long long)tt.misses, (unsigned long long)tt.promotions, (unsigned long long)tt.evictions,
-		       (unsigned long long)tt.fills, (unsigned long long)tt.commits);
+		       (unsigned long long)tt.misses, (unsigned long long)tt.promotions, (unsigned long long)tt.published,
+		       (unsigned long long)tt.rejects, (unsigned long long)tt.evictions, (unsigned long long)tt.fills,
+		       (unsigned long long)tt.commits);
 		for (uint32_t i = 0; i < nwin; i++)
 			printf("%s%.4f", i ? "," : "", window_hit[i]);
 		printf("]}\n");
@@ -668,8 +767,34 @@ int cmd_demo(int argc, char **argv)
 		for (uint32_t i = 0; i < nwin; i++)
 			printf("%s%u-%us %.0f%%", i ? ", " : "", i * win_s, (i + 1) * win_s, 100 * window_hit[i]);
 		printf("\n");
-		printf("promotions          %llu decided by the policy, %llu published in L2 (%u observations)\n",
-		       (unsigned long long)ps.promoted, (unsigned long long)cur.promoted, ps.observations);
+		if (so.ok && so.n) {
+			printf("same requests       L2 %.1f%% | simulated with the L2 budget: LRU %.1f%%, S3-FIFO %.1f%%, "
+			       "OPT %.1f%% (furthest next use)  [%llu requests, hit ratio by request]\n",
+			       100 * psim_object_ratio(&so.real), 100 * psim_object_ratio(&so.sim[PSIM_LRU]),
+			       100 * psim_object_ratio(&so.sim[PSIM_S3FIFO]), 100 * psim_object_ratio(&so.sim[PSIM_OPT]),
+			       (unsigned long long)so.n);
+			printf("  by bytes          L2 %.1f%% | LRU %.1f%%, S3-FIFO %.1f%%, OPT %.1f%%\n",
+			       100 * psim_byte_ratio(&so.real), 100 * psim_byte_ratio(&so.sim[PSIM_LRU]),
+			       100 * psim_byte_ratio(&so.sim[PSIM_S3FIFO]), 100 * psim_byte_ratio(&so.sim[PSIM_OPT]));
+		}
+		printf("promotions          %llu decided by the policy, %llu published in L2, %llu refused",
+		       (unsigned long long)ps.promoted, (unsigned long long)ps.published, (unsigned long long)refused_sum);
+		for (int i = 0, first = 1; i < SC_L2_REFUSE_COUNT; i++)
+			if (ps.refused[i]) {
+				printf("%s%s %llu", first ? ": " : ", ", sc_l2_refusal_name(i), (unsigned long long)ps.refused[i]);
+				first = 0;
+			}
+		printf(" (%u observations)\n", ps.observations);
+		printf("                    decided - published = %llu %s the refusals%s\n",
+		       (unsigned long long)(ps.promoted - ps.published), ps.promoted - ps.published == refused_sum ? "=" : "!=",
+		       cur.promoted == ps.published ? "" : " (workers counted a different number published!)");
+		printf("L2 refusals         %llu", (unsigned long long)l2_refused_sum);
+		for (int i = 0, first = 1; i < SC_L2_REFUSE_COUNT; i++)
+			if (l2s.refused[i]) {
+				printf("%s%s %llu", first ? ": " : ", ", sc_l2_refusal_name(i), (unsigned long long)l2s.refused[i]);
+				first = 0;
+			}
+		printf(" (every admission and reservation L2 turned down, by reason)\n");
 		printf("commits delivered   %llu\n", (unsigned long long)atomic_load(&sh->delivered_commits));
 		printf("tokens              %llu produced, %llu delivered, %llu generations verified\n",
 		       (unsigned long long)cur.tokens, (unsigned long long)delivered,
@@ -687,6 +812,8 @@ int cmd_demo(int argc, char **argv)
 		ROW("L2 inserts", l2s.inserts, tt.admits);
 		ROW("L2 evictions", l2s.evictions, tt.evictions);
 		ROW("promotions", ps.promoted, tt.promotions);
+		ROW("  published", ps.published, tt.published);
+		ROW("L2 refusals", l2s.admission_rejects, tt.rejects);
 		ROW("L3 fills", cur.from_l3, tt.fills);
 		ROW("commits", atomic_load(&sh->delivered_commits), tt.commits);
 		ROW("L3 index hits", xs.hits, tt.index_hits);

@@ -54,6 +54,8 @@ struct arena_snap {
 	struct sc_l2_stats l2;
 	struct sc_promote_stats ps;
 	int have_ps;
+	struct sc_l3_index_stats xs;
+	int have_xs;
 	struct sc_arena_info info;
 	int have_info;
 	struct sc_ring_stat *rings;
@@ -100,6 +102,7 @@ static int snap_arena(const struct exporter *x, const char *name, struct arena_s
 	}
 	s->up = 1;
 	s->have_ps = sc_promote_stats(a, &s->ps) == 0;
+	s->have_xs = sc_l3_index_stats(a, &s->xs) == 0;
 	s->have_info = sc_arena_info(a, &s->info) == 0;
 	if (s->have_info && (s->rings = calloc(s->info.ring_count + 1, sizeof(*s->rings)))) {
 		s->nrings = sc_ring_stats(a, s->rings, s->info.ring_count);
@@ -145,7 +148,9 @@ static int snap_l3(const char *dir, struct l3_snap *s, int *err)
 
 /* ---- the families ---- */
 
-enum scope { S_ARENA, S_L2, S_STAGE, S_PROMO, S_RING, S_L3 };
+/* S_L2_WHY and S_PROMO_WHY: one sample per refusal reason (label reason, SC_L2_REFUSE_COUNT of them,
+ * 8 bytes apart from `off`); S_KEYCOL: one per level (label level). */
+enum scope { S_ARENA, S_L2, S_L2_WHY, S_STAGE, S_PROMO, S_PROMO_WHY, S_L3IX, S_KEYCOL, S_RING, S_L3 };
 /* S_ARENA values, from sc_arena_info (named by `off`) */
 enum { A_UP, A_ATTACHED, A_SIZE, A_HEAP, A_PAGE };
 
@@ -163,6 +168,8 @@ struct family {
 			  sizeof(((struct sc_promote_stats *)0)->f), h }
 #define RGF(n, t, f, h) { "stagecache_ring_" n, t, S_RING, offsetof(struct sc_ring_stat, f), \
 			  sizeof(((struct sc_ring_stat *)0)->f), h }
+#define IXF(n, t, f, h) { "stagecache_l3_index_" n, t, S_L3IX, offsetof(struct sc_l3_index_stats, f), \
+			  sizeof(((struct sc_l3_index_stats *)0)->f), h }
 #define L3F(n, t, f, h) { "stagecache_l3_" n, t, S_L3, offsetof(struct sc_l3_stats, f), 8, h }
 #define C "counter"
 #define G "gauge"
@@ -188,6 +195,14 @@ static const struct family families[] = {
 	L2F("pending_reclaim_bytes", G, pending_reclaim_bytes, "bytes removed and waiting for readers to leave"),
 	L2F("free_bytes", G, free_bytes, "free bytes of the heap"),
 	L2F("largest_free_block_bytes", G, largest_free_block, "largest free block of the heap (fragmentation)"),
+	L2F("small_entries", G, small_entries, "entries on the small (probation) FIFO"),
+	L2F("small_bytes", G, small_bytes, "bytes charged by the entries on the small FIFO"),
+	L2F("main_entries", G, main_entries, "entries on the main FIFO"),
+	L2F("main_bytes", G, main_bytes, "bytes charged by the entries on the main FIFO"),
+	L2F("moved_to_main", C, moved_to_main, "entries moved from the small FIFO to main (read again while small)"),
+	L2F("ghost_hits", C, ghost_hits, "admissions of a key evicted from small recently (straight to main)"),
+	{ "stagecache_l2_refused", C, S_L2_WHY, offsetof(struct sc_l2_stats, refused), 8,
+	  "admissions and publications refused, by reason" },
 	STF("entries", G, entries, "live L2 entries of the stage"),
 	STF("bytes", G, bytes, "bytes charged to the budget by the stage"),
 	STF("logical_bytes", G, logical_bytes, "payload (wire) bytes of the stage's entries"),
@@ -205,6 +220,31 @@ static const struct family families[] = {
 	PRF("evicted", C, evicted, "observations evicted from a full table"),
 	PRF("expired", C, expired, "observations expired"),
 	PRF("repairs", C, repairs, "repairs of the table after a holder died"),
+	PRF("published", C, published, "promotions published in L2"),
+	{ "stagecache_promotion_refused", C, S_PROMO_WHY, offsetof(struct sc_promote_stats, refused), 8,
+	  "promotions L2 refused, by reason" },
+	IXF("capacity", G, capacity, "entries of the L3 location index (0: none)"),
+	IXF("refresh_ms", G, refresh_ms, "milliseconds an index entry is trusted without the directory"),
+	IXF("positive", G, positive, "index entries now saying a prefix is stored"),
+	IXF("negative", G, negative, "index entries now saying a prefix was checked absent"),
+	IXF("pages", G, pages, "token-id pages of the index (1 KiB each)"),
+	IXF("free_pages", G, free_pages, "free token-id pages of the index"),
+	IXF("token_verify", G, token_verify, "1 when token ids are stored and compared"),
+	IXF("bound", G, bound, "1 when an L3 directory is bound to the index"),
+	IXF("hits", C, hits, "restores and locates answered by a positive entry"),
+	IXF("negative_hits", C, negative_hits, "lengths skipped on a fresh negative entry"),
+	IXF("misses", C, misses, "lookups the index could not answer"),
+	IXF("fallbacks", C, fallbacks, "directory probes run"),
+	IXF("stale", C, stale, "misses on an entry older than the refresh interval"),
+	IXF("refreshes", C, refreshes, "directory scans completed and probes written back"),
+	IXF("inserts", C, inserts, "index entries inserted"),
+	IXF("evictions", C, evictions, "index entries evicted"),
+	IXF("drops", C, drops, "index entries dropped"),
+	IXF("full", C, full, "inserts refused because the index was full"),
+	IXF("vanished", C, vanished, "objects found gone under a fill or a lookup"),
+	IXF("foreign", C, foreign, "lookups by an L3 directory other than the bound one"),
+	{ "stagecache_key_collisions", C, S_KEYCOL, offsetof(struct sc_l3_index_stats, key_collisions_l2), 8,
+	  "keys that matched but whose tokens did not, by level (l2, index, l3)" },
 	RGF("state", G, state, "0 free, 1 claiming, 2 live, 3 closed"),
 	RGF("producer_alive", G, producer_alive, "1 when the ring's producer is live"),
 	RGF("corrupt", G, corrupt, "1 when the ring's indices are inconsistent"),
@@ -228,6 +268,12 @@ static const struct family families[] = {
 	L3F("put_dedup", C, put_dedup, "puts of a digest already stored"),
 	L3F("budget_bytes", G, budget_bytes, "the budget of the directory as opened by the exporter (0: none)"),
 };
+
+_Static_assert(offsetof(struct sc_l3_index_stats, key_collisions_l3) ==
+		       offsetof(struct sc_l3_index_stats, key_collisions_l2) + 16, "the levels are 8 bytes apart");
+_Static_assert(sizeof(((struct sc_l2_stats *)0)->refused) == 8 * SC_L2_REFUSE_COUNT &&
+		       sizeof(((struct sc_promote_stats *)0)->refused) == 8 * SC_L2_REFUSE_COUNT,
+	       "the reasons are 8 bytes apart");
 
 static uint64_t field(const void *base, size_t off, size_t size)
 {
@@ -331,6 +377,35 @@ static void write_metrics(FILE *f, const struct exporter *x, struct arena_snap *
 				snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->ps, fam->off, fam->size));
 				sample(f, fam, "arena", an, NULL, NULL, v);
 				break;
+			case S_L2_WHY:
+			case S_PROMO_WHY: {
+				const void *base = fam->scope == S_L2_WHY ? (const void *)&s->l2 : (const void *)&s->ps;
+				if (fam->scope == S_L2_WHY ? !s->up : !s->have_ps)
+					break;
+				for (int j = 0; j < SC_L2_REFUSE_COUNT; j++) {
+					snprintf(v, sizeof(v), "%llu",
+						 (unsigned long long)field(base, fam->off + 8 * (size_t)j, 8));
+					sample(f, fam, "arena", an, "reason", sc_l2_refusal_name(j), v);
+				}
+				break;
+			}
+			case S_L3IX:
+				if (!s->have_xs)
+					break;
+				snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->xs, fam->off, fam->size));
+				sample(f, fam, "arena", an, NULL, NULL, v);
+				break;
+			case S_KEYCOL: {
+				static const char *const level[] = { "l2", "index", "l3" };
+				if (!s->have_xs)
+					break;
+				for (int j = 0; j < 3; j++) {
+					snprintf(v, sizeof(v), "%llu",
+						 (unsigned long long)field(&s->xs, fam->off + 8 * (size_t)j, 8));
+					sample(f, fam, "arena", an, "level", level[j], v);
+				}
+				break;
+			}
 			case S_RING:
 				for (int j = 0; j < s->nrings; j++) {
 					snprintf(ring, sizeof(ring), "%d", j);

@@ -1,8 +1,9 @@
 /*
- * tools/cmd_l3.c — `stagecache l3 put|ls|stats|verify|locate DIR ...`: the durable L3 store.
+ * tools/cmd_l3.c — `stagecache l3 put|ls|stats|verify|locate|janitor DIR ...`: the durable L3 store.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,7 +21,11 @@ static void usage(FILE *f)
 		"       stagecache l3 ls DIR [--json]\n"
 		"       stagecache l3 stats DIR [--json]\n"
 		"       stagecache l3 verify DIR [--json]\n"
-		"       stagecache l3 locate DIR [--ns NS] --tokens 1,2,3|@file [--json]\n\n"
+		"       stagecache l3 locate DIR [--ns NS] --tokens 1,2,3|@file [--json]\n"
+		"       stagecache l3 janitor DIR [--budget SIZE] [--full] [--wait] [--loop SECONDS [--count N]] [--json]\n"
+		"Every action also takes --host ID (this host's identity in a shared DIR; default\n"
+		"/etc/machine-id) and --shared (DIR is shared by several hosts; recorded in DIR, and implied\n"
+		"on CephFS).\n\n"
 		"The durable L3 store: one object per payload digest under DIR/objects, a prefix index\n"
 		"(namespace, tokens) -> digest, quarantine/ for objects that failed verification.\n"
 		"  put     write a payload through to disk (fsync'd; idempotent) and index its prefix;\n"
@@ -31,8 +36,13 @@ static void usage(FILE *f)
 		"  stats   counters shared by every process using DIR\n"
 		"  verify  read every object and check its digest; bad ones are listed and quarantined (exit 1)\n"
 		"  locate  the longest stored prefix of the tokens\n"
+		"  janitor one pass of budget eviction and cleanup, if no other process (on any host) holds\n"
+		"          the janitor lease (exit 1 and who holds it, unless --wait); --full also checks every\n"
+		"          header and drops prefix entries naming missing objects; --loop S keeps the lease and\n"
+		"          runs a pass every S seconds (a standby on another host takes over when it dies)\n"
 		"Only put creates DIR. Opening DIR reconciles it (stale temp files removed, bad headers\n"
-		"quarantined), except for ls and verify.\n");
+		"quarantined), except for ls and verify, and in a shared DIR, where that is the janitor's\n"
+		"work (l3 janitor --full).\n");
 }
 
 static int parse_kind(const char *s, uint32_t *k)
@@ -73,6 +83,7 @@ static int do_put(int argc, char **argv)
 		{ "state", required_argument, 0, 's' },     { "budget", required_argument, 0, 'b' },
 		{ "min-free", required_argument, 0, 'F' },  { "mode", required_argument, 0, 'M' },
 		{ "group", required_argument, 0, 'g' },     { "json", no_argument, 0, 'j' },
+		{ "host", required_argument, 0, 'H' },      { "shared", no_argument, 0, 'S' },
 		{ "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 },
 	};
 	const char *ns = "", *tspec = NULL, *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL;
@@ -109,6 +120,8 @@ static int do_put(int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case 'j': json = 1; break;
+		case 'H': o.host_id = optarg; break;
+		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: return cli_opt_error("l3", c, argv);
 		}
@@ -229,18 +242,25 @@ static int print_bad(const struct sc_l3_object_info *in, void *ctx)
 static int do_stats(struct sc_l3 *l3, int json)
 {
 	struct sc_l3_stats s;
+	struct sc_l3_janitor_status js;
 	int rc = sc_l3_stats(l3, &s);
 	if (rc)
 		return cli_fail("l3", rc, "stats");
+	if ((rc = sc_l3_janitor_status(l3, &js)) && rc != -EBADMSG)
+		return cli_fail("l3", rc, "janitor status");
 	if (json) {
 		printf("{\"objects\":%llu,\"bytes\":%llu,\"fills\":%llu,\"fill_bytes\":%llu,\"fill_ns\":%llu,"
 		       "\"verify_failures\":%llu,\"quarantined\":%llu,\"evictions\":%llu,\"write_refusals\":%llu,"
-		       "\"puts\":%llu,\"put_dedup\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u}\n",
+		       "\"puts\":%llu,\"put_dedup\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u,\"shared\":%s,"
+		       "\"host\":\"%s\",\"janitor_epoch\":%llu,\"janitor_pass_ns\":%llu,\"janitor_evictions\":%llu,"
+		       "\"janitor_host\":\"%s\"}\n",
 		       (unsigned long long)s.objects, (unsigned long long)s.bytes, (unsigned long long)s.fills,
 		       (unsigned long long)s.fill_bytes, (unsigned long long)s.fill_ns, (unsigned long long)s.verify_failures,
 		       (unsigned long long)s.quarantined, (unsigned long long)s.evictions,
 		       (unsigned long long)s.write_refusals, (unsigned long long)s.puts, (unsigned long long)s.put_dedup,
-		       s.dio_mem_align, s.dio_offset_align);
+		       s.dio_mem_align, s.dio_offset_align, js.shared ? "true" : "false", js.host_id,
+		       (unsigned long long)js.epoch, (unsigned long long)js.pass_end_ns,
+		       (unsigned long long)js.evictions, js.janitor_host);
 	} else {
 		char h[32];
 		printf("objects          %llu\n", (unsigned long long)s.objects);
@@ -256,6 +276,19 @@ static int do_stats(struct sc_l3 *l3, int json)
 			printf("O_DIRECT         memory align %u, offset align %u\n", s.dio_mem_align, s.dio_offset_align);
 		else
 			printf("O_DIRECT         not available on this filesystem\n");
+		printf("mode             %s (host %s)\n", js.shared ? "shared by several hosts" : "local", js.host_id);
+		if (js.epoch) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			double age = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)js.pass_end_ns) / 1e9;
+			printf("janitor          epoch %llu, host %s, last pass %.1f s ago, %llu evictions in all\n",
+			       (unsigned long long)js.epoch, js.janitor_host, js.pass_end_ns ? age : -1.0,
+			       (unsigned long long)js.evictions);
+		} else {
+			printf("janitor          no pass yet\n");
+		}
+		if (js.shared)
+			printf("(counters are this host's; objects and bytes as of the last janitor pass)\n");
 	}
 	return EXIT_OK;
 }
@@ -285,6 +318,119 @@ static int do_locate(struct sc_l3 *l3, const char *ns, const char *tspec, int js
 	return EXIT_OK;
 }
 
+static volatile sig_atomic_t janitor_stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	janitor_stop = 1;
+}
+
+static void print_janitor(const struct sc_l3_janitor_report *r, int json)
+{
+	char h[32];
+	if (json)
+		printf("{\"epoch\":%llu,\"objects\":%llu,\"bytes\":%llu,\"evicted\":%llu,\"evicted_bytes\":%llu,"
+		       "\"stale_temps\":%llu,\"accesses\":%llu,\"quarantined\":%llu,\"dropped\":%llu,"
+		       "\"skipped_recent\":%llu,\"pass_ms\":%.1f}\n",
+		       (unsigned long long)r->epoch, (unsigned long long)r->objects, (unsigned long long)r->bytes,
+		       (unsigned long long)r->evicted, (unsigned long long)r->evicted_bytes,
+		       (unsigned long long)r->stale_temps, (unsigned long long)r->accesses,
+		       (unsigned long long)r->quarantined, (unsigned long long)r->dropped,
+		       (unsigned long long)r->skipped_recent, (double)r->pass_ns / 1e6);
+	else
+		printf("janitor epoch %llu: %llu objects, %s; evicted %llu (%llu kept: used since listed); "
+		       "removed %llu stale temp files; merged %llu uses; quarantined %llu, dropped %llu prefix "
+		       "entries; %.1f ms\n",
+		       (unsigned long long)r->epoch, (unsigned long long)r->objects, cli_human(r->bytes, h, sizeof(h)),
+		       (unsigned long long)r->evicted, (unsigned long long)r->skipped_recent,
+		       (unsigned long long)r->stale_temps, (unsigned long long)r->accesses,
+		       (unsigned long long)r->quarantined, (unsigned long long)r->dropped, (double)r->pass_ns / 1e6);
+	fflush(stdout);
+}
+
+static int do_janitor(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "budget", required_argument, 0, 'b' }, { "full", no_argument, 0, 'f' },
+		{ "wait", no_argument, 0, 'w' },         { "loop", required_argument, 0, 'l' },
+		{ "count", required_argument, 0, 'c' },  { "host", required_argument, 0, 'H' },
+		{ "shared", no_argument, 0, 'S' },       { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+	};
+	/* the janitor works on a store: it creates none */
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE | SC_L3_OPEN_NO_CREATE };
+	uint32_t flags = 0;
+	uint64_t loop_s = 0, count = 0;
+	int json = 0, c;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			if (cli_parse_size(optarg, &o.budget_bytes))
+				return cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(optarg));
+			break;
+		case 'f': flags |= SC_L3_JANITOR_FULL; break;
+		case 'w': flags |= SC_L3_JANITOR_WAIT; break;
+		case 'l':
+			if (cli_parse_u64(optarg, 86400, &loop_s) || !loop_s)
+				return cli_usage_error("l3", "--loop '%s': want seconds, 1-86400", cli_q(optarg));
+			break;
+		case 'c':
+			if (cli_parse_u64(optarg, UINT32_MAX, &count) || !count)
+				return cli_usage_error("l3", "--count '%s': want a count, 1-%u", cli_q(optarg), UINT32_MAX);
+			break;
+		case 'H': o.host_id = optarg; break;
+		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
+		case 'j': json = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_opt_error("l3", c, argv);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_error("l3", "missing DIR");
+	if (optind < argc - 1)
+		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	const char *dir = argv[optind];
+	if (count && !loop_s)
+		return cli_usage_error("l3", "--count goes with --loop");
+	struct sc_l3 *l3;
+	int rc = sc_l3_open(dir, &o, &l3);
+	if (rc)
+		return l3cli_open_error("l3", rc, dir, &o);
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	int ret = EXIT_OK;
+	if (loop_s)
+		flags |= SC_L3_JANITOR_KEEP | SC_L3_JANITOR_WAIT;
+	for (uint64_t n = 0; !janitor_stop; n++) {
+		struct sc_l3_janitor_report r;
+		rc = sc_l3_janitor(l3, flags, &r);
+		if (rc == 0) {
+			print_janitor(&r, json);
+		} else if (rc == -EBUSY) {
+			struct sc_l3_janitor_status st;
+			sc_l3_janitor_status(l3, &st);
+			fprintf(stderr, "stagecache l3: the janitor lease is held by another process (last holder: host %s, epoch %llu)\n",
+				st.janitor_host[0] ? st.janitor_host : "?", (unsigned long long)st.epoch);
+			ret = EXIT_FAIL;
+			break;
+		} else if (rc == -ESTALE && loop_s) {
+			fprintf(stderr, "stagecache l3: lost the janitor lease; waiting to be elected again\n");
+		} else {
+			ret = cli_fail("l3", rc, "janitor pass");
+			if (!loop_s || rc != -EINTR)
+				break;
+		}
+		if (!loop_s || (count && n + 1 >= count))
+			break;
+		for (uint64_t t = 0; t < loop_s * 10 && !janitor_stop; t++)
+			usleep(100000);
+	}
+	sc_l3_close(l3);
+	return ret;
+}
+
 int cmd_l3(int argc, char **argv)
 {
 	if (argc < 2)
@@ -295,25 +441,31 @@ int cmd_l3(int argc, char **argv)
 	}
 	const char *verb = argv[1];
 	if (strcmp(verb, "put") && strcmp(verb, "ls") && strcmp(verb, "stats") && strcmp(verb, "verify") &&
-	    strcmp(verb, "locate"))
-		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate)", cli_q(verb));
+	    strcmp(verb, "locate") && strcmp(verb, "janitor"))
+		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate, janitor)", cli_q(verb));
 	/* ACTION's options are parsed from argv + 1 (ACTION in the place of argv[0]); DIR is what is
 	 * left over, wherever it was among the options */
 	cli_getopt_begin();
 	if (!strcmp(verb, "put"))
 		return do_put(argc - 1, argv + 1);
+	if (!strcmp(verb, "janitor"))
+		return do_janitor(argc - 1, argv + 1);
 	static const struct option opts[] = {
 		{ "ns", required_argument, 0, 'n' }, { "tokens", required_argument, 0, 't' },
-		{ "json", no_argument, 0, 'j' },     { "help", no_argument, 0, 'h' },
+		{ "json", no_argument, 0, 'j' },     { "host", required_argument, 0, 'H' },
+		{ "shared", no_argument, 0, 'S' },   { "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	int locate = !strcmp(verb, "locate"), json = 0, c;
-	const char *ns = NULL, *tspec = NULL;
+	const char *ns = NULL, *tspec = NULL, *host = NULL;
+	uint32_t shared = 0;
 	while ((c = getopt_long(argc - 1, argv + 1, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': ns = optarg; break;
 		case 't': tspec = optarg; break;
 		case 'j': json = 1; break;
+		case 'H': host = optarg; break;
+		case 'S': shared = SC_L3_OPEN_SHARED; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: return cli_opt_error("l3", c, argv + 1);
 		}
@@ -334,7 +486,9 @@ int cmd_l3(int argc, char **argv)
 	/* nothing but put creates DIR; ls and verify report bad objects themselves: no silent
 	 * quarantine at open */
 	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_CREATE |
-					 ((!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0) };
+					 ((!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0) |
+				      shared,
+				.host_id = host };
 	rc = sc_l3_open(dir, &o, &l3);
 	if (rc)
 		return l3cli_open_error("l3", rc, dir, &o);

@@ -41,6 +41,7 @@ static const char *why_name(int w)
 	case SC_PROMOTE_WHY_LONG_PREFIX: return "long_prefix";
 	case SC_PROMOTE_WHY_SECOND_HIT: return "second_hit";
 	case SC_PROMOTE_WHY_FIRST_HIT: return "first_hit";
+	case SC_PROMOTE_WHY_RETURNING: return "returning";
 	default: return "-";
 	}
 }

@@ -23,9 +23,12 @@ static void usage(FILE *f)
 		   "L2 counters, for the whole arena or one stage (--model and --state): entries, bytes,\n"
 		   "logical bytes, budget, hits, misses, inserts, evictions, admission rejects, refused bytes;\n"
 		   "and always arena-wide: leases held, bytes waiting for reclamation, free bytes and the\n"
-		   "largest free block (fragmentation). Arena-wide, also every stage's L2 counters (by stage\n"
-		   "id), the promotion policy's counters, the commit rings in use and the number of attached\n"
-		   "processes (this one included).\n\n"
+		   "largest free block (fragmentation); the refusals by reason (digest, invalid, too_large,\n"
+		   "over_budget, leased, no_room, scan_limit, other) and the eviction policy's state (S3-FIFO:\n"
+		   "entries and bytes on the small and main FIFOs, moves to main, ghost hits). Arena-wide,\n"
+		   "also the promotion policy's counters (with what became of each promotion: published or\n"
+		   "refused, by reason), the commit rings in use, every stage's L2 counters (by stage id) and\n"
+		   "the number of attached processes (this one included).\n\n"
 		   "  --l3 DIR   also the counters of the L3 directory DIR (shared by every process using it;\n"
 		   "             DIR must exist: nothing is created or changed)\n"
 		   "  --owner U  trust an arena file owned by user U (a name, a number, or any)\n");
@@ -138,21 +141,31 @@ int cmd_stats(int argc, char **argv)
 	}
 	const char *names[] = { "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts",
 				"evictions", "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes",
-				"free_bytes", "largest_free_block" };
+				"free_bytes", "largest_free_block", "small_entries", "small_bytes", "main_entries",
+				"main_bytes", "moved_to_main", "ghost_hits" };
 	uint64_t v[] = { s.entries, s.bytes, s.logical_bytes, s.budget_bytes, s.hits, s.misses, s.inserts, s.evictions,
 			 s.admission_rejects, s.refused_bytes, s.leases, s.pending_reclaim_bytes, s.free_bytes,
-			 s.largest_free_block };
+			 s.largest_free_block, s.small_entries, s.small_bytes, s.main_entries, s.main_bytes,
+			 s.moved_to_main, s.ghost_hits };
 	if (json) {
 		printf("{\"l2\":{");
 		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 			printf("%s\"%s\":%llu", i ? "," : "", names[i], (unsigned long long)v[i]);
-		printf("}");
-		if (have_ps)
+		printf(",\"refused\":{");
+		for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+			printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)s.refused[i]);
+		printf("}}");
+		if (have_ps) {
 			printf(",\"promotion\":{\"observations\":%u,\"claims\":%u,\"capacity\":%u,\"considered\":%llu,"
-			       "\"promoted\":%llu,\"evicted\":%llu,\"expired\":%llu,\"repairs\":%llu}",
+			       "\"promoted\":%llu,\"evicted\":%llu,\"expired\":%llu,\"repairs\":%llu,\"published\":%llu,"
+			       "\"refused\":{",
 			       ps.observations, ps.claims, ps.capacity, (unsigned long long)ps.considered,
 			       (unsigned long long)ps.promoted, (unsigned long long)ps.evicted, (unsigned long long)ps.expired,
-			       (unsigned long long)ps.repairs);
+			       (unsigned long long)ps.repairs, (unsigned long long)ps.published);
+			for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+				printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)ps.refused[i]);
+			printf("}}");
+		}
 		if (have_xs)
 			printf(",\"l3_index\":{\"capacity\":%u,\"refresh_ms\":%u,\"positive\":%u,\"negative\":%u,"
 			       "\"pages\":%u,\"free_pages\":%u,\"token_verify\":%s,\"bound\":%s,\"hits\":%llu,"
@@ -210,12 +223,25 @@ int cmd_stats(int argc, char **argv)
 		printf("L2%s%s%s%s\n", model ? " stage " : "", model ? model : "", model ? "/" : "", model ? state : "");
 		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 			printf("  %-22s %llu\n", names[i], (unsigned long long)v[i]);
-		if (have_ps)
+		printf("  refused               ");
+		for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+			printf("%s%s %llu", i ? ", " : "", sc_l2_refusal_name(i), (unsigned long long)s.refused[i]);
+		printf("\n");
+		if (have_ps) {
 			printf("promotion\n  observations %u/%u, claims %u, considered %llu, promoted %llu, evicted %llu, "
 			       "expired %llu, repairs %llu\n",
 			       ps.observations, ps.capacity, ps.claims, (unsigned long long)ps.considered,
 			       (unsigned long long)ps.promoted, (unsigned long long)ps.evicted, (unsigned long long)ps.expired,
 			       (unsigned long long)ps.repairs);
+			uint64_t refused = 0;
+			for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+				refused += ps.refused[i];
+			printf("  published %llu, refused %llu", (unsigned long long)ps.published, (unsigned long long)refused);
+			for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+				if (ps.refused[i])
+					printf(" (%s %llu)", sc_l2_refusal_name(i), (unsigned long long)ps.refused[i]);
+			printf("\n");
+		}
 		if (have_xs) {
 			printf("L3 location index (%u entries, refresh %u ms, token verification %s%s)\n", xs.capacity,
 			       xs.refresh_ms, xs.token_verify ? "on" : "OFF", xs.bound ? "" : ", no directory bound yet");

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "stress_hosts.h"
 #include "workload.h"
 
 #ifdef SC_TEST_HOOKS
@@ -716,6 +717,8 @@ static void on_finding(const char *component, const char *message, int repaired,
 
 int cmd_stress(int argc, char **argv)
 {
+	if (stress_hosts_wanted(argc, argv)) /* several hosts on one L3 directory: tools/stress_hosts.c */
+		return stress_hosts_main(argc, argv);
 #ifndef SC_TEST_HOOKS
 	exec_test_build(argv);
 #endif

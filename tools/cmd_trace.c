@@ -178,6 +178,8 @@ struct row {
 	struct sc_bpf_counter ev[SC_EV_COUNT];
 	uint64_t never_hit;
 	uint64_t fill_hist[SC_BPF_HIST_SLOTS];
+	uint64_t refused[SC_BPF_REFUSALS];       /* L2 refusals by reason (l2_reject) */
+	uint64_t promo_refused[SC_BPF_REFUSALS]; /* promotions not published, by reason (promote_outcome) */
 };
 
 struct snap {
@@ -246,6 +248,19 @@ static void take_snapshot(struct stagecache_bpf *skel, struct snap *s)
 				r->never_hit++;
 		}
 	}
+	fd = bpf_map__fd(skel->maps.reasons);
+	struct sc_bpf_reason_key rk, rnext, *rprev = NULL;
+	while (bpf_map_get_next_key(fd, rprev, &rnext) == 0) {
+		struct sc_bpf_count c;
+		rk = rnext;
+		rprev = &rk;
+		if ((rk.event != SC_EV_L2_REJECT && rk.event != SC_EV_PROMOTE_REFUSED) || bpf_map_lookup_elem(fd, &rk, &c))
+			continue;
+		struct row *r = row_of(s, 0, rk.stage);
+		uint32_t why = rk.reason < SC_BPF_REFUSALS ? rk.reason : SC_BPF_REFUSALS - 1;
+		if (r)
+			(rk.event == SC_EV_L2_REJECT ? r->refused : r->promo_refused)[why] += c.count;
+	}
 	uint32_t zero = 0;
 	struct sc_bpf_state st;
 	s->drops = bpf_map_lookup_elem(bpf_map__fd(skel->maps.trace_state), &zero, &st) ? 0 : st.drops;
@@ -304,6 +319,28 @@ static uint64_t quarantined(const struct snap *s)
 	return total(s, SC_EV_L3_QUARANTINE);
 }
 
+/* Under a stage's row: admissions and promotions that did not publish, by reason (when any). */
+static void print_refusals(const struct row *r)
+{
+	uint64_t l2 = 0, promo = 0, published = r->ev[SC_EV_PROMOTE_PUBLISHED].count;
+	for (int w = 0; w < SC_BPF_REFUSALS; w++)
+		l2 += r->refused[w], promo += r->promo_refused[w];
+	if (l2) {
+		printf("  L2 refused:  ");
+		for (int w = 0; w < SC_BPF_REFUSALS; w++)
+			if (r->refused[w])
+				printf(" %s %llu", sc_l2_refusal_name(w), (unsigned long long)r->refused[w]);
+		printf("\n");
+	}
+	if (promo || published) {
+		printf("  promotions:   %llu published, %llu not", (unsigned long long)published, (unsigned long long)promo);
+		for (int w = 0; w < SC_BPF_REFUSALS; w++)
+			if (r->promo_refused[w])
+				printf(" (%s %llu)", sc_l2_refusal_name(w), (unsigned long long)r->promo_refused[w]);
+		printf("\n");
+	}
+}
+
 static void print_snapshot(const struct snap *s, const struct snap *prev, double t, double dt, int json)
 {
 	static const struct row zero_row;
@@ -340,7 +377,7 @@ static void print_snapshot(const struct snap *s, const struct snap *prev, double
 			       "\"hit_ratio\":%.4f,\"admits\":%llu,\"rejects\":%llu,\"promotions\":%llu,"
 			       "\"promotions_never_hit\":%llu,\"evictions\":%llu,\"removes\":%llu,\"fills\":%llu,"
 			       "\"fill_errors\":%llu,\"fill_bytes\":%llu,\"fill_gb_per_s\":%.3f,"
-			       "\"fill_p50_ns\":%llu,\"fill_p99_ns\":%llu}",
+			       "\"fill_p50_ns\":%llu,\"fill_p99_ns\":%llu,\"promotions_published\":%llu",
 			       first ? "" : ",", (unsigned long long)r->id, (unsigned long long)hits,
 			       (unsigned long long)r->ev[SC_EV_L2_HIT_PROMOTED].count, (unsigned long long)misses, ratio,
 			       (unsigned long long)r->ev[SC_EV_L2_ADMIT].count,
@@ -351,7 +388,15 @@ static void print_snapshot(const struct snap *s, const struct snap *prev, double
 			       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
 			       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count,
 			       (unsigned long long)r->ev[SC_EV_FILL_DONE].bytes, gbs, (unsigned long long)p50,
-			       (unsigned long long)p99);
+			       (unsigned long long)p99, (unsigned long long)r->ev[SC_EV_PROMOTE_PUBLISHED].count);
+			for (int k = 0; k < 2; k++) {
+				const uint64_t *v = k ? r->promo_refused : r->refused;
+				printf(",\"%s\":{", k ? "promotions_refused" : "refused");
+				for (int w = 0; w < SC_BPF_REFUSALS; w++)
+					printf("%s\"%s\":%llu", w ? "," : "", sc_l2_refusal_name(w), (unsigned long long)v[w]);
+				printf("}");
+			}
+			printf("}");
 		} else {
 			char a[32], b[32], hr[16] = "-";
 			if (hits + misses)
@@ -365,6 +410,7 @@ static void print_snapshot(const struct snap *s, const struct snap *prev, double
 			       (unsigned long long)r->never_hit, (unsigned long long)r->ev[SC_EV_L2_EVICT].count,
 			       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
 			       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count, gbs, p50 ? a : "-", p99 ? b : "-");
+			print_refusals(r);
 		}
 		first = 0;
 	}

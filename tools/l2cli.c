@@ -351,6 +351,11 @@ int l3cli_open_error(const char *cmd, int rc, const char *dir, const struct sc_l
 	case -ELOOP:
 		return cli_fail(cmd, 0, "L3 directory %s holds a symbolic link where a directory or file of its own belongs",
 				dir);
+	case -EINVAL:
+		if (o && o->host_id)
+			return cli_fail(cmd, 0, "cannot open L3 directory %s: --host '%s': want 1-%u of A-Z a-z 0-9 _ -", dir,
+					cli_q(o->host_id), SC_L3_HOST_ID_MAX);
+		return cli_fail(cmd, 0, "cannot open L3 directory %s: %s", dir, strerror(EINVAL));
 	default:
 		return cli_fail(cmd, 0, "cannot open L3 directory %s: %s", dir, strerror(-rc));
 	}

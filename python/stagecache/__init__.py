@@ -134,6 +134,8 @@ def _struct_dict(s):
         if n.startswith("_"):
             continue
         v = getattr(s, n)
+        if isinstance(v, ctypes.Array):
+            v = list(v)  # e.g. refusals by reason: a plain list, comparable and printable
         out[n] = v
     return out
 

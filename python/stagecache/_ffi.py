@@ -56,6 +56,8 @@ SC_NAME_MAX = 64
 SC_INFO_MAX_ATTACHED = 64
 SC_KV_DESC_MAX_COMPONENTS = 2
 SC_L3_STR_MAX = 1023
+SC_L3_HOST_ID_MAX = 64
+SC_L2_REFUSE_COUNT = 8
 
 
 class Digest_(Structure):
@@ -164,7 +166,9 @@ class L2Stats(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts", "evictions",
         "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes", "free_bytes",
-        "largest_free_block")] + [("_reserved", c_uint64 * 16)]
+        "largest_free_block")] + [("refused", c_uint64 * SC_L2_REFUSE_COUNT)] + [(n, c_uint64) for n in (
+        "small_entries", "small_bytes", "main_entries", "main_bytes", "moved_to_main", "ghost_hits")] + [
+        ("_reserved", c_uint64 * 8)]
 
 
 class L2Resv(Structure):
@@ -173,8 +177,9 @@ class L2Resv(Structure):
 
 class L3Opts(Structure):
     _fields_ = [("budget_bytes", c_uint64), ("min_free_bytes", c_uint64), ("queue_depth", c_uint32),
-                ("o_direct", c_int), ("file_mode", c_uint32), ("flags", c_uint32), ("gid", c_int64),
-                ("_reserved", c_uint64 * 5)]
+                ("o_direct", c_int), ("file_mode", c_uint32), ("flags", c_uint32), ("host_id", c_char_p),
+                ("state_dir", c_char_p), ("visibility_ms", c_uint32), ("_reserved0", c_uint32), ("gid", c_int64),
+                ("_reserved", c_uint64 * 2)]
 
 
 class L3PutArgs(Structure):
@@ -198,6 +203,19 @@ class L3Stats(Structure):
         ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("_reserved", c_uint64 * 12)]
 
 
+class L3JanitorStatus(Structure):
+    _fields_ = [("shared", c_int), ("_reserved0", c_uint32), ("host_id", c_char * (SC_L3_HOST_ID_MAX + 1)),
+                ("janitor_host", c_char * (SC_L3_HOST_ID_MAX + 1)), ("_reserved1", c_uint8 * 6)] + [
+        (n, c_uint64) for n in ("epoch", "pass_start_ns", "pass_end_ns", "objects", "bytes", "evictions",
+                                "passes")] + [("_reserved", c_uint64 * 4)]
+
+
+class L3JanitorReport(Structure):
+    _fields_ = [(n, c_uint64) for n in (
+        "epoch", "objects", "bytes", "evicted", "evicted_bytes", "stale_temps", "accesses", "quarantined",
+        "dropped", "skipped_recent", "pass_ns")] + [("_reserved", c_uint64 * 4)]
+
+
 class L3ObjectInfo(Structure):
     _fields_ = [("digest", Digest_), ("kind", c_uint32), ("token_count", c_uint32), ("payload_bytes", c_uint64),
                 ("file_bytes", c_uint64), ("mtime_ns", c_int64), ("_reserved", c_uint64 * 4),
@@ -207,8 +225,8 @@ class L3ObjectInfo(Structure):
 
 class PromoteStats(Structure):
     _fields_ = [("observations", c_uint32), ("claims", c_uint32), ("capacity", c_uint32)] + [
-        (n, c_uint64) for n in ("considered", "promoted", "evicted", "expired", "repairs")] + [
-        ("_reserved", c_uint64 * 8)]
+        (n, c_uint64) for n in ("considered", "promoted", "evicted", "expired", "repairs", "published")] + [
+        ("refused", c_uint64 * SC_L2_REFUSE_COUNT), ("_reserved", c_uint64 * 8)]
 
 
 class Restore_(Structure):
@@ -262,7 +280,8 @@ STRUCTS = {
     "sc_kv_desc": KvDesc, "sc_payload": Payload_, "sc_location": Location_, "sc_lease": Lease_,
     "sc_l2_entry_info": L2EntryInfo, "sc_l2_stats": L2Stats, "sc_l2_resv": L2Resv, "sc_l3_opts": L3Opts,
     "sc_l3_put_args": L3PutArgs, "sc_l3_fill_req": L3FillReq, "sc_l3_index_stats": L3IndexStats,
-    "sc_l3_stats": L3Stats, "sc_l3_object_info": L3ObjectInfo, "sc_promote_stats": PromoteStats,
+    "sc_l3_stats": L3Stats, "sc_l3_janitor_status": L3JanitorStatus, "sc_l3_janitor_report": L3JanitorReport,
+    "sc_l3_object_info": L3ObjectInfo, "sc_promote_stats": PromoteStats,
     "sc_restore": Restore_, "sc_commit": Commit_, "sc_ring_stat": RingStat, "sc_batcher_opts": BatcherOpts,
     "sc_fsck_report": FsckReport, "sc_arena_open_opts": ArenaOpenOpts, "sc_arena_file": ArenaFile,
 }
@@ -357,6 +376,8 @@ _proto("sc_l3_lookup", c_int, c_void_p, Digest_, POINTER(L3Location_))
 _proto("sc_l3_fill", c_int, c_void_p, POINTER(L3Location_), c_void_p, c_uint64, c_uint32)
 _proto("sc_l3_bind_arena", c_int, c_void_p, c_void_p)
 _proto("sc_l3_stats", c_int, c_void_p, POINTER(L3Stats))
+_proto("sc_l3_janitor_status", c_int, c_void_p, POINTER(L3JanitorStatus))
+_proto("sc_l3_janitor", c_int, c_void_p, c_uint32, POINTER(L3JanitorReport))
 _proto("sc_l3_evict_to", c_int, c_void_p, c_uint64)
 
 _proto("sc_promote_consider", c_int, c_void_p, c_uint64, Digest_, c_uint64, c_uint64, POINTER(c_int))

@@ -457,7 +457,11 @@ class TestL3AndRestore(ArenaCase):
         self.assertEqual(self.arena.promote_consider(self.stage.id, d, 10, len(data)), (True, "second_hit"))
         self.stage.promote_admit("ns", list(range(10)), data)
         self.assertEqual(self.stage.peek("ns", list(range(10)))["origin"], "l3")
+        self.assertEqual(self.arena.promote_stats()["published"], 1)
+        # still in L2: not promoted again (the seed's rule); once it left L2 it comes back at once
         self.assertEqual(self.arena.promote_consider(self.stage.id, d, 10, len(data)), (False, "terminal"))
+        self.assertTrue(self.stage.remove(self.stage.key("ns", list(range(10)))))
+        self.assertEqual(self.arena.promote_consider(self.stage.id, d, 10, len(data)), (True, "returning"))
 
 
 class TestRingsAndBatcher(ArenaCase):

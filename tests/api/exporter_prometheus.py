@@ -110,13 +110,28 @@ def flatten(stats, info):
     def put(metric, value, **labels):
         labels["arena"] = arena
         out[(metric, frozenset(labels.items()))] = float(value)
-    counters_l2 = {"hits", "misses", "inserts", "evictions", "admission_rejects", "refused_bytes"}
+    counters_l2 = {"hits", "misses", "inserts", "evictions", "admission_rejects", "refused_bytes", "moved_to_main",
+                   "ghost_hits"}
     for k, v in stats["l2"].items():
+        if k == "refused":
+            for why, n in v.items():
+                put("stagecache_l2_refused_total", n, reason=why)
+            continue
         name = "largest_free_block_bytes" if k == "largest_free_block" else k
         put("stagecache_l2_" + name + ("_total" if k in counters_l2 else ""), v)
     for k, v in stats["promotion"].items():
+        if k == "refused":
+            for why, n in v.items():
+                put("stagecache_promotion_refused_total", n, reason=why)
+            continue
         gauge = k in ("observations", "claims", "capacity")
         put("stagecache_promotion_" + k + ("" if gauge else "_total"), v)
+    gauges_ix = {"capacity", "refresh_ms", "positive", "negative", "pages", "free_pages", "token_verify", "bound"}
+    for k, v in stats["l3_index"].items():
+        put("stagecache_l3_index_" + k + ("" if k in gauges_ix else "_total"), int(v) if isinstance(v, bool) else v)
+    for k, v in stats["key_collisions"].items():
+        if k != "total":  # the sum of the levels: Prometheus sums for itself
+            put("stagecache_key_collisions_total", v, level=k)
     for r in stats["rings"]:
         ring = str(r["ring"])
         for k, v in r.items():

@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_arena_scribble.c — random bytes written into the index, heap and ring regions
+/* tests/fuzz/fuzz_arena_scribble.c — random bytes written into the index, policy, heap and ring regions
  * of a populated arena, then lookups, a ring poll and fsck: errors only, never a crash.
  *
  * One arena (in /dev/shm, 4 KiB pages, 8 MiB, 2 small rings) is created and populated once per
@@ -8,8 +8,9 @@
  *   1. restores the saved bytes (page by page, only the pages that differ; no lock is held then),
  *   2. applies the input's patches: [sel u8][off u24 LE][len-1 u8 (mod 16)][len bytes], each aimed
  *      by sel at one part of the index (header, buckets, live entries, any entry), the heap
- *      (header, around live blocks, anywhere in the used part) or the rings (directory and
- *      control blocks, record space) with shm_region(),
+ *      (header, around live blocks, anywhere in the used part), the rings (directory and
+ *      control blocks, record space) or the eviction lists (header, nodes, ghost) with
+ *      shm_region(),
  *   3. runs sc_l2_get (+ reading every byte of the lease) / sc_lease_release, sc_l2_get_copy,
  *      sc_l2_peek, sc_l2_list, sc_l2_stats, optionally an sc_l2_admit (a writer over the
  *      scribbled index and heap), sc_ring_poll (+ sc_ring_consumer_close) and sc_arena_fsck
@@ -43,6 +44,7 @@
 #include "stagecache.h"
 #include "../../lib/internal.h"
 #include "../../shm/arena.h"
+#include "../../shm/evq.h"
 #include "../../shm/index.h"
 #include "../../shm/mutex.h"
 #include "../../shm/ring.h"
@@ -66,8 +68,8 @@ static uint64_t asize;
 static int32_t toks[NPFX][NTOK];
 static struct sc_location locs[NPFX];
 static const char *nss[2] = { "ns-a", "" };
-static uint8_t *ix_base, *heap_base, *ring_base;
-static uint64_t ix_size, heap_size, ring_size, heap_hot;
+static uint8_t *ix_base, *heap_base, *ring_base, *pol_base;
+static uint64_t ix_size, heap_size, ring_size, heap_hot, pol_size;
 static struct shm_index_hdr ixh;
 static struct shm_ring_dir rdir;
 static uint64_t live_off[NPFX + 4], live_len[NPFX + 4];
@@ -76,7 +78,7 @@ static int scribble_mutex; /* 0: locks untouched, 1: all their bytes, 2: all but
 struct range {
 	uint64_t lo, hi;
 };
-static struct range mutexes[SHM_INDEX_SHARDS + 2];
+static struct range mutexes[SHM_INDEX_SHARDS + 4];
 static unsigned nmutex;
 static uint8_t copybuf[64 << 10];
 
@@ -170,12 +172,15 @@ static void survey(void)
 	ix_base = shm_region(sa, SHM_REGION_INDEX, &ix_size);
 	heap_base = shm_region(sa, SHM_REGION_HEAP, &heap_size);
 	ring_base = shm_region(sa, SHM_REGION_RINGS, &ring_size);
+	pol_base = shm_region(sa, SHM_REGION_POLICY, &pol_size);
 	memcpy(&ixh, ix_base, sizeof(ixh));
 	memcpy(&rdir, ring_base, sizeof(rdir));
 	add_mutex(ix_base + offsetof(struct shm_index_hdr, sweep_mu));
 	for (unsigned s = 0; s < SHM_INDEX_SHARDS; s++)
 		add_mutex(ix_base + offsetof(struct shm_index_hdr, shards) + s * sizeof(struct shm_index_shard));
 	add_mutex(heap_base + SHM_CACHELINE); /* struct heap_hdr: the lock is its second line */
+	add_mutex(pol_base + offsetof(struct shm_evq_hdr, mu));
+	add_mutex(pol_base + offsetof(struct shm_evq_hdr, search_mu));
 	/* live entries and the used part of the heap */
 	const struct shm_index_entry *ent = (const void *)(ix_base + ixh.entries_off);
 	uint64_t hot = 8192;
@@ -249,7 +254,7 @@ static void patch(uint8_t *dst, const uint8_t *src, size_t len)
 
 static uint8_t *aim(uint8_t sel, uint32_t off)
 {
-	switch (sel % 10) {
+	switch (sel % 11) {
 	case 0: /* index header and shard table */
 		return ix_base + off % SHM_INDEX_HDR_BYTES;
 	case 1: /* buckets */
@@ -273,6 +278,11 @@ static uint8_t *aim(uint8_t sel, uint32_t off)
 		return ring_base + off % rdir.data_off;
 	case 8: /* record space */
 		return ring_base + rdir.data_off + off % ((uint64_t)rdir.ring_count * rdir.ring_bytes);
+	case 9: /* the eviction lists: header, nodes and ghost (the live entries' nodes most often) */
+		if (off & 1)
+			return pol_base + SHM_EVQ_HDR_BYTES + (uint64_t)live_idx[(off >> 8) % nlive] * sizeof(struct shm_evq_node) +
+			       (off >> 1) % sizeof(struct shm_evq_node);
+		return pol_base + (off >> 1) % pol_size;
 	default: /* anywhere in the three regions */
 		switch (off % 3) {
 		case 0:

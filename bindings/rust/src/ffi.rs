@@ -9,6 +9,7 @@ pub const SC_NAME_MAX: usize = 64;
 pub const SC_INFO_MAX_ATTACHED: usize = 64;
 pub const SC_KV_DESC_MAX_COMPONENTS: usize = 2;
 pub const SC_L3_STR_MAX: usize = 1023;
+pub const SC_L2_REFUSE_COUNT: usize = 8;
 pub const SC_LEASES_MAX: usize = 48;
 pub const SC_BATCHER_CAPACITY_MAX: u32 = 256;
 pub const SC_BATCHER_DEFERRED: c_int = 1;
@@ -256,7 +257,14 @@ pub struct sc_l2_stats {
     pub pending_reclaim_bytes: u64,
     pub free_bytes: u64,
     pub largest_free_block: u64,
-    pub _reserved: [u64; 16],
+    pub refused: [u64; SC_L2_REFUSE_COUNT],
+    pub small_entries: u64,
+    pub small_bytes: u64,
+    pub main_entries: u64,
+    pub main_bytes: u64,
+    pub moved_to_main: u64,
+    pub ghost_hits: u64,
+    pub _reserved: [u64; 8],
 }
 
 #[repr(C)]
@@ -274,8 +282,12 @@ pub struct sc_l3_opts {
     pub o_direct: c_int,
     pub file_mode: u32,
     pub flags: u32,
+    pub host_id: *const c_char,
+    pub state_dir: *const c_char,
+    pub visibility_ms: u32,
+    pub _reserved0: u32,
     pub gid: i64,
-    pub _reserved: [u64; 5],
+    pub _reserved: [u64; 2],
 }
 
 #[repr(C)]
@@ -301,6 +313,41 @@ pub struct sc_l3_fill_req {
     pub fill_ns: u64,
     pub _reserved: [u64; 4],
     pub _private: *mut c_void,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct sc_l3_janitor_status {
+    pub shared: c_int,
+    pub _reserved0: u32,
+    pub host_id: [c_char; 65],
+    pub janitor_host: [c_char; 65],
+    pub _reserved1: [u8; 6],
+    pub epoch: u64,
+    pub pass_start_ns: u64,
+    pub pass_end_ns: u64,
+    pub objects: u64,
+    pub bytes: u64,
+    pub evictions: u64,
+    pub passes: u64,
+    pub _reserved: [u64; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct sc_l3_janitor_report {
+    pub epoch: u64,
+    pub objects: u64,
+    pub bytes: u64,
+    pub evicted: u64,
+    pub evicted_bytes: u64,
+    pub stale_temps: u64,
+    pub accesses: u64,
+    pub quarantined: u64,
+    pub dropped: u64,
+    pub skipped_recent: u64,
+    pub pass_ns: u64,
+    pub _reserved: [u64; 4],
 }
 
 #[repr(C)]
@@ -350,6 +397,8 @@ pub struct sc_promote_stats {
     pub evicted: u64,
     pub expired: u64,
     pub repairs: u64,
+    pub published: u64,
+    pub refused: [u64; SC_L2_REFUSE_COUNT],
     pub _reserved: [u64; 8],
 }
 
@@ -549,6 +598,8 @@ extern "C" {
     pub fn sc_l3_locate_longest(l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32,
                                 loc: *mut sc_location) -> c_int;
     pub fn sc_l3_stats(l3: *mut sc_l3, st: *mut sc_l3_stats) -> c_int;
+    pub fn sc_l3_janitor_status(l3: *mut sc_l3, st: *mut sc_l3_janitor_status) -> c_int;
+    pub fn sc_l3_janitor(l3: *mut sc_l3, flags: u32, rep: *mut sc_l3_janitor_report) -> c_int;
 
     pub fn sc_promote_consider(a: *mut sc_arena, stage_id: u64, d: sc_digest, token_count: u64, payload_bytes: u64,
                                why: *mut c_int) -> c_int;

@@ -225,9 +225,11 @@ pub fn layouts() -> Vec<TypeLayout> {
                 digest, kind, origin, created_unix_ns, frequency, has_kv_desc]),
         layout!("sc_l2_stats", sc_l2_stats, [entries, bytes, logical_bytes, budget_bytes, hits, misses, inserts,
                 evictions, admission_rejects, refused_bytes, leases, pending_reclaim_bytes, free_bytes,
-                largest_free_block]),
+                largest_free_block, refused, small_entries, small_bytes, main_entries, main_bytes, moved_to_main,
+                ghost_hits]),
         layout!("sc_l2_resv", sc_l2_resv, [ptr, bytes]),
-        layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags, gid]),
+        layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags,
+                host_id, state_dir, visibility_ms, gid]),
         layout!("sc_l3_put_args", sc_l3_put_args, [model_identity, state_identity, ns, tokens, token_count,
                 payload]),
         layout!("sc_l3_fill_req", sc_l3_fill_req, [loc, dst, dst_bytes, flags, user_data, stage_id, result, direct,
@@ -235,10 +237,14 @@ pub fn layouts() -> Vec<TypeLayout> {
         layout!("sc_l3_stats", sc_l3_stats, [objects, bytes, fills, fill_bytes, fill_ns, verify_failures,
                 quarantined, evictions, write_refusals, puts, put_dedup, key_collisions, budget_bytes, dio_mem_align,
                 dio_offset_align]),
+        layout!("sc_l3_janitor_status", sc_l3_janitor_status, [shared, host_id, janitor_host, epoch, pass_start_ns,
+                pass_end_ns, objects, bytes, evictions, passes]),
+        layout!("sc_l3_janitor_report", sc_l3_janitor_report, [epoch, objects, bytes, evicted, evicted_bytes,
+                stale_temps, accesses, quarantined, dropped, skipped_recent, pass_ns]),
         layout!("sc_l3_object_info", sc_l3_object_info, [digest, kind, token_count, payload_bytes, file_bytes,
                 mtime_ns, ns, model_identity, state_identity, valid]),
         layout!("sc_promote_stats", sc_promote_stats, [observations, claims, capacity, considered, promoted,
-                evicted, expired, repairs]),
+                evicted, expired, repairs, published, refused]),
         layout!("sc_restore", sc_restore, [sec, sec_len, kind, token_count, digest, has_kv_desc, kv_desc, source,
                 promoted, promote_why, waited, direct, in_arena, from_index, locate_ns, lookup_ns, fill_ns,
                 total_ns]),
@@ -433,6 +439,7 @@ pub enum PromoteWhy {
     LongPrefix = 2,
     SecondHit = 3,
     FirstHit = 4,
+    Returning = 5,
 }
 
 impl PromoteWhy {
@@ -443,10 +450,11 @@ impl PromoteWhy {
             2 => Some(PromoteWhy::LongPrefix),
             3 => Some(PromoteWhy::SecondHit),
             4 => Some(PromoteWhy::FirstHit),
+            5 => Some(PromoteWhy::Returning),
             _ => None,
         }
     }
-    /// "terminal", "oversize", "long_prefix", "second_hit", "first_hit".
+    /// "terminal", "oversize", "long_prefix", "second_hit", "first_hit", "returning".
     pub fn name(self) -> &'static str {
         name_of(ffi::sc_promote_why_name, self as c_int)
     }
@@ -1069,8 +1077,12 @@ impl L3 {
             o_direct: 0,
             file_mode: opts.file_mode,
             flags: if opts.no_reconcile { ffi::SC_L3_OPEN_NO_RECONCILE } else { 0 },
+            host_id: ptr::null(),
+            state_dir: ptr::null(),
+            visibility_ms: 0,
+            _reserved0: 0,
             gid: 0,
-            _reserved: [0; 5],
+            _reserved: [0; 2],
         };
         let mut h = ptr::null_mut();
         check(unsafe { ffi::sc_l3_open(d.as_ptr(), &o, &mut h) }, "sc_l3_open")?;

@@ -1,0 +1,903 @@
+/*
+ * tests/check_policy.c — the L2 eviction policy under memory pressure: S3-FIFO's order (small
+ * FIFO, main FIFO, ghost), scan resistance, room for an entry of 1/8 of the budget in a
+ * deliberately fragmented heap, leased entries surviving any pressure (other processes admitting,
+ * some killed -9), every refusal reason produced and counted, promotions accounted for (published
+ * or refused, retried, returning), writers killed inside the policy's critical sections, and a
+ * scribbled policy region (rebuilt, reported and repaired by fsck).
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/l2.h"
+#include "../shm/evq.h"
+#include "../shm/fault.h"
+#include "../shm/heap.h"
+
+#define ARENA (32ull << 20)
+
+struct fx {
+	struct sc_arena *a;
+	const char *name;
+	struct sc_stage *st;
+};
+
+static void fx_open_size(struct fx *f, uint64_t size)
+{
+	f->a = sc_test_arena("pol", size, &f->name);
+	ck_assert_int_eq(sc_stage_open(f->a, "model", "state", &f->st), 0);
+}
+
+static void fx_open(struct fx *f)
+{
+	fx_open_size(f, ARENA);
+}
+
+static void fx_close(struct fx *f)
+{
+	sc_stage_close(f->st);
+	sc_test_arena_destroy(f->a, f->name);
+}
+
+static void toks(int32_t t[4], uint32_t k)
+{
+	t[0] = 4242;
+	t[1] = (int32_t)k;
+	t[2] = (int32_t)(k * 7 + 1);
+	t[3] = 99;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t k)
+{
+	uint64_t x = k * 0x9e3779b97f4a7c15ull + 12345;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
+	for (; i < n; i++)
+		p[i] = (uint8_t)(k + i);
+}
+
+static struct sc_digest digest_of(uint32_t k, size_t n)
+{
+	uint8_t *b = malloc(n);
+	fill(b, n, k);
+	struct sc_digest d = sc_digest(b, n);
+	free(b);
+	return d;
+}
+
+/* Admit key @k with @n bytes derived from it. */
+static int put(struct sc_stage *st, uint32_t k, size_t n)
+{
+	uint8_t *b = malloc(n);
+	fill(b, n, k);
+	int32_t t[4];
+	toks(t, k);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	int rc = sc_l2_admit(st, "pol", t, 4, sc_digest(b, n), &p, SC_ORIGIN_DIRECT);
+	free(b);
+	return rc;
+}
+
+static int has(struct sc_stage *st, uint32_t k)
+{
+	int32_t t[4];
+	toks(t, k);
+	struct sc_l2_entry_info info;
+	return sc_l2_peek(st, "pol", t, 4, &info) == 0;
+}
+
+static int get(struct sc_stage *st, uint32_t k, struct sc_lease *l)
+{
+	int32_t t[4];
+	toks(t, k);
+	return sc_l2_get(st, "pol", t, 4, NULL, l);
+}
+
+static void hit(struct sc_stage *st, uint32_t k, int times)
+{
+	for (int i = 0; i < times; i++) {
+		struct sc_lease l;
+		ck_assert_int_eq(get(st, k, &l), 0);
+		sc_lease_release(&l);
+	}
+}
+
+/* The FIFO holding key @k (SHM_EVQ_*), or -1 when it is not in the index. */
+static int queue_of(struct fx *f, uint32_t k)
+{
+	int32_t t[4];
+	toks(t, k);
+	struct sc_key key;
+	ck_assert_int_eq(sc_l2_key(f->st, "pol", t, 4, &key), 0);
+	int err;
+	shm_epoch_enter(f->a->shm);
+	struct shm_index_entry *e = shm_index_find(l2_ix(f->a), key.lo, key.hi, &err);
+	shm_epoch_exit(f->a->shm);
+	if (!e)
+		return -1;
+	return (int)l2_q(f->a)->node[shm_index_idx(l2_ix(f->a), e)].q;
+}
+
+static struct sc_l2_stats stats(struct fx *f)
+{
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(f->a, NULL, &s), 0);
+	return s;
+}
+
+/* The lists agree with their nodes, and every LIVE entry is on one of them. */
+static void assert_lists_consistent(struct sc_arena *a)
+{
+	struct shm_evq *q = l2_q(a);
+	struct shm_index *ix = l2_ix(a);
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	const char *why = NULL;
+	int rc = shm_evq_check_locked(q, &why);
+	uint32_t orphans = 0;
+	for (uint32_t i = 0; i < ix->nentries; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && q->node[i].q == SHM_EVQ_NONE)
+			orphans++;
+	shm_evq_unlock(q);
+	ck_assert_msg(rc == 0, "eviction lists inconsistent: %s", why ? why : "?");
+	ck_assert_msg(orphans == 0, "%u live entries on no eviction list", orphans);
+}
+
+/* ---- S3-FIFO's order ---- */
+
+START_TEST(ghost_admits_a_rerequested_key_to_main)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 64 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 8 * fp), 0);
+	for (uint32_t k = 0; k < 8; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	/* key 0 went to the small FIFO; once it was full (before any eviction) the rest to main */
+	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_SMALL);
+	ck_assert_int_eq(queue_of(&f, 7), SHM_EVQ_MAIN);
+	/* a ninth: the small FIFO's oldest (key 0, never hit) is evicted into the ghost */
+	ck_assert_int_eq(put(f.st, 8, n), 0);
+	ck_assert(!has(f.st, 0));
+	ck_assert_int_eq(queue_of(&f, 8), SHM_EVQ_SMALL);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.ghost_hits, 0);
+	/* asked for again: the ghost remembers it, it goes straight to the main FIFO */
+	ck_assert_int_eq(put(f.st, 0, n), 0);
+	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_MAIN);
+	struct sc_l2_stats s1 = stats(&f);
+	ck_assert_uint_eq(s1.ghost_hits, 1);
+	/* a key the ghost never saw joins the small FIFO */
+	ck_assert_int_eq(put(f.st, 500, n), 0);
+	ck_assert_int_eq(queue_of(&f, 500), SHM_EVQ_SMALL);
+	ck_assert_uint_eq(stats(&f).ghost_hits, 1);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(small_needs_two_hits_and_main_gives_hit_entries_another_round)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 64 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	/* 20 entries: the small FIFO holds 2 of them, the main FIFO 18 */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 20 * fp), 0);
+	for (uint32_t k = 0; k < 20; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_SMALL);
+	ck_assert_int_eq(queue_of(&f, 1), SHM_EVQ_SMALL);
+	ck_assert_int_eq(queue_of(&f, 2), SHM_EVQ_MAIN);
+	ck_assert_int_eq(put(f.st, 20, n), 0); /* the first eviction: key 0, small and never hit */
+	ck_assert(!has(f.st, 0));
+	/* small is now {1, 20}: key 1 is hit once, key 20 twice */
+	hit(f.st, 1, 1);
+	hit(f.st, 20, 2);
+	ck_assert_int_eq(put(f.st, 21, n), 0); /* one hit is not enough: key 1 goes */
+	ck_assert(!has(f.st, 1));
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_int_eq(put(f.st, 22, n), 0); /* key 20 moves to main, key 21 goes */
+	ck_assert(has(f.st, 20));
+	ck_assert_int_eq(queue_of(&f, 20), SHM_EVQ_MAIN);
+	ck_assert(!has(f.st, 21));
+	ck_assert_uint_eq(stats(&f).moved_to_main, s0.moved_to_main + 1);
+	/* main: its oldest (key 2) is hit, so when main must give, key 2 gets another round and key 3
+	 * (never hit) goes */
+	hit(f.st, 2, 1);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 19 * fp), 0);
+	ck_assert(has(f.st, 2));
+	ck_assert(!has(f.st, 3));
+	ck_assert(has(f.st, 4));
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(a_scan_does_not_flush_the_hot_set)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 64 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 20 * fp), 0);
+	for (uint32_t k = 0; k < 12; k++) {
+		ck_assert_int_eq(put(f.st, k, n), 0);
+		hit(f.st, k, 3);
+	}
+	/* a one-pass scan of 5x the budget: each key once, never again */
+	for (uint32_t k = 1000; k < 1100; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	for (uint32_t k = 0; k < 12; k++)
+		ck_assert_msg(has(f.st, k), "hot key %u was flushed by the scan", k);
+	ck_assert_uint_ge(stats(&f).evictions, 80);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- fragmentation ---- */
+
+/* Fill the heap with @n-byte entries until admitting starts to evict; returns the keys admitted
+ * (0 .. *count-1; the first evicted ones are gone). */
+static uint32_t fill_heap(struct fx *f, size_t n)
+{
+	uint32_t k = 0;
+	for (;; k++) {
+		ck_assert_int_eq(put(f->st, k, n), 0);
+		if (stats(f).evictions)
+			break;
+		ck_assert_uint_lt(k, 100000);
+	}
+	return k + 1;
+}
+
+START_TEST(fragmented_heap_publishes_an_eighth_of_the_budget)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t small = 64 << 10;
+	uint32_t count = fill_heap(&f, small);
+	/* punch holes: remove every other entry, so the free bytes are many but none is long */
+	for (uint32_t k = 0; k < count; k += 2) {
+		int32_t t[4];
+		struct sc_key key;
+		toks(t, k);
+		ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &key), 0);
+		(void)sc_l2_remove(f.st, key);
+	}
+	/* and lease some of what is left, scattered over the heap */
+	struct sc_lease l[16];
+	uint32_t leased[16];
+	int nl = 0;
+	for (uint32_t k = 1; k < count && nl < 16; k += 14)
+		if (get(f.st, k, &l[nl]) == 0)
+			leased[nl++] = k;
+	ck_assert_int_ge(nl, 8);
+	struct sc_l2_stats s0 = stats(&f);
+	uint64_t big = s0.budget_bytes / 8 - (64 << 10);
+	ck_assert_msg(s0.free_bytes > 2 * big, "free %llu", (unsigned long long)s0.free_bytes);
+	ck_assert_msg(s0.largest_free_block < big, "not fragmented: largest free block %llu, entry %llu",
+		      (unsigned long long)s0.largest_free_block, (unsigned long long)big);
+	/* the promotion's path: reserve (room by address), fill, publish */
+	struct sc_l2_resv r;
+	ck_assert_int_eq(sc_l2_reserve(f.st, big, &r), 0);
+	fill(r.ptr, big, 777);
+	int32_t t[4];
+	toks(t, 777);
+	ck_assert_int_eq(sc_l2_publish(f.st, "pol", t, 4, digest_of(777, big), &r, SC_PAYLOAD_FULL_STATE, big, 0, NULL,
+				       SC_ORIGIN_FROM_L3, NULL),
+			 0);
+	ck_assert(has(f.st, 777));
+	struct sc_l2_stats s1 = stats(&f);
+	ck_assert_uint_gt(s1.evictions, s0.evictions); /* it had to evict by address */
+	ck_assert_uint_eq(s1.admission_rejects, s0.admission_rejects);
+	/* the leased entries are all still there, their bytes intact */
+	for (int i = 0; i < nl; i++) {
+		ck_assert_msg(has(f.st, leased[i]), "leased key %u was evicted", leased[i]);
+		ck_assert(sc_digest_equal(sc_digest(l[i].sec[0], l[i].sec_len[0]), digest_of(leased[i], small)));
+		sc_lease_release(&l[i]);
+	}
+	/* and a direct admission of the same size, into the heap as it is now */
+	ck_assert_int_eq(put(f.st, 778, big), 0);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(leases_that_split_the_heap_refuse_with_no_room)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 128 << 10;
+	uint32_t count = fill_heap(&f, n);
+	/* a lease on every fifth entry: no run of unleased blocks is 1 MiB long */
+	struct sc_lease l[48];
+	uint32_t leased[48];
+	int nl = 0;
+	uint32_t first = 0;
+	while (first < count && !has(f.st, first))
+		first++;
+	for (uint32_t k = first; k < count && nl < 48; k += 5) {
+		ck_assert_int_eq(get(f.st, k, &l[nl]), 0);
+		leased[nl++] = k;
+	}
+	ck_assert_msg((count - first) / 5 <= 48, "too many entries to pin with one handle (%u)", count - first);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_int_eq(put(f.st, 9000, 1 << 20), -ENOSPC);
+	struct sc_l2_stats s1 = stats(&f);
+	ck_assert_uint_eq(s1.refused[SC_L2_REFUSE_NO_ROOM], s0.refused[SC_L2_REFUSE_NO_ROOM] + 1);
+	ck_assert_uint_eq(s1.admission_rejects, s0.admission_rejects + 1);
+	for (int i = 0; i < nl; i++)
+		ck_assert_msg(has(f.st, leased[i]), "leased key %u was evicted", leased[i]);
+	for (int i = 0; i < nl; i++)
+		sc_lease_release(&l[i]);
+	/* released: the same admission finds its room */
+	ck_assert_int_eq(put(f.st, 9000, 1 << 20), 0);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- every refusal reason ---- */
+
+/* Run @fn; exactly one refusal must be counted, under @reason, with return code @want. */
+#define EXPECT_REFUSAL(f, reason, want, call)                                                              \
+	do {                                                                                                 \
+		struct sc_l2_stats b_ = stats(f);                                                            \
+		int rc_ = (call);                                                                            \
+		struct sc_l2_stats a_ = stats(f);                                                            \
+		ck_assert_msg(rc_ == (want), "%s: %s", #reason, sc_strerror(rc_));                          \
+		ck_assert_uint_eq(a_.admission_rejects, b_.admission_rejects + 1);                           \
+		for (int r_ = 0; r_ < SC_L2_REFUSE_COUNT; r_++)                                              \
+			ck_assert_msg(a_.refused[r_] == b_.refused[r_] + (r_ == (reason)), "%s: reason %s counted %llu", \
+				      #reason, sc_l2_refusal_name(r_),                                       \
+				      (unsigned long long)(a_.refused[r_] - b_.refused[r_]));                \
+	} while (0)
+
+START_TEST(every_refusal_reason_is_produced_and_counted)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 64 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	uint8_t *b = malloc(2 << 20);
+	fill(b, 2 << 20, 1);
+	int32_t t[4];
+	toks(t, 1);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	/* digest */
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_DIGEST, -EBADMSG,
+		       sc_l2_admit(f.st, "pol", t, 4, (struct sc_digest){ 1, 2 }, &p, SC_ORIGIN_DIRECT));
+	/* invalid: an unknown kind */
+	struct sc_payload bad = p;
+	bad.kind = 77;
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_INVALID, -EINVAL,
+		       sc_l2_admit(f.st, "pol", t, 4, sc_digest(b, n), &bad, SC_ORIGIN_DIRECT));
+	/* too large for the arena's heap (a reservation is an admission's first half) */
+	struct sc_l2_resv r;
+	uint64_t heap = f.a->shm->hv.regions[SHM_REGION_HEAP].size;
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_TOO_LARGE, -E2BIG, sc_l2_reserve(f.st, heap + 1, &r));
+	/* over the budget */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 1 << 20), 0);
+	struct sc_payload two = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { 2 << 20 } };
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_OVER_BUDGET, -E2BIG,
+		       sc_l2_admit(f.st, "pol", t, 4, sc_digest(b, 2 << 20), &two, SC_ORIGIN_DIRECT));
+	/* leased: everything that could make room is leased */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 4 * fp), 0);
+	struct sc_lease l[48];
+	for (uint32_t k = 10; k < 14; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	for (uint32_t k = 10; k < 14; k++)
+		ck_assert_int_eq(get(f.st, k, &l[k - 10]), 0);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_LEASED, -ENOSPC, put(f.st, 20, n));
+	for (int i = 0; i < 4; i++)
+		sc_lease_release(&l[i]);
+	/* scan limit: every entry was hit, so the first step only moves one; one step allowed */
+	for (uint32_t k = 10; k < 14; k++)
+		hit(f.st, k, 3);
+	sc_l2_set_policy_limits(1, 0);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_SCAN_LIMIT, -ENOSPC, put(f.st, 21, n));
+	sc_l2_set_policy_limits(0, 0);
+	ck_assert_int_eq(put(f.st, 21, n), 0); /* the bound lifted (and the steps made kept) */
+	/* other: a publish that wants a lease while the handle already holds SC_LEASES_MAX */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 0), 0);
+	for (uint32_t k = 100; k < 100 + SC_LEASES_MAX; k++) {
+		ck_assert_int_eq(put(f.st, k, 4096), 0);
+		ck_assert_int_eq(get(f.st, k, &l[k - 100]), 0);
+	}
+	ck_assert_int_eq(sc_l2_reserve(f.st, n, &r), 0);
+	fill(r.ptr, n, 5);
+	struct sc_lease want;
+	toks(t, 5);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_OTHER, -EMFILE,
+		       sc_l2_publish(f.st, "pol", t, 4, digest_of(5, n), &r, SC_PAYLOAD_FULL_STATE, n, 0, NULL,
+				     SC_ORIGIN_FROM_L3, &want));
+	sc_l2_reserve_release(&r);
+	for (int i = 0; i < SC_LEASES_MAX; i++)
+		sc_lease_release(&l[i]);
+	/* (no_room: leases_that_split_the_heap_refuse_with_no_room) */
+	struct sc_l2_stats s = stats(&f);
+	uint64_t sum = 0;
+	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+		sum += s.refused[i];
+	ck_assert_uint_eq(sum, s.admission_rejects);
+	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+		ck_assert_str_ne(sc_l2_refusal_name(i), "?");
+	ck_assert_str_eq(sc_l2_refusal_name(SC_L2_REFUSE_COUNT), "?");
+	ck_assert_str_eq(sc_l2_refusal_name(-1), "?");
+	/* per stage too */
+	struct sc_l2_stats ss;
+	ck_assert_int_eq(sc_l2_stats(f.a, f.st, &ss), 0);
+	ck_assert_uint_eq(ss.refused[SC_L2_REFUSE_LEASED], 1);
+	ck_assert_uint_eq(ss.refused[SC_L2_REFUSE_DIGEST], 1);
+	free(b);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- leased entries under pressure from other processes, some killed -9 ---- */
+
+/* @ops admissions of random sizes up to 1/8 of the budget (and some hits); with @die, a kill -9
+ * of itself at a random one of them, holding whatever it holds there. */
+static void pressure_proc(const char *name, uint32_t seed, int ops, int die)
+{
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (sc_arena_open(name, &a) || sc_stage_open(a, "model", "state", &st))
+		_exit(90);
+	uint32_t x = seed * 2654435761u + 1;
+	struct sc_l2_stats s;
+	if (sc_l2_stats(a, NULL, &s))
+		_exit(92);
+	uint64_t budget = s.budget_bytes;
+	int die_at = die ? (int)(seed * 7919u % (uint32_t)ops) : -1;
+	for (int i = 0; i < ops; i++) {
+		x = x * 1103515245u + 12345u;
+		uint32_t k = 10000 + seed * 100000 + (x >> 8) % 5000;
+		size_t n = 4096 + (size_t)((x >> 4) % (budget / 8 - 8192));
+		if (i == die_at)
+			sc_fault_arm("l2.admit.linked"); /* dies inside this admission, shard lock held */
+		int rc = put(st, k, n);
+		if (rc && rc != -ENOSPC)
+			_exit(91);
+		if ((x & 7) == 0) {
+			struct sc_lease l;
+			if (get(st, k, &l) == 0)
+				sc_lease_release(&l);
+		}
+	}
+	sc_stage_close(st);
+	sc_arena_close(a);
+	_exit(0);
+}
+
+START_TEST(leased_entries_survive_any_pressure)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 256 << 10;
+	struct sc_lease l[12];
+	for (uint32_t k = 0; k < 12; k++) {
+		ck_assert_int_eq(put(f.st, k, n), 0);
+		ck_assert_int_eq(get(f.st, k, &l[k]), 0);
+	}
+	pid_t steady = fork();
+	if (steady == 0)
+		pressure_proc(f.name, 1, 600, 0);
+	int killed = 0;
+	for (int round = 0; round < 6; round++) {
+		pid_t p = fork();
+		if (p == 0)
+			pressure_proc(f.name, 2 + (uint32_t)round, 100, 1);
+		int status;
+		ck_assert_int_eq(waitpid(p, &status, 0), p);
+		ck_assert_msg(WIFEXITED(status) ? WEXITSTATUS(status) == 0 : WTERMSIG(status) == SIGKILL, "status %#x", status);
+		killed += WIFSIGNALED(status);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(steady, &status, 0), steady);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "steady writer: status %#x", status);
+	/* every leased entry is still in the index, its bytes intact */
+	for (uint32_t k = 0; k < 12; k++) {
+		ck_assert_msg(has(f.st, k), "leased key %u was evicted", k);
+		ck_assert(sc_digest_equal(sc_digest(l[k].sec[0], l[k].sec_len[0]), digest_of(k, n)));
+		sc_lease_release(&l[k]);
+	}
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_gt(s.evictions, 100);
+	ck_assert_int_eq(killed, 6);
+	printf("pressure: %d writers killed -9, %llu inserts, %llu evictions, refusals leased %llu no_room %llu scan_limit %llu other %llu\n",
+	       killed, (unsigned long long)s.inserts, (unsigned long long)s.evictions,
+	       (unsigned long long)s.refused[SC_L2_REFUSE_LEASED], (unsigned long long)s.refused[SC_L2_REFUSE_NO_ROOM],
+	       (unsigned long long)s.refused[SC_L2_REFUSE_SCAN_LIMIT], (unsigned long long)s.refused[SC_L2_REFUSE_OTHER]);
+	fflush(stdout);
+	/* it never froze: the only refusals under this pressure are for room the twelve scattered
+	 * leases (and dead holders, until reaped) kept; no scan ran out, nothing else failed */
+	ck_assert_uint_eq(s.refused[SC_L2_REFUSE_OTHER], 0);
+	ck_assert_uint_eq(s.refused[SC_L2_REFUSE_SCAN_LIMIT], 0);
+	ck_assert_uint_le(s.refused[SC_L2_REFUSE_NO_ROOM] + s.refused[SC_L2_REFUSE_LEASED], s.inserts / 10);
+	/* the killed writers left nothing that fsck would not take back */
+	usleep(3000);
+	struct sc_fsck_report rep;
+	ck_assert_int_ge(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- writers killed inside the policy's critical sections ---- */
+
+struct kill_case {
+	const char *point;
+	int op; /* 0 admit new (evicting), 1 replace, 2 remove */
+};
+static const struct kill_case kills[] = {
+	{ "l2.admit.queued", 0 },      { "evq.push.linking", 0 },    { "evq.push.linking", 1 },
+	{ "evq.remove.unlinking", 1 }, { "evq.remove.unlinking", 2 }, { "l2.evict.unlinked", 0 },
+};
+
+static void kill_op(struct sc_stage *st, int op)
+{
+	if (op == 0)
+		(void)put(st, 900, 64 << 10);
+	else if (op == 1)
+		(void)put(st, 3, 20000);
+	else {
+		int32_t t[4];
+		struct sc_key key;
+		toks(t, 5);
+		sc_l2_key(st, "pol", t, 4, &key);
+		(void)sc_l2_remove(st, key);
+	}
+}
+
+START_TEST(writer_killed_in_the_policy_sections)
+{
+	const struct kill_case *kc = &kills[_i];
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 64 << 10;
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 12 * sc_l2_footprint(f.a, n, 0, 4)), 0);
+	for (uint32_t k = 0; k < 12; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *ca;
+		struct sc_stage *cs;
+		if (sc_arena_open(f.name, &ca) || sc_stage_open(ca, "model", "state", &cs))
+			_exit(90);
+		if (sc_fault_arm(kc->point))
+			_exit(91);
+		kill_op(cs, kc->op);
+		_exit(92); /* not reached */
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: status %#x", kc->point, status);
+	uint64_t repairs0 = l2_q(f.a)->hdr->repairs;
+	/* the next writers: every shard locked once (repairs), then evictions through the lists */
+	ck_assert_int_ge(sc_l2_invalidate_digest(f.a, (struct sc_digest){ 1, 2 }), 0);
+	for (uint32_t k = 100; k < 130; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	if (strncmp(kc->point, "evq.", 4) == 0 || !strcmp(kc->point, "l2.evict.unlinked"))
+		ck_assert_uint_gt(l2_q(f.a)->hdr->repairs, repairs0); /* died holding the lists' lock */
+	assert_lists_consistent(f.a);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_le(s.small_bytes + s.main_bytes, s.budget_bytes + sc_l2_footprint(f.a, n, 0, 4));
+	/* nothing leaked: clear twice (reaps the dead, sweeps orphans) empties the heap */
+	ck_assert_int_ge(sc_l2_clear(f.a), 0);
+	ck_assert_int_ge(sc_l2_clear(f.a), 0);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	ck_assert_msg(hs.used_bytes == 0, "%s: %llu bytes leaked", kc->point, (unsigned long long)hs.used_bytes);
+	s = stats(&f);
+	ck_assert_uint_eq(s.small_entries + s.main_entries, 0);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(rebuilder_killed_during_the_rebuild)
+{
+	struct fx f;
+	fx_open(&f);
+	for (uint32_t k = 0; k < 12; k++)
+		ck_assert_int_eq(put(f.st, k, 16 << 10), 0);
+	const char *points[2] = { "evq.push.linking", "evq.rebuild.cleared" };
+	for (int i = 0; i < 2; i++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			struct sc_arena *ca;
+			struct sc_stage *cs;
+			if (sc_arena_open(f.name, &ca) || sc_stage_open(ca, "model", "state", &cs) || sc_fault_arm(points[i]))
+				_exit(90);
+			(void)put(cs, 300 + (uint32_t)i, 16 << 10);
+			_exit(92);
+		}
+		int status;
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFSIGNALED(status), "%s: status %#x", points[i], status);
+	}
+	ck_assert_int_ge(sc_l2_invalidate_digest(f.a, (struct sc_digest){ 1, 2 }), 0);
+	ck_assert_int_eq(put(f.st, 400, 16 << 10), 0);
+	assert_lists_consistent(f.a);
+	for (uint32_t k = 0; k < 12; k++)
+		ck_assert(has(f.st, k));
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- hostile contents ---- */
+
+START_TEST(scribbled_lists_are_rebuilt_and_fsck_repairs_them)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 64 << 10;
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 16 * sc_l2_footprint(f.a, n, 0, 4)), 0);
+	for (uint32_t k = 0; k < 16; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	struct shm_evq *q = l2_q(f.a);
+	/* garbage in the links and list heads (the records stay: they are what repair trusts) */
+	uint32_t x = 77;
+	for (uint32_t i = 0; i < q->nodes; i++) {
+		x = x * 1103515245u + 12345u;
+		q->node[i].prev = x % (q->nodes + 100);
+		q->node[i].next = (x >> 7) % (q->nodes + 100);
+	}
+	q->hdr->head[0] = q->nodes + 5;
+	q->hdr->tail[1] = 0xffffffffu;
+	q->hdr->count[0] = 12345;
+	struct sc_fsck_report rep;
+	int problems = sc_arena_fsck(f.a, 0, NULL, NULL, &rep);
+	ck_assert_int_gt(problems, 0);
+	ck_assert_int_ge(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, 0, NULL, NULL, &rep), 0);
+	/* scribble again, without fsck: the writers meet bad links, rebuild, and go on */
+	for (uint32_t i = 0; i < q->nodes; i++) {
+		x = x * 1103515245u + 12345u;
+		q->node[i].next = x % (q->nodes + 3);
+	}
+	q->hdr->tail[0] = 3;
+	uint64_t r0 = q->hdr->repairs;
+	for (uint32_t k = 100; k < 140; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	ck_assert_uint_gt(q->hdr->repairs, r0);
+	assert_lists_consistent(f.a);
+	/* garbage membership records: taken off every list, never an out-of-bounds access */
+	for (uint32_t i = 0; i < q->nodes; i += 3)
+		q->node[i].q = 0xdeadbeefu;
+	q->hdr->state = SHM_EVQ_REBUILD;
+	for (uint32_t k = 200; k < 240; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	/* live entries whose records were lost are found by fsck and put back */
+	ck_assert_int_ge(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	assert_lists_consistent(f.a);
+	ck_assert_int_eq(sc_arena_fsck(f.a, 0, NULL, NULL, &rep), 0);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- promotions: every decision accounted for ---- */
+
+static char tmpdir[64];
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *fw)
+{
+	(void)sb, (void)flag, (void)fw;
+	return remove(p);
+}
+
+static void rm_tmp(void)
+{
+	if (tmpdir[0])
+		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir[0] = 0;
+}
+
+static int32_t doc_tokens[64];
+
+static void doc_toks(uint32_t d)
+{
+	for (int i = 0; i < 64; i++)
+		doc_tokens[i] = (int32_t)(d * 1000 + (uint32_t)i);
+}
+
+static void l3_put_doc(struct sc_l3 *l3, uint32_t d, size_t n)
+{
+	uint8_t *b = malloc(n);
+	fill(b, n, 50000 + d);
+	doc_toks(d);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	struct sc_l3_put_args a = { .ns = "docs", .tokens = doc_tokens, .token_count = 64, .payload = &pl };
+	ck_assert_int_eq(sc_l3_put(l3, &a, NULL), 0);
+	free(b);
+}
+
+static int restore(struct sc_stage *st, struct sc_l3 *l3, uint32_t d, struct sc_restore *r)
+{
+	doc_toks(d);
+	int rc = sc_restore(st, l3, "docs", doc_tokens, 64, 0, r);
+	return rc;
+}
+
+static struct sc_promote_stats pstats(struct sc_arena *a)
+{
+	struct sc_promote_stats ps;
+	ck_assert_int_eq(sc_promote_stats(a, &ps), 0);
+	return ps;
+}
+
+static void assert_accounted(struct sc_arena *a)
+{
+	struct sc_promote_stats ps = pstats(a);
+	uint64_t refused = 0;
+	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+		refused += ps.refused[i];
+	ck_assert_msg(ps.promoted == ps.published + refused, "decided %llu, published %llu, refused %llu",
+		      (unsigned long long)ps.promoted, (unsigned long long)ps.published, (unsigned long long)refused);
+}
+
+START_TEST(promotions_are_published_refused_retried_and_return)
+{
+	struct fx f;
+	fx_open(&f);
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-pol-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	atexit(rm_tmp);
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, f.a), 0);
+	const size_t n = 256 << 10;
+	for (uint32_t d = 0; d < 4; d++)
+		l3_put_doc(l3, d, n);
+	struct sc_restore r;
+	/* doc 0: first fill no, second fill published */
+	ck_assert_int_eq(restore(f.st, l3, 0, &r), 64);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_FIRST_HIT);
+	sc_restore_release(&r);
+	ck_assert_int_eq(restore(f.st, l3, 0, &r), 64);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_SECOND_HIT);
+	ck_assert_int_eq(r.promoted, 1);
+	sc_restore_release(&r);
+	ck_assert_uint_eq(pstats(f.a).published, 1);
+	/* it leaves L2 (evicted, or removed as here): its next fill brings it back at once */
+	doc_toks(0);
+	struct sc_key key;
+	ck_assert_int_eq(sc_l2_key(f.st, "docs", doc_tokens, 64, &key), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, key), 0);
+	ck_assert_int_eq(restore(f.st, l3, 0, &r), 64);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_RETURNING);
+	ck_assert_int_eq(r.promoted, 1);
+	sc_restore_release(&r);
+	ck_assert_int_eq(restore(f.st, l3, 0, &r), 64);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L2);
+	sc_restore_release(&r);
+	assert_accounted(f.a);
+	/* doc 1: its promotion finds everything leased: refused (leased), the observation stays
+	 * open, and the next fill retries and publishes */
+	uint64_t fp = sc_l2_footprint(f.a, (n + 4095) & ~4095ull, 1, 64);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 3 * fp), 0);
+	struct sc_lease l[8];
+	int nl = 0;
+	for (uint32_t k = 0; k < 8; k++) {
+		if (put(f.st, 600 + k, n / 2) == 0 && get(f.st, 600 + k, &l[nl]) == 0)
+			nl++;
+	}
+	struct sc_lease l0;
+	if (restore(f.st, l3, 0, &r) == 64)
+		sc_restore_release(&r);
+	doc_toks(0);
+	if (sc_l2_get(f.st, "docs", doc_tokens, 64, NULL, &l0) == 0)
+		l[nl++] = l0;
+	ck_assert_int_eq(restore(f.st, l3, 1, &r), 64);
+	sc_restore_release(&r);
+	struct sc_promote_stats before = pstats(f.a);
+	ck_assert_int_eq(restore(f.st, l3, 1, &r), 64);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_SECOND_HIT);
+	ck_assert_int_eq(r.promoted, 0);
+	sc_restore_release(&r);
+	struct sc_promote_stats after = pstats(f.a);
+	ck_assert_uint_eq(after.promoted, before.promoted + 1);
+	ck_assert_uint_eq(after.refused[SC_L2_REFUSE_LEASED], before.refused[SC_L2_REFUSE_LEASED] + 1);
+	assert_accounted(f.a);
+	for (int i = 0; i < nl; i++)
+		sc_lease_release(&l[i]);
+	ck_assert_int_eq(restore(f.st, l3, 1, &r), 64);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_SECOND_HIT); /* still open: retried */
+	ck_assert_int_eq(r.promoted, 1);
+	sc_restore_release(&r);
+	assert_accounted(f.a);
+	/* doc 2 is larger than the budget: refused for good (over_budget), then terminal */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, fp / 2), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(restore(f.st, l3, 2, &r), 64);
+		sc_restore_release(&r);
+	}
+	ck_assert_uint_eq(pstats(f.a).refused[SC_L2_REFUSE_OVER_BUDGET], 1);
+	ck_assert_int_eq(restore(f.st, l3, 2, &r), 64);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_TERMINAL);
+	sc_restore_release(&r);
+	assert_accounted(f.a);
+	sc_l3_close(l3);
+	rm_tmp();
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(fills_nobody_keeps_do_not_evict)
+{
+	struct fx f;
+	fx_open(&f);
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-pol-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	atexit(rm_tmp);
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, f.a), 0);
+	const size_t n = 1 << 20;
+	for (uint32_t d = 0; d < 3; d++)
+		l3_put_doc(l3, d, n);
+	/* L2 full of entries */
+	uint32_t count = fill_heap(&f, 256 << 10);
+	(void)count;
+	struct sc_l2_stats s0 = stats(&f);
+	/* first fills: not promoted, and they take arena memory only if it is free */
+	struct sc_restore r;
+	for (uint32_t d = 0; d < 3; d++) {
+		ck_assert_int_eq(restore(f.st, l3, d, &r), 64);
+		ck_assert_int_eq(r.promoted, 0);
+		sc_restore_release(&r);
+	}
+	struct sc_l2_stats s1 = stats(&f);
+	ck_assert_uint_eq(s1.evictions, s0.evictions);
+	ck_assert_uint_eq(s1.admission_rejects, s0.admission_rejects);
+	/* second fills: promoted, evicting for them */
+	for (uint32_t d = 0; d < 3; d++) {
+		ck_assert_int_eq(restore(f.st, l3, d, &r), 64);
+		ck_assert_int_eq(r.promoted, 1);
+		sc_restore_release(&r);
+	}
+	ck_assert_uint_gt(stats(&f).evictions, s1.evictions);
+	assert_accounted(f.a);
+	sc_l3_close(l3);
+	rm_tmp();
+	fx_close(&f);
+}
+END_TEST
+
+Suite *policy_suite(void)
+{
+	Suite *s = suite_create("policy");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
+	tcase_add_test(tc, small_needs_two_hits_and_main_gives_hit_entries_another_round);
+	tcase_add_test(tc, a_scan_does_not_flush_the_hot_set);
+	tcase_add_test(tc, fragmented_heap_publishes_an_eighth_of_the_budget);
+	tcase_add_test(tc, leases_that_split_the_heap_refuse_with_no_room);
+	tcase_add_test(tc, every_refusal_reason_is_produced_and_counted);
+	tcase_add_test(tc, leased_entries_survive_any_pressure);
+	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
+	tcase_add_test(tc, rebuilder_killed_during_the_rebuild);
+	tcase_add_test(tc, scribbled_lists_are_rebuilt_and_fsck_repairs_them);
+	tcase_add_test(tc, promotions_are_published_refused_retried_and_return);
+	tcase_add_test(tc, fills_nobody_keeps_do_not_evict);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(policy_suite)
