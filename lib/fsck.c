@@ -547,6 +547,46 @@ static void finish_index(struct fsck *f)
 	}
 }
 
+/* The eviction lists (shard locks held: no entry changes state under us). */
+static void check_policy(struct fsck *f)
+{
+	struct shm_evq *q = f->q;
+	struct shm_index *ix = f->ix;
+	int rc = shm_evq_lock(q); /* a dead holder's lists are rebuilt by the lock itself */
+	if (rc) {
+		finding(f, "policy", 0, "cannot lock the eviction lists (%s)", sc_strerror(rc));
+		return;
+	}
+	const char *why = NULL;
+	if (shm_evq_check_locked(q, &why)) {
+		int fix = repairing(f);
+		finding(f, "policy", fix, "eviction lists: %s", why);
+		if (fix)
+			(void)shm_evq_rebuild_locked(q);
+	}
+	uint32_t orphans = 0;
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		const struct shm_index_entry *e = &ix->ent[i];
+		if (atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_LIVE || q->node[i].q != SHM_EVQ_NONE)
+			continue;
+		orphans++;
+		if (repairing(f))
+			shm_evq_push_locked(q, i, SHM_EVQ_SMALL, e->footprint);
+	}
+	if (orphans)
+		finding(f, "policy", repairing(f), "%u live entries on no eviction list (only eviction by address would find them)",
+			orphans);
+	if (q->hdr->repairs > COUNTER_MAX) {
+		finding(f, "policy", repairing(f), "eviction lists: repair counter %llu is not believable",
+			(unsigned long long)q->hdr->repairs);
+		if (repairing(f))
+			q->hdr->repairs = 0;
+	} else {
+		f->r->lock_repairs += q->hdr->repairs;
+	}
+	shm_evq_unlock(q);
+}
+
 static void check_index(struct fsck *f)
 {
 	uint32_t n = f->ix->nentries;
@@ -644,45 +684,6 @@ static int ring_reset(struct shm_arena *s, struct shm_ring_ctl *ctl)
 	return 1;
 }
 
-/* The eviction lists (shard locks held: no entry changes state under us). */
-static void check_policy(struct fsck *f)
-{
-	struct shm_evq *q = f->q;
-	struct shm_index *ix = f->ix;
-	int rc = shm_evq_lock(q); /* a dead holder's lists are rebuilt by the lock itself */
-	if (rc) {
-		finding(f, "policy", 0, "cannot lock the eviction lists (%s)", sc_strerror(rc));
-		return;
-	}
-	const char *why = NULL;
-	if (shm_evq_check_locked(q, &why)) {
-		int fix = repairing(f);
-		finding(f, "policy", fix, "eviction lists: %s", why);
-		if (fix)
-			(void)shm_evq_rebuild_locked(q);
-	}
-	uint32_t orphans = 0;
-	for (uint32_t i = 0; i < ix->nentries; i++) {
-		const struct shm_index_entry *e = &ix->ent[i];
-		if (atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_LIVE || q->node[i].q != SHM_EVQ_NONE)
-			continue;
-		orphans++;
-		if (repairing(f))
-			shm_evq_push_locked(q, i, SHM_EVQ_SMALL, e->footprint);
-	}
-	if (orphans)
-		finding(f, "policy", repairing(f), "%u live entries on no eviction list (only eviction by address would find them)",
-			orphans);
-	if (q->hdr->repairs > COUNTER_MAX) {
-		finding(f, "policy", repairing(f), "eviction lists: repair counter %llu is not believable",
-			(unsigned long long)q->hdr->repairs);
-		if (repairing(f))
-			q->hdr->repairs = 0;
-	} else {
-		f->r->lock_repairs += q->hdr->repairs;
-	}
-	shm_evq_unlock(q);
-}
 
 static void check_rings(struct fsck *f)
 {

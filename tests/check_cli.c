@@ -18,6 +18,7 @@
  * objects and state files; and a file of ten million tokens.
  *
  * Regression cases are named after the defects of issue 12 they reproduce (d1 ... d12).
+ * SC_CLI_MATCH=TEXT runs only the cases whose template contains TEXT (while iterating).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -653,6 +654,20 @@ static void build_cases(void)
 	add(2, "--min-free", 0, "l3 put %%B/l3 --tokens 1 --kind full_state --file %%B/in/p64k --min-free -1");
 	add(2, "--mode", 0, "l3 put %%B/l3 --tokens 1 --kind full_state --file %%B/in/p64k --mode 9");
 	add(2, "--group", 0, "l3 put %%B/l3 --tokens 1 --kind full_state --file %%B/in/p64k --group no-such-group-x");
+	/* the janitor and the shared-directory options (merged from main: issue 17) */
+	add(2, "DIR", 0, "l3 janitor");
+	add(2, "extra", 0, "l3 janitor %%B/l3 extra");
+	add(2, "--bogus", 0, "l3 janitor %%B/l3 --bogus");
+	add(2, "--loop", 0, "l3 janitor %%B/l3 --loop 0");
+	add(2, "--loop", 0, "l3 janitor %%B/l3 --loop");
+	add(2, "--count", 0, "l3 janitor %%B/l3 --count 3");
+	add(2, "--budget", 0, "l3 janitor %%B/l3 --budget lots");
+	add(1, "typo", F_NOTYPO, "l3 janitor %%B/typo");
+	add(1, "not an L3", 0, "l3 janitor %%B/notl3");
+	add(1, "--host", 0, "l3 ls %%B/l3 --host bad.host!");
+	add(1, "--host", 0, "l3 janitor %%B/l3 --host %%X");
+	add(2, "--host", 0, "l3 stats %%B/l3 --host");
+	add(1, "typo", F_NOTYPO, "l3 stats %%B/typo --shared");
 	add(2, "DIR", 0, "restore good");
 	add(2, "--mode", 0, "restore good %%B/l3 " Q " --tokens 1 --arena-dir %%D --mode 0999");
 	add(2, "--group", 0, "restore good %%B/l3 " Q " --tokens 1 --arena-dir %%D --group no-such-group-x");
@@ -785,6 +800,10 @@ static void build_cases(void)
 static void check_case(int i)
 {
 	const struct cli_case *c = &cases[i];
+	/* while iterating: SC_CLI_MATCH=TEXT runs only the cases whose template contains TEXT */
+	const char *only = getenv("SC_CLI_MATCH");
+	if (only && !strstr(c->args, only))
+		return;
 	if ((c->flags & F_ROOT) && !is_root) {
 		sc_skip("cli case %d (%s): needs root (a file owned by another user)", i, c->args);
 		return;
