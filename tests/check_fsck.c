@@ -472,6 +472,42 @@ START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 }
 END_TEST
 
+/* The eviction lists (merged from main: shm/evq.c) are checked like everything else: a header
+ * whose geometry was scribbled makes every new handle's writers refuse (-EBADMSG at l2_ready);
+ * fsck reports it, repair formats it again and queues every live entry, and the arena is clean
+ * and usable, the entries evictable again. */
+START_TEST(fsck_repairs_a_scribbled_eviction_list_header)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsckevq", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	admit_n(st, 12);
+	struct shm_evq_hdr *h = l2_q(a)->hdr;
+	h->ghost_off ^= 0x5a5a5a00u;
+	h->count[0] = 987654321u;
+	struct sc_arena *b;
+	struct sc_stage *sb = NULL;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	ck_assert_int_eq(sc_stage_open(b, "m", "s", &sb), -EBADMSG);
+	struct sc_fsck_report r;
+	struct seen seen = { 0 };
+	ck_assert_int_gt(sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &seen, &r), 0);
+	ck_assert_str_eq(seen.comp, "policy");
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.entries, 12);
+	ck_assert_uint_eq(h->count[0] + h->count[1], 12); /* every live entry is on a list again */
+	ck_assert_int_eq(sc_stage_open(b, "m", "s", &sb), 0);
+	round_trip_works(sb);
+	sc_stage_close(sb);
+	sc_arena_close(b);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Defect 9: a corrupted shard lock word made fsck say "busy: another process is filling it".
  * A lock word naming no reader slot is corruption, reported at once (and taken over by the next
  * locker), not a busy lock. */
@@ -525,6 +561,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, regression_fsck_heap_scribble_is_repaired_or_declared);
 	tcase_add_test(tc, regression_fsck_corrupt_shard_lock_is_not_busy);
 	tcase_add_test(tc, regression_fsck_lost_free_list_is_rebuilt);
+	tcase_add_test(tc, fsck_repairs_a_scribbled_eviction_list_header);
 	suite_add_tcase(s, tc);
 	return s;
 }
