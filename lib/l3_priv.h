@@ -286,6 +286,13 @@ void l3_prefix_keys(const char *ns, const int32_t *tokens, const uint32_t *lens,
 int l3_open_file(int dfd, const char *rel, int flags);
 /* Give what we just created (@fd) the store's exact mode and group. 0 or -errno. */
 int l3_own(struct sc_l3 *l3, int fd, int is_dir);
+/* Open DIR-relative @name with @flags (O_RDONLY/O_WRONLY/O_RDWR, O_APPEND, O_TRUNC, O_EXCL),
+ * creating it when missing: a file it creates gets exactly the store's mode and group (l3_own);
+ * an existing one is used as it is (never a FIFO, a link or anything but a regular file, and
+ * never blocking). An fd or a negative errno. */
+int l3_create_file(struct sc_l3 *l3, int dfd, const char *name, int flags);
+/* mkdirat with the store's mode and group (0 also when it exists). */
+int l3_mkdir_at(struct sc_l3 *l3, int dfd, const char *name);
 /* Was the object @lo/@hi quarantined at or after @since_ns (CLOCK_REALTIME)? Scans quarantine/. */
 int l3_quarantined_since(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint64_t since_ns);
 /* Drop the prefix entry @key if it still names @lo/@hi. */

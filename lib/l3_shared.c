@@ -208,7 +208,7 @@ int l3_state_open_host(struct sc_l3 *l3)
 	XXH64_update(&hs, l3->host, strlen(l3->host) + 1);
 	XXH64_update(&hs, real, strlen(real));
 	snprintf(path, sizeof(path), "%s/stagecache-l3.%016llx.state", sd, (unsigned long long)XXH64_digest(&hs));
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, l3->file_mode);
+	int fd = l3_create_file(l3, AT_FDCWD, path, O_RDWR);
 	void *m = MAP_FAILED;
 	if (fd >= 0) {
 		struct stat sb;
@@ -292,7 +292,7 @@ void l3_access_flush(struct sc_l3 *l3, int force)
 	if (!l3->nacc || (!force && now - l3->acc_first_ns < L3_ACCESS_FLUSH_NS))
 		goto out;
 	if (l3->accfd < 0) {
-		if (mkdirat(l3->dirfd, "access", l3->dir_mode) < 0 && errno != EEXIST)
+		if (l3_mkdir_at(l3, l3->dirfd, "access"))
 			goto drop;
 		if ((l3->accfd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 			goto drop;
@@ -300,10 +300,12 @@ void l3_access_flush(struct sc_l3 *l3, int force)
 	if (l3->segfd < 0) {
 		char name[L3_WRITER_MAX + 16];
 		snprintf(name, sizeof(name), "%s.%u", l3->writer, l3->segseq);
-		l3->segfd = openat(l3->accfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, l3->file_mode);
+		l3->segfd = l3_create_file(l3, l3->accfd, name, O_WRONLY | O_TRUNC);
 		l3->segoff = 0;
-		if (l3->segfd < 0)
+		if (l3->segfd < 0) {
+			l3->segfd = -1;
 			goto drop;
+		}
 		(void)shm_ofd_trylock(l3->segfd, 0); /* ours while we append: the janitor leaves it open */
 	}
 	size_t len = (size_t)l3->nacc * sizeof(struct l3_access);

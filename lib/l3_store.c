@@ -95,6 +95,44 @@ int l3_open_file(int dfd, const char *rel, int flags)
 	return fd;
 }
 
+int l3_mkdir_at(struct sc_l3 *l3, int dfd, const char *name)
+{
+	return mkdir_at(l3, dfd, name);
+}
+
+int l3_create_file(struct sc_l3 *l3, int dfd, const char *name, int flags)
+{
+	int keep = flags & (O_APPEND | O_TRUNC), acc = flags & O_ACCMODE;
+	int fd = openat(dfd, name, acc | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
+	if (fd >= 0) {
+		int rc = l3_own(l3, fd, 0);
+		if (!rc && fcntl(fd, F_SETFL, keep & O_APPEND) < 0)
+			rc = -errno;
+		if (rc) {
+			close(fd);
+			unlinkat(dfd, name, 0);
+			return rc;
+		}
+		return fd;
+	}
+	if (errno != EEXIST || (flags & O_EXCL))
+		return -errno;
+	/* someone else's (or an earlier) file: used as it is, its mode and group left alone */
+	if ((fd = l3_open_file(dfd, name, acc)) < 0)
+		return fd;
+	if ((keep & O_APPEND) && fcntl(fd, F_SETFL, O_APPEND) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	if ((keep & O_TRUNC) && ftruncate(fd, 0) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
 static int fsync_dir_at(int dfd, const char *sub)
 {
 	int fd = sub ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : dfd;

@@ -855,6 +855,49 @@ START_TEST(group_shared_modes)
 }
 END_TEST
 
+/* The same in a directory shared by several hosts (SC_L3_OPEN_SHARED): what shared mode adds
+ * (DIR/shared, the janitor's lease, record, log and LRU table, the access records, this host's
+ * counters in state_dir) has the store's mode and group too, so that every member can be janitor. */
+START_TEST(group_shared_modes_in_shared_mode)
+{
+	gid_t g = sc_test_is_root() ? 65534 : getgid();
+	mode_t old = umask(077);
+	char sd[300];
+	snprintf(sd, sizeof(sd), "%s/hoststate", tmpdir);
+	ck_assert_int_eq(mkdir(sd, 0700), 0);
+	struct sc_l3_opts o = { .file_mode = 0660, .gid = g, .flags = SC_L3_OPEN_SHARED, .host_id = "hostA",
+				.state_dir = sd, .visibility_ms = 1 };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "g", 7, 3000, 7, &loc), 0);
+	ck_assert_int_eq(put_full(l3, "g", 7, 3000, 7, &loc), 0); /* a repeated put: a use, recorded */
+	ck_assert_int_eq(put_full(l3, "g", 5, 5000, 8, &loc), 0);
+	sc_l3_close(l3);
+	o.budget_bytes = 4096 + 3000; /* the janitor evicts one: its log is written */
+	l3 = open_l3(&o);
+	struct sc_l3_janitor_report r;
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_FULL, &r), 0);
+	ck_assert_uint_ge(r.evicted, 1);
+	sc_l3_close(l3);
+	umask(old);
+	chmod(sd, 02770);
+	if (chown(sd, (uid_t)-1, g)) {
+	}
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "test -e %s/janitor -a -e %s/janitor.log -a -e %s/lru -a -e %s/shared -a -d %s/access",
+		 tmpdir, tmpdir, tmpdir, tmpdir, tmpdir);
+	ck_assert_msg(system(cmd) == 0, "shared-mode files missing: %s", cmd);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s -mindepth 1 \\( -type f ! -perm 0660 \\) -o \\( -type d ! -perm 2770 \\) "
+		 "-o ! -group %u)\"", tmpdir, (unsigned)g);
+	if (system(cmd) != 0) {
+		snprintf(cmd, sizeof(cmd), "find %s -mindepth 1 \\( -type f ! -perm 0660 \\) -o \\( -type d ! -perm 2770 \\) -o ! -group %u | "
+			 "xargs ls -ld >&2", tmpdir, (unsigned)g);
+		ck_assert_int_eq(system(cmd), 0);
+		ck_abort_msg("modes or group wrong in a shared directory (listed above)");
+	}
+}
+END_TEST
+
 Suite *l3_suite(void)
 {
 	Suite *s = suite_create("l3");
@@ -879,6 +922,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, regression_no_create_creates_nothing);
 	tcase_add_test(tc, planted_files_never_block);
 	tcase_add_test(tc, group_shared_modes);
+	tcase_add_test(tc, group_shared_modes_in_shared_mode);
 	suite_add_tcase(s, tc);
 	return s;
 }
