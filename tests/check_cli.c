@@ -663,6 +663,8 @@ static void build_cases(void)
 	add(2, "--count", 0, "l3 janitor %%B/l3 --count 3");
 	add(2, "--budget", 0, "l3 janitor %%B/l3 --budget lots");
 	add(1, "typo", F_NOTYPO, "l3 janitor %%B/typo");
+	add(2, "--mode", 0, "l3 janitor %%B/l3 --mode 0440");
+	add(2, "--group", 0, "l3 janitor %%B/l3 --group no-such-group-x");
 	add(1, "not an L3", 0, "l3 janitor %%B/notl3");
 	add(1, "--host", 0, "l3 ls %%B/l3 --host bad.host!");
 	add(1, "--host", 0, "l3 janitor %%B/l3 --host %%X");

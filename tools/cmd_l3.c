@@ -22,7 +22,8 @@ static void usage(FILE *f)
 		"       stagecache l3 stats DIR [--json]\n"
 		"       stagecache l3 verify DIR [--json]\n"
 		"       stagecache l3 locate DIR [--ns NS] --tokens 1,2,3|@file [--json]\n"
-		"       stagecache l3 janitor DIR [--budget SIZE] [--full] [--wait] [--loop SECONDS [--count N]] [--json]\n"
+		"       stagecache l3 janitor DIR [--budget SIZE] [--full] [--wait] [--loop SECONDS [--count N]]\n"
+		"                                 [--mode MODE] [--group GROUP] [--json]\n"
 		"Every action also takes --host ID (this host's identity in a shared DIR; default\n"
 		"/etc/machine-id) and --shared (DIR is shared by several hosts; recorded in DIR, and implied\n"
 		"on CephFS).\n\n"
@@ -39,7 +40,8 @@ static void usage(FILE *f)
 		"  janitor one pass of budget eviction and cleanup, if no other process (on any host) holds\n"
 		"          the janitor lease (exit 1 and who holds it, unless --wait); --full also checks every\n"
 		"          header and drops prefix entries naming missing objects; --loop S keeps the lease and\n"
-		"          runs a pass every S seconds (a standby on another host takes over when it dies)\n"
+		"          runs a pass every S seconds (a standby on another host takes over when it dies);\n"
+		"          --mode/--group as for put, for the files it creates (lease, log, LRU table)\n"
 		"Only put creates DIR. Opening DIR reconciles it (stale temp files removed, bad headers\n"
 		"quarantined), except for ls and verify, and in a shared DIR, where that is the janitor's\n"
 		"work (l3 janitor --full).\n");
@@ -356,6 +358,7 @@ static int do_janitor(int argc, char **argv)
 		{ "wait", no_argument, 0, 'w' },         { "loop", required_argument, 0, 'l' },
 		{ "count", required_argument, 0, 'c' },  { "host", required_argument, 0, 'H' },
 		{ "shared", no_argument, 0, 'S' },       { "json", no_argument, 0, 'j' },
+		{ "mode", required_argument, 0, 'M' },   { "group", required_argument, 0, 'g' },
 		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
 	};
 	/* the janitor works on a store: it creates none */
@@ -368,6 +371,16 @@ static int do_janitor(int argc, char **argv)
 		case 'b':
 			if (cli_parse_size(optarg, &o.budget_bytes))
 				return cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(optarg));
+			break;
+		case 'M':
+			if (cli_parse_mode("l3", "--mode", optarg, 0666, &o.file_mode))
+				return EXIT_USAGE;
+			if ((o.file_mode & 0600) != 0600)
+				return cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o.file_mode);
+			break;
+		case 'g':
+			if (cli_parse_group("l3", "--group", optarg, &o.gid))
+				return EXIT_USAGE;
 			break;
 		case 'f': flags |= SC_L3_JANITOR_FULL; break;
 		case 'w': flags |= SC_L3_JANITOR_WAIT; break;
