@@ -61,7 +61,7 @@ START_TEST(the_layout_table_accounts_for_every_byte)
 		}
 		ck_assert_int_eq(sc_type_field(t->name, pub, NULL, NULL, NULL), -ENOENT);
 	}
-	ck_assert_uint_eq(ntypes, 30);
+	ck_assert_uint_eq(ntypes, 32);
 	ck_assert_ptr_null(sc_type_name(ntypes));
 	ck_assert_ptr_null(sc_type_name(~0u));
 }
