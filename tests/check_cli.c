@@ -619,7 +619,7 @@ static void build_cases(void)
 	/* every subcommand: --help, an unknown option, a missing option argument, missing and extra
 	 * arguments */
 	const char *all[] = { "setup", "create", "info", "list", "destroy", "put", "get", "peek", "ls", "rm",
-			      "invalidate", "clear", "stats", "l3", "restore", "tail", "trace", "fsck", "demo" };
+			      "invalidate", "clear", "stats", "l3", "restore", "tail", "trace", "fsck", "demo", "exporter" };
 	for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		add(0, "usage", 0, "%s --help", all[i]);
 		add(2, "--bogus", 0, "%s --bogus", all[i]);
@@ -639,6 +639,11 @@ static void build_cases(void)
 	for (unsigned i = 0; i < sizeof(with_dir) / sizeof(with_dir[0]); i++)
 		add(2, "--dir", 0, "%s good --dir", with_dir[i]);
 	add(2, "extra", 0, "list extra");
+	add(2, "NAME", 0, "exporter");
+	add(2, "bad/name", 0, "exporter good bad/name --once --dir %%D");
+	add(2, "--listen", 0, "exporter good --listen");
+	add(2, "--listen", 0, "exporter good --listen nope --dir %%D");
+	add(1, "absent", 0, "exporter absent --once --dir %%D");
 	add(2, "ACTION", 0, "l3");
 	add(2, "nope", 0, "l3 nope %%B/l3");
 	add(2, "DIR", 0, "l3 ls");
