@@ -56,6 +56,17 @@ static int admit_kv(struct sc_stage *st, uint32_t k, uint32_t v, size_t n)
 	return rc;
 }
 
+/* A fresh arena with keys 0..@n-1 admitted (value 1, @bytes each) through a "model"/"state" stage. */
+static struct sc_arena *arena_with_keys(const char *tag, uint32_t n, size_t bytes, const char **name,
+					struct sc_stage **st)
+{
+	struct sc_arena *a = sc_test_arena(tag, ARENA, name);
+	ck_assert_int_eq(sc_stage_open(a, "model", "state", st), 0);
+	for (uint32_t k = 0; k < n; k++)
+		ck_assert_int_eq(admit_kv(*st, k, 1, bytes), 0);
+	return a;
+}
+
 static void open_child(const char *name, struct sc_arena **a, struct sc_stage **st)
 {
 	if (sc_arena_open(name, a) || sc_stage_open(*a, "model", "state", st))
@@ -261,11 +272,8 @@ END_TEST
 START_TEST(killed_readers_leases_are_reclaimed)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("l2mp", ARENA, &name);
 	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "model", "state", &st), 0);
-	for (uint32_t k = 0; k < 8; k++)
-		ck_assert_int_eq(admit_kv(st, k, 1, 256 << 10), 0);
+	struct sc_arena *a = arena_with_keys("l2mp", 8, 256 << 10, &name, &st);
 	struct shm_heap_stats full;
 	ck_assert_int_eq(shm_heap_stats(a->shm, &full), 0);
 	int fds[2];
@@ -411,11 +419,8 @@ static int verify_all(struct sc_stage *st)
 static void fault_case_run(const struct fault_case *fc)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("l2f", ARENA, &name);
 	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "model", "state", &st), 0);
-	for (uint32_t k = 0; k < BASE_KEYS; k++)
-		ck_assert_int_eq(admit_kv(st, k, 1, BASE_BYTES), 0);
+	struct sc_arena *a = arena_with_keys("l2f", BASE_KEYS, BASE_BYTES, &name, &st);
 	if (fc->op == OP_EVICT)
 		ck_assert_int_eq(sc_l2_shrink_to(a, BASE_KEYS * shm_heap_footprint(BASE_BYTES) + (32 << 10)), 0);
 	run_killed(name, fc->point, fc->op);
@@ -453,11 +458,8 @@ END_TEST
 START_TEST(repairer_killed_during_repair)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("l2f", ARENA, &name);
 	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "model", "state", &st), 0);
-	for (uint32_t k = 0; k < BASE_KEYS; k++)
-		ck_assert_int_eq(admit_kv(st, k, 1, BASE_BYTES), 0);
+	struct sc_arena *a = arena_with_keys("l2f", BASE_KEYS, BASE_BYTES, &name, &st);
 	run_killed(name, "l2.admit.busy", OP_ADMIT_NEW);
 	run_killed(name, "l2.repair.rebuilt", OP_ADMIT_NEW); /* same key, same shard: repairs, dies */
 	ck_assert_uint_eq(repairs(a), 0);                     /* its repair never completed */

@@ -204,6 +204,29 @@ static const struct sc_holder *find_holder(const struct sc_holder *h, int n, uin
 }
 
 /* A held lease, from a holder started by @argv: survives several clears and refills. */
+/* setpriv's options that run a command as OTHER_UID in SHARED_GID */
+struct other_user {
+	char ruid[32], rgid[32], grp[32];
+};
+
+static void other_user_args(struct other_user *u)
+{
+	snprintf(u->ruid, sizeof(u->ruid), "--reuid=%u", OTHER_UID);
+	snprintf(u->rgid, sizeof(u->rgid), "--regid=%u", SHARED_GID);
+	snprintf(u->grp, sizeof(u->grp), "--groups=%u", SHARED_GID);
+}
+
+/* a 64 MiB group-mode (0660, SHARED_GID) arena with one 24 MiB payload admitted under @id */
+static struct sc_arena *group_arena_with_payload(const char *tag, uint64_t id, const char **name,
+						 struct sc_stage **st)
+{
+	struct sc_arena_opts o = { .size_bytes = 64 << 20, .huge = SC_HUGE_OFF, .mode = 0660, .gid = SHARED_GID };
+	struct sc_arena *a = sc_test_arena_opts(tag, &o, name);
+	ck_assert_int_eq(sc_stage_open(a, MODEL, STATE, st), 0);
+	ck_assert_int_eq(admit(*st, id, 24u << 20), 0);
+	return a;
+}
+
 static void lease_survives(char *const argv[], struct sc_arena *a, struct sc_stage *st, int expect_other_ns)
 {
 	struct child c;
@@ -250,22 +273,17 @@ END_TEST
 
 START_TEST(test_lease_held_by_another_user_of_the_group)
 {
-	struct sc_arena_opts o = { .size_bytes = 64 << 20, .huge = SC_HUGE_OFF, .mode = 0660, .gid = SHARED_GID };
 	const char *name;
-	struct sc_arena *a = sc_test_arena_opts("users", &o, &name);
 	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, MODEL, STATE, &st), 0);
-	ck_assert_int_eq(admit(st, 9, 24u << 20), 0);
+	struct sc_arena *a = group_arena_with_payload("users", 9, &name, &st);
 	char dir[256];
 	const char *bin = public_copy(dir, sizeof(dir));
-	char ruid[32], rgid[32], grp[32];
-	snprintf(ruid, sizeof(ruid), "--reuid=%u", OTHER_UID);
-	snprintf(rgid, sizeof(rgid), "--regid=%u", SHARED_GID);
-	snprintf(grp, sizeof(grp), "--groups=%u", SHARED_GID);
-	char *argv[] = { "setpriv", ruid, rgid, grp, (char *)bin, "hold", (char *)name, "9", NULL };
+	struct other_user u;
+	other_user_args(&u);
+	char *argv[] = { "setpriv", u.ruid, u.rgid, u.grp, (char *)bin, "hold", (char *)name, "9", NULL };
 	lease_survives(argv, a, st, 0);
 	/* and both at once: another user in another pid namespace */
-	char *argv2[] = { "unshare", "--pid", "--fork", "--mount-proc", "setpriv", ruid, rgid, grp, (char *)bin,
+	char *argv2[] = { "unshare", "--pid", "--fork", "--mount-proc", "setpriv", u.ruid, u.rgid, u.grp, (char *)bin,
 			  "hold", (char *)name, "9", NULL };
 	ck_assert_int_eq(admit(st, 9, 24u << 20), 0);
 	lease_survives(argv2, a, st, 1);
@@ -277,19 +295,14 @@ END_TEST
 
 START_TEST(test_hidepid_proc_does_not_make_holders_dead)
 {
-	struct sc_arena_opts o = { .size_bytes = 64 << 20, .huge = SC_HUGE_OFF, .mode = 0660, .gid = SHARED_GID };
 	const char *name;
-	struct sc_arena *a = sc_test_arena_opts("hidepid", &o, &name);
 	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, MODEL, STATE, &st), 0);
-	ck_assert_int_eq(admit(st, 11, 24u << 20), 0);
+	struct sc_arena *a = group_arena_with_payload("hidepid", 11, &name, &st);
 	char dir[256];
 	const char *bin = public_copy(dir, sizeof(dir));
-	char ruid[32], rgid[32], grp[32];
-	snprintf(ruid, sizeof(ruid), "--reuid=%u", OTHER_UID);
-	snprintf(rgid, sizeof(rgid), "--regid=%u", SHARED_GID);
-	snprintf(grp, sizeof(grp), "--groups=%u", SHARED_GID);
-	char *argv[] = { "setpriv", ruid, rgid, grp, (char *)bin, "hold", (char *)name, "11", NULL };
+	struct other_user u;
+	other_user_args(&u);
+	char *argv[] = { "setpriv", u.ruid, u.rgid, u.grp, (char *)bin, "hold", (char *)name, "11", NULL };
 	struct child c;
 	ck_assert_int_eq(spawn(argv, &c), 0);
 	char line[128];
@@ -373,6 +386,29 @@ struct holder_ctx {
 	int ready_fd;
 };
 
+/* In a holder child: tell the test @v (a token, a ring index) and wait to be killed. */
+static int ready_then_pause(struct holder_ctx *c, uint32_t v)
+{
+	if (write(c->ready_fd, &v, sizeof(v)) != sizeof(v))
+		return 9;
+	for (;;)
+		pause();
+}
+
+/* Run @fn in a child in a new pid namespace (fork_in_new_pidns) and wait for the value it reports
+ * with ready_then_pause; returns the child's pid in our namespace. */
+static pid_t start_in_new_pidns(int (*fn)(void *), struct holder_ctx *hc, pid_t *middle, uint32_t *ready)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	hc->ready_fd = p[1];
+	pid_t v = fork_in_new_pidns(fn, hc, middle);
+	close(p[1]);
+	ck_assert_int_eq(read(p[0], ready, sizeof(*ready)), (ssize_t)sizeof(*ready));
+	close(p[0]);
+	return v;
+}
+
 /* Lease @key, reserve @reserve bytes, say so, and wait to be killed. */
 static int lease_and_wait(void *vctx)
 {
@@ -386,10 +422,7 @@ static int lease_and_wait(void *vctx)
 	if (c->reserve && sc_l2_reserve(st, c->reserve, &r))
 		return 3;
 	uint32_t t = sc_arena_token(a);
-	if (write(c->ready_fd, &t, sizeof(t)) != sizeof(t))
-		return 4;
-	for (;;)
-		pause();
+	return ready_then_pause(c, t);
 }
 
 START_TEST(test_killed_holders_reclaimed_by_admits_that_need_room)
@@ -626,22 +659,16 @@ static int claim_and_wait(void *vctx)
 	if (sc_arena_open(c->name, &a) || sc_fill_claim(a, 42, (struct sc_digest){ 1, 2 }))
 		return 2;
 	uint32_t t = sc_arena_token(a);
-	if (write(c->ready_fd, &t, sizeof(t)) != sizeof(t))
-		return 3;
-	for (;;)
-		pause();
+	return ready_then_pause(c, t);
 }
 
 START_TEST(test_killed_fill_claimer_is_taken_over)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("claim", 16 << 20, &name);
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	struct holder_ctx hc = { .name = name, .ready_fd = p[1] };
-	pid_t middle, v = fork_in_new_pidns(claim_and_wait, &hc, &middle);
+	struct holder_ctx hc = { .name = name };
 	uint32_t t;
-	ck_assert_int_eq(read(p[0], &t, sizeof(t)), (ssize_t)sizeof(t));
+	pid_t middle, v = start_in_new_pidns(claim_and_wait, &hc, &middle, &t);
 	/* alive in its own pid namespace: its claim holds */
 	ck_assert_int_eq(sc_fill_claim(a, 42, (struct sc_digest){ 1, 2 }), -EBUSY);
 	ck_assert_int_eq(sc_fill_wait(a, 42, (struct sc_digest){ 1, 2 }, 100000000), -ETIMEDOUT);
@@ -677,10 +704,7 @@ static int produce_and_wait(void *vctx)
 		if (sc_ring_try_submit(r, &cm))
 			return 3;
 	uint32_t idx = sc_ring_index(r);
-	if (write(c->ready_fd, &idx, sizeof(idx)) != sizeof(idx))
-		return 4;
-	for (;;)
-		pause();
+	return ready_then_pause(c, idx);
 }
 
 START_TEST(test_ring_producer_in_another_pidns_keeps_its_ring)
@@ -688,12 +712,9 @@ START_TEST(test_ring_producer_in_another_pidns_keeps_its_ring)
 	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .ring_count = 2 };
 	const char *name;
 	struct sc_arena *a = sc_test_arena_opts("ring", &o, &name);
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	struct holder_ctx hc = { .name = name, .ready_fd = p[1] };
-	pid_t middle, v = fork_in_new_pidns(produce_and_wait, &hc, &middle);
+	struct holder_ctx hc = { .name = name };
 	uint32_t idx;
-	ck_assert_int_eq(read(p[0], &idx, sizeof(idx)), (ssize_t)sizeof(idx));
+	pid_t middle, v = start_in_new_pidns(produce_and_wait, &hc, &middle, &idx);
 	unsigned got = 0;
 	/* drain, then poll for a while (the consumer checks empty LIVE rings for dead producers) */
 	for (int i = 0; i < 20; i++) {
@@ -735,22 +756,16 @@ static int consume_and_wait(void *vctx)
 	if (sc_arena_open(c->name, &a) || sc_ring_poll(a, count_cb, &got, 1) < 0)
 		return 2;
 	uint32_t t = sc_arena_token(a);
-	if (write(c->ready_fd, &t, sizeof(t)) != sizeof(t))
-		return 3;
-	for (;;)
-		pause();
+	return ready_then_pause(c, t);
 }
 
 START_TEST(test_killed_consumer_in_another_pidns_is_taken_over)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("cons", 16 << 20, &name);
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	struct holder_ctx hc = { .name = name, .ready_fd = p[1] };
-	pid_t middle, v = fork_in_new_pidns(consume_and_wait, &hc, &middle);
+	struct holder_ctx hc = { .name = name };
 	uint32_t t;
-	ck_assert_int_eq(read(p[0], &t, sizeof(t)), (ssize_t)sizeof(t));
+	pid_t middle, v = start_in_new_pidns(consume_and_wait, &hc, &middle, &t);
 	unsigned got = 0;
 	ck_assert_int_eq(sc_ring_poll(a, count_cb, &got, 1), -EBUSY); /* it lives */
 	kill(v, SIGKILL);
@@ -866,10 +881,7 @@ static int lock_file_and_wait(void *vctx)
 	if (fd < 0 || shm_ofd_trylock(fd, 0))
 		return 2;
 	uint32_t t = 1;
-	if (write(c->ready_fd, &t, sizeof(t)) != sizeof(t))
-		return 3;
-	for (;;)
-		pause();
+	return ready_then_pause(c, t);
 }
 
 START_TEST(test_l3_temp_file_of_a_live_writer_in_another_pidns_is_kept)
@@ -885,12 +897,9 @@ START_TEST(test_l3_temp_file_of_a_live_writer_in_another_pidns_is_kept)
 	int fd = open(tmp, O_CREAT | O_WRONLY, 0600);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	struct holder_ctx hc = { .name = tmp, .ready_fd = p[1] };
-	pid_t middle, v = fork_in_new_pidns(lock_file_and_wait, &hc, &middle);
+	struct holder_ctx hc = { .name = tmp };
 	uint32_t t;
-	ck_assert_int_eq(read(p[0], &t, sizeof(t)), (ssize_t)sizeof(t));
+	pid_t middle, v = start_in_new_pidns(lock_file_and_wait, &hc, &middle, &t);
 	snprintf(cmd, sizeof(cmd), "touch -d '-1 hour' '%s'", tmp);
 	ck_assert_int_eq(system(cmd), 0);
 	ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0); /* reconciles */

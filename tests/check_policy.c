@@ -707,6 +707,18 @@ static void rm_tmp(void)
 	tmpdir[0] = 0;
 }
 
+/* A fresh L3 directory under /var/tmp (removed at exit or by rm_tmp) bound to @f's arena. */
+static struct sc_l3 *l3_bound(struct fx *f)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-pol-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	atexit(rm_tmp);
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, f->a), 0);
+	return l3;
+}
+
 static int32_t doc_tokens[64];
 
 static void doc_toks(uint32_t d)
@@ -754,12 +766,7 @@ START_TEST(promotions_are_published_refused_retried_and_return)
 {
 	struct fx f;
 	fx_open(&f);
-	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-pol-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	atexit(rm_tmp);
-	struct sc_l3 *l3;
-	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
-	ck_assert_int_eq(sc_l3_bind_arena(l3, f.a), 0);
+	struct sc_l3 *l3 = l3_bound(&f);
 	const size_t n = 256 << 10;
 	for (uint32_t d = 0; d < 4; d++)
 		l3_put_doc(l3, d, n);
@@ -842,12 +849,7 @@ START_TEST(fills_nobody_keeps_do_not_evict)
 {
 	struct fx f;
 	fx_open(&f);
-	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-pol-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	atexit(rm_tmp);
-	struct sc_l3 *l3;
-	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
-	ck_assert_int_eq(sc_l3_bind_arena(l3, f.a), 0);
+	struct sc_l3 *l3 = l3_bound(&f);
 	const size_t n = 1 << 20;
 	for (uint32_t d = 0; d < 3; d++)
 		l3_put_doc(l3, d, n);

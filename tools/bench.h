@@ -46,6 +46,9 @@ uint64_t bench_llc_bytes(void);
 int bench_in_path(const char *prog);
 /* Run @cmd through sh and put the first line it prints in @out ("" when none). */
 void bench_first_line(const char *cmd, char *out, size_t len);
+/* The options of a benchmark that takes none but --help: -1 to go on, else its exit status
+ * (--help: @usage to stdout and EXIT_OK; anything else: a usage error naming "bench @which"). */
+int bench_no_options(const char *which, int argc, char **argv, void (*usage)(FILE *));
 /* Print a progress note to stderr when it is a terminal (never into the data). */
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -533,17 +533,10 @@ static void baseline_of(int sys, const struct gclass *c, char *out, size_t len)
 		 (unsigned long long)(((uint64_t)c->nitems * (uint64_t)c->nb * c->bytes) >> 20));
 }
 
-static int run_class(struct gclass *c, const struct cfg *cf)
+/* Every system set up for class @c: have[s] when it is ready, else why[s] says why not. */
+static void setup_systems(struct gclass *c, const struct cfg *cf, int *have, const char **why)
 {
-	int have[NSYS] = { 0 }, backing = 0, ok = 1;
-	const char *why[NSYS] = { 0 };
-	double *ns[NSYS];
-	for (int s = 0; s < NSYS; s++)
-		ns[s] = calloc((size_t)cf->reps, sizeof(double));
-	if (class_init(c, cf->ws)) {
-		fprintf(stderr, "stagecache bench get: out of memory\n");
-		return -1;
-	}
+	int backing = 0;
 	bench_progress("get %s: setting up\n", c->tag);
 	have[S_OURS] = ours_setup(c, &backing) == 0;
 	why[S_OURS] = "the arena could not be filled (see above)";
@@ -569,20 +562,10 @@ static int run_class(struct gclass *c, const struct cfg *cf)
 		bench_env(B, "redis", "%s", bg_server_version(BG_REDIS));
 		bench_env(B, "working_set_bytes", "%llu per size class", (unsigned long long)cf->ws);
 	}
-	uint64_t seed = 0x9e3779b97f4a7c15ull;
-	for (int r = 0; r < cf->reps; r++)
-		for (int s = 0; s < NSYS; s++) {
-			if (!have[s])
-				continue;
-			bench_progress("get %s: round %d/%d %s", c->tag, r + 1, cf->reps, sys_name[s]);
-			ns[s][r] = measure(s, c, cf, r == 0, seed + (uint64_t)r * 7919);
-			if (ns[s][r] <= 0) {
-				have[s] = 0;
-				why[s] = "its client failed (see above)";
-				ok = 0;
-			}
-		}
-	bench_progress("%s", "");
+}
+
+static void teardown_systems(void)
+{
 	bg_servers_stop();
 	ours_teardown();
 	floor_teardown();
@@ -590,7 +573,12 @@ static int run_class(struct gclass *c, const struct cfg *cf)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s/lmdb'", tmpdir);
 	if (system(cmd)) {
 	}
+}
 
+/* The rows of class @c: each system's ns per get, then ours against each of the others. */
+static void report_class(const struct gclass *c, const struct cfg *cf, double **ns, const int *have,
+			 const char **why)
+{
 	char metric[96], note[1200];
 	for (int s = 0; s < NSYS; s++) {
 		snprintf(metric, sizeof(metric), "get_%s_%s_ns", c->tag, sys_name[s]);
@@ -611,6 +599,37 @@ static int run_class(struct gclass *c, const struct cfg *cf)
 		baseline_of(s, c, note, sizeof(note));
 		bench_stat(B, metric, s == S_FLOOR ? "time ratio" : "speed ratio", ratio, cf->reps, note);
 	}
+}
+
+static int run_class(struct gclass *c, const struct cfg *cf)
+{
+	int have[NSYS] = { 0 }, ok = 1;
+	const char *why[NSYS] = { 0 };
+	double *ns[NSYS];
+	for (int s = 0; s < NSYS; s++)
+		ns[s] = calloc((size_t)cf->reps, sizeof(double));
+	if (class_init(c, cf->ws)) {
+		fprintf(stderr, "stagecache bench get: out of memory\n");
+		return -1;
+	}
+	setup_systems(c, cf, have, why);
+	/* rounds: every system once per round, in turn */
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	for (int r = 0; r < cf->reps; r++)
+		for (int s = 0; s < NSYS; s++) {
+			if (!have[s])
+				continue;
+			bench_progress("get %s: round %d/%d %s", c->tag, r + 1, cf->reps, sys_name[s]);
+			ns[s][r] = measure(s, c, cf, r == 0, seed + (uint64_t)r * 7919);
+			if (ns[s][r] <= 0) {
+				have[s] = 0;
+				why[s] = "its client failed (see above)";
+				ok = 0;
+			}
+		}
+	bench_progress("%s", "");
+	teardown_systems();
+	report_class(c, cf, ns, have, why);
 	for (int s = 0; s < NSYS; s++)
 		free(ns[s]);
 	class_free(c);

@@ -453,32 +453,10 @@ void bg_servers_stop(void)
 	}
 }
 
-int bg_server_start(int s, const char *dir, const struct gclass *c)
+/* The command line of server @s (memcached or redis-server) into @argv (at most 40 entries). */
+static void server_argv(int s, const char *dir, const char *mem, const char *port, const char **argv)
 {
 	struct srv *v = &srv[s];
-	memset(v, 0, sizeof(*v));
-	if (snprintf(v->sock, sizeof(v->sock), "%s/%s.sock", dir, srv_name[s]) >= (int)sizeof(v->sock))
-		return -1;
-	if (s == BG_SOCK)
-		return sock_start(c);
-	const char *prog = s == BG_REDIS ? "redis-server" : "memcached";
-	if (!bench_in_path(prog)) {
-		fprintf(stderr, "stagecache bench get: %s is not installed (not in PATH)\n", prog);
-		return -1;
-	}
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "%s --version 2>/dev/null", prog);
-	bench_first_line(cmd, v->version, sizeof(v->version));
-	if (s != BG_MC_UNIX && (v->port = free_tcp_port()) < 0) {
-		fprintf(stderr, "stagecache bench get: no free loopback port\n");
-		return -1;
-	}
-	uint64_t mb = ((uint64_t)c->nitems * (uint64_t)c->nb * (c->bytes + 256)) / (1u << 20) * 3 / 2 + 64;
-	char mem[32], port[16], logp[256];
-	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)mb);
-	snprintf(port, sizeof(port), "%d", v->port);
-	snprintf(logp, sizeof(logp), "%s/%s.log", dir, srv_name[s]);
-	const char *argv[40];
 	int n = 0;
 	if (s == BG_REDIS) {
 		const char *a[] = { "redis-server", "--port", port, "--bind", "127.0.0.1", "--unixsocket", v->sock,
@@ -508,9 +486,12 @@ int bg_server_start(int s, const char *dir, const struct gclass *c)
 		}
 	}
 	argv[n] = NULL;
+}
+
+/* Run @argv with its output in @logp, dying with us. The pid, or -1. */
+static pid_t spawn_server(const char **argv, const char *logp)
+{
 	pid_t parent = getpid(), pid = fork();
-	if (pid < 0)
-		return -1;
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
@@ -523,7 +504,13 @@ int bg_server_start(int s, const char *dir, const struct gclass *c)
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	v->pid = pid;
+	return pid;
+}
+
+/* Wait until server @s accepts connections (Redis: on TCP too), for START_TIMEOUT_S. */
+static int wait_accepting(int s, pid_t pid, const char *prog, const char *logp)
+{
+	struct srv *v = &srv[s];
 	double deadline = bench_now() + START_TIMEOUT_S;
 	while (!accepts(s)) {
 		int st;
@@ -544,5 +531,41 @@ int bg_server_start(int s, const char *dir, const struct gclass *c)
 		}
 		close(fd);
 	}
+	return 0;
+}
+
+int bg_server_start(int s, const char *dir, const struct gclass *c)
+{
+	struct srv *v = &srv[s];
+	memset(v, 0, sizeof(*v));
+	if (snprintf(v->sock, sizeof(v->sock), "%s/%s.sock", dir, srv_name[s]) >= (int)sizeof(v->sock))
+		return -1;
+	if (s == BG_SOCK)
+		return sock_start(c);
+	const char *prog = s == BG_REDIS ? "redis-server" : "memcached";
+	if (!bench_in_path(prog)) {
+		fprintf(stderr, "stagecache bench get: %s is not installed (not in PATH)\n", prog);
+		return -1;
+	}
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "%s --version 2>/dev/null", prog);
+	bench_first_line(cmd, v->version, sizeof(v->version));
+	if (s != BG_MC_UNIX && (v->port = free_tcp_port()) < 0) {
+		fprintf(stderr, "stagecache bench get: no free loopback port\n");
+		return -1;
+	}
+	uint64_t mb = ((uint64_t)c->nitems * (uint64_t)c->nb * (c->bytes + 256)) / (1u << 20) * 3 / 2 + 64;
+	char mem[32], port[16], logp[256];
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)mb);
+	snprintf(port, sizeof(port), "%d", v->port);
+	snprintf(logp, sizeof(logp), "%s/%s.log", dir, srv_name[s]);
+	const char *argv[40];
+	server_argv(s, dir, mem, port, argv);
+	pid_t pid = spawn_server(argv, logp);
+	if (pid < 0)
+		return -1;
+	v->pid = pid;
+	if (wait_accepting(s, pid, prog, logp))
+		return -1;
 	return load(s, c);
 }

@@ -37,11 +37,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <x86intrin.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include "bench.h"
+#include "bench_tsc.h"
 
 #define B "l2"
 #define SMALL_KEYS 1024
@@ -82,46 +82,6 @@ static void drop_arena(const char *name, struct sc_arena *a, struct sc_stage *st
 	sc_arena_destroy(NULL, name);
 }
 
-/* ---- TSC timing ---- */
-
-static double ns_per_tick;
-static uint64_t tsc_overhead;
-
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return (a > b) - (a < b);
-}
-
-static void tsc_calibrate(void)
-{
-	double t0 = bench_now();
-	uint64_t c0 = __rdtsc();
-	while (bench_now() - t0 < 0.05)
-		;
-	ns_per_tick = (bench_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
-	enum { N = 20000 };
-	static uint64_t d[N];
-	for (int i = 0; i < N; i++) {
-		_mm_lfence();
-		uint64_t t1 = __rdtsc();
-		_mm_lfence();
-		d[i] = __rdtsc() - t1;
-	}
-	qsort(d, N, sizeof(d[0]), cmp_u64);
-	tsc_overhead = d[N / 2];
-}
-
-#define TSC_START() (_mm_lfence(), __rdtsc())
-#define TSC_STOP(t0) (_mm_lfence(), __rdtsc() - (t0))
-
-/* ns at quantile @q of @n sorted tick counts */
-static double tick_q(const uint64_t *d, size_t n, double q)
-{
-	uint64_t t = d[(size_t)(q * (double)(n - 1))];
-	return (double)(t > tsc_overhead ? t - tsc_overhead : 0) * ns_per_tick;
-}
-
 /* ---- small entries: hit by precomputed key, key hashing ---- */
 
 static int bench_small(struct sc_stage *st)
@@ -155,9 +115,9 @@ static int bench_small(struct sc_stage *st)
 			sc_lease_release(&l);
 			d[i] = rc ? UINT64_MAX / 2 : TSC_STOP(t0);
 		}
-		qsort(d, (size_t)n, sizeof(*d), cmp_u64);
-		p50[r] = tick_q(d, (size_t)n, 0.5);
-		p99[r] = tick_q(d, (size_t)n, 0.99);
+		qsort(d, (size_t)n, sizeof(*d), bench_cmp_u64);
+		p50[r] = bench_tick_q(d, (size_t)n, 0.5);
+		p99[r] = bench_tick_q(d, (size_t)n, 0.99);
 	}
 	free(d);
 	free(keys);
@@ -244,10 +204,10 @@ static void scale_hits(struct sc_stage *st, const struct scale *s, int n, uint64
 			(*misses)++;
 		}
 	}
-	qsort(d, (size_t)got, sizeof(*d), cmp_u64);
-	out[0] = got ? tick_q(d, (size_t)got, 0.5) : 0;
-	out[1] = got ? tick_q(d, (size_t)got, 0.99) : 0;
-	out[2] = got ? tick_q(d, (size_t)got, 0.999) : 0;
+	qsort(d, (size_t)got, sizeof(*d), bench_cmp_u64);
+	out[0] = got ? bench_tick_q(d, (size_t)got, 0.5) : 0;
+	out[1] = got ? bench_tick_q(d, (size_t)got, 0.99) : 0;
+	out[2] = got ? bench_tick_q(d, (size_t)got, 0.999) : 0;
 	free(d);
 	__asm__ volatile("" ::"r"(sink));
 }
@@ -328,10 +288,10 @@ static int lmdb_scale(const struct scale *s, int n, int reps, double (*q)[3])
 			if (hit)
 				d[got++] = dt;
 		}
-		qsort(d, (size_t)got, sizeof(*d), cmp_u64);
-		q[r][0] = tick_q(d, (size_t)got, 0.5);
-		q[r][1] = tick_q(d, (size_t)got, 0.99);
-		q[r][2] = tick_q(d, (size_t)got, 0.999);
+		qsort(d, (size_t)got, sizeof(*d), bench_cmp_u64);
+		q[r][0] = bench_tick_q(d, (size_t)got, 0.5);
+		q[r][1] = bench_tick_q(d, (size_t)got, 0.99);
+		q[r][2] = bench_tick_q(d, (size_t)got, 0.999);
 	}
 	__asm__ volatile("" ::"r"(sink));
 	free(d);
@@ -344,6 +304,46 @@ static int lmdb_scale(const struct scale *s, int n, int reps, double (*q)[3])
 	if (system(cmd)) {
 	}
 	return rc ? -1 : 0;
+}
+
+/* Rounds of @n hits while a writer process admits at full speed (each admit evicting): each
+ * round's quantiles in busy[r], misses in *bmiss, the writer's admits over *wr_us microseconds. */
+static void scale_with_writer(struct sc_stage *st, struct scale *s, const char *name, int n, int reps,
+			      double busy[][3], uint64_t *bmiss, uint64_t *admits, uint64_t *wr_us)
+{
+	for (int r = 0; r < reps; r++) {
+		atomic_store(s->stop, 0);
+		atomic_store(s->writer_admits, 0);
+		pid_t w = fork();
+		if (w == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			writer_main(name, s);
+		}
+		while (atomic_load(s->writer_admits) < 1000) /* the writer is running and evicting */
+			sched_yield();
+		double t0 = bench_now();
+		uint64_t a0 = atomic_load(s->writer_admits);
+		scale_hits(st, s, n, 2000 + (uint64_t)r, busy[r], bmiss);
+		*admits += atomic_load(s->writer_admits) - a0;
+		*wr_us += (uint64_t)((bench_now() - t0) * 1e6);
+		atomic_store(s->stop, 1);
+		waitpid(w, NULL, 0);
+	}
+}
+
+static const char *const qn[3] = { "p50", "p99", "p999" };
+
+/* One row per quantile: @prefix_<q>_ns over the rounds of @per_round. */
+static void stat_quantiles(const char *prefix, double per_round[][3], int reps, const char *baseline)
+{
+	double v[8];
+	char m[64];
+	for (int k = 0; k < 3; k++) {
+		for (int r = 0; r < reps; r++)
+			v[r] = per_round[r][k];
+		snprintf(m, sizeof(m), "%s_%s_ns", prefix, qn[k]);
+		bench_stat(B, m, "ns", v, reps, baseline);
+	}
 }
 
 static int bench_scale(void)
@@ -378,43 +378,14 @@ static int bench_scale(void)
 	/* every quiet round first: a writer round evicts entries the readers would then miss */
 	for (int r = 0; r < reps; r++)
 		scale_hits(st, &s, n, 1000 + (uint64_t)r, quiet[r], &qmiss);
-	for (int r = 0; r < reps; r++) {
-		atomic_store(s.stop, 0);
-		atomic_store(s.writer_admits, 0);
-		pid_t w = fork();
-		if (w == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			writer_main(name, &s);
-		}
-		while (atomic_load(s.writer_admits) < 1000) /* the writer is running and evicting */
-			sched_yield();
-		double t0 = bench_now();
-		uint64_t a0 = atomic_load(s.writer_admits);
-		scale_hits(st, &s, n, 2000 + (uint64_t)r, busy[r], &bmiss);
-		admits += atomic_load(s.writer_admits) - a0;
-		wr_s += (uint64_t)((bench_now() - t0) * 1e6);
-		atomic_store(s.stop, 1);
-		waitpid(w, NULL, 0);
-	}
-	double v[3][8], ratio[8];
-	static const char *const qn[3] = { "p50", "p99", "p999" };
-	char m[64];
-	for (int k = 0; k < 3; k++) {
-		for (int r = 0; r < reps; r++)
-			v[k][r] = quiet[r][k];
-		snprintf(m, sizeof(m), "hit_scale_%s_ns", qn[k]);
-		bench_stat(B, m, "ns", v[k], reps, NULL);
-	}
-	double qp50[8];
+	scale_with_writer(st, &s, name, n, reps, busy, &bmiss, &admits, &wr_s);
+
+	stat_quantiles("hit_scale", quiet, reps, NULL);
+	double qp50[8], ratio[8];
 	for (int r = 0; r < reps; r++)
 		qp50[r] = quiet[r][0];
 	double quiet_p50 = bench_median(qp50, reps);
-	for (int k = 0; k < 3; k++) {
-		for (int r = 0; r < reps; r++)
-			v[k][r] = busy[r][k];
-		snprintf(m, sizeof(m), "hit_with_writer_%s_ns", qn[k]);
-		bench_stat(B, m, "ns", v[k], reps, NULL);
-	}
+	stat_quantiles("hit_with_writer", busy, reps, NULL);
 	for (int r = 0; r < reps; r++)
 		ratio[r] = busy[r][2] / quiet_p50;
 	char note[300];
@@ -426,17 +397,11 @@ static int bench_scale(void)
 	bench_value(B, "writer_admits_per_s", wr_s ? (double)admits * 1e6 / (double)wr_s : 0, "admits/s", NULL);
 	if (qmiss)
 		bench_value(B, "hit_scale_quiet_misses", (double)qmiss, "misses", NULL);
-	if (lmdb_scale(&s, n, reps, lm) == 0) {
-		for (int k = 0; k < 3; k++) {
-			for (int r = 0; r < reps; r++)
-				v[k][r] = lm[r][k];
-			snprintf(m, sizeof(m), "lmdb_scale_%s_ns", qn[k]);
-			bench_stat(B, m, "ns", v[k], reps,
-				   "LMDB (tmpfs, 4 KiB pages), same keys: XXH3-128 of the 32 tokens, txn renew, mdb_get, first byte read, reset");
-		}
-	} else {
+	if (lmdb_scale(&s, n, reps, lm) == 0)
+		stat_quantiles("lmdb_scale", lm, reps,
+			       "LMDB (tmpfs, 4 KiB pages), same keys: XXH3-128 of the 32 tokens, txn renew, mdb_get, first byte read, reset");
+	else
 		bench_missing(B, "lmdb_scale_p50_ns", "the LMDB environment could not be built");
-	}
 out:
 	free(s.tok);
 	free(s.lkey);
@@ -452,10 +417,147 @@ static const struct { const char *tag; uint64_t bytes; } sizes[3] = { { "4k", 40
 
 #define NDST 16
 
+/* What the admit and copy-out measurements share: the source bytes (> LLC), their digests, and
+ * 16 rotating destinations of 1 MiB. */
+struct move {
+	uint64_t ws;
+	int reps;
+	uint8_t *src, *dst;
+	struct sc_digest *dg;
+};
+
+/* Size @si: admit vs XXH3-128 + memcpy, copy-out vs memcpy, @reps rounds; 0 or negative errno. */
+static int move_size(const struct move *mv, struct sc_arena *a, struct sc_stage *st, int si)
+{
+	const uint8_t *src = mv->src;
+	uint8_t *dst = mv->dst;
+	struct sc_digest *dg = mv->dg;
+	int reps = mv->reps, rc = 0;
+	uint64_t sz = sizes[si].bytes;
+	uint32_t n = (uint32_t)(mv->ws / sz);
+	for (uint32_t i = 0; i < n; i++)
+		dg[i] = sc_digest(src + (uint64_t)i * sz, sz);
+	double ra[16], rc_[16], ba[16], bc[16];
+	volatile uint64_t sink = 0;
+	for (int r = 0; r < reps && !rc; r++) {
+		/* baseline: XXH3-128 of each source + memcpy into a rotating destination */
+		double t0 = bench_now();
+		for (uint32_t i = 0; i < n; i++) {
+			struct sc_digest d = sc_digest(src + (uint64_t)i * sz, sz);
+			sink += d.lo;
+			memcpy(dst + (uint64_t)(i % NDST) * MIB, src + (uint64_t)i * sz, sz);
+		}
+		double tb = bench_now() - t0;
+		/* ours: admit each (the digest verified against the expected one, copied, published) */
+		t0 = bench_now();
+		for (uint32_t i = 0; i < n && !rc; i++) {
+			int32_t t[NTOK];
+			toks(t, NTOK, 0x200000u + (uint32_t)si * 0x100000u + i);
+			struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { src + (uint64_t)i * sz }, .sec_len = { sz } };
+			rc = sc_l2_admit(st, "move", t, NTOK, dg[i], &p, SC_ORIGIN_DIRECT);
+		}
+		double ta = bench_now() - t0;
+		/* copy-out of every entry into a rotating destination vs memcpy of the same bytes */
+		t0 = bench_now();
+		for (uint32_t i = 0; i < n; i++)
+			memcpy(dst + (uint64_t)(i % NDST) * MIB, src + (uint64_t)i * sz, sz);
+		double tm = bench_now() - t0;
+		t0 = bench_now();
+		for (uint32_t i = 0; i < n && !rc; i++) {
+			int32_t t[NTOK];
+			toks(t, NTOK, 0x200000u + (uint32_t)si * 0x100000u + i);
+			int64_t got = sc_l2_get_copy(st, "move", t, NTOK, NULL, dst + (uint64_t)(i % NDST) * MIB, MIB, NULL);
+			if (got != (int64_t)sz)
+				rc = got < 0 ? (int)got : -EIO;
+		}
+		double tc = bench_now() - t0;
+		ra[r] = tb / ta;
+		rc_[r] = tm / tc;
+		ba[r] = (double)n * (double)sz / ta / 1e9;
+		bc[r] = (double)n * (double)sz / tc / 1e9;
+	}
+	if (rc)
+		return rc;
+	char m[64], note[300];
+	snprintf(note, sizeof(note), "XXH3-128 of each %s source + memcpy into one of 16 rotating destinations; %u sources "
+		 "(%llu MiB, > LLC), same order; ours: sc_l2_admit with the expected digest (verified, copied, published)",
+		 sizes[si].tag, n, (unsigned long long)(mv->ws >> 20));
+	snprintf(m, sizeof(m), "admit_%s_vs_xxh3_memcpy", sizes[si].tag);
+	bench_stat(B, m, "ratio", ra, reps, note);
+	snprintf(m, sizeof(m), "admit_%s_gbps", sizes[si].tag);
+	bench_stat(B, m, "GB/s", ba, reps, NULL);
+	snprintf(note, sizeof(note), "memcpy of the same %u x %s bytes from plain memory into 16 rotating destinations; ours: "
+		 "sc_l2_get_copy from 32 tokens (key hashed each time)", n, sizes[si].tag);
+	snprintf(m, sizeof(m), "copyout_%s_vs_memcpy", sizes[si].tag);
+	bench_stat(B, m, "ratio", rc_, reps, note);
+	snprintf(m, sizeof(m), "copyout_%s_gbps", sizes[si].tag);
+	bench_stat(B, m, "GB/s", bc, reps, NULL);
+	sc_l2_clear(a);
+	return 0;
+}
+
+/* @k admits of new keys from source object @first on into stage @st; admits per second. */
+static double admit_run(const struct move *mv, struct sc_stage *st, uint32_t first, uint32_t k, int *rc)
+{
+	uint64_t sz = 65536;
+	double t0 = bench_now();
+	for (uint32_t i = first; i < first + k && !*rc; i++) {
+		int32_t t[NTOK];
+		toks(t, NTOK, 0x900000u + i);
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { mv->src + (uint64_t)i * sz }, .sec_len = { sz } };
+		*rc = sc_l2_admit(st, "full", t, NTOK, mv->dg[i], &p, SC_ORIGIN_DIRECT);
+	}
+	return (double)k / (bench_now() - t0);
+}
+
+/* Admit into a full arena (each admit evicts one) vs with room, 64 KiB: a fresh arena per
+ * round, k admits of new keys with room, the budget set to what they use, k more new keys. */
+static int admit_full(const struct move *mv)
+{
+	uint64_t sz = 65536;
+	uint32_t k = (uint32_t)(mv->ws / sz) / 4;
+	double full[16], room[16], ratio[16];
+	int reps = mv->reps, rc = 0;
+	for (uint32_t i = 0; i < 2 * k; i++)
+		mv->dg[i] = sc_digest(mv->src + (uint64_t)i * sz, sz);
+	char fname[64];
+	snprintf(fname, sizeof(fname), "bench-l2f-%d", (int)getpid());
+	for (int r = 0; r < reps && !rc; r++) {
+		struct sc_arena *fa;
+		struct sc_stage *fst;
+		if ((rc = make_arena(fname, (uint64_t)k * (sz + 4096) * 3 + (32ull << 20), 4 * k, &fa, &fst)))
+			break;
+		room[r] = admit_run(mv, fst, 0, k, &rc);
+		struct sc_l2_stats ls;
+		sc_l2_stats(fa, NULL, &ls);
+		sc_l2_shrink_to(fa, ls.bytes);
+		full[r] = admit_run(mv, fst, k, k, &rc);
+		ratio[r] = full[r] / room[r];
+		sc_l2_stats(fa, NULL, &ls);
+		if (!rc && ls.evictions < k) {
+			fprintf(stderr, "stagecache bench l2: only %llu evictions for %u admits into a full budget\n",
+				(unsigned long long)ls.evictions, k);
+			rc = -EIO;
+		}
+		drop_arena(fname, fa, fst);
+	}
+	if (!rc) {
+		char note[200];
+		snprintf(note, sizeof(note), "the same number (%u) of admits of new 64 KiB entries into a fresh arena with room "
+			 "(no eviction); full: the budget holds exactly the first %u, each admit evicts one", k, k);
+		bench_stat(B, "admit_full_vs_not_full", "ratio", ratio, reps, note);
+		bench_stat(B, "admit_full_64k_per_s", "admits/s", full, reps, NULL);
+		bench_stat(B, "admit_room_64k_per_s", "admits/s", room, reps, NULL);
+	} else {
+		bench_missing(B, "admit_full_vs_not_full", "an admission failed: %s", sc_strerror(rc));
+	}
+	return rc;
+}
+
 static int bench_move(void)
 {
-	uint64_t ws = bench_quick ? (32ull << 20) : (256ull << 20);
-	int reps = bench_quick ? 3 : 7;
+	struct move mv = { .ws = bench_quick ? (32ull << 20) : (256ull << 20), .reps = bench_quick ? 3 : 7 };
+	uint64_t ws = mv.ws;
 	char name[64];
 	snprintf(name, sizeof(name), "bench-l2m-%d", (int)getpid());
 	struct sc_arena *a;
@@ -463,149 +565,36 @@ static int bench_move(void)
 	uint32_t maxn = (uint32_t)(ws / 4096);
 	if (make_arena(name, ws * 2 + ws / 4 + (64ull << 20), maxn * 3, &a, &st))
 		return -1;
-	uint8_t *src = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-	if (src == MAP_FAILED) {
-		src = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		madvise(src, ws, MADV_HUGEPAGE);
+	mv.src = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (mv.src == MAP_FAILED) {
+		mv.src = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		madvise(mv.src, ws, MADV_HUGEPAGE);
 	}
-	uint8_t *dst = aligned_alloc(4096, NDST * MIB);
-	struct sc_digest *dg = calloc(maxn, sizeof(*dg));
-	int rc = src == MAP_FAILED || !dst || !dg ? -ENOMEM : 0;
+	mv.dst = aligned_alloc(4096, NDST * MIB);
+	mv.dg = calloc(maxn, sizeof(*mv.dg));
+	int rc = mv.src == MAP_FAILED || !mv.dst || !mv.dg ? -ENOMEM : 0;
 	if (rc)
 		goto out;
-	memset(dst, 0, NDST * MIB);
+	memset(mv.dst, 0, NDST * MIB);
 	uint64_t x = 88172645463325252ull;
 	for (uint64_t o = 0; o < ws; o += 8) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		memcpy(src + o, &x, 8);
+		memcpy(mv.src + o, &x, 8);
 	}
-	for (int si = 0; si < 3 && !rc; si++) {
-		uint64_t sz = sizes[si].bytes;
-		uint32_t n = (uint32_t)(ws / sz);
-		for (uint32_t i = 0; i < n; i++)
-			dg[i] = sc_digest(src + (uint64_t)i * sz, sz);
-		double ra[16], rc_[16], ba[16], bc[16];
-		volatile uint64_t sink = 0;
-		for (int r = 0; r < reps && !rc; r++) {
-			/* baseline: XXH3-128 of each source + memcpy into a rotating destination */
-			double t0 = bench_now();
-			for (uint32_t i = 0; i < n; i++) {
-				struct sc_digest d = sc_digest(src + (uint64_t)i * sz, sz);
-				sink += d.lo;
-				memcpy(dst + (uint64_t)(i % NDST) * MIB, src + (uint64_t)i * sz, sz);
-			}
-			double tb = bench_now() - t0;
-			/* ours: admit each (the digest verified against the expected one, copied, published) */
-			t0 = bench_now();
-			for (uint32_t i = 0; i < n && !rc; i++) {
-				int32_t t[NTOK];
-				toks(t, NTOK, 0x200000u + (uint32_t)si * 0x100000u + i);
-				struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { src + (uint64_t)i * sz }, .sec_len = { sz } };
-				rc = sc_l2_admit(st, "move", t, NTOK, dg[i], &p, SC_ORIGIN_DIRECT);
-			}
-			double ta = bench_now() - t0;
-			/* copy-out of every entry into a rotating destination vs memcpy of the same bytes */
-			t0 = bench_now();
-			for (uint32_t i = 0; i < n; i++)
-				memcpy(dst + (uint64_t)(i % NDST) * MIB, src + (uint64_t)i * sz, sz);
-			double tm = bench_now() - t0;
-			t0 = bench_now();
-			for (uint32_t i = 0; i < n && !rc; i++) {
-				int32_t t[NTOK];
-				toks(t, NTOK, 0x200000u + (uint32_t)si * 0x100000u + i);
-				int64_t got = sc_l2_get_copy(st, "move", t, NTOK, NULL, dst + (uint64_t)(i % NDST) * MIB, MIB, NULL);
-				if (got != (int64_t)sz)
-					rc = got < 0 ? (int)got : -EIO;
-			}
-			double tc = bench_now() - t0;
-			ra[r] = tb / ta;
-			rc_[r] = tm / tc;
-			ba[r] = (double)n * (double)sz / ta / 1e9;
-			bc[r] = (double)n * (double)sz / tc / 1e9;
-		}
-		if (rc)
-			break;
-		char m[64], note[300];
-		snprintf(note, sizeof(note), "XXH3-128 of each %s source + memcpy into one of 16 rotating destinations; %u sources "
-			 "(%llu MiB, > LLC), same order; ours: sc_l2_admit with the expected digest (verified, copied, published)",
-			 sizes[si].tag, n, (unsigned long long)(ws >> 20));
-		snprintf(m, sizeof(m), "admit_%s_vs_xxh3_memcpy", sizes[si].tag);
-		bench_stat(B, m, "ratio", ra, reps, note);
-		snprintf(m, sizeof(m), "admit_%s_gbps", sizes[si].tag);
-		bench_stat(B, m, "GB/s", ba, reps, NULL);
-		snprintf(note, sizeof(note), "memcpy of the same %u x %s bytes from plain memory into 16 rotating destinations; ours: "
-			 "sc_l2_get_copy from 32 tokens (key hashed each time)", n, sizes[si].tag);
-		snprintf(m, sizeof(m), "copyout_%s_vs_memcpy", sizes[si].tag);
-		bench_stat(B, m, "ratio", rc_, reps, note);
-		snprintf(m, sizeof(m), "copyout_%s_gbps", sizes[si].tag);
-		bench_stat(B, m, "GB/s", bc, reps, NULL);
-		sc_l2_clear(a);
-	}
+	for (int si = 0; si < 3 && !rc; si++)
+		rc = move_size(&mv, a, st, si);
 	if (rc) {
 		fprintf(stderr, "stagecache bench l2: admit/copy-out: %s\n", sc_strerror(rc));
 		goto out;
 	}
-	/* admit into a full arena (each admit evicts one) vs with room, 64 KiB: a fresh arena per
-	 * round, k admits of new keys with room, the budget set to what they use, k more new keys */
-	{
-		uint64_t sz = 65536;
-		uint32_t k = (uint32_t)(ws / sz) / 4;
-		double full[16], room[16], ratio[16];
-		for (uint32_t i = 0; i < 2 * k; i++)
-			dg[i] = sc_digest(src + (uint64_t)i * sz, sz);
-		char fname[64];
-		snprintf(fname, sizeof(fname), "bench-l2f-%d", (int)getpid());
-		for (int r = 0; r < reps && !rc; r++) {
-			struct sc_arena *fa;
-			struct sc_stage *fst;
-			if ((rc = make_arena(fname, (uint64_t)k * (sz + 4096) * 3 + (32ull << 20), 4 * k, &fa, &fst)))
-				break;
-			double t0 = bench_now();
-			for (uint32_t i = 0; i < k && !rc; i++) {
-				int32_t t[NTOK];
-				toks(t, NTOK, 0x900000u + i);
-				struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { src + (uint64_t)i * sz }, .sec_len = { sz } };
-				rc = sc_l2_admit(fst, "full", t, NTOK, dg[i], &p, SC_ORIGIN_DIRECT);
-			}
-			room[r] = (double)k / (bench_now() - t0);
-			struct sc_l2_stats ls;
-			sc_l2_stats(fa, NULL, &ls);
-			sc_l2_shrink_to(fa, ls.bytes);
-			t0 = bench_now();
-			for (uint32_t i = k; i < 2 * k && !rc; i++) {
-				int32_t t[NTOK];
-				toks(t, NTOK, 0x900000u + i);
-				struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { src + (uint64_t)i * sz }, .sec_len = { sz } };
-				rc = sc_l2_admit(fst, "full", t, NTOK, dg[i], &p, SC_ORIGIN_DIRECT);
-			}
-			full[r] = (double)k / (bench_now() - t0);
-			ratio[r] = full[r] / room[r];
-			sc_l2_stats(fa, NULL, &ls);
-			if (!rc && ls.evictions < k) {
-				fprintf(stderr, "stagecache bench l2: only %llu evictions for %u admits into a full budget\n",
-					(unsigned long long)ls.evictions, k);
-				rc = -EIO;
-			}
-			drop_arena(fname, fa, fst);
-		}
-		if (!rc) {
-			char note[200];
-			snprintf(note, sizeof(note), "the same number (%u) of admits of new 64 KiB entries into a fresh arena with room "
-				 "(no eviction); full: the budget holds exactly the first %u, each admit evicts one", k, k);
-			bench_stat(B, "admit_full_vs_not_full", "ratio", ratio, reps, note);
-			bench_stat(B, "admit_full_64k_per_s", "admits/s", full, reps, NULL);
-			bench_stat(B, "admit_room_64k_per_s", "admits/s", room, reps, NULL);
-		} else {
-			bench_missing(B, "admit_full_vs_not_full", "an admission failed: %s", sc_strerror(rc));
-		}
-	}
+	rc = admit_full(&mv);
 out:
 	if (rc)
 		fprintf(stderr, "stagecache bench l2: admit/copy-out: %s\n", sc_strerror(rc));
-	if (src != MAP_FAILED)
-		munmap(src, ws);
-	free(dst);
-	free(dg);
+	if (mv.src != MAP_FAILED)
+		munmap(mv.src, ws);
+	free(mv.dst);
+	free(mv.dg);
 	drop_arena(name, a, st);
 	return rc;
 }
@@ -776,14 +765,10 @@ static void usage(FILE *f)
 
 int bench_l2(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return EXIT_OK;
-		}
-		return cli_usage_error("bench l2", "unknown option '%s'", argv[i]);
-	}
-	tsc_calibrate();
+	int rc = bench_no_options("l2", argc, argv, usage);
+	if (rc >= 0)
+		return rc;
+	bench_tsc_calibrate();
 	char name[64];
 	snprintf(name, sizeof(name), "bench-l2-%d", (int)getpid());
 	struct sc_arena *a;

@@ -465,7 +465,26 @@ static void ratio_row(const char *metric, double *v, int n, int have, const char
 		bench_missing("l3", metric, "%s", why);
 }
 
-int bench_l3(int argc, char **argv)
+/* One run of bench l3: its options, arena, the two object sets, and the per-round figures. */
+struct l3run {
+	const char *pdir;
+	uint64_t runs, qd4, qd64, n4, n64;
+	char name[64];
+	struct sc_arena *arena;
+	struct sc_stage *st;
+	struct set s4, s64;
+	int n;     /* rounds */
+	double *v; /* NV figures x n rounds, see V() */
+	int direct4, direct64, fio_ok4, fio_ok64, cold_ok, threads_max;
+	const char *fio_why;
+	double bytes4, bytes64;
+};
+
+enum { C4, F4, U4, C64, F64, W4, PW4, R4F, R4U, R64F, RW4, D4, DF4, D64, DF64, CPU_O, CPU_B, NV };
+/* figure k of round r; expects locals v and n (the run's) */
+#define V(k, r) v[(size_t)(k) * (size_t)n + (size_t)(r)]
+
+static int parse(int argc, char **argv, struct l3run *x)
 {
 	static const struct option opts[] = {
 		{ "runs", required_argument, 0, 'r' },  { "dir", required_argument, 0, 'd' },
@@ -473,179 +492,196 @@ int bench_l3(int argc, char **argv)
 		{ "count4m", required_argument, 0, 'a' }, { "count64k", required_argument, 0, 'b' },
 		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
 	};
-	const char *pdir = "/var/tmp";
-	uint64_t runs = bench_quick ? 3 : 5, qd4 = 8, qd64 = 32, n4 = 64, n64 = MAXOBJ;
 	int c;
 	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
-			if (cli_parse_u64(optarg, 100, &runs) || !runs)
+			if (cli_parse_u64(optarg, 100, &x->runs) || !x->runs)
 				return cli_usage_error("bench l3", "--runs takes 1..100, not '%s'", optarg);
 			break;
-		case 'd': pdir = optarg; break;
+		case 'd': x->pdir = optarg; break;
 		case '4':
-			if (cli_parse_u64(optarg, 256, &qd4) || !qd4)
+			if (cli_parse_u64(optarg, 256, &x->qd4) || !x->qd4)
 				return cli_usage_error("bench l3", "--qd4m takes 1..256, not '%s'", optarg);
 			break;
 		case '6':
-			if (cli_parse_u64(optarg, 256, &qd64) || !qd64)
+			if (cli_parse_u64(optarg, 256, &x->qd64) || !x->qd64)
 				return cli_usage_error("bench l3", "--qd64k takes 1..256, not '%s'", optarg);
 			break;
 		case 'a':
-			if (cli_parse_u64(optarg, 256, &n4) || n4 < 2)
+			if (cli_parse_u64(optarg, 256, &x->n4) || x->n4 < 2)
 				return cli_usage_error("bench l3", "--count4m takes 2..256, not '%s'", optarg);
 			break;
 		case 'b':
-			if (cli_parse_u64(optarg, MAXOBJ, &n64) || n64 < 2)
+			if (cli_parse_u64(optarg, MAXOBJ, &x->n64) || x->n64 < 2)
 				return cli_usage_error("bench l3", "--count64k takes 2..%d, not '%s'", MAXOBJ, optarg);
 			break;
-		case 'h': usage(stdout); return EXIT_OK;
+		case 'h': usage(stdout); return -1;
 		default: return cli_usage_error("bench l3", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
 		return cli_usage_error("bench l3", "unexpected argument '%s'", argv[optind]);
-	struct stat dst_st;
-	if (stat(pdir, &dst_st) || !S_ISDIR(dst_st.st_mode))
-		return cli_fail("bench l3", -ENOTDIR, "--dir %s is not a directory", pdir);
-	snprintf(parent, sizeof(parent), "%s/sc-bench-l3-XXXXXX", pdir);
-	if (!mkdtemp(parent))
-		return cli_fail("bench l3", -errno, "cannot create a directory under %s", pdir);
-	find_disk(parent);
-	char name[64];
-	snprintf(name, sizeof(name), "bench-l3-%d", (int)getpid());
+	return 0;
+}
+
+/* The arena (room for both sets' destinations), its stage, and the objects of both sets. */
+static int setup(struct l3run *x)
+{
 	struct sc_arena_opts ao = { .size_bytes = 256ull << 20 };
-	struct sc_arena *arena = NULL;
-	struct sc_stage *st = NULL;
-	struct set s4 = { .label = "4m", .bytes = 4ull << 20, .count = (int)n4, .qd = (int)qd4, .ndst = (int)qd4 };
-	struct set s64 = { .label = "64k", .bytes = 64ull << 10, .count = (int)n64, .qd = (int)qd64, .ndst = 256 };
-	if (s4.ndst > s4.count)
-		s4.ndst = s4.count;
-	if (s64.ndst < s64.qd)
-		s64.ndst = s64.qd;
-	if ((uint64_t)s4.ndst * s4.bytes + (uint64_t)s64.ndst * s64.bytes > (192ull << 20))
-		ao.size_bytes = ((uint64_t)s4.ndst * s4.bytes + (uint64_t)s64.ndst * s64.bytes + (96ull << 20) + (2ull << 20) - 1) &
+	struct set *s4 = &x->s4, *s64 = &x->s64;
+	*s4 = (struct set){ .label = "4m", .bytes = 4ull << 20, .count = (int)x->n4, .qd = (int)x->qd4, .ndst = (int)x->qd4 };
+	*s64 = (struct set){ .label = "64k", .bytes = 64ull << 10, .count = (int)x->n64, .qd = (int)x->qd64, .ndst = 256 };
+	if (s4->ndst > s4->count)
+		s4->ndst = s4->count;
+	if (s64->ndst < s64->qd)
+		s64->ndst = s64->qd;
+	if ((uint64_t)s4->ndst * s4->bytes + (uint64_t)s64->ndst * s64->bytes > (192ull << 20))
+		ao.size_bytes = ((uint64_t)s4->ndst * s4->bytes + (uint64_t)s64->ndst * s64->bytes + (96ull << 20) + (2ull << 20) - 1) &
 				~((2ull << 20) - 1);
-	double *v = NULL;
-	int ret = EXIT_FAIL, rc = sc_arena_create(name, &ao, &arena);
+	int rc = sc_arena_create(x->name, &ao, &x->arena);
 	if (rc) {
 		ao.huge = SC_HUGE_OFF;
-		rc = sc_arena_create(name, &ao, &arena);
+		rc = sc_arena_create(x->name, &ao, &x->arena);
 	}
-	if (rc) {
-		cli_fail("bench l3", rc, "cannot create arena");
-		goto cleanup;
-	}
-	if ((rc = sc_stage_open(arena, "bench", "l3", &st))) {
-		cli_fail("bench l3", rc, "stage");
-		goto cleanup;
-	}
-	bench_progress("l3: writing %d + %d objects\n", s4.count, s64.count);
-	if (setup_set(&s4, st) || setup_set(&s64, st))
-		goto cleanup;
-	sc_l3_bind_arena(s4.l3, arena);
-	sc_l3_bind_arena(s64.l3, arena);
-	{
-		struct sc_arena_info *info = calloc(1, sizeof(*info));
-		if (info && sc_arena_info(arena, info) == 0)
-			bench_env("l3", "arena_backing", "%s (fill buffers registered: %s)", sc_backing_name(info->backing),
-				  info->backing == SC_BACKING_HUGETLBFS_2M ? "yes" : "no");
-		free(info);
-	}
+	if (rc)
+		return cli_fail("bench l3", rc, "cannot create arena");
+	if ((rc = sc_stage_open(x->arena, "bench", "l3", &x->st)))
+		return cli_fail("bench l3", rc, "stage");
+	bench_progress("l3: writing %d + %d objects\n", s4->count, s64->count);
+	if (setup_set(s4, x->st) || setup_set(s64, x->st))
+		return -1;
+	sc_l3_bind_arena(s4->l3, x->arena);
+	sc_l3_bind_arena(s64->l3, x->arena);
+	return 0;
+}
+
+/* The conditions: arena backing, directory and device, how caches are dropped, fio's version. */
+static void report_env(struct l3run *x)
+{
+	struct sc_arena_info *info = calloc(1, sizeof(*info));
+	if (info && sc_arena_info(x->arena, info) == 0)
+		bench_env("l3", "arena_backing", "%s (fill buffers registered: %s)", sc_backing_name(info->backing),
+			  info->backing == SC_BACKING_HUGETLBFS_2M ? "yes" : "no");
+	free(info);
 	int is_root = geteuid() == 0, have_fio = bench_in_path("fio");
-	bench_env("l3", "dir", "%s (device stat %s)", pdir, disk_stat_path[0] ? disk_stat_path : "unknown");
+	bench_env("l3", "dir", "%s (device stat %s)", x->pdir, disk_stat_path[0] ? disk_stat_path : "unknown");
 	bench_env("l3", "cache_drop", "%s", is_root ? "sync; echo 1 > /proc/sys/vm/drop_caches before each cold pass"
 						    : "posix_fadvise(POSIX_FADV_DONTNEED) of each file (not root)");
 	if (have_fio) {
 		bench_first_line("fio --version 2>/dev/null", fio_version, sizeof(fio_version));
 		bench_env("l3", "fio", "%s", fio_version);
 	}
-	const char *fio_why = have_fio ? NULL : "fio is not installed (not in PATH)";
+	x->fio_why = have_fio ? NULL : "fio is not installed (not in PATH)";
+	x->fio_ok4 = x->fio_ok64 = have_fio;
+}
 
-	int n = (int)runs;
-	enum { C4, F4, U4, C64, F64, W4, PW4, R4F, R4U, R64F, RW4, D4, DF4, D64, DF64, CPU_O, CPU_B, NV };
-	v = calloc((size_t)n * NV, sizeof(double));
-	if (!v)
-		goto cleanup;
-#define V(k, r) v[(size_t)(k) * (size_t)n + (size_t)(r)]
-	int direct4 = 0, direct64 = 0, fio_ok4 = have_fio, fio_ok64 = have_fio, cold_ok = 1, threads_max = 1;
-	double bytes4 = (double)s4.count * (double)s4.bytes, bytes64 = (double)s64.count * (double)s64.bytes;
-	for (int r = 0; r < n; r++) {
-		bench_progress("l3: round %d/%d", r + 1, n);
-		/* cold 4 MiB: ours, fio and bare liburing, the order rotating each round */
-		for (int k = 0; k < 3; k++) {
-			int which = (k + r) % 3;
-			drop_caches(&s4);
-			double d0 = disk_read_bytes(), t;
-			if (which == 0) {
-				t = fill_pass(&s4, 0, &direct4);
-				if (t < 0) {
-					cli_fail("bench l3", 0, "a 4 MiB fill failed");
-					goto cleanup;
-				}
-				V(C4, r) = bytes4 / t / 1e9;
-				V(D4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / bytes4 : -1;
-			} else if (which == 1) {
-				if (fio_ok4 && (V(F4, r) = fio_pass(&s4)) <= 0) {
-					fio_ok4 = 0;
-					fio_why = "fio failed (run it by hand with the options in tools/bench_l3.c)";
-				}
-				V(DF4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / bytes4 : -1;
-			} else {
-				t = uring_pass(&s4);
-				V(U4, r) = t > 0 ? bytes4 / t / 1e9 : -1;
+/* Cold 4 MiB: ours, fio and bare liburing, the order rotating each round. */
+static int round_cold_4m(struct l3run *x, int r)
+{
+	double *v = x->v;
+	int n = x->n;
+	for (int k = 0; k < 3; k++) {
+		int which = (k + r) % 3;
+		drop_caches(&x->s4);
+		double d0 = disk_read_bytes(), t;
+		if (which == 0) {
+			t = fill_pass(&x->s4, 0, &x->direct4);
+			if (t < 0) {
+				cli_fail("bench l3", 0, "a 4 MiB fill failed");
+				return -1;
 			}
-		}
-		V(R4F, r) = fio_ok4 ? V(C4, r) / V(F4, r) : 0;
-		V(R4U, r) = V(U4, r) > 0 ? V(C4, r) / V(U4, r) : 0;
-		/* cold 64 KiB: ours and fio, alternating who goes first */
-		for (int k = 0; k < 2; k++) {
-			drop_caches(&s64);
-			double d0 = disk_read_bytes();
-			if ((k + r) % 2 == 0) {
-				double t = fill_pass(&s64, 0, &direct64);
-				if (t < 0) {
-					cli_fail("bench l3", 0, "a 64 KiB fill failed");
-					goto cleanup;
-				}
-				V(C64, r) = bytes64 / t / 1e9;
-				V(D64, r) = d0 >= 0 ? (disk_read_bytes() - d0) / bytes64 : -1;
-			} else {
-				if (fio_ok64 && (V(F64, r) = fio_pass(&s64)) <= 0) {
-					fio_ok64 = 0;
-					fio_why = "fio failed (run it by hand with the options in tools/bench_l3.c)";
-				}
-				V(DF64, r) = d0 >= 0 ? (disk_read_bytes() - d0) / bytes64 : -1;
+			V(C4, r) = x->bytes4 / t / 1e9;
+			V(D4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / x->bytes4 : -1;
+		} else if (which == 1) {
+			if (x->fio_ok4 && (V(F4, r) = fio_pass(&x->s4)) <= 0) {
+				x->fio_ok4 = 0;
+				x->fio_why = "fio failed (run it by hand with the options in tools/bench_l3.c)";
 			}
+			V(DF4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / x->bytes4 : -1;
+		} else {
+			t = uring_pass(&x->s4);
+			V(U4, r) = t > 0 ? x->bytes4 / t / 1e9 : -1;
 		}
-		V(R64F, r) = fio_ok64 ? V(C64, r) / V(F64, r) : 0;
-		/* warm 4 MiB: ours vs pread + XXH3-128 on as many threads as ours keeps busy */
-		warm_files(&s4);
-		double c0 = cpu_seconds(), t = fill_pass(&s4, 0, NULL), c1 = cpu_seconds();
-		int workers = iowq_workers();
-		if (1 + workers > threads_max)
-			threads_max = 1 + workers;
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-		int threads = threads_max < ncpu ? threads_max : (int)ncpu;
-		double tb = pread_xxh3_pass(&s4, threads), c2 = cpu_seconds();
-		if (t <= 0 || tb <= 0) {
-			cli_fail("bench l3", 0, "a warm pass failed");
-			goto cleanup;
-		}
-		V(W4, r) = bytes4 / t / 1e9;
-		V(PW4, r) = bytes4 / tb / 1e9;
-		V(RW4, r) = tb / t;
-		V(CPU_O, r) = (c1 - c0) / (bytes4 / 1e9);
-		V(CPU_B, r) = (c2 - c1) / (bytes4 / 1e9);
 	}
-	bench_progress("%s", "");
-	/* coldness: every cold pass must have read its bytes from the device */
+	V(R4F, r) = x->fio_ok4 ? V(C4, r) / V(F4, r) : 0;
+	V(R4U, r) = V(U4, r) > 0 ? V(C4, r) / V(U4, r) : 0;
+	return 0;
+}
+
+/* Cold 64 KiB: ours and fio, alternating who goes first. */
+static int round_cold_64k(struct l3run *x, int r)
+{
+	double *v = x->v;
+	int n = x->n;
+	for (int k = 0; k < 2; k++) {
+		drop_caches(&x->s64);
+		double d0 = disk_read_bytes();
+		if ((k + r) % 2 == 0) {
+			double t = fill_pass(&x->s64, 0, &x->direct64);
+			if (t < 0) {
+				cli_fail("bench l3", 0, "a 64 KiB fill failed");
+				return -1;
+			}
+			V(C64, r) = x->bytes64 / t / 1e9;
+			V(D64, r) = d0 >= 0 ? (disk_read_bytes() - d0) / x->bytes64 : -1;
+		} else {
+			if (x->fio_ok64 && (V(F64, r) = fio_pass(&x->s64)) <= 0) {
+				x->fio_ok64 = 0;
+				x->fio_why = "fio failed (run it by hand with the options in tools/bench_l3.c)";
+			}
+			V(DF64, r) = d0 >= 0 ? (disk_read_bytes() - d0) / x->bytes64 : -1;
+		}
+	}
+	V(R64F, r) = x->fio_ok64 ? V(C64, r) / V(F64, r) : 0;
+	return 0;
+}
+
+/* Warm 4 MiB: ours vs pread + XXH3-128 on as many threads as ours keeps busy. */
+static int round_warm_4m(struct l3run *x, int r)
+{
+	double *v = x->v;
+	int n = x->n;
+	warm_files(&x->s4);
+	double c0 = cpu_seconds(), t = fill_pass(&x->s4, 0, NULL), c1 = cpu_seconds();
+	int workers = iowq_workers();
+	if (1 + workers > x->threads_max)
+		x->threads_max = 1 + workers;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = x->threads_max < ncpu ? x->threads_max : (int)ncpu;
+	double tb = pread_xxh3_pass(&x->s4, threads), c2 = cpu_seconds();
+	if (t <= 0 || tb <= 0) {
+		cli_fail("bench l3", 0, "a warm pass failed");
+		return -1;
+	}
+	V(W4, r) = x->bytes4 / t / 1e9;
+	V(PW4, r) = x->bytes4 / tb / 1e9;
+	V(RW4, r) = tb / t;
+	V(CPU_O, r) = (c1 - c0) / (x->bytes4 / 1e9);
+	V(CPU_B, r) = (c2 - c1) / (x->bytes4 / 1e9);
+	return 0;
+}
+
+/* Coldness: every cold pass must have read its bytes from the device. */
+static void check_coldness(struct l3run *x)
+{
+	double *v = x->v;
+	int n = x->n, fio_ok4 = x->fio_ok4, fio_ok64 = x->fio_ok64;
 	for (int r = 0; r < n; r++)
 		if ((V(D4, r) >= 0 && V(D4, r) < 0.95) || (V(D64, r) >= 0 && V(D64, r) < 0.95) ||
 		    (fio_ok4 && V(DF4, r) >= 0 && V(DF4, r) < 0.95) || (fio_ok64 && V(DF64, r) >= 0 && V(DF64, r) < 0.95))
-			cold_ok = 0;
+			x->cold_ok = 0;
+}
+
+static void report(const struct l3run *x)
+{
+	double *v = x->v;
+	int n = x->n, fio_ok4 = x->fio_ok4, fio_ok64 = x->fio_ok64, cold_ok = x->cold_ok, threads_max = x->threads_max;
+	const struct set s4 = x->s4, s64 = x->s64;
+	const char *fio_why = x->fio_why, *pdir = x->pdir;
+	int direct4 = x->direct4, direct64 = x->direct64;
 	const char *cold_why = "a cold pass read less than 95% of its bytes from the disk (page cache not dropped)";
 	char note[400];
 	snprintf(note, sizeof(note), "fio %s io_uring direct=1 bs=4M iodepth=%d iomem=mmaphuge fixedbufs registerfiles loops=1, "
@@ -690,21 +726,63 @@ int bench_l3(int argc, char **argv)
 	}
 	bench_value("l3", "fill_cold_4m_direct_fraction", (double)direct4 / s4.count, "fraction", NULL);
 	bench_value("l3", "fill_cold_64k_direct_fraction", (double)direct64 / s64.count, "fraction", NULL);
-#undef V
-	ret = EXIT_OK;
-cleanup:
-	free(v);
-	if (s4.l3)
-		sc_l3_close(s4.l3);
-	if (s64.l3)
-		sc_l3_close(s64.l3);
-	free(s4.loc), free(s4.path), free(s4.dst), free(s64.loc), free(s64.path), free(s64.dst);
-	sc_stage_close(st);
-	sc_arena_close(arena);
-	sc_arena_destroy(NULL, name);
+}
+
+static void teardown(struct l3run *x)
+{
+	struct set *s4 = &x->s4, *s64 = &x->s64;
+	free(x->v);
+	if (s4->l3)
+		sc_l3_close(s4->l3);
+	if (s64->l3)
+		sc_l3_close(s64->l3);
+	free(s4->loc), free(s4->path), free(s4->dst), free(s64->loc), free(s64->path), free(s64->dst);
+	sc_stage_close(x->st);
+	sc_arena_close(x->arena);
+	sc_arena_destroy(NULL, x->name);
 	rm_rf(parent);
 	char hp[96];
 	snprintf(hp, sizeof(hp), "/dev/hugepages/sc-bench-fio.%d", (int)getpid());
 	unlink(hp);
+}
+
+int bench_l3(int argc, char **argv)
+{
+	static struct l3run x;
+	x = (struct l3run){ .pdir = "/var/tmp", .runs = bench_quick ? 3 : 5, .qd4 = 8, .qd64 = 32, .n4 = 64,
+			    .n64 = MAXOBJ, .cold_ok = 1, .threads_max = 1 };
+	int rc = parse(argc, argv, &x);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	struct stat dst_st;
+	if (stat(x.pdir, &dst_st) || !S_ISDIR(dst_st.st_mode))
+		return cli_fail("bench l3", -ENOTDIR, "--dir %s is not a directory", x.pdir);
+	snprintf(parent, sizeof(parent), "%s/sc-bench-l3-XXXXXX", x.pdir);
+	if (!mkdtemp(parent))
+		return cli_fail("bench l3", -errno, "cannot create a directory under %s", x.pdir);
+	find_disk(parent);
+	snprintf(x.name, sizeof(x.name), "bench-l3-%d", (int)getpid());
+	int ret = EXIT_FAIL;
+	if (setup(&x))
+		goto cleanup;
+	report_env(&x);
+
+	x.n = (int)x.runs;
+	x.v = calloc((size_t)x.n * NV, sizeof(double));
+	if (!x.v)
+		goto cleanup;
+	x.bytes4 = (double)x.s4.count * (double)x.s4.bytes;
+	x.bytes64 = (double)x.s64.count * (double)x.s64.bytes;
+	for (int r = 0; r < x.n; r++) {
+		bench_progress("l3: round %d/%d", r + 1, x.n);
+		if (round_cold_4m(&x, r) || round_cold_64k(&x, r) || round_warm_4m(&x, r))
+			goto cleanup;
+	}
+	bench_progress("%s", "");
+	check_coldness(&x);
+	report(&x);
+	ret = EXIT_OK;
+cleanup:
+	teardown(&x);
 	return ret;
 }

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,6 +412,24 @@ void bench_first_line(const char *cmd, char *out, size_t len)
 	pclose(f);
 }
 
+int bench_no_options(const char *which, int argc, char **argv, void (*usage)(FILE *))
+{
+	static const struct option opts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "bench %s", which);
+	optind = 0;
+	opterr = 0;
+	if (getopt_long(argc, argv, "h", opts, NULL) == 'h') {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (optind > 1)
+		return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+	if (optind < argc)
+		return cli_usage_error(cmd, "unknown option '%s'", argv[optind]);
+	return -1;
+}
+
 void bench_progress(const char *fmt, ...)
 {
 	if (!isatty(2))
@@ -619,134 +638,153 @@ static int usage_error(const char *fmt, const char *arg)
 	return EXIT_USAGE;
 }
 
-int main(int argc, char **argv)
+/* The harness's command line: its own options, the benchmark's name, and the rest (rest[0] is
+ * the name) for the benchmark. */
+struct harness {
+	const char *which;
+	int table, help;
+	char **rest;
+	int nrest;
+};
+
+/* Pass 1: the harness's own options; everything else belongs to the benchmark. 0 or an exit status. */
+static int parse_harness(int argc, char **argv, struct harness *h)
 {
-	const char *which = NULL;
-	int table = 0, help = 0;
-	char **rest = calloc((size_t)argc + 1, sizeof(char *));
-	int nrest = 1;
-	if (!rest)
-		return EXIT_FAIL;
-	/* pass 1: the harness's own options; everything else belongs to the benchmark */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--table")) {
-			table = 1;
+			h->table = 1;
 		} else if (!strcmp(a, "--json")) {
 			json_out = 1;
 		} else if (!strcmp(a, "--quick")) {
 			bench_quick = 1;
 		} else if (!strcmp(a, "--out") || !strncmp(a, "--out=", 6)) {
-			if (a[5] == '=') {
+			if (a[5] == '=')
 				out_path = a + 6;
-			} else if (i + 1 >= argc) {
-				free(rest);
+			else if (i + 1 >= argc)
 				return usage_error("%s needs a file name", a);
-			} else {
+			else
 				out_path = argv[++i];
-			}
-			if (!*out_path) {
-				free(rest);
+			if (!*out_path)
 				return usage_error("%s", "--out needs a non-empty file name");
-			}
-		} else if ((!strcmp(a, "--help") || !strcmp(a, "-h")) && !which) {
-			help = 1;
-		} else if (!which && a[0] != '-') {
-			which = a;
-			rest[0] = argv[i];
+		} else if ((!strcmp(a, "--help") || !strcmp(a, "-h")) && !h->which) {
+			h->help = 1;
+		} else if (!h->which && a[0] != '-') {
+			h->which = a;
+			h->rest[0] = argv[i];
 		} else {
-			rest[nrest++] = argv[i];
+			h->rest[h->nrest++] = argv[i];
 		}
 	}
-	if (help && !which) {
-		free(rest);
+	return 0;
+}
+
+/* Refuse an unwritable --out file now, without truncating it. */
+static int check_out_path(void)
+{
+	int e = 0, fd = open(out_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+	} else if (errno == ENOENT) {
+		char dir[4096];
+		snprintf(dir, sizeof(dir), "%s", out_path);
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			slash[slash == dir] = 0;
+		if (access(slash ? dir : ".", W_OK | X_OK))
+			e = errno;
+	} else {
+		e = errno;
+	}
+	if (e)
+		fprintf(stderr, "stagecache bench: cannot write %s: %s\n", out_path, strerror(e));
+	return e;
+}
+
+/* Benchmark @sel (or every one with @all), in turn; which ran in @ran, *failed when one failed.
+ * EXIT_USAGE when a benchmark refused its options, else 0. */
+static int run_benches(int all, size_t sel, struct harness *h, int *ran, int *failed)
+{
+	for (size_t i = 0; i < NBENCH; i++) {
+		if (!all && i != sel)
+			continue;
+		h->rest[0] = (char *)benches[i].name;
+		ran[i] = 1;
+		bench_progress("bench %s ...\n", benches[i].name);
+		int rc = benches[i].fn(h->nrest, h->rest);
+		if (rc == EXIT_USAGE) {
+			ran[i] = 0;
+			return EXIT_USAGE;
+		}
+		if (rc) {
+			*failed = 1;
+			fprintf(stderr, "stagecache bench: %s failed (exit %d)\n", benches[i].name, rc);
+		}
+	}
+	return 0;
+}
+
+/* Everything before the run: help, the benchmark chosen, its own --help, the --out file.
+ * Returns -1 to go on with *all / *sel set, else the exit status. */
+static int choose(struct harness *h, int *all, size_t *sel)
+{
+	if (h->help && !h->which) {
 		usage(stdout);
 		return EXIT_OK;
 	}
-	if (!which) {
-		int rc = nrest > 1 ? usage_error("unexpected option '%s' before the benchmark's name", rest[1]) : EXIT_USAGE;
-		if (nrest <= 1)
-			usage(stderr);
-		free(rest);
-		return rc;
+	if (!h->which) {
+		if (h->nrest > 1)
+			return usage_error("unexpected option '%s' before the benchmark's name", h->rest[1]);
+		char names[256] = "all";
+		for (size_t i = 0; i < NBENCH; i++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), ", %s", benches[i].name);
+		return usage_error("missing WHICH, the benchmark to run: %s or report", names);
 	}
-	if (!strcmp(which, "report")) {
-		int rc = bench_report(nrest, rest);
-		free(rest);
-		return rc;
-	}
-	int all = !strcmp(which, "all");
-	size_t sel = NBENCH;
+	if (!strcmp(h->which, "report"))
+		return bench_report(h->nrest, h->rest);
+	*all = !strcmp(h->which, "all");
+	*sel = NBENCH;
 	for (size_t i = 0; i < NBENCH; i++)
-		if (!strcmp(which, benches[i].name))
-			sel = i;
-	if (!all && sel == NBENCH) {
-		free(rest);
-		return usage_error("unknown benchmark '%s' (see 'stagecache bench --help')", which);
-	}
-	if (all && nrest > 1) {
-		int h = !strcmp(rest[1], "--help") || !strcmp(rest[1], "-h");
-		if (h) {
-			free(rest);
+		if (!strcmp(h->which, benches[i].name))
+			*sel = i;
+	if (!*all && *sel == NBENCH)
+		return usage_error("unknown benchmark '%s' (see 'stagecache bench --help')", h->which);
+	if (*all && h->nrest > 1) {
+		if (!strcmp(h->rest[1], "--help") || !strcmp(h->rest[1], "-h")) {
 			usage(stdout);
 			printf("\n'bench all' runs each benchmark above in turn with --json/--out/--table/--quick.\n");
 			return EXIT_OK;
 		}
-		int rc = usage_error("'bench all' takes only --json, --out, --table and --quick, not '%s'", rest[1]);
-		free(rest);
-		return rc;
+		return usage_error("'bench all' takes only --json, --out, --table and --quick, not '%s'", h->rest[1]);
 	}
 	/* a benchmark's --help needs no output file */
-	for (int i = 1; i < nrest; i++)
-		if (!strcmp(rest[i], "--help") || !strcmp(rest[i], "-h")) {
-			int rc = benches[sel].fn(nrest, rest);
-			free(rest);
-			return rc;
-		}
-	if (out_path) { /* refuse an unwritable file now, without truncating it */
-		int e = 0, fd = open(out_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-		if (fd >= 0) {
-			close(fd);
-		} else if (errno == ENOENT) {
-			char dir[4096];
-			snprintf(dir, sizeof(dir), "%s", out_path);
-			char *slash = strrchr(dir, '/');
-			if (slash)
-				slash[slash == dir] = 0;
-			if (access(slash ? dir : ".", W_OK | X_OK))
-				e = errno;
-		} else {
-			e = errno;
-		}
-		if (e) {
-			free(rest);
-			fprintf(stderr, "stagecache bench: cannot write %s: %s\n", out_path, strerror(e));
-			return EXIT_FAIL;
-		}
+	for (int i = 1; i < h->nrest; i++)
+		if (!strcmp(h->rest[i], "--help") || !strcmp(h->rest[i], "-h"))
+			return benches[*sel].fn(h->nrest, h->rest);
+	if (out_path && check_out_path())
+		return EXIT_FAIL;
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct harness h = { .nrest = 1 };
+	h.rest = calloc((size_t)argc + 1, sizeof(char *));
+	if (!h.rest)
+		return EXIT_FAIL;
+	int all = 0, rc = parse_harness(argc, argv, &h);
+	size_t sel = NBENCH;
+	if (rc || (rc = choose(&h, &all, &sel)) >= 0) {
+		free(h.rest);
+		return rc;
 	}
-	int ran[NBENCH] = { 0 }, failed = 0, usage_rc = 0;
-	for (size_t i = 0; i < NBENCH; i++) {
-		if (!all && i != sel)
-			continue;
-		rest[0] = (char *)benches[i].name;
-		ran[i] = 1;
-		bench_progress("bench %s ...\n", benches[i].name);
-		int rc = benches[i].fn(nrest, rest);
-		if (rc == EXIT_USAGE) {
-			usage_rc = 1;
-			ran[i] = 0;
-			break;
-		}
-		if (rc) {
-			failed = 1;
-			fprintf(stderr, "stagecache bench: %s failed (exit %d)\n", benches[i].name, rc);
-		}
-	}
-	free(rest);
+	int ran[NBENCH] = { 0 }, failed = 0;
+	int usage_rc = run_benches(all, sel, &h, ran, &failed);
+	free(h.rest);
 	if (!usage_rc)
 		start_output();
 	int misses = evaluate(ran, NULL);
-	if (table)
+	if (h.table)
 		evaluate(ran, json_out ? stderr : stdout);
 	if (out_file)
 		fclose(out_file);

@@ -28,6 +28,7 @@
  * admissions the real cache refused while replaying (0 unless something froze).
  */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -102,38 +103,90 @@ static void trace_free(struct trace *t)
 	t->window = NULL;
 }
 
+/* Append object @n (@b bytes, footprint @fp) to @t, doubling the arrays (capacity *@cap) when full. */
+static int trace_add_obj(struct trace *t, uint32_t *cap, uint32_t n, uint64_t b, uint64_t fp)
+{
+	if (n == *cap) {
+		uint32_t c = *cap * 2;
+		uint64_t *c2 = realloc(t->cost, c * sizeof(uint64_t)), *b2 = c2 ? realloc(t->bytes, c * sizeof(uint64_t)) : NULL;
+		if (!c2 || !b2) {
+			if (c2)
+				t->cost = c2;
+			return -ENOMEM;
+		}
+		t->cost = c2;
+		t->bytes = b2;
+		*cap = c;
+	}
+	t->bytes[n] = b;
+	t->cost[n] = fp;
+	return 0;
+}
+
+/* The working set: objects while their footprints fit in ws x budget. Returns their number. */
+static int trace_working_set(struct trace *t, uint64_t budget, uint64_t *rs, uint32_t *cap)
+{
+	uint32_t n = 0;
+	uint64_t total = 0;
+	for (;;) {
+		uint64_t b = obj_size(rs), fp = sc_l2_footprint(NULL, b, 0, 4);
+		if ((double)(total + fp) > t->ws * (double)budget)
+			break;
+		if (trace_add_obj(t, cap, n, b, fp))
+			return -ENOMEM;
+		total += fp;
+		n++;
+	}
+	return (int)n;
+}
+
+/* Popularity: a random permutation of the @hot objects and the Zipf(@zipf) CDF over its ranks. */
+static void zipf_ranks(uint32_t hot, double zipf, uint64_t *rs, uint32_t *perm, double *cdf)
+{
+	for (uint32_t i = 0; i < hot; i++)
+		perm[i] = i;
+	for (uint32_t i = hot - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)(rng_next(rs) % (i + 1)), x = perm[i];
+		perm[i] = perm[j];
+		perm[j] = x;
+	}
+	double sum = 0, acc = 0;
+	for (uint32_t i = 0; i < hot; i++)
+		sum += pow((double)(i + 1), -zipf);
+	for (uint32_t i = 0; i < hot; i++) {
+		acc += pow((double)(i + 1), -zipf) / sum;
+		cdf[i] = acc;
+	}
+	cdf[hot - 1] = 1.0;
+}
+
+/* The first rank whose CDF reaches @u. */
+static uint32_t cdf_pick(const double *cdf, uint32_t hot, double u)
+{
+	uint32_t lo = 0, hi = hot - 1;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (cdf[mid] < u)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Build trace @t (name, zipf, ws, scan set) of @nreq Zipf requests over a budget of @budget. */
 static int trace_make(struct trace *t, uint64_t budget, uint32_t nreq, uint64_t seed)
 {
 	uint64_t rs = seed, scan_rs = seed ^ 0x5ca75ca75ca7ull;
-	uint32_t cap = 1024, n = 0;
-	uint64_t total = 0;
+	uint32_t cap = 1024;
 	t->cost = malloc(cap * sizeof(uint64_t));
 	t->bytes = malloc(cap * sizeof(uint64_t));
 	if (!t->cost || !t->bytes)
 		return -ENOMEM;
-	/* the working set: objects while their footprints fit in ws x budget */
-	for (;;) {
-		uint64_t b = obj_size(&rs), fp = sc_l2_footprint(NULL, b, 0, 4);
-		if ((double)(total + fp) > t->ws * (double)budget)
-			break;
-		if (n == cap) {
-			cap *= 2;
-			uint64_t *c2 = realloc(t->cost, cap * sizeof(uint64_t)), *b2 = c2 ? realloc(t->bytes, cap * sizeof(uint64_t)) : NULL;
-			if (!c2 || !b2) {
-				if (c2)
-					t->cost = c2;
-				return -ENOMEM;
-			}
-			t->cost = c2;
-			t->bytes = b2;
-		}
-		t->bytes[n] = b;
-		t->cost[n] = fp;
-		total += fp;
-		n++;
-	}
-	uint32_t hot = n;
+	int ws = trace_working_set(t, budget, &rs, &cap);
+	if (ws < 0)
+		return ws;
+	uint32_t hot = (uint32_t)ws, n = hot;
 	uint32_t *perm = malloc(hot * sizeof(uint32_t));
 	double *cdf = malloc(hot * sizeof(double));
 	uint32_t maxreq = nreq * 2 + 16;
@@ -144,21 +197,7 @@ static int trace_make(struct trace *t, uint64_t budget, uint32_t nreq, uint64_t 
 		free(cdf);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < hot; i++)
-		perm[i] = i;
-	for (uint32_t i = hot - 1; i > 0; i--) {
-		uint32_t j = (uint32_t)(rng_next(&rs) % (i + 1)), x = perm[i];
-		perm[i] = perm[j];
-		perm[j] = x;
-	}
-	double sum = 0, acc = 0;
-	for (uint32_t i = 0; i < hot; i++)
-		sum += pow((double)(i + 1), -t->zipf);
-	for (uint32_t i = 0; i < hot; i++) {
-		acc += pow((double)(i + 1), -t->zipf) / sum;
-		cdf[i] = acc;
-	}
-	cdf[hot - 1] = 1.0;
+	zipf_ranks(hot, t->zipf, &rs, perm, cdf);
 	/* the Zipf requests, and (scan) one new object before every second one from nreq/3 on until
 	 * the scan is 2 x budget; the window covers the scan and as many requests after it — the same
 	 * Zipf requests in the trace without the scan */
@@ -171,36 +210,17 @@ static int trace_make(struct trace *t, uint64_t budget, uint32_t nreq, uint64_t 
 			if (scanned >= 2 * budget)
 				scan_end = i + 1;
 			if (t->scan) {
-				if (n == cap) {
-					cap *= 2;
-					uint64_t *c2 = realloc(t->cost, cap * sizeof(uint64_t));
-					uint64_t *b2 = c2 ? realloc(t->bytes, cap * sizeof(uint64_t)) : NULL;
-					if (!c2 || !b2) {
-						if (c2)
-							t->cost = c2;
-						free(perm);
-						free(cdf);
-						return -ENOMEM;
-					}
-					t->cost = c2;
-					t->bytes = b2;
+				if (trace_add_obj(t, &cap, n, b, fp)) {
+					free(perm);
+					free(cdf);
+					return -ENOMEM;
 				}
-				t->bytes[n] = b;
-				t->cost[n] = fp;
 				t->req[nr++] = n++;
 			}
 		}
-		double u = rng_u01(&rs);
-		uint32_t lo = 0, hi = hot - 1;
-		while (lo < hi) {
-			uint32_t mid = (lo + hi) / 2;
-			if (cdf[mid] < u)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
+		uint32_t rank = cdf_pick(cdf, hot, rng_u01(&rs));
 		t->window[nr] = i >= scan_start && i < scan_end + (scan_end - scan_start);
-		t->req[nr++] = perm[lo];
+		t->req[nr++] = perm[rank];
 	}
 	free(perm);
 	free(cdf);
@@ -387,48 +407,69 @@ static void usage(FILE *f)
 		WORKERS);
 }
 
-int bench_policy(int argc, char **argv)
+struct policy_opts {
+	uint64_t budget;
+	int runs;
+	uint32_t nreq;
+};
+
+static int parse(int argc, char **argv, struct policy_opts *o)
 {
-	uint64_t budget = 192ull << 20, v;
-	int runs = bench_quick ? 1 : 3;
-	uint32_t nreq = bench_quick ? 5000 : 20000;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return EXIT_OK;
-		}
-		if (i + 1 >= argc)
-			return cli_usage_error("bench policy", "unknown option or missing value: '%s'", a);
-		const char *val = argv[++i];
-		if (!strcmp(a, "--runs") && !cli_parse_u64(val, 15, &v) && v >= 1)
-			runs = (int)v;
-		else if (!strcmp(a, "--requests") && !cli_parse_u64(val, 1u << 24, &v) && v >= 100)
-			nreq = (uint32_t)v;
-		else if (!strcmp(a, "--budget") && !cli_parse_size(val, &v) && v >= (64ull << 20) && v <= (16ull << 30))
-			budget = v;
-		else
-			return cli_usage_error("bench policy", "bad option '%s %s'", a, val);
-	}
-	static const struct {
-		const char *name;
-		double zipf, ws;
-		int scan;
-	} defs[NTRACE] = {
-		{ "zipf06_1x", 0.6, 1, 0 }, { "zipf06_3x", 0.6, 3, 0 }, { "zipf06_10x", 0.6, 10, 0 },
-		{ "zipf09_1x", 0.9, 1, 0 }, { "zipf09_3x", 0.9, 3, 0 }, { "zipf09_10x", 0.9, 10, 0 },
-		{ "zipf11_1x", 1.1, 1, 0 }, { "zipf11_3x", 1.1, 3, 0 }, { "zipf11_10x", 1.1, 10, 0 },
-		{ "zipf09_3x_scan", 0.9, 3, 1 },
+	static const struct option opts[] = {
+		{ "runs", required_argument, 0, 'r' },
+		{ "requests", required_argument, 0, 'n' },
+		{ "budget", required_argument, 0, 'b' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
-	static struct trace tr[NTRACE];
-	uint8_t *src = malloc(MAX_OBJ + SRC_SLACK);
-	int fail = 0;
-	if (!src)
-		return EXIT_FAIL;
+	uint64_t v;
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (cli_parse_u64(optarg, 15, &v) || v < 1)
+				return cli_usage_error("bench policy", "bad option '--runs %s'", optarg);
+			o->runs = (int)v;
+			break;
+		case 'n':
+			if (cli_parse_u64(optarg, 1u << 24, &v) || v < 100)
+				return cli_usage_error("bench policy", "bad option '--requests %s'", optarg);
+			o->nreq = (uint32_t)v;
+			break;
+		case 'b':
+			if (cli_parse_size(optarg, &v) || v < (64ull << 20) || v > (16ull << 30))
+				return cli_usage_error("bench policy", "bad option '--budget %s'", optarg);
+			o->budget = v;
+			break;
+		case 'h': usage(stdout); return -1;
+		default:
+			return cli_usage_error("bench policy", "unknown option or missing value: '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind != argc)
+		return cli_usage_error("bench policy", "unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	double zipf, ws;
+	int scan;
+} defs[NTRACE] = {
+	{ "zipf06_1x", 0.6, 1, 0 }, { "zipf06_3x", 0.6, 3, 0 }, { "zipf06_10x", 0.6, 10, 0 },
+	{ "zipf09_1x", 0.9, 1, 0 }, { "zipf09_3x", 0.9, 3, 0 }, { "zipf09_10x", 0.9, 10, 0 },
+	{ "zipf11_1x", 1.1, 1, 0 }, { "zipf11_3x", 1.1, 3, 0 }, { "zipf11_10x", 1.1, 10, 0 },
+	{ "zipf09_3x_scan", 0.9, 3, 1 },
+};
+
+/* The payload source (random bytes), then the ten traces with their objects' digests. */
+static int make_traces(struct trace *tr, const struct policy_opts *o, uint8_t *src)
+{
 	uint64_t s = 0x5eedf00d;
 	for (uint64_t i = 0; i < (MAX_OBJ + SRC_SLACK) / 8; i++)
 		((uint64_t *)src)[i] = rng_next(&s);
-	uint64_t max_objs = 0;
 	for (int ti = 0; ti < NTRACE; ti++) {
 		struct trace *t = &tr[ti];
 		memset(t, 0, sizeof(*t));
@@ -438,46 +479,45 @@ int bench_policy(int argc, char **argv)
 		t->scan = defs[ti].scan;
 		/* the scan trace shares its Zipf stream (and objects) with zipf09_3x: same seed */
 		uint64_t seed = 0x9000 + (uint64_t)(t->zipf * 10) * 16 + (uint64_t)t->ws;
-		if (trace_make(t, budget, nreq, seed)) {
-			fail = 1;
-			goto out;
-		}
-		for (uint32_t o = 0; o < t->nobj; o++)
-			t->dig[o] = sc_digest(src + t->src_off[o], t->bytes[o]);
-		if (t->nobj > max_objs)
-			max_objs = t->nobj;
+		if (trace_make(t, o->budget, o->nreq, seed))
+			return -1;
+		for (uint32_t i = 0; i < t->nobj; i++)
+			t->dig[i] = sc_digest(src + t->src_off[i], t->bytes[i]);
 		bench_env(B, t->name, "%u objects (%u in the working set), %u requests", t->nobj,
 			  t->scan ? tr[4].nobj : t->nobj, t->nreq);
 	}
 	char hb[32];
 	bench_env(B, "budget", "%s (%llu bytes); object sizes 256 KiB-16 MiB log-uniform; %d workers, %d runs",
-		  cli_human(budget, hb, sizeof(hb)), (unsigned long long)budget, WORKERS, runs);
+		  cli_human(o->budget, hb, sizeof(hb)), (unsigned long long)o->budget, WORKERS, o->runs);
+	return 0;
+}
 
-	/* simulators: deterministic, once */
+/* Simulators: deterministic, once. */
+static int simulate(struct trace *tr, uint64_t budget)
+{
 	for (int ti = 0; ti < NTRACE; ti++) {
 		struct trace *t = &tr[ti];
 		struct psim_trace pt = { t->nobj, t->cost, t->bytes, t->nreq, t->req };
-		for (int p = 0; p < 3; p++) {
+		for (int p = 0; p < 3; p++)
 			if (psim_run((enum psim_policy)p, &pt, budget, NULL, NULL, &t->sim[p]) ||
-			    psim_run((enum psim_policy)p, &pt, budget, NULL, t->window, &t->sim_win[p])) {
-				fail = 1;
-				goto out;
-			}
-		}
+			    psim_run((enum psim_policy)p, &pt, budget, NULL, t->window, &t->sim_win[p]))
+				return -1;
 	}
+	return 0;
+}
 
-	/* the real replays, traces interleaved within each round */
+/* The real replays, traces interleaved within each round. */
+static int replay(struct trace *tr, const struct policy_opts *o, const uint8_t *src)
+{
 	char backing[32] = "?";
-	uint8_t *hit = malloc(nreq * 2 + 16);
-	if (!hit) {
-		fail = 1;
-		goto out;
-	}
-	for (int r = 0; r < runs; r++) {
+	uint8_t *hit = malloc(o->nreq * 2 + 16);
+	if (!hit)
+		return -1;
+	for (int r = 0; r < o->runs; r++) {
 		for (int ti = 0; ti < NTRACE; ti++) {
 			struct trace *t = &tr[ti];
 			uint64_t refused = 0;
-			int rc = run_real(t, ti, budget, src, r, hit, &refused, t->refused_by, backing, sizeof(backing));
+			int rc = run_real(t, ti, o->budget, src, r, hit, &refused, t->refused_by, backing, sizeof(backing));
 			if (rc) {
 				fprintf(stderr, "stagecache bench policy: %s: %s\n", t->name, sc_strerror(rc));
 				continue;
@@ -492,51 +532,64 @@ int bench_policy(int argc, char **argv)
 	}
 	free(hit);
 	bench_env(B, "arena_backing", "%s", backing);
+	return 0;
+}
 
+/* A trace's rows: the simulators', then the real arena's (missing when every replay failed). */
+static void report_trace(const struct trace *t, uint64_t budget)
+{
+	char m[96], base[256];
+	for (int p = 0; p < 3; p++) {
+		snprintf(base, sizeof(base), "%s simulator%s over the same %u requests, capacity %llu bytes, "
+			 "costs = the footprints the arena charges",
+			 p == PSIM_LRU ? "exact LRU" : p == PSIM_S3FIFO ? "S3-FIFO (libCacheSim defaults)"
+								  : "OPT (Belady, furthest next use)",
+			 p == PSIM_OPT ? " (a heuristic bound for variable sizes)" : "", t->nreq,
+			 (unsigned long long)budget);
+		snprintf(m, sizeof(m), "policy_%.24s_byte_hit_%s", t->name, psim_name((enum psim_policy)p));
+		bench_value(B, m, psim_byte_ratio(&t->sim[p]), "hit ratio", base);
+		snprintf(m, sizeof(m), "policy_%.24s_object_hit_%s", t->name, psim_name((enum psim_policy)p));
+		bench_value(B, m, psim_object_ratio(&t->sim[p]), "hit ratio", base);
+	}
+	if (!t->runs) {
+		snprintf(m, sizeof(m), "policy_%.24s_byte_hit_real", t->name);
+		bench_missing(B, m, "every real replay failed");
+		snprintf(m, sizeof(m), "policy_%.24s_object_hit_real", t->name);
+		bench_missing(B, m, "every real replay failed");
+		return;
+	}
+	snprintf(base, sizeof(base), "the real arena: %d worker processes, get + lease + release, admit on a miss "
+		 "(single flight), budget %llu bytes", WORKERS, (unsigned long long)budget);
+	snprintf(m, sizeof(m), "policy_%.24s_byte_hit_real", t->name);
+	bench_stat(B, m, "hit ratio", t->byte_real, t->runs, base);
+	snprintf(m, sizeof(m), "policy_%.24s_object_hit_real", t->name);
+	bench_stat(B, m, "hit ratio", t->obj_real, t->runs, base);
+	double rf[16];
+	for (int i = 0; i < t->runs; i++)
+		rf[i] = (double)t->refusals[i];
+	snprintf(m, sizeof(m), "policy_%.24s_refusals", t->name);
+	char why[160];
+	int wl = 0;
+	for (int i = 0; i < SC_L2_REFUSE_COUNT && wl < (int)sizeof(why); i++)
+		if (t->refused_by[i])
+			wl += snprintf(why + wl, sizeof(why) - (size_t)wl, "%s%s %llu", wl ? ", " : "",
+				       sc_l2_refusal_name(i), (unsigned long long)t->refused_by[i]);
+	snprintf(base, sizeof(base), "admissions refused while replaying (sc_l2_stats), over all runs: %s",
+		 wl ? why : "none");
+	bench_stat(B, m, "admissions", rf, t->runs, base);
+}
+
+/* The smallest real / simulated byte hit ratio over the traces (median real run). */
+static void report_vs_simulators(const struct trace *tr)
+{
 	double min_lru = 1e9, min_s3 = 1e9;
 	int have_all = 1;
 	for (int ti = 0; ti < NTRACE; ti++) {
-		struct trace *t = &tr[ti];
-		char m[96], base[256];
-		for (int p = 0; p < 3; p++) {
-			snprintf(base, sizeof(base), "%s simulator%s over the same %u requests, capacity %llu bytes, "
-				 "costs = the footprints the arena charges",
-				 p == PSIM_LRU ? "exact LRU" : p == PSIM_S3FIFO ? "S3-FIFO (libCacheSim defaults)"
-									  : "OPT (Belady, furthest next use)",
-				 p == PSIM_OPT ? " (a heuristic bound for variable sizes)" : "", t->nreq,
-				 (unsigned long long)budget);
-			snprintf(m, sizeof(m), "policy_%.24s_byte_hit_%s", t->name, psim_name((enum psim_policy)p));
-			bench_value(B, m, psim_byte_ratio(&t->sim[p]), "hit ratio", base);
-			snprintf(m, sizeof(m), "policy_%.24s_object_hit_%s", t->name, psim_name((enum psim_policy)p));
-			bench_value(B, m, psim_object_ratio(&t->sim[p]), "hit ratio", base);
-		}
+		const struct trace *t = &tr[ti];
 		if (!t->runs) {
 			have_all = 0;
-			snprintf(m, sizeof(m), "policy_%.24s_byte_hit_real", t->name);
-			bench_missing(B, m, "every real replay failed");
-			snprintf(m, sizeof(m), "policy_%.24s_object_hit_real", t->name);
-			bench_missing(B, m, "every real replay failed");
 			continue;
 		}
-		snprintf(base, sizeof(base), "the real arena: %d worker processes, get + lease + release, admit on a miss "
-			 "(single flight), budget %llu bytes", WORKERS, (unsigned long long)budget);
-		snprintf(m, sizeof(m), "policy_%.24s_byte_hit_real", t->name);
-		bench_stat(B, m, "hit ratio", t->byte_real, t->runs, base);
-		snprintf(m, sizeof(m), "policy_%.24s_object_hit_real", t->name);
-		bench_stat(B, m, "hit ratio", t->obj_real, t->runs, base);
-		double rf[16];
-		for (int i = 0; i < t->runs; i++)
-			rf[i] = (double)t->refusals[i];
-		snprintf(m, sizeof(m), "policy_%.24s_refusals", t->name);
-		char why[160];
-		int wl = 0;
-		for (int i = 0; i < SC_L2_REFUSE_COUNT && wl < (int)sizeof(why); i++)
-			if (t->refused_by[i])
-				wl += snprintf(why + wl, sizeof(why) - (size_t)wl, "%s%s %llu", wl ? ", " : "",
-					       sc_l2_refusal_name(i), (unsigned long long)t->refused_by[i]);
-		snprintf(base, sizeof(base), "admissions refused while replaying (sc_l2_stats), over all runs: %s",
-			 wl ? why : "none");
-		bench_stat(B, m, "admissions", rf, t->runs, base);
 		double med[16];
 		memcpy(med, t->byte_real, sizeof(double) * (size_t)t->runs);
 		double real = bench_median(med, t->runs), lru = psim_byte_ratio(&t->sim[PSIM_LRU]),
@@ -555,8 +608,12 @@ int bench_policy(int argc, char **argv)
 		bench_missing(B, "policy_real_vs_lru_min", "a trace has no real replay");
 		bench_missing(B, "policy_real_vs_s3fifo_min", "a trace has no real replay");
 	}
-	/* the scan: the same Zipf requests with and without it (index 4: zipf09_3x, 9: its scan) */
-	struct trace *base = &tr[4], *scan = &tr[9];
+}
+
+/* The scan: the same Zipf requests with and without it (index 4: zipf09_3x, 9: its scan). */
+static void report_scan(const struct trace *tr)
+{
+	const struct trace *base = &tr[4], *scan = &tr[9];
 	if (base->runs && scan->runs) {
 		double d[16];
 		int n = base->runs < scan->runs ? base->runs : scan->runs;
@@ -574,7 +631,26 @@ int bench_policy(int argc, char **argv)
 		bench_value(B, m, 100.0 * (psim_object_ratio(&base->sim_win[p]) - psim_object_ratio(&scan->sim_win[p])),
 			    "points", "the same drop for the simulator");
 	}
-out:
+}
+
+int bench_policy(int argc, char **argv)
+{
+	struct policy_opts o = { .budget = 192ull << 20, .runs = bench_quick ? 1 : 3,
+				 .nreq = bench_quick ? 5000 : 20000 };
+	int rc = parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	static struct trace tr[NTRACE];
+	uint8_t *src = malloc(MAX_OBJ + SRC_SLACK);
+	if (!src)
+		return EXIT_FAIL;
+	int fail = make_traces(tr, &o, src) || simulate(tr, o.budget) || replay(tr, &o, src);
+	if (!fail) {
+		for (int ti = 0; ti < NTRACE; ti++)
+			report_trace(&tr[ti], o.budget);
+		report_vs_simulators(tr);
+		report_scan(tr);
+	}
 	for (int ti = 0; ti < NTRACE; ti++)
 		trace_free(&tr[ti]);
 	free(src);

@@ -154,14 +154,9 @@ static pid_t start_trace(const char *self, const char *helper, const char *pin_d
 int bench_probes(int argc, char **argv)
 {
 	int quick = bench_quick;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return EXIT_OK;
-		} else {
-			return cli_usage_error("bench probes", "unknown option '%s'", argv[i]);
-		}
-	}
+	int rc = bench_no_options("probes", argc, argv, usage);
+	if (rc >= 0)
+		return rc;
 	char exe[PATH_MAX], dir[PATH_MAX], self[PATH_MAX + 16], with[PATH_MAX + 32], without[PATH_MAX + 48];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)

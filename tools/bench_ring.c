@@ -42,6 +42,7 @@
 #include <fcntl.h>
 
 #include "bench.h"
+#include "bench_tsc.h"
 
 #if defined(__has_include)
 #if __has_include(<rte_ring_elem.h>)
@@ -593,12 +594,6 @@ static void lat_consumer(void *v)
 	sc_arena_close(ar);
 }
 
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return (a > b) - (a < b);
-}
-
 /* The polling consumer with nothing to deliver, for @secs: its CPU share (0..1), or < 0. */
 static double idle_cpu(const char *name, double secs)
 {
@@ -646,7 +641,19 @@ static void usage(FILE *f)
 		   "a ratio is the median of the per-run ratios (the transports alternate within each run).\n");
 }
 
-int bench_ring(int argc, char **argv)
+/* One run of bench ring: its options, the arena of the commit rings, DPDK or why not, and the
+ * status (EXIT_OK until something fails; the phases after a failure do nothing). */
+struct ringrun {
+	int runs;
+	uint32_t bulk;
+	char name[64];
+	struct sc_arena *arena;
+	int have_rte;
+	const char *rte_why;
+	int status;
+};
+
+static int parse(int argc, char **argv, struct ringrun *x)
 {
 	static const struct option opts[] = {
 		{ "runs", required_argument, NULL, 'r' },
@@ -654,8 +661,7 @@ int bench_ring(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	int runs = bench_quick ? 3 : 7, c;
-	uint32_t bulk = 16;
+	int c;
 	uint64_t v;
 	optind = 0;
 	opterr = 0;
@@ -664,181 +670,221 @@ int bench_ring(int argc, char **argv)
 		case 'r':
 			if (cli_parse_u64(optarg, 101, &v) || !v)
 				return cli_usage_error("bench ring", "--runs takes 1..101, not '%s'", optarg);
-			runs = (int)v;
+			x->runs = (int)v;
 			break;
 		case 'b':
 			if (cli_parse_u64(optarg, SC_RING_BULK_MAX, &v) || !v)
 				return cli_usage_error("bench ring", "--bulk takes 1..%u, not '%s'", SC_RING_BULK_MAX, optarg);
-			bulk = (uint32_t)v;
+			x->bulk = (uint32_t)v;
 			break;
-		case 'h': usage(stdout); return EXIT_OK;
+		case 'h': usage(stdout); return -1;
 		default: return cli_usage_error("bench ring", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind != argc)
 		return cli_usage_error("bench ring", "unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+/* The shared pages, the arena with four commit rings, and DPDK's librte_ring when we have it. */
+static int setup(struct ringrun *x)
+{
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	lat = mmap(NULL, LAT_N * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED || lat == MAP_FAILED)
 		return cli_fail("bench ring", -errno, "mmap");
-	char name[64];
-	snprintf(name, sizeof(name), "bench-ring-%d", (int)getpid());
+	snprintf(x->name, sizeof(x->name), "bench-ring-%d", (int)getpid());
 	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_AUTO, .ring_count = 4, .ring_bytes = RING_BYTES };
-	struct sc_arena *arena;
-	int rc = sc_arena_create(name, &ao, &arena);
+	int rc = sc_arena_create(x->name, &ao, &x->arena);
 	if (rc)
-		return cli_fail("bench ring", rc, "creating arena %s", name);
-	int status = EXIT_OK;
-	int have_rte = 0;
-	const char *rte_why = "built without DPDK's headers (libdpdk-dev)";
+		return cli_fail("bench ring", rc, "creating arena %s", x->name);
+	x->rte_why = "built without DPDK's headers (libdpdk-dev)";
 #ifdef HAVE_RTE_RING
-	have_rte = rte_load() == 0;
-	if (!have_rte)
-		rte_why = "librte_ring not found (dlopen)";
+	x->have_rte = rte_load() == 0;
+	if (!x->have_rte)
+		x->rte_why = "librte_ring not found (dlopen)";
 	else
 		bench_env("ring", "dpdk", "%s (rte_ring zero-copy API, dlopen'ed librte_ring)", SC_DPDK_VERSION);
 #endif
-	/* the batcher */
-	{
-		double *ns = calloc((size_t)runs, sizeof(double)), *wall = calloc((size_t)runs, sizeof(double)),
-		       worst_heap = 0;
-		struct batch_arg ba = { name, bench_quick ? 4000000 : 16000000 };
-		for (int i = 0; i < runs; i++) {
-			if (run_pair(batcher_producer, batcher_consumer, &ba) < 0) {
-				status = cli_fail("bench ring", 0, "batcher run failed");
-				break;
-			}
-			ns[i] = sh->ns_per_token;
-			wall[i] = sh->wall_ns_per_token;
-			if ((double)sh->heap_delta > worst_heap)
-				worst_heap = (double)sh->heap_delta;
+	return 0;
+}
+
+/* The batcher's cost per token, and whether the heap grows. */
+static void bench_batcher(struct ringrun *x)
+{
+	int runs = x->runs;
+	double *ns = calloc((size_t)runs, sizeof(double)), *wall = calloc((size_t)runs, sizeof(double)),
+	       worst_heap = 0;
+	struct batch_arg ba = { x->name, bench_quick ? 4000000 : 16000000 };
+	for (int i = 0; i < runs; i++) {
+		if (run_pair(batcher_producer, batcher_consumer, &ba) < 0) {
+			x->status = cli_fail("bench ring", 0, "batcher run failed");
+			break;
 		}
-		if (status == EXIT_OK) {
-			bench_stat("ring", "batcher_ns_per_token", "ns", ns, runs, NULL);
-			bench_stat("ring", "batcher_wall_ns_per_token", "ns", wall, runs, NULL);
-			bench_value("ring", "batcher_heap_growth", worst_heap, "bytes", NULL);
-		}
-		free(wall);
-		free(ns);
+		ns[i] = sh->ns_per_token;
+		wall[i] = sh->wall_ns_per_token;
+		if ((double)sh->heap_delta > worst_heap)
+			worst_heap = (double)sh->heap_delta;
 	}
-	/* commit-to-visible latency, then the idle consumer */
-	if (status == EXIT_OK) {
-		double t0 = bench_now();
-		uint64_t c0 = __rdtsc();
-		while (bench_now() - t0 < 0.05)
-			;
-		double ns_tick = (bench_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
-		struct lat_arg la = { name, LAT_N };
-		if (run_pair(lat_producer, lat_consumer, &la) < 0) {
-			status = cli_fail("bench ring", 0, "latency run failed");
-		} else {
-			qsort(lat, LAT_N, sizeof(uint64_t), cmp_u64);
-			bench_value("ring", "commit_to_visible_p50_ns", (double)lat[LAT_N / 2] * ns_tick, "ns",
-				    "one 8-token record every ~20 us, TSC stamped at submit, read at delivery by a polling consumer");
-			bench_value("ring", "commit_to_visible_p99_ns", (double)lat[LAT_N * 99 / 100] * ns_tick, "ns", NULL);
-		}
-		double cpu = idle_cpu(name, bench_quick ? 0.3 : 1.0);
-		if (cpu >= 0)
-			bench_value("ring", "consumer_idle_cpu", cpu, "CPU fraction",
-				    "the benchmark's polling consumer (sc_ring_poll, exponential pause backoff to 64, sched_yield "
-				    "every 256 empty polls) with nothing to deliver");
-		else
-			bench_missing("ring", "consumer_idle_cpu", "the idle consumer failed");
+	if (x->status == EXIT_OK) {
+		bench_stat("ring", "batcher_ns_per_token", "ns", ns, runs, NULL);
+		bench_stat("ring", "batcher_wall_ns_per_token", "ns", wall, runs, NULL);
+		bench_value("ring", "batcher_heap_growth", worst_heap, "bytes", NULL);
 	}
-	static const uint32_t sizes[2] = { 8, 256 };
-	for (int s = 0; s < 2 && status == EXIT_OK; s++) {
-		uint32_t nt = sizes[s], esize = rec_bytes(nt);
-		uint64_t n = nt == 8 ? 2000000 : 400000, np = nt == 8 ? 1000000 : 200000;
-		if (bench_quick)
-			n /= 4, np /= 4;
-		n -= n % bulk;
-		np -= np % bulk;
-		/* per run: [0] ours bulk, [1] rte bulk, [2] ours single, [3] rte single, [4] pipe (bulk) */
-		double *m[5], *ratio[4];
-		for (int k = 0; k < 5; k++)
-			m[k] = calloc((size_t)runs, sizeof(double));
-		for (int k = 0; k < 4; k++)
-			ratio[k] = calloc((size_t)runs, sizeof(double));
+	free(wall);
+	free(ns);
+}
+
+/* Commit-to-visible latency, then the idle consumer. */
+static void bench_latency(struct ringrun *x)
+{
+	const char *name = x->name;
+	double t0 = bench_now();
+	uint64_t c0 = __rdtsc();
+	while (bench_now() - t0 < 0.05)
+		;
+	double ns_tick = (bench_now() - t0) * 1e9 / (double)(__rdtsc() - c0);
+	struct lat_arg la = { name, LAT_N };
+	if (run_pair(lat_producer, lat_consumer, &la) < 0) {
+		x->status = cli_fail("bench ring", 0, "latency run failed");
+	} else {
+		qsort(lat, LAT_N, sizeof(uint64_t), bench_cmp_u64);
+		bench_value("ring", "commit_to_visible_p50_ns", (double)lat[LAT_N / 2] * ns_tick, "ns",
+			    "one 8-token record every ~20 us, TSC stamped at submit, read at delivery by a polling consumer");
+		bench_value("ring", "commit_to_visible_p99_ns", (double)lat[LAT_N * 99 / 100] * ns_tick, "ns", NULL);
+	}
+	double cpu = idle_cpu(name, bench_quick ? 0.3 : 1.0);
+	if (cpu >= 0)
+		bench_value("ring", "consumer_idle_cpu", cpu, "CPU fraction",
+			    "the benchmark's polling consumer (sc_ring_poll, exponential pause backoff to 64, sched_yield "
+			    "every 256 empty polls) with nothing to deliver");
+	else
+		bench_missing("ring", "consumer_idle_cpu", "the idle consumer failed");
+}
+
+/* The rows of records of @nt tokens: per run m[0] ours bulk, [1] rte bulk, [2] ours single,
+ * [3] rte single, [4] pipe (bulk); ratio[0..3] ours bulk / rte, / pipe, ours single / rte, / pipe. */
+static void report_transfer(const struct ringrun *x, uint32_t nt, double **m, double **ratio)
+{
+	int runs = x->runs, have_rte = x->have_rte;
+	uint32_t bulk = x->bulk;
+	const char *rte_why = x->rte_why;
+	char k[80], bl[300];
+	snprintf(k, sizeof(k), "records_%u_per_s", nt);
+	bench_stat("ring", k, "records/s", m[0], runs, NULL);
+	snprintf(k, sizeof(k), "rte_ring_records_%u_per_s", nt);
+	snprintf(bl, sizeof(bl), "DPDK rte_ring SP/SC zero-copy API: %u records written in place per enqueue, bursts of "
+		 "64 read in place, every token read; ours: sc_ring_try_submit_bulk of %u / sc_ring_poll of 64", bulk, bulk);
+	if (have_rte)
+		bench_stat("ring", k, "records/s", m[1], runs, NULL);
+	else
+		bench_missing("ring", k, "%s", rte_why);
+	snprintf(k, sizeof(k), "records_%u_vs_rte_ring", nt);
+	if (have_rte)
+		bench_stat("ring", k, "ratio", ratio[0], runs, bl);
+	else
+		bench_missing("ring", k, "%s", rte_why);
+	snprintf(k, sizeof(k), "pipe_records_%u_per_s", nt);
+	bench_stat("ring", k, "records/s", m[4], runs, NULL);
+	snprintf(bl, sizeof(bl), "a pipe (F_SETPIPE_SZ 256 KiB, as our ring), %u records per write(), 64 KiB reads, "
+		 "every token read", bulk);
+	snprintf(k, sizeof(k), "records_%u_vs_pipe", nt);
+	bench_stat("ring", k, "ratio", ratio[1], runs, bl);
+	snprintf(k, sizeof(k), "records_%u_single_per_s", nt);
+	bench_stat("ring", k, "records/s", m[2], runs, NULL);
+	snprintf(k, sizeof(k), "records_%u_single_vs_rte_ring", nt);
+	if (have_rte)
+		bench_stat("ring", k, "ratio", ratio[2], runs, "rte_ring zero-copy, one record per enqueue");
+	else
+		bench_missing("ring", k, "%s", rte_why);
+	snprintf(k, sizeof(k), "records_%u_single_vs_pipe", nt);
+	bench_stat("ring", k, "ratio", ratio[3], runs, "the pipe above (batched writes) vs ours one record per publish");
+}
+
+/* Records of @nt tokens: ours (bulk, then one at a time), rte_ring the same, and a pipe, each run. */
+static void bench_transfer(struct ringrun *x, uint32_t nt)
+{
+	int runs = x->runs;
+	uint32_t bulk = x->bulk, esize = rec_bytes(nt);
+	const char *name = x->name;
+	uint64_t n = nt == 8 ? 2000000 : 400000, np = nt == 8 ? 1000000 : 200000;
+	if (bench_quick)
+		n /= 4, np /= 4;
+	n -= n % bulk;
+	np -= np % bulk;
+	/* per run: [0] ours bulk, [1] rte bulk, [2] ours single, [3] rte single, [4] pipe (bulk) */
+	double *m[5], *ratio[4];
+	for (int k = 0; k < 5; k++)
+		m[k] = calloc((size_t)runs, sizeof(double));
+	for (int k = 0; k < 4; k++)
+		ratio[k] = calloc((size_t)runs, sizeof(double));
 #ifdef HAVE_RTE_RING
-		uint32_t count = 0;
-		size_t rbytes = 0;
-		struct rte_ring *rr = have_rte ? rte_make(esize, &count, &rbytes) : NULL;
-		if (have_rte && !rr) {
-			rte_why = "rte_ring_init failed";
-			have_rte = 0;
-		}
+	uint32_t count = 0;
+	size_t rbytes = 0;
+	struct rte_ring *rr = x->have_rte ? rte_make(esize, &count, &rbytes) : NULL;
+	if (x->have_rte && !rr) {
+		x->rte_why = "rte_ring_init failed";
+		x->have_rte = 0;
+	}
+	int have_rte = x->have_rte;
 #endif
-		for (int i = 0; i < runs && status == EXIT_OK; i++) {
-			for (int var = 0; var < 2 && status == EXIT_OK; var++) {
-				uint32_t b = var == 1 ? 1 : bulk;
-				struct ring_arg ra = { name, nt, b, n };
-				double t = run_pair(ring_producer, ring_consumer, &ra);
-				if (t <= 0)
-					status = cli_fail("bench ring", 0, "ring run failed (lost or reordered records)");
-				m[2 * var][i] = (double)n / t;
-#ifdef HAVE_RTE_RING
-				if (have_rte) {
-					p_ring_init(rr, "sc_bench", count, RING_F_SP_ENQ | RING_F_SC_DEQ);
-					struct rte_arg qa = { rr, esize, nt, b, n };
-					t = run_pair(rte_producer, rte_consumer, &qa);
-					if (t <= 0)
-						status = cli_fail("bench ring", 0, "rte_ring run failed");
-					m[2 * var + 1][i] = (double)n / t;
-					ratio[2 * var][i] = m[2 * var][i] / m[2 * var + 1][i];
-				}
-#endif
-			}
-			double t = pipe_run(nt, np, bulk);
+	(void)esize;
+	for (int i = 0; i < runs && x->status == EXIT_OK; i++) {
+		for (int var = 0; var < 2 && x->status == EXIT_OK; var++) {
+			uint32_t b = var == 1 ? 1 : bulk;
+			struct ring_arg ra = { name, nt, b, n };
+			double t = run_pair(ring_producer, ring_consumer, &ra);
 			if (t <= 0)
-				status = cli_fail("bench ring", 0, "pipe run failed");
-			m[4][i] = (double)np / t;
-			ratio[1][i] = m[0][i] / m[4][i];
-			ratio[3][i] = m[2][i] / m[4][i];
-		}
-		if (status == EXIT_OK) {
-			char k[80], bl[300];
-			snprintf(k, sizeof(k), "records_%u_per_s", nt);
-			bench_stat("ring", k, "records/s", m[0], runs, NULL);
-			snprintf(k, sizeof(k), "rte_ring_records_%u_per_s", nt);
-			snprintf(bl, sizeof(bl), "DPDK rte_ring SP/SC zero-copy API: %u records written in place per enqueue, bursts of "
-				 "64 read in place, every token read; ours: sc_ring_try_submit_bulk of %u / sc_ring_poll of 64", bulk, bulk);
-			if (have_rte)
-				bench_stat("ring", k, "records/s", m[1], runs, NULL);
-			else
-				bench_missing("ring", k, "%s", rte_why);
-			snprintf(k, sizeof(k), "records_%u_vs_rte_ring", nt);
-			if (have_rte)
-				bench_stat("ring", k, "ratio", ratio[0], runs, bl);
-			else
-				bench_missing("ring", k, "%s", rte_why);
-			snprintf(k, sizeof(k), "pipe_records_%u_per_s", nt);
-			bench_stat("ring", k, "records/s", m[4], runs, NULL);
-			snprintf(bl, sizeof(bl), "a pipe (F_SETPIPE_SZ 256 KiB, as our ring), %u records per write(), 64 KiB reads, "
-				 "every token read", bulk);
-			snprintf(k, sizeof(k), "records_%u_vs_pipe", nt);
-			bench_stat("ring", k, "ratio", ratio[1], runs, bl);
-			snprintf(k, sizeof(k), "records_%u_single_per_s", nt);
-			bench_stat("ring", k, "records/s", m[2], runs, NULL);
-			snprintf(k, sizeof(k), "records_%u_single_vs_rte_ring", nt);
-			if (have_rte)
-				bench_stat("ring", k, "ratio", ratio[2], runs, "rte_ring zero-copy, one record per enqueue");
-			else
-				bench_missing("ring", k, "%s", rte_why);
-			snprintf(k, sizeof(k), "records_%u_single_vs_pipe", nt);
-			bench_stat("ring", k, "ratio", ratio[3], runs, "the pipe above (batched writes) vs ours one record per publish");
-		}
+				x->status = cli_fail("bench ring", 0, "ring run failed (lost or reordered records)");
+			m[2 * var][i] = (double)n / t;
 #ifdef HAVE_RTE_RING
-		if (rr)
-			munmap(rr, rbytes);
+			if (have_rte) {
+				p_ring_init(rr, "sc_bench", count, RING_F_SP_ENQ | RING_F_SC_DEQ);
+				struct rte_arg qa = { rr, esize, nt, b, n };
+				t = run_pair(rte_producer, rte_consumer, &qa);
+				if (t <= 0)
+					x->status = cli_fail("bench ring", 0, "rte_ring run failed");
+				m[2 * var + 1][i] = (double)n / t;
+				ratio[2 * var][i] = m[2 * var][i] / m[2 * var + 1][i];
+			}
 #endif
-		for (int k = 0; k < 5; k++)
-			free(m[k]);
-		for (int k = 0; k < 4; k++)
-			free(ratio[k]);
+		}
+		double t = pipe_run(nt, np, bulk);
+		if (t <= 0)
+			x->status = cli_fail("bench ring", 0, "pipe run failed");
+		m[4][i] = (double)np / t;
+		ratio[1][i] = m[0][i] / m[4][i];
+		ratio[3][i] = m[2][i] / m[4][i];
 	}
-	sc_arena_close(arena);
-	sc_arena_destroy(NULL, name);
+	if (x->status == EXIT_OK)
+		report_transfer(x, nt, m, ratio);
+#ifdef HAVE_RTE_RING
+	if (rr)
+		munmap(rr, rbytes);
+#endif
+	for (int k = 0; k < 5; k++)
+		free(m[k]);
+	for (int k = 0; k < 4; k++)
+		free(ratio[k]);
+}
+
+int bench_ring(int argc, char **argv)
+{
+	struct ringrun x = { .runs = bench_quick ? 3 : 7, .bulk = 16, .status = EXIT_OK };
+	int rc = parse(argc, argv, &x);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = setup(&x)))
+		return rc;
+	bench_batcher(&x);
+	if (x.status == EXIT_OK)
+		bench_latency(&x);
+	static const uint32_t sizes[2] = { 8, 256 };
+	for (int s = 0; s < 2 && x.status == EXIT_OK; s++)
+		bench_transfer(&x, sizes[s]);
+	sc_arena_close(x.arena);
+	sc_arena_destroy(NULL, x.name);
 	munmap(sh, sizeof(*sh));
 	munmap(lat, LAT_N * sizeof(uint64_t));
-	return status;
+	return x.status;
 }

@@ -253,6 +253,56 @@ static int consumer_main(const char *arena_name, struct shared *sh)
 
 /* ---- a stage worker ---- */
 
+/* Restore @doc's prefix (from L2, or filled from L3 and perhaps promoted) and check what was
+ * served: the right prefix, and bytes that hash to its digest. Records the outcome of @ticket;
+ * -1 when the restore failed (counted). */
+static int serve(struct shared *sh, struct worker_stats *ws, struct sc_stage *st, struct sc_l3 *l3,
+		 const struct wl_doc *doc, uint64_t request_id, uint64_t ticket, int32_t *tokens)
+{
+	uint32_t n = wl_prompt(doc, request_id, 8 + (uint32_t)(request_id % 32), tokens);
+	struct sc_restore r;
+	int rc = sc_restore(st, l3, NS, tokens, n, SC_RESTORE_WAIT, &r);
+	if (rc < 0) {
+		atomic_fetch_add(&ws->errors, 1);
+		atomic_store(&ws->last_error, rc);
+		return -1;
+	}
+	if ((uint32_t)rc != doc->token_count || !sc_digest_equal(r.digest, doc->digest) ||
+	    !sc_digest_equal(sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest))
+		atomic_fetch_add(&ws->verify_errors, 1);
+	if (ticket < MAX_SEQ)
+		sh->seq_hit[ticket] = r.source == SC_RESTORE_FROM_L2;
+	if (r.source == SC_RESTORE_FROM_L2) {
+		atomic_fetch_add(&ws->from_l2, 1);
+	} else {
+		atomic_fetch_add(&ws->from_l3, 1);
+		atomic_fetch_add(&ws->fill_bytes, r.sec_len[0] + r.sec_len[1]);
+		atomic_fetch_add(&ws->fill_ns, r.fill_ns);
+		if (r.promoted)
+			atomic_fetch_add(&ws->promoted, 1);
+	}
+	sc_restore_release(&r);
+	return 0;
+}
+
+/* Decode: tokens 5 ms apart in model time, batched by the commit batcher. */
+static void decode(struct worker_stats *ws, struct sc_ring *ring, uint64_t request_id, const struct wl_doc *doc)
+{
+	struct sc_batcher b;
+	sc_batcher_init(&b, ring, request_id, doc->id);
+	uint32_t len = wl_gen_length(request_id);
+	for (uint32_t i = 0; i < len; i++) {
+		while (sc_batcher_commit(&b, wl_gen_token(request_id, i), (uint64_t)i * 5000000ull) == -EAGAIN) {
+			atomic_fetch_add(&ws->ring_full_waits, 1);
+			usleep(200);
+		}
+	}
+	while (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN)
+		usleep(200);
+	atomic_fetch_add(&ws->tokens, len);
+	atomic_fetch_add(&ws->requests, 1);
+}
+
 static int worker_main(uint32_t id, const char *arena_name, const char *l3dir, const struct demo_opts *o,
 		       struct shared *sh)
 {
@@ -281,45 +331,8 @@ static int worker_main(uint32_t id, const char *arena_name, const char *l3dir, c
 		uint64_t ticket = atomic_fetch_add(&sh->ticket, 1);
 		if (ticket < MAX_SEQ)
 			sh->seq_doc[ticket] = (uint16_t)doc->id;
-		uint32_t n = wl_prompt(doc, request_id, 8 + (uint32_t)(request_id % 32), tokens);
-		struct sc_restore r;
-		rc = sc_restore(st, l3, NS, tokens, n, SC_RESTORE_WAIT, &r);
-		if (rc < 0) {
-			atomic_fetch_add(&ws->errors, 1);
-			atomic_store(&ws->last_error, rc);
-			continue;
-		}
-		/* verify what we were served: the right prefix, and bytes that hash to its digest */
-		if ((uint32_t)rc != doc->token_count || !sc_digest_equal(r.digest, doc->digest) ||
-		    !sc_digest_equal(sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest))
-			atomic_fetch_add(&ws->verify_errors, 1);
-		if (ticket < MAX_SEQ)
-			sh->seq_hit[ticket] = r.source == SC_RESTORE_FROM_L2;
-		if (r.source == SC_RESTORE_FROM_L2) {
-			atomic_fetch_add(&ws->from_l2, 1);
-		} else {
-			atomic_fetch_add(&ws->from_l3, 1);
-			atomic_fetch_add(&ws->fill_bytes, r.sec_len[0] + r.sec_len[1]);
-			atomic_fetch_add(&ws->fill_ns, r.fill_ns);
-			if (r.promoted)
-				atomic_fetch_add(&ws->promoted, 1);
-		}
-		sc_restore_release(&r);
-
-		/* decode: tokens 5 ms apart in model time, batched by the commit batcher */
-		struct sc_batcher b;
-		sc_batcher_init(&b, ring, request_id, doc->id);
-		uint32_t len = wl_gen_length(request_id);
-		for (uint32_t i = 0; i < len; i++) {
-			while (sc_batcher_commit(&b, wl_gen_token(request_id, i), (uint64_t)i * 5000000ull) == -EAGAIN) {
-				atomic_fetch_add(&ws->ring_full_waits, 1);
-				usleep(200);
-			}
-		}
-		while (sc_batcher_finish(&b, SC_COMMIT_FINISHED) == -EAGAIN)
-			usleep(200);
-		atomic_fetch_add(&ws->tokens, len);
-		atomic_fetch_add(&ws->requests, 1);
+		if (serve(sh, ws, st, l3, doc, request_id, ticket, tokens) == 0)
+			decode(ws, ring, request_id, doc);
 	}
 	rc = 0;
 out:
@@ -534,322 +547,425 @@ static void sum_workers(const struct shared *sh, uint32_t n, struct totals *t)
 	}
 }
 
-int cmd_demo(int argc, char **argv)
-{
-	struct demo_opts o = { .workers = 4, .docs = 128, .min_tokens = 32, .max_tokens = 2048, .seconds = 30,
-			       .zipf = 0.9, .arena_bytes = 320u << 20, .trace = 1 };
-	wl_geometry_default(&o.g);
-	int prc = parse(argc, argv, &o);
-	if (prc)
-		return prc < 0 ? EXIT_OK : prc;
-
-	int tty = isatty(2), root = geteuid() == 0, rc = EXIT_FAIL;
+/* Everything one run of the demo holds: its names, handles, processes, and what it measured. */
+struct demo {
+	struct demo_opts o;
+	int tty, root;
 	char arena_name[64], l3buf[256], tlog[256], pindir[256], self[4096];
-	snprintf(arena_name, sizeof(arena_name), "demo-%d", (int)getpid());
-	snprintf(tlog, sizeof(tlog), "/tmp/stagecache-demo-%d-trace.log", (int)getpid());
-	snprintf(pindir, sizeof(pindir), "/sys/fs/bpf/stagecache-demo-%d", (int)getpid());
-	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	self[sl > 0 ? sl : 0] = 0;
-	const char *l3dir = o.l3dir;
-	int own_l3 = !l3dir;
-	if (own_l3) {
-		snprintf(l3buf, sizeof(l3buf), "/var/tmp/stagecache-demo-%d", (int)getpid());
-		l3dir = l3buf;
-	}
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED)
-		return cli_fail("demo", -errno, "mmap");
-	struct sc_arena *a = NULL;
-	struct sc_l3 *l3 = NULL;
-	struct sc_stage *st = NULL;
-	pid_t tracer = -1, consumer = -1, workers[MAX_WORKERS];
-	uint32_t nworkers = 0;
-
-	/* 1. the arena */
-	struct sc_arena_opts ao = { .size_bytes = o.arena_bytes, .huge = SC_HUGE_AUTO };
-	int r = sc_arena_create(arena_name, &ao, &a);
-	if (r) {
-		cli_fail("demo", r, "cannot create the arena");
-		goto out;
-	}
+	const char *l3dir;
+	int own_l3;
+	struct shared *sh;
+	struct sc_arena *a;
 	struct sc_arena_info info;
-	sc_arena_info(a, &info);
-	char hb[32], hb2[32];
-	printf("arena %s: %s, backing %s%s\n", arena_name, cli_human(info.size_bytes, hb, sizeof(hb)),
-	       sc_backing_name(info.backing),
-	       info.backing == SC_BACKING_HUGETLBFS_2M ? "" :
-	       root ? " (no free 2 MiB hugepages on a hugetlbfs mount: fell back; run stagecache setup)" :
-		      " (not root: no hugepages reserved; fell back)");
+	pid_t tracer, consumer, workers[MAX_WORKERS];
+	uint32_t nworkers;
+	/* the run: the L2 hit ratio per window of win_s seconds */
+	double t0, window_hit[WINDOWS], elapsed;
+	uint32_t nwin, win_s;
+	int worker_fail;
+	/* the results */
+	struct sc_l2_stats l2s;
+	struct sc_promote_stats ps;
+	struct sc_l3_index_stats xs;
+	struct trace_totals tt;
+	struct totals cur;
+	struct sim_out so;
+	uint64_t delivered, cerr, verify, refused_sum, l2_refused_sum;
+};
 
-	/* 2. the L3 store */
+/* Names of this run's arena, L3 directory, trace log and pin directory; the shared page. */
+static int demo_init(struct demo *d)
+{
+	int pid = (int)getpid();
+	d->tty = isatty(2);
+	d->root = geteuid() == 0;
+	d->tracer = d->consumer = -1;
+	snprintf(d->arena_name, sizeof(d->arena_name), "demo-%d", pid);
+	snprintf(d->tlog, sizeof(d->tlog), "/tmp/stagecache-demo-%d-trace.log", pid);
+	snprintf(d->pindir, sizeof(d->pindir), "/sys/fs/bpf/stagecache-demo-%d", pid);
+	ssize_t sl = readlink("/proc/self/exe", d->self, sizeof(d->self) - 1);
+	d->self[sl > 0 ? sl : 0] = 0;
+	d->l3dir = d->o.l3dir;
+	d->own_l3 = !d->l3dir;
+	if (d->own_l3) {
+		snprintf(d->l3buf, sizeof(d->l3buf), "/var/tmp/stagecache-demo-%d", pid);
+		d->l3dir = d->l3buf;
+	}
+	d->sh = mmap(NULL, sizeof(*d->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return d->sh == MAP_FAILED ? -errno : 0;
+}
+
+/* 1. the arena */
+static int make_arena(struct demo *d)
+{
+	struct sc_arena_opts ao = { .size_bytes = d->o.arena_bytes, .huge = SC_HUGE_AUTO };
+	int r = sc_arena_create(d->arena_name, &ao, &d->a);
+	if (r)
+		return cli_fail("demo", r, "cannot create the arena");
+	sc_arena_info(d->a, &d->info);
+	char hb[32];
+	printf("arena %s: %s, backing %s%s\n", d->arena_name, cli_human(d->info.size_bytes, hb, sizeof(hb)),
+	       sc_backing_name(d->info.backing),
+	       d->info.backing == SC_BACKING_HUGETLBFS_2M ? "" :
+	       d->root ? " (no free 2 MiB hugepages on a hugetlbfs mount: fell back; run stagecache setup)" :
+			 " (not root: no hugepages reserved; fell back)");
+	return 0;
+}
+
+/* 2. the L3 store: the documents written, and how their footprints compare with the L2 budget */
+static int make_l3(struct demo *d)
+{
+	const struct demo_opts *o = &d->o;
+	struct sc_l3 *l3 = NULL;
 	struct sc_l3_opts lo = { 0 };
-	if ((r = sc_l3_open(l3dir, &lo, &l3))) {
-		cli_fail("demo", r, "cannot open L3 directory %s", l3dir);
-		goto out;
-	}
-	wl_docs_make(sh->docs, o.docs, o.min_tokens, o.max_tokens, 0x5eed);
+	char hb[32], hb2[32];
+	int r = sc_l3_open(d->l3dir, &lo, &l3);
+	if (r)
+		return cli_fail("demo", r, "cannot open L3 directory %s", d->l3dir);
+	wl_docs_make(d->sh->docs, o->docs, o->min_tokens, o->max_tokens, 0x5eed);
 	printf("L3 %s: %u documents of %u-%u tokens, %s per token (%u layers x %u KV heads x %u dims, fp16)\n",
-	       l3dir, o.docs, o.min_tokens, o.max_tokens, cli_human(wl_kv_bytes_per_token(&o.g), hb, sizeof(hb)),
-	       o.g.layers, o.g.kv_heads, o.g.head_dim);
-	if ((r = populate_l3(l3, &o, sh, tty))) {
-		cli_fail("demo", r, "cannot write the L3 objects");
-		goto out;
-	}
+	       d->l3dir, o->docs, o->min_tokens, o->max_tokens, cli_human(wl_kv_bytes_per_token(&o->g), hb, sizeof(hb)),
+	       o->g.layers, o->g.kv_heads, o->g.head_dim);
+	r = populate_l3(l3, o, d->sh, d->tty);
 	sc_l3_close(l3);
-	l3 = NULL;
+	if (r)
+		return cli_fail("demo", r, "cannot write the L3 objects");
 	struct sc_l2_stats l2s0;
 	uint64_t ws = 0;
-	for (uint32_t i = 0; i < o.docs; i++)
-		ws += doc_cost(&sh->docs[i]);
-	if (sc_l2_stats(a, NULL, &l2s0) == 0)
+	for (uint32_t i = 0; i < o->docs; i++)
+		ws += doc_cost(&d->sh->docs[i]);
+	if (sc_l2_stats(d->a, NULL, &l2s0) == 0)
 		printf("working set: %s of L2 footprints = %.2f x the L2 budget (%s): L2 must choose\n",
 		       cli_human(ws, hb, sizeof(hb)), (double)ws / (double)l2s0.budget_bytes,
 		       cli_human(l2s0.budget_bytes, hb2, sizeof(hb2)));
+	return 0;
+}
 
-	/* 3. trace */
-	struct trace_totals tt = { 0 };
-	if (o.trace && root) {
-		tracer = start_trace(self, tlog, pindir, o.seconds);
-		if (trace_wait_ready(tracer, tlog)) {
-			printf("trace: could not attach (see %s); going on without it\n", tlog);
-			if (tracer > 0) {
-				kill(tracer, SIGINT);
-				waitpid(tracer, NULL, 0);
-			}
-			tracer = -1;
-		} else {
-			printf("trace: eBPF programs attached to the library's USDT probes (maps pinned in %s)\n", pindir);
-		}
-	} else if (o.trace) {
-		printf("trace: skipped (not root: loading eBPF programs needs root)\n");
+static void stop_tracer(struct demo *d)
+{
+	if (d->tracer > 0) {
+		kill(d->tracer, SIGINT);
+		waitpid(d->tracer, NULL, 0);
 	}
+	d->tracer = -1;
+}
 
-	/* 4. the consumer, then the workers */
-	consumer = fork();
-	if (consumer == 0)
-		_exit(consumer_main(arena_name, sh));
+/* 3. `stagecache trace` in the background (root only); the demo goes on without it */
+static void start_tracing(struct demo *d)
+{
+	if (!d->o.trace)
+		return;
+	if (!d->root) {
+		printf("trace: skipped (not root: loading eBPF programs needs root)\n");
+		return;
+	}
+	d->tracer = start_trace(d->self, d->tlog, d->pindir, d->o.seconds);
+	if (trace_wait_ready(d->tracer, d->tlog)) {
+		printf("trace: could not attach (see %s); going on without it\n", d->tlog);
+		stop_tracer(d);
+	} else {
+		printf("trace: eBPF programs attached to the library's USDT probes (maps pinned in %s)\n", d->pindir);
+	}
+}
+
+/* 4. the consumer, then the workers */
+static int start_processes(struct demo *d)
+{
+	struct shared *sh = d->sh;
+	d->consumer = fork();
+	if (d->consumer == 0)
+		_exit(consumer_main(d->arena_name, sh));
 	while (!atomic_load(&sh->consumer_ready))
 		usleep(1000);
-	if (atomic_load(&sh->consumer_error)) {
-		cli_fail("demo", atomic_load(&sh->consumer_error), "the consumer could not start");
-		goto out;
-	}
-	printf("running %u workers for %u s (Zipf %.2f over %u documents) ...\n", o.workers, o.seconds, o.zipf, o.docs);
+	if (atomic_load(&sh->consumer_error))
+		return cli_fail("demo", atomic_load(&sh->consumer_error), "the consumer could not start");
+	printf("running %u workers for %u s (Zipf %.2f over %u documents) ...\n", d->o.workers, d->o.seconds,
+	       d->o.zipf, d->o.docs);
 	fflush(stdout);
-	for (uint32_t i = 0; i < o.workers; i++) {
-		workers[i] = fork();
-		if (workers[i] == 0)
-			_exit(worker_main(i, arena_name, l3dir, &o, sh));
-		nworkers++;
+	for (uint32_t i = 0; i < d->o.workers; i++) {
+		d->workers[i] = fork();
+		if (d->workers[i] == 0)
+			_exit(worker_main(i, d->arena_name, d->l3dir, &d->o, sh));
+		d->nworkers++;
 	}
+	return 0;
+}
 
-	/* 5. progress, and the L2 hit ratio per window */
-	double t0 = cli_now(), window_hit[WINDOWS];
-	uint32_t nwin = 0, win_s = o.seconds <= 20 ? 2 : 5;
+/* One progress line: the totals so far and the rates over the last @dt seconds. */
+static void print_progress(const struct demo *d, double at, double dt, const struct totals *cur,
+			   const struct totals *prev)
+{
+	uint64_t dreq = cur->requests - prev->requests;
+	uint64_t dl2 = cur->from_l2 - prev->from_l2, dl3 = cur->from_l3 - prev->from_l3;
+	fprintf(stderr, "%s[%3.0fs] requests %llu (%.0f/s)  L2 hit %.1f%%  promotions %llu  fill %.2f GB/s  "
+			"tokens %llu -> %llu delivered  errors %llu%s",
+		d->tty ? "\r" : "", at, (unsigned long long)cur->requests, (double)dreq / dt,
+		dl2 + dl3 ? 100.0 * (double)dl2 / (double)(dl2 + dl3) : 0.0, (unsigned long long)cur->promoted,
+		(double)(cur->fill_bytes - prev->fill_bytes) / dt / 1e9, (unsigned long long)cur->tokens,
+		(unsigned long long)atomic_load(&d->sh->delivered_tokens),
+		(unsigned long long)(cur->verify_errors + cur->errors + atomic_load(&d->sh->consumer_errors)),
+		d->tty ? "   " : "\n");
+}
+
+/* 5. progress once a second, and the L2 hit ratio per window, for --seconds */
+static void watch(struct demo *d)
+{
+	double t0 = d->t0 = cli_now(), last = t0;
 	struct totals prev = { 0 }, cur, win_prev = { 0 };
-	double last = t0;
-	while (cli_now() - t0 < o.seconds) {
+	d->win_s = d->o.seconds <= 20 ? 2 : 5;
+	while (cli_now() - t0 < d->o.seconds) {
 		usleep(250000);
 		double now = cli_now();
 		if (now - last < 1.0)
 			continue;
-		sum_workers(sh, o.workers, &cur);
-		double dt = now - last;
-		uint64_t dreq = cur.requests - prev.requests;
-		uint64_t dl2 = cur.from_l2 - prev.from_l2, dl3 = cur.from_l3 - prev.from_l3;
-		fprintf(stderr, "%s[%3.0fs] requests %llu (%.0f/s)  L2 hit %.1f%%  promotions %llu  fill %.2f GB/s  "
-				"tokens %llu -> %llu delivered  errors %llu%s",
-			tty ? "\r" : "", now - t0, (unsigned long long)cur.requests, (double)dreq / dt,
-			dl2 + dl3 ? 100.0 * (double)dl2 / (double)(dl2 + dl3) : 0.0, (unsigned long long)cur.promoted,
-			(double)(cur.fill_bytes - prev.fill_bytes) / dt / 1e9, (unsigned long long)cur.tokens,
-			(unsigned long long)atomic_load(&sh->delivered_tokens),
-			(unsigned long long)(cur.verify_errors + cur.errors + atomic_load(&sh->consumer_errors)),
-			tty ? "   " : "\n");
-		if ((uint32_t)((now - t0) / win_s) > nwin && nwin < WINDOWS) {
+		sum_workers(d->sh, d->o.workers, &cur);
+		print_progress(d, now - t0, now - last, &cur, &prev);
+		if ((uint32_t)((now - t0) / d->win_s) > d->nwin && d->nwin < WINDOWS) {
 			uint64_t a2 = cur.from_l2 - win_prev.from_l2, a3 = cur.from_l3 - win_prev.from_l3;
-			window_hit[nwin++] = a2 + a3 ? (double)a2 / (double)(a2 + a3) : 0;
+			d->window_hit[d->nwin++] = a2 + a3 ? (double)a2 / (double)(a2 + a3) : 0;
 			win_prev = cur;
 		}
 		prev = cur;
 		last = now;
 	}
-	if (tty)
+	if (d->tty)
 		fprintf(stderr, "\n");
-	atomic_store(&sh->stop_workers, 1);
-	int worker_fail = 0;
-	for (uint32_t i = 0; i < nworkers; i++) {
+}
+
+/* Stop the workers, then (once the rings are drained) the consumer. */
+static void stop_processes(struct demo *d, int *worker_fail)
+{
+	atomic_store(&d->sh->stop_workers, 1);
+	for (uint32_t i = 0; i < d->nworkers; i++) {
 		int status;
-		waitpid(workers[i], &status, 0);
-		worker_fail |= !WIFEXITED(status) || WEXITSTATUS(status);
+		waitpid(d->workers[i], &status, 0);
+		if (worker_fail)
+			*worker_fail |= !WIFEXITED(status) || WEXITSTATUS(status);
 	}
-	nworkers = 0;
-	atomic_store(&sh->stop_consumer, 1);
-	waitpid(consumer, NULL, 0);
-	consumer = -1;
-	double elapsed = cli_now() - t0;
+	d->nworkers = 0;
+	if (d->consumer > 0) {
+		atomic_store(&d->sh->stop_consumer, 1);
+		waitpid(d->consumer, NULL, 0);
+	}
+	d->consumer = -1;
+}
 
-	/* 6. counters: the library's own, and eBPF's */
-	struct sc_l2_stats l2s;
-	struct sc_promote_stats ps;
-	struct sc_l3_index_stats xs;
-	memset(&l2s, 0, sizeof(l2s));
-	memset(&ps, 0, sizeof(ps));
-	memset(&xs, 0, sizeof(xs));
-	sc_l2_stats(a, NULL, &l2s);
-	sc_promote_stats(a, &ps);
-	sc_l3_index_stats(a, &xs);
-	if (tracer > 0) {
+/* 6. counters: the library's own, eBPF's, and the same requests through the simulators */
+static void collect(struct demo *d)
+{
+	sc_l2_stats(d->a, NULL, &d->l2s);
+	sc_promote_stats(d->a, &d->ps);
+	sc_l3_index_stats(d->a, &d->xs);
+	if (d->tracer > 0) {
 		usleep(1500000); /* one more interval so the last snapshot includes everything */
-		kill(tracer, SIGINT);
-		waitpid(tracer, NULL, 0);
-		tracer = -1;
-		trace_read_totals(tlog, &tt);
+		stop_tracer(d);
+		trace_read_totals(d->tlog, &d->tt);
 	}
-	sum_workers(sh, o.workers, &cur);
-	uint64_t delivered = atomic_load(&sh->delivered_tokens), cerr = atomic_load(&sh->consumer_errors);
-	uint64_t verify = cur.verify_errors + cerr + (delivered != cur.tokens);
-	struct sim_out so;
-	simulate(sh, o.docs, l2s.budget_bytes, &so);
-	uint64_t refused_sum = 0, l2_refused_sum = 0;
+	sum_workers(d->sh, d->o.workers, &d->cur);
+	d->delivered = atomic_load(&d->sh->delivered_tokens);
+	d->cerr = atomic_load(&d->sh->consumer_errors);
+	d->verify = d->cur.verify_errors + d->cerr + (d->delivered != d->cur.tokens);
+	simulate(d->sh, d->o.docs, d->l2s.budget_bytes, &d->so);
 	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++) {
-		refused_sum += ps.refused[i];
-		l2_refused_sum += l2s.refused[i];
+		d->refused_sum += d->ps.refused[i];
+		d->l2_refused_sum += d->l2s.refused[i];
 	}
+}
 
-	if (o.json) {
-		printf("{\"seconds\":%.1f,\"workers\":%u,\"backing\":\"%s\",\"requests\":%llu,\"from_l2\":%llu,"
-		       "\"from_l3\":%llu,\"promotions\":%llu,\"fill_gb_per_s\":%.3f,\"tokens_produced\":%llu,"
-		       "\"tokens_delivered\":%llu,\"commits\":%llu,\"verification_errors\":%llu,\"errors\":%llu,"
-		       "\"l2\":{\"hits\":%llu,\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"budget_bytes\":%llu,"
-		       "\"refused\":{",
-		       elapsed, o.workers, sc_backing_name(info.backing), (unsigned long long)cur.requests,
-		       (unsigned long long)cur.from_l2, (unsigned long long)cur.from_l3, (unsigned long long)cur.promoted,
-		       cur.fill_ns ? (double)cur.fill_bytes / (double)cur.fill_ns : 0.0, (unsigned long long)cur.tokens,
-		       (unsigned long long)delivered, (unsigned long long)atomic_load(&sh->delivered_commits),
-		       (unsigned long long)verify, (unsigned long long)cur.errors, (unsigned long long)l2s.hits,
-		       (unsigned long long)l2s.misses, (unsigned long long)l2s.inserts, (unsigned long long)l2s.evictions,
-		       (unsigned long long)l2s.budget_bytes);
-		for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
-			printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)l2s.refused[i]);
-		printf("}},\"promotion\":{\"decided\":%llu,\"published\":%llu,\"refused\":{", (unsigned long long)ps.promoted,
-		       (unsigned long long)ps.published);
-		for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
-			printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)ps.refused[i]);
-		printf("}},\"same_requests\":{\"requests\":%llu,\"object_hit\":{\"l2\":%.4f", (unsigned long long)so.n,
-		       psim_object_ratio(&so.real));
-		for (int p = 0; p < 3 && so.ok; p++)
-			printf(",\"%s\":%.4f", psim_name((enum psim_policy)p), psim_object_ratio(&so.sim[p]));
-		printf("},\"byte_hit\":{\"l2\":%.4f", psim_byte_ratio(&so.real));
-		for (int p = 0; p < 3 && so.ok; p++)
-			printf(",\"%s\":%.4f", psim_name((enum psim_policy)p), psim_byte_ratio(&so.sim[p]));
-		printf("}},\"l3_index\":{\"index_hits\":%llu,\"fallbacks\":%llu,\"key_collisions\":%llu},",
-		       (unsigned long long)xs.hits, (unsigned long long)xs.fallbacks, (unsigned long long)xs.key_collisions);
-		printf("\"ebpf\":{\"attached\":%s,\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
-		       "\"promotions\":%llu,\"promotions_published\":%llu,\"rejects\":%llu,\"evictions\":%llu,"
-		       "\"fills\":%llu,\"commits\":%llu},\"hit_ratio_windows\":[",
-		       tt.have ? "true" : "false", (unsigned long long)tt.hits, (unsigned long long)tt.promotion_hits,
-		       (unsigned long long)tt.misses, (unsigned long long)tt.promotions, (unsigned long long)tt.published,
-		       (unsigned long long)tt.rejects, (unsigned long long)tt.evictions, (unsigned long long)tt.fills,
-		       (unsigned long long)tt.commits);
-		for (uint32_t i = 0; i < nwin; i++)
-			printf("%s%.4f", i ? "," : "", window_hit[i]);
-		printf("]}\n");
-	} else {
-		printf("\n== summary (%.1f s, %u workers, arena %s %s) ==\n", elapsed, o.workers,
-		       cli_human(info.size_bytes, hb, sizeof(hb)), sc_backing_name(info.backing));
-		printf("requests            %llu (%.0f/s)\n", (unsigned long long)cur.requests, (double)cur.requests / elapsed);
-		printf("served from L2      %llu (%.1f%%)\n", (unsigned long long)cur.from_l2,
-		       cur.requests ? 100.0 * (double)cur.from_l2 / (double)cur.requests : 0.0);
-		printf("served from L3      %llu (fills: %s at %.2f GB/s)\n", (unsigned long long)cur.from_l3,
-		       cli_human(cur.fill_bytes, hb2, sizeof(hb2)),
-		       cur.fill_ns ? (double)cur.fill_bytes / (double)cur.fill_ns : 0.0);
-		printf("L2 hit ratio        ");
-		for (uint32_t i = 0; i < nwin; i++)
-			printf("%s%u-%us %.0f%%", i ? ", " : "", i * win_s, (i + 1) * win_s, 100 * window_hit[i]);
-		printf("\n");
-		if (so.ok && so.n) {
-			printf("same requests       L2 %.1f%% | simulated with the L2 budget: LRU %.1f%%, S3-FIFO %.1f%%, "
-			       "OPT %.1f%% (furthest next use)  [%llu requests, hit ratio by request]\n",
-			       100 * psim_object_ratio(&so.real), 100 * psim_object_ratio(&so.sim[PSIM_LRU]),
-			       100 * psim_object_ratio(&so.sim[PSIM_S3FIFO]), 100 * psim_object_ratio(&so.sim[PSIM_OPT]),
-			       (unsigned long long)so.n);
-			printf("  by bytes          L2 %.1f%% | LRU %.1f%%, S3-FIFO %.1f%%, OPT %.1f%%\n",
-			       100 * psim_byte_ratio(&so.real), 100 * psim_byte_ratio(&so.sim[PSIM_LRU]),
-			       100 * psim_byte_ratio(&so.sim[PSIM_S3FIFO]), 100 * psim_byte_ratio(&so.sim[PSIM_OPT]));
+/* {"name":count,...} of refusals by reason, all of them */
+static void json_refusals(const uint64_t *refused)
+{
+	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+		printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)refused[i]);
+}
+
+static void report_json(const struct demo *d)
+{
+	const struct totals *cur = &d->cur;
+	const struct sim_out *so = &d->so;
+	const struct trace_totals *tt = &d->tt;
+	printf("{\"seconds\":%.1f,\"workers\":%u,\"backing\":\"%s\",\"requests\":%llu,\"from_l2\":%llu,"
+	       "\"from_l3\":%llu,\"promotions\":%llu,\"fill_gb_per_s\":%.3f,\"tokens_produced\":%llu,"
+	       "\"tokens_delivered\":%llu,\"commits\":%llu,\"verification_errors\":%llu,\"errors\":%llu,"
+	       "\"l2\":{\"hits\":%llu,\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"budget_bytes\":%llu,"
+	       "\"refused\":{",
+	       d->elapsed, d->o.workers, sc_backing_name(d->info.backing), (unsigned long long)cur->requests,
+	       (unsigned long long)cur->from_l2, (unsigned long long)cur->from_l3, (unsigned long long)cur->promoted,
+	       cur->fill_ns ? (double)cur->fill_bytes / (double)cur->fill_ns : 0.0, (unsigned long long)cur->tokens,
+	       (unsigned long long)d->delivered, (unsigned long long)atomic_load(&d->sh->delivered_commits),
+	       (unsigned long long)d->verify, (unsigned long long)cur->errors, (unsigned long long)d->l2s.hits,
+	       (unsigned long long)d->l2s.misses, (unsigned long long)d->l2s.inserts,
+	       (unsigned long long)d->l2s.evictions, (unsigned long long)d->l2s.budget_bytes);
+	json_refusals(d->l2s.refused);
+	printf("}},\"promotion\":{\"decided\":%llu,\"published\":%llu,\"refused\":{", (unsigned long long)d->ps.promoted,
+	       (unsigned long long)d->ps.published);
+	json_refusals(d->ps.refused);
+	printf("}},\"same_requests\":{\"requests\":%llu,\"object_hit\":{\"l2\":%.4f", (unsigned long long)so->n,
+	       psim_object_ratio(&so->real));
+	for (int p = 0; p < 3 && so->ok; p++)
+		printf(",\"%s\":%.4f", psim_name((enum psim_policy)p), psim_object_ratio(&so->sim[p]));
+	printf("},\"byte_hit\":{\"l2\":%.4f", psim_byte_ratio(&so->real));
+	for (int p = 0; p < 3 && so->ok; p++)
+		printf(",\"%s\":%.4f", psim_name((enum psim_policy)p), psim_byte_ratio(&so->sim[p]));
+	printf("}},\"l3_index\":{\"index_hits\":%llu,\"fallbacks\":%llu,\"key_collisions\":%llu},",
+	       (unsigned long long)d->xs.hits, (unsigned long long)d->xs.fallbacks,
+	       (unsigned long long)d->xs.key_collisions);
+	printf("\"ebpf\":{\"attached\":%s,\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
+	       "\"promotions\":%llu,\"promotions_published\":%llu,\"rejects\":%llu,\"evictions\":%llu,"
+	       "\"fills\":%llu,\"commits\":%llu},\"hit_ratio_windows\":[",
+	       tt->have ? "true" : "false", (unsigned long long)tt->hits, (unsigned long long)tt->promotion_hits,
+	       (unsigned long long)tt->misses, (unsigned long long)tt->promotions, (unsigned long long)tt->published,
+	       (unsigned long long)tt->rejects, (unsigned long long)tt->evictions, (unsigned long long)tt->fills,
+	       (unsigned long long)tt->commits);
+	for (uint32_t i = 0; i < d->nwin; i++)
+		printf("%s%.4f", i ? "," : "", d->window_hit[i]);
+	printf("]}\n");
+}
+
+/* ": reason n, reason n" for the reasons with a count, nothing when there are none */
+static void text_refusals(const uint64_t *refused)
+{
+	for (int i = 0, first = 1; i < SC_L2_REFUSE_COUNT; i++)
+		if (refused[i]) {
+			printf("%s%s %llu", first ? ": " : ", ", sc_l2_refusal_name(i), (unsigned long long)refused[i]);
+			first = 0;
 		}
-		printf("promotions          %llu decided by the policy, %llu published in L2, %llu refused",
-		       (unsigned long long)ps.promoted, (unsigned long long)ps.published, (unsigned long long)refused_sum);
-		for (int i = 0, first = 1; i < SC_L2_REFUSE_COUNT; i++)
-			if (ps.refused[i]) {
-				printf("%s%s %llu", first ? ": " : ", ", sc_l2_refusal_name(i), (unsigned long long)ps.refused[i]);
-				first = 0;
-			}
-		printf(" (%u observations)\n", ps.observations);
-		printf("                    decided - published = %llu %s the refusals%s\n",
-		       (unsigned long long)(ps.promoted - ps.published), ps.promoted - ps.published == refused_sum ? "=" : "!=",
-		       cur.promoted == ps.published ? "" : " (workers counted a different number published!)");
-		printf("L2 refusals         %llu", (unsigned long long)l2_refused_sum);
-		for (int i = 0, first = 1; i < SC_L2_REFUSE_COUNT; i++)
-			if (l2s.refused[i]) {
-				printf("%s%s %llu", first ? ": " : ", ", sc_l2_refusal_name(i), (unsigned long long)l2s.refused[i]);
-				first = 0;
-			}
-		printf(" (every admission and reservation L2 turned down, by reason)\n");
-		printf("commits delivered   %llu\n", (unsigned long long)atomic_load(&sh->delivered_commits));
-		printf("tokens              %llu produced, %llu delivered, %llu generations verified\n",
-		       (unsigned long long)cur.tokens, (unsigned long long)delivered,
-		       (unsigned long long)atomic_load(&sh->generations_done));
-		printf("verification errors %llu%s%s\n", (unsigned long long)verify, cerr ? "  first: " : "",
-		       cerr ? sh->consumer_msg : "");
-		if (cur.errors)
-			printf("request errors      %llu (last: %s)\n", (unsigned long long)cur.errors,
-			       sc_strerror(cur.last_error));
-		printf("\n%-22s %14s %14s\n", "counter", "library", tt.have ? "eBPF" : "eBPF (off)");
-#define ROW(label, lib, bpf) printf("%-22s %14llu %14s\n", label, (unsigned long long)(lib), tt.have ? (snprintf(hb, sizeof(hb), "%llu", (unsigned long long)(bpf)), hb) : "-")
-		ROW("L2 hits", l2s.hits, tt.hits);
-		ROW("  promotion hits", cur.from_l2, tt.promotion_hits);
-		ROW("L2 misses", l2s.misses, tt.misses);
-		ROW("L2 inserts", l2s.inserts, tt.admits);
-		ROW("L2 evictions", l2s.evictions, tt.evictions);
-		ROW("promotions", ps.promoted, tt.promotions);
-		ROW("  published", ps.published, tt.published);
-		ROW("L2 refusals", l2s.admission_rejects, tt.rejects);
-		ROW("L3 fills", cur.from_l3, tt.fills);
-		ROW("commits", atomic_load(&sh->delivered_commits), tt.commits);
-		ROW("L3 index hits", xs.hits, tt.index_hits);
-		ROW("L3 directory probes", xs.fallbacks, tt.fallbacks);
-		ROW("key collisions", xs.key_collisions, tt.collisions);
-#undef ROW
-		if (tt.have)
-			printf("(pinned maps: bpftool map dump pinned %s/<map>; removed now)\n", pindir);
-	}
-	rc = (verify || worker_fail || cur.errors) ? EXIT_FAIL : EXIT_OK;
-	if (rc)
-		fprintf(stderr, "stagecache demo: %s\n", verify ? "VERIFICATION FAILED" : "some requests failed");
+}
 
-out:
-	if (tracer > 0) {
-		kill(tracer, SIGINT);
-		waitpid(tracer, NULL, 0);
+/* Requests, where they were served from, and the hit ratio next to the simulators'. */
+static void report_requests(const struct demo *d)
+{
+	const struct totals *cur = &d->cur;
+	const struct sim_out *so = &d->so;
+	char hb[32];
+	printf("requests            %llu (%.0f/s)\n", (unsigned long long)cur->requests, (double)cur->requests / d->elapsed);
+	printf("served from L2      %llu (%.1f%%)\n", (unsigned long long)cur->from_l2,
+	       cur->requests ? 100.0 * (double)cur->from_l2 / (double)cur->requests : 0.0);
+	printf("served from L3      %llu (fills: %s at %.2f GB/s)\n", (unsigned long long)cur->from_l3,
+	       cli_human(cur->fill_bytes, hb, sizeof(hb)), cur->fill_ns ? (double)cur->fill_bytes / (double)cur->fill_ns : 0.0);
+	printf("L2 hit ratio        ");
+	for (uint32_t i = 0; i < d->nwin; i++)
+		printf("%s%u-%us %.0f%%", i ? ", " : "", i * d->win_s, (i + 1) * d->win_s, 100 * d->window_hit[i]);
+	printf("\n");
+	if (so->ok && so->n) {
+		printf("same requests       L2 %.1f%% | simulated with the L2 budget: LRU %.1f%%, S3-FIFO %.1f%%, "
+		       "OPT %.1f%% (furthest next use)  [%llu requests, hit ratio by request]\n",
+		       100 * psim_object_ratio(&so->real), 100 * psim_object_ratio(&so->sim[PSIM_LRU]),
+		       100 * psim_object_ratio(&so->sim[PSIM_S3FIFO]), 100 * psim_object_ratio(&so->sim[PSIM_OPT]),
+		       (unsigned long long)so->n);
+		printf("  by bytes          L2 %.1f%% | LRU %.1f%%, S3-FIFO %.1f%%, OPT %.1f%%\n",
+		       100 * psim_byte_ratio(&so->real), 100 * psim_byte_ratio(&so->sim[PSIM_LRU]),
+		       100 * psim_byte_ratio(&so->sim[PSIM_S3FIFO]), 100 * psim_byte_ratio(&so->sim[PSIM_OPT]));
 	}
-	atomic_store(&sh->stop_workers, 1);
-	for (uint32_t i = 0; i < nworkers; i++)
-		waitpid(workers[i], NULL, 0);
-	if (consumer > 0) {
-		atomic_store(&sh->stop_consumer, 1);
-		waitpid(consumer, NULL, 0);
-	}
-	sc_stage_close(st);
-	sc_l3_close(l3);
-	sc_arena_close(a);
-	if (!o.keep) {
-		sc_arena_destroy(NULL, arena_name);
-		if (own_l3)
-			cli_rm_rf(l3dir);
-		unlink(tlog);
+}
+
+/* Promotions decided, published and refused; L2's refusals; what the consumer verified. */
+static void report_outcomes(const struct demo *d)
+{
+	const struct sc_promote_stats *ps = &d->ps;
+	printf("promotions          %llu decided by the policy, %llu published in L2, %llu refused",
+	       (unsigned long long)ps->promoted, (unsigned long long)ps->published, (unsigned long long)d->refused_sum);
+	text_refusals(ps->refused);
+	printf(" (%u observations)\n", ps->observations);
+	printf("                    decided - published = %llu %s the refusals%s\n",
+	       (unsigned long long)(ps->promoted - ps->published), ps->promoted - ps->published == d->refused_sum ? "=" : "!=",
+	       d->cur.promoted == ps->published ? "" : " (workers counted a different number published!)");
+	printf("L2 refusals         %llu", (unsigned long long)d->l2_refused_sum);
+	text_refusals(d->l2s.refused);
+	printf(" (every admission and reservation L2 turned down, by reason)\n");
+	printf("commits delivered   %llu\n", (unsigned long long)atomic_load(&d->sh->delivered_commits));
+	printf("tokens              %llu produced, %llu delivered, %llu generations verified\n",
+	       (unsigned long long)d->cur.tokens, (unsigned long long)d->delivered,
+	       (unsigned long long)atomic_load(&d->sh->generations_done));
+	printf("verification errors %llu%s%s\n", (unsigned long long)d->verify, d->cerr ? "  first: " : "",
+	       d->cerr ? d->sh->consumer_msg : "");
+	if (d->cur.errors)
+		printf("request errors      %llu (last: %s)\n", (unsigned long long)d->cur.errors,
+		       sc_strerror(d->cur.last_error));
+}
+
+/* The library's counters next to eBPF's ("-" without a tracer). */
+static void report_counters(const struct demo *d)
+{
+	const struct trace_totals *tt = &d->tt;
+	char hb[32];
+	printf("\n%-22s %14s %14s\n", "counter", "library", tt->have ? "eBPF" : "eBPF (off)");
+#define ROW(label, lib, bpf) printf("%-22s %14llu %14s\n", label, (unsigned long long)(lib), tt->have ? (snprintf(hb, sizeof(hb), "%llu", (unsigned long long)(bpf)), hb) : "-")
+	ROW("L2 hits", d->l2s.hits, tt->hits);
+	ROW("  promotion hits", d->cur.from_l2, tt->promotion_hits);
+	ROW("L2 misses", d->l2s.misses, tt->misses);
+	ROW("L2 inserts", d->l2s.inserts, tt->admits);
+	ROW("L2 evictions", d->l2s.evictions, tt->evictions);
+	ROW("promotions", d->ps.promoted, tt->promotions);
+	ROW("  published", d->ps.published, tt->published);
+	ROW("L2 refusals", d->l2s.admission_rejects, tt->rejects);
+	ROW("L3 fills", d->cur.from_l3, tt->fills);
+	ROW("commits", atomic_load(&d->sh->delivered_commits), tt->commits);
+	ROW("L3 index hits", d->xs.hits, tt->index_hits);
+	ROW("L3 directory probes", d->xs.fallbacks, tt->fallbacks);
+	ROW("key collisions", d->xs.key_collisions, tt->collisions);
+#undef ROW
+	if (tt->have)
+		printf("(pinned maps: bpftool map dump pinned %s/<map>; removed now)\n", d->pindir);
+}
+
+static void report_text(const struct demo *d)
+{
+	char hb[32];
+	printf("\n== summary (%.1f s, %u workers, arena %s %s) ==\n", d->elapsed, d->o.workers,
+	       cli_human(d->info.size_bytes, hb, sizeof(hb)), sc_backing_name(d->info.backing));
+	report_requests(d);
+	report_outcomes(d);
+	report_counters(d);
+}
+
+/* Whatever is still running is stopped; the arena and L3 directory go unless --keep. */
+static void cleanup(struct demo *d)
+{
+	stop_tracer(d);
+	stop_processes(d, NULL);
+	sc_arena_close(d->a);
+	if (!d->o.keep) {
+		sc_arena_destroy(NULL, d->arena_name);
+		if (d->own_l3)
+			cli_rm_rf(d->l3dir);
+		unlink(d->tlog);
 	} else {
-		printf("kept: arena %s, L3 %s\n", arena_name, l3dir);
+		printf("kept: arena %s, L3 %s\n", d->arena_name, d->l3dir);
 	}
-	munmap(sh, sizeof(*sh));
+	munmap(d->sh, sizeof(*d->sh));
+}
+
+int cmd_demo(int argc, char **argv)
+{
+	static struct demo d = { .o = { .workers = 4, .docs = 128, .min_tokens = 32, .max_tokens = 2048, .seconds = 30,
+					.zipf = 0.9, .arena_bytes = 320u << 20, .trace = 1 } };
+	wl_geometry_default(&d.o.g);
+	int rc = parse(argc, argv, &d.o);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = demo_init(&d)))
+		return cli_fail("demo", rc, "mmap");
+
+	rc = EXIT_FAIL;
+	if (make_arena(&d) || make_l3(&d))
+		goto out;
+	start_tracing(&d);
+	if (start_processes(&d))
+		goto out;
+	watch(&d);
+	stop_processes(&d, &d.worker_fail);
+	d.elapsed = cli_now() - d.t0;
+	collect(&d);
+
+	if (d.o.json)
+		report_json(&d);
+	else
+		report_text(&d);
+	rc = (d.verify || d.worker_fail || d.cur.errors) ? EXIT_FAIL : EXIT_OK;
+	if (rc)
+		fprintf(stderr, "stagecache demo: %s\n", d.verify ? "VERIFICATION FAILED" : "some requests failed");
+out:
+	cleanup(&d);
 	return rc;
 }

@@ -331,105 +331,118 @@ static void header(FILE *f, const struct family *fam, int om)
 	fprintf(f, "# HELP %s%s %s.\n", fam->name, suffix, fam->help);
 }
 
-static void write_metrics(FILE *f, const struct exporter *x, struct arena_snap *as, struct l3_snap *ls, int om)
+/* One sample per index j < @n (a refusal reason, a collision level): the 8-byte field at
+ * fam->off + 8 j of @base, labelled @label="name(j)". */
+static void sample_each(FILE *f, const struct family *fam, const char *an, const void *base, int n,
+			const char *label, const char *(*name)(int j))
+{
+	char v[64];
+	for (int j = 0; j < n; j++) {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)field(base, fam->off + 8 * (size_t)j, 8));
+		sample(f, fam, "arena", an, label, name(j), v);
+	}
+}
+
+static const char *level_name(int j)
+{
+	static const char *const level[] = { "l2", "index", "l3" };
+	return level[j];
+}
+
+/* An S_ARENA family's value for @s; 0 when the arena's info is missing. */
+static int arena_value(const struct family *fam, const struct arena_snap *s, uint64_t *val)
+{
+	switch (fam->off) {
+	case A_UP: *val = (uint64_t)s->up; return 1;
+	case A_ATTACHED: *val = s->info.attached_count; break;
+	case A_SIZE: *val = s->info.size_bytes; break;
+	case A_HEAP: *val = s->info.heap_bytes; break;
+	default: *val = s->info.page_size; break;
+	}
+	return s->have_info;
+}
+
+/* One value of arena @an (a struct @base when @have), unlabelled. */
+static void sample_one(FILE *f, const struct family *fam, const char *an, const void *base, int have)
+{
+	char v[64];
+	if (!have)
+		return;
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)field(base, fam->off, fam->size));
+	sample(f, fam, "arena", an, NULL, NULL, v);
+}
+
+/* Family @fam's samples of arena @an (snapshot @s). */
+static void arena_samples(FILE *f, const struct family *fam, const char *an, const struct arena_snap *s)
 {
 	char v[64], id[32], ring[16];
+	uint64_t val;
+	switch (fam->scope) {
+	case S_ARENA:
+		if (!arena_value(fam, s, &val))
+			break;
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)val);
+		sample(f, fam, "arena", an, NULL, NULL, v);
+		break;
+	case S_L2: sample_one(f, fam, an, &s->l2, s->up); break;
+	case S_PROMO: sample_one(f, fam, an, &s->ps, s->have_ps); break;
+	case S_L3IX: sample_one(f, fam, an, &s->xs, s->have_xs); break;
+	case S_STAGE:
+		for (int j = 0; j < s->nstages; j++) {
+			snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->ids[j]);
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->stages[j], fam->off, fam->size));
+			sample(f, fam, "arena", an, "stage", id, v);
+		}
+		break;
+	case S_L2_WHY:
+		if (s->up)
+			sample_each(f, fam, an, &s->l2, SC_L2_REFUSE_COUNT, "reason", sc_l2_refusal_name);
+		break;
+	case S_PROMO_WHY:
+		if (s->have_ps)
+			sample_each(f, fam, an, &s->ps, SC_L2_REFUSE_COUNT, "reason", sc_l2_refusal_name);
+		break;
+	case S_KEYCOL:
+		if (s->have_xs)
+			sample_each(f, fam, an, &s->xs, 3, "level", level_name);
+		break;
+	case S_RING:
+		for (int j = 0; j < s->nrings; j++) {
+			snprintf(ring, sizeof(ring), "%d", j);
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->rings[j], fam->off, fam->size));
+			sample(f, fam, "arena", an, "ring", ring, v);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+/* Family @fam's sample of L3 directory @dir (snapshot @l). */
+static void l3_samples(FILE *f, const struct family *fam, const char *dir, const struct l3_snap *l)
+{
+	char v[64];
+	if (fam->size == 0 && fam->off == 0)
+		snprintf(v, sizeof(v), "%d", l->up);
+	else if (!l->up)
+		return;
+	else if (fam->size == 0) /* nanoseconds as seconds, exactly */
+		snprintf(v, sizeof(v), "%llu.%09llu", (unsigned long long)(l->st.fill_ns / 1000000000ull),
+			 (unsigned long long)(l->st.fill_ns % 1000000000ull));
+	else
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&l->st, fam->off, fam->size));
+	sample(f, fam, "dir", dir, NULL, NULL, v);
+}
+
+static void write_metrics(FILE *f, const struct exporter *x, struct arena_snap *as, struct l3_snap *ls, int om)
+{
 	for (size_t k = 0; k < sizeof(families) / sizeof(families[0]); k++) {
 		const struct family *fam = &families[k];
 		header(f, fam, om);
-		for (int i = 0; fam->scope != S_L3 && i < x->nnames; i++) {
-			const struct arena_snap *s = &as[i];
-			const char *an = x->names[i];
-			switch (fam->scope) {
-			case S_ARENA: {
-				uint64_t val = 0;
-				int have = 1;
-				switch (fam->off) {
-				case A_UP: val = (uint64_t)s->up; break;
-				case A_ATTACHED: val = s->info.attached_count, have = s->have_info; break;
-				case A_SIZE: val = s->info.size_bytes, have = s->have_info; break;
-				case A_HEAP: val = s->info.heap_bytes, have = s->have_info; break;
-				default: val = s->info.page_size, have = s->have_info; break;
-				}
-				if (!have)
-					break;
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)val);
-				sample(f, fam, "arena", an, NULL, NULL, v);
-				break;
-			}
-			case S_L2:
-				if (!s->up)
-					break;
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->l2, fam->off, fam->size));
-				sample(f, fam, "arena", an, NULL, NULL, v);
-				break;
-			case S_STAGE:
-				for (int j = 0; j < s->nstages; j++) {
-					snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->ids[j]);
-					snprintf(v, sizeof(v), "%llu",
-						 (unsigned long long)field(&s->stages[j], fam->off, fam->size));
-					sample(f, fam, "arena", an, "stage", id, v);
-				}
-				break;
-			case S_PROMO:
-				if (!s->have_ps)
-					break;
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->ps, fam->off, fam->size));
-				sample(f, fam, "arena", an, NULL, NULL, v);
-				break;
-			case S_L2_WHY:
-			case S_PROMO_WHY: {
-				const void *base = fam->scope == S_L2_WHY ? (const void *)&s->l2 : (const void *)&s->ps;
-				if (fam->scope == S_L2_WHY ? !s->up : !s->have_ps)
-					break;
-				for (int j = 0; j < SC_L2_REFUSE_COUNT; j++) {
-					snprintf(v, sizeof(v), "%llu",
-						 (unsigned long long)field(base, fam->off + 8 * (size_t)j, 8));
-					sample(f, fam, "arena", an, "reason", sc_l2_refusal_name(j), v);
-				}
-				break;
-			}
-			case S_L3IX:
-				if (!s->have_xs)
-					break;
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->xs, fam->off, fam->size));
-				sample(f, fam, "arena", an, NULL, NULL, v);
-				break;
-			case S_KEYCOL: {
-				static const char *const level[] = { "l2", "index", "l3" };
-				if (!s->have_xs)
-					break;
-				for (int j = 0; j < 3; j++) {
-					snprintf(v, sizeof(v), "%llu",
-						 (unsigned long long)field(&s->xs, fam->off + 8 * (size_t)j, 8));
-					sample(f, fam, "arena", an, "level", level[j], v);
-				}
-				break;
-			}
-			case S_RING:
-				for (int j = 0; j < s->nrings; j++) {
-					snprintf(ring, sizeof(ring), "%d", j);
-					snprintf(v, sizeof(v), "%llu",
-						 (unsigned long long)field(&s->rings[j], fam->off, fam->size));
-					sample(f, fam, "arena", an, "ring", ring, v);
-				}
-				break;
-			default:
-				break;
-			}
-		}
-		for (int i = 0; fam->scope == S_L3 && i < x->nl3; i++) {
-			if (fam->size == 0 && fam->off == 0)
-				snprintf(v, sizeof(v), "%d", ls[i].up);
-			else if (!ls[i].up)
-				continue;
-			else if (fam->size == 0) /* nanoseconds as seconds, exactly */
-				snprintf(v, sizeof(v), "%llu.%09llu", (unsigned long long)(ls[i].st.fill_ns / 1000000000ull),
-					 (unsigned long long)(ls[i].st.fill_ns % 1000000000ull));
-			else
-				snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&ls[i].st, fam->off, fam->size));
-			sample(f, fam, "dir", x->l3dirs[i], NULL, NULL, v);
-		}
+		for (int i = 0; fam->scope != S_L3 && i < x->nnames; i++)
+			arena_samples(f, fam, x->names[i], &as[i]);
+		for (int i = 0; fam->scope == S_L3 && i < x->nl3; i++)
+			l3_samples(f, fam, x->l3dirs[i], &ls[i]);
 	}
 	if (om)
 		fputs("# EOF\n", f);

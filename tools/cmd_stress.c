@@ -25,7 +25,6 @@
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,17 +219,6 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 		return cli_usage_error("stress", "--pidns and --users need root (unshare, setuid)");
 	o->name = argv[optind];
 	return 0;
-}
-
-static void problem(struct shared *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(struct shared *sh, const char *fmt, ...)
-{
-	if (atomic_exchange(&sh->problem_written, 1))
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(sh->first_problem, sizeof(sh->first_problem), fmt, ap);
-	va_end(ap);
 }
 
 static inline uint64_t pack(uint32_t seq, uint32_t tokens)
@@ -715,152 +703,180 @@ static void on_finding(const char *component, const char *message, int repaired,
 		printf("  fsck %-12s %s%s\n", component, message, repaired ? " (repaired)" : "");
 }
 
-int cmd_stress(int argc, char **argv)
-{
-	if (stress_hosts_wanted(argc, argv)) /* several hosts on one L3 directory: tools/stress_hosts.c */
-		return stress_hosts_main(argc, argv);
-#ifndef SC_TEST_HOOKS
-	exec_test_build(argv);
-#endif
-	struct stress_opts o = { .procs = 4, .seconds = 30, .size = 512u << 20, .max_payload = 16u << 20 };
-	o.seed = (uint64_t)time(NULL);
-	int prc = parse(argc, argv, &o);
-	if (prc)
-		return prc < 0 ? EXIT_OK : prc;
+/* One run: the stores, the shared bookkeeping, the processes, and what the parent counted. */
+struct stress {
+	struct stress_opts o;
 	char l3buf[256];
-	int own_l3 = !o.l3dir, tty = isatty(2);
-	if (own_l3) {
-		snprintf(l3buf, sizeof(l3buf), "/var/tmp/stagecache-stress-%d", (int)getpid());
-		o.l3dir = l3buf;
-	}
+	int own_l3, tty, created;
+	struct sc_arena *a;
+	struct shared *sh;
+	pid_t verifier;
+	struct held_watch hw;
+	uint64_t t0;
+	double elapsed;
+	/* counted by the parent while the workers run */
+	uint64_t kills, fault_deaths, deadlocks, respawn_fail;
+	/* the verdict */
+	uint64_t lost, totals[OP_COUNT], hits, misses, mism, errors, r2, r3, torn, leaked;
+	struct sc_fsck_report rep, rep2;
+	int frc, frc2, fsck_clean, fail;
+};
 
-	/* the arena: use it if it exists, else create it */
-	struct sc_arena *a = NULL;
-	int created = 0, rc = sc_arena_open(o.name, &a);
+/* The arena (used if it exists, else created) and the L3 directory, shared with the group for
+ * --users. On failure the message is printed and the exit status returned. */
+static int open_stores(struct stress *s)
+{
+	const struct stress_opts *o = &s->o;
+	int rc = sc_arena_open(o->name, &s->a);
 	if (rc == -ENOENT) {
-		struct sc_arena_opts ao = { .size_bytes = o.size, .huge = SC_HUGE_AUTO };
-		if (o.users) {
+		struct sc_arena_opts ao = { .size_bytes = o->size, .huge = SC_HUGE_AUTO };
+		if (o->users) {
 			ao.mode = 0660;
 			ao.gid = USERS_GID;
 		}
-		rc = sc_arena_create(o.name, &ao, &a);
-		created = rc == 0;
+		rc = sc_arena_create(o->name, &ao, &s->a);
+		s->created = rc == 0;
 	}
 	if (rc)
-		return cli_fail("stress", rc, "cannot open or create arena '%s'", o.name);
+		return cli_fail("stress", rc, "cannot open or create arena '%s'", o->name);
 	struct sc_l3 *l3 = NULL;
-	struct sc_l3_opts lo = { .budget_bytes = 256u << 20, .file_mode = o.users ? 0660 : 0 };
-	if ((rc = sc_l3_open(o.l3dir, &lo, &l3))) {
-		sc_arena_close(a);
-		return cli_fail("stress", rc, "cannot open L3 directory %s", o.l3dir);
+	struct sc_l3_opts lo = { .budget_bytes = 256u << 20, .file_mode = o->users ? 0660 : 0 };
+	if ((rc = sc_l3_open(o->l3dir, &lo, &l3))) {
+		sc_arena_close(s->a);
+		return cli_fail("stress", rc, "cannot open L3 directory %s", o->l3dir);
 	}
 	sc_l3_close(l3);
-	if (o.users && (rc = share_with_group(o.l3dir))) {
-		sc_arena_close(a);
-		return cli_fail("stress", rc, "cannot share L3 directory %s with group %u", o.l3dir, USERS_GID);
+	if (o->users && (rc = share_with_group(o->l3dir))) {
+		sc_arena_close(s->a);
+		return cli_fail("stress", rc, "cannot share L3 directory %s with group %u", o->l3dir, USERS_GID);
 	}
+	return 0;
+}
 
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED) {
-		sc_arena_close(a);
+/* The bookkeeping that survives the kills, with the L3 documents and their digests. */
+static int make_shared(struct stress *s)
+{
+	s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (s->sh == MAP_FAILED) {
+		sc_arena_close(s->a);
 		return cli_fail("stress", -errno, "mmap");
 	}
-	wl_docs_make(sh->l3docs, L3_DOCS, 16, 1024, o.seed);
-	{
-		/* digests of the L3 documents, for verifying restores */
-		struct wl_geometry g;
-		wl_geometry_default(&g);
-		for (int i = 0; i < L3_DOCS; i++) {
-			struct wl_payload p;
-			if (wl_payload_build(&g, &sh->l3docs[i], &p) == 0)
-				wl_payload_free(&p);
+	wl_docs_make(s->sh->l3docs, L3_DOCS, 16, 1024, s->o.seed);
+	/* digests of the L3 documents, for verifying restores */
+	struct wl_geometry g;
+	wl_geometry_default(&g);
+	for (int i = 0; i < L3_DOCS; i++) {
+		struct wl_payload p;
+		if (wl_payload_build(&g, &s->sh->l3docs[i], &p) == 0)
+			wl_payload_free(&p);
+	}
+	return 0;
+}
+
+/* Reap the workers that died (and the verifier, if it did) and start their next incarnation. */
+static void reap_and_respawn(struct stress *s)
+{
+	struct shared *sh = s->sh;
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (pid == s->verifier) {
+			s->verifier = -1;
+			continue;
+		}
+		for (uint32_t i = 0; i < s->o.procs; i++) {
+			if (atomic_load(&sh->w[i].waitpid) != pid)
+				continue;
+			atomic_store(&sh->w[i].pid, 0);
+			atomic_store(&sh->w[i].waitpid, 0);
+			atomic_store(&sh->inc[atomic_load(&sh->w[i].incarnation)].died_ns, wl_now_ns());
+			if (killed_by_sigkill(status) && atomic_load(&sh->w[i].armed))
+				s->fault_deaths++;
+			else if (!killed_by_sigkill(status))
+				problem(sh, "worker %u exited on its own (status %d, last error %s)", i, status,
+					sc_strerror(atomic_load(&sh->w[i].last_error)));
+			if (spawn(sh, i, &s->o) < 0)
+				s->respawn_fail++;
 		}
 	}
-	if (!o.json)
-		printf("stress %s: %u workers, %u s, kill every %u ms, seed %llu, L3 %s%s%s\n", o.name, o.procs, o.seconds,
-		       o.kill_every_ms, (unsigned long long)o.seed, o.l3dir,
-		       o.pidns ? ", every other worker in its own pid namespace" : "",
-		       o.users ? ", workers as uids 65534/65533 of group 65534" : "");
-	struct held_watch hw = { 0 };
+}
+
+/* Deadlock: a live worker with no completed op for more than 2 s. */
+static void check_progress(struct stress *s, uint64_t now)
+{
+	struct shared *sh = s->sh;
+	for (uint32_t i = 0; i < s->o.procs; i++) {
+		pid_t p = atomic_load(&sh->w[i].pid);
+		uint64_t hb = atomic_load(&sh->w[i].heartbeat_ns);
+		if (p > 0 && now > hb && now - hb > 2000000000ull) {
+			s->deadlocks++;
+			problem(sh, "worker %u (pid %d) made no progress for %.1f s", i, p, (double)(now - hb) / 1e9);
+			kill(p, SIGKILL); /* count it once, then let it be respawned */
+			atomic_store(&sh->w[i].heartbeat_ns, now);
+		}
+	}
+}
+
+static void print_progress(const struct stress *s, uint64_t now)
+{
+	uint64_t ops = 0;
+	for (uint32_t i = 0; i < s->o.procs; i++)
+		for (int k = 0; k < OP_COUNT; k++)
+			ops += atomic_load(&s->sh->w[i].ops[k]);
+	fprintf(stderr, "%s[%3.0fs] ops %llu  kills %llu  fault deaths %llu  commits verified %llu  torn %llu  deadlocks %llu%s",
+		s->tty ? "\r" : "", (double)(now - s->t0) / 1e9, (unsigned long long)ops, (unsigned long long)s->kills,
+		(unsigned long long)s->fault_deaths, (unsigned long long)atomic_load(&s->sh->verify_commits),
+		(unsigned long long)atomic_load(&s->sh->torn_records), (unsigned long long)s->deadlocks,
+		s->tty ? "   " : "\n");
+}
+
+/* The verifier and the workers; then, every 10 ms for --seconds: respawn the dead, watch what
+ * the dead hold, kill one every --kill-every ms, look for deadlocks, print progress. */
+static void run(struct stress *s)
+{
+	const struct stress_opts *o = &s->o;
 	uint64_t next_watch = 0;
+	s->verifier = fork();
+	if (s->verifier == 0)
+		_exit(verifier_main(o->name, s->sh));
+	for (uint32_t i = 0; i < o->procs; i++)
+		spawn(s->sh, i, o);
 
-	pid_t verifier = fork();
-	if (verifier == 0)
-		_exit(verifier_main(o.name, sh));
-	for (uint32_t i = 0; i < o.procs; i++)
-		spawn(sh, i, &o);
-
-	uint64_t kills = 0, fault_deaths = 0, deadlocks = 0, respawn_fail = 0;
-	uint64_t t0 = wl_now_ns(), end = t0 + (uint64_t)o.seconds * 1000000000ull;
-	uint64_t next_kill = o.kill_every_ms ? t0 + (uint64_t)o.kill_every_ms * 1000000ull : UINT64_MAX;
-	uint64_t next_progress = t0 + 1000000000ull, rng = wl_mix(o.seed ^ 0x4b494c4cull);
+	uint64_t t0 = s->t0 = wl_now_ns(), end = t0 + (uint64_t)o->seconds * 1000000000ull;
+	uint64_t next_kill = o->kill_every_ms ? t0 + (uint64_t)o->kill_every_ms * 1000000ull : UINT64_MAX;
+	uint64_t next_progress = t0 + 1000000000ull, rng = wl_mix(o->seed ^ 0x4b494c4cull);
 	while (wl_now_ns() < end) {
 		usleep(10000);
 		uint64_t now = wl_now_ns();
-		/* reap and respawn */
-		int status;
-		pid_t pid;
-		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-			if (pid == verifier) {
-				verifier = -1;
-				continue;
-			}
-			for (uint32_t i = 0; i < o.procs; i++) {
-				if (atomic_load(&sh->w[i].waitpid) != pid)
-					continue;
-				atomic_store(&sh->w[i].pid, 0);
-				atomic_store(&sh->w[i].waitpid, 0);
-				atomic_store(&sh->inc[atomic_load(&sh->w[i].incarnation)].died_ns, wl_now_ns());
-				if (killed_by_sigkill(status) && atomic_load(&sh->w[i].armed))
-					fault_deaths++;
-				else if (!killed_by_sigkill(status))
-					problem(sh, "worker %u exited on its own (status %d, last error %s)", i, status,
-						sc_strerror(atomic_load(&sh->w[i].last_error)));
-				if (spawn(sh, i, &o) < 0)
-					respawn_fail++;
-			}
-		}
+		reap_and_respawn(s);
 		if (now >= next_watch) {
-			watch_held(a, sh, &hw);
+			watch_held(s->a, s->sh, &s->hw);
 			next_watch = now + 250000000ull;
 		}
 		if (now >= next_kill) {
-			uint32_t i = (uint32_t)(wl_rand(&rng) % o.procs);
-			pid_t victim = atomic_load(&sh->w[i].pid);
+			uint32_t i = (uint32_t)(wl_rand(&rng) % o->procs);
+			pid_t victim = atomic_load(&s->sh->w[i].pid);
 			if (victim > 0 && kill(victim, SIGKILL) == 0)
-				kills++;
-			next_kill = now + (uint64_t)o.kill_every_ms * 1000000ull;
+				s->kills++;
+			next_kill = now + (uint64_t)o->kill_every_ms * 1000000ull;
 		}
-		/* deadlock: a live worker with no completed op for more than 2 s */
-		for (uint32_t i = 0; i < o.procs; i++) {
-			pid_t p = atomic_load(&sh->w[i].pid);
-			uint64_t hb = atomic_load(&sh->w[i].heartbeat_ns);
-			if (p > 0 && now > hb && now - hb > 2000000000ull) {
-				deadlocks++;
-				problem(sh, "worker %u (pid %d) made no progress for %.1f s", i, p, (double)(now - hb) / 1e9);
-				kill(p, SIGKILL); /* count it once, then let it be respawned */
-				atomic_store(&sh->w[i].heartbeat_ns, now);
-			}
-		}
-		if (now >= next_progress && !o.json) {
-			uint64_t ops = 0;
-			for (uint32_t i = 0; i < o.procs; i++)
-				for (int k = 0; k < OP_COUNT; k++)
-					ops += atomic_load(&sh->w[i].ops[k]);
-			fprintf(stderr, "%s[%3.0fs] ops %llu  kills %llu  fault deaths %llu  commits verified %llu  torn %llu  deadlocks %llu%s",
-				tty ? "\r" : "", (double)(now - t0) / 1e9, (unsigned long long)ops, (unsigned long long)kills,
-				(unsigned long long)fault_deaths, (unsigned long long)atomic_load(&sh->verify_commits),
-				(unsigned long long)atomic_load(&sh->torn_records), (unsigned long long)deadlocks,
-				tty ? "   " : "\n");
+		check_progress(s, now);
+		if (now >= next_progress && !o->json) {
+			print_progress(s, now);
 			next_progress = now + 1000000000ull;
 		}
 	}
-	if (tty && !o.json)
+	if (s->tty && !o->json)
 		fprintf(stderr, "\n");
-	/* stop: workers first (they finish their op), then the verifier drains the rings */
-	watch_held(a, sh, &hw); /* before the workers go: what the dead of the run still hold */
+}
+
+/* Stop: workers first (they finish their op), then the verifier drains the rings. */
+static void stop(struct stress *s)
+{
+	struct shared *sh = s->sh;
+	watch_held(s->a, sh, &s->hw); /* before the workers go: what the dead of the run still hold */
 	atomic_store(&sh->stop_workers, 1);
-	for (uint32_t i = 0; i < o.procs; i++) {
+	for (uint32_t i = 0; i < s->o.procs; i++) {
 		pid_t p = atomic_load(&sh->w[i].waitpid);
 		if (p <= 0)
 			continue;
@@ -869,7 +885,7 @@ int cmd_stress(int argc, char **argv)
 		uint64_t deadline = wl_now_ns() + 10000000000ull;
 		while (waitpid(p, &status, WNOHANG) == 0) {
 			if (wl_now_ns() > deadline) {
-				deadlocks++;
+				s->deadlocks++;
 				problem(sh, "worker %u did not stop within 10 s", i);
 				pid_t w = atomic_load(&sh->w[i].pid);
 				kill(w > 0 ? w : p, SIGKILL);
@@ -880,11 +896,14 @@ int cmd_stress(int argc, char **argv)
 		}
 	}
 	atomic_store(&sh->stop_verifier, 1);
-	if (verifier > 0)
-		waitpid(verifier, NULL, 0);
-	double elapsed = (double)(wl_now_ns() - t0) / 1e9;
+	if (s->verifier > 0)
+		waitpid(s->verifier, NULL, 0);
+	s->elapsed = (double)(wl_now_ns() - s->t0) / 1e9;
+}
 
-	/* lost commits: for every incarnation, what it committed must have been delivered */
+/* Lost commits: for every incarnation, what it committed must have been delivered. */
+static uint64_t count_lost(struct shared *sh)
+{
 	uint64_t lost = 0;
 	for (uint32_t inc = 1; inc < next_inc; inc++) {
 		uint64_t c = atomic_load(&sh->inc[inc].committed), d = atomic_load(&sh->inc[inc].delivered);
@@ -894,81 +913,133 @@ int cmd_stress(int argc, char **argv)
 				inc, (uint32_t)(c >> 32), (uint32_t)c, (uint32_t)(d >> 32), (uint32_t)d);
 		}
 	}
+	return lost;
+}
 
-	/* fsck: with repair, so that what dead processes held is accounted; then a clean check */
-	struct sc_fsck_report rep, rep2;
-	int fsck_json = o.json;
-	if (!o.json)
+/* Lost commits, fsck (with repair, so that what dead processes held is accounted; then a clean
+ * check), the workers' totals, and the verdict. */
+static void check(struct stress *s)
+{
+	struct shared *sh = s->sh;
+	int fsck_json = s->o.json;
+	s->lost = count_lost(sh);
+	if (!s->o.json)
 		printf("fsck --repair:\n");
-	int frc = sc_arena_fsck(a, SC_FSCK_REPAIR | SC_FSCK_DEEP, on_finding, &fsck_json, &rep);
-	int frc2 = sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &fsck_json, &rep2);
+	s->frc = sc_arena_fsck(s->a, SC_FSCK_REPAIR | SC_FSCK_DEEP, on_finding, &fsck_json, &s->rep);
+	s->frc2 = sc_arena_fsck(s->a, SC_FSCK_DEEP, on_finding, &fsck_json, &s->rep2);
+	for (uint32_t i = 0; i < s->o.procs; i++) {
+		for (int k = 0; k < OP_COUNT; k++)
+			s->totals[k] += atomic_load(&sh->w[i].ops[k]);
+		s->hits += atomic_load(&sh->w[i].hits);
+		s->misses += atomic_load(&sh->w[i].misses);
+		s->mism += atomic_load(&sh->w[i].digest_mismatches);
+		s->errors += atomic_load(&sh->w[i].errors);
+		s->r2 += atomic_load(&sh->w[i].restores_l2);
+		s->r3 += atomic_load(&sh->w[i].restores_l3);
+	}
+	s->torn = atomic_load(&sh->torn_records);
+	s->leaked = s->frc2 < 0 ? UINT64_MAX : s->rep2.leaked_bytes;
+	s->fsck_clean = s->frc2 == 0;
+	s->fail = s->mism || s->lost || s->torn || s->leaked || s->deadlocks || s->hw.max_bytes || s->hw.max_leases ||
+		  !s->fsck_clean || atomic_load(&sh->verifier_error);
+}
 
-	uint64_t totals[OP_COUNT] = { 0 }, hits = 0, misses = 0, mism = 0, errors = 0, r2 = 0, r3 = 0;
-	for (uint32_t i = 0; i < o.procs; i++) {
-		for (int k = 0; k < OP_COUNT; k++)
-			totals[k] += atomic_load(&sh->w[i].ops[k]);
-		hits += atomic_load(&sh->w[i].hits);
-		misses += atomic_load(&sh->w[i].misses);
-		mism += atomic_load(&sh->w[i].digest_mismatches);
-		errors += atomic_load(&sh->w[i].errors);
-		r2 += atomic_load(&sh->w[i].restores_l2);
-		r3 += atomic_load(&sh->w[i].restores_l3);
+static void report_json(const struct stress *s)
+{
+	const struct stress_opts *o = &s->o;
+	printf("{\"seconds\":%.1f,\"procs\":%u,\"seed\":%llu,\"ops_per_s\":{", s->elapsed, o->procs, (unsigned long long)o->seed);
+	for (int k = 0; k < OP_COUNT; k++)
+		printf("%s\"%s\":%.1f", k ? "," : "", op_names[k], (double)s->totals[k] / s->elapsed);
+	printf("},\"hits\":%llu,\"misses\":%llu,\"restores_l2\":%llu,\"restores_l3\":%llu,\"kills\":%llu,"
+	       "\"fault_deaths\":%llu,\"repairs\":%llu,\"commits_verified\":%llu,\"tokens_verified\":%llu,"
+	       "\"errors\":%llu,\"digest_mismatches\":%llu,\"lost_commits\":%llu,\"torn_records\":%llu,"
+	       "\"leaked_bytes\":%llu,\"deadlocks\":%llu,\"held_by_dead_bytes\":%llu,\"held_by_dead_leases\":%llu,"
+	       "\"pidns\":%s,\"users\":%s,\"fsck_problems\":%d,\"fsck_repaired\":%llu,\"ok\":%s}\n",
+	       (unsigned long long)s->hits, (unsigned long long)s->misses, (unsigned long long)s->r2,
+	       (unsigned long long)s->r3, (unsigned long long)s->kills, (unsigned long long)s->fault_deaths,
+	       (unsigned long long)s->rep2.lock_repairs, (unsigned long long)atomic_load(&s->sh->verify_commits),
+	       (unsigned long long)atomic_load(&s->sh->verify_tokens), (unsigned long long)s->errors,
+	       (unsigned long long)s->mism, (unsigned long long)s->lost, (unsigned long long)s->torn,
+	       (unsigned long long)s->leaked, (unsigned long long)s->deadlocks, (unsigned long long)s->hw.max_bytes,
+	       (unsigned long long)s->hw.max_leases, o->pidns ? "true" : "false", o->users ? "true" : "false", s->frc2,
+	       (unsigned long long)(s->frc >= 0 ? s->rep.repaired : 0), s->fail ? "false" : "true");
+}
+
+static void report_text(const struct stress *s)
+{
+	printf("\n== stress summary (%.1f s, %u workers, seed %llu) ==\n", s->elapsed, s->o.procs,
+	       (unsigned long long)s->o.seed);
+	printf("ops/s        ");
+	for (int k = 0; k < OP_COUNT; k++)
+		printf(" %s %.0f", op_names[k], (double)s->totals[k] / s->elapsed);
+	printf("\nL2           %llu hits, %llu misses; restores %llu from L2, %llu from L3\n", (unsigned long long)s->hits,
+	       (unsigned long long)s->misses, (unsigned long long)s->r2, (unsigned long long)s->r3);
+	printf("kills        %llu by the killer, %llu at fault points\n", (unsigned long long)s->kills,
+	       (unsigned long long)s->fault_deaths);
+	printf("repairs      %llu (lock holders that died)\n", (unsigned long long)s->rep2.lock_repairs);
+	printf("fsck         %s (first pass: %llu problems, %llu repaired)\n", s->fsck_clean ? "clean" : "NOT CLEAN",
+	       (unsigned long long)(s->frc >= 0 ? s->rep.problems : 0), (unsigned long long)(s->frc >= 0 ? s->rep.repaired : 0));
+	printf("verified     %llu commits, %llu tokens\n", (unsigned long long)atomic_load(&s->sh->verify_commits),
+	       (unsigned long long)atomic_load(&s->sh->verify_tokens));
+	printf("errors       %llu (refusals such as -ENOSPC are not errors)\n", (unsigned long long)s->errors);
+	printf("held by the dead %llu checks of every holder (sc_arena_holders), before any repair\n",
+	       (unsigned long long)s->hw.checks);
+	printf("digest_mismatches %llu\nlost_commits      %llu\ntorn_records      %llu\nleaked_bytes      %llu\ndeadlocks         %llu\n",
+	       (unsigned long long)s->mism, (unsigned long long)s->lost, (unsigned long long)s->torn,
+	       (unsigned long long)s->leaked, (unsigned long long)s->deadlocks);
+	printf("held_by_dead_bytes %llu\nheld_by_dead_leases %llu\n", (unsigned long long)s->hw.max_bytes,
+	       (unsigned long long)s->hw.max_leases);
+	if (s->sh->problem_written)
+		printf("first problem: %s\n", s->sh->first_problem);
+	printf("%s\n", s->fail ? "FAILED" : "OK");
+}
+
+/* The arena (if this run created it) and the L3 directory (if its own) go unless --keep. */
+static void cleanup(struct stress *s)
+{
+	sc_arena_close(s->a);
+	if (!s->o.keep) {
+		if (s->created)
+			sc_arena_destroy(NULL, s->o.name);
+		if (s->own_l3)
+			cli_rm_rf(s->o.l3dir);
 	}
-	uint64_t torn = atomic_load(&sh->torn_records);
-	uint64_t leaked = frc2 < 0 ? UINT64_MAX : rep2.leaked_bytes;
-	int fsck_clean = frc2 == 0;
-	int fail = mism || lost || torn || leaked || deadlocks || hw.max_bytes || hw.max_leases || !fsck_clean ||
-		   atomic_load(&sh->verifier_error);
-	if (o.json) {
-		printf("{\"seconds\":%.1f,\"procs\":%u,\"seed\":%llu,\"ops_per_s\":{", elapsed, o.procs, (unsigned long long)o.seed);
-		for (int k = 0; k < OP_COUNT; k++)
-			printf("%s\"%s\":%.1f", k ? "," : "", op_names[k], (double)totals[k] / elapsed);
-		printf("},\"hits\":%llu,\"misses\":%llu,\"restores_l2\":%llu,\"restores_l3\":%llu,\"kills\":%llu,"
-		       "\"fault_deaths\":%llu,\"repairs\":%llu,\"commits_verified\":%llu,\"tokens_verified\":%llu,"
-		       "\"errors\":%llu,\"digest_mismatches\":%llu,\"lost_commits\":%llu,\"torn_records\":%llu,"
-		       "\"leaked_bytes\":%llu,\"deadlocks\":%llu,\"held_by_dead_bytes\":%llu,\"held_by_dead_leases\":%llu,"
-		       "\"pidns\":%s,\"users\":%s,\"fsck_problems\":%d,\"fsck_repaired\":%llu,\"ok\":%s}\n",
-		       (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)r2, (unsigned long long)r3,
-		       (unsigned long long)kills, (unsigned long long)fault_deaths, (unsigned long long)rep2.lock_repairs,
-		       (unsigned long long)atomic_load(&sh->verify_commits), (unsigned long long)atomic_load(&sh->verify_tokens),
-		       (unsigned long long)errors, (unsigned long long)mism, (unsigned long long)lost,
-		       (unsigned long long)torn, (unsigned long long)leaked, (unsigned long long)deadlocks,
-		       (unsigned long long)hw.max_bytes, (unsigned long long)hw.max_leases, o.pidns ? "true" : "false",
-		       o.users ? "true" : "false", frc2,
-		       (unsigned long long)(frc >= 0 ? rep.repaired : 0), fail ? "false" : "true");
-	} else {
-		printf("\n== stress summary (%.1f s, %u workers, seed %llu) ==\n", elapsed, o.procs, (unsigned long long)o.seed);
-		printf("ops/s        ");
-		for (int k = 0; k < OP_COUNT; k++)
-			printf(" %s %.0f", op_names[k], (double)totals[k] / elapsed);
-		printf("\nL2           %llu hits, %llu misses; restores %llu from L2, %llu from L3\n", (unsigned long long)hits,
-		       (unsigned long long)misses, (unsigned long long)r2, (unsigned long long)r3);
-		printf("kills        %llu by the killer, %llu at fault points\n", (unsigned long long)kills,
-		       (unsigned long long)fault_deaths);
-		printf("repairs      %llu (lock holders that died)\n", (unsigned long long)rep2.lock_repairs);
-		printf("fsck         %s (first pass: %llu problems, %llu repaired)\n", fsck_clean ? "clean" : "NOT CLEAN",
-		       (unsigned long long)(frc >= 0 ? rep.problems : 0), (unsigned long long)(frc >= 0 ? rep.repaired : 0));
-		printf("verified     %llu commits, %llu tokens\n", (unsigned long long)atomic_load(&sh->verify_commits),
-		       (unsigned long long)atomic_load(&sh->verify_tokens));
-		printf("errors       %llu (refusals such as -ENOSPC are not errors)\n", (unsigned long long)errors);
-		printf("held by the dead %llu checks of every holder (sc_arena_holders), before any repair\n",
-		       (unsigned long long)hw.checks);
-		printf("digest_mismatches %llu\nlost_commits      %llu\ntorn_records      %llu\nleaked_bytes      %llu\ndeadlocks         %llu\n",
-		       (unsigned long long)mism, (unsigned long long)lost, (unsigned long long)torn,
-		       (unsigned long long)leaked, (unsigned long long)deadlocks);
-		printf("held_by_dead_bytes %llu\nheld_by_dead_leases %llu\n", (unsigned long long)hw.max_bytes,
-		       (unsigned long long)hw.max_leases);
-		if (sh->problem_written)
-			printf("first problem: %s\n", sh->first_problem);
-		printf("%s\n", fail ? "FAILED" : "OK");
+	munmap(s->sh, sizeof(*s->sh));
+}
+
+int cmd_stress(int argc, char **argv)
+{
+	if (stress_hosts_wanted(argc, argv)) /* several hosts on one L3 directory: tools/stress_hosts.c */
+		return stress_hosts_main(argc, argv);
+#ifndef SC_TEST_HOOKS
+	exec_test_build(argv);
+#endif
+	static struct stress s = { .o = { .procs = 4, .seconds = 30, .size = 512u << 20, .max_payload = 16u << 20 } };
+	s.o.seed = (uint64_t)time(NULL);
+	int rc = parse(argc, argv, &s.o);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	s.own_l3 = !s.o.l3dir;
+	s.tty = isatty(2);
+	if (s.own_l3) {
+		snprintf(s.l3buf, sizeof(s.l3buf), "/var/tmp/stagecache-stress-%d", (int)getpid());
+		s.o.l3dir = s.l3buf;
 	}
-	sc_arena_close(a);
-	if (!o.keep) {
-		if (created)
-			sc_arena_destroy(NULL, o.name);
-		if (own_l3)
-			cli_rm_rf(o.l3dir);
-	}
-	munmap(sh, sizeof(*sh));
-	return fail ? EXIT_FAIL : EXIT_OK;
+	if ((rc = open_stores(&s)) || (rc = make_shared(&s)))
+		return rc;
+	if (!s.o.json)
+		printf("stress %s: %u workers, %u s, kill every %u ms, seed %llu, L3 %s%s%s\n", s.o.name, s.o.procs,
+		       s.o.seconds, s.o.kill_every_ms, (unsigned long long)s.o.seed, s.o.l3dir,
+		       s.o.pidns ? ", every other worker in its own pid namespace" : "",
+		       s.o.users ? ", workers as uids 65534/65533 of group 65534" : "");
+
+	run(&s);
+	stop(&s);
+	check(&s);
+	if (s.o.json)
+		report_json(&s);
+	else
+		report_text(&s);
+	cleanup(&s);
+	return s.fail ? EXIT_FAIL : EXIT_OK;
 }

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <link.h>
 #include <linux/magic.h>
@@ -202,9 +203,9 @@ static struct row *row_of(struct snap *s, int is_ring, uint64_t id)
 	return r;
 }
 
-static void take_snapshot(struct stagecache_bpf *skel, struct snap *s)
+/* counters: events per stage (commits and ring-full per ring), summed over pids */
+static void sum_counters(struct stagecache_bpf *skel, struct snap *s)
 {
-	s->n = 0;
 	int fd = bpf_map__fd(skel->maps.counters);
 	struct sc_bpf_key k, next, *prev = NULL;
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
@@ -222,7 +223,12 @@ static void take_snapshot(struct stagecache_bpf *skel, struct snap *s)
 		r->ev[k.event].tokens += c.tokens;
 		r->ev[k.event].ns += c.ns;
 	}
-	fd = bpf_map__fd(skel->maps.latency);
+}
+
+/* latency: each stage's fill histogram */
+static void read_fill_hists(struct stagecache_bpf *skel, struct snap *s)
+{
+	int fd = bpf_map__fd(skel->maps.latency);
 	struct sc_bpf_hist_key hk, hnext, *hprev = NULL;
 	static struct sc_bpf_hist h;
 	while (bpf_map_get_next_key(fd, hprev, &hnext) == 0) {
@@ -234,7 +240,12 @@ static void take_snapshot(struct stagecache_bpf *skel, struct snap *s)
 		if (r)
 			memcpy(r->fill_hist, h.slots, sizeof(r->fill_hist));
 	}
-	fd = bpf_map__fd(skel->maps.promotion_payoff);
+}
+
+/* promotion_payoff: promotions that have served no hit yet, per stage */
+static void count_never_hit(struct stagecache_bpf *skel, struct snap *s)
+{
+	int fd = bpf_map__fd(skel->maps.promotion_payoff);
 	struct sc_bpf_digest dk, dnext, *dprev = NULL;
 	while (bpf_map_get_next_key(fd, dprev, &dnext) == 0) {
 		struct sc_bpf_payoff p;
@@ -248,7 +259,12 @@ static void take_snapshot(struct stagecache_bpf *skel, struct snap *s)
 				r->never_hit++;
 		}
 	}
-	fd = bpf_map__fd(skel->maps.reasons);
+}
+
+/* reasons: L2 refusals and unpublished promotions by reason, per stage */
+static void sum_reasons(struct stagecache_bpf *skel, struct snap *s)
+{
+	int fd = bpf_map__fd(skel->maps.reasons);
 	struct sc_bpf_reason_key rk, rnext, *rprev = NULL;
 	while (bpf_map_get_next_key(fd, rprev, &rnext) == 0) {
 		struct sc_bpf_count c;
@@ -261,6 +277,15 @@ static void take_snapshot(struct stagecache_bpf *skel, struct snap *s)
 		if (r)
 			(rk.event == SC_EV_L2_REJECT ? r->refused : r->promo_refused)[why] += c.count;
 	}
+}
+
+static void take_snapshot(struct stagecache_bpf *skel, struct snap *s)
+{
+	s->n = 0;
+	sum_counters(skel, s);
+	read_fill_hists(skel, s);
+	count_never_hit(skel, s);
+	sum_reasons(skel, s);
 	uint32_t zero = 0;
 	struct sc_bpf_state st;
 	s->drops = bpf_map_lookup_elem(bpf_map__fd(skel->maps.trace_state), &zero, &st) ? 0 : st.drops;
@@ -341,9 +366,8 @@ static void print_refusals(const struct row *r)
 	}
 }
 
-static void print_snapshot(const struct snap *s, const struct snap *prev, double t, double dt, int json)
+static void print_header(const struct snap *s, double t, double dt, int json)
 {
-	static const struct row zero_row;
 	unsigned long long ix_hit = total(s, SC_EV_L3IX_HIT), ix_fb = total(s, SC_EV_L3IX_FALLBACK),
 			   ix_ref = total(s, SC_EV_L3IX_REFRESH), coll = total(s, SC_EV_KEY_COLLISION);
 	if (json) {
@@ -360,58 +384,85 @@ static void print_snapshot(const struct snap *s, const struct snap *prev, double
 		       "misses", "hit%", "promos", "never_hit", "evicts", "fills", "fill_err", "fill_GB/s",
 		       "fill_p50", "fill_p99");
 	}
+}
+
+/* One stage's row: @p is the same row in the previous snapshot (for the fill rate over @dt). */
+static void print_stage(const struct row *r, const struct row *p, double dt, int json, int first)
+{
+	uint64_t hits = r->ev[SC_EV_L2_HIT].count, misses = r->ev[SC_EV_L2_MISS].count;
+	double ratio = hits + misses ? (double)hits / (double)(hits + misses) : 0;
+	double gbs = dt > 0 ? (double)(r->ev[SC_EV_FILL_DONE].bytes - p->ev[SC_EV_FILL_DONE].bytes) / dt / 1e9 : 0;
+	uint64_t p50 = hist_quantile(r->fill_hist, 0.50), p99 = hist_quantile(r->fill_hist, 0.99);
+	if (json) {
+		printf("%s{\"stage\":\"%016llx\",\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
+		       "\"hit_ratio\":%.4f,\"admits\":%llu,\"rejects\":%llu,\"promotions\":%llu,"
+		       "\"promotions_never_hit\":%llu,\"evictions\":%llu,\"removes\":%llu,\"fills\":%llu,"
+		       "\"fill_errors\":%llu,\"fill_bytes\":%llu,\"fill_gb_per_s\":%.3f,"
+		       "\"fill_p50_ns\":%llu,\"fill_p99_ns\":%llu,\"promotions_published\":%llu",
+		       first ? "" : ",", (unsigned long long)r->id, (unsigned long long)hits,
+		       (unsigned long long)r->ev[SC_EV_L2_HIT_PROMOTED].count, (unsigned long long)misses, ratio,
+		       (unsigned long long)r->ev[SC_EV_L2_ADMIT].count,
+		       (unsigned long long)r->ev[SC_EV_L2_REJECT].count,
+		       (unsigned long long)r->ev[SC_EV_PROMOTE].count, (unsigned long long)r->never_hit,
+		       (unsigned long long)r->ev[SC_EV_L2_EVICT].count,
+		       (unsigned long long)r->ev[SC_EV_L2_REMOVE].count,
+		       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
+		       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count,
+		       (unsigned long long)r->ev[SC_EV_FILL_DONE].bytes, gbs, (unsigned long long)p50,
+		       (unsigned long long)p99, (unsigned long long)r->ev[SC_EV_PROMOTE_PUBLISHED].count);
+		for (int k = 0; k < 2; k++) {
+			const uint64_t *v = k ? r->promo_refused : r->refused;
+			printf(",\"%s\":{", k ? "promotions_refused" : "refused");
+			for (int w = 0; w < SC_BPF_REFUSALS; w++)
+				printf("%s\"%s\":%llu", w ? "," : "", sc_l2_refusal_name(w), (unsigned long long)v[w]);
+			printf("}");
+		}
+		printf("}");
+	} else {
+		char a[32], b[32], hr[16] = "-";
+		if (hits + misses)
+			snprintf(hr, sizeof(hr), "%.1f%%", 100 * ratio);
+		snprintf(a, sizeof(a), "%.1fus", (double)p50 / 1e3);
+		snprintf(b, sizeof(b), "%.1fus", (double)p99 / 1e3);
+		printf("%016llx %9llu %9llu %9llu %6s %8llu %9llu %8llu %7llu %8llu %9.3f %9s %9s\n",
+		       (unsigned long long)r->id, (unsigned long long)hits,
+		       (unsigned long long)r->ev[SC_EV_L2_HIT_PROMOTED].count, (unsigned long long)misses,
+		       hr, (unsigned long long)r->ev[SC_EV_PROMOTE].count,
+		       (unsigned long long)r->never_hit, (unsigned long long)r->ev[SC_EV_L2_EVICT].count,
+		       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
+		       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count, gbs, p50 ? a : "-", p99 ? b : "-");
+		print_refusals(r);
+	}
+}
+
+/* One commit ring's row: commits and tokens per second over @dt. */
+static void print_ring(const struct row *r, const struct row *p, double dt, int json, int first)
+{
+	double cps = dt > 0 ? (double)(r->ev[SC_EV_COMMIT].count - p->ev[SC_EV_COMMIT].count) / dt : 0;
+	double tps = dt > 0 ? (double)(r->ev[SC_EV_COMMIT].tokens - p->ev[SC_EV_COMMIT].tokens) / dt : 0;
+	if (json)
+		printf("%s{\"ring\":%llu,\"commits\":%llu,\"commits_per_s\":%.1f,\"tokens_per_s\":%.1f,"
+		       "\"ring_full\":%llu}",
+		       first ? "" : ",", (unsigned long long)r->id,
+		       (unsigned long long)r->ev[SC_EV_COMMIT].count, cps, tps,
+		       (unsigned long long)r->ev[SC_EV_RING_FULL].count);
+	else
+		printf("%-16llu %9llu %9.1f %9.1f %9llu\n", (unsigned long long)r->id,
+		       (unsigned long long)r->ev[SC_EV_COMMIT].count, cps, tps,
+		       (unsigned long long)r->ev[SC_EV_RING_FULL].count);
+}
+
+/* One table (or JSON line): the busy stages, then the rings; rates against @prev. */
+static void print_snapshot(const struct snap *s, const struct snap *prev, double t, double dt, int json)
+{
+	static const struct row zero_row;
+	print_header(s, t, dt, json);
 	int first = 1;
 	for (int i = 0; i < s->n; i++) {
-		const struct row *r = &s->rows[i];
+		const struct row *r = &s->rows[i], *p = prev_row(prev, r);
 		if (r->is_ring || !row_busy(r))
 			continue;
-		const struct row *p = prev_row(prev, r);
-		if (!p)
-			p = &zero_row;
-		uint64_t hits = r->ev[SC_EV_L2_HIT].count, misses = r->ev[SC_EV_L2_MISS].count;
-		double ratio = hits + misses ? (double)hits / (double)(hits + misses) : 0;
-		double gbs = dt > 0 ? (double)(r->ev[SC_EV_FILL_DONE].bytes - p->ev[SC_EV_FILL_DONE].bytes) / dt / 1e9 : 0;
-		uint64_t p50 = hist_quantile(r->fill_hist, 0.50), p99 = hist_quantile(r->fill_hist, 0.99);
-		if (json) {
-			printf("%s{\"stage\":\"%016llx\",\"hits\":%llu,\"promotion_hits\":%llu,\"misses\":%llu,"
-			       "\"hit_ratio\":%.4f,\"admits\":%llu,\"rejects\":%llu,\"promotions\":%llu,"
-			       "\"promotions_never_hit\":%llu,\"evictions\":%llu,\"removes\":%llu,\"fills\":%llu,"
-			       "\"fill_errors\":%llu,\"fill_bytes\":%llu,\"fill_gb_per_s\":%.3f,"
-			       "\"fill_p50_ns\":%llu,\"fill_p99_ns\":%llu,\"promotions_published\":%llu",
-			       first ? "" : ",", (unsigned long long)r->id, (unsigned long long)hits,
-			       (unsigned long long)r->ev[SC_EV_L2_HIT_PROMOTED].count, (unsigned long long)misses, ratio,
-			       (unsigned long long)r->ev[SC_EV_L2_ADMIT].count,
-			       (unsigned long long)r->ev[SC_EV_L2_REJECT].count,
-			       (unsigned long long)r->ev[SC_EV_PROMOTE].count, (unsigned long long)r->never_hit,
-			       (unsigned long long)r->ev[SC_EV_L2_EVICT].count,
-			       (unsigned long long)r->ev[SC_EV_L2_REMOVE].count,
-			       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
-			       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count,
-			       (unsigned long long)r->ev[SC_EV_FILL_DONE].bytes, gbs, (unsigned long long)p50,
-			       (unsigned long long)p99, (unsigned long long)r->ev[SC_EV_PROMOTE_PUBLISHED].count);
-			for (int k = 0; k < 2; k++) {
-				const uint64_t *v = k ? r->promo_refused : r->refused;
-				printf(",\"%s\":{", k ? "promotions_refused" : "refused");
-				for (int w = 0; w < SC_BPF_REFUSALS; w++)
-					printf("%s\"%s\":%llu", w ? "," : "", sc_l2_refusal_name(w), (unsigned long long)v[w]);
-				printf("}");
-			}
-			printf("}");
-		} else {
-			char a[32], b[32], hr[16] = "-";
-			if (hits + misses)
-				snprintf(hr, sizeof(hr), "%.1f%%", 100 * ratio);
-			snprintf(a, sizeof(a), "%.1fus", (double)p50 / 1e3);
-			snprintf(b, sizeof(b), "%.1fus", (double)p99 / 1e3);
-			printf("%016llx %9llu %9llu %9llu %6s %8llu %9llu %8llu %7llu %8llu %9.3f %9s %9s\n",
-			       (unsigned long long)r->id, (unsigned long long)hits,
-			       (unsigned long long)r->ev[SC_EV_L2_HIT_PROMOTED].count, (unsigned long long)misses,
-			       hr, (unsigned long long)r->ev[SC_EV_PROMOTE].count,
-			       (unsigned long long)r->never_hit, (unsigned long long)r->ev[SC_EV_L2_EVICT].count,
-			       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
-			       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count, gbs, p50 ? a : "-", p99 ? b : "-");
-			print_refusals(r);
-		}
+		print_stage(r, p ? p : &zero_row, dt, json, first);
 		first = 0;
 	}
 	if (json)
@@ -420,24 +471,10 @@ static void print_snapshot(const struct snap *s, const struct snap *prev, double
 		printf("%-16s %9s %9s %9s %9s\n", "ring", "commits", "commits/s", "tokens/s", "ring_full");
 	first = 1;
 	for (int i = 0; i < s->n; i++) {
-		const struct row *r = &s->rows[i];
+		const struct row *r = &s->rows[i], *p = prev_row(prev, r);
 		if (!r->is_ring)
 			continue;
-		const struct row *p = prev_row(prev, r);
-		if (!p)
-			p = &zero_row;
-		double cps = dt > 0 ? (double)(r->ev[SC_EV_COMMIT].count - p->ev[SC_EV_COMMIT].count) / dt : 0;
-		double tps = dt > 0 ? (double)(r->ev[SC_EV_COMMIT].tokens - p->ev[SC_EV_COMMIT].tokens) / dt : 0;
-		if (json)
-			printf("%s{\"ring\":%llu,\"commits\":%llu,\"commits_per_s\":%.1f,\"tokens_per_s\":%.1f,"
-			       "\"ring_full\":%llu}",
-			       first ? "" : ",", (unsigned long long)r->id,
-			       (unsigned long long)r->ev[SC_EV_COMMIT].count, cps, tps,
-			       (unsigned long long)r->ev[SC_EV_RING_FULL].count);
-		else
-			printf("%-16llu %9llu %9.1f %9.1f %9llu\n", (unsigned long long)r->id,
-			       (unsigned long long)r->ev[SC_EV_COMMIT].count, cps, tps,
-			       (unsigned long long)r->ev[SC_EV_RING_FULL].count);
+		print_ring(r, p ? p : &zero_row, dt, json, first);
 		first = 0;
 	}
 	if (json)
@@ -522,74 +559,73 @@ static int parse_seconds(const char *s, double *out)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
+	static const struct option opts[] = {
+		{ "lib", required_argument, 0, 'l' },      { "binary", required_argument, 0, 'b' },
+		{ "pid", required_argument, 0, 'p' },      { "interval", required_argument, 0, 'i' },
+		{ "duration", required_argument, 0, 'd' }, { "pin-dir", required_argument, 0, 'P' },
+		{ "json", no_argument, 0, 'j' },           { "keep", no_argument, 0, 'k' },
+		{ "verbose", no_argument, 0, 'v' },        { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
 	*o = (struct opts){ .pin_dir = SC_BPF_PIN_DIR_DEFAULT, .pid = -1, .interval = 1 };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int takes = !strcmp(a, "--lib") || !strcmp(a, "--binary") || !strcmp(a, "--pid") ||
-			    !strcmp(a, "--interval") || !strcmp(a, "--duration") || !strcmp(a, "--pin-dir");
-		if (takes && !v)
-			return cli_usage_error(CMD, "%s needs a value", a);
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return -1;
-		} else if (!strcmp(a, "--lib")) {
-			o->lib = v;
-		} else if (!strcmp(a, "--binary")) {
-			o->binary = v;
-		} else if (!strcmp(a, "--pin-dir")) {
-			if (v[0] != '/')
-				return cli_usage_error(CMD, "--pin-dir needs an absolute path");
-			o->pin_dir = v;
-		} else if (!strcmp(a, "--pid")) {
-			uint64_t p;
-			if (cli_parse_u64(v, INT_MAX, &p) || p == 0)
-				return cli_usage_error(CMD, "bad --pid '%s'", v);
-			o->pid = (int)p;
-		} else if (!strcmp(a, "--interval")) {
-			if (parse_seconds(v, &o->interval) || o->interval < 0.05)
-				return cli_usage_error(CMD, "bad --interval '%s' (seconds, at least 0.05)", v);
-		} else if (!strcmp(a, "--duration")) {
-			if (parse_seconds(v, &o->duration))
-				return cli_usage_error(CMD, "bad --duration '%s' (seconds)", v);
-		} else if (!strcmp(a, "--json")) {
-			o->json = 1;
-		} else if (!strcmp(a, "--keep")) {
-			o->keep = 1;
-		} else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
-			verbose = 1;
-		} else {
-			return cli_usage_error(CMD, "unknown argument '%s'", a);
+	uint64_t v;
+	int c;
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': o->lib = optarg; break;
+		case 'b': o->binary = optarg; break;
+		case 'P':
+			if (optarg[0] != '/')
+				return cli_usage_error(CMD, "--pin-dir '%s': needs an absolute path", cli_q(optarg));
+			o->pin_dir = optarg;
+			break;
+		case 'p':
+			if (cli_parse_u64(optarg, INT_MAX, &v) || v == 0)
+				return cli_usage_error(CMD, "bad --pid '%s'", cli_q(optarg));
+			o->pid = (int)v;
+			break;
+		case 'i':
+			if (parse_seconds(optarg, &o->interval) || o->interval < 0.05)
+				return cli_usage_error(CMD, "bad --interval '%s' (seconds, at least 0.05)", cli_q(optarg));
+			break;
+		case 'd':
+			if (parse_seconds(optarg, &o->duration))
+				return cli_usage_error(CMD, "bad --duration '%s' (seconds)", cli_q(optarg));
+			break;
+		case 'j': o->json = 1; break;
+		case 'k': o->keep = 1; break;
+		case 'v': verbose = 1; break;
+		case 'h': usage(stdout); return -1;
+		default: return cli_opt_error(CMD, c, argv);
 		}
-		if (takes)
-			i++;
 	}
+	if (optind != argc)
+		return cli_usage_error(CMD, "unexpected argument '%s'", cli_q(argv[optind]));
 	if (o->lib && o->binary)
 		return cli_usage_error(CMD, "--lib and --binary exclude each other");
 	return 0;
 }
 
-/* ---- the command ---- */
+/* ---- the command: check -> target -> pin directory -> open, load -> attach -> pin -> run ---- */
 
 static const char *const pinned_maps[] = { "counters", "reasons", "latency",
 					   "recent_promotions", "promotion_payoff", "trace_state" };
 #define NPINNED (int)(sizeof(pinned_maps) / sizeof(pinned_maps[0]))
 
-int cmd_trace(int argc, char **argv)
-{
+/* What one trace holds, released by trace_cleanup() whatever phase it reached. */
+struct tracer {
 	struct opts o;
-	int rc = parse_args(argc, argv, &o);
-	if (rc)
-		return rc < 0 ? EXIT_OK : rc;
-
-	struct stagecache_bpf *skel = NULL;
+	const char *what;                  /* "library" or "binary" */
 	char target[PATH_MAX], real[PATH_MAX];
-	char made[8][PATH_MAX];
-	int nmade = 0, npinned = 0, attached = 0;
-	char missing[512] = "";
-	static struct snap snaps[2];
-	rc = EXIT_FAIL;
+	char made[8][PATH_MAX];            /* directories made for the pins, deepest last */
+	int nmade, npinned, nprogs, attached;
+	char missing[512];                 /* probes not in the target, comma-separated */
+	struct stagecache_bpf *skel;
+};
 
+static int check_privileges(void)
+{
 	if (geteuid() != 0) {
 		fprintf(stderr, "stagecache trace: must run as root: loading eBPF programs and attaching uprobes "
 				"needs CAP_BPF and CAP_PERFMON (try: sudo stagecache trace)\n");
@@ -600,180 +636,240 @@ int cmd_trace(int argc, char **argv)
 				"are CO-RE and need a kernel built with CONFIG_DEBUG_INFO_BTF=y\n");
 		return EXIT_FAIL;
 	}
+	return 0;
+}
 
-	/* the file whose probes we attach to */
-	const char *what = o.binary ? "binary" : "library";
-	if (o.lib || o.binary) {
-		snprintf(target, sizeof(target), "%s", o.lib ? o.lib : o.binary);
-	} else if (o.pid > 0) {
-		int e = target_of_pid(o.pid, target);
+/* The file whose probes we attach to: --lib, --binary, what --pid maps, or our own library. */
+static int find_target(struct tracer *t)
+{
+	const struct opts *o = &t->o;
+	t->what = o->binary ? "binary" : "library";
+	if (o->lib || o->binary) {
+		snprintf(t->target, sizeof(t->target), "%s", o->lib ? o->lib : o->binary);
+	} else if (o->pid > 0) {
+		int e = target_of_pid(o->pid, t->target);
 		if (e)
-			return cli_fail(CMD, e, "process %d", o.pid);
-		what = strstr(target, "/exe") ? "binary" : "library";
+			return cli_fail(CMD, e, "process %d", o->pid);
+		t->what = strstr(t->target, "/exe") ? "binary" : "library";
 	} else {
-		target[0] = 0;
-		dl_iterate_phdr(find_self_lib, target);
-		if (!target[0]) {
+		t->target[0] = 0;
+		dl_iterate_phdr(find_self_lib, t->target);
+		if (!t->target[0]) {
 			fprintf(stderr, "stagecache trace: this stagecache is linked statically: give --lib PATH or "
 					"--binary PATH\n");
 			return EXIT_FAIL;
 		}
 	}
-	if (!realpath(target, real)) {
-		fprintf(stderr, "stagecache trace: %s '%s': %s\n", what, target, strerror(errno));
+	if (!realpath(t->target, t->real)) {
+		fprintf(stderr, "stagecache trace: %s '%s': %s\n", t->what, t->target, strerror(errno));
 		return EXIT_FAIL;
 	}
-	int e = is_elf(real);
+	int e = is_elf(t->real);
 	if (e) {
-		fprintf(stderr, "stagecache trace: %s '%s': %s\n", what, real,
+		fprintf(stderr, "stagecache trace: %s '%s': %s\n", t->what, t->real,
 			e == -ENOEXEC ? "not an ELF file" : strerror(-e));
 		return EXIT_FAIL;
 	}
+	return 0;
+}
 
-	/* from here on a signal only stops the loop, so the pins are always removed */
+/* From here on a signal only stops the loop, so the pins are always removed. */
+static void catch_signals(void)
+{
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
 
-	/* bpffs: mount it at /sys/fs/bpf when the pin directory lives there and nothing is mounted */
-	if (!strncmp(o.pin_dir, BPFFS_ROOT "/", strlen(BPFFS_ROOT) + 1) && on_bpffs(BPFFS_ROOT) == 0) {
+/* bpffs (mounted at /sys/fs/bpf when the pin directory lives there and nothing is mounted), the
+ * pin directory (mode 0700), and no pins of another trace in it. */
+static int prepare_pin_dir(struct tracer *t)
+{
+	const char *dir = t->o.pin_dir;
+	if (!strncmp(dir, BPFFS_ROOT "/", strlen(BPFFS_ROOT) + 1) && on_bpffs(BPFFS_ROOT) == 0) {
 		if (mount("bpf", BPFFS_ROOT, "bpf", 0, "mode=0700")) {
 			fprintf(stderr, "stagecache trace: bpffs is not mounted at " BPFFS_ROOT " and mounting it failed: "
 					"%s (mount -t bpf bpf " BPFFS_ROOT ")\n", strerror(errno));
-			return EXIT_FAIL;
+			return -1;
 		}
 	}
-	e = make_dirs(o.pin_dir, made, &nmade, 8);
+	int e = make_dirs(dir, t->made, &t->nmade, 8);
 	if (e) {
-		fprintf(stderr, "stagecache trace: cannot create pin directory %s: %s\n", o.pin_dir, strerror(-e));
-		goto cleanup;
+		fprintf(stderr, "stagecache trace: cannot create pin directory %s: %s\n", dir, strerror(-e));
+		return -1;
 	}
-	if (on_bpffs(o.pin_dir) != 1) {
-		fprintf(stderr, "stagecache trace: %s is not on a bpf filesystem (mount -t bpf bpf " BPFFS_ROOT ")\n",
-			o.pin_dir);
-		goto cleanup;
+	if (on_bpffs(dir) != 1) {
+		fprintf(stderr, "stagecache trace: %s is not on a bpf filesystem (mount -t bpf bpf " BPFFS_ROOT ")\n", dir);
+		return -1;
 	}
-	chmod(o.pin_dir, 0700); /* digests and counters are for the operator only */
+	chmod(dir, 0700); /* digests and counters are for the operator only */
 	for (int i = 0; i < NPINNED; i++) {
 		char p[PATH_MAX];
-		snprintf(p, sizeof(p), "%s/%s", o.pin_dir, pinned_maps[i]);
+		snprintf(p, sizeof(p), "%s/%s", dir, pinned_maps[i]);
 		if (access(p, F_OK) == 0) {
 			fprintf(stderr, "stagecache trace: %s already exists: another trace is running or one kept its "
-					"pins (--keep); remove them (rm %s/*) or use --pin-dir\n", p, o.pin_dir);
-			goto cleanup;
+					"pins (--keep); remove them (rm %s/*) or use --pin-dir\n", p, dir);
+			return -1;
 		}
 	}
+	return 0;
+}
 
+static int open_and_load(struct tracer *t)
+{
 	libbpf_set_print(libbpf_print);
-	skel = stagecache_bpf__open();
-	if (!skel) {
+	t->skel = stagecache_bpf__open();
+	if (!t->skel) {
 		fprintf(stderr, "stagecache trace: opening the eBPF object failed: %s\n", strerror(errno));
 		dump_libbpf_msgs();
-		goto cleanup;
+		return -1;
 	}
-	e = stagecache_bpf__load(skel);
+	int e = stagecache_bpf__load(t->skel);
 	if (e) {
 		fprintf(stderr, "stagecache trace: loading the eBPF programs failed: %s\n", strerror(-e));
 		dump_libbpf_msgs();
-		goto cleanup;
+		return -1;
 	}
 	struct sc_bpf_state st0 = { .layout_version = SC_BPF_LAYOUT_VERSION };
 	uint32_t zero = 0;
-	bpf_map_update_elem(bpf_map__fd(skel->maps.trace_state), &zero, &st0, BPF_ANY);
+	bpf_map_update_elem(bpf_map__fd(t->skel->maps.trace_state), &zero, &st0, BPF_ANY);
+	return 0;
+}
 
+/* Each program to the probe of its name; a probe the target lacks is listed in t->missing. */
+static int attach(struct tracer *t)
+{
+	struct stagecache_bpf *skel = t->skel;
 	struct bpf_program *prog;
-	int nprogs = 0;
 	bpf_object__for_each_program(prog, skel->obj) {
 		const char *name = bpf_program__name(prog);
-		nprogs++;
-		struct bpf_link *l = bpf_program__attach_usdt(prog, o.pid, real, "stagecache", name, NULL);
+		t->nprogs++;
+		struct bpf_link *l = bpf_program__attach_usdt(prog, t->o.pid, t->real, "stagecache", name, NULL);
 		if (!l) {
-			e = -errno;
+			int e = -errno;
 			if (e == -ENOENT) { /* not in this file (e.g. a static binary without that module) */
-				snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
-					 missing[0] ? "," : "", name);
+				size_t len = strlen(t->missing);
+				snprintf(t->missing + len, sizeof(t->missing) - len, "%s%s", t->missing[0] ? "," : "", name);
 				continue;
 			}
 			fprintf(stderr, "stagecache trace: attaching to probe stagecache:%s in %s failed: %s\n", name,
-				real, strerror(-e));
+				t->real, strerror(-e));
 			dump_libbpf_msgs();
-			goto cleanup;
+			return -1;
 		}
 		/* the skeleton's links array destroys it with the skeleton */
 		for (int i = 0; i < skel->skeleton->prog_cnt; i++)
 			if (*skel->skeleton->progs[i].prog == prog)
 				*skel->skeleton->progs[i].link = l;
-		attached++;
+		t->attached++;
 	}
 	last_n = 0;
-	if (!attached) {
+	if (!t->attached) {
 		fprintf(stderr, "stagecache trace: %s '%s' has no stagecache USDT probes (is it libstagecache.so.0, or "
-				"a program linked statically with libstagecache.a? use --lib or --binary)\n", what, real);
-		goto cleanup;
+				"a program linked statically with libstagecache.a? use --lib or --binary)\n", t->what, t->real);
+		return -1;
 	}
+	return 0;
+}
 
+static int pin_maps(struct tracer *t)
+{
 	for (int i = 0; i < NPINNED; i++) {
-		struct bpf_map *m = bpf_object__find_map_by_name(skel->obj, pinned_maps[i]);
+		struct bpf_map *m = bpf_object__find_map_by_name(t->skel->obj, pinned_maps[i]);
 		char p[PATH_MAX];
-		snprintf(p, sizeof(p), "%s/%s", o.pin_dir, pinned_maps[i]);
-		e = m ? bpf_map__pin(m, p) : -ENOENT;
+		snprintf(p, sizeof(p), "%s/%s", t->o.pin_dir, pinned_maps[i]);
+		int e = m ? bpf_map__pin(m, p) : -ENOENT;
 		if (e) {
 			fprintf(stderr, "stagecache trace: pinning %s failed: %s\n", p, strerror(-e));
-			goto cleanup;
+			return -1;
 		}
-		npinned = i + 1;
+		t->npinned = i + 1;
 	}
+	return 0;
+}
 
-	if (o.json) {
-		printf("{\"type\":\"ready\",\"attached\":%d,\"probes\":%d,\"path\":", attached, nprogs);
-		cli_json_str(stdout, real);
-		printf(",\"pid\":%d,\"pin_dir\":", o.pid);
-		cli_json_str(stdout, o.pin_dir);
-		printf(",\"missing\":\"%s\"}\n", missing);
+/* The "ready" line whoever started us waits for. */
+static void announce_ready(const struct tracer *t)
+{
+	if (t->o.json) {
+		printf("{\"type\":\"ready\",\"attached\":%d,\"probes\":%d,\"path\":", t->attached, t->nprogs);
+		cli_json_str(stdout, t->real);
+		printf(",\"pid\":%d,\"pin_dir\":", t->o.pid);
+		cli_json_str(stdout, t->o.pin_dir);
+		printf(",\"missing\":\"%s\"}\n", t->missing);
 	} else {
-		printf("ready: %d/%d probes attached to %s (%s), maps pinned in %s%s%s\n", attached, nprogs, real,
-		       o.pid > 0 ? "one process" : "every process", o.pin_dir, missing[0] ? "; not in this file: " : "",
-		       missing);
+		printf("ready: %d/%d probes attached to %s (%s), maps pinned in %s%s%s\n", t->attached, t->nprogs, t->real,
+		       t->o.pid > 0 ? "one process" : "every process", t->o.pin_dir,
+		       t->missing[0] ? "; not in this file: " : "", t->missing);
 	}
 	fflush(stdout);
+}
 
+/* A table (or JSON line) every --interval until a signal or --duration. */
+static void run_loop(struct tracer *t)
+{
+	static struct snap snaps[2];
+	const struct opts *o = &t->o;
 	double t0 = cli_now(), last = t0;
 	int cur = 0;
 	memset(&snaps[1], 0, sizeof(snaps[1]));
 	for (;;) {
 		double now = cli_now();
-		double next = last + o.interval;
-		if (o.duration > 0 && next > t0 + o.duration)
-			next = t0 + o.duration;
+		double next = last + o->interval;
+		if (o->duration > 0 && next > t0 + o->duration)
+			next = t0 + o->duration;
 		while (!stop_signal && now < next) {
 			double d = next - now;
 			struct timespec ts = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
 			nanosleep(&ts, NULL);
 			now = cli_now();
 		}
-		take_snapshot(skel, &snaps[cur]);
-		print_snapshot(&snaps[cur], &snaps[!cur], now - t0, now - last, o.json);
+		take_snapshot(t->skel, &snaps[cur]);
+		print_snapshot(&snaps[cur], &snaps[!cur], now - t0, now - last, o->json);
 		cur = !cur;
 		last = now;
-		if (stop_signal || (o.duration > 0 && now >= t0 + o.duration))
+		if (stop_signal || (o->duration > 0 && now >= t0 + o->duration))
 			break;
 	}
-	print_payoff(skel, o.json);
-	rc = EXIT_OK;
+}
 
-cleanup:
-	if (!o.keep || rc != EXIT_OK) {
-		for (int i = 0; i < npinned; i++) {
+/* Pins and the directories made for them go (kept with --keep after a clean run); links, programs
+ * and maps go with the skeleton. */
+static void trace_cleanup(struct tracer *t, int rc)
+{
+	if (!t->o.keep || rc != EXIT_OK) {
+		for (int i = 0; i < t->npinned; i++) {
 			char p[PATH_MAX];
-			snprintf(p, sizeof(p), "%s/%s", o.pin_dir, pinned_maps[i]);
+			snprintf(p, sizeof(p), "%s/%s", t->o.pin_dir, pinned_maps[i]);
 			unlink(p);
 		}
-		for (int i = nmade - 1; i >= 0; i--)
-			rmdir(made[i]);
+		for (int i = t->nmade - 1; i >= 0; i--)
+			rmdir(t->made[i]);
 	}
-	stagecache_bpf__destroy(skel);
+	stagecache_bpf__destroy(t->skel);
+}
+
+int cmd_trace(int argc, char **argv)
+{
+	static struct tracer t;
+	int rc = parse_args(argc, argv, &t.o);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = check_privileges()) || (rc = find_target(&t)))
+		return rc;
+	catch_signals();
+
+	rc = EXIT_FAIL;
+	if (prepare_pin_dir(&t) || open_and_load(&t) || attach(&t) || pin_maps(&t))
+		goto cleanup;
+	announce_ready(&t);
+	run_loop(&t);
+	print_payoff(t.skel, t.o.json);
+	rc = EXIT_OK;
+cleanup:
+	trace_cleanup(&t, rc);
 	return rc;
 }

@@ -91,14 +91,13 @@ struct hopts {
 	char scratch[128];
 };
 
-static void problem(struct shared *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(struct shared *sh, const char *fmt, ...)
+void stress_first_problem(_Atomic int *written, char *buf, size_t len, const char *fmt, ...)
 {
-	if (atomic_exchange(&sh->problem_written, 1))
+	if (atomic_exchange(written, 1))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(sh->first_problem, sizeof(sh->first_problem), fmt, ap);
+	vsnprintf(buf, len, fmt, ap);
 	va_end(ap);
 }
 
@@ -551,132 +550,181 @@ static int explained(const struct evrec *r, size_t n, struct sc_digest d, uint64
 	return 0;
 }
 
-int stress_hosts_main(int argc, char **argv)
+/* The hosts' counters, summed. */
+struct sums {
+	uint64_t r2, r3, misses, puts, refusals, errors, mism, passes, lostl, elections, evicted, late, fills;
+};
+
+/* One run: the processes, what the parent counted, and the verdict. */
+struct run {
+	struct hopts o;
+	struct shared *sh;
+	uint32_t created, nslots; /* arenas created (NAME-h0 ...); worker and janitor slots */
+	uint64_t t0;
+	double elapsed;
+	/* counted by the parent while the hosts run */
+	uint64_t kills, janitor_kills, deadlocks;
+	/* the checks at the end */
+	uint64_t final_checked, nev, lost, leaked, fsck_problems, verify_failures, quarantined;
+	struct sums s;
+	int fail;
+};
+
+/* Each host's arena (created) and its view of the L3 directory (opened once, as that host). */
+static int make_hosts(struct run *r)
 {
-	struct hopts o = { .hosts = 0, .procs = 2, .seconds = 30, .docs = 32, .max_tokens = 256, .size = 128u << 20,
-			   .budget = 16u << 20 };
-	o.seed = (uint64_t)time(NULL);
-	int prc = parse(argc, argv, &o);
-	if (prc)
-		return prc < 0 ? EXIT_OK : prc;
-	snprintf(o.scratch, sizeof(o.scratch), "/var/tmp/stagecache-stress-hosts-%d", (int)getpid());
-	if (mkdir(o.scratch, 0700) < 0)
-		return cli_fail("stress", -errno, "cannot create %s", o.scratch);
-	int ret = EXIT_FAIL, rc;
-	uint32_t created = 0;
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED) {
-		cli_fail("stress", -errno, "mmap");
-		goto cleanup_scratch;
-	}
-	for (uint32_t h = 0; h < o.hosts; h++) {
+	const struct hopts *o = &r->o;
+	int rc;
+	for (uint32_t h = 0; h < o->hosts; h++) {
 		char an[160], sd[192];
-		snprintf(sd, sizeof(sd), "%s/state-h%u", o.scratch, h);
+		snprintf(sd, sizeof(sd), "%s/state-h%u", o->scratch, h);
 		mkdir(sd, 0700);
-		arena_name(&o, h, an, sizeof(an));
-		struct sc_arena_opts ao = { .size_bytes = o.size, .huge = SC_HUGE_AUTO };
+		arena_name(o, h, an, sizeof(an));
+		struct sc_arena_opts ao = { .size_bytes = o->size, .huge = SC_HUGE_AUTO };
 		struct sc_arena *a = NULL;
-		if ((rc = sc_arena_create(an, &ao, &a))) {
-			cli_fail("stress", rc, "cannot create arena '%s'", an);
-			goto cleanup;
-		}
+		if ((rc = sc_arena_create(an, &ao, &a)))
+			return cli_fail("stress", rc, "cannot create arena '%s'", an);
 		sc_arena_close(a);
-		created++;
+		r->created++;
 		struct sc_l3 *l3;
-		if ((rc = open_host_l3(&o, h, &l3))) {
-			cli_fail("stress", rc, "cannot open %s as host %u", host_dir(&o, h), h);
-			goto cleanup;
-		}
+		if ((rc = open_host_l3(o, h, &l3)))
+			return cli_fail("stress", rc, "cannot open %s as host %u", host_dir(o, h), h);
 		sc_l3_close(l3);
 	}
-	/* documents and their digests (the workers check every restore against them) */
-	wl_docs_make(sh->docs, o.docs, 16, o.max_tokens, o.seed);
-	for (uint32_t d = 0; d < o.docs; d++) {
+	return 0;
+}
+
+/* Documents and their digests (the workers check every restore against them); slot i belongs
+ * to host i / (procs + 1), the last of each host's slots is its janitor. */
+static void make_docs_and_slots(struct run *r)
+{
+	struct shared *sh = r->sh;
+	const struct hopts *o = &r->o;
+	wl_docs_make(sh->docs, o->docs, 16, o->max_tokens, o->seed);
+	for (uint32_t d = 0; d < o->docs; d++) {
 		struct wl_geometry g;
 		struct wl_payload p;
 		wl_geometry_default(&g);
 		if (wl_payload_build(&g, &sh->docs[d], &p) == 0)
 			wl_payload_free(&p);
 	}
-	uint32_t nslots = o.hosts * (o.procs + 1);
-	for (uint32_t i = 0; i < nslots; i++) {
-		atomic_store(&sh->s[i].host, i / (o.procs + 1));
-		atomic_store(&sh->s[i].kind, i % (o.procs + 1) == o.procs ? K_JANITOR : K_WORKER);
+	r->nslots = o->hosts * (o->procs + 1);
+	for (uint32_t i = 0; i < r->nslots; i++) {
+		atomic_store(&sh->s[i].host, i / (o->procs + 1));
+		atomic_store(&sh->s[i].kind, i % (o->procs + 1) == o->procs ? K_JANITOR : K_WORKER);
 	}
-	if (!o.json) {
-		printf("stress %s: %u hosts x (%u workers + a janitor), %u s, kill every %u ms, budget %llu MiB, %u documents, seed %llu\n",
-		       o.name, o.hosts, o.procs, o.seconds, o.kill_every_ms, (unsigned long long)(o.budget >> 20), o.docs,
-		       (unsigned long long)o.seed);
-		for (uint32_t h = 0; h < o.hosts; h++)
-			printf("  host %u: L3 %s, arena %s-h%u\n", h, host_dir(&o, h), o.name, h);
-		fflush(stdout);
-	}
-	for (uint32_t i = 0; i < nslots; i++)
-		spawn(sh, i, &o);
+}
 
-	uint64_t kills = 0, janitor_kills = 0, deadlocks = 0;
-	uint64_t t0 = wl_now_ns(), end = t0 + (uint64_t)o.seconds * 1000000000ull, rng = wl_mix(o.seed ^ 0x6b696c6cull);
-	uint64_t next_kill = o.kill_every_ms ? t0 + (uint64_t)o.kill_every_ms * 1000000ull : UINT64_MAX;
+static void print_plan(const struct hopts *o)
+{
+	printf("stress %s: %u hosts x (%u workers + a janitor), %u s, kill every %u ms, budget %llu MiB, %u documents, seed %llu\n",
+	       o->name, o->hosts, o->procs, o->seconds, o->kill_every_ms, (unsigned long long)(o->budget >> 20), o->docs,
+	       (unsigned long long)o->seed);
+	for (uint32_t h = 0; h < o->hosts; h++)
+		printf("  host %u: L3 %s, arena %s-h%u\n", h, host_dir(o, h), o->name, h);
+	fflush(stdout);
+}
+
+/* Reap whatever died and start it again. */
+static void reap_and_respawn(struct run *r)
+{
+	struct shared *sh = r->sh;
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		for (uint32_t i = 0; i < r->nslots; i++) {
+			if (atomic_load(&sh->s[i].pid) != pid)
+				continue;
+			atomic_store(&sh->s[i].pid, 0);
+			if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+				problem(sh, "%s of host %u exited on its own (status %d)",
+					atomic_load(&sh->s[i].kind) == K_JANITOR ? "janitor" : "worker",
+					atomic_load(&sh->s[i].host), status);
+			spawn(sh, i, &r->o);
+		}
+}
+
+/* One kill in eight hits a janitor (the one holding the lease, or a standby). */
+static void kill_one(struct run *r, uint64_t *rng)
+{
+	const struct hopts *o = &r->o;
+	uint32_t h = (uint32_t)(wl_rand(rng) % o->hosts), i;
+	if (wl_rand(rng) % 8 == 0)
+		i = h * (o->procs + 1) + o->procs;
+	else
+		i = h * (o->procs + 1) + (uint32_t)(wl_rand(rng) % o->procs);
+	pid_t victim = atomic_load(&r->sh->s[i].pid);
+	if (victim > 0 && kill(victim, SIGKILL) == 0) {
+		r->kills++;
+		r->janitor_kills += atomic_load(&r->sh->s[i].kind) == K_JANITOR;
+	}
+}
+
+/* Deadlock: a live process, not waiting for the lease, with no progress for its stall time. */
+static void check_stalls(struct run *r, uint64_t now)
+{
+	struct shared *sh = r->sh;
+	for (uint32_t i = 0; i < r->nslots; i++) {
+		pid_t p = atomic_load(&sh->s[i].pid);
+		uint64_t hb = atomic_load(&sh->s[i].heartbeat_ns);
+		int jan = atomic_load(&sh->s[i].kind) == K_JANITOR;
+		if (p > 0 && !atomic_load(&sh->s[i].waiting) && now > hb &&
+		    now - hb > (jan ? JANITOR_STALL_NS : WORKER_STALL_NS)) {
+			r->deadlocks++;
+			problem(sh, "%s of host %u (pid %d) made no progress for %.0f s", jan ? "janitor" : "worker",
+				atomic_load(&sh->s[i].host), p, (double)(now - hb) / 1e9);
+			kill(p, SIGKILL);
+			atomic_store(&sh->s[i].heartbeat_ns, now);
+		}
+	}
+}
+
+static void print_progress(const struct run *r, uint64_t now)
+{
+	uint64_t rs = 0, m = 0, e = 0;
+	for (uint32_t h = 0; h < r->o.hosts; h++) {
+		rs += atomic_load(&r->sh->h[h].restores_l2) + atomic_load(&r->sh->h[h].restores_l3);
+		m += atomic_load(&r->sh->h[h].misses);
+		e += atomic_load(&r->sh->h[h].evicted);
+	}
+	fprintf(stderr, "[%3.0fs] restores %llu  misses %llu  evicted %llu  kills %llu (janitors %llu)  deadlocks %llu\n",
+		(double)(now - r->t0) / 1e9, (unsigned long long)rs, (unsigned long long)m, (unsigned long long)e,
+		(unsigned long long)r->kills, (unsigned long long)r->janitor_kills, (unsigned long long)r->deadlocks);
+}
+
+/* Every process started; then, every 10 ms for --seconds: respawn the dead, kill one every
+ * --kill-every ms, look for stalls, and print progress every 5 s. */
+static void run_hosts(struct run *r)
+{
+	const struct hopts *o = &r->o;
+	for (uint32_t i = 0; i < r->nslots; i++)
+		spawn(r->sh, i, o);
+	uint64_t t0 = r->t0 = wl_now_ns(), end = t0 + (uint64_t)o->seconds * 1000000000ull;
+	uint64_t rng = wl_mix(o->seed ^ 0x6b696c6cull);
+	uint64_t next_kill = o->kill_every_ms ? t0 + (uint64_t)o->kill_every_ms * 1000000ull : UINT64_MAX;
 	uint64_t next_progress = t0 + 5000000000ull;
 	while (wl_now_ns() < end) {
 		usleep(10000);
 		uint64_t now = wl_now_ns();
-		int status;
-		pid_t pid;
-		while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-			for (uint32_t i = 0; i < nslots; i++) {
-				if (atomic_load(&sh->s[i].pid) != pid)
-					continue;
-				atomic_store(&sh->s[i].pid, 0);
-				if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
-					problem(sh, "%s of host %u exited on its own (status %d)",
-						atomic_load(&sh->s[i].kind) == K_JANITOR ? "janitor" : "worker",
-						atomic_load(&sh->s[i].host), status);
-				spawn(sh, i, &o);
-			}
+		reap_and_respawn(r);
 		if (now >= next_kill) {
-			/* one kill in eight hits a janitor (the one holding the lease, or a standby) */
-			uint32_t h = (uint32_t)(wl_rand(&rng) % o.hosts), i;
-			if (wl_rand(&rng) % 8 == 0)
-				i = h * (o.procs + 1) + o.procs;
-			else
-				i = h * (o.procs + 1) + (uint32_t)(wl_rand(&rng) % o.procs);
-			pid_t victim = atomic_load(&sh->s[i].pid);
-			if (victim > 0 && kill(victim, SIGKILL) == 0) {
-				kills++;
-				janitor_kills += atomic_load(&sh->s[i].kind) == K_JANITOR;
-			}
-			next_kill = now + (uint64_t)o.kill_every_ms * 1000000ull;
+			kill_one(r, &rng);
+			next_kill = now + (uint64_t)o->kill_every_ms * 1000000ull;
 		}
-		for (uint32_t i = 0; i < nslots; i++) {
-			pid_t p = atomic_load(&sh->s[i].pid);
-			uint64_t hb = atomic_load(&sh->s[i].heartbeat_ns);
-			int jan = atomic_load(&sh->s[i].kind) == K_JANITOR;
-			if (p > 0 && !atomic_load(&sh->s[i].waiting) && now > hb &&
-			    now - hb > (jan ? JANITOR_STALL_NS : WORKER_STALL_NS)) {
-				deadlocks++;
-				problem(sh, "%s of host %u (pid %d) made no progress for %.0f s", jan ? "janitor" : "worker",
-					atomic_load(&sh->s[i].host), p, (double)(now - hb) / 1e9);
-				kill(p, SIGKILL);
-				atomic_store(&sh->s[i].heartbeat_ns, now);
-			}
-		}
-		if (now >= next_progress && !o.json) {
-			uint64_t r = 0, m = 0, e = 0;
-			for (uint32_t h = 0; h < o.hosts; h++) {
-				r += atomic_load(&sh->h[h].restores_l2) + atomic_load(&sh->h[h].restores_l3);
-				m += atomic_load(&sh->h[h].misses);
-				e += atomic_load(&sh->h[h].evicted);
-			}
-			fprintf(stderr, "[%3.0fs] restores %llu  misses %llu  evicted %llu  kills %llu (janitors %llu)  deadlocks %llu\n",
-				(double)(now - t0) / 1e9, (unsigned long long)r, (unsigned long long)m, (unsigned long long)e,
-				(unsigned long long)kills, (unsigned long long)janitor_kills, (unsigned long long)deadlocks);
+		check_stalls(r, now);
+		if (now >= next_progress && !o->json) {
+			print_progress(r, now);
 			next_progress = now + 5000000000ull;
 		}
 	}
-	/* stop: workers finish their op; janitors may be blocked waiting for the lease: killed */
+}
+
+/* Stop: workers finish their op; janitors may be blocked waiting for the lease: killed. */
+static void stop_hosts(struct run *r)
+{
+	struct shared *sh = r->sh;
 	atomic_store(&sh->stop, 1);
-	for (uint32_t i = 0; i < nslots; i++) {
+	for (uint32_t i = 0; i < r->nslots; i++) {
 		pid_t p = atomic_load(&sh->s[i].pid);
 		if (p <= 0)
 			continue;
@@ -689,7 +737,7 @@ int stress_hosts_main(int argc, char **argv)
 		int status;
 		while (waitpid(p, &status, WNOHANG) == 0) {
 			if (wl_now_ns() > deadline) {
-				deadlocks++;
+				r->deadlocks++;
 				problem(sh, "a worker of host %u did not stop within 60 s", atomic_load(&sh->s[i].host));
 				kill(p, SIGKILL);
 				waitpid(p, &status, 0);
@@ -698,17 +746,22 @@ int stress_hosts_main(int argc, char **argv)
 			usleep(10000);
 		}
 	}
-	double elapsed = (double)(wl_now_ns() - t0) / 1e9;
+	r->elapsed = (double)(wl_now_ns() - r->t0) / 1e9;
+}
 
-	/* the last look: every acknowledged document, from every host */
-	int32_t *tok = malloc(sizeof(int32_t) * (o.max_tokens + 8));
+/* The last look: every acknowledged document, from every host. */
+static void final_lookups(struct run *r)
+{
+	const struct hopts *o = &r->o;
+	struct shared *sh = r->sh;
+	int32_t *tok = malloc(sizeof(int32_t) * (o->max_tokens + 8));
 	uint8_t *buf = NULL;
-	uint64_t final_checked = 0;
-	for (uint32_t h = 0; tok && h < o.hosts; h++) {
+	int rc;
+	for (uint32_t h = 0; tok && h < o->hosts; h++) {
 		struct sc_l3 *l3;
-		if (open_host_l3(&o, h, &l3))
+		if (open_host_l3(o, h, &l3))
 			continue;
-		for (uint32_t d = 0; d < o.docs; d++) {
+		for (uint32_t d = 0; d < o->docs; d++) {
 			uint64_t start = atomic_load(&sh->ack_start[d]);
 			if (!start)
 				continue;
@@ -724,7 +777,7 @@ int stress_hosts_main(int argc, char **argv)
 				rc = sc_l3_fill(l3, &loc, buf, room, 0);
 			else if (rc >= 0)
 				rc = -ENOENT;
-			final_checked++;
+			r->final_checked++;
 			if (rc == -ENOENT)
 				record_miss(sh, d, start, real_ns());
 			else if (rc == 0 && !sc_digest_equal(sc_digest(buf, doc->payload_bytes), doc->digest))
@@ -736,128 +789,195 @@ int stress_hosts_main(int argc, char **argv)
 	}
 	free(buf);
 	free(tok);
+}
 
-	/* objects_lost: misses that no eviction explains */
+/* What the log says about a lost document, for whoever investigates. */
+static void print_lost(const struct shared *sh, const struct miss_event *e, const struct evrec *evr, size_t nevr)
+{
+	char hex[SC_DIGEST_HEX_LEN + 1];
+	printf("lost: document %u %s, put begun at %llu, missing at %llu (+%.3f s); evictions of it:",
+	       e->doc, sc_digest_format(sh->docs[e->doc].digest, hex), (unsigned long long)e->put_start_ns,
+	       (unsigned long long)e->miss_ns, (double)(e->miss_ns - e->put_start_ns) / 1e9);
+	for (size_t k = 0; k < nevr; k++)
+		if (sc_digest_equal(evr[k].d, sh->docs[e->doc].digest))
+			printf(" [%llu, %llu]", (unsigned long long)evr[k].t0, (unsigned long long)evr[k].t1);
+	printf("\n");
+}
+
+/* objects_lost: misses that no eviction in the janitors' log explains */
+static void count_lost(struct run *r)
+{
+	struct shared *sh = r->sh;
 	struct evrec *evr = NULL;
 	size_t nevr = 0, capevr = 0;
-	read_log(host_dir(&o, 0), &evr, &nevr, &capevr);
+	read_log(host_dir(&r->o, 0), &evr, &nevr, &capevr);
 	qsort(evr, nevr, sizeof(*evr), ev_cmp);
-	uint64_t nev = atomic_load(&sh->nev), lost = 0;
-	if (nev > EV_MAX)
-		nev = EV_MAX;
-	for (uint64_t i = 0; i < nev; i++) {
+	r->nev = atomic_load(&sh->nev);
+	if (r->nev > EV_MAX)
+		r->nev = EV_MAX;
+	for (uint64_t i = 0; i < r->nev; i++) {
 		const struct miss_event *e = &sh->ev[i];
-		if (!explained(evr, nevr, sh->docs[e->doc].digest, e->put_start_ns, e->miss_ns)) {
-			lost++;
-			char hex[SC_DIGEST_HEX_LEN + 1];
-			if (lost <= 5 && !o.json) {
-				/* what the log says about it, for whoever investigates */
-				printf("lost: document %u %s, put begun at %llu, missing at %llu (+%.3f s); evictions of it:",
-				       e->doc, sc_digest_format(sh->docs[e->doc].digest, hex), (unsigned long long)e->put_start_ns,
-				       (unsigned long long)e->miss_ns, (double)(e->miss_ns - e->put_start_ns) / 1e9);
-				for (size_t k = 0; k < nevr; k++)
-					if (sc_digest_equal(evr[k].d, sh->docs[e->doc].digest))
-						printf(" [%llu, %llu]", (unsigned long long)evr[k].t0, (unsigned long long)evr[k].t1);
-				printf("\n");
-			}
-			problem(sh, "document %u (%s): acknowledged (put begun at %llu) and then missing at %llu; no eviction explains it",
-				e->doc, sc_digest_format(sh->docs[e->doc].digest, hex), (unsigned long long)e->put_start_ns,
-				(unsigned long long)e->miss_ns);
-		}
+		if (explained(evr, nevr, sh->docs[e->doc].digest, e->put_start_ns, e->miss_ns))
+			continue;
+		r->lost++;
+		char hex[SC_DIGEST_HEX_LEN + 1];
+		if (r->lost <= 5 && !r->o.json)
+			print_lost(sh, e, evr, nevr);
+		problem(sh, "document %u (%s): acknowledged (put begun at %llu) and then missing at %llu; no eviction explains it",
+			e->doc, sc_digest_format(sh->docs[e->doc].digest, hex), (unsigned long long)e->put_start_ns,
+			(unsigned long long)e->miss_ns);
 	}
 	free(evr);
+}
 
-	/* each host: its arena checked (repair what the killed left, then a clean check), its L3 counters */
-	uint64_t leaked = 0, fsck_problems = 0, verify_failures = 0, quarantined = 0;
-	for (uint32_t h = 0; h < o.hosts; h++) {
+/* Each host: its arena checked (repair what the killed left, then a clean check), its L3 counters. */
+static void check_hosts(struct run *r)
+{
+	for (uint32_t h = 0; h < r->o.hosts; h++) {
 		char an[160];
-		arena_name(&o, h, an, sizeof(an));
+		arena_name(&r->o, h, an, sizeof(an));
 		struct sc_arena *a;
 		struct sc_fsck_report r1, r2;
 		if (sc_arena_open(an, &a) == 0) {
 			sc_arena_fsck(a, SC_FSCK_REPAIR | SC_FSCK_DEEP, NULL, NULL, &r1);
 			int frc = sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r2);
-			leaked += frc < 0 ? 1 : r2.leaked_bytes;
-			fsck_problems += frc < 0 ? 1 : r2.problems;
+			r->leaked += frc < 0 ? 1 : r2.leaked_bytes;
+			r->fsck_problems += frc < 0 ? 1 : r2.problems;
 			sc_arena_close(a);
 		} else {
-			fsck_problems++;
+			r->fsck_problems++;
 		}
 		struct sc_l3 *l3;
 		struct sc_l3_stats st;
-		if (open_host_l3(&o, h, &l3) == 0) {
+		if (open_host_l3(&r->o, h, &l3) == 0) {
 			if (sc_l3_stats(l3, &st) == 0) {
-				verify_failures += st.verify_failures;
-				quarantined += st.quarantined;
+				r->verify_failures += st.verify_failures;
+				r->quarantined += st.quarantined;
 			}
 			sc_l3_close(l3);
 		}
 	}
+}
 
-	uint64_t r2 = 0, r3 = 0, misses = 0, puts = 0, refusals = 0, errors = 0, mism = 0, passes = 0, lostl = 0,
-		 elections = 0, evicted = 0, late = 0, fills = 0;
-	for (uint32_t h = 0; h < o.hosts; h++) {
-		struct host_counters *c = &sh->h[h];
-		r2 += atomic_load(&c->restores_l2), r3 += atomic_load(&c->restores_l3);
-		misses += atomic_load(&c->misses), puts += atomic_load(&c->puts), refusals += atomic_load(&c->refusals);
-		errors += atomic_load(&c->errors), mism += atomic_load(&c->mismatches), passes += atomic_load(&c->passes);
-		lostl += atomic_load(&c->lost_leases), elections += atomic_load(&c->elections);
-		evicted += atomic_load(&c->evicted), late += atomic_load(&c->late_visible), fills += atomic_load(&c->fills);
+static void sum_hosts(const struct shared *sh, uint32_t hosts, struct sums *s)
+{
+	for (uint32_t h = 0; h < hosts; h++) {
+		const struct host_counters *c = &sh->h[h];
+		s->r2 += atomic_load(&c->restores_l2), s->r3 += atomic_load(&c->restores_l3);
+		s->misses += atomic_load(&c->misses), s->puts += atomic_load(&c->puts);
+		s->refusals += atomic_load(&c->refusals), s->errors += atomic_load(&c->errors);
+		s->mism += atomic_load(&c->mismatches), s->passes += atomic_load(&c->passes);
+		s->lostl += atomic_load(&c->lost_leases), s->elections += atomic_load(&c->elections);
+		s->evicted += atomic_load(&c->evicted), s->late += atomic_load(&c->late_visible);
+		s->fills += atomic_load(&c->fills);
 	}
-	int fail = mism || lost || verify_failures || quarantined || leaked || deadlocks || fsck_problems ||
-		   atomic_load(&sh->ev_overflow);
-	if (o.json) {
-		printf("{\"seconds\":%.1f,\"hosts\":%u,\"procs_per_host\":%u,\"seed\":%llu,\"restores_l2\":%llu,"
-		       "\"restores_l3\":%llu,\"fills\":%llu,\"misses\":%llu,\"late_visible\":%llu,\"puts\":%llu,\"refusals\":%llu,\"errors\":%llu,\"kills\":%llu,"
-		       "\"janitor_kills\":%llu,\"janitor_passes\":%llu,\"janitor_elections\":%llu,\"leases_lost\":%llu,"
-		       "\"evicted\":%llu,\"misses_checked\":%llu,\"final_lookups\":%llu,\"digest_mismatches\":%llu,"
-		       "\"objects_lost\":%llu,\"verify_failures\":%llu,\"quarantined\":%llu,\"leaked_bytes\":%llu,"
-		       "\"fsck_problems\":%llu,\"deadlocks\":%llu,\"ok\":%s}\n",
-		       elapsed, o.hosts, o.procs, (unsigned long long)o.seed, (unsigned long long)r2, (unsigned long long)r3,
-		       (unsigned long long)fills, (unsigned long long)misses, (unsigned long long)late, (unsigned long long)puts, (unsigned long long)refusals,
-		       (unsigned long long)errors, (unsigned long long)kills, (unsigned long long)janitor_kills,
-		       (unsigned long long)passes, (unsigned long long)elections, (unsigned long long)lostl,
-		       (unsigned long long)evicted, (unsigned long long)nev, (unsigned long long)final_checked,
-		       (unsigned long long)mism, (unsigned long long)lost, (unsigned long long)verify_failures,
-		       (unsigned long long)quarantined, (unsigned long long)leaked, (unsigned long long)fsck_problems,
-		       (unsigned long long)deadlocks, fail ? "false" : "true");
-	} else {
-		printf("\n== stress summary (%.1f s, %u hosts x %u workers, seed %llu) ==\n", elapsed, o.hosts, o.procs,
-		       (unsigned long long)o.seed);
-		printf("restores     %llu from L2, %llu from L3; %llu misses (then put), of which %llu were another\n"
-		       "             host's put not yet visible here (found a second later)\n", (unsigned long long)r2,
-		       (unsigned long long)r3, (unsigned long long)misses, (unsigned long long)late);
-		printf("fills        %llu straight from L3, every byte checked\n", (unsigned long long)fills);
-		printf("puts         %llu acknowledged, %llu refused (budget)\n", (unsigned long long)puts,
-		       (unsigned long long)refusals);
-		printf("janitor      %llu passes, %llu elections, %llu leases lost, %llu evicted\n", (unsigned long long)passes,
-		       (unsigned long long)elections, (unsigned long long)lostl, (unsigned long long)evicted);
-		printf("kills        %llu (%llu janitors)\n", (unsigned long long)kills, (unsigned long long)janitor_kills);
-		printf("checked      %llu misses of acknowledged puts against the janitors' log; %llu final lookups\n",
-		       (unsigned long long)nev, (unsigned long long)final_checked);
-		printf("errors       %llu (refusals are not errors)\n", (unsigned long long)errors);
-		printf("digest_mismatches %llu\nobjects_lost      %llu\nverify_failures   %llu\nquarantined       %llu\n"
-		       "leaked_bytes      %llu\nfsck_problems     %llu\ndeadlocks         %llu\n",
-		       (unsigned long long)mism, (unsigned long long)lost, (unsigned long long)verify_failures,
-		       (unsigned long long)quarantined, (unsigned long long)leaked, (unsigned long long)fsck_problems,
-		       (unsigned long long)deadlocks);
-		if (atomic_load(&sh->ev_overflow))
-			printf("(%llu misses were not recorded: raise EV_MAX)\n", (unsigned long long)atomic_load(&sh->ev_overflow));
-		if (sh->problem_written)
-			printf("first problem: %s\n", sh->first_problem);
-		printf("%s\n", fail ? "FAILED" : "OK");
-	}
-	ret = fail ? EXIT_FAIL : EXIT_OK;
-cleanup:
-	if (!o.keep)
-		for (uint32_t h = 0; h < created; h++) {
+}
+
+/* The final lookups, lost objects, each host's fsck and L3 counters, and the verdict. */
+static void check(struct run *r)
+{
+	final_lookups(r);
+	count_lost(r);
+	check_hosts(r);
+	sum_hosts(r->sh, r->o.hosts, &r->s);
+	r->fail = r->s.mism || r->lost || r->verify_failures || r->quarantined || r->leaked || r->deadlocks ||
+		  r->fsck_problems || atomic_load(&r->sh->ev_overflow);
+}
+
+static void report_json(const struct run *r)
+{
+	const struct sums *s = &r->s;
+	printf("{\"seconds\":%.1f,\"hosts\":%u,\"procs_per_host\":%u,\"seed\":%llu,\"restores_l2\":%llu,"
+	       "\"restores_l3\":%llu,\"fills\":%llu,\"misses\":%llu,\"late_visible\":%llu,\"puts\":%llu,\"refusals\":%llu,\"errors\":%llu,\"kills\":%llu,"
+	       "\"janitor_kills\":%llu,\"janitor_passes\":%llu,\"janitor_elections\":%llu,\"leases_lost\":%llu,"
+	       "\"evicted\":%llu,\"misses_checked\":%llu,\"final_lookups\":%llu,\"digest_mismatches\":%llu,"
+	       "\"objects_lost\":%llu,\"verify_failures\":%llu,\"quarantined\":%llu,\"leaked_bytes\":%llu,"
+	       "\"fsck_problems\":%llu,\"deadlocks\":%llu,\"ok\":%s}\n",
+	       r->elapsed, r->o.hosts, r->o.procs, (unsigned long long)r->o.seed, (unsigned long long)s->r2,
+	       (unsigned long long)s->r3, (unsigned long long)s->fills, (unsigned long long)s->misses,
+	       (unsigned long long)s->late, (unsigned long long)s->puts, (unsigned long long)s->refusals,
+	       (unsigned long long)s->errors, (unsigned long long)r->kills, (unsigned long long)r->janitor_kills,
+	       (unsigned long long)s->passes, (unsigned long long)s->elections, (unsigned long long)s->lostl,
+	       (unsigned long long)s->evicted, (unsigned long long)r->nev, (unsigned long long)r->final_checked,
+	       (unsigned long long)s->mism, (unsigned long long)r->lost, (unsigned long long)r->verify_failures,
+	       (unsigned long long)r->quarantined, (unsigned long long)r->leaked, (unsigned long long)r->fsck_problems,
+	       (unsigned long long)r->deadlocks, r->fail ? "false" : "true");
+}
+
+static void report_text(const struct run *r)
+{
+	const struct sums *s = &r->s;
+	printf("\n== stress summary (%.1f s, %u hosts x %u workers, seed %llu) ==\n", r->elapsed, r->o.hosts, r->o.procs,
+	       (unsigned long long)r->o.seed);
+	printf("restores     %llu from L2, %llu from L3; %llu misses (then put), of which %llu were another\n"
+	       "             host's put not yet visible here (found a second later)\n", (unsigned long long)s->r2,
+	       (unsigned long long)s->r3, (unsigned long long)s->misses, (unsigned long long)s->late);
+	printf("fills        %llu straight from L3, every byte checked\n", (unsigned long long)s->fills);
+	printf("puts         %llu acknowledged, %llu refused (budget)\n", (unsigned long long)s->puts,
+	       (unsigned long long)s->refusals);
+	printf("janitor      %llu passes, %llu elections, %llu leases lost, %llu evicted\n", (unsigned long long)s->passes,
+	       (unsigned long long)s->elections, (unsigned long long)s->lostl, (unsigned long long)s->evicted);
+	printf("kills        %llu (%llu janitors)\n", (unsigned long long)r->kills, (unsigned long long)r->janitor_kills);
+	printf("checked      %llu misses of acknowledged puts against the janitors' log; %llu final lookups\n",
+	       (unsigned long long)r->nev, (unsigned long long)r->final_checked);
+	printf("errors       %llu (refusals are not errors)\n", (unsigned long long)s->errors);
+	printf("digest_mismatches %llu\nobjects_lost      %llu\nverify_failures   %llu\nquarantined       %llu\n"
+	       "leaked_bytes      %llu\nfsck_problems     %llu\ndeadlocks         %llu\n",
+	       (unsigned long long)s->mism, (unsigned long long)r->lost, (unsigned long long)r->verify_failures,
+	       (unsigned long long)r->quarantined, (unsigned long long)r->leaked, (unsigned long long)r->fsck_problems,
+	       (unsigned long long)r->deadlocks);
+	if (atomic_load(&r->sh->ev_overflow))
+		printf("(%llu misses were not recorded: raise EV_MAX)\n", (unsigned long long)atomic_load(&r->sh->ev_overflow));
+	if (r->sh->problem_written)
+		printf("first problem: %s\n", r->sh->first_problem);
+	printf("%s\n", r->fail ? "FAILED" : "OK");
+}
+
+/* The arenas this run created go unless --keep; the scratch directory always goes. */
+static void cleanup(struct run *r)
+{
+	if (!r->o.keep)
+		for (uint32_t h = 0; h < r->created; h++) {
 			char an[160];
-			arena_name(&o, h, an, sizeof(an));
+			arena_name(&r->o, h, an, sizeof(an));
 			sc_arena_destroy(NULL, an);
 		}
-	if (sh != MAP_FAILED)
-		munmap(sh, sizeof(*sh));
-cleanup_scratch:
-	cli_rm_rf(o.scratch);
-	return ret;
+	if (r->sh != MAP_FAILED)
+		munmap(r->sh, sizeof(*r->sh));
+	cli_rm_rf(r->o.scratch);
+}
+
+int stress_hosts_main(int argc, char **argv)
+{
+	static struct run r = { .o = { .hosts = 0, .procs = 2, .seconds = 30, .docs = 32, .max_tokens = 256,
+				       .size = 128u << 20, .budget = 16u << 20 } };
+	r.o.seed = (uint64_t)time(NULL);
+	int rc = parse(argc, argv, &r.o);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	snprintf(r.o.scratch, sizeof(r.o.scratch), "/var/tmp/stagecache-stress-hosts-%d", (int)getpid());
+	if (mkdir(r.o.scratch, 0700) < 0)
+		return cli_fail("stress", -errno, "cannot create %s", r.o.scratch);
+	r.sh = mmap(NULL, sizeof(*r.sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (r.sh == MAP_FAILED)
+		rc = cli_fail("stress", -errno, "mmap");
+	else
+		rc = make_hosts(&r);
+	if (rc) {
+		cleanup(&r);
+		return rc;
+	}
+	make_docs_and_slots(&r);
+	if (!r.o.json)
+		print_plan(&r.o);
+
+	run_hosts(&r);
+	stop_hosts(&r);
+	check(&r);
+	if (r.o.json)
+		report_json(&r);
+	else
+		report_text(&r);
+	cleanup(&r);
+	return r.fail ? EXIT_FAIL : EXIT_OK;
 }

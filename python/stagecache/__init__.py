@@ -430,7 +430,48 @@ class Restore(_Pinned):
 
 # ---- arena ----
 
-class Arena:
+class _Closable:
+    """A handle closed by close(), by `with`, or when it is collected."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class _ArenaChild(_Closable):
+    """What Stage and Ring share: a library handle that lives inside an arena handle, is closed
+    before it, and refuses to work once either is closed. Subclasses set _what (for messages),
+    _registry (the arena's WeakSet of them) and _close_fn (the library's close)."""
+
+    def _attach(self, arena, h):
+        self.arena, self._h = arena, h
+        getattr(arena, self._registry).add(self)
+
+    def _handle(self):
+        if not self._h.value:
+            raise ValueError("this %s is closed" % self._what)
+        self.arena._handle()
+        return self._h
+
+    def close(self):
+        if self._h.value:
+            with self.arena._lock:
+                if self.arena._open():
+                    type(self)._close_fn(self._h)
+                self._h = ctypes.c_void_p()
+            getattr(self.arena, self._registry).discard(self)
+
+
+class Arena(_Closable):
     """A handle on a named arena. Arena.create(...) or Arena.open(...); close() (or `with`)."""
 
     def __init__(self, handle, name):
@@ -508,18 +549,6 @@ class Arena:
                 lib.sc_arena_close(self._h)
             self._h = ctypes.c_void_p()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # -- description --
 
@@ -709,8 +738,9 @@ class Arena:
 
 # ---- stage ----
 
-class Stage:
+class Stage(_ArenaChild):
     """A stage view of an arena: a model identity and a state identity, part of every key."""
+    _what, _registry, _close_fn = "stage", "_stages", lib.sc_stage_close
 
     def __init__(self, arena, model_identity, state_identity):
         self.arena = arena
@@ -719,36 +749,8 @@ class Stage:
         with arena._lock:
             _check(lib.sc_stage_open(arena._handle(), model_identity.encode(), state_identity.encode(),
                                      ctypes.byref(h)), "sc_stage_open")
-        self._h = h
+        self._attach(arena, h)
         self.id = lib.sc_stage_id(h)
-        arena._stages.add(self)
-
-    def _handle(self):
-        if not self._h.value:
-            raise ValueError("this stage is closed")
-        self.arena._handle()
-        return self._h
-
-    def close(self):
-        if self._h.value:
-            with self.arena._lock:
-                if self.arena._open():
-                    lib.sc_stage_close(self._h)
-                self._h = ctypes.c_void_p()
-            self.arena._stages.discard(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def key(self, ns, tokens):
         t, n, _k = _tokens(tokens)
@@ -891,7 +893,7 @@ class Location:
                                                                    self.payload_bytes)
 
 
-class L3:
+class L3(_Closable):
     """The durable on-disk store (sc_l3_open): put, locate, lookup, fill, stats.
     The handle may be shared by threads (each thread gets its own io_uring)."""
 
@@ -917,18 +919,6 @@ class L3:
             lib.sc_l3_close(self._h)
             self._h = ctypes.c_void_p()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def put(self, ns, tokens, payload, model_identity=None, state_identity=None):
         """Write a payload through to disk and index its prefix. Returns its Location."""
@@ -983,46 +973,19 @@ class L3:
 
 # ---- rings and the batcher ----
 
-class Ring:
-    """A commit ring claimed by this producer (sc_ring_open). Use it from one thread."""
+class Ring(_ArenaChild):
+    """A commit ring claimed by this producer (sc_ring_open). Use it from one thread.
+    close() gives the ring up (what was submitted is still delivered)."""
+    _what, _registry, _close_fn = "ring", "_rings", lib.sc_ring_close
 
     def __init__(self, arena):
         self.arena = arena
         h = ctypes.c_void_p()
         with arena._lock:
             _check(lib.sc_ring_open(arena._handle(), ctypes.byref(h)), "sc_ring_open")
-        self._h = h
+        self._attach(arena, h)
         self.index = lib.sc_ring_index(h)
         self.max_tokens = lib.sc_ring_max_tokens(h)
-        arena._rings.add(self)
-
-    def _handle(self):
-        if not self._h.value:
-            raise ValueError("this ring is closed")
-        self.arena._handle()
-        return self._h
-
-    def close(self):
-        """Give the ring up (what was submitted is still delivered)."""
-        if self._h.value:
-            with self.arena._lock:
-                if self.arena._open():
-                    lib.sc_ring_close(self._h)
-                self._h = ctypes.c_void_p()
-            self.arena._rings.discard(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def submit(self, request_id, session_id, generated_token_count, tokens, flags=0):
         """Append one commit; False when the ring is full (nothing written)."""

@@ -944,6 +944,17 @@ impl Drop for Stage<'_> {
 
 // ---- leases and restores ----
 
+/// Section `i` of a lease or restore as a slice. Safety: `sec[i]` points at `sec_len[i]` bytes
+/// that stay valid for as long as the caller's borrow of the lease or restore.
+unsafe fn section_of<'a>(sec: &[*const c_void; 2], sec_len: &[u64; 2], i: usize) -> &'a [u8] {
+    assert!(i < 2, "a payload has sections 0 and 1");
+    let n = sec_len[i] as usize;
+    if n == 0 {
+        return &[];
+    }
+    std::slice::from_raw_parts(sec[i] as *const u8, n)
+}
+
 /// A pinned, zero-copy, read-only view of an L2 entry; released on drop. It borrows its stage,
 /// so it cannot outlive it, and the sections it lends cannot outlive the lease.
 pub struct Lease<'s> {
@@ -954,12 +965,7 @@ pub struct Lease<'s> {
 impl<'s> Lease<'s> {
     /// Section 0 or 1 (empty when absent).
     pub fn section(&self, i: usize) -> &[u8] {
-        assert!(i < 2, "a payload has sections 0 and 1");
-        let n = self.c.sec_len[i] as usize;
-        if n == 0 {
-            return &[];
-        }
-        unsafe { std::slice::from_raw_parts(self.c.sec[i] as *const u8, n) }
+        unsafe { section_of(&self.c.sec, &self.c.sec_len, i) }
     }
     pub fn kind(&self) -> Option<Kind> {
         Kind::from_c(self.c.kind)
@@ -1001,13 +1007,9 @@ pub struct Restore<'s> {
 }
 
 impl<'s> Restore<'s> {
+    /// Section 0 or 1 (empty when absent).
     pub fn section(&self, i: usize) -> &[u8] {
-        assert!(i < 2, "a payload has sections 0 and 1");
-        let n = self.c.sec_len[i] as usize;
-        if n == 0 {
-            return &[];
-        }
-        unsafe { std::slice::from_raw_parts(self.c.sec[i] as *const u8, n) }
+        unsafe { section_of(&self.c.sec, &self.c.sec_len, i) }
     }
     pub fn token_count(&self) -> u32 {
         self.c.token_count
