@@ -123,7 +123,7 @@ $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(TEST_STATIC) $(LIBS) $(CHECK_LIBS)
 
-# ---- benchmarks (owned by bench): build/stagecache-bench, run as `stagecache bench ...` ----
+# ---- benchmarks: build/stagecache-bench, run as `stagecache bench ...` ----
 # Everything that compares with other systems lives in this binary, never in the CLI: LMDB is
 # linked, DPDK's librte_ring is dlopen'ed (its inline ring code comes from the headers), memcached,
 # Redis and fio are spoken to over their sockets / run as programs.
@@ -158,7 +158,7 @@ $(B)/tests/check_bench: $(CLI) $(BENCH)
 .PHONY: bench-run
 # ---- end of benchmarks ----
 
-# ---- BPF (owned by observability) ----
+# ---- BPF ----
 # bpf/stagecache.bpf.c (CO-RE) -> build/bpf/stagecache.bpf.o -> skeleton build/stagecache.skel.h,
 # against build/vmlinux.h dumped from the running kernel's BTF. Nothing generated is committed.
 # System include dirs go in with -idirafter (as libbpf-bootstrap does): usdt.bpf.h needs
@@ -281,7 +281,7 @@ fuzz-regress: $(FUZZ_BINS)
 
 .PHONY: fuzz-regress
 
-# ---- API: the C++ client, the Python and Rust bindings, the exporter, the docs (owned by api) ----
+# ---- API: the C++ client, the Python and Rust bindings, the exporter, the docs ----
 # The bindings are tested with Debian's interpreters and compilers, not whatever is first on PATH
 # (a pyenv python without numpy, a rustup toolchain newer than Debian's rustc 1.63).
 PYTHON3 ?= /usr/bin/python3

@@ -3,7 +3,7 @@
  * one table per public structure listing every member in declaration order, public (P) or not
  * (X: reserved and private blocks, and the whole of the opaque struct sc_batcher).
  *
- * Every member is listed, not only the public ones, so that tests/check_abi.c can prove that the
+ * Every member is listed, not only the public ones, so that tests/check_api.c can prove that the
  * table accounts for every byte of each structure (members in order, no gap but alignment
  * padding): a member added to the header and not here fails that test. Updating a structure
  * means updating its line here; bindings then see the change through the same table.

@@ -8,6 +8,9 @@
 #include "internal.h"
 #include "../shm/readers.h"
 
+_Static_assert(SHM_HUGE_AUTO == SC_HUGE_AUTO && SHM_HUGE_REQUIRE == SC_HUGE_REQUIRE && SHM_HUGE_OFF == SC_HUGE_OFF,
+	       "shm/arena.h huge modes are enum sc_huge");
+
 int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct sc_arena **out)
 {
 	if (!out || !opts)
@@ -149,7 +152,7 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 	if (info->backing == SC_BACKING_SHM_4K && a->backing == SC_BACKING_SHMEM_THP)
 		info->backing = a->backing, info->page_size = a->page_size; /* THP seen at attach */
 	info->layout_version = h->layout_version;
-	info->created_unix = h->created_ns / 1000000000ull;
+	info->created_unix = h->created_ns / SHM_NS_PER_SEC;
 	info->creator_pid = h->creator_pid;
 	struct stat st;
 	if (fstat(a->fd, &st) == 0)
@@ -177,7 +180,7 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 			info->attached[info->attached_count].other_pidns = ns && my_ns && ns != my_ns;
 			info->attached[info->attached_count].slot = i;
 			info->attached[info->attached_count].attached_unix =
-				atomic_load_explicit(&s->attached_ns, memory_order_relaxed) / 1000000000ull;
+				atomic_load_explicit(&s->attached_ns, memory_order_relaxed) / SHM_NS_PER_SEC;
 		}
 		info->attached_count++;
 	}

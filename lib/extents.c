@@ -12,7 +12,7 @@ int sc_arena_extents(struct sc_arena *arena, struct sc_arena_extent *out, unsign
 	if (!arena || (max && !out))
 		return -EINVAL;
 	const struct shm_arena *a = arena->shm;
-	uint64_t page = a->page_size ? a->page_size : 4096, heap_bytes;
+	uint64_t page = a->page_size ? a->page_size : SHM_PAGE_BYTES, heap_bytes;
 	const uint8_t *heap = shm_region(a, SHM_REGION_HEAP, &heap_bytes);
 	if (page & (page - 1) || !heap_bytes)
 		return -EBADMSG;

@@ -198,7 +198,7 @@ int sc_l2_prefix_keys(const struct sc_stage *st, const char *ns, const int32_t *
 	if (!st || (n && !tokens) || (max && !keys) || n > UINT32_MAX)
 		return -EINVAL;
 	if (!block)
-		block = 256;
+		block = L2_PREFIX_BLOCK;
 	size_t k = 0;
 	/* the chain restarts per call; a batch of lengths shares one pass */
 	uint32_t lens[KEYS_AT_ONCE];

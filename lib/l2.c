@@ -225,9 +225,9 @@ static int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct 
 				/* evicted (by us or others) but still seen by a reader, which a busy machine may
 				 * have descheduled inside its read section: wait for it, a bounded time, once
 				 * per admission, rather than evict the same room twice */
-				uint64_t until = l2_now_ns() + L2_PENDING_WAIT_NS;
+				uint64_t until = shm_now_ns() + L2_PENDING_WAIT_NS;
 				waited = 1;
-				while (l2_pending(a) && l2_now_ns() < until) {
+				while (l2_pending(a) && shm_now_ns() < until) {
 					sched_yield();
 					l2_reclaim_all(a, -1);
 					if (l2_used(a) + fp <= budget)
@@ -345,24 +345,10 @@ static int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct 
 		l2_policy_forget(a, shm_index_idx(ix, old));
 	if (lease) {
 		int slot = l2_lease_take(a, shm_index_rec(ix, e));
-		if (slot >= 0) {
-			uint8_t *p = a->shm->base + off;
-			memset(lease, 0, sizeof(*lease));
-			lease->sec[0] = p;
-			lease->sec[1] = p + l0;
-			lease->sec_len[0] = l0;
-			lease->sec_len[1] = l1;
-			lease->kind = kind;
-			lease->origin = origin;
-			lease->token_count = n;
-			lease->digest = d;
-			lease->key = key;
-			if (has_desc) {
-				lease->has_kv_desc = 1;
-				memcpy(&lease->kv_desc, p + desc_at(l0 + l1), sizeof(lease->kv_desc));
-			}
-			lease->arena_ = a;
-			lease->slot_ = slot;
+		if (slot >= 0) { /* *lease was zeroed above */
+			const uint8_t *p = a->shm->base + off;
+			l2_lease_fill(lease, a, slot, p, l0, l1, kind, origin, n, d, key, has_desc,
+				      p + desc_at(l0 + l1));
 		}
 	}
 	shm_index_unlock(ix, shard);

@@ -4,6 +4,8 @@
 #ifndef SC_LIB_L2_H
 #define SC_LIB_L2_H
 
+#include <string.h>
+
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
@@ -102,6 +104,7 @@ void l2_flush(struct sc_stage *st);
 int l2_refuse(struct sc_arena *a, uint64_t stage_id, uint64_t bytes, int rc, int reason);
 
 /* lib/key.c */
+#define L2_PREFIX_BLOCK 256u /* prefix lengths step by this when the caller's block is 0 */
 /* The L2 key of a prefix from its prefix hash P (key_pfx_hashes): H(stage hash | P). */
 struct sc_key l2_key_of(const struct sc_stage *st, struct sc_key pfx);
 int l2_stage_base(struct sc_stage *st, const uint8_t *secret, const char *model, const char *state);
@@ -116,6 +119,33 @@ int l2_reap(struct sc_arena *a, int force);
 void l2_reap_periodic(struct sc_arena *a);
 int l2_lease_take(struct sc_arena *a, uint64_t rec);
 void l2_lease_drop(struct sc_arena *a, int slot);
+/*
+ * Fill the public part of @l for a lease in slot @slot (l2_lease_take) on the payload at @p
+ * (sections @l0, @l1), with a copy of the descriptor at @desc (any alignment) when @has_desc.
+ * Writes every public field but kv_desc and reserved0_ (kv_desc only with a descriptor); inline
+ * so that the read path pays nothing for sharing it with admission.
+ */
+static inline void l2_lease_fill(struct sc_lease *l, struct sc_arena *a, int slot, const uint8_t *p, uint64_t l0,
+				 uint64_t l1, uint32_t kind, uint32_t origin, uint32_t n, struct sc_digest d,
+				 struct sc_key key, int has_desc, const void *desc)
+{
+	l->sec[0] = p;
+	l->sec[1] = p + l0;
+	l->sec_len[0] = l0;
+	l->sec_len[1] = l1;
+	l->kind = kind;
+	l->origin = origin;
+	l->token_count = n;
+	l->digest = d;
+	l->key = key;
+	l->has_kv_desc = has_desc;
+	l->reserved0 = 0;
+	if (has_desc)
+		memcpy(&l->kv_desc, desc, sizeof(l->kv_desc));
+	memset(l->reserved, 0, sizeof(l->reserved)); /* the layout promises zeroes there */
+	l->arena_ = a;
+	l->slot_ = slot;
+}
 
 /* lib/l2_evict.c: the eviction policy (S3-FIFO over shm/evq.c), room making, reclamation. */
 /* Put a BUSY entry (shard locked, not yet linked) on the small or main FIFO, or on main when its
@@ -153,6 +183,8 @@ void l2_promoted_left(struct sc_arena *a, uint64_t stage_id, uint64_t lo, uint64
 
 /* lib/l2_admin.c: remove @key's entry (only if it is still @rec = gen << 32 | idx+1, when not 0);
  * @reason as in the l2_remove probe. */
+/* Why an entry was removed: the l2_remove probe's reason (lib/probes.h). */
+enum { L2_REMOVE_EXPLICIT = 0, L2_REMOVE_MISMATCH = 1, L2_REMOVE_INVALIDATE = 2, L2_REMOVE_CLEAR = 3 };
 int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reason);
 
 /* lib/l2.c */
@@ -177,7 +209,6 @@ int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct 
 int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64_t *wire, struct sc_kv_desc *desc,
 		   int *has_desc);
 void l2_entry_info(struct shm_index *ix, const struct shm_index_entry *e, struct sc_l2_entry_info *info);
-uint64_t l2_now_ns(void);
 /* The footprint of an allocation for @wire bytes (with a descriptor when @has_desc). */
 uint64_t l2_alloc_len(uint64_t wire, int has_desc);
 /* Internal forms that report why they refused (*why, enum sc_l2_refusal, when not 0). */

@@ -51,7 +51,7 @@ int sc_l2_remove(struct sc_stage *st, struct sc_key key)
 {
 	if (!st)
 		return -EINVAL;
-	return l2_remove_key(st->arena, key, 0, 0);
+	return l2_remove_key(st->arena, key, 0, L2_REMOVE_EXPLICIT);
 }
 
 /* Remove every LIVE entry matching (@all, or digest @d); returns the count. O(index entries). */
@@ -88,14 +88,14 @@ int sc_l2_invalidate_digest(struct sc_arena *a, struct sc_digest d)
 {
 	if (!a)
 		return -EINVAL;
-	return remove_where(a, 0, d, 2);
+	return remove_where(a, 0, d, L2_REMOVE_INVALIDATE);
 }
 
 int sc_l2_clear(struct sc_arena *a)
 {
 	if (!a)
 		return -EINVAL;
-	return remove_where(a, 1, (struct sc_digest){ 0, 0 }, 3);
+	return remove_where(a, 1, (struct sc_digest){ 0, 0 }, L2_REMOVE_CLEAR);
 }
 
 int sc_l2_shrink_to(struct sc_arena *a, uint64_t bytes)

@@ -38,7 +38,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "l2.h"
 #include "probes.h"
@@ -69,13 +68,6 @@ void sc_l2_set_policy_limits(uint32_t steps, uint32_t blocks)
 #define L2_SWEEP_BLOCKS L2_SWEEP_BLOCKS_MAX
 #endif
 
-uint64_t l2_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t l2_budget(struct sc_arena *a)
 {
 	uint64_t b = atomic_load_explicit(&l2_ix(a)->hdr->budget_bytes, memory_order_relaxed);
@@ -98,21 +90,6 @@ uint64_t l2_pending(struct sc_arena *a)
 	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
 		p += ix->hdr->shards[s].pending_bytes; /* a hint: written under each shard's lock */
 	return p;
-}
-
-static int is_leased(const uint64_t *v, size_t n, uint64_t rec)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (v[mid] == rec)
-			return 1;
-		if (v[mid] < rec)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
 }
 
 /* The ghost's fingerprint of an entry's key (never 0). */
@@ -259,7 +236,7 @@ static int room_candidate(struct room *r, uint32_t idx, struct shm_index_entry *
 	uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
 	if (st == SHM_ENT_RETIRED || st == SHM_ENT_FREE || st == SHM_ENT_FREEING)
 		return C_DROP;
-	if (e == r->exclude || is_leased(r->leases, r->nl, shm_index_rec(r->ix, e)))
+	if (e == r->exclude || shm_index_leased(r->leases, r->nl, shm_index_rec(r->ix, e)))
 		return C_SKIP;
 	if (room_lock_shard(r, idx % SHM_INDEX_SHARDS))
 		return C_SKIP;
@@ -307,7 +284,8 @@ static uint64_t evictable_bytes(struct room *r)
 	}
 	if (r->exclude) {
 		uint32_t x = shm_index_idx(r->ix, r->exclude);
-		if (q->node[x].q != SHM_EVQ_NONE && !is_leased(r->leases, r->nl, shm_index_rec(r->ix, r->exclude)))
+		if (q->node[x].q != SHM_EVQ_NONE &&
+		    !shm_index_leased(r->leases, r->nl, shm_index_rec(r->ix, r->exclude)))
 			pinned += q->node[x].bytes;
 	}
 	return total > pinned ? total - pinned : 0;
@@ -411,7 +389,7 @@ static int evict_in_shard(struct room *r, uint32_t shard, int *why)
 				continue;
 			}
 			if (c == C_SKIP) {
-				unleased += !is_leased(r->leases, r->nl, shm_index_rec(r->ix, &r->ix->ent[idx]));
+				unleased += !shm_index_leased(r->leases, r->nl, shm_index_rec(r->ix, &r->ix->ent[idx]));
 				continue;
 			}
 			room_evict(r, e, which == SHM_EVQ_SMALL);
@@ -523,7 +501,7 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 				uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
 				uint64_t rec = ((uint64_t)gen << 32) | (idx + 1);
 				if (e->gen == gen && e->payload_off == off && (r->locked & (1u << (idx % SHM_INDEX_SHARDS))) &&
-				    !is_leased(r->leases, r->nl, rec)) {
+				    !shm_index_leased(r->leases, r->nl, rec)) {
 					if (st == SHM_ENT_LIVE && e != r->exclude) {
 						/* what losing it costs: by how soon the policy would evict it
 						 * anyway (small FIFO and not hit twice first, main FIFO and hit
@@ -657,7 +635,7 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 	}
 	/* reclaim them (and the window's retired blocks) as soon as readers let us, then allocate in
 	 * the merged block; the shards are released first (each round takes them again by trylock) */
-	uint64_t at = s.best[0].off, deadline = l2_now_ns() + L2_RECLAIM_WAIT_NS;
+	uint64_t at = s.best[0].off, deadline = shm_now_ns() + L2_RECLAIM_WAIT_NS;
 	room_close(&r);
 	for (;;) {
 		l2_reclaim_all(a, -1);
@@ -666,7 +644,7 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 			rc = 0;
 			break;
 		}
-		if (l2_now_ns() > deadline) {
+		if (shm_now_ns() > deadline) {
 			rc = -EAGAIN; /* readers or a new lease still hold part of it, or another writer took it */
 			break;
 		}

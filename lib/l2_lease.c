@@ -92,10 +92,11 @@ size_t l2_leases_collect(struct sc_arena *a, uint64_t **out)
  * whoever passes by first after the period reaps. This bounds how long a dead process's leases
  * and reservations outlive it while anyone admits, with no daemon. */
 #define L2_REAP_PERIOD_NS 100000000ull
+#define L2_REAP_MIN_GAP_NS 1000000ull /* one handle reaps at most this often unless forced */
 void l2_reap_periodic(struct sc_arena *a)
 {
 	_Atomic uint64_t *due = &a->shm->hdr->reap_due_ns;
-	uint64_t now = l2_now_ns(), d = atomic_load_explicit(due, memory_order_relaxed);
+	uint64_t now = shm_now_ns(), d = atomic_load_explicit(due, memory_order_relaxed);
 	if (now < d || !atomic_compare_exchange_strong_explicit(due, &d, now + L2_REAP_PERIOD_NS, memory_order_relaxed,
 								 memory_order_relaxed))
 		return;
@@ -104,8 +105,8 @@ void l2_reap_periodic(struct sc_arena *a)
 
 int l2_reap(struct sc_arena *a, int force)
 {
-	uint64_t now = l2_now_ns();
-	if (!force && now - a->l2_last_reap_ns < 1000000)
+	uint64_t now = shm_now_ns();
+	if (!force && now - a->l2_last_reap_ns < L2_REAP_MIN_GAP_NS)
 		return 0;
 	a->l2_last_reap_ns = now;
 	/* clearing a dead holder's slot drops its lease records (shm/readers.c) */

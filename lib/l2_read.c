@@ -35,14 +35,15 @@ static inline void count_miss(struct sc_stage *st, uint64_t tokens, int reason, 
 	if (++st->local_misses + st->local_hits >= L2_FLUSH_EVERY)
 		l2_flush(st);
 	if (SC_PROBE_ENABLED(l2_miss)) {
-		uint64_t sid = st->id, tk = tokens, why = (uint64_t)reason, ns = t0 ? l2_now_ns() - t0 : 0;
+		uint64_t sid = st->id, tk = tokens, why = (uint64_t)reason, ns = t0 ? shm_now_ns() - t0 : 0;
 		SC_PROBE(l2_miss, sid, tk, why, ns);
 	}
 }
 
-/* mode: 0 lease, 1 copy, 2 peek */
+enum lookup_mode { LOOKUP_LEASE, LOOKUP_COPY, LOOKUP_PEEK };
+
 struct lookup {
-	int mode;
+	enum lookup_mode mode;
 	int count;
 	const struct sc_location *loc;
 	struct sc_lease *lease;
@@ -71,7 +72,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 	if (__builtin_expect(a->shm->forked, 0))
 		return -ECHILD; /* the parent's handle in a forked child: its reader slot is not ours */
 	struct shm_index *ix = l2_ix(a);
-	uint64_t t0 = (q->count && (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss))) ? l2_now_ns() : 0;
+	uint64_t t0 = (q->count && (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss))) ? shm_now_ns() : 0;
 	int err;
 	struct l2_snap sn;
 	int64_t ret = 0;
@@ -113,7 +114,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			return -ESTALE;
 		}
 		/* the durable copy changed: this mirror is stale */
-		(void)l2_remove_key(a, key, rec, 1);
+		(void)l2_remove_key(a, key, rec, L2_REMOVE_MISMATCH);
 		if (q->count)
 			count_miss(st, q->tokens, MISS_MISMATCH, t0);
 		return -ENOENT;
@@ -126,30 +127,15 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 	int has_desc = sn.has_desc;
 	if (q->info)
 		l2_entry_info(ix, e, q->info);
-	if (q->mode == 0) {
+	if (q->mode == LOOKUP_LEASE) {
 		int slot = l2_lease_take(a, shm_index_rec(ix, e));
 		if (slot < 0) {
 			shm_epoch_exit(a->shm);
 			return slot;
 		}
-		struct sc_lease *l = q->lease;
-		l->sec[0] = p;
-		l->sec[1] = p + l0;
-		l->sec_len[0] = l0;
-		l->sec_len[1] = l1;
-		l->kind = SHM_META_KIND(meta);
-		l->origin = SHM_META_ORIGIN(meta);
-		l->token_count = e->token_count;
-		l->digest = d;
-		l->key = key;
-		l->has_kv_desc = has_desc;
-		l->reserved0 = 0;
-		if (has_desc)
-			l->kv_desc = desc;
-		memset(l->reserved, 0, sizeof(l->reserved)); /* the layout promises zeroes there */
-		l->arena_ = a;
-		l->slot_ = slot;
-	} else if (q->mode == 1) {
+		l2_lease_fill(q->lease, a, slot, p, l0, l1, SHM_META_KIND(meta), SHM_META_ORIGIN(meta), e->token_count,
+			      d, key, has_desc, &desc);
+	} else if (q->mode == LOOKUP_COPY) {
 		if (wire > q->cap) {
 			shm_epoch_exit(a->shm);
 			return -ENOBUFS;
@@ -157,7 +143,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 		memcpy(q->buf, p, wire);
 		ret = (int64_t)wire;
 	}
-	if (q->mode != 2) {
+	if (q->mode != LOOKUP_PEEK) {
 		uint32_t f = atomic_load_explicit(&e->freq, memory_order_relaxed);
 		if (f < L2_FREQ_MAX)
 			atomic_store_explicit(&e->freq, f + 1, memory_order_relaxed);
@@ -167,7 +153,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 		count_hit(st);
 		if (SC_PROBE_ENABLED(l2_hit)) {
 			uint64_t sid = st->id, lo = d.lo, hi = d.hi, b = wire, org = SHM_META_ORIGIN(meta),
-				 ns = l2_now_ns() - t0;
+				 ns = shm_now_ns() - t0;
 			SC_PROBE(l2_hit, sid, lo, hi, b, org, ns);
 		}
 	}
@@ -180,7 +166,7 @@ int sc_l2_get_key(struct sc_stage *st, struct sc_key key, struct sc_lease *lease
 		return -EINVAL;
 	lease->arena_ = NULL;
 	lease->slot_ = -1;
-	struct lookup q = { .mode = 0, .count = 1, .lease = lease };
+	struct lookup q = { .mode = LOOKUP_LEASE, .count = 1, .lease = lease };
 	return (int)lookup(st, key, &q);
 }
 
@@ -189,7 +175,7 @@ int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *toke
 {
 	lease->arena_ = NULL;
 	lease->slot_ = -1;
-	struct lookup q = { .mode = 0, .count = 1, .loc = loc, .lease = lease, .tokens = n, .tok = tokens,
+	struct lookup q = { .mode = LOOKUP_LEASE, .count = 1, .loc = loc, .lease = lease, .tokens = n, .tok = tokens,
 			    .keep_stale = stale_rec != NULL };
 	int rc = (int)lookup(st, key, &q);
 	if (rc == -ESTALE)
@@ -208,7 +194,7 @@ int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
 		return rc;
-	struct lookup q = { .mode = 0, .count = 1, .loc = loc, .lease = lease, .tokens = n, .tok = tokens };
+	struct lookup q = { .mode = LOOKUP_LEASE, .count = 1, .loc = loc, .lease = lease, .tokens = n, .tok = tokens };
 	return (int)lookup(st, key, &q);
 }
 
@@ -221,8 +207,8 @@ int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *token
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
 		return rc;
-	struct lookup q = { .mode = 1, .count = 1, .loc = loc, .buf = buf, .cap = cap, .info = info, .tokens = n,
-			    .tok = tokens };
+	struct lookup q = { .mode = LOOKUP_COPY, .count = 1, .loc = loc, .buf = buf, .cap = cap, .info = info,
+			    .tokens = n, .tok = tokens };
 	return lookup(st, key, &q);
 }
 
@@ -234,7 +220,7 @@ int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
 		return rc;
-	struct lookup q = { .mode = 2, .count = 0, .info = info, .tokens = n, .tok = tokens };
+	struct lookup q = { .mode = LOOKUP_PEEK, .count = 0, .info = info, .tokens = n, .tok = tokens };
 	return (int)lookup(st, key, &q);
 }
 
@@ -246,11 +232,11 @@ int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tok
 	if (!st || !len || !lease || (n && !tokens))
 		return -EINVAL;
 	if (!block)
-		block = 256;
+		block = L2_PREFIX_BLOCK;
 	*len = 0;
 	lease->arena_ = NULL;
 	lease->slot_ = -1;
-	uint64_t t0 = (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss)) ? l2_now_ns() : 0;
+	uint64_t t0 = (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss)) ? shm_now_ns() : 0;
 	size_t want = n / block;
 	struct sc_key stack_keys[PREFIX_STACK_KEYS], *keys = stack_keys;
 	if (want > PREFIX_STACK_KEYS && !(keys = malloc(want * sizeof(*keys))))
@@ -258,8 +244,8 @@ int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tok
 	int k = sc_l2_prefix_keys(st, ns, tokens, n, block, keys, want);
 	int rc = k < 0 ? k : -ENOENT;
 	for (int i = k - 1; i >= 0; i--) {
-		struct lookup q = { .mode = 0, .count = 0, .lease = lease, .tokens = (uint64_t)(i + 1) * block,
-				    .tok = tokens };
+		struct lookup q = { .mode = LOOKUP_LEASE, .count = 0, .lease = lease,
+				    .tokens = (uint64_t)(i + 1) * block, .tok = tokens };
 		rc = (int)lookup(st, keys[i], &q);
 		if (rc == 0) {
 			*len = (size_t)(i + 1) * block;
@@ -275,7 +261,7 @@ int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tok
 		count_hit(st);
 		if (SC_PROBE_ENABLED(l2_hit)) {
 			uint64_t sid = st->id, lo = lease->digest.lo, hi = lease->digest.hi,
-				 b = lease->sec_len[0] + lease->sec_len[1], org = lease->origin, dt = l2_now_ns() - t0;
+				 b = lease->sec_len[0] + lease->sec_len[1], org = lease->origin, dt = shm_now_ns() - t0;
 			SC_PROBE(l2_hit, sid, lo, hi, b, org, dt);
 		}
 	} else if (k >= 0 && rc != -EMFILE) {

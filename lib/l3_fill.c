@@ -69,7 +69,7 @@ static struct l3_ring *ring_create(struct sc_l3 *l3)
 	r->depth = l3->opts.queue_depth;
 	r->tid = gettid();
 	r->ops = calloc(r->depth, sizeof(*r->ops));
-	r->hdrbufs = aligned_alloc(4096, (size_t)r->depth * L3_HDR_BLOCK);
+	r->hdrbufs = aligned_alloc(L3_DIO_ALIGN, (size_t)r->depth * L3_HDR_BLOCK);
 	r->hstates = aligned_alloc(64, (size_t)r->depth * sizeof(XXH3_state_t));
 	if (!r->ops || !r->hdrbufs || !r->hstates)
 		goto fail;
@@ -304,13 +304,30 @@ static int prep_header(struct l3_ring *r, struct l3_fill_op *op)
 	return 0;
 }
 
+/* The header block and chunk 0 in one vectored read at offset 0 (O_DIRECT fills): one device
+ * request where there would be two, which is what bounds small fills on a disk that counts
+ * requests. The vector lives in the op until the read completes. */
+static int prep_first(struct l3_ring *r, struct l3_fill_op *op)
+{
+	struct io_uring_sqe *sqe = sqe_get(r);
+	if (!sqe)
+		return -EAGAIN;
+	uint64_t len = (chunk_len(op, 0) + op->align - 1) / op->align * op->align; /* fits: dst_bytes was checked */
+	op->iov[0] = (struct iovec){ op->hdrbuf, L3_HDR_BLOCK };
+	op->iov[1] = (struct iovec){ op->req->dst, (size_t)len };
+	io_uring_prep_readv(sqe, op->fd, op->iov, 2, 0);
+	io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_FIRST, 0));
+	op->pending++;
+	return 0;
+}
+
 static int file_is_cold(int fd, uint64_t bytes)
 {
 	struct l3_cachestat_range rg = { L3_HDR_BLOCK, bytes };
 	struct l3_cachestat cs;
 	if (syscall(__NR_cachestat, fd, &rg, &cs, 0) < 0)
 		return 1; /* unknown: treat as cold, O_DIRECT is correct either way */
-	return cs.nr_cache * 4096 < bytes / 2;
+	return cs.nr_cache * SHM_PAGE_BYTES < bytes / 2; /* nr_cache counts base pages */
 }
 
 static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
@@ -329,7 +346,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	if (fstat(op->fd, &sb) < 0)
 		return -errno;
 	op->file_bytes = (uint64_t)sb.st_size;
-	op->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	op->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	op->want = loc->payload_bytes;
 	op->direct = 0;
 	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
@@ -343,16 +360,17 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 		op->align = oa;
 	}
 	req->direct = op->direct;
-	/* direct or small: one read; large buffered: chunks, hashed in order as they land */
+	/* small: one read; large: chunks, hashed in order as they land (while later chunks are still
+	 * being read, and while a chunk just read may still be in the CPU's cache) */
 	op->chunk = op->want;
-	if (!op->direct && op->want >= 2 * L3_CHUNK) {
+	if (op->want >= 2 * L3_CHUNK) {
 		uint64_t ch = (op->want + L3_MAX_CHUNKS - 1) / L3_MAX_CHUNKS;
-		op->chunk = ch < L3_CHUNK ? L3_CHUNK : (ch + 4095) & ~4095ull;
+		op->chunk = ch < L3_CHUNK ? L3_CHUNK : shm_page_up(ch);
 	}
 	op->nchunks = (uint32_t)((op->want + op->chunk - 1) / op->chunk);
 	XXH3_128bits_reset(op->hs);
-	int rc = prep_header(r, op);
-	for (uint32_t c = 0; !rc && c < op->nchunks; c++)
+	int rc = op->direct ? prep_first(r, op) : prep_header(r, op);
+	for (uint32_t c = op->direct ? 1 : 0; !rc && c < op->nchunks; c++)
 		rc = prep_chunk(r, op, c);
 	return rc;
 }
@@ -421,11 +439,54 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 	r->inflight--;
 }
 
-/* Switch an O_DIRECT fill (always one chunk) to buffered reads for the rest. */
+/* Switch an O_DIRECT fill to buffered reads for what it still has to read (reads in flight
+ * finish as they were submitted). */
 static void to_buffered(struct l3_fill_op *op)
 {
 	op->direct = 0;
 	fcntl(op->fd, F_SETFL, 0);
+}
+
+/* @res bytes (>= 0) of chunk @c arrived: account them, read the rest of the chunk, or hash what is
+ * complete. A read of 0 bytes is the end of the file: the chunk stays incomplete (truncated). */
+static void chunk_got(struct l3_ring *r, struct l3_fill_op *op, uint32_t c, uint64_t res)
+{
+	if (!res)
+		return;
+	L3_MARK_DEFINED((uint8_t *)op->req->dst + (uint64_t)c * op->chunk + op->cgot[c], res);
+	uint64_t len = chunk_len(op, c), got = op->cgot[c] + res;
+	op->cgot[c] = got > len ? len : got; /* a longer file is caught by the size check */
+	if (op->cgot[c] < len) {
+		if (op->direct && op->cgot[c] % op->align)
+			to_buffered(op); /* an unaligned short read: continue buffered */
+		if (prep_chunk(r, op, c))
+			op->err = -EAGAIN;
+	} else {
+		op->done_mask |= 1ull << c;
+		hash_ready(op);
+	}
+}
+
+/* The combined read (header block + chunk 0) completed with @res. */
+static void first_got(struct l3_ring *r, struct l3_fill_op *op, int res)
+{
+	if (res == -EINVAL && op->direct) {
+		to_buffered(op); /* the kernel refused this O_DIRECT read after all: two buffered reads */
+		if (prep_header(r, op) || prep_chunk(r, op, 0))
+			op->err = -EAGAIN;
+		return;
+	}
+	if (res < 0) {
+		op->err = res;
+		return;
+	}
+	uint64_t h = (uint64_t)res < L3_HDR_BLOCK ? (uint64_t)res : L3_HDR_BLOCK;
+	if (h)
+		L3_MARK_DEFINED(op->hdrbuf, h);
+	op->hdr_got = h;
+	/* a header cut short is the end of a file shorter than a header: verification rejects it */
+	if (h == L3_HDR_BLOCK)
+		chunk_got(r, op, 0, (uint64_t)res - h);
 }
 
 /* Handle one completion of a fill read. */
@@ -442,6 +503,8 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 		else if ((op->hdr_got += (uint64_t)res) < L3_HDR_BLOCK && res > 0 && prep_header(r, op))
 			op->err = -EAGAIN;
 		/* a short header (EOF) is caught by verification */
+	} else if (kind == L3_IO_FIRST) {
+		first_got(r, op, res);
 	} else if (c >= op->nchunks) {
 		op->err = -EIO; /* cannot happen: we encoded it */
 	} else if (res < 0) {
@@ -452,21 +515,9 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 		} else {
 			op->err = res;
 		}
-	} else if (res > 0) {
-		L3_MARK_DEFINED((uint8_t *)op->req->dst + (uint64_t)c * op->chunk + op->cgot[c], (uint64_t)res);
-		uint64_t len = chunk_len(op, c), got = op->cgot[c] + (uint64_t)res;
-		op->cgot[c] = got > len ? len : got; /* a longer file is caught by the size check */
-		if (op->cgot[c] < len) {
-			if (op->direct && op->cgot[c] % op->align)
-				to_buffered(op); /* an unaligned short read: continue buffered */
-			if (prep_chunk(r, op, c))
-				op->err = -EAGAIN;
-		} else {
-			op->done_mask |= 1ull << c;
-			hash_ready(op);
-		}
+	} else {
+		chunk_got(r, op, c, (uint64_t)res);
 	}
-	/* res == 0 on a payload chunk: end of file, the chunk stays incomplete (truncated) */
 	if (op->pending == 0)
 		fill_finish(l3, r, op);
 }
@@ -484,7 +535,8 @@ static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 				struct l3_sync_io *io = (void *)(uintptr_t)(ud & ~TAG_MASK);
 				io->res = res;
 				io->done = 1;
-			} else if ((kind == L3_IO_HDR || kind == L3_IO_PAYLOAD) && (ud >> 16) < r->depth) {
+			} else if ((kind == L3_IO_HDR || kind == L3_IO_PAYLOAD || kind == L3_IO_FIRST) &&
+				   (ud >> 16) < r->depth) {
 				fill_cqe(l3, r, &r->ops[ud >> 16], kind, (uint32_t)(ud >> 3) & (L3_MAX_CHUNKS - 1), res);
 			}
 		}
@@ -577,8 +629,8 @@ int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max
 			uint64_t now = shm_now_ns();
 			if (now >= deadline)
 				break;
-			struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / 1000000000ull),
-							.tv_nsec = (long long)((deadline - now) % 1000000000ull) };
+			struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / SHM_NS_PER_SEC),
+							.tv_nsec = (long long)((deadline - now) % SHM_NS_PER_SEC) };
 			rc = io_uring_wait_cqe_timeout(&r->ring, &cqe, &ts);
 		}
 		if (rc < 0 && rc != -ETIME && rc != -EINTR)

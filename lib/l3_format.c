@@ -56,9 +56,7 @@ int l3_hdr_build(uint8_t *block, const struct sc_l3_put_args *p, XXH128_hash_t d
 		.prefix_lo = prefix.low64,
 		.prefix_hi = prefix.high64,
 	};
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	h.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	h.created_ns = shm_realtime_ns();
 	memcpy(block, &h, sizeof(h));
 	uint8_t *q = block + L3_HDR_FIXED;
 	if (desc_bytes)

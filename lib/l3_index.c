@@ -35,6 +35,8 @@ static int u32cmp(const void *a, const void *b)
  * not reliably move the directory's mtime as this host's client sees it; measured on ceph-fuse).
  * Sets *@reloaded. Caller holds l3->mu. */
 #define L3_LENGTHS_TTL_NS 1000000000ll
+#define L3_MTIME_SETTLE_NS 50000000ll /* directory mtimes are coarse: a change this recent may not show */
+#define VERIFY_READ_BYTES (1u << 20)  /* sc_l3_verify reads payloads in pieces of this */
 static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 {
 	struct stat sb;
@@ -47,12 +49,12 @@ static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 	} else {
 		if (fstat(l3->lenfd, &sb) < 0)
 			return -errno;
-		m = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		m = (int64_t)shm_ts_ns(sb.st_mtim);
 		if (l3->lengths && m == l3->lengths_mtime_ns && l3->lengths_settled)
 			return 0;
 		/* directory timestamps are coarse (one tick): a change within the tick we loaded in would
 		 * not move mtime, so a load that close to the last change is not trusted until the next call */
-		l3->lengths_settled = now - m > 50000000;
+		l3->lengths_settled = now - m > L3_MTIME_SETTLE_NS;
 	}
 	*reloaded = 1;
 	int fd = openat(l3->lenfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -320,7 +322,7 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	if (!rc && (h.digest_lo != lo || h.digest_hi != hi))
 		rc = -EBADMSG;
 	if (fstat(fd, &sb) == 0)
-		in->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		in->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	in->file_bytes = fb;
 	if (!rc) {
 		in->kind = h.kind, in->token_count = h.token_count, in->payload_bytes = h.payload_bytes;
@@ -330,12 +332,12 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 		copy_str(in->ns, q + h.model_len + h.state_len, h.ns_len);
 	}
 	if (!rc && w->verify) {
-		uint8_t *buf = malloc(1u << 20);
+		uint8_t *buf = malloc(VERIFY_READ_BYTES);
 		XXH3_state_t hs;
 		XXH3_128bits_reset(&hs);
 		uint64_t off = L3_HDR_BLOCK;
 		while (buf && off < fb) {
-			ssize_t r = pread(fd, buf, fb - off < (1u << 20) ? fb - off : (1u << 20), (off_t)off);
+			ssize_t r = pread(fd, buf, fb - off < VERIFY_READ_BYTES ? fb - off : VERIFY_READ_BYTES, (off_t)off);
 			if (r <= 0)
 				break;
 			XXH3_128bits_update(&hs, buf, (size_t)r);
@@ -363,30 +365,29 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	return w->cb ? w->cb(in, w->ctx) : 0;
 }
 
-int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
+/* Walk every object (@verify: and check its digest): the count walked, or with @verify the count
+ * found bad; or -errno. */
+static int walk_objects(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx,
+			int verify)
 {
 	if (!l3)
 		return -EINVAL;
 	struct walk *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->cb = cb, w->ctx = ctx;
+	w->cb = cb, w->ctx = ctx, w->verify = verify;
 	int rc = l3_scan(l3, l3->objfd, walk_one, w);
-	int n = w->count;
+	int n = verify ? w->bad : w->count;
 	free(w);
 	return rc ? rc : n;
 }
 
+int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
+{
+	return walk_objects(l3, cb, ctx, 0);
+}
+
 int sc_l3_verify(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
 {
-	if (!l3)
-		return -EINVAL;
-	struct walk *w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->cb = cb, w->ctx = ctx, w->verify = 1;
-	int rc = l3_scan(l3, l3->objfd, walk_one, w);
-	int bad = w->bad;
-	free(w);
-	return rc ? rc : bad;
+	return walk_objects(l3, cb, ctx, 1);
 }

@@ -101,18 +101,23 @@ static int jrec_write_fd(int fd, struct l3_jrec *r)
 	return fsync(fd) < 0 ? -errno : 0;
 }
 
-int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v)
+/* The janitor record of DIR into @r: 1, 0 when there is none yet, or -errno. */
+static int jrec_load(struct sc_l3 *l3, struct l3_jrec *r)
 {
-	memset(v, 0, sizeof(*v));
 	int fd = openat(l3->dirfd, "janitor", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	struct l3_jrec r;
-	int rc = jrec_read_fd(fd, &r);
+	int rc = jrec_read_fd(fd, r);
 	close(fd);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
+	return rc == -ENOENT ? 0 : rc ? rc : 1;
+}
+
+int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	struct l3_jrec r;
+	int rc = jrec_load(l3, &r);
+	if (rc <= 0)
 		return rc;
 	*v = (struct l3_jrec_view){ r.epoch, r.objects, r.bytes, r.evictions, r.pass_end_ns, { 0 } };
 	size_t hl = strnlen(r.host, sizeof(v->host) - 1);
@@ -128,15 +133,9 @@ int sc_l3_janitor_status(struct sc_l3 *l3, struct sc_l3_janitor_status *st)
 	memset(st, 0, sizeof(*st));
 	st->shared = l3->shared;
 	snprintf(st->host_id, sizeof(st->host_id), "%s", l3->host);
-	int fd = openat(l3->dirfd, "janitor", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
 	struct l3_jrec r;
-	int rc = jrec_read_fd(fd, &r);
-	close(fd);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
+	int rc = jrec_load(l3, &r);
+	if (rc <= 0)
 		return rc;
 	size_t hl = strnlen(r.host, sizeof(st->janitor_host) - 1);
 	memcpy(st->janitor_host, r.host, hl);
@@ -257,21 +256,6 @@ struct jctx {
 	size_t loglen;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 /* Is this access segment (in DIR/access) left over by a writer that is gone? */
 static int segment_left_over(void *ctx, const char *name)
 {
@@ -385,9 +369,9 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 			return 0;
 		}
 	}
-	if (grow((void **)&j->v, &j->capv, j->nv + 1, sizeof(*j->v)))
+	if (l3_grow((void **)&j->v, &j->capv, j->nv + 1, sizeof(*j->v)))
 		return -ENOMEM;
-	int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	int64_t mt = (int64_t)shm_ts_ns(sb.st_mtim);
 	int64_t used = (int64_t)l3_lru_get(&j->lru, lo, hi);
 	j->v[j->nv++] = (struct victim){ lo, hi, (uint64_t)sb.st_size, mt, used > mt ? used : mt, 0 };
 	j->total += (uint64_t)sb.st_size;
@@ -427,7 +411,7 @@ static int evict(struct jctx *j, uint64_t goal)
 			}
 			continue;
 		}
-		if ((int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec != v->mtime ||
+		if ((int64_t)shm_ts_ns(sb.st_mtim) != v->mtime ||
 		    (uint64_t)sb.st_size != v->bytes) {
 			j->rep.skipped_recent++;
 			continue;
@@ -475,15 +459,11 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	if (!(j->flags & SC_L3_JANITOR_FULL))
 		return 0;
 	uint64_t lo, hi;
-	if (l3_name_digest(name, ".pfx", &lo, &hi))
-		return 0;
 	struct l3_pfx p;
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	rc = l3_read_pfx_named(dfd, name, name, &p, &lo, &hi);
+	if (rc == 1)
 		return 0;
-	rc = l3_read_pfx(fd, &p, NULL, NULL);
-	close(fd);
-	int dangling = rc == -EBADMSG || (!rc && (p.prefix_lo != lo || p.prefix_hi != hi));
+	int dangling = rc == -EBADMSG;
 	if (!rc && !dangling) {
 		char rel[48];
 		struct stat sb;
@@ -571,7 +551,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 	if (target != UINT64_MAX)
 		rc = evict(j, target);
 	else if (budget && j->total > budget)
-		rc = evict(j, budget / 100 * 85);
+		rc = evict(j, budget / 100 * L3_LOW_WATER_PCT);
 	if (rc)
 		goto out;
 	if ((rc = l3_scan(l3, l3->pfxfd, on_prefix, j)))

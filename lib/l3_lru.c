@@ -37,7 +37,7 @@ struct lru_hdr {
 };
 _Static_assert(sizeof(struct lru_hdr) == 32 && sizeof(struct l3_lru_ent) == 24, "lru table layout");
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
+int l3_grow(void **p, size_t *cap, size_t need, size_t elem)
 {
 	if (need <= *cap)
 		return 0;
@@ -156,7 +156,7 @@ static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(
 		if (e->d_name[0] == '.' || !dot || (size_t)(dot - e->d_name) >= L3_WRITER_MAX || nl >= sizeof(s->name))
 			continue;
 		unsigned long seq = strtoul(dot + 1, &end, 10);
-		if (*end || end == dot + 1 || grow((void **)&s, &caps, ns + 1, sizeof(*s)))
+		if (*end || end == dot + 1 || l3_grow((void **)&s, &caps, ns + 1, sizeof(*s)))
 			continue;
 		memcpy(s[ns].name, e->d_name, nl + 1);
 		memcpy(s[ns].writer, e->d_name, (size_t)(dot - e->d_name));
@@ -184,7 +184,7 @@ static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(
 		for (size_t k = 0; k < ns && !newer; k++)
 			newer = k != i && s[k].seq > s[i].seq && !strcmp(s[k].writer, s[i].writer);
 		if ((newer || left_over(ctx, s[i].name)) &&
-		    !grow((void **)&m->closed, &m->capclosed, m->nclosed + 1, sizeof(*m->closed)))
+		    !l3_grow((void **)&m->closed, &m->capclosed, m->nclosed + 1, sizeof(*m->closed)))
 			memcpy(m->closed[m->nclosed++], s[i].name, sizeof(s[i].name));
 	}
 	free(buf);

@@ -60,6 +60,9 @@
 #define L3_STATE_MAGIC 0x0a54535333435350ull /* "PSC3SST\n" */
 #define L3_FORMAT_VERSION 1u
 #define L3_HDR_BLOCK 4096u
+#define L3_DIO_ALIGN 4096u      /* O_DIRECT: buffers, offsets and lengths aligned to this */
+#define L3_LOW_WATER_PCT 85u    /* eviction over the budget goes down to this share of it */
+#define L3_VISIBILITY_MS_DEFAULT 10000u /* sc_l3_opts.visibility_ms when 0 */
 #define L3_HDR_FIXED 256u
 #define L3_DESC_MAX 768u
 #define L3_STR_MAX 1024u
@@ -158,7 +161,9 @@ _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
 
 /* ---- per-thread io_uring ---- */
 
-enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3 };
+/* What a fill read carries: the header block, a payload chunk, or both at once (L3_IO_FIRST: the
+ * header and chunk 0 in one vectored read, one device request for a small O_DIRECT object). */
+enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3, L3_IO_FIRST = 4 };
 
 struct l3_ring;
 
@@ -181,6 +186,7 @@ struct l3_fill_op {
 	XXH3_state_t *hs;          /* payload digest, fed chunk by chunk in order */
 	uint64_t file_bytes;
 	uint64_t t0;
+	struct iovec iov[2];       /* L3_IO_FIRST: header block, chunk 0 (read when submitted) */
 	struct l3_fill_op *next;   /* free list / done list */
 };
 
@@ -308,6 +314,11 @@ int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
  * version 2 entry's token ids are returned in *@tokens (malloc'd; NULL for version 1); with @ns
  * (SC_L3_STR_MAX + 1 bytes), its namespace. */
 int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns);
+/* Read prefix file @at in @dfd, whose name is @name (<prefix key>.pfx; @at may be another name of
+ * the file), into @p and its key into *@lo, *@hi: 0 read and it holds that prefix, -EBADMSG
+ * unreadable or it holds another prefix, another -errno from the read, or 1 when @name is no
+ * prefix file name or @at cannot be opened (nothing to judge). */
+int l3_read_pfx_named(int dfd, const char *at, const char *name, struct l3_pfx *p, uint64_t *lo, uint64_t *hi);
 int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
 /* Register a token length in DIR/lengths (idempotent). */
@@ -346,6 +357,9 @@ int l3_pfx_drop(struct sc_l3 *l3, const char *rel);
 int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *name);
 
 /* ---- lib/l3_lru.c (the janitor's, under its lease) ---- */
+/* Make room for @need elements of @elem bytes in the realloc'd array *@p of capacity *@cap
+ * (doubling from 64). 0 or -ENOMEM (the array is left as it was). */
+int l3_grow(void **p, size_t *cap, size_t need, size_t elem);
 struct l3_lru_ent {
 	uint64_t lo, hi, t_ns;     /* digest, last use (CLOCK_REALTIME) */
 };

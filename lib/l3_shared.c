@@ -187,7 +187,7 @@ int l3_left_over(struct sc_l3 *l3, int dfd, const char *name)
 	struct stat st;
 	int held = shm_ofd_held(fd, 0), left = 0;
 	if (held == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		uint64_t mt = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+		uint64_t mt = shm_ts_ns(st.st_mtim);
 		uint64_t age = l3->grace_ns > L3_TMP_STALE_NS ? l3->grace_ns : L3_TMP_STALE_NS;
 		left = shm_realtime_ns() > mt + age;
 	}
@@ -339,14 +339,10 @@ static int captured_is_dangling(struct sc_l3 *l3, int dfd, const char *cap, cons
 {
 	uint64_t lo, hi;
 	struct l3_pfx p;
-	if (l3_name_digest(name, ".pfx", &lo, &hi))
+	int rc = l3_read_pfx_named(dfd, cap, name, &p, &lo, &hi);
+	if (rc == 1)
 		return 0;
-	int fd = openat(dfd, cap, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return 0;
-	int rc = l3_read_pfx(fd, &p, NULL, NULL);
-	close(fd);
-	if (rc == -EBADMSG || (!rc && (p.prefix_lo != lo || p.prefix_hi != hi)))
+	if (rc == -EBADMSG)
 		return 1;
 	if (rc)
 		return 0; /* a transient error: keep it */

@@ -393,6 +393,20 @@ int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns)
 	return rc;
 }
 
+int l3_read_pfx_named(int dfd, const char *at, const char *name, struct l3_pfx *p, uint64_t *lo, uint64_t *hi)
+{
+	if (l3_name_digest(name, ".pfx", lo, hi))
+		return 1;
+	int fd = l3_open_file(dfd, at, O_RDONLY); /* a FIFO or link planted under the name: left alone */
+	if (fd < 0)
+		return 1;
+	int rc = l3_read_pfx(fd, p, NULL, NULL);
+	close(fd);
+	if (!rc && (p->prefix_lo != *lo || p->prefix_hi != *hi))
+		rc = -EBADMSG;
+	return rc;
+}
+
 static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
 {
 	struct recon *r = ctx;
@@ -407,16 +421,10 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		return 0;
 	}
 	uint64_t lo, hi;
-	if (l3_name_digest(name, ".pfx", &lo, &hi))
-		return 0;
 	struct l3_pfx p;
-	int fd = l3_open_file(dfd, name, O_RDONLY);
-	if (fd < 0)
+	int rc = l3_read_pfx_named(dfd, name, name, &p, &lo, &hi);
+	if (rc == 1)
 		return 0;
-	int rc = l3_read_pfx(fd, &p, NULL, NULL);
-	close(fd);
-	if (!rc && (p.prefix_lo != lo || p.prefix_hi != hi))
-		rc = -EBADMSG;
 	if (!rc) {
 		char rel[48];
 		struct stat sb;
@@ -454,7 +462,7 @@ static int reconcile(struct sc_l3 *l3)
 	l3->recon_changed = r.quarantined || r.dropped;
 	flock_un(l3);
 	if (!rc && l3->opts.budget_bytes && r.bytes > l3->opts.budget_bytes) {
-		int n = sc_l3_evict_to(l3, l3->opts.budget_bytes / 100 * 85);
+		int n = sc_l3_evict_to(l3, l3->opts.budget_bytes / 100 * L3_LOW_WATER_PCT);
 		if (n < 0)
 			rc = n;
 	}
@@ -550,7 +558,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if ((rc = l3_mode_init(l3, o.flags)))
 		goto cleanup;
 	if (l3->shared)
-		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : 10000u) * 1000000ull;
+		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : L3_VISIBILITY_MS_DEFAULT) * 1000000ull;
 	if (l3->shared) {
 		if (l3->st) { /* mapped by the NO_CREATE check above: a shared directory counts per host */
 			munmap(l3->st, sizeof(struct l3_state));
@@ -702,7 +710,7 @@ static int collect(struct sc_l3 *l3, int dfd, const char *sub, const char *name,
 		vs->v = v, vs->cap = cap;
 	}
 	vs->v[vs->n++] = (struct victim){ lo, hi, (uint64_t)sb.st_size,
-					  (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec };
+					  (int64_t)shm_ts_ns(sb.st_mtim) };
 	vs->total += (uint64_t)sb.st_size;
 	return 0;
 }
@@ -901,7 +909,7 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *bl
 	if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == file_bytes) {
 		ADD(put_dedup, 1);
 		/* putting it again is a use: the LRU order keeps what is put again */
-		l3_note_access(l3, fd, lo, hi, (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+		l3_note_access(l3, fd, lo, hi, (int64_t)shm_ts_ns(sb.st_mtim));
 		close(fd);
 		return 0;
 	}
@@ -921,7 +929,7 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *bl
 	}
 	uint64_t budget = l3->opts.budget_bytes;
 	if (budget && !l3->shared && atomic_load_explicit(&l3->st->bytes, RELAXED) + file_bytes > budget) {
-		uint64_t target = budget / 100 * 85;
+		uint64_t target = budget / 100 * L3_LOW_WATER_PCT;
 		int rc = sc_l3_evict_to(l3, target > file_bytes ? target - file_bytes : 0);
 		if (rc < 0)
 			return rc;
@@ -981,7 +989,7 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 			XXH3_128bits_update(&hs, pl->sec[i], pl->sec_len[i]);
 	XXH128_hash_t dg = XXH3_128bits_digest(&hs), key;
 	l3_prefix_keys(a->ns, a->tokens, &a->token_count, 1, &key);
-	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
+	uint8_t *block = aligned_alloc(L3_DIO_ALIGN, L3_HDR_BLOCK);
 	if (!block)
 		return -ENOMEM;
 	int rc = l3_hdr_build(block, a, dg, key), wrote_any = 0;

@@ -172,8 +172,8 @@ static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *
 			rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL, bad);
 			return rc > 0 ? -EAGAIN : rc;
 		}
-		if (rc == -ESTALE)
-			(void)l2_remove_key(arena, key, stale, 1); /* the durable copy changed: a stale mirror */
+		if (rc == -ESTALE) /* the durable copy changed: a stale mirror */
+			(void)l2_remove_key(arena, key, stale, L2_REMOVE_MISMATCH);
 		rc = l3ix_complete(arena, l3, &f, loc);
 		if (rc == 0)
 			return -EAGAIN;
@@ -249,7 +249,7 @@ again:
 
 	/* room for an O_DIRECT read of the rounded-up tail, and behind it the descriptor and the
 	 * token ids that publishing in place stores with the entry (lib/l2.c) */
-	uint64_t room = (loc.payload_bytes + 4095) & ~4095ull;
+	uint64_t room = (loc.payload_bytes + L3_DIO_ALIGN - 1) & ~(uint64_t)(L3_DIO_ALIGN - 1);
 	uint64_t keep = l2_tokens_at(loc.payload_bytes, loc.has_kv_desc) + (uint64_t)loc.token_count * 4;
 	void *dst;
 	int predicted = promote_predict(arena, stage_id, loc.digest, loc.token_count, loc.payload_bytes) == 1;
@@ -261,7 +261,7 @@ again:
 		out->in_arena = 1;
 	} else if (rc == -E2BIG || rc == -ENOSPC) {
 		/* L2 cannot (or need not) hold it: a private lease in process memory */
-		if (!(out->heap_ = dst = aligned_alloc(4096, room))) {
+		if (!(out->heap_ = dst = aligned_alloc(L3_DIO_ALIGN, room))) {
 			rc = -ENOMEM;
 			goto unclaim;
 		}

@@ -13,7 +13,7 @@
  *  - the library never prints, exits or aborts;
  *  - unknown flag bits are rejected with -EINVAL against the matching SC_*_MASK.
  *
- * The file is split in sections, one per object. Each section is owned by one module in lib/.
+ * The file is split in sections, one per object; each names the lib/ files that implement it.
  *
  * Structures (the stable layout rules; see "layouts" below for the run-time checks):
  *  - a structure the caller allocates or reads has a fixed, documented layout on every 64-bit
@@ -343,7 +343,6 @@ int sc_arena_extents(struct sc_arena *arena, struct sc_arena_extent *out, unsign
 int sc_arena_list(const char *dir, void (*cb)(const char *dir, const char *name, void *ctx), void *ctx);
 
 /* ============================== keys, digests, stages, L2 (lib/l2*.c) ============================== */
-/* (section owned by the L2 tier) */
 
 /*
  * Digests: unseeded XXH3-128 of payload bytes (the wire), printable as 32 lowercase hex chars
@@ -768,7 +767,6 @@ void sc_l2_reserve_release(struct sc_l2_resv *resv);
 
 
 /* ============================== L3 store and promotion (lib/l3*.c, lib/promote.c) ============================== */
-/* (section owned by the L3 store) */
 
 /*
  * The L3 store: a directory on local disk holding one durable object per payload digest, with a
@@ -1254,7 +1252,6 @@ struct sc_l3_index_stats {
 int sc_l3_index_stats(struct sc_arena *arena, struct sc_l3_index_stats *st);
 
 /* ============================== commit rings and batcher (lib/batcher.c, lib/ring.c) ============================== */
-/* (section owned by the commit rings) */
 /*
  * Commit rings. Each producer (a process, or a thread with its own handle) claims one
  * single-producer ring in the arena with sc_ring_open and appends commits to it with
@@ -1490,7 +1487,7 @@ uint64_t sc_batcher_ring_full(const struct sc_batcher *b);
 uint64_t sc_batcher_commits(const struct sc_batcher *b);
 
 /* ============================== fsck (lib/fsck.c) ============================== */
-/* (section owned by reliability; the test build's hooks — fault points, clocks, schedule points —
+/* (the test build's hooks — fault points, clocks, schedule points —
  * are not part of this header: see lib/stagecache_test.h, which is never installed) */
 
 #define SC_FSCK_DEEP 0x1u   /* also verify the digest of every L2 entry */

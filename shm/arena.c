@@ -44,8 +44,8 @@
 
 #define HUGETLBFS_MAGIC_ 0x958458f6
 #define TMPFS_MAGIC_ 0x01021994
-#define HUGE_2M (2ull << 20)
 #define OPEN_WAIT_NS (2ull * 1000000000ull)
+#define OPEN_POLL_NS 2000000 /* between looks at a file still being created */
 /* A file without a creation lock that is younger than this may be in the instant between its
  * creator's O_EXCL and the lock: wait for it rather than call it broken. */
 #define CREATE_GAP_NS (1ull * 1000000000ull)
@@ -153,10 +153,10 @@ int shm_measure_backing(const void *addr, uint64_t *page_size)
 	fclose(f);
 	if (!kps)
 		return B_UNKNOWN;
-	if (kps == HUGE_2M)
+	if (kps == SHM_HUGE_PAGE_BYTES)
 		backing = B_HUGETLBFS_2M;
 	else if (pmd > 0)
-		backing = B_SHMEM_THP, kps = HUGE_2M;
+		backing = B_SHMEM_THP, kps = SHM_HUGE_PAGE_BYTES;
 	else
 		backing = B_SHM_4K;
 	if (page_size)
@@ -172,7 +172,7 @@ int shm_arena_measure(struct shm_arena *a, uint64_t *page_size)
 	const struct shm_region *heap = &a->hv.regions[SHM_REGION_HEAP];
 	volatile const uint8_t *p = a->base + heap->off;
 	uint64_t lim = heap->size < (64u << 20) ? heap->size : (64u << 20);
-	for (uint64_t o = 0; o < lim; o += HUGE_2M)
+	for (uint64_t o = 0; o < lim; o += SHM_HUGE_PAGE_BYTES)
 		(void)p[o];
 	int b = shm_measure_backing(a->base + heap->off, page_size);
 	struct statfs sfs;
@@ -265,7 +265,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	struct shm_params p = *pin;
 	struct shm_region regions[SHM_REGION_MAX];
 	int rc;
-	int want_huge = p.huge_mode != 2;
+	int want_huge = p.huge_mode != SHM_HUGE_OFF;
 
 	struct shm_arena *a = calloc(1, sizeof(*a));
 	if (!a)
@@ -296,19 +296,19 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	if ((rc = fs_magic(fd, &fsm)))
 		goto fail_unlink;
 	int hugetlb = fsm == HUGETLBFS_MAGIC_;
-	if (p.huge_mode == 1 && !hugetlb) {
+	if (p.huge_mode == SHM_HUGE_REQUIRE && !hugetlb) {
 		rc = -ENODEV;
 		goto fail_unlink;
 	}
-	if (p.huge_mode == 2 && hugetlb) {
+	if (p.huge_mode == SHM_HUGE_OFF && hugetlb) {
 		rc = -EINVAL; /* huge=off in a hugetlbfs directory is a contradiction */
 		goto fail_unlink;
 	}
-	p.page_size = hugetlb ? (uint32_t)HUGE_2M : 4096u;
+	p.page_size = hugetlb ? (uint32_t)SHM_HUGE_PAGE_BYTES : SHM_PAGE_BYTES;
 	if (hugetlb)
-		p.total_bytes = (p.total_bytes + HUGE_2M - 1) & ~(HUGE_2M - 1);
+		p.total_bytes = (p.total_bytes + SHM_HUGE_PAGE_BYTES - 1) & ~(SHM_HUGE_PAGE_BYTES - 1);
 	else
-		p.total_bytes = (p.total_bytes + 4095) & ~4095ull;
+		p.total_bytes = shm_page_up(p.total_bytes);
 	if ((rc = shm_layout_plan(&p, regions)))
 		goto fail_unlink;
 
@@ -387,7 +387,7 @@ int shm_arena_create(const char *dir, const char *name, const struct shm_params 
 {
 	char hdir[PATH_MAX];
 	*out = NULL;
-	if (!shm_name_valid(name) || p->huge_mode > 2)
+	if (!shm_name_valid(name) || p->huge_mode > SHM_HUGE_OFF)
 		return -EINVAL;
 	if (dir)
 		return create_in(dir, name, p, mode, gid, out);
@@ -396,15 +396,15 @@ int shm_arena_create(const char *dir, const char *name, const struct shm_params 
 	char path[PATH_MAX];
 	if (locate(NULL, name, path, sizeof(path)) == 0)
 		return -EEXIST; /* (one in a directory this user may not search cannot be seen) */
-	if (p->huge_mode != 2 && find_hugetlbfs(hdir, sizeof(hdir)) == 0) {
+	if (p->huge_mode != SHM_HUGE_OFF && find_hugetlbfs(hdir, sizeof(hdir)) == 0) {
 		int rc = create_in(hdir, name, p, mode, gid, out);
 		/* auto: a hugepage shortage, or a hugetlbfs mount this user may not write (root's 0755
 		 * /dev/hugepages; see stagecache setup --group), falls back to tmpfs; require: it is
 		 * the answer */
 		int fallback = rc == -ENOMEM || rc == -EACCES || rc == -EPERM || rc == -EROFS;
-		if (!fallback || p->huge_mode == 1)
+		if (!fallback || p->huge_mode == SHM_HUGE_REQUIRE)
 			return rc;
-	} else if (p->huge_mode == 1) {
+	} else if (p->huge_mode == SHM_HUGE_REQUIRE) {
 		return -ENODEV;
 	}
 	return create_in("/dev/shm", name, p, mode, gid, out);
@@ -476,13 +476,13 @@ static int wait_published(int fd, struct shm_header *hdr, uint64_t *size)
 		if (!creating) {
 			/* nobody is creating it: a young file may be in the instant before its creator's
 			 * lock; an older one was left half-made by a creator that died */
-			uint64_t ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+			uint64_t ctime_ns = shm_ts_ns(st.st_ctim);
 			if (shm_realtime_ns() > ctime_ns + CREATE_GAP_NS)
 				return -EBADMSG;
 		}
 		if (shm_now_ns() > deadline)
 			return -EAGAIN;
-		struct timespec ts = { 0, 2000000 };
+		struct timespec ts = { 0, OPEN_POLL_NS };
 		nanosleep(&ts, NULL);
 	}
 }
@@ -620,44 +620,45 @@ void shm_arena_close(struct shm_arena *a)
 	free(a);
 }
 
-int shm_arena_destroy(const char *dir, const char *name)
+/* Find arena @name (in @dir, or the known directories) into @path and read its first @len bytes
+ * into @head (which starts with the magic word). 0, -EINVAL, -ENOENT, -EBADMSG (short, or not an
+ * arena), or -errno. */
+static int read_head(const char *dir, const char *name, char path[PATH_MAX], void *head, size_t len)
 {
-	char path[PATH_MAX];
 	if (!shm_name_valid(name))
 		return -EINVAL;
-	int rc = locate(dir, name, path, sizeof(path));
+	int rc = locate(dir, name, path, PATH_MAX);
 	if (rc)
 		return rc;
 	int fd;
 	struct stat st;
 	if ((rc = open_regular(path, O_RDONLY, &fd, &st)))
 		return rc;
-	uint64_t magic = 0;
-	ssize_t n = pread(fd, &magic, sizeof(magic), 0);
+	ssize_t n = pread(fd, head, len, 0);
 	close(fd);
+	uint64_t magic;
+	memcpy(&magic, head, sizeof(magic));
+	return n == (ssize_t)len && magic == SHM_MAGIC ? 0 : -EBADMSG;
+}
+
+int shm_arena_destroy(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	uint64_t magic = 0;
 	/* only ever remove what is recognisably ours (a half-built arena has its magic already) */
-	if (n != (ssize_t)sizeof(magic) || magic != SHM_MAGIC)
-		return -EBADMSG;
+	int rc = read_head(dir, name, path, &magic, sizeof(magic));
+	if (rc)
+		return rc;
 	return unlink(path) < 0 ? -errno : 0;
 }
 
 int shm_arena_file_version(const char *dir, const char *name, uint32_t *version)
 {
 	char path[PATH_MAX];
-	if (!shm_name_valid(name))
-		return -EINVAL;
-	int rc = locate(dir, name, path, sizeof(path));
+	struct shm_header h = { 0 };
+	int rc = read_head(dir, name, path, &h, sizeof(h));
 	if (rc)
 		return rc;
-	int fd;
-	struct stat st;
-	if ((rc = open_regular(path, O_RDONLY, &fd, &st)))
-		return rc;
-	struct shm_header h;
-	ssize_t n = pread(fd, &h, sizeof(h), 0);
-	close(fd);
-	if (n != (ssize_t)sizeof(h) || h.magic != SHM_MAGIC)
-		return -EBADMSG;
 	*version = h.layout_version;
 	return 0;
 }

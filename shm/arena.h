@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
 #define SHM_LAYOUT_VERSION 4u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
@@ -147,6 +148,27 @@ struct shm_arena {
 	char path[PATH_MAX];
 };
 
+#define SHM_PAGE_BYTES 4096u            /* the base page: region alignment, 4 KiB-page arenas */
+#define SHM_HUGE_PAGE_BYTES (2ull << 20) /* a hugetlbfs page; the heap region starts on one */
+static inline uint64_t shm_page_up(uint64_t v)
+{
+	return (v + SHM_PAGE_BYTES - 1) & ~(uint64_t)(SHM_PAGE_BYTES - 1);
+}
+
+/* The smallest power of two that is >= @v and >= @min (itself a power of two), capped at 2^30. */
+static inline uint32_t shm_pow2_at_least(uint64_t v, uint32_t min)
+{
+	uint32_t p = min;
+	while (p < v && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+/* huge_mode: the values of enum sc_huge (lib/arena.c checks they match; shm/ does not include lib/) */
+#define SHM_HUGE_AUTO 0u
+#define SHM_HUGE_REQUIRE 1u
+#define SHM_HUGE_OFF 2u
+
 /* Creation parameters after defaults; sizes of every region follow from them (shm/layout.c). */
 struct shm_params {
 	uint64_t total_bytes;
@@ -220,6 +242,12 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 int shm_layout_format(struct shm_arena *a);
 
 /* ---- helpers (shm/util.c) ---- */
+#define SHM_NS_PER_SEC 1000000000ull
+/* A clock reading or a file time in ns (files older than 1970 come out as negative int64). */
+static inline uint64_t shm_ts_ns(struct timespec ts)
+{
+	return (uint64_t)ts.tv_sec * SHM_NS_PER_SEC + (uint64_t)ts.tv_nsec;
+}
 uint64_t shm_now_ns(void);          /* CLOCK_MONOTONIC */
 uint64_t shm_realtime_ns(void);     /* CLOCK_REALTIME */
 /* OFD byte locks (see SHM_LOCK_*): 0 taken, -EAGAIN held through another file description,

@@ -45,10 +45,7 @@
 
 static uint32_t ghost_slots_for(uint32_t nodes)
 {
-	uint32_t s = 64;
-	while (s < nodes && s < (1u << 30))
-		s <<= 1;
-	return s;
+	return shm_pow2_at_least(nodes, 64);
 }
 
 uint64_t shm_evq_bytes(uint32_t nodes)

@@ -1,5 +1,5 @@
 /*
- * shm/heap.h — the payload heap: an allocator over arena offsets (owned by the heap module).
+ * shm/heap.h — the payload heap: an allocator over arena offsets.
  *
  * Interface contract used by the L2 tier and the L3 fill path; the protocol and the crash-repair
  * rules are documented at the top of shm/heap.c.

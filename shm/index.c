@@ -58,12 +58,10 @@
 #include "mutex.h"
 #include "readers.h"
 
+/* Buckets for @v entries: a power of two, at least one per shard. */
 static uint32_t pow2_ceil(uint32_t v)
 {
-	uint32_t p = SHM_INDEX_SHARDS;
-	while (p < v)
-		p <<= 1;
-	return p;
+	return shm_pow2_at_least(v, SHM_INDEX_SHARDS);
 }
 
 static uint64_t buckets_bytes(uint32_t entries)
@@ -81,7 +79,7 @@ int shm_index_format(struct shm_arena *a)
 	uint64_t size;
 	uint8_t *r = shm_region(a, SHM_REGION_INDEX, &size);
 	uint32_t n = a->hv.index_entries;
-	if (n < SHM_INDEX_SHARDS || n > (1u << 24) || size < shm_index_bytes(n))
+	if (n < SHM_INDEX_SHARDS || n > SHM_INDEX_MAX_ENTRIES || size < shm_index_bytes(n))
 		return -EINVAL;
 	struct shm_index_hdr *h = (struct shm_index_hdr *)r;
 	memset(h, 0, sizeof(*h));
@@ -111,7 +109,7 @@ int shm_index_view(struct shm_arena *a, struct shm_index *ix)
 	struct shm_index_hdr *h = (struct shm_index_hdr *)r;
 	uint32_t n = a->hv.index_entries;
 	if (size < SHM_INDEX_HDR_BYTES || h->magic != SHM_INDEX_MAGIC || h->nentries != n ||
-	    h->nshards != SHM_INDEX_SHARDS || n < SHM_INDEX_SHARDS || n > (1u << 24) ||
+	    h->nshards != SHM_INDEX_SHARDS || n < SHM_INDEX_SHARDS || n > SHM_INDEX_MAX_ENTRIES ||
 	    h->nbuckets != pow2_ceil(n) || h->buckets_off != SHM_INDEX_HDR_BYTES ||
 	    h->entries_off != SHM_INDEX_HDR_BYTES + buckets_bytes(n) || size < shm_index_bytes(n))
 		return -EBADMSG;
@@ -289,21 +287,6 @@ int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry 
 	return 0;
 }
 
-static int leased(const uint64_t *v, size_t n, uint64_t rec)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (v[mid] == rec)
-			return 1;
-		if (v[mid] < rec)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
-}
-
 int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min, const uint64_t *leases,
 			     size_t n_leased, unsigned max, unsigned *blocked)
 {
@@ -326,7 +309,7 @@ int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min,
 			pp = &e->link;
 			continue;
 		}
-		if (leased(leases, n_leased, shm_index_rec(ix, e))) {
+		if (shm_index_leased(leases, n_leased, shm_index_rec(ix, e))) {
 			(*blocked)++;
 			pp = &e->link;
 			continue;

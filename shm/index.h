@@ -1,5 +1,5 @@
 /*
- * shm/index.h — the L2 hash index (owned by the L2 tier). Protocol at the top of shm/index.c.
+ * shm/index.h — the L2 hash index (used by the L2 tier, lib/l2*.c). Protocol at the top of shm/index.c.
  *
  * Region layout (SHM_REGION_INDEX):
  *   [ header + shard table (4 KiB) | buckets: u32[nbuckets] | entries: struct shm_index_entry[n] ]
@@ -16,6 +16,7 @@
 #define SHM_INDEX_SHARDS 16u
 #define SHM_INDEX_MAX_CHAIN 64u   /* longer chains are treated as corruption (-EBADMSG) */
 #define SHM_INDEX_HDR_BYTES 4096u
+#define SHM_INDEX_MAX_ENTRIES (1u << 24) /* an entry's idx fits a heap tag (24 bits) */
 
 /* Entry states (shm_index_entry.state). */
 enum {
@@ -181,6 +182,21 @@ static inline uint32_t shm_index_idx(const struct shm_index *ix, const struct sh
 static inline uint64_t shm_index_rec(const struct shm_index *ix, const struct shm_index_entry *e)
 {
 	return ((uint64_t)e->gen << 32) | (shm_index_idx(ix, e) + 1u);
+}
+/* 1 when record @rec is among the @n records of @v (sorted ascending, e.g. the lease records). */
+static inline int shm_index_leased(const uint64_t *v, size_t n, uint64_t rec)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (v[mid] == rec)
+			return 1;
+		if (v[mid] < rec)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
 }
 
 /*

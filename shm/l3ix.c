@@ -78,7 +78,7 @@ static uint32_t pages_for(uint32_t entries, int with_tokens)
 
 static uint64_t links_bytes(uint32_t npages)
 {
-	return ((uint64_t)npages * 4 + 4095) & ~4095ull;
+	return shm_page_up((uint64_t)npages * 4);
 }
 
 static uint64_t region_bytes(uint32_t entries, uint32_t npages)

@@ -34,7 +34,7 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 {
 	if (!p->index_entries) {
 		uint64_t n = p->total_bytes / (16u << 10);
-		p->index_entries = n < 1024 ? 1024 : n > (1u << 24) ? (1u << 24) : (uint32_t)n;
+		p->index_entries = n < 1024 ? 1024 : n > SHM_INDEX_MAX_ENTRIES ? SHM_INDEX_MAX_ENTRIES : (uint32_t)n;
 	}
 	if (!p->ring_count)
 		p->ring_count = 16;
@@ -56,9 +56,9 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 	p->l3ix_entries = shm_l3ix_entries(p->l3ix_entries);
 	if (!p->l3ix_refresh_ms)
 		p->l3ix_refresh_ms = 1000;
-	if (p->index_entries > (1u << 24) || p->ring_count > 4096 || !pow2(p->ring_bytes) ||
-	    p->ring_bytes < 4096 || p->ring_bytes > (1u << 30) || p->obs_entries > (1u << 20) ||
-	    p->reader_slots > 65536)
+	if (p->index_entries > SHM_INDEX_MAX_ENTRIES || p->ring_count > SHM_RING_COUNT_MAX || !pow2(p->ring_bytes) ||
+	    p->ring_bytes < SHM_RING_BYTES_MIN || p->ring_bytes > SHM_RING_BYTES_MAX ||
+	    p->obs_entries > SHM_OBS_MAX_ENTRIES || p->reader_slots > SHM_READER_SLOTS_MAX)
 		return -EINVAL;
 
 	uint64_t sizes[SHM_REGION_COUNT] = {
@@ -75,10 +75,10 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 		regions[i] = (struct shm_region){ 0, 0 };
 	for (int i = 0; i < SHM_REGION_HEAP; i++) {
 		regions[i].off = off;
-		regions[i].size = align_up(sizes[i], 4096);
+		regions[i].size = shm_page_up(sizes[i]);
 		off += regions[i].size;
 	}
-	off = align_up(off, 2u << 20);
+	off = align_up(off, SHM_HUGE_PAGE_BYTES);
 	if (off + SHM_HEAP_MIN_BYTES > p->total_bytes)
 		return -EINVAL;
 	regions[SHM_REGION_HEAP].off = off;

@@ -93,7 +93,7 @@ int shm_mutex_lock(struct shm_arena *a, struct shm_mutex *m)
 			w = nw;
 		}
 		shm_sched_point("mutex.lock.wait");
-		struct timespec ts = { (time_t)(slice / 1000000000ull), (long)(slice % 1000000000ull) };
+		struct timespec ts = { (time_t)(slice / SHM_NS_PER_SEC), (long)(slice % SHM_NS_PER_SEC) };
 		long rc = futex(&m->word, FUTEX_WAIT, w, &ts);
 		if (rc == 0 || errno != ETIMEDOUT)
 			continue; /* woken, or the word changed before we slept */

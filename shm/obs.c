@@ -29,17 +29,9 @@
 #include "obs.h"
 #include "mutex.h"
 
-static uint32_t pow2_at_least(uint64_t v)
-{
-	uint32_t p = 1;
-	while (p < v && p < (1u << 30))
-		p <<= 1;
-	return p;
-}
-
 static uint32_t slots_for(uint32_t entries)
 {
-	return pow2_at_least((uint64_t)(entries ? entries : 1) * 2);
+	return shm_pow2_at_least((uint64_t)(entries ? entries : 1) * 2, 1);
 }
 
 uint64_t shm_obs_bytes(uint32_t entries)

@@ -1,6 +1,6 @@
 /*
- * shm/obs.h — the promotion observation table storage (owned by the L3/promotion module; the
- * policy itself is lib/promote.c). Protocol in shm/obs.c.
+ * shm/obs.h — the promotion observation table storage (the policy that uses it is lib/promote.c).
+ * Protocol in shm/obs.c.
  */
 #ifndef SC_SHM_OBS_H
 #define SC_SHM_OBS_H
@@ -10,6 +10,7 @@
 
 #define SHM_OBS_MAGIC 0x0a53424f50435453ull /* "STCPOBS\n" */
 #define SHM_OBS_CLAIMS 256u
+#define SHM_OBS_MAX_ENTRIES (1u << 20) /* the largest obs_entries an arena may ask for */
 #define SHM_OBS_HDR_BYTES 256u
 #define SHM_OBS_REFUSALS 8u /* reasons a promotion was not published (lib: enum sc_l2_refusal) */
 

@@ -49,6 +49,7 @@
 
 /* Extra passes (1 ms apart) while slots are only busy being claimed or cleaned by others. */
 #define CLAIM_RETRIES 100
+#define CLAIM_RETRY_SLEEP_NS 1000000 /* between the retry passes */
 
 static uint32_t next_inc(uint32_t inc)
 {
@@ -91,7 +92,7 @@ int shm_readers_claim(struct shm_arena *a)
 	for (int pass = 0; pass < 2 + CLAIM_RETRIES; pass++) {
 		int transient = 0;
 		if (pass >= 2) {
-			struct timespec ts = { 0, 1000000 };
+			struct timespec ts = { 0, CLAIM_RETRY_SLEEP_NS };
 			nanosleep(&ts, NULL);
 		}
 		for (uint32_t i = 0; i < n; i++) {

@@ -30,6 +30,8 @@
 /* Incarnations run 1..SHM_INC_MAX so that a token is never 0 and leaves bit 31 free (the mutex
  * word's waiters bit). */
 #define SHM_INC_MAX 0x7fffu
+/* Slot numbers fit the low 16 bits of a token. */
+#define SHM_READER_SLOTS_MAX 65536u
 
 struct shm_reader_slot {
 	_Atomic uint32_t state;           /* SHM_SLOT_* */
@@ -41,7 +43,7 @@ struct shm_reader_slot {
 	_Atomic uint64_t pidns;           /* inode of the holder's pid namespace (0: unknown) */
 	_Atomic uint64_t attached_ns;     /* CLOCK_REALTIME at claim */
 	uint8_t pad[SHM_CACHELINE - 40];
-	/* owned by the L2 tier (lease records) */
+	/* the L2 tier's lease records (lib/l2_lease.c) */
 	_Alignas(8) uint8_t ext[SHM_READER_EXT_BYTES];
 };
 

@@ -83,7 +83,7 @@ int shm_ring_dir_check(const struct shm_arena *a, struct shm_ring_dir **dir)
 	const struct shm_header *h = &a->hv; /* the validated private copy */
 	uint32_t n = d->ring_count, rb = d->ring_bytes;
 	if (size < SHM_RING_DIR_BYTES || d->magic != SHM_RING_MAGIC || n != h->ring_count ||
-	    rb != h->ring_bytes || n == 0 || n > 4096 || rb < 4096 || rb > (1u << 30) || (rb & (rb - 1)) ||
+	    rb != h->ring_bytes || n == 0 || n > SHM_RING_COUNT_MAX || rb < SHM_RING_BYTES_MIN || rb > SHM_RING_BYTES_MAX || (rb & (rb - 1)) ||
 	    d->ctl_off != SHM_RING_DIR_BYTES || d->data_off != shm_ring_data_off(n) ||
 	    size < shm_ring_region_bytes(n, rb))
 		return -EBADMSG;

@@ -1,6 +1,6 @@
 /*
- * shm/ring.h — the commit ring directory and its single-producer/single-consumer rings (owned by
- * the commit rings). The protocol (who writes what, which orderings pair) is at the top of
+ * shm/ring.h — the commit ring directory and its single-producer/single-consumer rings (used by
+ * lib/ring.c and lib/batcher.c). The protocol (who writes what, which orderings pair) is at the top of
  * shm/ring.c.
  *
  * Region layout (SHM_REGION_RINGS, offsets from the region start):
@@ -30,6 +30,10 @@
 #define SHM_RING_ALIGN SHM_CACHELINE
 /* Empty LIVE rings are checked for a dead producer at most this often per consumer handle. */
 #define SHM_RING_REAP_INTERVAL_NS 50000000ull
+/* Limits of the creation parameters (shm/layout.c) that the ring directory's check repeats. */
+#define SHM_RING_COUNT_MAX 4096u
+#define SHM_RING_BYTES_MIN 4096u
+#define SHM_RING_BYTES_MAX (1u << 30)
 
 /* Ring states (bits 32..39 of the owner word). A zero-filled ring is FREE. (CLAIMING is no longer
  * written: a claim goes straight to LIVE; it is kept so that old values read as what they are.) */

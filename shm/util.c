@@ -11,14 +11,14 @@ uint64_t shm_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return shm_ts_ns(ts);
 }
 
 uint64_t shm_realtime_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return shm_ts_ns(ts);
 }
 
 static int ofd(int fd, int cmd, short type, int64_t byte, struct flock *out)

@@ -292,30 +292,74 @@ static int count_dir(const char *sub)
 	return n;
 }
 
+/* Every corruption, through each read path: buffered (a warm file) and O_DIRECT (forced: the
+ * header and chunk 0 in one vectored read), a small object (one chunk) and a 3 MiB one (chunks
+ * hashed as they land). */
 START_TEST(every_corruption_is_quarantined)
 {
-	for (int how = 0; how < C_COUNT; how++) {
-		struct sc_l3 *l3 = open_l3(NULL);
-		struct sc_location loc, loc2;
-		uint32_t ntok = 50u + (uint32_t)how;
-		ck_assert_int_eq(put_full(l3, "q", ntok, 20000, 100u + (unsigned)how, &loc), 0);
-		ck_assert_int_eq(sc_l3_locate_longest(l3, "q", toks, ntok, &loc), (int)ntok);
-		corrupt(&loc, how);
-		size_t cap = 1 << 20;
-		uint8_t *dst = abuf(cap);
-		int rc = sc_l3_fill(l3, &loc, dst, cap, 0);
-		ck_assert_msg(rc == -EBADMSG, "corruption %d: fill returned %d", how, rc);
-		free(dst);
-		ck_assert_int_eq(count_dir("quarantine"), how + 1);
-		/* never served again: the prefix no longer resolves, the digest is gone */
-		ck_assert_int_eq(sc_l3_locate_longest(l3, "q", toks, ntok, &loc2), 0);
-		ck_assert_int_eq(sc_l3_lookup(l3, loc.digest, &loc2), -ENOENT);
-		struct sc_l3_stats st;
-		sc_l3_stats(l3, &st);
-		ck_assert_uint_ge(st.quarantined, 1);
-		ck_assert_uint_ge(st.verify_failures, 1);
+	static const size_t sizes[] = { 20000, 3u << 20 };
+	int quarantined = 0;
+	for (int direct = 0; direct < 2; direct++)
+		for (int z = 0; z < 2; z++)
+			for (int how = 0; how < C_COUNT; how++) {
+				struct sc_l3_opts o = { .o_direct = direct ? SC_L3_ODIRECT_ON : SC_L3_ODIRECT_OFF };
+				struct sc_l3 *l3 = open_l3(&o);
+				struct sc_location loc, loc2;
+				uint32_t ntok = 50u + (uint32_t)(how + C_COUNT * (z + 2 * direct));
+				ck_assert_int_eq(put_full(l3, "q", ntok, sizes[z], 100u + ntok, &loc), 0);
+				ck_assert_int_eq(sc_l3_locate_longest(l3, "q", toks, ntok, &loc), (int)ntok);
+				corrupt(&loc, how);
+				size_t cap = (sizes[z] + (1 << 20)) & ~(size_t)4095;
+				uint8_t *dst = abuf(cap);
+				struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = cap }, *rp = &r, *done;
+				ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+				ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+				ck_assert_msg(r.result == -EBADMSG, "corruption %d (%zu bytes, %s): fill returned %d", how,
+					      sizes[z], direct ? "direct" : "buffered", r.result);
+				free(dst);
+				ck_assert_int_eq(count_dir("quarantine"), ++quarantined);
+				/* never served again: the prefix no longer resolves, the digest is gone */
+				ck_assert_int_eq(sc_l3_locate_longest(l3, "q", toks, ntok, &loc2), 0);
+				ck_assert_int_eq(sc_l3_lookup(l3, loc.digest, &loc2), -ENOENT);
+				struct sc_l3_stats st;
+				sc_l3_stats(l3, &st);
+				ck_assert_uint_ge(st.quarantined, 1);
+				ck_assert_uint_ge(st.verify_failures, 1);
+				sc_l3_close(l3);
+			}
+}
+END_TEST
+
+/* O_DIRECT fills of every size class are exact: one vectored read (header + payload), chunked
+ * reads of a large object, a tail that is not a multiple of the alignment. */
+START_TEST(o_direct_fills_are_exact)
+{
+	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	if (!st.dio_mem_align) {
+		sc_skip("no statx DIO alignment on %s", tmpdir);
 		sc_l3_close(l3);
+		return;
 	}
+	static const size_t sizes[] = { 1, 4095, 4096, 65536, 65537, (2u << 20) - 1, 2u << 20, (5u << 20) + 12345 };
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct sc_location loc;
+		ck_assert_int_eq(put_full(l3, "od", 200 + i, sizes[i], 300 + i, &loc), 0);
+		size_t cap = (sizes[i] + 4095) & ~(size_t)4095;
+		uint8_t *dst = abuf(cap), *want = malloc(sizes[i]);
+		fill_bytes(want, sizes[i], 300 + i);
+		struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = cap }, *rp = &r, *done;
+		ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+		ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+		ck_assert_msg(r.result == 0, "%zu bytes: %d", sizes[i], r.result);
+		ck_assert_int_eq(r.direct, 1);
+		ck_assert_msg(memcmp(dst, want, sizes[i]) == 0, "%zu bytes: wrong bytes", sizes[i]);
+		free(dst);
+		free(want);
+	}
+	sc_l3_close(l3);
 }
 END_TEST
 
@@ -912,6 +956,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, hostile_prefix_entries_and_links);
 	tcase_add_test(tc, batch_fills);
 	tcase_add_test(tc, o_direct_modes);
+	tcase_add_test(tc, o_direct_fills_are_exact);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);
 	tcase_add_test(tc, killed_put_leaves_nothing_visible);

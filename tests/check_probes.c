@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <regex.h>
 #include <string.h>
+#include <sys/sdt.h>
 #include <unistd.h>
 
 #include "sc_check.h"
@@ -160,6 +161,39 @@ START_TEST(test_static_binary_notes)
 }
 END_TEST
 
+#define CONSTRAINT_STR_(x) #x
+#define CONSTRAINT_STR(x) CONSTRAINT_STR_(x)
+
+/* The arguments of this binary's one sc_check:constraint note (space-separated, into @out);
+ * returns their number, or -1 when there is no such note. */
+static int own_probe_args(const char *path, char *out, size_t cap)
+{
+	char cmd[PATH_MAX + 64], line[4096];
+	snprintf(cmd, sizeof(cmd), "readelf -n --wide '%s' 2>&1", path);
+	FILE *f = popen(cmd, "r");
+	ck_assert_msg(f != NULL, "popen %s", cmd);
+	int in_ours = 0, n = -1;
+	out[0] = 0;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		char *s = line + strspn(line, " \t");
+		char *prov = strstr(s, "Provider: ");
+		if (prov)
+			in_ours = !strcmp(prov + 10, "sc_check");
+		else if (in_ours && !strncmp(s, "Name: ", 6))
+			in_ours = !strcmp(s + 6, "constraint");
+		else if (in_ours && !strncmp(s, "Arguments:", 10)) {
+			ck_assert_msg(n < 0, "%s: more than one sc_check:constraint note", path);
+			snprintf(out, cap, "%s", s + 10 + strspn(s + 10, " "));
+			n = 0;
+			for (const char *c = out; *c; c += strcspn(c, " "), c += strspn(c, " "))
+				n++;
+		}
+	}
+	ck_assert_msg(pclose(f) == 0, "readelf -n %s failed", path);
+	return n;
+}
+
 /* Regression guard for the argument forms: a probe fired here with locals must produce only
  * parseable forms in this very binary (the build's STAP_SDT_ARG_CONSTRAINT=nr is in effect). */
 START_TEST(test_constraint_in_effect)
@@ -173,10 +207,26 @@ START_TEST(test_constraint_in_effect)
 	ck_assert(arg_parseable("8@-16(%rbp)"));
 	ck_assert(!arg_parseable("8@(%rax,%rdx,8)"));
 	ck_assert(!arg_parseable("8@sym(%rip)"));
-#ifdef STAP_SDT_ARG_CONSTRAINT
-	ck_assert_msg(1, "constraint set");
-#else
+#ifndef STAP_SDT_ARG_CONSTRAINT
 	ck_abort_msg("the build must define STAP_SDT_ARG_CONSTRAINT=nr");
+#else
+	ck_assert_str_eq(CONSTRAINT_STR(STAP_SDT_ARG_CONSTRAINT), "nr");
+	/* fire one with an indexed array element and a stack local: under the default "nor" these
+	 * may become (%reg,%reg,N) or sym(%rip) memory forms; under "nr" they must not */
+	static long table[8];
+	volatile unsigned i = 5;
+	long local = (long)i * 3;
+	table[i] = local;
+	STAP_PROBE3(sc_check, constraint, table[i], local, table[(i + 1) & 7]);
+	char path[PATH_MAX], args[512];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	ck_assert(n > 0);
+	path[n] = 0;
+	int nargs = own_probe_args(path, args, sizeof(args));
+	ck_assert_msg(nargs == 3, "%s: sc_check:constraint has %d arguments, not 3 ('%s')", path, nargs, args);
+	for (char *save = NULL, *a = strtok_r(args, " ", &save); a; a = strtok_r(NULL, " ", &save))
+		ck_assert_msg(arg_parseable(a), "%s: sc_check:constraint argument '%s' is not a form libbpf parses",
+			      path, a);
 #endif
 }
 END_TEST

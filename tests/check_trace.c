@@ -84,13 +84,6 @@ static void pin_dir_remove(const char *dir)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
-/* Parts of the workload, switched on as their modules land in build/libstagecache.a (the
- * workload links against it): the L2 tier; L3 fills and the promotion policy; commit rings. */
-#define TRACE_HAVE_L2 1
-#define TRACE_HAVE_L3 1
-#define TRACE_HAVE_RING 1
-#if TRACE_HAVE_L2
-
 /* ---- bpf() on pinned maps ---- */
 
 static long bpf_call(int cmd, union bpf_attr *attr)
@@ -266,7 +259,6 @@ static void fill_tokens(int32_t *t, int n, int seed)
 		}                                         \
 	} while (0)
 
-#if TRACE_HAVE_L3
 /* One fill through the asynchronous API, so that it carries the stage id to the probes. */
 static int fill_on_stage(struct sc_l3 *l3, uint64_t sid, const struct sc_location *loc, void *dst, uint64_t cap)
 {
@@ -367,9 +359,7 @@ static void workload_l3(struct sc_arena *a, struct sc_stage *s)
 	workload_quarantine(l3);
 	sc_l3_close(l3);
 }
-#endif
 
-#if TRACE_HAVE_RING
 /* A batched generation of W_BATCH_TOKENS tokens (1 ms apart: a commit at the first token, then
  * every 100 ms), then raw submits until the ring is full and W_RING_FULL refused ones. */
 static void workload_ring(struct sc_arena *a)
@@ -399,7 +389,6 @@ static void workload_ring(struct sc_arena *a)
 	W_EXPECT(full == W_RING_FULL, "the ring never filled");
 	sc_ring_close(r);
 }
-#endif
 
 static void workload(const char *arena_name)
 {
@@ -475,12 +464,8 @@ static void workload(const char *arena_name)
 			W_EXPECT(rc == 0, "big admit %d: %s", i, sc_strerror(rc));
 		}
 	}
-#if TRACE_HAVE_L3
 	workload_l3(a, s);
-#endif
-#if TRACE_HAVE_RING
 	workload_ring(a);
-#endif
 	sc_stage_close(s); /* flushes the handle's pending hit/miss counts */
 	sc_arena_close(a);
 	_exit(0);
@@ -551,7 +536,7 @@ START_TEST(test_counters_equal_library)
 	ck_assert_uint_eq(stage_seen, sc_stage_id(s));
 	sc_stage_close(s);
 
-	uint64_t l3_hits = TRACE_HAVE_L3 ? W_L3_HITS : 0, l3_admits = TRACE_HAVE_L3 ? 1 : 0;
+	uint64_t l3_hits = W_L3_HITS, l3_admits = 1;
 	/* the library's counters and the known workload */
 	ck_assert_uint_eq(st.hits, W_HITS_EACH * W_HIT_KEYS + W_PROMO_HITS + l3_hits);
 	ck_assert_uint_eq(st.misses, W_MISSES + W_MISMATCHES);
@@ -577,7 +562,6 @@ START_TEST(test_counters_equal_library)
 	ck_assert_uint_eq(c[SC_EV_L2_HIT].bytes,
 			  (uint64_t)(W_HITS_EACH * W_HIT_KEYS + W_PROMO_HITS) * 4096 + l3_hits * W_L3_BYTES);
 
-#if TRACE_HAVE_L3
 	{
 		struct sc_l3 *l3;
 		struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
@@ -623,8 +607,6 @@ START_TEST(test_counters_equal_library)
 		ck_assert_uint_eq(po.pid, (uint32_t)child);
 		ck_assert(po.promoted_ns != 0);
 	}
-#endif
-#if TRACE_HAVE_RING
 	{
 		static struct sc_ring_stat rs[256];
 		int n = sc_ring_stats(a, rs, 256);
@@ -638,7 +620,6 @@ START_TEST(test_counters_equal_library)
 		ck_assert_uint_eq(c[SC_EV_RING_FULL].count, full);
 		ck_assert_uint_eq(full, W_RING_FULL);
 	}
-#endif
 
 	/* the named fields, as an operator sees them */
 	static const struct {
@@ -648,12 +629,8 @@ START_TEST(test_counters_equal_library)
 		{ "latency", { "\"kind\"", "\"slots\"", NULL } },
 		{ "reasons", { "\"reason\"", "\"count\"", NULL } },
 		{ "trace_state", { "\"promotions_seq\"", "\"drops\"", NULL } },
-#if TRACE_HAVE_L3
 		{ "promotion_payoff", { "\"hits\"", "\"promoted_ns\"", "\"hit_bytes\"", NULL } },
 		{ "recent_promotions", { "\"seq\"", "\"tokens\"", "\"time_ns\"", NULL } },
-#else
-		{ "promotion_payoff", { "\"hits\"", "\"promoted_ns\"", NULL } },
-#endif
 	};
 	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
 		char cmd[512];
@@ -848,8 +825,6 @@ START_TEST(test_pid_filter)
 }
 END_TEST
 
-#endif /* TRACE_HAVE_L2 */
-
 /* Run the CLI with @args (NULL-terminated), optionally as @uid; returns the exit status and the
  * first part of its stderr (or, with @fd 1, its stdout) in @err. */
 static int run_cli_fd(uid_t uid, int fd, char *err, size_t errlen, const char *const *args)
@@ -965,7 +940,6 @@ END_TEST
 
 /* ---- every refusal reason, counted by the library and by eBPF alike ---- */
 
-#if TRACE_HAVE_L2
 #define R_ENTRY (128u << 10)
 
 static int r_put(struct sc_stage *s, int k, size_t n)
@@ -1134,19 +1108,16 @@ START_TEST(test_refusals_by_reason_equal_library)
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
-#endif
 
 Suite *trace_suite(void)
 {
 	Suite *s = suite_create("trace");
 	TCase *tc = tcase_create("trace");
 	tcase_set_timeout(tc, 60);
-#if TRACE_HAVE_L2
 	tcase_add_test(tc, test_counters_equal_library);
 	tcase_add_test(tc, test_shared_library_probes_fire);
 	tcase_add_test(tc, test_pid_filter);
 	tcase_add_test(tc, test_refusals_by_reason_equal_library);
-#endif
 	tcase_add_test(tc, test_errors_are_clear);
 	tcase_add_test(tc, test_keep_leaves_pins);
 	suite_add_tcase(s, tc);

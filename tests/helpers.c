@@ -1,6 +1,8 @@
 /* tests/helpers.c — helpers shared by the Check suites (see sc_check.h). */
 #include <stdarg.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sc_check.h"
@@ -52,4 +54,12 @@ void sc_test_arena_destroy(struct sc_arena *a, const char *name)
 int sc_test_is_root(void)
 {
 	return geteuid() == 0;
+}
+
+void sc_test_wait_killed(pid_t pid)
+{
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child %d: status %d, not killed by SIGKILL", (int)pid,
+		      st);
 }

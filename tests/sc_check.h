@@ -12,6 +12,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 
 #include "stagecache_test.h"
 
@@ -37,6 +38,9 @@ const char *sc_test_name(const char *tag);
 struct sc_arena *sc_test_arena(const char *tag, uint64_t size, const char **name_out);
 struct sc_arena *sc_test_arena_opts(const char *tag, struct sc_arena_opts *opts, const char **name_out);
 void sc_test_arena_destroy(struct sc_arena *a, const char *name);
+
+/* Reap child @pid, failing the test unless SIGKILL ended it (a holder killed on purpose). */
+void sc_test_wait_killed(pid_t pid);
 
 /* Are we root (for tests of hugepages, BPF)? */
 int sc_test_is_root(void);

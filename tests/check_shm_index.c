@@ -1,0 +1,413 @@
+/*
+ * tests/check_shm_index.c — the L2 hash index (shm/index.c) on its own, through shm/index.h on a
+ * real arena (nothing of lib/l2 runs here): insert, lookup, replace and remove on bucket chains;
+ * retired entries (the index's tombstones) held back by epochs and leases and then reused; a full
+ * shard; hostile values in the region (header, bucket and chain links, lists, states); and the
+ * repair the next locker runs after a writer died holding a shard lock.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/internal.h"
+#include "../shm/index.h"
+#include "../shm/readers.h"
+
+#define ENTRIES 64u /* 4 per shard */
+#define PER_SHARD (ENTRIES / SHM_INDEX_SHARDS)
+
+static struct sc_arena *index_arena(const char **name)
+{
+	struct sc_arena_opts o = { .size_bytes = 8u << 20, .huge = SC_HUGE_OFF, .index_entries = ENTRIES };
+	return sc_test_arena_opts("index", &o, name);
+}
+
+static void view(struct sc_arena *a, struct shm_index *ix)
+{
+	ck_assert_int_eq(shm_index_view(a->shm, ix), 0);
+	ck_assert_uint_eq(ix->nentries, ENTRIES);
+}
+
+static uint32_t shard_of(const struct shm_index *ix, uint64_t lo)
+{
+	return shm_index_shard_of_bucket(shm_index_bucket(ix, lo));
+}
+
+/* Insert (or replace) key (lo, hi) as a writer does: shard locked, entry BUSY then linked. */
+static struct shm_index_entry *put(struct shm_index *ix, uint64_t lo, uint64_t hi)
+{
+	uint32_t s = shard_of(ix, lo);
+	int err;
+	ck_assert_int_eq(shm_index_lock(ix, s), 0);
+	struct shm_index_entry *old = shm_index_find(ix, lo, hi, &err);
+	ck_assert_int_eq(err, 0);
+	struct shm_index_entry *e = shm_index_pop_free_locked(ix, s);
+	if (e) {
+		ck_assert_uint_eq(shm_index_idx(ix, e) % SHM_INDEX_SHARDS, s);
+		e->key_lo = lo;
+		e->key_hi = hi;
+		e->payload_off = 0; /* no heap block: reclaim frees nothing */
+		e->footprint = 100;
+		atomic_store(&e->state, SHM_ENT_BUSY);
+		shm_index_link_locked(ix, e, old);
+	}
+	shm_index_unlock(ix, s);
+	return e;
+}
+
+static struct shm_index_entry *get(const struct shm_index *ix, uint64_t lo, uint64_t hi, int *err)
+{
+	return shm_index_find(ix, lo, hi, err);
+}
+
+static int del(struct shm_index *ix, uint64_t lo, uint64_t hi)
+{
+	uint32_t s = shard_of(ix, lo);
+	int err;
+	ck_assert_int_eq(shm_index_lock(ix, s), 0);
+	struct shm_index_entry *e = shm_index_find(ix, lo, hi, &err);
+	int rc = e ? shm_index_unlink_retire_locked(ix, e) : -ENOENT;
+	shm_index_unlock(ix, s);
+	return rc;
+}
+
+static int reclaim(struct shm_index *ix, uint32_t s, uint64_t min, const uint64_t *leases, size_t n, unsigned *blocked)
+{
+	ck_assert_int_eq(shm_index_lock(ix, s), 0);
+	int rc = shm_index_reclaim_locked(ix, s, min, leases, n, 64, blocked);
+	shm_index_unlock(ix, s);
+	return rc;
+}
+
+START_TEST(test_view_checks_header)
+{
+	const char *name;
+	struct sc_arena *a = index_arena(&name);
+	struct shm_index ix;
+	view(a, &ix);
+	ck_assert_uint_eq(ix.hdr->nbuckets, ENTRIES);
+	struct shm_index_hdr *h = ix.hdr, saved;
+	memcpy(&saved, h, 64);
+#define HOSTILE(stmt)                                                 \
+	do {                                                          \
+		stmt;                                                 \
+		ck_assert_int_eq(shm_index_view(a->shm, &ix), -EBADMSG); \
+		memcpy(h, &saved, 64);                                \
+	} while (0)
+	HOSTILE(h->magic ^= 1);
+	HOSTILE(h->nentries = ENTRIES * 2);
+	HOSTILE(h->nentries = 0);
+	HOSTILE(h->nshards = 8);
+	HOSTILE(h->nbuckets = ENTRIES * 4);
+	HOSTILE(h->nbuckets = 0);
+	HOSTILE(h->buckets_off = 0);
+	HOSTILE(h->entries_off = 1ull << 40);
+	HOSTILE(h->entries_off = h->buckets_off);
+#undef HOSTILE
+	/* the arena header's count is what the view trusts, and it must match */
+	uint32_t n = a->shm->hv.index_entries;
+	a->shm->hv.index_entries = 1u << 25;
+	ck_assert_int_eq(shm_index_view(a->shm, &ix), -EBADMSG);
+	a->shm->hv.index_entries = n;
+	view(a, &ix);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_insert_lookup_replace_remove)
+{
+	const char *name;
+	struct sc_arena *a = index_arena(&name);
+	struct shm_index ix;
+	view(a, &ix);
+	int err = 1;
+	ck_assert_ptr_null(get(&ix, 5, 6, &err));
+	ck_assert_int_eq(err, 0);
+	/* three keys in one bucket (same lo bits), told apart by the rest of the key */
+	uint64_t lo[3] = { 5, 5 + ENTRIES, 5 + 2 * ENTRIES };
+	struct shm_index_entry *e[3];
+	for (int i = 0; i < 3; i++) {
+		e[i] = put(&ix, lo[i], 100 + (uint64_t)i);
+		ck_assert_ptr_nonnull(e[i]);
+		ck_assert_uint_eq(atomic_load(&e[i]->state), SHM_ENT_LIVE);
+	}
+	for (int i = 0; i < 3; i++) {
+		ck_assert_ptr_eq(get(&ix, lo[i], 100 + (uint64_t)i, &err), e[i]);
+		ck_assert_int_eq(err, 0);
+	}
+	ck_assert_ptr_null(get(&ix, lo[0], 101, &err)); /* lo of one key, hi of another */
+	ck_assert_ptr_null(get(&ix, 6, 100, &err));
+	/* replace the middle of the chain: one store, the others still reachable */
+	struct shm_index_entry *r = put(&ix, lo[1], 101);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_ne(r, e[1]);
+	ck_assert_ptr_eq(get(&ix, lo[1], 101, &err), r);
+	ck_assert_uint_eq(atomic_load(&e[1]->state), SHM_ENT_RETIRED);
+	ck_assert_ptr_eq(get(&ix, lo[0], 100, &err), e[0]);
+	ck_assert_ptr_eq(get(&ix, lo[2], 102, &err), e[2]);
+	/* remove: gone, the rest of the chain intact, the entry retired with its epoch stamp */
+	uint32_t s = shard_of(&ix, 5);
+	uint32_t pending = ix.hdr->shards[s].pending_count;
+	uint64_t epoch = atomic_load(&a->shm->hdr->global_epoch);
+	ck_assert_int_eq(del(&ix, lo[0], 100), 0);
+	ck_assert_ptr_null(get(&ix, lo[0], 100, &err));
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_eq(get(&ix, lo[1], 101, &err), r);
+	ck_assert_ptr_eq(get(&ix, lo[2], 102, &err), e[2]);
+	ck_assert_uint_eq(atomic_load(&e[0]->state), SHM_ENT_RETIRED);
+	ck_assert_uint_eq(e[0]->retire_epoch, epoch + 1);
+	ck_assert_uint_eq(ix.hdr->shards[s].pending_count, pending + 1);
+	ck_assert_int_eq(del(&ix, lo[0], 100), -ENOENT);
+	/* unlinking an entry that is not in its chain is refused */
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	ck_assert_int_eq(shm_index_unlink_retire_locked(&ix, e[0]), -ENOENT);
+	shm_index_unlock(&ix, s);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Retired entries wait for epochs and leases, then come back through the free list. */
+START_TEST(test_retired_wait_then_reused)
+{
+	const char *name;
+	struct sc_arena *a = index_arena(&name);
+	struct shm_index ix;
+	view(a, &ix);
+	uint32_t s = shard_of(&ix, 7);
+	struct shm_index_entry *e = put(&ix, 7, 1);
+	uint32_t gen = e->gen;
+	uint64_t rec = shm_index_rec(&ix, e);
+	ck_assert_int_eq(del(&ix, 7, 1), 0);
+	uint64_t stamp = e->retire_epoch;
+	unsigned blocked = 9;
+	/* a reader inside an epoch <= the stamp could still see it */
+	ck_assert_int_eq(reclaim(&ix, s, stamp, NULL, 0, &blocked), 0);
+	ck_assert_uint_eq(blocked, 0);
+	/* past the epoch but leased (records sorted): blocked */
+	uint64_t leases[3] = { rec - 1, rec, rec + (1ull << 32) };
+	ck_assert_int_eq(shm_index_leased(leases, 3, rec), 1);
+	ck_assert_int_eq(shm_index_leased(leases, 3, rec + 1), 0);
+	ck_assert_int_eq(shm_index_leased(leases, 0, rec), 0);
+	ck_assert_int_eq(reclaim(&ix, s, stamp + 1, leases, 3, &blocked), 0);
+	ck_assert_uint_eq(blocked, 1);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_RETIRED);
+	/* a lease on an earlier use of the entry (another gen) does not pin it */
+	uint64_t stale[1] = { rec - (1ull << 32) };
+	ck_assert_int_eq(reclaim(&ix, s, stamp + 1, stale, 1, &blocked), 1);
+	ck_assert_uint_eq(blocked, 0);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_FREE);
+	ck_assert_uint_eq(e->gen, gen + 1);
+	ck_assert_uint_eq(ix.hdr->shards[s].pending_count, 0);
+	ck_assert_uint_eq(ix.hdr->shards[s].pending_bytes, 0);
+	/* the same key over and over: entries recycle, no tombstone piles up in the chain */
+	for (int round = 0; round < 200; round++) {
+		struct shm_index_entry *x = put(&ix, 7, 1);
+		ck_assert_msg(x != NULL, "round %d: the shard ran out of entries", round);
+		int err;
+		ck_assert_ptr_eq(get(&ix, 7, 1, &err), x);
+		ck_assert_int_eq(del(&ix, 7, 1), 0);
+		ck_assert_int_eq(reclaim(&ix, s, UINT64_MAX, NULL, 0, &blocked), 1);
+		ck_assert_uint_eq(atomic_load(&ix.buckets[shm_index_bucket(&ix, 7)]), 0);
+	}
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_full_shard)
+{
+	const char *name;
+	struct sc_arena *a = index_arena(&name);
+	struct shm_index ix;
+	view(a, &ix);
+	uint32_t s = shard_of(&ix, 3);
+	struct shm_index_entry *e[PER_SHARD];
+	for (uint32_t i = 0; i < PER_SHARD; i++) {
+		e[i] = put(&ix, 3 + (uint64_t)i * ENTRIES, i);
+		ck_assert_ptr_nonnull(e[i]);
+	}
+	/* the shard's entries are all in use: the next insert into it gets none */
+	ck_assert_ptr_null(put(&ix, 3 + (uint64_t)PER_SHARD * ENTRIES, 0));
+	/* other shards are not affected */
+	ck_assert_ptr_nonnull(put(&ix, 4, 0));
+	int err;
+	for (uint32_t i = 0; i < PER_SHARD; i++)
+		ck_assert_ptr_eq(get(&ix, 3 + (uint64_t)i * ENTRIES, i, &err), e[i]);
+	/* removing one makes room once reclaimed, not before */
+	ck_assert_int_eq(del(&ix, 3, 0), 0);
+	ck_assert_ptr_null(put(&ix, 3 + (uint64_t)PER_SHARD * ENTRIES, 0));
+	unsigned blocked;
+	ck_assert_int_eq(reclaim(&ix, s, UINT64_MAX, NULL, 0, &blocked), 1);
+	ck_assert_ptr_nonnull(put(&ix, 3 + (uint64_t)PER_SHARD * ENTRIES, 0));
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Hostile links: lookups report -EBADMSG (never loop or run off the table); repair cuts them. */
+START_TEST(test_hostile_chains)
+{
+	const char *name;
+	struct sc_arena *a = index_arena(&name);
+	struct shm_index ix;
+	view(a, &ix);
+	uint32_t b = shm_index_bucket(&ix, 9), s = shm_index_shard_of_bucket(b);
+	struct shm_index_entry *e = put(&ix, 9, 1), *f = put(&ix, 9 + ENTRIES, 2);
+	int err;
+	ck_assert_ptr_eq(get(&ix, 9, 1, &err), e); /* f was linked at the head, e behind it */
+	uint32_t head = atomic_load(&ix.buckets[b]);
+	ck_assert_uint_eq(head, shm_index_idx(&ix, f) + 1);
+
+	atomic_store(&ix.buckets[b], ENTRIES + 1); /* beyond the table */
+	ck_assert_ptr_null(get(&ix, 9, 1, &err));
+	ck_assert_int_eq(err, -EBADMSG);
+	atomic_store(&ix.buckets[b], UINT32_MAX);
+	ck_assert_ptr_null(get(&ix, 9, 1, &err));
+	ck_assert_int_eq(err, -EBADMSG);
+	atomic_store(&ix.buckets[b], ((s + 1) % SHM_INDEX_SHARDS) + 1); /* an entry of another shard */
+	ck_assert_ptr_null(get(&ix, 9, 1, &err));
+	ck_assert_int_eq(err, -EBADMSG);
+	atomic_store(&ix.buckets[b], head);
+	atomic_store(&e->next, shm_index_idx(&ix, f) + 1); /* a cycle f -> e -> f */
+	ck_assert_ptr_null(get(&ix, 9, 3, &err));            /* bounded by SHM_INDEX_MAX_CHAIN */
+	ck_assert_int_eq(err, -EBADMSG);
+	ck_assert_ptr_eq(get(&ix, 9, 1, &err), e);           /* found before the loop matters */
+
+	/* a state no writer sets makes an entry invisible, not a crash */
+	atomic_store(&e->next, 0);
+	atomic_store(&f->state, 99);
+	ck_assert_ptr_null(get(&ix, 9 + ENTRIES, 2, &err));
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_eq(get(&ix, 9, 1, &err), e);
+
+	/* the shard repair: cut the garbage entry out of the chain and free it; e stays */
+	atomic_store(&e->next, ENTRIES + 7);
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	uint32_t repairs = ix.hdr->shards[s].repairs;
+	shm_index_repair_locked(&ix, s);
+	shm_index_unlock(&ix, s);
+	ck_assert_uint_eq(ix.hdr->shards[s].repairs, repairs + 1);
+	ck_assert_ptr_eq(get(&ix, 9, 1, &err), e);
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_null(get(&ix, 9, 3, &err));
+	ck_assert_int_eq(err, 0); /* the bad link is gone */
+	ck_assert_uint_eq(atomic_load(&e->next), 0);
+	ck_assert_uint_eq(atomic_load(&f->state), SHM_ENT_FREE);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Hostile free and pending lists: the locker rebuilds them from the entry states. */
+START_TEST(test_hostile_lists)
+{
+	const char *name;
+	struct sc_arena *a = index_arena(&name);
+	struct shm_index ix;
+	view(a, &ix);
+	uint32_t s = shard_of(&ix, 11);
+	struct shm_index_shard *sh = &ix.hdr->shards[s];
+	struct shm_index_entry *live = put(&ix, 11, 1);
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	uint32_t repairs = sh->repairs;
+	sh->free_head = ENTRIES + 100; /* beyond the table */
+	struct shm_index_entry *e = shm_index_pop_free_locked(&ix, s);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_FREE);
+	ck_assert_uint_eq(shm_index_idx(&ix, e) % SHM_INDEX_SHARDS, s);
+	ck_assert_ptr_ne(e, live);
+	shm_index_push_free_locked(&ix, e);
+	ck_assert_uint_eq(sh->repairs, repairs + 1);
+	sh->free_head = shm_index_idx(&ix, live) + 1; /* names a LIVE entry */
+	e = shm_index_pop_free_locked(&ix, s);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_ne(e, live);
+	ck_assert_uint_eq(atomic_load(&live->state), SHM_ENT_LIVE);
+	shm_index_push_free_locked(&ix, e);
+	ck_assert_uint_eq(sh->repairs, repairs + 2);
+	sh->pending_head = ((s + 1) % SHM_INDEX_SHARDS) + 1; /* an entry of another shard */
+	unsigned blocked;
+	ck_assert_int_eq(shm_index_reclaim_locked(&ix, s, UINT64_MAX, NULL, 0, 8, &blocked), 0);
+	ck_assert_uint_eq(sh->repairs, repairs + 3);
+	ck_assert_uint_eq(sh->pending_head, 0);
+	shm_index_unlock(&ix, s);
+	int err;
+	ck_assert_ptr_eq(get(&ix, 11, 1, &err), live);
+	/* after all that the shard still holds exactly its entries: one live, the rest free */
+	unsigned n = 0;
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	while (shm_index_pop_free_locked(&ix, s))
+		n++;
+	shm_index_unlock(&ix, s);
+	ck_assert_uint_eq(n, PER_SHARD - 1);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A writer killed holding a shard lock after linking a BUSY entry, and with a LIVE entry
+ * unlinked but not retired: the next locker makes the first LIVE and retires the second. */
+START_TEST(test_dead_writer_repair)
+{
+	const char *name;
+	struct sc_arena *a = index_arena(&name);
+	struct shm_index ix;
+	view(a, &ix);
+	uint32_t s = shard_of(&ix, 13);
+	struct shm_index_entry *gone = put(&ix, 13 + ENTRIES, 2);
+	uint32_t repairs = ix.hdr->shards[s].repairs, pending = ix.hdr->shards[s].pending_count;
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *b;
+		struct shm_index cx;
+		if (sc_arena_open(name, &b) || shm_index_view(b->shm, &cx) || shm_index_lock(&cx, s))
+			_exit(2);
+		/* unlink `gone` by hand (no retire), then link a BUSY entry and die */
+		uint32_t bk = shm_index_bucket(&cx, 13);
+		struct shm_index_entry *g = &cx.ent[shm_index_idx(&ix, gone)];
+		atomic_store(&cx.buckets[bk], atomic_load(&g->next));
+		struct shm_index_entry *e = shm_index_pop_free_locked(&cx, s);
+		if (!e)
+			_exit(3);
+		e->key_lo = 13;
+		e->key_hi = 1;
+		atomic_store(&e->next, atomic_load(&cx.buckets[bk]));
+		atomic_store(&e->state, SHM_ENT_BUSY);
+		atomic_store(&cx.buckets[bk], shm_index_idx(&cx, e) + 1);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	sc_test_wait_killed(pid);
+	int err;
+	ck_assert_ptr_null(get(&ix, 13, 1, &err)); /* BUSY: not visible yet */
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0); /* the dead holder's lock: repaired */
+	shm_index_unlock(&ix, s);
+	ck_assert_uint_eq(ix.hdr->shards[s].repairs, repairs + 1);
+	ck_assert_uint_eq(ix.hdr->shards[s].repair_pending, 0);
+	struct shm_index_entry *e = get(&ix, 13, 1, &err);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_LIVE);
+	ck_assert_ptr_null(get(&ix, 13 + ENTRIES, 2, &err));
+	ck_assert_uint_eq(atomic_load(&gone->state), SHM_ENT_RETIRED);
+	ck_assert_uint_eq(ix.hdr->shards[s].pending_count, pending + 1);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+Suite *shm_index_suite(void)
+{
+	Suite *s = suite_create("shm_index");
+	TCase *tc = tcase_create("index");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_view_checks_header);
+	tcase_add_test(tc, test_insert_lookup_replace_remove);
+	tcase_add_test(tc, test_retired_wait_then_reused);
+	tcase_add_test(tc, test_full_shard);
+	tcase_add_test(tc, test_hostile_chains);
+	tcase_add_test(tc, test_hostile_lists);
+	tcase_add_test(tc, test_dead_writer_repair);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(shm_index_suite)

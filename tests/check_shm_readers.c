@@ -1,0 +1,313 @@
+/*
+ * tests/check_shm_readers.c — the reader table (shm/readers.c) on its own, through shm/readers.h on
+ * a real arena: claim and release of slots, owner tokens, a full table, holders killed with
+ * SIGKILL (their slot, epoch and lease area cleared by the reap or by the next claimer), epochs,
+ * and hostile slot contents (scribbled states, epochs, incarnations; tokens that name nothing).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/internal.h"
+#include "../shm/readers.h"
+
+#define SLOTS 4u
+
+static struct sc_arena *readers_arena(const char **name)
+{
+	struct sc_arena_opts o = { .size_bytes = 8u << 20, .huge = SC_HUGE_OFF, .reader_slots = SLOTS };
+	return sc_test_arena_opts("readers", &o, name);
+}
+
+static struct sc_arena *attach(const char *name)
+{
+	struct sc_arena *b = NULL;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	return b;
+}
+
+static uint32_t state_of(struct sc_arena *a, uint32_t i)
+{
+	return atomic_load(&shm_reader_slot(a->shm, i)->state);
+}
+
+static int ext_is_zero(struct sc_arena *a, uint32_t i)
+{
+	const uint8_t *x = shm_reader_slot(a->shm, i)->ext;
+	for (size_t k = 0; k < SHM_READER_EXT_BYTES; k++)
+		if (x[k])
+			return 0;
+	return 1;
+}
+
+START_TEST(test_claim_and_release)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	ck_assert_uint_eq(shm_readers_count(a->shm), SLOTS);
+	struct shm_arena *s = a->shm;
+	ck_assert_int_eq(s->reader_slot, 0);
+	ck_assert_uint_eq(shm_token_slot(s->token), 0);
+	ck_assert_uint_eq(shm_token_inc(s->token), atomic_load(&shm_reader_slot(s, 0)->inc));
+	ck_assert_uint_eq(state_of(a, 0), SHM_SLOT_LIVE);
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, 0)->pid), (uint32_t)getpid());
+	ck_assert_int_eq(shm_token_alive(s, s->token), 1);
+	ck_assert_int_eq(shm_slot_alive(s, 0), 1);
+
+	/* a second handle in this process: its own slot and lock, alive to the first */
+	struct sc_arena *b = attach(name);
+	ck_assert_int_eq(b->shm->reader_slot, 1);
+	uint32_t tb = b->shm->token;
+	ck_assert_uint_ne(tb, s->token);
+	ck_assert_int_eq(shm_token_alive(s, tb), 1);
+	ck_assert_int_eq(shm_slot_alive(s, 1), 1);
+	ck_assert_int_eq(shm_slot_alive(s, 2), 0);
+
+	/* release through the shm API: the slot is free and every token of it dead */
+	uint64_t cleaned = shm_readers_cleaned(s);
+	uint32_t inc = shm_token_inc(tb);
+	shm_readers_release(b->shm);
+	ck_assert_int_eq(b->shm->reader_slot, -1);
+	ck_assert_uint_eq(b->shm->token, 0);
+	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_FREE);
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, 1)->inc), inc + 1);
+	ck_assert_uint_eq(shm_readers_cleaned(s), cleaned + 1);
+	ck_assert_int_eq(shm_token_alive(s, tb), 0);
+	ck_assert_int_eq(shm_slot_alive(s, 1), 0);
+	/* claiming again takes the first free slot, at a new incarnation */
+	ck_assert_int_eq(shm_readers_claim(b->shm), 1);
+	ck_assert_uint_eq(shm_token_inc(b->shm->token), inc + 2);
+	ck_assert_int_eq(shm_token_alive(s, tb), 0); /* the old incarnation stays dead */
+	ck_assert_int_eq(shm_token_alive(s, b->shm->token), 1);
+	sc_arena_close(b);
+	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_FREE);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_table_full)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name), *h[SLOTS];
+	for (uint32_t i = 1; i < SLOTS; i++)
+		h[i] = attach(name);
+	struct sc_arena *x = NULL;
+	ck_assert_int_eq(sc_arena_open(name, &x), -EUSERS);
+	ck_assert_ptr_null(x);
+	/* hostile: a slot that says FREE but whose lock is held is still not claimable */
+	atomic_store(&shm_reader_slot(a->shm, 2)->state, SHM_SLOT_FREE);
+	ck_assert_int_eq(sc_arena_open(name, &x), -EUSERS);
+	atomic_store(&shm_reader_slot(a->shm, 2)->state, SHM_SLOT_LIVE);
+	sc_arena_close(h[2]);
+	x = attach(name);
+	ck_assert_int_eq(x->shm->reader_slot, 2);
+	sc_arena_close(x);
+	for (uint32_t i = 1; i < SLOTS; i++)
+		if (i != 2)
+			sc_arena_close(h[i]);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A child that attaches, enters an epoch, writes into its lease area, reports its token and slot
+ * on @fd, and dies by SIGKILL. Returns the token. */
+static uint32_t dead_reader(const char *name, uint64_t *epoch_out)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *b;
+		if (sc_arena_open(name, &b))
+			_exit(2);
+		shm_epoch_enter(b->shm);
+		struct shm_reader_slot *s = shm_reader_slot(b->shm, (uint32_t)b->shm->reader_slot);
+		memset(s->ext, 0xa5, 64);
+		uint64_t msg[2] = { b->shm->token, atomic_load(&s->epoch) };
+		if (write(p[1], msg, sizeof(msg)) != sizeof(msg))
+			_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	close(p[1]);
+	uint64_t msg[2] = { 0, 0 };
+	ck_assert_int_eq(read(p[0], msg, sizeof(msg)), sizeof(msg));
+	close(p[0]);
+	sc_test_wait_killed(pid);
+	*epoch_out = msg[1];
+	return (uint32_t)msg[0];
+}
+
+START_TEST(test_dead_holder_reaped)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	struct shm_arena *s = a->shm;
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	uint64_t ep;
+	uint32_t t = dead_reader(name, &ep);
+	uint32_t i = shm_token_slot(t);
+	ck_assert_uint_eq(i, 1);
+	ck_assert(ep != 0);
+	/* dead, but its slot still says LIVE until someone clears it */
+	ck_assert_uint_eq(state_of(a, i), SHM_SLOT_LIVE);
+	ck_assert_int_eq(shm_token_alive(s, t), 0);
+	ck_assert_int_eq(shm_slot_alive(s, i), 0);
+	/* its epoch counts until the reap: reclamation waits, it never guesses */
+	ck_assert_uint_eq(shm_epoch_min_active(s), ep);
+	ck_assert(!ext_is_zero(a, i));
+	uint64_t cleaned = shm_readers_cleaned(s);
+	ck_assert_int_eq(shm_readers_reap(s), 1);
+	ck_assert_uint_eq(shm_readers_cleaned(s), cleaned + 1);
+	ck_assert_uint_eq(state_of(a, i), SHM_SLOT_FREE);
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, i)->epoch), 0);
+	ck_assert(ext_is_zero(a, i));
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, i)->inc), shm_token_inc(t) + 1);
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	/* once cleared, a second reap has nothing to do; our own slot is never reaped */
+	ck_assert_int_eq(shm_readers_reap(s), 0);
+	ck_assert_uint_eq(state_of(a, 0), SHM_SLOT_LIVE);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* With every slot taken and one holder dead, the next claimer cleans that slot and takes it. */
+START_TEST(test_claim_takes_dead_slot)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	struct sc_arena *b = attach(name), *c = attach(name);
+	uint64_t ep;
+	uint32_t t = dead_reader(name, &ep); /* the last slot */
+	ck_assert_uint_eq(shm_token_slot(t), SLOTS - 1);
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), ep);
+	uint64_t cleaned = shm_readers_cleaned(a->shm);
+	struct sc_arena *d = attach(name);
+	ck_assert_uint_eq(d->shm->reader_slot, SLOTS - 1);
+	ck_assert_uint_eq(shm_readers_cleaned(a->shm), cleaned + 1);
+	ck_assert_uint_eq(shm_token_inc(d->shm->token), shm_token_inc(t) + 2); /* cleaned, then claimed */
+	ck_assert_int_eq(shm_token_alive(a->shm, t), 0);
+	ck_assert_int_eq(shm_token_alive(a->shm, d->shm->token), 1);
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), UINT64_MAX);
+	ck_assert(ext_is_zero(a, SLOTS - 1));
+	sc_arena_close(d);
+	sc_arena_close(c);
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_epochs)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	struct sc_arena *b = attach(name);
+	uint64_t e1 = shm_epoch_advance(a->shm), e2 = shm_epoch_advance(a->shm);
+	ck_assert_uint_eq(e2, e1 + 1);
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), UINT64_MAX);
+	shm_epoch_enter(b->shm);
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), e2);
+	shm_epoch_advance(a->shm);
+	shm_epoch_enter(a->shm);
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), e2); /* the older one rules */
+	shm_epoch_exit(b->shm);
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), e2 + 1);
+	shm_epoch_exit(a->shm);
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), UINT64_MAX);
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_hostile_tokens)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	struct shm_arena *s = a->shm;
+	struct sc_arena *b = attach(name);
+	uint32_t tb = b->shm->token, inc = shm_token_inc(tb);
+	ck_assert_int_eq(shm_token_alive(s, shm_token(SLOTS, 1)), 0);       /* no such slot */
+	ck_assert_int_eq(shm_token_alive(s, shm_token(0xffff, inc)), 0);
+	ck_assert_int_eq(shm_token_alive(s, shm_token(1, 0)), 0);           /* incarnation 0 */
+	ck_assert_int_eq(shm_token_alive(s, 0), 0);
+	ck_assert_int_eq(shm_token_alive(s, shm_token(1, SHM_INC_MAX + 1)), 0);
+	ck_assert_int_eq(shm_token_alive(s, 0xffffffffu), 0);
+	ck_assert_int_eq(shm_token_alive(s, shm_token(1, inc + 1)), 0);     /* another incarnation */
+	ck_assert_int_eq(shm_token_alive(s, tb), 1);
+	ck_assert_int_eq(shm_slot_alive(s, SLOTS), 0);
+	ck_assert_int_eq(shm_slot_alive(s, UINT32_MAX), 0);
+	/* a live holder's slot scribbled to another state: its token no longer reads alive, but no
+	 * reap clears a slot whose lock is held */
+	atomic_store(&shm_reader_slot(s, 1)->state, SHM_SLOT_CLEANING);
+	ck_assert_int_eq(shm_token_alive(s, tb), 0);
+	ck_assert_int_eq(shm_readers_reap(s), 0); /* its lock is held: never cleared under a live holder */
+	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_CLEANING);
+	atomic_store(&shm_reader_slot(s, 1)->state, SHM_SLOT_LIVE);
+	ck_assert_int_eq(shm_token_alive(s, tb), 1);
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Slots nobody holds, with scribbled contents: the reap clears them, claims are not misled. */
+START_TEST(test_hostile_free_slots)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	struct shm_arena *s = a->shm;
+	struct shm_reader_slot *s1 = shm_reader_slot(s, 1), *s2 = shm_reader_slot(s, 2), *s3 = shm_reader_slot(s, 3);
+	/* slot 1: says LIVE with an epoch, nobody holds it; slot 2: a state no writer sets;
+	 * slot 3: FREE at the last incarnation (the next one wraps to 1, never 0) */
+	atomic_store(&s1->state, SHM_SLOT_LIVE);
+	atomic_store(&s1->inc, 5);
+	atomic_store(&s1->epoch, 3);
+	memset(s1->ext, 0x5a, SHM_READER_EXT_BYTES);
+	atomic_store(&s2->state, 77);
+	atomic_store(&s2->inc, 0xffffffffu);
+	atomic_store(&s3->inc, SHM_INC_MAX);
+	ck_assert_int_eq(shm_token_alive(s, shm_token(1, 5)), 0);
+	ck_assert_int_eq(shm_slot_alive(s, 1), 0);
+	ck_assert_int_eq(shm_slot_alive(s, 2), 0);
+	ck_assert_uint_eq(shm_epoch_min_active(s), 3); /* counted until cleared */
+	/* a claimer prefers a free slot and leaves the scribbled ones alone */
+	struct sc_arena *b = attach(name);
+	ck_assert_int_eq(b->shm->reader_slot, 3);
+	ck_assert_uint_eq(shm_token_inc(b->shm->token), 1);
+	ck_assert_uint_ne(b->shm->token, 0);
+	ck_assert_int_eq(shm_token_alive(s, b->shm->token), 1);
+	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_LIVE);
+	ck_assert_int_eq(shm_readers_reap(s), 2);
+	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_FREE);
+	ck_assert_uint_eq(state_of(a, 2), SHM_SLOT_FREE);
+	ck_assert_uint_eq(atomic_load(&s1->epoch), 0);
+	ck_assert(ext_is_zero(a, 1));
+	ck_assert_uint_eq(atomic_load(&s1->inc), 6);
+	ck_assert_uint_eq(atomic_load(&s2->inc), 1); /* out of range: restarts at 1 */
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	ck_assert_int_eq(shm_token_alive(s, b->shm->token), 1); /* the reap left the live one alone */
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+Suite *shm_readers_suite(void)
+{
+	Suite *s = suite_create("shm_readers");
+	TCase *tc = tcase_create("readers");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_claim_and_release);
+	tcase_add_test(tc, test_table_full);
+	tcase_add_test(tc, test_dead_holder_reaped);
+	tcase_add_test(tc, test_claim_takes_dead_slot);
+	tcase_add_test(tc, test_epochs);
+	tcase_add_test(tc, test_hostile_tokens);
+	tcase_add_test(tc, test_hostile_free_slots);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(shm_readers_suite)
