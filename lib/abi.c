@@ -26,6 +26,18 @@ static const struct member m_arena_opts[] = {
 };
 #undef T
 
+#define T struct sc_arena_open_opts
+static const struct member m_arena_open_opts[] = {
+	P(dir), P(flags), P(owner_uid), X(reserved),
+};
+#undef T
+
+#define T struct sc_arena_file
+static const struct member m_arena_file[] = {
+	P(path), P(mode), P(uid), P(gid), P(size), X(reserved),
+};
+#undef T
+
 #define T struct sc_arena_attached
 static const struct member m_arena_attached[] = {
 	P(pid), P(uid), P(slot), P(other_pidns), P(attached_unix),
@@ -133,7 +145,7 @@ static const struct member m_l2_resv[] = {
 #define T struct sc_l3_opts
 static const struct member m_l3_opts[] = {
 	P(budget_bytes), P(min_free_bytes), P(queue_depth), P(o_direct), P(file_mode), P(flags),
-	P(host_id), P(state_dir), P(visibility_ms), X(reserved0), X(reserved),
+	P(host_id), P(state_dir), P(visibility_ms), X(reserved0), P(gid), X(reserved),
 };
 #undef T
 
@@ -249,7 +261,7 @@ static const struct abi_type types[] = {
 	TYPE(segment), TYPE(l2_entry_info), TYPE(l2_stats), TYPE(l2_resv), TYPE(l3_opts), TYPE(l3_put_args),
 	TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_janitor_status), TYPE(l3_janitor_report), TYPE(l3_object_info),
 	TYPE(promote_stats), TYPE(restore), TYPE(l3_index_stats), TYPE(commit), TYPE(ring_stat), TYPE(batcher_opts),
-	TYPE(batcher), TYPE(fsck_report),
+	TYPE(batcher), TYPE(fsck_report), TYPE(arena_open_opts), TYPE(arena_file),
 };
 
 const struct abi_type *abi_type_at(unsigned index)

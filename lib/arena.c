@@ -18,7 +18,7 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 	*out = NULL;
 	if (opts->size_bytes < SC_ARENA_MIN_BYTES || opts->size_bytes > SC_ARENA_MAX_BYTES)
 		return -EINVAL;
-	if (opts->huge < SC_HUGE_AUTO || opts->huge > SC_HUGE_OFF || (opts->mode & ~0777u) ||
+	if (opts->huge < SC_HUGE_AUTO || opts->huge > SC_HUGE_OFF || (opts->mode & ~0777u) || (opts->mode & S_IWOTH) ||
 	    (opts->flags & ~SC_ARENA_OPT_MASK))
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
@@ -59,26 +59,63 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 	return 0;
 }
 
-int sc_arena_open_dir(const char *dir, const char *name, struct sc_arena **out)
+int sc_arena_open_with(const char *name, const struct sc_arena_open_opts *opts, struct sc_arena **out)
 {
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	struct sc_arena_open_opts o = { 0 };
+	if (opts)
+		o = *opts;
+	if (o.flags & ~SC_ARENA_OPEN_MASK)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
+		if (o.reserved[i])
+			return -EINVAL; /* a field of a later version: refuse rather than ignore it */
+	struct shm_trust t = { .any_owner = (o.flags & SC_ARENA_OPEN_ANY_OWNER) != 0,
+			       .uid = o.owner_uid ? (int64_t)o.owner_uid : -1 };
 	struct sc_arena *a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	int rc = shm_arena_open(dir, name, &a->shm);
+	int rc = shm_arena_open(o.dir, name, &t, &a->shm);
 	if (rc) {
 		free(a);
 		return rc;
+	}
+	if (arena_is_damaged(a)) {
+		/* fsck gave up on it: say so here rather than let every later call fail its own way */
+		sc_arena_close(a);
+		return -ENOTRECOVERABLE;
 	}
 	*out = a;
 	return 0;
 }
 
+int sc_arena_open_dir(const char *dir, const char *name, struct sc_arena **out)
+{
+	struct sc_arena_open_opts o = { .dir = dir };
+	return sc_arena_open_with(name, &o, out);
+}
+
 int sc_arena_open(const char *name, struct sc_arena **out)
 {
 	return sc_arena_open_dir(NULL, name, out);
+}
+
+int sc_arena_file_stat(const char *dir, const char *name, struct sc_arena_file *out)
+{
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	struct stat st;
+	int rc = shm_arena_stat(dir, name, out->path, sizeof(out->path), &st);
+	if (rc)
+		return rc;
+	out->mode = (uint32_t)st.st_mode;
+	out->uid = (uint32_t)st.st_uid;
+	out->gid = (uint32_t)st.st_gid;
+	out->size = (uint64_t)st.st_size;
+	return 0;
 }
 
 void sc_arena_close(struct sc_arena *a)

@@ -1,22 +1,38 @@
 /*
- * lib/fsck.c — sc_arena_fsck: check (and repair) an arena.
+ * lib/fsck.c — sc_arena_fsck: check an arena, and repair it until it is clean or declared dead.
  *
- * Order: header; reader slots; then, with every index shard locked (so no entry changes under
- * us; lock-free readers keep running), the bucket chains, every entry, and one walk of the heap
- * that classifies each allocated block by its tag:
- *   ENTRY(idx, gen)  owned when entry idx has that generation, points at the block and is LIVE,
- *                    RETIRED (pending reclamation) or being freed;
- *   PRIV(slot, pid)  a private reservation: owned while that process holds that reader slot,
- *                    an orphan once it died (the next writer's sweep frees it; repair does now);
- *   anything else    leaked.
- * Then, still under the shard locks, the eviction lists (shm/evq.c): their links against their
- * nodes, and every live entry on one of them (repair rebuilds the lists and puts orphans on the
- * small FIFO). Then the rings and the observation table, each under its own protocol.
+ * What it checks is what any reader or writer validates, so that fsck never calls an arena clean
+ * while an operation on it fails: the shared header against the copy validated at attach; reader
+ * slots of dead processes; the index header and every lock word; then, with every index shard
+ * locked (so no entry changes under us; lock-free readers keep running), the bucket chains, one
+ * walk of the heap that classifies each allocated block by its tag, and every entry (its state,
+ * its layout, its block, with SC_FSCK_DEEP its digest); the commit ring directory, each ring's
+ * owner word and indices and every record between them (what the consumer would read); the
+ * eviction lists (shm/evq.c: their header, their links against their nodes, every live entry on
+ * one of them; repair formats a header that does not match the arena's geometry, rebuilds the
+ * lists and puts orphans on the small FIFO, under the shard locks); the
+ * observation table and its fill claims; repair counters no process could have reached.
  *
- * Repair only uses the modules' own repair paths (shard rebuild, unlink + retire, the orphan
- * sweep, the readers reaper), so what it leaves is what those paths guarantee. Shards are taken
- * with trylock only (the index's lock order forbids blocking on a second shard), retried for a
- * bounded time.
+ * Heap tags: ENTRY(idx, gen) is owned when entry idx has that generation, points at the block and
+ * is LIVE, RETIRED or being freed; PRIV(token) is a private reservation, an orphan once its
+ * holder's token is dead; anything else is leaked.
+ *
+ * Repair (SC_FSCK_REPAIR) goes through the modules' own repair paths where they exist (the shard
+ * rebuild, unlink + retire, the orphan sweep, the readers reaper, the heap rebuild), rewrites what
+ * is derived from the header copy validated at attach (the shared header's identity, the index
+ * header's geometry, the ring directory), and drops soft state that is malformed (an entry that
+ * fails its checks, the undelivered records of a ring whose records are malformed, the promotion
+ * observations). An entry whose heap block is missing or belongs to someone else is dropped
+ * without freeing that block. Then the arena is checked again, and repaired again while problems
+ * remain, at most FSCK_ROUNDS times. What is still wrong then either waits on a live process
+ * (another ring consumer, a running producer whose ring index is bad: reported, not damage) or
+ * cannot be repaired (a heap block chain the rebuild cannot walk, ...): the arena is declared
+ * unrepairable.
+ * shm_header.damaged is release-stored after the reason and the time; every later open fails
+ * with -ENOTRECOVERABLE and writers attached now refuse with it (lib/arena.c, lib/l2.c).
+ *
+ * Shards are taken in ascending order, waiting for each (lock_all: a dead holder's shard is taken
+ * over). Re-initialising a corrupted lock word assumes no writer is inside it.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -29,6 +45,11 @@
 #include "../shm/heap.h"
 #include "../shm/mutex.h"
 #include "../shm/obs.h"
+#include "../shm/ring.h"
+
+#define FSCK_ROUNDS 4
+/* A repair counter above this is not believable: each count is a process killed inside a writer. */
+#define COUNTER_MAX (1ull << 20)
 #include "../shm/l3ix.h"
 
 struct fsck {
@@ -37,13 +58,20 @@ struct fsck {
 	sc_fsck_fn cb;
 	void *ctx;
 	struct sc_fsck_report *r;
-	struct shm_index *ix;
+	struct shm_index ixv;  /* this pass's validated view of the index region */
+	struct shm_index *ix;  /* &ixv once valid, else NULL */
+	struct shm_evq qv;     /* this pass's validated view of the eviction lists */
+	struct shm_evq *q;     /* &qv once valid, else NULL */
 	uint8_t *reached;      /* per entry: found in its bucket chain */
 	uint8_t *has_block;    /* per entry: its block was seen in the heap walk */
 	uint64_t *free_offs;   /* blocks the repair frees after the walk */
 	size_t nfree, cap_free;
+	uint32_t shard_repair; /* bit s: shard s gets the shard rebuild after the entry pass */
 	int need_sweep;        /* repair: run the index's sweep after the walk */
 	uint32_t seg_sweep;    /* shards whose segment records lost their entry (bit per shard) */
+	int heap_ok;           /* the heap walk completed: has_block is complete */
+	uint64_t deferred;     /* problems held by live processes: not damage */
+	uint32_t damage;       /* SHM_DAMAGE_* of a repair that cannot work */
 	uint64_t pending_seen[SHM_INDEX_SHARDS];
 };
 
@@ -68,6 +96,30 @@ static int repairing(const struct fsck *f)
 {
 	return (f->flags & SC_FSCK_REPAIR) != 0;
 }
+
+/* ---- the header ---- */
+
+/* Writers and readers use the copy validated at attach; only new opens read the shared header.
+ * A shared header that differs from that copy is rewritten from it. */
+static void check_header(struct fsck *f)
+{
+	struct shm_arena *s = f->a->shm;
+	/* the identity: everything up to and with the checksum, but the initialised word (published
+	 * after the creator took its copy) */
+	const size_t a = offsetof(struct shm_header, initialised), b = a + sizeof(uint32_t),
+		     n = offsetof(struct shm_header, header_check) + sizeof(uint64_t);
+	const uint8_t *sh = (const uint8_t *)s->hdr, *hv = (const uint8_t *)&s->hv;
+	if (shm_header_check(s->hdr, s->size) == 0 && !memcmp(sh, hv, a) && !memcmp(sh + b, hv + b, n - b))
+		return;
+	finding(f, "header", repairing(f), "the shared header differs from the one validated at attach (new opens "
+		"would refuse the arena)");
+	if (repairing(f)) {
+		memcpy((uint8_t *)s->hdr, hv, a);
+		memcpy((uint8_t *)s->hdr + b, hv + b, n - b);
+	}
+}
+
+/* ---- reader slots ---- */
 
 static void check_readers(struct fsck *f)
 {
@@ -96,6 +148,61 @@ static void check_readers(struct fsck *f)
 		(void)l2_reap(f->a, 1);
 }
 
+/* ---- the index header and the lock words ---- */
+
+/* The index header's geometry follows from the arena's parameters (as shm_index_format writes it):
+ * a corrupted one is rewritten, and every shard's lists are then rebuilt from the entry states. */
+static void check_index_header(struct fsck *f)
+{
+	struct shm_arena *s = f->a->shm;
+	if (shm_index_view(s, &f->ixv) == 0) {
+		f->ix = &f->ixv;
+		return;
+	}
+	uint64_t size;
+	struct shm_index_hdr *h = shm_region(s, SHM_REGION_INDEX, &size);
+	uint32_t n = s->hv.index_entries, nb = SHM_INDEX_SHARDS;
+	while (nb < n)
+		nb <<= 1;
+	finding(f, "index", repairing(f), "the index header is corrupted (its geometry does not match the arena's)");
+	if (!repairing(f))
+		return;
+	h->nentries = n;
+	h->nbuckets = nb;
+	h->nshards = SHM_INDEX_SHARDS;
+	h->buckets_off = SHM_INDEX_HDR_BYTES;
+	h->entries_off = shm_index_bytes(n) - (uint64_t)n * sizeof(struct shm_index_entry);
+	h->magic = SHM_INDEX_MAGIC;
+	f->shard_repair = (1u << SHM_INDEX_SHARDS) - 1;
+	if (shm_index_view(s, &f->ixv) == 0) {
+		f->ix = &f->ixv;
+	} else {
+		f->r->repaired--;
+		f->damage = SHM_DAMAGE_INDEX;
+	}
+}
+
+/* The eviction lists' header (shm/evq.c): its geometry is derived from the arena's; a header that
+ * does not match is formatted again (empty lists: check_policy then finds every live entry on no
+ * list and queues it, and the nodes' stale links are rebuilt). */
+static void check_policy_header(struct fsck *f)
+{
+	struct shm_arena *s = f->a->shm;
+	if (shm_evq_view(s, &f->qv) == 0) {
+		f->q = &f->qv;
+		return;
+	}
+	finding(f, "policy", repairing(f), "the eviction lists' header is corrupted (its geometry does not match the arena's)");
+	if (!repairing(f))
+		return;
+	if (shm_evq_format(s) == 0 && shm_evq_view(s, &f->qv) == 0) {
+		f->q = &f->qv;
+	} else {
+		f->r->repaired--;
+		f->damage = SHM_DAMAGE_INDEX;
+	}
+}
+
 /* The arena's writer locks themselves: a scribbled magic word makes every writer fail with
  * -EBADMSG, and a word naming no slot is taken over by the next locker; repair re-initialises
  * such a lock (fsck --repair assumes no other writer is inside it). */
@@ -112,13 +219,17 @@ static void check_mutex(struct fsck *f, struct shm_mutex *m, const char *what)
 static void check_mutexes(struct fsck *f)
 {
 	char what[32];
-	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
-		snprintf(what, sizeof(what), "index shard %u", s);
-		check_mutex(f, &f->ix->hdr->shards[s].mu, what);
+	if (f->ix) {
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+			snprintf(what, sizeof(what), "index shard %u", s);
+			check_mutex(f, &f->ix->hdr->shards[s].mu, what);
+		}
+		check_mutex(f, &f->ix->hdr->sweep_mu, "index sweep");
 	}
-	check_mutex(f, &f->ix->hdr->sweep_mu, "index sweep");
-	check_mutex(f, &l2_q(f->a)->hdr->mu, "eviction lists");
-	check_mutex(f, &l2_q(f->a)->hdr->search_mu, "room search");
+	if (f->q) {
+		check_mutex(f, &f->q->hdr->mu, "eviction lists");
+		check_mutex(f, &f->q->hdr->search_mu, "room search");
+	}
 	check_mutex(f, shm_heap_mutex(f->a->shm), "heap");
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
 	if (h)
@@ -153,12 +264,15 @@ static void unlock_all(struct shm_index *ix)
 		shm_index_unlock(ix, s);
 }
 
+/* ---- chains, heap, entries (every shard locked) ---- */
+
 static void check_chains(struct fsck *f)
 {
 	struct shm_index *ix = f->ix;
 	uint32_t nb = ix->mask + 1;
 	for (uint32_t b = 0; b < nb; b++) {
-		uint32_t cur = atomic_load_explicit(&ix->buckets[b], memory_order_acquire), len = 0;
+		_Atomic uint32_t *slot = &ix->buckets[b];
+		uint32_t cur = atomic_load_explicit(slot, memory_order_acquire), len = 0;
 		uint32_t shard = shm_index_shard_of_bucket(b);
 		while (cur) {
 			const char *bad = NULL;
@@ -170,88 +284,32 @@ static void check_chains(struct fsck *f)
 				bad = "an entry of another shard";
 			else if (atomic_load_explicit(&ix->ent[cur - 1].state, memory_order_acquire) != SHM_ENT_LIVE)
 				bad = "an entry that is not live";
-			else if (shm_index_bucket(ix, ix->ent[cur - 1].key_lo) != b)
-				bad = "an entry of another bucket";
+			if (!bad && shm_index_bucket(ix, ix->ent[cur - 1].key_lo) != b) {
+				/* its key was scribbled: no lookup can find it, and the shard rebuild keeps any
+				 * live entry its chain reaches. Unlink it here, where it was found, and retire
+				 * it (its block is its own: reclamation frees it) */
+				struct shm_index_entry *e = &ix->ent[cur - 1];
+				uint32_t next = atomic_load_explicit(&e->next, memory_order_relaxed);
+				finding(f, "index", repairing(f), "bucket %u: chain holds entry %u of another bucket (its key "
+					"is corrupted; dropped)", b, cur - 1);
+				if (!repairing(f))
+					break;
+				/* release: the successor was published before; readers on @e still reach it */
+				atomic_store_explicit(slot, next, memory_order_release);
+				shm_index_retire_locked(ix, e);
+				f->r->dropped++;
+				cur = next;
+				continue;
+			}
 			if (bad) {
 				finding(f, "index", repairing(f), "bucket %u: chain holds %s", b, bad);
 				if (repairing(f))
-					shm_index_repair_locked(ix, shard);
+					shm_index_repair_locked(ix, shard); /* cuts it now: the entry pass needs whole chains */
 				break;
 			}
 			f->reached[cur - 1] = 1;
-			cur = atomic_load_explicit(&ix->ent[cur - 1].next, memory_order_acquire);
-		}
-	}
-}
-
-static void remove_entry(struct fsck *f, struct shm_index_entry *e)
-{
-	if (shm_index_unlink_retire_locked(f->ix, e) == 0) {
-		f->r->dropped++;
-		/* it is pending reclamation now: account it as such for the shard check */
-		f->pending_seen[shm_index_idx(f->ix, e) % SHM_INDEX_SHARDS] += e->footprint;
-	}
-}
-
-static void check_entries(struct fsck *f)
-{
-	struct shm_index *ix = f->ix;
-	for (uint32_t i = 0; i < ix->nentries; i++) {
-		struct shm_index_entry *e = &ix->ent[i];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if (st == SHM_ENT_RETIRED) {
-			f->pending_seen[i % SHM_INDEX_SHARDS] += e->footprint;
-			continue;
-		}
-		if (st == SHM_ENT_BUSY || st == SHM_ENT_FREEING) {
-			/* we hold every shard lock: only a dead writer leaves these, and the lock's repair
-			 * should have cleaned them up */
-			finding(f, "index", repairing(f), "entry %u: left %s by a writer", i, st == SHM_ENT_BUSY ? "busy" : "freeing");
-			if (repairing(f))
-				shm_index_repair_locked(ix, i % SHM_INDEX_SHARDS);
-			continue;
-		}
-		if (st != SHM_ENT_LIVE) {
-			if (st != SHM_ENT_FREE)
-				finding(f, "index", 0, "entry %u: unknown state %u", i, st);
-			continue;
-		}
-		uint64_t wire;
-		struct sc_kv_desc desc;
-		int has_desc;
-		if (!f->reached[i]) {
-			finding(f, "index", repairing(f), "entry %u: live but not reachable from its bucket", i);
-			if (repairing(f))
-				shm_index_repair_locked(ix, i % SHM_INDEX_SHARDS);
-			continue;
-		}
-		if (l2_entry_check(ix, e, &wire, &desc, &has_desc)) {
-			finding(f, "index", repairing(f), "entry %u: inconsistent sizes, kind or descriptor", i);
-			if (repairing(f))
-				remove_entry(f, e);
-			continue;
-		}
-		f->r->entries++;
-		if (f->flags & SC_FSCK_DEEP) {
-			struct sc_digest d = { 0, 0 };
-			if (e->meta & SHM_META_SEG) {
-				/* scattered or not, the record's pieces make the wire */
-				void *buf = malloc(wire ? wire : 1);
-				if (buf && l2_seg_copy(f->a, ix->heap_lo + 64ull * e->seg_rec, buf, wire) == (int64_t)wire)
-					d = sc_digest(buf, wire);
-				free(buf);
-			} else {
-				d = sc_digest(ix->a->base + e->payload_off, wire);
-			}
-			f->r->digests_checked++;
-			if (d.lo != e->digest_lo || d.hi != e->digest_hi) {
-				f->r->digest_failures++;
-				char hex[SC_DIGEST_HEX_LEN + 1];
-				finding(f, "index", repairing(f), "entry %u: payload does not match digest %s", i,
-					sc_digest_format((struct sc_digest){ e->digest_lo, e->digest_hi }, hex));
-				if (repairing(f))
-					remove_entry(f, e);
-			}
+			slot = &ix->ent[cur - 1].next;
+			cur = atomic_load_explicit(slot, memory_order_acquire);
 		}
 	}
 }
@@ -314,7 +372,7 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 		if (idx < ix->nentries) {
 			struct shm_index_entry *e = &ix->ent[idx];
 			uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-			if (e->gen == gen && e->payload_off == off && st != SHM_ENT_FREE) {
+			if (e->gen == gen && e->payload_off == off && st != SHM_ENT_FREE && !f->has_block[idx]) {
 				f->has_block[idx] = 1;
 				if (st == SHM_ENT_RETIRED)
 					f->r->pending_bytes += bytes;
@@ -346,47 +404,190 @@ static int walk_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, vo
 	return 0;
 }
 
-static void check_heap(struct fsck *f)
+static void walk_heap(struct fsck *f)
 {
 	int rc = shm_heap_walk(f->a->shm, walk_cb, f);
-	if (rc) {
-		finding(f, "heap", 0, "block chain is corrupted (%s)", sc_strerror(rc));
-		if (repairing(f) && shm_heap_repair(f->a->shm) == 0)
-			f->r->repaired++;
+	if (!rc) {
+		f->heap_ok = 1;
 		return;
 	}
+	/* the walk stopped: what it classified is partial, so no entry is judged by its block */
+	f->nfree = 0;
+	f->need_sweep = 0;
+	finding(f, "heap", 0, "the heap's block chain or free lists are corrupted");
+	if (!repairing(f))
+		return;
+	if (shm_heap_repair(f->a->shm) == 0)
+		f->r->repaired++; /* derived state rebuilt; the next round walks it again */
+	else
+		f->damage = SHM_DAMAGE_HEAP; /* the chain itself: nothing to rebuild from */
+}
+
+/* Drop entry @e (shard locked): unlinked and retired, its memory freed when no reader can see it.
+ * When its block is not known to be its own, it forgets the block first: never free another's. */
+static void drop_entry(struct fsck *f, struct shm_index_entry *e, uint32_t i)
+{
+	if (!f->heap_ok || !f->has_block[i])
+		e->payload_off = 0;
+	uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
+	if (st == SHM_ENT_LIVE && shm_index_unlink_retire_locked(f->ix, e) == 0) {
+		f->r->dropped++;
+		f->pending_seen[i % SHM_INDEX_SHARDS] += e->footprint;
+	} else if (st == SHM_ENT_LIVE) {
+		f->shard_repair |= 1u << (i % SHM_INDEX_SHARDS); /* unreachable: the rebuild retires it */
+		f->r->dropped++;
+	}
+}
+
+static void check_entries(struct fsck *f)
+{
+	struct shm_index *ix = f->ix;
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		struct shm_index_entry *e = &ix->ent[i];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire), sh = i % SHM_INDEX_SHARDS;
+		if (st == SHM_ENT_FREE)
+			continue;
+		if (st == SHM_ENT_RETIRED) {
+			f->pending_seen[sh] += e->footprint;
+			if (f->heap_ok && !f->has_block[i] && e->payload_off) {
+				finding(f, "index", repairing(f), "entry %u (retired): its heap block is missing or belongs to "
+					"another owner", i);
+				if (repairing(f))
+					e->payload_off = 0; /* reclamation frees nothing for it */
+			}
+			continue;
+		}
+		if (st == SHM_ENT_BUSY || st == SHM_ENT_FREEING) {
+			/* we hold every shard lock: only a dead writer leaves these, and the lock's repair
+			 * should have cleaned them up */
+			finding(f, "index", repairing(f), "entry %u: left %s by a writer", i, st == SHM_ENT_BUSY ? "busy" : "freeing");
+			f->shard_repair |= repairing(f) ? 1u << sh : 0;
+			continue;
+		}
+		if (st != SHM_ENT_LIVE) {
+			finding(f, "index", repairing(f), "entry %u: unknown state %u", i, st);
+			f->shard_repair |= repairing(f) ? 1u << sh : 0; /* the rebuild frees it */
+			continue;
+		}
+		uint64_t wire;
+		struct sc_kv_desc desc;
+		int has_desc;
+		if (!f->reached[i]) {
+			finding(f, "index", repairing(f), "entry %u: live but not reachable from its bucket", i);
+			f->shard_repair |= repairing(f) ? 1u << sh : 0;
+			continue;
+		}
+		if (l2_entry_check(ix, e, &wire, &desc, &has_desc)) {
+			finding(f, "index", repairing(f), "entry %u: inconsistent sizes, kind or descriptor (dropped)", i);
+			if (repairing(f))
+				drop_entry(f, e, i);
+			continue;
+		}
+		if (f->heap_ok && !f->has_block[i]) {
+			finding(f, "index", repairing(f), "entry %u: its heap block is missing or belongs to another owner "
+				"(dropped)", i);
+			if (repairing(f))
+				drop_entry(f, e, i);
+			continue;
+		}
+		f->r->entries++;
+		if (f->flags & SC_FSCK_DEEP) {
+			struct sc_digest d = { 0, 0 };
+			if (e->meta & SHM_META_SEG) {
+				/* scattered or not, the record's pieces make the wire (the segment table's view
+				 * comes with the handle's L2 view) */
+				void *buf = malloc(wire ? wire : 1);
+				if (buf && l2_ready(f->a) == 0 &&
+				    l2_seg_copy(f->a, ix->heap_lo + 64ull * e->seg_rec, buf, wire) == (int64_t)wire)
+					d = sc_digest(buf, wire);
+				free(buf);
+			} else {
+				d = sc_digest(ix->a->base + e->payload_off, wire);
+			}
+			f->r->digests_checked++;
+			if (d.lo != e->digest_lo || d.hi != e->digest_hi) {
+				f->r->digest_failures++;
+				char hex[SC_DIGEST_HEX_LEN + 1];
+				finding(f, "index", repairing(f), "entry %u: payload does not match digest %s (dropped)", i,
+					sc_digest_format((struct sc_digest){ e->digest_lo, e->digest_hi }, hex));
+				if (repairing(f))
+					drop_entry(f, e, i);
+			}
+		}
+	}
+}
+
+/* Every FREE entry of a shard is on its free list and every RETIRED one on its pending list (a
+ * lost list head hides entries from every writer: admissions then fail with -ENOSPC while the
+ * shard is empty). Lists are followed at most as far as the shard has entries. */
+static void check_lists(struct fsck *f)
+{
+	struct shm_index *ix = f->ix;
+	uint32_t per = (ix->nentries + SHM_INDEX_SHARDS - 1) / SHM_INDEX_SHARDS;
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		if (f->shard_repair & (1u << s))
+			continue;
+		uint32_t want[2] = { 0, 0 }, got[2] = { 0, 0 };
+		for (uint32_t i = s; i < ix->nentries; i += SHM_INDEX_SHARDS) {
+			uint32_t st = atomic_load_explicit(&ix->ent[i].state, memory_order_relaxed);
+			want[0] += st == SHM_ENT_FREE;
+			want[1] += st == SHM_ENT_RETIRED;
+		}
+		const struct shm_index_shard *sh = &ix->hdr->shards[s];
+		uint32_t heads[2] = { sh->free_head, sh->pending_head }, states[2] = { SHM_ENT_FREE, SHM_ENT_RETIRED };
+		for (int l = 0; l < 2; l++) {
+			for (uint32_t cur = heads[l]; cur && got[l] <= per; got[l]++) {
+				if (cur > ix->nentries || (cur - 1) % SHM_INDEX_SHARDS != s ||
+				    atomic_load_explicit(&ix->ent[cur - 1].state, memory_order_relaxed) != states[l]) {
+					got[l] = per + 1; /* a link out of the list: broken */
+					break;
+				}
+				cur = ix->ent[cur - 1].link;
+			}
+		}
+		if (got[0] == want[0] && got[1] == want[1])
+			continue;
+		finding(f, "index", repairing(f), "shard %u: its free and pending lists do not hold its %u free and %u "
+			"retired entries (rebuilt from the entry states)", s, want[0], want[1]);
+		f->shard_repair |= repairing(f) ? 1u << s : 0;
+	}
+}
+
+/* After the entry pass: frees, sweeps and rebuilds; then the shards' own accounting. */
+static void finish_index(struct fsck *f)
+{
+	struct shm_index *ix = f->ix;
 	for (size_t i = 0; i < f->nfree; i++)
 		(void)shm_heap_free(f->a->shm, f->free_offs[i]);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		if (f->shard_repair & (1u << s))
+			shm_index_repair_locked(ix, s); /* rebuilds lists and pending bytes, then sweeps */
 	/* orphaned reservations and mis-tagged blocks go through the index's sweep (sweep_mu), so a
 	 * concurrent sweep of another process can never free the same block twice; we hold every
 	 * shard, which lets it free entry-tagged blocks of each */
 	if (f->need_sweep && repairing(f))
 		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
-			(void)shm_index_sweep(f->ix, (int)s);
+			(void)shm_index_sweep(ix, (int)s);
 	struct shm_segtab t;
-	if (f->seg_sweep && repairing(f) && shm_seg_view(f->a->shm, f->ix, &t) == 0)
+	if (f->seg_sweep && repairing(f) && shm_seg_view(f->a->shm, ix, &t) == 0)
 		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
 			if (f->seg_sweep & (1u << s))
 				(void)shm_seg_sweep_shard(&t, s);
-	/* every live or retired entry must own its block */
-	struct shm_index *ix = f->ix;
-	for (uint32_t i = 0; i < ix->nentries; i++) {
-		struct shm_index_entry *e = &ix->ent[i];
-		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
-		if ((st == SHM_ENT_LIVE || st == SHM_ENT_RETIRED) && !f->has_block[i]) {
-			finding(f, "index", 0, "entry %u (%s): its heap block is missing or tagged for another owner", i,
-				st == SHM_ENT_LIVE ? "live" : "retired");
-		}
-	}
 	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
 		struct shm_index_shard *sh = &ix->hdr->shards[s];
-		if (sh->pending_bytes != f->pending_seen[s]) {
+		if (!(f->shard_repair & (1u << s)) && sh->pending_bytes != f->pending_seen[s]) {
 			finding(f, "index", repairing(f), "shard %u: pending bytes %llu, retired entries hold %llu", s,
 				(unsigned long long)sh->pending_bytes, (unsigned long long)f->pending_seen[s]);
 			if (repairing(f))
 				sh->pending_bytes = f->pending_seen[s];
 		}
-		f->r->lock_repairs += sh->repairs;
+		if (sh->repairs > COUNTER_MAX) {
+			finding(f, "index", repairing(f), "shard %u: lock repair counter %u is not believable", s, sh->repairs);
+			if (repairing(f))
+				sh->repairs = 0;
+		} else {
+			f->r->lock_repairs += sh->repairs;
+		}
 	}
 }
 
@@ -424,7 +625,7 @@ static void check_segments(struct fsck *f)
 /* The eviction lists (shard locks held: no entry changes state under us). */
 static void check_policy(struct fsck *f)
 {
-	struct shm_evq *q = l2_q(f->a);
+	struct shm_evq *q = f->q;
 	struct shm_index *ix = f->ix;
 	int rc = shm_evq_lock(q); /* a dead holder's lists are rebuilt by the lock itself */
 	if (rc) {
@@ -450,29 +651,193 @@ static void check_policy(struct fsck *f)
 	if (orphans)
 		finding(f, "policy", repairing(f), "%u live entries on no eviction list (only eviction by address would find them)",
 			orphans);
-	f->r->lock_repairs += q->hdr->repairs;
+	if (q->hdr->repairs > COUNTER_MAX) {
+		finding(f, "policy", repairing(f), "eviction lists: repair counter %llu is not believable",
+			(unsigned long long)q->hdr->repairs);
+		if (repairing(f))
+			q->hdr->repairs = 0;
+	} else {
+		f->r->lock_repairs += q->hdr->repairs;
+	}
 	shm_evq_unlock(q);
 }
 
+static void check_index(struct fsck *f)
+{
+	uint32_t n = f->ix->nentries;
+	f->reached = calloc(n, 1);
+	f->has_block = calloc(n, 1);
+	if (!f->reached || !f->has_block) {
+		f->deferred++;
+		finding(f, "index", 0, "not checked: out of memory");
+		goto out;
+	}
+	int rc = lock_all(f->ix);
+	if (rc) {
+		/* check_mutexes reported (and with repair re-initialised) a corrupted one */
+		finding(f, "index", 0, "index and heap not checked this round: %s",
+			rc == -EBADMSG ? "a shard lock is corrupted" : sc_strerror(rc));
+		goto out;
+	}
+	if (f->shard_repair) /* the index header was rewritten: rebuild every shard's lists first */
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+			shm_index_repair_locked(f->ix, s);
+	f->shard_repair = 0;
+	check_chains(f);
+	walk_heap(f);
+	check_entries(f);
+	check_lists(f);
+	check_segments(f);
+	if (f->q)
+		check_policy(f);
+	finish_index(f);
+	unlock_all(f->ix);
+out:
+	free(f->reached);
+	free(f->has_block);
+	free(f->free_offs);
+	f->reached = f->has_block = NULL;
+	f->free_offs = NULL;
+	f->nfree = f->cap_free = 0;
+}
+
+/* ---- commit rings ---- */
+
+static struct shm_ring_ctl *ring_ctl_of(struct shm_ring_dir *d, uint32_t i)
+{
+	return (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES + (uint64_t)i * SHM_RING_CTL_BYTES);
+}
+
+/* Walk every record between head and tail as the consumer would (shm_ring_cursor_next), without
+ * consuming. 0, or the position of the first malformed record + 1. A record the consumer has
+ * passed in the meantime may be overwritten by its producer: a fault there is re-checked against
+ * the current head and ignored when it is behind it. */
+static uint64_t ring_bad_record(struct shm_ring_dir *d, uint32_t i, uint32_t count, uint64_t size, uint64_t head,
+				uint64_t tail)
+{
+	struct shm_ring_ctl *ctl = ring_ctl_of(d, i);
+	struct shm_ring_cursor cur = {
+		.ctl = ctl,
+		.data = (uint8_t *)d + shm_ring_data_off(count) + (uint64_t)i * size,
+		.size = size,
+		.mask = size - 1,
+		.start = head,
+		.head = head,
+		.tail = tail,
+		.pf = head,
+		.ring = i,
+	};
+	struct shm_ring_view v;
+	int r;
+	while ((r = shm_ring_cursor_next(&cur, &v)) > 0)
+		;
+	if (r == 0)
+		return 0;
+	uint64_t now = atomic_load_explicit(&ctl->head, memory_order_acquire);
+	return cur.head >= now ? cur.head + 1 : 0;
+}
+
+/* Drop ring @i's undelivered records (the consumer lock is ours) and, with a garbage owner word,
+ * free the ring. Returns 1 when repaired, 0 when it must wait for its live producer. */
+static int ring_reset(struct shm_arena *s, struct shm_ring_ctl *ctl)
+{
+	uint64_t w = atomic_load_explicit(&ctl->owner, memory_order_acquire);
+	uint32_t st = shm_ring_owner_state(w);
+	uint64_t tail = atomic_load_explicit(&ctl->tail, memory_order_acquire);
+	if (tail & (SHM_RING_ALIGN - 1)) {
+		/* only the producer writes tail: wait for a live one to publish a good one */
+		if (st == SHM_RING_LIVE && shm_token_alive(s, shm_ring_owner_token(w)))
+			return 0;
+		tail = (tail + SHM_RING_ALIGN - 1) & ~(uint64_t)(SHM_RING_ALIGN - 1);
+		atomic_store_explicit(&ctl->tail, tail, memory_order_release);
+	}
+	atomic_store_explicit(&ctl->consumed, atomic_load_explicit(&ctl->records, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&ctl->head, tail, memory_order_release); /* as the consumer's R4 */
+	if (st > SHM_RING_CLOSED) /* a garbage owner word: the ring belongs to nobody */
+		atomic_compare_exchange_strong_explicit(&ctl->owner, &w, shm_ring_owner(shm_ring_owner_gen(w) + 1, SHM_RING_FREE, 0),
+							memory_order_release, memory_order_relaxed);
+	return 1;
+}
+
+
 static void check_rings(struct fsck *f)
 {
-	uint32_t n = f->a->shm->hv.ring_count;
-	struct sc_ring_stat *st = calloc(n ? n : 1, sizeof(*st));
-	if (!st)
-		return;
-	int rc = sc_ring_stats(f->a, st, n);
-	if (rc < 0) {
+	struct shm_arena *s = f->a->shm;
+	struct shm_ring_dir *d;
+	uint32_t count = s->hv.ring_count;
+	uint64_t size = s->hv.ring_bytes;
+	if (shm_ring_dir_check(s, &d)) {
 		f->r->ring_problems++;
-		finding(f, "rings", 0, "ring directory is corrupted (%s)", sc_strerror(rc));
-	} else {
-		f->r->rings = (uint64_t)rc;
-		for (int i = 0; i < rc && (uint32_t)i < n; i++)
-			if (st[i].corrupt) {
-				f->r->ring_problems++;
-				finding(f, "rings", 0, "ring %d: indices are inconsistent (the consumer skips it)", i);
-			}
+		finding(f, "rings", repairing(f), "the ring directory is corrupted (tail and stats refuse every ring)");
+		if (!repairing(f))
+			return;
+		uint64_t rsize;
+		d = shm_region(s, SHM_REGION_RINGS, &rsize);
+		d->ring_count = count;
+		d->ring_bytes = (uint32_t)size;
+		d->ctl_off = SHM_RING_DIR_BYTES;
+		d->data_off = shm_ring_data_off(count);
+		d->magic = SHM_RING_MAGIC;
+		if (shm_ring_dir_check(s, &d)) {
+			f->r->repaired--;
+			f->damage = SHM_DAMAGE_RINGS;
+			return;
+		}
 	}
-	free(st);
+	f->r->rings = count;
+	struct shm_ring_cons cons = { 0 };
+	int consumer = 0; /* 1: we hold the consumer lock, -1: another live consumer does */
+	for (uint32_t i = 0; i < count; i++) {
+		struct shm_ring_stat st;
+		if (shm_ring_stat(s, i, &st))
+			continue;
+		uint64_t bad = 0;
+		const char *why = NULL;
+		char buf[96];
+		if (st.state > SHM_RING_CLOSED)
+			why = "its owner word is garbage";
+		else if (st.tail - st.head > size || ((st.tail | st.head) & (SHM_RING_ALIGN - 1)))
+			why = "its indices are impossible";
+		else if (st.head != st.tail && (bad = ring_bad_record(d, i, count, size, st.head, st.tail))) {
+			snprintf(buf, sizeof(buf), "a malformed record at position %llu (the consumer stops there)",
+				 (unsigned long long)(bad - 1));
+			why = buf;
+		}
+		if (!why)
+			continue;
+		f->r->ring_problems++;
+		if (!repairing(f)) {
+			finding(f, "rings", 0, "ring %u: %s", i, why);
+			continue;
+		}
+		if (!consumer)
+			consumer = shm_ring_consumer_acquire(s, &cons) == 0 ? 1 : -1;
+		int fixed = consumer > 0 && ring_reset(s, ring_ctl_of(d, i));
+		if (!fixed)
+			f->deferred++;
+		finding(f, "rings", fixed, "ring %u: %s%s", i, why,
+			fixed ? "; its undelivered records were dropped"
+			      : consumer < 0 ? "; not repaired: another process is consuming the rings"
+					     : "; not repaired: its producer is running");
+	}
+	if (consumer > 0)
+		shm_ring_consumer_release(s, &cons);
+}
+
+/* ---- observations ---- */
+
+/* The observation table is soft state (promotion decisions, fill claims): a malformed one is
+ * formatted again, which forgets the observations; a fill in flight just claims again. */
+static void reformat_obs(struct fsck *f)
+{
+	uint64_t size;
+	uint8_t *r = shm_region(f->a->shm, SHM_REGION_OBS, &size);
+	memset(r, 0, size);
+	if (shm_obs_format(f->a->shm) || !shm_obs_table(f->a->shm)) {
+		f->r->repaired--;
+		f->damage = SHM_DAMAGE_OBS;
+	}
 }
 
 /* The L3 location index: entries, token chains and the page free list must agree (every page
@@ -482,13 +847,18 @@ static void check_rings(struct fsck *f)
 static void check_l3_index(struct fsck *f)
 {
 	struct shm_l3ix ix;
+	if (!f->a->shm->hv.l3ix_entries)
+		return; /* created without one */
 	if (shm_l3ix_view(f->a->shm, &ix)) {
 		int fix = repairing(f) && shm_l3ix_format(f->a->shm) == 0;
 		finding(f, "l3index", fix, "the location index's header is corrupted%s", fix ? " (formatted anew, empty)" : "");
+		if (repairing(f) && !fix)
+			f->damage = SHM_DAMAGE_L3IX;
 		return;
 	}
-	if (shm_l3ix_lock(&ix)) {
-		finding(f, "l3index", 0, "cannot lock the location index");
+	int rc = shm_l3ix_lock(&ix);
+	if (rc) {
+		finding(f, "l3index", 0, "cannot lock the location index (%s)", sc_strerror(rc));
 		return;
 	}
 	uint8_t *owner = ix.npages ? calloc(ix.npages, 1) : NULL;
@@ -534,23 +904,36 @@ static void check_observations(struct fsck *f)
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
 	if (!h) {
 		f->r->obs_problems++;
-		finding(f, "observations", 0, "observation table header is corrupted");
+		finding(f, "observations", repairing(f), "the observation table header is corrupted (formatted again: "
+			"observations forgotten)");
+		if (repairing(f))
+			reformat_obs(f);
 		return;
 	}
-	if (shm_obs_lock(f->a->shm, h)) {
-		finding(f, "observations", 0, "cannot lock the observation table");
+	int rc = shm_obs_lock(f->a->shm, h);
+	if (rc) {
+		f->r->obs_problems++;
+		finding(f, "observations", 0, "cannot lock the observation table (%s)", rc == -EBADMSG ? "corrupted lock"
+											: sc_strerror(rc));
 		return;
 	}
 	struct shm_obs_entry *e = shm_obs_entries(h);
-	uint32_t used = 0;
+	uint32_t used = 0, bad = 0;
 	for (uint32_t i = 0; i < h->slots; i++) {
 		if (!(e[i].flags & SHM_OBS_USED))
 			continue;
 		used++;
 		if (e[i].flags & ~SHM_OBS_FLAGS) {
 			f->r->obs_problems++;
-			finding(f, "observations", 0, "slot %u: unknown flags %#x", i, e[i].flags);
+			if (!bad++)
+				finding(f, "observations", repairing(f), "slot %u: unknown flags %#x%s", i, e[i].flags,
+					repairing(f) ? " (table formatted again: observations forgotten)" : "");
 		}
+	}
+	if (bad && repairing(f)) {
+		shm_obs_unlock(f->a->shm, h);
+		reformat_obs(f);
+		return;
 	}
 	f->r->observations = used;
 	if (used != h->count) {
@@ -568,66 +951,126 @@ static void check_observations(struct fsck *f)
 		if (repairing(f))
 			memset(&c[i], 0, sizeof(c[i]));
 	}
-	f->r->lock_repairs += h->repairs;
+	if (h->repairs > COUNTER_MAX) {
+		finding(f, "observations", repairing(f), "lock repair counter %llu is not believable",
+			(unsigned long long)h->repairs);
+		if (repairing(f))
+			h->repairs = 0;
+	} else {
+		f->r->lock_repairs += h->repairs;
+	}
 	shm_obs_unlock(f->a->shm, h);
+}
+
+/* ---- one pass, and the rounds ---- */
+
+struct pass {
+	uint64_t deferred;     /* problems a live process holds */
+	uint32_t damage;       /* a repair that cannot work */
+};
+
+/* One pass over everything (the shard locks wait; a dead holder's are taken over). */
+static void one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep,
+		    struct pass *p)
+{
+	memset(rep, 0, sizeof(*rep));
+	struct fsck f = { .a = arena, .flags = flags, .cb = cb, .ctx = ctx, .r = rep };
+	check_header(&f);
+	check_readers(&f);
+	check_index_header(&f);
+	check_policy_header(&f);
+	check_mutexes(&f);
+	if (f.ix)
+		check_index(&f);
+	struct shm_heap_stats hs;
+	if (shm_heap_stats(arena->shm, &hs) == 0 && hs.repairs <= COUNTER_MAX)
+		rep->lock_repairs += hs.repairs; /* an unbelievable heap counter is left out of the sum */
+	check_rings(&f);
+	check_observations(&f);
+	check_l3_index(&f);
+	p->deferred = f.deferred;
+	p->damage = f.damage;
+}
+
+static void declare_damaged(struct sc_arena *arena, uint32_t reason)
+{
+	struct shm_header *h = arena->shm->hdr;
+	h->damage_reason = reason;
+	h->damaged_ns = shm_realtime_ns();
+	/* release: the reason and time are visible to whoever acquires the mark (open, writers) */
+	atomic_store_explicit(&h->damaged, SHM_DAMAGED, memory_order_release);
+}
+
+static const char *damage_name(uint32_t reason)
+{
+	switch (reason) {
+	case SHM_DAMAGE_HEAP: return "the heap's block chain cannot be rebuilt";
+	case SHM_DAMAGE_INDEX: return "the index cannot be rebuilt";
+	case SHM_DAMAGE_RINGS: return "the ring directory cannot be rewritten";
+	case SHM_DAMAGE_OBS: return "the observation table cannot be formatted";
+	case SHM_DAMAGE_L3IX: return "the L3 location index cannot be formatted";
+	default: return "problems remain after every repair";
+	}
 }
 
 int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep)
 {
-	struct sc_fsck_report local;
+	struct sc_fsck_report local, v;
 	if (!arena || (flags & ~SC_FSCK_MASK))
 		return -EINVAL;
 	if (!rep)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));
-	struct fsck f = { .a = arena, .flags = flags, .cb = cb, .ctx = ctx, .r = rep };
-	struct shm_arena *s = arena->shm;
-
-	int rc = shm_header_check(s->hdr, s->size);
-	if (rc) {
-		finding(&f, "header", 0, "arena header is invalid (%s)", sc_strerror(rc));
-		return -EBADMSG;
+	if (arena_is_damaged(arena)) {
+		rep->problems = 1;
+		if (cb) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "declared unrepairable by fsck (%s): destroy it and create it again",
+				 damage_name(arena->shm->hdr->damage_reason));
+			cb("header", msg, 0, ctx);
+		}
+		return -ENOTRECOVERABLE;
 	}
-	if ((rc = l2_ready(arena))) {
-		finding(&f, "index", 0, "index header is corrupted (%s)", sc_strerror(rc));
-		return -EBADMSG;
+	/* a repair also verifies every payload: readers never check digests on a hit, so a repaired
+	 * arena must not keep an entry whose bytes are not what its digest says */
+	if (flags & SC_FSCK_REPAIR)
+		flags |= SC_FSCK_DEEP;
+	struct pass p, vp;
+	one_pass(arena, flags, cb, ctx, rep, &p);
+	if (!(flags & SC_FSCK_REPAIR)) {
+		uint64_t left = rep->problems - rep->repaired;
+		return left > INT32_MAX ? INT32_MAX : (int)left;
 	}
-	check_readers(&f);
-	f.ix = l2_ix(arena);
-	check_mutexes(&f);
-	f.reached = calloc(f.ix->nentries, 1);
-	f.has_block = calloc(f.ix->nentries, 1);
-	if (!f.reached || !f.has_block) {
-		free(f.reached);
-		free(f.has_block);
-		return -ENOMEM;
+	/* check again, silently, after every repair pass; repair again while problems remain. Each
+	 * finding reported (through @cb) counts once in problems; repaired is what no longer shows. */
+	uint64_t found = rep->problems, dropped = rep->dropped;
+	for (int round = 0;; round++) {
+		one_pass(arena, flags & ~SC_FSCK_REPAIR, NULL, NULL, &v, &vp);
+		if (v.problems == 0 || (!p.damage && v.problems <= p.deferred)) {
+			/* the counts of the final state are the last check's */
+			*rep = v;
+			rep->problems = found;
+			rep->repaired = found - v.problems;
+			rep->dropped = dropped;
+			return (int)v.problems;
+		}
+		if (p.damage || round == FSCK_ROUNDS)
+			break;
+		struct sc_fsck_report r;
+		one_pass(arena, flags, cb, ctx, &r, &p);
+		found += r.problems;
+		dropped += r.dropped;
 	}
-	rc = lock_all(f.ix);
-	if (rc == -EBUSY) {
-		free(f.reached);
-		free(f.has_block);
-		return rc;
+	declare_damaged(arena, p.damage ? p.damage : SHM_DAMAGE_OTHER);
+	*rep = v;
+	rep->problems = found + 1;
+	rep->repaired = found > v.problems ? found - v.problems : 0;
+	rep->dropped = dropped;
+	if (cb) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "the arena cannot be repaired (%s): declared unrepairable; destroy it and create "
+			 "it again", damage_name(p.damage));
+		cb("header", msg, 0, ctx);
 	}
-	if (rc) {
-		finding(&f, "index", 0, "index and heap not checked: a shard mutex is corrupted (repair re-initialises it)");
-	} else {
-		check_chains(&f);
-		check_entries(&f);
-		check_heap(&f);
-		check_segments(&f);
-		check_policy(&f);
-		unlock_all(f.ix);
-	}
-	free(f.reached);
-	free(f.has_block);
-	free(f.free_offs);
-
-	struct shm_heap_stats hs;
-	if (shm_heap_stats(s, &hs) == 0)
-		rep->lock_repairs += hs.repairs;
-	check_rings(&f);
-	check_observations(&f);
-	check_l3_index(&f);
-	uint64_t left = rep->problems - rep->repaired;
-	return left > INT32_MAX ? INT32_MAX : (int)left;
+	return -ENOTRECOVERABLE;
 }

@@ -67,6 +67,13 @@ struct sc_arena {
 	struct shm_ring_cons *ring_cons; /* consumer state: allocated by the first sc_ring_poll, freed by sc_ring_consumer_close */
 };
 
+/* Did fsck declare this arena unrepairable (shm_header.damaged)? Acquire: pairs with the release
+ * store in lib/fsck.c, so the reason and time are visible with the mark. */
+static inline int arena_is_damaged(const struct sc_arena *a)
+{
+	return atomic_load_explicit(&a->shm->hdr->damaged, memory_order_acquire) == SHM_DAMAGED;
+}
+
 /* lib/promote.c, for lib/restore.c: would sc_promote_consider say "promote" for this fill now?
  * 1 or 0 (counts nothing, changes nothing); a negative errno when the table cannot be read. */
 int promote_predict(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, uint64_t token_count,

@@ -11,11 +11,12 @@
  * reservation with O_DIRECT.
  *
  * Admission order (each refusal counted in admission_rejects and by reason, enum sc_l2_refusal):
- * digest (-EBADMSG), empty (-EINVAL), sections/descriptor (-EINVAL), heap and budget (-E2BIG,
- * refused_bytes). Then room is made (lib/l2_evict.c: S3-FIFO eviction for the budget, eviction by
+ * arguments (-EINVAL: no tokens, unknown origin, NULL sections; INVALID), digest (-EBADMSG), empty
+ * (-EINVAL), sections/descriptor (-EINVAL), heap and budget (-E2BIG, refused_bytes). An arena fsck
+ * declared unrepairable refuses every admission first (-ENOTRECOVERABLE, not counted).
+ * Then room is made (lib/l2_evict.c: S3-FIFO eviction for the budget, eviction by
  * address when the heap is fragmented; -ENOSPC with its reason when it cannot be made), the
- * payload is copied into a private block (tag: our owner token; payloads of 32 KiB or more that
- * fit in free room are hashed while copied, see copy_hash), and under the key's shard lock
+ * payload is copied into a private block (tag: our owner token), and under the key's shard lock
  * the block is given to an entry (tag: entry idx and gen), the entry joins the policy's FIFOs
  * (before it is linked, so that a writer killed in between leaves a queued entry that is not LIVE,
  * which the evictor drops, rather than a LIVE entry no FIFO holds) and is linked, replacing an
@@ -454,35 +455,6 @@ int l2_commit_seg(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_
 	return l2_commit(st, key, n, d, off, kind, l0, l1, has_desc, has_tokens, fp, origin, NULL, why, rec_off, dg);
 }
 
-/*
- * Large payloads are hashed and copied in one pass, chunk by chunk: each chunk is read from the
- * caller's memory once (by the hash; from DRAM when the caller's buffer is not cached) and copied
- * while it is still in L1, instead of a second pass over the whole payload after the hash. That
- * needs the block before the digest is known, so it is taken only from free room
- * (L2_RESERVE_NO_EVICT: a payload with a wrong digest must never evict anything) and given back
- * when the digest is wrong; without free room the admission hashes first, as small ones do. The
- * refusal order is unchanged: the shape is checked quietly first, and an invalid shape takes the
- * ordinary path (digest, then shape).
- */
-#define L2_FUSE_MIN (32u << 10)
-#define L2_FUSE_CHUNK (16u << 10)
-
-static struct sc_digest copy_hash(uint8_t *dst, const uint8_t *s0, uint64_t l0, const uint8_t *s1, uint64_t l1)
-{
-	XXH3_state_t h;
-	XXH3_128bits_reset(&h);
-	const uint8_t *src[2] = { s0, s1 };
-	uint64_t len[2] = { l0, l1 };
-	for (int i = 0; i < 2; i++)
-		for (uint64_t at = 0; at < len[i]; at += L2_FUSE_CHUNK) {
-			uint64_t n = len[i] - at < L2_FUSE_CHUNK ? len[i] - at : L2_FUSE_CHUNK;
-			XXH3_128bits_update(&h, src[i] + at, n);
-			memcpy(dst, src[i] + at, n);
-			dst += n;
-		}
-	XXH128_hash_t r = XXH3_128bits_digest(&h);
-	return (struct sc_digest){ r.low64, r.high64 };
-}
 
 int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 	     const struct sc_payload *p, uint32_t origin, int *why)
@@ -491,59 +463,54 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	if (!why)
 		why = &dummy;
 	*why = SC_L2_REFUSE_OTHER;
-	if (!st || !p || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
+	if (!st)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
+	if (arena_is_damaged(a))
+		return -ENOTRECOVERABLE;
+	/* every refusal with a stage to count it against is an admission reject (the header says so) */
+	if (!p || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
+		return reject(st, p ? p->sec_len[0] + p->sec_len[1] : 0, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	uint64_t l0 = p->sec_len[0], l1 = p->sec_len[1];
 	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
-		return -EINVAL;
-	int has_desc = p->kv_desc != NULL, rc, reason;
+		return reject(st, l0 + l1, -EINVAL, SC_L2_REFUSE_INVALID, why);
+	int has_desc = p->kv_desc != NULL, rc;
 	uint64_t fp, off, wire = l0 + l1, ntok = l2_verify_tokens(a) ? n : 0, len = alloc_len_tok(wire, has_desc, ntok);
 	struct sc_key key;
 	struct sc_digest d;
 	uint8_t *dst;
 	int seg = a->l2_seg_on && (l0 > l2_segtab(a)->seg_bytes || l1 > l2_segtab(a)->seg_bytes);
-	if (!seg && wire >= L2_FUSE_MIN && shape_of(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, &reason) == 0 &&
-	    sc_l2_key(st, ns, tokens, n, &key) == 0 && l2_alloc(a, len, fp, &key, L2_RESERVE_NO_EVICT, &off, &reason) == 0) {
-		dst = a->shm->base + off;
-		d = copy_hash(dst, p->sec[0], l0, p->sec[1], l1);
-		if (!sc_digest_equal(d, expected)) {
-			(void)shm_heap_free(a->shm, off);
-			return reject(st, wire, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
-		}
-	} else {
-		/* 1. the digest over the wire (a segmented arena digests the segments in the same pass) */
-		struct l2_seg_plan plan = { 0 };
-		if (seg && (seg = l2_seg_plan(a, p, &d, &plan)) < 0)
-			return seg;
-		seg = seg == 0 && plan.pc;
-		if (!seg)
-			d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
-		if (!sc_digest_equal(d, expected)) {
-			l2_seg_plan_free(&plan);
-			return reject(st, wire, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
-		}
-		rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
-		if (!rc)
-			rc = sc_l2_key(st, ns, tokens, n, &key);
-		if (rc) {
-			l2_seg_plan_free(&plan);
-			return rc;
-		}
-		if (seg) {
-			rc = l2_seg_admit(st, key, n, tokens, d, p, origin, &plan, why);
-			l2_seg_plan_free(&plan);
-			if (rc <= 0)
-				return rc ? l2_refuse(a, st->id, wire, rc, *why) : 0;
-		}
-		if ((rc = l2_alloc(a, len, fp, &key, 0, &off, why)))
-			return l2_refuse(a, st->id, wire, rc, *why);
-		dst = a->shm->base + off;
-		if (l0)
-			memcpy(dst, p->sec[0], l0);
-		if (l1)
-			memcpy(dst + l0, p->sec[1], l1);
+	/* 1. the digest over the wire (a segmented arena digests the segments in the same pass) */
+	struct l2_seg_plan plan = { 0 };
+	if (seg && (seg = l2_seg_plan(a, p, &d, &plan)) < 0)
+		return seg;
+	seg = seg == 0 && plan.pc;
+	if (!seg)
+		d = sc_digest_sections(p->sec[0], l0, p->sec[1], l1);
+	if (!sc_digest_equal(d, expected)) {
+		l2_seg_plan_free(&plan);
+		return reject(st, wire, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	}
+	rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
+	if (!rc && (rc = sc_l2_key(st, ns, tokens, n, &key)))
+		rc = reject(st, wire, rc, SC_L2_REFUSE_INVALID, why);
+	if (rc) {
+		l2_seg_plan_free(&plan);
+		return rc;
+	}
+	if (seg) {
+		rc = l2_seg_admit(st, key, n, tokens, d, p, origin, &plan, why);
+		l2_seg_plan_free(&plan);
+		if (rc <= 0)
+			return rc ? l2_refuse(a, st->id, wire, rc, *why) : 0;
+	}
+	if ((rc = l2_alloc(a, len, fp, &key, 0, &off, why)))
+		return l2_refuse(a, st->id, wire, rc, *why);
+	dst = a->shm->base + off;
+	if (l0)
+		memcpy(dst, p->sec[0], l0);
+	if (l1)
+		memcpy(dst + l0, p->sec[1], l1);
 	if (has_desc)
 		memcpy(dst + desc_at(wire), p->kv_desc, sizeof(*p->kv_desc));
 	if (ntok)
@@ -577,6 +544,8 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, struct sc_l2
 	if (!st || !bytes || bytes > UINT64_MAX / 4)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
+	if (arena_is_damaged(a))
+		return -ENOTRECOVERABLE;
 	uint64_t len = alloc_len(bytes, 1), fp = shm_heap_footprint(len), off;
 	int rc, counted = !(flags & L2_RESERVE_NO_EVICT); /* a free-room-only try is no admission */
 	if (fp > a->shm->hv.regions[SHM_REGION_HEAP].size || fp > l2_budget(a)) {
@@ -615,11 +584,14 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	if (!why)
 		why = &dummy;
 	*why = SC_L2_REFUSE_OTHER;
-	if (!st || !r || !r->arena_ || r->arena_ != st->arena || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
-		return -EINVAL;
-	if (kv_len > r->bytes || rec_len > r->bytes - kv_len)
+	if (!st)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
+	if (arena_is_damaged(a))
+		return -ENOTRECOVERABLE;
+	if (!r || !r->arena_ || r->arena_ != a || !n || !tokens || origin > SC_ORIGIN_FROM_L3 ||
+	    kv_len > r->bytes || rec_len > r->bytes - kv_len)
+		return reject(st, r ? kv_len + rec_len : 0, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	struct sc_digest d = sc_digest(r->ptr, kv_len + rec_len);
 	if (!sc_digest_equal(d, expected))
 		return reject(st, kv_len + rec_len, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
@@ -629,7 +601,7 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 		return rc;
 	struct sc_key key;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
-		return rc;
+		return reject(st, kv_len + rec_len, rc, SC_L2_REFUSE_INVALID, why);
 	uint64_t need = alloc_len_tok(wire, desc != NULL, ntok), off = r->off_, asked = r->asked_;
 	uint8_t *p = r->ptr;
 	if (need > asked) {

@@ -336,9 +336,12 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	const struct sc_location *loc = req->loc;
 	char rel[48];
 	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
-	op->fd = openat(l3->objfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (op->fd < 0)
-		return errno == ESTALE ? -ENOENT : -errno; /* vanished (a network filesystem says ESTALE): a miss */
+	op->fd = l3_open_file(l3->objfd, rel, O_RDONLY);
+	if (op->fd < 0) {
+		int rc = op->fd == -ESTALE ? -ENOENT : op->fd; /* vanished (a network filesystem says ESTALE): a miss */
+		op->fd = -1;
+		return rc;
+	}
 	struct stat sb;
 	if (fstat(op->fd, &sb) < 0)
 		return -errno;

@@ -126,7 +126,7 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *
 }
 
 static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
-		       struct l3_probe_log *log, int force, int *reloaded)
+		       struct l3_probe_log *log, uint32_t *bad, int force, int *reloaded)
 {
 	uint32_t lens[L3_MAX_PROBES], nl = 0;
 	pthread_mutex_lock(&l3->mu);
@@ -165,9 +165,9 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 		struct l3_pfx p;
 		int32_t *stored = NULL;
 		l3_pfx_relpath(keys[i].low64, keys[i].high64, rel);
-		int fd = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 		if (fd < 0) {
-			if (log && errno == ENOENT)
+			if (log && fd == -ENOENT)
 				log->state[i] = L3_PROBE_ABSENT;
 			continue;
 		}
@@ -176,6 +176,7 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 		int read_ok = rc == 0;
 		if (!rc && (p.prefix_lo != keys[i].low64 || p.prefix_hi != keys[i].high64 || p.token_count != lens[i]))
 			rc = -EBADMSG;
+		int object_bad = 0;
 		if (!rc && !stored) {
 			if (log)
 				log->state[i] = L3_PROBE_UNVERIFIABLE;
@@ -202,6 +203,10 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 					log->state[i] = L3_PROBE_FOUND, log->found = i;
 				return (int)lens[i];
 			}
+			/* the object failed verification now (lookup quarantined it), or was quarantined
+			 * since this entry was written (at an open, by verify, by a fill) */
+			object_bad = rc == -EBADMSG ||
+				     (rc == -ENOENT && l3_quarantined_since(l3, p.digest_lo, p.digest_hi, p.created_ns));
 		}
 		/* a corrupted entry, or one naming a missing or bad object (vanished under us: a miss
 		 * at this length): drop it, keep probing. Not on a transient error, not while the entry
@@ -213,19 +218,27 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 				l3ix_on_prefix_gone(l3->arena, (struct sc_digest){ keys[i].low64, keys[i].high64 });
 			if (log)
 				log->state[i] = L3_PROBE_ABSENT;
+			if (object_bad && bad) {
+				*bad = lens[i]; /* restore reports it (once: the entry is gone now) */
+				return 0;
+			}
 		}
 	}
 	return 0;
 }
 
 int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
-		  struct l3_probe_log *log)
+		  struct l3_probe_log *log, uint32_t *bad)
 {
+	if (bad)
+		*bad = 0;
+	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
+		return -EINVAL;
 	int reloaded;
-	int rc = locate_once(l3, ns, tokens, n, loc, log, 0, &reloaded);
+	int rc = locate_once(l3, ns, tokens, n, loc, log, bad, 0, &reloaded);
 	/* shared mode: a miss re-reads the lengths another host may have added, and looks again */
-	if (rc == 0 && l3->shared && !reloaded)
-		rc = locate_once(l3, ns, tokens, n, loc, log, 1, &reloaded);
+	if (rc == 0 && l3->shared && !reloaded && !(bad && *bad))
+		rc = locate_once(l3, ns, tokens, n, loc, log, bad, 1, &reloaded);
 	return rc;
 }
 
@@ -236,7 +249,7 @@ int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens
 		return -EINVAL;
 	if (l3->arena)
 		return l3ix_locate_full(l3->arena, l3, ns, tokens, n, loc);
-	return l3_locate_dir(l3, ns, tokens, n, loc, NULL);
+	return l3_locate_dir(l3, ns, tokens, n, loc, NULL, NULL);
 }
 
 /* ---- stats, list, verify ---- */
@@ -299,9 +312,9 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	in->digest = (struct sc_digest){ lo, hi };
 	uint8_t block[L3_HDR_BLOCK];
 	struct l3_obj_hdr h;
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(dfd, name, O_RDONLY);
 	if (fd < 0)
-		return 0;
+		return 0; /* gone, or not a regular file (a planted FIFO or link): not an object */
 	struct stat sb;
 	int rc = l3_read_block(fd, block, &fb);
 	if (!rc)

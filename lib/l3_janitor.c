@@ -190,9 +190,9 @@ static int lease_take(struct sc_l3 *l3, int wait)
 		return rc;
 	}
 	for (int attempt = 0; attempt < 8; attempt++) {
-		int fd = openat(l3->dirfd, "janitor", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, l3->file_mode);
+		int fd = l3_create_file(l3, l3->dirfd, "janitor", O_RDWR);
 		if (fd < 0)
-			return -errno;
+			return fd;
 		while (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0) {
 			int e = errno;
 			if (e == EINTR && wait)
@@ -316,7 +316,9 @@ static void log_open(struct jctx *j)
 	struct sc_l3 *l3 = j->l3;
 	if (fstatat(l3->dirfd, "janitor.log", &sb, AT_SYMLINK_NOFOLLOW) == 0 && sb.st_size > LOG_ROTATE)
 		renameat(l3->dirfd, "janitor.log", l3->dirfd, "janitor.log.1");
-	j->logfd = openat(l3->dirfd, "janitor.log", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, l3->file_mode);
+	j->logfd = l3_create_file(l3, l3->dirfd, "janitor.log", O_WRONLY | O_APPEND);
+	if (j->logfd < 0)
+		j->logfd = -1;
 }
 
 /* -- the listing -- */

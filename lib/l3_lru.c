@@ -205,9 +205,9 @@ int l3_lru_write(struct sc_l3 *l3, const struct l3_lru_ent *e, size_t n, int (*f
 	struct lru_hdr h = { LRU_MAGIC, L3_FORMAT_VERSION, 0, n, XXH3_64bits(e, n * sizeof(*e)) };
 	char tmp[L3_WRITER_MAX + 24];
 	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
-	int rc = 0, fd = openat(l3->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
+	int rc = 0, fd = l3_create_file(l3, l3->dirfd, tmp, O_WRONLY | O_EXCL);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	(void)shm_ofd_trylock(fd, 0); /* being written: not left over */
 	if (pwrite(fd, &h, sizeof(h), 0) != sizeof(h) ||
 	    (n && pwrite(fd, e, n * sizeof(*e), sizeof(h)) != (ssize_t)(n * sizeof(*e))) || fsync(fd) < 0)

@@ -14,7 +14,9 @@
  *                                  with the token ids themselves (version 2), compared on every locate
  *   DIR/prefix/<2 hex>/.drop-<writer>.<n>       a prefix entry being judged by a dropper
  *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
- *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification
+ *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification (ns: when)
+ *   DIR/quarantine/<digest>.mirror              a quarantine no arena was bound for: the next
+ *                                               sc_l3_bind_arena invalidates its L2 mirrors
  *   DIR/shared                     present when several hosts share DIR (lib/l3_shared.c)
  *   DIR/janitor                    the janitor lease (flock) and its record (lib/l3_janitor.c)
  *   DIR/janitor.log[.1]            what janitors evicted, one line each
@@ -225,7 +227,7 @@ struct sc_l3 {
 	int dirfd, objfd, pfxfd, lenfd, quarfd, lockfd;
 	struct l3_state *st;
 	struct sc_l3_opts opts;
-	uint32_t file_mode, dir_mode;
+	uint32_t file_mode, dir_mode;      /* exactly what we create (dir_mode has setgid with a gid) */
 	uint32_t dio_mem_align, dio_off_align; /* 0: O_DIRECT unsupported */
 	uint64_t id;               /* unique per handle (thread-local ring cache key) */
 	pthread_mutex_t mu;        /* rings list, ranges, lengths cache */
@@ -284,6 +286,23 @@ void l3_prefix_keys(const char *ns, const int32_t *tokens, const uint32_t *lens,
 		    XXH128_hash_t *keys);
 
 /* ---- lib/l3_store.c ---- */
+/* Open @rel under @dfd without following a link or blocking (a planted FIFO would block an open
+ * for reading), refusing anything but a regular file (-EBADMSG; a symlink is -ELOOP). The fd is
+ * blocking again on return (io_uring honours O_NONBLOCK: reads would fail with -EAGAIN). */
+int l3_open_file(int dfd, const char *rel, int flags);
+/* Give what we just created (@fd) the store's exact mode and group. 0 or -errno. */
+int l3_own(struct sc_l3 *l3, int fd, int is_dir);
+/* Open DIR-relative @name with @flags (O_RDONLY/O_WRONLY/O_RDWR, O_APPEND, O_TRUNC, O_EXCL),
+ * creating it when missing: a file it creates gets exactly the store's mode and group (l3_own);
+ * an existing one is used as it is (never a FIFO, a link or anything but a regular file, and
+ * never blocking). An fd or a negative errno. */
+int l3_create_file(struct sc_l3 *l3, int dfd, const char *name, int flags);
+/* mkdirat with the store's mode and group (0 also when it exists). */
+int l3_mkdir_at(struct sc_l3 *l3, int dfd, const char *name);
+/* Was the object @lo/@hi quarantined at or after @since_ns (CLOCK_REALTIME)? Scans quarantine/. */
+int l3_quarantined_since(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint64_t since_ns);
+/* Drop the prefix entry @key if it still names @lo/@hi. */
+void l3_drop_prefix(struct sc_l3 *l3, uint64_t key_lo, uint64_t key_hi, uint64_t lo, uint64_t hi);
 /* Call @cb(l3, subdir_fd, sub, name, ctx) for every entry of every <topfd>/<2 hex>/ directory. */
 int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const char *, const char *, void *),
 	    void *ctx);
@@ -390,9 +409,12 @@ struct l3_probe_log {
 /* The directory's token lengths (the longest @max, ascending; reloaded when they changed): the
  * count, or a negative errno. */
 int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns);
-/* The directory probe (what sc_l3_locate_longest did before the location index); @log optional. */
+/* The directory probe (what sc_l3_locate_longest did before the location index); @log optional.
+ * *@bad (may be NULL): when nothing was found (0), the length of the longest matching prefix entry
+ * that named an object that failed verification (now, or a quarantined one), else 0; that entry
+ * is dropped, so restore reports it once instead of the shorter prefix. */
 int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
-		  struct l3_probe_log *log);
+		  struct l3_probe_log *log, uint32_t *bad);
 
 /* ---- lib/l3ix.c: the arena's location index ---- */
 /* Bind @l3's directory to @a's index (first binder wins): 1 bound to us, 0 another directory's. */
@@ -405,6 +427,7 @@ void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key);
 /* What l3ix_locate found. */
 struct l3ix_found {
 	int from_index;                    /* out: 1 answered by the index (snap), 0 by the directory (loc) */
+	uint32_t bad;                      /* out (directory, nothing found): see l3_locate_dir */
 	uint32_t len;                      /* out: the prefix length */
 	struct sc_key pfx;                 /* out: its prefix hash P (the L2 key is l2_key_of(stage, P)) */
 	struct shm_l3ix_snap snap;         /* out (from_index): the positive entry */

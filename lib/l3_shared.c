@@ -148,12 +148,14 @@ int l3_mode_init(struct sc_l3 *l3, uint32_t flags)
 	if (!(flags & SC_L3_OPEN_SHARED) && !on_cephfs(l3->dirfd))
 		return 0;
 	/* record it, so that every later open agrees (whatever path or flags it uses) */
-	int fd = openat(l3->dirfd, "shared", O_WRONLY | O_CREAT | O_CLOEXEC, l3->file_mode);
+	int fd = openat(l3->dirfd, "shared", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
 	if (fd < 0)
 		return -errno;
 	static const char note[] = "stagecache L3 directory shared by several hosts\n";
-	ssize_t w = write(fd, note, sizeof(note) - 1);
-	int rc = w == (ssize_t)sizeof(note) - 1 ? 0 : w < 0 ? -errno : -EIO;
+	int rc = l3_own(l3, fd, 0);
+	ssize_t w = rc ? 0 : write(fd, note, sizeof(note) - 1);
+	if (!rc)
+		rc = w == (ssize_t)sizeof(note) - 1 ? 0 : w < 0 ? -errno : -EIO;
 	if (!rc && fsync(fd) < 0)
 		rc = -errno;
 	close(fd);
@@ -206,7 +208,7 @@ int l3_state_open_host(struct sc_l3 *l3)
 	XXH64_update(&hs, l3->host, strlen(l3->host) + 1);
 	XXH64_update(&hs, real, strlen(real));
 	snprintf(path, sizeof(path), "%s/stagecache-l3.%016llx.state", sd, (unsigned long long)XXH64_digest(&hs));
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, l3->file_mode);
+	int fd = l3_create_file(l3, AT_FDCWD, path, O_RDWR);
 	void *m = MAP_FAILED;
 	if (fd >= 0) {
 		struct stat sb;
@@ -290,7 +292,7 @@ void l3_access_flush(struct sc_l3 *l3, int force)
 	if (!l3->nacc || (!force && now - l3->acc_first_ns < L3_ACCESS_FLUSH_NS))
 		goto out;
 	if (l3->accfd < 0) {
-		if (mkdirat(l3->dirfd, "access", l3->dir_mode) < 0 && errno != EEXIST)
+		if (l3_mkdir_at(l3, l3->dirfd, "access"))
 			goto drop;
 		if ((l3->accfd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 			goto drop;
@@ -298,10 +300,12 @@ void l3_access_flush(struct sc_l3 *l3, int force)
 	if (l3->segfd < 0) {
 		char name[L3_WRITER_MAX + 16];
 		snprintf(name, sizeof(name), "%s.%u", l3->writer, l3->segseq);
-		l3->segfd = openat(l3->accfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, l3->file_mode);
+		l3->segfd = l3_create_file(l3, l3->accfd, name, O_WRONLY | O_TRUNC);
 		l3->segoff = 0;
-		if (l3->segfd < 0)
+		if (l3->segfd < 0) {
+			l3->segfd = -1;
 			goto drop;
+		}
 		(void)shm_ofd_trylock(l3->segfd, 0); /* ours while we append: the janitor leaves it open */
 	}
 	size_t len = (size_t)l3->nacc * sizeof(struct l3_access);

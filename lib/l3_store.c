@@ -46,17 +46,91 @@ static void sub_sat(_Atomic uint64_t *a, uint64_t v)
 		;
 }
 
-static int mkdir_at(int dfd, const char *name, uint32_t mode)
+int l3_own(struct sc_l3 *l3, int fd, int is_dir)
 {
-	if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
+	/* chown first: it clears setgid on some filesystems; chmod then sets the exact mode */
+	if (l3->opts.gid > 0 && fchown(fd, (uid_t)-1, (gid_t)l3->opts.gid) < 0)
+		return -errno;
+	if (fchmod(fd, is_dir ? l3->dir_mode : l3->file_mode) < 0)
 		return -errno;
 	return 0;
 }
 
 static int open_dir_at(int dfd, const char *name)
 {
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
+}
+
+/* A subdirectory: made with the store's mode and group when it is new. */
+static int mkdir_at(struct sc_l3 *l3, int dfd, const char *name)
+{
+	if (mkdirat(dfd, name, l3->dir_mode & 0777) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	int fd = open_dir_at(dfd, name);
+	if (fd < 0)
+		return fd;
+	int rc = l3_own(l3, fd, 1);
+	close(fd);
+	return rc;
+}
+
+int l3_open_file(int dfd, const char *rel, int flags)
+{
+	int fd = openat(dfd, rel, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ENXIO ? -EBADMSG : -errno; /* ENXIO: a socket */
+	struct stat sb;
+	int rc = 0;
+	if (fstat(fd, &sb) < 0)
+		rc = -errno;
+	else if (!S_ISREG(sb.st_mode))
+		rc = -EBADMSG;
+	else if (fcntl(fd, F_SETFL, 0) < 0)
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int l3_mkdir_at(struct sc_l3 *l3, int dfd, const char *name)
+{
+	return mkdir_at(l3, dfd, name);
+}
+
+int l3_create_file(struct sc_l3 *l3, int dfd, const char *name, int flags)
+{
+	int keep = flags & (O_APPEND | O_TRUNC), acc = flags & O_ACCMODE;
+	int fd = openat(dfd, name, acc | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
+	if (fd >= 0) {
+		int rc = l3_own(l3, fd, 0);
+		if (!rc && fcntl(fd, F_SETFL, keep & O_APPEND) < 0)
+			rc = -errno;
+		if (rc) {
+			close(fd);
+			unlinkat(dfd, name, 0);
+			return rc;
+		}
+		return fd;
+	}
+	if (errno != EEXIST || (flags & O_EXCL))
+		return -errno;
+	/* someone else's (or an earlier) file: used as it is, its mode and group left alone */
+	if ((fd = l3_open_file(dfd, name, acc)) < 0)
+		return fd;
+	if ((keep & O_APPEND) && fcntl(fd, F_SETFL, O_APPEND) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	if ((keep & O_TRUNC) && ftruncate(fd, 0) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
 }
 
 static int fsync_dir_at(int dfd, const char *sub)
@@ -85,15 +159,32 @@ static void flock_un(struct sc_l3 *l3)
 
 /* ---- the shared state file ---- */
 
-static int state_open(struct sc_l3 *l3)
+static int state_open(struct sc_l3 *l3, int create)
 {
-	int fd = openat(l3->dirfd, "state", O_RDWR | O_CREAT | O_CLOEXEC, l3->file_mode);
+	int fd = l3_open_file(l3->dirfd, "state", O_RDWR);
+	if (fd == -ENOENT && create) {
+		fd = openat(l3->dirfd, "state", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
+		if (fd < 0 && errno == EEXIST)
+			fd = l3_open_file(l3->dirfd, "state", O_RDWR); /* another process made it first */
+		else if (fd < 0)
+			fd = -errno;
+		else if (l3_own(l3, fd, 0) < 0) {
+			int e = errno;
+			close(fd);
+			unlinkat(l3->dirfd, "state", 0);
+			return -e;
+		}
+	}
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int rc = 0;
 	struct stat sb;
 	if (flock(fd, LOCK_EX) < 0 || fstat(fd, &sb) < 0) {
 		rc = -errno;
+		goto cleanup;
+	}
+	if (sb.st_size == 0 && !create) {
+		rc = -ENOENT; /* never initialised: not an L3 directory yet */
 		goto cleanup;
 	}
 	if (sb.st_size == 0 && ftruncate(fd, sizeof(struct l3_state)) < 0) {
@@ -200,9 +291,9 @@ int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, u
 {
 	char rel[48];
 	l3_obj_relpath(lo, hi, rel);
-	int fd = openat(l3->objfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(l3->objfd, rel, O_RDONLY);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int rc = l3_read_block(fd, block, file_bytes);
 	close(fd);
 	return rc;
@@ -226,9 +317,9 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		return 0; /* not ours: leave it alone */
 	uint8_t block[L3_HDR_BLOCK];
 	struct l3_obj_hdr h;
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(dfd, name, O_RDONLY);
 	if (fd < 0)
-		return 0;
+		return 0; /* gone, or not a regular file (a planted link or FIFO): not ours, left alone */
 	int rc = l3_read_block(fd, block, &fb);
 	close(fd);
 	if (!rc)
@@ -306,7 +397,7 @@ int l3_read_pfx_named(int dfd, const char *at, const char *name, struct l3_pfx *
 {
 	if (l3_name_digest(name, ".pfx", lo, hi))
 		return 1;
-	int fd = openat(dfd, at, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(dfd, at, O_RDONLY); /* a FIFO or link planted under the name: left alone */
 	if (fd < 0)
 		return 1;
 	int rc = l3_read_pfx(fd, p, NULL, NULL);
@@ -338,7 +429,10 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		char rel[48];
 		struct stat sb;
 		l3_obj_relpath(p.digest_lo, p.digest_hi, rel);
-		if (fstatat(l3->objfd, rel, &sb, 0) < 0)
+		/* an entry whose object was quarantined stays: the next restore of it reports the
+		 * failed verification (and drops it) instead of a silent "nothing stored" */
+		if (fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    !l3_quarantined_since(l3, p.digest_lo, p.digest_hi, p.created_ns))
 			rc = -ENOENT;
 	}
 	/* only what is known bad or orphaned is dropped, never on a transient error, and never an
@@ -386,11 +480,12 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if (opts)
 		o = *opts;
 	if ((o.flags & ~SC_L3_OPEN_MASK) || o.o_direct < SC_L3_ODIRECT_AUTO || o.o_direct > SC_L3_ODIRECT_OFF ||
-	    o.queue_depth > SC_L3_MAX_QUEUE_DEPTH || (o.file_mode & ~0666u))
+	    o.queue_depth > SC_L3_MAX_QUEUE_DEPTH || (o.file_mode & ~0666u) || o.gid < 0 || o.gid > 0x7fffffff)
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
 		if (o.reserved[i])
 			return -EINVAL; /* a field of a later version: refuse rather than ignore it */
+	int create = !(o.flags & SC_L3_OPEN_NO_CREATE);
 	if (!o.queue_depth)
 		o.queue_depth = 64;
 	struct sc_l3 *l3 = calloc(1, sizeof(*l3));
@@ -401,7 +496,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;
 	l3->file_mode = o.file_mode ? o.file_mode : 0600;
-	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700;
+	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700 | (o.gid > 0 ? S_ISGID : 0);
 	l3->id = atomic_fetch_add_explicit(&next_id, 1, RELAXED);
 	if (getrandom(&l3->nonce, sizeof(l3->nonce), GRND_NONBLOCK) != (ssize_t)sizeof(l3->nonce))
 		l3->nonce = shm_now_ns() ^ ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)l3;
@@ -414,11 +509,22 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	l3_writer_init(l3);
 	l3->opts.host_id = NULL; /* not kept: the caller's string may not outlive the handle */
 	l3->opts.state_dir = NULL;
-	if (mkdir(dir, l3->dir_mode) < 0 && errno != EEXIST) {
-		rc = -errno;
-		goto cleanup;
+	int made = 0;
+	if (create) {
+		if (mkdir(dir, l3->dir_mode & 0777) == 0)
+			made = 1;
+		else if (errno != EEXIST) {
+			rc = -errno;
+			goto cleanup;
+		}
 	}
 	if ((rc = l3->dirfd = open_dir_at(AT_FDCWD, dir)) < 0)
+		goto cleanup;
+	if (made && (rc = l3_own(l3, l3->dirfd, 1)))
+		goto cleanup;
+	/* without NO_CREATE an existing directory becomes a store; with it, only a store is opened
+	 * (its state file tells), and nothing is created in it */
+	if (!create && faccessat(l3->dirfd, "shared", F_OK, 0) < 0 && (rc = state_open(l3, 0)))
 		goto cleanup;
 	struct stat dsb;
 	if (fstat(l3->dirfd, &dsb) < 0) {
@@ -430,14 +536,23 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	const char *subs[] = { "objects", "prefix", "lengths", "quarantine" };
 	int *fds[] = { &l3->objfd, &l3->pfxfd, &l3->lenfd, &l3->quarfd };
 	for (int i = 0; i < 4; i++) {
-		if ((rc = mkdir_at(l3->dirfd, subs[i], l3->dir_mode)) < 0)
+		if (create && (rc = mkdir_at(l3, l3->dirfd, subs[i])) < 0)
 			goto cleanup;
 		if ((rc = *fds[i] = open_dir_at(l3->dirfd, subs[i])) < 0)
 			goto cleanup;
 	}
-	l3->lockfd = openat(l3->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, l3->file_mode);
+	l3->lockfd = l3_open_file(l3->dirfd, "lock", O_RDWR);
+	if (l3->lockfd == -ENOENT && create) {
+		l3->lockfd = openat(l3->dirfd, "lock", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
+		if (l3->lockfd < 0 && errno == EEXIST)
+			l3->lockfd = l3_open_file(l3->dirfd, "lock", O_RDWR);
+		else if (l3->lockfd < 0)
+			l3->lockfd = -errno;
+		else if ((rc = l3_own(l3, l3->lockfd, 0)))
+			goto cleanup;
+	}
 	if (l3->lockfd < 0) {
-		rc = -errno;
+		rc = l3->lockfd;
 		goto cleanup;
 	}
 	if ((rc = l3_mode_init(l3, o.flags)))
@@ -445,11 +560,15 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if (l3->shared)
 		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : L3_VISIBILITY_MS_DEFAULT) * 1000000ull;
 	if (l3->shared) {
+		if (l3->st) { /* mapped by the NO_CREATE check above: a shared directory counts per host */
+			munmap(l3->st, sizeof(struct l3_state));
+			l3->st = NULL;
+		}
 		l3->opts.state_dir = o.state_dir;
 		rc = l3_state_open_host(l3);
 		l3->opts.state_dir = NULL;
-	} else {
-		rc = state_open(l3);
+	} else if (!l3->st) {
+		rc = state_open(l3, create);
 	}
 	if (rc)
 		goto cleanup;
@@ -504,8 +623,63 @@ int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason)
 	uint64_t a = lo, b = hi;
 	int64_t why = reason;
 	SC_PROBE(l3_quarantine, a, b, why);
-	l3_invalidate_mirror(l3, lo, hi);
+	if (l3->arena) {
+		l3_invalidate_mirror(l3, lo, hi);
+	} else {
+		/* no arena to invalidate mirrors in (reconciliation at open, l3 verify, a fill before
+		 * any bind): leave a record for the next sc_l3_bind_arena */
+		char rec[48];
+		snprintf(rec, sizeof(rec), "%s.mirror", hex);
+		int fd = openat(l3->quarfd, rec, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
+		if (fd >= 0) {
+			(void)l3_own(l3, fd, 0);
+			close(fd);
+		}
+	}
 	return 0;
+}
+
+/* Quarantine names are <32 hex>.<CLOCK_REALTIME ns>.sc3 (see l3_quarantine). Only the unusual
+ * path gets here (a prefix entry whose object is gone), so a scan of quarantine/ is fine. */
+int l3_quarantined_since(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint64_t since_ns)
+{
+	char hex[33];
+	l3_digest_hex(lo, hi, hex);
+	int fd = openat(l3->quarfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	struct dirent *e;
+	int found = 0;
+	while (!found && (e = readdir(d))) {
+		unsigned long long ns;
+		char tail[8];
+		if (strncmp(e->d_name, hex, 32) || e->d_name[32] != '.' ||
+		    sscanf(e->d_name + 33, "%llu.%7s", &ns, tail) != 2 || strcmp(tail, "sc3"))
+			continue;
+		found = ns >= since_ns;
+	}
+	closedir(d);
+	return found;
+}
+
+void l3_drop_prefix(struct sc_l3 *l3, uint64_t key_lo, uint64_t key_hi, uint64_t lo, uint64_t hi)
+{
+	char rel[48];
+	struct l3_pfx p;
+	l3_pfx_relpath(key_lo, key_hi, rel);
+	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
+	if (fd < 0)
+		return;
+	int same = l3_read_pfx(fd, &p, NULL, NULL) == 0 && p.digest_lo == lo && p.digest_hi == hi;
+	close(fd);
+	/* a concurrent put may have replaced it with a good one: only this one goes */
+	if (same && unlinkat(l3->pfxfd, rel, 0) == 0 && l3->arena)
+		l3ix_on_prefix_gone(l3->arena, (struct sc_digest){ key_lo, key_hi });
 }
 
 struct victim {
@@ -600,13 +774,15 @@ static int write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *fi
 	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
 	snprintf(tmprel, sizeof(tmprel), "%s/%s", sub, tmp);
 	snprintf(finrel, sizeof(finrel), "%s/%s", sub, final);
-	int rc = mkdir_at(dfd, sub, l3->dir_mode);
+	int rc = mkdir_at(l3, dfd, sub);
 	if (rc)
 		return rc;
 	int fd = openat(dfd, tmprel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
 	if (fd < 0)
 		return -errno;
 	(void)shm_ofd_trylock(fd, 0); /* "being written": reconcilers leave it alone (tmp_is_stale) */
+	if ((rc = l3_own(l3, fd, 0)))
+		goto cleanup;
 	struct l3_ring *r = l3_ring_get(l3);
 	if (!r) {
 		rc = -ENOMEM;
@@ -646,10 +822,13 @@ int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
 	snprintf(len, sizeof(len), "%u", tokens);
 	if (faccessat(l3->lenfd, len, F_OK, 0) == 0)
 		return 0;
-	int fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC, l3->file_mode);
+	int fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
 	if (fd < 0)
 		return -errno;
+	int orc = l3_own(l3, fd, 0);
 	close(fd);
+	if (orc)
+		return orc;
 	fsync(l3->lenfd);
 	pthread_mutex_lock(&l3->mu);
 	l3->lengths_settled = 0;
@@ -670,7 +849,7 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const
 		return rc;
 	struct l3_pfx p;
 	uint32_t ns_len = ns ? (uint32_t)strlen(ns) : 0;
-	int fd = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 	if (fd >= 0) {
 		int32_t *old = NULL;
 		char *old_ns = malloc(SC_L3_STR_MAX + 1);

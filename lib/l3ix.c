@@ -236,7 +236,7 @@ static void scan_file(struct scan *sc, int dfd, const char *name, struct sc_dige
 		if (mt + SCAN_SETTLE_NS < sc->since_real)
 			return; /* older than the last scan: the index has it (or it is a v1/bad file) */
 	}
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(dfd, name, O_RDONLY); /* never a planted FIFO or link */
 	if (fd < 0)
 		return;
 	struct l3_pfx p;
@@ -382,7 +382,8 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 		goto out;
 	}
 	/* prefix entries gone from the rescanned subdirectories: their index entries go too */
-	qsort(sc->seen, sc->nseen, sizeof(*sc->seen), dg_cmp);
+	if (sc->nseen) /* seen may be NULL then (qsort's argument must not be) */
+		qsort(sc->seen, sc->nseen, sizeof(*sc->seen), dg_cmp);
 	uint64_t dropped = 0;
 	if (!shm_l3ix_lock(ix)) {
 		for (uint32_t i = 0; i < total; i++) {
@@ -455,11 +456,11 @@ static void refresh(struct sc_arena *a, const char *ns, const int32_t *tokens, u
 
 /* The directory probe, then what it saw goes into the index. */
 static int fallback(struct sc_arena *a, struct sc_l3 *l3, int bound, const char *ns, const int32_t *tokens,
-		    uint32_t n, struct sc_location *loc)
+		    uint32_t n, struct sc_location *loc, uint32_t *bad)
 {
 	uint64_t t0 = shm_now_ns();
 	struct l3_probe_log *log = bound ? malloc(sizeof(*log)) : NULL;
-	int rc = l3_locate_dir(l3, ns, tokens, n, loc, log);
+	int rc = l3_locate_dir(l3, ns, tokens, n, loc, log, bad);
 	if (rc >= 0 && log)
 		refresh(a, ns, tokens, n, log, loc, t0);
 	free(log);
@@ -508,7 +509,7 @@ int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int3
 	}
 	probe_fire(r.why, n, t0);
 	f->from_index = 0;
-	rc = fallback(a, l3, bound, ns, tokens, n, loc);
+	rc = fallback(a, l3, bound, ns, tokens, n, loc, &f->bad);
 	if (rc > 0) {
 		f->len = (uint32_t)rc;
 		uint32_t len = f->len;
@@ -549,7 +550,7 @@ int l3ix_entry_tokens_equal(struct sc_arena *a, struct sc_l3 *l3, const struct l
 	/* the entry keeps no token ids (there were no free pages): the prefix entry file has them */
 	char rel[48];
 	l3_pfx_relpath(f->snap.e.l3key_lo, f->snap.e.l3key_hi, rel);
-	int fd = openat(l3->pfxfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 	if (fd < 0)
 		return -EAGAIN;
 	struct l3_pfx p;
@@ -590,7 +591,7 @@ int l3ix_locate_full(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const
 		if (rc != -ENOENT)
 			return rc ? rc : (int)f.len;
 	}
-	return l3_locate_dir(l3, ns, tokens, n, loc, NULL);
+	return l3_locate_dir(l3, ns, tokens, n, loc, NULL, NULL);
 }
 
 /* ---- coherence: writers attached to the arena ---- */

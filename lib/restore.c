@@ -22,9 +22,12 @@
  * "promote" decision ends in exactly one recorded outcome (sc_promote_outcome): published in
  * place, published by copy (the fill was in process memory), or refused with its reason.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "l2.h"
 #include "l3_priv.h"
@@ -34,10 +37,36 @@
 
 enum { R_NONE = 0, R_LEASE = 1, R_RESV = 2, R_HEAP = 3 };
 
+/* Quarantines done while no arena was bound left DIR/quarantine/<digest>.mirror: invalidate those
+ * digests' mirrors in @arena now, then drop the records. */
+static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
+{
+	int fd = openat(l3->quarfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		uint64_t lo, hi;
+		if (l3_name_digest(e->d_name, ".mirror", &lo, &hi))
+			continue;
+		struct sc_digest dg = { lo, hi };
+		l3ix_on_objects_gone(arena, &dg, 1); /* the location index may name it too */
+		if (sc_l2_invalidate_digest(arena, dg) >= 0)
+			unlinkat(dirfd(d), e->d_name, 0); /* ENOENT: another binder got it first */
+	}
+	closedir(d);
+}
+
 int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena)
 {
 	if (!l3 || !arena)
 		return -EINVAL;
+	apply_mirror_records(l3, arena);
 	l3->arena = arena;
 	if (l3ix_bind(arena, l3) && l3->recon_changed)
 		l3ix_invalidate_all(arena); /* our reconciliation changed the directory: re-check all */
@@ -137,10 +166,12 @@ static int try_l2(struct sc_stage *st, const char *ns, const int32_t *tokens, co
 
 /*
  * Locate and, when the index answered and L2 holds the prefix, serve it: 1 served (out leased),
- * 0 nothing stored, -EAGAIN go on with *@loc (filled), or a negative errno.
+ * 0 nothing stored, -EAGAIN go on with *@loc (filled), or a negative errno. *@bad: see
+ * l3_locate_dir (the longest matching prefix's object failed verification).
  */
 static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
-			     uint32_t n, struct sc_location *loc, struct sc_restore *out, uint64_t t0, uint64_t *t1)
+			     uint32_t n, struct sc_location *loc, struct sc_restore *out, uint64_t t0, uint64_t *t1,
+			     uint32_t *bad)
 {
 	struct sc_arena *arena = st->arena;
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -148,6 +179,7 @@ static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *
 		int rc = l3ix_locate(arena, l3, ns, tokens, n, attempt ? 0 : t0, &f, loc);
 		*t1 = shm_now_ns();
 		out->from_index = f.from_index;
+		*bad = f.bad;
 		if (rc <= 0)
 			return rc;
 		if (!f.from_index)
@@ -170,7 +202,7 @@ static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *
 		int eq = l3ix_entry_tokens_equal(arena, l3, &f, ns, tokens);
 		if (eq != 1) {
 			/* a collision (or a concurrent rewrite): the directory decides, without the index */
-			rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL);
+			rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL, bad);
 			return rc > 0 ? -EAGAIN : rc;
 		}
 		if (rc == -ESTALE) /* the durable copy changed: a stale mirror */
@@ -182,7 +214,7 @@ static int locate_and_try_l2(struct sc_stage *st, struct sc_l3 *l3, const char *
 			return rc;
 		/* vanished: its index entries and mirrors are gone; look again */
 	}
-	int rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL);
+	int rc = l3_locate_dir(l3, ns, tokens, n, loc, NULL, bad);
 	return rc > 0 ? -EAGAIN : rc;
 }
 
@@ -196,12 +228,17 @@ int sc_restore(struct sc_stage *st, struct sc_l3 *l3, const char *ns, const int3
 	    (ns && strlen(ns) > SC_L3_STR_MAX))
 		return -EINVAL;
 	struct sc_arena *arena = st->arena;
+	if (arena_is_damaged(arena))
+		return -ENOTRECOVERABLE;
 	uint64_t stage_id = sc_stage_id(st), t0 = shm_now_ns(), t1, t2;
 	struct sc_location loc;
 	int rc, vanished = 0;
+	uint32_t bad = 0;
 again:
-	rc = locate_and_try_l2(st, l3, ns, tokens, (uint32_t)n, &loc, out, t0, &t1);
+	rc = locate_and_try_l2(st, l3, ns, tokens, (uint32_t)n, &loc, out, t0, &t1, &bad);
 	out->locate_ns = t1 - t0;
+	if (rc == 0 && bad)
+		return -EBADMSG; /* the longest stored prefix failed verification (and was dropped) */
 	if (rc == 1) {
 		t2 = shm_now_ns();
 		out->lookup_ns = t2 - t1;
@@ -274,8 +311,12 @@ again:
 	out->fill_ns = shm_now_ns() - t2;
 	out->direct = req.direct;
 	if (rc) {
-		if (rc == -EBADMSG) /* quarantined: no mirror of it may be served either */
+		if (rc == -EBADMSG) {
+			/* quarantined: no mirror of it may be served either, and the prefix entry goes, so
+			 * that the failure is reported once and the next restore finds what else is stored */
 			sc_l2_invalidate_digest(arena, loc.digest);
+			l3_drop_prefix(l3, loc.prefix.lo, loc.prefix.hi, loc.digest.lo, loc.digest.hi);
+		}
 		sc_restore_release(out);
 		if (rc == -ENOENT && !vanished) {
 			/* the object vanished under the fill (evicted by a process not attached, say): a

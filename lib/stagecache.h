@@ -124,7 +124,7 @@ struct sc_arena_opts {
 	uint64_t size_bytes;     /* total arena size; required, SC_ARENA_MIN_BYTES..SC_ARENA_MAX_BYTES */
 	int huge;                /* enum sc_huge */
 	const char *dir;         /* directory for the arena file; NULL: /dev/hugepages or /dev/shm */
-	uint32_t mode;           /* file mode; 0: 0600 */
+	uint32_t mode;           /* file mode; 0: 0600; never world-writable (open refuses such files) */
 	int64_t gid;             /* group owner; 0 or -1: the caller's (unless SC_ARENA_OPT_GID) */
 	uint32_t index_entries;  /* L2 index capacity; 0: size_bytes / 16 KiB, at least 1024 */
 	uint32_t ring_count;     /* commit rings; 0: 16 */
@@ -154,25 +154,69 @@ struct sc_arena;
  * @name: 1..SC_NAME_MAX characters of [A-Za-z0-9._-].
  * @opts: creation parameters (size_bytes required).
  * @out:  receives the handle; close with sc_arena_close().
- * Returns 0, or -EINVAL (bad name or size), -EEXIST (an arena of that name exists, or another
- * process is creating it), -ENOMEM (not enough hugepages or memory; nothing is left behind),
- * -ENODEV (huge=require and no hugetlbfs mount), -EACCES, or another negative errno; -EINVAL
- * also for unknown opts->flags bits or a non-zero reserved word.
+ * With huge=auto, a hugetlbfs mount this user may not write to (root's 0755 /dev/hugepages;
+ * `stagecache setup --group G` opens it to a group) or a hugepage shortage falls back to /dev/shm.
+ * Returns 0, or -EINVAL (bad name, size, or a mode with o+w; unknown opts->flags bits or a
+ * non-zero reserved word), -EEXIST (an arena of that name exists, or another process is creating
+ * it), -ENOMEM (not enough hugepages or memory; nothing is left behind), -ENODEV (huge=require and
+ * no hugetlbfs mount), -EACCES (huge=require and the mount is not writable by this user; or @dir
+ * not writable), -EPERM (gid: not a group of the caller), -ENOENT (@dir does not exist), or
+ * another negative errno.
  * Blocks while the arena is pre-faulted; allocates the handle.
  */
 int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct sc_arena **out);
 
 /**
  * sc_arena_open - attach to an existing arena, looking in /dev/hugepages then /dev/shm.
- * Returns 0, or -ENOENT (no such arena), -EINVAL (bad name), -EBADMSG (not an arena, truncated,
- * or a corrupted header), -EPROTO (a different layout version), -EAGAIN (still being created
- * after a bounded wait), -EUSERS (reader table full), -EACCES.
+ * The file must be a regular file (opened without following a symlink and without blocking, so
+ * a FIFO or link planted under the name is refused, never waited on or followed), must not be
+ * world-writable, and must be owned by root or the caller (see sc_arena_open_with to trust
+ * another owner): anyone can create /dev/shm/stagecache.NAME before you do.
+ * Returns 0, or -ENOENT (no such arena), -EINVAL (bad name), -EBADMSG (not an arena: not a
+ * regular file, truncated, or a corrupted header), -EPROTO (a different layout version), -EPERM
+ * (world-writable, or owned by a user not trusted), -EACCES (no permission to open it), -EAGAIN
+ * (still being created after a bounded wait), -EUSERS (reader table full), -ENOTRECOVERABLE
+ * (fsck declared the arena unrepairable: destroy and create it again).
  * Never modifies the file when it refuses it.
  */
 int sc_arena_open(const char *name, struct sc_arena **out);
 
 /** sc_arena_open_dir - as sc_arena_open, looking only in @dir. */
 int sc_arena_open_dir(const char *dir, const char *name, struct sc_arena **out);
+
+#define SC_ARENA_OPEN_ANY_OWNER 0x1u /* accept an arena file owned by any user (never a world-writable one) */
+#define SC_ARENA_OPEN_MASK 0x1u
+
+/** struct sc_arena_open_opts - how to open an arena; zero-initialise, every zero field takes its default. */
+struct sc_arena_open_opts {
+	const char *dir;             /* look only here; NULL: /dev/hugepages (hugetlbfs) then /dev/shm */
+	uint32_t flags;              /* SC_ARENA_OPEN_* */
+	uint32_t owner_uid;          /* also accept a file owned by this user (0: nobody beyond root and you) */
+	uint64_t reserved[4];        /* zero */
+};
+
+/**
+ * sc_arena_open_with - as sc_arena_open, with options: where to look, and whose arena files to
+ * trust besides root's and your own (e.g. the service account that creates arenas for a group of
+ * workers). Returns as sc_arena_open, and -EINVAL for unknown flags or a non-zero reserved word.
+ */
+int sc_arena_open_with(const char *name, const struct sc_arena_open_opts *opts, struct sc_arena **out);
+
+/* What an arena's file is, without opening it (for messages). */
+struct sc_arena_file {
+	char path[4096];
+	uint32_t mode;               /* st_mode: type and permission bits (S_ISREG(), S_ISFIFO(), ... apply) */
+	uint32_t uid, gid;
+	uint64_t size;
+	uint64_t reserved[4];
+};
+
+/**
+ * sc_arena_file_stat - describe the file that opening (@dir, @name) would try: path, type, mode,
+ * owner, size (lstat: a symlink is described, not followed). Opens nothing, changes nothing.
+ * Returns 0, -ENOENT (no such file), -EINVAL (bad name).
+ */
+int sc_arena_file_stat(const char *dir, const char *name, struct sc_arena_file *out);
 
 /** sc_arena_close - detach (releases this process's reader slot) and free the handle. NULL is a no-op. */
 void sc_arena_close(struct sc_arena *arena);
@@ -355,7 +399,8 @@ struct sc_stage;
  * sc_stage_open - open a stage view.
  * @arena: an attached arena.  @model_identity, @state_identity: non-empty strings of at most
  * SC_IDENTITY_MAX bytes.  @out: receives the handle (sc_stage_close it before the arena).
- * Returns 0, -EINVAL, -ENOMEM, -EBADMSG (corrupted index region). Allocates. When the arena's
+ * Returns 0, -EINVAL, -ENOMEM, -EBADMSG (corrupted index region), -ENOTRECOVERABLE (fsck declared
+ * the arena unrepairable). Allocates. When the arena's
  * table of per-stage counters is full the stage still works; its counters go to the global line.
  */
 int sc_stage_open(struct sc_arena *arena, const char *model_identity, const char *state_identity,
@@ -561,10 +606,13 @@ uint64_t sc_l2_footprint(const struct sc_arena *arena, uint64_t bytes, int has_k
 
 /**
  * sc_l2_admit - copy a payload into L2 under the key of (@ns, @tokens[0..n)).
- * Checks, in order, each refusal counted in admission_rejects and leaving the cache unchanged:
+ * Checks, in order, each refusal counted in admission_rejects (when @stage is not NULL) and
+ * leaving the cache unchanged:
+ *  -EINVAL   n == 0, NULL tokens or payload, unknown origin, a section length with a NULL pointer,
+ *            namespace too long                                      (SC_L2_REFUSE_INVALID);
  *  -EBADMSG  XXH3-128 of the wire != @expected                      (SC_L2_REFUSE_DIGEST);
  *  -EINVAL   empty payload, unknown kind, sections and descriptor inconsistent (sc_kv_desc_validate)
- *            (SC_L2_REFUSE_INVALID); n == 0 and NULL arguments are -EINVAL without counting;
+ *            (SC_L2_REFUSE_INVALID);
  *  -E2BIG    larger than the heap (TOO_LARGE) or the budget (OVER_BUDGET); refused_bytes += wire.
  * Then makes room (never evicting a leased entry or the entry being replaced): eviction is S3-FIFO
  * (a small probationary FIFO, a main FIFO, a ghost of recently evicted keys; see docs/DESIGN.md,
@@ -573,7 +621,8 @@ uint64_t sc_l2_footprint(const struct sc_arena *arena, uint64_t bytes, int has_k
  * always published while the heap holds a run of unleased entries and free space long enough for
  * it. When room cannot be made: -ENOSPC (LEASED, NO_ROOM or SCAN_LIMIT); what was evicted on the
  * way stays evicted. An existing entry of the key is replaced atomically (readers see the old
- * entry or the new one). Also -EBADMSG (corrupted index).
+ * entry or the new one). Also -EBADMSG (corrupted index), -ENOTRECOVERABLE (fsck declared the
+ * arena unrepairable; not counted).
  * The budget is checked against the heap's allocated bytes before allocating, so concurrent
  * admissions may overshoot it by at most what is in flight.
  * May block on shard/policy/heap mutexes; allocates only transiently (lease lists).
@@ -787,7 +836,8 @@ const char *sc_l3_odirect_name(int o_direct);
 
 #define SC_L3_OPEN_NO_RECONCILE 0x1u /* skip start-up reconciliation (read-only tools) */
 #define SC_L3_OPEN_SHARED 0x2u       /* several hosts share DIR (recorded in DIR/shared: sticky) */
-#define SC_L3_OPEN_MASK 0x3u
+#define SC_L3_OPEN_NO_CREATE 0x4u    /* @dir must already be an L3 directory: create nothing at open */
+#define SC_L3_OPEN_MASK 0x7u
 
 /* Longest host identity (sc_l3_opts.host_id). */
 #define SC_L3_HOST_ID_MAX 64u
@@ -808,7 +858,8 @@ struct sc_l3_opts {
 				  * where the filesystem reports no size) */
 	uint32_t queue_depth;    /* fills in flight per thread; 0: 64 */
 	int o_direct;            /* enum sc_l3_odirect */
-	uint32_t file_mode;      /* 0: 0600 (directories get 0700, or x added where r is given) */
+	uint32_t file_mode;      /* mode of the files it creates, exactly (umask ignored); 0: 0600. Directories get
+				  * the same plus x where r is given (0660 -> 0770), and setgid with @gid */
 	uint32_t flags;          /* SC_L3_OPEN_* */
 	const char *host_id;     /* this host's identity: 1 to SC_L3_HOST_ID_MAX of [A-Za-z0-9_-]. It
 				  * names everything a host owns in DIR (temp files, access records, the
@@ -819,15 +870,24 @@ struct sc_l3_opts {
 				  * on the strength of "missing" unless what named it is older than this.
 				  * 0: 10000 (ceph-fuse 16.2 measured: p99 28 ms, max 70 ms) */
 	uint32_t reserved0;      /* zero */
-	uint64_t reserved[3];    /* zero */
+	int64_t gid;             /* group of every file and directory it creates (the caller must be a
+				  * member); 0: the caller's. With file_mode 0660 members of the group share the
+				  * store: any of them can put, fill, reconcile and evict. */
+	uint64_t reserved[2];    /* zero */
 };
 
 /**
- * sc_l3_open - open (creating if needed) the L3 directory @dir and reconcile it: stale temp files
- * of dead writers are removed, objects with an invalid header are quarantined, prefix entries
- * naming missing objects are dropped, and the budget is enforced.
- * Returns 0, -EINVAL (bad opts or flags, non-zero reserved), -ENOTDIR, -EACCES, -EBADMSG (DIR/state is not ours),
- * or another negative errno. Blocks on disk I/O; allocates the handle.
+ * sc_l3_open - open (creating if needed, unless SC_L3_OPEN_NO_CREATE) the L3 directory @dir and
+ * reconcile it: stale temp files of dead writers are removed, objects with an invalid header are
+ * quarantined (L2 mirrors of their digests are invalidated in the next arena bound to any handle:
+ * sc_l3_bind_arena), prefix entries naming objects that are gone are dropped (those naming a
+ * quarantined object stay until a locate reports them), and the budget is enforced.
+ * Every file is opened without following links or blocking: a FIFO or link planted under an
+ * object's name is left alone by reconciliation and refused by a fill.
+ * Returns 0, -EINVAL (bad opts or flags, non-zero reserved), -ENOENT (SC_L3_OPEN_NO_CREATE: @dir is
+ * missing or is not an L3 directory; nothing was created), -ENOTDIR, -EACCES, -EPERM (@gid: not a
+ * group of the caller), -EBADMSG (DIR/state is not an L3 state file), or another negative errno.
+ * Blocks on disk I/O; allocates the handle.
  */
 int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **out);
 
@@ -866,7 +926,8 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_loc
  * sc_l3_locate_longest - the longest prefix of @tokens[0..n) stored for namespace @ns, probing
  * stored token lengths longest first, at most SC_L3_MAX_PROBES of them. One hashing pass.
  * Returns the token count found (> 0) with *@loc filled, 0 when nothing is stored, or a negative
- * errno. A prefix entry naming a missing or invalid object is dropped and probing continues.
+ * errno. A prefix entry naming a missing or invalid object is dropped and probing continues
+ * (sc_restore instead reports an entry whose object failed verification: -EBADMSG).
  * Blocks on small file reads.
  */
 int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
@@ -931,8 +992,12 @@ int sc_l3_register_memory(struct sc_l3 *l3, void *base, uint64_t len);
 
 /** sc_l3_bind_arena - quarantine invalidates L2 mirrors in @arena; when the arena is on 2 MiB
  * pages its heap becomes registered memory (on 4 KiB pages pinning it would cost more than it saves).
+ * Quarantines done while no arena was bound (at any handle's open, by `l3 verify`, ...) are
+ * recorded in DIR/quarantine/<digest>.mirror; binding invalidates their mirrors in @arena and
+ * removes the records (so one arena, the next one bound, gets them).
  * The arena handle is then used by whichever thread quarantines: bind a handle only when this L3
- * handle is used by that handle's thread (sc_restore invalidates through its own stage anyway). */
+ * handle is used by that handle's thread (sc_restore invalidates through its own stage anyway).
+ * Returns 0, -EINVAL, or an error of sc_l3_register_memory. */
 int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena);
 
 struct sc_l3_stats {
@@ -1183,9 +1248,11 @@ struct sc_restore {
  * Either way @out holds a lease on the bytes: release it with sc_restore_release.
  * Returns the restored token count (> 0), or -ENOENT (nothing stored), -EBUSY (another process is
  * filling it and SC_RESTORE_WAIT was not given), -ETIMEDOUT (SC_RESTORE_WAIT and the other fill
- * did not finish in time), -EBADMSG (the object failed verification: it was
- * quarantined and its L2 mirrors invalidated), -EINVAL, -ENOMEM, -EMFILE (too many leases held),
- * or an L3 error. Blocks on disk I/O.
+ * did not finish in time), -EBADMSG (the object of the longest stored prefix failed verification,
+ * now or at an earlier open or verify: it is quarantined, its L2 mirrors invalidated and its
+ * prefix entry dropped, so the next call finds whatever shorter prefix is stored), -EINVAL,
+ * -ENOMEM, -EMFILE (too many leases held), -ENOTRECOVERABLE (the arena was declared
+ * unrepairable), or an L3 error. Blocks on disk I/O.
  */
 int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 	       uint32_t flags, struct sc_restore *out);
@@ -1464,7 +1531,7 @@ uint64_t sc_batcher_commits(const struct sc_batcher *b);
  * are not part of this header: see lib/stagecache_test.h, which is never installed) */
 
 #define SC_FSCK_DEEP 0x1u   /* also verify the digest of every L2 entry */
-#define SC_FSCK_REPAIR 0x2u /* fix what can be fixed, drop what cannot */
+#define SC_FSCK_REPAIR 0x2u /* fix what can be fixed, drop what cannot; implies SC_FSCK_DEEP */
 #define SC_FSCK_MASK 0x3u
 
 struct sc_fsck_report {
@@ -1490,12 +1557,23 @@ struct sc_fsck_report {
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**
- * sc_arena_fsck - check the arena: header, the index against the heap (every allocation owned by
- * exactly one live entry, pending reclamation or a live process's reservation; free space
- * accounted), rings, the observation table, reader slots of dead processes.
- * @flags: SC_FSCK_*; @cb: optional, one call per finding; @rep: optional report.
- * Returns the number of problems left (0: clean), or -EINVAL, -EBADMSG (beyond repair).
- * Takes every writer lock in turn (readers keep running); bounded by the arena's size.
+ * sc_arena_fsck - check the arena with everything a reader or writer validates: the header, the
+ * index header and every lock word, the index against the heap (every allocation owned by exactly
+ * one live entry, pending reclamation or a live process's reservation; free space accounted),
+ * every entry's layout (and with SC_FSCK_DEEP its digest), the ring directory, each ring's owner
+ * and indices and every undelivered record, the observation table and fill claims, reader slots
+ * of dead processes, repair counters no process could have reached.
+ * With SC_FSCK_REPAIR it repairs, checks again, and repairs again while problems remain (a bounded
+ * number of rounds): the result is either clean (a later check finds nothing and admissions work),
+ * or problems held by live processes (another ring consumer, a live producer: returned as a count),
+ * or the arena is declared unrepairable: marked in its header, so every later sc_arena_open* and
+ * every admission returns -ENOTRECOVERABLE; the remedy is destroy and create.
+ * @flags: SC_FSCK_*; @cb: optional, one call per finding; @rep: optional report (its counts are the
+ * final state's; problems are every finding reported, repaired those no longer present).
+ * Returns the number of problems left (0: clean), or -EINVAL, -ENOTRECOVERABLE (declared
+ * unrepairable, now or before). Takes every writer lock, waiting for live holders (a dead holder's
+ * is taken over); readers keep running; bounded by the arena's size; re-initialising a corrupted
+ * lock word assumes no writer is inside it.
  */
 int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep);
 

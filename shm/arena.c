@@ -11,7 +11,9 @@
  * after the wait it gets -EAGAIN. Nothing but the creator writes the identity part of the
  * header, and nobody writes it after publication.
  *
- * Attach validates everything before trusting it: file type and size, magic, layout version,
+ * Attach validates everything before trusting it: file type (a regular file, opened without
+ * following links or blocking, so a planted FIFO or symlink is refused, never waited on), owner
+ * and mode (not world-writable; root's, the caller's, or an owner the caller trusts), size, magic, layout version,
  * header checksum, total size == file size, and every region inside the file, aligned, in order
  * and non-overlapping. A refused file is never written to (it is mapped, read, unmapped).
  *
@@ -400,16 +402,53 @@ int shm_arena_create(const char *dir, const char *name, const struct shm_params 
 	 * in either (O_EXCL makes the race within one directory exact) */
 	char path[PATH_MAX];
 	if (locate(NULL, name, path, sizeof(path)) == 0)
-		return -EEXIST;
+		return -EEXIST; /* (one in a directory this user may not search cannot be seen) */
 	if (p->huge_mode != SHM_HUGE_OFF && find_hugetlbfs(hdir, sizeof(hdir)) == 0) {
 		int rc = create_in(hdir, name, p, mode, gid, out);
-		/* auto: a hugepage shortage falls back to tmpfs; require: it is the answer */
-		if (rc != -ENOMEM || p->huge_mode == SHM_HUGE_REQUIRE)
+		/* auto: a hugepage shortage, or a hugetlbfs mount this user may not write (root's 0755
+		 * /dev/hugepages; see stagecache setup --group), falls back to tmpfs; require: it is
+		 * the answer */
+		int fallback = rc == -ENOMEM || rc == -EACCES || rc == -EPERM || rc == -EROFS;
+		if (!fallback || p->huge_mode == SHM_HUGE_REQUIRE)
 			return rc;
 	} else if (p->huge_mode == SHM_HUGE_REQUIRE) {
 		return -ENODEV;
 	}
 	return create_in("/dev/shm", name, p, mode, gid, out);
+}
+
+/* Open an existing arena file without following a link and without blocking on whatever else
+ * was planted under its name (a FIFO would block an open for reading forever); refuse anything
+ * that is not a regular file. 0 with *fd and *st, or -errno (-EBADMSG: not a regular file). */
+static int open_regular(const char *path, int flags, int *fd, struct stat *st)
+{
+	*fd = open(path, flags | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	if (*fd < 0) {
+		int e = errno;
+		/* a symlink (ELOOP), a directory (EISDIR), a socket (ENXIO): not an arena file */
+		return e == ELOOP || e == EISDIR || e == ENXIO || e == ENODEV ? -EBADMSG : -e;
+	}
+	if (fstat(*fd, st) < 0) {
+		int e = errno;
+		close(*fd);
+		return -e;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(*fd);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Planting: an arena file anyone may write, or one another unprivileged user made, is refused
+ * unless the caller said whose files to trust. Root's files are trusted (root can do anything). */
+static int trusted(const struct stat *st, const struct shm_trust *t)
+{
+	if (st->st_mode & S_IWOTH)
+		return 0;
+	if (st->st_uid == 0 || st->st_uid == geteuid())
+		return 1;
+	return t && (t->any_owner || (t->uid >= 0 && (uint64_t)t->uid == st->st_uid));
 }
 
 /*
@@ -455,16 +494,21 @@ static int wait_published(int fd, struct shm_header *hdr, uint64_t *size)
 	}
 }
 
-static int attach_path(const char *path, const char *name, struct shm_arena **out)
+static int attach_path(const char *path, const char *name, const struct shm_trust *trust, struct shm_arena **out)
 {
-	/* O_NONBLOCK: a FIFO planted under our name must not hang us; O_NOFOLLOW: nor a symlink */
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return errno == ELOOP ? -EBADMSG : -errno;
+	int fd;
+	struct stat st;
+	int rc = open_regular(path, O_RDWR, &fd, &st);
+	if (rc)
+		return rc;
+	if (!trusted(&st, trust)) {
+		rc = -EPERM;
+		goto fail_fd;
+	}
 	uint64_t size = 0;
 	/* read the header before mapping the rest: a file that is not an arena is never mapped writable */
 	struct shm_header hdr;
-	int rc = wait_published(fd, &hdr, &size);
+	rc = wait_published(fd, &hdr, &size);
 	if (rc)
 		goto fail_fd;
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -536,16 +580,30 @@ static int locate(const char *dir, const char *name, char *path, size_t len)
 	} else {
 		n = known_dirs(dirs);
 	}
+	int denied = 0;
 	for (int i = 0; i < n; i++) {
+		struct stat st;
 		if (path_for(path, len, dirs[i], name))
 			continue;
-		if (access(path, F_OK) == 0)
+		/* the name itself, not what a link points at: a planted link is found and refused */
+		if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			return 0;
+		denied |= errno == EACCES; /* a directory we may not search: it may be there */
 	}
-	return -ENOENT;
+	return denied ? -EACCES : -ENOENT;
 }
 
-int shm_arena_open(const char *dir, const char *name, struct shm_arena **out)
+int shm_arena_stat(const char *dir, const char *name, char *path, size_t len, struct stat *st)
+{
+	if (!shm_name_valid(name))
+		return -EINVAL;
+	int rc = locate(dir, name, path, len);
+	if (rc)
+		return rc;
+	return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+int shm_arena_open(const char *dir, const char *name, const struct shm_trust *trust, struct shm_arena **out)
 {
 	char path[PATH_MAX];
 	*out = NULL;
@@ -554,7 +612,7 @@ int shm_arena_open(const char *dir, const char *name, struct shm_arena **out)
 	int rc = locate(dir, name, path, sizeof(path));
 	if (rc)
 		return rc;
-	return attach_path(path, name, out);
+	return attach_path(path, name, trust, out);
 }
 
 void shm_arena_close(struct shm_arena *a)
@@ -579,9 +637,10 @@ static int read_head(const char *dir, const char *name, char path[PATH_MAX], voi
 	int rc = locate(dir, name, path, PATH_MAX);
 	if (rc)
 		return rc;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	int fd;
+	struct stat st;
+	if ((rc = open_regular(path, O_RDONLY, &fd, &st)))
+		return rc;
 	ssize_t n = pread(fd, head, len, 0);
 	close(fd);
 	uint64_t magic;

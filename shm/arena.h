@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
@@ -30,6 +31,10 @@
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */
 #define SHM_CACHELINE 64u
+#define SHM_DAMAGED 0x474d4144u            /* "DAMG": fsck declared the arena unrepairable */
+/* Why (shm_header.damage_reason). */
+enum { SHM_DAMAGE_HEAP = 1, SHM_DAMAGE_INDEX = 2, SHM_DAMAGE_RINGS = 3, SHM_DAMAGE_OBS = 4, SHM_DAMAGE_OTHER = 5,
+       SHM_DAMAGE_L3IX = 6 };
 
 enum shm_region_id {
 	SHM_REGION_READERS = 0, /* reader table: shm/readers.c */
@@ -85,6 +90,15 @@ struct shm_header {
 	_Atomic uint64_t slots_cleaned;   /* slots of dead holders cleared so far (fetch_add) */
 	_Atomic uint64_t reap_due_ns;     /* CLOCK_MONOTONIC: the next periodic reap (lib/l2_lease.c) */
 	uint8_t pad1[SHM_CACHELINE - 24];
+	/* mutable: the damage mark, its own cache line. Written only by fsck --repair when it gives
+	 * up on the arena (lib/fsck.c): damaged is release-stored last, after the reason and the time;
+	 * every open and every writer acquire-loads it. Zero in arenas that never had one (the line
+	 * was padding before), so old arenas read as undamaged. Never cleared: the remedy is destroy
+	 * and create. Not covered by header_check (it changes after creation). */
+	_Atomic uint32_t damaged;         /* at offset 576: SHM_DAMAGED, or 0 */
+	uint32_t damage_reason;           /* what could not be repaired (SHM_DAMAGE_*) */
+	uint64_t damaged_ns;              /* CLOCK_REALTIME when fsck declared it */
+	uint8_t pad2[SHM_CACHELINE - 16];
 };
 
 _Static_assert(offsetof(struct shm_header, initialised) == 24, "header layout");
@@ -98,7 +112,9 @@ _Static_assert(offsetof(struct shm_header, key_secret) == 224, "header layout");
 _Static_assert(offsetof(struct shm_header, header_check) == 416, "header layout");
 _Static_assert(offsetof(struct shm_header, global_epoch) == 512, "header layout");
 _Static_assert(offsetof(struct shm_header, slots_cleaned) == 520, "header layout");
-_Static_assert(sizeof(struct shm_header) == 576, "header layout");
+_Static_assert(offsetof(struct shm_header, damaged) == 576, "header layout");
+_Static_assert(offsetof(struct shm_header, damaged_ns) == 584, "header layout");
+_Static_assert(sizeof(struct shm_header) == 640, "header layout");
 
 /*
  * Byte-range locks (fcntl F_OFD_SETLK) on the arena file, far beyond its end so they never meet
@@ -166,12 +182,24 @@ struct shm_params {
 	uint32_t seg_slots;          /* computed by the plan */
 };
 
+/* Whose arena files an open accepts besides root's and the caller's own (planting: any local user
+ * can create /dev/shm/stagecache.NAME first). A world-writable file is never accepted. */
+struct shm_trust {
+	int any_owner;              /* accept every owner */
+	int64_t uid;                /* also accept this owner; -1: nobody else */
+};
+
 /* ---- shm/arena.c ---- */
 int shm_name_valid(const char *name);
 /* @gid: group owner to give the file, or -1 to leave the creator's */
 int shm_arena_create(const char *dir, const char *name, const struct shm_params *p,
 		     uint32_t mode, int64_t gid, struct shm_arena **out);
-int shm_arena_open(const char *dir, const char *name, struct shm_arena **out);
+/* Attach. Besides the header checks: the file must be a regular file (not a symlink, FIFO,
+ * directory; opened O_NONBLOCK|O_NOFOLLOW so nothing planted can block or redirect the open:
+ * -EBADMSG), not world-writable and owned by root, the caller or whom @trust names (-EPERM). */
+int shm_arena_open(const char *dir, const char *name, const struct shm_trust *trust, struct shm_arena **out);
+/* lstat() of the file an open of (@dir, @name) would try, and its path. 0, -ENOENT, -EINVAL. */
+int shm_arena_stat(const char *dir, const char *name, char *path, size_t len, struct stat *st);
 void shm_arena_close(struct shm_arena *a);
 int shm_arena_destroy(const char *dir, const char *name);
 int shm_arena_file_version(const char *dir, const char *name, uint32_t *version);

@@ -495,7 +495,10 @@ void shm_l3ix_repair_locked(struct shm_l3ix *ix)
 	uint8_t *used = ix->npages ? calloc(ix->npages, 1) : NULL;
 	for (uint32_t idx = 0; idx < n; idx++) {
 		struct shm_l3ix_entry *e = &ix->ent[idx];
-		int bad = (atomic_load_explicit(&e->seq, RELAXED) & 1) != 0;
+		/* what fsck checks (lib/fsck.c check_l3_index): a torn write, flags no writer sets */
+		int bad = (atomic_load_explicit(&e->seq, RELAXED) & 1) != 0 ||
+			  (e->flags & ~(SHM_L3IX_POS | SHM_L3IX_NEG | SHM_L3IX_DESC | SHM_L3IX_TOKENS)) ||
+			  ((e->flags & SHM_L3IX_POS) && (e->flags & SHM_L3IX_NEG));
 		if (!bad && (e->flags & SHM_L3IX_TOKENS)) {
 			uint32_t pg = e->first_page, need = (e->token_count + SHM_L3IX_PAGE_TOKENS - 1) / SHM_L3IX_PAGE_TOKENS;
 			for (uint32_t i = 0; i < need && !bad; i++) {

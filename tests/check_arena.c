@@ -652,11 +652,140 @@ START_TEST(regression_header_rewritten_after_attach)
 	ck_assert_int_eq(sc_arena_info(a, &in), 0);
 	ck_assert_uint_eq(in.reader_slots, 256);
 	struct sc_fsck_report r;
-	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), -EBADMSG); /* the shared header is reported */
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 1); /* the shared header is reported */
 	/* a new attach refuses the rewritten header */
 	struct sc_arena *b;
 	ck_assert_int_eq(sc_arena_open(name, &b), -EBADMSG);
+	/* repair rewrites it from the copy this handle validated: new opens work again */
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	sc_arena_close(b);
 	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Defect 3 (issue 12): `mkfifo /dev/shm/stagecache.NAME; stagecache destroy NAME` hung (any
+ * user can plant a FIFO). Every open of an arena file refuses what is not a regular file without
+ * blocking; a child runs the calls under an alarm so that a hang fails the test. */
+START_TEST(regression_planted_fifo_never_blocks)
+{
+	const char *name = sc_test_name("fifo");
+	char path[128];
+	shm_path(path, sizeof(path), name);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(5);
+		struct sc_arena *b;
+		uint32_t v;
+		int ok = sc_arena_destroy(NULL, name) == -EBADMSG && sc_arena_open(name, &b) == -EBADMSG &&
+			 sc_arena_file_version(NULL, name, &v) == -EBADMSG;
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+		ok = ok && sc_arena_create(name, &o, &b) == -EEXIST;
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert_msg(WIFEXITED(status), "an open of a planted FIFO blocked (killed by signal %d)",
+		      WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	struct stat st;
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISFIFO(st.st_mode)); /* left untouched */
+	unlink(path);
+}
+END_TEST
+
+/* Planting: anyone can create /dev/shm/stagecache.NAME first. A world-writable arena file, or one
+ * another unprivileged user owns, is refused unless the caller says whom to trust; a symlink is
+ * never followed. */
+START_TEST(planted_arena_files_are_refused)
+{
+	const char *name;
+	char path[128];
+	name = make_closed_arena("plant", path, sizeof(path));
+	struct sc_arena *b;
+	ck_assert_int_eq(chmod(path, 0666), 0);
+	ck_assert_int_eq(sc_arena_open(name, &b), -EPERM);
+	struct sc_arena_open_opts any = { .flags = SC_ARENA_OPEN_ANY_OWNER };
+	ck_assert_int_eq(sc_arena_open_with(name, &any, &b), -EPERM); /* world-writable: never */
+	ck_assert_int_eq(chmod(path, 0600), 0);
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	sc_arena_close(b);
+	struct sc_arena_file fi;
+	ck_assert_int_eq(sc_arena_file_stat(NULL, name, &fi), 0);
+	ck_assert(S_ISREG(fi.mode));
+	ck_assert_str_eq(fi.path, path);
+	/* a symlink to a good arena is refused, and destroy leaves both alone */
+	const char *ln = sc_test_name("link");
+	char lpath[128];
+	shm_path(lpath, sizeof(lpath), ln);
+	ck_assert_int_eq(symlink(path, lpath), 0);
+	ck_assert_int_eq(sc_arena_open(ln, &b), -EBADMSG);
+	ck_assert_int_eq(sc_arena_destroy(NULL, ln), -EBADMSG);
+	ck_assert_int_eq(sc_arena_file_stat(NULL, ln, &fi), 0);
+	ck_assert(S_ISLNK(fi.mode));
+	unlink(lpath);
+	struct sc_arena_opts bad = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .mode = 0666 };
+	ck_assert_int_eq(sc_arena_create(sc_test_name("ww"), &bad, &b), -EINVAL);
+	if (!sc_test_is_root()) {
+		sc_skip("planting by another user: needs root to chown");
+	} else {
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		ck_assert_int_eq(sc_arena_open(name, &b), -EPERM);
+		struct sc_arena_open_opts trust = { .owner_uid = 65534 };
+		ck_assert_int_eq(sc_arena_open_with(name, &trust, &b), 0);
+		sc_arena_close(b);
+		ck_assert_int_eq(sc_arena_open_with(name, &any, &b), 0);
+		sc_arena_close(b);
+		struct sc_arena_open_opts other = { .owner_uid = 1234 };
+		ck_assert_int_eq(sc_arena_open_with(name, &other, &b), -EPERM);
+		struct sc_arena_open_opts flags = { .flags = 0x80 };
+		ck_assert_int_eq(sc_arena_open_with(name, &flags, &b), -EINVAL);
+	}
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+}
+END_TEST
+
+/* Defect 12 (issue 12): a non-root user could not create an arena with the defaults: the
+ * hugetlbfs mount is root's 0755, and the fallback to /dev/shm happened only on a shortage. */
+START_TEST(regression_nonroot_create_falls_back)
+{
+	if (!sc_test_is_root()) {
+		sc_skip("needs root to become another user");
+		return;
+	}
+	const char *name = sc_test_name("nonroot");
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		/* only meaningful where the hugetlbfs mount is not writable by this user */
+		if (access("/dev/hugepages", W_OK) == 0)
+			_exit(4);
+		struct sc_arena *a;
+		struct sc_arena_opts o = { .size_bytes = 16 << 20 };
+		int rc = sc_arena_create(name, &o, &a);
+		struct sc_arena_info in;
+		int ok = rc == 0 && sc_arena_info(a, &in) == 0 && in.backing != SC_BACKING_HUGETLBFS_2M &&
+			 !strncmp(in.path, "/dev/shm/", 9);
+		if (rc == 0) {
+			sc_arena_close(a);
+			sc_arena_destroy(NULL, name);
+		}
+		o.huge = SC_HUGE_REQUIRE; /* no fallback asked for: the permission error is the answer */
+		int rc2 = sc_arena_create(name, &o, &a);
+		ok = ok && (rc2 == -EACCES || rc2 == -ENODEV);
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 4) {
+		sc_skip("the hugetlbfs mount is writable by nobody here: nothing to fall back from");
+		return;
+	}
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
 }
 END_TEST
 
@@ -683,6 +812,9 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_reader_table_full);
 	tcase_add_test(tc, test_epochs);
 	tcase_add_test(tc, regression_header_rewritten_after_attach);
+	tcase_add_test(tc, regression_planted_fifo_never_blocks);
+	tcase_add_test(tc, planted_arena_files_are_refused);
+	tcase_add_test(tc, regression_nonroot_create_falls_back);
 	tcase_add_test(tc, test_huge_require);
 	tcase_add_test(tc, test_huge_require_shortage);
 	tcase_add_test(tc, test_huge_off);

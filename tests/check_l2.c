@@ -237,10 +237,10 @@ START_TEST(refusals_leave_the_cache_unchanged)
 }
 END_TEST
 
-/* Payloads of 32 KiB or more are hashed while they are copied, into a block taken from free room
- * only: the digest is the one sc_digest computes over the wire, a wrong one gives the block back
- * and changes nothing, and without free room nothing is evicted for a payload that is refused. */
-START_TEST(large_admit_hashes_while_copying)
+/* A large two-section payload with a descriptor round-trips; a wrong digest (changed bytes, or a
+ * wrong expected value) is refused with nothing allocated, stored or evicted, with or without free
+ * room. */
+START_TEST(large_admit_with_a_wrong_digest_changes_nothing)
 {
 	struct fx f;
 	fx_open(&f);
@@ -270,7 +270,7 @@ START_TEST(large_admit_hashes_while_copying)
 	ck_assert_int_eq(memcmp(l.sec[1], rec, recn), 0);
 	ck_assert_int_eq(memcmp(&l.kv_desc, &desc, sizeof(desc)), 0);
 	sc_lease_release(&l);
-	/* the same key with a wrong digest: refused for it, the block given back, the entry kept */
+	/* the same key with a wrong digest: refused, nothing allocated, the entry kept */
 	struct sc_l2_stats s0 = stats(&f, NULL);
 	struct shm_heap_stats h0, h1;
 	ck_assert_int_eq(shm_heap_stats(f.a->shm, &h0), 0);
@@ -803,6 +803,35 @@ START_TEST(index_capacity_is_recycled)
 }
 END_TEST
 
+/* Defect 10 (issue 12): an unknown origin, n == 0 and NULL tokens were refused without being
+ * counted in admission_rejects, contrary to the header. */
+START_TEST(regression_every_refusal_is_counted)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("rejects", ARENA, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t buf[1000];
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest d = sc_digest(buf, sizeof(buf));
+	int32_t t[2] = { 1, 2 };
+	struct sc_payload nullsec = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { NULL }, .sec_len = { 10 } };
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 2, d, &p, 7), -EINVAL);      /* unknown origin */
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 0, d, &p, 0), -EINVAL);      /* n == 0 */
+	ck_assert_int_eq(sc_l2_admit(st, "", NULL, 2, d, &p, 0), -EINVAL);   /* NULL tokens */
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 2, d, NULL, 0), -EINVAL);    /* NULL payload */
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 2, d, &nullsec, 0), -EINVAL); /* a length with no bytes */
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
+	ck_assert_uint_eq(s.admission_rejects, 5);
+	ck_assert_uint_eq(s.entries, 0);
+	ck_assert_int_eq(sc_l2_stats(a, st, &s), 0);
+	ck_assert_uint_eq(s.admission_rejects, 5);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* ---- the command line: put / get --out reproduce the payload byte for byte ---- */
 
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -890,7 +919,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, admit_get_round_trip);
 	tcase_add_test(tc, kv_recurrent_with_descriptor);
 	tcase_add_test(tc, refusals_leave_the_cache_unchanged);
-	tcase_add_test(tc, large_admit_hashes_while_copying);
+	tcase_add_test(tc, large_admit_with_a_wrong_digest_changes_nothing);
 	tcase_add_test(tc, hit_counts_are_flushed_in_batches);
 	tcase_add_test(tc, eviction_makes_room_and_enospc_rolls_back);
 	tcase_add_test(tc, peek_does_not_change_eviction_order);
@@ -903,6 +932,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, hostile_index_contents);
 	tcase_add_test(tc, corrupted_index_header_is_refused);
 	tcase_add_test(tc, cli_put_get_round_trip);
+	tcase_add_test(tc, regression_every_refusal_is_counted);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
 	suite_add_tcase(s, tc);

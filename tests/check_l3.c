@@ -285,8 +285,9 @@ static int count_dir(const char *sub)
 	ck_assert_ptr_nonnull(d);
 	int n = 0;
 	struct dirent *e;
+	/* quarantine/ also holds <digest>.mirror records (mirrors to invalidate at the next bind) */
 	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
+		n += e->d_name[0] != '.' && !strstr(e->d_name, ".mirror");
 	closedir(d);
 	return n;
 }
@@ -785,6 +786,162 @@ START_TEST(regression_wrong_location_does_not_quarantine)
 }
 END_TEST
 
+/* Defect 4 (issue 12): a read-only user of a mistyped path created the directory tree. With
+ * SC_L3_OPEN_NO_CREATE nothing is created: not a missing directory, not a store in an existing
+ * directory that is not one. */
+START_TEST(regression_no_create_creates_nothing)
+{
+	char path[128];
+	struct sc_l3 *l3;
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_CREATE };
+	snprintf(path, sizeof(path), "%s/nope/deeper", tmpdir);
+	ck_assert_int_eq(sc_l3_open(path, &o, &l3), -ENOENT);
+	snprintf(path, sizeof(path), "%s/nope", tmpdir);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(sc_l3_open(tmpdir, &o, &l3), -ENOENT); /* an empty directory: not a store */
+	ck_assert_int_eq(count_dir("."), 0);
+	o.flags |= SC_L3_OPEN_NO_RECONCILE;
+	ck_assert_int_eq(sc_l3_open(tmpdir, &o, &l3), -ENOENT);
+	ck_assert_int_eq(count_dir("."), 0);
+	l3 = open_l3(NULL); /* creating is the default */
+	sc_l3_close(l3);
+	o.flags = SC_L3_OPEN_NO_CREATE;
+	ck_assert_int_eq(sc_l3_open(tmpdir, &o, &l3), 0);
+	sc_l3_close(l3);
+	o.flags = 0x80;
+	ck_assert_int_eq(sc_l3_open(tmpdir, &o, &l3), -EINVAL);
+}
+END_TEST
+
+/* Files planted under an object's or a prefix entry's name (a FIFO, a directory, a link): open
+ * and reconciliation neither block on them nor move them; a fill refuses them. */
+START_TEST(planted_files_never_block)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "f", 6, 5000, 6, &loc), 0);
+	sc_l3_close(l3);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "cd %s && mkdir -p objects/ab prefix/ef && "
+		 "mkfifo objects/ab/abababababababababababababababab.sc3 prefix/ef/efefefefefefefefefefefefefefefef.pfx && "
+		 "mkdir objects/ab/abababababababababababababababac.sc3 && "
+		 "ln -s /etc/passwd objects/ab/abababababababababababababababad.sc3", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(10);
+		struct sc_l3 *x;
+		struct sc_location l;
+		int ok = sc_l3_open(tmpdir, NULL, &x) == 0;
+		ok = ok && sc_l3_locate_longest(x, "f", toks, 6, &l) == 6 && sc_l3_list(x, NULL, NULL) == 1 &&
+		     sc_l3_verify(x, NULL, NULL) == 0;
+		struct sc_location fake = l;
+		fake.digest = (struct sc_digest){ 0xabababababababab, 0xabababababababab };
+		void *dst = aligned_alloc(4096, 8192);
+		ok = ok && sc_l3_fill(x, &fake, dst, 8192, 0) == -EBADMSG;
+		free(dst);
+		sc_l3_close(x);
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert_msg(WIFEXITED(status), "blocked on a planted file (signal %d)", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	struct stat sb;
+	snprintf(cmd, sizeof(cmd), "%s/objects/ab/abababababababababababababababac.sc3", tmpdir);
+	ck_assert_int_eq(lstat(cmd, &sb), 0); /* the planted directory was not quarantined */
+	snprintf(cmd, sizeof(cmd), "%s/prefix/ef/efefefefefefefefefefefefefefefef.pfx", tmpdir);
+	ck_assert_int_eq(lstat(cmd, &sb), 0);
+	ck_assert(S_ISFIFO(sb.st_mode));
+}
+END_TEST
+
+/* A store shared by a group: --mode/--group (file_mode, gid) give every file and directory it
+ * creates exactly that mode and group, whatever the umask. */
+START_TEST(group_shared_modes)
+{
+	gid_t g = getgid();
+	if (sc_test_is_root()) {
+		g = 65534; /* nogroup: root may give files to any group */
+	}
+	mode_t old = umask(077);
+	struct sc_l3_opts o = { .file_mode = 0660, .gid = g };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "g", 7, 3000, 7, &loc), 0);
+	sc_l3_close(l3);
+	umask(old);
+	char cmd[400];
+	/* every file 0660 and every directory 2770, all of group g */
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s -mindepth 1 \\( -type f ! -perm 0660 \\) -o \\( -type d ! -perm 2770 \\) "
+		 "-o ! -group %u)\"", tmpdir, (unsigned)g);
+	ck_assert_msg(system(cmd) == 0, "modes or group wrong: %s", cmd);
+	if (sc_test_is_root()) {
+		/* a group the caller is not in: refused by the kernel, reported as -EPERM */
+		pid_t pid = fork();
+		if (pid == 0) {
+			if (setgid(65534) || setuid(65534))
+				_exit(3);
+			char sub[200];
+			snprintf(sub, sizeof(sub), "/tmp/sc-l3-nobody-%d", (int)getpid());
+			struct sc_l3_opts oo = { .file_mode = 0660, .gid = 1 };
+			struct sc_l3 *x;
+			int rc = sc_l3_open(sub, &oo, &x);
+			rmdir(sub);
+			_exit(rc == -EPERM ? 0 : 1);
+		}
+		int status;
+		waitpid(pid, &status, 0);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	struct sc_l3_opts bad = { .gid = -5 };
+	ck_assert_int_eq(sc_l3_open(tmpdir, &bad, &l3), -EINVAL);
+}
+END_TEST
+
+/* The same in a directory shared by several hosts (SC_L3_OPEN_SHARED): what shared mode adds
+ * (DIR/shared, the janitor's lease, record, log and LRU table, the access records, this host's
+ * counters in state_dir) has the store's mode and group too, so that every member can be janitor. */
+START_TEST(group_shared_modes_in_shared_mode)
+{
+	gid_t g = sc_test_is_root() ? 65534 : getgid();
+	mode_t old = umask(077);
+	char sd[300];
+	snprintf(sd, sizeof(sd), "%s/hoststate", tmpdir);
+	ck_assert_int_eq(mkdir(sd, 0700), 0);
+	struct sc_l3_opts o = { .file_mode = 0660, .gid = g, .flags = SC_L3_OPEN_SHARED, .host_id = "hostA",
+				.state_dir = sd, .visibility_ms = 1 };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "g", 7, 3000, 7, &loc), 0);
+	ck_assert_int_eq(put_full(l3, "g", 7, 3000, 7, &loc), 0); /* a repeated put: a use, recorded */
+	ck_assert_int_eq(put_full(l3, "g", 5, 5000, 8, &loc), 0);
+	sc_l3_close(l3);
+	o.budget_bytes = 4096 + 3000; /* the janitor evicts one: its log is written */
+	l3 = open_l3(&o);
+	struct sc_l3_janitor_report r;
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_FULL, &r), 0);
+	ck_assert_uint_ge(r.evicted, 1);
+	sc_l3_close(l3);
+	umask(old);
+	chmod(sd, 02770);
+	if (chown(sd, (uid_t)-1, g)) {
+	}
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "test -e %s/janitor -a -e %s/janitor.log -a -e %s/lru -a -e %s/shared -a -d %s/access",
+		 tmpdir, tmpdir, tmpdir, tmpdir, tmpdir);
+	ck_assert_msg(system(cmd) == 0, "shared-mode files missing: %s", cmd);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s -mindepth 1 \\( -type f ! -perm 0660 \\) -o \\( -type d ! -perm 2770 \\) "
+		 "-o ! -group %u)\"", tmpdir, (unsigned)g);
+	if (system(cmd) != 0) {
+		snprintf(cmd, sizeof(cmd), "find %s -mindepth 1 \\( -type f ! -perm 0660 \\) -o \\( -type d ! -perm 2770 \\) -o ! -group %u | "
+			 "xargs ls -ld >&2", tmpdir, (unsigned)g);
+		ck_assert_int_eq(system(cmd), 0);
+		ck_abort_msg("modes or group wrong in a shared directory (listed above)");
+	}
+}
+END_TEST
+
 Suite *l3_suite(void)
 {
 	Suite *s = suite_create("l3");
@@ -807,6 +964,10 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, concurrent_puts_from_processes);
 	tcase_add_test(tc, files_and_dirs_are_private);
 	tcase_add_test(tc, regression_wrong_location_does_not_quarantine);
+	tcase_add_test(tc, regression_no_create_creates_nothing);
+	tcase_add_test(tc, planted_files_never_block);
+	tcase_add_test(tc, group_shared_modes);
+	tcase_add_test(tc, group_shared_modes_in_shared_mode);
 	suite_add_tcase(s, tc);
 	return s;
 }

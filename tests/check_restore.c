@@ -248,6 +248,52 @@ START_TEST(flipped_byte_is_quarantined_and_mirror_invalidated)
 }
 END_TEST
 
+/* Defect 5 (issue 12): an object found bad at sc_l3_open (a header byte flipped, or truncated)
+ * was quarantined before any arena was bound: its L2 mirror survived, and restore said "nothing
+ * stored" (-ENOENT). The quarantine is recorded, the next bind invalidates the mirror, and restore
+ * reports the verification failure once. */
+START_TEST(regression_quarantine_at_open_invalidates_mirror_and_is_reported)
+{
+	for (int how = 0; how < 2; how++) {
+		struct sc_restore r;
+		struct sc_location loc;
+		const char *ns = how ? "trunc" : "flip";
+		put(ns, 12, 9000, 20u + (unsigned)how, &loc);
+		restore_check(ns, 12, 12, 9000, 20u + (unsigned)how, &r);
+		restore_check(ns, 12, 12, 9000, 20u + (unsigned)how, &r);
+		ck_assert_int_eq(r.promoted, 1); /* an L2 mirror now */
+		struct sc_l2_entry_info info;
+		ck_assert_int_eq(sc_l2_peek(stage, ns, toks, 12, &info), 0);
+		sc_l3_close(l3);
+		char rel[48], path[256];
+		l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+		snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+		if (how == 0) {
+			int fd = open(path, O_RDWR);
+			ck_assert_int_ge(fd, 0);
+			uint8_t b;
+			ck_assert_int_eq(pread(fd, &b, 1, 20), 1); /* a header byte */
+			b ^= 0x10;
+			ck_assert_int_eq(pwrite(fd, &b, 1, 20), 1);
+			close(fd);
+		} else {
+			ck_assert_int_eq(truncate(path, L3_HDR_BLOCK + 100), 0);
+		}
+		/* another process's open reconciles (quarantines it) before any arena is bound */
+		struct sc_l3 *other;
+		ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &other), 0);
+		sc_l3_close(other);
+		ck_assert_int_eq(access(path, F_OK), -1);
+		ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+		ck_assert_int_eq(sc_l2_peek(stage, ns, toks, 12, &info), 0); /* not yet: nothing bound */
+		ck_assert_int_eq(sc_l3_bind_arena(l3, arena), 0);
+		ck_assert_int_eq(sc_l2_peek(stage, ns, toks, 12, &info), -ENOENT);
+		ck_assert_int_eq(sc_restore(stage, l3, ns, toks, 12, 0, &r), -EBADMSG);
+		ck_assert_int_eq(sc_restore(stage, l3, ns, toks, 12, 0, &r), -ENOENT); /* reported once */
+	}
+}
+END_TEST
+
 START_TEST(two_processes_fills_count_as_two_hits)
 {
 	struct sc_restore r;
@@ -346,6 +392,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, regression_promotion_with_every_lease_held);
 	tcase_add_test(tc, changed_durable_digest_invalidates_mirror);
 	tcase_add_test(tc, flipped_byte_is_quarantined_and_mirror_invalidated);
+	tcase_add_test(tc, regression_quarantine_at_open_invalidates_mirror_and_is_reported);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);

@@ -353,8 +353,9 @@ static int bench_scale(void)
 	snprintf(name, sizeof(name), "bench-l2s-%d", (int)getpid());
 	struct sc_arena *a;
 	struct sc_stage *st;
-	/* payload 320 B -> 384 B + 64 B block header; index 128 B + bucket per entry */
-	uint64_t bytes = (uint64_t)s.n * 800 + (128ull << 20);
+	/* each entry's heap footprint (payload, descriptor, token ids, block header) plus its index
+	 * slot, bucket and slack */
+	uint64_t bytes = (uint64_t)s.n * (sc_l2_footprint(NULL, KV_BYTES + REC_BYTES, 1, NTOK) + 256) + (128ull << 20);
 	if (make_arena(name, bytes, s.n + s.n / 8, &a, &st))
 		return -1;
 	s.tok = malloc((size_t)s.n * NTOK * sizeof(int32_t));
@@ -563,7 +564,15 @@ static int bench_move(void)
 	struct sc_arena *a;
 	struct sc_stage *st;
 	uint32_t maxn = (uint32_t)(ws / 4096);
-	if (make_arena(name, ws * 2 + ws / 4 + (64ull << 20), maxn * 3, &a, &st))
+	/* room for two generations of the largest set of entries (a round replaces the previous
+	 * round's entries, which are reclaimed behind it): each entry's footprint, plus the 4 KiB
+	 * alignment gap a page-aligned block may leave before the next */
+	uint64_t need = 0;
+	for (int si = 0; si < 3; si++) {
+		uint64_t per = sc_l2_footprint(NULL, sizes[si].bytes, 0, NTOK) + 4096, all = ws / sizes[si].bytes * per;
+		need = all > need ? all : need;
+	}
+	if (make_arena(name, need * 2 + (64ull << 20), maxn * 3, &a, &st))
 		return -1;
 	mv.src = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
 	if (mv.src == MAP_FAILED) {

@@ -7,8 +7,8 @@
 
 #include "stagecache.h"
 
-/* Exit statuses of every subcommand. */
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+/* Exit statuses of every subcommand (EXIT_DAMAGED: fsck only, the arena is declared unrepairable). */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_DAMAGED = 3 };
 
 /* One subcommand: `stagecache NAME ...`. argv[0] is the subcommand name. */
 typedef int (*cli_fn)(int argc, char **argv);
@@ -27,8 +27,51 @@ int cli_fail(const char *cmd, int err, const char *fmt, ...) __attribute__((form
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Remove @dir and everything below it (rm -rf --one-file-system). 0 or -1. */
 int cli_rm_rf(const char *dir);
-/* Open the arena NAME (optionally in DIR), printing a clear message on failure. */
+
+/* ---- options (every subcommand parses with getopt_long, optstring ":h") ---- */
+/* Start parsing: getopt from the first argument, its own messages off (ours name the option). */
+void cli_getopt_begin(void);
+/* The usage error for what getopt_long returned ('?' unknown option, ':' missing argument),
+ * naming the option as it was typed. Returns EXIT_USAGE. */
+int cli_opt_error(const char *cmd, int c, char **argv);
+/* @s made safe for a one-line message: control characters shown as '?', cut after 40 characters
+ * with "... (N bytes)". Returns one of 8 rotating static buffers. */
+const char *cli_q(const char *s);
+/* An arena NAME: 0, or a usage error naming it (EXIT_USAGE). */
+int cli_check_name(const char *cmd, const char *name);
+/* A model/state identity or a namespace given as option @opt: at most @max bytes, non-empty
+ * unless @may_be_empty. 0 or a usage error. */
+int cli_check_identity(const char *cmd, const char *opt, const char *v, size_t max, int may_be_empty);
+/* --mode MODE: octal, at most @max (0777: file modes; 07777 with setgid/sticky). 0 or usage error. */
+int cli_parse_mode(const char *cmd, const char *opt, const char *arg, uint32_t max, uint32_t *mode);
+/* --group GROUP: a group name or number. 0 or usage error. */
+int cli_parse_group(const char *cmd, const char *opt, const char *arg, int64_t *gid);
+/* --owner USER|UID|any: whose arena files to trust besides root's and the caller's (the
+ * following cli_open_arena calls use it). 0 or usage error. */
+int cli_parse_owner(const char *cmd, const char *arg);
+
+/* ---- files ---- */
+/* Read the whole regular file @path (malloc'd, with a NUL after the @len bytes). Anything else
+ * (a directory, a FIFO, a device: never opened in a way that could block) or an unreadable file
+ * prints "stagecache CMD: cannot read WHAT PATH: why" and returns EXIT_FAIL. */
+int cli_read_input(const char *cmd, const char *what, const char *path, uint8_t **buf, uint64_t *len);
+/* Open @path for writing the output: "-" is stdout; a FIFO must already have a reader (the open
+ * never waits for one); a directory is refused. Prints its own error and returns NULL. */
+FILE *cli_open_output(const char *cmd, const char *path);
+
+/* ---- arenas ---- */
+/* Open the arena NAME (in DIR, or the known directories) trusting what --owner said. Returns 0,
+ * or prints one line saying what is wrong with the file and returns EXIT_USAGE (invalid name) or
+ * EXIT_FAIL; cli_open_errno is then the library's error (-ENOTRECOVERABLE: declared dead). */
 int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc_arena **out);
+extern int cli_open_errno;
+/* Explain an sc_arena_open* / sc_arena_create error @rc about (DIR, NAME) in one line. */
+int cli_arena_error(const char *cmd, int rc, const char *dir, const char *name);
+/* An L2 or ring call on arena NAME failed with @rc while doing @what: one line (a corrupted
+ * index, a damaged arena, ...), EXIT_FAIL. */
+int cli_l2_error(const char *cmd, int rc, const char *name, const char *what);
+/* Mount point of the first hugetlbfs mount with 2 MiB pages (preferring /dev/hugepages), or NULL. */
+const char *cli_hugetlbfs_mount(char *buf, size_t len);
 
 
 /* Median of @n doubles (sorts them). */

@@ -1,8 +1,14 @@
 /* tools/cli_util.c — parsing and printing helpers shared by the subcommands. */
 #include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <mntent.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,36 +108,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc_arena **out)
-{
-	int rc = sc_arena_open_dir(dir, name, out);
-	if (rc == 0)
-		return 0;
-	switch (rc) {
-	case -ENOENT:
-		cli_fail(cmd, 0, "no arena named '%s'%s%s (see 'stagecache list')", name, dir ? " in " : "", dir ? dir : "");
-		break;
-	case -EBADMSG:
-		cli_fail(cmd, 0, "'%s' is not a stagecache arena (bad magic, corrupted header or truncated file); the file was not changed", name);
-		break;
-	case -EPROTO: {
-		uint32_t v = 0;
-		if (sc_arena_file_version(dir, name, &v) == 0)
-			cli_fail(cmd, 0, "arena '%s' has layout version %u, this stagecache uses layout version %u", name, v,
-				 sc_arena_layout_version());
-		else
-			cli_fail(cmd, rc, "arena '%s'", name);
-		break;
-	}
-	case -EINVAL:
-		cli_fail(cmd, 0, "invalid arena name '%s' (1-64 characters of A-Z a-z 0-9 . _ -)", name);
-		break;
-	default:
-		cli_fail(cmd, rc, "cannot open arena '%s'", name);
-	}
-	return EXIT_FAIL;
-}
-
 int cli_rm_rf(const char *dir)
 {
 	pid_t pid = fork();
@@ -144,4 +120,337 @@ int cli_rm_rf(const char *dir)
 	int status = 0;
 	waitpid(pid, &status, 0);
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* ---- options ---- */
+
+void cli_getopt_begin(void)
+{
+	optind = 1;
+	opterr = 0;
+}
+
+int cli_opt_error(const char *cmd, int c, char **argv)
+{
+	/* the element getopt just looked at; for a short option inside a group, the letter */
+	const char *arg = optind > 1 ? argv[optind - 1] : NULL;
+	char shortopt[3] = { '-', (char)optopt, 0 };
+	const char *what = arg && arg[0] == '-' && arg[1] == '-' ? arg : optopt ? shortopt : arg ? arg : "?";
+	char name[64];
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(what, "="), what);
+	if (c == ':')
+		return cli_usage_error(cmd, "option '%s' needs a value", cli_q(name));
+	return cli_usage_error(cmd, "unknown option '%s'", cli_q(what));
+}
+
+const char *cli_q(const char *s)
+{
+	static char bufs[8][80];
+	static unsigned k;
+	char *b = bufs[k++ % 8];
+	size_t n = strlen(s), i, o = 0;
+	for (i = 0; i < n && o < 40; i++)
+		b[o++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	b[o] = 0;
+	if (i < n)
+		snprintf(b + o, sizeof(bufs[0]) - o, "... (%zu bytes)", n);
+	return b;
+}
+
+int cli_check_name(const char *cmd, const char *name)
+{
+	size_t n = strlen(name);
+	if (n < 1 || n > SC_NAME_MAX || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n ||
+	    strspn(name, ".") == n)
+		return cli_usage_error(cmd, "invalid arena name '%s' (1-64 characters of A-Z a-z 0-9 . _ -)", cli_q(name));
+	return 0;
+}
+
+int cli_check_identity(const char *cmd, const char *opt, const char *v, size_t max, int may_be_empty)
+{
+	size_t n = strnlen(v, max + 1);
+	if (!n && !may_be_empty)
+		return cli_usage_error(cmd, "%s must not be empty", opt);
+	if (n > max)
+		return cli_usage_error(cmd, "%s is longer than %zu bytes ('%s')", opt, max, cli_q(v));
+	return 0;
+}
+
+int cli_parse_mode(const char *cmd, const char *opt, const char *arg, uint32_t max, uint32_t *mode)
+{
+	char *end;
+	errno = 0;
+	unsigned long m = strtoul(arg, &end, 8);
+	if (!*arg || *end || errno || *arg == '-' || m > max)
+		return cli_usage_error(cmd, "%s '%s': want an octal mode up to %04o, e.g. 0660", opt, cli_q(arg), max);
+	*mode = (uint32_t)m;
+	return 0;
+}
+
+int cli_parse_group(const char *cmd, const char *opt, const char *arg, int64_t *gid)
+{
+	uint64_t v;
+	struct group *g = *arg ? getgrnam(arg) : NULL;
+	if (g)
+		*gid = g->gr_gid;
+	else if (cli_parse_u64(arg, 0x7fffffff, &v) == 0)
+		*gid = (int64_t)v;
+	else
+		return cli_usage_error(cmd, "%s '%s': no such group", opt, cli_q(arg));
+	return 0;
+}
+
+static int64_t owner_uid = -1;
+static int owner_any;
+
+int cli_parse_owner(const char *cmd, const char *arg)
+{
+	uint64_t v;
+	struct passwd *pw = *arg ? getpwnam(arg) : NULL;
+	if (!strcmp(arg, "any"))
+		owner_any = 1;
+	else if (pw)
+		owner_uid = pw->pw_uid;
+	else if (cli_parse_u64(arg, 0xfffffffe, &v) == 0)
+		owner_uid = (int64_t)v;
+	else
+		return cli_usage_error(cmd, "--owner '%s': no such user (a name, a number, or 'any')", cli_q(arg));
+	return 0;
+}
+
+/* ---- files ---- */
+
+static const char *file_kind(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISLNK(m) ? "a symbolic link" : S_ISSOCK(m) ? "a socket"
+	       : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
+}
+
+int cli_read_input(const char *cmd, const char *what, const char *path, uint8_t **buf, uint64_t *len)
+{
+	*buf = NULL;
+	*len = 0;
+	/* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return cli_fail(cmd, 0, "cannot read %s %s: %s", what, path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return cli_fail(cmd, 0, "cannot read %s %s: %s", what, path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return cli_fail(cmd, 0, "cannot read %s %s: it is %s, not a regular file", what, path, file_kind(st.st_mode));
+	}
+	uint64_t cap = (uint64_t)st.st_size + 1, n = 0;
+	uint8_t *b = malloc(cap + 1);
+	if (!b) {
+		char h[32];
+		close(fd);
+		return cli_fail(cmd, 0, "cannot read %s %s: %s do not fit in memory", what, path,
+				cli_human((uint64_t)st.st_size, h, sizeof(h)));
+	}
+	for (;;) {
+		if (n == cap) { /* the file grew while we read it */
+			uint8_t *nb = realloc(b, cap * 2 + 1);
+			if (!nb) {
+				free(b);
+				close(fd);
+				return cli_fail(cmd, 0, "cannot read %s %s: out of memory", what, path);
+			}
+			b = nb;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, b + n, cap - n > (1u << 30) ? (1u << 30) : cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			free(b);
+			close(fd);
+			return cli_fail(cmd, 0, "cannot read %s %s: %s", what, path, strerror(e));
+		}
+		if (r == 0)
+			break;
+		n += (uint64_t)r;
+	}
+	close(fd);
+	b[n] = 0;
+	*buf = b;
+	*len = n;
+	return EXIT_OK;
+}
+
+FILE *cli_open_output(const char *cmd, const char *path)
+{
+	if (!strcmp(path, "-"))
+		return stdout;
+	/* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of waiting for one */
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENXIO)
+			cli_fail(cmd, 0, "cannot write %s: it is a FIFO and no process is reading it", path);
+		else if (e == EISDIR)
+			cli_fail(cmd, 0, "cannot write %s: it is a directory", path);
+		else
+			cli_fail(cmd, 0, "cannot write %s: %s", path, strerror(e));
+		return NULL;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* a reader is there: ordinary blocking writes */
+	FILE *f = fdopen(fd, "wb");
+	if (!f) {
+		close(fd);
+		cli_fail(cmd, 0, "cannot write %s: %s", path, strerror(errno));
+	}
+	return f;
+}
+
+/* ---- arenas ---- */
+
+int cli_open_errno;
+
+int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc_arena **out)
+{
+	*out = NULL;
+	int rc = cli_check_name(cmd, name);
+	if (rc)
+		return rc;
+	struct sc_arena_open_opts o = { .dir = dir, .flags = owner_any ? SC_ARENA_OPEN_ANY_OWNER : 0,
+					.owner_uid = owner_uid > 0 ? (uint32_t)owner_uid : 0 };
+	cli_open_errno = sc_arena_open_with(name, &o, out);
+	if (cli_open_errno == 0)
+		return EXIT_OK;
+	return cli_arena_error(cmd, cli_open_errno, dir, name);
+}
+
+static const char *user_name(uint32_t uid, char *buf, size_t len)
+{
+	struct passwd *pw = getpwuid(uid);
+	if (pw)
+		snprintf(buf, len, "%s (uid %u)", pw->pw_name, uid);
+	else
+		snprintf(buf, len, "uid %u", uid);
+	return buf;
+}
+
+static const char *group_name(uint32_t gid, char *buf, size_t len)
+{
+	struct group *g = getgrgid(gid);
+	if (g)
+		snprintf(buf, len, "%s", g->gr_name);
+	else
+		snprintf(buf, len, "%u", gid);
+	return buf;
+}
+
+static int dir_missing(const char *dir)
+{
+	struct stat st;
+	return dir && stat(dir, &st) < 0 && errno == ENOENT;
+}
+
+int cli_arena_error(const char *cmd, int rc, const char *dir, const char *name)
+{
+	struct sc_arena_file fi;
+	int have = sc_arena_file_stat(dir, name, &fi) == 0;
+	const char *what = have ? fi.path : cli_q(name);
+	char u[64], g[64];
+	switch (rc) {
+	case -EINVAL:
+		return cli_check_name(cmd, name) ? EXIT_USAGE : cli_fail(cmd, 0, "cannot open arena '%s': invalid options", cli_q(name));
+	case -ENOENT:
+		if (dir_missing(dir))
+			return cli_fail(cmd, 0, "directory %s does not exist", dir);
+		return cli_fail(cmd, 0, "no arena named '%s'%s%s (see 'stagecache list')", cli_q(name), dir ? " in " : "",
+				dir ? dir : "");
+	case -EBADMSG:
+		if (have && !S_ISREG(fi.mode))
+			return cli_fail(cmd, 0, "%s is %s, not an arena file; it was left untouched", what, file_kind(fi.mode));
+		if (have && fi.size < 4096)
+			return cli_fail(cmd, 0, "%s is not a stagecache arena (truncated: %llu bytes); the file was not changed",
+					what, (unsigned long long)fi.size);
+		return cli_fail(cmd, 0, "%s is not a stagecache arena (bad magic, corrupted header or truncated); the file "
+				"was not changed", what);
+	case -EPROTO: {
+		uint32_t v = 0;
+		if (sc_arena_file_version(dir, name, &v) == 0)
+			return cli_fail(cmd, 0, "%s has layout version %u, this stagecache uses layout version %u", what, v,
+					sc_arena_layout_version());
+		return cli_fail(cmd, 0, "%s has another layout version than this stagecache (%u)", what,
+				sc_arena_layout_version());
+	}
+	case -EPERM:
+		if (have && (fi.mode & S_IWOTH))
+			return cli_fail(cmd, 0, "%s is world-writable (mode %04o): anyone could corrupt it, so it is refused",
+					what, fi.mode & 07777);
+		if (have) {
+			struct passwd *pw = getpwuid(fi.uid);
+			char who[64];
+			snprintf(who, sizeof(who), "%s", pw ? pw->pw_name : "");
+			if (!pw)
+				snprintf(who, sizeof(who), "%u", fi.uid);
+			return cli_fail(cmd, 0, "%s is owned by %s, not by you or root: refused (pass --owner %s if you trust "
+					"that user)", what, user_name(fi.uid, u, sizeof(u)), who);
+		}
+		return cli_fail(cmd, 0, "arena '%s' is refused: world-writable or owned by a user not trusted", cli_q(name));
+	case -EACCES:
+		if (have)
+			return cli_fail(cmd, 0, "permission denied: %s is mode %04o, owner %s, group %s", what, fi.mode & 07777,
+					user_name(fi.uid, u, sizeof(u)), group_name(fi.gid, g, sizeof(g)));
+		return cli_fail(cmd, 0, "permission denied: you may not look up or open arena '%s'%s%s (its directory is not "
+				"searchable by you)", cli_q(name), dir ? " in " : "", dir ? dir : "");
+	case -EAGAIN:
+		return cli_fail(cmd, 0, "arena '%s' is still being created by another process (or its creator died): try "
+				"again, or destroy it", cli_q(name));
+	case -EUSERS:
+		return cli_fail(cmd, 0, "arena '%s': every reader slot is taken by an attached handle (too many processes "
+				"attached)", cli_q(name));
+	case -ENOTRECOVERABLE:
+		return cli_fail(cmd, 0, "arena '%s' was declared unrepairable by fsck: destroy it and create it again",
+				cli_q(name));
+	default:
+		return cli_fail(cmd, 0, "cannot open arena '%s': %s", cli_q(name), rc < -4095 ? "?" : strerror(-rc));
+	}
+}
+
+int cli_l2_error(const char *cmd, int rc, const char *name, const char *what)
+{
+	switch (rc) {
+	case -EBADMSG:
+		return cli_fail(cmd, 0, "%s: the L2 index of arena '%s' is corrupted (run 'stagecache fsck %s --repair')", what,
+				cli_q(name), cli_q(name));
+	case -ENOTRECOVERABLE:
+		return cli_fail(cmd, 0, "arena '%s' was declared unrepairable by fsck: destroy it and create it again",
+				cli_q(name));
+	case -EMFILE:
+		return cli_fail(cmd, 0, "%s: this handle holds the most leases it may (%d)", what, SC_LEASES_MAX);
+	default:
+		return cli_fail(cmd, 0, "%s on arena '%s': %s", what, cli_q(name), sc_strerror(rc));
+	}
+}
+
+const char *cli_hugetlbfs_mount(char *buf, size_t len)
+{
+	FILE *f = setmntent("/proc/mounts", "r");
+	struct mntent *m;
+	const char *found = NULL;
+	while (f && (m = getmntent(f))) {
+		if (strcmp(m->mnt_type, "hugetlbfs"))
+			continue;
+		const char *ps = hasmntopt(m, "pagesize");
+		if (ps && strncmp(ps, "pagesize=2M", 11) && strncmp(ps, "pagesize=2048k", 14))
+			continue;
+		if (!found || !strcmp(m->mnt_dir, "/dev/hugepages")) {
+			snprintf(buf, len, "%s", m->mnt_dir);
+			found = buf;
+		}
+	}
+	if (f)
+		endmntent(f);
+	return found;
 }

@@ -1,9 +1,11 @@
 /* tools/cmd_create.c — `stagecache create NAME --size SIZE [...]`. */
 #include <errno.h>
 #include <getopt.h>
-#include <grp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -18,7 +20,7 @@ static void usage(FILE *f)
 		   "  --huge auto        hugetlbfs if mounted, else tmpfs with transparent hugepages, else 4 KiB (default)\n"
 		   "  --huge require     hugetlbfs with 2 MiB pages or fail (no fallback)\n"
 		   "  --huge off         4 KiB shared memory in /dev/shm\n"
-		   "  --mode MODE        file mode in octal (default 0600: only this user)\n"
+		   "  --mode MODE        file mode in octal (default 0600: only this user; never world-writable)\n"
 		   "  --group GROUP      group owner (name or number), e.g. with --mode 0660\n"
 		   "  --dir DIR          directory for the arena file (default /dev/hugepages or /dev/shm)\n"
 		   "  --rings N          commit rings (default 16); --ring-bytes SIZE per ring (default 256K)\n"
@@ -30,6 +32,20 @@ static void usage(FILE *f)
 		   "  --no-token-verify  store and compare no token ids on hits (a key collision then serves\n"
 		   "                     another prefix's state; for measurements)\n"
 		   "The backing actually obtained is measured and printed.\n");
+}
+
+/* Who owns the existing file, and what it is: "a FIFO owned by alice (uid 1001), mode 0666". */
+static void describe(const struct sc_arena_file *fi, char *buf, size_t len)
+{
+	const char *kind = S_ISREG(fi->mode) ? "a file" : S_ISDIR(fi->mode) ? "a directory" : S_ISFIFO(fi->mode) ? "a FIFO"
+			   : S_ISLNK(fi->mode) ? "a symbolic link" : "a special file";
+	struct passwd *pw = getpwuid(fi->uid);
+	char who[64];
+	if (pw)
+		snprintf(who, sizeof(who), "%s (uid %u)", pw->pw_name, fi->uid);
+	else
+		snprintf(who, sizeof(who), "uid %u", fi->uid);
+	snprintf(buf, len, "%s owned by %s, mode %04o", kind, who, fi->mode & 07777);
 }
 
 int cmd_create(int argc, char **argv)
@@ -45,14 +61,17 @@ int cmd_create(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	struct sc_arena_opts o = { 0 };
-	int json = 0, c;
+	int json = 0, c, size_given = 0;
 	uint64_t v;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
+			size_given = 1;
 			if (cli_parse_size(optarg, &o.size_bytes))
-				return cli_usage_error("create", "bad --size '%s' (e.g. 64M, 1G)", optarg);
+				return cli_usage_error("create", "--size '%s': want a size such as 64M or 1G", cli_q(optarg));
+			if (o.size_bytes < SC_ARENA_MIN_BYTES || o.size_bytes > SC_ARENA_MAX_BYTES)
+				return cli_usage_error("create", "--size '%s': must be between 8M and 1T", cli_q(optarg));
 			break;
 		case 'H':
 			if (!strcmp(optarg, "auto"))
@@ -62,27 +81,22 @@ int cmd_create(int argc, char **argv)
 			else if (!strcmp(optarg, "off"))
 				o.huge = SC_HUGE_OFF;
 			else
-				return cli_usage_error("create", "--huge takes auto, require or off, not '%s'", optarg);
+				return cli_usage_error("create", "--huge '%s': want auto, require or off", cli_q(optarg));
 			break;
-		case 'm': {
-			char *end;
-			unsigned long m = strtoul(optarg, &end, 8);
-			if (*end || !*optarg || m > 0777)
-				return cli_usage_error("create", "bad --mode '%s' (octal, e.g. 0660)", optarg);
-			o.mode = (uint32_t)m;
+		case 'm':
+			if (cli_parse_mode("create", "--mode", optarg, 0777, &o.mode))
+				return EXIT_USAGE;
+			if (o.mode & 0002)
+				return cli_usage_error("create", "--mode %04o: a world-writable arena would be refused by every "
+						   "open (anyone could corrupt it); use a group (--mode 0660 --group G)", o.mode);
+			if (!(o.mode & 0600) || (o.mode & 0600) != 0600)
+				return cli_usage_error("create", "--mode %04o: the owner needs read and write (0600)", o.mode);
 			break;
-		}
-		case 'g': {
-			struct group *g = getgrnam(optarg);
-			if (g)
-				o.gid = g->gr_gid;
-			else if (cli_parse_u64(optarg, 0x7fffffff, &v) == 0)
-				o.gid = (int64_t)v;
-			else
-				return cli_usage_error("create", "unknown group '%s'", optarg);
+		case 'g':
+			if (cli_parse_group("create", "--group", optarg, &o.gid))
+				return EXIT_USAGE;
 			o.flags |= SC_ARENA_OPT_GID; /* --group root means group 0 */
 			break;
-		}
 		case 'd': o.dir = optarg; break;
 		case 'S':
 			if (cli_parse_size(optarg, &v) || v < SC_SEGMENT_MIN || v > SC_SEGMENT_MAX || (v & (v - 1)))
@@ -91,55 +105,61 @@ int cmd_create(int argc, char **argv)
 			break;
 		case 'r':
 			if (cli_parse_u64(optarg, 4096, &v) || !v)
-				return cli_usage_error("create", "bad --rings '%s' (1-4096)", optarg);
+				return cli_usage_error("create", "--rings '%s': want 1-4096", cli_q(optarg));
 			o.ring_count = (uint32_t)v;
 			break;
 		case 'R':
 			if (cli_parse_size(optarg, &v) || v < 4096 || v > (1u << 30) || (v & (v - 1)))
-				return cli_usage_error("create", "bad --ring-bytes '%s' (a power of two, 4K-1G)", optarg);
+				return cli_usage_error("create", "--ring-bytes '%s': want a power of two from 4K to 1G", cli_q(optarg));
 			o.ring_bytes = (uint32_t)v;
 			break;
 		case 'i':
 			if (cli_parse_u64(optarg, 1u << 24, &v) || !v)
-				return cli_usage_error("create", "bad --index-entries '%s'", optarg);
+				return cli_usage_error("create", "--index-entries '%s': want 1 to 16777216", cli_q(optarg));
 			o.index_entries = (uint32_t)v;
 			break;
 		case 'L':
 			if (cli_parse_u64(optarg, 1u << 22, &v))
-				return cli_usage_error("create", "bad --l3-index-entries '%s' (0-4194304)", optarg);
+				return cli_usage_error("create", "--l3-index-entries '%s': want 0 (none) to 4194304", cli_q(optarg));
 			o.l3_index_entries = v ? (uint32_t)v : SC_L3_INDEX_NONE;
 			break;
 		case 'F':
 			if (cli_parse_u64(optarg, 86400000, &v) || !v)
-				return cli_usage_error("create", "bad --l3-index-refresh-ms '%s' (1-86400000)", optarg);
+				return cli_usage_error("create", "--l3-index-refresh-ms '%s': want 1 to 86400000", cli_q(optarg));
 			o.l3_index_refresh_ms = (uint32_t)v;
 			break;
 		case 'N': o.flags |= SC_ARENA_NO_TOKEN_VERIFY; break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("create", "unknown option");
+		default: return cli_opt_error("create", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("create", optind >= argc ? "missing NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("create", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("create", "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	const char *name = argv[optind];
-	size_t nl = strlen(name);
-	if (nl < 1 || nl > SC_NAME_MAX || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != nl ||
-	    strspn(name, ".") == nl)
-		return cli_usage_error("create", "invalid name '%s' (1-64 characters of A-Z a-z 0-9 . _ -)", name);
-	if (!o.size_bytes)
-		return cli_usage_error("create", "--size is required");
-	if (o.size_bytes < SC_ARENA_MIN_BYTES || o.size_bytes > SC_ARENA_MAX_BYTES)
-		return cli_usage_error("create", "--size must be between 8M and 1T");
+	int rc = cli_check_name("create", name);
+	if (rc)
+		return rc;
+	if (!size_given)
+		return cli_usage_error("create", "--size is required (e.g. --size 64M)");
 
 	struct sc_arena *a;
-	int rc = sc_arena_create(name, &o, &a);
+	rc = sc_arena_create(name, &o, &a);
 	if (rc) {
-		char hb[32];
+		char hb[32], what[160], mnt[4096];
+		struct sc_arena_file fi;
+		struct stat st;
 		switch (rc) {
 		case -EINVAL:
-			return cli_fail("create", 0, "invalid name '%s' or parameters (names: 1-64 characters of A-Z a-z 0-9 . _ -)", name);
+			return cli_fail("create", 0, "cannot create arena '%s': the parameters do not fit %s (try a larger --size or "
+					"fewer --rings/--index-entries)", name, cli_human(o.size_bytes, hb, sizeof(hb)));
 		case -EEXIST:
+			if (sc_arena_file_stat(o.dir, name, &fi) == 0) {
+				describe(&fi, what, sizeof(what));
+				return cli_fail("create", 0, "%s already exists: %s (stagecache destroy %s)", fi.path, what, name);
+			}
 			return cli_fail("create", 0, "an arena named '%s' already exists (stagecache destroy %s)", name, name);
 		case -ENOMEM:
 			return cli_fail("create", 0, "not enough %s for %s: reserve more (stagecache setup --hugepages N) or use --huge off",
@@ -147,8 +167,23 @@ int cmd_create(int argc, char **argv)
 					cli_human(o.size_bytes, hb, sizeof(hb)));
 		case -ENODEV:
 			return cli_fail("create", 0, "--huge require: no hugetlbfs mount with 2 MiB pages (run: stagecache setup)");
+		case -ENOENT:
+			if (o.dir && stat(o.dir, &st) < 0)
+				return cli_fail("create", 0, "directory %s does not exist", o.dir);
+			return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(ENOENT));
+		case -EACCES:
+			if (o.dir)
+				return cli_fail("create", 0, "permission denied: you may not create files in %s", o.dir);
+			return cli_fail("create", 0, "permission denied: the hugetlbfs mount %s is not writable by you (root can "
+					"open it to a group: stagecache setup --group G)",
+					cli_hugetlbfs_mount(mnt, sizeof(mnt)) ? mnt : "/dev/hugepages");
+		case -EPERM:
+			if (o.gid)
+				return cli_fail("create", 0, "cannot give the arena to group %lld: you are not a member of it",
+						(long long)o.gid);
+			return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(EPERM));
 		default:
-			return cli_fail("create", rc, "cannot create arena '%s'", name);
+			return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(-rc));
 		}
 	}
 	struct sc_arena_info info;
@@ -161,12 +196,20 @@ int cmd_create(int argc, char **argv)
 		printf(",\"size_bytes\":%llu,\"backing\":\"%s\",\"page_size\":%llu}\n", (unsigned long long)info.size_bytes,
 		       sc_backing_name(info.backing), (unsigned long long)info.page_size);
 	} else {
-		char hb[32];
+		char hb[32], mnt[4096];
 		printf("created %s: %s, %s (%s)\n", info.name, info.path, cli_human(info.size_bytes, hb, sizeof(hb)),
 		       sc_backing_name(info.backing));
-		if (o.huge == SC_HUGE_AUTO && !o.dir && info.backing != SC_BACKING_HUGETLBFS_2M)
-			printf("note: no hugetlbfs mount with free 2 MiB pages was used; fell back to %s (run stagecache setup)\n",
-			       sc_backing_name(info.backing));
+		if (o.huge == SC_HUGE_AUTO && !o.dir && info.backing != SC_BACKING_HUGETLBFS_2M) {
+			if (!cli_hugetlbfs_mount(mnt, sizeof(mnt)))
+				printf("note: no hugetlbfs mount with 2 MiB pages; fell back to %s (run stagecache setup)\n",
+				       sc_backing_name(info.backing));
+			else if (access(mnt, W_OK) != 0)
+				printf("note: %s is not writable by you; fell back to %s (root can open it to a group: "
+				       "stagecache setup --group G)\n", mnt, sc_backing_name(info.backing));
+			else
+				printf("note: not enough free 2 MiB pages in %s; fell back to %s (stagecache setup --hugepages N)\n",
+				       mnt, sc_backing_name(info.backing));
+		}
 	}
 	sc_arena_close(a);
 	return EXIT_OK;

@@ -108,13 +108,13 @@ static int parse(int argc, char **argv, struct demo_opts *o)
 	};
 	uint64_t v;
 	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 #define NUM(ch, field, lo, hi, what)                                                             \
 	case ch:                                                                                 \
 		if (cli_parse_u64(optarg, hi, &v) || v < lo)                                     \
-			return cli_usage_error("demo", "bad " what " '%s' (%d-%d)", optarg, lo, hi); \
+			return cli_usage_error("demo", "bad " what " '%s' (%d-%d)", cli_q(optarg), lo, hi); \
 		o->field = (uint32_t)v;                                                          \
 		break;
 			NUM('w', workers, 1, MAX_WORKERS, "--workers")
@@ -147,11 +147,11 @@ static int parse(int argc, char **argv, struct demo_opts *o)
 		case 'k': o->keep = 1; break;
 		case 'j': o->json = 1; break;
 		case 'h': usage(stdout); return -1;
-		default: return cli_usage_error("demo", "unknown option");
+		default: return cli_opt_error("demo", c, argv);
 		}
 	}
 	if (optind != argc)
-		return cli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
+		return cli_usage_error("demo", "unexpected argument '%s'", cli_q(argv[optind]));
 	if (o->min_tokens > o->max_tokens)
 		return cli_usage_error("demo", "--min-tokens is larger than --max-tokens");
 	return 0;

@@ -599,8 +599,8 @@ int cmd_exporter(int argc, char **argv)
 	struct exporter x = { 0 };
 	const char *listen = "127.0.0.1:9477";
 	int once = 0, c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'L': listen = optarg; break;
 		case 'd': x.dir = optarg; break;
@@ -611,7 +611,7 @@ int cmd_exporter(int argc, char **argv)
 			break;
 		case 'o': once = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("exporter", "unknown option");
+		default: return cli_opt_error("exporter", c, argv);
 		}
 	}
 	x.names = argv + optind;
@@ -620,6 +620,11 @@ int cmd_exporter(int argc, char **argv)
 		return cli_usage_error("exporter", "missing NAME (one or more arenas)");
 	if (x.nnames > MAX_TARGETS)
 		return cli_usage_error("exporter", "at most %d arenas", MAX_TARGETS);
+	for (int i = 0; i < x.nnames; i++) {
+		int rc = cli_check_name("exporter", x.names[i]);
+		if (rc)
+			return rc;
+	}
 	for (int i = 0; i < 2 * MAX_TARGETS; i++)
 		x.last_up[i] = -1;
 
@@ -637,7 +642,7 @@ int cmd_exporter(int argc, char **argv)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	if (parse_listen(listen, &ss, &sl))
-		return cli_usage_error("exporter", "bad --listen '%s' (ADDR:PORT, e.g. 127.0.0.1:9477 or [::1]:9477)", listen);
+		return cli_usage_error("exporter", "bad --listen '%s' (ADDR:PORT, e.g. 127.0.0.1:9477 or [::1]:9477)", cli_q(listen));
 	/* SIGINT and SIGTERM are taken with sigwait below: block them before MHD starts its thread */
 	sigset_t sigs;
 	sigemptyset(&sigs);

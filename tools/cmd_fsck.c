@@ -1,4 +1,5 @@
-/* tools/cmd_fsck.c — `stagecache fsck NAME [--deep] [--repair] [--dir DIR] [--json]`. */
+/* tools/cmd_fsck.c — `stagecache fsck NAME [--deep] [--repair] [--dir DIR] [--owner USER] [--json]`. */
+#include <errno.h>
 #include <getopt.h>
 #include <string.h>
 
@@ -23,58 +24,78 @@ static void on_finding(const char *component, const char *message, int repaired,
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache fsck NAME [--deep] [--repair] [--dir DIR] [--json]\n\n"
-		   "Check arena NAME: the header, the L2 index against the heap (every allocation owned by\n"
-		   "exactly one live entry, pending reclamation or a live process's reservation; free space\n"
-		   "accounted), the commit rings, the observation table, and reader slots of dead processes.\n"
+	fprintf(f, "usage: stagecache fsck NAME [--deep] [--repair] [--dir DIR] [--owner USER] [--json]\n\n"
+		   "Check arena NAME with everything a reader or writer validates: the header, the L2 index\n"
+		   "against the heap (every allocation owned by exactly one live entry, pending reclamation or\n"
+		   "a live process's reservation; free space accounted), the commit rings and every record in\n"
+		   "them, the observation table and fill claims, the L3 location index, the lock words, and\n"
+		   "reader slots of dead processes.\n"
 		   "  --deep     also verify every L2 entry's payload digest\n"
 		   "  --repair   fix what can be fixed (dead readers reaped, orphaned memory freed, broken\n"
-		   "             chains rebuilt) and drop what cannot (entries that fail their checks)\n"
+		   "             chains and lists rebuilt, corrupted lock words and region headers rewritten)\n"
+		   "             and drop what cannot (entries that fail their checks, records of a corrupted\n"
+		   "             ring, entries whose payload does not match its digest: --repair implies\n"
+		   "             --deep); then check again, until clean. If the arena still is not clean, it is\n"
+		   "             declared unrepairable: every later open says so, and the remedy is\n"
+		   "             'stagecache destroy NAME' and create.\n"
 		   "  --json     one JSON object: findings and counts\n"
-		   "Other processes may keep using the arena while it runs (writers wait for it).\n"
-		   "Exit status 0 when no problem is left, 1 otherwise.\n");
+		   "Other processes may keep using the arena while it runs (writers wait for it); a repair of\n"
+		   "lock words assumes no writer is inside the arena.\n"
+		   "Exit status: 0 no problem left, 1 problems left (or fsck could not run), 2 usage error,\n"
+		   "3 the arena is declared unrepairable (destroy it and create it again).\n");
 }
 
 int cmd_fsck(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "deep", no_argument, 0, 'd' }, { "repair", no_argument, 0, 'r' }, { "dir", required_argument, 0, 'D' },
-		{ "json", no_argument, 0, 'j' }, { "help", no_argument, 0, 'h' },   { 0, 0, 0, 0 },
+		{ "owner", required_argument, 0, 'O' }, { "json", no_argument, 0, 'j' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	uint32_t flags = 0;
 	const char *dir = NULL;
 	struct fsck_out o = { 0, 0 };
 	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': flags |= SC_FSCK_DEEP; break;
 		case 'r': flags |= SC_FSCK_REPAIR; break;
 		case 'D': dir = optarg; break;
+		case 'O':
+			if (cli_parse_owner("fsck", optarg))
+				return EXIT_USAGE;
+			break;
 		case 'j': o.json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("fsck", "unknown option");
+		default: return cli_opt_error("fsck", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("fsck", optind >= argc ? "missing NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("fsck", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("fsck", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	const char *name = argv[optind];
 	struct sc_arena *a;
-	if (cli_open_arena("fsck", dir, argv[optind], &a))
-		return EXIT_FAIL;
+	int orc = cli_open_arena("fsck", dir, name, &a);
+	if (orc)
+		return cli_open_errno == -ENOTRECOVERABLE ? EXIT_DAMAGED : orc;
 	struct sc_fsck_report r;
 	if (o.json)
 		printf("{\"findings\":[");
 	int rc = sc_arena_fsck(a, flags, on_finding, &o, &r);
 	sc_arena_close(a);
+	int ret = rc == 0 ? EXIT_OK : rc == -ENOTRECOVERABLE ? EXIT_DAMAGED : EXIT_FAIL;
 	if (o.json) {
-		printf("],\"result\":%d,\"problems\":%llu,\"repaired\":%llu,\"dropped\":%llu,\"entries\":%llu,"
+		printf("],\"result\":%d,\"damaged\":%s,\"problems\":%llu,\"repaired\":%llu,\"dropped\":%llu,\"entries\":%llu,"
 		       "\"entry_bytes\":%llu,\"pending_bytes\":%llu,\"reserved_bytes\":%llu,\"orphan_bytes\":%llu,"
 		       "\"leaked_bytes\":%llu,\"heap_used_bytes\":%llu,\"heap_free_bytes\":%llu,\"heap_blocks\":%llu,"
 		       "\"digests_checked\":%llu,\"digest_failures\":%llu,\"readers_live\":%llu,\"readers_dead\":%llu,"
 		       "\"rings\":%llu,\"ring_problems\":%llu,\"observations\":%llu,\"obs_problems\":%llu,"
 		       "\"lock_repairs\":%llu}\n",
-		       rc, (unsigned long long)r.problems, (unsigned long long)r.repaired, (unsigned long long)r.dropped,
-		       (unsigned long long)r.entries, (unsigned long long)r.entry_bytes, (unsigned long long)r.pending_bytes,
+		       rc, rc == -ENOTRECOVERABLE ? "true" : "false", (unsigned long long)r.problems,
+		       (unsigned long long)r.repaired, (unsigned long long)r.dropped, (unsigned long long)r.entries,
+		       (unsigned long long)r.entry_bytes, (unsigned long long)r.pending_bytes,
 		       (unsigned long long)r.reserved_bytes, (unsigned long long)r.orphan_bytes,
 		       (unsigned long long)r.leaked_bytes, (unsigned long long)r.heap_used_bytes,
 		       (unsigned long long)r.heap_free_bytes, (unsigned long long)r.heap_blocks,
@@ -82,10 +103,20 @@ int cmd_fsck(int argc, char **argv)
 		       (unsigned long long)r.readers_live, (unsigned long long)r.readers_dead, (unsigned long long)r.rings,
 		       (unsigned long long)r.ring_problems, (unsigned long long)r.observations,
 		       (unsigned long long)r.obs_problems, (unsigned long long)r.lock_repairs);
-		return rc == 0 ? EXIT_OK : EXIT_FAIL;
+	}
+	if (rc == -ENOTRECOVERABLE) {
+		cli_fail("fsck", 0, "arena '%s' cannot be repaired and is declared unrepairable: destroy it and create it again",
+			 name);
+		return EXIT_DAMAGED;
 	}
 	if (rc < 0)
-		return cli_fail("fsck", rc, "cannot check '%s'", argv[optind]);
+		return cli_fail("fsck", 0, "cannot check '%s': %s", name, rc == -EBADMSG ? "its index or heap header is "
+				"corrupted beyond what fsck can rebuild" : sc_strerror(rc));
+	if (o.json) {
+		if (rc > 0)
+			cli_fail("fsck", 0, "%s: %d problem%s left", name, rc, rc == 1 ? "" : "s");
+		return ret;
+	}
 	char b1[32], b2[32], b3[32], b4[32], b5[32];
 	printf("entries %llu (%s), pending reclamation %s, reservations %s; heap %s used, %s free in %llu blocks\n",
 	       (unsigned long long)r.entries, cli_human(r.entry_bytes, b1, sizeof(b1)),
@@ -101,9 +132,10 @@ int cmd_fsck(int argc, char **argv)
 		printf("digests verified %llu, failed %llu\n", (unsigned long long)r.digests_checked,
 		       (unsigned long long)r.digest_failures);
 	if (rc == 0)
-		printf("%s: clean%s\n", argv[optind],
-		       r.repaired ? " (after repairs)" : "");
+		printf("%s: clean%s\n", name, r.repaired ? " (after repairs)" : "");
 	else
-		printf("%s: %d problem%s left\n", argv[optind], rc, rc == 1 ? "" : "s");
-	return rc == 0 ? EXIT_OK : EXIT_FAIL;
+		cli_fail("fsck", 0, "%s: %d problem%s left%s", name, rc, rc == 1 ? "" : "s",
+			 flags & SC_FSCK_REPAIR ? " (held by live processes; run fsck --repair again when they are done)"
+						: " (fsck --repair fixes what it can)");
+	return ret;
 }

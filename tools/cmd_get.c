@@ -14,11 +14,14 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stagecache get NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--out FILE]\n"
-		   "         [--location-tokens N --location-digest HEX] [--dir DIR] [--json]\n\n"
+		   "         [--location-tokens N --location-digest HEX] [--dir DIR] [--owner USER] [--json]\n\n"
 		   "Look the prefix up in L2 (a counted lookup, with a lease). With --out, write the payload\n"
 		   "(the wire: section 0 then section 1) to FILE byte for byte ('-' for stdout); otherwise print\n"
 		   "the entry. With a location (the durable copy's token count and digest) a disagreeing entry\n"
-		   "is removed and the lookup is a miss. Exit status 1 on a miss.\n");
+		   "is removed and the lookup is a miss. Exit status 1 on a miss. An --out FIFO must already\n"
+		   "have a reader.\n"
+		   "Open the arena only if its file is yours or root's; --owner USER (a name, a number, or\n"
+		   "any) trusts another owner's (never a world-writable file).\n");
 }
 
 int cmd_get(int argc, char **argv)
@@ -28,14 +31,14 @@ int cmd_get(int argc, char **argv)
 		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
 		{ "tokens", required_argument, 0, 't' }, { "out", required_argument, 0, 'o' },
 		{ "location-tokens", required_argument, 0, 'L' }, { "location-digest", required_argument, 0, 'G' },
-		{ "json", no_argument, 0, 'j' },         { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+		{ "owner", required_argument, 0, 'O' },   { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
 	};
 	struct l2cli_args x = { .ns = "" };
 	const char *out = NULL, *lt = NULL, *lg = NULL;
-	int json = 0, c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	int json = 0, c, k;
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'L': lt = optarg; break;
@@ -43,31 +46,42 @@ int cmd_get(int argc, char **argv)
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default:
-			if (l2cli_common_opt(c, optarg, &x))
+			if ((k = l2cli_common_opt("get", c, optarg, &x)) < 0)
+				return EXIT_USAGE;
+			if (k)
 				break;
-			return cli_usage_error("get", "unknown option");
+			return cli_opt_error("get", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("get", optind >= argc ? "missing NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("get", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("get", "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	x.name = argv[optind];
+	int rc = l2cli_check_args("get", &x, SC_IDENTITY_MAX);
+	if (rc)
+		return rc;
 	if (!x.model || !x.state || !x.tokens_spec)
 		return cli_usage_error("get", "--model, --state and --tokens are required");
 	struct sc_location loc = { 0 };
 	uint64_t ltok = 0;
 	if ((lt != NULL) != (lg != NULL))
 		return cli_usage_error("get", "--location-tokens and --location-digest go together");
-	if (lt && (cli_parse_u64(lt, UINT32_MAX, &ltok) || sc_digest_parse(lg, &loc.digest)))
-		return cli_usage_error("get", "bad location (token count, 32 hex characters)");
+	if (lt && cli_parse_u64(lt, UINT32_MAX, &ltok))
+		return cli_usage_error("get", "--location-tokens '%s': want a token count (at most %u)", cli_q(lt),
+				       UINT32_MAX);
 	loc.token_count = (uint32_t)ltok;
-	int rc = l2cli_parse_tokens("get", x.tokens_spec, &x.tokens, &x.n);
+	if (lg && sc_digest_parse(lg, &loc.digest))
+		return cli_usage_error("get", "--location-digest '%s': want 32 hex characters", cli_q(lg));
+	rc = l2cli_parse_tokens("get", x.tokens_spec, &x.tokens, &x.n);
 	if (rc)
 		return rc;
 	struct sc_arena *a = NULL;
 	struct sc_stage *st = NULL;
-	int ret = EXIT_FAIL;
-	if (l2cli_open("get", &x, &a, &st))
+	int ret;
+	if ((ret = l2cli_open("get", &x, &a, &st)))
 		goto cleanup;
+	ret = EXIT_FAIL;
 	struct sc_lease l;
 	rc = sc_l2_get(st, x.ns, x.tokens, x.n, lt ? &loc : NULL, &l);
 	if (rc == -ENOENT) {
@@ -75,14 +89,17 @@ int cmd_get(int argc, char **argv)
 		goto cleanup;
 	}
 	if (rc) {
-		cli_fail("get", rc, "lookup failed");
+		cli_l2_error("get", rc, x.name, "lookup failed");
 		goto cleanup;
 	}
 	if (out) {
-		FILE *f = strcmp(out, "-") ? fopen(out, "wb") : stdout;
-		int ok = f != NULL;
+		FILE *f = cli_open_output("get", out);
+		if (!f) {
+			sc_lease_release(&l);
+			goto cleanup;
+		}
 		/* the wire's ranges: the two sections, or a scattered (segmented) entry's segments */
-		int n = sc_lease_segments(&l, NULL, 0);
+		int ok = 1, n = sc_lease_segments(&l, NULL, 0);
 		struct sc_segment *sg = n > 0 ? malloc(sizeof(*sg) * (size_t)n) : NULL;
 		if (n < 0 || (n > 0 && (!sg || sc_lease_segments(&l, sg, (uint32_t)n) != n)))
 			ok = 0;
@@ -90,11 +107,11 @@ int cmd_get(int argc, char **argv)
 			if (sg[i].len && fwrite(sg[i].ptr, 1, sg[i].len, f) != sg[i].len)
 				ok = 0;
 		free(sg);
-		if (f && f != stdout && fclose(f))
+		if (fflush(f) || (f != stdout && fclose(f)))
 			ok = 0;
 		if (!ok) {
 			sc_lease_release(&l);
-			cli_fail("get", -errno, "cannot write %s", out);
+			cli_fail("get", 0, "cannot write %s: %s", out, strerror(errno));
 			goto cleanup;
 		}
 	}

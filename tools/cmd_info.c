@@ -22,20 +22,23 @@ int cmd_info(int argc, char **argv)
 	};
 	const char *dir = NULL;
 	int json = 0, c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dir = optarg; break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("info", "unknown option");
+		default: return cli_opt_error("info", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("info", optind >= argc ? "missing NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("info", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("info", "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	struct sc_arena *a;
-	if (cli_open_arena("info", dir, argv[optind], &a))
-		return EXIT_FAIL;
+	int orc = cli_open_arena("info", dir, argv[optind], &a);
+	if (orc)
+		return orc;
 	struct sc_arena_info in;
 	int rc = sc_arena_info(a, &in);
 	if (rc) {

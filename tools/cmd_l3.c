@@ -15,19 +15,24 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stagecache l3 put DIR --ns NS --tokens 1,2,3|@file --kind full_state|recurrent_only --file PAYLOAD\n"
-		"                             [--model M] [--state S] [--budget SIZE] [--min-free SIZE] [--json]\n"
+		"                             [--model M] [--state S] [--budget SIZE] [--min-free SIZE]\n"
+		"                             [--mode MODE] [--group GROUP] [--json]\n"
 		"       stagecache l3 put DIR ... --kind kv_recurrent [--kv-file F --desc-json F] [--recurrent-file F]\n"
 		"       stagecache l3 ls DIR [--json]\n"
 		"       stagecache l3 stats DIR [--json]\n"
 		"       stagecache l3 verify DIR [--json]\n"
-		"       stagecache l3 locate DIR --ns NS --tokens 1,2,3|@file [--json]\n"
-		"       stagecache l3 janitor DIR [--budget SIZE] [--full] [--wait] [--loop SECONDS [--count N]] [--json]\n"
+		"       stagecache l3 locate DIR [--ns NS] --tokens 1,2,3|@file [--json]\n"
+		"       stagecache l3 janitor DIR [--budget SIZE] [--full] [--wait] [--loop SECONDS [--count N]]\n"
+		"                                 [--mode MODE] [--group GROUP] [--json]\n"
 		"Every action also takes --host ID (this host's identity in a shared DIR; default\n"
 		"/etc/machine-id) and --shared (DIR is shared by several hosts; recorded in DIR, and implied\n"
 		"on CephFS).\n\n"
 		"The durable L3 store: one object per payload digest under DIR/objects, a prefix index\n"
 		"(namespace, tokens) -> digest, quarantine/ for objects that failed verification.\n"
-		"  put     write a payload through to disk (fsync'd; idempotent) and index its prefix\n"
+		"  put     write a payload through to disk (fsync'd; idempotent) and index its prefix;\n"
+		"          DIR is created if missing. --mode (octal, default 0600) and --group give the\n"
+		"          files and directories it creates to a group (e.g. --mode 0660 --group G: every\n"
+		"          member of G can then put, restore from, and reconcile DIR)\n"
 		"  ls      list the objects (headers are checked)\n"
 		"  stats   counters shared by every process using DIR\n"
 		"  verify  read every object and check its digest; bad ones are listed and quarantined (exit 1)\n"
@@ -35,9 +40,11 @@ static void usage(FILE *f)
 		"  janitor one pass of budget eviction and cleanup, if no other process (on any host) holds\n"
 		"          the janitor lease (exit 1 and who holds it, unless --wait); --full also checks every\n"
 		"          header and drops prefix entries naming missing objects; --loop S keeps the lease and\n"
-		"          runs a pass every S seconds (a standby on another host takes over when it dies)\n"
-		"Opening DIR reconciles it (stale temp files removed, bad headers quarantined), except in a\n"
-		"shared DIR, where that is the janitor's work (l3 janitor --full).\n");
+		"          runs a pass every S seconds (a standby on another host takes over when it dies);\n"
+		"          --mode/--group as for put, for the files it creates (lease, log, LRU table)\n"
+		"Only put creates DIR. Opening DIR reconciles it (stale temp files removed, bad headers\n"
+		"quarantined), except for ls and verify, and in a shared DIR, where that is the janitor's\n"
+		"work (l3 janitor --full).\n");
 }
 
 static int parse_kind(const char *s, uint32_t *k)
@@ -68,7 +75,7 @@ static void print_loc(const struct sc_location *l, int json)
 		       (unsigned long long)l->payload_bytes);
 }
 
-static int do_put(const char *dir, int argc, char **argv)
+static int do_put(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "ns", required_argument, 0, 'n' },        { "tokens", required_argument, 0, 't' },
@@ -76,7 +83,8 @@ static int do_put(const char *dir, int argc, char **argv)
 		{ "kv-file", required_argument, 0, 'K' },   { "recurrent-file", required_argument, 0, 'R' },
 		{ "desc-json", required_argument, 0, 'D' }, { "model", required_argument, 0, 'm' },
 		{ "state", required_argument, 0, 's' },     { "budget", required_argument, 0, 'b' },
-		{ "min-free", required_argument, 0, 'F' },  { "json", no_argument, 0, 'j' },
+		{ "min-free", required_argument, 0, 'F' },  { "mode", required_argument, 0, 'M' },
+		{ "group", required_argument, 0, 'g' },     { "json", no_argument, 0, 'j' },
 		{ "host", required_argument, 0, 'H' },      { "shared", no_argument, 0, 'S' },
 		{ "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 },
 	};
@@ -84,7 +92,7 @@ static int do_put(const char *dir, int argc, char **argv)
 	struct sc_l3_put_args a = { 0 };
 	struct sc_l3_opts o = { 0 };
 	int json = 0, c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': ns = optarg; break;
 		case 't': tspec = optarg; break;
@@ -97,54 +105,86 @@ static int do_put(const char *dir, int argc, char **argv)
 		case 's': a.state_identity = optarg; break;
 		case 'b':
 			if (cli_parse_size(optarg, &o.budget_bytes))
-				return cli_usage_error("l3", "bad --budget '%s'", optarg);
+				return cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(optarg));
 			break;
 		case 'F':
 			if (cli_parse_size(optarg, &o.min_free_bytes))
-				return cli_usage_error("l3", "bad --min-free '%s'", optarg);
+				return cli_usage_error("l3", "--min-free '%s': want a size such as 1G", cli_q(optarg));
+			break;
+		case 'M':
+			if (cli_parse_mode("l3", "--mode", optarg, 0666, &o.file_mode))
+				return EXIT_USAGE;
+			if ((o.file_mode & 0600) != 0600)
+				return cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o.file_mode);
+			break;
+		case 'g':
+			if (cli_parse_group("l3", "--group", optarg, &o.gid))
+				return EXIT_USAGE;
 			break;
 		case 'j': json = 1; break;
 		case 'H': o.host_id = optarg; break;
 		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("l3", "unknown option");
+		default: return cli_opt_error("l3", c, argv);
 		}
 	}
-	if (optind != argc)
-		return cli_usage_error("l3", "unexpected argument '%s'", argv[optind]);
+	if (optind >= argc)
+		return cli_usage_error("l3", "missing DIR");
+	if (optind < argc - 1)
+		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	const char *dir = argv[optind];
+	int ret;
+	if ((ret = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)) ||
+	    (a.model_identity && (ret = cli_check_identity("l3", "--model", a.model_identity, SC_L3_STR_MAX, 1))) ||
+	    (a.state_identity && (ret = cli_check_identity("l3", "--state", a.state_identity, SC_L3_STR_MAX, 1))))
+		return ret;
 	if (!tspec || !kind_s)
 		return cli_usage_error("l3", "put needs --tokens and --kind");
 	uint32_t kind;
 	if (parse_kind(kind_s, &kind))
-		return cli_usage_error("l3", "unknown --kind '%s' (full_state, recurrent_only, kv_recurrent)", kind_s);
+		return cli_usage_error("l3", "--kind '%s': want full_state, recurrent_only or kv_recurrent", cli_q(kind_s));
 	if (kind == SC_PAYLOAD_KV_RECURRENT ? (file != NULL || (!kvf && !recf)) : (!file || kvf || recf || descf))
 		return cli_usage_error("l3", kind == SC_PAYLOAD_KV_RECURRENT
-						     ? "kv_recurrent takes --kv-file/--recurrent-file (and --desc-json), not --file"
-						     : "this kind takes --file only");
+						     ? "--kind kv_recurrent takes --kv-file/--recurrent-file (and --desc-json), not --file"
+						     : "--kind %s takes --file (and no --kv-file, --recurrent-file or --desc-json)",
+				       kind_s);
 	int32_t *tokens = NULL;
 	size_t n = 0;
-	int ret = l2cli_parse_tokens("l3", tspec, &tokens, &n);
-	if (ret)
+	if ((ret = l2cli_parse_tokens("l3", tspec, &tokens, &n)))
 		return ret;
-	ret = EXIT_FAIL;
+	if (n > UINT32_MAX) {
+		free(tokens);
+		return cli_usage_error("l3", "--tokens: more than %u tokens", UINT32_MAX);
+	}
 	struct l2cli_payload pl;
 	int rc;
 	struct sc_l3 *l3 = NULL;
-	if (l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl))
+	if ((ret = l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl)))
 		goto cleanup;
-	if (n > UINT32_MAX) {
-		cli_fail("l3", 0, "too many tokens");
+	ret = EXIT_FAIL;
+	char why[256];
+	if (!pl.p.sec_len[0] && !pl.p.sec_len[1]) {
+		cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
 		goto cleanup;
 	}
 	a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &pl.p;
 	if ((rc = sc_l3_open(dir, &o, &l3))) {
-		cli_fail("l3", rc, "cannot open L3 directory %s", dir);
+		l3cli_open_error("l3", rc, dir, &o);
 		goto cleanup;
 	}
 	struct sc_location loc;
 	rc = sc_l3_put(l3, &a, &loc);
 	if (rc) {
-		cli_fail("l3", rc, "put refused%s", rc == -EINVAL ? " (empty payload, or sections and descriptor disagree)" : "");
+		char hb[32];
+		if (rc == -EINVAL)
+			cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
+		else if (rc == -E2BIG)
+			cli_fail("l3", 0, "put refused: the object is larger than the budget (--budget %s)",
+				 cli_human(o.budget_bytes, hb, sizeof(hb)));
+		else if (rc == -ENOSPC)
+			cli_fail("l3", 0, "put refused: not enough free disk space in %s (or below --min-free)", dir);
+		else
+			cli_fail("l3", 0, "put into %s failed: %s", dir, strerror(-rc));
 		goto cleanup;
 	}
 	print_loc(&loc, json);
@@ -255,29 +295,20 @@ static int do_stats(struct sc_l3 *l3, int json)
 	return EXIT_OK;
 }
 
-static int do_locate(struct sc_l3 *l3, int argc, char **argv, int json)
+static int do_locate(struct sc_l3 *l3, const char *ns, const char *tspec, int json)
 {
-	const char *ns = "", *tspec = NULL;
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--ns") && i + 1 < argc)
-			ns = argv[++i];
-		else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
-			tspec = argv[++i];
-		else if (strcmp(argv[i], "--json"))
-			return cli_usage_error("l3", "unknown argument '%s'", argv[i]);
-	}
-	if (!tspec)
-		return cli_usage_error("l3", "locate needs --tokens");
 	int32_t *tokens;
 	size_t n;
 	int ret = l2cli_parse_tokens("l3", tspec, &tokens, &n);
 	if (ret)
 		return ret;
 	struct sc_location loc;
-	int rc = n && n <= UINT32_MAX ? sc_l3_locate_longest(l3, ns, tokens, (uint32_t)n, &loc) : -EINVAL;
+	int rc = n <= UINT32_MAX ? sc_l3_locate_longest(l3, ns, tokens, (uint32_t)n, &loc) : -E2BIG;
 	free(tokens);
+	if (rc == -E2BIG)
+		return cli_usage_error("l3", "--tokens: more than %u tokens", UINT32_MAX);
 	if (rc < 0)
-		return cli_fail("l3", rc, "locate");
+		return cli_fail("l3", 0, "locate failed: %s", strerror(-rc));
 	if (rc == 0) {
 		if (json)
 			printf("{\"token_count\":0}\n");
@@ -320,51 +351,65 @@ static void print_janitor(const struct sc_l3_janitor_report *r, int json)
 	fflush(stdout);
 }
 
-static int do_janitor(const char *dir, int argc, char **argv)
+static int do_janitor(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "budget", required_argument, 0, 'b' }, { "full", no_argument, 0, 'f' },
 		{ "wait", no_argument, 0, 'w' },         { "loop", required_argument, 0, 'l' },
 		{ "count", required_argument, 0, 'c' },  { "host", required_argument, 0, 'H' },
 		{ "shared", no_argument, 0, 'S' },       { "json", no_argument, 0, 'j' },
+		{ "mode", required_argument, 0, 'M' },   { "group", required_argument, 0, 'g' },
 		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
 	};
-	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
+	/* the janitor works on a store: it creates none */
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE | SC_L3_OPEN_NO_CREATE };
 	uint32_t flags = 0;
 	uint64_t loop_s = 0, count = 0;
 	int json = 0, c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
 			if (cli_parse_size(optarg, &o.budget_bytes))
-				return cli_usage_error("l3", "bad --budget '%s'", optarg);
+				return cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(optarg));
+			break;
+		case 'M':
+			if (cli_parse_mode("l3", "--mode", optarg, 0666, &o.file_mode))
+				return EXIT_USAGE;
+			if ((o.file_mode & 0600) != 0600)
+				return cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o.file_mode);
+			break;
+		case 'g':
+			if (cli_parse_group("l3", "--group", optarg, &o.gid))
+				return EXIT_USAGE;
 			break;
 		case 'f': flags |= SC_L3_JANITOR_FULL; break;
 		case 'w': flags |= SC_L3_JANITOR_WAIT; break;
 		case 'l':
 			if (cli_parse_u64(optarg, 86400, &loop_s) || !loop_s)
-				return cli_usage_error("l3", "bad --loop '%s' (seconds, 1-86400)", optarg);
+				return cli_usage_error("l3", "--loop '%s': want seconds, 1-86400", cli_q(optarg));
 			break;
 		case 'c':
 			if (cli_parse_u64(optarg, UINT32_MAX, &count) || !count)
-				return cli_usage_error("l3", "bad --count '%s'", optarg);
+				return cli_usage_error("l3", "--count '%s': want a count, 1-%u", cli_q(optarg), UINT32_MAX);
 			break;
 		case 'H': o.host_id = optarg; break;
 		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("l3", "unknown option");
+		default: return cli_opt_error("l3", c, argv);
 		}
 	}
-	if (optind != argc)
-		return cli_usage_error("l3", "unexpected argument '%s'", argv[optind]);
+	if (optind >= argc)
+		return cli_usage_error("l3", "missing DIR");
+	if (optind < argc - 1)
+		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	const char *dir = argv[optind];
 	if (count && !loop_s)
 		return cli_usage_error("l3", "--count goes with --loop");
 	struct sc_l3 *l3;
 	int rc = sc_l3_open(dir, &o, &l3);
 	if (rc)
-		return cli_fail("l3", rc, "cannot open L3 directory %s%s", dir,
-				rc == -EINVAL && o.host_id ? " (--host: 1-64 of A-Z a-z 0-9 _ -)" : "");
+		return l3cli_open_error("l3", rc, dir, &o);
 	struct sigaction sa = { .sa_handler = on_stop };
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -401,77 +446,84 @@ static int do_janitor(const char *dir, int argc, char **argv)
 
 int cmd_l3(int argc, char **argv)
 {
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? EXIT_USAGE : EXIT_OK;
+	if (argc < 2)
+		return cli_usage_error("l3", "missing ACTION (put, ls, stats, verify, locate)");
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return EXIT_OK;
 	}
 	const char *verb = argv[1];
-	for (int i = 2; i < argc; i++)
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return EXIT_OK;
-		}
 	if (strcmp(verb, "put") && strcmp(verb, "ls") && strcmp(verb, "stats") && strcmp(verb, "verify") &&
 	    strcmp(verb, "locate") && strcmp(verb, "janitor"))
-		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate, janitor)", verb);
-	if (argc < 3 || argv[2][0] == '-')
-		return cli_usage_error("l3", "missing DIR");
-	const char *dir = argv[2];
-	if (!strcmp(verb, "put") || !strcmp(verb, "janitor")) {
-		optind = 1;
-		return (!strcmp(verb, "put") ? do_put : do_janitor)(dir, argc - 2, argv + 2);
-	}
-	/* ls and verify report bad objects themselves: no silent quarantine at open */
-	struct sc_l3_opts o = { .flags = (!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0 };
-	int json = 0, nrest = 0;
-	char **rest = calloc((size_t)argc, sizeof(*rest));
-	if (!rest)
-		return cli_fail("l3", -ENOMEM, "arguments");
-	for (int i = 3; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "--shared")) {
-			o.flags |= SC_L3_OPEN_SHARED;
-		} else if (!strcmp(argv[i], "--host")) {
-			if (i + 1 >= argc) {
-				free(rest);
-				return cli_usage_error("l3", "--host needs an ID");
-			}
-			o.host_id = argv[++i];
-		} else if (strcmp(verb, "locate")) {
-			free(rest);
-			return cli_usage_error("l3", "unknown argument '%s'", argv[i]);
-		} else {
-			rest[nrest++] = argv[i];
+		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate, janitor)", cli_q(verb));
+	/* ACTION's options are parsed from argv + 1 (ACTION in the place of argv[0]); DIR is what is
+	 * left over, wherever it was among the options */
+	cli_getopt_begin();
+	if (!strcmp(verb, "put"))
+		return do_put(argc - 1, argv + 1);
+	if (!strcmp(verb, "janitor"))
+		return do_janitor(argc - 1, argv + 1);
+	static const struct option opts[] = {
+		{ "ns", required_argument, 0, 'n' }, { "tokens", required_argument, 0, 't' },
+		{ "json", no_argument, 0, 'j' },     { "host", required_argument, 0, 'H' },
+		{ "shared", no_argument, 0, 'S' },   { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int locate = !strcmp(verb, "locate"), json = 0, c;
+	const char *ns = NULL, *tspec = NULL, *host = NULL;
+	uint32_t shared = 0;
+	while ((c = getopt_long(argc - 1, argv + 1, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': ns = optarg; break;
+		case 't': tspec = optarg; break;
+		case 'j': json = 1; break;
+		case 'H': host = optarg; break;
+		case 'S': shared = SC_L3_OPEN_SHARED; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: return cli_opt_error("l3", c, argv + 1);
 		}
 	}
+	if ((ns || tspec) && !locate)
+		return cli_usage_error("l3", "%s: only locate (and put) take it", ns ? "--ns" : "--tokens");
+	if (optind >= argc - 1)
+		return cli_usage_error("l3", "missing DIR");
+	if (optind < argc - 2)
+		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[1 + optind + 1]));
+	const char *dir = argv[1 + optind];
+	if (locate && !tspec)
+		return cli_usage_error("l3", "locate needs --tokens");
+	int rc;
+	if (ns && (rc = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)))
+		return rc;
 	struct sc_l3 *l3;
-	int rc = sc_l3_open(dir, &o, &l3);
-	if (rc) {
-		free(rest);
-		return cli_fail("l3", rc, "cannot open L3 directory %s%s", dir,
-				rc == -EINVAL && o.host_id ? " (--host: 1-64 of A-Z a-z 0-9 _ -)" : "");
-	}
+	/* nothing but put creates DIR; ls and verify report bad objects themselves: no silent
+	 * quarantine at open */
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_CREATE |
+					 ((!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0) |
+				      shared,
+				.host_id = host };
+	rc = sc_l3_open(dir, &o, &l3);
+	if (rc)
+		return l3cli_open_error("l3", rc, dir, &o);
 	int ret = EXIT_OK;
 	if (!strcmp(verb, "ls")) {
 		rc = sc_l3_list(l3, print_obj, &json);
 		if (rc < 0)
-			ret = cli_fail("l3", rc, "ls");
+			ret = cli_fail("l3", 0, "cannot list %s: %s", dir, strerror(-rc));
 	} else if (!strcmp(verb, "stats")) {
 		ret = do_stats(l3, json);
 	} else if (!strcmp(verb, "verify")) {
 		int total = sc_l3_list(l3, NULL, NULL);
 		rc = sc_l3_verify(l3, json ? print_obj : print_bad, &json);
 		if (rc < 0)
-			ret = cli_fail("l3", rc, "verify");
+			ret = cli_fail("l3", 0, "cannot verify %s: %s", dir, strerror(-rc));
 		else if (!json)
 			printf("%d objects checked, %d bad (quarantined)\n", total < 0 ? 0 : total, rc);
 		if (rc > 0)
-			ret = EXIT_FAIL;
+			ret = cli_fail("l3", 0, "%d bad object%s in %s (quarantined)", rc, rc == 1 ? "" : "s", dir);
 	} else {
-		ret = do_locate(l3, nrest, rest, json);
+		ret = do_locate(l3, ns ? ns : "", tspec, json);
 	}
 	sc_l3_close(l3);
-	free(rest);
 	return ret;
 }

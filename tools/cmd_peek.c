@@ -9,7 +9,8 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache peek NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR] [--json]\n\n"
+	fprintf(f, "usage: stagecache peek NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR]\n"
+		   "         [--owner USER] [--json]\n\n"
 		   "Show an L2 entry's metadata (key, stage, tokens, bytes, digest, origin, age, frequency)\n"
 		   "without touching it: no counters, no recency. Exit status 1 when absent.\n");
 }
@@ -19,35 +20,44 @@ int cmd_peek(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
 		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' }, { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+		{ "tokens", required_argument, 0, 't' }, { "owner", required_argument, 0, 'O' },
+		{ "json", no_argument, 0, 'j' },         { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	struct l2cli_args x = { .ns = "" };
-	int json = 0, c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	int json = 0, c, k;
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default:
-			if (l2cli_common_opt(c, optarg, &x))
+			if ((k = l2cli_common_opt("peek", c, optarg, &x)) < 0)
+				return EXIT_USAGE;
+			if (k)
 				break;
-			return cli_usage_error("peek", "unknown option");
+			return cli_opt_error("peek", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("peek", optind >= argc ? "missing NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("peek", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("peek", "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	x.name = argv[optind];
+	int rc = l2cli_check_args("peek", &x, SC_IDENTITY_MAX);
+	if (rc)
+		return rc;
 	if (!x.model || !x.state || !x.tokens_spec)
 		return cli_usage_error("peek", "--model, --state and --tokens are required");
-	int rc = l2cli_parse_tokens("peek", x.tokens_spec, &x.tokens, &x.n);
+	rc = l2cli_parse_tokens("peek", x.tokens_spec, &x.tokens, &x.n);
 	if (rc)
 		return rc;
 	struct sc_arena *a = NULL;
 	struct sc_stage *st = NULL;
-	int ret = EXIT_FAIL;
-	if (l2cli_open("peek", &x, &a, &st))
+	int ret;
+	if ((ret = l2cli_open("peek", &x, &a, &st)))
 		goto cleanup;
+	ret = EXIT_FAIL;
 	struct sc_l2_entry_info info;
 	rc = sc_l2_peek(st, x.ns, x.tokens, x.n, &info);
 	if (rc == -ENOENT) {
@@ -55,7 +65,7 @@ int cmd_peek(int argc, char **argv)
 		goto cleanup;
 	}
 	if (rc) {
-		cli_fail("peek", rc, "lookup failed");
+		cli_l2_error("peek", rc, x.name, "lookup failed");
 		goto cleanup;
 	}
 	struct timespec ts;

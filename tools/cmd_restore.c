@@ -14,14 +14,22 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stagecache restore NAME DIR --model M --state S [--ns NS] --tokens 1,2,3|@file\n"
-		"                          [--wait] [--repeat N] [--out FILE] [--arena-dir D] [--json]\n\n"
+		"                          [--wait] [--repeat N] [--out FILE] [--arena-dir D] [--owner USER]\n"
+		"                          [--mode MODE] [--group GROUP] [--json]\n\n"
 		"Restore the longest prefix of the tokens stored in the L3 directory DIR for the stage\n"
 		"(M, S) of arena NAME: L3 locate, L2 lookup validated against the L3 location, else a fill\n"
 		"from L3 into arena memory, the promotion policy, and publication in L2 in place.\n"
 		"Prints which tier served it (l2 or l3), whether the fill was promoted and the times.\n"
-		"  --wait      if another process is filling the same payload, wait for it and use L2\n"
-		"  --repeat N  restore N times (a second fill is promoted, then L2 serves it)\n"
-		"  --out FILE  write the restored payload (the wire: section 0 then section 1)\n"
+		"DIR must be an existing L3 directory (made by 'stagecache l3 put' or sc_l3_open): restore\n"
+		"never creates one.\n"
+		"  --wait        if another process is filling the same payload, wait for it and use L2\n"
+		"  --repeat N    restore N times (a second fill is promoted, then L2 serves it)\n"
+		"  --out FILE    write the restored payload (the wire: section 0 then section 1)\n"
+		"  --arena-dir D look for the arena in D only\n"
+		"  --owner USER  trust an arena file owned by USER (a name, a number, or any)\n"
+		"  --mode MODE, --group GROUP\n"
+		"                mode and group of what restore creates in DIR (quarantine records), as\n"
+		"                given to 'l3 put' for a directory shared by a group (e.g. 0660 and G)\n"
 		"Exit status 1 when nothing is stored for the tokens or the object failed verification.\n");
 }
 
@@ -45,51 +53,70 @@ int cmd_restore(int argc, char **argv)
 		{ "ns", required_argument, 0, 'n' },    { "tokens", required_argument, 0, 't' },
 		{ "wait", no_argument, 0, 'w' },        { "repeat", required_argument, 0, 'r' },
 		{ "out", required_argument, 0, 'o' },   { "arena-dir", required_argument, 0, 'd' },
-		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+		{ "owner", required_argument, 0, 'O' }, { "mode", required_argument, 0, 'M' },
+		{ "group", required_argument, 0, 'g' }, { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
 	};
 	struct l2cli_args x = { .ns = "" };
 	const char *out = NULL;
 	uint64_t repeat = 1;
 	uint32_t flags = 0;
-	int json = 0, c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_CREATE };
+	int json = 0, c, k;
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w': flags |= SC_RESTORE_WAIT; break;
 		case 'r':
 			if (cli_parse_u64(optarg, 1000000, &repeat) || !repeat)
-				return cli_usage_error("restore", "bad --repeat '%s'", optarg);
+				return cli_usage_error("restore", "--repeat '%s': want 1 to 1000000", cli_q(optarg));
 			break;
 		case 'o': out = optarg; break;
+		case 'M':
+			if (cli_parse_mode("restore", "--mode", optarg, 0666, &lo.file_mode))
+				return EXIT_USAGE;
+			break;
+		case 'g':
+			if (cli_parse_group("restore", "--group", optarg, &lo.gid))
+				return EXIT_USAGE;
+			break;
 		case 'j': json = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default:
-			if (l2cli_common_opt(c, optarg, &x))
+			if ((k = l2cli_common_opt("restore", c, optarg, &x)) < 0)
+				return EXIT_USAGE;
+			if (k)
 				break;
-			return cli_usage_error("restore", "unknown option");
+			return cli_opt_error("restore", c, argv);
 		}
 	}
-	if (argc - optind != 2)
-		return cli_usage_error("restore", argc - optind < 2 ? "missing NAME or DIR" : "too many arguments");
-	if (!x.model || !x.state || !x.tokens_spec)
-		return cli_usage_error("restore", "--model, --state and --tokens are required");
+	if (argc - optind < 2)
+		return cli_usage_error("restore", argc - optind < 1 ? "missing NAME and DIR" : "missing DIR");
+	if (argc - optind > 2)
+		return cli_usage_error("restore", "unexpected argument '%s'", cli_q(argv[optind + 2]));
 	x.name = argv[optind];
 	const char *dir = argv[optind + 1];
-	int ret = l2cli_parse_tokens("restore", x.tokens_spec, &x.tokens, &x.n);
+	int ret = l2cli_check_args("restore", &x, SC_L3_STR_MAX);
 	if (ret)
 		return ret;
+	if (!x.model || !x.state || !x.tokens_spec)
+		return cli_usage_error("restore", "--model, --state and --tokens are required");
+	if ((ret = l2cli_parse_tokens("restore", x.tokens_spec, &x.tokens, &x.n)))
+		return ret;
+	if (x.n > UINT32_MAX) {
+		free(x.tokens);
+		return cli_usage_error("restore", "--tokens: more than %u tokens", UINT32_MAX);
+	}
 	struct sc_arena *a = NULL;
 	struct sc_stage *st = NULL;
 	struct sc_l3 *l3 = NULL;
-	if ((ret = l2cli_open("restore", &x, &a, &st))) {
-		free(x.tokens);
-		return ret;
-	}
+	FILE *of = NULL;
+	if ((ret = l2cli_open("restore", &x, &a, &st)))
+		goto cleanup;
 	ret = EXIT_FAIL;
-	int rc = sc_l3_open(dir, NULL, &l3);
+	int rc = sc_l3_open(dir, &lo, &l3);
 	if (rc) {
-		cli_fail("restore", rc, "cannot open L3 directory %s", dir);
+		l3cli_open_error("restore", rc, dir, &lo);
 		goto cleanup;
 	}
 	sc_l3_bind_arena(l3, a);
@@ -98,11 +125,16 @@ int cmd_restore(int argc, char **argv)
 		rc = sc_restore(st, l3, x.ns, x.tokens, x.n, flags, &r);
 		if (rc < 0) {
 			if (rc == -ENOENT)
-				cli_fail("restore", 0, "no prefix of these tokens is stored in %s (namespace '%s')", dir, x.ns);
+				cli_fail("restore", 0, "no prefix of these tokens is stored in %s (namespace '%s')", dir, cli_q(x.ns));
 			else if (rc == -EBADMSG)
-				cli_fail("restore", rc, "the stored object failed verification and was quarantined");
+				cli_fail("restore", 0, "the stored object of the longest prefix failed verification and was "
+					 "quarantined (%s/quarantine/); its L2 mirrors are invalidated", dir);
+			else if (rc == -EBUSY)
+				cli_fail("restore", 0, "another process is filling this payload now (--wait waits for it)");
+			else if (rc == -ETIMEDOUT)
+				cli_fail("restore", 0, "waited 60 s for another process's fill of this payload");
 			else
-				cli_fail("restore", rc, "restore");
+				cli_l2_error("restore", rc, x.name, "restore failed");
 			goto cleanup;
 		}
 		char d[SC_DIGEST_HEX_LEN + 1];
@@ -125,14 +157,16 @@ int cmd_restore(int argc, char **argv)
 			       r.source == SC_RESTORE_FROM_L2 ? "hit" : why_name(r.promote_why), (double)r.locate_ns / 1e3,
 			       r.from_index ? "index" : "directory", (double)r.lookup_ns / 1e3, (double)r.fill_ns / 1e3, (double)r.total_ns / 1e3);
 		if (out && i + 1 == repeat) {
-			FILE *f = fopen(out, "wb");
-			int ok = f && fwrite(r.sec[0], 1, r.sec_len[0], f) == r.sec_len[0] &&
-				 (!r.sec_len[1] || fwrite(r.sec[1], 1, r.sec_len[1], f) == r.sec_len[1]);
-			if (f && fclose(f))
-				ok = 0;
+			/* opened once there is something to write: a refused restore leaves FILE alone */
+			if (!(of = cli_open_output("restore", out))) {
+				sc_restore_release(&r);
+				goto cleanup;
+			}
+			int ok = fwrite(r.sec[0], 1, r.sec_len[0], of) == r.sec_len[0] &&
+				 (!r.sec_len[1] || fwrite(r.sec[1], 1, r.sec_len[1], of) == r.sec_len[1]) && fflush(of) == 0;
 			if (!ok) {
 				sc_restore_release(&r);
-				cli_fail("restore", 0, "cannot write %s", out);
+				cli_fail("restore", 0, "cannot write %s: %s", out, strerror(errno));
 				goto cleanup;
 			}
 		}
@@ -140,6 +174,8 @@ int cmd_restore(int argc, char **argv)
 	}
 	ret = EXIT_OK;
 cleanup:
+	if (of && of != stdout && fclose(of) && ret == EXIT_OK)
+		ret = cli_fail("restore", 0, "cannot write %s: %s", out, strerror(errno));
 	sc_l3_close(l3);
 	sc_stage_close(st);
 	sc_arena_close(a);

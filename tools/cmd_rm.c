@@ -8,8 +8,8 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache rm NAME --key HEX [--dir DIR]\n"
-		   "       stagecache rm NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR]\n\n"
+	fprintf(f, "usage: stagecache rm NAME --key HEX [--dir DIR] [--owner USER]\n"
+		   "       stagecache rm NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--dir DIR] [--owner USER]\n\n"
 		   "Remove one L2 entry, by its key (as 'ls' prints it) or by its prefix. A leased entry\n"
 		   "disappears at once; its memory follows when the last lease is released.\n");
 }
@@ -20,32 +20,40 @@ int cmd_rm(int argc, char **argv)
 		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
 		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
 		{ "tokens", required_argument, 0, 't' }, { "key", required_argument, 0, 'k' },
-		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+		{ "owner", required_argument, 0, 'O' },  { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	struct l2cli_args x = { .ns = "" };
 	const char *key_s = NULL;
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	int c, k;
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k': key_s = optarg; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default:
-			if (l2cli_common_opt(c, optarg, &x))
+			if ((k = l2cli_common_opt("rm", c, optarg, &x)) < 0)
+				return EXIT_USAGE;
+			if (k)
 				break;
-			return cli_usage_error("rm", "unknown option");
+			return cli_opt_error("rm", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("rm", optind >= argc ? "missing NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("rm", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("rm", "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	x.name = argv[optind];
+	int rc0 = l2cli_check_args("rm", &x, SC_IDENTITY_MAX);
+	if (rc0)
+		return rc0;
 	struct sc_key key;
 	if (key_s) {
 		struct sc_digest d;
 		if (x.model || x.state || x.tokens_spec)
 			return cli_usage_error("rm", "--key or a prefix (--model/--state/--tokens), not both");
 		if (sc_digest_parse(key_s, &d))
-			return cli_usage_error("rm", "--key: want 32 hex characters");
+			return cli_usage_error("rm", "--key '%s': want 32 hex characters", cli_q(key_s));
 		key = (struct sc_key){ d.lo, d.hi };
 		/* a key names its stage already; any stage handle of the arena can remove it */
 		x.model = "-";
@@ -59,9 +67,10 @@ int cmd_rm(int argc, char **argv)
 	}
 	struct sc_arena *a = NULL;
 	struct sc_stage *st = NULL;
-	int ret = EXIT_FAIL;
-	if (l2cli_open("rm", &x, &a, &st))
+	int ret;
+	if ((ret = l2cli_open("rm", &x, &a, &st)))
 		goto cleanup;
+	ret = EXIT_FAIL;
 	if (!key_s)
 		sc_l2_key(st, x.ns, x.tokens, x.n, &key);
 	int rc = sc_l2_remove(st, key);
@@ -70,7 +79,7 @@ int cmd_rm(int argc, char **argv)
 		goto cleanup;
 	}
 	if (rc) {
-		cli_fail("rm", rc, "cannot remove");
+		cli_l2_error("rm", rc, x.name, "cannot remove");
 		goto cleanup;
 	}
 	char kh[33];

@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "l2cli.h"
 
 static const char *ring_state(uint32_t st)
 {
@@ -17,7 +19,7 @@ static const char *ring_state(uint32_t st)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache stats NAME [--model M --state S] [--dir DIR] [--l3 DIR] [--json]\n\n"
+	fprintf(f, "usage: stagecache stats NAME [--model M --state S] [--dir DIR] [--l3 DIR] [--owner USER] [--json]\n\n"
 		   "L2 counters, for the whole arena or one stage (--model and --state): entries, bytes,\n"
 		   "logical bytes, budget, hits, misses, inserts, evictions, admission rejects, refused bytes;\n"
 		   "and always arena-wide: leases held, bytes waiting for reclamation, free bytes and the\n"
@@ -28,7 +30,8 @@ static void usage(FILE *f)
 		   "refused, by reason), the commit rings in use, every stage's L2 counters (by stage id) and\n"
 		   "the number of attached processes (this one included).\n\n"
 		   "  --l3 DIR   also the counters of the L3 directory DIR (shared by every process using it;\n"
-		   "             DIR must exist: nothing is created or changed)\n");
+		   "             DIR must exist: nothing is created or changed)\n"
+		   "  --owner U  trust an arena file owned by user U (a name, a number, or any)\n");
 }
 
 /* The per-stage view: the counters that belong to one stage (leases, free bytes... are global). */
@@ -42,66 +45,61 @@ static void print_stage_json(uint64_t id, const struct sc_l2_stats *s)
 	       (unsigned long long)s->admission_rejects, (unsigned long long)s->refused_bytes);
 }
 
-/* Open an existing L3 directory without changing anything in it: it must already hold the
- * shared state file (sc_l3_open would lay out an empty directory). */
-static int open_l3(const char *dir, struct sc_l3 **out)
-{
-	struct stat sb;
-	char path[4096];
-	if (stat(dir, &sb) < 0)
-		return -errno;
-	if (!S_ISDIR(sb.st_mode))
-		return -ENOTDIR;
-	if ((size_t)snprintf(path, sizeof(path), "%s/state", dir) >= sizeof(path))
-		return -ENAMETOOLONG;
-	if (stat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
-		return -ENOENT;
-	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
-	return sc_l3_open(dir, &o, out);
-}
-
 int cmd_stats(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "dir", required_argument, 0, 'd' },   { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' }, { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },        { "l3", required_argument, 0, 'l' },
+		{ "state", required_argument, 0, 's' }, { "owner", required_argument, 0, 'O' },
+		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
+		{ "l3", required_argument, 0, 'l' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *dir = NULL, *model = NULL, *state = NULL, *l3dir = NULL;
 	int json = 0, c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dir = optarg; break;
 		case 'm': model = optarg; break;
 		case 's': state = optarg; break;
+		case 'O':
+			if (cli_parse_owner("stats", optarg))
+				return EXIT_USAGE;
+			break;
 		case 'j': json = 1; break;
 		case 'l': l3dir = optarg; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("stats", "unknown option");
+		default: return cli_opt_error("stats", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("stats", optind >= argc ? "missing NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("stats", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("stats", "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	if ((model != NULL) != (state != NULL))
-		return cli_usage_error("stats", "--model and --state go together");
+		return cli_usage_error("stats", "%s needs %s too", model ? "--model" : "--state", model ? "--state" : "--model");
+	int rc = 0;
+	if ((model && (rc = cli_check_identity("stats", "--model", model, SC_IDENTITY_MAX, 0))) ||
+	    (state && (rc = cli_check_identity("stats", "--state", state, SC_IDENTITY_MAX, 0))))
+		return rc;
 	struct sc_l3 *l3 = NULL;
 	struct sc_l3_stats l3s;
-	int rc = 0;
-	if (l3dir && ((rc = open_l3(l3dir, &l3)) || (rc = sc_l3_stats(l3, &l3s)))) {
+	/* an existing store only: nothing is created or reconciled */
+	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_RECONCILE | SC_L3_OPEN_NO_CREATE };
+	if (l3dir && (rc = sc_l3_open(l3dir, &lo, &l3)))
+		return l3cli_open_error("stats", rc, l3dir, &lo);
+	if (l3 && (rc = sc_l3_stats(l3, &l3s))) {
 		sc_l3_close(l3);
-		return cli_fail("stats", rc, "cannot read the L3 directory '%s'%s", l3dir,
-				rc == -ENOENT ? " (not an L3 directory)" : "");
+		return cli_fail("stats", 0, "cannot read the counters of L3 directory %s: %s", l3dir, strerror(-rc));
 	}
 	sc_l3_close(l3);
 	struct sc_arena *a;
-	if (cli_open_arena("stats", dir, argv[optind], &a))
-		return EXIT_FAIL;
+	if ((rc = cli_open_arena("stats", dir, argv[optind], &a)))
+		return rc;
 	struct sc_stage *st = NULL;
 	if (model && (rc = sc_stage_open(a, model, state, &st))) {
 		sc_arena_close(a);
-		return cli_fail("stats", rc, "cannot open stage");
+		return cli_l2_error("stats", rc, argv[optind], "cannot open the stage");
 	}
 	struct sc_l2_stats s;
 	rc = sc_l2_stats(a, st, &s);
@@ -139,7 +137,7 @@ int cmd_stats(int argc, char **argv)
 	if (rc) {
 		free(rs);
 		free(ss);
-		return cli_fail("stats", rc, "cannot read counters of '%s'", argv[optind]);
+		return cli_l2_error("stats", rc, argv[optind], "cannot read the counters");
 	}
 	const char *names[] = { "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts",
 				"evictions", "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes",

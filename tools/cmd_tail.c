@@ -64,7 +64,7 @@ static int print_commit(const struct sc_commit *c, void *ctx)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache tail NAME [--dir DIR] [--json] [--follow]\n\n"
+	fprintf(f, "usage: stagecache tail NAME [--dir DIR] [--owner USER] [--json] [--follow]\n\n"
 		   "Print the commits waiting in arena NAME's commit rings, one line each:\n"
 		   "  request=R session=S total=T tokens=[...] terminal=finished|aborted|- ring=I seq=N\n"
 		   "total is the request's running token count after the commit; seq numbers each ring's\n"
@@ -73,6 +73,7 @@ static void usage(FILE *f)
 		   "another process is consuming them.\n\n"
 		   "options:\n"
 		   "  --dir DIR   look for the arena in DIR only\n"
+		   "  --owner U   trust an arena file owned by user U (a name, a number, or any)\n"
 		   "  --json      one JSON object per commit: ring, gen, seq, request, session, total,\n"
 		   "              tokens, terminal (null, \"finished\" or \"aborted\")\n"
 		   "  --follow    keep printing commits as they arrive, until interrupted\n"
@@ -84,6 +85,7 @@ int cmd_tail(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "dir", required_argument, NULL, 'd' },
+		{ "owner", required_argument, NULL, 'O' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "follow", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
@@ -92,22 +94,28 @@ int cmd_tail(int argc, char **argv)
 	const char *dir = NULL;
 	struct tail_ctx t = { 0, stdout, 0 };
 	int follow = 0, c;
-	optind = 0; /* full reset: options may follow NAME */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "d:jfh", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dir = optarg; break;
+		case 'O':
+			if (cli_parse_owner("tail", optarg))
+				return EXIT_USAGE;
+			break;
 		case 'j': t.json = 1; break;
 		case 'f': follow = 1; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_usage_error("tail", "unknown or incomplete option '%s'", argv[optind - 1]);
+		default: return cli_opt_error("tail", c, argv);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage_error("tail", optind >= argc ? "missing arena NAME" : "too many arguments");
+	if (optind >= argc)
+		return cli_usage_error("tail", "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error("tail", "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	struct sc_arena *a;
-	if (cli_open_arena("tail", dir, argv[optind], &a))
-		return EXIT_FAIL;
+	int orc = cli_open_arena("tail", dir, argv[optind], &a);
+	if (orc)
+		return orc;
 	if (follow) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof(sa));
@@ -124,7 +132,8 @@ int cmd_tail(int argc, char **argv)
 		if (n == -EBADMSG) {
 			/* one ring is corrupted; the others were served: report it once and go on */
 			if (!warned)
-				cli_fail("tail", n, "a commit ring of '%s' is corrupted and skipped (see 'stagecache stats')",
+				cli_fail("tail", 0, "a commit ring of '%s' holds a malformed record and is skipped (see "
+					 "'stagecache stats'; 'stagecache fsck %s --repair' drops its records)", argv[optind],
 					 argv[optind]);
 			warned = 1;
 			rc = EXIT_FAIL;
@@ -136,7 +145,8 @@ int cmd_tail(int argc, char **argv)
 			break;
 		}
 		if (n < 0) {
-			rc = cli_fail("tail", n, "reading the commit rings of '%s'", argv[optind]);
+			rc = cli_fail("tail", 0, "cannot read the commit rings of '%s': %s", argv[optind],
+				      n == -EBADMSG ? "the ring directory is corrupted (fsck --repair rewrites it)" : sc_strerror(n));
 			break;
 		}
 		if (n > 0)
@@ -148,7 +158,7 @@ int cmd_tail(int argc, char **argv)
 		nanosleep(&ts, NULL);
 	}
 	if (fflush(stdout) && rc == EXIT_OK)
-		rc = cli_fail("tail", -errno, "writing output");
+		rc = cli_fail("tail", 0, "writing the output: %s", strerror(errno));
 	sc_ring_consumer_close(a);
 	sc_arena_close(a);
 	return rc;

@@ -574,38 +574,38 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .pin_dir = SC_BPF_PIN_DIR_DEFAULT, .pid = -1, .interval = 1 };
 	uint64_t v;
 	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': o->lib = optarg; break;
 		case 'b': o->binary = optarg; break;
 		case 'P':
 			if (optarg[0] != '/')
-				return cli_usage_error(CMD, "--pin-dir needs an absolute path");
+				return cli_usage_error(CMD, "--pin-dir '%s': needs an absolute path", cli_q(optarg));
 			o->pin_dir = optarg;
 			break;
 		case 'p':
 			if (cli_parse_u64(optarg, INT_MAX, &v) || v == 0)
-				return cli_usage_error(CMD, "bad --pid '%s'", optarg);
+				return cli_usage_error(CMD, "bad --pid '%s'", cli_q(optarg));
 			o->pid = (int)v;
 			break;
 		case 'i':
 			if (parse_seconds(optarg, &o->interval) || o->interval < 0.05)
-				return cli_usage_error(CMD, "bad --interval '%s' (seconds, at least 0.05)", optarg);
+				return cli_usage_error(CMD, "bad --interval '%s' (seconds, at least 0.05)", cli_q(optarg));
 			break;
 		case 'd':
 			if (parse_seconds(optarg, &o->duration))
-				return cli_usage_error(CMD, "bad --duration '%s' (seconds)", optarg);
+				return cli_usage_error(CMD, "bad --duration '%s' (seconds)", cli_q(optarg));
 			break;
 		case 'j': o->json = 1; break;
 		case 'k': o->keep = 1; break;
 		case 'v': verbose = 1; break;
 		case 'h': usage(stdout); return -1;
-		default: return cli_usage_error(CMD, "unknown option");
+		default: return cli_opt_error(CMD, c, argv);
 		}
 	}
 	if (optind != argc)
-		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(CMD, "unexpected argument '%s'", cli_q(argv[optind]));
 	if (o->lib && o->binary)
 		return cli_usage_error(CMD, "--lib and --binary exclude each other");
 	return 0;

@@ -1,4 +1,4 @@
-/* tools/l2cli.h — argument helpers shared by the L2 subcommands (defined in tools/cmd_put.c). */
+/* tools/l2cli.h — argument helpers shared by the L2 subcommands (defined in tools/l2cli.c). */
 #ifndef SC_TOOLS_L2CLI_H
 #define SC_TOOLS_L2CLI_H
 
@@ -14,13 +14,17 @@ struct l2cli_args {
 };
 
 /* The options the L2 subcommands share: --dir (d), --model (m), --state (s), --ns (n),
- * --tokens (t). Returns 1 when @c was one of them (and stores @arg), else 0. */
-int l2cli_common_opt(int c, const char *arg, struct l2cli_args *x);
-/* Read a whole file (malloc'd). 0 or -errno. */
-int l2cli_read_file(const char *path, uint8_t **buf, uint64_t *len);
-/* Parse "1,2,3" or "@file"; prints its own error and returns an exit status. */
+ * --tokens (t), --owner (O). Returns 1 when @c was one of them (and stores @arg), 0 when it was
+ * not, -1 after printing a usage error about its value. */
+int l2cli_common_opt(const char *cmd, int c, const char *arg, struct l2cli_args *x);
+/* The arena name, --model, --state (non-empty, at most SC_IDENTITY_MAX bytes) and --ns (at most
+ * @ns_max bytes) of @x, those that are set: 0 or a usage error naming the one that is wrong. */
+int l2cli_check_args(const char *cmd, const struct l2cli_args *x, size_t ns_max);
+/* Parse "1,2,3" or "@file"; prints its own error and returns an exit status (2: bad syntax, 1:
+ * the file cannot be read). */
 int l2cli_parse_tokens(const char *cmd, const char *spec, int32_t **out, size_t *n);
-/* Open the arena and the stage; prints its own error and returns an exit status. */
+/* Open the arena and the stage; prints its own error and returns an exit status. On failure
+ * *a and *st are NULL (nothing for the caller to close). */
 int l2cli_open(const char *cmd, const struct l2cli_args *x, struct sc_arena **a, struct sc_stage **st);
 /* Print an entry (one line, or one JSON object). */
 void l2cli_print_info(const struct sc_l2_entry_info *e, int json, uint64_t now_ns);
@@ -39,5 +43,9 @@ int l2cli_load_payload(const char *cmd, uint32_t kind, const char *f0, const cha
 void l2cli_payload_free(struct l2cli_payload *p);
 /* Parse a KV descriptor JSON object; 0 or -1. */
 int l2cli_parse_desc(const char *text, struct sc_kv_desc *d);
+/* Explain an sc_l3_open error @rc about @dir (opened with @o) in one line; EXIT_FAIL. */
+int l3cli_open_error(const char *cmd, int rc, const char *dir, const struct sc_l3_opts *o);
+/* Which admission rule @p breaks (an -EINVAL from sc_l2_admit or sc_l3_put), in words. */
+const char *l2cli_explain_payload(const struct sc_payload *p, char *buf, size_t n);
 
 #endif

@@ -4,6 +4,7 @@
  * The command table below names each subcommand's function directly: a subcommand whose file is
  * missing from the build is a link error, not a surprise at run time.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,8 +84,9 @@ static const struct subcommand *find(const char *name)
 
 int main(int argc, char **argv)
 {
+	opterr = 0; /* getopt's own messages do not name the subcommand: ours do (cli_opt_error) */
 	if (argc < 2) {
-		usage(stderr);
+		fprintf(stderr, "stagecache: missing COMMAND\ntry 'stagecache --help'\n");
 		return EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -97,8 +99,7 @@ int main(int argc, char **argv)
 	}
 	const struct subcommand *cmd = find(argv[1]);
 	if (!cmd) {
-		fprintf(stderr, "stagecache: unknown command '%s'\n", argv[1]);
-		usage(stderr);
+		fprintf(stderr, "stagecache: unknown command '%s'\ntry 'stagecache --help'\n", cli_q(argv[1]));
 		return EXIT_USAGE;
 	}
 	return cmd->fn(argc - 1, argv + 1);

@@ -68,6 +68,15 @@ class Key_(Structure):
     _fields_ = [("lo", c_uint64), ("hi", c_uint64)]
 
 
+class ArenaOpenOpts(Structure):
+    _fields_ = [("dir", c_char_p), ("flags", c_uint32), ("owner_uid", c_uint32), ("_reserved", c_uint64 * 4)]
+
+
+class ArenaFile(Structure):
+    _fields_ = [("path", c_char * 4096), ("mode", c_uint32), ("uid", c_uint32), ("gid", c_uint32),
+                ("size", c_uint64), ("_reserved", c_uint64 * 4)]
+
+
 class ArenaOpts(Structure):
     _fields_ = [("size_bytes", c_uint64), ("huge", c_int), ("dir", c_char_p), ("mode", c_uint32),
                 ("gid", c_int64), ("index_entries", c_uint32), ("ring_count", c_uint32),
@@ -174,8 +183,8 @@ class L2Resv(Structure):
 class L3Opts(Structure):
     _fields_ = [("budget_bytes", c_uint64), ("min_free_bytes", c_uint64), ("queue_depth", c_uint32),
                 ("o_direct", c_int), ("file_mode", c_uint32), ("flags", c_uint32), ("host_id", c_char_p),
-                ("state_dir", c_char_p), ("visibility_ms", c_uint32), ("_reserved0", c_uint32),
-                ("_reserved", c_uint64 * 3)]
+                ("state_dir", c_char_p), ("visibility_ms", c_uint32), ("_reserved0", c_uint32), ("gid", c_int64),
+                ("_reserved", c_uint64 * 2)]
 
 
 class L3PutArgs(Structure):
@@ -279,7 +288,7 @@ STRUCTS = {
     "sc_l3_stats": L3Stats, "sc_l3_janitor_status": L3JanitorStatus, "sc_l3_janitor_report": L3JanitorReport,
     "sc_l3_object_info": L3ObjectInfo, "sc_promote_stats": PromoteStats,
     "sc_restore": Restore_, "sc_commit": Commit_, "sc_ring_stat": RingStat, "sc_batcher_opts": BatcherOpts,
-    "sc_fsck_report": FsckReport,
+    "sc_fsck_report": FsckReport, "sc_arena_open_opts": ArenaOpenOpts, "sc_arena_file": ArenaFile,
 }
 
 # ---- prototypes ----

@@ -17,7 +17,11 @@
  *      (check, repair, or deep repair, picked by the first byte).
  * Properties (trap): a hit's sections lie inside the heap region and its descriptor is valid for
  * its KV section; a copy never reports more than the buffer; polled commits point into the ring
- * region and respect the token limit; return codes are 0/counts or negative errnos.
+ * region and respect the token limit; return codes are 0/counts or negative errnos. After every
+ * fsck --repair, the converge property (see converged()): clean under a second fsck --deep and a
+ * put/get round trip works, or only rings a live process holds are left (and L2 works), or the
+ * arena is declared unrepairable and every later operation (fsck, admit, reserve, stage open,
+ * open) says so.
  *
  * The writer locks (index shards, sweep, heap; shm/mutex.h) live in the arena too. By default
  * (SC_FUZZ_SCRIBBLE_MUTEX unset or 2) patches scribble every lock byte except the lock word
@@ -42,6 +46,7 @@
 #include "../../shm/arena.h"
 #include "../../shm/evq.h"
 #include "../../shm/index.h"
+#include "../../shm/mutex.h"
 #include "../../shm/ring.h"
 #include "fuzz_common.h"
 
@@ -79,8 +84,17 @@ static uint8_t copybuf[64 << 10];
 
 static void restore(void);
 
+/* How repairs ended (printed at exit with SC_FUZZ_STATS=1): clean, rings left to a live
+ * process, declared unrepairable. */
+static unsigned long outcomes[3], damages[8];
+
 static void cleanup(void)
 {
+	if (getenv("SC_FUZZ_STATS"))
+		fprintf(stderr, "fsck --repair outcomes: %lu clean, %lu rings left to a live process, %lu declared "
+			"unrepairable (heap %lu, index %lu, rings %lu, observations %lu, other %lu)\n", outcomes[0],
+			outcomes[1], outcomes[2], damages[SHM_DAMAGE_HEAP], damages[SHM_DAMAGE_INDEX],
+			damages[SHM_DAMAGE_RINGS], damages[SHM_DAMAGE_OBS], damages[SHM_DAMAGE_OTHER]);
 	if (!A)
 		return;
 	if (saved)
@@ -336,6 +350,94 @@ static int poll_cb(const struct sc_commit *c, void *ctx)
 	return 0;
 }
 
+static int not_ring(const char *component)
+{
+	return strcmp(component, "rings") != 0;
+}
+
+static void count_not_ring(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)message, (void)repaired;
+	*(int *)ctx += not_ring(component);
+}
+
+static void print_finding(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)ctx;
+	fprintf(stderr, "fsck: %s: %s%s\n", component, message, repaired ? " [repaired]" : "");
+}
+
+/* fsck --deep: the count of what it finds outside the rings (printed when any, before the trap). */
+static int left_outside_rings(int *left)
+{
+	struct sc_fsck_report rep;
+	int others = 0;
+	*left = sc_arena_fsck(A, SC_FSCK_DEEP, count_not_ring, &others, &rep);
+	if (others || *left < 0)
+		sc_arena_fsck(A, SC_FSCK_DEEP, print_finding, NULL, &rep);
+	return others;
+}
+
+/* A put and a get of a fresh entry: the arena is usable. A scribbled budget is a legal one
+ * (sc_l2_shrink_to sets any): below the payload it refuses with -E2BIG, below what is stored it
+ * may need more eviction than one admission does (-ENOSPC); neither is a failure of fsck. */
+static void round_trip(void)
+{
+	static uint8_t pl[3000];
+	for (size_t i = 0; i < sizeof(pl); i++)
+		pl[i] = (uint8_t)(i * 13 + 1);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pl }, .sec_len = { sizeof(pl) } };
+	int32_t t[3] = { 9, 9, 9 };
+	int rc = sc_l2_admit(S, "converge", t, 3, sc_digest(pl, sizeof(pl)), &p, SC_ORIGIN_DIRECT);
+	if (rc == -ENOSPC) {
+		struct sc_l2_stats st;
+		CHECK(sc_l2_stats(A, NULL, &st) == 0 && st.budget_bytes < heap_size);
+		return;
+	}
+	CHECK(rc == 0 || rc == -E2BIG);
+	if (rc)
+		return;
+	struct sc_lease l;
+	CHECK(sc_l2_get(S, "converge", t, 3, NULL, &l) == 0);
+	CHECK(l.sec_len[0] == sizeof(pl) && !memcmp(l.sec[0], pl, sizeof(pl)));
+	sc_lease_release(&l);
+}
+
+/*
+ * The converge property (issue 12), after every fsck --repair: either the arena is clean (a
+ * second fsck --deep finds nothing) and a put/get round trip works; or problems are left only in
+ * commit rings that a live producer or consumer holds (this process keeps a producer, ring 0),
+ * and L2 works; or the arena is declared unrepairable and every later operation says so.
+ */
+static void converged(int rc)
+{
+	struct sc_fsck_report rep;
+	outcomes[rc == -ENOTRECOVERABLE ? 2 : rc > 0 ? 1 : 0]++;
+	if (rc == -ENOTRECOVERABLE) {
+		damages[A->shm->hdr->damage_reason & 7]++;
+		CHECK(sc_arena_fsck(A, 0, NULL, NULL, &rep) == -ENOTRECOVERABLE);
+		static uint8_t pl[100];
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pl }, .sec_len = { sizeof(pl) } };
+		int32_t t[2] = { 7, 7 };
+		CHECK(sc_l2_admit(S, "dead", t, 2, sc_digest(pl, sizeof(pl)), &p, SC_ORIGIN_DIRECT) == -ENOTRECOVERABLE);
+		struct sc_l2_resv rv;
+		CHECK(sc_l2_reserve(S, 100, &rv) == -ENOTRECOVERABLE);
+		struct sc_stage *st = NULL;
+		CHECK(sc_stage_open(A, "other", "stage", &st) == -ENOTRECOVERABLE && !st);
+		struct sc_arena *b = NULL;
+		CHECK(sc_arena_open(name, &b) == -ENOTRECOVERABLE && !b);
+		return;
+	}
+	CHECK(rc >= 0);
+	int left;
+	int others = left_outside_rings(&left);
+	CHECK(left >= 0);
+	CHECK(rc > 0 ? others == 0 : left == 0);
+	round_trip();
+	others = left_outside_rings(&left);
+	CHECK(left >= 0 && others == 0);
+}
+
 static void fsck(uint8_t flags)
 {
 	static const uint32_t modes[4] = { 0, 0, SC_FSCK_REPAIR, SC_FSCK_REPAIR | SC_FSCK_DEEP };
@@ -344,6 +446,8 @@ static void fsck(uint8_t flags)
 	struct sc_fsck_report rep;
 	int rc = sc_arena_fsck(A, modes[flags & 3], NULL, NULL, &rep);
 	CHECK(rc > -4096);
+	if (modes[flags & 3] & SC_FSCK_REPAIR)
+		converged(rc);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -20,10 +20,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FUZZ_CHECK(c)                     \
-	do {                              \
-		if (!(c))                 \
-			__builtin_trap(); \
+/* A property failed: say which, then trap (libFuzzer saves the input). */
+#define FUZZ_CHECK(c)                                                                          \
+	do {                                                                                   \
+		if (!(c)) {                                                                    \
+			fprintf(stderr, "property failed: %s:%d: %s\n", __FILE__, __LINE__, #c); \
+			__builtin_trap();                                                      \
+		}                                                                              \
 	} while (0)
 
 /* The corpus directory to seed: the first argument that is not a flag and is an empty

@@ -42,6 +42,24 @@ pub struct sc_key {
 }
 
 #[repr(C)]
+pub struct sc_arena_open_opts {
+    pub dir: *const c_char,
+    pub flags: u32,
+    pub owner_uid: u32,
+    pub _reserved: [u64; 4],
+}
+
+#[repr(C)]
+pub struct sc_arena_file {
+    pub path: [c_char; 4096],
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub _reserved: [u64; 4],
+}
+
+#[repr(C)]
 pub struct sc_arena_opts {
     pub size_bytes: u64,
     pub huge: c_int,
@@ -286,7 +304,8 @@ pub struct sc_l3_opts {
     pub state_dir: *const c_char,
     pub visibility_ms: u32,
     pub _reserved0: u32,
-    pub _reserved: [u64; 3],
+    pub gid: i64,
+    pub _reserved: [u64; 2],
 }
 
 #[repr(C)]

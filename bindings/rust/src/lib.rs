@@ -231,7 +231,7 @@ pub fn layouts() -> Vec<TypeLayout> {
                 ghost_hits, physical_bytes, saved_bytes, segments, segment_holder_bytes, segment_dedup_bytes]),
         layout!("sc_l2_resv", sc_l2_resv, [ptr, bytes]),
         layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags,
-                host_id, state_dir, visibility_ms]),
+                host_id, state_dir, visibility_ms, gid]),
         layout!("sc_l3_put_args", sc_l3_put_args, [model_identity, state_identity, ns, tokens, token_count,
                 payload]),
         layout!("sc_l3_fill_req", sc_l3_fill_req, [loc, dst, dst_bytes, flags, user_data, stage_id, result, direct,
@@ -264,6 +264,8 @@ pub fn layouts() -> Vec<TypeLayout> {
                 reserved_bytes, orphan_bytes, heap_used_bytes, heap_free_bytes, heap_blocks, leaked_bytes,
                 digests_checked, digest_failures, readers_live, readers_dead, rings, ring_problems, observations,
                 obs_problems, lock_repairs]),
+        layout!("sc_arena_open_opts", sc_arena_open_opts, [dir, flags, owner_uid]),
+        layout!("sc_arena_file", sc_arena_file, [path, mode, uid, gid, size]),
     ]
 }
 
@@ -1110,7 +1112,8 @@ impl L3 {
             state_dir: ptr::null(),
             visibility_ms: 0,
             _reserved0: 0,
-            _reserved: [0; 3],
+            gid: 0,
+            _reserved: [0; 2],
         };
         let mut h = ptr::null_mut();
         check(unsafe { ffi::sc_l3_open(d.as_ptr(), &o, &mut h) }, "sc_l3_open")?;
