@@ -85,11 +85,11 @@ static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 	return 0;
 }
 
-int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns)
+int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns, int force)
 {
 	int reloaded;
 	pthread_mutex_lock(&l3->mu);
-	int rc = lengths_refresh_locked(l3, 0, &reloaded);
+	int rc = lengths_refresh_locked(l3, force, &reloaded);
 	if (!rc) {
 		uint32_t c = l3->nlengths < max ? l3->nlengths : max;
 		memcpy(out, l3->lengths + (l3->nlengths - c), (size_t)c * 4);

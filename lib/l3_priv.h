@@ -373,9 +373,9 @@ struct l3_probe_log {
 	int64_t all_mtime_ns;
 	uint32_t all[L3_LOG_LENGTHS];
 };
-/* The directory's token lengths (the longest @max, ascending; reloaded when they changed): the
- * count, or a negative errno. */
-int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns);
+/* The directory's token lengths (the longest @max, ascending; reloaded when they changed, or
+ * @force): the count, or a negative errno. */
+int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns, int force);
 /* The directory probe (what sc_l3_locate_longest did before the location index); @log optional. */
 int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
 		  struct l3_probe_log *log);
@@ -403,8 +403,8 @@ struct l3ix_found {
  */
 int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 		uint64_t now, struct l3ix_found *f, struct sc_location *loc);
-/* The full location of an index answer (reads the object's header). -ENOENT: the object vanished;
- * its index entries and L2 mirrors were dropped. */
+/* The full location of an index answer (reads the object's header). -ENOENT: the object vanished,
+ * or its header was bad (quarantined); either way its index entries and L2 mirrors were dropped. */
 int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_location *loc);
 /* Are the index answer's token ids (and namespace) the caller's? From the entry's pages, or its
  * prefix entry file when it keeps none. 1, 0 (a collision: counted), -EAGAIN (the entry or the

@@ -244,15 +244,20 @@ again:
 		if (rc == -EBADMSG) /* quarantined: no mirror of it may be served either */
 			sc_l2_invalidate_digest(arena, loc.digest);
 		sc_restore_release(out);
-		if (rc == -ENOENT && !vanished) {
-			/* the object vanished under the fill (evicted by a process not attached, say): a
-			 * miss of this location, never an error; look again */
-			l3ix_vanished(arena, loc.digest);
+		if ((rc == -ENOENT || rc == -EBADMSG) && !vanished) {
+			/* the object vanished under the fill (evicted by a process not attached, another
+			 * host's janitor) or failed its digest (corrupt: now quarantined, its index entries
+			 * and mirrors dropped): a miss of this location, never an error; look again, and
+			 * the directory decides */
+			if (rc == -ENOENT)
+				l3ix_vanished(arena, loc.digest);
 			if (claimed)
 				sc_fill_release(arena, stage_id, loc.digest);
 			vanished = 1;
 			goto again;
 		}
+		if (rc == -EBADMSG)
+			rc = -ENOENT; /* the second location was bad too: still a miss */
 		goto unclaim;
 	}
 	out->sec[0] = dst;
