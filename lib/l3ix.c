@@ -414,6 +414,8 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 			h->scan_backoff_ns = now + SCAN_BACKOFF * fresh;
 		goto out;
 	}
+	/* listed, not yet declared complete: a put landing now is after t0, so it is not claimed */
+	shm_sched_point("l3ix.sync.listed");
 	/* prefix entries gone from the rescanned subdirectories: their index entries go too */
 	qsort(sc->seen, sc->nseen, sizeof(*sc->seen), dg_cmp);
 	uint64_t dropped = 0;
@@ -422,6 +424,8 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 			struct shm_l3ix_entry *e = &ix->ent[i];
 			if (!(e->flags & SHM_L3IX_POS) || !sc->rescanned[e->l3key_hi >> 56])
 				continue;
+			if (e->checked_ns > sc->t0)
+				continue; /* confirmed after the listing may have been made: not ours to judge */
 			struct sc_digest k = { e->l3key_lo, e->l3key_hi };
 			if (!sc->nseen || !bsearch(&k, sc->seen, sc->nseen, sizeof(k), dg_cmp)) {
 				shm_l3ix_clear_locked(ix, i);

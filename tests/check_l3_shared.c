@@ -542,6 +542,7 @@ START_TEST(location_index_follows_the_other_host)
 	double lat;
 	int rc = h_coherence(dir, dir, sa, sb, an, bn, REFRESH_MS, 0, SLACK_MS, &lat, why, sizeof(why));
 	printf("location index: another host's longer prefix visible after %.1f ms (refresh %u ms)\n", lat, REFRESH_MS);
+	fflush(stdout);
 	ck_assert_msg(rc == 0, "%s", why);
 }
 END_TEST
