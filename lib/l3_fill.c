@@ -313,31 +313,69 @@ static int file_is_cold(int fd, uint64_t bytes)
 	return cs.nr_cache * 4096 < bytes / 2;
 }
 
+static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op);
+
+/*
+ * Open the object, then queue its reads (fill_opened). With other fills in flight on this ring,
+ * the open itself goes on the ring: on a network filesystem an open is a round trip (~1 ms on
+ * ceph-fuse), and opens made one after another in this thread would bound a batch of small fills
+ * (io-wq runs them side by side). A lone fill opens here: nothing to overlap, one system call less.
+ */
+/* May this fill read O_DIRECT (the filesystem, the mode, the destination)? */
+static int direct_ok(struct sc_l3 *l3, const struct sc_l3_fill_req *req, uint64_t want)
+{
+	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
+	return l3->opts.o_direct != SC_L3_ODIRECT_OFF && !(req->flags & SC_L3_FILL_BUFFERED) && ma && oa &&
+	       oa <= L3_HDR_BLOCK && L3_HDR_BLOCK % ma == 0 && (uintptr_t)req->dst % ma == 0 &&
+	       req->dst_bytes >= (want + oa - 1) / oa * oa;
+}
+
 static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	const struct sc_location *loc = op->req->loc;
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, op->rel);
+	/* FUSE: no page-cache test decides (the daemon's cache is not the kernel's): direct from the
+	 * open whenever direct is allowed */
+	op->open_direct = l3->dio_at_open && direct_ok(l3, op->req, loc->payload_bytes);
+	int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (op->open_direct ? O_DIRECT : 0);
+	if (r->inflight > 1 && io_uring_sq_space_left(&r->ring) < 2)
+		io_uring_submit(&r->ring);
+	if (r->inflight > 1 && io_uring_sq_space_left(&r->ring) >= 2) {
+		/* the open and the stat side by side (each a round trip on FUSE); the close too, later */
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+		io_uring_prep_openat(sqe, l3->objfd, op->rel, flags, 0);
+		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_OPEN, 0));
+		sqe = io_uring_get_sqe(&r->ring);
+		io_uring_prep_statx(sqe, l3->objfd, op->rel, AT_SYMLINK_NOFOLLOW, STATX_SIZE | STATX_MTIME, &op->stx);
+		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_STATX, 0));
+		op->pending += 2;
+		op->on_ring = 1;
+		return 0;
+	}
+	op->fd = openat(l3->objfd, op->rel, flags);
+	if (op->fd < 0)
+		return errno == ESTALE ? -ENOENT : -errno; /* vanished (a network filesystem says ESTALE): a miss */
+	return fill_opened(l3, r, op);
+}
+
+static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 {
 	struct sc_l3_fill_req *req = op->req;
 	const struct sc_location *loc = req->loc;
-	char rel[48];
-	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
-	op->fd = openat(l3->objfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (op->fd < 0)
-		return errno == ESTALE ? -ENOENT : -errno; /* vanished (a network filesystem says ESTALE): a miss */
-	struct stat sb;
-	if (fstat(op->fd, &sb) < 0)
-		return -errno;
-	op->file_bytes = (uint64_t)sb.st_size;
-	op->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	if (!op->on_ring) {
+		struct stat sb;
+		if (fstat(op->fd, &sb) < 0)
+			return -errno;
+		op->file_bytes = (uint64_t)sb.st_size;
+		op->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	}
 	op->want = loc->payload_bytes;
 	op->direct = 0;
-	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
-	int mode = l3->opts.o_direct;
-	if (mode != SC_L3_ODIRECT_OFF && !(req->flags & SC_L3_FILL_BUFFERED) && ma && oa && oa <= L3_HDR_BLOCK &&
-	    L3_HDR_BLOCK % ma == 0 && (uintptr_t)req->dst % ma == 0 &&
-	    req->dst_bytes >= (op->want + oa - 1) / oa * oa &&
-	    (mode == SC_L3_ODIRECT_ON || file_is_cold(op->fd, op->want)) &&
-	    fcntl(op->fd, F_SETFL, O_DIRECT) == 0) {
+	if (op->open_direct ||
+	    (direct_ok(l3, req, op->want) && (l3->opts.o_direct == SC_L3_ODIRECT_ON || file_is_cold(op->fd, op->want)) &&
+	     fcntl(op->fd, F_SETFL, O_DIRECT) == 0)) {
 		op->direct = 1;
-		op->align = oa;
+		op->align = l3->dio_off_align;
 	}
 	req->direct = op->direct;
 	/* direct or small: one read; large buffered: chunks, hashed in order as they land */
@@ -404,8 +442,16 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		atomic_fetch_add_explicit(&l3->st->fill_bytes, op->want, RELAXED);
 		atomic_fetch_add_explicit(&l3->st->fill_ns, ns, RELAXED);
 	}
-	if (op->fd >= 0)
-		close(op->fd);
+	if (op->fd >= 0) {
+		/* on FUSE a close is a round trip too (flush): on the ring when the fill was */
+		struct io_uring_sqe *sqe = op->on_ring ? io_uring_get_sqe(&r->ring) : NULL;
+		if (sqe) {
+			io_uring_prep_close(sqe, op->fd);
+			io_uring_sqe_set_data64(sqe, L3_IO_CLOSE); /* nothing waits for it */
+		} else {
+			close(op->fd);
+		}
+	}
 	op->fd = -1;
 	req->fill_ns = ns;
 	uint64_t stage = req->stage_id, lo = loc->digest.lo, hi = loc->digest.hi, bytes = loc->payload_bytes;
@@ -429,7 +475,23 @@ static void to_buffered(struct l3_fill_op *op)
 static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c, int res)
 {
 	op->pending--;
-	if (op->err) {
+	if (kind == L3_IO_STATX) {
+		if (res < 0 && !op->err)
+			op->err = res == -ESTALE ? -ENOENT : res;
+		else if (res >= 0) {
+			op->file_bytes = op->stx.stx_size;
+			op->mtime_ns = op->stx.stx_mtime.tv_sec * 1000000000ll + op->stx.stx_mtime.tv_nsec;
+		}
+	} else if (kind == L3_IO_OPEN) {
+		if (res < 0) {
+			op->err = res == -ESTALE ? -ENOENT : res; /* vanished (ESTALE on a network filesystem): a miss */
+		} else {
+			op->fd = res;
+			int rc = fill_opened(l3, r, op); /* its reads are submitted by process() */
+			if (rc)
+				op->err = rc;
+		}
+	} else if (op->err) {
 		/* already failed: just wait for the other reads */
 	} else if (kind == L3_IO_HDR) {
 		if (res > 0)
@@ -481,7 +543,8 @@ static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 				struct l3_sync_io *io = (void *)(uintptr_t)(ud & ~TAG_MASK);
 				io->res = res;
 				io->done = 1;
-			} else if ((kind == L3_IO_HDR || kind == L3_IO_PAYLOAD) && (ud >> 16) < r->depth) {
+			} else if ((kind == L3_IO_HDR || kind == L3_IO_PAYLOAD || kind == L3_IO_OPEN || kind == L3_IO_STATX) &&
+				   (ud >> 16) < r->depth) {
 				fill_cqe(l3, r, &r->ops[ud >> 16], kind, (uint32_t)(ud >> 3) & (L3_MAX_CHUNKS - 1), res);
 			}
 		}

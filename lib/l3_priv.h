@@ -156,7 +156,7 @@ _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
 
 /* ---- per-thread io_uring ---- */
 
-enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3 };
+enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3, L3_IO_OPEN = 4, L3_IO_STATX = 5, L3_IO_CLOSE = 6 };
 
 struct l3_ring;
 
@@ -180,6 +180,10 @@ struct l3_fill_op {
 	uint64_t file_bytes;
 	uint64_t t0;
 	struct l3_fill_op *next;   /* free list / done list */
+	char rel[48];              /* the object's path under objects/ (an open on the ring reads it) */
+	int open_direct;           /* opened with O_DIRECT (l3->dio_at_open) */
+	int on_ring;               /* opened, stat'ed and closed on the ring (other fills were in flight) */
+	struct statx stx;          /* on_ring: the file's size and mtime */
 };
 
 /* A synchronous I/O on the ring (put path); completes when done is set. */
@@ -221,6 +225,7 @@ struct sc_l3 {
 	struct sc_l3_opts opts;
 	uint32_t file_mode, dir_mode;
 	uint32_t dio_mem_align, dio_off_align; /* 0: O_DIRECT unsupported */
+	int dio_at_open;           /* FUSE: O_DIRECT must be given at open (the daemon sees only that) */
 	uint64_t id;               /* unique per handle (thread-local ring cache key) */
 	pthread_mutex_t mu;        /* rings list, ranges, lengths cache */
 	struct l3_ring *rings;
@@ -373,6 +378,9 @@ struct l3_probe_log {
 	int64_t all_mtime_ns;
 	uint32_t all[L3_LOG_LENGTHS];
 };
+/* The O_DIRECT alignment of the filesystem holding @fd (a regular file in the directory) into
+ * l3->dio_*_align: statx's, else a page when the filesystem takes O_DIRECT, else 0 (never direct). */
+void l3_dio_detect(struct sc_l3 *l3, int fd);
 /* The directory's token lengths (the longest @max, ascending; reloaded when they changed, or
  * @force): the count, or a negative errno. */
 int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns, int force);
