@@ -1145,9 +1145,10 @@ struct sc_restore {
  * Either way @out holds a lease on the bytes: release it with sc_restore_release.
  * Returns the restored token count (> 0), or -ENOENT (nothing stored), -EBUSY (another process is
  * filling it and SC_RESTORE_WAIT was not given), -ETIMEDOUT (SC_RESTORE_WAIT and the other fill
- * did not finish in time), -EBADMSG (the object failed verification: it was
- * quarantined and its L2 mirrors invalidated), -EINVAL, -ENOMEM, -EMFILE (too many leases held),
- * or an L3 error. Blocks on disk I/O.
+ * did not finish in time), -EBADMSG (the stored descriptor cannot restore this prefix),
+ * -EINVAL, -ENOMEM, -EMFILE (too many leases held), or an L3 error. An object that failed
+ * verification (or vanished: another host's janitor) is quarantined (its L2 mirrors invalidated)
+ * and the restore looks again: what it then finds, or -ENOENT; never an error. Blocks on disk I/O.
  */
 int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 	       uint32_t flags, struct sc_restore *out);
