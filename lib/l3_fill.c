@@ -6,7 +6,9 @@
  * buffer, and the payload straight into the destination. O_DIRECT is used when the filesystem's
  * statx DIO alignment allows it for this destination and (in auto mode) cachestat() says the
  * file is mostly not in the page cache; a warm file is read buffered, which io_uring completes
- * inline at submit. Short reads are resubmitted for the remainder. When both reads are complete
+ * inline at submit. On FUSE (ceph-fuse) O_DIRECT is given at open, whenever allowed: the daemon
+ * sees only the open's flags. With other fills in flight on the ring, the open, the stat and the
+ * close of the object go on the ring too (on a network filesystem each is a round trip). Short reads are resubmitted for the remainder. When both reads are complete
  * the reaping thread verifies the header (sane, consistent with the file size, checksum, same
  * digest and sizes as the location) and the payload digest; a failure quarantines the object and
  * the request completes with -EBADMSG. The destination is the caller's until the request is

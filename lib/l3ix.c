@@ -335,8 +335,8 @@ static int known_keys(struct scan *sc)
 /*
  * Bring the index up to date with the directory and, when everything fits, declare it complete.
  * One process at a time (sync_mu, trylock: a restore never waits for another's scan). Incremental:
- * only subdirectories whose mtime moved since the last scan are listed, only files newer than it
- * are read; a full scan (the first, or after an eviction) reads every file, and when the directory
+ * only subdirectories whose mtime moved since the last scan are listed (shared mode: all), only
+ * files the index does not know or that changed since are read; a full scan (the first, or after an eviction) reads every file, and when the directory
  * has more prefix entries than the index holds it gives up for SCAN_BACKOFF intervals.
  */
 static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)

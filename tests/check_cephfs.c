@@ -13,7 +13,8 @@
  * it uses survives: LRU across hosts); the janitor's host killed (its ceph-fuse SIGKILLed): no
  * takeover while its session holds the lock, takeover once the MDS evicts it, and the dead
  * janitor never acted again; a host's mount dying mid-fill: errors there, never wrong bytes, and
- * the other host goes on.
+ * the other host goes on; host A's location index following host B's puts (at once on a miss,
+ * a longer prefix within the refresh interval, measured), evictions and quarantines (a miss).
  */
 #include <errno.h>
 #include <fcntl.h>

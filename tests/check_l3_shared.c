@@ -3,7 +3,7 @@
  * filesystem: processes with different host identities (the real two-mount tests against CephFS
  * are tests/check_cephfs.c). Host identity, shared mode, writer liveness (no pid), the janitor's
  * lease, takeover and fencing, the LRU order across hosts, the prefix-drop protocol, vanished
- * objects.
+ * objects, the location index of one host following another's puts, evictions and quarantines.
  */
 #include <errno.h>
 #include <fcntl.h>
