@@ -373,6 +373,9 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	}
 	op->want = loc->payload_bytes;
 	op->direct = 0;
+	if (op->open_direct && l3->opts.o_direct != SC_L3_ODIRECT_ON && !file_is_cold(op->fd, op->want) &&
+	    fcntl(op->fd, F_SETFL, 0) == 0)
+		op->open_direct = 0; /* FUSE, auto mode: the kernel's page cache has it; read it from there */
 	if (op->open_direct ||
 	    (direct_ok(l3, req, op->want) && (l3->opts.o_direct == SC_L3_ODIRECT_ON || file_is_cold(op->fd, op->want)) &&
 	     fcntl(op->fd, F_SETFL, O_DIRECT) == 0)) {
