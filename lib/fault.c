@@ -39,7 +39,7 @@ static const char *const sched_points[] = {
 	"l2.index.published",    "l2.index.unlinked",      "l2.reclaim.leases_read", "ring.claim.owner_dead",
 	"ring.reap.owner_dead",  "ring.consumer.holder_dead", "fill.claim.found", "obs.locked",
 	"l3ix.refresh.read",     "l3ix.sync.start",        "restore.fill",        "l2.evict.chosen",
-	"l2.frag.window",        "l2.frag.alloc",          "restore.promote.outcome",
+	"l2.frag.window",        "l2.frag.alloc",          "restore.promote.outcome", "l3ix.sync.listed",
 	"seg.admit.planned",     NULL,
 };
 

@@ -6,7 +6,9 @@
  * buffer, and the payload straight into the destination. O_DIRECT is used when the filesystem's
  * statx DIO alignment allows it for this destination and (in auto mode) cachestat() says the
  * file is mostly not in the page cache; a warm file is read buffered, which io_uring completes
- * inline at submit. Short reads are resubmitted for the remainder. When both reads are complete
+ * inline at submit. On FUSE (ceph-fuse) O_DIRECT is given at open, whenever allowed: the daemon
+ * sees only the open's flags. With other fills in flight on the ring, the open, the stat and the
+ * close of the object go on the ring too (on a network filesystem each is a round trip). Short reads are resubmitted for the remainder. When both reads are complete
  * the reaping thread verifies the header (sane, consistent with the file size, checksum, same
  * digest and sizes as the location) and the payload digest; a failure quarantines the object and
  * the request completes with -EBADMSG. The destination is the caller's until the request is
@@ -330,34 +332,86 @@ static int file_is_cold(int fd, uint64_t bytes)
 	return cs.nr_cache * SHM_PAGE_BYTES < bytes / 2; /* nr_cache counts base pages */
 }
 
+static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op);
+
+/*
+ * Open the object, then queue its reads (fill_opened). With other fills in flight on this ring,
+ * the open itself goes on the ring: on a network filesystem an open is a round trip (~1 ms on
+ * ceph-fuse), and opens made one after another in this thread would bound a batch of small fills
+ * (io-wq runs them side by side). A lone fill opens here: nothing to overlap, one system call less.
+ */
+/* May this fill read O_DIRECT (the filesystem, the mode, the destination)? */
+static int direct_ok(struct sc_l3 *l3, const struct sc_l3_fill_req *req, uint64_t want)
+{
+	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
+	return l3->opts.o_direct != SC_L3_ODIRECT_OFF && !(req->flags & SC_L3_FILL_BUFFERED) && ma && oa &&
+	       oa <= L3_HDR_BLOCK && L3_HDR_BLOCK % ma == 0 && (uintptr_t)req->dst % ma == 0 &&
+	       req->dst_bytes >= (want + oa - 1) / oa * oa;
+}
+
+/* An open that failed: vanished (ESTALE on a network filesystem) is a miss; a socket (ENXIO) is
+ * not an object. */
+static int open_error(int rc)
+{
+	return rc == -ESTALE ? -ENOENT : rc == -ENXIO ? -EBADMSG : rc;
+}
+
 static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	const struct sc_location *loc = op->req->loc;
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, op->rel);
+	/* FUSE: no page-cache test decides (the daemon's cache is not the kernel's): direct from the
+	 * open whenever direct is allowed */
+	op->open_direct = l3->dio_at_open && direct_ok(l3, op->req, loc->payload_bytes);
+	/* O_NONBLOCK: a FIFO planted under an object's name is never waited on (fill_opened checks
+	 * the type and takes the flag off again: io_uring would not punt a blocking read otherwise) */
+	int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (op->open_direct ? O_DIRECT : 0);
+	if (r->inflight > 1 && io_uring_sq_space_left(&r->ring) < 2)
+		io_uring_submit(&r->ring);
+	if (r->inflight > 1 && io_uring_sq_space_left(&r->ring) >= 2) {
+		/* the open and the stat side by side (each a round trip on FUSE); the close too, later */
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+		io_uring_prep_openat(sqe, l3->objfd, op->rel, flags, 0);
+		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_OPEN, 0));
+		sqe = io_uring_get_sqe(&r->ring);
+		io_uring_prep_statx(sqe, l3->objfd, op->rel, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE | STATX_MTIME,
+				    &op->stx);
+		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_STATX, 0));
+		op->pending += 2;
+		op->on_ring = 1;
+		return 0;
+	}
+	op->fd = openat(l3->objfd, op->rel, flags);
+	if (op->fd < 0)
+		return open_error(-errno);
+	return fill_opened(l3, r, op);
+}
+
+static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 {
 	struct sc_l3_fill_req *req = op->req;
 	const struct sc_location *loc = req->loc;
-	char rel[48];
-	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
-	op->fd = l3_open_file(l3->objfd, rel, O_RDONLY);
-	if (op->fd < 0) {
-		int rc = op->fd == -ESTALE ? -ENOENT : op->fd; /* vanished (a network filesystem says ESTALE): a miss */
-		op->fd = -1;
-		return rc;
+	if (!op->on_ring) {
+		struct stat sb;
+		if (fstat(op->fd, &sb) < 0)
+			return -errno;
+		if (!S_ISREG(sb.st_mode))
+			return -EBADMSG; /* a FIFO, device or directory under an object's name */
+		op->file_bytes = (uint64_t)sb.st_size;
+		op->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	}
-	struct stat sb;
-	if (fstat(op->fd, &sb) < 0)
+	if (fcntl(op->fd, F_SETFL, op->open_direct ? O_DIRECT : 0) < 0) /* O_NONBLOCK off */
 		return -errno;
-	op->file_bytes = (uint64_t)sb.st_size;
-	op->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	op->want = loc->payload_bytes;
 	op->direct = 0;
-	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
-	int mode = l3->opts.o_direct;
-	if (mode != SC_L3_ODIRECT_OFF && !(req->flags & SC_L3_FILL_BUFFERED) && ma && oa && oa <= L3_HDR_BLOCK &&
-	    L3_HDR_BLOCK % ma == 0 && (uintptr_t)req->dst % ma == 0 &&
-	    req->dst_bytes >= (op->want + oa - 1) / oa * oa &&
-	    (mode == SC_L3_ODIRECT_ON || file_is_cold(op->fd, op->want)) &&
-	    fcntl(op->fd, F_SETFL, O_DIRECT) == 0) {
+	if (op->open_direct && l3->opts.o_direct != SC_L3_ODIRECT_ON && !file_is_cold(op->fd, op->want) &&
+	    fcntl(op->fd, F_SETFL, 0) == 0)
+		op->open_direct = 0; /* FUSE, auto mode: the kernel's page cache has it; read it from there */
+	if (op->open_direct ||
+	    (direct_ok(l3, req, op->want) && (l3->opts.o_direct == SC_L3_ODIRECT_ON || file_is_cold(op->fd, op->want)) &&
+	     fcntl(op->fd, F_SETFL, O_DIRECT) == 0)) {
 		op->direct = 1;
-		op->align = oa;
+		op->align = l3->dio_off_align;
 	}
 	req->direct = op->direct;
 	/* small: one read; large: chunks, hashed in order as they land (while later chunks are still
@@ -425,8 +479,16 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		atomic_fetch_add_explicit(&l3->st->fill_bytes, op->want, RELAXED);
 		atomic_fetch_add_explicit(&l3->st->fill_ns, ns, RELAXED);
 	}
-	if (op->fd >= 0)
-		close(op->fd);
+	if (op->fd >= 0) {
+		/* on FUSE a close is a round trip too (flush): on the ring when the fill was */
+		struct io_uring_sqe *sqe = op->on_ring ? io_uring_get_sqe(&r->ring) : NULL;
+		if (sqe) {
+			io_uring_prep_close(sqe, op->fd);
+			io_uring_sqe_set_data64(sqe, L3_IO_CLOSE); /* nothing waits for it */
+		} else {
+			close(op->fd);
+		}
+	}
 	op->fd = -1;
 	req->fill_ns = ns;
 	uint64_t stage = req->stage_id, lo = loc->digest.lo, hi = loc->digest.hi, bytes = loc->payload_bytes;
@@ -493,7 +555,25 @@ static void first_got(struct l3_ring *r, struct l3_fill_op *op, int res)
 static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c, int res)
 {
 	op->pending--;
-	if (op->err) {
+	if (kind == L3_IO_STATX) {
+		if (res < 0 && !op->err)
+			op->err = res == -ESTALE ? -ENOENT : res;
+		else if (res >= 0 && !S_ISREG(op->stx.stx_mode) && !op->err)
+			op->err = -EBADMSG; /* a FIFO, device or directory under an object's name */
+		else if (res >= 0) {
+			op->file_bytes = op->stx.stx_size;
+			op->mtime_ns = (int64_t)op->stx.stx_mtime.tv_sec * SHM_NS_PER_SEC + op->stx.stx_mtime.tv_nsec;
+		}
+	} else if (kind == L3_IO_OPEN) {
+		if (res < 0) {
+			op->err = open_error(res);
+		} else {
+			op->fd = res;
+			int rc = fill_opened(l3, r, op); /* its reads are submitted by process() */
+			if (rc)
+				op->err = rc;
+		}
+	} else if (op->err) {
 		/* already failed: just wait for the other reads */
 	} else if (kind == L3_IO_HDR) {
 		if (res > 0)
@@ -535,7 +615,8 @@ static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 				struct l3_sync_io *io = (void *)(uintptr_t)(ud & ~TAG_MASK);
 				io->res = res;
 				io->done = 1;
-			} else if ((kind == L3_IO_HDR || kind == L3_IO_PAYLOAD || kind == L3_IO_FIRST) &&
+			} else if ((kind == L3_IO_HDR || kind == L3_IO_PAYLOAD || kind == L3_IO_FIRST || kind == L3_IO_OPEN ||
+				    kind == L3_IO_STATX) &&
 				   (ud >> 16) < r->depth) {
 				fill_cqe(l3, r, &r->ops[ud >> 16], kind, (uint32_t)(ud >> 3) & (L3_MAX_CHUNKS - 1), res);
 			}

@@ -87,11 +87,11 @@ static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 	return 0;
 }
 
-int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns)
+int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns, int force)
 {
 	int reloaded;
 	pthread_mutex_lock(&l3->mu);
-	int rc = lengths_refresh_locked(l3, 0, &reloaded);
+	int rc = lengths_refresh_locked(l3, force, &reloaded);
 	if (!rc) {
 		uint32_t c = l3->nlengths < max ? l3->nlengths : max;
 		memcpy(out, l3->lengths + (l3->nlengths - c), (size_t)c * 4);
@@ -204,9 +204,12 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 				return (int)lens[i];
 			}
 			/* the object failed verification now (lookup quarantined it), or was quarantined
-			 * since this entry was written (at an open, by verify, by a fill) */
+			 * since this entry was written (at an open, by verify, by a fill). In a directory
+			 * shared by several hosts, what another host quarantined is a miss here, like
+			 * what its janitor evicted: only a failure found now is reported. */
 			object_bad = rc == -EBADMSG ||
-				     (rc == -ENOENT && l3_quarantined_since(l3, p.digest_lo, p.digest_hi, p.created_ns));
+				     (rc == -ENOENT && !l3->shared &&
+				      l3_quarantined_since(l3, p.digest_lo, p.digest_hi, p.created_ns));
 		}
 		/* a corrupted entry, or one naming a missing or bad object (vanished under us: a miss
 		 * at this length): drop it, keep probing. Not on a transient error, not while the entry

@@ -161,9 +161,10 @@ _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
 
 /* ---- per-thread io_uring ---- */
 
-/* What a fill read carries: the header block, a payload chunk, or both at once (L3_IO_FIRST: the
- * header and chunk 0 in one vectored read, one device request for a small O_DIRECT object). */
-enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3, L3_IO_FIRST = 4 };
+/* What a fill's ring entry carries: the header block, a payload chunk, both at once (L3_IO_FIRST:
+ * the header and chunk 0 in one vectored read, one device request for an O_DIRECT object), or the
+ * open, stat and close of the object (on the ring when other fills are in flight). */
+enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3, L3_IO_FIRST = 4, L3_IO_OPEN = 5, L3_IO_STATX = 6, L3_IO_CLOSE = 7 };
 
 struct l3_ring;
 
@@ -188,6 +189,10 @@ struct l3_fill_op {
 	uint64_t t0;
 	struct iovec iov[2];       /* L3_IO_FIRST: header block, chunk 0 (read when submitted) */
 	struct l3_fill_op *next;   /* free list / done list */
+	char rel[48];              /* the object's path under objects/ (an open on the ring reads it) */
+	int open_direct;           /* opened with O_DIRECT (l3->dio_at_open) */
+	int on_ring;               /* opened, stat'ed and closed on the ring (other fills were in flight) */
+	struct statx stx;          /* on_ring: the file's size and mtime */
 };
 
 /* A synchronous I/O on the ring (put path); completes when done is set. */
@@ -229,6 +234,7 @@ struct sc_l3 {
 	struct sc_l3_opts opts;
 	uint32_t file_mode, dir_mode;      /* exactly what we create (dir_mode has setgid with a gid) */
 	uint32_t dio_mem_align, dio_off_align; /* 0: O_DIRECT unsupported */
+	int dio_at_open;           /* FUSE: O_DIRECT must be given at open (the daemon sees only that) */
 	uint64_t id;               /* unique per handle (thread-local ring cache key) */
 	pthread_mutex_t mu;        /* rings list, ranges, lengths cache */
 	struct l3_ring *rings;
@@ -406,9 +412,12 @@ struct l3_probe_log {
 	int64_t all_mtime_ns;
 	uint32_t all[L3_LOG_LENGTHS];
 };
-/* The directory's token lengths (the longest @max, ascending; reloaded when they changed): the
- * count, or a negative errno. */
-int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns);
+/* The O_DIRECT alignment of the filesystem holding @fd (a regular file in the directory) into
+ * l3->dio_*_align: statx's, else a page when the filesystem takes O_DIRECT, else 0 (never direct). */
+void l3_dio_detect(struct sc_l3 *l3, int fd);
+/* The directory's token lengths (the longest @max, ascending; reloaded when they changed, or
+ * @force): the count, or a negative errno. */
+int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns, int force);
 /* The directory probe (what sc_l3_locate_longest did before the location index); @log optional.
  * *@bad (may be NULL): when nothing was found (0), the length of the longest matching prefix entry
  * that named an object that failed verification (now, or a quarantined one), else 0; that entry
@@ -440,8 +449,8 @@ struct l3ix_found {
  */
 int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 		uint64_t now, struct l3ix_found *f, struct sc_location *loc);
-/* The full location of an index answer (reads the object's header). -ENOENT: the object vanished;
- * its index entries and L2 mirrors were dropped. */
+/* The full location of an index answer (reads the object's header). -ENOENT: the object vanished,
+ * or its header was bad (quarantined); either way its index entries and L2 mirrors were dropped. */
 int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, struct sc_location *loc);
 /* Are the index answer's token ids (and namespace) the caller's? From the entry's pages, or its
  * prefix entry file when it keeps none. 1, 0 (a collision: counted), -EAGAIN (the entry or the

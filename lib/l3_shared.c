@@ -238,11 +238,7 @@ int l3_state_open_host(struct sc_l3 *l3)
 	}
 	l3->st = m;
 	/* O_DIRECT alignment of the shared filesystem, from a file on it */
-	struct statx sx;
-	if (statx(l3->lockfd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
-		l3->dio_mem_align = sx.stx_dio_mem_align;
-		l3->dio_off_align = sx.stx_dio_offset_align;
-	}
+	l3_dio_detect(l3, l3->lockfd);
 	return 0;
 }
 

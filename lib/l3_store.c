@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include "xxh.h"
@@ -157,6 +158,30 @@ static void flock_un(struct sc_l3 *l3)
 	flock(l3->lockfd, LOCK_UN);
 }
 
+/* ---- O_DIRECT alignment ---- */
+
+void l3_dio_detect(struct sc_l3 *l3, int fd)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
+		l3->dio_mem_align = sx.stx_dio_mem_align;
+		l3->dio_off_align = sx.stx_dio_offset_align;
+		return;
+	}
+	/* the filesystem does not say (FUSE: ceph-fuse accepts O_DIRECT, statx reports no alignment):
+	 * if it takes O_DIRECT at all, a page is an alignment every block device accepts; a read the
+	 * kernel refuses after all goes on buffered (lib/l3_fill.c) */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
+		fcntl(fd, F_SETFL, fl);
+		l3->dio_mem_align = l3->dio_off_align = 4096;
+	}
+	/* a FUSE daemon (ceph-fuse) sees O_DIRECT only in the open's flags: set later, it bypasses the
+	 * kernel's page cache but the daemon still serves the read from its own cache */
+	struct statfs fs;
+	l3->dio_at_open = l3->dio_mem_align && fstatfs(fd, &fs) == 0 && (uint32_t)fs.f_type == 0x65735546u;
+}
+
 /* ---- the shared state file ---- */
 
 static int state_open(struct sc_l3 *l3, int create)
@@ -211,11 +236,7 @@ static int state_open(struct sc_l3 *l3, int create)
 		rc = -EBADMSG;
 		goto cleanup;
 	}
-	struct statx sx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
-		l3->dio_mem_align = sx.stx_dio_mem_align;
-		l3->dio_off_align = sx.stx_dio_offset_align;
-	}
+	l3_dio_detect(l3, fd);
 cleanup:
 	flock(fd, LOCK_UN);
 	close(fd);

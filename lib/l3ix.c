@@ -213,6 +213,8 @@ struct scan {
 	int full, tok, gave_up;
 	struct sc_digest *seen;      /* l3 keys present in the rescanned subdirectories */
 	size_t nseen, capseen;
+	struct sc_digest *known;     /* l3 keys of the index's positive entries when the scan began */
+	size_t nknown;
 	uint8_t rescanned[SHM_L3IX_SUBDIRS];
 };
 
@@ -228,13 +230,17 @@ static void sub_name(uint32_t s, char out[3])
 /* One prefix entry file: read it and write its entry (when it changed since the last scan). */
 static void scan_file(struct scan *sc, int dfd, const char *name, struct sc_digest l3key)
 {
-	if (!sc->full) {
+	if (!sc->full && sc->nknown && bsearch(&l3key, sc->known, sc->nknown, sizeof(l3key), dg_cmp)) {
+		/* a name the index has: read it again only if it was rewritten since the last scan
+		 * (a name it does not have is always read: its times are another host's clock, and a put
+		 * renames a file written earlier, so no time says it is new) */
 		struct stat sb;
 		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 			return;
 		uint64_t mt = (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec;
-		if (mt + SCAN_SETTLE_NS < sc->since_real)
-			return; /* older than the last scan: the index has it (or it is a v1/bad file) */
+		uint64_t ct = (uint64_t)sb.st_ctim.tv_sec * 1000000000ull + (uint64_t)sb.st_ctim.tv_nsec;
+		if ((mt > ct ? mt : ct) + SCAN_SETTLE_NS < sc->since_real)
+			return; /* not changed since the last scan */
 	}
 	int fd = l3_open_file(dfd, name, O_RDONLY); /* never a planted FIFO or link */
 	if (fd < 0)
@@ -305,11 +311,32 @@ static int scan_subdir(struct scan *sc, struct sc_l3 *l3, uint32_t s)
 	return 0;
 }
 
+/* The l3 keys of the index's positive entries, sorted (what an incremental scan need not read
+ * again unless rewritten). 0, or -ENOMEM / the lock's error. */
+static int known_keys(struct scan *sc)
+{
+	uint32_t total = sc->ix->nsets * SHM_L3IX_WAYS;
+	sc->known = malloc((size_t)total * sizeof(*sc->known));
+	if (!sc->known)
+		return -ENOMEM;
+	int rc = shm_l3ix_lock(sc->ix);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < total; i++) {
+		const struct shm_l3ix_entry *e = &sc->ix->ent[i];
+		if (e->flags & SHM_L3IX_POS)
+			sc->known[sc->nknown++] = (struct sc_digest){ e->l3key_lo, e->l3key_hi };
+	}
+	shm_l3ix_unlock(sc->ix);
+	qsort(sc->known, sc->nknown, sizeof(*sc->known), dg_cmp);
+	return 0;
+}
+
 /*
  * Bring the index up to date with the directory and, when everything fits, declare it complete.
  * One process at a time (sync_mu, trylock: a restore never waits for another's scan). Incremental:
- * only subdirectories whose mtime moved since the last scan are listed, only files newer than it
- * are read; a full scan (the first, or after an eviction) reads every file, and when the directory
+ * only subdirectories whose mtime moved since the last scan are listed (shared mode: all), only
+ * files the index does not know or that changed since are read; a full scan (the first, or after an eviction) reads every file, and when the directory
  * has more prefix entries than the index holds it gives up for SCAN_BACKOFF intervals.
  */
 static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
@@ -348,10 +375,14 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 			     .limit = total / 2 }; /* a set-associative table fills unevenly: half is the bound */
 	uint64_t real0 = shm_realtime_ns();
 	shm_sched_point("l3ix.sync.start");
+	if (!full && known_keys(sc))
+		full = sc->full = 1; /* no memory for the list: read every file */
 	/* the lengths */
 	uint32_t *lens = malloc(SHM_L3IX_MAX_LENGTHS * sizeof(*lens));
 	int64_t lm = 0;
-	int nl = lens ? l3_lengths_snapshot(l3, lens, SHM_L3IX_MAX_LENGTHS, &lm) : -ENOMEM;
+	/* shared mode: another host's new length does not reliably move the lengths directory's
+	 * mtime as this host's client sees it (lib/l3_index.c): read it again, once per interval */
+	int nl = lens ? l3_lengths_snapshot(l3, lens, SHM_L3IX_MAX_LENGTHS, &lm, l3->shared) : -ENOMEM;
 	if (nl >= 0 && !shm_l3ix_lock(ix)) {
 		shm_l3ix_set_lengths_locked(ix, lens, (uint32_t)nl, sc->t0, (uint64_t)lm);
 		shm_l3ix_unlock(ix);
@@ -368,7 +399,9 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 			mt = (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec;
 		else if (errno != ENOENT)
 			ok = 0;
-		if (!full && mt == ix->scan->sub_mtime_ns[s])
+		/* (shared mode: nor does a subdirectory's, for another host's entry: list them all; only
+		 * names the index does not have, or rewritten ones, are read) */
+		if (!full && !l3->shared && mt == ix->scan->sub_mtime_ns[s])
 			continue;
 		if (scan_subdir(sc, l3, s))
 			ok = 0;
@@ -381,6 +414,8 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 			h->scan_backoff_ns = now + SCAN_BACKOFF * fresh;
 		goto out;
 	}
+	/* listed, not yet declared complete: a put landing now is after t0, so it is not claimed */
+	shm_sched_point("l3ix.sync.listed");
 	/* prefix entries gone from the rescanned subdirectories: their index entries go too */
 	if (sc->nseen) /* seen may be NULL then (qsort's argument must not be) */
 		qsort(sc->seen, sc->nseen, sizeof(*sc->seen), dg_cmp);
@@ -390,6 +425,8 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 			struct shm_l3ix_entry *e = &ix->ent[i];
 			if (!(e->flags & SHM_L3IX_POS) || !sc->rescanned[e->l3key_hi >> 56])
 				continue;
+			if (e->checked_ns > sc->t0)
+				continue; /* confirmed after the listing may have been made: not ours to judge */
 			struct sc_digest k = { e->l3key_lo, e->l3key_hi };
 			if (!sc->nseen || !bsearch(&k, sc->seen, sc->nseen, sizeof(k), dg_cmp)) {
 				shm_l3ix_clear_locked(ix, i);
@@ -407,7 +444,7 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 		atomic_store_explicit(&h->complete_ns, sc->t0, memory_order_release);
 out:
 	if (sc)
-		free(sc->seen);
+		free(sc->seen), free(sc->known);
 	free(sc);
 	shm_mutex_unlock(a->shm, &h->sync_mu);
 }
@@ -527,6 +564,8 @@ int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found 
 		drop_vanished(a, d);
 		return -ENOENT;
 	}
+	if (rc == -EBADMSG)
+		return -ENOENT; /* a bad header: quarantined (which dropped its entries and mirrors), a miss */
 	if (rc)
 		return rc;
 	loc->token_count = f->len;

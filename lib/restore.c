@@ -319,8 +319,11 @@ again:
 		}
 		sc_restore_release(out);
 		if (rc == -ENOENT && !vanished) {
-			/* the object vanished under the fill (evicted by a process not attached, say): a
-			 * miss of this location, never an error; look again */
+			/* the object vanished under the fill (evicted by a process not attached, another
+			 * host's janitor or quarantine): a miss of this location, never an error; look
+			 * again, and the directory decides. An object this fill found corrupt is reported
+			 * (-EBADMSG): it is quarantined and its prefix entry dropped, so the next restore
+			 * finds whatever shorter prefix is stored. */
 			l3ix_vanished(arena, loc.digest);
 			if (claimed)
 				sc_fill_release(arena, stage_id, loc.digest);

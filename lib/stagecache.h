@@ -1252,7 +1252,9 @@ struct sc_restore {
  * now or at an earlier open or verify: it is quarantined, its L2 mirrors invalidated and its
  * prefix entry dropped, so the next call finds whatever shorter prefix is stored), -EINVAL,
  * -ENOMEM, -EMFILE (too many leases held), -ENOTRECOVERABLE (the arena was declared
- * unrepairable), or an L3 error. Blocks on disk I/O.
+ * unrepairable), or an L3 error. An object that vanished under the fill (evicted by a process not
+ * attached to this arena, another host's janitor, another host's quarantine) is a miss of that
+ * location: the restore looks again. Blocks on disk I/O.
  */
 int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 	       uint32_t flags, struct sc_restore *out);

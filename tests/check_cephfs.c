@@ -13,7 +13,8 @@
  * it uses survives: LRU across hosts); the janitor's host killed (its ceph-fuse SIGKILLed): no
  * takeover while its session holds the lock, takeover once the MDS evicts it, and the dead
  * janitor never acted again; a host's mount dying mid-fill: errors there, never wrong bytes, and
- * the other host goes on.
+ * the other host goes on; host A's location index following host B's puts (at once on a miss,
+ * a longer prefix within the refresh interval, measured), evictions and quarantines (a miss).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -514,6 +515,30 @@ START_TEST(mount_dies_mid_fill_errors_never_wrong_bytes)
 }
 END_TEST
 
+/* issue 17, item 3, through two real mounts: host A's location index follows host B's puts
+ * (at once on a miss; a longer prefix within the refresh interval), its janitor's evictions and
+ * quarantines (a miss on A, never an error or wrong bytes). The scenario: tests/l3_hosts.c. */
+START_TEST(location_index_follows_the_other_host)
+{
+	if (!need_cluster())
+		return;
+	/* the interval is short to keep the test short; visibility across mounts is ~10 ms (MDS
+	 * settings of cephfs-dev.sh), a scan lists 256 subdirectories: slack for a loaded machine */
+	enum { REFRESH_MS = 500, VIS_MS = 2000, SLACK_MS = 400 };
+	sc_l3_close(open_as(A, "t7", 0)); /* makes the directory */
+	char an[64], bn[64], why[512];
+	snprintf(an, sizeof(an), "%s", sc_test_name("cephixA"));
+	snprintf(bn, sizeof(bn), "%s", sc_test_name("cephixB"));
+	double lat;
+	int rc = h_coherence(l3dir(A, "t7"), l3dir(B, "t7"), state[A], state[B], an, bn, REFRESH_MS, VIS_MS, SLACK_MS,
+			     &lat, why, sizeof(why));
+	printf("location index on CephFS: another host's longer prefix visible after %.1f ms (refresh %u ms)\n", lat,
+	       REFRESH_MS);
+	fflush(stdout);
+	ck_assert_msg(rc == 0, "%s", why);
+}
+END_TEST
+
 START_TEST(stop_leaves_no_process_mount_or_file)
 {
 	if (!need_cluster())
@@ -535,6 +560,7 @@ static Suite *cephfs_suite(void)
 	tcase_add_unchecked_fixture(tc, cluster_start, NULL);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, put_on_a_restored_on_b_byte_for_byte);
+	tcase_add_test(tc, location_index_follows_the_other_host);
 	tcase_add_test(tc, concurrent_puts_of_the_same_prefixes_from_both_hosts);
 	tcase_add_test(tc, janitor_evicts_to_budget_while_the_other_host_fills);
 	tcase_add_test(tc, janitor_host_killed_then_taken_over);

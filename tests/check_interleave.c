@@ -9,12 +9,15 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "interleave.h"
+#include "l3_hosts.h"
 #include "sc_check.h"
+#include "../lib/l3_priv.h"
 #include "../lib/l2.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
@@ -37,6 +40,9 @@ struct shared {
 	_Atomic uint32_t gap;         /* a record was lost or reordered */
 	_Atomic uint32_t finished;    /* consumers that got every record */
 	_Atomic uint64_t seq_seen[8];
+	char l3dir[96];               /* the run's L3 directory (location index scenarios) */
+	_Atomic uint64_t put_done_ns; /* when the other host's put returned (CLOCK_MONOTONIC) */
+	_Atomic int32_t located[3];   /* per actor: what its locate returned */
 };
 
 static struct shared *sh;
@@ -964,6 +970,256 @@ START_TEST(test_segment_lease_vs_release)
 }
 END_TEST
 
+/* ---- 12, 13. the L3 location index: a refresh's view and a scan vs writers ---- */
+
+#define IX_BYTES 8192u
+
+/* A fresh arena (index refresh 60 s: no scan but the ones a scenario makes) and L3 directory. */
+static int ix_setup_common(void)
+{
+	struct shared *s = shared_area();
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "t-il-%d-%u", (int)getpid(), run_no++);
+	snprintf(s->l3dir, sizeof(s->l3dir), "/var/tmp/sc-il-%d-%u", (int)getpid(), run_no);
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .reader_slots = 8,
+				   .l3_index_refresh_ms = 60000 };
+	if (sc_arena_create(s->name, &o, &parent_arena))
+		return -1;
+	return sc_stage_open(parent_arena, MODEL, STATE, &parent_stage);
+}
+
+static void ix_teardown(void *ctx)
+{
+	h_rm_rf(sh->l3dir);
+	drop_arena(ctx);
+}
+
+/* Open the run's directory; bound to @a (attached to the arena) unless NULL. */
+static struct sc_l3 *ix_open(struct sc_arena *a)
+{
+	struct sc_l3 *l3 = NULL;
+	if (sc_l3_open(sh->l3dir, NULL, &l3))
+		return NULL;
+	if (a && sc_l3_bind_arena(l3, a)) {
+		sc_l3_close(l3);
+		return NULL;
+	}
+	return l3;
+}
+
+/* Put the first @n tokens of key @k (payload version @v); its digest in *@d. */
+static int ix_put(struct sc_l3 *l3, uint32_t k, uint32_t n, uint32_t v, struct sc_digest *d)
+{
+	int32_t t[4];
+	key_tokens(t, k);
+	uint8_t *b = malloc(IX_BYTES);
+	if (!b)
+		return -ENOMEM;
+	fill(b, IX_BYTES, k * 31 + v);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { IX_BYTES } };
+	struct sc_l3_put_args a = { .model_identity = MODEL, .state_identity = STATE, .ns = NS, .tokens = t,
+				    .token_count = n, .payload = &p };
+	struct sc_location loc;
+	int rc = sc_l3_put(l3, &a, &loc);
+	free(b);
+	if (!rc && d)
+		*d = loc.digest;
+	return rc;
+}
+
+/* The parent's view of the index entry for the first @n tokens of key @k: 1 positive (digest in
+ * *@d), 2 negative, 0 none, or a negative errno. */
+static int ix_entry(uint32_t k, uint32_t n, struct sc_digest *d)
+{
+	struct shm_l3ix ix;
+	if (shm_l3ix_view(parent_arena->shm, &ix))
+		return -EBADMSG;
+	int32_t t[4];
+	key_tokens(t, k);
+	struct sc_key key;
+	uint32_t len = n;
+	if (key_pfx_hashes(parent_arena->shm->hv.key_secret, NS, t, n, &len, 1, &key))
+		return -EINVAL;
+	struct shm_l3ix_snap snap;
+	int eq;
+	int f = shm_l3ix_find(&ix, key.lo, key.hi, n, NULL, 0, &eq, &snap);
+	if (f != 1)
+		return f;
+	if (snap.e.flags & SHM_L3IX_NEG)
+		return 2;
+	*d = (struct sc_digest){ snap.e.digest_lo, snap.e.digest_hi };
+	return 1;
+}
+
+/* 9. Setup: the directory holds key 2 (4 tokens: the length is registered) and the parent's scan
+ * made the index complete without key 1. Actor 0 (attached) locates key 1: an index miss, so the
+ * directory probe, which reads the directory and then (l3ix.refresh.read) writes what it saw;
+ * actor 1 (attached) puts key 1 at any point. The invariant (design rule 6): the later
+ * confirmation wins: the index ends with key 1 positive, naming the object actor 1 stored, never
+ * the older "absent" the probe may have read before the put. */
+static int refresh_setup(void *ctx)
+{
+	(void)ctx;
+	if (ix_setup_common())
+		return -1;
+	struct sc_l3 *l3 = ix_open(NULL);
+	if (!l3 || ix_put(l3, 2, 4, 0, NULL))
+		return -1;
+	sc_l3_close(l3);
+	l3 = ix_open(parent_arena);
+	int32_t t[4];
+	key_tokens(t, 3);
+	struct sc_location loc;
+	int rc = l3 ? sc_l3_locate_longest(l3, NS, t, 4, &loc) : -1; /* the scan: complete, no key 1 */
+	if (l3)
+		sc_l3_close(l3);
+	return rc == 0 ? 0 : -1;
+}
+
+static int refresh_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	if (attach(&a, NULL))
+		return 1;
+	struct sc_l3 *l3 = ix_open(a);
+	if (!l3)
+		return 2;
+	int rc;
+	if (who == 0) {
+		int32_t t[4];
+		key_tokens(t, 1);
+		struct sc_location loc;
+		rc = sc_l3_locate_longest(l3, NS, t, 4, &loc);
+		atomic_store(&sh->located[0], rc);
+		rc = rc < 0 ? 3 : 0;
+	} else {
+		rc = ix_put(l3, 1, 4, 0, NULL) ? 4 : 0;
+	}
+	sc_l3_close(l3);
+	return rc;
+}
+
+static int refresh_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	struct sc_digest d, want;
+	int e = ix_entry(1, 4, &d);
+	struct sc_l3 *l3 = ix_open(NULL);
+	int32_t t[4];
+	key_tokens(t, 1);
+	struct sc_location loc;
+	int rc = l3 ? sc_l3_locate_longest(l3, NS, t, 4, &loc) : -1;
+	if (l3)
+		sc_l3_close(l3);
+	want = loc.digest;
+	if (rc != 4) {
+		snprintf(why, len, "the directory does not hold the put: %d", rc);
+		return -1;
+	}
+	if (e != 1 || !sc_digest_equal(d, want)) {
+		snprintf(why, len, "the index entry of the put key is %s (the probe's older view won)",
+			 e == 2 ? "negative" : e == 0 ? "missing" : e == 1 ? "another object" : "unreadable");
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_l3ix_refresh_vs_put)
+{
+	static const char *const pts[] = { "l3ix.refresh.read", "l3ix.sync.start", NULL };
+	struct il_scenario s = { .name = "l3ix refresh vs put", .actors = 2, .points = pts, .setup = refresh_setup,
+				 .actor = refresh_actor, .check = refresh_check, .teardown = ix_teardown };
+	report(&s, 3);
+}
+END_TEST
+
+/* 10. Setup: the directory holds key 1's 2-token prefix; the index was never scanned. Actor 0
+ * (attached) locates key 1 (4 tokens): its scan takes its start time (l3ix.sync.start), lists the
+ * directory (l3ix.sync.listed), drops what it did not see and declares the index complete as of
+ * its start. Actor 1 (attached) puts key 2; actor 2 (not attached: another host) puts key 1's
+ * 4-token prefix and notes when its put returned. The invariants: rule 1 — an attached writer's
+ * entry is in the index once its put returned, and no scan that listed the directory before it
+ * removes it; rule 2 — completeness is claimed only as of the scan's start: when the index is
+ * complete as of a time after actor 2's put returned, it holds that prefix (else a restore of it
+ * would be answered with the shorter one). */
+static int scan_setup(void *ctx)
+{
+	(void)ctx;
+	if (ix_setup_common())
+		return -1;
+	struct sc_l3 *l3 = ix_open(NULL);
+	if (!l3 || ix_put(l3, 1, 2, 0, NULL))
+		return -1;
+	sc_l3_close(l3);
+	/* every prefix subdirectory exists, so the scan lists (and judges) the one key 2 lands in */
+	char sub[160];
+	for (int i = 0; i < 256; i++) {
+		snprintf(sub, sizeof(sub), "%s/prefix/%02x", sh->l3dir, i);
+		if (mkdir(sub, 0755) && errno != EEXIST)
+			return -1;
+	}
+	return 0;
+}
+
+static int scan_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a = NULL;
+	if (who < 2 && attach(&a, NULL))
+		return 1;
+	struct sc_l3 *l3 = ix_open(a);
+	if (!l3)
+		return 2;
+	int rc = 0;
+	if (who == 0) {
+		int32_t t[4];
+		key_tokens(t, 1);
+		struct sc_location loc;
+		int n = sc_l3_locate_longest(l3, NS, t, 4, &loc);
+		atomic_store(&sh->located[0], n);
+		rc = n < 2 ? 3 : 0; /* the 2-token prefix was always there */
+	} else if (who == 1) {
+		rc = ix_put(l3, 2, 4, 0, NULL) ? 4 : 0;
+	} else {
+		rc = ix_put(l3, 1, 4, 0, NULL) ? 5 : 0;
+		atomic_store(&sh->put_done_ns, shm_now_ns());
+	}
+	sc_l3_close(l3);
+	return rc;
+}
+
+static int scan_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	struct sc_digest d;
+	int e = ix_entry(2, 4, &d);
+	if (e != 1) {
+		snprintf(why, len, "the attached writer's entry is %s after its put returned",
+			 e == 0 ? "missing" : e == 2 ? "negative" : "unreadable");
+		return -1;
+	}
+	struct shm_l3ix ix;
+	if (shm_l3ix_view(parent_arena->shm, &ix))
+		return -1;
+	uint64_t complete = atomic_load(&ix.hdr->complete_ns), done = atomic_load(&sh->put_done_ns);
+	if (complete && complete > done && ix_entry(1, 4, &d) != 1) {
+		snprintf(why, len, "the index claims completeness as of %llu ns, after the other host's put (%llu ns), "
+			 "without its entry", (unsigned long long)complete, (unsigned long long)done);
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_l3ix_scan_vs_puts)
+{
+	static const char *const pts[] = { "l3ix.sync.start", "l3ix.sync.listed", "l3ix.refresh.read", NULL };
+	struct il_scenario s = { .name = "l3ix scan vs puts", .actors = 3, .points = pts, .setup = scan_setup,
+				 .actor = scan_actor, .check = scan_check, .teardown = ix_teardown };
+	report(&s, 6);
+}
+END_TEST
+
 /* ---- the schedule points list ---- */
 
 START_TEST(test_sched_points_list_is_complete)
@@ -1007,6 +1263,8 @@ Suite *interleave_suite(void)
 	tcase_add_test(tc, test_consumer_takeover);
 	tcase_add_test(tc, test_fill_claims);
 	tcase_add_test(tc, test_observation_table);
+	tcase_add_test(tc, test_l3ix_refresh_vs_put);
+	tcase_add_test(tc, test_l3ix_scan_vs_puts);
 	tcase_add_test(tc, test_segment_admit_vs_release);
 	tcase_add_test(tc, test_segment_lease_vs_release);
 	suite_add_tcase(s, tc);

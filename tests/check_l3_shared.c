@@ -3,7 +3,7 @@
  * filesystem: processes with different host identities (the real two-mount tests against CephFS
  * are tests/check_cephfs.c). Host identity, shared mode, writer liveness (no pid), the janitor's
  * lease, takeover and fencing, the LRU order across hosts, the prefix-drop protocol, vanished
- * objects.
+ * objects, the location index of one host following another's puts, evictions and quarantines.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -523,6 +523,30 @@ START_TEST(vanished_object_is_a_miss)
 }
 END_TEST
 
+/* issue 17, item 3: the location index of one host's arena follows another host's puts (within
+ * the refresh interval; at once on a miss), evictions and quarantines (a miss, never an error or
+ * wrong bytes). Host B is another process with its own handle and arena (tests/l3_hosts.c). */
+START_TEST(location_index_follows_the_other_host)
+{
+	enum { REFRESH_MS = 200, SLACK_MS = 100 };
+	char sa[200], sb[200], why[512];
+	snprintf(sa, sizeof(sa), "%s/a", sdir);
+	snprintf(sb, sizeof(sb), "%s/b", sdir);
+	ck_assert_int_eq(mkdir(sa, 0700), 0);
+	ck_assert_int_eq(mkdir(sb, 0700), 0);
+	struct sc_l3 *init = host("hostA", 0); /* makes the directory */
+	sc_l3_close(init);
+	char an[64], bn[64];
+	snprintf(an, sizeof(an), "%s", sc_test_name("l3shA"));
+	snprintf(bn, sizeof(bn), "%s", sc_test_name("l3shB"));
+	double lat;
+	int rc = h_coherence(dir, dir, sa, sb, an, bn, REFRESH_MS, 0, SLACK_MS, &lat, why, sizeof(why));
+	printf("location index: another host's longer prefix visible after %.1f ms (refresh %u ms)\n", lat, REFRESH_MS);
+	fflush(stdout);
+	ck_assert_msg(rc == 0, "%s", why);
+}
+END_TEST
+
 static Suite *l3_shared_suite(void)
 {
 	Suite *s = suite_create("l3_shared");
@@ -541,6 +565,7 @@ static Suite *l3_shared_suite(void)
 	tcase_add_test(tc, corrupt_janitor_files_are_survived);
 	tcase_add_test(tc, put_over_budget_runs_a_pass);
 	tcase_add_test(tc, vanished_object_is_a_miss);
+	tcase_add_test(tc, location_index_follows_the_other_host);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -228,7 +228,15 @@ START_TEST(flipped_byte_is_quarantined_and_mirror_invalidated)
 	struct sc_location loc;
 	put("q", 10, 9000, 9, &loc);
 	flip_payload_byte(&loc);
+	/* the fill fails its digest and quarantines the object: the restore reports the verification
+	 * failure once (issue 12, defect 5); the next one is a miss */
+	struct sc_l3_stats st0;
+	sc_l3_stats(l3, &st0);
 	ck_assert_int_eq(sc_restore(stage, l3, "q", toks, 10, 0, &r), -EBADMSG);
+	struct sc_l3_stats st1;
+	sc_l3_stats(l3, &st1);
+	ck_assert_uint_eq(st1.verify_failures, st0.verify_failures + 1);
+	ck_assert_uint_eq(st1.quarantined, st0.quarantined + 1);
 	ck_assert_int_eq(sc_restore(stage, l3, "q", toks, 10, 0, &r), -ENOENT);
 	/* a promoted object corrupted later: the next fill quarantines it and drops the mirror */
 	put("q2", 10, 9000, 10, &loc);
