@@ -1,16 +1,54 @@
-/* tools/cmd_clear.c — `stagecache clear NAME [--dir DIR] [--json]`. */
+/*
+ * tools/cmd_clear.c — the L2 removals of every stage at once: `stagecache clear NAME` (every
+ * entry) and `stagecache invalidate NAME DIGEST` (the entries of one payload digest). One command
+ * with a row per form: the options, the checks and the report are the same.
+ */
 #include <getopt.h>
 
 #include "cli.h"
 
-static void usage(FILE *f)
+struct removal {
+	const char *cmd, *args, *help, *failed;
+	int takes_digest;
+};
+
+static const struct removal clear_row = {
+	"clear", "NAME",
+	"Remove every L2 entry of every stage. Leased entries disappear at once; their memory\n"
+	"follows when the leases are released.\n",
+	"cannot clear", 0,
+};
+static const struct removal invalidate_row = {
+	"invalidate", "NAME DIGEST",
+	"Remove every L2 entry, in every stage, whose payload digest is DIGEST (32 hex characters):\n"
+	"what to do when the durable copy with that digest changed or was deleted.\n",
+	"cannot invalidate", 1,
+};
+
+static void usage(const struct removal *r, FILE *f)
 {
-	fprintf(f, "usage: stagecache clear NAME [--dir DIR] [--owner USER] [--json]\n\n"
-		   "Remove every L2 entry of every stage. Leased entries disappear at once; their memory\n"
-		   "follows when the leases are released.\n");
+	fprintf(f, "usage: stagecache %s %s [--dir DIR] [--owner USER] [--json]\n\n%s", r->cmd, r->args, r->help);
 }
 
-int cmd_clear(int argc, char **argv)
+/* The positional arguments: NAME, and DIGEST when the form takes one. 0 or a usage error. */
+static int check_args(const struct removal *r, int argc, char **argv, struct sc_digest *d)
+{
+	int want = 1 + r->takes_digest;
+	if (optind >= argc)
+		return cli_usage_error(r->cmd, r->takes_digest ? "missing NAME and DIGEST" : "missing NAME");
+	if (argc - optind < want)
+		return cli_usage_error(r->cmd, "missing DIGEST");
+	if (argc - optind > want)
+		return cli_usage_error(r->cmd, "unexpected argument '%s'", cli_q(argv[optind + want]));
+	int rc = cli_check_name(r->cmd, argv[optind]);
+	if (rc || !r->takes_digest)
+		return rc;
+	if (sc_digest_parse(argv[optind + 1], d))
+		return cli_usage_error(r->cmd, "DIGEST '%s': want 32 hex characters", cli_q(argv[optind + 1]));
+	return 0;
+}
+
+static int run(const struct removal *r, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "dir", required_argument, 0, 'd' }, { "owner", required_argument, 0, 'O' },
@@ -18,35 +56,43 @@ int cmd_clear(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	const char *dir = NULL;
-	int json = 0, c;
+	int json = 0, c, rc;
 	cli_getopt_begin();
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dir = optarg; break;
 		case 'O':
-			if (cli_parse_owner("clear", optarg))
+			if (cli_parse_owner(r->cmd, optarg))
 				return EXIT_USAGE;
 			break;
 		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("clear", c, argv);
+		case 'h': usage(r, stdout); return EXIT_OK;
+		default: return cli_opt_error(r->cmd, c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage_error("clear", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("clear", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	struct sc_arena *a;
-	int rc = cli_open_arena("clear", dir, argv[optind], &a);
-	if (rc)
+	struct sc_digest d;
+	if ((rc = check_args(r, argc, argv, &d)))
 		return rc;
-	rc = sc_l2_clear(a);
+	struct sc_arena *a;
+	if ((rc = cli_open_arena(r->cmd, dir, argv[optind], &a)))
+		return rc;
+	rc = r->takes_digest ? sc_l2_invalidate_digest(a, d) : sc_l2_clear(a);
 	sc_arena_close(a);
 	if (rc < 0)
-		return cli_l2_error("clear", rc, argv[optind], "cannot clear");
+		return cli_l2_error(r->cmd, rc, argv[optind], r->failed);
 	if (json)
 		printf("{\"removed\":%d}\n", rc);
 	else
 		printf("removed %d entr%s\n", rc, rc == 1 ? "y" : "ies");
 	return EXIT_OK;
+}
+
+int cmd_clear(int argc, char **argv)
+{
+	return run(&clear_row, argc, argv);
+}
+
+int cmd_invalidate(int argc, char **argv)
+{
+	return run(&invalidate_row, argc, argv);
 }
