@@ -286,8 +286,8 @@ fuzz-regress: $(FUZZ_BINS)
 # (a pyenv python without numpy, a rustup toolchain newer than Debian's rustc 1.63).
 PYTHON3 ?= /usr/bin/python3
 CARGO ?= /usr/bin/cargo
-# the exporter's HTTP server
-TOOL_LIBS += $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+# the exporter's HTTP server: libmicrohttpd, loaded with dlopen when the exporter serves (its
+# header is needed to build; the binary does not link it)
 
 # A C++ client of the header, linked with the shared library as a C++ engine would.
 $(B)/tests/cxx_client: tests/cxx_client.cpp lib/stagecache.h $(SHARED)

@@ -12,6 +12,7 @@
  * arena first and then writes the families, since OpenMetrics wants each family's samples together.
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <microhttpd.h>
@@ -23,6 +24,49 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+
+/*
+ * libmicrohttpd is loaded when the exporter starts serving (dlopen), not linked: the stagecache
+ * binary depends only on what every command uses (ldd: liburing, libbpf, libelf, zlib,
+ * libxxhash, libc). The calls below go through these pointers under their usual names.
+ */
+#define MHD_SONAME "libmicrohttpd.so.12"
+static struct {
+	__typeof__(&MHD_start_daemon) start_daemon;
+	__typeof__(&MHD_stop_daemon) stop_daemon;
+	__typeof__(&MHD_get_daemon_info) get_daemon_info;
+	__typeof__(&MHD_create_response_from_buffer) create_response_from_buffer;
+	__typeof__(&MHD_add_response_header) add_response_header;
+	__typeof__(&MHD_queue_response) queue_response;
+	__typeof__(&MHD_destroy_response) destroy_response;
+	__typeof__(&MHD_lookup_connection_value) lookup_connection_value;
+} mhd;
+
+/* 0, or prints why libmicrohttpd cannot be used and returns EXIT_FAIL */
+static int mhd_load(void)
+{
+	void *h = dlopen(MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (h) {
+#define SYM(f) (mhd.f = (__typeof__(mhd.f))dlsym(h, "MHD_" #f)) != NULL
+		if (SYM(start_daemon) && SYM(stop_daemon) && SYM(get_daemon_info) && SYM(create_response_from_buffer) &&
+		    SYM(add_response_header) && SYM(queue_response) && SYM(destroy_response) &&
+		    SYM(lookup_connection_value))
+			return 0;
+#undef SYM
+	}
+	fprintf(stderr, "stagecache exporter: cannot serve HTTP: %s (install Debian's libmicrohttpd12; --once needs no "
+			"HTTP)\n", dlerror());
+	return EXIT_FAIL;
+}
+
+#define MHD_start_daemon (*mhd.start_daemon)
+#define MHD_stop_daemon (*mhd.stop_daemon)
+#define MHD_get_daemon_info (*mhd.get_daemon_info)
+#define MHD_create_response_from_buffer (*mhd.create_response_from_buffer)
+#define MHD_add_response_header (*mhd.add_response_header)
+#define MHD_queue_response (*mhd.queue_response)
+#define MHD_destroy_response (*mhd.destroy_response)
+#define MHD_lookup_connection_value (*mhd.lookup_connection_value)
 
 #define MAX_TARGETS 64
 #define MAX_STAGES 1024
@@ -641,6 +685,8 @@ int cmd_exporter(int argc, char **argv)
 
 	struct sockaddr_storage ss;
 	socklen_t sl;
+	if (mhd_load())
+		return EXIT_FAIL;
 	if (parse_listen(listen, &ss, &sl))
 		return cli_usage_error("exporter", "bad --listen '%s' (ADDR:PORT, e.g. 127.0.0.1:9477 or [::1]:9477)", cli_q(listen));
 	/* SIGINT and SIGTERM are taken with sigwait below: block them before MHD starts its thread */
