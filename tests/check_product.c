@@ -41,6 +41,21 @@ START_TEST(test_product_library_exports_no_hooks)
 }
 END_TEST
 
+/* The product binary links only what every command uses (issue 15): liburing, libbpf (libelf,
+ * zlib), libxxhash, libc and our library. The benchmarks live in stagecache-bench, the exporter
+ * loads libmicrohttpd when it serves. */
+START_TEST(test_product_binary_links_only_what_it_uses)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "readelf -d %s/stagecache | grep -q 'NEEDED.*libstagecache'", SC_BUILD_DIR);
+	ck_assert_int_eq(sh(cmd), 0); /* the check below reads the right section */
+	snprintf(cmd, sizeof(cmd),
+		 "readelf -d %s/stagecache | grep NEEDED | grep -vE '\\[(libstagecache|liburing|libbpf|libelf|libz|"
+		 "libxxhash|libc)\\.so[.0-9]*\\]'", SC_BUILD_DIR);
+	ck_assert_msg(sh(cmd) == 1, "build/stagecache links a library it should not (see readelf -d)");
+}
+END_TEST
+
 START_TEST(test_sc_fault_changes_nothing_in_the_product)
 {
 	const char *name = sc_test_name("product");
@@ -72,6 +87,7 @@ Suite *product_suite(void)
 	TCase *tc = tcase_create("product");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_product_library_exports_no_hooks);
+	tcase_add_test(tc, test_product_binary_links_only_what_it_uses);
 	tcase_add_test(tc, test_sc_fault_changes_nothing_in_the_product);
 	suite_add_tcase(s, tc);
 	return s;
