@@ -321,12 +321,13 @@ int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min,
 			sh->pending_count--;
 		atomic_store_explicit(&e->state, SHM_ENT_FREEING, memory_order_relaxed);
 		shm_fault_point("l2.reclaim.freeing");
-		if (e->meta & SHM_META_SEG) {
+		struct shm_segtab t;
+		if ((e->meta & SHM_META_SEG) && shm_seg_view(ix->a, ix, &t) == 0) {
 			/* the segment table decides: its references go, its blocks go or stay as holders */
-			struct shm_segtab t;
-			if (shm_seg_view(ix->a, ix, &t) == 0)
-				(void)shm_seg_release(&t, t.heap_lo + 64ull * e->seg_rec);
+			(void)shm_seg_release(&t, t.heap_lo + 64ull * e->seg_rec);
 		} else if (e->payload_off) {
+			/* a plain entry, or a segment flag on an arena that has no segments (a scribble):
+			 * its payload is one block of its own */
 			(void)shm_heap_free(ix->a, e->payload_off);
 		}
 		shm_fault_point("l2.reclaim.freed");

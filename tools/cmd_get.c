@@ -53,16 +53,9 @@ int cmd_get(int argc, char **argv)
 			return cli_opt_error("get", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage_error("get", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("get", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	x.name = argv[optind];
-	int rc = l2cli_check_args("get", &x, SC_IDENTITY_MAX);
+	int rc = l2cli_operands("get", argc, argv, &x);
 	if (rc)
 		return rc;
-	if (!x.model || !x.state || !x.tokens_spec)
-		return cli_usage_error("get", "--model, --state and --tokens are required");
 	struct sc_location loc = { 0 };
 	uint64_t ltok = 0;
 	if ((lt != NULL) != (lg != NULL))
@@ -73,7 +66,7 @@ int cmd_get(int argc, char **argv)
 	loc.token_count = (uint32_t)ltok;
 	if (lg && sc_digest_parse(lg, &loc.digest))
 		return cli_usage_error("get", "--location-digest '%s': want 32 hex characters", cli_q(lg));
-	rc = l2cli_parse_tokens("get", x.tokens_spec, &x.tokens, &x.n);
+	rc = l2cli_prefix("get", &x);
 	if (rc)
 		return rc;
 	struct sc_arena *a = NULL;

@@ -39,17 +39,10 @@ int cmd_peek(int argc, char **argv)
 			return cli_opt_error("peek", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage_error("peek", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("peek", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	x.name = argv[optind];
-	int rc = l2cli_check_args("peek", &x, SC_IDENTITY_MAX);
+	int rc = l2cli_operands("peek", argc, argv, &x);
 	if (rc)
 		return rc;
-	if (!x.model || !x.state || !x.tokens_spec)
-		return cli_usage_error("peek", "--model, --state and --tokens are required");
-	rc = l2cli_parse_tokens("peek", x.tokens_spec, &x.tokens, &x.n);
+	rc = l2cli_prefix("peek", &x);
 	if (rc)
 		return rc;
 	struct sc_arena *a = NULL;

@@ -75,12 +75,7 @@ int cmd_put(int argc, char **argv)
 			return cli_opt_error("put", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage_error("put", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("put", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	x.name = argv[optind];
-	int rc = l2cli_check_args("put", &x, SC_IDENTITY_MAX);
+	int rc = l2cli_operands("put", argc, argv, &x);
 	if (rc)
 		return rc;
 	if (!x.model || !x.state || !x.tokens_spec || !kind_s)

@@ -39,12 +39,7 @@ int cmd_rm(int argc, char **argv)
 			return cli_opt_error("rm", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage_error("rm", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("rm", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	x.name = argv[optind];
-	int rc0 = l2cli_check_args("rm", &x, SC_IDENTITY_MAX);
+	int rc0 = l2cli_operands("rm", argc, argv, &x);
 	if (rc0)
 		return rc0;
 	struct sc_key key;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "l2cli.h"
@@ -359,4 +360,21 @@ int l3cli_open_error(const char *cmd, int rc, const char *dir, const struct sc_l
 	default:
 		return cli_fail(cmd, 0, "cannot open L3 directory %s: %s", dir, strerror(-rc));
 	}
+}
+
+int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x)
+{
+	if (optind >= argc)
+		return cli_usage_error(cmd, "missing NAME");
+	if (optind < argc - 1)
+		return cli_usage_error(cmd, "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	x->name = argv[optind];
+	return l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
+}
+
+int l2cli_prefix(const char *cmd, struct l2cli_args *x)
+{
+	if (!x->model || !x->state || !x->tokens_spec)
+		return cli_usage_error(cmd, "--model, --state and --tokens are required");
+	return l2cli_parse_tokens(cmd, x->tokens_spec, &x->tokens, &x->n);
 }

@@ -20,6 +20,11 @@ int l2cli_common_opt(const char *cmd, int c, const char *arg, struct l2cli_args 
 /* The arena name, --model, --state (non-empty, at most SC_IDENTITY_MAX bytes) and --ns (at most
  * @ns_max bytes) of @x, those that are set: 0 or a usage error naming the one that is wrong. */
 int l2cli_check_args(const char *cmd, const struct l2cli_args *x, size_t ns_max);
+/* The one operand of an L2 command, NAME (argv[optind]; none after it), into @x, then
+ * l2cli_check_args: 0 or a usage error. */
+int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x);
+/* A prefix is required (--model, --state, --tokens): parse the tokens into @x. 0 or an exit status. */
+int l2cli_prefix(const char *cmd, struct l2cli_args *x);
 /* Parse "1,2,3" or "@file"; prints its own error and returns an exit status (2: bad syntax, 1:
  * the file cannot be read). */
 int l2cli_parse_tokens(const char *cmd, const char *spec, int32_t **out, size_t *n);
