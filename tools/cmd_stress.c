@@ -174,8 +174,8 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 	};
 	uint64_t v;
 	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (cli_parse_u64(optarg, MAX_PROCS, &v) || !v)
@@ -183,14 +183,12 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 			o->procs = (uint32_t)v;
 			break;
 		case 's':
-			if (cli_parse_u64(optarg, 86400, &v) || !v)
-				return cli_usage_error("stress", "bad --seconds '%s'", optarg);
-			o->seconds = (uint32_t)v;
+			if (stress_u32_opt("seconds", optarg, 1, 86400, "", &o->seconds))
+				return EXIT_USAGE;
 			break;
 		case 'k':
-			if (cli_parse_u64(optarg, 3600000, &v))
-				return cli_usage_error("stress", "bad --kill-every '%s' (milliseconds)", optarg);
-			o->kill_every_ms = (uint32_t)v;
+			if (stress_u32_opt("kill-every", optarg, 0, 3600000, " (milliseconds)", &o->kill_every_ms))
+				return EXIT_USAGE;
 			break;
 		case 'S':
 			if (cli_parse_u64(optarg, UINT64_MAX, &o->seed))
@@ -210,7 +208,7 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 		case 'U': o->users = 1; break;
 		case 'j': o->json = 1; break;
 		case 'h': usage(stdout); return -1;
-		default: return cli_usage_error("stress", "unknown option");
+		default: return cli_opt_error("stress", c, argv);
 		}
 	}
 	if (optind != argc - 1)

@@ -91,6 +91,15 @@ struct hopts {
 	char scratch[128];
 };
 
+int stress_u32_opt(const char *name, const char *arg, uint64_t min, uint64_t max, const char *hint, uint32_t *out)
+{
+	uint64_t v;
+	if (cli_parse_u64(arg, max, &v) || v < min)
+		return cli_usage_error("stress", "bad --%s '%s'%s", name, arg, hint);
+	*out = (uint32_t)v;
+	return 0;
+}
+
 void stress_first_problem(_Atomic int *written, char *buf, size_t len, const char *fmt, ...)
 {
 	if (atomic_exchange(written, 1))
@@ -155,8 +164,8 @@ static int parse(int argc, char **argv, struct hopts *o)
 	};
 	uint64_t v;
 	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
 			if (cli_parse_u64(optarg, MAX_HOSTS, &v) || !v)
@@ -169,19 +178,16 @@ static int parse(int argc, char **argv, struct hopts *o)
 			o->l3[o->nl3++] = optarg;
 			break;
 		case 'p':
-			if (cli_parse_u64(optarg, 16, &v) || !v)
-				return cli_usage_error("stress", "bad --procs '%s' (1-16 per host)", optarg);
-			o->procs = (uint32_t)v;
+			if (stress_u32_opt("procs", optarg, 1, 16, " (1-16 per host)", &o->procs))
+				return EXIT_USAGE;
 			break;
 		case 's':
-			if (cli_parse_u64(optarg, 86400, &v) || !v)
-				return cli_usage_error("stress", "bad --seconds '%s'", optarg);
-			o->seconds = (uint32_t)v;
+			if (stress_u32_opt("seconds", optarg, 1, 86400, "", &o->seconds))
+				return EXIT_USAGE;
 			break;
 		case 'k':
-			if (cli_parse_u64(optarg, 3600000, &v))
-				return cli_usage_error("stress", "bad --kill-every '%s' (milliseconds)", optarg);
-			o->kill_every_ms = (uint32_t)v;
+			if (stress_u32_opt("kill-every", optarg, 0, 3600000, " (milliseconds)", &o->kill_every_ms))
+				return EXIT_USAGE;
 			break;
 		case 'b':
 			if (cli_parse_size(optarg, &o->budget) || o->budget < (1u << 20))
@@ -208,7 +214,7 @@ static int parse(int argc, char **argv, struct hopts *o)
 		case 'K': o->keep = 1; break;
 		case 'j': o->json = 1; break;
 		case 'h': usage(stdout); return -1;
-		default: return cli_usage_error("stress", "unknown option");
+		default: return cli_opt_error("stress", c, argv);
 		}
 	}
 	if (optind != argc - 1)
