@@ -114,7 +114,10 @@ int l2_reap(struct sc_arena *a, int force)
 	uint64_t cleaned = shm_readers_cleaned(a->shm);
 	if (freed > 0 || force || cleaned != a->l2_swept_cleaned) {
 		a->l2_swept_cleaned = cleaned;
-		(void)shm_index_sweep(l2_ix(a), -1); /* their private reservations are orphans now */
+		/* their private reservations are orphans now (the index view comes with l2_ready: a
+		 * handle that never used L2, fsck's, may reap first) */
+		if (l2_ready(a) == 0)
+			(void)shm_index_sweep(l2_ix(a), -1);
 	}
 	return freed > 0;
 }

@@ -219,7 +219,12 @@ START_TEST(test_fsck_dead_reader_with_lease)
 	ck_assert_uint_eq(r.readers_dead, 1);
 	ck_assert_str_eq(s.comp, "readers");
 	ck_assert(strstr(s.last, "1 leases held") != NULL);
-	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	/* repaired through a handle that never used L2, as `stagecache fsck` and stress's closing
+	 * check do (its reap once swept an index view it had not set up) */
+	struct sc_arena *fresh;
+	ck_assert_int_eq(sc_arena_open(name, &fresh), 0);
+	ck_assert_int_eq(sc_arena_fsck(fresh, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	sc_arena_close(fresh);
 	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.readers_dead, 0);
 	sc_stage_close(st);
