@@ -166,7 +166,9 @@ static void class_free(struct gclass *c)
 static int ours_setup(const struct gclass *c, int *backing)
 {
 	uint64_t total = (uint64_t)c->nitems * (uint64_t)c->nb;
-	uint64_t payload = total * (c->bytes + 4096);
+	/* each block's heap footprint (payload, token ids of its whole prefix, block header) plus the
+	 * 4 KiB alignment gap a page-aligned block may leave before the next */
+	uint64_t payload = total * (sc_l2_footprint(NULL, c->bytes, 0, (uint32_t)c->nb * c->ntok) + 4096);
 	struct sc_arena_opts o = { .size_bytes = ((payload + payload / 8 + (64ull << 20)) + (2ull << 20) - 1) & ~((2ull << 20) - 1),
 				   .huge = SC_HUGE_AUTO, .index_entries = (uint32_t)(total * 2 + 1024) };
 	snprintf(arena_name, sizeof(arena_name), "bench-get-%d", (int)getpid());
