@@ -57,14 +57,9 @@ static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 		l3->lengths_settled = now - m > L3_MTIME_SETTLE_NS;
 	}
 	*reloaded = 1;
-	int fd = openat(l3->lenfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	DIR *d = l3_opendir(l3->lenfd);
+	if (!d)
 		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
 	uint32_t *v = malloc(L3_MAX_LENGTHS * sizeof(uint32_t)), n = 0;
 	if (!v) {
 		closedir(d);

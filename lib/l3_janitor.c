@@ -508,14 +508,9 @@ static int lru_write(struct jctx *j)
 static int top_temps(struct jctx *j)
 {
 	struct sc_l3 *l3 = j->l3;
-	int fd = openat(l3->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	DIR *d = l3_opendir(l3->dirfd);
+	if (!d)
 		return 0;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
 	struct dirent *e;
 	int rc = 0;
 	while (!rc && (e = readdir(d))) {

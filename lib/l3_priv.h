@@ -47,6 +47,7 @@
 #endif
 
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <dirent.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -412,6 +413,9 @@ struct l3_probe_log {
 	int64_t all_mtime_ns;
 	uint32_t all[L3_LOG_LENGTHS];
 };
+/* The directory @dfd as a DIR stream of its own (a new description: @dfd stays open and its
+ * position untouched), or NULL. */
+DIR *l3_opendir(int dfd);
 /* The O_DIRECT alignment of the filesystem holding @fd (a regular file in the directory) into
  * l3->dio_*_align: statx's, else a page when the filesystem takes O_DIRECT, else 0 (never direct). */
 void l3_dio_detect(struct sc_l3 *l3, int fd);

@@ -662,18 +662,27 @@ int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason)
 
 /* Quarantine names are <32 hex>.<CLOCK_REALTIME ns>.sc3 (see l3_quarantine). Only the unusual
  * path gets here (a prefix entry whose object is gone), so a scan of quarantine/ is fine. */
+DIR *l3_opendir(int dfd)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return d;
+}
+
 int l3_quarantined_since(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint64_t since_ns)
 {
 	char hex[33];
 	l3_digest_hex(lo, hi, hex);
-	int fd = openat(l3->quarfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	DIR *d = l3_opendir(l3->quarfd);
+	if (!d)
 		return 0;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
 	struct dirent *e;
 	int found = 0;
 	while (!found && (e = readdir(d))) {

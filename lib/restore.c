@@ -41,14 +41,9 @@ enum { R_NONE = 0, R_LEASE = 1, R_RESV = 2, R_HEAP = 3 };
  * digests' mirrors in @arena now, then drop the records. */
 static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
 {
-	int fd = openat(l3->quarfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	DIR *d = l3_opendir(l3->quarfd);
+	if (!d)
 		return;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return;
-	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		uint64_t lo, hi;

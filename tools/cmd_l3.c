@@ -75,6 +75,33 @@ static void print_loc(const struct sc_location *l, int json)
 		       (unsigned long long)l->payload_bytes);
 }
 
+/* The store options put and janitor share: --budget (b), --min-free (F), --mode (M), --group (g)
+ * into @o. 0, or -1 after a usage error naming the option. */
+static int store_opt(int c, const char *arg, struct sc_l3_opts *o)
+{
+	switch (c) {
+	case 'b':
+		if (!cli_parse_size(arg, &o->budget_bytes))
+			return 0;
+		cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(arg));
+		return -1;
+	case 'F':
+		if (!cli_parse_size(arg, &o->min_free_bytes))
+			return 0;
+		cli_usage_error("l3", "--min-free '%s': want a size such as 1G", cli_q(arg));
+		return -1;
+	case 'M':
+		if (cli_parse_mode("l3", "--mode", arg, 0666, &o->file_mode))
+			return -1;
+		if ((o->file_mode & 0600) == 0600)
+			return 0;
+		cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o->file_mode);
+		return -1;
+	default: /* 'g' */
+		return cli_parse_group("l3", "--group", arg, &o->gid) ? -1 : 0;
+	}
+}
+
 static int do_put(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -104,21 +131,10 @@ static int do_put(int argc, char **argv)
 		case 'm': a.model_identity = optarg; break;
 		case 's': a.state_identity = optarg; break;
 		case 'b':
-			if (cli_parse_size(optarg, &o.budget_bytes))
-				return cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(optarg));
-			break;
 		case 'F':
-			if (cli_parse_size(optarg, &o.min_free_bytes))
-				return cli_usage_error("l3", "--min-free '%s': want a size such as 1G", cli_q(optarg));
-			break;
 		case 'M':
-			if (cli_parse_mode("l3", "--mode", optarg, 0666, &o.file_mode))
-				return EXIT_USAGE;
-			if ((o.file_mode & 0600) != 0600)
-				return cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o.file_mode);
-			break;
 		case 'g':
-			if (cli_parse_group("l3", "--group", optarg, &o.gid))
+			if (store_opt(c, optarg, &o))
 				return EXIT_USAGE;
 			break;
 		case 'j': json = 1; break;
@@ -369,17 +385,9 @@ static int do_janitor(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
-			if (cli_parse_size(optarg, &o.budget_bytes))
-				return cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(optarg));
-			break;
 		case 'M':
-			if (cli_parse_mode("l3", "--mode", optarg, 0666, &o.file_mode))
-				return EXIT_USAGE;
-			if ((o.file_mode & 0600) != 0600)
-				return cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o.file_mode);
-			break;
 		case 'g':
-			if (cli_parse_group("l3", "--group", optarg, &o.gid))
+			if (store_opt(c, optarg, &o))
 				return EXIT_USAGE;
 			break;
 		case 'f': flags |= SC_L3_JANITOR_FULL; break;
