@@ -834,17 +834,7 @@ END_TEST
 
 /* ---- the command line: put / get --out reproduce the payload byte for byte ---- */
 
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	int st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define run sc_test_sh
 
 static int same_file(const char *a, const char *b)
 {

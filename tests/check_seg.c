@@ -504,7 +504,7 @@ START_TEST(segments_released_between_lookup_and_commit)
 }
 END_TEST
 
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define run sc_test_sh
 static void run_rm(const char *dir);
 
 /* sc_restore served from a scattered L2 entry: the sections are a private copy (in_arena 0), the
@@ -550,18 +550,6 @@ START_TEST(restore_from_a_scattered_entry)
 	fx_close(&f);
 }
 END_TEST
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	int st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static void run_rm(const char *dir)
 {

@@ -1,5 +1,7 @@
 /* tests/helpers.c — helpers shared by the Check suites (see sc_check.h). */
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -62,4 +64,15 @@ void sc_test_wait_killed(pid_t pid)
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child %d: status %d, not killed by SIGKILL", (int)pid,
 		      st);
+}
+
+int sc_test_sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	int st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -41,6 +41,8 @@ void sc_test_arena_destroy(struct sc_arena *a, const char *name);
 
 /* Reap child @pid, failing the test unless SIGKILL ended it (a holder killed on purpose). */
 void sc_test_wait_killed(pid_t pid);
+/* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
+int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Are we root (for tests of hugepages, BPF)? */
 int sc_test_is_root(void);
