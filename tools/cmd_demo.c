@@ -79,7 +79,7 @@ static void usage(FILE *f)
 		"promotion, commit rings with a verifying consumer, and `stagecache trace` (when root).\n\n"
 		"  --workers N          stage worker processes (default 4)\n"
 		"  --seconds S          how long the workers serve requests (default 30)\n"
-		"  --docs N             distinct prompt prefixes stored in L3 (default 128)\n"
+		"  --docs N             distinct prompt prefixes stored in L3 (default 384: about 4.7x the L2 budget)\n"
 		"  --min-tokens N       shortest prefix (default 32)   --max-tokens N  longest (default 2048)\n"
 		"  --layers N --kv-heads N --head-dim N   model geometry, fp16 KV (default 8, 4, 64: 8 KiB/token,\n"
 		"                       so prefixes of 256 KiB to 16 MiB)\n"
@@ -858,6 +858,10 @@ static void report_requests(const struct demo *d)
 		printf("  by bytes          L2 %.1f%% | LRU %.1f%%, S3-FIFO %.1f%%, OPT %.1f%%\n",
 		       100 * psim_byte_ratio(&so->real), 100 * psim_byte_ratio(&so->sim[PSIM_LRU]),
 		       100 * psim_byte_ratio(&so->sim[PSIM_S3FIFO]), 100 * psim_byte_ratio(&so->sim[PSIM_OPT]));
+		double dr = 100 * (psim_object_ratio(&so->real) - psim_object_ratio(&so->sim[PSIM_LRU]));
+		double db = 100 * (psim_byte_ratio(&so->real) - psim_byte_ratio(&so->sim[PSIM_LRU]));
+		printf("  L2 - LRU          %+.1f points by request, %+.1f by bytes (%s)\n", dr, db,
+		       dr >= 0 && db >= 0 ? "not below LRU" : "BELOW LRU");
 	}
 }
 
@@ -943,7 +947,7 @@ static void cleanup(struct demo *d)
 
 int cmd_demo(int argc, char **argv)
 {
-	static struct demo d = { .o = { .workers = 4, .docs = 128, .min_tokens = 32, .max_tokens = 2048, .seconds = 30,
+	static struct demo d = { .o = { .workers = 4, .docs = 384, .min_tokens = 32, .max_tokens = 2048, .seconds = 30,
 					.zipf = 0.9, .arena_bytes = 320u << 20, .trace = 1 } };
 	wl_geometry_default(&d.o.g);
 	int rc = parse(argc, argv, &d.o);
