@@ -145,7 +145,7 @@ static const struct member m_l2_resv[] = {
 #define T struct sc_l3_opts
 static const struct member m_l3_opts[] = {
 	P(budget_bytes), P(min_free_bytes), P(queue_depth), P(o_direct), P(file_mode), P(flags),
-	P(host_id), P(state_dir), P(visibility_ms), X(reserved0), P(gid), X(reserved),
+	P(host_id), P(state_dir), P(visibility_ms), P(fd_cache), P(gid), X(reserved),
 };
 #undef T
 
@@ -166,7 +166,7 @@ static const struct member m_l3_fill_req[] = {
 static const struct member m_l3_stats[] = {
 	P(objects), P(bytes), P(fills), P(fill_bytes), P(fill_ns), P(verify_failures), P(quarantined),
 	P(evictions), P(write_refusals), P(puts), P(put_dedup), P(key_collisions), P(budget_bytes), P(dio_mem_align),
-	P(dio_offset_align), X(reserved),
+	P(dio_offset_align), P(fills_kept), X(reserved),
 };
 #undef T
 

@@ -15,6 +15,26 @@
  * reaped: nothing here frees or reuses it, and a request is reaped only after every read into it
  * completed.
  *
+ * Kept files. An open (and its close) is a round trip to the metadata server on a network
+ * filesystem (~1 ms on ceph-fuse), more than reading a 64 KiB object. Each ring keeps the files of
+ * objects it filled successfully open (a 4-way set-associative table by digest, least recently
+ * used replaced; opts.fd_cache files, in twice as many slots so that a set rarely overflows), and a later fill of the same object reads the kept file
+ * with no open, stat or close. What makes this safe: objects are immutable under their name and
+ * every fill verifies the bytes against the digest as before, so a kept file can only be as right
+ * as a fresh open. What it can change: an object removed by another process or host is still read
+ * through a kept file (a hit where a fresh open would miss) until the entry is dropped. Hence: on a
+ * kernel filesystem, where a lookup costs a microsecond, each use first checks that the name still
+ * names the kept inode (fstatat; a removed or replaced object reopens or misses exactly as
+ * before). On FUSE, where that lookup is the round trip being saved, there is no such check: every
+ * removal through this handle moves kept_gen and every ring reopens, and a file is kept at most
+ * SC_L3_FD_KEEP_MS after its open — so an object another process or host removed may still be
+ * read (and verified) here for that long, and its disk space stays pinned as long. A fill
+ * that fails closes its kept file. A kept file's header was verified by the fill that kept it: a
+ * later fill for the same location reads only the payload (one request, not two: on FUSE the
+ * vectored header+payload read is two requests to the daemon) and still verifies its digest and
+ * length. A kept file in use by a fill in flight is not shared (the
+ * other fill opens its own: O_DIRECT is switched per fill on the open file).
+ *
  * Rings. Each thread using a handle gets its own ring (created on first use, recorded in the
  * handle's list and in a small thread-local cache keyed by the handle's unique id). A ring is
  * used only by the thread that created it, so it needs no lock; a forked child sees a different
@@ -95,6 +115,14 @@ static struct l3_ring *ring_create(struct sc_l3 *l3)
 	}
 	r->owner = l3;
 	r->reg_gen = UINT64_MAX;
+	if (l3->kept_max) {
+		r->kept_sets = (2 * l3->kept_max + L3_KEPT_WAYS - 1) / L3_KEPT_WAYS;
+		r->kept = calloc((size_t)r->kept_sets * L3_KEPT_WAYS, sizeof(*r->kept));
+		if (!r->kept)
+			r->kept_sets = 0; /* no kept files: fills open every time */
+		for (uint32_t i = 0; r->kept && i < r->kept_sets * L3_KEPT_WAYS; i++)
+			r->kept[i].fd = -1;
+	}
 	ring_register_locked(l3, r);
 	return r;
 fail:
@@ -114,8 +142,12 @@ static void ring_free(struct l3_ring *r)
 	if (r->ok)
 		io_uring_queue_exit(&r->ring);
 	for (uint32_t i = 0; i < r->depth; i++)
-		if (r->ops[i].fd >= 0 && r->tid == gettid())
+		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == gettid())
 			close(r->ops[i].fd);
+	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++)
+		if (r->kept[i].fd >= 0 && r->tid == gettid())
+			close(r->kept[i].fd);
+	free(r->kept);
 	free(r->ops);
 	free(r->hdrbufs);
 	free(r->hstates);
@@ -334,6 +366,126 @@ static int file_is_cold(int fd, uint64_t bytes)
 
 static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op);
 
+/* ---- kept files ---- */
+
+static struct l3_kept *kept_set(struct l3_ring *r, uint64_t lo)
+{
+	return &r->kept[(lo % r->kept_sets) * L3_KEPT_WAYS];
+}
+
+static void kept_drop(struct l3_ring *r, struct l3_kept *k)
+{
+	close(k->fd);
+	k->fd = -1;
+	k->busy = 0;
+	r->kept_n--;
+}
+
+/* The least recently used idle kept file of the whole table (it makes room at the limit). */
+static struct l3_kept *kept_oldest(struct l3_ring *r)
+{
+	struct l3_kept *v = NULL;
+	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++) {
+		struct l3_kept *k = &r->kept[i];
+		if (k->fd >= 0 && !k->busy && (!v || k->used < v->used))
+			v = k;
+	}
+	return v;
+}
+
+/* Is @k too old to use: opened before a removal through this handle, or SC_L3_FD_KEEP_MS ago? */
+static int kept_stale(struct sc_l3 *l3, const struct l3_kept *k, uint64_t now)
+{
+	return k->gen != atomic_load_explicit(&l3->kept_gen, memory_order_acquire) ||
+	       now - k->opened_ns > (uint64_t)SC_L3_FD_KEEP_MS * 1000000ull;
+}
+
+/* Does @rel still name kept file @k? Only checked on a kernel filesystem (above). */
+static int kept_named(struct sc_l3 *l3, const struct l3_kept *k, const char *rel)
+{
+	struct stat sb;
+	return l3->dio_at_open ||
+	       (fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t)sb.st_ino == k->ino &&
+		(uint64_t)sb.st_size == k->file_bytes);
+}
+
+/* The kept file of object (@lo, @hi) at @rel, opened as @open_direct asks, marked busy; NULL: none
+ * usable (a stale one is closed on the way). */
+static struct l3_kept *kept_take(struct sc_l3 *l3, struct l3_ring *r, uint64_t lo, uint64_t hi, const char *rel,
+				 int open_direct)
+{
+	if (!r->kept_sets)
+		return NULL;
+	struct l3_kept *set = kept_set(r, lo);
+	for (uint32_t w = 0; w < L3_KEPT_WAYS; w++) {
+		struct l3_kept *k = &set[w];
+		if (k->fd < 0 || k->lo != lo || k->hi != hi || k->busy)
+			continue;
+		if (kept_stale(l3, k, shm_now_ns()) || !kept_named(l3, k, rel)) {
+			kept_drop(r, k);
+			return NULL;
+		}
+		if (k->open_direct != open_direct)
+			return NULL;
+		k->busy = 1;
+		k->used = ++r->kept_tick;
+		return k;
+	}
+	return NULL;
+}
+
+/* Keep @op's file (its fill succeeded) in an empty slot of its set, or in place of the set's least
+ * recently used idle file; at the limit the table's least recently used idle file is closed first.
+ * 1: kept (the caller must not close it), 0: not kept. */
+static int kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint64_t hi)
+{
+	if (!r->kept_sets)
+		return 0;
+	struct l3_kept *set = kept_set(r, lo), *v = NULL;
+	for (uint32_t w = 0; w < L3_KEPT_WAYS; w++) {
+		struct l3_kept *k = &set[w];
+		if (k->fd >= 0 && k->lo == lo && k->hi == hi)
+			return 0; /* kept already (another fill's file is in use): close ours */
+		if (k->busy)
+			continue;
+		if (k->fd < 0) {
+			if (!v || v->fd >= 0)
+				v = k; /* an empty entry first */
+		} else if (!v || (v->fd >= 0 && k->used < v->used)) {
+			v = k;
+		}
+	}
+	if (!v)
+		return 0;
+	if (v->fd >= 0) {
+		kept_drop(r, v);
+	} else if (r->kept_n >= r->owner->kept_max) {
+		struct l3_kept *old = kept_oldest(r);
+		if (!old)
+			return 0;
+		kept_drop(r, old);
+	}
+	r->kept_n++;
+	const struct sc_location *loc = op->req->loc;
+	*v = (struct l3_kept){ .lo = lo, .hi = hi, .file_bytes = op->file_bytes, .ino = op->ino,
+			       .payload_bytes = loc->payload_bytes, .sec0 = loc->sec_len[0], .kind = loc->kind,
+			       .mtime_ns = op->mtime_ns,
+			       .opened_ns = op->t0, .used = ++r->kept_tick, .gen = op->kept_gen, .fd = op->fd,
+			       .open_direct = op->open_direct };
+	return 1;
+}
+
+/* The end of a fill that read kept file @k: idle again, or closed when the fill failed. */
+static void kept_release(struct l3_ring *r, struct l3_kept *k, int rc, int64_t mtime_ns)
+{
+	if (rc) {
+		kept_drop(r, k);
+		return;
+	}
+	k->mtime_ns = mtime_ns;
+	k->busy = 0;
+}
+
 /*
  * Open the object, then queue its reads (fill_opened). With other fills in flight on this ring,
  * the open itself goes on the ring: on a network filesystem an open is a round trip (~1 ms on
@@ -363,6 +515,13 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	/* FUSE: no page-cache test decides (the daemon's cache is not the kernel's): direct from the
 	 * open whenever direct is allowed */
 	op->open_direct = l3->dio_at_open && direct_ok(l3, op->req, loc->payload_bytes);
+	op->kept_gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
+	if ((op->kept = kept_take(l3, r, loc->digest.lo, loc->digest.hi, op->rel, op->open_direct))) {
+		op->fd = op->kept->fd;
+		op->file_bytes = op->kept->file_bytes;
+		op->mtime_ns = op->kept->mtime_ns;
+		return fill_opened(l3, r, op);
+	}
 	/* O_NONBLOCK: a FIFO planted under an object's name is never waited on (fill_opened checks
 	 * the type and takes the flag off again: io_uring would not punt a blocking read otherwise) */
 	int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (op->open_direct ? O_DIRECT : 0);
@@ -374,7 +533,8 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 		io_uring_prep_openat(sqe, l3->objfd, op->rel, flags, 0);
 		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_OPEN, 0));
 		sqe = io_uring_get_sqe(&r->ring);
-		io_uring_prep_statx(sqe, l3->objfd, op->rel, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE | STATX_MTIME,
+		io_uring_prep_statx(sqe, l3->objfd, op->rel, AT_SYMLINK_NOFOLLOW,
+				    STATX_TYPE | STATX_SIZE | STATX_MTIME | STATX_INO,
 				    &op->stx);
 		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_STATX, 0));
 		op->pending += 2;
@@ -391,13 +551,14 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 {
 	struct sc_l3_fill_req *req = op->req;
 	const struct sc_location *loc = req->loc;
-	if (!op->on_ring) {
+	if (!op->on_ring && !op->kept) {
 		struct stat sb;
 		if (fstat(op->fd, &sb) < 0)
 			return -errno;
 		if (!S_ISREG(sb.st_mode))
 			return -EBADMSG; /* a FIFO, device or directory under an object's name */
 		op->file_bytes = (uint64_t)sb.st_size;
+		op->ino = (uint64_t)sb.st_ino;
 		op->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	}
 	if (fcntl(op->fd, F_SETFL, op->open_direct ? O_DIRECT : 0) < 0) /* O_NONBLOCK off */
@@ -423,8 +584,11 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	}
 	op->nchunks = (uint32_t)((op->want + op->chunk - 1) / op->chunk);
 	XXH3_128bits_reset(op->hs);
-	int rc = op->direct ? prep_first(r, op) : prep_header(r, op);
-	for (uint32_t c = op->direct ? 1 : 0; !rc && c < op->nchunks; c++)
+	const struct l3_kept *k = op->kept;
+	op->hdr_known = k && k->payload_bytes == loc->payload_bytes && k->sec0 == loc->sec_len[0] && k->kind == loc->kind;
+	int first = op->direct && !op->hdr_known;
+	int rc = op->hdr_known ? 0 : first ? prep_first(r, op) : prep_header(r, op);
+	for (uint32_t c = first ? 1 : 0; !rc && c < op->nchunks; c++)
 		rc = prep_chunk(r, op, c);
 	return rc;
 }
@@ -439,47 +603,13 @@ static void hash_ready(struct l3_fill_op *op)
 	}
 }
 
-static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+/* The end of @op's file: kept for the next fill of the object, or released, or closed. */
+static void fill_close(struct l3_ring *r, struct l3_fill_op *op, int rc)
 {
-	struct sc_l3_fill_req *req = op->req;
-	const struct sc_location *loc = req->loc;
-	int rc = op->err;
-	shm_fault_point("fill.after_read");
-	if (!rc) {
-		struct l3_obj_hdr h;
-		rc = op->hdr_got == L3_HDR_BLOCK ? l3_hdr_parse(op->hdrbuf, op->file_bytes, &h) : -EBADMSG;
-		if (rc == -EPROTO)
-			rc = -EBADMSG;
-		/* the file named by the digest must hold that digest (else it is corrupt); a location
-		 * that describes it differently is the caller's mistake, not the object's */
-		if (!rc && (h.digest_lo != loc->digest.lo || h.digest_hi != loc->digest.hi))
-			rc = -EBADMSG;
-		if (!rc && (h.payload_bytes != loc->payload_bytes || h.section_bytes[0] != loc->sec_len[0] ||
-			    h.kind != loc->kind))
-			rc = -EINVAL;
-		if (!rc && op->hashed != op->nchunks)
-			rc = -EBADMSG; /* truncated: some chunk ended early */
-		if (!rc) {
-			XXH128_hash_t d = XXH3_128bits_digest(op->hs);
-			if (d.low64 != loc->digest.lo || d.high64 != loc->digest.hi)
-				rc = -EBADMSG;
-		}
-		if (rc == -EBADMSG) {
-			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);
-			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
-		}
-	}
-	uint64_t ns = shm_now_ns() - op->t0;
-	if (rc == -ESTALE)
-		rc = -ENOENT; /* the file vanished under the read (network filesystem): a miss */
-	if (!rc) {
-		/* last use, for the budget's LRU order (lib/l3_shared.c); best effort */
-		l3_note_access(l3, op->fd, loc->digest.lo, loc->digest.hi, op->mtime_ns);
-		atomic_fetch_add_explicit(&l3->st->fills, 1, RELAXED);
-		atomic_fetch_add_explicit(&l3->st->fill_bytes, op->want, RELAXED);
-		atomic_fetch_add_explicit(&l3->st->fill_ns, ns, RELAXED);
-	}
-	if (op->fd >= 0) {
+	const struct sc_location *loc = op->req->loc;
+	if (op->kept) {
+		kept_release(r, op->kept, rc, op->mtime_ns);
+	} else if (op->fd >= 0 && (rc || !kept_keep(r, op, loc->digest.lo, loc->digest.hi))) {
 		/* on FUSE a close is a round trip too (flush): on the ring when the fill was */
 		struct io_uring_sqe *sqe = op->on_ring ? io_uring_get_sqe(&r->ring) : NULL;
 		if (sqe) {
@@ -490,6 +620,57 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		}
 	}
 	op->fd = -1;
+	op->kept = NULL;
+}
+
+/* Check what a fill read: the header (unless a kept file's header was verified for this
+ * location), every chunk complete, the payload digest. 0, -EBADMSG (the object is bad) or -EINVAL
+ * (the location describes it differently: the caller's mistake, not the object's). */
+static int fill_verify(const struct l3_fill_op *op, const struct sc_location *loc)
+{
+	if (!op->hdr_known) {
+		struct l3_obj_hdr h;
+		int rc = op->hdr_got == L3_HDR_BLOCK ? l3_hdr_parse(op->hdrbuf, op->file_bytes, &h) : -EBADMSG;
+		if (rc)
+			return rc == -EPROTO ? -EBADMSG : rc;
+		/* the file named by the digest must hold that digest (else it is corrupt) */
+		if (h.digest_lo != loc->digest.lo || h.digest_hi != loc->digest.hi)
+			return -EBADMSG;
+		if (h.payload_bytes != loc->payload_bytes || h.section_bytes[0] != loc->sec_len[0] || h.kind != loc->kind)
+			return -EINVAL;
+	}
+	if (op->hashed != op->nchunks)
+		return -EBADMSG; /* truncated: some chunk ended early */
+	XXH128_hash_t d = XXH3_128bits_digest(op->hs);
+	return d.low64 == loc->digest.lo && d.high64 == loc->digest.hi ? 0 : -EBADMSG;
+}
+
+static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	struct sc_l3_fill_req *req = op->req;
+	const struct sc_location *loc = req->loc;
+	int rc = op->err;
+	shm_fault_point("fill.after_read");
+	if (!rc) {
+		rc = fill_verify(op, loc);
+		if (rc == -EBADMSG) {
+			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);
+			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
+		}
+	}
+	uint64_t ns = shm_now_ns() - op->t0;
+	if (rc == -ESTALE)
+		rc = -ENOENT; /* the file vanished under the read (network filesystem): a miss */
+	if (!rc) {
+		/* last use, for the budget's LRU order (lib/l3_shared.c); best effort */
+		op->mtime_ns = l3_note_access(l3, op->fd, loc->digest.lo, loc->digest.hi, op->mtime_ns);
+		atomic_fetch_add_explicit(&l3->st->fills, 1, RELAXED);
+		if (op->kept)
+			atomic_fetch_add_explicit(&l3->st->fills_kept, 1, RELAXED);
+		atomic_fetch_add_explicit(&l3->st->fill_bytes, op->want, RELAXED);
+		atomic_fetch_add_explicit(&l3->st->fill_ns, ns, RELAXED);
+	}
+	fill_close(r, op, rc);
 	req->fill_ns = ns;
 	uint64_t stage = req->stage_id, lo = loc->digest.lo, hi = loc->digest.hi, bytes = loc->payload_bytes;
 	int64_t res = rc;
@@ -562,6 +743,7 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 			op->err = -EBADMSG; /* a FIFO, device or directory under an object's name */
 		else if (res >= 0) {
 			op->file_bytes = op->stx.stx_size;
+			op->ino = op->stx.stx_ino;
 			op->mtime_ns = (int64_t)op->stx.stx_mtime.tv_sec * SHM_NS_PER_SEC + op->stx.stx_mtime.tv_nsec;
 		}
 	} else if (kind == L3_IO_OPEN) {

@@ -270,6 +270,7 @@ int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
 		.puts = atomic_load_explicit(&st->puts, RELAXED),
 		.key_collisions = atomic_load_explicit(&st->key_collisions, RELAXED),
 		.put_dedup = atomic_load_explicit(&st->put_dedup, RELAXED),
+		.fills_kept = atomic_load_explicit(&st->fills_kept, RELAXED),
 		.budget_bytes = l3->opts.budget_bytes,
 		.dio_mem_align = l3->dio_mem_align,
 		.dio_offset_align = l3->dio_off_align,

@@ -425,6 +425,7 @@ static int evict(struct jctx *j, uint64_t goal)
 		log_flush(j);
 		if (unlinkat(l3->objfd, rel, 0) < 0)
 			continue;
+		l3_kept_forget(l3);
 		uint64_t t1 = shm_realtime_ns();
 		log_line(j, t0, t1, "evict", v->lo, v->hi, v->bytes);
 		j->total -= v->bytes;

@@ -155,7 +155,8 @@ struct l3_state {
 	_Atomic uint64_t verify_failures, quarantined, evictions, write_refusals;
 	_Atomic uint64_t puts, put_dedup;
 	_Atomic uint64_t key_collisions; /* prefix entries whose token ids differed from the caller's */
-	uint8_t pad[4096 - 112];
+	_Atomic uint64_t fills_kept;     /* fills that read a kept file (no open; lib/l3_fill.c) */
+	uint8_t pad[4096 - 120];
 };
 _Static_assert(sizeof(struct l3_state) == 4096, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
@@ -186,15 +187,34 @@ struct l3_fill_op {
 	uint64_t done_mask;        /* chunks complete */
 	uint64_t cgot[L3_MAX_CHUNKS]; /* bytes read of each chunk */
 	XXH3_state_t *hs;          /* payload digest, fed chunk by chunk in order */
-	uint64_t file_bytes;
+	uint64_t file_bytes, ino;
 	uint64_t t0;
 	struct iovec iov[2];       /* L3_IO_FIRST: header block, chunk 0 (read when submitted) */
 	struct l3_fill_op *next;   /* free list / done list */
 	char rel[48];              /* the object's path under objects/ (an open on the ring reads it) */
 	int open_direct;           /* opened with O_DIRECT (l3->dio_at_open) */
 	int on_ring;               /* opened, stat'ed and closed on the ring (other fills were in flight) */
+	struct l3_kept *kept;      /* the kept file it reads (not closed at the end), or NULL */
+	uint32_t kept_gen;         /* l3->kept_gen before its open (a file kept is stamped with it) */
+	int hdr_known;             /* a kept file whose header was verified for this location: not read */
 	struct statx stx;          /* on_ring: the file's size and mtime */
 };
+
+/* An object file kept open for later fills of the same object (lib/l3_fill.c, "kept files"). */
+struct l3_kept {
+	uint64_t lo, hi;           /* the object's digest */
+	uint64_t file_bytes, ino;
+	uint64_t payload_bytes, sec0; /* what its header said when it was verified (the first fill) */
+	uint32_t kind;
+	int64_t mtime_ns;          /* as at open, or as last touched (LRU clock) */
+	uint64_t opened_ns;        /* kept at most SC_L3_FD_KEEP_MS from here */
+	uint64_t used;             /* the ring's tick at its last use: the least recent is replaced */
+	uint32_t gen;              /* l3->kept_gen when it was opened */
+	int fd;                    /* -1: empty */
+	int open_direct;
+	int busy;                  /* a fill in flight reads it: another fill of it opens its own */
+};
+#define L3_KEPT_WAYS 8u /* ways per set; twice as many slots as files may be kept */
 
 /* A synchronous I/O on the ring (put path); completes when done is set. */
 struct l3_sync_io {
@@ -220,6 +240,10 @@ struct l3_ring {
 	struct iovec reg[64];      /* what is registered: [0] the header buffers */
 	struct sc_l3 *owner;
 	struct l3_ring *next;      /* in the handle's list */
+	struct l3_kept *kept;      /* kept_sets * L3_KEPT_WAYS slots, set by digest */
+	uint32_t kept_sets;
+	uint32_t kept_n;           /* files kept: at most owner->kept_max */
+	uint64_t kept_tick;
 };
 
 #define L3_MAX_RANGES 8
@@ -243,6 +267,8 @@ struct sc_l3 {
 	uint32_t nranges;
 	_Atomic uint64_t reg_gen;
 	struct sc_arena *arena;    /* bound arena: invalidate L2 mirrors on quarantine */
+	uint32_t kept_max;         /* files each ring keeps open (opts.fd_cache resolved) */
+	_Atomic uint32_t kept_gen; /* moved by every removal through this handle: kept files reopen */
 	/* token lengths present in the prefix index, sorted ascending */
 	uint32_t *lengths;
 	uint32_t nlengths;
@@ -350,7 +376,7 @@ int l3_state_open_host(struct sc_l3 *l3);
 void l3_state_close(struct sc_l3 *l3);
 /* Record a use of an object for the LRU order: local mode touches the file's mtime (@fd, when
  * last touched longer ago than L3_TOUCH_NS); shared mode buffers an access record. */
-void l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64_t mtime_ns);
+int64_t l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64_t mtime_ns);
 /* Write buffered access records (@force: even if few and recent). Caller must not hold mu. */
 void l3_access_flush(struct sc_l3 *l3, int force);
 /* Is something made at @t_ns (CLOCK_REALTIME of the host that made it) older than the grace?
@@ -476,6 +502,11 @@ void l3_invalidate_mirror(struct sc_l3 *l3, uint64_t lo, uint64_t hi);
 /* ---- lib/l3_fill.c ---- */
 struct l3_ring *l3_ring_get(struct sc_l3 *l3);
 void l3_rings_free(struct sc_l3 *l3);
+/* An object file was removed or moved through @l3: every ring's kept files are reopened. */
+static inline void l3_kept_forget(struct sc_l3 *l3)
+{
+	atomic_fetch_add_explicit(&l3->kept_gen, 1, memory_order_release);
+}
 /* One fill, waiting for it (other completions of this thread stay queued for reap). */
 int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *req);
 /* Synchronous write of @iov at @off through the ring (loops on short writes). */

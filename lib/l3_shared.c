@@ -255,15 +255,15 @@ void l3_state_close(struct sc_l3 *l3)
 
 /* ---- uses, for the LRU order ---- */
 
-void l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64_t mtime_ns)
+int64_t l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64_t mtime_ns)
 {
 	uint64_t now = shm_realtime_ns();
 	if (!l3->shared) {
 		/* the LRU clock has a resolution of L3_TOUCH_NS: a file used more recently is not touched
 		 * again (an inode update costs a journal write) */
-		if (fd >= 0 && (int64_t)now - mtime_ns > (int64_t)L3_TOUCH_NS)
-			futimens(fd, NULL); /* best effort */
-		return;
+		if (fd >= 0 && (int64_t)now - mtime_ns > (int64_t)L3_TOUCH_NS && futimens(fd, NULL) == 0)
+			return (int64_t)now;
+		return mtime_ns;
 	}
 	struct l3_access a = { lo, hi, now, 0 };
 	a.check = XXH3_64bits(&a, offsetof(struct l3_access, check));
@@ -277,6 +277,7 @@ void l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64_t 
 	pthread_mutex_unlock(&l3->mu);
 	if (flush)
 		l3_access_flush(l3, 1);
+	return mtime_ns;
 }
 
 void l3_access_flush(struct sc_l3 *l3, int force)

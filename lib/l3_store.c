@@ -26,6 +26,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/statvfs.h>
@@ -492,6 +493,19 @@ static int reconcile(struct sc_l3 *l3)
 
 /* ---- open / close ---- */
 
+/* Files each ring keeps open: as asked, or min(1024, RLIMIT_NOFILE / 8) (a process has several
+ * rings and other uses for descriptors). */
+static uint32_t kept_max(uint32_t asked)
+{
+	if (asked == SC_L3_FD_CACHE_NONE)
+		return 0;
+	if (asked)
+		return asked;
+	struct rlimit rl;
+	uint64_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur / 8 : 1024;
+	return n > 1024 ? 1024 : (uint32_t)n;
+}
+
 int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **out)
 {
 	struct sc_l3_opts o = { 0 };
@@ -501,7 +515,8 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if (opts)
 		o = *opts;
 	if ((o.flags & ~SC_L3_OPEN_MASK) || o.o_direct < SC_L3_ODIRECT_AUTO || o.o_direct > SC_L3_ODIRECT_OFF ||
-	    o.queue_depth > SC_L3_MAX_QUEUE_DEPTH || (o.file_mode & ~0666u) || o.gid < 0 || o.gid > 0x7fffffff)
+	    o.queue_depth > SC_L3_MAX_QUEUE_DEPTH || (o.file_mode & ~0666u) || o.gid < 0 || o.gid > 0x7fffffff ||
+	    (o.fd_cache > SC_L3_FD_CACHE_MAX && o.fd_cache != SC_L3_FD_CACHE_NONE))
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
 		if (o.reserved[i])
@@ -516,6 +531,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	l3->accfd = l3->segfd = l3->janfd = -1;
 	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;
+	l3->kept_max = kept_max(o.fd_cache);
 	l3->file_mode = o.file_mode ? o.file_mode : 0600;
 	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700 | (o.gid > 0 ? S_ISGID : 0);
 	l3->id = atomic_fetch_add_explicit(&next_id, 1, RELAXED);
@@ -636,6 +652,7 @@ int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason)
 	int have = fstatat(l3->objfd, rel, &sb, 0) == 0;
 	if (renameat(l3->objfd, rel, l3->quarfd, qname) < 0)
 		return -errno; /* someone else moved it first */
+	l3_kept_forget(l3);
 	if (have) {
 		sub_sat(&l3->st->bytes, (uint64_t)sb.st_size);
 		sub_sat(&l3->st->objects, 1);
@@ -774,6 +791,7 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 			l3_obj_relpath(vs.v[i].lo, vs.v[i].hi, rel);
 			if (unlinkat(l3->objfd, rel, 0) < 0)
 				continue;
+			l3_kept_forget(l3);
 			if (gone)
 				gone[evicted] = (struct sc_digest){ vs.v[i].lo, vs.v[i].hi };
 			total -= vs.v[i].bytes;

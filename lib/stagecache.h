@@ -838,6 +838,9 @@ const char *sc_l3_odirect_name(int o_direct);
 #define SC_L3_OPEN_SHARED 0x2u       /* several hosts share DIR (recorded in DIR/shared: sticky) */
 #define SC_L3_OPEN_NO_CREATE 0x4u    /* @dir must already be an L3 directory: create nothing at open */
 #define SC_L3_OPEN_MASK 0x7u
+#define SC_L3_FD_CACHE_NONE 0xffffffffu /* sc_l3_opts.fd_cache: keep no file open between fills */
+#define SC_L3_FD_CACHE_MAX 65536u       /* sc_l3_opts.fd_cache: at most this many */
+#define SC_L3_FD_KEEP_MS 600000u        /* FUSE: a kept file is reopened this long after its open */
 
 /* Longest host identity (sc_l3_opts.host_id). */
 #define SC_L3_HOST_ID_MAX 64u
@@ -869,7 +872,12 @@ struct sc_l3_opts {
 				  * invisible here (plus clock skew between hosts). Nothing is removed
 				  * on the strength of "missing" unless what named it is older than this.
 				  * 0: 10000 (ceph-fuse 16.2 measured: p99 28 ms, max 70 ms) */
-	uint32_t reserved0;      /* zero */
+	uint32_t fd_cache;       /* object files kept open per thread for later fills (an open is a
+				  * round trip on a network filesystem): 0: min(1024, RLIMIT_NOFILE / 8);
+				  * SC_L3_FD_CACHE_NONE: none. On a kernel filesystem each use checks that
+				  * the name still names the kept file; on FUSE (where that lookup is the
+				  * round trip saved) an object another process or host removed may be read
+				  * (verified as always) until SC_L3_FD_KEEP_MS after the file's open */
 	int64_t gid;             /* group of every file and directory it creates (the caller must be a
 				  * member); 0: the caller's. With file_mode 0660 members of the group share the
 				  * store: any of them can put, fill, reconcile and evict. */
@@ -1008,7 +1016,8 @@ struct sc_l3_stats {
 	uint64_t key_collisions;   /* prefix entries whose stored token ids were not the caller's */
 	uint64_t budget_bytes;
 	uint32_t dio_mem_align, dio_offset_align; /* 0: no O_DIRECT on this filesystem */
-	uint64_t reserved[12];                    /* zero (room for later counters) */
+	uint64_t fills_kept;                      /* of fills: read a file kept open (sc_l3_opts.fd_cache) */
+	uint64_t reserved[11];                    /* zero (room for later counters) */
 };
 
 /** sc_l3_stats - counters shared by every process using the directory (since it was created);

@@ -332,6 +332,94 @@ END_TEST
 
 /* O_DIRECT fills of every size class are exact: one vectored read (header + payload), chunked
  * reads of a large object, a tail that is not a multiple of the alignment. */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory stream's own */
+}
+
+static int fill_rc(struct sc_l3 *l3, const struct sc_location *loc)
+{
+	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
+	void *dst = abuf(cap);
+	int rc = sc_l3_fill(l3, loc, dst, cap, 0);
+	free(dst);
+	return rc;
+}
+
+/* Kept files (lib/l3_fill.c): a second fill of an object opens nothing; at most fd_cache files are
+ * kept; a removed, replaced or damaged object is never served from a kept file; none: none kept. */
+START_TEST(kept_files_reused_and_never_stale)
+{
+	struct sc_l3_opts o = { .fd_cache = SC_L3_FD_CACHE_MAX + 1 };
+	struct sc_l3 *bad = NULL;
+	ck_assert_int_eq(sc_l3_open(tmpdir, &o, &bad), -EINVAL);
+	o.fd_cache = 4;
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_location loc[7];
+	for (unsigned i = 0; i < 7; i++)
+		ck_assert_int_eq(put_full(l3, "kept", 100 + i, 20000 + i * 4096, 40 + i, &loc[i]), 0);
+	check_fill(l3, &loc[6], 46, 0); /* the ring exists, object 6 is kept */
+	int n0 = count_fds();
+	check_fill(l3, &loc[0], 40, 0);
+	ck_assert_int_eq(count_fds(), n0 + 1);
+	check_fill(l3, &loc[0], 40, 0);
+	ck_assert_int_eq(count_fds(), n0 + 1); /* the same file, not opened again */
+	for (unsigned i = 0; i < 6; i++)
+		check_fill(l3, &loc[i], 40 + i, 0);
+	ck_assert_int_le(count_fds(), n0 + 3); /* at most 4 kept in all */
+	check_fill(l3, &loc[0], 40, 0);
+
+	/* removed under its kept file: a miss, as with a fresh open */
+	char rel[48], path[200], path3[200];
+	l3_obj_relpath(loc[0].digest.lo, loc[0].digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(fill_rc(l3, &loc[0]), -ENOENT);
+	ck_assert_int_eq(put_full(l3, "kept", 100, 20000, 40, &loc[0]), 0);
+	check_fill(l3, &loc[0], 40, 0);
+
+	/* damaged in place: -EBADMSG, quarantined, and the kept file closed */
+	check_fill(l3, &loc[1], 41, 0);
+	int n1 = count_fds();
+	corrupt(&loc[1], C_PAYLOAD);
+	ck_assert_int_eq(fill_rc(l3, &loc[1]), -EBADMSG);
+	ck_assert_int_eq(count_fds(), n1 - 1);
+	ck_assert_int_eq(fill_rc(l3, &loc[1]), -ENOENT); /* quarantined: gone */
+
+	/* cut short under its kept file: -EBADMSG */
+	check_fill(l3, &loc[5], 45, 0);
+	corrupt(&loc[5], C_TRUNCATE);
+	ck_assert_int_eq(fill_rc(l3, &loc[5]), -EBADMSG);
+
+	/* replaced by another object's file under the same name: -EBADMSG, never the old bytes */
+	check_fill(l3, &loc[2], 42, 0);
+	l3_obj_relpath(loc[2].digest.lo, loc[2].digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	l3_obj_relpath(loc[3].digest.lo, loc[3].digest.hi, rel);
+	snprintf(path3, sizeof(path3), "%s/objects/%s", tmpdir, rel);
+	ck_assert_int_eq(rename(path3, path), 0);
+	ck_assert_int_eq(fill_rc(l3, &loc[2]), -EBADMSG);
+	sc_l3_close(l3);
+
+	/* none: nothing stays open after a fill */
+	o.fd_cache = SC_L3_FD_CACHE_NONE;
+	l3 = open_l3(&o);
+	check_fill(l3, &loc[4], 44, 0);
+	int n2 = count_fds();
+	check_fill(l3, &loc[6], 46, 0);
+	check_fill(l3, &loc[4], 44, 0);
+	ck_assert_int_eq(count_fds(), n2);
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(o_direct_fills_are_exact)
 {
 	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
@@ -950,6 +1038,7 @@ Suite *l3_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, round_trip_every_kind);
 	tcase_add_test(tc, locate_longest_first);
+	tcase_add_test(tc, kept_files_reused_and_never_stale);
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);

@@ -269,22 +269,23 @@ static int do_stats(struct sc_l3 *l3, int json)
 	if (json) {
 		printf("{\"objects\":%llu,\"bytes\":%llu,\"fills\":%llu,\"fill_bytes\":%llu,\"fill_ns\":%llu,"
 		       "\"verify_failures\":%llu,\"quarantined\":%llu,\"evictions\":%llu,\"write_refusals\":%llu,"
-		       "\"puts\":%llu,\"put_dedup\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u,\"shared\":%s,"
+		       "\"puts\":%llu,\"put_dedup\":%llu,\"fills_kept\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u,\"shared\":%s,"
 		       "\"host\":\"%s\",\"janitor_epoch\":%llu,\"janitor_pass_ns\":%llu,\"janitor_evictions\":%llu,"
 		       "\"janitor_host\":\"%s\"}\n",
 		       (unsigned long long)s.objects, (unsigned long long)s.bytes, (unsigned long long)s.fills,
 		       (unsigned long long)s.fill_bytes, (unsigned long long)s.fill_ns, (unsigned long long)s.verify_failures,
 		       (unsigned long long)s.quarantined, (unsigned long long)s.evictions,
 		       (unsigned long long)s.write_refusals, (unsigned long long)s.puts, (unsigned long long)s.put_dedup,
-		       s.dio_mem_align, s.dio_offset_align, js.shared ? "true" : "false", js.host_id,
+		       (unsigned long long)s.fills_kept, s.dio_mem_align, s.dio_offset_align, js.shared ? "true" : "false", js.host_id,
 		       (unsigned long long)js.epoch, (unsigned long long)js.pass_end_ns,
 		       (unsigned long long)js.evictions, js.janitor_host);
 	} else {
 		char h[32];
 		printf("objects          %llu\n", (unsigned long long)s.objects);
 		printf("bytes            %s\n", cli_human(s.bytes, h, sizeof(h)));
-		printf("fills            %llu (%s, %.3f ms mean)\n", (unsigned long long)s.fills,
-		       cli_human(s.fill_bytes, h, sizeof(h)), s.fills ? (double)s.fill_ns / (double)s.fills / 1e6 : 0.0);
+		printf("fills            %llu (%s, %.3f ms mean; %llu from files kept open)\n", (unsigned long long)s.fills,
+		       cli_human(s.fill_bytes, h, sizeof(h)), s.fills ? (double)s.fill_ns / (double)s.fills / 1e6 : 0.0,
+		       (unsigned long long)s.fills_kept);
 		printf("verify_failures  %llu\nquarantined      %llu\nevictions        %llu\nwrite_refusals   %llu\n",
 		       (unsigned long long)s.verify_failures, (unsigned long long)s.quarantined,
 		       (unsigned long long)s.evictions, (unsigned long long)s.write_refusals);

@@ -183,7 +183,7 @@ class L2Resv(Structure):
 class L3Opts(Structure):
     _fields_ = [("budget_bytes", c_uint64), ("min_free_bytes", c_uint64), ("queue_depth", c_uint32),
                 ("o_direct", c_int), ("file_mode", c_uint32), ("flags", c_uint32), ("host_id", c_char_p),
-                ("state_dir", c_char_p), ("visibility_ms", c_uint32), ("_reserved0", c_uint32), ("gid", c_int64),
+                ("state_dir", c_char_p), ("visibility_ms", c_uint32), ("fd_cache", c_uint32), ("gid", c_int64),
                 ("_reserved", c_uint64 * 2)]
 
 
@@ -205,7 +205,8 @@ class L3Stats(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "objects", "bytes", "fills", "fill_bytes", "fill_ns", "verify_failures", "quarantined", "evictions",
         "write_refusals", "puts", "put_dedup", "key_collisions", "budget_bytes")] + [
-        ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("_reserved", c_uint64 * 12)]
+        ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("fills_kept", c_uint64),
+        ("_reserved", c_uint64 * 11)]
 
 
 class L3JanitorStatus(Structure):

@@ -303,7 +303,7 @@ pub struct sc_l3_opts {
     pub host_id: *const c_char,
     pub state_dir: *const c_char,
     pub visibility_ms: u32,
-    pub _reserved0: u32,
+    pub fd_cache: u32,
     pub gid: i64,
     pub _reserved: [u64; 2],
 }
@@ -386,7 +386,8 @@ pub struct sc_l3_stats {
     pub budget_bytes: u64,
     pub dio_mem_align: u32,
     pub dio_offset_align: u32,
-    pub _reserved: [u64; 12],
+    pub fills_kept: u64,
+    pub _reserved: [u64; 11],
 }
 
 #[repr(C)]
