@@ -471,7 +471,7 @@ static int kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint
 			       .payload_bytes = loc->payload_bytes, .sec0 = loc->sec_len[0], .kind = loc->kind,
 			       .mtime_ns = op->mtime_ns,
 			       .opened_ns = op->t0, .used = ++r->kept_tick, .gen = op->kept_gen, .fd = op->fd,
-			       .open_direct = op->open_direct };
+			       .open_direct = op->opened_direct };
 	return 1;
 }
 
@@ -515,6 +515,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	/* FUSE: no page-cache test decides (the daemon's cache is not the kernel's): direct from the
 	 * open whenever direct is allowed */
 	op->open_direct = l3->dio_at_open && direct_ok(l3, op->req, loc->payload_bytes);
+	op->opened_direct = op->open_direct;
 	op->kept_gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
 	if ((op->kept = kept_take(l3, r, loc->digest.lo, loc->digest.hi, op->rel, op->open_direct))) {
 		op->fd = op->kept->fd;

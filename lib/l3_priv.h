@@ -192,7 +192,8 @@ struct l3_fill_op {
 	struct iovec iov[2];       /* L3_IO_FIRST: header block, chunk 0 (read when submitted) */
 	struct l3_fill_op *next;   /* free list / done list */
 	char rel[48];              /* the object's path under objects/ (an open on the ring reads it) */
-	int open_direct;           /* opened with O_DIRECT (l3->dio_at_open) */
+	int open_direct;           /* opened with O_DIRECT (l3->dio_at_open); this fill may read buffered */
+	int opened_direct;         /* as opened (what a kept file is filed under) */
 	int on_ring;               /* opened, stat'ed and closed on the ring (other fills were in flight) */
 	struct l3_kept *kept;      /* the kept file it reads (not closed at the end), or NULL */
 	uint32_t kept_gen;         /* l3->kept_gen before its open (a file kept is stamped with it) */
