@@ -18,7 +18,8 @@
  * Kept files. An open (and its close) is a round trip to the metadata server on a network
  * filesystem (~1 ms on ceph-fuse), more than reading a 64 KiB object. Each ring keeps the files of
  * objects it filled successfully open (a 4-way set-associative table by digest, least recently
- * used replaced; opts.fd_cache files, in twice as many slots so that a set rarely overflows), and a later fill of the same object reads the kept file
+ * used replaced; at most opts.fd_cache files for all of a handle's rings, in twice as many slots
+ * per ring so that a set rarely overflows), and a later fill of the same object reads the kept file
  * with no open, stat or close. What makes this safe: objects are immutable under their name and
  * every fill verifies the bytes against the digest as before, so a kept file can only be as right
  * as a fresh open. What it can change: an object removed by another process or host is still read
@@ -378,7 +379,7 @@ static void kept_drop(struct l3_ring *r, struct l3_kept *k)
 	close(k->fd);
 	k->fd = -1;
 	k->busy = 0;
-	r->kept_n--;
+	atomic_fetch_sub_explicit(&r->owner->kept_count, 1, memory_order_relaxed);
 }
 
 /* The least recently used idle kept file of the whole table (it makes room at the limit). */
@@ -459,13 +460,13 @@ static int kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint
 		return 0;
 	if (v->fd >= 0) {
 		kept_drop(r, v);
-	} else if (r->kept_n >= r->owner->kept_max) {
+	} else if (atomic_load_explicit(&r->owner->kept_count, memory_order_relaxed) >= r->owner->kept_max) {
 		struct l3_kept *old = kept_oldest(r);
 		if (!old)
 			return 0;
 		kept_drop(r, old);
 	}
-	r->kept_n++;
+	atomic_fetch_add_explicit(&r->owner->kept_count, 1, memory_order_relaxed);
 	const struct sc_location *loc = op->req->loc;
 	*v = (struct l3_kept){ .lo = lo, .hi = hi, .file_bytes = op->file_bytes, .ino = op->ino,
 			       .payload_bytes = loc->payload_bytes, .sec0 = loc->sec_len[0], .kind = loc->kind,

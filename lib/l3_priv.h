@@ -243,7 +243,6 @@ struct l3_ring {
 	struct l3_ring *next;      /* in the handle's list */
 	struct l3_kept *kept;      /* kept_sets * L3_KEPT_WAYS slots, set by digest */
 	uint32_t kept_sets;
-	uint32_t kept_n;           /* files kept: at most owner->kept_max */
 	uint64_t kept_tick;
 };
 
@@ -268,7 +267,8 @@ struct sc_l3 {
 	uint32_t nranges;
 	_Atomic uint64_t reg_gen;
 	struct sc_arena *arena;    /* bound arena: invalidate L2 mirrors on quarantine */
-	uint32_t kept_max;         /* files each ring keeps open (opts.fd_cache resolved) */
+	uint32_t kept_max;         /* files all its rings keep open, at most (opts.fd_cache resolved) */
+	_Atomic uint32_t kept_count; /* files its rings keep open now */
 	_Atomic uint32_t kept_gen; /* moved by every removal through this handle: kept files reopen */
 	/* token lengths present in the prefix index, sorted ascending */
 	uint32_t *lengths;

@@ -493,8 +493,8 @@ static int reconcile(struct sc_l3 *l3)
 
 /* ---- open / close ---- */
 
-/* Files each ring keeps open: as asked, or min(1024, RLIMIT_NOFILE / 8) (a process has several
- * rings and other uses for descriptors). */
+/* Files a handle's rings keep open: as asked, or min(4096, RLIMIT_NOFILE / 4) (a process has
+ * other uses for descriptors). */
 static uint32_t kept_max(uint32_t asked)
 {
 	if (asked == SC_L3_FD_CACHE_NONE)
@@ -502,8 +502,8 @@ static uint32_t kept_max(uint32_t asked)
 	if (asked)
 		return asked;
 	struct rlimit rl;
-	uint64_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur / 8 : 1024;
-	return n > 1024 ? 1024 : (uint32_t)n;
+	uint64_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur / 4 : 4096;
+	return n > 4096 ? 4096 : (uint32_t)n;
 }
 
 int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **out)
