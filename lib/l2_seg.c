@@ -107,6 +107,8 @@ static int try_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const i
 	return 0;
 }
 
+#define SEG_HASH_STEP (64u << 10) /* bytes hashed into both digests at a time (stays in L1/L2) */
+
 int l2_seg_plan(struct sc_arena *a, const struct sc_payload *p, struct sc_digest *d, struct l2_seg_plan *pl)
 {
 	struct shm_segtab *t = l2_segtab(a);
@@ -123,10 +125,14 @@ int l2_seg_plan(struct sc_arena *a, const struct sc_payload *p, struct sc_digest
 		return -ENOMEM;
 	}
 	pl->np = (uint32_t)np;
-	/* one pass per segment: its own digest (reads it from memory), then the payload's running
-	 * digest over the same bytes while they are still in cache */
-	XXH3_state_t *hs = XXH3_createState();
-	if (!hs) {
+	/* one pass over the bytes: each piece of SEG_HASH_STEP bytes feeds the segment's digest and
+	 * then the payload's running digest while it is still in the core's cache (a whole segment
+	 * is larger than L2: hashed twice in turn it was read from memory twice). Streaming XXH3-128
+	 * equals the one-shot digest (unseeded, as sc_digest). */
+	XXH3_state_t *hs = XXH3_createState(), *ss = XXH3_createState();
+	if (!hs || !ss) {
+		XXH3_freeState(hs);
+		XXH3_freeState(ss);
 		l2_seg_plan_free(pl);
 		return -ENOMEM;
 	}
@@ -138,16 +144,23 @@ int l2_seg_plan(struct sc_arena *a, const struct sc_payload *p, struct sc_digest
 			uint64_t len = p->sec_len[s] - at < S ? p->sec_len[s] - at : S;
 			pl->pc[k].section = s;
 			pl->pc[k].len = len;
+			XXH3_128bits_reset(ss);
+			for (uint64_t o = 0; o < len; o += SEG_HASH_STEP) {
+				uint64_t n = len - o < SEG_HASH_STEP ? len - o : SEG_HASH_STEP;
+				if (len == S)
+					XXH3_128bits_update(ss, src + at + o, n);
+				XXH3_128bits_update(hs, src + at + o, n);
+			}
 			if (len == S) {
-				XXH128_hash_t h = XXH3_128bits(src + at, len); /* unseeded, as sc_digest */
+				XXH128_hash_t h = XXH3_128bits_digest(ss);
 				pl->dg[k][0] = h.low64;
 				pl->dg[k][1] = h.high64;
 			}
-			XXH3_128bits_update(hs, src + at, len);
 		}
 	}
 	XXH128_hash_t h = XXH3_128bits_digest(hs);
 	XXH3_freeState(hs);
+	XXH3_freeState(ss);
 	*d = (struct sc_digest){ h.low64, h.high64 };
 	return 0;
 }
