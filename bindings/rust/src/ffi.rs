@@ -387,7 +387,12 @@ pub struct sc_l3_stats {
     pub dio_mem_align: u32,
     pub dio_offset_align: u32,
     pub fills_kept: u64,
-    pub _reserved: [u64; 11],
+    pub logical_bytes: u64,
+    pub physical_bytes: u64,
+    pub saved_bytes: u64,
+    pub segments: u64,
+    pub segment_bytes: u64,
+    pub _reserved: [u64; 6],
 }
 
 #[repr(C)]

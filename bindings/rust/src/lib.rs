@@ -238,7 +238,7 @@ pub fn layouts() -> Vec<TypeLayout> {
                 fill_ns]),
         layout!("sc_l3_stats", sc_l3_stats, [objects, bytes, fills, fill_bytes, fill_ns, verify_failures,
                 quarantined, evictions, write_refusals, puts, put_dedup, key_collisions, budget_bytes, dio_mem_align,
-                dio_offset_align, fills_kept]),
+                dio_offset_align, fills_kept, logical_bytes, physical_bytes, saved_bytes, segments, segment_bytes]),
         layout!("sc_l3_janitor_status", sc_l3_janitor_status, [shared, host_id, janitor_host, epoch, pass_start_ns,
                 pass_end_ns, objects, bytes, evictions, passes]),
         layout!("sc_l3_janitor_report", sc_l3_janitor_report, [epoch, objects, bytes, evicted, evicted_bytes,
