@@ -478,7 +478,6 @@ int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes
 		uint8_t *at = dst;
 		if ((rc = seg_read_window(l3, r, e + base, w, dst)))
 			break;
-		shm_fault_point("l3seg.fill.read");
 		for (uint32_t i = 0; i < w && !rc; i++) {
 			const struct l3_seg_ent *s = &e[base + i];
 			XXH128_hash_t d = XXH3_128bits(at, s->len);

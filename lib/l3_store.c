@@ -1032,7 +1032,10 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 			iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
 	snprintf(name, sizeof(name), "%s", rel + 3);
 	char sub[3] = { rel[0], rel[1], 0 };
-	shm_sched_point("l3seg.put.reused"); /* segments checked and touched, manifest not yet written */
+	if (m) {
+		shm_fault_point("l3seg.put.segments");
+		shm_sched_point("l3seg.put.reused"); /* segments checked and touched, manifest not yet written */
+	}
 	rc = l3_write_file(l3, l3->objfd, sub, name, iov, niov, 1);
 	/* the manifest is in place: every segment touched again, written again where a sweep took it */
 	if ((!rc || rc == -EEXIST) && m) {

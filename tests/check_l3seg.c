@@ -16,6 +16,7 @@
 
 #include "sc_check.h"
 #include "../lib/l3_priv.h"
+#include "../shm/fault.h"
 
 #define SEG (64u << 10)
 
@@ -643,6 +644,48 @@ START_TEST(sweep_during_a_stalled_put_is_repaired_by_the_put)
 }
 END_TEST
 
+START_TEST(killed_put_leaves_segments_the_sweep_removes)
+{
+	size_t n;
+	uint8_t *a = payload(5, 0, 2, 0, &n);
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		shm_fault_arm("l3seg.put.segments");
+		put_buf(l3, "k", 10, a, n, NULL);
+		_exit(4); /* not reached */
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* its segments are written, its object is not: nothing to locate */
+	uint64_t files;
+	du("seg", &files);
+	ck_assert_uint_eq(files, 5);
+	struct sc_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "k", toks, 10, &loc), 0);
+	sc_l3_close(l3);
+	/* young: kept (a put may be about to name them); once settled, reconciliation removes them */
+	l3 = open_seg(NULL, 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 5);
+	sc_l3_close(l3);
+	age_segments(3600);
+	l3 = open_seg(NULL, 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 0);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.bytes, 0);
+	/* and the same put works */
+	ck_assert_int_eq(put_buf(l3, "k", 10, a, n, &loc), 0);
+	ck_assert_int_eq(fill_cmp(l3, &loc, a, 0), 0);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(concurrent_puts_from_processes_store_each_segment_once)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -710,6 +753,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, sweep_removes_unreferenced_segments);
 	tcase_add_test(tc, sweep_never_takes_a_segment_a_put_is_reusing);
 	tcase_add_test(tc, sweep_during_a_stalled_put_is_repaired_by_the_put);
+	tcase_add_test(tc, killed_put_leaves_segments_the_sweep_removes);
 	tcase_add_test(tc, concurrent_puts_from_processes_store_each_segment_once);
 	suite_add_tcase(s, tc);
 	return s;
