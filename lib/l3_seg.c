@@ -603,6 +603,17 @@ static struct l3_segref *ref_seen(struct l3_segs *s, uint64_t lo, uint64_t hi, c
 	return r;
 }
 
+/* Put the captured @cap back as @rel unless @rel exists again (a put wrote it: the same bytes).
+ * ceph-fuse has no RENAME_NOREPLACE: link is no-replace too. */
+static void put_back(int dfd, const char *cap, const char *rel)
+{
+	if (renameat2(dfd, cap, dfd, rel, RENAME_NOREPLACE) == 0)
+		return;
+	if (errno == EINVAL && linkat(dfd, cap, dfd, rel, 0) < 0 && errno != EEXIST)
+		return; /* kept as it is: the next pass puts it back */
+	unlinkat(dfd, cap, 0);
+}
+
 static char *gc_name(struct sc_l3 *l3, const char *hex, char *out, size_t n)
 {
 	snprintf(out, n, "%.2s/.gc-%s.%s", hex, hex, l3->writer);
@@ -628,8 +639,8 @@ static int list_seg(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 		memcpy(hex, name + 4, 32);
 		hex[32] = 0;
 		snprintf(fin, sizeof(fin), "%s.seg", hex);
-		if (l3_hex_digest(hex, &lo, &hi) == 0 && renameat2(dfd, name, dfd, fin, RENAME_NOREPLACE) < 0)
-			unlinkat(dfd, name, 0);
+		if (l3_hex_digest(hex, &lo, &hi) == 0)
+			put_back(dfd, name, fin);
 		return 0;
 	}
 	if (l3_name_digest(name, ".seg", &lo, &hi) || fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -739,8 +750,7 @@ int l3_segs_sweep(struct sc_l3 *l3, struct l3_segs *s, int (*act)(void *), void 
 		}
 		/* touched since the pass began (a put names it): put back */
 		if (fstatat(l3->sgfd, cap, &sb, AT_SYMLINK_NOFOLLOW) == 0 && shm_ts_ns(sb.st_mtim) >= old) {
-			if (renameat2(l3->sgfd, cap, l3->sgfd, rel, RENAME_NOREPLACE) < 0)
-				unlinkat(l3->sgfd, cap, 0); /* the put wrote it again: the same bytes */
+			put_back(l3->sgfd, cap, rel);
 			continue;
 		}
 		if (unlinkat(l3->sgfd, cap, 0) < 0)
