@@ -738,6 +738,91 @@ START_TEST(concurrent_puts_from_processes_store_each_segment_once)
 }
 END_TEST
 
+/* Shared mode (several hosts on one directory): each host reads the others' segmented objects,
+ * and only the elected janitor sweeps. */
+START_TEST(shared_mode_only_the_janitor_sweeps)
+{
+	char sdir[64];
+	snprintf(sdir, sizeof(sdir), "/var/tmp/sc-l3seg-st-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(sdir));
+	struct sc_l3_opts oa = { .host_id = "hostA", .state_dir = sdir, .flags = SC_L3_OPEN_SHARED };
+	struct sc_l3_opts ob = { .host_id = "hostB", .state_dir = sdir };
+	struct sc_l3 *a = open_seg(&oa, 0), *b = open_seg(&ob, 0);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(a, SEG), 0);
+	uint64_t sz;
+	ck_assert_int_eq(sc_l3_segment_bytes(b, &sz), 0);
+	ck_assert_uint_eq(sz, 0); /* opened before the option was recorded */
+	sc_l3_close(b);
+	b = open_seg(&ob, 0);
+	ck_assert_int_eq(sc_l3_segment_bytes(b, &sz), 0);
+	ck_assert_uint_eq(sz, SEG);
+	size_t nx, ny;
+	uint8_t *x = payload(5, 2, 2, 0, &nx), *y = payload(5, 2, 3, 0, &ny);
+	struct sc_location lx, ly;
+	ck_assert_int_eq(put_buf(a, "x", 10, x, nx, &lx), 0);
+	ck_assert_int_eq(put_buf(b, "y", 10, y, ny, &ly), 0); /* B reuses A's 2 segments */
+	uint64_t files;
+	du("seg", &files);
+	ck_assert_uint_eq(files, 2 + 3 + 3);
+	ck_assert_int_eq(fill_cmp(b, &lx, x, 0), 0);
+	ck_assert_int_eq(fill_cmp(a, &ly, y, 0), 0);
+	/* X's object goes; its own segments are old and unreferenced */
+	char px[256];
+	obj_path(&lx, px, sizeof(px));
+	ck_assert_int_eq(unlink(px), 0);
+	age_segments(3600);
+	int up[2], down[2];
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *j = NULL;
+		struct sc_l3_janitor_report r;
+		char c = 'h';
+		/* hostA's janitor, holding the lease and doing nothing */
+		struct sc_l3_opts oj = { .host_id = "hostA", .state_dir = sdir };
+		if (sc_l3_open(tmpdir, &oj, &j) || sc_l3_janitor(j, SC_L3_JANITOR_KEEP, &r) || write(up[1], &c, 1) != 1)
+			_exit(2);
+		if (read(down[0], &c, 1) < 0)
+			_exit(3);
+		_exit(0);
+	}
+	char c;
+	ck_assert_int_eq(read(up[0], &c, 1), 1);
+	/* the child's pass (hostA elected) swept X's own 3 */
+	du("seg", &files);
+	ck_assert_uint_eq(files, 5);
+	/* a put that makes more garbage, then: no one but the lease holder sweeps */
+	char py[256];
+	obj_path(&ly, py, sizeof(py));
+	ck_assert_int_eq(unlink(py), 0);
+	age_segments(3600);
+	struct sc_l3 *b2 = open_seg(&ob, 0); /* shared: no reconciliation at open */
+	struct sc_l3_janitor_report r;
+	ck_assert_int_eq(sc_l3_janitor(b2, 0, &r), -EBUSY);
+	ck_assert_int_eq(sc_l3_evict_to(b2, 0), -EBUSY);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 5);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* the lease is free: hostB is elected and sweeps */
+	ck_assert_int_eq(sc_l3_janitor(b2, SC_L3_JANITOR_FULL, &r), 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 0);
+	struct sc_l3_stats st;
+	ck_assert_int_eq(sc_l3_stats(b2, &st), 0);
+	ck_assert_uint_eq(st.bytes, 0);
+	ck_assert_uint_eq(r.objects, 0);
+	sc_l3_close(b2);
+	sc_l3_close(b);
+	sc_l3_close(a);
+	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(x), free(y);
+}
+END_TEST
+
 Suite *l3seg_suite(void)
 {
 	Suite *s = suite_create("l3seg");
@@ -755,6 +840,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, sweep_during_a_stalled_put_is_repaired_by_the_put);
 	tcase_add_test(tc, killed_put_leaves_segments_the_sweep_removes);
 	tcase_add_test(tc, concurrent_puts_from_processes_store_each_segment_once);
+	tcase_add_test(tc, shared_mode_only_the_janitor_sweeps);
 	suite_add_tcase(s, tc);
 	return s;
 }
