@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "l3_hosts.h"
 #include "sc_check.h"
 #include "../lib/l3_priv.h"
 #include "../shm/fault.h"
@@ -23,31 +24,19 @@
 static char tmpdir[64];
 static int32_t toks[4096];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb, (void)flag, (void)f;
-	return remove(p);
-}
-
 static void rm_tmp(void)
 {
 	if (tmpdir[0])
-		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		h_rm_rf(tmpdir);
 	tmpdir[0] = 0;
 }
 
 static void setup(void)
 {
-	for (int i = 0; i < 4096; i++)
-		toks[i] = i * 13 + 1;
+	h_tokens(7, toks, 4096);
 	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-l3seg-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-	atexit(rm_tmp);
-}
-
-static void teardown(void)
-{
-	rm_tmp();
+	atexit(rm_tmp); /* a failed assertion exits the test process without the teardown */
 }
 
 static struct sc_l3 *open_seg(const struct sc_l3_opts *o, uint64_t seg)
@@ -60,15 +49,6 @@ static struct sc_l3 *open_seg(const struct sc_l3_opts *o, uint64_t seg)
 	return l3;
 }
 
-static void fill_bytes(uint8_t *p, size_t n, unsigned seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		p[i] = (uint8_t)x;
-	}
-}
-
 /* A payload of @nseg segments: the first @shared from seed 1 (the same in every payload), the
  * rest from @seed, plus @tail bytes (a short last segment). */
 static uint8_t *payload(uint32_t nseg, uint32_t shared, unsigned seed, size_t tail, size_t *n)
@@ -76,16 +56,76 @@ static uint8_t *payload(uint32_t nseg, uint32_t shared, unsigned seed, size_t ta
 	*n = (size_t)nseg * SEG + tail;
 	uint8_t *b = malloc(*n);
 	for (uint32_t i = 0; i < nseg; i++)
-		fill_bytes(b + (size_t)i * SEG, SEG, i < shared ? 1000 + i : seed * 100 + i);
-	fill_bytes(b + (size_t)nseg * SEG, tail, seed + 7);
+		h_bytes(i < shared ? 1000 + i : seed * 100 + i, b + (size_t)i * SEG, SEG);
+	h_bytes(seed + 7, b + (size_t)nseg * SEG, tail);
 	return b;
 }
+
+/* Two payloads of @nseg segments sharing the first @shared, put as "a" and "b" (10 tokens). */
+struct two {
+	uint8_t *a, *b;
+	size_t na, nb;
+	struct sc_location la, lb;
+};
 
 static int put_buf(struct sc_l3 *l3, const char *ns, uint32_t ntok, const uint8_t *b, size_t n, struct sc_location *loc)
 {
 	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
 	struct sc_l3_put_args a = { .ns = ns, .tokens = toks, .token_count = ntok, .payload = &pl };
 	return sc_l3_put(l3, &a, loc);
+}
+
+static void put_two(struct sc_l3 *l3, struct two *t, uint32_t nseg, uint32_t shared)
+{
+	t->a = payload(nseg, shared, 2, 0, &t->na);
+	t->b = payload(nseg, shared, 3, 0, &t->nb);
+	ck_assert_int_eq(put_buf(l3, "a", 10, t->a, t->na, &t->la), 0);
+	ck_assert_int_eq(put_buf(l3, "b", 10, t->b, t->nb, &t->lb), 0);
+}
+
+static void two_free(struct two *t)
+{
+	free(t->a);
+	free(t->b);
+}
+
+/* A child process held until the parent lets it go: it says it is there (hold), the parent hears
+ * it (held_wait) and later lets it go on (held_go). */
+struct held {
+	int up[2], down[2];
+	pid_t pid;
+};
+
+static void held_fork(struct held *h)
+{
+	ck_assert_int_eq(pipe(h->up), 0);
+	ck_assert_int_eq(pipe(h->down), 0);
+	h->pid = fork();
+	ck_assert_int_ge(h->pid, 0);
+}
+
+static int hold(struct held *h)
+{
+	char c = 'h';
+	return write(h->up[1], &c, 1) == 1 && read(h->down[0], &c, 1) == 1 ? 0 : -1;
+}
+
+static void held_wait(struct held *h)
+{
+	char c;
+	ck_assert_int_eq(read(h->up[0], &c, 1), 1);
+}
+
+static void held_end(struct held *h, int go)
+{
+	if (go)
+		ck_assert_int_eq(write(h->down[1], "g", 1), 1);
+	else
+		kill(h->pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(h->pid, &status, 0), h->pid);
+	ck_assert_msg(!go || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "child: %x", status);
+	close(h->up[0]), close(h->up[1]), close(h->down[0]), close(h->down[1]);
 }
 
 static int fill_cmp(struct sc_l3 *l3, const struct sc_location *loc, const uint8_t *want, uint32_t flags)
@@ -355,27 +395,24 @@ END_TEST
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
-	size_t na, nb;
-	uint8_t *a = payload(4, 0, 2, 0, &na), *b = payload(4, 0, 3, 0, &nb);
-	struct sc_location la, lb;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
-	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
+	struct two t;
+	put_two(l3, &t, 4, 0);
 	char sa[256], sb[256];
-	seg_path_of(a + 2 * SEG, SEG, sa, sizeof(sa));
-	seg_path_of(b + 3 * SEG, SEG, sb, sizeof(sb));
+	seg_path_of(t.a + 2 * SEG, SEG, sa, sizeof(sa));
+	seg_path_of(t.b + 3 * SEG, SEG, sb, sizeof(sb));
 	ck_assert_int_eq(unlink(sa), 0);     /* removed (as by another host) */
 	ck_assert_int_eq(truncate(sb, 100), 0); /* cut */
 	struct sc_l3_stats st0, st;
 	sc_l3_stats(l3, &st0);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -ENOENT);
-	ck_assert_int_eq(fill_cmp(l3, &lb, b, 0), -ENOENT);
+	ck_assert_int_eq(fill_cmp(l3, &t.la, t.a, 0), -ENOENT);
+	ck_assert_int_eq(fill_cmp(l3, &t.lb, t.b, 0), -ENOENT);
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined); /* a miss, not a corruption */
 	/* verification names both as bad (a manifest naming a missing segment) and keeps them */
 	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 2);
 	char pa[256], pb[256];
-	obj_path(&la, pa, sizeof(pa));
-	obj_path(&lb, pb, sizeof(pb));
+	obj_path(&t.la, pa, sizeof(pa));
+	obj_path(&t.lb, pb, sizeof(pb));
 	ck_assert_int_eq(access(pa, F_OK), 0);
 	sc_l3_close(l3);
 	/* reconciliation removes a settled object that can never be read */
@@ -387,11 +424,11 @@ START_TEST(missing_or_cut_segment_is_a_miss)
 	struct sc_location loc;
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 10, &loc), 0);
 	/* and a new put of B repairs the cut segment (moved away, written whole) */
-	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
-	ck_assert_int_eq(fill_cmp(l3, &lb, b, 0), 0);
+	ck_assert_int_eq(put_buf(l3, "b", 10, t.b, t.nb, &t.lb), 0);
+	ck_assert_int_eq(fill_cmp(l3, &t.lb, t.b, 0), 0);
 	ck_assert_uint_eq(file_size(sb), SEG);
 	sc_l3_close(l3);
-	free(a), free(b);
+	two_free(&t);
 }
 END_TEST
 
@@ -517,17 +554,14 @@ END_TEST
 START_TEST(sweep_removes_unreferenced_segments)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
-	size_t na, nb;
-	uint8_t *a = payload(6, 3, 2, 0, &na), *b = payload(6, 3, 3, 0, &nb);
-	struct sc_location la, lb;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
-	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
+	struct two t;
+	put_two(l3, &t, 6, 3);
 	uint64_t files;
 	du("seg", &files);
 	ck_assert_uint_eq(files, 9);
 	/* A's object goes (as an unlink by hand): its 3 own segments are referenced by nothing */
 	char pa[256];
-	obj_path(&la, pa, sizeof(pa));
+	obj_path(&t.la, pa, sizeof(pa));
 	ck_assert_int_eq(unlink(pa), 0);
 	/* young segments are kept (the grace: a put may be about to name them) */
 	ck_assert_int_ge(sc_l3_evict_to(l3, UINT64_MAX), 0);
@@ -541,11 +575,11 @@ START_TEST(sweep_removes_unreferenced_segments)
 	struct sc_l3_stats st;
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.segments, 6);
-	ck_assert_uint_eq(st.bytes, bytes + lb.file_bytes);
-	ck_assert_int_eq(fill_cmp(l3, &lb, b, 0), 0);
+	ck_assert_uint_eq(st.bytes, bytes + t.lb.file_bytes);
+	ck_assert_int_eq(fill_cmp(l3, &t.lb, t.b, 0), 0);
 	/* the janitor (local mode) sweeps too: B's object removed, its segments aged */
 	char pb[256];
-	obj_path(&lb, pb, sizeof(pb));
+	obj_path(&t.lb, pb, sizeof(pb));
 	ck_assert_int_eq(unlink(pb), 0);
 	age_segments(3600);
 	struct sc_l3_janitor_report rep;
@@ -556,21 +590,16 @@ START_TEST(sweep_removes_unreferenced_segments)
 	ck_assert_uint_eq(st.segments, 0);
 	ck_assert_uint_eq(st.bytes, 0);
 	sc_l3_close(l3);
-	free(a), free(b);
+	two_free(&t);
 }
 END_TEST
 
 /* The putter's hook: at "l3seg.put.reused" (segments checked and touched, manifest not written),
  * tell the parent and wait for its word. */
-static int hook_out = -1, hook_in = -1;
 static void hold_at_reuse(const char *point, void *ctx)
 {
-	(void)ctx;
-	if (strcmp(point, "l3seg.put.reused"))
-		return;
-	char c = 'r';
-	ck_assert_int_eq(write(hook_out, &c, 1), 1);
-	ck_assert_int_eq(read(hook_in, &c, 1), 1);
+	if (!strcmp(point, "l3seg.put.reused") && hold(ctx))
+		_exit(5);
 }
 
 /* A put that reuses segments of a removed object, held between its reuse check and its manifest
@@ -587,21 +616,16 @@ static void race(int stall)
 	obj_path(&la, pa, sizeof(pa));
 	ck_assert_int_eq(unlink(pa), 0); /* A's segments: unreferenced, and old */
 	age_segments(3600);
-	int up[2], down[2];
-	ck_assert_int_eq(pipe(up), 0);
-	ck_assert_int_eq(pipe(down), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
+	struct held h;
+	held_fork(&h);
+	if (h.pid == 0) {
 		struct sc_l3 *c = NULL;
 		if (sc_l3_open(tmpdir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &c))
 			_exit(2);
-		hook_out = up[1], hook_in = down[0];
-		sc_sched_set(hold_at_reuse, NULL);
+		sc_sched_set(hold_at_reuse, &h);
 		_exit(put_buf(c, "b", 10, b, nb, NULL) == 0 ? 0 : 3);
 	}
-	char ch;
-	ck_assert_int_eq(read(up[0], &ch, 1), 1);
+	held_wait(&h);
 	/* the putter reused A's 4 segments (touched them) and has not written its manifest */
 	uint64_t files;
 	du("seg", &files);
@@ -614,10 +638,7 @@ static void race(int stall)
 		ck_assert_uint_eq(files, 0); /* the stalled put's segments were taken: its step 3 rewrites them */
 	else
 		ck_assert_uint_eq(files, 6); /* touched by the put: kept; A's 2 own ones removed */
-	ck_assert_int_eq(write(down[1], "g", 1), 1);
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "putter: %x", status);
+	held_end(&h, 1);
 	ck_assert_int_eq(sc_l3_locate_longest(s, "b", toks, 10, &lb), 10);
 	ck_assert_int_eq(fill_cmp(s, &lb, b, 0), 0);
 	/* and a later sweep keeps them: they are referenced */
@@ -628,7 +649,6 @@ static void race(int stall)
 	ck_assert_uint_eq(files, 6);
 	sc_l3_close(s);
 	sc_l3_close(l3);
-	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
 	free(a), free(b);
 }
 
@@ -771,25 +791,16 @@ START_TEST(shared_mode_only_the_janitor_sweeps)
 	obj_path(&lx, px, sizeof(px));
 	ck_assert_int_eq(unlink(px), 0);
 	age_segments(3600);
-	int up[2], down[2];
-	ck_assert_int_eq(pipe(up), 0);
-	ck_assert_int_eq(pipe(down), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
+	struct held h;
+	held_fork(&h);
+	if (h.pid == 0) {
+		/* hostA's janitor: one pass, then it keeps the lease and does nothing */
 		struct sc_l3 *j = NULL;
 		struct sc_l3_janitor_report r;
-		char c = 'h';
-		/* hostA's janitor, holding the lease and doing nothing */
 		struct sc_l3_opts oj = { .host_id = "hostA", .state_dir = sdir };
-		if (sc_l3_open(tmpdir, &oj, &j) || sc_l3_janitor(j, SC_L3_JANITOR_KEEP, &r) || write(up[1], &c, 1) != 1)
-			_exit(2);
-		if (read(down[0], &c, 1) < 0)
-			_exit(3);
-		_exit(0);
+		_exit(sc_l3_open(tmpdir, &oj, &j) || sc_l3_janitor(j, SC_L3_JANITOR_KEEP, &r) || hold(&h) ? 2 : 0);
 	}
-	char c;
-	ck_assert_int_eq(read(up[0], &c, 1), 1);
+	held_wait(&h);
 	/* the child's pass (hostA elected) swept X's own 3 */
 	du("seg", &files);
 	ck_assert_uint_eq(files, 5);
@@ -804,8 +815,7 @@ START_TEST(shared_mode_only_the_janitor_sweeps)
 	ck_assert_int_eq(sc_l3_evict_to(b2, 0), -EBUSY);
 	du("seg", &files);
 	ck_assert_uint_eq(files, 5);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	held_end(&h, 0);
 	/* the lease is free: hostB is elected and sweeps */
 	ck_assert_int_eq(sc_l3_janitor(b2, SC_L3_JANITOR_FULL, &r), 0);
 	du("seg", &files);
@@ -817,8 +827,7 @@ START_TEST(shared_mode_only_the_janitor_sweeps)
 	sc_l3_close(b2);
 	sc_l3_close(b);
 	sc_l3_close(a);
-	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
-	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	h_rm_rf(sdir);
 	free(x), free(y);
 }
 END_TEST
@@ -827,7 +836,7 @@ Suite *l3seg_suite(void)
 {
 	Suite *s = suite_create("l3seg");
 	TCase *tc = tcase_create("segments");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, rm_tmp);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_stored_once);
 	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);

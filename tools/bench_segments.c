@@ -213,6 +213,19 @@ static int replay(const struct trace *tr, const char *name, const char *l3dir, i
 	return ok && !out->bad ? 0 : -1;
 }
 
+/* The physical / logical row of @tier after the trace: @n of @what stored, @logical bytes, @extra. */
+static void trace_row(const struct trace *tr, const char *row, const char *tier, const char *what, uint64_t n,
+		      uint64_t physical, uint64_t logical, const char *extra)
+{
+	char note[400];
+	snprintf(note, sizeof(note),
+		 "%s physical / logical bytes after %d conversations x %d turns (%llu %s, %llu MiB logical, %s); ideal for "
+		 "this trace %.3f (every distinct byte once); baseline: the same %s stored whole (ratio 1.0)",
+		 tier, CONVS, TURNS, (unsigned long long)n, what, (unsigned long long)(logical >> 20), extra,
+		 (double)tr->ideal / (double)tr->logical, what);
+	bench_value(B, row, logical ? (double)physical / (double)logical : 0, "ratio", note);
+}
+
 static void bench_trace(const struct trace *tr)
 {
 	char name[64];
@@ -234,15 +247,10 @@ static void bench_trace(const struct trace *tr)
 		bench_missing(B, "segments_physical_vs_logical_l2", "the replay failed (%llu bad restores, %llu admits refused)",
 			      (unsigned long long)ro.bad, (unsigned long long)ro.admits_failed);
 	} else {
-		char note[400];
-		snprintf(note, sizeof(note),
-			 "L2 physical / logical bytes after %d conversations x %d turns (%llu entries, %llu MiB logical, "
-			 "%llu refused); ideal for this trace %.3f (every distinct byte once); baseline: the same entries "
-			 "stored whole (ratio 1.0)",
-			 CONVS, TURNS, (unsigned long long)s.entries, (unsigned long long)(s.logical_bytes >> 20),
-			 (unsigned long long)ro.admits_failed, (double)tr->ideal / (double)tr->logical);
-		bench_value(B, "segments_physical_vs_logical_l2", (double)s.physical_bytes / (double)s.logical_bytes, "ratio",
-			    note);
+		char extra[64];
+		snprintf(extra, sizeof(extra), "%llu refused", (unsigned long long)ro.admits_failed);
+		trace_row(tr, "segments_physical_vs_logical_l2", "L2", "entries", s.entries, s.physical_bytes,
+			  s.logical_bytes, extra);
 		bench_value(B, "segments_ideal_physical_vs_logical", (double)tr->ideal / (double)tr->logical, "ratio", NULL);
 		bench_value(B, "segments_trace_restore_hit_ratio", ro.asked ? (double)ro.hit / (double)ro.asked : 0, "fraction",
 			    NULL);
@@ -284,14 +292,10 @@ static void bench_trace_l3(const struct trace *tr)
 			      (unsigned long long)ro.admits_failed);
 	} else {
 		sc_l3_stats(l3, &s);
-		char note[400];
-		snprintf(note, sizeof(note),
-			 "L3 physical / logical bytes after %d conversations x %d turns (%llu objects, %llu MiB logical, "
-			 "%llu segment files); ideal for this trace %.3f (every distinct payload byte once); baseline: the "
-			 "same objects stored whole (ratio 1.0)",
-			 CONVS, TURNS, (unsigned long long)s.objects, (unsigned long long)(s.logical_bytes >> 20),
-			 (unsigned long long)s.segments, (double)tr->ideal / (double)tr->logical);
-		bench_value(B, row, s.logical_bytes ? (double)s.physical_bytes / (double)s.logical_bytes : 0, "ratio", note);
+		char extra[80];
+		snprintf(extra, sizeof(extra), "%llu segment files, a 4 KiB header block per object",
+			 (unsigned long long)s.segments);
+		trace_row(tr, row, "L3", "objects", s.objects, s.physical_bytes, s.logical_bytes, extra);
 		bench_value(B, "segments_l3_trace_restore_hit_ratio", ro.asked ? (double)ro.hit / (double)ro.asked : 0,
 			    "fraction", NULL);
 		bench_value(B, "segments_l3_trace_seconds", secs, "s", NULL);
