@@ -411,6 +411,8 @@ void l3_seg_hdr(uint8_t *block, const struct l3_seg_man *m, uint64_t seg_bytes);
  * bytes of the segment files this call wrote go to *@wrote_bytes, their count to *@wrote. */
 int l3_seg_store(struct sc_l3 *l3, const struct sc_payload *pl, const struct l3_seg_man *m, uint64_t *wrote,
 		 uint64_t *wrote_bytes);
+/* The physical bytes a put of @m adds: its object file and the segments not stored yet. */
+uint64_t l3_seg_need(struct sc_l3 *l3, const struct l3_seg_man *m);
 /* Is this header block a segmented object's (magic and version only: l3_seg_fill validates)? */
 int l3_seg_is_manifest(const uint8_t *block);
 /* The fill of a segmented object opened at @fd (its size @file_bytes): segments read on the ring's

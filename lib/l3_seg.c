@@ -219,6 +219,19 @@ static int seg_move_away(struct sc_l3 *l3, uint64_t lo, uint64_t hi)
 	return 0;
 }
 
+uint64_t l3_seg_need(struct sc_l3 *l3, const struct l3_seg_man *m)
+{
+	uint64_t need = L3_HDR_BLOCK + (uint64_t)m->n * sizeof(*m->e);
+	for (uint32_t i = 0; i < m->n; i++) {
+		char rel[48];
+		struct stat sb;
+		seg_relpath(m->e[i].lo, m->e[i].hi, rel);
+		if (fstatat(l3->sgfd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0 || (uint64_t)sb.st_size != m->e[i].len)
+			need += m->e[i].len;
+	}
+	return need;
+}
+
 int l3_seg_store(struct sc_l3 *l3, const struct sc_payload *pl, const struct l3_seg_man *m, uint64_t *wrote,
 		 uint64_t *wrote_bytes)
 {

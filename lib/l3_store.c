@@ -1014,8 +1014,8 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 	}
 	if (fd >= 0)
 		close(fd);
-	/* the room a whole object would take: a segmented one takes at most that */
-	int rc = l3_put_room(l3, L3_HDR_BLOCK + payload);
+	/* the room it takes: a segmented object's file and the segments not stored yet */
+	int rc = l3_put_room(l3, m ? l3_seg_need(l3, m) : L3_HDR_BLOCK + payload);
 	if (rc)
 		return rc;
 	uint64_t segs = 0, seg_bytes = 0;

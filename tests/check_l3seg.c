@@ -544,6 +544,19 @@ START_TEST(budget_counts_physical_bytes)
 	}
 	ck_assert_int_lt(kept, 8);
 	sc_l3_close(l3);
+	/* a payload larger than the whole budget is refused only when what it adds is: one that
+	 * extends a stored one by a segment is taken */
+	o.budget_bytes = 5 << 18;
+	l3 = open_seg(&o, 0);
+	size_t nbig;
+	uint8_t *big = payload(21, 16, 60, 0, &nbig), *base = payload(16, 16, 60, 0, &n);
+	struct sc_location lbase, lbig;
+	ck_assert_int_eq(put_buf(l3, "base", 5, base, n, &lbase), 0);
+	ck_assert_int_eq(put_buf(l3, "big", 6, big, nbig, &lbig), 0);
+	ck_assert_uint_gt(nbig, o.budget_bytes);
+	ck_assert_int_eq(fill_cmp(l3, &lbig, big, 0), 0);
+	sc_l3_close(l3);
+	free(big), free(base);
 	for (int i = 0; i < 8; i++)
 		free(p[i]);
 	for (int i = 0; i < 3; i++)
