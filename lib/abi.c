@@ -187,8 +187,8 @@ static const struct member m_l3_janitor_report[] = {
 
 #define T struct sc_l3_object_info
 static const struct member m_l3_object_info[] = {
-	P(digest), P(kind), P(token_count), P(payload_bytes), P(file_bytes), P(mtime_ns), X(reserved),
-	P(ns), P(model_identity), P(state_identity), P(valid),
+	P(digest), P(kind), P(token_count), P(payload_bytes), P(file_bytes), P(mtime_ns), P(segments),
+	P(segments_missing), X(reserved), P(ns), P(model_identity), P(state_identity), P(valid),
 };
 #undef T
 

@@ -330,13 +330,14 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	in->file_bytes = fb;
 	if (!rc) {
 		in->kind = h.kind, in->token_count = h.token_count, in->payload_bytes = h.payload_bytes;
+		in->segments = h.version == L3_FORMAT_SEGMENTED ? (uint32_t)h.seg_count : 0;
 		const uint8_t *q = block + L3_HDR_FIXED + h.desc_bytes;
 		copy_str(in->model_identity, q, h.model_len);
 		copy_str(in->state_identity, q + h.model_len, h.state_len);
 		copy_str(in->ns, q + h.model_len + h.state_len, h.ns_len);
 	}
 	if (!rc && w->verify && h.version == L3_FORMAT_SEGMENTED) {
-		rc = l3_seg_verify(l3, fd, fb); /* lib/l3_seg.c: a bad segment is quarantined with its users */
+		rc = l3_seg_verify(l3, fd, fb, &in->segments_missing); /* a bad segment: quarantined with its users */
 	} else if (!rc && w->verify) {
 		uint8_t *buf = malloc(VERIFY_READ_BYTES);
 		XXH3_state_t hs;

@@ -422,8 +422,9 @@ int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes
 void l3_seg_ring_free(struct l3_ring *r);
 /* The manifest of the object at @fd: *@h and the entries (malloc'd) validated. Count or -errno. */
 int l3_seg_manifest(int fd, uint64_t file_bytes, struct l3_obj_hdr *h, struct l3_seg_ent **e);
-/* Full verification of a segmented object (sc_l3_verify): 0 or -EBADMSG / -ENOENT / -ENOMEM. */
-int l3_seg_verify(struct sc_l3 *l3, int fd, uint64_t file_bytes);
+/* Full verification of a segmented object (sc_l3_verify): 0 or -EBADMSG / -ENOENT (segments
+ * missing or cut: their count in *@missing) / -ENOMEM. */
+int l3_seg_verify(struct sc_l3 *l3, int fd, uint64_t file_bytes, uint32_t *missing);
 
 /* What eviction and reconciliation know of DIR/seg during one pass (under the lock or lease). */
 struct l3_segref {

@@ -1068,7 +1068,9 @@ struct sc_l3_object_info {
 	uint32_t kind, token_count;
 	uint64_t payload_bytes, file_bytes;
 	int64_t mtime_ns;                  /* last use */
-	uint64_t reserved[4];              /* zero */
+	uint32_t segments;                 /* manifest entries of a segmented object (0: stored whole) */
+	uint32_t segments_missing;         /* verify: segment files missing or cut (the object is kept) */
+	uint64_t reserved[3];              /* zero */
 	char ns[SC_L3_STR_MAX + 1], model_identity[SC_L3_STR_MAX + 1], state_identity[SC_L3_STR_MAX + 1];
 	int valid;                         /* header valid (list) / whole object valid (verify) */
 };

@@ -392,6 +392,16 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 }
 END_TEST
 
+static int note_missing(const struct sc_l3_object_info *in, void *ctx)
+{
+	uint32_t *m = ctx;
+	if (!in->valid && in->segments == 4 && in->segments_missing) {
+		m[0]++;
+		m[1] += in->segments_missing;
+	}
+	return 0;
+}
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -409,7 +419,10 @@ START_TEST(missing_or_cut_segment_is_a_miss)
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined); /* a miss, not a corruption */
 	/* verification names both as bad (a manifest naming a missing segment) and keeps them */
-	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 2);
+	uint32_t missing[2] = { 0, 0 };
+	ck_assert_int_eq(sc_l3_verify(l3, note_missing, missing), 2);
+	ck_assert_uint_eq(missing[0], 2); /* objects reported with missing segments */
+	ck_assert_uint_eq(missing[1], 2); /* one segment each, of 4 */
 	char pa[256], pb[256];
 	obj_path(&t.la, pa, sizeof(pa));
 	obj_path(&t.lb, pb, sizeof(pb));

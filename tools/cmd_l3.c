@@ -226,9 +226,10 @@ static int print_obj(const struct sc_l3_object_info *in, void *ctx)
 	double age = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)in->mtime_ns) / 1e9;
 	if (json) {
 		printf("{\"digest\":\"%s\",\"valid\":%s,\"kind\":\"%s\",\"token_count\":%u,\"payload_bytes\":%llu,"
-		       "\"file_bytes\":%llu,\"last_use_age_s\":%.1f,\"ns\":",
+		       "\"file_bytes\":%llu,\"segments\":%u,\"segments_missing\":%u,\"last_use_age_s\":%.1f,\"ns\":",
 		       d, in->valid ? "true" : "false", l2cli_kind_name(in->kind), in->token_count,
-		       (unsigned long long)in->payload_bytes, (unsigned long long)in->file_bytes, age);
+		       (unsigned long long)in->payload_bytes, (unsigned long long)in->file_bytes, in->segments,
+		       in->segments_missing, age);
 		cli_json_str(stdout, in->ns);
 		printf(",\"model\":");
 		cli_json_str(stdout, in->model_identity);
@@ -253,7 +254,11 @@ static int print_bad(const struct sc_l3_object_info *in, void *ctx)
 		return 0;
 	char d[SC_DIGEST_HEX_LEN + 1], h[32];
 	sc_digest_format(in->digest, d);
-	if (in->kind)
+	if (in->segments_missing)
+		printf("%s  BAD  its manifest names %u missing or cut segment%s of %u (kept: a miss until a put of it "
+		       "writes them again; reconciliation removes it)\n", d, in->segments_missing,
+		       in->segments_missing == 1 ? "" : "s", in->segments);
+	else if (in->kind)
 		printf("%s  BAD  payload does not match its digest (%s, %u tok, %s, ns=%s)\n", d,
 		       l2cli_kind_name(in->kind), in->token_count, cli_human(in->payload_bytes, h, sizeof(h)), in->ns);
 	else
@@ -555,9 +560,10 @@ int cmd_l3(int argc, char **argv)
 		if (rc < 0)
 			ret = cli_fail("l3", 0, "cannot verify %s: %s", dir, strerror(-rc));
 		else if (!json)
-			printf("%d objects checked, %d bad (quarantined)\n", total < 0 ? 0 : total, rc);
+			printf("%d objects checked, %d bad (quarantined, or kept where segments are missing)\n",
+			       total < 0 ? 0 : total, rc);
 		if (rc > 0)
-			ret = cli_fail("l3", 0, "%d bad object%s in %s (quarantined)", rc, rc == 1 ? "" : "s", dir);
+			ret = cli_fail("l3", 0, "%d bad object%s in %s (listed above)", rc, rc == 1 ? "" : "s", dir);
 	} else {
 		ret = do_locate(l3, ns ? ns : "", tspec, json);
 	}

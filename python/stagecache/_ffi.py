@@ -225,7 +225,8 @@ class L3JanitorReport(Structure):
 
 class L3ObjectInfo(Structure):
     _fields_ = [("digest", Digest_), ("kind", c_uint32), ("token_count", c_uint32), ("payload_bytes", c_uint64),
-                ("file_bytes", c_uint64), ("mtime_ns", c_int64), ("_reserved", c_uint64 * 4),
+                ("file_bytes", c_uint64), ("mtime_ns", c_int64), ("segments", c_uint32),
+                ("segments_missing", c_uint32), ("_reserved", c_uint64 * 3),
                 ("ns", c_char * (SC_L3_STR_MAX + 1)), ("model_identity", c_char * (SC_L3_STR_MAX + 1)),
                 ("state_identity", c_char * (SC_L3_STR_MAX + 1)), ("valid", c_int)]
 

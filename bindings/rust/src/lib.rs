@@ -244,7 +244,7 @@ pub fn layouts() -> Vec<TypeLayout> {
         layout!("sc_l3_janitor_report", sc_l3_janitor_report, [epoch, objects, bytes, evicted, evicted_bytes,
                 stale_temps, accesses, quarantined, dropped, skipped_recent, pass_ns]),
         layout!("sc_l3_object_info", sc_l3_object_info, [digest, kind, token_count, payload_bytes, file_bytes,
-                mtime_ns, ns, model_identity, state_identity, valid]),
+                mtime_ns, segments, segments_missing, ns, model_identity, state_identity, valid]),
         layout!("sc_promote_stats", sc_promote_stats, [observations, claims, capacity, considered, promoted,
                 evicted, expired, repairs, published, refused]),
         layout!("sc_restore", sc_restore, [sec, sec_len, kind, token_count, digest, has_kv_desc, kv_desc, source,
