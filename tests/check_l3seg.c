@@ -266,6 +266,11 @@ START_TEST(shared_leading_segments_stored_once)
 	 * same counts from a scan) */
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
 	ck_assert_int_eq(fill_cmp(l3, &lb, b, SC_L3_FILL_BUFFERED), 0);
+	/* a manifest's file is never kept open (its header must be read to know it is one) */
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.fills, 3);
+	ck_assert_uint_eq(st.fills_kept, 0);
 	/* a put of A again stores nothing */
 	ck_assert_int_eq(put_buf(l3, "a2", 50, a, na, NULL), 0);
 	ck_assert_uint_eq(du("seg", &files), seg_bytes);
