@@ -166,7 +166,8 @@ static const struct member m_l3_fill_req[] = {
 static const struct member m_l3_stats[] = {
 	P(objects), P(bytes), P(fills), P(fill_bytes), P(fill_ns), P(verify_failures), P(quarantined),
 	P(evictions), P(write_refusals), P(puts), P(put_dedup), P(key_collisions), P(budget_bytes), P(dio_mem_align),
-	P(dio_offset_align), P(fills_kept), X(reserved),
+	P(dio_offset_align), P(fills_kept), P(logical_bytes), P(physical_bytes), P(saved_bytes), P(segments),
+	P(segment_bytes), X(reserved),
 };
 #undef T
 
@@ -186,8 +187,8 @@ static const struct member m_l3_janitor_report[] = {
 
 #define T struct sc_l3_object_info
 static const struct member m_l3_object_info[] = {
-	P(digest), P(kind), P(token_count), P(payload_bytes), P(file_bytes), P(mtime_ns), X(reserved),
-	P(ns), P(model_identity), P(state_identity), P(valid),
+	P(digest), P(kind), P(token_count), P(payload_bytes), P(file_bytes), P(mtime_ns), P(segments),
+	P(segments_missing), X(reserved), P(ns), P(model_identity), P(state_identity), P(valid),
 };
 #undef T
 

@@ -19,7 +19,7 @@ static const char *const points[] = {
 	"l2.reclaim.freeing",  "l2.reclaim.freed", "l3.put.before_rename", "fill.after_read",
 	"ring.publish",        "readers.clean.half", "l3ix.put.open",  "l3ix.put.written",
 	"l2.admit.queued",     "evq.push.linking", "evq.remove.unlinking", "evq.rebuild.cleared",
-	"seg.hold.partial",    "seg.release.dropped", "seg.admit.held", NULL,
+	"seg.hold.partial",    "seg.release.dropped", "seg.admit.held", "l3seg.put.segments", NULL,
 };
 
 const char *const *sc_fault_points(void)
@@ -40,7 +40,7 @@ static const char *const sched_points[] = {
 	"ring.reap.owner_dead",  "ring.consumer.holder_dead", "fill.claim.found", "obs.locked",
 	"l3ix.refresh.read",     "l3ix.sync.start",        "restore.fill",        "l2.evict.chosen",
 	"l2.frag.window",        "l2.frag.alloc",          "restore.promote.outcome", "l3ix.sync.listed",
-	"seg.admit.planned",     NULL,
+	"seg.admit.planned",     "l3seg.put.reused",       "l3seg.sweep.chosen",  NULL,
 };
 
 const char *const *sc_sched_points(void)

@@ -142,6 +142,7 @@ static void ring_free(struct l3_ring *r)
 		drain(r);
 	if (r->ok)
 		io_uring_queue_exit(&r->ring);
+	l3_seg_ring_free(r);
 	for (uint32_t i = 0; i < r->depth; i++)
 		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == gettid())
 			close(r->ops[i].fd);
@@ -589,6 +590,9 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	const struct l3_kept *k = op->kept;
 	op->hdr_known = k && k->payload_bytes == loc->payload_bytes && k->sec0 == loc->sec_len[0] && k->kind == loc->kind;
 	int first = op->direct && !op->hdr_known;
+	/* shorter than its payload: a segmented object's manifest (or a cut one): the header decides */
+	if (!op->on_ring && !op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->want)
+		return prep_header(r, op);
 	int rc = op->hdr_known ? 0 : first ? prep_first(r, op) : prep_header(r, op);
 	for (uint32_t c = first ? 1 : 0; !rc && c < op->nchunks; c++)
 		rc = prep_chunk(r, op, c);
@@ -651,11 +655,14 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 {
 	struct sc_l3_fill_req *req = op->req;
 	const struct sc_location *loc = req->loc;
-	int rc = op->err;
+	int rc = op->err, seg = 0;
 	shm_fault_point("fill.after_read");
 	if (!rc) {
-		rc = fill_verify(op, loc);
-		if (rc == -EBADMSG) {
+		/* a segmented object (never kept: its header is read every time): lib/l3_seg.c reads,
+		 * verifies and quarantines */
+		seg = !op->hdr_known && op->hdr_got == L3_HDR_BLOCK && l3_seg_is_manifest(op->hdrbuf);
+		rc = seg ? l3_seg_fill(l3, r, op->fd, op->file_bytes, req) : fill_verify(op, loc);
+		if (rc == -EBADMSG && !seg) {
 			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);
 			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
 		}
@@ -672,7 +679,7 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		atomic_fetch_add_explicit(&l3->st->fill_bytes, op->want, RELAXED);
 		atomic_fetch_add_explicit(&l3->st->fill_ns, ns, RELAXED);
 	}
-	fill_close(r, op, rc);
+	fill_close(r, op, seg && !rc ? 1 : rc);
 	req->fill_ns = ns;
 	uint64_t stage = req->stage_id, lo = loc->digest.lo, hi = loc->digest.hi, bytes = loc->payload_bytes;
 	int64_t res = rc;

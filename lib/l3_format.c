@@ -77,17 +77,27 @@ int l3_hdr_parse(const uint8_t *block, uint64_t file_bytes, struct l3_obj_hdr *h
 	memcpy(h, block, sizeof(*h));
 	if (h->magic != L3_OBJ_MAGIC)
 		return -EBADMSG;
-	if (h->version != L3_FORMAT_VERSION)
+	if (h->version != L3_FORMAT_VERSION && h->version != L3_FORMAT_SEGMENTED)
 		return -EPROTO;
-	if (h->hdr_bytes != L3_HDR_BLOCK || h->kind == 0 || h->kind > 255 || h->token_count == 0 || h->flags)
+	if (h->hdr_bytes != L3_HDR_BLOCK || h->kind == 0 || h->kind > 255 || h->token_count == 0)
 		return -EBADMSG;
 	if (h->section_bytes[0] > L3_MAX_PAYLOAD || h->section_bytes[1] > L3_MAX_PAYLOAD ||
 	    h->payload_bytes != h->section_bytes[0] + h->section_bytes[1] || h->payload_bytes == 0)
 		return -EBADMSG;
+	/* version 1: the payload follows; version 2: a manifest of 1..L3_SEG_MAX_COUNT segments */
+	uint64_t body = h->payload_bytes;
+	if (h->version == L3_FORMAT_VERSION && (h->flags || h->seg_count || h->seg_bytes || h->seg_check))
+		return -EBADMSG;
+	if (h->version == L3_FORMAT_SEGMENTED) {
+		if (h->flags != L3_OBJ_SEGMENTED || !h->seg_count || h->seg_count > L3_SEG_MAX_COUNT ||
+		    h->seg_count > h->payload_bytes)
+			return -EBADMSG;
+		body = h->seg_count * sizeof(struct l3_seg_ent);
+	}
 	if ((h->desc_bytes != 0 && h->desc_bytes != sizeof(struct sc_kv_desc)) || h->model_len > SC_L3_STR_MAX || h->state_len > SC_L3_STR_MAX ||
 	    h->ns_len > SC_L3_STR_MAX)
 		return -EBADMSG;
-	if (file_bytes && file_bytes != L3_HDR_BLOCK + h->payload_bytes)
+	if (file_bytes && file_bytes != L3_HDR_BLOCK + body)
 		return -EBADMSG;
 	if (l3_hdr_check(block) != h->check)
 		return -EBADMSG;
@@ -123,7 +133,8 @@ void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc
 	loc->sec_len[0] = h->section_bytes[0];
 	loc->sec_len[1] = h->section_bytes[1];
 	loc->payload_bytes = h->payload_bytes;
-	loc->file_bytes = L3_HDR_BLOCK + h->payload_bytes;
+	loc->file_bytes = L3_HDR_BLOCK + (h->version == L3_FORMAT_SEGMENTED ? h->seg_count * sizeof(struct l3_seg_ent)
+									       : h->payload_bytes);
 	loc->has_kv_desc = h->desc_bytes != 0;
 	if (loc->has_kv_desc)
 		memcpy(&loc->kv_desc, block + L3_HDR_FIXED, sizeof(loc->kv_desc));

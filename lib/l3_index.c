@@ -274,6 +274,9 @@ int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
 		.budget_bytes = l3->opts.budget_bytes,
 		.dio_mem_align = l3->dio_mem_align,
 		.dio_offset_align = l3->dio_off_align,
+		.logical_bytes = atomic_load_explicit(&st->logical, RELAXED),
+		.segments = atomic_load_explicit(&st->segments, RELAXED),
+		.segment_bytes = l3->seg_size,
 	};
 	struct l3_jrec_view v;
 	if (l3->shared && l3_janitor_read(l3, &v) == 0 && v.pass_end_ns) {
@@ -281,6 +284,8 @@ int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
 		s->objects = v.objects;
 		s->bytes = v.bytes;
 	}
+	s->physical_bytes = s->bytes;
+	s->saved_bytes = s->logical_bytes > s->bytes ? s->logical_bytes - s->bytes : 0;
 	return 0;
 }
 
@@ -325,12 +330,15 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	in->file_bytes = fb;
 	if (!rc) {
 		in->kind = h.kind, in->token_count = h.token_count, in->payload_bytes = h.payload_bytes;
+		in->segments = h.version == L3_FORMAT_SEGMENTED ? (uint32_t)h.seg_count : 0;
 		const uint8_t *q = block + L3_HDR_FIXED + h.desc_bytes;
 		copy_str(in->model_identity, q, h.model_len);
 		copy_str(in->state_identity, q + h.model_len, h.state_len);
 		copy_str(in->ns, q + h.model_len + h.state_len, h.ns_len);
 	}
-	if (!rc && w->verify) {
+	if (!rc && w->verify && h.version == L3_FORMAT_SEGMENTED) {
+		rc = l3_seg_verify(l3, fd, fb, &in->segments_missing); /* a bad segment: quarantined with its users */
+	} else if (!rc && w->verify) {
 		uint8_t *buf = malloc(VERIFY_READ_BYTES);
 		XXH3_state_t hs;
 		XXH3_128bits_reset(&hs);
@@ -356,7 +364,9 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	w->count++;
 	if (rc) {
 		w->bad++;
-		if (w->verify) {
+		/* a manifest naming a missing segment is reported, not quarantined: reconciliation
+		 * removes it (it was never corrupt) */
+		if (w->verify && rc != -ENOENT) {
 			ADD(verify_failures, 1);
 			l3_quarantine(l3, lo, hi, EBADMSG);
 		}

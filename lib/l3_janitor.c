@@ -248,7 +248,9 @@ struct jctx {
 	struct sc_l3_janitor_report rep;
 	struct victim *v;
 	size_t nv, capv;
-	uint64_t total;
+	uint64_t total;                     /* physical: object files and segment files */
+	uint64_t objbytes;                  /* object files */
+	struct l3_segs segs;                /* DIR/seg and the references of the objects listed */
 	struct l3_lru lru;                  /* shared mode: last uses (lib/l3_lru.c) */
 	unsigned acts;                      /* removals so far: fence every FENCE_BATCH */
 	int logfd;
@@ -281,6 +283,11 @@ static int act(struct jctx *j)
 		return fence(j->l3);
 	}
 	return 0;
+}
+
+static int act_cb(void *j)
+{
+	return act(j);
 }
 
 static void log_line(struct jctx *j, uint64_t t0, uint64_t t1, const char *what, uint64_t lo, uint64_t hi,
@@ -373,8 +380,25 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		return -ENOMEM;
 	int64_t mt = (int64_t)shm_ts_ns(sb.st_mtim);
 	int64_t used = (int64_t)l3_lru_get(&j->lru, lo, hi);
+	/* a manifest naming a missing segment can never be read: a full pass removes it once settled */
+	if (l3_segs_object(l3, &j->segs, dfd, name, (uint64_t)sb.st_size, 1, NULL) == -ENOENT &&
+	    (j->flags & SC_L3_JANITOR_FULL) && l3_settled(l3, (uint64_t)mt) &&
+	    shm_realtime_ns() - (uint64_t)mt > L3_TMP_STALE_NS) {
+		int rc = act(j);
+		if (rc)
+			return rc;
+		if (unlinkat(dfd, name, 0) == 0) {
+			log_line(j, shm_realtime_ns(), shm_realtime_ns(), "dangling", lo, hi, (uint64_t)sb.st_size);
+			if (l3->arena) {
+				struct sc_digest d = { lo, hi };
+				l3ix_on_objects_gone(l3->arena, &d, 1);
+			}
+		}
+		return 0;
+	}
 	j->v[j->nv++] = (struct victim){ lo, hi, (uint64_t)sb.st_size, mt, used > mt ? used : mt, 0 };
 	j->total += (uint64_t)sb.st_size;
+	j->objbytes += (uint64_t)sb.st_size;
 	return 0;
 }
 
@@ -407,6 +431,7 @@ static int evict(struct jctx *j, uint64_t goal)
 		if (fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno == ENOENT) {
 				j->total -= v->bytes;
+				j->objbytes -= v->bytes;
 				v->gone = 1;
 			}
 			continue;
@@ -423,12 +448,17 @@ static int evict(struct jctx *j, uint64_t goal)
 		uint64_t t0 = shm_realtime_ns();
 		log_line(j, t0, 0, "intent", v->lo, v->hi, v->bytes);
 		log_flush(j);
-		if (unlinkat(l3->objfd, rel, 0) < 0)
+		uint64_t freed = 0; /* its segments no other object names (the sweep removes them) */
+		(void)l3_segs_object(l3, &j->segs, l3->objfd, rel, v->bytes, -1, &freed);
+		if (unlinkat(l3->objfd, rel, 0) < 0) {
+			(void)l3_segs_object(l3, &j->segs, l3->objfd, rel, v->bytes, 1, NULL);
 			continue;
+		}
 		l3_kept_forget(l3);
 		uint64_t t1 = shm_realtime_ns();
 		log_line(j, t0, t1, "evict", v->lo, v->hi, v->bytes);
-		j->total -= v->bytes;
+		j->total -= v->bytes + freed;
+		j->objbytes -= v->bytes;
 		v->gone = 1;
 		if (l3->arena) { /* attached here: the arena's location index forgets it before we go on */
 			struct sc_digest d = { v->lo, v->hi };
@@ -541,8 +571,9 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		l3_lru_load(l3, &j->lru, segment_left_over, j);
 		j->rep.accesses = j->lru.accesses;
 	}
-	if ((rc = l3_scan(l3, l3->objfd, on_object, j)))
+	if ((rc = l3_segs_begin(l3, &j->segs)) || (rc = l3_scan(l3, l3->objfd, on_object, j)))
 		goto out;
+	j->total += j->segs.bytes;
 	uint64_t budget = l3->opts.budget_bytes;
 	if (target != UINT64_MAX)
 		rc = evict(j, target);
@@ -552,8 +583,9 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		goto out;
 	if ((rc = l3_scan(l3, l3->pfxfd, on_prefix, j)))
 		goto out;
-	if ((rc = top_temps(j)))
+	if ((rc = top_temps(j)) || (rc = l3_segs_sweep(l3, &j->segs, act_cb, j)))
 		goto out;
+	j->total = j->objbytes + j->segs.bytes;
 	if (l3->shared) {
 		if ((rc = lru_write(j)))
 			goto out;
@@ -582,8 +614,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		r.full_pass_ns = r.pass_end_ns;
 	if ((rc = jrec_write_fd(l3->janfd, &r)))
 		goto out;
-	atomic_store_explicit(&l3->st->objects, objects, RELAXED);
-	atomic_store_explicit(&l3->st->bytes, j->total, RELAXED);
+	l3_segs_publish(l3, &j->segs, objects, j->total);
 	atomic_fetch_add_explicit(&l3->st->evictions, j->rep.evicted, RELAXED);
 	j->rep.objects = objects;
 	j->rep.bytes = j->total;
@@ -603,6 +634,7 @@ out:
 	if (out)
 		*out = j->rep;
 	free(j->v);
+	l3_segs_end(&j->segs);
 	l3_lru_free(&j->lru);
 	free(j);
 	return rc;

@@ -15,6 +15,10 @@
  *   DIR/prefix/<2 hex>/.drop-<writer>.<n>       a prefix entry being judged by a dropper
  *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
  *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification (ns: when)
+ *   DIR/quarantine/<digest>.<ns>.seg            segments that failed verification
+ *   DIR/segments                   the segment size of new puts (struct l3_segcfg; absent: whole objects)
+ *   DIR/seg/<2 hex>/<32 hex digest>.seg         content-addressed segments of segmented objects
+ *                                  (lib/l3_seg.c; .tmp- files in flight, .gc- files being removed)
  *   DIR/quarantine/<digest>.mirror              a quarantine no arena was bound for: the next
  *                                               sc_l3_bind_arena invalidates its L2 mirrors
  *   DIR/shared                     present when several hosts share DIR (lib/l3_shared.c)
@@ -30,6 +34,11 @@
  * model identity, state identity and namespace strings; its checksum covers the whole block.
  * Objects are immutable once renamed into place: the only writers are put (tmp -> rename,
  * RENAME_NOREPLACE), eviction (unlink) and quarantine (rename away).
+ *
+ * A segmented object (format version 2, lib/l3_seg.c) is the same header block followed by its
+ * manifest instead of the payload: seg_count entries of struct l3_seg_ent (digest and length of
+ * each segment, in payload order); the header's digest is still the whole payload's. The segment
+ * bytes are in DIR/seg, one file per distinct segment, shared by every object naming it.
  */
 #ifndef SC_LIB_L3_PRIV_H
 #define SC_LIB_L3_PRIV_H
@@ -60,6 +69,8 @@
 #define L3_PFX_MAGIC 0x0a58465033435350ull /* "PSC3PFX\n" */
 #define L3_STATE_MAGIC 0x0a54535333435350ull /* "PSC3SST\n" */
 #define L3_FORMAT_VERSION 1u
+#define L3_FORMAT_SEGMENTED 2u  /* an object whose body is a manifest of segments */
+#define L3_OBJ_SEGMENTED 1u     /* l3_obj_hdr.flags of a version 2 object */
 #define L3_HDR_BLOCK 4096u
 #define L3_DIO_ALIGN 4096u      /* O_DIRECT: buffers, offsets and lengths aligned to this */
 #define L3_LOW_WATER_PCT 85u    /* eviction over the budget goes down to this share of it */
@@ -102,11 +113,13 @@ struct l3_obj_hdr {
 	uint16_t state_len;
 	uint16_t ns_len;
 	uint16_t reserved0;
-	uint32_t flags;            /* 0 */
+	uint32_t flags;            /* 0; version 2: L3_OBJ_SEGMENTED */
 	uint64_t digest_lo, digest_hi; /* payload digest (unseeded XXH3-128 of the wire) */
 	uint64_t prefix_lo, prefix_hi; /* prefix key the object was put under */
 	uint64_t created_ns;       /* CLOCK_REALTIME */
-	uint64_t reserved1[3];
+	uint64_t seg_count;        /* version 2: manifest entries (0 in version 1) */
+	uint64_t seg_bytes;        /* version 2: the nominal segment size it was cut with */
+	uint64_t seg_check;        /* version 2: XXH3-64 of the manifest */
 	uint64_t check;            /* XXH3-64 of the 4096-byte block with this field zero */
 	uint8_t pad[L3_HDR_FIXED - 136];
 };
@@ -117,6 +130,16 @@ _Static_assert(offsetof(struct l3_obj_hdr, digest_lo) == 64, "l3 object header l
 _Static_assert(offsetof(struct l3_obj_hdr, prefix_lo) == 80, "l3 object header layout");
 _Static_assert(offsetof(struct l3_obj_hdr, check) == 128, "l3 object header layout");
 _Static_assert(L3_HDR_FIXED + L3_DESC_MAX + 3 * L3_STR_MAX == L3_HDR_BLOCK, "header block budget");
+
+/* One manifest entry of a segmented object: the segment's digest (unseeded XXH3-128 of its bytes,
+ * its file name in DIR/seg) and length. */
+struct l3_seg_ent {
+	uint64_t lo, hi, len;
+};
+_Static_assert(sizeof(struct l3_seg_ent) == 24, "l3 manifest entry layout");
+#define L3_SEG_MIN (64u << 10)   /* segment sizes: a multiple of 4 KiB in [L3_SEG_MIN, L3_SEG_MAX] */
+#define L3_SEG_MAXSZ (1u << 30)
+#define L3_SEG_MAX_COUNT (1u << 22) /* manifest entries of one object */
 
 /*
  * A prefix-index entry: this 64-byte header, then (version 2) token_count token ids as LE int32,
@@ -156,7 +179,9 @@ struct l3_state {
 	_Atomic uint64_t puts, put_dedup;
 	_Atomic uint64_t key_collisions; /* prefix entries whose token ids differed from the caller's */
 	_Atomic uint64_t fills_kept;     /* fills that read a kept file (no open; lib/l3_fill.c) */
-	uint8_t pad[4096 - 120];
+	_Atomic uint64_t logical;  /* what the objects would take whole (header block + payload each) */
+	_Atomic uint64_t segments, seg_bytes; /* segment files in DIR/seg and their bytes (within bytes) */
+	uint8_t pad[4096 - 144];
 };
 _Static_assert(sizeof(struct l3_state) == 4096, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
@@ -244,6 +269,8 @@ struct l3_ring {
 	struct l3_kept *kept;      /* kept_sets * L3_KEPT_WAYS slots, set by digest */
 	uint32_t kept_sets;
 	uint64_t kept_tick;
+	struct io_uring seg_ring;  /* segment reads of segmented fills (lib/l3_seg.c), made on first use */
+	int seg_ok;
 };
 
 #define L3_MAX_RANGES 8
@@ -301,6 +328,9 @@ struct sc_l3 {
 	uint64_t dir_dev, dir_ino; /* identity of the directory (the arena's location index binds it) */
 	struct sc_arena *ix_ok;    /* the last arena whose location index was found bound to us */
 	int recon_changed;         /* our reconciliation quarantined objects or dropped prefix entries */
+	/* ---- segments (lib/l3_seg.c) ---- */
+	int sgfd;                  /* DIR/seg, or -1 when the store never had segments */
+	uint64_t seg_size;         /* segment size of our puts (DIR/segments at open); 0: whole objects */
 };
 
 /* ---- lib/l3_format.c ---- */
@@ -357,6 +387,74 @@ int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason);
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
 /* Register a token length in DIR/lengths (idempotent). */
 int l3_put_length(struct sc_l3 *l3, uint32_t tokens);
+
+/* Write @iov as @dfd/@sub/@final: a temp file (host identity in its name), fsync, rename (with
+ * @noreplace: -EEXIST when it is there), fsync of the directory. */
+int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov, int niov,
+		  int noreplace);
+/* Room for a put of @need bytes: refused (-E2BIG, -ENOSPC, counted) or made by eviction. */
+int l3_put_room(struct sc_l3 *l3, uint64_t need);
+
+/* ---- lib/l3_seg.c: segmented objects ---- */
+/* DIR/seg and DIR/segments at open. */
+int l3_seg_open(struct sc_l3 *l3);
+/* A put's manifest (the payload cut at l3->seg_size, each piece digested). */
+struct l3_seg_man {
+	struct l3_seg_ent *e;
+	uint32_t n;
+};
+int l3_seg_plan(struct sc_l3 *l3, const struct sc_payload *pl, struct l3_seg_man *m);
+/* Make @block (built by l3_hdr_build) the header of the segmented object of @m. */
+void l3_seg_hdr(uint8_t *block, const struct l3_seg_man *m, uint64_t seg_bytes);
+/* Every segment of @m in place and touched (mtime now): written where missing. With @after (the
+ * manifest is in place): the touch that makes a concurrent sweep keep them (lib/l3_seg.c). The
+ * bytes of the segment files this call wrote go to *@wrote_bytes, their count to *@wrote. */
+int l3_seg_store(struct sc_l3 *l3, const struct sc_payload *pl, const struct l3_seg_man *m, uint64_t *wrote,
+		 uint64_t *wrote_bytes);
+/* The physical bytes a put of @m adds: its object file and the segments not stored yet. */
+uint64_t l3_seg_need(struct sc_l3 *l3, const struct l3_seg_man *m);
+/* Is this header block a segmented object's (magic and version only: l3_seg_fill validates)? */
+int l3_seg_is_manifest(const uint8_t *block);
+/* The fill of a segmented object opened at @fd (its size @file_bytes): segments read on the ring's
+ * segment ring into req->dst and verified. 0, -ENOENT (a segment missing: a miss), -EBADMSG (a
+ * segment or the manifest is corrupt: quarantined with every object using it), -EINVAL. */
+int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes, struct sc_l3_fill_req *req);
+void l3_seg_ring_free(struct l3_ring *r);
+/* The manifest of the object at @fd: *@h and the entries (malloc'd) validated. Count or -errno. */
+int l3_seg_manifest(int fd, uint64_t file_bytes, struct l3_obj_hdr *h, struct l3_seg_ent **e);
+/* Full verification of a segmented object (sc_l3_verify): 0 or -EBADMSG / -ENOENT (segments
+ * missing or cut: their count in *@missing) / -ENOMEM. */
+int l3_seg_verify(struct sc_l3 *l3, int fd, uint64_t file_bytes, uint32_t *missing);
+
+/* What eviction and reconciliation know of DIR/seg during one pass (under the lock or lease). */
+struct l3_segref {
+	uint64_t lo, hi, bytes;    /* bytes: the file's size (0: not seen in DIR/seg) */
+	int64_t mtime;
+	uint32_t refs;             /* manifests naming it, as listed */
+	uint32_t used;             /* slot in use */
+};
+struct l3_segs {
+	struct l3_segref *e;       /* open addressing by digest */
+	size_t cap, n;
+	uint64_t t0;               /* CLOCK_REALTIME before the listing of objects began */
+	uint64_t files, bytes;     /* segment files and their bytes, as listed (minus what was removed) */
+	uint64_t logical;          /* header block + payload of every object counted */
+	uint64_t removed, removed_bytes, stale;
+};
+/* List DIR/seg (sizes, mtimes) and note the time: the start of a pass. No segments: 0, empty. */
+int l3_segs_begin(struct sc_l3 *l3, struct l3_segs *s);
+/* Count the object @name in @dfd (size @file_bytes): whole: its logical bytes; segmented: also
+ * @delta on each of its segments' references, and with @delta < 0 the bytes of the segments no
+ * longer referenced go to *@freed. 1 segmented, 0 whole, -ENOENT (one of its segments is not in
+ * DIR/seg), another -errno (unreadable: left to the callers' checks). */
+int l3_segs_object(struct sc_l3 *l3, struct l3_segs *s, int dfd, const char *name, uint64_t file_bytes, int delta,
+		   uint64_t *freed);
+/* Remove the segments no listed object references that were not touched since the pass began
+ * (less the grace); @act (may be NULL) is asked before each removal (the janitor's fence). */
+int l3_segs_sweep(struct sc_l3 *l3, struct l3_segs *s, int (*act)(void *), void *ctx);
+void l3_segs_end(struct l3_segs *s);
+/* A pass's counts into DIR/state: @objects, physical @bytes, and the segments' logical bytes and files. */
+void l3_segs_publish(struct sc_l3 *l3, const struct l3_segs *s, uint64_t objects, uint64_t bytes);
 
 /* ---- lib/l3_shared.c ---- */
 /* This host's identity: @host_id validated, or /etc/machine-id, or the host name. */

@@ -323,6 +323,7 @@ int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, u
 
 struct recon {
 	uint64_t objects, bytes, stale, quarantined, dropped;
+	struct l3_segs segs;
 };
 
 static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
@@ -351,6 +352,14 @@ static int recon_obj(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	if (rc) {
 		if (l3_quarantine(l3, lo, hi, EBADMSG) == 0)
 			r->quarantined++;
+		return 0;
+	}
+	/* a segmented object one of whose segments is gone can never be read: removed once it is not
+	 * young (a put that has just written its manifest rewrites what a sweep took) */
+	struct stat sb;
+	if (l3_segs_object(l3, &r->segs, dfd, name, fb, 1, NULL) == -ENOENT && fstatat(dfd, name, &sb, 0) == 0 &&
+	    shm_realtime_ns() - shm_ts_ns(sb.st_mtim) > L3_TMP_STALE_NS && unlinkat(dfd, name, 0) == 0) {
+		r->dropped++;
 		return 0;
 	}
 	r->objects++;
@@ -474,13 +483,18 @@ static int reconcile(struct sc_l3 *l3)
 	if (rc)
 		return rc;
 	struct recon r = { 0 };
-	rc = l3_scan(l3, l3->objfd, recon_obj, &r);
+	rc = l3_segs_begin(l3, &r.segs);
+	if (!rc)
+		rc = l3_scan(l3, l3->objfd, recon_obj, &r);
 	if (!rc)
 		rc = l3_scan(l3, l3->pfxfd, recon_pfx, &r);
+	if (!rc)
+		rc = l3_segs_sweep(l3, &r.segs, NULL, NULL);
 	if (!rc) {
-		atomic_store_explicit(&l3->st->objects, r.objects, RELAXED);
-		atomic_store_explicit(&l3->st->bytes, r.bytes, RELAXED);
+		r.bytes += r.segs.bytes;
+		l3_segs_publish(l3, &r.segs, r.objects, r.bytes);
 	}
+	l3_segs_end(&r.segs);
 	l3->recon_changed = r.quarantined || r.dropped;
 	flock_un(l3);
 	if (!rc && l3->opts.budget_bytes && r.bytes > l3->opts.budget_bytes) {
@@ -528,7 +542,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	if (!l3)
 		return -ENOMEM;
 	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = -1;
-	l3->accfd = l3->segfd = l3->janfd = -1;
+	l3->accfd = l3->segfd = l3->janfd = l3->sgfd = -1;
 	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;
 	l3->kept_max = kept_max(o.fd_cache);
@@ -592,7 +606,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 		rc = l3->lockfd;
 		goto cleanup;
 	}
-	if ((rc = l3_mode_init(l3, o.flags)))
+	if ((rc = l3_mode_init(l3, o.flags)) || (rc = l3_seg_open(l3)))
 		goto cleanup;
 	if (l3->shared)
 		l3->grace_ns = (o.visibility_ms ? o.visibility_ms : L3_VISIBILITY_MS_DEFAULT) * 1000000ull;
@@ -628,8 +642,8 @@ void sc_l3_close(struct sc_l3 *l3)
 	if (l3->dirfd >= 0)
 		l3_access_flush(l3, 1);
 	l3_janitor_release(l3);
-	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd, l3->accfd, l3->segfd };
-	for (int i = 0; i < 8; i++)
+	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd, l3->accfd, l3->segfd, l3->sgfd };
+	for (int i = 0; i < 9; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	l3_state_close(l3);
@@ -738,12 +752,12 @@ struct victims {
 	struct victim *v;
 	size_t n, cap;
 	uint64_t total;
+	struct l3_segs segs;
 };
 
 static int collect(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
 {
 	struct victims *vs = ctx;
-	(void)l3;
 	(void)sub;
 	uint64_t lo, hi;
 	struct stat sb;
@@ -759,6 +773,7 @@ static int collect(struct sc_l3 *l3, int dfd, const char *sub, const char *name,
 	vs->v[vs->n++] = (struct victim){ lo, hi, (uint64_t)sb.st_size,
 					  (int64_t)shm_ts_ns(sb.st_mtim) };
 	vs->total += (uint64_t)sb.st_size;
+	(void)l3_segs_object(l3, &vs->segs, dfd, name, (uint64_t)sb.st_size, 1, NULL);
 	return 0;
 }
 
@@ -780,43 +795,54 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 	if (rc)
 		return rc;
 	struct victims vs = { 0 };
-	rc = l3_scan(l3, l3->objfd, collect, &vs);
+	rc = l3_segs_begin(l3, &vs.segs);
+	if (!rc)
+		rc = l3_scan(l3, l3->objfd, collect, &vs);
 	int evicted = 0;
 	if (!rc) {
 		qsort(vs.v, vs.n, sizeof(*vs.v), by_age);
-		uint64_t total = vs.total, objects = vs.n;
+		/* physical bytes: a segment counts once, and leaves with the last object naming it */
+		uint64_t total = vs.total + vs.segs.bytes, objects = vs.n, objbytes = vs.total;
 		struct sc_digest *gone = l3->arena ? malloc(vs.n * sizeof(*gone) + 1) : NULL;
 		for (size_t i = 0; i < vs.n && total > target; i++) {
 			char rel[48];
+			uint64_t freed = 0;
 			l3_obj_relpath(vs.v[i].lo, vs.v[i].hi, rel);
-			if (unlinkat(l3->objfd, rel, 0) < 0)
+			(void)l3_segs_object(l3, &vs.segs, l3->objfd, rel, vs.v[i].bytes, -1, &freed);
+			if (unlinkat(l3->objfd, rel, 0) < 0) {
+				(void)l3_segs_object(l3, &vs.segs, l3->objfd, rel, vs.v[i].bytes, 1, NULL);
 				continue;
+			}
 			l3_kept_forget(l3);
 			if (gone)
 				gone[evicted] = (struct sc_digest){ vs.v[i].lo, vs.v[i].hi };
-			total -= vs.v[i].bytes;
+			total -= vs.v[i].bytes + freed;
+			objbytes -= vs.v[i].bytes;
 			objects--;
 			evicted++;
 		}
+		/* what no object names any more goes (lib/l3_seg.c: the rule that keeps a put's) */
+		if (l3_segs_sweep(l3, &vs.segs, NULL, NULL) == 0)
+			total = objbytes + vs.segs.bytes;
 		/* attached: the index forgets them before we return (without memory for the list, the
 		 * fills that find them gone drop them) */
 		if (gone && evicted)
 			l3ix_on_objects_gone(l3->arena, gone, (size_t)evicted);
 		free(gone);
-		atomic_store_explicit(&l3->st->bytes, total, RELAXED);
-		atomic_store_explicit(&l3->st->objects, objects, RELAXED);
+		l3_segs_publish(l3, &vs.segs, objects, total);
 		ADD(evictions, evicted);
 		rc = evicted;
 	}
 	flock_un(l3);
+	l3_segs_end(&vs.segs);
 	free(vs.v);
 	return rc;
 }
 
 /* ---- put ---- */
 
-static int write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov,
-		      int niov, int noreplace)
+int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov, int niov,
+		  int noreplace)
 {
 	char tmp[L3_WRITER_MAX + 24], tmprel[L3_WRITER_MAX + 32], finrel[100];
 	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
@@ -922,7 +948,7 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const
 	char sub[3] = { hex[0], hex[1], 0 };
 	struct iovec iov[4] = { { &p, sizeof(p) }, { (void *)tokens, (size_t)ntok * 4 }, { &ns_len, 4 },
 				{ (void *)(ns ? ns : ""), ns_len } };
-	return write_file(l3, l3->pfxfd, sub, name, iov, ns_len ? 4 : 3, 0);
+	return l3_write_file(l3, l3->pfxfd, sub, name, iov, ns_len ? 4 : 3, 0);
 }
 
 /* The payload rules of sc_l2_admit: kind, sections, descriptor. */
@@ -944,12 +970,37 @@ static int payload_check(const struct sc_payload *p)
 	}
 }
 
-/* Write the object of a put (its header block @block, then the sections) unless it is there.
- * Sets *@wrote when this call made it. 0, or a negative errno (refusals counted). */
-static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *block, const char *rel,
-		      uint64_t file_bytes, int *wrote)
+int l3_put_room(struct sc_l3 *l3, uint64_t need)
 {
-	uint64_t lo, hi;
+	struct statvfs vfs;
+	if (l3->opts.budget_bytes && need > l3->opts.budget_bytes) {
+		ADD(write_refusals, 1);
+		return -E2BIG;
+	}
+	/* a filesystem that reports no size at all (ceph-fuse without a mgr: 0 blocks) is of unknown
+	 * size, not full: there the budget is the only limit */
+	if (fstatvfs(l3->dirfd, &vfs) == 0 && vfs.f_blocks &&
+	    (uint64_t)vfs.f_bavail * vfs.f_frsize < need + l3->opts.min_free_bytes) {
+		ADD(write_refusals, 1);
+		return -ENOSPC;
+	}
+	uint64_t budget = l3->opts.budget_bytes;
+	if (budget && !l3->shared && atomic_load_explicit(&l3->st->bytes, RELAXED) + need > budget) {
+		uint64_t target = budget / 100 * L3_LOW_WATER_PCT;
+		int rc = sc_l3_evict_to(l3, target > need ? target - need : 0);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Write the object of a put (its header block @block, then the sections, or with @m the manifest
+ * after its segments) unless it is there. Sets *@wrote to the physical bytes this call added.
+ * 0, or a negative errno (refusals counted). */
+static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struct l3_seg_man *m, uint8_t *block,
+		      const char *rel, uint64_t file_bytes, uint64_t *wrote)
+{
+	uint64_t lo, hi, payload = pl->sec_len[0] + pl->sec_len[1];
 	struct stat sb;
 	*wrote = 0;
 	l3_name_digest(rel + 3, ".sc3", &lo, &hi);
@@ -963,38 +1014,46 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *bl
 	}
 	if (fd >= 0)
 		close(fd);
-	struct statvfs vfs;
-	if (l3->opts.budget_bytes && file_bytes > l3->opts.budget_bytes) {
-		ADD(write_refusals, 1);
-		return -E2BIG;
-	}
-	/* a filesystem that reports no size at all (ceph-fuse without a mgr: 0 blocks) is of unknown
-	 * size, not full: there the budget is the only limit */
-	if (fstatvfs(l3->dirfd, &vfs) == 0 && vfs.f_blocks &&
-	    (uint64_t)vfs.f_bavail * vfs.f_frsize < file_bytes + l3->opts.min_free_bytes) {
-		ADD(write_refusals, 1);
-		return -ENOSPC;
-	}
-	uint64_t budget = l3->opts.budget_bytes;
-	if (budget && !l3->shared && atomic_load_explicit(&l3->st->bytes, RELAXED) + file_bytes > budget) {
-		uint64_t target = budget / 100 * L3_LOW_WATER_PCT;
-		int rc = sc_l3_evict_to(l3, target > file_bytes ? target - file_bytes : 0);
-		if (rc < 0)
-			return rc;
-	}
+	/* the room it takes: a segmented object's file and the segments not stored yet */
+	int rc = l3_put_room(l3, m ? l3_seg_need(l3, m) : L3_HDR_BLOCK + payload);
+	if (rc)
+		return rc;
+	uint64_t segs = 0, seg_bytes = 0;
+	/* segments first, each touched: a sweep that began before our manifest keeps them (lib/l3_seg.c) */
+	if (m && (rc = l3_seg_store(l3, pl, m, &segs, &seg_bytes)))
+		goto refused;
 	char name[48];
 	struct iovec iov[3] = { { block, L3_HDR_BLOCK } };
 	int niov = 1;
-	for (int i = 0; i < 2; i++)
+	if (m)
+		iov[niov++] = (struct iovec){ m->e, (size_t)m->n * sizeof(*m->e) };
+	for (int i = 0; !m && i < 2; i++)
 		if (pl->sec_len[i])
 			iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
 	snprintf(name, sizeof(name), "%s", rel + 3);
 	char sub[3] = { rel[0], rel[1], 0 };
-	int rc = write_file(l3, l3->objfd, sub, name, iov, niov, 1);
+	if (m) {
+		shm_fault_point("l3seg.put.segments");
+		shm_sched_point("l3seg.put.reused"); /* segments checked and touched, manifest not yet written */
+	}
+	rc = l3_write_file(l3, l3->objfd, sub, name, iov, niov, 1);
+	/* the manifest is in place: every segment touched again, written again where a sweep took it */
+	if ((!rc || rc == -EEXIST) && m) {
+		uint64_t s2 = 0, b2 = 0;
+		int rc2 = l3_seg_store(l3, pl, m, &s2, &b2);
+		segs += s2, seg_bytes += b2;
+		if (rc2)
+			rc = rc2;
+	}
+	ADD(segments, segs);
+	ADD(seg_bytes, seg_bytes);
+	ADD(bytes, seg_bytes);
+	*wrote = seg_bytes;
 	if (rc == -EEXIST) {
 		ADD(put_dedup, 1);
 		return 0;
 	}
+refused:
 	if (rc) {
 		if (rc == -ENOSPC || rc == -EDQUOT)
 			ADD(write_refusals, 1);
@@ -1003,7 +1062,8 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, uint8_t *bl
 	ADD(puts, 1);
 	ADD(objects, 1);
 	ADD(bytes, file_bytes);
-	*wrote = 1;
+	ADD(logical, L3_HDR_BLOCK + payload);
+	*wrote += file_bytes;
 	return 0;
 }
 
@@ -1040,18 +1100,28 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 	uint8_t *block = aligned_alloc(L3_DIO_ALIGN, L3_HDR_BLOCK);
 	if (!block)
 		return -ENOMEM;
-	int rc = l3_hdr_build(block, a, dg, key), wrote_any = 0;
+	struct l3_seg_man man = { 0 }, *m = NULL;
+	uint64_t wrote_any = 0;
+	int rc = l3_hdr_build(block, a, dg, key);
 	if (rc)
 		goto cleanup;
+	/* segments on and a payload above one: the object is a manifest of its segments */
+	if (l3->seg_size && payload > l3->seg_size) {
+		if ((rc = l3_seg_plan(l3, pl, &man)))
+			goto cleanup;
+		m = &man;
+		l3_seg_hdr(block, m, l3->seg_size);
+		file_bytes = L3_HDR_BLOCK + (uint64_t)man.n * sizeof(*man.e);
+	}
 	char rel[48];
 	l3_obj_relpath(dg.low64, dg.high64, rel);
 	/* acknowledged only once the object and the entry were seen in place after both were
 	 * written: an eviction or a drop that raced with us is repaired by writing again */
 	for (int attempt = 0;; attempt++) {
-		int wrote;
-		if ((rc = put_object(l3, pl, block, rel, file_bytes, &wrote)))
+		uint64_t wrote;
+		if ((rc = put_object(l3, pl, m, block, rel, file_bytes, &wrote)))
 			goto cleanup;
-		wrote_any |= wrote;
+		wrote_any += wrote;
 		if ((rc = put_prefix(l3, key, a->ns, a->tokens, a->token_count, dg.low64, dg.high64)))
 			goto cleanup;
 		if (put_landed(l3, rel, key, dg, a->token_count))
@@ -1074,9 +1144,10 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 			*loc = where;
 	}
 	if (wrote_any)
-		l3_janitor_after_put(l3, file_bytes);
+		l3_janitor_after_put(l3, wrote_any);
 	l3_access_flush(l3, 0);
 cleanup:
+	free(man.e);
 	free(block);
 	return rc;
 }

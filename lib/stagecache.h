@@ -1017,8 +1017,25 @@ struct sc_l3_stats {
 	uint64_t budget_bytes;
 	uint32_t dio_mem_align, dio_offset_align; /* 0: no O_DIRECT on this filesystem */
 	uint64_t fills_kept;                      /* of fills: read a file kept open (sc_l3_opts.fd_cache) */
-	uint64_t reserved[11];                    /* zero (room for later counters) */
+	uint64_t logical_bytes;    /* what the objects would take stored whole (header block + payload each) */
+	uint64_t physical_bytes;   /* what they take: object files plus segment files, a segment once (= bytes) */
+	uint64_t saved_bytes;      /* logical - physical (0 when less) */
+	uint64_t segments;         /* segment files (sc_l3_set_segment_bytes) */
+	uint64_t segment_bytes;    /* the store's segment size for new puts (0: whole objects) */
+	uint64_t reserved[6];                     /* zero (room for later counters) */
 };
+
+/**
+ * sc_l3_set_segment_bytes - record in the store (DIR/segments, read by every process and host at
+ * open) that payloads above @segment_bytes are stored as content-addressed segment files, each
+ * distinct segment once, the object holding a manifest (docs/DESIGN.md "Segments in L3"). 0: whole
+ * objects (the default). Objects already stored keep their form; handles opened earlier keep the
+ * size they read until reopened. @segment_bytes: 0, or a multiple of 4096 in [64 KiB, 1 GiB].
+ * Returns 0, -EINVAL, or a negative errno from writing the file.
+ */
+int sc_l3_set_segment_bytes(struct sc_l3 *l3, uint64_t segment_bytes);
+/** sc_l3_segment_bytes - the segment size this handle's puts use (0: whole objects). */
+int sc_l3_segment_bytes(struct sc_l3 *l3, uint64_t *segment_bytes);
 
 /** sc_l3_stats - counters shared by every process using the directory (since it was created);
  * in shared mode, by every process of this host, with objects and bytes from the last janitor pass. */
@@ -1051,7 +1068,9 @@ struct sc_l3_object_info {
 	uint32_t kind, token_count;
 	uint64_t payload_bytes, file_bytes;
 	int64_t mtime_ns;                  /* last use */
-	uint64_t reserved[4];              /* zero */
+	uint32_t segments;                 /* manifest entries of a segmented object (0: stored whole) */
+	uint32_t segments_missing;         /* verify: segment files missing or cut (the object is kept) */
+	uint64_t reserved[3];              /* zero */
 	char ns[SC_L3_STR_MAX + 1], model_identity[SC_L3_STR_MAX + 1], state_identity[SC_L3_STR_MAX + 1];
 	int valid;                         /* header valid (list) / whole object valid (verify) */
 };

@@ -13,7 +13,8 @@
  * it uses survives: LRU across hosts); the janitor's host killed (its ceph-fuse SIGKILLed): no
  * takeover while its session holds the lock, takeover once the MDS evicts it, and the dead
  * janitor never acted again; a host's mount dying mid-fill: errors there, never wrong bytes, and
- * the other host goes on; host A's location index following host B's puts (at once on a miss,
+ * the other host goes on; segmented objects put by both hosts at once (each segment stored once,
+ * read across hosts, swept by the janitor); host A's location index following host B's puts (at once on a miss,
  * a longer prefix within the refresh interval, measured), evictions and quarantines (a miss).
  */
 #include <errno.h>
@@ -261,6 +262,114 @@ START_TEST(concurrent_puts_of_the_same_prefixes_from_both_hosts)
 			ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
 		sc_l3_close(l3);
 	}
+}
+END_TEST
+
+/* Segments (docs/DESIGN.md "Segments in L3") on CephFS: both hosts put payloads sharing their
+ * leading segments at once; each distinct segment is stored once (ceph-fuse has no
+ * RENAME_NOREPLACE: link is the no-replace), each host reads the other's objects byte for byte,
+ * and the janitor sweeps what no object names any more, keeping the rest. */
+#define SEGB (64u << 10)
+static uint8_t *seg_payload(uint32_t doc, size_t *n)
+{
+	*n = 8 * SEGB;
+	uint8_t *b = malloc(*n);
+	for (uint32_t i = 0; i < 8; i++)
+		h_bytes(i < 5 ? 9000 + i : doc * 16 + i, b + i * SEGB, SEGB); /* 5 shared, 3 of its own */
+	return b;
+}
+
+static int seg_put_or_fetch(struct sc_l3 *l3, uint32_t doc, int put)
+{
+	size_t n;
+	int32_t t[64];
+	uint8_t *b = seg_payload(doc, &n);
+	h_tokens(doc, t, 64);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	struct sc_l3_put_args a = { .ns = "h", .tokens = t, .token_count = 64, .payload = &p };
+	struct sc_location loc;
+	int rc = put ? sc_l3_put(l3, &a, NULL) : -ENOENT;
+	for (int i = 0; !put && i < 100 && rc == -ENOENT; i++) {
+		if (sc_l3_locate_longest(l3, "h", t, 64, &loc) != 64) {
+			usleep(10000);
+			continue;
+		}
+		uint8_t *got = aligned_alloc(4096, n);
+		rc = sc_l3_fill(l3, &loc, got, n, 0);
+		if (!rc && memcmp(got, b, n))
+			rc = 1; /* wrong bytes */
+		free(got);
+	}
+	free(b);
+	return rc;
+}
+
+START_TEST(segments_shared_by_both_hosts)
+{
+	if (!need_cluster())
+		return;
+	struct sc_l3 *l3 = open_as(A, "t7", 0);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, SEGB), 0);
+	sc_l3_close(l3);
+	int go[2];
+	pipe2x(go);
+	pid_t pid[2];
+	for (int h = A; h <= B; h++) {
+		pid[h] = fork();
+		ck_assert_int_ge(pid[h], 0);
+		if (pid[h] == 0) {
+			struct sc_l3 *c = NULL;
+			char ch;
+			if (h_open(l3dir(h, "t7"), host_name[h], 0, state[h], &c) || hear(go[0], &ch, 1))
+				_exit(2);
+			int bad = 0;
+			for (uint32_t i = 0; i < 3; i++) /* both put docs 1-3 at once, each its own 2 */
+				bad |= seg_put_or_fetch(c, 1 + i, 1) || seg_put_or_fetch(c, 10 + (uint32_t)h * 10 + i, 1);
+			sc_l3_close(c);
+			_exit(bad);
+		}
+	}
+	say(go[1], "gg", 2);
+	ck_assert_int_eq(h_wait(pid[A], 120), 0);
+	ck_assert_int_eq(h_wait(pid[B], 120), 0);
+	/* 5 shared + 3 own segments for each of the 3 + 3 + 3 distinct payloads */
+	char segs[720];
+	snprintf(segs, sizeof(segs), "%s/seg", l3dir(A, "t7"));
+	ck_assert_int_eq(h_sh("test $(find %s -name '*.seg' | wc -l) = %d", segs, 5 + 9 * 3), 0);
+	ck_assert_int_eq(h_count(segs, ".tmp-"), 0);
+	for (int h = A; h <= B; h++) {
+		l3 = open_as(h, "t7", 0);
+		for (uint32_t i = 0; i < 3; i++) {
+			ck_assert_int_eq(seg_put_or_fetch(l3, 1 + i, 0), 0);
+			ck_assert_int_eq(seg_put_or_fetch(l3, 10 + (uint32_t)(1 - h) * 10 + i, 0), 0);
+		}
+		sc_l3_close(l3);
+	}
+	/* host A's own 3 objects go (by hand); their segments are old: B's janitor sweeps them */
+	l3 = open_as(A, "t7", 0);
+	for (uint32_t i = 0; i < 3; i++) {
+		int32_t t[64];
+		struct sc_location loc;
+		h_tokens(10 + i, t, 64);
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "h", t, 64, &loc), 64);
+		char hex[SC_DIGEST_HEX_LEN + 1];
+		sc_digest_format(loc.digest, hex);
+		ck_assert_int_eq(h_sh("rm %s/objects/%.2s/%s.sc3", l3dir(A, "t7"), hex, hex), 0);
+	}
+	sc_l3_close(l3);
+	ck_assert_int_eq(h_sh("find %s -name '*.seg' -exec touch -d '-1 hour' {} +", segs), 0);
+	l3 = open_as(B, "t7", 0);
+	struct sc_l3_janitor_report r;
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_FULL, &r), 0);
+	ck_assert_int_eq(h_sh("test $(find %s -name '*.seg' | wc -l) = %d", segs, 5 + 6 * 3), 0);
+	for (uint32_t i = 0; i < 3; i++) {
+		ck_assert_int_eq(seg_put_or_fetch(l3, 1 + i, 0), 0);
+		ck_assert_int_eq(seg_put_or_fetch(l3, 20 + i, 0), 0);
+	}
+	struct sc_l3_stats st;
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.bytes, (uint64_t)(5 + 6 * 3) * SEGB + 6 * (4096 + 8 * 24));
+	sc_l3_close(l3);
 }
 END_TEST
 
@@ -570,6 +679,7 @@ static Suite *cephfs_suite(void)
 	tcase_add_test(tc, put_on_a_restored_on_b_byte_for_byte);
 	tcase_add_test(tc, location_index_follows_the_other_host);
 	tcase_add_test(tc, concurrent_puts_of_the_same_prefixes_from_both_hosts);
+	tcase_add_test(tc, segments_shared_by_both_hosts);
 	tcase_add_test(tc, janitor_evicts_to_budget_while_the_other_host_fills);
 	tcase_add_test(tc, janitor_host_killed_then_taken_over);
 	tcase_add_test(tc, mount_dies_mid_fill_errors_never_wrong_bytes);

@@ -651,6 +651,10 @@ static void build_cases(void)
 	add(2, "extra", 0, "l3 stats %%B/l3 extra");
 	add(2, "--bogus", 0, "l3 locate %%B/l3 --tokens 1 --bogus");
 	add(2, "--tokens", 0, "l3 locate %%B/l3");
+	add(2, "--segment-bytes", 0, "l3 init %%B/segx --segment-bytes 5");
+	add(2, "--segment-bytes", 0, "l3 init %%B/segx --segment-bytes 65K");
+	add(2, "--segment-bytes", 0, "l3 init %%B/segx --segment-bytes");
+	add(2, "--segment-bytes", 0, "l3 stats %%B/l3 --segment-bytes 64K");
 	add(2, "--tokens", 0, "l3 locate %%B/l3 --tokens");
 	add(2, "--ns", 0, "l3 locate %%B/l3 --tokens 1 --ns");
 	add(2, "--kind", 0, "l3 put %%B/l3 --tokens 1 --file %%B/in/p64k");

@@ -1220,6 +1220,122 @@ START_TEST(test_l3ix_scan_vs_puts)
 }
 END_TEST
 
+/* ---- 14. L3 segments: a put reusing segments vs a sweep (lib/l3_seg.c) ---- */
+
+#define SW_SEG (64u << 10)
+
+/* Payload @k: 4 segments, the first 2 the same in every payload. */
+static uint8_t *sw_payload(uint32_t k)
+{
+	uint8_t *b = malloc(4 * SW_SEG);
+	if (b)
+		for (uint32_t i = 0; i < 4; i++)
+			fill(b + i * SW_SEG, SW_SEG, i < 2 ? 500 + i : k * 10 + i);
+	return b;
+}
+
+static int sw_put(struct sc_l3 *l3, uint32_t k, struct sc_location *loc)
+{
+	int32_t t[4];
+	key_tokens(t, k);
+	uint8_t *b = sw_payload(k);
+	if (!b)
+		return -ENOMEM;
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { 4 * SW_SEG } };
+	struct sc_l3_put_args a = { .ns = NS, .tokens = t, .token_count = 4, .payload = &p };
+	int rc = sc_l3_put(l3, &a, loc);
+	free(b);
+	return rc;
+}
+
+/* Every segment file's mtime an hour back: each may be swept unless something names or touches it. */
+static int sw_age(void)
+{
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "find %s/seg -name '*.seg' -exec touch -d '-1 hour' {} +", sh->l3dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Setup: A (key 1) was put and its object removed: its 4 segments are unreferenced and old, 2 of
+ * them the ones B (key 2) is made of too. Actor 0 puts B (it reuses those 2: checked and touched,
+ * l3seg.put.reused, then its manifest); actor 1 sweeps (sc_l3_evict_to: the listing, then each
+ * segment chosen for removal, l3seg.sweep.chosen). The invariant (docs/DESIGN.md, "Segments in
+ * L3"): B reads byte for byte whatever the order; A's own 2 segments are gone. */
+static int sweep_setup(void *ctx)
+{
+	(void)ctx;
+	if (ix_setup_common())
+		return -1;
+	struct sc_l3 *l3 = ix_open(NULL);
+	struct sc_location loc;
+	int rc = !l3 || sc_l3_set_segment_bytes(l3, SW_SEG) || sw_put(l3, 1, &loc) ? -1 : 0;
+	if (l3)
+		sc_l3_close(l3);
+	char path[256], rel[48];
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", sh->l3dir, rel);
+	return rc || unlink(path) || sw_age() ? -1 : 0;
+}
+
+static int sweep_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_l3 *l3 = NULL;
+	if (sc_l3_open(sh->l3dir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &l3))
+		return 1;
+	int rc = who == 0 ? (sw_put(l3, 2, NULL) ? 2 : 0) : (sc_l3_evict_to(l3, UINT64_MAX) < 0 ? 3 : 0);
+	sc_l3_close(l3);
+	return rc;
+}
+
+static int sweep_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	struct sc_l3 *l3 = NULL;
+	if (sc_l3_open(sh->l3dir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &l3))
+		return -1;
+	int32_t t[4];
+	key_tokens(t, 2);
+	struct sc_location loc;
+	uint8_t *dst = aligned_alloc(4096, 4 * SW_SEG), *want = sw_payload(2);
+	int n = sc_l3_locate_longest(l3, NS, t, 4, &loc);
+	int rc = n == 4 && dst ? sc_l3_fill(l3, &loc, dst, 4 * SW_SEG, 0) : -EIO;
+	int ok = rc == 0 && want && !memcmp(dst, want, 4 * SW_SEG);
+	free(dst);
+	sc_l3_close(l3);
+	if (!ok) {
+		snprintf(why, len, "the put's object does not read: locate %d, fill %d%s", n, rc,
+			 rc == 0 ? " (wrong bytes)" : "");
+		free(want);
+		return -1;
+	}
+	/* A's own segments (3 and 4) were unreferenced, old and untouched: swept */
+	for (int i = 2; i < 4; i++) {
+		uint8_t *a = sw_payload(1);
+		struct sc_digest d = sc_digest(a + i * SW_SEG, SW_SEG);
+		free(a);
+		char hex[33], path[256];
+		l3_digest_hex(d.lo, d.hi, hex);
+		snprintf(path, sizeof(path), "%s/seg/%.2s/%s.seg", sh->l3dir, hex, hex);
+		if (access(path, F_OK) == 0) {
+			snprintf(why, len, "an unreferenced, old segment survived the sweep");
+			free(want);
+			return -1;
+		}
+	}
+	free(want);
+	return 0;
+}
+
+START_TEST(test_l3seg_put_vs_sweep)
+{
+	static const char *const pts[] = { "l3seg.put.reused", "l3seg.sweep.chosen", NULL };
+	struct il_scenario s = { .name = "l3 segment put vs sweep", .actors = 2, .points = pts, .setup = sweep_setup,
+				 .actor = sweep_actor, .check = sweep_check, .teardown = ix_teardown };
+	report(&s, 3);
+}
+END_TEST
+
 /* ---- the schedule points list ---- */
 
 START_TEST(test_sched_points_list_is_complete)
@@ -1267,6 +1383,7 @@ Suite *interleave_suite(void)
 	tcase_add_test(tc, test_l3ix_scan_vs_puts);
 	tcase_add_test(tc, test_segment_admit_vs_release);
 	tcase_add_test(tc, test_segment_lease_vs_release);
+	tcase_add_test(tc, test_l3seg_put_vs_sweep);
 	suite_add_tcase(s, tc);
 	return s;
 }

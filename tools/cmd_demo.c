@@ -627,6 +627,10 @@ static int make_l3(struct demo *d)
 	       d->l3dir, o->docs, o->min_tokens, o->max_tokens, cli_human(wl_kv_bytes_per_token(&o->g), hb, sizeof(hb)),
 	       o->g.layers, o->g.kv_heads, o->g.head_dim);
 	r = populate_l3(l3, o, d->sh, d->tty);
+	struct sc_l3_stats l3s;
+	if (!r && sc_l3_stats(l3, &l3s) == 0)
+		printf("L3 bytes: logical %llu, physical %llu, saved %llu (segments %llu)\n", (unsigned long long)l3s.logical_bytes,
+		       (unsigned long long)l3s.physical_bytes, (unsigned long long)l3s.saved_bytes, (unsigned long long)l3s.segments);
 	sc_l3_close(l3);
 	if (r)
 		return cli_fail("demo", r, "cannot write the L3 objects");

@@ -1,5 +1,5 @@
 /*
- * tools/cmd_l3.c — `stagecache l3 put|ls|stats|verify|locate|janitor DIR ...`: the durable L3 store.
+ * tools/cmd_l3.c — `stagecache l3 init|put|ls|stats|verify|locate|janitor DIR ...`: the durable L3 store.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +18,7 @@ static void usage(FILE *f)
 		"                             [--model M] [--state S] [--budget SIZE] [--min-free SIZE]\n"
 		"                             [--mode MODE] [--group GROUP] [--json]\n"
 		"       stagecache l3 put DIR ... --kind kv_recurrent [--kv-file F --desc-json F] [--recurrent-file F]\n"
+		"       stagecache l3 init DIR [--segment-bytes SIZE]\n"
 		"       stagecache l3 ls DIR [--json]\n"
 		"       stagecache l3 stats DIR [--json]\n"
 		"       stagecache l3 verify DIR [--json]\n"
@@ -33,6 +34,9 @@ static void usage(FILE *f)
 		"          DIR is created if missing. --mode (octal, default 0600) and --group give the\n"
 		"          files and directories it creates to a group (e.g. --mode 0660 --group G: every\n"
 		"          member of G can then put, restore from, and reconcile DIR)\n"
+		"  init    create DIR (or open it) and record its options: --segment-bytes SIZE (a multiple\n"
+		"          of 4K, 64K..1G; 0: off, the default) stores payloads above SIZE as content-addressed\n"
+		"          segments under DIR/seg, each distinct segment once, the object a manifest\n"
 		"  ls      list the objects (headers are checked)\n"
 		"  stats   counters shared by every process using DIR\n"
 		"  verify  read every object and check its digest; bad ones are listed and quarantined (exit 1)\n"
@@ -42,7 +46,7 @@ static void usage(FILE *f)
 		"          header and drops prefix entries naming missing objects; --loop S keeps the lease and\n"
 		"          runs a pass every S seconds (a standby on another host takes over when it dies);\n"
 		"          --mode/--group as for put, for the files it creates (lease, log, LRU table)\n"
-		"Only put creates DIR. Opening DIR reconciles it (stale temp files removed, bad headers\n"
+		"Only init and put create DIR. Opening DIR reconciles it (stale temp files removed, bad headers\n"
 		"quarantined), except for ls and verify, and in a shared DIR, where that is the janitor's\n"
 		"work (l3 janitor --full).\n");
 }
@@ -222,9 +226,10 @@ static int print_obj(const struct sc_l3_object_info *in, void *ctx)
 	double age = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)in->mtime_ns) / 1e9;
 	if (json) {
 		printf("{\"digest\":\"%s\",\"valid\":%s,\"kind\":\"%s\",\"token_count\":%u,\"payload_bytes\":%llu,"
-		       "\"file_bytes\":%llu,\"last_use_age_s\":%.1f,\"ns\":",
+		       "\"file_bytes\":%llu,\"segments\":%u,\"segments_missing\":%u,\"last_use_age_s\":%.1f,\"ns\":",
 		       d, in->valid ? "true" : "false", l2cli_kind_name(in->kind), in->token_count,
-		       (unsigned long long)in->payload_bytes, (unsigned long long)in->file_bytes, age);
+		       (unsigned long long)in->payload_bytes, (unsigned long long)in->file_bytes, in->segments,
+		       in->segments_missing, age);
 		cli_json_str(stdout, in->ns);
 		printf(",\"model\":");
 		cli_json_str(stdout, in->model_identity);
@@ -249,7 +254,11 @@ static int print_bad(const struct sc_l3_object_info *in, void *ctx)
 		return 0;
 	char d[SC_DIGEST_HEX_LEN + 1], h[32];
 	sc_digest_format(in->digest, d);
-	if (in->kind)
+	if (in->segments_missing)
+		printf("%s  BAD  its manifest names %u missing or cut segment%s of %u (kept: a miss until a put of it "
+		       "writes them again; reconciliation removes it)\n", d, in->segments_missing,
+		       in->segments_missing == 1 ? "" : "s", in->segments);
+	else if (in->kind)
 		printf("%s  BAD  payload does not match its digest (%s, %u tok, %s, ns=%s)\n", d,
 		       l2cli_kind_name(in->kind), in->token_count, cli_human(in->payload_bytes, h, sizeof(h)), in->ns);
 	else
@@ -271,18 +280,27 @@ static int do_stats(struct sc_l3 *l3, int json)
 		       "\"verify_failures\":%llu,\"quarantined\":%llu,\"evictions\":%llu,\"write_refusals\":%llu,"
 		       "\"puts\":%llu,\"put_dedup\":%llu,\"fills_kept\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u,\"shared\":%s,"
 		       "\"host\":\"%s\",\"janitor_epoch\":%llu,\"janitor_pass_ns\":%llu,\"janitor_evictions\":%llu,"
-		       "\"janitor_host\":\"%s\"}\n",
+		       "\"janitor_host\":\"%s\",\"logical_bytes\":%llu,\"physical_bytes\":%llu,\"saved_bytes\":%llu,"
+		       "\"segments\":%llu,\"segment_bytes\":%llu}\n",
 		       (unsigned long long)s.objects, (unsigned long long)s.bytes, (unsigned long long)s.fills,
 		       (unsigned long long)s.fill_bytes, (unsigned long long)s.fill_ns, (unsigned long long)s.verify_failures,
 		       (unsigned long long)s.quarantined, (unsigned long long)s.evictions,
 		       (unsigned long long)s.write_refusals, (unsigned long long)s.puts, (unsigned long long)s.put_dedup,
 		       (unsigned long long)s.fills_kept, s.dio_mem_align, s.dio_offset_align, js.shared ? "true" : "false", js.host_id,
 		       (unsigned long long)js.epoch, (unsigned long long)js.pass_end_ns,
-		       (unsigned long long)js.evictions, js.janitor_host);
+		       (unsigned long long)js.evictions, js.janitor_host, (unsigned long long)s.logical_bytes,
+		       (unsigned long long)s.physical_bytes, (unsigned long long)s.saved_bytes,
+		       (unsigned long long)s.segments, (unsigned long long)s.segment_bytes);
 	} else {
 		char h[32];
 		printf("objects          %llu\n", (unsigned long long)s.objects);
 		printf("bytes            %s\n", cli_human(s.bytes, h, sizeof(h)));
+		char l[32], sv[32], sg[32];
+		printf("logical          %s, physical %s, saved %s\n", cli_human(s.logical_bytes, l, sizeof(l)),
+		       cli_human(s.physical_bytes, h, sizeof(h)), cli_human(s.saved_bytes, sv, sizeof(sv)));
+		if (s.segment_bytes || s.segments)
+			printf("segments         %llu files, new puts cut at %s\n", (unsigned long long)s.segments,
+			       s.segment_bytes ? cli_human(s.segment_bytes, sg, sizeof(sg)) : "- (off)");
 		printf("fills            %llu (%s, %.3f ms mean; %llu from files kept open)\n", (unsigned long long)s.fills,
 		       cli_human(s.fill_bytes, h, sizeof(h)), s.fills ? (double)s.fill_ns / (double)s.fills / 1e6 : 0.0,
 		       (unsigned long long)s.fills_kept);
@@ -456,15 +474,16 @@ static int do_janitor(int argc, char **argv)
 int cmd_l3(int argc, char **argv)
 {
 	if (argc < 2)
-		return cli_usage_error("l3", "missing ACTION (put, ls, stats, verify, locate)");
+		return cli_usage_error("l3", "missing ACTION (init, put, ls, stats, verify, locate, janitor)");
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return EXIT_OK;
 	}
 	const char *verb = argv[1];
 	if (strcmp(verb, "put") && strcmp(verb, "ls") && strcmp(verb, "stats") && strcmp(verb, "verify") &&
-	    strcmp(verb, "locate") && strcmp(verb, "janitor"))
-		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate, janitor)", cli_q(verb));
+	    strcmp(verb, "locate") && strcmp(verb, "janitor") && strcmp(verb, "init"))
+		return cli_usage_error("l3", "unknown action '%s' (init, put, ls, stats, verify, locate, janitor)",
+				       cli_q(verb));
 	/* ACTION's options are parsed from argv + 1 (ACTION in the place of argv[0]); DIR is what is
 	 * left over, wherever it was among the options */
 	cli_getopt_begin();
@@ -476,10 +495,11 @@ int cmd_l3(int argc, char **argv)
 		{ "ns", required_argument, 0, 'n' }, { "tokens", required_argument, 0, 't' },
 		{ "json", no_argument, 0, 'j' },     { "host", required_argument, 0, 'H' },
 		{ "shared", no_argument, 0, 'S' },   { "help", no_argument, 0, 'h' },
+		{ "segment-bytes", required_argument, 0, 'B' },
 		{ 0, 0, 0, 0 },
 	};
-	int locate = !strcmp(verb, "locate"), json = 0, c;
-	const char *ns = NULL, *tspec = NULL, *host = NULL;
+	int locate = !strcmp(verb, "locate"), init = !strcmp(verb, "init"), json = 0, c;
+	const char *ns = NULL, *tspec = NULL, *host = NULL, *segs = NULL;
 	uint32_t shared = 0;
 	while ((c = getopt_long(argc - 1, argv + 1, ":h", opts, NULL)) != -1) {
 		switch (c) {
@@ -488,10 +508,18 @@ int cmd_l3(int argc, char **argv)
 		case 'j': json = 1; break;
 		case 'H': host = optarg; break;
 		case 'S': shared = SC_L3_OPEN_SHARED; break;
+		case 'B': segs = optarg; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: return cli_opt_error("l3", c, argv + 1);
 		}
 	}
+	uint64_t seg_bytes = 0;
+	if (segs && !init)
+		return cli_usage_error("l3", "--segment-bytes: only init takes it");
+	if (segs && (cli_parse_size(segs, &seg_bytes) ||
+		     (seg_bytes && (seg_bytes < (64u << 10) || seg_bytes > (1u << 30) || seg_bytes % 4096))))
+		return cli_usage_error("l3", "--segment-bytes '%s': want 0 (off) or a multiple of 4K from 64K to 1G",
+				       cli_q(segs));
 	if ((ns || tspec) && !locate)
 		return cli_usage_error("l3", "%s: only locate (and put) take it", ns ? "--ns" : "--tokens");
 	if (optind >= argc - 1)
@@ -507,7 +535,7 @@ int cmd_l3(int argc, char **argv)
 	struct sc_l3 *l3;
 	/* nothing but put creates DIR; ls and verify report bad objects themselves: no silent
 	 * quarantine at open */
-	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_CREATE |
+	struct sc_l3_opts o = { .flags = (init ? 0 : SC_L3_OPEN_NO_CREATE) |
 					 ((!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0) |
 				      shared,
 				.host_id = host };
@@ -515,7 +543,12 @@ int cmd_l3(int argc, char **argv)
 	if (rc)
 		return l3cli_open_error("l3", rc, dir, &o);
 	int ret = EXIT_OK;
-	if (!strcmp(verb, "ls")) {
+	if (init) {
+		if (segs && (rc = sc_l3_set_segment_bytes(l3, seg_bytes)))
+			ret = cli_fail("l3", rc, "cannot record --segment-bytes in %s", dir);
+		else if (!json)
+			printf("%s: an L3 store%s\n", dir, segs && seg_bytes ? ", segments on" : "");
+	} else if (!strcmp(verb, "ls")) {
 		rc = sc_l3_list(l3, print_obj, &json);
 		if (rc < 0)
 			ret = cli_fail("l3", 0, "cannot list %s: %s", dir, strerror(-rc));
@@ -527,9 +560,10 @@ int cmd_l3(int argc, char **argv)
 		if (rc < 0)
 			ret = cli_fail("l3", 0, "cannot verify %s: %s", dir, strerror(-rc));
 		else if (!json)
-			printf("%d objects checked, %d bad (quarantined)\n", total < 0 ? 0 : total, rc);
+			printf("%d objects checked, %d bad (quarantined, or kept where segments are missing)\n",
+			       total < 0 ? 0 : total, rc);
 		if (rc > 0)
-			ret = cli_fail("l3", 0, "%d bad object%s in %s (quarantined)", rc, rc == 1 ? "" : "s", dir);
+			ret = cli_fail("l3", 0, "%d bad object%s in %s (listed above)", rc, rc == 1 ? "" : "s", dir);
 	} else {
 		ret = do_locate(l3, ns ? ns : "", tspec, json);
 	}

@@ -205,8 +205,9 @@ class L3Stats(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "objects", "bytes", "fills", "fill_bytes", "fill_ns", "verify_failures", "quarantined", "evictions",
         "write_refusals", "puts", "put_dedup", "key_collisions", "budget_bytes")] + [
-        ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("fills_kept", c_uint64),
-        ("_reserved", c_uint64 * 11)]
+        ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("fills_kept", c_uint64)] + [(n, c_uint64) for n in (
+        "logical_bytes", "physical_bytes", "saved_bytes", "segments", "segment_bytes")] + [
+        ("_reserved", c_uint64 * 6)]
 
 
 class L3JanitorStatus(Structure):
@@ -224,7 +225,8 @@ class L3JanitorReport(Structure):
 
 class L3ObjectInfo(Structure):
     _fields_ = [("digest", Digest_), ("kind", c_uint32), ("token_count", c_uint32), ("payload_bytes", c_uint64),
-                ("file_bytes", c_uint64), ("mtime_ns", c_int64), ("_reserved", c_uint64 * 4),
+                ("file_bytes", c_uint64), ("mtime_ns", c_int64), ("segments", c_uint32),
+                ("segments_missing", c_uint32), ("_reserved", c_uint64 * 3),
                 ("ns", c_char * (SC_L3_STR_MAX + 1)), ("model_identity", c_char * (SC_L3_STR_MAX + 1)),
                 ("state_identity", c_char * (SC_L3_STR_MAX + 1)), ("valid", c_int)]
 

@@ -387,7 +387,12 @@ pub struct sc_l3_stats {
     pub dio_mem_align: u32,
     pub dio_offset_align: u32,
     pub fills_kept: u64,
-    pub _reserved: [u64; 11],
+    pub logical_bytes: u64,
+    pub physical_bytes: u64,
+    pub saved_bytes: u64,
+    pub segments: u64,
+    pub segment_bytes: u64,
+    pub _reserved: [u64; 6],
 }
 
 #[repr(C)]
@@ -398,7 +403,9 @@ pub struct sc_l3_object_info {
     pub payload_bytes: u64,
     pub file_bytes: u64,
     pub mtime_ns: i64,
-    pub _reserved: [u64; 4],
+    pub segments: u32,
+    pub segments_missing: u32,
+    pub _reserved: [u64; 3],
     pub ns: [c_char; SC_L3_STR_MAX + 1],
     pub model_identity: [c_char; SC_L3_STR_MAX + 1],
     pub state_identity: [c_char; SC_L3_STR_MAX + 1],

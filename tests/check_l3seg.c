@@ -1,0 +1,888 @@
+/* tests/check_l3seg.c — segmented L3 objects (lib/l3_seg.c): segments stored once, fills byte for
+ * byte, a corrupt segment quarantining every object that uses it (and their L2 mirrors), missing
+ * and cut segments as misses, corrupted manifests refused, the budget in physical bytes, the
+ * sweep of unreferenced segments and its race with a put that reuses one (a forked putter held
+ * between its reuse check and its manifest), verification naming a missing segment. Real files,
+ * real io_uring, real processes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "l3_hosts.h"
+#include "sc_check.h"
+#include "../lib/l3_priv.h"
+#include "../shm/fault.h"
+
+#define SEG (64u << 10)
+
+static char tmpdir[64];
+static int32_t toks[4096];
+
+static void rm_tmp(void)
+{
+	if (tmpdir[0])
+		h_rm_rf(tmpdir);
+	tmpdir[0] = 0;
+}
+
+static void setup(void)
+{
+	h_tokens(7, toks, 4096);
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-l3seg-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	atexit(rm_tmp); /* a failed assertion exits the test process without the teardown */
+}
+
+static struct sc_l3 *open_seg(const struct sc_l3_opts *o, uint64_t seg)
+{
+	struct sc_l3 *l3 = NULL;
+	int rc = sc_l3_open(tmpdir, o, &l3);
+	ck_assert_msg(rc == 0, "sc_l3_open: %s", sc_strerror(rc));
+	if (seg)
+		ck_assert_int_eq(sc_l3_set_segment_bytes(l3, seg), 0);
+	return l3;
+}
+
+/* A payload of @nseg segments: the first @shared from seed 1 (the same in every payload), the
+ * rest from @seed, plus @tail bytes (a short last segment). */
+static uint8_t *payload(uint32_t nseg, uint32_t shared, unsigned seed, size_t tail, size_t *n)
+{
+	*n = (size_t)nseg * SEG + tail;
+	uint8_t *b = malloc(*n);
+	for (uint32_t i = 0; i < nseg; i++)
+		h_bytes(i < shared ? 1000 + i : seed * 100 + i, b + (size_t)i * SEG, SEG);
+	h_bytes(seed + 7, b + (size_t)nseg * SEG, tail);
+	return b;
+}
+
+/* Two payloads of @nseg segments sharing the first @shared, put as "a" and "b" (10 tokens). */
+struct two {
+	uint8_t *a, *b;
+	size_t na, nb;
+	struct sc_location la, lb;
+};
+
+static int put_buf(struct sc_l3 *l3, const char *ns, uint32_t ntok, const uint8_t *b, size_t n, struct sc_location *loc)
+{
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	struct sc_l3_put_args a = { .ns = ns, .tokens = toks, .token_count = ntok, .payload = &pl };
+	return sc_l3_put(l3, &a, loc);
+}
+
+static void put_two(struct sc_l3 *l3, struct two *t, uint32_t nseg, uint32_t shared)
+{
+	t->a = payload(nseg, shared, 2, 0, &t->na);
+	t->b = payload(nseg, shared, 3, 0, &t->nb);
+	ck_assert_int_eq(put_buf(l3, "a", 10, t->a, t->na, &t->la), 0);
+	ck_assert_int_eq(put_buf(l3, "b", 10, t->b, t->nb, &t->lb), 0);
+}
+
+static void two_free(struct two *t)
+{
+	free(t->a);
+	free(t->b);
+}
+
+/* A child process held until the parent lets it go: it says it is there (hold), the parent hears
+ * it (held_wait) and later lets it go on (held_go). */
+struct held {
+	int up[2], down[2];
+	pid_t pid;
+};
+
+static void held_fork(struct held *h)
+{
+	ck_assert_int_eq(pipe(h->up), 0);
+	ck_assert_int_eq(pipe(h->down), 0);
+	h->pid = fork();
+	ck_assert_int_ge(h->pid, 0);
+}
+
+static int hold(struct held *h)
+{
+	char c = 'h';
+	return write(h->up[1], &c, 1) == 1 && read(h->down[0], &c, 1) == 1 ? 0 : -1;
+}
+
+static void held_wait(struct held *h)
+{
+	char c;
+	ck_assert_int_eq(read(h->up[0], &c, 1), 1);
+}
+
+static void held_end(struct held *h, int go)
+{
+	if (go)
+		ck_assert_int_eq(write(h->down[1], "g", 1), 1);
+	else
+		kill(h->pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(h->pid, &status, 0), h->pid);
+	ck_assert_msg(!go || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "child: %x", status);
+	close(h->up[0]), close(h->up[1]), close(h->down[0]), close(h->down[1]);
+}
+
+static int fill_cmp(struct sc_l3 *l3, const struct sc_location *loc, const uint8_t *want, uint32_t flags)
+{
+	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap);
+	memset(dst, 0xa5, cap);
+	int rc = sc_l3_fill(l3, loc, dst, cap, flags);
+	if (rc == 0)
+		ck_assert_msg(memcmp(dst, want, loc->payload_bytes) == 0, "a fill returned wrong bytes");
+	free(dst);
+	return rc;
+}
+
+static void seg_path(uint64_t lo, uint64_t hi, char *out, size_t n)
+{
+	char hex[33];
+	l3_digest_hex(lo, hi, hex);
+	snprintf(out, n, "%s/seg/%.2s/%s.seg", tmpdir, hex, hex);
+}
+
+static void seg_path_of(const uint8_t *bytes, size_t len, char *out, size_t n)
+{
+	struct sc_digest d = sc_digest(bytes, len);
+	seg_path(d.lo, d.hi, out, n);
+}
+
+static void obj_path(const struct sc_location *loc, char *out, size_t n)
+{
+	char rel[48];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	snprintf(out, n, "%s/objects/%s", tmpdir, rel);
+}
+
+static uint64_t file_size(const char *p)
+{
+	struct stat sb;
+	return stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+/* Files under DIR/<sub> (two levels) and their bytes; names starting with '.' are not counted. */
+static uint64_t du(const char *sub, uint64_t *files)
+{
+	char path[256];
+	uint64_t bytes = 0;
+	*files = 0;
+	for (int i = 0; i < 256; i++) {
+		snprintf(path, sizeof(path), "%s/%s/%02x", tmpdir, sub, i);
+		DIR *d = opendir(path);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			char f[600];
+			snprintf(f, sizeof(f), "%s/%s", path, e->d_name);
+			bytes += file_size(f);
+			(*files)++;
+		}
+		closedir(d);
+	}
+	return bytes;
+}
+
+/* Every segment file's mtime @secs seconds back (as if written long ago). */
+static void age_segments(int secs)
+{
+	char path[256];
+	struct timespec ts[2];
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= secs;
+	ts[1] = ts[0];
+	for (int i = 0; i < 256; i++) {
+		snprintf(path, sizeof(path), "%s/seg/%02x", tmpdir, i);
+		DIR *d = opendir(path);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.')
+				ck_assert_int_eq(utimensat(dirfd(d), e->d_name, ts, 0), 0);
+		closedir(d);
+	}
+}
+
+static void age_file(const char *p, int secs)
+{
+	struct timespec ts[2];
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= secs;
+	ts[1] = ts[0];
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+}
+
+static void flip_byte(const char *p, off_t at)
+{
+	int fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t b;
+	ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+	b ^= 0x40;
+	ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+	close(fd);
+}
+
+START_TEST(shared_leading_segments_stored_once)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t na, nb;
+	/* A: 10 segments + a 1000-byte tail; B: A's first 8 segments, then 4 of its own and a tail */
+	uint8_t *a = payload(10, 8, 2, 1000, &na), *b = payload(12, 8, 3, 5000, &nb);
+	struct sc_location la, lb;
+	ck_assert_int_eq(put_buf(l3, "a", 100, a, na, &la), 0);
+	ck_assert_int_eq(put_buf(l3, "b", 120, b, nb, &lb), 0);
+	/* the objects are manifests: header block + 24 bytes per segment */
+	ck_assert_uint_eq(la.file_bytes, 4096 + 11 * 24);
+	ck_assert_uint_eq(lb.file_bytes, 4096 + 13 * 24);
+	char pa[256], pb[256];
+	obj_path(&la, pa, sizeof(pa));
+	obj_path(&lb, pb, sizeof(pb));
+	ck_assert_uint_eq(file_size(pa), la.file_bytes);
+	ck_assert_uint_eq(file_size(pb), lb.file_bytes);
+	/* segments: 8 shared + 2 + 1 tail of A + 4 + 1 tail of B, each once */
+	uint64_t files, seg_bytes = du("seg", &files);
+	ck_assert_uint_eq(files, 8 + 3 + 5);
+	ck_assert_uint_eq(seg_bytes, (uint64_t)(8 + 2 + 4) * SEG + 1000 + 5000);
+	uint64_t physical = seg_bytes + la.file_bytes + lb.file_bytes, logical = 2 * 4096 + na + nb;
+	struct sc_l3_stats st;
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.bytes, physical);
+	ck_assert_uint_eq(st.physical_bytes, physical);
+	ck_assert_uint_eq(st.logical_bytes, logical);
+	ck_assert_uint_eq(st.saved_bytes, logical - physical);
+	ck_assert_uint_eq(st.segments, 16);
+	ck_assert_uint_eq(st.segment_bytes, SEG);
+	/* byte for byte, buffered and O_DIRECT-capable, and through a fresh handle (reconciled: the
+	 * same counts from a scan) */
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	ck_assert_int_eq(fill_cmp(l3, &lb, b, SC_L3_FILL_BUFFERED), 0);
+	/* a manifest's file is never kept open (its header must be read to know it is one) */
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.fills, 3);
+	ck_assert_uint_eq(st.fills_kept, 0);
+	/* a put of A again stores nothing */
+	ck_assert_int_eq(put_buf(l3, "a2", 50, a, na, NULL), 0);
+	ck_assert_uint_eq(du("seg", &files), seg_bytes);
+	sc_l3_close(l3);
+	l3 = open_seg(NULL, 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.bytes, physical);
+	ck_assert_uint_eq(st.logical_bytes, logical);
+	ck_assert_uint_eq(st.segments, 16);
+	ck_assert_uint_eq(st.segment_bytes, SEG); /* recorded in the store: a new handle reads it */
+	struct sc_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "b", toks, 4096, &loc), 120);
+	ck_assert_int_eq(fill_cmp(l3, &loc, b, 0), 0);
+	/* a payload of one segment or less stays whole (version 1) */
+	size_t nc;
+	uint8_t *c = payload(1, 0, 9, 0, &nc);
+	struct sc_location lc;
+	ck_assert_int_eq(put_buf(l3, "c", 10, c, nc, &lc), 0);
+	ck_assert_uint_eq(lc.file_bytes, 4096 + SEG);
+	ck_assert_int_eq(fill_cmp(l3, &lc, c, 0), 0);
+	sc_l3_close(l3);
+	free(a), free(b), free(c);
+}
+END_TEST
+
+START_TEST(whole_objects_keep_reading_and_option_refusals)
+{
+	/* segments off (the default): today's format; then on: both kinds read */
+	struct sc_l3 *l3 = open_seg(NULL, 0);
+	uint64_t sb = 1;
+	ck_assert_int_eq(sc_l3_segment_bytes(l3, &sb), 0);
+	ck_assert_uint_eq(sb, 0);
+	size_t na, nb;
+	uint8_t *a = payload(6, 0, 4, 10, &na), *b = payload(6, 3, 5, 10, &nb);
+	struct sc_location la, lb;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
+	ck_assert_uint_eq(la.file_bytes, 4096 + na);
+	int bad[] = { 1, 4096, SEG - 4096, SEG + 100, (int)(SEG / 2) };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_int_eq(sc_l3_set_segment_bytes(l3, (uint64_t)bad[i]), -EINVAL);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(NULL, SEG), -EINVAL);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, 2 * SEG), 0);
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
+	ck_assert_uint_eq(lb.file_bytes, 4096 + 4 * 24); /* 3 segments of 128 KiB and a 10-byte one */
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	ck_assert_int_eq(fill_cmp(l3, &lb, b, 0), 0);
+	/* verification reads both kinds */
+	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
+	sc_l3_close(l3);
+	/* a damaged option file is refused with a clear error, not guessed */
+	char p[256];
+	snprintf(p, sizeof(p), "%s/segments", tmpdir);
+	flip_byte(p, 16);
+	struct sc_l3 *x = NULL;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &x), -EBADMSG);
+	free(a), free(b);
+}
+END_TEST
+
+START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
+{
+	const char *aname;
+	struct sc_arena *arena = sc_test_arena("l3seg", 64 << 20, &aname);
+	struct sc_stage *stage;
+	ck_assert_int_eq(sc_stage_open(arena, "m", "s", &stage), 0);
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, arena), 0);
+	size_t na, nb, nc;
+	uint8_t *a = payload(5, 2, 2, 0, &na), *b = payload(7, 2, 3, 0, &nb), *c = payload(4, 0, 4, 0, &nc);
+	struct sc_location la, lb, lc;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
+	ck_assert_int_eq(put_buf(l3, "c", 10, c, nc, &lc), 0);
+	/* two restores each: promoted, the L2 mirrors exist */
+	for (int k = 0; k < 2; k++) {
+		const char *ns[] = { "a", "b" };
+		for (int i = 0; i < 2; i++) {
+			struct sc_restore r;
+			ck_assert_int_eq(sc_restore(stage, l3, ns[i], toks, 10, 0, &r), 10);
+			sc_restore_release(&r);
+		}
+	}
+	struct sc_l2_entry_info info;
+	ck_assert_int_eq(sc_l2_peek(stage, "a", toks, 10, &info), 0);
+	ck_assert_int_eq(sc_l2_peek(stage, "b", toks, 10, &info), 0);
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	/* a flipped byte in segment 1, which A and B share */
+	char sp[256];
+	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	flip_byte(sp, 12345);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	/* the segment and both objects are in quarantine, both mirrors gone; C (unrelated) stays */
+	ck_assert_int_eq(access(sp, F_OK), -1);
+	char pa[256], pb[256], pc[256];
+	obj_path(&la, pa, sizeof(pa));
+	obj_path(&lb, pb, sizeof(pb));
+	obj_path(&lc, pc, sizeof(pc));
+	ck_assert_int_eq(access(pa, F_OK), -1);
+	ck_assert_int_eq(access(pb, F_OK), -1);
+	ck_assert_int_eq(access(pc, F_OK), 0);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined + 2);
+	ck_assert_uint_ge(st.verify_failures, st0.verify_failures + 1);
+	ck_assert_int_eq(sc_l2_peek(stage, "a", toks, 10, &info), -ENOENT);
+	ck_assert_int_eq(sc_l2_peek(stage, "b", toks, 10, &info), -ENOENT);
+	/* restores: never wrong bytes; B's is reported (quarantined) or a miss, then a miss */
+	struct sc_restore r;
+	int rc = sc_restore(stage, l3, "b", toks, 10, 0, &r);
+	ck_assert_msg(rc == -EBADMSG || rc == -ENOENT, "restore of B: %d", rc);
+	ck_assert_int_eq(sc_restore(stage, l3, "b", toks, 10, 0, &r), -ENOENT);
+	rc = sc_restore(stage, l3, "a", toks, 10, 0, &r);
+	ck_assert_msg(rc == -EBADMSG || rc == -ENOENT, "restore of A: %d", rc);
+	ck_assert_int_eq(sc_restore(stage, l3, "a", toks, 10, 0, &r), -ENOENT);
+	ck_assert_int_eq(fill_cmp(l3, &lb, b, 0), -ENOENT);
+	ck_assert_int_eq(fill_cmp(l3, &lc, c, 0), 0);
+	/* a put of A again writes the segment anew: readable again */
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	sc_l3_close(l3);
+	sc_stage_close(stage);
+	sc_test_arena_destroy(arena, aname);
+	free(a), free(b), free(c);
+}
+END_TEST
+
+static int note_missing(const struct sc_l3_object_info *in, void *ctx)
+{
+	uint32_t *m = ctx;
+	if (!in->valid && in->segments == 4 && in->segments_missing) {
+		m[0]++;
+		m[1] += in->segments_missing;
+	}
+	return 0;
+}
+
+START_TEST(missing_or_cut_segment_is_a_miss)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	struct two t;
+	put_two(l3, &t, 4, 0);
+	char sa[256], sb[256];
+	seg_path_of(t.a + 2 * SEG, SEG, sa, sizeof(sa));
+	seg_path_of(t.b + 3 * SEG, SEG, sb, sizeof(sb));
+	ck_assert_int_eq(unlink(sa), 0);     /* removed (as by another host) */
+	ck_assert_int_eq(truncate(sb, 100), 0); /* cut */
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	ck_assert_int_eq(fill_cmp(l3, &t.la, t.a, 0), -ENOENT);
+	ck_assert_int_eq(fill_cmp(l3, &t.lb, t.b, 0), -ENOENT);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined); /* a miss, not a corruption */
+	/* verification names both as bad (a manifest naming a missing segment) and keeps them */
+	uint32_t missing[2] = { 0, 0 };
+	ck_assert_int_eq(sc_l3_verify(l3, note_missing, missing), 2);
+	ck_assert_uint_eq(missing[0], 2); /* objects reported with missing segments */
+	ck_assert_uint_eq(missing[1], 2); /* one segment each, of 4 */
+	char pa[256], pb[256];
+	obj_path(&t.la, pa, sizeof(pa));
+	obj_path(&t.lb, pb, sizeof(pb));
+	ck_assert_int_eq(access(pa, F_OK), 0);
+	sc_l3_close(l3);
+	/* reconciliation removes a settled object that can never be read */
+	age_file(pa, 60);
+	age_file(pb, 60);
+	l3 = open_seg(NULL, 0);
+	ck_assert_int_eq(access(pa, F_OK), -1);
+	ck_assert_int_eq(access(pb, F_OK), -1);
+	struct sc_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "a", toks, 10, &loc), 0);
+	/* and a new put of B repairs the cut segment (moved away, written whole) */
+	ck_assert_int_eq(put_buf(l3, "b", 10, t.b, t.nb, &t.lb), 0);
+	ck_assert_int_eq(fill_cmp(l3, &t.lb, t.b, 0), 0);
+	ck_assert_uint_eq(file_size(sb), SEG);
+	sc_l3_close(l3);
+	two_free(&t);
+}
+END_TEST
+
+/* Rewrite the object's header block with @mut applied and a correct checksum. */
+static void rewrite_header(const char *p, void (*mut)(struct l3_obj_hdr *))
+{
+	uint8_t block[L3_HDR_BLOCK];
+	int fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, block, sizeof(block), 0), (ssize_t)sizeof(block));
+	struct l3_obj_hdr h;
+	memcpy(&h, block, sizeof(h));
+	mut(&h);
+	memcpy(block, &h, sizeof(h));
+	uint64_t c = l3_hdr_check(block);
+	memcpy(block + offsetof(struct l3_obj_hdr, check), &c, 8);
+	ck_assert_int_eq(pwrite(fd, block, sizeof(block), 0), (ssize_t)sizeof(block));
+	close(fd);
+}
+
+static void huge_count(struct l3_obj_hdr *h)
+{
+	h->seg_count = 1ull << 40;
+}
+
+static void flags_off(struct l3_obj_hdr *h)
+{
+	h->flags = 0;
+}
+
+START_TEST(corrupted_manifest_is_refused)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 2, 0, &n);
+	for (int k = 0; k < 4; k++) {
+		struct sc_location loc;
+		char ns[8];
+		snprintf(ns, sizeof(ns), "m%d", k);
+		a[0] = (uint8_t)k; /* another payload each round */
+		ck_assert_int_eq(put_buf(l3, ns, 10, a, n, &loc), 0);
+		char p[256];
+		obj_path(&loc, p, sizeof(p));
+		if (k == 0)
+			flip_byte(p, 4096 + 30); /* an entry's length: the manifest check fails */
+		else if (k == 1)
+			rewrite_header(p, huge_count); /* hostile count with a valid header checksum */
+		else if (k == 2)
+			rewrite_header(p, flags_off); /* version 2 without its flag */
+		else
+			ck_assert_int_eq(truncate(p, 4096 + 24), 0); /* a manifest cut short */
+		struct sc_location got;
+		/* a clear error, the object in quarantine, never bytes */
+		ck_assert_int_eq(fill_cmp(l3, &loc, a, 0), -EBADMSG);
+		ck_assert_int_eq(access(p, F_OK), -1);
+		ck_assert_int_eq(sc_l3_lookup(l3, loc.digest, &got), -ENOENT);
+	}
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, 4);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
+START_TEST(budget_counts_physical_bytes)
+{
+	/* 8 objects of 10 segments sharing 9: 5.3 MB logical, ~1.2 MB physical, under a 2 MiB budget */
+	struct sc_l3_opts o = { .budget_bytes = 2 << 20 };
+	struct sc_l3 *l3 = open_seg(&o, SEG);
+	struct sc_location loc[8];
+	uint8_t *p[8];
+	size_t n;
+	for (int i = 0; i < 8; i++) {
+		p[i] = payload(10, 9, 10u + (unsigned)i, 0, &n);
+		ck_assert_int_eq(put_buf(l3, "k", 20u + (uint32_t)i, p[i], n, &loc[i]), 0);
+	}
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.evictions, 0);
+	ck_assert_uint_gt(st.logical_bytes, o.budget_bytes);
+	ck_assert_uint_eq(st.bytes, (uint64_t)17 * SEG + 8 * (4096 + 10 * 24));
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(fill_cmp(l3, &loc[i], p[i], 0), 0);
+	/* unrelated payloads push it over: eviction (oldest first) frees the segments of the objects
+	 * it removes, counted once, and what is left fits the budget */
+	for (int i = 0; i < 8; i++) {
+		char path[256];
+		obj_path(&loc[i], path, sizeof(path));
+		age_file(path, 3600 - i);
+	}
+	age_segments(3600);
+	uint8_t *q[3];
+	struct sc_location lq[3];
+	for (int i = 0; i < 3; i++) {
+		q[i] = payload(6, 0, 50u + (unsigned)i, 0, &n);
+		ck_assert_int_eq(put_buf(l3, "u", 30u + (uint32_t)i, q[i], n, &lq[i]), 0);
+	}
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_gt(st.evictions, 0);
+	uint64_t of, sf, ob = du("objects", &of), sb = du("seg", &sf);
+	ck_assert_uint_le(ob + sb, o.budget_bytes);
+	ck_assert_uint_eq(st.bytes, ob + sb); /* exact: the counter is the files */
+	ck_assert_uint_eq(st.segments, sf);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(fill_cmp(l3, &lq[i], q[i], 0), 0);
+	/* what survived reads; what was evicted is a miss */
+	int kept = 0;
+	for (int i = 0; i < 8; i++) {
+		int rc = fill_cmp(l3, &loc[i], p[i], 0);
+		ck_assert_msg(rc == 0 || rc == -ENOENT, "fill %d: %d", i, rc);
+		kept += rc == 0;
+	}
+	ck_assert_int_lt(kept, 8);
+	sc_l3_close(l3);
+	/* a payload larger than the whole budget is refused only when what it adds is: one that
+	 * extends a stored one by a segment is taken */
+	o.budget_bytes = 5 << 18;
+	l3 = open_seg(&o, 0);
+	size_t nbig;
+	uint8_t *big = payload(21, 16, 60, 0, &nbig), *base = payload(16, 16, 60, 0, &n);
+	struct sc_location lbase, lbig;
+	ck_assert_int_eq(put_buf(l3, "base", 5, base, n, &lbase), 0);
+	ck_assert_int_eq(put_buf(l3, "big", 6, big, nbig, &lbig), 0);
+	ck_assert_uint_gt(nbig, o.budget_bytes);
+	ck_assert_int_eq(fill_cmp(l3, &lbig, big, 0), 0);
+	sc_l3_close(l3);
+	free(big), free(base);
+	for (int i = 0; i < 8; i++)
+		free(p[i]);
+	for (int i = 0; i < 3; i++)
+		free(q[i]);
+}
+END_TEST
+
+START_TEST(sweep_removes_unreferenced_segments)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	struct two t;
+	put_two(l3, &t, 6, 3);
+	uint64_t files;
+	du("seg", &files);
+	ck_assert_uint_eq(files, 9);
+	/* A's object goes (as an unlink by hand): its 3 own segments are referenced by nothing */
+	char pa[256];
+	obj_path(&t.la, pa, sizeof(pa));
+	ck_assert_int_eq(unlink(pa), 0);
+	/* young segments are kept (the grace: a put may be about to name them) */
+	ck_assert_int_ge(sc_l3_evict_to(l3, UINT64_MAX), 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 9);
+	age_segments(3600);
+	sc_l3_close(l3);
+	l3 = open_seg(NULL, 0); /* reconciliation sweeps */
+	uint64_t bytes = du("seg", &files);
+	ck_assert_uint_eq(files, 6);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.segments, 6);
+	ck_assert_uint_eq(st.bytes, bytes + t.lb.file_bytes);
+	ck_assert_int_eq(fill_cmp(l3, &t.lb, t.b, 0), 0);
+	/* the janitor (local mode) sweeps too: B's object removed, its segments aged */
+	char pb[256];
+	obj_path(&t.lb, pb, sizeof(pb));
+	ck_assert_int_eq(unlink(pb), 0);
+	age_segments(3600);
+	struct sc_l3_janitor_report rep;
+	ck_assert_int_eq(sc_l3_janitor(l3, 0, &rep), 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 0);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.segments, 0);
+	ck_assert_uint_eq(st.bytes, 0);
+	sc_l3_close(l3);
+	two_free(&t);
+}
+END_TEST
+
+/* The putter's hook: at "l3seg.put.reused" (segments checked and touched, manifest not written),
+ * tell the parent and wait for its word. */
+static void hold_at_reuse(const char *point, void *ctx)
+{
+	if (!strcmp(point, "l3seg.put.reused") && hold(ctx))
+		_exit(5);
+}
+
+/* A put that reuses segments of a removed object, held between its reuse check and its manifest
+ * while another process sweeps (@stall: the segments' mtimes set back meanwhile, as if the put
+ * had stalled past the grace): its object must read, byte for byte. */
+static void race(int stall)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t na, nb;
+	uint8_t *a = payload(6, 4, 2, 0, &na), *b = payload(6, 4, 3, 0, &nb);
+	struct sc_location la, lb;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
+	char pa[256];
+	obj_path(&la, pa, sizeof(pa));
+	ck_assert_int_eq(unlink(pa), 0); /* A's segments: unreferenced, and old */
+	age_segments(3600);
+	struct held h;
+	held_fork(&h);
+	if (h.pid == 0) {
+		struct sc_l3 *c = NULL;
+		if (sc_l3_open(tmpdir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &c))
+			_exit(2);
+		sc_sched_set(hold_at_reuse, &h);
+		_exit(put_buf(c, "b", 10, b, nb, NULL) == 0 ? 0 : 3);
+	}
+	held_wait(&h);
+	/* the putter reused A's 4 segments (touched them) and has not written its manifest */
+	uint64_t files;
+	du("seg", &files);
+	ck_assert_uint_eq(files, 6 + 2);
+	if (stall)
+		age_segments(3600);
+	struct sc_l3 *s = open_seg(NULL, 0); /* reconciliation: a sweep */
+	du("seg", &files);
+	if (stall)
+		ck_assert_uint_eq(files, 0); /* the stalled put's segments were taken: its step 3 rewrites them */
+	else
+		ck_assert_uint_eq(files, 6); /* touched by the put: kept; A's 2 own ones removed */
+	held_end(&h, 1);
+	ck_assert_int_eq(sc_l3_locate_longest(s, "b", toks, 10, &lb), 10);
+	ck_assert_int_eq(fill_cmp(s, &lb, b, 0), 0);
+	/* and a later sweep keeps them: they are referenced */
+	age_segments(3600);
+	ck_assert_int_ge(sc_l3_evict_to(s, UINT64_MAX), 0);
+	ck_assert_int_eq(fill_cmp(s, &lb, b, 0), 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 6);
+	sc_l3_close(s);
+	sc_l3_close(l3);
+	free(a), free(b);
+}
+
+START_TEST(sweep_never_takes_a_segment_a_put_is_reusing)
+{
+	race(0);
+}
+END_TEST
+
+START_TEST(sweep_during_a_stalled_put_is_repaired_by_the_put)
+{
+	race(1);
+}
+END_TEST
+
+START_TEST(killed_put_leaves_segments_the_sweep_removes)
+{
+	size_t n;
+	uint8_t *a = payload(5, 0, 2, 0, &n);
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		shm_fault_arm("l3seg.put.segments");
+		put_buf(l3, "k", 10, a, n, NULL);
+		_exit(4); /* not reached */
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* its segments are written, its object is not: nothing to locate */
+	uint64_t files;
+	du("seg", &files);
+	ck_assert_uint_eq(files, 5);
+	struct sc_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "k", toks, 10, &loc), 0);
+	sc_l3_close(l3);
+	/* young: kept (a put may be about to name them); once settled, reconciliation removes them */
+	l3 = open_seg(NULL, 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 5);
+	sc_l3_close(l3);
+	age_segments(3600);
+	l3 = open_seg(NULL, 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 0);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.bytes, 0);
+	/* and the same put works */
+	ck_assert_int_eq(put_buf(l3, "k", 10, a, n, &loc), 0);
+	ck_assert_int_eq(fill_cmp(l3, &loc, a, 0), 0);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
+START_TEST(concurrent_puts_from_processes_store_each_segment_once)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	enum { NP = 4 };
+	pid_t pids[NP];
+	for (int p = 0; p < NP; p++) {
+		pids[p] = fork();
+		ck_assert_int_ge(pids[p], 0);
+		if (pids[p] == 0) {
+			struct sc_l3 *c = NULL;
+			if (sc_l3_open(tmpdir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &c))
+				_exit(2);
+			int bad = 0;
+			for (int i = 0; i < 6; i++) {
+				size_t n;
+				/* every process puts the same 6 payloads (sharing 5 segments) in another order */
+				int k = (i + p) % 6;
+				uint8_t *b = payload(8, 5, 20u + (unsigned)k, 0, &n);
+				bad |= put_buf(c, "p", 10u + (uint32_t)k, b, n, NULL) != 0;
+				free(b);
+			}
+			sc_l3_close(c);
+			_exit(bad);
+		}
+	}
+	for (int p = 0; p < NP; p++) {
+		int status;
+		ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	uint64_t files, bytes = du("seg", &files);
+	ck_assert_uint_eq(files, 5 + 6 * 3);
+	ck_assert_uint_eq(bytes, (uint64_t)(5 + 18) * SEG);
+	for (int k = 0; k < 6; k++) {
+		size_t n;
+		uint8_t *b = payload(8, 5, 20u + (unsigned)k, 0, &n);
+		struct sc_location loc;
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "p", toks, 10u + (uint32_t)k, &loc), 10 + k);
+		ck_assert_int_eq(fill_cmp(l3, &loc, b, 0), 0);
+		free(b);
+	}
+	sc_l3_close(l3);
+	l3 = open_seg(NULL, 0);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	uint64_t of, ob = du("objects", &of);
+	ck_assert_uint_eq(st.bytes, ob + bytes);
+	ck_assert_uint_eq(st.objects, 6);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* Shared mode (several hosts on one directory): each host reads the others' segmented objects,
+ * and only the elected janitor sweeps. */
+START_TEST(shared_mode_only_the_janitor_sweeps)
+{
+	char sdir[64];
+	snprintf(sdir, sizeof(sdir), "/var/tmp/sc-l3seg-st-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(sdir));
+	struct sc_l3_opts oa = { .host_id = "hostA", .state_dir = sdir, .flags = SC_L3_OPEN_SHARED };
+	struct sc_l3_opts ob = { .host_id = "hostB", .state_dir = sdir };
+	struct sc_l3 *a = open_seg(&oa, 0), *b = open_seg(&ob, 0);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(a, SEG), 0);
+	uint64_t sz;
+	ck_assert_int_eq(sc_l3_segment_bytes(b, &sz), 0);
+	ck_assert_uint_eq(sz, 0); /* opened before the option was recorded */
+	sc_l3_close(b);
+	b = open_seg(&ob, 0);
+	ck_assert_int_eq(sc_l3_segment_bytes(b, &sz), 0);
+	ck_assert_uint_eq(sz, SEG);
+	size_t nx, ny;
+	uint8_t *x = payload(5, 2, 2, 0, &nx), *y = payload(5, 2, 3, 0, &ny);
+	struct sc_location lx, ly;
+	ck_assert_int_eq(put_buf(a, "x", 10, x, nx, &lx), 0);
+	ck_assert_int_eq(put_buf(b, "y", 10, y, ny, &ly), 0); /* B reuses A's 2 segments */
+	uint64_t files;
+	du("seg", &files);
+	ck_assert_uint_eq(files, 2 + 3 + 3);
+	ck_assert_int_eq(fill_cmp(b, &lx, x, 0), 0);
+	ck_assert_int_eq(fill_cmp(a, &ly, y, 0), 0);
+	/* X's object goes; its own segments are old and unreferenced */
+	char px[256];
+	obj_path(&lx, px, sizeof(px));
+	ck_assert_int_eq(unlink(px), 0);
+	age_segments(3600);
+	struct held h;
+	held_fork(&h);
+	if (h.pid == 0) {
+		/* hostA's janitor: one pass, then it keeps the lease and does nothing */
+		struct sc_l3 *j = NULL;
+		struct sc_l3_janitor_report r;
+		struct sc_l3_opts oj = { .host_id = "hostA", .state_dir = sdir };
+		_exit(sc_l3_open(tmpdir, &oj, &j) || sc_l3_janitor(j, SC_L3_JANITOR_KEEP, &r) || hold(&h) ? 2 : 0);
+	}
+	held_wait(&h);
+	/* the child's pass (hostA elected) swept X's own 3 */
+	du("seg", &files);
+	ck_assert_uint_eq(files, 5);
+	/* a put that makes more garbage, then: no one but the lease holder sweeps */
+	char py[256];
+	obj_path(&ly, py, sizeof(py));
+	ck_assert_int_eq(unlink(py), 0);
+	age_segments(3600);
+	struct sc_l3 *b2 = open_seg(&ob, 0); /* shared: no reconciliation at open */
+	struct sc_l3_janitor_report r;
+	ck_assert_int_eq(sc_l3_janitor(b2, 0, &r), -EBUSY);
+	ck_assert_int_eq(sc_l3_evict_to(b2, 0), -EBUSY);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 5);
+	held_end(&h, 0);
+	/* the lease is free: hostB is elected and sweeps */
+	ck_assert_int_eq(sc_l3_janitor(b2, SC_L3_JANITOR_FULL, &r), 0);
+	du("seg", &files);
+	ck_assert_uint_eq(files, 0);
+	struct sc_l3_stats st;
+	ck_assert_int_eq(sc_l3_stats(b2, &st), 0);
+	ck_assert_uint_eq(st.bytes, 0);
+	ck_assert_uint_eq(r.objects, 0);
+	sc_l3_close(b2);
+	sc_l3_close(b);
+	sc_l3_close(a);
+	h_rm_rf(sdir);
+	free(x), free(y);
+}
+END_TEST
+
+Suite *l3seg_suite(void)
+{
+	Suite *s = suite_create("l3seg");
+	TCase *tc = tcase_create("segments");
+	tcase_add_checked_fixture(tc, setup, rm_tmp);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, shared_leading_segments_stored_once);
+	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);
+	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
+	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
+	tcase_add_test(tc, corrupted_manifest_is_refused);
+	tcase_add_test(tc, budget_counts_physical_bytes);
+	tcase_add_test(tc, sweep_removes_unreferenced_segments);
+	tcase_add_test(tc, sweep_never_takes_a_segment_a_put_is_reusing);
+	tcase_add_test(tc, sweep_during_a_stalled_put_is_repaired_by_the_put);
+	tcase_add_test(tc, killed_put_leaves_segments_the_sweep_removes);
+	tcase_add_test(tc, concurrent_puts_from_processes_store_each_segment_once);
+	tcase_add_test(tc, shared_mode_only_the_janitor_sweeps);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(l3seg_suite)
