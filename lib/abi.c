@@ -167,7 +167,7 @@ static const struct member m_l3_stats[] = {
 	P(objects), P(bytes), P(fills), P(fill_bytes), P(fill_ns), P(verify_failures), P(quarantined),
 	P(evictions), P(write_refusals), P(puts), P(put_dedup), P(key_collisions), P(budget_bytes), P(dio_mem_align),
 	P(dio_offset_align), P(fills_kept), P(logical_bytes), P(physical_bytes), P(saved_bytes), P(segments),
-	P(segment_bytes), X(reserved),
+	P(segment_bytes), P(fill_bytes_from_l2), X(reserved),
 };
 #undef T
 

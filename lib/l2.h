@@ -220,6 +220,10 @@ int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32
  * (malloc'd), the record's footprint in *@fp. 0, or -errno (nothing allocated: store it plain). */
 int l2_seg_index_fill(struct sc_arena *a, struct sc_key key, uint64_t off, uint64_t l0, uint64_t l1, uint64_t *rec_off,
 		      uint64_t (**dg)[2], uint64_t *fp);
+/* Copy the segment named @lo/@hi of @len bytes into @dst if L2 holds it (under the table mutex,
+ * so its block cannot be released meanwhile): 1 copied, 0 not held (or no segments), -errno. The
+ * caller verifies the bytes (they are shared memory). */
+int l2_seg_copy_held(struct sc_arena *a, uint64_t lo, uint64_t hi, uint64_t len, void *dst);
 /* Copy the wire of a segmented entry (validated record at @rec) into @dst (@cap bytes). */
 int64_t l2_seg_copy(struct sc_arena *a, uint64_t rec, void *dst, uint64_t cap);
 /* Physical payload bytes of an entry (what its data block stores), for stats. */

@@ -165,6 +165,26 @@ int l2_seg_plan(struct sc_arena *a, const struct sc_payload *p, struct sc_digest
 	return 0;
 }
 
+int l2_seg_copy_held(struct sc_arena *a, uint64_t lo, uint64_t hi, uint64_t len, void *dst)
+{
+	if (!a || !a->l2_seg_on || !len)
+		return 0;
+	struct shm_segtab *t = l2_segtab(a);
+	if (len != t->seg_bytes)
+		return 0; /* only whole segments are indexed */
+	int rc = shm_seg_lock(t);
+	if (rc)
+		return rc;
+	int64_t i = shm_seg_find_locked(t, lo, hi, len);
+	const struct shm_seg_slot *s = i >= 0 && (uint64_t)i < t->nslots ? &t->slot[i] : NULL;
+	/* the slot is shared memory: its range must lie in the heap */
+	int ok = s && s->off >= t->heap_lo && s->off <= t->heap_hi && len <= t->heap_hi - s->off;
+	if (ok)
+		memcpy(dst, a->shm->base + s->off, len);
+	shm_seg_unlock(t);
+	return ok;
+}
+
 void l2_seg_plan_free(struct l2_seg_plan *pl)
 {
 	free(pl->pc);

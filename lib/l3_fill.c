@@ -936,6 +936,17 @@ int sc_l3_fill(struct sc_l3 *l3, const struct sc_location *loc, void *dst, uint6
 	return l3_fill_req(l3, &req);
 }
 
+int l3_fill_from(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_arena *src)
+{
+	struct l3_ring *r = l3_ring_get(l3);
+	if (!r)
+		return -ENOMEM;
+	r->seg_src = src; /* this thread's ring: no other fill reads it meanwhile but the batch's */
+	int rc = l3_fill_req(l3, req);
+	r->seg_src = NULL;
+	return rc;
+}
+
 int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *reqp)
 {
 	struct l3_ring *r = l3_ring_get(l3);

@@ -181,7 +181,8 @@ struct l3_state {
 	_Atomic uint64_t fills_kept;     /* fills that read a kept file (no open; lib/l3_fill.c) */
 	_Atomic uint64_t logical;  /* what the objects would take whole (header block + payload each) */
 	_Atomic uint64_t segments, seg_bytes; /* segment files in DIR/seg and their bytes (within bytes) */
-	uint8_t pad[4096 - 144];
+	_Atomic uint64_t seg_from_l2;    /* segment bytes of fills copied from L2, not read (lib/l3_seg.c) */
+	uint8_t pad[4096 - 152];
 };
 _Static_assert(sizeof(struct l3_state) == 4096, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
@@ -266,6 +267,7 @@ struct l3_ring {
 	struct iovec reg[64];      /* what is registered: [0] the header buffers */
 	struct sc_l3 *owner;
 	struct l3_ring *next;      /* in the handle's list */
+	struct sc_arena *seg_src;  /* during l3_fill_from: segments its L2 holds are copied, not read */
 	struct l3_kept *kept;      /* kept_sets * L3_KEPT_WAYS slots, set by digest */
 	uint32_t kept_sets;
 	uint64_t kept_tick;
@@ -601,6 +603,9 @@ void l3_invalidate_mirror(struct sc_l3 *l3, uint64_t lo, uint64_t hi);
 /* ---- lib/l3_fill.c ---- */
 struct l3_ring *l3_ring_get(struct sc_l3 *l3);
 void l3_rings_free(struct sc_l3 *l3);
+/* l3_fill_req for a fill into @src's memory (sc_restore): the segments of a segmented object that
+ * @src's L2 holds are copied from there, not read (lib/l3_seg.c). */
+int l3_fill_from(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_arena *src);
 /* An object file was removed or moved through @l3: every ring's kept files are reopened. */
 static inline void l3_kept_forget(struct sc_l3 *l3)
 {

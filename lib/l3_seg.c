@@ -43,6 +43,7 @@
 #include <unistd.h>
 #include "xxh.h"
 
+#include "l2.h"
 #include "l3_priv.h"
 #include "../shm/fault.h"
 
@@ -383,18 +384,26 @@ void l3_seg_ring_free(struct l3_ring *r)
 }
 
 /* Read segments [first, first+n) of @e (starting at payload offset @off) into @dst: each opened,
- * its size checked, read on the segment ring (short reads resubmitted). 0, -ENOENT (missing or
- * short: a miss), another -errno. */
-static int seg_read_window(struct sc_l3 *l3, struct l3_ring *r, const struct l3_seg_ent *e, uint32_t n, uint8_t *dst)
+ * its size checked, read on the segment ring (short reads resubmitted) — or, when @src's L2 holds
+ * it, copied from there (bit i of *@from_l2 set; the caller verifies it like the others). 0,
+ * -ENOENT (missing or short: a miss), another -errno. */
+static int seg_read_window(struct sc_l3 *l3, struct l3_ring *r, const struct l3_seg_ent *e, uint32_t n, uint8_t *dst,
+			   struct sc_arena *src, uint64_t *from_l2)
 {
 	int fds[SEG_WINDOW], rc = 0;
 	uint64_t got[SEG_WINDOW] = { 0 }, off[SEG_WINDOW];
 	uint32_t opened = 0, pending = 0;
 	for (uint32_t i = 0; i < n; i++)
 		off[i] = i ? off[i - 1] + e[i - 1].len : 0;
+	*from_l2 = 0;
 	for (; opened < n && !rc; opened++) {
 		char rel[48];
 		struct stat sb;
+		fds[opened] = -1;
+		if (src && l2_seg_copy_held(src, e[opened].lo, e[opened].hi, e[opened].len, dst + off[opened]) == 1) {
+			*from_l2 |= 1ull << opened;
+			continue;
+		}
 		seg_relpath(e[opened].lo, e[opened].hi, rel);
 		fds[opened] = l3_open_file(l3->sgfd, rel, O_RDONLY);
 		if (fds[opened] < 0) {
@@ -405,6 +414,8 @@ static int seg_read_window(struct sc_l3 *l3, struct l3_ring *r, const struct l3_
 			rc = -ENOENT; /* short (or long): not this segment's file; a miss */
 	}
 	for (uint32_t i = 0; i < opened && !rc; i++) {
+		if (fds[i] < 0)
+			continue; /* copied from L2 */
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->seg_ring);
 		if (!sqe) {
 			io_uring_submit(&r->seg_ring);
@@ -486,23 +497,39 @@ int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes
 	XXH3_state_t hs;
 	XXH3_128bits_reset(&hs);
 	uint8_t *dst = req->dst;
+	/* segments the destination arena's L2 already holds are copied from it, not read */
+	struct sc_arena *src = r->seg_src ? r->seg_src : l3->arena;
+	uint64_t copied = 0;
 	for (uint32_t base = 0; !rc && base < (uint32_t)n; base += SEG_WINDOW) {
 		uint32_t w = (uint32_t)n - base < SEG_WINDOW ? (uint32_t)n - base : SEG_WINDOW;
 		uint8_t *at = dst;
-		if ((rc = seg_read_window(l3, r, e + base, w, dst)))
+		uint64_t from_l2, none;
+		if ((rc = seg_read_window(l3, r, e + base, w, dst, src, &from_l2)))
 			break;
 		for (uint32_t i = 0; i < w && !rc; i++) {
 			const struct l3_seg_ent *s = &e[base + i];
 			XXH128_hash_t d = XXH3_128bits(at, s->len);
+			if ((from_l2 >> i & 1) && (d.low64 != s->lo || d.high64 != s->hi)) {
+				/* L2's copy did not hold what its name says (damaged shared memory): the
+				 * L3 segment is not to blame; read it */
+				from_l2 &= ~(1ull << i);
+				if ((rc = seg_read_window(l3, r, s, 1, at, NULL, &none)))
+					break;
+				d = XXH3_128bits(at, s->len);
+			}
 			if (d.low64 != s->lo || d.high64 != s->hi) {
 				seg_quarantine(l3, s->lo, s->hi);
 				rc = -EBADMSG;
 			}
+			if (from_l2 >> i & 1)
+				copied += s->len;
 			XXH3_128bits_update(&hs, at, s->len);
 			at += s->len;
 		}
 		dst = at;
 	}
+	if (!rc && copied)
+		ADD(seg_from_l2, copied);
 	if (!rc) {
 		XXH128_hash_t d = XXH3_128bits_digest(&hs);
 		if (d.low64 != loc->digest.lo || d.high64 != loc->digest.hi) {

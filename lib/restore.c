@@ -302,7 +302,7 @@ again:
 	struct sc_l3_fill_req req = { .loc = &loc, .dst = dst, .dst_bytes = room, .stage_id = stage_id };
 	/* located, not yet read: the object may vanish in between (ENOENT: a miss, handled below) */
 	shm_sched_point("restore.fill");
-	rc = l3_fill_req(l3, &req);
+	rc = l3_fill_from(l3, &req, arena);
 	out->fill_ns = shm_now_ns() - t2;
 	out->direct = req.direct;
 	if (rc) {

@@ -397,6 +397,61 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 }
 END_TEST
 
+/* Fills read only what L2 lacks: the segments the restoring arena's L2 already holds are copied
+ * from it (their L3 files are not even opened: here they are gone), the rest read; an L2 copy
+ * that does not hold what its name says (scribbled shared memory) is read from L3 instead. */
+START_TEST(fill_reads_only_what_l2_lacks)
+{
+	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .segment_bytes = SEG };
+	const char *aname;
+	struct sc_arena *arena = sc_test_arena_opts("l3segl2", &ao, &aname);
+	struct sc_stage *stage;
+	ck_assert_int_eq(sc_stage_open(arena, "m", "s", &stage), 0);
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t na, nb, nc;
+	uint8_t *a = payload(5, 3, 2, 0, &na), *b = payload(6, 3, 3, 100, &nb), *c = payload(4, 1, 4, 0, &nc);
+	struct sc_payload pa = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { a }, .sec_len = { na } };
+	ck_assert_int_eq(sc_l2_admit(stage, "a", toks, 10, sc_digest(a, na), &pa, 0), 0); /* L2 holds a's 5 */
+	struct sc_location lb, lc;
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
+	ck_assert_int_eq(put_buf(l3, "c", 10, c, nc, &lc), 0);
+	/* two of b's 3 shared segments: their L3 files go; the fill must not need them */
+	for (uint32_t i = 1; i < 3; i++) {
+		char p[300];
+		seg_path_of(b + (size_t)i * SEG, SEG, p, sizeof(p));
+		ck_assert_int_eq(unlink(p), 0);
+	}
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	struct sc_restore r;
+	ck_assert_int_eq(sc_restore(stage, l3, "b", toks, 10, 0, &r), 10);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
+	ck_assert(r.sec_len[0] == nb && memcmp(r.sec[0], b, nb) == 0);
+	sc_restore_release(&r);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fill_bytes_from_l2 - s0.fill_bytes_from_l2, 3 * SEG);
+
+	/* scribble L2's copy of segment 0 (shared by a, b and c): c's fill reads it from L3 */
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(stage, "a", toks, 10, NULL, &l), 0);
+	ck_assert_ptr_nonnull(l.sec[0]);
+	((uint8_t *)(uintptr_t)l.sec[0])[17] ^= 0x40;
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_restore(stage, l3, "c", toks, 10, 0, &r), 10);
+	ck_assert(r.sec_len[0] == nc && memcmp(r.sec[0], c, nc) == 0);
+	sc_restore_release(&r);
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	ck_assert_uint_eq(s0.fill_bytes_from_l2, s1.fill_bytes_from_l2); /* nothing else came from L2 */
+	ck_assert_uint_eq(s0.verify_failures, s1.verify_failures);   /* and nothing in L3 was blamed */
+	sc_l3_close(l3);
+	sc_stage_close(stage);
+	sc_test_arena_destroy(arena, aname);
+	free(a);
+	free(b);
+	free(c);
+}
+END_TEST
+
 static int note_missing(const struct sc_l3_object_info *in, void *ctx)
 {
 	uint32_t *m = ctx;
@@ -872,6 +927,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, shared_leading_segments_stored_once);
 	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
+	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, corrupted_manifest_is_refused);
 	tcase_add_test(tc, budget_counts_physical_bytes);

@@ -206,8 +206,8 @@ class L3Stats(Structure):
         "objects", "bytes", "fills", "fill_bytes", "fill_ns", "verify_failures", "quarantined", "evictions",
         "write_refusals", "puts", "put_dedup", "key_collisions", "budget_bytes")] + [
         ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("fills_kept", c_uint64)] + [(n, c_uint64) for n in (
-        "logical_bytes", "physical_bytes", "saved_bytes", "segments", "segment_bytes")] + [
-        ("_reserved", c_uint64 * 6)]
+        "logical_bytes", "physical_bytes", "saved_bytes", "segments", "segment_bytes", "fill_bytes_from_l2")] + [
+        ("_reserved", c_uint64 * 5)]
 
 
 class L3JanitorStatus(Structure):

@@ -392,7 +392,8 @@ pub struct sc_l3_stats {
     pub saved_bytes: u64,
     pub segments: u64,
     pub segment_bytes: u64,
-    pub _reserved: [u64; 6],
+    pub fill_bytes_from_l2: u64,
+    pub _reserved: [u64; 5],
 }
 
 #[repr(C)]
