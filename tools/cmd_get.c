@@ -3,7 +3,6 @@
  * [--out FILE] [--location-tokens N --location-digest HEX] [--json]`.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,35 +25,14 @@ static void usage(FILE *f)
 
 int cmd_get(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' }, { "out", required_argument, 0, 'o' },
-		{ "location-tokens", required_argument, 0, 'L' }, { "location-digest", required_argument, 0, 'G' },
-		{ "owner", required_argument, 0, 'O' },   { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
-	};
 	struct l2cli_args x = { .ns = "" };
 	const char *out = NULL, *lt = NULL, *lg = NULL;
-	int json = 0, c, k;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'L': lt = optarg; break;
-		case 'G': lg = optarg; break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default:
-			if ((k = l2cli_common_opt("get", c, optarg, &x)) < 0)
-				return EXIT_USAGE;
-			if (k)
-				break;
-			return cli_opt_error("get", c, argv);
-		}
-	}
-	int rc = l2cli_operands("get", argc, argv, &x);
-	if (rc)
+	int json = 0;
+	const struct l2cli_opt own[] = {
+		{ "out", &out }, { "location-tokens", &lt }, { "location-digest", &lg }, { "json", NULL, &json }, { 0 },
+	};
+	int rc = l2cli_parse("get", argc, argv, usage, own, &x);
+	if (rc != L2CLI_GO)
 		return rc;
 	struct sc_location loc = { 0 };
 	uint64_t ltok = 0;

@@ -1,6 +1,5 @@
 /* tools/cmd_peek.c — `stagecache peek NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--json]`. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -17,30 +16,11 @@ static void usage(FILE *f)
 
 int cmd_peek(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' }, { "owner", required_argument, 0, 'O' },
-		{ "json", no_argument, 0, 'j' },         { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
 	struct l2cli_args x = { .ns = "" };
-	int json = 0, c, k;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default:
-			if ((k = l2cli_common_opt("peek", c, optarg, &x)) < 0)
-				return EXIT_USAGE;
-			if (k)
-				break;
-			return cli_opt_error("peek", c, argv);
-		}
-	}
-	int rc = l2cli_operands("peek", argc, argv, &x);
-	if (rc)
+	int json = 0;
+	const struct l2cli_opt own[] = { { "json", NULL, &json }, { 0 } };
+	int rc = l2cli_parse("peek", argc, argv, usage, own, &x);
+	if (rc != L2CLI_GO)
 		return rc;
 	rc = l2cli_prefix("peek", &x);
 	if (rc)

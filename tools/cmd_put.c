@@ -4,7 +4,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,42 +40,17 @@ static int parse_kind(const char *s, uint32_t *k)
 
 int cmd_put(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' },       { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },     { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' },    { "kind", required_argument, 0, 'k' },
-		{ "file", required_argument, 0, 'f' },      { "kv-file", required_argument, 0, 'K' },
-		{ "recurrent-file", required_argument, 0, 'R' }, { "desc-json", required_argument, 0, 'D' },
-		{ "origin", required_argument, 0, 'o' },    { "digest", required_argument, 0, 'g' },
-		{ "owner", required_argument, 0, 'O' },     { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 },
-	};
 	struct l2cli_args x = { .ns = "" };
 	const char *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL, *origin_s = "direct",
 		   *digest_s = NULL;
-	int json = 0, c, k;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': kind_s = optarg; break;
-		case 'f': file = optarg; break;
-		case 'K': kvf = optarg; break;
-		case 'R': recf = optarg; break;
-		case 'D': descf = optarg; break;
-		case 'o': origin_s = optarg; break;
-		case 'g': digest_s = optarg; break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default:
-			if ((k = l2cli_common_opt("put", c, optarg, &x)) < 0)
-				return EXIT_USAGE;
-			if (k)
-				break;
-			return cli_opt_error("put", c, argv);
-		}
-	}
-	int rc = l2cli_operands("put", argc, argv, &x);
-	if (rc)
+	int json = 0;
+	const struct l2cli_opt own[] = {
+		{ "kind", &kind_s },     { "file", &file },       { "kv-file", &kvf },     { "recurrent-file", &recf },
+		{ "desc-json", &descf }, { "origin", &origin_s }, { "digest", &digest_s }, { "json", NULL, &json },
+		{ 0 },
+	};
+	int rc = l2cli_parse("put", argc, argv, usage, own, &x);
+	if (rc != L2CLI_GO)
 		return rc;
 	if (!x.model || !x.state || !x.tokens_spec || !kind_s)
 		return cli_usage_error("put", "--model, --state, --tokens and --kind are required");

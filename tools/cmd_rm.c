@@ -1,6 +1,5 @@
 /* tools/cmd_rm.c — `stagecache rm NAME (--key HEX | --model M --state S [--ns NS] --tokens LIST|@FILE)`. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 
 #include "cli.h"
@@ -16,31 +15,11 @@ static void usage(FILE *f)
 
 int cmd_rm(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' }, { "key", required_argument, 0, 'k' },
-		{ "owner", required_argument, 0, 'O' },  { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
 	struct l2cli_args x = { .ns = "" };
 	const char *key_s = NULL;
-	int c, k;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': key_s = optarg; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default:
-			if ((k = l2cli_common_opt("rm", c, optarg, &x)) < 0)
-				return EXIT_USAGE;
-			if (k)
-				break;
-			return cli_opt_error("rm", c, argv);
-		}
-	}
-	int rc0 = l2cli_operands("rm", argc, argv, &x);
-	if (rc0)
+	const struct l2cli_opt own[] = { { "key", &key_s }, { 0 } };
+	int rc0 = l2cli_parse("rm", argc, argv, usage, own, &x);
+	if (rc0 != L2CLI_GO)
 		return rc0;
 	struct sc_key key;
 	if (key_s) {

@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -362,7 +363,7 @@ int l3cli_open_error(const char *cmd, int rc, const char *dir, const struct sc_l
 	}
 }
 
-int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x)
+static int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x)
 {
 	if (optind >= argc)
 		return cli_usage_error(cmd, "missing NAME");
@@ -370,6 +371,45 @@ int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x)
 		return cli_usage_error(cmd, "unexpected argument '%s'", cli_q(argv[optind + 1]));
 	x->name = argv[optind];
 	return l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
+}
+
+int l2cli_parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), const struct l2cli_opt *own,
+		struct l2cli_args *x)
+{
+	enum { OWN0 = 256, MAX_OWN = 16 }; /* getopt values of @own's rows: past every letter */
+	static const struct option common[] = {
+		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
+		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
+		{ "tokens", required_argument, 0, 't' }, { "owner", required_argument, 0, 'O' },
+		{ "help", no_argument, 0, 'h' },
+	};
+	enum { NCOMMON = sizeof(common) / sizeof(common[0]) };
+	struct option opts[NCOMMON + MAX_OWN + 1] = { 0 };
+	int n = 0, c, k;
+	memcpy(opts, common, sizeof(common));
+	for (; own[n].name; n++) {
+		if (n == MAX_OWN)
+			return cli_fail(cmd, 0, "internal error: more than %d options", MAX_OWN);
+		opts[NCOMMON + n] = (struct option){ own[n].name, own[n].str ? required_argument : no_argument, 0, OWN0 + n };
+	}
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (c >= OWN0 && c < OWN0 + n) {
+			if (own[c - OWN0].str)
+				*own[c - OWN0].str = optarg;
+			else
+				*own[c - OWN0].flag = 1;
+		} else if (c == 'h') {
+			usage(stdout);
+			return EXIT_OK;
+		} else if ((k = l2cli_common_opt(cmd, c, optarg, x)) < 0) {
+			return EXIT_USAGE;
+		} else if (!k) {
+			return cli_opt_error(cmd, c, argv);
+		}
+	}
+	int rc = l2cli_operands(cmd, argc, argv, x);
+	return rc ? rc : L2CLI_GO;
 }
 
 int l2cli_prefix(const char *cmd, struct l2cli_args *x)

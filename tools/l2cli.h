@@ -20,9 +20,19 @@ int l2cli_common_opt(const char *cmd, int c, const char *arg, struct l2cli_args 
 /* The arena name, --model, --state (non-empty, at most SC_IDENTITY_MAX bytes) and --ns (at most
  * @ns_max bytes) of @x, those that are set: 0 or a usage error naming the one that is wrong. */
 int l2cli_check_args(const char *cmd, const struct l2cli_args *x, size_t ns_max);
-/* The one operand of an L2 command, NAME (argv[optind]; none after it), into @x, then
- * l2cli_check_args: 0 or a usage error. */
-int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x);
+/* One option of an L2 command beyond the shared ones: --NAME V stores V in *str, or (str NULL)
+ * the switch --NAME sets *flag to 1. A table of them ends with a row whose name is NULL. */
+struct l2cli_opt {
+	const char *name;
+	const char **str;
+	int *flag;
+};
+enum { L2CLI_GO = -1 };
+/* The opening of an L2 command: its options (the shared ones, see l2cli_common_opt, and @own),
+ * --help (prints @usage), then the one operand NAME into @x and l2cli_check_args. Returns
+ * L2CLI_GO to carry on, or the exit status to return (EXIT_OK after --help, else a usage error). */
+int l2cli_parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), const struct l2cli_opt *own,
+		struct l2cli_args *x);
 /* A prefix is required (--model, --state, --tokens): parse the tokens into @x. 0 or an exit status. */
 int l2cli_prefix(const char *cmd, struct l2cli_args *x);
 /* Parse "1,2,3" or "@file"; prints its own error and returns an exit status (2: bad syntax, 1:
