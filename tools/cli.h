@@ -34,6 +34,34 @@ void cli_getopt_begin(void);
 /* The usage error for what getopt_long returned ('?' unknown option, ':' missing argument),
  * naming the option as it was typed. Returns EXIT_USAGE. */
 int cli_opt_error(const char *cmd, int c, char **argv);
+/* One row of a command's option table; a table ends with a row whose name is NULL. */
+enum cli_opt_kind {
+	CLI_STR,    /* const char *: the value as given */
+	CLI_FLAG,   /* int: a switch, set to 1 */
+	CLI_UNFLAG, /* int: a switch, set to 0 (--no-...) */
+	CLI_U32,    /* uint32_t: a whole number in [min, max] */
+	CLI_U64,    /* uint64_t: a whole number in [min, max] */
+	CLI_SIZE,   /* uint64_t: a size (cli_parse_size) in [min, max] */
+	CLI_SIZE32, /* uint32_t: a size in [min, max] */
+	CLI_REAL,   /* double: a number in [min, max] */
+	CLI_MODE,   /* uint32_t: an octal mode, at most max (cli_parse_mode) */
+	CLI_GROUP,  /* int64_t: a group (cli_parse_group) */
+	CLI_OWNER,  /* no dst: whose arena files to trust (cli_parse_owner) */
+	CLI_FN,     /* fn(cmd, value, dst): 0, or a usage error printed (its exit status) */
+};
+struct cli_opt {
+	const char *name; /* --NAME, without the dashes */
+	enum cli_opt_kind kind;
+	void *dst;
+	uint64_t min, max;
+	const char *hint; /* after "bad --NAME 'VALUE'" (NULL: " (MIN-MAX)") */
+	int (*fn)(const char *cmd, const char *arg, void *dst);
+};
+/* What cli_parse_opts returned when --help printed the usage: the caller exits with EXIT_OK. */
+enum { CLI_HELP = -1 };
+/* Parse the options of @t (and --help, which prints @usage) from argv[1...]: 0 (operands from
+ * optind), CLI_HELP, or EXIT_USAGE after naming the option that is wrong. */
+int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt *t, void (*usage)(FILE *));
 /* @s made safe for a one-line message: control characters shown as '?', cut after 40 characters
  * with "... (N bytes)". Returns one of 8 rotating static buffers. */
 const char *cli_q(const char *s);

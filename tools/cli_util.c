@@ -143,6 +143,77 @@ int cli_opt_error(const char *cmd, int c, char **argv)
 	return cli_usage_error(cmd, "unknown option '%s'", cli_q(what));
 }
 
+/* One value of row @o: 0, or EXIT_USAGE after "bad --NAME 'VALUE'HINT". */
+static int opt_value(const char *cmd, const struct cli_opt *o, const char *arg)
+{
+	uint64_t v = 0;
+	double d = 0;
+	char *end;
+	int bad;
+	switch (o->kind) {
+	case CLI_STR: *(const char **)o->dst = arg; return 0;
+	case CLI_FLAG: *(int *)o->dst = 1; return 0;
+	case CLI_UNFLAG: *(int *)o->dst = 0; return 0;
+	case CLI_FN: return o->fn(cmd, arg, o->dst);
+	case CLI_OWNER: return cli_parse_owner(cmd, arg) ? EXIT_USAGE : 0;
+	case CLI_MODE:
+	case CLI_GROUP: {
+		char opt[64];
+		snprintf(opt, sizeof(opt), "--%s", o->name);
+		if (o->kind == CLI_MODE)
+			return cli_parse_mode(cmd, opt, arg, (uint32_t)o->max, o->dst) ? EXIT_USAGE : 0;
+		return cli_parse_group(cmd, opt, arg, o->dst) ? EXIT_USAGE : 0;
+	}
+	case CLI_U32:
+	case CLI_U64: bad = cli_parse_u64(arg, o->max, &v) || v < o->min; break;
+	case CLI_SIZE:
+	case CLI_SIZE32: bad = cli_parse_size(arg, &v) || v < o->min || v > o->max; break;
+	case CLI_REAL:
+		d = strtod(arg, &end);
+		bad = end == arg || *end || !(d >= (double)o->min && d <= (double)o->max);
+		break;
+	default: bad = 1;
+	}
+	if (bad) {
+		if (o->hint)
+			return cli_usage_error(cmd, "bad --%s '%s'%s", o->name, cli_q(arg), o->hint);
+		return cli_usage_error(cmd, "bad --%s '%s' (%llu-%llu)", o->name, cli_q(arg), (unsigned long long)o->min,
+				       (unsigned long long)o->max);
+	}
+	if (o->kind == CLI_U32 || o->kind == CLI_SIZE32)
+		*(uint32_t *)o->dst = (uint32_t)v;
+	else if (o->kind == CLI_REAL)
+		*(double *)o->dst = d;
+	else
+		*(uint64_t *)o->dst = v;
+	return 0;
+}
+
+int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt *t, void (*usage)(FILE *))
+{
+	enum { ROW0 = 256, MAX_ROWS = 32 }; /* getopt values of the rows: past every letter */
+	struct option opts[MAX_ROWS + 2] = { { "help", no_argument, 0, 'h' } };
+	int n = 0, c;
+	for (; t[n].name; n++) {
+		if (n == MAX_ROWS)
+			return cli_usage_error(cmd, "internal error: more than %d options", MAX_ROWS);
+		int has_arg = t[n].kind == CLI_FLAG || t[n].kind == CLI_UNFLAG ? no_argument : required_argument;
+		opts[n + 1] = (struct option){ t[n].name, has_arg, 0, ROW0 + n };
+	}
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_HELP;
+		}
+		if (c < ROW0 || c >= ROW0 + n)
+			return cli_opt_error(cmd, c, argv);
+		if (opt_value(cmd, &t[c - ROW0], optarg))
+			return EXIT_USAGE;
+	}
+	return 0;
+}
+
 const char *cli_q(const char *s)
 {
 	static char bufs[8][80];

@@ -44,14 +44,16 @@ int cmd_put(int argc, char **argv)
 	const char *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL, *origin_s = "direct",
 		   *digest_s = NULL;
 	int json = 0;
-	const struct l2cli_opt own[] = {
-		{ "kind", &kind_s },     { "file", &file },       { "kv-file", &kvf },     { "recurrent-file", &recf },
-		{ "desc-json", &descf }, { "origin", &origin_s }, { "digest", &digest_s }, { "json", NULL, &json },
+	const struct cli_opt own[] = {
+		{ "kind", CLI_STR, &kind_s },       { "file", CLI_STR, &file },
+		{ "kv-file", CLI_STR, &kvf },       { "recurrent-file", CLI_STR, &recf },
+		{ "desc-json", CLI_STR, &descf },   { "origin", CLI_STR, &origin_s },
+		{ "digest", CLI_STR, &digest_s },   { "json", CLI_FLAG, &json },
 		{ 0 },
 	};
 	int rc = l2cli_parse("put", argc, argv, usage, own, &x);
-	if (rc != L2CLI_GO)
-		return rc;
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
 	if (!x.model || !x.state || !x.tokens_spec || !kind_s)
 		return cli_usage_error("put", "--model, --state, --tokens and --kind are required");
 	uint32_t kind, origin;
@@ -77,8 +79,6 @@ int cmd_put(int argc, char **argv)
 		return rc;
 	struct l2cli_payload pl;
 	int ret = EXIT_FAIL;
-	struct sc_arena *a = NULL;
-	struct sc_stage *st = NULL;
 	if ((ret = l2cli_load_payload("put", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl)))
 		goto cleanup;
 	ret = EXIT_FAIL;
@@ -86,10 +86,10 @@ int cmd_put(int argc, char **argv)
 	struct sc_digest have = sc_digest_sections(pl.p.sec[0], l0, pl.p.sec[1], l1);
 	if (!digest_s)
 		want = have;
-	if ((ret = l2cli_open("put", &x, &a, &st)))
+	if ((ret = l2cli_open("put", &x)))
 		goto cleanup;
 	ret = EXIT_FAIL;
-	rc = sc_l2_admit(st, x.ns, x.tokens, x.n, want, &pl.p, origin);
+	rc = sc_l2_admit(x.st, x.ns, x.tokens, x.n, want, &pl.p, origin);
 	if (rc) {
 		char why[256], hb[32];
 		/* -EBADMSG is a digest mismatch only when the digest we were told differs from the one
@@ -114,20 +114,18 @@ int cmd_put(int argc, char **argv)
 		goto cleanup;
 	}
 	struct sc_key key;
-	sc_l2_key(st, x.ns, x.tokens, x.n, &key);
+	sc_l2_key(x.st, x.ns, x.tokens, x.n, &key);
 	char kh[33], dh[33];
 	sc_digest_format((struct sc_digest){ key.lo, key.hi }, kh);
 	sc_digest_format(want, dh);
 	if (json)
 		printf("{\"key\":\"%s\",\"stage\":\"%016llx\",\"tokens\":%zu,\"bytes\":%llu,\"digest\":\"%s\"}\n", kh,
-		       (unsigned long long)sc_stage_id(st), x.n, (unsigned long long)(l0 + l1), dh);
+		       (unsigned long long)sc_stage_id(x.st), x.n, (unsigned long long)(l0 + l1), dh);
 	else
 		printf("admitted %s (%zu tokens, %llu bytes, digest %s)\n", kh, x.n, (unsigned long long)(l0 + l1), dh);
 	ret = EXIT_OK;
 cleanup:
-	sc_stage_close(st);
-	sc_arena_close(a);
 	l2cli_payload_free(&pl);
-	free(x.tokens);
+	l2cli_close(&x);
 	return ret;
 }

@@ -46,57 +46,41 @@ static const char *why_name(int w)
 	}
 }
 
+static int repeat_opt(const char *cmd, const char *arg, void *dst)
+{
+	uint64_t *repeat = dst;
+	if (cli_parse_u64(arg, 1000000, repeat) || !*repeat)
+		return cli_usage_error(cmd, "--repeat '%s': want 1 to 1000000", cli_q(arg));
+	return 0;
+}
+
 int cmd_restore(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "model", required_argument, 0, 'm' }, { "state", required_argument, 0, 's' },
-		{ "ns", required_argument, 0, 'n' },    { "tokens", required_argument, 0, 't' },
-		{ "wait", no_argument, 0, 'w' },        { "repeat", required_argument, 0, 'r' },
-		{ "out", required_argument, 0, 'o' },   { "arena-dir", required_argument, 0, 'd' },
-		{ "owner", required_argument, 0, 'O' }, { "mode", required_argument, 0, 'M' },
-		{ "group", required_argument, 0, 'g' }, { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
-	};
 	struct l2cli_args x = { .ns = "" };
 	const char *out = NULL;
 	uint64_t repeat = 1;
-	uint32_t flags = 0;
 	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_CREATE };
-	int json = 0, c, k;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'w': flags |= SC_RESTORE_WAIT; break;
-		case 'r':
-			if (cli_parse_u64(optarg, 1000000, &repeat) || !repeat)
-				return cli_usage_error("restore", "--repeat '%s': want 1 to 1000000", cli_q(optarg));
-			break;
-		case 'o': out = optarg; break;
-		case 'M':
-			if (cli_parse_mode("restore", "--mode", optarg, 0666, &lo.file_mode))
-				return EXIT_USAGE;
-			break;
-		case 'g':
-			if (cli_parse_group("restore", "--group", optarg, &lo.gid))
-				return EXIT_USAGE;
-			break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default:
-			if ((k = l2cli_common_opt("restore", c, optarg, &x)) < 0)
-				return EXIT_USAGE;
-			if (k)
-				break;
-			return cli_opt_error("restore", c, argv);
-		}
-	}
+	int json = 0, wait_fill = 0;
+	const struct cli_opt opts[] = {
+		{ "model", CLI_STR, &x.model },     { "state", CLI_STR, &x.state },
+		{ "ns", CLI_STR, &x.ns },           { "tokens", CLI_STR, &x.tokens_spec },
+		{ "wait", CLI_FLAG, &wait_fill },   { "repeat", CLI_FN, &repeat, .fn = repeat_opt },
+		{ "out", CLI_STR, &out },           { "arena-dir", CLI_STR, &x.dir },
+		{ "owner", CLI_OWNER },             { "mode", CLI_MODE, &lo.file_mode, .max = 0666 },
+		{ "group", CLI_GROUP, &lo.gid },    { "json", CLI_FLAG, &json },
+		{ 0 },
+	};
+	int ret = cli_parse_opts("restore", argc, argv, opts, usage);
+	if (ret)
+		return ret < 0 ? EXIT_OK : ret;
+	uint32_t flags = wait_fill ? SC_RESTORE_WAIT : 0;
 	if (argc - optind < 2)
 		return cli_usage_error("restore", argc - optind < 1 ? "missing NAME and DIR" : "missing DIR");
 	if (argc - optind > 2)
 		return cli_usage_error("restore", "unexpected argument '%s'", cli_q(argv[optind + 2]));
 	x.name = argv[optind];
 	const char *dir = argv[optind + 1];
-	int ret = l2cli_check_args("restore", &x, SC_L3_STR_MAX);
+	ret = l2cli_check_args("restore", &x, SC_L3_STR_MAX);
 	if (ret)
 		return ret;
 	if (!x.model || !x.state || !x.tokens_spec)
@@ -107,11 +91,9 @@ int cmd_restore(int argc, char **argv)
 		free(x.tokens);
 		return cli_usage_error("restore", "--tokens: more than %u tokens", UINT32_MAX);
 	}
-	struct sc_arena *a = NULL;
-	struct sc_stage *st = NULL;
 	struct sc_l3 *l3 = NULL;
 	FILE *of = NULL;
-	if ((ret = l2cli_open("restore", &x, &a, &st)))
+	if ((ret = l2cli_open("restore", &x)))
 		goto cleanup;
 	ret = EXIT_FAIL;
 	int rc = sc_l3_open(dir, &lo, &l3);
@@ -119,10 +101,10 @@ int cmd_restore(int argc, char **argv)
 		l3cli_open_error("restore", rc, dir, &lo);
 		goto cleanup;
 	}
-	sc_l3_bind_arena(l3, a);
+	sc_l3_bind_arena(l3, x.a);
 	for (uint64_t i = 0; i < repeat; i++) {
 		struct sc_restore r;
-		rc = sc_restore(st, l3, x.ns, x.tokens, x.n, flags, &r);
+		rc = sc_restore(x.st, l3, x.ns, x.tokens, x.n, flags, &r);
 		if (rc < 0) {
 			if (rc == -ENOENT)
 				cli_fail("restore", 0, "no prefix of these tokens is stored in %s (namespace '%s')", dir, cli_q(x.ns));
@@ -177,8 +159,6 @@ cleanup:
 	if (of && of != stdout && fclose(of) && ret == EXIT_OK)
 		ret = cli_fail("restore", 0, "cannot write %s: %s", out, strerror(errno));
 	sc_l3_close(l3);
-	sc_stage_close(st);
-	sc_arena_close(a);
-	free(x.tokens);
+	l2cli_close(&x);
 	return ret;
 }

@@ -14,19 +14,6 @@
 #include "cli.h"
 #include "l2cli.h"
 
-int l2cli_common_opt(const char *cmd, int c, const char *arg, struct l2cli_args *x)
-{
-	switch (c) {
-	case 'd': x->dir = arg; return 1;
-	case 'm': x->model = arg; return 1;
-	case 's': x->state = arg; return 1;
-	case 'n': x->ns = arg; return 1;
-	case 't': x->tokens_spec = arg; return 1;
-	case 'O': return cli_parse_owner(cmd, arg) ? -1 : 1;
-	default: return 0;
-	}
-}
-
 int l2cli_check_args(const char *cmd, const struct l2cli_args *x, size_t ns_max)
 {
 	int rc;
@@ -189,19 +176,29 @@ int l2cli_parse_tokens(const char *cmd, const char *spec, int32_t **out, size_t 
 	return EXIT_OK;
 }
 
-int l2cli_open(const char *cmd, const struct l2cli_args *x, struct sc_arena **a, struct sc_stage **st)
+int l2cli_open(const char *cmd, struct l2cli_args *x)
 {
-	*st = NULL;
-	int rc = cli_open_arena(cmd, x->dir, x->name, a);
+	x->st = NULL;
+	int rc = cli_open_arena(cmd, x->dir, x->name, &x->a);
 	if (rc)
 		return rc;
-	rc = sc_stage_open(*a, x->model, x->state, st);
+	rc = sc_stage_open(x->a, x->model, x->state, &x->st);
 	if (rc) {
-		sc_arena_close(*a);
-		*a = NULL; /* the caller's cleanup closes whatever is left open: nothing now */
+		sc_arena_close(x->a);
+		x->a = NULL;
 		return cli_l2_error(cmd, rc, x->name, "cannot open the stage");
 	}
 	return EXIT_OK;
+}
+
+void l2cli_close(struct l2cli_args *x)
+{
+	sc_stage_close(x->st);
+	sc_arena_close(x->a);
+	free(x->tokens);
+	x->st = NULL;
+	x->a = NULL;
+	x->tokens = NULL;
 }
 
 const char *l2cli_kind_name(uint32_t k)
@@ -373,43 +370,22 @@ static int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_a
 	return l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
 }
 
-int l2cli_parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), const struct l2cli_opt *own,
+int l2cli_parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), const struct cli_opt *own,
 		struct l2cli_args *x)
 {
-	enum { OWN0 = 256, MAX_OWN = 16 }; /* getopt values of @own's rows: past every letter */
-	static const struct option common[] = {
-		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' }, { "owner", required_argument, 0, 'O' },
-		{ "help", no_argument, 0, 'h' },
+	enum { NCOMMON = 6, MAX_OWN = 16 };
+	struct cli_opt t[NCOMMON + MAX_OWN + 1] = {
+		{ "dir", CLI_STR, &x->dir },        { "model", CLI_STR, &x->model },
+		{ "state", CLI_STR, &x->state },    { "ns", CLI_STR, &x->ns },
+		{ "tokens", CLI_STR, &x->tokens_spec }, { "owner", CLI_OWNER },
 	};
-	enum { NCOMMON = sizeof(common) / sizeof(common[0]) };
-	struct option opts[NCOMMON + MAX_OWN + 1] = { 0 };
-	int n = 0, c, k;
-	memcpy(opts, common, sizeof(common));
-	for (; own[n].name; n++) {
+	for (int n = 0; own[n].name; n++) {
 		if (n == MAX_OWN)
-			return cli_fail(cmd, 0, "internal error: more than %d options", MAX_OWN);
-		opts[NCOMMON + n] = (struct option){ own[n].name, own[n].str ? required_argument : no_argument, 0, OWN0 + n };
+			return cli_usage_error(cmd, "internal error: more than %d options", MAX_OWN);
+		t[NCOMMON + n] = own[n];
 	}
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		if (c >= OWN0 && c < OWN0 + n) {
-			if (own[c - OWN0].str)
-				*own[c - OWN0].str = optarg;
-			else
-				*own[c - OWN0].flag = 1;
-		} else if (c == 'h') {
-			usage(stdout);
-			return EXIT_OK;
-		} else if ((k = l2cli_common_opt(cmd, c, optarg, x)) < 0) {
-			return EXIT_USAGE;
-		} else if (!k) {
-			return cli_opt_error(cmd, c, argv);
-		}
-	}
-	int rc = l2cli_operands(cmd, argc, argv, x);
-	return rc ? rc : L2CLI_GO;
+	int rc = cli_parse_opts(cmd, argc, argv, t, usage);
+	return rc ? rc : l2cli_operands(cmd, argc, argv, x);
 }
 
 int l2cli_prefix(const char *cmd, struct l2cli_args *x)
