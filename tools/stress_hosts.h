@@ -11,9 +11,6 @@ int stress_hosts_wanted(int argc, char **argv);
 int stress_hosts_main(int argc, char **argv);
 
 /* The first problem of a run, kept: formats into @buf only when *@written was 0 (sets it). */
-/* A whole-number option of either stress mode in [@min, @max] into *@out: 0, or the usage error
- * "bad --@name '@arg'@hint". */
-int stress_u32_opt(const char *name, const char *arg, uint64_t min, uint64_t max, const char *hint, uint32_t *out);
 void stress_first_problem(_Atomic int *written, char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* problem(sh, fmt, ...): the first problem in the run's shared page (sh->first_problem). */
