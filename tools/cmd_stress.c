@@ -164,15 +164,10 @@ static void usage(FILE *f)
 static int parse(int argc, char **argv, struct stress_opts *o)
 {
 	const struct cli_opt opts[] = {
+		STRESS_COMMON_OPTS(o),
 		{ "procs", CLI_U32, &o->procs, 1, MAX_PROCS },
-		{ "seconds", CLI_U32, &o->seconds, 1, 86400, "" },
-		{ "kill-every", CLI_U32, &o->kill_every_ms, 0, 3600000, " (milliseconds)" },
-		{ "seed", CLI_U64, &o->seed, 0, UINT64_MAX, "" },
 		{ "l3", CLI_STR, &o->l3dir },
-		{ "size", CLI_SIZE, &o->size, SC_ARENA_MIN_BYTES, UINT64_MAX, "" },
 		{ "max-payload", CLI_SIZE, &o->max_payload, 2048, 64u << 20, " (2K-64M)" },
-		{ "keep", CLI_FLAG, &o->keep },
-		{ "json", CLI_FLAG, &o->json },
 		{ "pidns", CLI_FLAG, &o->pidns },
 		{ "users", CLI_FLAG, &o->users },
 		{ 0 },

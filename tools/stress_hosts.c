@@ -154,18 +154,13 @@ static int l3_opt(const char *cmd, const char *arg, void *dst)
 static int parse(int argc, char **argv, struct hopts *o)
 {
 	const struct cli_opt opts[] = {
+		STRESS_COMMON_OPTS(o),
 		{ "hosts", CLI_U32, &o->hosts, 1, MAX_HOSTS },
 		{ "l3", CLI_FN, o, .fn = l3_opt },
 		{ "procs", CLI_U32, &o->procs, 1, 16, " (1-16 per host)" },
-		{ "seconds", CLI_U32, &o->seconds, 1, 86400, "" },
-		{ "kill-every", CLI_U32, &o->kill_every_ms, 0, 3600000, " (milliseconds)" },
 		{ "budget", CLI_SIZE, &o->budget, 1u << 20, UINT64_MAX, " (at least 1M)" },
 		{ "docs", CLI_U32, &o->docs, 2, MAX_DOCS },
 		{ "max-tokens", CLI_U32, &o->max_tokens, 16, 4000 },
-		{ "size", CLI_SIZE, &o->size, SC_ARENA_MIN_BYTES, UINT64_MAX, "" },
-		{ "seed", CLI_U64, &o->seed, 0, UINT64_MAX, "" },
-		{ "keep", CLI_FLAG, &o->keep },
-		{ "json", CLI_FLAG, &o->json },
 		{ 0 },
 	};
 	int rc = cli_parse_opts("stress", argc, argv, opts, usage);
