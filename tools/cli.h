@@ -39,6 +39,7 @@ enum cli_opt_kind {
 	CLI_STR,    /* const char *: the value as given */
 	CLI_FLAG,   /* int: a switch, set to 1 */
 	CLI_UNFLAG, /* int: a switch, set to 0 (--no-...) */
+	CLI_BITS,   /* uint32_t: a switch, ORs in the bits of max */
 	CLI_U32,    /* uint32_t: a whole number in [min, max] */
 	CLI_U64,    /* uint64_t: a whole number in [min, max] */
 	CLI_SIZE,   /* uint64_t: a size (cli_parse_size) in [min, max] */
@@ -56,12 +57,16 @@ struct cli_opt {
 	uint64_t min, max;
 	const char *hint; /* after "bad --NAME 'VALUE'" (NULL: " (MIN-MAX)") */
 	int (*fn)(const char *cmd, const char *arg, void *dst);
+	const char *want; /* if set, a bad value says "--NAME 'VALUE': want WANT" instead */
 };
 /* What cli_parse_opts returned when --help printed the usage: the caller exits with EXIT_OK. */
 enum { CLI_HELP = -1 };
-/* Parse the options of @t (and --help, which prints @usage) from argv[1...]: 0 (operands from
- * optind), CLI_HELP, or EXIT_USAGE after naming the option that is wrong. */
+/* Parse the options of @t (and --help, which prints @usage unless it is NULL) from argv[1...]:
+ * 0 (operands from optind), CLI_HELP, or EXIT_USAGE after naming the option that is wrong. */
 int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt *t, void (*usage)(FILE *));
+/* The one operand after the options (none after it) into *@out: 0, or a usage error
+ * ("missing @what", "unexpected argument"). */
+int cli_operand(const char *cmd, const char *what, int argc, char **argv, const char **out);
 /* @s made safe for a one-line message: control characters shown as '?', cut after 40 characters
  * with "... (N bytes)". Returns one of 8 rotating static buffers. */
 const char *cli_q(const char *s);

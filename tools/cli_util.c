@@ -154,6 +154,7 @@ static int opt_value(const char *cmd, const struct cli_opt *o, const char *arg)
 	case CLI_STR: *(const char **)o->dst = arg; return 0;
 	case CLI_FLAG: *(int *)o->dst = 1; return 0;
 	case CLI_UNFLAG: *(int *)o->dst = 0; return 0;
+	case CLI_BITS: *(uint32_t *)o->dst |= (uint32_t)o->max; return 0;
 	case CLI_FN: return o->fn(cmd, arg, o->dst);
 	case CLI_OWNER: return cli_parse_owner(cmd, arg) ? EXIT_USAGE : 0;
 	case CLI_MODE:
@@ -175,6 +176,8 @@ static int opt_value(const char *cmd, const struct cli_opt *o, const char *arg)
 	default: bad = 1;
 	}
 	if (bad) {
+		if (o->want)
+			return cli_usage_error(cmd, "--%s '%s': want %s", o->name, cli_q(arg), o->want);
 		if (o->hint)
 			return cli_usage_error(cmd, "bad --%s '%s'%s", o->name, cli_q(arg), o->hint);
 		return cli_usage_error(cmd, "bad --%s '%s' (%llu-%llu)", o->name, cli_q(arg), (unsigned long long)o->min,
@@ -197,13 +200,15 @@ int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt 
 	for (; t[n].name; n++) {
 		if (n == MAX_ROWS)
 			return cli_usage_error(cmd, "internal error: more than %d options", MAX_ROWS);
-		int has_arg = t[n].kind == CLI_FLAG || t[n].kind == CLI_UNFLAG ? no_argument : required_argument;
+		enum cli_opt_kind k = t[n].kind;
+		int has_arg = k == CLI_FLAG || k == CLI_UNFLAG || k == CLI_BITS ? no_argument : required_argument;
 		opts[n + 1] = (struct option){ t[n].name, has_arg, 0, ROW0 + n };
 	}
 	cli_getopt_begin();
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		if (c == 'h') {
-			usage(stdout);
+			if (usage)
+				usage(stdout);
 			return CLI_HELP;
 		}
 		if (c < ROW0 || c >= ROW0 + n)
@@ -211,6 +216,16 @@ int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt 
 		if (opt_value(cmd, &t[c - ROW0], optarg))
 			return EXIT_USAGE;
 	}
+	return 0;
+}
+
+int cli_operand(const char *cmd, const char *what, int argc, char **argv, const char **out)
+{
+	if (optind >= argc)
+		return cli_usage_error(cmd, "missing %s", what);
+	if (optind < argc - 1)
+		return cli_usage_error(cmd, "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	*out = argv[optind];
 	return 0;
 }
 

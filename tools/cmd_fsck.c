@@ -47,35 +47,20 @@ static void usage(FILE *f)
 
 int cmd_fsck(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "deep", no_argument, 0, 'd' }, { "repair", no_argument, 0, 'r' }, { "dir", required_argument, 0, 'D' },
-		{ "owner", required_argument, 0, 'O' }, { "json", no_argument, 0, 'j' }, { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	uint32_t flags = 0;
-	const char *dir = NULL;
+	const char *dir = NULL, *name;
 	struct fsck_out o = { 0, 0 };
-	int c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': flags |= SC_FSCK_DEEP; break;
-		case 'r': flags |= SC_FSCK_REPAIR; break;
-		case 'D': dir = optarg; break;
-		case 'O':
-			if (cli_parse_owner("fsck", optarg))
-				return EXIT_USAGE;
-			break;
-		case 'j': o.json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("fsck", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("fsck", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("fsck", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	const char *name = argv[optind];
+	uint32_t flags = 0;
+	const struct cli_opt opts[] = {
+		{ "deep", CLI_BITS, &flags, .max = SC_FSCK_DEEP },
+		{ "repair", CLI_BITS, &flags, .max = SC_FSCK_REPAIR },
+		{ "dir", CLI_STR, &dir },            { "owner", CLI_OWNER },
+		{ "json", CLI_FLAG, &o.json },       { 0 },
+	};
+	int prc = cli_parse_opts("fsck", argc, argv, opts, usage);
+	if (prc)
+		return prc < 0 ? EXIT_OK : prc;
+	if ((prc = cli_operand("fsck", "NAME", argc, argv, &name)))
+		return prc;
 	struct sc_arena *a;
 	int orc = cli_open_arena("fsck", dir, name, &a);
 	if (orc)

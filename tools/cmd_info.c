@@ -16,34 +16,23 @@ static void usage(FILE *f)
 
 int cmd_info(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },      { 0, 0, 0, 0 },
-	};
-	const char *dir = NULL;
-	int json = 0, c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("info", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("info", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("info", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	const char *dir = NULL, *name;
+	int json = 0;
+	const struct cli_opt opts[] = { { "dir", CLI_STR, &dir }, { "json", CLI_FLAG, &json }, { 0 } };
+	int orc = cli_parse_opts("info", argc, argv, opts, usage);
+	if (orc)
+		return orc < 0 ? EXIT_OK : orc;
+	if ((orc = cli_operand("info", "NAME", argc, argv, &name)))
+		return orc;
 	struct sc_arena *a;
-	int orc = cli_open_arena("info", dir, argv[optind], &a);
+	orc = cli_open_arena("info", dir, name, &a);
 	if (orc)
 		return orc;
 	struct sc_arena_info in;
 	int rc = sc_arena_info(a, &in);
 	if (rc) {
 		sc_arena_close(a);
-		return cli_fail("info", rc, "cannot describe '%s'", argv[optind]);
+		return cli_fail("info", rc, "cannot describe '%s'", name);
 	}
 	/* we are attached ourselves while looking: don't list our own slot (not by pid: a process of
 	 * another pid namespace may have the same one) */

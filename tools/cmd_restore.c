@@ -46,25 +46,19 @@ static const char *why_name(int w)
 	}
 }
 
-static int repeat_opt(const char *cmd, const char *arg, void *dst)
-{
-	uint64_t *repeat = dst;
-	if (cli_parse_u64(arg, 1000000, repeat) || !*repeat)
-		return cli_usage_error(cmd, "--repeat '%s': want 1 to 1000000", cli_q(arg));
-	return 0;
-}
-
 int cmd_restore(int argc, char **argv)
 {
 	struct l2cli_args x = { .ns = "" };
 	const char *out = NULL;
 	uint64_t repeat = 1;
 	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_CREATE };
-	int json = 0, wait_fill = 0;
+	int json = 0;
+	uint32_t flags = 0;
 	const struct cli_opt opts[] = {
 		{ "model", CLI_STR, &x.model },     { "state", CLI_STR, &x.state },
 		{ "ns", CLI_STR, &x.ns },           { "tokens", CLI_STR, &x.tokens_spec },
-		{ "wait", CLI_FLAG, &wait_fill },   { "repeat", CLI_FN, &repeat, .fn = repeat_opt },
+		{ "wait", CLI_BITS, &flags, .max = SC_RESTORE_WAIT },
+		{ "repeat", CLI_U64, &repeat, 1, 1000000, .want = "1 to 1000000" },
 		{ "out", CLI_STR, &out },           { "arena-dir", CLI_STR, &x.dir },
 		{ "owner", CLI_OWNER },             { "mode", CLI_MODE, &lo.file_mode, .max = 0666 },
 		{ "group", CLI_GROUP, &lo.gid },    { "json", CLI_FLAG, &json },
@@ -73,7 +67,6 @@ int cmd_restore(int argc, char **argv)
 	int ret = cli_parse_opts("restore", argc, argv, opts, usage);
 	if (ret)
 		return ret < 0 ? EXIT_OK : ret;
-	uint32_t flags = wait_fill ? SC_RESTORE_WAIT : 0;
 	if (argc - optind < 2)
 		return cli_usage_error("restore", argc - optind < 1 ? "missing NAME and DIR" : "missing DIR");
 	if (argc - optind > 2)

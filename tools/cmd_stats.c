@@ -47,35 +47,19 @@ static void print_stage_json(uint64_t id, const struct sc_l2_stats *s)
 
 int cmd_stats(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' },   { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' }, { "owner", required_argument, 0, 'O' },
-		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
-		{ "l3", required_argument, 0, 'l' },
-		{ 0, 0, 0, 0 },
+	const char *dir = NULL, *model = NULL, *state = NULL, *l3dir = NULL, *name;
+	int json = 0;
+	const struct cli_opt opts[] = {
+		{ "dir", CLI_STR, &dir },            { "model", CLI_STR, &model },
+		{ "state", CLI_STR, &state },        { "owner", CLI_OWNER },
+		{ "json", CLI_FLAG, &json },         { "l3", CLI_STR, &l3dir },
+		{ 0 },
 	};
-	const char *dir = NULL, *model = NULL, *state = NULL, *l3dir = NULL;
-	int json = 0, c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'm': model = optarg; break;
-		case 's': state = optarg; break;
-		case 'O':
-			if (cli_parse_owner("stats", optarg))
-				return EXIT_USAGE;
-			break;
-		case 'j': json = 1; break;
-		case 'l': l3dir = optarg; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("stats", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("stats", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("stats", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	int prc = cli_parse_opts("stats", argc, argv, opts, usage);
+	if (prc)
+		return prc < 0 ? EXIT_OK : prc;
+	if ((prc = cli_operand("stats", "NAME", argc, argv, &name)))
+		return prc;
 	if ((model != NULL) != (state != NULL))
 		return cli_usage_error("stats", "%s needs %s too", model ? "--model" : "--state", model ? "--state" : "--model");
 	int rc = 0;
@@ -94,12 +78,12 @@ int cmd_stats(int argc, char **argv)
 	}
 	sc_l3_close(l3);
 	struct sc_arena *a;
-	if ((rc = cli_open_arena("stats", dir, argv[optind], &a)))
+	if ((rc = cli_open_arena("stats", dir, name, &a)))
 		return rc;
 	struct sc_stage *st = NULL;
 	if (model && (rc = sc_stage_open(a, model, state, &st))) {
 		sc_arena_close(a);
-		return cli_l2_error("stats", rc, argv[optind], "cannot open the stage");
+		return cli_l2_error("stats", rc, name, "cannot open the stage");
 	}
 	struct sc_l2_stats s;
 	rc = sc_l2_stats(a, st, &s);
@@ -137,7 +121,7 @@ int cmd_stats(int argc, char **argv)
 	if (rc) {
 		free(rs);
 		free(ss);
-		return cli_l2_error("stats", rc, argv[optind], "cannot read the counters");
+		return cli_l2_error("stats", rc, name, "cannot read the counters");
 	}
 	const char *names[] = { "entries", "bytes", "logical_bytes", "budget_bytes", "hits", "misses", "inserts",
 				"evictions", "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes",

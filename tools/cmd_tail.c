@@ -83,37 +83,21 @@ static void usage(FILE *f)
 
 int cmd_tail(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, NULL, 'd' },
-		{ "owner", required_argument, NULL, 'O' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "follow", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
+	const char *dir = NULL, *name;
+	struct tail_ctx t = { 0, stdout, 0 };
+	int follow = 0;
+	const struct cli_opt opts[] = {
+		{ "dir", CLI_STR, &dir },            { "owner", CLI_OWNER },
+		{ "json", CLI_FLAG, &t.json },       { "follow", CLI_FLAG, &follow },
 		{ 0 },
 	};
-	const char *dir = NULL;
-	struct tail_ctx t = { 0, stdout, 0 };
-	int follow = 0, c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'O':
-			if (cli_parse_owner("tail", optarg))
-				return EXIT_USAGE;
-			break;
-		case 'j': t.json = 1; break;
-		case 'f': follow = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("tail", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("tail", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("tail", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	int prc = cli_parse_opts("tail", argc, argv, opts, usage);
+	if (prc)
+		return prc < 0 ? EXIT_OK : prc;
+	if ((prc = cli_operand("tail", "NAME", argc, argv, &name)))
+		return prc;
 	struct sc_arena *a;
-	int orc = cli_open_arena("tail", dir, argv[optind], &a);
+	int orc = cli_open_arena("tail", dir, name, &a);
 	if (orc)
 		return orc;
 	if (follow) {
@@ -133,19 +117,19 @@ int cmd_tail(int argc, char **argv)
 			/* one ring is corrupted; the others were served: report it once and go on */
 			if (!warned)
 				cli_fail("tail", 0, "a commit ring of '%s' holds a malformed record and is skipped (see "
-					 "'stagecache stats'; 'stagecache fsck %s --repair' drops its records)", argv[optind],
-					 argv[optind]);
+					 "'stagecache stats'; 'stagecache fsck %s --repair' drops its records)", name,
+					 name);
 			warned = 1;
 			rc = EXIT_FAIL;
 			n = (int)(t.count - before);
 		}
 		if (n == -EBUSY) {
 			rc = cli_fail("tail", 0, "another process is consuming the commit rings of '%s' (one consumer at a time)",
-				      argv[optind]);
+				      name);
 			break;
 		}
 		if (n < 0) {
-			rc = cli_fail("tail", 0, "cannot read the commit rings of '%s': %s", argv[optind],
+			rc = cli_fail("tail", 0, "cannot read the commit rings of '%s': %s", name,
 				      n == -EBADMSG ? "the ring directory is corrupted (fsck --repair rewrites it)" : sc_strerror(n));
 			break;
 		}

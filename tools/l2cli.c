@@ -362,12 +362,8 @@ int l3cli_open_error(const char *cmd, int rc, const char *dir, const struct sc_l
 
 static int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x)
 {
-	if (optind >= argc)
-		return cli_usage_error(cmd, "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error(cmd, "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	x->name = argv[optind];
-	return l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
+	int rc = cli_operand(cmd, "NAME", argc, argv, &x->name);
+	return rc ? rc : l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
 }
 
 int l2cli_parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), const struct cli_opt *own,
