@@ -75,81 +75,47 @@ static void print_loc(const struct sc_location *l, int json)
 		       (unsigned long long)l->payload_bytes);
 }
 
-/* The store options put and janitor share: --budget (b), --min-free (F), --mode (M), --group (g)
- * into @o. 0, or -1 after a usage error naming the option. */
-static int store_opt(int c, const char *arg, struct sc_l3_opts *o)
+/* --mode of put and janitor: octal, at most 0666, the owner can read and write. */
+static int mode_opt(const char *cmd, const char *arg, void *dst)
 {
-	switch (c) {
-	case 'b':
-		if (!cli_parse_size(arg, &o->budget_bytes))
-			return 0;
-		cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(arg));
-		return -1;
-	case 'F':
-		if (!cli_parse_size(arg, &o->min_free_bytes))
-			return 0;
-		cli_usage_error("l3", "--min-free '%s': want a size such as 1G", cli_q(arg));
-		return -1;
-	case 'M':
-		if (cli_parse_mode("l3", "--mode", arg, 0666, &o->file_mode))
-			return -1;
-		if ((o->file_mode & 0600) == 0600)
-			return 0;
-		cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o->file_mode);
-		return -1;
-	default: /* 'g' */
-		return cli_parse_group("l3", "--group", arg, &o->gid) ? -1 : 0;
-	}
+	uint32_t *mode = dst;
+	if (cli_parse_mode(cmd, "--mode", arg, 0666, mode))
+		return EXIT_USAGE;
+	if ((*mode & 0600) == 0600)
+		return 0;
+	return cli_usage_error(cmd, "--mode %04o: the owner needs read and write (0600)", *mode);
 }
+
+/* The option-table rows (tools/cli.h) of the store options put and janitor share, into the
+ * struct sc_l3_opts @o: --budget, --mode, --group, --host, --shared. */
+#define L3_STORE_OPTS(o)                                                                           \
+	{ "budget", CLI_SIZE, &(o)->budget_bytes, 0, UINT64_MAX, .want = "a size such as 10G" },   \
+	{ "mode", CLI_FN, &(o)->file_mode, .fn = mode_opt },                                       \
+	{ "group", CLI_GROUP, &(o)->gid },                                                         \
+	{ "host", CLI_STR, &(o)->host_id },                                                        \
+	{ "shared", CLI_BITS, &(o)->flags, .max = SC_L3_OPEN_SHARED }
 
 static int do_put(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "ns", required_argument, 0, 'n' },        { "tokens", required_argument, 0, 't' },
-		{ "kind", required_argument, 0, 'k' },      { "file", required_argument, 0, 'f' },
-		{ "kv-file", required_argument, 0, 'K' },   { "recurrent-file", required_argument, 0, 'R' },
-		{ "desc-json", required_argument, 0, 'D' }, { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },     { "budget", required_argument, 0, 'b' },
-		{ "min-free", required_argument, 0, 'F' },  { "mode", required_argument, 0, 'M' },
-		{ "group", required_argument, 0, 'g' },     { "json", no_argument, 0, 'j' },
-		{ "host", required_argument, 0, 'H' },      { "shared", no_argument, 0, 'S' },
-		{ "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 },
-	};
-	const char *ns = "", *tspec = NULL, *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL;
+	const char *ns = "", *tspec = NULL, *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL, *dir;
 	struct sc_l3_put_args a = { 0 };
 	struct sc_l3_opts o = { 0 };
-	int json = 0, c;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'n': ns = optarg; break;
-		case 't': tspec = optarg; break;
-		case 'k': kind_s = optarg; break;
-		case 'f': file = optarg; break;
-		case 'K': kvf = optarg; break;
-		case 'R': recf = optarg; break;
-		case 'D': descf = optarg; break;
-		case 'm': a.model_identity = optarg; break;
-		case 's': a.state_identity = optarg; break;
-		case 'b':
-		case 'F':
-		case 'M':
-		case 'g':
-			if (store_opt(c, optarg, &o))
-				return EXIT_USAGE;
-			break;
-		case 'j': json = 1; break;
-		case 'H': o.host_id = optarg; break;
-		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("l3", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("l3", "missing DIR");
-	if (optind < argc - 1)
-		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	const char *dir = argv[optind];
-	int ret;
+	int json = 0;
+	const struct cli_opt opts[] = {
+		L3_STORE_OPTS(&o),
+		{ "ns", CLI_STR, &ns },                 { "tokens", CLI_STR, &tspec },
+		{ "kind", CLI_STR, &kind_s },           { "file", CLI_STR, &file },
+		{ "kv-file", CLI_STR, &kvf },           { "recurrent-file", CLI_STR, &recf },
+		{ "desc-json", CLI_STR, &descf },       { "model", CLI_STR, &a.model_identity },
+		{ "state", CLI_STR, &a.state_identity }, { "json", CLI_FLAG, &json },
+		{ "min-free", CLI_SIZE, &o.min_free_bytes, 0, UINT64_MAX, .want = "a size such as 1G" },
+		{ 0 },
+	};
+	int ret = cli_parse_opts("l3", argc, argv, opts, usage);
+	if (ret)
+		return ret < 0 ? EXIT_OK : ret;
+	if ((ret = cli_operand("l3", "DIR", argc, argv, &dir)))
+		return ret;
 	if ((ret = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)) ||
 	    (a.model_identity && (ret = cli_check_identity("l3", "--model", a.model_identity, SC_L3_STR_MAX, 1))) ||
 	    (a.state_identity && (ret = cli_check_identity("l3", "--state", a.state_identity, SC_L3_STR_MAX, 1))))
@@ -369,53 +335,30 @@ static void print_janitor(const struct sc_l3_janitor_report *r, int json)
 
 static int do_janitor(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "budget", required_argument, 0, 'b' }, { "full", no_argument, 0, 'f' },
-		{ "wait", no_argument, 0, 'w' },         { "loop", required_argument, 0, 'l' },
-		{ "count", required_argument, 0, 'c' },  { "host", required_argument, 0, 'H' },
-		{ "shared", no_argument, 0, 'S' },       { "json", no_argument, 0, 'j' },
-		{ "mode", required_argument, 0, 'M' },   { "group", required_argument, 0, 'g' },
-		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
-	};
 	/* the janitor works on a store: it creates none */
 	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE | SC_L3_OPEN_NO_CREATE };
 	uint32_t flags = 0;
 	uint64_t loop_s = 0, count = 0;
-	int json = 0, c;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-		case 'M':
-		case 'g':
-			if (store_opt(c, optarg, &o))
-				return EXIT_USAGE;
-			break;
-		case 'f': flags |= SC_L3_JANITOR_FULL; break;
-		case 'w': flags |= SC_L3_JANITOR_WAIT; break;
-		case 'l':
-			if (cli_parse_u64(optarg, 86400, &loop_s) || !loop_s)
-				return cli_usage_error("l3", "--loop '%s': want seconds, 1-86400", cli_q(optarg));
-			break;
-		case 'c':
-			if (cli_parse_u64(optarg, UINT32_MAX, &count) || !count)
-				return cli_usage_error("l3", "--count '%s': want a count, 1-%u", cli_q(optarg), UINT32_MAX);
-			break;
-		case 'H': o.host_id = optarg; break;
-		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("l3", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("l3", "missing DIR");
-	if (optind < argc - 1)
-		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	const char *dir = argv[optind];
+	int json = 0;
+	const char *dir;
+	const struct cli_opt opts[] = {
+		L3_STORE_OPTS(&o),
+		{ "full", CLI_BITS, &flags, .max = SC_L3_JANITOR_FULL },
+		{ "wait", CLI_BITS, &flags, .max = SC_L3_JANITOR_WAIT },
+		{ "loop", CLI_U64, &loop_s, 1, 86400, .want = "seconds, 1-86400" },
+		{ "count", CLI_U64, &count, 1, UINT32_MAX, .want = "a count, 1-4294967295" },
+		{ "json", CLI_FLAG, &json },
+		{ 0 },
+	};
+	int rc = cli_parse_opts("l3", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = cli_operand("l3", "DIR", argc, argv, &dir)))
+		return rc;
 	if (count && !loop_s)
 		return cli_usage_error("l3", "--count goes with --loop");
 	struct sc_l3 *l3;
-	int rc = sc_l3_open(dir, &o, &l3);
+	rc = sc_l3_open(dir, &o, &l3);
 	if (rc)
 		return l3cli_open_error("l3", rc, dir, &o);
 	struct sigaction sa = { .sa_handler = on_stop };
@@ -466,41 +409,28 @@ int cmd_l3(int argc, char **argv)
 		return cli_usage_error("l3", "unknown action '%s' (put, ls, stats, verify, locate, janitor)", cli_q(verb));
 	/* ACTION's options are parsed from argv + 1 (ACTION in the place of argv[0]); DIR is what is
 	 * left over, wherever it was among the options */
-	cli_getopt_begin();
 	if (!strcmp(verb, "put"))
 		return do_put(argc - 1, argv + 1);
 	if (!strcmp(verb, "janitor"))
 		return do_janitor(argc - 1, argv + 1);
-	static const struct option opts[] = {
-		{ "ns", required_argument, 0, 'n' }, { "tokens", required_argument, 0, 't' },
-		{ "json", no_argument, 0, 'j' },     { "host", required_argument, 0, 'H' },
-		{ "shared", no_argument, 0, 'S' },   { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	int locate = !strcmp(verb, "locate"), json = 0, c;
-	const char *ns = NULL, *tspec = NULL, *host = NULL;
+	int locate = !strcmp(verb, "locate"), json = 0;
+	const char *ns = NULL, *tspec = NULL, *host = NULL, *dir;
 	uint32_t shared = 0;
-	while ((c = getopt_long(argc - 1, argv + 1, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'n': ns = optarg; break;
-		case 't': tspec = optarg; break;
-		case 'j': json = 1; break;
-		case 'H': host = optarg; break;
-		case 'S': shared = SC_L3_OPEN_SHARED; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("l3", c, argv + 1);
-		}
-	}
+	const struct cli_opt opts[] = {
+		{ "ns", CLI_STR, &ns },                 { "tokens", CLI_STR, &tspec },
+		{ "json", CLI_FLAG, &json },            { "host", CLI_STR, &host },
+		{ "shared", CLI_BITS, &shared, .max = SC_L3_OPEN_SHARED },
+		{ 0 },
+	};
+	int rc = cli_parse_opts("l3", argc - 1, argv + 1, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
 	if ((ns || tspec) && !locate)
 		return cli_usage_error("l3", "%s: only locate (and put) take it", ns ? "--ns" : "--tokens");
-	if (optind >= argc - 1)
-		return cli_usage_error("l3", "missing DIR");
-	if (optind < argc - 2)
-		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[1 + optind + 1]));
-	const char *dir = argv[1 + optind];
+	if ((rc = cli_operand("l3", "DIR", argc - 1, argv + 1, &dir)))
+		return rc;
 	if (locate && !tspec)
 		return cli_usage_error("l3", "locate needs --tokens");
-	int rc;
 	if (ns && (rc = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)))
 		return rc;
 	struct sc_l3 *l3;
