@@ -41,8 +41,8 @@ static void teardown(void)
 	char top[128];
 	snprintf(top, sizeof(top), "%s", dir);
 	*strrchr(top, '/') = 0;
-	h_rm_rf(top);
-	h_rm_rf(sdir);
+	sc_test_rm_tree(top);
+	sc_test_rm_tree(sdir);
 	dir[0] = 0;
 }
 

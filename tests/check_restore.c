@@ -19,16 +19,9 @@ static struct sc_stage *stage;
 static struct sc_l3 *l3;
 static int32_t toks[8192];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb, (void)flag, (void)f;
-	return remove(p);
-}
-
 static void rm_tmp(void)
 {
-	if (tmpdir[0])
-		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	sc_test_rm_tree(tmpdir);
 	tmpdir[0] = 0;
 }
 

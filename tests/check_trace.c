@@ -34,17 +34,6 @@
 
 /* ---- environment ---- */
 
-static const char *build_dir(void)
-{
-	static char dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-	ck_assert(n > 0);
-	dir[n] = 0;
-	char *d = dirname(dirname(dir));
-	memmove(dir, d, strlen(d) + 1);
-	return dir;
-}
-
 __attribute__((unused)) static const char *self_exe(void)
 {
 	static char p[PATH_MAX];
@@ -55,7 +44,7 @@ __attribute__((unused)) static const char *self_exe(void)
 static const char *cli_path(void)
 {
 	static char p[PATH_MAX + 16];
-	snprintf(p, sizeof(p), "%s/stagecache", build_dir());
+	snprintf(p, sizeof(p), "%s/stagecache", sc_test_build_dir());
 	return p;
 }
 
@@ -778,7 +767,7 @@ START_TEST(test_shared_library_probes_fire)
 		return;
 	}
 	char so[PATH_MAX + 32];
-	snprintf(so, sizeof(so), "%s/libstagecache.so.0", build_dir());
+	snprintf(so, sizeof(so), "%s/libstagecache.so.0", sc_test_build_dir());
 	const char *name;
 	struct sc_arena *a = sc_test_arena("trace-so", 16ull << 20, &name);
 	struct tracer t;
