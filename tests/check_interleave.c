@@ -164,6 +164,16 @@ static int always_ok(void *ctx, char *why, unsigned len)
 	return 0;
 }
 
+/* Remove the entry of tokens @t (absent is fine): 0, or -1. */
+static int remove_tokens(struct sc_stage *st, const int32_t *t)
+{
+	struct sc_key k;
+	if (sc_l2_key(st, NS, t, 4, &k))
+		return -1;
+	int rc = sc_l2_remove(st, k);
+	return rc && rc != -ENOENT ? -1 : 0;
+}
+
 /* ---- 1. lease take vs removal and reclamation ---- */
 
 #define LEASE_BYTES (256u << 10)
@@ -198,12 +208,8 @@ static int lease_actor(void *ctx, unsigned who)
 		sc_lease_release(&l);
 		return bad ? 3 : 0;
 	}
-	struct sc_key k;
-	if (sc_l2_key(st, NS, t, 4, &k))
+	if (remove_tokens(st, t))
 		return 4;
-	int rc = sc_l2_remove(st, k);
-	if (rc && rc != -ENOENT)
-		return 5;
 	l2_reclaim_all(a, -1);
 	/* reuse the memory at once: an admit of the same size lands where the freed block was */
 	if (admit_v(st, 2, 0, LEASE_BYTES))
@@ -272,12 +278,8 @@ static int reap_actor(void *ctx, unsigned who)
 		return bad ? 3 : 0;
 	}
 	(void)shm_readers_reap(a->shm);
-	struct sc_key k;
-	if (sc_l2_key(st, NS, t, 4, &k))
+	if (remove_tokens(st, t))
 		return 4;
-	rc = sc_l2_remove(st, k);
-	if (rc && rc != -ENOENT)
-		return 5;
 	l2_reclaim_all(a, -1);
 	return admit_v(st, 2, 0, LEASE_BYTES) ? 6 : 0;
 }
@@ -415,12 +417,8 @@ static int index_actor(void *ctx, unsigned who)
 	if (who == 0)
 		return admit_v(st, 1, 1, IDX_BYTES) ? 2 : 0;
 	if (who == 2) {
-		struct sc_key k;
-		if (sc_l2_key(st, NS, t, 4, &k))
+		if (remove_tokens(st, t))
 			return 3;
-		int rc = sc_l2_remove(st, k);
-		if (rc && rc != -ENOENT)
-			return 4;
 		l2_reclaim_all(a, -1);
 		return 0;
 	}
@@ -677,7 +675,8 @@ END_TEST
 
 /* ---- 7. fill claims ---- */
 
-static int claim_setup(void *ctx)
+/* A fresh arena and nothing in it (the fill-claim and observation-table scenarios). */
+static int empty_setup(void *ctx)
 {
 	(void)ctx;
 	return fresh_arena(8, 0);
@@ -728,19 +727,13 @@ static int claim_check(void *ctx, char *why, unsigned len)
 START_TEST(test_fill_claims)
 {
 	static const char *const pts[] = { "fill.claim.found", "obs.locked", "actor.holding", NULL };
-	struct il_scenario s = { .name = "fill claims", .actors = 3, .points = pts, .setup = claim_setup,
+	struct il_scenario s = { .name = "fill claims", .actors = 3, .points = pts, .setup = empty_setup,
 				 .actor = claim_actor, .may_die = 1, .check = claim_check, .teardown = drop_arena };
 	report(&s, 10);
 }
 END_TEST
 
 /* ---- 8. the observation table ---- */
-
-static int obs_setup(void *ctx)
-{
-	(void)ctx;
-	return fresh_arena(8, 0);
-}
 
 /* actors 0 and 1 each report a fill of the same digest; exactly one of them is told to promote
  * (the second hit), whatever the order; actor 2 dies holding the table's lock half-way. */
@@ -778,7 +771,7 @@ static int obs_check(void *ctx, char *why, unsigned len)
 START_TEST(test_observation_table)
 {
 	static const char *const pts[] = { "obs.locked", "mutex.lock.wait", NULL };
-	struct il_scenario s = { .name = "observation table", .actors = 3, .points = pts, .setup = obs_setup,
+	struct il_scenario s = { .name = "observation table", .actors = 3, .points = pts, .setup = empty_setup,
 				 .actor = obs_actor, .may_die = 4, .check = obs_check, .teardown = drop_arena };
 	report(&s, 6);
 }
@@ -837,12 +830,8 @@ static int seg_actor(void *ctx, unsigned who)
 		return seg_admit(st, 1) ? 2 : 0;
 	int32_t t[4];
 	key_tokens(t, 1);
-	struct sc_key k;
-	if (sc_l2_key(st, NS, t, 4, &k))
+	if (remove_tokens(st, t))
 		return 3;
-	int rc = sc_l2_remove(st, k);
-	if (rc && rc != -ENOENT)
-		return 4;
 	l2_reclaim_all(a, -1);
 	return 0;
 }
