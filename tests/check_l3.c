@@ -323,19 +323,28 @@ START_TEST(every_corruption_is_quarantined)
 }
 END_TEST
 
-/* O_DIRECT fills of every size class are exact: one vectored read (header + payload), chunked
- * reads of a large object, a tail that is not a multiple of the alignment. */
-START_TEST(o_direct_fills_are_exact)
+/* A store opened with O_DIRECT on, or NULL after a SKIP line when the filesystem reports no
+ * direct-I/O alignment. */
+static struct sc_l3 *open_l3_direct(void)
 {
 	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
 	struct sc_l3 *l3 = open_l3(&o);
 	struct sc_l3_stats st;
 	sc_l3_stats(l3, &st);
-	if (!st.dio_mem_align) {
-		sc_skip("no statx DIO alignment on %s", tmpdir);
-		sc_l3_close(l3);
+	if (st.dio_mem_align)
+		return l3;
+	sc_skip("no statx DIO alignment on %s", tmpdir);
+	sc_l3_close(l3);
+	return NULL;
+}
+
+/* O_DIRECT fills of every size class are exact: one vectored read (header + payload), chunked
+ * reads of a large object, a tail that is not a multiple of the alignment. */
+START_TEST(o_direct_fills_are_exact)
+{
+	struct sc_l3 *l3 = open_l3_direct();
+	if (!l3)
 		return;
-	}
 	static const size_t sizes[] = { 1, 4095, 4096, 65536, 65537, (2u << 20) - 1, 2u << 20, (5u << 20) + 12345 };
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		struct sc_location loc;
@@ -473,15 +482,9 @@ END_TEST
 
 START_TEST(o_direct_modes)
 {
-	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
-	struct sc_l3 *l3 = open_l3(&o);
-	struct sc_l3_stats st;
-	sc_l3_stats(l3, &st);
-	if (!st.dio_mem_align) {
-		sc_skip("no statx DIO alignment on %s", tmpdir);
-		sc_l3_close(l3);
+	struct sc_l3 *l3 = open_l3_direct();
+	if (!l3)
 		return;
-	}
 	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "d", 9, 100001, 9, &loc), 0);
 	uint8_t *dst = abuf(200000);
@@ -506,8 +509,7 @@ START_TEST(o_direct_modes)
 	ck_assert_int_eq(r.direct, 0);
 	sc_l3_close(l3);
 	/* auto: a warm file is read buffered, a cold one direct */
-	o.o_direct = SC_L3_ODIRECT_AUTO;
-	l3 = open_l3(&o);
+	l3 = open_l3(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_AUTO });
 	r = (struct sc_l3_fill_req){ .loc = &loc, .dst = dst, .dst_bytes = 200000 };
 	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
 	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
