@@ -44,6 +44,7 @@ enum cli_opt_kind {
 	CLI_U64,    /* uint64_t: a whole number in [min, max] */
 	CLI_SIZE,   /* uint64_t: a size (cli_parse_size) in [min, max] */
 	CLI_SIZE32, /* uint32_t: a size in [min, max] */
+	CLI_POW2,   /* uint32_t: a size in [min, max] that is a power of two */
 	CLI_REAL,   /* double: a number in [min, max] */
 	CLI_MODE,   /* uint32_t: an octal mode, at most max (cli_parse_mode) */
 	CLI_GROUP,  /* int64_t: a group (cli_parse_group) */

@@ -168,7 +168,10 @@ static int opt_value(const char *cmd, const struct cli_opt *o, const char *arg)
 	case CLI_U32:
 	case CLI_U64: bad = cli_parse_u64(arg, o->max, &v) || v < o->min; break;
 	case CLI_SIZE:
-	case CLI_SIZE32: bad = cli_parse_size(arg, &v) || v < o->min || v > o->max; break;
+	case CLI_SIZE32:
+	case CLI_POW2:
+		bad = cli_parse_size(arg, &v) || v < o->min || v > o->max || (o->kind == CLI_POW2 && (v & (v - 1)));
+		break;
 	case CLI_REAL:
 		d = strtod(arg, &end);
 		bad = end == arg || *end || !(d >= (double)o->min && d <= (double)o->max);
@@ -183,7 +186,7 @@ static int opt_value(const char *cmd, const struct cli_opt *o, const char *arg)
 		return cli_usage_error(cmd, "bad --%s '%s' (%llu-%llu)", o->name, cli_q(arg), (unsigned long long)o->min,
 				       (unsigned long long)o->max);
 	}
-	if (o->kind == CLI_U32 || o->kind == CLI_SIZE32)
+	if (o->kind == CLI_U32 || o->kind == CLI_SIZE32 || o->kind == CLI_POW2)
 		*(uint32_t *)o->dst = (uint32_t)v;
 	else if (o->kind == CLI_REAL)
 		*(double *)o->dst = d;
