@@ -46,6 +46,76 @@ static const char *why_name(int w)
 	}
 }
 
+/* Why a restore from @dir failed with @rc, in one line; EXIT_FAIL. */
+static int restore_error(int rc, const char *dir, const struct l2cli_args *x)
+{
+	if (rc == -ENOENT)
+		return cli_fail("restore", 0, "no prefix of these tokens is stored in %s (namespace '%s')", dir, cli_q(x->ns));
+	if (rc == -EBADMSG)
+		return cli_fail("restore", 0, "the stored object of the longest prefix failed verification and was "
+				"quarantined (%s/quarantine/); its L2 mirrors are invalidated", dir);
+	if (rc == -EBUSY)
+		return cli_fail("restore", 0, "another process is filling this payload now (--wait waits for it)");
+	if (rc == -ETIMEDOUT)
+		return cli_fail("restore", 0, "waited 60 s for another process's fill of this payload");
+	return cli_l2_error("restore", rc, x->name, "restore failed");
+}
+
+static void print_restore(const struct sc_restore *r, int json)
+{
+	char d[SC_DIGEST_HEX_LEN + 1];
+	sc_digest_format(r->digest, d);
+	const char *src = r->source == SC_RESTORE_FROM_L2 ? "l2" : "l3";
+	uint64_t bytes = r->sec_len[0] + r->sec_len[1];
+	if (json)
+		printf("{\"source\":\"%s\",\"token_count\":%u,\"bytes\":%llu,\"digest\":\"%s\",\"kind\":\"%s\","
+		       "\"promoted\":%s,\"promote_why\":\"%s\",\"waited\":%s,\"direct\":%s,\"locate_ns\":%llu,"
+		       "\"lookup_ns\":%llu,\"fill_ns\":%llu,\"total_ns\":%llu,\"located_by\":\"%s\"}\n",
+		       src, r->token_count, (unsigned long long)bytes, d, l2cli_kind_name(r->kind),
+		       r->promoted ? "true" : "false", why_name(r->promote_why), r->waited ? "true" : "false",
+		       r->direct ? "true" : "false", (unsigned long long)r->locate_ns, (unsigned long long)r->lookup_ns,
+		       (unsigned long long)r->fill_ns, (unsigned long long)r->total_ns, r->from_index ? "index" : "directory");
+	else
+		printf("source %s  tokens %u  bytes %llu  digest %s  %s%s  locate %.2f us (%s)  lookup %.2f us  fill %.1f us  total %.2f us\n",
+		       src, r->token_count, (unsigned long long)bytes, d,
+		       r->source == SC_RESTORE_FROM_L2 ? "" : (r->promoted ? "promoted:" : "not promoted:"),
+		       r->source == SC_RESTORE_FROM_L2 ? "hit" : why_name(r->promote_why), (double)r->locate_ns / 1e3,
+		       r->from_index ? "index" : "directory", (double)r->lookup_ns / 1e3, (double)r->fill_ns / 1e3,
+		       (double)r->total_ns / 1e3);
+}
+
+/* Write the restored wire (section 0 then section 1) to @out, opened now (a refused restore
+ * leaves FILE alone) into *@of; EXIT_OK or EXIT_FAIL. */
+static int write_wire(const char *out, const struct sc_restore *r, FILE **of)
+{
+	if (!(*of = cli_open_output("restore", out)))
+		return EXIT_FAIL;
+	int ok = fwrite(r->sec[0], 1, r->sec_len[0], *of) == r->sec_len[0] &&
+		 (!r->sec_len[1] || fwrite(r->sec[1], 1, r->sec_len[1], *of) == r->sec_len[1]) && fflush(*of) == 0;
+	return ok ? EXIT_OK : cli_fail("restore", 0, "cannot write %s: %s", out, strerror(errno));
+}
+
+/* Restore @repeat times from @l3, each printed; the last one's wire to @out if given. */
+static int restores(struct l2cli_args *x, struct sc_l3 *l3, const char *dir, uint32_t flags, uint64_t repeat,
+		    const char *out, int json)
+{
+	FILE *of = NULL;
+	int ret = EXIT_OK;
+	for (uint64_t i = 0; i < repeat && ret == EXIT_OK; i++) {
+		struct sc_restore r;
+		int rc = sc_restore(x->st, l3, x->ns, x->tokens, x->n, flags, &r);
+		if (rc < 0)
+			return restore_error(rc, dir, x);
+		print_restore(&r, json);
+		if (out && i + 1 == repeat)
+			ret = write_wire(out, &r, &of);
+		sc_restore_release(&r);
+	}
+	if (of && of != stdout && fclose(of) && ret == EXIT_OK)
+		ret = cli_fail("restore", 0, "cannot write %s: %s", out, strerror(errno));
+	return ret;
+}
+
 int cmd_restore(int argc, char **argv)
 {
 	struct l2cli_args x = { .ns = "" };
@@ -85,72 +155,15 @@ int cmd_restore(int argc, char **argv)
 		return cli_usage_error("restore", "--tokens: more than %u tokens", UINT32_MAX);
 	}
 	struct sc_l3 *l3 = NULL;
-	FILE *of = NULL;
-	if ((ret = l2cli_open("restore", &x)))
-		goto cleanup;
-	ret = EXIT_FAIL;
-	int rc = sc_l3_open(dir, &lo, &l3);
-	if (rc) {
-		l3cli_open_error("restore", rc, dir, &lo);
-		goto cleanup;
-	}
-	sc_l3_bind_arena(l3, x.a);
-	for (uint64_t i = 0; i < repeat; i++) {
-		struct sc_restore r;
-		rc = sc_restore(x.st, l3, x.ns, x.tokens, x.n, flags, &r);
-		if (rc < 0) {
-			if (rc == -ENOENT)
-				cli_fail("restore", 0, "no prefix of these tokens is stored in %s (namespace '%s')", dir, cli_q(x.ns));
-			else if (rc == -EBADMSG)
-				cli_fail("restore", 0, "the stored object of the longest prefix failed verification and was "
-					 "quarantined (%s/quarantine/); its L2 mirrors are invalidated", dir);
-			else if (rc == -EBUSY)
-				cli_fail("restore", 0, "another process is filling this payload now (--wait waits for it)");
-			else if (rc == -ETIMEDOUT)
-				cli_fail("restore", 0, "waited 60 s for another process's fill of this payload");
-			else
-				cli_l2_error("restore", rc, x.name, "restore failed");
-			goto cleanup;
+	if ((ret = l2cli_open("restore", &x)) == EXIT_OK) {
+		int rc = sc_l3_open(dir, &lo, &l3);
+		if (rc) {
+			ret = l3cli_open_error("restore", rc, dir, &lo);
+		} else {
+			sc_l3_bind_arena(l3, x.a);
+			ret = restores(&x, l3, dir, flags, repeat, out, json);
 		}
-		char d[SC_DIGEST_HEX_LEN + 1];
-		sc_digest_format(r.digest, d);
-		const char *src = r.source == SC_RESTORE_FROM_L2 ? "l2" : "l3";
-		uint64_t bytes = r.sec_len[0] + r.sec_len[1];
-		if (json)
-			printf("{\"source\":\"%s\",\"token_count\":%u,\"bytes\":%llu,\"digest\":\"%s\",\"kind\":\"%s\","
-			       "\"promoted\":%s,\"promote_why\":\"%s\",\"waited\":%s,\"direct\":%s,\"locate_ns\":%llu,"
-			       "\"lookup_ns\":%llu,\"fill_ns\":%llu,\"total_ns\":%llu,\"located_by\":\"%s\"}\n",
-			       src, r.token_count, (unsigned long long)bytes, d, l2cli_kind_name(r.kind),
-			       r.promoted ? "true" : "false", why_name(r.promote_why), r.waited ? "true" : "false",
-			       r.direct ? "true" : "false", (unsigned long long)r.locate_ns, (unsigned long long)r.lookup_ns,
-			       (unsigned long long)r.fill_ns, (unsigned long long)r.total_ns,
-			       r.from_index ? "index" : "directory");
-		else
-			printf("source %s  tokens %u  bytes %llu  digest %s  %s%s  locate %.2f us (%s)  lookup %.2f us  fill %.1f us  total %.2f us\n",
-			       src, r.token_count, (unsigned long long)bytes, d,
-			       r.source == SC_RESTORE_FROM_L2 ? "" : (r.promoted ? "promoted:" : "not promoted:"),
-			       r.source == SC_RESTORE_FROM_L2 ? "hit" : why_name(r.promote_why), (double)r.locate_ns / 1e3,
-			       r.from_index ? "index" : "directory", (double)r.lookup_ns / 1e3, (double)r.fill_ns / 1e3, (double)r.total_ns / 1e3);
-		if (out && i + 1 == repeat) {
-			/* opened once there is something to write: a refused restore leaves FILE alone */
-			if (!(of = cli_open_output("restore", out))) {
-				sc_restore_release(&r);
-				goto cleanup;
-			}
-			int ok = fwrite(r.sec[0], 1, r.sec_len[0], of) == r.sec_len[0] &&
-				 (!r.sec_len[1] || fwrite(r.sec[1], 1, r.sec_len[1], of) == r.sec_len[1]) && fflush(of) == 0;
-			if (!ok) {
-				sc_restore_release(&r);
-				cli_fail("restore", 0, "cannot write %s: %s", out, strerror(errno));
-				goto cleanup;
-			}
-		}
-		sc_restore_release(&r);
 	}
-	ret = EXIT_OK;
-cleanup:
-	if (of && of != stdout && fclose(of) && ret == EXIT_OK)
-		ret = cli_fail("restore", 0, "cannot write %s: %s", out, strerror(errno));
 	sc_l3_close(l3);
 	l2cli_close(&x);
 	return ret;
