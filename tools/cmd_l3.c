@@ -47,19 +47,6 @@ static void usage(FILE *f)
 		"work (l3 janitor --full).\n");
 }
 
-static int parse_kind(const char *s, uint32_t *k)
-{
-	if (!strcmp(s, "full_state") || !strcmp(s, "full"))
-		*k = SC_PAYLOAD_FULL_STATE;
-	else if (!strcmp(s, "recurrent_only") || !strcmp(s, "recurrent"))
-		*k = SC_PAYLOAD_RECURRENT_ONLY;
-	else if (!strcmp(s, "kv_recurrent") || !strcmp(s, "kv"))
-		*k = SC_PAYLOAD_KV_RECURRENT;
-	else
-		return -1;
-	return 0;
-}
-
 static void print_loc(const struct sc_location *l, int json)
 {
 	char d[SC_DIGEST_HEX_LEN + 1];
@@ -123,13 +110,8 @@ static int do_put(int argc, char **argv)
 	if (!tspec || !kind_s)
 		return cli_usage_error("l3", "put needs --tokens and --kind");
 	uint32_t kind;
-	if (parse_kind(kind_s, &kind))
-		return cli_usage_error("l3", "--kind '%s': want full_state, recurrent_only or kv_recurrent", cli_q(kind_s));
-	if (kind == SC_PAYLOAD_KV_RECURRENT ? (file != NULL || (!kvf && !recf)) : (!file || kvf || recf || descf))
-		return cli_usage_error("l3", kind == SC_PAYLOAD_KV_RECURRENT
-						     ? "--kind kv_recurrent takes --kv-file/--recurrent-file (and --desc-json), not --file"
-						     : "--kind %s takes --file (and no --kv-file, --recurrent-file or --desc-json)",
-				       kind_s);
+	if ((ret = l2cli_payload_kind("l3", kind_s, file, kvf, recf, descf, &kind)))
+		return ret;
 	int32_t *tokens = NULL;
 	size_t n = 0;
 	if ((ret = l2cli_parse_tokens("l3", tspec, &tokens, &n)))

@@ -28,6 +28,25 @@ int l2cli_check_args(const char *cmd, const struct l2cli_args *x, size_t ns_max)
 	return 0;
 }
 
+int l2cli_payload_kind(const char *cmd, const char *kind_s, const char *file, const char *kvf, const char *recf,
+		       const char *descf, uint32_t *kind)
+{
+	if (!strcmp(kind_s, "full_state") || !strcmp(kind_s, "full") || !strcmp(kind_s, "FULL_STATE"))
+		*kind = SC_PAYLOAD_FULL_STATE;
+	else if (!strcmp(kind_s, "recurrent_only") || !strcmp(kind_s, "recurrent") || !strcmp(kind_s, "RECURRENT_ONLY"))
+		*kind = SC_PAYLOAD_RECURRENT_ONLY;
+	else if (!strcmp(kind_s, "kv_recurrent") || !strcmp(kind_s, "kv") || !strcmp(kind_s, "KV_RECURRENT"))
+		*kind = SC_PAYLOAD_KV_RECURRENT;
+	else
+		return cli_usage_error(cmd, "--kind '%s': want full_state, recurrent_only or kv_recurrent", cli_q(kind_s));
+	if (*kind == SC_PAYLOAD_KV_RECURRENT ? (file != NULL || (!kvf && !recf)) : (!file || kvf || recf || descf))
+		return cli_usage_error(cmd, *kind == SC_PAYLOAD_KV_RECURRENT
+						    ? "--kind kv_recurrent takes --kv-file/--recurrent-file (and --desc-json), not --file"
+						    : "--kind %s takes --file (and no --kv-file, --recurrent-file or --desc-json)",
+				       kind_s);
+	return 0;
+}
+
 int l2cli_load_payload(const char *cmd, uint32_t kind, const char *f0, const char *recf, const char *descf,
 		       struct l2cli_payload *out)
 {

@@ -44,6 +44,11 @@ struct l2cli_payload {
 	struct sc_kv_desc desc;
 	struct sc_payload p;
 };
+/* --kind @kind_s (full_state, recurrent_only, kv_recurrent; short and upper-case spellings too)
+ * into *@kind, and the payload files that kind takes (--file @file; or --kv-file @kvf,
+ * --recurrent-file @recf, --desc-json @descf): 0 or a usage error. */
+int l2cli_payload_kind(const char *cmd, const char *kind_s, const char *file, const char *kvf, const char *recf,
+		       const char *descf, uint32_t *kind);
 /* Read section 0 (@f0), section 1 (@recf) and a descriptor JSON (@descf), each optional; prints its
  * own error and returns an exit status. Free with l2cli_payload_free (also after a failure). */
 int l2cli_load_payload(const char *cmd, uint32_t kind, const char *f0, const char *recf, const char *descf,
