@@ -633,56 +633,46 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *s
 	return 0;
 }
 
-int cmd_exporter(int argc, char **argv)
+static int l3_opt(const char *cmd, const char *arg, void *dst)
 {
-	static const struct option opts[] = {
-		{ "listen", required_argument, 0, 'L' }, { "dir", required_argument, 0, 'd' },
-		{ "l3", required_argument, 0, 'l' },     { "once", no_argument, 0, 'o' },
-		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
-	};
-	struct exporter x = { 0 };
-	const char *listen = "127.0.0.1:9477";
-	int once = 0, c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'L': listen = optarg; break;
-		case 'd': x.dir = optarg; break;
-		case 'l':
-			if (x.nl3 == MAX_TARGETS)
-				return cli_usage_error("exporter", "at most %d --l3 directories", MAX_TARGETS);
-			x.l3dirs[x.nl3++] = optarg;
-			break;
-		case 'o': once = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("exporter", c, argv);
-		}
-	}
-	x.names = argv + optind;
-	x.nnames = argc - optind;
-	if (x.nnames < 1)
-		return cli_usage_error("exporter", "missing NAME (one or more arenas)");
-	if (x.nnames > MAX_TARGETS)
-		return cli_usage_error("exporter", "at most %d arenas", MAX_TARGETS);
-	for (int i = 0; i < x.nnames; i++) {
-		int rc = cli_check_name("exporter", x.names[i]);
-		if (rc)
-			return rc;
-	}
-	for (int i = 0; i < 2 * MAX_TARGETS; i++)
-		x.last_up[i] = -1;
+	struct exporter *x = dst;
+	if (x->nl3 == MAX_TARGETS)
+		return cli_usage_error(cmd, "at most %d --l3 directories", MAX_TARGETS);
+	x->l3dirs[x->nl3++] = arg;
+	return 0;
+}
 
-	if (once) {
-		size_t len;
-		int all_up;
-		char *body = scrape(&x, 1, &len, &all_up);
-		if (!body)
-			return cli_fail("exporter", -ENOMEM, "cannot build the metrics");
-		fwrite(body, 1, len, stdout);
-		free(body);
-		return all_up ? EXIT_OK : EXIT_FAIL;
-	}
+/* --once: one scrape to stdout; EXIT_FAIL unless every target was up. */
+static int scrape_once(struct exporter *x)
+{
+	size_t len;
+	int all_up;
+	char *body = scrape(x, 1, &len, &all_up);
+	if (!body)
+		return cli_fail("exporter", -ENOMEM, "cannot build the metrics");
+	fwrite(body, 1, len, stdout);
+	free(body);
+	return all_up ? EXIT_OK : EXIT_FAIL;
+}
 
+/* Say where the daemon @d listens (@ss, the port it bound). */
+static void print_listening(struct MHD_Daemon *d, const struct sockaddr_storage *ss)
+{
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	unsigned port = info ? info->port : 0;
+	char host[INET6_ADDRSTRLEN] = "?";
+	if (ss->ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, host, sizeof(host));
+	else
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, host, sizeof(host));
+	printf(ss->ss_family == AF_INET6 ? "listening on http://[%s]:%u/metrics\n" : "listening on http://%s:%u/metrics\n",
+	       host, port);
+	fflush(stdout);
+}
+
+/* Serve /metrics on @listen until SIGINT or SIGTERM; an exit status. */
+static int serve(struct exporter *x, const char *listen)
+{
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	if (mhd_load())
@@ -698,22 +688,40 @@ int cmd_exporter(int argc, char **argv)
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, &x, MHD_OPTION_SOCK_ADDR, &ss,
+	struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, x, MHD_OPTION_SOCK_ADDR, &ss,
 						MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
 	if (!d)
 		return cli_fail("exporter", -EADDRINUSE, "cannot listen on %s", listen);
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-	unsigned port = info ? info->port : 0;
-	char host[INET6_ADDRSTRLEN] = "?";
-	if (ss.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof(host));
-	else
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof(host));
-	printf(ss.ss_family == AF_INET6 ? "listening on http://[%s]:%u/metrics\n" : "listening on http://%s:%u/metrics\n",
-	       host, port);
-	fflush(stdout);
+	print_listening(d, &ss);
 	int sig;
 	sigwait(&sigs, &sig);
 	MHD_stop_daemon(d);
 	return EXIT_OK;
+}
+
+int cmd_exporter(int argc, char **argv)
+{
+	struct exporter x = { 0 };
+	const char *listen = "127.0.0.1:9477";
+	int once = 0;
+	const struct cli_opt opts[] = {
+		{ "listen", CLI_STR, &listen }, { "dir", CLI_STR, &x.dir },
+		{ "l3", CLI_FN, &x, .fn = l3_opt }, { "once", CLI_FLAG, &once },
+		{ 0 },
+	};
+	int rc = cli_parse_opts("exporter", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	x.names = argv + optind;
+	x.nnames = argc - optind;
+	if (x.nnames < 1)
+		return cli_usage_error("exporter", "missing NAME (one or more arenas)");
+	if (x.nnames > MAX_TARGETS)
+		return cli_usage_error("exporter", "at most %d arenas", MAX_TARGETS);
+	for (int i = 0; i < x.nnames; i++)
+		if ((rc = cli_check_name("exporter", x.names[i])))
+			return rc;
+	for (int i = 0; i < 2 * MAX_TARGETS; i++)
+		x.last_up[i] = -1;
+	return once ? scrape_once(&x) : serve(&x, listen);
 }
