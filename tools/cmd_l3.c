@@ -82,6 +82,33 @@ static int mode_opt(const char *cmd, const char *arg, void *dst)
 	{ "host", CLI_STR, &(o)->host_id },                                                        \
 	{ "shared", CLI_BITS, &(o)->flags, .max = SC_L3_OPEN_SHARED }
 
+/* Write the payload of @a through to the store in @dir (opened with @o) and print where it is; an
+ * exit status. */
+static int put(const char *dir, const struct sc_l3_opts *o, const struct sc_l3_put_args *a, int json)
+{
+	char why[256], hb[32];
+	if (!a->payload->sec_len[0] && !a->payload->sec_len[1])
+		return cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(a->payload, why, sizeof(why)));
+	struct sc_l3 *l3;
+	int rc = sc_l3_open(dir, o, &l3);
+	if (rc)
+		return l3cli_open_error("l3", rc, dir, o);
+	struct sc_location loc;
+	rc = sc_l3_put(l3, a, &loc);
+	sc_l3_close(l3);
+	if (rc == -EINVAL)
+		return cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(a->payload, why, sizeof(why)));
+	if (rc == -E2BIG)
+		return cli_fail("l3", 0, "put refused: the object is larger than the budget (--budget %s)",
+				cli_human(o->budget_bytes, hb, sizeof(hb)));
+	if (rc == -ENOSPC)
+		return cli_fail("l3", 0, "put refused: not enough free disk space in %s (or below --min-free)", dir);
+	if (rc)
+		return cli_fail("l3", 0, "put into %s failed: %s", dir, strerror(-rc));
+	print_loc(&loc, json);
+	return EXIT_OK;
+}
+
 static int do_put(int argc, char **argv)
 {
 	const char *ns = "", *tspec = NULL, *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL, *dir;
@@ -121,40 +148,11 @@ static int do_put(int argc, char **argv)
 		return cli_usage_error("l3", "--tokens: more than %u tokens", UINT32_MAX);
 	}
 	struct l2cli_payload pl;
-	int rc;
-	struct sc_l3 *l3 = NULL;
-	if ((ret = l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl)))
-		goto cleanup;
-	ret = EXIT_FAIL;
-	char why[256];
-	if (!pl.p.sec_len[0] && !pl.p.sec_len[1]) {
-		cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
-		goto cleanup;
+	if ((ret = l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl)) ==
+	    EXIT_OK) {
+		a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &pl.p;
+		ret = put(dir, &o, &a, json);
 	}
-	a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &pl.p;
-	if ((rc = sc_l3_open(dir, &o, &l3))) {
-		l3cli_open_error("l3", rc, dir, &o);
-		goto cleanup;
-	}
-	struct sc_location loc;
-	rc = sc_l3_put(l3, &a, &loc);
-	if (rc) {
-		char hb[32];
-		if (rc == -EINVAL)
-			cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
-		else if (rc == -E2BIG)
-			cli_fail("l3", 0, "put refused: the object is larger than the budget (--budget %s)",
-				 cli_human(o.budget_bytes, hb, sizeof(hb)));
-		else if (rc == -ENOSPC)
-			cli_fail("l3", 0, "put refused: not enough free disk space in %s (or below --min-free)", dir);
-		else
-			cli_fail("l3", 0, "put into %s failed: %s", dir, strerror(-rc));
-		goto cleanup;
-	}
-	print_loc(&loc, json);
-	ret = EXIT_OK;
-cleanup:
-	sc_l3_close(l3);
 	free(tokens);
 	l2cli_payload_free(&pl);
 	return ret;
@@ -377,6 +375,63 @@ static int do_janitor(int argc, char **argv)
 	return ret;
 }
 
+static int do_ls(struct sc_l3 *l3, const char *dir, int json)
+{
+	int rc = sc_l3_list(l3, print_obj, &json);
+	return rc < 0 ? cli_fail("l3", 0, "cannot list %s: %s", dir, strerror(-rc)) : EXIT_OK;
+}
+
+static int do_verify(struct sc_l3 *l3, const char *dir, int json)
+{
+	int ret = EXIT_OK, total = sc_l3_list(l3, NULL, NULL);
+	int rc = sc_l3_verify(l3, json ? print_obj : print_bad, &json);
+	if (rc < 0)
+		ret = cli_fail("l3", 0, "cannot verify %s: %s", dir, strerror(-rc));
+	else if (!json)
+		printf("%d objects checked, %d bad (quarantined)\n", total < 0 ? 0 : total, rc);
+	if (rc > 0)
+		ret = cli_fail("l3", 0, "%d bad object%s in %s (quarantined)", rc, rc == 1 ? "" : "s", dir);
+	return ret;
+}
+
+/* ls, stats, verify and locate: their options, DIR opened (never created), the action. */
+static int do_read(const char *verb, int argc, char **argv)
+{
+	int locate = !strcmp(verb, "locate"), json = 0;
+	const char *ns = NULL, *tspec = NULL, *host = NULL, *dir;
+	uint32_t shared = 0;
+	const struct cli_opt opts[] = {
+		{ "ns", CLI_STR, &ns },                 { "tokens", CLI_STR, &tspec },
+		{ "json", CLI_FLAG, &json },            { "host", CLI_STR, &host },
+		{ "shared", CLI_BITS, &shared, .max = SC_L3_OPEN_SHARED },
+		{ 0 },
+	};
+	int rc = cli_parse_opts("l3", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	if ((ns || tspec) && !locate)
+		return cli_usage_error("l3", "%s: only locate (and put) take it", ns ? "--ns" : "--tokens");
+	if ((rc = cli_operand("l3", "DIR", argc, argv, &dir)))
+		return rc;
+	if (locate && !tspec)
+		return cli_usage_error("l3", "locate needs --tokens");
+	if (ns && (rc = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)))
+		return rc;
+	struct sc_l3 *l3;
+	/* ls and verify report bad objects themselves: no silent quarantine at open */
+	int own_check = !strcmp(verb, "ls") || !strcmp(verb, "verify");
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_CREATE | (own_check ? SC_L3_OPEN_NO_RECONCILE : 0) | shared,
+				.host_id = host };
+	if ((rc = sc_l3_open(dir, &o, &l3)))
+		return l3cli_open_error("l3", rc, dir, &o);
+	int ret = !strcmp(verb, "ls")       ? do_ls(l3, dir, json)
+		  : !strcmp(verb, "stats")  ? do_stats(l3, json)
+		  : !strcmp(verb, "verify") ? do_verify(l3, dir, json)
+					    : do_locate(l3, ns ? ns : "", tspec, json);
+	sc_l3_close(l3);
+	return ret;
+}
+
 int cmd_l3(int argc, char **argv)
 {
 	if (argc < 2)
@@ -395,55 +450,5 @@ int cmd_l3(int argc, char **argv)
 		return do_put(argc - 1, argv + 1);
 	if (!strcmp(verb, "janitor"))
 		return do_janitor(argc - 1, argv + 1);
-	int locate = !strcmp(verb, "locate"), json = 0;
-	const char *ns = NULL, *tspec = NULL, *host = NULL, *dir;
-	uint32_t shared = 0;
-	const struct cli_opt opts[] = {
-		{ "ns", CLI_STR, &ns },                 { "tokens", CLI_STR, &tspec },
-		{ "json", CLI_FLAG, &json },            { "host", CLI_STR, &host },
-		{ "shared", CLI_BITS, &shared, .max = SC_L3_OPEN_SHARED },
-		{ 0 },
-	};
-	int rc = cli_parse_opts("l3", argc - 1, argv + 1, opts, usage);
-	if (rc)
-		return rc < 0 ? EXIT_OK : rc;
-	if ((ns || tspec) && !locate)
-		return cli_usage_error("l3", "%s: only locate (and put) take it", ns ? "--ns" : "--tokens");
-	if ((rc = cli_operand("l3", "DIR", argc - 1, argv + 1, &dir)))
-		return rc;
-	if (locate && !tspec)
-		return cli_usage_error("l3", "locate needs --tokens");
-	if (ns && (rc = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)))
-		return rc;
-	struct sc_l3 *l3;
-	/* nothing but put creates DIR; ls and verify report bad objects themselves: no silent
-	 * quarantine at open */
-	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_CREATE |
-					 ((!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0) |
-				      shared,
-				.host_id = host };
-	rc = sc_l3_open(dir, &o, &l3);
-	if (rc)
-		return l3cli_open_error("l3", rc, dir, &o);
-	int ret = EXIT_OK;
-	if (!strcmp(verb, "ls")) {
-		rc = sc_l3_list(l3, print_obj, &json);
-		if (rc < 0)
-			ret = cli_fail("l3", 0, "cannot list %s: %s", dir, strerror(-rc));
-	} else if (!strcmp(verb, "stats")) {
-		ret = do_stats(l3, json);
-	} else if (!strcmp(verb, "verify")) {
-		int total = sc_l3_list(l3, NULL, NULL);
-		rc = sc_l3_verify(l3, json ? print_obj : print_bad, &json);
-		if (rc < 0)
-			ret = cli_fail("l3", 0, "cannot verify %s: %s", dir, strerror(-rc));
-		else if (!json)
-			printf("%d objects checked, %d bad (quarantined)\n", total < 0 ? 0 : total, rc);
-		if (rc > 0)
-			ret = cli_fail("l3", 0, "%d bad object%s in %s (quarantined)", rc, rc == 1 ? "" : "s", dir);
-	} else {
-		ret = do_locate(l3, ns ? ns : "", tspec, json);
-	}
-	sc_l3_close(l3);
-	return ret;
+	return do_read(verb, argc - 1, argv + 1);
 }
