@@ -81,6 +81,54 @@ static void usage(FILE *f)
 		   "exit status: 0 ok, 1 failure, 2 usage error\n");
 }
 
+/* --follow: stop on SIGINT, SIGTERM or a closed pipe (stop_flag), one line at a time. */
+static void follow_setup(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGPIPE, &sa, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+/* Print the commits of arena @a (named @name) until the rings are empty (or, with @follow, until
+ * stopped); an exit status. */
+static int drain(struct sc_arena *a, const char *name, struct tail_ctx *t, int follow)
+{
+	int rc = EXIT_OK, warned = 0;
+	while (!stop_flag) {
+		uint64_t before = t->count;
+		int n = sc_ring_poll(a, print_commit, t, 1024);
+		if (n == -EBADMSG) {
+			/* one ring is corrupted; the others were served: report it once and go on */
+			if (!warned)
+				cli_fail("tail", 0, "a commit ring of '%s' holds a malformed record and is skipped (see "
+					 "'stagecache stats'; 'stagecache fsck %s --repair' drops its records)", name,
+					 name);
+			warned = 1;
+			rc = EXIT_FAIL;
+			n = (int)(t->count - before);
+		}
+		if (n == -EBUSY)
+			return cli_fail("tail", 0, "another process is consuming the commit rings of '%s' (one consumer at a "
+					"time)", name);
+		if (n < 0)
+			return cli_fail("tail", 0, "cannot read the commit rings of '%s': %s", name,
+					n == -EBADMSG ? "the ring directory is corrupted (fsck --repair rewrites it)"
+						      : sc_strerror(n));
+		if (n > 0)
+			continue;
+		if (!follow)
+			break;
+		fflush(stdout);
+		struct timespec ts = { 0, 2000000 }; /* idle: 2 ms between polls */
+		nanosleep(&ts, NULL);
+	}
+	return rc;
+}
+
 int cmd_tail(int argc, char **argv)
 {
 	const char *dir = NULL, *name;
@@ -91,56 +139,15 @@ int cmd_tail(int argc, char **argv)
 		{ "json", CLI_FLAG, &t.json },       { "follow", CLI_FLAG, &follow },
 		{ 0 },
 	};
-	int prc = cli_parse_opts("tail", argc, argv, opts, usage);
-	if (prc)
-		return prc < 0 ? EXIT_OK : prc;
-	if ((prc = cli_operand("tail", "NAME", argc, argv, &name)))
-		return prc;
+	int rc = cli_parse_opts("tail", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
 	struct sc_arena *a;
-	int orc = cli_open_arena("tail", dir, name, &a);
-	if (orc)
-		return orc;
-	if (follow) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = on_signal;
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGPIPE, &sa, NULL);
-		setvbuf(stdout, NULL, _IOLBF, 0);
-	}
-	int rc = EXIT_OK, warned = 0;
-	while (!stop_flag) {
-		uint64_t before = t.count;
-		int n = sc_ring_poll(a, print_commit, &t, 1024);
-		if (n == -EBADMSG) {
-			/* one ring is corrupted; the others were served: report it once and go on */
-			if (!warned)
-				cli_fail("tail", 0, "a commit ring of '%s' holds a malformed record and is skipped (see "
-					 "'stagecache stats'; 'stagecache fsck %s --repair' drops its records)", name,
-					 name);
-			warned = 1;
-			rc = EXIT_FAIL;
-			n = (int)(t.count - before);
-		}
-		if (n == -EBUSY) {
-			rc = cli_fail("tail", 0, "another process is consuming the commit rings of '%s' (one consumer at a time)",
-				      name);
-			break;
-		}
-		if (n < 0) {
-			rc = cli_fail("tail", 0, "cannot read the commit rings of '%s': %s", name,
-				      n == -EBADMSG ? "the ring directory is corrupted (fsck --repair rewrites it)" : sc_strerror(n));
-			break;
-		}
-		if (n > 0)
-			continue;
-		if (!follow)
-			break;
-		fflush(stdout);
-		struct timespec ts = { 0, 2000000 }; /* idle: 2 ms between polls */
-		nanosleep(&ts, NULL);
-	}
+	if ((rc = cli_operand("tail", "NAME", argc, argv, &name)) || (rc = cli_open_arena("tail", dir, name, &a)))
+		return rc;
+	if (follow)
+		follow_setup();
+	rc = drain(a, name, &t, follow);
 	if (fflush(stdout) && rc == EXIT_OK)
 		rc = cli_fail("tail", 0, "writing the output: %s", strerror(errno));
 	sc_ring_consumer_close(a);
