@@ -623,6 +623,16 @@ int shm_heap_alloc(struct shm_arena *a, uint64_t bytes, uint64_t tag, uint64_t *
 	return rc;
 }
 
+/* The heap of @a validated into @c, and its lock taken: 0, or a negative errno (-EINVAL for no
+ * arena) with the lock not held. */
+static int heap_enter(struct shm_arena *a, struct heap_ctx *c)
+{
+	if (!a)
+		return -EINVAL;
+	int rc = heap_ctx(a, c);
+	return rc ? rc : heap_lock(c);
+}
+
 static int listed(const struct heap_ctx *c, uint64_t p, uint64_t u);
 
 /* Is region offset @rel the start of a block (free or allocated) whose neighbours agree with it?
@@ -670,10 +680,10 @@ int shm_heap_scan(struct shm_arena *a, uint64_t from, uint64_t max_blocks,
 		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx)
 {
 	struct heap_ctx c;
-	if (!a || !cb)
+	if (!cb)
 		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	uint64_t first = c.start, u, rel;
 	unsigned s;
@@ -758,10 +768,8 @@ static int free_locked(struct heap_ctx *c, uint64_t off)
 int shm_heap_free(struct shm_arena *a, uint64_t off)
 {
 	struct heap_ctx c;
-	if (!a)
-		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 #ifdef SC_TEST_HOOKS
 	/* test build: poison what is freed, so that a reader still looking at it (a reclamation
@@ -787,10 +795,8 @@ int shm_heap_set_tag(struct shm_arena *a, uint64_t off, uint64_t tag)
 {
 	struct heap_ctx c;
 	uint64_t rel, units;
-	if (!a)
-		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	rc = blk_live(&c, off, &rel, &units);
 	if (!rc)
@@ -803,10 +809,10 @@ int shm_heap_size(struct shm_arena *a, uint64_t off, uint64_t *bytes)
 {
 	struct heap_ctx c;
 	uint64_t rel, units;
-	if (!a || !bytes)
+	if (!bytes)
 		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	rc = blk_live(&c, off, &rel, &units);
 	if (!rc)
@@ -818,10 +824,10 @@ int shm_heap_size(struct shm_arena *a, uint64_t off, uint64_t *bytes)
 int shm_heap_stats(struct shm_arena *a, struct shm_heap_stats *st)
 {
 	struct heap_ctx c;
-	if (!a || !st)
+	if (!st)
 		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	struct heap_hdr *h = c.h;
 	memset(st, 0, sizeof(*st));
@@ -867,10 +873,8 @@ int shm_heap_walk(struct shm_arena *a,
 		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx)
 {
 	struct heap_ctx c;
-	if (!a)
-		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	uint64_t p = c.start, last = 0, free_b = 0, free_n = 0, used_n = 0;
 	unsigned last_s = 0;
