@@ -174,15 +174,27 @@ static int remove_tokens(struct sc_stage *st, const int32_t *t)
 	return rc && rc != -ENOENT ? -1 : 0;
 }
 
+/* The setup of the scenarios on key 1: a fresh arena holding it (version 0, of the size_t bytes
+ * at @ctx). */
+static int key1_setup(void *ctx)
+{
+	return fresh_arena(8, 0) || admit_v(parent_stage, 1, 0, *(size_t *)ctx);
+}
+
+/* An actor's handles, and key 1's tokens into @t: 0, or -1 (said). */
+static int attach_key1(struct sc_arena **a, struct sc_stage **st, int32_t t[4])
+{
+	if (attach(a, st))
+		return -1;
+	key_tokens(t, 1);
+	return 0;
+}
+
 /* ---- 1. lease take vs removal and reclamation ---- */
 
 #define LEASE_BYTES (256u << 10)
 
-static int lease_setup(void *ctx)
-{
-	(void)ctx;
-	return fresh_arena(8, 0) || admit_v(parent_stage, 1, 0, LEASE_BYTES);
-}
+static size_t lease_bytes = LEASE_BYTES;
 
 /* actor 0 leases key 1 and checks its bytes while holding the lease; actor 1 removes key 1 and
  * reclaims. The invariant: a reader with a lease never sees freed (poisoned) or reused bytes. */
@@ -191,10 +203,9 @@ static int lease_actor(void *ctx, unsigned who)
 	(void)ctx;
 	struct sc_arena *a;
 	struct sc_stage *st;
-	if (attach(&a, &st))
-		return 1;
 	int32_t t[4];
-	key_tokens(t, 1);
+	if (attach_key1(&a, &st, t))
+		return 1;
 	if (who == 0) {
 		struct sc_lease l;
 		int rc = sc_l2_get(st, NS, t, 4, NULL, &l);
@@ -221,8 +232,8 @@ START_TEST(test_lease_vs_reclamation)
 {
 	static const char *const pts[] = { "l2.get.found", "actor.leased", "l2.index.unlinked", "l2.reclaim.leases_read",
 					   NULL };
-	struct il_scenario s = { .name = "lease take vs reclamation", .actors = 2, .points = pts, .setup = lease_setup,
-				 .actor = lease_actor, .check = always_ok, .teardown = drop_arena };
+	struct il_scenario s = { .name = "lease take vs reclamation", .actors = 2, .points = pts, .ctx = &lease_bytes,
+				 .setup = key1_setup, .actor = lease_actor, .check = always_ok, .teardown = drop_arena };
 	report(&s, 3);
 }
 END_TEST
@@ -397,11 +408,7 @@ END_TEST
 
 #define IDX_BYTES (64u << 10)
 
-static int index_setup(void *ctx)
-{
-	(void)ctx;
-	return fresh_arena(8, 0) || admit_v(parent_stage, 1, 0, IDX_BYTES);
-}
+static size_t index_bytes = IDX_BYTES;
 
 /* actor 0 replaces key 1 (version 1); actor 1 reads key 1 by copy and by lease; actor 2
  * removes it and reclaims. A reader sees version 0, version 1 or a miss, always whole. */
@@ -410,10 +417,9 @@ static int index_actor(void *ctx, unsigned who)
 	(void)ctx;
 	struct sc_arena *a;
 	struct sc_stage *st;
-	if (attach(&a, &st))
-		return 1;
 	int32_t t[4];
-	key_tokens(t, 1);
+	if (attach_key1(&a, &st, t))
+		return 1;
 	if (who == 0)
 		return admit_v(st, 1, 1, IDX_BYTES) ? 2 : 0;
 	if (who == 2) {
@@ -442,7 +448,8 @@ START_TEST(test_index_publish_unlink_vs_lookup)
 	static const char *const pts[] = { "l2.index.published", "l2.index.unlinked", "l2.get.found", "actor.leased",
 					   "l2.reclaim.leases_read", NULL };
 	struct il_scenario s = { .name = "index publish/unlink vs lookup", .actors = 3, .points = pts,
-				 .setup = index_setup, .actor = index_actor, .check = always_ok, .teardown = drop_arena };
+				 .ctx = &index_bytes, .setup = key1_setup, .actor = index_actor, .check = always_ok,
+				 .teardown = drop_arena };
 	report(&s, 10);
 }
 END_TEST

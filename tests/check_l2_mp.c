@@ -267,6 +267,18 @@ START_TEST(threads_with_their_own_handles)
 }
 END_TEST
 
+/* Nothing is held any more: no leases, nothing waiting for reclamation, the heap empty. */
+static void assert_all_released(struct sc_arena *a)
+{
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
+	ck_assert_uint_eq(s.leases, 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, 0);
+}
+
 /* ---- a reader killed while holding leases ---- */
 
 /* Fork a child that opens arena @name and its stage (*@cs, in the child, where it returns 0);
@@ -329,12 +341,7 @@ START_TEST(killed_readers_leases_are_reclaimed)
 	usleep(3000); /* past the reaper's rate limit */
 	ck_assert_int_eq(sc_l2_clear(a), 0);
 	ck_assert_int_eq(sc_l2_clear(a), 0);
-	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
-	ck_assert_uint_eq(s.leases, 0);
-	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
-	struct shm_heap_stats hs;
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_eq(hs.used_bytes, 0);
+	assert_all_released(a);
 	/* and the memory is reused */
 	for (uint32_t k = 0; k < 8; k++)
 		ck_assert_int_eq(admit_kv(st, k, 2, 256 << 10), 0);
@@ -630,12 +637,7 @@ START_TEST(random_kills_leave_the_arena_consistent)
 	ck_assert_int_ge(sc_l2_clear(a), 0);
 	usleep(2000);
 	ck_assert_int_ge(sc_l2_clear(a), 0);
-	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
-	ck_assert_uint_eq(s.leases, 0);
-	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
-	struct shm_heap_stats hs;
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_eq(hs.used_bytes, 0);
+	assert_all_released(a);
 	sc_stage_close(st);
 	sc_test_arena_destroy(a, name);
 }

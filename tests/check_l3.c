@@ -623,16 +623,24 @@ START_TEST(budget_evicts_lru_to_85_percent)
 }
 END_TEST
 
-START_TEST(killed_put_leaves_nothing_visible)
+/* Fork a writer with the store of its own (*@l3, in the child, where it returns 0; it exits 3
+ * when the store cannot be opened); the parent gets the pid. */
+static pid_t fork_writer(struct sc_l3 **l3)
 {
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
+	if (pid == 0 && sc_l3_open(tmpdir, NULL, l3))
+		_exit(3);
+	return pid;
+}
+
+START_TEST(killed_put_leaves_nothing_visible)
+{
+	struct sc_l3 *cl3 = NULL;
+	pid_t pid = fork_writer(&cl3);
 	if (pid == 0) {
-		struct sc_l3 *l3 = NULL;
-		if (sc_l3_open(tmpdir, NULL, &l3))
-			_exit(3);
 		shm_fault_arm("l3.put.before_rename");
-		put_full(l3, "k", 40, 1 << 20, 40, NULL);
+		put_full(cl3, "k", 40, 1 << 20, 40, NULL);
 		_exit(4); /* not reached */
 	}
 	int status;
@@ -669,14 +677,11 @@ END_TEST
 START_TEST(real_kill_during_big_puts)
 {
 	/* a writer killed -9 at an arbitrary moment: whatever is visible verifies */
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
+	struct sc_l3 *cl3 = NULL;
+	pid_t pid = fork_writer(&cl3);
 	if (pid == 0) {
-		struct sc_l3 *l3 = NULL;
-		if (sc_l3_open(tmpdir, NULL, &l3))
-			_exit(3);
 		for (unsigned i = 0;; i++)
-			put_full(l3, "big", 10 + i % 4000, 8 << 20, i, NULL);
+			put_full(cl3, "big", 10 + i % 4000, 8 << 20, i, NULL);
 	}
 	usleep(300000);
 	kill(pid, SIGKILL);

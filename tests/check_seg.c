@@ -140,6 +140,15 @@ static void two_turns(struct fx *f)
 	ck_assert_int_eq(put(f, 200, 6 * MiB, 300, 2), 0);
 }
 
+/* A fresh segmented fixture holding the two turns; returns the heap bytes used before them. */
+static uint64_t fx_open_two_turns(struct fx *f)
+{
+	fx_open_seg(f, SEG);
+	uint64_t used0 = heap_used(f);
+	two_turns(f);
+	return used0;
+}
+
 /* Turn 1 is still there, whole. */
 static void turn_one_intact(struct fx *f)
 {
@@ -262,9 +271,7 @@ END_TEST
 START_TEST(every_reference_keeps_a_shared_segment_until_the_last_goes)
 {
 	struct fx f;
-	fx_open_seg(&f, SEG);
-	uint64_t used0 = heap_used(&f);
-	two_turns(&f);
+	uint64_t used0 = fx_open_two_turns(&f);
 	/* 1. entry: A goes, B keeps A's segments (A's block stays as a holder) */
 	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0);
 	reclaim(&f);
@@ -310,9 +317,7 @@ END_TEST
 START_TEST(a_dead_processs_lease_keeps_segments_until_reaped)
 {
 	struct fx f;
-	fx_open_seg(&f, SEG);
-	uint64_t used0 = heap_used(&f);
-	two_turns(&f);
+	uint64_t used0 = fx_open_two_turns(&f);
 	int pfd[2];
 	ck_assert_int_eq(pipe(pfd), 0);
 	pid_t pid = fork();
