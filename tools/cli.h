@@ -34,7 +34,9 @@ void cli_getopt_begin(void);
 /* The usage error for what getopt_long returned ('?' unknown option, ':' missing argument),
  * naming the option as it was typed. Returns EXIT_USAGE. */
 int cli_opt_error(const char *cmd, int c, char **argv);
-/* One row of a command's option table; a table ends with a row whose name is NULL. */
+/* One row of a command's option table. A table ends with a row whose name is NULL: { 0 } when
+ * the command's operands are its own business, or CLI_OPERAND(WHAT, &var) when it takes exactly
+ * one (called WHAT in the messages "missing WHAT" and "unexpected argument"). */
 enum cli_opt_kind {
 	CLI_STR,    /* const char *: the value as given */
 	CLI_FLAG,   /* int: a switch, set to 1 */
@@ -60,10 +62,12 @@ struct cli_opt {
 	int (*fn)(const char *cmd, const char *arg, void *dst);
 	const char *want; /* if set, a bad value says "--NAME 'VALUE': want WANT" instead */
 };
+#define CLI_OPERAND(what, var) { NULL, CLI_STR, (var), .want = (what) }
 /* What cli_parse_opts returned when --help printed the usage: the caller exits with EXIT_OK. */
 enum { CLI_HELP = -1 };
-/* Parse the options of @t (and --help, which prints @usage unless it is NULL) from argv[1...]:
- * 0 (operands from optind), CLI_HELP, or EXIT_USAGE after naming the option that is wrong. */
+/* Parse the options of @t (and --help, which prints @usage unless it is NULL) from argv[1...],
+ * then the operand if @t ends with CLI_OPERAND: 0 (other operands from optind), CLI_HELP, or
+ * EXIT_USAGE after naming what is wrong. */
 int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt *t, void (*usage)(FILE *));
 /* The one operand after the options (none after it) into *@out: 0, or a usage error
  * ("missing @what", "unexpected argument"). */

@@ -219,7 +219,7 @@ int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt 
 		if (opt_value(cmd, &t[c - ROW0], optarg))
 			return EXIT_USAGE;
 	}
-	return 0;
+	return t[n].want ? cli_operand(cmd, t[n].want, argc, argv, t[n].dst) : 0;
 }
 
 int cli_operand(const char *cmd, const char *what, int argc, char **argv, const char **out)

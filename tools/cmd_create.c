@@ -195,12 +195,12 @@ int cmd_create(int argc, char **argv)
 		{ "segment-bytes", CLI_POW2, &o.segment_bytes, SC_SEGMENT_MIN, SC_SEGMENT_MAX,
 		  " (a power of two, 64K..1G)" },
 		{ "json", CLI_FLAG, &json },
-		{ 0 },
+		CLI_OPERAND("NAME", &name),
 	};
 	int rc = cli_parse_opts("create", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
-	if ((rc = cli_operand("create", "NAME", argc, argv, &name)) || (rc = cli_check_name("create", name)))
+	if ((rc = cli_check_name("create", name)))
 		return rc;
 	if (!o.size_bytes) /* a given --size is never 0 */
 		return cli_usage_error("create", "--size is required (e.g. --size 64M)");

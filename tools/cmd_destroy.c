@@ -16,12 +16,10 @@ static void usage(FILE *f)
 int cmd_destroy(int argc, char **argv)
 {
 	const char *dir = NULL, *name;
-	const struct cli_opt opts[] = { { "dir", CLI_STR, &dir }, { 0 } };
+	const struct cli_opt opts[] = { { "dir", CLI_STR, &dir }, CLI_OPERAND("NAME", &name) };
 	int rc = cli_parse_opts("destroy", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
-	if ((rc = cli_operand("destroy", "NAME", argc, argv, &name)))
-		return rc;
 	rc = cli_check_name("destroy", name);
 	if (rc)
 		return rc;

@@ -100,14 +100,12 @@ int cmd_fsck(int argc, char **argv)
 		{ "deep", CLI_BITS, &flags, .max = SC_FSCK_DEEP },
 		{ "repair", CLI_BITS, &flags, .max = SC_FSCK_REPAIR },
 		{ "dir", CLI_STR, &dir },            { "owner", CLI_OWNER },
-		{ "json", CLI_FLAG, &o.json },       { 0 },
+		{ "json", CLI_FLAG, &o.json },       CLI_OPERAND("NAME", &name),
 	};
 	int rc = cli_parse_opts("fsck", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
 	struct sc_arena *a;
-	if ((rc = cli_operand("fsck", "NAME", argc, argv, &name)))
-		return rc;
 	if ((rc = cli_open_arena("fsck", dir, name, &a)))
 		return cli_open_errno == -ENOTRECOVERABLE ? EXIT_DAMAGED : rc;
 	struct sc_fsck_report r;

@@ -76,12 +76,14 @@ int cmd_info(int argc, char **argv)
 {
 	const char *dir = NULL, *name;
 	int json = 0;
-	const struct cli_opt opts[] = { { "dir", CLI_STR, &dir }, { "json", CLI_FLAG, &json }, { 0 } };
+	const struct cli_opt opts[] = {
+		{ "dir", CLI_STR, &dir }, { "json", CLI_FLAG, &json }, CLI_OPERAND("NAME", &name),
+	};
 	int rc = cli_parse_opts("info", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
 	struct sc_arena *a;
-	if ((rc = cli_operand("info", "NAME", argc, argv, &name)) || (rc = cli_open_arena("info", dir, name, &a)))
+	if ((rc = cli_open_arena("info", dir, name, &a)))
 		return rc;
 	struct sc_arena_info in;
 	rc = sc_arena_info(a, &in);

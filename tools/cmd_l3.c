@@ -123,13 +123,11 @@ static int do_put(int argc, char **argv)
 		{ "desc-json", CLI_STR, &descf },       { "model", CLI_STR, &a.model_identity },
 		{ "state", CLI_STR, &a.state_identity }, { "json", CLI_FLAG, &json },
 		{ "min-free", CLI_SIZE, &o.min_free_bytes, 0, UINT64_MAX, .want = "a size such as 1G" },
-		{ 0 },
+		CLI_OPERAND("DIR", &dir),
 	};
 	int ret = cli_parse_opts("l3", argc, argv, opts, usage);
 	if (ret)
 		return ret < 0 ? EXIT_OK : ret;
-	if ((ret = cli_operand("l3", "DIR", argc, argv, &dir)))
-		return ret;
 	if ((ret = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)) ||
 	    (a.model_identity && (ret = cli_check_identity("l3", "--model", a.model_identity, SC_L3_STR_MAX, 1))) ||
 	    (a.state_identity && (ret = cli_check_identity("l3", "--state", a.state_identity, SC_L3_STR_MAX, 1))))
@@ -328,13 +326,11 @@ static int do_janitor(int argc, char **argv)
 		{ "loop", CLI_U64, &loop_s, 1, 86400, .want = "seconds, 1-86400" },
 		{ "count", CLI_U64, &count, 1, UINT32_MAX, .want = "a count, 1-4294967295" },
 		{ "json", CLI_FLAG, &json },
-		{ 0 },
+		CLI_OPERAND("DIR", &dir),
 	};
 	int rc = cli_parse_opts("l3", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
-	if ((rc = cli_operand("l3", "DIR", argc, argv, &dir)))
-		return rc;
 	if (count && !loop_s)
 		return cli_usage_error("l3", "--count goes with --loop");
 	struct sc_l3 *l3;

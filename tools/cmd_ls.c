@@ -40,13 +40,11 @@ int cmd_ls(int argc, char **argv)
 	const struct cli_opt opts[] = {
 		{ "dir", CLI_STR, &dir },            { "max", CLI_U64, &max, 0, UINT64_MAX, .want = "a number" },
 		{ "owner", CLI_OWNER },              { "json", CLI_FLAG, &ctx.json },
-		{ 0 },
+		CLI_OPERAND("NAME", &name),
 	};
 	int rc = cli_parse_opts("ls", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
-	if ((rc = cli_operand("ls", "NAME", argc, argv, &name)))
-		return rc;
 	struct sc_arena *a;
 	rc = cli_open_arena("ls", dir, name, &a);
 	if (rc)

@@ -230,18 +230,6 @@ static void json_l3(const char *dir, const struct sc_l3_stats *l)
 	       (unsigned long long)l->budget_bytes);
 }
 
-static void print_json(const struct snap *x)
-{
-	json_l2_promotion(x);
-	if (x->have_xs)
-		json_index(&x->xs);
-	json_rings_stages(x);
-	if (x->have_info)
-		printf(",\"attached\":%u", x->info.attached_count);
-	if (x->l3dir)
-		json_l3(x->l3dir, &x->l3s);
-	printf("}\n");
-}
 
 static void text_l2_promotion(const struct snap *x)
 {
@@ -328,16 +316,42 @@ static void text_l3(const char *dir, const struct sc_l3_stats *l)
 	       (unsigned long long)l->write_refusals, (unsigned long long)l->puts, (unsigned long long)l->put_dedup);
 }
 
-static void print_text(const struct snap *x)
+/* The sections of the output in one format; the same order in both. */
+struct format {
+	void (*l2_promotion)(const struct snap *x);
+	void (*index)(const struct sc_l3_index_stats *xs);
+	void (*rings_stages)(const struct snap *x);
+	void (*attached)(uint32_t n);
+	void (*l3)(const char *dir, const struct sc_l3_stats *l);
+	const char *end;
+};
+
+static void json_attached(uint32_t n)
 {
-	text_l2_promotion(x);
+	printf(",\"attached\":%u", n);
+}
+
+static void text_attached(uint32_t n)
+{
+	printf("attached processes: %u (this one included)\n", n);
+}
+
+static const struct format json_format = { json_l2_promotion, json_index, json_rings_stages, json_attached, json_l3,
+					   "}\n" };
+static const struct format text_format = { text_l2_promotion, text_index, text_rings_stages, text_attached, text_l3,
+					   "" };
+
+static void print(const struct snap *x, const struct format *f)
+{
+	f->l2_promotion(x);
 	if (x->have_xs)
-		text_index(&x->xs);
-	text_rings_stages(x);
+		f->index(&x->xs);
+	f->rings_stages(x);
 	if (x->have_info)
-		printf("attached processes: %u (this one included)\n", x->info.attached_count);
+		f->attached(x->info.attached_count);
 	if (x->l3dir)
-		text_l3(x->l3dir, &x->l3s);
+		f->l3(x->l3dir, &x->l3s);
+	fputs(f->end, stdout);
 }
 
 int cmd_stats(int argc, char **argv)
@@ -349,13 +363,11 @@ int cmd_stats(int argc, char **argv)
 		{ "dir", CLI_STR, &dir },            { "model", CLI_STR, &x.model },
 		{ "state", CLI_STR, &x.state },      { "owner", CLI_OWNER },
 		{ "json", CLI_FLAG, &json },         { "l3", CLI_STR, &x.l3dir },
-		{ 0 },
+		CLI_OPERAND("NAME", &name),
 	};
 	int rc = cli_parse_opts("stats", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
-	if ((rc = cli_operand("stats", "NAME", argc, argv, &name)))
-		return rc;
 	if ((x.model != NULL) != (x.state != NULL))
 		return cli_usage_error("stats", "%s needs %s too", x.model ? "--model" : "--state",
 				       x.model ? "--state" : "--model");
@@ -367,7 +379,7 @@ int cmd_stats(int argc, char **argv)
 	if (rc == EXIT_OK)
 		rc = read_arena(dir, name, &x);
 	if (rc == EXIT_OK)
-		(json ? print_json : print_text)(&x);
+		print(&x, json ? &json_format : &text_format);
 	free(x.rs);
 	free(x.ss);
 	return rc;

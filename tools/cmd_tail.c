@@ -137,13 +137,13 @@ int cmd_tail(int argc, char **argv)
 	const struct cli_opt opts[] = {
 		{ "dir", CLI_STR, &dir },            { "owner", CLI_OWNER },
 		{ "json", CLI_FLAG, &t.json },       { "follow", CLI_FLAG, &follow },
-		{ 0 },
+		CLI_OPERAND("NAME", &name),
 	};
 	int rc = cli_parse_opts("tail", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
 	struct sc_arena *a;
-	if ((rc = cli_operand("tail", "NAME", argc, argv, &name)) || (rc = cli_open_arena("tail", dir, name, &a)))
+	if ((rc = cli_open_arena("tail", dir, name, &a)))
 		return rc;
 	if (follow)
 		follow_setup();

@@ -379,12 +379,6 @@ int l3cli_open_error(const char *cmd, int rc, const char *dir, const struct sc_l
 	}
 }
 
-static int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x)
-{
-	int rc = cli_operand(cmd, "NAME", argc, argv, &x->name);
-	return rc ? rc : l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
-}
-
 int l2cli_parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), const struct cli_opt *own,
 		struct l2cli_args *x)
 {
@@ -394,13 +388,15 @@ int l2cli_parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), c
 		{ "state", CLI_STR, &x->state },    { "ns", CLI_STR, &x->ns },
 		{ "tokens", CLI_STR, &x->tokens_spec }, { "owner", CLI_OWNER },
 	};
-	for (int n = 0; own[n].name; n++) {
+	int n = 0;
+	for (; own[n].name; n++) {
 		if (n == MAX_OWN)
 			return cli_usage_error(cmd, "internal error: more than %d options", MAX_OWN);
 		t[NCOMMON + n] = own[n];
 	}
+	t[NCOMMON + n] = (struct cli_opt)CLI_OPERAND("NAME", &x->name);
 	int rc = cli_parse_opts(cmd, argc, argv, t, usage);
-	return rc ? rc : l2cli_operands(cmd, argc, argv, x);
+	return rc ? rc : l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
 }
 
 int l2cli_prefix(const char *cmd, struct l2cli_args *x)
