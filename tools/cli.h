@@ -112,6 +112,23 @@ int cli_l2_error(const char *cmd, int rc, const char *name, const char *what);
 const char *cli_hugetlbfs_mount(char *buf, size_t len);
 
 
+/* ---- counters (stats and exporter show the same) ---- */
+/* The arena-wide counters besides L2's, each with whether the arena has it. */
+struct cli_counters {
+	struct sc_promote_stats ps;
+	struct sc_l3_index_stats xs;
+	struct sc_arena_info info;
+	int have_ps, have_xs, have_info;
+	struct sc_ring_stat *rings; /* nrings of them; nrings < 0: not read */
+	int nrings;
+	uint64_t *ids;              /* every stage's id and L2 counters, nstages of them; < 0: not read */
+	struct sc_l2_stats *stages;
+	int nstages;
+};
+/* Read @a's counters into @c (at most @max_stages stages); free with cli_counters_free. */
+void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *c);
+void cli_counters_free(struct cli_counters *c);
+
 /* Median of @n doubles (sorts them). */
 double cli_median(double *v, int n);
 /* Seconds since an arbitrary point (CLOCK_MONOTONIC). */

@@ -543,3 +543,40 @@ const char *cli_hugetlbfs_mount(char *buf, size_t len)
 		endmntent(f);
 	return found;
 }
+
+void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->nrings = c->nstages = -1;
+	c->have_ps = sc_promote_stats(a, &c->ps) == 0;
+	c->have_xs = sc_l3_index_stats(a, &c->xs) == 0;
+	c->have_info = sc_arena_info(a, &c->info) == 0;
+	if (c->have_info && (c->rings = calloc(c->info.ring_count + 1, sizeof(*c->rings)))) {
+		c->nrings = sc_ring_stats(a, c->rings, c->info.ring_count);
+		if (c->nrings > (int)c->info.ring_count)
+			c->nrings = (int)c->info.ring_count;
+	}
+	int n = sc_l2_stage_ids(a, NULL, 0);
+	if (n > max_stages)
+		n = max_stages;
+	c->nstages = n;
+	if (n <= 0)
+		return;
+	c->ids = calloc((size_t)n, sizeof(*c->ids));
+	c->stages = calloc((size_t)n, sizeof(*c->stages));
+	n = c->ids && c->stages ? sc_l2_stage_ids(a, c->ids, (unsigned)n) : -1;
+	c->nstages = n < 0 ? -1 : 0;
+	for (int i = 0; i < n && i < max_stages; i++)
+		if (sc_l2_stats_id(a, c->ids[i], &c->stages[c->nstages]) == 0)
+			c->ids[c->nstages++] = c->ids[i];
+}
+
+void cli_counters_free(struct cli_counters *c)
+{
+	free(c->rings);
+	free(c->ids);
+	free(c->stages);
+	c->rings = NULL;
+	c->ids = NULL;
+	c->stages = NULL;
+}

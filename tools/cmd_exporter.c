@@ -96,17 +96,7 @@ static void usage(FILE *f)
 struct arena_snap {
 	int up;
 	struct sc_l2_stats l2;
-	struct sc_promote_stats ps;
-	int have_ps;
-	struct sc_l3_index_stats xs;
-	int have_xs;
-	struct sc_arena_info info;
-	int have_info;
-	struct sc_ring_stat *rings;
-	int nrings;
-	uint64_t *ids;
-	struct sc_l2_stats *stages;
-	int nstages;
+	struct cli_counters c; /* nrings, nstages >= 0 */
 };
 
 struct l3_snap {
@@ -125,9 +115,7 @@ struct exporter {
 
 static void snap_free(struct arena_snap *s)
 {
-	free(s->rings);
-	free(s->ids);
-	free(s->stages);
+	cli_counters_free(&s->c);
 }
 
 static int snap_arena(const struct exporter *x, const char *name, struct arena_snap *s, int *err)
@@ -145,25 +133,11 @@ static int snap_arena(const struct exporter *x, const char *name, struct arena_s
 		return -1;
 	}
 	s->up = 1;
-	s->have_ps = sc_promote_stats(a, &s->ps) == 0;
-	s->have_xs = sc_l3_index_stats(a, &s->xs) == 0;
-	s->have_info = sc_arena_info(a, &s->info) == 0;
-	if (s->have_info && (s->rings = calloc(s->info.ring_count + 1, sizeof(*s->rings)))) {
-		s->nrings = sc_ring_stats(a, s->rings, s->info.ring_count);
-		if (s->nrings > (int)s->info.ring_count)
-			s->nrings = (int)s->info.ring_count;
-		if (s->nrings < 0)
-			s->nrings = 0;
-	}
-	int n = sc_l2_stage_ids(a, NULL, 0);
-	if (n > MAX_STAGES)
-		n = MAX_STAGES;
-	if (n > 0 && (s->ids = calloc((size_t)n, sizeof(*s->ids))) && (s->stages = calloc((size_t)n, sizeof(*s->stages)))) {
-		n = sc_l2_stage_ids(a, s->ids, (unsigned)n);
-		for (int i = 0; i < n && i < MAX_STAGES; i++)
-			if (sc_l2_stats_id(a, s->ids[i], &s->stages[s->nstages]) == 0)
-				s->ids[s->nstages++] = s->ids[i];
-	}
+	cli_counters_read(a, MAX_STAGES, &s->c);
+	if (s->c.nrings < 0)
+		s->c.nrings = 0;
+	if (s->c.nstages < 0)
+		s->c.nstages = 0;
 	sc_arena_close(a);
 	return 0;
 }
@@ -403,12 +377,12 @@ static int arena_value(const struct family *fam, const struct arena_snap *s, uin
 {
 	switch (fam->off) {
 	case A_UP: *val = (uint64_t)s->up; return 1;
-	case A_ATTACHED: *val = s->info.attached_count; break;
-	case A_SIZE: *val = s->info.size_bytes; break;
-	case A_HEAP: *val = s->info.heap_bytes; break;
-	default: *val = s->info.page_size; break;
+	case A_ATTACHED: *val = s->c.info.attached_count; break;
+	case A_SIZE: *val = s->c.info.size_bytes; break;
+	case A_HEAP: *val = s->c.info.heap_bytes; break;
+	default: *val = s->c.info.page_size; break;
 	}
-	return s->have_info;
+	return s->c.have_info;
 }
 
 /* One value of arena @an (a struct @base when @have), unlabelled. */
@@ -434,12 +408,12 @@ static void arena_samples(FILE *f, const struct family *fam, const char *an, con
 		sample(f, fam, "arena", an, NULL, NULL, v);
 		break;
 	case S_L2: sample_one(f, fam, an, &s->l2, s->up); break;
-	case S_PROMO: sample_one(f, fam, an, &s->ps, s->have_ps); break;
-	case S_L3IX: sample_one(f, fam, an, &s->xs, s->have_xs); break;
+	case S_PROMO: sample_one(f, fam, an, &s->c.ps, s->c.have_ps); break;
+	case S_L3IX: sample_one(f, fam, an, &s->c.xs, s->c.have_xs); break;
 	case S_STAGE:
-		for (int j = 0; j < s->nstages; j++) {
-			snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->ids[j]);
-			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->stages[j], fam->off, fam->size));
+		for (int j = 0; j < s->c.nstages; j++) {
+			snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->c.ids[j]);
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->c.stages[j], fam->off, fam->size));
 			sample(f, fam, "arena", an, "stage", id, v);
 		}
 		break;
@@ -448,17 +422,17 @@ static void arena_samples(FILE *f, const struct family *fam, const char *an, con
 			sample_each(f, fam, an, &s->l2, SC_L2_REFUSE_COUNT, "reason", sc_l2_refusal_name);
 		break;
 	case S_PROMO_WHY:
-		if (s->have_ps)
-			sample_each(f, fam, an, &s->ps, SC_L2_REFUSE_COUNT, "reason", sc_l2_refusal_name);
+		if (s->c.have_ps)
+			sample_each(f, fam, an, &s->c.ps, SC_L2_REFUSE_COUNT, "reason", sc_l2_refusal_name);
 		break;
 	case S_KEYCOL:
-		if (s->have_xs)
-			sample_each(f, fam, an, &s->xs, 3, "level", level_name);
+		if (s->c.have_xs)
+			sample_each(f, fam, an, &s->c.xs, 3, "level", level_name);
 		break;
 	case S_RING:
-		for (int j = 0; j < s->nrings; j++) {
+		for (int j = 0; j < s->c.nrings; j++) {
 			snprintf(ring, sizeof(ring), "%d", j);
-			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->rings[j], fam->off, fam->size));
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->c.rings[j], fam->off, fam->size));
 			sample(f, fam, "arena", an, "ring", ring, v);
 		}
 		break;

@@ -50,14 +50,8 @@ static void print_stage_json(uint64_t id, const struct sc_l2_stats *s)
 struct snap {
 	const char *model, *state, *l3dir;
 	struct sc_l2_stats s;
-	struct sc_promote_stats ps;
-	struct sc_l3_index_stats xs;
-	struct sc_arena_info info;
+	struct cli_counters c; /* arena-wide only (not read with a model: nrings, nstages < 0) */
 	struct sc_l3_stats l3s;
-	int have_ps, have_xs, have_info, nrings, nstages;
-	struct sc_ring_stat *rs;
-	uint64_t ids[1024]; /* the stage table holds at most 1024 stages */
-	struct sc_l2_stats *ss;
 };
 
 /* The L3 directory's counters (an existing store only: nothing is created or reconciled). */
@@ -75,31 +69,6 @@ static int read_l3(struct snap *x)
 	return EXIT_OK;
 }
 
-/* The arena-wide extras: promotion, index, rings, every stage's counters (what is missing is left out). */
-static void read_arena_wide(struct sc_arena *a, struct snap *x)
-{
-	x->have_ps = sc_promote_stats(a, &x->ps) == 0;
-	x->have_xs = sc_l3_index_stats(a, &x->xs) == 0;
-	x->have_info = sc_arena_info(a, &x->info) == 0;
-	if (x->have_info && (x->rs = calloc(x->info.ring_count + 1, sizeof(*x->rs)))) {
-		x->nrings = sc_ring_stats(a, x->rs, x->info.ring_count);
-		if (x->nrings > (int)x->info.ring_count)
-			x->nrings = (int)x->info.ring_count;
-	}
-	x->nstages = sc_l2_stage_ids(a, x->ids, 1024);
-	if (x->nstages > 1024)
-		x->nstages = 1024;
-	if (x->nstages > 0 && (x->ss = calloc((size_t)x->nstages, sizeof(*x->ss)))) {
-		int k = 0;
-		for (int i = 0; i < x->nstages; i++)
-			if (sc_l2_stats_id(a, x->ids[i], &x->ss[k]) == 0)
-				x->ids[k++] = x->ids[i];
-		x->nstages = k;
-	} else if (x->nstages > 0) {
-		x->nstages = -1;
-	}
-}
-
 /* The counters of arena @name (and of the stage, with a model): 0, or an exit status. */
 static int read_arena(const char *dir, const char *name, struct snap *x)
 {
@@ -115,7 +84,7 @@ static int read_arena(const char *dir, const char *name, struct snap *x)
 	rc = sc_l2_stats(a, st, &x->s);
 	sc_stage_close(st);
 	if (!x->model)
-		read_arena_wide(a, x);
+		cli_counters_read(a, 1024, &x->c); /* the stage table holds at most 1024 stages */
 	sc_arena_close(a);
 	return rc ? cli_l2_error("stats", rc, name, "cannot read the counters") : EXIT_OK;
 }
@@ -158,9 +127,9 @@ static void json_l2_promotion(const struct snap *x)
 	printf(",\"refused\":{");
 	json_refused(x->s.refused);
 	printf("}}");
-	if (!x->have_ps)
+	if (!x->c.have_ps)
 		return;
-	const struct sc_promote_stats *ps = &x->ps;
+	const struct sc_promote_stats *ps = &x->c.ps;
 	printf(",\"promotion\":{\"observations\":%u,\"claims\":%u,\"capacity\":%u,\"considered\":%llu,"
 	       "\"promoted\":%llu,\"evicted\":%llu,\"expired\":%llu,\"repairs\":%llu,\"published\":%llu,"
 	       "\"refused\":{",
@@ -191,10 +160,10 @@ static void json_index(const struct sc_l3_index_stats *xs)
 
 static void json_rings_stages(const struct snap *x)
 {
-	if (x->nrings >= 0) {
+	if (x->c.nrings >= 0) {
 		printf(",\"rings\":[");
-		for (int i = 0; i < x->nrings; i++) {
-			const struct sc_ring_stat *r = &x->rs[i];
+		for (int i = 0; i < x->c.nrings; i++) {
+			const struct sc_ring_stat *r = &x->c.rings[i];
 			printf("%s{\"ring\":%u,\"state\":%u,\"state_name\":\"%s\",\"producer_pid\":%u,"
 			       "\"producer_alive\":%s,\"records\":%llu,\"delivered\":%llu,\"depth_records\":%llu,"
 			       "\"depth_bytes\":%llu,\"ring_full\":%llu,\"ring_bytes\":%llu,\"corrupt\":%s}",
@@ -206,11 +175,11 @@ static void json_rings_stages(const struct snap *x)
 		}
 		printf("]");
 	}
-	if (x->nstages >= 0) {
+	if (x->c.nstages >= 0) {
 		printf(",\"stages\":[");
-		for (int i = 0; i < x->nstages; i++) {
+		for (int i = 0; i < x->c.nstages; i++) {
 			printf("%s", i ? "," : "");
-			print_stage_json(x->ids[i], &x->ss[i]);
+			print_stage_json(x->c.ids[i], &x->c.stages[i]);
 		}
 		printf("]");
 	}
@@ -243,9 +212,9 @@ static void text_l2_promotion(const struct snap *x)
 	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
 		printf("%s%s %llu", i ? ", " : "", sc_l2_refusal_name(i), (unsigned long long)x->s.refused[i]);
 	printf("\n");
-	if (!x->have_ps)
+	if (!x->c.have_ps)
 		return;
-	const struct sc_promote_stats *ps = &x->ps;
+	const struct sc_promote_stats *ps = &x->c.ps;
 	printf("promotion\n  observations %u/%u, claims %u, considered %llu, promoted %llu, evicted %llu, "
 	       "expired %llu, repairs %llu\n",
 	       ps->observations, ps->capacity, ps->claims, (unsigned long long)ps->considered,
@@ -281,8 +250,8 @@ static void text_index(const struct sc_l3_index_stats *xs)
 static void text_rings_stages(const struct snap *x)
 {
 	int shown = 0;
-	for (int i = 0; i < x->nrings; i++) {
-		const struct sc_ring_stat *r = &x->rs[i];
+	for (int i = 0; i < x->c.nrings; i++) {
+		const struct sc_ring_stat *r = &x->c.rings[i];
 		if (!r->producer_pid && !r->records)
 			continue;
 		if (!shown++)
@@ -292,15 +261,15 @@ static void text_rings_stages(const struct snap *x)
 		       (unsigned long long)r->records, (unsigned long long)r->delivered,
 		       (unsigned long long)r->depth_records, (unsigned long long)r->ring_full, r->corrupt ? " CORRUPT" : "");
 	}
-	if (x->nrings >= 0 && !shown)
-		printf("rings: none in use (%d)\n", x->nrings);
-	for (int i = 0; i < x->nstages; i++) {
-		const struct sc_l2_stats *s = &x->ss[i];
+	if (x->c.nrings >= 0 && !shown)
+		printf("rings: none in use (%d)\n", x->c.nrings);
+	for (int i = 0; i < x->c.nstages; i++) {
+		const struct sc_l2_stats *s = &x->c.stages[i];
 		if (!i)
 			printf("stages\n");
 		printf("  %016llx entries %llu bytes %llu hits %llu misses %llu inserts %llu evictions %llu "
 		       "rejects %llu\n",
-		       (unsigned long long)x->ids[i], (unsigned long long)s->entries, (unsigned long long)s->bytes,
+		       (unsigned long long)x->c.ids[i], (unsigned long long)s->entries, (unsigned long long)s->bytes,
 		       (unsigned long long)s->hits, (unsigned long long)s->misses, (unsigned long long)s->inserts,
 		       (unsigned long long)s->evictions, (unsigned long long)s->admission_rejects);
 	}
@@ -344,11 +313,11 @@ static const struct format text_format = { text_l2_promotion, text_index, text_r
 static void print(const struct snap *x, const struct format *f)
 {
 	f->l2_promotion(x);
-	if (x->have_xs)
-		f->index(&x->xs);
+	if (x->c.have_xs)
+		f->index(&x->c.xs);
 	f->rings_stages(x);
-	if (x->have_info)
-		f->attached(x->info.attached_count);
+	if (x->c.have_info)
+		f->attached(x->c.info.attached_count);
 	if (x->l3dir)
 		f->l3(x->l3dir, &x->l3s);
 	fputs(f->end, stdout);
@@ -356,7 +325,7 @@ static void print(const struct snap *x, const struct format *f)
 
 int cmd_stats(int argc, char **argv)
 {
-	struct snap x = { .nrings = -1, .nstages = -1 };
+	struct snap x = { .c = { .nrings = -1, .nstages = -1 } };
 	const char *dir = NULL, *name;
 	int json = 0;
 	const struct cli_opt opts[] = {
@@ -380,7 +349,6 @@ int cmd_stats(int argc, char **argv)
 		rc = read_arena(dir, name, &x);
 	if (rc == EXIT_OK)
 		print(&x, json ? &json_format : &text_format);
-	free(x.rs);
-	free(x.ss);
+	cli_counters_free(&x.c);
 	return rc;
 }
