@@ -576,7 +576,4 @@ void cli_counters_free(struct cli_counters *c)
 	free(c->rings);
 	free(c->ids);
 	free(c->stages);
-	c->rings = NULL;
-	c->ids = NULL;
-	c->stages = NULL;
 }
