@@ -456,25 +456,32 @@ int l2_commit_seg(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_
 }
 
 
+/* The opening admit and publish share: *@why defaults to SC_L2_REFUSE_OTHER (when @why is NULL,
+ * into @spare); 0, -EINVAL (no stage) or -ENOTRECOVERABLE (the arena is declared damaged). */
+static int l2_enter(struct sc_stage *st, int **why, int *spare)
+{
+	if (!*why)
+		*why = spare;
+	**why = SC_L2_REFUSE_OTHER;
+	if (!st)
+		return -EINVAL;
+	return arena_is_damaged(st->arena) ? -ENOTRECOVERABLE : 0;
+}
+
 int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 	     const struct sc_payload *p, uint32_t origin, int *why)
 {
-	int dummy;
-	if (!why)
-		why = &dummy;
-	*why = SC_L2_REFUSE_OTHER;
-	if (!st)
-		return -EINVAL;
+	int spare, rc = l2_enter(st, &why, &spare);
+	if (rc)
+		return rc;
 	struct sc_arena *a = st->arena;
-	if (arena_is_damaged(a))
-		return -ENOTRECOVERABLE;
 	/* every refusal with a stage to count it against is an admission reject (the header says so) */
 	if (!p || !n || !tokens || origin > SC_ORIGIN_FROM_L3)
 		return reject(st, p ? p->sec_len[0] + p->sec_len[1] : 0, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	uint64_t l0 = p->sec_len[0], l1 = p->sec_len[1];
 	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
 		return reject(st, l0 + l1, -EINVAL, SC_L2_REFUSE_INVALID, why);
-	int has_desc = p->kv_desc != NULL, rc;
+	int has_desc = p->kv_desc != NULL;
 	uint64_t fp, off, wire = l0 + l1, ntok = l2_verify_tokens(a) ? n : 0, len = alloc_len_tok(wire, has_desc, ntok);
 	struct sc_key key;
 	struct sc_digest d;
@@ -580,15 +587,10 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	       struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
 	       uint32_t origin, struct sc_lease *lease, int *why)
 {
-	int dummy;
-	if (!why)
-		why = &dummy;
-	*why = SC_L2_REFUSE_OTHER;
-	if (!st)
-		return -EINVAL;
+	int spare, rc = l2_enter(st, &why, &spare);
+	if (rc)
+		return rc;
 	struct sc_arena *a = st->arena;
-	if (arena_is_damaged(a))
-		return -ENOTRECOVERABLE;
 	if (!r || !r->arena_ || r->arena_ != a || !n || !tokens || origin > SC_ORIGIN_FROM_L3 ||
 	    kv_len > r->bytes || rec_len > r->bytes - kv_len)
 		return reject(st, r ? kv_len + rec_len : 0, -EINVAL, SC_L2_REFUSE_INVALID, why);
@@ -596,7 +598,7 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	if (!sc_digest_equal(d, expected))
 		return reject(st, kv_len + rec_len, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0, wire = kv_len + rec_len;
-	int rc = check_shape(st, kind, kv_len, rec_len, desc, ntok, &fp, why);
+	rc = check_shape(st, kind, kv_len, rec_len, desc, ntok, &fp, why);
 	if (rc)
 		return rc;
 	struct sc_key key;

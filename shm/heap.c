@@ -586,24 +586,51 @@ static int alloc_locked(struct heap_ctx *c, uint64_t need, int aligned, uint64_t
 	return alloc_block(c, rel, units, gap, need, tag, off);
 }
 
+/* What both allocations check first: the arguments, the heap, a request the heap could ever hold
+ * (its footprint into @fp). 0 or a negative errno. */
+static int alloc_args(struct shm_arena *a, uint64_t bytes, const uint64_t *off, struct heap_ctx *c, uint64_t *fp)
+{
+	if (!a || !off || !bytes)
+		return -EINVAL;
+	int rc = heap_ctx(a, c);
+	if (rc)
+		return rc;
+	*fp = shm_heap_footprint(bytes);
+	return *fp > c->end - c->start ? -E2BIG : 0;
+}
+
+/* The region offset of the block whose payload starts at arena offset @off, if @off lies in the
+ * heap's blocks (its header not checked): 0, or -1. */
+static int payload_rel(const struct heap_ctx *c, uint64_t off, uint64_t *rel)
+{
+	if (off < c->region_off + c->start + UNIT || off - c->region_off - UNIT >= c->end)
+		return -1;
+	*rel = off - c->region_off - UNIT;
+	return 0;
+}
+
 int shm_heap_alloc(struct shm_arena *a, uint64_t bytes, uint64_t tag, uint64_t *off)
 {
 	struct heap_ctx c;
-	if (!a || !off || !bytes)
-		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc)
-		return rc;
-	uint64_t fp = shm_heap_footprint(bytes);
-	if (fp > c.end - c.start)
-		return -E2BIG;
-	if ((rc = heap_lock(&c)))
+	uint64_t fp;
+	int rc = alloc_args(a, bytes, off, &c, &fp);
+	if (rc || (rc = heap_lock(&c)))
 		return rc;
 	rc = alloc_locked(&c, fp / UNIT, bytes >= PAGE, tag, off);
 	if (rc == -EBADMSG && c.h->state == HEAP_REBUILD && heap_repair_locked(&c) == 0)
 		rc = alloc_locked(&c, fp / UNIT, bytes >= PAGE, tag, off);   /* once, on rebuilt lists */
 	heap_unlock(&c);
 	return rc;
+}
+
+/* The heap of @a validated into @c, and its lock taken: 0, or a negative errno (-EINVAL for no
+ * arena) with the lock not held. */
+static int heap_enter(struct shm_arena *a, struct heap_ctx *c)
+{
+	if (!a)
+		return -EINVAL;
+	int rc = heap_ctx(a, c);
+	return rc ? rc : heap_lock(c);
 }
 
 static int listed(const struct heap_ctx *c, uint64_t p, uint64_t u);
@@ -630,19 +657,14 @@ static int blk_start(const struct heap_ctx *c, uint64_t rel, uint64_t *units, un
 int shm_heap_alloc_at(struct shm_arena *a, uint64_t at, uint64_t bytes, uint64_t tag, uint64_t *off)
 {
 	struct heap_ctx c;
-	if (!a || !off || !bytes)
-		return -EINVAL;
-	int rc = heap_ctx(a, &c);
+	uint64_t fp, rel, units;
+	int rc = alloc_args(a, bytes, off, &c, &fp);
 	if (rc)
 		return rc;
-	uint64_t fp = shm_heap_footprint(bytes);
-	if (fp > c.end - c.start)
-		return -E2BIG;
-	if (at < c.region_off + c.start + UNIT || at - c.region_off - UNIT >= c.end)
+	if (payload_rel(&c, at, &rel))
 		return -ENOSPC;
 	if ((rc = heap_lock(&c)))
 		return rc;
-	uint64_t rel = at - c.region_off - UNIT, units;
 	unsigned st;
 	rc = -ENOSPC; /* not (or no longer) a free block that holds the request */
 	if (blk_start(&c, rel, &units, &st) == 0 && st == ST_FREE && listed(&c, rel, units)) {
@@ -658,16 +680,15 @@ int shm_heap_scan(struct shm_arena *a, uint64_t from, uint64_t max_blocks,
 		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx)
 {
 	struct heap_ctx c;
-	if (!a || !cb)
+	if (!cb)
 		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
-	uint64_t first = c.start, u;
+	uint64_t first = c.start, u, rel;
 	unsigned s;
-	if (from >= c.region_off + c.start + UNIT && from - c.region_off - UNIT < c.end &&
-	    blk_start(&c, from - c.region_off - UNIT, &u, &s) == 0)
-		first = from - c.region_off - UNIT;
+	if (payload_rel(&c, from, &rel) == 0 && blk_start(&c, rel, &u, &s) == 0)
+		first = rel;
 	uint64_t p = first, n = 0;
 	rc = 0;
 	while (n < max_blocks) {
@@ -696,19 +717,10 @@ int shm_heap_scan(struct shm_arena *a, uint64_t from, uint64_t max_blocks,
 static int blk_live(const struct heap_ctx *c, uint64_t off, uint64_t *rel, uint64_t *units)
 {
 	unsigned s;
-	uint64_t u2;
 	if (off < c->region_off + c->start + UNIT || off - c->region_off >= c->end)
 		return -EBADMSG;
 	uint64_t r = off - c->region_off - UNIT;
-	if (blk_get(c, r, units, &s) || s != ST_ALLOC)
-		return -EBADMSG;
-	uint64_t next = r + *units * UNIT;
-	if (next < c->end && (blk_get(c, next, &u2, &s) || blk(c, next)->prev_size != *units * UNIT))
-		return -EBADMSG;
-	uint64_t ps = blk(c, r)->prev_size;
-	if (r == c->start ? ps != 0
-			  : ps == 0 || (ps & (UNIT - 1)) || ps > r - c->start ||
-				    blk_get(c, r - ps, &u2, &s) || u2 * UNIT != ps)
+	if (blk_start(c, r, units, &s) || s != ST_ALLOC)
 		return -EBADMSG;
 	*rel = r;
 	return 0;
@@ -756,10 +768,8 @@ static int free_locked(struct heap_ctx *c, uint64_t off)
 int shm_heap_free(struct shm_arena *a, uint64_t off)
 {
 	struct heap_ctx c;
-	if (!a)
-		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 #ifdef SC_TEST_HOOKS
 	/* test build: poison what is freed, so that a reader still looking at it (a reclamation
@@ -785,10 +795,8 @@ int shm_heap_set_tag(struct shm_arena *a, uint64_t off, uint64_t tag)
 {
 	struct heap_ctx c;
 	uint64_t rel, units;
-	if (!a)
-		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	rc = blk_live(&c, off, &rel, &units);
 	if (!rc)
@@ -801,10 +809,10 @@ int shm_heap_size(struct shm_arena *a, uint64_t off, uint64_t *bytes)
 {
 	struct heap_ctx c;
 	uint64_t rel, units;
-	if (!a || !bytes)
+	if (!bytes)
 		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	rc = blk_live(&c, off, &rel, &units);
 	if (!rc)
@@ -816,10 +824,10 @@ int shm_heap_size(struct shm_arena *a, uint64_t off, uint64_t *bytes)
 int shm_heap_stats(struct shm_arena *a, struct shm_heap_stats *st)
 {
 	struct heap_ctx c;
-	if (!a || !st)
+	if (!st)
 		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	struct heap_hdr *h = c.h;
 	memset(st, 0, sizeof(*st));
@@ -865,10 +873,8 @@ int shm_heap_walk(struct shm_arena *a,
 		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx)
 {
 	struct heap_ctx c;
-	if (!a)
-		return -EINVAL;
-	int rc = heap_ctx(a, &c);
-	if (rc || (rc = heap_lock(&c)))
+	int rc = heap_enter(a, &c);
+	if (rc)
 		return rc;
 	uint64_t p = c.start, last = 0, free_b = 0, free_n = 0, used_n = 0;
 	unsigned last_s = 0;

@@ -109,12 +109,17 @@ static int owner_alive(struct shm_arena *a, uint64_t w)
 	return shm_token_alive(a, shm_ring_owner_token(w));
 }
 
+/* The ring directory, for taking a role in it (producer or consumer): -ECHILD through a forked
+ * child's copy of the handle (unusable), else shm_ring_dir_check. */
+static int ring_dir_own(struct shm_arena *a, struct shm_ring_dir **d)
+{
+	return a->forked ? -ECHILD : shm_ring_dir_check(a, d);
+}
+
 int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 {
 	struct shm_ring_dir *d;
-	if (a->forked)
-		return -ECHILD;
-	int rc = shm_ring_dir_check(a, &d);
+	int rc = ring_dir_own(a, &d);
 	if (rc)
 		return rc;
 	uint64_t size = a->hv.ring_bytes;
@@ -192,9 +197,7 @@ int shm_ring_reserve_slow(struct shm_ring_prod *p, uint64_t end)
 int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c)
 {
 	struct shm_ring_dir *d;
-	if (a->forked)
-		return -ECHILD;
-	int rc = shm_ring_dir_check(a, &d);
+	int rc = ring_dir_own(a, &d);
 	if (rc)
 		return rc;
 	c->a = a;

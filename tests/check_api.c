@@ -557,12 +557,6 @@ END_TEST
 
 /* ---- a restore says whether its bytes are in the arena ---- */
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb, (void)flag, (void)f;
-	return remove(p);
-}
-
 START_TEST(a_restore_says_whether_it_is_in_the_arena)
 {
 	char dir[] = "/var/tmp/sc-api-XXXXXX";
@@ -587,7 +581,7 @@ START_TEST(a_restore_says_whether_it_is_in_the_arena)
 	ck_assert_int_eq(memcmp(r.sec[0], payload, sizeof(payload)), 0);
 	sc_restore_release(&r);
 	sc_l3_close(l3);
-	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	sc_test_rm_tree(dir);
 }
 END_TEST
 

@@ -17,23 +17,12 @@
 
 #include "sc_check.h"
 
-static const char *build_dir(void)
-{
-	static char dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-	ck_assert(n > 0);
-	dir[n] = 0;
-	char *d = dirname(dirname(dir));
-	memmove(dir, d, strlen(d) + 1);
-	return dir;
-}
-
 /* Run `stagecache ARGS...` with PATH @path (NULL: unchanged), output into @out (may be NULL).
  * Returns the exit status, or 128 + signal when it died of one (a crash), or -1 after a timeout. */
 static int run(const char *path, char *out, size_t outlen, const char *const *args)
 {
 	char cli[PATH_MAX + 16];
-	snprintf(cli, sizeof(cli), "%s/stagecache", build_dir());
+	snprintf(cli, sizeof(cli), "%s/stagecache", sc_test_build_dir());
 	int fds[2];
 	ck_assert(pipe(fds) == 0);
 	pid_t pid = fork();
@@ -89,7 +78,7 @@ static int file_is(const char *p, const char *text)
 static int have_bench(void)
 {
 	char p[PATH_MAX + 32];
-	snprintf(p, sizeof(p), "%s/stagecache-bench", build_dir());
+	snprintf(p, sizeof(p), "%s/stagecache-bench", sc_test_build_dir());
 	if (access(p, X_OK)) {
 		sc_skip("%s is not built", p);
 		return 0;

@@ -183,17 +183,10 @@ static void setup(void)
 	sh("mkdir -p %s/notl3", base); /* an existing directory that is not an L3 store */
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int type, struct FTW *ftw)
-{
-	(void)sb, (void)type, (void)ftw;
-	remove(p);
-	return 0;
-}
-
 static void teardown(void)
 {
-	nftw(base, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-	nftw(adir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	sc_test_rm_tree(base);
+	sc_test_rm_tree(adir);
 }
 
 /* ---- snapshots: what "nothing changed" means ---- */

@@ -164,15 +164,37 @@ static int always_ok(void *ctx, char *why, unsigned len)
 	return 0;
 }
 
+/* Remove the entry of tokens @t (absent is fine): 0, or -1. */
+static int remove_tokens(struct sc_stage *st, const int32_t *t)
+{
+	struct sc_key k;
+	if (sc_l2_key(st, NS, t, 4, &k))
+		return -1;
+	int rc = sc_l2_remove(st, k);
+	return rc && rc != -ENOENT ? -1 : 0;
+}
+
+/* The setup of the scenarios on key 1: a fresh arena holding it (version 0, of the size_t bytes
+ * at @ctx). */
+static int key1_setup(void *ctx)
+{
+	return fresh_arena(8, 0) || admit_v(parent_stage, 1, 0, *(size_t *)ctx);
+}
+
+/* An actor's handles, and key 1's tokens into @t: 0, or -1 (said). */
+static int attach_key1(struct sc_arena **a, struct sc_stage **st, int32_t t[4])
+{
+	if (attach(a, st))
+		return -1;
+	key_tokens(t, 1);
+	return 0;
+}
+
 /* ---- 1. lease take vs removal and reclamation ---- */
 
 #define LEASE_BYTES (256u << 10)
 
-static int lease_setup(void *ctx)
-{
-	(void)ctx;
-	return fresh_arena(8, 0) || admit_v(parent_stage, 1, 0, LEASE_BYTES);
-}
+static size_t lease_bytes = LEASE_BYTES;
 
 /* actor 0 leases key 1 and checks its bytes while holding the lease; actor 1 removes key 1 and
  * reclaims. The invariant: a reader with a lease never sees freed (poisoned) or reused bytes. */
@@ -181,10 +203,9 @@ static int lease_actor(void *ctx, unsigned who)
 	(void)ctx;
 	struct sc_arena *a;
 	struct sc_stage *st;
-	if (attach(&a, &st))
-		return 1;
 	int32_t t[4];
-	key_tokens(t, 1);
+	if (attach_key1(&a, &st, t))
+		return 1;
 	if (who == 0) {
 		struct sc_lease l;
 		int rc = sc_l2_get(st, NS, t, 4, NULL, &l);
@@ -198,12 +219,8 @@ static int lease_actor(void *ctx, unsigned who)
 		sc_lease_release(&l);
 		return bad ? 3 : 0;
 	}
-	struct sc_key k;
-	if (sc_l2_key(st, NS, t, 4, &k))
+	if (remove_tokens(st, t))
 		return 4;
-	int rc = sc_l2_remove(st, k);
-	if (rc && rc != -ENOENT)
-		return 5;
 	l2_reclaim_all(a, -1);
 	/* reuse the memory at once: an admit of the same size lands where the freed block was */
 	if (admit_v(st, 2, 0, LEASE_BYTES))
@@ -215,8 +232,8 @@ START_TEST(test_lease_vs_reclamation)
 {
 	static const char *const pts[] = { "l2.get.found", "actor.leased", "l2.index.unlinked", "l2.reclaim.leases_read",
 					   NULL };
-	struct il_scenario s = { .name = "lease take vs reclamation", .actors = 2, .points = pts, .setup = lease_setup,
-				 .actor = lease_actor, .check = always_ok, .teardown = drop_arena };
+	struct il_scenario s = { .name = "lease take vs reclamation", .actors = 2, .points = pts, .ctx = &lease_bytes,
+				 .setup = key1_setup, .actor = lease_actor, .check = always_ok, .teardown = drop_arena };
 	report(&s, 3);
 }
 END_TEST
@@ -272,12 +289,8 @@ static int reap_actor(void *ctx, unsigned who)
 		return bad ? 3 : 0;
 	}
 	(void)shm_readers_reap(a->shm);
-	struct sc_key k;
-	if (sc_l2_key(st, NS, t, 4, &k))
+	if (remove_tokens(st, t))
 		return 4;
-	rc = sc_l2_remove(st, k);
-	if (rc && rc != -ENOENT)
-		return 5;
 	l2_reclaim_all(a, -1);
 	return admit_v(st, 2, 0, LEASE_BYTES) ? 6 : 0;
 }
@@ -395,11 +408,7 @@ END_TEST
 
 #define IDX_BYTES (64u << 10)
 
-static int index_setup(void *ctx)
-{
-	(void)ctx;
-	return fresh_arena(8, 0) || admit_v(parent_stage, 1, 0, IDX_BYTES);
-}
+static size_t index_bytes = IDX_BYTES;
 
 /* actor 0 replaces key 1 (version 1); actor 1 reads key 1 by copy and by lease; actor 2
  * removes it and reclaims. A reader sees version 0, version 1 or a miss, always whole. */
@@ -408,19 +417,14 @@ static int index_actor(void *ctx, unsigned who)
 	(void)ctx;
 	struct sc_arena *a;
 	struct sc_stage *st;
-	if (attach(&a, &st))
-		return 1;
 	int32_t t[4];
-	key_tokens(t, 1);
+	if (attach_key1(&a, &st, t))
+		return 1;
 	if (who == 0)
 		return admit_v(st, 1, 1, IDX_BYTES) ? 2 : 0;
 	if (who == 2) {
-		struct sc_key k;
-		if (sc_l2_key(st, NS, t, 4, &k))
+		if (remove_tokens(st, t))
 			return 3;
-		int rc = sc_l2_remove(st, k);
-		if (rc && rc != -ENOENT)
-			return 4;
 		l2_reclaim_all(a, -1);
 		return 0;
 	}
@@ -444,7 +448,8 @@ START_TEST(test_index_publish_unlink_vs_lookup)
 	static const char *const pts[] = { "l2.index.published", "l2.index.unlinked", "l2.get.found", "actor.leased",
 					   "l2.reclaim.leases_read", NULL };
 	struct il_scenario s = { .name = "index publish/unlink vs lookup", .actors = 3, .points = pts,
-				 .setup = index_setup, .actor = index_actor, .check = always_ok, .teardown = drop_arena };
+				 .ctx = &index_bytes, .setup = key1_setup, .actor = index_actor, .check = always_ok,
+				 .teardown = drop_arena };
 	report(&s, 10);
 }
 END_TEST
@@ -677,7 +682,8 @@ END_TEST
 
 /* ---- 7. fill claims ---- */
 
-static int claim_setup(void *ctx)
+/* A fresh arena and nothing in it (the fill-claim and observation-table scenarios). */
+static int empty_setup(void *ctx)
 {
 	(void)ctx;
 	return fresh_arena(8, 0);
@@ -728,19 +734,13 @@ static int claim_check(void *ctx, char *why, unsigned len)
 START_TEST(test_fill_claims)
 {
 	static const char *const pts[] = { "fill.claim.found", "obs.locked", "actor.holding", NULL };
-	struct il_scenario s = { .name = "fill claims", .actors = 3, .points = pts, .setup = claim_setup,
+	struct il_scenario s = { .name = "fill claims", .actors = 3, .points = pts, .setup = empty_setup,
 				 .actor = claim_actor, .may_die = 1, .check = claim_check, .teardown = drop_arena };
 	report(&s, 10);
 }
 END_TEST
 
 /* ---- 8. the observation table ---- */
-
-static int obs_setup(void *ctx)
-{
-	(void)ctx;
-	return fresh_arena(8, 0);
-}
 
 /* actors 0 and 1 each report a fill of the same digest; exactly one of them is told to promote
  * (the second hit), whatever the order; actor 2 dies holding the table's lock half-way. */
@@ -778,7 +778,7 @@ static int obs_check(void *ctx, char *why, unsigned len)
 START_TEST(test_observation_table)
 {
 	static const char *const pts[] = { "obs.locked", "mutex.lock.wait", NULL };
-	struct il_scenario s = { .name = "observation table", .actors = 3, .points = pts, .setup = obs_setup,
+	struct il_scenario s = { .name = "observation table", .actors = 3, .points = pts, .setup = empty_setup,
 				 .actor = obs_actor, .may_die = 4, .check = obs_check, .teardown = drop_arena };
 	report(&s, 6);
 }
@@ -837,12 +837,8 @@ static int seg_actor(void *ctx, unsigned who)
 		return seg_admit(st, 1) ? 2 : 0;
 	int32_t t[4];
 	key_tokens(t, 1);
-	struct sc_key k;
-	if (sc_l2_key(st, NS, t, 4, &k))
+	if (remove_tokens(st, t))
 		return 3;
-	int rc = sc_l2_remove(st, k);
-	if (rc && rc != -ENOENT)
-		return 4;
 	l2_reclaim_all(a, -1);
 	return 0;
 }
@@ -990,7 +986,7 @@ static int ix_setup_common(void)
 
 static void ix_teardown(void *ctx)
 {
-	h_rm_rf(sh->l3dir);
+	sc_test_rm_tree(sh->l3dir);
 	drop_arena(ctx);
 }
 
@@ -1340,27 +1336,8 @@ END_TEST
 
 START_TEST(test_sched_points_list_is_complete)
 {
-	FILE *p = popen("grep -rhoE 'shm_sched_point\\(\"[a-z0-9._]+\"\\)' lib shm --exclude=fault.h | "
-			"sed -E 's/.*\\(\"(.*)\"\\)/\\1/' | sort -u",
-			"r");
-	ck_assert_ptr_nonnull(p);
-	char line[128];
-	int in_source = 0;
-	const char *const *pts = sc_sched_points();
-	while (fgets(line, sizeof(line), p)) {
-		line[strcspn(line, "\n")] = 0;
-		int found = 0;
-		for (int i = 0; pts[i]; i++)
-			found |= !strcmp(pts[i], line);
-		ck_assert_msg(found, "schedule point '%s' is in the sources but not in sc_sched_points()", line);
-		in_source++;
-	}
-	pclose(p);
-	int listed = 0;
-	while (pts[listed])
-		listed++;
-	ck_assert_int_gt(in_source, 10);
-	ck_assert_int_eq(listed, in_source);
+	/* every shm_sched_point("...") in the sources is listed, and nothing else */
+	sc_test_points_match_sources("shm_sched_point", sc_sched_points(), "schedule point");
 }
 END_TEST
 

@@ -267,7 +267,43 @@ START_TEST(threads_with_their_own_handles)
 }
 END_TEST
 
+/* Nothing is held any more: no leases, nothing waiting for reclamation, the heap empty. */
+static void assert_all_released(struct sc_arena *a)
+{
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
+	ck_assert_uint_eq(s.leases, 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, 0);
+}
+
 /* ---- a reader killed while holding leases ---- */
+
+/* Fork a child that opens arena @name and its stage (*@cs, in the child, where it returns 0);
+ * @fds becomes a pipe on which the child says it holds what it took. */
+static pid_t fork_holder(const char *name, int fds[2], struct sc_stage **cs)
+{
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *ca;
+		open_child(name, &ca, cs);
+	}
+	return pid;
+}
+
+/* In a child: tell the parent (pipe @fd) that it holds what it took, then wait to be killed. */
+static _Noreturn void hold_until_killed(int fd)
+{
+	char c = 'x';
+	if (write(fd, &c, 1) != 1)
+		_exit(21);
+	pause();
+	_exit(22);
+}
 
 START_TEST(killed_readers_leases_are_reclaimed)
 {
@@ -277,12 +313,9 @@ START_TEST(killed_readers_leases_are_reclaimed)
 	struct shm_heap_stats full;
 	ck_assert_int_eq(shm_heap_stats(a->shm, &full), 0);
 	int fds[2];
-	ck_assert_int_eq(pipe(fds), 0);
-	pid_t pid = fork();
+	struct sc_stage *cs;
+	pid_t pid = fork_holder(name, fds, &cs);
 	if (pid == 0) {
-		struct sc_arena *ca;
-		struct sc_stage *cs;
-		open_child(name, &ca, &cs);
 		struct sc_lease l[8];
 		for (uint32_t k = 0; k < 8; k++) {
 			int32_t t[8];
@@ -290,11 +323,7 @@ START_TEST(killed_readers_leases_are_reclaimed)
 			if (sc_l2_get(cs, "mp", t, 8, NULL, &l[k]))
 				_exit(20);
 		}
-		char c = 'x';
-		if (write(fds[1], &c, 1) != 1)
-			_exit(21);
-		pause(); /* killed here, holding 8 leases */
-		_exit(22);
+		hold_until_killed(fds[1]); /* killed holding 8 leases */
 	}
 	char c;
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
@@ -312,12 +341,7 @@ START_TEST(killed_readers_leases_are_reclaimed)
 	usleep(3000); /* past the reaper's rate limit */
 	ck_assert_int_eq(sc_l2_clear(a), 0);
 	ck_assert_int_eq(sc_l2_clear(a), 0);
-	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
-	ck_assert_uint_eq(s.leases, 0);
-	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
-	struct shm_heap_stats hs;
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_eq(hs.used_bytes, 0);
+	assert_all_released(a);
 	/* and the memory is reused */
 	for (uint32_t k = 0; k < 8; k++)
 		ck_assert_int_eq(admit_kv(st, k, 2, 256 << 10), 0);
@@ -394,11 +418,12 @@ static pid_t run_killed(const char *name, const char *point, enum op op)
 	return pid;
 }
 
-/* Every live entry's payload matches its digest and its key; returns the count. */
-static int verify_all(struct sc_stage *st)
+/* Every live entry of keys 0 to @nkeys - 1: its payload matches its digest and its key; returns
+ * the count. */
+static int verify_keys(struct sc_stage *st, uint32_t nkeys)
 {
 	int live = 0;
-	for (uint32_t k = 0; k < 128; k++) {
+	for (uint32_t k = 0; k < nkeys; k++) {
 		int32_t t[8];
 		key_tokens(t, k);
 		struct sc_lease l;
@@ -430,7 +455,7 @@ static void fault_case_run(const struct fault_case *fc)
 		ck_assert_uint_ge(repairs(a), 1); /* the evictor may hold two shards */
 	else
 		ck_assert_uint_eq(repairs(a), 0);
-	int live = verify_all(st);
+	int live = verify_keys(st, 128);
 	int expect_min = BASE_KEYS - (fc->op == OP_EVICT || fc->op == OP_REMOVE ? 2 : 0);
 	ck_assert_msg(live >= expect_min, "%s: %d live entries", fc->point, live);
 	struct sc_l2_stats s;
@@ -438,7 +463,7 @@ static void fault_case_run(const struct fault_case *fc)
 	ck_assert_int_eq((int)s.entries, live);
 	/* still usable */
 	ck_assert_int_eq(admit_kv(st, 120, 1, 5000), 0);
-	ck_assert_int_eq(verify_all(st), live + 1);
+	ck_assert_int_eq(verify_keys(st, 128), live + 1);
 	/* no space leaked: clear (reaps the dead and sweeps orphans) empties the heap */
 	ck_assert_int_ge(sc_l2_clear(a), 0);
 	ck_assert_int_ge(sc_l2_clear(a), 0);
@@ -465,7 +490,7 @@ START_TEST(repairer_killed_during_repair)
 	ck_assert_uint_eq(repairs(a), 0);                     /* its repair never completed */
 	ck_assert_int_ge(sc_l2_invalidate_digest(a, (struct sc_digest){ 1, 2 }), 0);
 	ck_assert_uint_eq(repairs(a), 1);
-	ck_assert_int_ge(verify_all(st), BASE_KEYS);
+	ck_assert_int_ge(verify_keys(st, 128), BASE_KEYS);
 	ck_assert_int_eq(admit_kv(st, 100, 2, 20000), 0);
 	ck_assert_int_ge(sc_l2_clear(a), 0);
 	ck_assert_int_ge(sc_l2_clear(a), 0);
@@ -482,20 +507,13 @@ START_TEST(killed_filler_reservation_is_freed)
 	const char *name;
 	struct sc_arena *a = sc_test_arena("l2f", ARENA, &name);
 	int fds[2];
-	ck_assert_int_eq(pipe(fds), 0);
-	pid_t pid = fork();
+	struct sc_stage *cs;
+	pid_t pid = fork_holder(name, fds, &cs);
 	if (pid == 0) {
-		struct sc_arena *ca;
-		struct sc_stage *cs;
-		open_child(name, &ca, &cs);
 		struct sc_l2_resv r;
 		if (sc_l2_reserve(cs, 1 << 20, &r))
 			_exit(40);
-		char c = 'x';
-		if (write(fds[1], &c, 1) != 1)
-			_exit(41);
-		pause();
-		_exit(42);
+		hold_until_killed(fds[1]);
 	}
 	char c;
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
@@ -611,22 +629,7 @@ START_TEST(random_kills_leave_the_arena_consistent)
 	ck_assert_int_ge(sc_l2_invalidate_digest(a, (struct sc_digest){ 1, 2 }), 0);
 	struct sc_stage *st;
 	ck_assert_int_eq(sc_stage_open(a, "model", "state", &st), 0);
-	int live = 0;
-	for (uint32_t k = 0; k < NKEYS; k++) {
-		int32_t t[8];
-		key_tokens(t, k);
-		struct sc_lease l;
-		int rc = sc_l2_get(st, "mp", t, 8, NULL, &l);
-		if (rc == -ENOENT)
-			continue;
-		ck_assert_int_eq(rc, 0);
-		uint32_t hk;
-		memcpy(&hk, l.sec[0], 4);
-		ck_assert_uint_eq(hk, k);
-		ck_assert(sc_digest_equal(sc_digest(l.sec[0], l.sec_len[0]), l.digest));
-		sc_lease_release(&l);
-		live++;
-	}
+	int live = verify_keys(st, NKEYS);
 	struct sc_l2_stats s;
 	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
 	ck_assert_int_eq((int)s.entries, live);
@@ -634,12 +637,7 @@ START_TEST(random_kills_leave_the_arena_consistent)
 	ck_assert_int_ge(sc_l2_clear(a), 0);
 	usleep(2000);
 	ck_assert_int_ge(sc_l2_clear(a), 0);
-	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
-	ck_assert_uint_eq(s.leases, 0);
-	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
-	struct shm_heap_stats hs;
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_eq(hs.used_bytes, 0);
+	assert_all_released(a);
 	sc_stage_close(st);
 	sc_test_arena_destroy(a, name);
 }

@@ -24,16 +24,9 @@ static void mkdir_tmp(void)
 	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb, (void)flag, (void)f;
-	return remove(p);
-}
-
 static void rm_tmp(void)
 {
-	if (tmpdir[0])
-		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	sc_test_rm_tree(tmpdir);
 	tmpdir[0] = 0;
 }
 
@@ -330,8 +323,6 @@ START_TEST(every_corruption_is_quarantined)
 }
 END_TEST
 
-/* O_DIRECT fills of every size class are exact: one vectored read (header + payload), chunked
- * reads of a large object, a tail that is not a multiple of the alignment. */
 static int count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -420,17 +411,28 @@ START_TEST(kept_files_reused_and_never_stale)
 }
 END_TEST
 
-START_TEST(o_direct_fills_are_exact)
+/* A store opened with O_DIRECT on, or NULL after a SKIP line when the filesystem reports no
+ * direct-I/O alignment. */
+static struct sc_l3 *open_l3_direct(void)
 {
 	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
 	struct sc_l3 *l3 = open_l3(&o);
 	struct sc_l3_stats st;
 	sc_l3_stats(l3, &st);
-	if (!st.dio_mem_align) {
-		sc_skip("no statx DIO alignment on %s", tmpdir);
-		sc_l3_close(l3);
+	if (st.dio_mem_align)
+		return l3;
+	sc_skip("no statx DIO alignment on %s", tmpdir);
+	sc_l3_close(l3);
+	return NULL;
+}
+
+/* O_DIRECT fills of every size class are exact: one vectored read (header + payload), chunked
+ * reads of a large object, a tail that is not a multiple of the alignment. */
+START_TEST(o_direct_fills_are_exact)
+{
+	struct sc_l3 *l3 = open_l3_direct();
+	if (!l3)
 		return;
-	}
 	static const size_t sizes[] = { 1, 4095, 4096, 65536, 65537, (2u << 20) - 1, 2u << 20, (5u << 20) + 12345 };
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		struct sc_location loc;
@@ -568,15 +570,9 @@ END_TEST
 
 START_TEST(o_direct_modes)
 {
-	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
-	struct sc_l3 *l3 = open_l3(&o);
-	struct sc_l3_stats st;
-	sc_l3_stats(l3, &st);
-	if (!st.dio_mem_align) {
-		sc_skip("no statx DIO alignment on %s", tmpdir);
-		sc_l3_close(l3);
+	struct sc_l3 *l3 = open_l3_direct();
+	if (!l3)
 		return;
-	}
 	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "d", 9, 100001, 9, &loc), 0);
 	uint8_t *dst = abuf(200000);
@@ -601,8 +597,7 @@ START_TEST(o_direct_modes)
 	ck_assert_int_eq(r.direct, 0);
 	sc_l3_close(l3);
 	/* auto: a warm file is read buffered, a cold one direct */
-	o.o_direct = SC_L3_ODIRECT_AUTO;
-	l3 = open_l3(&o);
+	l3 = open_l3(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_AUTO });
 	r = (struct sc_l3_fill_req){ .loc = &loc, .dst = dst, .dst_bytes = 200000 };
 	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
 	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
@@ -716,16 +711,24 @@ START_TEST(budget_evicts_lru_to_85_percent)
 }
 END_TEST
 
-START_TEST(killed_put_leaves_nothing_visible)
+/* Fork a writer with the store of its own (*@l3, in the child, where it returns 0; it exits 3
+ * when the store cannot be opened); the parent gets the pid. */
+static pid_t fork_writer(struct sc_l3 **l3)
 {
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
+	if (pid == 0 && sc_l3_open(tmpdir, NULL, l3))
+		_exit(3);
+	return pid;
+}
+
+START_TEST(killed_put_leaves_nothing_visible)
+{
+	struct sc_l3 *cl3 = NULL;
+	pid_t pid = fork_writer(&cl3);
 	if (pid == 0) {
-		struct sc_l3 *l3 = NULL;
-		if (sc_l3_open(tmpdir, NULL, &l3))
-			_exit(3);
 		shm_fault_arm("l3.put.before_rename");
-		put_full(l3, "k", 40, 1 << 20, 40, NULL);
+		put_full(cl3, "k", 40, 1 << 20, 40, NULL);
 		_exit(4); /* not reached */
 	}
 	int status;
@@ -762,14 +765,11 @@ END_TEST
 START_TEST(real_kill_during_big_puts)
 {
 	/* a writer killed -9 at an arbitrary moment: whatever is visible verifies */
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
+	struct sc_l3 *cl3 = NULL;
+	pid_t pid = fork_writer(&cl3);
 	if (pid == 0) {
-		struct sc_l3 *l3 = NULL;
-		if (sc_l3_open(tmpdir, NULL, &l3))
-			_exit(3);
 		for (unsigned i = 0;; i++)
-			put_full(l3, "big", 10 + i % 4000, 8 << 20, i, NULL);
+			put_full(cl3, "big", 10 + i % 4000, 8 << 20, i, NULL);
 	}
 	usleep(300000);
 	kill(pid, SIGKILL);

@@ -41,8 +41,8 @@ static void teardown(void)
 	char top[128];
 	snprintf(top, sizeof(top), "%s", dir);
 	*strrchr(top, '/') = 0;
-	h_rm_rf(top);
-	h_rm_rf(sdir);
+	sc_test_rm_tree(top);
+	sc_test_rm_tree(sdir);
 	dir[0] = 0;
 }
 
@@ -225,18 +225,27 @@ START_TEST(temp_files_of_live_writers_survive_dead_ones_go)
 }
 END_TEST
 
-START_TEST(janitor_lease_is_exclusive_and_taken_over)
+/* Fork host A's janitor, holding the lease (SC_L3_JANITOR_KEEP) of a store with @budget: in the
+ * child it returns 0 with the store in *@j and its first report in *@r; the parent gets the pid.
+ * @up and @down become the pipes child -> parent and parent -> child. */
+static pid_t fork_janitor(uint64_t budget, int up[2], int down[2], struct sc_l3 **j, struct sc_l3_janitor_report *r)
 {
-	int up[2], down[2];
 	ck_assert_int_eq(pipe(up), 0);
 	ck_assert_int_eq(pipe(down), 0);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
+	if (pid == 0 && (h_open(dir, "hostA", budget, sdir, j) || sc_l3_janitor(*j, SC_L3_JANITOR_KEEP, r)))
+		_exit(2);
+	return pid;
+}
+
+START_TEST(janitor_lease_is_exclusive_and_taken_over)
+{
+	int up[2], down[2];
+	struct sc_l3 *j = NULL;
+	struct sc_l3_janitor_report r;
+	pid_t pid = fork_janitor(0, up, down, &j, &r);
 	if (pid == 0) {
-		struct sc_l3 *j = NULL;
-		struct sc_l3_janitor_report r;
-		if (h_open(dir, "hostA", 0, sdir, &j) || sc_l3_janitor(j, SC_L3_JANITOR_KEEP, &r))
-			_exit(2);
 		say(up[1], (char)r.epoch);
 		hear(down[0]); /* hold the lease until killed */
 		_exit(0);
@@ -244,7 +253,6 @@ START_TEST(janitor_lease_is_exclusive_and_taken_over)
 	char e1 = hear(up[0]);
 	ck_assert_int_eq(e1, 1);
 	struct sc_l3 *b = host("hostB", 0);
-	struct sc_l3_janitor_report r;
 	ck_assert_int_eq(sc_l3_janitor(b, 0, &r), -EBUSY);
 	ck_assert_int_eq(sc_l3_evict_to(b, 0), -EBUSY);
 	struct sc_l3_janitor_status st;
@@ -268,16 +276,10 @@ END_TEST
 START_TEST(janitor_that_lost_its_lease_cannot_act)
 {
 	int up[2], down[2];
-	ck_assert_int_eq(pipe(up), 0);
-	ck_assert_int_eq(pipe(down), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
+	struct sc_l3 *j = NULL;
+	struct sc_l3_janitor_report r;
+	pid_t pid = fork_janitor(200000, up, down, &j, &r); /* with a budget its pass will want to enforce */
 	if (pid == 0) {
-		/* host A's janitor, with a budget its pass will want to enforce */
-		struct sc_l3 *j = NULL;
-		struct sc_l3_janitor_report r;
-		if (h_open(dir, "hostA", 200000, sdir, &j) || sc_l3_janitor(j, SC_L3_JANITOR_KEEP, &r))
-			_exit(2);
 		say(up[1], 'k');
 		hear(down[0]);
 		int rc = sc_l3_janitor(j, SC_L3_JANITOR_KEEP, &r);
@@ -297,7 +299,6 @@ START_TEST(janitor_that_lost_its_lease_cannot_act)
 	snprintf(p, sizeof(p), "%s/janitor", dir);
 	snprintf(q, sizeof(q), "%s/janitor.new", dir);
 	ck_assert_int_eq(h_sh("cp %s %s && mv %s %s", p, q, q, p), 0);
-	struct sc_l3_janitor_report r;
 	ck_assert_int_eq(sc_l3_janitor(b, SC_L3_JANITOR_KEEP, &r), 0);
 	ck_assert_uint_eq(r.epoch, 2);
 	/* A tries to act: fenced, nothing removed */

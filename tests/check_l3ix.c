@@ -22,16 +22,9 @@ static const char *arena_name;
 static struct sc_stage *stage;
 static struct sc_l3 *l3; /* bound to the arena */
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb, (void)flag, (void)f;
-	return remove(p);
-}
-
 static void rm_tmp(void)
 {
-	if (tmpdir[0])
-		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	sc_test_rm_tree(tmpdir);
 	tmpdir[0] = 0;
 }
 
@@ -326,19 +319,26 @@ START_TEST(object_vanishing_under_a_fill_is_a_miss)
 }
 END_TEST
 
-/* The weakened key: every key at every level is 0, so any two prefixes of one length collide. */
-START_TEST(forced_collisions_are_misses_at_every_level)
+/* Keys weakened to 0 (any two prefixes of one length collide), the arena opened with @flags, and
+ * prefix A (tokens @a, payload @pa) admitted to L2; @bt gets prefix B's tokens. */
+static void colliding_prefixes(uint32_t flags, int32_t a[256], int32_t bt[256], uint8_t pa[PAY])
 {
 	sc_test_set_key_mask(0, 0);
-	open_all(0, 600000, 0);
-	int32_t a[256], bt[256];
+	open_all(0, 600000, flags);
 	toks_of(a, 256, 5);
 	toks_of(bt, 256, 6);
-	/* L2 */
-	uint8_t pa[PAY];
 	bytes_of(pa, PAY, 51);
 	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pa }, .sec_len = { PAY } };
 	ck_assert_int_eq(sc_l2_admit(stage, "ns", a, 256, sc_digest(pa, PAY), &pl, 0), 0);
+}
+
+/* The weakened key: every key at every level is 0, so any two prefixes of one length collide. */
+START_TEST(forced_collisions_are_misses_at_every_level)
+{
+	int32_t a[256], bt[256];
+	uint8_t pa[PAY];
+	colliding_prefixes(0, a, bt, pa);
+	/* L2 */
 	struct sc_lease l;
 	ck_assert_int_eq(sc_l2_get(stage, "ns", bt, 256, NULL, &l), -ENOENT);
 	ck_assert_uint_eq(ixstats().key_collisions_l2, 1);
@@ -383,15 +383,9 @@ END_TEST
 /* What the per-arena option gives up: without token ids, the same collision serves A's state. */
 START_TEST(without_verification_a_collision_serves_another_prefix)
 {
-	sc_test_set_key_mask(0, 0);
-	open_all(0, 600000, SC_ARENA_NO_TOKEN_VERIFY);
 	int32_t a[256], bt[256];
-	toks_of(a, 256, 5);
-	toks_of(bt, 256, 6);
 	uint8_t pa[PAY];
-	bytes_of(pa, PAY, 51);
-	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pa }, .sec_len = { PAY } };
-	ck_assert_int_eq(sc_l2_admit(stage, "ns", a, 256, sc_digest(pa, PAY), &pl, 0), 0);
+	colliding_prefixes(SC_ARENA_NO_TOKEN_VERIFY, a, bt, pa);
 	struct sc_lease l;
 	ck_assert_int_eq(sc_l2_get(stage, "ns", bt, 256, NULL, &l), 0);
 	ck_assert(memcmp(l.sec[0], pa, PAY) == 0);

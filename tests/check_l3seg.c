@@ -27,7 +27,7 @@ static int32_t toks[4096];
 static void rm_tmp(void)
 {
 	if (tmpdir[0])
-		h_rm_rf(tmpdir);
+		sc_test_rm_tree(tmpdir);
 	tmpdir[0] = 0;
 }
 
@@ -913,7 +913,7 @@ START_TEST(shared_mode_only_the_janitor_sweeps)
 	sc_l3_close(b2);
 	sc_l3_close(b);
 	sc_l3_close(a);
-	h_rm_rf(sdir);
+	sc_test_rm_tree(sdir);
 	free(x), free(y);
 }
 END_TEST

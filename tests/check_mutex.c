@@ -31,15 +31,18 @@ static double now_s(void)
 }
 
 /* A child that attaches to @name, locks @m and then does @then: 'k' SIGKILL itself, 'h' hold
- * for @hold_us then unlock and exit. Signals @go after locking. */
-static pid_t locker(const char *name, struct shm_mutex *m, int go, char then, useconds_t hold_us)
+ * for @hold_us then unlock and exit. Returns its pid once it holds @m. */
+static pid_t locker(const char *name, struct shm_mutex *m, char then, useconds_t hold_us)
 {
+	int go[2];
+	ck_assert_int_eq(pipe(go), 0);
 	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		struct sc_arena *b;
 		if (sc_arena_open(name, &b) || shm_mutex_lock(b->shm, m))
 			_exit(2);
-		if (write(go, "x", 1) != 1)
+		if (write(go[1], "x", 1) != 1)
 			_exit(3);
 		if (then == 'k')
 			raise(SIGKILL);
@@ -47,6 +50,10 @@ static pid_t locker(const char *name, struct shm_mutex *m, int go, char then, us
 		shm_mutex_unlock(b->shm, m);
 		_exit(0);
 	}
+	char c;
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	close(go[0]);
+	close(go[1]);
 	return pid;
 }
 
@@ -79,11 +86,7 @@ START_TEST(test_dead_holder_is_ownerdead)
 	const char *name;
 	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
 	struct shm_mutex *m = shared_mutex();
-	int go[2];
-	ck_assert_int_eq(pipe(go), 0);
-	pid_t pid = locker(name, m, go[1], 'k', 0);
-	char c;
-	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	pid_t pid = locker(name, m, 'k', 0);
 	waitpid(pid, NULL, 0);
 	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0); /* a dead holder is not corruption */
 	ck_assert_int_eq(shm_mutex_trylock(a->shm, m), -EBUSY); /* trylock never takes over */
@@ -103,12 +106,10 @@ START_TEST(test_one_waiter_takes_a_dead_lock_over)
 	const char *name;
 	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
 	struct shm_mutex *m = shared_mutex();
-	int go[2], res[2];
-	ck_assert_int_eq(pipe(go), 0);
+	int res[2];
 	ck_assert_int_eq(pipe(res), 0);
-	pid_t holder = locker(name, m, go[1], 'k', 0);
+	pid_t holder = locker(name, m, 'k', 0);
 	char c;
-	ck_assert_int_eq(read(go[0], &c, 1), 1);
 	/* three waiters block on the dead holder's lock; exactly one must be told to repair */
 	pid_t w[3];
 	for (int i = 0; i < 3; i++) {
@@ -180,11 +181,7 @@ START_TEST(test_slow_live_holder_is_waited_for)
 	const char *name;
 	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
 	struct shm_mutex *m = shared_mutex();
-	int go[2];
-	ck_assert_int_eq(pipe(go), 0);
-	pid_t pid = locker(name, m, go[1], 'h', 700000); /* much longer than the wait slices */
-	char c;
-	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	pid_t pid = locker(name, m, 'h', 700000); /* much longer than the wait slices */
 	double t0 = now_s();
 	ck_assert_int_eq(shm_mutex_lock(a->shm, m), 0); /* not taken over: the holder lives */
 	ck_assert(now_s() - t0 > 0.5);

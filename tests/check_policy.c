@@ -694,16 +694,9 @@ END_TEST
 
 static char tmpdir[64];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *fw)
-{
-	(void)sb, (void)flag, (void)fw;
-	return remove(p);
-}
-
 static void rm_tmp(void)
 {
-	if (tmpdir[0])
-		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	sc_test_rm_tree(tmpdir);
 	tmpdir[0] = 0;
 }
 

@@ -37,18 +37,6 @@ static const struct expect probes[] = { SC_PROBE_LIST(X) };
 static unsigned short *const semaphores[] __attribute__((used)) = { SC_PROBE_LIST(X) };
 #undef X
 
-/* The build directory: this binary is <build>/tests/check_probes. */
-static const char *build_dir(void)
-{
-	static char dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-	ck_assert(n > 0);
-	dir[n] = 0;
-	char *d = dirname(dirname(dir));
-	memmove(dir, d, strlen(d) + 1);
-	return dir;
-}
-
 static int have_readelf(void)
 {
 	return system("readelf --version >/dev/null 2>&1") == 0;
@@ -144,7 +132,7 @@ START_TEST(test_shared_library_notes)
 		return;
 	}
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/libstagecache.so.0", build_dir());
+	snprintf(path, sizeof(path), "%s/libstagecache.so.0", sc_test_build_dir());
 	check_file(path);
 }
 END_TEST
@@ -156,7 +144,7 @@ START_TEST(test_static_binary_notes)
 		return;
 	}
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/tests/static_probes", build_dir());
+	snprintf(path, sizeof(path), "%s/tests/static_probes", sc_test_build_dir());
 	check_file(path);
 }
 END_TEST

@@ -143,14 +143,22 @@ START_TEST(evicts_oldest_at_4096)
 }
 END_TEST
 
-START_TEST(two_processes_count_as_two_hits)
+/* Fork a child with an arena handle of its own (*@a, in the child, where it returns 0; it exits 3
+ * when it cannot open one); the parent gets the pid. */
+static pid_t fork_attached(struct sc_arena **a)
 {
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
+	if (pid == 0 && sc_arena_open(arena_name, a))
+		_exit(3);
+	return pid;
+}
+
+START_TEST(two_processes_count_as_two_hits)
+{
+	struct sc_arena *a = NULL;
+	pid_t pid = fork_attached(&a);
 	if (pid == 0) {
-		struct sc_arena *a = NULL;
-		if (sc_arena_open(arena_name, &a))
-			_exit(3);
 		sc_promote_set_clock(a, fake_clock, NULL);
 		int why = -1;
 		int rc = sc_promote_consider(a, S1, dg(42), 10, 100, &why);
@@ -232,12 +240,9 @@ START_TEST(holder_killed_with_the_lock)
 {
 	for (uint64_t i = 0; i < 50; i++)
 		consider(S1, dg(i), 10, 100, SC_PROMOTE_WHY_FIRST_HIT);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
+	struct sc_arena *a = NULL;
+	pid_t pid = fork_attached(&a);
 	if (pid == 0) {
-		struct sc_arena *a = NULL;
-		if (sc_arena_open(arena_name, &a))
-			_exit(3);
 		struct shm_obs_hdr *h = shm_obs_table(a->shm);
 		if (!h || shm_obs_lock(a->shm, h))
 			_exit(4);

@@ -19,16 +19,9 @@ static struct sc_stage *stage;
 static struct sc_l3 *l3;
 static int32_t toks[8192];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb, (void)flag, (void)f;
-	return remove(p);
-}
-
 static void rm_tmp(void)
 {
-	if (tmpdir[0])
-		nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	sc_test_rm_tree(tmpdir);
 	tmpdir[0] = 0;
 }
 
@@ -302,6 +295,26 @@ START_TEST(regression_quarantine_at_open_invalidates_mirror_and_is_reported)
 }
 END_TEST
 
+/* In a child process: restore (@ns, the first @n tokens, @flags) through an arena handle, stage
+ * and store of its own, after saying "x" on @ready_fd when it is >= 0. Returns what sc_restore
+ * did, *@r released (its fields only). Exits 3 or 4 when it cannot open or say. */
+static int child_restore(const char *ns, uint32_t n, uint32_t flags, int ready_fd, struct sc_restore *r)
+{
+	struct sc_arena *a = NULL;
+	struct sc_stage *s = NULL;
+	struct sc_l3 *x = NULL;
+	if (sc_arena_open(arena_name, &a) || sc_stage_open(a, "model-a", "state-a", &s) || sc_l3_open(tmpdir, NULL, &x))
+		_exit(3);
+	if (ready_fd >= 0 && write(ready_fd, "x", 1) != 1)
+		_exit(4);
+	int rc = sc_restore(s, x, ns, toks, n, flags, r);
+	sc_restore_release(r);
+	sc_l3_close(x);
+	sc_stage_close(s);
+	sc_arena_close(a);
+	return rc;
+}
+
 START_TEST(two_processes_fills_count_as_two_hits)
 {
 	struct sc_restore r;
@@ -309,19 +322,9 @@ START_TEST(two_processes_fills_count_as_two_hits)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct sc_arena *a = NULL;
-		struct sc_stage *s = NULL;
-		struct sc_l3 *x = NULL;
 		struct sc_restore rr;
-		if (sc_arena_open(arena_name, &a) || sc_stage_open(a, "model-a", "state-a", &s) || sc_l3_open(tmpdir, NULL, &x))
-			_exit(3);
-		int rc = sc_restore(s, x, "mp", toks, 20, 0, &rr);
-		int ok = rc == 20 && rr.source == SC_RESTORE_FROM_L3 && !rr.promoted;
-		sc_restore_release(&rr);
-		sc_l3_close(x);
-		sc_stage_close(s);
-		sc_arena_close(a);
-		_exit(ok ? 0 : 1);
+		int rc = child_restore("mp", 20, 0, -1, &rr);
+		_exit(rc == 20 && rr.source == SC_RESTORE_FROM_L3 && !rr.promoted ? 0 : 1);
 	}
 	int status;
 	waitpid(pid, &status, 0);
@@ -346,18 +349,9 @@ START_TEST(single_flight_waits_then_hits_l2)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct sc_arena *a = NULL;
-		struct sc_stage *s = NULL;
-		struct sc_l3 *x = NULL;
 		struct sc_restore rr;
-		if (sc_arena_open(arena_name, &a) || sc_stage_open(a, "model-a", "state-a", &s) || sc_l3_open(tmpdir, NULL, &x))
-			_exit(3);
-		if (write(pipefd[1], "x", 1) != 1)
-			_exit(4);
-		int rc = sc_restore(s, x, "sf", toks, 30, SC_RESTORE_WAIT, &rr);
-		int ok = rc == 30 && rr.source == SC_RESTORE_FROM_L2 && rr.waited;
-		sc_restore_release(&rr);
-		_exit(ok ? 0 : 1);
+		int rc = child_restore("sf", 30, SC_RESTORE_WAIT, pipefd[1], &rr);
+		_exit(rc == 30 && rr.source == SC_RESTORE_FROM_L2 && rr.waited ? 0 : 1);
 	}
 	char c;
 	ck_assert_int_eq(read(pipefd[0], &c, 1), 1);

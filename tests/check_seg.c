@@ -132,12 +132,37 @@ static uint64_t heap_used(struct fx *f)
 	return hs.used_bytes;
 }
 
+/* Turn 1 (key 100: 4 segments and a 100-byte tail) and turn 2 extending it (key 200: the same 4
+ * segments, 2 more, a 300-byte tail). */
+static void two_turns(struct fx *f)
+{
+	ck_assert_int_eq(put(f, 100, 4 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(f, 200, 6 * MiB, 300, 2), 0);
+}
+
+/* A fresh segmented fixture holding the two turns; returns the heap bytes used before them. */
+static uint64_t fx_open_two_turns(struct fx *f)
+{
+	fx_open_seg(f, SEG);
+	uint64_t used0 = heap_used(f);
+	two_turns(f);
+	return used0;
+}
+
+/* Turn 1 is still there, whole. */
+static void turn_one_intact(struct fx *f)
+{
+	struct sc_lease l;
+	ck_assert_int_eq(lease(f, 100, &l), 0);
+	lease_is(f, &l, 4 * MiB, 100, 1);
+	sc_lease_release(&l);
+}
+
 START_TEST(shared_leading_segments_are_stored_once)
 {
 	struct fx f;
 	fx_open_seg(&f, SEG);
-	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);  /* turn 1: 4 segments + tail */
-	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);  /* turn 2 extends it: 2 new segments */
+	two_turns(&f);
 	struct sc_l2_stats s = stats(&f);
 	uint64_t a = 4 * MiB + 100, b = 6 * MiB + 300;
 	ck_assert_uint_eq(s.entries, 2);
@@ -188,8 +213,7 @@ START_TEST(segments_off_and_small_payloads_are_stored_whole)
 {
 	struct fx f;
 	fx_open_seg(&f, 0);
-	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
-	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	two_turns(&f);
 	struct sc_l2_stats s = stats(&f);
 	ck_assert_uint_eq(s.physical_bytes, s.logical_bytes);
 	ck_assert_uint_eq(s.saved_bytes, 0);
@@ -247,10 +271,7 @@ END_TEST
 START_TEST(every_reference_keeps_a_shared_segment_until_the_last_goes)
 {
 	struct fx f;
-	fx_open_seg(&f, SEG);
-	uint64_t used0 = heap_used(&f);
-	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
-	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	uint64_t used0 = fx_open_two_turns(&f);
 	/* 1. entry: A goes, B keeps A's segments (A's block stays as a holder) */
 	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0);
 	reclaim(&f);
@@ -279,8 +300,7 @@ START_TEST(every_reference_keeps_a_shared_segment_until_the_last_goes)
 	ck_assert_uint_eq(s.physical_bytes, 0);
 	ck_assert_uint_eq(heap_used(&f), used0);
 	/* 3. the holder order reversed: B goes first, A keeps its own */
-	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
-	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	two_turns(&f);
 	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
 	reclaim(&f);
 	s = stats(&f);
@@ -297,10 +317,7 @@ END_TEST
 START_TEST(a_dead_processs_lease_keeps_segments_until_reaped)
 {
 	struct fx f;
-	fx_open_seg(&f, SEG);
-	uint64_t used0 = heap_used(&f);
-	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
-	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	uint64_t used0 = fx_open_two_turns(&f);
 	int pfd[2];
 	ck_assert_int_eq(pipe(pfd), 0);
 	pid_t pid = fork();
@@ -380,10 +397,7 @@ START_TEST(a_writer_killed_inside_the_table_is_recounted)
 		ck_assert_msg(s.physical_bytes == phys && s.segments == 4, "%s: phys %llu segs %llu", points[k],
 			      (unsigned long long)s.physical_bytes, (unsigned long long)s.segments);
 	}
-	struct sc_lease l;
-	ck_assert_int_eq(lease(&f, 100, &l), 0);
-	lease_is(&f, &l, 4 * MiB, 100, 1);
-	sc_lease_release(&l);
+	turn_one_intact(&f);
 	fx_close(&f);
 }
 END_TEST
@@ -392,8 +406,7 @@ START_TEST(fsck_finds_and_repairs_wrong_reference_counts)
 {
 	struct fx f;
 	fx_open_seg(&f, SEG);
-	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
-	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	two_turns(&f);
 	struct sc_fsck_report rep;
 	ck_assert_int_eq(sc_arena_fsck(f.a, 0, NULL, NULL, &rep), 0);
 	struct shm_segtab *t = l2_segtab(f.a);
@@ -424,10 +437,7 @@ START_TEST(fsck_finds_and_repairs_wrong_reference_counts)
 	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
 	reclaim(&f);
 	ck_assert_uint_eq(stats(&f).segments, 4);
-	struct sc_lease l;
-	ck_assert_int_eq(lease(&f, 100, &l), 0);
-	lease_is(&f, &l, 4 * MiB, 100, 1);
-	sc_lease_release(&l);
+	turn_one_intact(&f);
 	fx_close(&f);
 }
 END_TEST
@@ -436,8 +446,7 @@ START_TEST(hostile_segment_records_are_refused)
 {
 	struct fx f;
 	fx_open_seg(&f, SEG);
-	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
-	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	two_turns(&f);
 	struct sc_lease l;
 	ck_assert_int_eq(lease(&f, 200, &l), 0);
 	struct shm_seg_rec *r = (struct shm_seg_rec *)(void *)(f.a->shm->base + l.private_spare_[0]);

@@ -19,16 +19,19 @@
 #define ENTRIES 64u /* 4 per shard */
 #define PER_SHARD (ENTRIES / SHM_INDEX_SHARDS)
 
-static struct sc_arena *index_arena(const char **name)
-{
-	struct sc_arena_opts o = { .size_bytes = 8u << 20, .huge = SC_HUGE_OFF, .index_entries = ENTRIES };
-	return sc_test_arena_opts("index", &o, name);
-}
-
 static void view(struct sc_arena *a, struct shm_index *ix)
 {
 	ck_assert_int_eq(shm_index_view(a->shm, ix), 0);
 	ck_assert_uint_eq(ix->nentries, ENTRIES);
+}
+
+/* A fresh arena of ENTRIES index entries, and its index viewed into @ix. */
+static struct sc_arena *index_arena(const char **name, struct shm_index *ix)
+{
+	struct sc_arena_opts o = { .size_bytes = 8u << 20, .huge = SC_HUGE_OFF, .index_entries = ENTRIES };
+	struct sc_arena *a = sc_test_arena_opts("index", &o, name);
+	view(a, ix);
+	return a;
 }
 
 static uint32_t shard_of(const struct shm_index *ix, uint64_t lo)
@@ -85,9 +88,8 @@ static int reclaim(struct shm_index *ix, uint32_t s, uint64_t min, const uint64_
 START_TEST(test_view_checks_header)
 {
 	const char *name;
-	struct sc_arena *a = index_arena(&name);
 	struct shm_index ix;
-	view(a, &ix);
+	struct sc_arena *a = index_arena(&name, &ix);
 	ck_assert_uint_eq(ix.hdr->nbuckets, ENTRIES);
 	struct shm_index_hdr *h = ix.hdr, saved;
 	memcpy(&saved, h, 64);
@@ -120,9 +122,8 @@ END_TEST
 START_TEST(test_insert_lookup_replace_remove)
 {
 	const char *name;
-	struct sc_arena *a = index_arena(&name);
 	struct shm_index ix;
-	view(a, &ix);
+	struct sc_arena *a = index_arena(&name, &ix);
 	int err = 1;
 	ck_assert_ptr_null(get(&ix, 5, 6, &err));
 	ck_assert_int_eq(err, 0);
@@ -173,9 +174,8 @@ END_TEST
 START_TEST(test_retired_wait_then_reused)
 {
 	const char *name;
-	struct sc_arena *a = index_arena(&name);
 	struct shm_index ix;
-	view(a, &ix);
+	struct sc_arena *a = index_arena(&name, &ix);
 	uint32_t s = shard_of(&ix, 7);
 	struct shm_index_entry *e = put(&ix, 7, 1);
 	uint32_t gen = e->gen;
@@ -219,9 +219,8 @@ END_TEST
 START_TEST(test_full_shard)
 {
 	const char *name;
-	struct sc_arena *a = index_arena(&name);
 	struct shm_index ix;
-	view(a, &ix);
+	struct sc_arena *a = index_arena(&name, &ix);
 	uint32_t s = shard_of(&ix, 3);
 	struct shm_index_entry *e[PER_SHARD];
 	for (uint32_t i = 0; i < PER_SHARD; i++) {
@@ -249,9 +248,8 @@ END_TEST
 START_TEST(test_hostile_chains)
 {
 	const char *name;
-	struct sc_arena *a = index_arena(&name);
 	struct shm_index ix;
-	view(a, &ix);
+	struct sc_arena *a = index_arena(&name, &ix);
 	uint32_t b = shm_index_bucket(&ix, 9), s = shm_index_shard_of_bucket(b);
 	struct shm_index_entry *e = put(&ix, 9, 1), *f = put(&ix, 9 + ENTRIES, 2);
 	int err;
@@ -302,9 +300,8 @@ END_TEST
 START_TEST(test_hostile_lists)
 {
 	const char *name;
-	struct sc_arena *a = index_arena(&name);
 	struct shm_index ix;
-	view(a, &ix);
+	struct sc_arena *a = index_arena(&name, &ix);
 	uint32_t s = shard_of(&ix, 11);
 	struct shm_index_shard *sh = &ix.hdr->shards[s];
 	struct shm_index_entry *live = put(&ix, 11, 1);
@@ -349,9 +346,8 @@ END_TEST
 START_TEST(test_dead_writer_repair)
 {
 	const char *name;
-	struct sc_arena *a = index_arena(&name);
 	struct shm_index ix;
-	view(a, &ix);
+	struct sc_arena *a = index_arena(&name, &ix);
 	uint32_t s = shard_of(&ix, 13);
 	struct shm_index_entry *gone = put(&ix, 13 + ENTRIES, 2);
 	uint32_t repairs = ix.hdr->shards[s].repairs, pending = ix.hdr->shards[s].pending_count;

@@ -34,17 +34,6 @@
 
 /* ---- environment ---- */
 
-static const char *build_dir(void)
-{
-	static char dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-	ck_assert(n > 0);
-	dir[n] = 0;
-	char *d = dirname(dirname(dir));
-	memmove(dir, d, strlen(d) + 1);
-	return dir;
-}
-
 __attribute__((unused)) static const char *self_exe(void)
 {
 	static char p[PATH_MAX];
@@ -55,7 +44,7 @@ __attribute__((unused)) static const char *self_exe(void)
 static const char *cli_path(void)
 {
 	static char p[PATH_MAX + 16];
-	snprintf(p, sizeof(p), "%s/stagecache", build_dir());
+	snprintf(p, sizeof(p), "%s/stagecache", sc_test_build_dir());
 	return p;
 }
 
@@ -73,6 +62,15 @@ __attribute__((unused)) static const char *bpf_unavailable(void)
 	if (access(cli_path(), X_OK))
 		return "build/stagecache is not built";
 	return NULL;
+}
+
+/* Print "SKIP: <why>" and return 1 when BPF tracing cannot run here. */
+static int skip_without_bpf(void)
+{
+	const char *why = bpf_unavailable();
+	if (why)
+		sc_skip("%s", why);
+	return why != NULL;
 }
 
 /* Remove a pin directory whatever state a failed test left it in. */
@@ -512,11 +510,8 @@ __attribute__((unused)) static uint64_t fill_hist_total(const char *dir, uint64_
 
 START_TEST(test_counters_equal_library)
 {
-	const char *why = bpf_unavailable();
-	if (why) {
-		sc_skip("%s", why);
+	if (skip_without_bpf())
 		return;
-	}
 	const char *name;
 	struct sc_arena_opts ao = { .size_bytes = 16ull << 20, .huge = SC_HUGE_OFF };
 	struct sc_arena *a = sc_test_arena_opts("trace", &ao, &name);
@@ -663,11 +658,8 @@ END_TEST
  * equal what the library's stats say was saved. */
 START_TEST(test_segment_bytes_equal_library)
 {
-	const char *why = bpf_unavailable();
-	if (why) {
-		sc_skip("%s", why);
+	if (skip_without_bpf())
 		return;
-	}
 	const char *name;
 	struct sc_arena_opts ao = { .size_bytes = 64ull << 20, .huge = SC_HUGE_OFF, .segment_bytes = 1u << 20 };
 	struct sc_arena *a = sc_test_arena_opts("trseg", &ao, &name);
@@ -772,13 +764,10 @@ static void so_workload(const char *so, const char *arena_name)
 
 START_TEST(test_shared_library_probes_fire)
 {
-	const char *why = bpf_unavailable();
-	if (why) {
-		sc_skip("%s", why);
+	if (skip_without_bpf())
 		return;
-	}
 	char so[PATH_MAX + 32];
-	snprintf(so, sizeof(so), "%s/libstagecache.so.0", build_dir());
+	snprintf(so, sizeof(so), "%s/libstagecache.so.0", sc_test_build_dir());
 	const char *name;
 	struct sc_arena *a = sc_test_arena("trace-so", 16ull << 20, &name);
 	struct tracer t;
@@ -834,11 +823,8 @@ static void mini_workload(const char *arena_name, int gate)
 /* --pid traces one process only (here a static binary: the target is found via /proc/PID/exe). */
 START_TEST(test_pid_filter)
 {
-	const char *why = bpf_unavailable();
-	if (why) {
-		sc_skip("%s", why);
+	if (skip_without_bpf())
 		return;
-	}
 	const char *name;
 	struct sc_arena *a = sc_test_arena("trace-pid", 16ull << 20, &name);
 	int gate[2][2];
@@ -917,11 +903,8 @@ static int run_cli(uid_t uid, char *err, size_t errlen, const char *const *args)
  * tracer refuses the occupied directory instead of mixing its counts in. */
 START_TEST(test_keep_leaves_pins)
 {
-	const char *why = bpf_unavailable();
-	if (why) {
-		sc_skip("%s", why);
+	if (skip_without_bpf())
 		return;
-	}
 	char pin[128], out[8192], p[256];
 	snprintf(pin, sizeof(pin), "/sys/fs/bpf/stagecache-check-keep-%d", (int)getpid());
 	const char *keep[] = { "stagecache", "trace", "--binary", self_exe(), "--pin-dir", pin, "--duration", "0.3",
@@ -1114,11 +1097,8 @@ static void refusal_workload(const char *arena_name)
 
 START_TEST(test_refusals_by_reason_equal_library)
 {
-	const char *why = bpf_unavailable();
-	if (why) {
-		sc_skip("%s", why);
+	if (skip_without_bpf())
 		return;
-	}
 	const char *name;
 	struct sc_arena_opts ao = { .size_bytes = 16ull << 20, .huge = SC_HUGE_OFF };
 	struct sc_arena *a = sc_test_arena_opts("trace-r", &ao, &name);

@@ -1,4 +1,7 @@
 /* tests/helpers.c — helpers shared by the Check suites (see sc_check.h). */
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,4 +78,54 @@ int sc_test_sh(const char *fmt, ...)
 	va_end(ap);
 	int st = system(cmd);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb, (void)flag, (void)f;
+	remove(p); /* go on: remove whatever else can be */
+	return 0;
+}
+
+void sc_test_rm_tree(const char *dir)
+{
+	if (dir && dir[0])
+		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+const char *sc_test_build_dir(void)
+{
+	static char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	ck_assert(n > 0);
+	dir[n] = 0;
+	char *d = dirname(dirname(dir));
+	memmove(dir, d, strlen(d) + 1);
+	return dir;
+}
+
+void sc_test_points_match_sources(const char *call, const char *const *pts, const char *what)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd),
+		 "grep -rhoE '%s\\(\"[a-z0-9._]+\"\\)' lib shm --exclude=fault.h | sed -E 's/.*\\(\"(.*)\"\\)/\\1/' | sort -u",
+		 call);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	char line[128];
+	int in_source = 0;
+	while (fgets(line, sizeof(line), p)) {
+		line[strcspn(line, "\n")] = 0;
+		int found = 0;
+		for (int i = 0; pts[i]; i++)
+			found |= !strcmp(pts[i], line);
+		ck_assert_msg(found, "%s '%s' is in the sources but not in the list", what, line);
+		in_source++;
+	}
+	pclose(p);
+	int listed = 0;
+	while (pts[listed])
+		listed++;
+	ck_assert_int_gt(in_source, 10);
+	ck_assert_int_eq(listed, in_source);
 }

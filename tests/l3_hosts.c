@@ -140,18 +140,6 @@ int h_count(const char *dir, const char *prefix)
 	return count_n;
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb, (void)flag, (void)f;
-	remove(p);
-	return 0;
-}
-
-void h_rm_rf(const char *dir)
-{
-	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
 int h_wait(int pid, int secs)
 {
 	int status;

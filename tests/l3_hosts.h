@@ -30,8 +30,6 @@ int h_fetch_wait(struct sc_l3 *l3, uint32_t doc, uint32_t ntok, size_t bytes, un
 int h_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Names of regular files under @dir whose name starts with @prefix: how many. */
 int h_count(const char *dir, const char *prefix);
-/* rm -rf (no following of mounts: FTW_MOUNT). */
-void h_rm_rf(const char *dir);
 /* Wait for child @pid (up to @secs seconds, then SIGKILL it); its exit status, or -1 when it did
  * not exit normally (killed, crashed, timed out). */
 int h_wait(int pid, int secs);

@@ -44,6 +44,14 @@ void sc_test_wait_killed(pid_t pid);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
 int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Remove @dir and everything below it (not crossing mounts); nothing when @dir is NULL or "". */
+void sc_test_rm_tree(const char *dir);
+/* The build directory: the test binary is <build>/tests/check_<x>. */
+const char *sc_test_build_dir(void);
+/* Every point named by a call @call("...") in lib/ and shm/ is in the NULL-terminated list @pts,
+ * and the list has nothing else (@what names the kind in the failure message). */
+void sc_test_points_match_sources(const char *call, const char *const *pts, const char *what);
+
 /* Are we root (for tests of hugepages, BPF)? */
 int sc_test_is_root(void);
 

@@ -303,35 +303,32 @@ out:
 	return rc ? 1 : 0;
 }
 
-static int run_real(struct trace *t, int ti, uint64_t budget, const uint8_t *src, int run, uint8_t *hit_out,
-		    uint64_t *refusals, uint64_t *by_reason, char *backing, size_t blen)
+/* A fresh arena @name whose L2 budget is @budget, and a stage of it; its backing's name into
+ * @backing. 0 or a negative errno (nothing left behind). */
+static int policy_arena(const char *name, uint64_t budget, struct sc_arena **a, struct sc_stage **st, char *backing,
+			size_t blen)
 {
-	char name[64];
-	snprintf(name, sizeof(name), "bench-policy-%d-%d", (int)getpid(), ti);
 	struct sc_arena_opts ao = { .size_bytes = ((budget + budget / 4) + (32ull << 20)) & ~((2ull << 20) - 1),
 				    .huge = SC_HUGE_AUTO };
-	struct sc_arena *a = NULL;
-	struct sc_stage *st = NULL;
-	int rc = sc_arena_create(name, &ao, &a);
+	int rc = sc_arena_create(name, &ao, a);
 	if (rc) {
 		bench_missing(B, "policy_arena", "cannot create the arena: %s", sc_strerror(rc));
 		return rc;
 	}
 	struct sc_arena_info info;
-	if (sc_arena_info(a, &info) == 0 && backing)
+	if (sc_arena_info(*a, &info) == 0 && backing)
 		snprintf(backing, blen, "%s", sc_backing_name(info.backing));
-	if ((rc = sc_l2_shrink_to(a, budget)) || (rc = sc_stage_open(a, MODEL, STATE, &st))) {
-		sc_arena_close(a);
+	if ((rc = sc_l2_shrink_to(*a, budget)) || (rc = sc_stage_open(*a, MODEL, STATE, st))) {
+		sc_arena_close(*a);
 		sc_arena_destroy(NULL, name);
-		return rc;
 	}
-	size_t shb = sizeof(struct shared) + t->nreq;
-	struct shared *sh = mmap(NULL, shb, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED) {
-		rc = -errno;
-		goto out;
-	}
-	memset(sh, 0, shb);
+	return rc;
+}
+
+/* WORKERS processes replay trace @t on arena @name, started together; 0 when every one of them
+ * finished cleanly, else a negative errno. */
+static int run_workers(const char *name, struct trace *t, int ti, const uint8_t *src, int run, struct shared *sh)
+{
 	pid_t pids[WORKERS];
 	int nw = 0;
 	for (int w = 0; w < WORKERS; w++) {
@@ -353,20 +350,39 @@ static int run_real(struct trace *t, int ti, uint64_t budget, const uint8_t *src
 	}
 	double secs = bench_now() - t0;
 	bench_progress("policy: %s run %d: %.1f s (%u requests)\n", t->name, run + 1, secs, t->nreq);
-	if (failed || atomic_load(&sh->error)) {
-		rc = atomic_load(&sh->error) ? atomic_load(&sh->error) : -ECHILD;
+	if (atomic_load(&sh->error))
+		return atomic_load(&sh->error);
+	return failed ? -ECHILD : 0;
+}
+
+static int run_real(struct trace *t, int ti, uint64_t budget, const uint8_t *src, int run, uint8_t *hit_out,
+		    uint64_t *refusals, uint64_t *by_reason, char *backing, size_t blen)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "bench-policy-%d-%d", (int)getpid(), ti);
+	struct sc_arena *a = NULL;
+	struct sc_stage *st = NULL;
+	int rc = policy_arena(name, budget, &a, &st, backing, blen);
+	if (rc)
+		return rc;
+	size_t shb = sizeof(struct shared) + t->nreq;
+	struct shared *sh = mmap(NULL, shb, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		rc = -errno;
 	} else {
-		memcpy(hit_out, sh->hit, t->nreq);
+		memset(sh, 0, shb);
+		rc = run_workers(name, t, ti, src, run, sh);
 		struct sc_l2_stats s;
-		if (sc_l2_stats(a, NULL, &s) == 0) {
-			*refusals = s.admission_rejects;
-			for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
-				by_reason[i] += s.refused[i];
+		if (rc == 0) {
+			memcpy(hit_out, sh->hit, t->nreq);
+			if (sc_l2_stats(a, NULL, &s) == 0) {
+				*refusals = s.admission_rejects;
+				for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
+					by_reason[i] += s.refused[i];
+			}
 		}
-		rc = 0;
+		munmap(sh, shb);
 	}
-	munmap(sh, shb);
-out:
 	sc_stage_close(st);
 	sc_arena_close(a);
 	sc_arena_destroy(NULL, name);

@@ -151,13 +151,14 @@ static pid_t start_trace(const char *self, const char *helper, const char *pin_d
 	return -1;
 }
 
-int bench_probes(int argc, char **argv)
+/* The helpers next to this binary: with probes (@with), without (@without), and the CLI (@self). */
+struct helpers {
+	char self[PATH_MAX + 16], with[PATH_MAX + 32], without[PATH_MAX + 48];
+};
+
+static int find_helpers(struct helpers *h)
 {
-	int quick = bench_quick;
-	int rc = bench_no_options("probes", argc, argv, usage);
-	if (rc >= 0)
-		return rc;
-	char exe[PATH_MAX], dir[PATH_MAX], self[PATH_MAX + 16], with[PATH_MAX + 32], without[PATH_MAX + 48];
+	char exe[PATH_MAX], dir[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
 		return cli_fail("bench", -errno, "probes: /proc/self/exe");
@@ -165,32 +166,37 @@ int bench_probes(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "%s", exe);
 	*strrchr(dir, '/') = 0;
 	/* `stagecache trace` is the CLI's, next to this benchmark binary */
-	snprintf(self, sizeof(self), "%s/stagecache", dir);
-	snprintf(with, sizeof(with), "%s/bench_probes_helper", dir);
-	snprintf(without, sizeof(without), "%s/noprobes/bench_probes_helper", dir);
-	if (access(with, X_OK) || access(without, X_OK))
-		return cli_fail("bench", -ENOENT, "probes: helpers %s and %s are not built (run make)", with, without);
+	snprintf(h->self, sizeof(h->self), "%s/stagecache", dir);
+	snprintf(h->with, sizeof(h->with), "%s/bench_probes_helper", dir);
+	snprintf(h->without, sizeof(h->without), "%s/noprobes/bench_probes_helper", dir);
+	if (access(h->with, X_OK) || access(h->without, X_OK))
+		return cli_fail("bench", -ENOENT, "probes: helpers %s and %s are not built (run make)", h->with, h->without);
+	return EXIT_OK;
+}
 
-	long iters = quick ? 100000 : 400000, batches = quick ? 5 : 9;
-	int rounds = quick ? 3 : 15;
-	double best_with = 0, best_without = 0;
-	for (int r = 0; r < rounds; r++) { /* interleaved, so drift hits both variants alike */
+/* Unattached probes vs none: the best of @rounds interleaved runs of each (so drift hits both
+ * alike) into *@with and *@without. */
+static int unattached(const struct helpers *h, long iters, long batches, int rounds, double *with, double *without)
+{
+	for (int r = 0; r < rounds; r++) {
 		double a, b;
-		int e = run_helper(without, iters, batches, &b);
+		int e = run_helper(h->without, iters, batches, &b);
 		if (!e)
-			e = run_helper(with, iters, batches, &a);
+			e = run_helper(h->with, iters, batches, &a);
 		if (e)
 			return cli_fail("bench", e, "probes: running the helper failed");
-		if (r == 0 || a < best_with)
-			best_with = a;
-		if (r == 0 || b < best_without)
-			best_without = b;
+		if (r == 0 || a < *with)
+			*with = a;
+		if (r == 0 || b < *without)
+			*without = b;
 	}
-	bench_value("probes", "hit_ns_noprobes", best_without, "ns", NULL);
-	bench_value("probes", "hit_ns_probes_unattached", best_with, "ns", NULL);
-	bench_value("probes", "probes_unattached_overhead", best_with / best_without - 1, "ratio",
-		       "hit_ns_noprobes");
+	return EXIT_OK;
+}
 
+/* With `stagecache trace` attached (root only): the best of @rounds runs; reports its figures
+ * against @best_with (the unattached time), or says why they are missing. */
+static int attached(const struct helpers *h, long iters, long batches, int rounds, double best_with)
+{
 	if (geteuid() != 0) {
 		bench_missing("probes", "attached_ns_per_event", "not root: the eBPF programs cannot be attached");
 		return EXIT_OK;
@@ -198,16 +204,17 @@ int bench_probes(int argc, char **argv)
 	char pin_dir[64];
 	snprintf(pin_dir, sizeof(pin_dir), "/sys/fs/bpf/stagecache-bench-%d", (int)getpid());
 	FILE *tout = NULL;
-	pid_t tp = start_trace(self, with, pin_dir, &tout);
+	pid_t tp = start_trace(h->self, h->with, pin_dir, &tout);
 	if (tp < 0) {
-		bench_missing("probes", "attached_ns_per_event", "could not attach (see 'stagecache trace --binary %s')", with);
+		bench_missing("probes", "attached_ns_per_event", "could not attach (see 'stagecache trace --binary %s')",
+			      h->with);
 		return EXIT_OK;
 	}
 	double best_att = 0;
 	int e = 0;
-	for (int r = 0; r < (quick ? 2 : 3) && !e; r++) {
+	for (int r = 0; r < rounds && !e; r++) {
 		double a;
-		e = run_helper(with, iters / 4, batches, &a);
+		e = run_helper(h->with, iters, batches, &a);
 		if (!e && (r == 0 || a < best_att))
 			best_att = a;
 	}
@@ -219,6 +226,26 @@ int bench_probes(int argc, char **argv)
 	bench_value("probes", "hit_ns_probes_attached", best_att, "ns", NULL);
 	bench_value("probes", "attached_ns_per_event", best_att - best_with, "ns", "hit_ns_probes_unattached");
 	return EXIT_OK;
+}
+
+int bench_probes(int argc, char **argv)
+{
+	int quick = bench_quick;
+	int rc = bench_no_options("probes", argc, argv, usage);
+	if (rc >= 0)
+		return rc;
+	struct helpers h;
+	if ((rc = find_helpers(&h)))
+		return rc;
+	long iters = quick ? 100000 : 400000, batches = quick ? 5 : 9;
+	double best_with = 0, best_without = 0;
+	if ((rc = unattached(&h, iters, batches, quick ? 3 : 15, &best_with, &best_without)))
+		return rc;
+	bench_value("probes", "hit_ns_noprobes", best_without, "ns", NULL);
+	bench_value("probes", "hit_ns_probes_unattached", best_with, "ns", NULL);
+	bench_value("probes", "probes_unattached_overhead", best_with / best_without - 1, "ratio",
+		       "hit_ns_noprobes");
+	return attached(&h, iters / 4, batches, quick ? 2 : 3, best_with);
 }
 
 #endif

@@ -244,6 +244,60 @@ static void html_escape(FILE *f, const char *s)
 			fputc(*s, f);
 }
 
+/* The conditions each benchmark recorded (the env records). */
+static void write_conditions(FILE *f, int html)
+{
+	fprintf(f, html ? "<h2>Machine and conditions</h2>\n<ul>\n" : "## Machine and conditions\n\n");
+	for (int i = 0; i < nrec; i++) {
+		if (!recs[i].env)
+			continue;
+		if (html) {
+			fprintf(f, "<li>%s <code>%s</code>: ", recs[i].bench, recs[i].metric);
+			html_escape(f, recs[i].baseline);
+			fprintf(f, "</li>\n");
+		} else {
+			fprintf(f, "- %s `%s`: %s\n", recs[i].bench, recs[i].metric, recs[i].baseline);
+		}
+	}
+}
+
+static void write_plots(FILE *f, const struct plot *pl, int npl, int gnuplot_ok, int html)
+{
+	fprintf(f, html ? "<h2>Plots</h2>\n" : "\n## Plots\n\n");
+	for (int i = 0; i < npl; i++) {
+		if (!pl[i].have)
+			fprintf(f, html ? "<p>%s: no figures in this run.</p>\n" : "- %s: no figures in this run.\n", pl[i].title);
+		else if (!gnuplot_ok)
+			fprintf(f, html ? "<p>%s: not drawn (gnuplot is not installed or failed).</p>\n"
+					: "- %s: not drawn (gnuplot is not installed or failed).\n", pl[i].title);
+		else if (html)
+			fprintf(f, "<h3>%s</h3>\n<img src='%s' alt='%s'>\n", pl[i].title, pl[i].file, pl[i].title);
+		else
+			fprintf(f, "### %s\n\n![%s](%s)\n\n", pl[i].title, pl[i].title, pl[i].file);
+	}
+}
+
+/* One row of the table of every figure. */
+static void write_row(FILE *f, const struct rec *r, int html)
+{
+	char med[32], iqr[64] = "";
+	if (r->missing)
+		snprintf(med, sizeof(med), "missing");
+	else
+		snprintf(med, sizeof(med), "%.4g", r->value);
+	if (!r->missing && r->n > 1)
+		snprintf(iqr, sizeof(iqr), "%.4g – %.4g", r->q1, r->q3);
+	if (html) {
+		fprintf(f, "<tr><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>", r->bench,
+			r->metric, med, iqr, r->n, r->unit);
+		html_escape(f, r->missing ? r->why : r->baseline);
+		fprintf(f, "</td></tr>\n");
+	} else {
+		fprintf(f, "| %s | `%s` | %s | %s | %d | %s | %s |\n", r->bench, r->metric, med, iqr, r->n, r->unit,
+			r->missing ? r->why : r->baseline);
+	}
+}
+
 static void write_report(const char *dir, const struct plot *pl, int npl, int gnuplot_ok, int html)
 {
 	char p[4200];
@@ -258,60 +312,17 @@ static void write_report(const char *dir, const struct plot *pl, int npl, int gn
 			   "<h1>stagecache benchmarks</h1>\n");
 	else
 		fprintf(f, "# stagecache benchmarks\n\n");
-	fprintf(f, html ? "<h2>Machine and conditions</h2>\n<ul>\n" : "## Machine and conditions\n\n");
-	for (int i = 0; i < nrec; i++)
-		if (recs[i].env) {
-			if (html) {
-				fprintf(f, "<li>%s <code>%s</code>: ", recs[i].bench, recs[i].metric);
-				html_escape(f, recs[i].baseline);
-				fprintf(f, "</li>\n");
-			} else {
-				fprintf(f, "- %s `%s`: %s\n", recs[i].bench, recs[i].metric, recs[i].baseline);
-			}
-		}
+	write_conditions(f, html);
 	fprintf(f, html ? "</ul>\n<h2>Targets</h2>\n" : "\n## Targets\n\n");
 	bench_targets_write(f, html);
-	fprintf(f, html ? "<h2>Plots</h2>\n" : "\n## Plots\n\n");
-	for (int i = 0; i < npl; i++) {
-		if (!pl[i].have)
-			fprintf(f, html ? "<p>%s: no figures in this run.</p>\n" : "- %s: no figures in this run.\n", pl[i].title);
-		else if (!gnuplot_ok)
-			fprintf(f, html ? "<p>%s: not drawn (gnuplot is not installed or failed).</p>\n"
-					: "- %s: not drawn (gnuplot is not installed or failed).\n", pl[i].title);
-		else if (html)
-			fprintf(f, "<h3>%s</h3>\n<img src='%s' alt='%s'>\n", pl[i].title, pl[i].file, pl[i].title);
-		else
-			fprintf(f, "### %s\n\n![%s](%s)\n\n", pl[i].title, pl[i].title, pl[i].file);
-	}
+	write_plots(f, pl, npl, gnuplot_ok, html);
 	fprintf(f, html ? "<h2>Every figure</h2>\n<table>\n<tr><th>bench</th><th>metric</th><th>median</th><th>IQR</th>"
 			  "<th>n</th><th>unit</th><th>baseline (what the other side did)</th></tr>\n"
 			: "\n## Every figure\n\n| bench | metric | median | IQR | n | unit | baseline (what the other side did) |\n"
 			  "|---|---|---|---|---|---|---|\n");
-	for (int i = 0; i < nrec; i++) {
-		const struct rec *r = &recs[i];
-		if (r->env)
-			continue;
-		char med[32], iqr[64];
-		if (r->missing) {
-			snprintf(med, sizeof(med), "missing");
-			snprintf(iqr, sizeof(iqr), "%s", "");
-		} else {
-			snprintf(med, sizeof(med), "%.4g", r->value);
-			if (r->n > 1)
-				snprintf(iqr, sizeof(iqr), "%.4g – %.4g", r->q1, r->q3);
-			else
-				iqr[0] = 0;
-		}
-		if (html) {
-			fprintf(f, "<tr><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>", r->bench,
-				r->metric, med, iqr, r->n, r->unit);
-			html_escape(f, r->missing ? r->why : r->baseline);
-			fprintf(f, "</td></tr>\n");
-		} else {
-			fprintf(f, "| %s | `%s` | %s | %s | %d | %s | %s |\n", r->bench, r->metric, med, iqr, r->n, r->unit,
-				r->missing ? r->why : r->baseline);
-		}
-	}
+	for (int i = 0; i < nrec; i++)
+		if (!recs[i].env)
+			write_row(f, &recs[i], html);
 	fprintf(f, html ? "</table>\n</body></html>\n" : "");
 	fclose(f);
 }

@@ -178,6 +178,52 @@ static double run_pair(side_fn producer, side_fn consumer, void *arg)
 	return sh->t_end - sh->t_start;
 }
 
+/* ---- the two sides of a commit ring ---- */
+
+/* A producer's arena @name and its ring (the process exits 3 when either cannot be opened). */
+static struct sc_ring *producer_open(const char *name, struct sc_arena **ar)
+{
+	struct sc_ring *r;
+	if (sc_arena_open(name, ar) || sc_ring_open(*ar, &r))
+		_exit(3);
+	return r;
+}
+
+static void producer_close(struct sc_ring *r, struct sc_arena *ar)
+{
+	sc_ring_close(r);
+	sc_arena_close(ar);
+}
+
+enum { IDLE_SPIN = 0, IDLE_BACKOFF = 1 };
+
+/* The consumer: poll arena @name's rings into @cb (bursts of BURST) until *@count reaches @want,
+ * idling with backoff() or idle() (@how) after an empty poll; stamps t_end when @stamp. The
+ * process exits 3 when the arena cannot be opened, 4 when a poll fails. */
+static void consume(const char *name, sc_ring_fn cb, void *ctx, const uint64_t *count, uint64_t want, int how,
+		    int stamp)
+{
+	struct sc_arena *ar;
+	if (sc_arena_open(name, &ar))
+		_exit(3);
+	unsigned spins = 0, pauses = 0;
+	while (*count < want) {
+		int got = sc_ring_poll(ar, cb, ctx, BURST);
+		if (got < 0)
+			_exit(4);
+		if (got)
+			pauses = 0;
+		else if (how == IDLE_BACKOFF)
+			backoff(&pauses, &spins);
+		else
+			idle(&spins);
+	}
+	if (stamp)
+		sh->t_end = bench_now();
+	sc_ring_consumer_close(ar);
+	sc_arena_close(ar);
+}
+
 /* ---- the commit rings ---- */
 
 struct ring_arg {
@@ -190,9 +236,7 @@ static void ring_producer(void *v)
 {
 	struct ring_arg *a = v;
 	struct sc_arena *ar;
-	struct sc_ring *r;
-	if (sc_arena_open(a->name, &ar) || sc_ring_open(ar, &r))
-		_exit(3);
+	struct sc_ring *r = producer_open(a->name, &ar);
 	int32_t toks[256];
 	for (uint32_t j = 0; j < a->ntokens; j++)
 		toks[j] = (int32_t)j;
@@ -211,8 +255,7 @@ static void ring_producer(void *v)
 				idle(&spins);
 		}
 	}
-	sc_ring_close(r);
-	sc_arena_close(ar);
+	producer_close(r, ar);
 }
 
 struct cons_state {
@@ -232,24 +275,9 @@ static int ring_cb(const struct sc_commit *c, void *ctx)
 static void ring_consumer(void *v)
 {
 	struct ring_arg *a = v;
-	struct sc_arena *ar;
-	if (sc_arena_open(a->name, &ar))
-		_exit(3);
 	struct cons_state s = { 0, 0, 0 };
-	unsigned spins = 0, pauses = 0;
-	while (s.n < a->n) {
-		int got = sc_ring_poll(ar, ring_cb, &s, BURST);
-		if (got < 0)
-			_exit(4);
-		if (!got)
-			backoff(&pauses, &spins);
-		else
-			pauses = 0;
-	}
-	sh->t_end = bench_now();
+	consume(a->name, ring_cb, &s, &s.n, a->n, IDLE_BACKOFF, 1);
 	sh->sink += s.sum;
-	sc_ring_consumer_close(ar);
-	sc_arena_close(ar);
 }
 
 /* ---- the batcher ---- */
@@ -263,9 +291,7 @@ static void batcher_producer(void *v)
 {
 	struct batch_arg *a = v;
 	struct sc_arena *ar;
-	struct sc_ring *r;
-	if (sc_arena_open(a->name, &ar) || sc_ring_open(ar, &r))
-		_exit(3);
+	struct sc_ring *r = producer_open(a->name, &ar);
 	struct sc_batcher b;
 	struct mallinfo2 m0 = mallinfo2();
 	double t0 = bench_now(), waited = 0;
@@ -300,8 +326,7 @@ static void batcher_producer(void *v)
 	sh->ns_per_token = (t1 - t0 - waited) * 1e9 / (double)a->tokens;
 	sh->wall_ns_per_token = (t1 - t0) * 1e9 / (double)a->tokens;
 	sh->heap_delta = (int64_t)(m1.uordblks - m0.uordblks) + (int64_t)(m1.hblkhd - m0.hblkhd);
-	sc_ring_close(r);
-	sc_arena_close(ar);
+	producer_close(r, ar);
 	sh->t_end = bench_now();
 }
 
@@ -316,20 +341,8 @@ static int batch_cb(const struct sc_commit *c, void *ctx)
 static void batcher_consumer(void *v)
 {
 	struct batch_arg *a = v;
-	struct sc_arena *ar;
-	if (sc_arena_open(a->name, &ar))
-		_exit(3);
-	uint64_t term = 0, want = (a->tokens + 4095) / 4096;
-	unsigned spins = 0;
-	while (term < want) {
-		int got = sc_ring_poll(ar, batch_cb, &term, BURST);
-		if (got < 0)
-			_exit(4);
-		if (!got)
-			idle(&spins);
-	}
-	sc_ring_consumer_close(ar);
-	sc_arena_close(ar);
+	uint64_t term = 0; /* one terminal record per request of 4096 tokens */
+	consume(a->name, batch_cb, &term, &term, (a->tokens + 4095) / 4096, IDLE_SPIN, 0);
 }
 
 /* ---- rte_ring ---- */
@@ -534,9 +547,7 @@ static void lat_producer(void *v)
 {
 	struct lat_arg *a = v;
 	struct sc_arena *ar;
-	struct sc_ring *r;
-	if (sc_arena_open(a->name, &ar) || sc_ring_open(ar, &r))
-		_exit(3);
+	struct sc_ring *r = producer_open(a->name, &ar);
 	int32_t toks[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
 	uint64_t gap = 0;
 	{ /* ~20 us in ticks */
@@ -557,8 +568,7 @@ static void lat_producer(void *v)
 		while (sc_ring_try_submit(r, &c) == -EAGAIN)
 			cpu_relax();
 	}
-	sc_ring_close(r);
-	sc_arena_close(ar);
+	producer_close(r, ar);
 }
 
 static int lat_cb(const struct sc_commit *c, void *ctx)
@@ -575,23 +585,8 @@ static int lat_cb(const struct sc_commit *c, void *ctx)
 static void lat_consumer(void *v)
 {
 	struct lat_arg *a = v;
-	struct sc_arena *ar;
-	if (sc_arena_open(a->name, &ar))
-		_exit(3);
 	uint64_t n = 0;
-	unsigned spins = 0, pauses = 0;
-	while (n < a->n) {
-		int got = sc_ring_poll(ar, lat_cb, &n, BURST);
-		if (got < 0)
-			_exit(4);
-		if (!got)
-			backoff(&pauses, &spins);
-		else
-			pauses = 0;
-	}
-	sh->t_end = bench_now();
-	sc_ring_consumer_close(ar);
-	sc_arena_close(ar);
+	consume(a->name, lat_cb, &n, &n, a->n, IDLE_BACKOFF, 1);
 }
 
 /* The polling consumer with nothing to deliver, for @secs: its CPU share (0..1), or < 0. */

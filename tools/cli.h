@@ -34,6 +34,44 @@ void cli_getopt_begin(void);
 /* The usage error for what getopt_long returned ('?' unknown option, ':' missing argument),
  * naming the option as it was typed. Returns EXIT_USAGE. */
 int cli_opt_error(const char *cmd, int c, char **argv);
+/* One row of a command's option table. A table ends with a row whose name is NULL: { 0 } when
+ * the command's operands are its own business, or CLI_OPERAND(WHAT, &var) when it takes exactly
+ * one (called WHAT in the messages "missing WHAT" and "unexpected argument"). */
+enum cli_opt_kind {
+	CLI_STR,    /* const char *: the value as given */
+	CLI_FLAG,   /* int: a switch, set to 1 */
+	CLI_UNFLAG, /* int: a switch, set to 0 (--no-...) */
+	CLI_BITS,   /* uint32_t: a switch, ORs in the bits of max */
+	CLI_U32,    /* uint32_t: a whole number in [min, max] */
+	CLI_U64,    /* uint64_t: a whole number in [min, max] */
+	CLI_SIZE,   /* uint64_t: a size (cli_parse_size) in [min, max] */
+	CLI_SIZE32, /* uint32_t: a size in [min, max] */
+	CLI_POW2,   /* uint32_t: a size in [min, max] that is a power of two */
+	CLI_REAL,   /* double: a number in [min, max] */
+	CLI_MODE,   /* uint32_t: an octal mode, at most max (cli_parse_mode) */
+	CLI_GROUP,  /* int64_t: a group (cli_parse_group) */
+	CLI_OWNER,  /* no dst: whose arena files to trust (cli_parse_owner) */
+	CLI_FN,     /* fn(cmd, value, dst): 0, or a usage error printed (its exit status) */
+};
+struct cli_opt {
+	const char *name; /* --NAME, without the dashes */
+	enum cli_opt_kind kind;
+	void *dst;
+	uint64_t min, max;
+	const char *hint; /* after "bad --NAME 'VALUE'" (NULL: " (MIN-MAX)") */
+	int (*fn)(const char *cmd, const char *arg, void *dst);
+	const char *want; /* if set, a bad value says "--NAME 'VALUE': want WANT" instead */
+};
+#define CLI_OPERAND(what, var) { NULL, CLI_STR, (var), .want = (what) }
+/* What cli_parse_opts returned when --help printed the usage: the caller exits with EXIT_OK. */
+enum { CLI_HELP = -1 };
+/* Parse the options of @t (and --help, which prints @usage unless it is NULL) from argv[1...],
+ * then the operand if @t ends with CLI_OPERAND: 0 (other operands from optind), CLI_HELP, or
+ * EXIT_USAGE after naming what is wrong. */
+int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt *t, void (*usage)(FILE *));
+/* The one operand after the options (none after it) into *@out: 0, or a usage error
+ * ("missing @what", "unexpected argument"). */
+int cli_operand(const char *cmd, const char *what, int argc, char **argv, const char **out);
 /* @s made safe for a one-line message: control characters shown as '?', cut after 40 characters
  * with "... (N bytes)". Returns one of 8 rotating static buffers. */
 const char *cli_q(const char *s);
@@ -73,6 +111,23 @@ int cli_l2_error(const char *cmd, int rc, const char *name, const char *what);
 /* Mount point of the first hugetlbfs mount with 2 MiB pages (preferring /dev/hugepages), or NULL. */
 const char *cli_hugetlbfs_mount(char *buf, size_t len);
 
+
+/* ---- counters (stats and exporter show the same) ---- */
+/* The arena-wide counters besides L2's, each with whether the arena has it. */
+struct cli_counters {
+	struct sc_promote_stats ps;
+	struct sc_l3_index_stats xs;
+	struct sc_arena_info info;
+	int have_ps, have_xs, have_info;
+	struct sc_ring_stat *rings; /* nrings of them; nrings < 0: not read */
+	int nrings;
+	uint64_t *ids;              /* every stage's id and L2 counters, nstages of them; < 0: not read */
+	struct sc_l2_stats *stages;
+	int nstages;
+};
+/* Read @a's counters into @c (at most @max_stages stages); free with cli_counters_free. */
+void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *c);
+void cli_counters_free(struct cli_counters *c);
 
 /* Median of @n doubles (sorts them). */
 double cli_median(double *v, int n);

@@ -143,6 +143,95 @@ int cli_opt_error(const char *cmd, int c, char **argv)
 	return cli_usage_error(cmd, "unknown option '%s'", cli_q(what));
 }
 
+/* One value of row @o: 0, or EXIT_USAGE after "bad --NAME 'VALUE'HINT". */
+static int opt_value(const char *cmd, const struct cli_opt *o, const char *arg)
+{
+	uint64_t v = 0;
+	double d = 0;
+	char *end;
+	int bad;
+	switch (o->kind) {
+	case CLI_STR: *(const char **)o->dst = arg; return 0;
+	case CLI_FLAG: *(int *)o->dst = 1; return 0;
+	case CLI_UNFLAG: *(int *)o->dst = 0; return 0;
+	case CLI_BITS: *(uint32_t *)o->dst |= (uint32_t)o->max; return 0;
+	case CLI_FN: return o->fn(cmd, arg, o->dst);
+	case CLI_OWNER: return cli_parse_owner(cmd, arg) ? EXIT_USAGE : 0;
+	case CLI_MODE:
+	case CLI_GROUP: {
+		char opt[64];
+		snprintf(opt, sizeof(opt), "--%s", o->name);
+		if (o->kind == CLI_MODE)
+			return cli_parse_mode(cmd, opt, arg, (uint32_t)o->max, o->dst) ? EXIT_USAGE : 0;
+		return cli_parse_group(cmd, opt, arg, o->dst) ? EXIT_USAGE : 0;
+	}
+	case CLI_U32:
+	case CLI_U64: bad = cli_parse_u64(arg, o->max, &v) || v < o->min; break;
+	case CLI_SIZE:
+	case CLI_SIZE32:
+	case CLI_POW2:
+		bad = cli_parse_size(arg, &v) || v < o->min || v > o->max || (o->kind == CLI_POW2 && (v & (v - 1)));
+		break;
+	case CLI_REAL:
+		d = strtod(arg, &end);
+		bad = end == arg || *end || !(d >= (double)o->min && d <= (double)o->max);
+		break;
+	default: bad = 1;
+	}
+	if (bad) {
+		if (o->want)
+			return cli_usage_error(cmd, "--%s '%s': want %s", o->name, cli_q(arg), o->want);
+		if (o->hint)
+			return cli_usage_error(cmd, "bad --%s '%s'%s", o->name, cli_q(arg), o->hint);
+		return cli_usage_error(cmd, "bad --%s '%s' (%llu-%llu)", o->name, cli_q(arg), (unsigned long long)o->min,
+				       (unsigned long long)o->max);
+	}
+	if (o->kind == CLI_U32 || o->kind == CLI_SIZE32 || o->kind == CLI_POW2)
+		*(uint32_t *)o->dst = (uint32_t)v;
+	else if (o->kind == CLI_REAL)
+		*(double *)o->dst = d;
+	else
+		*(uint64_t *)o->dst = v;
+	return 0;
+}
+
+int cli_parse_opts(const char *cmd, int argc, char **argv, const struct cli_opt *t, void (*usage)(FILE *))
+{
+	enum { ROW0 = 256, MAX_ROWS = 32 }; /* getopt values of the rows: past every letter */
+	struct option opts[MAX_ROWS + 2] = { { "help", no_argument, 0, 'h' } };
+	int n = 0, c;
+	for (; t[n].name; n++) {
+		if (n == MAX_ROWS)
+			return cli_usage_error(cmd, "internal error: more than %d options", MAX_ROWS);
+		enum cli_opt_kind k = t[n].kind;
+		int has_arg = k == CLI_FLAG || k == CLI_UNFLAG || k == CLI_BITS ? no_argument : required_argument;
+		opts[n + 1] = (struct option){ t[n].name, has_arg, 0, ROW0 + n };
+	}
+	cli_getopt_begin();
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			if (usage)
+				usage(stdout);
+			return CLI_HELP;
+		}
+		if (c < ROW0 || c >= ROW0 + n)
+			return cli_opt_error(cmd, c, argv);
+		if (opt_value(cmd, &t[c - ROW0], optarg))
+			return EXIT_USAGE;
+	}
+	return t[n].want ? cli_operand(cmd, t[n].want, argc, argv, t[n].dst) : 0;
+}
+
+int cli_operand(const char *cmd, const char *what, int argc, char **argv, const char **out)
+{
+	if (optind >= argc)
+		return cli_usage_error(cmd, "missing %s", what);
+	if (optind < argc - 1)
+		return cli_usage_error(cmd, "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	*out = argv[optind];
+	return 0;
+}
+
 const char *cli_q(const char *s)
 {
 	static char bufs[8][80];
@@ -453,4 +542,38 @@ const char *cli_hugetlbfs_mount(char *buf, size_t len)
 	if (f)
 		endmntent(f);
 	return found;
+}
+
+void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->nrings = c->nstages = -1;
+	c->have_ps = sc_promote_stats(a, &c->ps) == 0;
+	c->have_xs = sc_l3_index_stats(a, &c->xs) == 0;
+	c->have_info = sc_arena_info(a, &c->info) == 0;
+	if (c->have_info && (c->rings = calloc(c->info.ring_count + 1, sizeof(*c->rings)))) {
+		c->nrings = sc_ring_stats(a, c->rings, c->info.ring_count);
+		if (c->nrings > (int)c->info.ring_count)
+			c->nrings = (int)c->info.ring_count;
+	}
+	int n = sc_l2_stage_ids(a, NULL, 0);
+	if (n > max_stages)
+		n = max_stages;
+	c->nstages = n;
+	if (n <= 0)
+		return;
+	c->ids = calloc((size_t)n, sizeof(*c->ids));
+	c->stages = calloc((size_t)n, sizeof(*c->stages));
+	n = c->ids && c->stages ? sc_l2_stage_ids(a, c->ids, (unsigned)n) : -1;
+	c->nstages = n < 0 ? -1 : 0;
+	for (int i = 0; i < n && i < max_stages; i++)
+		if (sc_l2_stats_id(a, c->ids[i], &c->stages[c->nstages]) == 0)
+			c->ids[c->nstages++] = c->ids[i];
+}
+
+void cli_counters_free(struct cli_counters *c)
+{
+	free(c->rings);
+	free(c->ids);
+	free(c->stages);
 }

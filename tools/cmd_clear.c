@@ -50,26 +50,16 @@ static int check_args(const struct removal *r, int argc, char **argv, struct sc_
 
 static int run(const struct removal *r, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' }, { "owner", required_argument, 0, 'O' },
-		{ "json", no_argument, 0, 'j' },      { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
 	const char *dir = NULL;
-	int json = 0, c, rc;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'O':
-			if (cli_parse_owner(r->cmd, optarg))
-				return EXIT_USAGE;
-			break;
-		case 'j': json = 1; break;
-		case 'h': usage(r, stdout); return EXIT_OK;
-		default: return cli_opt_error(r->cmd, c, argv);
-		}
-	}
+	int json = 0, rc;
+	const struct cli_opt opts[] = {
+		{ "dir", CLI_STR, &dir },            { "owner", CLI_OWNER },
+		{ "json", CLI_FLAG, &json },         { 0 },
+	};
+	if ((rc = cli_parse_opts(r->cmd, argc, argv, opts, NULL)) == CLI_HELP)
+		usage(r, stdout);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
 	struct sc_digest d;
 	if ((rc = check_args(r, argc, argv, &d)))
 		return rc;

@@ -48,144 +48,106 @@ static void describe(const struct sc_arena_file *fi, char *buf, size_t len)
 	snprintf(buf, len, "%s owned by %s, mode %04o", kind, who, fi->mode & 07777);
 }
 
-int cmd_create(int argc, char **argv)
+static int size_opt(const char *cmd, const char *arg, void *dst)
 {
-	static const struct option opts[] = {
-		{ "size", required_argument, 0, 's' },  { "huge", required_argument, 0, 'H' },
-		{ "mode", required_argument, 0, 'm' },  { "group", required_argument, 0, 'g' },
-		{ "dir", required_argument, 0, 'd' },   { "rings", required_argument, 0, 'r' },
-		{ "ring-bytes", required_argument, 0, 'R' }, { "index-entries", required_argument, 0, 'i' },
-		{ "l3-index-entries", required_argument, 0, 'L' }, { "l3-index-refresh-ms", required_argument, 0, 'F' },
-		{ "no-token-verify", no_argument, 0, 'N' }, { "segment-bytes", required_argument, 0, 'S' },
-		{ "json", no_argument, 0, 'j' },        { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	struct sc_arena_opts o = { 0 };
-	int json = 0, c, size_given = 0;
-	uint64_t v;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			size_given = 1;
-			if (cli_parse_size(optarg, &o.size_bytes))
-				return cli_usage_error("create", "--size '%s': want a size such as 64M or 1G", cli_q(optarg));
-			if (o.size_bytes < SC_ARENA_MIN_BYTES || o.size_bytes > SC_ARENA_MAX_BYTES)
-				return cli_usage_error("create", "--size '%s': must be between 8M and 1T", cli_q(optarg));
-			break;
-		case 'H':
-			if (!strcmp(optarg, "auto"))
-				o.huge = SC_HUGE_AUTO;
-			else if (!strcmp(optarg, "require"))
-				o.huge = SC_HUGE_REQUIRE;
-			else if (!strcmp(optarg, "off"))
-				o.huge = SC_HUGE_OFF;
-			else
-				return cli_usage_error("create", "--huge '%s': want auto, require or off", cli_q(optarg));
-			break;
-		case 'm':
-			if (cli_parse_mode("create", "--mode", optarg, 0777, &o.mode))
-				return EXIT_USAGE;
-			if (o.mode & 0002)
-				return cli_usage_error("create", "--mode %04o: a world-writable arena would be refused by every "
-						   "open (anyone could corrupt it); use a group (--mode 0660 --group G)", o.mode);
-			if (!(o.mode & 0600) || (o.mode & 0600) != 0600)
-				return cli_usage_error("create", "--mode %04o: the owner needs read and write (0600)", o.mode);
-			break;
-		case 'g':
-			if (cli_parse_group("create", "--group", optarg, &o.gid))
-				return EXIT_USAGE;
-			o.flags |= SC_ARENA_OPT_GID; /* --group root means group 0 */
-			break;
-		case 'd': o.dir = optarg; break;
-		case 'S':
-			if (cli_parse_size(optarg, &v) || v < SC_SEGMENT_MIN || v > SC_SEGMENT_MAX || (v & (v - 1)))
-				return cli_usage_error("create", "bad --segment-bytes '%s' (a power of two, 64K..1G)", optarg);
-			o.segment_bytes = (uint32_t)v;
-			break;
-		case 'r':
-			if (cli_parse_u64(optarg, 4096, &v) || !v)
-				return cli_usage_error("create", "--rings '%s': want 1-4096", cli_q(optarg));
-			o.ring_count = (uint32_t)v;
-			break;
-		case 'R':
-			if (cli_parse_size(optarg, &v) || v < 4096 || v > (1u << 30) || (v & (v - 1)))
-				return cli_usage_error("create", "--ring-bytes '%s': want a power of two from 4K to 1G", cli_q(optarg));
-			o.ring_bytes = (uint32_t)v;
-			break;
-		case 'i':
-			if (cli_parse_u64(optarg, 1u << 24, &v) || !v)
-				return cli_usage_error("create", "--index-entries '%s': want 1 to 16777216", cli_q(optarg));
-			o.index_entries = (uint32_t)v;
-			break;
-		case 'L':
-			if (cli_parse_u64(optarg, 1u << 22, &v))
-				return cli_usage_error("create", "--l3-index-entries '%s': want 0 (none) to 4194304", cli_q(optarg));
-			o.l3_index_entries = v ? (uint32_t)v : SC_L3_INDEX_NONE;
-			break;
-		case 'F':
-			if (cli_parse_u64(optarg, 86400000, &v) || !v)
-				return cli_usage_error("create", "--l3-index-refresh-ms '%s': want 1 to 86400000", cli_q(optarg));
-			o.l3_index_refresh_ms = (uint32_t)v;
-			break;
-		case 'N': o.flags |= SC_ARENA_NO_TOKEN_VERIFY; break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("create", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("create", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("create", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	const char *name = argv[optind];
-	int rc = cli_check_name("create", name);
-	if (rc)
-		return rc;
-	if (!size_given)
-		return cli_usage_error("create", "--size is required (e.g. --size 64M)");
+	uint64_t *size = dst;
+	if (cli_parse_size(arg, size))
+		return cli_usage_error(cmd, "--size '%s': want a size such as 64M or 1G", cli_q(arg));
+	if (*size < SC_ARENA_MIN_BYTES || *size > SC_ARENA_MAX_BYTES)
+		return cli_usage_error(cmd, "--size '%s': must be between 8M and 1T", cli_q(arg));
+	return 0;
+}
 
-	struct sc_arena *a;
-	rc = sc_arena_create(name, &o, &a);
-	if (rc) {
-		char hb[32], what[160], mnt[4096];
-		struct sc_arena_file fi;
-		struct stat st;
-		switch (rc) {
-		case -EINVAL:
-			return cli_fail("create", 0, "cannot create arena '%s': the parameters do not fit %s (try a larger --size or "
-					"fewer --rings/--index-entries)", name, cli_human(o.size_bytes, hb, sizeof(hb)));
-		case -EEXIST:
-			if (sc_arena_file_stat(o.dir, name, &fi) == 0) {
-				describe(&fi, what, sizeof(what));
-				return cli_fail("create", 0, "%s already exists: %s (stagecache destroy %s)", fi.path, what, name);
-			}
-			return cli_fail("create", 0, "an arena named '%s' already exists (stagecache destroy %s)", name, name);
-		case -ENOMEM:
-			return cli_fail("create", 0, "not enough %s for %s: reserve more (stagecache setup --hugepages N) or use --huge off",
-					o.huge == SC_HUGE_OFF ? "shared memory" : "free hugepages",
-					cli_human(o.size_bytes, hb, sizeof(hb)));
-		case -ENODEV:
-			return cli_fail("create", 0, "--huge require: no hugetlbfs mount with 2 MiB pages (run: stagecache setup)");
-		case -ENOENT:
-			if (o.dir && stat(o.dir, &st) < 0)
-				return cli_fail("create", 0, "directory %s does not exist", o.dir);
-			return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(ENOENT));
-		case -EACCES:
-			if (o.dir)
-				return cli_fail("create", 0, "permission denied: you may not create files in %s", o.dir);
-			return cli_fail("create", 0, "permission denied: the hugetlbfs mount %s is not writable by you (root can "
-					"open it to a group: stagecache setup --group G)",
-					cli_hugetlbfs_mount(mnt, sizeof(mnt)) ? mnt : "/dev/hugepages");
-		case -EPERM:
-			if (o.gid)
-				return cli_fail("create", 0, "cannot give the arena to group %lld: you are not a member of it",
-						(long long)o.gid);
-			return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(EPERM));
-		default:
-			return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(-rc));
+static int huge_opt(const char *cmd, const char *arg, void *dst)
+{
+	int *huge = dst;
+	if (!strcmp(arg, "auto"))
+		*huge = SC_HUGE_AUTO;
+	else if (!strcmp(arg, "require"))
+		*huge = SC_HUGE_REQUIRE;
+	else if (!strcmp(arg, "off"))
+		*huge = SC_HUGE_OFF;
+	else
+		return cli_usage_error(cmd, "--huge '%s': want auto, require or off", cli_q(arg));
+	return 0;
+}
+
+static int mode_opt(const char *cmd, const char *arg, void *dst)
+{
+	uint32_t *mode = dst;
+	if (cli_parse_mode(cmd, "--mode", arg, 0777, mode))
+		return EXIT_USAGE;
+	if (*mode & 0002)
+		return cli_usage_error(cmd, "--mode %04o: a world-writable arena would be refused by every open (anyone "
+				       "could corrupt it); use a group (--mode 0660 --group G)", *mode);
+	if (!(*mode & 0600) || (*mode & 0600) != 0600)
+		return cli_usage_error(cmd, "--mode %04o: the owner needs read and write (0600)", *mode);
+	return 0;
+}
+
+static int group_opt(const char *cmd, const char *arg, void *dst)
+{
+	struct sc_arena_opts *o = dst;
+	if (cli_parse_group(cmd, "--group", arg, &o->gid))
+		return EXIT_USAGE;
+	o->flags |= SC_ARENA_OPT_GID; /* --group root means group 0 */
+	return 0;
+}
+
+static int l3_entries_opt(const char *cmd, const char *arg, void *dst)
+{
+	uint64_t v;
+	if (cli_parse_u64(arg, 1u << 22, &v))
+		return cli_usage_error(cmd, "--l3-index-entries '%s': want 0 (none) to 4194304", cli_q(arg));
+	*(uint32_t *)dst = v ? (uint32_t)v : SC_L3_INDEX_NONE;
+	return 0;
+}
+
+/* Why sc_arena_create(@name, @o) failed with @rc, in one line; EXIT_FAIL. */
+static int create_error(const char *name, const struct sc_arena_opts *o, int rc)
+{
+	char hb[32], what[160], mnt[4096];
+	struct sc_arena_file fi;
+	struct stat st;
+	switch (rc) {
+	case -EINVAL:
+		return cli_fail("create", 0, "cannot create arena '%s': the parameters do not fit %s (try a larger --size or "
+				"fewer --rings/--index-entries)", name, cli_human(o->size_bytes, hb, sizeof(hb)));
+	case -EEXIST:
+		if (sc_arena_file_stat(o->dir, name, &fi) == 0) {
+			describe(&fi, what, sizeof(what));
+			return cli_fail("create", 0, "%s already exists: %s (stagecache destroy %s)", fi.path, what, name);
 		}
+		return cli_fail("create", 0, "an arena named '%s' already exists (stagecache destroy %s)", name, name);
+	case -ENOMEM:
+		return cli_fail("create", 0, "not enough %s for %s: reserve more (stagecache setup --hugepages N) or use --huge off",
+				o->huge == SC_HUGE_OFF ? "shared memory" : "free hugepages",
+				cli_human(o->size_bytes, hb, sizeof(hb)));
+	case -ENODEV:
+		return cli_fail("create", 0, "--huge require: no hugetlbfs mount with 2 MiB pages (run: stagecache setup)");
+	case -ENOENT:
+		if (o->dir && stat(o->dir, &st) < 0)
+			return cli_fail("create", 0, "directory %s does not exist", o->dir);
+		return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(ENOENT));
+	case -EACCES:
+		if (o->dir)
+			return cli_fail("create", 0, "permission denied: you may not create files in %s", o->dir);
+		return cli_fail("create", 0, "permission denied: the hugetlbfs mount %s is not writable by you (root can "
+				"open it to a group: stagecache setup --group G)",
+				cli_hugetlbfs_mount(mnt, sizeof(mnt)) ? mnt : "/dev/hugepages");
+	case -EPERM:
+		if (o->gid)
+			return cli_fail("create", 0, "cannot give the arena to group %lld: you are not a member of it",
+					(long long)o->gid);
+		return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(EPERM));
+	default:
+		return cli_fail("create", 0, "cannot create arena '%s': %s", name, strerror(-rc));
 	}
+}
+
+/* What was created, and why the backing is not hugetlbfs when hugepages were wanted. */
+static void print_created(struct sc_arena *a, const struct sc_arena_opts *o, int json)
+{
 	struct sc_arena_info info;
 	sc_arena_info(a, &info);
 	if (json) {
@@ -195,22 +157,57 @@ int cmd_create(int argc, char **argv)
 		cli_json_str(stdout, info.path);
 		printf(",\"size_bytes\":%llu,\"backing\":\"%s\",\"page_size\":%llu}\n", (unsigned long long)info.size_bytes,
 		       sc_backing_name(info.backing), (unsigned long long)info.page_size);
-	} else {
-		char hb[32], mnt[4096];
-		printf("created %s: %s, %s (%s)\n", info.name, info.path, cli_human(info.size_bytes, hb, sizeof(hb)),
-		       sc_backing_name(info.backing));
-		if (o.huge == SC_HUGE_AUTO && !o.dir && info.backing != SC_BACKING_HUGETLBFS_2M) {
-			if (!cli_hugetlbfs_mount(mnt, sizeof(mnt)))
-				printf("note: no hugetlbfs mount with 2 MiB pages; fell back to %s (run stagecache setup)\n",
-				       sc_backing_name(info.backing));
-			else if (access(mnt, W_OK) != 0)
-				printf("note: %s is not writable by you; fell back to %s (root can open it to a group: "
-				       "stagecache setup --group G)\n", mnt, sc_backing_name(info.backing));
-			else
-				printf("note: not enough free 2 MiB pages in %s; fell back to %s (stagecache setup --hugepages N)\n",
-				       mnt, sc_backing_name(info.backing));
-		}
+		return;
 	}
+	char hb[32], mnt[4096];
+	printf("created %s: %s, %s (%s)\n", info.name, info.path, cli_human(info.size_bytes, hb, sizeof(hb)),
+	       sc_backing_name(info.backing));
+	if (o->huge != SC_HUGE_AUTO || o->dir || info.backing == SC_BACKING_HUGETLBFS_2M)
+		return;
+	if (!cli_hugetlbfs_mount(mnt, sizeof(mnt)))
+		printf("note: no hugetlbfs mount with 2 MiB pages; fell back to %s (run stagecache setup)\n",
+		       sc_backing_name(info.backing));
+	else if (access(mnt, W_OK) != 0)
+		printf("note: %s is not writable by you; fell back to %s (root can open it to a group: "
+		       "stagecache setup --group G)\n", mnt, sc_backing_name(info.backing));
+	else
+		printf("note: not enough free 2 MiB pages in %s; fell back to %s (stagecache setup --hugepages N)\n",
+		       mnt, sc_backing_name(info.backing));
+}
+
+int cmd_create(int argc, char **argv)
+{
+	struct sc_arena_opts o = { 0 };
+	const char *name;
+	int json = 0;
+	const struct cli_opt opts[] = {
+		{ "size", CLI_FN, &o.size_bytes, .fn = size_opt },
+		{ "huge", CLI_FN, &o.huge, .fn = huge_opt },
+		{ "mode", CLI_FN, &o.mode, .fn = mode_opt },
+		{ "group", CLI_FN, &o, .fn = group_opt },
+		{ "dir", CLI_STR, &o.dir },
+		{ "rings", CLI_U32, &o.ring_count, 1, 4096, .want = "1-4096" },
+		{ "ring-bytes", CLI_POW2, &o.ring_bytes, 4096, 1u << 30, .want = "a power of two from 4K to 1G" },
+		{ "index-entries", CLI_U32, &o.index_entries, 1, 1u << 24, .want = "1 to 16777216" },
+		{ "l3-index-entries", CLI_FN, &o.l3_index_entries, .fn = l3_entries_opt },
+		{ "l3-index-refresh-ms", CLI_U32, &o.l3_index_refresh_ms, 1, 86400000, .want = "1 to 86400000" },
+		{ "no-token-verify", CLI_BITS, &o.flags, .max = SC_ARENA_NO_TOKEN_VERIFY },
+		{ "segment-bytes", CLI_POW2, &o.segment_bytes, SC_SEGMENT_MIN, SC_SEGMENT_MAX,
+		  " (a power of two, 64K..1G)" },
+		{ "json", CLI_FLAG, &json },
+		CLI_OPERAND("NAME", &name),
+	};
+	int rc = cli_parse_opts("create", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = cli_check_name("create", name)))
+		return rc;
+	if (!o.size_bytes) /* a given --size is never 0 */
+		return cli_usage_error("create", "--size is required (e.g. --size 64M)");
+	struct sc_arena *a;
+	if ((rc = sc_arena_create(name, &o, &a)))
+		return create_error(name, &o, rc);
+	print_created(a, &o, json);
 	sc_arena_close(a);
 	return EXIT_OK;
 }

@@ -95,61 +95,27 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct demo_opts *o)
 {
-	static const struct option opts[] = {
-		{ "workers", required_argument, 0, 'w' },   { "seconds", required_argument, 0, 's' },
-		{ "docs", required_argument, 0, 'd' },      { "min-tokens", required_argument, 0, 'm' },
-		{ "max-tokens", required_argument, 0, 'M' }, { "layers", required_argument, 0, 'L' },
-		{ "kv-heads", required_argument, 0, 'H' },  { "head-dim", required_argument, 0, 'D' },
-		{ "recurrent-bytes", required_argument, 0, 'r' }, { "arena-size", required_argument, 0, 'a' },
-		{ "zipf", required_argument, 0, 'z' },      { "l3", required_argument, 0, 'l' },
-		{ "no-trace", no_argument, 0, 'T' },        { "keep", no_argument, 0, 'k' },
-		{ "json", no_argument, 0, 'j' },            { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+	const struct cli_opt opts[] = {
+		{ "workers", CLI_U32, &o->workers, 1, MAX_WORKERS },
+		{ "seconds", CLI_U32, &o->seconds, 1, 3600 },
+		{ "docs", CLI_U32, &o->docs, 1, MAX_DOCS },
+		{ "min-tokens", CLI_U32, &o->min_tokens, 1, 1 << 20 },
+		{ "max-tokens", CLI_U32, &o->max_tokens, 1, 1 << 20 },
+		{ "layers", CLI_U32, &o->g.layers, 1, 1024 },
+		{ "kv-heads", CLI_U32, &o->g.kv_heads, 1, 1024 },
+		{ "head-dim", CLI_U32, &o->g.head_dim, 1, 4096 },
+		{ "recurrent-bytes", CLI_SIZE32, &o->g.recurrent_bytes, 8, 64u << 20, "" },
+		{ "arena-size", CLI_SIZE, &o->arena_bytes, SC_ARENA_MIN_BYTES, UINT64_MAX, "" },
+		{ "zipf", CLI_REAL, &o->zipf, 0, 5 },
+		{ "l3", CLI_STR, &o->l3dir },
+		{ "no-trace", CLI_UNFLAG, &o->trace },
+		{ "keep", CLI_FLAG, &o->keep },
+		{ "json", CLI_FLAG, &o->json },
+		{ 0 },
 	};
-	uint64_t v;
-	int c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-#define NUM(ch, field, lo, hi, what)                                                             \
-	case ch:                                                                                 \
-		if (cli_parse_u64(optarg, hi, &v) || v < lo)                                     \
-			return cli_usage_error("demo", "bad " what " '%s' (%d-%d)", cli_q(optarg), lo, hi); \
-		o->field = (uint32_t)v;                                                          \
-		break;
-			NUM('w', workers, 1, MAX_WORKERS, "--workers")
-			NUM('s', seconds, 1, 3600, "--seconds")
-			NUM('d', docs, 1, MAX_DOCS, "--docs")
-			NUM('m', min_tokens, 1, 1 << 20, "--min-tokens")
-			NUM('M', max_tokens, 1, 1 << 20, "--max-tokens")
-			NUM('L', g.layers, 1, 1024, "--layers")
-			NUM('H', g.kv_heads, 1, 1024, "--kv-heads")
-			NUM('D', g.head_dim, 1, 4096, "--head-dim")
-#undef NUM
-		case 'r':
-			if (cli_parse_size(optarg, &v) || v < 8 || v > (64u << 20))
-				return cli_usage_error("demo", "bad --recurrent-bytes '%s'", optarg);
-			o->g.recurrent_bytes = (uint32_t)v;
-			break;
-		case 'a':
-			if (cli_parse_size(optarg, &o->arena_bytes) || o->arena_bytes < SC_ARENA_MIN_BYTES)
-				return cli_usage_error("demo", "bad --arena-size '%s'", optarg);
-			break;
-		case 'z': {
-			char *end;
-			o->zipf = strtod(optarg, &end);
-			if (*end || o->zipf < 0 || o->zipf > 5)
-				return cli_usage_error("demo", "bad --zipf '%s' (0-5)", optarg);
-			break;
-		}
-		case 'l': o->l3dir = optarg; break;
-		case 'T': o->trace = 0; break;
-		case 'k': o->keep = 1; break;
-		case 'j': o->json = 1; break;
-		case 'h': usage(stdout); return -1;
-		default: return cli_opt_error("demo", c, argv);
-		}
-	}
+	int rc = cli_parse_opts("demo", argc, argv, opts, usage);
+	if (rc)
+		return rc;
 	if (optind != argc)
 		return cli_usage_error("demo", "unexpected argument '%s'", cli_q(argv[optind]));
 	if (o->min_tokens > o->max_tokens)

@@ -5,32 +5,22 @@
 
 #include "cli.h"
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stagecache destroy NAME [--dir DIR]\n\n"
+		   "Remove the arena NAME. Processes still attached keep their mapping until they exit.\n"
+		   "A file that is not a stagecache arena (a FIFO, a directory, a symlink, any other file)\n"
+		   "is never removed.\n");
+}
+
 int cmd_destroy(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
-	};
-	const char *dir = NULL;
-	int c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'h':
-			printf("usage: stagecache destroy NAME [--dir DIR]\n\n"
-			       "Remove the arena NAME. Processes still attached keep their mapping until they exit.\n"
-			       "A file that is not a stagecache arena (a FIFO, a directory, a symlink, any other file)\n"
-			       "is never removed.\n");
-			return EXIT_OK;
-		default: return cli_opt_error("destroy", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("destroy", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("destroy", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	const char *name = argv[optind];
-	int rc = cli_check_name("destroy", name);
+	const char *dir = NULL, *name;
+	const struct cli_opt opts[] = { { "dir", CLI_STR, &dir }, CLI_OPERAND("NAME", &name) };
+	int rc = cli_parse_opts("destroy", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	rc = cli_check_name("destroy", name);
 	if (rc)
 		return rc;
 	rc = sc_arena_destroy(dir, name);

@@ -96,17 +96,7 @@ static void usage(FILE *f)
 struct arena_snap {
 	int up;
 	struct sc_l2_stats l2;
-	struct sc_promote_stats ps;
-	int have_ps;
-	struct sc_l3_index_stats xs;
-	int have_xs;
-	struct sc_arena_info info;
-	int have_info;
-	struct sc_ring_stat *rings;
-	int nrings;
-	uint64_t *ids;
-	struct sc_l2_stats *stages;
-	int nstages;
+	struct cli_counters c; /* nrings, nstages >= 0 */
 };
 
 struct l3_snap {
@@ -125,9 +115,7 @@ struct exporter {
 
 static void snap_free(struct arena_snap *s)
 {
-	free(s->rings);
-	free(s->ids);
-	free(s->stages);
+	cli_counters_free(&s->c);
 }
 
 static int snap_arena(const struct exporter *x, const char *name, struct arena_snap *s, int *err)
@@ -145,25 +133,11 @@ static int snap_arena(const struct exporter *x, const char *name, struct arena_s
 		return -1;
 	}
 	s->up = 1;
-	s->have_ps = sc_promote_stats(a, &s->ps) == 0;
-	s->have_xs = sc_l3_index_stats(a, &s->xs) == 0;
-	s->have_info = sc_arena_info(a, &s->info) == 0;
-	if (s->have_info && (s->rings = calloc(s->info.ring_count + 1, sizeof(*s->rings)))) {
-		s->nrings = sc_ring_stats(a, s->rings, s->info.ring_count);
-		if (s->nrings > (int)s->info.ring_count)
-			s->nrings = (int)s->info.ring_count;
-		if (s->nrings < 0)
-			s->nrings = 0;
-	}
-	int n = sc_l2_stage_ids(a, NULL, 0);
-	if (n > MAX_STAGES)
-		n = MAX_STAGES;
-	if (n > 0 && (s->ids = calloc((size_t)n, sizeof(*s->ids))) && (s->stages = calloc((size_t)n, sizeof(*s->stages)))) {
-		n = sc_l2_stage_ids(a, s->ids, (unsigned)n);
-		for (int i = 0; i < n && i < MAX_STAGES; i++)
-			if (sc_l2_stats_id(a, s->ids[i], &s->stages[s->nstages]) == 0)
-				s->ids[s->nstages++] = s->ids[i];
-	}
+	cli_counters_read(a, MAX_STAGES, &s->c);
+	if (s->c.nrings < 0)
+		s->c.nrings = 0;
+	if (s->c.nstages < 0)
+		s->c.nstages = 0;
 	sc_arena_close(a);
 	return 0;
 }
@@ -403,12 +377,12 @@ static int arena_value(const struct family *fam, const struct arena_snap *s, uin
 {
 	switch (fam->off) {
 	case A_UP: *val = (uint64_t)s->up; return 1;
-	case A_ATTACHED: *val = s->info.attached_count; break;
-	case A_SIZE: *val = s->info.size_bytes; break;
-	case A_HEAP: *val = s->info.heap_bytes; break;
-	default: *val = s->info.page_size; break;
+	case A_ATTACHED: *val = s->c.info.attached_count; break;
+	case A_SIZE: *val = s->c.info.size_bytes; break;
+	case A_HEAP: *val = s->c.info.heap_bytes; break;
+	default: *val = s->c.info.page_size; break;
 	}
-	return s->have_info;
+	return s->c.have_info;
 }
 
 /* One value of arena @an (a struct @base when @have), unlabelled. */
@@ -434,12 +408,12 @@ static void arena_samples(FILE *f, const struct family *fam, const char *an, con
 		sample(f, fam, "arena", an, NULL, NULL, v);
 		break;
 	case S_L2: sample_one(f, fam, an, &s->l2, s->up); break;
-	case S_PROMO: sample_one(f, fam, an, &s->ps, s->have_ps); break;
-	case S_L3IX: sample_one(f, fam, an, &s->xs, s->have_xs); break;
+	case S_PROMO: sample_one(f, fam, an, &s->c.ps, s->c.have_ps); break;
+	case S_L3IX: sample_one(f, fam, an, &s->c.xs, s->c.have_xs); break;
 	case S_STAGE:
-		for (int j = 0; j < s->nstages; j++) {
-			snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->ids[j]);
-			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->stages[j], fam->off, fam->size));
+		for (int j = 0; j < s->c.nstages; j++) {
+			snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->c.ids[j]);
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->c.stages[j], fam->off, fam->size));
 			sample(f, fam, "arena", an, "stage", id, v);
 		}
 		break;
@@ -448,17 +422,17 @@ static void arena_samples(FILE *f, const struct family *fam, const char *an, con
 			sample_each(f, fam, an, &s->l2, SC_L2_REFUSE_COUNT, "reason", sc_l2_refusal_name);
 		break;
 	case S_PROMO_WHY:
-		if (s->have_ps)
-			sample_each(f, fam, an, &s->ps, SC_L2_REFUSE_COUNT, "reason", sc_l2_refusal_name);
+		if (s->c.have_ps)
+			sample_each(f, fam, an, &s->c.ps, SC_L2_REFUSE_COUNT, "reason", sc_l2_refusal_name);
 		break;
 	case S_KEYCOL:
-		if (s->have_xs)
-			sample_each(f, fam, an, &s->xs, 3, "level", level_name);
+		if (s->c.have_xs)
+			sample_each(f, fam, an, &s->c.xs, 3, "level", level_name);
 		break;
 	case S_RING:
-		for (int j = 0; j < s->nrings; j++) {
+		for (int j = 0; j < s->c.nrings; j++) {
 			snprintf(ring, sizeof(ring), "%d", j);
-			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->rings[j], fam->off, fam->size));
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)field(&s->c.rings[j], fam->off, fam->size));
 			sample(f, fam, "arena", an, "ring", ring, v);
 		}
 		break;
@@ -633,56 +607,46 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *s
 	return 0;
 }
 
-int cmd_exporter(int argc, char **argv)
+static int l3_opt(const char *cmd, const char *arg, void *dst)
 {
-	static const struct option opts[] = {
-		{ "listen", required_argument, 0, 'L' }, { "dir", required_argument, 0, 'd' },
-		{ "l3", required_argument, 0, 'l' },     { "once", no_argument, 0, 'o' },
-		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
-	};
-	struct exporter x = { 0 };
-	const char *listen = "127.0.0.1:9477";
-	int once = 0, c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'L': listen = optarg; break;
-		case 'd': x.dir = optarg; break;
-		case 'l':
-			if (x.nl3 == MAX_TARGETS)
-				return cli_usage_error("exporter", "at most %d --l3 directories", MAX_TARGETS);
-			x.l3dirs[x.nl3++] = optarg;
-			break;
-		case 'o': once = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("exporter", c, argv);
-		}
-	}
-	x.names = argv + optind;
-	x.nnames = argc - optind;
-	if (x.nnames < 1)
-		return cli_usage_error("exporter", "missing NAME (one or more arenas)");
-	if (x.nnames > MAX_TARGETS)
-		return cli_usage_error("exporter", "at most %d arenas", MAX_TARGETS);
-	for (int i = 0; i < x.nnames; i++) {
-		int rc = cli_check_name("exporter", x.names[i]);
-		if (rc)
-			return rc;
-	}
-	for (int i = 0; i < 2 * MAX_TARGETS; i++)
-		x.last_up[i] = -1;
+	struct exporter *x = dst;
+	if (x->nl3 == MAX_TARGETS)
+		return cli_usage_error(cmd, "at most %d --l3 directories", MAX_TARGETS);
+	x->l3dirs[x->nl3++] = arg;
+	return 0;
+}
 
-	if (once) {
-		size_t len;
-		int all_up;
-		char *body = scrape(&x, 1, &len, &all_up);
-		if (!body)
-			return cli_fail("exporter", -ENOMEM, "cannot build the metrics");
-		fwrite(body, 1, len, stdout);
-		free(body);
-		return all_up ? EXIT_OK : EXIT_FAIL;
-	}
+/* --once: one scrape to stdout; EXIT_FAIL unless every target was up. */
+static int scrape_once(struct exporter *x)
+{
+	size_t len;
+	int all_up;
+	char *body = scrape(x, 1, &len, &all_up);
+	if (!body)
+		return cli_fail("exporter", -ENOMEM, "cannot build the metrics");
+	fwrite(body, 1, len, stdout);
+	free(body);
+	return all_up ? EXIT_OK : EXIT_FAIL;
+}
 
+/* Say where the daemon @d listens (@ss, the port it bound). */
+static void print_listening(struct MHD_Daemon *d, const struct sockaddr_storage *ss)
+{
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	unsigned port = info ? info->port : 0;
+	char host[INET6_ADDRSTRLEN] = "?";
+	if (ss->ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, host, sizeof(host));
+	else
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, host, sizeof(host));
+	printf(ss->ss_family == AF_INET6 ? "listening on http://[%s]:%u/metrics\n" : "listening on http://%s:%u/metrics\n",
+	       host, port);
+	fflush(stdout);
+}
+
+/* Serve /metrics on @listen until SIGINT or SIGTERM; an exit status. */
+static int serve(struct exporter *x, const char *listen)
+{
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	if (mhd_load())
@@ -698,22 +662,40 @@ int cmd_exporter(int argc, char **argv)
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, &x, MHD_OPTION_SOCK_ADDR, &ss,
+	struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, x, MHD_OPTION_SOCK_ADDR, &ss,
 						MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
 	if (!d)
 		return cli_fail("exporter", -EADDRINUSE, "cannot listen on %s", listen);
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-	unsigned port = info ? info->port : 0;
-	char host[INET6_ADDRSTRLEN] = "?";
-	if (ss.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof(host));
-	else
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof(host));
-	printf(ss.ss_family == AF_INET6 ? "listening on http://[%s]:%u/metrics\n" : "listening on http://%s:%u/metrics\n",
-	       host, port);
-	fflush(stdout);
+	print_listening(d, &ss);
 	int sig;
 	sigwait(&sigs, &sig);
 	MHD_stop_daemon(d);
 	return EXIT_OK;
+}
+
+int cmd_exporter(int argc, char **argv)
+{
+	struct exporter x = { 0 };
+	const char *listen = "127.0.0.1:9477";
+	int once = 0;
+	const struct cli_opt opts[] = {
+		{ "listen", CLI_STR, &listen }, { "dir", CLI_STR, &x.dir },
+		{ "l3", CLI_FN, &x, .fn = l3_opt }, { "once", CLI_FLAG, &once },
+		{ 0 },
+	};
+	int rc = cli_parse_opts("exporter", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	x.names = argv + optind;
+	x.nnames = argc - optind;
+	if (x.nnames < 1)
+		return cli_usage_error("exporter", "missing NAME (one or more arenas)");
+	if (x.nnames > MAX_TARGETS)
+		return cli_usage_error("exporter", "at most %d arenas", MAX_TARGETS);
+	for (int i = 0; i < x.nnames; i++)
+		if ((rc = cli_check_name("exporter", x.names[i])))
+			return rc;
+	for (int i = 0; i < 2 * MAX_TARGETS; i++)
+		x.last_up[i] = -1;
+	return once ? scrape_once(&x) : serve(&x, listen);
 }

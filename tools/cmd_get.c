@@ -3,7 +3,6 @@
  * [--out FILE] [--location-tokens N --location-digest HEX] [--json]`.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,38 +23,73 @@ static void usage(FILE *f)
 		   "any) trusts another owner's (never a world-writable file).\n");
 }
 
+/* Write the lease's wire (its sections or segments, in order) to @out; an exit status. */
+static int write_wire(const struct sc_lease *l, const char *out)
+{
+	FILE *f = cli_open_output("get", out);
+	if (!f)
+		return EXIT_FAIL;
+	int ok = 1, n = sc_lease_segments(l, NULL, 0);
+	struct sc_segment *sg = n > 0 ? malloc(sizeof(*sg) * (size_t)n) : NULL;
+	if (n < 0 || (n > 0 && (!sg || sc_lease_segments(l, sg, (uint32_t)n) != n)))
+		ok = 0;
+	for (int i = 0; ok && i < n; i++)
+		if (sg[i].len && fwrite(sg[i].ptr, 1, sg[i].len, f) != sg[i].len)
+			ok = 0;
+	free(sg);
+	if (fflush(f) || (f != stdout && fclose(f)))
+		ok = 0;
+	return ok ? EXIT_OK : cli_fail("get", 0, "cannot write %s: %s", out, strerror(errno));
+}
+
+static void print_hit(const struct sc_lease *l, const char *out, int json)
+{
+	char dh[33], kh[33];
+	sc_digest_format(l->digest, dh);
+	sc_digest_format((struct sc_digest){ l->key.lo, l->key.hi }, kh);
+	unsigned long long s0 = l->sec_len[0], s1 = l->sec_len[1];
+	if (json)
+		printf("{\"hit\":true,\"key\":\"%s\",\"tokens\":%llu,\"bytes\":%llu,\"sections\":[%llu,%llu],"
+		       "\"kind\":\"%s\",\"origin\":\"%s\",\"digest\":\"%s\",\"kv_desc\":%s}\n",
+		       kh, (unsigned long long)l->token_count, s0 + s1, s0, s1, l2cli_kind_name(l->kind),
+		       l->origin ? "l3" : "direct", dh, l->has_kv_desc ? "true" : "false");
+	else
+		printf("hit %s: %llu tokens, %llu bytes (%s, %s), digest %s%s%s\n", kh, (unsigned long long)l->token_count,
+		       s0 + s1, l2cli_kind_name(l->kind), l->origin ? "from L3" : "direct", dh, out ? ", written to " : "",
+		       out ? out : "");
+}
+
+/* The counted lookup of @x's prefix (at @loc if set), then the wire to @out and/or the entry
+ * printed; an exit status. */
+static int get(const struct l2cli_args *x, const struct sc_location *loc, const char *out, int json)
+{
+	struct sc_lease l;
+	int rc = sc_l2_get(x->st, x->ns, x->tokens, x->n, loc, &l);
+	if (rc == -ENOENT)
+		return cli_fail("get", 0, "miss: no L2 entry for these %zu tokens%s", x->n, loc ? " at that location" : "");
+	if (rc)
+		return cli_l2_error("get", rc, x->name, "lookup failed");
+	/* the wire's ranges: the two sections, or a scattered (segmented) entry's segments */
+	int ret = out ? write_wire(&l, out) : EXIT_OK;
+	if (ret == EXIT_OK && (!out || strcmp(out, "-")))
+		print_hit(&l, out, json);
+	sc_lease_release(&l);
+	return ret;
+}
+
 int cmd_get(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' }, { "out", required_argument, 0, 'o' },
-		{ "location-tokens", required_argument, 0, 'L' }, { "location-digest", required_argument, 0, 'G' },
-		{ "owner", required_argument, 0, 'O' },   { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
-	};
 	struct l2cli_args x = { .ns = "" };
 	const char *out = NULL, *lt = NULL, *lg = NULL;
-	int json = 0, c, k;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'L': lt = optarg; break;
-		case 'G': lg = optarg; break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default:
-			if ((k = l2cli_common_opt("get", c, optarg, &x)) < 0)
-				return EXIT_USAGE;
-			if (k)
-				break;
-			return cli_opt_error("get", c, argv);
-		}
-	}
-	int rc = l2cli_operands("get", argc, argv, &x);
+	int json = 0;
+	const struct cli_opt own[] = {
+		{ "out", CLI_STR, &out },           { "location-tokens", CLI_STR, &lt },
+		{ "location-digest", CLI_STR, &lg }, { "json", CLI_FLAG, &json },
+		{ 0 },
+	};
+	int rc = l2cli_parse("get", argc, argv, usage, own, &x);
 	if (rc)
-		return rc;
+		return rc < 0 ? EXIT_OK : rc;
 	struct sc_location loc = { 0 };
 	uint64_t ltok = 0;
 	if ((lt != NULL) != (lg != NULL))
@@ -66,69 +100,8 @@ int cmd_get(int argc, char **argv)
 	loc.token_count = (uint32_t)ltok;
 	if (lg && sc_digest_parse(lg, &loc.digest))
 		return cli_usage_error("get", "--location-digest '%s': want 32 hex characters", cli_q(lg));
-	rc = l2cli_prefix("get", &x);
-	if (rc)
-		return rc;
-	struct sc_arena *a = NULL;
-	struct sc_stage *st = NULL;
-	int ret;
-	if ((ret = l2cli_open("get", &x, &a, &st)))
-		goto cleanup;
-	ret = EXIT_FAIL;
-	struct sc_lease l;
-	rc = sc_l2_get(st, x.ns, x.tokens, x.n, lt ? &loc : NULL, &l);
-	if (rc == -ENOENT) {
-		cli_fail("get", 0, "miss: no L2 entry for these %zu tokens%s", x.n, lt ? " at that location" : "");
-		goto cleanup;
-	}
-	if (rc) {
-		cli_l2_error("get", rc, x.name, "lookup failed");
-		goto cleanup;
-	}
-	if (out) {
-		FILE *f = cli_open_output("get", out);
-		if (!f) {
-			sc_lease_release(&l);
-			goto cleanup;
-		}
-		/* the wire's ranges: the two sections, or a scattered (segmented) entry's segments */
-		int ok = 1, n = sc_lease_segments(&l, NULL, 0);
-		struct sc_segment *sg = n > 0 ? malloc(sizeof(*sg) * (size_t)n) : NULL;
-		if (n < 0 || (n > 0 && (!sg || sc_lease_segments(&l, sg, (uint32_t)n) != n)))
-			ok = 0;
-		for (int i = 0; ok && i < n; i++)
-			if (sg[i].len && fwrite(sg[i].ptr, 1, sg[i].len, f) != sg[i].len)
-				ok = 0;
-		free(sg);
-		if (fflush(f) || (f != stdout && fclose(f)))
-			ok = 0;
-		if (!ok) {
-			sc_lease_release(&l);
-			cli_fail("get", 0, "cannot write %s: %s", out, strerror(errno));
-			goto cleanup;
-		}
-	}
-	if (!out || strcmp(out, "-")) {
-		char dh[33], kh[33];
-		sc_digest_format(l.digest, dh);
-		sc_digest_format((struct sc_digest){ l.key.lo, l.key.hi }, kh);
-		if (json)
-			printf("{\"hit\":true,\"key\":\"%s\",\"tokens\":%llu,\"bytes\":%llu,\"sections\":[%llu,%llu],"
-			       "\"kind\":\"%s\",\"origin\":\"%s\",\"digest\":\"%s\",\"kv_desc\":%s}\n",
-			       kh, (unsigned long long)l.token_count, (unsigned long long)(l.sec_len[0] + l.sec_len[1]),
-			       (unsigned long long)l.sec_len[0], (unsigned long long)l.sec_len[1], l2cli_kind_name(l.kind),
-			       l.origin ? "l3" : "direct", dh, l.has_kv_desc ? "true" : "false");
-		else
-			printf("hit %s: %llu tokens, %llu bytes (%s, %s), digest %s%s%s\n", kh,
-			       (unsigned long long)l.token_count, (unsigned long long)(l.sec_len[0] + l.sec_len[1]),
-			       l2cli_kind_name(l.kind), l.origin ? "from L3" : "direct", dh, out ? ", written to " : "",
-			       out ? out : "");
-	}
-	sc_lease_release(&l);
-	ret = EXIT_OK;
-cleanup:
-	sc_stage_close(st);
-	sc_arena_close(a);
-	free(x.tokens);
-	return ret;
+	if ((rc = l2cli_prefix("get", &x)) == EXIT_OK && (rc = l2cli_open("get", &x)) == EXIT_OK)
+		rc = get(&x, lt ? &loc : NULL, out, json);
+	l2cli_close(&x);
+	return rc;
 }

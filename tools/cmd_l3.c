@@ -51,19 +51,6 @@ static void usage(FILE *f)
 		"work (l3 janitor --full).\n");
 }
 
-static int parse_kind(const char *s, uint32_t *k)
-{
-	if (!strcmp(s, "full_state") || !strcmp(s, "full"))
-		*k = SC_PAYLOAD_FULL_STATE;
-	else if (!strcmp(s, "recurrent_only") || !strcmp(s, "recurrent"))
-		*k = SC_PAYLOAD_RECURRENT_ONLY;
-	else if (!strcmp(s, "kv_recurrent") || !strcmp(s, "kv"))
-		*k = SC_PAYLOAD_KV_RECURRENT;
-	else
-		return -1;
-	return 0;
-}
-
 static void print_loc(const struct sc_location *l, int json)
 {
 	char d[SC_DIGEST_HEX_LEN + 1];
@@ -79,81 +66,72 @@ static void print_loc(const struct sc_location *l, int json)
 		       (unsigned long long)l->payload_bytes);
 }
 
-/* The store options put and janitor share: --budget (b), --min-free (F), --mode (M), --group (g)
- * into @o. 0, or -1 after a usage error naming the option. */
-static int store_opt(int c, const char *arg, struct sc_l3_opts *o)
+/* --mode of put and janitor: octal, at most 0666, the owner can read and write. */
+static int mode_opt(const char *cmd, const char *arg, void *dst)
 {
-	switch (c) {
-	case 'b':
-		if (!cli_parse_size(arg, &o->budget_bytes))
-			return 0;
-		cli_usage_error("l3", "--budget '%s': want a size such as 10G", cli_q(arg));
-		return -1;
-	case 'F':
-		if (!cli_parse_size(arg, &o->min_free_bytes))
-			return 0;
-		cli_usage_error("l3", "--min-free '%s': want a size such as 1G", cli_q(arg));
-		return -1;
-	case 'M':
-		if (cli_parse_mode("l3", "--mode", arg, 0666, &o->file_mode))
-			return -1;
-		if ((o->file_mode & 0600) == 0600)
-			return 0;
-		cli_usage_error("l3", "--mode %04o: the owner needs read and write (0600)", o->file_mode);
-		return -1;
-	default: /* 'g' */
-		return cli_parse_group("l3", "--group", arg, &o->gid) ? -1 : 0;
-	}
+	uint32_t *mode = dst;
+	if (cli_parse_mode(cmd, "--mode", arg, 0666, mode))
+		return EXIT_USAGE;
+	if ((*mode & 0600) == 0600)
+		return 0;
+	return cli_usage_error(cmd, "--mode %04o: the owner needs read and write (0600)", *mode);
+}
+
+/* The option-table rows (tools/cli.h) of the store options put and janitor share, into the
+ * struct sc_l3_opts @o: --budget, --mode, --group, --host, --shared. */
+#define L3_STORE_OPTS(o)                                                                           \
+	{ "budget", CLI_SIZE, &(o)->budget_bytes, 0, UINT64_MAX, .want = "a size such as 10G" },   \
+	{ "mode", CLI_FN, &(o)->file_mode, .fn = mode_opt },                                       \
+	{ "group", CLI_GROUP, &(o)->gid },                                                         \
+	{ "host", CLI_STR, &(o)->host_id },                                                        \
+	{ "shared", CLI_BITS, &(o)->flags, .max = SC_L3_OPEN_SHARED }
+
+/* Write the payload of @a through to the store in @dir (opened with @o) and print where it is; an
+ * exit status. */
+static int put(const char *dir, const struct sc_l3_opts *o, const struct sc_l3_put_args *a, int json)
+{
+	char why[256], hb[32];
+	if (!a->payload->sec_len[0] && !a->payload->sec_len[1])
+		return cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(a->payload, why, sizeof(why)));
+	struct sc_l3 *l3;
+	int rc = sc_l3_open(dir, o, &l3);
+	if (rc)
+		return l3cli_open_error("l3", rc, dir, o);
+	struct sc_location loc;
+	rc = sc_l3_put(l3, a, &loc);
+	sc_l3_close(l3);
+	if (rc == -EINVAL)
+		return cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(a->payload, why, sizeof(why)));
+	if (rc == -E2BIG)
+		return cli_fail("l3", 0, "put refused: the object is larger than the budget (--budget %s)",
+				cli_human(o->budget_bytes, hb, sizeof(hb)));
+	if (rc == -ENOSPC)
+		return cli_fail("l3", 0, "put refused: not enough free disk space in %s (or below --min-free)", dir);
+	if (rc)
+		return cli_fail("l3", 0, "put into %s failed: %s", dir, strerror(-rc));
+	print_loc(&loc, json);
+	return EXIT_OK;
 }
 
 static int do_put(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "ns", required_argument, 0, 'n' },        { "tokens", required_argument, 0, 't' },
-		{ "kind", required_argument, 0, 'k' },      { "file", required_argument, 0, 'f' },
-		{ "kv-file", required_argument, 0, 'K' },   { "recurrent-file", required_argument, 0, 'R' },
-		{ "desc-json", required_argument, 0, 'D' }, { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },     { "budget", required_argument, 0, 'b' },
-		{ "min-free", required_argument, 0, 'F' },  { "mode", required_argument, 0, 'M' },
-		{ "group", required_argument, 0, 'g' },     { "json", no_argument, 0, 'j' },
-		{ "host", required_argument, 0, 'H' },      { "shared", no_argument, 0, 'S' },
-		{ "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 },
-	};
-	const char *ns = "", *tspec = NULL, *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL;
+	const char *ns = "", *tspec = NULL, *kind_s = NULL, *file = NULL, *kvf = NULL, *recf = NULL, *descf = NULL, *dir;
 	struct sc_l3_put_args a = { 0 };
 	struct sc_l3_opts o = { 0 };
-	int json = 0, c;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'n': ns = optarg; break;
-		case 't': tspec = optarg; break;
-		case 'k': kind_s = optarg; break;
-		case 'f': file = optarg; break;
-		case 'K': kvf = optarg; break;
-		case 'R': recf = optarg; break;
-		case 'D': descf = optarg; break;
-		case 'm': a.model_identity = optarg; break;
-		case 's': a.state_identity = optarg; break;
-		case 'b':
-		case 'F':
-		case 'M':
-		case 'g':
-			if (store_opt(c, optarg, &o))
-				return EXIT_USAGE;
-			break;
-		case 'j': json = 1; break;
-		case 'H': o.host_id = optarg; break;
-		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("l3", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("l3", "missing DIR");
-	if (optind < argc - 1)
-		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	const char *dir = argv[optind];
-	int ret;
+	int json = 0;
+	const struct cli_opt opts[] = {
+		L3_STORE_OPTS(&o),
+		{ "ns", CLI_STR, &ns },                 { "tokens", CLI_STR, &tspec },
+		{ "kind", CLI_STR, &kind_s },           { "file", CLI_STR, &file },
+		{ "kv-file", CLI_STR, &kvf },           { "recurrent-file", CLI_STR, &recf },
+		{ "desc-json", CLI_STR, &descf },       { "model", CLI_STR, &a.model_identity },
+		{ "state", CLI_STR, &a.state_identity }, { "json", CLI_FLAG, &json },
+		{ "min-free", CLI_SIZE, &o.min_free_bytes, 0, UINT64_MAX, .want = "a size such as 1G" },
+		CLI_OPERAND("DIR", &dir),
+	};
+	int ret = cli_parse_opts("l3", argc, argv, opts, usage);
+	if (ret)
+		return ret < 0 ? EXIT_OK : ret;
 	if ((ret = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)) ||
 	    (a.model_identity && (ret = cli_check_identity("l3", "--model", a.model_identity, SC_L3_STR_MAX, 1))) ||
 	    (a.state_identity && (ret = cli_check_identity("l3", "--state", a.state_identity, SC_L3_STR_MAX, 1))))
@@ -161,13 +139,8 @@ static int do_put(int argc, char **argv)
 	if (!tspec || !kind_s)
 		return cli_usage_error("l3", "put needs --tokens and --kind");
 	uint32_t kind;
-	if (parse_kind(kind_s, &kind))
-		return cli_usage_error("l3", "--kind '%s': want full_state, recurrent_only or kv_recurrent", cli_q(kind_s));
-	if (kind == SC_PAYLOAD_KV_RECURRENT ? (file != NULL || (!kvf && !recf)) : (!file || kvf || recf || descf))
-		return cli_usage_error("l3", kind == SC_PAYLOAD_KV_RECURRENT
-						     ? "--kind kv_recurrent takes --kv-file/--recurrent-file (and --desc-json), not --file"
-						     : "--kind %s takes --file (and no --kv-file, --recurrent-file or --desc-json)",
-				       kind_s);
+	if ((ret = l2cli_payload_kind("l3", kind_s, file, kvf, recf, descf, &kind)))
+		return ret;
 	int32_t *tokens = NULL;
 	size_t n = 0;
 	if ((ret = l2cli_parse_tokens("l3", tspec, &tokens, &n)))
@@ -177,40 +150,11 @@ static int do_put(int argc, char **argv)
 		return cli_usage_error("l3", "--tokens: more than %u tokens", UINT32_MAX);
 	}
 	struct l2cli_payload pl;
-	int rc;
-	struct sc_l3 *l3 = NULL;
-	if ((ret = l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl)))
-		goto cleanup;
-	ret = EXIT_FAIL;
-	char why[256];
-	if (!pl.p.sec_len[0] && !pl.p.sec_len[1]) {
-		cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
-		goto cleanup;
+	if ((ret = l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl)) ==
+	    EXIT_OK) {
+		a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &pl.p;
+		ret = put(dir, &o, &a, json);
 	}
-	a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &pl.p;
-	if ((rc = sc_l3_open(dir, &o, &l3))) {
-		l3cli_open_error("l3", rc, dir, &o);
-		goto cleanup;
-	}
-	struct sc_location loc;
-	rc = sc_l3_put(l3, &a, &loc);
-	if (rc) {
-		char hb[32];
-		if (rc == -EINVAL)
-			cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(&pl.p, why, sizeof(why)));
-		else if (rc == -E2BIG)
-			cli_fail("l3", 0, "put refused: the object is larger than the budget (--budget %s)",
-				 cli_human(o.budget_bytes, hb, sizeof(hb)));
-		else if (rc == -ENOSPC)
-			cli_fail("l3", 0, "put refused: not enough free disk space in %s (or below --min-free)", dir);
-		else
-			cli_fail("l3", 0, "put into %s failed: %s", dir, strerror(-rc));
-		goto cleanup;
-	}
-	print_loc(&loc, json);
-	ret = EXIT_OK;
-cleanup:
-	sc_l3_close(l3);
 	free(tokens);
 	l2cli_payload_free(&pl);
 	return ret;
@@ -388,53 +332,28 @@ static void print_janitor(const struct sc_l3_janitor_report *r, int json)
 
 static int do_janitor(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "budget", required_argument, 0, 'b' }, { "full", no_argument, 0, 'f' },
-		{ "wait", no_argument, 0, 'w' },         { "loop", required_argument, 0, 'l' },
-		{ "count", required_argument, 0, 'c' },  { "host", required_argument, 0, 'H' },
-		{ "shared", no_argument, 0, 'S' },       { "json", no_argument, 0, 'j' },
-		{ "mode", required_argument, 0, 'M' },   { "group", required_argument, 0, 'g' },
-		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
-	};
 	/* the janitor works on a store: it creates none */
 	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE | SC_L3_OPEN_NO_CREATE };
 	uint32_t flags = 0;
 	uint64_t loop_s = 0, count = 0;
-	int json = 0, c;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-		case 'M':
-		case 'g':
-			if (store_opt(c, optarg, &o))
-				return EXIT_USAGE;
-			break;
-		case 'f': flags |= SC_L3_JANITOR_FULL; break;
-		case 'w': flags |= SC_L3_JANITOR_WAIT; break;
-		case 'l':
-			if (cli_parse_u64(optarg, 86400, &loop_s) || !loop_s)
-				return cli_usage_error("l3", "--loop '%s': want seconds, 1-86400", cli_q(optarg));
-			break;
-		case 'c':
-			if (cli_parse_u64(optarg, UINT32_MAX, &count) || !count)
-				return cli_usage_error("l3", "--count '%s': want a count, 1-%u", cli_q(optarg), UINT32_MAX);
-			break;
-		case 'H': o.host_id = optarg; break;
-		case 'S': o.flags |= SC_L3_OPEN_SHARED; break;
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("l3", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("l3", "missing DIR");
-	if (optind < argc - 1)
-		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	const char *dir = argv[optind];
+	int json = 0;
+	const char *dir;
+	const struct cli_opt opts[] = {
+		L3_STORE_OPTS(&o),
+		{ "full", CLI_BITS, &flags, .max = SC_L3_JANITOR_FULL },
+		{ "wait", CLI_BITS, &flags, .max = SC_L3_JANITOR_WAIT },
+		{ "loop", CLI_U64, &loop_s, 1, 86400, .want = "seconds, 1-86400" },
+		{ "count", CLI_U64, &count, 1, UINT32_MAX, .want = "a count, 1-4294967295" },
+		{ "json", CLI_FLAG, &json },
+		CLI_OPERAND("DIR", &dir),
+	};
+	int rc = cli_parse_opts("l3", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
 	if (count && !loop_s)
 		return cli_usage_error("l3", "--count goes with --loop");
 	struct sc_l3 *l3;
-	int rc = sc_l3_open(dir, &o, &l3);
+	rc = sc_l3_open(dir, &o, &l3);
 	if (rc)
 		return l3cli_open_error("l3", rc, dir, &o);
 	struct sigaction sa = { .sa_handler = on_stop };
@@ -471,6 +390,95 @@ static int do_janitor(int argc, char **argv)
 	return ret;
 }
 
+static int do_ls(struct sc_l3 *l3, const char *dir, int json)
+{
+	int rc = sc_l3_list(l3, print_obj, &json);
+	return rc < 0 ? cli_fail("l3", 0, "cannot list %s: %s", dir, strerror(-rc)) : EXIT_OK;
+}
+
+static int do_verify(struct sc_l3 *l3, const char *dir, int json)
+{
+	int ret = EXIT_OK, total = sc_l3_list(l3, NULL, NULL);
+	int rc = sc_l3_verify(l3, json ? print_obj : print_bad, &json);
+	if (rc < 0)
+		ret = cli_fail("l3", 0, "cannot verify %s: %s", dir, strerror(-rc));
+	else if (!json)
+		printf("%d objects checked, %d bad (quarantined, or kept where segments are missing)\n",
+		       total < 0 ? 0 : total, rc);
+	if (rc > 0)
+		ret = cli_fail("l3", 0, "%d bad object%s in %s (listed above)", rc, rc == 1 ? "" : "s", dir);
+	return ret;
+}
+
+/* init: DIR created (or opened) and --segment-bytes recorded in it. */
+static int do_init(struct sc_l3 *l3, const char *dir, const char *segs, uint64_t seg_bytes, int json)
+{
+	int rc;
+	if (segs && (rc = sc_l3_set_segment_bytes(l3, seg_bytes)))
+		return cli_fail("l3", rc, "cannot record --segment-bytes in %s", dir);
+	if (!json)
+		printf("%s: an L3 store%s\n", dir, segs && seg_bytes ? ", segments on" : "");
+	return EXIT_OK;
+}
+
+/* --segment-bytes: only init takes it; 0 (off) or a multiple of 4K from 64K to 1G. */
+static int segment_opt(const char *segs, int init, uint64_t *seg_bytes)
+{
+	*seg_bytes = 0;
+	if (segs && !init)
+		return cli_usage_error("l3", "--segment-bytes: only init takes it");
+	if (segs && (cli_parse_size(segs, seg_bytes) ||
+		     (*seg_bytes && (*seg_bytes < (64u << 10) || *seg_bytes > (1u << 30) || *seg_bytes % 4096))))
+		return cli_usage_error("l3", "--segment-bytes '%s': want 0 (off) or a multiple of 4K from 64K to 1G",
+				       cli_q(segs));
+	return 0;
+}
+
+/* init, ls, stats, verify and locate: their options, DIR opened (created only by init), the
+ * action. */
+static int do_read(const char *verb, int argc, char **argv)
+{
+	int locate = !strcmp(verb, "locate"), init = !strcmp(verb, "init"), json = 0;
+	const char *ns = NULL, *tspec = NULL, *host = NULL, *segs = NULL, *dir;
+	uint32_t shared = 0;
+	uint64_t seg_bytes;
+	const struct cli_opt opts[] = {
+		{ "ns", CLI_STR, &ns },                 { "tokens", CLI_STR, &tspec },
+		{ "json", CLI_FLAG, &json },            { "host", CLI_STR, &host },
+		{ "shared", CLI_BITS, &shared, .max = SC_L3_OPEN_SHARED },
+		{ "segment-bytes", CLI_STR, &segs },
+		{ 0 },
+	};
+	int rc = cli_parse_opts("l3", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = segment_opt(segs, init, &seg_bytes)))
+		return rc;
+	if ((ns || tspec) && !locate)
+		return cli_usage_error("l3", "%s: only locate (and put) take it", ns ? "--ns" : "--tokens");
+	if ((rc = cli_operand("l3", "DIR", argc, argv, &dir)))
+		return rc;
+	if (locate && !tspec)
+		return cli_usage_error("l3", "locate needs --tokens");
+	if (ns && (rc = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)))
+		return rc;
+	struct sc_l3 *l3;
+	/* ls and verify report bad objects themselves: no silent quarantine at open */
+	int own_check = !strcmp(verb, "ls") || !strcmp(verb, "verify");
+	struct sc_l3_opts o = { .flags = (init ? 0 : SC_L3_OPEN_NO_CREATE) | (own_check ? SC_L3_OPEN_NO_RECONCILE : 0) |
+					 shared,
+				.host_id = host };
+	if ((rc = sc_l3_open(dir, &o, &l3)))
+		return l3cli_open_error("l3", rc, dir, &o);
+	int ret = init                      ? do_init(l3, dir, segs, seg_bytes, json)
+		  : !strcmp(verb, "ls")     ? do_ls(l3, dir, json)
+		  : !strcmp(verb, "stats")  ? do_stats(l3, json)
+		  : !strcmp(verb, "verify") ? do_verify(l3, dir, json)
+					    : do_locate(l3, ns ? ns : "", tspec, json);
+	sc_l3_close(l3);
+	return ret;
+}
+
 int cmd_l3(int argc, char **argv)
 {
 	if (argc < 2)
@@ -486,87 +494,9 @@ int cmd_l3(int argc, char **argv)
 				       cli_q(verb));
 	/* ACTION's options are parsed from argv + 1 (ACTION in the place of argv[0]); DIR is what is
 	 * left over, wherever it was among the options */
-	cli_getopt_begin();
 	if (!strcmp(verb, "put"))
 		return do_put(argc - 1, argv + 1);
 	if (!strcmp(verb, "janitor"))
 		return do_janitor(argc - 1, argv + 1);
-	static const struct option opts[] = {
-		{ "ns", required_argument, 0, 'n' }, { "tokens", required_argument, 0, 't' },
-		{ "json", no_argument, 0, 'j' },     { "host", required_argument, 0, 'H' },
-		{ "shared", no_argument, 0, 'S' },   { "help", no_argument, 0, 'h' },
-		{ "segment-bytes", required_argument, 0, 'B' },
-		{ 0, 0, 0, 0 },
-	};
-	int locate = !strcmp(verb, "locate"), init = !strcmp(verb, "init"), json = 0, c;
-	const char *ns = NULL, *tspec = NULL, *host = NULL, *segs = NULL;
-	uint32_t shared = 0;
-	while ((c = getopt_long(argc - 1, argv + 1, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'n': ns = optarg; break;
-		case 't': tspec = optarg; break;
-		case 'j': json = 1; break;
-		case 'H': host = optarg; break;
-		case 'S': shared = SC_L3_OPEN_SHARED; break;
-		case 'B': segs = optarg; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("l3", c, argv + 1);
-		}
-	}
-	uint64_t seg_bytes = 0;
-	if (segs && !init)
-		return cli_usage_error("l3", "--segment-bytes: only init takes it");
-	if (segs && (cli_parse_size(segs, &seg_bytes) ||
-		     (seg_bytes && (seg_bytes < (64u << 10) || seg_bytes > (1u << 30) || seg_bytes % 4096))))
-		return cli_usage_error("l3", "--segment-bytes '%s': want 0 (off) or a multiple of 4K from 64K to 1G",
-				       cli_q(segs));
-	if ((ns || tspec) && !locate)
-		return cli_usage_error("l3", "%s: only locate (and put) take it", ns ? "--ns" : "--tokens");
-	if (optind >= argc - 1)
-		return cli_usage_error("l3", "missing DIR");
-	if (optind < argc - 2)
-		return cli_usage_error("l3", "unexpected argument '%s'", cli_q(argv[1 + optind + 1]));
-	const char *dir = argv[1 + optind];
-	if (locate && !tspec)
-		return cli_usage_error("l3", "locate needs --tokens");
-	int rc;
-	if (ns && (rc = cli_check_identity("l3", "--ns", ns, SC_L3_STR_MAX, 1)))
-		return rc;
-	struct sc_l3 *l3;
-	/* nothing but put creates DIR; ls and verify report bad objects themselves: no silent
-	 * quarantine at open */
-	struct sc_l3_opts o = { .flags = (init ? 0 : SC_L3_OPEN_NO_CREATE) |
-					 ((!strcmp(verb, "ls") || !strcmp(verb, "verify")) ? SC_L3_OPEN_NO_RECONCILE : 0) |
-				      shared,
-				.host_id = host };
-	rc = sc_l3_open(dir, &o, &l3);
-	if (rc)
-		return l3cli_open_error("l3", rc, dir, &o);
-	int ret = EXIT_OK;
-	if (init) {
-		if (segs && (rc = sc_l3_set_segment_bytes(l3, seg_bytes)))
-			ret = cli_fail("l3", rc, "cannot record --segment-bytes in %s", dir);
-		else if (!json)
-			printf("%s: an L3 store%s\n", dir, segs && seg_bytes ? ", segments on" : "");
-	} else if (!strcmp(verb, "ls")) {
-		rc = sc_l3_list(l3, print_obj, &json);
-		if (rc < 0)
-			ret = cli_fail("l3", 0, "cannot list %s: %s", dir, strerror(-rc));
-	} else if (!strcmp(verb, "stats")) {
-		ret = do_stats(l3, json);
-	} else if (!strcmp(verb, "verify")) {
-		int total = sc_l3_list(l3, NULL, NULL);
-		rc = sc_l3_verify(l3, json ? print_obj : print_bad, &json);
-		if (rc < 0)
-			ret = cli_fail("l3", 0, "cannot verify %s: %s", dir, strerror(-rc));
-		else if (!json)
-			printf("%d objects checked, %d bad (quarantined, or kept where segments are missing)\n",
-			       total < 0 ? 0 : total, rc);
-		if (rc > 0)
-			ret = cli_fail("l3", 0, "%d bad object%s in %s (listed above)", rc, rc == 1 ? "" : "s", dir);
-	} else {
-		ret = do_locate(l3, ns ? ns : "", tspec, json);
-	}
-	sc_l3_close(l3);
-	return ret;
+	return do_read(verb, argc - 1, argv + 1);
 }

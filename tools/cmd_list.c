@@ -62,35 +62,34 @@ static void one(const char *dir, const char *name, void *p)
 	sc_arena_close(a);
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stagecache list [--dir DIR] [--owner any] [--json]\n\n"
+		   "List the arenas in /dev/hugepages (or the hugetlbfs mount) and /dev/shm (and DIR).\n"
+		   "A file that cannot be opened is listed with the reason (not an arena, a FIFO,\n"
+		   "world-writable, owned by another user unless --owner any, ...).\n");
+}
+
+static int owner_any_opt(const char *cmd, const char *arg, void *dst)
+{
+	if (strcmp(arg, "any"))
+		return cli_usage_error(cmd, "--owner '%s': list takes only --owner any", cli_q(arg));
+	*(int *)dst = 1;
+	return 0;
+}
+
 int cmd_list(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
-		{ "owner", required_argument, 0, 'O' }, { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
 	const char *dir = NULL;
 	struct list_ctx ctx = { 0, 0, 0 };
-	int c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'j': ctx.json = 1; break;
-		case 'O':
-			if (strcmp(optarg, "any"))
-				return cli_usage_error("list", "--owner '%s': list takes only --owner any", cli_q(optarg));
-			ctx.any = 1;
-			break;
-		case 'h':
-			printf("usage: stagecache list [--dir DIR] [--owner any] [--json]\n\n"
-			       "List the arenas in /dev/hugepages (or the hugetlbfs mount) and /dev/shm (and DIR).\n"
-			       "A file that cannot be opened is listed with the reason (not an arena, a FIFO,\n"
-			       "world-writable, owned by another user unless --owner any, ...).\n");
-			return EXIT_OK;
-		default: return cli_opt_error("list", c, argv);
-		}
-	}
+	const struct cli_opt opts[] = {
+		{ "dir", CLI_STR, &dir },            { "json", CLI_FLAG, &ctx.json },
+		{ "owner", CLI_FN, &ctx.any, .fn = owner_any_opt },
+		{ 0 },
+	};
+	int prc = cli_parse_opts("list", argc, argv, opts, usage);
+	if (prc)
+		return prc < 0 ? EXIT_OK : prc;
 	if (optind != argc)
 		return cli_usage_error("list", "unexpected argument '%s'", cli_q(argv[optind]));
 	struct stat dst;

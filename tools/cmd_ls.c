@@ -34,38 +34,19 @@ static int print_one(const struct sc_l2_entry_info *e, void *vctx)
 
 int cmd_ls(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' }, { "max", required_argument, 0, 'x' },
-		{ "owner", required_argument, 0, 'O' }, { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },      { 0, 0, 0, 0 },
-	};
-	const char *dir = NULL;
+	const char *dir = NULL, *name;
 	uint64_t max = 0;
 	struct ls_ctx ctx = { 0 };
-	int c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'x':
-			if (cli_parse_u64(optarg, UINT64_MAX, &max))
-				return cli_usage_error("ls", "--max '%s': want a number", cli_q(optarg));
-			break;
-		case 'O':
-			if (cli_parse_owner("ls", optarg))
-				return EXIT_USAGE;
-			break;
-		case 'j': ctx.json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("ls", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("ls", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("ls", "unexpected argument '%s'", cli_q(argv[optind + 1]));
+	const struct cli_opt opts[] = {
+		{ "dir", CLI_STR, &dir },            { "max", CLI_U64, &max, 0, UINT64_MAX, .want = "a number" },
+		{ "owner", CLI_OWNER },              { "json", CLI_FLAG, &ctx.json },
+		CLI_OPERAND("NAME", &name),
+	};
+	int rc = cli_parse_opts("ls", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
 	struct sc_arena *a;
-	int rc = cli_open_arena("ls", dir, argv[optind], &a);
+	rc = cli_open_arena("ls", dir, name, &a);
 	if (rc)
 		return rc;
 	struct timespec ts;
@@ -75,7 +56,7 @@ int cmd_ls(int argc, char **argv)
 	rc = sc_l2_list(a, print_one, &ctx, max);
 	sc_arena_close(a);
 	if (rc < 0)
-		return cli_l2_error("ls", rc, argv[optind], "cannot list the entries");
+		return cli_l2_error("ls", rc, name, "cannot list the entries");
 	if (!ctx.json && !ctx.n)
 		header();
 	return EXIT_OK;

@@ -1,6 +1,5 @@
 /* tools/cmd_peek.c — `stagecache peek NAME --model M --state S [--ns NS] --tokens LIST|@FILE [--json]`. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -15,62 +14,34 @@ static void usage(FILE *f)
 		   "without touching it: no counters, no recency. Exit status 1 when absent.\n");
 }
 
-int cmd_peek(int argc, char **argv)
+/* Print the entry of @x's prefix, untouched; an exit status. */
+static int peek(const struct l2cli_args *x, int json)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' }, { "owner", required_argument, 0, 'O' },
-		{ "json", no_argument, 0, 'j' },         { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	struct l2cli_args x = { .ns = "" };
-	int json = 0, c, k;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default:
-			if ((k = l2cli_common_opt("peek", c, optarg, &x)) < 0)
-				return EXIT_USAGE;
-			if (k)
-				break;
-			return cli_opt_error("peek", c, argv);
-		}
-	}
-	int rc = l2cli_operands("peek", argc, argv, &x);
-	if (rc)
-		return rc;
-	rc = l2cli_prefix("peek", &x);
-	if (rc)
-		return rc;
-	struct sc_arena *a = NULL;
-	struct sc_stage *st = NULL;
-	int ret;
-	if ((ret = l2cli_open("peek", &x, &a, &st)))
-		goto cleanup;
-	ret = EXIT_FAIL;
 	struct sc_l2_entry_info info;
-	rc = sc_l2_peek(st, x.ns, x.tokens, x.n, &info);
-	if (rc == -ENOENT) {
-		cli_fail("peek", 0, "no L2 entry for these %zu tokens", x.n);
-		goto cleanup;
-	}
-	if (rc) {
-		cli_l2_error("peek", rc, x.name, "lookup failed");
-		goto cleanup;
-	}
+	int rc = sc_l2_peek(x->st, x->ns, x->tokens, x->n, &info);
+	if (rc == -ENOENT)
+		return cli_fail("peek", 0, "no L2 entry for these %zu tokens", x->n);
+	if (rc)
+		return cli_l2_error("peek", rc, x->name, "lookup failed");
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	if (!json)
 		printf("%-32s  %-16s  %8s  %10s  %-32s  %-6s  %9s  %s\n", "KEY", "STAGE", "TOKENS", "BYTES", "DIGEST",
 		       "ORIGIN", "AGE", "FREQ");
 	l2cli_print_info(&info, json, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
-	ret = EXIT_OK;
-cleanup:
-	sc_stage_close(st);
-	sc_arena_close(a);
-	free(x.tokens);
-	return ret;
+	return EXIT_OK;
+}
+
+int cmd_peek(int argc, char **argv)
+{
+	struct l2cli_args x = { .ns = "" };
+	int json = 0;
+	const struct cli_opt own[] = { { "json", CLI_FLAG, &json }, { 0 } };
+	int rc = l2cli_parse("peek", argc, argv, usage, own, &x);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = l2cli_prefix("peek", &x)) == EXIT_OK && (rc = l2cli_open("peek", &x)) == EXIT_OK)
+		rc = peek(&x, json);
+	l2cli_close(&x);
+	return rc;
 }

@@ -1,6 +1,5 @@
 /* tools/cmd_rm.c — `stagecache rm NAME (--key HEX | --model M --state S [--ns NS] --tokens LIST|@FILE)`. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 
 #include "cli.h"
@@ -14,34 +13,32 @@ static void usage(FILE *f)
 		   "disappears at once; its memory follows when the last lease is released.\n");
 }
 
+/* Remove the entry @key (NULL: the key of @x's prefix); an exit status. */
+static int rm(const struct l2cli_args *x, const struct sc_key *key)
+{
+	struct sc_key k;
+	if (key)
+		k = *key;
+	else
+		sc_l2_key(x->st, x->ns, x->tokens, x->n, &k);
+	int rc = sc_l2_remove(x->st, k);
+	if (rc == -ENOENT)
+		return cli_fail("rm", 0, "no such L2 entry");
+	if (rc)
+		return cli_l2_error("rm", rc, x->name, "cannot remove");
+	char kh[33];
+	printf("removed %s\n", sc_digest_format((struct sc_digest){ k.lo, k.hi }, kh));
+	return EXIT_OK;
+}
+
 int cmd_rm(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, 0, 'd' },    { "model", required_argument, 0, 'm' },
-		{ "state", required_argument, 0, 's' },  { "ns", required_argument, 0, 'n' },
-		{ "tokens", required_argument, 0, 't' }, { "key", required_argument, 0, 'k' },
-		{ "owner", required_argument, 0, 'O' },  { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
 	struct l2cli_args x = { .ns = "" };
 	const char *key_s = NULL;
-	int c, k;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': key_s = optarg; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default:
-			if ((k = l2cli_common_opt("rm", c, optarg, &x)) < 0)
-				return EXIT_USAGE;
-			if (k)
-				break;
-			return cli_opt_error("rm", c, argv);
-		}
-	}
-	int rc0 = l2cli_operands("rm", argc, argv, &x);
-	if (rc0)
-		return rc0;
+	const struct cli_opt own[] = { { "key", CLI_STR, &key_s }, { 0 } };
+	int rc = l2cli_parse("rm", argc, argv, usage, own, &x);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
 	struct sc_key key;
 	if (key_s) {
 		struct sc_digest d;
@@ -55,34 +52,11 @@ int cmd_rm(int argc, char **argv)
 		x.state = "-";
 	} else if (!x.model || !x.state || !x.tokens_spec) {
 		return cli_usage_error("rm", "give --key, or --model, --state and --tokens");
-	} else {
-		int rc = l2cli_parse_tokens("rm", x.tokens_spec, &x.tokens, &x.n);
-		if (rc)
-			return rc;
+	} else if ((rc = l2cli_parse_tokens("rm", x.tokens_spec, &x.tokens, &x.n))) {
+		return rc;
 	}
-	struct sc_arena *a = NULL;
-	struct sc_stage *st = NULL;
-	int ret;
-	if ((ret = l2cli_open("rm", &x, &a, &st)))
-		goto cleanup;
-	ret = EXIT_FAIL;
-	if (!key_s)
-		sc_l2_key(st, x.ns, x.tokens, x.n, &key);
-	int rc = sc_l2_remove(st, key);
-	if (rc == -ENOENT) {
-		cli_fail("rm", 0, "no such L2 entry");
-		goto cleanup;
-	}
-	if (rc) {
-		cli_l2_error("rm", rc, x.name, "cannot remove");
-		goto cleanup;
-	}
-	char kh[33];
-	printf("removed %s\n", sc_digest_format((struct sc_digest){ key.lo, key.hi }, kh));
-	ret = EXIT_OK;
-cleanup:
-	sc_stage_close(st);
-	sc_arena_close(a);
-	free(x.tokens);
-	return ret;
+	if ((rc = l2cli_open("rm", &x)) == EXIT_OK)
+		rc = rm(&x, key_s ? &key : NULL);
+	l2cli_close(&x);
+	return rc;
 }

@@ -163,54 +163,18 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct stress_opts *o)
 {
-	static const struct option opts[] = {
-		{ "procs", required_argument, 0, 'p' },     { "seconds", required_argument, 0, 's' },
-		{ "kill-every", required_argument, 0, 'k' }, { "seed", required_argument, 0, 'S' },
-		{ "l3", required_argument, 0, 'l' },        { "size", required_argument, 0, 'z' },
-		{ "max-payload", required_argument, 0, 'm' }, { "keep", no_argument, 0, 'K' },
-		{ "json", no_argument, 0, 'j' },            { "help", no_argument, 0, 'h' },
-		{ "pidns", no_argument, 0, 'P' },           { "users", no_argument, 0, 'U' },
-		{ 0, 0, 0, 0 },
+	const struct cli_opt opts[] = {
+		STRESS_COMMON_OPTS(o),
+		{ "procs", CLI_U32, &o->procs, 1, MAX_PROCS },
+		{ "l3", CLI_STR, &o->l3dir },
+		{ "max-payload", CLI_SIZE, &o->max_payload, 2048, 64u << 20, " (2K-64M)" },
+		{ "pidns", CLI_FLAG, &o->pidns },
+		{ "users", CLI_FLAG, &o->users },
+		{ 0 },
 	};
-	uint64_t v;
-	int c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			if (cli_parse_u64(optarg, MAX_PROCS, &v) || !v)
-				return cli_usage_error("stress", "bad --procs '%s' (1-%d)", optarg, MAX_PROCS);
-			o->procs = (uint32_t)v;
-			break;
-		case 's':
-			if (stress_u32_opt("seconds", optarg, 1, 86400, "", &o->seconds))
-				return EXIT_USAGE;
-			break;
-		case 'k':
-			if (stress_u32_opt("kill-every", optarg, 0, 3600000, " (milliseconds)", &o->kill_every_ms))
-				return EXIT_USAGE;
-			break;
-		case 'S':
-			if (cli_parse_u64(optarg, UINT64_MAX, &o->seed))
-				return cli_usage_error("stress", "bad --seed '%s'", optarg);
-			break;
-		case 'l': o->l3dir = optarg; break;
-		case 'z':
-			if (cli_parse_size(optarg, &o->size) || o->size < SC_ARENA_MIN_BYTES)
-				return cli_usage_error("stress", "bad --size '%s'", optarg);
-			break;
-		case 'm':
-			if (cli_parse_size(optarg, &o->max_payload) || o->max_payload < 2048 || o->max_payload > (64u << 20))
-				return cli_usage_error("stress", "bad --max-payload '%s' (2K-64M)", optarg);
-			break;
-		case 'K': o->keep = 1; break;
-		case 'P': o->pidns = 1; break;
-		case 'U': o->users = 1; break;
-		case 'j': o->json = 1; break;
-		case 'h': usage(stdout); return -1;
-		default: return cli_opt_error("stress", c, argv);
-		}
-	}
+	int rc = cli_parse_opts("stress", argc, argv, opts, usage);
+	if (rc)
+		return rc;
 	if (optind != argc - 1)
 		return cli_usage_error("stress", optind >= argc ? "missing NAME" : "too many arguments");
 	if ((o->pidns || o->users) && geteuid() != 0)

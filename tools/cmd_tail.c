@@ -81,74 +81,43 @@ static void usage(FILE *f)
 		   "exit status: 0 ok, 1 failure, 2 usage error\n");
 }
 
-int cmd_tail(int argc, char **argv)
+/* --follow: stop on SIGINT, SIGTERM or a closed pipe (stop_flag), one line at a time. */
+static void follow_setup(void)
 {
-	static const struct option opts[] = {
-		{ "dir", required_argument, NULL, 'd' },
-		{ "owner", required_argument, NULL, 'O' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "follow", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	const char *dir = NULL;
-	struct tail_ctx t = { 0, stdout, 0 };
-	int follow = 0, c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': dir = optarg; break;
-		case 'O':
-			if (cli_parse_owner("tail", optarg))
-				return EXIT_USAGE;
-			break;
-		case 'j': t.json = 1; break;
-		case 'f': follow = 1; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: return cli_opt_error("tail", c, argv);
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("tail", "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error("tail", "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	struct sc_arena *a;
-	int orc = cli_open_arena("tail", dir, argv[optind], &a);
-	if (orc)
-		return orc;
-	if (follow) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = on_signal;
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGPIPE, &sa, NULL);
-		setvbuf(stdout, NULL, _IOLBF, 0);
-	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGPIPE, &sa, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+/* Print the commits of arena @a (named @name) until the rings are empty (or, with @follow, until
+ * stopped); an exit status. */
+static int drain(struct sc_arena *a, const char *name, struct tail_ctx *t, int follow)
+{
 	int rc = EXIT_OK, warned = 0;
 	while (!stop_flag) {
-		uint64_t before = t.count;
-		int n = sc_ring_poll(a, print_commit, &t, 1024);
+		uint64_t before = t->count;
+		int n = sc_ring_poll(a, print_commit, t, 1024);
 		if (n == -EBADMSG) {
 			/* one ring is corrupted; the others were served: report it once and go on */
 			if (!warned)
 				cli_fail("tail", 0, "a commit ring of '%s' holds a malformed record and is skipped (see "
-					 "'stagecache stats'; 'stagecache fsck %s --repair' drops its records)", argv[optind],
-					 argv[optind]);
+					 "'stagecache stats'; 'stagecache fsck %s --repair' drops its records)", name,
+					 name);
 			warned = 1;
 			rc = EXIT_FAIL;
-			n = (int)(t.count - before);
+			n = (int)(t->count - before);
 		}
-		if (n == -EBUSY) {
-			rc = cli_fail("tail", 0, "another process is consuming the commit rings of '%s' (one consumer at a time)",
-				      argv[optind]);
-			break;
-		}
-		if (n < 0) {
-			rc = cli_fail("tail", 0, "cannot read the commit rings of '%s': %s", argv[optind],
-				      n == -EBADMSG ? "the ring directory is corrupted (fsck --repair rewrites it)" : sc_strerror(n));
-			break;
-		}
+		if (n == -EBUSY)
+			return cli_fail("tail", 0, "another process is consuming the commit rings of '%s' (one consumer at a "
+					"time)", name);
+		if (n < 0)
+			return cli_fail("tail", 0, "cannot read the commit rings of '%s': %s", name,
+					n == -EBADMSG ? "the ring directory is corrupted (fsck --repair rewrites it)"
+						      : sc_strerror(n));
 		if (n > 0)
 			continue;
 		if (!follow)
@@ -157,6 +126,28 @@ int cmd_tail(int argc, char **argv)
 		struct timespec ts = { 0, 2000000 }; /* idle: 2 ms between polls */
 		nanosleep(&ts, NULL);
 	}
+	return rc;
+}
+
+int cmd_tail(int argc, char **argv)
+{
+	const char *dir = NULL, *name;
+	struct tail_ctx t = { 0, stdout, 0 };
+	int follow = 0;
+	const struct cli_opt opts[] = {
+		{ "dir", CLI_STR, &dir },            { "owner", CLI_OWNER },
+		{ "json", CLI_FLAG, &t.json },       { "follow", CLI_FLAG, &follow },
+		CLI_OPERAND("NAME", &name),
+	};
+	int rc = cli_parse_opts("tail", argc, argv, opts, usage);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	struct sc_arena *a;
+	if ((rc = cli_open_arena("tail", dir, name, &a)))
+		return rc;
+	if (follow)
+		follow_setup();
+	rc = drain(a, name, &t, follow);
 	if (fflush(stdout) && rc == EXIT_OK)
 		rc = cli_fail("tail", 0, "writing the output: %s", strerror(errno));
 	sc_ring_consumer_close(a);

@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,19 +13,6 @@
 
 #include "cli.h"
 #include "l2cli.h"
-
-int l2cli_common_opt(const char *cmd, int c, const char *arg, struct l2cli_args *x)
-{
-	switch (c) {
-	case 'd': x->dir = arg; return 1;
-	case 'm': x->model = arg; return 1;
-	case 's': x->state = arg; return 1;
-	case 'n': x->ns = arg; return 1;
-	case 't': x->tokens_spec = arg; return 1;
-	case 'O': return cli_parse_owner(cmd, arg) ? -1 : 1;
-	default: return 0;
-	}
-}
 
 int l2cli_check_args(const char *cmd, const struct l2cli_args *x, size_t ns_max)
 {
@@ -37,6 +25,25 @@ int l2cli_check_args(const char *cmd, const struct l2cli_args *x, size_t ns_max)
 		return rc;
 	if (x->ns && (rc = cli_check_identity(cmd, "--ns", x->ns, ns_max, 1)))
 		return rc;
+	return 0;
+}
+
+int l2cli_payload_kind(const char *cmd, const char *kind_s, const char *file, const char *kvf, const char *recf,
+		       const char *descf, uint32_t *kind)
+{
+	if (!strcmp(kind_s, "full_state") || !strcmp(kind_s, "full") || !strcmp(kind_s, "FULL_STATE"))
+		*kind = SC_PAYLOAD_FULL_STATE;
+	else if (!strcmp(kind_s, "recurrent_only") || !strcmp(kind_s, "recurrent") || !strcmp(kind_s, "RECURRENT_ONLY"))
+		*kind = SC_PAYLOAD_RECURRENT_ONLY;
+	else if (!strcmp(kind_s, "kv_recurrent") || !strcmp(kind_s, "kv") || !strcmp(kind_s, "KV_RECURRENT"))
+		*kind = SC_PAYLOAD_KV_RECURRENT;
+	else
+		return cli_usage_error(cmd, "--kind '%s': want full_state, recurrent_only or kv_recurrent", cli_q(kind_s));
+	if (*kind == SC_PAYLOAD_KV_RECURRENT ? (file != NULL || (!kvf && !recf)) : (!file || kvf || recf || descf))
+		return cli_usage_error(cmd, *kind == SC_PAYLOAD_KV_RECURRENT
+						    ? "--kind kv_recurrent takes --kv-file/--recurrent-file (and --desc-json), not --file"
+						    : "--kind %s takes --file (and no --kv-file, --recurrent-file or --desc-json)",
+				       kind_s);
 	return 0;
 }
 
@@ -188,19 +195,29 @@ int l2cli_parse_tokens(const char *cmd, const char *spec, int32_t **out, size_t 
 	return EXIT_OK;
 }
 
-int l2cli_open(const char *cmd, const struct l2cli_args *x, struct sc_arena **a, struct sc_stage **st)
+int l2cli_open(const char *cmd, struct l2cli_args *x)
 {
-	*st = NULL;
-	int rc = cli_open_arena(cmd, x->dir, x->name, a);
+	x->st = NULL;
+	int rc = cli_open_arena(cmd, x->dir, x->name, &x->a);
 	if (rc)
 		return rc;
-	rc = sc_stage_open(*a, x->model, x->state, st);
+	rc = sc_stage_open(x->a, x->model, x->state, &x->st);
 	if (rc) {
-		sc_arena_close(*a);
-		*a = NULL; /* the caller's cleanup closes whatever is left open: nothing now */
+		sc_arena_close(x->a);
+		x->a = NULL;
 		return cli_l2_error(cmd, rc, x->name, "cannot open the stage");
 	}
 	return EXIT_OK;
+}
+
+void l2cli_close(struct l2cli_args *x)
+{
+	sc_stage_close(x->st);
+	sc_arena_close(x->a);
+	free(x->tokens);
+	x->st = NULL;
+	x->a = NULL;
+	x->tokens = NULL;
 }
 
 const char *l2cli_kind_name(uint32_t k)
@@ -362,14 +379,24 @@ int l3cli_open_error(const char *cmd, int rc, const char *dir, const struct sc_l
 	}
 }
 
-int l2cli_operands(const char *cmd, int argc, char **argv, struct l2cli_args *x)
+int l2cli_parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), const struct cli_opt *own,
+		struct l2cli_args *x)
 {
-	if (optind >= argc)
-		return cli_usage_error(cmd, "missing NAME");
-	if (optind < argc - 1)
-		return cli_usage_error(cmd, "unexpected argument '%s'", cli_q(argv[optind + 1]));
-	x->name = argv[optind];
-	return l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
+	enum { NCOMMON = 6, MAX_OWN = 16 };
+	struct cli_opt t[NCOMMON + MAX_OWN + 1] = {
+		{ "dir", CLI_STR, &x->dir },        { "model", CLI_STR, &x->model },
+		{ "state", CLI_STR, &x->state },    { "ns", CLI_STR, &x->ns },
+		{ "tokens", CLI_STR, &x->tokens_spec }, { "owner", CLI_OWNER },
+	};
+	int n = 0;
+	for (; own[n].name; n++) {
+		if (n == MAX_OWN)
+			return cli_usage_error(cmd, "internal error: more than %d options", MAX_OWN);
+		t[NCOMMON + n] = own[n];
+	}
+	t[NCOMMON + n] = (struct cli_opt)CLI_OPERAND("NAME", &x->name);
+	int rc = cli_parse_opts(cmd, argc, argv, t, usage);
+	return rc ? rc : l2cli_check_args(cmd, x, SC_IDENTITY_MAX);
 }
 
 int l2cli_prefix(const char *cmd, struct l2cli_args *x)

@@ -91,15 +91,6 @@ struct hopts {
 	char scratch[128];
 };
 
-int stress_u32_opt(const char *name, const char *arg, uint64_t min, uint64_t max, const char *hint, uint32_t *out)
-{
-	uint64_t v;
-	if (cli_parse_u64(arg, max, &v) || v < min)
-		return cli_usage_error("stress", "bad --%s '%s'%s", name, arg, hint);
-	*out = (uint32_t)v;
-	return 0;
-}
-
 void stress_first_problem(_Atomic int *written, char *buf, size_t len, const char *fmt, ...)
 {
 	if (atomic_exchange(written, 1))
@@ -151,72 +142,30 @@ int stress_hosts_wanted(int argc, char **argv)
 	return 0;
 }
 
+static int l3_opt(const char *cmd, const char *arg, void *dst)
+{
+	struct hopts *o = dst;
+	if (o->nl3 == MAX_HOSTS)
+		return cli_usage_error(cmd, "at most %d --l3", MAX_HOSTS);
+	o->l3[o->nl3++] = arg;
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct hopts *o)
 {
-	static const struct option opts[] = {
-		{ "hosts", required_argument, 0, 'H' },      { "l3", required_argument, 0, 'l' },
-		{ "procs", required_argument, 0, 'p' },      { "seconds", required_argument, 0, 's' },
-		{ "kill-every", required_argument, 0, 'k' }, { "budget", required_argument, 0, 'b' },
-		{ "docs", required_argument, 0, 'd' },       { "max-tokens", required_argument, 0, 't' },
-		{ "size", required_argument, 0, 'z' },       { "seed", required_argument, 0, 'S' },
-		{ "keep", no_argument, 0, 'K' },             { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' },             { 0, 0, 0, 0 },
+	const struct cli_opt opts[] = {
+		STRESS_COMMON_OPTS(o),
+		{ "hosts", CLI_U32, &o->hosts, 1, MAX_HOSTS },
+		{ "l3", CLI_FN, o, .fn = l3_opt },
+		{ "procs", CLI_U32, &o->procs, 1, 16, " (1-16 per host)" },
+		{ "budget", CLI_SIZE, &o->budget, 1u << 20, UINT64_MAX, " (at least 1M)" },
+		{ "docs", CLI_U32, &o->docs, 2, MAX_DOCS },
+		{ "max-tokens", CLI_U32, &o->max_tokens, 16, 4000 },
+		{ 0 },
 	};
-	uint64_t v;
-	int c;
-	cli_getopt_begin();
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'H':
-			if (cli_parse_u64(optarg, MAX_HOSTS, &v) || !v)
-				return cli_usage_error("stress", "bad --hosts '%s' (1-%d)", optarg, MAX_HOSTS);
-			o->hosts = (uint32_t)v;
-			break;
-		case 'l':
-			if (o->nl3 == MAX_HOSTS)
-				return cli_usage_error("stress", "at most %d --l3", MAX_HOSTS);
-			o->l3[o->nl3++] = optarg;
-			break;
-		case 'p':
-			if (stress_u32_opt("procs", optarg, 1, 16, " (1-16 per host)", &o->procs))
-				return EXIT_USAGE;
-			break;
-		case 's':
-			if (stress_u32_opt("seconds", optarg, 1, 86400, "", &o->seconds))
-				return EXIT_USAGE;
-			break;
-		case 'k':
-			if (stress_u32_opt("kill-every", optarg, 0, 3600000, " (milliseconds)", &o->kill_every_ms))
-				return EXIT_USAGE;
-			break;
-		case 'b':
-			if (cli_parse_size(optarg, &o->budget) || o->budget < (1u << 20))
-				return cli_usage_error("stress", "bad --budget '%s' (at least 1M)", optarg);
-			break;
-		case 'd':
-			if (cli_parse_u64(optarg, MAX_DOCS, &v) || v < 2)
-				return cli_usage_error("stress", "bad --docs '%s' (2-%d)", optarg, MAX_DOCS);
-			o->docs = (uint32_t)v;
-			break;
-		case 't':
-			if (cli_parse_u64(optarg, 4000, &v) || v < 16)
-				return cli_usage_error("stress", "bad --max-tokens '%s' (16-4000)", optarg);
-			o->max_tokens = (uint32_t)v;
-			break;
-		case 'z':
-			if (cli_parse_size(optarg, &o->size) || o->size < SC_ARENA_MIN_BYTES)
-				return cli_usage_error("stress", "bad --size '%s'", optarg);
-			break;
-		case 'S':
-			if (cli_parse_u64(optarg, UINT64_MAX, &o->seed))
-				return cli_usage_error("stress", "bad --seed '%s'", optarg);
-			break;
-		case 'K': o->keep = 1; break;
-		case 'j': o->json = 1; break;
-		case 'h': usage(stdout); return -1;
-		default: return cli_opt_error("stress", c, argv);
-		}
-	}
+	int rc = cli_parse_opts("stress", argc, argv, opts, usage);
+	if (rc)
+		return rc;
 	if (optind != argc - 1)
 		return cli_usage_error("stress", optind >= argc ? "missing NAME" : "too many arguments");
 	o->name = argv[optind];
