@@ -140,6 +140,20 @@ static int hear(int fd, void *m, size_t n)
 	return read(fd, m, n) == (ssize_t)n ? 0 : -1;
 }
 
+/* Fork a process of host @h: it opens the test directory @name on its mount and waits for a byte
+ * on @go_fd (exit 2 when it cannot). 0 in the child (*@l3 open), the pid in the parent. */
+static pid_t fork_host_waiting(int h, const char *name, int go_fd, struct sc_l3 **l3)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char c;
+		if (h_open(l3dir(h, name), host_name[h], 0, state[h], l3) || hear(go_fd, &c, 1))
+			_exit(2);
+	}
+	return pid;
+}
+
 /* ---- tests ---- */
 
 START_TEST(put_on_a_restored_on_b_byte_for_byte)
@@ -227,13 +241,8 @@ START_TEST(concurrent_puts_of_the_same_prefixes_from_both_hosts)
 	pipe2x(go);
 	pid_t pid[2];
 	for (int h = A; h <= B; h++) {
-		pid[h] = fork();
-		ck_assert_int_ge(pid[h], 0);
-		if (pid[h] == 0) {
-			struct sc_l3 *l3 = NULL;
-			char c;
-			if (h_open(l3dir(h, "t2"), host_name[h], 0, state[h], &l3) || hear(go[0], &c, 1))
-				_exit(2);
+		struct sc_l3 *l3 = NULL;
+		if ((pid[h] = fork_host_waiting(h, "t2", go[0], &l3)) == 0) {
 			int bad = 0;
 			for (uint32_t i = 0; i < K; i++) {
 				/* both put the shared set at the same time, and each a set of its own */
@@ -315,13 +324,8 @@ START_TEST(segments_shared_by_both_hosts)
 	pipe2x(go);
 	pid_t pid[2];
 	for (int h = A; h <= B; h++) {
-		pid[h] = fork();
-		ck_assert_int_ge(pid[h], 0);
-		if (pid[h] == 0) {
-			struct sc_l3 *c = NULL;
-			char ch;
-			if (h_open(l3dir(h, "t7"), host_name[h], 0, state[h], &c) || hear(go[0], &ch, 1))
-				_exit(2);
+		struct sc_l3 *c = NULL;
+		if ((pid[h] = fork_host_waiting(h, "t7", go[0], &c)) == 0) {
 			int bad = 0;
 			for (uint32_t i = 0; i < 3; i++) /* both put docs 1-3 at once, each its own 2 */
 				bad |= seg_put_or_fetch(c, 1 + i, 1) || seg_put_or_fetch(c, 10 + (uint32_t)h * 10 + i, 1);
