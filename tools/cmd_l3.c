@@ -225,7 +225,7 @@ static int do_stats(struct sc_l3 *l3, int json)
 		       "\"puts\":%llu,\"put_dedup\":%llu,\"fills_kept\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u,\"shared\":%s,"
 		       "\"host\":\"%s\",\"janitor_epoch\":%llu,\"janitor_pass_ns\":%llu,\"janitor_evictions\":%llu,"
 		       "\"janitor_host\":\"%s\",\"logical_bytes\":%llu,\"physical_bytes\":%llu,\"saved_bytes\":%llu,"
-		       "\"segments\":%llu,\"segment_bytes\":%llu}\n",
+		       "\"segments\":%llu,\"segment_bytes\":%llu,\"fill_bytes_from_l2\":%llu}\n",
 		       (unsigned long long)s.objects, (unsigned long long)s.bytes, (unsigned long long)s.fills,
 		       (unsigned long long)s.fill_bytes, (unsigned long long)s.fill_ns, (unsigned long long)s.verify_failures,
 		       (unsigned long long)s.quarantined, (unsigned long long)s.evictions,
@@ -234,7 +234,8 @@ static int do_stats(struct sc_l3 *l3, int json)
 		       (unsigned long long)js.epoch, (unsigned long long)js.pass_end_ns,
 		       (unsigned long long)js.evictions, js.janitor_host, (unsigned long long)s.logical_bytes,
 		       (unsigned long long)s.physical_bytes, (unsigned long long)s.saved_bytes,
-		       (unsigned long long)s.segments, (unsigned long long)s.segment_bytes);
+		       (unsigned long long)s.segments, (unsigned long long)s.segment_bytes,
+		       (unsigned long long)s.fill_bytes_from_l2);
 	} else {
 		char h[32];
 		printf("objects          %llu\n", (unsigned long long)s.objects);
@@ -243,8 +244,9 @@ static int do_stats(struct sc_l3 *l3, int json)
 		printf("logical          %s, physical %s, saved %s\n", cli_human(s.logical_bytes, l, sizeof(l)),
 		       cli_human(s.physical_bytes, h, sizeof(h)), cli_human(s.saved_bytes, sv, sizeof(sv)));
 		if (s.segment_bytes || s.segments)
-			printf("segments         %llu files, new puts cut at %s\n", (unsigned long long)s.segments,
-			       s.segment_bytes ? cli_human(s.segment_bytes, sg, sizeof(sg)) : "- (off)");
+			printf("segments         %llu files, new puts cut at %s; fills copied %s of them from L2\n",
+			       (unsigned long long)s.segments, s.segment_bytes ? cli_human(s.segment_bytes, sg, sizeof(sg)) : "- (off)",
+			       cli_human(s.fill_bytes_from_l2, l, sizeof(l)));
 		printf("fills            %llu (%s, %.3f ms mean; %llu from files kept open)\n", (unsigned long long)s.fills,
 		       cli_human(s.fill_bytes, h, sizeof(h)), s.fills ? (double)s.fill_ns / (double)s.fills / 1e6 : 0.0,
 		       (unsigned long long)s.fills_kept);
