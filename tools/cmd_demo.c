@@ -190,28 +190,9 @@ static int consumer_main(const char *arena_name, struct shared *sh)
 	static struct consumer_ctx cx;
 	cx.sh = sh;
 	atomic_store(&sh->consumer_ready, 1);
-	uint64_t idle_since = 0;
-	for (;;) {
-		rc = sc_ring_poll(a, on_commit, &cx, 4096);
-		if (rc < 0 && rc != -EBADMSG) {
-			atomic_store(&sh->consumer_error, rc);
-			break;
-		}
-		if (rc > 0) {
-			idle_since = 0;
-			continue;
-		}
-		/* done when told to stop and the rings stayed empty for 200 ms */
-		if (atomic_load(&sh->stop_consumer)) {
-			uint64_t now = wl_now_ns();
-			if (!idle_since)
-				idle_since = now;
-			else if (now - idle_since > 200000000ull)
-				break;
-		}
-		struct timespec ts = { 0, 200000 };
-		nanosleep(&ts, NULL);
-	}
+	/* done when told to stop and the rings stayed empty for 200 ms */
+	if ((rc = wl_drain_rings(a, on_commit, &cx, &sh->stop_consumer, 200000000ull, NULL, NULL)))
+		atomic_store(&sh->consumer_error, rc);
 	sc_ring_consumer_close(a);
 	sc_arena_close(a);
 	return 0;

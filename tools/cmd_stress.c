@@ -250,6 +250,14 @@ static int on_commit(const struct sc_commit *c, void *p)
 	return 0;
 }
 
+/* A poll found a corrupted ring: counted and reported; the verifier goes on. */
+static void torn_ring(void *p)
+{
+	struct shared *sh = p;
+	atomic_fetch_add(&sh->torn_records, 1);
+	problem(sh, "sc_ring_poll: a ring is corrupted");
+}
+
 static int verifier_main(const char *name, struct shared *sh)
 {
 	vs = calloc(MAX_INCARNATIONS, sizeof(*vs));
@@ -259,30 +267,8 @@ static int verifier_main(const char *name, struct shared *sh)
 		atomic_store(&sh->verifier_error, rc);
 		return 1;
 	}
-	uint64_t idle_since = 0;
-	for (;;) {
-		rc = sc_ring_poll(a, on_commit, sh, 4096);
-		if (rc == -EBADMSG) {
-			atomic_fetch_add(&sh->torn_records, 1);
-			problem(sh, "sc_ring_poll: a ring is corrupted");
-		} else if (rc < 0) {
-			atomic_store(&sh->verifier_error, rc);
-			break;
-		}
-		if (rc > 0) {
-			idle_since = 0;
-			continue;
-		}
-		if (atomic_load(&sh->stop_verifier)) {
-			uint64_t now = wl_now_ns();
-			if (!idle_since)
-				idle_since = now;
-			else if (now - idle_since > 300000000ull)
-				break;
-		}
-		struct timespec ts = { 0, 200000 };
-		nanosleep(&ts, NULL);
-	}
+	if ((rc = wl_drain_rings(a, on_commit, sh, &sh->stop_verifier, 300000000ull, torn_ring, sh)))
+		atomic_store(&sh->verifier_error, rc);
 	sc_ring_consumer_close(a);
 	sc_arena_close(a);
 	return 0;

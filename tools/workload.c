@@ -1,5 +1,6 @@
 /* tools/workload.c — the synthetic workload of `demo` and `stress` (see workload.h). */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -195,4 +196,32 @@ uint64_t wl_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int wl_drain_rings(struct sc_arena *a, sc_ring_fn cb, void *ctx, const _Atomic int *stop, uint64_t quiet_ns,
+		   void (*on_torn)(void *ctx), void *torn_ctx)
+{
+	uint64_t idle_since = 0;
+	for (;;) {
+		int rc = sc_ring_poll(a, cb, ctx, 4096);
+		if (rc == -EBADMSG) {
+			if (on_torn)
+				on_torn(torn_ctx);
+		} else if (rc < 0) {
+			return rc;
+		}
+		if (rc > 0) {
+			idle_since = 0;
+			continue;
+		}
+		if (atomic_load(stop)) {
+			uint64_t now = wl_now_ns();
+			if (!idle_since)
+				idle_since = now;
+			else if (now - idle_since > quiet_ns)
+				return 0;
+		}
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	}
 }

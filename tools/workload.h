@@ -6,6 +6,7 @@
 #ifndef SC_TOOLS_WORKLOAD_H
 #define SC_TOOLS_WORKLOAD_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -99,5 +100,11 @@ void wl_zipf_free(struct wl_zipf *z);
 
 /* Monotonic nanoseconds. */
 uint64_t wl_now_ns(void);
+
+/* The consumer loop of the demo and the stress verifier: poll @a's rings into @cb until *@stop is
+ * set and the rings then stayed empty for @quiet_ns. A poll that finds a corrupted ring (-EBADMSG)
+ * calls @on_torn (NULL: nothing) and goes on. 0, or the -errno of a poll that failed otherwise. */
+int wl_drain_rings(struct sc_arena *a, sc_ring_fn cb, void *ctx, const _Atomic int *stop, uint64_t quiet_ns,
+		   void (*on_torn)(void *ctx), void *torn_ctx);
 
 #endif
