@@ -206,6 +206,15 @@ int BPF_USDT(l2_segments, __u64 stage, __u64 logical, __u64 stored, __u64 shared
 }
 
 SEC("usdt")
+int BPF_USDT(l3_segments, __u64 logical, __u64 stored, __u64 shared)
+{
+	(void)shared; /* payload bytes found stored already */
+	count(0, SC_EV_L3_SEG_LOGICAL, logical, 0, 0);
+	count(0, SC_EV_L3_SEG_STORED, stored, 0, 0);
+	return 0;
+}
+
+SEC("usdt")
 int BPF_USDT(l2_reject, __u64 stage, __u64 bytes, __u64 err, __u64 reason)
 {
 	count(stage, SC_EV_L2_REJECT, bytes, 0, 0);

@@ -51,7 +51,9 @@
 #define SC_EV_PROMOTE_REFUSED 21   /* promote_outcome, not published; bytes; reason (enum sc_l2_refusal) in `reasons` */
 #define SC_EV_L2_SEG_LOGICAL 22 /* l2_segments; bytes = the admitted wire */
 #define SC_EV_L2_SEG_STORED 23  /* l2_segments; bytes = what the admit stored (physical) */
-#define SC_EV_COUNT 24
+#define SC_EV_L3_SEG_LOGICAL 24 /* l3_segments; stage 0; bytes = the object whole (header + payload) */
+#define SC_EV_L3_SEG_STORED 25  /* l3_segments; stage 0; bytes = what the put wrote (manifest + new segments) */
+#define SC_EV_COUNT 26
 /* Refusal reasons (`reasons` of SC_EV_L2_REJECT and SC_EV_PROMOTE_REFUSED): enum sc_l2_refusal. */
 #define SC_BPF_REFUSALS 8
 

@@ -1064,6 +1064,10 @@ refused:
 	ADD(bytes, file_bytes);
 	ADD(logical, L3_HDR_BLOCK + payload);
 	*wrote += file_bytes;
+	if (m) {
+		uint64_t lg = L3_HDR_BLOCK + payload, stored = file_bytes + seg_bytes, shared = payload - seg_bytes;
+		SC_PROBE(l3_segments, lg, stored, shared);
+	}
 	return 0;
 }
 

@@ -15,6 +15,9 @@
  * l2_admit             stage, digest_lo, digest_hi, bytes, origin
  * l2_segments          stage, logical bytes, stored bytes, shared bytes (a segmented admit: its wire,
  *                      what it stored, what it found stored already; logical = stored + shared)
+ * l3_segments          logical bytes, stored bytes, shared bytes (a segmented L3 put: its object whole
+ *                      (header block + payload), what it wrote (manifest file + new segments), the
+ *                      payload bytes it found stored already)
  * l2_reject            stage, bytes, errno (positive), reason (enum sc_l2_refusal)
  * l2_evict             stage, digest_lo, digest_hi, bytes
  * l2_remove            stage, digest_lo, digest_hi, bytes, reason (0 explicit, 1 mismatch, 2 invalidate, 3 clear)
@@ -41,6 +44,7 @@
 	X(l2_miss, 4)           \
 	X(l2_admit, 5)          \
 	X(l2_segments, 4)       \
+	X(l3_segments, 3)       \
 	X(l2_reject, 4)         \
 	X(l2_evict, 4)          \
 	X(l2_remove, 5)         \

@@ -290,6 +290,12 @@ static const struct family families[] = {
 	L3F("puts", C, puts, "puts"),
 	L3F("put_dedup", C, put_dedup, "puts of a digest already stored"),
 	L3F("budget_bytes", G, budget_bytes, "the budget of the directory as opened by the exporter (0: none)"),
+	L3F("logical_bytes", G, logical_bytes, "bytes the objects would take stored whole"),
+	L3F("physical_bytes", G, physical_bytes, "bytes of object and segment files, a segment once"),
+	L3F("saved_bytes", G, saved_bytes, "logical minus physical bytes (segments shared between objects)"),
+	L3F("segments", G, segments, "segment files"),
+	L3F("fills_kept", C, fills_kept, "fills that read an object file kept open"),
+	L3F("fill_bytes_from_l2", C, fill_bytes_from_l2, "segment bytes of fills copied from L2, not read"),
 };
 
 _Static_assert(offsetof(struct sc_l3_index_stats, key_collisions_l3) ==

@@ -319,7 +319,8 @@ static const struct row *prev_row(const struct snap *p, const struct row *r)
 /* Events that carry no stage and land on stage 0: quarantines, the location index, collisions. */
 static int stageless(int e)
 {
-	return e == SC_EV_L3_QUARANTINE || (e >= SC_EV_L3IX_HIT && e <= SC_EV_KEY_COLLISION);
+	return e == SC_EV_L3_QUARANTINE || (e >= SC_EV_L3IX_HIT && e <= SC_EV_KEY_COLLISION) ||
+	       e == SC_EV_L3_SEG_LOGICAL || e == SC_EV_L3_SEG_STORED;
 }
 
 /* Has the row anything but stageless events? */
@@ -336,6 +337,14 @@ static uint64_t total(const struct snap *s, int event)
 	uint64_t n = 0;
 	for (int i = 0; i < s->n; i++)
 		n += s->rows[i].is_ring ? 0 : s->rows[i].ev[event].count;
+	return n;
+}
+
+static uint64_t total_bytes(const struct snap *s, int event)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < s->n; i++)
+		n += s->rows[i].is_ring ? 0 : s->rows[i].ev[event].bytes;
 	return n;
 }
 
@@ -370,16 +379,23 @@ static void print_header(const struct snap *s, double t, double dt, int json)
 {
 	unsigned long long ix_hit = total(s, SC_EV_L3IX_HIT), ix_fb = total(s, SC_EV_L3IX_FALLBACK),
 			   ix_ref = total(s, SC_EV_L3IX_REFRESH), coll = total(s, SC_EV_KEY_COLLISION);
+	/* segmented L3 puts: the objects whole against what they wrote */
+	unsigned long long lg = total_bytes(s, SC_EV_L3_SEG_LOGICAL), ph = total_bytes(s, SC_EV_L3_SEG_STORED);
+	unsigned long long sv = lg > ph ? lg - ph : 0;
 	if (json) {
 		printf("{\"type\":\"interval\",\"t\":%.3f,\"drops\":%llu,\"l3_quarantined\":%llu,"
 		       "\"l3_index\":{\"index_hits\":%llu,\"fallbacks\":%llu,\"refreshes\":%llu},"
+		       "\"l3_segments\":{\"logical_bytes\":%llu,\"physical_bytes\":%llu,\"saved_bytes\":%llu},"
 		       "\"key_collisions\":%llu,\"stages\":[",
-		       t, (unsigned long long)s->drops, (unsigned long long)quarantined(s), ix_hit, ix_fb, ix_ref, coll);
+		       t, (unsigned long long)s->drops, (unsigned long long)quarantined(s), ix_hit, ix_fb, ix_ref, lg, ph,
+		       sv, coll);
 	} else {
 		printf("\n-- %.1fs  (interval %.1fs, L3 quarantined %llu, drops %llu)\n", t, dt,
 		       (unsigned long long)quarantined(s), (unsigned long long)s->drops);
 		printf("location index: hits %llu, directory probes %llu, refreshes %llu; key collisions %llu\n", ix_hit,
 		       ix_fb, ix_ref, coll);
+		if (lg)
+			printf("L3 segmented puts: logical %llu bytes, physical %llu, saved %llu\n", lg, ph, sv);
 		printf("%-16s %9s %9s %9s %6s %8s %9s %8s %7s %8s %9s %9s %9s\n", "stage", "hits", "promo_hit",
 		       "misses", "hit%", "promos", "never_hit", "evicts", "fills", "fill_err", "fill_GB/s",
 		       "fill_p50", "fill_p99");

@@ -154,7 +154,7 @@ def flatten(stats, info):
     for k, v in l3.items():
         if k == "dir":
             continue
-        gauge = k in ("objects", "bytes", "budget_bytes")
+        gauge = k in ("objects", "bytes", "budget_bytes", "logical_bytes", "physical_bytes", "saved_bytes", "segments")
         if k == "fill_ns":
             out[("stagecache_l3_fill_seconds_total", frozenset({("dir", l3["dir"])}))] = v / 1e9
             continue
