@@ -661,6 +661,26 @@ START_TEST(test_counters_equal_library)
 }
 END_TEST
 
+/* Start the tracer, then fork the workload child: 0 in the child, its pid in the parent. */
+static pid_t fork_traced(struct tracer *t)
+{
+	tracer_start(t);
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert(pid >= 0);
+	return pid;
+}
+
+/* Wait for the workload child @pid (it must exit 0) and read its counters from @pin_dir. */
+static void workload_counters(pid_t pid, const char *pin_dir, struct sc_bpf_counter c[SC_EV_COUNT])
+{
+	int st;
+	ck_assert(waitpid(pid, &st, 0) == pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "workload failed (status %d)", st);
+	uint64_t stage_seen = 0;
+	read_counters(pin_dir, (uint32_t)pid, c, &stage_seen);
+}
+
 /* Segmented admits (issue 19): the l2_segments probe's logical and stored bytes, summed by eBPF,
  * equal what the library's stats say was saved. */
 START_TEST(test_segment_bytes_equal_library)
@@ -671,10 +691,7 @@ START_TEST(test_segment_bytes_equal_library)
 	struct sc_arena_opts ao = { .size_bytes = 64ull << 20, .huge = SC_HUGE_OFF, .segment_bytes = 1u << 20 };
 	struct sc_arena *a = sc_test_arena_opts("trseg", &ao, &name);
 	struct tracer t;
-	tracer_start(&t);
-	fflush(NULL);
-	pid_t pid = fork();
-	ck_assert(pid >= 0);
+	pid_t pid = fork_traced(&t);
 	if (pid == 0) {
 		struct sc_arena *ca;
 		struct sc_stage *s;
@@ -692,12 +709,8 @@ START_TEST(test_segment_bytes_equal_library)
 		}
 		_exit(0);
 	}
-	int st;
-	ck_assert(waitpid(pid, &st, 0) == pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "workload failed (status %d)", st);
 	struct sc_bpf_counter c[SC_EV_COUNT];
-	uint64_t stage_seen = 0;
-	read_counters(t.pin_dir, (uint32_t)pid, c, &stage_seen);
+	workload_counters(pid, t.pin_dir, c);
 	struct sc_l2_stats ls;
 	ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
 	ck_assert_uint_eq(c[SC_EV_L2_SEG_LOGICAL].count, 2);
@@ -721,10 +734,7 @@ START_TEST(test_l3_segment_bytes_equal_library)
 	snprintf(dir, sizeof(dir), "/var/tmp/sc-trace-l3seg-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	struct tracer t;
-	tracer_start(&t);
-	fflush(NULL);
-	pid_t pid = fork();
-	ck_assert(pid >= 0);
+	pid_t pid = fork_traced(&t);
 	if (pid == 0) {
 		struct sc_l3 *l3;
 		if (sc_l3_open(dir, NULL, &l3) || sc_l3_set_segment_bytes(l3, 64u << 10))
@@ -745,12 +755,8 @@ START_TEST(test_l3_segment_bytes_equal_library)
 		sc_l3_close(l3);
 		_exit(0);
 	}
-	int st;
-	ck_assert(waitpid(pid, &st, 0) == pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "workload failed (status %d)", st);
 	struct sc_bpf_counter c[SC_EV_COUNT];
-	uint64_t stage_seen = 0;
-	read_counters(t.pin_dir, (uint32_t)pid, c, &stage_seen);
+	workload_counters(pid, t.pin_dir, c);
 	struct sc_l3 *l3;
 	struct sc_l3_stats ls;
 	ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
@@ -1167,10 +1173,7 @@ START_TEST(test_refusals_by_reason_equal_library)
 	struct sc_arena_opts ao = { .size_bytes = 16ull << 20, .huge = SC_HUGE_OFF };
 	struct sc_arena *a = sc_test_arena_opts("trace-r", &ao, &name);
 	struct tracer t;
-	tracer_start(&t);
-	fflush(NULL);
-	pid_t pid = fork();
-	ck_assert(pid >= 0);
+	pid_t pid = fork_traced(&t);
 	if (pid == 0)
 		refusal_workload(name);
 	int status;
