@@ -17,7 +17,7 @@
  *
  * Kept files. An open (and its close) is a round trip to the metadata server on a network
  * filesystem (~1 ms on ceph-fuse), more than reading a 64 KiB object. Each ring keeps the files of
- * objects it filled successfully open (a 4-way set-associative table by digest, least recently
+ * objects it filled successfully open (an 8-way set-associative table by digest, least recently
  * used replaced; at most opts.fd_cache files for all of a handle's rings, in twice as many slots
  * per ring so that a set rarely overflows), and a later fill of the same object reads the kept file
  * with no open, stat or close. What makes this safe: objects are immutable under their name and
@@ -29,7 +29,13 @@
  * before). On FUSE, where that lookup is the round trip being saved, there is no such check: every
  * removal through this handle moves kept_gen and every ring reopens, and a file is kept at most
  * SC_L3_FD_KEEP_MS after its open — so an object another process or host removed may still be
- * read (and verified) here for that long, and its disk space stays pinned as long. A fill
+ * read (and verified) here for that long, and its disk space stays pinned as long. Idle kept files
+ * that are stale (a removal moved kept_gen, or older than SC_L3_FD_KEEP_MS) are closed by a sweep
+ * at the ring's next fill (at once in the thread that removed the object), so a removed object's
+ * space is not held until its slot happens to be reused. By default files are kept only on FUSE
+ * (fd_cache 0 elsewhere means none: an open costs microseconds there). A fill that fails
+ * -EBADMSG quarantines the object only if its name still names the file that was read (a kept
+ * file, or a file replaced under the fill, is not what another process may have put there since). A fill
  * that fails closes its kept file. A kept file's header was verified by the fill that kept it: a
  * later fill for the same location reads only the payload (one request, not two: on FUSE the
  * vectored header+payload read is two requests to the daemon) and still verifies its digest and
@@ -146,8 +152,9 @@ static void ring_free(struct l3_ring *r)
 	for (uint32_t i = 0; i < r->depth; i++)
 		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == gettid())
 			close(r->ops[i].fd);
+	/* kept files too in a forked child (its own copies of the descriptors: nothing else closes them) */
 	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++)
-		if (r->kept[i].fd >= 0 && r->tid == gettid())
+		if (r->kept[i].fd >= 0)
 			close(r->kept[i].fd);
 	free(r->kept);
 	free(r->ops);
@@ -411,6 +418,32 @@ static int kept_named(struct sc_l3 *l3, const struct l3_kept *k, const char *rel
 		(uint64_t)sb.st_size == k->file_bytes);
 }
 
+/* Close the idle kept files that are stale (opened before a removal moved kept_gen, or longer ago
+ * than SC_L3_FD_KEEP_MS): on a new generation at once, else at most once a second. */
+static void kept_sweep(struct sc_l3 *l3, struct l3_ring *r)
+{
+	uint32_t gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
+	uint64_t now = shm_now_ns();
+	if (!r->kept_sets || (gen == r->kept_swept_gen && now - r->kept_swept_ns < SHM_NS_PER_SEC))
+		return;
+	r->kept_swept_gen = gen;
+	r->kept_swept_ns = now;
+	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++) {
+		struct l3_kept *k = &r->kept[i];
+		if (k->fd >= 0 && !k->busy && kept_stale(l3, k, now))
+			kept_drop(r, k);
+	}
+}
+
+void l3_kept_forget(struct sc_l3 *l3)
+{
+	atomic_fetch_add_explicit(&l3->kept_gen, 1, memory_order_release);
+	pid_t tid = gettid();
+	for (int i = 0; i < 4; i++)
+		if (tls_cache[i].id == l3->id && tls_cache[i].r && tls_cache[i].r->tid == tid)
+			kept_sweep(l3, tls_cache[i].r); /* this thread's ring: its own table, no lock */
+}
+
 /* The kept file of object (@lo, @hi) at @rel, opened as @open_direct asks, marked busy; NULL: none
  * usable (a stale one is closed on the way). */
 static struct l3_kept *kept_take(struct sc_l3 *l3, struct l3_ring *r, uint64_t lo, uint64_t hi, const char *rel,
@@ -609,6 +642,15 @@ static void hash_ready(struct l3_fill_op *op)
 	}
 }
 
+/* Does @op's object name still name the file the fill read (same inode)? Asked only before a
+ * quarantine: renaming another file (a good copy put since) into quarantine would lose it. */
+static int still_named(struct sc_l3 *l3, const struct l3_fill_op *op)
+{
+	struct stat sb;
+	uint64_t ino = op->kept ? op->kept->ino : op->ino;
+	return fstatat(l3->objfd, op->rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t)sb.st_ino == ino;
+}
+
 /* The end of @op's file: kept for the next fill of the object, or released, or closed. */
 static void fill_close(struct l3_ring *r, struct l3_fill_op *op, int rc)
 {
@@ -662,6 +704,8 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		 * verifies and quarantines */
 		seg = !op->hdr_known && op->hdr_got == L3_HDR_BLOCK && l3_seg_is_manifest(op->hdrbuf);
 		rc = seg ? l3_seg_fill(l3, r, op->fd, op->file_bytes, req) : fill_verify(op, loc);
+		if (rc == -EBADMSG && !seg && !still_named(l3, op))
+			rc = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
 		if (rc == -EBADMSG && !seg) {
 			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);
 			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
@@ -847,6 +891,7 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 	if (!r)
 		return -ENOMEM;
 	ring_register(l3, r);
+	kept_sweep(l3, r);
 	unsigned i;
 	for (i = 0; i < n; i++) {
 		struct sc_l3_fill_req *req = reqs[i];

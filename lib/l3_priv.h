@@ -270,6 +270,8 @@ struct l3_ring {
 	struct sc_arena *seg_src;  /* during l3_fill_from: segments its L2 holds are copied, not read */
 	struct l3_kept *kept;      /* kept_sets * L3_KEPT_WAYS slots, set by digest */
 	uint32_t kept_sets;
+	uint32_t kept_swept_gen;   /* owner->kept_gen at the last sweep */
+	uint64_t kept_swept_ns;    /* when (a sweep runs at most once a second but on a new gen) */
 	uint64_t kept_tick;
 	struct io_uring seg_ring;  /* segment reads of segmented fills (lib/l3_seg.c), made on first use */
 	int seg_ok;
@@ -606,11 +608,9 @@ void l3_rings_free(struct sc_l3 *l3);
 /* l3_fill_req for a fill into @src's memory (sc_restore): the segments of a segmented object that
  * @src's L2 holds are copied from there, not read (lib/l3_seg.c). */
 int l3_fill_from(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_arena *src);
-/* An object file was removed or moved through @l3: every ring's kept files are reopened. */
-static inline void l3_kept_forget(struct sc_l3 *l3)
-{
-	atomic_fetch_add_explicit(&l3->kept_gen, 1, memory_order_release);
-}
+/* An object file was removed or moved through @l3: every ring's kept files are reopened (this
+ * thread's ring closes its idle ones at once, the others at their next fill). */
+void l3_kept_forget(struct sc_l3 *l3);
 /* One fill, waiting for it (other completions of this thread stay queued for reap). */
 int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *req);
 /* Synchronous write of @iov at @off through the ring (loops on short writes). */

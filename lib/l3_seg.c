@@ -649,9 +649,13 @@ static void put_back(int dfd, const char *cap, const char *rel)
 {
 	if (renameat2(dfd, cap, dfd, rel, RENAME_NOREPLACE) == 0)
 		return;
-	if (errno == EINVAL && linkat(dfd, cap, dfd, rel, 0) < 0 && errno != EEXIST)
-		return; /* kept as it is: the next pass puts it back */
-	unlinkat(dfd, cap, 0);
+	if (errno == EINVAL && linkat(dfd, cap, dfd, rel, 0) == 0) {
+		unlinkat(dfd, cap, 0); /* linked back: the captured name goes */
+		return;
+	}
+	if (errno == EEXIST)
+		unlinkat(dfd, cap, 0); /* a put wrote it again (the same bytes): ours is a spare */
+	/* any other failure (I/O, space, a signal): kept as it is; the next pass puts it back */
 }
 
 static char *gc_name(struct sc_l3 *l3, const char *hex, char *out, size_t n)

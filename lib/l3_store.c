@@ -163,6 +163,11 @@ static void flock_un(struct sc_l3 *l3)
 
 void l3_dio_detect(struct sc_l3 *l3, int fd)
 {
+	struct statfs fs;
+	int fuse = fstatfs(fd, &fs) == 0 && (uint32_t)fs.f_type == 0x65735546u;
+	/* kept files by default only where an open is a round trip (FUSE); elsewhere on request */
+	if (!fuse && !l3->opts.fd_cache)
+		l3->kept_max = 0;
 	struct statx sx;
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
 		l3->dio_mem_align = sx.stx_dio_mem_align;
@@ -179,8 +184,7 @@ void l3_dio_detect(struct sc_l3 *l3, int fd)
 	}
 	/* a FUSE daemon (ceph-fuse) sees O_DIRECT only in the open's flags: set later, it bypasses the
 	 * kernel's page cache but the daemon still serves the read from its own cache */
-	struct statfs fs;
-	l3->dio_at_open = l3->dio_mem_align && fstatfs(fd, &fs) == 0 && (uint32_t)fs.f_type == 0x65735546u;
+	l3->dio_at_open = l3->dio_mem_align && fuse;
 }
 
 /* ---- the shared state file ---- */
@@ -507,17 +511,17 @@ static int reconcile(struct sc_l3 *l3)
 
 /* ---- open / close ---- */
 
-/* Files a handle's rings keep open: as asked, or min(4096, RLIMIT_NOFILE / 4) (a process has
- * other uses for descriptors). */
+/* Files a handle's rings keep open: as asked (at most RLIMIT_NOFILE / 2), or by default
+ * min(4096, RLIMIT_NOFILE / 4) (a process has other uses for descriptors); l3_dio_detect turns
+ * the default off where opens are cheap. */
 static uint32_t kept_max(uint32_t asked)
 {
 	if (asked == SC_L3_FD_CACHE_NONE)
 		return 0;
-	if (asked)
-		return asked;
 	struct rlimit rl;
-	uint64_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur / 4 : 4096;
-	return n > 4096 ? 4096 : (uint32_t)n;
+	uint64_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 65536;
+	uint64_t n = asked ? asked : lim / 4 < 4096 ? lim / 4 : 4096;
+	return (uint32_t)(n < lim / 2 ? n : lim / 2);
 }
 
 int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **out)
