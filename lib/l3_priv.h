@@ -16,7 +16,7 @@
  *   DIR/lengths/<decimal>          one empty file per token length present in the prefix index
  *   DIR/quarantine/<digest>.<ns>.sc3            objects that failed verification (ns: when)
  *   DIR/quarantine/<digest>.<ns>.seg            segments that failed verification
- *   DIR/segments                   the segment size of new puts (struct l3_segcfg; absent: whole objects)
+ *   DIR/segments                   the segment size for new objects (struct l3_segcfg; absent: whole objects)
  *   DIR/seg/<2 hex>/<32 hex digest>.seg         content-addressed segments of segmented objects
  *                                  (lib/l3_seg.c; .tmp- files in flight, .gc- files being removed)
  *   DIR/quarantine/<digest>.mirror              a quarantine no arena was bound for: the next

@@ -1022,7 +1022,7 @@ struct sc_l3_stats {
 	uint64_t physical_bytes;   /* what they take: object files plus segment files, a segment once (= bytes) */
 	uint64_t saved_bytes;      /* logical - physical (0 when less) */
 	uint64_t segments;         /* segment files (sc_l3_set_segment_bytes) */
-	uint64_t segment_bytes;    /* the store's segment size for new puts (0: whole objects) */
+	uint64_t segment_bytes;    /* the store's segment size for new objects (0: whole objects) */
 	uint64_t fill_bytes_from_l2; /* of fill_bytes: segments the arena's L2 held, copied, not read */
 	uint64_t reserved[5];                     /* zero (room for later counters) */
 };
