@@ -334,7 +334,7 @@ struct sc_l3 {
 	int recon_changed;         /* our reconciliation quarantined objects or dropped prefix entries */
 	/* ---- segments (lib/l3_seg.c) ---- */
 	int sgfd;                  /* DIR/seg, or -1 when the store never had segments */
-	uint64_t seg_size;         /* segment size of our puts (DIR/segments at open); 0: whole objects */
+	uint64_t seg_size;         /* segment size our put calls use (DIR/segments at open); 0: whole objects */
 };
 
 /* ---- lib/l3_format.c ---- */
