@@ -332,20 +332,22 @@ static int row_busy(const struct row *r)
 	return 0;
 }
 
-static uint64_t total(const struct snap *s, int event)
+/* @event summed over the stage rows (firings, bytes). */
+static struct sc_bpf_counter sum(const struct snap *s, int event)
 {
-	uint64_t n = 0;
-	for (int i = 0; i < s->n; i++)
-		n += s->rows[i].is_ring ? 0 : s->rows[i].ev[event].count;
+	struct sc_bpf_counter n = { 0 };
+	for (int i = 0; i < s->n; i++) {
+		if (s->rows[i].is_ring)
+			continue;
+		n.count += s->rows[i].ev[event].count;
+		n.bytes += s->rows[i].ev[event].bytes;
+	}
 	return n;
 }
 
-static uint64_t total_bytes(const struct snap *s, int event)
+static uint64_t total(const struct snap *s, int event)
 {
-	uint64_t n = 0;
-	for (int i = 0; i < s->n; i++)
-		n += s->rows[i].is_ring ? 0 : s->rows[i].ev[event].bytes;
-	return n;
+	return sum(s, event).count;
 }
 
 static uint64_t quarantined(const struct snap *s)
@@ -380,7 +382,7 @@ static void print_header(const struct snap *s, double t, double dt, int json)
 	unsigned long long ix_hit = total(s, SC_EV_L3IX_HIT), ix_fb = total(s, SC_EV_L3IX_FALLBACK),
 			   ix_ref = total(s, SC_EV_L3IX_REFRESH), coll = total(s, SC_EV_KEY_COLLISION);
 	/* segmented L3 puts: the objects whole against what they wrote */
-	unsigned long long lg = total_bytes(s, SC_EV_L3_SEG_LOGICAL), ph = total_bytes(s, SC_EV_L3_SEG_STORED);
+	unsigned long long lg = sum(s, SC_EV_L3_SEG_LOGICAL).bytes, ph = sum(s, SC_EV_L3_SEG_STORED).bytes;
 	unsigned long long sv = lg > ph ? lg - ph : 0;
 	if (json) {
 		printf("{\"type\":\"interval\",\"t\":%.3f,\"drops\":%llu,\"l3_quarantined\":%llu,"
