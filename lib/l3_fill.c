@@ -410,12 +410,17 @@ static int kept_stale(struct sc_l3 *l3, const struct l3_kept *k, uint64_t now)
 }
 
 /* Does @rel still name kept file @k? Only checked on a kernel filesystem (above). */
-static int kept_named(struct sc_l3 *l3, const struct l3_kept *k, const char *rel)
+/* Does object name @rel name inode @ino (of @size bytes, unless UINT64_MAX)? */
+static int names_inode(struct sc_l3 *l3, const char *rel, uint64_t ino, uint64_t size)
 {
 	struct stat sb;
-	return l3->dio_at_open ||
-	       (fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t)sb.st_ino == k->ino &&
-		(uint64_t)sb.st_size == k->file_bytes);
+	return fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t)sb.st_ino == ino &&
+	       (size == UINT64_MAX || (uint64_t)sb.st_size == size);
+}
+
+static int kept_named(struct sc_l3 *l3, const struct l3_kept *k, const char *rel)
+{
+	return l3->dio_at_open || names_inode(l3, rel, k->ino, k->file_bytes);
 }
 
 /* Close the idle kept files that are stale (opened before a removal moved kept_gen, or longer ago
@@ -646,9 +651,7 @@ static void hash_ready(struct l3_fill_op *op)
  * quarantine: renaming another file (a good copy put since) into quarantine would lose it. */
 static int still_named(struct sc_l3 *l3, const struct l3_fill_op *op)
 {
-	struct stat sb;
-	uint64_t ino = op->kept ? op->kept->ino : op->ino;
-	return fstatat(l3->objfd, op->rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t)sb.st_ino == ino;
+	return names_inode(l3, op->rel, op->kept ? op->kept->ino : op->ino, UINT64_MAX);
 }
 
 /* The end of @op's file: kept for the next fill of the object, or released, or closed. */
