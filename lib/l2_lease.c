@@ -116,8 +116,10 @@ int l2_reap(struct sc_arena *a, int force)
 		a->l2_swept_cleaned = cleaned;
 		/* their private reservations are orphans now (the index view comes with l2_ready: a
 		 * handle that never used L2, fsck's, may reap first) */
-		if (l2_ready(a) == 0)
-			(void)shm_index_sweep(l2_ix(a), -1);
+		/* a holder whose ring let its lock go between the reap and the sweep (its last reads
+		 * ended: shm/readers.c) lost its reservations to the sweep: its slot goes too */
+		if (l2_ready(a) == 0 && shm_index_sweep(l2_ix(a), -1) > 0 && freed <= 0)
+			freed = shm_readers_reap(a->shm);
 	}
 	return freed > 0;
 }

@@ -45,7 +45,10 @@
  * Rings. Each thread using a handle gets its own ring (created on first use, recorded in the
  * handle's list and in a small thread-local cache keyed by the handle's unique id). A ring is
  * used only by the thread that created it, so it needs no lock; a forked child sees a different
- * thread id and creates its own. Registered buffers: ring-owned header buffers, plus the ranges
+ * thread id and creates its own, and at fork() the child closes its copies of every ring (their
+ * mappings are not inherited: MADV_DONTFORK), so that a ring of the parent, and the arena locks it
+ * holds, go when the parent dies. Each ring holds the liveness lock of every arena it reads into
+ * (lib/io_pin.h): a fill that the ring cannot pin fails before it reads. Registered buffers: ring-owned header buffers, plus the ranges
  * given to sc_l3_register_memory (in pieces of at most 1 GiB), re-registered lazily when the
  * handle's range generation moves; where the kernel refuses, plain reads are used.
  */
@@ -86,6 +89,61 @@ static __thread struct {
 } tls_cache[4];
 static __thread unsigned tls_next;
 
+/* Every ring of this process, for fork (guarded by all_mu, held across fork()). */
+static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct l3_ring *all_rings;
+static pthread_once_t all_once = PTHREAD_ONCE_INIT;
+
+static void all_prepare(void)
+{
+	pthread_mutex_lock(&all_mu);
+}
+
+static void all_parent(void)
+{
+	pthread_mutex_unlock(&all_mu);
+}
+
+/* The child's copies of the rings are not its own: their descriptors go at once (a copy would keep
+ * the parent's ring, and the arena locks it holds, alive after the parent's death). The copies
+ * are never used (tid 0 matches no thread) and their memory is freed when their handle closes. */
+static void all_child(void)
+{
+	for (struct l3_ring *r = all_rings; r; r = r->all_next) {
+		if (r->ok)
+			close(r->ring.ring_fd);
+		if (r->seg_ok)
+			close(r->seg_ring.ring_fd);
+		r->ok = r->seg_ok = 0;
+		r->tid = 0;
+		io_pins_forget(&r->pins);
+		io_pins_forget(&r->seg_pins);
+	}
+	all_rings = NULL;
+	pthread_mutex_unlock(&all_mu);
+}
+
+static void all_atfork(void)
+{
+	(void)pthread_atfork(all_prepare, all_parent, all_child);
+}
+
+static void l3_ring_track(struct l3_ring *r, int add)
+{
+	pthread_once(&all_once, all_atfork);
+	pthread_mutex_lock(&all_mu);
+	struct l3_ring **p = &all_rings;
+	while (*p && *p != r)
+		p = &(*p)->all_next;
+	if (add && !*p) {
+		r->all_next = all_rings;
+		all_rings = r;
+	} else if (!add && *p) {
+		*p = r->all_next;
+	}
+	pthread_mutex_unlock(&all_mu);
+}
+
 /* ---- rings ---- */
 
 static void ring_register_locked(struct sc_l3 *l3, struct l3_ring *r);
@@ -113,6 +171,8 @@ static struct l3_ring *ring_create(struct sc_l3 *l3)
 			goto fail;
 	}
 	r->ok = 1;
+	(void)io_uring_ring_dontfork(&r->ring); /* a child's copy of the mappings would keep the ring */
+	l3_ring_track(r, 1);
 	for (uint32_t i = 0; i < r->depth; i++) {
 		r->ops[i].hdrbuf = r->hdrbufs + (size_t)i * L3_HDR_BLOCK;
 		r->ops[i].hs = &r->hstates[i];
@@ -144,10 +204,12 @@ static void drain(struct l3_ring *r);
 
 static void ring_free(struct l3_ring *r)
 {
+	l3_ring_track(r, 0);
 	if (r->ok && r->tid == gettid())
 		drain(r);
 	if (r->ok)
-		io_uring_queue_exit(&r->ring);
+		io_uring_queue_exit(&r->ring); /* reads still in flight (a failed drain) keep our pins */
+	io_pins_forget(&r->pins);
 	l3_seg_ring_free(r);
 	for (uint32_t i = 0; i < r->depth; i++)
 		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == gettid())
@@ -508,7 +570,7 @@ static int kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint
 	atomic_fetch_add_explicit(&r->owner->kept_count, 1, memory_order_relaxed);
 	const struct sc_location *loc = op->req->loc;
 	*v = (struct l3_kept){ .lo = lo, .hi = hi, .file_bytes = op->file_bytes, .ino = op->ino,
-			       .payload_bytes = loc->payload_bytes, .sec0 = loc->sec_len[0], .kind = loc->kind,
+			       .payload_bytes = loc->payload_bytes, .sec0 = loc->sec_len[0], .kind = loc->kind, .ident = op->ident,
 			       .mtime_ns = op->mtime_ns,
 			       .opened_ns = op->t0, .used = ++r->kept_tick, .gen = op->kept_gen, .fd = op->fd,
 			       .open_direct = op->opened_direct };
@@ -627,6 +689,8 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	XXH3_128bits_reset(op->hs);
 	const struct l3_kept *k = op->kept;
 	op->hdr_known = k && k->payload_bytes == loc->payload_bytes && k->sec0 == loc->sec_len[0] && k->kind == loc->kind;
+	if (op->hdr_known)
+		op->ident = k->ident;
 	int first = op->direct && !op->hdr_known;
 	/* shorter than its payload: a segmented object's manifest (or a cut one): the header decides */
 	if (!op->on_ring && !op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->want)
@@ -677,7 +741,7 @@ static void fill_close(struct l3_ring *r, struct l3_fill_op *op, int rc)
 /* Check what a fill read: the header (unless a kept file's header was verified for this
  * location), every chunk complete, the payload digest. 0, -EBADMSG (the object is bad) or -EINVAL
  * (the location describes it differently: the caller's mistake, not the object's). */
-static int fill_verify(const struct l3_fill_op *op, const struct sc_location *loc)
+static int fill_verify(struct l3_fill_op *op, const struct sc_location *loc)
 {
 	if (!op->hdr_known) {
 		struct l3_obj_hdr h;
@@ -689,11 +753,26 @@ static int fill_verify(const struct l3_fill_op *op, const struct sc_location *lo
 			return -EBADMSG;
 		if (h.payload_bytes != loc->payload_bytes || h.section_bytes[0] != loc->sec_len[0] || h.kind != loc->kind)
 			return -EINVAL;
+		op->ident = l3_hdr_identity(op->hdrbuf, &h);
 	}
 	if (op->hashed != op->nchunks)
 		return -EBADMSG; /* truncated: some chunk ended early */
 	XXH128_hash_t d = XXH3_128bits_digest(op->hs);
-	return d.low64 == loc->digest.lo && d.high64 == loc->digest.hi ? 0 : -EBADMSG;
+	if (d.low64 != loc->digest.lo || d.high64 != loc->digest.hi)
+		return -EBADMSG;
+	/* good bytes, but another model's or state's: never this stage's */
+	return l3_identity_differs(op->req->identity, op->ident) ? -EKEYREJECTED : 0;
+}
+
+/* A segmented object's identities, from its header block (already read): -EKEYREJECTED when the
+ * fill asked for others; 0 otherwise (a bad header is l3_seg_fill's to judge). */
+static int seg_identity(struct l3_fill_op *op)
+{
+	struct l3_obj_hdr h;
+	if (l3_hdr_parse(op->hdrbuf, 0, &h))
+		return 0;
+	op->ident = l3_hdr_identity(op->hdrbuf, &h);
+	return l3_identity_differs(op->req->identity, op->ident) ? -EKEYREJECTED : 0;
 }
 
 static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
@@ -706,7 +785,9 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		/* a segmented object (never kept: its header is read every time): lib/l3_seg.c reads,
 		 * verifies and quarantines */
 		seg = !op->hdr_known && op->hdr_got == L3_HDR_BLOCK && l3_seg_is_manifest(op->hdrbuf);
-		rc = seg ? l3_seg_fill(l3, r, op->fd, op->file_bytes, req) : fill_verify(op, loc);
+		rc = !seg ? fill_verify(op, loc) : (rc = seg_identity(op)) ? rc : l3_seg_fill(l3, r, op->fd, op->file_bytes, req);
+		if (rc == -EKEYREJECTED)
+			atomic_fetch_add_explicit(&l3->st->identity_mismatches, 1, RELAXED);
 		if (rc == -EBADMSG && !seg && !still_named(l3, op))
 			rc = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
 		if (rc == -EBADMSG && !seg) {
@@ -728,6 +809,7 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 	}
 	fill_close(r, op, seg && !rc ? 1 : rc);
 	req->fill_ns = ns;
+	io_pin_put(&r->pins, op->pin); /* every read into req->dst completed */
 	uint64_t stage = req->stage_id, lo = loc->digest.lo, hi = loc->digest.hi, bytes = loc->payload_bytes;
 	int64_t res = rc;
 	SC_PROBE(l3_fill_done, stage, lo, hi, bytes, ns, res);
@@ -908,9 +990,16 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 			complete_req(r, req, -EINVAL);
 			continue;
 		}
+		/* the arena's lock stays with the ring until the kernel is done with every read */
+		int pin = io_pin_get(&r->ring, &r->pins, req->dst);
+		if (pin < -1) {
+			complete_req(r, req, pin);
+			continue;
+		}
 		struct l3_fill_op *op = r->free_ops;
 		r->free_ops = op->next;
-		*op = (struct l3_fill_op){ .req = req, .fd = -1, .hdrbuf = op->hdrbuf, .hs = op->hs, .t0 = shm_now_ns() };
+		*op = (struct l3_fill_op){ .req = req, .fd = -1, .hdrbuf = op->hdrbuf, .hs = op->hs, .t0 = shm_now_ns(),
+					   .pin = pin };
 		r->inflight++;
 		uint64_t stage = req->stage_id, lo = req->loc->digest.lo, hi = req->loc->digest.hi;
 		uint64_t bytes = req->loc->payload_bytes;

@@ -64,6 +64,7 @@
 #include <xxhash.h>
 
 #include "internal.h"
+#include "io_pin.h"
 
 #define L3_OBJ_MAGIC 0x0a4a424f33435350ull /* "PSC3OBJ\n" */
 #define L3_PFX_MAGIC 0x0a58465033435350ull /* "PSC3PFX\n" */
@@ -182,9 +183,25 @@ struct l3_state {
 	_Atomic uint64_t logical;  /* what the objects would take whole (header block + payload each) */
 	_Atomic uint64_t segments, seg_bytes; /* segment files in DIR/seg and their bytes (within bytes) */
 	_Atomic uint64_t seg_from_l2;    /* segment bytes of fills copied from L2, not read (lib/l3_seg.c) */
-	uint8_t pad[4096 - 152];
+	_Atomic uint64_t identity_mismatches; /* fills refused: another model or state identity's object */
+	uint8_t pad0[32];
+	/* The re-put journal (its own lines: every locate of an attached process reads repl_seq). A
+	 * put whose prefix entry replaced one naming another digest takes ticket t = repl_seq++ and
+	 * writes slot t % L3_REPL_SLOTS: seq 0, the prefix key, then seq t + 1 (release). Every
+	 * arena's location index bound to this directory drops the entries of the keys it has not
+	 * seen (lib/l3ix.c, sync_replaced), or all of them when it fell more than a ring behind. */
+	_Atomic uint64_t repl_seq;
+	uint8_t pad1[56];
+	struct l3_repl {
+		_Atomic uint64_t seq; /* ticket + 1 once lo, hi are written; 0 while being written */
+		_Atomic uint64_t lo, hi; /* the prefix key (unseeded, as prefix files are named) */
+	} repl[64];
+	uint8_t pad[4096 - 256 - 64 * 24];
 };
+#define L3_REPL_SLOTS 64u
 _Static_assert(sizeof(struct l3_state) == 4096, "l3 state layout");
+_Static_assert(offsetof(struct l3_state, repl_seq) == 192, "l3 state layout");
+_Static_assert(offsetof(struct l3_state, repl) == 256, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
 
 /* ---- per-thread io_uring ---- */
@@ -225,6 +242,8 @@ struct l3_fill_op {
 	uint32_t kept_gen;         /* l3->kept_gen before its open (a file kept is stamped with it) */
 	int hdr_known;             /* a kept file whose header was verified for this location: not read */
 	struct statx stx;          /* on_ring: the file's size and mtime */
+	int pin;                   /* io_pin_get's entry for req->dst (-1: not arena memory) */
+	struct sc_digest ident;    /* the identities the header recorded (when it was read) */
 };
 
 /* An object file kept open for later fills of the same object (lib/l3_fill.c, "kept files"). */
@@ -233,6 +252,7 @@ struct l3_kept {
 	uint64_t file_bytes, ino;
 	uint64_t payload_bytes, sec0; /* what its header said when it was verified (the first fill) */
 	uint32_t kind;
+	struct sc_digest ident;    /* the identities its header recorded */
 	int64_t mtime_ns;          /* as at open, or as last touched (LRU clock) */
 	uint64_t opened_ns;        /* kept at most SC_L3_FD_KEEP_MS from here */
 	uint64_t used;             /* the ring's tick at its last use: the least recent is replaced */
@@ -275,6 +295,8 @@ struct l3_ring {
 	uint64_t kept_tick;
 	struct io_uring seg_ring;  /* segment reads of segmented fills (lib/l3_seg.c), made on first use */
 	int seg_ok;
+	struct io_pins pins, seg_pins; /* the arena handles each ring reads into (lib/io_pin.h) */
+	struct l3_ring *all_next;  /* in the process's list of rings (fork: a child closes its copies) */
 };
 
 #define L3_MAX_RANGES 8
@@ -343,6 +365,11 @@ uint64_t l3_hdr_check(const uint8_t *block);
 int l3_hdr_build(uint8_t *block, const struct sc_l3_put_args *p, XXH128_hash_t digest, XXH128_hash_t prefix);
 /* Validate a header block against the file size (0: don't check); fills *h. -EBADMSG / -EPROTO. */
 int l3_hdr_parse(const uint8_t *block, uint64_t file_bytes, struct l3_obj_hdr *h);
+/* The (model, state) identity digest recorded in a parsed header block (sc_identity_digest); zero
+ * when the object was put with neither identity (it claims none, and any stage may restore it). */
+struct sc_digest l3_hdr_identity(const uint8_t *block, const struct l3_obj_hdr *h);
+/* Does a fill that asked for identity @want (zero: any) find another one (@have; zero: none)? */
+int l3_identity_differs(struct sc_digest want, struct sc_digest have);
 /* The location described by a validated header block. */
 void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc_location *loc);
 void l3_digest_hex(uint64_t lo, uint64_t hi, char out[33]);

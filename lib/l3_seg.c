@@ -372,6 +372,7 @@ static int seg_ring(struct l3_ring *r)
 	int rc = io_uring_queue_init(SEG_WINDOW * 2, &r->seg_ring, 0);
 	if (rc < 0)
 		return rc;
+	(void)io_uring_ring_dontfork(&r->seg_ring); /* as the fill ring's (lib/l3_fill.c) */
 	r->seg_ok = 1;
 	return 0;
 }
@@ -380,6 +381,7 @@ void l3_seg_ring_free(struct l3_ring *r)
 {
 	if (r->seg_ok)
 		io_uring_queue_exit(&r->seg_ring);
+	io_pins_forget(&r->seg_pins);
 	r->seg_ok = 0;
 }
 
@@ -494,6 +496,10 @@ int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes
 		rc = -ENOENT; /* no segment directory at all: nothing to read */
 	if (!rc)
 		rc = seg_ring(r);
+	/* the segment reads land in the arena too: its lock stays with this ring until they end */
+	int pin = rc ? -1 : io_pin_get(&r->seg_ring, &r->seg_pins, req->dst);
+	if (pin < -1)
+		rc = pin;
 	XXH3_state_t hs;
 	XXH3_128bits_reset(&hs);
 	uint8_t *dst = req->dst;
@@ -528,6 +534,7 @@ int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes
 		}
 		dst = at;
 	}
+	io_pin_put(&r->seg_pins, pin);
 	if (!rc && copied)
 		ADD(seg_from_l2, copied);
 	if (!rc) {

@@ -192,12 +192,17 @@ static void measure(struct shm_arena *a)
 }
 
 /*
- * Open handles of this process, for fork: a child closes the lock descriptors of every handle it
- * inherited, so that its parent's slots are seen dead when the parent dies, and marks the copies
- * unusable (shm/readers.c). Guarded by open_mu, which the atfork handlers hold across fork().
+ * Open handles of this process, for fork and for I/O pins: a child closes the lock descriptors of
+ * every handle it inherited, so that its parent's slots are seen dead when the parent dies, and
+ * marks the copies unusable (shm/readers.c); a ring finds the handle whose mapping it reads into
+ * (shm_arena_pin_find). Guarded by open_mu, which the atfork handlers hold across fork(); a handle's
+ * lock_fd is closed only after it left the list, so a descriptor handed out under open_mu is
+ * always the handle's own.
  */
 static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_arena *open_list;
+static uint64_t next_serial = 1;
+static _Atomic uint64_t open_gen = 1; /* moves at every close */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void)
@@ -231,12 +236,14 @@ static void track_open(struct shm_arena *a)
 {
 	pthread_once(&atfork_once, register_atfork);
 	pthread_mutex_lock(&open_mu);
+	a->serial = next_serial++;
 	a->next_open = open_list;
 	open_list = a;
 	pthread_mutex_unlock(&open_mu);
 }
 
-static void untrack_open(struct shm_arena *a)
+/* Take @a off the list; the rings that still hold its lock description (its pins, then stable). */
+static uint32_t untrack_open(struct shm_arena *a)
 {
 	pthread_mutex_lock(&open_mu);
 	for (struct shm_arena **p = &open_list; *p; p = &(*p)->next_open)
@@ -244,7 +251,61 @@ static void untrack_open(struct shm_arena *a)
 			*p = a->next_open;
 			break;
 		}
+	uint32_t pins = a->io_pins;
+	atomic_fetch_add_explicit(&open_gen, 1, memory_order_release); /* pairs with shm_arena_open_gen */
 	pthread_mutex_unlock(&open_mu);
+	return pins;
+}
+
+int shm_arena_pin_find(const void *p, struct shm_pin_owner *o)
+{
+	const uint8_t *b = p;
+	int rc = 0;
+	pthread_mutex_lock(&open_mu);
+	for (struct shm_arena *a = open_list; a; a = a->next_open) {
+		if (b < a->base || b >= a->base + a->size)
+			continue;
+		if (a->lock_fd < 0)
+			break; /* no slot: nothing of this handle can be reclaimed as a dead holder's */
+		int fd = fcntl(a->lock_fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0) {
+			rc = -errno;
+			break;
+		}
+		*o = (struct shm_pin_owner){ a->serial, (uintptr_t)a->base, (uintptr_t)(a->base + a->size), fd };
+		a->io_pins++;
+		rc = 1;
+		break;
+	}
+	pthread_mutex_unlock(&open_mu);
+	return rc;
+}
+
+void shm_arena_unpin(uint64_t serial)
+{
+	pthread_mutex_lock(&open_mu);
+	for (struct shm_arena *a = open_list; a; a = a->next_open)
+		if (a->serial == serial) {
+			if (a->io_pins)
+				a->io_pins--;
+			break;
+		}
+	pthread_mutex_unlock(&open_mu);
+}
+
+uint64_t shm_arena_open_gen(void)
+{
+	return atomic_load_explicit(&open_gen, memory_order_acquire); /* pairs with untrack_open */
+}
+
+int shm_arena_serial_open(uint64_t serial)
+{
+	int open = 0;
+	pthread_mutex_lock(&open_mu);
+	for (struct shm_arena *a = open_list; a && !open; a = a->next_open)
+		open = a->serial == serial;
+	pthread_mutex_unlock(&open_mu);
+	return open;
 }
 
 static int path_for(char *out, size_t outlen, const char *dir, const char *name)
@@ -619,9 +680,10 @@ void shm_arena_close(struct shm_arena *a)
 {
 	if (!a)
 		return;
-	if (!a->forked)
-		untrack_open(a);
-	shm_readers_release(a);
+	uint32_t pins = a->forked ? 0 : untrack_open(a);
+	/* a ring that still holds our lock may still be reading into the arena: the slot stays ours
+	 * (LIVE, locked by the ring) until the ring lets the lock go, then a reaper clears it */
+	shm_readers_release(a, pins != 0);
 	munmap(a->base, a->size);
 	close(a->fd);
 	free(a);

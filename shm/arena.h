@@ -144,7 +144,9 @@ struct shm_arena {
 	int32_t reader_slot;        /* our slot in the reader table, -1 if none */
 	uint32_t token;             /* our owner token (shm/readers.h), 0 if none */
 	int forked;                 /* this is a forked child's copy of the handle: unusable */
-	struct shm_arena *next_open; /* the process's list of open handles (fork handling) */
+	struct shm_arena *next_open; /* the process's list of open handles (fork, I/O pins) */
+	uint64_t serial;            /* unique among this process's handles, never reused */
+	uint32_t io_pins;           /* rings holding lock_fd's description (under the open list's mutex) */
 	char name[65];
 	char path[PATH_MAX];
 };
@@ -201,6 +203,29 @@ int shm_arena_open(const char *dir, const char *name, const struct shm_trust *tr
 /* lstat() of the file an open of (@dir, @name) would try, and its path. 0, -ENOENT, -EINVAL. */
 int shm_arena_stat(const char *dir, const char *name, char *path, size_t len, struct stat *st);
 void shm_arena_close(struct shm_arena *a);
+
+/*
+ * I/O pins: asynchronous I/O outlives its process (an io_uring read lands after the process was
+ * reaped), so a ring that reads into an arena holds the liveness lock of the handle whose mapping
+ * it writes: it registers lock_fd's file description in its file table, and the kernel drops the
+ * lock only after the ring's teardown completed every request (lib/io_pin.c).
+ *
+ * shm_arena_pin_find: the open handle of this process whose mapping holds @p. 1 and *@o filled,
+ * with o->fd a new descriptor of the handle's lock description (the caller registers it, then
+ * closes it) and the handle's pin count raised; 0 when @p is in no arena of this process (or its
+ * handle holds no slot); -errno. shm_arena_unpin: the pin of handle @serial goes (a no-op when
+ * the handle was closed). shm_arena_open_gen: moves at every close, so that a holder of pins
+ * knows when to look for handles that are gone (shm_arena_serial_open).
+ */
+struct shm_pin_owner {
+	uint64_t serial;
+	uintptr_t base, end;
+	int fd;
+};
+int shm_arena_pin_find(const void *p, struct shm_pin_owner *o);
+void shm_arena_unpin(uint64_t serial);
+uint64_t shm_arena_open_gen(void);
+int shm_arena_serial_open(uint64_t serial);
 int shm_arena_destroy(const char *dir, const char *name);
 int shm_arena_file_version(const char *dir, const char *name, uint32_t *version);
 int shm_arena_list(const char *dir, void (*cb)(const char *dir, const char *name, void *ctx), void *ctx);

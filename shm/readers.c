@@ -36,6 +36,13 @@
  * description, and the lock, alive in a forked child). At fork the child closes the descriptors
  * of every handle it inherited (shm/arena.c), so a parent that dies is seen dead even while its
  * children run; the child's copies of the handles are marked unusable.
+ *
+ * I/O in flight. A process's death does not end its I/O: io_uring reads it submitted land after
+ * waitpid() returns. So a ring that reads into the arena registers the lock's file description
+ * in its file table (lib/io_pin.c), and the kernel drops the lock only when the ring's teardown
+ * has completed every request: "alive" then means "alive, or its reads may still land", which is
+ * exactly when what its token owns must not be reused. A handle closed while a ring still holds
+ * its lock leaves its slot LIVE (shm_readers_release @pinned) for a reaper to clear later.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -133,11 +140,11 @@ int shm_readers_claim(struct shm_arena *a)
 	return -EUSERS;
 }
 
-void shm_readers_release(struct shm_arena *a)
+void shm_readers_release(struct shm_arena *a, int pinned)
 {
 	if (a->reader_slot < 0 || a->lock_fd < 0)
 		return;
-	if (!a->forked)
+	if (!a->forked && !pinned)
 		clean_slot(a, shm_reader_slot(a, (uint32_t)a->reader_slot));
 	close(a->lock_fd); /* drops the lock */
 	a->lock_fd = -1;

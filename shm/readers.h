@@ -83,8 +83,10 @@ static inline uint32_t shm_token_inc(uint32_t t) { return t >> 16; }
  * is held by a live process), or another negative errno. */
 int shm_readers_claim(struct shm_arena *a);
 /* Release our slot (our ext area should already be cleared by its owner module; what is left in
- * it is dropped) and close the lock descriptor. */
-void shm_readers_release(struct shm_arena *a);
+ * it is dropped) and close the lock descriptor. @pinned: a ring still holds the lock's description
+ * (shm_arena_pin_find) and may still write into what the slot's token owns: the slot is left as it
+ * is, and the first reaper to take the lock after the ring let it go clears it. */
+void shm_readers_release(struct shm_arena *a, int pinned);
 
 /* Clear every slot whose holder is dead (bounded: each slot at most once; one fcntl per slot
  * that is not free). Returns the number of slots freed. */

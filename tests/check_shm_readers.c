@@ -69,7 +69,7 @@ START_TEST(test_claim_and_release)
 	/* release through the shm API: the slot is free and every token of it dead */
 	uint64_t cleaned = shm_readers_cleaned(s);
 	uint32_t inc = shm_token_inc(tb);
-	shm_readers_release(b->shm);
+	shm_readers_release(b->shm, 0);
 	ck_assert_int_eq(b->shm->reader_slot, -1);
 	ck_assert_uint_eq(b->shm->token, 0);
 	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_FREE);

@@ -1,5 +1,8 @@
 /* tests/helpers.c — helpers shared by the Check suites (see sc_check.h). */
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <sched.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -7,7 +10,9 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sc_check.h"
@@ -128,4 +133,56 @@ void sc_test_points_match_sources(const char *call, const char *const *pts, cons
 		listed++;
 	ck_assert_int_gt(in_source, 10);
 	ck_assert_int_eq(listed, in_source);
+}
+
+/* ---- temp files of L3 writers ---- */
+
+static struct {
+	int files, locked;
+	uint64_t sig; /* sizes and mtimes of every temp file, mixed */
+} temps;
+
+static int temp_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	if (flag != FTW_F || strncmp(p + f->base, ".tmp-", 5))
+		return 0;
+	temps.files++;
+	temps.sig = temps.sig * 1000003u ^ (uint64_t)sb->st_size ^ ((uint64_t)sb->st_mtim.tv_nsec << 20) ^
+		    (uint64_t)sb->st_mtim.tv_sec;
+	int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+	if (fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+		temps.locked++;
+	close(fd);
+	return 0;
+}
+
+int sc_test_l3_temps(const char *dir, int *locked, uint64_t *sig)
+{
+	temps.files = temps.locked = 0;
+	temps.sig = 0;
+	nftw(dir, temp_one, 16, FTW_PHYS | FTW_MOUNT);
+	if (locked)
+		*locked = temps.locked;
+	if (sig)
+		*sig = temps.sig;
+	return temps.files;
+}
+
+int sc_test_wait_l3_temps_unlocked(const char *dir, int timeout_ms)
+{
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int locked;
+		sc_test_l3_temps(dir, &locked, NULL);
+		if (!locked)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > timeout_ms)
+			return -ETIMEDOUT;
+		sched_yield();
+	}
 }

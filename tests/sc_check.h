@@ -12,6 +12,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "stagecache_test.h"
@@ -51,6 +52,14 @@ const char *sc_test_build_dir(void);
 /* Every point named by a call @call("...") in lib/ and shm/ is in the NULL-terminated list @pts,
  * and the list has nothing else (@what names the kind in the failure message). */
 void sc_test_points_match_sources(const char *call, const char *const *pts, const char *what);
+
+/* Temp files (.tmp-*) of L3 writers under @dir: how many; *@locked: how many a writer (or the
+ * ring of a dead one, while its writes may still land) still holds; *@sig: their sizes and mtimes
+ * mixed into one number (changes when any of them is written). */
+int sc_test_l3_temps(const char *dir, int *locked, uint64_t *sig);
+/* Wait until no temp file under @dir is held (a killed writer's last writes landed): 0, or
+ * -ETIMEDOUT after @timeout_ms. */
+int sc_test_wait_l3_temps_unlocked(const char *dir, int timeout_ms);
 
 /* Are we root (for tests of hugepages, BPF)? */
 int sc_test_is_root(void);
