@@ -157,6 +157,11 @@ static int64_t insert_locked(struct shm_segtab *t, uint64_t lo)
 	return -1;
 }
 
+/* Free a record and its data block. Crash order: the record forgets its data block before the
+ * block is freed (a death in between leaves a data block no record names: the shard sweep frees
+ * a SEGDATA one, the recount a SEGHOLD one), and loses its magic before its own block is freed
+ * (a death in between leaves a record block that does not validate: the shard sweep frees a SEGREC
+ * one, the recount a SEGHOLD one). No state names a block that was freed. */
 static void free_rec(struct shm_segtab *t, struct shm_seg_rec *r, uint64_t rec_off)
 {
 	struct shm_seg_hdr *h = t->hdr;
@@ -167,9 +172,11 @@ static void free_rec(struct shm_segtab *t, struct shm_seg_rec *r, uint64_t rec_o
 		if (h->orphans)
 			h->orphans--;
 	}
-	r->magic = 0; /* a stale offset to it no longer validates */
+	__atomic_store_n(&r->data, 0, __ATOMIC_RELEASE); /* program order as a crash leaves it */
 	if (data)
 		(void)shm_heap_free(t->a, data);
+	shm_fault_point("seg.free.data");
+	__atomic_store_n(&r->magic, 0, __ATOMIC_RELEASE); /* a stale offset to it no longer validates */
 	(void)shm_heap_free(t->a, rec_off);
 }
 
@@ -338,6 +345,40 @@ static int find_off(const uint64_t *v, size_t n, uint64_t x)
 	return -1;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Blocks tagged SEGHOLD that are neither a record that validates nor the data block of one: what a
+ * holder's free left when its process died inside it (free_rec). Counted; freed when @fix. */
+static int64_t holders_unnamed(struct shm_segtab *t, const struct blocks *b, int fix)
+{
+	uint64_t *named = malloc((b->n + 1) * sizeof(*named));
+	size_t nn = 0;
+	if (!named)
+		return 0; /* no memory: nothing judged */
+	for (size_t j = 0; j < b->n; j++) {
+		const struct shm_seg_rec *r = shm_seg_rec_at(t, b->off[j]);
+		if (r && r->data)
+			named[nn++] = r->data;
+	}
+	qsort(named, nn, sizeof(*named), cmp_u64);
+	int64_t wrong = 0;
+	for (size_t j = 0; j < b->n; j++) {
+		if (SHM_TAG_TYPE(b->tag[j]) != SHM_TAG_SEGHOLD || shm_seg_rec_at(t, b->off[j]))
+			continue;
+		if (find_off(named, nn, b->off[j]) >= 0)
+			continue;
+		wrong++;
+		if (fix)
+			(void)shm_heap_free(t->a, b->off[j]);
+	}
+	free(named);
+	return wrong;
+}
+
 int64_t shm_seg_recount_locked(struct shm_segtab *t, int fix)
 {
 	struct blocks b = { .shard = -1 };
@@ -407,6 +448,7 @@ int64_t shm_seg_recount_locked(struct shm_segtab *t, int fix)
 				r->pins = pins[j];
 		}
 	}
+	wrong += holders_unnamed(t, &b, fix);
 	if (fix) {
 		struct shm_seg_hdr *h = t->hdr;
 		h->live = live;
@@ -473,6 +515,8 @@ int shm_seg_sweep_shard(struct shm_segtab *t, uint32_t shard)
 			skip[nskip++] = r->data;
 			release_locked(t, r, b.off[j]);
 			freed++;
+		} else if (shm_heap_free(t->a, b.off[j]) == 0) {
+			freed++; /* a record that no longer validates (its free had begun): its data is not named */
 		}
 		shm_seg_unlock(t);
 	}

@@ -402,6 +402,60 @@ START_TEST(a_writer_killed_inside_the_table_is_recounted)
 }
 END_TEST
 
+/* A writer killed inside a heap free (its entry's record or data block half-freed) in a segmented
+ * arena: read-only fsck finds what it left, repair frees it (never escalates: the arena stays
+ * usable, every other entry kept), and a check after the repair is clean. */
+START_TEST(regression_writer_killed_inside_a_free_is_repaired)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	const char *points[] = { "heap.free.marked", "heap.free.merge", "seg.free.data" };
+	for (unsigned k = 0; k < sizeof(points) / sizeof(points[0]); k++) {
+		for (int nth = 1; nth <= 3; nth++) {
+			pid_t pid = fork();
+			ck_assert_int_ge(pid, 0);
+			if (pid == 0) {
+				struct sc_arena *a;
+				struct sc_stage *st;
+				if (sc_arena_open(f.name, &a) || sc_stage_open(a, "model-A", "state-1", &st))
+					_exit(2);
+				f.a = a;
+				f.st = st;
+				char spec[64];
+				snprintf(spec, sizeof(spec), "%s@%d", points[k], nth);
+				sc_fault_arm(spec);
+				for (int32_t i = 0; i < 4; i++) {
+					put(&f, 1000 + 100 * i, 6 * MiB, 300 + (uint64_t)i, 2);
+					(void)sc_l2_remove(f.st, key_of(&f, 1000 + 100 * i));
+					reclaim(&f);
+				}
+				_exit(0);
+			}
+			int ws;
+			waitpid(pid, &ws, 0);
+			if (!WIFSIGNALED(ws))
+				continue; /* fewer frees than nth: nothing to check */
+			struct sc_fsck_report rep;
+			char msg[256] = "";
+			int left = sc_arena_fsck(f.a, SC_FSCK_REPAIR | SC_FSCK_DEEP, finding_cb, msg, &rep);
+			ck_assert_msg(left == 0, "%s@%d: repair left %d (%s)", points[k], nth, left, msg);
+			ck_assert_msg(rep.leaked_bytes < (1ull << 40), "%s@%d: leaked_bytes %llu", points[k], nth,
+				      (unsigned long long)rep.leaked_bytes);
+			ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+			ck_assert_uint_eq(rep.problems, 0);
+			struct sc_lease l;
+			ck_assert_msg(lease(&f, 100, &l) == 0, "%s@%d: the intact entry was kept", points[k], nth);
+			sc_lease_release(&l);
+			ck_assert_int_eq(put(&f, 5000, 5 * MiB, 7, 3), 0);
+			ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 5000)), 0);
+			reclaim(&f);
+		}
+	}
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(fsck_finds_and_repairs_wrong_reference_counts)
 {
 	struct fx f;
@@ -618,6 +672,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
 	tcase_add_test(tc, a_dead_processs_lease_keeps_segments_until_reaped);
 	tcase_add_test(tc, a_writer_killed_inside_the_table_is_recounted);
+	tcase_add_test(tc, regression_writer_killed_inside_a_free_is_repaired);
 	tcase_add_test(tc, fsck_finds_and_repairs_wrong_reference_counts);
 	tcase_add_test(tc, hostile_segment_records_are_refused);
 	tcase_add_test(tc, segments_released_between_lookup_and_commit);
