@@ -475,14 +475,12 @@ static int worker_main(struct shared *sh, uint32_t slot, uint32_t inc, const str
 	unsigned npoints = 0;
 	while (points[npoints])
 		npoints++;
-	if (!npoints)
-		w.ws->armed = 1; /* no fault points in this build: never try to arm one */
 	unsigned total_weight = 0;
 	for (int i = 0; i < OP_COUNT; i++)
 		total_weight += op_weight[i];
 	while (!atomic_load(&sh->stop_workers)) {
 		/* with kills on, now and then arm a fault point: this incarnation then dies inside the library */
-		if (o->kill_every_ms && !w.ws->armed && wl_rand(&w.rng) % 400 == 0) {
+		if (o->kill_every_ms && npoints && !w.ws->armed && wl_rand(&w.rng) % 400 == 0) {
 			char spec[96];
 			snprintf(spec, sizeof(spec), "%s@%u", points[wl_rand(&w.rng) % npoints], 1 + (unsigned)(wl_rand(&w.rng) % 3));
 			if (sc_fault_arm(spec) == 0)
@@ -804,6 +802,7 @@ static void run(struct stress *s)
 		if (now >= next_kill) {
 			uint32_t i = (uint32_t)(wl_rand(&rng) % o->procs);
 			pid_t victim = atomic_load(&s->sh->w[i].pid);
+			atomic_store(&s->sh->w[i].armed, 0); /* the killer's, not a fault point's */
 			if (victim > 0 && kill(victim, SIGKILL) == 0)
 				s->kills++;
 			next_kill = now + (uint64_t)o->kill_every_ms * 1000000ull;
@@ -895,20 +894,23 @@ static void check(struct stress *s)
 static void report_json(const struct stress *s)
 {
 	const struct stress_opts *o = &s->o;
+	char leaked[24] = "null"; /* unknown when the last fsck failed */
+	if (s->frc2 >= 0)
+		snprintf(leaked, sizeof(leaked), "%llu", (unsigned long long)s->leaked);
 	printf("{\"seconds\":%.1f,\"procs\":%u,\"seed\":%llu,\"ops_per_s\":{", s->elapsed, o->procs, (unsigned long long)o->seed);
 	for (int k = 0; k < OP_COUNT; k++)
 		printf("%s\"%s\":%.1f", k ? "," : "", op_names[k], (double)s->totals[k] / s->elapsed);
 	printf("},\"hits\":%llu,\"misses\":%llu,\"restores_l2\":%llu,\"restores_l3\":%llu,\"kills\":%llu,"
 	       "\"fault_deaths\":%llu,\"repairs\":%llu,\"commits_verified\":%llu,\"tokens_verified\":%llu,"
 	       "\"errors\":%llu,\"digest_mismatches\":%llu,\"lost_commits\":%llu,\"torn_records\":%llu,"
-	       "\"leaked_bytes\":%llu,\"deadlocks\":%llu,\"held_by_dead_bytes\":%llu,\"held_by_dead_leases\":%llu,"
+	       "\"leaked_bytes\":%s,\"deadlocks\":%llu,\"held_by_dead_bytes\":%llu,\"held_by_dead_leases\":%llu,"
 	       "\"pidns\":%s,\"users\":%s,\"fsck_problems\":%d,\"fsck_repaired\":%llu,\"ok\":%s}\n",
 	       (unsigned long long)s->hits, (unsigned long long)s->misses, (unsigned long long)s->r2,
 	       (unsigned long long)s->r3, (unsigned long long)s->kills, (unsigned long long)s->fault_deaths,
 	       (unsigned long long)s->rep2.lock_repairs, (unsigned long long)atomic_load(&s->sh->verify_commits),
 	       (unsigned long long)atomic_load(&s->sh->verify_tokens), (unsigned long long)s->errors,
 	       (unsigned long long)s->mism, (unsigned long long)s->lost, (unsigned long long)s->torn,
-	       (unsigned long long)s->leaked, (unsigned long long)s->deadlocks, (unsigned long long)s->hw.max_bytes,
+	       leaked, (unsigned long long)s->deadlocks, (unsigned long long)s->hw.max_bytes,
 	       (unsigned long long)s->hw.max_leases, o->pidns ? "true" : "false", o->users ? "true" : "false", s->frc2,
 	       (unsigned long long)(s->frc >= 0 ? s->rep.repaired : 0), s->fail ? "false" : "true");
 }
@@ -925,16 +927,25 @@ static void report_text(const struct stress *s)
 	printf("kills        %llu by the killer, %llu at fault points\n", (unsigned long long)s->kills,
 	       (unsigned long long)s->fault_deaths);
 	printf("repairs      %llu (lock holders that died)\n", (unsigned long long)s->rep2.lock_repairs);
-	printf("fsck         %s (first pass: %llu problems, %llu repaired)\n", s->fsck_clean ? "clean" : "NOT CLEAN",
-	       (unsigned long long)(s->frc >= 0 ? s->rep.problems : 0), (unsigned long long)(s->frc >= 0 ? s->rep.repaired : 0));
+	if (s->frc < 0)
+		printf("fsck         NOT CLEAN (repair failed: %s; %llu problems found)\n", sc_strerror(s->frc),
+		       (unsigned long long)s->rep.problems);
+	else
+		printf("fsck         %s (repair: %llu problems found, %llu repaired; then %d left)\n",
+		       s->fsck_clean ? "clean" : "NOT CLEAN", (unsigned long long)s->rep.problems,
+		       (unsigned long long)s->rep.repaired, s->frc2);
 	printf("verified     %llu commits, %llu tokens\n", (unsigned long long)atomic_load(&s->sh->verify_commits),
 	       (unsigned long long)atomic_load(&s->sh->verify_tokens));
 	printf("errors       %llu (refusals such as -ENOSPC are not errors)\n", (unsigned long long)s->errors);
 	printf("held by the dead %llu checks of every holder (sc_arena_holders), before any repair\n",
 	       (unsigned long long)s->hw.checks);
-	printf("digest_mismatches %llu\nlost_commits      %llu\ntorn_records      %llu\nleaked_bytes      %llu\ndeadlocks         %llu\n",
-	       (unsigned long long)s->mism, (unsigned long long)s->lost, (unsigned long long)s->torn,
-	       (unsigned long long)s->leaked, (unsigned long long)s->deadlocks);
+	printf("digest_mismatches %llu\nlost_commits      %llu\ntorn_records      %llu\n", (unsigned long long)s->mism,
+	       (unsigned long long)s->lost, (unsigned long long)s->torn);
+	if (s->frc2 < 0)
+		printf("leaked_bytes      unknown (fsck: %s)\n", sc_strerror(s->frc2));
+	else
+		printf("leaked_bytes      %llu\n", (unsigned long long)s->leaked);
+	printf("deadlocks         %llu\n", (unsigned long long)s->deadlocks);
 	printf("held_by_dead_bytes %llu\nheld_by_dead_leases %llu\n", (unsigned long long)s->hw.max_bytes,
 	       (unsigned long long)s->hw.max_leases);
 	if (s->sh->problem_written)
