@@ -158,7 +158,7 @@ static const struct member m_l3_put_args[] = {
 #define T struct sc_l3_fill_req
 static const struct member m_l3_fill_req[] = {
 	P(loc), P(dst), P(dst_bytes), P(flags), P(user_data), P(stage_id), P(result), P(direct),
-	P(fill_ns), X(reserved), X(_next),
+	P(fill_ns), P(identity), X(reserved), X(_next),
 };
 #undef T
 
@@ -167,7 +167,7 @@ static const struct member m_l3_stats[] = {
 	P(objects), P(bytes), P(fills), P(fill_bytes), P(fill_ns), P(verify_failures), P(quarantined),
 	P(evictions), P(write_refusals), P(puts), P(put_dedup), P(key_collisions), P(budget_bytes), P(dio_mem_align),
 	P(dio_offset_align), P(fills_kept), P(logical_bytes), P(physical_bytes), P(saved_bytes), P(segments),
-	P(segment_bytes), P(fill_bytes_from_l2), X(reserved),
+	P(segment_bytes), P(fill_bytes_from_l2), P(identity_mismatches), X(reserved),
 };
 #undef T
 

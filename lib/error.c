@@ -31,6 +31,7 @@ const char *sc_strerror(int err)
 	case ENOTRECOVERABLE: return "the arena was declared unrepairable by fsck: destroy it and create it again";
 	case EMFILE: return "too many held: leases of this arena handle (SC_LEASES_MAX), or open files";
 	case ENOBUFS: return "buffer too small";
+	case EKEYREJECTED: return "stored by another model or state identity (not this stage's)";
 	default: return strerror(err);
 	}
 }

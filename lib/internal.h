@@ -25,6 +25,9 @@ int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens,
 int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
 		  uint32_t nlens, struct sc_key *chain);
 struct sc_key key_pfx_finish(const uint8_t *secret, struct sc_key chain, const int32_t *tokens, uint32_t len);
+/* sc_identity_digest of (@model, @ml bytes) and (@state, @sl bytes): what an L3 object's header
+ * identities are compared by. */
+struct sc_digest key_identity(const char *model, size_t ml, const char *state, size_t sl);
 #ifdef SC_TEST_HOOKS
 extern uint64_t sc_key_mask_lo_, sc_key_mask_hi_;
 #endif

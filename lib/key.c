@@ -73,6 +73,22 @@ static void put_lp(XXH3_state_t *s, const char *str, size_t len)
 		XXH3_128bits_update(s, str, len);
 }
 
+struct sc_digest key_identity(const char *model, size_t ml, const char *state, size_t sl)
+{
+	XXH3_state_t s;
+	XXH3_128bits_reset(&s);
+	XXH3_128bits_update(&s, "SCIDENT1", 8);
+	put_lp(&s, model, ml);
+	put_lp(&s, state, sl);
+	XXH128_hash_t h = XXH3_128bits_digest(&s);
+	return (struct sc_digest){ h.low64, h.high64 };
+}
+
+struct sc_digest sc_identity_digest(const char *model, const char *state)
+{
+	return key_identity(model, model ? strlen(model) : 0, state, state ? strlen(state) : 0);
+}
+
 #ifdef SC_TEST_HOOKS
 /* the test build's weakened key (sc_test_set_key_mask): every key and prefix hash is masked */
 uint64_t sc_key_mask_lo_ = ~0ull, sc_key_mask_hi_ = ~0ull;
@@ -91,6 +107,7 @@ int l2_stage_base(struct sc_stage *st, const uint8_t *secret, const char *model,
 	st->id = h.low64;
 	st->id_hi = h.high64;
 	st->secret = secret;
+	st->ident = key_identity(model, st->model_len, state, st->state_len);
 	return 0;
 }
 

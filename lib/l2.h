@@ -79,6 +79,7 @@ struct sc_stage {
 	uint64_t local_hits, local_misses;
 	struct sc_stage *next;
 	size_t model_len, state_len;
+	struct sc_digest ident;      /* sc_identity_digest of model and state (unkeyed: L3 objects) */
 };
 
 static inline struct shm_index *l2_ix(struct sc_arena *a)

@@ -72,6 +72,20 @@ int l3_hdr_build(uint8_t *block, const struct sc_l3_put_args *p, XXH128_hash_t d
 	return 0;
 }
 
+struct sc_digest l3_hdr_identity(const uint8_t *block, const struct l3_obj_hdr *h)
+{
+	if (!h->model_len && !h->state_len)
+		return (struct sc_digest){ 0, 0 }; /* put with no identity: it claims none */
+	/* in the block: l3_hdr_parse bounded desc_bytes and both lengths (the header block budget) */
+	const char *m = (const char *)block + L3_HDR_FIXED + h->desc_bytes;
+	return key_identity(m, h->model_len, m + h->model_len, h->state_len);
+}
+
+int l3_identity_differs(struct sc_digest want, struct sc_digest have)
+{
+	return (want.lo || want.hi) && (have.lo || have.hi) && (want.lo != have.lo || want.hi != have.hi);
+}
+
 int l3_hdr_parse(const uint8_t *block, uint64_t file_bytes, struct l3_obj_hdr *h)
 {
 	memcpy(h, block, sizeof(*h));

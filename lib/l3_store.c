@@ -914,6 +914,20 @@ int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
 	return 0;
 }
 
+/* Prefix @key now names another digest than it did: every arena index bound to this directory
+ * drops what it knew of it at its next locate (struct l3_state, the re-put journal). */
+static void journal_replaced(struct sc_l3 *l3, XXH128_hash_t key)
+{
+	struct l3_state *st = l3->st;
+	uint64_t t = atomic_fetch_add_explicit(&st->repl_seq, 1, memory_order_acq_rel);
+	struct l3_repl *r = &st->repl[t % L3_REPL_SLOTS];
+	atomic_store_explicit(&r->seq, 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release); /* a reader that sees our key sees seq 0 first */
+	atomic_store_explicit(&r->lo, key.low64, memory_order_relaxed);
+	atomic_store_explicit(&r->hi, key.high64, memory_order_relaxed);
+	atomic_store_explicit(&r->seq, t + 1, memory_order_release); /* pairs with sync_replaced */
+}
+
 static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const int32_t *tokens, uint32_t ntok,
 		      uint64_t lo, uint64_t hi)
 {
@@ -927,7 +941,7 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const
 		return rc;
 	struct l3_pfx p;
 	uint32_t ns_len = ns ? (uint32_t)strlen(ns) : 0;
-	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
+	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY), replaced = 0;
 	if (fd >= 0) {
 		int32_t *old = NULL;
 		char *old_ns = malloc(SC_L3_STR_MAX + 1);
@@ -941,6 +955,7 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const
 		 * see our object yet (shared mode): then it is written again, young */
 		if (same && (!l3->grace_ns || shm_realtime_ns() - p.created_ns < l3->grace_ns / 2))
 			return 0;
+		replaced = !same;
 	}
 	p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_PFX_VERSION, .token_count = ntok,
 			     .digest_lo = lo, .digest_hi = hi, .prefix_lo = key.low64, .prefix_hi = key.high64,
@@ -952,7 +967,10 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const
 	char sub[3] = { hex[0], hex[1], 0 };
 	struct iovec iov[4] = { { &p, sizeof(p) }, { (void *)tokens, (size_t)ntok * 4 }, { &ns_len, 4 },
 				{ (void *)(ns ? ns : ""), ns_len } };
-	return l3_write_file(l3, l3->pfxfd, sub, name, iov, ns_len ? 4 : 3, 0);
+	rc = l3_write_file(l3, l3->pfxfd, sub, name, iov, ns_len ? 4 : 3, 0);
+	if (!rc && replaced)
+		journal_replaced(l3, key);
+	return rc;
 }
 
 /* The payload rules of sc_l2_admit: kind, sections, descriptor. */

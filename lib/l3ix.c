@@ -517,11 +517,46 @@ static void drop_vanished(struct sc_arena *a, struct sc_digest d)
 	sc_l2_invalidate_digest(a, d);
 }
 
+/*
+ * Re-puts by any process of this host on the bound directory (struct l3_state's journal): drop
+ * the index entries of the prefixes whose entry now names another digest, so that an L2 mirror of
+ * the old digest is never served on the index's word (the directory probe finds the new one).
+ * Two loads when nothing changed. Processes race to apply the same keys: dropping is idempotent,
+ * and repl_seen only moves forward (CAS).
+ */
+static void sync_replaced(struct sc_arena *a, struct sc_l3 *l3)
+{
+	struct shm_l3ix *ix = ix_of(a);
+	/* acquire: pairs with journal_replaced's fetch_add (the slots written before it follow) */
+	uint64_t seq = atomic_load_explicit(&l3->st->repl_seq, memory_order_acquire);
+	uint64_t seen = atomic_load_explicit(&ix->hdr->repl_seen, memory_order_acquire);
+	if (seen == seq + 1)
+		return;
+	int all = !seen ? seq != 0 : seen > seq + 1 || seq + 1 - seen > L3_REPL_SLOTS;
+	for (uint64_t t = seen ? seen - 1 : seq; !all && t < seq; t++) {
+		struct l3_repl *r = &l3->st->repl[t % L3_REPL_SLOTS];
+		uint64_t s1 = atomic_load_explicit(&r->seq, memory_order_acquire); /* pairs with its release */
+		struct sc_digest key = { atomic_load_explicit(&r->lo, memory_order_relaxed),
+					 atomic_load_explicit(&r->hi, memory_order_relaxed) };
+		atomic_thread_fence(memory_order_acquire);
+		if (s1 != t + 1 || atomic_load_explicit(&r->seq, memory_order_relaxed) != s1)
+			all = 1; /* overwritten by a later re-put, or being written: forget everything */
+		else
+			l3ix_on_prefix_gone(a, key);
+	}
+	if (all)
+		l3ix_invalidate_all(a);
+	(void)atomic_compare_exchange_strong_explicit(&ix->hdr->repl_seen, &seen, seq + 1, memory_order_release,
+						      memory_order_relaxed);
+}
+
 int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 		uint64_t now, struct l3ix_found *f, struct sc_location *loc)
 {
 	uint64_t t0 = SC_PROBE_ENABLED(l3_index) ? shm_now_ns() : 0;
 	int bound = l3ix_bind(a, l3);
+	if (bound)
+		sync_replaced(a, l3);
 	struct ix_res r;
 	int rc = bound ? ix_probe(a, l3, ns, tokens, n, now ? now : shm_now_ns(), &r) : -EAGAIN;
 	if (!bound)

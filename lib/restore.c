@@ -299,7 +299,10 @@ again:
 	} else {
 		goto unclaim;
 	}
-	struct sc_l3_fill_req req = { .loc = &loc, .dst = dst, .dst_bytes = room, .stage_id = stage_id };
+	/* the object must be this stage's: another model's or state's bytes under the same namespace
+	 * and tokens are a miss (-EKEYREJECTED, counted), never served */
+	struct sc_l3_fill_req req = { .loc = &loc, .dst = dst, .dst_bytes = room, .stage_id = stage_id,
+				      .identity = st->ident };
 	/* located, not yet read: the object may vanish in between (ENOENT: a miss, handled below) */
 	shm_sched_point("restore.fill");
 	rc = l3_fill_from(l3, &req, arena);
@@ -313,7 +316,9 @@ again:
 			l3_drop_prefix(l3, loc.prefix.lo, loc.prefix.hi, loc.digest.lo, loc.digest.hi);
 		}
 		sc_restore_release(out);
-		if (rc == -ENOENT && !vanished) {
+		if (rc == -EKEYREJECTED)
+			rc = -ENOENT; /* stored, but for another stage */
+		else if (rc == -ENOENT && !vanished) {
 			/* the object vanished under the fill (evicted by a process not attached, another
 			 * host's janitor or quarantine): a miss of this location, never an error; look
 			 * again, and the directory decides. An object this fill found corrupt is reported

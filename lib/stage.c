@@ -166,3 +166,8 @@ uint64_t sc_stage_id(const struct sc_stage *st)
 {
 	return st ? st->id : 0;
 }
+
+struct sc_digest sc_stage_identity(const struct sc_stage *st)
+{
+	return st ? st->ident : (struct sc_digest){ 0, 0 };
+}

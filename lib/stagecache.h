@@ -411,6 +411,14 @@ int sc_stage_open(struct sc_arena *arena, const char *model_identity, const char
 void sc_stage_close(struct sc_stage *stage);
 /** sc_stage_id - the stage id used by probes and stats: low 64 bits of the keyed stage hash. */
 uint64_t sc_stage_id(const struct sc_stage *stage);
+/**
+ * sc_identity_digest - the digest of a (model identity, state identity) pair as L3 objects record
+ * it: unseeded XXH3-128 over a domain tag and both strings, length-prefixed (NULL is ""). The same
+ * on every machine. Fills compare it with the object's (struct sc_l3_fill_req.identity).
+ */
+struct sc_digest sc_identity_digest(const char *model_identity, const char *state_identity);
+/** sc_stage_identity - sc_identity_digest of the stage's two identities (zero for NULL). */
+struct sc_digest sc_stage_identity(const struct sc_stage *stage);
 
 /**
  * sc_l2_key - the L2 key of the prefix @tokens[0..n) in namespace @ns (NUL-terminated, may be "").
@@ -905,7 +913,9 @@ void sc_l3_close(struct sc_l3 *l3);
 
 /** What sc_l3_put stores. The digest covers the wire (section 0 then section 1). */
 struct sc_l3_put_args {
-	const char *model_identity;       /* recorded in the object; may be NULL */
+	const char *model_identity;       /* recorded in the object; may be NULL. A restore fills it only
+					   * into stages of this model and state identity (both NULL:
+					   * into any stage) */
 	const char *state_identity;       /* recorded in the object; may be NULL */
 	const char *ns;                   /* namespace; NULL means "" */
 	const int32_t *tokens;            /* the prefix this payload restores */
@@ -964,10 +974,15 @@ struct sc_l3_fill_req {
 	uint32_t flags;                   /* in: SC_L3_FILL_* */
 	uint64_t user_data;               /* in: returned untouched */
 	uint64_t stage_id;                /* in: for the probes (sc_stage_id), may be 0 */
-	int result;                       /* out: 0, -EBADMSG (object corrupt: quarantined), -ENOENT, -EINVAL (the location does not describe the object: nothing quarantined) or another errno */
+	int result;                       /* out: 0, -EBADMSG (object corrupt: quarantined), -ENOENT, -EINVAL (the location does not describe the object: nothing quarantined), -EKEYREJECTED (another stage's: @identity) or another errno */
 	int direct;                       /* out: 1 if read with O_DIRECT */
 	uint64_t fill_ns;                 /* out: submit to verified */
-	uint64_t reserved[4];             /* zero */
+	struct sc_digest identity;        /* in: zero, or sc_stage_identity() of the stage the bytes are
+					   * for: an object put with another model or state identity
+					   * fails with -EKEYREJECTED (never quarantined: it is not bad,
+					   * only not this stage's). An object put with neither identity
+					   * (both NULL or "") claims none and fills for any stage */
+	uint64_t reserved[2];             /* zero */
 	struct sc_l3_fill_req *_next;     /* private (8 bytes) */
 };
 
@@ -1024,7 +1039,9 @@ struct sc_l3_stats {
 	uint64_t segments;         /* segment files (sc_l3_set_segment_bytes) */
 	uint64_t segment_bytes;    /* the store's segment size for new objects (0: whole objects) */
 	uint64_t fill_bytes_from_l2; /* of fill_bytes: segments the arena's L2 held, copied, not read */
-	uint64_t reserved[5];                     /* zero (room for later counters) */
+	uint64_t identity_mismatches; /* fills refused: the object was put by another model or state
+				       * identity (a restore counts them as misses) */
+	uint64_t reserved[4];                     /* zero (room for later counters) */
 };
 
 /**

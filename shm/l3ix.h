@@ -79,7 +79,8 @@ struct shm_l3ix_hdr {
 	uint32_t hand;               /* page-pressure eviction hand (entry index) */
 	uint64_t dir_dev, dir_ino;   /* the bound directory (0: none yet); set once, under mu */
 	_Atomic uint64_t dir_gen;    /* bumped when entries must all be re-checked (release) */
-	uint8_t pad1[16];
+	_Atomic uint64_t repl_seen;  /* the directory's re-put journal applied up to here, + 1 (0: never) */
+	uint8_t pad1[8];
 	/* line 2: the directory's token lengths, a sequence lock of their own (writers hold mu) */
 	_Atomic uint32_t len_seq;
 	uint32_t nlengths;
@@ -99,6 +100,7 @@ struct shm_l3ix_hdr {
 };
 _Static_assert(offsetof(struct shm_l3ix_hdr, mu) == 64, "l3ix header layout");
 _Static_assert(offsetof(struct shm_l3ix_hdr, len_seq) == 128, "l3ix header layout");
+_Static_assert(offsetof(struct shm_l3ix_hdr, repl_seen) == 112, "l3ix header layout");
 _Static_assert(offsetof(struct shm_l3ix_hdr, counters) == 192, "l3ix header layout");
 _Static_assert(sizeof(struct shm_l3ix_hdr) <= 4096, "l3ix header fits its page");
 _Static_assert(SHM_L3IX_MAX_LENGTHS * 4 <= 4096, "lengths fit their page");

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -815,18 +816,24 @@ START_TEST(real_kill_during_big_puts)
 		for (unsigned i = 0;; i++)
 			put_full(cl3, "big", 10 + i % 4000, 8 << 20, i, NULL);
 	}
-	usleep(300000);
+	/* kill it inside a put: once a temp file of its exists */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!sc_test_l3_temps(tmpdir, NULL, NULL)) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ck_assert_msg(now.tv_sec - t0.tv_sec < 30, "the writer made no temp file in 30 s");
+		sched_yield();
+	}
 	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	char cmd[200];
-	/* its temp file (if any) is no longer locked; once it is older than the writer's window
-	 * between create and lock, reconciliation removes it */
-	snprintf(cmd, sizeof(cmd), "find %s -name '.tmp-*' -exec touch -d '-1 minute' {} +", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	sc_test_wait_killed(pid);
+	/* its writes in flight land after waitpid(): its temp file stays locked until they did, and
+	 * only then may its mtime be set back. Once it is older than the writer's window between
+	 * create and lock, reconciliation removes it */
+	ck_assert_int_eq(sc_test_wait_l3_temps_unlocked(tmpdir, 30000), 0);
+	ck_assert_int_eq(sc_test_sh("find %s -name '.tmp-*' -exec touch -d '-1 minute' {} +", tmpdir), 0);
 	struct sc_l3 *l3 = open_l3(NULL);
 	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
-	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s -name '.tmp-*')\"", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(sc_test_l3_temps(tmpdir, NULL, NULL), 0);
 	sc_l3_close(l3);
 }
 END_TEST

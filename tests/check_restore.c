@@ -201,6 +201,148 @@ START_TEST(changed_durable_digest_invalidates_mirror)
 }
 END_TEST
 
+/* Put through @h (@seed's bytes) for the first 3 tokens of "rp". */
+static void put_via(struct sc_l3 *h, unsigned seed)
+{
+	uint8_t b[128];
+	fill_bytes(b, sizeof(b), seed);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { sizeof(b) } };
+	struct sc_l3_put_args a = { .ns = "rp", .tokens = toks, .token_count = 3, .payload = &pl };
+	ck_assert_int_eq(sc_l3_put(h, &a, NULL), 0);
+}
+
+/* Restore until L2 holds a mirror of @seed's bytes (the second fill promotes). */
+static void mirror_of(unsigned seed)
+{
+	struct sc_restore r;
+	for (int i = 0; i < 3 && restore_check("rp", 4, 3, 128, seed, &r) != SC_RESTORE_FROM_L2; i++)
+		;
+	ck_assert_int_eq(restore_check("rp", 4, 3, 128, seed, &r), SC_RESTORE_FROM_L2);
+}
+
+/* A re-put of new bytes is what the very next restore returns, whichever handle or process put
+ * it: the bound handle, an unbound handle of this process (the L2 mirror and the location index
+ * named the old digest), a process with no arena at all, and a process attached to the arena. */
+START_TEST(regression_reput_is_restored_at_once_from_any_handle)
+{
+	struct sc_restore r;
+	put_via(l3, 1);
+	mirror_of(1);
+	/* an unbound handle of this process */
+	struct sc_l3 *other = NULL;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &other), 0);
+	put_via(other, 2);
+	restore_check("rp", 4, 3, 128, 2, &r);
+	mirror_of(2);
+	/* the bound handle */
+	put_via(l3, 3);
+	restore_check("rp", 4, 3, 128, 3, &r);
+	mirror_of(3);
+	/* a process with no arena; then a process attached to the arena, restoring there too */
+	for (unsigned seed = 4; seed <= 5; seed++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			struct sc_l3 *h = NULL;
+			struct sc_arena *a = NULL;
+			struct sc_stage *st = NULL;
+			if (sc_l3_open(tmpdir, NULL, &h))
+				_exit(2);
+			if (seed == 5 && (sc_arena_open(arena_name, &a) || sc_l3_bind_arena(h, a) ||
+					  sc_stage_open(a, "model-a", "state-a", &st)))
+				_exit(3);
+			put_via(h, seed);
+			if (st) {
+				struct sc_restore rr;
+				uint8_t want[128];
+				fill_bytes(want, sizeof(want), seed);
+				if (sc_restore(st, h, "rp", toks, 4, 0, &rr) != 3 || memcmp(rr.sec[0], want, 128))
+					_exit(4);
+				sc_restore_release(&rr);
+			}
+			_exit(0);
+		}
+		int ws;
+		ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "re-put process %u: status %d", seed, ws);
+		restore_check("rp", 4, 3, 128, seed, &r);
+		mirror_of(seed);
+	}
+	/* more re-puts than the journal holds: everything is re-checked, still never the old bytes */
+	for (unsigned seed = 10; seed < 10 + L3_REPL_SLOTS + 5; seed++)
+		put_via(other, seed);
+	restore_check("rp", 4, 3, 128, 10 + L3_REPL_SLOTS + 4, &r);
+	sc_l3_close(other);
+}
+END_TEST
+
+/* An object put by model a / state s is restored only into stages of a/s: b/s and a/t miss
+ * (counted), whether the bytes come from a fresh open, a kept file or a segmented object. */
+START_TEST(restore_refuses_another_models_or_states_object)
+{
+	struct sc_l3_opts o = { .fd_cache = 16 };
+	struct sc_l3 *kl3 = NULL;
+	ck_assert_int_eq(sc_l3_open(tmpdir, &o, &kl3), 0);
+	struct sc_stage *b_s = NULL, *a_t = NULL;
+	ck_assert_int_eq(sc_stage_open(arena, "model-b", "state-a", &b_s), 0);
+	ck_assert_int_eq(sc_stage_open(arena, "model-a", "state-b", &a_t), 0);
+	for (int segmented = 0; segmented <= 1; segmented++) {
+		size_t n = segmented ? (3u << 20) + 77 : 4096;
+		if (segmented)
+			ck_assert_int_eq(sc_l3_set_segment_bytes(kl3, 1u << 20), 0);
+		uint8_t *b = malloc(n);
+		fill_bytes(b, n, 40 + (unsigned)segmented);
+		struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+		const char *ns = segmented ? "id-seg" : "id";
+		struct sc_l3_put_args a = { .model_identity = "model-a", .state_identity = "state-a", .ns = ns,
+					    .tokens = toks, .token_count = 5, .payload = &pl };
+		ck_assert_int_eq(sc_l3_put(kl3, &a, NULL), 0);
+		struct sc_l3_stats s0, s1;
+		sc_l3_stats(kl3, &s0);
+		for (int round = 0; round < 3; round++) { /* fresh open, then kept files */
+			struct sc_restore r;
+			ck_assert_int_eq(sc_restore(b_s, kl3, ns, toks, 6, 0, &r), -ENOENT);
+			ck_assert_int_eq(sc_restore(a_t, kl3, ns, toks, 6, 0, &r), -ENOENT);
+			ck_assert_int_eq(sc_restore(stage, kl3, ns, toks, 6, 0, &r), 5);
+			ck_assert(r.sec_len[0] == n && memcmp(r.sec[0], b, n) == 0);
+			sc_restore_release(&r);
+		}
+		sc_l3_stats(kl3, &s1);
+		ck_assert_uint_eq(s1.identity_mismatches - s0.identity_mismatches, 6);
+		ck_assert_uint_eq(s1.quarantined, s0.quarantined); /* not bad: only not theirs */
+		/* the fill API: the stage's identity is checked, zero asks for none */
+		struct sc_location loc;
+		ck_assert_int_eq(sc_l3_locate_longest(kl3, ns, toks, 6, &loc), 5);
+		uint8_t *dst = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
+		struct sc_l3_fill_req req = { .loc = &loc, .dst = dst, .dst_bytes = (n + 4095) & ~(size_t)4095,
+					      .identity = sc_stage_identity(b_s) }, *pr = &req, *done;
+		ck_assert_int_eq(sc_l3_fill_submit(kl3, &pr, 1), 1);
+		ck_assert_int_eq(sc_l3_fill_reap(kl3, &done, 1, -1), 1);
+		ck_assert_int_eq(req.result, -EKEYREJECTED);
+		req.identity = sc_identity_digest("model-a", "state-a");
+		ck_assert_int_eq(sc_l3_fill_submit(kl3, &pr, 1), 1);
+		ck_assert_int_eq(sc_l3_fill_reap(kl3, &done, 1, -1), 1);
+		ck_assert_int_eq(req.result, 0);
+		req.identity = (struct sc_digest){ 0, 0 };
+		ck_assert_int_eq(sc_l3_fill_submit(kl3, &pr, 1), 1);
+		ck_assert_int_eq(sc_l3_fill_reap(kl3, &done, 1, -1), 1);
+		ck_assert_int_eq(req.result, 0);
+		free(dst);
+		free(b);
+	}
+	/* an object put with no identity claims none: any stage restores it */
+	put("anyone", 5, 2048, 50, NULL);
+	struct sc_restore r;
+	ck_assert_int_eq(sc_restore(b_s, kl3, "anyone", toks, 6, 0, &r), 5);
+	sc_restore_release(&r);
+	ck_assert(sc_identity_digest("model-a", "state-a").lo == sc_stage_identity(stage).lo);
+	ck_assert(sc_identity_digest("model-a", "state-a").lo != sc_identity_digest("model-as", "tate-a").lo);
+	sc_stage_close(b_s);
+	sc_stage_close(a_t);
+	sc_l3_close(kl3);
+}
+END_TEST
+
 static void flip_payload_byte(const struct sc_location *loc)
 {
 	char rel[48], path[256];
@@ -393,6 +535,8 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, long_prefix_promotes_on_first_fill);
 	tcase_add_test(tc, regression_promotion_with_every_lease_held);
 	tcase_add_test(tc, changed_durable_digest_invalidates_mirror);
+	tcase_add_test(tc, regression_reput_is_restored_at_once_from_any_handle);
+	tcase_add_test(tc, restore_refuses_another_models_or_states_object);
 	tcase_add_test(tc, flipped_byte_is_quarantined_and_mirror_invalidated);
 	tcase_add_test(tc, regression_quarantine_at_open_invalidates_mirror_and_is_reported);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);

@@ -198,7 +198,7 @@ L3Location_ = Location_  # one location type since the L3 location index (issue 
 class L3FillReq(Structure):
     _fields_ = [("loc", POINTER(L3Location_)), ("dst", c_void_p), ("dst_bytes", c_uint64), ("flags", c_uint32),
                 ("user_data", c_uint64), ("stage_id", c_uint64), ("result", c_int), ("direct", c_int),
-                ("fill_ns", c_uint64), ("_reserved", c_uint64 * 4), ("_private", c_void_p)]
+                ("fill_ns", c_uint64), ("identity", Digest_), ("_reserved", c_uint64 * 2), ("_private", c_void_p)]
 
 
 class L3Stats(Structure):
@@ -206,8 +206,9 @@ class L3Stats(Structure):
         "objects", "bytes", "fills", "fill_bytes", "fill_ns", "verify_failures", "quarantined", "evictions",
         "write_refusals", "puts", "put_dedup", "key_collisions", "budget_bytes")] + [
         ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("fills_kept", c_uint64)] + [(n, c_uint64) for n in (
-        "logical_bytes", "physical_bytes", "saved_bytes", "segments", "segment_bytes", "fill_bytes_from_l2")] + [
-        ("_reserved", c_uint64 * 5)]
+        "logical_bytes", "physical_bytes", "saved_bytes", "segments", "segment_bytes", "fill_bytes_from_l2",
+        "identity_mismatches")] + [
+        ("_reserved", c_uint64 * 4)]
 
 
 class L3JanitorStatus(Structure):

@@ -329,7 +329,8 @@ pub struct sc_l3_fill_req {
     pub result: c_int,
     pub direct: c_int,
     pub fill_ns: u64,
-    pub _reserved: [u64; 4],
+    pub identity: sc_digest,
+    pub _reserved: [u64; 2],
     pub _private: *mut c_void,
 }
 
@@ -393,7 +394,8 @@ pub struct sc_l3_stats {
     pub segments: u64,
     pub segment_bytes: u64,
     pub fill_bytes_from_l2: u64,
-    pub _reserved: [u64; 5],
+    pub identity_mismatches: u64,
+    pub _reserved: [u64; 4],
 }
 
 #[repr(C)]
