@@ -9,6 +9,18 @@
 #include "../shm/arena.h"
 #include "../shm/l3ix.h"
 
+/* Sizes from a caller or a file added or multiplied without wrapping (UINT64_MAX when they would). */
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+static inline uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 /* ---- prefix hashes (lib/key.c) ---- */
 /* Tokens per link of the prefix-hash chain: the restore path's block size. */
 #define SC_PFX_BLOCK 256u

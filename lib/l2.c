@@ -531,10 +531,24 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	return 0;
 }
 
+/* The stage handle remembers why its last admission, reservation or publish did not publish. */
+static int noted(struct sc_stage *st, int rc, int why)
+{
+	if (st)
+		st->last_refusal = rc && rc != -ENOTRECOVERABLE ? why : -1;
+	return rc;
+}
+
 int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 		const struct sc_payload *p, uint32_t origin)
 {
-	return l2_admit(st, ns, tokens, n, expected, p, origin, NULL);
+	int why = SC_L2_REFUSE_OTHER, rc = l2_admit(st, ns, tokens, n, expected, p, origin, &why);
+	return noted(st, rc, why);
+}
+
+int sc_l2_last_refusal(const struct sc_stage *st)
+{
+	return st ? st->last_refusal : -1;
 }
 
 /* ---- reservations (fills) ---- */
@@ -572,7 +586,8 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, struct sc_l2
 
 int sc_l2_reserve(struct sc_stage *st, uint64_t bytes, struct sc_l2_resv *r)
 {
-	return l2_reserve(st, bytes, 0, r, NULL);
+	int why = SC_L2_REFUSE_OTHER, rc = l2_reserve(st, bytes, 0, r, &why);
+	return noted(st, rc, why);
 }
 
 void sc_l2_reserve_release(struct sc_l2_resv *r)
@@ -645,5 +660,7 @@ int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, ui
 		  struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
 		  uint32_t origin, struct sc_lease *lease)
 {
-	return l2_publish(st, ns, tokens, n, expected, r, kind, kv_len, rec_len, desc, origin, lease, NULL);
+	int why = SC_L2_REFUSE_OTHER;
+	int rc = l2_publish(st, ns, tokens, n, expected, r, kind, kv_len, rec_len, desc, origin, lease, &why);
+	return noted(st, rc, why);
 }

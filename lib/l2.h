@@ -80,6 +80,7 @@ struct sc_stage {
 	struct sc_stage *next;
 	size_t model_len, state_len;
 	struct sc_digest ident;      /* sc_identity_digest of model and state (unkeyed: L3 objects) */
+	int last_refusal;            /* enum sc_l2_refusal of the last call that did not publish, -1 */
 };
 
 static inline struct shm_index *l2_ix(struct sc_arena *a)

@@ -490,6 +490,10 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 	if (s->visited++ && off < s->first_off)
 		s->wrapped = 1;
 	int contiguous = s->n && off == s->prev_end + SHM_HEAP_BLOCK_HDR;
+	/* past the start again (the second lap): only to follow a run that began before it; every
+	 * window from here on was seen in the first lap */
+	if (s->wrapped && off >= s->first_off && (!contiguous || s->w[s->head].off >= s->first_off))
+		return 1;
 	s->prev_end = off + bytes;
 	struct wblk b = { .off = off, .bytes = bytes, .kind = B_FREE };
 	if (allocated) {

@@ -1002,12 +1002,12 @@ int l3_put_room(struct sc_l3 *l3, uint64_t need)
 	/* a filesystem that reports no size at all (ceph-fuse without a mgr: 0 blocks) is of unknown
 	 * size, not full: there the budget is the only limit */
 	if (fstatvfs(l3->dirfd, &vfs) == 0 && vfs.f_blocks &&
-	    (uint64_t)vfs.f_bavail * vfs.f_frsize < need + l3->opts.min_free_bytes) {
+	    sat_mul((uint64_t)vfs.f_bavail, vfs.f_frsize) < sat_add(need, l3->opts.min_free_bytes)) {
 		ADD(write_refusals, 1);
 		return -ENOSPC;
 	}
 	uint64_t budget = l3->opts.budget_bytes;
-	if (budget && !l3->shared && atomic_load_explicit(&l3->st->bytes, RELAXED) + need > budget) {
+	if (budget && !l3->shared && sat_add(atomic_load_explicit(&l3->st->bytes, RELAXED), need) > budget) {
 		uint64_t target = budget / 100 * L3_LOW_WATER_PCT;
 		int rc = sc_l3_evict_to(l3, target > need ? target - need : 0);
 		if (rc < 0)

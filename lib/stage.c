@@ -135,6 +135,7 @@ int sc_stage_open(struct sc_arena *arena, const char *model, const char *state, 
 		return -ENOMEM;
 	memset(st, 0, sizeof(*st));
 	st->arena = arena;
+	st->last_refusal = -1;
 	st->model_len = ml;
 	st->state_len = sl;
 	if ((rc = l2_stage_base(st, arena->shm->hv.key_secret, model, state))) {

@@ -605,6 +605,9 @@ enum sc_l2_refusal {
 /** sc_l2_refusal_name - "digest", "invalid", "too_large", "over_budget", "leased", "no_room",
  * "scan_limit", "other"; "?" for anything else. */
 const char *sc_l2_refusal_name(int reason);
+/** sc_l2_last_refusal - why the last sc_l2_admit, sc_l2_reserve or sc_l2_publish through @stage
+ * did not publish (enum sc_l2_refusal), or -1 when it did (or none was made, or NULL). */
+int sc_l2_last_refusal(const struct sc_stage *stage);
 
 /** sc_l2_footprint - the bytes an entry of @bytes wire bytes (with a KV descriptor when
  * @has_kv_desc) for a prefix of @token_count tokens is charged against the L2 budget of @arena
@@ -625,9 +628,10 @@ uint64_t sc_l2_footprint(const struct sc_arena *arena, uint64_t bytes, int has_k
  * Then makes room (never evicting a leased entry or the entry being replaced): eviction is S3-FIFO
  * (a small probationary FIFO, a main FIFO, a ghost of recently evicted keys; see docs/DESIGN.md,
  * "L2 under memory pressure"); when the heap is fragmented it evicts the neighbours of the next
- * victim by address until one contiguous block fits. An entry of at most 1/8 of the budget is
- * always published while the heap holds a run of unleased entries and free space long enough for
- * it. When room cannot be made: -ENOSPC (LEASED, NO_ROOM or SCAN_LIMIT); what was evicted on the
+ * victim by address until one contiguous block fits. An entry up to the whole budget is
+ * published whenever the heap holds a run of unleased entries and free space long enough for it.
+ * When room cannot be made: -ENOSPC (LEASED, NO_ROOM or SCAN_LIMIT: sc_l2_last_refusal says
+ * which); what was evicted on the
  * way stays evicted. An existing entry of the key is replaced atomically (readers see the old
  * entry or the new one). Also -EBADMSG (corrupted index), -ENOTRECOVERABLE (fsck declared the
  * arena unrepairable; not counted).

@@ -690,6 +690,7 @@ int shm_heap_scan(struct shm_arena *a, uint64_t from, uint64_t max_blocks,
 	if (payload_rel(&c, from, &rel) == 0 && blk_start(&c, rel, &u, &s) == 0)
 		first = rel;
 	uint64_t p = first, n = 0;
+	int laps = 0;
 	rc = 0;
 	while (n < max_blocks) {
 		if (blk_get(&c, p, &u, &s)) {
@@ -703,7 +704,7 @@ int shm_heap_scan(struct shm_arena *a, uint64_t from, uint64_t max_blocks,
 		p += u * UNIT;
 		if (p >= c.end)
 			p = c.start;
-		if (p == first)
+		if (p == first && ++laps == 2)
 			break;
 	}
 	heap_unlock(&c);

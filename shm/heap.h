@@ -76,10 +76,12 @@ int shm_heap_stats(struct shm_arena *a, struct shm_heap_stats *st);
 int shm_heap_walk(struct shm_arena *a,
 		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx);
 /* Visit at most @max_blocks blocks in address order, starting at the block whose first usable
- * byte is @from (the heap's first block when @from is not a block start) and wrapping once at
- * the end (the callback sees the jump: a block is contiguous with the previous one when its
- * @off equals the previous @off + @bytes + SHM_HEAP_BLOCK_HDR). Same callback contract as
- * shm_heap_walk, without the walk's counter checks. Returns the blocks visited or -errno. */
+ * byte is @from (the heap's first block when @from is not a block start), wrapping at the end
+ * (the callback sees the jump: a block is contiguous with the previous one when its @off equals
+ * the previous @off + @bytes + SHM_HEAP_BLOCK_HDR) and going on past @from for at most a second
+ * lap, so that a run that starts before @from can be followed to its end: the callback stops the
+ * scan (returns non-zero) when it has seen enough. Same callback contract as shm_heap_walk,
+ * without the walk's counter checks. Returns the blocks visited or -errno. */
 int shm_heap_scan(struct shm_arena *a, uint64_t from, uint64_t max_blocks,
 		  int (*cb)(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx), void *ctx);
 /* (walk: @bytes is the usable size, @tag 0 for free blocks, @cb may be NULL to only check; the

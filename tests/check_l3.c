@@ -225,6 +225,14 @@ START_TEST(put_is_idempotent_and_refusals_counted)
 	ck_assert_int_eq(st.write_refusals, 2);
 	ck_assert_int_eq(st.objects, 1);
 	sc_l3_close(l3);
+	/* the largest minimum refuses every put (it used to wrap around and accept them all) */
+	o = (struct sc_l3_opts){ .min_free_bytes = UINT64_MAX };
+	l3 = open_l3(&o);
+	ck_assert_int_eq(put_full(l3, "n", 14, 1000, 4, NULL), -ENOSPC);
+	ck_assert_int_eq(put_full(l3, "n", 15, 1, 5, NULL), -ENOSPC);
+	sc_l3_stats(l3, &st);
+	ck_assert_int_eq(st.objects, 1);
+	sc_l3_close(l3);
 	/* bad options */
 	struct sc_l3 *x;
 	o = (struct sc_l3_opts){ .flags = 0x100 };

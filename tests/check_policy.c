@@ -316,6 +316,38 @@ START_TEST(fragmented_heap_publishes_an_eighth_of_the_budget)
 }
 END_TEST
 
+/* Any admission up to the budget publishes when unleased entries can make the room, wherever the
+ * policy's next victim sits (the search by address follows a run across its starting block). An
+ * 18 MiB heap of eight 2 MB unleased entries takes a 12 MB entry, then one of the whole budget. */
+START_TEST(regression_admission_up_to_the_budget_publishes)
+{
+	struct fx f;
+	fx_open_size(&f, 24ull << 20);
+	struct sc_arena_info info;
+	ck_assert_int_eq(sc_arena_info(f.a, &info), 0);
+	for (uint32_t k = 0; k < 8; k++)
+		ck_assert_int_eq(put(f.st, k, 2000000), 0);
+	ck_assert_int_eq(put(f.st, 100, 12000000), 0);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), -1);
+	ck_assert(has(f.st, 100));
+	uint64_t most = info.heap_bytes - (info.heap_bytes >> 6); /* the budget less the headers */
+	ck_assert_int_eq(put(f.st, 101, most), 0);
+	ck_assert(has(f.st, 101));
+	/* a lease in the middle of the heap: the room is not there, and the refusal says why */
+	for (uint32_t k = 200; k < 208; k++)
+		ck_assert_int_eq(put(f.st, k, 2000000), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(get(f.st, 204, &l), 0);
+	ck_assert_int_eq(put(f.st, 300, 12000000), -ENOSPC);
+	int why = sc_l2_last_refusal(f.st);
+	ck_assert_msg(why == SC_L2_REFUSE_NO_ROOM || why == SC_L2_REFUSE_LEASED, "refused: %s", sc_l2_refusal_name(why));
+	sc_lease_release(&l);
+	ck_assert_int_eq(put(f.st, 300, 12000000), 0);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), -1);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(leases_that_split_the_heap_refuse_with_no_room)
 {
 	struct fx f;
@@ -884,6 +916,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, a_scan_does_not_flush_the_hot_set);
 	tcase_add_test(tc, fragmented_heap_publishes_an_eighth_of_the_budget);
 	tcase_add_test(tc, leases_that_split_the_heap_refuse_with_no_room);
+	tcase_add_test(tc, regression_admission_up_to_the_budget_publishes);
 	tcase_add_test(tc, every_refusal_reason_is_produced_and_counted);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));

@@ -43,9 +43,14 @@ static int admit_error(int rc, const struct l2cli_args *x, const struct l2cli_pa
 		return cli_fail("put", 0, "refused: %s of payload and %zu token ids (%s) are more than the L2 budget of "
 				"arena '%s' can ever hold", cli_human(bytes, hb, sizeof(hb)), x->n,
 				cli_human((uint64_t)x->n * 4, tb, sizeof(tb)), x->name);
-	if (rc == -ENOSPC)
-		return cli_fail("put", 0, "refused: no room could be made in arena '%s' (every entry is leased, or the heap "
-				"is fragmented)", x->name);
+	if (rc == -ENOSPC) {
+		int r = sc_l2_last_refusal(x->st);
+		const char *what = r == SC_L2_REFUSE_LEASED ? "the entries that could make room are leased, or the room is held by fills in flight"
+				   : r == SC_L2_REFUSE_NO_ROOM ? "enough bytes, but leased entries or fills in flight split the heap: no contiguous room"
+				   : r == SC_L2_REFUSE_SCAN_LIMIT ? "the bounded eviction scan ended before it found room (try again)"
+								  : "room could not be made";
+		return cli_fail("put", 0, "refused (%s): no room in arena '%s': %s", sc_l2_refusal_name(r), x->name, what);
+	}
 	return cli_l2_error("put", rc, x->name, "admission failed");
 }
 
