@@ -1,5 +1,6 @@
 /* lib/arena.c — the public arena API over shm/arena.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,17 @@ void sc_arena_close(struct sc_arena *a)
 	sc_ring_consumer_close(a); /* gives the consumer role up if this handle holds it */
 	shm_arena_close(a->shm);
 	free(a);
+}
+
+int sc_arena_fd(struct sc_arena *a)
+{
+	if (!a)
+		return -EINVAL;
+	if (a->shm->forked)
+		return -ECHILD;
+	/* the description the handle mapped: never the file a path names now (it may be another) */
+	int fd = fcntl(a->shm->fd, F_DUPFD_CLOEXEC, 0);
+	return fd < 0 ? -errno : fd;
 }
 
 int sc_arena_destroy(const char *dir, const char *name)

@@ -220,6 +220,14 @@ int sc_arena_file_stat(const char *dir, const char *name, struct sc_arena_file *
 
 /** sc_arena_close - detach (releases this process's reader slot) and free the handle. NULL is a no-op. */
 void sc_arena_close(struct sc_arena *arena);
+/**
+ * sc_arena_fd - a new descriptor (O_CLOEXEC) of the very file @arena maps, for a binding that maps
+ * read-only views of it (offsets from sc_arena_extents). Never a path lookup: after a destroy and
+ * a create under the same name, or a file planted under the name, it still names what the handle
+ * attached to. The caller closes it. Returns it (>= 0), -EINVAL, -ECHILD (a forked child's copy
+ * of the handle), or -errno (EMFILE).
+ */
+int sc_arena_fd(struct sc_arena *arena);
 
 /**
  * sc_arena_destroy - remove the named arena's file (from @dir, or the known directories when

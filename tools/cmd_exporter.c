@@ -296,6 +296,7 @@ static const struct family families[] = {
 	L3F("segments", G, segments, "segment files"),
 	L3F("fills_kept", C, fills_kept, "fills that read an object file kept open"),
 	L3F("fill_bytes_from_l2", C, fill_bytes_from_l2, "segment bytes of fills copied from L2, not read"),
+	L3F("identity_mismatches", C, identity_mismatches, "fills refused: the object was put by another model or state identity"),
 };
 
 _Static_assert(offsetof(struct sc_l3_index_stats, key_collisions_l3) ==

@@ -225,7 +225,7 @@ static int do_stats(struct sc_l3 *l3, int json)
 		       "\"puts\":%llu,\"put_dedup\":%llu,\"fills_kept\":%llu,\"dio_mem_align\":%u,\"dio_offset_align\":%u,\"shared\":%s,"
 		       "\"host\":\"%s\",\"janitor_epoch\":%llu,\"janitor_pass_ns\":%llu,\"janitor_evictions\":%llu,"
 		       "\"janitor_host\":\"%s\",\"logical_bytes\":%llu,\"physical_bytes\":%llu,\"saved_bytes\":%llu,"
-		       "\"segments\":%llu,\"segment_bytes\":%llu,\"fill_bytes_from_l2\":%llu}\n",
+		       "\"segments\":%llu,\"segment_bytes\":%llu,\"fill_bytes_from_l2\":%llu,\"identity_mismatches\":%llu}\n",
 		       (unsigned long long)s.objects, (unsigned long long)s.bytes, (unsigned long long)s.fills,
 		       (unsigned long long)s.fill_bytes, (unsigned long long)s.fill_ns, (unsigned long long)s.verify_failures,
 		       (unsigned long long)s.quarantined, (unsigned long long)s.evictions,
@@ -235,7 +235,7 @@ static int do_stats(struct sc_l3 *l3, int json)
 		       (unsigned long long)js.evictions, js.janitor_host, (unsigned long long)s.logical_bytes,
 		       (unsigned long long)s.physical_bytes, (unsigned long long)s.saved_bytes,
 		       (unsigned long long)s.segments, (unsigned long long)s.segment_bytes,
-		       (unsigned long long)s.fill_bytes_from_l2);
+		       (unsigned long long)s.fill_bytes_from_l2, (unsigned long long)s.identity_mismatches);
 	} else {
 		char h[32];
 		printf("objects          %llu\n", (unsigned long long)s.objects);
@@ -253,6 +253,8 @@ static int do_stats(struct sc_l3 *l3, int json)
 		printf("verify_failures  %llu\nquarantined      %llu\nevictions        %llu\nwrite_refusals   %llu\n",
 		       (unsigned long long)s.verify_failures, (unsigned long long)s.quarantined,
 		       (unsigned long long)s.evictions, (unsigned long long)s.write_refusals);
+		printf("identity_mismatches %llu (fills refused: another model's or state's object)\n",
+		       (unsigned long long)s.identity_mismatches);
 		printf("puts             %llu (+%llu already present)\n", (unsigned long long)s.puts,
 		       (unsigned long long)s.put_dedup);
 		if (s.dio_mem_align)

@@ -193,7 +193,7 @@ static void json_l3(const char *dir, const struct sc_l3_stats *l)
 	       "\"verify_failures\":%llu,\"quarantined\":%llu,\"evictions\":%llu,\"write_refusals\":%llu,"
 	       "\"puts\":%llu,\"put_dedup\":%llu,\"budget_bytes\":%llu,\"logical_bytes\":%llu,"
 	       "\"physical_bytes\":%llu,\"saved_bytes\":%llu,\"segments\":%llu,\"fills_kept\":%llu,"
-	       "\"fill_bytes_from_l2\":%llu}",
+	       "\"fill_bytes_from_l2\":%llu,\"identity_mismatches\":%llu}",
 	       (unsigned long long)l->objects, (unsigned long long)l->bytes, (unsigned long long)l->fills,
 	       (unsigned long long)l->fill_bytes, (unsigned long long)l->fill_ns, (unsigned long long)l->verify_failures,
 	       (unsigned long long)l->quarantined, (unsigned long long)l->evictions,
@@ -201,7 +201,7 @@ static void json_l3(const char *dir, const struct sc_l3_stats *l)
 	       (unsigned long long)l->budget_bytes, (unsigned long long)l->logical_bytes,
 	       (unsigned long long)l->physical_bytes, (unsigned long long)l->saved_bytes,
 	       (unsigned long long)l->segments, (unsigned long long)l->fills_kept,
-	       (unsigned long long)l->fill_bytes_from_l2);
+	       (unsigned long long)l->fill_bytes_from_l2, (unsigned long long)l->identity_mismatches);
 }
 
 
@@ -285,14 +285,14 @@ static void text_l3(const char *dir, const struct sc_l3_stats *l)
 	printf("L3 %s\n  objects %llu, bytes %llu, fills %llu (%llu bytes, %llu ns), verify failures %llu, "
 	       "quarantined %llu, evictions %llu, write refusals %llu, puts %llu (+%llu already present)\n"
 	       "  bytes logical %llu, physical %llu, saved %llu (segments %llu); fills from files kept open %llu, "
-	       "segment bytes copied from L2 %llu\n",
+	       "segment bytes copied from L2 %llu; refused as another identity's %llu\n",
 	       dir, (unsigned long long)l->objects, (unsigned long long)l->bytes, (unsigned long long)l->fills,
 	       (unsigned long long)l->fill_bytes, (unsigned long long)l->fill_ns, (unsigned long long)l->verify_failures,
 	       (unsigned long long)l->quarantined, (unsigned long long)l->evictions,
 	       (unsigned long long)l->write_refusals, (unsigned long long)l->puts, (unsigned long long)l->put_dedup,
 	       (unsigned long long)l->logical_bytes, (unsigned long long)l->physical_bytes,
 	       (unsigned long long)l->saved_bytes, (unsigned long long)l->segments, (unsigned long long)l->fills_kept,
-	       (unsigned long long)l->fill_bytes_from_l2);
+	       (unsigned long long)l->fill_bytes_from_l2, (unsigned long long)l->identity_mismatches);
 }
 
 /* The sections of the output in one format; the same order in both. */

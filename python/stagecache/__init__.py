@@ -615,8 +615,11 @@ class Arena(_Closable):
         raise Error(-_errno.EFAULT, "a section outside the arena's extents")
 
     def _fd(self):
+        # the file the library mapped (sc_arena_fd), never a path: the name may name another file
+        # by now (destroyed and created again, or planted by another user)
         if self._file is None:
-            self._file = os.open(self.info()["path"], os.O_RDONLY | os.O_CLOEXEC)
+            with self._lock:
+                self._file = _check(lib.sc_arena_fd(self._handle()), "sc_arena_fd")
         return self._file
 
     # -- stages --

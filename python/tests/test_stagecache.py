@@ -243,6 +243,39 @@ class TestLeases(ArenaCase):
         self.assertTrue(ex.base <= lease._c.sec[0] < ex.base + ex.bytes)
         lease.release()
 
+    def test_a_view_maps_the_attached_file_never_the_name(self):
+        # the lease was taken from this handle: its view shows this arena's bytes, even after the
+        # name was destroyed and created again, or another file was planted under it (a FIFO
+        # would hang a view that opened the path)
+        data = payload(20000, seed=3)
+        self.stage.admit("t", [9], data)
+        path = self.arena.info()["path"]
+        sc.Arena.destroy(self.name)
+        other = sc.Arena.create(self.name, self.size, huge=self.huge)
+        ostage = other.stage("llama-test", "kv-fp16")
+        ostage.admit("t", [9], payload(20000, seed=4))
+        with self.stage.get("t", [9]) as lease:
+            self.assertEqual(bytes(lease.view(0)), data)
+            self.assertEqual(sc.digest(lease.view(0)), lease.digest)
+        ostage.close()
+        other.close()
+        sc.Arena.destroy(self.name)
+        os.mkfifo(path, 0o600)
+        try:
+            done = []
+
+            def look():
+                with self.stage.get("t", [9]) as lease:
+                    done.append(bytes(lease.view(0)) == data)
+            t = threading.Thread(target=look, daemon=True)
+            t.start()
+            t.join(10)  # a view that opened the planted FIFO would block here forever
+            self.assertEqual(done, [True])
+        finally:
+            os.unlink(path)
+        # tearDown destroys the name again: make one to destroy
+        sc.Arena.create(self.name, self.size, huge=self.huge).close()
+
     @unittest.skipIf(np is None, "numpy is not installed")
     def test_numpy_arrays_over_a_lease(self):
         arr = np.arange(4096, dtype=np.float16)
