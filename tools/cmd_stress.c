@@ -13,6 +13,15 @@
  * A token counts as committed once sc_batcher_commit/finish returned with it emitted; it must then
  * reach the verifier even if its producer dies the next instant.
  *
+ * Kinds of work, each a weighted op that the killer can catch anywhere: L2 gets (every hit's bytes
+ * checked against its digest: a change after admission is a late write), admits, removes,
+ * invalidations, restores of L3 documents (every byte checked against the digest of the version
+ * served; a version older than the last put that returned before the restore began is stale),
+ * re-puts of a document's prefix with new bytes (by the document's owner slot only, so versions are
+ * ordered), restores into a stage of another model identity (never served), cold O_DIRECT fills
+ * of a full queue into L2 reservations, and decodes through the commit rings. --segment-bytes
+ * makes both the arena (when created here) and the L3 store segmented.
+ *
  * Deployments: --pidns puts every other worker in a pid namespace of its own (unshare, then fork:
  * the worker is pid 1 there; the killer kills it by its pid here), --users runs workers under two
  * uids sharing one group (a group-mode arena and L3 directory). Each incarnation records its owner
@@ -88,9 +97,13 @@ static void exec_test_build(char **argv)
 #define USERS_GID 65534u
 #define HELD_GRACE_NS 2000000000ull /* what the dead hold must be released within this */
 
-enum op { OP_GET, OP_ADMIT, OP_REMOVE, OP_INVALIDATE, OP_L3, OP_DECODE, OP_COUNT };
-static const char *op_names[OP_COUNT] = { "get", "admit", "remove", "invalidate", "l3_restore", "decode" };
-static const unsigned op_weight[OP_COUNT] = { 50, 16, 5, 3, 8, 18 };
+enum op { OP_GET, OP_ADMIT, OP_REMOVE, OP_INVALIDATE, OP_L3, OP_DECODE, OP_REPUT, OP_OTHER_ID, OP_FILLQ, OP_COUNT };
+static const char *op_names[OP_COUNT] = { "get", "admit", "remove", "invalidate", "l3_restore", "decode",
+					  "reput", "other_identity", "fill_queue" };
+static const unsigned op_weight[OP_COUNT] = { 50, 16, 5, 3, 8, 18, 3, 2, 3 };
+#define FILLQ 16       /* fills in flight in a fill_queue op */
+#define VERSIONS 8     /* digests of a document's latest versions kept for checking restores */
+#define OTHER_MODEL "stress-other-model"
 
 struct incarnation {
 	/* written by the worker */
@@ -111,13 +124,27 @@ struct worker_slot {
 	_Atomic uint64_t ops[OP_COUNT];
 	_Atomic uint64_t hits, misses, admits_ok, admits_refused, restores_l2, restores_l3;
 	_Atomic uint64_t digest_mismatches, errors;
+	_Atomic uint64_t late_writes;      /* L2 hits whose bytes are not their entry's digest */
+	_Atomic uint64_t stale_served;     /* restores of a version older than one put before them */
 	_Atomic int32_t last_error;
 	_Atomic int32_t armed;             /* a fault point is armed in this incarnation */
 	uint8_t pad[64];
 };
 
+/* The versions of one L3 document: only its owner slot (id % procs) puts it, so versions are
+ * ordered; version v's payload is the document's with v stamped into its recurrent section. */
+struct doc_versions {
+	_Atomic uint64_t done;             /* the last version whose put returned */
+	_Atomic uint64_t next;             /* the next version to put */
+	struct {
+		_Atomic uint64_t v;        /* version + 1 once lo, hi are written (0: being written) */
+		_Atomic uint64_t lo, hi;
+	} d[VERSIONS];
+};
+
 struct shared {
 	_Atomic int stop_workers, stop_verifier;
+	struct doc_versions ver[L3_DOCS];
 	struct worker_slot w[MAX_PROCS];
 	_Atomic uint64_t torn_records, verify_commits, verify_tokens, stale_records;
 	_Atomic int verifier_error;
@@ -130,7 +157,7 @@ struct shared {
 struct stress_opts {
 	const char *name, *l3dir;
 	uint32_t procs, seconds, kill_every_ms;
-	uint64_t seed, size, max_payload;
+	uint64_t seed, size, max_payload, segment_bytes;
 	int json, keep, pidns, users;
 };
 
@@ -138,27 +165,33 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stagecache stress NAME [--procs N] [--seconds S] [--kill-every MS] [--seed X]\n"
-		"                         [--l3 DIR] [--size SIZE] [--max-payload SIZE] [--pidns] [--users]\n"
-		"                         [--keep] [--json]\n\n"
+		"                         [--l3 DIR] [--size SIZE] [--max-payload SIZE] [--segment-bytes SIZE]\n"
+		"                         [--pidns] [--users] [--keep] [--json]\n\n"
 		"Run N worker processes on arena NAME (created if missing) and an L3 directory: Zipf lookups,\n"
 		"admits and replacements of 1 KiB to --max-payload payloads, removals, digest invalidations,\n"
-		"L3 puts and restores with promotion, and commit streams through the batcher. Every\n"
-		"--kill-every ms a random worker gets SIGKILL (workers also arm the library's fault points)\n"
-		"and is respawned. A verifier checks every hit's digest and every commit.\n\n"
+		"L3 puts, re-puts of changed bytes and restores with promotion, restores into a stage of\n"
+		"another model (never served), cold O_DIRECT fills of a full queue into L2 reservations, and\n"
+		"commit streams through the batcher. Every --kill-every ms a random worker gets SIGKILL\n"
+		"(workers also arm the library's fault points) and is respawned. Every L2 hit is checked\n"
+		"against its digest, every restore against its version's, every commit by a verifier.\n\n"
 		"  --procs N          workers (default 4)        --seconds S     duration (default 30)\n"
 		"  --kill-every MS    0 disables kills (default 0)\n"
 		"  --seed X           workload seed (default: time)\n"
 		"  --l3 DIR           L3 directory (default a fresh one under /var/tmp, removed after)\n"
 		"  --size SIZE        arena size when creating (default 512M)\n"
 		"  --max-payload SIZE largest payload (default 16M)\n"
+		"  --segment-bytes SIZE  segments of this size in the arena (when created here) and the L3\n"
+		"                     store (default: none)\n"
 		"  --pidns            every other worker in a pid namespace of its own (root)\n"
 		"  --users            workers under two uids (65534, 65533) of one group (65534) sharing a\n"
 		"                     group-mode arena and L3 directory (root; the arena is created 0660)\n"
 		"  --keep             keep the arena (and the L3 directory) afterwards\n"
 		"  --json             print the summary as one JSON object\n"
-		"Exit status 1 if digest_mismatches, lost_commits, torn_records, leaked_bytes, deadlocks or\n"
-		"held_by_dead_bytes (bytes still held by a process 2 s after it died, before any repair)\n"
-		"is not 0, or the closing fsck finds a problem.\n");
+		"Exit status 1 if digest_mismatches, late_writes (L2 bytes changed after admission),\n"
+		"stale_served (a restore older than a put that returned before it), lost_commits,\n"
+		"torn_records, leaked_bytes, deadlocks or held_by_dead_bytes (bytes still held by a process\n"
+		"2 s after it died, before any repair) is not 0, the closing fsck finds a problem, or the\n"
+		"repaired arena does not take an admission.\n");
 }
 
 static int parse(int argc, char **argv, struct stress_opts *o)
@@ -170,6 +203,7 @@ static int parse(int argc, char **argv, struct stress_opts *o)
 		{ "max-payload", CLI_SIZE, &o->max_payload, 2048, 64u << 20, " (2K-64M)" },
 		{ "pidns", CLI_FLAG, &o->pidns },
 		{ "users", CLI_FLAG, &o->users },
+		{ "segment-bytes", CLI_SIZE, &o->segment_bytes, SC_SEGMENT_MIN, SC_SEGMENT_MAX, " (64K-1G, a power of two)" },
 		{ 0 },
 	};
 	int rc = cli_parse_opts("stress", argc, argv, opts, usage);
@@ -282,8 +316,8 @@ struct worker {
 	uint32_t inc;
 	const struct stress_opts *o;
 	struct sc_arena *a;
-	struct sc_stage *st;
-	struct sc_l3 *l3;
+	struct sc_stage *st, *other; /* other: another model's stage (never served this model's state) */
+	struct sc_l3 *l3, *dl3;      /* dl3: O_DIRECT always, for the fill queue */
 	struct sc_ring *ring;
 	struct wl_zipf zipf;
 	uint64_t rng;
@@ -339,9 +373,13 @@ static void op_get(struct worker *w)
 	atomic_fetch_add(&w->ws->hits, 1);
 	const uint64_t *q = l.sec[0];
 	struct sc_digest d = sc_digest_sections(l.sec[0], l.sec_len[0], l.sec[1], l.sec_len[1]);
-	if (!sc_digest_equal(d, l.digest) || l.sec_len[0] < 24 || q[0] != HDR_MAGIC || q[1] != key) {
+	if (!sc_digest_equal(d, l.digest)) {
+		/* published entries are immutable: these bytes changed after the admission */
+		atomic_fetch_add(&w->ws->late_writes, 1);
+		problem(w->sh, "L2 hit on key %u: its bytes are not its entry's digest (written after admission)", key);
+	} else if (l.sec_len[0] < 24 || q[0] != HDR_MAGIC || q[1] != key) {
 		atomic_fetch_add(&w->ws->digest_mismatches, 1);
-		problem(w->sh, "L2 hit on key %u: bytes do not match the entry's digest or key", key);
+		problem(w->sh, "L2 hit on key %u: another key's entry", key);
 	}
 	sc_lease_release(&l);
 }
@@ -392,26 +430,89 @@ static void op_invalidate(struct worker *w)
 		note_error(w, rc);
 }
 
+/* ---- L3 documents and their versions ---- */
+
+/* Version @v of @doc's payload (allocated in @p): the document's, with v stamped into the first 8
+ * bytes of its recurrent section. Its digest is recorded in the document's version table before
+ * it is put (the owner does that). */
+static int doc_payload(struct wl_doc *doc, uint64_t v, struct wl_payload *p)
+{
+	struct wl_geometry g;
+	wl_geometry_default(&g);
+	struct wl_doc copy = *doc;
+	int rc = wl_payload_build(&g, &copy, p);
+	if (rc)
+		return rc;
+	uint8_t *rec = (uint8_t *)p->p.sec[1];
+	if (p->p.sec_len[1] < 8) {
+		wl_payload_free(p);
+		return -EINVAL;
+	}
+	memcpy(rec, &v, 8);
+	return 0;
+}
+
+static uint64_t version_of(const struct sc_restore *r)
+{
+	uint64_t v = UINT64_MAX;
+	if (r->sec_len[1] >= 8)
+		memcpy(&v, r->sec[1], 8);
+	return v;
+}
+
+/* Is the digest of the bytes served for version @v the one its owner recorded? */
+static int version_digest_ok(struct doc_versions *dv, uint64_t v, struct sc_digest d)
+{
+	for (int i = 0; i < VERSIONS; i++) {
+		uint64_t tag = atomic_load(&dv->d[i].v);
+		if (tag != v + 1)
+			continue;
+		struct sc_digest want = { atomic_load(&dv->d[i].lo), atomic_load(&dv->d[i].hi) };
+		return atomic_load(&dv->d[i].v) == tag && sc_digest_equal(want, d);
+	}
+	return 0; /* overwritten by VERSIONS later puts: too old to be served anyway */
+}
+
+static int doc_owner(const struct worker *w, const struct wl_doc *doc)
+{
+	return doc->id % w->o->procs == (uint32_t)(w->ws - w->sh->w);
+}
+
+/* The owner puts version @v of @doc (recording its digest first). */
+static void doc_put(struct worker *w, struct wl_doc *doc, uint64_t v, const int32_t *tokens)
+{
+	struct doc_versions *dv = &w->sh->ver[doc->id];
+	struct wl_payload p;
+	if (doc_payload(doc, v, &p))
+		return;
+	struct sc_digest d = sc_digest_sections(p.p.sec[0], p.p.sec_len[0], p.p.sec[1], p.p.sec_len[1]);
+	int i = (int)(v % VERSIONS);
+	atomic_store(&dv->d[i].v, 0);
+	atomic_store(&dv->d[i].lo, d.lo);
+	atomic_store(&dv->d[i].hi, d.hi);
+	atomic_store(&dv->d[i].v, v + 1);
+	struct sc_l3_put_args args = { .model_identity = MODEL, .state_identity = STATE, .ns = NS,
+				       .tokens = tokens, .token_count = doc->token_count, .payload = &p.p };
+	int rc = sc_l3_put(w->l3, &args, NULL);
+	if (rc == 0 && v > atomic_load(&dv->done))
+		atomic_store(&dv->done, v);
+	else if (rc && rc != -ENOSPC && rc != -E2BIG)
+		note_error(w, rc);
+	wl_payload_free(&p);
+}
+
 static void op_l3(struct worker *w)
 {
 	struct wl_doc *doc = &w->sh->l3docs[wl_rand(&w->rng) % L3_DOCS];
+	struct doc_versions *dv = &w->sh->ver[doc->id];
 	uint32_t n = wl_prompt(doc, wl_rand(&w->rng), 4, w->l3tokens);
+	uint64_t before = atomic_load(&dv->done); /* a put that returned before we start */
 	struct sc_restore r;
 	int rc = sc_restore(w->st, w->l3, NS, w->l3tokens, n, SC_RESTORE_WAIT, &r);
 	if (rc == -ENOENT || rc == 0) {
-		/* not stored yet (or removed by the budget): put it */
-		struct wl_geometry g;
-		wl_geometry_default(&g);
-		struct wl_payload p;
-		struct wl_doc copy = *doc;
-		if (wl_payload_build(&g, &copy, &p) == 0) {
-			struct sc_l3_put_args args = { .model_identity = MODEL, .state_identity = STATE, .ns = NS,
-						       .tokens = w->l3tokens, .token_count = doc->token_count, .payload = &p.p };
-			rc = sc_l3_put(w->l3, &args, NULL);
-			if (rc && rc != -ENOSPC && rc != -E2BIG)
-				note_error(w, rc);
-			wl_payload_free(&p);
-		}
+		/* not stored yet (or removed by the budget): its owner puts the current version */
+		if (doc_owner(w, doc))
+			doc_put(w, doc, atomic_load(&dv->done), w->l3tokens);
 		return;
 	}
 	if (rc < 0) {
@@ -419,13 +520,94 @@ static void op_l3(struct worker *w)
 			note_error(w, rc);
 		return;
 	}
-	if ((uint32_t)rc != doc->token_count ||
-	    !sc_digest_equal(sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]), doc->digest)) {
+	uint64_t v = version_of(&r);
+	struct sc_digest d = sc_digest_sections(r.sec[0], r.sec_len[0], r.sec[1], r.sec_len[1]);
+	if ((uint32_t)rc != doc->token_count || v == UINT64_MAX || !version_digest_ok(dv, v, d)) {
 		atomic_fetch_add(&w->ws->digest_mismatches, 1);
-		problem(w->sh, "restore of L3 document %u served the wrong bytes (source %d)", doc->id, r.source);
+		problem(w->sh, "restore of L3 document %u served the wrong bytes (version %llu, source %d)", doc->id,
+			(unsigned long long)v, r.source);
+	} else if (v < before) {
+		atomic_fetch_add(&w->ws->stale_served, 1);
+		problem(w->sh, "restore of L3 document %u served version %llu after version %llu was put (source %d)",
+			doc->id, (unsigned long long)v, (unsigned long long)before, r.source);
 	}
 	atomic_fetch_add(r.source == SC_RESTORE_FROM_L2 ? &w->ws->restores_l2 : &w->ws->restores_l3, 1);
 	sc_restore_release(&r);
+}
+
+/* New bytes for a document's prefix (its owner only): the next restore anywhere serves them. */
+static void op_reput(struct worker *w)
+{
+	struct wl_doc *doc = &w->sh->l3docs[wl_rand(&w->rng) % L3_DOCS];
+	if (!doc_owner(w, doc))
+		return;
+	struct doc_versions *dv = &w->sh->ver[doc->id];
+	uint32_t n = wl_prompt(doc, 0, 0, w->l3tokens);
+	doc_put(w, doc, atomic_fetch_add(&dv->next, 1) + 1, w->l3tokens);
+	(void)n;
+}
+
+/* A stage of another model asks for this model's prefixes: never served (same namespace, tokens). */
+static void op_other_identity(struct worker *w)
+{
+	struct wl_doc *doc = &w->sh->l3docs[wl_rand(&w->rng) % L3_DOCS];
+	uint32_t n = wl_prompt(doc, wl_rand(&w->rng), 4, w->l3tokens);
+	struct sc_restore r;
+	int rc = sc_restore(w->other, w->l3, NS, w->l3tokens, n, SC_RESTORE_WAIT, &r);
+	if (rc > 0) {
+		atomic_fetch_add(&w->ws->digest_mismatches, 1);
+		problem(w->sh, "a stage of model %s restored L3 document %u of model %s", OTHER_MODEL, doc->id, MODEL);
+		sc_restore_release(&r);
+	} else if (rc < 0 && rc != -ENOENT && rc != -EBUSY) {
+		note_error(w, rc);
+	}
+}
+
+/* A full queue of cold O_DIRECT fills into L2 reservations: killed at any moment, its reads land
+ * after its death, and nothing of the arena may be reused before they did. */
+static void op_fill_queue(struct worker *w)
+{
+	struct sc_l2_resv resv[FILLQ];
+	struct sc_location loc[FILLQ];
+	struct sc_l3_fill_req req[FILLQ], *pr[FILLQ];
+	unsigned n = 0;
+	for (unsigned i = 0; i < FILLQ; i++) {
+		struct wl_doc *doc = &w->sh->l3docs[wl_rand(&w->rng) % L3_DOCS];
+		uint32_t t = wl_prompt(doc, 0, 0, w->l3tokens);
+		if (sc_l3_locate_longest(w->dl3, NS, w->l3tokens, t, &loc[n]) <= 0)
+			continue;
+		uint64_t room = (loc[n].payload_bytes + 4095) & ~4095ull;
+		if (sc_l2_reserve(w->st, room, &resv[n]))
+			break;
+		req[n] = (struct sc_l3_fill_req){ .loc = &loc[n], .dst = resv[n].ptr, .dst_bytes = resv[n].bytes,
+						  .identity = sc_stage_identity(w->st) };
+		pr[n] = &req[n];
+		n++;
+	}
+	int k = n ? sc_l3_fill_submit(w->dl3, pr, n) : 0;
+	for (int got = 0; got < k;) {
+		struct sc_l3_fill_req *done[FILLQ];
+		int r = sc_l3_fill_reap(w->dl3, done, FILLQ, -1);
+		if (r < 0) {
+			note_error(w, r);
+			break;
+		}
+		got += r;
+	}
+	for (int i = 0; i < k; i++) {
+		/* a fill verified the bytes it read; they must still be its object's */
+		if (req[i].result == 0 &&
+		    !sc_digest_equal(sc_digest(req[i].dst, loc[i].payload_bytes), loc[i].digest)) {
+			atomic_fetch_add(&w->ws->late_writes, 1);
+			problem(w->sh, "a filled reservation changed after its fill was verified");
+		} else if (req[i].result && req[i].result != -ENOENT) {
+			note_error(w, req[i].result);
+		}
+	}
+	if (k < 0)
+		note_error(w, k);
+	for (unsigned i = 0; i < n; i++)
+		sc_l2_reserve_release(&resv[i]);
 }
 
 static void op_decode(struct worker *w)
@@ -461,8 +643,12 @@ static int worker_main(struct shared *sh, uint32_t slot, uint32_t inc, const str
 				 .file_mode = o->users ? 0660 : 0 };
 	if ((rc = sc_arena_open(o->name, &w.a)) == 0)
 		atomic_store(&sh->inc[inc].token, sc_arena_token(w.a));
-	if (rc || (rc = sc_stage_open(w.a, MODEL, STATE, &w.st)) ||
+	struct sc_l3_opts dlo = lo;
+	dlo.o_direct = SC_L3_ODIRECT_ON;
+	dlo.queue_depth = FILLQ;
+	if (rc || (rc = sc_stage_open(w.a, MODEL, STATE, &w.st)) || (rc = sc_stage_open(w.a, OTHER_MODEL, STATE, &w.other)) ||
 	    (rc = sc_l3_open(o->l3dir, &lo, &w.l3)) || (rc = sc_l3_bind_arena(w.l3, w.a)) ||
+	    (rc = sc_l3_open(o->l3dir, &dlo, &w.dl3)) || (rc = sc_l3_bind_arena(w.dl3, w.a)) ||
 	    (rc = sc_ring_open(w.a, &w.ring)) || (rc = wl_zipf_init(&w.zipf, KEYS, 0.99))) {
 		note_error(&w, rc);
 		return 1;
@@ -496,6 +682,9 @@ static int worker_main(struct shared *sh, uint32_t slot, uint32_t inc, const str
 		case OP_INVALIDATE: op_invalidate(&w); break;
 		case OP_L3: op_l3(&w); break;
 		case OP_DECODE: op_decode(&w); break;
+		case OP_REPUT: op_reput(&w); break;
+		case OP_OTHER_ID: op_other_identity(&w); break;
+		case OP_FILLQ: op_fill_queue(&w); break;
 		}
 		atomic_fetch_add(&w.ws->ops[op], 1);
 		atomic_store(&w.ws->heartbeat_ns, wl_now_ns());
@@ -504,6 +693,8 @@ static int worker_main(struct shared *sh, uint32_t slot, uint32_t inc, const str
 	sc_ring_close(w.ring);
 	wl_zipf_free(&w.zipf);
 	sc_l3_close(w.l3);
+	sc_l3_close(w.dl3);
+	sc_stage_close(w.other);
 	sc_stage_close(w.st);
 	sc_arena_close(w.a);
 	free(w.buf);
@@ -663,7 +854,8 @@ struct stress {
 	/* counted by the parent while the workers run */
 	uint64_t kills, fault_deaths, deadlocks, respawn_fail;
 	/* the verdict */
-	uint64_t lost, totals[OP_COUNT], hits, misses, mism, errors, r2, r3, torn, leaked;
+	uint64_t lost, totals[OP_COUNT], hits, misses, mism, errors, r2, r3, torn, leaked, late, stale;
+	int usable;                  /* the repaired arena took an admission and served it */
 	struct sc_fsck_report rep, rep2;
 	int frc, frc2, fsck_clean, fail;
 };
@@ -675,7 +867,8 @@ static int open_stores(struct stress *s)
 	const struct stress_opts *o = &s->o;
 	int rc = sc_arena_open(o->name, &s->a);
 	if (rc == -ENOENT) {
-		struct sc_arena_opts ao = { .size_bytes = o->size, .huge = SC_HUGE_AUTO };
+		struct sc_arena_opts ao = { .size_bytes = o->size, .huge = SC_HUGE_AUTO,
+					    .segment_bytes = (uint32_t)o->segment_bytes };
 		if (o->users) {
 			ao.mode = 0660;
 			ao.gid = USERS_GID;
@@ -690,6 +883,11 @@ static int open_stores(struct stress *s)
 	if ((rc = sc_l3_open(o->l3dir, &lo, &l3))) {
 		sc_arena_close(s->a);
 		return cli_fail("stress", rc, "cannot open L3 directory %s", o->l3dir);
+	}
+	if (o->segment_bytes && (rc = sc_l3_set_segment_bytes(l3, o->segment_bytes))) {
+		sc_l3_close(l3);
+		sc_arena_close(s->a);
+		return cli_fail("stress", rc, "cannot cut L3 directory %s in segments", o->l3dir);
 	}
 	sc_l3_close(l3);
 	if (o->users && (rc = share_with_group(o->l3dir))) {
@@ -863,6 +1061,31 @@ static uint64_t count_lost(struct shared *sh)
 	return lost;
 }
 
+/* After the repair: an admission of a new entry publishes and is served back, byte for byte. */
+static int repaired_arena_usable(struct sc_arena *a)
+{
+	struct sc_stage *st;
+	if (sc_stage_open(a, "stress-after-repair", STATE, &st))
+		return 0;
+	static uint8_t b[65536];
+	for (size_t i = 0; i < sizeof(b); i++)
+		b[i] = (uint8_t)(i * 7 + 3);
+	int32_t t[2] = { 1, 2 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { sizeof(b) } };
+	struct sc_lease l;
+	int ok = sc_l2_admit(st, NS, t, 2, sc_digest(b, sizeof(b)), &p, SC_ORIGIN_DIRECT) == 0 &&
+		 sc_l2_get(st, NS, t, 2, NULL, &l) == 0;
+	if (ok) {
+		ok = l.sec_len[0] == sizeof(b) && !memcmp(l.sec[0], b, sizeof(b));
+		sc_lease_release(&l);
+	}
+	struct sc_key k;
+	if (sc_l2_key(st, NS, t, 2, &k) == 0)
+		(void)sc_l2_remove(st, k);
+	sc_stage_close(st);
+	return ok;
+}
+
 /* Lost commits, fsck (with repair, so that what dead processes held is accounted; then a clean
  * check), the workers' totals, and the verdict. */
 static void check(struct stress *s)
@@ -880,6 +1103,8 @@ static void check(struct stress *s)
 		s->hits += atomic_load(&sh->w[i].hits);
 		s->misses += atomic_load(&sh->w[i].misses);
 		s->mism += atomic_load(&sh->w[i].digest_mismatches);
+		s->late += atomic_load(&sh->w[i].late_writes);
+		s->stale += atomic_load(&sh->w[i].stale_served);
 		s->errors += atomic_load(&sh->w[i].errors);
 		s->r2 += atomic_load(&sh->w[i].restores_l2);
 		s->r3 += atomic_load(&sh->w[i].restores_l3);
@@ -887,7 +1112,9 @@ static void check(struct stress *s)
 	s->torn = atomic_load(&sh->torn_records);
 	s->leaked = s->frc2 < 0 ? UINT64_MAX : s->rep2.leaked_bytes;
 	s->fsck_clean = s->frc2 == 0;
-	s->fail = s->mism || s->lost || s->torn || s->leaked || s->deadlocks || s->hw.max_bytes || s->hw.max_leases ||
+	s->usable = repaired_arena_usable(s->a);
+	s->fail = s->mism || s->late || s->stale || !s->usable || s->lost || s->torn || s->leaked || s->deadlocks ||
+		  s->hw.max_bytes || s->hw.max_leases ||
 		  !s->fsck_clean || atomic_load(&sh->verifier_error);
 }
 
@@ -902,15 +1129,16 @@ static void report_json(const struct stress *s)
 		printf("%s\"%s\":%.1f", k ? "," : "", op_names[k], (double)s->totals[k] / s->elapsed);
 	printf("},\"hits\":%llu,\"misses\":%llu,\"restores_l2\":%llu,\"restores_l3\":%llu,\"kills\":%llu,"
 	       "\"fault_deaths\":%llu,\"repairs\":%llu,\"commits_verified\":%llu,\"tokens_verified\":%llu,"
-	       "\"errors\":%llu,\"digest_mismatches\":%llu,\"lost_commits\":%llu,\"torn_records\":%llu,"
+	       "\"errors\":%llu,\"digest_mismatches\":%llu,\"late_writes\":%llu,\"stale_served\":%llu,"
+	       "\"usable_after_repair\":%s,\"lost_commits\":%llu,\"torn_records\":%llu,"
 	       "\"leaked_bytes\":%s,\"deadlocks\":%llu,\"held_by_dead_bytes\":%llu,\"held_by_dead_leases\":%llu,"
 	       "\"pidns\":%s,\"users\":%s,\"fsck_problems\":%d,\"fsck_repaired\":%llu,\"ok\":%s}\n",
 	       (unsigned long long)s->hits, (unsigned long long)s->misses, (unsigned long long)s->r2,
 	       (unsigned long long)s->r3, (unsigned long long)s->kills, (unsigned long long)s->fault_deaths,
 	       (unsigned long long)s->rep2.lock_repairs, (unsigned long long)atomic_load(&s->sh->verify_commits),
 	       (unsigned long long)atomic_load(&s->sh->verify_tokens), (unsigned long long)s->errors,
-	       (unsigned long long)s->mism, (unsigned long long)s->lost, (unsigned long long)s->torn,
-	       leaked, (unsigned long long)s->deadlocks, (unsigned long long)s->hw.max_bytes,
+	       (unsigned long long)s->mism, (unsigned long long)s->late, (unsigned long long)s->stale,
+	       s->usable ? "true" : "false", (unsigned long long)s->lost, (unsigned long long)s->torn, leaked, (unsigned long long)s->deadlocks, (unsigned long long)s->hw.max_bytes,
 	       (unsigned long long)s->hw.max_leases, o->pidns ? "true" : "false", o->users ? "true" : "false", s->frc2,
 	       (unsigned long long)(s->frc >= 0 ? s->rep.repaired : 0), s->fail ? "false" : "true");
 }
@@ -939,8 +1167,9 @@ static void report_text(const struct stress *s)
 	printf("errors       %llu (refusals such as -ENOSPC are not errors)\n", (unsigned long long)s->errors);
 	printf("held by the dead %llu checks of every holder (sc_arena_holders), before any repair\n",
 	       (unsigned long long)s->hw.checks);
-	printf("digest_mismatches %llu\nlost_commits      %llu\ntorn_records      %llu\n", (unsigned long long)s->mism,
-	       (unsigned long long)s->lost, (unsigned long long)s->torn);
+	printf("digest_mismatches %llu\nlate_writes       %llu\nstale_served      %llu\nlost_commits      %llu\n"
+	       "torn_records      %llu\n", (unsigned long long)s->mism, (unsigned long long)s->late,
+	       (unsigned long long)s->stale, (unsigned long long)s->lost, (unsigned long long)s->torn);
 	if (s->frc2 < 0)
 		printf("leaked_bytes      unknown (fsck: %s)\n", sc_strerror(s->frc2));
 	else
@@ -948,6 +1177,7 @@ static void report_text(const struct stress *s)
 	printf("deadlocks         %llu\n", (unsigned long long)s->deadlocks);
 	printf("held_by_dead_bytes %llu\nheld_by_dead_leases %llu\n", (unsigned long long)s->hw.max_bytes,
 	       (unsigned long long)s->hw.max_leases);
+	printf("after repair      %s\n", s->usable ? "usable (an admission published and read back)" : "NOT USABLE");
 	if (s->sh->problem_written)
 		printf("first problem: %s\n", s->sh->first_problem);
 	printf("%s\n", s->fail ? "FAILED" : "OK");
