@@ -527,6 +527,8 @@ static void drop_vanished(struct sc_arena *a, struct sc_digest d)
 static void sync_replaced(struct sc_arena *a, struct sc_l3 *l3)
 {
 	struct shm_l3ix *ix = ix_of(a);
+	if (!ix || !ix->nsets)
+		return; /* no index (or one refused since it was bound): nothing to keep in step */
 	/* acquire: pairs with journal_replaced's fetch_add (the slots written before it follow) */
 	uint64_t seq = atomic_load_explicit(&l3->st->repl_seq, memory_order_acquire);
 	uint64_t seen = atomic_load_explicit(&ix->hdr->repl_seen, memory_order_acquire);
