@@ -38,6 +38,7 @@
 #include <xxhash.h>
 
 #include "arena.h"
+#include "layout.h"
 #include "seg.h"
 #include "l3ix.h"
 #include "fault.h"

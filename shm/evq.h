@@ -11,7 +11,8 @@
 #ifndef SC_SHM_EVQ_H
 #define SC_SHM_EVQ_H
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 #include "mutex.h"
 
 #define SHM_EVQ_MAGIC 0x3151564543545353ull /* "SSTCEVQ1" */

@@ -12,7 +12,8 @@
 #ifndef SC_SHM_HEAP_H
 #define SC_SHM_HEAP_H
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 #include "mutex.h"
 
 #define SHM_HEAP_PAGE_ALIGN_MIN 4096u

@@ -9,7 +9,8 @@
 #ifndef SC_SHM_INDEX_H
 #define SC_SHM_INDEX_H
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 #include "mutex.h"
 
 #define SHM_INDEX_MAGIC 0x3158444932435353ull /* "SSC2IDX1" */

@@ -14,7 +14,8 @@
 #ifndef SC_SHM_L3IX_H
 #define SC_SHM_L3IX_H
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 #include "mutex.h"
 
 #define SHM_L3IX_MAGIC 0x3158495333435353ull /* "SSC3SIX1" */

@@ -8,7 +8,7 @@
  */
 #include <errno.h>
 
-#include "arena.h"
+#include "layout.h"
 #include "evq.h"
 #include "heap.h"
 #include "index.h"

@@ -19,7 +19,8 @@
 #ifndef SC_SHM_MUTEX_H
 #define SC_SHM_MUTEX_H
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 
 #define SHM_MUTEX_MAGIC 0x4d435453u     /* "STCM" */
 #define SHM_MUTEX_WAITERS 0x80000000u

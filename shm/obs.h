@@ -5,7 +5,8 @@
 #ifndef SC_SHM_OBS_H
 #define SC_SHM_OBS_H
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 #include "mutex.h"
 
 #define SHM_OBS_MAGIC 0x0a53424f50435453ull /* "STCPOBS\n" */

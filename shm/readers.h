@@ -23,7 +23,8 @@
 #ifndef SC_SHM_READERS_H
 #define SC_SHM_READERS_H
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 
 #define SHM_READER_SLOT_BYTES 512u
 #define SHM_READER_EXT_BYTES (SHM_READER_SLOT_BYTES - SHM_CACHELINE)

@@ -19,7 +19,8 @@
 #include <emmintrin.h>
 #endif
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 #include "fault.h"
 #include "readers.h"
 

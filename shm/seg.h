@@ -14,7 +14,8 @@
 #ifndef SC_SHM_SEG_H
 #define SC_SHM_SEG_H
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 #include "index.h"
 #include "mutex.h"
 

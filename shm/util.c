@@ -5,7 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "arena.h"
+#include "region.h"
+#include "util.h"
 
 uint64_t shm_now_ns(void)
 {
