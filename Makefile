@@ -43,7 +43,7 @@ Q := @
 msg = @printf '  %-7s %s\n' $(1) $(2)
 endif
 
-LIB_SRCS := $(sort $(wildcard shm/*.c lib/*.c))
+LIB_SRCS := $(sort $(wildcard shm/*.c lib/*.c lib/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 TOOL_SRCS := $(filter-out tools/bench_%.c,$(sort $(wildcard tools/*.c)))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/obj/%.o)

@@ -41,7 +41,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "l2.h"
+#include "l2/l2.h"
 #include "../shm/heap.h"
 #include "../shm/mutex.h"
 #include "../shm/obs.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "l2.h"
+#include "l2/l2.h"
 #include "../shm/heap.h"
 
 uint32_t sc_arena_token(const struct sc_arena *arena)

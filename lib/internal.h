@@ -6,6 +6,7 @@
 #define SC_LIB_INTERNAL_H
 
 #include "stagecache.h"
+#include "xxh.h"
 #include "../shm/arena.h"
 #include "../shm/l3ix.h"
 
@@ -37,6 +38,19 @@ int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens,
 int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
 		  uint32_t nlens, struct sc_key *chain);
 struct sc_key key_pfx_finish(const uint8_t *secret, struct sc_key chain, const int32_t *tokens, uint32_t len);
+/* One length-prefixed string (u32 LE length, bytes) into a 128-bit hash state. */
+static inline void key_put_lp(XXH3_state_t *s, const char *str, size_t len)
+{
+	uint8_t le[4] = { (uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24) };
+	XXH3_128bits_update(s, le, 4);
+	if (len)
+		XXH3_128bits_update(s, str, len);
+}
+/* XXH3-128 keyed with an arena's secret. */
+static inline XXH128_hash_t key_h128(const void *p, size_t len, const uint8_t *secret)
+{
+	return XXH3_128bits_withSecret(p, len, secret, SHM_SECRET_BYTES);
+}
 /* sc_identity_digest of (@model, @ml bytes) and (@state, @sl bytes): what an L3 object's header
  * identities are compared by. */
 struct sc_digest key_identity(const char *model, size_t ml, const char *state, size_t sl);
@@ -55,8 +69,8 @@ static inline void key_weaken(struct sc_key *k)
 }
 
 /* A key collision seen at @level (0 L2, 1 location index, 2 L3 prefix entry): counted in the
- * arena, fires the key_collision probe (lib/l3ix.c). */
-void l3ix_count_collision(struct sc_arena *a, int level, uint64_t tokens);
+ * arena (its location index's counters), fires the key_collision probe (lib/key.c). */
+void key_collision_count(struct sc_arena *a, int level, uint64_t tokens);
 
 struct sc_arena {
 	struct shm_arena *shm;
@@ -87,6 +101,20 @@ struct sc_arena {
 static inline int arena_is_damaged(const struct sc_arena *a)
 {
 	return atomic_load_explicit(&a->shm->hdr->damaged, memory_order_acquire) == SHM_DAMAGED;
+}
+
+/* lib/promote.c, for lib/l2/: an entry promoted from L3 (origin l3) of (@stage_id, digest lo/hi) left L2 (evicted
+ * or removed): a later fill of it is "returning". Never blocks (trylock); shard locks may be held. */
+void l2_promoted_left(struct sc_arena *a, uint64_t stage_id, uint64_t lo, uint64_t hi);
+
+/* The arena's L3 location index view (validated once; NULL when there is none or it is corrupt). */
+static inline struct shm_l3ix *arena_l3ix(struct sc_arena *a)
+{
+	if (__builtin_expect(a->l3ix_ready == 1, 1))
+		return &a->l3ix;
+	if (a->l3ix_ready == 0)
+		a->l3ix_ready = shm_l3ix_view(a->shm, &a->l3ix) ? -1 : 1;
+	return a->l3ix_ready == 1 ? &a->l3ix : NULL;
 }
 
 /* lib/promote.c, for lib/restore.c: would sc_promote_consider say "promote" for this fill now?

@@ -182,7 +182,7 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 			free(stored);
 			ADD(key_collisions, 1);
 			if (l3->arena)
-				l3ix_count_collision(l3->arena, 2, lens[i]);
+				key_collision_count(l3->arena, 2, lens[i]);
 			if (log)
 				log->state[i] = L3_PROBE_COLLISION;
 			continue;

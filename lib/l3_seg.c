@@ -43,7 +43,7 @@
 #include <unistd.h>
 #include "xxh.h"
 
-#include "l2.h"
+#include "l2/l2.h"
 #include "l3_priv.h"
 #include "../shm/fault.h"
 

@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "l2.h"
+#include "l2/l2.h"
 #include "l3_priv.h"
 #include "probes.h"
 #include "../shm/fault.h"
@@ -37,27 +37,9 @@
 /* why a lookup fell back to the directory (probe argument, `stagecache trace`) */
 enum { WHY_HIT = 0, WHY_MISS = 2, WHY_STALE = 3, WHY_COLLISION = 4, WHY_UNBOUND = 5 };
 
-static struct shm_l3ix *ix_of(struct sc_arena *a)
-{
-	if (__builtin_expect(a->l3ix_ready == 1, 1))
-		return &a->l3ix;
-	if (a->l3ix_ready == 0)
-		a->l3ix_ready = shm_l3ix_view(a->shm, &a->l3ix) ? -1 : 1;
-	return a->l3ix_ready == 1 ? &a->l3ix : NULL;
-}
-
 static uint64_t refresh_ns(const struct sc_arena *a)
 {
 	return (uint64_t)a->shm->hv.l3ix_refresh_ms * 1000000ull;
-}
-
-void l3ix_count_collision(struct sc_arena *a, int level, uint64_t tokens)
-{
-	struct shm_l3ix *ix = ix_of(a);
-	if (ix)
-		shm_l3ix_count(ix, (enum shm_l3ix_counter)(L3IX_COLL_L2 + level), 1);
-	uint64_t lv = (uint64_t)level, tk = tokens;
-	SC_PROBE(key_collision, lv, tk);
 }
 
 int l3ix_bind(struct sc_arena *a, struct sc_l3 *l3)
@@ -65,7 +47,7 @@ int l3ix_bind(struct sc_arena *a, struct sc_l3 *l3)
 	/* relaxed: a cache of a fact that never changes once true (the first binder wins) */
 	if (__atomic_load_n(&l3->ix_ok, __ATOMIC_RELAXED) == a)
 		return 1;
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!ix || !ix->nsets)
 		return 0;
 	struct shm_l3ix_hdr *h = ix->hdr;
@@ -137,7 +119,7 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now);
 static int ix_probe(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 		    uint64_t now, struct ix_res *r)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	r->why = WHY_MISS;
 	if (!ix || !ix->nsets)
 		return -EAGAIN;
@@ -184,7 +166,7 @@ static int ix_probe(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const 
 			if (stale || eq != 1) {
 				/* stale, or not ours (a collision), or not verifiable without token ids */
 				if (eq == 0)
-					l3ix_count_collision(a, 1, r->lens[i]);
+					key_collision_count(a, 1, r->lens[i]);
 				r->why = stale ? WHY_STALE : eq == 0 ? WHY_COLLISION : WHY_MISS;
 				return -EAGAIN;
 			}
@@ -341,7 +323,7 @@ static int known_keys(struct scan *sc)
  */
 static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!l3 || !ix || !ix->nsets || l3ix_bind(a, l3) != 1)
 		return;
 	struct shm_l3ix_hdr *h = ix->hdr;
@@ -454,7 +436,7 @@ out:
 static void refresh(struct sc_arena *a, const char *ns, const int32_t *tokens, uint32_t n,
 		    const struct l3_probe_log *log, const struct sc_location *loc, uint64_t t0)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	struct sc_key keys[L3_MAX_PROBES];
 	if (!ix || !ix->nsets || (log->n && key_pfx_hashes(a->shm->hv.key_secret, ns, tokens, n, log->lens, log->n, keys)))
 		return;
@@ -501,7 +483,7 @@ static int fallback(struct sc_arena *a, struct sc_l3 *l3, int bound, const char 
 	if (rc >= 0 && log)
 		refresh(a, ns, tokens, n, log, loc, t0);
 	free(log);
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (ix)
 		shm_l3ix_count(ix, L3IX_FALLBACKS, 1);
 	return rc;
@@ -510,7 +492,7 @@ static int fallback(struct sc_arena *a, struct sc_l3 *l3, int bound, const char 
 /* Drop the index entry @snap (an object it names is gone) and every L2 mirror of its digest. */
 static void drop_vanished(struct sc_arena *a, struct sc_digest d)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (ix)
 		shm_l3ix_count(ix, L3IX_VANISHED, 1);
 	l3ix_on_objects_gone(a, &d, 1);
@@ -526,7 +508,7 @@ static void drop_vanished(struct sc_arena *a, struct sc_digest d)
  */
 static void sync_replaced(struct sc_arena *a, struct sc_l3 *l3)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!ix || !ix->nsets)
 		return; /* no index (or one refused since it was bound): nothing to keep in step */
 	/* acquire: pairs with journal_replaced's fetch_add (the slots written before it follow) */
@@ -563,7 +545,7 @@ int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int3
 	int rc = bound ? ix_probe(a, l3, ns, tokens, n, now ? now : shm_now_ns(), &r) : -EAGAIN;
 	if (!bound)
 		r.why = WHY_UNBOUND;
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (rc == 1) {
 		f->len = r.lens[r.at];
 		f->pfx = r.keys[r.at];
@@ -613,13 +595,13 @@ int l3ix_complete(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found 
 int l3ix_entry_tokens_equal(struct sc_arena *a, struct sc_l3 *l3, const struct l3ix_found *f, const char *ns,
 			    const int32_t *tokens)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!ix || !l2_verify_tokens(a))
 		return 1;
 	if (f->snap.e.flags & SHM_L3IX_TOKENS) {
 		int eq = shm_l3ix_tokens_equal(ix, &f->snap, tokens);
 		if (eq == 0)
-			l3ix_count_collision(a, 1, f->len);
+			key_collision_count(a, 1, f->len);
 		if (eq != -EAGAIN)
 			return eq;
 	}
@@ -639,7 +621,7 @@ int l3ix_entry_tokens_equal(struct sc_arena *a, struct sc_l3 *l3, const struct l
 		/* the file still says what the entry says: now whose prefix is it? */
 		eq = p.token_count == f->len && !memcmp(tok, tokens, (size_t)f->len * 4) && !strcmp(sns, ns ? ns : "");
 		if (!eq)
-			l3ix_count_collision(a, 1, f->len);
+			key_collision_count(a, 1, f->len);
 	}
 	free(tok);
 	free(sns);
@@ -677,7 +659,7 @@ void l3ix_on_put(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int
 {
 	if (!l3ix_bind(a, l3))
 		return;
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	struct sc_key key;
 	uint32_t len = loc->token_count;
 	if (key_pfx_hashes(a->shm->hv.key_secret, ns, tokens, len, &len, 1, &key))
@@ -706,7 +688,7 @@ static int dg_cmp(const void *x, const void *y)
 
 void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, size_t n)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!ix || !ix->nsets || !n)
 		return;
 	struct sc_digest *sorted = malloc(n * sizeof(*sorted));
@@ -743,7 +725,7 @@ void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, s
 
 void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!ix || !ix->nsets || shm_l3ix_lock(ix))
 		return;
 	uint64_t dropped = 0;
@@ -761,7 +743,7 @@ void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key)
 
 void l3ix_invalidate_all(struct sc_arena *a)
 {
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!ix)
 		return;
 	shm_l3ix_incomplete(ix);
@@ -776,7 +758,7 @@ int sc_l3_index_stats(struct sc_arena *a, struct sc_l3_index_stats *out)
 	if (!a || !out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	struct shm_l3ix *ix = ix_of(a);
+	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!ix)
 		return -EBADMSG;
 	_Atomic uint64_t *c = ix->hdr->counters;

@@ -9,7 +9,7 @@
  */
 #include <errno.h>
 
-#include "l2.h"
+#include "l2/l2.h"
 
 int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		     struct sc_digest expected, const struct sc_payload *payload)

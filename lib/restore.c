@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "l2.h"
+#include "l2/l2.h"
 #include "l3_priv.h"
 #include "../shm/fault.h"
 

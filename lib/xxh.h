@@ -9,6 +9,10 @@
 #ifndef SC_LIB_XXH_H
 #define SC_LIB_XXH_H
 
+#ifndef XXH_STATIC_LINKING_ONLY
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t by value (stage handles, fill ops) */
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <xxh_x86dispatch.h>
 #else

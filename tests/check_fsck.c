@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
-#include "../lib/l2.h"
+#include "../lib/l2/l2.h"
 #include "../shm/heap.h"
 #include "../shm/obs.h"
 #include "../shm/ring.h"

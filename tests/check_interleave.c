@@ -18,7 +18,7 @@
 #include "l3_hosts.h"
 #include "sc_check.h"
 #include "../lib/l3_priv.h"
-#include "../lib/l2.h"
+#include "../lib/l2/l2.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
 #include "../shm/mutex.h"

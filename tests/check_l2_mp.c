@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
-#include "../lib/l2.h"
+#include "../lib/l2/l2.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
 

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
-#include "../lib/l2.h"
+#include "../lib/l2/l2.h"
 #include "../shm/readers.h"
 
 #define MODEL "m"

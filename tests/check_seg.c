@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
-#include "../lib/l2.h"
+#include "../lib/l2/l2.h"
 #include "../shm/heap.h"
 
 #define MiB (1ull << 20)

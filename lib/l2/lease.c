@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "l2.h"
+#include "lease.h"
+#include "stage.h"
 
 int l2_lease_take(struct sc_arena *a, uint64_t rec)
 {

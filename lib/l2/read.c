@@ -17,10 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "l2.h"
-#include "probes.h"
-#include "../shm/fault.h"
-#include "../shm/heap.h"
+#include "read.h"
+#include "admin.h"
+#include "evict.h"
+#include "lease.h"
+#include "place.h"
+#include "seg.h"
+#include "stage.h"
+#include "../probes.h"
+#include "../../shm/fault.h"
+#include "../../shm/heap.h"
 
 enum { MISS_ABSENT = 0, MISS_MISMATCH = 1, MISS_ERROR = 2, MISS_COLLISION = 3 };
 
@@ -116,7 +122,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 		if (m != 1) {
 			shm_epoch_exit(a->shm);
 			if (m == 0)
-				l3ix_count_collision(a, 0, q->tokens);
+				key_collision_count(a, 0, q->tokens);
 			if (q->count)
 				count_miss(st, q->tokens, m == 0 ? MISS_COLLISION : MISS_ERROR, t0);
 			return m == 0 ? -ENOENT : m;

@@ -39,10 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "l2.h"
-#include "probes.h"
-#include "../shm/fault.h"
-#include "../shm/heap.h"
+#include "evict.h"
+#include "lease.h"
+#include "stage.h"
+#include "../probes.h"
+#include "../../shm/fault.h"
+#include "../../shm/heap.h"
 
 #define L2_EVICT_STEPS_MAX 65536u    /* FIFO steps one call may take (moves, reinsertions, evictions) */
 #define L2_SWEEP_BLOCKS_MAX (1u << 16) /* heap blocks one neighbourhood search may visit */

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "l2.h"
-#include "probes.h"
+#include "stage.h"
+#include "../probes.h"
 
 int l2_ready(struct sc_arena *a)
 {

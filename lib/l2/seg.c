@@ -22,11 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "l2.h"
-#include "xxh.h"
-#include "probes.h"
-#include "../shm/fault.h"
-#include "../shm/heap.h"
+#include "seg.h"
+#include "place.h"
+#include "../xxh.h"
+#include "../probes.h"
+#include "../../shm/fault.h"
+#include "../../shm/heap.h"
 
 static uint64_t data_len(uint64_t local, int has_desc, uint64_t ntok)
 {

@@ -5,9 +5,12 @@
  */
 #include <errno.h>
 
-#include "l2.h"
-#include "probes.h"
-#include "../shm/fault.h"
+#include "admin.h"
+#include "evict.h"
+#include "lease.h"
+#include "stage.h"
+#include "../probes.h"
+#include "../../shm/fault.h"
 
 static void removed(struct sc_arena *a, const struct shm_index_entry *e, int reason)
 {

@@ -1,0 +1,15 @@
+/* lib/l2/admit.h — admission, reservations and publishing (lib/l2/admit.c). */
+#ifndef SC_LIB_L2_ADMIT_H
+#define SC_LIB_L2_ADMIT_H
+
+#include "view.h"
+
+/* Internal forms that report why they refused (*why, enum sc_l2_refusal, when not 0). */
+int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, struct sc_l2_resv *r, int *why);
+int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+	     const struct sc_payload *p, uint32_t origin, int *why);
+int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+	       struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
+	       uint32_t origin, struct sc_lease *lease, int *why);
+
+#endif
