@@ -29,7 +29,7 @@
  * cannot be repaired (a heap block chain the rebuild cannot walk, ...): the arena is declared
  * unrepairable.
  * shm_header.damaged is release-stored after the reason and the time; every later open fails
- * with -ENOTRECOVERABLE and writers attached now refuse with it (lib/arena.c, lib/l2.c).
+ * with -ENOTRECOVERABLE and writers attached now refuse with it (lib/arena.c, lib/l2/place.c).
  *
  * Shards are taken in ascending order, waiting for each (lock_all: a dead holder's shard is taken
  * over). Re-initialising a corrupted lock word assumes no writer is inside it.

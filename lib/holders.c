@@ -3,7 +3,7 @@
  * their lease records and the entries they pin, and heap reservations by owner token.
  *
  * Read-only: it reads slots and lease records with acquire (pairs with the holders' release
- * stores, shm/readers.c and lib/l2_lease.c) and walks the heap under its lock. A holder may die
+ * stores, shm/readers.c and lib/l2/lease.c) and walks the heap under its lock. A holder may die
  * or detach while we look; the answer is a snapshot, each row consistent on its own.
  */
 #include <errno.h>

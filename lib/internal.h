@@ -75,16 +75,16 @@ void key_collision_count(struct sc_arena *a, int level, uint64_t tokens);
 struct sc_arena {
 	struct shm_arena *shm;
 	/* ---- L2 tier ---- */
-	_Alignas(8) unsigned char l2_ix[64]; /* struct shm_index (shm/index.h), valid when l2_ready (lib/stage.c) */
+	_Alignas(8) unsigned char l2_ix[64]; /* struct shm_index (shm/index.h), valid when l2_ready (lib/l2/stage.c) */
 	_Alignas(8) unsigned char l2_evq[48]; /* struct shm_evq (shm/evq.h): the eviction queues, valid when l2_ready */
 	int l2_ready;
-	_Alignas(8) unsigned char l2_seg[80]; /* struct shm_segtab (shm/seg.h), when l2_seg_on (lib/l2_seg.c) */
+	_Alignas(8) unsigned char l2_seg[80]; /* struct shm_segtab (shm/seg.h), when l2_seg_on (lib/l2/seg.c) */
 	int l2_seg_on;
 	uint64_t l2_lease_used;             /* bit i: lease record i of our reader slot's ext area is in use */
 	struct sc_stage *l2_stages;         /* open stages of this handle, for counter flushes */
 	uint64_t l2_last_reap_ns;           /* rate limit for reaping dead readers' leases */
 	uint64_t l2_swept_cleaned;          /* shm_readers_cleaned() at our last orphan sweep */
-	/* ---- L3 location index (lib/l3ix.c) ---- */
+	/* ---- L3 location index (lib/l3/locindex.c) ---- */
 	struct shm_l3ix l3ix;               /* valid when l3ix_ready == 1 (-1: the region is corrupt) */
 	int l3ix_ready;
 	/* ---- L3 / promotion ---- */

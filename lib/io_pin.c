@@ -10,7 +10,7 @@
  * ring holds left its slot LIVE (shm/readers.c); letting go of the entry frees the lock, and the
  * next reaper clears the slot.
  *
- * Only the ring's own thread calls these (rings are per thread, lib/l3_fill.c): no lock here but
+ * Only the ring's own thread calls these (rings are per thread, lib/l3/fill.c): no lock here but
  * the open-handle list's mutex in shm/arena.c, taken only when the ring meets a new mapping.
  */
 #include <errno.h>

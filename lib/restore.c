@@ -2,7 +2,7 @@
  * lib/restore.c — the restore path: L3 locate -> L2 lookup validated against the location ->
  * fill from L3 into an arena reservation -> promotion policy -> publish in place (origin FROM_L3).
  *
- * Locate goes through the arena's L3 location index (lib/l3ix.c): the tokens are hashed once
+ * Locate goes through the arena's L3 location index (lib/l3/locindex.c): the tokens are hashed once
  * (the prefix hashes P of the stored lengths), the index is probed longest first, and the
  * winner's L2 key is derived from its P. When L2 holds the prefix (its stored token ids equal
  * the caller's, its digest and length equal the index entry's) nothing else is read: no system
@@ -30,60 +30,14 @@
 #include <unistd.h>
 
 #include "l2/l2.h"
-#include "l3_priv.h"
+#include "l3/l3.h"
 #include "../shm/fault.h"
 
 #define WAIT_NS (60ull * 1000000000ull) /* SC_RESTORE_WAIT: longest wait for another filler */
 
 enum { R_NONE = 0, R_LEASE = 1, R_RESV = 2, R_HEAP = 3 };
 
-/* Quarantines done while no arena was bound left DIR/quarantine/<digest>.mirror: invalidate those
- * digests' mirrors in @arena now, then drop the records. */
-static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
-{
-	DIR *d = l3_opendir(l3->quarfd);
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		uint64_t lo, hi;
-		if (l3_name_digest(e->d_name, ".mirror", &lo, &hi))
-			continue;
-		struct sc_digest dg = { lo, hi };
-		l3ix_on_objects_gone(arena, &dg, 1); /* the location index may name it too */
-		if (sc_l2_invalidate_digest(arena, dg) >= 0)
-			unlinkat(dirfd(d), e->d_name, 0); /* ENOENT: another binder got it first */
-	}
-	closedir(d);
-}
-
-int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena)
-{
-	if (!l3 || !arena)
-		return -EINVAL;
-	apply_mirror_records(l3, arena);
-	l3->arena = arena;
-	if (l3ix_bind(arena, l3) && l3->recon_changed)
-		l3ix_invalidate_all(arena); /* our reconciliation changed the directory: re-check all */
-	/* registering pins every page of the range in each thread's ring: cheap on hugetlbfs (a few
-	 * ms per GiB, already faulted), slow on 4 KiB shmem (~0.4 ms per MiB), where plain reads win */
-	if (arena->shm->page_size < (2u << 20))
-		return 0;
-	uint64_t size;
-	void *heap = shm_region(arena->shm, SHM_REGION_HEAP, &size);
-	return sc_l3_register_memory(l3, heap, size);
-}
-
-void l3_invalidate_mirror(struct sc_l3 *l3, uint64_t lo, uint64_t hi)
-{
-	if (l3->arena) {
-		struct sc_digest d = { lo, hi };
-		l3ix_on_objects_gone(l3->arena, &d, 1);
-		sc_l2_invalidate_digest(l3->arena, d);
-	}
-}
-
-/* A scattered entry (segments, lib/l2_seg.c) has no contiguous sections to hand out: copy its wire
+/* A scattered entry (segments, lib/l2/seg.c) has no contiguous sections to hand out: copy its wire
  * into private memory (sc_restore's contract is contiguous sections) and drop the lease. 0 or
  * -ENOMEM / -EBADMSG (the caller treats it as a miss). */
 static int lease_gather(struct sc_restore *out)
@@ -276,7 +230,7 @@ again:
 		goto done;
 
 	/* room for an O_DIRECT read of the rounded-up tail, and behind it the descriptor and the
-	 * token ids that publishing in place stores with the entry (lib/l2.c) */
+	 * token ids that publishing in place stores with the entry (lib/l2/place.c) */
 	uint64_t room = (loc.payload_bytes + L3_DIO_ALIGN - 1) & ~(uint64_t)(L3_DIO_ALIGN - 1);
 	uint64_t keep = l2_tokens_at(loc.payload_bytes, loc.has_kv_desc) + (uint64_t)loc.token_count * 4;
 	void *dst;

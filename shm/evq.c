@@ -24,7 +24,7 @@
  * What the lists do not promise. Membership is a hint kept by the L2 tier under this mutex,
  * separate from the index's own state: an entry is queued before it is linked into the index and
  * dequeued after it was unlinked, and a writer killed between the two steps leaves a queued entry
- * that is not LIVE. The policy (lib/l2_evict.c) therefore checks every entry it meets under its
+ * that is not LIVE. The policy (lib/l2/evict.c) therefore checks every entry it meets under its
  * shard lock and drops the ones that are not LIVE; it never evicts on the strength of a node.
  *
  * Ghost. A set-associative table (SHM_EVQ_GHOST_WAYS slots per bucket) of key fingerprints, each
@@ -34,7 +34,7 @@
  *
  * Lock order: search_mu (searches for room by address, holding nothing else) before any shard;
  * the index's shard locks (at most one blocking) before this mutex; while holding it, further
- * shards only by trylock (lib/l2_evict.c); the heap's mutex after it.
+ * shards only by trylock (lib/l2/evict.c); the heap's mutex after it.
  */
 #include <errno.h>
 #include <stdlib.h>

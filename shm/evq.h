@@ -2,7 +2,7 @@
  * shm/evq.h — the eviction queues of the L2 tier: two FIFO lists threaded through per-entry
  * nodes (one node per L2 index entry, same index) and a ghost set of recently evicted keys, all
  * in SHM_REGION_POLICY under one writer mutex. Mechanism only: which list an entry joins, when
- * it moves and what is evicted is the policy's (lib/l2_evict.c, S3-FIFO). Protocol at the top of
+ * it moves and what is evicted is the policy's (lib/l2/evict.c, S3-FIFO). Protocol at the top of
  * shm/evq.c.
  *
  * Region layout (SHM_REGION_POLICY):
@@ -62,9 +62,9 @@ struct shm_evq_hdr {
 	uint64_t seq;                /* last seq given to a node */
 	uint64_t ghost_clock;        /* bytes put into the ghost so far */
 	uint64_t repairs;            /* rebuilds (after a holder died or an inconsistency) */
-	/* policy counters (lib/l2_evict.c), totals since creation */
+	/* policy counters (lib/l2/evict.c), totals since creation */
 	uint64_t to_main, reinserted, ghost_hits, ghost_puts, skipped;
-	/* serialises searches for room by address (lib/l2_evict.c): guards no state, so a dead
+	/* serialises searches for room by address (lib/l2/evict.c): guards no state, so a dead
 	 * holder leaves nothing to repair; taken before any shard lock */
 	struct shm_mutex search_mu;
 	uint8_t pad2[8];

@@ -405,7 +405,7 @@ int shm_l3ix_put_locked(struct shm_l3ix *ix, const struct shm_l3ix_entry *src, c
 	shm_fault_point("l3ix.put.open");
 	clear_open(ix, e);
 	if (need > ix->hdr->free_pages)
-		need = 0; /* no room for the token ids: the entry goes without (lib/l3ix.c reads them from
+		need = 0; /* no room for the token ids: the entry goes without (lib/l3/locindex.c reads them from
 			   * the directory when it needs them) */
 	/* the free list is shared memory too: walk what we are about to take before taking it */
 	for (uint32_t i = 0, pg = ix->hdr->free_head; i < need; i++) {

@@ -1,7 +1,7 @@
 /*
  * shm/l3ix.h — the L3 location index: prefix hash -> where the durable copy is, shared by every
  * process that binds an L3 directory to the arena. Mechanism only (what the entries mean, when
- * they are trusted and who refreshes them is lib/l3ix.c). Protocol at the top of shm/l3ix.c.
+ * they are trusted and who refreshes them is lib/l3/locindex.c). Protocol at the top of shm/l3ix.c.
  *
  * Region layout (SHM_REGION_L3IX):
  *   [ header (4 KiB) | lengths (4 KiB) | directory scan state (4 KiB) |
@@ -60,7 +60,7 @@ _Static_assert(offsetof(struct shm_l3ix_entry, key_lo) == 16, "l3ix entry layout
 _Static_assert(offsetof(struct shm_l3ix_entry, digest_lo) == 48, "l3ix entry layout");
 _Static_assert(offsetof(struct shm_l3ix_entry, checked_ns) == 88, "l3ix entry layout");
 
-/* Counters (relaxed adds; statistics only). Order is the public struct's (lib/l3ix.c). */
+/* Counters (relaxed adds; statistics only). Order is the public struct's (lib/l3/locindex.c). */
 enum shm_l3ix_counter {
 	L3IX_HITS, L3IX_NEG_HITS, L3IX_MISSES, L3IX_FALLBACKS, L3IX_STALE, L3IX_REFRESHES, L3IX_INSERTS,
 	L3IX_EVICTIONS, L3IX_DROPS, L3IX_FULL, L3IX_COLL_L2, L3IX_COLL_INDEX, L3IX_COLL_L3, L3IX_VANISHED,

@@ -18,7 +18,7 @@
  * Fields and their writers (the slot's lock holder is "the holder"):
  *   state, inc, epoch, pid, uid, pidns, attached_ns, ext   written only by the holder
  * Everybody reads state, inc and epoch (acquire where stated in shm/readers.c); ext is read by
- * reclaimers (lease records, lib/l2_lease.c); the information fields only by `info`.
+ * reclaimers (lease records, lib/l2/lease.c); the information fields only by `info`.
  */
 #ifndef SC_SHM_READERS_H
 #define SC_SHM_READERS_H
@@ -44,7 +44,7 @@ struct shm_reader_slot {
 	_Atomic uint64_t pidns;           /* inode of the holder's pid namespace (0: unknown) */
 	_Atomic uint64_t attached_ns;     /* CLOCK_REALTIME at claim */
 	uint8_t pad[SHM_CACHELINE - 40];
-	/* the L2 tier's lease records (lib/l2_lease.c) */
+	/* the L2 tier's lease records (lib/l2/lease.c) */
 	_Alignas(8) uint8_t ext[SHM_READER_EXT_BYTES];
 };
 

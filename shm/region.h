@@ -45,7 +45,7 @@ enum shm_region_id {
 	SHM_REGION_RINGS = 3,   /* commit ring directory + rings: shm/ring.c */
 	SHM_REGION_OBS = 4,     /* promotion observation table: lib/promote.c */
 	SHM_REGION_L3IX = 5,    /* L3 location index: shm/l3ix.c (size 0 when disabled) */
-	SHM_REGION_POLICY = 6,  /* L2 eviction queues and ghost: shm/evq.c (policy: lib/l2_evict.c) */
+	SHM_REGION_POLICY = 6,  /* L2 eviction queues and ghost: shm/evq.c (policy: lib/l2/evict.c) */
 	SHM_REGION_HEAP = 7,    /* payload heap: shm/heap.c (always the last region) */
 	SHM_REGION_COUNT = 8,
 	SHM_REGION_MAX = 8,     /* slots in the header's table (room to grow) */
@@ -90,7 +90,7 @@ struct shm_header {
 	/* mutable, one cache line (shm/readers.c): read on every epoch enter, written by writers */
 	_Atomic uint64_t global_epoch;    /* at offset 512 */
 	_Atomic uint64_t slots_cleaned;   /* slots of dead holders cleared so far (fetch_add) */
-	_Atomic uint64_t reap_due_ns;     /* CLOCK_MONOTONIC: the next periodic reap (lib/l2_lease.c) */
+	_Atomic uint64_t reap_due_ns;     /* CLOCK_MONOTONIC: the next periodic reap (lib/l2/lease.c) */
 	uint8_t pad1[SHM_CACHELINE - 24];
 	/* mutable: the damage mark, its own cache line. Written only by fsck --repair when it gives
 	 * up on the arena (lib/fsck.c): damaged is release-stored last, after the reason and the time;

@@ -17,7 +17,7 @@
 #include "interleave.h"
 #include "l3_hosts.h"
 #include "sc_check.h"
-#include "../lib/l3_priv.h"
+#include "../lib/l3/l3.h"
 #include "../lib/l2/l2.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
@@ -1216,7 +1216,7 @@ START_TEST(test_l3ix_scan_vs_puts)
 }
 END_TEST
 
-/* ---- 14. L3 segments: a put reusing segments vs a sweep (lib/l3_seg.c) ---- */
+/* ---- 14. L3 segments: a put reusing segments vs a sweep (lib/l3/segstore.c) ---- */
 
 #define SW_SEG (64u << 10)
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
-#include "../lib/l3_priv.h"
+#include "../lib/l3/l3.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
 
@@ -373,7 +373,7 @@ static int fill_rc(struct sc_l3 *l3, const struct sc_location *loc)
 	return rc;
 }
 
-/* Kept files (lib/l3_fill.c): a second fill of an object opens nothing; at most fd_cache files are
+/* Kept files (lib/l3/fill.c): a second fill of an object opens nothing; at most fd_cache files are
  * kept; a removed, replaced or damaged object is never served from a kept file; none: none kept. */
 START_TEST(kept_files_reused_and_never_stale)
 {

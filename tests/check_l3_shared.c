@@ -17,7 +17,7 @@
 
 #include "l3_hosts.h"
 #include "sc_check.h"
-#include "../lib/l3_priv.h"
+#include "../lib/l3/l3.h"
 
 static char dir[128], sdir[160];
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
-#include "../lib/l3_priv.h"
+#include "../lib/l3/l3.h"
 #include "../shm/l3ix.h"
 
 static char tmpdir[64];

@@ -1,4 +1,4 @@
-/* tests/check_l3seg.c — segmented L3 objects (lib/l3_seg.c): segments stored once, fills byte for
+/* tests/check_l3seg.c — segmented L3 objects (lib/l3/segstore.c): segments stored once, fills byte for
  * byte, a corrupt segment quarantining every object that uses it (and their L2 mirrors), missing
  * and cut segments as misses, corrupted manifests refused, the budget in physical bytes, the
  * sweep of unreferenced segments and its race with a put that reuses one (a forked putter held
@@ -16,7 +16,7 @@
 
 #include "l3_hosts.h"
 #include "sc_check.h"
-#include "../lib/l3_priv.h"
+#include "../lib/l3/l3.h"
 #include "../shm/fault.h"
 
 #define SEG (64u << 10)

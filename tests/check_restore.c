@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
-#include "../lib/l3_priv.h"
+#include "../lib/l3/l3.h"
 
 static char tmpdir[64];
 static struct sc_arena *arena;

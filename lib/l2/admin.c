@@ -1,5 +1,5 @@
 /*
- * lib/l2_admin.c — removal: by key, by digest (all stages), everything, and shrinking the budget.
+ * lib/l2/admin.c — removal: by key, by digest (all stages), everything, and shrinking the budget.
  * Removal unlinks and retires under the shard lock; the memory follows when no reader can see it
  * and no lease pins it (shm/index.c).
  */

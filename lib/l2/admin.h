@@ -4,7 +4,7 @@
 
 #include "view.h"
 
-/* lib/l2_admin.c: remove @key's entry (only if it is still @rec = gen << 32 | idx+1, when not 0);
+/* lib/l2/admin.c: remove @key's entry (only if it is still @rec = gen << 32 | idx+1, when not 0);
  * @reason as in the l2_remove probe. */
 /* Why an entry was removed: the l2_remove probe's reason (lib/probes.h). */
 enum { L2_REMOVE_EXPLICIT = 0, L2_REMOVE_MISMATCH = 1, L2_REMOVE_INVALIDATE = 2, L2_REMOVE_CLEAR = 3 };

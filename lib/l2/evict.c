@@ -1,5 +1,5 @@
 /*
- * lib/l2_evict.c — the L2 eviction policy (S3-FIFO), making room, and reclamation.
+ * lib/l2/evict.c — the L2 eviction policy (S3-FIFO), making room, and reclamation.
  *
  * Policy (the reasoning: docs/DESIGN.md, "L2 under memory pressure"). Every entry is on one of
  * two FIFO lists kept in shm/evq.c: a small probationary FIFO (10 % of the budget) and a main

@@ -1,5 +1,5 @@
 /*
- * lib/l2_lease.c — leases: records in this process's reader-slot ext area (struct l2_ext).
+ * lib/l2/lease.c — leases: records in this process's reader-slot ext area (struct l2_ext).
  *
  * A record (gen << 32 | idx+1) is stored by the slot owner, inside its epoch, before it leaves
  * the epoch (release in shm_epoch_exit); reclaimers read records only after shm_epoch_min_active

@@ -265,7 +265,7 @@ int l2_alloc_for(struct sc_arena *a, uint64_t len, uint64_t fp, struct sc_key ke
 
 /*
  * Give the private block at @off to a new entry of @key and link it, replacing the key's entry.
- * With @rec_off (a segmented payload, lib/l2_seg.c) the record at @rec_off goes with it, and the
+ * With @rec_off (a segmented payload, lib/l2/seg.c) the record at @rec_off goes with it, and the
  * record's references are taken (shm_seg_hold_locked, @dg the pieces' digests) before the entry
  * is BUSY; -ESTALE when a segment it names went meanwhile.
  * 0 (the blocks now belong to the index) or -errno (the blocks are still the caller's).

@@ -5,7 +5,7 @@
 #include "view.h"
 
 /* Give a block (@off, and for a segmented entry its record @rec_off, else 0) to a new entry of
- * @key and link it (see lib/l2.c). */
+ * @key and link it (see lib/l2/place.c). */
 int l2_commit_seg(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
 		  uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin, uint64_t rec_off,
 		  const uint64_t (*digests)[2], int *why);

@@ -1,10 +1,10 @@
 /*
- * lib/l2_read.c — the L2 read path: get (lease), get_copy, peek, longest prefix, listing, stats.
+ * lib/l2/read.c — the L2 read path: get (lease), get_copy, peek, longest prefix, listing, stats.
  *
  * A lookup is: epoch enter (own slot), lock-free chain walk (shm_index_find), checks of the
  * entry's offsets and descriptor against the heap region, the lease record in our own slot,
  * at most one relaxed store to the entry's freq (f + 1 when it reads f < 3: the eviction policy's
- * hit counter, lib/l2_evict.c; a lost update between two readers only costs a count), epoch exit.
+ * hit counter, lib/l2/evict.c; a lost update between two readers only costs a count), epoch exit.
  * No lock, no syscall, no allocation, no shared counter: hits and misses accumulate in the stage
  * handle.
  *

@@ -4,7 +4,7 @@
 
 #include "view.h"
 
-/* lib/l2_read.c: sc_l2_get with the key already computed (l2_key_of), tokens verified. With
+/* lib/l2/read.c: sc_l2_get with the key already computed (l2_key_of), tokens verified. With
  * @stale_rec, a location mismatch removes nothing: -ESTALE and the entry's record. */
 int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *tokens, uint32_t n,
 		     const struct sc_location *loc, struct sc_lease *lease, uint64_t *stale_rec);

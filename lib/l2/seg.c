@@ -1,5 +1,5 @@
 /*
- * lib/l2_seg.c — segmented L2 payloads: the admit that stores only the segments L2 lacks, and
+ * lib/l2/seg.c — segmented L2 payloads: the admit that stores only the segments L2 lacks, and
  * the read side of scattered entries (sc_lease_segments, sc_lease_copy). The table and the
  * reference protocol are shm/seg.c's.
  *
@@ -10,7 +10,7 @@
  *
  * Admit. Digest the segments, look them up (table mutex, briefly), then without the mutex
  * allocate a data block for what was not found (plus descriptor and token ids as for any entry)
- * and a segment record, copy, and commit: lib/l2.c takes the record's references under the shard
+ * and a segment record, copy, and commit: lib/l2/place.c takes the record's references under the shard
  * lock and the table mutex (shm_seg_hold_locked). A segment that went in between fails the hold
  * (-ESTALE): the admit plans again once, then stores the payload whole. When nothing was found the
  * data block holds the whole wire in order (CONTIG): the entry is read zero-copy as any other, and

@@ -1,5 +1,5 @@
 /*
- * lib/stage.c — stage views and the L2 counters in SHM_REGION_STATS.
+ * lib/l2/stage.c — stage views and the L2 counters in SHM_REGION_STATS.
  *
  * Counters. The stats region holds one line of global counters and a table of per-stage records
  * (open addressing on the stage id, claimed by CAS of stage_id 0 -> id). Every counter is a

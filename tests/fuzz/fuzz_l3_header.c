@@ -37,7 +37,7 @@
 #include <xxh_x86dispatch.h>
 
 #include "stagecache.h"
-#include "../../lib/l3_priv.h"
+#include "../../lib/l3/l3.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

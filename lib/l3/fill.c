@@ -1,5 +1,5 @@
 /*
- * lib/l3_fill.c — fills: io_uring reads of L3 objects straight into caller (arena) memory, and
+ * lib/l3/fill.c — fills: io_uring reads of L3 objects straight into caller (arena) memory, and
  * the synchronous writes of the put path, on one ring per thread.
  *
  * A fill is two reads submitted together: the 4 KiB header block into a ring-owned aligned
@@ -60,11 +60,16 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "xxh.h"
+#include "../xxh.h"
 
-#include "l3_priv.h"
-#include "probes.h"
-#include "../shm/fault.h"
+#include "types.h"
+#include "fill.h"
+#include "format.h"
+#include "hosts.h"
+#include "quarantine.h"
+#include "segread.h"
+#include "../probes.h"
+#include "../../shm/fault.h"
 
 #ifndef __NR_cachestat
 #define __NR_cachestat 451
@@ -77,7 +82,6 @@ struct l3_cachestat {
 	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
 };
 
-#define RELAXED memory_order_relaxed
 #define TAG_MASK 7ull
 #define REG_CHUNK (1ull << 30)
 #define MAX_IOVECS 64
@@ -504,7 +508,7 @@ static void kept_sweep(struct sc_l3 *l3, struct l3_ring *r)
 
 void l3_kept_forget(struct sc_l3 *l3)
 {
-	atomic_fetch_add_explicit(&l3->kept_gen, 1, memory_order_release);
+	l3_kept_invalidate(l3);
 	pid_t tid = gettid();
 	for (int i = 0; i < 4; i++)
 		if (tls_cache[i].id == l3->id && tls_cache[i].r && tls_cache[i].r->tid == tid)
@@ -782,7 +786,7 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 	int rc = op->err, seg = 0;
 	shm_fault_point("fill.after_read");
 	if (!rc) {
-		/* a segmented object (never kept: its header is read every time): lib/l3_seg.c reads,
+		/* a segmented object (never kept: its header is read every time): lib/l3/segstore.c reads,
 		 * verifies and quarantines */
 		seg = !op->hdr_known && op->hdr_got == L3_HDR_BLOCK && l3_seg_is_manifest(op->hdrbuf);
 		rc = !seg ? fill_verify(op, loc) : (rc = seg_identity(op)) ? rc : l3_seg_fill(l3, r, op->fd, op->file_bytes, req);
@@ -794,12 +798,14 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);
 			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
 		}
+		if (rc == -EBADMSG)
+			l3_kept_forget(l3); /* moved away: this thread's idle kept files close at once */
 	}
 	uint64_t ns = shm_now_ns() - op->t0;
 	if (rc == -ESTALE)
 		rc = -ENOENT; /* the file vanished under the read (network filesystem): a miss */
 	if (!rc) {
-		/* last use, for the budget's LRU order (lib/l3_shared.c); best effort */
+		/* last use, for the budget's LRU order (lib/l3/hosts.c); best effort */
 		op->mtime_ns = l3_note_access(l3, op->fd, loc->digest.lo, loc->digest.hi, op->mtime_ns);
 		atomic_fetch_add_explicit(&l3->st->fills, 1, RELAXED);
 		if (op->kept)

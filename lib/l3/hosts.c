@@ -1,5 +1,5 @@
 /*
- * lib/l3_shared.c — what lets several processes on several hosts use one L3 directory: host
+ * lib/l3/hosts.c — what lets several processes on several hosts use one L3 directory: host
  * identity, writer liveness, shared mode, per-host counters, the access records that carry uses
  * to the janitor, and the safe removal of a prefix entry.
  *
@@ -19,7 +19,7 @@
  * object mtimes (a setattr is an MDS round trip, ~10 ms on CephFS) but record each use in a
  * buffer that is appended to DIR/access/<writer>.<n> every 128 uses or once a second (one write
  * of 4 KiB, ~0.3 ms on ceph-fuse: a few µs per fill), which the janitor merges; and eviction is
- * the janitor's alone (lib/l3_janitor.c).
+ * the janitor's alone (lib/l3/janitor.c).
  *
  * Visibility. A network filesystem need not show one host's new file to another at once: on
  * ceph-fuse 16.2 a file renamed into place on host A is missing for host B for a few ms more
@@ -52,12 +52,15 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "l3_priv.h"
-#include "../shm/arena.h"
+#include "types.h"
+#include "files.h"
+#include "format.h"
+#include "hosts.h"
+#include "../../shm/arena.h"
 
-#define RELAXED memory_order_relaxed
 #define CEPH_SUPER_MAGIC 0x00c36400
 #define FUSE_SUPER_MAGIC 0x65735546
+
 
 /* ---- host identity ---- */
 
@@ -73,6 +76,7 @@ static int host_valid(const char *s)
 	}
 	return 1;
 }
+
 
 int l3_host_init(struct sc_l3 *l3, const char *host_id)
 {
@@ -104,6 +108,7 @@ int l3_host_init(struct sc_l3 *l3, const char *host_id)
 	snprintf(l3->host, sizeof(l3->host), "%s", buf);
 	return 0;
 }
+
 
 /* ---- shared mode ---- */
 
@@ -137,6 +142,7 @@ static int on_cephfs(int dirfd)
 	return yes;
 }
 
+
 int l3_mode_init(struct sc_l3 *l3, uint32_t flags)
 {
 	if (faccessat(l3->dirfd, "shared", F_OK, 0) == 0) {
@@ -166,6 +172,7 @@ int l3_mode_init(struct sc_l3 *l3, uint32_t flags)
 	return rc;
 }
 
+
 /* ---- writers: names, and what is left over ---- */
 
 void l3_writer_init(struct sc_l3 *l3)
@@ -174,10 +181,12 @@ void l3_writer_init(struct sc_l3 *l3)
 		 (unsigned long long)(l3->nonce & 0xffffffffull));
 }
 
+
 void l3_tmp_name(struct sc_l3 *l3, const char *prefix, char *out, size_t n)
 {
 	snprintf(out, n, "%s%s.%u", prefix, l3->writer, atomic_fetch_add_explicit(&l3->tmp_seq, 1, RELAXED));
 }
+
 
 int l3_left_over(struct sc_l3 *l3, int dfd, const char *name)
 {
@@ -195,63 +204,6 @@ int l3_left_over(struct sc_l3 *l3, int dfd, const char *name)
 	return left;
 }
 
-/* ---- per-host counters (shared mode) ---- */
-
-int l3_state_open_host(struct sc_l3 *l3)
-{
-	char real[4096], path[4200];
-	const char *sd = l3->opts.state_dir ? l3->opts.state_dir : "/dev/shm";
-	if (!realpath(l3->dir, real))
-		snprintf(real, sizeof(real), "%s", l3->dir);
-	XXH64_state_t hs;
-	XXH64_reset(&hs, 0);
-	XXH64_update(&hs, l3->host, strlen(l3->host) + 1);
-	XXH64_update(&hs, real, strlen(real));
-	snprintf(path, sizeof(path), "%s/stagecache-l3.%016llx.state", sd, (unsigned long long)XXH64_digest(&hs));
-	int fd = l3_create_file(l3, AT_FDCWD, path, O_RDWR);
-	void *m = MAP_FAILED;
-	if (fd >= 0) {
-		struct stat sb;
-		if (flock(fd, LOCK_EX) == 0 && fstat(fd, &sb) == 0 &&
-		    (sb.st_size == (off_t)sizeof(struct l3_state) ||
-		     (sb.st_size == 0 && ftruncate(fd, sizeof(struct l3_state)) == 0)))
-			m = mmap(NULL, sizeof(struct l3_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (m != MAP_FAILED) {
-			struct l3_state *st = m;
-			if (st->magic == 0) {
-				st->version = L3_FORMAT_VERSION;
-				st->size = sizeof(struct l3_state);
-				st->magic = L3_STATE_MAGIC;
-			} else if (st->magic != L3_STATE_MAGIC || st->size != sizeof(struct l3_state)) {
-				munmap(m, sizeof(struct l3_state));
-				m = MAP_FAILED;
-			}
-		}
-		flock(fd, LOCK_UN);
-		close(fd);
-	}
-	if (m == MAP_FAILED) {
-		/* no host-local file: counters of this handle only */
-		if (!(m = calloc(1, sizeof(struct l3_state))))
-			return -ENOMEM;
-		l3->state_private = 1;
-	}
-	l3->st = m;
-	/* O_DIRECT alignment of the shared filesystem, from a file on it */
-	l3_dio_detect(l3, l3->lockfd);
-	return 0;
-}
-
-void l3_state_close(struct sc_l3 *l3)
-{
-	if (!l3->st)
-		return;
-	if (l3->state_private)
-		free(l3->st);
-	else
-		munmap(l3->st, sizeof(struct l3_state));
-	l3->st = NULL;
-}
 
 /* ---- uses, for the LRU order ---- */
 
@@ -279,6 +231,7 @@ int64_t l3_note_access(struct sc_l3 *l3, int fd, uint64_t lo, uint64_t hi, int64
 		l3_access_flush(l3, 1);
 	return mtime_ns;
 }
+
 
 void l3_access_flush(struct sc_l3 *l3, int force)
 {
@@ -322,6 +275,7 @@ out:
 	pthread_mutex_unlock(&l3->mu);
 }
 
+
 /* ---- dropping a prefix entry ---- */
 
 int l3_settled(const struct sc_l3 *l3, uint64_t t_ns)
@@ -329,6 +283,7 @@ int l3_settled(const struct sc_l3 *l3, uint64_t t_ns)
 	uint64_t now = shm_realtime_ns();
 	return !l3->grace_ns || (now > t_ns && now - t_ns > l3->grace_ns);
 }
+
 
 /* Judge a captured prefix entry at @dfd/@cap that was named @name: 1 it names a missing object or
  * is invalid (drop it), 0 keep it. */
@@ -353,6 +308,7 @@ static int captured_is_dangling(struct sc_l3 *l3, int dfd, const char *cap, cons
 	return errno == ENOENT;
 }
 
+
 /* Put a captured entry back under its name unless a newer one is there (then remove ours). */
 static int settle(struct sc_l3 *l3, int dfd, const char *cap, const char *name, int dangling)
 {
@@ -373,6 +329,7 @@ static int settle(struct sc_l3 *l3, int dfd, const char *cap, const char *name, 
 	return rc;
 }
 
+
 int l3_pfx_drop(struct sc_l3 *l3, const char *rel)
 {
 	/* rel is "<2 hex>/<name>" */
@@ -390,6 +347,7 @@ int l3_pfx_drop(struct sc_l3 *l3, const char *rel)
 	close(dfd);
 	return rc;
 }
+
 
 int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *cap)
 {
@@ -411,3 +369,6 @@ int l3_pfx_drop_resolve(struct sc_l3 *l3, int dfd, const char *sub, const char *
 	snprintf(name, sizeof(name), "%s.pfx", hex);
 	return settle(l3, dfd, cap, name, captured_is_dangling(l3, dfd, cap, name));
 }
+
+
+

@@ -1,6 +1,6 @@
 /*
- * lib/l3_index.c — reading the L3 directory: the prefix index (locate_longest), lookup by digest,
- * stats, listing and full verification. Writers and the multi-process rules: lib/l3_store.c.
+ * lib/l3/dirindex.c — reading the L3 directory: the prefix index (locate_longest), lookup by digest,
+ * stats, listing and full verification. Writers and the multi-process rules: lib/l3/put.c.
  *
  * The set of token lengths present in the prefix index is cached per handle (lengths/ holds one
  * empty file per length) and reloaded when that directory's mtime moves (shared mode: at most a
@@ -15,12 +15,18 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "xxh.h"
+#include "../xxh.h"
 
-#include "l3_priv.h"
+#include "types.h"
+#include "dirindex.h"
+#include "files.h"
+#include "format.h"
+#include "hosts.h"
+#include "quarantine.h"
+#include "segread.h"
+#include "janitor.h"
 
-#define RELAXED memory_order_relaxed
-#define ADD(field, v) atomic_fetch_add_explicit(&l3->st->field, (uint64_t)(v), RELAXED)
+
 
 /* ---- locate ---- */
 
@@ -29,6 +35,7 @@ static int u32cmp(const void *a, const void *b)
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 	return (x > y) - (x < y);
 }
+
 
 /* Reload the registered token lengths when the lengths directory changed (local mode), or when
  * the list is older than L3_LENGTHS_TTL_NS or @force (shared mode: another host's new entry does
@@ -82,6 +89,7 @@ static int lengths_refresh_locked(struct sc_l3 *l3, int force, int *reloaded)
 	return 0;
 }
 
+
 int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *mtime_ns, int force)
 {
 	int reloaded;
@@ -96,6 +104,7 @@ int l3_lengths_snapshot(struct sc_l3 *l3, uint32_t *out, uint32_t max, int64_t *
 	pthread_mutex_unlock(&l3->mu);
 	return rc;
 }
+
 
 int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *loc)
 {
@@ -119,6 +128,7 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *
 		l3_hdr_location(block, &h, loc);
 	return rc;
 }
+
 
 static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
 		       struct l3_probe_log *log, uint32_t *bad, int force, int *reloaded)
@@ -213,7 +223,7 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 		if ((rc == -ENOENT || rc == -EBADMSG) && !(read_ok && !l3_settled(l3, p.created_ns)) &&
 		    l3_pfx_drop(l3, rel) == 1) {
 			if (l3->arena)
-				l3ix_on_prefix_gone(l3->arena, (struct sc_digest){ keys[i].low64, keys[i].high64 });
+				l3_tell_prefix_gone(l3, (struct sc_digest){ keys[i].low64, keys[i].high64 });
 			if (log)
 				log->state[i] = L3_PROBE_ABSENT;
 			if (object_bad && bad) {
@@ -224,6 +234,7 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 	}
 	return 0;
 }
+
 
 int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n, struct sc_location *loc,
 		  struct l3_probe_log *log, uint32_t *bad)
@@ -240,56 +251,6 @@ int l3_locate_dir(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint3
 	return rc;
 }
 
-int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
-			 struct sc_location *loc)
-{
-	if (!l3 || !tokens || !n || !loc || (ns && strlen(ns) > SC_L3_STR_MAX))
-		return -EINVAL;
-	if (l3->arena)
-		return l3ix_locate_full(l3->arena, l3, ns, tokens, n, loc);
-	return l3_locate_dir(l3, ns, tokens, n, loc, NULL, NULL);
-}
-
-/* ---- stats, list, verify ---- */
-
-int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
-{
-	if (!l3 || !s)
-		return -EINVAL;
-	struct l3_state *st = l3->st;
-	*s = (struct sc_l3_stats){
-		.objects = atomic_load_explicit(&st->objects, RELAXED),
-		.bytes = atomic_load_explicit(&st->bytes, RELAXED),
-		.fills = atomic_load_explicit(&st->fills, RELAXED),
-		.fill_bytes = atomic_load_explicit(&st->fill_bytes, RELAXED),
-		.fill_ns = atomic_load_explicit(&st->fill_ns, RELAXED),
-		.verify_failures = atomic_load_explicit(&st->verify_failures, RELAXED),
-		.quarantined = atomic_load_explicit(&st->quarantined, RELAXED),
-		.evictions = atomic_load_explicit(&st->evictions, RELAXED),
-		.write_refusals = atomic_load_explicit(&st->write_refusals, RELAXED),
-		.puts = atomic_load_explicit(&st->puts, RELAXED),
-		.key_collisions = atomic_load_explicit(&st->key_collisions, RELAXED),
-		.put_dedup = atomic_load_explicit(&st->put_dedup, RELAXED),
-		.fills_kept = atomic_load_explicit(&st->fills_kept, RELAXED),
-		.budget_bytes = l3->opts.budget_bytes,
-		.dio_mem_align = l3->dio_mem_align,
-		.dio_offset_align = l3->dio_off_align,
-		.logical_bytes = atomic_load_explicit(&st->logical, RELAXED),
-		.segments = atomic_load_explicit(&st->segments, RELAXED),
-		.segment_bytes = l3->seg_size,
-		.fill_bytes_from_l2 = atomic_load_explicit(&st->seg_from_l2, RELAXED),
-		.identity_mismatches = atomic_load_explicit(&st->identity_mismatches, RELAXED),
-	};
-	struct l3_jrec_view v;
-	if (l3->shared && l3_janitor_read(l3, &v) == 0 && v.pass_end_ns) {
-		/* per-host counters cannot know the whole store: the last pass does */
-		s->objects = v.objects;
-		s->bytes = v.bytes;
-	}
-	s->physical_bytes = s->bytes;
-	s->saved_bytes = s->logical_bytes > s->bytes ? s->logical_bytes - s->bytes : 0;
-	return 0;
-}
 
 struct walk {
 	int (*cb)(const struct sc_l3_object_info *, void *);
@@ -304,6 +265,7 @@ static void copy_str(char *dst, const uint8_t *src, uint32_t n)
 	memcpy(dst, src, n);
 	dst[n] = 0;
 }
+
 
 static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
 {
@@ -376,6 +338,7 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	return w->cb ? w->cb(in, w->ctx) : 0;
 }
 
+
 /* Walk every object (@verify: and check its digest): the count walked, or with @verify the count
  * found bad; or -errno. */
 static int walk_objects(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx,
@@ -393,12 +356,33 @@ static int walk_objects(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_in
 	return rc ? rc : n;
 }
 
+
 int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
 {
 	return walk_objects(l3, cb, ctx, 0);
 }
 
+
 int sc_l3_verify(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx)
 {
 	return walk_objects(l3, cb, ctx, 1);
 }
+
+
+
+
+void l3_drop_prefix(struct sc_l3 *l3, uint64_t key_lo, uint64_t key_hi, uint64_t lo, uint64_t hi)
+{
+	char rel[48];
+	struct l3_pfx p;
+	l3_pfx_relpath(key_lo, key_hi, rel);
+	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
+	if (fd < 0)
+		return;
+	int same = l3_read_pfx(fd, &p, NULL, NULL) == 0 && p.digest_lo == lo && p.digest_hi == hi;
+	close(fd);
+	/* a concurrent put may have replaced it with a good one: only this one goes */
+	if (same && unlinkat(l3->pfxfd, rel, 0) == 0 && l3->arena)
+		l3_tell_prefix_gone(l3, (struct sc_digest){ key_lo, key_hi });
+}
+

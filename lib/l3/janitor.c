@@ -1,5 +1,5 @@
 /*
- * lib/l3_janitor.c — the janitor of an L3 directory: one process at a time, across every host
+ * lib/l3/janitor.c — the janitor of an L3 directory: one process at a time, across every host
  * sharing the directory, evicts to the budget and removes what dead writers left.
  *
  * The lease. DIR/janitor is flock()ed exclusively by the janitor; it also holds the record
@@ -13,7 +13,7 @@
  * bounds what a janitor that lost its lease without noticing can do to one batch, every act of
  * which is also safe on its own: a victim is re-checked just before its unlink (a changed mtime
  * or size means it was used or replaced: kept), temp files are removed only when their writer's
- * entry is unlocked, prefix entries only through the capture protocol of lib/l3_shared.c.
+ * entry is unlocked, prefix entries only through the capture protocol of lib/l3/hosts.c.
  *
  * Takeover. A janitor's process that dies releases the lock at once. A janitor's host that dies
  * keeps it until the filesystem ends the host's session (CephFS: session_timeout/autoclose, or
@@ -21,14 +21,14 @@
  * carries the record's counters on.
  *
  * The LRU order across hosts (shared mode). Fills and repeated puts on every host append a
- * record per use to their DIR/access/<writer>.<n> segment (lib/l3_shared.c); each pass merges the
- * segments into the table of last uses it inherited from DIR/lru (lib/l3_lru.c), orders victims by
+ * record per use to their DIR/access/<writer>.<n> segment (lib/l3/hosts.c); each pass merges the
+ * segments into the table of last uses it inherited from DIR/lru (lib/l3/lru.c), orders victims by
  * the later of their mtime (creation, or last touch in local mode) and their last recorded use,
  * writes the table back (tmp + rename) and only then removes the segments that are closed (their
  * writer is gone, or it has moved on to a newer one). A pass that dies in between merges them again
  * next time: merging is idempotent (a maximum).
  *
- * Lock order within a process: jan_mu (one janitor call per handle), then mu (lib/l3_shared.c).
+ * Lock order within a process: jan_mu (one janitor call per handle), then mu (lib/l3/hosts.c).
  *
  * Cost per pass on CephFS (measured with ceph-fuse): a listing of every object (readdir + stat,
  * ~0.25 ms per object with warm caps, ~2 ms cold), ~10 ms per unlink, the segments (<= 64 KiB per
@@ -43,11 +43,19 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "xxh.h"
+#include "../xxh.h"
 
-#include "l3_priv.h"
+#include "types.h"
+#include "files.h"
+#include "fill.h"
+#include "format.h"
+#include "hosts.h"
+#include "janitor.h"
+#include "lru.h"
+#include "quarantine.h"
+#include "segstore.h"
+#include "write.h"
 
-#define RELAXED memory_order_relaxed
 #define JREC_MAGIC 0x0a4e414a33435350ull /* "PSC3JAN\n" */
 #define FENCE_BATCH 16                   /* removals between two fence checks */
 #define LOG_ROTATE (4u << 20)            /* janitor.log is renamed to janitor.log.1 past this */
@@ -251,7 +259,7 @@ struct jctx {
 	uint64_t total;                     /* physical: object files and segment files */
 	uint64_t objbytes;                  /* object files */
 	struct l3_segs segs;                /* DIR/seg and the references of the objects listed */
-	struct l3_lru lru;                  /* shared mode: last uses (lib/l3_lru.c) */
+	struct l3_lru lru;                  /* shared mode: last uses (lib/l3/lru.c) */
 	unsigned acts;                      /* removals so far: fence every FENCE_BATCH */
 	int logfd;
 	char logbuf[8192];
@@ -391,7 +399,7 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 			log_line(j, shm_realtime_ns(), shm_realtime_ns(), "dangling", lo, hi, (uint64_t)sb.st_size);
 			if (l3->arena) {
 				struct sc_digest d = { lo, hi };
-				l3ix_on_objects_gone(l3->arena, &d, 1);
+				l3_tell_objects_gone(l3, &d, 1);
 			}
 		}
 		return 0;
@@ -462,7 +470,7 @@ static int evict(struct jctx *j, uint64_t goal)
 		v->gone = 1;
 		if (l3->arena) { /* attached here: the arena's location index forgets it before we go on */
 			struct sc_digest d = { v->lo, v->hi };
-			l3ix_on_objects_gone(l3->arena, &d, 1);
+			l3_tell_objects_gone(l3, &d, 1);
 		}
 		j->rep.evicted++;
 		j->rep.evicted_bytes += v->bytes;
@@ -513,7 +521,7 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	if (l3_pfx_drop(l3, rel) == 1) {
 		j->rep.dropped++;
 		if (l3->arena)
-			l3ix_on_prefix_gone(l3->arena, (struct sc_digest){ lo, hi });
+			l3_tell_prefix_gone(l3, (struct sc_digest){ lo, hi });
 	}
 	return 0;
 }

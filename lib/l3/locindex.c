@@ -1,5 +1,5 @@
 /*
- * lib/l3ix.c — the L3 location index: what its entries mean, when they are trusted, and who
+ * lib/l3/locindex.c — the L3 location index: what its entries mean, when they are trusted, and who
  * keeps them true (the rules are in docs/DESIGN.md ("The L3 location index"); the shared-memory protocol is
  * shm/l3ix.c).
  *
@@ -27,12 +27,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "l2/l2.h"
-#include "l3_priv.h"
-#include "probes.h"
-#include "../shm/fault.h"
+#include "types.h"
+#include "locindex.h"
+#include "dirindex.h"
+#include "files.h"
+#include "format.h"
+#include "../l2/l2.h"
+#include "../probes.h"
+#include "../../shm/fault.h"
 
-#define RELAXED memory_order_relaxed
 
 /* why a lookup fell back to the directory (probe argument, `stagecache trace`) */
 enum { WHY_HIT = 0, WHY_MISS = 2, WHY_STALE = 3, WHY_COLLISION = 4, WHY_UNBOUND = 5 };
@@ -363,7 +366,7 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 	uint32_t *lens = malloc(SHM_L3IX_MAX_LENGTHS * sizeof(*lens));
 	int64_t lm = 0;
 	/* shared mode: another host's new length does not reliably move the lengths directory's
-	 * mtime as this host's client sees it (lib/l3_index.c): read it again, once per interval */
+	 * mtime as this host's client sees it (lib/l3/dirindex.c): read it again, once per interval */
 	int nl = lens ? l3_lengths_snapshot(l3, lens, SHM_L3IX_MAX_LENGTHS, &lm, l3->shared) : -ENOMEM;
 	if (nl >= 0 && !shm_l3ix_lock(ix)) {
 		shm_l3ix_set_lengths_locked(ix, lens, (uint32_t)nl, sc->t0, (uint64_t)lm);

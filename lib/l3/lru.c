@@ -1,9 +1,9 @@
 /*
- * lib/l3_lru.c — the last-use order of a shared L3 directory, as the janitor sees it: the table
+ * lib/l3/lru.c — the last-use order of a shared L3 directory, as the janitor sees it: the table
  * DIR/lru that each pass inherits and writes back, and the access segments DIR/access/<writer>.<n>
- * that every host's fills and repeated puts append to (lib/l3_shared.c writes them).
+ * that every host's fills and repeated puts append to (lib/l3/hosts.c writes them).
  *
- * Only the janitor reads and writes these, under its lease (lib/l3_janitor.c). DIR/lru is written
+ * Only the janitor reads and writes these, under its lease (lib/l3/janitor.c). DIR/lru is written
  * whole (tmp + fsync + rename, after a fence check), so a reader sees one table or the next; it is
  * validated (magic, version, size, XXH3-64 of the entries) and a bad one is ignored: the order
  * then starts over from mtimes and the segments. Segment records carry their own checksum, so the
@@ -11,7 +11,7 @@
  * segment twice (a janitor died after writing the table, before removing the segment) is harmless.
  * A segment is closed (removable once the table that merged it is written) when its writer has
  * moved on to a newer one, or has let go of it (its writer holds an OFD lock on it while it
- * appends): lib/l3_shared.c's l3_left_over.
+ * appends): lib/l3/hosts.c's l3_left_over.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,10 +21,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "xxh.h"
+#include "../xxh.h"
 
-#include "l3_priv.h"
-#include "../shm/arena.h"
+#include "types.h"
+#include "files.h"
+#include "hosts.h"
+#include "lru.h"
+#include "../../shm/arena.h"
 
 #define LRU_MAGIC 0x0a55524c33435350ull /* "PSC3LRU\n" */
 #define SEGMENT_READ_MAX (1u << 20)     /* more than a segment can be: the rest is ignored */
@@ -37,20 +40,6 @@ struct lru_hdr {
 };
 _Static_assert(sizeof(struct lru_hdr) == 32 && sizeof(struct l3_lru_ent) == 24, "lru table layout");
 
-int l3_grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
 
 /* ---- the map: open addressing, digest -> last use (0: empty slot) ---- */
 
@@ -61,6 +50,7 @@ static size_t slot(const struct l3_lru *m, uint64_t lo, uint64_t hi)
 		i = (i + 1) & (m->cap - 1);
 	return i;
 }
+
 
 static int put(struct l3_lru *m, uint64_t lo, uint64_t hi, uint64_t t)
 {
@@ -89,10 +79,12 @@ static int put(struct l3_lru *m, uint64_t lo, uint64_t hi, uint64_t t)
 	return 0;
 }
 
+
 uint64_t l3_lru_get(const struct l3_lru *m, uint64_t lo, uint64_t hi)
 {
 	return m->cap ? m->e[slot(m, lo, hi)].t_ns : 0;
 }
+
 
 void l3_lru_free(struct l3_lru *m)
 {
@@ -100,6 +92,7 @@ void l3_lru_free(struct l3_lru *m)
 	free(m->closed);
 	memset(m, 0, sizeof(*m));
 }
+
 
 /* ---- loading: the table, then the segments ---- */
 
@@ -129,6 +122,7 @@ out:
 	free(e);
 	close(fd);
 }
+
 
 struct seg {
 	char name[L3_WRITER_MAX + 16];
@@ -192,11 +186,13 @@ static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(
 	closedir(d);
 }
 
+
 void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(void *, const char *), void *ctx)
 {
 	table_load(l3, m);
 	segments_merge(l3, m, left_over, ctx);
 }
+
 
 /* ---- writing the table ---- */
 
@@ -219,3 +215,6 @@ int l3_lru_write(struct sc_l3 *l3, const struct l3_lru_ent *e, size_t n, int (*f
 		unlinkat(l3->dirfd, tmp, 0);
 	return rc;
 }
+
+
+

@@ -1,5 +1,5 @@
 /*
- * lib/l3_format.c — the L3 object header block, prefix keys, digests and paths.
+ * lib/l3/format.c — the L3 object header block, prefix keys, digests and paths.
  *
  * Everything here is pure: no I/O. Every field read from a header block is validated before use
  * (l3_hdr_parse): a corrupted or hostile file yields -EBADMSG (or -EPROTO for a format version we
@@ -9,9 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "xxh.h"
+#include "../xxh.h"
 
-#include "l3_priv.h"
+#include "types.h"
+#include "format.h"
 
 uint64_t l3_hdr_check(const uint8_t *block)
 {
@@ -242,3 +243,12 @@ void l3_prefix_keys(const char *ns, const int32_t *tokens, const uint32_t *lens,
 #endif
 	}
 }
+
+
+void l3_seg_relpath(uint64_t lo, uint64_t hi, char out[48])
+{
+	char hex[33];
+	l3_digest_hex(lo, hi, hex);
+	snprintf(out, 48, "%.2s/%s.seg", hex, hex);
+}
+

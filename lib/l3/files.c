@@ -1,0 +1,348 @@
+/*
+ * lib/l3/files.c — the file helpers every part of the store uses. Every path component is opened
+ * relative to a directory descriptor; files never by following a link or blocking (a FIFO planted
+ * under a name is refused, not waited on); what the store creates gets exactly its mode and group.
+ * The store's lock (DIR/lock, flock) is here too: who scans and unlinks takes it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "../xxh.h"
+#include "types.h"
+#include "files.h"
+#include "format.h"
+
+int l3_own(struct sc_l3 *l3, int fd, int is_dir)
+{
+	/* chown first: it clears setgid on some filesystems; chmod then sets the exact mode */
+	if (l3->opts.gid > 0 && fchown(fd, (uid_t)-1, (gid_t)l3->opts.gid) < 0)
+		return -errno;
+	if (fchmod(fd, is_dir ? l3->dir_mode : l3->file_mode) < 0)
+		return -errno;
+	return 0;
+}
+
+
+int l3_open_dir_at(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+
+/* A subdirectory: made with the store's mode and group when it is new. */
+int l3_mkdir_at(struct sc_l3 *l3, int dfd, const char *name)
+{
+	if (mkdirat(dfd, name, l3->dir_mode & 0777) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	int fd = l3_open_dir_at(dfd, name);
+	if (fd < 0)
+		return fd;
+	int rc = l3_own(l3, fd, 1);
+	close(fd);
+	return rc;
+}
+
+
+int l3_open_file(int dfd, const char *rel, int flags)
+{
+	int fd = openat(dfd, rel, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ENXIO ? -EBADMSG : -errno; /* ENXIO: a socket */
+	struct stat sb;
+	int rc = 0;
+	if (fstat(fd, &sb) < 0)
+		rc = -errno;
+	else if (!S_ISREG(sb.st_mode))
+		rc = -EBADMSG;
+	else if (fcntl(fd, F_SETFL, 0) < 0)
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+
+int l3_create_file(struct sc_l3 *l3, int dfd, const char *name, int flags)
+{
+	int keep = flags & (O_APPEND | O_TRUNC), acc = flags & O_ACCMODE;
+	int fd = openat(dfd, name, acc | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
+	if (fd >= 0) {
+		int rc = l3_own(l3, fd, 0);
+		if (!rc && fcntl(fd, F_SETFL, keep & O_APPEND) < 0)
+			rc = -errno;
+		if (rc) {
+			close(fd);
+			unlinkat(dfd, name, 0);
+			return rc;
+		}
+		return fd;
+	}
+	if (errno != EEXIST || (flags & O_EXCL))
+		return -errno;
+	/* someone else's (or an earlier) file: used as it is, its mode and group left alone */
+	if ((fd = l3_open_file(dfd, name, acc)) < 0)
+		return fd;
+	if ((keep & O_APPEND) && fcntl(fd, F_SETFL, O_APPEND) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	if ((keep & O_TRUNC) && ftruncate(fd, 0) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+
+int l3_fsync_dir_at(int dfd, const char *sub)
+{
+	int fd = sub ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : dfd;
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) < 0 ? -errno : 0;
+	if (sub)
+		close(fd);
+	return rc;
+}
+
+
+int l3_flock_ex(struct sc_l3 *l3)
+{
+	while (flock(l3->lockfd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+
+void l3_flock_un(struct sc_l3 *l3)
+{
+	flock(l3->lockfd, LOCK_UN);
+}
+
+
+/* ---- O_DIRECT alignment ---- */
+
+void l3_dio_detect(struct sc_l3 *l3, int fd)
+{
+	struct statfs fs;
+	int fuse = fstatfs(fd, &fs) == 0 && (uint32_t)fs.f_type == 0x65735546u;
+	/* kept files by default only where an open is a round trip (FUSE); elsewhere on request */
+	if (!fuse && !l3->opts.fd_cache)
+		l3->kept_max = 0;
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
+		l3->dio_mem_align = sx.stx_dio_mem_align;
+		l3->dio_off_align = sx.stx_dio_offset_align;
+		return;
+	}
+	/* the filesystem does not say (FUSE: ceph-fuse accepts O_DIRECT, statx reports no alignment):
+	 * if it takes O_DIRECT at all, a page is an alignment every block device accepts; a read the
+	 * kernel refuses after all goes on buffered (lib/l3/fill.c) */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
+		fcntl(fd, F_SETFL, fl);
+		l3->dio_mem_align = l3->dio_off_align = 4096;
+	}
+	/* a FUSE daemon (ceph-fuse) sees O_DIRECT only in the open's flags: set later, it bypasses the
+	 * kernel's page cache but the daemon still serves the read from its own cache */
+	l3->dio_at_open = l3->dio_mem_align && fuse;
+}
+
+
+/* ---- scanning ---- */
+
+/* Call @cb(l3, subdir_fd, sub, name, ctx) for every entry of every DIR/<which>/<2 hex>/ directory. */
+int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const char *, const char *, void *),
+		void *ctx)
+{
+	for (int i = 0; i < 256; i++) {
+		char sub[3];
+		snprintf(sub, sizeof(sub), "%02x", i);
+		int fd = openat(topfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			return -errno;
+		}
+		DIR *d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -errno;
+		}
+		struct dirent *e;
+		int rc = 0;
+		while (!rc && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				rc = cb(l3, dirfd(d), sub, e->d_name, ctx);
+		closedir(d);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+
+int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi)
+{
+	char hex[33];
+	size_t n = strlen(name), sl = strlen(suffix);
+	if (n != 32 + sl || strcmp(name + 32, suffix))
+		return -EINVAL;
+	memcpy(hex, name, 32);
+	hex[32] = 0;
+	return l3_hex_digest(hex, lo, hi);
+}
+
+
+/* Read the header block of an object opened at @fd. */
+int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes)
+{
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	*file_bytes = (uint64_t)sb.st_size;
+	if ((uint64_t)sb.st_size < L3_HDR_BLOCK)
+		return -EBADMSG;
+	ssize_t r = pread(fd, block, L3_HDR_BLOCK, 0);
+	if (r < 0)
+		return -errno;
+	return r == L3_HDR_BLOCK ? 0 : -EBADMSG;
+}
+
+
+int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes)
+{
+	char rel[48];
+	l3_obj_relpath(lo, hi, rel);
+	int fd = l3_open_file(l3->objfd, rel, O_RDONLY);
+	if (fd < 0)
+		return fd;
+	int rc = l3_read_block(fd, block, file_bytes);
+	close(fd);
+	return rc;
+}
+
+
+/* The check of a version 2 entry: XXH3-64 of its token ids and namespace trailer, seeded with the
+ * hash of the header's first 56 bytes. */
+uint64_t l3_pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char *ns, uint32_t ns_len)
+{
+	XXH3_state_t st;
+	XXH3_64bits_reset_withSeed(&st, XXH3_64bits(p, offsetof(struct l3_pfx, check)));
+	XXH3_64bits_update(&st, tokens, (size_t)p->token_count * 4);
+	XXH3_64bits_update(&st, &ns_len, 4);
+	if (ns_len)
+		XXH3_64bits_update(&st, ns, ns_len);
+	return XXH3_64bits_digest(&st);
+}
+
+
+int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns)
+{
+	if (tokens)
+		*tokens = NULL;
+	if (ns)
+		ns[0] = 0;
+	ssize_t n = pread(fd, p, sizeof(*p), 0);
+	if (n < 0)
+		return -errno;
+	if (n != sizeof(*p) || p->magic != L3_PFX_MAGIC || (p->version != 1 && p->version != L3_PFX_VERSION) ||
+	    p->token_count == 0 || p->token_count > L3_PFX_MAX_TOKENS)
+		return -EBADMSG;
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	if (p->version == 1)
+		return sb.st_size == sizeof(*p) && XXH3_64bits(p, offsetof(struct l3_pfx, check)) == p->check ? 0 : -EBADMSG;
+	uint64_t tb = (uint64_t)p->token_count * 4;
+	if ((uint64_t)sb.st_size < sizeof(*p) + tb + 4 || (uint64_t)sb.st_size > sizeof(*p) + tb + 4 + SC_L3_STR_MAX)
+		return -EBADMSG;
+	uint8_t *body = malloc((size_t)sb.st_size - sizeof(*p));
+	if (!body)
+		return -ENOMEM;
+	size_t want = (size_t)sb.st_size - sizeof(*p);
+	n = pread(fd, body, want, sizeof(*p));
+	int rc = n < 0 ? -errno : (size_t)n != want ? -EBADMSG : 0;
+	uint32_t ns_len = 0;
+	if (!rc) {
+		memcpy(&ns_len, body + tb, 4);
+		if (ns_len != want - tb - 4 || memchr(body + tb + 4, 0, ns_len) ||
+		    l3_pfx_check(p, (const int32_t *)(void *)body, (const char *)body + tb + 4, ns_len) != p->check)
+			rc = -EBADMSG;
+	}
+	if (!rc && ns) {
+		memcpy(ns, body + tb + 4, ns_len);
+		ns[ns_len] = 0;
+	}
+	if (!rc && tokens)
+		*tokens = (int32_t *)(void *)body; /* the token ids are the first bytes of the body */
+	else
+		free(body);
+	return rc;
+}
+
+
+int l3_read_pfx_named(int dfd, const char *at, const char *name, struct l3_pfx *p, uint64_t *lo, uint64_t *hi)
+{
+	if (l3_name_digest(name, ".pfx", lo, hi))
+		return 1;
+	int fd = l3_open_file(dfd, at, O_RDONLY); /* a FIFO or link planted under the name: left alone */
+	if (fd < 0)
+		return 1;
+	int rc = l3_read_pfx(fd, p, NULL, NULL);
+	close(fd);
+	if (!rc && (p->prefix_lo != *lo || p->prefix_hi != *hi))
+		rc = -EBADMSG;
+	return rc;
+}
+
+
+/* Quarantine names are <32 hex>.<CLOCK_REALTIME ns>.sc3 (see l3_quarantine). Only the unusual
+ * path gets here (a prefix entry whose object is gone), so a scan of quarantine/ is fine. */
+DIR *l3_opendir(int dfd)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return d;
+}
+
+
+int l3_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 64;
+	while (c < need)
+		c *= 2;
+	void *q = realloc(*p, c * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = c;
+	return 0;
+}

@@ -1,0 +1,57 @@
+/* lib/l3/files.h — file helpers of the store: opening without following or blocking, creating with the store's mode, reading headers and prefix entries, listing (lib/l3/files.c). */
+#ifndef SC_LIB_L3_FILES_H
+#define SC_LIB_L3_FILES_H
+
+#include "types.h"
+
+/* Open @rel under @dfd without following a link or blocking (a planted FIFO would block an open
+ * for reading), refusing anything but a regular file (-EBADMSG; a symlink is -ELOOP). The fd is
+ * blocking again on return (io_uring honours O_NONBLOCK: reads would fail with -EAGAIN). */
+int l3_open_file(int dfd, const char *rel, int flags);
+/* Give what we just created (@fd) the store's exact mode and group. 0 or -errno. */
+int l3_own(struct sc_l3 *l3, int fd, int is_dir);
+/* Open DIR-relative @name with @flags (O_RDONLY/O_WRONLY/O_RDWR, O_APPEND, O_TRUNC, O_EXCL),
+ * creating it when missing: a file it creates gets exactly the store's mode and group (l3_own);
+ * an existing one is used as it is (never a FIFO, a link or anything but a regular file, and
+ * never blocking). An fd or a negative errno. */
+int l3_create_file(struct sc_l3 *l3, int dfd, const char *name, int flags);
+/* mkdirat with the store's mode and group (0 also when it exists). */
+int l3_mkdir_at(struct sc_l3 *l3, int dfd, const char *name);
+/* Call @cb(l3, subdir_fd, sub, name, ctx) for every entry of every <topfd>/<2 hex>/ directory. */
+int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const char *, const char *, void *),
+	    void *ctx);
+/* "<32 hex><suffix>" -> digest; -EINVAL otherwise. */
+int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t *hi);
+/* The header block and size of an object opened at @fd. */
+int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes);
+/* A prefix entry opened at @fd, validated (magic, version, checksum, size). With @tokens, a
+ * version 2 entry's token ids are returned in *@tokens (malloc'd; NULL for version 1); with @ns
+ * (SC_L3_STR_MAX + 1 bytes), its namespace. */
+int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns);
+/* Read prefix file @at in @dfd, whose name is @name (<prefix key>.pfx; @at may be another name of
+ * the file), into @p and its key into *@lo, *@hi: 0 read and it holds that prefix, -EBADMSG
+ * unreadable or it holds another prefix, another -errno from the read, or 1 when @name is no
+ * prefix file name or @at cannot be opened (nothing to judge). */
+int l3_read_pfx_named(int dfd, const char *at, const char *name, struct l3_pfx *p, uint64_t *lo, uint64_t *hi);
+int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes);
+/* The directory @dfd as a DIR stream of its own (a new description: @dfd stays open and its
+ * position untouched), or NULL. */
+DIR *l3_opendir(int dfd);
+/* The O_DIRECT alignment of the filesystem holding @fd (a regular file in the directory) into
+ * l3->dio_*_align: statx's, else a page when the filesystem takes O_DIRECT, else 0 (never direct). */
+void l3_dio_detect(struct sc_l3 *l3, int fd);
+/* Make room for @need elements of @elem bytes in the realloc'd array *@p of capacity *@cap
+ * (doubling from 64). 0 or -ENOMEM (the array is left as it was). */
+int l3_grow(void **p, size_t *cap, size_t need, size_t elem);
+/* A subdirectory @name of @dfd, opened without following a link. An fd or -errno. */
+int l3_open_dir_at(int dfd, const char *name);
+/* The check of a version 2 prefix entry: XXH3-64 of its token ids and namespace trailer, seeded
+ * with the hash of the header's first 56 bytes. */
+uint64_t l3_pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char *ns, uint32_t ns_len);
+/* fsync of the directory @sub of @dfd (what makes a rename durable). 0 or -errno. */
+int l3_fsync_dir_at(int dfd, const char *sub);
+/* The store's DIR/lock (flock): exclusive between processes that scan and unlink (local mode). */
+int l3_flock_ex(struct sc_l3 *l3);
+void l3_flock_un(struct sc_l3 *l3);
+
+#endif
