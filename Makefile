@@ -371,7 +371,7 @@ bench: deps
 
 install: all
 	install -d $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
-	install -m 0644 lib/stagecache.h $(DESTDIR)$(INCDIR)/
+	install -m 0644 lib/stagecache.h lib/stagecache_parts.h $(DESTDIR)$(INCDIR)/
 	install -m 0644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 0755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libstagecache.so.0 $(DESTDIR)$(LIBDIR)/libstagecache.so

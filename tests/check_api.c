@@ -19,6 +19,16 @@
 
 /* ---- the layout table ---- */
 
+/* A program written before struct sc_l3_location was renamed still compiles and means the same. */
+START_TEST(the_old_location_name_still_compiles)
+{
+	struct sc_l3_location old = { .token_count = 7 };
+	struct sc_location *now = &old;
+	ck_assert_uint_eq(now->token_count, 7);
+	ck_assert_uint_eq(sizeof(struct sc_l3_location), sizeof(struct sc_location));
+}
+END_TEST
+
 START_TEST(the_layout_table_accounts_for_every_byte)
 {
 	unsigned ntypes = 0;
@@ -589,6 +599,7 @@ Suite *api_suite(void)
 {
 	Suite *s = suite_create("api");
 	TCase *t = tcase_create("layouts");
+	tcase_add_test(t, the_old_location_name_still_compiles);
 	tcase_add_test(t, the_layout_table_accounts_for_every_byte);
 	tcase_add_test(t, layouts_are_pinned);
 	tcase_add_test(t, layout_queries_refuse_bad_input);

@@ -31,7 +31,7 @@ done
 LC_ALL=C MANWIDTH=200 man -l "$t/man/stagecache.1" 2>/dev/null | grep -q "SEE ALSO" && ok "stagecache(1)" || bad "stagecache(1)"
 page=$(LC_ALL=C MANWIDTH=300 man -l "$t/man/man3/libstagecache.3" 2>/dev/null)
 missing=""
-for fn in $(sed -n 's/^[a-z].*[ *]\(sc_[a-z0-9_]*\)(.*/\1/p' lib/stagecache.h); do
+for fn in $(sed -n 's/^[a-z].*[ *]\(sc_[a-z0-9_]*\)(.*/\1/p' lib/stagecache.h lib/stagecache_parts.h); do
 	echo "$page" | grep -q "$fn (" || missing="$missing $fn"
 	[ -e "$t/man/man3/$fn.3" ] || missing="$missing $fn.3"
 done
