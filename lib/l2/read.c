@@ -323,21 +323,29 @@ int l2_longest_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, 
 		return -ENOMEM;
 	int k = sc_l2_prefix_keys(st, ns, tokens, n, block, keys, want);
 	int rc = k < 0 ? k : -ENOENT;
-	/* the L3 length first when it is longer than every multiple (an entry promoted from L3) */
-	if (k >= 0 && extra && extra <= n && extra > (uint32_t)k * block) {
-		struct sc_key key;
-		if ((rc = sc_l2_key(st, ns, tokens, extra, &key)) == 0) {
-			struct lookup q = { .mode = LOOKUP_PEEK, .info = info, .tokens = extra, .tok = tokens };
-			rc = (int)lookup(st, key, &q);
-			if (rc == 0)
-				*len = extra;
+	/* longest first; the L3 length (an entry promoted from L3 has it) in its place among the
+	 * multiples, unless it is one */
+	int extra_due = k >= 0 && extra && extra <= n && extra % block;
+	for (int i = k - 1; i >= -1 && rc == -ENOENT; i--) {
+		uint32_t m = (uint32_t)(i + 1) * block;
+		if (extra_due && extra > m) {
+			struct sc_key key;
+			extra_due = 0;
+			if ((rc = sc_l2_key(st, ns, tokens, extra, &key)) == 0) {
+				struct lookup q = { .mode = LOOKUP_PEEK, .info = info, .tokens = extra, .tok = tokens };
+				rc = (int)lookup(st, key, &q);
+				if (rc == 0)
+					*len = extra;
+			}
+			if (rc != -ENOENT)
+				break;
 		}
-	}
-	for (int i = k - 1; i >= 0 && rc == -ENOENT; i--) {
-		struct lookup q = { .mode = LOOKUP_PEEK, .info = info, .tokens = (uint64_t)(i + 1) * block, .tok = tokens };
+		if (i < 0)
+			break;
+		struct lookup q = { .mode = LOOKUP_PEEK, .info = info, .tokens = m, .tok = tokens };
 		rc = (int)lookup(st, keys[i], &q);
 		if (rc == 0)
-			*len = (uint32_t)(i + 1) * block;
+			*len = m;
 	}
 	if (keys != stack_keys)
 		free(keys);
