@@ -119,9 +119,6 @@ class Router:
         self.sub = self.ctx.socket(zmq.SUB)
         self.sub.setsockopt(zmq.SUBSCRIBE, args.topic.encode())
         self.sub.connect(args.endpoint)
-        self.rep = self.ctx.socket(zmq.DEALER)
-        self.rep.setsockopt(zmq.LINGER, 0)
-        self.rep.connect(args.replay)
         self.sets = {}
         self.last_seq = -1
         self.skip = {int(s) for s in args.skip.split(",") if s} if args.skip else set()
@@ -157,26 +154,35 @@ class Router:
         if replayed:
             self.counters["replayed_batches"] += 1
 
-    def replay_from(self, start, upto=None):
-        """Ask for every batch from @start; apply those after last_seq. Bounded: 5 s."""
+    def replay_from(self, start):
+        """Ask for every batch from @start; apply those after last_seq. Each attempt on a new
+        DEALER (a publisher that died with our request leaves no reply to wait for): 2 s each,
+        5 attempts, then it is an error."""
         self.counters["replays"] += 1
-        self.rep.send_multipart([b"", start.to_bytes(8, "big")])
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            if not self.rep.poll(200):
-                continue
-            frames = self.rep.recv_multipart()
-            if len(frames) != 3 or frames[0] != b"":
-                self.counters["errors"] += 1
-                self.errors.append(f"replay reply of {len(frames)} frames")
-                return
-            seqb, payload = frames[1], frames[2]
-            if seqb == END_SEQ:
-                return
-            seq = int.from_bytes(seqb, "big")
-            if seq > self.last_seq:
-                self.handle(seq, payload, replayed=True)
-        self.errors.append("replay: no end marker within 5 s")
+        for _ in range(5):
+            rep = self.ctx.socket(zmq.DEALER)
+            rep.setsockopt(zmq.LINGER, 0)
+            rep.connect(self.args.replay)
+            try:
+                rep.send_multipart([b"", start.to_bytes(8, "big")])
+                deadline = time.monotonic() + 2
+                while time.monotonic() < deadline:
+                    if not rep.poll(100):
+                        continue
+                    frames = rep.recv_multipart()
+                    if len(frames) != 3 or frames[0] != b"":
+                        self.counters["errors"] += 1
+                        self.errors.append(f"replay reply of {len(frames)} frames")
+                        return
+                    if frames[1] == END_SEQ:
+                        return
+                    seq = int.from_bytes(frames[1], "big")
+                    if seq > self.last_seq:
+                        self.handle(seq, frames[2], replayed=True)
+            finally:
+                rep.close(0)
+            self.counters["replay_retries"] = self.counters.get("replay_retries", 0) + 1
+        self.errors.append("replay: no end marker in 5 attempts of 2 s")
         self.counters["errors"] += 1
 
     def save(self):
