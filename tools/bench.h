@@ -61,6 +61,8 @@ int bench_probes(int argc, char **argv);
 int bench_restore(int argc, char **argv);
 int bench_policy(int argc, char **argv);
 int bench_segments(int argc, char **argv);
+/* The KV-event rows of bench l2 (tools/bench_events.c): called by bench_l2. */
+void bench_l2_events(void);
 
 /* For the report: a row read back from a JSON file; the table of targets (Markdown or HTML) over
  * the rows loaded, for the benchmarks that have rows. Returns the misses. */

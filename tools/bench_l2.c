@@ -23,6 +23,7 @@
  *                                        hits/s, barrier start, one common window, hits only
  *   mem_<s>_overhead_bytes               bytes of arena per entry beyond the payload: heap rounding
  *                                        and block header (measured) + index slot and bucket
+ *   events_*                             the KV-event stream's costs: tools/bench_events.c
  */
 #include <errno.h>
 #include <getopt.h>
@@ -769,7 +770,8 @@ static void usage(FILE *f)
 		   "  hit_scale_{p50,p99,p999}_ns hit_with_writer_{p50,p99,p999}_ns hit_p999_with_writer_vs_quiet_p50\n"
 		   "  lmdb_scale_{p50,p99,p999}_ns (context)\n"
 		   "  admit_{4k,64k,1m}_vs_xxh3_memcpy admit_full_vs_not_full copyout_{4k,64k,1m}_vs_memcpy\n"
-		   "  hit_1proc_ops hit_2proc_ops hit_2proc_vs_1proc mem_{4k,64k,1m}_overhead_bytes\n");
+		   "  hit_1proc_ops hit_2proc_ops hit_2proc_vs_1proc mem_{4k,64k,1m}_overhead_bytes\n"
+		   "  events_hit_overhead events_admit_overhead events_rate events_publisher_rate (tools/bench_events.c)\n");
 }
 
 int bench_l2(int argc, char **argv)
@@ -803,5 +805,6 @@ int bench_l2(int argc, char **argv)
 		fail = 1;
 	if (bench_memory())
 		fail = 1;
+	bench_l2_events();
 	return fail ? EXIT_FAIL : EXIT_OK;
 }

@@ -1,0 +1,377 @@
+/*
+ * tools/bench_events.c — the KV-event stream's costs, reported by `stagecache bench l2`
+ * (bench_l2 calls bench_l2_events last):
+ *
+ *   events_hit_overhead    hit (sc_l2_get_key + release, 1024 small entries) with a publisher
+ *                          attached / without; rounds alternate, medians compared (target <= 1.05)
+ *   events_admit_overhead  4 KiB admits into a full arena (each admit evicts: two events) with a
+ *                          publisher attached / without (target <= 1.05)
+ *   events_rate            events/s through the ring from one writer process to the listener
+ *                          (sc_events_post -> sc_events_read), with no event dropped: the writer
+ *                          appends in bursts of half the ring and waits while more than a quarter
+ *                          is unread (target >= 1 M/s)
+ *   events_publisher_rate  context: L2 events/s the real publisher handles (each read, its entry
+ *                          looked at, the batch encoded and sent), fed by admits
+ *
+ * "A publisher attached" is the real one: `stagecache events NAME --endpoint ipc://...` (the CLI
+ * beside this binary; libzmq). Where it cannot start, a child that only reads the ring stands in
+ * (bench_env says which).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define B "l2"
+#define KEYS 1024
+#define NTOK 32
+
+static void toks(int32_t *t, uint32_t n, uint32_t base)
+{
+	for (uint32_t i = 0; i < n; i++)
+		t[i] = (int32_t)((base * 2654435761u) ^ (i * 40503u));
+}
+
+static void pause_ms(int ms)
+{
+	struct timespec ts = { 0, (long)ms * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* A listener that only drains the ring (when the real publisher cannot run). */
+static void drain_child(const char *name)
+{
+	struct sc_arena *a;
+	struct sc_events *ev;
+	if (sc_arena_open(name, &a) || sc_events_open(a, &ev))
+		_exit(90);
+	static struct sc_event e[1024];
+	for (;;) {
+		int n = sc_events_read(ev, e, 1024);
+		if (n < 0)
+			_exit(91);
+		if (!n)
+			pause_ms(1);
+	}
+}
+
+/* Start a publisher on arena @name: the CLI's, else a draining child. 0 with *pid, or -1. */
+static int attach(struct sc_arena *a, const char *name, pid_t *pid, const char **kind)
+{
+	char exe[4096], cli[4200], ep[128];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash)
+			*slash = 0;
+		snprintf(cli, sizeof(cli), "%s/stagecache", exe);
+		snprintf(ep, sizeof(ep), "ipc:///tmp/stagecache-bench-events-%d.sock", (int)getpid());
+	}
+	for (int real = n > 0 && access(cli, X_OK) == 0; real >= 0; real--) {
+		*pid = fork();
+		if (*pid < 0)
+			return -1;
+		if (!*pid) {
+			if (!real)
+				drain_child(name);
+			int null = open("/dev/null", O_WRONLY);
+			if (null >= 0) {
+				dup2(null, 1);
+				dup2(null, 2);
+			}
+			execl(cli, cli, "events", name, "--endpoint", ep, "--heartbeat-ms", "0", (char *)NULL);
+			_exit(127);
+		}
+		struct sc_events_stats st;
+		double end = bench_now() + 10;
+		int status;
+		while (bench_now() < end && waitpid(*pid, &status, WNOHANG) == 0) {
+			if (sc_events_stats(a, &st) == 0 && st.listener && st.listener_alive) {
+				*kind = real ? "stagecache events (ipc)" : "a child draining the ring";
+				return 0;
+			}
+			pause_ms(5);
+		}
+		kill(*pid, SIGKILL);
+		waitpid(*pid, &status, 0);
+	}
+	return -1;
+}
+
+static void detach(pid_t pid)
+{
+	int status;
+	kill(pid, SIGTERM);
+	waitpid(pid, &status, 0);
+}
+
+static int make(const char *name, uint64_t bytes, struct sc_arena **a, struct sc_stage **st)
+{
+	struct sc_arena_opts o = { .size_bytes = bytes, .huge = SC_HUGE_AUTO, .index_entries = 8192 };
+	int rc = sc_arena_create(name, &o, a);
+	if (rc == -ENOMEM) {
+		o.huge = SC_HUGE_OFF;
+		rc = sc_arena_create(name, &o, a);
+	}
+	if (!rc && (rc = sc_stage_open(*a, "bench-model", "bench-state", st))) {
+		sc_arena_close(*a);
+		sc_arena_destroy(NULL, name);
+	}
+	return rc;
+}
+
+static void drop(const char *name, struct sc_arena *a, struct sc_stage *st)
+{
+	sc_stage_close(st);
+	sc_arena_close(a);
+	sc_arena_destroy(NULL, name);
+}
+
+static int admit(struct sc_stage *st, uint8_t *buf, size_t len, uint32_t k)
+{
+	int32_t t[NTOK];
+	toks(t, NTOK, k);
+	memcpy(buf, &k, 4);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { len } };
+	return sc_l2_admit(st, "bench", t, NTOK, sc_digest(buf, len), &p, SC_ORIGIN_DIRECT);
+}
+
+/* ns per hit over @n random hits of @keys */
+static double hit_round(struct sc_stage *st, const struct sc_key *keys, int n, uint32_t *x)
+{
+	double t0 = bench_now();
+	for (int i = 0; i < n; i++) {
+		*x = *x * 1103515245u + 12345u;
+		struct sc_lease l;
+		if (sc_l2_get_key(st, keys[(*x >> 8) % KEYS], &l) == 0)
+			sc_lease_release(&l);
+	}
+	return (bench_now() - t0) * 1e9 / n;
+}
+
+/* ns per admit over @n admits of keys from *@next on (the arena is full: each evicts) */
+static double admit_round(struct sc_stage *st, uint8_t *buf, size_t len, int n, uint32_t *next, int *err)
+{
+	double t0 = bench_now();
+	for (int i = 0; i < n; i++) {
+		int rc = admit(st, buf, len, (*next)++);
+		if (rc && !*err)
+			*err = rc;
+	}
+	return (bench_now() - t0) * 1e9 / n;
+}
+
+static void overheads(void)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "bench-ev-%d", (int)getpid());
+	struct sc_arena *a;
+	struct sc_stage *st;
+	int rc = make(name, 16ull << 20, &a, &st);
+	if (rc) {
+		bench_missing(B, "events_hit_overhead", "arena: %s", sc_strerror(rc));
+		bench_missing(B, "events_admit_overhead", "arena: %s", sc_strerror(rc));
+		return;
+	}
+	static uint8_t buf[4096];
+	memset(buf, 0x5a, sizeof(buf));
+	struct sc_key *keys = calloc(KEYS, sizeof(*keys));
+	for (uint32_t k = 0; k < KEYS && !rc; k++) {
+		int32_t t[NTOK];
+		toks(t, NTOK, k);
+		rc = admit(st, buf, 512, k);
+		sc_l2_key(st, "bench", t, NTOK, &keys[k]);
+	}
+	/* fill the arena with 4 KiB entries: from here on every admit evicts */
+	uint32_t next = 1u << 20;
+	struct sc_l2_stats ls = { 0 };
+	for (int i = 0; !rc && i < 100000 && !ls.evictions; i++) {
+		rc = admit(st, buf, sizeof(buf), next++);
+		if (i % 256 == 0)
+			sc_l2_stats(a, NULL, &ls);
+	}
+	/* the hit keys were evicted meanwhile: admit them again (hits must hit) */
+	for (uint32_t k = 0; k < KEYS && !rc; k++)
+		rc = admit(st, buf, 512, k);
+	pid_t pub = 0;
+	const char *kind = NULL;
+	if (rc || attach(a, name, &pub, &kind)) {
+		bench_missing(B, "events_hit_overhead", "%s", rc ? sc_strerror(rc) : "no publisher could attach");
+		bench_missing(B, "events_admit_overhead", "%s", rc ? sc_strerror(rc) : "no publisher could attach");
+		free(keys);
+		drop(name, a, st);
+		return;
+	}
+	bench_env(B, "events_publisher", "%s", kind);
+	detach(pub);
+	int reps = bench_quick ? 3 : 7, nh = bench_quick ? 50000 : 400000, na = bench_quick ? 2000 : 8000, err = 0;
+	double hw[8], ho[8], aw[8], ao[8];
+	uint32_t x = 7;
+	/* rounds alternate: without, then with (the publisher started anew each time) */
+	for (int r = 0; r < reps && !err; r++) {
+		ho[r] = hit_round(st, keys, nh, &x);
+		ao[r] = admit_round(st, buf, sizeof(buf), na, &next, &err);
+		if (attach(a, name, &pub, &kind)) {
+			err = -ECHILD;
+			break;
+		}
+		hw[r] = hit_round(st, keys, nh, &x);
+		aw[r] = admit_round(st, buf, sizeof(buf), na, &next, &err);
+		detach(pub);
+	}
+	if (err) {
+		bench_missing(B, "events_hit_overhead", "a round failed: %s", sc_strerror(err));
+		bench_missing(B, "events_admit_overhead", "a round failed: %s", sc_strerror(err));
+	} else {
+		double rh[8], ra[8];
+		for (int r = 0; r < reps; r++) {
+			rh[r] = hw[r] / ho[r];
+			ra[r] = aw[r] / ao[r];
+		}
+		bench_stat(B, "events_hit_overhead", "ratio", rh, reps, "the same hits with no publisher");
+		bench_stat(B, "events_admit_overhead", "ratio", ra, reps, "the same admits (each evicting) with no publisher");
+		bench_stat(B, "events_hit_with_publisher_ns", "ns", hw, reps, NULL);
+		bench_stat(B, "events_admit_with_publisher_ns", "ns", aw, reps, NULL);
+	}
+	free(keys);
+	drop(name, a, st);
+}
+
+/* One writer process posts @total events in bursts of half the ring, waiting while more than a
+ * quarter is unread; the listener (this process) reads them. events/s, or < 0. */
+static double ring_rate(struct sc_arena *a, const char *name, uint64_t total, uint64_t *dropped)
+{
+	struct sc_events *ev;
+	int rc = sc_events_open(a, &ev);
+	if (rc)
+		return rc;
+	struct sc_events_stats s0;
+	sc_events_stats(a, &s0);
+	pid_t w = fork();
+	if (!w) {
+		struct sc_arena *c;
+		if (sc_arena_open(name, &c))
+			_exit(90);
+		struct sc_event e = { .type = SC_EVENT_L2_REMOVED };
+		uint64_t burst = s0.records / 2, i = 0;
+		struct sc_events_stats s;
+		while (i < total) {
+			for (uint64_t k = 0; k < burst && i < total; k++, i++) {
+				e.key.lo = i;
+				if (sc_events_post(c, &e))
+					_exit(91);
+			}
+			do
+				sc_events_stats(c, &s);
+			while (s.pending > s0.records / 4);
+		}
+		_exit(0);
+	}
+	static struct sc_event e[4096];
+	uint64_t got = 0, next = 0, order_bad = 0;
+	double t0 = bench_now(), t1 = t0;
+	int status, done = 0;
+	while (got < total) {
+		int n = sc_events_read(ev, e, 4096);
+		if (n < 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			if (e[i].type != SC_EVENT_L2_REMOVED)
+				continue;
+			if (e[i].key.lo != next)
+				order_bad++;
+			next = e[i].key.lo + 1;
+			got++;
+		}
+		t1 = bench_now();
+		if (!n && (done = waitpid(w, &status, WNOHANG) == w))
+			break;
+	}
+	if (!done)
+		waitpid(w, &status, 0);
+	struct sc_events_stats s1;
+	sc_events_stats(a, &s1);
+	*dropped = s1.dropped - s0.dropped + s1.lost - s0.lost + order_bad;
+	sc_events_close(ev);
+	if (got < total || !WIFEXITED(status) || WEXITSTATUS(status))
+		return -EIO;
+	return (double)got / (t1 - t0);
+}
+
+/* The real publisher fed by admits of new keys into a full arena: L2 events it handled per second. */
+static double publisher_rate(struct sc_arena *a, struct sc_stage *st, const char *name, uint64_t *events)
+{
+	pid_t pub = 0;
+	const char *kind = "";
+	if (attach(a, name, &pub, &kind) || strncmp(kind, "stagecache", 10)) {
+		if (pub > 0)
+			detach(pub);
+		return -ENOTCONN;
+	}
+	static uint8_t buf[512];
+	struct sc_events_stats s0, s;
+	sc_events_stats(a, &s0);
+	int n = bench_quick ? 20000 : 100000;
+	double t0 = bench_now();
+	for (int i = 0; i < n; i++)
+		if (admit(st, buf, sizeof(buf), 5000000u + (uint32_t)i) && i == 0)
+			break;
+	double end = bench_now() + 30;
+	do
+		sc_events_stats(a, &s);
+	while (s.pending && bench_now() < end);
+	double dt = bench_now() - t0;
+	detach(pub);
+	*events = s.appended - s0.appended;
+	return s.pending || s.dropped != s0.dropped ? -EIO : (double)*events / dt;
+}
+
+static void rates(void)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "bench-evr-%d", (int)getpid());
+	struct sc_arena *a;
+	struct sc_stage *st;
+	int rc = make(name, 16ull << 20, &a, &st);
+	if (rc) {
+		bench_missing(B, "events_rate", "arena: %s", sc_strerror(rc));
+		return;
+	}
+	int reps = bench_quick ? 3 : 5;
+	uint64_t total = bench_quick ? 500000 : 4000000, dropped = 0, d = 0;
+	double v[8];
+	for (int r = 0; r < reps; r++) {
+		v[r] = ring_rate(a, name, total, &d);
+		dropped += d;
+		if (v[r] < 0) {
+			bench_missing(B, "events_rate", "a run failed: %s", sc_strerror((int)v[r]));
+			drop(name, a, st);
+			return;
+		}
+	}
+	if (dropped)
+		bench_missing(B, "events_rate", "%llu events dropped, lost or out of order", (unsigned long long)dropped);
+	else
+		bench_stat(B, "events_rate", "events/s", v, reps, "one writer process, no drop");
+	uint64_t ev;
+	double pr = publisher_rate(a, st, name, &ev);
+	if (pr > 0)
+		bench_value(B, "events_publisher_rate", pr, "events/s", "admits of new keys into a full arena");
+	else
+		bench_missing(B, "events_publisher_rate", "%s", sc_strerror((int)pr));
+	drop(name, a, st);
+}
+
+void bench_l2_events(void)
+{
+	bench_progress("l2: events\n");
+	overheads();
+	rates();
+}
