@@ -2,6 +2,7 @@
 """tests/kv_subscriber.py — a router's view of `stagecache events`, for tests/check_events.c.
 
   kv_subscriber.py subscribe --endpoint EP --replay EP --state FILE [--skip SEQ,...] [--topic T]
+                             [--format array|map]
       Subscribe like a cache-aware router: decode every KVEventBatch as vLLM's published types
       define them (msgspec array_like structs, events as tagged arrays: checked field by field
       below, with Debian's python3-msgpack), rebuild the set of block hashes per medium, detect
@@ -71,7 +72,19 @@ def _int_list(v, what):
     return [_int(x, what) for x in v]
 
 
-def decode_event(e):
+MAP_FIELDS = {"BlockStored": ["block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"],
+              "BlockRemoved": ["block_hashes", "medium"], "AllBlocksCleared": []}
+
+
+def decode_event(e, fmt="array"):
+    if fmt == "map":
+        # later vLLM (tag=True without array_like) and Dynamo's relay: {"type": tag, field: value}
+        if not isinstance(e, dict) or not isinstance(e.get("type"), str) or e["type"] not in MAP_FIELDS:
+            raise DecodeError("event: expected a map with a known \"type\"")
+        fields = MAP_FIELDS[e["type"]]
+        if set(e) != {"type", *fields}:
+            raise DecodeError(f"{e['type']}: fields {sorted(e)}")
+        e = [e["type"]] + [e[f] for f in fields]
     if not isinstance(e, list) or not e or not isinstance(e[0], str):
         raise DecodeError("event: expected a tagged array")
     tag = e[0]
@@ -96,7 +109,7 @@ def decode_event(e):
     raise DecodeError(f"unknown event tag {tag!r}")
 
 
-def decode_batch(payload):
+def decode_batch(payload, fmt="array"):
     try:
         b = msgpack.unpackb(payload, raw=False, strict_map_key=True)
     except Exception as ex:  # noqa: BLE001 - any msgpack failure is a decoding error
@@ -109,7 +122,7 @@ def decode_batch(payload):
         raise DecodeError("KVEventBatch.events: expected array")
     if len(b) == 3:
         _int(b[2], "data_parallel_rank")
-    return b[0], [decode_event(e) for e in b[1]]
+    return b[0], [decode_event(e, fmt) for e in b[1]]
 
 
 class Router:
@@ -123,7 +136,7 @@ class Router:
         self.last_seq = -1
         self.skip = {int(s) for s in args.skip.split(",") if s} if args.skip else set()
         self.counters = {"batches": 0, "events": 0, "gaps": 0, "replays": 0, "replayed_batches": 0,
-                         "snapshots": 0, "skipped": 0, "errors": 0, "stale": 0, "restarts": 0}
+                         "snapshots": 0, "skipped": 0, "errors": 0, "stale": 0}
         self.errors = []
         self.dirty = True
 
@@ -143,7 +156,7 @@ class Router:
 
     def handle(self, seq, payload, replayed=False):
         try:
-            _, events = decode_batch(payload)
+            _, events = decode_batch(payload, self.args.format)
         except DecodeError as ex:
             self.counters["errors"] += 1
             self.errors.append(f"seq {seq}: {ex}")
@@ -298,6 +311,7 @@ def main():
     a.add_argument("--state", required=True)
     a.add_argument("--skip", default="")
     a.add_argument("--topic", default="")
+    a.add_argument("--format", choices=["array", "map"], default="array")
     b = sp.add_parser("expect")
     b.add_argument("--ls", required=True)
     b.add_argument("--l3ls")

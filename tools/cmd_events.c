@@ -73,7 +73,7 @@ static void usage(FILE *f)
 		"usage: stagecache events NAME --endpoint tcp://HOST:PORT [--replay tcp://HOST:PORT] [--l3 DIR]\n"
 		"                         [--block-size N] [--topic T] [--medium-l2 NAME] [--medium-l3 NAME]\n"
 		"                         [--lora-id N] [--dp-rank N] [--buffer-steps N] [--heartbeat-ms MS]\n"
-		"                         [--l3-rescan-ms MS] [--dir DIR] [--owner USER] [--json]\n"
+		"                         [--l3-rescan-ms MS] [--format array|map] [--dir DIR] [--owner USER] [--json]\n"
 		"       stagecache events NAME --status [--dir DIR] [--owner USER] [--json]\n\n"
 		"Publish what the arena NAME holds as vLLM's KV events, for cache-aware routers (llm-d,\n"
 		"NVIDIA Dynamo; docs/ROUTING.md): a ZeroMQ PUB socket bound at --endpoint sends\n"
@@ -88,6 +88,9 @@ static void usage(FILE *f)
 		"                     ([\"\", seq, batch] each), or with a snapshot labelled with the last\n"
 		"                     sequence when they are no longer buffered, then [\"\", -1, \"\"]\n"
 		"  --block-size N     tokens per block (default 16, vLLM's); a partial last block is not published\n"
+		"  --format F         array (default): each event a tagged array [\"BlockStored\", fields...]\n"
+		"                     as vLLM's array_like structs; map: each event a map with a \"type\" key\n"
+		"                     and its fields by name (later vLLM versions, Dynamo's ZMQ relay)\n"
 		"  --topic T          the first frame of every message (default empty)\n"
 		"  --medium-l2 NAME   medium of L2 blocks (default cpu_shared)\n"
 		"  --medium-l3 NAME   medium of L3 blocks (default disk)\n"
@@ -608,7 +611,7 @@ static int run(struct pub *p, const char *endpoint, const char *replay_ep, uint3
 int cmd_events(int argc, char **argv)
 {
 	const char *dir = NULL, *name = NULL, *endpoint = NULL, *replay_ep = NULL, *l3dir = NULL, *topic = "";
-	const char *m2 = "cpu_shared", *m3 = "disk";
+	const char *m2 = "cpu_shared", *m3 = "disk", *format = "array";
 	uint32_t block = 16, buffer_steps = 10000, heartbeat_ms = 1000, rescan_ms = 10000;
 	uint64_t lora = UINT64_MAX, dp = UINT64_MAX;
 	int status = 0, json = 0;
@@ -627,6 +630,7 @@ int cmd_events(int argc, char **argv)
 		{ "l3-rescan-ms", CLI_U32, &rescan_ms, 0, 86400000, .want = "milliseconds (0: never)" },
 		{ "lora-id", CLI_U64, &lora, 0, INT64_MAX, .want = "a number" },
 		{ "dp-rank", CLI_U64, &dp, 0, INT64_MAX, .want = "a number" },
+		{ "format", CLI_STR, &format },
 		{ "status", CLI_FLAG, &status },
 		{ "json", CLI_FLAG, &json },
 		CLI_OPERAND("NAME", &name),
@@ -638,6 +642,8 @@ int cmd_events(int argc, char **argv)
 		return cli_usage_error("events", "--endpoint is required (e.g. tcp://127.0.0.1:5557)");
 	if (!*m2 || !*m3)
 		return cli_usage_error("events", "a medium name may not be empty");
+	if (strcmp(format, "array") && strcmp(format, "map"))
+		return cli_usage_error("events", "--format '%s': want array or map", cli_q(format));
 	struct sc_arena *a;
 	if ((rc = cli_open_arena("events", dir, name, &a)))
 		return rc;
@@ -657,7 +663,8 @@ int cmd_events(int argc, char **argv)
 		fprintf(stderr, "stagecache events: arena %s stores no token ids (created with token verification off): "
 				"its L2 blocks cannot be published\n", name);
 	struct evpub_opts eo = { .block_size = block, .medium = { m2, m3 }, .has_lora_id = lora != UINT64_MAX,
-				 .lora_id = (int64_t)lora, .has_dp_rank = dp != UINT64_MAX, .dp_rank = (int64_t)dp };
+				 .lora_id = (int64_t)lora, .has_dp_rank = dp != UINT64_MAX, .dp_rank = (int64_t)dp,
+				 .map_events = !strcmp(format, "map") };
 	int ret = EXIT_FAIL;
 	if (!(p.m = evpub_new(&eo)) || !(p.pinfo = malloc(sizeof(*p.pinfo)))) {
 		cli_fail("events", -ENOMEM, "cannot start");

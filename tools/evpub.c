@@ -110,6 +110,16 @@ static void mp_int(struct mp *m, int64_t v)
 	}
 }
 
+static void mp_map(struct mp *m, uint32_t n)
+{
+	if (n < 16) {
+		uint8_t t = (uint8_t)(0x80 | n);
+		mp_put(m, &t, 1);
+	} else {
+		mp_be(m, 0xde, n, 2);
+	}
+}
+
 static void mp_nil(struct mp *m)
 {
 	uint8_t t = 0xc0;
@@ -512,43 +522,90 @@ uint64_t evpub_blocks(const struct evpub *p, int medium)
 
 /* ---- encoding ---- */
 
-static void enc_op(const struct evpub *p, struct mp *m, const struct op *o)
+/* An event's head: the tagged array [tag, fields...] (vLLM's array_like structs), or with
+ * map_events the map {"type": tag, field: value...}; then each field through enc_field. */
+static void enc_event(const struct evpub *p, struct mp *m, const char *tag, uint32_t nfields)
 {
-	const char *medium = p->o.medium[o->medium];
-	if (o->kind == OP_CLEARED) {
-		mp_array(m, 1);
-		mp_str(m, "AllBlocksCleared");
-		return;
+	if (p->o.map_events) {
+		mp_map(m, nfields + 1);
+		mp_str(m, "type");
+	} else {
+		mp_array(m, nfields + 1);
 	}
-	if (o->kind == OP_REMOVED) {
-		mp_array(m, 3);
-		mp_str(m, "BlockRemoved");
-		mp_array(m, o->nh);
-		for (uint32_t i = 0; i < o->nh; i++)
-			mp_uint(m, o->hashes[i]);
-		mp_str(m, medium);
-		return;
-	}
-	/* BlockStored: block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium */
-	mp_array(m, 7);
-	mp_str(m, "BlockStored");
-	mp_array(m, o->nh);
-	for (uint32_t i = 0; i < o->nh; i++)
-		mp_uint(m, o->hashes[i]);
-	if (o->has_parent)
-		mp_uint(m, o->parent);
+	mp_str(m, tag);
+}
+
+static void enc_field(const struct evpub *p, struct mp *m, const char *name)
+{
+	if (p->o.map_events)
+		mp_str(m, name);
+}
+
+/* BlockStored: block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium; the
+ * token ids of block i from @tok(ctx, i) */
+static void enc_stored(const struct evpub *p, struct mp *m, int medium, int has_parent, uint64_t parent,
+		       const uint64_t *h, uint32_t nh, const int32_t *(*tok)(const void *ctx, uint32_t i), const void *ctx)
+{
+	uint32_t bs = p->o.block_size;
+	enc_event(p, m, "BlockStored", 6);
+	enc_field(p, m, "block_hashes");
+	mp_array(m, nh);
+	for (uint32_t i = 0; i < nh; i++)
+		mp_uint(m, h[i]);
+	enc_field(p, m, "parent_block_hash");
+	if (has_parent)
+		mp_uint(m, parent);
 	else
 		mp_nil(m);
-	uint64_t nt = (uint64_t)o->nh * p->o.block_size;
-	mp_array(m, (uint32_t)nt);
-	for (uint64_t i = 0; i < nt; i++)
-		mp_int(m, o->tokens[i]);
-	mp_uint(m, p->o.block_size);
+	enc_field(p, m, "token_ids");
+	mp_array(m, nh * bs);
+	for (uint32_t i = 0; i < nh; i++) {
+		const int32_t *t = tok(ctx, i);
+		for (uint32_t k = 0; k < bs; k++)
+			mp_int(m, t[k]);
+	}
+	enc_field(p, m, "block_size");
+	mp_uint(m, bs);
+	enc_field(p, m, "lora_id");
 	if (p->o.has_lora_id)
 		mp_int(m, p->o.lora_id);
 	else
 		mp_nil(m);
-	mp_str(m, medium);
+	enc_field(p, m, "medium");
+	mp_str(m, p->o.medium[medium]);
+}
+
+static void enc_cleared(const struct evpub *p, struct mp *m)
+{
+	enc_event(p, m, "AllBlocksCleared", 0);
+}
+
+struct op_tok {
+	const struct op *o;
+	uint32_t bs;
+};
+static const int32_t *op_tokens(const void *ctx, uint32_t i)
+{
+	const struct op_tok *t = ctx;
+	return t->o->tokens + (size_t)i * t->bs;
+}
+
+static void enc_op(const struct evpub *p, struct mp *m, const struct op *o)
+{
+	if (o->kind == OP_CLEARED) {
+		enc_cleared(p, m);
+	} else if (o->kind == OP_REMOVED) {
+		enc_event(p, m, "BlockRemoved", 2);
+		enc_field(p, m, "block_hashes");
+		mp_array(m, o->nh);
+		for (uint32_t i = 0; i < o->nh; i++)
+			mp_uint(m, o->hashes[i]);
+		enc_field(p, m, "medium");
+		mp_str(m, p->o.medium[o->medium]);
+	} else {
+		struct op_tok t = { o, p->o.block_size };
+		enc_stored(p, m, o->medium, o->has_parent, o->parent, o->hashes, o->nh, op_tokens, &t);
+	}
 }
 
 /* KVEventBatch: [ts, events] or [ts, events, data_parallel_rank] */
@@ -581,6 +638,16 @@ int64_t evpub_flush(struct evpub *p, double ts, uint8_t **buf)
 	return enc_done(p, &m, buf);
 }
 
+struct blk_tok {
+	const struct blks *t;
+	const uint64_t *h;
+};
+static const int32_t *blk_tokens(const void *ctx, uint32_t i)
+{
+	const struct blk_tok *t = ctx;
+	return blk_find(t->t, t->h[i])->tokens; /* held: the snapshot found it */
+}
+
 int64_t evpub_snapshot(struct evpub *p, double ts, uint8_t **buf)
 {
 	/* the runs are found first (to know how many events there are), then encoded */
@@ -591,7 +658,6 @@ int64_t evpub_snapshot(struct evpub *p, double ts, uint8_t **buf)
 		uint32_t nh;
 	} *runs = NULL;
 	uint64_t nruns = 0, cap = 0;
-	uint32_t bs = p->o.block_size;
 	if (++p->snap == 0)
 		p->snap = 1; /* marks 0 mean "never": a wrap starts them again */
 	for (int md = 0; md < EVPUB_MEDIA; md++) {
@@ -625,31 +691,11 @@ int64_t evpub_snapshot(struct evpub *p, double ts, uint8_t **buf)
 	}
 	struct mp m = { 0 };
 	enc_head(p, &m, ts, nruns + 1);
-	mp_array(&m, 1);
-	mp_str(&m, "AllBlocksCleared");
+	enc_cleared(p, &m);
 	for (uint64_t r = 0; r < nruns; r++) {
-		const char *medium = p->o.medium[runs[r].medium];
-		mp_array(&m, 7);
-		mp_str(&m, "BlockStored");
-		mp_array(&m, runs[r].nh);
-		for (uint32_t i = 0; i < runs[r].nh; i++)
-			mp_uint(&m, runs[r].h[i]);
-		if (runs[r].has_parent)
-			mp_uint(&m, runs[r].parent);
-		else
-			mp_nil(&m);
-		mp_array(&m, runs[r].nh * bs);
-		for (uint32_t i = 0; i < runs[r].nh; i++) {
-			const struct blk *b = blk_find(&p->b[runs[r].medium], runs[r].h[i]);
-			for (uint32_t t = 0; t < bs; t++)
-				mp_int(&m, b->tokens[t]);
-		}
-		mp_uint(&m, bs);
-		if (p->o.has_lora_id)
-			mp_int(&m, p->o.lora_id);
-		else
-			mp_nil(&m);
-		mp_str(&m, medium);
+		struct blk_tok t = { &p->b[runs[r].medium], runs[r].h };
+		enc_stored(p, &m, runs[r].medium, runs[r].has_parent, runs[r].parent, runs[r].h, runs[r].nh, blk_tokens,
+			   &t);
 	}
 	free(runs);
 	return enc_done(p, &m, buf);

@@ -25,6 +25,8 @@ struct evpub_opts {
 	int64_t lora_id;
 	int has_dp_rank;                 /* the batch's data_parallel_rank (else omitted) */
 	int64_t dp_rank;
+	int map_events;                  /* events as maps with a "type" key (later vLLM, Dynamo's relay);
+					  * 0: tagged arrays (vLLM's array_like structs) */
 };
 
 struct evpub;
