@@ -10,8 +10,8 @@
  *                          (sc_events_post -> sc_events_read), with no event dropped: the writer
  *                          appends in bursts of half the ring and waits while more than a quarter
  *                          is unread (target >= 1 M/s)
- *   events_publisher_rate  context: L2 events/s the real publisher handles (each read, its entry
- *                          looked at, the batch encoded and sent), fed by admits
+ *   events_publisher_cpu_ns  context: the real publisher's CPU time per L2 event (read, its entry
+ *                          looked at, the model updated, the batch encoded and sent), fed by admits
  *
  * "A publisher attached" is the real one: `stagecache events NAME --endpoint ipc://...` (the CLI
  * beside this binary; libzmq). Where it cannot start, a child that only reads the ring stands in
@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,11 +90,14 @@ static int attach(struct sc_arena *a, const char *name, pid_t *pid, const char *
 			execl(cli, cli, "events", name, "--endpoint", ep, "--heartbeat-ms", "0", (char *)NULL);
 			_exit(127);
 		}
-		struct sc_events_stats st;
+		struct sc_events_stats st, st0;
 		double end = bench_now() + 10;
 		int status;
+		sc_events_stats(a, &st0);
 		while (bench_now() < end && waitpid(*pid, &status, WNOHANG) == 0) {
-			if (sc_events_stats(a, &st) == 0 && st.listener && st.listener_alive) {
+			/* listening, and (the real one) its first batch, the snapshot, is out: what is measured
+			 * after this is the steady state */
+			if (sc_events_stats(a, &st) == 0 && st.listener && st.listener_alive && (!real || st.seq > st0.seq)) {
 				*kind = real ? "stagecache events (ipc)" : "a child draining the ring";
 				return 0;
 			}
@@ -214,17 +218,25 @@ static void overheads(void)
 	int reps = bench_quick ? 3 : 7, nh = bench_quick ? 50000 : 400000, na = bench_quick ? 2000 : 8000, err = 0;
 	double hw[8], ho[8], aw[8], ao[8];
 	uint32_t x = 7;
-	/* rounds alternate: without, then with (the publisher started anew each time) */
+	/* each round measures without and with (the publisher started anew), in alternating order so
+	 * that a drift of the machine's load between the two halves cancels out over the rounds */
 	for (int r = 0; r < reps && !err; r++) {
-		ho[r] = hit_round(st, keys, nh, &x);
-		ao[r] = admit_round(st, buf, sizeof(buf), na, &next, &err);
-		if (attach(a, name, &pub, &kind)) {
-			err = -ECHILD;
-			break;
+		for (int half = 0; half < 2 && !err; half++) {
+			int with = (r & 1) ? !half : half;
+			if (with && attach(a, name, &pub, &kind)) {
+				err = -ECHILD;
+				break;
+			}
+			double h = hit_round(st, keys, nh, &x), ad = admit_round(st, buf, sizeof(buf), na, &next, &err);
+			if (with) {
+				hw[r] = h;
+				aw[r] = ad;
+				detach(pub);
+			} else {
+				ho[r] = h;
+				ao[r] = ad;
+			}
 		}
-		hw[r] = hit_round(st, keys, nh, &x);
-		aw[r] = admit_round(st, buf, sizeof(buf), na, &next, &err);
-		detach(pub);
 	}
 	if (err) {
 		bench_missing(B, "events_hit_overhead", "a round failed: %s", sc_strerror(err));
@@ -305,8 +317,27 @@ static double ring_rate(struct sc_arena *a, const char *name, uint64_t total, ui
 	return (double)got / (t1 - t0);
 }
 
-/* The real publisher fed by admits of new keys into a full arena: L2 events it handled per second. */
-static double publisher_rate(struct sc_arena *a, struct sc_stage *st, const char *name, uint64_t *events)
+/* CPU seconds (user + system) process @pid has used, or < 0. */
+static double cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *c = strrchr(buf, ')');
+	unsigned long ut, st;
+	if (!c || sscanf(c + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The real publisher fed by admits of new keys into a full arena (two events each): its CPU time
+ * per event (each read, its entry looked at, the model updated, the batch encoded and sent), ns. */
+static double publisher_cost(struct sc_arena *a, struct sc_stage *st, const char *name, uint64_t *events)
 {
 	pid_t pub = 0;
 	const char *kind = "";
@@ -318,8 +349,8 @@ static double publisher_rate(struct sc_arena *a, struct sc_stage *st, const char
 	static uint8_t buf[512];
 	struct sc_events_stats s0, s;
 	sc_events_stats(a, &s0);
+	double c0 = cpu_s(pub);
 	int n = bench_quick ? 20000 : 100000;
-	double t0 = bench_now();
 	for (int i = 0; i < n; i++)
 		if (admit(st, buf, sizeof(buf), 5000000u + (uint32_t)i) && i == 0)
 			break;
@@ -327,10 +358,14 @@ static double publisher_rate(struct sc_arena *a, struct sc_stage *st, const char
 	do
 		sc_events_stats(a, &s);
 	while (s.pending && bench_now() < end);
-	double dt = bench_now() - t0;
+	double c1 = cpu_s(pub);
 	detach(pub);
 	*events = s.appended - s0.appended;
-	return s.pending || s.dropped != s0.dropped ? -EIO : (double)*events / dt;
+	if (s.pending)
+		return -ETIMEDOUT;
+	if (s.dropped != s0.dropped)
+		return -ENOSPC;
+	return c0 < 0 || c1 < 0 || !*events ? -EIO : (c1 - c0) * 1e9 / (double)*events;
 }
 
 static void rates(void)
@@ -361,11 +396,11 @@ static void rates(void)
 	else
 		bench_stat(B, "events_rate", "events/s", v, reps, "one writer process, no drop");
 	uint64_t ev;
-	double pr = publisher_rate(a, st, name, &ev);
-	if (pr > 0)
-		bench_value(B, "events_publisher_rate", pr, "events/s", "admits of new keys into a full arena");
+	double pc = publisher_cost(a, st, name, &ev);
+	if (pc >= 0)
+		bench_value(B, "events_publisher_cpu_ns", pc, "ns/event", "CPU of `stagecache events` per L2 event");
 	else
-		bench_missing(B, "events_publisher_rate", "%s", sc_strerror((int)pr));
+		bench_missing(B, "events_publisher_cpu_ns", "%s", sc_strerror((int)pc));
 	drop(name, a, st);
 }
 

@@ -771,7 +771,7 @@ static void usage(FILE *f)
 		   "  lmdb_scale_{p50,p99,p999}_ns (context)\n"
 		   "  admit_{4k,64k,1m}_vs_xxh3_memcpy admit_full_vs_not_full copyout_{4k,64k,1m}_vs_memcpy\n"
 		   "  hit_1proc_ops hit_2proc_ops hit_2proc_vs_1proc mem_{4k,64k,1m}_overhead_bytes\n"
-		   "  events_hit_overhead events_admit_overhead events_rate events_publisher_rate (tools/bench_events.c)\n");
+		   "  events_hit_overhead events_admit_overhead events_rate events_publisher_cpu_ns (tools/bench_events.c)\n");
 }
 
 int bench_l2(int argc, char **argv)
