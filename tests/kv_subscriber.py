@@ -44,6 +44,7 @@ class DecodeError(Exception):
 #   class KVCacheEvent(msgspec.Struct, array_like=True, omit_defaults=True, tag=True)
 #   class BlockStored(KVCacheEvent): block_hashes: list[int]; parent_block_hash: int | None;
 #       token_ids: list[int]; block_size: int; lora_id: int | None; medium: str | None
+#       (later: lora_name: str | None, required; then fields with defaults: extra_keys, group_idx)
 #   class BlockRemoved(KVCacheEvent): block_hashes: list[int]; medium: str | None
 #   class AllBlocksCleared(KVCacheEvent): pass
 # A tagged array_like struct is encoded as [tag, field1, field2, ...] with the class name as tag.
@@ -72,7 +73,8 @@ def _int_list(v, what):
     return [_int(x, what) for x in v]
 
 
-MAP_FIELDS = {"BlockStored": ["block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"],
+MAP_FIELDS = {"BlockStored": ["block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
+                              "lora_name"],
               "BlockRemoved": ["block_hashes", "medium"], "AllBlocksCleared": []}
 
 
@@ -89,8 +91,11 @@ def decode_event(e, fmt="array"):
         raise DecodeError("event: expected a tagged array")
     tag = e[0]
     if tag == "BlockStored":
-        if len(e) != 7:
-            raise DecodeError(f"BlockStored: {len(e) - 1} fields, want 6")
+        # both generations of the type must decode it: the six-field one ignores a trailing
+        # element, the seven-field one requires lora_name
+        if len(e) != 8:
+            raise DecodeError(f"BlockStored: {len(e) - 1} fields, want 7")
+        _opt_str(e[7], "lora_name")
         ev = {"type": tag, "block_hashes": _int_list(e[1], "block_hashes"),
               "parent_block_hash": _opt_int(e[2], "parent_block_hash"),
               "token_ids": _int_list(e[3], "token_ids"), "block_size": _int(e[4], "block_size"),

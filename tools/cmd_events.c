@@ -72,7 +72,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: stagecache events NAME --endpoint tcp://HOST:PORT [--replay tcp://HOST:PORT] [--l3 DIR]\n"
 		"                         [--block-size N] [--topic T] [--medium-l2 NAME] [--medium-l3 NAME]\n"
-		"                         [--lora-id N] [--dp-rank N] [--buffer-steps N] [--heartbeat-ms MS]\n"
+		"                         [--lora-id N] [--lora-name NAME] [--dp-rank N] [--buffer-steps N]\n"
+		"                         [--heartbeat-ms MS]\n"
 		"                         [--l3-rescan-ms MS] [--format array|map] [--dir DIR] [--owner USER] [--json]\n"
 		"       stagecache events NAME --status [--dir DIR] [--owner USER] [--json]\n\n"
 		"Publish what the arena NAME holds as vLLM's KV events, for cache-aware routers (llm-d,\n"
@@ -95,7 +96,8 @@ static void usage(FILE *f)
 		"  --medium-l2 NAME   medium of L2 blocks (default cpu_shared)\n"
 		"  --medium-l3 NAME   medium of L3 blocks (default disk)\n"
 		"  --lora-id N        lora_id of every BlockStored (default nil)\n"
-		"  --dp-rank N        data_parallel_rank of every batch (default: omitted)\n"
+		"  --lora-name NAME   lora_name of every BlockStored (default nil)\n"
+		"  --dp-rank N        data_parallel_rank of every batch (default 0, as vLLM sends it)\n"
 		"  --buffer-steps N   batches kept for replay (default 10000, at most 256 MiB of them)\n"
 		"  --heartbeat-ms MS  an empty batch after MS without one, so that losses show (default 1000, 0: none)\n"
 		"  --l3-rescan-ms MS  compare L3 with the model this often: changes by processes not bound\n"
@@ -611,9 +613,9 @@ static int run(struct pub *p, const char *endpoint, const char *replay_ep, uint3
 int cmd_events(int argc, char **argv)
 {
 	const char *dir = NULL, *name = NULL, *endpoint = NULL, *replay_ep = NULL, *l3dir = NULL, *topic = "";
-	const char *m2 = "cpu_shared", *m3 = "disk", *format = "array";
+	const char *m2 = "cpu_shared", *m3 = "disk", *format = "array", *lora_name = NULL;
 	uint32_t block = 16, buffer_steps = 10000, heartbeat_ms = 1000, rescan_ms = 10000;
-	uint64_t lora = UINT64_MAX, dp = UINT64_MAX;
+	uint64_t lora = UINT64_MAX, dp = 0;
 	int status = 0, json = 0;
 	const struct cli_opt opts[] = {
 		{ "dir", CLI_STR, &dir },
@@ -631,6 +633,7 @@ int cmd_events(int argc, char **argv)
 		{ "lora-id", CLI_U64, &lora, 0, INT64_MAX, .want = "a number" },
 		{ "dp-rank", CLI_U64, &dp, 0, INT64_MAX, .want = "a number" },
 		{ "format", CLI_STR, &format },
+		{ "lora-name", CLI_STR, &lora_name },
 		{ "status", CLI_FLAG, &status },
 		{ "json", CLI_FLAG, &json },
 		CLI_OPERAND("NAME", &name),
@@ -663,8 +666,8 @@ int cmd_events(int argc, char **argv)
 		fprintf(stderr, "stagecache events: arena %s stores no token ids (created with token verification off): "
 				"its L2 blocks cannot be published\n", name);
 	struct evpub_opts eo = { .block_size = block, .medium = { m2, m3 }, .has_lora_id = lora != UINT64_MAX,
-				 .lora_id = (int64_t)lora, .has_dp_rank = dp != UINT64_MAX, .dp_rank = (int64_t)dp,
-				 .map_events = !strcmp(format, "map") };
+				 .lora_id = (int64_t)lora, .has_dp_rank = 1, .dp_rank = (int64_t)dp,
+				 .map_events = !strcmp(format, "map"), .lora_name = lora_name };
 	int ret = EXIT_FAIL;
 	if (!(p.m = evpub_new(&eo)) || !(p.pinfo = malloc(sizeof(*p.pinfo)))) {
 		cli_fail("events", -ENOMEM, "cannot start");

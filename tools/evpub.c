@@ -541,13 +541,14 @@ static void enc_field(const struct evpub *p, struct mp *m, const char *name)
 		mp_str(m, name);
 }
 
-/* BlockStored: block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium; the
- * token ids of block i from @tok(ctx, i) */
+/* BlockStored: block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, lora_name
+ * (the field later vLLM added without a default: decoders of the six-field type ignore a trailing
+ * element, decoders of the seven-field type need it); the token ids of block i from @tok(ctx, i) */
 static void enc_stored(const struct evpub *p, struct mp *m, int medium, int has_parent, uint64_t parent,
 		       const uint64_t *h, uint32_t nh, const int32_t *(*tok)(const void *ctx, uint32_t i), const void *ctx)
 {
 	uint32_t bs = p->o.block_size;
-	enc_event(p, m, "BlockStored", 6);
+	enc_event(p, m, "BlockStored", 7);
 	enc_field(p, m, "block_hashes");
 	mp_array(m, nh);
 	for (uint32_t i = 0; i < nh; i++)
@@ -573,6 +574,11 @@ static void enc_stored(const struct evpub *p, struct mp *m, int medium, int has_
 		mp_nil(m);
 	enc_field(p, m, "medium");
 	mp_str(m, p->o.medium[medium]);
+	enc_field(p, m, "lora_name");
+	if (p->o.lora_name)
+		mp_str(m, p->o.lora_name);
+	else
+		mp_nil(m);
 }
 
 static void enc_cleared(const struct evpub *p, struct mp *m)

@@ -23,6 +23,7 @@ struct evpub_opts {
 	const char *medium[EVPUB_MEDIA]; /* names on the wire: "cpu_shared", "disk" */
 	int has_lora_id;                 /* lora_id on the wire (else nil) */
 	int64_t lora_id;
+	const char *lora_name;           /* lora_name on the wire (NULL: nil) */
 	int has_dp_rank;                 /* the batch's data_parallel_rank (else omitted) */
 	int64_t dp_rank;
 	int map_events;                  /* events as maps with a "type" key (later vLLM, Dynamo's relay);
