@@ -40,6 +40,7 @@ struct sc_events {
 	uint32_t token;
 	uint64_t seen_dropped;       /* hdr->dropped at our last look */
 	uint64_t seen_dead;          /* shm_readers_dead() at our last look */
+	uint64_t seen_resets;        /* hdr->resets at our last look (a reset by anyone loses records) */
 	uint64_t next_reap_ns;
 };
 
@@ -114,6 +115,7 @@ int sc_events_open(struct sc_arena *a, struct sc_events **out)
 	/* what the previous listener left unread is read by us: events are hints, a stale one costs a look */
 	ev->seen_dropped = atomic_load_explicit(&r->hdr->dropped, memory_order_acquire);
 	ev->seen_dead = shm_readers_dead(a->shm);
+	ev->seen_resets = atomic_load_explicit(&r->hdr->resets, memory_order_acquire);
 	/* quiesce the L2 writers: see the top of this file */
 	struct shm_index ix;
 	if (shm_index_view(a->shm, &ix) == 0)
@@ -167,6 +169,11 @@ int sc_events_read(struct sc_events *ev, struct sc_event *out, unsigned max)
 	if (d != ev->seen_dropped && n < max) {
 		lost_event(&out[n++], SC_EVENT_LOST_DROPPED, d - ev->seen_dropped);
 		ev->seen_dropped = d;
+	}
+	uint64_t rs = atomic_load_explicit(&ev->r->hdr->resets, memory_order_acquire);
+	if (rs != ev->seen_resets && n < max) {
+		lost_event(&out[n++], SC_EVENT_LOST_RESET, 0); /* fsck's, or ours: what was unread is gone */
+		ev->seen_resets = rs;
 	}
 	if (n == max)
 		return (int)n;

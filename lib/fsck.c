@@ -902,6 +902,18 @@ static void check_l3_index(struct fsck *f)
 	shm_l3ix_unlock(&ix);
 }
 
+/* The event ring: its header against the plan, positions and stamps. A repair resets it; the
+ * listener learns of the reset (SC_EVENT_LOST) and reads the truth again. */
+static void check_events(struct fsck *f)
+{
+	int rc = shm_evring_check(f->a->shm, repairing(f));
+	if (rc > 0)
+		finding(f, "events", repairing(f), "the event ring's header, positions or slots are inconsistent%s",
+			repairing(f) ? " (reset)" : "");
+	else if (rc < 0)
+		finding(f, "events", 0, "the event region is smaller than the arena's plan");
+}
+
 static void check_observations(struct fsck *f)
 {
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
@@ -991,6 +1003,7 @@ static void one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void
 	check_rings(&f);
 	check_observations(&f);
 	check_l3_index(&f);
+	check_events(&f);
 	p->deferred = f.deferred;
 	p->damage = f.damage;
 }

@@ -1616,7 +1616,7 @@ enum sc_event_lost {
 				       * it, or a record failed its check */
 	SC_EVENT_LOST_WRITER_DIED = 3, /* an attached process died: a change it made just before may
 				       * have no event */
-	SC_EVENT_LOST_RESET = 4,      /* the ring was corrupted and reset (sc_events_reset) */
+	SC_EVENT_LOST_RESET = 4,      /* the ring was reset (sc_events_reset, fsck --repair): what was unread is gone */
 };
 /** sc_event_lost_name - "dropped", "torn", "writer_died", "reset"; "?" for anything else. */
 const char *sc_event_lost_name(int why);
@@ -1724,7 +1724,8 @@ struct sc_fsck_report {
 };
 
 /* Called for each finding: @component ("header", "heap", "index", "policy", "rings",
- * "observations", "readers", "locks", "l3index"), a one-line @message, and whether it was repaired. */
+ * "observations", "readers", "locks", "l3index", "events"), a one-line @message, and whether it was
+ * repaired. */
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**

@@ -255,3 +255,45 @@ void shm_evring_reset(const struct shm_evring *r)
 	atomic_store_explicit(&h->tail, head, memory_order_release);
 	atomic_fetch_add_explicit(&h->resets, 1, memory_order_relaxed);
 }
+
+int shm_evring_check(struct shm_arena *a, int repair)
+{
+	struct shm_evring r;
+	int bad = 0;
+	if (shm_evring_view(a, &r)) {
+		if (!repair)
+			return 1;
+		/* the immutable line from the arena's own plan, then every slot at the head */
+		uint64_t size;
+		struct shm_evring_hdr *h = shm_region(a, SHM_REGION_EVENTS, &size);
+		uint32_t n = shm_evring_records(a->hv.index_entries);
+		if (size < shm_evring_bytes(n))
+			return -EBADMSG;
+		h->nrec = n;
+		h->rec_bytes = sizeof(struct shm_evrec);
+		h->recs_off = SHM_EVRING_HDR_BYTES;
+		h->magic = SHM_EVRING_MAGIC;
+		if (shm_evring_view(a, &r))
+			return -EBADMSG;
+		shm_evring_reset(&r);
+		return 1;
+	}
+	uint64_t head = atomic_load_explicit(&r.hdr->head, memory_order_acquire);
+	uint64_t tail = atomic_load_explicit(&r.hdr->tail, memory_order_acquire);
+	if ((int64_t)(head - tail) < 0 || head - tail > r.nrec) {
+		bad = 1;
+	} else {
+		/* slot i's position in [tail, tail + nrec): below the head it is claimed (stamp p) or
+		 * committed (p + 1), above it free for p (or just claimed and committed by a writer
+		 * that came after we read the head) */
+		for (uint32_t i = 0; i < r.nrec && !bad; i++) {
+			uint64_t pos = tail + ((i - tail) & r.mask);
+			uint64_t st = atomic_load_explicit(&r.rec[i].stamp, memory_order_acquire);
+			if (st != pos && st != pos + 1)
+				bad = 1;
+		}
+	}
+	if (bad && repair)
+		shm_evring_reset(&r);
+	return bad;
+}

@@ -126,4 +126,9 @@ int shm_evring_take(const struct shm_evring *r, struct shm_evring_cursor *c, str
  * (the consumer resynchronises after a reset). */
 void shm_evring_reset(const struct shm_evring *r);
 
+/* fsck: 0 the ring is consistent (header as planned, positions and every slot's stamp possible),
+ * 1 it is not (with @repair: the header rewritten from the plan, then reset), -EBADMSG the region
+ * is too small for the plan. */
+int shm_evring_check(struct shm_arena *a, int repair);
+
 #endif

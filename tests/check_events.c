@@ -531,6 +531,9 @@ START_TEST(test_corrupted_ring)
 	atomic_store(&h->tail, atomic_load(&h->head) + 5);
 	ck_assert_int_eq(sc_events_read(ev, e, 64), -EBADMSG);
 	ck_assert_int_eq(sc_events_reset(ev), 0);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), 1); /* the reset is a loss: said once */
+	ck_assert_uint_eq(e[0].type, SC_EVENT_LOST);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_RESET);
 	ck_assert_int_eq(sc_events_read(ev, e, 64), 0);
 	/* a head a whole ring ahead: writers drop, the reader refuses, a reset heals */
 	atomic_store(&h->head, atomic_load(&h->tail) + 3ull * nrec);
@@ -541,15 +544,21 @@ START_TEST(test_corrupted_ring)
 	ck_assert_int_eq(sc_events_read(ev, e, 64), -EBADMSG);
 	ck_assert_int_eq(sc_events_reset(ev), 0);
 	ck_assert_int_eq(sc_events_post(a, &p), 0);
-	int n = read_events(ev, e, 1, 1.0);
-	ck_assert_int_eq(n, 1);
-	ck_assert_uint_eq(e[0].type, SC_EVENT_L3_REMOVED);
+	int n = read_events(ev, e, 2, 1.0);
+	ck_assert_int_eq(n, 2);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_RESET);
+	ck_assert_uint_eq(e[1].type, SC_EVENT_L3_REMOVED);
 	/* a stamp no protocol step writes */
 	uint64_t tail = atomic_load(&h->tail);
 	ck_assert_int_eq(sc_events_post(a, &p), 0);
 	atomic_store(&rec[tail & (nrec - 1)].stamp, tail + 12345);
 	ck_assert_int_eq(sc_events_read(ev, e, 64), -EBADMSG);
-	ck_assert_int_eq(sc_events_reset(ev), 0);
+	/* fsck sees it, and its repair is a reset the listener hears of */
+	struct sc_fsck_report fr;
+	ck_assert_int_gt(sc_arena_fsck(a, 0, NULL, NULL, &fr), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &fr), 0);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), 1);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_RESET);
 	/* a scribbled record body, and a type no writer writes: reported lost, the rest read */
 	tail = atomic_load(&h->tail);
 	for (int i = 0; i < 3; i++)
@@ -580,6 +589,7 @@ START_TEST(test_corrupted_ring)
 	}
 	ck_assert_int_eq(sc_events_reset(ev), 0);
 	ck_assert_int_eq(sc_events_post(a, &p), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &fr), 0); /* consistent again */
 	/* a header that does not match the arena's plan: a new listener or a stats reader refuses */
 	sc_events_close(ev);
 	h->nrec = nrec * 2;
@@ -593,11 +603,19 @@ START_TEST(test_corrupted_ring)
 	h->magic ^= 1;
 	ck_assert_int_eq(sc_arena_open(name, &b), 0);
 	ck_assert_int_eq(sc_events_stats(b, &s), -EBADMSG);
+	ck_assert_int_gt(sc_arena_fsck(b, 0, NULL, NULL, &fr), 0);
 	struct sc_stage *st;
 	ck_assert_int_eq(sc_stage_open(b, "m", "s", &st), 0);
 	int32_t t[16];
 	toks(t, 16, 1);
 	ck_assert_int_eq(admit(st, "ns", t, 16, 4096, 1), 0); /* writers do not mind: no ring, no event */
+	/* fsck --repair rewrites the header from the plan: a new handle listens again */
+	ck_assert_int_eq(sc_arena_fsck(b, SC_FSCK_REPAIR, NULL, NULL, &fr), 0);
+	struct sc_arena *c;
+	ck_assert_int_eq(sc_arena_open(name, &c), 0);
+	ck_assert_int_eq(sc_events_open(c, &ev), 0);
+	sc_events_close(ev);
+	sc_arena_close(c);
 	sc_stage_close(st);
 	sc_arena_close(b);
 	sc_test_arena_destroy(a, name);
