@@ -315,11 +315,14 @@ check: export PYTHON3 := $(PYTHON3)
 check: export CARGO := $(CARGO)
 
 # make docs: man pages under $(B)/man (stagecache.1, stagecache-CMD.1 from each --help via
-# help2man; libstagecache.3 from the header's comments via Doxygen).
+# help2man; libstagecache.3 from the header's comments via Doxygen), and docs/CLI.md (committed)
+# from the same --help texts (`stress` and `bench` run the test build and stagecache-bench).
 MANDIR ?= $(PREFIX)/share/man
-docs: $(CLI) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh
+docs: $(CLI) $(TEST_CLI) $(BENCH) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh docs/cli.sh
 	$(call msg,DOCS,$(B)/man)
 	$(Q)sh docs/man.sh $(B) $(CLI)
+	$(call msg,DOCS,docs/CLI.md)
+	$(Q)sh docs/cli.sh $(CLI) > $(B)/CLI.md.tmp && mv $(B)/CLI.md.tmp docs/CLI.md
 
 # make install also installs the man pages and the Python package (which then loads the
 # library from $(LIBDIR), recorded in stagecache/_installed.py).

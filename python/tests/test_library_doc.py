@@ -1,22 +1,24 @@
-"""The README's Python example (the block after `<!-- example: python -->`), run as it is printed."""
+"""The Python example of docs/LIBRARY.md (the block after `<!-- example: python -->`), run as it is printed,
+and its import line."""
 import os
 import subprocess
 import sys
 import unittest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DOC = os.path.join(ROOT, "docs", "LIBRARY.md")
 
 
 def example(marker):
-    text = open(os.path.join(ROOT, "README.md")).read()
+    text = open(DOC).read()
     after = text[text.index(marker) + len(marker):]
     body = after[after.index("```python") + len("```python"):]
     return body[:body.index("\n```")].lstrip("\n")
 
 
-class TestReadme(unittest.TestCase):
-    def test_the_import_line_of_the_readme_works_from_the_build_tree(self):
-        text = open(os.path.join(ROOT, "README.md")).read()
+class TestLibraryDoc(unittest.TestCase):
+    def test_the_import_line_of_the_doc_works_from_the_build_tree(self):
+        text = open(DOC).read()
         line = "PYTHONPATH=python python3 -c 'import stagecache; print(stagecache.lib_path)'"
         self.assertIn(line, text)
         env = dict(os.environ, PYTHONPATH="python", PYTHONDONTWRITEBYTECODE="1")
@@ -26,7 +28,7 @@ class TestReadme(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(p.stdout.strip().endswith("build/libstagecache.so.0"), p.stdout)
 
-    def test_the_readme_example_runs(self):
+    def test_the_doc_example_runs(self):
         code = example("<!-- example: python -->")
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PYTHONDONTWRITEBYTECODE="1")
         p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
