@@ -636,7 +636,7 @@ START_TEST(mount_dies_mid_fill_errors_never_wrong_bytes)
 }
 END_TEST
 
-/* issue 17, item 3, through two real mounts: host A's location index follows host B's puts
+/* Through two real mounts: host A's location index follows host B's puts
  * (at once on a miss; a longer prefix within the refresh interval), its janitor's evictions and
  * quarantines (a miss on A, never an error or wrong bytes). The scenario: tests/l3_hosts.c. */
 START_TEST(location_index_follows_the_other_host)

@@ -26,7 +26,7 @@
  * passes did not read their bytes from the disk is reported missing. CPU-seconds per GB come from
  * getrusage (io-wq workers are threads of this process, so they are included).
  * The objects live under PARENT (default /var/tmp: a real disk, not tmpfs), removed at the end;
- * issue 17 points --dir at a CephFS mount.
+ * --dir may name a CephFS mount (fills from a shared L3 directory).
  */
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * tools/bench/segments.c — `stagecache bench segments`: content-addressed L2 segments (issue 19),
+ * tools/bench/segments.c — `stagecache bench segments`: content-addressed L2 segments,
  * each figure against the same work in the same run.
  *
  *   segments_physical_vs_logical_l2      a multi-turn trace: 200 conversations x 8 turns, token-major
@@ -26,7 +26,7 @@
  *                                        previous turn, admit the next; 20 conversations live at once)
  *                                        through an L2 budget of 5/4 of the distinct bytes of those 20,
  *                                        segments on / off (the policy bench's own Zipf traces have
- *                                        no shared prefixes: this is the issue's multi-turn trace)
+ *                                        no shared prefixes: this is the multi-turn trace segments are for)
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -70,7 +70,7 @@ static const struct target {
 	{ "policy", "policy_real_vs_lru_min", '>', 1.0, "byte hit ratio, real arena / simulated LRU, worst of 10 traces" },
 	{ "policy", "policy_real_vs_s3fifo_min", '>', 0.95, "byte hit ratio, real arena / simulated S3-FIFO, worst of 10 traces" },
 	{ "policy", "policy_scan_hot_drop_pts", '<', 5, "hot requests' hit ratio lost to a 2x-budget scan, points" },
-	/* segments (issue 19) */
+	/* segments */
 	{ "segments", "segments_physical_vs_logical_l2", '<', 0.35, "L2 physical / logical bytes, multi-turn trace" },
 	{ "segments", "segments_physical_vs_logical_l3", '<', 0.35, "L3 physical / logical bytes, multi-turn trace" },
 	{ "segments", "segments_hit_contiguous_vs_plain", '>', 0.95, "hit + read of an unfragmented segmented entry / segments off" },
