@@ -45,7 +45,11 @@ endif
 
 LIB_SRCS := $(sort $(wildcard shm/*.c lib/*.c lib/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
-TOOL_SRCS := $(filter-out tools/bench_%.c,$(sort $(wildcard tools/*.c)))
+# tools/, one folder per product: common/ (what every tool links), cli/ (the `stagecache` command),
+# demo/ (the demo, its workload and the policy simulators: part of the command), stress/ (the
+# stress harness: only in the test build's command), bench/ (`stagecache-bench`), scripts/.
+TOOL_COMMON_SRCS := $(sort $(wildcard tools/common/*.c))
+TOOL_SRCS := $(TOOL_COMMON_SRCS) $(sort $(wildcard tools/cli/*.c tools/demo/*.c))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/obj/%.o)
 TEST_SRCS := $(sort $(wildcard tests/check_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
@@ -62,7 +66,10 @@ CLI := $(B)/stagecache
 # installs only the product).
 T := $(B)/test
 TEST_LIB_OBJS := $(LIB_SRCS:%.c=$(T)/obj/%.o)
-TEST_TOOL_OBJS := $(TOOL_SRCS:%.c=$(T)/obj/%.o)
+# the test build's command has the stress harness itself (tools/stress/) where the product's
+# `stress` runs the test build's (tools/cli/cmd_stress.c)
+TEST_TOOL_SRCS := $(filter-out tools/cli/cmd_stress.c,$(TOOL_SRCS)) $(sort $(wildcard tools/stress/*.c))
+TEST_TOOL_OBJS := $(TEST_TOOL_SRCS:%.c=$(T)/obj/%.o)
 TEST_STATIC := $(T)/libstagecache.a
 TEST_SHARED := $(T)/libstagecache.so.0
 TEST_CLI := $(T)/stagecache
@@ -115,7 +122,9 @@ $(TEST_CLI): $(TEST_TOOL_OBJS) $(TEST_SHARED)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TEST_TOOL_OBJS) -L$(T) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN' $(LIBS) $(TOOL_LIBS)
 
-$(T)/obj/tools/cmd_trace.o: $(B)/stagecache.skel.h # BPF_SKEL is defined further down
+$(T)/obj/tools/cli/cmd_trace.o: $(B)/stagecache.skel.h # BPF_SKEL is defined further down
+# every tool includes its folder's headers and tools/common/cli.h
+$(B)/obj/tools/%.o $(T)/obj/tools/%.o: override CFLAGS += -Itools/common
 
 # Tests link the test build's static library (and may use its private headers and the hooks).
 $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
@@ -123,13 +132,13 @@ $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(TEST_STATIC) $(LIBS) $(CHECK_LIBS)
 
-# ---- benchmarks: build/stagecache-bench, run as `stagecache bench ...` ----
+# ---- benchmarks (tools/bench/, see its README.md): build/stagecache-bench, run as `stagecache bench ...` ----
 # Everything that compares with other systems lives in this binary, never in the CLI: LMDB is
 # linked, DPDK's librte_ring is dlopen'ed (its inline ring code comes from the headers), memcached,
 # Redis and fio are spoken to over their sockets / run as programs.
 BENCH := $(B)/stagecache-bench
-BENCH_SRCS := $(sort $(wildcard tools/bench_*.c))
-BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/tools/cli_util.o $(B)/obj/tools/policy_sim.o
+BENCH_SRCS := $(sort $(wildcard tools/bench/*.c)) $(TOOL_COMMON_SRCS) tools/demo/policy_sim.c
+BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o)
 BENCH_LIBS := -llmdb -lm -ldl
 DPDK_VERSION := $(shell pkg-config --modversion libdpdk 2>/dev/null)
 
@@ -141,8 +150,8 @@ all: $(BENCH)
 
 # the ring benchmark (both sides' consumers and producers) as DPDK builds its applications' hot
 # paths: -O3 -march=native, after DPDK's own flags (which say -march=corei7)
-$(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null) -O3 -march=native
-$(B)/obj/tools/bench_main.o $(B)/obj/tools/bench_ring.o: override CFLAGS += -DSC_DPDK_VERSION='"$(DPDK_VERSION)"'
+$(B)/obj/tools/bench/ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null) -O3 -march=native
+$(B)/obj/tools/bench/ring.o: override CFLAGS += -DSC_DPDK_VERSION='"$(DPDK_VERSION)"'
 
 BENCH_DIR := $(B)/bench
 # make bench: every benchmark, the JSON lines in $(BENCH_DIR)/bench.json, the table, then plots and
@@ -192,7 +201,7 @@ $(BPF_SKEL): $(BPF_OBJ)
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name stagecache_bpf > $@
 
-$(B)/obj/tools/cmd_trace.o: $(BPF_SKEL)
+$(B)/obj/tools/cli/cmd_trace.o: $(BPF_SKEL)
 
 # The probe benchmark compares the same L2 hit loop linked statically against build/libstagecache.a
 # and against build/noprobes/libstagecache.a (every object rebuilt with -DSC_NO_PROBES).
@@ -208,14 +217,14 @@ $(B)/noprobes/libstagecache.a: $(NOPROBES_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(B)/bench_probes_helper: tools/bench_probes.c $(STATIC)
+$(B)/bench_probes_helper: tools/bench/probes.c $(STATIC)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -DSC_PROBES_HELPER $(LDFLAGS) -o $@ $< $(STATIC) $(LIBS)
+	$(Q)$(CC) $(CFLAGS) -Itools/common -DSC_PROBES_HELPER $(LDFLAGS) -o $@ $< $(STATIC) $(LIBS)
 
-$(B)/noprobes/bench_probes_helper: tools/bench_probes.c $(B)/noprobes/libstagecache.a
+$(B)/noprobes/bench_probes_helper: tools/bench/probes.c $(B)/noprobes/libstagecache.a
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -DSC_PROBES_HELPER -DSC_NO_PROBES $(LDFLAGS) -o $@ $< $(B)/noprobes/libstagecache.a $(LIBS)
+	$(Q)$(CC) $(CFLAGS) -Itools/common -DSC_PROBES_HELPER -DSC_NO_PROBES $(LDFLAGS) -o $@ $< $(B)/noprobes/libstagecache.a $(LIBS)
 
 # check_probes reads the notes of a binary linked statically with every object of the archive.
 $(B)/tests/static_probes: $(STATIC)
@@ -306,11 +315,14 @@ check: export PYTHON3 := $(PYTHON3)
 check: export CARGO := $(CARGO)
 
 # make docs: man pages under $(B)/man (stagecache.1, stagecache-CMD.1 from each --help via
-# help2man; libstagecache.3 from the header's comments via Doxygen).
+# help2man; libstagecache.3 from the header's comments via Doxygen), and docs/CLI.md (committed)
+# from the same --help texts (`stress` and `bench` run the test build and stagecache-bench).
 MANDIR ?= $(PREFIX)/share/man
-docs: $(CLI) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh
+docs: $(CLI) $(TEST_CLI) $(BENCH) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh docs/cli.sh
 	$(call msg,DOCS,$(B)/man)
 	$(Q)sh docs/man.sh $(B) $(CLI)
+	$(call msg,DOCS,docs/CLI.md)
+	$(Q)sh docs/cli.sh $(CLI) > $(B)/CLI.md.tmp && mv $(B)/CLI.md.tmp docs/CLI.md
 
 # make install also installs the man pages and the Python package (which then loads the
 # library from $(LIBDIR), recorded in stagecache/_installed.py).
@@ -330,20 +342,20 @@ install-python:
 
 .PHONY: docs install-docs install-python
 
-# ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/cephfs-dev.sh ----
-$(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/cephfs-dev.sh"'
-$(B)/tests/check_cephfs: tools/cephfs-dev.sh
+# ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/scripts/cephfs-dev.sh ----
+$(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/scripts/cephfs-dev.sh"'
+$(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 
 # ---- checks ----
 deps:
-	@sh tools/deps.sh
+	@sh tools/scripts/deps.sh
 
 # make cross: the library (static and shared) cross-compiled for aarch64 under build/aarch64,
-# with Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages (tools/deps.sh --cross installs
+# with Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages (tools/scripts/deps.sh --cross installs
 # them). CI runs it so that the first ARM user does not meet a build error.
 CROSS_CC ?= aarch64-linux-gnu-gcc
 cross:
-	@sh tools/deps.sh --cross
+	@sh tools/scripts/deps.sh --cross
 	@$(MAKE) --no-print-directory B=build/aarch64 CC=$(CROSS_CC) ASAN= TSAN= \
 		build/aarch64/libstagecache.a build/aarch64/libstagecache.so.0
 	@readelf -h build/aarch64/libstagecache.so.0 | grep -q 'Machine: *AArch64' || { echo "build/aarch64/libstagecache.so.0 is not an aarch64 object" >&2; exit 1; }

@@ -664,7 +664,7 @@ START_TEST(regression_header_rewritten_after_attach)
 }
 END_TEST
 
-/* Defect 3 (issue 12): `mkfifo /dev/shm/stagecache.NAME; stagecache destroy NAME` hung (any
+/* Defect 3: `mkfifo /dev/shm/stagecache.NAME; stagecache destroy NAME` hung (any
  * user can plant a FIFO). Every open of an arena file refuses what is not a regular file without
  * blocking; a child runs the calls under an alarm so that a hang fails the test. */
 START_TEST(regression_planted_fifo_never_blocks)
@@ -747,7 +747,7 @@ START_TEST(planted_arena_files_are_refused)
 }
 END_TEST
 
-/* Defect 12 (issue 12): a non-root user could not create an arena with the defaults: the
+/* Defect 12: a non-root user could not create an arena with the defaults: the
  * hugetlbfs mount is root's 0755, and the fallback to /dev/shm happened only on a shortage. */
 START_TEST(regression_nonroot_create_falls_back)
 {

@@ -274,7 +274,7 @@ START_TEST(test_fsck_corrupted_header)
 }
 END_TEST
 
-/* ---- issue 12: fsck sees everything a reader or writer validates, and converges ---- */
+/* ---- fsck sees everything a reader or writer validates, and converges ---- */
 
 static int count_cb(const struct sc_commit *c, void *ctx)
 {

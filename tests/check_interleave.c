@@ -784,7 +784,7 @@ START_TEST(test_observation_table)
 }
 END_TEST
 
-/* ---- 10. segments: an admit's lookup vs the release of the segments it found (issue 19) ---- */
+/* ---- 10. segments: an admit's lookup vs the release of the segments it found ---- */
 
 #define SEGB (64u << 10)
 /* Payload @which (0: A, 4 segments + tail; 1: B, A's 4 segments + 2 more + another tail). */

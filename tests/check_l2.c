@@ -803,7 +803,7 @@ START_TEST(index_capacity_is_recycled)
 }
 END_TEST
 
-/* Defect 10 (issue 12): an unknown origin, n == 0 and NULL tokens were refused without being
+/* Defect 10: an unknown origin, n == 0 and NULL tokens were refused without being
  * counted in admission_rejects, contrary to the header. */
 START_TEST(regression_every_refusal_is_counted)
 {

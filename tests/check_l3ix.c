@@ -220,7 +220,7 @@ START_TEST(coherence_across_attached_processes)
 	toks_of(t, 512, 1);
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", t, 512, &loc), 512);
 	in_child(1, child_corrupt_and_verify, &loc);
-	/* the verification failure is reported, once (issue 12: never a plain miss), then it is one */
+	/* the verification failure is reported, once (never a plain miss), then it is one */
 	ck_assert_int_eq(restore_is(1, 600, 12, &fi), -EBADMSG);
 	ck_assert_int_eq(restore_is(1, 600, 12, &fi), -ENOENT);
 	close_all();

@@ -1,4 +1,4 @@
-/* tests/check_seg.c — content-addressed L2 segments (issue 19): payloads sharing leading segments
+/* tests/check_seg.c — content-addressed L2 segments: payloads sharing leading segments
  * store them once, exact logical/physical/saved accounting, every reference path (entry, lease,
  * dead process, in-flight admit) keeps a shared segment alive until the last one goes, scattered
  * leases, fsck's check and repair of reference counts, hostile records, bad options. */

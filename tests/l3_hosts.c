@@ -427,7 +427,7 @@ int h_coherence(const char *dir_a, const char *dir_b, const char *state_a, const
 
 	/* 5. corrupt on B, read first by A (its index names it): A's fill fails its digest (a bad
 	 * header: its lookup does), A quarantines it and reports the verification failure once
-	 * (-EBADMSG, issue 12) or, within the visibility grace, misses; the next restore is a miss */
+	 * (-EBADMSG) or, within the visibility grace, misses; the next restore is a miss */
 	for (uint32_t d = D4; d <= D5; d++) {
 		if ((r = h_peer_do(&b, 'p', d, 32, size_of(32))))
 			FAIL("B's put %u: %d", d, r);
