@@ -493,6 +493,13 @@ int main(int argc, char **argv)
 	double p50 = done ? ttft[done / 2] : 0, p90 = done ? ttft[(done * 9) / 10 < done ? (done * 9) / 10 : done - 1] : 0;
 	struct sc_l2_stats l2s = { 0 };
 	sc_l2_stats(arena, NULL, &l2s);
+	/* every conversation's final history, in trace order: the same with and without the cache,
+	 * whichever worker answered which turn */
+	struct sc_digest hd = { 0, 0 };
+	for (uint32_t j = 0; j < started; j++)
+		hd = sc_digest_sections(&hd, sizeof(hd), cv[j].hist, (size_t)cv[j].len * sizeof(int32_t));
+	char hhex[SC_DIGEST_HEX_LEN + 1];
+	sc_digest_format(hd, hhex);
 	if (json) {
 		printf("{\"workers\":%d,\"cache\":%d,\"pidns\":%d,\"threads\":%d,\"requests\":%llu,\"wall_s\":%.3f,"
 		       "\"generated\":%llu,\"tokens_per_s\":%.3f,\"prompt_tokens\":%llu,\"restored_tokens\":%llu,"
@@ -500,14 +507,15 @@ int main(int argc, char **argv)
 		       "\"ttft_p90_s\":%.4f,\"locate_s\":%.4f,\"lookup_s\":%.4f,\"fill_s\":%.4f,\"import_s\":%.4f,"
 		       "\"prefill_s\":%.3f,\"decode_s\":%.3f,\"export_get_s\":%.3f,\"export_admit_s\":%.3f,"
 		       "\"export_put_s\":%.3f,\"ring_commits\":%llu,\"ring_tokens\":%llu,\"ring_mismatch\":%llu,"
-		       "\"l2_logical_bytes\":%llu,\"l2_physical_bytes\":%llu,\"l2_entries\":%llu,\"failed\":%d}\n",
+		       "\"l2_logical_bytes\":%llu,\"l2_physical_bytes\":%llu,\"l2_entries\":%llu,\"history_digest\":\"%s\","
+		       "\"failed\":%d}\n",
 		       nw, !nocache, pidns, threads, (unsigned long long)done, wall, (unsigned long long)gen, gen / wall,
 		       (unsigned long long)prompt, (unsigned long long)restored, prompt ? (double)restored / prompt : 0,
 		       (unsigned long long)hits, (unsigned long long)l2, (unsigned long long)l3n, p50, p90, s[0], s[1], s[2],
 		       s[3], s[4], s[5], s[6], s[7], s[8], (unsigned long long)run.commits,
 		       (unsigned long long)run.ring_tokens, (unsigned long long)mismatch,
 		       (unsigned long long)l2s.logical_bytes, (unsigned long long)l2s.physical_bytes,
-		       (unsigned long long)l2s.entries, failed || worker_fail);
+		       (unsigned long long)l2s.entries, hhex, failed || worker_fail);
 	} else {
 		printf("chat: %d workers%s, cache %s, %u conversations, %llu requests (%d threads each)\n", nw,
 		       pidns ? " in their own pid namespaces" : "", nocache ? "off" : "on", tr.o.conversations,
@@ -523,6 +531,7 @@ int main(int argc, char **argv)
 		       s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8]);
 		printf("  rings: %llu commits, %llu tokens streamed, %llu requests whose stream differs from the reply\n",
 		       (unsigned long long)run.commits, (unsigned long long)run.ring_tokens, (unsigned long long)mismatch);
+		printf("  conversations' final histories: %s\n", hhex);
 		if (!nocache)
 			printf("  L2: %llu entries, %.1f MiB logical, %.1f MiB physical\n", (unsigned long long)l2s.entries,
 			       l2s.logical_bytes / 1048576.0, l2s.physical_bytes / 1048576.0);
