@@ -61,6 +61,7 @@ int bench_probes(int argc, char **argv);
 int bench_restore(int argc, char **argv);
 int bench_policy(int argc, char **argv);
 int bench_segments(int argc, char **argv);
+int bench_llama(int argc, char **argv);
 
 /* For the report: a row read back from a JSON file; the table of targets (Markdown or HTML) over
  * the rows loaded, for the benchmarks that have rows. Returns the misses. */

@@ -44,7 +44,9 @@
 		   "token verification cost, first restore after attach, the directory probe, 1 and 2 processes") \
 	X(policy, "L2 hit ratio under pressure: Zipf traces replayed by 2 processes vs LRU, S3-FIFO, OPT simulators") \
 	X(segments, "content-addressed L2 segments: physical vs logical bytes of a multi-turn trace, hit, copy-out " \
-		    "and admit vs segments off, byte hit ratio under pressure vs segments off")
+		    "and admit vs segments off, byte hit ratio under pressure vs segments off")                      \
+	X(llama, "llama.cpp workers (examples/llama): time to first token, full prefill vs restore from L2 and from " \
+		 "a cold L3; restore overhead vs memcpy + set_data; chat-trace throughput with and without the cache")
 
 struct bench_entry {
 	const char *name, *help;
@@ -124,6 +126,11 @@ static const struct target {
 	{ "segments", "segments_copyout_scattered_vs_memcpy", '>', 0.9, "copy-out of a scattered entry / memcpy" },
 	{ "segments", "segments_admit_vs_plain", '>', 0.8, "admit with segment hashing and lookups / segments off" },
 	{ "segments", "segments_policy_bhr_vs_off", '>', 1.5, "byte hit ratio of the multi-turn trace under pressure, on / off" },
+	/* llama (issue 25) */
+	{ "llama", "llama_ttft_l2_speedup_2048", '>', 50, "time to first token, full prefill / restore from L2 (another process), 2048 tokens" },
+	{ "llama", "llama_ttft_l3cold_speedup_2048", '>', 10, "time to first token, full prefill / restore from a cold L3, 2048 tokens" },
+	{ "llama", "llama_restore_overhead", '<', 1.2, "sc_restore + set_data from the arena / memcpy + set_data from private memory" },
+	{ "llama", "llama_chat_speedup", '>', 2, "chat-trace tokens/s of 2 workers, with the cache / without" },
 };
 #define NTARGET (sizeof(targets) / sizeof(targets[0]))
 
