@@ -356,6 +356,13 @@ $(LLAMA_WORKER): $(LLAMA_WORKER_OBJS) $(SHARED)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(LLAMA_WORKER_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN/../..' $(LLAMA_LIBS)
 
+# the same engine wrapper as a shared library, for examples/llama/worker.py (ctypes)
+LLAMA_ENGINE_SO := $(LLAMA_EX)/libsc-llama-engine.so
+$(LLAMA_ENGINE_SO): $(B)/obj/examples/llama/engine.o
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -shared $(LDFLAGS) -o $@ $< $(LLAMA_LIBS)
+
 # the driver speaks to workers through pipes and reads their rings: it needs no llama.cpp
 $(LLAMA_CHAT): $(B)/obj/examples/llama/chat.o $(B)/obj/examples/llama/trace.o $(SHARED)
 	$(call msg,LD,$@)
@@ -367,15 +374,17 @@ $(LLAMA_MODELS)/%.gguf: examples/llama/gen-model.py $(LLAMA_DIR)/ENGINE
 	@mkdir -p $(dir $@)
 	$(Q)$(PYTHON3) examples/llama/gen-model.py --size $* --gguf-py $(LLAMA_DIR)/gguf-py $@ >/dev/null
 
-llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_CHAT) $(LLAMA_MODELS)/tiny.gguf,llama-missing)
+llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_CHAT) $(LLAMA_ENGINE_SO) $(LLAMA_MODELS)/tiny.gguf,llama-missing)
 llama-models: $(if $(LLAMA_SO),$(LLAMA_MODELS)/tiny.gguf $(LLAMA_MODELS)/base.gguf,llama-missing)
 llama-missing:
 	@echo "  SKIP    the llama.cpp example: the engine is not installed (make deps fetches it from the npm registry)"
 all: llama
-$(B)/tests/check_llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_MODELS)/tiny.gguf)
+$(B)/tests/check_llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_CHAT) $(LLAMA_ENGINE_SO) $(LLAMA_MODELS)/tiny.gguf)
 $(B)/tests/check_llama: override CFLAGS += -DSC_LLAMA_WORKER='"$(abspath $(LLAMA_WORKER))"' \
 	-DSC_LLAMA_MODELS='"$(abspath $(LLAMA_MODELS))"' -DSC_LLAMA_GEN='"$(abspath examples/llama/gen-model.py)"' \
-	-DSC_LLAMA_GGUF_PY='"$(abspath $(LLAMA_DIR)/gguf-py)"' -DSC_PYTHON3='"$(PYTHON3)"'
+	-DSC_LLAMA_GGUF_PY='"$(abspath $(LLAMA_DIR)/gguf-py)"' -DSC_PYTHON3='"$(PYTHON3)"' \
+	-DSC_LLAMA_PY='"$(abspath examples/llama/worker.py)"' -DSC_LLAMA_ENGINE='"$(abspath $(LLAMA_ENGINE_SO))"' \
+	-DSC_PYTHONPATH='"$(abspath python)"'
 
 # make demo-llama: the engine act (examples/llama/demo.sh): workers answering a chat trace with
 # and without the cache, time to first token side by side, where the cache's time went.

@@ -35,6 +35,9 @@
 #define SC_LLAMA_GEN "examples/llama/gen-model.py"
 #define SC_LLAMA_GGUF_PY "build/llama/gguf-py"
 #define SC_PYTHON3 "/usr/bin/python3"
+#define SC_LLAMA_PY "examples/llama/worker.py"
+#define SC_LLAMA_ENGINE "build/examples/llama/libsc-llama-engine.so"
+#define SC_PYTHONPATH "python"
 #endif
 
 #define WAIT_MS 180000 /* a loaded 2-core machine: a tiny-model request takes well under a second */
@@ -66,7 +69,7 @@ struct worker {
 
 /* Start a worker: --model @model --threads 1 and @extra (NULL-terminated); its stderr is read
  * by the test when @capture_err, else discarded. */
-static void worker_start_err(struct worker *w, const char *model, const char *const *extra, int capture_err)
+static void worker_start_any(struct worker *w, const char *model, const char *const *extra, int capture_err, int py)
 {
 	int in[2], out[2], er[2];
 	ck_assert(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
@@ -74,14 +77,21 @@ static void worker_start_err(struct worker *w, const char *model, const char *co
 		ck_assert(pipe2(er, O_CLOEXEC) == 0);
 	else
 		ck_assert((er[1] = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0 && (er[0] = -1) == -1);
-	const char *argv[32] = { SC_LLAMA_WORKER, "--model", model, "--threads", "1" };
+	const char *argv[40] = { SC_LLAMA_WORKER, "--model", model, "--threads", "1" };
 	int k = 5;
+	if (py) { /* examples/llama/worker.py, the same loop through the Python bindings */
+		const char *pa[] = { SC_PYTHON3, SC_LLAMA_PY, "--model", model, "--threads", "1", "--engine", SC_LLAMA_ENGINE };
+		memcpy(argv, pa, sizeof(pa));
+		k = 8;
+	}
 	for (int i = 0; extra && extra[i]; i++)
 		argv[k++] = extra[i];
 	argv[k] = NULL;
 	w->pid = fork();
 	ck_assert(w->pid >= 0);
 	if (w->pid == 0) {
+		setenv("PYTHONPATH", SC_PYTHONPATH, 1);
+		setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
 		dup2(in[0], 0);
 		dup2(out[1], 1);
 		dup2(er[1], 2);
@@ -96,7 +106,12 @@ static void worker_start_err(struct worker *w, const char *model, const char *co
 
 static void worker_start(struct worker *w, const char *model, const char *const *extra)
 {
-	worker_start_err(w, model, extra, 0);
+	worker_start_any(w, model, extra, 0, 0);
+}
+
+static void worker_start_err(struct worker *w, const char *model, const char *const *extra, int capture_err)
+{
+	worker_start_any(w, model, extra, capture_err, 0);
 }
 
 /* The next line from the worker's stdout (@fd == w->out) or stderr, waiting at most @ms for it:
@@ -177,7 +192,7 @@ struct result {
 	char *line;
 	unsigned restored, generated;
 	int refused;
-	char source[8], gen[4096];
+	char source[8], gen[4096], logits[40];
 };
 
 static void parse(struct result *r, char *line)
@@ -195,6 +210,8 @@ static void parse(struct result *r, char *line)
 		sscanf(p + 8, "%7s", r->source);
 	if ((p = strstr(line, " gen=")))
 		snprintf(r->gen, sizeof(r->gen), "%s", p + 5);
+	if ((p = strstr(line, " logits=")))
+		sscanf(p + 8, "%32s", r->logits);
 }
 
 /* One request, waiting for its result. */
@@ -517,6 +534,60 @@ START_TEST(test_chat_trace_same_with_and_without_cache)
 }
 END_TEST
 
+/*
+ * The Python worker (examples/llama/worker.py: the same loop through the bindings) and the C
+ * worker restore each other's exports: the same tokens and the same logits (their digests, which
+ * both compute alike) as a C worker with no cache.
+ */
+START_TEST(test_python_and_c_workers_restore_each_other)
+{
+	if (!have_engine())
+		return;
+	if (access(SC_LLAMA_ENGINE, R_OK) || sc_test_sh("%s -c 'import numpy' 2>/dev/null", SC_PYTHON3)) {
+		sc_skip("llama: no %s or no numpy for %s", SC_LLAMA_ENGINE, SC_PYTHON3);
+		return;
+	}
+	struct fixture f;
+	fixture_open(&f, "llama-py");
+	const uint32_t n1 = 900, n2 = 1300, ngen = 8;
+	int32_t *p = prompt(n2, 4);
+	struct worker ref, c, py;
+	struct result r1, r2, c1, py1, py2, c2;
+	const char *args[] = { "--arena", f.arena_name, "--l3", f.l3, NULL };
+	worker_start(&ref, tiny, NULL);
+	worker_ready(&ref);
+	ask(&ref, &r1, 1, ngen, "-", p, n1);
+	ask(&ref, &r2, 2, ngen, "-", p, n2);
+	worker_stop(&ref);
+
+	worker_start(&c, tiny, args);
+	worker_ready(&c);
+	ask(&c, &c1, 10, ngen, "-", p, n1); /* C exports 256, 512, 768 */
+	worker_stop(&c);
+	worker_start_any(&py, tiny, args, 0, 1);
+	worker_ready(&py);
+	ask(&py, &py1, 20, ngen, "-", p, n1);  /* Python restores 768 */
+	ck_assert_msg(py1.restored == 768 && !strcmp(py1.source, "l2"), "python: %s", py1.line);
+	ck_assert_str_eq(py1.gen, r1.gen);
+	ck_assert_str_eq(py1.logits, r1.logits);
+	ask(&py, &py2, 21, ngen, "-", p, n2);  /* restores 768, exports 1024 and 1280 */
+	ck_assert_msg(py2.restored == 768, "python: %s", py2.line);
+	ck_assert_str_eq(py2.gen, r2.gen);
+	ck_assert_str_eq(py2.logits, r2.logits);
+	worker_stop(&py);
+	worker_start(&c, tiny, args);
+	worker_ready(&c);
+	ask(&c, &c2, 30, ngen, "noexport", p, n2); /* C restores what Python exported */
+	worker_stop(&c);
+	ck_assert_msg(c2.restored == 1280 && !strcmp(c2.source, "l2"), "C after python: %s", c2.line);
+	ck_assert_str_eq(c2.gen, r2.gen);
+	ck_assert_str_eq(c2.logits, r2.logits);
+	free(r1.line), free(r2.line), free(c1.line), free(py1.line), free(py2.line), free(c2.line);
+	free(p);
+	fixture_close(&f);
+}
+END_TEST
+
 Suite *llama_suite(void)
 {
 	Suite *s = suite_create("llama");
@@ -526,6 +597,7 @@ Suite *llama_suite(void)
 	tcase_add_test(tc, test_other_model_identity_is_a_miss);
 	tcase_add_test(tc, test_sigkill_while_exporting_restores_nothing_wrong);
 	tcase_add_test(tc, test_chat_trace_same_with_and_without_cache);
+	tcase_add_test(tc, test_python_and_c_workers_restore_each_other);
 	suite_add_tcase(s, tc);
 	return s;
 }

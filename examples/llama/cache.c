@@ -11,8 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <llama.h>
-
 #include "cache.h"
 
 uint64_t llc_now_ns(void)
@@ -54,7 +52,7 @@ int llc_identify(struct llc *c, const char *model_path, const struct eng *e, con
 	/* the file's bytes name the model: a renamed copy is the same model, a regenerated one is not */
 	snprintf(c->model_id, sizeof(c->model_id), "gguf-xxh128:%s:%llu", hex, (unsigned long long)size);
 	/* what decides whether bytes of llama_state_seq_get_data fit this engine */
-	snprintf(c->state_id, sizeof(c->state_id), "llama_state_seq/v%d:%s+logits/f32+trailer/v1", LLAMA_STATE_SEQ_VERSION,
+	snprintf(c->state_id, sizeof(c->state_id), "llama_state_seq/v%d:%s+logits/f32+trailer/v1", eng_state_version(),
 		 e->desc);
 	struct sc_digest f = sc_digest_of(c->state_id, strlen(c->state_id));
 	c->format = f.lo;
@@ -84,10 +82,11 @@ int llc_open(struct llc *c, const struct llc_opts *o, const char **what)
 	*what = "sc_l3_bind_arena";
 	if ((rc = sc_l3_bind_arena(c->l3, c->arena)))
 		return rc;
-	if (o->ring) {
+	/* every ring held by a producer or by records nobody consumed yet: serve without streaming
+	 * (the worker says so) rather than not at all */
+	if (o->ring && (rc = sc_ring_open(c->arena, &c->ring)) && rc != -ENOSPC) {
 		*what = "sc_ring_open";
-		if ((rc = sc_ring_open(c->arena, &c->ring)))
-			return rc;
+		return rc;
 	}
 	return 0;
 }

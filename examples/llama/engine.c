@@ -170,3 +170,52 @@ int eng_state_set(struct eng *e, const void *state, size_t len, int32_t n_tokens
 	e->have_logits = 1;
 	return 0;
 }
+
+struct eng *eng_new(const char *libdir, const char *model_path, uint32_t n_ctx, uint32_t block, int threads,
+		    int flash_attn, char *err, size_t errlen)
+{
+	struct eng *e = malloc(sizeof(*e));
+	struct eng_opts o = { .n_ctx = n_ctx, .block = block, .threads = threads, .flash_attn = flash_attn };
+	if (!e) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (eng_open(e, libdir ? libdir : SC_LLAMA_LIBDIR, model_path, &o, 0, err, errlen)) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void eng_free(struct eng *e)
+{
+	if (e) {
+		eng_close(e);
+		free(e);
+	}
+}
+
+int32_t eng_n_past(const struct eng *e)
+{
+	return e->n_past;
+}
+
+int32_t eng_n_vocab(const struct eng *e)
+{
+	return e->n_vocab;
+}
+
+const float *eng_logits(const struct eng *e)
+{
+	return e->logits;
+}
+
+const char *eng_desc(const struct eng *e)
+{
+	return e->desc;
+}
+
+int eng_state_version(void)
+{
+	return LLAMA_STATE_SEQ_VERSION;
+}

@@ -65,3 +65,18 @@ size_t eng_state_get(struct eng *e, void *buf, size_t cap);
 int eng_state_set(struct eng *e, const void *state, size_t len, int32_t n_tokens, const float *logits);
 
 #endif
+
+/*
+ * The same engine for languages that call C through a foreign-function interface (worker.py uses
+ * it through ctypes, built as libsc-llama-engine.so): a heap-allocated engine and accessors, so
+ * that the caller mirrors no structure.
+ */
+struct eng *eng_new(const char *libdir, const char *model_path, uint32_t n_ctx, uint32_t block, int threads,
+		    int flash_attn, char *err, size_t errlen);
+void eng_free(struct eng *e);
+int32_t eng_n_past(const struct eng *e);
+int32_t eng_n_vocab(const struct eng *e);
+const float *eng_logits(const struct eng *e);
+const char *eng_desc(const struct eng *e);
+/* LLAMA_STATE_SEQ_VERSION of the llama.h this was built with (part of the state identity). */
+int eng_state_version(void);
