@@ -344,7 +344,7 @@ LLAMA_MODELS := $(LLAMA_DIR)/models
 LLAMA_CFLAGS := -I$(LLAMA_DIR)/include -DSC_LLAMA_LIBDIR='"$(abspath $(LLAMA_DIR)/lib)"'
 LLAMA_LIBS := -L$(LLAMA_DIR)/lib -l:$(LLAMA_SO) $(patsubst $(LLAMA_DIR)/lib/%,-l:%,$(wildcard $(LLAMA_DIR)/lib/libggml.v*.so)) \
 	-l:libggml-base.so -Wl,-rpath,'$(abspath $(LLAMA_DIR)/lib)'
-LLAMA_WORKER_OBJS := $(addprefix $(B)/obj/examples/llama/,worker.o cache.o engine.o)
+LLAMA_WORKER_OBJS := $(addprefix $(B)/obj/examples/llama/,worker.o cache.o engine.o layout.o)
 
 $(B)/obj/examples/llama/%.o: examples/llama/%.c
 	$(call msg,CC,$<)

@@ -588,6 +588,60 @@ START_TEST(test_python_and_c_workers_restore_each_other)
 }
 END_TEST
 
+/*
+ * Token-major states (examples/llama/layout.h) on an arena with content-addressed segments: the
+ * blocks a longer prefix shares with a shorter one are stored once, and what is restored from the
+ * scattered segments continues bit for bit.
+ */
+START_TEST(test_token_major_layout_shares_segments)
+{
+	if (!have_engine())
+		return;
+	struct fixture f;
+	struct sc_arena_opts o = { .size_bytes = 256ull << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64u << 10 };
+	f.arena = sc_test_arena_opts("llama-seg", &o, &f.arena_name);
+	snprintf(f.l3, sizeof(f.l3), "/tmp/sc-%s-l3", f.arena_name);
+	sc_test_rm_tree(f.l3);
+	for (int i = 0; i < 3; i++) {
+		snprintf(f.logits[i], sizeof(f.logits[i]), "/tmp/sc-%s-logits%d", f.arena_name, i);
+		sc_test_rm_tree(f.logits[i]);
+		ck_assert(mkdir(f.logits[i], 0700) == 0);
+	}
+	const uint32_t n = 1100, ngen = 8;
+	int32_t *p = prompt(n, 5);
+	struct worker ref, a, b;
+	struct result r0, ra, rb;
+	const char *ref_args[] = { "--logits-dir", f.logits[0], NULL };
+	const char *args[] = { "--arena", f.arena_name, "--l3", f.l3, "--layout", "token-major", "--logits-dir", f.logits[1],
+			       NULL };
+	worker_start(&ref, tiny, ref_args);
+	worker_ready(&ref);
+	ask(&ref, &r0, 1, ngen, "-", p, n);
+	worker_stop(&ref);
+	worker_start(&a, tiny, args);
+	worker_ready(&a);
+	ask(&a, &ra, 10, ngen, "-", p, n); /* exports 256, 512, 768, 1024: each extends the last */
+	worker_stop(&a);
+	ck_assert_msg(strstr(ra.line, " exports=4 "), "worker A: %s", ra.line);
+	struct sc_l2_stats st;
+	ck_assert_int_eq(sc_l2_stats(f.arena, NULL, &st), 0);
+	ck_assert_uint_eq(st.entries, 4);
+	/* 4 prefixes of 1, 2, 3, 4 blocks: 10 blocks logical, 4 distinct (plus tails and headers) */
+	ck_assert_msg(st.physical_bytes * 10 < st.logical_bytes * 6, "physical %llu of logical %llu bytes",
+		      (unsigned long long)st.physical_bytes, (unsigned long long)st.logical_bytes);
+	worker_start(&b, tiny, args);
+	worker_ready(&b);
+	ask(&b, &rb, 1, ngen, "noexport", p, n);
+	worker_stop(&b);
+	ck_assert_msg(rb.restored == 1024 && !strcmp(rb.source, "l2"), "worker B: %s", rb.line);
+	ck_assert_str_eq(rb.gen, r0.gen);
+	logits_equal(f.logits[0], f.logits[1], 1, 1);
+	free(r0.line), free(ra.line), free(rb.line);
+	free(p);
+	fixture_close(&f);
+}
+END_TEST
+
 Suite *llama_suite(void)
 {
 	Suite *s = suite_create("llama");
@@ -598,6 +652,7 @@ Suite *llama_suite(void)
 	tcase_add_test(tc, test_sigkill_while_exporting_restores_nothing_wrong);
 	tcase_add_test(tc, test_chat_trace_same_with_and_without_cache);
 	tcase_add_test(tc, test_python_and_c_workers_restore_each_other);
+	tcase_add_test(tc, test_token_major_layout_shares_segments);
 	suite_add_tcase(s, tc);
 	return s;
 }

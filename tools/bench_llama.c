@@ -21,7 +21,9 @@
  * per run, with the cache and without it (the same workers' code with every request marked
  * nocache: no restore, no export, tokens still streamed through the rings), alternating which
  * goes first: generated tokens per second, and the cached run's hit ratio (restored / prompt
- * tokens).
+ * tokens). Last, segments: the cached chat run on an arena with 1 MiB content-addressed segments,
+ * once with llama.cpp's state bytes as they are and once token-major (examples/llama/layout.h):
+ * L2 physical / logical bytes at the end.
  *
  * Not built into this binary: llama.cpp. The workers are separate programs (built by `make` when
  * `make deps` installed the engine); without them, or without the model (`make llama-models`),
@@ -81,7 +83,8 @@ static void usage(FILE *f)
 		   "  --worker PATH       sc-llama-worker (default: build/examples/llama/, next to this binary)\n\n"
 		   "Metrics: llama_ttft_{prefill,l2,l3cold}_N_ms, llama_ttft_{l2,l3cold}_speedup_N,\n"
 		   "llama_restore_overhead, llama_chat_tokens_per_s_{cache,nocache}, llama_chat_speedup,\n"
-		   "llama_chat_hit_ratio.\n");
+		   "llama_chat_hit_ratio, llama_segments_physical_vs_logical_{llama_layout,token_major} (the chat\n"
+		   "trace's L2 bytes on 1 MiB segments with llama.cpp's state layout and with the token-major one).\n");
 }
 
 static int parse_sizes(const char *s)
@@ -515,39 +518,42 @@ out:
 
 /* ---- the chat trace ---- */
 
-static int chat_run(int cache, const char *l3, double *tps, double *hit, char *why, size_t whylen)
+/* One sc-llama-chat run on a fresh arena (1 GiB; @segment_bytes: content-addressed segments) and L3:
+ * its JSON line in @line, 0; or -1 with why. */
+static int chat_run(int cache, const char *layout, uint32_t segment_bytes, const char *l3, char *line, size_t len,
+		    char *why, size_t whylen)
 {
-	char cmd[PATH_MAX * 4], conv[16];
-	snprintf(conv, sizeof(conv), "%u", cfg.conversations);
+	char cmd[PATH_MAX * 4], name[64];
 	cli_rm_rf(l3);
-	/* a fresh arena per run: the cached run starts from an empty cache */
-	char name[64];
 	snprintf(name, sizeof(name), "%s-chat", cfg.arena_name);
 	sc_arena_destroy(NULL, name);
-	struct sc_arena_opts o = { .size_bytes = 1ull << 30 };
+	struct sc_arena_opts o = { .size_bytes = 1ull << 30, .segment_bytes = segment_bytes };
 	struct sc_arena *a;
 	int rc = sc_arena_create(name, &o, &a);
 	if (rc) {
 		snprintf(why, whylen, "create arena %s: %s", name, sc_strerror(rc));
 		return -1;
 	}
-	snprintf(cmd, sizeof(cmd), "'%s' --model '%s' --arena %s --l3 '%s' --workers 2 --threads 1 --conversations %s %s --json",
-		 cfg.chat, cfg.model, name, l3, conv, cache ? "" : "--no-cache");
-	char line[4096];
-	bench_first_line(cmd, line, sizeof(line));
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --model '%s' --arena %s --l3 '%s' --workers 2 --threads 1 --conversations %u --layout %s %s --json",
+		 cfg.chat, cfg.model, name, l3, cfg.conversations, layout, cache ? "" : "--no-cache");
+	bench_first_line(cmd, line, len);
 	sc_arena_close(a);
 	sc_arena_destroy(NULL, name);
 	cli_rm_rf(l3);
-	/* the driver prints one JSON object: "tokens_per_s":X,... */
-	const char *p = strstr(line, "\"tokens_per_s\":"), *h = strstr(line, "\"hit_ratio\":"),
-		   *f = strstr(line, "\"failed\":0");
-	if (!p || !h || !f || !strstr(line, "\"ring_mismatch\":0,")) {
+	if (!strstr(line, "\"failed\":0") || !strstr(line, "\"ring_mismatch\":0,")) {
 		snprintf(why, whylen, "sc-llama-chat failed: %.200s", line[0] ? line : "no output");
 		return -1;
 	}
-	*tps = strtod(p + 15, NULL);
-	*hit = strtod(h + 12, NULL);
 	return 0;
+}
+
+static double json_num(const char *line, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *p = strstr(line, pat);
+	return p ? strtod(p + strlen(pat), NULL) : -1;
 }
 
 static void bench_chat(void)
@@ -562,12 +568,16 @@ static void bench_chat(void)
 		n = 0;
 	}
 	for (int r = 0; r < n && !why[0]; r++) {
-		double t_on = 0, t_off = 0, hit = 0, dummy;
+		double t_on = 0, t_off = 0, hit = 0;
 		for (int k = 0; k < 2; k++) {
 			int cache = (r + k) % 2 == 0; /* alternate which goes first */
+			char line[4096];
 			bench_progress("llama: chat run %d/%d, cache %s\n", r + 1, n, cache ? "on" : "off");
-			if (chat_run(cache, l3, cache ? &t_on : &t_off, cache ? &hit : &dummy, why, sizeof(why)))
+			if (chat_run(cache, "llama", 0, l3, line, sizeof(line), why, sizeof(why)))
 				break;
+			*(cache ? &t_on : &t_off) = json_num(line, "tokens_per_s");
+			if (cache)
+				hit = json_num(line, "hit_ratio");
 		}
 		if (why[0])
 			break;
@@ -594,6 +604,35 @@ static void bench_chat(void)
 	bench_stat(B, m[2], "x", v + 2 * n, got, "generated tokens/s with the cache / without, per pair of runs");
 	bench_stat(B, m[3], "fraction", v + 3 * n, got, "restored prompt tokens / prompt tokens, cached runs");
 	free(v);
+}
+
+/* Segments on the chat trace: L2 physical / logical bytes with llama.cpp's own state layout and
+ * with the token-major one (examples/llama/layout.h), 1 MiB segments. */
+static void bench_segments_chat(void)
+{
+	const char *layouts[] = { "llama", "token-major" };
+	const char *rows[] = { "llama_segments_physical_vs_logical_llama_layout",
+			       "llama_segments_physical_vs_logical_token_major" };
+	char l3[PATH_MAX + 32], why[512] = "";
+	snprintf(l3, sizeof(l3), "%s/sc-bench-llama-seg-%d", cfg.dir, (int)getpid());
+	for (int i = 0; i < 2; i++) {
+		char line[4096];
+		bench_progress("llama: chat trace on 1 MiB segments, %s layout\n", layouts[i]);
+		if (chat_run(1, layouts[i], 1u << 20, l3, line, sizeof(line), why, sizeof(why))) {
+			bench_missing(B, rows[i], "%s", why);
+			continue;
+		}
+		double lg = json_num(line, "l2_logical_bytes"), ph = json_num(line, "l2_physical_bytes");
+		char base[400];
+		snprintf(base, sizeof(base),
+			 "the chat trace with the cache on an arena with 1 MiB segments, states in %s layout: L2 physical / "
+			 "logical bytes of the live entries at the end (%.0f MiB logical, %.0f MiB physical, %.2f tokens/s)",
+			 layouts[i], lg / 1048576, ph / 1048576, json_num(line, "tokens_per_s"));
+		if (lg > 0)
+			bench_value(B, rows[i], ph / lg, "fraction", base);
+		else
+			bench_missing(B, rows[i], "no L2 entry at the end of the run");
+	}
 }
 
 int bench_llama(int argc, char **argv)
@@ -627,6 +666,8 @@ int bench_llama(int argc, char **argv)
 				    "llama_chat_hit_ratio" };
 		for (int i = 0; i < 4; i++)
 			bench_missing(B, m[i], "%s", missing);
+		bench_missing(B, "llama_segments_physical_vs_logical_llama_layout", "%s", missing);
+		bench_missing(B, "llama_segments_physical_vs_logical_token_major", "%s", missing);
 		return EXIT_OK;
 	}
 	struct sc_arena_info info;
@@ -641,5 +682,6 @@ int bench_llama(int argc, char **argv)
 	sc_arena_destroy(NULL, name);
 	cli_rm_rf(l3);
 	bench_chat();
+	bench_segments_chat();
 	return rc;
 }

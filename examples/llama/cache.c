@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "layout.h"
 
 uint64_t llc_now_ns(void)
 {
@@ -52,8 +53,10 @@ int llc_identify(struct llc *c, const char *model_path, const struct eng *e, con
 	/* the file's bytes name the model: a renamed copy is the same model, a regenerated one is not */
 	snprintf(c->model_id, sizeof(c->model_id), "gguf-xxh128:%s:%llu", hex, (unsigned long long)size);
 	/* what decides whether bytes of llama_state_seq_get_data fit this engine */
-	snprintf(c->state_id, sizeof(c->state_id), "llama_state_seq/v%d:%s+logits/f32+trailer/v1", eng_state_version(),
-		 e->desc);
+	snprintf(c->state_id, sizeof(c->state_id), "llama_state_seq/v%d:%s+logits/f32+trailer/v1%s", eng_state_version(),
+		 e->desc, o->token_major ? ",layout=token-major" : "");
+	c->token_major = o->token_major;
+	c->block = e->block;
 	struct sc_digest f = sc_digest_of(c->state_id, strlen(c->state_id));
 	c->format = f.lo;
 	/* The L3 prefix index is keyed by namespace and tokens only: a namespace per model and
@@ -99,7 +102,19 @@ void llc_close(struct llc *c)
 	sc_stage_close(c->stage);
 	sc_arena_close(c->arena);
 	free(c->buf);
-	c->ring = NULL, c->l3 = NULL, c->stage = NULL, c->arena = NULL, c->buf = NULL;
+	free(c->tmp);
+	c->ring = NULL, c->l3 = NULL, c->stage = NULL, c->arena = NULL, c->buf = NULL, c->tmp = NULL;
+}
+
+static int grow(uint8_t **b, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return 0;
+	uint8_t *nb = realloc(*b, need);
+	if (!nb)
+		return -ENOMEM;
+	*b = nb, *cap = need;
+	return 0;
 }
 
 /* The trailer of a stored wire, if it is this engine's; NULL otherwise. */
@@ -152,7 +167,14 @@ int llc_restore(struct llc *c, struct eng *e, const int32_t *tok, uint32_t n, in
 		return 0;
 	}
 	uint64_t t0 = llc_now_ns();
-	int bad = eng_state_set(e, wire, t->state_bytes, rc, (const float *)(const void *)(wire + t->state_bytes));
+	const uint8_t *state = wire;
+	int bad = 0;
+	if (c->token_major) { /* back into llama.cpp's form: one copy */
+		bad = grow(&c->tmp, &c->tmp_cap, t->state_bytes) ||
+		      layout_from_tokens(wire, t->state_bytes, c->block, c->tmp);
+		state = c->tmp;
+	}
+	bad = bad || eng_state_set(e, state, t->state_bytes, rc, (const float *)(const void *)(wire + t->state_bytes));
 	out->import_ns = llc_now_ns() - t0;
 	out->state_bytes = t->state_bytes;
 	if (!bad && calibrate) {
@@ -187,15 +209,13 @@ int llc_export(struct llc *c, struct eng *e, const int32_t *tok, uint64_t *get_n
 {
 	uint64_t t0 = llc_now_ns();
 	size_t sz = eng_state_size(e), lb = (size_t)e->n_vocab * 4, need = sz + lb + sizeof(struct llc_trailer);
-	if (need > c->cap) {
-		uint8_t *nb = realloc(c->buf, need);
-		if (!nb)
-			return -ENOMEM;
-		c->buf = nb, c->cap = need;
-	}
-	size_t got = eng_state_get(e, c->buf, sz);
+	if (grow(&c->buf, &c->cap, need) || (c->token_major && grow(&c->tmp, &c->tmp_cap, sz)))
+		return -ENOMEM;
+	size_t got = eng_state_get(e, c->token_major ? c->tmp : c->buf, sz);
 	if (got == 0 || got > sz)
 		return -EIO;
+	if (c->token_major && layout_to_tokens(c->tmp, got, c->block, c->buf))
+		return -EPROTO; /* not the one-sequence form layout.h knows */
 	memcpy(c->buf + got, e->logits, lb);
 	struct llc_trailer t = { .magic = LLC_TRAILER_MAGIC, .version = 1, .token_count = (uint32_t)e->n_past,
 				 .n_vocab = (uint32_t)e->n_vocab, .state_bytes = got, .logits_bytes = lb,

@@ -6,7 +6,9 @@
  * The payload (SC_PAYLOAD_FULL_STATE, one section) of a prefix of P tokens is
  *   [ llama_state_seq_get_data bytes | P's next-token logits, n_vocab float32 | trailer, 64 bytes ]
  * The trailer names the model file (its digest) and the state format, and is checked before the
- * bytes reach llama.cpp: a state of another model is a miss, never an import.
+ * bytes reach llama.cpp: a state of another model is a miss, never an import. With token_major the
+ * state bytes are stored in layout.h's token-major form (part of the state identity), and put back
+ * into llama.cpp's form before the import.
  */
 #ifndef SC_EXAMPLES_LLAMA_CACHE_H
 #define SC_EXAMPLES_LLAMA_CACHE_H
@@ -39,6 +41,7 @@ struct llc_opts {
 	const char *ns;            /* the caller's namespace; the model's identity is appended */
 	int ns_raw;                /* use @ns as given (a misconfiguration the trailer check must catch) */
 	int ring;                  /* stream generated tokens through a commit ring */
+	int token_major;           /* store the state token-major (layout.h): segments can share blocks */
 };
 
 struct llc {
@@ -51,6 +54,10 @@ struct llc {
 	uint64_t format;
 	uint8_t *buf;              /* export buffer */
 	size_t cap;
+	uint8_t *tmp;              /* the other form of the state (token-major layout) */
+	size_t tmp_cap;
+	int token_major;
+	uint32_t block;
 	/* counters */
 	uint64_t exports, export_bytes, admit_fail, put_fail, refused, ring_full;
 };

@@ -51,6 +51,7 @@ static void usage(FILE *f)
 		"  --worker PATH         the worker binary (default: sc-llama-worker next to this one)\n"
 		"  --worker-log FILE     the workers' stderr (default /dev/null)\n"
 		"  --ns NS               namespace (default chat)\n"
+		"  --layout WHAT         the workers' state layout: llama (default) or token-major\n"
 		"  --json                one JSON object instead of the text summary\n"
 		"  --help\n");
 }
@@ -223,9 +224,11 @@ int main(int argc, char **argv)
 		{ "zipf", required_argument, 0, 'z' },	     { "seed", required_argument, 0, 'r' },
 		{ "worker", required_argument, 0, 'W' },     { "worker-log", required_argument, 0, 'L' },
 		{ "ns", required_argument, 0, 'n' },	     { "json", no_argument, 0, 'j' },
+		{ "layout", required_argument, 0, 'Y' },
 		{ "help", no_argument, 0, 'h' },	     { 0, 0, 0, 0 }
 	};
 	const char *model = NULL, *arena_name = NULL, *l3 = NULL, *worker = NULL, *wlog = "/dev/null", *ns = "chat";
+	const char *layout = "llama";
 	int nw = 2, nocache = 0, pidns = 0, threads = 1, json = 0, c;
 	unsigned block = 256;
 	struct trace_opts to = { 0 };
@@ -252,6 +255,7 @@ int main(int argc, char **argv)
 		case 'L': wlog = optarg; break;
 		case 'n': ns = optarg; break;
 		case 'j': json = 1; break;
+		case 'Y': layout = optarg; bad = strcmp(layout, "llama") && strcmp(layout, "token-major"); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return EXIT_USAGE;
 		}
@@ -300,7 +304,7 @@ int main(int argc, char **argv)
 		wargv[k++] = "--";
 	}
 	char *base[] = { (char *)worker, "--model", (char *)model, "--arena", (char *)arena_name, "--l3", (char *)l3,
-			 "--threads", th, "--block", bl, "--ns", (char *)ns, NULL };
+			 "--threads", th, "--block", bl, "--ns", (char *)ns, "--layout", (char *)layout, NULL };
 	for (int i = 0; base[i]; i++)
 		wargv[k++] = base[i];
 	wargv[k] = NULL;

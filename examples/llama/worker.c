@@ -52,6 +52,8 @@ static void usage(FILE *f)
 		"  --threads N       llama.cpp threads (default: online CPUs)\n"
 		"  --no-flash-attn   attention without flash attention (V transposed in the state)\n"
 		"  --no-ring         do not stream generated tokens through a commit ring\n"
+		"  --layout WHAT     llama (llama.cpp's state bytes as they are, default) or token-major (each\n"
+		"                    block's cells, K and V rows together: segments can share blocks)\n"
 		"  --engine-lib DIR  where the ggml CPU backends are (default: next to libllama, build/llama/lib)\n"
 		"  --logits-dir DIR  write each request's generated logits to DIR/ID.f32 (float32, NGEN x vocab)\n"
 		"  --ns-raw          use --ns as given (tests: another model's state must then be refused by\n"
@@ -260,6 +262,7 @@ int main(int argc, char **argv)
 		{ "no-flash-attn", no_argument, 0, 'F' }, { "no-ring", no_argument, 0, 'R' },
 		{ "engine-lib", required_argument, 0, 'E' }, { "logits-dir", required_argument, 0, 'L' },
 		{ "ns-raw", no_argument, 0, 'N' },	  { "verbose", no_argument, 0, 'v' },
+		{ "layout", required_argument, 0, 'Y' },
 		{ "help", no_argument, 0, 'h' },	  { 0, 0, 0, 0 }
 	};
 	const char *model = NULL, *libdir = NULL;
@@ -294,6 +297,13 @@ int main(int argc, char **argv)
 		case 'L': w.logits_dir = optarg; break;
 		case 'N': co.ns_raw = 1; break;
 		case 'v': verbose = 1; break;
+		case 'Y':
+			if (strcmp(optarg, "llama") && strcmp(optarg, "token-major")) {
+				fprintf(stderr, "sc-llama-worker: --layout takes llama or token-major\n");
+				return EXIT_USAGE;
+			}
+			co.token_major = !strcmp(optarg, "token-major");
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return EXIT_USAGE;
 		}
