@@ -1,5 +1,5 @@
 #!/bin/sh
-# examples/llama/demo.sh BUILD_DIR [CONVERSATIONS] — `make demo-llama`, the engine act: llama.cpp
+# examples/llama/demo.sh BUILD_DIR [CONVERSATIONS [MODEL]] — `make demo-llama`, the engine act: llama.cpp
 # workers (separate processes, each in its own pid namespace when run as root) answer a multi-turn
 # chat trace, first without the cache, then sharing one arena and one L3; time to first token
 # side by side, and where the cache's time went (locate, lookup, fill, engine import).
@@ -8,11 +8,11 @@ B=${1:-build}
 CONV=${2:-6}
 case "$B" in -h|--help)
 	sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
-	echo "usage: $0 BUILD_DIR [CONVERSATIONS]   (default build, 6)"
+	echo "usage: $0 BUILD_DIR [CONVERSATIONS [MODEL]]   (default build, 6, build/llama/models/base.gguf)"
 	exit 0;;
 esac
 CHAT=$B/examples/llama/sc-llama-chat
-MODEL=build/llama/models/base.gguf
+MODEL=${3:-build/llama/models/base.gguf}
 PY=/usr/bin/python3
 if [ ! -x "$CHAT" ] || [ ! -r "$MODEL" ]; then
 	echo "demo-llama: the llama.cpp engine is not installed (make deps fetches it from the npm registry)" \
@@ -27,8 +27,8 @@ cleanup() { "$B/stagecache" destroy "$NAME" >/dev/null 2>&1; rm -rf "$L3" "$L3.o
 trap cleanup EXIT INT TERM
 "$B/stagecache" create "$NAME" --size 1G >/dev/null || exit 1
 
-echo "== the engine: llama.cpp $(cut -d' ' -f2 build/llama/ENGINE 2>/dev/null) (node-llama-cpp's prebuilt" \
-     "libllama), model $MODEL: 12 layers, 768 wide, GQA, random weights"
+echo "== the engine: llama.cpp's prebuilt libllama of node-llama-cpp $(cut -d' ' -f2 build/llama/ENGINE 2>/dev/null)," \
+     "model $MODEL (random weights)"
 echo "== 2 workers answer $CONV conversations (shared system prompts, growing histories) ${PIDNS:+each in its own pid namespace}"
 echo
 echo "-- without the cache: every turn prefills the whole history"

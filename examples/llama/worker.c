@@ -52,6 +52,8 @@ static void usage(FILE *f)
 		"  --threads N       llama.cpp threads (default: online CPUs)\n"
 		"  --no-flash-attn   attention without flash attention (V transposed in the state)\n"
 		"  --no-ring         do not stream generated tokens through a commit ring\n"
+		"  --export-generated  also export boundaries passed while generating (the next turn then\n"
+		"                    continues within a tolerance of a full prefill, not bit for bit)\n"
 		"  --layout WHAT     llama (llama.cpp's state bytes as they are, default) or token-major (each\n"
 		"                    block's cells, K and V rows together: segments can share blocks)\n"
 		"  --engine-lib DIR  where the ggml CPU backends are (default: next to libllama, build/llama/lib)\n"
@@ -80,6 +82,8 @@ struct worker {
 	/* per request */
 	struct req *r;
 	uint32_t restored, export_last;
+	int generating;      /* decoding generated tokens one at a time */
+	int export_generated; /* --export-generated */
 	uint64_t exports, get_ns, admit_ns, put_ns, export_fail;
 };
 
@@ -90,6 +94,12 @@ static int on_boundary(struct eng *e, void *arg)
 	struct req *r = w->r;
 	uint32_t p = (uint32_t)e->n_past;
 	if (!w->cache || r->nocache || r->noexport || p <= w->restored)
+		return 0;
+	/* A token decoded alone gets KV whose last bits differ from the same token's in a prompt
+	 * batch (other kernels, other sums): a state exported while generating would make the next
+	 * turn's continuation differ from a full prefill. Only prompt boundaries are exported, unless
+	 * asked (--export-generated: more reuse, within the tolerance docs/TUTORIAL.md gives). */
+	if (w->generating && !w->export_generated)
 		return 0;
 	if (r->export_what == LLC_EXPORT_NONE || (r->export_what == LLC_EXPORT_LAST && p != w->export_last))
 		return 0;
@@ -175,6 +185,7 @@ static void serve(struct worker *w, struct req *r)
 	struct llc_restored rs = { 0 };
 	w->r = r;
 	w->restored = 0;
+	w->generating = 0;
 	w->exports = w->get_ns = w->admit_ns = w->put_ns = w->export_fail = 0;
 	w->export_last = r->n / e->block * e->block;
 	if ((uint64_t)r->n + r->ngen > e->n_ctx) {
@@ -198,6 +209,7 @@ static void serve(struct worker *w, struct req *r)
 		return;
 	}
 	uint64_t t_prefilled = llc_now_ns();
+	w->generating = 1;
 	struct sc_batcher b;
 	if (w->c.ring)
 		sc_batcher_init(&b, w->c.ring, r->id, r->session);
@@ -262,7 +274,7 @@ int main(int argc, char **argv)
 		{ "no-flash-attn", no_argument, 0, 'F' }, { "no-ring", no_argument, 0, 'R' },
 		{ "engine-lib", required_argument, 0, 'E' }, { "logits-dir", required_argument, 0, 'L' },
 		{ "ns-raw", no_argument, 0, 'N' },	  { "verbose", no_argument, 0, 'v' },
-		{ "layout", required_argument, 0, 'Y' },
+		{ "layout", required_argument, 0, 'Y' },	  { "export-generated", no_argument, 0, 'G' },
 		{ "help", no_argument, 0, 'h' },	  { 0, 0, 0, 0 }
 	};
 	const char *model = NULL, *libdir = NULL;
@@ -297,6 +309,7 @@ int main(int argc, char **argv)
 		case 'L': w.logits_dir = optarg; break;
 		case 'N': co.ns_raw = 1; break;
 		case 'v': verbose = 1; break;
+		case 'G': w.export_generated = 1; break;
 		case 'Y':
 			if (strcmp(optarg, "llama") && strcmp(optarg, "token-major")) {
 				fprintf(stderr, "sc-llama-worker: --layout takes llama or token-major\n");

@@ -158,13 +158,18 @@ class Worker:
             restored, source, refused = self.restore(prompt)
         seq = list(prompt)
 
+        generating = [False]
+
         def on_boundary():
-            if not (nocache or noexport) and self.eng.lib.eng_n_past(self.eng.e) > restored:
+            # only prompt boundaries: a token decoded alone has KV whose last bits differ from the
+            # same token's in a prompt batch (see worker.c)
+            if not (nocache or noexport or generating[0]) and self.eng.lib.eng_n_past(self.eng.e) > restored:
                 self.export(seq)
             return 0
 
         if restored < len(prompt):
             self.eng.decode(prompt[restored:], on_boundary)
+        generating[0] = True
         ld = sc.Digest(0, 0)
         gen = []
         b = sc.Batcher(self.ring, rid, session) if self.ring else None  # Step 5
