@@ -376,6 +376,7 @@ $(LLAMA_MODELS)/%.gguf: examples/llama/gen-model.py $(LLAMA_DIR)/ENGINE
 
 llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_CHAT) $(LLAMA_ENGINE_SO) $(LLAMA_MODELS)/tiny.gguf,llama-missing)
 llama-models: $(if $(LLAMA_SO),$(LLAMA_MODELS)/tiny.gguf $(LLAMA_MODELS)/base.gguf,llama-missing)
+bench-run: $(if $(LLAMA_SO),llama-models)
 llama-missing:
 	@echo "  SKIP    the llama.cpp example: the engine is not installed (make deps fetches it from the npm registry)"
 all: llama
