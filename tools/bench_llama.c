@@ -9,8 +9,9 @@
  *   (A answers the same prompt and exports its state at N into L2 and L3: not timed)
  *   l2       B answers it again: sc_restore finds A's state in L2 and llama_state_seq_set_data
  *            imports it straight from the arena; the first token is sampled from the logits
- *            stored with the state. B also times, on the same bytes, a memcpy into private
- *            memory and llama.cpp's import from there (restore_overhead's denominator);
+ *            stored with the state. Then once more (not timed as time to first token): B restores
+ *            the same state and times, on the same bytes, a memcpy into private memory and
+ *            llama.cpp's import from there (restore_overhead's denominator);
  *   l3cold   the L2 copy is invalidated (sc_l2_invalidate_digest) and the object file's pages are
  *            dropped from the page cache (posix_fadvise DONTNEED; mincore must then find none
  *            resident, else the figure is reported missing); B answers it again: an L3 fill
@@ -76,7 +77,8 @@ static void usage(FILE *f)
 		   "  --model FILE        GGUF model (default build/llama/models/base.gguf: make llama-models)\n"
 		   "  --runs N            runs of every prompt size (default 3; --quick 1)\n"
 		   "  --sizes LIST        prompt sizes, multiples of 256 (default 512,2048,8192; --quick 512,2048)\n"
-		   "  --chat-runs N       chat-trace runs with and without the cache (default 2; --quick 1)\n"
+		   "  --chat-runs N       chat-trace runs with and without the cache (default 2; --quick 1; 0: no chat\n"
+		   "                      trace, and no segments figures either)\n"
 		   "  --conversations N   conversations of the chat trace (default 8; --quick 4)\n"
 		   "  --threads N         llama.cpp threads of the time-to-first-token worker (default 2)\n"
 		   "  --dir PARENT        where the L3 directories go (default /var/tmp: a disk, not tmpfs)\n"
@@ -133,7 +135,7 @@ static int options(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		char *end = NULL;
 		long v = optarg ? strtol(optarg, &end, 10) : 0;
-		int num_ok = optarg && end && !*end && v > 0 && v < 1000;
+		int num_ok = optarg && end && !*end && (v > 0 || (c == 'c' && v == 0)) && v < 1000;
 		switch (c) {
 		case 'm': snprintf(cfg.model, sizeof(cfg.model), "%s", optarg); break;
 		case 'd': snprintf(cfg.dir, sizeof(cfg.dir), "%s", optarg); break;
@@ -439,11 +441,14 @@ static int bench_ttft(const char *l3)
 			uint32_t n = cfg.sizes[s];
 			bench_progress("llama: run %d/%d, %u tokens\n", r + 1, cfg.runs, n);
 			int32_t *p = prompt(n, (uint64_t)r * 100003u + n, vocab);
-			char *l0 = NULL, *la = NULL, *l2 = NULL, *l3l = NULL;
+			char *l0 = NULL, *la = NULL, *l2 = NULL, *lc = NULL, *l3l = NULL;
+			/* the calibration (memcpy, set_data from private memory) is a request of its own: it runs
+			 * inside the restore, before the first token */
 			if (!p || !(l0 = ask(&b, id++, "nocache", p, n, why, sizeof(why))) ||
 			    !(la = ask(&a, id++, "export=last", p, n, why, sizeof(why))) ||
-			    !(l2 = ask(&b, id++, "calib,noexport", p, n, why, sizeof(why)))) {
-				free(p), free(l0), free(la);
+			    !(l2 = ask(&b, id++, "noexport", p, n, why, sizeof(why))) ||
+			    !(lc = ask(&b, id++, "calib,noexport", p, n, why, sizeof(why)))) {
+				free(p), free(l0), free(la), free(l2);
 				goto out;
 			}
 			char src[8] = "", hex[64] = "";
@@ -457,8 +462,9 @@ static int bench_ttft(const char *l3)
 			x->prefill[x->n] = kv(l0, "ttft_us") / 1e3;
 			x->l2[x->n] = kv(l2, "ttft_us") / 1e3;
 			x->r_l2[x->n] = x->prefill[x->n] / x->l2[x->n];
-			double ours = kv(l2, "restore_us") + kv(l2, "import_us");
-			double floor = kv(l2, "memcpy_us") + kv(l2, "set_private_us");
+			double ours = kv(lc, "restore_us") + kv(lc, "import_us");
+			double floor = kv(lc, "memcpy_us") + kv(lc, "set_private_us");
+			free(lc);
 			x->overhead[x->n] = floor > 0 ? ours / floor : 0;
 			if (r == 0 && s == 0)
 				bench_env(B, "state_bytes_per_token", "%.0f", kv(l2, "state_bytes") / n);
@@ -681,7 +687,9 @@ int bench_llama(int argc, char **argv)
 	sc_arena_close(a);
 	sc_arena_destroy(NULL, name);
 	cli_rm_rf(l3);
-	bench_chat();
-	bench_segments_chat();
+	if (cfg.chat_runs) {
+		bench_chat();
+		bench_segments_chat();
+	}
 	return rc;
 }
