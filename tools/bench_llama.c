@@ -332,6 +332,7 @@ static double drop_object(const char *l3, const char *hex)
 
 struct ttft {
 	double *prefill, *l2, *l3, *r_l2, *r_l3, *overhead;
+	double *l2_restore, *l2_import, *l3_restore, *l3_import; /* where the restores' time went */
 	int n, n_l3, n_oh;
 };
 
@@ -361,6 +362,11 @@ static void ttft_rows(uint32_t size, struct ttft *t, int cold_ok, const char *wh
 	snprintf(m, sizeof(m), "llama_ttft_l2_speedup_%u", size);
 	snprintf(base, sizeof(base), "full prefill / restore from L2, per run, %u tokens", size);
 	bench_stat(B, m, "x", t->r_l2, t->n, base);
+	snprintf(m, sizeof(m), "llama_l2_sc_restore_%u_ms", size);
+	bench_stat(B, m, "ms", t->l2_restore, t->n, "of the L2 time to first token: sc_restore (locate in the arena's "
+						    "L3 index, L2 lookup, lease)");
+	snprintf(m, sizeof(m), "llama_l2_import_%u_ms", size);
+	bench_stat(B, m, "ms", t->l2_import, t->n, "of it: llama_state_seq_set_data straight from the arena");
 	if (cold_ok && t->n_l3 == t->n) {
 		snprintf(m, sizeof(m), "llama_ttft_l3cold_%u_ms", size);
 		bench_stat(B, m, "ms", t->l3, t->n_l3,
@@ -369,6 +375,11 @@ static void ttft_rows(uint32_t size, struct ttft *t, int cold_ok, const char *wh
 		snprintf(m, sizeof(m), "llama_ttft_l3cold_speedup_%u", size);
 		snprintf(base, sizeof(base), "full prefill / restore from a cold L3, per run, %u tokens", size);
 		bench_stat(B, m, "x", t->r_l3, t->n_l3, base);
+		snprintf(m, sizeof(m), "llama_l3cold_sc_restore_%u_ms", size);
+		bench_stat(B, m, "ms", t->l3_restore, t->n_l3, "of the cold L3 time to first token: sc_restore (locate, "
+							       "miss in L2, fill: io_uring read + digest)");
+		snprintf(m, sizeof(m), "llama_l3cold_import_%u_ms", size);
+		bench_stat(B, m, "ms", t->l3_import, t->n_l3, "of it: llama_state_seq_set_data from the filled bytes");
 	} else {
 		snprintf(m, sizeof(m), "llama_ttft_l3cold_%u_ms", size);
 		bench_missing(B, m, "the object's pages could not be dropped from the page cache (or the fill came from L2)");
@@ -416,13 +427,15 @@ static int bench_ttft(const char *l3)
 	}
 	for (int s = 0; s < cfg.nsizes; s++) {
 		cold_ok[s] = 1;
-		t[s].prefill = calloc((size_t)cfg.runs, sizeof(double) * 6);
+		t[s].prefill = calloc((size_t)cfg.runs, sizeof(double) * 10);
 		if (!t[s].prefill) {
 			snprintf(why, sizeof(why), "out of memory");
 			goto out;
 		}
 		t[s].l2 = t[s].prefill + cfg.runs, t[s].l3 = t[s].l2 + cfg.runs, t[s].r_l2 = t[s].l3 + cfg.runs;
 		t[s].r_l3 = t[s].r_l2 + cfg.runs, t[s].overhead = t[s].r_l3 + cfg.runs;
+		t[s].l2_restore = t[s].overhead + cfg.runs, t[s].l2_import = t[s].l2_restore + cfg.runs;
+		t[s].l3_restore = t[s].l2_import + cfg.runs, t[s].l3_import = t[s].l3_restore + cfg.runs;
 	}
 	unsigned long long id = 1;
 	{
@@ -462,6 +475,8 @@ static int bench_ttft(const char *l3)
 			x->prefill[x->n] = kv(l0, "ttft_us") / 1e3;
 			x->l2[x->n] = kv(l2, "ttft_us") / 1e3;
 			x->r_l2[x->n] = x->prefill[x->n] / x->l2[x->n];
+			x->l2_restore[x->n] = kv(l2, "restore_us") / 1e3;
+			x->l2_import[x->n] = kv(l2, "import_us") / 1e3;
 			double ours = kv(lc, "restore_us") + kv(lc, "import_us");
 			double floor = kv(lc, "memcpy_us") + kv(lc, "set_private_us");
 			free(lc);
@@ -485,6 +500,8 @@ static int bench_ttft(const char *l3)
 					cold_ok[s] = 0;
 				} else {
 					x->l3[x->n_l3] = kv(l3l, "ttft_us") / 1e3;
+					x->l3_restore[x->n_l3] = kv(l3l, "restore_us") / 1e3;
+					x->l3_import[x->n_l3] = kv(l3l, "import_us") / 1e3;
 					x->r_l3[x->n_l3] = x->prefill[x->n - 1] / x->l3[x->n_l3];
 					x->n_l3++;
 				}

