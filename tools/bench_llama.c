@@ -17,7 +17,10 @@
  *            resident, else the figure is reported missing); B answers it again: an L3 fill
  *            (io_uring, O_DIRECT when the file is not cached) and the import.
  * Time to first token is measured inside the worker, from the request's arrival to the first
- * sampled token (model loading and process start are outside).
+ * sampled token (model loading and process start are outside). The workers start with --prefault
+ * (every page of the arena read once, as in a long-lived worker): on this VM a process's first
+ * read of a shared 4 KiB page costs ~20 us whatever was populated, which otherwise lands in the
+ * first restore of every state another process wrote.
  * Then the chat trace (sc-llama-chat): 2 workers, one llama.cpp thread each, a fresh arena and L3
  * per run, with the cache and without it (the same workers' code with every request marked
  * nocache: no restore, no export, tokens still streamed through the rings), alternating which
@@ -395,7 +398,7 @@ static int bench_ttft(const char *l3)
 	char th[16];
 	snprintf(th, sizeof(th), "%d", cfg.threads);
 	const char *args[] = { cfg.worker, "--model", cfg.model, "--arena", cfg.arena_name, "--l3", l3, "--threads", th,
-			       "--export", "last", "--no-ring", NULL };
+			       "--export", "last", "--no-ring", "--prefault", NULL };
 	struct ttft t[MAXSIZES] = { 0 };
 	int cold_ok[MAXSIZES] = { 0 };
 	int32_t vocab = 0;
@@ -558,7 +561,7 @@ static int chat_run(int cache, const char *layout, uint32_t segment_bytes, const
 		return -1;
 	}
 	snprintf(cmd, sizeof(cmd),
-		 "'%s' --model '%s' --arena %s --l3 '%s' --workers 2 --threads 1 --conversations %u --layout %s %s --json",
+		 "'%s' --model '%s' --arena %s --l3 '%s' --workers 2 --threads 1 --conversations %u --layout %s %s --prefault --json",
 		 cfg.chat, cfg.model, name, l3, cfg.conversations, layout, cache ? "" : "--no-cache");
 	bench_first_line(cmd, line, len);
 	sc_arena_close(a);

@@ -42,6 +42,7 @@ struct llc_opts {
 	int ns_raw;                /* use @ns as given (a misconfiguration the trailer check must catch) */
 	int ring;                  /* stream generated tokens through a commit ring */
 	int token_major;           /* store the state token-major (layout.h): segments can share blocks */
+	int prefault;              /* read one byte of every page of the arena's payload memory at open */
 };
 
 struct llc {
@@ -58,6 +59,7 @@ struct llc {
 	size_t tmp_cap;
 	int token_major;
 	uint32_t block;
+	uint64_t prefault_ns;      /* mapping the arena's payload memory at open */
 	/* counters */
 	uint64_t exports, export_bytes, admit_fail, put_fail, refused, ring_full;
 };

@@ -52,6 +52,7 @@ static void usage(FILE *f)
 		"  --worker-log FILE     the workers' stderr (default /dev/null)\n"
 		"  --ns NS               namespace (default chat)\n"
 		"  --layout WHAT         the workers' state layout: llama (default) or token-major\n"
+		"  --prefault            the workers read every page of the arena at start (sc-llama-worker --help)\n"
 		"  --json                one JSON object instead of the text summary\n"
 		"  --help\n");
 }
@@ -224,12 +225,12 @@ int main(int argc, char **argv)
 		{ "zipf", required_argument, 0, 'z' },	     { "seed", required_argument, 0, 'r' },
 		{ "worker", required_argument, 0, 'W' },     { "worker-log", required_argument, 0, 'L' },
 		{ "ns", required_argument, 0, 'n' },	     { "json", no_argument, 0, 'j' },
-		{ "layout", required_argument, 0, 'Y' },
+		{ "layout", required_argument, 0, 'Y' },     { "prefault", no_argument, 0, 'F' },
 		{ "help", no_argument, 0, 'h' },	     { 0, 0, 0, 0 }
 	};
 	const char *model = NULL, *arena_name = NULL, *l3 = NULL, *worker = NULL, *wlog = "/dev/null", *ns = "chat";
 	const char *layout = "llama";
-	int nw = 2, nocache = 0, pidns = 0, threads = 1, json = 0, c;
+	int nw = 2, nocache = 0, pidns = 0, threads = 1, json = 0, prefault = 0, c;
 	unsigned block = 256;
 	struct trace_opts to = { 0 };
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -255,6 +256,7 @@ int main(int argc, char **argv)
 		case 'L': wlog = optarg; break;
 		case 'n': ns = optarg; break;
 		case 'j': json = 1; break;
+		case 'F': prefault = 1; break;
 		case 'Y': layout = optarg; bad = strcmp(layout, "llama") && strcmp(layout, "token-major"); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return EXIT_USAGE;
@@ -307,6 +309,8 @@ int main(int argc, char **argv)
 			 "--threads", th, "--block", bl, "--ns", (char *)ns, "--layout", (char *)layout, NULL };
 	for (int i = 0; base[i]; i++)
 		wargv[k++] = base[i];
+	if (prefault)
+		wargv[k++] = "--prefault";
 	wargv[k] = NULL;
 	static struct wk w[MAXW];
 	int32_t vocab = 0;

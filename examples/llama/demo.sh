@@ -32,10 +32,10 @@ echo "== the engine: llama.cpp's prebuilt libllama of node-llama-cpp $(cut -d' '
 echo "== 2 workers answer $CONV conversations (shared system prompts, growing histories) ${PIDNS:+each in its own pid namespace}"
 echo
 echo "-- without the cache: every turn prefills the whole history"
-"$CHAT" --model "$MODEL" --arena "$NAME" --l3 "$L3" --workers 2 $PIDNS --conversations "$CONV" --no-cache \
+"$CHAT" --model "$MODEL" --arena "$NAME" --l3 "$L3" --workers 2 $PIDNS --conversations "$CONV" --prefault --no-cache \
 	--json > "$L3.off.json" || exit 1
 echo "-- with the cache: a turn restores the longest prefix any worker exported (L2, else L3)"
-"$CHAT" --model "$MODEL" --arena "$NAME" --l3 "$L3" --workers 2 $PIDNS --conversations "$CONV" \
+"$CHAT" --model "$MODEL" --arena "$NAME" --l3 "$L3" --workers 2 $PIDNS --conversations "$CONV" --prefault \
 	--json > "$L3.on.json" || exit 1
 $PY - "$L3.off.json" "$L3.on.json" <<'PYEOF'
 import json, sys

@@ -52,6 +52,8 @@ static void usage(FILE *f)
 		"  --threads N       llama.cpp threads (default: online CPUs)\n"
 		"  --no-flash-attn   attention without flash attention (V transposed in the state)\n"
 		"  --no-ring         do not stream generated tokens through a commit ring\n"
+		"  --prefault        read every page of the arena once at start, as a long-lived worker will have\n"
+		"                    (else the first restore of a state pays each page's first touch here)\n"
 		"  --export-generated  also export boundaries passed while generating (the next turn then\n"
 		"                    continues within a tolerance of a full prefill, not bit for bit)\n"
 		"  --layout WHAT     llama (llama.cpp's state bytes as they are, default) or token-major (each\n"
@@ -275,6 +277,7 @@ int main(int argc, char **argv)
 		{ "engine-lib", required_argument, 0, 'E' }, { "logits-dir", required_argument, 0, 'L' },
 		{ "ns-raw", no_argument, 0, 'N' },	  { "verbose", no_argument, 0, 'v' },
 		{ "layout", required_argument, 0, 'Y' },	  { "export-generated", no_argument, 0, 'G' },
+		{ "prefault", no_argument, 0, 'P' },
 		{ "help", no_argument, 0, 'h' },	  { 0, 0, 0, 0 }
 	};
 	const char *model = NULL, *libdir = NULL;
@@ -310,6 +313,7 @@ int main(int argc, char **argv)
 		case 'N': co.ns_raw = 1; break;
 		case 'v': verbose = 1; break;
 		case 'G': w.export_generated = 1; break;
+		case 'P': co.prefault = 1; break;
 		case 'Y':
 			if (strcmp(optarg, "llama") && strcmp(optarg, "token-major")) {
 				fprintf(stderr, "sc-llama-worker: --layout takes llama or token-major\n");
@@ -349,8 +353,9 @@ int main(int argc, char **argv)
 		}
 		w.cache = 1;
 	}
-	printf("ready pid=%d model=%s ns=%s vocab=%d ctx=%u block=%u cache=%d ring=%d\n", (int)getpid(), w.c.model_id,
-	       w.c.ns, w.e.n_vocab, w.e.n_ctx, w.e.block, w.cache, w.c.ring ? (int)sc_ring_index(w.c.ring) : -1);
+	printf("ready pid=%d model=%s ns=%s vocab=%d ctx=%u block=%u cache=%d ring=%d prefault_ms=%.1f\n", (int)getpid(),
+	       w.c.model_id, w.c.ns, w.e.n_vocab, w.e.n_ctx, w.e.block, w.cache,
+	       w.c.ring ? (int)sc_ring_index(w.c.ring) : -1, w.c.prefault_ns / 1e6);
 	fflush(stdout);
 	struct req r = { 0 };
 	char *line = NULL;
