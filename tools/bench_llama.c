@@ -18,9 +18,7 @@
  *            (io_uring, O_DIRECT when the file is not cached) and the import.
  * Time to first token is measured inside the worker, from the request's arrival to the first
  * sampled token (model loading and process start are outside). The workers start with --prefault
- * (every page of the arena read once, as in a long-lived worker): on this VM a process's first
- * read of a shared 4 KiB page costs ~20 us whatever was populated, which otherwise lands in the
- * first restore of every state another process wrote.
+ * (every page of the arena read once, as in a long-lived worker).
  * Then the chat trace (sc-llama-chat): 2 workers, one llama.cpp thread each, a fresh arena and L3
  * per run, with the cache and without it (the same workers' code with every request marked
  * nocache: no restore, no export, tokens still streamed through the rings), alternating which
