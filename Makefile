@@ -1,5 +1,5 @@
 # stagecache — one plain Makefile; every output under build/.
-#   make [all] | check | demo | bench | deps | install | clean | fuzz
+#   make [all] | check | demo | demo-llama | bench | deps | install | clean | fuzz
 #   switches: ASAN=1 TSAN=1 V=1 PREFIX=/usr/local DESTDIR=
 .DELETE_ON_ERROR:
 SHELL := /bin/bash
@@ -342,6 +342,74 @@ install-python:
 
 .PHONY: docs install-docs install-python
 
+# ---- the llama.cpp example (examples/llama/): built when `make deps` installed the engine ----
+# examples/llama/fetch-engine.sh puts the prebuilt libllama/libggml* in build/llama/lib, the
+# headers in build/llama/include and gguf-py in build/llama/gguf-py; gen-model.py writes random-
+# weight GGUF models into build/llama/models. Without the engine (no registry) none of this is
+# built and tests/check_llama.c prints SKIP.
+LLAMA_DIR := build/llama
+LLAMA_SO := $(notdir $(wildcard $(LLAMA_DIR)/lib/libllama.v*.so))
+LLAMA_EX := $(B)/examples/llama
+LLAMA_WORKER := $(LLAMA_EX)/sc-llama-worker
+LLAMA_CHAT := $(LLAMA_EX)/sc-llama-chat
+LLAMA_MODELS := $(LLAMA_DIR)/models
+LLAMA_CFLAGS := -I$(LLAMA_DIR)/include -DSC_LLAMA_LIBDIR='"$(abspath $(LLAMA_DIR)/lib)"'
+LLAMA_LIBS := -L$(LLAMA_DIR)/lib -l:$(LLAMA_SO) $(patsubst $(LLAMA_DIR)/lib/%,-l:%,$(wildcard $(LLAMA_DIR)/lib/libggml.v*.so)) \
+	-l:libggml-base.so -Wl,-rpath,'$(abspath $(LLAMA_DIR)/lib)'
+LLAMA_WORKER_OBJS := $(addprefix $(B)/obj/examples/llama/,worker.o cache.o engine.o layout.o)
+
+$(B)/obj/examples/llama/%.o: examples/llama/%.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LLAMA_CFLAGS) -c -o $@ $<
+
+$(LLAMA_WORKER): $(LLAMA_WORKER_OBJS) $(SHARED)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(LLAMA_WORKER_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN/../..' $(LLAMA_LIBS)
+
+# the same engine wrapper as a shared library, for examples/llama/worker.py (ctypes)
+LLAMA_ENGINE_SO := $(LLAMA_EX)/libsc-llama-engine.so
+$(LLAMA_ENGINE_SO): $(B)/obj/examples/llama/engine.o
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -shared $(LDFLAGS) -o $@ $< $(LLAMA_LIBS)
+
+# the driver speaks to workers through pipes and reads their rings: it needs no llama.cpp
+$(LLAMA_CHAT): $(B)/obj/examples/llama/chat.o $(B)/obj/examples/llama/trace.o $(SHARED)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN/../..' -lm
+
+$(LLAMA_MODELS)/%.gguf: examples/llama/gen-model.py $(LLAMA_DIR)/ENGINE
+	$(call msg,GGUF,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(PYTHON3) examples/llama/gen-model.py --size $* --gguf-py $(LLAMA_DIR)/gguf-py $@ >/dev/null
+
+llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_CHAT) $(LLAMA_ENGINE_SO) $(LLAMA_MODELS)/tiny.gguf,llama-missing)
+llama-models: $(if $(LLAMA_SO),$(LLAMA_MODELS)/tiny.gguf $(LLAMA_MODELS)/base.gguf,llama-missing)
+bench-run: $(if $(LLAMA_SO),llama-models)
+llama-missing:
+	@echo "  SKIP    the llama.cpp example: the engine is not installed (make deps fetches it from the npm registry)"
+all: llama
+$(B)/tests/check_llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_CHAT) $(LLAMA_ENGINE_SO) $(LLAMA_MODELS)/tiny.gguf)
+$(B)/tests/check_llama: override CFLAGS += -DSC_LLAMA_WORKER='"$(abspath $(LLAMA_WORKER))"' \
+	-DSC_LLAMA_MODELS='"$(abspath $(LLAMA_MODELS))"' -DSC_LLAMA_GEN='"$(abspath examples/llama/gen-model.py)"' \
+	-DSC_LLAMA_GGUF_PY='"$(abspath $(LLAMA_DIR)/gguf-py)"' -DSC_PYTHON3='"$(PYTHON3)"' \
+	-DSC_LLAMA_PY='"$(abspath examples/llama/worker.py)"' -DSC_LLAMA_ENGINE='"$(abspath $(LLAMA_ENGINE_SO))"' \
+	-DSC_PYTHONPATH='"$(abspath python)"'
+
+# make demo-llama: the engine act (examples/llama/demo.sh): workers answering a chat trace with
+# and without the cache, time to first token side by side, where the cache's time went.
+demo-llama: deps
+	@$(MAKE) --no-print-directory all llama-models
+	@$(MAKE) --no-print-directory setup
+	@sh examples/llama/demo.sh $(B)
+
+.PHONY: llama llama-models llama-missing demo-llama
+
+-include $(LLAMA_WORKER_OBJS:.o=.d) $(B)/obj/examples/llama/chat.d $(B)/obj/examples/llama/trace.d
+
 # ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/scripts/cephfs-dev.sh ----
 $(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/scripts/cephfs-dev.sh"'
 $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
@@ -349,6 +417,7 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # ---- checks ----
 deps:
 	@sh tools/scripts/deps.sh
+	@sh examples/llama/fetch-engine.sh $(LLAMA_DIR)
 
 # make cross: the library (static and shared) cross-compiled for aarch64 under build/aarch64,
 # with Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages (tools/scripts/deps.sh --cross installs

@@ -63,6 +63,7 @@ int bench_probes(int argc, char **argv);
 int bench_restore(int argc, char **argv);
 int bench_policy(int argc, char **argv);
 int bench_segments(int argc, char **argv);
+int bench_llama(int argc, char **argv);
 
 /* ---- the harness (output.c): where figures go ---- */
 /* --json (figures as JSON lines on stdout) and --out FILE (NULL: none), before the first figure. */

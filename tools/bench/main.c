@@ -40,7 +40,9 @@
 		   "token verification cost, first restore after attach, the directory probe, 1 and 2 processes") \
 	X(policy, "L2 hit ratio under pressure: Zipf traces replayed by 2 processes vs LRU, S3-FIFO, OPT simulators") \
 	X(segments, "content-addressed L2 segments: physical vs logical bytes of a multi-turn trace, hit, copy-out " \
-		    "and admit vs segments off, byte hit ratio under pressure vs segments off")
+		    "and admit vs segments off, byte hit ratio under pressure vs segments off")                      \
+	X(llama, "llama.cpp workers (examples/llama): time to first token, full prefill vs restore from L2 and from " \
+		 "a cold L3; restore overhead vs memcpy + set_data; chat-trace throughput with and without the cache")
 
 struct bench_entry {
 	const char *name, *help;

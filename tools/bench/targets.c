@@ -77,6 +77,11 @@ static const struct target {
 	{ "segments", "segments_copyout_scattered_vs_memcpy", '>', 0.9, "copy-out of a scattered entry / memcpy" },
 	{ "segments", "segments_admit_vs_plain", '>', 0.8, "admit with segment hashing and lookups / segments off" },
 	{ "segments", "segments_policy_bhr_vs_off", '>', 1.5, "byte hit ratio of the multi-turn trace under pressure, on / off" },
+	/* llama.cpp workers (examples/llama) */
+	{ "llama", "llama_ttft_l2_speedup_2048", '>', 50, "time to first token, full prefill / restore from L2 (another process), 2048 tokens" },
+	{ "llama", "llama_ttft_l3cold_speedup_2048", '>', 10, "time to first token, full prefill / restore from a cold L3, 2048 tokens" },
+	{ "llama", "llama_restore_overhead", '<', 1.2, "sc_restore + set_data from the arena / memcpy + set_data from private memory" },
+	{ "llama", "llama_chat_speedup", '>', 2, "chat-trace tokens/s of 2 workers, with the cache / without" },
 };
 #define NTARGET (sizeof(targets) / sizeof(targets[0]))
 
