@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sc_check.h"
@@ -294,6 +295,102 @@ START_TEST(test_hostile_free_slots)
 }
 END_TEST
 
+/* A live holder in a child: attaches, reports its token, and waits for EOF on @in. */
+static pid_t live_reader(const char *name, uint32_t *token, int *in_w)
+{
+	int p[2], q[2];
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(pipe(q), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(q[1]);
+		struct sc_arena *b;
+		if (sc_arena_open(name, &b))
+			_exit(2);
+		uint32_t t = b->shm->token;
+		if (write(p[1], &t, sizeof(t)) != sizeof(t))
+			_exit(3);
+		char c;
+		while (read(q[0], &c, 1) > 0)
+			;
+		sc_arena_close(b);
+		_exit(0);
+	}
+	close(p[1]);
+	close(q[0]);
+	ck_assert_int_eq(read(p[0], token, sizeof(*token)), (ssize_t)sizeof(*token));
+	close(p[0]);
+	*in_w = q[1];
+	return pid;
+}
+
+/* A pid that names no process here (a child we reaped; pids are not reused at once). */
+static pid_t vanished_pid(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	ck_assert_int_gt(pid, 0);
+	waitpid(pid, NULL, 0);
+	ck_assert_msg(kill(pid, 0) == -1 && errno == ESRCH, "pid %d still exists", (int)pid);
+	return pid;
+}
+
+/* The slot's pid and pid namespace are for people: whatever they say, a holder is alive exactly
+ * while it holds its slot's lock. A live holder whose pid names no process here (another pid
+ * namespace), or 0, or nonsense, is alive; a dead holder whose pid names a live process here (ours,
+ * init's) is dead. */
+START_TEST(test_pids_decide_nothing)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	struct shm_arena *s = a->shm;
+	uint32_t tl;
+	int in_w;
+	pid_t live = live_reader(name, &tl, &in_w);
+	struct shm_reader_slot *sl = shm_reader_slot(s, shm_token_slot(tl));
+	ck_assert_uint_eq(atomic_load(&sl->pid), (uint32_t)live);
+	const uint32_t absent[] = { (uint32_t)vanished_pid(), 0, 0x7fffffffu, 0xffffffffu };
+	const uint64_t nss[] = { atomic_load(&sl->pidns), 0, 1, ~0ull };
+	for (unsigned i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+		for (unsigned j = 0; j < sizeof(nss) / sizeof(nss[0]); j++) {
+			atomic_store(&sl->pid, absent[i]);
+			atomic_store(&sl->pidns, nss[j]);
+			ck_assert_msg(shm_token_alive(s, tl) == 1, "live holder judged dead by its pid %u", absent[i]);
+			ck_assert_int_eq(shm_slot_alive(s, shm_token_slot(tl)), 1);
+			ck_assert_int_eq(shm_readers_reap(s), 0);
+			ck_assert_uint_eq(state_of(a, shm_token_slot(tl)), SHM_SLOT_LIVE);
+			struct sc_holder h[8];
+			int n = sc_arena_holders(a, h, 8);
+			for (int k = 0; k < n; k++)
+				if (h[k].token == tl)
+					ck_assert_int_eq(h[k].alive, 1);
+		}
+	close(in_w);
+	int stt;
+	waitpid(live, &stt, 0);
+	ck_assert(WIFEXITED(stt) && WEXITSTATUS(stt) == 0);
+
+	/* dead, its slot not cleared yet, its pid naming live processes here */
+	uint64_t ep;
+	uint32_t td = dead_reader(name, &ep);
+	struct shm_reader_slot *sd = shm_reader_slot(s, shm_token_slot(td));
+	const uint32_t present[] = { (uint32_t)getpid(), 1, (uint32_t)getppid() };
+	for (unsigned i = 0; i < sizeof(present) / sizeof(present[0]); i++) {
+		atomic_store(&sd->pid, present[i]);
+		atomic_store(&sd->pidns, atomic_load(&shm_reader_slot(s, 0)->pidns)); /* "our namespace" */
+		ck_assert_msg(shm_token_alive(s, td) == 0, "dead holder judged alive by its pid %u", present[i]);
+		ck_assert_int_eq(shm_slot_alive(s, shm_token_slot(td)), 0);
+	}
+	ck_assert_uint_eq(shm_epoch_min_active(s), ep); /* counted until cleared, never guessed */
+	ck_assert_int_eq(shm_readers_reap(s), 1);
+	ck_assert_uint_eq(state_of(a, shm_token_slot(td)), SHM_SLOT_FREE);
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *shm_readers_suite(void)
 {
 	Suite *s = suite_create("shm_readers");
@@ -306,6 +403,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_epochs);
 	tcase_add_test(tc, test_hostile_tokens);
 	tcase_add_test(tc, test_hostile_free_slots);
+	tcase_add_test(tc, test_pids_decide_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
