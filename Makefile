@@ -345,6 +345,19 @@ install-python:
 $(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/cephfs-dev.sh"'
 $(B)/tests/check_cephfs: tools/cephfs-dev.sh
 
+# ---- make mutate: the mutation runner (tests/mutate/mutate.py) on a copy of the tree under
+# build/mutate/tree (the checkout is never modified). FILES="shm/ring.c ..." (default: the groups
+# of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
+# (seconds for the run), OPS="cmp bound order skip swap". Summary: build/mutate/summary.txt.
+PER_FILE ?= 12
+SEED ?= 1
+BUDGET ?= 10800
+mutate: all tests
+	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) \
+		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)")
+
+.PHONY: mutate
+
 # ---- checks ----
 deps:
 	@sh tools/deps.sh
