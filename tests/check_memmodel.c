@@ -148,6 +148,10 @@ static struct proto {
 	uint64_t l2_lease_used_r;
 } P;
 
+static struct {
+	_Atomic uint64_t fields; /* the shadow of the entry's plain fields */
+} PS;
+
 static void proto_reset(void *ctx)
 {
 	(void)ctx;
@@ -155,6 +159,7 @@ static void proto_reset(void *ctx)
 		memcpy(P.snap[i].p, P.snap[i].copy, P.snap[i].n);
 	P.r->l2_lease_used = P.l2_lease_used_r;
 	P.using = P.freed = P.violated = 0;
+	atomic_init(&PS.fields, 0);
 	P.why[0] = 0;
 }
 
@@ -237,7 +242,16 @@ static int proto_check(void *ctx, char *why, size_t len)
 	return -1;
 }
 
+static void proto_setup_mode(int unpublished);
+
 static void proto_setup(void)
+{
+	proto_setup_mode(0);
+}
+
+/* @unpublished: the entry is taken out of its bucket and made BUSY again, as a writer holds it
+ * just before shm_index_link_locked */
+static void proto_setup_mode(int unpublished)
 {
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
 	P.a = sc_test_arena_opts("mm", &o, &P.name);
@@ -256,6 +270,11 @@ static void proto_setup(void)
 	struct shm_index_entry *e = shm_index_find(ix, P.key.lo, P.key.hi, &err); /* main context: real */
 	ck_assert_ptr_nonnull(e);
 	P.idx = shm_index_idx(ix, e);
+	if (unpublished) {
+		ck_assert_uint_eq(atomic_load(&e->next), 0); /* alone in its bucket */
+		atomic_store(&ix->buckets[shm_index_bucket(ix, e->key_lo)], 0);
+		atomic_store(&e->state, SHM_ENT_BUSY);
+	}
 	/* the memory the protocol writes, modelled and put back before every execution: the header
 	 * (global epoch), the reader table, the index header (shards), its buckets, the entry */
 	uint64_t n;
@@ -274,6 +293,7 @@ static void proto_setup(void)
 		mm_region_alias(alias, P.snap[i].n, P.snap[i].p);
 	}
 	P.l2_lease_used_r = P.r->l2_lease_used;
+	mm_region(&PS, sizeof(PS));
 }
 
 static void proto_teardown(void)
@@ -312,6 +332,37 @@ START_TEST(test_lease_vs_reclaim_under_weak_memory)
 {
 	proto_setup();
 	run_proto(1, "lease in epoch vs unlink+reclaim");
+	proto_teardown();
+}
+END_TEST
+
+/* the writer publishes the entry (its fields first: the shadow), the reader looks it up */
+static void publish_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		struct shm_index *ix = l2_ix(P.r);
+		int err;
+		shm_epoch_enter(P.r->shm);
+		struct shm_index_entry *e = shm_index_find(ix, P.key.lo, P.key.hi, &err);
+		if (e && atomic_load_explicit(&PS.fields, memory_order_relaxed) != 1)
+			violation("the reader found the entry before its fields were written");
+		shm_epoch_exit(P.r->shm);
+		return;
+	}
+	struct shm_index *ix = l2_ix(P.w);
+	atomic_store_explicit(&PS.fields, 1, memory_order_relaxed);
+	shm_index_link_locked(ix, &ix->ent[P.idx], NULL);
+}
+
+/* A reader that reaches an entry through its bucket sees everything written before it was linked
+ * (release of the slot in shm_index_link_locked, acquire of every link in shm_index_find). */
+START_TEST(test_publish_vs_lookup_under_weak_memory)
+{
+	proto_setup_mode(1);
+	struct mm_scenario s = { .name = "index publish vs lookup", .threads = 2, .reset = proto_reset,
+				 .thread = publish_thread, .check = proto_check };
+	explore_ok(&s);
 	proto_teardown();
 }
 END_TEST
@@ -501,6 +552,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_model_litmus);
 	tcase_add_test(tc, test_epoch_vs_reclaim_under_weak_memory);
 	tcase_add_test(tc, test_lease_vs_reclaim_under_weak_memory);
+	tcase_add_test(tc, test_publish_vs_lookup_under_weak_memory);
 	tcase_add_test(tc, test_mutex_under_weak_memory);
 	tcase_add_test(tc, test_ring_under_weak_memory);
 	suite_add_tcase(s, tc);
