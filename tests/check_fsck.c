@@ -581,6 +581,43 @@ START_TEST(regression_fsck_partial_heap_walk_drops_no_entry)
 }
 END_TEST
 
+/* A walk of the eviction lists that stops part-way (one link scribbled in the middle of a list,
+ * forwards or backwards) costs a rebuild from the nodes' membership records: every live entry is
+ * on a list again and none is dropped, those past the break included. */
+START_TEST(regression_fsck_partial_eviction_list_walk_drops_no_entry)
+{
+	for (int which = 0; which < 4; which++) {
+		const char *name;
+		struct sc_arena *a = sc_test_arena("fsckevqw", 32 << 20, &name);
+		struct sc_stage *st;
+		ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+		admit_n(st, 12);
+		struct shm_evq *q = l2_q(a);
+		/* the queued nodes, in index order; break the link of one in the middle */
+		uint32_t queued[64], nq = 0;
+		for (uint32_t i = 0; i < q->nodes && nq < 64; i++)
+			if (q->node[i].q != SHM_EVQ_NONE)
+				queued[nq++] = i;
+		ck_assert_uint_eq(nq, 12);
+		struct shm_evq_node *nd = &q->node[queued[4 + which]];
+		if (which & 1)
+			nd->prev = q->nodes + 7; /* out of range */
+		else
+			nd->next = queued[(5 + which) % nq] + 1 == nd->next ? queued[0] + 1 : queued[(5 + which) % nq] + 1;
+		struct sc_fsck_report r;
+		ck_assert_int_gt(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.dropped, 0);
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.entries, 12);
+		ck_assert_uint_eq(q->hdr->count[0] + q->hdr->count[1], 12);
+		round_trip_works(st);
+		sc_stage_close(st);
+		sc_test_arena_destroy(a, name);
+	}
+}
+END_TEST
+
 Suite *fsck_suite(void)
 {
 	Suite *s = suite_create("fsck");
@@ -603,6 +640,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, regression_fsck_lost_free_list_is_rebuilt);
 	tcase_add_test(tc, fsck_repairs_a_scribbled_eviction_list_header);
 	tcase_add_test(tc, regression_fsck_partial_heap_walk_drops_no_entry);
+	tcase_add_test(tc, regression_fsck_partial_eviction_list_walk_drops_no_entry);
 	suite_add_tcase(s, tc);
 	return s;
 }
