@@ -37,12 +37,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF = os.path.join(ROOT, "tests", "mutate")
 WORK = os.path.join(ROOT, "build", "mutate")
-TREE = os.path.join(WORK, "tree")
+TREE = os.path.join(WORK, "tree")  # tree0; with --jobs 2 also tree1
 COPY_DIRS = ["lib", "shm", "tests", "tools", "bpf"]
 COPY_FILES = ["Makefile"]
 OPS = ["cmp", "bound", "order", "skip", "swap"]
@@ -333,12 +334,16 @@ def tracked_files():
     return [p for p in out.decode().split("\0") if p and os.path.isfile(os.path.join(ROOT, p))]
 
 
-def sync_tree():
+def tree_dir(j):
+    return TREE if j == 0 else os.path.join(WORK, "tree%d" % j)
+
+
+def sync_tree(tree):
     """Copy the checkout's sources into the tree where they differ (unchanged files keep their
     mtime, so make rebuilds only what changed)."""
     n = 0
     for p in tracked_files():
-        src, dst = os.path.join(ROOT, p), os.path.join(TREE, p)
+        src, dst = os.path.join(ROOT, p), os.path.join(tree, p)
         with open(src, "rb") as f:
             data = f.read()
         if os.path.exists(dst):
@@ -353,13 +358,13 @@ def sync_tree():
     return n
 
 
-def write_tree(path, text):
-    with open(os.path.join(TREE, path), "w") as f:
+def write_tree(tree, path, text):
+    with open(os.path.join(tree, path), "w") as f:
         f.write(text)
 
 
-def make(targets, log, timeout=1800):
-    cmd = ["make", "-C", TREE, "--no-print-directory", "-j2", "CFLAGS=-O2"] + targets
+def make(tree, targets, log, timeout=1800):
+    cmd = ["make", "-C", tree, "--no-print-directory", "-j2", "CFLAGS=-O2"] + targets
     with open(log, "a") as f:
         f.write("$ %s\n" % " ".join(cmd))
         f.flush()
@@ -374,8 +379,8 @@ def test_obj(path):
     return "build/test/obj/%s.o" % path[:-2] if path.endswith(".c") else None
 
 
-def code_hash(obj):
-    r = subprocess.run(["objdump", "-d", "--no-show-raw-insn", os.path.join(TREE, obj)], capture_output=True)
+def code_hash(tree, obj):
+    r = subprocess.run(["objdump", "-d", "--no-show-raw-insn", os.path.join(tree, obj)], capture_output=True)
     lines = r.stdout.decode(errors="replace").split("\n")[3:]  # drop the file name header
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
@@ -411,7 +416,7 @@ def cleanup_arenas():
                 pass
 
 
-def run_suite(spec, timeout, log):
+def run_suite(tree, spec, timeout, log):
     """Run one suite (narrowed to some tests if spec says so): (passed, seconds, tail)."""
     name, _, only = spec.partition(":")
     env = dict(os.environ, SC_BUILD="build", CK_DEFAULT_TIMEOUT=os.environ.get("CK_DEFAULT_TIMEOUT", "60"))
@@ -419,7 +424,7 @@ def run_suite(spec, timeout, log):
         env["SC_CHECK_ONLY"] = only
     t0 = time.time()
     with open(log, "w") as f:
-        p = subprocess.Popen([os.path.join(TREE, "build", "tests", name)], cwd=TREE, env=env, stdout=f,
+        p = subprocess.Popen([os.path.join(tree, "build", "tests", name)], cwd=tree, env=env, stdout=f,
                              stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = p.wait(timeout=timeout)
@@ -442,6 +447,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--budget", type=int, default=3 * 3600, help="seconds for the whole run")
     ap.add_argument("--ops", default=" ".join(OPS))
+    ap.add_argument("--jobs", type=int, default=1, help="mutants at once, each in its own tree copy")
     ap.add_argument("--list", action="store_true", help="list the sampled mutants and stop")
     args = ap.parse_args()
     groups, rules, base = read_conf()
@@ -468,90 +474,126 @@ def main():
         print("%d mutants of %d sites" % (len(plan), total_sites))
         return 0
 
-    os.makedirs(TREE, exist_ok=True)
+    jobs = max(1, min(args.jobs, 4))
+    trees = [tree_dir(j) for j in range(jobs)]
     os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
-    blog = os.path.join(WORK, "build.log")
-    open(blog, "w").close()
     t_start = time.time()
-    print("mutate: syncing %s (%d files changed)" % (os.path.relpath(TREE, ROOT), sync_tree()), flush=True)
-    # the original must build and pass every suite a mutant would run (else nothing means anything)
     all_suites = []
     for p in files:
         all_suites += suites_for(p, rules, base)
     all_suites = list(dict.fromkeys(all_suites))
-    if not make(suite_targets(all_suites), blog):
-        print("mutate: the unmutated tree does not build (see %s)" % blog)
+    built = [False] * jobs
+
+    def prepare(j):
+        os.makedirs(trees[j], exist_ok=True)
+        open(os.path.join(WORK, "build%d.log" % j), "w").close()
+        print("mutate: syncing %s (%d files changed)" % (os.path.relpath(trees[j], ROOT), sync_tree(trees[j])),
+              flush=True)
+        built[j] = make(trees[j], suite_targets(all_suites), os.path.join(WORK, "build%d.log" % j))
+
+    ths = [threading.Thread(target=prepare, args=(j,)) for j in range(jobs)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    if not all(built):
+        print("mutate: the unmutated tree does not build (see %s)" % os.path.join(WORK, "build*.log"))
         return 2
+    # the original must pass every suite a mutant would run (else nothing means anything)
     durations = {}
     print("mutate: the unmutated tree against %d suites" % len(all_suites), flush=True)
     for s in all_suites:
-        ok, dt, tail = run_suite(s, 1800, os.path.join(WORK, "logs", "orig-%s.log" % s.replace(":", "_")[:60]))
+        ok, dt, tail = run_suite(trees[0], s, 1800,
+                                 os.path.join(WORK, "logs", "orig-%s.log" % s.replace(":", "_")[:60]))
         durations[s] = dt
         if not ok:
             print("mutate: %s fails without any mutant: %s" % (s, tail))
             return 2
     cleanup_arenas()
-    orig_hash = {}
     results = []
+    queue = list(enumerate(plan, 1))
+    lock = threading.Lock()
     n = len(plan)
-    for k, c in enumerate(plan, 1):
-        if time.time() - t_start > args.budget:
-            print("mutate: budget of %d s spent: %d of %d mutants not run" % (args.budget, n - k + 1, n), flush=True)
-            break
+    skipped = [0]
+
+    def worker(j):
+        tree, blog = trees[j], os.path.join(WORK, "build%d.log" % j)
+        mlog = os.path.join(WORK, "logs", "mutant%d.log" % j)
+        orig_hash = {}
+        while True:
+            with lock:
+                if not queue:
+                    return
+                if time.time() - t_start > args.budget:
+                    skipped[0] += len(queue)
+                    queue.clear()
+                    return
+                k, c = queue.pop(0)
+            run_mutant(tree, blog, mlog, orig_hash, k, c)
+            with lock:
+                results.append(c)
+                print("[%d/%d] %s:%d %-5s %-34s %-10s %5.1fs %s" % (k, n, c["file"], c["line"], c["op"],
+                                                                 c["label"][:34], c["status"], c["seconds"],
+                                                                 c["by"][:90]), flush=True)
+
+    def run_mutant(tree, blog, mlog, orig_hash, k, c):
         p = c["file"]
         obj = test_obj(p)
         if obj and p not in orig_hash:
-            write_tree(p, texts[p])
-            orig_hash[p] = code_hash(obj) if make([obj], blog) else None
+            write_tree(tree, p, texts[p])
+            orig_hash[p] = code_hash(tree, obj) if make(tree, [obj], blog) else None
         mtext = mutated_text(texts[p], c)
         c["before"] = line_of(texts[p], c["start"]).strip()
         c["after"] = line_of(mtext, c["start"]).strip()
-        write_tree(p, mtext)
+        write_tree(tree, p, mtext)
         t0 = time.time()
         status, by = None, ""
         try:
-            if obj and not make([obj], blog):
+            if obj and not make(tree, [obj], blog):
                 status = "stillborn"
-            elif obj and orig_hash.get(p) and code_hash(obj) == orig_hash[p]:
+            elif obj and orig_hash.get(p) and code_hash(tree, obj) == orig_hash[p]:
                 status = "same-code"
             suites = suites_for(p, rules, base)
             if status == "same-code" and p not in MODEL_SRCS:
                 pass  # nothing that runs here can tell it apart: no build, no run
-            elif status is None and not make(["build/test/libstagecache.a"], blog):
+            elif status is None and not make(tree, ["build/test/libstagecache.a"], blog):
                 status = "stillborn"  # a header's mutant: some object does not compile
             if status in (None, "same-code") and not (status == "same-code" and p not in MODEL_SRCS):
                 killed = False
                 for s in suites:
                     if status == "same-code" and s.split(":")[0] != "check_memmodel":
                         continue  # identical machine code: only the model, for the code it compiles, can tell
-                    if not make(suite_targets([s]), blog):
-                        if status is None and s == suites[0]:
-                            status = "stillborn"  # the test (memmodel compiles the source itself)
-                            break
+                    if not make(tree, suite_targets([s]), blog):
                         killed, by = True, "%s (its test does not build with the mutant)" % s.split(":")[0]
                         break
                     limit = int(max(60, 3 * durations.get(s, 60) + 30))
-                    ok, dt, tail = run_suite(s, limit, os.path.join(WORK, "logs", "mutant.log"))
+                    ok, dt, tail = run_suite(tree, s, limit, mlog)
                     if not ok:
                         killed, by = True, "%s (%s)" % (s.split(":")[0], tail[:160])
-                        shutil.copy(os.path.join(WORK, "logs", "mutant.log"),
-                                    os.path.join(WORK, "logs", "killed-%d.log" % k))
+                        shutil.copy(mlog, os.path.join(WORK, "logs", "killed-%d.log" % k))
                         break
                 if status != "stillborn":
                     status = "killed" if killed else ("same-code" if status == "same-code" else "survived")
         finally:
-            write_tree(p, texts[p])
+            write_tree(tree, p, texts[p])
             cleanup_arenas()
         key = (p, c["op"], squash(c["before"]), squash(c["after"]))
         if status in ("survived", "same-code") and key in equivalent:
             c["why"] = equivalent[key]
             status = "equivalent"
         c["status"], c["by"], c["seconds"] = status, by, round(time.time() - t0, 1)
-        results.append(c)
-        print("[%d/%d] %s:%d %-5s %-34s %-10s %5.1fs %s" % (k, n, p, c["line"], c["op"], c["label"][:34], status,
-                                                         c["seconds"], by[:90]), flush=True)
-    # rebuild the tree as it is (the last restore) so a later run starts clean
-    make(["build/test/libstagecache.a"], blog)
+
+    ths = [threading.Thread(target=worker, args=(j,)) for j in range(jobs)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    if skipped[0]:
+        print("mutate: budget of %d s spent: %d of %d mutants not run" % (args.budget, skipped[0], n), flush=True)
+    results.sort(key=lambda c: (c["file"], c["line"], c["start"]))
+    # put the trees back as they are (the last restore) so a later run starts clean
+    for j in range(jobs):
+        make(trees[j], ["build/test/libstagecache.a"], os.path.join(WORK, "build%d.log" % j))
     report(results, groups, args, total_sites, len(plan), time.time() - t_start)
     return 0
 
