@@ -349,14 +349,15 @@ $(B)/tests/check_cephfs: tools/cephfs-dev.sh
 # build/mutate/tree (the checkout is never modified). FILES="shm/ring.c ..." (default: the groups
 # of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
 # (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
-# each). Summary: build/mutate/summary.txt.
+# each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest).
+# Summary: build/mutate/summary.txt.
 PER_FILE ?= 8
 SEED ?= 1
 BUDGET ?= 10800
 JOBS ?= 2
 mutate: all tests
 	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
-		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)")
+		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)")
 
 .PHONY: mutate
 

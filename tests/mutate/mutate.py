@@ -449,6 +449,7 @@ def main():
     ap.add_argument("--ops", default=" ".join(OPS))
     ap.add_argument("--jobs", type=int, default=1, help="mutants at once, each in its own tree copy")
     ap.add_argument("--list", action="store_true", help="list the sampled mutants and stop")
+    ap.add_argument("--rerun", default="", help="results.json of an earlier run: run its survivors again")
     args = ap.parse_args()
     groups, rules, base = read_conf()
     equivalent = read_equivalent()
@@ -468,6 +469,24 @@ def main():
         # a mutant must change the text; headers with no code give none
         cands = [c for c in cands if mutated_text(text, c) != text]
         plan += sample(cands, args.per_file, rng)
+    previous = []
+    if args.rerun:
+        # run again only the survivors of an earlier run (same files, same text), keep the rest
+        with open(args.rerun) as f:
+            previous = json.load(f)
+        again, keep = [], []
+        for c in previous:
+            text = texts.get(c["file"])
+            if text is None:
+                with open(os.path.join(ROOT, c["file"])) as f:
+                    text = texts[c["file"]] = f.read()
+            if c["status"] in ("survived", "same-code", "equivalent") and \
+                    line_of(text, c["start"]).strip() == c["before"]:
+                again.append({k: c[k] for k in ("file", "start", "end", "rep", "op", "label", "line")})
+            else:
+                keep.append(c)
+        plan, previous = again, keep
+        files = list(dict.fromkeys(c["file"] for c in plan))
     if args.list:
         for c in plan:
             print("%s:%d %-5s %s" % (c["file"], c["line"], c["op"], c["label"]))
@@ -590,11 +609,12 @@ def main():
         t.join()
     if skipped[0]:
         print("mutate: budget of %d s spent: %d of %d mutants not run" % (args.budget, skipped[0], n), flush=True)
+    results += previous
     results.sort(key=lambda c: (c["file"], c["line"], c["start"]))
     # put the trees back as they are (the last restore) so a later run starts clean
     for j in range(jobs):
         make(trees[j], ["build/test/libstagecache.a"], os.path.join(WORK, "build%d.log" % j))
-    report(results, groups, args, total_sites, len(plan), time.time() - t_start)
+    report(results, groups, args, total_sites, len(plan) + len(previous), time.time() - t_start)
     return 0
 
 
