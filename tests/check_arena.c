@@ -564,7 +564,16 @@ START_TEST(test_huge_require)
 	ck_assert_int_eq(sc_arena_info(a, &in), 0);
 	ck_assert_int_eq(in.backing, SC_BACKING_HUGETLBFS_2M);
 	ck_assert_uint_eq(in.page_size, 2 << 20);
+	ck_assert_uint_eq(in.size_bytes, 16 << 20); /* a multiple of 2 MiB is not rounded up */
 	ck_assert(strncmp(in.path, "/dev/shm/", 9) != 0);
+	/* a size that is not a multiple of 2 MiB is rounded up to the next one, and only that far */
+	struct sc_arena_opts o2 = { .size_bytes = (10 << 20) + 4096, .huge = SC_HUGE_REQUIRE };
+	const char *name2;
+	struct sc_arena *a2 = sc_test_arena_opts("huge2", &o2, &name2);
+	struct sc_arena_info in2;
+	ck_assert_int_eq(sc_arena_info(a2, &in2), 0);
+	ck_assert_uint_eq(in2.size_bytes, 12 << 20);
+	sc_test_arena_destroy(a2, name2);
 	/* a child finds it in the hugetlbfs directory */
 	struct sc_arena *b;
 	ck_assert_int_eq(sc_arena_open(name, &b), 0);
