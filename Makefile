@@ -351,7 +351,7 @@ $(B)/tests/check_cephfs: tools/cephfs-dev.sh
 # (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
 # each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest).
 # Summary: build/mutate/summary.txt.
-PER_FILE ?= 8
+PER_FILE ?= 6
 SEED ?= 1
 BUDGET ?= 10800
 JOBS ?= 2

@@ -461,14 +461,16 @@ def main():
         files = list(dict.fromkeys(files))
     ops = [o for o in args.ops.split() if o in OPERATORS]
     rng = random.Random(args.seed)
-    plan, texts, total_sites = [], {}, 0
+    per_file, texts, total_sites = [], {}, 0
     for p in files:
         text, cands = candidates(p, ops)
         texts[p] = text
         total_sites += len(cands)
         # a mutant must change the text; headers with no code give none
         cands = [c for c in cands if mutated_text(text, c) != text]
-        plan += sample(cands, args.per_file, rng)
+        per_file.append(sample(cands, args.per_file, rng))
+    # round-robin over the files, so that a budget that runs out leaves every file sampled alike
+    plan = [c for i in range(max((len(x) for x in per_file), default=0)) for x in per_file if i < len(x)]
     previous = []
     if args.rerun:
         # run again only the survivors of an earlier run (same files, same text), keep the rest
@@ -521,12 +523,21 @@ def main():
     # the original must pass every suite a mutant would run (else nothing means anything)
     durations = {}
     print("mutate: the unmutated tree against %d suites" % len(all_suites), flush=True)
+    # each binary once, with the union of the tests the narrowed specs name
+    union = {}
     for s in all_suites:
-        ok, dt, tail = run_suite(trees[0], s, 1800,
-                                 os.path.join(WORK, "logs", "orig-%s.log" % s.replace(":", "_")[:60]))
-        durations[s] = dt
+        name, _, only = s.partition(":")
+        if name in union and union[name] is None:
+            continue
+        union[name] = None if not only else (union.get(name) or []) + only.split(",")
+    for name, only in union.items():
+        spec = name + (":" + ",".join(dict.fromkeys(only)) if only else "")
+        ok, dt, tail = run_suite(trees[0], spec, 1800, os.path.join(WORK, "logs", "orig-%s.log" % name))
+        for s in all_suites:
+            if s.partition(":")[0] == name:
+                durations[s] = dt
         if not ok:
-            print("mutate: %s fails without any mutant: %s" % (s, tail))
+            print("mutate: %s fails without any mutant: %s" % (spec[:100], tail))
             return 2
     cleanup_arenas()
     results = []
