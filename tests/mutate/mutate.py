@@ -470,7 +470,7 @@ def main():
         cands = [c for c in cands if mutated_text(text, c) != text]
         per_file.append(sample(cands, args.per_file, rng))
     # round-robin over the files, so that a budget that runs out leaves every file sampled alike
-    plan = [c for i in range(max((len(x) for x in per_file), default=0)) for x in per_file if i < len(x)]
+    plan = [x[i] for i in range(max((len(x) for x in per_file), default=0)) for x in per_file if i < len(x)]
     previous = []
     if args.rerun:
         # run again only the survivors of an earlier run (same files, same text), keep the rest
