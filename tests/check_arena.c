@@ -840,6 +840,32 @@ START_TEST(test_test_arenas_are_guarded)
 }
 END_TEST
 
+/* The smallest index there is: one entry per shard (16). It works, admits and serves. */
+START_TEST(test_smallest_index_works)
+{
+	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .index_entries = 16 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("idx16", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t buf[1000];
+	memset(buf, 9, sizeof(buf));
+	int32_t t[2] = { 1, 2 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	ck_assert_int_eq(sc_l2_admit(st, "i", t, 2, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(st, "i", t, 2, NULL, &l), 0);
+	sc_lease_release(&l);
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(b, 0, NULL, NULL, &r), 0);
+	sc_arena_close(b);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *arena_suite(void)
 {
 	Suite *s = suite_create("arena");
@@ -871,6 +897,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_huge_off);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
+	tcase_add_test(tc, test_smallest_index_works);
 	suite_add_tcase(s, tc);
 	return s;
 }
