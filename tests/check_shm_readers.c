@@ -5,6 +5,7 @@
  * and hostile slot contents (scribbled states, epochs, incarnations; tokens that name nothing).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -507,6 +508,30 @@ START_TEST(test_holders_rows_are_exact)
 }
 END_TEST
 
+/* The OFD lock helpers retry only a call that failed with EINTR: an errno left at EINTR by an
+ * earlier call does not make a successful one loop (liveness tests run on every reclamation). */
+START_TEST(test_ofd_helpers_ignore_a_stale_errno)
+{
+	char path[] = "/tmp/sc-ofd-XXXXXX";
+	int fd = mkstemp(path), fd2 = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(fd2, 0);
+	unlink(path);
+	errno = EINTR;
+	ck_assert_int_eq(shm_ofd_trylock(fd, 5), 0);
+	errno = EINTR;
+	ck_assert_int_eq(shm_ofd_held(fd2, 5), 1);
+	errno = EINTR;
+	ck_assert_int_eq(shm_ofd_trylock(fd2, 5), -EAGAIN);
+	errno = EINTR;
+	shm_ofd_unlock(fd, 5);
+	errno = EINTR;
+	ck_assert_int_eq(shm_ofd_held(fd2, 5), 0);
+	close(fd);
+	close(fd2);
+}
+END_TEST
+
 Suite *shm_readers_suite(void)
 {
 	Suite *s = suite_create("shm_readers");
@@ -521,6 +546,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_hostile_free_slots);
 	tcase_add_test(tc, test_pids_decide_nothing);
 	tcase_add_test(tc, test_holders_rows_are_exact);
+	tcase_add_test(tc, test_ofd_helpers_ignore_a_stale_errno);
 	suite_add_tcase(s, tc);
 	return s;
 }
