@@ -607,12 +607,42 @@ START_TEST(bad_segment_options_are_refused)
 }
 END_TEST
 
+/* An entry's data block holds its token ids after its bytes, 4 bytes per id: a long prompt
+ * (20000 ids, 80 KB) on a short segmented payload, contiguous or scattered, fits its block — the
+ * heap stays walkable (fsck clean) and every id compares. */
+START_TEST(long_token_lists_fit_their_data_block)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	enum { NT = 20000 };
+	int32_t *t = malloc(NT * sizeof(*t));
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < NT; i++)
+			t[i] = 50000 * (k + 1) + i;
+		uint64_t bytes = 2 * SEG + 1000;
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { f.base }, .sec_len = { bytes } };
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, NT, sc_digest(f.base, bytes), &p, SC_ORIGIN_DIRECT), 0);
+		ck_assert_int_eq(put(&f, 900 + k, 3000 + (uint64_t)k * 5000, 0, 1), 0); /* a neighbour block */
+		struct sc_fsck_report r;
+		ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+		struct sc_lease l;
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, NT, NULL, &l), 0);
+		sc_lease_release(&l);
+		t[NT - 1] ^= 1; /* the last id decides */
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, NT, NULL, &l), -ENOENT);
+	}
+	free(t);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *seg_suite(void)
 {
 	Suite *s = suite_create("seg");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_are_stored_once);
+	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
 	tcase_add_test(tc, a_published_fill_is_indexed);
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
