@@ -503,6 +503,17 @@ START_TEST(test_holders_rows_are_exact)
 	ck_assert_uint_eq(h[0].token, sc_arena_token(a));
 	ck_assert_int_eq(sc_arena_holders(a, NULL, 0), 1);
 	ck_assert_int_eq(sc_arena_holders(a, NULL, 3), -EINVAL);
+	/* more rows than room: the count says so, and nothing past @max is written */
+	struct sc_arena *c;
+	ck_assert_int_eq(sc_arena_open(name, &c), 0);
+	memset(h, 0xa5, sizeof(h));
+	ck_assert_int_eq(sc_arena_holders(a, h, 1), 2);
+	const uint8_t *canary = (const uint8_t *)&h[1];
+	for (size_t k = 0; k < sizeof(h) - sizeof(h[0]); k++)
+		ck_assert_uint_eq(canary[k], 0xa5);
+	ck_assert_int_eq(sc_arena_holders(a, NULL, 3), -EINVAL);
+	ck_assert_int_eq(sc_arena_holders(NULL, h, 8), -EINVAL);
+	sc_arena_close(c);
 	sc_stage_close(st);
 	sc_test_arena_destroy(a, name);
 }
