@@ -947,6 +947,28 @@ START_TEST(digests_differing_in_one_half_never_match)
 }
 END_TEST
 
+/* A handle whose first L2 call meets a scribbled index header gets -EBADMSG from every
+ * administrative call (clear, invalidate, shrink, remove), and nothing is touched. */
+START_TEST(admin_calls_on_a_scribbled_index_are_ebadmsg)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t magic = ix->hdr->magic;
+	ix->hdr->magic ^= 0x5a5a5a5au;
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(f.name, &b), 0);
+	ck_assert_int_eq(sc_l2_clear(b), -EBADMSG);
+	ck_assert_int_eq(sc_l2_invalidate_digest(b, (struct sc_digest){ 1, 2 }), -EBADMSG);
+	ck_assert_int_lt(sc_l2_shrink_to(b, 0), 0);
+	ix->hdr->magic = magic;
+	ck_assert(has(f.st, 10, 4));
+	sc_arena_close(b);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *l2_suite(void)
 {
 	Suite *s = suite_create("l2");
@@ -972,6 +994,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
 	tcase_add_test(tc, digests_differing_in_one_half_never_match);
+	tcase_add_test(tc, admin_calls_on_a_scribbled_index_are_ebadmsg);
 	suite_add_tcase(s, tc);
 	return s;
 }
