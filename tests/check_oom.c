@@ -243,6 +243,43 @@ START_TEST(test_l3_and_restore_under_allocation_failures)
 }
 END_TEST
 
+/* A segmented arena's admissions (planning, hashing, the segment table) under allocation
+ * failures: the admit fails or succeeds, and what is stored is served whole. */
+START_TEST(test_segmented_admits_under_allocation_failures)
+{
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("oomseg", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t big[300 << 10];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + (i >> 9));
+	struct sc_digest d = sc_digest(big, sizeof(big));
+	int done = 0;
+	for (long n = 1; n < MAX_ALLOCS && !done; n++) {
+		int32_t t[2] = { 42, (int32_t)n };
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { big }, .sec_len = { sizeof(big) } };
+		arm(n);
+		int rc = sc_l2_admit(st, "oom", t, 2, d, &p, SC_ORIGIN_DIRECT);
+		int hit = disarm();
+		if (!hit)
+			done = 1;
+		ck_assert_msg(rc == 0 || hit, "admit failed (%d) without a failed allocation", rc);
+		struct sc_fsck_report r;
+		ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		if (rc == 0) {
+			static uint8_t out[sizeof(big)];
+			ck_assert_int_eq(sc_l2_get_copy(st, "oom", t, 2, NULL, out, sizeof(out), NULL), (int64_t)sizeof(big));
+			ck_assert(memcmp(out, big, sizeof(big)) == 0);
+		}
+	}
+	ck_assert(done);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *oom_suite(void)
 {
 	Suite *s = suite_create("oom");
@@ -250,6 +287,7 @@ Suite *oom_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_create_open_stage_under_allocation_failures);
 	tcase_add_test(tc, test_l2_calls_under_allocation_failures);
+	tcase_add_test(tc, test_segmented_admits_under_allocation_failures);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
 	suite_add_tcase(s, tc);
 	return s;
