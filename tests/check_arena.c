@@ -11,6 +11,7 @@
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../shm/index.h"
 #include "../shm/readers.h"
 
 static uint64_t file_hash(const char *path)
@@ -866,6 +867,36 @@ START_TEST(test_smallest_index_works)
 }
 END_TEST
 
+/* shm/ does not trust its caller: the layout planner itself refuses what no arena may have
+ * (segment sizes that are not a power of two in range, too many entries, slots or rings), not only
+ * the public create that checks first. */
+START_TEST(test_layout_plan_refuses_bad_parameters)
+{
+	struct shm_region regions[SHM_REGION_MAX];
+	struct shm_params ok = { .total_bytes = 16u << 20 };
+	struct shm_params p = ok;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
+	const uint32_t bad_seg[] = { 3, 4096, 32u << 10, (1u << 20) + 1, 1u << 31 };
+	for (unsigned i = 0; i < sizeof(bad_seg) / sizeof(bad_seg[0]); i++) {
+		p = ok;
+		p.seg_bytes = bad_seg[i];
+		ck_assert_msg(shm_layout_plan(&p, regions) == -EINVAL, "segment size %u accepted", bad_seg[i]);
+	}
+	p = ok;
+	p.seg_bytes = 1u << 20;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
+	p = ok;
+	p.index_entries = SHM_INDEX_MAX_ENTRIES + 1;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+	p = ok;
+	p.reader_slots = SHM_READER_SLOTS_MAX + 1;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+	p = ok;
+	p.ring_bytes = 3000;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+}
+END_TEST
+
 Suite *arena_suite(void)
 {
 	Suite *s = suite_create("arena");
@@ -898,6 +929,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
 	tcase_add_test(tc, test_smallest_index_works);
+	tcase_add_test(tc, test_layout_plan_refuses_bad_parameters);
 	suite_add_tcase(s, tc);
 	return s;
 }
