@@ -484,7 +484,11 @@ def main():
             if text is None:
                 with open(os.path.join(ROOT, c["file"])) as f:
                     text = texts[c["file"]] = f.read()
-            if c["status"] in ("survived", "same-code", "equivalent") and \
+            key = (c["file"], c["op"], squash(c.get("before", "")), squash(c.get("after", "")))
+            if c["status"] in ("survived", "same-code", "equivalent") and key in equivalent:
+                c["status"], c["why"] = "equivalent", equivalent[key]  # explained since: not run again
+                keep.append(c)
+            elif c["status"] in ("survived", "same-code", "equivalent") and \
                     line_of(text, c["start"]).strip() == c["before"]:
                 again.append({k: c[k] for k in ("file", "start", "end", "rep", "op", "label", "line")})
             else:
