@@ -636,6 +636,51 @@ START_TEST(long_token_lists_fit_their_data_block)
 }
 END_TEST
 
+struct scan {
+	uint64_t off[4];
+	int n;
+};
+
+static int scan_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	(void)bytes, (void)tag;
+	struct scan *s = ctx;
+	if (allocated && s->n < 4)
+		s->off[s->n++] = off;
+	return 0;
+}
+
+/* The recount (crash repair of the segment table's counts) judges nothing from a partial heap walk:
+ * when the walk stops part-way it fails, rewrites no count, and turn 1 (whose segments turn 2
+ * shares) stays whole once the heap is repaired. */
+START_TEST(recount_after_a_partial_heap_walk_changes_nothing)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	struct shm_segtab t;
+	ck_assert_int_eq(l2_ready(f.a), 0);
+	ck_assert_int_eq(shm_seg_view(f.a->shm, l2_ix(f.a), &t), 0);
+	uint32_t *refs0 = malloc(t.nslots * sizeof(*refs0));
+	for (uint32_t i = 0; i < t.nslots; i++)
+		refs0[i] = t.slot[i].refs;
+	/* the second allocated block's prev_size (derived state) scribbled: the walk stops there */
+	struct scan sc = { .n = 0 };
+	ck_assert_int_eq(shm_heap_walk(f.a->shm, scan_cb, &sc), 0);
+	ck_assert_int_ge(sc.n, 2);
+	uint64_t *prev_size = (uint64_t *)(void *)(f.a->shm->base + sc.off[1] - SHM_HEAP_BLOCK_HDR + 8);
+	*prev_size += 64;
+	ck_assert_int_eq(shm_seg_lock(&t), 0);
+	ck_assert_int_lt(shm_seg_recount_locked(&t, 1), 0);
+	shm_seg_unlock(&t);
+	for (uint32_t i = 0; i < t.nslots; i++)
+		ck_assert_uint_eq(t.slot[i].refs, refs0[i]);
+	*prev_size -= 64;
+	turn_one_intact(&f);
+	free(refs0);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *seg_suite(void)
 {
 	Suite *s = suite_create("seg");
@@ -643,6 +688,7 @@ Suite *seg_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_are_stored_once);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
+	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
 	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
 	tcase_add_test(tc, a_published_fill_is_indexed);
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
