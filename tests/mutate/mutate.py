@@ -449,7 +449,8 @@ def main():
     ap.add_argument("--ops", default=" ".join(OPS))
     ap.add_argument("--jobs", type=int, default=1, help="mutants at once, each in its own tree copy")
     ap.add_argument("--list", action="store_true", help="list the sampled mutants and stop")
-    ap.add_argument("--rerun", default="", help="results.json of an earlier run: run its survivors again")
+    ap.add_argument("--rerun", default="",
+                    help="results.json of an earlier run: run its survivors (and kills by timeout) again")
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
@@ -488,7 +489,8 @@ def main():
             if c["status"] in ("survived", "same-code", "equivalent") and key in equivalent:
                 c["status"], c["why"] = "equivalent", equivalent[key]  # explained since: not run again
                 keep.append(c)
-            elif c["status"] in ("survived", "same-code", "equivalent") and \
+            elif (c["status"] in ("survived", "same-code", "equivalent") or
+                  (c["status"] == "killed" and "(timeout" in c["by"])) and \
                     line_of(text, c["start"]).strip() == c["before"]:
                 again.append({k: c[k] for k in ("file", "start", "end", "rep", "op", "label", "line")})
             else:
@@ -606,6 +608,9 @@ def main():
                         break
                     limit = int(max(60, 3 * durations.get(s, 60) + 30))
                     ok, dt, tail = run_suite(tree, s, limit, mlog)
+                    if not ok and tail.startswith("timeout"):
+                        # a loaded machine, or a hang? only a second, three times longer timeout says hang
+                        ok, dt, tail = run_suite(tree, s, 3 * limit, mlog)
                     if not ok:
                         killed, by = True, "%s (%s)" % (s.split(":")[0], tail[:160])
                         shutil.copy(mlog, os.path.join(WORK, "logs", "killed-%d.log" % k))
