@@ -497,6 +497,18 @@ START_TEST(test_holders_rows_are_exact)
 			ck_assert_uint_eq(h[i].leases, 2);
 			ck_assert_uint_eq(h[i].leased_bytes, fp[0]);
 		}
+	/* and one naming an entry far past the index (scribbled) pins nothing, and reads nothing there */
+	for (int j = 0; j < SC_LEASES_MAX; j++) {
+		uint64_t rec = atomic_load(&x->rec[j]);
+		if (rec && (uint32_t)rec - 1 < ix->nentries && ix->ent[(uint32_t)rec - 1].footprint == fp[2])
+			atomic_store(&x->rec[j], (rec & ~0xffffffffull) | 0x40000000u);
+	}
+	ck_assert_int_eq(sc_arena_holders(a, h, 8), 2);
+	for (int i = 0; i < 2; i++)
+		if (h[i].token == tok) {
+			ck_assert_uint_eq(h[i].leases, 2);
+			ck_assert_uint_eq(h[i].leased_bytes, fp[0]);
+		}
 	/* the reap clears it: its slot, its leases; its reservation goes with the sweep */
 	ck_assert_int_ge(l2_reap(a, 1), 0);
 	ck_assert_int_eq(sc_arena_holders(a, h, 8), 1);
