@@ -184,7 +184,7 @@ def _path(p, what):
     raise TypeError("%s must be a path (str, bytes or os.PathLike), not %s" % (what, type(p).__name__))
 
 
-def _name(n, what="name"):
+def _text(n, what="name"):
     """A name argument as bytes: str or bytes only."""
     if isinstance(n, str):
         return n.encode()
@@ -530,7 +530,7 @@ class Arena(_Closable):
         o.obs_entries, o.reader_slots = int(obs_entries), int(reader_slots)
         o.segment_bytes = int(segment_bytes)
         h = ctypes.c_void_p()
-        _check(lib.sc_arena_create(_name(name), ctypes.byref(o), ctypes.byref(h)), "sc_arena_create")
+        _check(lib.sc_arena_create(_text(name), ctypes.byref(o), ctypes.byref(h)), "sc_arena_create")
         return cls(h.value, name)
 
     @classmethod
@@ -538,16 +538,16 @@ class Arena(_Closable):
         """Attach to an existing arena (in /dev/hugepages then /dev/shm, or only in `dir`)."""
         h = ctypes.c_void_p()
         if dir is not None:
-            rc = lib.sc_arena_open_dir(_path(dir, "dir"), _name(name), ctypes.byref(h))
+            rc = lib.sc_arena_open_dir(_path(dir, "dir"), _text(name), ctypes.byref(h))
         else:
-            rc = lib.sc_arena_open(_name(name), ctypes.byref(h))
+            rc = lib.sc_arena_open(_text(name), ctypes.byref(h))
         _check(rc, "sc_arena_open")
         return cls(h.value, name)
 
     @staticmethod
     def destroy(name, dir=None):
         """Remove the arena's file (attached processes keep their mapping until they close)."""
-        _check(lib.sc_arena_destroy(_path(dir, "dir") if dir is not None else None, _name(name)), "sc_arena_destroy")
+        _check(lib.sc_arena_destroy(_path(dir, "dir") if dir is not None else None, _text(name)), "sc_arena_destroy")
 
     def _open(self):
         """Open, and in the process that opened it."""
@@ -777,8 +777,8 @@ class Stage(_ArenaChild):
         self.model_identity, self.state_identity = model_identity, state_identity
         h = ctypes.c_void_p()
         with arena._lock:
-            _check(lib.sc_stage_open(arena._handle(), _name(model_identity, "model_identity"),
-                                     _name(state_identity, "state_identity"),
+            _check(lib.sc_stage_open(arena._handle(), _text(model_identity, "model_identity"),
+                                     _text(state_identity, "state_identity"),
                                      ctypes.byref(h)), "sc_stage_open")
         self._attach(arena, h)
         self.id = lib.sc_stage_id(h)
