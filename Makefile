@@ -132,6 +132,17 @@ $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(TEST_STATIC) $(LIBS) $(CHECK_LIBS)
 
+# tests/check_memmodel.c compiles the protocols' own sources with their atomics redirected to a
+# weak memory model (tests/mm_atomics.h); their external functions are renamed mm_* there so they
+# do not clash with the library's copies.
+MM_SRCS := shm/readers.c shm/index.c shm/mutex.c shm/ring.c lib/l2/lease.c
+$(B)/tests/mm_renames.h: $(MM_SRCS)
+	@mkdir -p $(dir $@)
+	$(Q)grep -hE '^[a-z][a-z0-9_ *]*[ *]?(shm|l2|sc)_[a-z0-9_]+\(' $^ | grep -v '^static' | \
+		sed -E 's/^[^(]*[ *]((shm|l2|sc)_[a-z0-9_]+)\(.*/#define \1 mm_\1/' | sort -u > $@
+$(B)/tests/check_memmodel: $(B)/tests/mm_renames.h $(MM_SRCS) shm/readers.h shm/index.h shm/mutex.h shm/ring.h lib/l2/view.h lib/l2/lease.h
+$(B)/tests/check_memmodel: override CFLAGS += -I$(B)/tests
+
 # ---- benchmarks (tools/bench/, see its README.md): build/stagecache-bench, run as `stagecache bench ...` ----
 # Everything that compares with other systems lives in this binary, never in the CLI: LMDB is
 # linked, DPDK's librte_ring is dlopen'ed (its inline ring code comes from the headers), memcached,
@@ -413,6 +424,22 @@ demo-llama: deps
 # ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/scripts/cephfs-dev.sh ----
 $(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/scripts/cephfs-dev.sh"'
 $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
+
+# ---- make mutate: the mutation runner (tests/mutate/mutate.py) on a copy of the tree under
+# build/mutate/tree (the checkout is never modified). FILES="shm/ring.c ..." (default: the groups
+# of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
+# (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
+# each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest).
+# Summary: build/mutate/summary.txt.
+PER_FILE ?= 6
+SEED ?= 1
+BUDGET ?= 10800
+JOBS ?= 2
+mutate: all tests
+	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
+		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") $(if $(NO_VALIDATE),--no-validate)
+
+.PHONY: mutate
 
 # ---- checks ----
 deps:
