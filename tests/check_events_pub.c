@@ -287,12 +287,12 @@ static void malformed_replays(struct env *e)
 static int have_tools(void)
 {
 	if (sh(PYTHON " -c 'import zmq, msgpack, xxhash' 2>/dev/null")) {
-		sc_skip("events: %s lacks zmq, msgpack or xxhash (tools/deps.sh installs python3-zmq, python3-msgpack, "
+		sc_skip("events: %s lacks zmq, msgpack or xxhash (tools/scripts/deps.sh installs python3-zmq, python3-msgpack, "
 			"python3-xxhash)", PYTHON);
 		return 0;
 	}
 	if (sh("ldconfig -p | grep -q libzmq.so.5")) {
-		sc_skip("events: no libzmq.so.5 (tools/deps.sh installs libzmq5)");
+		sc_skip("events: no libzmq.so.5 (tools/scripts/deps.sh installs libzmq5)");
 		return 0;
 	}
 	return 1;
