@@ -3,8 +3,9 @@
  * (bench_l2 calls bench_l2_events last):
  *
  *   events_hit_overhead    hit (sc_l2_get_key + release, 1024 small entries) with a publisher
- *                          attached / without: the median of each round's per-operation times
- *                          (TSC), rounds alternate, the median of the rounds' ratios (target <= 1.05)
+ *                          attached / without: the median of each round's times per hit (TSC, in
+ *                          groups of 64), rounds alternate, the median of the rounds' ratios
+ *                          (target <= 1.05)
  *   events_admit_overhead  4 KiB admits into a full arena (each admit evicts: two events) with a
  *                          publisher attached / without, measured the same way (target <= 1.05)
  *   events_rate            events/s through the ring from one writer process to the listener
@@ -149,20 +150,27 @@ static int admit(struct sc_stage *st, uint8_t *buf, size_t len, uint32_t k)
 	return sc_l2_admit(st, "bench", t, NTOK, sc_digest(buf, len), &p, SC_ORIGIN_DIRECT);
 }
 
-/* The median ns of @n random hits of @keys, each timed alone (TSC): a process the machine runs
- * meanwhile stretches a few operations, not the median. @d: room for @n samples. */
+/* Hits are timed in groups: one hit (~30 ns) is a few steps of the time-stamp counter as a VM
+ * shows it (~10 ns each), too coarse for a 5 % comparison; a group of 64 is ~2 us. */
+#define HIT_GROUP 64
+
+/* The median ns per hit of @n random hits of @keys, timed in groups of HIT_GROUP (TSC): a process
+ * the machine runs meanwhile stretches a few groups, not the median. @d: room for @n / HIT_GROUP. */
 static double hit_round(struct sc_stage *st, const struct sc_key *keys, int n, uint32_t *x, uint64_t *d)
 {
-	for (int i = 0; i < n; i++) {
-		*x = *x * 1103515245u + 12345u;
-		struct sc_lease l;
+	int groups = n / HIT_GROUP;
+	for (int g = 0; g < groups; g++) {
 		uint64_t t0 = TSC_START();
-		if (sc_l2_get_key(st, keys[(*x >> 8) % KEYS], &l) == 0)
-			sc_lease_release(&l);
-		d[i] = TSC_STOP(t0);
+		for (int i = 0; i < HIT_GROUP; i++) {
+			*x = *x * 1103515245u + 12345u;
+			struct sc_lease l;
+			if (sc_l2_get_key(st, keys[(*x >> 8) % KEYS], &l) == 0)
+				sc_lease_release(&l);
+		}
+		d[g] = TSC_STOP(t0);
 	}
-	qsort(d, (size_t)n, sizeof(*d), bench_cmp_u64);
-	return bench_tick_q(d, (size_t)n, 0.5);
+	qsort(d, (size_t)groups, sizeof(*d), bench_cmp_u64);
+	return bench_tick_q(d, (size_t)groups, 0.5) / HIT_GROUP;
 }
 
 /* The median ns of @n admits of keys from *@next on (the arena is full: each evicts), each timed alone. */
@@ -267,10 +275,13 @@ static void overheads(void)
 }
 
 /* One writer process posts @total events in bursts of half the ring; the listener (this process)
- * reads them and hands the writer a token through a pipe for every burst it has read, and the
+ * reads them and hands the writer a token through a pipe for every burst it has passed, and the
  * writer waits for a token before each burst after the second: at most a ring's worth is ever
- * unread, so nothing is dropped, and neither side spins. events/s, or < 0. */
-static double ring_rate(struct sc_arena *a, const char *name, uint64_t total, uint64_t *dropped)
+ * unread, so nothing is dropped, and neither side spins. A writer descheduled for longer than the
+ * ring's hole time between claiming a slot and filling it (a loaded machine) loses that event: the
+ * listener skipped the slot. Such events are counted in *@lost (with drops and reorderings), not
+ * waited for. events/s, or a negative errno. */
+static double ring_rate(struct sc_arena *a, const char *name, uint64_t total, uint64_t *lost)
 {
 	struct sc_events *ev;
 	int rc = sc_events_open(a, &ev);
@@ -296,43 +307,55 @@ static double ring_rate(struct sc_arena *a, const char *name, uint64_t total, ui
 				_exit(93);
 			for (uint64_t k = 0; k < burst && i < total; k++, i++) {
 				e.key.lo = i;
-				if (sc_events_post(c, &e))
+				/* -ENOSPC: dropped or skipped, which the ring counts; anything else is a failure */
+				int prc = sc_events_post(c, &e);
+				if (prc && prc != -ENOSPC)
 					_exit(91);
 			}
 		}
 		_exit(0);
 	}
 	static struct sc_event e[4096];
-	uint64_t got = 0, next = 0, order_bad = 0;
-	double t0 = cli_now(), t1 = t0;
+	uint64_t got = 0, next = 0, order_bad = 0, tokens = 0;
+	double t0 = cli_now(), t1 = t0, end = t0 + 120;
 	int status, done = 0;
-	while (got < total) {
+	while (next < total) {
+		int was_done = done; /* the writer had exited before this read: nothing more will come */
 		int n = sc_events_read(ev, e, 4096);
 		if (n < 0)
 			break;
 		for (int i = 0; i < n; i++) {
 			if (e[i].type != SC_EVENT_L2_REMOVED)
 				continue;
-			if (e[i].key.lo != next)
+			if (e[i].key.lo < next)
 				order_bad++;
 			next = e[i].key.lo + 1;
-			if (++got % burst == 0)
-				(void)!write(tok[1], "t", 1);
+			got++;
 		}
+		/* a token per burst passed (by position: a skipped event must not stop the writer) */
+		for (; tokens < next / burst; tokens++)
+			(void)!write(tok[1], "t", 1);
 		t1 = cli_now();
-		if (!n && (done = waitpid(w, &status, WNOHANG) == w))
+		if (!n && (was_done || t1 > end))
 			break;
+		if (!n && !done)
+			done = waitpid(w, &status, WNOHANG) == w;
 	}
-	if (!done)
+	if (!done) {
+		if (next < total)
+			kill(w, SIGKILL);
 		waitpid(w, &status, 0);
+	}
 	close(tok[0]);
 	close(tok[1]);
 	struct sc_events_stats s1;
 	sc_events_stats(a, &s1);
-	*dropped = s1.dropped - s0.dropped + s1.lost - s0.lost + order_bad;
+	*lost = s1.dropped - s0.dropped + s1.lost - s0.lost + order_bad;
 	sc_events_close(ev);
-	if (got < total || !WIFEXITED(status) || WEXITSTATUS(status))
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
 		return -EIO;
+	if (got + *lost < total)
+		return -ETIMEDOUT;
 	return (double)got / (t1 - t0);
 }
 
@@ -368,21 +391,19 @@ static double publisher_cost(struct sc_arena *a, struct sc_stage *st, const char
 	static uint8_t buf[512];
 	struct sc_events_stats s0, s;
 	sc_events_stats(a, &s0);
-	double c0 = cpu_s(pub);
+	double c0 = cpu_s(pub), end = cli_now() + 120;
 	int n = bench_quick ? 20000 : 100000;
 	for (int i = 0; i < n; i++) {
 		if (admit(st, buf, sizeof(buf), 5000000u + (uint32_t)i) && i == 0)
 			break;
 		/* paced: a publisher that falls a ring behind resynchronises, which is not what this measures */
 		if (i % 512 == 511)
-			do
-				sc_events_stats(a, &s);
-			while (s.pending > s.records / 2);
+			while (sc_events_stats(a, &s) == 0 && s.pending > s.records / 2 && cli_now() < end)
+				pause_ms(1);
 	}
-	double end = cli_now() + 30;
-	do
-		sc_events_stats(a, &s);
-	while (s.pending && cli_now() < end);
+	end = cli_now() + 30;
+	while (sc_events_stats(a, &s) == 0 && s.pending && cli_now() < end)
+		pause_ms(1);
 	double c1 = cpu_s(pub);
 	detach(pub);
 	*events = s.appended - s0.appended;
@@ -404,20 +425,32 @@ static void rates(void)
 		bench_missing(B, "events_rate", "arena: %s", sc_strerror(rc));
 		return;
 	}
-	int reps = bench_quick ? 3 : 5;
-	uint64_t total = bench_quick ? 500000 : 4000000, dropped = 0, d = 0;
+	/* a run in which the machine descheduled the writer past the ring's hole time lost an event
+	 * and does not count; it is run again, up to three times the runs wanted */
+	int reps = bench_quick ? 3 : 5, good = 0, runs = 0;
+	uint64_t total = bench_quick ? 500000 : 4000000, lost_runs = 0, lost = 0, d = 0;
 	double v[16];
-	for (int r = 0; r < reps; r++) {
-		v[r] = ring_rate(a, name, total, &d);
-		dropped += d;
-		if (v[r] < 0) {
-			bench_missing(B, "events_rate", "a run failed: %s", sc_strerror((int)v[r]));
+	while (good < reps && runs < 3 * reps) {
+		double r = ring_rate(a, name, total, &d);
+		runs++;
+		if (r < 0) {
+			bench_missing(B, "events_rate", "a run failed: %s", sc_strerror((int)r));
 			drop(name, a, st);
 			return;
 		}
+		if (d) {
+			lost_runs++;
+			lost += d;
+		} else {
+			v[good++] = r;
+		}
 	}
-	if (dropped)
-		bench_missing(B, "events_rate", "%llu events dropped, lost or out of order", (unsigned long long)dropped);
+	bench_env(B, "events_rate_runs", "%d runs of %llu events, %llu of them with %llu events lost (a writer "
+		  "descheduled between claim and commit): not counted", runs, (unsigned long long)total,
+		  (unsigned long long)lost_runs, (unsigned long long)lost);
+	if (good < reps)
+		bench_missing(B, "events_rate", "%d of %d runs lost events (%llu in all)", (int)lost_runs, runs,
+			      (unsigned long long)lost);
 	else
 		bench_stat(B, "events_rate", "events/s", v, reps, "one writer process, no drop");
 	uint64_t ev;
