@@ -89,23 +89,32 @@ void events_reap_listener(struct sc_arena *a)
 		shm_evring_unlisten(r, t); /* the CAS compares t: a new listener's word stays */
 }
 
+/* The ring of @a for a public call: 0 with *@r, -ECHILD (a handle inherited across fork()),
+ * -EBADMSG (the region is corrupt). */
+static int public_ring(struct sc_arena *a, const struct shm_evring **r)
+{
+	if (a->shm->forked)
+		return -ECHILD;
+	*r = events_ring(a);
+	return *r ? 0 : -EBADMSG;
+}
+
 int sc_events_open(struct sc_arena *a, struct sc_events **out)
 {
 	if (!a || !out)
 		return -EINVAL;
 	*out = NULL;
-	if (a->shm->forked)
-		return -ECHILD;
-	const struct shm_evring *r = events_ring(a);
-	if (!r)
-		return -EBADMSG;
+	const struct shm_evring *r;
+	int rc = public_ring(a, &r);
+	if (rc)
+		return rc;
 	struct sc_events *ev = calloc(1, sizeof(*ev));
 	if (!ev)
 		return -ENOMEM;
 	ev->a = a;
 	ev->r = r;
 	ev->token = a->shm->token;
-	int rc = shm_evring_listen(r, ev->token, token_alive, a->shm);
+	rc = shm_evring_listen(r, ev->token, token_alive, a->shm);
 	if (rc) {
 		free(ev);
 		return rc;
@@ -232,11 +241,10 @@ int sc_events_post(struct sc_arena *a, const struct sc_event *e)
 	if (!a || !e || !e->type || e->type >= SC_EVENT_LOST || e->reserved0 || e->reserved[0] ||
 	    e->lost_why)
 		return -EINVAL;
-	if (a->shm->forked)
-		return -ECHILD;
-	const struct shm_evring *r = events_ring(a);
-	if (!r)
-		return -EBADMSG;
+	const struct shm_evring *r;
+	int rc = public_ring(a, &r);
+	if (rc)
+		return rc;
 	atomic_thread_fence(memory_order_seq_cst); /* as events_note */
 	if (!atomic_load_explicit(&r->hdr->listener, memory_order_relaxed))
 		return -ENOTCONN;
@@ -259,11 +267,10 @@ int sc_events_stats(struct sc_arena *a, struct sc_events_stats *st)
 {
 	if (!a || !st)
 		return -EINVAL;
-	if (a->shm->forked)
-		return -ECHILD;
-	const struct shm_evring *r = events_ring(a);
-	if (!r)
-		return -EBADMSG;
+	const struct shm_evring *r;
+	int rc = public_ring(a, &r);
+	if (rc)
+		return rc;
 	const struct shm_evring_hdr *h = r->hdr;
 	memset(st, 0, sizeof(*st));
 	st->records = r->nrec;

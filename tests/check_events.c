@@ -21,21 +21,6 @@
 #include "../shm/evring.h"
 #include "../shm/fault.h"
 
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* A short pause inside a bounded wait for a condition (never a wait on its own). */
-static void pause_ms(int ms)
-{
-	struct timespec ts = { 0, (long)ms * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 static void toks(int32_t *t, uint32_t n, int32_t base)
 {
 	for (uint32_t i = 0; i < n; i++)
@@ -69,13 +54,13 @@ static int l3_put(struct sc_l3 *l3, const char *ns, const int32_t *t, uint32_t n
 static int read_events(struct sc_events *ev, struct sc_event *out, int max, double secs)
 {
 	int n = 0;
-	double end = now_s() + secs;
-	while (n < max && now_s() < end) {
+	double end = sc_test_now_s() + secs;
+	while (n < max && sc_test_now_s() < end) {
 		int k = sc_events_read(ev, out + n, (unsigned)(max - n));
 		ck_assert_int_ge(k, 0);
 		n += k;
 		if (!k)
-			pause_ms(2);
+			sc_test_pause_ms(2);
 	}
 	return n;
 }
@@ -271,15 +256,15 @@ START_TEST(test_one_listener)
 	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
 	struct sc_events_stats s;
 	int32_t t[16];
-	double end = now_s() + 5;
+	double end = sc_test_now_s() + 5;
 	int i = 0;
 	do {
 		toks(t, 16, i * 100);
 		ck_assert_int_eq(admit(st, "ns", t, 16, 4096, (uint32_t)i++), 0);
 		ck_assert_int_eq(sc_events_stats(a, &s), 0);
 		if (s.listener)
-			pause_ms(10);
-	} while (s.listener && now_s() < end);
+			sc_test_pause_ms(10);
+	} while (s.listener && sc_test_now_s() < end);
 	ck_assert_msg(!s.listener, "waited 5 s for the periodic reap to clear a dead listener's word");
 	ck_assert_int_eq(sc_events_open(a, &ev), 0);
 	sc_events_close(ev);
@@ -373,8 +358,8 @@ START_TEST(test_writer_killed_mid_append)
 	 * comes before the five records */
 	struct sc_event e[16];
 	int n = 0, torn_at = -1, recs = 0;
-	double end = now_s() + 3;
-	while (recs < 5 && now_s() < end) {
+	double end = sc_test_now_s() + 3;
+	while (recs < 5 && sc_test_now_s() < end) {
 		int k = sc_events_read(ev, e + n, (unsigned)(16 - n));
 		ck_assert_int_ge(k, 0);
 		for (int i = n; i < n + k; i++) {
@@ -392,7 +377,7 @@ START_TEST(test_writer_killed_mid_append)
 		}
 		n += k;
 		if (!k)
-			pause_ms(2);
+			sc_test_pause_ms(2);
 	}
 	ck_assert_msg(recs == 5, "waited 3 s for the hole to be skipped and the five records read");
 	/* the slot is usable on its next lap: a whole ring's worth more goes through */
@@ -472,8 +457,8 @@ START_TEST(test_many_writers)
 	static struct sc_event e[2048];
 	uint64_t next[2] = { 0, 0 }, got = 0, lost = 0, dropped = 0;
 	int done = 0, status;
-	double end = now_s() + 60;
-	while (now_s() < end) {
+	double end = sc_test_now_s() + 60;
+	while (sc_test_now_s() < end) {
 		int n = sc_events_read(ev, e, 2048);
 		ck_assert_int_ge(n, 0);
 		for (int i = 0; i < n; i++) {
@@ -499,7 +484,7 @@ START_TEST(test_many_writers)
 		if (done == 2 && !n && got + dropped + lost >= 2 * PER)
 			break;
 		if (!n)
-			pause_ms(1);
+			sc_test_pause_ms(1);
 	}
 	ck_assert_uint_eq(lost, 0);
 	ck_assert_uint_eq(got + dropped, 2 * PER);

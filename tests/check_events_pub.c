@@ -30,20 +30,6 @@
 #define ARENA_BYTES (24ull << 20)
 #define PAYLOAD (256u << 10)
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* A short pause inside a bounded wait for a condition (never a wait on its own). */
-static void pause_ms(int ms)
-{
-	struct timespec ts = { 0, (long)ms * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 struct env {
 	const char *name;
 	char dir[64];         /* temp dir: the L3 store, logs, state */
@@ -101,10 +87,10 @@ static void start_publisher(struct env *e)
 				 "--heartbeat-ms", "200",	"--l3-rescan-ms", "1000",	"--format",
 				 (char *)(e->format ? e->format : "array"), NULL };
 		e->pub = spawn(argv, log);
-		double end = now_s() + 15;
+		double end = sc_test_now_s() + 15;
 		int up = 0, gone = 0;
-		while (now_s() < end && !(up = file_has(log, "\"event\":\"start\"")) && !(gone = exited(e->pub)))
-			pause_ms(20);
+		while (sc_test_now_s() < end && !(up = file_has(log, "\"event\":\"start\"")) && !(gone = exited(e->pub)))
+			sc_test_pause_ms(20);
 		if (up)
 			return;
 		ck_assert_msg(gone, "waited 15 s for the publisher's start line (%s)", log);
@@ -126,9 +112,9 @@ static void start_subscriber(struct env *e, const char *skip)
 			 "--state", e->state, "--skip", (char *)skip, "--format", (char *)(e->format ? e->format : "array"),
 			 NULL };
 	e->sub = spawn(argv, log);
-	double end = now_s() + 15;
-	while (now_s() < end && access(e->state, F_OK) && !exited(e->sub))
-		pause_ms(20);
+	double end = sc_test_now_s() + 15;
+	while (sc_test_now_s() < end && access(e->state, F_OK) && !exited(e->sub))
+		sc_test_pause_ms(20);
 	ck_assert_msg(!access(e->state, F_OK), "waited 15 s for the subscriber's first state (%s)", log);
 }
 
@@ -210,11 +196,11 @@ static void kill_admitter_midway(struct env *e, uint32_t first)
 	pid_t pid = fork();
 	if (!pid)
 		admitter(e->name, first, 0, NULL);
-	double end = now_s() + 20;
+	double end = sc_test_now_s() + 20;
 	do {
-		pause_ms(5);
+		sc_test_pause_ms(5);
 		ck_assert_int_eq(sc_l2_stats(e->a, NULL, &s), 0);
-	} while (s.inserts < s0.inserts + 15 && now_s() < end);
+	} while (s.inserts < s0.inserts + 15 && sc_test_now_s() < end);
 	ck_assert_msg(s.inserts >= s0.inserts + 15, "waited 20 s for a writer's 15 admissions");
 	kill(pid, SIGKILL);
 	sc_test_wait_killed(pid);
@@ -237,15 +223,15 @@ static int sh(const char *fmt, ...)
 static int wait_equal(struct env *e, double secs)
 {
 	const char *b = sc_test_build_dir();
-	double end = now_s() + secs;
+	double end = sc_test_now_s() + secs;
 	int rc;
 	do {
-		pause_ms(200);
+		sc_test_pause_ms(200);
 		rc = sh("%s/stagecache ls %s --json --token-ids > %s/ls.json && %s/stagecache l3 ls %s --prefixes --json > "
 			"%s/l3.json && " PYTHON " %s/tests/kv_subscriber.py expect --ls %s/ls.json --l3ls %s/l3.json "
 			"--state %s > %s/expect.log 2>&1",
 			b, e->name, e->dir, b, e->l3, e->dir, SC_SRC_DIR, e->dir, e->dir, e->state, e->dir);
-	} while (rc && now_s() < end);
+	} while (rc && sc_test_now_s() < end);
 	return rc;
 }
 
