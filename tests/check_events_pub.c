@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -206,18 +205,6 @@ static void kill_admitter_midway(struct env *e, uint32_t first)
 	sc_test_wait_killed(pid);
 }
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	int st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* Wait until the subscriber's sets equal what ls and l3 ls report (everything published and
  * received): at most @secs. Returns the checker's exit status. */
 static int wait_equal(struct env *e, double secs)
@@ -227,7 +214,7 @@ static int wait_equal(struct env *e, double secs)
 	int rc;
 	do {
 		sc_test_pause_ms(200);
-		rc = sh("%s/stagecache ls %s --json --token-ids > %s/ls.json && %s/stagecache l3 ls %s --prefixes --json > "
+		rc = sc_test_sh("%s/stagecache ls %s --json --token-ids > %s/ls.json && %s/stagecache l3 ls %s --prefixes --json > "
 			"%s/l3.json && " PYTHON " %s/tests/kv_subscriber.py expect --ls %s/ls.json --l3ls %s/l3.json "
 			"--state %s > %s/expect.log 2>&1",
 			b, e->name, e->dir, b, e->l3, e->dir, SC_SRC_DIR, e->dir, e->dir, e->state, e->dir);
@@ -259,7 +246,7 @@ static void malformed_replays(struct env *e)
 			      ",00000000000000000000000000000000000000000000000000000000000000000000000000000000"
 			      "000000000000000000000000000000000000000000000000000000000000000000000000000000" };
 	for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
-		ck_assert_int_eq(sh(PYTHON " %s replay --replay %s --raw '%s' >> %s/raw.log 2>&1", script, e->replay, raw[i],
+		ck_assert_int_eq(sc_test_sh(PYTHON " %s replay --replay %s --raw '%s' >> %s/raw.log 2>&1", script, e->replay, raw[i],
 				    e->dir),
 				 0);
 		ck_assert_msg(!exited(e->pub), "the publisher died on malformed replay request %zu", i);
@@ -272,12 +259,12 @@ static void malformed_replays(struct env *e)
 /* What the test needs beyond the build: 1, or 0 after a SKIP line saying what is missing. */
 static int have_tools(void)
 {
-	if (sh(PYTHON " -c 'import zmq, msgpack, xxhash' 2>/dev/null")) {
+	if (sc_test_sh(PYTHON " -c 'import zmq, msgpack, xxhash' 2>/dev/null")) {
 		sc_skip("events: %s lacks zmq, msgpack or xxhash (tools/scripts/deps.sh installs python3-zmq, python3-msgpack, "
 			"python3-xxhash)", PYTHON);
 		return 0;
 	}
-	if (sh("ldconfig -p | grep -q libzmq.so.5")) {
+	if (sc_test_sh("ldconfig -p | grep -q libzmq.so.5")) {
 		sc_skip("events: no libzmq.so.5 (tools/scripts/deps.sh installs libzmq5)");
 		return 0;
 	}
@@ -404,7 +391,7 @@ START_TEST(test_subscriber_sees_what_ls_sees)
 	run_child(w2);
 	ck_assert_int_eq(wait_equal(&e, 30), 0);
 
-	(void)sh("sed 's/^/events_pub: /' %s/expect.log", e.dir); /* the sets and the router's counters, for the log */
+	(void)sc_test_sh("sed 's/^/events_pub: /' %s/expect.log", e.dir); /* the sets and the router's counters, for the log */
 	/* what the router saw: gaps healed by replay, snapshots, no decoding error */
 	ck_assert_int_ge(state_counter(&e, "gaps"), 1);
 	ck_assert_int_ge(state_counter(&e, "replays"), 2);
@@ -415,7 +402,7 @@ START_TEST(test_subscriber_sees_what_ls_sees)
 	/* a second publisher is refused while this one runs */
 	char cmd_log[160];
 	snprintf(cmd_log, sizeof(cmd_log), "%s/second.log", e.dir);
-	ck_assert_int_eq(sh("%s/stagecache events %s --endpoint tcp://127.0.0.1:%d > %s 2>&1", sc_test_build_dir(), e.name,
+	ck_assert_int_eq(sc_test_sh("%s/stagecache events %s --endpoint tcp://127.0.0.1:%d > %s 2>&1", sc_test_build_dir(), e.name,
 			    port + 5000, cmd_log),
 			 1);
 	ck_assert(file_has(cmd_log, "already has a publisher"));

@@ -119,28 +119,6 @@ static void detach(pid_t pid)
 	waitpid(pid, &status, 0);
 }
 
-static int make(const char *name, uint64_t bytes, struct sc_arena **a, struct sc_stage **st)
-{
-	struct sc_arena_opts o = { .size_bytes = bytes, .huge = SC_HUGE_AUTO, .index_entries = 8192 };
-	int rc = sc_arena_create(name, &o, a);
-	if (rc == -ENOMEM) {
-		o.huge = SC_HUGE_OFF;
-		rc = sc_arena_create(name, &o, a);
-	}
-	if (!rc && (rc = sc_stage_open(*a, "bench-model", "bench-state", st))) {
-		sc_arena_close(*a);
-		sc_arena_destroy(NULL, name);
-	}
-	return rc;
-}
-
-static void drop(const char *name, struct sc_arena *a, struct sc_stage *st)
-{
-	sc_stage_close(st);
-	sc_arena_close(a);
-	sc_arena_destroy(NULL, name);
-}
-
 static int admit(struct sc_stage *st, uint8_t *buf, size_t len, uint32_t k)
 {
 	int32_t t[NTOK];
@@ -193,7 +171,7 @@ static void overheads(void)
 	snprintf(name, sizeof(name), "bench-ev-%d", (int)getpid());
 	struct sc_arena *a;
 	struct sc_stage *st;
-	int rc = make(name, 16ull << 20, &a, &st);
+	int rc = bench_l2_arena(name, 16ull << 20, 8192, &a, &st);
 	if (rc) {
 		bench_missing(B, "events_hit_overhead", "arena: %s", sc_strerror(rc));
 		bench_missing(B, "events_admit_overhead", "arena: %s", sc_strerror(rc));
@@ -225,7 +203,7 @@ static void overheads(void)
 		bench_missing(B, "events_hit_overhead", "%s", rc ? sc_strerror(rc) : "no publisher could attach");
 		bench_missing(B, "events_admit_overhead", "%s", rc ? sc_strerror(rc) : "no publisher could attach");
 		free(keys);
-		drop(name, a, st);
+		bench_l2_arena_drop(name, a, st);
 		return;
 	}
 	bench_env(B, "events_publisher", "%s", kind);
@@ -271,7 +249,7 @@ static void overheads(void)
 	}
 	free(ticks);
 	free(keys);
-	drop(name, a, st);
+	bench_l2_arena_drop(name, a, st);
 }
 
 /* One writer process posts @total events in bursts of half the ring; the listener (this process)
@@ -420,7 +398,7 @@ static void rates(void)
 	snprintf(name, sizeof(name), "bench-evr-%d", (int)getpid());
 	struct sc_arena *a;
 	struct sc_stage *st;
-	int rc = make(name, 16ull << 20, &a, &st);
+	int rc = bench_l2_arena(name, 16ull << 20, 8192, &a, &st);
 	if (rc) {
 		bench_missing(B, "events_rate", "arena: %s", sc_strerror(rc));
 		return;
@@ -435,7 +413,7 @@ static void rates(void)
 		runs++;
 		if (r < 0) {
 			bench_missing(B, "events_rate", "a run failed: %s", sc_strerror((int)r));
-			drop(name, a, st);
+			bench_l2_arena_drop(name, a, st);
 			return;
 		}
 		if (d) {
@@ -459,7 +437,7 @@ static void rates(void)
 		bench_value(B, "events_publisher_cpu_ns", pc, "ns/event", "CPU of `stagecache events` per L2 event");
 	else
 		bench_missing(B, "events_publisher_cpu_ns", "%s", sc_strerror((int)pc));
-	drop(name, a, st);
+	bench_l2_arena_drop(name, a, st);
 }
 
 void bench_l2_events(void)
