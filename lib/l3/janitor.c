@@ -544,11 +544,12 @@ static int lru_write(struct jctx *j)
 	return rc;
 }
 
-/* Temp files at the top of DIR (a janitor killed while writing DIR/lru) of writers that are gone. */
-static int top_temps(struct jctx *j)
+/* Temp files of writers that are gone in @dfd: DIR/tmp (every put's), or DIR itself (a janitor
+ * killed while writing DIR/lru). */
+static int top_temps(struct jctx *j, int dfd)
 {
 	struct sc_l3 *l3 = j->l3;
-	DIR *d = l3_opendir(l3->dirfd);
+	DIR *d = dfd >= 0 ? l3_opendir(dfd) : NULL;
 	if (!d)
 		return 0;
 	struct dirent *e;
@@ -592,7 +593,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		goto out;
 	if ((rc = l3_scan(l3, l3->pfxfd, on_prefix, j)))
 		goto out;
-	if ((rc = top_temps(j)) || (rc = l3_segs_sweep(l3, &j->segs, act_cb, j)))
+	if ((rc = top_temps(j, l3->dirfd)) || (rc = top_temps(j, l3->tmpfd)) || (rc = l3_segs_sweep(l3, &j->segs, act_cb, j)))
 		goto out;
 	j->total = j->objbytes + j->segs.bytes;
 	if (l3->shared) {

@@ -7,5 +7,12 @@
 /* Remove stale temp files, quarantine objects with bad headers, drop dangling prefix entries, and
  * count what is there (DIR/state). Takes DIR/lock. 0 or -errno. */
 int l3_reconcile(struct sc_l3 *l3);
+/* At open: the whole store while it is small, else one bounded step (lib/l3/reconcile.c). Takes
+ * DIR/lock (a step: only if free). 0 or -errno. */
+int l3_reconcile_open(struct sc_l3 *l3);
+#ifdef SC_TEST_HOOKS
+/* Test build: the store size up to which an open reconciles whole, and a step's entries. */
+extern unsigned l3_recon_full_max, l3_recon_step;
+#endif
 
 #endif
