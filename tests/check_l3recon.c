@@ -279,6 +279,34 @@ START_TEST(reconciler_killed_in_its_step)
 }
 END_TEST
 
+/* A janitor pass of a large store under its budget lists nothing: it removes what dead writers
+ * left in DIR/tmp and takes a step; the counters come from DIR/state. A full pass lists. */
+START_TEST(janitor_pass_of_a_large_store_takes_a_step)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	for (unsigned i = 0; i < 10; i++)
+		ck_assert_int_eq(put_i(l3, i), 0);
+	ck_assert_int_eq(sc_test_sh("echo x > %s/tmp/.tmp-h.1.0badf00d.1 && mkdir -p %s/objects/ab && "
+				    "echo x > %s/objects/ab/.tmp-h.1.0badf00d.2 && touch -d '-1 hour' %s/tmp/.tmp-* "
+				    "%s/objects/ab/.tmp-*", tmpdir, tmpdir, tmpdir, tmpdir, tmpdir), 0);
+	uint64_t pos = atomic_load(&l3->st->sweep_pos), off = atomic_load(&l3->st->sweep_off);
+	struct sc_l3_janitor_report rep;
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_WAIT, &rep), 0);
+	ck_assert_uint_eq(temps_in("tmp"), 0);
+	ck_assert_uint_ge(rep.stale_temps, 1);
+	ck_assert_uint_eq(rep.objects, 10);
+	ck_assert(atomic_load(&l3->st->sweep_pos) != pos || atomic_load(&l3->st->sweep_off) != off);
+	/* a full pass lists everything: the old store's temp file goes at once */
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_WAIT | SC_L3_JANITOR_FULL, &rep), 0);
+	ck_assert_uint_eq(temps_in("objects"), 0);
+	ck_assert_uint_eq(rep.objects, 10);
+	for (unsigned i = 0; i < 10; i++)
+		ck_assert_int_eq(served(l3, i), 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
 Suite *l3recon_suite(void)
 {
 	Suite *s = suite_create("l3recon");
@@ -288,6 +316,7 @@ Suite *l3recon_suite(void)
 	tcase_add_loop_test(tc, writer_killed_at_every_step_then_steps_clean_up, 0, (int)NPOINTS);
 	tcase_add_test(tc, steps_find_every_leftover_within_a_round);
 	tcase_add_test(tc, reconciler_killed_in_its_step);
+	tcase_add_test(tc, janitor_pass_of_a_large_store_takes_a_step);
 	suite_add_tcase(s, tc);
 	return s;
 }

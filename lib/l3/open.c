@@ -168,8 +168,15 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 		goto cleanup;
 	/* bounded: a step of reconciliation, not a scan (lib/l3/reconcile.c). Shared mode: none at
 	 * all (every host's workers open; the janitor reconciles: sc_l3_janitor) */
-	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && !l3->shared && (rc = l3_reconcile_open(l3)))
-		goto cleanup;
+	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && !l3->shared) {
+		if ((rc = l3_reconcile_open(l3)))
+			goto cleanup;
+		uint64_t budget = l3->opts.budget_bytes;
+		if (budget && atomic_load_explicit(&l3->st->bytes, RELAXED) > budget &&
+		    (rc = sc_l3_evict_to(l3, budget / 100 * L3_LOW_WATER_PCT)) < 0)
+			goto cleanup;
+		rc = 0;
+	}
 	*out = l3;
 	return 0;
 cleanup:

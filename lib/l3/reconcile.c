@@ -7,10 +7,11 @@
  * Bounded per open. A small store (at most RECON_FULL_MAX objects by DIR/state) is reconciled
  * whole, as a scan of it costs less than a few ms, and its counters recounted. A larger one gets
  * one step: every temp file in DIR/tmp (where every put writes; what is there is what is in
- * flight or what crashed writers left, whatever the store's size) up to RECON_STEP of them, then
+ * flight or what crashed writers left, whatever the store's size) up to 256 of them, then
  * RECON_STEP entries of objects/ and prefix/ from the cursor in DIR/state, where the previous step
- * stopped; the cursor wraps, so every entry is judged within (entries / RECON_STEP) opens (or at
- * once by a janitor pass with SC_L3_JANITOR_FULL). Meanwhile nothing wrong is served: a temp
+ * stopped (a janitor pass that does not list: RECON_STEP_JANITOR); the cursor wraps, so every
+ * entry is judged within a bounded number of opens and passes (or at once by a janitor pass with
+ * SC_L3_JANITOR_FULL). Meanwhile nothing wrong is served: a temp
  * file is never a name anyone reads, a fill verifies every byte of an object (a bad one is
  * quarantined then), and a locate drops an entry whose object is gone. What a step does not do:
  * recount (the counters move by each put and removal; evictions and janitor passes recount), and
@@ -54,16 +55,17 @@ static int tmp_is_stale(struct sc_l3 *l3, int dfd, const char *name)
 
 
 #define RECON_FULL_MAX 1024u /* objects: a store this small is reconciled whole at open */
-#define RECON_STEP 256u      /* entries judged per open above it (each a stat or a 4 KiB read) */
+#define RECON_STEP 32u       /* entries an open judges above it (each a stat or a 4 KiB read) */
+#define RECON_STEP_JANITOR 512u /* entries a janitor pass that does not list judges */
 #define SWEEP_DIRS 512u      /* objects/00..ff, then prefix/00..ff */
 
 #ifdef SC_TEST_HOOKS
-unsigned l3_recon_full_max = RECON_FULL_MAX, l3_recon_step = RECON_STEP;
+unsigned l3_recon_full_max = RECON_FULL_MAX, l3_recon_step = 0;
 #define FULL_MAX l3_recon_full_max
-#define STEP l3_recon_step
+#define STEP(n) (l3_recon_step ? l3_recon_step : (n))
 #else
 #define FULL_MAX RECON_FULL_MAX
-#define STEP RECON_STEP
+#define STEP(n) (n)
 #endif
 
 struct recon {
@@ -217,30 +219,33 @@ static void recon_sweep(struct sc_l3 *l3, struct recon *r, unsigned budget)
 	atomic_store_explicit(&st->sweep_off, (uint64_t)(off > 0 ? off : 0), RELAXED);
 }
 
-/* The step an open takes on a store above RECON_FULL_MAX objects. */
-static int reconcile_step(struct sc_l3 *l3)
+int l3_reconcile_large(struct sc_l3 *l3)
 {
-	if (flock(l3->lockfd, LOCK_EX | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
+	return atomic_load_explicit(&l3->st->objects, RELAXED) > FULL_MAX;
+}
+
+void l3_reconcile_step_locked(struct sc_l3 *l3, int janitor, uint64_t *stale, uint64_t *quarantined, uint64_t *dropped)
+{
 	struct recon r = { 0 };
-	recon_tmp(l3, &r, STEP);
-	recon_sweep(l3, &r, STEP);
+	unsigned n = janitor ? STEP(RECON_STEP_JANITOR) : STEP(RECON_STEP);
+	recon_tmp(l3, &r, n > 256 ? n : 256);
+	recon_sweep(l3, &r, n);
 	l3->recon_changed = r.quarantined || r.dropped;
-	l3_flock_un(l3);
-	uint64_t bytes = atomic_load_explicit(&l3->st->bytes, RELAXED);
-	if (l3->opts.budget_bytes && bytes > l3->opts.budget_bytes) {
-		int n = sc_l3_evict_to(l3, l3->opts.budget_bytes / 100 * L3_LOW_WATER_PCT);
-		if (n < 0)
-			return n;
-	}
-	return 0;
+	*stale += r.stale;
+	*quarantined += r.quarantined;
+	*dropped += r.dropped;
 }
 
 int l3_reconcile_open(struct sc_l3 *l3)
 {
-	if (atomic_load_explicit(&l3->st->objects, RELAXED) <= FULL_MAX)
+	if (!l3_reconcile_large(l3))
 		return l3_reconcile(l3);
-	return reconcile_step(l3);
+	if (flock(l3->lockfd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
+	uint64_t s = 0, q = 0, d = 0;
+	l3_reconcile_step_locked(l3, 0, &s, &q, &d);
+	l3_flock_un(l3);
+	return 0;
 }
 
 int l3_reconcile(struct sc_l3 *l3)
@@ -264,10 +269,5 @@ int l3_reconcile(struct sc_l3 *l3)
 	l3_segs_end(&r.segs);
 	l3->recon_changed = r.quarantined || r.dropped;
 	l3_flock_un(l3);
-	if (!rc && l3->opts.budget_bytes && r.bytes > l3->opts.budget_bytes) {
-		int n = sc_l3_evict_to(l3, l3->opts.budget_bytes / 100 * L3_LOW_WATER_PCT);
-		if (n < 0)
-			rc = n;
-	}
 	return rc;
 }
