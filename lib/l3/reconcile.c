@@ -56,7 +56,7 @@ static int tmp_is_stale(struct sc_l3 *l3, int dfd, const char *name)
 
 #define RECON_FULL_MAX 1024u /* objects: a store this small is reconciled whole at open */
 #define RECON_STEP 32u       /* entries an open judges above it (each a stat or a 4 KiB read) */
-#define RECON_STEP_JANITOR 512u /* entries a janitor pass that does not list judges */
+#define RECON_STEP_JANITOR 128u /* entries a janitor pass that does not list judges */
 #define SWEEP_DIRS 512u      /* objects/00..ff, then prefix/00..ff */
 
 #ifdef SC_TEST_HOOKS
