@@ -415,19 +415,25 @@ static void warm_files(struct set *s)
 
 static char fio_version[64];
 
-/* CPU-seconds of the waited-for children (fio) so far. */
-static double child_cpu_seconds(void)
+/* The number after "@key" : in @text, or -1. */
+static double json_num(const char *text, const char *key)
 {
-	struct rusage ru;
-	getrusage(RUSAGE_CHILDREN, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
-	       (double)ru.ru_stime.tv_usec * 1e-6;
+	char k[48];
+	snprintf(k, sizeof(k), "\"%s\"", key);
+	const char *p = strstr(text, k);
+	p = p ? strchr(p + strlen(k), ':') : NULL;
+	return p ? strtod(p + 1, NULL) : -1;
 }
+
+/* CPU-seconds of fio's job, as fio reports them (usr_cpu + sys_cpu, percent of job_runtime in
+ * ms), from its last run; -1 when unknown. */
+static double fio_cpu_s = -1;
 
 /* Run fio with @argv (NULL-terminated, output to @out as JSON) and read bw_bytes of its @side
  * ("read"/"write") section: GB/s, or < 0. */
 static double fio_run(char *const *argv, const char *out, const char *side)
 {
+	fio_cpu_s = -1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		int nul = open("/dev/null", O_WRONLY);
@@ -446,14 +452,14 @@ static double fio_run(char *const *argv, const char *out, const char *side)
 	size_t n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
 	text[n] = 0;
-	char key[16];
-	snprintf(key, sizeof(key), "\"%s\"", side);
+	double rt = json_num(text, "job_runtime"), usr = json_num(text, "usr_cpu"), sys = json_num(text, "sys_cpu");
+	if (rt > 0 && usr >= 0 && sys >= 0)
+		fio_cpu_s = (usr + sys) / 100.0 * rt / 1000.0;
+	char key[24];
+	snprintf(key, sizeof(key), "\"%s\" : {", side); /* the section, not the job option "rw" : "read" */
 	char *p = strstr(text, key);
-	p = p ? strstr(p, "\"bw_bytes\"") : NULL;
-	if (!p)
-		return -1;
-	p = strchr(p, ':');
-	return p ? strtod(p + 1, NULL) / 1e9 : -1;
+	double bw = p ? json_num(p, "bw_bytes") : -1;
+	return bw > 0 ? bw / 1e9 : -1;
 }
 
 static double fio_pass(struct set *s)
@@ -654,7 +660,7 @@ static int round_cold_4m(struct l3run *x, int r)
 	for (int k = 0; k < 4; k++) {
 		int which = (k + r) % 4;
 		drop_caches(which == 3 ? &x->s4seg : &x->s4);
-		double d0 = disk_read_bytes(), t, c0 = cpu_seconds(), cc0 = child_cpu_seconds();
+		double d0 = disk_read_bytes(), t, c0 = cpu_seconds();
 		if (which == 0) {
 			t = fill_pass(&x->s4, 0, &x->direct4);
 			if (t < 0) {
@@ -669,7 +675,7 @@ static int round_cold_4m(struct l3run *x, int r)
 				x->fio_ok4 = 0;
 				x->fio_why = "fio failed (run it by hand with the options in tools/bench/l3.c)";
 			}
-			V(CPU_F, r) = (child_cpu_seconds() - cc0) / (x->bytes4 / 1e9);
+			V(CPU_F, r) = fio_cpu_s / (x->bytes4 / 1e9);
 			V(DF4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / x->bytes4 : -1;
 		} else if (which == 2) {
 			t = uring_pass(&x->s4);
@@ -694,7 +700,7 @@ static int round_cold_4m(struct l3run *x, int r)
 		sink += XXH3_128bits(x->s4.dst[i % x->s4.ndst], x->s4.bytes).low64;
 	hash_sink += sink;
 	V(CPU_X, r) = (cpu_seconds() - c0) / (x->bytes4 / 1e9);
-	V(RCPU, r) = x->fio_ok4 ? V(CPU_C, r) / (V(CPU_F, r) + V(CPU_X, r)) : 0;
+	V(RCPU, r) = x->fio_ok4 && V(CPU_F, r) > 0 ? V(CPU_C, r) / (V(CPU_F, r) + V(CPU_X, r)) : 0;
 	return 0;
 }
 
@@ -838,9 +844,13 @@ static void report(const struct l3run *x)
 		 "rotation: segmented / whole-object fills", s4.count, SEG_BYTES >> 10, (unsigned)(s4.bytes / SEG_BYTES), s4.qd);
 	ratio_row("fill_cold_4m_seg_vs_whole", &V(RS4, 0), n, cold_ok, cold_why, note);
 	snprintf(note, sizeof(note), "CPU-seconds per GB of cold 4 MiB fills (getrusage of this process: io-wq included) / "
-		 "(fio's, from its rusage as a child, in the same rounds, + XXH3-128 of as many bytes from the same arena "
+		 "(fio's, usr_cpu + sys_cpu of its job as it reports them, in the same rounds, + XXH3-128 of as many bytes from the same arena "
 		 "memory, libxxhash's runtime dispatch)");
-	ratio_row("fill_cold_4m_cpu_vs_fio_xxh3", &V(RCPU, 0), n, fio_ok4, fio_why, note);
+	int cpu_ok = fio_ok4;
+	for (int r = 0; r < n; r++)
+		cpu_ok &= V(CPU_F, r) > 0;
+	ratio_row("fill_cold_4m_cpu_vs_fio_xxh3", &V(RCPU, 0), n, cpu_ok, fio_ok4 ? "fio reported no CPU figures" : fio_why,
+		  note);
 	snprintf(note, sizeof(note), "%d sc_l3_put of new 4 MiB objects into a new store, one at a time (temp file, "
 		 "io_uring write, fsync, rename, directory fsync, then the prefix entry likewise) / fio %s io_uring "
 		 "direct=0 rw=write bs=4M filesize=4M nrfiles=%d fsync=1 iodepth=1 create_on_open=1 (each file written once "
@@ -850,7 +860,7 @@ static void report(const struct l3run *x)
 	bench_stat("l3", "fill_cold_4m_gbps", "GB/s", &V(C4, 0), n, NULL);
 	bench_stat("l3", "fill_cold_4m_seg_gbps", "GB/s", &V(S4, 0), n, NULL);
 	bench_stat("l3", "fill_cold_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_C, 0), n, NULL);
-	if (fio_ok4)
+	if (cpu_ok)
 		bench_stat("l3", "fio_cold_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_F, 0), n, NULL);
 	bench_stat("l3", "xxh3_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_X, 0), n, NULL);
 	bench_stat("l3", "put_4m_gbps", "GB/s", &V(PUT, 0), n, NULL);
