@@ -168,6 +168,10 @@ START_TEST(test_bench_l3_without_fio_reports_missing_rows)
 	text[n] = 0;
 	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"fill_cold_4m_vs_fio\",\"missing\":"));
 	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"fill_cold_64k_vs_fio\",\"missing\":"));
+	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"fill_cold_4m_cpu_vs_fio_xxh3\",\"missing\":\"fio is not installed"));
+	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"put_4m_vs_fio_write_fsync\",\"missing\":\"fio is not installed"));
+	/* the segmented fills need no fio: measured, against our whole-object fills */
+	ck_assert_ptr_nonnull(strstr(text, "\"metric\":\"fill_cold_4m_seg_vs_whole\",\"value\":"));
 	/* the rest was measured: the harness still reports what it could */
 	ck_assert_ptr_nonnull(strstr(text, "\"metric\":\"fill_cold_4m_vs_liburing\",\"value\":"));
 	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"env\",\"env\":\"cpu_model\""));

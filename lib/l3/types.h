@@ -243,6 +243,7 @@ struct l3_fill_op {
 	struct l3_fill_op *next;   /* free list / done list */
 	char rel[48];              /* the object's path under objects/ (an open on the ring reads it) */
 	int open_direct;           /* opened with O_DIRECT (l3->dio_at_open); this fill may read buffered */
+	int fl;                    /* the file's status flags as last set (O_NONBLOCK, O_DIRECT): fcntl only to change them */
 	int opened_direct;         /* as opened (what a kept file is filed under) */
 	int on_ring;               /* opened, stat'ed and closed on the ring (other fills were in flight) */
 	struct l3_kept *kept;      /* the kept file it reads (not closed at the end), or NULL */
@@ -266,6 +267,7 @@ struct l3_kept {
 	uint32_t gen;              /* l3->kept_gen when it was opened */
 	int fd;                    /* -1: empty */
 	int open_direct;
+	int fl;                    /* its status flags as the last fill left them */
 	int busy;                  /* a fill in flight reads it: another fill of it opens its own */
 };
 #define L3_KEPT_WAYS 8u /* ways per set; twice as many slots as files may be kept */
