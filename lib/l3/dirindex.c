@@ -382,7 +382,7 @@ void l3_drop_prefix(struct sc_l3 *l3, uint64_t key_lo, uint64_t key_hi, uint64_t
 	int same = l3_read_pfx(fd, &p, NULL, NULL) == 0 && p.digest_lo == lo && p.digest_hi == hi;
 	close(fd);
 	/* a concurrent put may have replaced it with a good one: only this one goes */
-	if (same && unlinkat(l3->pfxfd, rel, 0) == 0 && l3->arena)
+	if (same && l3_unlinkat(l3->pfxfd, rel) == 0 && l3->arena)
 		l3_tell_prefix_gone(l3, (struct sc_digest){ key_lo, key_hi });
 }
 
