@@ -138,7 +138,7 @@ static void teardown(void)
 struct out {
 	int code;      /* exit status; 124: timeout(1) ended it */
 	double secs;   /* how long it ran */
-	char err[16384], out[16384];
+	char err[16384], out[262144]; /* the exporter's --once page is long */
 };
 
 static void slurp(const char *path, char *buf, size_t cap)

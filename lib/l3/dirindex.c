@@ -281,8 +281,17 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	uint8_t block[L3_HDR_BLOCK];
 	struct l3_obj_hdr h;
 	int fd = l3_open_file(dfd, name, O_RDONLY);
+	if (fd < 0 && w->verify && (fd == -EBADMSG || fd == -ELOOP)) {
+		/* not a regular file under an object's name (a planted FIFO, link or directory): bad,
+		 * and moved away so that a put can write the object again */
+		w->count++, w->bad++;
+		in->valid = 0;
+		ADD(verify_failures, 1);
+		l3_quarantine(l3, lo, hi, EBADMSG);
+		return w->cb ? w->cb(in, w->ctx) : 0;
+	}
 	if (fd < 0)
-		return 0; /* gone, or not a regular file (a planted FIFO or link): not an object */
+		return 0; /* gone, or (listing) not a regular file: not an object */
 	struct stat sb;
 	int rc = l3_read_block(fd, block, &fb);
 	if (!rc)

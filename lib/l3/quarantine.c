@@ -38,7 +38,7 @@ int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason)
 	if ((rc = l3_renameat(l3->objfd, rel, l3->quarfd, qname, 0)) < 0)
 		return rc; /* someone else moved it first */
 	l3_kept_invalidate(l3);
-	if (have) {
+	if (have && S_ISREG(sb.st_mode)) { /* a planted FIFO or directory was never counted */
 		l3_count_sub(&l3->st->bytes, (uint64_t)sb.st_size);
 		l3_count_sub(&l3->st->objects, 1);
 	}

@@ -403,14 +403,20 @@ FILE *cli_open_output(const char *cmd, const char *path)
 
 int cli_open_errno;
 
+struct sc_arena_open_opts cli_open_opts(const char *dir)
+{
+	return (struct sc_arena_open_opts){ .dir = dir, .flags = owner_any ? SC_ARENA_OPEN_ANY_OWNER : 0,
+					    .owner_uid = owner_uid > 0 ? (uint32_t)owner_uid : 0 };
+}
+
+
 int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc_arena **out)
 {
 	*out = NULL;
 	int rc = cli_check_name(cmd, name);
 	if (rc)
 		return rc;
-	struct sc_arena_open_opts o = { .dir = dir, .flags = owner_any ? SC_ARENA_OPEN_ANY_OWNER : 0,
-					.owner_uid = owner_uid > 0 ? (uint32_t)owner_uid : 0 };
+	struct sc_arena_open_opts o = cli_open_opts(dir);
 	cli_open_errno = sc_arena_open_with(name, &o, out);
 	if (cli_open_errno == 0)
 		return EXIT_OK;
