@@ -503,10 +503,17 @@ int cli_arena_error(const char *cmd, int rc, const char *dir, const char *name)
 		return cli_fail(cmd, 0, "arena '%s' is still being created by another process (or its creator died): try "
 				"again, or destroy it", cli_q(name));
 	case -EUSERS:
+		/* a user who may read the file but not write it can lock every slot's byte (a read lock):
+		 * that, not the attached processes, is then the cause */
+		if (have && ((fi.mode & S_IROTH) || ((fi.mode & S_IRGRP) && !(fi.mode & S_IWGRP))))
+			return cli_fail(cmd, 0, "arena '%s': every reader slot's lock is held, and %s is mode %04o: users who "
+					"may read it but not write it can hold those locks (chmod it 0600, or 0660 with a group)",
+					cli_q(name), what, fi.mode & 07777);
 		return cli_fail(cmd, 0, "arena '%s': every reader slot is taken by an attached handle (too many processes "
 				"attached)", cli_q(name));
 	case -ENOTRECOVERABLE:
-		return cli_fail(cmd, 0, "arena '%s' was declared unrepairable by fsck: destroy it and create it again",
+		return cli_fail(cmd, 0, "arena '%s' is marked unrepairable (by fsck, or by someone who can write "
+				"its file): destroy it and create it again",
 				cli_q(name));
 	default:
 		return cli_fail(cmd, 0, "cannot open arena '%s': %s", cli_q(name), rc < -4095 ? "?" : strerror(-rc));
@@ -520,7 +527,8 @@ int cli_l2_error(const char *cmd, int rc, const char *name, const char *what)
 		return cli_fail(cmd, 0, "%s: the L2 index of arena '%s' is corrupted (run 'stagecache fsck %s --repair')", what,
 				cli_q(name), cli_q(name));
 	case -ENOTRECOVERABLE:
-		return cli_fail(cmd, 0, "arena '%s' was declared unrepairable by fsck: destroy it and create it again",
+		return cli_fail(cmd, 0, "arena '%s' is marked unrepairable (by fsck, or by someone who can write "
+				"its file): destroy it and create it again",
 				cli_q(name));
 	case -EMFILE:
 		return cli_fail(cmd, 0, "%s: this handle holds the most leases it may (%d)", what, SC_LEASES_MAX);
