@@ -242,7 +242,10 @@ again:
 		out->state_ = R_RESV;
 		out->in_arena = 1;
 	} else if (rc == -E2BIG || rc == -ENOSPC) {
-		/* L2 cannot (or need not) hold it: a private lease in process memory */
+		/* L2 cannot (or need not) hold it: a private lease in process memory, of no more than the
+		 * object file really holds */
+		if ((rc = l3_obj_backed(l3, &loc)))
+			goto unclaim;
 		if (!(out->heap_ = dst = aligned_alloc(L3_DIO_ALIGN, room))) {
 			rc = -ENOMEM;
 			goto unclaim;

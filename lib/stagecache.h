@@ -691,7 +691,8 @@ struct sc_l2_entry_info {
 /**
  * sc_l2_get_copy - copy the payload wire of the entry into @buf (@cap bytes) without a lease.
  * @info (optional) receives the metadata. Returns the wire length (0..), -ENOENT, -ENOBUFS
- * (@cap too small: info->bytes says how much is needed; counts nothing), -EBADMSG, -EINVAL.
+ * (@cap too small: info->bytes says how much is needed; counts nothing), -EBADMSG (a damaged entry,
+ * or copied bytes that are not the entry's digest: someone wrote into the arena), -EINVAL.
  * Counts a hit or a miss; @location as in sc_l2_get. Never blocks; the copy runs inside the
  * read-side section (it delays reclamation, not writers).
  */

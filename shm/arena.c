@@ -720,6 +720,11 @@ int shm_arena_destroy(const char *dir, const char *name)
 	uint64_t magic = 0;
 	/* only ever remove what is recognisably ours (a half-built arena has its magic already) */
 	int rc = read_head(dir, name, path, &magic, sizeof(magic));
+	struct stat st;
+	/* or a regular file under our name cut shorter than a header (an arena someone who could
+	 * write it truncated): nothing in it to keep, and create needs the name */
+	if (rc == -EBADMSG && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)SHM_HEADER_BYTES)
+		rc = 0;
 	if (rc)
 		return rc;
 	return unlink(path) < 0 ? -errno : 0;

@@ -761,8 +761,9 @@ static void build_cases(void)
 		for (int c = 0; c < NARENA_CMDS; c++) {
 			char t[600];
 			/* an arena's own file, however broken (truncated, another version, world-writable,
-			 * another owner's), is destroyed: those cases run last */
-			int magic = g >= 6;
+			 * another owner's), is destroyed, and so is an empty file under an arena's name (what
+			 * is left of an arena someone truncated): those cases run last */
+			int magic = g >= 6 || !strcmp(garbage[g], "empty");
 			if (magic && !strncmp(arena_cmds[c], "destroy", 7))
 				continue;
 			fill(t, sizeof(t), arena_cmds[c], garbage[g]);
@@ -808,6 +809,7 @@ static void build_cases(void)
 		    "restore %%S %%B/%s --arena-dir %%D " Q " --tokens 1,2,3", l3dirs[i]);
 		add(1, NULL, 0, "l3 put %%B/%s --tokens 1,2 --kind full_state --file %%B/in/empty", l3dirs[i]);
 	}
+	add(0, "destroyed", F_CHANGES, "destroy empty --dir %%D");
 	add(0, "destroyed", F_CHANGES, "destroy trunc --dir %%D");
 	add(0, "destroyed", F_CHANGES, "destroy badver --dir %%D");
 	add(0, "destroyed", F_CHANGES, "destroy ww --dir %%D");

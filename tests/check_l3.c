@@ -961,7 +961,8 @@ START_TEST(regression_no_create_creates_nothing)
 END_TEST
 
 /* Files planted under an object's or a prefix entry's name (a FIFO, a directory, a link): open
- * and reconciliation neither block on them nor move them; a fill refuses them. */
+ * and reconciliation neither block on them nor move them; a fill refuses them; verify reports
+ * each as bad and moves it to quarantine/ (a put can then write the object). */
 START_TEST(planted_files_never_block)
 {
 	struct sc_l3 *l3 = open_l3(NULL);
@@ -980,13 +981,17 @@ START_TEST(planted_files_never_block)
 		struct sc_l3 *x;
 		struct sc_location l;
 		int ok = sc_l3_open(tmpdir, NULL, &x) == 0;
-		ok = ok && sc_l3_locate_longest(x, "f", toks, 6, &l) == 6 && sc_l3_list(x, NULL, NULL) == 1 &&
-		     sc_l3_verify(x, NULL, NULL) == 0;
+		ok = ok && sc_l3_locate_longest(x, "f", toks, 6, &l) == 6 && sc_l3_list(x, NULL, NULL) == 1;
 		struct sc_location fake = l;
 		fake.digest = (struct sc_digest){ 0xabababababababab, 0xabababababababab };
 		void *dst = aligned_alloc(4096, 8192);
 		ok = ok && sc_l3_fill(x, &fake, dst, 8192, 0) == -EBADMSG;
 		free(dst);
+		struct stat st;
+		char p[300];
+		snprintf(p, sizeof(p), "%s/objects/ab/abababababababababababababababac.sc3", tmpdir);
+		ok = ok && lstat(p, &st) == 0; /* open and reconciliation left the planted directory */
+		ok = ok && sc_l3_verify(x, NULL, NULL) == 3;
 		sc_l3_close(x);
 		_exit(ok ? 0 : 1);
 	}
@@ -996,7 +1001,7 @@ START_TEST(planted_files_never_block)
 	ck_assert_int_eq(WEXITSTATUS(status), 0);
 	struct stat sb;
 	snprintf(cmd, sizeof(cmd), "%s/objects/ab/abababababababababababababababac.sc3", tmpdir);
-	ck_assert_int_eq(lstat(cmd, &sb), 0); /* the planted directory was not quarantined */
+	ck_assert_int_eq(lstat(cmd, &sb), -1); /* verify moved the planted directory to quarantine/ */
 	snprintf(cmd, sizeof(cmd), "%s/prefix/ef/efefefefefefefefefefefefefefefef.pfx", tmpdir);
 	ck_assert_int_eq(lstat(cmd, &sb), 0);
 	ck_assert(S_ISFIFO(sb.st_mode));

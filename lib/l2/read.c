@@ -188,6 +188,13 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			atomic_store_explicit(&e->freq, f + 1, memory_order_relaxed);
 	}
 	shm_epoch_exit(a->shm);
+	/* a copy is the caller's own: checked against the entry's digest (a member who can write the
+	 * arena could have changed the bytes), where a zero-copy view leaves that to its reader */
+	if (q->mode == LOOKUP_COPY) {
+		struct sc_digest got = sc_digest_of(q->buf, wire);
+		if (got.lo != d.lo || got.hi != d.hi)
+			return -EBADMSG;
+	}
 	if (q->count) {
 		count_hit(st);
 		if (SC_PROBE_ENABLED(l2_hit)) {

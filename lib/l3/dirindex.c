@@ -281,8 +281,17 @@ static int walk_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name
 	uint8_t block[L3_HDR_BLOCK];
 	struct l3_obj_hdr h;
 	int fd = l3_open_file(dfd, name, O_RDONLY);
+	if (fd < 0 && w->verify && (fd == -EBADMSG || fd == -ELOOP)) {
+		/* not a regular file under an object's name (a planted FIFO, link or directory): bad,
+		 * and moved away so that a put can write the object again */
+		w->count++, w->bad++;
+		in->valid = 0;
+		ADD(verify_failures, 1);
+		l3_quarantine(l3, lo, hi, EBADMSG);
+		return w->cb ? w->cb(in, w->ctx) : 0;
+	}
 	if (fd < 0)
-		return 0; /* gone, or not a regular file (a planted FIFO or link): not an object */
+		return 0; /* gone, or (listing) not a regular file: not an object */
 	struct stat sb;
 	int rc = l3_read_block(fd, block, &fb);
 	if (!rc)
@@ -382,7 +391,7 @@ void l3_drop_prefix(struct sc_l3 *l3, uint64_t key_lo, uint64_t key_hi, uint64_t
 	int same = l3_read_pfx(fd, &p, NULL, NULL) == 0 && p.digest_lo == lo && p.digest_hi == hi;
 	close(fd);
 	/* a concurrent put may have replaced it with a good one: only this one goes */
-	if (same && unlinkat(l3->pfxfd, rel, 0) == 0 && l3->arena)
+	if (same && l3_unlinkat(l3->pfxfd, rel) == 0 && l3->arena)
 		l3_tell_prefix_gone(l3, (struct sc_digest){ key_lo, key_hi });
 }
 

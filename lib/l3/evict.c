@@ -95,7 +95,7 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 			uint64_t freed = 0;
 			l3_obj_relpath(vs.v[i].lo, vs.v[i].hi, rel);
 			(void)l3_segs_object(l3, &vs.segs, l3->objfd, rel, vs.v[i].bytes, -1, &freed);
-			if (unlinkat(l3->objfd, rel, 0) < 0) {
+			if (l3_unlinkat(l3->objfd, rel) < 0) {
 				(void)l3_segs_object(l3, &vs.segs, l3->objfd, rel, vs.v[i].bytes, 1, NULL);
 				continue;
 			}

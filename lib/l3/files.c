@@ -1,8 +1,16 @@
 /*
  * lib/l3/files.c — the file helpers every part of the store uses. Every path component is opened
- * relative to a directory descriptor; files never by following a link or blocking (a FIFO planted
- * under a name is refused, not waited on); what the store creates gets exactly its mode and group.
- * The store's lock (DIR/lock, flock) is here too: who scans and unlinks takes it.
+ * relative to a directory descriptor and never through a link: a member of the store's group can
+ * replace any name in it (a missing objects/XX by a link to a directory only root may write, an
+ * object by a FIFO), and a process of another user (root's) must not follow it out of the store,
+ * or wait on it. Paths inside the store have at most two components ("XX/<name>"): opens resolve
+ * them with openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH), and every other call that takes a
+ * path (stat, unlink, rename, link, utimens) goes through the subdirectory opened with O_NOFOLLOW
+ * (l3_at_open). Files are never opened blocking (a FIFO planted under a name is refused, not
+ * waited on); what the store creates gets exactly its mode and group, and what it did not create
+ * keeps its own (never chmod'ed or chown'ed on a member's behalf).
+ * The store's lock (DIR/lock, flock) is here too: who scans and unlinks takes it, for a bounded
+ * time (a member may hold it forever).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +25,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../xxh.h"
@@ -57,11 +67,150 @@ int l3_mkdir_at(struct sc_l3 *l3, int dfd, const char *name)
 }
 
 
+/* ---- paths inside the store: never through a link ---- */
+
+static _Atomic int no_openat2; /* set when the kernel has no openat2 (before 5.6) */
+
+int l3_openat(int dfd, const char *rel, int flags, mode_t mode)
+{
+	flags |= O_CLOEXEC | O_NOFOLLOW;
+	if (!atomic_load_explicit(&no_openat2, memory_order_relaxed)) {
+		struct open_how how = { .flags = (uint64_t)flags, .mode = (flags & O_CREAT) ? mode : 0,
+					.resolve = L3_RESOLVE };
+		long fd = syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
+		if (fd >= 0)
+			return (int)fd;
+		if (errno == EXDEV)
+			errno = ELOOP; /* the path would leave @dfd */
+		if (errno != ENOSYS)
+			return -errno;
+		atomic_store_explicit(&no_openat2, 1, memory_order_relaxed);
+	}
+	struct l3_at at;
+	int rc = l3_at_open(dfd, rel, &at);
+	if (rc)
+		return rc;
+	int fd = openat(at.fd, at.leaf, flags, mode);
+	rc = fd < 0 ? -errno : fd;
+	l3_at_close(&at);
+	return rc;
+}
+
+
+int l3_at_open(int dfd, const char *rel, struct l3_at *at)
+{
+	const char *slash = strchr(rel, '/');
+	at->fd = dfd;
+	at->own = 0;
+	at->leaf = rel;
+	if (!slash)
+		return 0;
+	char sub[64];
+	size_t n = (size_t)(slash - rel);
+	if (n == 0 || n >= sizeof(sub) || strchr(slash + 1, '/'))
+		return errno = EINVAL, -EINVAL; /* the store's paths are "<sub>/<name>" */
+	memcpy(sub, rel, n);
+	sub[n] = 0;
+	if (!strcmp(sub, "..") || !strcmp(sub, ".") || !strcmp(slash + 1, "..") || !strcmp(slash + 1, "."))
+		return errno = EINVAL, -EINVAL;
+	/* O_PATH: usable as the directory of the *at calls; O_NOFOLLOW|O_DIRECTORY: a link (or
+	 * anything but a directory) planted under the name fails here */
+	int fd = openat(dfd, sub, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	at->fd = fd;
+	at->own = 1;
+	at->leaf = slash + 1;
+	return 0;
+}
+
+
+void l3_at_close(struct l3_at *at)
+{
+	if (at->own && at->fd >= 0)
+		close(at->fd);
+	at->fd = -1;
+	at->own = 0;
+}
+
+
+int l3_statat(int dfd, const char *rel, struct stat *st)
+{
+	struct l3_at at;
+	int rc = l3_at_open(dfd, rel, &at);
+	if (rc)
+		return rc;
+	rc = fstatat(at.fd, at.leaf, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	l3_at_close(&at);
+	return rc;
+}
+
+
+int l3_unlinkat(int dfd, const char *rel)
+{
+	struct l3_at at;
+	int rc = l3_at_open(dfd, rel, &at);
+	if (rc)
+		return rc;
+	rc = unlinkat(at.fd, at.leaf, 0) < 0 ? -errno : 0;
+	l3_at_close(&at);
+	return rc;
+}
+
+
+int l3_renameat(int odfd, const char *orel, int ndfd, const char *nrel, unsigned flags)
+{
+	struct l3_at a, b;
+	int rc = l3_at_open(odfd, orel, &a);
+	if (rc)
+		return rc;
+	if ((rc = l3_at_open(ndfd, nrel, &b))) {
+		l3_at_close(&a);
+		return rc;
+	}
+	rc = (flags ? renameat2(a.fd, a.leaf, b.fd, b.leaf, flags) : renameat(a.fd, a.leaf, b.fd, b.leaf)) < 0 ? -errno
+													      : 0;
+	l3_at_close(&b);
+	l3_at_close(&a);
+	return rc;
+}
+
+
+int l3_linkat(int odfd, const char *orel, int ndfd, const char *nrel)
+{
+	struct l3_at a, b;
+	int rc = l3_at_open(odfd, orel, &a);
+	if (rc)
+		return rc;
+	if ((rc = l3_at_open(ndfd, nrel, &b))) {
+		l3_at_close(&a);
+		return rc;
+	}
+	rc = linkat(a.fd, a.leaf, b.fd, b.leaf, 0) < 0 ? -errno : 0; /* no AT_SYMLINK_FOLLOW: never follows */
+	l3_at_close(&b);
+	l3_at_close(&a);
+	return rc;
+}
+
+
+int l3_touchat(int dfd, const char *rel)
+{
+	struct l3_at at;
+	int rc = l3_at_open(dfd, rel, &at);
+	if (rc)
+		return rc;
+	rc = utimensat(at.fd, at.leaf, NULL, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	l3_at_close(&at);
+	return rc;
+}
+
+
 int l3_open_file(int dfd, const char *rel, int flags)
 {
-	int fd = openat(dfd, rel, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd = l3_openat(dfd, rel, flags | O_NONBLOCK, 0);
 	if (fd < 0)
-		return errno == ENXIO ? -EBADMSG : -errno; /* ENXIO: a socket */
+		return fd == -ENXIO ? -EBADMSG : fd; /* ENXIO: a socket */
+
 	struct stat sb;
 	int rc = 0;
 	if (fstat(fd, &sb) < 0)
@@ -114,7 +263,7 @@ int l3_create_file(struct sc_l3 *l3, int dfd, const char *name, int flags)
 
 int l3_fsync_dir_at(int dfd, const char *sub)
 {
-	int fd = sub ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : dfd;
+	int fd = sub ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : dfd;
 	if (fd < 0)
 		return -errno;
 	int rc = fsync(fd) < 0 ? -errno : 0;
@@ -124,12 +273,43 @@ int l3_fsync_dir_at(int dfd, const char *sub)
 }
 
 
+int l3_obj_backed(struct sc_l3 *l3, const struct sc_location *loc)
+{
+	char rel[48];
+	struct stat sb;
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	if (l3_statat(l3->objfd, rel, &sb) < 0)
+		return -errno;
+	/* 1/8: room for filesystems that compress; a planted sparse object is far below it */
+	if ((uint64_t)sb.st_size > 1u << 20 && (uint64_t)sb.st_blocks * 512 < (uint64_t)sb.st_size / 8)
+		return -EBADMSG;
+	return 0;
+}
+
+
+int l3_flock_wait(int fd, int how, unsigned ms)
+{
+	uint64_t end = shm_now_ns() + (uint64_t)ms * 1000000ull;
+	long nap = 1000000; /* 1 ms, doubling to 64 ms: a lock held for a scan is let go in ms */
+	while (flock(fd, how | LOCK_NB) < 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		if (shm_now_ns() >= end)
+			return -EBUSY;
+		/* waits for: the holder to let go, at most @ms in all */
+		struct timespec ts = { 0, nap };
+		nanosleep(&ts, NULL);
+		nap = nap < 64000000 ? nap * 2 : nap;
+	}
+	return 0;
+}
+
+
 int l3_flock_ex(struct sc_l3 *l3)
 {
-	while (flock(l3->lockfd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return 0;
+	return l3_flock_wait(l3->lockfd, LOCK_EX, L3_LOCK_WAIT_MS);
 }
 
 
@@ -177,9 +357,10 @@ int l3_scan(struct sc_l3 *l3, int topfd, int (*cb)(struct sc_l3 *, int, const ch
 	for (int i = 0; i < 256; i++) {
 		char sub[3];
 		snprintf(sub, sizeof(sub), "%02x", i);
-		int fd = openat(topfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		/* a link (or a file) planted under a subdirectory's name is not the store's: skipped */
+		int fd = openat(topfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
-			if (errno == ENOENT)
+			if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
 				continue;
 			return -errno;
 		}
@@ -320,7 +501,7 @@ int l3_read_pfx_named(int dfd, const char *at, const char *name, struct l3_pfx *
  * path gets here (a prefix entry whose object is gone), so a scan of quarantine/ is fine. */
 DIR *l3_opendir(int dfd)
 {
-	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
 	DIR *d = fdopendir(fd);

@@ -2,7 +2,37 @@
 #ifndef SC_LIB_L3_FILES_H
 #define SC_LIB_L3_FILES_H
 
+#include <linux/openat2.h>
+
 #include "types.h"
+
+/* Resolution of every path inside the store: no link in any component, nothing above the
+ * directory it starts from. */
+#define L3_RESOLVE (RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH)
+
+/*
+ * Paths inside the store ("<sub>/<name>" at most), never through a link in any component.
+ * l3_openat: openat2 with RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH (O_CLOEXEC and O_NOFOLLOW added);
+ * an fd or -errno (-ELOOP: a link on the way). l3_at_open: the directory @rel is in, opened
+ * O_PATH | O_NOFOLLOW (at->fd is @dfd itself when @rel has no '/'), and its last component; 0 or
+ * -errno (-ENOTDIR or -ELOOP: a link or a file where the subdirectory belongs); close it with
+ * l3_at_close. The others are their system calls through it (a stat never follows the leaf
+ * either): 0 or -errno. Each leaves errno set on failure, as the system calls do.
+ */
+struct l3_at {
+	int fd;
+	int own;
+	const char *leaf;
+};
+int l3_openat(int dfd, const char *rel, int flags, mode_t mode);
+int l3_at_open(int dfd, const char *rel, struct l3_at *at);
+void l3_at_close(struct l3_at *at);
+int l3_statat(int dfd, const char *rel, struct stat *st);
+int l3_unlinkat(int dfd, const char *rel);
+/* @flags: renameat2's (RENAME_NOREPLACE), or 0 for a plain rename */
+int l3_renameat(int odfd, const char *orel, int ndfd, const char *nrel, unsigned flags);
+int l3_linkat(int odfd, const char *orel, int ndfd, const char *nrel);
+int l3_touchat(int dfd, const char *rel);
 
 /* Open @rel under @dfd without following a link or blocking (a planted FIFO would block an open
  * for reading), refusing anything but a regular file (-EBADMSG; a symlink is -ELOOP). The fd is
@@ -50,7 +80,20 @@ int l3_open_dir_at(int dfd, const char *name);
 uint64_t l3_pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char *ns, uint32_t ns_len);
 /* fsync of the directory @sub of @dfd (what makes a rename durable). 0 or -errno. */
 int l3_fsync_dir_at(int dfd, const char *sub);
-/* The store's DIR/lock (flock): exclusive between processes that scan and unlink (local mode). */
+/* Is the object of @loc backed by the disk it claims? An object file is written whole, so one whose
+ * allocated blocks are a small fraction of its size (a sparse file a member planted, its header
+ * claiming up to L3_MAX_PAYLOAD) would make a reader allocate and read what is not there: 0, or
+ * -EBADMSG (sparse), or -errno (-ENOENT: gone). A manifest's segments are checked one by one when
+ * read. */
+int l3_obj_backed(struct sc_l3 *l3, const struct sc_location *loc);
+
+/* flock(@how) on @fd, waiting at most @ms (anyone who can open the file can hold a lock on it
+ * forever): 0, -EBUSY when it is still held after @ms, or -errno. May sleep. */
+int l3_flock_wait(int fd, int how, unsigned ms);
+/* How long a process waits for the store's locks before it says "busy". */
+#define L3_LOCK_WAIT_MS 5000u
+/* The store's DIR/lock (flock): exclusive between processes that scan and unlink (local mode);
+ * 0 or -EBUSY after L3_LOCK_WAIT_MS. */
 int l3_flock_ex(struct sc_l3 *l3);
 void l3_flock_un(struct sc_l3 *l3);
 /* Is less than half of [@off, @off + @bytes) of @fd in the page cache (cachestat; unknown: cold)? */

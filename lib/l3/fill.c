@@ -29,9 +29,9 @@
 #include "../xxh.h"
 
 #include "types.h"
+#include "files.h"
 #include "fill.h"
 #include "ring.h"
-#include "files.h"
 #include "format.h"
 #include "hosts.h"
 #include "quarantine.h"
@@ -151,6 +151,10 @@ static int direct_ok(struct sc_l3 *l3, const struct sc_l3_fill_req *req, uint64_
 
 /* An open that failed: vanished (ESTALE on a network filesystem) is a miss; a socket (ENXIO) is
  * not an object. */
+/* O_NONBLOCK: a FIFO planted under an object's name is never waited on (fill_opened checks the
+ * type and takes the flag off again: io_uring would not punt a blocking read otherwise) */
+#define L3_FILL_OPEN (O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+
 static int open_error(int rc)
 {
 	return rc == -ESTALE ? -ENOENT : rc == -ENXIO ? -EBADMSG : rc;
@@ -172,15 +176,16 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 		op->mtime_ns = op->kept->mtime_ns;
 		return fill_opened(l3, r, op);
 	}
-	/* O_NONBLOCK: a FIFO planted under an object's name is never waited on (fill_opened checks
-	 * the type and takes the flag off again: io_uring would not punt a blocking read otherwise) */
-	int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (op->open_direct ? O_DIRECT : 0);
+	int flags = L3_FILL_OPEN | (op->open_direct ? O_DIRECT : 0);
 	if (r->inflight > 1 && io_uring_sq_space_left(&r->ring) < 2)
 		io_uring_submit(&r->ring);
 	if (r->inflight > 1 && io_uring_sq_space_left(&r->ring) >= 2) {
 		/* the open and the stat side by side (each a round trip on FUSE); the close too, later */
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
-		io_uring_prep_openat(sqe, l3->objfd, op->rel, flags, 0);
+		/* never through a link in "XX/": a member may plant one in place of a subdirectory */
+		static const struct open_how how_buf = { .flags = L3_FILL_OPEN, .resolve = L3_RESOLVE },
+					     how_dio = { .flags = L3_FILL_OPEN | O_DIRECT, .resolve = L3_RESOLVE };
+		io_uring_prep_openat2(sqe, l3->objfd, op->rel, (struct open_how *)(op->open_direct ? &how_dio : &how_buf));
 		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_OPEN, 0));
 		sqe = io_uring_get_sqe(&r->ring);
 		io_uring_prep_statx(sqe, l3->objfd, op->rel, AT_SYMLINK_NOFOLLOW,
@@ -191,9 +196,9 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 		op->on_ring = 1;
 		return 0;
 	}
-	op->fd = openat(l3->objfd, op->rel, flags);
+	op->fd = l3_openat(l3->objfd, op->rel, flags, 0);
 	if (op->fd < 0)
-		return open_error(-errno);
+		return open_error(op->fd);
 	op->fl = flags & (O_NONBLOCK | O_DIRECT);
 	return fill_opened(l3, r, op);
 }

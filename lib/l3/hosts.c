@@ -244,7 +244,7 @@ void l3_access_flush(struct sc_l3 *l3, int force)
 	if (l3->accfd < 0) {
 		if (l3_mkdir_at(l3, l3->dirfd, "access"))
 			goto drop;
-		if ((l3->accfd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		if ((l3->accfd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 			goto drop;
 	}
 	if (l3->segfd < 0) {
@@ -303,7 +303,7 @@ static int captured_is_dangling(struct sc_l3 *l3, int dfd, const char *cap, cons
 	char rel[48];
 	struct stat sb;
 	l3_obj_relpath(p.digest_lo, p.digest_hi, rel);
-	if (fstatat(l3->objfd, rel, &sb, 0) == 0)
+	if (l3_statat(l3->objfd, rel, &sb) == 0)
 		return 0;
 	return errno == ENOENT;
 }
@@ -335,7 +335,7 @@ int l3_pfx_drop(struct sc_l3 *l3, const char *rel)
 	/* rel is "<2 hex>/<name>" */
 	char sub[3] = { rel[0], rel[1], 0 }, cap[L3_WRITER_MAX + 24];
 	const char *name = rel + 3;
-	int dfd = openat(l3->pfxfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = openat(l3->pfxfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	l3_tmp_name(l3, ".drop-", cap, sizeof(cap));

@@ -272,7 +272,7 @@ struct jctx {
 static int segment_left_over(void *ctx, const char *name)
 {
 	struct jctx *j = ctx;
-	int dfd = openat(j->l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = openat(j->l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return 0;
 	int left = l3_left_over(j->l3, dfd, name);
@@ -438,7 +438,7 @@ static int evict(struct jctx *j, uint64_t goal)
 		struct stat sb;
 		l3_obj_relpath(v->lo, v->hi, rel);
 		/* used (touched) or replaced since the listing: keep it */
-		if (fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (l3_statat(l3->objfd, rel, &sb) < 0) {
 			if (errno == ENOENT) {
 				j->total -= v->bytes;
 				j->objbytes -= v->bytes;
@@ -460,7 +460,7 @@ static int evict(struct jctx *j, uint64_t goal)
 		log_flush(j);
 		uint64_t freed = 0; /* its segments no other object names (the sweep removes them) */
 		(void)l3_segs_object(l3, &j->segs, l3->objfd, rel, v->bytes, -1, &freed);
-		if (unlinkat(l3->objfd, rel, 0) < 0) {
+		if (l3_unlinkat(l3->objfd, rel) < 0) {
 			(void)l3_segs_object(l3, &j->segs, l3->objfd, rel, v->bytes, 1, NULL);
 			continue;
 		}
@@ -509,7 +509,7 @@ static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		char rel[48];
 		struct stat sb;
 		l3_obj_relpath(p.digest_lo, p.digest_hi, rel);
-		dangling = fstatat(l3->objfd, rel, &sb, 0) < 0 && errno == ENOENT;
+		dangling = l3_statat(l3->objfd, rel, &sb) == -ENOENT;
 	}
 	if (!dangling) {
 		/* an entry is found only through its length: register it if a writer died before */
@@ -612,7 +612,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 	if (l3->shared) {
 		if ((rc = lru_write(j)))
 			goto out;
-		int afd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int afd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		for (size_t i = 0; afd >= 0 && i < j->lru.nclosed && !(rc = act(j)); i++)
 			unlinkat(afd, j->lru.closed[i], 0);
 		if (afd >= 0)
@@ -674,10 +674,13 @@ static int janitor_run(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct
 	l3_access_flush(l3, 1); /* our own uses first */
 	int rc = lease_take(l3, flags & SC_L3_JANITOR_WAIT);
 	if (!rc) {
-		int locked = !l3->shared && flock(l3->lockfd, LOCK_EX) == 0; /* local mode: also exclude reconcile/evict_to */
-		rc = pass(l3, flags, target, rep);
-		if (locked)
-			flock(l3->lockfd, LOCK_UN);
+		/* local mode: also exclude reconcile/evict_to */
+		rc = l3->shared ? 0 : l3_flock_ex(l3);
+		if (!rc) {
+			rc = pass(l3, flags, target, rep);
+			if (!l3->shared)
+				l3_flock_un(l3);
+		}
 		if (rc == -ESTALE || !(flags & SC_L3_JANITOR_KEEP))
 			l3_janitor_release(l3);
 	} else if (rep) {

@@ -261,7 +261,7 @@ static int scan_subdir(struct scan *sc, struct sc_l3 *l3, uint32_t s)
 {
 	char sub[3];
 	sub_name(s, sub);
-	int fd = openat(l3->pfxfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(l3->pfxfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	DIR *d = fdopendir(fd);
@@ -380,7 +380,7 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 		struct stat sb;
 		sub_name(s, sub);
 		uint64_t mt = 0;
-		if (fstatat(l3->pfxfd, sub, &sb, 0) == 0)
+		if (fstatat(l3->pfxfd, sub, &sb, AT_SYMLINK_NOFOLLOW) == 0)
 			mt = (uint64_t)sb.st_mtim.tv_sec * 1000000000ull + (uint64_t)sb.st_mtim.tv_nsec;
 		else if (errno != ENOENT)
 			ok = 0;

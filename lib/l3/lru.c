@@ -132,7 +132,7 @@ struct seg {
 
 static void segments_merge(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(void *, const char *), void *ctx)
 {
-	int dfd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return;
 	DIR *d = fdopendir(dfd);

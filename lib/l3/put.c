@@ -150,7 +150,10 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 	struct stat sb;
 	*wrote = 0;
 	l3_name_digest(rel + 3, ".sc3", &lo, &hi);
-	int fd = openat(l3->objfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(l3->objfd, rel, O_RDONLY);
+	/* a FIFO, socket, device or directory under the object's name (l3_open_file refuses it
+	 * without waiting on it) is not an object: ours replaces it */
+	int planted = fd == -EBADMSG;
 	if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == file_bytes) {
 		ADD(put_dedup, 1);
 		/* putting it again is a use: the LRU order keeps what is put again */
@@ -182,7 +185,7 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 		shm_fault_point("l3seg.put.segments");
 		shm_sched_point("l3seg.put.reused"); /* segments checked and touched, manifest not yet written */
 	}
-	rc = l3_write_file(l3, l3->objfd, sub, name, iov, niov, 1);
+	rc = l3_write_file(l3, l3->objfd, sub, name, iov, niov, !planted);
 	/* the manifest is in place: every segment touched again, written again where a sweep took it */
 	if ((!rc || rc == -EEXIST) && m) {
 		uint64_t s2 = 0, b2 = 0;
@@ -224,10 +227,10 @@ static int put_landed(struct sc_l3 *l3, const char *rel, XXH128_hash_t key, XXH1
 	char prel[48];
 	struct stat sb;
 	struct l3_pfx p;
-	if (fstatat(l3->objfd, rel, &sb, 0) < 0)
+	if (l3_statat(l3->objfd, rel, &sb) < 0 || !S_ISREG(sb.st_mode))
 		return 0;
 	l3_pfx_relpath(key.low64, key.high64, prel);
-	int fd = openat(l3->pfxfd, prel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = l3_open_file(l3->pfxfd, prel, O_RDONLY);
 	if (fd < 0)
 		return 0;
 	int ok = l3_read_pfx(fd, &p, NULL, NULL) == 0 && p.digest_lo == dg.low64 && p.digest_hi == dg.high64 && p.token_count == tokens;

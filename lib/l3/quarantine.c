@@ -34,11 +34,11 @@ int l3_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi, int reason)
 	l3_obj_relpath(lo, hi, rel);
 	l3_digest_hex(lo, hi, hex);
 	snprintf(qname, sizeof(qname), "%s.%llu.sc3", hex, (unsigned long long)shm_realtime_ns());
-	int have = fstatat(l3->objfd, rel, &sb, 0) == 0;
-	if (renameat(l3->objfd, rel, l3->quarfd, qname) < 0)
-		return -errno; /* someone else moved it first */
+	int rc, have = l3_statat(l3->objfd, rel, &sb) == 0;
+	if ((rc = l3_renameat(l3->objfd, rel, l3->quarfd, qname, 0)) < 0)
+		return rc; /* someone else moved it first */
 	l3_kept_invalidate(l3);
-	if (have) {
+	if (have && S_ISREG(sb.st_mode)) { /* a planted FIFO or directory was never counted */
 		l3_count_sub(&l3->st->bytes, (uint64_t)sb.st_size);
 		l3_count_sub(&l3->st->objects, 1);
 	}

@@ -140,7 +140,7 @@ static int recon_pfx(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		l3_obj_relpath(p.digest_lo, p.digest_hi, rel);
 		/* an entry whose object was quarantined stays: the next restore of it reports the
 		 * failed verification (and drops it) instead of a silent "nothing stored" */
-		if (fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0 &&
+		if (l3_statat(l3->objfd, rel, &sb) < 0 &&
 		    !l3_quarantined_since(l3, p.digest_lo, p.digest_hi, p.created_ns))
 			rc = -ENOENT;
 	}
@@ -251,6 +251,8 @@ int l3_reconcile_open(struct sc_l3 *l3)
 int l3_reconcile(struct sc_l3 *l3)
 {
 	int rc = l3_flock_ex(l3);
+	if (rc == -EBUSY)
+		return 0; /* another process reconciles (or holds the lock): the store opens as it is */
 	if (rc)
 		return rc;
 	struct recon r = { .full = 1 };

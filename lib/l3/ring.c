@@ -49,6 +49,7 @@
 
 #include "../xxh.h"
 #include "types.h"
+#include "files.h"
 #include "ring.h"
 #include "segread.h"
 
@@ -357,7 +358,7 @@ static int kept_stale(struct sc_l3 *l3, const struct l3_kept *k, uint64_t now)
 int l3_names_inode(struct sc_l3 *l3, const char *rel, uint64_t ino, uint64_t size)
 {
 	struct stat sb;
-	return fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t)sb.st_ino == ino &&
+	return l3_statat(l3->objfd, rel, &sb) == 0 && (uint64_t)sb.st_ino == ino &&
 	       (size == UINT64_MAX || (uint64_t)sb.st_size == size);
 }
 

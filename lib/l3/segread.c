@@ -38,9 +38,10 @@ int l3_seg_move_away(struct sc_l3 *l3, uint64_t lo, uint64_t hi)
 	l3_seg_relpath(lo, hi, rel);
 	l3_digest_hex(lo, hi, hex);
 	snprintf(qname, sizeof(qname), "%s.%llu.seg", hex, (unsigned long long)shm_realtime_ns());
-	int have = fstatat(l3->sgfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0;
-	if (renameat(l3->sgfd, rel, l3->quarfd, qname) < 0)
-		return -errno; /* someone else moved it first */
+	int have = l3_statat(l3->sgfd, rel, &sb) == 0;
+	int rc = l3_renameat(l3->sgfd, rel, l3->quarfd, qname, 0);
+	if (rc < 0)
+		return rc; /* someone else moved it first */
 	if (have && S_ISREG(sb.st_mode)) {
 		l3_count_sub(&l3->st->segments, 1);
 		l3_count_sub(&l3->st->seg_bytes, (uint64_t)sb.st_size);

@@ -212,7 +212,7 @@ uint64_t l3_seg_need(struct sc_l3 *l3, const struct l3_seg_man *m)
 		char rel[48];
 		struct stat sb;
 		l3_seg_relpath(m->e[i].lo, m->e[i].hi, rel);
-		if (fstatat(l3->sgfd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0 || (uint64_t)sb.st_size != m->e[i].len)
+		if (l3_statat(l3->sgfd, rel, &sb) < 0 || (uint64_t)sb.st_size != m->e[i].len)
 			need += m->e[i].len;
 	}
 	return need;
@@ -228,10 +228,10 @@ int l3_seg_store(struct sc_l3 *l3, const struct sc_payload *pl, const struct l3_
 		char rel[48], hex[33], name[40];
 		struct stat sb;
 		l3_seg_relpath(e->lo, e->hi, rel);
-		if (fstatat(l3->sgfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (l3_statat(l3->sgfd, rel, &sb) == 0) {
 			/* there and whole: touched (the sweep's rule); a touch that fails finds it gone */
 			if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == e->len) {
-				if (utimensat(l3->sgfd, rel, NULL, AT_SYMLINK_NOFOLLOW) == 0)
+				if (l3_touchat(l3->sgfd, rel) == 0)
 					continue;
 				if (errno != ENOENT)
 					return -errno;
@@ -310,14 +310,14 @@ static struct l3_segref *ref_seen(struct l3_segs *s, uint64_t lo, uint64_t hi, c
  * ceph-fuse has no RENAME_NOREPLACE: link is no-replace too. */
 static void put_back(int dfd, const char *cap, const char *rel)
 {
-	if (renameat2(dfd, cap, dfd, rel, RENAME_NOREPLACE) == 0)
+	if (l3_renameat(dfd, cap, dfd, rel, RENAME_NOREPLACE) == 0)
 		return;
-	if (errno == EINVAL && linkat(dfd, cap, dfd, rel, 0) == 0) {
-		unlinkat(dfd, cap, 0); /* linked back: the captured name goes */
+	if (errno == EINVAL && l3_linkat(dfd, cap, dfd, rel) == 0) {
+		l3_unlinkat(dfd, cap); /* linked back: the captured name goes */
 		return;
 	}
 	if (errno == EEXIST)
-		unlinkat(dfd, cap, 0); /* a put wrote it again (the same bytes): ours is a spare */
+		l3_unlinkat(dfd, cap); /* a put wrote it again (the same bytes): ours is a spare */
 	/* any other failure (I/O, space, a signal): kept as it is; the next pass puts it back */
 }
 
@@ -409,7 +409,7 @@ int l3_segs_object(struct sc_l3 *l3, struct l3_segs *s, int dfd, const char *nam
 		struct stat sb;
 		l3_seg_relpath(e[i].lo, e[i].hi, rel);
 		/* not listed: made since the listing began (a put), or missing */
-		if (fstatat(l3->sgfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == e[i].len) {
+		if (l3_statat(l3->sgfd, rel, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == e[i].len) {
 			if (!ref_seen(s, e[i].lo, e[i].hi, &sb)) {
 				free(e);
 				return -ENOMEM;
@@ -456,17 +456,17 @@ int l3_segs_sweep(struct sc_l3 *l3, struct l3_segs *s, int (*act)(void *), void 
 		l3_digest_hex(r->lo, r->hi, hex);
 		gc_name(l3, hex, cap, sizeof(cap));
 		shm_sched_point("l3seg.sweep.chosen");
-		if (renameat(l3->sgfd, rel, l3->sgfd, cap) < 0) {
+		if (l3_renameat(l3->sgfd, rel, l3->sgfd, cap, 0) < 0) {
 			if (errno == ENOENT) /* gone already (quarantined) */
 				s->files--, s->bytes -= r->bytes, r->bytes = 0;
 			continue;
 		}
 		/* touched since the pass began (a put names it): put back */
-		if (fstatat(l3->sgfd, cap, &sb, AT_SYMLINK_NOFOLLOW) == 0 && shm_ts_ns(sb.st_mtim) >= old) {
+		if (l3_statat(l3->sgfd, cap, &sb) == 0 && shm_ts_ns(sb.st_mtim) >= old) {
 			put_back(l3->sgfd, cap, rel);
 			continue;
 		}
-		if (unlinkat(l3->sgfd, cap, 0) < 0)
+		if (l3_unlinkat(l3->sgfd, cap) < 0)
 			continue;
 		s->removed++;
 		s->removed_bytes += r->bytes;

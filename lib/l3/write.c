@@ -33,22 +33,29 @@
 int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov, int niov,
 		  int noreplace)
 {
-	char tmp[L3_WRITER_MAX + 24], tmprel[L3_WRITER_MAX + 32], finrel[100];
+	char tmp[L3_WRITER_MAX + 24];
 	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
-	/* in DIR/tmp (a store made before it: beside the final name), so that reconciliation finds
-	 * a dead writer's leftovers without listing the store */
-	int tfd = l3->tmpfd >= 0 ? l3->tmpfd : dfd;
-	if (l3->tmpfd >= 0)
-		snprintf(tmprel, sizeof(tmprel), "%s", tmp);
-	else
-		snprintf(tmprel, sizeof(tmprel), "%s/%s", sub, tmp);
-	snprintf(finrel, sizeof(finrel), "%s/%s", sub, final);
 	int rc = l3_mkdir_at(l3, dfd, sub);
 	if (rc)
 		return rc;
-	int fd = openat(tfd, tmprel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);
-	if (fd < 0)
-		return -errno;
+	/* the subdirectory opened once without following a link: a member's link (or file) in its
+	 * place is never followed; it is removed (the link itself, not what it names) and the
+	 * subdirectory made again */
+	int sfd = l3_open_dir_at(dfd, sub), fd = -1;
+	struct stat sb;
+	if ((sfd == -ENOTDIR || sfd == -ELOOP) && fstatat(dfd, sub, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !S_ISDIR(sb.st_mode) && unlinkat(dfd, sub, 0) == 0 && !(rc = l3_mkdir_at(l3, dfd, sub)))
+		sfd = l3_open_dir_at(dfd, sub);
+	if (sfd < 0)
+		return sfd;
+	/* the temp file in DIR/tmp (a store made before it: beside the final name), so that
+	 * reconciliation finds a dead writer's leftovers without listing the store */
+	int tfd = l3->tmpfd >= 0 ? l3->tmpfd : sfd;
+	fd = openat(tfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, l3->file_mode);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
 	(void)shm_ofd_trylock(fd, 0); /* "being written": reconcilers leave it alone (tmp_is_stale) */
 	shm_fault_point("l3.put.created");
 	if ((rc = l3_own(l3, fd, 0)))
@@ -65,15 +72,15 @@ int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final,
 		goto cleanup;
 	shm_fault_point("l3.put.before_rename");
 	if (noreplace) {
-		if (renameat2(tfd, tmprel, dfd, finrel, RENAME_NOREPLACE) < 0) {
+		if (renameat2(tfd, tmp, sfd, final, RENAME_NOREPLACE) < 0) {
 			rc = -errno;
 			if (rc == -EINVAL) /* filesystem without RENAME_NOREPLACE: link is no-replace too */
-				rc = linkat(tfd, tmprel, dfd, finrel, 0) < 0 ? -errno : 0;
-			unlinkat(tfd, tmprel, 0);
+				rc = linkat(tfd, tmp, sfd, final, 0) < 0 ? -errno : 0;
+			unlinkat(tfd, tmp, 0);
 			if (rc)
 				goto cleanup;
 		}
-	} else if (renameat(tfd, tmprel, dfd, finrel) < 0) {
+	} else if (renameat(tfd, tmp, sfd, final) < 0) {
 		rc = -errno;
 		goto cleanup;
 	}
@@ -82,12 +89,15 @@ int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final,
 	shm_fault_point("l3.put.after_rename");
 	/* the new name is durable once its directory is (DIR/tmp is not synced: a temp file that a
 	 * power cut brings back is a dead writer's, removed by reconciliation) */
-	return l3_fsync_dir_at(dfd, sub);
+	rc = fsync(sfd) < 0 ? -errno : 0;
+	goto out;
 cleanup:
 	if (fd >= 0) {
 		close(fd);
-		unlinkat(tfd, tmprel, 0);
+		unlinkat(tfd, tmp, 0);
 	}
+out:
+	close(sfd);
 	return rc;
 }
 

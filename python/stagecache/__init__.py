@@ -534,13 +534,28 @@ class Arena(_Closable):
         return cls(h.value, name)
 
     @classmethod
-    def open(cls, name, dir=None):
-        """Attach to an existing arena (in /dev/hugepages then /dev/shm, or only in `dir`)."""
+    def open(cls, name, dir=None, owner=None):
+        """Attach to an existing arena (in /dev/hugepages then /dev/shm, or only in `dir`).
+
+        The file must be owned by root or by you, or by `owner`: a user name, a uid, or "any"
+        (sc_arena_open_with; how another member of the group opens the creator's arena)."""
+        o = _ffi.ArenaOpenOpts()
+        keep = _path(dir, "dir") if dir is not None else None
+        o.dir = keep
+        if owner == "any":
+            o.flags = _ffi.SC_ARENA_OPEN_ANY_OWNER
+        elif isinstance(owner, str):
+            import pwd
+            try:
+                o.owner_uid = pwd.getpwnam(owner).pw_uid
+            except KeyError:
+                raise ValueError("owner: no such user %r" % owner) from None
+        elif owner is not None:
+            if isinstance(owner, bool) or not isinstance(owner, int) or not 0 < owner < 0xffffffff:
+                raise ValueError("owner: a user name, a uid or 'any', not %r" % (owner,))
+            o.owner_uid = owner
         h = ctypes.c_void_p()
-        if dir is not None:
-            rc = lib.sc_arena_open_dir(_path(dir, "dir"), _text(name), ctypes.byref(h))
-        else:
-            rc = lib.sc_arena_open(_text(name), ctypes.byref(h))
+        rc = lib.sc_arena_open_with(_text(name), ctypes.byref(o), ctypes.byref(h))
         _check(rc, "sc_arena_open")
         return cls(h.value, name)
 

@@ -53,6 +53,7 @@ lib, lib_path = _load()
 # ---- structures: public fields by name, reserved and private blocks as opaque bytes ----
 
 SC_NAME_MAX = 64
+SC_ARENA_OPEN_ANY_OWNER = 0x1  # sc_arena_open_opts.flags: any owner (never a world-writable file)
 SC_INFO_MAX_ATTACHED = 64
 SC_KV_DESC_MAX_COMPONENTS = 2
 SC_L3_STR_MAX = 1023
@@ -367,6 +368,7 @@ _arena_pp = POINTER(c_void_p)
 _proto("sc_arena_create", c_int, c_char_p, POINTER(ArenaOpts), _arena_pp)
 _proto("sc_arena_open", c_int, c_char_p, _arena_pp)
 _proto("sc_arena_open_dir", c_int, c_char_p, c_char_p, _arena_pp)
+_proto("sc_arena_open_with", c_int, c_char_p, POINTER(ArenaOpenOpts), _arena_pp)
 _proto("sc_arena_close", None, c_void_p)
 _proto("sc_arena_destroy", c_int, c_char_p, c_char_p)
 _proto("sc_arena_info", c_int, c_void_p, POINTER(ArenaInfo))

@@ -80,6 +80,12 @@ static int mode_opt(const char *cmd, const char *arg, void *dst)
 	if (*mode & 0002)
 		return cli_usage_error(cmd, "--mode %04o: a world-writable arena would be refused by every open (anyone "
 				       "could corrupt it); use a group (--mode 0660 --group G)", *mode);
+	if ((*mode & 0004) || ((*mode & 0040) && !(*mode & 0020))) {
+		/* a reader who cannot write still takes read locks on the reader slots' bytes */
+		cli_fail(cmd, 0, "--mode %04o: lets users read the arena who cannot write it, and any of them could "
+			 "stop every attach by locking its reader slots; use 0600, or 0660 with --group", *mode);
+		return EXIT_USAGE;
+	}
 	if (!(*mode & 0600) || (*mode & 0600) != 0600)
 		return cli_usage_error(cmd, "--mode %04o: the owner needs read and write (0600)", *mode);
 	return 0;

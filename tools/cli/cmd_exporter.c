@@ -17,10 +17,14 @@
 #include <getopt.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "cli.h"
@@ -71,10 +75,17 @@ static int mhd_load(void)
 #define MAX_TARGETS 64
 #define MAX_STAGES 1024
 
+/* Bounds against clients that connect and never finish (or trickle) a request: a scraper is one
+ * connection now and then; a host's scrapers are a handful of addresses. */
+#define CONN_MAX 256
+#define CONN_PER_IP 8
+#define CONN_TIMEOUT_S 10
+#define LOG_EVERY_S 60
+
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: stagecache exporter NAME... [--listen ADDR:PORT] [--dir DIR] [--l3 DIR]... [--once]\n\n"
+		"usage: stagecache exporter NAME... [--listen ADDR:PORT] [--dir DIR] [--owner USER] [--l3 DIR]... [--once]\n\n"
 		"Serve the counters of the arenas NAME... (and of the L3 directories given with --l3) for\n"
 		"Prometheus at http://ADDR:PORT/metrics, in the OpenMetrics text format (the classic text\n"
 		"format 0.0.4 to a scraper that does not ask for OpenMetrics). Every counter of\n"
@@ -86,9 +97,14 @@ static void usage(FILE *f)
 		"  --listen ADDR:PORT  address to listen on (default 127.0.0.1:9477; port 0 picks a free\n"
 		"                      one, printed at start; [::1]:PORT for IPv6)\n"
 		"  --dir DIR           look for the arenas only in DIR\n"
+		"  --owner U           trust arena files owned by user U (a name, a number, or any), as a\n"
+		"                      member of the group who did not create the arenas\n"
 		"  --l3 DIR            also export the counters of the L3 directory DIR (repeatable)\n"
 		"  --once              print the metrics once to stdout and exit (1 if a target is down)\n\n"
-		"It prints \"listening on http://ADDR:PORT/metrics\" once it accepts connections.\n");
+		"It prints \"listening on http://ADDR:PORT/metrics\" once it accepts connections. At most %d\n"
+		"connections at once, %d from one address; idle ones are closed after %d s; what the HTTP\n"
+		"server has to say goes to stderr at most once every %d s.\n", CONN_MAX, CONN_PER_IP, CONN_TIMEOUT_S,
+		LOG_EVERY_S);
 }
 
 /* ---- one scrape's snapshot ---- */
@@ -122,7 +138,8 @@ static int snap_arena(const struct exporter *x, const char *name, struct arena_s
 {
 	memset(s, 0, sizeof(*s));
 	struct sc_arena *a;
-	int rc = x->dir ? sc_arena_open_dir(x->dir, name, &a) : sc_arena_open(name, &a);
+	struct sc_arena_open_opts o = cli_open_opts(x->dir);
+	int rc = sc_arena_open_with(name, &o, &a);
 	if (rc) {
 		*err = rc;
 		return -1;
@@ -146,14 +163,9 @@ static int snap_arena(const struct exporter *x, const char *name, struct arena_s
 static int snap_l3(const char *dir, struct l3_snap *s, int *err)
 {
 	memset(s, 0, sizeof(*s));
-	struct stat sb;
-	char path[4096];
-	*err = -ENOENT;
-	if ((size_t)snprintf(path, sizeof(path), "%s/state", dir) >= sizeof(path) || stat(dir, &sb) < 0 ||
-	    !S_ISDIR(sb.st_mode) || stat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
-		return -1;
 	struct sc_l3 *l3;
-	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
+	/* a local store (DIR/state) or a shared one (DIR/shared); nothing is created */
+	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE | SC_L3_OPEN_NO_CREATE };
 	if ((*err = sc_l3_open(dir, &o, &l3)))
 		return -1;
 	*err = sc_l3_stats(l3, &s->st);
@@ -485,8 +497,8 @@ static void note_change(struct exporter *x, int slot, const char *what, const ch
 	if (up && x->last_up[slot] == 0)
 		fprintf(stderr, "stagecache exporter: %s '%s' can be read again\n", what, name);
 	else if (!up)
-		fprintf(stderr, "stagecache exporter: cannot read %s '%s': %s (stagecache_up 0)\n", what, name,
-			sc_strerror(err));
+		fprintf(stderr, "stagecache exporter: cannot read %s '%s': %s (%s 0)\n", what, name, sc_strerror(err),
+			slot < MAX_TARGETS ? "stagecache_up" : "stagecache_l3_up");
 	x->last_up[slot] = up;
 }
 
@@ -651,6 +663,37 @@ static void print_listening(struct MHD_Daemon *d, const struct sockaddr_storage 
 	fflush(stdout);
 }
 
+/* libmicrohttpd's messages: none before the daemon runs (a failed start is ours to say, in one
+ * line), then at most one every LOG_EVERY_S seconds with a count of those left out (a client can
+ * make it say something per connection). */
+static _Atomic int mhd_started;
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static time_t last;
+	static unsigned long dropped;
+	if (!atomic_load(&mhd_started))
+		return;
+	pthread_mutex_lock(&mu);
+	time_t now = time(NULL);
+	if (last && now - last < LOG_EVERY_S) {
+		dropped++;
+	} else {
+		char msg[512];
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		msg[strcspn(msg, "\n")] = 0;
+		if (dropped)
+			fprintf(stderr, "stagecache exporter: http: %s (%lu more messages in %d s left out)\n", msg, dropped,
+				LOG_EVERY_S);
+		else
+			fprintf(stderr, "stagecache exporter: http: %s\n", msg);
+		last = now;
+		dropped = 0;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 /* Serve /metrics on @listen until SIGINT or SIGTERM; an exit status. */
 static int serve(struct exporter *x, const char *listen)
 {
@@ -666,13 +709,17 @@ static int serve(struct exporter *x, const char *listen)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	/* epoll: no select() limit on descriptors; limits per address and in all */
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, x, MHD_OPTION_SOCK_ADDR, &ss,
-						MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+	struct MHD_Daemon *d = MHD_start_daemon(
+		flags, 0, NULL, NULL, handle, x, MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)CONN_PER_IP, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!d)
 		return cli_fail("exporter", -EADDRINUSE, "cannot listen on %s", listen);
+	atomic_store(&mhd_started, 1);
 	print_listening(d, &ss);
 	int sig;
 	sigwait(&sigs, &sig);
@@ -686,7 +733,7 @@ int cmd_exporter(int argc, char **argv)
 	const char *listen = "127.0.0.1:9477";
 	int once = 0;
 	const struct cli_opt opts[] = {
-		{ "listen", CLI_STR, &listen }, { "dir", CLI_STR, &x.dir },
+		{ "listen", CLI_STR, &listen }, { "dir", CLI_STR, &x.dir }, { "owner", CLI_OWNER },
 		{ "l3", CLI_FN, &x, .fn = l3_opt }, { "once", CLI_FLAG, &once },
 		{ 0 },
 	};

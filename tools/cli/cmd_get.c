@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "l2cli.h"
@@ -23,20 +25,38 @@ static void usage(FILE *f)
 		   "any) trusts another owner's (never a world-writable file).\n");
 }
 
-/* Write the lease's wire (its sections or segments, in order) to @out; an exit status. */
-static int write_wire(const struct sc_lease *l, const char *out)
+/* Write the lease's wire (its sections or segments, in order) to @f (@out), from a private copy
+ * checked against the entry's digest: whoever can write the arena can change the bytes under a
+ * lease; what goes out is what the digest says. An exit status. */
+static int write_wire(const struct sc_lease *l, FILE *f, const char *out)
 {
-	FILE *f = cli_open_output("get", out);
-	if (!f)
-		return EXIT_FAIL;
 	int ok = 1, n = sc_lease_segments(l, NULL, 0);
+	uint64_t total = 0, at = 0;
 	struct sc_segment *sg = n > 0 ? malloc(sizeof(*sg) * (size_t)n) : NULL;
 	if (n < 0 || (n > 0 && (!sg || sc_lease_segments(l, sg, (uint32_t)n) != n)))
 		ok = 0;
 	for (int i = 0; ok && i < n; i++)
-		if (sg[i].len && fwrite(sg[i].ptr, 1, sg[i].len, f) != sg[i].len)
-			ok = 0;
+		total += sg[i].len;
+	uint8_t *copy = ok ? malloc(total ? total : 1) : NULL;
+	for (int i = 0; copy && i < n; at += sg[i].len, i++)
+		memcpy(copy + at, sg[i].ptr, sg[i].len);
 	free(sg);
+	if (!copy) {
+		if (f != stdout)
+			fclose(f);
+		return cli_fail("get", -ENOMEM, "cannot copy the entry");
+	}
+	struct sc_digest d = sc_digest_of(copy, total);
+	if (d.lo != l->digest.lo || d.hi != l->digest.hi) {
+		free(copy);
+		if (f != stdout)
+			fclose(f);
+		return cli_fail("get", 0, "the entry's bytes do not match its digest (someone wrote into the arena): "
+				"nothing written to %s", out);
+	}
+	if (total && fwrite(copy, 1, total, f) != total)
+		ok = 0;
+	free(copy);
 	if (fflush(f) || (f != stdout && fclose(f)))
 		ok = 0;
 	return ok ? EXIT_OK : cli_fail("get", 0, "cannot write %s: %s", out, strerror(errno));
@@ -64,13 +84,24 @@ static void print_hit(const struct sc_lease *l, const char *out, int json)
 static int get(const struct l2cli_args *x, const struct sc_location *loc, const char *out, int json)
 {
 	struct sc_lease l;
+	/* the output first: a get that cannot write counts no hit */
+	struct stat sb;
+	int existed = out && stat(out, &sb) == 0;
+	FILE *f = out ? cli_open_output("get", out) : NULL;
+	if (out && !f)
+		return EXIT_FAIL;
 	int rc = sc_l2_get(x->st, x->ns, x->tokens, x->n, loc, &l);
+	if (rc && f && f != stdout) {
+		fclose(f);
+		if (!existed)
+			unlink(out);
+	}
 	if (rc == -ENOENT)
 		return cli_fail("get", 0, "miss: no L2 entry for these %zu tokens%s", x->n, loc ? " at that location" : "");
 	if (rc)
 		return cli_l2_error("get", rc, x->name, "lookup failed");
 	/* the wire's ranges: the two sections, or a scattered (segmented) entry's segments */
-	int ret = out ? write_wire(&l, out) : EXIT_OK;
+	int ret = out ? write_wire(&l, f, out) : EXIT_OK;
 	if (ret == EXIT_OK && (!out || strcmp(out, "-")))
 		print_hit(&l, out, json);
 	sc_lease_release(&l);

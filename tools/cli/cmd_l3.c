@@ -21,7 +21,7 @@ static void usage(FILE *f)
 		"       stagecache l3 init DIR [--segment-bytes SIZE]\n"
 		"       stagecache l3 ls DIR [--prefixes] [--json]\n"
 		"       stagecache l3 stats DIR [--json]\n"
-		"       stagecache l3 verify DIR [--json]\n"
+		"       stagecache l3 verify DIR [--mode MODE --group G] [--json]\n"
 		"       stagecache l3 locate DIR [--ns NS] --tokens 1,2,3|@file [--json]\n"
 		"       stagecache l3 janitor DIR [--budget SIZE] [--full] [--wait] [--loop SECONDS [--count N]]\n"
 		"                                 [--mode MODE] [--group GROUP] [--json]\n"
@@ -473,9 +473,11 @@ static int do_read(const char *verb, int argc, char **argv)
 {
 	int locate = !strcmp(verb, "locate"), init = !strcmp(verb, "init"), json = 0, prefixes = 0;
 	const char *ns = NULL, *tspec = NULL, *host = NULL, *segs = NULL, *dir;
-	uint32_t shared = 0;
+	uint32_t shared = 0, mode = 0;
+	int64_t gid = 0;
 	uint64_t seg_bytes;
 	const struct cli_opt opts[] = {
+		{ "mode", CLI_FN, &mode, .fn = mode_opt }, { "group", CLI_GROUP, &gid },
 		{ "ns", CLI_STR, &ns },                 { "tokens", CLI_STR, &tspec },
 		{ "json", CLI_FLAG, &json },            { "host", CLI_STR, &host },
 		{ "shared", CLI_BITS, &shared, .max = SC_L3_OPEN_SHARED },
@@ -503,7 +505,7 @@ static int do_read(const char *verb, int argc, char **argv)
 	int own_check = !strcmp(verb, "ls") || !strcmp(verb, "verify");
 	struct sc_l3_opts o = { .flags = (init ? 0 : SC_L3_OPEN_NO_CREATE) | (own_check ? SC_L3_OPEN_NO_RECONCILE : 0) |
 					 shared,
-				.host_id = host };
+				.host_id = host, .file_mode = mode, .gid = gid };
 	if ((rc = sc_l3_open(dir, &o, &l3)))
 		return l3cli_open_error("l3", rc, dir, &o);
 	int ret = init                      ? do_init(l3, dir, segs, seg_bytes, json)

@@ -25,7 +25,7 @@ static const char *why(const char *dir, const char *name, int rc)
 	case -EPERM:
 		return have && (fi.mode & S_IWOTH) ? "world-writable: refused" : "owned by another user: refused (--owner any)";
 	case -EACCES: return "permission denied";
-	case -ENOTRECOVERABLE: return "declared unrepairable by fsck: destroy it";
+	case -ENOTRECOVERABLE: return "marked unrepairable: destroy it";
 	case -EAGAIN: return "being created";
 	default: return sc_strerror(rc);
 	}

@@ -103,6 +103,8 @@ FILE *cli_open_output(const char *cmd, const char *path);
  * or prints one line saying what is wrong with the file and returns EXIT_USAGE (invalid name) or
  * EXIT_FAIL; cli_open_errno is then the library's error (-ENOTRECOVERABLE: declared dead). */
 int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc_arena **out);
+/* The options of such an open (DIR and what --owner said), for a caller that prints nothing. */
+struct sc_arena_open_opts cli_open_opts(const char *dir);
 extern int cli_open_errno;
 /* Explain an sc_arena_open* / sc_arena_create error @rc about (DIR, NAME) in one line. */
 int cli_arena_error(const char *cmd, int rc, const char *dir, const char *name);

@@ -403,14 +403,20 @@ FILE *cli_open_output(const char *cmd, const char *path)
 
 int cli_open_errno;
 
+struct sc_arena_open_opts cli_open_opts(const char *dir)
+{
+	return (struct sc_arena_open_opts){ .dir = dir, .flags = owner_any ? SC_ARENA_OPEN_ANY_OWNER : 0,
+					    .owner_uid = owner_uid > 0 ? (uint32_t)owner_uid : 0 };
+}
+
+
 int cli_open_arena(const char *cmd, const char *dir, const char *name, struct sc_arena **out)
 {
 	*out = NULL;
 	int rc = cli_check_name(cmd, name);
 	if (rc)
 		return rc;
-	struct sc_arena_open_opts o = { .dir = dir, .flags = owner_any ? SC_ARENA_OPEN_ANY_OWNER : 0,
-					.owner_uid = owner_uid > 0 ? (uint32_t)owner_uid : 0 };
+	struct sc_arena_open_opts o = cli_open_opts(dir);
 	cli_open_errno = sc_arena_open_with(name, &o, out);
 	if (cli_open_errno == 0)
 		return EXIT_OK;
@@ -497,10 +503,17 @@ int cli_arena_error(const char *cmd, int rc, const char *dir, const char *name)
 		return cli_fail(cmd, 0, "arena '%s' is still being created by another process (or its creator died): try "
 				"again, or destroy it", cli_q(name));
 	case -EUSERS:
+		/* a user who may read the file but not write it can lock every slot's byte (a read lock):
+		 * that, not the attached processes, is then the cause */
+		if (have && ((fi.mode & S_IROTH) || ((fi.mode & S_IRGRP) && !(fi.mode & S_IWGRP))))
+			return cli_fail(cmd, 0, "arena '%s': every reader slot's lock is held, and %s is mode %04o: users who "
+					"may read it but not write it can hold those locks (chmod it 0600, or 0660 with a group)",
+					cli_q(name), what, fi.mode & 07777);
 		return cli_fail(cmd, 0, "arena '%s': every reader slot is taken by an attached handle (too many processes "
 				"attached)", cli_q(name));
 	case -ENOTRECOVERABLE:
-		return cli_fail(cmd, 0, "arena '%s' was declared unrepairable by fsck: destroy it and create it again",
+		return cli_fail(cmd, 0, "arena '%s' is marked unrepairable (by fsck, or by someone who can write "
+				"its file): destroy it and create it again",
 				cli_q(name));
 	default:
 		return cli_fail(cmd, 0, "cannot open arena '%s': %s", cli_q(name), rc < -4095 ? "?" : strerror(-rc));
@@ -514,7 +527,8 @@ int cli_l2_error(const char *cmd, int rc, const char *name, const char *what)
 		return cli_fail(cmd, 0, "%s: the L2 index of arena '%s' is corrupted (run 'stagecache fsck %s --repair')", what,
 				cli_q(name), cli_q(name));
 	case -ENOTRECOVERABLE:
-		return cli_fail(cmd, 0, "arena '%s' was declared unrepairable by fsck: destroy it and create it again",
+		return cli_fail(cmd, 0, "arena '%s' is marked unrepairable (by fsck, or by someone who can write "
+				"its file): destroy it and create it again",
 				cli_q(name));
 	case -EMFILE:
 		return cli_fail(cmd, 0, "%s: this handle holds the most leases it may (%d)", what, SC_LEASES_MAX);

@@ -10,6 +10,7 @@ pub const SC_INFO_MAX_ATTACHED: usize = 64;
 pub const SC_KV_DESC_MAX_COMPONENTS: usize = 2;
 pub const SC_L3_STR_MAX: usize = 1023;
 pub const SC_L2_REFUSE_COUNT: usize = 8;
+pub const SC_ARENA_OPEN_ANY_OWNER: u32 = 0x1;
 pub const SC_LEASES_MAX: usize = 48;
 pub const SC_BATCHER_CAPACITY_MAX: u32 = 256;
 pub const SC_BATCHER_DEFERRED: c_int = 1;
@@ -645,6 +646,7 @@ extern "C" {
     pub fn sc_arena_create(name: *const c_char, opts: *const sc_arena_opts, out: *mut *mut sc_arena) -> c_int;
     pub fn sc_arena_open(name: *const c_char, out: *mut *mut sc_arena) -> c_int;
     pub fn sc_arena_open_dir(dir: *const c_char, name: *const c_char, out: *mut *mut sc_arena) -> c_int;
+    pub fn sc_arena_open_with(name: *const c_char, opts: *const sc_arena_open_opts, out: *mut *mut sc_arena) -> c_int;
     pub fn sc_arena_close(a: *mut sc_arena);
     pub fn sc_arena_destroy(dir: *const c_char, name: *const c_char) -> c_int;
     pub fn sc_arena_info(a: *mut sc_arena, info: *mut sc_arena_info) -> c_int;

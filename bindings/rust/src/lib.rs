@@ -92,6 +92,17 @@ pub const BATCHER_CAPACITY_MAX: u32 = ffi::SC_BATCHER_CAPACITY_MAX;
 // ---- errors ----
 
 /// What can go wrong.
+/// Whose arena files an open trusts besides root's and the caller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Only root's and the caller's.
+    Me,
+    /// Also those of this uid (the group member who created the arena).
+    Uid(u32),
+    /// Any owner's (never a world-writable file).
+    Any,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
     /// A library call failed with a (positive) errno; Display adds the library's message.
@@ -638,6 +649,32 @@ impl Arena {
         let (cdir, cname) = (cstr(dir)?, cstr(name)?);
         let mut h = ptr::null_mut();
         check(unsafe { ffi::sc_arena_open_dir(cdir.as_ptr(), cname.as_ptr(), &mut h) }, "sc_arena_open")?;
+        Ok(Arena { h, name: name.to_string(), _not_sync: PhantomData })
+    }
+
+    /// Attach to an existing arena (in `dir` only, or the known directories) whose file is
+    /// owned by root, by you, or by `owner` (`sc_arena_open_with`): how another member of the
+    /// group opens the creator's arena.
+    pub fn open_with(name: &str, dir: Option<&str>, owner: Owner) -> Result<Arena> {
+        layouts_ok()?;
+        let cname = cstr(name)?;
+        let cdir = match dir {
+            Some(d) => Some(cstr(d)?),
+            None => None,
+        };
+        let (flags, owner_uid) = match owner {
+            Owner::Me => (0, 0),
+            Owner::Uid(u) => (0, u),
+            Owner::Any => (ffi::SC_ARENA_OPEN_ANY_OWNER, 0),
+        };
+        let o = ffi::sc_arena_open_opts {
+            dir: cdir.as_ref().map_or(ptr::null(), |d| d.as_ptr()),
+            flags,
+            owner_uid,
+            _reserved: [0; 4],
+        };
+        let mut h = ptr::null_mut();
+        check(unsafe { ffi::sc_arena_open_with(cname.as_ptr(), &o, &mut h) }, "sc_arena_open")?;
         Ok(Arena { h, name: name.to_string(), _not_sync: PhantomData })
     }
 
