@@ -25,10 +25,13 @@
 #include <time.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
-#define SHM_LAYOUT_VERSION 5u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
+#define SHM_LAYOUT_VERSION 6u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
                                        * index region, stored token ids, chained prefix keys; 4: the
                                        * policy region (S3-FIFO queues), refusal counters; 5: the
-                                       * segment table (shm/seg.h) after the queues */
+                                       * segment table (shm/seg.h) after the queues; 6: benefit
+                                       * fields in the policy nodes (48 bytes), the departure table,
+                                       * miss-reason counters (stats region 1 MiB) */
+#define SHM_STATS_BYTES (1u << 20)        /* SHM_REGION_STATS: lib/l2/view.h lays it out */
 #define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */
