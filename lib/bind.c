@@ -29,8 +29,8 @@ static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
 		if (l3_name_digest(e->d_name, ".mirror", &lo, &hi))
 			continue;
 		struct sc_digest dg = { lo, hi };
-		l3ix_on_objects_gone(arena, &dg, 1); /* the location index may name it too */
-		if (sc_l2_invalidate_digest(arena, dg) >= 0)
+		l3ix_objects_gone_why(arena, &dg, 1, SC_MISS_QUARANTINED); /* the location index may name it too */
+		if (l2_invalidate_why(arena, dg, SC_MISS_QUARANTINED) >= 0)
 			unlinkat(dirfd(d), e->d_name, 0); /* ENOENT: another binder got it first */
 	}
 	closedir(d);
@@ -39,8 +39,8 @@ static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
 /* A quarantined object: the location index forgets it and L2 mirrors of it go. */
 static void quarantined(struct sc_arena *arena, struct sc_digest d)
 {
-	l3ix_on_objects_gone(arena, &d, 1);
-	sc_l2_invalidate_digest(arena, d);
+	l3ix_objects_gone_why(arena, &d, 1, SC_MISS_QUARANTINED);
+	l2_invalidate_why(arena, d, SC_MISS_QUARANTINED);
 }
 
 static const struct l3_hooks bound_hooks = {
