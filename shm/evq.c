@@ -187,8 +187,8 @@ int shm_evq_rebuild_locked(struct shm_evq *q)
 		if (n->cost > SHM_EVQ_COST_MAX)
 			n->cost = SHM_EVQ_COST_MAX;
 		n->dens = shm_evq_density(n->cost, n->bytes);
-		if (n->credit > SHM_EVQ_CREDIT_MAX)
-			n->credit = SHM_EVQ_CREDIT_MAX;
+		if (n->credit & ~(SHM_EVQ_CREDIT_MAX | SHM_EVQ_CREDIT_GRANTED))
+			n->credit = SHM_EVQ_CREDIT_MAX | SHM_EVQ_CREDIT_GRANTED;
 	}
 	struct seq_idx *v = malloc((k ? k : 1) * sizeof(*v));
 	if (!v)
@@ -286,7 +286,8 @@ void shm_evq_set_cost_locked(struct shm_evq *q, uint32_t idx, uint64_t cost, uin
 	struct shm_evq_node *n = &q->node[idx];
 	n->cost = cost > SHM_EVQ_COST_MAX ? SHM_EVQ_COST_MAX : cost;
 	n->dens = shm_evq_density(n->cost, n->bytes);
-	n->credit = credit > SHM_EVQ_CREDIT_MAX ? SHM_EVQ_CREDIT_MAX : credit;
+	n->credit = (credit & SHM_EVQ_CREDIT_GRANTED) |
+		    (SHM_EVQ_CREDIT(credit) > SHM_EVQ_CREDIT_MAX ? SHM_EVQ_CREDIT_MAX : SHM_EVQ_CREDIT(credit));
 }
 
 uint32_t shm_evq_tail_locked(struct shm_evq *q, uint32_t which)
@@ -466,7 +467,8 @@ int shm_evq_check_locked(struct shm_evq *q, const char **why)
 	for (uint32_t i = 0; i < q->nodes; i++) {
 		const struct shm_evq_node *nd = &q->node[i];
 		members += nd->q != SHM_EVQ_NONE;
-		if (nd->q != SHM_EVQ_NONE && (nd->cost > SHM_EVQ_COST_MAX || nd->credit > SHM_EVQ_CREDIT_MAX ||
+		if (nd->q != SHM_EVQ_NONE && (nd->cost > SHM_EVQ_COST_MAX ||
+					      (nd->credit & ~(SHM_EVQ_CREDIT_MAX | SHM_EVQ_CREDIT_GRANTED)) ||
 					      nd->dens != shm_evq_density(nd->cost, nd->bytes))) {
 			*why = "a node's benefit fields disagree (cost, density, credit)";
 			return -EBADMSG;

@@ -24,8 +24,12 @@
 /* The lists. A node's `q` says which one holds it (0: none). */
 enum { SHM_EVQ_NONE = 0, SHM_EVQ_SMALL = 1, SHM_EVQ_MAIN = 2, SHM_EVQ_LISTS = 2 };
 
-/* Largest credit a node carries (6 bits' worth: passes the policy may grant an unhit entry). */
+/* Largest credit a node carries (6 bits' worth: passes the policy may grant an unhit entry), and
+ * the flag saying the policy has weighed the entry already (so an entry is granted credit once
+ * per stay unless a hit renews it). */
 #define SHM_EVQ_CREDIT_MAX 63u
+#define SHM_EVQ_CREDIT_GRANTED 0x100u
+#define SHM_EVQ_CREDIT(c) ((c) & ~SHM_EVQ_CREDIT_GRANTED)
 /* Costs are clamped to this (2^50 ns: 13 days of compute for one prefix), so that density and
  * ratio arithmetic never overflows 128 bits. */
 #define SHM_EVQ_COST_MAX (1ull << 50)
@@ -37,7 +41,7 @@ enum { SHM_EVQ_NONE = 0, SHM_EVQ_SMALL = 1, SHM_EVQ_MAIN = 2, SHM_EVQ_LISTS = 2 
  * (prev, next, the membership record q, seq) and what it charges (bytes); the benefit fields
  * (cost, dens, credit) are the policy's per-entry state: a node's dens is always
  * shm_evq_density(cost, bytes) (fsck checks it, repair recomputes it), credit at most
- * SHM_EVQ_CREDIT_MAX.
+ * SHM_EVQ_CREDIT_MAX (plus the SHM_EVQ_CREDIT_GRANTED flag).
  */
 struct shm_evq_node {
 	uint32_t prev;               /* idx+1 of the next older node of the list, 0: this is the tail */

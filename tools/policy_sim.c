@@ -23,7 +23,8 @@
  * plus, with D the moving average (1/8 per eviction) of the densities v / c of evicted objects and
  * r = density / D: a small-FIFO object moves to main with two hits, one hit when r >= 2, none
  * when r >= 4; an object moving to main or hit there gets credit min(r - 1, 63), spent one per
- * unhit pass at the main FIFO's tail before it is evicted; a newcomer not in the ghost with
+ * unhit pass at the main FIFO's tail before it is evicted (one in main since the warm-up gets it
+ * the first time it reaches the tail unhit); a newcomer not in the ghost with
  * r < 1/16, when room must be made, is refused and put in the ghost; one whose value is below
  * 50 ps per byte of its size is refused. The ghost here is exact (the arena's is set-associative).
  *
@@ -188,6 +189,7 @@ struct s3 {
 	/* benefit mode (PSIM_BENEFIT) */
 	int benefit;
 	uint32_t *credit;
+	uint8_t *granted;
 	uint64_t evict_dens;
 };
 
@@ -269,8 +271,10 @@ static void s3_evict_small(struct s3 *s)
 			s->q[v] = Q_MAIN;
 			s->freq[v] = 0;
 			s->main_used += c;
-			if (s->benefit)
+			if (s->benefit) {
 				s->credit[v] = b_credit(s3_dens(s, v), s->evict_dens);
+				s->granted[v] = 1;
+			}
 			continue;
 		}
 		s->q[v] = Q_NONE;
@@ -287,13 +291,21 @@ static void s3_evict_main(struct s3 *s)
 		unlink_node(&s->l, v);
 		if (s->freq[v] >= 1) {
 			s->freq[v] = (s->freq[v] < 3 ? s->freq[v] : 3) - 1;
-			if (s->benefit)
+			if (s->benefit) {
 				s->credit[v] = b_credit(s3_dens(s, v), s->evict_dens);
+				s->granted[v] = 1;
+			}
 			push_head(&s->l, L_MAIN, v);
 			continue;
 		}
 		if (s->benefit && s->credit[v]) {
 			s->credit[v]--;
+			push_head(&s->l, L_MAIN, v);
+			continue;
+		}
+		if (s->benefit && !s->granted[v] && b_credit(s3_dens(s, v), s->evict_dens)) {
+			s->credit[v] = b_credit(s3_dens(s, v), s->evict_dens) - 1;
+			s->granted[v] = 1;
 			push_head(&s->l, L_MAIN, v);
 			continue;
 		}
@@ -323,10 +335,12 @@ static int run_s3fifo(const struct psim_trace *t, uint64_t cap, uint8_t *hit, co
 	s.q = calloc(t->nobj ? t->nobj : 1, 1);
 	s.freq = calloc(t->nobj ? t->nobj : 1, sizeof(uint32_t));
 	s.credit = calloc(t->nobj ? t->nobj : 1, sizeof(uint32_t));
-	if (!s.q || !s.freq || !s.credit || lists_init(&s.l, t->nobj, 3)) {
+	s.granted = calloc(t->nobj ? t->nobj : 1, 1);
+	if (!s.q || !s.freq || !s.credit || !s.granted || lists_init(&s.l, t->nobj, 3)) {
 		free(s.q);
 		free(s.freq);
 		free(s.credit);
+		free(s.granted);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < t->nreq; i++) {
@@ -361,12 +375,15 @@ static int run_s3fifo(const struct psim_trace *t, uint64_t cap, uint8_t *hit, co
 			s3_evict(&s);
 		s.freq[o] = 0;
 		s.credit[o] = 0;
+		s.granted[o] = 0;
 		if (ghost || (!s.has_evicted && s.small_used >= s.small_cap)) {
 			push_head(&s.l, L_MAIN, o);
 			s.q[o] = Q_MAIN;
 			s.main_used += c;
-			if (benefit && ghost)
+			if (benefit && ghost) {
 				s.credit[o] = b_credit(s3_dens(&s, o), s.evict_dens);
+				s.granted[o] = 1;
+			}
 		} else {
 			push_head(&s.l, L_SMALL, o);
 			s.q[o] = Q_SMALL;
@@ -377,6 +394,7 @@ static int run_s3fifo(const struct psim_trace *t, uint64_t cap, uint8_t *hit, co
 	free(s.q);
 	free(s.freq);
 	free(s.credit);
+	free(s.granted);
 	return 0;
 }
 

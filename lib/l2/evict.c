@@ -21,10 +21,11 @@
  * (its cost, ns) and its density d = cost / footprint (shm_evq_density). The header keeps D, a
  * moving average of the densities of the entries evicted lately: what the cache is giving up now.
  * An entry's ratio r = d / D (1 when either is unknown) weights S3-FIFO's three choices:
- *  - credit: an entry that joins or stays in the main FIFO on merit is granted c = min(r - 1, 63)
- *    extra passes; at the main FIFO's tail an unhit entry with credit goes back with c - 1 instead
- *    of being evicted (so it stays about r times as long as an average one: GDSF's cost/size,
- *    in FIFO passes);
+ *  - credit: an entry that joins or stays in the main FIFO on merit (a hit, a move from small, a
+ *    ghost hit) is granted c = min(r - 1, 63) extra passes, and one that got there otherwise (the
+ *    warm-up) is granted them the first time it reaches the tail unhit; at the main FIFO's tail an
+ *    unhit entry with credit goes back with c - 1 instead of being evicted (so it stays about r
+ *    times as long as an average one: GDSF's cost/size, in FIFO passes);
  *  - probation: a small-FIFO entry moves to main after two hits, or one hit when r >= 2, or none
  *    when r >= 4 (its expected reuse x saved compute per byte already beats what is evicted);
  *  - admission: a newcomer whose cost is below what copying it out of L2 takes is refused (a hit
@@ -134,14 +135,15 @@ static uint64_t ratio16(uint64_t dens, uint64_t evict_dens)
 	return r > (1ull << 32) ? (1ull << 32) : (uint64_t)r;
 }
 
-/* Extra passes for an entry of density @dens: min(r - 1, SHM_EVQ_CREDIT_MAX), 0 below r = 2. */
+/* Extra passes for an entry of density @dens: min(r - 1, SHM_EVQ_CREDIT_MAX), 0 below r = 2;
+ * flagged as granted. */
 static uint32_t credit_of(uint64_t dens, uint64_t evict_dens)
 {
 	uint64_t r = ratio16(dens, evict_dens);
 	if (r < L2_R_HIT_MOVE)
-		return 0;
+		return SHM_EVQ_CREDIT_GRANTED;
 	r = r / L2_R_ONE - 1;
-	return r > SHM_EVQ_CREDIT_MAX ? SHM_EVQ_CREDIT_MAX : (uint32_t)r;
+	return SHM_EVQ_CREDIT_GRANTED | (r > SHM_EVQ_CREDIT_MAX ? SHM_EVQ_CREDIT_MAX : (uint32_t)r);
 }
 
 /* D moves 1/8 of the way toward the density of an entry evicted now (unknown costs leave it). */
@@ -198,7 +200,7 @@ void l2_policy_admit(struct sc_arena *a, struct shm_index_entry *e, uint64_t cos
 		return; /* unqueued: neighbourhood eviction and fsck still find it */
 	struct shm_evq_hdr *h = q->hdr;
 	uint64_t budget = l2_budget(a), kfp = key_fp(e);
-	uint32_t which = SHM_EVQ_SMALL, idx = shm_index_idx(l2_ix(a), e), credit = 0;
+	uint32_t which = SHM_EVQ_SMALL, idx = shm_index_idx(l2_ix(a), e), credit = 0; /* not weighed yet */
 	uint64_t dens = shm_evq_density(l2_cost_clamp(cost), e->footprint);
 	if (shm_evq_ghost_take_locked(q, kfp, budget / 100 * L2_GHOST_PERCENT)) {
 		which = SHM_EVQ_MAIN;
@@ -463,8 +465,15 @@ static int evict_bytes(struct room *r, uint64_t need, int *why)
 				nd->credit = credit_of(nd->dens, h->evict_dens); /* hit again: its weight renewed */
 				shm_evq_push_locked(q, idx, SHM_EVQ_MAIN, bytes);
 				h->reinserted++;
-			} else if (which == SHM_EVQ_MAIN && nd->credit && nd->credit <= SHM_EVQ_CREDIT_MAX) {
+			} else if (which == SHM_EVQ_MAIN && SHM_EVQ_CREDIT(nd->credit) &&
+				   SHM_EVQ_CREDIT(nd->credit) <= SHM_EVQ_CREDIT_MAX) {
 				nd->credit--; /* unhit, but worth more than what is evicted: one more pass */
+				shm_evq_push_locked(q, idx, SHM_EVQ_MAIN, bytes);
+				h->credit_kept++;
+			} else if (which == SHM_EVQ_MAIN && !(nd->credit & SHM_EVQ_CREDIT_GRANTED) &&
+				   SHM_EVQ_CREDIT(credit_of(nd->dens, h->evict_dens))) {
+				/* in main since before anything was weighed (the warm-up): weighed now, once */
+				nd->credit = credit_of(nd->dens, h->evict_dens) - 1;
 				shm_evq_push_locked(q, idx, SHM_EVQ_MAIN, bytes);
 				h->credit_kept++;
 			} else if (c == C_SKIP) {
@@ -636,7 +645,7 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 						uint64_t w = nd->q == SHM_EVQ_MAIN ? 3 + (f < L2_FREQ_MAX ? f : L2_FREQ_MAX)
 										   : f >= L2_TO_MAIN ? 2 : 1;
 						/* and by what it is worth: its credit counts as passes */
-						w += nd->credit <= SHM_EVQ_CREDIT_MAX ? nd->credit : 0;
+						w += SHM_EVQ_CREDIT(nd->credit) <= SHM_EVQ_CREDIT_MAX ? SHM_EVQ_CREDIT(nd->credit) : 0;
 						w *= (1ull << 20) + bytes;
 						b = (struct wblk){ .off = off, .bytes = bytes, .idx = idx, .gen = gen,
 								   .kind = B_EVICT, .cost = w };
