@@ -92,14 +92,6 @@ static int shape_of(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1
 	return 0;
 }
 
-/* Checks 2..4; the digest (1) is checked by the caller first. A refusal is counted. */
-static int check_shape(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1, const struct sc_kv_desc *desc,
-		       uint64_t ntok, uint64_t *fp, int *why)
-{
-	int reason, rc = shape_of(st, kind, l0, l1, desc, ntok, fp, &reason);
-	return rc ? reject(st, l0 + l1, rc, reason, why) : 0;
-}
-
 /* The opening admit and publish share: *@why defaults to SC_L2_REFUSE_OTHER (when @why is NULL,
  * into @spare); 0, -EINVAL (no stage) or -ENOTRECOVERABLE (the arena is declared damaged). */
 static int l2_enter(struct sc_stage *st, int **why, int *spare)
@@ -142,9 +134,12 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 		l2_seg_plan_free(&plan);
 		return reject(st, wire, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	}
-	rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
-	if (!rc && (rc = sc_l2_key(st, ns, tokens, n, &key)))
+	/* the key first, so that a refusal from here on is noted for it (a later miss says why) */
+	int reason;
+	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
 		rc = reject(st, wire, rc, SC_L2_REFUSE_INVALID, why);
+	else if ((rc = shape_of(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, &reason)))
+		rc = refuse_key(st, key, wire, rc, *why = reason);
 	uint64_t cost = cost_for(st, n, cost_ns);
 	if (!rc && !l2_net_benefit(cost, wire)) {
 		/* a hit would copy more than recomputing costs: no benefit in keeping it */
@@ -274,12 +269,12 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	if (!sc_digest_equal(d, expected))
 		return reject(st, kv_len + rec_len, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0, wire = kv_len + rec_len;
-	rc = check_shape(st, kind, kv_len, rec_len, desc, ntok, &fp, why);
-	if (rc)
-		return rc;
 	struct sc_key key;
+	int reason;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
 		return reject(st, kv_len + rec_len, rc, SC_L2_REFUSE_INVALID, why);
+	if ((rc = shape_of(st, kind, kv_len, rec_len, desc, ntok, &fp, &reason)))
+		return refuse_key(st, key, wire, rc, *why = reason);
 	uint64_t cost = cost_for(st, n, cost_ns);
 	if (!l2_net_benefit(cost, wire)) {
 		*why = SC_L2_REFUSE_LOW_BENEFIT;

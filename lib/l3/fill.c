@@ -58,7 +58,8 @@
  * request to the ring (l3_fill_abandon): the fill goes on as any, its pin of the destination's
  * arena stays until its last read completed, and then, instead of queueing the request for a
  * reap, the ring calls the caller's function, which releases the destination (its reservation).
- * Nothing verifies or publishes it. Any later process() of the ring (a fill, a reap, a restore, the
+ * Nothing verifies or publishes it, and nothing here touches the destination any more (no hash,
+ * no further read): the caller's mapping of it may be gone (its arena handle closed). Any later process() of the ring (a fill, a reap, a restore, the
  * drain of sc_l3_close) gets there; a process that dies first leaves the reservation tagged with
  * its token, which the kernel keeps alive (the ring's pin) until the reads are done: only then can
  * a reaper free it.
@@ -727,9 +728,12 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	return rc;
 }
 
-/* Hash every leading chunk that is complete. */
+/* Hash every leading chunk that is complete (not for an abandoned fill: its destination may be
+ * unmapped, and nobody will look at the digest). */
 static void hash_ready(struct l3_fill_op *op)
 {
+	if (op->abandoned)
+		return;
 	while (op->hashed < op->nchunks && (op->done_mask >> op->hashed & 1)) {
 		uint64_t start = (uint64_t)op->hashed * op->chunk;
 		XXH3_128bits_update(op->hs, (const uint8_t *)op->req->dst + start, chunk_len(op, op->hashed));
@@ -831,6 +835,8 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 	const struct sc_location *loc = req->loc;
 	int rc = op->err, seg = 0;
 	shm_fault_point("fill.after_read");
+	if (!rc && op->abandoned)
+		rc = -ECANCELED; /* its caller gave up: not verified, not used (see the top of this file) */
 	if (!rc) {
 		/* a segmented object (never kept: its header is read every time): lib/l3/segstore.c reads,
 		 * verifies and quarantines */
@@ -896,6 +902,10 @@ static void chunk_got(struct l3_ring *r, struct l3_fill_op *op, uint32_t c, uint
 {
 	if (!res)
 		return;
+	if (op->abandoned) {
+		op->err = -ECANCELED; /* no further read into a destination its caller gave up */
+		return;
+	}
 	L3_MARK_DEFINED((uint8_t *)op->req->dst + (uint64_t)c * op->chunk + op->cgot[c], res);
 	uint64_t len = chunk_len(op, c), got = op->cgot[c] + res;
 	op->cgot[c] = got > len ? len : got; /* a longer file is caught by the size check */
@@ -913,7 +923,7 @@ static void chunk_got(struct l3_ring *r, struct l3_fill_op *op, uint32_t c, uint
 /* The combined read (header block + chunk 0) completed with @res. */
 static void first_got(struct l3_ring *r, struct l3_fill_op *op, int res)
 {
-	if (res == -EINVAL && op->direct) {
+	if (res == -EINVAL && op->direct && !op->abandoned) {
 		to_buffered(op); /* the kernel refused this O_DIRECT read after all: two buffered reads */
 		if (prep_header(r, op) || prep_chunk(r, op, 0))
 			op->err = -EAGAIN;
@@ -949,6 +959,9 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 	} else if (kind == L3_IO_OPEN) {
 		if (res < 0) {
 			op->err = open_error(res);
+		} else if (op->abandoned) {
+			op->fd = res; /* closed by fill_close; no read is started */
+			op->err = -ECANCELED;
 		} else {
 			op->fd = res;
 			int rc = fill_opened(l3, r, op); /* its reads are submitted by process() */
@@ -970,7 +983,7 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 	} else if (c >= op->nchunks) {
 		op->err = -EIO; /* cannot happen: we encoded it */
 	} else if (res < 0) {
-		if (res == -EINVAL && op->direct) {
+		if (res == -EINVAL && op->direct && !op->abandoned) {
 			to_buffered(op); /* the kernel refused this O_DIRECT read after all */
 			if (prep_chunk(r, op, c))
 				op->err = -EAGAIN;
@@ -1227,8 +1240,9 @@ int l3_fill_from_until(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_a
 		goto out;
 	}
 	shm_sched_point("l3.fill.submitted"); /* in flight: the deadline may pass before its reads do */
+	/* what completed is taken before the deadline is looked at; what completes after it is the
+	 * abandoned fill's own business (its completion may already be queued: the ring reaps it) */
 	for (;;) {
-		process(l3, r);
 		if (take_done(r, req)) {
 			rc = req->result;
 			goto out;
@@ -1243,6 +1257,7 @@ int l3_fill_from_until(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_a
 		struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / SHM_NS_PER_SEC),
 						.tv_nsec = (long long)((deadline - now) % SHM_NS_PER_SEC) };
 		(void)io_uring_wait_cqe_timeout(&r->ring, &cqe, &ts);
+		process(l3, r);
 	}
 out:
 	r->seg_src = NULL;
