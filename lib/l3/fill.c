@@ -105,7 +105,7 @@ struct l3_cachestat {
 #define L3_ASYNC_MIN (256u << 10)
 #define L3_EST_SMALL (256u << 10)   /* fills below this measure the fixed cost */
 #define L3_EST_LARGE (1u << 20)     /* fills from this measure the cost per byte */
-#define L3_EST_SHIFT 3              /* moving averages move 1/8 of the way per sample */
+#define L3_EST_SHIFT 2              /* moving averages move 1/4 of the way per sample */
 
 static __thread struct {
 	uint64_t id;
