@@ -131,9 +131,9 @@ struct cli_counters {
 /* Read @a's counters into @c (at most @max_stages stages); free with cli_counters_free. */
 void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *c);
 void cli_counters_free(struct cli_counters *c);
-/* Write @m's miss reasons as JSON members ("l2_misses":{...},"restore_misses":{...},...), each
- * array by name, starting with a comma. */
-void cli_json_misses(FILE *f, const struct sc_miss_stats *m);
+/* Write @m's miss reasons as JSON members ("l2_misses":{...},"restore_misses":{...}, and with
+ * @details "l2_misses_refused" and "restore_deadline"), each array by name, starting with a comma. */
+void cli_json_misses(FILE *f, const struct sc_miss_stats *m, int details);
 /* The same as text: one line per level that has misses, indented by @indent. */
 void cli_text_misses(FILE *f, const struct sc_miss_stats *m, const char *indent);
 

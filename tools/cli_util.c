@@ -577,7 +577,7 @@ void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *
 	}
 }
 
-void cli_json_misses(FILE *f, const struct sc_miss_stats *m)
+void cli_json_misses(FILE *f, const struct sc_miss_stats *m, int details)
 {
 	for (int k = 0; k < 2; k++) {
 		const uint64_t *v = k ? m->restore : m->l2;
@@ -586,6 +586,8 @@ void cli_json_misses(FILE *f, const struct sc_miss_stats *m)
 			fprintf(f, "%s\"%s\":%llu", i ? "," : "", sc_miss_reason_name(i), (unsigned long long)v[i]);
 		fprintf(f, "}");
 	}
+	if (!details)
+		return;
 	fprintf(f, ",\"l2_misses_refused\":{");
 	for (int i = 0; i < SC_L2_REFUSE_REASONS; i++)
 		fprintf(f, "%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)m->l2_refused[i]);

@@ -252,6 +252,7 @@ static const struct family families[] = {
 	STF("evictions", C, evictions, "entries of the stage evicted"),
 	STF("admission_rejects", C, admission_rejects, "admissions of the stage refused"),
 	STF("refused_bytes", C, refused_bytes, "wire bytes of the stage refused as too large"),
+	STF("refused_low_benefit", C, refused_low_benefit, "admissions of the stage refused by the benefit policy"),
 	PRF("observations", G, observations, "observations in the promotion table"),
 	PRF("claims", G, claims, "fills claimed now (single flight)"),
 	PRF("capacity", G, capacity, "slots of the promotion table"),
@@ -315,6 +316,7 @@ static const struct family families[] = {
 	L3F("fills_kept", C, fills_kept, "fills that read an object file kept open"),
 	L3F("fill_bytes_from_l2", C, fill_bytes_from_l2, "segment bytes of fills copied from L2, not read"),
 	L3F("identity_mismatches", C, identity_mismatches, "fills refused: the object was put by another model or state identity"),
+	L3F("fill_starts", C, fill_starts, "fills submitted (each reads, or fails before reading)"),
 };
 
 _Static_assert(offsetof(struct sc_l3_index_stats, key_collisions_l3) ==

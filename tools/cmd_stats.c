@@ -47,7 +47,7 @@ static void print_stage_json(uint64_t id, const struct sc_l2_stats *s, const str
 	       (unsigned long long)s->admission_rejects, (unsigned long long)s->refused_bytes,
 	       (unsigned long long)s->refused_low_benefit);
 	if (m)
-		cli_json_misses(stdout, m);
+		cli_json_misses(stdout, m, 0);
 	printf("}");
 }
 
@@ -119,12 +119,12 @@ static void l2_values(const struct sc_l2_stats *s, uint64_t v[L2_NAMES])
 	memcpy(v, w, sizeof(w));
 }
 
-/* "name":count for each refusal reason (low_benefit: its own counter). */
-static void json_refused(const uint64_t *refused, uint64_t low_benefit)
+/* "name":count for each refusal reason of the refused[] arrays (low_benefit has its own counter,
+ * refused_low_benefit). */
+static void json_refused(const uint64_t *refused)
 {
 	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
 		printf("%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)refused[i]);
-	printf(",\"%s\":%llu", sc_l2_refusal_name(SC_L2_REFUSE_LOW_BENEFIT), (unsigned long long)low_benefit);
 }
 
 static void json_l2_promotion(const struct snap *x)
@@ -135,21 +135,22 @@ static void json_l2_promotion(const struct snap *x)
 	for (size_t i = 0; i < L2_NAMES; i++)
 		printf("%s\"%s\":%llu", i ? "," : "", l2_names[i], (unsigned long long)v[i]);
 	printf(",\"refused\":{");
-	json_refused(x->s.refused, x->s.refused_low_benefit);
+	json_refused(x->s.refused);
 	printf("}");
 	if (x->have_ms)
-		cli_json_misses(stdout, &x->ms);
+		cli_json_misses(stdout, &x->ms, 1);
 	printf("}");
 	if (!x->c.have_ps)
 		return;
 	const struct sc_promote_stats *ps = &x->c.ps;
 	printf(",\"promotion\":{\"observations\":%u,\"claims\":%u,\"capacity\":%u,\"considered\":%llu,"
 	       "\"promoted\":%llu,\"evicted\":%llu,\"expired\":%llu,\"repairs\":%llu,\"published\":%llu,"
-	       "\"refused\":{",
+	       "\"refused_low_benefit\":%llu,\"refused\":{",
 	       ps->observations, ps->claims, ps->capacity, (unsigned long long)ps->considered,
 	       (unsigned long long)ps->promoted, (unsigned long long)ps->evicted, (unsigned long long)ps->expired,
-	       (unsigned long long)ps->repairs, (unsigned long long)ps->published);
-	json_refused(ps->refused, ps->refused_low_benefit);
+	       (unsigned long long)ps->repairs, (unsigned long long)ps->published,
+	       (unsigned long long)ps->refused_low_benefit);
+	json_refused(ps->refused);
 	printf("}}");
 }
 
