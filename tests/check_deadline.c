@@ -430,6 +430,49 @@ START_TEST(a_process_killed_with_an_abandoned_fill_in_flight_leaves_nothing_behi
 }
 END_TEST
 
+/* ---- costs in L3: every object format keeps them; old objects read as 0 ---- */
+
+START_TEST(costs_survive_every_object_format)
+{
+	uint8_t *b = aligned_alloc(4096, 256 << 10);
+	fill_bytes(b, 256 << 10, 8);
+	int32_t t[NTOK];
+	tokens_of(t, 8);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { 256 << 10 } };
+	struct sc_l3_put_args a = { .ns = "dl", .tokens = t, .token_count = NTOK, .payload = &p };
+	struct sc_location loc, got;
+	/* whole: an absurd cost is clamped, not refused */
+	ck_assert_int_eq(sc_l3_put_cost(l3, &a, UINT64_MAX, &loc), 0);
+	ck_assert_uint_eq(loc.cost_ns, SC_COST_MAX);
+	ck_assert_int_eq(sc_l3_lookup(l3, loc.digest, &got), 0);
+	ck_assert_uint_eq(got.cost_ns, SC_COST_MAX);
+	/* without a cost (as every object written before costs existed): 0 */
+	fill_bytes(b, 256 << 10, 9);
+	tokens_of(t, 9);
+	ck_assert_int_eq(sc_l3_put(l3, &a, &loc), 0);
+	ck_assert_int_eq(sc_l3_lookup(l3, loc.digest, &got), 0);
+	ck_assert_uint_eq(got.cost_ns, 0);
+	/* segmented: the manifest's header keeps it too, and a fill reports it */
+	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, 64 << 10), 0);
+	struct sc_l3 *h = l3_open();
+	fill_bytes(b, 256 << 10, 10);
+	tokens_of(t, 10);
+	ck_assert_int_eq(sc_l3_put_cost(h, &a, 777777, &loc), 0);
+	ck_assert_int_eq(sc_l3_lookup(h, loc.digest, &got), 0);
+	ck_assert_uint_eq(got.cost_ns, 777777);
+	void *dst = aligned_alloc(4096, 256 << 10);
+	struct sc_l3_fill_req req = { .loc = &got, .dst = dst, .dst_bytes = 256 << 10 }, *rp = &req, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(h, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(h, &done, 1, 60000000000ll), 1);
+	ck_assert_int_eq(done->result, 0);
+	ck_assert_uint_eq(done->cost_ns, 777777);
+	ck_assert_int_eq(memcmp(dst, b, 256 << 10), 0);
+	free(dst);
+	sc_l3_close(h);
+	free(b);
+}
+END_TEST
+
 Suite *deadline_suite(void)
 {
 	Suite *s = suite_create("deadline");
@@ -443,6 +486,7 @@ Suite *deadline_suite(void)
 	tcase_add_test(tc, an_abandoned_fill_keeps_its_memory_until_its_reads_completed);
 	tcase_add_test(tc, an_abandoned_fill_outlives_its_arena_handle);
 	tcase_add_test(tc, a_process_killed_with_an_abandoned_fill_in_flight_leaves_nothing_behind);
+	tcase_add_test(tc, costs_survive_every_object_format);
 	suite_add_tcase(s, tc);
 	return s;
 }
