@@ -28,8 +28,8 @@
  * admissions the real cache refused while replaying (0 unless something froze).
  *
  * The mixed-cost trace (mixed09_3x): what a hit saves differs by orders of magnitude between
- * objects of one size. A documented model of three kinds of prefix state, one third... of the
- * objects each (40 % KV, 30 % recurrent, 30 % full; sizes and costs log-uniform in the ranges):
+ * objects of one size. A documented model of three kinds of prefix state (40 % of the objects KV
+ * states, 30 % recurrent, 30 % full; sizes and token counts log-uniform in the ranges):
  *  - KV states of an 8B-class attention model (Llama-3-8B shapes: 32 layers x 8 KV heads x 128
  *    dims x K and V x fp16 = 128 KiB per token): prefixes of 2..128 tokens, 256 KiB..16 MiB,
  *    prefill 200 us per token (~5000 tokens/s): about 1.5 ns of compute per byte;
