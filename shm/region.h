@@ -30,8 +30,8 @@
                                        * policy region (S3-FIFO queues), refusal counters; 5: the
                                        * segment table (shm/seg.h) after the queues; 6: benefit
                                        * fields in the policy nodes (48 bytes), the departure table,
-                                       * miss-reason counters (stats region 1 MiB) */
-#define SHM_STATS_BYTES (1u << 20)        /* SHM_REGION_STATS: lib/l2/view.h lays it out */
+                                       * miss-reason counters (stats region 528 KiB) */
+#define SHM_STATS_BYTES (528u << 10)      /* SHM_REGION_STATS: lib/l2/view.h lays it out */
 #define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */

@@ -77,7 +77,7 @@ void l2_count_l2_miss(struct sc_stage *st, int reason, uint32_t detail)
 	if (reason < 0 || reason >= SC_MISS_COUNT)
 		reason = SC_MISS_CORRUPT;
 	st->local_miss_by[reason]++;
-	if (reason == SC_MISS_REFUSED && detail < SC_MISS_MAX)
+	if (reason == SC_MISS_REFUSED && detail < L2_REFUSE_SLOTS)
 		st->local_refused_by[detail]++;
 	uint64_t sid = st->id, lvl = 0, why = (uint64_t)reason, det = detail;
 	SC_PROBE(miss_reason, sid, lvl, why, det);
@@ -91,7 +91,7 @@ void l2_count_restore_miss(struct sc_arena *a, uint64_t stage_id, int reason, ui
 	atomic_fetch_add_explicit(&g->restore[reason], 1, memory_order_relaxed);
 	if (s)
 		atomic_fetch_add_explicit(&s->restore[reason], 1, memory_order_relaxed);
-	if (reason == SC_MISS_DEADLINE && detail < 8) {
+	if (reason == SC_MISS_DEADLINE && detail < L2_DEADLINE_SLOTS) {
 		atomic_fetch_add_explicit(&g->deadline[detail], 1, memory_order_relaxed);
 		if (s)
 			atomic_fetch_add_explicit(&s->deadline[detail], 1, memory_order_relaxed);
@@ -113,12 +113,13 @@ int sc_miss_stats(struct sc_arena *a, uint64_t stage_id, struct sc_miss_stats *o
 	struct l2_misses *m = &l2_stats_region(a)->misses_global;
 	if (stage_id && !(m = l2_misses_of(a, stage_id)))
 		return -ENOENT;
-	for (int i = 0; i < SC_MISS_MAX; i++) {
+	for (unsigned i = 0; i < L2_MISS_SLOTS; i++) {
 		out->l2[i] = atomic_load_explicit(&m->l2[i], memory_order_relaxed);
 		out->restore[i] = atomic_load_explicit(&m->restore[i], memory_order_relaxed);
-		out->l2_refused[i] = atomic_load_explicit(&m->refused[i], memory_order_relaxed);
 	}
-	for (int i = 0; i < 8; i++)
+	for (unsigned i = 0; i < L2_REFUSE_SLOTS; i++)
+		out->l2_refused[i] = atomic_load_explicit(&m->refused[i], memory_order_relaxed);
+	for (unsigned i = 0; i < L2_DEADLINE_SLOTS; i++)
 		out->deadline[i] = atomic_load_explicit(&m->deadline[i], memory_order_relaxed);
 	return 0;
 }

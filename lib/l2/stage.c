@@ -116,13 +116,15 @@ struct l2_misses *l2_misses_of(struct sc_arena *a, uint64_t stage_id)
 static void flush_misses(struct sc_stage *st)
 {
 	struct l2_misses *g = &l2_stats_region(st->arena)->misses_global, *s = st->rec ? l2_misses_of(st->arena, st->id) : NULL;
-	for (int i = 0; i < SC_MISS_MAX; i++) {
+	for (unsigned i = 0; i < L2_MISS_SLOTS; i++) {
 		if (st->local_miss_by[i]) {
 			atomic_fetch_add_explicit(&g->l2[i], st->local_miss_by[i], memory_order_relaxed);
 			if (s)
 				atomic_fetch_add_explicit(&s->l2[i], st->local_miss_by[i], memory_order_relaxed);
 			st->local_miss_by[i] = 0;
 		}
+	}
+	for (unsigned i = 0; i < L2_REFUSE_SLOTS; i++) {
 		if (st->local_refused_by[i]) {
 			atomic_fetch_add_explicit(&g->refused[i], st->local_refused_by[i], memory_order_relaxed);
 			if (s)

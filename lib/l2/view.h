@@ -44,17 +44,22 @@ struct l2_refusals {
 };
 _Static_assert(sizeof(struct l2_refusals) == 64, "refusals: one line");
 
-/* Miss reasons (enum sc_miss_reason) and what goes with them, per stage and global (8 lines). */
+/* Miss reasons (enum sc_miss_reason) and what goes with them, per stage and global (5 lines: the
+ * smallest arena must still have a heap, so exactly as many counters as there are reasons). */
+#define L2_MISS_SLOTS 13u
+#define L2_REFUSE_SLOTS 9u
+#define L2_DEADLINE_SLOTS 4u
 struct l2_misses {
-	_Atomic uint64_t l2[SC_MISS_MAX];      /* L2 lookups that missed, by reason */
-	_Atomic uint64_t restore[SC_MISS_MAX]; /* restores that returned no state, by reason */
-	_Atomic uint64_t refused[SC_MISS_MAX]; /* L2 misses of reason REFUSED, by enum sc_l2_refusal */
-	_Atomic uint64_t deadline[8];          /* restore misses of reason DEADLINE, by detail */
-	_Atomic uint64_t low_benefit;          /* admissions refused as SC_L2_REFUSE_LOW_BENEFIT */
-	uint64_t pad[7];
+	_Atomic uint64_t l2[L2_MISS_SLOTS];          /* L2 lookups that missed, by reason */
+	_Atomic uint64_t restore[L2_MISS_SLOTS];     /* restores that returned no state, by reason */
+	_Atomic uint64_t refused[L2_REFUSE_SLOTS];   /* L2 misses of reason REFUSED, by enum sc_l2_refusal */
+	_Atomic uint64_t deadline[L2_DEADLINE_SLOTS]; /* restore misses of reason DEADLINE, by detail */
+	_Atomic uint64_t low_benefit;                /* admissions refused as SC_L2_REFUSE_LOW_BENEFIT */
 };
-_Static_assert(sizeof(struct l2_misses) == 512, "miss counters: 8 lines");
-_Static_assert(SC_MISS_COUNT <= SC_MISS_MAX && SC_L2_REFUSE_REASONS <= SC_MISS_MAX, "reasons fit");
+_Static_assert(sizeof(struct l2_misses) == 320, "miss counters: 5 lines");
+_Static_assert(SC_MISS_COUNT == L2_MISS_SLOTS && SC_L2_REFUSE_REASONS == L2_REFUSE_SLOTS &&
+		       SC_DEADLINE_COUNT == L2_DEADLINE_SLOTS,
+	       "a counter for every reason (a new one changes the stats layout)");
 
 #define L2_STAGE_RECS 1024u
 struct l2_stats_region {
@@ -101,8 +106,8 @@ struct sc_stage {
 	int last_refusal;            /* enum sc_l2_refusal of the last call that did not publish, -1 */
 	uint64_t token_cost;         /* ns per token declared through this handle (the record's wins) */
 	/* L2 misses by reason, flushed with local_misses (their sum is local_misses) */
-	uint32_t local_miss_by[SC_MISS_MAX];
-	uint32_t local_refused_by[SC_MISS_MAX];
+	uint32_t local_miss_by[L2_MISS_SLOTS];
+	uint32_t local_refused_by[L2_REFUSE_SLOTS];
 };
 
 static inline struct shm_index *l2_ix(struct sc_arena *a)
