@@ -1,5 +1,5 @@
 # stagecache — one plain Makefile; every output under build/.
-#   make [all] | check | demo | bench | deps | install | clean | fuzz
+#   make [all] | check | demo | demo-llama | bench | deps | install | clean | fuzz
 #   switches: ASAN=1 TSAN=1 V=1 PREFIX=/usr/local DESTDIR=
 .DELETE_ON_ERROR:
 SHELL := /bin/bash
@@ -45,7 +45,11 @@ endif
 
 LIB_SRCS := $(sort $(wildcard shm/*.c lib/*.c lib/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
-TOOL_SRCS := $(filter-out tools/bench_%.c,$(sort $(wildcard tools/*.c)))
+# tools/, one folder per product: common/ (what every tool links), cli/ (the `stagecache` command),
+# demo/ (the demo, its workload and the policy simulators: part of the command), stress/ (the
+# stress harness: only in the test build's command), bench/ (`stagecache-bench`), scripts/.
+TOOL_COMMON_SRCS := $(sort $(wildcard tools/common/*.c))
+TOOL_SRCS := $(TOOL_COMMON_SRCS) $(sort $(wildcard tools/cli/*.c tools/demo/*.c))
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(B)/obj/%.o)
 TEST_SRCS := $(sort $(wildcard tests/check_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
@@ -62,7 +66,10 @@ CLI := $(B)/stagecache
 # installs only the product).
 T := $(B)/test
 TEST_LIB_OBJS := $(LIB_SRCS:%.c=$(T)/obj/%.o)
-TEST_TOOL_OBJS := $(TOOL_SRCS:%.c=$(T)/obj/%.o)
+# the test build's command has the stress harness itself (tools/stress/) where the product's
+# `stress` runs the test build's (tools/cli/cmd_stress.c)
+TEST_TOOL_SRCS := $(filter-out tools/cli/cmd_stress.c,$(TOOL_SRCS)) $(sort $(wildcard tools/stress/*.c))
+TEST_TOOL_OBJS := $(TEST_TOOL_SRCS:%.c=$(T)/obj/%.o)
 TEST_STATIC := $(T)/libstagecache.a
 TEST_SHARED := $(T)/libstagecache.so.0
 TEST_CLI := $(T)/stagecache
@@ -115,7 +122,9 @@ $(TEST_CLI): $(TEST_TOOL_OBJS) $(TEST_SHARED)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TEST_TOOL_OBJS) -L$(T) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN' $(LIBS) $(TOOL_LIBS)
 
-$(T)/obj/tools/cmd_trace.o: $(B)/stagecache.skel.h # BPF_SKEL is defined further down
+$(T)/obj/tools/cli/cmd_trace.o: $(B)/stagecache.skel.h # BPF_SKEL is defined further down
+# every tool includes its folder's headers and tools/common/cli.h
+$(B)/obj/tools/%.o $(T)/obj/tools/%.o: override CFLAGS += -Itools/common
 
 # Tests link the test build's static library (and may use its private headers and the hooks).
 $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
@@ -123,13 +132,24 @@ $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DSC_TEST_HOOKS -Wno-unused-parameter $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(TEST_STATIC) $(LIBS) $(CHECK_LIBS)
 
-# ---- benchmarks: build/stagecache-bench, run as `stagecache bench ...` ----
+# tests/check_memmodel.c compiles the protocols' own sources with their atomics redirected to a
+# weak memory model (tests/mm_atomics.h); their external functions are renamed mm_* there so they
+# do not clash with the library's copies.
+MM_SRCS := shm/readers.c shm/index.c shm/mutex.c shm/ring.c lib/l2/lease.c
+$(B)/tests/mm_renames.h: $(MM_SRCS)
+	@mkdir -p $(dir $@)
+	$(Q)grep -hE '^[a-z][a-z0-9_ *]*[ *]?(shm|l2|sc)_[a-z0-9_]+\(' $^ | grep -v '^static' | \
+		sed -E 's/^[^(]*[ *]((shm|l2|sc)_[a-z0-9_]+)\(.*/#define \1 mm_\1/' | sort -u > $@
+$(B)/tests/check_memmodel: $(B)/tests/mm_renames.h $(MM_SRCS) shm/readers.h shm/index.h shm/mutex.h shm/ring.h lib/l2/view.h lib/l2/lease.h
+$(B)/tests/check_memmodel: override CFLAGS += -I$(B)/tests
+
+# ---- benchmarks (tools/bench/, see its README.md): build/stagecache-bench, run as `stagecache bench ...` ----
 # Everything that compares with other systems lives in this binary, never in the CLI: LMDB is
 # linked, DPDK's librte_ring is dlopen'ed (its inline ring code comes from the headers), memcached,
 # Redis and fio are spoken to over their sockets / run as programs.
 BENCH := $(B)/stagecache-bench
-BENCH_SRCS := $(sort $(wildcard tools/bench_*.c))
-BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/tools/cli_util.o $(B)/obj/tools/policy_sim.o
+BENCH_SRCS := $(sort $(wildcard tools/bench/*.c)) $(TOOL_COMMON_SRCS) tools/demo/policy_sim.c
+BENCH_OBJS := $(BENCH_SRCS:%.c=$(B)/obj/%.o)
 BENCH_LIBS := -llmdb -lm -ldl
 DPDK_VERSION := $(shell pkg-config --modversion libdpdk 2>/dev/null)
 
@@ -141,8 +161,8 @@ all: $(BENCH)
 
 # the ring benchmark (both sides' consumers and producers) as DPDK builds its applications' hot
 # paths: -O3 -march=native, after DPDK's own flags (which say -march=corei7)
-$(B)/obj/tools/bench_ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null) -O3 -march=native
-$(B)/obj/tools/bench_main.o $(B)/obj/tools/bench_ring.o: override CFLAGS += -DSC_DPDK_VERSION='"$(DPDK_VERSION)"'
+$(B)/obj/tools/bench/ring.o: override CFLAGS += $(shell pkg-config --cflags libdpdk 2>/dev/null) -O3 -march=native
+$(B)/obj/tools/bench/ring.o: override CFLAGS += -DSC_DPDK_VERSION='"$(DPDK_VERSION)"'
 
 BENCH_DIR := $(B)/bench
 # make bench: every benchmark, the JSON lines in $(BENCH_DIR)/bench.json, the table, then plots and
@@ -192,7 +212,7 @@ $(BPF_SKEL): $(BPF_OBJ)
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name stagecache_bpf > $@
 
-$(B)/obj/tools/cmd_trace.o: $(BPF_SKEL)
+$(B)/obj/tools/cli/cmd_trace.o: $(BPF_SKEL)
 
 # The probe benchmark compares the same L2 hit loop linked statically against build/libstagecache.a
 # and against build/noprobes/libstagecache.a (every object rebuilt with -DSC_NO_PROBES).
@@ -208,14 +228,14 @@ $(B)/noprobes/libstagecache.a: $(NOPROBES_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(B)/bench_probes_helper: tools/bench_probes.c $(STATIC)
+$(B)/bench_probes_helper: tools/bench/probes.c $(STATIC)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -DSC_PROBES_HELPER $(LDFLAGS) -o $@ $< $(STATIC) $(LIBS)
+	$(Q)$(CC) $(CFLAGS) -Itools/common -DSC_PROBES_HELPER $(LDFLAGS) -o $@ $< $(STATIC) $(LIBS)
 
-$(B)/noprobes/bench_probes_helper: tools/bench_probes.c $(B)/noprobes/libstagecache.a
+$(B)/noprobes/bench_probes_helper: tools/bench/probes.c $(B)/noprobes/libstagecache.a
 	$(call msg,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -DSC_PROBES_HELPER -DSC_NO_PROBES $(LDFLAGS) -o $@ $< $(B)/noprobes/libstagecache.a $(LIBS)
+	$(Q)$(CC) $(CFLAGS) -Itools/common -DSC_PROBES_HELPER -DSC_NO_PROBES $(LDFLAGS) -o $@ $< $(B)/noprobes/libstagecache.a $(LIBS)
 
 # check_probes reads the notes of a binary linked statically with every object of the archive.
 $(B)/tests/static_probes: $(STATIC)
@@ -306,11 +326,14 @@ check: export PYTHON3 := $(PYTHON3)
 check: export CARGO := $(CARGO)
 
 # make docs: man pages under $(B)/man (stagecache.1, stagecache-CMD.1 from each --help via
-# help2man; libstagecache.3 from the header's comments via Doxygen).
+# help2man; libstagecache.3 from the header's comments via Doxygen), and docs/CLI.md (committed)
+# from the same --help texts (`stress` and `bench` run the test build and stagecache-bench).
 MANDIR ?= $(PREFIX)/share/man
-docs: $(CLI) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh
+docs: $(CLI) $(TEST_CLI) $(BENCH) lib/stagecache.h docs/Doxyfile docs/doxygen_filter.py docs/man.sh docs/cli.sh
 	$(call msg,DOCS,$(B)/man)
 	$(Q)sh docs/man.sh $(B) $(CLI)
+	$(call msg,DOCS,docs/CLI.md)
+	$(Q)sh docs/cli.sh $(CLI) > $(B)/CLI.md.tmp && mv $(B)/CLI.md.tmp docs/CLI.md
 
 # make install also installs the man pages and the Python package (which then loads the
 # library from $(LIBDIR), recorded in stagecache/_installed.py).
@@ -330,20 +353,105 @@ install-python:
 
 .PHONY: docs install-docs install-python
 
-# ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/cephfs-dev.sh ----
-$(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/cephfs-dev.sh"'
-$(B)/tests/check_cephfs: tools/cephfs-dev.sh
+# ---- the llama.cpp example (examples/llama/): built when `make deps` installed the engine ----
+# examples/llama/fetch-engine.sh puts the prebuilt libllama/libggml* in build/llama/lib, the
+# headers in build/llama/include and gguf-py in build/llama/gguf-py; gen-model.py writes random-
+# weight GGUF models into build/llama/models. Without the engine (no registry) none of this is
+# built and tests/check_llama.c prints SKIP.
+LLAMA_DIR := build/llama
+LLAMA_SO := $(notdir $(wildcard $(LLAMA_DIR)/lib/libllama.v*.so))
+LLAMA_EX := $(B)/examples/llama
+LLAMA_WORKER := $(LLAMA_EX)/sc-llama-worker
+LLAMA_CHAT := $(LLAMA_EX)/sc-llama-chat
+LLAMA_MODELS := $(LLAMA_DIR)/models
+LLAMA_CFLAGS := -I$(LLAMA_DIR)/include -DSC_LLAMA_LIBDIR='"$(abspath $(LLAMA_DIR)/lib)"'
+LLAMA_LIBS := -L$(LLAMA_DIR)/lib -l:$(LLAMA_SO) $(patsubst $(LLAMA_DIR)/lib/%,-l:%,$(wildcard $(LLAMA_DIR)/lib/libggml.v*.so)) \
+	-l:libggml-base.so -Wl,-rpath,'$(abspath $(LLAMA_DIR)/lib)'
+LLAMA_WORKER_OBJS := $(addprefix $(B)/obj/examples/llama/,worker.o cache.o engine.o layout.o)
+
+$(B)/obj/examples/llama/%.o: examples/llama/%.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LLAMA_CFLAGS) -c -o $@ $<
+
+$(LLAMA_WORKER): $(LLAMA_WORKER_OBJS) $(SHARED)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(LLAMA_WORKER_OBJS) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN/../..' $(LLAMA_LIBS)
+
+# the same engine wrapper as a shared library, for examples/llama/worker.py (ctypes)
+LLAMA_ENGINE_SO := $(LLAMA_EX)/libsc-llama-engine.so
+$(LLAMA_ENGINE_SO): $(B)/obj/examples/llama/engine.o
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -shared $(LDFLAGS) -o $@ $< $(LLAMA_LIBS)
+
+# the driver speaks to workers through pipes and reads their rings: it needs no llama.cpp
+$(LLAMA_CHAT): $(B)/obj/examples/llama/chat.o $(B)/obj/examples/llama/trace.o $(SHARED)
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(B) -l:libstagecache.so.0 -Wl,-rpath,'$$ORIGIN/../..' -lm
+
+$(LLAMA_MODELS)/%.gguf: examples/llama/gen-model.py $(LLAMA_DIR)/ENGINE
+	$(call msg,GGUF,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(PYTHON3) examples/llama/gen-model.py --size $* --gguf-py $(LLAMA_DIR)/gguf-py $@ >/dev/null
+
+llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_CHAT) $(LLAMA_ENGINE_SO) $(LLAMA_MODELS)/tiny.gguf,llama-missing)
+llama-models: $(if $(LLAMA_SO),$(LLAMA_MODELS)/tiny.gguf $(LLAMA_MODELS)/base.gguf,llama-missing)
+bench-run: $(if $(LLAMA_SO),llama-models)
+llama-missing:
+	@echo "  SKIP    the llama.cpp example: the engine is not installed (make deps fetches it from the npm registry)"
+all: llama
+$(B)/tests/check_llama: $(if $(LLAMA_SO),$(LLAMA_WORKER) $(LLAMA_CHAT) $(LLAMA_ENGINE_SO) $(LLAMA_MODELS)/tiny.gguf)
+$(B)/tests/check_llama: override CFLAGS += -DSC_LLAMA_WORKER='"$(abspath $(LLAMA_WORKER))"' \
+	-DSC_LLAMA_MODELS='"$(abspath $(LLAMA_MODELS))"' -DSC_LLAMA_GEN='"$(abspath examples/llama/gen-model.py)"' \
+	-DSC_LLAMA_GGUF_PY='"$(abspath $(LLAMA_DIR)/gguf-py)"' -DSC_PYTHON3='"$(PYTHON3)"' \
+	-DSC_LLAMA_PY='"$(abspath examples/llama/worker.py)"' -DSC_LLAMA_ENGINE='"$(abspath $(LLAMA_ENGINE_SO))"' \
+	-DSC_PYTHONPATH='"$(abspath python)"'
+
+# make demo-llama: the engine act (examples/llama/demo.sh): workers answering a chat trace with
+# and without the cache, time to first token side by side, where the cache's time went.
+demo-llama: deps
+	@$(MAKE) --no-print-directory all llama-models
+	@$(MAKE) --no-print-directory setup
+	@sh examples/llama/demo.sh $(B)
+
+.PHONY: llama llama-models llama-missing demo-llama
+
+-include $(LLAMA_WORKER_OBJS:.o=.d) $(B)/obj/examples/llama/chat.d $(B)/obj/examples/llama/trace.d
+
+# ---- CephFS: tests/check_cephfs.c starts and stops a real cluster with tools/scripts/cephfs-dev.sh ----
+$(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/scripts/cephfs-dev.sh"'
+$(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
+
+# ---- make mutate: the mutation runner (tests/mutate/mutate.py) on a copy of the tree under
+# build/mutate/tree (the checkout is never modified). FILES="shm/ring.c ..." (default: the groups
+# of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
+# (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
+# each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest).
+# Summary: build/mutate/summary.txt.
+PER_FILE ?= 6
+SEED ?= 1
+BUDGET ?= 10800
+JOBS ?= 2
+mutate: all tests
+	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
+		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") $(if $(NO_VALIDATE),--no-validate)
+
+.PHONY: mutate
 
 # ---- checks ----
 deps:
-	@sh tools/deps.sh
+	@sh tools/scripts/deps.sh
+	@sh examples/llama/fetch-engine.sh $(LLAMA_DIR)
 
 # make cross: the library (static and shared) cross-compiled for aarch64 under build/aarch64,
-# with Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages (tools/deps.sh --cross installs
+# with Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages (tools/scripts/deps.sh --cross installs
 # them). CI runs it so that the first ARM user does not meet a build error.
 CROSS_CC ?= aarch64-linux-gnu-gcc
 cross:
-	@sh tools/deps.sh --cross
+	@sh tools/scripts/deps.sh --cross
 	@$(MAKE) --no-print-directory B=build/aarch64 CC=$(CROSS_CC) ASAN= TSAN= \
 		build/aarch64/libstagecache.a build/aarch64/libstagecache.so.0
 	@readelf -h build/aarch64/libstagecache.so.0 | grep -q 'Machine: *AArch64' || { echo "build/aarch64/libstagecache.so.0 is not an aarch64 object" >&2; exit 1; }

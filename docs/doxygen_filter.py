@@ -3,7 +3,8 @@
 
 The header documents every declaration in plain C comments (kernel-doc style: `/** name - what`,
 `@param: text`, and `/* ... */` after a field). Doxygen only reads `/**` blocks and `/**<` trailing
-comments, so this filter, line for line (line numbers stay right), turns:
+comments, so this filter, line for line (line numbers stay right up to the end, where the
+declarations of lib/stagecache_parts.h are read in place of its #include), turns:
   - the file's first comment into the \\file documentation;
   - a `/*` block comment that ends right before a declaration into a `/**` block;
   - a comment after a field, an enumerator or a macro into a `/**<` trailing comment;
@@ -13,7 +14,29 @@ Section banners (`/* ==== ... ==== */`) stay plain comments.
 import re
 import sys
 
-lines = open(sys.argv[1]).read().split("\n")
+import os
+
+
+def parts_body(path):
+    """The declarations of lib/stagecache_parts.h (stagecache.h includes it at its end), without its
+    own file comment, include guard, includes and extern "C" lines: one page documents both."""
+    keep, started = [], False
+    for line in open(path).read().split("\n"):
+        if not started:
+            started = line.startswith("#define STAGECACHE_PARTS_H")
+            continue
+        if line.startswith(("#include", "#ifdef __cplusplus", "#endif", "extern \"C\"")) or line == "}":
+            continue
+        keep.append(line)
+    return keep
+
+
+lines = []
+for line in open(sys.argv[1]).read().split("\n"):
+    if line.strip() == '#include "stagecache_parts.h"':
+        lines += parts_body(os.path.join(os.path.dirname(sys.argv[1]), "stagecache_parts.h"))
+    else:
+        lines.append(line)
 out = []
 first = True
 i = 0

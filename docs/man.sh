@@ -78,7 +78,7 @@ for f in "$d"/*.3; do
 	fi
 done
 # a function named like its structure (sc_restore, sc_l2_stats, ...): the function's name page
-for fn in $(sed -n 's/^[a-z].*[ *]\(sc_[a-z0-9_]*\)(.*/\1/p' lib/stagecache.h); do
+for fn in $(sed -n 's/^[a-z].*[ *]\(sc_[a-z0-9_]*\)(.*/\1/p' lib/stagecache.h lib/stagecache_parts.h); do
 	[ -e "$out/man3/$fn.3" ] || echo ".so man3/libstagecache.3" >"$out/man3/$fn.3"
 done
 rm -rf "$out/bin" "$out/doxygen" "$see_also"

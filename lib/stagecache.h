@@ -111,7 +111,7 @@ const char *sc_huge_name(int huge);
 
 #define SC_ARENA_OPT_GID 0x1u  /* gid is meant literally: 0 is root's group, not "the caller's" */
 /* Store no token ids with L2 and index entries and compare none on hits: a key collision then
- * serves another prefix's state. For measurements (see README, "token verification"). Also
+ * serves another prefix's state. For measurements (see tools/bench/README.md, "Token verification"). Also
  * reported in sc_arena_info.flags. */
 #define SC_ARENA_NO_TOKEN_VERIFY 0x2u
 #define SC_ARENA_OPT_MASK 0x3u

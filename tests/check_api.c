@@ -1,5 +1,5 @@
 /*
- * tests/check_api.c — the API cleanups of issue 16: the run-time layout table (every byte of every
+ * tests/check_api.c — the API's conventions: the run-time layout table (every byte of every
  * public structure accounted for), the enum name helpers, sc_arena_extents, sc_promote_admit,
  * the batcher's explicit options, explicit zero values, reserved words refused, per-stage stats
  * by id, and what a lease and a restore promise about their reserved and in_arena fields.
@@ -82,7 +82,7 @@ START_TEST(layouts_are_pinned)
 	/* a size change is a deliberate ABI change: update these, the bindings and the docs together */
 	ck_assert_uint_eq(sizeof(struct sc_lease), 440);
 	ck_assert_uint_eq(offsetof(struct sc_lease, kv_desc), 88);
-	ck_assert_uint_eq(offsetof(struct sc_lease, segments), 328); /* issue 19: in former reserved room */
+	ck_assert_uint_eq(offsetof(struct sc_lease, segments), 328); /* in former reserved room */
 	ck_assert_uint_eq(offsetof(struct sc_lease, reserved), 336);
 	ck_assert_uint_eq(sizeof(struct sc_segment), 24);
 	ck_assert_uint_eq(offsetof(struct sc_arena_opts, segment_bytes), 72);

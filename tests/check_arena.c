@@ -11,6 +11,8 @@
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../shm/index.h"
+#include "../shm/layout.h"
 #include "../shm/readers.h"
 
 static uint64_t file_hash(const char *path)
@@ -564,7 +566,16 @@ START_TEST(test_huge_require)
 	ck_assert_int_eq(sc_arena_info(a, &in), 0);
 	ck_assert_int_eq(in.backing, SC_BACKING_HUGETLBFS_2M);
 	ck_assert_uint_eq(in.page_size, 2 << 20);
+	ck_assert_uint_eq(in.size_bytes, 16 << 20); /* a multiple of 2 MiB is not rounded up */
 	ck_assert(strncmp(in.path, "/dev/shm/", 9) != 0);
+	/* a size that is not a multiple of 2 MiB is rounded up to the next one, and only that far */
+	struct sc_arena_opts o2 = { .size_bytes = (10 << 20) + 4096, .huge = SC_HUGE_REQUIRE };
+	const char *name2;
+	struct sc_arena *a2 = sc_test_arena_opts("huge2", &o2, &name2);
+	struct sc_arena_info in2;
+	ck_assert_int_eq(sc_arena_info(a2, &in2), 0);
+	ck_assert_uint_eq(in2.size_bytes, 12 << 20);
+	sc_test_arena_destroy(a2, name2);
 	/* a child finds it in the hugetlbfs directory */
 	struct sc_arena *b;
 	ck_assert_int_eq(sc_arena_open(name, &b), 0);
@@ -664,7 +675,7 @@ START_TEST(regression_header_rewritten_after_attach)
 }
 END_TEST
 
-/* Defect 3 (issue 12): `mkfifo /dev/shm/stagecache.NAME; stagecache destroy NAME` hung (any
+/* Defect 3: `mkfifo /dev/shm/stagecache.NAME; stagecache destroy NAME` hung (any
  * user can plant a FIFO). Every open of an arena file refuses what is not a regular file without
  * blocking; a child runs the calls under an alarm so that a hang fails the test. */
 START_TEST(regression_planted_fifo_never_blocks)
@@ -747,7 +758,7 @@ START_TEST(planted_arena_files_are_refused)
 }
 END_TEST
 
-/* Defect 12 (issue 12): a non-root user could not create an arena with the defaults: the
+/* Defect 12: a non-root user could not create an arena with the defaults: the
  * hugetlbfs mount is root's 0755, and the fallback to /dev/shm happened only on a shortage. */
 START_TEST(regression_nonroot_create_falls_back)
 {
@@ -789,6 +800,62 @@ START_TEST(regression_nonroot_create_falls_back)
 }
 END_TEST
 
+/* The smallest index there is: one entry per shard (16). It works, admits and serves. */
+START_TEST(test_smallest_index_works)
+{
+	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .index_entries = 16 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("idx16", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t buf[1000];
+	memset(buf, 9, sizeof(buf));
+	int32_t t[2] = { 1, 2 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	ck_assert_int_eq(sc_l2_admit(st, "i", t, 2, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(st, "i", t, 2, NULL, &l), 0);
+	sc_lease_release(&l);
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(b, 0, NULL, NULL, &r), 0);
+	sc_arena_close(b);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* shm/ does not trust its caller: the layout planner itself refuses what no arena may have
+ * (segment sizes that are not a power of two in range, too many entries, slots or rings), not only
+ * the public create that checks first. */
+START_TEST(test_layout_plan_refuses_bad_parameters)
+{
+	struct shm_region regions[SHM_REGION_MAX];
+	struct shm_params ok = { .total_bytes = 16u << 20 };
+	struct shm_params p = ok;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
+	const uint32_t bad_seg[] = { 3, 4096, 32u << 10, (1u << 20) + 1, 1u << 31 };
+	for (unsigned i = 0; i < sizeof(bad_seg) / sizeof(bad_seg[0]); i++) {
+		p = ok;
+		p.seg_bytes = bad_seg[i];
+		ck_assert_msg(shm_layout_plan(&p, regions) == -EINVAL, "segment size %u accepted", bad_seg[i]);
+	}
+	p = ok;
+	p.seg_bytes = 1u << 20;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
+	p = ok;
+	p.index_entries = SHM_INDEX_MAX_ENTRIES + 1;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+	p = ok;
+	p.reader_slots = SHM_READER_SLOTS_MAX + 1;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+	p = ok;
+	p.ring_bytes = 3000;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+}
+END_TEST
+
 Suite *arena_suite(void)
 {
 	Suite *s = suite_create("arena");
@@ -819,6 +886,8 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_huge_require_shortage);
 	tcase_add_test(tc, test_huge_off);
 	tcase_add_test(tc, test_explicit_dir_and_list);
+	tcase_add_test(tc, test_smallest_index_works);
+	tcase_add_test(tc, test_layout_plan_refuses_bad_parameters);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,7 @@
 /*
  * tests/check_bench.c — the benchmark harness (`stagecache bench`, which execs stagecache-bench).
  *
- * Regressions of issue 12, defect 2: `bench --table` and `bench --out F` with no benchmark named
+ * Regressions (defect 2): `bench --table` and `bench --out F` with no benchmark named
  * crashed, and `bench nosuch --out F` truncated F before it checked the name. And the rule that a
  * figure that was not measured is a miss: with fio hidden from PATH, `bench l3` reports the fio
  * rows missing (why, in the table and the JSON) and exits non-zero.
@@ -86,7 +86,7 @@ static int have_bench(void)
 	return 1;
 }
 
-/* issue 12, defect 2: no benchmark named, with --table: a usage error, not a crash */
+/* defect 2: no benchmark named, with --table: a usage error, not a crash */
 START_TEST(test_bench_table_without_name_is_usage_error)
 {
 	if (!have_bench())
@@ -99,7 +99,7 @@ START_TEST(test_bench_table_without_name_is_usage_error)
 }
 END_TEST
 
-/* issue 12, defect 2: --out F with no benchmark named: usage error, F untouched */
+/* defect 2: --out F with no benchmark named: usage error, F untouched */
 START_TEST(test_bench_out_without_name_keeps_file)
 {
 	if (!have_bench())
@@ -117,7 +117,7 @@ START_TEST(test_bench_out_without_name_keeps_file)
 }
 END_TEST
 
-/* issue 12, defect 2: an unknown benchmark is refused before --out F is truncated */
+/* defect 2: an unknown benchmark is refused before --out F is truncated */
 START_TEST(test_bench_unknown_name_keeps_file)
 {
 	if (!have_bench())

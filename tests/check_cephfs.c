@@ -1,7 +1,7 @@
 /*
  * tests/check_cephfs.c — two hosts sharing one L3 directory on a real CephFS.
  *
- * The suite starts a single-node Ceph cluster with tools/cephfs-dev.sh (one mon, one osd, one
+ * The suite starts a single-node Ceph cluster with tools/scripts/cephfs-dev.sh (one mon, one osd, one
  * mds, no mgr: the mounts then report 0 blocks, the case a new user meets), mounts it twice with
  * ceph-fuse ("hostA", "hostB": two clients, two sessions, two page caches), and runs every test
  * with one process group per host: each has its own mount, its own arena, its own processes.
@@ -33,7 +33,7 @@
 #include "sc_check.h"
 
 #ifndef SC_CEPHFS_DEV
-#define SC_CEPHFS_DEV "tools/cephfs-dev.sh"
+#define SC_CEPHFS_DEV "tools/scripts/cephfs-dev.sh"
 #endif
 
 enum { A = 0, B = 1 };
@@ -636,7 +636,7 @@ START_TEST(mount_dies_mid_fill_errors_never_wrong_bytes)
 }
 END_TEST
 
-/* issue 17, item 3, through two real mounts: host A's location index follows host B's puts
+/* Through two real mounts: host A's location index follows host B's puts
  * (at once on a miss; a longer prefix within the refresh interval), its janitor's evictions and
  * quarantines (a miss on A, never an error or wrong bytes). The scenario: tests/l3_hosts.c. */
 START_TEST(location_index_follows_the_other_host)

@@ -17,7 +17,7 @@
  * world-writable one, one owned by another user (root only); L3 directories with garbage
  * objects and state files; and a file of ten million tokens.
  *
- * Regression cases are named after the defects of issue 12 they reproduce (d1 ... d12).
+ * Regression cases are named after the defects they reproduce (d1 ... d12).
  * SC_CLI_MATCH=TEXT runs only the cases whose template contains TEXT (while iterating).
  */
 #include <dirent.h>
@@ -656,7 +656,7 @@ static void build_cases(void)
 	add(2, "--min-free", 0, "l3 put %%B/l3 --tokens 1 --kind full_state --file %%B/in/p64k --min-free -1");
 	add(2, "--mode", 0, "l3 put %%B/l3 --tokens 1 --kind full_state --file %%B/in/p64k --mode 9");
 	add(2, "--group", 0, "l3 put %%B/l3 --tokens 1 --kind full_state --file %%B/in/p64k --group no-such-group-x");
-	/* the janitor and the shared-directory options (merged from main: issue 17) */
+	/* the janitor and the shared-directory options */
 	add(2, "DIR", 0, "l3 janitor");
 	add(2, "extra", 0, "l3 janitor %%B/l3 extra");
 	add(2, "--bogus", 0, "l3 janitor %%B/l3 --bogus");
@@ -791,7 +791,7 @@ static void build_cases(void)
 	add(0, "destroyed", F_CHANGES, "destroy ww --dir %%D");
 	add(0, "destroyed", F_CHANGES | F_ROOT, "destroy other --dir %%D");
 	add(1, "symbolic link", 0, "destroy link --dir %%D"); /* the link stays, and what it points to */
-	/* the location index options (issue 13) */
+	/* the location index options */
 	add(0, "ixopt", F_CHANGES, "create ixopt --dir %%D --size 8M --l3-index-entries 0 --no-token-verify "
 	    "--l3-index-refresh-ms 5");
 	add(0, "NOT verified", 0, "info ixopt --dir %%D");

@@ -1,7 +1,7 @@
 /*
  * tests/check_deploy.c — deployment across users, for real (root only; SKIP otherwise).
  *
- * The acceptance of issue 12: after `stagecache setup --group G`, the user `nobody` running with
+ * What it checks: after `stagecache setup --group G`, the user `nobody` running with
  * G among its groups creates an arena on the hugetlbfs mount, puts and gets, restores from an L3
  * directory shared by the group and written by another member, and destroys the arena; a user
  * outside G gets one clear "permission denied" line for each of those.

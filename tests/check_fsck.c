@@ -274,7 +274,7 @@ START_TEST(test_fsck_corrupted_header)
 }
 END_TEST
 
-/* ---- issue 12: fsck sees everything a reader or writer validates, and converges ---- */
+/* ---- fsck sees everything a reader or writer validates, and converges ---- */
 
 static int count_cb(const struct sc_commit *c, void *ctx)
 {
@@ -526,6 +526,98 @@ START_TEST(regression_fsck_corrupt_shard_lock_is_not_busy)
 }
 END_TEST
 
+struct blocks {
+	uint64_t off[64];
+	unsigned n;
+};
+
+static int collect_allocated(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	(void)bytes, (void)tag;
+	struct blocks *b = ctx;
+	if (allocated && b->n < 64)
+		b->off[b->n++] = off;
+	return 0;
+}
+
+/* A repair after a walk that stopped part-way judges nothing by what the walk did not reach: one
+ * scribbled prev_size (derived state: the heap's repair rewrites it) stops the heap walk at that
+ * block, and every intact entry — those whose blocks lie after it too — is kept, bytes and all. */
+START_TEST(regression_fsck_partial_heap_walk_drops_no_entry)
+{
+	for (unsigned at = 1; at < 6; at++) {
+		const char *name;
+		struct sc_arena *a = sc_test_arena("fsckpart", 32 << 20, &name);
+		struct sc_stage *st;
+		ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+		admit_n(st, 6);
+		struct blocks b = { .n = 0 };
+		ck_assert_int_eq(shm_heap_walk(a->shm, collect_allocated, &b), 0);
+		ck_assert_uint_ge(b.n, 6);
+		/* the block header's second word: the physically previous block's size */
+		uint64_t *prev_size = (uint64_t *)(void *)(a->shm->base + b.off[at] - SHM_HEAP_BLOCK_HDR + 8);
+		*prev_size += 64;
+		ck_assert_int_ne(shm_heap_walk(a->shm, collect_allocated, &(struct blocks){ .n = 0 }), 0);
+		struct sc_fsck_report r;
+		ck_assert_int_gt(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.dropped, 0);
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+		ck_assert_msg(r.entries == 6, "scribbled block %u: %llu of 6 entries left", at, (unsigned long long)r.entries);
+		for (int i = 0; i < 6; i++) {
+			size_t len = 1000 + (size_t)i * 97;
+			int32_t t[2] = { i * 10, i * 10 + 1 };
+			struct sc_lease l;
+			ck_assert_int_eq(sc_l2_get(st, "ns", t, 2, NULL, &l), 0);
+			ck_assert_uint_eq(l.sec_len[0], len);
+			for (size_t k = 0; k < len; k++)
+				ck_assert_uint_eq(((const uint8_t *)l.sec[0])[k], (uint8_t)i);
+			sc_lease_release(&l);
+		}
+		round_trip_works(st);
+		sc_stage_close(st);
+		sc_test_arena_destroy(a, name);
+	}
+}
+END_TEST
+
+/* A walk of the eviction lists that stops part-way (one link scribbled in the middle of a list,
+ * forwards or backwards) costs a rebuild from the nodes' membership records: every live entry is
+ * on a list again and none is dropped, those past the break included. */
+START_TEST(regression_fsck_partial_eviction_list_walk_drops_no_entry)
+{
+	for (int which = 0; which < 4; which++) {
+		const char *name;
+		struct sc_arena *a = sc_test_arena("fsckevqw", 32 << 20, &name);
+		struct sc_stage *st;
+		ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+		admit_n(st, 12);
+		struct shm_evq *q = l2_q(a);
+		/* the queued nodes, in index order; break the link of one in the middle */
+		uint32_t queued[64], nq = 0;
+		for (uint32_t i = 0; i < q->nodes && nq < 64; i++)
+			if (q->node[i].q != SHM_EVQ_NONE)
+				queued[nq++] = i;
+		ck_assert_uint_eq(nq, 12);
+		struct shm_evq_node *nd = &q->node[queued[4 + which]];
+		if (which & 1)
+			nd->prev = q->nodes + 7; /* out of range */
+		else
+			nd->next = queued[(5 + which) % nq] + 1 == nd->next ? queued[0] + 1 : queued[(5 + which) % nq] + 1;
+		struct sc_fsck_report r;
+		ck_assert_int_gt(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.dropped, 0);
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.entries, 12);
+		ck_assert_uint_eq(q->hdr->count[0] + q->hdr->count[1], 12);
+		round_trip_works(st);
+		sc_stage_close(st);
+		sc_test_arena_destroy(a, name);
+	}
+}
+END_TEST
+
 Suite *fsck_suite(void)
 {
 	Suite *s = suite_create("fsck");
@@ -547,6 +639,8 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, regression_fsck_corrupt_shard_lock_is_not_busy);
 	tcase_add_test(tc, regression_fsck_lost_free_list_is_rebuilt);
 	tcase_add_test(tc, fsck_repairs_a_scribbled_eviction_list_header);
+	tcase_add_test(tc, regression_fsck_partial_heap_walk_drops_no_entry);
+	tcase_add_test(tc, regression_fsck_partial_eviction_list_walk_drops_no_entry);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -32,6 +32,7 @@ enum {
 };
 
 static char dir[] = "/var/tmp/sc-inflight-XXXXXX";
+static void watch_window_ms(long ms);
 static struct sc_location locs[NOBJ];
 static int32_t toks[NOBJ][NTOK];
 
@@ -100,7 +101,8 @@ static void filler(const char *name, int ready, int register_heap)
 	}
 	if (sc_l3_fill_submit(l3, pr, QD) != QD)
 		_exit(5);
-	if (write(ready, "r", 1) != 1)
+	uint32_t token = sc_arena_token(a);
+	if (write(ready, &token, sizeof(token)) != (ssize_t)sizeof(token))
 		_exit(6);
 	for (unsigned n = QD;; n++) {
 		struct sc_l3_fill_req *done[QD];
@@ -136,12 +138,23 @@ static void admits_make(struct admits *ad, int r)
 	}
 }
 
-static void admit_slot(struct sc_stage *st, int r, int j, struct admits *ad)
+/* Does the filler's token still hold its slot (its process, or its ring while reads may land)? */
+static int holder_alive(struct sc_arena *a, uint32_t token)
+{
+	struct sc_holder rows[64];
+	int n = sc_arena_holders(a, rows, 64);
+	for (int i = 0; i < n && i < 64; i++)
+		if (rows[i].token == token)
+			return rows[i].alive;
+	return 0;
+}
+
+static void admit_slot(struct sc_arena *a, struct sc_stage *st, int r, int j, struct admits *ad, uint32_t token)
 {
 	int32_t t[2] = { r, j };
 	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { ad->buf[j] }, .sec_len = { ADM } };
-	/* the dead filler's room comes back once the kernel finished its reads: until then the
-	 * admission is refused (everything else is leased), never served wrong */
+	/* at once: the dead filler's room comes back only when the kernel finished its reads, and
+	 * until then the admission is refused (everything else is leased), never served wrong */
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
@@ -149,9 +162,14 @@ static void admit_slot(struct sc_stage *st, int r, int j, struct admits *ad)
 		ck_assert_msg(rc == 0 || rc == -ENOSPC, "round %d admit %d: %s", r, j, sc_strerror(rc));
 		if (rc == 0)
 			break;
+		/* refused: wait for the filler's lock to go (its ring's teardown), then admit again */
+		while (holder_alive(a, token)) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			ck_assert_msg(now.tv_sec - t0.tv_sec < 60, "round %d: the dead filler's ring never let go", r);
+			watch_window_ms(1);
+		}
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		ck_assert_msg(now.tv_sec - t0.tv_sec < 20, "round %d: the dead filler's room never came back", r);
-		sched_yield();
+		ck_assert_msg(now.tv_sec - t0.tv_sec < 60, "round %d: the dead filler's room never came back", r);
 	}
 	ck_assert_int_eq(sc_l2_get(st, "adm", t, 2, NULL, &ad->lease[j]), 0);
 	ck_assert(ad->lease[j].digest.lo == ad->d[j].lo && ad->lease[j].digest.hi == ad->d[j].hi);
@@ -233,14 +251,15 @@ static void killed_filler_rounds(int huge, uint64_t seg_bytes)
 		close(p[1]);
 		admits_make(&ad, r);
 		ck_assert_msg(waitable(p[0], 20000), "round %d: the filler did not start its fills within 20 s", r);
-		char c;
-		ck_assert_msg(read(p[0], &c, 1) == 1, "round %d: the filler failed before its fills", r);
+		uint32_t token;
+		ck_assert_msg(read(p[0], &token, sizeof(token)) == (ssize_t)sizeof(token),
+			      "round %d: the filler failed before its fills", r);
 		close(p[0]);
 		watch_window_ms(rand() % 12); /* a random moment into its reads */
 		kill(pid, SIGKILL);
 		sc_test_wait_killed(pid);
 		for (int j = 0; j < QD; j++)
-			admit_slot(st, r, j, &ad);
+			admit_slot(a, st, r, j, &ad, token);
 		check_unchanged(r, QD, ad.lease);
 		watch_window_ms(100); /* late reads of a dead process land within tens of ms */
 		check_unchanged(r, QD, ad.lease);
@@ -306,7 +325,7 @@ START_TEST(killed_writer_temp_file_judged_after_its_writes)
 		while (!sc_test_l3_temps(dir, NULL, NULL)) { /* inside a put */
 			clock_gettime(CLOCK_MONOTONIC, &now);
 			ck_assert_msg(now.tv_sec - t0.tv_sec < 30, "round %d: the writer made no temp file in 30 s", r);
-			sched_yield();
+			watch_window_ms(1);
 		}
 		watch_window_ms(rand() % 20); /* a random moment into its writes */
 		kill(pid, SIGKILL);

@@ -230,8 +230,8 @@ static int lease_actor(void *ctx, unsigned who)
 
 START_TEST(test_lease_vs_reclamation)
 {
-	static const char *const pts[] = { "l2.get.found", "actor.leased", "l2.index.unlinked", "l2.reclaim.leases_read",
-					   NULL };
+	static const char *const pts[] = { "l2.get.found", "actor.leased", "l2.index.unlinked", "l2.reclaim.epochs_read",
+					   "l2.reclaim.leases_read", NULL };
 	struct il_scenario s = { .name = "lease take vs reclamation", .actors = 2, .points = pts, .ctx = &lease_bytes,
 				 .setup = key1_setup, .actor = lease_actor, .check = always_ok, .teardown = drop_arena };
 	report(&s, 3);
@@ -784,7 +784,7 @@ START_TEST(test_observation_table)
 }
 END_TEST
 
-/* ---- 10. segments: an admit's lookup vs the release of the segments it found (issue 19) ---- */
+/* ---- 10. segments: an admit's lookup vs the release of the segments it found ---- */
 
 #define SEGB (64u << 10)
 /* Payload @which (0: A, 4 segments + tail; 1: B, A's 4 segments + 2 more + another tail). */
@@ -957,8 +957,8 @@ static int segread_check(void *ctx, char *why, unsigned len)
 
 START_TEST(test_segment_lease_vs_release)
 {
-	static const char *const pts[] = { "l2.get.found", "actor.leased", "l2.index.unlinked", "l2.reclaim.leases_read",
-					   NULL };
+	static const char *const pts[] = { "l2.get.found", "actor.leased", "l2.index.unlinked", "l2.reclaim.epochs_read",
+					   "l2.reclaim.leases_read", NULL };
 	struct il_scenario s = { .name = "scattered lease vs release", .actors = 2, .points = pts,
 				 .setup = segread_setup, .actor = segread_actor, .check = segread_check,
 				 .teardown = drop_arena };

@@ -803,7 +803,7 @@ START_TEST(index_capacity_is_recycled)
 }
 END_TEST
 
-/* Defect 10 (issue 12): an unknown origin, n == 0 and NULL tokens were refused without being
+/* Defect 10: an unknown origin, n == 0 and NULL tokens were refused without being
  * counted in admission_rejects, contrary to the header. */
 START_TEST(regression_every_refusal_is_counted)
 {
@@ -901,6 +901,74 @@ START_TEST(cli_put_get_round_trip)
 }
 END_TEST
 
+/* Digests are compared whole, at every comparison: a location, an expected digest or an
+ * invalidation whose digest differs from the entry's in one half only (either half, one bit) is a
+ * mismatch. A compare of one half serves, keeps or drops the wrong entry. */
+START_TEST(digests_differing_in_one_half_never_match)
+{
+	struct fx f;
+	fx_open(&f);
+	enum { N = 8, BYTES = 5000 };
+	uint8_t buf[BYTES];
+	fill(buf, BYTES, 77);
+	struct sc_digest d = sc_digest(buf, BYTES);
+	struct sc_digest halves[2] = { { d.lo ^ 1, d.hi }, { d.lo, d.hi ^ (1ull << 63) } };
+	int32_t t[N];
+	toks(t, N, 4000);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { BYTES } };
+	for (int h = 0; h < 2; h++) {
+		/* admit with an expected digest off by one half: refused, nothing stored */
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, N, halves[h], &p, SC_ORIGIN_DIRECT), -EBADMSG);
+		ck_assert(!has(f.st, 4000, N));
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, N, d, &p, SC_ORIGIN_DIRECT), 0);
+		/* invalidating the half-equal digest removes nothing */
+		ck_assert_int_eq(sc_l2_invalidate_digest(f.a, halves[h]), 0);
+		ck_assert(has(f.st, 4000, N));
+		/* a location naming the half-equal digest: a mismatch (a miss, and the mirror dropped) */
+		struct sc_location loc = { .token_count = N, .digest = halves[h] };
+		struct sc_lease l;
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, N, &loc, &l), -ENOENT);
+		ck_assert(!has(f.st, 4000, N));
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, N, d, &p, SC_ORIGIN_DIRECT), 0);
+		uint8_t out[BYTES];
+		ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, N, &loc, out, sizeof(out), NULL), -ENOENT);
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, N, d, &p, SC_ORIGIN_DIRECT), 0);
+		/* the right location still hits, and the right invalidation removes it */
+		loc.digest = d;
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, N, &loc, &l), 0);
+		sc_lease_release(&l);
+		loc.token_count = N - 1; /* the count is part of the location too */
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, N, &loc, &l), -ENOENT);
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, N, d, &p, SC_ORIGIN_DIRECT), 0);
+		ck_assert_int_eq(sc_l2_invalidate_digest(f.a, d), 1);
+		ck_assert(!has(f.st, 4000, N));
+	}
+	fx_close(&f);
+}
+END_TEST
+
+/* A handle whose first L2 call meets a scribbled index header gets -EBADMSG from every
+ * administrative call (clear, invalidate, shrink, remove), and nothing is touched. */
+START_TEST(admin_calls_on_a_scribbled_index_are_ebadmsg)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t magic = ix->hdr->magic;
+	ix->hdr->magic ^= 0x5a5a5a5au;
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(f.name, &b), 0);
+	ck_assert_int_eq(sc_l2_clear(b), -EBADMSG);
+	ck_assert_int_eq(sc_l2_invalidate_digest(b, (struct sc_digest){ 1, 2 }), -EBADMSG);
+	ck_assert_int_lt(sc_l2_shrink_to(b, 0), 0);
+	ix->hdr->magic = magic;
+	ck_assert(has(f.st, 10, 4));
+	sc_arena_close(b);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *l2_suite(void)
 {
 	Suite *s = suite_create("l2");
@@ -925,6 +993,8 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, regression_every_refusal_is_counted);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
+	tcase_add_test(tc, digests_differing_in_one_half_never_match);
+	tcase_add_test(tc, admin_calls_on_a_scribbled_index_are_ebadmsg);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -933,7 +933,7 @@ START_TEST(regression_wrong_location_does_not_quarantine)
 }
 END_TEST
 
-/* Defect 4 (issue 12): a read-only user of a mistyped path created the directory tree. With
+/* Defect 4: a read-only user of a mistyped path created the directory tree. With
  * SC_L3_OPEN_NO_CREATE nothing is created: not a missing directory, not a store in an existing
  * directory that is not one. */
 START_TEST(regression_no_create_creates_nothing)

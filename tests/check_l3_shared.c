@@ -524,7 +524,7 @@ START_TEST(vanished_object_is_a_miss)
 }
 END_TEST
 
-/* issue 17, item 3: the location index of one host's arena follows another host's puts (within
+/* The location index of one host's arena follows another host's puts (within
  * the refresh interval; at once on a miss), evictions and quarantines (a miss, never an error or
  * wrong bytes). Host B is another process with its own handle and arena (tests/l3_hosts.c). */
 START_TEST(location_index_follows_the_other_host)

@@ -220,7 +220,7 @@ START_TEST(coherence_across_attached_processes)
 	toks_of(t, 512, 1);
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", t, 512, &loc), 512);
 	in_child(1, child_corrupt_and_verify, &loc);
-	/* the verification failure is reported, once (issue 12: never a plain miss), then it is one */
+	/* the verification failure is reported, once (never a plain miss), then it is one */
 	ck_assert_int_eq(restore_is(1, 600, 12, &fi), -EBADMSG);
 	ck_assert_int_eq(restore_is(1, 600, 12, &fi), -ENOENT);
 	close_all();
@@ -394,6 +394,90 @@ START_TEST(without_verification_a_collision_serves_another_prefix)
 	ck_assert(memcmp(l.sec[0], pa, PAY) == 0);
 	sc_lease_release(&l);
 	ck_assert_int_eq(ixstats().token_verify, 0);
+	close_all();
+}
+END_TEST
+
+/* Prefixes that differ in one token only (the first, token 200, the last): with the weakened key
+ * they share every key, so only the compare of every token id tells them apart, at every level.
+ * A compare of a part of the ids (bytes instead of ids, a shorter count) serves A's state for B. */
+START_TEST(near_collisions_differing_in_one_token_are_misses_at_every_level)
+{
+	static const uint32_t at[] = { 0, 200, 255 };
+	int32_t a[256], bt[256];
+	uint8_t pa[PAY], pb[PAY];
+	colliding_prefixes(0, a, bt, pa);
+	bytes_of(pb, PAY, 62);
+	struct sc_l3 *nb;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &nb), 0);
+	put_with(nb, 5, 256, 51, NULL); /* A in L3 (the unbound handle: the directory only) */
+	for (unsigned k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+		memcpy(bt, a, sizeof(bt));
+		bt[at[k]] ^= 0x10000; /* one id, in its third byte */
+		/* L2: get, get_copy, peek, longest prefix */
+		struct sc_lease l;
+		ck_assert_msg(sc_l2_get(stage, "ns", bt, 256, NULL, &l) == -ENOENT, "L2 served A for B (token %u)", at[k]);
+		uint8_t buf[PAY];
+		ck_assert_int_eq(sc_l2_get_copy(stage, "ns", bt, 256, NULL, buf, sizeof(buf), NULL), -ENOENT);
+		struct sc_l2_entry_info info;
+		ck_assert_int_eq(sc_l2_peek(stage, "ns", bt, 256, &info), -ENOENT);
+		uint32_t len = 0;
+		ck_assert_int_eq(sc_l2_longest_prefix(stage, "ns", bt, 256, 256, &len, &l), -ENOENT);
+		/* A is still A's, and still there */
+		ck_assert_int_eq(sc_l2_get(stage, "ns", a, 256, NULL, &l), 0);
+		ck_assert(memcmp(l.sec[0], pa, PAY) == 0);
+		sc_lease_release(&l);
+		/* L3, the directory: B is not A */
+		struct sc_location loc;
+		ck_assert_msg(sc_l3_locate_longest(nb, "ns", bt, 256, &loc) == 0, "L3 located A for B (token %u)", at[k]);
+		/* the index (bound handle): B is not A either, and a restore of B is a miss */
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", a, 256, &loc), 256);
+		ck_assert_msg(sc_l3_locate_longest(l3, "ns", bt, 256, &loc) == 0, "the index located A for B (token %u)",
+			      at[k]);
+		int fi;
+		ck_assert_int_eq(restore_is(5, 256, 51, &fi), 256);
+		int32_t save[256];
+		memcpy(save, a, sizeof(save));
+		struct sc_restore r;
+		int rc = sc_restore(stage, l3, "ns", bt, 256, 0, &r);
+		if (rc >= 0)
+			sc_restore_release(&r);
+		ck_assert_msg(rc == -ENOENT, "restore of B returned %d (token %u)", rc, at[k]);
+		ck_assert(memcmp(save, a, sizeof(save)) == 0);
+	}
+	/* B put with A's very payload (one object, one digest) through the unbound handle: B's prefix
+	 * entry must name B's ids, not be taken for A's already there */
+	for (unsigned k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+		memcpy(bt, a, sizeof(bt));
+		bt[at[k]] ^= 0x10000;
+		struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pa }, .sec_len = { PAY } };
+		struct sc_l3_put_args pa3 = { .ns = "ns", .tokens = bt, .token_count = 256, .payload = &pl };
+		struct sc_location lb;
+		ck_assert_int_eq(sc_l3_put(nb, &pa3, &lb), 0);
+		ck_assert_msg(sc_l3_locate_longest(nb, "ns", bt, 256, &lb) == 256,
+			      "B put with A's payload is not found (token %u)", at[k]);
+		ck_assert_int_eq(sc_l3_locate_longest(nb, "ns", a, 256, &lb), 0); /* one entry per key: B's */
+		put_with(nb, 5, 256, 51, NULL); /* A's again */
+	}
+	/* and B put through the bound handle (the index has both, at one key): each is its own */
+	for (unsigned k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+		memcpy(bt, a, sizeof(bt));
+		bt[at[k]] ^= 0x10000;
+		struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pb }, .sec_len = { PAY } };
+		struct sc_l3_put_args pa3 = { .ns = "ns", .tokens = bt, .token_count = 256, .payload = &pl };
+		struct sc_location lb, la;
+		ck_assert_int_eq(sc_l3_put(l3, &pa3, &lb), 0);
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", bt, 256, &lb), 256);
+		ck_assert(sc_digest_equal(lb.digest, sc_digest(pb, PAY)));
+		int rc = sc_l3_locate_longest(l3, "ns", a, 256, &la);
+		ck_assert_msg(rc == 0 || (rc == 256 && sc_digest_equal(la.digest, sc_digest(pa, PAY))),
+			      "A located as B's object (token %u)", at[k]);
+		struct sc_restore r;
+		ck_assert_int_eq(sc_restore(stage, l3, "ns", bt, 256, 0, &r), 256);
+		ck_assert_msg(memcmp(r.sec[0], pb, PAY) == 0, "restore of B served other bytes (token %u)", at[k]);
+		sc_restore_release(&r);
+	}
+	sc_l3_close(nb);
 	close_all();
 }
 END_TEST
@@ -650,6 +734,7 @@ Suite *l3ix_suite(void)
 	tcase_set_timeout(c, 120);
 	tcase_add_test(c, forced_collisions_are_misses_at_every_level);
 	tcase_add_test(c, without_verification_a_collision_serves_another_prefix);
+	tcase_add_test(c, near_collisions_differing_in_one_token_are_misses_at_every_level);
 	suite_add_tcase(s, c);
 	c = tcase_create("bounds");
 	tcase_set_timeout(c, 120);

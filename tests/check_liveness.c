@@ -776,6 +776,179 @@ START_TEST(test_killed_consumer_in_another_pidns_is_taken_over)
 }
 END_TEST
 
+/* ---- pids decide nothing: a holder's pid may name no process here, or another one ---- */
+
+/* Fork a new pid namespace whose init (pid 1 there) sets ns_last_pid so that its one child gets
+ * pid @want there, and runs @fn in that child. Returns the init's pid in our namespace: killing it
+ * kills the holder too. */
+static pid_t fork_at_pid_in_new_pidns(int (*fn)(void *), void *ctx, pid_t want, pid_t *middle)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	*middle = fork();
+	if (*middle == 0) {
+		close(p[0]);
+		if (unshare(CLONE_NEWPID))
+			_exit(20);
+		pid_t g = fork();
+		if (g == 0) {
+			/* pid 1 of the namespace: the next pid it hands out is ns_last_pid + 1 */
+			char v[32];
+			int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+			int n = snprintf(v, sizeof(v), "%d", (int)want - 1);
+			if (fd < 0 || write(fd, v, (size_t)n) != n)
+				_exit(22);
+			close(fd);
+			pid_t h = fork();
+			if (h == 0)
+				_exit(getpid() == want ? fn(ctx) : 23);
+			int st;
+			waitpid(h, &st, 0);
+			_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 24);
+		}
+		if (write(p[1], &g, sizeof(g)) != sizeof(g))
+			_exit(21);
+		int st;
+		waitpid(g, &st, 0);
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 25);
+	}
+	close(p[1]);
+	pid_t g = -1;
+	ck_assert_int_eq(read(p[0], &g, sizeof(g)), (ssize_t)sizeof(g));
+	close(p[0]);
+	return g;
+}
+
+/* A pid (>= 72) that names no process in our namespace now. */
+static pid_t pid_absent_here(void)
+{
+	for (pid_t p = 72; p < 4000; p++)
+		if (kill(p, 0) && errno == ESRCH)
+			return p;
+	ck_abort_msg("no free pid below 4000");
+	return -1;
+}
+
+/* Lease @key, take the ring consumer role and a ring, say our token, wait to be killed. */
+static int hold_roles_and_wait(void *vctx)
+{
+	struct holder_ctx *c = vctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	struct sc_lease l;
+	struct sc_ring *r;
+	unsigned got = 0;
+	if (sc_arena_open(c->name, &a) || sc_stage_open(a, MODEL, STATE, &st) || lease(st, c->key, &l))
+		return 2;
+	if (sc_ring_poll(a, count_cb, &got, 1) < 0 || sc_ring_open(a, &r))
+		return 3;
+	return ready_then_pause(c, sc_arena_token(a));
+}
+
+/* Start hold_roles_and_wait at pid @want of a new pid namespace on arena @name (key 7 admitted);
+ * returns its namespace's init (ours) and its token. */
+static pid_t start_holder_at(const char *name, pid_t want, pid_t *middle, uint32_t *token)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	struct holder_ctx hc = { .name = name, .key = 7, .ready_fd = p[1] };
+	pid_t g = fork_at_pid_in_new_pidns(hold_roles_and_wait, &hc, want, middle);
+	close(p[1]);
+	ck_assert_msg(read(p[0], token, sizeof(*token)) == (ssize_t)sizeof(*token), "the holder at pid %d did not start",
+		      (int)want);
+	close(p[0]);
+	return g;
+}
+
+static const struct sc_holder *holder_row(struct sc_arena *a, struct sc_holder *h, int max, uint32_t token)
+{
+	int n = sc_arena_holders(a, h, max);
+	ck_assert_int_gt(n, 0);
+	return find_holder(h, n, token);
+}
+
+/* A live holder whose pid (in its own namespace) names no process here keeps everything it holds:
+ * its consumer role, its ring, its lease (a liveness test that asks kill(pid, 0) loses them). */
+START_TEST(test_live_holder_whose_pid_names_nothing_here_keeps_its_roles)
+{
+	struct sc_arena_opts o = { .size_bytes = 64 << 20, .huge = SC_HUGE_OFF, .ring_count = 1 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("pid72", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, MODEL, STATE, &st), 0);
+	ck_assert_int_eq(admit(st, 7, 24u << 20), 0);
+	pid_t want = pid_absent_here(), middle;
+	uint32_t token;
+	pid_t g = start_holder_at(name, want, &middle, &token);
+	struct sc_holder h[16];
+	const struct sc_holder *me = holder_row(a, h, 16, token);
+	ck_assert_ptr_nonnull(me);
+	ck_assert_uint_eq(me->pid, (uint32_t)want);
+	ck_assert_msg(kill(want, 0) == -1 && errno == ESRCH, "pid %d exists here after all", (int)want);
+	ck_assert_int_eq(me->alive, 1);
+	ck_assert_int_eq(me->other_pidns, 1);
+	ck_assert_int_eq(shm_token_alive(a->shm, token), 1);
+	/* its roles stay its own */
+	unsigned got = 0;
+	ck_assert_int_eq(sc_ring_poll(a, count_cb, &got, 1), -EBUSY);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(a, &r), -ENOSPC);
+	/* reaps, clears and refills leave its lease and slot alone */
+	ck_assert_int_eq(shm_readers_reap(a->shm), 0);
+	churn(a, st, 2, 300000);
+	me = holder_row(a, h, 16, token);
+	ck_assert_ptr_nonnull(me);
+	ck_assert_int_eq(me->alive, 1);
+	ck_assert_uint_eq(me->leases, 1);
+	/* killed: now it is dead, and everything it held is taken over */
+	kill(g, SIGKILL);
+	waitpid(middle, NULL, 0);
+	ck_assert_int_eq(shm_token_alive(a->shm, token), 0);
+	ck_assert_int_eq(sc_ring_poll(a, count_cb, &got, 1), 0);
+	ck_assert_int_eq(sc_ring_open(a, &r), 0);
+	sc_ring_close(r);
+	sc_ring_consumer_close(a);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A dead holder whose pid (in its own namespace) is the pid of a live process here (this test's
+ * own) is dead all the same: its roles are taken over at once (a liveness test that trusts
+ * kill(pid, 0) keeps them forever). */
+START_TEST(test_dead_holder_whose_pid_names_a_live_process_here_is_dead)
+{
+	struct sc_arena_opts o = { .size_bytes = 64 << 20, .huge = SC_HUGE_OFF, .ring_count = 1 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("pidhere", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, MODEL, STATE, &st), 0);
+	ck_assert_int_eq(admit(st, 7, 24u << 20), 0);
+	pid_t want = getpid(), middle;
+	uint32_t token;
+	pid_t g = start_holder_at(name, want, &middle, &token);
+	kill(g, SIGKILL);
+	waitpid(middle, NULL, 0);
+	struct sc_holder h[16];
+	const struct sc_holder *me = holder_row(a, h, 16, token);
+	ck_assert_ptr_nonnull(me); /* not reaped yet: its slot still names pid @want */
+	ck_assert_uint_eq(me->pid, (uint32_t)want);
+	ck_assert_int_eq(kill(want, 0), 0);
+	ck_assert_int_eq(me->alive, 0);
+	ck_assert_int_eq(shm_token_alive(a->shm, token), 0);
+	unsigned got = 0;
+	ck_assert_int_eq(sc_ring_poll(a, count_cb, &got, 1), 0); /* the consumer role: taken over */
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(a, &r), 0);               /* its empty ring: reclaimed */
+	sc_ring_close(r);
+	ck_assert_int_eq(shm_readers_reap(a->shm), 1);          /* its slot and lease: cleared */
+	ck_assert_ptr_null(holder_row(a, h, 16, token));
+	sc_ring_consumer_close(a);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 static int admit_slowly(void *vctx)
 {
 	/* hold a shard's writer lock for a while from another pid namespace: a waiter must wait for
@@ -931,6 +1104,8 @@ Suite *liveness_suite(void)
 	tcase_add_test(tc, test_killed_fill_claimer_is_taken_over);
 	tcase_add_test(tc, test_ring_producer_in_another_pidns_keeps_its_ring);
 	tcase_add_test(tc, test_killed_consumer_in_another_pidns_is_taken_over);
+	tcase_add_test(tc, test_live_holder_whose_pid_names_nothing_here_keeps_its_roles);
+	tcase_add_test(tc, test_dead_holder_whose_pid_names_a_live_process_here_is_dead);
 	tcase_add_test(tc, test_lock_holder_in_another_pidns_is_waited_for);
 	tcase_add_test(tc, test_forked_child_cannot_use_the_parents_handle);
 	tcase_add_test(tc, test_l3_temp_file_of_a_live_writer_in_another_pidns_is_kept);

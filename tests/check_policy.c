@@ -906,12 +906,39 @@ START_TEST(fills_nobody_keeps_do_not_evict)
 }
 END_TEST
 
+/* The eviction lists' entry points refuse what names no list or no node (hostile or stale
+ * arguments from a scribbled arena): nothing read or written out of range, nothing changed. */
+START_TEST(evq_calls_with_out_of_range_arguments_change_nothing)
+{
+	struct fx f;
+	fx_open(&f);
+	for (uint32_t k = 0; k < 6; k++)
+		ck_assert_int_eq(put(f.st, k, 3000), 0);
+	struct shm_evq *q = l2_q(f.a);
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	struct shm_evq_hdr before = *q->hdr;
+	struct shm_evq_node last = q->node[q->nodes - 1];
+	ck_assert_uint_eq(shm_evq_tail_locked(q, SHM_EVQ_NONE), 0);
+	ck_assert_uint_eq(shm_evq_tail_locked(q, SHM_EVQ_MAIN + 1), 0);
+	ck_assert_uint_ne(shm_evq_tail_locked(q, SHM_EVQ_SMALL), 0);
+	shm_evq_remove_locked(q, q->nodes);
+	shm_evq_remove_locked(q, UINT32_MAX);
+	ck_assert_int_eq(memcmp(&before, q->hdr, sizeof(before)), 0);
+	ck_assert_int_eq(memcmp(&last, &q->node[q->nodes - 1], sizeof(last)), 0);
+	const char *why = NULL;
+	ck_assert_int_eq(shm_evq_check_locked(q, &why), 0);
+	shm_evq_unlock(q);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
 	Suite *s = suite_create("policy");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
+	tcase_add_test(tc, evq_calls_with_out_of_range_arguments_change_nothing);
 	tcase_add_test(tc, small_needs_two_hits_and_main_gives_hit_entries_another_round);
 	tcase_add_test(tc, a_scan_does_not_flush_the_hot_set);
 	tcase_add_test(tc, fragmented_heap_publishes_an_eighth_of_the_budget);

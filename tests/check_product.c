@@ -41,7 +41,7 @@ START_TEST(test_product_library_exports_no_hooks)
 }
 END_TEST
 
-/* The product binary links only what every command uses (issue 15): liburing, libbpf (libelf,
+/* The product binary links only what every command uses: liburing, libbpf (libelf,
  * zlib), libxxhash, libc and our library. The benchmarks live in stagecache-bench, the exporter
  * loads libmicrohttpd when it serves. */
 START_TEST(test_product_binary_links_only_what_it_uses)

@@ -364,7 +364,7 @@ START_TEST(flipped_byte_is_quarantined_and_mirror_invalidated)
 	put("q", 10, 9000, 9, &loc);
 	flip_payload_byte(&loc);
 	/* the fill fails its digest and quarantines the object: the restore reports the verification
-	 * failure once (issue 12, defect 5); the next one is a miss */
+	 * failure once; the next one is a miss */
 	struct sc_l3_stats st0;
 	sc_l3_stats(l3, &st0);
 	ck_assert_int_eq(sc_restore(stage, l3, "q", toks, 10, 0, &r), -EBADMSG);
@@ -391,7 +391,7 @@ START_TEST(flipped_byte_is_quarantined_and_mirror_invalidated)
 }
 END_TEST
 
-/* Defect 5 (issue 12): an object found bad at sc_l3_open (a header byte flipped, or truncated)
+/* Defect 5: an object found bad at sc_l3_open (a header byte flipped, or truncated)
  * was quarantined before any arena was bound: its L2 mirror survived, and restore said "nothing
  * stored" (-ENOENT). The quarantine is recorded, the next bind invalidates the mirror, and restore
  * reports the verification failure once. */

@@ -1,4 +1,4 @@
-/* tests/check_seg.c — content-addressed L2 segments (issue 19): payloads sharing leading segments
+/* tests/check_seg.c — content-addressed L2 segments: payloads sharing leading segments
  * store them once, exact logical/physical/saved accounting, every reference path (entry, lease,
  * dead process, in-flight admit) keeps a shared segment alive until the last one goes, scattered
  * leases, fsck's check and repair of reference counts, hostile records, bad options. */
@@ -661,12 +661,88 @@ START_TEST(bad_segment_options_are_refused)
 }
 END_TEST
 
+/* An entry's data block holds its token ids after its bytes, 4 bytes per id: a long prompt
+ * (20000 ids, 80 KB) on a short segmented payload, contiguous or scattered, fits its block — the
+ * heap stays walkable (fsck clean) and every id compares. */
+START_TEST(long_token_lists_fit_their_data_block)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	enum { NT = 20000 };
+	int32_t *t = malloc(NT * sizeof(*t));
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < NT; i++)
+			t[i] = 50000 * (k + 1) + i;
+		uint64_t bytes = 2 * SEG + 1000;
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { f.base }, .sec_len = { bytes } };
+		ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, NT, sc_digest(f.base, bytes), &p, SC_ORIGIN_DIRECT), 0);
+		ck_assert_int_eq(put(&f, 900 + k, 3000 + (uint64_t)k * 5000, 0, 1), 0); /* a neighbour block */
+		struct sc_fsck_report r;
+		ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+		struct sc_lease l;
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, NT, NULL, &l), 0);
+		sc_lease_release(&l);
+		t[NT - 1] ^= 1; /* the last id decides */
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, NT, NULL, &l), -ENOENT);
+	}
+	free(t);
+	fx_close(&f);
+}
+END_TEST
+
+struct scan {
+	uint64_t off[4];
+	int n;
+};
+
+static int scan_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	(void)bytes, (void)tag;
+	struct scan *s = ctx;
+	if (allocated && s->n < 4)
+		s->off[s->n++] = off;
+	return 0;
+}
+
+/* The recount (crash repair of the segment table's counts) judges nothing from a partial heap walk:
+ * when the walk stops part-way it fails, rewrites no count, and turn 1 (whose segments turn 2
+ * shares) stays whole once the heap is repaired. */
+START_TEST(recount_after_a_partial_heap_walk_changes_nothing)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	struct shm_segtab t;
+	ck_assert_int_eq(l2_ready(f.a), 0);
+	ck_assert_int_eq(shm_seg_view(f.a->shm, l2_ix(f.a), &t), 0);
+	uint32_t *refs0 = malloc(t.nslots * sizeof(*refs0));
+	for (uint32_t i = 0; i < t.nslots; i++)
+		refs0[i] = t.slot[i].refs;
+	/* the second allocated block's prev_size (derived state) scribbled: the walk stops there */
+	struct scan sc = { .n = 0 };
+	ck_assert_int_eq(shm_heap_walk(f.a->shm, scan_cb, &sc), 0);
+	ck_assert_int_ge(sc.n, 2);
+	uint64_t *prev_size = (uint64_t *)(void *)(f.a->shm->base + sc.off[1] - SHM_HEAP_BLOCK_HDR + 8);
+	*prev_size += 64;
+	ck_assert_int_eq(shm_seg_lock(&t), 0);
+	ck_assert_int_lt(shm_seg_recount_locked(&t, 1), 0);
+	shm_seg_unlock(&t);
+	for (uint32_t i = 0; i < t.nslots; i++)
+		ck_assert_uint_eq(t.slot[i].refs, refs0[i]);
+	*prev_size -= 64;
+	turn_one_intact(&f);
+	free(refs0);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *seg_suite(void)
 {
 	Suite *s = suite_create("seg");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_are_stored_once);
+	tcase_add_test(tc, long_token_lists_fit_their_data_block);
+	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
 	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
 	tcase_add_test(tc, a_published_fill_is_indexed);
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);

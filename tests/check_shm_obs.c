@@ -270,6 +270,42 @@ START_TEST(test_scribbled_lock_is_an_error)
 }
 END_TEST
 
+/* Every part of an observation's identity is compared, also for identities that share a probe
+ * chain: (stage, lo, hi) differing in one part only and hashing to the same home slot are
+ * different observations. */
+START_TEST(test_identities_on_one_chain_differ_in_every_part)
+{
+	const char *name;
+	struct sc_arena *a = obs_arena(&name);
+	struct shm_obs_hdr *h = table(a);
+	ck_assert_int_eq(shm_obs_lock(a->shm, h), 0);
+	const uint64_t s = 11, lo = 22, hi = 33;
+	uint32_t home = home_of(h, s, lo, hi);
+	for (int part = 0; part < 3; part++) {
+		uint64_t v[3] = { s, lo, hi };
+		int found = 0;
+		for (uint64_t x = 1; x < 1000000 && !found; x++) {
+			v[part] = (part == 0 ? s : part == 1 ? lo : hi) + x;
+			found = home_of(h, v[0], v[1], v[2]) == home;
+		}
+		ck_assert_msg(found, "no identity differing in part %d shares the home slot", part);
+		struct shm_obs_entry *e = shm_obs_insert_locked(h, s, lo, hi);
+		ck_assert_ptr_nonnull(e);
+		ck_assert_ptr_null(shm_obs_find_locked(h, v[0], v[1], v[2]));
+		struct shm_obs_entry *e2 = shm_obs_insert_locked(h, v[0], v[1], v[2]);
+		ck_assert_ptr_nonnull(e2);
+		ck_assert_ptr_ne(e2, e);
+		ck_assert_ptr_eq(shm_obs_find_locked(h, s, lo, hi), e);
+		ck_assert_ptr_eq(shm_obs_find_locked(h, v[0], v[1], v[2]), e2);
+		shm_obs_remove_locked(h, e2);
+		shm_obs_remove_locked(h, e);
+		ck_assert_uint_eq(h->count, 0);
+	}
+	shm_obs_unlock(a->shm, h);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *shm_obs_suite(void)
 {
 	Suite *s = suite_create("shm_obs");
@@ -277,6 +313,7 @@ Suite *shm_obs_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_header_is_checked);
 	tcase_add_test(tc, test_insert_find_remove);
+	tcase_add_test(tc, test_identities_on_one_chain_differ_in_every_part);
 	tcase_add_test(tc, test_backward_shift_keeps_chains);
 	tcase_add_test(tc, test_full_table);
 	tcase_add_test(tc, test_dead_holder_repair);

@@ -5,13 +5,17 @@
  * and hostile slot contents (scribbled states, epochs, incarnations; tokens that name nothing).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../lib/l2/l2.h"
+#include "../shm/heap.h"
 #include "../shm/readers.h"
 
 #define SLOTS 4u
@@ -294,6 +298,263 @@ START_TEST(test_hostile_free_slots)
 }
 END_TEST
 
+/* A live holder in a child: attaches, reports its token, and waits for EOF on @in. */
+static pid_t live_reader(const char *name, uint32_t *token, int *in_w)
+{
+	int p[2], q[2];
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(pipe(q), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(q[1]);
+		struct sc_arena *b;
+		if (sc_arena_open(name, &b))
+			_exit(2);
+		uint32_t t = b->shm->token;
+		if (write(p[1], &t, sizeof(t)) != sizeof(t))
+			_exit(3);
+		char c;
+		while (read(q[0], &c, 1) > 0)
+			;
+		sc_arena_close(b);
+		_exit(0);
+	}
+	close(p[1]);
+	close(q[0]);
+	ck_assert_int_eq(read(p[0], token, sizeof(*token)), (ssize_t)sizeof(*token));
+	close(p[0]);
+	*in_w = q[1];
+	return pid;
+}
+
+/* A pid that names no process here (a child we reaped; pids are not reused at once). */
+static pid_t vanished_pid(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	ck_assert_int_gt(pid, 0);
+	waitpid(pid, NULL, 0);
+	ck_assert_msg(kill(pid, 0) == -1 && errno == ESRCH, "pid %d still exists", (int)pid);
+	return pid;
+}
+
+/* The slot's pid and pid namespace are for people: whatever they say, a holder is alive exactly
+ * while it holds its slot's lock. A live holder whose pid names no process here (another pid
+ * namespace), or 0, or nonsense, is alive; a dead holder whose pid names a live process here (ours,
+ * init's) is dead. */
+START_TEST(test_pids_decide_nothing)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	struct shm_arena *s = a->shm;
+	uint32_t tl;
+	int in_w;
+	pid_t live = live_reader(name, &tl, &in_w);
+	struct shm_reader_slot *sl = shm_reader_slot(s, shm_token_slot(tl));
+	ck_assert_uint_eq(atomic_load(&sl->pid), (uint32_t)live);
+	const uint32_t absent[] = { (uint32_t)vanished_pid(), 0, 0x7fffffffu, 0xffffffffu };
+	const uint64_t nss[] = { atomic_load(&sl->pidns), 0, 1, ~0ull };
+	for (unsigned i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+		for (unsigned j = 0; j < sizeof(nss) / sizeof(nss[0]); j++) {
+			atomic_store(&sl->pid, absent[i]);
+			atomic_store(&sl->pidns, nss[j]);
+			ck_assert_msg(shm_token_alive(s, tl) == 1, "live holder judged dead by its pid %u", absent[i]);
+			ck_assert_int_eq(shm_slot_alive(s, shm_token_slot(tl)), 1);
+			ck_assert_int_eq(shm_readers_reap(s), 0);
+			ck_assert_uint_eq(state_of(a, shm_token_slot(tl)), SHM_SLOT_LIVE);
+			struct sc_holder h[8];
+			int n = sc_arena_holders(a, h, 8);
+			for (int k = 0; k < n; k++)
+				if (h[k].token == tl)
+					ck_assert_int_eq(h[k].alive, 1);
+		}
+	close(in_w);
+	int stt;
+	waitpid(live, &stt, 0);
+	ck_assert(WIFEXITED(stt) && WEXITSTATUS(stt) == 0);
+
+	/* dead, its slot not cleared yet, its pid naming live processes here */
+	uint64_t ep;
+	uint32_t td = dead_reader(name, &ep);
+	struct shm_reader_slot *sd = shm_reader_slot(s, shm_token_slot(td));
+	const uint32_t present[] = { (uint32_t)getpid(), 1, (uint32_t)getppid() };
+	for (unsigned i = 0; i < sizeof(present) / sizeof(present[0]); i++) {
+		atomic_store(&sd->pid, present[i]);
+		atomic_store(&sd->pidns, atomic_load(&shm_reader_slot(s, 0)->pidns)); /* "our namespace" */
+		ck_assert_msg(shm_token_alive(s, td) == 0, "dead holder judged alive by its pid %u", present[i]);
+		ck_assert_int_eq(shm_slot_alive(s, shm_token_slot(td)), 0);
+	}
+	ck_assert_uint_eq(shm_epoch_min_active(s), ep); /* counted until cleared, never guessed */
+	ck_assert_int_eq(shm_readers_reap(s), 1);
+	ck_assert_uint_eq(state_of(a, shm_token_slot(td)), SHM_SLOT_FREE);
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* sc_arena_holders, exactly: one row per attachment, its leases and the bytes of the entries they
+ * pin (a record whose generation is stale pins nothing), its reservations' heap bytes, who it is
+ * and whether it lives — for a live holder in a child, and after its death (until the reap). */
+START_TEST(test_holders_rows_are_exact)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .reader_slots = SLOTS };
+	struct sc_arena *a = sc_test_arena_opts("holders", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t buf[3][20000];
+	int32_t t[3][2];
+	for (int k = 0; k < 3; k++) {
+		memset(buf[k], 0x11 * (k + 1), sizeof(buf[k]));
+		t[k][0] = 100 + k, t[k][1] = 7;
+		size_t n = 5000u * (size_t)(k + 1);
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf[k] }, .sec_len = { n } };
+		ck_assert_int_eq(sc_l2_admit(st, "h", t[k], 2, sc_digest(buf[k], n), &p, SC_ORIGIN_DIRECT), 0);
+	}
+	int p[2], q[2];
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(pipe(q), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* two leases (entries 0 and 2), one reservation of 100000 bytes, then wait */
+		close(q[1]);
+		struct sc_arena *b;
+		struct sc_stage *bs;
+		struct sc_lease l0, l2;
+		struct sc_l2_resv r;
+		if (sc_arena_open(name, &b) || sc_stage_open(b, "m", "s", &bs) || sc_l2_get(bs, "h", t[0], 2, NULL, &l0) ||
+		    sc_l2_get(bs, "h", t[2], 2, NULL, &l2) || sc_l2_reserve(bs, 100000, &r))
+			_exit(2);
+		uint64_t msg[2] = { sc_arena_token(b), r.bytes };
+		if (write(p[1], msg, sizeof(msg)) != sizeof(msg))
+			_exit(3);
+		char c;
+		(void)read(q[0], &c, 1);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	close(q[0]);
+	close(p[1]);
+	uint64_t msg[2];
+	ck_assert_int_eq(read(p[0], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	uint32_t tok = (uint32_t)msg[0];
+	struct shm_index *ix = l2_ix(a);
+	uint64_t fp[3];
+	for (int k = 0; k < 3; k++) {
+		struct sc_key key;
+		int err;
+		ck_assert_int_eq(sc_l2_key(st, "h", t[k], 2, &key), 0);
+		struct shm_index_entry *e = shm_index_find(ix, key.lo, key.hi, &err);
+		ck_assert_ptr_nonnull(e);
+		fp[k] = e->footprint;
+	}
+	ck_assert_uint_ne(fp[0], fp[2]);
+	for (int round = 0; round < 2; round++) {
+		struct sc_holder h[8];
+		int n = sc_arena_holders(a, h, 8);
+		ck_assert_int_eq(n, 2);
+		const struct sc_holder *me = NULL, *it = NULL;
+		for (int i = 0; i < n; i++) {
+			if (h[i].token == sc_arena_token(a))
+				me = &h[i];
+			if (h[i].token == tok)
+				it = &h[i];
+		}
+		ck_assert_ptr_nonnull(me);
+		ck_assert_ptr_nonnull(it);
+		ck_assert_int_eq(me->alive, 1);
+		ck_assert_uint_eq(me->leases, 0);
+		ck_assert_uint_eq(me->leased_bytes, 0);
+		ck_assert_uint_eq(me->reserved_bytes, 0);
+		ck_assert_uint_eq(me->pid, (uint32_t)getpid());
+		ck_assert_uint_eq(it->slot, shm_token_slot(tok));
+		ck_assert_uint_eq(it->pid, (uint32_t)pid);
+		ck_assert_uint_eq(it->uid, (uint32_t)geteuid());
+		ck_assert_int_eq(it->other_pidns, 0);
+		ck_assert_int_eq(it->alive, round == 0);
+		ck_assert_uint_eq(it->leases, 2);
+		ck_assert_uint_eq(it->leased_bytes, fp[0] + fp[2]);
+		ck_assert_uint_ge(msg[1], 100000);
+		ck_assert_uint_eq(it->reserved_bytes, shm_heap_footprint(100000) - SHM_HEAP_BLOCK_HDR); /* its block */
+		if (round == 0) {
+			close(q[1]); /* die now */
+			sc_test_wait_killed(pid);
+		}
+	}
+	/* a record whose generation is stale still counts as a lease, but pins no bytes */
+	struct l2_ext *x = l2_ext_of(shm_reader_slot(a->shm, shm_token_slot(tok)));
+	for (int j = 0; j < SC_LEASES_MAX; j++) {
+		uint64_t rec = atomic_load(&x->rec[j]);
+		if (rec && (uint32_t)rec - 1 < ix->nentries && ix->ent[(uint32_t)rec - 1].footprint == fp[2])
+			atomic_store(&x->rec[j], rec + (1ull << 32));
+	}
+	struct sc_holder h[8];
+	ck_assert_int_eq(sc_arena_holders(a, h, 8), 2);
+	for (int i = 0; i < 2; i++)
+		if (h[i].token == tok) {
+			ck_assert_uint_eq(h[i].leases, 2);
+			ck_assert_uint_eq(h[i].leased_bytes, fp[0]);
+		}
+	/* and one naming an entry far past the index (scribbled) pins nothing, and reads nothing there */
+	for (int j = 0; j < SC_LEASES_MAX; j++) {
+		uint64_t rec = atomic_load(&x->rec[j]);
+		if (rec && (uint32_t)rec - 1 < ix->nentries && ix->ent[(uint32_t)rec - 1].footprint == fp[2])
+			atomic_store(&x->rec[j], (rec & ~0xffffffffull) | 0x40000000u);
+	}
+	ck_assert_int_eq(sc_arena_holders(a, h, 8), 2);
+	for (int i = 0; i < 2; i++)
+		if (h[i].token == tok) {
+			ck_assert_uint_eq(h[i].leases, 2);
+			ck_assert_uint_eq(h[i].leased_bytes, fp[0]);
+		}
+	/* the reap clears it: its slot, its leases; its reservation goes with the sweep */
+	ck_assert_int_ge(l2_reap(a, 1), 0);
+	ck_assert_int_eq(sc_arena_holders(a, h, 8), 1);
+	ck_assert_uint_eq(h[0].token, sc_arena_token(a));
+	ck_assert_int_eq(sc_arena_holders(a, NULL, 0), 1);
+	ck_assert_int_eq(sc_arena_holders(a, NULL, 3), -EINVAL);
+	/* more rows than room: the count says so, and nothing past @max is written */
+	struct sc_arena *c;
+	ck_assert_int_eq(sc_arena_open(name, &c), 0);
+	memset(h, 0xa5, sizeof(h));
+	ck_assert_int_eq(sc_arena_holders(a, h, 1), 2);
+	const uint8_t *canary = (const uint8_t *)&h[1];
+	for (size_t k = 0; k < sizeof(h) - sizeof(h[0]); k++)
+		ck_assert_uint_eq(canary[k], 0xa5);
+	ck_assert_int_eq(sc_arena_holders(a, NULL, 3), -EINVAL);
+	ck_assert_int_eq(sc_arena_holders(NULL, h, 8), -EINVAL);
+	sc_arena_close(c);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* The OFD lock helpers retry only a call that failed with EINTR: an errno left at EINTR by an
+ * earlier call does not make a successful one loop (liveness tests run on every reclamation). */
+START_TEST(test_ofd_helpers_ignore_a_stale_errno)
+{
+	char path[] = "/tmp/sc-ofd-XXXXXX";
+	int fd = mkstemp(path), fd2 = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(fd2, 0);
+	unlink(path);
+	errno = EINTR;
+	ck_assert_int_eq(shm_ofd_trylock(fd, 5), 0);
+	errno = EINTR;
+	ck_assert_int_eq(shm_ofd_held(fd2, 5), 1);
+	errno = EINTR;
+	ck_assert_int_eq(shm_ofd_trylock(fd2, 5), -EAGAIN);
+	errno = EINTR;
+	shm_ofd_unlock(fd, 5);
+	errno = EINTR;
+	ck_assert_int_eq(shm_ofd_held(fd2, 5), 0);
+	close(fd);
+	close(fd2);
+}
+END_TEST
+
 Suite *shm_readers_suite(void)
 {
 	Suite *s = suite_create("shm_readers");
@@ -306,6 +567,9 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_epochs);
 	tcase_add_test(tc, test_hostile_tokens);
 	tcase_add_test(tc, test_hostile_free_slots);
+	tcase_add_test(tc, test_pids_decide_nothing);
+	tcase_add_test(tc, test_holders_rows_are_exact);
+	tcase_add_test(tc, test_ofd_helpers_ignore_a_stale_errno);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -681,7 +681,7 @@ static void workload_counters(pid_t pid, const char *pin_dir, struct sc_bpf_coun
 	read_counters(pin_dir, (uint32_t)pid, c, &stage_seen);
 }
 
-/* Segmented admits (issue 19): the l2_segments probe's logical and stored bytes, summed by eBPF,
+/* Segmented admits: the l2_segments probe's logical and stored bytes, summed by eBPF,
  * equal what the library's stats say was saved. */
 START_TEST(test_segment_bytes_equal_library)
 {
@@ -724,7 +724,7 @@ START_TEST(test_segment_bytes_equal_library)
 }
 END_TEST
 
-/* Segmented L3 puts (issue 19): the l3_segments probe's logical and stored bytes, summed by eBPF,
+/* Segmented L3 puts: the l3_segments probe's logical and stored bytes, summed by eBPF,
  * equal the store's logical and physical bytes. */
 START_TEST(test_l3_segment_bytes_equal_library)
 {

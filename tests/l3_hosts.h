@@ -53,7 +53,7 @@ int h_peer_do(struct h_peer *p, char op, uint32_t doc, uint32_t ntok, uint32_t b
 int h_peer_stop(struct h_peer *p);
 
 /*
- * Coherence of the location index across hosts (issue 17, item 3). Host A is this process (an
+ * Coherence of the location index across hosts. Host A is this process (an
  * arena whose index refresh interval is @refresh_ms, a handle of @dir_a bound to it), host B an
  * h_peer on @dir_b (the same directory through its own mount, or the same path locally):
  *   1. B puts; A's restore finds it at once (its index was complete and did not have it: a miss

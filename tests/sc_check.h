@@ -17,6 +17,11 @@
 
 #include "stagecache_test.h"
 
+/* SC_CHECK_ONLY="name,name": add only the tests of these names (the mutation runner runs the tests
+ * that cover a mutated line, tests/mutate/); unset: every test. */
+void sc_tcase_add_test(TCase *tc, const TTest *ttest, int signal, int allowed_exit_value, int start, int end);
+#define _tcase_add_test sc_tcase_add_test
+
 #define SC_CHECK_MAIN(suite_fn)                                        \
 	int main(void)                                                 \
 	{                                                              \

@@ -1,5 +1,5 @@
 //! Links libstagecache (the build tree's by default, or $STAGECACHE_LIB_DIR) and extracts the
-//! README's Rust example so that `cargo test` compiles and runs it (tests/readme.rs).
+//! Rust example of docs/LIBRARY.md so that `cargo test` compiles and runs it (tests/doc_example.rs).
 use std::env;
 use std::fs;
 use std::path::PathBuf;
@@ -18,13 +18,13 @@ fn main() {
     // found at run time without LD_LIBRARY_PATH (an installed library is found by ld.so anyway)
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", libdir.display());
 
-    let readme = root.join("README.md");
-    println!("cargo:rerun-if-changed={}", readme.display());
-    let text = fs::read_to_string(&readme).unwrap_or_default();
+    let doc = root.join("docs/LIBRARY.md");
+    println!("cargo:rerun-if-changed={}", doc.display());
+    let text = fs::read_to_string(&doc).unwrap_or_default();
     let example = extract(&text, "<!-- example: rust -->").unwrap_or_else(|| {
-        "compile_error!(\"README.md has no Rust example after <!-- example: rust -->\");".to_string()
+        "compile_error!(\"docs/LIBRARY.md has no Rust example after <!-- example: rust -->\");".to_string()
     });
-    let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("readme_example.rs");
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("doc_example.rs");
     fs::write(out, example).unwrap();
 }
 

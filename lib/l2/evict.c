@@ -248,6 +248,7 @@ void l2_reclaim_locked(struct sc_arena *a, uint32_t shard)
 	/* epochs first, then leases: a reader whose epoch exit we see recorded its lease before it
 	 * (release in shm_epoch_exit), so the lease read below is seen (shm/index.c, Reclamation) */
 	uint64_t min = shm_epoch_min_active(a->shm);
+	shm_sched_point("l2.reclaim.epochs_read"); /* between the two reads: their order is the protocol */
 	uint64_t *leases;
 	size_t n = l2_leases_collect(a, &leases);
 	if (n == SIZE_MAX)

@@ -22,6 +22,7 @@
 #include "types.h"
 #include "files.h"
 #include "fill.h"
+#include "ring.h"
 #include "format.h"
 #include "janitor.h"
 #include "segstore.h"

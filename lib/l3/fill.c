@@ -15,42 +15,8 @@
  * reaped: nothing here frees or reuses it, and a request is reaped only after every read into it
  * completed.
  *
- * Kept files. An open (and its close) is a round trip to the metadata server on a network
- * filesystem (~1 ms on ceph-fuse), more than reading a 64 KiB object. Each ring keeps the files of
- * objects it filled successfully open (an 8-way set-associative table by digest, least recently
- * used replaced; at most opts.fd_cache files for all of a handle's rings, in twice as many slots
- * per ring so that a set rarely overflows), and a later fill of the same object reads the kept file
- * with no open, stat or close. What makes this safe: objects are immutable under their name and
- * every fill verifies the bytes against the digest as before, so a kept file can only be as right
- * as a fresh open. What it can change: an object removed by another process or host is still read
- * through a kept file (a hit where a fresh open would miss) until the entry is dropped. Hence: on a
- * kernel filesystem, where a lookup costs a microsecond, each use first checks that the name still
- * names the kept inode (fstatat; a removed or replaced object reopens or misses exactly as
- * before). On FUSE, where that lookup is the round trip being saved, there is no such check: every
- * removal through this handle moves kept_gen and every ring reopens, and a file is kept at most
- * SC_L3_FD_KEEP_MS after its open — so an object another process or host removed may still be
- * read (and verified) here for that long, and its disk space stays pinned as long. Idle kept files
- * that are stale (a removal moved kept_gen, or older than SC_L3_FD_KEEP_MS) are closed by a sweep
- * at the ring's next fill (at once in the thread that removed the object), so a removed object's
- * space is not held until its slot happens to be reused. By default files are kept only on FUSE
- * (fd_cache 0 elsewhere means none: an open costs microseconds there). A fill that fails
- * -EBADMSG quarantines the object only if its name still names the file that was read (a kept
- * file, or a file replaced under the fill, is not what another process may have put there since). A fill
- * that fails closes its kept file. A kept file's header was verified by the fill that kept it: a
- * later fill for the same location reads only the payload (one request, not two: on FUSE the
- * vectored header+payload read is two requests to the daemon) and still verifies its digest and
- * length. A kept file in use by a fill in flight is not shared (the
- * other fill opens its own: O_DIRECT is switched per fill on the open file).
  *
- * Rings. Each thread using a handle gets its own ring (created on first use, recorded in the
- * handle's list and in a small thread-local cache keyed by the handle's unique id). A ring is
- * used only by the thread that created it, so it needs no lock; a forked child sees a different
- * thread id and creates its own, and at fork() the child closes its copies of every ring (their
- * mappings are not inherited: MADV_DONTFORK), so that a ring of the parent, and the arena locks it
- * holds, go when the parent dies. Each ring holds the liveness lock of every arena it reads into
- * (lib/io_pin.h): a fill that the ring cannot pin fails before it reads. Registered buffers: ring-owned header buffers, plus the ranges
- * given to sc_l3_register_memory (in pieces of at most 1 GiB), re-registered lazily when the
- * handle's range generation moves; where the kernel refuses, plain reads are used.
+ * The rings, their registrations and the kept files are lib/l3/ring.c's.
  *
  * Abandoned fills. A caller that stops waiting for a fill (a restore past its deadline) cannot
  * take its reads back: the kernel keeps writing into the destination until each read completes,
@@ -81,6 +47,7 @@
 
 #include "types.h"
 #include "fill.h"
+#include "ring.h"
 #include "format.h"
 #include "hosts.h"
 #include "quarantine.h"
@@ -100,265 +67,10 @@ struct l3_cachestat {
 };
 
 #define TAG_MASK 7ull
-#define REG_CHUNK (1ull << 30)
-#define MAX_IOVECS 64
 #define L3_ASYNC_MIN (256u << 10)
 #define L3_EST_SMALL (256u << 10)   /* fills below this measure the fixed cost */
 #define L3_EST_LARGE (1u << 20)     /* fills from this measure the cost per byte */
 #define L3_EST_SHIFT 2              /* moving averages move 1/4 of the way per sample */
-
-static __thread struct {
-	uint64_t id;
-	struct l3_ring *r;
-} tls_cache[4];
-static __thread unsigned tls_next;
-
-/* Every ring of this process, for fork (guarded by all_mu, held across fork()). */
-static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct l3_ring *all_rings;
-static pthread_once_t all_once = PTHREAD_ONCE_INIT;
-
-static void all_prepare(void)
-{
-	pthread_mutex_lock(&all_mu);
-}
-
-static void all_parent(void)
-{
-	pthread_mutex_unlock(&all_mu);
-}
-
-/* The child's copies of the rings are not its own: their descriptors go at once (a copy would keep
- * the parent's ring, and the arena locks it holds, alive after the parent's death). The copies
- * are never used (tid 0 matches no thread) and their memory is freed when their handle closes. */
-static void all_child(void)
-{
-	for (struct l3_ring *r = all_rings; r; r = r->all_next) {
-		if (r->ok)
-			close(r->ring.ring_fd);
-		if (r->seg_ok)
-			close(r->seg_ring.ring_fd);
-		r->ok = r->seg_ok = 0;
-		r->tid = 0;
-		io_pins_forget(&r->pins);
-		io_pins_forget(&r->seg_pins);
-	}
-	all_rings = NULL;
-	pthread_mutex_unlock(&all_mu);
-}
-
-static void all_atfork(void)
-{
-	(void)pthread_atfork(all_prepare, all_parent, all_child);
-}
-
-static void l3_ring_track(struct l3_ring *r, int add)
-{
-	pthread_once(&all_once, all_atfork);
-	pthread_mutex_lock(&all_mu);
-	struct l3_ring **p = &all_rings;
-	while (*p && *p != r)
-		p = &(*p)->all_next;
-	if (add && !*p) {
-		r->all_next = all_rings;
-		all_rings = r;
-	} else if (!add && *p) {
-		*p = r->all_next;
-	}
-	pthread_mutex_unlock(&all_mu);
-}
-
-/* ---- rings ---- */
-
-static void ring_register_locked(struct sc_l3 *l3, struct l3_ring *r);
-
-static struct l3_ring *ring_create(struct sc_l3 *l3)
-{
-	struct l3_ring *r = calloc(1, sizeof(*r));
-	if (!r)
-		return NULL;
-	r->depth = l3->opts.queue_depth;
-	r->tid = gettid();
-	r->ops = calloc(r->depth, sizeof(*r->ops));
-	r->hdrbufs = aligned_alloc(L3_DIO_ALIGN, (size_t)r->depth * L3_HDR_BLOCK);
-	r->hstates = aligned_alloc(64, (size_t)r->depth * sizeof(XXH3_state_t));
-	if (!r->ops || !r->hdrbufs || !r->hstates)
-		goto fail;
-	/* a fill is a header read plus up to L3_MAX_CHUNKS payload reads: size the CQ for all of them */
-	unsigned entries = r->depth * 2 + 8, cq = r->depth * (L3_MAX_CHUNKS + 1) + 64;
-	struct io_uring_params p = { .flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN |
-					      IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP,
-				     .cq_entries = cq };
-	if (io_uring_queue_init_params(entries, &r->ring, &p) < 0) {
-		p = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP, .cq_entries = cq };
-		if (io_uring_queue_init_params(entries, &r->ring, &p) < 0)
-			goto fail;
-	}
-	r->ok = 1;
-	(void)io_uring_ring_dontfork(&r->ring); /* a child's copy of the mappings would keep the ring */
-	l3_ring_track(r, 1);
-	for (uint32_t i = 0; i < r->depth; i++) {
-		r->ops[i].hdrbuf = r->hdrbufs + (size_t)i * L3_HDR_BLOCK;
-		r->ops[i].hs = &r->hstates[i];
-		r->ops[i].fd = -1;
-		r->ops[i].next = r->free_ops;
-		r->free_ops = &r->ops[i];
-	}
-	r->owner = l3;
-	r->reg_gen = UINT64_MAX;
-	if (l3->kept_max) {
-		r->kept_sets = (2 * l3->kept_max + L3_KEPT_WAYS - 1) / L3_KEPT_WAYS;
-		r->kept = calloc((size_t)r->kept_sets * L3_KEPT_WAYS, sizeof(*r->kept));
-		if (!r->kept)
-			r->kept_sets = 0; /* no kept files: fills open every time */
-		for (uint32_t i = 0; r->kept && i < r->kept_sets * L3_KEPT_WAYS; i++)
-			r->kept[i].fd = -1;
-	}
-	ring_register_locked(l3, r);
-	return r;
-fail:
-	free(r->ops);
-	free(r->hdrbufs);
-	free(r->hstates);
-	free(r);
-	return NULL;
-}
-
-static void drain(struct l3_ring *r);
-
-static void ring_free(struct l3_ring *r)
-{
-	l3_ring_track(r, 0);
-	if (r->ok && r->tid == gettid())
-		drain(r);
-	if (r->ok)
-		io_uring_queue_exit(&r->ring); /* reads still in flight (a failed drain) keep our pins */
-	io_pins_forget(&r->pins);
-	l3_seg_ring_free(r);
-	for (uint32_t i = 0; i < r->depth; i++)
-		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == gettid())
-			close(r->ops[i].fd);
-	/* kept files too in a forked child (its own copies of the descriptors: nothing else closes them) */
-	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++)
-		if (r->kept[i].fd >= 0)
-			close(r->kept[i].fd);
-	free(r->kept);
-	free(r->ops);
-	free(r->hdrbufs);
-	free(r->hstates);
-	free(r);
-}
-
-struct l3_ring *l3_ring_get(struct sc_l3 *l3)
-{
-	pid_t tid = gettid();
-	for (int i = 0; i < 4; i++)
-		if (tls_cache[i].id == l3->id && tls_cache[i].r && tls_cache[i].r->tid == tid)
-			return tls_cache[i].r;
-	pthread_mutex_lock(&l3->mu);
-	struct l3_ring *r = l3->rings;
-	while (r && r->tid != tid)
-		r = r->next;
-	if (!r && (r = ring_create(l3))) {
-		r->next = l3->rings;
-		l3->rings = r;
-	}
-	pthread_mutex_unlock(&l3->mu);
-	if (r) {
-		unsigned k = tls_next++ % 4;
-		tls_cache[k].id = l3->id;
-		tls_cache[k].r = r;
-	}
-	return r;
-}
-
-void l3_rings_free(struct sc_l3 *l3)
-{
-	struct l3_ring *r = l3->rings;
-	while (r) {
-		struct l3_ring *n = r->next;
-		for (int i = 0; i < 4; i++)
-			if (tls_cache[i].r == r)
-				tls_cache[i].id = 0, tls_cache[i].r = NULL;
-		ring_free(r);
-		r = n;
-	}
-	l3->rings = NULL;
-}
-
-/* (Re-)register the header buffers and the handle's memory ranges. Caller holds l3->mu. */
-static void ring_register_locked(struct sc_l3 *l3, struct l3_ring *r)
-{
-	uint64_t gen = atomic_load_explicit(&l3->reg_gen, RELAXED);
-	struct iovec iov[MAX_IOVECS];
-	int n = 0;
-	iov[n++] = (struct iovec){ r->hdrbufs, (size_t)r->depth * L3_HDR_BLOCK };
-	for (uint32_t i = 0; i < l3->nranges; i++)
-		for (uint64_t off = 0; off < l3->ranges[i].len && n < MAX_IOVECS; off += REG_CHUNK) {
-			uint64_t len = l3->ranges[i].len - off < REG_CHUNK ? l3->ranges[i].len - off : REG_CHUNK;
-			iov[n++] = (struct iovec){ l3->ranges[i].base + off, len };
-		}
-	if (r->reg_ok)
-		io_uring_unregister_buffers(&r->ring);
-	r->reg_ok = io_uring_register_buffers(&r->ring, iov, (unsigned)n) == 0;
-	if (!r->reg_ok && n > 1) /* the kernel refused the ranges: keep at least the header buffers */
-		r->reg_ok = io_uring_register_buffers(&r->ring, iov, (n = 1)) == 0;
-	r->nreg = r->reg_ok ? n : 0;
-	memcpy(r->reg, iov, sizeof(iov[0]) * (size_t)r->nreg);
-	r->reg_gen = gen;
-}
-
-static void ring_register(struct sc_l3 *l3, struct l3_ring *r)
-{
-	/* a stale generation only delays the use of a new range by one call */
-	if (atomic_load_explicit(&l3->reg_gen, RELAXED) == r->reg_gen)
-		return;
-	pthread_mutex_lock(&l3->mu);
-	ring_register_locked(l3, r);
-	pthread_mutex_unlock(&l3->mu);
-}
-
-int sc_l3_register_memory(struct sc_l3 *l3, void *base, uint64_t len)
-{
-	if (!l3 || !base || !len)
-		return -EINVAL;
-	pthread_mutex_lock(&l3->mu);
-	int rc = 0;
-	for (uint32_t i = 0; i < l3->nranges; i++)
-		if (l3->ranges[i].base == base && l3->ranges[i].len == len)
-			goto out;
-	if (l3->nranges == L3_MAX_RANGES) {
-		rc = -ENOSPC;
-		goto out;
-	}
-	l3->ranges[l3->nranges++] = (struct l3_range){ base, len };
-	atomic_fetch_add_explicit(&l3->reg_gen, 1, RELAXED); /* read by the owner thread under l3->mu */
-out:
-	pthread_mutex_unlock(&l3->mu);
-	return rc;
-}
-
-/* Registered buffer index holding [p, p+len), or -1. */
-static int fixed_index(struct l3_ring *r, const void *p, uint64_t len)
-{
-	const uint8_t *b = p;
-	for (int i = 0; i < r->nreg; i++) {
-		const uint8_t *base = r->reg[i].iov_base;
-		if (b >= base && b + len <= base + r->reg[i].iov_len)
-			return i;
-	}
-	return -1;
-}
-
-static struct io_uring_sqe *sqe_get(struct l3_ring *r)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
-	if (!sqe) {
-		io_uring_submit(&r->ring);
-		sqe = io_uring_get_sqe(&r->ring);
-	}
-	return sqe;
-}
 
 /* ---- fills ---- */
 
@@ -394,7 +106,7 @@ static uint64_t ud_of(struct l3_ring *r, struct l3_fill_op *op, int kind, uint32
 static int prep_chunk(struct l3_ring *r, struct l3_fill_op *op, uint32_t c)
 {
 	struct sc_l3_fill_req *req = op->req;
-	struct io_uring_sqe *sqe = sqe_get(r);
+	struct io_uring_sqe *sqe = l3_ring_sqe(r);
 	if (!sqe)
 		return -EAGAIN;
 	uint64_t off = (uint64_t)c * op->chunk + op->cgot[c];
@@ -404,7 +116,7 @@ static int prep_chunk(struct l3_ring *r, struct l3_fill_op *op, uint32_t c)
 		len = (len + op->align - 1) / op->align * op->align; /* fits: dst_bytes was checked */
 	if (len > (1u << 30))
 		len = 1u << 30; /* a short read; the rest is resubmitted */
-	int fi = r->reg_ok ? fixed_index(r, dst, len) : -1;
+	int fi = r->reg_ok ? l3_ring_fixed_index(r, dst, len) : -1;
 	if (fi >= 0)
 		io_uring_prep_read_fixed(sqe, op->fd, dst, (unsigned)len, L3_HDR_BLOCK + off, fi);
 	else
@@ -420,7 +132,7 @@ static int prep_chunk(struct l3_ring *r, struct l3_fill_op *op, uint32_t c)
 
 static int prep_header(struct l3_ring *r, struct l3_fill_op *op)
 {
-	struct io_uring_sqe *sqe = sqe_get(r);
+	struct io_uring_sqe *sqe = l3_ring_sqe(r);
 	if (!sqe)
 		return -EAGAIN;
 	uint64_t len = L3_HDR_BLOCK - op->hdr_got;
@@ -438,7 +150,7 @@ static int prep_header(struct l3_ring *r, struct l3_fill_op *op)
  * requests. The vector lives in the op until the read completes. */
 static int prep_first(struct l3_ring *r, struct l3_fill_op *op)
 {
-	struct io_uring_sqe *sqe = sqe_get(r);
+	struct io_uring_sqe *sqe = l3_ring_sqe(r);
 	if (!sqe)
 		return -EAGAIN;
 	uint64_t len = (chunk_len(op, 0) + op->align - 1) / op->align * op->align; /* fits: dst_bytes was checked */
@@ -460,158 +172,6 @@ static int file_is_cold(int fd, uint64_t bytes)
 }
 
 static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op);
-
-/* ---- kept files ---- */
-
-static struct l3_kept *kept_set(struct l3_ring *r, uint64_t lo)
-{
-	return &r->kept[(lo % r->kept_sets) * L3_KEPT_WAYS];
-}
-
-static void kept_drop(struct l3_ring *r, struct l3_kept *k)
-{
-	close(k->fd);
-	k->fd = -1;
-	k->busy = 0;
-	atomic_fetch_sub_explicit(&r->owner->kept_count, 1, memory_order_relaxed);
-}
-
-/* The least recently used idle kept file of the whole table (it makes room at the limit). */
-static struct l3_kept *kept_oldest(struct l3_ring *r)
-{
-	struct l3_kept *v = NULL;
-	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++) {
-		struct l3_kept *k = &r->kept[i];
-		if (k->fd >= 0 && !k->busy && (!v || k->used < v->used))
-			v = k;
-	}
-	return v;
-}
-
-/* Is @k too old to use: opened before a removal through this handle, or SC_L3_FD_KEEP_MS ago? */
-static int kept_stale(struct sc_l3 *l3, const struct l3_kept *k, uint64_t now)
-{
-	return k->gen != atomic_load_explicit(&l3->kept_gen, memory_order_acquire) ||
-	       now - k->opened_ns > (uint64_t)SC_L3_FD_KEEP_MS * 1000000ull;
-}
-
-/* Does @rel still name kept file @k? Only checked on a kernel filesystem (above). */
-/* Does object name @rel name inode @ino (of @size bytes, unless UINT64_MAX)? */
-static int names_inode(struct sc_l3 *l3, const char *rel, uint64_t ino, uint64_t size)
-{
-	struct stat sb;
-	return fstatat(l3->objfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t)sb.st_ino == ino &&
-	       (size == UINT64_MAX || (uint64_t)sb.st_size == size);
-}
-
-static int kept_named(struct sc_l3 *l3, const struct l3_kept *k, const char *rel)
-{
-	return l3->dio_at_open || names_inode(l3, rel, k->ino, k->file_bytes);
-}
-
-/* Close the idle kept files that are stale (opened before a removal moved kept_gen, or longer ago
- * than SC_L3_FD_KEEP_MS): on a new generation at once, else at most once a second. */
-static void kept_sweep(struct sc_l3 *l3, struct l3_ring *r)
-{
-	uint32_t gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
-	uint64_t now = shm_now_ns();
-	if (!r->kept_sets || (gen == r->kept_swept_gen && now - r->kept_swept_ns < SHM_NS_PER_SEC))
-		return;
-	r->kept_swept_gen = gen;
-	r->kept_swept_ns = now;
-	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++) {
-		struct l3_kept *k = &r->kept[i];
-		if (k->fd >= 0 && !k->busy && kept_stale(l3, k, now))
-			kept_drop(r, k);
-	}
-}
-
-void l3_kept_forget(struct sc_l3 *l3)
-{
-	l3_kept_invalidate(l3);
-	pid_t tid = gettid();
-	for (int i = 0; i < 4; i++)
-		if (tls_cache[i].id == l3->id && tls_cache[i].r && tls_cache[i].r->tid == tid)
-			kept_sweep(l3, tls_cache[i].r); /* this thread's ring: its own table, no lock */
-}
-
-/* The kept file of object (@lo, @hi) at @rel, opened as @open_direct asks, marked busy; NULL: none
- * usable (a stale one is closed on the way). */
-static struct l3_kept *kept_take(struct sc_l3 *l3, struct l3_ring *r, uint64_t lo, uint64_t hi, const char *rel,
-				 int open_direct)
-{
-	if (!r->kept_sets)
-		return NULL;
-	struct l3_kept *set = kept_set(r, lo);
-	for (uint32_t w = 0; w < L3_KEPT_WAYS; w++) {
-		struct l3_kept *k = &set[w];
-		if (k->fd < 0 || k->lo != lo || k->hi != hi || k->busy)
-			continue;
-		if (kept_stale(l3, k, shm_now_ns()) || !kept_named(l3, k, rel)) {
-			kept_drop(r, k);
-			return NULL;
-		}
-		if (k->open_direct != open_direct)
-			return NULL;
-		k->busy = 1;
-		k->used = ++r->kept_tick;
-		return k;
-	}
-	return NULL;
-}
-
-/* Keep @op's file (its fill succeeded) in an empty slot of its set, or in place of the set's least
- * recently used idle file; at the limit the table's least recently used idle file is closed first.
- * 1: kept (the caller must not close it), 0: not kept. */
-static int kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint64_t hi)
-{
-	if (!r->kept_sets)
-		return 0;
-	struct l3_kept *set = kept_set(r, lo), *v = NULL;
-	for (uint32_t w = 0; w < L3_KEPT_WAYS; w++) {
-		struct l3_kept *k = &set[w];
-		if (k->fd >= 0 && k->lo == lo && k->hi == hi)
-			return 0; /* kept already (another fill's file is in use): close ours */
-		if (k->busy)
-			continue;
-		if (k->fd < 0) {
-			if (!v || v->fd >= 0)
-				v = k; /* an empty entry first */
-		} else if (!v || (v->fd >= 0 && k->used < v->used)) {
-			v = k;
-		}
-	}
-	if (!v)
-		return 0;
-	if (v->fd >= 0) {
-		kept_drop(r, v);
-	} else if (atomic_load_explicit(&r->owner->kept_count, memory_order_relaxed) >= r->owner->kept_max) {
-		struct l3_kept *old = kept_oldest(r);
-		if (!old)
-			return 0;
-		kept_drop(r, old);
-	}
-	atomic_fetch_add_explicit(&r->owner->kept_count, 1, memory_order_relaxed);
-	const struct sc_location *loc = op->req->loc;
-	*v = (struct l3_kept){ .lo = lo, .hi = hi, .file_bytes = op->file_bytes, .ino = op->ino,
-			       .payload_bytes = loc->payload_bytes, .sec0 = loc->sec_len[0], .kind = loc->kind, .ident = op->ident,
-			       .cost_ns = op->cost_ns,
-			       .mtime_ns = op->mtime_ns,
-			       .opened_ns = op->t0, .used = ++r->kept_tick, .gen = op->kept_gen, .fd = op->fd,
-			       .open_direct = op->opened_direct };
-	return 1;
-}
-
-/* The end of a fill that read kept file @k: idle again, or closed when the fill failed. */
-static void kept_release(struct l3_ring *r, struct l3_kept *k, int rc, int64_t mtime_ns)
-{
-	if (rc) {
-		kept_drop(r, k);
-		return;
-	}
-	k->mtime_ns = mtime_ns;
-	k->busy = 0;
-}
 
 /*
  * Open the object, then queue its reads (fill_opened). With other fills in flight on this ring,
@@ -644,7 +204,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	op->open_direct = l3->dio_at_open && direct_ok(l3, op->req, loc->payload_bytes);
 	op->opened_direct = op->open_direct;
 	op->kept_gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
-	if ((op->kept = kept_take(l3, r, loc->digest.lo, loc->digest.hi, op->rel, op->open_direct))) {
+	if ((op->kept = l3_kept_take(l3, r, loc->digest.lo, loc->digest.hi, op->rel, op->open_direct))) {
 		op->fd = op->kept->fd;
 		op->file_bytes = op->kept->file_bytes;
 		op->mtime_ns = op->kept->mtime_ns;
@@ -745,7 +305,7 @@ static void hash_ready(struct l3_fill_op *op)
  * quarantine: renaming another file (a good copy put since) into quarantine would lose it. */
 static int still_named(struct sc_l3 *l3, const struct l3_fill_op *op)
 {
-	return names_inode(l3, op->rel, op->kept ? op->kept->ino : op->ino, UINT64_MAX);
+	return l3_names_inode(l3, op->rel, op->kept ? op->kept->ino : op->ino, UINT64_MAX);
 }
 
 /* The end of @op's file: kept for the next fill of the object, or released, or closed. */
@@ -753,8 +313,8 @@ static void fill_close(struct l3_ring *r, struct l3_fill_op *op, int rc)
 {
 	const struct sc_location *loc = op->req->loc;
 	if (op->kept) {
-		kept_release(r, op->kept, rc, op->mtime_ns);
-	} else if (op->fd >= 0 && (rc || !kept_keep(r, op, loc->digest.lo, loc->digest.hi))) {
+		l3_kept_release(r, op->kept, rc, op->mtime_ns);
+	} else if (op->fd >= 0 && (rc || !l3_kept_keep(r, op, loc->digest.lo, loc->digest.hi))) {
 		/* on FUSE a close is a round trip too (flush): on the ring when the fill was */
 		struct io_uring_sqe *sqe = op->on_ring ? io_uring_get_sqe(&r->ring) : NULL;
 		if (sqe) {
@@ -1050,8 +610,8 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 	struct l3_ring *r = l3_ring_get(l3);
 	if (!r)
 		return -ENOMEM;
-	ring_register(l3, r);
-	kept_sweep(l3, r);
+	l3_ring_register(l3, r);
+	l3_kept_sweep(l3, r);
 	unsigned i;
 	for (i = 0; i < n; i++) {
 		struct sc_l3_fill_req *req = reqs[i];
@@ -1349,7 +909,7 @@ int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov_in, int ni
 	int first = 0;
 	while (first < niov) {
 		struct l3_sync_io io = { 0 };
-		struct io_uring_sqe *sqe = sqe_get(r);
+		struct io_uring_sqe *sqe = l3_ring_sqe(r);
 		if (!sqe)
 			return -EAGAIN;
 		io_uring_prep_writev(sqe, fd, iov + first, (unsigned)(niov - first), off);
@@ -1374,11 +934,20 @@ int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov_in, int ni
 int l3_ring_fsync(struct l3_ring *r, int fd)
 {
 	struct l3_sync_io io = { 0 };
-	struct io_uring_sqe *sqe = sqe_get(r);
+	struct io_uring_sqe *sqe = l3_ring_sqe(r);
 	if (!sqe)
 		return -EAGAIN;
 	io_uring_prep_fsync(sqe, fd, 0);
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io | L3_IO_SYNC);
 	int res = sync_wait(r, &io);
 	return res < 0 ? res : 0;
+}
+
+void l3_fills_drain(struct sc_l3 *l3)
+{
+	/* every read still in flight on this thread's rings: their destinations belong to callers */
+	pid_t tid = gettid();
+	for (struct l3_ring *r = l3->rings; r; r = r->next)
+		if (r->ok && r->tid == tid)
+			drain(r);
 }

@@ -4,14 +4,9 @@
 
 #include "types.h"
 
-struct l3_ring *l3_ring_get(struct sc_l3 *l3);
-void l3_rings_free(struct sc_l3 *l3);
 /* l3_fill_req for a fill into @src's memory (sc_restore): the segments of a segmented object that
  * @src's L2 holds are copied from there, not read (lib/l3/segstore.c). */
 int l3_fill_from(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_arena *src);
-/* An object file was removed or moved through @l3: every ring's kept files are reopened (this
- * thread's ring closes its idle ones at once, the others at their next fill). */
-void l3_kept_forget(struct sc_l3 *l3);
 /* l3_fill_from with a deadline (CLOCK_MONOTONIC ns; 0: none): the result when the fill completed
  * in time, -ETIME when the deadline passed before it could be submitted (nothing in flight), or
  * -EINPROGRESS when it passed with the fill in flight: the caller must hand it to l3_fill_abandon
@@ -27,5 +22,8 @@ int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *req);
 /* Synchronous write of @iov at @off through the ring (loops on short writes). */
 int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov, int niov, uint64_t off);
 int l3_ring_fsync(struct l3_ring *r, int fd);
+
+/* Wait for every fill in flight on this thread's rings of @l3 (before the rings are freed). */
+void l3_fills_drain(struct sc_l3 *l3);
 
 #endif

@@ -48,6 +48,7 @@
 #include "types.h"
 #include "files.h"
 #include "fill.h"
+#include "ring.h"
 #include "format.h"
 #include "hosts.h"
 #include "janitor.h"

@@ -12,6 +12,7 @@
 #include "locindex.h"
 #include "lru.h"
 #include "put.h"
+#include "ring.h"
 #include "quarantine.h"
 #include "reconcile.h"
 #include "segread.h"

@@ -32,6 +32,7 @@
 #include "types.h"
 #include "files.h"
 #include "fill.h"
+#include "ring.h"
 #include "hosts.h"
 #include "janitor.h"
 #include "reconcile.h"
@@ -176,6 +177,7 @@ void sc_l3_close(struct sc_l3 *l3)
 {
 	if (!l3)
 		return;
+	l3_fills_drain(l3);
 	l3_rings_free(l3);
 	if (l3->dirfd >= 0)
 		l3_access_flush(l3, 1);

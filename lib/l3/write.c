@@ -24,6 +24,7 @@
 #include "../../shm/fault.h"
 #include "files.h"
 #include "fill.h"
+#include "ring.h"
 #include "hosts.h"
 #include "write.h"
 

@@ -211,6 +211,22 @@ def _cost(v):
     return min(v, (1 << 64) - 1)
 
 
+def _path(p, what):
+    """A path argument as bytes: str, bytes or os.PathLike only (never str(None) == "None")."""
+    if isinstance(p, (str, bytes)) or hasattr(p, "__fspath__"):
+        return os.fsencode(p)
+    raise TypeError("%s must be a path (str, bytes or os.PathLike), not %s" % (what, type(p).__name__))
+
+
+def _text(n, what="name"):
+    """A name argument as bytes: str or bytes only."""
+    if isinstance(n, str):
+        return n.encode()
+    if isinstance(n, bytes):
+        return n
+    raise TypeError("%s must be str or bytes, not %s" % (what, type(n).__name__))
+
+
 def _ns(ns):
     if ns is None:
         return b""
@@ -540,7 +556,7 @@ class Arena(_Closable):
         o = _ffi.ArenaOpts()
         o.size_bytes = int(size)
         o.huge = _HUGE[huge] if isinstance(huge, str) else int(huge)
-        o.dir = dir.encode() if dir else None
+        o.dir = _path(dir, "dir") if dir is not None else None
         o.mode = int(mode)
         if group is not None:
             o.gid = int(group)
@@ -549,24 +565,24 @@ class Arena(_Closable):
         o.obs_entries, o.reader_slots = int(obs_entries), int(reader_slots)
         o.segment_bytes = int(segment_bytes)
         h = ctypes.c_void_p()
-        _check(lib.sc_arena_create(name.encode(), ctypes.byref(o), ctypes.byref(h)), "sc_arena_create")
+        _check(lib.sc_arena_create(_text(name), ctypes.byref(o), ctypes.byref(h)), "sc_arena_create")
         return cls(h.value, name)
 
     @classmethod
     def open(cls, name, dir=None):
         """Attach to an existing arena (in /dev/hugepages then /dev/shm, or only in `dir`)."""
         h = ctypes.c_void_p()
-        if dir:
-            rc = lib.sc_arena_open_dir(dir.encode(), name.encode(), ctypes.byref(h))
+        if dir is not None:
+            rc = lib.sc_arena_open_dir(_path(dir, "dir"), _text(name), ctypes.byref(h))
         else:
-            rc = lib.sc_arena_open(name.encode(), ctypes.byref(h))
+            rc = lib.sc_arena_open(_text(name), ctypes.byref(h))
         _check(rc, "sc_arena_open")
         return cls(h.value, name)
 
     @staticmethod
     def destroy(name, dir=None):
         """Remove the arena's file (attached processes keep their mapping until they close)."""
-        _check(lib.sc_arena_destroy(dir.encode() if dir else None, name.encode()), "sc_arena_destroy")
+        _check(lib.sc_arena_destroy(_path(dir, "dir") if dir is not None else None, _text(name)), "sc_arena_destroy")
 
     def _open(self):
         """Open, and in the process that opened it."""
@@ -808,7 +824,8 @@ class Stage(_ArenaChild):
         self.model_identity, self.state_identity = model_identity, state_identity
         h = ctypes.c_void_p()
         with arena._lock:
-            _check(lib.sc_stage_open(arena._handle(), model_identity.encode(), state_identity.encode(),
+            _check(lib.sc_stage_open(arena._handle(), _text(model_identity, "model_identity"),
+                                     _text(state_identity, "state_identity"),
                                      ctypes.byref(h)), "sc_stage_open")
         self._attach(arena, h)
         self.id = lib.sc_stage_id(h)
@@ -987,15 +1004,16 @@ class L3(_Closable):
     The handle may be shared by threads (each thread gets its own io_uring)."""
 
     def __init__(self, dir, budget=0, min_free=0, queue_depth=0, o_direct="auto", file_mode=0, reconcile=True):
+        path = _path(dir, "dir")  # before anything: a bad argument has no side effect
         o = _ffi.L3Opts()
         o.budget_bytes, o.min_free_bytes, o.queue_depth = int(budget), int(min_free), int(queue_depth)
         o.o_direct = _ODIRECT[o_direct] if isinstance(o_direct, str) else int(o_direct)
         o.file_mode = int(file_mode)
         o.flags = 0 if reconcile else _L3_OPEN_NO_RECONCILE
         h = ctypes.c_void_p()
-        _check(lib.sc_l3_open(str(dir).encode(), ctypes.byref(o), ctypes.byref(h)), "sc_l3_open")
+        _check(lib.sc_l3_open(path, ctypes.byref(o), ctypes.byref(h)), "sc_l3_open")
         self._h = h
-        self.dir = str(dir)
+        self.dir = os.fsdecode(path)
         self._lock = threading.Lock()
 
     def _handle(self):

@@ -195,7 +195,7 @@ class L3PutArgs(Structure):
                 ("tokens", POINTER(c_int32)), ("token_count", c_uint32), ("payload", POINTER(Payload_))]
 
 
-L3Location_ = Location_  # one location type since the L3 location index (issue 13)
+L3Location_ = Location_  # the deprecated name of the one location type (struct sc_location)
 
 
 class L3FillReq(Structure):

@@ -433,6 +433,96 @@ class TestLeases(ArenaCase):
         self.arena = sc.Arena.open(self.name)  # for tearDown
 
 
+def _tree(top):
+    """Every path under `top` with its size and mtime (what a side effect would change)."""
+    out = {}
+    if not os.path.isdir(top):
+        return out
+    for d, dirs, files in os.walk(top):
+        for f in dirs + files:
+            p = os.path.join(d, f)
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                continue
+            out[os.path.relpath(p, top)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+# names a bad argument could turn into an arena file (other processes' arenas come and go)
+_BAD_NAMES = ["None", "0", "1.5", "['x']", "7", "", "a", "a/b", "b", "..", "../x", "x" * 300]
+
+
+def _arenas():
+    """The arena files under the names a bad argument could have made (both backings)."""
+    found = set()
+    for d in ("/dev/shm", "/dev/hugepages"):
+        for n in _BAD_NAMES:
+            p = os.path.join(d, "stagecache." + n)
+            if os.path.lexists(p):
+                found.add(p)
+    return found
+
+
+class TestBadInputHasNoSideEffects(ArenaCase):
+    """Bad arguments raise, and change nothing: no file or directory created (in the current
+    directory, the L3 directory or the arena directories), no arena state changed."""
+
+    def setUp(self):
+        super().setUp()
+        self.cwd = os.getcwd()
+        self.tmp = tempfile.mkdtemp(prefix="sc-py-bad-", dir="/var/tmp")
+        self.dir = tempfile.mkdtemp(prefix="sc-py-bad-l3-", dir="/var/tmp")
+        os.chdir(self.tmp)
+        self.l3 = sc.L3(self.dir)
+        self.stage.admit("t", [1, 2], payload(100))
+
+    def tearDown(self):
+        self.l3.close()
+        os.chdir(self.cwd)
+        shutil.rmtree(self.tmp)
+        shutil.rmtree(self.dir)
+        super().tearDown()
+
+    def state(self):
+        st = self.arena.l2_stats()
+        return (_tree(self.tmp), _tree(self.dir), _arenas(), st["entries"], st["bytes"], st["inserts"])
+
+    def assert_no_effect(self, exc, fn, *args, **kw):
+        before = self.state()
+        with self.assertRaises(exc):
+            fn(*args, **kw)
+        self.assertEqual(self.state(), before, "%s%r changed something" % (getattr(fn, "__name__", fn), args))
+
+    def test_bad_paths_and_names(self):
+        for bad in (None, 0, 1.5, ["x"], object()):
+            self.assert_no_effect(TypeError, sc.L3, bad)
+            self.assert_no_effect(TypeError, sc.Arena.create, bad, 1 << 20, huge="off")
+            self.assert_no_effect(TypeError, sc.Arena.open, bad)
+            self.assert_no_effect(TypeError, sc.Arena.destroy, bad)
+            self.assert_no_effect(TypeError, sc.Arena.create, "7", 1 << 20, huge="off", dir=bad or 7)
+            self.assert_no_effect(TypeError, self.arena.stage, bad, "s")
+            self.assert_no_effect(TypeError, self.arena.stage, "m", bad)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "None")))
+        for bad in ("", "a/b", "../x", "x" * 300):
+            self.assert_no_effect(sc.Error, sc.Arena.create, bad, 1 << 20, huge="off")
+            self.assert_no_effect(sc.Error, sc.Arena.open, bad)
+        self.assert_no_effect(sc.Error, sc.L3, "")
+        self.assert_no_effect(sc.Error, sc.L3, os.path.join(self.tmp, "missing", "deeper"))
+
+    def test_bad_payloads_and_tokens(self):
+        self.assert_no_effect(sc.Error, self.stage.admit, "t", [1], b"")
+        self.assert_no_effect(sc.Error, self.stage.admit, "t", [], b"x")
+        self.assert_no_effect(sc.Error, self.stage.admit, "t", [3], b"x", digest=sc.digest(b"y"))
+        self.assert_no_effect(sc.Error, self.stage.admit, "t", [3], b"x" * (32 << 20))
+        self.assert_no_effect(OverflowError, self.stage.admit, "t", [2 ** 40], b"x")
+        self.assert_no_effect(OverflowError, self.stage.get, "t", [2 ** 40])
+        self.assert_no_effect(ValueError, sc.Payload, "nonsense", b"x")
+        self.assert_no_effect(sc.Error, self.l3.put, "t", [], payload(10))
+        self.assert_no_effect(OverflowError, self.l3.put, "t", [2 ** 40], payload(10))
+        self.assert_no_effect(sc.Error, self.l3.put, "t", [1], b"")
+
+
 @unittest.skipUnless(os.path.isdir("/dev/hugepages") and os.access("/dev/hugepages", os.W_OK),
                      "no writable hugetlbfs at /dev/hugepages (run stagecache setup)")
 class TestHugepages(ArenaCase):

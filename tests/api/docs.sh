@@ -1,7 +1,9 @@
 #!/bin/sh
 # make check: the docs. The man pages build (docs/man.sh: help2man, Doxygen) and name every
-# subcommand and every function of the header; the tutorial's C, Python and Rust workers compile,
-# run, and print exactly the output docs/TUTORIAL.md shows. A Check-style summary line at the end.
+# subcommand and every function of the header; docs/CLI.md is what docs/cli.sh makes of --help;
+# every relative link of the Markdown files leads to a file (and a heading) that exists; the
+# tutorial's C, Python and Rust workers compile, run, and print exactly the output
+# docs/TUTORIAL.md shows. A Check-style summary line at the end.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/api/summary.sh
 b=${SC_BUILD:-build} py=${PYTHON3:-/usr/bin/python3} cargo=${CARGO:-/usr/bin/cargo}
@@ -29,6 +31,12 @@ for c in $("$b/stagecache" --help | sed -n 's/^  \([a-z0-9][a-z0-9]*\)  .*/\1/p'
 	fi
 done
 LC_ALL=C MANWIDTH=200 man -l "$t/man/stagecache.1" 2>/dev/null | grep -q "SEE ALSO" && ok "stagecache(1)" || bad "stagecache(1)"
+# docs/CLI.md is committed: it must be what docs/cli.sh prints from this build's --help texts
+if sh docs/cli.sh "$b/stagecache" >"$t/CLI.md" 2>"$t/cli.log" && diff -u docs/CLI.md "$t/CLI.md" >"$t/cli.diff"; then
+	ok "docs/CLI.md is current (sh docs/cli.sh $b/stagecache)"
+else
+	cat "$t/cli.log" "$t/cli.diff"; bad "docs/CLI.md differs from the --help texts: run make docs"
+fi
 page=$(LC_ALL=C MANWIDTH=300 man -l "$t/man/man3/libstagecache.3" 2>/dev/null)
 missing=""
 for fn in $(sed -n 's/^[a-z].*[ *]\(sc_[a-z0-9_]*\)(.*/\1/p' lib/stagecache.h lib/stagecache_parts.h); do
@@ -38,6 +46,13 @@ done
 [ -z "$missing" ] && ok "libstagecache(3) documents every function of the header" || bad "libstagecache(3) lacks:$missing"
 [ -s "$t/man/man3type/sc_lease.3type" ] && LC_ALL=C man -l "$t/man/man3type/sc_lease.3type" 2>/dev/null | grep -q sec_len &&
 	ok "sc_lease(3type) lists its fields" || bad "sc_lease(3type)"
+
+# links between the Markdown files (README, docs/, tools/*/README.md, CHANGELOG)
+if "$py" tests/api/links.py $(git ls-files '*.md' 2>/dev/null || ls README.md docs/*.md tools/*/README.md CHANGELOG.md) >"$t/links" 2>&1; then
+	ok "every relative link of the Markdown files leads to a file and heading"
+else
+	cat "$t/links"; bad "broken links in the Markdown files"
+fi
 
 # the tutorial's three workers
 "$py" tests/api/extract.py docs/TUTORIAL.md "<!-- output: tutorial -->" >"$t/expected"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # make check: the Rust crate's tests (bindings/rust: unit, integration, the seed's ported tests,
-# the README example, doc tests) with Debian's cargo and rustc, offline, against the library of
+# the example of docs/LIBRARY.md, doc tests) with Debian's cargo and rustc, offline, against the library of
 # the build directory. Prints a Check-style summary line for tests/run.sh.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/api/summary.sh

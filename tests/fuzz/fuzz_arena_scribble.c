@@ -404,7 +404,7 @@ static void round_trip(void)
 }
 
 /*
- * The converge property (issue 12), after every fsck --repair: either the arena is clean (a
+ * The converge property, after every fsck --repair: either the arena is clean (a
  * second fsck --deep finds nothing) and a put/get round trip works; or problems are left only in
  * commit rings that a live producer or consumer holds (this process keeps a producer, ring 0),
  * and L2 works; or the arena is declared unrepairable and every later operation says so.

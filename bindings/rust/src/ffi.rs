@@ -160,7 +160,7 @@ pub struct sc_kv_component {
     pub _reserved: u32,
 }
 
-/// `struct sc_kv_desc`, the KV page descriptor (plain data; see the README's Concepts).
+/// `struct sc_kv_desc`, the KV page descriptor (plain data; see docs/CONCEPTS.md).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct sc_kv_desc {

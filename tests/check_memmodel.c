@@ -1,0 +1,562 @@
+/*
+ * tests/check_memmodel.c — the shared-memory protocols' own code under a weak memory model
+ * (tests/memmodel.h), so that an ordering x86 gives for free is still checked: a seq_cst fence
+ * weakened to acq_rel, a release weakened to relaxed, two reads swapped.
+ *
+ * shm/readers.c (epochs), shm/index.c (lookup, unlink and retirement), shm/mutex.c (writer locks),
+ * shm/ring.c (commit rings) and lib/l2_lease.c (lease records) are compiled into this file with their atomics redirected to the model
+ * (tests/mm_atomics.h) and their external names prefixed mm_ ($(B)/tests/mm_renames.h, made by
+ * the Makefile from those files), so that what runs here is the code the library runs.
+ *
+ * Data that a protocol publishes with plain stores (records, fields under a lock) is not modelled;
+ * its happens-before is checked with shadows: the test stores a modelled relaxed "shadow" of the
+ * data before handing it to the protocol (program order, so a release publishes it too) and the
+ * other side loads the shadow after the protocol handed the data over: a stale shadow is data the
+ * protocol would let it read before it was written.
+ *
+ * First the model itself: classic litmus tests (store buffering, message passing) must show their
+ * weak outcome without fences and never with them — a checker that finds nothing proves nothing.
+ */
+#include "mm_renames.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "mm_atomics.h"
+/* from here on every C11 atomic goes through the model (addresses in registered regions) */
+#include "../shm/readers.c"
+#include "../shm/index.c"
+#include "../shm/mutex.c"
+#include "../shm/ring.c"
+#include "../lib/l2/lease.c"
+
+#include "sc_check.h"
+
+#define MAX_EXECUTIONS 2000000ul
+
+static void explore_ok(const struct mm_scenario *s)
+{
+	struct mm_result r;
+	int rc = mm_explore(s, MAX_EXECUTIONS, &r);
+	ck_assert_msg(rc == 0, "%s", r.first_failure);
+	ck_assert_msg(r.exhausted, "%s: the bound was hit before every execution ran", s->name);
+}
+
+/* ---- the model's own litmus tests ---- */
+
+static struct litmus {
+	_Atomic uint64_t x, y;
+	uint64_t r[2];
+	int fence;      /* memory order of the fences between store and load (-1: none) */
+	int st, ld;     /* orders of the message-passing store of y and load of y */
+	int weak_seen;  /* the weak outcome happened in some execution */
+} L;
+
+static void litmus_reset(void *ctx)
+{
+	(void)ctx;
+	atomic_init(&L.x, 0);
+	atomic_init(&L.y, 0);
+	L.r[0] = L.r[1] = 7;
+}
+
+/* SB: T0: x = 1; fence; r0 = y.  T1: y = 1; fence; r1 = x.  Weak: r0 == r1 == 0. */
+static void sb_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	_Atomic uint64_t *mine = who ? &L.y : &L.x, *other = who ? &L.x : &L.y;
+	atomic_store_explicit(mine, 1, memory_order_relaxed);
+	if (L.fence >= 0)
+		atomic_thread_fence(L.fence);
+	L.r[who] = atomic_load_explicit(other, memory_order_relaxed);
+}
+
+static int sb_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx, (void)why, (void)len;
+	L.weak_seen |= L.r[0] == 0 && L.r[1] == 0;
+	return 0;
+}
+
+/* MP: T0: x = 1 (relaxed); y = 1 (st).  T1: r0 = y (ld); r1 = x.  Weak: r0 == 1 && r1 == 0. */
+static void mp_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		atomic_store_explicit(&L.x, 1, memory_order_relaxed);
+		atomic_store_explicit(&L.y, 1, L.st);
+	} else {
+		L.r[0] = atomic_load_explicit(&L.y, L.ld);
+		L.r[1] = atomic_load_explicit(&L.x, memory_order_relaxed);
+	}
+}
+
+static int mp_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx, (void)why, (void)len;
+	L.weak_seen |= L.r[0] == 1 && L.r[1] == 0;
+	return 0;
+}
+
+static int litmus(void (*thread)(void *, unsigned), int (*check)(void *, char *, size_t), const char *name)
+{
+	mm_regions_clear();
+	mm_region(&L, sizeof(L));
+	L.weak_seen = 0;
+	struct mm_scenario s = { .name = name, .threads = 2, .reset = litmus_reset, .thread = thread, .check = check };
+	explore_ok(&s);
+	return L.weak_seen;
+}
+
+START_TEST(test_model_litmus)
+{
+	L.fence = -1;
+	ck_assert_msg(litmus(sb_thread, sb_check, "SB, no fences"), "store buffering not modelled");
+	L.fence = memory_order_acq_rel;
+	ck_assert_msg(litmus(sb_thread, sb_check, "SB, acq_rel fences"), "acq_rel fences must not forbid SB");
+	L.fence = memory_order_seq_cst;
+	ck_assert_msg(!litmus(sb_thread, sb_check, "SB, seq_cst fences"), "seq_cst fences must forbid SB");
+	L.st = memory_order_relaxed, L.ld = memory_order_acquire;
+	ck_assert_msg(litmus(mp_thread, mp_check, "MP, relaxed store"), "delayed stores not modelled");
+	L.st = memory_order_release, L.ld = memory_order_relaxed;
+	ck_assert_msg(litmus(mp_thread, mp_check, "MP, relaxed load"), "stale reads not modelled");
+	L.st = memory_order_release, L.ld = memory_order_acquire;
+	ck_assert_msg(!litmus(mp_thread, mp_check, "MP, release/acquire"), "release/acquire must forbid MP");
+}
+END_TEST
+
+/* ---- epochs and leases: reclamation never frees what a reader can still use ---- */
+
+#define NS "mm"
+
+static struct proto {
+	struct sc_arena *a, *w, *r;   /* creator; the writer's and the reader's handles */
+	const char *name;
+	struct sc_stage *st;
+	struct sc_key key;
+	uint32_t idx;                 /* the entry */
+	uint64_t rec;
+	int lease;                    /* the reader takes a lease and uses the payload after its epoch */
+	/* what happened, in the order the coroutines ran (plain memory: sequentially consistent) */
+	int using;                    /* the reader holds a reference (inside its epoch, or leased) */
+	int freed;                    /* the reclaimer decided the entry's memory may be reused */
+	int violated;
+	char why[160];
+	/* the real memory the threads change, restored before every execution */
+	struct { void *p; size_t n; void *copy; } snap[5];
+	uint64_t l2_lease_used_r;
+} P;
+
+static struct {
+	_Atomic uint64_t fields; /* the shadow of the entry's plain fields */
+} PS;
+
+static void proto_reset(void *ctx)
+{
+	(void)ctx;
+	for (int i = 0; i < 5; i++)
+		memcpy(P.snap[i].p, P.snap[i].copy, P.snap[i].n);
+	P.r->l2_lease_used = P.l2_lease_used_r;
+	P.using = P.freed = P.violated = 0;
+	atomic_init(&PS.fields, 0);
+	P.why[0] = 0;
+}
+
+static void violation(const char *what)
+{
+	if (!P.violated) {
+		P.violated = 1;
+		snprintf(P.why, sizeof(P.why), "%s", what);
+	}
+}
+
+/* the reader: lookup inside an epoch (lib/l2_read.c's order: enter, find, lease, exit), then the
+ * payload under the lease, then the release */
+static void reader(struct sc_arena *a)
+{
+	struct shm_index *ix = l2_ix(a);
+	int err;
+	shm_epoch_enter(a->shm);
+	struct shm_index_entry *e = shm_index_find(ix, P.key.lo, P.key.hi, &err);
+	if (e) {
+		P.using = 1;
+		if (P.freed)
+			violation("the reader found the entry after the reclaimer freed it");
+		if (!P.lease) {
+			mm_yield(); /* using it inside the epoch (the lease case uses it after) */
+			if (P.freed)
+				violation("the entry was freed while the reader was inside its epoch");
+		}
+	}
+	int slot = -1;
+	if (e && P.lease)
+		slot = l2_lease_take(a, shm_index_rec(ix, e));
+	shm_epoch_exit(a->shm);
+	if (slot >= 0) {
+		mm_yield();
+		if (P.freed)
+			violation("the entry was freed while the reader held a lease on it");
+		l2_lease_drop(a, slot);
+	}
+	P.using = 0;
+}
+
+/* the writer: unlink and retire (shm/index.c), then reclamation's two reads in lib/l2_evict.c's
+ * order (epochs, then leases) and its rule (shm_index_reclaim_locked): free when every epoch is past
+ * the retirement and no lease names the entry */
+static void writer(struct sc_arena *a)
+{
+	struct shm_index *ix = l2_ix(a);
+	struct shm_index_entry *e = &ix->ent[P.idx];
+	if (shm_index_unlink_retire_locked(ix, e))
+		return;
+	uint64_t min = shm_epoch_min_active(a->shm);
+	uint64_t *leases;
+	size_t n = l2_leases_collect(a, &leases);
+	if (n == SIZE_MAX)
+		return;
+	if (e->retire_epoch < min && !shm_index_leased(leases, n, shm_index_rec(ix, e))) {
+		P.freed = 1;
+		if (P.using)
+			violation("the reclaimer freed the entry while a reader used it");
+	}
+	free(leases);
+}
+
+static void proto_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0)
+		reader(P.r);
+	else
+		writer(P.w);
+}
+
+static int proto_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	if (!P.violated)
+		return 0;
+	snprintf(why, len, "%s", P.why);
+	return -1;
+}
+
+static void proto_setup_mode(int unpublished);
+
+static void proto_setup(void)
+{
+	proto_setup_mode(0);
+}
+
+/* @unpublished: the entry is taken out of its bucket and made BUSY again, as a writer holds it
+ * just before shm_index_link_locked */
+static void proto_setup_mode(int unpublished)
+{
+	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
+	P.a = sc_test_arena_opts("mm", &o, &P.name);
+	P.w = P.a;
+	ck_assert_int_eq(sc_arena_open(P.name, &P.r), 0);
+	ck_assert_int_eq(sc_stage_open(P.a, "m", "s", &P.st), 0);
+	static uint8_t buf[4096];
+	memset(buf, 0x3c, sizeof(buf));
+	int32_t t[4] = { 1, 2, 3, 4 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	ck_assert_int_eq(sc_l2_admit(P.st, NS, t, 4, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), 0);
+	ck_assert_int_eq(sc_l2_key(P.st, NS, t, 4, &P.key), 0);
+	ck_assert_int_eq(l2_ready(P.r), 0);
+	struct shm_index *ix = l2_ix(P.a);
+	int err;
+	struct shm_index_entry *e = shm_index_find(ix, P.key.lo, P.key.hi, &err); /* main context: real */
+	ck_assert_ptr_nonnull(e);
+	P.idx = shm_index_idx(ix, e);
+	if (unpublished) {
+		ck_assert_uint_eq(atomic_load(&e->next), 0); /* alone in its bucket */
+		atomic_store(&ix->buckets[shm_index_bucket(ix, e->key_lo)], 0);
+		atomic_store(&e->state, SHM_ENT_BUSY);
+	}
+	/* the memory the protocol writes, modelled and put back before every execution: the header
+	 * (global epoch), the reader table, the index header (shards), its buckets, the entry */
+	uint64_t n;
+	P.snap[0].p = P.a->shm->base, P.snap[0].n = 4096;
+	P.snap[1].p = shm_region(P.a->shm, SHM_REGION_READERS, &n), P.snap[1].n = n;
+	P.snap[2].p = ix->hdr, P.snap[2].n = sizeof(*ix->hdr);
+	P.snap[3].p = (void *)ix->buckets, P.snap[3].n = (ix->mask + 1) * sizeof(ix->buckets[0]);
+	P.snap[4].p = e, P.snap[4].n = sizeof(*e);
+	mm_regions_clear();
+	for (int i = 0; i < 5; i++) {
+		P.snap[i].copy = malloc(P.snap[i].n);
+		memcpy(P.snap[i].copy, P.snap[i].p, P.snap[i].n);
+		mm_region(P.snap[i].p, P.snap[i].n);
+		/* the reader's handle maps the same file elsewhere */
+		uint8_t *alias = P.r->shm->base + ((uint8_t *)P.snap[i].p - P.a->shm->base);
+		mm_region_alias(alias, P.snap[i].n, P.snap[i].p);
+	}
+	P.l2_lease_used_r = P.r->l2_lease_used;
+	mm_region(&PS, sizeof(PS));
+}
+
+static void proto_teardown(void)
+{
+	proto_reset(NULL);
+	for (int i = 0; i < 5; i++)
+		free(P.snap[i].copy);
+	mm_regions_clear();
+	sc_stage_close(P.st);
+	sc_arena_close(P.r);
+	sc_test_arena_destroy(P.a, P.name);
+}
+
+static void run_proto(int lease, const char *name)
+{
+	P.lease = lease;
+	struct mm_scenario s = { .name = name, .threads = 2, .reset = proto_reset, .thread = proto_thread,
+				 .check = proto_check };
+	explore_ok(&s);
+}
+
+/* A reader that finds an entry inside its epoch is never freed under (the store of its epoch is
+ * ordered before its lookup by shm_epoch_enter's seq_cst fence, and the reclaimer's epoch reads
+ * after its unlink by shm_epoch_min_active's). */
+START_TEST(test_epoch_vs_reclaim_under_weak_memory)
+{
+	proto_setup();
+	run_proto(0, "epoch enter/find/exit vs unlink+reclaim");
+	proto_teardown();
+}
+END_TEST
+
+/* A lease taken inside the epoch is seen by a reclaimer that saw the epoch's exit (release in
+ * shm_epoch_exit, acquire in shm_epoch_min_active, then the lease reads). */
+START_TEST(test_lease_vs_reclaim_under_weak_memory)
+{
+	proto_setup();
+	run_proto(1, "lease in epoch vs unlink+reclaim");
+	proto_teardown();
+}
+END_TEST
+
+/* the writer publishes the entry (its fields first: the shadow), the reader looks it up */
+static void publish_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		struct shm_index *ix = l2_ix(P.r);
+		int err;
+		shm_epoch_enter(P.r->shm);
+		struct shm_index_entry *e = shm_index_find(ix, P.key.lo, P.key.hi, &err);
+		if (e && atomic_load_explicit(&PS.fields, memory_order_relaxed) != 1)
+			violation("the reader found the entry before its fields were written");
+		shm_epoch_exit(P.r->shm);
+		return;
+	}
+	struct shm_index *ix = l2_ix(P.w);
+	atomic_store_explicit(&PS.fields, 1, memory_order_relaxed);
+	shm_index_link_locked(ix, &ix->ent[P.idx], NULL);
+}
+
+/* A reader that reaches an entry through its bucket sees everything written before it was linked
+ * (release of the slot in shm_index_link_locked, acquire of every link in shm_index_find). */
+START_TEST(test_publish_vs_lookup_under_weak_memory)
+{
+	proto_setup_mode(1);
+	struct mm_scenario s = { .name = "index publish vs lookup", .threads = 2, .reset = proto_reset,
+				 .thread = publish_thread, .check = proto_check };
+	explore_ok(&s);
+	proto_teardown();
+}
+END_TEST
+
+/* ---- writer locks: what one holder wrote is what the next holder reads ---- */
+
+static struct mutexcase {
+	struct shm_mutex mu;
+	_Atomic uint64_t counter;   /* the shadow of data written under the lock */
+	int got[2];
+} MX;
+
+static struct sc_arena *mx_h[2];
+
+static void mx_reset(void *ctx)
+{
+	(void)ctx;
+	shm_mutex_init(&MX.mu);
+	atomic_init(&MX.counter, 0);
+	MX.got[0] = MX.got[1] = 0;
+}
+
+/* each thread: take the lock (trylock, a few times: a coroutine never blocks), increment the
+ * counter as a plain read-modify-write would (load, then store), unlock */
+static void mx_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	for (int tries = 0; tries < 3; tries++) {
+		if (shm_mutex_trylock(mx_h[who]->shm, &MX.mu) == 0) {
+			uint64_t c = atomic_load_explicit(&MX.counter, memory_order_relaxed);
+			atomic_store_explicit(&MX.counter, c + 1, memory_order_relaxed);
+			MX.got[who] = 1;
+			shm_mutex_unlock(mx_h[who]->shm, &MX.mu);
+			return;
+		}
+		mm_yield();
+	}
+}
+
+static int mx_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	uint64_t c = atomic_load_explicit(&MX.counter, memory_order_relaxed);
+	if (c == (uint64_t)(MX.got[0] + MX.got[1]))
+		return 0;
+	snprintf(why, len, "%d holders, counter %llu: an update made under the lock was lost", MX.got[0] + MX.got[1],
+		 (unsigned long long)c);
+	return -1;
+}
+
+START_TEST(test_mutex_under_weak_memory)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
+	mx_h[0] = sc_test_arena_opts("mmmx", &o, &name);
+	ck_assert_int_eq(sc_arena_open(name, &mx_h[1]), 0);
+	mm_regions_clear();
+	mm_region(&MX, sizeof(MX));
+	struct mm_scenario s = { .name = "mutex trylock/unlock, 2 holders", .threads = 2, .reset = mx_reset,
+				 .thread = mx_thread, .check = mx_check };
+	explore_ok(&s);
+	mm_regions_clear();
+	sc_arena_close(mx_h[1]);
+	sc_test_arena_destroy(mx_h[0], name);
+}
+END_TEST
+
+/* ---- commit rings: the consumer reads a record only after its producer wrote it ---- */
+
+#define RING_RECS 3
+
+static struct ringcase {
+	struct sc_arena *a, *c;
+	const char *name;
+	struct shm_ring_prod prod, prod0;
+	struct shm_ring_cons cons, cons0;
+	struct shm_ring_dir *dir;
+	void *ctl, *ctl0, *data, *data0;
+	size_t ctl_n, data_n;
+	int violated;
+	unsigned seen;
+	char why[160];
+} RG;
+
+static struct {
+	_Atomic uint64_t written[RING_RECS]; /* shadows of the records' bytes */
+} RS;
+
+static void ring_reset(void *ctx)
+{
+	(void)ctx;
+	memcpy(RG.ctl, RG.ctl0, RG.ctl_n);
+	memcpy(RG.data, RG.data0, RG.data_n);
+	RG.prod = RG.prod0;
+	RG.cons = RG.cons0;
+	for (int i = 0; i < RING_RECS; i++)
+		atomic_init(&RS.written[i], 0);
+	RG.violated = 0;
+	RG.seen = 0;
+}
+
+static void ring_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		for (uint64_t k = 0; k < RING_RECS; k++) {
+			int32_t tok[2] = { (int32_t)k, 7 };
+			struct shm_ring_msg m = { .request_id = k, .ntokens = 2, .tokens = tok };
+			atomic_store_explicit(&RS.written[k], 1, memory_order_relaxed);
+			if (shm_ring_submit(&RG.prod, &m))
+				return;
+		}
+		return;
+	}
+	for (int round = 0; round < 2; round++) {
+		struct shm_ring_cursor cur;
+		if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) <= 0) {
+			mm_yield();
+			continue;
+		}
+		struct shm_ring_view v;
+		while (shm_ring_cursor_next(&cur, &v) > 0) {
+			if (v.request_id >= RING_RECS ||
+			    atomic_load_explicit(&RS.written[v.request_id], memory_order_relaxed) != 1) {
+				if (!RG.violated)
+					snprintf(RG.why, sizeof(RG.why), "the consumer read record %llu before its producer wrote it",
+						 (unsigned long long)v.request_id);
+				RG.violated = 1;
+			}
+			RG.seen++;
+		}
+		shm_ring_cursor_close(&cur);
+		mm_yield();
+	}
+}
+
+static int ring_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	if (!RG.violated)
+		return 0;
+	snprintf(why, len, "%s", RG.why);
+	return -1;
+}
+
+START_TEST(test_ring_under_weak_memory)
+{
+	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2, .ring_count = 1,
+				   .ring_bytes = 4096 };
+	RG.a = sc_test_arena_opts("mmring", &o, &RG.name);
+	ck_assert_int_eq(sc_arena_open(RG.name, &RG.c), 0);
+	/* main context: the producer's claim and the consumer's lock are not what this explores */
+	ck_assert_int_eq(shm_ring_claim(RG.a->shm, &RG.prod), 0);
+	ck_assert_int_eq(shm_ring_consumer_acquire(RG.c->shm, &RG.cons), 0);
+	ck_assert_int_eq(shm_ring_poll_begin(RG.c->shm, &RG.cons, &RG.dir), 0);
+	RG.prod0 = RG.prod;
+	RG.cons0 = RG.cons;
+	RG.ctl = RG.prod.ctl, RG.ctl_n = sizeof(*RG.prod.ctl);
+	RG.data = RG.prod.data, RG.data_n = RG.prod.size;
+	RG.ctl0 = malloc(RG.ctl_n);
+	RG.data0 = malloc(RG.data_n);
+	memcpy(RG.ctl0, RG.ctl, RG.ctl_n);
+	memcpy(RG.data0, RG.data, RG.data_n);
+	mm_regions_clear();
+	uint64_t n;
+	uint8_t *reg = shm_region(RG.a->shm, SHM_REGION_RINGS, &n);
+	mm_region(reg, n);
+	mm_region_alias(shm_region(RG.c->shm, SHM_REGION_RINGS, NULL), n, reg);
+	mm_region(&RS, sizeof(RS));
+	struct mm_scenario s = { .name = "ring submit vs cursor", .threads = 2, .reset = ring_reset,
+				 .thread = ring_thread, .check = ring_check };
+	explore_ok(&s);
+	mm_regions_clear();
+	ring_reset(NULL);
+	free(RG.ctl0);
+	free(RG.data0);
+	sc_arena_close(RG.c);
+	sc_test_arena_destroy(RG.a, RG.name);
+}
+END_TEST
+
+Suite *memmodel_suite(void)
+{
+	Suite *s = suite_create("memmodel");
+	TCase *tc = tcase_create("memmodel");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_model_litmus);
+	tcase_add_test(tc, test_epoch_vs_reclaim_under_weak_memory);
+	tcase_add_test(tc, test_lease_vs_reclaim_under_weak_memory);
+	tcase_add_test(tc, test_publish_vs_lookup_under_weak_memory);
+	tcase_add_test(tc, test_mutex_under_weak_memory);
+	tcase_add_test(tc, test_ring_under_weak_memory);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(memmodel_suite)

@@ -1,0 +1,296 @@
+/*
+ * tests/check_oom.c — every allocation the library makes may fail: the call then fails with a
+ * negative errno (or succeeds another way), never crashes, and leaves the arena consistent (fsck
+ * clean, every entry still served) and nothing half-made behind (no arena file).
+ *
+ * This binary defines malloc, calloc and realloc (the library is linked statically, so its calls
+ * come here); they forward to glibc's own unless a test armed a failure: then the N-th allocation
+ * from the arming on returns NULL. Each operation is run with N = 1, 2, ... until it no longer
+ * reaches the N-th allocation. Nothing but the library runs while a failure is armed (Check's
+ * assertions allocate).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+
+static long countdown;  /* 0: nothing armed; n: the n-th allocation from now fails */
+static int failed;      /* the armed allocation happened (and failed) */
+
+static int fail_now(void)
+{
+	if (countdown <= 0)
+		return 0;
+	if (--countdown)
+		return 0;
+	failed = 1;
+	return 1;
+}
+
+void *malloc(size_t n)
+{
+	return fail_now() ? NULL : __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+	return fail_now() ? NULL : __libc_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+	return fail_now() ? NULL : __libc_realloc(p, n);
+}
+
+static void arm(long n)
+{
+	failed = 0;
+	countdown = n;
+}
+
+static int disarm(void)
+{
+	countdown = 0;
+	return failed;
+}
+
+#define MAX_ALLOCS 400
+
+static uint8_t payload[40000];
+
+static int admit(struct sc_stage *st, int32_t k, size_t n)
+{
+	int32_t t[3] = { k, k + 1, k + 2 };
+	memset(payload, (int)k, n);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { payload }, .sec_len = { n } };
+	return sc_l2_admit(st, "oom", t, 3, sc_digest(payload, n), &p, SC_ORIGIN_DIRECT);
+}
+
+static int served(struct sc_stage *st, int32_t k, size_t n)
+{
+	int32_t t[3] = { k, k + 1, k + 2 };
+	struct sc_lease l;
+	if (sc_l2_get(st, "oom", t, 3, NULL, &l))
+		return 0;
+	int ok = l.sec_len[0] == n;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = ((const uint8_t *)l.sec[0])[i] == (uint8_t)k;
+	sc_lease_release(&l);
+	return ok;
+}
+
+static int arena_file_exists(const char *name)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "/dev/shm/stagecache.%s", name);
+	return access(p, F_OK) == 0;
+}
+
+/* Creating and opening an arena, opening a stage: a failed allocation fails the call cleanly. */
+START_TEST(test_create_open_stage_under_allocation_failures)
+{
+	int done = 0;
+	for (long n = 1; n < MAX_ALLOCS && !done; n++) {
+		const char *name = sc_test_name("oomc");
+		struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF };
+		struct sc_arena *a = NULL;
+		arm(n);
+		int rc = sc_arena_create(name, &o, &a);
+		int hit = disarm();
+		if (rc) {
+			ck_assert_msg(hit, "create failed without a failed allocation: %s", sc_strerror(rc));
+			ck_assert_int_lt(rc, 0);
+			ck_assert_msg(!arena_file_exists(name), "a failed create left its file (allocation %ld)", n);
+			continue;
+		}
+		struct sc_arena *b = NULL;
+		struct sc_stage *st = NULL;
+		arm(n);
+		int rb = sc_arena_open(name, &b);
+		int rs = rb ? 0 : sc_stage_open(b, "m", "s", &st);
+		int hit2 = disarm();
+		ck_assert_msg((rb == 0 && rs == 0) || hit2, "open/stage failed without a failed allocation");
+		if (!hit && !hit2)
+			done = 1;
+		/* whatever failed, the arena is whole */
+		struct sc_stage *s2;
+		ck_assert_int_eq(sc_stage_open(a, "m", "s", &s2), 0);
+		ck_assert_int_eq(admit(s2, 1, 5000), 0);
+		ck_assert(served(s2, 1, 5000));
+		struct sc_fsck_report r;
+		ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		sc_stage_close(s2);
+		sc_stage_close(st);
+		sc_arena_close(b);
+		sc_test_arena_destroy(a, name);
+	}
+	ck_assert_msg(done, "create/open still allocating after %d allocations", MAX_ALLOCS);
+}
+END_TEST
+
+/* Admissions, reads, removal, holders, fsck (check and repair), reap, clear: each call, with its
+ * N-th allocation failing, fails or succeeds — and the arena stays consistent. */
+START_TEST(test_l2_calls_under_allocation_failures)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("ooml2", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	for (int32_t k = 0; k < 8; k++)
+		ck_assert_int_eq(admit(st, 100 + k, 3000 + (size_t)k * 1000), 0);
+	for (int op = 0; op < 7; op++) {
+		int done = 0;
+		for (long n = 1; n < MAX_ALLOCS && !done; n++) {
+			int32_t k = 1000 + op * 1000 + (int32_t)n;
+			struct sc_holder h[8];
+			struct sc_fsck_report r;
+			int rc = 0;
+			arm(n);
+			switch (op) {
+			case 0: rc = admit(st, k, 20000); break;
+			case 1: rc = served(st, 100, 3000) ? 0 : -1; break;
+			case 2: rc = sc_arena_holders(a, h, 8); break;
+			case 3: rc = sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r); break;
+			case 4: rc = sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r); break;
+			case 5: rc = sc_l2_shrink_to(a, 0); break;
+			case 6: rc = admit(st, 100 + (int32_t)(n % 8), 3000 + (size_t)(n % 8) * 1000); break; /* replace */
+			}
+			int hit = disarm();
+			if (!hit) {
+				done = 1;
+				printf("oom: l2 op %d: each of its %ld allocations failed once\n", op, n - 1);
+			}
+			ck_assert_msg(rc >= 0 || hit, "op %d failed (%d) without a failed allocation", op, rc);
+			/* the arena is consistent and serves what it holds */
+			ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+			for (int32_t j = 0; j < 8; j++)
+				ck_assert_msg(served(st, 100 + j, 3000 + (size_t)j * 1000), "op %d, allocation %ld: entry %d lost",
+					      op, n, j);
+			if (op == 0 && rc == 0)
+				ck_assert(served(st, k, 20000));
+		}
+		ck_assert_msg(done, "op %d still allocating after %d allocations", op, MAX_ALLOCS);
+	}
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* The L3 store and restore: a put, a restore (fill, promotion) with a failed allocation fail or
+ * succeed, never serve wrong bytes, and the next restore serves the right ones. */
+START_TEST(test_l3_and_restore_under_allocation_failures)
+{
+	char dir[] = "/var/tmp/sc-oom-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	const char *name;
+	struct sc_arena *a = sc_test_arena("ooml3", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	int32_t t[300];
+	for (int i = 0; i < 300; i++)
+		t[i] = 7000 + i;
+	memset(payload, 0x5c, 30000);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { payload }, .sec_len = { 30000 } };
+	for (int op = 0; op < 3; op++) {
+		int done = 0;
+		for (long n = 1; n < MAX_ALLOCS && !done; n++) {
+			struct sc_l3 *l3 = NULL;
+			int rc = 0;
+			struct sc_restore r;
+			if (op > 0)
+				ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
+			arm(n);
+			if (op == 0) {
+				rc = sc_l3_open(dir, NULL, &l3);
+			} else if (op == 1) {
+				struct sc_l3_put_args pa = { .ns = "oom", .tokens = t, .token_count = 256, .payload = &p };
+				rc = sc_l3_put(l3, &pa, NULL);
+			} else {
+				(void)sc_l2_clear(a);
+				rc = sc_restore(st, l3, "oom", t, 300, 0, &r);
+			}
+			int hit = disarm(); /* before any assertion: Check allocates */
+			if (op == 2 && rc >= 0) {
+				ck_assert_int_eq(rc, 256);
+				ck_assert_uint_eq(r.sec_len[0], 30000);
+				ck_assert(memcmp(r.sec[0], payload, 30000) == 0);
+				sc_restore_release(&r);
+			}
+			if (!hit)
+				done = 1;
+			ck_assert_msg(rc >= 0 || hit, "op %d failed (%d) without a failed allocation", op, rc);
+			if (op == 1 && rc == 0) {
+				/* nothing armed now: a restore serves the bytes put */
+				ck_assert_int_eq(sc_restore(st, l3, "oom", t, 300, 0, &r), 256);
+				ck_assert(memcmp(r.sec[0], payload, 30000) == 0);
+				sc_restore_release(&r);
+			}
+			sc_l3_close(l3);
+		}
+		ck_assert_msg(done, "op %d still allocating after %d allocations", op, MAX_ALLOCS);
+	}
+	struct sc_fsck_report fr;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &fr), 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+	sc_test_rm_tree(dir);
+}
+END_TEST
+
+/* A segmented arena's admissions (planning, hashing, the segment table) under allocation
+ * failures: the admit fails or succeeds, and what is stored is served whole. */
+START_TEST(test_segmented_admits_under_allocation_failures)
+{
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("oomseg", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t big[300 << 10];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + (i >> 9));
+	struct sc_digest d = sc_digest(big, sizeof(big));
+	int done = 0;
+	for (long n = 1; n < MAX_ALLOCS && !done; n++) {
+		int32_t t[2] = { 42, (int32_t)n };
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { big }, .sec_len = { sizeof(big) } };
+		arm(n);
+		int rc = sc_l2_admit(st, "oom", t, 2, d, &p, SC_ORIGIN_DIRECT);
+		int hit = disarm();
+		if (!hit)
+			done = 1;
+		ck_assert_msg(rc == 0 || hit, "admit failed (%d) without a failed allocation", rc);
+		struct sc_fsck_report r;
+		ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		if (rc == 0) {
+			static uint8_t out[sizeof(big)];
+			ck_assert_int_eq(sc_l2_get_copy(st, "oom", t, 2, NULL, out, sizeof(out), NULL), (int64_t)sizeof(big));
+			ck_assert(memcmp(out, big, sizeof(big)) == 0);
+		}
+	}
+	ck_assert(done);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+Suite *oom_suite(void)
+{
+	Suite *s = suite_create("oom");
+	TCase *tc = tcase_create("oom");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_create_open_stage_under_allocation_failures);
+	tcase_add_test(tc, test_l2_calls_under_allocation_failures);
+	tcase_add_test(tc, test_segmented_admits_under_allocation_failures);
+	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(oom_suite)

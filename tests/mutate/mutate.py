@@ -1,0 +1,682 @@
+#!/usr/bin/python3
+"""tests/mutate/mutate.py — the project's mutation runner (`make mutate`).
+
+Plants one bug at a time in a copy of the tree (build/mutate/tree: the checkout is never
+modified), builds only what the mutant touches (its object, the test library, the test binaries
+of the suites that cover the file), runs those suites (tests/mutate/suites.txt) with a timeout
+each, and reports which mutants the suites killed and which survived.
+
+Operators (all applied to code only: comments, strings and preprocessor lines are left alone):
+  cmp    a comparison flipped or moved by one: == <-> !=, < -> <=, <= -> <, > -> >=, >= -> >
+  bound  an offset or a size changed: "+ 1" and "- 1" dropped, "* 4" dropped (bytes for ids)
+  order  a memory order weakened: seq_cst -> acq_rel, acq_rel -> acquire/release,
+         acquire -> relaxed, release -> relaxed
+  skip   a check skipped: the condition of an if that returns/jumps made false, or one operand
+         of a condition's top-level && / || chain dropped
+  swap   two adjacent statements swapped (one of them an atomic access or a call)
+
+Every candidate site is listed; when a file has more than PER_FILE, a sample is drawn per file
+with SEED, round-robin over the operators (say so in the report). A mutant whose object does not
+compile is stillborn (not counted). A mutant whose object's machine code equals the original's
+is marked "same code": no test that runs here can tell it apart (a memory order on x86) — only the
+weak-memory model (tests/check_memmodel.c) can, for the code it runs. Survivors listed in
+tests/mutate/equivalent.txt with a reason are equivalent mutants and leave the score's
+denominator; every other survivor is listed.
+
+Usage: make mutate [FILES="shm/readers.c lib/fsck.c"] [PER_FILE=16] [SEED=1] [BUDGET=seconds]
+                   [OPS="cmp order ..."] [JOBS=1]
+"""
+import argparse
+import fnmatch
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONF = os.path.join(ROOT, "tests", "mutate")
+WORK = os.path.join(ROOT, "build", "mutate")
+TREE = os.path.join(WORK, "tree")  # tree0; with --jobs 2 also tree1
+COPY_DIRS = ["lib", "shm", "tests", "tools", "bpf"]
+COPY_FILES = ["Makefile"]
+OPS = ["cmp", "bound", "order", "skip", "swap"]
+NEEDS_CLI = {"check_liveness", "check_trace", "check_cli"}
+# the sources tests/check_memmodel.c compiles under the weak memory model (Makefile: MM_SRCS)
+MODEL_SRCS = {"shm/readers.c", "shm/index.c", "shm/mutex.c", "shm/ring.c", "lib/l2/lease.c"}
+
+
+# ---- configuration ----
+
+def read_conf():
+    groups, rules, base = [], [], []
+    with open(os.path.join(CONF, "suites.txt")) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if line.startswith("GROUP "):
+                name, globs = line[6:].split(":", 1)
+                groups.append((name.strip(), globs.split()))
+            elif line.startswith("BASE:"):
+                base = line[5:].split()
+            else:
+                glob, suites = line.split(":", 1)
+                rules.append((glob.strip(), suites.split()))
+    return groups, rules, base
+
+
+def read_equivalent():
+    """file | op | line text | mutated line text | why  (whitespace-insensitive match)"""
+    eq = {}
+    path = os.path.join(CONF, "equivalent.txt")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                parts = [p.strip() for p in line.rstrip("\n").split(" | ")]
+                if len(parts) == 5:
+                    eq[(parts[0], parts[1], squash(parts[2]), squash(parts[3]))] = parts[4]
+    return eq
+
+
+def squash(s):
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def suites_for(path, rules, base):
+    first = []
+    for glob, suites in rules:
+        if fnmatch.fnmatch(path, glob):
+            first = suites
+            break
+    names = {s.split(":", 1)[0] for s in first}
+    return first + [b for b in base if b not in names]
+
+
+# ---- masking: code only ----
+
+def mask_code(text):
+    """The text with comments, string and char literals and preprocessor lines blanked (same
+    length, newlines kept), so operators are only found in code."""
+    out = list(text)
+    i, n = 0, len(text)
+    line_start = True
+    while i < n:
+        c = text[i]
+        if line_start and c == "#":
+            j = i
+            while j < n and text[j] != "\n":
+                if text[j] == "\\" and j + 1 < n and text[j + 1] == "\n":
+                    j += 2
+                    continue
+                j += 1
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+            continue
+        if c == "\n":
+            line_start = True
+            i += 1
+            continue
+        if c not in " \t":
+            line_start = False
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            for k in range(i, j):
+                out[k] = " "
+            i = j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+            continue
+        if c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            for k in range(i + 1, min(j, n)):
+                out[k] = " "
+            i = j + 1
+            continue
+        i += 1
+    return "".join(out)
+
+
+# ---- operators: each yields (start, end, replacement, op, label) on the original text ----
+
+CMP = {"==": "!=", "!=": "==", "<": "<=", "<=": "<", ">": ">=", ">=": ">"}
+ORDER = {"memory_order_seq_cst": ["memory_order_acq_rel"],
+         "memory_order_acq_rel": ["memory_order_acquire", "memory_order_release"],
+         "memory_order_acquire": ["memory_order_relaxed"],
+         "memory_order_release": ["memory_order_relaxed"]}
+
+
+def skip_line(code, pos):
+    ls = code.rfind("\n", 0, pos) + 1
+    le = code.find("\n", pos)
+    line = code[ls:le if le >= 0 else len(code)]
+    return "_Static_assert" in line or "static_assert" in line
+
+
+def op_cmp(text, code):
+    for m in re.finditer(r"==|!=|<=|>=|<|>", code):
+        s, e, tok = m.start(), m.end(), m.group()
+        before = code[s - 1] if s else ""
+        after = code[e] if e < len(code) else ""
+        if tok in ("<", ">", "<=", ">=") and (before in "<>-" or after in "<>"):
+            continue  # shifts, ->, <<=
+        if tok in ("<", ">") and after == "=":
+            continue
+        if skip_line(code, s):
+            continue
+        yield s, e, CMP[tok], "cmp", "%s -> %s" % (tok, CMP[tok])
+
+
+def op_bound(text, code):
+    for m in re.finditer(r"\s[+-]\s1\b(?![.\w])", code):
+        if skip_line(code, m.start()):
+            continue
+        yield m.start(), m.end(), "", "bound", "'%s' dropped" % m.group().strip()
+    for m in re.finditer(r"\s\*\s4\b(?![.\w])", code):
+        if skip_line(code, m.start()):
+            continue
+        yield m.start(), m.end(), "", "bound", "'* 4' dropped"
+
+
+def op_order(text, code):
+    for m in re.finditer(r"\bmemory_order_(seq_cst|acq_rel|acquire|release)\b", code):
+        for rep in ORDER[m.group()]:
+            yield m.start(), m.end(), rep, "order", "%s -> %s" % (m.group()[13:], rep[13:])
+
+
+def balanced(code, open_pos):
+    depth = 0
+    for i in range(open_pos, len(code)):
+        if code[i] == "(":
+            depth += 1
+        elif code[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def split_top(code, s, e, sep):
+    """Top-level (paren depth 0) operands of code[s:e] split by `sep` (&& or ||): [(start, end)]."""
+    parts, depth, last, i = [], 0, s, s
+    while i < e:
+        c = code[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and code.startswith(sep, i):
+            parts.append((last, i))
+            last = i + 2
+            i += 2
+            continue
+        elif depth == 0 and c == "?":
+            return []  # a conditional expression: leave it
+        i += 1
+    parts.append((last, e))
+    return parts
+
+
+def op_skip(text, code):
+    for m in re.finditer(r"\b(if|while)\s*\(", code):
+        op = code.index("(", m.start())
+        cl = balanced(code, op)
+        if cl < 0:
+            continue
+        rest = code[cl + 1:cl + 200].lstrip()
+        if rest.startswith("{"):
+            rest = rest[1:].lstrip()
+        is_guard = m.group(1) == "if" and re.match(r"(return|goto|continue|break)\b", rest)
+        if is_guard:
+            yield op + 1, cl, "0", "skip", "guard condition made false"
+        for sep in ("&&", "||"):
+            parts = split_top(code, op + 1, cl, sep)
+            if len(parts) < 2 or len(parts) > 6:
+                continue
+            for k, (ps, pe) in enumerate(parts):
+                # drop operand k together with one neighbouring separator
+                if k + 1 < len(parts):
+                    s, e = ps, parts[k + 1][0]
+                else:
+                    s, e = parts[k - 1][1], pe
+                yield s, e, "", "skip", "operand %d of %s dropped" % (k + 1, sep)
+
+
+STMT_RE = re.compile(r"^(\s+)([^\s{}].*;)\s*$")
+
+
+def op_swap(text, code):
+    lines = code.split("\n")
+    offs, o = [], 0
+    for ln in lines:
+        offs.append(o)
+        o += len(ln) + 1
+    bad = re.compile(r"^\s*(return|break|continue|goto|case|default|if|for|while|else|do|switch)\b|^\s*}")
+    for i in range(len(lines) - 1):
+        a, b = lines[i], lines[i + 1]
+        ma, mb = STMT_RE.match(a), STMT_RE.match(b)
+        if not ma or not mb or ma.group(1) != mb.group(1) or bad.match(a) or bad.match(b):
+            continue
+        if a.count("(") != a.count(")") or b.count("(") != b.count(")"):
+            continue
+        if not (("atomic_" in a or "(" in a) and ("atomic_" in b or "(" in b)):
+            continue
+        ta = text[offs[i]:offs[i] + len(a)]
+        tb = text[offs[i + 1]:offs[i + 1] + len(b)]
+        yield offs[i], offs[i + 1] + len(b), tb + "\n" + ta, "swap", "lines %d and %d swapped" % (i + 1, i + 2)
+
+
+OPERATORS = {"cmp": op_cmp, "bound": op_bound, "order": op_order, "skip": op_skip, "swap": op_swap}
+
+
+def candidates(path, ops):
+    with open(os.path.join(ROOT, path)) as f:
+        text = f.read()
+    code = mask_code(text)
+    out = []
+    for op in ops:
+        for s, e, rep, name, label in OPERATORS[op](text, code):
+            line = text.count("\n", 0, s) + 1
+            out.append({"file": path, "start": s, "end": e, "rep": rep, "op": name, "label": label, "line": line})
+    return text, out
+
+
+def sample(cands, per_file, rng):
+    if per_file <= 0 or len(cands) <= per_file:
+        return cands
+    by_op = {}
+    for c in cands:
+        by_op.setdefault(c["op"], []).append(c)
+    for v in by_op.values():
+        rng.shuffle(v)
+    picked, ops = [], sorted(by_op)
+    while len(picked) < per_file and any(by_op.values()):
+        for op in ops:
+            if by_op[op] and len(picked) < per_file:
+                picked.append(by_op[op].pop())
+    return sorted(picked, key=lambda c: (c["line"], c["start"]))
+
+
+def mutated_text(text, c):
+    return text[:c["start"]] + c["rep"] + text[c["end"]:]
+
+
+def line_of(text, pos):
+    s = text.rfind("\n", 0, pos) + 1
+    e = text.find("\n", pos)
+    return text[s:e if e >= 0 else len(text)]
+
+
+# ---- the tree copy and builds ----
+
+def tracked_files():
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--"] +
+                         COPY_DIRS + COPY_FILES, cwd=ROOT, capture_output=True, check=True).stdout
+    return [p for p in out.decode().split("\0") if p and os.path.isfile(os.path.join(ROOT, p))]
+
+
+def tree_dir(j):
+    return TREE if j == 0 else os.path.join(WORK, "tree%d" % j)
+
+
+def sync_tree(tree):
+    """Copy the checkout's sources into the tree where they differ (unchanged files keep their
+    mtime, so make rebuilds only what changed)."""
+    n = 0
+    for p in tracked_files():
+        src, dst = os.path.join(ROOT, p), os.path.join(tree, p)
+        with open(src, "rb") as f:
+            data = f.read()
+        if os.path.exists(dst):
+            with open(dst, "rb") as f:
+                if f.read() == data:
+                    continue
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(dst, "wb") as f:
+            f.write(data)
+        shutil.copymode(src, dst)
+        n += 1
+    return n
+
+
+def write_tree(tree, path, text):
+    with open(os.path.join(tree, path), "w") as f:
+        f.write(text)
+
+
+def make(tree, targets, log, timeout=1800):
+    cmd = ["make", "-C", tree, "--no-print-directory", "-j2", "CFLAGS=-O2"] + targets
+    with open(log, "a") as f:
+        f.write("$ %s\n" % " ".join(cmd))
+        f.flush()
+        try:
+            r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+    return r.returncode == 0
+
+
+def test_obj(path):
+    return "build/test/obj/%s.o" % path[:-2] if path.endswith(".c") else None
+
+
+def code_hash(tree, obj):
+    r = subprocess.run(["objdump", "-d", "--no-show-raw-insn", os.path.join(tree, obj)], capture_output=True)
+    lines = r.stdout.decode(errors="replace").split("\n")[3:]  # drop the file name header
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def suite_targets(suites):
+    t = ["build/test/libstagecache.a"]
+    for s in suites:
+        t.append("build/tests/" + s.split(":", 1)[0])
+        if s.split(":", 1)[0] in NEEDS_CLI:
+            t += ["build/test/libstagecache.so.0", "build/test/stagecache", "build/stagecache"]
+    return list(dict.fromkeys(t))
+
+
+def cleanup_arenas():
+    """Arenas left by test processes a timeout killed (named t-<tag>-<pid>-<n>; the pid is dead)."""
+    for d in ("/dev/shm", "/dev/hugepages"):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for f in names:
+            m = re.match(r"stagecache\.t-.*-(\d+)-\d+$", f)
+            if not m:
+                continue
+            try:
+                os.kill(int(m.group(1)), 0)
+            except ProcessLookupError:
+                try:
+                    os.unlink(os.path.join(d, f))
+                except OSError:
+                    pass
+            except PermissionError:
+                pass
+
+
+def run_suite(tree, spec, timeout, log):
+    """Run one suite (narrowed to some tests if spec says so): (passed, seconds, tail)."""
+    name, _, only = spec.partition(":")
+    env = dict(os.environ, SC_BUILD="build", CK_DEFAULT_TIMEOUT=os.environ.get("CK_DEFAULT_TIMEOUT", "60"))
+    if only:
+        env["SC_CHECK_ONLY"] = only
+    t0 = time.time()
+    with open(log, "w") as f:
+        p = subprocess.Popen([os.path.join(tree, "build", "tests", name)], cwd=tree, env=env, stdout=f,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            rc = "timeout"
+    dt = time.time() - t0
+    with open(log, errors="replace") as f:
+        lines = [ln.rstrip() for ln in f if re.search(r":[FE]:|^[0-9]+%|Received signal", ln)]
+    return rc == 0, dt, (lines[-1] if rc != "timeout" and lines else "timeout after %ds" % timeout)
+
+
+# ---- main ----
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", default="")
+    ap.add_argument("--per-file", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--budget", type=int, default=3 * 3600, help="seconds for the whole run")
+    ap.add_argument("--ops", default=" ".join(OPS))
+    ap.add_argument("--jobs", type=int, default=1, help="mutants at once, each in its own tree copy")
+    ap.add_argument("--list", action="store_true", help="list the sampled mutants and stop")
+    ap.add_argument("--rerun", default="",
+                    help="results.json of an earlier run: run its survivors (and kills by timeout) again")
+    ap.add_argument("--no-validate", action="store_true",
+                    help="skip running the unmutated suites first (only right after make check passed)")
+    args = ap.parse_args()
+    groups, rules, base = read_conf()
+    equivalent = read_equivalent()
+    files = args.files.split()
+    if not files:
+        for _, globs in groups:
+            for g in globs:
+                files += sorted(p for p in tracked_files() if fnmatch.fnmatch(p, g) and p.endswith((".c", ".h")))
+        files = list(dict.fromkeys(files))
+    ops = [o for o in args.ops.split() if o in OPERATORS]
+    rng = random.Random(args.seed)
+    per_file, texts, total_sites = [], {}, 0
+    for p in files:
+        text, cands = candidates(p, ops)
+        texts[p] = text
+        total_sites += len(cands)
+        # a mutant must change the text; headers with no code give none
+        cands = [c for c in cands if mutated_text(text, c) != text]
+        per_file.append(sample(cands, args.per_file, rng))
+    # round-robin over the files, so that a budget that runs out leaves every file sampled alike
+    plan = [x[i] for i in range(max((len(x) for x in per_file), default=0)) for x in per_file if i < len(x)]
+    previous = []
+    if args.rerun:
+        # run again only the survivors of an earlier run (same files, same text), keep the rest
+        with open(args.rerun) as f:
+            previous = json.load(f)
+        again, keep = [], []
+        for c in previous:
+            text = texts.get(c["file"])
+            if text is None:
+                with open(os.path.join(ROOT, c["file"])) as f:
+                    text = texts[c["file"]] = f.read()
+            key = (c["file"], c["op"], squash(c.get("before", "")), squash(c.get("after", "")))
+            if c["status"] in ("survived", "same-code", "equivalent") and key in equivalent:
+                c["status"], c["why"] = "equivalent", equivalent[key]  # explained since: not run again
+                keep.append(c)
+            elif (c["status"] in ("survived", "same-code", "equivalent") or
+                  (c["status"] == "killed" and "(timeout" in c["by"])) and \
+                    line_of(text, c["start"]).strip() == c["before"]:
+                again.append({k: c[k] for k in ("file", "start", "end", "rep", "op", "label", "line")})
+            else:
+                keep.append(c)
+        plan, previous = again, keep
+        files = list(dict.fromkeys(c["file"] for c in plan))
+    if args.list:
+        for c in plan:
+            print("%s:%d %-5s %s" % (c["file"], c["line"], c["op"], c["label"]))
+        print("%d mutants of %d sites" % (len(plan), total_sites))
+        return 0
+
+    jobs = max(1, min(args.jobs, 4))
+    trees = [tree_dir(j) for j in range(jobs)]
+    os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
+    t_start = time.time()
+    all_suites = []
+    for p in files:
+        all_suites += suites_for(p, rules, base)
+    all_suites = list(dict.fromkeys(all_suites))
+    built = [False] * jobs
+
+    def prepare(j):
+        os.makedirs(trees[j], exist_ok=True)
+        open(os.path.join(WORK, "build%d.log" % j), "w").close()
+        print("mutate: syncing %s (%d files changed)" % (os.path.relpath(trees[j], ROOT), sync_tree(trees[j])),
+              flush=True)
+        built[j] = make(trees[j], suite_targets(all_suites), os.path.join(WORK, "build%d.log" % j))
+
+    ths = [threading.Thread(target=prepare, args=(j,)) for j in range(jobs)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    if not all(built):
+        print("mutate: the unmutated tree does not build (see %s)" % os.path.join(WORK, "build*.log"))
+        return 2
+    # the original must pass every suite a mutant would run (else nothing means anything)
+    durations = {}
+    print("mutate: the unmutated tree against %d suites" % len(all_suites), flush=True)
+    # each binary once, with the union of the tests the narrowed specs name
+    union = {}
+    for s in all_suites:
+        name, _, only = s.partition(":")
+        if name in union and union[name] is None:
+            continue
+        union[name] = None if not only else (union.get(name) or []) + only.split(",")
+    for name, only in union.items():
+        if args.no_validate:
+            break  # the suites passed just before (make check): durations default to 60 s
+        spec = name + (":" + ",".join(dict.fromkeys(only)) if only else "")
+        ok, dt, tail = run_suite(trees[0], spec, 1800, os.path.join(WORK, "logs", "orig-%s.log" % name))
+        for s in all_suites:
+            if s.partition(":")[0] == name:
+                durations[s] = dt
+        if not ok:
+            print("mutate: %s fails without any mutant: %s" % (spec[:100], tail))
+            return 2
+    cleanup_arenas()
+    results = []
+    queue = list(enumerate(plan, 1))
+    lock = threading.Lock()
+    n = len(plan)
+    skipped = [0]
+
+    def worker(j):
+        tree, blog = trees[j], os.path.join(WORK, "build%d.log" % j)
+        mlog = os.path.join(WORK, "logs", "mutant%d.log" % j)
+        orig_hash = {}
+        while True:
+            with lock:
+                if not queue:
+                    return
+                if time.time() - t_start > args.budget:
+                    skipped[0] += len(queue)
+                    queue.clear()
+                    return
+                k, c = queue.pop(0)
+            run_mutant(tree, blog, mlog, orig_hash, k, c)
+            with lock:
+                results.append(c)
+                print("[%d/%d] %s:%d %-5s %-34s %-10s %5.1fs %s" % (k, n, c["file"], c["line"], c["op"],
+                                                                 c["label"][:34], c["status"], c["seconds"],
+                                                                 c["by"][:90]), flush=True)
+
+    def run_mutant(tree, blog, mlog, orig_hash, k, c):
+        p = c["file"]
+        obj = test_obj(p)
+        if obj and p not in orig_hash:
+            write_tree(tree, p, texts[p])
+            orig_hash[p] = code_hash(tree, obj) if make(tree, [obj], blog) else None
+        mtext = mutated_text(texts[p], c)
+        c["before"] = line_of(texts[p], c["start"]).strip()
+        c["after"] = line_of(mtext, c["start"]).strip()
+        write_tree(tree, p, mtext)
+        t0 = time.time()
+        status, by = None, ""
+        try:
+            if obj and not make(tree, [obj], blog):
+                status = "stillborn"
+            elif obj and orig_hash.get(p) and code_hash(tree, obj) == orig_hash[p]:
+                status = "same-code"
+            suites = suites_for(p, rules, base)
+            if status == "same-code" and p not in MODEL_SRCS:
+                pass  # nothing that runs here can tell it apart: no build, no run
+            elif status is None and not make(tree, ["build/test/libstagecache.a"], blog):
+                status = "stillborn"  # a header's mutant: some object does not compile
+            if status in (None, "same-code") and not (status == "same-code" and p not in MODEL_SRCS):
+                killed = False
+                for s in suites:
+                    if status == "same-code" and s.split(":")[0] != "check_memmodel":
+                        continue  # identical machine code: only the model, for the code it compiles, can tell
+                    if not make(tree, suite_targets([s]), blog):
+                        killed, by = True, "%s (its test does not build with the mutant)" % s.split(":")[0]
+                        break
+                    limit = int(max(60, 3 * durations.get(s, 60) + 30))
+                    ok, dt, tail = run_suite(tree, s, limit, mlog)
+                    if not ok and tail.startswith("timeout"):
+                        # a loaded machine, or a hang? only a second, three times longer timeout says hang
+                        ok, dt, tail = run_suite(tree, s, 3 * limit, mlog)
+                    if not ok:
+                        killed, by = True, "%s (%s)" % (s.split(":")[0], tail[:160])
+                        shutil.copy(mlog, os.path.join(WORK, "logs", "killed-%d.log" % k))
+                        break
+                if status != "stillborn":
+                    status = "killed" if killed else ("same-code" if status == "same-code" else "survived")
+        finally:
+            write_tree(tree, p, texts[p])
+            cleanup_arenas()
+        key = (p, c["op"], squash(c["before"]), squash(c["after"]))
+        if status in ("survived", "same-code") and key in equivalent:
+            c["why"] = equivalent[key]
+            status = "equivalent"
+        c["status"], c["by"], c["seconds"] = status, by, round(time.time() - t0, 1)
+
+    ths = [threading.Thread(target=worker, args=(j,)) for j in range(jobs)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    if skipped[0]:
+        print("mutate: budget of %d s spent: %d of %d mutants not run" % (args.budget, skipped[0], n), flush=True)
+    results += previous
+    results.sort(key=lambda c: (c["file"], c["line"], c["start"]))
+    # put the trees back as they are (the last restore) so a later run starts clean
+    for j in range(jobs):
+        make(trees[j], ["build/test/libstagecache.a"], os.path.join(WORK, "build%d.log" % j))
+    report(results, groups, args, total_sites, len(plan) + len(previous), time.time() - t_start)
+    return 0
+
+
+def report(results, groups, args, sites, planned, seconds):
+    with open(os.path.join(WORK, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    lines = []
+    lines.append("mutation summary: %d of %d planned mutants run in %.0f s (%d candidate sites; at most %d per "
+                 "file, sampled round-robin over operators, seed %d; operators: %s)" %
+                 (len(results), planned, seconds, sites, args.per_file, args.seed, args.ops))
+    lines.append("%-14s %7s %7s %9s %10s %10s %9s %7s" % ("group", "mutants", "killed", "survived", "same-code",
+                                                          "equivalent", "stillborn", "score"))
+    for name, globs in groups + [("all", ["*"])]:
+        rs = [r for r in results if any(fnmatch.fnmatch(r["file"], g) for g in globs)]
+        if not rs:
+            continue
+        cnt = {s: sum(1 for r in rs if r["status"] == s) for s in
+               ("killed", "survived", "same-code", "equivalent", "stillborn")}
+        den = cnt["killed"] + cnt["survived"] + cnt["same-code"]
+        score = "%.1f%%" % (100.0 * cnt["killed"] / den) if den else "-"
+        lines.append("%-14s %7d %7d %9d %10d %10d %9d %7s" % (name, len(rs), cnt["killed"], cnt["survived"],
+                                                              cnt["same-code"], cnt["equivalent"], cnt["stillborn"],
+                                                              score))
+    lines.append("score = killed / (killed + survived + same-code); equivalent (explained in "
+                 "tests/mutate/equivalent.txt) and stillborn mutants are not counted")
+    surv = [r for r in results if r["status"] in ("survived", "same-code", "equivalent")]
+    if surv:
+        lines.append("survivors:")
+        for r in surv:
+            lines.append("  %s:%d %s %s [%s]%s" % (r["file"], r["line"], r["op"], r["label"], r["status"],
+                                                  (" — " + r["why"]) if r.get("why") else ""))
+            lines.append("      - %s" % r["before"])
+            lines.append("      + %s" % r["after"])
+    text = "\n".join(lines)
+    with open(os.path.join(WORK, "summary.txt"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+/*
+ * tools/bench/util.c — small helpers every benchmark may use (declared in bench.h): the machine's
+ * cache size, programs in PATH, a command's first line, a benchmark without options, progress
+ * notes. Below everything else in tools/bench/: it calls nothing of the harness.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static uint64_t read_size_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	unsigned long long v = 0;
+	char unit = 0;
+	int k = fscanf(f, "%llu%c", &v, &unit);
+	fclose(f);
+	if (k < 1)
+		return 0;
+	return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : v;
+}
+
+uint64_t bench_llc_bytes(void)
+{
+	uint64_t best = 0;
+	char p[128];
+	for (int i = 0; i < 8; i++) {
+		snprintf(p, sizeof(p), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+		uint64_t s = read_size_file(p);
+		if (s > best)
+			best = s;
+	}
+	if (best)
+		return best;
+	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+	return l3 > 0 ? (uint64_t)l3 : l2 > 0 ? (uint64_t)l2 : 0;
+}
+
+int bench_in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	if (!path)
+		return 0;
+	char dir[4096];
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		if (n && n < sizeof(dir) - strlen(prog) - 2) {
+			memcpy(dir, path, n);
+			snprintf(dir + n, sizeof(dir) - n, "/%s", prog);
+			if (access(dir, X_OK) == 0)
+				return 1;
+		}
+		path += n + (path[n] == ':');
+	}
+	return 0;
+}
+
+static void first_line_of(FILE *f, char *out, size_t len)
+{
+	if (fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = 0;
+}
+
+void bench_file_line(const char *path, char *out, size_t len)
+{
+	out[0] = 0;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	first_line_of(f, out, len);
+	fclose(f);
+}
+
+void bench_first_line(const char *cmd, char *out, size_t len)
+{
+	out[0] = 0;
+	FILE *f = popen(cmd, "r");
+	if (!f)
+		return;
+	first_line_of(f, out, len);
+	char sink[256];
+	while (fgets(sink, sizeof(sink), f))
+		;
+	pclose(f);
+}
+
+int bench_no_options(const char *which, int argc, char **argv, void (*usage)(FILE *))
+{
+	static const struct option opts[] = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "bench %s", which);
+	optind = 0;
+	opterr = 0;
+	if (getopt_long(argc, argv, "h", opts, NULL) == 'h') {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (optind > 1)
+		return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+	if (optind < argc)
+		return cli_usage_error(cmd, "unknown option '%s'", argv[optind]);
+	return -1;
+}
+
+void bench_progress(const char *fmt, ...)
+{
+	if (!isatty(2))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "\r\033[K");
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
