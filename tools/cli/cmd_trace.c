@@ -373,40 +373,17 @@ static uint64_t quarantined(const struct snap *s)
 	return total(s, SC_EV_L3_QUARANTINE);
 }
 
-/* Under a stage's row: why lookups and restores missed (when any). */
+/* Under a stage's row: why lookups and restores missed (when any), as `stats` prints them. */
 static void print_misses(const struct row *r)
 {
-	for (int k = 0; k < 2; k++) {
-		const uint64_t *v = k ? r->miss_restore : r->miss_l2;
-		uint64_t n = 0;
-		for (int w = 0; w < SC_BPF_MISS_REASONS; w++)
-			n += v[w];
-		if (!n)
-			continue;
-		printf("  %s", k ? "restore missed:" : "L2 missed:     ");
-		for (int w = 0; w < SC_BPF_MISS_REASONS; w++) {
-			if (!v[w])
-				continue;
-			printf(" %s %llu", sc_miss_reason_name(w), (unsigned long long)v[w]);
-			if (!k && w == SC_MISS_REFUSED) {
-				printf(" (");
-				for (int x = 0, any = 0; x < SC_BPF_REFUSALS; x++)
-					if (r->miss_refused[x])
-						printf("%s%s %llu", any++ ? ", " : "", sc_l2_refusal_name(x),
-						       (unsigned long long)r->miss_refused[x]);
-				printf(")");
-			}
-			if (k && w == SC_MISS_DEADLINE) {
-				printf(" (");
-				for (int x = 0, any = 0; x < SC_BPF_DEADLINE_DETAILS; x++)
-					if (r->miss_deadline[x])
-						printf("%s%s %llu", any++ ? ", " : "", sc_deadline_detail_name(x),
-						       (unsigned long long)r->miss_deadline[x]);
-				printf(")");
-			}
-		}
-		printf("\n");
-	}
+	_Static_assert(SC_BPF_MISS_REASONS <= SC_MISS_MAX && SC_BPF_REFUSALS <= SC_MISS_MAX &&
+			       SC_BPF_DEADLINE_DETAILS <= 8, "eBPF's miss counts fit struct sc_miss_stats");
+	struct sc_miss_stats m = { 0 };
+	memcpy(m.l2, r->miss_l2, sizeof(r->miss_l2));
+	memcpy(m.restore, r->miss_restore, sizeof(r->miss_restore));
+	memcpy(m.l2_refused, r->miss_refused, sizeof(r->miss_refused));
+	memcpy(m.deadline, r->miss_deadline, sizeof(r->miss_deadline));
+	cli_text_misses(stdout, &m, "  ");
 }
 
 /* Under a stage's row: admissions and promotions that did not publish, by reason (when any). */

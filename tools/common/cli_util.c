@@ -613,12 +613,13 @@ void cli_text_misses(FILE *f, const struct sc_miss_stats *m, const char *indent)
 			fprintf(f, " %s %llu", sc_miss_reason_name(i), (unsigned long long)v[i]);
 			const uint64_t *d = !k && i == SC_MISS_REFUSED ? m->l2_refused : k && i == SC_MISS_DEADLINE ? m->deadline : NULL;
 			int nd = d == m->l2_refused ? SC_L2_REFUSE_REASONS : SC_DEADLINE_COUNT;
-			for (int j = 0, any = 0; d && j < nd; j++)
+			int any = 0;
+			for (int j = 0; d && j < nd; j++)
 				if (d[j])
 					fprintf(f, "%s%s %llu", any++ ? ", " : " (",
 						d == m->l2_refused ? sc_l2_refusal_name(j) : sc_deadline_detail_name(j),
 						(unsigned long long)d[j]);
-			if (d)
+			if (any)
 				fprintf(f, ")");
 		}
 		fprintf(f, "\n");

@@ -400,8 +400,10 @@ static int run_s3fifo(const struct psim_trace *t, uint64_t cap, uint8_t *hit, co
 
 /* ---- OPT (furthest next use) ---- */
 
+/* A max-heap of (key, object, version) items: OPT pops the furthest next use, GDSF the lowest
+ * priority (its key negated). Stale items (an older version) are skipped by the caller. */
 struct heap_item {
-	uint64_t next; /* index of the next request of obj (UINT64_MAX: never) */
+	double key;
 	uint32_t obj;
 	uint32_t ver;
 };
@@ -411,7 +413,7 @@ static void heap_push(struct heap_item *h, size_t *n, struct heap_item it)
 	size_t i = (*n)++;
 	while (i) {
 		size_t p = (i - 1) / 2;
-		if (h[p].next >= it.next)
+		if (h[p].key >= it.key)
 			break;
 		h[i] = h[p];
 		i = p;
@@ -427,9 +429,9 @@ static struct heap_item heap_pop(struct heap_item *h, size_t *n)
 		size_t c = 2 * i + 1;
 		if (c >= *n)
 			break;
-		if (c + 1 < *n && h[c + 1].next > h[c].next)
+		if (c + 1 < *n && h[c + 1].key > h[c].key)
 			c++;
-		if (h[c].next <= last.next)
+		if (h[c].key <= last.key)
 			break;
 		h[i] = h[c];
 		i = c;
@@ -464,7 +466,7 @@ static int run_opt(const struct psim_trace *t, uint64_t cap, uint8_t *hit, const
 		if (in[o]) {
 			count(res, t, i, 1, hit, sel);
 			ver[o]++;
-			heap_push(h, &n, (struct heap_item){ next[i], o, ver[o] });
+			heap_push(h, &n, (struct heap_item){ (double)next[i], o, ver[o] });
 			continue;
 		}
 		count(res, t, i, 0, hit, sel);
@@ -473,7 +475,7 @@ static int run_opt(const struct psim_trace *t, uint64_t cap, uint8_t *hit, const
 		in[o] = 1;
 		used += t->cost[o];
 		ver[o]++;
-		heap_push(h, &n, (struct heap_item){ next[i], o, ver[o] });
+		heap_push(h, &n, (struct heap_item){ (double)next[i], o, ver[o] });
 		while (used > cap && n) {
 			struct heap_item v = heap_pop(h, &n);
 			if (!in[v.obj] || v.ver != ver[v.obj])
@@ -494,51 +496,13 @@ out:
 
 /* ---- GDSF ---- */
 
-struct gd_item {
-	double h;
-	uint32_t obj, ver;
-};
-
-static void gd_push(struct gd_item *h, size_t *n, struct gd_item it)
-{
-	size_t i = (*n)++;
-	while (i) {
-		size_t p = (i - 1) / 2;
-		if (h[p].h <= it.h)
-			break;
-		h[i] = h[p];
-		i = p;
-	}
-	h[i] = it;
-}
-
-static struct gd_item gd_pop(struct gd_item *h, size_t *n)
-{
-	struct gd_item top = h[0], last = h[--*n];
-	size_t i = 0;
-	for (;;) {
-		size_t c = 2 * i + 1;
-		if (c >= *n)
-			break;
-		if (c + 1 < *n && h[c + 1].h < h[c].h)
-			c++;
-		if (h[c].h >= last.h)
-			break;
-		h[i] = h[c];
-		i = c;
-	}
-	if (*n)
-		h[i] = last;
-	return top;
-}
-
 static int run_gdsf(const struct psim_trace *t, uint64_t cap, uint8_t *hit, const uint8_t *sel, struct psim_result *res)
 {
 	size_t nobj = t->nobj ? t->nobj : 1;
 	uint8_t *in = calloc(nobj, 1);
 	uint32_t *f = calloc(nobj, sizeof(uint32_t)), *ver = calloc(nobj, sizeof(uint32_t));
 	double *H = calloc(nobj, sizeof(double));
-	struct gd_item *h = malloc(((size_t)t->nreq + 1) * sizeof(*h)); /* one push per request at most */
+	struct heap_item *h = malloc(((size_t)t->nreq + 1) * sizeof(*h)); /* one push per request at most */
 	int rc = -ENOMEM;
 	if (!in || !f || !ver || !H || !h)
 		goto out;
@@ -561,12 +525,12 @@ static int run_gdsf(const struct psim_trace *t, uint64_t cap, uint8_t *hit, cons
 		}
 		H[o] = L + (double)f[o] * v / (double)(t->cost[o] ? t->cost[o] : 1);
 		ver[o]++;
-		gd_push(h, &n, (struct gd_item){ H[o], o, ver[o] });
+		heap_push(h, &n, (struct heap_item){ -H[o], o, ver[o] });
 		while (used > cap && n) {
-			struct gd_item it = gd_pop(h, &n);
+			struct heap_item it = heap_pop(h, &n);
 			if (!in[it.obj] || it.ver != ver[it.obj])
 				continue;
-			L = it.h;
+			L = -it.key;
 			in[it.obj] = 0;
 			used -= t->cost[it.obj];
 		}

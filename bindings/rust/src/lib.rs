@@ -1233,23 +1233,10 @@ impl L3 {
 
     /// Write a payload through to disk and index its prefix; returns (token count, digest).
     pub fn put(&self, ns: &str, tokens: &[i32], payload: &Payload<'_>) -> Result<(u32, Digest)> {
-        let ns = cstr(ns)?;
-        let p = payload.c();
-        let args = ffi::sc_l3_put_args {
-            model_identity: ptr::null(),
-            state_identity: ptr::null(),
-            ns: ns.as_ptr(),
-            tokens: tokens.as_ptr(),
-            token_count: tokens_len(tokens)? as u32,
-            payload: &p,
-        };
-        let mut loc = MaybeUninit::<ffi::sc_location>::zeroed();
-        check(unsafe { ffi::sc_l3_put(self.h, &args, loc.as_mut_ptr()) }, "sc_l3_put")?;
-        let loc = unsafe { loc.assume_init() };
-        Ok((loc.token_count, Digest { lo: loc.digest.lo, hi: loc.digest.hi }))
+        self.put_with_cost(ns, tokens, payload, 0)
     }
 
-    /// `put` recording the prefix's compute cost (ns; restores carry it into L2).
+    /// `put` recording the prefix's compute cost (ns; restores carry it into L2; 0: unknown).
     pub fn put_with_cost(&self, ns: &str, tokens: &[i32], payload: &Payload<'_>, cost_ns: u64)
                          -> Result<(u32, Digest)> {
         let ns = cstr(ns)?;
