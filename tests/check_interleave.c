@@ -5,6 +5,7 @@
  * prints the number of orderings it explored.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -43,6 +44,7 @@ struct shared {
 	char l3dir[96];               /* the run's L3 directory (location index scenarios) */
 	_Atomic uint64_t put_done_ns; /* when the other host's put returned (CLOCK_MONOTONIC) */
 	_Atomic int32_t located[3];   /* per actor: what its locate returned */
+	_Atomic uint64_t deadline_ns; /* the abandoned-fill scenario's restore deadline (0: not set yet) */
 };
 
 static struct shared *sh;
@@ -1352,6 +1354,7 @@ static int abandon_setup(void *ctx)
 	(void)ctx;
 	if (ix_setup_common())
 		return -1;
+	atomic_store(&sh->deadline_ns, 0);
 	struct sc_l3 *l3 = ix_open(NULL);
 	if (!l3)
 		return -1;
@@ -1385,7 +1388,13 @@ static int abandon_actor(void *ctx, unsigned who)
 		int32_t t[4];
 		key_tokens(t, 77);
 		struct sc_restore r;
-		struct sc_restore_opts ro = { .deadline_ns = mono_ns() + 20000000 };
+		/* long enough to fill in time when nothing holds this actor on a loaded machine, short
+		 * enough that actor 1 waiting for it is not taken to be blocked (IL_BLOCKED_MS): an
+		 * ordering that holds this actor while actor 1 runs resumes it past the deadline (no fill
+		 * started, or one abandoned if its reads are still in flight) */
+		_Static_assert(IL_BLOCKED_MS > 250, "actor 1's wait for the deadline must not look blocked");
+		struct sc_restore_opts ro = { .deadline_ns = mono_ns() + 250000000 };
+		atomic_store(&sh->deadline_ns, ro.deadline_ns);
 		int n = sc_restore_with(st, l3, NS, t, 4, &ro, &r);
 		atomic_store(&sh->got[0], n == 4 ? 1 : n == -ETIME ? 2 : 3);
 		if (n == 4)
@@ -1407,6 +1416,9 @@ static int abandon_actor(void *ctx, unsigned who)
 				rc = 5; /* refusals for want of room are fine while the fill holds its memory */
 		if (!rc && sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, NULL) < 0)
 			rc = 6;
+		/* wait for actor 0's deadline to pass (set before its first point; at most 250 ms) */
+		for (uint64_t dl = atomic_load(&sh->deadline_ns); dl && mono_ns() <= dl;)
+			(void)poll(NULL, 0, 1);
 	}
 	sc_stage_close(st);
 	sc_arena_close(a);

@@ -508,7 +508,7 @@ static void usage(FILE *f)
 		   "policy_real_vs_lru_min (target >= 1), policy_real_vs_s3fifo_min (target >= 0.98),\n"
 		   "policy_scan_hot_drop_pts (target <= 5), and the simulators' scan drops.\n\n"
 		   "The mixed-cost trace mixed09_3x (KV, recurrent and full states whose compute per byte\n"
-		   "differs by orders of magnitude; see tools/bench_policy.c) is replayed the same way with\n"
+		   "differs by orders of magnitude; see tools/bench/policy.c) is replayed the same way with\n"
 		   "each object's compute cost, and through GDSF, the benefit policy's simulator and\n"
 		   "OPT-by-benefit too: policy_mixed09_3x_saved_per_byte_<policy>, policy_benefit_vs_s3fifo\n"
 		   "(target >= 1.3). Deadlines: restore_deadline_misses_started (target 0).\n",
