@@ -539,7 +539,11 @@ START_TEST(janitor_host_killed_then_taken_over)
 	ck_assert_uint_gt(rw.evicted, 0);
 	ck_assert_uint_le(rw.bytes, (2u << 20) / 100 * 85);
 	ck_assert_uint_ge(rw.stale_temps, 1); /* A's write in progress: A's session ended, its lock with it */
-	ck_assert_int_eq(h_count(l3dir(B, "t4"), ".tmp-hostA."), 0);
+	/* exactly that file went; a temp A's janitor was writing when the host died is young and may
+	 * stay until it is old enough (a busy machine makes that likelier) */
+	char planted[800];
+	snprintf(planted, sizeof(planted), "%s/objects/00/.tmp-hostA.1.0badf00d.1", l3dir(B, "t4"));
+	ck_assert_msg(access(planted, F_OK) != 0, "%s is still there", planted);
 	/* A's janitor saw its mount fail and never acted after it lost the lease */
 	ck_assert_int_eq(h_wait(pj, 30), 0);
 	ck_assert_int_eq(h_sh("! grep -q ' %llu hostA ' %s/janitor.log", (unsigned long long)ea, l3dir(B, "t4")), 0);
