@@ -249,6 +249,8 @@ $(B)/tests/check_trace: $(CLI)
 $(B)/tests/check_liveness: $(CLI) $(TEST_CLI)
 $(B)/tests/check_product: $(CLI) $(TEST_CLI) $(STATIC)
 $(B)/tests/check_product: override CFLAGS += -DSC_BUILD_DIR='"$(B)"'
+$(B)/tests/check_events_pub: $(CLI)
+$(B)/tests/check_events_pub: override CFLAGS += -DSC_SRC_DIR='"$(CURDIR)"'
 
 all: $(PROBE_HELPERS)
 

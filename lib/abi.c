@@ -266,6 +266,32 @@ static const struct member m_fsck_report[] = {
 };
 #undef T
 
+#define T struct sc_l3_prefix_info
+static const struct member m_l3_prefix_info[] = {
+	P(prefix), P(digest), P(token_count), P(object_present), P(created_ns), X(reserved), P(ns),
+};
+#undef T
+
+#define T struct sc_lookup
+static const struct member m_lookup[] = {
+	P(tokens), P(l2_tokens), P(l3_tokens), X(reserved0), P(l2_digest), P(l3_digest), P(l2_bytes), P(l3_bytes),
+	X(reserved),
+};
+#undef T
+
+#define T struct sc_event
+static const struct member m_event[] = {
+	P(type), P(token_count), P(stage_id), P(key), P(digest), P(lost_why), X(reserved0), X(reserved),
+};
+#undef T
+
+#define T struct sc_events_stats
+static const struct member m_events_stats[] = {
+	P(records), P(listener), P(listener_pid), P(listener_alive), P(listener_since_ns), P(appended), P(consumed),
+	P(pending), P(dropped), P(lost), P(resets), P(seq), X(reserved),
+};
+#undef T
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define TYPE(t) { "sc_" #t, sizeof(struct sc_##t), _Alignof(struct sc_##t), m_##t, N(m_##t) }
 
@@ -276,7 +302,7 @@ static const struct abi_type types[] = {
 	TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_janitor_status), TYPE(l3_janitor_report), TYPE(l3_object_info),
 	TYPE(promote_stats), TYPE(restore), TYPE(l3_index_stats), TYPE(commit), TYPE(ring_stat), TYPE(batcher_opts),
 	TYPE(batcher), TYPE(fsck_report), TYPE(arena_open_opts), TYPE(arena_file), TYPE(restore_opts),
-	TYPE(miss_stats),
+	TYPE(miss_stats), TYPE(l3_prefix_info), TYPE(lookup), TYPE(event), TYPE(events_stats),
 };
 
 const struct abi_type *abi_type_at(unsigned index)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "events.h"
 #include "l2/l2.h"
 #include "l3/dirindex.h"
 #include "l3/files.h"
@@ -36,17 +37,39 @@ static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
 	closedir(d);
 }
 
+/* Objects evicted: the location index forgets them, the listener hears of each. */
+static void objects_gone(struct sc_arena *arena, const struct sc_digest *d, size_t n)
+{
+	l3ix_on_objects_gone(arena, d, n);
+	for (size_t i = 0; i < n; i++)
+		events_note(arena, SC_EVENT_L3_OBJECT_GONE, 0, (struct sc_key){ 0, 0 }, d[i], 0);
+}
+
 /* A quarantined object: the location index forgets it and L2 mirrors of it go. */
 static void quarantined(struct sc_arena *arena, struct sc_digest d)
 {
 	l3ix_objects_gone_why(arena, &d, 1, SC_MISS_QUARANTINED);
+	events_note(arena, SC_EVENT_L3_OBJECT_GONE, 0, (struct sc_key){ 0, 0 }, d, 0);
 	l2_invalidate_why(arena, d, SC_MISS_QUARANTINED);
 }
 
+static void prefix_gone(struct sc_arena *arena, struct sc_digest key)
+{
+	l3ix_on_prefix_gone(arena, key);
+	events_note(arena, SC_EVENT_L3_REMOVED, 0, (struct sc_key){ key.lo, key.hi }, (struct sc_digest){ 0, 0 }, 0);
+}
+
+/* A put through a bound handle (the location index learnt it from the put itself). */
+static void stored(struct sc_arena *arena, struct sc_digest key, struct sc_digest d, uint32_t ntok)
+{
+	events_note(arena, SC_EVENT_L3_STORED, 0, (struct sc_key){ key.lo, key.hi }, d, ntok);
+}
+
 static const struct l3_hooks bound_hooks = {
-	.objects_gone = l3ix_on_objects_gone,
+	.objects_gone = objects_gone,
 	.quarantined = quarantined,
-	.prefix_gone = l3ix_on_prefix_gone,
+	.prefix_gone = prefix_gone,
+	.stored = stored,
 };
 
 int sc_l3_bind_arena(struct sc_l3 *l3, struct sc_arena *arena)

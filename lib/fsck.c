@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "events.h"
 #include "l2/l2.h"
 #include "../shm/heap.h"
 #include "../shm/mutex.h"
@@ -431,6 +432,8 @@ static void drop_entry(struct fsck *f, struct shm_index_entry *e, uint32_t i)
 		e->payload_off = 0;
 	uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
 	if (st == SHM_ENT_LIVE && shm_index_unlink_retire_locked(f->ix, e) == 0) {
+		events_note_locked(f->a, SC_EVENT_L2_REMOVED, e->stage_id, (struct sc_key){ e->key_lo, e->key_hi },
+				   (struct sc_digest){ e->digest_lo, e->digest_hi }, (uint32_t)e->token_count);
 		f->r->dropped++;
 		f->pending_seen[i % SHM_INDEX_SHARDS] += e->footprint;
 	} else if (st == SHM_ENT_LIVE) {
@@ -899,6 +902,18 @@ static void check_l3_index(struct fsck *f)
 	shm_l3ix_unlock(&ix);
 }
 
+/* The event ring: its header against the plan, positions and stamps. A repair resets it; the
+ * listener learns of the reset (SC_EVENT_LOST) and reads the truth again. */
+static void check_events(struct fsck *f)
+{
+	int rc = shm_evring_check(f->a->shm, repairing(f));
+	if (rc > 0)
+		finding(f, "events", repairing(f), "the event ring's header, positions or slots are inconsistent%s",
+			repairing(f) ? " (reset)" : "");
+	else if (rc < 0)
+		finding(f, "events", 0, "the event region is smaller than the arena's plan");
+}
+
 static void check_observations(struct fsck *f)
 {
 	struct shm_obs_hdr *h = shm_obs_table(f->a->shm);
@@ -988,6 +1003,7 @@ static void one_pass(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void
 	check_rings(&f);
 	check_observations(&f);
 	check_l3_index(&f);
+	check_events(&f);
 	p->deferred = f.deferred;
 	p->damage = f.damage;
 }

@@ -9,6 +9,7 @@
 #include "xxh.h"
 #include "../shm/arena.h"
 #include "../shm/l3ix.h"
+#include "../shm/evring.h"
 
 /* Sizes from a caller or a file added or multiplied without wrapping (UINT64_MAX when they would). */
 static inline uint64_t sat_add(uint64_t a, uint64_t b)
@@ -105,6 +106,9 @@ struct sc_arena {
 #endif
 	/* ---- restore: abandoned fills holding this handle's memory (lib/restore.c) ---- */
 	struct arena_orphan *orphans;
+	/* ---- the event ring (lib/events.h) ---- */
+	struct shm_evring ev;               /* valid when ev_ready == 1 (-1: the region is corrupt) */
+	int ev_ready;
 	/* ---- rings ---- */
 	struct shm_ring_cons *ring_cons; /* consumer state: allocated by the first sc_ring_poll, freed by sc_ring_consumer_close */
 };

@@ -901,6 +901,20 @@ int sc_miss_stats(struct sc_arena *arena, uint64_t stage_id, struct sc_miss_stat
 int sc_l2_list(struct sc_arena *arena, int (*cb)(const struct sc_l2_entry_info *e, void *ctx), void *ctx,
 	       uint64_t max);
 
+/**
+ * sc_l2_entry_tokens - the live entry with @key (any stage): its metadata into @info (may be NULL)
+ * and its token ids into @tokens (room for @cap; may be NULL when @cap is 0). For tools that
+ * report what L2 holds by prefix (`stagecache events`, `ls --tokens`): the ids are the ones the
+ * entry stored at admission and compares on every hit.
+ * Returns the entry's token count (more than @cap: only @cap ids were copied), or -ENOENT (no live
+ * entry with @key), -ENODATA (the arena stores no token ids: SC_ARENA_NO_TOKEN_VERIFY), -EBADMSG
+ * (a corrupted index entry or allocation), -EINVAL (NULL @arena, or NULL @tokens with @cap > 0),
+ * -ECHILD (a forked child's copy of the handle). Never blocks, never allocates: the copy runs
+ * inside the read-side section.
+ */
+int64_t sc_l2_entry_tokens(struct sc_arena *arena, struct sc_key key, struct sc_l2_entry_info *info, int32_t *tokens,
+			   uint32_t cap);
+
 /* An arena reservation (sc_l2_reserve, <stagecache_parts.h>): here because struct sc_restore
  * holds one in its private block. */
 struct sc_l2_resv {
@@ -1224,6 +1238,39 @@ int sc_l3_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, voi
  * each with ->valid set. Returns the number of bad objects, or a negative errno. Reads everything.
  */
 int sc_l3_verify(struct sc_l3 *l3, int (*cb)(const struct sc_l3_object_info *, void *), void *ctx);
+
+/* A prefix entry of the store: which object restores which prefix (sc_l3_prefix_get, sc_l3_prefix_list). */
+struct sc_l3_prefix_info {
+	struct sc_digest prefix;           /* the prefix key (unseeded XXH3-128 of namespace and tokens: the file's name) */
+	struct sc_digest digest;           /* payload digest of the object it names */
+	uint32_t token_count;
+	int object_present;                /* 1: the object file is in the store (a regular file); 0: the
+					    * entry dangles (its object was evicted or quarantined) */
+	int64_t created_ns;                /* CLOCK_REALTIME of the put that wrote the entry */
+	uint64_t reserved[4];              /* zero */
+	char ns[SC_L3_STR_MAX + 1];        /* the namespace */
+};
+
+/**
+ * sc_l3_prefix_get - read the prefix entry named @prefix (and look whether its object is there).
+ * @info: receives the entry (may be NULL); @tokens: room for @cap token ids (NULL when @cap is 0).
+ * Returns the entry's token count (more than @cap: only @cap were copied), or -ENOENT (no such
+ * entry), -EBADMSG (the file is not a valid prefix entry, or a version 1 entry without token ids),
+ * -EINVAL (NULL @l3, or NULL @tokens with @cap > 0), or another negative errno from reading it.
+ * Blocks on small file reads (an open, a read, a stat); allocates while it reads.
+ */
+int64_t sc_l3_prefix_get(struct sc_l3 *l3, struct sc_digest prefix, struct sc_l3_prefix_info *info, int32_t *tokens,
+			 uint32_t cap);
+
+/**
+ * sc_l3_prefix_list - call @cb for every valid prefix entry of the store with its token ids (valid
+ * for the call only), in directory order; entries that are not valid are skipped. A non-zero
+ * return from @cb stops the walk and is returned.
+ * Returns the number of entries reported, -EINVAL, -ENOMEM, or another negative errno from the
+ * listing. Blocks on a listing of DIR/prefix and one read per entry; allocates while it runs.
+ */
+int sc_l3_prefix_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_prefix_info *info, const int32_t *tokens, void *ctx),
+		      void *ctx);
 
 /**
  * sc_l3_evict_to - evict least recently used objects until at most @bytes remain. Returns the
@@ -1652,6 +1699,176 @@ uint64_t sc_batcher_ring_full(const struct sc_batcher *b);
 /** sc_batcher_commits - commits emitted (the terminal one included). */
 uint64_t sc_batcher_commits(const struct sc_batcher *b);
 
+/* ============================== routing: lookups and KV events (lib/lookup.c, lib/events.c) ============================== */
+
+/*
+ * How much of a prompt is here, in either tier, in one call: for an agent beside a router that
+ * scores workers by the prefix they hold (docs/ROUTING.md).
+ */
+struct sc_lookup {
+	uint32_t tokens;             /* the longest prefix held in either tier: max(l2_tokens, l3_tokens) */
+	uint32_t l2_tokens;          /* the longest prefix whose entry L2 holds for the stage (0: none) */
+	uint32_t l3_tokens;          /* the longest prefix the L3 store holds for @ns (0: none or no store) */
+	uint32_t reserved0;          /* zero */
+	struct sc_digest l2_digest;  /* payload digest of the L2 entry found (zero when none) */
+	struct sc_digest l3_digest;  /* payload digest of the L3 object found (zero when none) */
+	uint64_t l2_bytes;           /* wire bytes of the L2 entry found */
+	uint64_t l3_bytes;           /* payload bytes of the L3 object found */
+	uint64_t reserved[4];        /* zero */
+};
+
+/**
+ * sc_lookup - the longest prefix of @tokens[0..n) held in L2 (for @stage) and in L3 (@l3, for
+ * namespace @ns), without reading any payload, taking any lease or counting a hit or a miss.
+ * L2 is asked at the lengths that are multiples of @block (0: 256), longest first (as
+ * sc_l2_longest_prefix), and at the length L3 holds (an entry promoted from L3 has that length);
+ * L3 at its stored lengths (as sc_l3_locate_longest, through the arena's location index when
+ * @l3 is bound to the stage's arena).
+ * @l3: may be NULL (L2 only). @out: receives the answer (zeroed first).
+ * Returns 0 (with out->tokens == 0 when nothing is held), -EINVAL (NULL @stage, @tokens or @out,
+ * n == 0, a namespace longer than SC_L3_STR_MAX), -EBADMSG (a corrupted L2 index), -ECHILD (a forked
+ * child's copy of the handle), or an error of sc_l3_locate_longest (-EBADMSG excepted: an object
+ * that fails its checks is no prefix held). Never blocks in L2; L3 may read small files (prefix
+ * entries) when its location index cannot answer. Allocates only for more than 512 candidate
+ * lengths (-ENOMEM when that fails).
+ */
+int sc_lookup(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+	      uint32_t block, struct sc_lookup *out);
+
+/**
+ * sc_block_hashes - the block hashes `stagecache events` publishes for a prefix (docs/ROUTING.md):
+ * for each whole block of @block_size tokens of @tokens[0..n), in order, XXH3-64 (seed 0) of the
+ * previous block's hash as 8 little-endian bytes (@parent for the first block: 0 when the prefix
+ * starts at token 0) followed by the block's token ids as little-endian int32, with bit 63
+ * cleared (so the value is the same as a signed and as an unsigned 64-bit integer). A trailing
+ * partial block has no hash.
+ * @out: room for @max hashes (may be NULL when @max is 0).
+ * Returns the number of whole blocks, n / @block_size (more than @max: only @max were written), or
+ * -EINVAL (@block_size 0, NULL @tokens with n > 0, NULL @out with @max > 0). Never blocks or
+ * allocates.
+ */
+int64_t sc_block_hashes(const int32_t *tokens, uint32_t n, uint32_t block_size, uint64_t parent, uint64_t *out,
+			uint32_t max);
+
+/*
+ * KV events: the stream of what the arena holds changing. Every change of what L2 holds (an entry
+ * published, evicted, removed, invalidated, cleared) and, for L3 handles bound to the arena
+ * (sc_l3_bind_arena), of what L3 holds (a put, an eviction, a quarantine, a prefix entry dropped)
+ * is appended to the arena's event ring by the process that made it, while a listener is attached.
+ * There is one listener per arena (sc_events_open; `stagecache events` publishes the stream to
+ * routers in vLLM's KV-event format, docs/ROUTING.md). With nobody listening a change costs one
+ * load of a word. The ring is bounded, lock-free and never makes a writer wait: when it is full
+ * the event is dropped and counted, and the listener learns it (SC_EVENT_LOST).
+ *
+ * An event names what changed, not the state after it: the listener reads the state itself when
+ * it handles the event (sc_l2_entry_tokens, sc_l3_prefix_get), so events of one key may arrive in
+ * any order and the listener still ends at the truth. After SC_EVENT_LOST, and right after
+ * sc_events_open, the listener reads the whole truth (sc_l2_list, sc_l3_prefix_list): every change
+ * it did not hear of happened before that.
+ */
+enum sc_event_type {
+	SC_EVENT_L2_STORED = 1,       /* key: an L2 entry was published (admit, publish, replacement) */
+	SC_EVENT_L2_REMOVED = 2,      /* key: an L2 entry left (eviction, removal, invalidation) */
+	SC_EVENT_L2_CLEARED = 3,      /* every L2 entry was removed (sc_l2_clear) */
+	SC_EVENT_L3_STORED = 4,       /* key: the L3 prefix key of a put; digest: its object */
+	SC_EVENT_L3_REMOVED = 5,      /* key: an L3 prefix entry was dropped */
+	SC_EVENT_L3_OBJECT_GONE = 6,  /* digest: an L3 object was evicted or quarantined (every prefix
+				       * entry naming it dangles) */
+	SC_EVENT_LOST = 7,            /* events were not delivered (lost_why, token_count = how many,
+				       * 0 when unknown): read the whole truth again */
+	SC_EVENT_TYPE_COUNT = 8,
+};
+/** sc_event_type_name - "l2_stored", "l2_removed", "l2_cleared", "l3_stored", "l3_removed",
+ * "l3_object_gone", "lost"; "?" for anything else. */
+const char *sc_event_type_name(int type);
+
+enum sc_event_lost {
+	SC_EVENT_LOST_DROPPED = 1,    /* the ring was full: writers dropped events */
+	SC_EVENT_LOST_TORN = 2,       /* a writer died (or stalled) between claiming a slot and filling
+				       * it, or a record failed its check */
+	SC_EVENT_LOST_WRITER_DIED = 3, /* an attached process died: a change it made just before may
+				       * have no event */
+	SC_EVENT_LOST_RESET = 4,      /* the ring was reset (sc_events_reset, fsck --repair): what was unread is gone */
+};
+/** sc_event_lost_name - "dropped", "torn", "writer_died", "reset"; "?" for anything else. */
+const char *sc_event_lost_name(int why);
+
+struct sc_event {
+	uint32_t type;               /* enum sc_event_type */
+	uint32_t token_count;        /* STORED: tokens of the prefix; LOST: events lost (0: unknown) */
+	uint64_t stage_id;           /* L2 STORED/REMOVED: the entry's stage (sc_stage_id); else 0 */
+	struct sc_key key;           /* L2: the entry's key; L3 STORED/REMOVED: the prefix key */
+	struct sc_digest digest;     /* L2 STORED/REMOVED, L3 STORED, L3 OBJECT_GONE: the payload digest */
+	uint32_t lost_why;           /* LOST: enum sc_event_lost */
+	uint32_t reserved0;          /* zero */
+	uint64_t reserved[1];        /* zero */
+};
+
+struct sc_events;
+
+/**
+ * sc_events_open - become the arena's listener: from now on every change is appended to the event
+ * ring until sc_events_close (or this process's death: the role is then taken over by the next
+ * sc_events_open, and writers stop appending within the periodic reap, 100 ms while anyone admits).
+ * Read the whole truth after it returns (changes made before it have no event).
+ * Returns 0, or -EBUSY (a live process listens already), -EBADMSG (the event region is corrupted),
+ * -EINVAL, -ECHILD (a forked child's copy of the handle), -ENOMEM. Allocates the handle; does not block.
+ */
+int sc_events_open(struct sc_arena *arena, struct sc_events **out);
+/** sc_events_close - give the role up and free the handle (NULL: no-op). */
+void sc_events_close(struct sc_events *ev);
+
+/**
+ * sc_events_read - take up to @max events, oldest first. A loss (dropped by full-ring writers,
+ * torn by a writer that died mid-append, a writer's death) comes as one SC_EVENT_LOST before the
+ * events read after it. At most every 100 ms it also reaps the reader slots of dead processes
+ * (one fcntl per attached handle) to learn of deaths.
+ * Returns the count (0: nothing new), or -EBADMSG (the ring's positions or a slot's sequence word
+ * are corrupted: nothing was taken; sc_events_reset, then read the truth again), -EINVAL,
+ * -ECHILD. Never blocks (a slot whose writer has not finished is waited for across calls, at most
+ * 50 ms, then skipped and reported lost); does not allocate.
+ */
+int sc_events_read(struct sc_events *ev, struct sc_event *out, unsigned max);
+/** sc_events_reset - empty a corrupted ring (events appended meanwhile may be lost: read the whole
+ * truth again). Returns 0, -EINVAL. */
+int sc_events_reset(struct sc_events *ev);
+
+/**
+ * sc_events_post - append an event as the library does for its own changes: for an engine that
+ * changes what a worker holds outside the library, and for tests and benchmarks. Events are
+ * hints (the listener reads the state itself), so a wrong one costs a look, never a wrong answer.
+ * Returns 0, or -ENOTCONN (nobody listens: nothing appended), -ENOSPC (the ring is full: dropped
+ * and counted), -EINVAL (NULL, a type other than the L2/L3 ones, non-zero reserved fields),
+ * -EBADMSG (the event region is corrupted), -ECHILD. Never blocks; does not allocate.
+ */
+int sc_events_post(struct sc_arena *arena, const struct sc_event *ev);
+
+/** The listener's batch counter (for `stagecache events`): kept in the arena, so that a listener
+ * that replaces another continues its numbering. */
+uint64_t sc_events_seq(const struct sc_events *ev);
+void sc_events_set_seq(struct sc_events *ev, uint64_t seq);
+
+struct sc_events_stats {
+	uint32_t records;            /* capacity of the ring */
+	uint32_t listener;           /* owner token of the listener (0: nobody listens) */
+	uint32_t listener_pid;       /* for people: its pid in its own namespace */
+	int listener_alive;          /* 1: the listener's process holds its slot's lock */
+	uint64_t listener_since_ns;  /* CLOCK_REALTIME when it started listening */
+	uint64_t appended;           /* records claimed by writers since creation */
+	uint64_t consumed;           /* records read by listeners */
+	uint64_t pending;            /* claimed, not yet read */
+	uint64_t dropped;            /* events writers dropped: the ring was full */
+	uint64_t lost;               /* slots skipped or records that failed their check */
+	uint64_t resets;             /* corrupted rings reset */
+	uint64_t seq;                /* the listener's next batch number */
+	uint64_t reserved[4];        /* zero */
+};
+/**
+ * sc_events_stats - the ring's counters and who listens. Returns 0, -EINVAL, -EBADMSG (the event
+ * region is corrupted), -ECHILD. Costs one fcntl (the listener's liveness); does not allocate.
+ */
+int sc_events_stats(struct sc_arena *arena, struct sc_events_stats *st);
+
 /* ============================== fsck (lib/fsck.c) ============================== */
 /* (the test build's hooks — fault points, clocks, schedule points —
  * are not part of this header: see lib/stagecache_test.h, which is never installed) */
@@ -1679,7 +1896,8 @@ struct sc_fsck_report {
 };
 
 /* Called for each finding: @component ("header", "heap", "index", "policy", "rings",
- * "observations", "readers", "locks", "l3index"), a one-line @message, and whether it was repaired. */
+ * "observations", "readers", "locks", "l3index", "events"), a one-line @message, and whether it was
+ * repaired. */
 typedef void (*sc_fsck_fn)(const char *component, const char *message, int repaired, void *ctx);
 
 /**

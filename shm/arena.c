@@ -39,6 +39,7 @@
 
 #include "arena.h"
 #include "layout.h"
+#include "evring.h"
 #include "seg.h"
 #include "l3ix.h"
 #include "fault.h"
@@ -122,6 +123,8 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
 	if ((h->seg_bytes && (h->seg_bytes & (h->seg_bytes - 1))) || (h->seg_bytes && !h->seg_slots) ||
 	    h->seg_slots > (1u << 24) || (h->seg_slots & (h->seg_slots - 1)) ||
 	    h->regions[SHM_REGION_POLICY].size < shm_seg_table_bytes((uint32_t)h->seg_slots))
+		return -EBADMSG;
+	if (h->regions[SHM_REGION_EVENTS].size < shm_evring_bytes(shm_evring_records(h->index_entries)))
 		return -EBADMSG;
 	uint64_t prev_end = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_COUNT; i++) {

@@ -10,6 +10,7 @@
 
 #include "layout.h"
 #include "evq.h"
+#include "evring.h"
 #include "heap.h"
 #include "index.h"
 #include "l3ix.h"
@@ -73,6 +74,7 @@ int shm_layout_plan(struct shm_params *p, struct shm_region regions[SHM_REGION_M
 		[SHM_REGION_L3IX] = shm_l3ix_bytes(p->l3ix_entries),
 		/* the segment table follows the queues in the same region (shm_seg_table_off) */
 		[SHM_REGION_POLICY] = align_up(shm_evq_bytes(p->index_entries), 4096) + shm_seg_table_bytes(p->seg_slots),
+		[SHM_REGION_EVENTS] = shm_evring_bytes(shm_evring_records(p->index_entries)),
 	};
 	uint64_t off = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_MAX; i++)
@@ -105,5 +107,7 @@ int shm_layout_format(struct shm_arena *a)
 		rc = shm_evq_format(a);
 	if (!rc && a->hv.seg_bytes)
 		rc = shm_seg_format(a);
+	if (!rc)
+		rc = shm_evring_format(a);
 	return rc;
 }

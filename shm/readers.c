@@ -63,8 +63,8 @@ static uint32_t next_inc(uint32_t inc)
 	return inc >= SHM_INC_MAX ? 1 : inc + 1;
 }
 
-/* With the slot's lock held: clear what a dead (or departing) holder left. */
-static void clean_slot(struct shm_arena *a, struct shm_reader_slot *s)
+/* With the slot's lock held: clear what a dead (@dead) or departing holder left. */
+static void clean_slot(struct shm_arena *a, struct shm_reader_slot *s, int dead)
 {
 	atomic_store_explicit(&s->state, SHM_SLOT_CLEANING, memory_order_relaxed);
 	/* release: anyone who reads the new inc also sees CLEANING; old tokens are dead from now */
@@ -79,6 +79,8 @@ static void clean_slot(struct shm_arena *a, struct shm_reader_slot *s)
 	atomic_store_explicit(&s->pid, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->attached_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->state, SHM_SLOT_FREE, memory_order_release);
+	if (dead)
+		atomic_fetch_add_explicit(&a->hdr->slots_dead, 1, memory_order_release);
 	atomic_fetch_add_explicit(&a->hdr->slots_cleaned, 1, memory_order_release);
 }
 
@@ -118,7 +120,7 @@ int shm_readers_claim(struct shm_arena *a)
 			}
 			shm_sched_point("readers.claim.locked");
 			if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_FREE)
-				clean_slot(a, s); /* its holder died: what it left goes first */
+				clean_slot(a, s, 1); /* its holder died: what it left goes first */
 			uint32_t inc = next_inc(atomic_load_explicit(&s->inc, memory_order_relaxed));
 			atomic_store_explicit(&s->inc, inc, memory_order_release);
 			atomic_store_explicit(&s->epoch, 0, memory_order_relaxed);
@@ -145,7 +147,7 @@ void shm_readers_release(struct shm_arena *a, int pinned)
 	if (a->reader_slot < 0 || a->lock_fd < 0)
 		return;
 	if (!a->forked && !pinned)
-		clean_slot(a, shm_reader_slot(a, (uint32_t)a->reader_slot));
+		clean_slot(a, shm_reader_slot(a, (uint32_t)a->reader_slot), 0);
 	close(a->lock_fd); /* drops the lock */
 	a->lock_fd = -1;
 	a->reader_slot = -1;
@@ -167,7 +169,7 @@ int shm_readers_reap(struct shm_arena *a)
 			continue; /* alive (or someone else is on it) */
 		shm_sched_point("readers.reap.locked");
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_FREE) {
-			clean_slot(a, s);
+			clean_slot(a, s, 1);
 			freed++;
 		}
 		shm_ofd_unlock(a->lock_fd, SHM_LOCK_SLOT(i));
@@ -203,6 +205,11 @@ int shm_slot_alive(struct shm_arena *a, uint32_t i)
 		return 0;
 	struct shm_reader_slot *s = shm_reader_slot(a, i);
 	return shm_token_alive(a, shm_token(i, atomic_load_explicit(&s->inc, memory_order_acquire)));
+}
+
+uint64_t shm_readers_dead(const struct shm_arena *a)
+{
+	return atomic_load_explicit(&a->hdr->slots_dead, memory_order_acquire);
 }
 
 uint64_t shm_readers_cleaned(const struct shm_arena *a)

@@ -100,9 +100,12 @@ int shm_token_alive(struct shm_arena *a, uint32_t token);
 /* Is slot @i held (LIVE and locked)? For info and fsck. */
 int shm_slot_alive(struct shm_arena *a, uint32_t i);
 
-/* Times a slot of a dead holder was cleared in this arena (shared counter): a module that keeps
- * per-owner state elsewhere (heap reservations) sweeps it when this moves. */
+/* Times a slot was cleared in this arena, its holder dead or detaching (shared counter): a module
+ * that keeps per-owner state elsewhere (heap reservations) sweeps it when this moves. */
 uint64_t shm_readers_cleaned(const struct shm_arena *a);
+/* Of those, the slots whose holder had died (a slot its holder released itself is not counted): a module
+ * that must hear of every death (the event listener, lib/events.c) watches this one. */
+uint64_t shm_readers_dead(const struct shm_arena *a);
 
 /*
  * Epochs. A reader brackets each lock-free read-side section with enter/exit. A writer that

@@ -5,7 +5,7 @@
  *
  * Layout (all offsets from the arena base, every region 4 KiB aligned, the heap 2 MiB aligned):
  *
- *   [ header (4 KiB) | readers | stats | index | rings | obs | l3ix | policy | heap ......... ]
+ *   [ header (4 KiB) | readers | stats | index | rings | obs | l3ix | policy | events | heap .... ]
  *
  * The header names every region by (offset, size). Modules find their region with
  * shm_region(); they never compute offsets of their own. A fresh file is zero-filled, so each
@@ -25,12 +25,13 @@
 #include <time.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
-#define SHM_LAYOUT_VERSION 6u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
+#define SHM_LAYOUT_VERSION 7u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
                                        * index region, stored token ids, chained prefix keys; 4: the
                                        * policy region (S3-FIFO queues), refusal counters; 5: the
-                                       * segment table (shm/seg.h) after the queues; 6: benefit
-                                       * fields in the policy nodes (48 bytes), the departure table,
-                                       * miss-reason counters (stats region 528 KiB) */
+                                       * segment table (shm/seg.h) after the queues; 6: the event
+                                       * ring region (shm/evring.h), nine regions in the header; 7:
+                                       * benefit fields in the policy nodes (48 bytes), the departure
+                                       * table, miss-reason counters (stats region 528 KiB) */
 #define SHM_STATS_BYTES (528u << 10)      /* SHM_REGION_STATS: lib/l2/view.h lays it out */
 #define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
 #define SHM_HEADER_BYTES 4096u
@@ -49,9 +50,10 @@ enum shm_region_id {
 	SHM_REGION_OBS = 4,     /* promotion observation table: lib/promote.c */
 	SHM_REGION_L3IX = 5,    /* L3 location index: shm/l3ix.c (size 0 when disabled) */
 	SHM_REGION_POLICY = 6,  /* L2 eviction queues and ghost: shm/evq.c (policy: lib/l2/evict.c) */
-	SHM_REGION_HEAP = 7,    /* payload heap: shm/heap.c (always the last region) */
-	SHM_REGION_COUNT = 8,
-	SHM_REGION_MAX = 8,     /* slots in the header's table (room to grow) */
+	SHM_REGION_EVENTS = 7,  /* the event ring of what L2 and bound L3 stores hold: shm/evring.c */
+	SHM_REGION_HEAP = 8,    /* payload heap: shm/heap.c (always the last region) */
+	SHM_REGION_COUNT = 9,
+	SHM_REGION_MAX = 9,     /* slots in the header's table */
 };
 
 struct shm_region {
@@ -87,14 +89,15 @@ struct shm_header {
 	uint32_t seg_bytes;               /* segment size (shm/seg.h); 0: payloads are not segmented */
 	uint64_t seg_slots;               /* segment table slots (0 when seg_bytes is 0) */
 	struct shm_region regions[SHM_REGION_MAX];   /* at offset 96 */
-	uint8_t key_secret[SHM_SECRET_BYTES];        /* at offset 224: per-arena random secret for keyed hashing */
-	uint64_t header_check;            /* at offset 416: XXH64 of bytes [0, 416) with initialised read as 0 */
-	uint8_t pad0[SHM_CACHELINE * 8 - 424];
+	uint8_t key_secret[SHM_SECRET_BYTES];        /* at offset 240: per-arena random secret for keyed hashing */
+	uint64_t header_check;            /* at offset 432: XXH64 of bytes [0, 432) with initialised read as 0 */
+	uint8_t pad0[SHM_CACHELINE * 8 - 440];
 	/* mutable, one cache line (shm/readers.c): read on every epoch enter, written by writers */
 	_Atomic uint64_t global_epoch;    /* at offset 512 */
 	_Atomic uint64_t slots_cleaned;   /* slots of dead holders cleared so far (fetch_add) */
 	_Atomic uint64_t reap_due_ns;     /* CLOCK_MONOTONIC: the next periodic reap (lib/l2/lease.c) */
-	uint8_t pad1[SHM_CACHELINE - 24];
+	_Atomic uint64_t slots_dead;      /* of slots_cleaned: those whose holder had died (not detached) */
+	uint8_t pad1[SHM_CACHELINE - 32];
 	/* mutable: the damage mark, its own cache line. Written only by fsck --repair when it gives
 	 * up on the arena (lib/fsck.c): damaged is release-stored last, after the reason and the time;
 	 * every open and every writer acquire-loads it. Zero in arenas that never had one (the line
@@ -113,10 +116,11 @@ _Static_assert(offsetof(struct shm_header, regions) == 96, "header layout");
 /* arena_flags */
 #define SHM_ARENA_NO_TOKEN_VERIFY 0x1u    /* L2 entries and index entries store no token ids */
 #define SHM_ARENA_FLAGS_MASK 0x1u
-_Static_assert(offsetof(struct shm_header, key_secret) == 224, "header layout");
-_Static_assert(offsetof(struct shm_header, header_check) == 416, "header layout");
+_Static_assert(offsetof(struct shm_header, key_secret) == 240, "header layout");
+_Static_assert(offsetof(struct shm_header, header_check) == 432, "header layout");
 _Static_assert(offsetof(struct shm_header, global_epoch) == 512, "header layout");
 _Static_assert(offsetof(struct shm_header, slots_cleaned) == 520, "header layout");
+_Static_assert(offsetof(struct shm_header, slots_dead) == 536, "header layout");
 _Static_assert(offsetof(struct shm_header, damaged) == 576, "header layout");
 _Static_assert(offsetof(struct shm_header, damaged_ns) == 584, "header layout");
 _Static_assert(sizeof(struct shm_header) == 640, "header layout");

@@ -612,7 +612,8 @@ static void build_cases(void)
 	/* every subcommand: --help, an unknown option, a missing option argument, missing and extra
 	 * arguments */
 	const char *all[] = { "setup", "create", "info", "list", "destroy", "put", "get", "peek", "ls", "rm",
-			      "invalidate", "clear", "stats", "l3", "restore", "tail", "trace", "fsck", "demo", "exporter" };
+			      "invalidate", "clear", "stats", "l3", "restore", "tail", "trace", "fsck", "demo", "exporter",
+			      "events", "lookup" };
 	for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		add(0, "usage", 0, "%s --help", all[i]);
 		add(2, "--bogus", 0, "%s --bogus", all[i]);
@@ -620,7 +621,7 @@ static void build_cases(void)
 		add(2, "-Q", 0, "%s -Q good", all[i]);
 	}
 	const char *named[] = { "create", "info", "destroy", "put", "get", "peek", "ls", "rm", "invalidate",
-				"clear", "stats", "restore", "tail", "fsck" };
+				"clear", "stats", "restore", "tail", "fsck", "lookup" };
 	for (unsigned i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
 		add(2, "NAME", 0, "%s", named[i]);
 		add(2, "extra", 0, "%s good extra1 extra2 extra3", named[i]);
@@ -632,6 +633,27 @@ static void build_cases(void)
 	for (unsigned i = 0; i < sizeof(with_dir) / sizeof(with_dir[0]); i++)
 		add(2, "--dir", 0, "%s good --dir", with_dir[i]);
 	add(2, "extra", 0, "list extra");
+	/* events and lookup (issue 28) */
+	add(2, "NAME", 0, "events");
+	add(2, "--endpoint", 0, "events good --dir %%D");
+	add(2, "--format", 0, "events good --dir %%D --endpoint tcp://127.0.0.1:1 --format nope");
+	add(2, "--block-size", 0, "events good --dir %%D --endpoint tcp://127.0.0.1:1 --block-size 0");
+	add(2, "--heartbeat-ms", 0, "events good --dir %%D --endpoint tcp://127.0.0.1:1 --heartbeat-ms -5");
+	add(2, "bad/name", 0, "events bad/name --status --dir %%D");
+	add(1, "absent", 0, "events absent --status --dir %%D");
+	add(0, "records", 0, "events good --status --json --dir %%D");
+	add(0, "publisher: none", 0, "events good --status --dir %%D");
+	add(1, "cannot bind", 0, "events good --dir %%D --endpoint nope://x");
+	add(0, "held", 0, "lookup good --dir %%D " Q " --tokens 1,2,3");
+	add(0, "l2_tokens", 0, "lookup good --dir %%D " Q " --tokens 1,2,3 --json");
+	add(0, "l3_tokens", 0, "lookup good --dir %%D " Q " --tokens 1,2,3 --json --l3 %%B/l3");
+	add(1, "nope", 0, "lookup good --dir %%D " Q " --tokens 1,2,3 --l3 %%B/nope");
+	add(2, "--block", 0, "lookup good --dir %%D " Q " --tokens 1,2,3 --block 0");
+	add(2, "--tokens", 0, "lookup good --dir %%D " Q);
+	add(2, "--token-ids", 0, "ls good --dir %%D --token-ids");
+	add(0, "token_ids", 0, "ls good --dir %%D --json --token-ids");
+	add(0, "PREFIX", 0, "l3 ls %%B/l3 --prefixes");
+	add(2, "--prefixes", 0, "l3 stats %%B/l3 --prefixes");
 	add(2, "NAME", 0, "exporter");
 	add(2, "bad/name", 0, "exporter good bad/name --once --dir %%D");
 	add(2, "--listen", 0, "exporter good --listen");

@@ -222,10 +222,10 @@ static void killed_filler_rounds(int huge, uint64_t seg_bytes)
 		sc_skip("no O_DIRECT on %s", dir);
 		goto out;
 	}
-	/* a heap that holds the QD reservations and not one more (2 MiB above the regions before the
-	 * heap: with layout 6 they take 8 MiB of this arena) */
-	struct sc_arena_opts ao = { .size_bytes = ((uint64_t)(QD + 2) << 22) + (2u << 20),
-				    .huge = huge ? SC_HUGE_REQUIRE : SC_HUGE_OFF,
+	/* a heap that holds the QD reservations and not one more (4 MiB of the arena beyond them for
+	 * its other regions: the event ring's alone is 260 KiB, the stats 528 KiB, the policy nodes
+	 * 48 bytes an entry, and the heap starts 2 MiB aligned) */
+	struct sc_arena_opts ao = { .size_bytes = ((uint64_t)(QD + 2) << 22) + (4u << 20), .huge = huge ? SC_HUGE_REQUIRE : SC_HUGE_OFF,
 				    .l3_index_entries = SC_L3_INDEX_NONE };
 	const char *name;
 	struct sc_arena *a = sc_test_arena_opts("inflight", &ao, &name);
@@ -252,8 +252,12 @@ static void killed_filler_rounds(int huge, uint64_t seg_bytes)
 		admits_make(&ad, r);
 		ck_assert_msg(waitable(p[0], 20000), "round %d: the filler did not start its fills within 20 s", r);
 		uint32_t token;
-		ck_assert_msg(read(p[0], &token, sizeof(token)) == (ssize_t)sizeof(token),
-			      "round %d: the filler failed before its fills", r);
+		if (read(p[0], &token, sizeof(token)) != (ssize_t)sizeof(token)) {
+			int status = 0;
+			waitpid(pid, &status, 0);
+			ck_abort_msg("round %d: the filler failed before its fills (exit status %d)", r,
+				     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		}
 		close(p[0]);
 		watch_window_ms(rand() % 12); /* a random moment into its reads */
 		kill(pid, SIGKILL);

@@ -94,6 +94,19 @@ int sc_test_is_root(void)
 	return geteuid() == 0;
 }
 
+double sc_test_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void sc_test_pause_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
 void sc_test_wait_killed(pid_t pid)
 {
 	int st;

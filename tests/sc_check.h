@@ -69,4 +69,9 @@ int sc_test_wait_l3_temps_unlocked(const char *dir, int timeout_ms);
 /* Are we root (for tests of hugepages, BPF)? */
 int sc_test_is_root(void);
 
+/* Seconds on CLOCK_MONOTONIC; a short pause inside a bounded wait for a condition (never a wait
+ * on its own). */
+double sc_test_now_s(void);
+void sc_test_pause_ms(int ms);
+
 #endif

@@ -10,14 +10,19 @@
 #include "lease.h"
 #include "miss.h"
 #include "stage.h"
+#include "../events.h"
 #include "../probes.h"
 #include "../../shm/fault.h"
 
+/* @e was unlinked (its shard lock held): count it, tell the policy, the probes and the listener. */
 static void removed(struct sc_arena *a, const struct shm_index_entry *e, int reason)
 {
 	uint64_t sid = e->stage_id, lo = e->digest_lo, hi = e->digest_hi, b = e->sec_len[0] + e->sec_len[1],
 		 why = (uint64_t)reason;
 	l2_count_event(a, sid, L2C_REMOVALS, 1);
+	if (reason != L2_REMOVE_CLEAR) /* a clear tells the listener once, at its end */
+		events_note_locked(a, SC_EVENT_L2_REMOVED, sid, (struct sc_key){ e->key_lo, e->key_hi },
+				   (struct sc_digest){ lo, hi }, (uint32_t)e->token_count);
 	if (SHM_META_ORIGIN(e->meta) == SC_ORIGIN_FROM_L3)
 		l2_promoted_left(a, sid, lo, hi);
 	SC_PROBE(l2_remove, sid, lo, hi, b, why);
@@ -85,6 +90,8 @@ static int remove_where(struct sc_arena *a, int all, struct sc_digest d, int rea
 		l2_reclaim_locked(a, s);
 		shm_index_unlock(ix, s);
 	}
+	if (all)
+		events_note(a, SC_EVENT_L2_CLEARED, 0, (struct sc_key){ 0, 0 }, (struct sc_digest){ 0, 0 }, 0);
 	(void)l2_reap(a, 1); /* admin path: also release what dead processes left */
 	return count;
 }

@@ -60,6 +60,7 @@
 #include "lease.h"
 #include "miss.h"
 #include "stage.h"
+#include "../events.h"
 #include "../probes.h"
 #include "../../shm/fault.h"
 #include "../../shm/heap.h"
@@ -380,6 +381,8 @@ static void room_evict(struct room *r, struct shm_index_entry *e, int to_ghost)
 	r->freed += fp;
 	r->evicted++;
 	l2_count_event(r->a, sid, L2C_EVICTIONS, 1);
+	events_note_locked(r->a, SC_EVENT_L2_REMOVED, sid, (struct sc_key){ e->key_lo, e->key_hi }, (struct sc_digest){ lo, hi },
+			   (uint32_t)e->token_count);
 	if (SHM_META_ORIGIN(meta) == SC_ORIGIN_FROM_L3)
 		l2_promoted_left(r->a, sid, lo, hi);
 	SC_PROBE(l2_evict, sid, lo, hi, fp);

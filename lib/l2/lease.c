@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../events.h"
 #include "lease.h"
 #include "stage.h"
 
@@ -102,6 +103,7 @@ void l2_reap_periodic(struct sc_arena *a)
 								 memory_order_relaxed))
 		return;
 	(void)l2_reap(a, 0);
+	events_reap_listener(a); /* a dead listener: writers stop appending for nobody */
 }
 
 int l2_reap(struct sc_arena *a, int force)

@@ -327,6 +327,83 @@ int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tok
 	return rc;
 }
 
+/* The longest prefix of @tokens held for @st at a multiple of @block, or at @extra (0: none),
+ * without a lease or a count (sc_lookup). 0 with *len and @info, -ENOENT, or an error. */
+int l2_longest_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, uint32_t block,
+		    uint32_t extra, uint32_t *len, struct sc_l2_entry_info *info)
+{
+	if (!block)
+		block = L2_PREFIX_BLOCK;
+	*len = 0;
+	size_t want = n / block;
+	struct sc_key stack_keys[PREFIX_STACK_KEYS], *keys = stack_keys;
+	if (want > PREFIX_STACK_KEYS && !(keys = malloc(want * sizeof(*keys))))
+		return -ENOMEM;
+	int k = sc_l2_prefix_keys(st, ns, tokens, n, block, keys, want);
+	int rc = k < 0 ? k : -ENOENT;
+	/* longest first; the L3 length (an entry promoted from L3 has it) in its place among the
+	 * multiples, unless it is one */
+	int extra_due = k >= 0 && extra && extra <= n && extra % block;
+	for (int i = k - 1; i >= -1 && rc == -ENOENT; i--) {
+		uint32_t m = (uint32_t)(i + 1) * block;
+		if (extra_due && extra > m) {
+			struct sc_key key;
+			extra_due = 0;
+			if ((rc = sc_l2_key(st, ns, tokens, extra, &key)) == 0) {
+				struct lookup q = { .mode = LOOKUP_PEEK, .info = info, .tokens = extra, .tok = tokens };
+				rc = (int)lookup(st, key, &q);
+				if (rc == 0)
+					*len = extra;
+			}
+			if (rc != -ENOENT)
+				break;
+		}
+		if (i < 0)
+			break;
+		struct lookup q = { .mode = LOOKUP_PEEK, .info = info, .tokens = m, .tok = tokens };
+		rc = (int)lookup(st, keys[i], &q);
+		if (rc == 0)
+			*len = m;
+	}
+	if (keys != stack_keys)
+		free(keys);
+	return rc;
+}
+
+int64_t sc_l2_entry_tokens(struct sc_arena *a, struct sc_key key, struct sc_l2_entry_info *info, int32_t *tokens,
+			   uint32_t cap)
+{
+	if (!a || (cap && !tokens))
+		return -EINVAL;
+	if (a->shm->forked)
+		return -ECHILD;
+	int rc = l2_ready(a), err;
+	if (rc)
+		return rc;
+	if (!l2_verify_tokens(a))
+		return -ENODATA;
+	struct shm_index *ix = l2_ix(a);
+	struct l2_snap sn;
+	struct sc_kv_desc desc;
+	int64_t ret;
+	shm_epoch_enter(a->shm);
+	struct shm_index_entry *e = shm_index_find(ix, key.lo, key.hi, &err);
+	if (!e) {
+		ret = err ? err : -ENOENT;
+	} else if ((err = l2_entry_snap(ix, e, &sn, &desc)) || !sn.ntok || sn.ntok > UINT32_MAX) {
+		ret = -EBADMSG; /* every entry of a verifying arena stores its tokens (count validated) */
+	} else {
+		/* inside the epoch the allocation is not reused: the ids are the entry's */
+		if (cap)
+			memcpy(tokens, a->shm->base + sn.tok_off, (sn.ntok < cap ? sn.ntok : cap) * 4);
+		if (info)
+			l2_entry_info(ix, e, info);
+		ret = (int64_t)sn.ntok;
+	}
+	shm_epoch_exit(a->shm);
+	return ret;
+}
+
 /* ---- listing and stats ---- */
 
 int sc_l2_list(struct sc_arena *a, int (*cb)(const struct sc_l2_entry_info *e, void *ctx), void *ctx, uint64_t max)

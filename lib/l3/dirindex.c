@@ -386,3 +386,99 @@ void l3_drop_prefix(struct sc_l3 *l3, uint64_t key_lo, uint64_t key_hi, uint64_t
 		l3_tell_prefix_gone(l3, (struct sc_digest){ key_lo, key_hi });
 }
 
+
+/* ---- prefix entries, as tools list them (sc_l3_prefix_get, sc_l3_prefix_list) ---- */
+
+/* Read the prefix entry @rel of @dfd that should hold key @lo/@hi: its ids into *@tokens (malloc'd),
+ * what it says into @info. 0 or a negative errno (-EBADMSG: not a valid version 2 entry of that key). */
+static int read_prefix_info(struct sc_l3 *l3, int dfd, const char *rel, uint64_t lo, uint64_t hi,
+			    struct sc_l3_prefix_info *info, int32_t **tokens)
+{
+	int fd = l3_open_file(dfd, rel, O_RDONLY); /* never a FIFO or a link planted under the name */
+	if (fd < 0)
+		return fd;
+	struct l3_pfx p;
+	memset(info, 0, sizeof(*info));
+	int rc = l3_read_pfx(fd, &p, tokens, info->ns);
+	close(fd);
+	if (rc)
+		return rc;
+	if (!*tokens || p.prefix_lo != lo || p.prefix_hi != hi) {
+		free(*tokens);
+		*tokens = NULL;
+		return -EBADMSG; /* version 1 (no ids), or another prefix's entry under this name */
+	}
+	char orel[48];
+	struct stat sb;
+	l3_obj_relpath(p.digest_lo, p.digest_hi, orel);
+	info->prefix = (struct sc_digest){ lo, hi };
+	info->digest = (struct sc_digest){ p.digest_lo, p.digest_hi };
+	info->token_count = p.token_count;
+	info->created_ns = (int64_t)p.created_ns;
+	info->object_present = fstatat(l3->objfd, orel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
+	return 0;
+}
+
+int64_t sc_l3_prefix_get(struct sc_l3 *l3, struct sc_digest prefix, struct sc_l3_prefix_info *info, int32_t *tokens,
+			 uint32_t cap)
+{
+	if (!l3 || (cap && !tokens))
+		return -EINVAL;
+	char rel[48];
+	struct sc_l3_prefix_info local;
+	int32_t *t = NULL;
+	l3_pfx_relpath(prefix.lo, prefix.hi, rel);
+	int rc = read_prefix_info(l3, l3->pfxfd, rel, prefix.lo, prefix.hi, info ? info : &local, &t);
+	if (rc)
+		return rc;
+	uint32_t n = (info ? info : &local)->token_count;
+	if (cap)
+		memcpy(tokens, t, (size_t)(n < cap ? n : cap) * 4);
+	free(t);
+	return n;
+}
+
+struct prefix_walk {
+	int (*cb)(const struct sc_l3_prefix_info *, const int32_t *, void *);
+	void *ctx;
+	int count;
+	int stopped;
+	struct sc_l3_prefix_info info;
+};
+
+static int prefix_one(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *vctx)
+{
+	(void)sub;
+	struct prefix_walk *w = vctx;
+	uint64_t lo, hi;
+	int32_t *t = NULL;
+	if (l3_name_digest(name, ".pfx", &lo, &hi))
+		return 0; /* temp files, captures being judged */
+	int rc = read_prefix_info(l3, dfd, name, lo, hi, &w->info, &t);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc)
+		return 0; /* gone since the listing, or not a valid entry: not reported */
+	w->count++;
+	rc = w->cb(&w->info, t, w->ctx);
+	free(t);
+	if (rc)
+		w->stopped = 1;
+	return rc;
+}
+
+int sc_l3_prefix_list(struct sc_l3 *l3, int (*cb)(const struct sc_l3_prefix_info *, const int32_t *, void *), void *ctx)
+{
+	if (!l3 || !cb)
+		return -EINVAL;
+	struct prefix_walk *w = calloc(1, sizeof(*w)); /* the info holds a namespace: not on the stack */
+	if (!w)
+		return -ENOMEM;
+	w->cb = cb;
+	w->ctx = ctx;
+	int rc = l3_scan(l3, l3->pfxfd, prefix_one, w);
+	if (!rc || w->stopped)
+		rc = w->stopped ? rc : w->count;
+	free(w);
+	return rc;
+}

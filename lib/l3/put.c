@@ -299,6 +299,7 @@ int sc_l3_put_cost(struct sc_l3 *l3, const struct sc_l3_put_args *a, uint64_t co
 		/* attached: the arena's location index knows before we return */
 		if (l3->arena)
 			l3ix_on_put(l3->arena, l3, a->ns, a->tokens, &where);
+		l3_tell_stored(l3, where.prefix, where.digest, a->token_count);
 		if (loc)
 			*loc = where;
 	}

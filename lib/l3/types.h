@@ -316,12 +316,14 @@ struct l3_range {
 };
 
 /* What the store's lower layers tell the arena bound to the handle, through functions the binding
- * installs (lib/bind.c) instead of calls up into the location index and L2: objects gone (evicted),
- * an object quarantined (its L2 mirrors go too), a prefix entry gone. */
+ * installs (lib/bind.c) instead of calls up into the location index, L2 and the event stream:
+ * objects gone (evicted), an object quarantined (its L2 mirrors go too), a prefix entry gone, a
+ * prefix entry put (key, the object's digest, its tokens). */
 struct l3_hooks {
 	void (*objects_gone)(struct sc_arena *a, const struct sc_digest *d, size_t n);
 	void (*quarantined)(struct sc_arena *a, struct sc_digest d);
 	void (*prefix_gone)(struct sc_arena *a, struct sc_digest key);
+	void (*stored)(struct sc_arena *a, struct sc_digest key, struct sc_digest d, uint32_t ntok);
 };
 
 struct sc_l3 {
@@ -396,6 +398,11 @@ static inline void l3_tell_prefix_gone(struct sc_l3 *l3, struct sc_digest key)
 {
 	if (l3->arena && l3->hooks)
 		l3->hooks->prefix_gone(l3->arena, key);
+}
+static inline void l3_tell_stored(struct sc_l3 *l3, struct sc_digest key, struct sc_digest d, uint32_t ntok)
+{
+	if (l3->arena && l3->hooks)
+		l3->hooks->stored(l3->arena, key, d, ntok);
 }
 /* Kept files (lib/l3/fill.c) of every ring are reopened before their next use: an object file was
  * removed or moved through this handle. */

@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - exercised where numpy is absent
 __all__ = [
     "Arena", "Stage", "Lease", "Restore", "L3", "Location", "Ring", "Batcher", "Commit", "Digest", "Key",
     "Extent", "Payload", "KvDesc", "KvComponent", "Error", "Recompute", "LayoutError", "digest", "strerror",
-    "clock_ns", "COST_MAX",
+    "block_hashes", "clock_ns", "COST_MAX",
     "FULL_STATE", "RECURRENT_ONLY", "KV_RECURRENT", "ORIGIN_DIRECT", "ORIGIN_L3", "COMMIT_FINISHED",
     "COMMIT_ABORTED", "LEASES_MAX", "BATCHER_CAPACITY_MAX",
 ]
@@ -643,6 +643,15 @@ class Arena(_Closable):
             out.append(d)
         return out
 
+    def events_stats(self):
+        """The KV-event ring's counters and who listens (sc_events_stats): a dict."""
+        st = _ffi.EventsStats()
+        with self._lock:
+            _check(lib.sc_events_stats(self._handle(), ctypes.byref(st)), "sc_events_stats")
+        d = _struct_dict(st)
+        d["listener_alive"] = bool(st.listener_alive)
+        return d
+
     @property
     def token(self):
         """This handle's owner token (sc_arena_token)."""
@@ -945,6 +954,21 @@ class Stage(_ArenaChild):
             _check(rc, "sc_l2_longest_prefix")
             return ln.value, Lease(self.arena, c)
 
+    def lookup(self, ns, tokens, l3=None, block=0):
+        """How much of a prompt is here (sc_lookup): a dict with tokens (the longer of the two),
+        l2_tokens, l3_tokens (0: none), l2_digest, l3_digest (None when none), l2_bytes, l3_bytes.
+        Takes no lease and counts nothing; `l3` (an L3, optional) is asked for namespace `ns`."""
+        t, n, _kt = _tokens(tokens)
+        r = _ffi.Lookup_()
+        with self.arena._lock:
+            rc = lib.sc_lookup(self._handle(), l3._handle() if l3 is not None else None, _ns(ns), t, n, int(block),
+                               ctypes.byref(r))
+        _check(rc, "sc_lookup")
+        d = _struct_dict(r)
+        d["l2_digest"] = _digest_c(r.l2_digest) if r.l2_tokens else None
+        d["l3_digest"] = _digest_c(r.l3_digest) if r.l3_tokens else None
+        return d
+
     def remove(self, key):
         """Remove the entry with `key` (a Key); False when there is none."""
         with self.arena._lock:
@@ -997,6 +1021,17 @@ class Location:
     def __repr__(self):
         return "<stagecache.Location %d tokens %s %s %d bytes>" % (self.token_count, self.kind, self.digest,
                                                                    self.payload_bytes)
+
+
+def block_hashes(tokens, block_size=16, parent=0):
+    """The block hashes `stagecache events` publishes for a prefix (docs/ROUTING.md,
+    sc_block_hashes): one per whole block of `block_size` tokens, chained from `parent`."""
+    t, n, _kt = _tokens(tokens)
+    nb = n // block_size if block_size > 0 else 0
+    out = (ctypes.c_uint64 * max(nb, 1))()
+    rc = lib.sc_block_hashes(t, n, int(block_size), int(parent), out, nb)
+    _check(rc, "sc_block_hashes")
+    return list(out[:rc])
 
 
 class L3(_Closable):

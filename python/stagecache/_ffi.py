@@ -296,6 +296,29 @@ class FsckReport(Structure):
         "obs_problems", "lock_repairs")] + [("_reserved", c_uint64 * 8)]
 
 
+class Lookup_(Structure):
+    _fields_ = [("tokens", c_uint32), ("l2_tokens", c_uint32), ("l3_tokens", c_uint32), ("_reserved0", c_uint32),
+                ("l2_digest", Digest_), ("l3_digest", Digest_), ("l2_bytes", c_uint64), ("l3_bytes", c_uint64),
+                ("_reserved", c_uint64 * 4)]
+
+
+class L3PrefixInfo(Structure):
+    _fields_ = [("prefix", Digest_), ("digest", Digest_), ("token_count", c_uint32), ("object_present", c_int),
+                ("created_ns", c_int64), ("_reserved", c_uint64 * 4), ("ns", c_char * (SC_L3_STR_MAX + 1))]
+
+
+class Event_(Structure):
+    _fields_ = [("type", c_uint32), ("token_count", c_uint32), ("stage_id", c_uint64), ("key", Key_),
+                ("digest", Digest_), ("lost_why", c_uint32), ("_reserved0", c_uint32), ("_reserved", c_uint64)]
+
+
+class EventsStats(Structure):
+    _fields_ = [("records", c_uint32), ("listener", c_uint32), ("listener_pid", c_uint32),
+                ("listener_alive", c_int)] + [(n, c_uint64) for n in (
+                    "listener_since_ns", "appended", "consumed", "pending", "dropped", "lost", "resets",
+                    "seq")] + [("_reserved", c_uint64 * 4)]
+
+
 # C name -> the mirror. struct sc_batcher is opaque: it is allocated as sc_sizeof("sc_batcher")
 # bytes, so it has no mirror.
 STRUCTS = {
@@ -309,6 +332,7 @@ STRUCTS = {
     "sc_restore": Restore_, "sc_commit": Commit_, "sc_ring_stat": RingStat, "sc_batcher_opts": BatcherOpts,
     "sc_fsck_report": FsckReport, "sc_arena_open_opts": ArenaOpenOpts, "sc_arena_file": ArenaFile,
     "sc_restore_opts": RestoreOpts, "sc_miss_stats": MissStats,
+    "sc_lookup": Lookup_, "sc_l3_prefix_info": L3PrefixInfo, "sc_event": Event_, "sc_events_stats": EventsStats,
 }
 
 # ---- prototypes ----
@@ -413,6 +437,9 @@ _proto("sc_l3_locate_longest", c_int, c_void_p, c_char_p, POINTER(c_int32), c_ui
 _proto("sc_l3_lookup", c_int, c_void_p, Digest_, POINTER(L3Location_))
 _proto("sc_l3_fill", c_int, c_void_p, POINTER(L3Location_), c_void_p, c_uint64, c_uint32)
 _proto("sc_l3_bind_arena", c_int, c_void_p, c_void_p)
+_proto("sc_lookup", c_int, c_void_p, c_void_p, c_char_p, POINTER(c_int32), c_uint32, c_uint32, POINTER(Lookup_))
+_proto("sc_block_hashes", c_int64, POINTER(c_int32), c_uint32, c_uint32, c_uint64, _u64p, c_uint32)
+_proto("sc_events_stats", c_int, c_void_p, POINTER(EventsStats))
 _proto("sc_l3_stats", c_int, c_void_p, POINTER(L3Stats))
 _proto("sc_l3_janitor_status", c_int, c_void_p, POINTER(L3JanitorStatus))
 _proto("sc_l3_janitor", c_int, c_void_p, c_uint32, POINTER(L3JanitorReport))

@@ -368,6 +368,37 @@ class TestLeases(ArenaCase):
         self.assertTrue(self.stage.remove(info["key"]))
         self.assertFalse(self.stage.remove(info["key"]))
 
+    def test_lookup_across_l2_and_l3(self):
+        toks = list(range(1, 1001))
+        d = tempfile.mkdtemp(prefix="sc-py-lookup-")
+        try:
+            with sc.L3(d) as l3:
+                self.assertEqual(self.stage.lookup("t", toks, l3)["tokens"], 0)
+                self.stage.admit("t", toks[:512], payload(700))
+                l3.put("t", toks[:700], payload(300))
+                r = self.stage.lookup("t", toks, l3)
+                self.assertEqual((r["tokens"], r["l2_tokens"], r["l3_tokens"]), (700, 512, 700))
+                self.assertEqual(r["l2_bytes"], 700)
+                self.assertEqual(r["l3_bytes"], 300)
+                self.assertEqual(r["l2_digest"], sc.digest(payload(700)))
+                r = self.stage.lookup("t", toks)  # L2 only
+                self.assertEqual((r["tokens"], r["l3_tokens"], r["l3_digest"]), (512, 0, None))
+                with self.assertRaises(sc.Error):
+                    self.stage.lookup("t", [])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_block_hashes_and_event_counters(self):
+        h = sc.block_hashes(list(range(40)), 16)
+        self.assertEqual(len(h), 2)
+        self.assertTrue(all(0 <= x < (1 << 63) for x in h))
+        self.assertEqual(sc.block_hashes(list(range(16, 32)), 16, parent=h[0]), h[1:])
+        self.assertEqual(sc.block_hashes(list(range(15)), 16), [])
+        st = self.arena.events_stats()
+        self.assertEqual(st["listener"], 0)
+        self.assertFalse(st["listener_alive"])
+        self.assertGreaterEqual(st["records"], 4096)
+
     def test_kv_recurrent_with_a_descriptor(self):
         kv, rec = payload(4096, 2), payload(512, 3)
         desc = sc.KvDesc(version=1, layer_end=2, layer_count=2, token_count=4, k_type=1, v_type=1,

@@ -66,6 +66,12 @@ int bench_policy(int argc, char **argv);
 void bench_policy_deadlines(const uint8_t *src);
 int bench_segments(int argc, char **argv);
 int bench_llama(int argc, char **argv);
+/* The KV-event rows of bench l2 (tools/bench/events.c): called by bench_l2. */
+void bench_l2_events(void);
+/* bench l2's temporary arenas (tools/bench/l2.c): @bytes (rounded up to 2 MiB) with @entries
+ * index entries, hugepages when available, and a stage in it; 0, or an error (said on stderr). */
+int bench_l2_arena(const char *name, uint64_t bytes, uint32_t entries, struct sc_arena **a, struct sc_stage **st);
+void bench_l2_arena_drop(const char *name, struct sc_arena *a, struct sc_stage *st);
 
 /* ---- the harness (output.c): where figures go ---- */
 /* --json (figures as JSON lines on stdout) and --out FILE (NULL: none), before the first figure. */

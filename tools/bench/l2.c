@@ -23,6 +23,7 @@
  *                                        hits/s, barrier start, one common window, hits only
  *   mem_<s>_overhead_bytes               bytes of arena per entry beyond the payload: heap rounding
  *                                        and block header (measured) + index slot and bucket
+ *   events_*                             the KV-event stream's costs: tools/bench/events.c
  */
 #include <errno.h>
 #include <getopt.h>
@@ -56,7 +57,7 @@ static void toks(int32_t *t, size_t n, uint32_t base)
 		t[i] = (int32_t)((base * 2654435761u) ^ (uint32_t)(i * 40503u));
 }
 
-static int make_arena(const char *name, uint64_t bytes, uint32_t entries, struct sc_arena **a, struct sc_stage **st)
+int bench_l2_arena(const char *name, uint64_t bytes, uint32_t entries, struct sc_arena **a, struct sc_stage **st)
 {
 	struct sc_arena_opts o = { .size_bytes = (bytes + (2ull << 20) - 1) & ~((2ull << 20) - 1), .huge = SC_HUGE_AUTO,
 				   .index_entries = entries };
@@ -75,7 +76,7 @@ static int make_arena(const char *name, uint64_t bytes, uint32_t entries, struct
 	return rc;
 }
 
-static void drop_arena(const char *name, struct sc_arena *a, struct sc_stage *st)
+void bench_l2_arena_drop(const char *name, struct sc_arena *a, struct sc_stage *st)
 {
 	sc_stage_close(st);
 	sc_arena_close(a);
@@ -356,7 +357,7 @@ static int bench_scale(void)
 	/* each entry's heap footprint (payload, descriptor, token ids, block header) plus its index
 	 * slot, bucket and slack */
 	uint64_t bytes = (uint64_t)s.n * (sc_l2_footprint(NULL, KV_BYTES + REC_BYTES, 1, NTOK) + 256) + (128ull << 20);
-	if (make_arena(name, bytes, s.n + s.n / 8, &a, &st))
+	if (bench_l2_arena(name, bytes, s.n + s.n / 8, &a, &st))
 		return -1;
 	s.tok = malloc((size_t)s.n * NTOK * sizeof(int32_t));
 	s.lkey = malloc((size_t)s.n * 16);
@@ -408,7 +409,7 @@ out:
 	free(s.lkey);
 	if (s.stop != MAP_FAILED && s.stop)
 		munmap((void *)s.stop, 4096);
-	drop_arena(name, a, st);
+	bench_l2_arena_drop(name, a, st);
 	return rc;
 }
 
@@ -526,7 +527,7 @@ static int admit_full(const struct move *mv)
 	for (int r = 0; r < reps && !rc; r++) {
 		struct sc_arena *fa;
 		struct sc_stage *fst;
-		if ((rc = make_arena(fname, (uint64_t)k * (sz + 4096) * 3 + (32ull << 20), 4 * k, &fa, &fst)))
+		if ((rc = bench_l2_arena(fname, (uint64_t)k * (sz + 4096) * 3 + (32ull << 20), 4 * k, &fa, &fst)))
 			break;
 		room[r] = admit_run(mv, fst, 0, k, &rc);
 		struct sc_l2_stats ls;
@@ -540,7 +541,7 @@ static int admit_full(const struct move *mv)
 				(unsigned long long)ls.evictions, k);
 			rc = -EIO;
 		}
-		drop_arena(fname, fa, fst);
+		bench_l2_arena_drop(fname, fa, fst);
 	}
 	if (!rc) {
 		char note[200];
@@ -572,7 +573,7 @@ static int bench_move(void)
 		uint64_t per = sc_l2_footprint(NULL, sizes[si].bytes, 0, NTOK) + 4096, all = ws / sizes[si].bytes * per;
 		need = all > need ? all : need;
 	}
-	if (make_arena(name, need * 2 + (64ull << 20), maxn * 3, &a, &st))
+	if (bench_l2_arena(name, need * 2 + (64ull << 20), maxn * 3, &a, &st))
 		return -1;
 	mv.src = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
 	if (mv.src == MAP_FAILED) {
@@ -604,7 +605,7 @@ out:
 		munmap(mv.src, ws);
 	free(mv.dst);
 	free(mv.dg);
-	drop_arena(name, a, st);
+	bench_l2_arena_drop(name, a, st);
 	return rc;
 }
 
@@ -716,7 +717,7 @@ static int bench_memory(void)
 		snprintf(name, sizeof(name), "bench-l2mem-%d", (int)getpid());
 		struct sc_arena *a;
 		struct sc_stage *st;
-		if (make_arena(name, (uint64_t)n * (sz + 8192) + (32ull << 20), n * 2, &a, &st))
+		if (bench_l2_arena(name, (uint64_t)n * (sz + 8192) + (32ull << 20), n * 2, &a, &st))
 			return -1;
 		uint8_t *v = calloc(1, sz);
 		struct sc_digest d = sc_digest(v, sz);
@@ -751,7 +752,7 @@ static int bench_memory(void)
 		}
 		free(info);
 		free(v);
-		drop_arena(name, a, st);
+		bench_l2_arena_drop(name, a, st);
 		if (rc) {
 			fprintf(stderr, "stagecache bench l2: memory per entry: %s\n", sc_strerror(rc));
 			return -1;
@@ -769,7 +770,8 @@ static void usage(FILE *f)
 		   "  hit_scale_{p50,p99,p999}_ns hit_with_writer_{p50,p99,p999}_ns hit_p999_with_writer_vs_quiet_p50\n"
 		   "  lmdb_scale_{p50,p99,p999}_ns (context)\n"
 		   "  admit_{4k,64k,1m}_vs_xxh3_memcpy admit_full_vs_not_full copyout_{4k,64k,1m}_vs_memcpy\n"
-		   "  hit_1proc_ops hit_2proc_ops hit_2proc_vs_1proc mem_{4k,64k,1m}_overhead_bytes\n");
+		   "  hit_1proc_ops hit_2proc_ops hit_2proc_vs_1proc mem_{4k,64k,1m}_overhead_bytes\n"
+		   "  events_hit_overhead events_admit_overhead events_rate events_publisher_cpu_ns (tools/bench/events.c)\n");
 }
 
 int bench_l2(int argc, char **argv)
@@ -782,7 +784,7 @@ int bench_l2(int argc, char **argv)
 	snprintf(name, sizeof(name), "bench-l2-%d", (int)getpid());
 	struct sc_arena *a;
 	struct sc_stage *st;
-	if (make_arena(name, 64ull << 20, 4096, &a, &st))
+	if (bench_l2_arena(name, 64ull << 20, 4096, &a, &st))
 		return EXIT_FAIL;
 	struct sc_arena_info *info = calloc(1, sizeof(*info));
 	if (info && sc_arena_info(a, info) == 0)
@@ -794,7 +796,7 @@ int bench_l2(int argc, char **argv)
 	} else if (bench_scaling(name)) {
 		fail = 1;
 	}
-	drop_arena(name, a, st);
+	bench_l2_arena_drop(name, a, st);
 	bench_progress("l2: 1 M entries\n");
 	if (bench_scale())
 		fail = 1;
@@ -803,5 +805,6 @@ int bench_l2(int argc, char **argv)
 		fail = 1;
 	if (bench_memory())
 		fail = 1;
+	bench_l2_events();
 	return fail ? EXIT_FAIL : EXIT_OK;
 }

@@ -19,7 +19,7 @@ static void usage(FILE *f)
 		"                             [--min-free SIZE] [--mode MODE] [--group GROUP] [--json]\n"
 		"       stagecache l3 put DIR ... --kind kv_recurrent [--kv-file F --desc-json F] [--recurrent-file F]\n"
 		"       stagecache l3 init DIR [--segment-bytes SIZE]\n"
-		"       stagecache l3 ls DIR [--json]\n"
+		"       stagecache l3 ls DIR [--prefixes] [--json]\n"
 		"       stagecache l3 stats DIR [--json]\n"
 		"       stagecache l3 verify DIR [--json]\n"
 		"       stagecache l3 locate DIR [--ns NS] --tokens 1,2,3|@file [--json]\n"
@@ -39,7 +39,9 @@ static void usage(FILE *f)
 		"  init    create DIR (or open it) and record its options: --segment-bytes SIZE (a multiple\n"
 		"          of 4K, 64K..1G; 0: off, the default) stores payloads above SIZE as content-addressed\n"
 		"          segments under DIR/seg, each distinct segment once, the object a manifest\n"
-		"  ls      list the objects (headers are checked)\n"
+		"  ls      list the objects (headers are checked); --prefixes lists the prefix entries\n"
+		"          instead: prefix key, object digest, namespace, token count, whether the object is\n"
+		"          there, and (--json) the token ids\n"
 		"  stats   counters shared by every process using DIR\n"
 		"  verify  read every object and check its digest; bad ones are listed and quarantined (exit 1)\n"
 		"  locate  the longest stored prefix of the tokens\n"
@@ -398,6 +400,33 @@ static int do_janitor(int argc, char **argv)
 	return ret;
 }
 
+static int print_prefix(const struct sc_l3_prefix_info *p, const int32_t *tokens, void *ctx)
+{
+	char key[SC_DIGEST_HEX_LEN + 1], dig[SC_DIGEST_HEX_LEN + 1];
+	sc_digest_format(p->prefix, key);
+	sc_digest_format(p->digest, dig);
+	if (*(int *)ctx) {
+		printf("{\"prefix\":\"%s\",\"digest\":\"%s\",\"ns\":", key, dig);
+		cli_json_str(stdout, p->ns);
+		printf(",\"tokens\":%u,\"object_present\":%s,\"token_ids\":[", p->token_count,
+		       p->object_present ? "true" : "false");
+		l2cli_print_ids(tokens, p->token_count);
+		printf("]}\n");
+	} else {
+		printf("%s  %s  %8u  %-7s  %s\n", key, dig, p->token_count, p->object_present ? "present" : "missing",
+		       cli_q(p->ns));
+	}
+	return 0;
+}
+
+static int do_ls_prefixes(struct sc_l3 *l3, const char *dir, int json)
+{
+	if (!json)
+		printf("%-32s  %-32s  %8s  %-7s  %s\n", "PREFIX", "DIGEST", "TOKENS", "OBJECT", "NS");
+	int rc = sc_l3_prefix_list(l3, print_prefix, &json);
+	return rc < 0 ? cli_fail("l3", 0, "cannot list the prefix entries of %s: %s", dir, strerror(-rc)) : EXIT_OK;
+}
+
 static int do_ls(struct sc_l3 *l3, const char *dir, int json)
 {
 	int rc = sc_l3_list(l3, print_obj, &json);
@@ -446,7 +475,7 @@ static int segment_opt(const char *segs, int init, uint64_t *seg_bytes)
  * action. */
 static int do_read(const char *verb, int argc, char **argv)
 {
-	int locate = !strcmp(verb, "locate"), init = !strcmp(verb, "init"), json = 0;
+	int locate = !strcmp(verb, "locate"), init = !strcmp(verb, "init"), json = 0, prefixes = 0;
 	const char *ns = NULL, *tspec = NULL, *host = NULL, *segs = NULL, *dir;
 	uint32_t shared = 0;
 	uint64_t seg_bytes;
@@ -455,11 +484,14 @@ static int do_read(const char *verb, int argc, char **argv)
 		{ "json", CLI_FLAG, &json },            { "host", CLI_STR, &host },
 		{ "shared", CLI_BITS, &shared, .max = SC_L3_OPEN_SHARED },
 		{ "segment-bytes", CLI_STR, &segs },
+		{ "prefixes", CLI_FLAG, &prefixes },
 		{ 0 },
 	};
 	int rc = cli_parse_opts("l3", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
+	if (prefixes && strcmp(verb, "ls"))
+		return cli_usage_error("l3", "--prefixes: only ls takes it");
 	if ((rc = segment_opt(segs, init, &seg_bytes)))
 		return rc;
 	if ((ns || tspec) && !locate)
@@ -479,7 +511,7 @@ static int do_read(const char *verb, int argc, char **argv)
 	if ((rc = sc_l3_open(dir, &o, &l3)))
 		return l3cli_open_error("l3", rc, dir, &o);
 	int ret = init                      ? do_init(l3, dir, segs, seg_bytes, json)
-		  : !strcmp(verb, "ls")     ? do_ls(l3, dir, json)
+		  : !strcmp(verb, "ls")     ? (prefixes ? do_ls_prefixes(l3, dir, json) : do_ls(l3, dir, json))
 		  : !strcmp(verb, "stats")  ? do_stats(l3, json)
 		  : !strcmp(verb, "verify") ? do_verify(l3, dir, json)
 					    : do_locate(l3, ns ? ns : "", tspec, json);

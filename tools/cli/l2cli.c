@@ -232,10 +232,28 @@ const char *l2cli_kind_name(uint32_t k)
 
 void l2cli_print_info(const struct sc_l2_entry_info *e, int json, uint64_t now_ns)
 {
+	l2cli_print_info_ids(e, json, now_ns, NULL, 0);
+}
+
+void l2cli_print_ids(const int32_t *ids, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		printf(i ? ",%d" : "%d", ids[i]);
+}
+
+void l2cli_print_info_ids(const struct sc_l2_entry_info *e, int json, uint64_t now_ns, const int32_t *ids, uint64_t nids)
+{
 	char key[33], dig[33];
 	sc_digest_format((struct sc_digest){ e->key.lo, e->key.hi }, key);
 	sc_digest_format(e->digest, dig);
 	double age = e->created_unix_ns && now_ns > e->created_unix_ns ? (double)(now_ns - e->created_unix_ns) / 1e9 : 0;
+	if (json && ids) {
+		printf("{\"key\":\"%s\",\"stage\":\"%016llx\",\"tokens\":%llu,\"digest\":\"%s\",\"token_ids\":[", key,
+		       (unsigned long long)e->stage_id, (unsigned long long)e->token_count, dig);
+		l2cli_print_ids(ids, nids);
+		printf("]}\n");
+		return;
+	}
 	if (json)
 		printf("{\"key\":\"%s\",\"stage\":\"%016llx\",\"tokens\":%llu,\"bytes\":%llu,\"footprint\":%llu,"
 		       "\"digest\":\"%s\",\"kind\":\"%s\",\"origin\":\"%s\",\"age_s\":%.3f,\"frequency\":%u,"

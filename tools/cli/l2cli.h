@@ -36,6 +36,12 @@ int l2cli_open(const char *cmd, struct l2cli_args *x);
 void l2cli_close(struct l2cli_args *x);
 /* Print an entry (one line, or one JSON object). */
 void l2cli_print_info(const struct sc_l2_entry_info *e, int json, uint64_t now_ns);
+/* The same with the entry's token ids (@ids, @nids; NULL: none); with them the JSON object is
+ * the key, stage, token count, digest and "token_ids" only. */
+void l2cli_print_info_ids(const struct sc_l2_entry_info *e, int json, uint64_t now_ns, const int32_t *ids,
+			  uint64_t nids);
+/* Token ids as a comma-separated list (JSON array contents). */
+void l2cli_print_ids(const int32_t *ids, uint64_t n);
 const char *l2cli_kind_name(uint32_t kind);
 /* A payload read from files for put: sections, optional descriptor, and the sc_payload over them. */
 struct l2cli_payload {

@@ -32,6 +32,8 @@ int cmd_fsck(int argc, char **argv);
 int cmd_stress(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+int cmd_lookup(int argc, char **argv);
 
 static const struct subcommand {
 	const char *name;
@@ -54,6 +56,8 @@ static const struct subcommand {
 	{ "exporter", cmd_exporter, "serve the counters to Prometheus (OpenMetrics at /metrics)" },
 	{ "l3", cmd_l3, "the durable L3 store: put, ls, stats, verify, locate" },
 	{ "restore", cmd_restore, "the whole restore path: L3 locate, L2 lookup, fill, promotion" },
+	{ "events", cmd_events, "publish what the arena holds as vLLM KV events (ZeroMQ) for cache-aware routers" },
+	{ "lookup", cmd_lookup, "how much of a prompt L2 and L3 hold (for routers)" },
 	{ "tail", cmd_tail, "print commits from the commit rings as they arrive" },
 	{ "trace", cmd_trace, "attach eBPF programs to the library's USDT probes and show live counts" },
 	{ "fsck", cmd_fsck, "check (and repair) an arena" },

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Install the Debian packages stagecache needs (build, tests, tracing, benchmarks, the C++/Python/Rust
-# clients and their tests, the exporter and its Prometheus test, the man pages, and the single-node
+# clients and their tests, the exporter and its Prometheus test, the man pages, the single-node
 # Ceph cluster of the shared-L3 tests: tools/scripts/cephfs-dev.sh; git and npm for the llama.cpp example's
-# engine) when missing.
+# engine; `stagecache events` and its subscriber test: ZeroMQ, msgpack and xxhash for Python) when missing.
 # As root: one `apt-get update`, then `apt-get install -y` of what is missing.
 # As non-root: print the exact command to run.
 # `tools/scripts/deps.sh --cross` instead installs what `make cross` needs: Debian's aarch64 cross
@@ -22,7 +22,8 @@ PKGS="build-essential liburing-dev libbpf-dev bpftool clang llvm libxxhash-dev c
 pkg-config libelf-dev zlib1g-dev binutils libdpdk-dev fio memcached redis-server \
 valgrind libclang-rt-14-dev liblmdb-dev lmdb-utils gnuplot-nox \
 g++ python3 python3-numpy cargo rustc libmicrohttpd-dev prometheus help2man doxygen \
-ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common uuid-runtime git"
+ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common uuid-runtime git \
+libzmq3-dev libzmq5 python3-zmq python3-msgpack python3-xxhash"
 # the llama.cpp example's engine comes from the npm registry (examples/llama/fetch-engine.sh)
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 fi

@@ -23,6 +23,62 @@ pub const SC_L3_OPEN_NO_RECONCILE: u32 = 0x1;
 pub const SC_ORIGIN_DIRECT: u32 = 0;
 pub const SC_ORIGIN_FROM_L3: u32 = 1;
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct sc_lookup {
+    pub tokens: u32,
+    pub l2_tokens: u32,
+    pub l3_tokens: u32,
+    pub _reserved0: u32,
+    pub l2_digest: sc_digest,
+    pub l3_digest: sc_digest,
+    pub l2_bytes: u64,
+    pub l3_bytes: u64,
+    pub _reserved: [u64; 4],
+}
+
+#[repr(C)]
+pub struct sc_l3_prefix_info {
+    pub prefix: sc_digest,
+    pub digest: sc_digest,
+    pub token_count: u32,
+    pub object_present: c_int,
+    pub created_ns: i64,
+    pub _reserved: [u64; 4],
+    pub ns: [c_char; SC_L3_STR_MAX + 1],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct sc_event {
+    pub type_: u32,
+    pub token_count: u32,
+    pub stage_id: u64,
+    pub key: sc_key,
+    pub digest: sc_digest,
+    pub lost_why: u32,
+    pub _reserved0: u32,
+    pub _reserved: [u64; 1],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct sc_events_stats {
+    pub records: u32,
+    pub listener: u32,
+    pub listener_pid: u32,
+    pub listener_alive: c_int,
+    pub listener_since_ns: u64,
+    pub appended: u64,
+    pub consumed: u64,
+    pub pending: u64,
+    pub dropped: u64,
+    pub lost: u64,
+    pub resets: u64,
+    pub seq: u64,
+    pub _reserved: [u64; 4],
+}
+
 pub enum sc_arena {}
 pub enum sc_stage {}
 pub enum sc_l3 {}
@@ -676,6 +732,10 @@ extern "C" {
     pub fn sc_l3_locate_longest(l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32,
                                 loc: *mut sc_location) -> c_int;
     pub fn sc_l3_stats(l3: *mut sc_l3, st: *mut sc_l3_stats) -> c_int;
+    pub fn sc_lookup(s: *mut sc_stage, l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32, block: u32,
+                     out: *mut sc_lookup) -> c_int;
+    pub fn sc_block_hashes(tokens: *const i32, n: u32, block_size: u32, parent: u64, out: *mut u64, max: u32) -> i64;
+    pub fn sc_events_stats(a: *mut sc_arena, st: *mut sc_events_stats) -> c_int;
     pub fn sc_l3_janitor_status(l3: *mut sc_l3, st: *mut sc_l3_janitor_status) -> c_int;
     pub fn sc_l3_janitor(l3: *mut sc_l3, flags: u32, rep: *mut sc_l3_janitor_report) -> c_int;
 

@@ -299,6 +299,17 @@ pub fn layouts() -> Vec<TypeLayout> {
                 obs_problems, lock_repairs]),
         layout!("sc_arena_open_opts", sc_arena_open_opts, [dir, flags, owner_uid]),
         layout!("sc_arena_file", sc_arena_file, [path, mode, uid, gid, size]),
+        layout!("sc_lookup", sc_lookup, [tokens, l2_tokens, l3_tokens, l2_digest, l3_digest, l2_bytes, l3_bytes]),
+        layout!("sc_l3_prefix_info", sc_l3_prefix_info, [prefix, digest, token_count, object_present, created_ns,
+                ns]),
+        {
+            // the C field is `type`, a keyword here
+            let mut l = layout!("sc_event", sc_event, [type_, token_count, stage_id, key, digest, lost_why]);
+            l.3[0].0 = "type";
+            l
+        },
+        layout!("sc_events_stats", sc_events_stats, [records, listener, listener_pid, listener_alive,
+                listener_since_ns, appended, consumed, pending, dropped, lost, resets, seq]),
     ]
 }
 
@@ -374,6 +385,31 @@ fn layouts_ok() -> Result<()> {
 }
 
 // ---- values ----
+
+/// What `Stage::lookup` found: the longest prefix held in L2, in L3, and the longer of the two.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lookup {
+    pub tokens: u32,
+    pub l2_tokens: u32,
+    pub l3_tokens: u32,
+    pub l2_digest: Option<Digest>,
+    pub l3_digest: Option<Digest>,
+    pub l2_bytes: u64,
+    pub l3_bytes: u64,
+}
+
+/// The block hashes `stagecache events` publishes for a prefix (docs/ROUTING.md): one per whole
+/// block of `block_size` tokens, chained from `parent` (0 for a prefix that starts at token 0).
+pub fn block_hashes(tokens: &[i32], block_size: u32, parent: u64) -> Result<Vec<u64>> {
+    let n = tokens_len(tokens)?;
+    let nb = if block_size > 0 { n / block_size } else { 0 };
+    let mut out = vec![0u64; nb as usize];
+    let rc = unsafe { ffi::sc_block_hashes(tokens.as_ptr(), n, block_size, parent, out.as_mut_ptr(), nb) };
+    if rc < 0 {
+        check(rc as c_int, "sc_block_hashes")?;
+    }
+    Ok(out)
+}
 
 /// An XXH3-128 payload digest; `Display` is the 32-hex form the tools print.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -1004,6 +1040,25 @@ impl<'a> Stage<'a> {
         let info = unsafe { info.assume_init() };
         let origin = if info.origin == ffi::SC_ORIGIN_FROM_L3 { Origin::FromL3 } else { Origin::Direct };
         Ok(Some((u64::from(info.token_count), info.bytes, origin)))
+    }
+
+    /// How much of a prompt is here (sc_lookup): the longest prefix L2 holds for this stage and
+    /// the longest `l3` (optional) holds for `ns`. Takes no lease and counts nothing.
+    pub fn lookup(&self, ns: &str, tokens: &[i32], l3: Option<&L3>, block: u32) -> Result<Lookup> {
+        let ns = cstr(ns)?;
+        let mut r = ffi::sc_lookup::default();
+        let l3h = l3.map_or(ptr::null_mut(), |l| l.h);
+        check(unsafe { ffi::sc_lookup(self.h, l3h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?, block, &mut r) },
+              "sc_lookup")?;
+        Ok(Lookup {
+            tokens: r.tokens,
+            l2_tokens: r.l2_tokens,
+            l3_tokens: r.l3_tokens,
+            l2_digest: if r.l2_tokens > 0 { Some(Digest { lo: r.l2_digest.lo, hi: r.l2_digest.hi }) } else { None },
+            l3_digest: if r.l3_tokens > 0 { Some(Digest { lo: r.l3_digest.lo, hi: r.l3_digest.hi }) } else { None },
+            l2_bytes: r.l2_bytes,
+            l3_bytes: r.l3_bytes,
+        })
     }
 
     /// Remove the entry with `key`; false when there is none.

@@ -222,6 +222,32 @@ fn costs_go_in_and_a_restore_past_its_deadline_answers_recompute() {
 }
 
 #[test]
+fn lookup_answers_for_l2_and_l3_in_one_call() {
+    let t = common::TestArena::new("look");
+    let dir = format!("/var/tmp/sc-rs-look-{}-{}", std::process::id(), common::name("d"));
+    let l3 = L3::open(&dir, &L3Options::default()).unwrap();
+    let stage = t.arena().stage("m", "s").unwrap();
+    let tokens: Vec<i32> = (1..1001).collect();
+    assert_eq!(stage.lookup("ns", &tokens, Some(&l3), 0).unwrap().tokens, 0);
+    let data = vec![3u8; 700];
+    stage.admit_bytes("ns", &tokens[..512], &data).unwrap();
+    l3.put("ns", &tokens[..700], &Payload::full_state(&data[..300])).unwrap();
+    let r = stage.lookup("ns", &tokens, Some(&l3), 0).unwrap();
+    assert_eq!((r.tokens, r.l2_tokens, r.l3_tokens), (700, 512, 700));
+    assert_eq!(r.l2_digest, Some(Digest::of(&data)));
+    assert_eq!(r.l3_bytes, 300);
+    let r = stage.lookup("ns", &tokens, None, 0).unwrap();
+    assert_eq!((r.tokens, r.l3_digest), (512, None));
+    assert!(stage.lookup("ns", &[], None, 0).is_err());
+    let h = stagecache::block_hashes(&tokens[..40], 16, 0).unwrap();
+    assert_eq!(h.len(), 2);
+    assert_eq!(stagecache::block_hashes(&tokens[16..32], 16, h[0]).unwrap(), vec![h[1]]);
+    drop(stage);
+    drop(l3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn an_arena_moves_to_another_thread_and_l3_is_shared() {
     fn is_send<T: Send>() {}
     fn is_sync<T: Sync>() {}

@@ -1,0 +1,789 @@
+/*
+ * tests/check_events.c — the event stream of what the arena holds (shm/evring.c, lib/events.c),
+ * the lookups a publisher and a router use (sc_l2_entry_tokens, sc_l3_prefix_get/list, sc_lookup,
+ * sc_block_hashes). Real processes, real kill -9. `stagecache events` end to end is
+ * tests/check_events_pub.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "sc_check.h"
+#include "../lib/internal.h"
+#include "../shm/evring.h"
+#include "../shm/fault.h"
+
+static void toks(int32_t *t, uint32_t n, int32_t base)
+{
+	for (uint32_t i = 0; i < n; i++)
+		t[i] = base + (int32_t)i;
+}
+
+static int admit(struct sc_stage *st, const char *ns, const int32_t *t, uint32_t n, size_t bytes, uint32_t salt)
+{
+	uint8_t *b = malloc(bytes);
+	for (size_t i = 0; i < bytes; i++)
+		b[i] = (uint8_t)(i * 131 + salt);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { bytes } };
+	int rc = sc_l2_admit(st, ns, t, n, sc_digest(b, bytes), &p, SC_ORIGIN_DIRECT);
+	free(b);
+	return rc;
+}
+
+static int l3_put(struct sc_l3 *l3, const char *ns, const int32_t *t, uint32_t n, size_t bytes, uint32_t salt)
+{
+	uint8_t *b = malloc(bytes);
+	for (size_t i = 0; i < bytes; i++)
+		b[i] = (uint8_t)(i * 7 + salt);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { bytes } };
+	struct sc_l3_put_args a = { .ns = ns, .tokens = t, .token_count = n, .payload = &p };
+	int rc = sc_l3_put(l3, &a, NULL);
+	free(b);
+	return rc;
+}
+
+/* Read events until @max are collected or @secs pass (the ring may hold a hole for 50 ms). */
+static int read_events(struct sc_events *ev, struct sc_event *out, int max, double secs)
+{
+	int n = 0;
+	double end = sc_test_now_s() + secs;
+	while (n < max && sc_test_now_s() < end) {
+		int k = sc_events_read(ev, out + n, (unsigned)(max - n));
+		ck_assert_int_ge(k, 0);
+		n += k;
+		if (!k)
+			sc_test_pause_ms(2);
+	}
+	return n;
+}
+
+static int count_type(const struct sc_event *e, int n, uint32_t type)
+{
+	int c = 0;
+	for (int i = 0; i < n; i++)
+		c += e[i].type == type;
+	return c;
+}
+
+/* ---- the library ---- */
+
+START_TEST(test_nobody_listens)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evnone", 32ull << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	int32_t t[64];
+	for (int i = 0; i < 20; i++) {
+		toks(t, 64, i * 100);
+		ck_assert_int_eq(admit(st, "ns", t, 64, 4096, (uint32_t)i), 0);
+	}
+	ck_assert_int_eq(sc_l2_clear(a), 20);
+	struct sc_events_stats s;
+	ck_assert_int_eq(sc_events_stats(a, &s), 0);
+	ck_assert_uint_eq(s.appended, 0); /* a writer read one word and went on */
+	ck_assert_uint_eq(s.listener, 0);
+	ck_assert_uint_ge(s.records, SHM_EVRING_MIN_RECORDS);
+	struct sc_event e = { .type = SC_EVENT_L2_STORED };
+	ck_assert_int_eq(sc_events_post(a, &e), -ENOTCONN);
+	e.type = SC_EVENT_LOST;
+	ck_assert_int_eq(sc_events_post(a, &e), -EINVAL);
+	ck_assert_int_eq(sc_events_open(NULL, NULL), -EINVAL);
+	ck_assert_int_eq(sc_events_read(NULL, &e, 1), -EINVAL);
+	ck_assert_str_eq(sc_event_type_name(SC_EVENT_L3_OBJECT_GONE), "l3_object_gone");
+	ck_assert_str_eq(sc_event_type_name(99), "?");
+	ck_assert_str_eq(sc_event_lost_name(SC_EVENT_LOST_WRITER_DIED), "writer_died");
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_l2_changes)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evl2", 32ull << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	int32_t t1[40], t2[70];
+	toks(t1, 40, 1);
+	toks(t2, 70, 1);
+	ck_assert_int_eq(admit(st, "ns", t1, 40, 4096, 1), 0);
+	ck_assert_int_eq(admit(st, "ns", t2, 70, 8192, 2), 0);
+	ck_assert_int_eq(admit(st, "ns", t1, 40, 4096, 3), 0); /* a replacement */
+	struct sc_key k1, k2;
+	ck_assert_int_eq(sc_l2_key(st, "ns", t1, 40, &k1), 0);
+	ck_assert_int_eq(sc_l2_key(st, "ns", t2, 70, &k2), 0);
+	/* the entry's own token ids, by key */
+	int32_t back[80];
+	struct sc_l2_entry_info info;
+	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, &info, back, 80), 70);
+	ck_assert_int_eq(memcmp(back, t2, sizeof(t2)), 0);
+	ck_assert_uint_eq(info.stage_id, sc_stage_id(st));
+	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, back, 10), 70); /* only 10 copied */
+	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, NULL, 0), 70);
+	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, NULL, 5), -EINVAL);
+	ck_assert_int_eq(sc_l2_remove(st, k2), 0);
+	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, back, 80), -ENOENT);
+	ck_assert_int_eq(sc_l2_invalidate_digest(a, info.digest), 0); /* k2's digest: gone already */
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(st, "ns", t1, 40, NULL, &l), 0);
+	struct sc_digest d1 = l.digest;
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_invalidate_digest(a, d1), 1);
+	ck_assert_int_eq(admit(st, "ns", t2, 70, 8192, 4), 0);
+	ck_assert_int_eq(sc_l2_clear(a), 1);
+	struct sc_event e[16];
+	int n = read_events(ev, e, 7, 2.0);
+	ck_assert_int_eq(n, 7);
+	uint32_t want[7] = { SC_EVENT_L2_STORED, SC_EVENT_L2_STORED, SC_EVENT_L2_STORED, SC_EVENT_L2_REMOVED,
+			     SC_EVENT_L2_REMOVED, SC_EVENT_L2_STORED, SC_EVENT_L2_CLEARED };
+	for (int i = 0; i < 7; i++)
+		ck_assert_uint_eq(e[i].type, want[i]);
+	ck_assert_uint_eq(e[0].key.lo, k1.lo);
+	ck_assert_uint_eq(e[0].key.hi, k1.hi);
+	ck_assert_uint_eq(e[0].token_count, 40);
+	ck_assert_uint_eq(e[0].stage_id, sc_stage_id(st));
+	ck_assert_uint_eq(e[1].key.lo, k2.lo);
+	ck_assert_uint_eq(e[3].key.lo, k2.lo);
+	ck_assert_uint_eq(e[4].key.lo, k1.lo);
+	ck_assert(sc_digest_equal(e[4].digest, d1));
+	ck_assert_int_eq(sc_events_read(ev, e, 16), 0);
+	struct sc_events_stats s;
+	ck_assert_int_eq(sc_events_stats(a, &s), 0);
+	ck_assert_uint_eq(s.appended, 7);
+	ck_assert_uint_eq(s.consumed, 7);
+	ck_assert_uint_eq(s.pending, 0);
+	ck_assert_int_eq(s.listener_alive, 1);
+	ck_assert_uint_eq(s.listener, sc_arena_token(a));
+	sc_events_close(ev);
+	ck_assert_int_eq(sc_events_stats(a, &s), 0);
+	ck_assert_uint_eq(s.listener, 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Every eviction is an event: REMOVED events = evictions + removals, STORED = inserts. */
+START_TEST(test_evictions)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evevict", 16ull << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	int32_t t[32];
+	for (int i = 0; i < 200; i++) {
+		toks(t, 32, i * 1000);
+		ck_assert_int_eq(admit(st, "ns", t, 32, 256 << 10, (uint32_t)i), 0);
+	}
+	struct sc_l2_stats ls;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
+	ck_assert_uint_gt(ls.evictions, 0);
+	static struct sc_event e[1024];
+	int n = read_events(ev, e, (int)(ls.inserts + ls.evictions), 2.0);
+	ck_assert_int_eq(n, (int)(ls.inserts + ls.evictions));
+	ck_assert_int_eq(count_type(e, n, SC_EVENT_L2_STORED), (int)ls.inserts);
+	ck_assert_int_eq(count_type(e, n, SC_EVENT_L2_REMOVED), (int)ls.evictions);
+	sc_events_close(ev);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Child: open the arena and try to listen; exit 0 listening (then wait to be killed), 1 -EBUSY. */
+static void listener_child(const char *name, int hold, int ready_fd)
+{
+	struct sc_arena *a;
+	struct sc_events *ev;
+	if (sc_arena_open(name, &a))
+		_exit(90);
+	int rc = sc_events_open(a, &ev);
+	if (rc == -EBUSY)
+		_exit(1);
+	if (rc)
+		_exit(91);
+	if (!hold)
+		_exit(0);
+	(void)!write(ready_fd, "r", 1);
+	for (;;)
+		pause();
+}
+
+static int child_status(pid_t pid)
+{
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+START_TEST(test_one_listener)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evone", 32ull << 20, &name);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	pid_t pid = fork();
+	if (!pid)
+		listener_child(name, 0, -1);
+	ck_assert_int_eq(child_status(pid), 1); /* refused: we listen */
+	sc_events_close(ev);
+	/* a listener killed with kill -9 is taken over by the next */
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	if (!pid)
+		listener_child(name, 1, p[1]);
+	char c;
+	ck_assert_int_eq(read(p[0], &c, 1), 1); /* waits for: the child listens */
+	ck_assert_int_eq(sc_events_open(a, &ev), -EBUSY);
+	kill(pid, SIGKILL);
+	sc_test_wait_killed(pid);
+	/* writers stop appending for the dead listener: the periodic reap (every 100 ms, by writers)
+	 * clears its word */
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_events_stats s;
+	int32_t t[16];
+	double end = sc_test_now_s() + 5;
+	int i = 0;
+	do {
+		toks(t, 16, i * 100);
+		ck_assert_int_eq(admit(st, "ns", t, 16, 4096, (uint32_t)i++), 0);
+		ck_assert_int_eq(sc_events_stats(a, &s), 0);
+		if (s.listener)
+			sc_test_pause_ms(10);
+	} while (s.listener && sc_test_now_s() < end);
+	ck_assert_msg(!s.listener, "waited 5 s for the periodic reap to clear a dead listener's word");
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	sc_events_close(ev);
+	/* and a live process takes a dead one's role at once, without waiting for the reap */
+	pid = fork();
+	if (!pid)
+		listener_child(name, 1, p[1]);
+	ck_assert_int_eq(read(p[0], &c, 1), 1);
+	kill(pid, SIGKILL);
+	sc_test_wait_killed(pid);
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	sc_events_close(ev);
+	close(p[0]);
+	close(p[1]);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_full_ring_drops)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evfull", 32ull << 20, &name);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	struct sc_events_stats s;
+	ck_assert_int_eq(sc_events_stats(a, &s), 0);
+	uint32_t cap = s.records;
+	struct sc_event e = { .type = SC_EVENT_L3_REMOVED };
+	for (uint32_t i = 0; i < cap + 10; i++) {
+		e.key.lo = i;
+		ck_assert_int_eq(sc_events_post(a, &e), i < cap ? 0 : -ENOSPC); /* never a wait */
+	}
+	ck_assert_int_eq(sc_events_stats(a, &s), 0);
+	ck_assert_uint_eq(s.dropped, 10);
+	ck_assert_uint_eq(s.pending, cap);
+	struct sc_event *out = calloc(cap + 8, sizeof(*out));
+	int n = read_events(ev, out, (int)cap + 1, 2.0);
+	ck_assert_int_eq(n, (int)cap + 1);
+	ck_assert_uint_eq(out[0].type, SC_EVENT_LOST); /* the reader learns it first */
+	ck_assert_uint_eq(out[0].lost_why, SC_EVENT_LOST_DROPPED);
+	ck_assert_uint_eq(out[0].token_count, 10);
+	for (uint32_t i = 0; i < cap; i++)
+		ck_assert_uint_eq(out[1 + i].key.lo, i);
+	/* room again */
+	ck_assert_int_eq(sc_events_post(a, &e), 0);
+	free(out);
+	sc_events_close(ev);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+static void poster(const char *name, uint64_t id, uint32_t count, const char *fault)
+{
+	struct sc_arena *a;
+	if (sc_arena_open(name, &a))
+		_exit(90);
+	if (fault)
+		sc_fault_arm(fault);
+	struct sc_event e = { .type = SC_EVENT_L2_REMOVED, .stage_id = id };
+	uint32_t dropped = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		e.key = (struct sc_key){ id, i };
+		int rc = sc_events_post(a, &e);
+		if (rc == -ENOSPC)
+			dropped++;
+		else if (rc)
+			_exit(92);
+	}
+	sc_arena_close(a);
+	_exit(dropped ? 1 : 0);
+}
+
+/* A writer killed between claiming a slot and committing it blocks nobody: other writers go on,
+ * the listener skips the hole after 50 ms and says so. */
+START_TEST(test_writer_killed_mid_append)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evkill", 32ull << 20, &name);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	pid_t pid = fork();
+	if (!pid)
+		poster(name, 1, 1, "events.append.claimed");
+	sc_test_wait_killed(pid);
+	pid = fork();
+	if (!pid)
+		poster(name, 2, 5, NULL);
+	ck_assert_int_eq(child_status(pid), 0); /* five appended after the hole, none waited */
+	/* the killed writer's death is reported too (WRITER_DIED); the hole waits 50 ms, then TORN
+	 * comes before the five records */
+	struct sc_event e[16];
+	int n = 0, torn_at = -1, recs = 0;
+	double end = sc_test_now_s() + 3;
+	while (recs < 5 && sc_test_now_s() < end) {
+		int k = sc_events_read(ev, e + n, (unsigned)(16 - n));
+		ck_assert_int_ge(k, 0);
+		for (int i = n; i < n + k; i++) {
+			if (e[i].type == SC_EVENT_LOST && e[i].lost_why == SC_EVENT_LOST_TORN) {
+				ck_assert_uint_eq(e[i].token_count, 1);
+				torn_at = i;
+			} else if (e[i].type == SC_EVENT_L2_REMOVED) {
+				ck_assert_int_ge(torn_at, 0);
+				ck_assert_uint_eq(e[i].key.lo, 2);
+				ck_assert_uint_eq(e[i].key.hi, (uint64_t)recs++);
+			} else {
+				ck_assert_uint_eq(e[i].type, SC_EVENT_LOST);
+				ck_assert_uint_eq(e[i].lost_why, SC_EVENT_LOST_WRITER_DIED);
+			}
+		}
+		n += k;
+		if (!k)
+			sc_test_pause_ms(2);
+	}
+	ck_assert_msg(recs == 5, "waited 3 s for the hole to be skipped and the five records read");
+	/* the slot is usable on its next lap: a whole ring's worth more goes through */
+	struct sc_events_stats s;
+	ck_assert_int_eq(sc_events_stats(a, &s), 0);
+	ck_assert_uint_eq(s.lost, 1);
+	struct sc_event p = { .type = SC_EVENT_L3_REMOVED };
+	static struct sc_event out[1024];
+	for (uint32_t lap = 0; lap < 2 * s.records; lap += 512) {
+		for (int i = 0; i < 512; i++)
+			ck_assert_int_eq(sc_events_post(a, &p), 0);
+		ck_assert_int_eq(read_events(ev, out, 512, 2.0), 512);
+	}
+	sc_events_close(ev);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* The listener hears of every process that died: its last change may have no event. */
+START_TEST(test_writer_death_reported)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evdeath", 32ull << 20, &name);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	struct sc_event e[8];
+	(void)read_events(ev, e, 8, 0.15); /* nothing yet: a clean detach is no death */
+	pid_t pid = fork();
+	if (!pid) {
+		struct sc_arena *c;
+		if (sc_arena_open(name, &c))
+			_exit(90);
+		sc_arena_close(c);
+		_exit(0);
+	}
+	ck_assert_int_eq(child_status(pid), 0);
+	ck_assert_int_eq(read_events(ev, e, 1, 0.3), 0);
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	if (!pid) {
+		struct sc_arena *c;
+		if (sc_arena_open(name, &c))
+			_exit(90);
+		(void)!write(p[1], "r", 1);
+		for (;;)
+			pause();
+	}
+	char ch;
+	ck_assert_int_eq(read(p[0], &ch, 1), 1);
+	kill(pid, SIGKILL);
+	sc_test_wait_killed(pid);
+	int n = read_events(ev, e, 1, 2.0);
+	ck_assert_msg(n == 1, "waited 2 s for the listener to reap the dead and report it");
+	ck_assert_uint_eq(e[0].type, SC_EVENT_LOST);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_WRITER_DIED);
+	close(p[0]);
+	close(p[1]);
+	sc_events_close(ev);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Two writers at once while the listener reads: every event is delivered once, in each writer's
+ * order, or counted as dropped. */
+START_TEST(test_many_writers)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evmp", 32ull << 20, &name);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	enum { PER = 30000 };
+	pid_t w[2];
+	for (int i = 0; i < 2; i++)
+		if (!(w[i] = fork()))
+			poster(name, 10 + (uint64_t)i, PER, NULL);
+	static struct sc_event e[2048];
+	uint64_t next[2] = { 0, 0 }, got = 0, lost = 0, dropped = 0;
+	int done = 0, status;
+	double end = sc_test_now_s() + 60;
+	while (sc_test_now_s() < end) {
+		int n = sc_events_read(ev, e, 2048);
+		ck_assert_int_ge(n, 0);
+		for (int i = 0; i < n; i++) {
+			if (e[i].type == SC_EVENT_LOST) {
+				if (e[i].lost_why == SC_EVENT_LOST_DROPPED)
+					dropped += e[i].token_count;
+				else
+					lost += e[i].token_count;
+				continue;
+			}
+			int id = (int)e[i].key.lo - 10;
+			ck_assert(id == 0 || id == 1);
+			ck_assert_uint_ge(e[i].key.hi, next[id]); /* in order; a gap is a drop */
+			next[id] = e[i].key.hi + 1;
+			got++;
+		}
+		for (int i = 0; i < 2; i++)
+			if (w[i] && waitpid(w[i], &status, WNOHANG) == w[i]) {
+				ck_assert(WIFEXITED(status) && WEXITSTATUS(status) <= 1);
+				w[i] = 0;
+				done++;
+			}
+		if (done == 2 && !n && got + dropped + lost >= 2 * PER)
+			break;
+		if (!n)
+			sc_test_pause_ms(1);
+	}
+	ck_assert_uint_eq(lost, 0);
+	ck_assert_uint_eq(got + dropped, 2 * PER);
+	struct sc_events_stats s;
+	ck_assert_int_eq(sc_events_stats(a, &s), 0);
+	ck_assert_uint_eq(s.dropped, dropped);
+	ck_assert_uint_eq(s.consumed, got);
+	sc_events_close(ev);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A corrupted event region: hostile positions, stamps, records and header fields give -EBADMSG or
+ * a reported loss, never a crash; a reset heals it. */
+START_TEST(test_corrupted_ring)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evbad", 32ull << 20, &name);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	uint64_t size;
+	struct shm_evring_hdr *h = shm_region(a->shm, SHM_REGION_EVENTS, &size);
+	struct shm_evrec *rec = (struct shm_evrec *)(void *)((uint8_t *)h + SHM_EVRING_HDR_BYTES);
+	uint32_t nrec = h->nrec;
+	struct sc_event p = { .type = SC_EVENT_L3_REMOVED }, e[64];
+	/* a tail beyond the head */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(sc_events_post(a, &p), 0);
+	atomic_store(&h->tail, atomic_load(&h->head) + 5);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), -EBADMSG);
+	ck_assert_int_eq(sc_events_reset(ev), 0);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), 1); /* the reset is a loss: said once */
+	ck_assert_uint_eq(e[0].type, SC_EVENT_LOST);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_RESET);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), 0);
+	/* a head a whole ring ahead: writers drop, the reader refuses, a reset heals */
+	atomic_store(&h->head, atomic_load(&h->tail) + 3ull * nrec);
+	ck_assert_int_eq(sc_events_post(a, &p), -ENOSPC);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), 1); /* the drop is reported first */
+	ck_assert_uint_eq(e[0].type, SC_EVENT_LOST);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_DROPPED);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), -EBADMSG);
+	ck_assert_int_eq(sc_events_reset(ev), 0);
+	ck_assert_int_eq(sc_events_post(a, &p), 0);
+	int n = read_events(ev, e, 2, 1.0);
+	ck_assert_int_eq(n, 2);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_RESET);
+	ck_assert_uint_eq(e[1].type, SC_EVENT_L3_REMOVED);
+	/* a stamp no protocol step writes */
+	uint64_t tail = atomic_load(&h->tail);
+	ck_assert_int_eq(sc_events_post(a, &p), 0);
+	atomic_store(&rec[tail & (nrec - 1)].stamp, tail + 12345);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), -EBADMSG);
+	/* fsck sees it, and its repair is a reset the listener hears of */
+	struct sc_fsck_report fr;
+	ck_assert_int_gt(sc_arena_fsck(a, 0, NULL, NULL, &fr), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &fr), 0);
+	ck_assert_int_eq(sc_events_read(ev, e, 64), 1);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_RESET);
+	/* a scribbled record body, and a type no writer writes: reported lost, the rest read */
+	tail = atomic_load(&h->tail);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(sc_events_post(a, &p), 0);
+	rec[tail & (nrec - 1)].w[2] ^= 0x5a;
+	rec[(tail + 1) & (nrec - 1)].type = 0;
+	n = read_events(ev, e, 2, 1.0);
+	ck_assert_int_eq(n, 2);
+	ck_assert_uint_eq(e[0].type, SC_EVENT_LOST);
+	ck_assert_uint_eq(e[0].lost_why, SC_EVENT_LOST_TORN);
+	ck_assert_uint_eq(e[0].token_count, 2);
+	ck_assert_uint_eq(e[1].type, SC_EVENT_L3_REMOVED);
+	/* random scribbles over the header's mutable lines and the records: never a crash */
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	for (int round = 0; round < 300; round++) {
+		for (int k = 0; k < 8; k++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			uint64_t off = 64 + (seed >> 20) % (size - 64 - 8);
+			if (off >= sizeof(struct shm_evring_hdr) && off < SHM_EVRING_HDR_BYTES)
+				continue;
+			memcpy((uint8_t *)h + (off & ~7ull), &seed, 8);
+		}
+		(void)sc_events_post(a, &p);
+		int k = sc_events_read(ev, e, 64);
+		ck_assert(k >= 0 || k == -EBADMSG);
+		if (k == -EBADMSG)
+			ck_assert_int_eq(sc_events_reset(ev), 0);
+	}
+	ck_assert_int_eq(sc_events_reset(ev), 0);
+	ck_assert_int_eq(sc_events_post(a, &p), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &fr), 0); /* consistent again */
+	/* a header that does not match the arena's plan: a new listener or a stats reader refuses */
+	sc_events_close(ev);
+	h->nrec = nrec * 2;
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	ck_assert_int_eq(sc_events_open(b, &ev), -EBADMSG);
+	struct sc_events_stats s;
+	ck_assert_int_eq(sc_events_stats(b, &s), -EBADMSG);
+	sc_arena_close(b);
+	h->nrec = nrec;
+	h->magic ^= 1;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	ck_assert_int_eq(sc_events_stats(b, &s), -EBADMSG);
+	ck_assert_int_gt(sc_arena_fsck(b, 0, NULL, NULL, &fr), 0);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(b, "m", "s", &st), 0);
+	int32_t t[16];
+	toks(t, 16, 1);
+	ck_assert_int_eq(admit(st, "ns", t, 16, 4096, 1), 0); /* writers do not mind: no ring, no event */
+	/* fsck --repair rewrites the header from the plan: a new handle listens again */
+	ck_assert_int_eq(sc_arena_fsck(b, SC_FSCK_REPAIR, NULL, NULL, &fr), 0);
+	struct sc_arena *c;
+	ck_assert_int_eq(sc_arena_open(name, &c), 0);
+	ck_assert_int_eq(sc_events_open(c, &ev), 0);
+	sc_events_close(ev);
+	sc_arena_close(c);
+	sc_stage_close(st);
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+static int cb_count(const struct sc_l3_prefix_info *i, const int32_t *tk, void *ctx)
+{
+	(void)i;
+	(void)tk;
+	++*(int *)ctx;
+	return 0;
+}
+
+START_TEST(test_l3_changes)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evl3", 32ull << 20, &name);
+	char dir[] = "/tmp/sc-evl3-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, a), 0);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	int32_t t[48];
+	toks(t, 48, 7);
+	struct sc_location loc;
+	uint8_t buf[8192];
+	memset(buf, 3, sizeof(buf));
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_l3_put_args pa = { .ns = "n3", .tokens = t, .token_count = 48, .payload = &pl };
+	ck_assert_int_eq(sc_l3_put(l3, &pa, &loc), 0);
+	ck_assert_int_eq(l3_put(l3, "n3", t, 20, 4096, 9), 0);
+	struct sc_event e[8];
+	int n = read_events(ev, e, 2, 2.0);
+	ck_assert_int_eq(n, 2);
+	ck_assert_uint_eq(e[0].type, SC_EVENT_L3_STORED);
+	ck_assert_uint_eq(e[0].key.lo, loc.prefix.lo);
+	ck_assert_uint_eq(e[0].key.hi, loc.prefix.hi);
+	ck_assert(sc_digest_equal(e[0].digest, loc.digest));
+	ck_assert_uint_eq(e[0].token_count, 48);
+	/* the prefix entry, as the publisher reads it */
+	struct sc_l3_prefix_info *pi = malloc(sizeof(*pi));
+	int32_t back[64];
+	ck_assert_int_eq(sc_l3_prefix_get(l3, loc.prefix, pi, back, 64), 48);
+	ck_assert_int_eq(memcmp(back, t, sizeof(t)), 0);
+	ck_assert_int_eq(pi->object_present, 1);
+	ck_assert_str_eq(pi->ns, "n3");
+	ck_assert(sc_digest_equal(pi->digest, loc.digest));
+	ck_assert_int_eq(sc_l3_prefix_get(l3, (struct sc_digest){ 1, 2 }, pi, back, 64), -ENOENT);
+	ck_assert_int_eq(sc_l3_prefix_get(l3, loc.prefix, NULL, NULL, 3), -EINVAL);
+	int count = 0;
+	ck_assert_int_eq(sc_l3_prefix_list(l3, cb_count, &count), 2);
+	ck_assert_int_eq(count, 2);
+	/* eviction: the objects are gone, their prefix entries dangle */
+	ck_assert_int_eq(sc_l3_evict_to(l3, 0), 2);
+	n = read_events(ev, e, 2, 2.0);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(count_type(e, n, SC_EVENT_L3_OBJECT_GONE), 2);
+	ck_assert(sc_digest_equal(e[0].digest, loc.digest) || sc_digest_equal(e[1].digest, loc.digest));
+	ck_assert_int_eq(sc_l3_prefix_get(l3, loc.prefix, pi, back, 64), 48);
+	ck_assert_int_eq(pi->object_present, 0);
+	free(pi);
+	sc_events_close(ev);
+	sc_l3_close(l3);
+	sc_test_rm_tree(dir);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_lookup)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evlook", 32ull << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	char dir[] = "/tmp/sc-evlook-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, a), 0);
+	int32_t t[1000];
+	toks(t, 1000, 5);
+	struct sc_lookup r;
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);
+	ck_assert_uint_eq(r.tokens, 0);
+	ck_assert_int_eq(admit(st, "ns", t, 512, 4096, 1), 0);
+	ck_assert_int_eq(sc_lookup(st, NULL, "ns", t, 1000, 0, &r), 0);
+	ck_assert_uint_eq(r.l2_tokens, 512);
+	ck_assert_uint_eq(r.tokens, 512);
+	ck_assert_uint_eq(r.l2_bytes, 4096);
+	ck_assert_int_eq(l3_put(l3, "ns", t, 700, 4096, 2), 0);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);
+	ck_assert_uint_eq(r.l3_tokens, 700);
+	ck_assert_uint_eq(r.l2_tokens, 512);
+	ck_assert_uint_eq(r.tokens, 700);
+	/* an L2 entry at L3's length (a promoted fill) is found though 700 is no multiple of 256 */
+	ck_assert_int_eq(admit(st, "ns", t, 700, 4096, 3), 0);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);
+	ck_assert_uint_eq(r.l2_tokens, 700);
+	/* another namespace, a shorter prompt, a block of 100 */
+	ck_assert_int_eq(sc_lookup(st, l3, "other", t, 1000, 0, &r), 0);
+	ck_assert_uint_eq(r.tokens, 0);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 600, 0, &r), 0);
+	ck_assert_uint_eq(r.l2_tokens, 512);
+	ck_assert_uint_eq(r.l3_tokens, 0);
+	ck_assert_int_eq(sc_lookup(st, NULL, "ns", t, 600, 100, &r), 0);
+	ck_assert_uint_eq(r.l2_tokens, 0); /* 512 is no multiple of 100 */
+	/* a lookup counts nothing */
+	struct sc_l2_stats s0, s1;
+	ck_assert_int_eq(sc_l2_stats(a, st, &s0), 0);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);
+	ck_assert_int_eq(sc_l2_stats(a, st, &s1), 0);
+	ck_assert_uint_eq(s0.hits + s0.misses, s1.hits + s1.misses);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 0, 0, &r), -EINVAL);
+	ck_assert_int_eq(sc_lookup(NULL, l3, "ns", t, 10, 0, &r), -EINVAL);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", NULL, 10, 0, &r), -EINVAL);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 10, 0, NULL), -EINVAL);
+	sc_l3_close(l3);
+	sc_test_rm_tree(dir);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(test_block_hashes)
+{
+	int32_t t[40];
+	toks(t, 40, 100);
+	uint64_t h[4];
+	ck_assert_int_eq(sc_block_hashes(t, 40, 16, 0, h, 4), 2);
+	/* by hand: XXH3-64 of (parent LE u64 | 16 LE int32), top bit cleared */
+	uint8_t buf[8 + 64];
+	uint64_t parent = 0;
+	for (int b = 0; b < 2; b++) {
+		memcpy(buf, &parent, 8);
+		memcpy(buf + 8, t + 16 * b, 64);
+		parent = XXH3_64bits(buf, sizeof(buf)) & 0x7fffffffffffffffull;
+		ck_assert_uint_eq(h[b], parent);
+	}
+	uint64_t h2[1];
+	ck_assert_int_eq(sc_block_hashes(t + 16, 16, 16, h[0], h2, 1), 1); /* chained from a parent */
+	ck_assert_uint_eq(h2[0], h[1]);
+	ck_assert_int_eq(sc_block_hashes(t, 40, 16, 0, h, 1), 2); /* only one written */
+	ck_assert_int_eq(sc_block_hashes(t, 15, 16, 0, h, 4), 0);
+	ck_assert_int_eq(sc_block_hashes(t, 40, 0, 0, h, 4), -EINVAL);
+	ck_assert_int_eq(sc_block_hashes(NULL, 40, 16, 0, h, 4), -EINVAL);
+	ck_assert_int_eq(sc_block_hashes(t, 40, 16, 0, NULL, 4), -EINVAL);
+	/* no token ids stored: the publisher cannot know an L2 entry's blocks */
+	struct sc_arena_opts o = { .size_bytes = 16ull << 20, .huge = SC_HUGE_OFF, .flags = SC_ARENA_NO_TOKEN_VERIFY };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("evnotok", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	ck_assert_int_eq(admit(st, "ns", t, 40, 4096, 1), 0);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(st, "ns", t, 40, &k), 0);
+	ck_assert_int_eq(sc_l2_entry_tokens(a, k, NULL, NULL, 0), -ENODATA);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+Suite *events_suite(void)
+{
+	Suite *s = suite_create("events");
+	TCase *tc = tcase_create("ring");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_nobody_listens);
+	tcase_add_test(tc, test_l2_changes);
+	tcase_add_test(tc, test_evictions);
+	tcase_add_test(tc, test_one_listener);
+	tcase_add_test(tc, test_full_ring_drops);
+	tcase_add_test(tc, test_writer_killed_mid_append);
+	tcase_add_test(tc, test_writer_death_reported);
+	tcase_add_test(tc, test_many_writers);
+	tcase_add_test(tc, test_corrupted_ring);
+	tcase_add_test(tc, test_l3_changes);
+	tcase_add_test(tc, test_lookup);
+	tcase_add_test(tc, test_block_hashes);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(events_suite)
