@@ -19,7 +19,8 @@ static const char *const points[] = {
 	"l2.reclaim.freeing",  "l2.reclaim.freed", "l3.put.before_rename", "fill.after_read",
 	"ring.publish",        "readers.clean.half", "l3ix.put.open",  "l3ix.put.written",
 	"l2.admit.queued",     "evq.push.linking", "evq.remove.unlinking", "evq.rebuild.cleared",
-	"seg.hold.partial",    "seg.release.dropped", "seg.admit.held", "l3seg.put.segments", "seg.free.data", "events.append.claimed", NULL,
+	"seg.hold.partial",    "seg.release.dropped", "seg.admit.held", "l3seg.put.segments", "seg.free.data",
+	"events.append.claimed", "l3.put.created",  "l3.put.written",   "l3.put.after_rename", "l3.recon.judged", NULL,
 };
 
 const char *const *sc_fault_points(void)

@@ -1322,7 +1322,9 @@ struct sc_l3_janitor_report {
  * Returns 0 (pass done), -EBUSY (another process holds the lease; without SC_L3_JANITOR_WAIT),
  * -ESTALE (the lease was lost: nothing more was removed after that was seen; call again to
  * compete anew), -EINVAL, or another negative errno (the filesystem failed).
- * Blocks on many file operations (a listing of the whole directory); allocates.
+ * Blocks on many file operations (a listing of the whole directory; in local mode, a store of
+ * more than 1024 objects under its budget without SC_L3_JANITOR_FULL: no listing, the temp files
+ * of dead writers and one bounded reconciliation step); allocates.
  */
 int sc_l3_janitor(struct sc_l3 *l3, uint32_t flags, struct sc_l3_janitor_report *rep);
 

@@ -168,12 +168,48 @@ START_TEST(test_bench_l3_without_fio_reports_missing_rows)
 	text[n] = 0;
 	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"fill_cold_4m_vs_fio\",\"missing\":"));
 	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"fill_cold_64k_vs_fio\",\"missing\":"));
+	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"fill_cold_4m_cpu_vs_fio_xxh3\",\"missing\":\"fio is not installed"));
+	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"l3\",\"metric\":\"put_4m_vs_fio_write_fsync\",\"missing\":\"fio is not installed"));
+	/* the segmented fills need no fio: measured, against our whole-object fills */
+	ck_assert_ptr_nonnull(strstr(text, "\"metric\":\"fill_cold_4m_seg_vs_whole\",\"value\":"));
 	/* the rest was measured: the harness still reports what it could */
 	ck_assert_ptr_nonnull(strstr(text, "\"metric\":\"fill_cold_4m_vs_liburing\",\"value\":"));
 	ck_assert_ptr_nonnull(strstr(text, "{\"bench\":\"env\",\"env\":\"cpu_model\""));
 	unlink(json);
 	unlink(link);
 	rmdir(dir);
+}
+END_TEST
+
+/* bench l3scale: bad sizes are usage errors; a small store is generated once, kept, and reused */
+START_TEST(test_bench_l3scale_keeps_its_store)
+{
+	if (!have_bench())
+		return;
+	static char out[1 << 16];
+	const char *bad[][6] = {
+		{ "stagecache", "bench", "l3scale", "--sizes", "0", NULL },
+		{ "stagecache", "bench", "l3scale", "--sizes", "10x", NULL },
+		{ "stagecache", "bench", "l3scale", "--sizes", "1,2,3,4,5,6,7,8,9", NULL },
+		{ "stagecache", "bench", "l3scale", "--procs", "0", NULL },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(run(NULL, out, sizeof(out), bad[i]) == 2, "%s %s: not a usage error:\n%s", bad[i][3], bad[i][4], out);
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/var/tmp/check-bench-l3scale-%d", (int)getpid());
+	const char *args[] = { "stagecache", "bench", "l3scale", "--quick", "--sizes", "200", "--procs", "2", "--dir", dir, NULL };
+	/* exit 1: the targets are the 100 k store's rows, not measured here */
+	int rc = run(NULL, out, sizeof(out), args);
+	ck_assert_msg(rc == 1, "bench l3scale exited %d:\n%s", rc, out);
+	const char *rows[] = { "open_ms_200", "locate_us_p50_200", "locate_us_p99_200", "puts_per_s_200",
+			       "janitor_pass_ms_200", "reconcile_after_crash_ms_200", "generate_s_200" };
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		ck_assert_msg(strstr(out, rows[i]), "no %s in:\n%s", rows[i], out);
+	ck_assert_ptr_null(strstr(out, "missing"));
+	/* the next run reuses the store */
+	rc = run(NULL, out, sizeof(out), args);
+	ck_assert_msg(rc == 1 && strstr(out, "(an earlier run)"), "second run (exit %d) did not reuse the store:\n%s", rc, out);
+	sc_test_rm_tree(dir);
 }
 END_TEST
 
@@ -186,6 +222,7 @@ Suite *bench_suite(void)
 	tcase_add_test(tc, test_bench_out_without_name_keeps_file);
 	tcase_add_test(tc, test_bench_unknown_name_keeps_file);
 	tcase_add_test(tc, test_bench_l3_without_fio_reports_missing_rows);
+	tcase_add_test(tc, test_bench_l3scale_keeps_its_store);
 	suite_add_tcase(s, tc);
 	return s;
 }

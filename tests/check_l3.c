@@ -795,7 +795,7 @@ START_TEST(killed_put_leaves_nothing_visible)
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "k", toks, 40, &loc), 0);
 	sc_l3_close(l3);
 	char cmd[200];
-	snprintf(cmd, sizeof(cmd), "test -n \"$(find %s/objects -name '.tmp-*')\"", tmpdir);
+	snprintf(cmd, sizeof(cmd), "test -n \"$(find %s -name '.tmp-*')\"", tmpdir);
 	ck_assert_int_eq(system(cmd), 0);
 	/* nobody holds its writer's lock, but it was written a moment ago: a writer may be in the
 	 * instant between its create and its lock, so reconciliation leaves it for now */
@@ -803,10 +803,10 @@ START_TEST(killed_put_leaves_nothing_visible)
 	ck_assert_int_eq(system(cmd), 0);
 	sc_l3_close(l3);
 	/* once it has not been written for a while, reconciliation removes it */
-	snprintf(cmd, sizeof(cmd), "find %s/objects -name '.tmp-*' -exec touch -d '-1 minute' {} +", tmpdir);
+	snprintf(cmd, sizeof(cmd), "find %s -name '.tmp-*' -exec touch -d '-1 minute' {} +", tmpdir);
 	ck_assert_int_eq(system(cmd), 0);
 	l3 = open_l3(NULL);
-	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s/objects -name '.tmp-*')\"", tmpdir);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(find %s -name '.tmp-*')\"", tmpdir);
 	ck_assert_int_eq(system(cmd), 0);
 	/* and the same put now works */
 	ck_assert_int_eq(put_full(l3, "k", 40, 1 << 20, 40, &loc), 0);

@@ -397,6 +397,63 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 }
 END_TEST
 
+/* Segment reads O_DIRECT (mode on): two windows of segments and a short last one, verified as
+ * they land; a destination that cannot take a direct read (unaligned, or no room for the rounded
+ * last read) is read buffered, same bytes; a flipped byte in either window is caught by the
+ * hashing done while the other reads are in flight: -EBADMSG, the segment and object quarantined. */
+START_TEST(direct_segment_reads_verify_as_they_land)
+{
+	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
+	struct sc_l3 *l3 = open_seg(&o, SEG);
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	if (!st0.dio_mem_align) {
+		sc_skip("no O_DIRECT on %s", tmpdir);
+		sc_l3_close(l3);
+		return;
+	}
+	size_t n;
+	uint8_t *a = payload(40, 0, 9, 1000, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_uint_eq(la.payload_bytes, n);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), 0);
+	/* exactly the payload's bytes (the last direct read would not fit), then unaligned */
+	uint8_t *exact = NULL, *big = malloc(n + 1);
+	ck_assert_int_eq(posix_memalign((void **)&exact, 4096, n), 0);
+	ck_assert_int_eq(sc_l3_fill(l3, &la, exact, n, 0), 0);
+	ck_assert(memcmp(exact, a, n) == 0);
+	ck_assert_int_eq(sc_l3_fill(l3, &la, big + 1, n, 0), 0);
+	ck_assert(memcmp(big + 1, a, n) == 0);
+	/* bad input: a destination smaller than the payload */
+	ck_assert_int_eq(sc_l3_fill(l3, &la, exact, n - 1, 0), -EINVAL);
+	/* a flipped byte in the second window (segment 35) */
+	char sp[256];
+	seg_path_of(a + 35 * (size_t)SEG, SEG, sp, sizeof(sp));
+	flip_byte(sp, 4097);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	ck_assert_int_eq(access(sp, F_OK), -1);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -ENOENT);
+	/* put again (the segment written anew); then the short last segment flipped */
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	seg_path_of(a + 40 * (size_t)SEG, 1000, sp, sizeof(sp));
+	flip_byte(sp, 999);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	ck_assert_int_eq(access(sp, F_OK), -1);
+	/* and one in the first window, the fill reading buffered */
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	seg_path_of(a + 3 * (size_t)SEG, SEG, sp, sizeof(sp));
+	flip_byte(sp, 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), -EBADMSG);
+	sc_l3_close(l3);
+	free(a), free(exact), free(big);
+}
+END_TEST
+
 /* Fills read only what L2 lacks: the segments the restoring arena's L2 already holds are copied
  * from it (their L3 files are not even opened: here they are gone), the rest read; an L2 copy
  * that does not hold what its name says (scribbled shared memory) is read from L3 instead. */
@@ -927,6 +984,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, shared_leading_segments_stored_once);
 	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
+	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, corrupted_manifest_is_refused);

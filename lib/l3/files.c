@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -345,4 +346,22 @@ int l3_grow(void **p, size_t *cap, size_t need, size_t elem)
 	*p = q;
 	*cap = c;
 	return 0;
+}
+
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
+int l3_file_cold(int fd, uint64_t off, uint64_t bytes)
+{
+	struct {
+		uint64_t off, len;
+	} rg = { off, bytes };
+	struct {
+		uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+	} cs;
+	if (syscall(__NR_cachestat, fd, &rg, &cs, 0) < 0)
+		return 1; /* unknown: treat as cold, O_DIRECT is correct either way */
+	return cs.nr_cache * SHM_PAGE_BYTES < bytes / 2; /* nr_cache counts base pages */
 }

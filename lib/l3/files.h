@@ -53,5 +53,7 @@ int l3_fsync_dir_at(int dfd, const char *sub);
 /* The store's DIR/lock (flock): exclusive between processes that scan and unlink (local mode). */
 int l3_flock_ex(struct sc_l3 *l3);
 void l3_flock_un(struct sc_l3 *l3);
+/* Is less than half of [@off, @off + @bytes) of @fd in the page cache (cachestat; unknown: cold)? */
+int l3_file_cold(int fd, uint64_t off, uint64_t bytes);
 
 #endif

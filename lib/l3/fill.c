@@ -48,23 +48,13 @@
 #include "types.h"
 #include "fill.h"
 #include "ring.h"
+#include "files.h"
 #include "format.h"
 #include "hosts.h"
 #include "quarantine.h"
 #include "segread.h"
 #include "../probes.h"
 #include "../../shm/fault.h"
-
-#ifndef __NR_cachestat
-#define __NR_cachestat 451
-#endif
-
-struct l3_cachestat_range {
-	uint64_t off, len;
-};
-struct l3_cachestat {
-	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
 
 #define TAG_MASK 7ull
 #define L3_ASYNC_MIN (256u << 10)
@@ -162,15 +152,6 @@ static int prep_first(struct l3_ring *r, struct l3_fill_op *op)
 	return 0;
 }
 
-static int file_is_cold(int fd, uint64_t bytes)
-{
-	struct l3_cachestat_range rg = { L3_HDR_BLOCK, bytes };
-	struct l3_cachestat cs;
-	if (syscall(__NR_cachestat, fd, &rg, &cs, 0) < 0)
-		return 1; /* unknown: treat as cold, O_DIRECT is correct either way */
-	return cs.nr_cache * SHM_PAGE_BYTES < bytes / 2; /* nr_cache counts base pages */
-}
-
 static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op);
 
 /*
@@ -206,6 +187,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	op->kept_gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
 	if ((op->kept = l3_kept_take(l3, r, loc->digest.lo, loc->digest.hi, op->rel, op->open_direct))) {
 		op->fd = op->kept->fd;
+		op->fl = op->kept->fl;
 		op->file_bytes = op->kept->file_bytes;
 		op->mtime_ns = op->kept->mtime_ns;
 		return fill_opened(l3, r, op);
@@ -232,6 +214,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	op->fd = openat(l3->objfd, op->rel, flags);
 	if (op->fd < 0)
 		return open_error(-errno);
+	op->fl = flags & (O_NONBLOCK | O_DIRECT);
 	return fill_opened(l3, r, op);
 }
 
@@ -249,19 +232,23 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 		op->ino = (uint64_t)sb.st_ino;
 		op->mtime_ns = (int64_t)shm_ts_ns(sb.st_mtim);
 	}
-	if (fcntl(op->fd, F_SETFL, op->open_direct ? O_DIRECT : 0) < 0) /* O_NONBLOCK off */
-		return -errno;
 	op->want = loc->payload_bytes;
-	op->direct = 0;
-	if (op->open_direct && l3->opts.o_direct != SC_L3_ODIRECT_ON && !file_is_cold(op->fd, op->want) &&
-	    fcntl(op->fd, F_SETFL, 0) == 0)
-		op->open_direct = 0; /* FUSE, auto mode: the kernel's page cache has it; read it from there */
-	if (op->open_direct ||
-	    (direct_ok(l3, req, op->want) && (l3->opts.o_direct == SC_L3_ODIRECT_ON || file_is_cold(op->fd, op->want)) &&
-	     fcntl(op->fd, F_SETFL, O_DIRECT) == 0)) {
-		op->direct = 1;
-		op->align = l3->dio_off_align;
+	/* direct or not is decided first, then the file's flags are set once (O_NONBLOCK off): a kept
+	 * file whose flags are already right costs no system call. FUSE, auto mode: what the kernel's
+	 * page cache has is read from there even though the file was opened direct. */
+	int cold = l3->opts.o_direct == SC_L3_ODIRECT_ON || l3_file_cold(op->fd, L3_HDR_BLOCK, op->want);
+	int want_fl = (op->open_direct ? cold : direct_ok(l3, req, op->want) && cold) ? O_DIRECT : 0;
+	if (op->fl != want_fl && fcntl(op->fd, F_SETFL, want_fl) < 0) {
+		want_fl ^= O_DIRECT; /* refused: the other way (buffered, or direct as opened) */
+		if (fcntl(op->fd, F_SETFL, want_fl) < 0)
+			return -errno;
 	}
+	op->fl = want_fl;
+	if (!want_fl)
+		op->open_direct = 0;
+	op->direct = want_fl == O_DIRECT;
+	if (op->direct)
+		op->align = l3->dio_off_align;
 	req->direct = op->direct;
 	/* small: one read; large: chunks, hashed in order as they land (while later chunks are still
 	 * being read, and while a chunk just read may still be in the CPU's cache) */
@@ -313,6 +300,7 @@ static void fill_close(struct l3_ring *r, struct l3_fill_op *op, int rc)
 {
 	const struct sc_location *loc = op->req->loc;
 	if (op->kept) {
+		op->kept->fl = op->fl;
 		l3_kept_release(r, op->kept, rc, op->mtime_ns);
 	} else if (op->fd >= 0 && (rc || !l3_kept_keep(r, op, loc->digest.lo, loc->digest.hi))) {
 		/* on FUSE a close is a round trip too (flush): on the ring when the fill was */
@@ -453,7 +441,8 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 static void to_buffered(struct l3_fill_op *op)
 {
 	op->direct = 0;
-	fcntl(op->fd, F_SETFL, 0);
+	if (fcntl(op->fd, F_SETFL, 0) == 0)
+		op->fl = 0;
 }
 
 /* @res bytes (>= 0) of chunk @c arrived: account them, read the rest of the chunk, or hash what is
@@ -524,6 +513,7 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 			op->err = -ECANCELED;
 		} else {
 			op->fd = res;
+			op->fl = O_NONBLOCK | (op->open_direct ? O_DIRECT : 0); /* as fill_start asked */
 			int rc = fill_opened(l3, r, op); /* its reads are submitted by process() */
 			if (rc)
 				op->err = rc;
@@ -946,7 +936,7 @@ int l3_ring_fsync(struct l3_ring *r, int fd)
 void l3_fills_drain(struct sc_l3 *l3)
 {
 	/* every read still in flight on this thread's rings: their destinations belong to callers */
-	pid_t tid = gettid();
+	pid_t tid = l3_tid();
 	for (struct l3_ring *r = l3->rings; r; r = r->next)
 		if (r->ok && r->tid == tid)
 			drain(r);

@@ -54,6 +54,7 @@
 #include "janitor.h"
 #include "lru.h"
 #include "quarantine.h"
+#include "reconcile.h"
 #include "segstore.h"
 #include "write.h"
 
@@ -544,11 +545,12 @@ static int lru_write(struct jctx *j)
 	return rc;
 }
 
-/* Temp files at the top of DIR (a janitor killed while writing DIR/lru) of writers that are gone. */
-static int top_temps(struct jctx *j)
+/* Temp files of writers that are gone in @dfd: DIR/tmp (every put's), or DIR itself (a janitor
+ * killed while writing DIR/lru). */
+static int top_temps(struct jctx *j, int dfd)
 {
 	struct sc_l3 *l3 = j->l3;
-	DIR *d = l3_opendir(l3->dirfd);
+	DIR *d = dfd >= 0 ? l3_opendir(dfd) : NULL;
 	if (!d)
 		return 0;
 	struct dirent *e;
@@ -580,10 +582,22 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		l3_lru_load(l3, &j->lru, segment_left_over, j);
 		j->rep.accesses = j->lru.accesses;
 	}
+	/* local mode, a large store under its budget, no full check asked: nothing to evict, so no
+	 * listing; what dead writers left in DIR/tmp and one reconciliation step (lib/l3/reconcile.c),
+	 * the counters as DIR/state has them */
+	uint64_t budget = l3->opts.budget_bytes, objects = 0;
+	if (!l3->shared && !(flags & SC_L3_JANITOR_FULL) && target == UINT64_MAX && l3_reconcile_large(l3) &&
+	    (!budget || atomic_load_explicit(&l3->st->bytes, RELAXED) <= budget)) {
+		if ((rc = act(j)))
+			goto out;
+		l3_reconcile_step_locked(l3, 1, &j->rep.stale_temps, &j->rep.quarantined, &j->rep.dropped);
+		objects = atomic_load_explicit(&l3->st->objects, RELAXED);
+		j->total = atomic_load_explicit(&l3->st->bytes, RELAXED);
+		goto record;
+	}
 	if ((rc = l3_segs_begin(l3, &j->segs)) || (rc = l3_scan(l3, l3->objfd, on_object, j)))
 		goto out;
 	j->total += j->segs.bytes;
-	uint64_t budget = l3->opts.budget_bytes;
 	if (target != UINT64_MAX)
 		rc = evict(j, target);
 	else if (budget && j->total > budget)
@@ -592,7 +606,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		goto out;
 	if ((rc = l3_scan(l3, l3->pfxfd, on_prefix, j)))
 		goto out;
-	if ((rc = top_temps(j)) || (rc = l3_segs_sweep(l3, &j->segs, act_cb, j)))
+	if ((rc = top_temps(j, l3->dirfd)) || (rc = top_temps(j, l3->tmpfd)) || (rc = l3_segs_sweep(l3, &j->segs, act_cb, j)))
 		goto out;
 	j->total = j->objbytes + j->segs.bytes;
 	if (l3->shared) {
@@ -606,9 +620,10 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		if (rc)
 			goto out;
 	}
-	uint64_t objects = 0;
 	for (size_t i = 0; i < j->nv; i++)
 		objects += !j->v[i].gone;
+	l3_segs_publish(l3, &j->segs, objects, j->total);
+record:;
 	/* the record: carried on from the last holder */
 	struct l3_jrec r;
 	if ((rc = fence(l3)) || (rc = jrec_read_fd(l3->janfd, &r)))
@@ -623,7 +638,6 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		r.full_pass_ns = r.pass_end_ns;
 	if ((rc = jrec_write_fd(l3->janfd, &r)))
 		goto out;
-	l3_segs_publish(l3, &j->segs, objects, j->total);
 	atomic_fetch_add_explicit(&l3->st->evictions, j->rep.evicted, RELAXED);
 	j->rep.objects = objects;
 	j->rep.bytes = j->total;

@@ -79,7 +79,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	struct sc_l3 *l3 = calloc(1, sizeof(*l3));
 	if (!l3)
 		return -ENOMEM;
-	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = -1;
+	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = l3->tmpfd = -1;
 	l3->accfd = l3->segfd = l3->janfd = l3->sgfd = -1;
 	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;
@@ -122,13 +122,18 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	}
 	l3->dir_dev = (uint64_t)dsb.st_dev;
 	l3->dir_ino = (uint64_t)dsb.st_ino;
-	const char *subs[] = { "objects", "prefix", "lengths", "quarantine" };
-	int *fds[] = { &l3->objfd, &l3->pfxfd, &l3->lenfd, &l3->quarfd };
-	for (int i = 0; i < 4; i++) {
+	const char *subs[] = { "objects", "prefix", "lengths", "quarantine", "tmp" };
+	int *fds[] = { &l3->objfd, &l3->pfxfd, &l3->lenfd, &l3->quarfd, &l3->tmpfd };
+	for (int i = 0; i < 5; i++) {
 		if (create && (rc = l3_mkdir_at(l3, l3->dirfd, subs[i])) < 0)
 			goto cleanup;
-		if ((rc = *fds[i] = l3_open_dir_at(l3->dirfd, subs[i])) < 0)
+		if ((rc = *fds[i] = l3_open_dir_at(l3->dirfd, subs[i])) < 0) {
+			if (i == 4 && rc == -ENOENT) { /* a store made before DIR/tmp, opened NO_CREATE */
+				l3->tmpfd = -1;
+				continue;
+			}
 			goto cleanup;
+		}
 	}
 	l3->lockfd = l3_open_file(l3->dirfd, "lock", O_RDWR);
 	if (l3->lockfd == -ENOENT && create) {
@@ -161,10 +166,17 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	}
 	if (rc)
 		goto cleanup;
-	/* shared mode: a scan of the directory at every open would cost every worker seconds on a
-	 * network filesystem; the janitor reconciles instead (sc_l3_janitor with SC_L3_JANITOR_FULL) */
-	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && !l3->shared && (rc = l3_reconcile(l3)))
-		goto cleanup;
+	/* bounded: a step of reconciliation, not a scan (lib/l3/reconcile.c). Shared mode: none at
+	 * all (every host's workers open; the janitor reconciles: sc_l3_janitor) */
+	if (!(o.flags & SC_L3_OPEN_NO_RECONCILE) && !l3->shared) {
+		if ((rc = l3_reconcile_open(l3)))
+			goto cleanup;
+		uint64_t budget = l3->opts.budget_bytes;
+		if (budget && atomic_load_explicit(&l3->st->bytes, RELAXED) > budget &&
+		    (rc = sc_l3_evict_to(l3, budget / 100 * L3_LOW_WATER_PCT)) < 0)
+			goto cleanup;
+		rc = 0;
+	}
 	*out = l3;
 	return 0;
 cleanup:
@@ -182,8 +194,9 @@ void sc_l3_close(struct sc_l3 *l3)
 	if (l3->dirfd >= 0)
 		l3_access_flush(l3, 1);
 	l3_janitor_release(l3);
-	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd, l3->accfd, l3->segfd, l3->sgfd };
-	for (int i = 0; i < 9; i++)
+	int fds[] = { l3->dirfd, l3->objfd, l3->pfxfd, l3->lenfd, l3->quarfd, l3->lockfd, l3->accfd, l3->segfd, l3->sgfd,
+		      l3->tmpfd };
+	for (int i = 0; i < 10; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	l3_state_close(l3);

@@ -60,11 +60,24 @@ static __thread struct {
 	struct l3_ring *r;
 } tls_cache[4];
 static __thread unsigned tls_next;
+/* This thread's id, asked once (glibc's gettid is a system call; every submit and reap wants it).
+ * A forked child's thread inherits the copy: all_child clears it. */
+static __thread pid_t tls_tid;
+static pthread_once_t all_once = PTHREAD_ONCE_INIT;
+static void all_atfork(void);
+
+pid_t l3_tid(void)
+{
+	if (!tls_tid) {
+		pthread_once(&all_once, all_atfork); /* before any id is cached: a fork clears it */
+		tls_tid = gettid();
+	}
+	return tls_tid;
+}
 
 /* Every ring of this process, for fork (guarded by all_mu, held across fork()). */
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct l3_ring *all_rings;
-static pthread_once_t all_once = PTHREAD_ONCE_INIT;
 
 static void all_prepare(void)
 {
@@ -92,6 +105,7 @@ static void all_child(void)
 		io_pins_forget(&r->seg_pins);
 	}
 	all_rings = NULL;
+	tls_tid = 0; /* the child's own id on next use */
 	pthread_mutex_unlock(&all_mu);
 }
 
@@ -126,7 +140,7 @@ static struct l3_ring *ring_create(struct sc_l3 *l3)
 	if (!r)
 		return NULL;
 	r->depth = l3->opts.queue_depth;
-	r->tid = gettid();
+	r->tid = l3_tid();
 	r->ops = calloc(r->depth, sizeof(*r->ops));
 	r->hdrbufs = aligned_alloc(L3_DIO_ALIGN, (size_t)r->depth * L3_HDR_BLOCK);
 	r->hstates = aligned_alloc(64, (size_t)r->depth * sizeof(XXH3_state_t));
@@ -180,7 +194,7 @@ static void ring_free(struct l3_ring *r)
 	io_pins_forget(&r->pins);
 	l3_seg_ring_free(r);
 	for (uint32_t i = 0; i < r->depth; i++)
-		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == gettid())
+		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == l3_tid())
 			close(r->ops[i].fd);
 	/* kept files too in a forked child (its own copies of the descriptors: nothing else closes them) */
 	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++)
@@ -195,7 +209,7 @@ static void ring_free(struct l3_ring *r)
 
 struct l3_ring *l3_ring_get(struct sc_l3 *l3)
 {
-	pid_t tid = gettid();
+	pid_t tid = l3_tid();
 	for (int i = 0; i < 4; i++)
 		if (tls_cache[i].id == l3->id && tls_cache[i].r && tls_cache[i].r->tid == tid)
 			return tls_cache[i].r;
@@ -372,7 +386,7 @@ void l3_kept_sweep(struct sc_l3 *l3, struct l3_ring *r)
 void l3_kept_forget(struct sc_l3 *l3)
 {
 	l3_kept_invalidate(l3);
-	pid_t tid = gettid();
+	pid_t tid = l3_tid();
 	for (int i = 0; i < 4; i++)
 		if (tls_cache[i].id == l3->id && tls_cache[i].r && tls_cache[i].r->tid == tid)
 			l3_kept_sweep(l3, tls_cache[i].r); /* this thread's ring: its own table, no lock */
@@ -441,7 +455,7 @@ int l3_kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint64_t
 			       .cost_ns = op->cost_ns,
 			       .mtime_ns = op->mtime_ns,
 			       .opened_ns = op->t0, .used = ++r->kept_tick, .gen = op->kept_gen, .fd = op->fd,
-			       .open_direct = op->opened_direct };
+			       .open_direct = op->opened_direct, .fl = op->fl };
 	return 1;
 }
 

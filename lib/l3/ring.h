@@ -4,6 +4,8 @@
 
 #include "types.h"
 
+/* This thread's id (cached per thread; a forked child asks again). */
+pid_t l3_tid(void);
 /* This thread's ring of @l3 (created on first use), or NULL (no memory, io_uring refused). */
 struct l3_ring *l3_ring_get(struct sc_l3 *l3);
 /* Free every ring of @l3 (their fills drained first: l3_fills_drain). */

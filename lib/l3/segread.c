@@ -170,25 +170,93 @@ void l3_seg_ring_free(struct l3_ring *r)
 }
 
 
-/* Read segments [first, first+n) of @e (starting at payload offset @off) into @dst: each opened,
- * its size checked, read on the segment ring (short reads resubmitted) — or, when @src's L2 holds
- * it, copied from there (bit i of *@from_l2 set; the caller verifies it like the others). 0,
+/* What a window of segment reads needs besides the segments: the fill's destination bounds (an
+ * O_DIRECT read is rounded up to the alignment and must fit), whether direct reads are allowed, and
+ * the hashing done as segments land. */
+struct seg_win {
+	struct sc_l3 *l3;
+	struct l3_ring *r;
+	const uint8_t *dst_end;    /* end of the fill's destination */
+	int direct;                /* O_DIRECT allowed for this fill (mode, filesystem, destination) */
+	XXH3_state_t *hs;          /* the whole payload's digest */
+	uint32_t hashed;           /* segments of the window verified and fed to hs, in order */
+	int stuck;                 /* segment [hashed] failed its digest: left to the caller */
+};
+
+/* Verify and hash, in order, every leading segment of the window that is complete, stopping at the
+ * first whose digest fails (the caller decides: an L2 copy is read again, an L3 segment is
+ * quarantined). Each segment is hashed while the others are still being read. */
+static void seg_hash_ready(struct seg_win *w, const struct l3_seg_ent *e, uint32_t n, uint8_t *dst,
+			   const uint64_t *off, const uint8_t *done)
+{
+	while (!w->stuck && w->hashed < n && done[w->hashed]) {
+		uint32_t i = w->hashed;
+		XXH128_hash_t d = XXH3_128bits(dst + off[i], e[i].len);
+		if (d.low64 != e[i].lo || d.high64 != e[i].hi) {
+			w->stuck = 1;
+			return;
+		}
+		XXH3_128bits_update(w->hs, dst + off[i], e[i].len);
+		w->hashed++;
+	}
+}
+
+/* May segment @s be read O_DIRECT into @at (aligned, its rounded length inside the destination,
+ * and in auto mode not in the page cache)? Sets the flag on @fd when so. */
+static int seg_direct(struct seg_win *w, int fd, const struct l3_seg_ent *s, const uint8_t *at)
+{
+	uint32_t ma = w->l3->dio_mem_align, oa = w->l3->dio_off_align;
+	if (!w->direct || (uintptr_t)at % ma || (uint64_t)(w->dst_end - at) < (s->len + oa - 1) / oa * oa)
+		return 0;
+	if (w->l3->opts.o_direct != SC_L3_ODIRECT_ON && !l3_file_cold(fd, 0, s->len))
+		return 0;
+	return fcntl(fd, F_SETFL, O_DIRECT) == 0;
+}
+
+/* Queue the read of what segment @i still lacks (the remainder of a short read too). */
+static int seg_prep(struct seg_win *w, int fd, int direct, uint8_t *at, uint64_t len, uint64_t got, uint32_t i)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->r->seg_ring);
+	if (!sqe) {
+		io_uring_submit(&w->r->seg_ring);
+		if (!(sqe = io_uring_get_sqe(&w->r->seg_ring)))
+			return -EAGAIN;
+	}
+	uint64_t want = len - got;
+	if (direct)
+		want = (want + w->l3->dio_off_align - 1) / w->l3->dio_off_align * w->l3->dio_off_align;
+	io_uring_prep_read(sqe, fd, at + got, (unsigned)want, got);
+	if (!direct && want >= (256u << 10))
+		sqe->flags |= IOSQE_ASYNC; /* a buffered copy by io-wq, side by side */
+	io_uring_sqe_set_data64(sqe, i);
+	return 0;
+}
+
+/* Read segments [0, n) of @e into @dst: each opened, its size checked, read on the segment ring
+ * (O_DIRECT where seg_direct allows; short reads resubmitted) — or, when @src's L2 holds it, copied
+ * from there (bit i of *@from_l2 set) — and hashed in order as they complete (w->hashed). 0,
  * -ENOENT (missing or short: a miss), another -errno. */
-static int seg_read_window(struct sc_l3 *l3, struct l3_ring *r, const struct l3_seg_ent *e, uint32_t n, uint8_t *dst,
+static int seg_read_window(struct seg_win *w, const struct l3_seg_ent *e, uint32_t n, uint8_t *dst,
 			   struct sc_arena *src, uint64_t *from_l2)
 {
+	struct sc_l3 *l3 = w->l3;
+	struct l3_ring *r = w->r;
 	int fds[SEG_WINDOW], rc = 0;
 	uint64_t got[SEG_WINDOW] = { 0 }, off[SEG_WINDOW];
+	uint8_t done[SEG_WINDOW] = { 0 }, direct[SEG_WINDOW] = { 0 };
 	uint32_t opened = 0, pending = 0;
 	for (uint32_t i = 0; i < n; i++)
 		off[i] = i ? off[i - 1] + e[i - 1].len : 0;
 	*from_l2 = 0;
+	w->hashed = 0;
+	w->stuck = 0;
 	for (; opened < n && !rc; opened++) {
 		char rel[48];
 		struct stat sb;
 		fds[opened] = -1;
 		if (src && l2_seg_copy_held(src, e[opened].lo, e[opened].hi, e[opened].len, dst + off[opened]) == 1) {
 			*from_l2 |= 1ull << opened;
+			done[opened] = 1;
 			continue;
 		}
 		l3_seg_relpath(e[opened].lo, e[opened].hi, rel);
@@ -199,27 +267,21 @@ static int seg_read_window(struct sc_l3 *l3, struct l3_ring *r, const struct l3_
 		}
 		if (fstat(fds[opened], &sb) < 0 || (uint64_t)sb.st_size != e[opened].len)
 			rc = -ENOENT; /* short (or long): not this segment's file; a miss */
+		else
+			direct[opened] = (uint8_t)seg_direct(w, fds[opened], &e[opened], dst + off[opened]);
 	}
 	for (uint32_t i = 0; i < opened && !rc; i++) {
 		if (fds[i] < 0)
 			continue; /* copied from L2 */
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->seg_ring);
-		if (!sqe) {
-			io_uring_submit(&r->seg_ring);
-			sqe = io_uring_get_sqe(&r->seg_ring);
-		}
-		io_uring_prep_read(sqe, fds[i], dst + off[i], (unsigned)e[i].len, 0);
-		if (e[i].len >= (256u << 10))
-			sqe->flags |= IOSQE_ASYNC; /* copied by io-wq, side by side */
-		io_uring_sqe_set_data64(sqe, i);
-		pending++;
+		if ((rc = seg_prep(w, fds[i], direct[i], dst + off[i], e[i].len, 0, i)) == 0)
+			pending++;
 	}
 	/* never return while a read into the caller's memory is in flight */
 	while (pending) {
 		struct io_uring_cqe *cqe;
-		int w = io_uring_submit_and_wait(&r->seg_ring, 1);
-		if (w < 0 && w != -EINTR && w != -EAGAIN) {
-			rc = rc ? rc : w;
+		int wr = io_uring_submit_and_wait(&r->seg_ring, 1);
+		if (wr < 0 && wr != -EINTR && wr != -EAGAIN) {
+			rc = rc ? rc : wr;
 			if (io_uring_wait_cqe(&r->seg_ring, &cqe) < 0)
 				continue;
 		}
@@ -231,28 +293,35 @@ static int seg_read_window(struct sc_l3 *l3, struct l3_ring *r, const struct l3_
 			pending--;
 			if (i >= n)
 				continue;
-			if (res < 0) {
+			if (res == -EINVAL && direct[i] && !rc) {
+				/* the kernel refused this O_DIRECT read after all: buffered */
+				direct[i] = 0;
+				if (fcntl(fds[i], F_SETFL, 0) < 0 ||
+				    (rc = seg_prep(w, fds[i], 0, dst + off[i], e[i].len, got[i], i)) == 0)
+					pending++;
+			} else if (res < 0) {
 				rc = rc ? rc : res == -ESTALE ? -ENOENT : res;
 			} else if (res == 0) {
 				rc = rc ? rc : -ENOENT; /* shorter than its stat said: cut under us */
 			} else {
 				L3_MARK_DEFINED(dst + off[i] + got[i], (uint64_t)res);
 				got[i] += (uint64_t)res;
-				if (got[i] < e[i].len && !rc) {
-					struct io_uring_sqe *sqe = io_uring_get_sqe(&r->seg_ring);
-					if (!sqe) {
-						rc = -EAGAIN;
-						continue;
-					}
-					io_uring_prep_read(sqe, fds[i], dst + off[i] + got[i], (unsigned)(e[i].len - got[i]),
-							   got[i]);
-					io_uring_sqe_set_data64(sqe, i);
-					pending++;
+				if (got[i] >= e[i].len) {
+					done[i] = 1;
+				} else if (!rc) {
+					if (direct[i] && got[i] % l3->dio_off_align && fcntl(fds[i], F_SETFL, 0) == 0)
+						direct[i] = 0; /* an unaligned short read: the rest buffered */
+					if ((rc = seg_prep(w, fds[i], direct[i], dst + off[i], e[i].len, got[i], i)) == 0)
+						pending++;
 				}
 			}
 		}
 		io_uring_cq_advance(&r->seg_ring, seen);
+		if (!rc)
+			seg_hash_ready(w, e, n, dst, off, done);
 	}
+	if (!rc)
+		seg_hash_ready(w, e, n, dst, off, done); /* copies from L2 with nothing read after them */
 	for (uint32_t i = 0; i < opened && i < n; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -289,23 +358,33 @@ int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes
 	XXH3_state_t hs;
 	XXH3_128bits_reset(&hs);
 	uint8_t *dst = req->dst;
+	uint32_t oa = l3->dio_off_align;
+	struct seg_win w = { .l3 = l3, .r = r, .dst_end = dst + req->dst_bytes, .hs = &hs,
+			     .direct = l3->opts.o_direct != SC_L3_ODIRECT_OFF && !(req->flags & SC_L3_FILL_BUFFERED) &&
+				       l3->dio_mem_align && oa && oa <= L3_HDR_BLOCK };
 	/* segments the destination arena's L2 already holds are copied from it, not read */
 	struct sc_arena *src = r->seg_src ? r->seg_src : l3->arena;
 	uint64_t copied = 0;
 	for (uint32_t base = 0; !rc && base < (uint32_t)n; base += SEG_WINDOW) {
-		uint32_t w = (uint32_t)n - base < SEG_WINDOW ? (uint32_t)n - base : SEG_WINDOW;
-		uint8_t *at = dst;
+		uint32_t wn = (uint32_t)n - base < SEG_WINDOW ? (uint32_t)n - base : SEG_WINDOW;
 		uint64_t from_l2, none;
-		if ((rc = seg_read_window(l3, r, e + base, w, dst, src, &from_l2)))
+		if ((rc = seg_read_window(&w, e + base, wn, dst, src, &from_l2)))
 			break;
-		for (uint32_t i = 0; i < w && !rc; i++) {
+		uint8_t *at = dst;
+		for (uint32_t i = 0; i < w.hashed; i++)
+			at += e[base + i].len; /* verified and hashed as they landed */
+		for (uint32_t i = w.hashed; i < wn && !rc; i++) {
 			const struct l3_seg_ent *s = &e[base + i];
 			XXH128_hash_t d = XXH3_128bits(at, s->len);
 			if ((from_l2 >> i & 1) && (d.low64 != s->lo || d.high64 != s->hi)) {
 				/* L2's copy did not hold what its name says (damaged shared memory): the
 				 * L3 segment is not to blame; read it */
 				from_l2 &= ~(1ull << i);
-				if ((rc = seg_read_window(l3, r, s, 1, at, NULL, &none)))
+				XXH3_state_t scratch; /* the re-read is hashed below, not by the window */
+				struct seg_win one = w;
+				one.hs = &scratch;
+				XXH3_128bits_reset(&scratch);
+				if ((rc = seg_read_window(&one, s, 1, at, NULL, &none)))
 					break;
 				d = XXH3_128bits(at, s->len);
 			}
@@ -313,11 +392,12 @@ int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes
 				seg_quarantine(l3, s->lo, s->hi);
 				rc = -EBADMSG;
 			}
-			if (from_l2 >> i & 1)
-				copied += s->len;
 			XXH3_128bits_update(&hs, at, s->len);
 			at += s->len;
 		}
+		for (uint32_t i = 0; i < wn; i++)
+			if (from_l2 >> i & 1)
+				copied += e[base + i].len;
 		dst = at;
 	}
 	io_pin_put(&r->seg_pins, pin);

@@ -9,8 +9,11 @@
  *                                  directory keeps them per host instead (lib/l3/hosts.c)
  *   DIR/lock                       flock()ed by whoever evicts or reconciles (local mode)
  *   DIR/objects/<2 hex>/<32 hex digest>.sc3     one object per payload digest
- *   DIR/objects/<2 hex>/.tmp-<writer>.<n>       writes in flight, OFD-locked by their writer (never
- *                                               visible as objects); <writer> = <host>.<pid>.<nonce>
+ *   DIR/tmp/.tmp-<writer>.<n>      writes in flight, OFD-locked by their writer (never visible as
+ *                                  objects; renamed into objects/, prefix/ or seg/ when written);
+ *                                  <writer> = <host>.<pid>.<nonce>. One directory, so that what
+ *                                  crashed writers left is found without listing the store
+ *   DIR/objects/<2 hex>/.tmp-<writer>.<n>       the same, as stores made before DIR/tmp have them
  *   DIR/prefix/<2 hex>/<32 hex prefix key>.pfx  prefix index: (ns, token length, tokens) -> digest,
  *                                  with the token ids themselves (version 2), compared on every locate
  *   DIR/prefix/<2 hex>/.drop-<writer>.<n>       a prefix entry being judged by a dropper
@@ -185,8 +188,12 @@ struct l3_state {
 	_Atomic uint64_t segments, seg_bytes; /* segment files in DIR/seg and their bytes (within bytes) */
 	_Atomic uint64_t seg_from_l2;    /* segment bytes of fills copied from L2, not read (lib/l3/segstore.c) */
 	_Atomic uint64_t identity_mismatches; /* fills refused: another model or state identity's object */
+	/* Reconciliation's cursor (lib/l3/reconcile.c; written under DIR/lock, read by the next
+	 * holder): the subdirectory (0..255 objects/<xx>, 256..511 prefix/<xx>) and the readdir
+	 * position in it where the next bounded step goes on. Any value is safe: a bad one restarts. */
+	_Atomic uint64_t sweep_pos, sweep_off;
+	_Atomic uint64_t sweep_rounds; /* whole rounds the steps completed (a test waits for one) */
 	_Atomic uint64_t fill_starts;    /* fills submitted (lib/l3/fill.c) */
-	uint8_t pad0[24];
 	/* The re-put journal (its own lines: every locate of an attached process reads repl_seq). A
 	 * put whose prefix entry replaced one naming another digest takes ticket t = repl_seq++ and
 	 * writes slot t % L3_REPL_SLOTS: seq 0, the prefix key, then seq t + 1 (release). Every
@@ -205,6 +212,7 @@ _Static_assert(sizeof(struct l3_state) == 4096, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, repl_seq) == 192, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, repl) == 256, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
+_Static_assert(offsetof(struct l3_state, sweep_pos) == 160, "l3 state layout");
 
 /* ---- per-thread io_uring ---- */
 
@@ -238,6 +246,7 @@ struct l3_fill_op {
 	struct l3_fill_op *next;   /* free list / done list */
 	char rel[48];              /* the object's path under objects/ (an open on the ring reads it) */
 	int open_direct;           /* opened with O_DIRECT (l3->dio_at_open); this fill may read buffered */
+	int fl;                    /* the file's status flags as last set (O_NONBLOCK, O_DIRECT): fcntl only to change them */
 	int opened_direct;         /* as opened (what a kept file is filed under) */
 	int on_ring;               /* opened, stat'ed and closed on the ring (other fills were in flight) */
 	struct l3_kept *kept;      /* the kept file it reads (not closed at the end), or NULL */
@@ -268,6 +277,7 @@ struct l3_kept {
 	uint32_t gen;              /* l3->kept_gen when it was opened */
 	int fd;                    /* -1: empty */
 	int open_direct;
+	int fl;                    /* its status flags as the last fill left them */
 	int busy;                  /* a fill in flight reads it: another fill of it opens its own */
 };
 #define L3_KEPT_WAYS 8u /* ways per set; twice as many slots as files may be kept */
@@ -329,6 +339,7 @@ struct l3_hooks {
 struct sc_l3 {
 	char *dir;
 	int dirfd, objfd, pfxfd, lenfd, quarfd, lockfd;
+	int tmpfd;                 /* DIR/tmp: every temp file of a put (-1: an older store opened NO_CREATE) */
 	struct l3_state *st;
 	struct sc_l3_opts opts;
 	uint32_t file_mode, dir_mode;      /* exactly what we create (dir_mode has setgid with a gid) */

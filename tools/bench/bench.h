@@ -59,6 +59,7 @@ int bench_l2(int argc, char **argv);
 int bench_get(int argc, char **argv);
 int bench_ring(int argc, char **argv);
 int bench_l3(int argc, char **argv);
+int bench_l3scale(int argc, char **argv);
 int bench_probes(int argc, char **argv);
 int bench_restore(int argc, char **argv);
 int bench_policy(int argc, char **argv);

@@ -43,6 +43,9 @@
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h> /* the XXH3 baseline as fast as this CPU runs it (as the library's) */
+#endif
 
 #include "bench.h"
 
@@ -60,9 +63,12 @@ struct set {
 	void **dst;             /* arena memory per object (shared round-robin for 4 MiB) */
 	uint64_t dst_bytes;
 	int ndst;
+	uint64_t seg_bytes;     /* stored segmented with this segment size (0: whole objects) */
 };
 
 static char parent[200];
+static volatile uint64_t hash_sink; /* keeps the baseline's hashing from being optimised away */
+static uint32_t fd_cache_opt; /* --fd-cache: sc_l3_opts.fd_cache of both sets (0: the library's default) */
 
 static void rm_rf(const char *d)
 {
@@ -106,10 +112,12 @@ static void fill_pattern(uint8_t *p, uint64_t n, uint64_t seed)
 static int setup_set(struct set *s, struct sc_stage *st)
 {
 	snprintf(s->dir, sizeof(s->dir), "%s/l3-%s", parent, s->label);
-	struct sc_l3_opts o = { .queue_depth = (uint32_t)s->qd };
+	struct sc_l3_opts o = { .queue_depth = (uint32_t)s->qd, .fd_cache = fd_cache_opt };
 	int rc = sc_l3_open(s->dir, &o, &s->l3);
 	if (rc)
 		return cli_fail("bench l3", rc, "cannot open %s", s->dir);
+	if (s->seg_bytes && (rc = sc_l3_set_segment_bytes(s->l3, s->seg_bytes)))
+		return cli_fail("bench l3", rc, "cannot set the segment size of %s", s->dir);
 	s->loc = calloc((size_t)s->count, sizeof(*s->loc));
 	s->path = calloc((size_t)s->count, sizeof(*s->path));
 	s->dst = calloc((size_t)s->ndst, sizeof(void *));
@@ -407,24 +415,31 @@ static void warm_files(struct set *s)
 
 static char fio_version[64];
 
-static double fio_pass(struct set *s)
+/* The number after "@key" : in @text, or -1. */
+static double json_num(const char *text, const char *key)
 {
-	char out[320], bs[32], depth[32], names[64], opendir[340], mem[128], outarg[360];
-	snprintf(out, sizeof(out), "%s/fio-%s.json", parent, s->label);
-	snprintf(bs, sizeof(bs), "--bs=%llu", (unsigned long long)s->bytes);
-	snprintf(depth, sizeof(depth), "--iodepth=%d", s->qd);
-	snprintf(names, sizeof(names), "--name=l3-%s", s->label);
-	snprintf(opendir, sizeof(opendir), "--opendir=%s/objects", s->dir);
-	snprintf(mem, sizeof(mem), "--iomem=mmaphuge:/dev/hugepages/sc-bench-fio.%d", (int)getpid());
-	snprintf(outarg, sizeof(outarg), "--output=%s", out);
+	char k[48];
+	snprintf(k, sizeof(k), "\"%s\"", key);
+	const char *p = strstr(text, k);
+	p = p ? strchr(p + strlen(k), ':') : NULL;
+	return p ? strtod(p + 1, NULL) : -1;
+}
+
+/* CPU-seconds of fio's job, as fio reports them (usr_cpu + sys_cpu, percent of job_runtime in
+ * ms), from its last run; -1 when unknown. */
+static double fio_cpu_s = -1;
+
+/* Run fio with @argv (NULL-terminated, output to @out as JSON) and read bw_bytes of its @side
+ * ("read"/"write") section: GB/s, or < 0. */
+static double fio_run(char *const *argv, const char *out, const char *side)
+{
+	fio_cpu_s = -1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		int nul = open("/dev/null", O_WRONLY);
 		if (nul >= 0)
 			dup2(nul, 1), dup2(nul, 2);
-		execlp("fio", "fio", names, opendir, "--ioengine=io_uring", "--direct=1", "--rw=read", bs, depth, mem,
-		       "--fixedbufs=1", "--registerfiles=1", "--loops=1", "--thread=1", "--output-format=json", outarg,
-		       (char *)NULL);
+		execvp("fio", argv);
 		_exit(127);
 	}
 	int status;
@@ -437,17 +452,50 @@ static double fio_pass(struct set *s)
 	size_t n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
 	text[n] = 0;
-	char *p = strstr(text, "\"read\"");
-	p = p ? strstr(p, "\"bw_bytes\"") : NULL;
-	if (!p)
-		return -1;
-	p = strchr(p, ':');
-	return p ? strtod(p + 1, NULL) / 1e9 : -1;
+	double rt = json_num(text, "job_runtime"), usr = json_num(text, "usr_cpu"), sys = json_num(text, "sys_cpu");
+	if (rt > 0 && usr >= 0 && sys >= 0)
+		fio_cpu_s = (usr + sys) / 100.0 * rt / 1000.0;
+	char key[24];
+	snprintf(key, sizeof(key), "\"%s\" : {", side); /* the section, not the job option "rw" : "read" */
+	char *p = strstr(text, key);
+	double bw = p ? json_num(p, "bw_bytes") : -1;
+	return bw > 0 ? bw / 1e9 : -1;
+}
+
+static double fio_pass(struct set *s)
+{
+	char out[320], bs[32], depth[32], names[64], opendir[340], mem[128], outarg[360];
+	snprintf(out, sizeof(out), "%s/fio-%s.json", parent, s->label);
+	snprintf(bs, sizeof(bs), "--bs=%llu", (unsigned long long)s->bytes);
+	snprintf(depth, sizeof(depth), "--iodepth=%d", s->qd);
+	snprintf(names, sizeof(names), "--name=l3-%s", s->label);
+	snprintf(opendir, sizeof(opendir), "--opendir=%s/objects", s->dir);
+	snprintf(mem, sizeof(mem), "--iomem=mmaphuge:/dev/hugepages/sc-bench-fio.%d", (int)getpid());
+	snprintf(outarg, sizeof(outarg), "--output=%s", out);
+	char *argv[] = { "fio", names, opendir, "--ioengine=io_uring", "--direct=1", "--rw=read", bs, depth, mem,
+			 "--fixedbufs=1", "--registerfiles=1", "--loops=1", "--thread=1", "--output-format=json", outarg, NULL };
+	return fio_run(argv, out, "read");
+}
+
+/* fio writing @count new 4 MiB files in @dir, each written once and fsync'd (what a put of one
+ * object does to its data), one at a time. GB/s, or < 0. */
+static double fio_write_pass(const char *dir, int count)
+{
+	char out[320], outarg[360], dirarg[340], nr[32];
+	snprintf(out, sizeof(out), "%s/fio-write.json", parent);
+	snprintf(outarg, sizeof(outarg), "--output=%s", out);
+	snprintf(dirarg, sizeof(dirarg), "--directory=%s", dir);
+	snprintf(nr, sizeof(nr), "--nrfiles=%d", count);
+	char *argv[] = { "fio", "--name=l3-put", dirarg, "--ioengine=io_uring", "--direct=0", "--rw=write", "--bs=4M",
+			 "--filesize=4M", nr, "--fsync=1", "--iodepth=1", "--create_on_open=1", "--thread=1",
+			 "--output-format=json", outarg, NULL };
+	return fio_run(argv, out, "write");
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stagecache bench l3 [--dir PARENT] [--runs N] [--qd4m N] [--qd64k N] [--count4m N] [--count64k N]\n\n"
+	fprintf(f, "usage: stagecache bench l3 [--dir PARENT] [--runs N] [--qd4m N] [--qd64k N] [--count4m N] [--count64k N]\n"
+		   "                          [--fd-cache N|none]\n\n"
 		   "L3 fills of 4 MiB and 64 KiB objects into arena memory, cold and warm, against fio (io_uring,\n"
 		   "direct, mmaphuge fixed buffers, registered files, same files, block size and depth), a bare\n"
 		   "liburing read_fixed loop into the same memory, and buffered pread + XXH3-128 on as many threads\n"
@@ -456,9 +504,12 @@ static void usage(FILE *f)
 		   "  --runs N       rounds, medians reported (default 5; --quick 3)\n"
 		   "  --qd4m N       fills in flight for 4 MiB objects, on every side (default 8)\n"
 		   "  --qd64k N      fills in flight for 64 KiB objects, on every side (default 32)\n"
-		   "  --count4m N    4 MiB objects (default 64)     --count64k N  64 KiB objects (default 1024)\n\n"
+		   "  --count4m N    4 MiB objects (default 64)     --count64k N  64 KiB objects (default 1024)\n"
+		   "  --fd-cache N   object files kept open between fills (sc_l3_opts.fd_cache; none: keep none;\n"
+		   "                 default: the library's)\n\n"
 		   "Metrics: fill_cold_4m_vs_fio, fill_cold_4m_vs_liburing, fill_cold_64k_vs_fio,\n"
-		   "fill_warm_4m_vs_pread_xxh3, *_gbps, *_disk_fraction, *_direct_fraction, *_cpu_s_per_gb.\n");
+		   "fill_warm_4m_vs_pread_xxh3, fill_cold_4m_seg_vs_whole, fill_cold_4m_cpu_vs_fio_xxh3,\n"
+		   "put_4m_vs_fio_write_fsync, *_gbps, *_disk_fraction, *_direct_fraction, *_cpu_s_per_gb.\n");
 }
 
 static void ratio_row(const char *metric, double *v, int n, int have, const char *why, const char *note)
@@ -476,15 +527,18 @@ struct l3run {
 	char name[64];
 	struct sc_arena *arena;
 	struct sc_stage *st;
-	struct set s4, s64;
+	struct set s4, s64, s4seg; /* s4seg: s4's payloads stored in 1 MiB segments */
 	int n;     /* rounds */
 	double *v; /* NV figures x n rounds, see V() */
-	int direct4, direct64, fio_ok4, fio_ok64, cold_ok, threads_max;
-	const char *fio_why;
+	int direct4, direct64, fio_ok4, fio_ok64, fio_okw, cold_ok, threads_max;
+	const char *fio_why, *fiow_why; /* why fio's read rows, write row are missing */
 	double bytes4, bytes64;
 };
 
-enum { C4, F4, U4, C64, F64, W4, PW4, R4F, R4U, R64F, RW4, D4, DF4, D64, DF64, CPU_O, CPU_B, K64, NV };
+enum { C4, F4, U4, C64, F64, W4, PW4, R4F, R4U, R64F, RW4, D4, DF4, D64, DF64, CPU_O, CPU_B, K64,
+       S4, RS4, DS4, CPU_C, CPU_F, CPU_X, RCPU, PUT, FPUT, RPUT, NV };
+#define PUTS 16         /* 4 MiB puts per round, and fio's files */
+#define SEG_BYTES (1u << 20)
 /* figure k of round r; expects locals v and n (the run's) */
 #define V(k, r) v[(size_t)(k) * (size_t)n + (size_t)(r)]
 
@@ -494,7 +548,7 @@ static int parse(int argc, char **argv, struct l3run *x)
 		{ "runs", required_argument, 0, 'r' },  { "dir", required_argument, 0, 'd' },
 		{ "qd4m", required_argument, 0, '4' },  { "qd64k", required_argument, 0, '6' },
 		{ "count4m", required_argument, 0, 'a' }, { "count64k", required_argument, 0, 'b' },
-		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
+		{ "fd-cache", required_argument, 0, 'f' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	int c;
 	optind = 0;
@@ -522,6 +576,17 @@ static int parse(int argc, char **argv, struct l3run *x)
 			if (cli_parse_u64(optarg, MAXOBJ, &x->n64) || x->n64 < 2)
 				return cli_usage_error("bench l3", "--count64k takes 2..%d, not '%s'", MAXOBJ, optarg);
 			break;
+		case 'f':
+			if (!strcmp(optarg, "none")) {
+				fd_cache_opt = SC_L3_FD_CACHE_NONE;
+			} else {
+				uint64_t fc;
+				if (cli_parse_u64(optarg, SC_L3_FD_CACHE_MAX, &fc) || !fc)
+					return cli_usage_error("bench l3", "--fd-cache takes 1..%u or none, not '%s'",
+							       SC_L3_FD_CACHE_MAX, optarg);
+				fd_cache_opt = (uint32_t)fc;
+			}
+			break;
 		case 'h': usage(stdout); return -1;
 		default: return cli_usage_error("bench l3", "unknown option '%s'", argv[optind - 1]);
 		}
@@ -540,11 +605,14 @@ static int setup(struct l3run *x)
 	*s64 = (struct set){ .label = "64k", .bytes = 64ull << 10, .count = (int)x->n64, .qd = (int)x->qd64, .ndst = 256 };
 	if (s4->ndst > s4->count)
 		s4->ndst = s4->count;
+	x->s4seg = *s4;
+	x->s4seg.label = "4mseg";
+	x->s4seg.seg_bytes = SEG_BYTES;
 	if (s64->ndst < s64->qd)
 		s64->ndst = s64->qd;
-	if ((uint64_t)s4->ndst * s4->bytes + (uint64_t)s64->ndst * s64->bytes > (192ull << 20))
-		ao.size_bytes = ((uint64_t)s4->ndst * s4->bytes + (uint64_t)s64->ndst * s64->bytes + (96ull << 20) + (2ull << 20) - 1) &
-				~((2ull << 20) - 1);
+	uint64_t dst_total = 2 * (uint64_t)s4->ndst * s4->bytes + (uint64_t)s64->ndst * s64->bytes;
+	if (dst_total > (192ull << 20))
+		ao.size_bytes = (dst_total + (96ull << 20) + (2ull << 20) - 1) & ~((2ull << 20) - 1);
 	int rc = sc_arena_create(x->name, &ao, &x->arena);
 	if (rc) {
 		ao.huge = SC_HUGE_OFF;
@@ -554,11 +622,12 @@ static int setup(struct l3run *x)
 		return cli_fail("bench l3", rc, "cannot create arena");
 	if ((rc = sc_stage_open(x->arena, "bench", "l3", &x->st)))
 		return cli_fail("bench l3", rc, "stage");
-	bench_progress("l3: writing %d + %d objects\n", s4->count, s64->count);
-	if (setup_set(s4, x->st) || setup_set(s64, x->st))
+	bench_progress("l3: writing %d + %d + %d objects\n", s4->count, s64->count, x->s4seg.count);
+	if (setup_set(s4, x->st) || setup_set(s64, x->st) || setup_set(&x->s4seg, x->st))
 		return -1;
 	sc_l3_bind_arena(s4->l3, x->arena);
 	sc_l3_bind_arena(s64->l3, x->arena);
+	sc_l3_bind_arena(x->s4seg.l3, x->arena);
 	return 0;
 }
 
@@ -579,24 +648,27 @@ static void report_env(struct l3run *x)
 		bench_env("l3", "fio", "%s", fio_version);
 	}
 	x->fio_why = have_fio ? NULL : "fio is not installed (not in PATH)";
-	x->fio_ok4 = x->fio_ok64 = have_fio;
+	x->fio_ok4 = x->fio_ok64 = x->fio_okw = have_fio;
+	x->fiow_why = x->fio_why;
 }
 
-/* Cold 4 MiB: ours, fio and bare liburing, the order rotating each round. */
+/* Cold 4 MiB: ours (whole objects, then segmented), fio and bare liburing, the order rotating each
+ * round; CPU-seconds of ours and of fio (a child: its rusage). */
 static int round_cold_4m(struct l3run *x, int r)
 {
 	double *v = x->v;
 	int n = x->n;
-	for (int k = 0; k < 3; k++) {
-		int which = (k + r) % 3;
-		drop_caches(&x->s4);
-		double d0 = disk_read_bytes(), t;
+	for (int k = 0; k < 4; k++) {
+		int which = (k + r) % 4;
+		drop_caches(which == 3 ? &x->s4seg : &x->s4);
+		double d0 = disk_read_bytes(), t, c0 = cpu_seconds();
 		if (which == 0) {
 			t = fill_pass(&x->s4, 0, &x->direct4);
 			if (t < 0) {
 				cli_fail("bench l3", 0, "a 4 MiB fill failed");
 				return -1;
 			}
+			V(CPU_C, r) = (cpu_seconds() - c0) / (x->bytes4 / 1e9);
 			V(C4, r) = x->bytes4 / t / 1e9;
 			V(D4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / x->bytes4 : -1;
 		} else if (which == 1) {
@@ -604,14 +676,69 @@ static int round_cold_4m(struct l3run *x, int r)
 				x->fio_ok4 = 0;
 				x->fio_why = "fio failed (run it by hand with the options in tools/bench/l3.c)";
 			}
+			V(CPU_F, r) = fio_cpu_s / (x->bytes4 / 1e9);
 			V(DF4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / x->bytes4 : -1;
-		} else {
+		} else if (which == 2) {
 			t = uring_pass(&x->s4);
 			V(U4, r) = t > 0 ? x->bytes4 / t / 1e9 : -1;
+		} else {
+			t = fill_pass(&x->s4seg, 0, NULL);
+			if (t < 0) {
+				cli_fail("bench l3", 0, "a segmented 4 MiB fill failed");
+				return -1;
+			}
+			V(S4, r) = x->bytes4 / t / 1e9;
+			V(DS4, r) = d0 >= 0 ? (disk_read_bytes() - d0) / x->bytes4 : -1;
 		}
 	}
 	V(R4F, r) = x->fio_ok4 ? V(C4, r) / V(F4, r) : 0;
 	V(R4U, r) = V(U4, r) > 0 ? V(C4, r) / V(U4, r) : 0;
+	V(RS4, r) = V(S4, r) / V(C4, r);
+	/* XXH3-128 of as many bytes, from the same arena memory (what verification costs at least) */
+	double c0 = cpu_seconds();
+	uint64_t sink = 0;
+	for (int i = 0; i < x->s4.count; i++)
+		sink += XXH3_128bits(x->s4.dst[i % x->s4.ndst], x->s4.bytes).low64;
+	hash_sink += sink;
+	V(CPU_X, r) = (cpu_seconds() - c0) / (x->bytes4 / 1e9);
+	V(RCPU, r) = x->fio_ok4 && V(CPU_F, r) > 0 ? V(CPU_C, r) / (V(CPU_F, r) + V(CPU_X, r)) : 0;
+	return 0;
+}
+
+/* Puts of PUTS new 4 MiB objects into a new store, one at a time, against fio writing as many new
+ * 4 MiB files with an fsync after each (who goes first alternating). */
+static int round_put(struct l3run *x, int r, uint8_t *const *payloads)
+{
+	double *v = x->v;
+	int n = x->n;
+	for (int k = 0; k < 2; k++) {
+		char dir[320];
+		snprintf(dir, sizeof(dir), "%s/put-%d-%d", parent, r, k);
+		if ((k + r) % 2 == 0) {
+			struct sc_l3 *l3;
+			struct sc_l3_opts o = { .queue_depth = 8 };
+			int rc = sc_l3_open(dir, &o, &l3);
+			if (rc)
+				return cli_fail("bench l3", rc, "cannot open %s", dir);
+			double t0 = cli_now();
+			for (int i = 0; i < PUTS && !rc; i++) {
+				int32_t tokens[2] = { r * PUTS + i, 7 };
+				struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { payloads[i] }, .sec_len = { 4ull << 20 } };
+				struct sc_l3_put_args a = { .ns = "bench", .tokens = tokens, .token_count = 2, .payload = &pl };
+				rc = sc_l3_put(l3, &a, NULL);
+			}
+			double t = cli_now() - t0;
+			sc_l3_close(l3);
+			if (rc)
+				return cli_fail("bench l3", rc, "put");
+			V(PUT, r) = PUTS * 4.0 * (1 << 20) / t / 1e9;
+		} else if (x->fio_okw && (mkdir(dir, 0700) || (V(FPUT, r) = fio_write_pass(dir, PUTS)) <= 0)) {
+			x->fio_okw = 0;
+			x->fiow_why = "fio failed (run it by hand with the options in tools/bench/l3.c)";
+		}
+		rm_rf(dir);
+	}
+	V(RPUT, r) = x->fio_okw ? V(PUT, r) / V(FPUT, r) : 0;
 	return 0;
 }
 
@@ -684,7 +811,8 @@ static void check_coldness(struct l3run *x)
 	int n = x->n, fio_ok4 = x->fio_ok4, fio_ok64 = x->fio_ok64;
 	for (int r = 0; r < n; r++)
 		if ((V(D4, r) >= 0 && V(D4, r) < 0.95) || (V(D64, r) >= 0 && V(D64, r) < 0.95) ||
-		    (fio_ok4 && V(DF4, r) >= 0 && V(DF4, r) < 0.95) || (fio_ok64 && V(DF64, r) >= 0 && V(DF64, r) < 0.95))
+		    (fio_ok4 && V(DF4, r) >= 0 && V(DF4, r) < 0.95) || (fio_ok64 && V(DF64, r) >= 0 && V(DF64, r) < 0.95) ||
+		    (V(DS4, r) >= 0 && V(DS4, r) < 0.95))
 			x->cold_ok = 0;
 }
 
@@ -713,7 +841,32 @@ static void report(const struct l3run *x)
 	snprintf(note, sizeof(note), "buffered pread of each payload into the same arena memory + XXH3-128 of it, on %d "
 		 "thread(s) = this thread + the io-wq workers ours used (capped at the CPU count)", threads_max);
 	ratio_row("fill_warm_4m_vs_pread_xxh3", &V(RW4, 0), n, 1, "", note);
+	snprintf(note, sizeof(note), "the same %d payloads stored in %u KiB segments (a manifest object and %u segment "
+		 "files each, sc_l3_set_segment_bytes), filled cold into the same arena memory at depth %d, in the same "
+		 "rotation: segmented / whole-object fills", s4.count, SEG_BYTES >> 10, (unsigned)(s4.bytes / SEG_BYTES), s4.qd);
+	ratio_row("fill_cold_4m_seg_vs_whole", &V(RS4, 0), n, cold_ok, cold_why, note);
+	snprintf(note, sizeof(note), "CPU-seconds per GB of cold 4 MiB fills (getrusage of this process: io-wq included) / "
+		 "(fio's, usr_cpu + sys_cpu of its job as it reports them, in the same rounds, + XXH3-128 of as many bytes from the same arena "
+		 "memory, libxxhash's runtime dispatch)");
+	int cpu_ok = fio_ok4;
+	for (int r = 0; r < n; r++)
+		cpu_ok &= V(CPU_F, r) > 0;
+	ratio_row("fill_cold_4m_cpu_vs_fio_xxh3", &V(RCPU, 0), n, cpu_ok, fio_ok4 ? "fio reported no CPU figures" : fio_why,
+		  note);
+	snprintf(note, sizeof(note), "%d sc_l3_put of new 4 MiB objects into a new store, one at a time (temp file, "
+		 "io_uring write, fsync, rename, directory fsync, then the prefix entry likewise) / fio %s io_uring "
+		 "direct=0 rw=write bs=4M filesize=4M nrfiles=%d fsync=1 iodepth=1 create_on_open=1 (each file written once "
+		 "and fsync'd; no rename, no directory fsync), who goes first alternating", PUTS, fio_version, PUTS);
+	ratio_row("put_4m_vs_fio_write_fsync", &V(RPUT, 0), n, x->fio_okw, x->fiow_why, note);
 	bench_stat("l3", "fill_cold_4m_gbps", "GB/s", &V(C4, 0), n, NULL);
+	bench_stat("l3", "fill_cold_4m_seg_gbps", "GB/s", &V(S4, 0), n, NULL);
+	bench_stat("l3", "fill_cold_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_C, 0), n, NULL);
+	if (cpu_ok)
+		bench_stat("l3", "fio_cold_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_F, 0), n, NULL);
+	bench_stat("l3", "xxh3_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_X, 0), n, NULL);
+	bench_stat("l3", "put_4m_gbps", "GB/s", &V(PUT, 0), n, NULL);
+	if (x->fio_okw)
+		bench_stat("l3", "fio_write_fsync_4m_gbps", "GB/s", &V(FPUT, 0), n, NULL);
 	if (fio_ok4)
 		bench_stat("l3", "fio_cold_4m_gbps", "GB/s", &V(F4, 0), n, NULL);
 	else
@@ -735,6 +888,7 @@ static void report(const struct l3run *x)
 	if (V(D4, 0) >= 0) {
 		bench_stat("l3", "fill_cold_4m_disk_fraction", "fraction", &V(D4, 0), n, NULL);
 		bench_stat("l3", "fill_cold_64k_disk_fraction", "fraction", &V(D64, 0), n, NULL);
+		bench_stat("l3", "fill_cold_4m_seg_disk_fraction", "fraction", &V(DS4, 0), n, NULL);
 		if (fio_ok4)
 			bench_stat("l3", "fio_cold_4m_disk_fraction", "fraction", &V(DF4, 0), n, NULL);
 	} else {
@@ -752,6 +906,9 @@ static void teardown(struct l3run *x)
 		sc_l3_close(s4->l3);
 	if (s64->l3)
 		sc_l3_close(s64->l3);
+	if (x->s4seg.l3)
+		sc_l3_close(x->s4seg.l3);
+	free(x->s4seg.loc), free(x->s4seg.path), free(x->s4seg.dst);
 	free(s4->loc), free(s4->path), free(s4->dst), free(s64->loc), free(s64->path), free(s64->dst);
 	sc_stage_close(x->st);
 	sc_arena_close(x->arena);
@@ -765,6 +922,7 @@ static void teardown(struct l3run *x)
 int bench_l3(int argc, char **argv)
 {
 	static struct l3run x;
+	fd_cache_opt = 0;
 	x = (struct l3run){ .pdir = "/var/tmp", .runs = bench_quick ? 3 : 5, .qd4 = 8, .qd64 = 32, .n4 = 64,
 			    .n64 = MAXOBJ, .cold_ok = 1, .threads_max = 1 };
 	int rc = parse(argc, argv, &x);
@@ -793,11 +951,28 @@ int bench_l3(int argc, char **argv)
 	 * (sc_l3_opts.fd_cache): one untimed pass of each set puts both in the same state */
 	if (fill_pass(&x.s4, 0, NULL) < 0 || fill_pass(&x.s64, 0, NULL) < 0)
 		goto cleanup;
-	for (int r = 0; r < x.n; r++) {
-		bench_progress("l3: round %d/%d", r + 1, x.n);
-		if (round_cold_4m(&x, r) || round_cold_64k(&x, r) || round_warm_4m(&x, r))
-			goto cleanup;
+	if (fill_pass(&x.s4seg, 0, NULL) < 0)
+		goto cleanup;
+	uint8_t *payloads[PUTS] = { 0 };
+	for (int i = 0; i < PUTS; i++) {
+		if (!(payloads[i] = malloc(4u << 20)))
+			break;
+		fill_pattern(payloads[i], 4u << 20, 0x5eed0000u + (uint64_t)i);
 	}
+	int have_payloads = payloads[PUTS - 1] != NULL;
+	for (int r = 0; r < x.n && have_payloads; r++) {
+		bench_progress("l3: round %d/%d", r + 1, x.n);
+		for (int i = 0; i < PUTS; i++)
+			payloads[i][0] = (uint8_t)r; /* new objects every round */
+		if (round_cold_4m(&x, r) || round_cold_64k(&x, r) || round_warm_4m(&x, r) || round_put(&x, r, payloads)) {
+			x.n = -1;
+			break;
+		}
+	}
+	for (int i = 0; i < PUTS; i++)
+		free(payloads[i]);
+	if (x.n < 0 || !have_payloads)
+		goto cleanup;
 	bench_progress("%s", "");
 	check_coldness(&x);
 	report(&x);

@@ -35,6 +35,8 @@
 	X(get, "gets from another process vs the memory floor, LMDB, a minimal socket server, memcached, Redis") \
 	X(ring, "commit rings vs DPDK rte_ring (zero-copy API) and a pipe; commit-to-visible latency")  \
 	X(l3, "L3 fills (cold and warm) vs fio, bare liburing and pread + XXH3-128")                    \
+	X(l3scale, "L3 stores of 10 k to 1 M objects: open, locate without an arena, puts from 4 processes, " \
+		   "janitor passes, the open after a crashed writer")                                     \
 	X(probes, "USDT probe overhead, unattached and attached")                                      \
 	X(restore, "sc_restore from L2 through the L3 location index vs the L2 lookup alone, with a writer, "  \
 		   "token verification cost, first restore after attach, the directory probe, 1 and 2 processes") \

@@ -51,8 +51,8 @@ static void usage(FILE *f)
 		"          runs a pass every S seconds (a standby on another host takes over when it dies);\n"
 		"          --mode/--group as for put, for the files it creates (lease, log, LRU table)\n"
 		"Only init and put create DIR. Opening DIR reconciles it (stale temp files removed, bad headers\n"
-		"quarantined), except for ls and verify, and in a shared DIR, where that is the janitor's\n"
-		"work (l3 janitor --full).\n");
+		"quarantined; above 1024 objects a bounded step per open), except for ls and verify, and in a\n"
+		"shared DIR, where that is the janitor's work (l3 janitor --full).\n");
 }
 
 static void print_loc(const struct sc_location *l, int json)

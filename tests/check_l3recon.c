@@ -1,0 +1,324 @@
+/* tests/check_l3recon.c — reconciliation of a large L3 store in bounded steps (lib/l3/reconcile.c):
+ * writers killed at every step of a put, then opens and janitor passes from other processes;
+ * nothing wrong is served meanwhile, and everything is cleaned up eventually. The test build's
+ * l3_recon_full_max = 0 makes every store "large" (an open takes one step, never a scan). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/l3/l3.h"
+#include "../shm/fault.h"
+
+#define NTOK 8
+#define BASE 24      /* objects put before each crash */
+#define OBJ_BYTES 20000
+
+static char tmpdir[64];
+
+static void rm_tmp(void)
+{
+	sc_test_rm_tree(tmpdir);
+	tmpdir[0] = 0;
+}
+
+static void setup(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-l3r-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	atexit(rm_tmp);
+	l3_recon_full_max = 0; /* forked children inherit it */
+	l3_recon_step = 4;
+}
+
+static void teardown(void)
+{
+	rm_tmp();
+}
+
+static void toks_of(int32_t *t, unsigned i)
+{
+	for (int k = 0; k < NTOK; k++)
+		t[k] = (int32_t)(i * 1000u + (unsigned)k);
+}
+
+static void bytes_of(uint8_t *p, size_t n, unsigned i)
+{
+	uint64_t x = i * 0x9e3779b97f4a7c15ull + 1;
+	for (size_t k = 0; k < n; k++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		p[k] = (uint8_t)x;
+	}
+}
+
+static int put_i(struct sc_l3 *l3, unsigned i)
+{
+	uint8_t *b = malloc(OBJ_BYTES);
+	int32_t t[NTOK];
+	toks_of(t, i);
+	bytes_of(b, OBJ_BYTES, i);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { OBJ_BYTES } };
+	struct sc_l3_put_args a = { .ns = "r", .tokens = t, .token_count = NTOK, .payload = &pl };
+	int rc = sc_l3_put(l3, &a, NULL);
+	free(b);
+	return rc;
+}
+
+/* Object @i as this handle finds it: 1 served and exact, 0 not found (a miss), -1 wrong bytes or
+ * a fill that returned something other than a verification failure. */
+static int served(struct sc_l3 *l3, unsigned i)
+{
+	int32_t t[NTOK];
+	struct sc_location loc;
+	toks_of(t, i);
+	int n = sc_l3_locate_longest(l3, "r", t, NTOK, &loc);
+	if (n <= 0)
+		return n == 0 ? 0 : -1;
+	if (n != NTOK || loc.payload_bytes != OBJ_BYTES)
+		return -1;
+	uint8_t *dst = aligned_alloc(4096, 5 * 4096), *want = malloc(OBJ_BYTES);
+	bytes_of(want, OBJ_BYTES, i);
+	int rc = sc_l3_fill(l3, &loc, dst, 5 * 4096, 0);
+	int r = rc == 0 ? (memcmp(dst, want, OBJ_BYTES) ? -1 : 1) : rc == -EBADMSG || rc == -ENOENT ? 0 : -1;
+	free(dst);
+	free(want);
+	return r;
+}
+
+/* In another process: open (one step), then check every object in [0, n): each served exactly or
+ * missed (those in @must_serve: served). The child's exit status: 0 right, 1 wrong. */
+static void other_process_opens_and_checks(unsigned n, unsigned must_serve)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *l3;
+		if (sc_l3_open(tmpdir, NULL, &l3))
+			_exit(2);
+		for (unsigned i = 0; i < n; i++) {
+			int s = served(l3, i);
+			if (s < 0 || (i < must_serve && s != 1))
+				_exit(1);
+		}
+		sc_l3_close(l3);
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "another process was served wrong (status %d)", st);
+}
+
+static unsigned temps_in(const char *sub)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "%s/%s", tmpdir, sub);
+	return (unsigned)sc_test_l3_temps(p, NULL, NULL);
+}
+
+/* The steps of a put where a writer can die (each: the object's write, then the entry's). */
+static const char *const kill_points[] = {
+	"l3.put.created@1", "l3.put.written@1", "l3.put.before_rename@1", "l3.put.after_rename@1",
+	"l3.put.created@2", "l3.put.written@2", "l3.put.before_rename@2", "l3.put.after_rename@2",
+};
+#define NPOINTS (sizeof(kill_points) / sizeof(kill_points[0]))
+
+START_TEST(writer_killed_at_every_step_then_steps_clean_up)
+{
+	const char *point = kill_points[_i];
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	for (unsigned i = 0; i < BASE; i++)
+		ck_assert_int_eq(put_i(l3, i), 0);
+	sc_l3_close(l3);
+	/* the writer, killed inside its put of object BASE */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *w;
+		if (sc_l3_open(tmpdir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &w))
+			_exit(3);
+		shm_fault_arm(point);
+		put_i(w, BASE);
+		_exit(4);
+	}
+	sc_test_wait_killed(pid);
+	ck_assert_int_eq(sc_test_wait_l3_temps_unlocked(tmpdir, 30000), 0);
+	int before_rename = !strstr(point, "after_rename");
+	ck_assert_msg(temps_in("tmp") == (unsigned)before_rename, "%s: temp files in DIR/tmp: %u", point, temps_in("tmp"));
+	ck_assert_int_eq(temps_in("objects") + temps_in("prefix"), 0); /* never beside the objects */
+	/* young: another process's open leaves it (its writer may be between create and lock), and
+	 * serves every earlier object, and the killed one exactly or not at all */
+	other_process_opens_and_checks(BASE + 1, BASE);
+	ck_assert_uint_eq(temps_in("tmp"), (unsigned)before_rename);
+	/* aged: the next open of another process removes it, whatever the store's size */
+	ck_assert_int_eq(sc_test_sh("find %s -name '.tmp-*' -exec touch -d '-1 minute' {} +", tmpdir), 0);
+	other_process_opens_and_checks(BASE + 1, BASE);
+	ck_assert_msg(temps_in("tmp") == 0, "%s: an open left a dead writer's temp file", point);
+	/* a janitor pass of another process finds nothing wrong, and the put works again */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *j;
+		struct sc_l3_janitor_report rep;
+		if (sc_l3_open(tmpdir, NULL, &j) || sc_l3_janitor(j, SC_L3_JANITOR_FULL | SC_L3_JANITOR_WAIT, &rep))
+			_exit(2);
+		_exit(rep.quarantined || rep.stale_temps || sc_l3_verify(j, NULL, NULL) != 0 ? 1 : 0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: janitor pass after the steps (status %d)", point, st);
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_int_eq(put_i(l3, BASE), 0);
+	ck_assert_int_eq(served(l3, BASE), 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* Damage no writer made: a bad object, an entry whose object is gone, an old store's temp file
+ * beside the objects, a dead dropper's capture. Steps find each within one round of the cursor;
+ * meanwhile the bad object is never served. */
+START_TEST(steps_find_every_leftover_within_a_round)
+{
+	enum { N = 40 };
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	for (unsigned i = 0; i < N; i++)
+		ck_assert_int_eq(put_i(l3, i), 0);
+	struct sc_location loc[3];
+	for (unsigned i = 0; i < 3; i++) {
+		int32_t t[NTOK];
+		toks_of(t, i);
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "r", t, NTOK, &loc[i]), NTOK);
+	}
+	sc_l3_close(l3);
+	char hex[33], p[256];
+	/* object 0: its header's check broken */
+	l3_digest_hex(loc[0].digest.lo, loc[0].digest.hi, hex);
+	snprintf(p, sizeof(p), "%s/objects/%.2s/%s.sc3", tmpdir, hex, hex);
+	int fd = open(p, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, "XXXXXXXX", 8, 100), 8);
+	close(fd);
+	/* object 1: gone (its entry dangles) */
+	l3_digest_hex(loc[1].digest.lo, loc[1].digest.hi, hex);
+	snprintf(p, sizeof(p), "%s/objects/%.2s/%s.sc3", tmpdir, hex, hex);
+	ck_assert_int_eq(unlink(p), 0);
+	char dangling[256];
+	l3_digest_hex(loc[1].prefix.lo, loc[1].prefix.hi, hex);
+	snprintf(dangling, sizeof(dangling), "%s/prefix/%.2s/%s.pfx", tmpdir, hex, hex);
+	ck_assert_int_eq(access(dangling, F_OK), 0);
+	/* a temp file beside the objects, as a store made before DIR/tmp has them, of a dead writer */
+	ck_assert_int_eq(sc_test_sh("mkdir -p %s/objects/ab && echo x > %s/objects/ab/.tmp-h.1.0badf00d.7 && "
+				    "touch -d '-1 hour' %s/objects/ab/.tmp-h.1.0badf00d.7", tmpdir, tmpdir, tmpdir), 0);
+	/* steps: at most l3_recon_step entries each; a whole round of the cursor cleans everything */
+	struct sc_l3_stats st;
+	uint64_t rounds0 = 0;
+	int opens = 0, clean = 0;
+	for (; opens < 200 && !clean; opens++) {
+		/* meanwhile object 0 is never served from another handle (a fill verifies it) */
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			struct sc_l3 *r;
+			if (sc_l3_open(tmpdir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &r))
+				_exit(2);
+			uint8_t *dst = aligned_alloc(4096, 5 * 4096);
+			_exit(sc_l3_fill(r, &loc[0], dst, 5 * 4096, 0) == 0 ? 1 : 0);
+		}
+		int ws;
+		ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "a bad object was served (status %d)", ws);
+		ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+		if (!opens)
+			rounds0 = atomic_load(&l3->st->sweep_rounds);
+		sc_l3_stats(l3, &st);
+		sc_l3_close(l3);
+		clean = st.quarantined >= 1 && access(dangling, F_OK) != 0 && temps_in("objects") == 0;
+	}
+	ck_assert_msg(clean, "200 steps did not clean up (quarantined %llu)", (unsigned long long)st.quarantined);
+	/* the first step did not do it all (bounded), and one round was enough */
+	ck_assert_int_gt(opens, 1);
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_uint_le(atomic_load(&l3->st->sweep_rounds), rounds0 + 2);
+	for (unsigned i = 2; i < N; i++)
+		ck_assert_int_eq(served(l3, i), 1);
+	ck_assert_int_eq(served(l3, 0), 0);
+	ck_assert_int_eq(served(l3, 1), 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* A reconciler killed in its step (holding DIR/lock, the cursor half moved): the lock goes with
+ * it, and the next open's step carries on. */
+START_TEST(reconciler_killed_in_its_step)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	for (unsigned i = 0; i < 12; i++)
+		ck_assert_int_eq(put_i(l3, i), 0);
+	sc_l3_close(l3);
+	ck_assert_int_eq(sc_test_sh("for i in 1 2 3; do echo x > %s/tmp/.tmp-h.1.0badf00d.$i; done; "
+				    "touch -d '-1 hour' %s/tmp/.tmp-*", tmpdir, tmpdir), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		shm_fault_arm("l3.recon.judged@2");
+		struct sc_l3 *r;
+		sc_l3_open(tmpdir, NULL, &r);
+		_exit(4);
+	}
+	sc_test_wait_killed(pid);
+	ck_assert_uint_eq(temps_in("tmp"), 1); /* two judged, then killed */
+	other_process_opens_and_checks(12, 12);
+	ck_assert_uint_eq(temps_in("tmp"), 0);
+}
+END_TEST
+
+/* A janitor pass of a large store under its budget lists nothing: it removes what dead writers
+ * left in DIR/tmp and takes a step; the counters come from DIR/state. A full pass lists. */
+START_TEST(janitor_pass_of_a_large_store_takes_a_step)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	for (unsigned i = 0; i < 10; i++)
+		ck_assert_int_eq(put_i(l3, i), 0);
+	ck_assert_int_eq(sc_test_sh("echo x > %s/tmp/.tmp-h.1.0badf00d.1 && mkdir -p %s/objects/ab && "
+				    "echo x > %s/objects/ab/.tmp-h.1.0badf00d.2 && touch -d '-1 hour' %s/tmp/.tmp-* "
+				    "%s/objects/ab/.tmp-*", tmpdir, tmpdir, tmpdir, tmpdir, tmpdir), 0);
+	uint64_t pos = atomic_load(&l3->st->sweep_pos), off = atomic_load(&l3->st->sweep_off);
+	struct sc_l3_janitor_report rep;
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_WAIT, &rep), 0);
+	ck_assert_uint_eq(temps_in("tmp"), 0);
+	ck_assert_uint_ge(rep.stale_temps, 1);
+	ck_assert_uint_eq(rep.objects, 10);
+	ck_assert(atomic_load(&l3->st->sweep_pos) != pos || atomic_load(&l3->st->sweep_off) != off);
+	/* a full pass lists everything: the old store's temp file goes at once */
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_WAIT | SC_L3_JANITOR_FULL, &rep), 0);
+	ck_assert_uint_eq(temps_in("objects"), 0);
+	ck_assert_uint_eq(rep.objects, 10);
+	for (unsigned i = 0; i < 10; i++)
+		ck_assert_int_eq(served(l3, i), 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
+Suite *l3recon_suite(void)
+{
+	Suite *s = suite_create("l3recon");
+	TCase *tc = tcase_create("steps");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, writer_killed_at_every_step_then_steps_clean_up, 0, (int)NPOINTS);
+	tcase_add_test(tc, steps_find_every_leftover_within_a_round);
+	tcase_add_test(tc, reconciler_killed_in_its_step);
+	tcase_add_test(tc, janitor_pass_of_a_large_store_takes_a_step);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(l3recon_suite)
