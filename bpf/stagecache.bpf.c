@@ -348,6 +348,27 @@ int BPF_USDT(key_collision, __u64 level, __u64 tokens)
 }
 
 SEC("usdt")
+int BPF_USDT(miss_reason, __u64 stage, __u64 level, __u64 reason, __u64 detail)
+{
+	if (level == 0) {
+		count(stage, SC_EV_MISS_L2, 0, 0, 0);
+		count_reason(stage, SC_EV_MISS_L2, (__u32)reason);
+		if (reason == 4) { /* SC_MISS_REFUSED: detail is the refusal */
+			count(stage, SC_EV_MISS_REFUSED, 0, 0, 0);
+			count_reason(stage, SC_EV_MISS_REFUSED, (__u32)detail);
+		}
+		return 0;
+	}
+	count(stage, SC_EV_MISS_RESTORE, 0, 0, 0);
+	count_reason(stage, SC_EV_MISS_RESTORE, (__u32)reason);
+	if (reason == 9) { /* SC_MISS_DEADLINE: detail is enum sc_deadline_detail */
+		count(stage, SC_EV_MISS_DEADLINE, 0, 0, 0);
+		count_reason(stage, SC_EV_MISS_DEADLINE, (__u32)detail);
+	}
+	return 0;
+}
+
+SEC("usdt")
 int BPF_USDT(commit_emit, __u64 ring, __u64 request_id, __u64 running_total, __u64 batch_tokens)
 {
 	count(ring, SC_EV_COMMIT, 0, batch_tokens, 0);

@@ -53,9 +53,16 @@
 #define SC_EV_L2_SEG_STORED 23  /* l2_segments; bytes = what the admit stored (physical) */
 #define SC_EV_L3_SEG_LOGICAL 24 /* l3_segments; stage 0; bytes = the object whole (header + payload) */
 #define SC_EV_L3_SEG_STORED 25  /* l3_segments; stage 0; bytes = what the put wrote (manifest + new segments) */
-#define SC_EV_COUNT 26
+#define SC_EV_MISS_L2 26       /* miss_reason level 0 (an L2 lookup); reason (enum sc_miss_reason) in `reasons` */
+#define SC_EV_MISS_RESTORE 27  /* miss_reason level 1 (a restore with no state); reason in `reasons` */
+#define SC_EV_MISS_REFUSED 28  /* miss_reason level 0, reason REFUSED; the refusal (enum sc_l2_refusal) in `reasons` */
+#define SC_EV_MISS_DEADLINE 29 /* miss_reason level 1, reason DEADLINE; its detail (enum sc_deadline_detail) in `reasons` */
+#define SC_EV_COUNT 30
 /* Refusal reasons (`reasons` of SC_EV_L2_REJECT and SC_EV_PROMOTE_REFUSED): enum sc_l2_refusal. */
-#define SC_BPF_REFUSALS 8
+#define SC_BPF_REFUSALS 9
+/* Miss reasons (`reasons` of SC_EV_MISS_L2 and SC_EV_MISS_RESTORE): enum sc_miss_reason. */
+#define SC_BPF_MISS_REASONS 16
+#define SC_BPF_DEADLINE_DETAILS 4
 
 /* Histogram kinds (field `kind` of sc_bpf_hist_key). */
 #define SC_HIST_FILL 0        /* l3_fill_done duration_ns (successful fills) */

@@ -101,7 +101,7 @@ static const struct member m_payload[] = {
 #define T struct sc_location
 static const struct member m_location[] = {
 	P(token_count), P(kind), P(digest), P(prefix), P(sec_len), P(payload_bytes), P(file_bytes),
-	P(has_kv_desc), X(reserved0), P(kv_desc), X(reserved),
+	P(has_kv_desc), X(reserved0), P(kv_desc), P(cost_ns), X(reserved),
 };
 #undef T
 
@@ -116,7 +116,7 @@ static const struct member m_lease[] = {
 #define T struct sc_l2_entry_info
 static const struct member m_l2_entry_info[] = {
 	P(key), P(stage_id), P(token_count), P(bytes), P(footprint), P(sec_len), P(digest), P(kind),
-	P(origin), P(created_unix_ns), P(frequency), P(has_kv_desc), X(reserved),
+	P(origin), P(created_unix_ns), P(frequency), P(has_kv_desc), P(cost_ns), X(reserved),
 };
 #undef T
 
@@ -132,7 +132,7 @@ static const struct member m_l2_stats[] = {
 	P(evictions), P(admission_rejects), P(refused_bytes), P(leases), P(pending_reclaim_bytes),
 	P(free_bytes), P(largest_free_block), P(refused), P(small_entries), P(small_bytes), P(main_entries),
 	P(main_bytes), P(moved_to_main), P(ghost_hits), P(physical_bytes), P(saved_bytes), P(segments),
-	P(segment_holder_bytes), P(segment_dedup_bytes), X(reserved),
+	P(segment_holder_bytes), P(segment_dedup_bytes), P(refused_low_benefit), P(credit_kept), X(reserved),
 };
 #undef T
 
@@ -158,7 +158,7 @@ static const struct member m_l3_put_args[] = {
 #define T struct sc_l3_fill_req
 static const struct member m_l3_fill_req[] = {
 	P(loc), P(dst), P(dst_bytes), P(flags), P(user_data), P(stage_id), P(result), P(direct),
-	P(fill_ns), P(identity), X(reserved), X(_next),
+	P(fill_ns), P(identity), P(cost_ns), X(reserved), X(_next),
 };
 #undef T
 
@@ -167,7 +167,7 @@ static const struct member m_l3_stats[] = {
 	P(objects), P(bytes), P(fills), P(fill_bytes), P(fill_ns), P(verify_failures), P(quarantined),
 	P(evictions), P(write_refusals), P(puts), P(put_dedup), P(key_collisions), P(budget_bytes), P(dio_mem_align),
 	P(dio_offset_align), P(fills_kept), P(logical_bytes), P(physical_bytes), P(saved_bytes), P(segments),
-	P(segment_bytes), P(fill_bytes_from_l2), P(identity_mismatches), X(reserved),
+	P(segment_bytes), P(fill_bytes_from_l2), P(identity_mismatches), P(fill_starts), X(reserved),
 };
 #undef T
 
@@ -195,7 +195,7 @@ static const struct member m_l3_object_info[] = {
 #define T struct sc_promote_stats
 static const struct member m_promote_stats[] = {
 	P(observations), P(claims), P(capacity), P(considered), P(promoted), P(evicted), P(expired),
-	P(repairs), P(published), P(refused), X(reserved),
+	P(repairs), P(published), P(refused), P(refused_low_benefit), X(reserved),
 };
 #undef T
 
@@ -203,7 +203,8 @@ static const struct member m_promote_stats[] = {
 static const struct member m_restore[] = {
 	P(sec), P(sec_len), P(kind), P(token_count), P(digest), P(has_kv_desc), X(reserved0), P(kv_desc),
 	P(source), P(promoted), P(promote_why), P(waited), P(direct), P(in_arena), P(from_index), P(locate_ns),
-	P(lookup_ns), P(fill_ns), P(total_ns), X(reserved), X(lease_), X(resv_), X(heap_), X(state_),
+	P(lookup_ns), P(fill_ns), P(total_ns), P(predicted_ns), P(miss_reason), P(miss_detail), X(reserved),
+	X(lease_), X(resv_), X(heap_), X(state_),
 	X(private_spare_),
 };
 #undef T
@@ -241,6 +242,18 @@ static const struct member m_batcher_opts[] = {
 static const struct member m_batcher[] = {
 	X(ring), X(request_id), X(session_id), X(interval_ns), X(last_emit_ns), X(count), X(ring_full),
 	X(commits), X(capacity), X(pending), X(state), X(reserved), X(tokens),
+};
+#undef T
+
+#define T struct sc_restore_opts
+static const struct member m_restore_opts[] = {
+	P(flags), X(reserved0), P(deadline_ns), P(recompute_ns), X(reserved),
+};
+#undef T
+
+#define T struct sc_miss_stats
+static const struct member m_miss_stats[] = {
+	P(l2), P(restore), P(l2_refused), P(deadline), X(reserved),
 };
 #undef T
 
@@ -288,8 +301,8 @@ static const struct abi_type types[] = {
 	TYPE(segment), TYPE(l2_entry_info), TYPE(l2_stats), TYPE(l2_resv), TYPE(l3_opts), TYPE(l3_put_args),
 	TYPE(l3_fill_req), TYPE(l3_stats), TYPE(l3_janitor_status), TYPE(l3_janitor_report), TYPE(l3_object_info),
 	TYPE(promote_stats), TYPE(restore), TYPE(l3_index_stats), TYPE(commit), TYPE(ring_stat), TYPE(batcher_opts),
-	TYPE(batcher), TYPE(fsck_report), TYPE(arena_open_opts), TYPE(arena_file), TYPE(l3_prefix_info), TYPE(lookup),
-	TYPE(event), TYPE(events_stats),
+	TYPE(batcher), TYPE(fsck_report), TYPE(arena_open_opts), TYPE(arena_file), TYPE(restore_opts),
+	TYPE(miss_stats), TYPE(l3_prefix_info), TYPE(lookup), TYPE(event), TYPE(events_stats),
 };
 
 const struct abi_type *abi_type_at(unsigned index)

@@ -124,6 +124,15 @@ void sc_arena_close(struct sc_arena *a)
 	if (!a)
 		return;
 	sc_ring_consumer_close(a); /* gives the consumer role up if this handle holds it */
+	/* abandoned fills still reading into our memory: their reservations stay tagged with our
+	 * token, which the ring keeps alive until the reads are done; the reaper frees them then */
+	for (struct arena_orphan *o = a->orphans, *n; o; o = n) {
+		n = o->next;
+		o->arena = NULL;
+		o->next = NULL;
+		o->pprev = NULL;
+	}
+	a->orphans = NULL;
 	shm_arena_close(a->shm);
 	free(a);
 }

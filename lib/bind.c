@@ -30,8 +30,8 @@ static void apply_mirror_records(struct sc_l3 *l3, struct sc_arena *arena)
 		if (l3_name_digest(e->d_name, ".mirror", &lo, &hi))
 			continue;
 		struct sc_digest dg = { lo, hi };
-		l3ix_on_objects_gone(arena, &dg, 1); /* the location index may name it too */
-		if (sc_l2_invalidate_digest(arena, dg) >= 0)
+		l3ix_objects_gone_why(arena, &dg, 1, SC_MISS_QUARANTINED); /* the location index may name it too */
+		if (l2_invalidate_why(arena, dg, SC_MISS_QUARANTINED) >= 0)
 			unlinkat(dirfd(d), e->d_name, 0); /* ENOENT: another binder got it first */
 	}
 	closedir(d);
@@ -48,9 +48,9 @@ static void objects_gone(struct sc_arena *arena, const struct sc_digest *d, size
 /* A quarantined object: the location index forgets it and L2 mirrors of it go. */
 static void quarantined(struct sc_arena *arena, struct sc_digest d)
 {
-	l3ix_on_objects_gone(arena, &d, 1);
+	l3ix_objects_gone_why(arena, &d, 1, SC_MISS_QUARANTINED);
 	events_note(arena, SC_EVENT_L3_OBJECT_GONE, 0, (struct sc_key){ 0, 0 }, d, 0);
-	sc_l2_invalidate_digest(arena, d);
+	l2_invalidate_why(arena, d, SC_MISS_QUARANTINED);
 }
 
 static void prefix_gone(struct sc_arena *arena, struct sc_digest key)

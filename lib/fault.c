@@ -41,7 +41,8 @@ static const char *const sched_points[] = {
 	"ring.reap.owner_dead",  "ring.consumer.holder_dead", "fill.claim.found", "obs.locked",
 	"l3ix.refresh.read",     "l3ix.sync.start",        "restore.fill",        "l2.evict.chosen",
 	"l2.frag.window",        "l2.frag.alloc",          "restore.promote.outcome", "l3ix.sync.listed",
-	"seg.admit.planned",     "l3seg.put.reused",       "l3seg.sweep.chosen",  "l2.reclaim.epochs_read", NULL,
+	"seg.admit.planned",     "l3seg.put.reused",       "l3seg.sweep.chosen",  "l3.fill.submitted",
+	"restore.deadline.checked", "restore.abandoned",   "l2.reclaim.epochs_read", NULL,
 };
 
 const char *const *sc_sched_points(void)

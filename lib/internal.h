@@ -73,6 +73,17 @@ static inline void key_weaken(struct sc_key *k)
  * arena (its location index's counters), fires the key_collision probe (lib/key.c). */
 void key_collision_count(struct sc_arena *a, int level, uint64_t tokens);
 
+/*
+ * A fill a restore abandoned past its deadline (lib/restore.c) holds this handle's memory (an
+ * arena reservation) until the kernel completed its reads. It is linked here so that
+ * sc_arena_close can detach it: the reservation is then left to the reaper, which frees it only
+ * once the ring let the handle's liveness lock go (after the reads; lib/io_pin.c).
+ */
+struct arena_orphan {
+	struct arena_orphan *next, **pprev;
+	struct sc_arena *arena;      /* NULL once detached */
+};
+
 struct sc_arena {
 	struct shm_arena *shm;
 	/* ---- L2 tier ---- */
@@ -93,6 +104,8 @@ struct sc_arena {
 	uint64_t (*promote_now)(void *ctx);  /* injected policy clock (test build); NULL: CLOCK_MONOTONIC */
 	void *promote_now_ctx;
 #endif
+	/* ---- restore: abandoned fills holding this handle's memory (lib/restore.c) ---- */
+	struct arena_orphan *orphans;
 	/* ---- the event ring (lib/events.h) ---- */
 	struct shm_evring ev;               /* valid when ev_ready == 1 (-1: the region is corrupt) */
 	int ev_ready;

@@ -29,6 +29,9 @@
  * l3_index             result (0 hit; a directory probe: 2 miss, 3 stale, 4 collision, 5 unbound), tokens, lookup_ns
  * l3_index_refresh     positive, negative, evicted (entries written back after a directory probe)
  * key_collision        level (0 L2, 1 location index, 2 L3 prefix entry), tokens
+ * miss_reason          stage, level (0 an L2 lookup, 1 a restore that returned no state), reason
+ *                      (enum sc_miss_reason), detail (REFUSED: enum sc_l2_refusal; NOT_PROMOTED: enum
+ *                      sc_promote_why; REMOVED: as l2_remove; DEADLINE: enum sc_deadline_detail; else 0)
  * commit_emit          ring, request_id, running_total, batch_tokens
  * ring_full            ring, request_id, pending_tokens
  *
@@ -56,6 +59,7 @@
 	X(l3_index, 3)          \
 	X(l3_index_refresh, 3)  \
 	X(key_collision, 2)     \
+	X(miss_reason, 4)       \
 	X(commit_emit, 4)       \
 	X(ring_full, 3)
 

@@ -10,7 +10,8 @@
  *    fine). Otherwise yes when token_count >= 4096 (first fill) or this is at least the 2nd hit;
  *  - a "yes" stays non-terminal until its outcome is known: sc_promote_outcome records it
  *    (published, or refused and why) and makes it terminal unless the refusal was for want of
- *    room (leased, no room, scan limit, other), which the next fill retries; sc_promote_attempted
+ *    room (leased, no room, scan limit, other) or for low benefit (which depends on what the cache
+ *    holds then), which the next fill retries; sc_promote_attempted
  *    makes it terminal without recording anything;
  *  - at most min(capacity, 4096) observations: a new one evicts the oldest by first sight, ties by
  *    digest (as printed: high 64 bits, then low), then stage.
@@ -228,7 +229,7 @@ _Static_assert(SHM_OBS_REFUSALS == SC_L2_REFUSE_COUNT, "one promotion counter pe
 
 int sc_promote_outcome(struct sc_arena *arena, uint64_t stage_id, struct sc_digest d, uint64_t bytes, int refused)
 {
-	if (refused >= SC_L2_REFUSE_COUNT)
+	if (refused >= SC_L2_REFUSE_REASONS)
 		return -EINVAL;
 	struct shm_obs_hdr *h;
 	int rc = lock_table(arena, &h);
@@ -236,12 +237,15 @@ int sc_promote_outcome(struct sc_arena *arena, uint64_t stage_id, struct sc_dige
 		return rc;
 	if (refused < 0)
 		h->published++;
+	else if (refused == SC_L2_REFUSE_LOW_BENEFIT)
+		h->refused_low_benefit++;
 	else
 		h->refused[refused]++;
 	uint32_t mark = refused < 0 ? SHM_OBS_TERMINAL | SHM_OBS_PUBLISHED : SHM_OBS_TERMINAL;
 	/* want of room is retried by the next fill; the rest would be refused again */
 	int retry = refused == SC_L2_REFUSE_LEASED || refused == SC_L2_REFUSE_NO_ROOM ||
-		    refused == SC_L2_REFUSE_SCAN_LIMIT || refused == SC_L2_REFUSE_OTHER;
+		    refused == SC_L2_REFUSE_SCAN_LIMIT || refused == SC_L2_REFUSE_OTHER ||
+		    refused == SC_L2_REFUSE_LOW_BENEFIT;
 	struct shm_obs_entry *e = shm_obs_find_locked(h, stage_id, d.lo, d.hi);
 	if (e && !retry)
 		e->flags = (e->flags & ~SHM_OBS_LEFT) | mark; /* in L2 now: not "left" until it leaves again */
@@ -263,7 +267,7 @@ int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st)
 	*st = (struct sc_promote_stats){ .observations = h->count, .capacity = h->capacity,
 					 .considered = h->considered, .promoted = h->promoted,
 					 .evicted = h->evicted, .expired = h->expired, .repairs = h->repairs,
-					 .published = h->published };
+					 .published = h->published, .refused_low_benefit = h->refused_low_benefit };
 	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
 		st->refused[i] = h->refused[i];
 	for (uint32_t i = 0; i < h->claims; i++)

@@ -542,7 +542,10 @@ struct sc_location {
 	int has_kv_desc;
 	uint32_t reserved0;            /* zero */
 	struct sc_kv_desc kv_desc;
-	uint64_t reserved[6];          /* zero */
+	uint64_t cost_ns;              /* the compute cost the L3 object records (ns to compute the
+					* prefix; 0: none recorded). Filled by sc_l3_put_cost, locates and
+					* lookups; ignored by L2 lookups */
+	uint64_t reserved[5];          /* zero */
 };
 /* Deprecated: the name of struct sc_location before L2, L3 and restore shared one location type
  * (`struct sc_l3_location` in programs written then still compiles). Removed in a later release. */
@@ -611,10 +614,17 @@ enum sc_l2_refusal {
 				       * the scan's progress is kept, a retry goes further) */
 	SC_L2_REFUSE_OTHER = 7,       /* anything else: no lease slot left (-EMFILE), a corrupted arena
 				       * (-EBADMSG), no memory for planning (-ENOMEM) */
-	SC_L2_REFUSE_COUNT = 8,
+	SC_L2_REFUSE_COUNT = 8,       /* the size of the refused[] arrays of sc_l2_stats and
+				       * sc_promote_stats (which count the reasons above) */
+	SC_L2_REFUSE_LOW_BENEFIT = 8, /* the benefit policy's admission: restoring it would cost more than
+				       * recomputing it (its compute cost is below what copying its bytes
+				       * out of L2 takes), or, under pressure, it is worth less than 1/16 of
+				       * what the cache now evicts and did not come back through the ghost
+				       * (-ENOSPC; counted in the refused_low_benefit fields) */
+	SC_L2_REFUSE_REASONS = 9,     /* every reason above (enum values 0 .. REASONS-1) */
 };
 /** sc_l2_refusal_name - "digest", "invalid", "too_large", "over_budget", "leased", "no_room",
- * "scan_limit", "other"; "?" for anything else. */
+ * "scan_limit", "other", "low_benefit"; "?" for anything else. */
 const char *sc_l2_refusal_name(int reason);
 /** sc_l2_last_refusal - why the last sc_l2_admit, sc_l2_reserve or sc_l2_publish through @stage
  * did not publish (enum sc_l2_refusal), or -1 when it did (or none was made, or NULL). */
@@ -655,6 +665,41 @@ uint64_t sc_l2_footprint(const struct sc_arena *arena, uint64_t bytes, int has_k
 int sc_l2_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		struct sc_digest expected, const struct sc_payload *payload, uint32_t origin);
 
+/*
+ * Compute costs: what a hit on an entry saves. L2 keeps what saves the most compute per byte
+ * (docs/DESIGN.md, "The benefit policy"): each entry's density is cost / footprint, and S3-FIFO's
+ * choices are weighted by it against the density of what the cache is evicting. An entry with no
+ * known cost (0) is weighed as the average, so a cache whose entries all carry no cost, or all the
+ * same cost per byte, behaves exactly as plain S3-FIFO. Costs are clamped to SC_COST_MAX.
+ */
+#define SC_COST_MAX (1ull << 50) /* ns (13 days of compute for one prefix); larger costs are clamped */
+
+/**
+ * sc_l2_admit_cost - sc_l2_admit with the prefix's measured compute cost: @cost_ns, the ns it took
+ * (or takes) to compute these @n tokens' state from nothing. 0: unknown, then the stage's declared
+ * per-token cost times @n (sc_stage_set_token_cost) if it declared one. A cost below what copying
+ * the payload out of L2 takes (SC_L2_RESTORE_PS_PER_BYTE) is refused: a hit would be slower than
+ * recomputing (-ENOSPC, SC_L2_REFUSE_LOW_BENEFIT). Otherwise as sc_l2_admit, plus that refusal
+ * under pressure (see enum sc_l2_refusal). Any @cost_ns is accepted (UINT64_MAX is clamped).
+ */
+int sc_l2_admit_cost(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
+		     struct sc_digest expected, const struct sc_payload *payload, uint32_t origin, uint64_t cost_ns);
+
+/* What the admission's net-benefit rule assumes a hit costs: copying the payload out of host RAM
+ * at 20 GB/s (50 ps per byte). */
+#define SC_L2_RESTORE_PS_PER_BYTE 50u
+
+/**
+ * sc_stage_set_token_cost - declare what computing one token of this stage's prefixes costs, in
+ * ns (0: nothing declared). An admission or promotion that brings no cost of its own is charged
+ * token count x this (saturating). Recorded in the arena's record of the stage, so every process
+ * of the stage sees it. Returns 0, -EINVAL (NULL), -ENOSPC (the arena's table of stage records was
+ * full: the declaration stays in this handle). Never blocks.
+ */
+int sc_stage_set_token_cost(struct sc_stage *stage, uint64_t ns_per_token);
+/** sc_stage_token_cost - the per-token cost declared for this stage (0: none). 0 or -EINVAL. */
+int sc_stage_token_cost(const struct sc_stage *stage, uint64_t *ns_per_token);
+
 /**
  * sc_l2_get - look (@ns, @tokens[0..n)) up without a lock; on a hit fill @lease.
  * @location: optional; when given and the entry's token_count or digest differ, the entry is
@@ -685,7 +730,8 @@ struct sc_l2_entry_info {
 	uint64_t created_unix_ns;
 	uint32_t frequency;          /* hits since the policy last looked, 0..3 (S3-FIFO's counter) */
 	int has_kv_desc;
-	uint64_t reserved[6];        /* zero */
+	uint64_t cost_ns;            /* compute a hit saves, as admitted (0: unknown; see sc_l2_admit_cost) */
+	uint64_t reserved[5];        /* zero */
 };
 
 /**
@@ -738,7 +784,10 @@ struct sc_l2_stats {
 	 * negative), indexed segments, bytes of blocks kept only for others, and bytes admits found
 	 * stored already (cumulative) */
 	uint64_t physical_bytes, saved_bytes, segments, segment_holder_bytes, segment_dedup_bytes;
-	uint64_t reserved[3];        /* zero (room for later counters) */
+	/* the benefit policy: admissions refused as SC_L2_REFUSE_LOW_BENEFIT (this stage's, or all),
+	 * and unhit entries kept one more pass for their benefit (always global) */
+	uint64_t refused_low_benefit, credit_kept;
+	uint64_t reserved[1];        /* zero (room for a later counter) */
 };
 /**
  * struct sc_segment - one contiguous range of a leased wire (sc_lease_segments).
@@ -779,6 +828,72 @@ int sc_l2_stage_ids(struct sc_arena *arena, uint64_t *ids, unsigned max);
 /** sc_l2_stats_id - as sc_l2_stats for the stage with id @stage_id (0: the whole arena), which
  * need not be open in this process. Returns 0, -ENOENT (no counters for that id), -EINVAL, -EBADMSG. */
 int sc_l2_stats_id(struct sc_arena *arena, uint64_t stage_id, struct sc_l2_stats *st);
+
+/*
+ * Miss reasons: why a lookup found nothing. Every L2 lookup that misses (sc_l2_get, sc_l2_get_copy,
+ * sc_l2_longest_prefix, and the lookup of sc_restore) is counted under one reason, from what the
+ * arena remembers of the key (the departure table: what evicted, removed or refused it); every
+ * sc_restore that returns no state is counted under one reason too. Per stage and globally
+ * (sc_miss_stats), fired as the miss probe, shown by `stagecache stats`, the exporter and
+ * `stagecache trace`. The departure table is bounded (as many slots as the index has entries):
+ * a key whose record was forgotten misses as NEVER_STORED.
+ */
+enum sc_miss_reason {
+	SC_MISS_NEVER_STORED = 0,     /* no record that it was stored (L2: never admitted; restore:
+				       * nothing in L3 for any prefix of the tokens) */
+	SC_MISS_EVICTED_PRESSURE = 1, /* L2: evicted to make room for other admissions */
+	SC_MISS_EVICTED_BUDGET = 2,   /* L2: evicted because the budget was lowered (sc_l2_shrink_to) */
+	SC_MISS_EVICTED_JANITOR = 3,  /* its L3 object was evicted (a janitor, sc_l3_evict_to, the store's
+				       * budget) or vanished under a fill; L2 mirrors of it went with it */
+	SC_MISS_REFUSED = 4,          /* L2: its admission was refused (detail: enum sc_l2_refusal) */
+	SC_MISS_NOT_PROMOTED = 5,     /* L2: filled from L3, the promotion policy has not promoted it
+				       * (detail: enum sc_promote_why) */
+	SC_MISS_REMOVED = 6,          /* L2: removed (sc_l2_remove, a stale mirror, sc_l2_invalidate_digest,
+				       * sc_l2_clear: detail 0..3) */
+	SC_MISS_IDENTITY = 7,         /* restore: the object is another model's or state's */
+	SC_MISS_QUARANTINED = 8,      /* the object failed verification (quarantined; its mirrors dropped) */
+	SC_MISS_DEADLINE = 9,         /* restore: it would not beat recomputing (detail: enum
+				       * sc_deadline_detail; sc_restore_with returned -ETIME) */
+	SC_MISS_COLLISION = 10,       /* L2: the key holds another prefix (a key collision) */
+	SC_MISS_CORRUPT = 11,         /* L2: the entry failed validation (a corrupted index entry) */
+	SC_MISS_BUSY = 12,            /* restore: another process is filling it (no SC_RESTORE_WAIT), or
+				       * the wait for it ended (-ETIMEDOUT) */
+	SC_MISS_COUNT = 13,
+};
+#define SC_MISS_MAX 16 /* the size of the arrays of struct sc_miss_stats indexed by reason */
+/** sc_miss_reason_name - "never_stored", "evicted_pressure", "evicted_budget", "evicted_janitor",
+ * "refused", "not_promoted", "removed", "identity", "quarantined", "deadline", "collision",
+ * "corrupt", "busy"; "?" otherwise. */
+const char *sc_miss_reason_name(int reason);
+
+/* Details of SC_MISS_DEADLINE. */
+enum sc_deadline_detail {
+	SC_DEADLINE_PREDICTED = 0, /* the predicted fill would end past the deadline or cost more than
+				    * recomputing: no fill was started */
+	SC_DEADLINE_PAST = 1,      /* the deadline had passed before a fill could start: none was */
+	SC_DEADLINE_ABANDONED = 2, /* a fill ran past the deadline and was abandoned (its memory stays
+				    * reserved until its reads completed; nothing is published) */
+	SC_DEADLINE_WAITED = 3,    /* waiting for another process's fill ran past the deadline */
+	SC_DEADLINE_COUNT = 4,
+};
+/** sc_deadline_detail_name - "predicted", "past", "abandoned", "waited"; "?" otherwise. */
+const char *sc_deadline_detail_name(int detail);
+
+struct sc_miss_stats {
+	uint64_t l2[SC_MISS_MAX];      /* L2 lookups that missed, by enum sc_miss_reason */
+	uint64_t restore[SC_MISS_MAX]; /* sc_restore calls that returned no state, by reason */
+	uint64_t l2_refused[SC_MISS_MAX]; /* of l2[SC_MISS_REFUSED], by enum sc_l2_refusal */
+	uint64_t deadline[8];          /* of restore[SC_MISS_DEADLINE], by enum sc_deadline_detail */
+	uint64_t reserved[8];          /* zero */
+};
+
+/**
+ * sc_miss_stats - the miss reasons of stage @stage_id (0: the whole arena). Flushes this handle's
+ * pending counts first (L2 misses are counted in the stage handle, like hits, and added to the
+ * arena every 1024 lookups). Returns 0, -ENOENT (no record of that stage), -EINVAL, -EBADMSG.
+ * Never blocks.
+ */
+int sc_miss_stats(struct sc_arena *arena, uint64_t stage_id, struct sc_miss_stats *st);
 
 /**
  * sc_l2_list - call @cb for each live entry (all stages), in index order, at most @max (0: all).
@@ -940,6 +1055,15 @@ struct sc_l3_put_args {
 int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_location *loc);
 
 /**
+ * sc_l3_put_cost - sc_l3_put that records @cost_ns, the prefix's measured compute cost (ns; 0:
+ * none, clamped to SC_COST_MAX), in the object's header, where every later fill finds it
+ * (struct sc_location.cost_ns, struct sc_l3_fill_req.cost_ns) and sc_restore's promotions carry it
+ * into L2. Objects written before costs existed read as cost 0. A put of a digest that is stored
+ * already keeps the object (and the cost it records). Returns as sc_l3_put.
+ */
+int sc_l3_put_cost(struct sc_l3 *l3, const struct sc_l3_put_args *args, uint64_t cost_ns, struct sc_location *loc);
+
+/**
  * sc_l3_locate_longest - the longest prefix of @tokens[0..n) stored for namespace @ns, probing
  * stored token lengths longest first, at most SC_L3_MAX_PROBES of them. One hashing pass.
  * Returns the token count found (> 0) with *@loc filled, 0 when nothing is stored, or a negative
@@ -980,7 +1104,8 @@ struct sc_l3_fill_req {
 					   * fails with -EKEYREJECTED (never quarantined: it is not bad,
 					   * only not this stage's). An object put with neither identity
 					   * (both NULL or "") claims none and fills for any stage */
-	uint64_t reserved[2];             /* zero */
+	uint64_t cost_ns;                 /* out: the compute cost the object's header records (0: none) */
+	uint64_t reserved[1];             /* zero */
 	struct sc_l3_fill_req *_next;     /* private (8 bytes) */
 };
 
@@ -1004,6 +1129,16 @@ unsigned sc_l3_fill_inflight(struct sc_l3 *l3);
 
 /** sc_l3_fill - one fill, waiting for it. Returns 0 or the request's result (see above). */
 int sc_l3_fill(struct sc_l3 *l3, const struct sc_location *loc, void *dst, uint64_t dst_bytes, uint32_t flags);
+
+/**
+ * sc_l3_fill_estimate - how long a fill of @bytes started now on this thread's ring would take,
+ * predicted from this handle's measured fills (a moving average of the fixed cost per fill and of
+ * the time per byte) and the payload bytes already in flight on the ring ahead of it (the queue
+ * depth); before this handle measured any, from the directory's counters of all its fills. What
+ * sc_restore_with decides by. Returns 0 with *@ns, -ENODATA (nothing measured yet), -EINVAL.
+ * Never blocks.
+ */
+int sc_l3_fill_estimate(struct sc_l3 *l3, uint64_t bytes, uint64_t *ns);
 
 /**
  * sc_l3_register_memory - let fills into [@base, @base+@len) use registered buffers (each
@@ -1039,7 +1174,8 @@ struct sc_l3_stats {
 	uint64_t fill_bytes_from_l2; /* of fill_bytes: segments the arena's L2 held, copied, not read */
 	uint64_t identity_mismatches; /* fills refused: the object was put by another model or state
 				       * identity (a restore counts them as misses) */
-	uint64_t reserved[4];                     /* zero (room for later counters) */
+	uint64_t fill_starts;      /* fills submitted (each reads, or fails before reading) */
+	uint64_t reserved[3];                     /* zero (room for later counters) */
 };
 
 /**
@@ -1230,7 +1366,10 @@ struct sc_restore {
 	int from_index;                /* the arena's L3 location index answered the locate (no system
 	                                * call); 0: the L3 directory was probed */
 	uint64_t locate_ns, lookup_ns, fill_ns, total_ns;
-	uint64_t reserved[8];          /* zero */
+	uint64_t predicted_ns;         /* sc_restore_with: the fill time it predicted (0: none) */
+	int32_t miss_reason;           /* when no state is returned: enum sc_miss_reason (-1: none) */
+	uint32_t miss_detail;          /* its detail (enum sc_deadline_detail for SC_MISS_DEADLINE) */
+	uint64_t reserved[6];          /* zero */
 	/* private */
 	struct sc_lease lease_;
 	struct sc_l2_resv resv_;
@@ -1260,6 +1399,39 @@ struct sc_restore {
  */
 int sc_restore(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 	       uint32_t flags, struct sc_restore *out);
+
+/*
+ * Restores that know when not to: a caller that would rather recompute than wait gives a deadline
+ * or what recomputing would cost it. From the fill time predicted for the object's size
+ * (sc_l3_fill_estimate: measured bandwidth, the queue ahead on this thread's ring) the restore
+ * answers -ETIME ("recompute": counted as SC_MISS_DEADLINE) instead of starting a fill that
+ * would lose; a fill that runs past the deadline anyway is abandoned: -ETIME, nothing published,
+ * its arena reservation kept by this process until the ring reaps its reads (any later fill or
+ * restore on this thread, or sc_l3_close), then released. A served L2 hit never waits for the
+ * prediction: it is returned whatever the deadline.
+ */
+struct sc_restore_opts {
+	uint32_t flags;          /* SC_RESTORE_* */
+	uint32_t reserved0;      /* zero */
+	uint64_t deadline_ns;    /* CLOCK_MONOTONIC (sc_clock_ns): the latest time to answer by; 0: none */
+	uint64_t recompute_ns;   /* what recomputing the prefix would take the caller, ns: a fill
+				  * predicted to take longer is not started; 0: unknown */
+	uint64_t reserved[5];    /* zero */
+};
+
+/**
+ * sc_restore_with - sc_restore with options (NULL: as sc_restore). Returns as sc_restore, and
+ * -ETIME when recomputing wins: the deadline had passed, or the predicted fill would end past it
+ * (or take longer than recompute_ns), or the fill was abandoned past the deadline (see above);
+ * out->miss_reason and miss_detail say which. -EINVAL for unknown flags or a non-zero reserved
+ * word. With no fill measured yet (sc_l3_fill_estimate: -ENODATA) a fill is started while the
+ * deadline is ahead, and abandoned if it overruns.
+ */
+int sc_restore_with(struct sc_stage *stage, struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
+		    const struct sc_restore_opts *opts, struct sc_restore *out);
+
+/** sc_clock_ns - CLOCK_MONOTONIC in ns, the clock of sc_restore_opts.deadline_ns. */
+uint64_t sc_clock_ns(void);
 
 /** sc_restore_release - release what sc_restore returned (idempotent on a released one). */
 void sc_restore_release(struct sc_restore *r);

@@ -47,6 +47,12 @@ int sc_l2_publish(struct sc_stage *stage, const char *ns, const int32_t *tokens,
 		  struct sc_digest expected, struct sc_l2_resv *resv, uint32_t kind, uint64_t kv_len,
 		  uint64_t rec_len, const struct sc_kv_desc *desc, uint32_t origin, struct sc_lease *lease);
 
+/** sc_l2_publish_cost - sc_l2_publish with the prefix's compute cost (as sc_l2_admit_cost). */
+int sc_l2_publish_cost(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
+		       struct sc_digest expected, struct sc_l2_resv *resv, uint32_t kind, uint64_t kv_len,
+		       uint64_t rec_len, const struct sc_kv_desc *desc, uint32_t origin, struct sc_lease *lease,
+		       uint64_t cost_ns);
+
 /** sc_l2_reserve_release - free an unpublished reservation (no-op on a zeroed one). */
 void sc_l2_reserve_release(struct sc_l2_resv *resv);
 
@@ -96,6 +102,10 @@ int sc_promote_consider(struct sc_arena *arena, uint64_t stage_id, struct sc_dig
  */
 int sc_promote_admit(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
 		     struct sc_digest expected, const struct sc_payload *payload);
+/** sc_promote_admit_cost - sc_promote_admit with the prefix's compute cost (as sc_l2_admit_cost;
+ * e.g. the struct sc_l3_fill_req.cost_ns its fill read from the object). */
+int sc_promote_admit_cost(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,
+			  struct sc_digest expected, const struct sc_payload *payload, uint64_t cost_ns);
 
 /**
  * sc_promote_outcome - record what became of a "promote" decision for (@stage_id, @digest) of
@@ -117,7 +127,8 @@ struct sc_promote_stats {
 	/* what became of each "promote" decision of sc_restore / sc_promote_admit: published in L2,
 	 * or refused (by enum sc_l2_refusal). promoted == published + sum(refused) once none is in flight. */
 	uint64_t published, refused[SC_L2_REFUSE_COUNT];
-	uint64_t reserved[8];          /* zero (room for later counters) */
+	uint64_t refused_low_benefit;  /* refused as SC_L2_REFUSE_LOW_BENEFIT (also in promoted) */
+	uint64_t reserved[7];          /* zero (room for later counters) */
 };
 /** sc_promote_stats - the observation table's counters. 0, -EINVAL, -EBADMSG. Takes the table's mutex. */
 int sc_promote_stats(struct sc_arena *arena, struct sc_promote_stats *st);

@@ -68,6 +68,14 @@ void sc_l2_set_policy_limits(uint32_t evict_steps, uint32_t sweep_blocks);
 /** sc_promote_set_clock - this handle's promotion-policy clock (ns, monotonic); NULL: the real one. */
 void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*now_ns)(void *ctx), void *ctx);
 
+/**
+ * sc_test_set_fill_model - fix this L3 handle's fill time model (sc_l3_fill_estimate): a fill of
+ * b bytes is predicted to take @fixed_ns + (bytes in flight + b) x @ps_per_byte / 1000, and
+ * measurements no longer move it (0, 0: measured again). So that deadline tests decide the same
+ * way on a fast or a loaded machine.
+ */
+void sc_test_set_fill_model(struct sc_l3 *l3, uint64_t fixed_ns, uint64_t ps_per_byte);
+
 #ifdef __cplusplus
 }
 #endif

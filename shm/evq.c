@@ -4,10 +4,14 @@
  * Protocol
  * --------
  * Who writes what. Everything in the region is written only by the holder of the header's mutex
- * (shm/mutex.h), except at format time. Lock-free L2 readers never look at the region: the one
+ * (shm/mutex.h), except at format time. Lock-free L2 readers never look at the lists: the one
  * piece of policy state they write (an entry's frequency counter) lives in the index entry
- * (shm/index.h, `freq`). So within the protocol every load and store may be plain; the mutex
- * orders them (acquire at lock, release at unlock, or the robust takeover after a holder died).
+ * (shm/index.h, `freq`). So within the protocol every load and store of the lists may be plain;
+ * the mutex orders them (acquire at lock, release at unlock, or the robust takeover after a
+ * holder died). The one thing read without the mutex is the departure table, by a lookup that
+ * missed (never by a hit): its slots are stored and loaded with relaxed atomics, and what a reader
+ * can see — a fingerprint with another key's word, an old word — only misclassifies that miss in
+ * the statistics. Nothing is decided on it.
  *
  * What the lists mean. A node belongs to the index entry with the same number. Its `q` field is
  * the membership record: SMALL or MAIN when the entry is on that list, NONE otherwise; `seq` says
@@ -27,10 +31,24 @@
  * that is not LIVE. The policy (lib/l2/evict.c) therefore checks every entry it meets under its
  * shard lock and drops the ones that are not LIVE; it never evicts on the strength of a node.
  *
+ * Benefit fields. Each node also carries the compute its entry saves per hit (cost), the density
+ * derived from it (dens = shm_evq_density(cost, bytes)) and a credit (passes the policy still
+ * grants the entry unhit). They are written under the mutex before the membership record of a
+ * push, and are per-entry data, not derived state: a rebuild keeps them, recomputing dens from
+ * cost and bytes and clamping credit, so a hostile or half-written node cannot make the policy do
+ * arithmetic on garbage. evict_dens in the header is a hint (a moving average): any value only
+ * scales credits.
+ *
  * Ghost. A set-associative table (SHM_EVQ_GHOST_WAYS slots per bucket) of key fingerprints, each
  * with the ghost clock (bytes put into the ghost so far) after its insertion. A fingerprint is in
  * the ghost while fewer than `window` bytes were put after it; a full bucket forgets its oldest
  * slot. Stale or lost ghost slots only change which list a re-admitted entry joins.
+ *
+ * Departures. The same geometry (as many slots as the ghost, 4-way sets): a fingerprint and a
+ * word naming why the key left L2 (evicted under pressure or for the budget, removed, quarantined,
+ * gone from L3) or was refused (and the refusal's reason), with a sequence number that ages the
+ * slot. Noted by whoever evicts, removes or refuses, forgotten when the key is stored again; a
+ * lookup that misses reads it (above) to say why it missed.
  *
  * Lock order: search_mu (searches for room by address, holding nothing else) before any shard;
  * the index's shard locks (at most one blocking) before this mutex; while holding it, further
@@ -51,6 +69,12 @@ static uint32_t ghost_slots_for(uint32_t nodes)
 uint64_t shm_evq_bytes(uint32_t nodes)
 {
 	return SHM_EVQ_HDR_BYTES + (uint64_t)nodes * sizeof(struct shm_evq_node) +
+	       (uint64_t)ghost_slots_for(nodes) * (sizeof(struct shm_evq_ghost) + sizeof(struct shm_evq_depart));
+}
+
+static uint64_t depart_off_for(uint32_t nodes)
+{
+	return SHM_EVQ_HDR_BYTES + (uint64_t)nodes * sizeof(struct shm_evq_node) +
 	       (uint64_t)ghost_slots_for(nodes) * sizeof(struct shm_evq_ghost);
 }
 
@@ -67,6 +91,7 @@ int shm_evq_format(struct shm_arena *a)
 	h->ghost_slots = ghost_slots_for(n);
 	h->nodes_off = SHM_EVQ_HDR_BYTES;
 	h->ghost_off = SHM_EVQ_HDR_BYTES + (uint64_t)n * sizeof(struct shm_evq_node);
+	h->depart_off = depart_off_for(n);
 	shm_mutex_init(&h->mu);
 	shm_mutex_init(&h->search_mu);
 	h->magic = SHM_EVQ_MAGIC; /* nodes and ghost are zero in a fresh file: empty */
@@ -81,13 +106,15 @@ int shm_evq_view(struct shm_arena *a, struct shm_evq *q)
 	uint32_t n = a->hv.index_entries;
 	if (size < SHM_EVQ_HDR_BYTES || !n || size < shm_evq_bytes(n) || h->magic != SHM_EVQ_MAGIC || h->nodes != n ||
 	    h->ghost_slots != ghost_slots_for(n) || h->nodes_off != SHM_EVQ_HDR_BYTES ||
-	    h->ghost_off != SHM_EVQ_HDR_BYTES + (uint64_t)n * sizeof(struct shm_evq_node))
+	    h->ghost_off != SHM_EVQ_HDR_BYTES + (uint64_t)n * sizeof(struct shm_evq_node) ||
+	    h->depart_off != depart_off_for(n))
 		return -EBADMSG;
 	*q = (struct shm_evq){
 		.a = a,
 		.hdr = h,
 		.node = (struct shm_evq_node *)(r + h->nodes_off),
 		.ghost = (struct shm_evq_ghost *)(r + h->ghost_off),
+		.depart = (struct shm_evq_depart *)(r + h->depart_off),
 		.nodes = n,
 		.ghost_mask = ghost_slots_for(n) - 1,
 	};
@@ -150,11 +177,18 @@ int shm_evq_rebuild_locked(struct shm_evq *q)
 	h->state = SHM_EVQ_REBUILD;
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < q->nodes; i++) {
-		uint32_t w = q->node[i].q;
+		struct shm_evq_node *n = &q->node[i];
+		uint32_t w = n->q;
 		if (w == SHM_EVQ_SMALL || w == SHM_EVQ_MAIN)
 			k++;
 		else if (w != SHM_EVQ_NONE)
-			q->node[i].q = SHM_EVQ_NONE; /* garbage: on no list */
+			n->q = SHM_EVQ_NONE; /* garbage: on no list */
+		/* the benefit fields are kept, made consistent: dens from cost and bytes, credit bounded */
+		if (n->cost > SHM_EVQ_COST_MAX)
+			n->cost = SHM_EVQ_COST_MAX;
+		n->dens = shm_evq_density(n->cost, n->bytes);
+		if (n->credit & ~(SHM_EVQ_CREDIT_MAX | SHM_EVQ_CREDIT_GRANTED))
+			n->credit = SHM_EVQ_CREDIT_MAX | SHM_EVQ_CREDIT_GRANTED;
 	}
 	struct seq_idx *v = malloc((k ? k : 1) * sizeof(*v));
 	if (!v)
@@ -238,10 +272,22 @@ void shm_evq_push_locked(struct shm_evq *q, uint32_t idx, uint32_t which, uint64
 		old = q->hdr->head[which - 1];
 	}
 	n->bytes = bytes;
+	n->dens = shm_evq_density(n->cost, bytes);
 	n->seq = ++q->hdr->seq;
 	n->q = which; /* the record first: a crash from here on puts it on the list at repair */
 	shm_fault_point("evq.push.linking");
 	link_head(q, idx, which);
+}
+
+void shm_evq_set_cost_locked(struct shm_evq *q, uint32_t idx, uint64_t cost, uint32_t credit)
+{
+	if (idx >= q->nodes)
+		return;
+	struct shm_evq_node *n = &q->node[idx];
+	n->cost = cost > SHM_EVQ_COST_MAX ? SHM_EVQ_COST_MAX : cost;
+	n->dens = shm_evq_density(n->cost, n->bytes);
+	n->credit = (credit & SHM_EVQ_CREDIT_GRANTED) |
+		    (SHM_EVQ_CREDIT(credit) > SHM_EVQ_CREDIT_MAX ? SHM_EVQ_CREDIT_MAX : SHM_EVQ_CREDIT(credit));
 }
 
 uint32_t shm_evq_tail_locked(struct shm_evq *q, uint32_t which)
@@ -318,6 +364,75 @@ int shm_evq_ghost_take_locked(struct shm_evq *q, uint64_t fp, uint64_t window)
 	return 0;
 }
 
+int shm_evq_ghost_has_locked(struct shm_evq *q, uint64_t fp, uint64_t window)
+{
+	if (!fp)
+		return 0;
+	const struct shm_evq_ghost *b = bucket(q, fp);
+	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS; i++)
+		if (b[i].fp == fp)
+			return b[i].clock <= q->hdr->ghost_clock && q->hdr->ghost_clock - b[i].clock < window;
+	return 0;
+}
+
+/* ---- departures ---- */
+
+static struct shm_evq_depart *depart_set(const struct shm_evq *q, uint64_t fp)
+{
+	return &q->depart[(uint32_t)fp & q->ghost_mask & ~(SHM_EVQ_GHOST_WAYS - 1)];
+}
+
+void shm_evq_depart_note_locked(struct shm_evq *q, uint64_t fp, uint32_t reason, uint32_t detail)
+{
+	if (!fp || !reason || reason > 0xff)
+		return;
+	struct shm_evq_depart *b = depart_set(q, fp), *victim = &b[0];
+	uint64_t oldest = UINT64_MAX;
+	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS; i++) {
+		uint64_t f = __atomic_load_n(&b[i].fp, __ATOMIC_RELAXED), w = __atomic_load_n(&b[i].word, __ATOMIC_RELAXED);
+		if (f == fp || !f) {
+			victim = &b[i];
+			break;
+		}
+		if ((w >> 16) < oldest) {
+			oldest = w >> 16;
+			victim = &b[i];
+		}
+	}
+	uint64_t word = (++q->hdr->depart_seq << 16) | (uint64_t)(detail & 0xff) << 8 | reason;
+	/* the word first: a reader that sees the new fingerprint with the old word misclassifies
+	 * one miss, nothing more (see the top of this file) */
+	__atomic_store_n(&victim->word, word, __ATOMIC_RELAXED);
+	__atomic_store_n(&victim->fp, fp, __ATOMIC_RELAXED);
+}
+
+void shm_evq_depart_forget_locked(struct shm_evq *q, uint64_t fp)
+{
+	if (!fp)
+		return;
+	struct shm_evq_depart *b = depart_set(q, fp);
+	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS; i++) {
+		if (__atomic_load_n(&b[i].fp, __ATOMIC_RELAXED) == fp) {
+			__atomic_store_n(&b[i].fp, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&b[i].word, 0, __ATOMIC_RELAXED);
+		}
+	}
+}
+
+uint64_t shm_evq_depart_find(const struct shm_evq *q, uint64_t fp)
+{
+	if (!fp || !q->depart)
+		return 0;
+	const struct shm_evq_depart *b = depart_set(q, fp);
+	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS; i++) {
+		if (__atomic_load_n(&b[i].fp, __ATOMIC_RELAXED) != fp)
+			continue;
+		uint64_t w = __atomic_load_n(&b[i].word, __ATOMIC_RELAXED);
+		return SHM_EVQ_DEPART_REASON(w) ? w : 0;
+	}
+	return 0;
+}
+
 /* ---- fsck ---- */
 
 int shm_evq_check_locked(struct shm_evq *q, const char **why)
@@ -349,8 +464,16 @@ int shm_evq_check_locked(struct shm_evq *q, const char **why)
 		seen += n;
 	}
 	uint32_t members = 0;
-	for (uint32_t i = 0; i < q->nodes; i++)
-		members += q->node[i].q != SHM_EVQ_NONE;
+	for (uint32_t i = 0; i < q->nodes; i++) {
+		const struct shm_evq_node *nd = &q->node[i];
+		members += nd->q != SHM_EVQ_NONE;
+		if (nd->q != SHM_EVQ_NONE && (nd->cost > SHM_EVQ_COST_MAX ||
+					      (nd->credit & ~(SHM_EVQ_CREDIT_MAX | SHM_EVQ_CREDIT_GRANTED)) ||
+					      nd->dens != shm_evq_density(nd->cost, nd->bytes))) {
+			*why = "a node's benefit fields disagree (cost, density, credit)";
+			return -EBADMSG;
+		}
+	}
 	if (members != seen) {
 		*why = "nodes recorded on a list that the list does not reach";
 		return -EBADMSG;

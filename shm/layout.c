@@ -19,7 +19,6 @@
 #include "ring.h"
 #include "seg.h"
 
-#define SHM_STATS_BYTES (256u << 10)
 #define SHM_HEAP_MIN_BYTES (2u << 20)
 
 static uint64_t align_up(uint64_t v, uint64_t a)

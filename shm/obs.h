@@ -57,7 +57,8 @@ struct shm_obs_hdr {
 	/* under mu: what became of the "promote" decisions (lib/promote.c sc_promote_outcome) */
 	uint64_t published;
 	uint64_t refused[SHM_OBS_REFUSALS];
-	uint8_t pad2[SHM_OBS_HDR_BYTES - 128 - 8 - 8 * SHM_OBS_REFUSALS];
+	uint64_t refused_low_benefit; /* refusals of the benefit policy (lib: SC_L2_REFUSE_LOW_BENEFIT) */
+	uint8_t pad2[SHM_OBS_HDR_BYTES - 128 - 16 - 8 * SHM_OBS_REFUSALS];
 };
 _Static_assert(sizeof(struct shm_obs_hdr) == SHM_OBS_HDR_BYTES, "observation header layout");
 _Static_assert(offsetof(struct shm_obs_hdr, mu) == 64, "mutex on its own line");

@@ -25,11 +25,14 @@
 #include <time.h>
 
 #define SHM_MAGIC 0x0a48434143475453ull   /* "STGCACH\n" little-endian */
-#define SHM_LAYOUT_VERSION 6u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
+#define SHM_LAYOUT_VERSION 7u         /* 2: liveness by OFD locks and owner tokens; 3: L3 location
                                        * index region, stored token ids, chained prefix keys; 4: the
                                        * policy region (S3-FIFO queues), refusal counters; 5: the
                                        * segment table (shm/seg.h) after the queues; 6: the event
-                                       * ring region (shm/evring.h), nine regions in the header */
+                                       * ring region (shm/evring.h), nine regions in the header; 7:
+                                       * benefit fields in the policy nodes (48 bytes), the departure
+                                       * table, miss-reason counters (stats region 528 KiB) */
+#define SHM_STATS_BYTES (528u << 10)      /* SHM_REGION_STATS: lib/l2/view.h lays it out */
 #define SHM_INIT_DONE 0x494e4954u         /* "TINI": published last, release */
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SECRET_BYTES 192u             /* >= XXH3_SECRET_SIZE_MIN (136) */

@@ -71,7 +71,7 @@ START_TEST(the_layout_table_accounts_for_every_byte)
 		}
 		ck_assert_int_eq(sc_type_field(t->name, pub, NULL, NULL, NULL), -ENOENT);
 	}
-	ck_assert_uint_eq(ntypes, 37);
+	ck_assert_uint_eq(ntypes, 39);
 	ck_assert_ptr_null(sc_type_name(ntypes));
 	ck_assert_ptr_null(sc_type_name(~0u));
 }
@@ -94,6 +94,13 @@ START_TEST(layouts_are_pinned)
 	ck_assert_uint_eq(sizeof(struct sc_l2_stats), 288);
 	ck_assert_uint_eq(sizeof(struct sc_arena_opts), 112);
 	ck_assert_uint_eq(sizeof(struct sc_commit), 56);
+	/* costs, miss reasons and restore deadlines took reserved room; sizes unchanged */
+	ck_assert_uint_eq(sizeof(struct sc_location), 368);
+	ck_assert_uint_eq(offsetof(struct sc_location, cost_ns), 320);
+	ck_assert_uint_eq(offsetof(struct sc_l2_stats, refused_low_benefit), 264);
+	ck_assert_uint_eq(offsetof(struct sc_restore, predicted_ns), 368);
+	ck_assert_uint_eq(sizeof(struct sc_restore_opts), 64);
+	ck_assert_uint_eq(sizeof(struct sc_miss_stats), 512);
 	ck_assert_uint_eq(sizeof(struct sc_event), 64);            /* a ring record converts in place */
 	ck_assert_uint_eq(sizeof(struct sc_lookup), 96);
 	ck_assert_uint_eq(sizeof(struct sc_events_stats), 112);

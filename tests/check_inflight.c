@@ -222,9 +222,10 @@ static void killed_filler_rounds(int huge, uint64_t seg_bytes)
 		sc_skip("no O_DIRECT on %s", dir);
 		goto out;
 	}
-	/* a heap that holds the QD reservations and not one more (2 MiB of the arena beyond them for
-	 * its other regions: the event ring's alone is 260 KiB, and the heap starts 2 MiB aligned) */
-	struct sc_arena_opts ao = { .size_bytes = ((uint64_t)(QD + 2) << 22) + (2u << 20), .huge = huge ? SC_HUGE_REQUIRE : SC_HUGE_OFF,
+	/* a heap that holds the QD reservations and not one more (4 MiB of the arena beyond them for
+	 * its other regions: the event ring's alone is 260 KiB, the stats 528 KiB, the policy nodes
+	 * 48 bytes an entry, and the heap starts 2 MiB aligned) */
+	struct sc_arena_opts ao = { .size_bytes = ((uint64_t)(QD + 2) << 22) + (4u << 20), .huge = huge ? SC_HUGE_REQUIRE : SC_HUGE_OFF,
 				    .l3_index_entries = SC_L3_INDEX_NONE };
 	const char *name;
 	struct sc_arena *a = sc_test_arena_opts("inflight", &ao, &name);

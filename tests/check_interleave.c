@@ -5,6 +5,7 @@
  * prints the number of orderings it explored.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -43,6 +44,7 @@ struct shared {
 	char l3dir[96];               /* the run's L3 directory (location index scenarios) */
 	_Atomic uint64_t put_done_ns; /* when the other host's put returned (CLOCK_MONOTONIC) */
 	_Atomic int32_t located[3];   /* per actor: what its locate returned */
+	_Atomic uint64_t deadline_ns; /* the abandoned-fill scenario's restore deadline (0: not set yet) */
 };
 
 static struct shared *sh;
@@ -1334,6 +1336,134 @@ END_TEST
 
 /* ---- the schedule points list ---- */
 
+/* ---- 14. an abandoned fill vs room making and repair ----
+ *
+ * Actor 0 restores an 8 MiB object with a deadline its fill is predicted to meet (the model is
+ * fixed at 1 ns) but that passes while the explorer holds it at its points: depending on the
+ * ordering the fill completes in time or is abandoned past the deadline (restore.abandoned) with
+ * its reads possibly still landing. Actor 1 meanwhile admits 24 MiB of 1 MiB entries into the
+ * 16 MiB arena (room made by evicting, reaping what dead processes hold) and runs fsck --repair.
+ * The invariant (docs/DESIGN.md: an owner token stays alive until every asynchronous operation it
+ * started has finished): the abandoned fill's reservation is never freed or reused while its reads
+ * may land, so every entry actor 1 published still has its own bytes (a deep fsck digests every
+ * entry) and, once actor 0 reaped its fill and left, nothing is reserved or leaked. */
+#define AB_OBJ (8u << 20)
+
+static int abandon_setup(void *ctx)
+{
+	(void)ctx;
+	if (ix_setup_common())
+		return -1;
+	atomic_store(&sh->deadline_ns, 0);
+	struct sc_l3 *l3 = ix_open(NULL);
+	if (!l3)
+		return -1;
+	uint8_t *b = aligned_alloc(4096, AB_OBJ);
+	fill(b, AB_OBJ, 77);
+	int32_t t[4];
+	key_tokens(t, 77);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { AB_OBJ } };
+	struct sc_l3_put_args a = { .model_identity = MODEL, .state_identity = STATE, .ns = NS, .tokens = t,
+				    .token_count = 4, .payload = &p };
+	int rc = sc_l3_put(l3, &a, NULL);
+	free(b);
+	sc_l3_close(l3);
+	return rc;
+}
+
+static int abandon_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (attach(&a, &st))
+		return 1;
+	int rc = 0;
+	if (who == 0) {
+		struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
+		struct sc_l3 *l3 = NULL;
+		if (sc_l3_open(sh->l3dir, &o, &l3))
+			return 2;
+		sc_test_set_fill_model(l3, 1, 1);
+		int32_t t[4];
+		key_tokens(t, 77);
+		struct sc_restore r;
+		/* long enough to fill in time when nothing holds this actor on a loaded machine, short
+		 * enough that actor 1 waiting for it is not taken to be blocked (IL_BLOCKED_MS): an
+		 * ordering that holds this actor while actor 1 runs resumes it past the deadline (no fill
+		 * started, or one abandoned if its reads are still in flight) */
+		_Static_assert(IL_BLOCKED_MS > 250, "actor 1's wait for the deadline must not look blocked");
+		struct sc_restore_opts ro = { .deadline_ns = mono_ns() + 250000000 };
+		atomic_store(&sh->deadline_ns, ro.deadline_ns);
+		int n = sc_restore_with(st, l3, NS, t, 4, &ro, &r);
+		atomic_store(&sh->got[0], n == 4 ? 1 : n == -ETIME ? 2 : 3);
+		if (n == 4)
+			sc_restore_release(&r);
+		else if (n != -ETIME)
+			rc = 3;
+		/* reap what the ring still owes (bounded: the poll budget) */
+		uint64_t until = mono_ns() + POLL_NS;
+		struct sc_l3_fill_req *done[4];
+		while (sc_l3_fill_inflight(l3) && mono_ns() < until)
+			(void)sc_l3_fill_reap(l3, done, 4, 1000000);
+		if (sc_l3_fill_inflight(l3))
+			rc = 4;
+		sc_l3_close(l3);
+	} else {
+		for (uint32_t k = 0; k < 24 && !rc; k++)
+			if (admit_v(st, 1000 + k, 1, 1 << 20) && sc_l2_last_refusal(st) != SC_L2_REFUSE_LEASED &&
+			    sc_l2_last_refusal(st) != SC_L2_REFUSE_NO_ROOM && sc_l2_last_refusal(st) != SC_L2_REFUSE_SCAN_LIMIT)
+				rc = 5; /* refusals for want of room are fine while the fill holds its memory */
+		if (!rc && sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, NULL) < 0)
+			rc = 6;
+		/* wait for actor 0's deadline to pass (set before its first point; at most 250 ms) */
+		for (uint64_t dl = atomic_load(&sh->deadline_ns); dl && mono_ns() <= dl;)
+			(void)poll(NULL, 0, 1);
+	}
+	sc_stage_close(st);
+	sc_arena_close(a);
+	return rc;
+}
+
+static unsigned abandon_runs[3];
+
+static int abandon_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	uint32_t g = atomic_load(&sh->got[0]);
+	if (g == 1 || g == 2)
+		abandon_runs[g]++;
+	struct sc_fsck_report rep;
+	int rc = sc_arena_fsck(parent_arena, SC_FSCK_DEEP, NULL, NULL, &rep);
+	if (rc != 0 || rep.digest_failures || rep.leaked_bytes || rep.reserved_bytes || rep.orphan_bytes) {
+		snprintf(why, len, "after %s: fsck %d problems, %llu digest failures, %llu leaked, %llu reserved, %llu orphaned",
+			 g == 2 ? "an abandoned fill" : "a fill in time", rc, (unsigned long long)rep.digest_failures,
+			 (unsigned long long)rep.leaked_bytes, (unsigned long long)rep.reserved_bytes,
+			 (unsigned long long)rep.orphan_bytes);
+		return -1;
+	}
+	int32_t t[4];
+	key_tokens(t, 77);
+	struct sc_l2_entry_info info;
+	if (g == 2 && sc_l2_peek(parent_stage, NS, t, 4, &info) == 0) {
+		snprintf(why, len, "an abandoned fill was published");
+		return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_abandoned_fill_vs_room_making)
+{
+	static const char *const pts[] = { "restore.fill", "l3.fill.submitted", "restore.abandoned", NULL };
+	struct il_scenario s = { .name = "abandoned fill vs room making", .actors = 2, .points = pts,
+				 .setup = abandon_setup, .actor = abandon_actor, .check = abandon_check,
+				 .teardown = ix_teardown };
+	report(&s, 3);
+	printf("abandoned fill vs room making: %u orderings filled in time, %u abandoned the fill\n", abandon_runs[1],
+	       abandon_runs[2]);
+}
+END_TEST
+
 START_TEST(test_sched_points_list_is_complete)
 {
 	/* every shm_sched_point("...") in the sources is listed, and nothing else */
@@ -1361,6 +1491,7 @@ Suite *interleave_suite(void)
 	tcase_add_test(tc, test_segment_admit_vs_release);
 	tcase_add_test(tc, test_segment_lease_vs_release);
 	tcase_add_test(tc, test_l3seg_put_vs_sweep);
+	tcase_add_test(tc, test_abandoned_fill_vs_room_making);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -28,8 +28,8 @@ START_TEST(test_product_library_exports_no_hooks)
 	/* the product library exports its API ... */
 	snprintf(cmd, sizeof(cmd), "nm -D --defined-only %s/libstagecache.so.0 | grep -q ' sc_arena_open'", SC_BUILD_DIR);
 	ck_assert_int_eq(sh(cmd), 0);
-	/* ... and no hook */
-	snprintf(cmd, sizeof(cmd), "nm -D --defined-only %s/libstagecache.so.0 | grep -iE 'fault|clock|sched'", SC_BUILD_DIR);
+	/* ... and no hook (sc_clock_ns, the clock of restore deadlines, is API: the hooks set clocks) */
+	snprintf(cmd, sizeof(cmd), "nm -D --defined-only %s/libstagecache.so.0 | grep -iE 'fault|set_clock|sched'", SC_BUILD_DIR);
 	ck_assert_msg(sh(cmd) == 1, "the product library exports a test hook");
 	/* nor does the static archive define one */
 	snprintf(cmd, sizeof(cmd), "nm --defined-only %s/libstagecache.a 2>/dev/null | grep -iE ' T .*(fault|set_clock|sched)'",

@@ -1209,6 +1209,134 @@ START_TEST(test_refusals_by_reason_equal_library)
 }
 END_TEST
 
+/* ---- every miss reason, counted by the library and by eBPF alike ---- */
+
+/* L2 misses of several reasons and restores with no state of several reasons, in a child traced
+ * like the workloads above. */
+static void miss_workload(const char *arena_name, const char *dir)
+{
+	struct sc_arena *a = NULL;
+	struct sc_stage *s = NULL;
+	struct sc_l3 *h = NULL;
+	int rc = sc_arena_open(arena_name, &a);
+	W_EXPECT(rc == 0, "open: %s", sc_strerror(rc));
+	rc = sc_stage_open(a, "model-m", "state-m", &s);
+	W_EXPECT(rc == 0, "stage: %s", sc_strerror(rc));
+	rc = sc_l3_open(dir, NULL, &h);
+	W_EXPECT(rc == 0, "l3: %s", sc_strerror(rc));
+	struct sc_lease l;
+	/* never stored */
+	W_EXPECT(r_get(s, 1, &l) == -ENOENT, "never stored");
+	/* removed */
+	W_EXPECT(r_put(s, 2, 4096) == 0, "put");
+	int32_t tok[W_TOKENS];
+	fill_tokens(tok, W_TOKENS, 5000 + 2);
+	struct sc_key k;
+	W_EXPECT(sc_l2_key(s, "ns", tok, W_TOKENS, &k) == 0 && sc_l2_remove(s, k) == 0, "remove");
+	W_EXPECT(r_get(s, 2, &l) == -ENOENT, "removed");
+	/* refused: over the budget, and for low benefit (1 ns for 1 MiB) */
+	rc = sc_l2_shrink_to(a, 4 * sc_l2_footprint(a, R_ENTRY, 0, W_TOKENS));
+	W_EXPECT(rc == 0, "shrink: %s", sc_strerror(rc));
+	W_EXPECT(r_put(s, 3, 1 << 20) == -E2BIG, "over budget");
+	W_EXPECT(r_get(s, 3, &l) == -ENOENT, "refused");
+	static char buf[1 << 20];
+	memset(buf, 3, sizeof(buf));
+	fill_tokens(tok, W_TOKENS, 5000 + 4);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { 100000 } };
+	rc = sc_l2_admit_cost(s, "ns", tok, W_TOKENS, sc_digest(buf, 100000), &p, SC_ORIGIN_DIRECT, 1);
+	W_EXPECT(rc == -ENOSPC, "low benefit: %s", sc_strerror(rc));
+	W_EXPECT(r_get(s, 4, &l) == -ENOENT, "refused (low benefit)");
+	/* evicted under pressure (a budget of four entries, eight admitted) */
+	for (int i = 10; i < 18; i++)
+		W_EXPECT(r_put(s, i, R_ENTRY) == 0, "put %d", i);
+	W_EXPECT(r_get(s, 10, &l) == -ENOENT, "evicted");
+	/* evicted for the budget */
+	rc = sc_l2_shrink_to(a, sc_l2_footprint(a, R_ENTRY, 0, W_TOKENS));
+	W_EXPECT(rc == 0, "shrink: %s", sc_strerror(rc));
+	for (int i = 11; i < 18; i++) /* of those still there before, some went for the budget */
+		if (r_get(s, i, &l) == 0)
+			sc_lease_release(&l);
+	/* restores with no state: never stored, another identity's, a deadline already past */
+	struct sc_restore r;
+	fill_tokens(tok, W_TOKENS, 9001);
+	W_EXPECT(sc_restore(s, h, "ns", tok, W_TOKENS, 0, &r) == -ENOENT, "restore: never stored");
+	struct sc_payload q = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { 8192 } };
+	struct sc_l3_put_args pa = { .model_identity = "model-m", .state_identity = "another", .ns = "ns",
+				     .tokens = tok, .token_count = W_TOKENS, .payload = &q };
+	W_EXPECT(sc_l3_put(h, &pa, NULL) == 0, "l3 put");
+	W_EXPECT(sc_restore(s, h, "ns", tok, W_TOKENS, 0, &r) == -ENOENT, "restore: identity");
+	pa.state_identity = "state-m";
+	fill_tokens(tok, W_TOKENS, 9002);
+	W_EXPECT(sc_l3_put(h, &pa, NULL) == 0, "l3 put");
+	struct sc_restore_opts o = { .deadline_ns = sc_clock_ns() - 1 };
+	W_EXPECT(sc_restore_with(s, h, "ns", tok, W_TOKENS, &o, &r) == -ETIME, "restore: deadline");
+	sc_l3_close(h);
+	sc_stage_close(s); /* flushes the stage's pending L2 miss counts */
+	sc_arena_close(a);
+	_exit(0);
+}
+
+START_TEST(test_miss_reasons_equal_library)
+{
+	if (skip_without_bpf())
+		return;
+	const char *name;
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/var/tmp/sc-trace-miss-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_arena_opts ao = { .size_bytes = 16ull << 20, .huge = SC_HUGE_OFF };
+	struct sc_arena *a = sc_test_arena_opts("trace-m", &ao, &name);
+	struct tracer t;
+	pid_t pid = fork_traced(&t);
+	if (pid == 0)
+		miss_workload(name, dir);
+	int status;
+	ck_assert(waitpid(pid, &status, 0) == pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "workload failed (status %d)", status);
+	struct sc_stage *s;
+	ck_assert_int_eq(sc_stage_open(a, "model-m", "state-m", &s), 0);
+	uint64_t sid = sc_stage_id(s);
+	sc_stage_close(s);
+	struct sc_miss_stats m;
+	ck_assert_int_eq(sc_miss_stats(a, sid, &m), 0);
+	static const int l2_want[] = { SC_MISS_NEVER_STORED, SC_MISS_REMOVED, SC_MISS_REFUSED, SC_MISS_EVICTED_PRESSURE,
+				       SC_MISS_EVICTED_BUDGET };
+	for (size_t i = 0; i < sizeof(l2_want) / sizeof(l2_want[0]); i++)
+		ck_assert_msg(m.l2[l2_want[i]] >= 1, "the workload made no L2 miss of reason %s",
+			      sc_miss_reason_name(l2_want[i]));
+	uint64_t l2 = 0, rs = 0;
+	for (int r = 0; r < SC_MISS_MAX; r++) {
+		ck_assert_msg(read_reason(t.pin_dir, sid, SC_EV_MISS_L2, (uint32_t)r) == m.l2[r],
+			      "eBPF and library disagree on L2 misses of reason %s", sc_miss_reason_name(r));
+		ck_assert_msg(read_reason(t.pin_dir, sid, SC_EV_MISS_RESTORE, (uint32_t)r) == m.restore[r],
+			      "eBPF and library disagree on restore misses of reason %s", sc_miss_reason_name(r));
+		l2 += m.l2[r];
+		rs += m.restore[r];
+	}
+	for (int r = 0; r < SC_L2_REFUSE_REASONS; r++)
+		ck_assert_uint_eq(read_reason(t.pin_dir, sid, SC_EV_MISS_REFUSED, (uint32_t)r), m.l2_refused[r]);
+	ck_assert_uint_eq(m.l2_refused[SC_L2_REFUSE_OVER_BUDGET], 1);
+	ck_assert_uint_eq(m.l2_refused[SC_L2_REFUSE_LOW_BENEFIT], 1);
+	for (int r = 0; r < SC_DEADLINE_COUNT; r++)
+		ck_assert_uint_eq(read_reason(t.pin_dir, sid, SC_EV_MISS_DEADLINE, (uint32_t)r), m.deadline[r]);
+	ck_assert_uint_eq(m.restore[SC_MISS_NEVER_STORED], 1);
+	ck_assert_uint_eq(m.restore[SC_MISS_IDENTITY], 1);
+	ck_assert_uint_eq(m.deadline[SC_DEADLINE_PAST], 1);
+	struct sc_bpf_counter c[SC_EV_COUNT];
+	read_counters(t.pin_dir, (uint32_t)pid, c, NULL);
+	ck_assert_uint_eq(c[SC_EV_MISS_L2].count, l2);
+	ck_assert_uint_eq(c[SC_EV_MISS_RESTORE].count, rs);
+	/* every L2 miss is classified: the reasons add up to the misses */
+	struct sc_l2_stats st;
+	ck_assert_int_eq(sc_l2_stats_id(a, sid, &st), 0);
+	ck_assert_uint_eq(st.misses, l2);
+	ck_assert_uint_eq(c[SC_EV_L2_MISS].count, l2);
+	tracer_stop(&t);
+	sc_test_arena_destroy(a, name);
+	sc_test_rm_tree(dir);
+}
+END_TEST
+
 Suite *trace_suite(void)
 {
 	Suite *s = suite_create("trace");
@@ -1220,6 +1348,7 @@ Suite *trace_suite(void)
 	tcase_add_test(tc, test_shared_library_probes_fire);
 	tcase_add_test(tc, test_pid_filter);
 	tcase_add_test(tc, test_refusals_by_reason_equal_library);
+	tcase_add_test(tc, test_miss_reasons_equal_library);
 	tcase_add_test(tc, test_errors_are_clear);
 	tcase_add_test(tc, test_keep_leaves_pins);
 	suite_add_tcase(s, tc);

@@ -8,6 +8,7 @@
 #include "admin.h"
 #include "evict.h"
 #include "lease.h"
+#include "miss.h"
 #include "stage.h"
 #include "../events.h"
 #include "../probes.h"
@@ -45,7 +46,7 @@ int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reaso
 	} else {
 		rc = shm_index_unlink_retire_locked(ix, e);
 		if (!rc) {
-			l2_policy_forget(a, shm_index_idx(ix, e));
+			l2_policy_forget(a, shm_index_idx(ix, e), l2_key_fp(key.lo, key.hi), SC_MISS_REMOVED, reason);
 			removed(a, e, reason);
 		}
 	}
@@ -62,8 +63,9 @@ int sc_l2_remove(struct sc_stage *st, struct sc_key key)
 	return l2_remove_key(st->arena, key, 0, L2_REMOVE_EXPLICIT);
 }
 
-/* Remove every LIVE entry matching (@all, or digest @d); returns the count. O(index entries). */
-static int remove_where(struct sc_arena *a, int all, struct sc_digest d, int reason)
+/* Remove every LIVE entry matching (@all, or digest @d); returns the count. O(index entries).
+ * Each key's departure says @why (enum sc_miss_reason) with @reason as its detail. */
+static int remove_where(struct sc_arena *a, int all, struct sc_digest d, int reason, int why)
 {
 	int rc = l2_ready(a);
 	if (rc)
@@ -80,7 +82,7 @@ static int remove_where(struct sc_arena *a, int all, struct sc_digest d, int rea
 			if (!all && (e->digest_lo != d.lo || e->digest_hi != d.hi))
 				continue;
 			if (shm_index_unlink_retire_locked(ix, e) == 0) {
-				l2_policy_forget(a, i);
+				l2_policy_forget(a, i, l2_key_fp(e->key_lo, e->key_hi), why, reason);
 				removed(a, e, reason);
 				count++;
 			}
@@ -98,14 +100,21 @@ int sc_l2_invalidate_digest(struct sc_arena *a, struct sc_digest d)
 {
 	if (!a)
 		return -EINVAL;
-	return remove_where(a, 0, d, L2_REMOVE_INVALIDATE);
+	return remove_where(a, 0, d, L2_REMOVE_INVALIDATE, SC_MISS_REMOVED);
+}
+
+int l2_invalidate_why(struct sc_arena *a, struct sc_digest d, int why)
+{
+	if (!a)
+		return -EINVAL;
+	return remove_where(a, 0, d, L2_REMOVE_INVALIDATE, why);
 }
 
 int sc_l2_clear(struct sc_arena *a)
 {
 	if (!a)
 		return -EINVAL;
-	return remove_where(a, 1, (struct sc_digest){ 0, 0 }, L2_REMOVE_CLEAR);
+	return remove_where(a, 1, (struct sc_digest){ 0, 0 }, L2_REMOVE_CLEAR, SC_MISS_REMOVED);
 }
 
 int sc_l2_shrink_to(struct sc_arena *a, uint64_t bytes)
@@ -125,9 +134,9 @@ int sc_l2_shrink_to(struct sc_arena *a, uint64_t bytes)
 		if (live <= budget)
 			return 0;
 		int why;
-		if (l2_make_room(a, live - budget, -1, -1, NULL, &why)) {
+		if (l2_make_room(a, live - budget, -1, -1, NULL, SC_MISS_EVICTED_BUDGET, &why)) {
 			/* not all of it: evict what can be evicted, bounded */
-			if (l2_make_room(a, 1, -1, -1, NULL, &why))
+			if (l2_make_room(a, 1, -1, -1, NULL, SC_MISS_EVICTED_BUDGET, &why))
 				return -EBUSY;
 		}
 	}

@@ -9,5 +9,8 @@
 /* Why an entry was removed: the l2_remove probe's reason (lib/probes.h). */
 enum { L2_REMOVE_EXPLICIT = 0, L2_REMOVE_MISMATCH = 1, L2_REMOVE_INVALIDATE = 2, L2_REMOVE_CLEAR = 3 };
 int l2_remove_key(struct sc_arena *a, struct sc_key key, uint64_t rec, int reason);
+/* sc_l2_invalidate_digest whose removals say @why (enum sc_miss_reason: QUARANTINED, the object
+ * failed verification; EVICTED_JANITOR, it is gone from L3). */
+int l2_invalidate_why(struct sc_arena *a, struct sc_digest d, int why);
 
 #endif

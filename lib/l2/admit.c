@@ -5,9 +5,13 @@
  * arguments (-EINVAL: no tokens, unknown origin, NULL sections; INVALID), digest (-EBADMSG), empty
  * (-EINVAL), sections/descriptor (-EINVAL), heap and budget (-E2BIG, refused_bytes). An arena fsck
  * declared unrepairable refuses every admission first (-ENOTRECOVERABLE, not counted).
- * Then room is made (lib/l2/evict.c: S3-FIFO eviction for the budget, eviction by address when
- * the heap is fragmented; -ENOSPC with its reason when it cannot be made), the payload is copied
- * into a private block (tag: our owner token), and the block is committed (lib/l2/place.c).
+ * Then the benefit rules (lib/l2/evict.c): a payload whose compute cost is below what copying it
+ * out takes is refused (LOW_BENEFIT), and so, when room must be made, is one worth less than 1/16
+ * of what the cache evicts (the doorkeeper). Then room is made (lib/l2/evict.c: S3-FIFO weighted by
+ * benefit for the budget, eviction by address when the heap is fragmented; -ENOSPC with its
+ * reason when it cannot be made), the payload is copied into a private block (tag: our owner
+ * token), and the block is committed (lib/l2/place.c). A refusal after the key is known is noted
+ * in the departure table (lib/l2/miss.c), so that a later miss of the key says why.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +19,7 @@
 
 #include "admit.h"
 #include "evict.h"
+#include "miss.h"
 #include "place.h"
 #include "seg.h"
 #include "stage.h"
@@ -28,13 +33,27 @@
 
 const char *sc_l2_refusal_name(int reason)
 {
-	static const char *const names[SC_L2_REFUSE_COUNT] = {
+	static const char *const names[SC_L2_REFUSE_REASONS] = {
 		[SC_L2_REFUSE_DIGEST] = "digest",       [SC_L2_REFUSE_INVALID] = "invalid",
 		[SC_L2_REFUSE_TOO_LARGE] = "too_large", [SC_L2_REFUSE_OVER_BUDGET] = "over_budget",
 		[SC_L2_REFUSE_LEASED] = "leased",       [SC_L2_REFUSE_NO_ROOM] = "no_room",
 		[SC_L2_REFUSE_SCAN_LIMIT] = "scan_limit", [SC_L2_REFUSE_OTHER] = "other",
+		[SC_L2_REFUSE_LOW_BENEFIT] = "low_benefit",
 	};
-	return reason >= 0 && reason < SC_L2_REFUSE_COUNT ? names[reason] : "?";
+	return reason >= 0 && reason < SC_L2_REFUSE_REASONS ? names[reason] : "?";
+}
+
+/* The cost an admission charges: the caller's (clamped), else the stage's per-token cost x @n. */
+static uint64_t cost_for(const struct sc_stage *st, uint32_t n, uint64_t cost_ns)
+{
+	return l2_cost_clamp(cost_ns ? cost_ns : sat_mul(l2_token_cost(st), n));
+}
+
+/* A refusal of a known key: noted (a later miss of the key says why), then counted as any. */
+static int refuse_key(struct sc_stage *st, struct sc_key key, uint64_t bytes, int rc, int reason)
+{
+	l2_depart_note(st->arena, l2_key_fp(key.lo, key.hi), SC_MISS_REFUSED, reason);
+	return l2_refuse(st->arena, st->id, bytes, rc, reason);
 }
 
 /* ---- admission checks ---- */
@@ -73,14 +92,6 @@ static int shape_of(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1
 	return 0;
 }
 
-/* Checks 2..4; the digest (1) is checked by the caller first. A refusal is counted. */
-static int check_shape(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1, const struct sc_kv_desc *desc,
-		       uint64_t ntok, uint64_t *fp, int *why)
-{
-	int reason, rc = shape_of(st, kind, l0, l1, desc, ntok, fp, &reason);
-	return rc ? reject(st, l0 + l1, rc, reason, why) : 0;
-}
-
 /* The opening admit and publish share: *@why defaults to SC_L2_REFUSE_OTHER (when @why is NULL,
  * into @spare); 0, -EINVAL (no stage) or -ENOTRECOVERABLE (the arena is declared damaged). */
 static int l2_enter(struct sc_stage *st, int **why, int *spare)
@@ -94,7 +105,7 @@ static int l2_enter(struct sc_stage *st, int **why, int *spare)
 }
 
 int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
-	     const struct sc_payload *p, uint32_t origin, int *why)
+	     const struct sc_payload *p, uint32_t origin, uint64_t cost_ns, int *why)
 {
 	int spare, rc = l2_enter(st, &why, &spare);
 	if (rc)
@@ -123,21 +134,30 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 		l2_seg_plan_free(&plan);
 		return reject(st, wire, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	}
-	rc = check_shape(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, why);
-	if (!rc && (rc = sc_l2_key(st, ns, tokens, n, &key)))
+	/* the key first, so that a refusal from here on is noted for it (a later miss says why) */
+	int reason;
+	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
 		rc = reject(st, wire, rc, SC_L2_REFUSE_INVALID, why);
+	else if ((rc = shape_of(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, &reason)))
+		rc = refuse_key(st, key, wire, rc, *why = reason);
+	uint64_t cost = cost_for(st, n, cost_ns);
+	if (!rc && !l2_net_benefit(cost, wire)) {
+		/* a hit would copy more than recomputing costs: no benefit in keeping it */
+		*why = SC_L2_REFUSE_LOW_BENEFIT;
+		rc = refuse_key(st, key, wire, -ENOSPC, *why);
+	}
 	if (rc) {
 		l2_seg_plan_free(&plan);
 		return rc;
 	}
 	if (seg) {
-		rc = l2_seg_admit(st, key, n, tokens, d, p, origin, &plan, why);
+		rc = l2_seg_admit(st, key, n, tokens, d, p, origin, &plan, cost, why);
 		l2_seg_plan_free(&plan);
 		if (rc <= 0)
-			return rc ? l2_refuse(a, st->id, wire, rc, *why) : 0;
+			return rc ? refuse_key(st, key, wire, rc, *why) : 0;
 	}
-	if ((rc = l2_alloc(a, len, fp, &key, 0, &off, why)))
-		return l2_refuse(a, st->id, wire, rc, *why);
+	if ((rc = l2_alloc(a, len, fp, &key, cost, 0, &off, why)))
+		return refuse_key(st, key, wire, rc, *why);
 	dst = a->shm->base + off;
 	if (l0)
 		memcpy(dst, p->sec[0], l0);
@@ -148,10 +168,10 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	if (ntok)
 		memcpy(dst + l2_tokens_at(wire, has_desc), tokens, ntok * 4);
 	shm_fault_point("l2.admit.copied");
-	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, ntok != 0, fp, origin, NULL, why, 0, NULL);
+	rc = l2_commit(st, key, n, d, off, p->kind, l0, l1, has_desc, ntok != 0, fp, origin, NULL, why, 0, NULL, cost);
 	if (rc) {
 		(void)shm_heap_free(a->shm, off);
-		return l2_refuse(a, st->id, wire, rc, *why);
+		return refuse_key(st, key, wire, rc, *why);
 	}
 	return 0;
 }
@@ -167,7 +187,14 @@ static int noted(struct sc_stage *st, int rc, int why)
 int sc_l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 		const struct sc_payload *p, uint32_t origin)
 {
-	int why = SC_L2_REFUSE_OTHER, rc = l2_admit(st, ns, tokens, n, expected, p, origin, &why);
+	int why = SC_L2_REFUSE_OTHER, rc = l2_admit(st, ns, tokens, n, expected, p, origin, 0, &why);
+	return noted(st, rc, why);
+}
+
+int sc_l2_admit_cost(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
+		     const struct sc_payload *p, uint32_t origin, uint64_t cost_ns)
+{
+	int why = SC_L2_REFUSE_OTHER, rc = l2_admit(st, ns, tokens, n, expected, p, origin, cost_ns, &why);
 	return noted(st, rc, why);
 }
 
@@ -178,7 +205,8 @@ int sc_l2_last_refusal(const struct sc_stage *st)
 
 /* ---- reservations (fills) ---- */
 
-int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, struct sc_l2_resv *r, int *why)
+int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, const struct sc_key *key, uint64_t cost,
+	       struct sc_l2_resv *r, int *why)
 {
 	int dummy;
 	if (!why)
@@ -199,8 +227,11 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, struct sc_l2
 											     : SC_L2_REFUSE_TOO_LARGE;
 		return counted ? l2_refuse(a, st->id, bytes, -E2BIG, *why) : -E2BIG;
 	}
-	if ((rc = l2_alloc(a, len, fp, NULL, flags, &off, why)))
+	if ((rc = l2_alloc(a, len, fp, key, cost, flags, &off, why))) {
+		if (counted && key)
+			return refuse_key(st, *key, bytes, rc, *why);
 		return counted ? l2_refuse(a, st->id, bytes, rc, *why) : rc;
+	}
 	r->ptr = a->shm->base + off;
 	r->bytes = bytes;
 	r->arena_ = a;
@@ -211,7 +242,7 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, struct sc_l2
 
 int sc_l2_reserve(struct sc_stage *st, uint64_t bytes, struct sc_l2_resv *r)
 {
-	int why = SC_L2_REFUSE_OTHER, rc = l2_reserve(st, bytes, 0, r, &why);
+	int why = SC_L2_REFUSE_OTHER, rc = l2_reserve(st, bytes, 0, NULL, 0, r, &why);
 	return noted(st, rc, why);
 }
 
@@ -225,7 +256,7 @@ void sc_l2_reserve_release(struct sc_l2_resv *r)
 
 int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
 	       struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len, const struct sc_kv_desc *desc,
-	       uint32_t origin, struct sc_lease *lease, int *why)
+	       uint32_t origin, struct sc_lease *lease, uint64_t cost_ns, int *why)
 {
 	int spare, rc = l2_enter(st, &why, &spare);
 	if (rc)
@@ -238,19 +269,24 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	if (!sc_digest_equal(d, expected))
 		return reject(st, kv_len + rec_len, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	uint64_t fp, ntok = l2_verify_tokens(a) ? n : 0, wire = kv_len + rec_len;
-	rc = check_shape(st, kind, kv_len, rec_len, desc, ntok, &fp, why);
-	if (rc)
-		return rc;
 	struct sc_key key;
+	int reason;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
 		return reject(st, kv_len + rec_len, rc, SC_L2_REFUSE_INVALID, why);
+	if ((rc = shape_of(st, kind, kv_len, rec_len, desc, ntok, &fp, &reason)))
+		return refuse_key(st, key, wire, rc, *why = reason);
+	uint64_t cost = cost_for(st, n, cost_ns);
+	if (!l2_net_benefit(cost, wire)) {
+		*why = SC_L2_REFUSE_LOW_BENEFIT;
+		return refuse_key(st, key, wire, -ENOSPC, *why);
+	}
 	uint64_t need = l2_alloc_len_tok(wire, desc != NULL, ntok), off = r->off_, asked = r->asked_;
 	uint8_t *p = r->ptr;
 	if (need > asked) {
 		/* no room for the token ids behind the payload: move it into a block that has it (a
 		 * copy; sc_restore reserves the room so that its fills publish in place) */
-		if ((rc = l2_alloc(a, need, fp, &key, 0, &off, why)))
-			return l2_refuse(a, st->id, wire, rc, *why);
+		if ((rc = l2_alloc(a, need, fp, &key, cost, 0, &off, why)))
+			return refuse_key(st, key, wire, rc, *why);
 		p = a->shm->base + off;
 		memcpy(p, r->ptr, wire);
 		asked = need;
@@ -266,14 +302,14 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 		(void)l2_seg_index_fill(a, key, off, kv_len, rec_len, &seg_rec, &seg_dg, &seg_fp);
 	/* charge what the block really costs */
 	rc = l2_commit(st, key, n, d, off, kind, kv_len, rec_len, desc != NULL, ntok != 0,
-		       shm_heap_footprint(asked) + seg_fp, origin, lease, why, seg_rec, (const uint64_t(*)[2])seg_dg);
+		       shm_heap_footprint(asked) + seg_fp, origin, lease, why, seg_rec, (const uint64_t(*)[2])seg_dg, cost);
 	free(seg_dg);
 	if (rc && seg_rec)
 		(void)shm_heap_free(a->shm, seg_rec);
 	if (rc) {
 		if (off != r->off_)
 			(void)shm_heap_free(a->shm, off);
-		return l2_refuse(st->arena, st->id, wire, rc, rc == -EMFILE ? SC_L2_REFUSE_OTHER : *why);
+		return refuse_key(st, key, wire, rc, rc == -EMFILE ? SC_L2_REFUSE_OTHER : *why);
 	}
 	if (off != r->off_)
 		(void)shm_heap_free(a->shm, r->off_);
@@ -286,6 +322,15 @@ int sc_l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, ui
 		  uint32_t origin, struct sc_lease *lease)
 {
 	int why = SC_L2_REFUSE_OTHER;
-	int rc = l2_publish(st, ns, tokens, n, expected, r, kind, kv_len, rec_len, desc, origin, lease, &why);
+	int rc = l2_publish(st, ns, tokens, n, expected, r, kind, kv_len, rec_len, desc, origin, lease, 0, &why);
+	return noted(st, rc, why);
+}
+
+int sc_l2_publish_cost(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n,
+		       struct sc_digest expected, struct sc_l2_resv *r, uint32_t kind, uint64_t kv_len, uint64_t rec_len,
+		       const struct sc_kv_desc *desc, uint32_t origin, struct sc_lease *lease, uint64_t cost_ns)
+{
+	int why = SC_L2_REFUSE_OTHER;
+	int rc = l2_publish(st, ns, tokens, n, expected, r, kind, kv_len, rec_len, desc, origin, lease, cost_ns, &why);
 	return noted(st, rc, why);
 }

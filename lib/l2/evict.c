@@ -1,5 +1,6 @@
 /*
- * lib/l2/evict.c — the L2 eviction policy (S3-FIFO), making room, and reclamation.
+ * lib/l2/evict.c — the L2 eviction policy (S3-FIFO weighted by benefit), making room, and
+ * reclamation.
  *
  * Policy (the reasoning: docs/DESIGN.md, "L2 under memory pressure"). Every entry is on one of
  * two FIFO lists kept in shm/evq.c: a small probationary FIFO (10 % of the budget) and a main
@@ -15,6 +16,22 @@
  * Entries that cannot be evicted now (leased, being replaced, their shard busy) go back to the
  * head of their list unchanged. The lists' order survives between calls, so a call that stops at
  * its step bound has still made progress for the next one.
+ *
+ * Benefit (docs/DESIGN.md, "The benefit policy"). Each entry carries the compute a hit on it saves
+ * (its cost, ns) and its density d = cost / footprint (shm_evq_density). The header keeps D, a
+ * moving average of the densities of the entries evicted lately: what the cache is giving up now.
+ * An entry's ratio r = d / D (1 when either is unknown) weights S3-FIFO's three choices:
+ *  - credit: an entry that joins or stays in the main FIFO on merit (a hit, a move from small, a
+ *    ghost hit) is granted c = min(r - 1, 63) extra passes, and one that got there otherwise (the
+ *    warm-up) is granted them the first time it reaches the tail unhit; at the main FIFO's tail an
+ *    unhit entry with credit goes back with c - 1 instead of being evicted (so it stays about r
+ *    times as long as an average one: GDSF's cost/size, in FIFO passes);
+ *  - probation: a small-FIFO entry moves to main after two hits, or one hit when r >= 2, or none
+ *    when r >= 4 (its expected reuse x saved compute per byte already beats what is evicted);
+ *  - admission: a newcomer whose cost is below what copying it out of L2 takes is refused (a hit
+ *    would lose to recomputing), and under pressure one with r < 1/16 that is not in the ghost is
+ *    refused and put in the ghost (a doorkeeper: its return is admitted).
+ * With no costs, or one density for all (r = 1), every rule reduces to plain S3-FIFO.
  *
  * Fragmentation. The budget counts footprints; the heap can hold the bytes and still lack one
  * block for a large entry. Then l2_make_contig scans the heap by address from the block of the
@@ -41,6 +58,7 @@
 
 #include "evict.h"
 #include "lease.h"
+#include "miss.h"
 #include "stage.h"
 #include "../events.h"
 #include "../probes.h"
@@ -53,6 +71,12 @@
 #define L2_GHOST_PERCENT 90u         /* the ghost remembers keys worth this share of the budget */
 #define L2_TO_MAIN 2u                /* hits in the small FIFO that earn the main FIFO */
 #define L2_RECLAIM_PER_CALL 64u
+/* The benefit policy's parameters (ratios in sixteenths: 16 is "worth what the cache evicts") */
+#define L2_R_ONE 16u                 /* r = 1 */
+#define L2_R_HIT_MOVE 32u            /* r >= 2: one hit in the small FIFO earns the main one */
+#define L2_R_KEEP 64u                /* r >= 4: an unhit small-FIFO entry goes to main, not the ghost */
+#define L2_R_LOW 1u                  /* r < 1/16: a newcomer not in the ghost is refused under pressure */
+#define L2_DENS_EWMA_SHIFT 3         /* D moves 1/8 of the way to each evicted entry's density */
 #define L2_RECLAIM_WAIT_NS 2000000ull /* how long room making waits for readers to leave */
 
 #ifdef SC_TEST_HOOKS
@@ -98,37 +122,121 @@ uint64_t l2_pending(struct sc_arena *a)
 /* The ghost's fingerprint of an entry's key (never 0). */
 static uint64_t key_fp(const struct shm_index_entry *e)
 {
-	uint64_t fp = e->key_lo ^ (e->key_hi * 0x9e3779b97f4a7c15ull);
-	return fp ? fp : 1;
+	return l2_key_fp(e->key_lo, e->key_hi);
+}
+
+/* ---- benefit ---- */
+
+/* r = @dens / D in sixteenths (L2_R_ONE when either is unknown), at most 2^32. */
+static uint64_t ratio16(uint64_t dens, uint64_t evict_dens)
+{
+	if (!dens || !evict_dens)
+		return L2_R_ONE;
+	unsigned __int128 r = ((unsigned __int128)dens * L2_R_ONE) / evict_dens;
+	return r > (1ull << 32) ? (1ull << 32) : (uint64_t)r;
+}
+
+/* Extra passes for an entry of density @dens: min(r - 1, SHM_EVQ_CREDIT_MAX), 0 below r = 2;
+ * flagged as granted. */
+static uint32_t credit_of(uint64_t dens, uint64_t evict_dens)
+{
+	uint64_t r = ratio16(dens, evict_dens);
+	if (r < L2_R_HIT_MOVE)
+		return SHM_EVQ_CREDIT_GRANTED;
+	r = r / L2_R_ONE - 1;
+	return SHM_EVQ_CREDIT_GRANTED | (r > SHM_EVQ_CREDIT_MAX ? SHM_EVQ_CREDIT_MAX : (uint32_t)r);
+}
+
+/* D moves 1/8 of the way toward the density of an entry evicted now (unknown costs leave it). */
+static void note_evicted_density(struct shm_evq_hdr *h, uint64_t dens)
+{
+	if (!dens)
+		return;
+	uint64_t d = h->evict_dens;
+	if (!d)
+		h->evict_dens = dens;
+	else if (dens >= d)
+		h->evict_dens = d + ((dens - d) >> L2_DENS_EWMA_SHIFT);
+	else
+		h->evict_dens = d - ((d - dens) >> L2_DENS_EWMA_SHIFT);
+}
+
+uint64_t l2_cost_clamp(uint64_t cost)
+{
+	return cost > SC_COST_MAX ? SC_COST_MAX : cost;
+}
+
+int l2_net_benefit(uint64_t cost, uint64_t bytes)
+{
+	/* a hit copies the bytes out at SC_L2_RESTORE_PS_PER_BYTE: compare in ps, in 128 bits */
+	return !cost || (unsigned __int128)cost * 1000u >= (unsigned __int128)bytes * SC_L2_RESTORE_PS_PER_BYTE;
+}
+
+int l2_benefit_admit(struct sc_arena *a, uint64_t kfp, uint64_t footprint, uint64_t cost)
+{
+	if (!cost)
+		return 0; /* unknown: weighed as the average, admitted as plain S3-FIFO admits */
+	struct shm_evq *q = l2_q(a);
+	if (shm_evq_lock(q))
+		return 0;
+	struct shm_evq_hdr *h = q->hdr;
+	uint64_t window = l2_budget(a) / 100 * L2_GHOST_PERCENT;
+	int refuse = h->has_evicted && ratio16(shm_evq_density(cost, footprint), h->evict_dens) < L2_R_LOW &&
+		     !shm_evq_ghost_has_locked(q, kfp, window);
+	if (refuse) {
+		/* a doorkeeper: remember it, so that asking again soon admits it (a ghost hit) */
+		shm_evq_ghost_put_locked(q, kfp, footprint);
+		h->low_benefit++;
+	}
+	shm_evq_unlock(q);
+	return refuse ? -ENOSPC : 0;
 }
 
 /* ---- the FIFOs: admission and forgetting ---- */
 
-void l2_policy_admit(struct sc_arena *a, struct shm_index_entry *e)
+void l2_policy_admit(struct sc_arena *a, struct shm_index_entry *e, uint64_t cost)
 {
 	struct shm_evq *q = l2_q(a);
 	if (shm_evq_lock(q))
 		return; /* unqueued: neighbourhood eviction and fsck still find it */
 	struct shm_evq_hdr *h = q->hdr;
-	uint64_t budget = l2_budget(a);
-	uint32_t which = SHM_EVQ_SMALL;
-	if (shm_evq_ghost_take_locked(q, key_fp(e), budget / 100 * L2_GHOST_PERCENT)) {
+	uint64_t budget = l2_budget(a), kfp = key_fp(e);
+	uint32_t which = SHM_EVQ_SMALL, idx = shm_index_idx(l2_ix(a), e), credit = 0; /* not weighed yet */
+	uint64_t dens = shm_evq_density(l2_cost_clamp(cost), e->footprint);
+	if (shm_evq_ghost_take_locked(q, kfp, budget / 100 * L2_GHOST_PERCENT)) {
 		which = SHM_EVQ_MAIN;
 		h->ghost_hits++;
+		credit = credit_of(dens, h->evict_dens); /* it came back: it has earned its weight */
 	} else if (!h->has_evicted && h->bytes[SHM_EVQ_SMALL - 1] >= budget / 100 * L2_SMALL_PERCENT) {
 		which = SHM_EVQ_MAIN;
 	}
-	shm_evq_push_locked(q, shm_index_idx(l2_ix(a), e), which, e->footprint);
+	shm_evq_depart_forget_locked(q, kfp); /* stored again: its last departure no longer explains a miss */
+	/* off any list first (a stale node keeps its old charge until then), then the benefit fields
+	 * (the density from the bytes it will be charged), then the push */
+	shm_evq_remove_locked(q, idx);
+	q->node[idx].bytes = e->footprint;
+	shm_evq_set_cost_locked(q, idx, cost, credit);
+	shm_evq_push_locked(q, idx, which, e->footprint);
 	shm_evq_unlock(q);
 }
 
-void l2_policy_forget(struct sc_arena *a, uint32_t idx)
+void l2_policy_forget(struct sc_arena *a, uint32_t idx, uint64_t kfp, int reason, int detail)
 {
 	struct shm_evq *q = l2_q(a);
 	if (shm_evq_lock(q))
 		return; /* a stale node: the evictor drops it when it meets it */
 	shm_evq_remove_locked(q, idx);
+	if (reason >= 0)
+		shm_evq_depart_note_locked(q, kfp, (uint32_t)reason + 1, (uint32_t)detail);
 	shm_evq_unlock(q);
+}
+
+uint64_t l2_entry_cost(struct sc_arena *a, uint32_t idx)
+{
+	struct shm_evq *q = l2_q(a);
+	/* without the mutex, for people (sc_l2_entry_info): a relaxed load of a word the policy
+	 * writes under it; a stale value is harmless */
+	return idx < q->nodes ? __atomic_load_n(&q->node[idx].cost, __ATOMIC_RELAXED) : 0;
 }
 
 /* ---- reclamation ---- */
@@ -187,13 +295,14 @@ struct room {
 	uint32_t locked, mine;       /* shards we hold; those we took ourselves */
 	uint32_t busy_mask;          /* shards we could not trylock (held by someone, maybe dead) */
 	const struct shm_index_entry *exclude;
+	int cause;                   /* enum sc_miss_reason noted for what this call evicts */
 	uint64_t freed;              /* footprints evicted by this call */
 	unsigned evicted, busy;      /* entries evicted; candidates skipped because their shard was busy */
 };
 
-static int room_open(struct room *r, struct sc_arena *a, int held, const struct shm_index_entry *exclude)
+static int room_open(struct room *r, struct sc_arena *a, int held, const struct shm_index_entry *exclude, int cause)
 {
-	*r = (struct room){ .a = a, .ix = l2_ix(a), .q = l2_q(a), .held = held, .exclude = exclude };
+	*r = (struct room){ .a = a, .ix = l2_ix(a), .q = l2_q(a), .held = held, .exclude = exclude, .cause = cause };
 	r->locked = held >= 0 ? 1u << held : 0;
 	r->nl = l2_leases_collect(a, &r->leases);
 	return r->nl == SIZE_MAX ? -ENOMEM : 0; /* no memory: fail closed (everything counts as leased) */
@@ -258,6 +367,7 @@ static void room_evict(struct room *r, struct shm_index_entry *e, int to_ghost)
 	uint64_t lo = e->digest_lo, hi = e->digest_hi, fp = e->footprint, sid = e->stage_id, kfp = key_fp(e);
 	uint32_t meta = e->meta;
 	shm_sched_point("l2.evict.chosen");
+	uint64_t dens = r->q->node[idx].dens;
 	int rc = shm_index_unlink_retire_locked(r->ix, e);
 	shm_evq_remove_locked(r->q, idx);
 	if (rc)
@@ -265,6 +375,8 @@ static void room_evict(struct room *r, struct shm_index_entry *e, int to_ghost)
 	shm_fault_point("l2.evict.unlinked");
 	if (to_ghost)
 		shm_evq_ghost_put_locked(r->q, kfp, fp);
+	shm_evq_depart_note_locked(r->q, kfp, (uint32_t)r->cause + 1, 0);
+	note_evicted_density(r->q->hdr, dens);
 	r->q->hdr->has_evicted = 1;
 	r->freed += fp;
 	r->evicted++;
@@ -343,15 +455,31 @@ static int evict_bytes(struct room *r, uint64_t need, int *why)
 				continue;
 			}
 			uint32_t f = atomic_load_explicit(&ent->freq, memory_order_relaxed);
-			uint64_t bytes = q->node[idx].bytes;
-			if (which == SHM_EVQ_SMALL && f >= L2_TO_MAIN) {
+			struct shm_evq_node *nd = &q->node[idx];
+			uint64_t bytes = nd->bytes, r16 = ratio16(nd->dens, h->evict_dens);
+			if (which == SHM_EVQ_SMALL && (f >= L2_TO_MAIN || (f >= 1 && r16 >= L2_R_HIT_MOVE) || r16 >= L2_R_KEEP)) {
+				/* two hits, or fewer when its benefit per byte beats what is evicted */
 				atomic_store_explicit(&ent->freq, 0, memory_order_relaxed);
+				nd->credit = credit_of(nd->dens, h->evict_dens);
 				shm_evq_push_locked(q, idx, SHM_EVQ_MAIN, bytes);
 				h->to_main++;
+				h->benefit_moves += f < L2_TO_MAIN;
 			} else if (which == SHM_EVQ_MAIN && f >= 1) {
 				atomic_store_explicit(&ent->freq, (f < L2_FREQ_MAX ? f : L2_FREQ_MAX) - 1, memory_order_relaxed);
+				nd->credit = credit_of(nd->dens, h->evict_dens); /* hit again: its weight renewed */
 				shm_evq_push_locked(q, idx, SHM_EVQ_MAIN, bytes);
 				h->reinserted++;
+			} else if (which == SHM_EVQ_MAIN && SHM_EVQ_CREDIT(nd->credit) &&
+				   SHM_EVQ_CREDIT(nd->credit) <= SHM_EVQ_CREDIT_MAX) {
+				nd->credit--; /* unhit, but worth more than what is evicted: one more pass */
+				shm_evq_push_locked(q, idx, SHM_EVQ_MAIN, bytes);
+				h->credit_kept++;
+			} else if (which == SHM_EVQ_MAIN && !(nd->credit & SHM_EVQ_CREDIT_GRANTED) &&
+				   SHM_EVQ_CREDIT(credit_of(nd->dens, h->evict_dens))) {
+				/* in main since before anything was weighed (the warm-up): weighed now, once */
+				nd->credit = credit_of(nd->dens, h->evict_dens) - 1;
+				shm_evq_push_locked(q, idx, SHM_EVQ_MAIN, bytes);
+				h->credit_kept++;
 			} else if (c == C_SKIP) {
 				shm_evq_push_locked(q, idx, which, bytes); /* not now: back to the head */
 				h->skipped++;
@@ -407,13 +535,13 @@ static int evict_in_shard(struct room *r, uint32_t shard, int *why)
 }
 
 int l2_make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, int held,
-		 const struct shm_index_entry *exclude, int *why)
+		 const struct shm_index_entry *exclude, int cause, int *why)
 {
 	int rc = -ENOSPC;
 	*why = SC_L2_REFUSE_OTHER;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct room r;
-		if (room_open(&r, a, held, exclude)) {
+		if (room_open(&r, a, held, exclude, cause)) {
 			room_close(&r);
 			return -ENOSPC;
 		}
@@ -517,8 +645,11 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 						 * anyway (small FIFO and not hit twice first, main FIFO and hit
 						 * last), then by its bytes (less to evict, less to refill) */
 						uint32_t f = atomic_load_explicit(&e->freq, memory_order_relaxed);
-						uint64_t w = r->q->node[idx].q == SHM_EVQ_MAIN ? 3 + (f < L2_FREQ_MAX ? f : L2_FREQ_MAX)
-											      : f >= L2_TO_MAIN ? 2 : 1;
+						const struct shm_evq_node *nd = &r->q->node[idx];
+						uint64_t w = nd->q == SHM_EVQ_MAIN ? 3 + (f < L2_FREQ_MAX ? f : L2_FREQ_MAX)
+										   : f >= L2_TO_MAIN ? 2 : 1;
+						/* and by what it is worth: its credit counts as passes */
+						w += SHM_EVQ_CREDIT(nd->credit) <= SHM_EVQ_CREDIT_MAX ? SHM_EVQ_CREDIT(nd->credit) : 0;
 						w *= (1ull << 20) + bytes;
 						b = (struct wblk){ .off = off, .bytes = bytes, .idx = idx, .gen = gen,
 								   .kind = B_EVICT, .cost = w };
@@ -593,7 +724,7 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 	int lrc = shm_mutex_lock(a->shm, smu);
 	if (lrc && lrc != -EOWNERDEAD)
 		return -ENOSPC;
-	if (room_open(&r, a, -1, exclude)) {
+	if (room_open(&r, a, -1, exclude, SC_MISS_EVICTED_PRESSURE)) {
 		room_close(&r);
 		shm_mutex_unlock(a->shm, smu);
 		return -ENOSPC;

@@ -6,6 +6,7 @@
 #include "admit.h"
 #include "evict.h"
 #include "lease.h"
+#include "miss.h"
 #include "place.h"
 #include "read.h"
 #include "seg.h"

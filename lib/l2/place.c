@@ -25,6 +25,7 @@
 
 #include "evict.h"
 #include "lease.h"
+#include "miss.h"
 #include "place.h"
 #include "seg.h"
 #include "stage.h"
@@ -124,9 +125,14 @@ int l2_entry_check(struct shm_index *ix, const struct shm_index_entry *e, uint64
 	return 0;
 }
 
+/* The arena handle whose l2_ix is @ix (every shm_index view lives inside one). */
+static struct sc_arena *ix_arena(struct shm_index *ix)
+{
+	return (struct sc_arena *)(void *)((char *)ix - offsetof(struct sc_arena, l2_ix));
+}
+
 void l2_entry_info(struct shm_index *ix, const struct shm_index_entry *e, struct sc_l2_entry_info *info)
 {
-	(void)ix;
 	memset(info, 0, sizeof(*info));
 	info->key = (struct sc_key){ e->key_lo, e->key_hi };
 	info->stage_id = e->stage_id;
@@ -141,6 +147,7 @@ void l2_entry_info(struct shm_index *ix, const struct shm_index_entry *e, struct
 	info->has_kv_desc = (int)SHM_META_HAS_DESC(e->meta);
 	info->created_unix_ns = e->created_ns;
 	info->frequency = atomic_load_explicit(&e->freq, memory_order_relaxed);
+	info->cost_ns = ix->ent <= e && e < ix->ent + ix->nentries ? l2_entry_cost(ix_arena(ix), shm_index_idx(ix, e)) : 0;
 }
 
 /* The live entry of @key, if any (lock-free; for excluding it from eviction only). */
@@ -175,10 +182,10 @@ static const struct shm_index_entry *excl_entry(struct sc_arena *a, struct excl 
 static int make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, int held,
 		     const struct shm_index_entry *exclude, int *why)
 {
-	int rc = l2_make_room(a, need_bytes, need_shard, held, exclude, why);
+	int rc = l2_make_room(a, need_bytes, need_shard, held, exclude, SC_MISS_EVICTED_PRESSURE, why);
 	if (rc == -ENOSPC && l2_reap(a, 1) > 0) {
 		l2_reclaim_all(a, held);
-		rc = l2_make_room(a, need_bytes, need_shard, held, exclude, why);
+		rc = l2_make_room(a, need_bytes, need_shard, held, exclude, SC_MISS_EVICTED_PRESSURE, why);
 	}
 	return rc;
 }
@@ -191,13 +198,13 @@ static int make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, in
  * Retired entries still count as used until readers leave them: room that is only waiting for
  * readers is waited for (briefly) instead of being made twice.
  */
-int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct sc_key *exclude_key,
-		    uint32_t flags, uint64_t *off, int *why)
+int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct sc_key *exclude_key, uint64_t cost,
+	     uint32_t flags, uint64_t *off, int *why)
 {
 	struct excl x = { .key = exclude_key };
 	uint64_t tag = shm_tag_priv(a->shm->token);
 	uint64_t budget = l2_budget(a);
-	int rc = -ENOSPC, waited = 0;
+	int rc = -ENOSPC, waited = 0, judged = !cost || !exclude_key;
 	*why = SC_L2_REFUSE_OTHER;
 	l2_reap_periodic(a);
 	for (int round = 0; round < 12; round++) {
@@ -225,6 +232,14 @@ int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct sc_key 
 						break;
 				}
 				continue;
+			}
+			if (!judged) {
+				/* room must be made for it: is it worth what it would displace? */
+				judged = 1;
+				if (l2_benefit_admit(a, l2_key_fp(exclude_key->lo, exclude_key->hi), fp, cost)) {
+					*why = SC_L2_REFUSE_LOW_BENEFIT;
+					return -ENOSPC;
+				}
 			}
 			if ((rc = make_room(a, need, -1, -1, excl_entry(a, &x), why)))
 				return rc;
@@ -259,9 +274,10 @@ uint64_t l2_desc_at(uint64_t wire)
 	return desc_at(wire);
 }
 
-int l2_alloc_for(struct sc_arena *a, uint64_t len, uint64_t fp, struct sc_key key, uint64_t *off, int *why)
+int l2_alloc_for(struct sc_arena *a, uint64_t len, uint64_t fp, struct sc_key key, uint64_t cost, uint64_t *off,
+		 int *why)
 {
-	return l2_alloc(a, len, fp, &key, 0, off, why);
+	return l2_alloc(a, len, fp, &key, cost, 0, off, why);
 }
 
 /*
@@ -273,7 +289,7 @@ int l2_alloc_for(struct sc_arena *a, uint64_t len, uint64_t fp, struct sc_key ke
  */
 int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
 		     uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin,
-		     struct sc_lease *lease, int *why, uint64_t rec_off, const uint64_t (*dg)[2])
+		     struct sc_lease *lease, int *why, uint64_t rec_off, const uint64_t (*dg)[2], uint64_t cost)
 {
 	struct sc_arena *a = st->arena;
 	struct shm_index *ix = l2_ix(a);
@@ -371,12 +387,12 @@ int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_dige
 	}
 	atomic_store_explicit(&e->state, SHM_ENT_BUSY, memory_order_relaxed);
 	shm_fault_point("l2.admit.busy");
-	l2_policy_admit(a, e); /* queued before it is reachable (see the top of this file) */
+	l2_policy_admit(a, e, cost); /* queued before it is reachable (see the top of this file) */
 	shm_fault_point("l2.admit.queued");
 	shm_index_link_locked(ix, e, old);
 	shm_fault_point("l2.admit.linked");
 	if (old && atomic_load_explicit(&old->state, memory_order_relaxed) != SHM_ENT_LIVE)
-		l2_policy_forget(a, shm_index_idx(ix, old));
+		l2_policy_forget(a, shm_index_idx(ix, old), 0, -1, 0); /* replaced: nothing to note */
 	if (lease) {
 		int slot = l2_lease_take(a, shm_index_rec(ix, e));
 		if (slot >= 0) { /* *lease was zeroed above */
@@ -396,8 +412,9 @@ int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_dige
 
 int l2_commit_seg(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_digest d, uint64_t off, uint32_t kind,
 		  uint64_t l0, uint64_t l1, int has_desc, int has_tokens, uint64_t fp, uint32_t origin, uint64_t rec_off,
-		  const uint64_t (*dg)[2], int *why)
+		  const uint64_t (*dg)[2], int *why, uint64_t cost)
 {
-	return l2_commit(st, key, n, d, off, kind, l0, l1, has_desc, has_tokens, fp, origin, NULL, why, rec_off, dg);
+	return l2_commit(st, key, n, d, off, kind, l0, l1, has_desc, has_tokens, fp, origin, NULL, why, rec_off, dg,
+			 cost);
 }
 

@@ -12,6 +12,11 @@
  * that knows the caller's tokens compares them (count and every id) before anything else. A key
  * that matched someone else's prefix is a miss (reason 3), counted in key_collisions (shared
  * counter: collisions are rare events) and never removes that other prefix's entry.
+ *
+ * Misses are classified (lib/l2/miss.c): an absent key by what the departure table noted of it
+ * (evicted, removed, refused, not promoted; nothing: never stored), the others by what the lookup
+ * saw (a stale mirror: removed; a collision; a corrupted entry). That costs a miss one more cache
+ * line (the departure set, relaxed loads); a hit pays nothing for it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +26,7 @@
 #include "admin.h"
 #include "evict.h"
 #include "lease.h"
+#include "miss.h"
 #include "place.h"
 #include "seg.h"
 #include "stage.h"
@@ -36,8 +42,18 @@ static inline void count_hit(struct sc_stage *st)
 		l2_flush(st);
 }
 
-static inline void count_miss(struct sc_stage *st, uint64_t tokens, int reason, uint64_t t0)
+/* Count a miss of @key (its lookup ended with @reason, MISS_*): classified first, then counted in
+ * the stage handle (flushed with the hits). */
+static void count_miss(struct sc_stage *st, struct sc_key key, uint64_t tokens, int reason, uint64_t t0)
 {
+	uint32_t detail = 0;
+	int cls = reason == MISS_ABSENT      ? l2_depart_reason(st->arena, l2_key_fp(key.lo, key.hi), &detail)
+		  : reason == MISS_MISMATCH  ? SC_MISS_REMOVED
+		  : reason == MISS_COLLISION ? SC_MISS_COLLISION
+					     : SC_MISS_CORRUPT;
+	if (reason == MISS_MISMATCH)
+		detail = L2_REMOVE_MISMATCH;
+	l2_count_l2_miss(st, cls, detail);
 	if (++st->local_misses + st->local_hits >= L2_FLUSH_EVERY)
 		l2_flush(st);
 	if (SC_PROBE_ENABLED(l2_miss)) {
@@ -106,13 +122,13 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 	if (!e) {
 		shm_epoch_exit(a->shm);
 		if (q->count)
-			count_miss(st, q->tokens, err ? MISS_ERROR : MISS_ABSENT, t0);
+			count_miss(st, key, q->tokens, err ? MISS_ERROR : MISS_ABSENT, t0);
 		return err ? err : -ENOENT;
 	}
 	if ((err = l2_entry_snap(ix, e, &sn, &desc))) {
 		shm_epoch_exit(a->shm);
 		if (q->count)
-			count_miss(st, q->tokens, MISS_ERROR, t0);
+			count_miss(st, key, q->tokens, MISS_ERROR, t0);
 		return err;
 	}
 	if (q->mode != 2)
@@ -124,7 +140,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			if (m == 0)
 				key_collision_count(a, 0, q->tokens);
 			if (q->count)
-				count_miss(st, q->tokens, m == 0 ? MISS_COLLISION : MISS_ERROR, t0);
+				count_miss(st, key, q->tokens, m == 0 ? MISS_COLLISION : MISS_ERROR, t0);
 			return m == 0 ? -ENOENT : m;
 		}
 	}
@@ -135,13 +151,13 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 		if (q->keep_stale) {
 			q->stale_rec = rec;
 			if (q->count)
-				count_miss(st, q->tokens, MISS_MISMATCH, t0);
+				count_miss(st, key, q->tokens, MISS_MISMATCH, t0);
 			return -ESTALE;
 		}
 		/* the durable copy changed: this mirror is stale */
 		(void)l2_remove_key(a, key, rec, L2_REMOVE_MISMATCH);
 		if (q->count)
-			count_miss(st, q->tokens, MISS_MISMATCH, t0);
+			count_miss(st, key, q->tokens, MISS_MISMATCH, t0);
 		return -ENOENT;
 	}
 	shm_sched_point("l2.get.found"); /* found, lease not yet recorded: vs removal + reclaim */
@@ -300,8 +316,6 @@ int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tok
 		if (rc != -ENOENT)
 			break;
 	}
-	if (keys != stack_keys)
-		free(keys);
 	/* one lookup, one count, one probe */
 	if (rc == 0) {
 		count_hit(st);
@@ -311,8 +325,12 @@ int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tok
 			SC_PROBE(l2_hit, sid, lo, hi, b, org, dt);
 		}
 	} else if (k >= 0 && rc != -EMFILE) {
-		count_miss(st, n, rc == -ENOENT ? MISS_ABSENT : MISS_ERROR, t0);
+		/* classified by the longest prefix it looked for */
+		struct sc_key longest = k > 0 ? keys[k - 1] : (struct sc_key){ 0, 0 };
+		count_miss(st, longest, n, rc == -ENOENT ? MISS_ABSENT : MISS_ERROR, t0);
 	}
+	if (keys != stack_keys)
+		free(keys);
 	return rc;
 }
 
@@ -465,6 +483,9 @@ static int stats_of(struct sc_arena *a, uint64_t id, struct sc_l2_stats *out)
 	}
 	for (int i = 0; rf && i < SC_L2_REFUSE_COUNT; i++)
 		out->refused[i] = atomic_load_explicit(&rf->n[i], memory_order_relaxed);
+	struct l2_misses *ms = id ? l2_misses_of(a, id) : &sr->misses_global;
+	if (ms)
+		out->refused_low_benefit = atomic_load_explicit(&ms->low_benefit, memory_order_relaxed);
 	struct shm_evq *q = l2_q(a);
 	if (shm_evq_lock(q) == 0) {
 		const struct shm_evq_hdr *h = q->hdr;
@@ -474,6 +495,7 @@ static int stats_of(struct sc_arena *a, uint64_t id, struct sc_l2_stats *out)
 		out->main_bytes = h->bytes[SHM_EVQ_MAIN - 1];
 		out->moved_to_main = h->to_main;
 		out->ghost_hits = h->ghost_hits;
+		out->credit_kept = h->credit_kept;
 		shm_evq_unlock(q);
 	}
 	out->budget_bytes = l2_budget(a);

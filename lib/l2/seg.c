@@ -37,7 +37,7 @@ static uint64_t data_len(uint64_t local, int has_desc, uint64_t ntok)
 /* One planning and commit attempt: 0, -ESTALE (plan again), or -errno. */
 static int try_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
 		     const struct sc_payload *p, uint32_t origin, struct shm_seg_piece *pc, uint64_t (*dg)[2],
-		     uint32_t np, int *why)
+		     uint32_t np, uint64_t cost, int *why)
 {
 	struct sc_arena *a = st->arena;
 	struct shm_segtab *t = l2_segtab(a);
@@ -65,9 +65,9 @@ static int try_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const i
 	shm_sched_point("seg.admit.planned"); /* looked up, not yet held: vs the release of a segment */
 	uint64_t len = data_len(local, has_desc, ntok), rlen = shm_seg_rec_bytes(np), off, rec_off;
 	uint64_t fp = shm_heap_footprint(len) + shm_heap_footprint(rlen);
-	if ((rc = l2_alloc_for(a, len, shm_heap_footprint(len), key, &off, why)))
+	if ((rc = l2_alloc_for(a, len, shm_heap_footprint(len), key, cost, &off, why)))
 		return rc;
-	if ((rc = l2_alloc_for(a, rlen, shm_heap_footprint(rlen), key, &rec_off, why))) {
+	if ((rc = l2_alloc_for(a, rlen, shm_heap_footprint(rlen), key, 0, &rec_off, why))) {
 		(void)shm_heap_free(a->shm, off);
 		return rc;
 	}
@@ -97,7 +97,7 @@ static int try_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const i
 	memcpy(r->p, pc, np * sizeof(*pc));
 	shm_fault_point("l2.admit.copied");
 	rc = l2_commit_seg(st, key, n, d, off, p->kind, p->sec_len[0], p->sec_len[1], has_desc, ntok != 0, fp, origin,
-			   rec_off, (const uint64_t(*)[2])dg, why);
+			   rec_off, (const uint64_t(*)[2])dg, why, cost);
 	if (rc) {
 		(void)shm_heap_free(a->shm, rec_off);
 		(void)shm_heap_free(a->shm, off);
@@ -195,11 +195,11 @@ void l2_seg_plan_free(struct l2_seg_plan *pl)
 }
 
 int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
-		 const struct sc_payload *p, uint32_t origin, struct l2_seg_plan *pl, int *why)
+		 const struct sc_payload *p, uint32_t origin, struct l2_seg_plan *pl, uint64_t cost, int *why)
 {
 	int rc = -ESTALE;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		rc = try_admit(st, key, n, tokens, d, p, origin, pl->pc, pl->dg, pl->np, why);
+		rc = try_admit(st, key, n, tokens, d, p, origin, pl->pc, pl->dg, pl->np, cost, why);
 		if (rc != -ESTALE)
 			break;
 	}
@@ -221,7 +221,7 @@ int l2_seg_index_fill(struct sc_arena *a, struct sc_key key, uint64_t off, uint6
 	uint64_t(*dg)[2] = calloc(np, sizeof(*dg)), rlen = shm_seg_rec_bytes((uint32_t)np), roff;
 	if (!dg)
 		return -ENOMEM;
-	int why, rc = l2_alloc_for(a, rlen, shm_heap_footprint(rlen), key, &roff, &why);
+	int why, rc = l2_alloc_for(a, rlen, shm_heap_footprint(rlen), key, 0, &roff, &why);
 	if (rc) {
 		free(dg);
 		return rc;

@@ -17,7 +17,7 @@ void l2_seg_plan_free(struct l2_seg_plan *pl);
 /* Admit a planned payload (digest @d verified by the caller): 0, -errno with *why, or 1 when the
  * segments it found kept going away (the caller stores it whole). */
 int l2_seg_admit(struct sc_stage *st, struct sc_key key, uint32_t n, const int32_t *tokens, struct sc_digest d,
-		 const struct sc_payload *p, uint32_t origin, struct l2_seg_plan *pl, int *why);
+		 const struct sc_payload *p, uint32_t origin, struct l2_seg_plan *pl, uint64_t cost, int *why);
 /* Index the whole segments of a filled block (@off: section 0 of @l0 bytes then section 1) as a
  * contiguous segmented entry: a record at *@rec_off (private), the pieces' digests in *@dg
  * (malloc'd), the record's footprint in *@fp. 0, or -errno (nothing allocated: store it plain). */

@@ -82,25 +82,64 @@ void l2_count_event(struct sc_arena *a, uint64_t stage_id, int which, uint64_t v
 
 int l2_refuse(struct sc_arena *a, uint64_t stage_id, uint64_t bytes, int rc, int reason)
 {
-	if (reason < 0 || reason >= SC_L2_REFUSE_COUNT)
+	if (reason < 0 || reason >= SC_L2_REFUSE_REASONS)
 		reason = SC_L2_REFUSE_OTHER;
 	struct l2_stats_region *r = l2_stats_region(a);
 	l2_count_event(a, stage_id, L2C_REJECTS, 1);
 	if (rc == -E2BIG)
 		l2_count_event(a, stage_id, L2C_REFUSED, bytes);
-	atomic_fetch_add_explicit(&r->refused_global.n[reason], 1, memory_order_relaxed);
 	struct l2_stage_rec *s = l2_stage_rec_find(a, stage_id, 0);
-	if (s)
-		atomic_fetch_add_explicit(&r->refused_stage[s - r->stages].n[reason], 1, memory_order_relaxed);
+	if (reason == SC_L2_REFUSE_LOW_BENEFIT) {
+		/* no slot in the refusal lines (their size is the public arrays'): its own counter */
+		struct l2_misses *m = s ? &r->misses_stage[s - r->stages] : NULL;
+		atomic_fetch_add_explicit(&r->misses_global.low_benefit, 1, memory_order_relaxed);
+		if (m)
+			atomic_fetch_add_explicit(&m->low_benefit, 1, memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&r->refused_global.n[reason], 1, memory_order_relaxed);
+		if (s)
+			atomic_fetch_add_explicit(&r->refused_stage[s - r->stages].n[reason], 1, memory_order_relaxed);
+	}
 	uint64_t sid = stage_id, b = bytes, err = (uint64_t)-rc, why = (uint64_t)reason;
 	SC_PROBE(l2_reject, sid, b, err, why);
 	return rc;
+}
+
+struct l2_misses *l2_misses_of(struct sc_arena *a, uint64_t stage_id)
+{
+	struct l2_stats_region *r = l2_stats_region(a);
+	struct l2_stage_rec *s = l2_stage_rec_find(a, stage_id, 0);
+	return s ? &r->misses_stage[s - r->stages] : NULL;
+}
+
+/* The stage handle's L2 misses by reason (lib/l2/miss.c counts them there) into the arena. */
+static void flush_misses(struct sc_stage *st)
+{
+	struct l2_misses *g = &l2_stats_region(st->arena)->misses_global, *s = st->rec ? l2_misses_of(st->arena, st->id) : NULL;
+	for (unsigned i = 0; i < L2_MISS_SLOTS; i++) {
+		if (st->local_miss_by[i]) {
+			atomic_fetch_add_explicit(&g->l2[i], st->local_miss_by[i], memory_order_relaxed);
+			if (s)
+				atomic_fetch_add_explicit(&s->l2[i], st->local_miss_by[i], memory_order_relaxed);
+			st->local_miss_by[i] = 0;
+		}
+	}
+	for (unsigned i = 0; i < L2_REFUSE_SLOTS; i++) {
+		if (st->local_refused_by[i]) {
+			atomic_fetch_add_explicit(&g->refused[i], st->local_refused_by[i], memory_order_relaxed);
+			if (s)
+				atomic_fetch_add_explicit(&s->refused[i], st->local_refused_by[i], memory_order_relaxed);
+			st->local_refused_by[i] = 0;
+		}
+	}
 }
 
 void l2_flush(struct sc_stage *st)
 {
 	if (!st->local_hits && !st->local_misses)
 		return;
+	if (st->local_misses)
+		flush_misses(st);
 	struct l2_counters *g = &l2_stats_region(st->arena)->global;
 	if (st->local_hits) {
 		atomic_fetch_add_explicit(&g->hits, st->local_hits, memory_order_relaxed);
@@ -166,6 +205,31 @@ void sc_stage_close(struct sc_stage *st)
 uint64_t sc_stage_id(const struct sc_stage *st)
 {
 	return st ? st->id : 0;
+}
+
+uint64_t l2_token_cost(const struct sc_stage *st)
+{
+	uint64_t c = st->rec ? atomic_load_explicit(&st->rec->token_cost, memory_order_relaxed) : 0;
+	return c ? c : st->token_cost;
+}
+
+int sc_stage_set_token_cost(struct sc_stage *st, uint64_t ns_per_token)
+{
+	if (!st)
+		return -EINVAL;
+	st->token_cost = ns_per_token;
+	if (!st->rec)
+		return -ENOSPC; /* no record in the arena: only this handle charges it */
+	atomic_store_explicit(&st->rec->token_cost, ns_per_token, memory_order_relaxed);
+	return 0;
+}
+
+int sc_stage_token_cost(const struct sc_stage *st, uint64_t *ns_per_token)
+{
+	if (!st || !ns_per_token)
+		return -EINVAL;
+	*ns_per_token = l2_token_cost(st);
+	return 0;
 }
 
 struct sc_digest sc_stage_identity(const struct sc_stage *st)

@@ -32,7 +32,8 @@ _Static_assert(sizeof(struct l2_counters) == 64, "counters: one line");
 
 struct l2_stage_rec {
 	_Atomic uint64_t stage_id;   /* 0: free; claimed by CAS at sc_stage_open */
-	uint64_t pad[7];
+	_Atomic uint64_t token_cost; /* ns per token the stage declared (sc_stage_set_token_cost), 0: none */
+	uint64_t pad[6];
 	struct l2_counters c;
 };
 _Static_assert(sizeof(struct l2_stage_rec) == 128, "stage record layout");
@@ -43,6 +44,23 @@ struct l2_refusals {
 };
 _Static_assert(sizeof(struct l2_refusals) == 64, "refusals: one line");
 
+/* Miss reasons (enum sc_miss_reason) and what goes with them, per stage and global (5 lines: the
+ * smallest arena must still have a heap, so exactly as many counters as there are reasons). */
+#define L2_MISS_SLOTS 13u
+#define L2_REFUSE_SLOTS 9u
+#define L2_DEADLINE_SLOTS 4u
+struct l2_misses {
+	_Atomic uint64_t l2[L2_MISS_SLOTS];          /* L2 lookups that missed, by reason */
+	_Atomic uint64_t restore[L2_MISS_SLOTS];     /* restores that returned no state, by reason */
+	_Atomic uint64_t refused[L2_REFUSE_SLOTS];   /* L2 misses of reason REFUSED, by enum sc_l2_refusal */
+	_Atomic uint64_t deadline[L2_DEADLINE_SLOTS]; /* restore misses of reason DEADLINE, by detail */
+	_Atomic uint64_t low_benefit;                /* admissions refused as SC_L2_REFUSE_LOW_BENEFIT */
+};
+_Static_assert(sizeof(struct l2_misses) == 320, "miss counters: 5 lines");
+_Static_assert(SC_MISS_COUNT == L2_MISS_SLOTS && SC_L2_REFUSE_REASONS == L2_REFUSE_SLOTS &&
+		       SC_DEADLINE_COUNT == L2_DEADLINE_SLOTS,
+	       "a counter for every reason (a new one changes the stats layout)");
+
 #define L2_STAGE_RECS 1024u
 struct l2_stats_region {
 	struct l2_counters global;
@@ -50,10 +68,13 @@ struct l2_stats_region {
 	struct l2_stage_rec stages[L2_STAGE_RECS];
 	struct l2_refusals refused_global;
 	struct l2_refusals refused_stage[L2_STAGE_RECS]; /* same slot as stages[] */
+	struct l2_misses misses_global;
+	struct l2_misses misses_stage[L2_STAGE_RECS];    /* same slot as stages[] */
 };
 _Static_assert(offsetof(struct l2_stats_region, stages) == 128, "stats layout");
 _Static_assert(offsetof(struct l2_stats_region, refused_global) == 128 + 128 * L2_STAGE_RECS, "stats layout");
-_Static_assert(sizeof(struct l2_stats_region) <= (256u << 10), "stats region fits");
+_Static_assert(offsetof(struct l2_stats_region, misses_global) == 128 + 192 * L2_STAGE_RECS + 64, "stats layout");
+_Static_assert(sizeof(struct l2_stats_region) <= SHM_STATS_BYTES, "stats region fits");
 
 /* ---- reader-slot ext area: lease records ---- */
 struct l2_ext {
@@ -83,6 +104,10 @@ struct sc_stage {
 	size_t model_len, state_len;
 	struct sc_digest ident;      /* sc_identity_digest of model and state (unkeyed: L3 objects) */
 	int last_refusal;            /* enum sc_l2_refusal of the last call that did not publish, -1 */
+	uint64_t token_cost;         /* ns per token declared through this handle (the record's wins) */
+	/* L2 misses by reason, flushed with local_misses (their sum is local_misses) */
+	uint32_t local_miss_by[L2_MISS_SLOTS];
+	uint32_t local_refused_by[L2_REFUSE_SLOTS];
 };
 
 static inline struct shm_index *l2_ix(struct sc_arena *a)

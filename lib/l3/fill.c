@@ -17,6 +17,23 @@
  *
  *
  * The rings, their registrations and the kept files are lib/l3/ring.c's.
+ *
+ * Abandoned fills. A caller that stops waiting for a fill (a restore past its deadline) cannot
+ * take its reads back: the kernel keeps writing into the destination until each read completes,
+ * and may do so after the caller's process died (lib/io_pin.c). So abandoning only hands the
+ * request to the ring (l3_fill_abandon): the fill goes on as any, its pin of the destination's
+ * arena stays until its last read completed, and then, instead of queueing the request for a
+ * reap, the ring calls the caller's function, which releases the destination (its reservation).
+ * Nothing verifies or publishes it, and nothing here touches the destination any more (no hash,
+ * no further read): the caller's mapping of it may be gone (its arena handle closed). Any later process() of the ring (a fill, a reap, a restore, the
+ * drain of sc_l3_close) gets there; a process that dies first leaves the reservation tagged with
+ * its token, which the kernel keeps alive (the ring's pin) until the reads are done: only then can
+ * a reaper free it.
+ *
+ * Fill time model (sc_l3_fill_estimate). Each successful fill of this handle feeds two moving
+ * averages: small fills (under 256 KiB) the fixed cost of a fill, larger ones the time per byte
+ * of what was ahead of them on the ring plus their own payload (so a queue is priced as bytes to
+ * read first). A prediction is fixed + (bytes in flight + bytes) x per byte.
  */
 #include <errno.h>
 #include <sched.h>
@@ -41,6 +58,9 @@
 
 #define TAG_MASK 7ull
 #define L3_ASYNC_MIN (256u << 10)
+#define L3_EST_SMALL (256u << 10)   /* fills below this measure the fixed cost */
+#define L3_EST_LARGE (1u << 20)     /* fills from this measure the cost per byte */
+#define L3_EST_SHIFT 2              /* moving averages move 1/4 of the way per sample */
 
 /* ---- fills ---- */
 
@@ -246,8 +266,10 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	XXH3_128bits_reset(op->hs);
 	const struct l3_kept *k = op->kept;
 	op->hdr_known = k && k->payload_bytes == loc->payload_bytes && k->sec0 == loc->sec_len[0] && k->kind == loc->kind;
-	if (op->hdr_known)
+	if (op->hdr_known) {
 		op->ident = k->ident;
+		op->cost_ns = k->cost_ns;
+	}
 	int first = op->direct && !op->hdr_known;
 	/* shorter than its payload: a segmented object's manifest (or a cut one): the header decides */
 	if (!op->on_ring && !op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->want)
@@ -258,9 +280,12 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	return rc;
 }
 
-/* Hash every leading chunk that is complete. */
+/* Hash every leading chunk that is complete (not for an abandoned fill: its destination may be
+ * unmapped, and nobody will look at the digest). */
 static void hash_ready(struct l3_fill_op *op)
 {
+	if (op->abandoned)
+		return;
 	while (op->hashed < op->nchunks && (op->done_mask >> op->hashed & 1)) {
 		uint64_t start = (uint64_t)op->hashed * op->chunk;
 		XXH3_128bits_update(op->hs, (const uint8_t *)op->req->dst + start, chunk_len(op, op->hashed));
@@ -312,6 +337,7 @@ static int fill_verify(struct l3_fill_op *op, const struct sc_location *loc)
 		if (h.payload_bytes != loc->payload_bytes || h.section_bytes[0] != loc->sec_len[0] || h.kind != loc->kind)
 			return -EINVAL;
 		op->ident = l3_hdr_identity(op->hdrbuf, &h);
+		op->cost_ns = h.cost_ns > SC_COST_MAX ? SC_COST_MAX : h.cost_ns;
 	}
 	if (op->hashed != op->nchunks)
 		return -EBADMSG; /* truncated: some chunk ended early */
@@ -330,7 +356,30 @@ static int seg_identity(struct l3_fill_op *op)
 	if (l3_hdr_parse(op->hdrbuf, 0, &h))
 		return 0;
 	op->ident = l3_hdr_identity(op->hdrbuf, &h);
+	op->cost_ns = h.cost_ns > SC_COST_MAX ? SC_COST_MAX : h.cost_ns;
 	return l3_identity_differs(op->req->identity, op->ident) ? -EKEYREJECTED : 0;
+}
+
+/* A successful fill of @want bytes behind @ahead bytes took @ns: feed the model (see the top). */
+static void est_sample(struct sc_l3 *l3, uint64_t want, uint64_t ahead, uint64_t ns)
+{
+	if (l3->est_pinned)
+		return;
+	uint64_t fixed = atomic_load_explicit(&l3->est_fixed_ns, RELAXED);
+	if (want < L3_EST_SMALL && !ahead) {
+		uint64_t f = fixed ? (fixed - (fixed >> L3_EST_SHIFT)) + (ns >> L3_EST_SHIFT) : ns;
+		atomic_store_explicit(&l3->est_fixed_ns, f, RELAXED);
+	} else if (want >= L3_EST_LARGE) {
+		uint64_t var = ns > fixed ? ns - fixed : 0, bytes = sat_add(want, ahead);
+		unsigned __int128 ps128 = (unsigned __int128)var * 1000u / bytes;
+		uint64_t ps = ps128 > UINT32_MAX ? UINT32_MAX : (uint64_t)ps128;
+		uint64_t cur = atomic_load_explicit(&l3->est_ps_per_byte, RELAXED);
+		atomic_store_explicit(&l3->est_ps_per_byte,
+				      cur ? (cur - (cur >> L3_EST_SHIFT)) + (ps >> L3_EST_SHIFT) : (ps ? ps : 1), RELAXED);
+	} else {
+		return;
+	}
+	atomic_fetch_add_explicit(&l3->est_samples, 1, RELAXED);
 }
 
 static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
@@ -339,6 +388,8 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 	const struct sc_location *loc = req->loc;
 	int rc = op->err, seg = 0;
 	shm_fault_point("fill.after_read");
+	if (!rc && op->abandoned)
+		rc = -ECANCELED; /* its caller gave up: not verified, not used (see the top of this file) */
 	if (!rc) {
 		/* a segmented object (never kept: its header is read every time): lib/l3/segstore.c reads,
 		 * verifies and quarantines */
@@ -366,18 +417,28 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 			atomic_fetch_add_explicit(&l3->st->fills_kept, 1, RELAXED);
 		atomic_fetch_add_explicit(&l3->st->fill_bytes, op->want, RELAXED);
 		atomic_fetch_add_explicit(&l3->st->fill_ns, ns, RELAXED);
+		est_sample(l3, op->want, op->ahead, ns);
 	}
 	fill_close(r, op, seg && !rc ? 1 : rc);
 	req->fill_ns = ns;
+	req->cost_ns = op->cost_ns;
 	io_pin_put(&r->pins, op->pin); /* every read into req->dst completed */
 	uint64_t stage = req->stage_id, lo = loc->digest.lo, hi = loc->digest.hi, bytes = loc->payload_bytes;
 	int64_t res = rc;
 	SC_PROBE(l3_fill_done, stage, lo, hi, bytes, ns, res);
-	complete_req(r, req, rc);
+	void (*abandoned)(void *, int) = op->abandoned;
+	void *actx = op->abandon_ctx;
 	op->req = NULL;
+	op->abandoned = NULL;
+	op->abandon_ctx = NULL;
 	op->next = r->free_ops;
 	r->free_ops = op;
 	r->inflight--;
+	r->inflight_bytes -= op->want < r->inflight_bytes ? op->want : r->inflight_bytes;
+	if (abandoned)
+		abandoned(actx, rc); /* its caller gave up on it: the reads are done, the memory is free */
+	else
+		complete_req(r, req, rc);
 }
 
 /* Switch an O_DIRECT fill to buffered reads for what it still has to read (reads in flight
@@ -395,6 +456,10 @@ static void chunk_got(struct l3_ring *r, struct l3_fill_op *op, uint32_t c, uint
 {
 	if (!res)
 		return;
+	if (op->abandoned) {
+		op->err = -ECANCELED; /* no further read into a destination its caller gave up */
+		return;
+	}
 	L3_MARK_DEFINED((uint8_t *)op->req->dst + (uint64_t)c * op->chunk + op->cgot[c], res);
 	uint64_t len = chunk_len(op, c), got = op->cgot[c] + res;
 	op->cgot[c] = got > len ? len : got; /* a longer file is caught by the size check */
@@ -412,7 +477,7 @@ static void chunk_got(struct l3_ring *r, struct l3_fill_op *op, uint32_t c, uint
 /* The combined read (header block + chunk 0) completed with @res. */
 static void first_got(struct l3_ring *r, struct l3_fill_op *op, int res)
 {
-	if (res == -EINVAL && op->direct) {
+	if (res == -EINVAL && op->direct && !op->abandoned) {
 		to_buffered(op); /* the kernel refused this O_DIRECT read after all: two buffered reads */
 		if (prep_header(r, op) || prep_chunk(r, op, 0))
 			op->err = -EAGAIN;
@@ -448,6 +513,9 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 	} else if (kind == L3_IO_OPEN) {
 		if (res < 0) {
 			op->err = open_error(res);
+		} else if (op->abandoned) {
+			op->fd = res; /* closed by fill_close; no read is started */
+			op->err = -ECANCELED;
 		} else {
 			op->fd = res;
 			op->fl = O_NONBLOCK | (op->open_direct ? O_DIRECT : 0); /* as fill_start asked */
@@ -470,7 +538,7 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 	} else if (c >= op->nchunks) {
 		op->err = -EIO; /* cannot happen: we encoded it */
 	} else if (res < 0) {
-		if (res == -EINVAL && op->direct) {
+		if (res == -EINVAL && op->direct && !op->abandoned) {
 			to_buffered(op); /* the kernel refused this O_DIRECT read after all */
 			if (prep_chunk(r, op, c))
 				op->err = -EAGAIN;
@@ -547,6 +615,7 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 		req->result = 0;
 		req->direct = 0;
 		req->fill_ns = 0;
+		req->cost_ns = 0;
 		if (!req->loc || !req->dst || (req->flags & ~SC_L3_FILL_MASK) || !req->loc->payload_bytes ||
 		    req->dst_bytes < req->loc->payload_bytes) {
 			complete_req(r, req, -EINVAL);
@@ -561,8 +630,10 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 		struct l3_fill_op *op = r->free_ops;
 		r->free_ops = op->next;
 		*op = (struct l3_fill_op){ .req = req, .fd = -1, .hdrbuf = op->hdrbuf, .hs = op->hs, .t0 = shm_now_ns(),
-					   .pin = pin };
+					   .pin = pin, .ahead = r->inflight_bytes };
 		r->inflight++;
+		r->inflight_bytes = sat_add(r->inflight_bytes, req->loc->payload_bytes);
+		atomic_fetch_add_explicit(&l3->st->fill_starts, 1, RELAXED);
 		uint64_t stage = req->stage_id, lo = req->loc->digest.lo, hi = req->loc->digest.hi;
 		uint64_t bytes = req->loc->payload_bytes;
 		SC_PROBE(l3_fill_start, stage, lo, hi, bytes);
@@ -680,6 +751,136 @@ int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *reqp)
 		process(l3, r);
 	}
 }
+
+/* Take @req off the done list if it is there: 1 (its result in req->result), else 0. */
+static int take_done(struct l3_ring *r, struct sc_l3_fill_req *reqp)
+{
+	struct sc_l3_fill_req **pp = &r->done_head, *prev = NULL;
+	while (*pp && *pp != reqp)
+		prev = *pp, pp = &(*pp)->_next;
+	if (!*pp)
+		return 0;
+	*pp = reqp->_next;
+	if (r->done_tail == reqp)
+		r->done_tail = prev;
+	r->done_count--;
+	reqp->_next = NULL;
+	return 1;
+}
+
+int l3_fill_from_until(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_arena *src, uint64_t deadline)
+{
+	if (!deadline)
+		return l3_fill_from(l3, req, src);
+	struct l3_ring *r = l3_ring_get(l3);
+	if (!r)
+		return -ENOMEM;
+	r->seg_src = src; /* an optimisation only: a fill reaped later without it reads every segment */
+	int k, rc;
+	struct sc_l3_fill_req *p = req;
+	while ((k = sc_l3_fill_submit(l3, &p, 1)) == 0) {
+		/* the ring is full of this thread's fills: let one finish, but not past the deadline */
+		if (shm_now_ns() >= deadline) {
+			rc = -ETIME; /* nothing submitted */
+			goto out;
+		}
+		if (ring_wait(r) < 0) {
+			rc = -EAGAIN;
+			goto out;
+		}
+		process(l3, r);
+	}
+	if (k < 0) {
+		rc = k;
+		goto out;
+	}
+	shm_sched_point("l3.fill.submitted"); /* in flight: the deadline may pass before its reads do */
+	/* what completed is taken before the deadline is looked at; what completes after it is the
+	 * abandoned fill's own business (its completion may already be queued: the ring reaps it) */
+	for (;;) {
+		if (take_done(r, req)) {
+			rc = req->result;
+			goto out;
+		}
+		uint64_t now = shm_now_ns();
+		if (now >= deadline) {
+			rc = -EINPROGRESS; /* still reading into the caller's memory: abandon it */
+			goto out;
+		}
+		io_uring_submit(&r->ring);
+		struct io_uring_cqe *cqe;
+		struct __kernel_timespec ts = { .tv_sec = (long long)((deadline - now) / SHM_NS_PER_SEC),
+						.tv_nsec = (long long)((deadline - now) % SHM_NS_PER_SEC) };
+		(void)io_uring_wait_cqe_timeout(&r->ring, &cqe, &ts);
+		process(l3, r);
+	}
+out:
+	r->seg_src = NULL;
+	return rc;
+}
+
+void l3_fill_abandon(struct sc_l3 *l3, struct sc_l3_fill_req *req, void (*done)(void *ctx, int result), void *ctx)
+{
+	struct l3_ring *r = l3_ring_get(l3);
+	if (r) {
+		for (uint32_t i = 0; i < r->depth; i++) {
+			if (r->ops[i].req == req) {
+				r->ops[i].abandoned = done;
+				r->ops[i].abandon_ctx = ctx;
+				return;
+			}
+		}
+		if (!take_done(r, req))
+			return; /* not this ring's: nothing in flight to wait for (cannot happen) */
+	}
+	done(ctx, req->result); /* it completed meanwhile: nothing reads into the memory any more */
+}
+
+void l3_fill_poll(struct sc_l3 *l3)
+{
+	struct l3_ring *r = l3_ring_get(l3);
+	if (r && r->inflight)
+		process(l3, r);
+}
+
+int sc_l3_fill_estimate(struct sc_l3 *l3, uint64_t bytes, uint64_t *ns)
+{
+	if (!l3 || !ns)
+		return -EINVAL;
+	*ns = 0;
+	uint64_t fixed = atomic_load_explicit(&l3->est_fixed_ns, RELAXED);
+	uint64_t ps = atomic_load_explicit(&l3->est_ps_per_byte, RELAXED);
+	if (!ps) {
+		/* nothing large measured by this handle: the directory's record of every fill so far
+		 * (fixed costs included, so it errs long) */
+		uint64_t fb = atomic_load_explicit(&l3->st->fill_bytes, RELAXED);
+		uint64_t fn = atomic_load_explicit(&l3->st->fill_ns, RELAXED);
+		if (!fb || !fn) {
+			if (!fixed)
+				return -ENODATA;
+		} else {
+			unsigned __int128 p = (unsigned __int128)fn * 1000u / fb;
+			ps = p > UINT32_MAX ? UINT32_MAX : p ? (uint64_t)p : 1;
+		}
+	}
+	struct l3_ring *r = l3_ring_get(l3);
+	uint64_t ahead = r ? r->inflight_bytes : 0;
+	unsigned __int128 t = (unsigned __int128)sat_add(bytes, ahead) * ps / 1000u + fixed;
+	*ns = t > UINT64_MAX ? UINT64_MAX : (uint64_t)t;
+	return 0;
+}
+
+#ifdef SC_TEST_HOOKS
+#include "stagecache_test.h"
+void sc_test_set_fill_model(struct sc_l3 *l3, uint64_t fixed_ns, uint64_t ps_per_byte)
+{
+	if (!l3)
+		return;
+	atomic_store_explicit(&l3->est_fixed_ns, fixed_ns, RELAXED);
+	atomic_store_explicit(&l3->est_ps_per_byte, ps_per_byte, RELAXED);
+	l3->est_pinned = fixed_ns || ps_per_byte;
+}
+#endif
 
 /* ---- the put path's synchronous I/O ---- */
 

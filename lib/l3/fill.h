@@ -7,6 +7,16 @@
 /* l3_fill_req for a fill into @src's memory (sc_restore): the segments of a segmented object that
  * @src's L2 holds are copied from there, not read (lib/l3/segstore.c). */
 int l3_fill_from(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_arena *src);
+/* l3_fill_from with a deadline (CLOCK_MONOTONIC ns; 0: none): the result when the fill completed
+ * in time, -ETIME when the deadline passed before it could be submitted (nothing in flight), or
+ * -EINPROGRESS when it passed with the fill in flight: the caller must hand it to l3_fill_abandon
+ * (its memory is still being read into). */
+int l3_fill_from_until(struct sc_l3 *l3, struct sc_l3_fill_req *req, struct sc_arena *src, uint64_t deadline);
+/* Give up on @req (in flight on this thread's ring): @done(ctx, result) is called once its last
+ * read completed (at once when it already had), from whatever next processes the ring. */
+void l3_fill_abandon(struct sc_l3 *l3, struct sc_l3_fill_req *req, void (*done)(void *ctx, int result), void *ctx);
+/* Process this thread's ring's completions without waiting (abandoned fills that finished). */
+void l3_fill_poll(struct sc_l3 *l3);
 /* One fill, waiting for it (other completions of this thread stay queued for reap). */
 int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *req);
 /* Synchronous write of @iov at @off through the ring (loops on short writes). */

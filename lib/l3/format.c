@@ -73,6 +73,14 @@ int l3_hdr_build(uint8_t *block, const struct sc_l3_put_args *p, XXH128_hash_t d
 	return 0;
 }
 
+void l3_hdr_set_cost(uint8_t *block, uint64_t cost_ns)
+{
+	uint64_t c = cost_ns > SC_COST_MAX ? SC_COST_MAX : cost_ns;
+	memcpy(block + offsetof(struct l3_obj_hdr, cost_ns), &c, sizeof(c));
+	c = l3_hdr_check(block);
+	memcpy(block + offsetof(struct l3_obj_hdr, check), &c, sizeof(c));
+}
+
 struct sc_digest l3_hdr_identity(const uint8_t *block, const struct l3_obj_hdr *h)
 {
 	if (!h->model_len && !h->state_len)
@@ -153,6 +161,7 @@ void l3_hdr_location(const uint8_t *block, const struct l3_obj_hdr *h, struct sc
 	loc->has_kv_desc = h->desc_bytes != 0;
 	if (loc->has_kv_desc)
 		memcpy(&loc->kv_desc, block + L3_HDR_FIXED, sizeof(loc->kv_desc));
+	loc->cost_ns = h->cost_ns > SC_COST_MAX ? SC_COST_MAX : h->cost_ns;
 }
 
 void l3_digest_hex(uint64_t lo, uint64_t hi, char out[33])

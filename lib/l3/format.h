@@ -7,6 +7,8 @@
 uint64_t l3_hdr_check(const uint8_t *block);
 /* Build a header block for a put. */
 int l3_hdr_build(uint8_t *block, const struct sc_l3_put_args *p, XXH128_hash_t digest, XXH128_hash_t prefix);
+/* Record @cost_ns (clamped to SC_COST_MAX) in a built header block (its check recomputed). */
+void l3_hdr_set_cost(uint8_t *block, uint64_t cost_ns);
 /* Validate a header block against the file size (0: don't check); fills *h. -EBADMSG / -EPROTO. */
 int l3_hdr_parse(const uint8_t *block, uint64_t file_bytes, struct l3_obj_hdr *h);
 /* The (model, state) identity digest recorded in a parsed header block (sc_identity_digest); zero

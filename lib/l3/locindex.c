@@ -499,7 +499,30 @@ static void drop_vanished(struct sc_arena *a, struct sc_digest d)
 	if (ix)
 		shm_l3ix_count(ix, L3IX_VANISHED, 1);
 	l3ix_on_objects_gone(a, &d, 1);
-	sc_l2_invalidate_digest(a, d);
+	l2_invalidate_why(a, d, SC_MISS_EVICTED_JANITOR);
+}
+
+/* Nothing is stored for any prefix of @tokens: was some prefix of them dropped because its object
+ * went from L3 (a departure noted by l3ix_objects_gone_why)? The reason + 1 (0: no). One hashing
+ * pass over the lengths the index knows; a miss path only. */
+static int gone_noted(struct sc_arena *a, const char *ns, const int32_t *tokens, uint32_t n)
+{
+	struct shm_l3ix *ix = arena_l3ix(a);
+	uint32_t lens[L3_MAX_PROBES];
+	struct sc_key keys[L3_MAX_PROBES];
+	uint64_t checked;
+	if (!ix || !ix->nsets)
+		return 0;
+	int k = shm_l3ix_lengths(ix, n, lens, L3_MAX_PROBES, &checked);
+	if (k <= 0 || key_pfx_hashes(a->shm->hv.key_secret, ns, tokens, n, lens, (uint32_t)k, keys))
+		return 0;
+	for (int i = 0; i < k; i++) {
+		uint32_t detail;
+		int why = l2_depart_reason(a, l2_key_fp(keys[i].lo, keys[i].hi), &detail);
+		if (why == SC_MISS_EVICTED_JANITOR || why == SC_MISS_QUARANTINED)
+			return why + 1;
+	}
+	return 0;
 }
 
 /*
@@ -569,6 +592,8 @@ int l3ix_locate(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int3
 	probe_fire(r.why, n, t0);
 	f->from_index = 0;
 	rc = fallback(a, l3, bound, ns, tokens, n, loc, &f->bad);
+	if (rc == 0 && bound)
+		f->gone = gone_noted(a, ns, tokens, n);
 	if (rc > 0) {
 		f->len = (uint32_t)rc;
 		uint32_t len = f->len;
@@ -691,6 +716,11 @@ static int dg_cmp(const void *x, const void *y)
 
 void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, size_t n)
 {
+	l3ix_objects_gone_why(a, digests, n, SC_MISS_EVICTED_JANITOR);
+}
+
+void l3ix_objects_gone_why(struct sc_arena *a, const struct sc_digest *digests, size_t n, int why)
+{
 	struct shm_l3ix *ix = arena_l3ix(a);
 	if (!ix || !ix->nsets || !n)
 		return;
@@ -704,6 +734,10 @@ void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, s
 		free(sorted);
 		return;
 	}
+	/* the prefixes dropped, noted after the index's mutex is released (the policy mutex is never
+	 * taken under it): a restore that then finds nothing says "evicted", not "never stored" */
+	uint64_t gone[64];
+	size_t ngone = 0;
 	uint32_t total = ix->nsets * SHM_L3IX_WAYS;
 	for (uint32_t i = 0; i < total; i++) {
 		struct shm_l3ix_entry *e = &ix->ent[i];
@@ -717,6 +751,8 @@ void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, s
 			for (size_t j = 0; j < n && !hit; j++)
 				hit = sc_digest_equal(d, digests[j]);
 		if (hit) {
+			if (ngone < sizeof(gone) / sizeof(gone[0]))
+				gone[ngone++] = l2_key_fp(e->key_lo, e->key_hi);
 			shm_l3ix_clear_locked(ix, i);
 			dropped++;
 		}
@@ -724,6 +760,8 @@ void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, s
 	shm_l3ix_unlock(ix);
 	free(sorted);
 	shm_l3ix_count(ix, L3IX_DROPS, dropped);
+	for (size_t i = 0; i < ngone; i++)
+		l2_depart_note(a, gone[i], why, 0);
 }
 
 void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key)

@@ -11,11 +11,17 @@ int l3ix_bind(struct sc_arena *a, struct sc_l3 *l3);
 void l3ix_on_put(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const int32_t *tokens,
 		 const struct sc_location *loc);
 void l3ix_on_objects_gone(struct sc_arena *a, const struct sc_digest *digests, size_t n);
+/* The same, the dropped prefixes' departures saying @why (enum sc_miss_reason; the hook says
+ * SC_MISS_EVICTED_JANITOR). */
+void l3ix_objects_gone_why(struct sc_arena *a, const struct sc_digest *digests, size_t n, int why);
 void l3ix_on_prefix_gone(struct sc_arena *a, struct sc_digest l3key);
 /* What l3ix_locate found. */
 struct l3ix_found {
 	int from_index;                    /* out: 1 answered by the index (snap), 0 by the directory (loc) */
 	uint32_t bad;                      /* out (directory, nothing found): see l3_locate_dir */
+	int gone;                          /* out (nothing found): 0, or 1 + the reason (enum
+					    * sc_miss_reason) a prefix of the tokens was dropped for: its
+					    * object went from L3 (evicted, quarantined) */
 	uint32_t len;                      /* out: the prefix length */
 	struct sc_key pfx;                 /* out: its prefix hash P (the L2 key is l2_key_of(stage, P)) */
 	struct shm_l3ix_snap snap;         /* out (from_index): the positive entry */

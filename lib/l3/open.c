@@ -239,6 +239,7 @@ int sc_l3_stats(struct sc_l3 *l3, struct sc_l3_stats *s)
 		.segment_bytes = l3->seg_size,
 		.fill_bytes_from_l2 = atomic_load_explicit(&st->seg_from_l2, RELAXED),
 		.identity_mismatches = atomic_load_explicit(&st->identity_mismatches, RELAXED),
+		.fill_starts = atomic_load_explicit(&st->fill_starts, RELAXED),
 	};
 	struct l3_jrec_view v;
 	if (l3->shared && l3_janitor_read(l3, &v) == 0 && v.pass_end_ns) {

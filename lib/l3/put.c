@@ -241,6 +241,11 @@ static int put_landed(struct sc_l3 *l3, const char *rel, XXH128_hash_t key, XXH1
 
 int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_location *loc)
 {
+	return sc_l3_put_cost(l3, a, 0, loc);
+}
+
+int sc_l3_put_cost(struct sc_l3 *l3, const struct sc_l3_put_args *a, uint64_t cost_ns, struct sc_location *loc)
+{
 	if (!l3 || !a || !a->tokens || !a->token_count || payload_check(a->payload))
 		return -EINVAL;
 	const struct sc_payload *pl = a->payload;
@@ -260,6 +265,8 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 	int rc = l3_hdr_build(block, a, dg, key);
 	if (rc)
 		goto cleanup;
+	if (cost_ns)
+		l3_hdr_set_cost(block, cost_ns); /* before a segmented header is derived from it */
 	/* segments on and a payload above one: the object is a manifest of its segments */
 	if (l3->seg_size && payload > l3->seg_size) {
 		if ((rc = l3_seg_plan(l3, pl, &man)))

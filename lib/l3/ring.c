@@ -453,6 +453,7 @@ int l3_kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint64_t
 	const struct sc_location *loc = op->req->loc;
 	*v = (struct l3_kept){ .lo = lo, .hi = hi, .file_bytes = op->file_bytes, .ino = op->ino,
 			       .payload_bytes = loc->payload_bytes, .sec0 = loc->sec_len[0], .kind = loc->kind, .ident = op->ident,
+			       .cost_ns = op->cost_ns,
 			       .mtime_ns = op->mtime_ns,
 			       .opened_ns = op->t0, .used = ++r->kept_tick, .gen = op->kept_gen, .fd = op->fd,
 			       .open_direct = op->opened_direct, .fl = op->fl };

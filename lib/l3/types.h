@@ -123,7 +123,9 @@ struct l3_obj_hdr {
 	uint64_t seg_bytes;        /* version 2: the nominal segment size it was cut with */
 	uint64_t seg_check;        /* version 2: XXH3-64 of the manifest */
 	uint64_t check;            /* XXH3-64 of the 4096-byte block with this field zero */
-	uint8_t pad[L3_HDR_FIXED - 136];
+	uint64_t cost_ns;          /* the prefix's compute cost, ns (sc_l3_put_cost; 0: none). Objects
+				    * written before it have 0 here (it was zero padding, under check) */
+	uint8_t pad[L3_HDR_FIXED - 144];
 };
 _Static_assert(sizeof(struct l3_obj_hdr) == L3_HDR_FIXED, "l3 object header layout");
 _Static_assert(offsetof(struct l3_obj_hdr, section_bytes) == 24, "l3 object header layout");
@@ -131,6 +133,7 @@ _Static_assert(offsetof(struct l3_obj_hdr, desc_bytes) == 48, "l3 object header 
 _Static_assert(offsetof(struct l3_obj_hdr, digest_lo) == 64, "l3 object header layout");
 _Static_assert(offsetof(struct l3_obj_hdr, prefix_lo) == 80, "l3 object header layout");
 _Static_assert(offsetof(struct l3_obj_hdr, check) == 128, "l3 object header layout");
+_Static_assert(offsetof(struct l3_obj_hdr, cost_ns) == 136, "l3 object header layout");
 _Static_assert(L3_HDR_FIXED + L3_DESC_MAX + 3 * L3_STR_MAX == L3_HDR_BLOCK, "header block budget");
 
 /* One manifest entry of a segmented object: the segment's digest (unseeded XXH3-128 of its bytes,
@@ -190,7 +193,7 @@ struct l3_state {
 	 * position in it where the next bounded step goes on. Any value is safe: a bad one restarts. */
 	_Atomic uint64_t sweep_pos, sweep_off;
 	_Atomic uint64_t sweep_rounds; /* whole rounds the steps completed (a test waits for one) */
-	uint8_t pad0[8];
+	_Atomic uint64_t fill_starts;    /* fills submitted (lib/l3/fill.c) */
 	/* The re-put journal (its own lines: every locate of an attached process reads repl_seq). A
 	 * put whose prefix entry replaced one naming another digest takes ticket t = repl_seq++ and
 	 * writes slot t % L3_REPL_SLOTS: seq 0, the prefix key, then seq t + 1 (release). Every
@@ -252,6 +255,12 @@ struct l3_fill_op {
 	struct statx stx;          /* on_ring: the file's size and mtime */
 	int pin;                   /* io_pin_get's entry for req->dst (-1: not arena memory) */
 	struct sc_digest ident;    /* the identities the header recorded (when it was read) */
+	uint64_t cost_ns;          /* the compute cost the header recorded (when it was read) */
+	uint64_t ahead;            /* payload bytes in flight on the ring when it was submitted */
+	/* abandoned by its caller (l3_fill_abandon): when its last read completes, this is called
+	 * instead of queueing the request for a reap (the caller's memory is released there) */
+	void (*abandoned)(void *ctx, int result);
+	void *abandon_ctx;
 };
 
 /* An object file kept open for later fills of the same object (lib/l3/fill.c, "kept files"). */
@@ -261,6 +270,7 @@ struct l3_kept {
 	uint64_t payload_bytes, sec0; /* what its header said when it was verified (the first fill) */
 	uint32_t kind;
 	struct sc_digest ident;    /* the identities its header recorded */
+	uint64_t cost_ns;          /* the compute cost its header recorded */
 	int64_t mtime_ns;          /* as at open, or as last touched (LRU clock) */
 	uint64_t opened_ns;        /* kept at most SC_L3_FD_KEEP_MS from here */
 	uint64_t used;             /* the ring's tick at its last use: the least recent is replaced */
@@ -283,6 +293,7 @@ struct l3_ring {
 	int ok;
 	uint32_t depth;
 	uint32_t inflight;         /* fills in flight */
+	uint64_t inflight_bytes;   /* their payload bytes (the queue a new fill waits behind) */
 	pid_t tid;
 	struct l3_fill_op *ops;
 	uint8_t *hdrbufs;
@@ -379,6 +390,12 @@ struct sc_l3 {
 	/* ---- segments (lib/l3/segstore.c) ---- */
 	int sgfd;                  /* DIR/seg, or -1 when the store never had segments */
 	uint64_t seg_size;         /* segment size our put calls use (DIR/segments at open); 0: whole objects */
+	/* ---- the fill time model (lib/l3/fill.c, sc_l3_fill_estimate): moving averages over this
+	 * handle's fills, written by the threads that reap them (relaxed: a lost update is harmless) */
+	_Atomic uint64_t est_fixed_ns;     /* what a small fill takes whatever its size */
+	_Atomic uint64_t est_ps_per_byte;  /* what each byte adds (ps), queue included */
+	_Atomic uint32_t est_samples;
+	int est_pinned;                    /* test build: the model was set, measurements leave it */
 };
 
 

@@ -40,7 +40,8 @@ except ImportError:  # pragma: no cover - exercised where numpy is absent
 
 __all__ = [
     "Arena", "Stage", "Lease", "Restore", "L3", "Location", "Ring", "Batcher", "Commit", "Digest", "Key",
-    "Extent", "Payload", "KvDesc", "KvComponent", "Error", "LayoutError", "digest", "strerror", "block_hashes",
+    "Extent", "Payload", "KvDesc", "KvComponent", "Error", "Recompute", "LayoutError", "digest", "strerror",
+    "block_hashes", "clock_ns", "COST_MAX",
     "FULL_STATE", "RECURRENT_ONLY", "KV_RECURRENT", "ORIGIN_DIRECT", "ORIGIN_L3", "COMMIT_FINISHED",
     "COMMIT_ABORTED", "LEASES_MAX", "BATCHER_CAPACITY_MAX",
 ]
@@ -50,6 +51,7 @@ ORIGIN_DIRECT, ORIGIN_L3 = 0, 1
 COMMIT_FINISHED, COMMIT_ABORTED = 0x1, 0x2
 LEASES_MAX = 48
 BATCHER_CAPACITY_MAX = 256
+COST_MAX = 1 << 50  # ns: larger compute costs are clamped
 _BATCHER_DEFERRED = 1
 _BATCHER_OPT_INTERVAL = 0x1
 _RESTORE_WAIT = 0x1
@@ -76,10 +78,34 @@ class Error(OSError):
         self.call = call
 
 
+class Recompute(Error):
+    """Stage.restore with a deadline or a recompute estimate: recomputing wins (sc_restore_with
+    returned -ETIME). .reason is the miss reason ("deadline"), .detail how ("predicted", "past",
+    "abandoned", "waited"), .predicted_ns the fill time it predicted (0: none)."""
+
+    def __init__(self, rc, call, reason, detail, predicted_ns):
+        super().__init__(rc, call)
+        self.reason, self.detail, self.predicted_ns = reason, detail, predicted_ns
+
+
 def _check(rc, call):
     if rc < 0:
         raise Error(rc, call)
     return rc
+
+
+def clock_ns():
+    """CLOCK_MONOTONIC in ns (sc_clock_ns): the clock of Stage.restore's deadline_ns."""
+    return lib.sc_clock_ns()
+
+
+def _misses(m):
+    """struct sc_miss_stats as nested dicts of counts by name."""
+    names = lambda fn, n: [fn(i).decode() for i in range(n)]
+    miss = names(lib.sc_miss_reason_name, 13)
+    return {"l2": dict(zip(miss, m.l2)), "restore": dict(zip(miss, m.restore)),
+            "l2_refused": dict(zip(names(lib.sc_l2_refusal_name, 9), m.l2_refused)),
+            "deadline": dict(zip(names(lib.sc_deadline_detail_name, 4), m.deadline))}
 
 
 def _name(fn, v):
@@ -175,6 +201,14 @@ def _tokens(tokens):
         return ctypes.POINTER(ctypes.c_int32)(), 0, a
     addr, n = a.buffer_info()
     return ctypes.cast(ctypes.c_void_p(addr), ctypes.POINTER(ctypes.c_int32)), n, a
+
+
+def _cost(v):
+    """A cost or time in ns for the C side: an int >= 0 (larger than 64 bits: saturated)."""
+    v = int(v or 0)
+    if v < 0:
+        raise ValueError("a cost or time in ns cannot be negative")
+    return min(v, (1 << 64) - 1)
 
 
 def _path(p, what):
@@ -429,6 +463,7 @@ class Restore(_Pinned):
         self.direct = bool(c.direct)
         self.in_arena = bool(c.in_arena)
         self.times_ns = {"locate": c.locate_ns, "lookup": c.lookup_ns, "fill": c.fill_ns, "total": c.total_ns}
+        self.predicted_ns = c.predicted_ns
         self._released = False
         try:
             self._views = _Views(arena, (c.sec[0] or 0, c.sec[1] or 0), self.sec_len, c.in_arena, self)
@@ -693,6 +728,15 @@ class Arena(_Closable):
             _check(lib.sc_l2_stats_id(self._handle(), int(stage_id), ctypes.byref(st)), "sc_l2_stats_id")
         return _struct_dict(st)
 
+    def miss_stats(self, stage_id=0):
+        """sc_miss_stats: why lookups and restores missed, by reason, for stage `stage_id` (an id,
+        or a Stage; 0: the whole arena), as dicts {"l2", "restore", "l2_refused", "deadline"}."""
+        m = _ffi.MissStats()
+        sid = stage_id.id if isinstance(stage_id, Stage) else int(stage_id)
+        with self._lock:
+            _check(lib.sc_miss_stats(self._handle(), sid, ctypes.byref(m)), "sc_miss_stats")
+        return _misses(m)
+
     def promote_stats(self):
         st = _ffi.PromoteStats()
         with self._lock:
@@ -816,27 +860,48 @@ class Stage(_ArenaChild):
         _check(lib.sc_l2_key(self._handle(), _ns(ns), t, n, ctypes.byref(k)), "sc_l2_key")
         return Key(k.lo, k.hi)
 
-    def admit(self, ns, tokens, payload, digest=None, origin="direct"):
+    def admit(self, ns, tokens, payload, digest=None, origin="direct", cost_ns=0):
         """Copy a payload into L2 under the key of (ns, tokens). The digest is computed when not
-        given (a given one is checked: -EBADMSG when it differs)."""
+        given (a given one is checked: -EBADMSG when it differs). `cost_ns`: what computing this
+        prefix costs (0: the stage's per-token cost, see set_token_cost), so that L2 keeps what
+        saves the most compute per byte (sc_l2_admit_cost)."""
         p = Payload.of(payload)
         d = digest if digest is not None else p.digest()
         cp, _keep = p._c()
         t, n, _kt = _tokens(tokens)
         o = _ORIGINS[origin] if isinstance(origin, str) else int(origin)
         with self.arena._lock:
-            _check(lib.sc_l2_admit(self._handle(), _ns(ns), t, n, d._c(), ctypes.byref(cp), o), "sc_l2_admit")
+            _check(lib.sc_l2_admit_cost(self._handle(), _ns(ns), t, n, d._c(), ctypes.byref(cp), o, _cost(cost_ns)),
+                   "sc_l2_admit_cost")
         return d
 
-    def promote_admit(self, ns, tokens, payload, digest=None):
-        """Admit an L3 fill the policy said yes to, and record the attempt (sc_promote_admit)."""
+    def promote_admit(self, ns, tokens, payload, digest=None, cost_ns=0):
+        """Admit an L3 fill the policy said yes to, and record the attempt (sc_promote_admit_cost)."""
         p = Payload.of(payload)
         d = digest if digest is not None else p.digest()
         cp, _keep = p._c()
         t, n, _kt = _tokens(tokens)
         with self.arena._lock:
-            _check(lib.sc_promote_admit(self._handle(), _ns(ns), t, n, d._c(), ctypes.byref(cp)), "sc_promote_admit")
+            _check(lib.sc_promote_admit_cost(self._handle(), _ns(ns), t, n, d._c(), ctypes.byref(cp), _cost(cost_ns)),
+                   "sc_promote_admit_cost")
         return d
+
+    def set_token_cost(self, ns_per_token):
+        """Declare what computing one token of this stage costs, ns (sc_stage_set_token_cost): an
+        admission without a cost of its own is charged token count x this."""
+        rc = lib.sc_stage_set_token_cost(self._handle(), _cost(ns_per_token))
+        if rc != -_errno.ENOSPC:  # no record in the arena: this handle still charges it
+            _check(rc, "sc_stage_set_token_cost")
+
+    @property
+    def token_cost(self):
+        v = ctypes.c_uint64()
+        _check(lib.sc_stage_token_cost(self._handle(), ctypes.byref(v)), "sc_stage_token_cost")
+        return v.value
+
+    def miss_stats(self):
+        """Why this stage's lookups and restores missed (Arena.miss_stats of this stage)."""
+        return self.arena.miss_stats(self.id)
 
     @staticmethod
     def _loc(location):
@@ -931,17 +996,23 @@ class Stage(_ArenaChild):
     def stats(self):
         return self.arena.l2_stats(self)
 
-    def restore(self, l3, ns, tokens, wait=False):
-        """The whole restore path (sc_restore): a Restore, or None when nothing is stored for
-        these tokens. Blocks on disk I/O with the GIL released."""
+    def restore(self, l3, ns, tokens, wait=False, deadline_ns=0, recompute_ns=0):
+        """The whole restore path (sc_restore_with): a Restore, or None when nothing is stored for
+        these tokens. `deadline_ns` (clock_ns() based) and `recompute_ns` (what recomputing costs)
+        let it answer "recompute" instead of a fill that would lose: Recompute is raised. Blocks on
+        disk I/O with the GIL released."""
         t, n, _kt = _tokens(tokens)
         c = _ffi.Restore_()
+        o = _ffi.RestoreOpts(flags=_RESTORE_WAIT if wait else 0, deadline_ns=_cost(deadline_ns),
+                             recompute_ns=_cost(recompute_ns))
         with self.arena._lock:
-            rc = lib.sc_restore(self._handle(), l3._handle(), _ns(ns), t, n, _RESTORE_WAIT if wait else 0,
-                                ctypes.byref(c))
+            rc = lib.sc_restore_with(self._handle(), l3._handle(), _ns(ns), t, n, ctypes.byref(o), ctypes.byref(c))
             if rc == -_errno.ENOENT:
                 return None
-            _check(rc, "sc_restore")
+            if rc == -_errno.ETIME:
+                raise Recompute(rc, "sc_restore_with", _name(lib.sc_miss_reason_name, c.miss_reason),
+                                _name(lib.sc_deadline_detail_name, c.miss_detail), c.predicted_ns)
+            _check(rc, "sc_restore_with")
             return Restore(self.arena, c)
 
 
@@ -959,6 +1030,7 @@ class Location:
         self.sec_len = (c.sec_len[0], c.sec_len[1])
         self.payload_bytes = c.payload_bytes
         self.file_bytes = c.file_bytes
+        self.cost_ns = c.cost_ns
         self.kv_desc = KvDesc.from_buffer_copy(c.kv_desc) if c.has_kv_desc else None
 
     def __repr__(self):
@@ -1005,8 +1077,9 @@ class L3(_Closable):
             self._h = ctypes.c_void_p()
 
 
-    def put(self, ns, tokens, payload, model_identity=None, state_identity=None):
-        """Write a payload through to disk and index its prefix. Returns its Location."""
+    def put(self, ns, tokens, payload, model_identity=None, state_identity=None, cost_ns=0):
+        """Write a payload through to disk and index its prefix, recording `cost_ns` (what
+        computing the prefix costs, 0: none; sc_l3_put_cost). Returns its Location."""
         p = Payload.of(payload)
         cp, _keep = p._c()
         t, n, _kt = _tokens(tokens)
@@ -1015,8 +1088,18 @@ class L3(_Closable):
         a.state_identity = state_identity.encode() if state_identity else None
         a.ns, a.tokens, a.token_count, a.payload = _ns(ns), t, n, ctypes.pointer(cp)
         loc = _ffi.L3Location_()
-        _check(lib.sc_l3_put(self._handle(), ctypes.byref(a), ctypes.byref(loc)), "sc_l3_put")
+        _check(lib.sc_l3_put_cost(self._handle(), ctypes.byref(a), _cost(cost_ns), ctypes.byref(loc)), "sc_l3_put_cost")
         return Location(loc)
+
+    def fill_estimate(self, nbytes):
+        """The predicted time of a fill of `nbytes` on this thread's ring (sc_l3_fill_estimate),
+        ns, or None when nothing was measured yet."""
+        v = ctypes.c_uint64()
+        rc = lib.sc_l3_fill_estimate(self._handle(), int(nbytes), ctypes.byref(v))
+        if rc == -_errno.ENODATA:
+            return None
+        _check(rc, "sc_l3_fill_estimate")
+        return v.value
 
     def locate_longest(self, ns, tokens):
         """The longest stored prefix of tokens: a Location, or None."""

@@ -59,6 +59,7 @@ SC_KV_DESC_MAX_COMPONENTS = 2
 SC_L3_STR_MAX = 1023
 SC_L3_HOST_ID_MAX = 64
 SC_L2_REFUSE_COUNT = 8
+SC_MISS_MAX = 16
 
 
 class Digest_(Structure):
@@ -144,7 +145,8 @@ class Location_(Structure):
     """struct sc_location: where a durable copy is (L3), and what an L2 lookup is checked against."""
     _fields_ = [("token_count", c_uint32), ("kind", c_uint32), ("digest", Digest_), ("prefix", Digest_),
                 ("sec_len", c_uint64 * 2), ("payload_bytes", c_uint64), ("file_bytes", c_uint64),
-                ("has_kv_desc", c_int), ("_reserved0", c_uint32), ("kv_desc", KvDesc), ("_reserved", c_uint64 * 6)]
+                ("has_kv_desc", c_int), ("_reserved0", c_uint32), ("kv_desc", KvDesc), ("cost_ns", c_uint64),
+                ("_reserved", c_uint64 * 5)]
 
 
 class Lease_(Structure):
@@ -164,7 +166,7 @@ class L2EntryInfo(Structure):
                 ("bytes", c_uint64),
                 ("footprint", c_uint64), ("sec_len", c_uint64 * 2), ("digest", Digest_), ("kind", c_uint32),
                 ("origin", c_uint32), ("created_unix_ns", c_uint64), ("frequency", c_uint32),
-                ("has_kv_desc", c_int), ("_reserved", c_uint64 * 6)]
+                ("has_kv_desc", c_int), ("cost_ns", c_uint64), ("_reserved", c_uint64 * 5)]
 
 
 class L2Stats(Structure):
@@ -173,8 +175,9 @@ class L2Stats(Structure):
         "admission_rejects", "refused_bytes", "leases", "pending_reclaim_bytes", "free_bytes",
         "largest_free_block")] + [("refused", c_uint64 * SC_L2_REFUSE_COUNT)] + [(n, c_uint64) for n in (
         "small_entries", "small_bytes", "main_entries", "main_bytes", "moved_to_main", "ghost_hits",
-        "physical_bytes", "saved_bytes", "segments", "segment_holder_bytes", "segment_dedup_bytes")] + [
-        ("_reserved", c_uint64 * 3)]
+        "physical_bytes", "saved_bytes", "segments", "segment_holder_bytes", "segment_dedup_bytes",
+        "refused_low_benefit", "credit_kept")] + [
+        ("_reserved", c_uint64 * 1)]
 
 
 class L2Resv(Structure):
@@ -199,7 +202,8 @@ L3Location_ = Location_  # the deprecated name of the one location type (struct 
 class L3FillReq(Structure):
     _fields_ = [("loc", POINTER(L3Location_)), ("dst", c_void_p), ("dst_bytes", c_uint64), ("flags", c_uint32),
                 ("user_data", c_uint64), ("stage_id", c_uint64), ("result", c_int), ("direct", c_int),
-                ("fill_ns", c_uint64), ("identity", Digest_), ("_reserved", c_uint64 * 2), ("_private", c_void_p)]
+                ("fill_ns", c_uint64), ("identity", Digest_), ("cost_ns", c_uint64), ("_reserved", c_uint64 * 1),
+                ("_private", c_void_p)]
 
 
 class L3Stats(Structure):
@@ -208,8 +212,8 @@ class L3Stats(Structure):
         "write_refusals", "puts", "put_dedup", "key_collisions", "budget_bytes")] + [
         ("dio_mem_align", c_uint32), ("dio_offset_align", c_uint32), ("fills_kept", c_uint64)] + [(n, c_uint64) for n in (
         "logical_bytes", "physical_bytes", "saved_bytes", "segments", "segment_bytes", "fill_bytes_from_l2",
-        "identity_mismatches")] + [
-        ("_reserved", c_uint64 * 4)]
+        "identity_mismatches", "fill_starts")] + [
+        ("_reserved", c_uint64 * 3)]
 
 
 class L3JanitorStatus(Structure):
@@ -236,7 +240,7 @@ class L3ObjectInfo(Structure):
 class PromoteStats(Structure):
     _fields_ = [("observations", c_uint32), ("claims", c_uint32), ("capacity", c_uint32)] + [
         (n, c_uint64) for n in ("considered", "promoted", "evicted", "expired", "repairs", "published")] + [
-        ("refused", c_uint64 * SC_L2_REFUSE_COUNT), ("_reserved", c_uint64 * 8)]
+        ("refused", c_uint64 * SC_L2_REFUSE_COUNT), ("refused_low_benefit", c_uint64), ("_reserved", c_uint64 * 7)]
 
 
 class Restore_(Structure):
@@ -245,8 +249,19 @@ class Restore_(Structure):
                 ("source", c_int), ("promoted", c_int), ("promote_why", c_int), ("waited", c_int),
                 ("direct", c_int), ("in_arena", c_int), ("from_index", c_int), ("locate_ns", c_uint64),
                 ("lookup_ns", c_uint64),
-                ("fill_ns", c_uint64), ("total_ns", c_uint64), ("_reserved", c_uint64 * 8),
+                ("fill_ns", c_uint64), ("total_ns", c_uint64), ("predicted_ns", c_uint64), ("miss_reason", c_int32),
+                ("miss_detail", c_uint32), ("_reserved", c_uint64 * 6),
                 ("_private", c_uint8 * 0)]  # sized at load time: see _fit_private
+
+
+class RestoreOpts(Structure):
+    _fields_ = [("flags", c_uint32), ("_reserved0", c_uint32), ("deadline_ns", c_uint64), ("recompute_ns", c_uint64),
+                ("_reserved", c_uint64 * 5)]
+
+
+class MissStats(Structure):
+    _fields_ = [("l2", c_uint64 * SC_MISS_MAX), ("restore", c_uint64 * SC_MISS_MAX),
+                ("l2_refused", c_uint64 * SC_MISS_MAX), ("deadline", c_uint64 * 8), ("_reserved", c_uint64 * 8)]
 
 
 class L3IndexStats(Structure):
@@ -317,6 +332,7 @@ STRUCTS = {
     "sc_l3_object_info": L3ObjectInfo, "sc_promote_stats": PromoteStats,
     "sc_restore": Restore_, "sc_commit": Commit_, "sc_ring_stat": RingStat, "sc_batcher_opts": BatcherOpts,
     "sc_fsck_report": FsckReport, "sc_arena_open_opts": ArenaOpenOpts, "sc_arena_file": ArenaFile,
+    "sc_restore_opts": RestoreOpts, "sc_miss_stats": MissStats,
     "sc_lookup": Lookup_, "sc_l3_prefix_info": L3PrefixInfo, "sc_event": Event_, "sc_events_stats": EventsStats,
 }
 
@@ -361,7 +377,8 @@ _fit_private()
 
 _proto("sc_strerror", c_char_p, c_int)
 for _n in ("sc_huge_name", "sc_backing_name", "sc_payload_kind_name", "sc_origin_name", "sc_l3_odirect_name",
-           "sc_promote_why_name", "sc_restore_source_name", "sc_ring_state_name", "sc_extent_kind_name"):
+           "sc_promote_why_name", "sc_restore_source_name", "sc_ring_state_name", "sc_extent_kind_name",
+           "sc_l2_refusal_name", "sc_miss_reason_name", "sc_deadline_detail_name"):
     _proto(_n, c_char_p, c_int)
 
 _arena_pp = POINTER(c_void_p)
@@ -389,6 +406,13 @@ _proto("sc_l2_key", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINT
 _proto("sc_kv_desc_validate", c_int, POINTER(KvDesc), c_uint64)
 _proto("sc_l2_admit", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, Digest_, POINTER(Payload_), c_uint32)
 _proto("sc_promote_admit", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, Digest_, POINTER(Payload_))
+_proto("sc_l2_admit_cost", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, Digest_, POINTER(Payload_), c_uint32,
+       c_uint64)
+_proto("sc_promote_admit_cost", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, Digest_, POINTER(Payload_),
+       c_uint64)
+_proto("sc_stage_set_token_cost", c_int, c_void_p, c_uint64)
+_proto("sc_stage_token_cost", c_int, c_void_p, _u64p)
+_proto("sc_miss_stats", c_int, c_void_p, c_uint64, POINTER(MissStats))
 _proto("sc_l2_get", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(Location_), POINTER(Lease_))
 _proto("sc_lease_release", None, POINTER(Lease_))
 _proto("sc_lease_segments", c_int, POINTER(Lease_), POINTER(Segment), c_uint32)
@@ -409,6 +433,8 @@ _proto("sc_l2_stats_id", c_int, c_void_p, c_uint64, POINTER(L2Stats))
 _proto("sc_l3_open", c_int, c_char_p, POINTER(L3Opts), _arena_pp)
 _proto("sc_l3_close", None, c_void_p)
 _proto("sc_l3_put", c_int, c_void_p, POINTER(L3PutArgs), POINTER(L3Location_))
+_proto("sc_l3_put_cost", c_int, c_void_p, POINTER(L3PutArgs), c_uint64, POINTER(L3Location_))
+_proto("sc_l3_fill_estimate", c_int, c_void_p, c_uint64, _u64p)
 _proto("sc_l3_locate_longest", c_int, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(L3Location_))
 _proto("sc_l3_lookup", c_int, c_void_p, Digest_, POINTER(L3Location_))
 _proto("sc_l3_fill", c_int, c_void_p, POINTER(L3Location_), c_void_p, c_uint64, c_uint32)
@@ -427,6 +453,9 @@ _proto("sc_promote_stats", c_int, c_void_p, POINTER(PromoteStats))
 
 _proto("sc_restore", c_int, c_void_p, c_void_p, c_char_p, POINTER(c_int32), c_uint32, c_uint32, POINTER(Restore_))
 _proto("sc_restore_release", None, POINTER(Restore_))
+_proto("sc_restore_with", c_int, c_void_p, c_void_p, c_char_p, POINTER(c_int32), c_uint32, POINTER(RestoreOpts),
+       POINTER(Restore_))
+_proto("sc_clock_ns", c_uint64)
 
 _proto("sc_ring_open", c_int, c_void_p, _arena_pp)
 _proto("sc_ring_close", c_int, c_void_p)

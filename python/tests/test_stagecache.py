@@ -633,6 +633,41 @@ class TestL3AndRestore(ArenaCase):
         self.assertEqual(ps["considered"], 2)
         self.assertEqual(ps["promoted"], 1)
 
+    def test_costs_are_recorded_and_carried_into_l2(self):
+        toks = list(range(1, 201))
+        data = payload(50000, 5)
+        loc = self.l3.put("ns", toks, data, cost_ns=123456789)
+        self.assertEqual(loc.cost_ns, 123456789)
+        self.assertEqual(self.l3.lookup(loc.digest).cost_ns, 123456789)
+        self.stage.restore(self.l3, "ns", toks).release()   # first fill: not promoted
+        with self.stage.restore(self.l3, "ns", toks) as r:  # second: promoted with the object's cost
+            self.assertTrue(r.promoted)
+        self.assertEqual(self.stage.peek("ns", toks)["cost_ns"], 123456789)
+        self.stage.set_token_cost(1000)
+        self.assertEqual(self.stage.token_cost, 1000)
+        self.stage.admit("ns", [7] * 30, payload(4096, 2))  # no cost of its own: 30 tokens x 1000
+        self.assertEqual(self.stage.peek("ns", [7] * 30)["cost_ns"], 30000)
+        self.stage.admit("ns", [8] * 3, payload(4096, 3), cost_ns=2 ** 70)  # clamped, not an error
+        self.assertEqual(self.stage.peek("ns", [8] * 3)["cost_ns"], sc.COST_MAX)
+        with self.assertRaises(ValueError):
+            self.stage.admit("ns", [9], payload(4096), cost_ns=-1)
+
+    def test_a_restore_that_would_lose_answers_recompute(self):
+        toks = list(range(1, 101))
+        self.l3.put("ns", toks, payload(1 << 20, 9))
+        with self.assertRaises(sc.Recompute) as cm:  # the deadline has passed: no fill
+            self.stage.restore(self.l3, "ns", toks, deadline_ns=sc.clock_ns() - 1)
+        self.assertEqual((cm.exception.reason, cm.exception.detail), ("deadline", "past"))
+        self.assertEqual(self.l3.stats()["fill_starts"], 0)
+        m = self.stage.miss_stats()
+        self.assertEqual(m["restore"]["deadline"], 1)
+        self.assertEqual(m["deadline"]["past"], 1)
+        self.assertIsNone(self.stage.restore(self.l3, "other", toks))
+        self.assertEqual(self.arena.miss_stats()["restore"]["never_stored"], 1)
+        with self.stage.restore(self.l3, "ns", toks, deadline_ns=sc.clock_ns() + 60 * 10 ** 9) as r:
+            self.assertEqual(r.source, "l3")
+        self.assertIsNotNone(self.l3.fill_estimate(1 << 20))
+
     def test_promote_admit_in_one_call(self):
         data = payload(3000)
         d = sc.digest(data)

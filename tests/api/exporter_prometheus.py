@@ -111,11 +111,21 @@ def flatten(stats, info):
         labels["arena"] = arena
         out[(metric, frozenset(labels.items()))] = float(value)
     counters_l2 = {"hits", "misses", "inserts", "evictions", "admission_rejects", "refused_bytes", "moved_to_main",
-                   "ghost_hits", "segment_dedup_bytes"}
+                   "ghost_hits", "segment_dedup_bytes", "refused_low_benefit", "credit_kept"}
+    # why lookups and restores missed: one series per reason
+    misses = {"l2_misses": "stagecache_misses_total", "restore_misses": "stagecache_restore_misses_total",
+              "l2_misses_refused": "stagecache_misses_refused_total",
+              "restore_deadline": "stagecache_restore_deadline_total"}
+    stage_misses = {"l2_misses": "stagecache_stage_misses_total",
+                    "restore_misses": "stagecache_stage_restore_misses_total"}
     for k, v in stats["l2"].items():
         if k == "refused":
             for why, n in v.items():
                 put("stagecache_l2_refused_total", n, reason=why)
+            continue
+        if k in misses:
+            for why, n in v.items():
+                put(misses[k], n, reason=why)
             continue
         name = "largest_free_block_bytes" if k == "largest_free_block" else k
         put("stagecache_l2_" + name + ("_total" if k in counters_l2 else ""), v)
@@ -143,6 +153,10 @@ def flatten(stats, info):
     for s in stats["stages"]:
         for k, v in s.items():
             if k == "stage":
+                continue
+            if k in stage_misses:
+                for why, n in v.items():
+                    put(stage_misses[k], n, stage=s["stage"], reason=why)
                 continue
             put("stagecache_stage_" + k + ("_total" if k in counters_l2 else ""), v, stage=s["stage"])
     put("stagecache_attached_processes", stats["attached"])

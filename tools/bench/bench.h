@@ -63,6 +63,8 @@ int bench_l3scale(int argc, char **argv);
 int bench_probes(int argc, char **argv);
 int bench_restore(int argc, char **argv);
 int bench_policy(int argc, char **argv);
+/* bench policy's deadline rows (tools/bench/policy_deadline.c); @src: 4 MiB + 64 KiB of payload bytes. */
+void bench_policy_deadlines(const uint8_t *src);
 int bench_segments(int argc, char **argv);
 int bench_llama(int argc, char **argv);
 /* The KV-event rows of bench l2 (tools/bench/events.c): called by bench_l2. */

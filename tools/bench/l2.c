@@ -57,32 +57,6 @@ static void toks(int32_t *t, size_t n, uint32_t base)
 		t[i] = (int32_t)((base * 2654435761u) ^ (uint32_t)(i * 40503u));
 }
 
-int bench_l2_arena(const char *name, uint64_t bytes, uint32_t entries, struct sc_arena **a, struct sc_stage **st)
-{
-	struct sc_arena_opts o = { .size_bytes = (bytes + (2ull << 20) - 1) & ~((2ull << 20) - 1), .huge = SC_HUGE_AUTO,
-				   .index_entries = entries };
-	int rc = sc_arena_create(name, &o, a);
-	if (rc == -ENOMEM) {
-		o.huge = SC_HUGE_OFF;
-		rc = sc_arena_create(name, &o, a);
-	}
-	if (!rc && (rc = sc_stage_open(*a, "bench-model", "bench-state", st))) {
-		sc_arena_close(*a);
-		sc_arena_destroy(NULL, name);
-	}
-	if (rc)
-		fprintf(stderr, "stagecache bench l2: arena %s of %llu MiB: %s\n", name, (unsigned long long)(bytes >> 20),
-			sc_strerror(rc));
-	return rc;
-}
-
-void bench_l2_arena_drop(const char *name, struct sc_arena *a, struct sc_stage *st)
-{
-	sc_stage_close(st);
-	sc_arena_close(a);
-	sc_arena_destroy(NULL, name);
-}
-
 /* ---- small entries: hit by precomputed key, key hashing ---- */
 
 static int bench_small(struct sc_stage *st)

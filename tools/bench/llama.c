@@ -1,5 +1,5 @@
 /*
- * tools/bench_llama.c — `stagecache bench llama`: a real inference engine (llama.cpp, the
+ * tools/bench/llama.c — `stagecache bench llama`: a real inference engine (llama.cpp, the
  * examples/llama worker) with and without the cache.
  *
  * Two worker processes (sc-llama-worker, the base model: 12 layers, 768 wide, GQA) are started

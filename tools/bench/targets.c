@@ -79,7 +79,10 @@ static const struct target {
 	{ "restore", "token_verify_cost", '<', 2.0, "restore p50 with token verification / without, tokens not cached" },
 	/* policy */
 	{ "policy", "policy_real_vs_lru_min", '>', 1.0, "byte hit ratio, real arena / simulated LRU, worst of 10 traces" },
-	{ "policy", "policy_real_vs_s3fifo_min", '>', 0.95, "byte hit ratio, real arena / simulated S3-FIFO, worst of 10 traces" },
+	{ "policy", "policy_real_vs_s3fifo_min", '>', 0.98, "byte hit ratio, real arena / simulated S3-FIFO, worst of 10 traces" },
+	{ "policy", "policy_benefit_vs_s3fifo", '>', 1.3, "compute saved per byte of L2, real arena / simulated S3-FIFO, mixed-cost trace" },
+	{ "policy", "policy_benefit_uniform_max_dev", '<', 0.0, "benefit simulator vs S3-FIFO with uniform costs, byte hit ratio difference" },
+	{ "policy", "restore_deadline_misses_started", '<', 0.0, "fills started by restores past their deadline" },
 	{ "policy", "policy_scan_hot_drop_pts", '<', 5, "hot requests' hit ratio lost to a 2x-budget scan, points" },
 	/* segments */
 	{ "segments", "segments_physical_vs_logical_l2", '<', 0.35, "L2 physical / logical bytes, multi-turn trace" },

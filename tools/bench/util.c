@@ -3,6 +3,7 @@
  * cache size, programs in PATH, a command's first line, a benchmark without options, progress
  * notes. Below everything else in tools/bench/: it calls nothing of the harness.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -117,4 +118,32 @@ void bench_progress(const char *fmt, ...)
 	fprintf(stderr, "\r\033[K");
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
+}
+
+/* An arena of @bytes (hugepages when there are, else 4 KiB pages) with one stage: bench l2 and its
+ * KV-event rows. */
+int bench_l2_arena(const char *name, uint64_t bytes, uint32_t entries, struct sc_arena **a, struct sc_stage **st)
+{
+	struct sc_arena_opts o = { .size_bytes = (bytes + (2ull << 20) - 1) & ~((2ull << 20) - 1), .huge = SC_HUGE_AUTO,
+				   .index_entries = entries };
+	int rc = sc_arena_create(name, &o, a);
+	if (rc == -ENOMEM) {
+		o.huge = SC_HUGE_OFF;
+		rc = sc_arena_create(name, &o, a);
+	}
+	if (!rc && (rc = sc_stage_open(*a, "bench-model", "bench-state", st))) {
+		sc_arena_close(*a);
+		sc_arena_destroy(NULL, name);
+	}
+	if (rc)
+		fprintf(stderr, "stagecache bench l2: arena %s of %llu MiB: %s\n", name, (unsigned long long)(bytes >> 20),
+			sc_strerror(rc));
+	return rc;
+}
+
+void bench_l2_arena_drop(const char *name, struct sc_arena *a, struct sc_stage *st)
+{
+	sc_stage_close(st);
+	sc_arena_close(a);
+	sc_arena_destroy(NULL, name);
 }

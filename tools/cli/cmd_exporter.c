@@ -180,7 +180,10 @@ static int snap_l3(const char *dir, struct l3_snap *s, int *err)
 
 /* S_L2_WHY and S_PROMO_WHY: one sample per refusal reason (label reason, SC_L2_REFUSE_COUNT of them,
  * 8 bytes apart from `off`); S_KEYCOL: one per level (label level). */
-enum scope { S_ARENA, S_L2, S_L2_WHY, S_STAGE, S_PROMO, S_PROMO_WHY, S_L3IX, S_KEYCOL, S_RING, S_L3 };
+/* S_MISS (the arena's) and S_STAGE_MISS (each stage's): one sample per reason of the array of
+ * struct sc_miss_stats at `off` (label reason). */
+enum scope { S_ARENA, S_L2, S_L2_WHY, S_STAGE, S_PROMO, S_PROMO_WHY, S_L3IX, S_KEYCOL, S_RING, S_L3, S_MISS,
+	     S_STAGE_MISS };
 /* S_ARENA values, from sc_arena_info (named by `off`) */
 enum { A_UP, A_ATTACHED, A_SIZE, A_HEAP, A_PAGE };
 
@@ -238,6 +241,20 @@ static const struct family families[] = {
 	L2F("ghost_hits", C, ghost_hits, "admissions of a key evicted from small recently (straight to main)"),
 	{ "stagecache_l2_refused", C, S_L2_WHY, offsetof(struct sc_l2_stats, refused), 8,
 	  "admissions and publications refused, by reason" },
+	L2F("refused_low_benefit", C, refused_low_benefit,
+	    "admissions refused by the benefit policy (no net benefit, or worth < 1/16 of what is evicted)"),
+	L2F("credit_kept", C, credit_kept, "unhit entries kept one more pass for their compute benefit"),
+	{ "stagecache_misses", C, S_MISS, offsetof(struct sc_miss_stats, l2), 8, "L2 lookups that missed, by reason" },
+	{ "stagecache_misses_refused", C, S_MISS, offsetof(struct sc_miss_stats, l2_refused), 8,
+	  "L2 misses of keys whose admission was refused, by the refusal's reason" },
+	{ "stagecache_restore_misses", C, S_MISS, offsetof(struct sc_miss_stats, restore), 8,
+	  "restores that returned no state, by reason" },
+	{ "stagecache_restore_deadline", C, S_MISS, offsetof(struct sc_miss_stats, deadline), 8,
+	  "restores answered recompute (deadline), by detail" },
+	{ "stagecache_stage_misses", C, S_STAGE_MISS, offsetof(struct sc_miss_stats, l2), 8,
+	  "L2 lookups of the stage that missed, by reason" },
+	{ "stagecache_stage_restore_misses", C, S_STAGE_MISS, offsetof(struct sc_miss_stats, restore), 8,
+	  "restores of the stage that returned no state, by reason" },
 	STF("entries", G, entries, "live L2 entries of the stage"),
 	STF("bytes", G, bytes, "bytes charged to the budget by the stage"),
 	STF("logical_bytes", G, logical_bytes, "payload (wire) bytes of the stage's entries"),
@@ -247,6 +264,7 @@ static const struct family families[] = {
 	STF("evictions", C, evictions, "entries of the stage evicted"),
 	STF("admission_rejects", C, admission_rejects, "admissions of the stage refused"),
 	STF("refused_bytes", C, refused_bytes, "wire bytes of the stage refused as too large"),
+	STF("refused_low_benefit", C, refused_low_benefit, "admissions of the stage refused by the benefit policy"),
 	PRF("observations", G, observations, "observations in the promotion table"),
 	PRF("claims", G, claims, "fills claimed now (single flight)"),
 	PRF("capacity", G, capacity, "slots of the promotion table"),
@@ -256,6 +274,7 @@ static const struct family families[] = {
 	PRF("expired", C, expired, "observations expired"),
 	PRF("repairs", C, repairs, "repairs of the table after a holder died"),
 	PRF("published", C, published, "promotions published in L2"),
+	PRF("refused_low_benefit", C, refused_low_benefit, "promotions refused by the benefit policy"),
 	{ "stagecache_promotion_refused", C, S_PROMO_WHY, offsetof(struct sc_promote_stats, refused), 8,
 	  "promotions L2 refused, by reason" },
 	IXF("capacity", G, capacity, "entries of the L3 location index (0: none)"),
@@ -309,6 +328,7 @@ static const struct family families[] = {
 	L3F("fills_kept", C, fills_kept, "fills that read an object file kept open"),
 	L3F("fill_bytes_from_l2", C, fill_bytes_from_l2, "segment bytes of fills copied from L2, not read"),
 	L3F("identity_mismatches", C, identity_mismatches, "fills refused: the object was put by another model or state identity"),
+	L3F("fill_starts", C, fill_starts, "fills submitted (each reads, or fails before reading)"),
 };
 
 _Static_assert(offsetof(struct sc_l3_index_stats, key_collisions_l3) ==
@@ -414,6 +434,36 @@ static void sample_one(FILE *f, const struct family *fam, const char *an, const 
 	sample(f, fam, "arena", an, NULL, NULL, v);
 }
 
+static const char *miss_name(int j)
+{
+	return sc_miss_reason_name(j);
+}
+
+static const char *refusal_name(int j)
+{
+	return sc_l2_refusal_name(j);
+}
+
+static const char *deadline_name(int j)
+{
+	return sc_deadline_detail_name(j);
+}
+
+/* The reasons of the miss array at @off of struct sc_miss_stats: how many, and their names. */
+static int miss_labels(size_t off, const char *(**name)(int j))
+{
+	if (off == offsetof(struct sc_miss_stats, l2_refused)) {
+		*name = refusal_name;
+		return SC_L2_REFUSE_REASONS;
+	}
+	if (off == offsetof(struct sc_miss_stats, deadline)) {
+		*name = deadline_name;
+		return SC_DEADLINE_COUNT;
+	}
+	*name = miss_name;
+	return SC_MISS_COUNT;
+}
+
 /* Family @fam's samples of arena @an (snapshot @s). */
 static void arena_samples(FILE *f, const struct family *fam, const char *an, const struct arena_snap *s)
 {
@@ -448,6 +498,28 @@ static void arena_samples(FILE *f, const struct family *fam, const char *an, con
 		if (s->c.have_xs)
 			sample_each(f, fam, an, &s->c.xs, 3, "level", level_name);
 		break;
+	case S_MISS: {
+		const char *(*name)(int j);
+		int n = miss_labels(fam->off, &name);
+		if (s->c.have_ms)
+			sample_each(f, fam, an, &s->c.all_misses, n, "reason", name);
+		break;
+	}
+	case S_STAGE_MISS: {
+		const char *(*name)(int j);
+		int n = miss_labels(fam->off, &name);
+		for (int j = 0; s->c.misses && j < s->c.nstages; j++) {
+			snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->c.ids[j]);
+			for (int k = 0; k < n; k++) {
+				snprintf(v, sizeof(v), "%llu",
+					 (unsigned long long)field(&s->c.misses[j], fam->off + 8 * (size_t)k, 8));
+				fprintf(f, "%s_total{arena=", fam->name);
+				label_value(f, an);
+				fprintf(f, ",stage=\"%s\",reason=\"%s\"} %s\n", id, name(k), v);
+			}
+		}
+		break;
+	}
 	case S_RING:
 		for (int j = 0; j < s->c.nrings; j++) {
 			snprintf(ring, sizeof(ring), "%d", j);

@@ -15,8 +15,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stagecache l3 put DIR --ns NS --tokens 1,2,3|@file --kind full_state|recurrent_only --file PAYLOAD\n"
-		"                             [--model M] [--state S] [--budget SIZE] [--min-free SIZE]\n"
-		"                             [--mode MODE] [--group GROUP] [--json]\n"
+		"                             [--model M] [--state S] [--cost-ns NS] [--budget SIZE]\n"
+		"                             [--min-free SIZE] [--mode MODE] [--group GROUP] [--json]\n"
 		"       stagecache l3 put DIR ... --kind kv_recurrent [--kv-file F --desc-json F] [--recurrent-file F]\n"
 		"       stagecache l3 init DIR [--segment-bytes SIZE]\n"
 		"       stagecache l3 ls DIR [--prefixes] [--json]\n"
@@ -33,7 +33,9 @@ static void usage(FILE *f)
 		"  put     write a payload through to disk (fsync'd; idempotent) and index its prefix;\n"
 		"          DIR is created if missing. --mode (octal, default 0600) and --group give the\n"
 		"          files and directories it creates to a group (e.g. --mode 0660 --group G: every\n"
-		"          member of G can then put, restore from, and reconcile DIR)\n"
+		"          member of G can then put, restore from, and reconcile DIR). --cost-ns records what\n"
+		"          computing the prefix costs (ns): restores carry it into L2, whose policy keeps\n"
+		"          what saves the most compute per byte\n"
 		"  init    create DIR (or open it) and record its options: --segment-bytes SIZE (a multiple\n"
 		"          of 4K, 64K..1G; 0: off, the default) stores payloads above SIZE as content-addressed\n"
 		"          segments under DIR/seg, each distinct segment once, the object a manifest\n"
@@ -59,10 +61,10 @@ static void print_loc(const struct sc_location *l, int json)
 	sc_digest_format(l->digest, d);
 	if (json)
 		printf("{\"token_count\":%u,\"digest\":\"%s\",\"kind\":\"%s\",\"payload_bytes\":%llu,\"sections\":[%llu,%llu],"
-		       "\"file_bytes\":%llu,\"kv_desc\":%s}\n",
+		       "\"file_bytes\":%llu,\"cost_ns\":%llu,\"kv_desc\":%s}\n",
 		       l->token_count, d, l2cli_kind_name(l->kind), (unsigned long long)l->payload_bytes,
 		       (unsigned long long)l->sec_len[0], (unsigned long long)l->sec_len[1],
-		       (unsigned long long)l->file_bytes, l->has_kv_desc ? "true" : "false");
+		       (unsigned long long)l->file_bytes, (unsigned long long)l->cost_ns, l->has_kv_desc ? "true" : "false");
 	else
 		printf("tokens %u  digest %s  kind %s  bytes %llu\n", l->token_count, d, l2cli_kind_name(l->kind),
 		       (unsigned long long)l->payload_bytes);
@@ -90,7 +92,7 @@ static int mode_opt(const char *cmd, const char *arg, void *dst)
 
 /* Write the payload of @a through to the store in @dir (opened with @o) and print where it is; an
  * exit status. */
-static int put(const char *dir, const struct sc_l3_opts *o, const struct sc_l3_put_args *a, int json)
+static int put(const char *dir, const struct sc_l3_opts *o, const struct sc_l3_put_args *a, uint64_t cost, int json)
 {
 	char why[256], hb[32];
 	if (!a->payload->sec_len[0] && !a->payload->sec_len[1])
@@ -100,7 +102,7 @@ static int put(const char *dir, const struct sc_l3_opts *o, const struct sc_l3_p
 	if (rc)
 		return l3cli_open_error("l3", rc, dir, o);
 	struct sc_location loc;
-	rc = sc_l3_put(l3, a, &loc);
+	rc = sc_l3_put_cost(l3, a, cost, &loc);
 	sc_l3_close(l3);
 	if (rc == -EINVAL)
 		return cli_fail("l3", 0, "put refused: %s", l2cli_explain_payload(a->payload, why, sizeof(why)));
@@ -121,8 +123,10 @@ static int do_put(int argc, char **argv)
 	struct sc_l3_put_args a = { 0 };
 	struct sc_l3_opts o = { 0 };
 	int json = 0;
+	uint64_t cost = 0;
 	const struct cli_opt opts[] = {
 		L3_STORE_OPTS(&o),
+		{ "cost-ns", CLI_U64, &cost, 0, UINT64_MAX, .want = "a number of nanoseconds" },
 		{ "ns", CLI_STR, &ns },                 { "tokens", CLI_STR, &tspec },
 		{ "kind", CLI_STR, &kind_s },           { "file", CLI_STR, &file },
 		{ "kv-file", CLI_STR, &kvf },           { "recurrent-file", CLI_STR, &recf },
@@ -155,7 +159,7 @@ static int do_put(int argc, char **argv)
 	if ((ret = l2cli_load_payload("l3", kind, kind == SC_PAYLOAD_KV_RECURRENT ? kvf : file, recf, descf, &pl)) ==
 	    EXIT_OK) {
 		a.ns = ns, a.tokens = tokens, a.token_count = (uint32_t)n, a.payload = &pl.p;
-		ret = put(dir, &o, &a, json);
+		ret = put(dir, &o, &a, cost, json);
 	}
 	free(tokens);
 	l2cli_payload_free(&pl);

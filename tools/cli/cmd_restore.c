@@ -1,6 +1,7 @@
 /*
  * tools/cli/cmd_restore.c — `stagecache restore NAME DIR --model M --state S [--ns NS] --tokens T
- * [--wait] [--repeat N] [--out FILE] [--arena-dir D] [--json]`: the whole restore path.
+ * [--wait] [--deadline-ms N] [--recompute-ms N] [--repeat N] [--out FILE] [--arena-dir D] [--json]`:
+ * the whole restore path.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,8 +15,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stagecache restore NAME DIR --model M --state S [--ns NS] --tokens 1,2,3|@file\n"
-		"                          [--wait] [--repeat N] [--out FILE] [--arena-dir D] [--owner USER]\n"
-		"                          [--mode MODE] [--group GROUP] [--json]\n\n"
+		"                          [--wait] [--deadline-ms N] [--recompute-ms N] [--repeat N]\n"
+		"                          [--out FILE] [--arena-dir D] [--owner USER] [--mode MODE]\n"
+		"                          [--group GROUP] [--json]\n\n"
 		"Restore the longest prefix of the tokens stored in the L3 directory DIR for the stage\n"
 		"(M, S) of arena NAME: L3 locate, L2 lookup validated against the L3 location, else a fill\n"
 		"from L3 into arena memory, the promotion policy, and publication in L2 in place.\n"
@@ -23,6 +25,11 @@ static void usage(FILE *f)
 		"DIR must be an existing L3 directory (made by 'stagecache l3 put' or sc_l3_open): restore\n"
 		"never creates one.\n"
 		"  --wait        if another process is filling the same payload, wait for it and use L2\n"
+		"  --deadline-ms N  answer within N ms of the start of each restore: a fill predicted to end\n"
+		"                later is not started, one that runs past it is abandoned (exit status 3:\n"
+		"                recompute)\n"
+		"  --recompute-ms N what recomputing the prefix would take: a fill predicted to take longer is\n"
+		"                not started (exit status 3: recompute)\n"
 		"  --repeat N    restore N times (a second fill is promoted, then L2 serves it)\n"
 		"  --out FILE    write the restored payload (the wire: section 0 then section 1)\n"
 		"  --arena-dir D look for the arena in D only\n"
@@ -30,7 +37,9 @@ static void usage(FILE *f)
 		"  --mode MODE, --group GROUP\n"
 		"                mode and group of what restore creates in DIR (quarantine records), as\n"
 		"                given to 'l3 put' for a directory shared by a group (e.g. 0660 and G)\n"
-		"Exit status 1 when nothing is stored for the tokens or the object failed verification.\n");
+		"Exit status 1 when nothing is stored for the tokens or the object failed verification; 3\n"
+		"when recomputing wins (--deadline-ms, --recompute-ms). Every restore with no state says\n"
+		"why (its miss reason).\n");
 }
 
 static const char *why_name(int w)
@@ -46,11 +55,22 @@ static const char *why_name(int w)
 	}
 }
 
-/* Why a restore from @dir failed with @rc, in one line; EXIT_FAIL. */
-static int restore_error(int rc, const char *dir, const struct l2cli_args *x)
+#define EXIT_RECOMPUTE 3
+
+/* Why a restore from @dir failed with @rc, in one line; EXIT_FAIL (EXIT_RECOMPUTE for -ETIME). */
+static int restore_error(int rc, const char *dir, const struct l2cli_args *x, const struct sc_restore *r)
 {
+	if (rc == -ETIME) {
+		fprintf(stderr, "stagecache restore: recompute: %s (%s)", sc_miss_reason_name(r->miss_reason),
+			sc_deadline_detail_name((int)r->miss_detail));
+		if (r->predicted_ns)
+			fprintf(stderr, ", predicted fill %.3f ms", (double)r->predicted_ns / 1e6);
+		fprintf(stderr, "\n");
+		return EXIT_RECOMPUTE;
+	}
 	if (rc == -ENOENT)
-		return cli_fail("restore", 0, "no prefix of these tokens is stored in %s (namespace '%s')", dir, cli_q(x->ns));
+		return cli_fail("restore", 0, "no prefix of these tokens is stored in %s (namespace '%s'): %s", dir,
+				cli_q(x->ns), r->miss_reason >= 0 ? sc_miss_reason_name(r->miss_reason) : "never_stored");
 	if (rc == -EBADMSG)
 		return cli_fail("restore", 0, "the stored object of the longest prefix failed verification and was "
 				"quarantined (%s/quarantine/); its L2 mirrors are invalidated", dir);
@@ -96,16 +116,19 @@ static int write_wire(const char *out, const struct sc_restore *r, FILE **of)
 }
 
 /* Restore @repeat times from @l3, each printed; the last one's wire to @out if given. */
-static int restores(struct l2cli_args *x, struct sc_l3 *l3, const char *dir, uint32_t flags, uint64_t repeat,
-		    const char *out, int json)
+static int restores(struct l2cli_args *x, struct sc_l3 *l3, const char *dir, uint32_t flags, uint64_t deadline_ms,
+		    uint64_t recompute_ms, uint64_t repeat, const char *out, int json)
 {
 	FILE *of = NULL;
 	int ret = EXIT_OK;
 	for (uint64_t i = 0; i < repeat && ret == EXIT_OK; i++) {
 		struct sc_restore r;
-		int rc = sc_restore(x->st, l3, x->ns, x->tokens, x->n, flags, &r);
+		struct sc_restore_opts o = { .flags = flags, .recompute_ns = recompute_ms * 1000000u };
+		if (deadline_ms)
+			o.deadline_ns = sc_clock_ns() + deadline_ms * 1000000u;
+		int rc = sc_restore_with(x->st, l3, x->ns, x->tokens, x->n, &o, &r);
 		if (rc < 0)
-			return restore_error(rc, dir, x);
+			return restore_error(rc, dir, x, &r);
 		print_restore(&r, json);
 		if (out && i + 1 == repeat)
 			ret = write_wire(out, &r, &of);
@@ -124,10 +147,13 @@ int cmd_restore(int argc, char **argv)
 	struct sc_l3_opts lo = { .flags = SC_L3_OPEN_NO_CREATE };
 	int json = 0;
 	uint32_t flags = 0;
+	uint64_t deadline_ms = 0, recompute_ms = 0;
 	const struct cli_opt opts[] = {
 		{ "model", CLI_STR, &x.model },     { "state", CLI_STR, &x.state },
 		{ "ns", CLI_STR, &x.ns },           { "tokens", CLI_STR, &x.tokens_spec },
 		{ "wait", CLI_BITS, &flags, .max = SC_RESTORE_WAIT },
+		{ "deadline-ms", CLI_U64, &deadline_ms, 1, 86400000, .want = "1 to 86400000" },
+		{ "recompute-ms", CLI_U64, &recompute_ms, 1, 86400000, .want = "1 to 86400000" },
 		{ "repeat", CLI_U64, &repeat, 1, 1000000, .want = "1 to 1000000" },
 		{ "out", CLI_STR, &out },           { "arena-dir", CLI_STR, &x.dir },
 		{ "owner", CLI_OWNER },             { "mode", CLI_MODE, &lo.file_mode, .max = 0666 },
@@ -161,7 +187,7 @@ int cmd_restore(int argc, char **argv)
 			ret = l3cli_open_error("restore", rc, dir, &lo);
 		} else {
 			sc_l3_bind_arena(l3, x.a);
-			ret = restores(&x, l3, dir, flags, repeat, out, json);
+			ret = restores(&x, l3, dir, flags, deadline_ms, recompute_ms, repeat, out, json);
 		}
 	}
 	sc_l3_close(l3);

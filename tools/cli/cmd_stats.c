@@ -34,15 +34,21 @@ static void usage(FILE *f)
 		   "  --owner U  trust an arena file owned by user U (a name, a number, or any)\n");
 }
 
-/* The per-stage view: the counters that belong to one stage (leases, free bytes... are global). */
-static void print_stage_json(uint64_t id, const struct sc_l2_stats *s)
+/* The per-stage view: the counters that belong to one stage (leases, free bytes... are global),
+ * with the stage's miss reasons when @m is given. */
+static void print_stage_json(uint64_t id, const struct sc_l2_stats *s, const struct sc_miss_stats *m)
 {
 	printf("{\"stage\":\"%016llx\",\"entries\":%llu,\"bytes\":%llu,\"logical_bytes\":%llu,\"hits\":%llu,"
-	       "\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"admission_rejects\":%llu,\"refused_bytes\":%llu}",
+	       "\"misses\":%llu,\"inserts\":%llu,\"evictions\":%llu,\"admission_rejects\":%llu,\"refused_bytes\":%llu,"
+	       "\"refused_low_benefit\":%llu",
 	       (unsigned long long)id, (unsigned long long)s->entries, (unsigned long long)s->bytes,
 	       (unsigned long long)s->logical_bytes, (unsigned long long)s->hits, (unsigned long long)s->misses,
 	       (unsigned long long)s->inserts, (unsigned long long)s->evictions,
-	       (unsigned long long)s->admission_rejects, (unsigned long long)s->refused_bytes);
+	       (unsigned long long)s->admission_rejects, (unsigned long long)s->refused_bytes,
+	       (unsigned long long)s->refused_low_benefit);
+	if (m)
+		cli_json_misses(stdout, m, 0);
+	printf("}");
 }
 
 /* Everything stats reads, then prints: the L2 counters (of a stage, with --model/--state), and
@@ -50,6 +56,8 @@ static void print_stage_json(uint64_t id, const struct sc_l2_stats *s)
 struct snap {
 	const char *model, *state, *l3dir;
 	struct sc_l2_stats s;
+	struct sc_miss_stats ms; /* of the stage (with a model) or of the arena */
+	int have_ms;
 	struct cli_counters c; /* arena-wide only (not read with a model: nrings, nstages < 0) */
 	struct sc_l3_stats l3s;
 };
@@ -82,6 +90,7 @@ static int read_arena(const char *dir, const char *name, struct snap *x)
 		return cli_l2_error("stats", rc, name, "cannot open the stage");
 	}
 	rc = sc_l2_stats(a, st, &x->s);
+	x->have_ms = sc_miss_stats(a, st ? sc_stage_id(st) : 0, &x->ms) == 0;
 	sc_stage_close(st);
 	if (!x->model)
 		cli_counters_read(a, 1024, &x->c); /* the stage table holds at most 1024 stages */
@@ -94,7 +103,7 @@ static const char *const l2_names[] = { "entries", "bytes", "logical_bytes", "bu
 					"pending_reclaim_bytes", "free_bytes", "largest_free_block", "small_entries",
 					"small_bytes", "main_entries", "main_bytes", "moved_to_main", "ghost_hits",
 					"physical_bytes", "saved_bytes", "segments", "segment_holder_bytes",
-					"segment_dedup_bytes" };
+					"segment_dedup_bytes", "refused_low_benefit", "credit_kept" };
 enum { L2_NAMES = sizeof(l2_names) / sizeof(l2_names[0]) };
 
 /* The L2 counters in the order of l2_names. */
@@ -105,12 +114,13 @@ static void l2_values(const struct sc_l2_stats *s, uint64_t v[L2_NAMES])
 			       s->pending_reclaim_bytes, s->free_bytes, s->largest_free_block, s->small_entries,
 			       s->small_bytes, s->main_entries, s->main_bytes, s->moved_to_main, s->ghost_hits,
 			       s->physical_bytes, s->saved_bytes, s->segments, s->segment_holder_bytes,
-			       s->segment_dedup_bytes };
+			       s->segment_dedup_bytes, s->refused_low_benefit, s->credit_kept };
 	_Static_assert(sizeof(w) / sizeof(w[0]) == L2_NAMES, "a value for every name");
 	memcpy(v, w, sizeof(w));
 }
 
-/* "name":count for each refusal reason. */
+/* "name":count for each refusal reason of the refused[] arrays (low_benefit has its own counter,
+ * refused_low_benefit). */
 static void json_refused(const uint64_t *refused)
 {
 	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
@@ -126,16 +136,20 @@ static void json_l2_promotion(const struct snap *x)
 		printf("%s\"%s\":%llu", i ? "," : "", l2_names[i], (unsigned long long)v[i]);
 	printf(",\"refused\":{");
 	json_refused(x->s.refused);
-	printf("}}");
+	printf("}");
+	if (x->have_ms)
+		cli_json_misses(stdout, &x->ms, 1);
+	printf("}");
 	if (!x->c.have_ps)
 		return;
 	const struct sc_promote_stats *ps = &x->c.ps;
 	printf(",\"promotion\":{\"observations\":%u,\"claims\":%u,\"capacity\":%u,\"considered\":%llu,"
 	       "\"promoted\":%llu,\"evicted\":%llu,\"expired\":%llu,\"repairs\":%llu,\"published\":%llu,"
-	       "\"refused\":{",
+	       "\"refused_low_benefit\":%llu,\"refused\":{",
 	       ps->observations, ps->claims, ps->capacity, (unsigned long long)ps->considered,
 	       (unsigned long long)ps->promoted, (unsigned long long)ps->evicted, (unsigned long long)ps->expired,
-	       (unsigned long long)ps->repairs, (unsigned long long)ps->published);
+	       (unsigned long long)ps->repairs, (unsigned long long)ps->published,
+	       (unsigned long long)ps->refused_low_benefit);
 	json_refused(ps->refused);
 	printf("}}");
 }
@@ -179,7 +193,7 @@ static void json_rings_stages(const struct snap *x)
 		printf(",\"stages\":[");
 		for (int i = 0; i < x->c.nstages; i++) {
 			printf("%s", i ? "," : "");
-			print_stage_json(x->c.ids[i], &x->c.stages[i]);
+			print_stage_json(x->c.ids[i], &x->c.stages[i], x->c.misses ? &x->c.misses[i] : NULL);
 		}
 		printf("]");
 	}
@@ -193,7 +207,7 @@ static void json_l3(const char *dir, const struct sc_l3_stats *l)
 	       "\"verify_failures\":%llu,\"quarantined\":%llu,\"evictions\":%llu,\"write_refusals\":%llu,"
 	       "\"puts\":%llu,\"put_dedup\":%llu,\"budget_bytes\":%llu,\"logical_bytes\":%llu,"
 	       "\"physical_bytes\":%llu,\"saved_bytes\":%llu,\"segments\":%llu,\"fills_kept\":%llu,"
-	       "\"fill_bytes_from_l2\":%llu,\"identity_mismatches\":%llu}",
+	       "\"fill_bytes_from_l2\":%llu,\"identity_mismatches\":%llu,\"fill_starts\":%llu}",
 	       (unsigned long long)l->objects, (unsigned long long)l->bytes, (unsigned long long)l->fills,
 	       (unsigned long long)l->fill_bytes, (unsigned long long)l->fill_ns, (unsigned long long)l->verify_failures,
 	       (unsigned long long)l->quarantined, (unsigned long long)l->evictions,
@@ -201,7 +215,8 @@ static void json_l3(const char *dir, const struct sc_l3_stats *l)
 	       (unsigned long long)l->budget_bytes, (unsigned long long)l->logical_bytes,
 	       (unsigned long long)l->physical_bytes, (unsigned long long)l->saved_bytes,
 	       (unsigned long long)l->segments, (unsigned long long)l->fills_kept,
-	       (unsigned long long)l->fill_bytes_from_l2, (unsigned long long)l->identity_mismatches);
+	       (unsigned long long)l->fill_bytes_from_l2, (unsigned long long)l->identity_mismatches,
+	       (unsigned long long)l->fill_starts);
 }
 
 
@@ -216,7 +231,9 @@ static void text_l2_promotion(const struct snap *x)
 	printf("  refused               ");
 	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
 		printf("%s%s %llu", i ? ", " : "", sc_l2_refusal_name(i), (unsigned long long)x->s.refused[i]);
-	printf("\n");
+	printf(", %s %llu\n", sc_l2_refusal_name(SC_L2_REFUSE_LOW_BENEFIT), (unsigned long long)x->s.refused_low_benefit);
+	if (x->have_ms)
+		cli_text_misses(stdout, &x->ms, "  ");
 	if (!x->c.have_ps)
 		return;
 	const struct sc_promote_stats *ps = &x->c.ps;
@@ -225,13 +242,15 @@ static void text_l2_promotion(const struct snap *x)
 	       ps->observations, ps->capacity, ps->claims, (unsigned long long)ps->considered,
 	       (unsigned long long)ps->promoted, (unsigned long long)ps->evicted, (unsigned long long)ps->expired,
 	       (unsigned long long)ps->repairs);
-	uint64_t refused = 0;
+	uint64_t refused = ps->refused_low_benefit;
 	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
 		refused += ps->refused[i];
 	printf("  published %llu, refused %llu", (unsigned long long)ps->published, (unsigned long long)refused);
 	for (int i = 0; i < SC_L2_REFUSE_COUNT; i++)
 		if (ps->refused[i])
 			printf(" (%s %llu)", sc_l2_refusal_name(i), (unsigned long long)ps->refused[i]);
+	if (ps->refused_low_benefit)
+		printf(" (%s %llu)", sc_l2_refusal_name(SC_L2_REFUSE_LOW_BENEFIT), (unsigned long long)ps->refused_low_benefit);
 	printf("\n");
 }
 
@@ -277,6 +296,8 @@ static void text_rings_stages(const struct snap *x)
 		       (unsigned long long)x->c.ids[i], (unsigned long long)s->entries, (unsigned long long)s->bytes,
 		       (unsigned long long)s->hits, (unsigned long long)s->misses, (unsigned long long)s->inserts,
 		       (unsigned long long)s->evictions, (unsigned long long)s->admission_rejects);
+		if (x->c.misses)
+			cli_text_misses(stdout, &x->c.misses[i], "    ");
 	}
 }
 

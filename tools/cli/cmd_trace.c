@@ -181,6 +181,10 @@ struct row {
 	uint64_t fill_hist[SC_BPF_HIST_SLOTS];
 	uint64_t refused[SC_BPF_REFUSALS];       /* L2 refusals by reason (l2_reject) */
 	uint64_t promo_refused[SC_BPF_REFUSALS]; /* promotions not published, by reason (promote_outcome) */
+	uint64_t miss_l2[SC_BPF_MISS_REASONS];   /* L2 misses by reason (miss_reason, level 0) */
+	uint64_t miss_restore[SC_BPF_MISS_REASONS]; /* restores with no state by reason (level 1) */
+	uint64_t miss_refused[SC_BPF_REFUSALS];  /* L2 misses of reason refused, by the refusal */
+	uint64_t miss_deadline[SC_BPF_DEADLINE_DETAILS]; /* restore deadline misses by detail */
 };
 
 struct snap {
@@ -261,7 +265,21 @@ static void count_never_hit(struct stagecache_bpf *skel, struct snap *s)
 	}
 }
 
-/* reasons: L2 refusals and unpublished promotions by reason, per stage */
+/* The counter of @r that the `reasons` entry of @event, @reason adds to (NULL: none). */
+static uint64_t *reason_slot(struct row *r, uint32_t event, uint32_t reason)
+{
+	switch (event) {
+	case SC_EV_L2_REJECT: return &r->refused[reason < SC_BPF_REFUSALS ? reason : SC_BPF_REFUSALS - 1];
+	case SC_EV_PROMOTE_REFUSED: return &r->promo_refused[reason < SC_BPF_REFUSALS ? reason : SC_BPF_REFUSALS - 1];
+	case SC_EV_MISS_L2: return reason < SC_BPF_MISS_REASONS ? &r->miss_l2[reason] : NULL;
+	case SC_EV_MISS_RESTORE: return reason < SC_BPF_MISS_REASONS ? &r->miss_restore[reason] : NULL;
+	case SC_EV_MISS_REFUSED: return reason < SC_BPF_REFUSALS ? &r->miss_refused[reason] : NULL;
+	case SC_EV_MISS_DEADLINE: return reason < SC_BPF_DEADLINE_DETAILS ? &r->miss_deadline[reason] : NULL;
+	}
+	return NULL;
+}
+
+/* reasons: L2 refusals, unpublished promotions and misses by reason, per stage */
 static void sum_reasons(struct stagecache_bpf *skel, struct snap *s)
 {
 	int fd = bpf_map__fd(skel->maps.reasons);
@@ -270,12 +288,12 @@ static void sum_reasons(struct stagecache_bpf *skel, struct snap *s)
 		struct sc_bpf_count c;
 		rk = rnext;
 		rprev = &rk;
-		if ((rk.event != SC_EV_L2_REJECT && rk.event != SC_EV_PROMOTE_REFUSED) || bpf_map_lookup_elem(fd, &rk, &c))
+		struct row *r;
+		uint64_t *slot;
+		if (bpf_map_lookup_elem(fd, &rk, &c) || !(r = row_of(s, 0, rk.stage)) ||
+		    !(slot = reason_slot(r, rk.event, rk.reason)))
 			continue;
-		struct row *r = row_of(s, 0, rk.stage);
-		uint32_t why = rk.reason < SC_BPF_REFUSALS ? rk.reason : SC_BPF_REFUSALS - 1;
-		if (r)
-			(rk.event == SC_EV_L2_REJECT ? r->refused : r->promo_refused)[why] += c.count;
+		*slot += c.count;
 	}
 }
 
@@ -353,6 +371,19 @@ static uint64_t total(const struct snap *s, int event)
 static uint64_t quarantined(const struct snap *s)
 {
 	return total(s, SC_EV_L3_QUARANTINE);
+}
+
+/* Under a stage's row: why lookups and restores missed (when any), as `stats` prints them. */
+static void print_misses(const struct row *r)
+{
+	_Static_assert(SC_BPF_MISS_REASONS <= SC_MISS_MAX && SC_BPF_REFUSALS <= SC_MISS_MAX &&
+			       SC_BPF_DEADLINE_DETAILS <= 8, "eBPF's miss counts fit struct sc_miss_stats");
+	struct sc_miss_stats m = { 0 };
+	memcpy(m.l2, r->miss_l2, sizeof(r->miss_l2));
+	memcpy(m.restore, r->miss_restore, sizeof(r->miss_restore));
+	memcpy(m.l2_refused, r->miss_refused, sizeof(r->miss_refused));
+	memcpy(m.deadline, r->miss_deadline, sizeof(r->miss_deadline));
+	cli_text_misses(stdout, &m, "  ");
 }
 
 /* Under a stage's row: admissions and promotions that did not publish, by reason (when any). */
@@ -439,7 +470,20 @@ static void print_stage(const struct row *r, const struct row *p, double dt, int
 				printf("%s\"%s\":%llu", w ? "," : "", sc_l2_refusal_name(w), (unsigned long long)v[w]);
 			printf("}");
 		}
-		printf("}");
+		for (int k = 0; k < 2; k++) {
+			const uint64_t *v = k ? r->miss_restore : r->miss_l2;
+			printf(",\"%s\":{", k ? "restore_misses" : "l2_misses");
+			for (int w = 0; w < SC_MISS_COUNT; w++)
+				printf("%s\"%s\":%llu", w ? "," : "", sc_miss_reason_name(w), (unsigned long long)v[w]);
+			printf("}");
+		}
+		printf(",\"l2_misses_refused\":{");
+		for (int w = 0; w < SC_BPF_REFUSALS; w++)
+			printf("%s\"%s\":%llu", w ? "," : "", sc_l2_refusal_name(w), (unsigned long long)r->miss_refused[w]);
+		printf("},\"restore_deadline\":{");
+		for (int w = 0; w < SC_BPF_DEADLINE_DETAILS; w++)
+			printf("%s\"%s\":%llu", w ? "," : "", sc_deadline_detail_name(w), (unsigned long long)r->miss_deadline[w]);
+		printf("}}");
 	} else {
 		char a[32], b[32], hr[16] = "-";
 		if (hits + misses)
@@ -454,6 +498,7 @@ static void print_stage(const struct row *r, const struct row *p, double dt, int
 		       (unsigned long long)r->ev[SC_EV_FILL_DONE].count,
 		       (unsigned long long)r->ev[SC_EV_FILL_ERROR].count, gbs, p50 ? a : "-", p99 ? b : "-");
 		print_refusals(r);
+		print_misses(r);
 	}
 }
 

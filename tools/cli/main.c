@@ -1,5 +1,5 @@
 /*
- * tools/cli/main.c — `stagecache`, one binary with one file per subcommand (tools/cmd_*.c).
+ * tools/cli/main.c — `stagecache`, one binary with one file per subcommand (tools/cli/cmd_*.c).
  *
  * The command table below names each subcommand's function directly: a subcommand whose file is
  * missing from the build is a link error, not a surprise at run time.

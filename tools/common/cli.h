@@ -126,11 +126,19 @@ struct cli_counters {
 	int nrings;
 	uint64_t *ids;              /* every stage's id and L2 counters, nstages of them; < 0: not read */
 	struct sc_l2_stats *stages;
+	struct sc_miss_stats *misses; /* every stage's miss reasons (same order; zero when unreadable) */
 	int nstages;
+	struct sc_miss_stats all_misses; /* the arena's (have_ms) */
+	int have_ms;
 };
 /* Read @a's counters into @c (at most @max_stages stages); free with cli_counters_free. */
 void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *c);
 void cli_counters_free(struct cli_counters *c);
+/* Write @m's miss reasons as JSON members ("l2_misses":{...},"restore_misses":{...}, and with
+ * @details "l2_misses_refused" and "restore_deadline"), each array by name, starting with a comma. */
+void cli_json_misses(FILE *f, const struct sc_miss_stats *m, int details);
+/* The same as text: one line per level that has misses, indented by @indent. */
+void cli_text_misses(FILE *f, const struct sc_miss_stats *m, const char *indent);
 
 /* ---- measuring (tools/common/measure.c) ---- */
 /* Seconds, and nanoseconds, since an arbitrary point (CLOCK_MONOTONIC). */

@@ -565,6 +565,7 @@ void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *
 	c->have_ps = sc_promote_stats(a, &c->ps) == 0;
 	c->have_xs = sc_l3_index_stats(a, &c->xs) == 0;
 	c->have_info = sc_arena_info(a, &c->info) == 0;
+	c->have_ms = sc_miss_stats(a, 0, &c->all_misses) == 0;
 	if (c->have_info && (c->rings = calloc(c->info.ring_count + 1, sizeof(*c->rings)))) {
 		c->nrings = sc_ring_stats(a, c->rings, c->info.ring_count);
 		if (c->nrings > (int)c->info.ring_count)
@@ -578,15 +579,70 @@ void cli_counters_read(struct sc_arena *a, int max_stages, struct cli_counters *
 		return;
 	c->ids = calloc((size_t)n, sizeof(*c->ids));
 	c->stages = calloc((size_t)n, sizeof(*c->stages));
-	n = c->ids && c->stages ? sc_l2_stage_ids(a, c->ids, (unsigned)n) : -1;
+	c->misses = calloc((size_t)n, sizeof(*c->misses));
+	n = c->ids && c->stages && c->misses ? sc_l2_stage_ids(a, c->ids, (unsigned)n) : -1;
 	c->nstages = n < 0 ? -1 : 0;
-	for (int i = 0; i < n && i < max_stages; i++)
-		if (sc_l2_stats_id(a, c->ids[i], &c->stages[c->nstages]) == 0)
+	for (int i = 0; i < n && i < max_stages; i++) {
+		if (sc_l2_stats_id(a, c->ids[i], &c->stages[c->nstages]) == 0) {
+			if (sc_miss_stats(a, c->ids[i], &c->misses[c->nstages]))
+				memset(&c->misses[c->nstages], 0, sizeof(c->misses[0]));
 			c->ids[c->nstages++] = c->ids[i];
+		}
+	}
+}
+
+void cli_json_misses(FILE *f, const struct sc_miss_stats *m, int details)
+{
+	for (int k = 0; k < 2; k++) {
+		const uint64_t *v = k ? m->restore : m->l2;
+		fprintf(f, ",\"%s\":{", k ? "restore_misses" : "l2_misses");
+		for (int i = 0; i < SC_MISS_COUNT; i++)
+			fprintf(f, "%s\"%s\":%llu", i ? "," : "", sc_miss_reason_name(i), (unsigned long long)v[i]);
+		fprintf(f, "}");
+	}
+	if (!details)
+		return;
+	fprintf(f, ",\"l2_misses_refused\":{");
+	for (int i = 0; i < SC_L2_REFUSE_REASONS; i++)
+		fprintf(f, "%s\"%s\":%llu", i ? "," : "", sc_l2_refusal_name(i), (unsigned long long)m->l2_refused[i]);
+	fprintf(f, "},\"restore_deadline\":{");
+	for (int i = 0; i < SC_DEADLINE_COUNT; i++)
+		fprintf(f, "%s\"%s\":%llu", i ? "," : "", sc_deadline_detail_name(i), (unsigned long long)m->deadline[i]);
+	fprintf(f, "}");
+}
+
+void cli_text_misses(FILE *f, const struct sc_miss_stats *m, const char *indent)
+{
+	for (int k = 0; k < 2; k++) {
+		const uint64_t *v = k ? m->restore : m->l2;
+		uint64_t n = 0;
+		for (int i = 0; i < SC_MISS_COUNT; i++)
+			n += v[i];
+		if (!n)
+			continue;
+		fprintf(f, "%s%s %llu:", indent, k ? "restores with no state" : "L2 misses", (unsigned long long)n);
+		for (int i = 0; i < SC_MISS_COUNT; i++) {
+			if (!v[i])
+				continue;
+			fprintf(f, " %s %llu", sc_miss_reason_name(i), (unsigned long long)v[i]);
+			const uint64_t *d = !k && i == SC_MISS_REFUSED ? m->l2_refused : k && i == SC_MISS_DEADLINE ? m->deadline : NULL;
+			int nd = d == m->l2_refused ? SC_L2_REFUSE_REASONS : SC_DEADLINE_COUNT;
+			int any = 0;
+			for (int j = 0; d && j < nd; j++)
+				if (d[j])
+					fprintf(f, "%s%s %llu", any++ ? ", " : " (",
+						d == m->l2_refused ? sc_l2_refusal_name(j) : sc_deadline_detail_name(j),
+						(unsigned long long)d[j]);
+			if (any)
+				fprintf(f, ")");
+		}
+		fprintf(f, "\n");
+	}
 }
 
 void cli_counters_free(struct cli_counters *c)
 {
+	free(c->misses);
 	free(c->rings);
 	free(c->ids);
 	free(c->stages);

@@ -11,6 +11,7 @@ pub const SC_KV_DESC_MAX_COMPONENTS: usize = 2;
 pub const SC_L3_STR_MAX: usize = 1023;
 pub const SC_L2_REFUSE_COUNT: usize = 8;
 pub const SC_ARENA_OPEN_ANY_OWNER: u32 = 0x1;
+pub const SC_MISS_MAX: usize = 16;
 pub const SC_LEASES_MAX: usize = 48;
 pub const SC_BATCHER_CAPACITY_MAX: u32 = 256;
 pub const SC_BATCHER_DEFERRED: c_int = 1;
@@ -261,7 +262,8 @@ pub struct sc_location {
     pub has_kv_desc: c_int,
     pub _reserved0: u32,
     pub kv_desc: sc_kv_desc,
-    pub _reserved: [u64; 6],
+    pub cost_ns: u64,
+    pub _reserved: [u64; 5],
 }
 
 #[repr(C)]
@@ -307,7 +309,8 @@ pub struct sc_l2_entry_info {
     pub created_unix_ns: u64,
     pub frequency: u32,
     pub has_kv_desc: c_int,
-    pub _reserved: [u64; 6],
+    pub cost_ns: u64,
+    pub _reserved: [u64; 5],
 }
 
 #[repr(C)]
@@ -339,7 +342,9 @@ pub struct sc_l2_stats {
     pub segments: u64,
     pub segment_holder_bytes: u64,
     pub segment_dedup_bytes: u64,
-    pub _reserved: [u64; 3],
+    pub refused_low_benefit: u64,
+    pub credit_kept: u64,
+    pub _reserved: [u64; 1],
 }
 
 #[repr(C)]
@@ -387,7 +392,8 @@ pub struct sc_l3_fill_req {
     pub direct: c_int,
     pub fill_ns: u64,
     pub identity: sc_digest,
-    pub _reserved: [u64; 2],
+    pub cost_ns: u64,
+    pub _reserved: [u64; 1],
     pub _private: *mut c_void,
 }
 
@@ -452,7 +458,8 @@ pub struct sc_l3_stats {
     pub segment_bytes: u64,
     pub fill_bytes_from_l2: u64,
     pub identity_mismatches: u64,
-    pub _reserved: [u64; 4],
+    pub fill_starts: u64,
+    pub _reserved: [u64; 3],
 }
 
 #[repr(C)]
@@ -485,7 +492,8 @@ pub struct sc_promote_stats {
     pub repairs: u64,
     pub published: u64,
     pub refused: [u64; SC_L2_REFUSE_COUNT],
-    pub _reserved: [u64; 8],
+    pub refused_low_benefit: u64,
+    pub _reserved: [u64; 7],
 }
 
 /// `struct sc_l3_index_stats`: the arena's L3 location index and key collisions at every level.
@@ -544,8 +552,33 @@ pub struct sc_restore {
     pub lookup_ns: u64,
     pub fill_ns: u64,
     pub total_ns: u64,
-    pub _reserved: [u64; 8],
+    pub predicted_ns: u64,
+    pub miss_reason: i32,
+    pub miss_detail: u32,
+    pub _reserved: [u64; 6],
     pub _private: [u64; SC_RESTORE_PRIVATE_U64],
+}
+
+/// `struct sc_restore_opts`: a deadline (CLOCK_MONOTONIC ns) or a recompute estimate.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct sc_restore_opts {
+    pub flags: u32,
+    pub _reserved0: u32,
+    pub deadline_ns: u64,
+    pub recompute_ns: u64,
+    pub _reserved: [u64; 5],
+}
+
+/// `struct sc_miss_stats`: why lookups and restores missed, by reason.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct sc_miss_stats {
+    pub l2: [u64; SC_MISS_MAX],
+    pub restore: [u64; SC_MISS_MAX],
+    pub l2_refused: [u64; SC_MISS_MAX],
+    pub deadline: [u64; 8],
+    pub _reserved: [u64; 8],
 }
 
 #[repr(C)]
@@ -642,6 +675,10 @@ extern "C" {
     pub fn sc_restore_source_name(v: c_int) -> *const c_char;
     pub fn sc_ring_state_name(v: c_int) -> *const c_char;
     pub fn sc_extent_kind_name(v: c_int) -> *const c_char;
+    pub fn sc_l2_refusal_name(v: c_int) -> *const c_char;
+    pub fn sc_miss_reason_name(v: c_int) -> *const c_char;
+    pub fn sc_deadline_detail_name(v: c_int) -> *const c_char;
+    pub fn sc_clock_ns() -> u64;
 
     pub fn sc_arena_create(name: *const c_char, opts: *const sc_arena_opts, out: *mut *mut sc_arena) -> c_int;
     pub fn sc_arena_open(name: *const c_char, out: *mut *mut sc_arena) -> c_int;
@@ -666,6 +703,13 @@ extern "C" {
                        p: *const sc_payload, origin: u32) -> c_int;
     pub fn sc_promote_admit(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32, expected: sc_digest,
                             p: *const sc_payload) -> c_int;
+    pub fn sc_l2_admit_cost(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32, expected: sc_digest,
+                            p: *const sc_payload, origin: u32, cost_ns: u64) -> c_int;
+    pub fn sc_promote_admit_cost(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32,
+                                 expected: sc_digest, p: *const sc_payload, cost_ns: u64) -> c_int;
+    pub fn sc_stage_set_token_cost(s: *mut sc_stage, ns_per_token: u64) -> c_int;
+    pub fn sc_stage_token_cost(s: *const sc_stage, ns_per_token: *mut u64) -> c_int;
+    pub fn sc_miss_stats(a: *mut sc_arena, stage_id: u64, st: *mut sc_miss_stats) -> c_int;
     pub fn sc_l2_get(s: *mut sc_stage, ns: *const c_char, tokens: *const i32, n: u32, loc: *const sc_location,
                      lease: *mut sc_lease) -> c_int;
     pub fn sc_lease_release(lease: *mut sc_lease);
@@ -684,6 +728,9 @@ extern "C" {
     pub fn sc_l3_open(dir: *const c_char, opts: *const sc_l3_opts, out: *mut *mut sc_l3) -> c_int;
     pub fn sc_l3_close(l3: *mut sc_l3);
     pub fn sc_l3_put(l3: *mut sc_l3, args: *const sc_l3_put_args, loc: *mut sc_location) -> c_int;
+    pub fn sc_l3_put_cost(l3: *mut sc_l3, args: *const sc_l3_put_args, cost_ns: u64, loc: *mut sc_location)
+                          -> c_int;
+    pub fn sc_l3_fill_estimate(l3: *mut sc_l3, bytes: u64, ns: *mut u64) -> c_int;
     pub fn sc_l3_locate_longest(l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32,
                                 loc: *mut sc_location) -> c_int;
     pub fn sc_l3_stats(l3: *mut sc_l3, st: *mut sc_l3_stats) -> c_int;
@@ -703,6 +750,8 @@ extern "C" {
     pub fn sc_restore(s: *mut sc_stage, l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32, flags: u32,
                       out: *mut sc_restore) -> c_int;
     pub fn sc_restore_release(r: *mut sc_restore);
+    pub fn sc_restore_with(s: *mut sc_stage, l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32,
+                           opts: *const sc_restore_opts, out: *mut sc_restore) -> c_int;
 
     pub fn sc_ring_open(a: *mut sc_arena, out: *mut *mut sc_ring) -> c_int;
     pub fn sc_ring_close(r: *mut sc_ring) -> c_int;

@@ -80,6 +80,7 @@ pub use ffi::sc_kv_component as KvComponent;
 pub use ffi::sc_kv_desc as KvDesc;
 pub use ffi::sc_holder as Holder;
 pub use ffi::sc_l2_stats as L2Stats;
+pub use ffi::sc_miss_stats as MissStats;
 pub use ffi::sc_l3_stats as L3Stats;
 pub use ffi::sc_promote_stats as PromoteStats;
 pub use ffi::sc_ring_stat as RingStat;
@@ -113,7 +114,33 @@ pub enum Error {
     Argument(&'static str),
 }
 
+/// CLOCK_MONOTONIC in ns: the clock of `RestoreOptions::deadline_ns`.
+pub fn clock_ns() -> u64 {
+    unsafe { ffi::sc_clock_ns() }
+}
+
+/// The name of a miss reason (`MissStats` arrays are indexed by it): "never_stored", ... .
+pub fn miss_reason_name(reason: i32) -> &'static str {
+    name_of(ffi::sc_miss_reason_name, reason)
+}
+
+/// Options of `Stage::restore_with`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RestoreOptions {
+    /// Wait for another process's fill of the same payload.
+    pub wait: bool,
+    /// `clock_ns()` time by which to answer (0: none).
+    pub deadline_ns: u64,
+    /// What recomputing the prefix would take, ns (0: unknown).
+    pub recompute_ns: u64,
+}
+
 impl Error {
+    /// True for the answer of `Stage::restore_with` that recomputing wins (-ETIME).
+    pub fn is_recompute(&self) -> bool {
+        self.errno() == Some(ETIME)
+    }
+
     /// The errno of a failed call (ENOENT, EBADMSG, ...), if it is one.
     pub fn errno(&self) -> Option<i32> {
         match self {
@@ -161,6 +188,8 @@ fn check(rc: c_int, call: &'static str) -> Result<c_int> {
 }
 
 const ENOENT: c_int = 2;
+const ETIME: c_int = 62;
+const ENODATA: c_int = 61;
 const EAGAIN: c_int = 11;
 const EBUSY: c_int = 16;
 
@@ -230,27 +259,28 @@ pub fn layouts() -> Vec<TypeLayout> {
                 codec, component_count, components]),
         layout!("sc_payload", sc_payload, [kind, sec, sec_len, kv_desc]),
         layout!("sc_location", sc_location, [token_count, kind, digest, prefix, sec_len, payload_bytes,
-                file_bytes, has_kv_desc, kv_desc]),
+                file_bytes, has_kv_desc, kv_desc, cost_ns]),
         layout!("sc_lease", sc_lease, [sec, sec_len, kind, origin, token_count, digest, key, has_kv_desc, kv_desc,
                 segments]),
         layout!("sc_segment", sc_segment, [ptr, len, section]),
         layout!("sc_l2_entry_info", sc_l2_entry_info, [key, stage_id, token_count, bytes, footprint, sec_len,
-                digest, kind, origin, created_unix_ns, frequency, has_kv_desc]),
+                digest, kind, origin, created_unix_ns, frequency, has_kv_desc, cost_ns]),
         layout!("sc_l2_stats", sc_l2_stats, [entries, bytes, logical_bytes, budget_bytes, hits, misses, inserts,
                 evictions, admission_rejects, refused_bytes, leases, pending_reclaim_bytes, free_bytes,
                 largest_free_block, refused, small_entries, small_bytes, main_entries, main_bytes, moved_to_main,
-                ghost_hits, physical_bytes, saved_bytes, segments, segment_holder_bytes, segment_dedup_bytes]),
+                ghost_hits, physical_bytes, saved_bytes, segments, segment_holder_bytes, segment_dedup_bytes,
+                refused_low_benefit, credit_kept]),
         layout!("sc_l2_resv", sc_l2_resv, [ptr, bytes]),
         layout!("sc_l3_opts", sc_l3_opts, [budget_bytes, min_free_bytes, queue_depth, o_direct, file_mode, flags,
                 host_id, state_dir, visibility_ms, fd_cache, gid]),
         layout!("sc_l3_put_args", sc_l3_put_args, [model_identity, state_identity, ns, tokens, token_count,
                 payload]),
         layout!("sc_l3_fill_req", sc_l3_fill_req, [loc, dst, dst_bytes, flags, user_data, stage_id, result, direct,
-                fill_ns, identity]),
+                fill_ns, identity, cost_ns]),
         layout!("sc_l3_stats", sc_l3_stats, [objects, bytes, fills, fill_bytes, fill_ns, verify_failures,
                 quarantined, evictions, write_refusals, puts, put_dedup, key_collisions, budget_bytes, dio_mem_align,
                 dio_offset_align, fills_kept, logical_bytes, physical_bytes, saved_bytes, segments, segment_bytes,
-                fill_bytes_from_l2, identity_mismatches]),
+                fill_bytes_from_l2, identity_mismatches, fill_starts]),
         layout!("sc_l3_janitor_status", sc_l3_janitor_status, [shared, host_id, janitor_host, epoch, pass_start_ns,
                 pass_end_ns, objects, bytes, evictions, passes]),
         layout!("sc_l3_janitor_report", sc_l3_janitor_report, [epoch, objects, bytes, evicted, evicted_bytes,
@@ -258,10 +288,12 @@ pub fn layouts() -> Vec<TypeLayout> {
         layout!("sc_l3_object_info", sc_l3_object_info, [digest, kind, token_count, payload_bytes, file_bytes,
                 mtime_ns, segments, segments_missing, ns, model_identity, state_identity, valid]),
         layout!("sc_promote_stats", sc_promote_stats, [observations, claims, capacity, considered, promoted,
-                evicted, expired, repairs, published, refused]),
+                evicted, expired, repairs, published, refused, refused_low_benefit]),
         layout!("sc_restore", sc_restore, [sec, sec_len, kind, token_count, digest, has_kv_desc, kv_desc, source,
                 promoted, promote_why, waited, direct, in_arena, from_index, locate_ns, lookup_ns, fill_ns,
-                total_ns]),
+                total_ns, predicted_ns, miss_reason, miss_detail]),
+        layout!("sc_restore_opts", sc_restore_opts, [flags, deadline_ns, recompute_ns]),
+        layout!("sc_miss_stats", sc_miss_stats, [l2, restore, l2_refused, deadline]),
         layout!("sc_l3_index_stats", sc_l3_index_stats, [capacity, refresh_ms, positive, negative, pages,
                 free_pages, token_verify, bound, hits, negative_hits, misses, fallbacks, stale, refreshes, inserts,
                 evictions, drops, full, vanished, foreign, key_collisions, key_collisions_l2, key_collisions_index,
@@ -786,6 +818,13 @@ impl Arena {
     }
 
     /// The promotion table's counters.
+    /// Why lookups and restores of stage `stage_id` (0: every stage) missed.
+    pub fn miss_stats(&self, stage_id: u64) -> Result<MissStats> {
+        let mut st = MissStats::default();
+        check(unsafe { ffi::sc_miss_stats(self.h, stage_id, &mut st) }, "sc_miss_stats")?;
+        Ok(st)
+    }
+
     pub fn promote_stats(&self) -> Result<PromoteStats> {
         let mut st = PromoteStats::default();
         check(unsafe { ffi::sc_promote_stats(self.h, &mut st) }, "sc_promote_stats")?;
@@ -928,6 +967,53 @@ impl<'a> Stage<'a> {
         Ok(d)
     }
 
+    /// `admit` with the prefix's compute cost (ns to compute it; 0: the stage's per-token cost),
+    /// so that L2 keeps what saves the most compute per byte.
+    pub fn admit_with_cost(&self, ns: &str, tokens: &[i32], expected: Digest, payload: &Payload<'_>, origin: Origin,
+                           cost_ns: u64) -> Result<()> {
+        let ns = cstr(ns)?;
+        let p = payload.c();
+        check(unsafe { ffi::sc_l2_admit_cost(self.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?, expected.c(),
+                                             &p, origin as u32, cost_ns) }, "sc_l2_admit_cost")?;
+        Ok(())
+    }
+
+    /// Declare what computing one token of this stage costs (ns): admissions without a cost of
+    /// their own are charged token count x this.
+    pub fn set_token_cost(&self, ns_per_token: u64) -> Result<()> {
+        let rc = unsafe { ffi::sc_stage_set_token_cost(self.h, ns_per_token) };
+        if rc == -28 {
+            return Ok(()); // ENOSPC: no record in the arena; this handle still charges it
+        }
+        check(rc, "sc_stage_set_token_cost")?;
+        Ok(())
+    }
+
+    /// The per-token cost declared for this stage (0: none).
+    pub fn token_cost(&self) -> Result<u64> {
+        let mut v = 0u64;
+        check(unsafe { ffi::sc_stage_token_cost(self.h, &mut v) }, "sc_stage_token_cost")?;
+        Ok(v)
+    }
+
+    /// The compute cost the entry of (ns, tokens) was admitted with (None when not cached).
+    pub fn cost_of(&self, ns: &str, tokens: &[i32]) -> Result<Option<u64>> {
+        let ns = cstr(ns)?;
+        let mut info = MaybeUninit::<ffi::sc_l2_entry_info>::zeroed();
+        let rc = unsafe { ffi::sc_l2_peek(self.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?,
+                                          info.as_mut_ptr()) };
+        if rc == -ENOENT {
+            return Ok(None);
+        }
+        check(rc, "sc_l2_peek")?;
+        Ok(Some(unsafe { info.assume_init() }.cost_ns))
+    }
+
+    /// Why this stage's lookups and restores missed.
+    pub fn miss_stats(&self) -> Result<MissStats> {
+        self.arena.miss_stats(self.id())
+    }
+
     /// Admit an L3 fill the policy said yes to, and record the attempt, in one call.
     pub fn promote_admit(&self, ns: &str, tokens: &[i32], expected: Digest, payload: &Payload<'_>) -> Result<()> {
         let ns = cstr(ns)?;
@@ -1020,6 +1106,30 @@ impl<'a> Stage<'a> {
         }
         check(rc, "sc_l2_remove")?;
         Ok(true)
+    }
+
+    /// `restore` with a deadline or a recompute estimate: Err with `is_recompute()` when
+    /// recomputing wins (the deadline passed, the predicted fill would lose, or the fill was
+    /// abandoned past the deadline).
+    pub fn restore_with(&self, l3: &L3, ns: &str, tokens: &[i32], opts: &RestoreOptions)
+                        -> Result<Option<Restore<'_>>> {
+        let ns = cstr(ns)?;
+        let o = ffi::sc_restore_opts {
+            flags: if opts.wait { ffi::SC_RESTORE_WAIT } else { 0 },
+            deadline_ns: opts.deadline_ns,
+            recompute_ns: opts.recompute_ns,
+            ..Default::default()
+        };
+        let mut r: Box<MaybeUninit<ffi::sc_restore>> = Box::new(MaybeUninit::zeroed());
+        let rc = unsafe {
+            ffi::sc_restore_with(self.h, l3.h, ns.as_ptr(), tokens.as_ptr(), tokens_len(tokens)?, &o, r.as_mut_ptr())
+        };
+        if rc == -ENOENT {
+            return Ok(None);
+        }
+        check(rc, "sc_restore_with")?;
+        let r = unsafe { Box::from_raw(Box::into_raw(r) as *mut ffi::sc_restore) };
+        Ok(Some(Restore { c: r, _stage: PhantomData }))
     }
 
     /// This stage's L2 counters.
@@ -1215,6 +1325,12 @@ impl L3 {
 
     /// Write a payload through to disk and index its prefix; returns (token count, digest).
     pub fn put(&self, ns: &str, tokens: &[i32], payload: &Payload<'_>) -> Result<(u32, Digest)> {
+        self.put_with_cost(ns, tokens, payload, 0)
+    }
+
+    /// `put` recording the prefix's compute cost (ns; restores carry it into L2; 0: unknown).
+    pub fn put_with_cost(&self, ns: &str, tokens: &[i32], payload: &Payload<'_>, cost_ns: u64)
+                         -> Result<(u32, Digest)> {
         let ns = cstr(ns)?;
         let p = payload.c();
         let args = ffi::sc_l3_put_args {
@@ -1226,9 +1342,20 @@ impl L3 {
             payload: &p,
         };
         let mut loc = MaybeUninit::<ffi::sc_location>::zeroed();
-        check(unsafe { ffi::sc_l3_put(self.h, &args, loc.as_mut_ptr()) }, "sc_l3_put")?;
+        check(unsafe { ffi::sc_l3_put_cost(self.h, &args, cost_ns, loc.as_mut_ptr()) }, "sc_l3_put_cost")?;
         let loc = unsafe { loc.assume_init() };
         Ok((loc.token_count, Digest { lo: loc.digest.lo, hi: loc.digest.hi }))
+    }
+
+    /// The predicted time of a fill of `bytes` on this thread's ring, ns (None: nothing measured).
+    pub fn fill_estimate(&self, bytes: u64) -> Result<Option<u64>> {
+        let mut ns = 0u64;
+        let rc = unsafe { ffi::sc_l3_fill_estimate(self.h, bytes, &mut ns) };
+        if rc == -ENODATA {
+            return Ok(None);
+        }
+        check(rc, "sc_l3_fill_estimate")?;
+        Ok(Some(ns))
     }
 
     /// The longest stored prefix of `tokens`: its location, or None.

@@ -191,6 +191,37 @@ fn restore_fills_from_l3_then_serves_from_l2() {
 }
 
 #[test]
+fn costs_go_in_and_a_restore_past_its_deadline_answers_recompute() {
+    let t = common::TestArena::new("cost");
+    let dir = format!("/var/tmp/sc-rs-cost-{}-{}", std::process::id(), common::name("d"));
+    let l3 = L3::open(&dir, &L3Options::default()).unwrap();
+    let stage = t.arena().stage("m", "s").unwrap();
+    let tokens: Vec<i32> = (1..200).collect();
+    let data: Vec<u8> = (0..64_000u32).map(|i| (i * 3) as u8).collect();
+    l3.put_with_cost("ns", &tokens, &Payload::full_state(&data), 5_000_000).unwrap();
+    // a deadline already past: no fill, "recompute"
+    let past = stagecache::RestoreOptions { deadline_ns: stagecache::clock_ns() - 1, ..Default::default() };
+    let e = stage.restore_with(&l3, "ns", &tokens, &past).err().unwrap();
+    assert!(e.is_recompute());
+    assert_eq!(l3.stats().unwrap().fill_starts, 0);
+    let m = stage.miss_stats().unwrap();
+    assert_eq!(m.restore[9], 1, "{}", stagecache::miss_reason_name(9)); // SC_MISS_DEADLINE
+    // no deadline: filled, then promoted with the object's cost on the second fill
+    drop(stage.restore(&l3, "ns", &tokens, false).unwrap().unwrap());
+    drop(stage.restore(&l3, "ns", &tokens, false).unwrap().unwrap());
+    assert_eq!(stage.cost_of("ns", &tokens).unwrap(), Some(5_000_000));
+    stage.set_token_cost(1_000).unwrap();
+    assert_eq!(stage.token_cost().unwrap(), 1_000);
+    let small: Vec<u8> = vec![7; 4096];
+    stage.admit_with_cost("ns", &[1, 2, 3], Digest::of(&small), &Payload::full_state(&small), Origin::Direct, 0).unwrap();
+    assert_eq!(stage.cost_of("ns", &[1, 2, 3]).unwrap(), Some(3_000));
+    assert!(l3.fill_estimate(1 << 20).unwrap().is_some());
+    drop(stage);
+    drop(l3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn lookup_answers_for_l2_and_l3_in_one_call() {
     let t = common::TestArena::new("look");
     let dir = format!("/var/tmp/sc-rs-look-{}-{}", std::process::id(), common::name("d"));

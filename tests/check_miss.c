@@ -1,0 +1,357 @@
+/*
+ * tests/check_miss.c — every miss classified (lib/l2/miss.c): each reason produced on purpose and
+ * counted under it, per stage and globally (sc_miss_stats), at both levels — an L2 lookup (never
+ * stored, evicted under pressure, evicted for the budget, refused and why, not promoted, removed
+ * and how, quarantined, its L3 object gone, a key collision, a corrupted entry) and a restore that
+ * returned no state (never stored, its object evicted from L3, another identity's, quarantined;
+ * deadlines and busy fills: tests/check_deadline.c). A key stored again forgets why it left.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sc_check.h"
+#include "../lib/l2/l2.h"
+#include "../lib/l3/l3.h"
+
+static char tmpdir[64];
+static struct sc_arena *arena;
+static const char *arena_name;
+static struct sc_stage *stage, *other;
+static struct sc_l3 *l3;
+
+static void rm_tmp(void)
+{
+	sc_test_rm_tree(tmpdir);
+	tmpdir[0] = 0;
+}
+
+static void setup(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/var/tmp/sc-miss-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	atexit(rm_tmp);
+	arena = sc_test_arena("miss", 32ull << 20, &arena_name);
+	ck_assert_int_eq(sc_stage_open(arena, "model", "state", &stage), 0);
+	ck_assert_int_eq(sc_stage_open(arena, "model", "other-state", &other), 0);
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, arena), 0);
+}
+
+static void teardown(void)
+{
+	sc_l3_close(l3);
+	sc_stage_close(other);
+	sc_stage_close(stage);
+	sc_test_arena_destroy(arena, arena_name);
+	rm_tmp();
+	sc_test_set_key_mask(~0ull, ~0ull);
+}
+
+static void toks(int32_t t[16], uint32_t k)
+{
+	for (int i = 0; i < 16; i++)
+		t[i] = (int32_t)(k * 7919u + (uint32_t)i);
+}
+
+static void bytes(uint8_t *p, size_t n, uint32_t k)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(k * 31 + i * 7);
+}
+
+static int admit(struct sc_stage *st, uint32_t k, size_t n)
+{
+	uint8_t *b = malloc(n);
+	bytes(b, n, k);
+	int32_t t[16];
+	toks(t, k);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	int rc = sc_l2_admit(st, "miss", t, 16, sc_digest(b, n), &p, SC_ORIGIN_DIRECT);
+	free(b);
+	return rc;
+}
+
+static int get(struct sc_stage *st, uint32_t k)
+{
+	int32_t t[16];
+	toks(t, k);
+	struct sc_lease l;
+	int rc = sc_l2_get(st, "miss", t, 16, NULL, &l);
+	if (rc == 0)
+		sc_lease_release(&l);
+	return rc;
+}
+
+static struct sc_key key_of(struct sc_stage *st, uint32_t k)
+{
+	int32_t t[16];
+	toks(t, k);
+	struct sc_key key;
+	ck_assert_int_eq(sc_l2_key(st, "miss", t, 16, &key), 0);
+	return key;
+}
+
+static struct sc_miss_stats ms(uint64_t stage_id)
+{
+	struct sc_miss_stats m;
+	ck_assert_int_eq(sc_miss_stats(arena, stage_id, &m), 0);
+	return m;
+}
+
+/* The L2 miss counters of @st grow by exactly one, under @reason (and @detail for REFUSED), when
+ * key @k is looked up now. */
+static void expect_l2_miss(struct sc_stage *st, uint32_t k, int reason, int detail)
+{
+	struct sc_miss_stats a = ms(sc_stage_id(st)), g = ms(0);
+	ck_assert_int_lt(get(st, k), 0);
+	struct sc_miss_stats b = ms(sc_stage_id(st)), h = ms(0);
+	for (int r = 0; r < SC_MISS_MAX; r++) {
+		uint64_t want = r == reason;
+		ck_assert_msg(b.l2[r] - a.l2[r] == want, "key %u: reason %s counted %llu (want %s)", k,
+			      sc_miss_reason_name(r), (unsigned long long)(b.l2[r] - a.l2[r]), sc_miss_reason_name(reason));
+		ck_assert_uint_eq(h.l2[r] - g.l2[r], want);
+	}
+	if (reason == SC_MISS_REFUSED)
+		ck_assert_uint_eq(b.l2_refused[detail] - a.l2_refused[detail], 1);
+}
+
+static void put_l3(uint32_t k, size_t n, const char *model, const char *state, struct sc_location *loc)
+{
+	uint8_t *b = malloc(n);
+	bytes(b, n, k);
+	int32_t t[16];
+	toks(t, k);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
+	struct sc_l3_put_args a = { .model_identity = model, .state_identity = state, .ns = "miss", .tokens = t,
+				    .token_count = 16, .payload = &p };
+	ck_assert_int_eq(sc_l3_put(l3, &a, loc), 0);
+	free(b);
+}
+
+static int restore(struct sc_stage *st, uint32_t k, struct sc_restore *r)
+{
+	int32_t t[16];
+	toks(t, k);
+	return sc_restore(st, l3, "miss", t, 16, 0, r);
+}
+
+/* A restore of key @k returns @rc with no state, counted once under @reason. */
+static void expect_restore_miss(uint32_t k, int rc, int reason)
+{
+	struct sc_miss_stats a = ms(sc_stage_id(stage));
+	struct sc_restore r;
+	ck_assert_int_eq(restore(stage, k, &r), rc);
+	ck_assert_int_eq(r.miss_reason, reason);
+	struct sc_miss_stats b = ms(sc_stage_id(stage));
+	for (int i = 0; i < SC_MISS_MAX; i++)
+		ck_assert_msg(b.restore[i] - a.restore[i] == (uint64_t)(i == reason), "restore of %u: %s counted %llu",
+			      k, sc_miss_reason_name(i), (unsigned long long)(b.restore[i] - a.restore[i]));
+}
+
+/* ---- L2 lookups ---- */
+
+START_TEST(every_l2_miss_says_why)
+{
+	/* never stored */
+	expect_l2_miss(stage, 1, SC_MISS_NEVER_STORED, 0);
+	/* removed: explicitly, invalidated, cleared */
+	ck_assert_int_eq(admit(stage, 2, 4096), 0);
+	ck_assert_int_eq(sc_l2_remove(stage, key_of(stage, 2)), 0);
+	expect_l2_miss(stage, 2, SC_MISS_REMOVED, 0);
+	ck_assert_int_eq(admit(stage, 3, 4096), 0);
+	uint8_t b[4096];
+	bytes(b, sizeof(b), 3);
+	ck_assert_int_eq(sc_l2_invalidate_digest(arena, sc_digest(b, sizeof(b))), 1);
+	expect_l2_miss(stage, 3, SC_MISS_REMOVED, 0);
+	/* refused: larger than the budget */
+	ck_assert_int_eq(sc_l2_shrink_to(arena, 1 << 20), 0);
+	ck_assert_int_eq(admit(stage, 4, 2 << 20), -E2BIG);
+	expect_l2_miss(stage, 4, SC_MISS_REFUSED, SC_L2_REFUSE_OVER_BUDGET);
+	/* evicted for the budget */
+	ck_assert_int_eq(sc_l2_shrink_to(arena, 0), 0);
+	for (uint32_t k = 10; k < 20; k++)
+		ck_assert_int_eq(admit(stage, k, 64 << 10), 0);
+	ck_assert_int_eq(sc_l2_shrink_to(arena, 256 << 10), 0);
+	uint32_t gone = 0;
+	for (uint32_t k = 10; k < 20 && !gone; k++)
+		if (get(stage, k) < 0)
+			gone = k;
+	ck_assert_uint_ne(gone, 0); /* (that lookup counted it already: look again) */
+	expect_l2_miss(stage, gone, SC_MISS_EVICTED_BUDGET, 0);
+	/* evicted under pressure: a small budget, then more admissions */
+	for (uint32_t k = 100; k < 140; k++)
+		ck_assert_int_eq(admit(stage, k, 64 << 10), 0);
+	ck_assert_uint_gt(sc_l2_footprint(arena, 64 << 10, 0, 16) * 40, 256 << 10);
+	expect_l2_miss(stage, 100, SC_MISS_EVICTED_PRESSURE, 0);
+	/* stored again: the departure is forgotten */
+	ck_assert_int_eq(sc_l2_shrink_to(arena, 0), 0);
+	ck_assert_int_eq(admit(stage, 2, 4096), 0);
+	ck_assert_int_eq(get(stage, 2), 0);
+	/* a corrupted entry */
+	ck_assert_int_eq(admit(stage, 5, 4096), 0);
+	struct sc_key key = key_of(stage, 5);
+	int err;
+	shm_epoch_enter(arena->shm);
+	struct shm_index_entry *e = shm_index_find(l2_ix(arena), key.lo, key.hi, &err);
+	shm_epoch_exit(arena->shm);
+	ck_assert_ptr_nonnull(e);
+	e->meta = (e->meta & ~0xffu) | 77; /* no such payload kind */
+	expect_l2_miss(stage, 5, SC_MISS_CORRUPT, 0);
+	/* the other stage's misses are its own */
+	struct sc_miss_stats o = ms(sc_stage_id(other));
+	for (int r = 0; r < SC_MISS_MAX; r++)
+		ck_assert_uint_eq(o.l2[r], 0);
+	expect_l2_miss(other, 2, SC_MISS_NEVER_STORED, 0);
+	/* names */
+	for (int r = 0; r < SC_MISS_COUNT; r++)
+		ck_assert_str_ne(sc_miss_reason_name(r), "?");
+	ck_assert_str_eq(sc_miss_reason_name(SC_MISS_COUNT), "?");
+	ck_assert_str_eq(sc_miss_reason_name(-1), "?");
+	ck_assert_int_eq(sc_miss_stats(arena, 12345, &o), -ENOENT);
+	ck_assert_int_eq(sc_miss_stats(NULL, 0, &o), -EINVAL);
+	ck_assert_int_eq(sc_miss_stats(arena, 0, NULL), -EINVAL);
+}
+END_TEST
+
+START_TEST(a_longest_prefix_miss_says_why_too)
+{
+	int32_t t[512];
+	for (int i = 0; i < 512; i++)
+		t[i] = i * 3 + 1;
+	uint8_t b[4096];
+	bytes(b, sizeof(b), 9);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { sizeof(b) } };
+	ck_assert_int_eq(sc_l2_admit(stage, "lp", t, 512, sc_digest(b, sizeof(b)), &p, 0), 0);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(stage, "lp", t, 512, &k), 0);
+	ck_assert_int_eq(sc_l2_remove(stage, k), 0);
+	struct sc_miss_stats a = ms(0);
+	uint32_t len;
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_longest_prefix(stage, "lp", t, 512, 256, &len, &l), -ENOENT);
+	struct sc_miss_stats m = ms(0);
+	ck_assert_uint_eq(m.l2[SC_MISS_REMOVED] - a.l2[SC_MISS_REMOVED], 1); /* its longest prefix was removed */
+}
+END_TEST
+
+/* Through restore: a first fill is not promoted (L2 says so), a promoted mirror quarantined or its
+ * object gone from L3 says so, a stale mirror is removed as such. */
+START_TEST(restore_side_l2_misses_say_why)
+{
+	struct sc_location loc;
+	struct sc_restore r;
+	put_l3(20, 8192, "model", "state", &loc);
+	ck_assert_int_eq(restore(stage, 20, &r), 16); /* first fill: not promoted */
+	sc_restore_release(&r);
+	int32_t t[16];
+	toks(t, 20);
+	expect_l2_miss(stage, 20, SC_MISS_NOT_PROMOTED, 0);
+	struct sc_miss_stats m = ms(sc_stage_id(stage));
+	(void)m;
+	ck_assert_int_eq(restore(stage, 20, &r), 16); /* second: promoted */
+	ck_assert_int_eq(r.promoted, 1);
+	sc_restore_release(&r);
+	ck_assert_int_eq(get(stage, 20), 0);
+	/* its object vanished from L3 (found gone under a fill, another host's janitor): mirrors go */
+	l3ix_vanished(arena, loc.digest);
+	expect_l2_miss(stage, 20, SC_MISS_EVICTED_JANITOR, 0);
+	/* quarantined: a verification of the store finds the object bad */
+	put_l3(21, 8192, "model", "state", &loc);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(restore(stage, 21, &r), 16);
+		sc_restore_release(&r);
+	}
+	ck_assert_int_eq(get(stage, 21), 0);
+	char rel[48], path[256];
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t x = 0x5a;
+	ck_assert_int_eq(pwrite(fd, &x, 1, L3_HDR_BLOCK + 100), 1);
+	close(fd);
+	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 1);
+	expect_l2_miss(stage, 21, SC_MISS_QUARANTINED, 0);
+	/* a stale mirror (the durable copy says another digest): removed by the lookup, as such */
+	ck_assert_int_eq(admit(stage, 22, 4096), 0);
+	toks(t, 22);
+	struct sc_location wrong = { .token_count = 16, .digest = { 1, 2 } };
+	struct sc_lease l;
+	struct sc_miss_stats a = ms(sc_stage_id(stage));
+	ck_assert_int_eq(sc_l2_get(stage, "miss", t, 16, &wrong, &l), -ENOENT);
+	struct sc_miss_stats b = ms(sc_stage_id(stage));
+	ck_assert_uint_eq(b.l2[SC_MISS_REMOVED] - a.l2[SC_MISS_REMOVED], 1);
+	expect_l2_miss(stage, 22, SC_MISS_REMOVED, 0);
+}
+END_TEST
+
+/* ---- restores with no state ---- */
+
+START_TEST(every_restore_miss_says_why)
+{
+	struct sc_location loc;
+	struct sc_restore r;
+	/* nothing stored for any prefix */
+	expect_restore_miss(30, -ENOENT, SC_MISS_NEVER_STORED);
+	/* another model's or state's object under the same tokens */
+	put_l3(31, 8192, "model", "other-state", &loc);
+	expect_restore_miss(31, -ENOENT, SC_MISS_IDENTITY);
+	/* quarantined: the fill finds the object bad */
+	put_l3(32, 8192, "model", "state", &loc);
+	char rel[48], path[256];
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t x = 0xa5;
+	ck_assert_int_eq(pwrite(fd, &x, 1, L3_HDR_BLOCK + 7), 1);
+	close(fd);
+	expect_restore_miss(32, -EBADMSG, SC_MISS_QUARANTINED);
+	/* evicted from L3 (the store's budget, a janitor): the index remembers the prefix went */
+	put_l3(33, 8192, "model", "state", &loc);
+	ck_assert_int_eq(restore(stage, 33, &r), 16);
+	sc_restore_release(&r);
+	ck_assert_int_ge(sc_l3_evict_to(l3, 0), 1);
+	expect_restore_miss(33, -ENOENT, SC_MISS_EVICTED_JANITOR);
+	/* a restore that returns state counts no miss */
+	put_l3(34, 8192, "model", "state", &loc);
+	struct sc_miss_stats a = ms(0);
+	ck_assert_int_eq(restore(stage, 34, &r), 16);
+	ck_assert_int_eq(r.miss_reason, -1);
+	sc_restore_release(&r);
+	struct sc_miss_stats b = ms(0);
+	for (int i = 0; i < SC_MISS_MAX; i++)
+		ck_assert_uint_eq(b.restore[i], a.restore[i]);
+}
+END_TEST
+
+/* A key collision (keys weakened so that two prefixes share one) is a miss that says so. */
+START_TEST(a_key_collision_is_a_miss_that_says_so)
+{
+	teardown();
+	sc_test_set_key_mask(0, 0);
+	setup();
+	ck_assert_int_eq(admit(stage, 40, 4096), 0);
+	expect_l2_miss(stage, 41, SC_MISS_COLLISION, 0);
+}
+END_TEST
+
+Suite *miss_suite(void)
+{
+	Suite *s = suite_create("miss");
+	TCase *tc = tcase_create("miss");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, every_l2_miss_says_why);
+	tcase_add_test(tc, a_longest_prefix_miss_says_why_too);
+	tcase_add_test(tc, restore_side_l2_misses_say_why);
+	tcase_add_test(tc, every_restore_miss_says_why);
+	tcase_add_test(tc, a_key_collision_is_a_miss_that_says_so);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+SC_CHECK_MAIN(miss_suite)
