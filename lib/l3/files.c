@@ -158,7 +158,9 @@ int l3_unlinkat(int dfd, const char *rel)
 }
 
 
-int l3_renameat(int odfd, const char *orel, int ndfd, const char *nrel, unsigned flags)
+/* A rename (@flags as renameat2's) or, with @link, a hard link from one name to another; neither
+ * name's directories are followed through a link, nor is the name itself (no AT_SYMLINK_FOLLOW). */
+static int two_names(int odfd, const char *orel, int ndfd, const char *nrel, int link, unsigned flags)
 {
 	struct l3_at a, b;
 	int rc = l3_at_open(odfd, orel, &a);
@@ -168,28 +170,26 @@ int l3_renameat(int odfd, const char *orel, int ndfd, const char *nrel, unsigned
 		l3_at_close(&a);
 		return rc;
 	}
-	rc = (flags ? renameat2(a.fd, a.leaf, b.fd, b.leaf, flags) : renameat(a.fd, a.leaf, b.fd, b.leaf)) < 0 ? -errno
-													      : 0;
+	if (link)
+		rc = linkat(a.fd, a.leaf, b.fd, b.leaf, 0);
+	else
+		rc = flags ? renameat2(a.fd, a.leaf, b.fd, b.leaf, flags) : renameat(a.fd, a.leaf, b.fd, b.leaf);
+	rc = rc < 0 ? -errno : 0;
 	l3_at_close(&b);
 	l3_at_close(&a);
 	return rc;
 }
 
 
+int l3_renameat(int odfd, const char *orel, int ndfd, const char *nrel, unsigned flags)
+{
+	return two_names(odfd, orel, ndfd, nrel, 0, flags);
+}
+
+
 int l3_linkat(int odfd, const char *orel, int ndfd, const char *nrel)
 {
-	struct l3_at a, b;
-	int rc = l3_at_open(odfd, orel, &a);
-	if (rc)
-		return rc;
-	if ((rc = l3_at_open(ndfd, nrel, &b))) {
-		l3_at_close(&a);
-		return rc;
-	}
-	rc = linkat(a.fd, a.leaf, b.fd, b.leaf, 0) < 0 ? -errno : 0; /* no AT_SYMLINK_FOLLOW: never follows */
-	l3_at_close(&b);
-	l3_at_close(&a);
-	return rc;
+	return two_names(odfd, orel, ndfd, nrel, 1, 0);
 }
 
 
