@@ -166,7 +166,7 @@ static void worker_stop(struct worker *w)
 	close(w->in);
 	/* it exits at quit; bounded wait, then it is a failure */
 	for (int i = 0; i < 3000 && waitpid(w->pid, &st, WNOHANG) == 0; i++)
-		usleep(10000);
+		sc_test_pause_ms(10);
 	if (kill(w->pid, 0) == 0 && waitpid(w->pid, &st, WNOHANG) == 0) {
 		kill(w->pid, SIGKILL);
 		waitpid(w->pid, &st, 0);
@@ -446,8 +446,10 @@ START_TEST(test_sigkill_while_exporting_restores_nothing_wrong)
 		ck_assert_msg(l || res, "waiting for round %u's worker to export or answer", round);
 		if (l) {
 			ck_assert_msg(!strncmp(l, "export ", 7), "unexpected stderr line: %s", l);
-			if (delay_us[round])
-				usleep(delay_us[round]);
+			/* the kill lands delay_us into the export: a spread of points inside it (a spin on
+			 * the clock, finer than a sleep's wake-up) */
+			for (double t0 = sc_test_now_s(); sc_test_now_s() - t0 < delay_us[round] / 1e6;)
+				;
 			kills++;
 		}
 		kill(a.pid, SIGKILL);
