@@ -441,6 +441,18 @@ static struct heap_item heap_pop(struct heap_item *h, size_t *n)
 	return top;
 }
 
+/* next[i]: the index of the next request of request i's object (UINT64_MAX: never again); @seen
+ * (nobj entries) is scratch. What OPT and OPT-by-benefit look ahead with. */
+static void next_uses(const struct psim_trace *t, size_t nobj, uint64_t *next, uint64_t *seen)
+{
+	for (size_t o = 0; o < nobj; o++)
+		seen[o] = UINT64_MAX;
+	for (uint32_t i = t->nreq; i-- > 0;) {
+		next[i] = seen[t->req[i]];
+		seen[t->req[i]] = i;
+	}
+}
+
 static int run_opt(const struct psim_trace *t, uint64_t cap, uint8_t *hit, const uint8_t *sel, struct psim_result *res)
 {
 	size_t nobj = t->nobj ? t->nobj : 1;
@@ -453,12 +465,7 @@ static int run_opt(const struct psim_trace *t, uint64_t cap, uint8_t *hit, const
 	int rc = -ENOMEM;
 	if (!next || !seen || !ver || !in || !h)
 		goto out;
-	for (size_t o = 0; o < nobj; o++)
-		seen[o] = UINT64_MAX;
-	for (uint32_t i = t->nreq; i-- > 0;) {
-		next[i] = seen[t->req[i]];
-		seen[t->req[i]] = i;
-	}
+	next_uses(t, nobj, next, seen);
 	size_t n = 0;
 	uint64_t used = 0;
 	for (uint32_t i = 0; i < t->nreq; i++) {
@@ -558,12 +565,7 @@ static int run_opt_benefit(const struct psim_trace *t, uint64_t cap, uint8_t *hi
 	int rc = -ENOMEM;
 	if (!next || !seen || !nu || !set || !in)
 		goto out;
-	for (size_t o = 0; o < nobj; o++)
-		seen[o] = UINT64_MAX;
-	for (uint32_t i = t->nreq; i-- > 0;) {
-		next[i] = seen[t->req[i]];
-		seen[t->req[i]] = i;
-	}
+	next_uses(t, nobj, next, seen);
 	uint32_t ns = 0;
 	uint64_t used = 0;
 	for (uint32_t i = 0; i < t->nreq; i++) {
