@@ -694,7 +694,7 @@ int sc_l3_fill_reap(struct sc_l3 *l3, struct sc_l3_fill_req **done, unsigned max
 
 unsigned sc_l3_fill_inflight(struct sc_l3 *l3)
 {
-	struct l3_ring *r = l3 ? l3_ring_get(l3) : NULL;
+	struct l3_ring *r = l3 ? l3_ring_find(l3) : NULL;
 	return r ? r->inflight + r->done_count : 0;
 }
 
@@ -838,7 +838,7 @@ void l3_fill_abandon(struct sc_l3 *l3, struct sc_l3_fill_req *req, void (*done)(
 
 void l3_fill_poll(struct sc_l3 *l3)
 {
-	struct l3_ring *r = l3_ring_get(l3);
+	struct l3_ring *r = l3_ring_find(l3);
 	if (r && r->inflight)
 		process(l3, r);
 }
@@ -863,7 +863,7 @@ int sc_l3_fill_estimate(struct sc_l3 *l3, uint64_t bytes, uint64_t *ns)
 			ps = p > UINT32_MAX ? UINT32_MAX : p ? (uint64_t)p : 1;
 		}
 	}
-	struct l3_ring *r = l3_ring_get(l3);
+	struct l3_ring *r = l3_ring_find(l3);
 	uint64_t ahead = r ? r->inflight_bytes : 0;
 	unsigned __int128 t = (unsigned __int128)sat_add(bytes, ahead) * ps / 1000u + fixed;
 	*ns = t > UINT64_MAX ? UINT64_MAX : (uint64_t)t;

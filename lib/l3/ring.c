@@ -208,7 +208,8 @@ static void ring_free(struct l3_ring *r)
 	free(r);
 }
 
-struct l3_ring *l3_ring_get(struct sc_l3 *l3)
+/* This thread's ring of @l3, made on first use when @create (else NULL until then). */
+static struct l3_ring *ring_of_thread(struct sc_l3 *l3, int create)
 {
 	pid_t tid = l3_tid();
 	for (int i = 0; i < 4; i++)
@@ -218,7 +219,7 @@ struct l3_ring *l3_ring_get(struct sc_l3 *l3)
 	struct l3_ring *r = l3->rings;
 	while (r && r->tid != tid)
 		r = r->next;
-	if (!r && (r = ring_create(l3))) {
+	if (!r && create && (r = ring_create(l3))) {
 		r->next = l3->rings;
 		l3->rings = r;
 	}
@@ -229,6 +230,16 @@ struct l3_ring *l3_ring_get(struct sc_l3 *l3)
 		tls_cache[k].r = r;
 	}
 	return r;
+}
+
+struct l3_ring *l3_ring_get(struct sc_l3 *l3)
+{
+	return ring_of_thread(l3, 1);
+}
+
+struct l3_ring *l3_ring_find(struct sc_l3 *l3)
+{
+	return ring_of_thread(l3, 0);
 }
 
 void l3_rings_free(struct sc_l3 *l3)

@@ -8,6 +8,9 @@
 pid_t l3_tid(void);
 /* This thread's ring of @l3 (created on first use), or NULL (no memory, io_uring refused). */
 struct l3_ring *l3_ring_get(struct sc_l3 *l3);
+/* This thread's ring of @l3 if it has one, else NULL: for callers that only look at fills in
+ * flight (a restore served from L2 makes no ring, registers nothing). */
+struct l3_ring *l3_ring_find(struct sc_l3 *l3);
 /* Free every ring of @l3 (their fills drained first: l3_fills_drain). */
 void l3_rings_free(struct sc_l3 *l3);
 /* Bring @r's registered buffers up to date with the handle's ranges (a stale generation only
