@@ -17,6 +17,7 @@
  * read across hosts, swept by the janitor); host A's location index following host B's puts (at once on a miss,
  * a longer prefix within the refresh interval, measured), evictions and quarantines (a miss).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -377,6 +378,23 @@ START_TEST(segments_shared_by_both_hosts)
 }
 END_TEST
 
+/* bytes of use records in @dir/access as this mount shows them (32 bytes each, lib/l3/hosts.c) */
+static long long access_bytes(const char *dir)
+{
+	char p[800];
+	snprintf(p, sizeof(p), "%s/access", dir);
+	DIR *d = opendir(p);
+	long long sum = 0;
+	struct dirent *e;
+	struct stat sb;
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &sb, 0) == 0 && S_ISREG(sb.st_mode))
+			sum += sb.st_size;
+	if (d)
+		closedir(d);
+	return sum;
+}
+
 START_TEST(janitor_evicts_to_budget_while_the_other_host_fills)
 {
 	if (!need_cluster())
@@ -416,7 +434,12 @@ START_TEST(janitor_evicts_to_budget_while_the_other_host_fills)
 		_exit(0);
 	}
 	close(res[1]); /* a child that dies without answering gives EOF, not a hang */
-	sleep(2); /* B's uses reach DIR/access (once a second) */
+	/* waits (at most 60 s) for B's uses of its hot set to reach DIR/access, as A's mount shows
+	 * them: B appends its uses once a second; A's janitor must see them to keep the hot set */
+	long long acc = 0;
+	for (int ms = 0; (acc = access_bytes(l3dir(A, "t3"))) < HOT * 32 && ms < 60000; ms += 20)
+		sc_test_pause_ms(20);
+	ck_assert_msg(acc >= HOT * 32, "B's uses never reached DIR/access on A's mount (%lld bytes)", acc);
 	pid_t pj = fork();
 	ck_assert_int_ge(pj, 0);
 	if (pj == 0) {
@@ -650,12 +673,12 @@ START_TEST(location_index_follows_the_other_host)
 	/* the interval is short to keep the test short; visibility across mounts is ~10 ms (MDS
 	 * settings of cephfs-dev.sh), a scan lists 256 subdirectories: slack for a loaded machine */
 	enum { REFRESH_MS = 500, VIS_MS = 2000, SLACK_MS = 400 };
-	sc_l3_close(open_as(A, "t7", 0)); /* makes the directory */
+	sc_l3_close(open_as(A, "t6", 0)); /* makes the directory */
 	char an[64], bn[64], why[512];
 	snprintf(an, sizeof(an), "%s", sc_test_name("cephixA"));
 	snprintf(bn, sizeof(bn), "%s", sc_test_name("cephixB"));
 	double lat;
-	int rc = h_coherence(l3dir(A, "t7"), l3dir(B, "t7"), state[A], state[B], an, bn, REFRESH_MS, VIS_MS, SLACK_MS,
+	int rc = h_coherence(l3dir(A, "t6"), l3dir(B, "t6"), state[A], state[B], an, bn, REFRESH_MS, VIS_MS, SLACK_MS,
 			     &lat, why, sizeof(why));
 	printf("location index on CephFS: another host's longer prefix visible after %.1f ms (refresh %u ms)\n", lat,
 	       REFRESH_MS);
