@@ -50,7 +50,7 @@ row("generated tokens per second", off["tokens_per_s"], on["tokens_per_s"], "%.1
 row("wall time", off["wall_s"], on["wall_s"], "%.1f", "s")
 row("prompt tokens restored", off["restored_tokens"], on["restored_tokens"], "%d",
     "of %d (hit ratio %.2f)" % (on["prompt_tokens"], on["hit_ratio"]))
-row("requests served from L2 / L3", 0, 0, "%s", "%d / %d of %d" % (on["from_l2"], on["from_l3"], on["requests"]))
+row("requests served from L2 / L3", "0 / 0", "%d / %d" % (on["from_l2"], on["from_l3"]), "%s", "of %d" % on["requests"])
 row("prefill (summed over requests)", off["prefill_s"], on["prefill_s"], "%.1f", "s")
 print()
 print("  where the cache's time went (summed over %d requests):" % on["requests"])
