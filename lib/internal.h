@@ -52,9 +52,6 @@ static inline XXH128_hash_t key_h128(const void *p, size_t len, const uint8_t *s
 {
 	return XXH3_128bits_withSecret(p, len, secret, SHM_SECRET_BYTES);
 }
-/* Copy @len bytes from @src to @dst and return their digest (sc_digest_of of the copy), in one
- * pass: a large copy is hashed chunk by chunk while the chunk is still in cache (lib/key.c). */
-struct sc_digest key_copy_digest(void *dst, const void *src, size_t len);
 /* sc_identity_digest of (@model, @ml bytes) and (@state, @sl bytes): what an L3 object's header
  * identities are compared by. */
 struct sc_digest key_identity(const char *model, size_t ml, const char *state, size_t sl);

@@ -32,27 +32,6 @@ struct sc_digest sc_digest_sections(const void *a, size_t alen, const void *b, s
 	return (struct sc_digest){ h.low64, h.high64 };
 }
 
-/* 16 KiB chunks: written by the copy, read back by the hash from L1/L2. Below two chunks the copy
- * is in cache anyway, and one call of each is cheaper than the streaming state. */
-#define COPY_DIGEST_CHUNK (16u << 10)
-
-struct sc_digest key_copy_digest(void *dst, const void *src, size_t len)
-{
-	if (len < 2 * COPY_DIGEST_CHUNK) {
-		memcpy(dst, src, len);
-		return sc_digest_of(dst, len);
-	}
-	XXH3_state_t s;
-	XXH3_128bits_reset(&s);
-	for (size_t at = 0; at < len; at += COPY_DIGEST_CHUNK) {
-		size_t n = len - at < COPY_DIGEST_CHUNK ? len - at : COPY_DIGEST_CHUNK;
-		memcpy((uint8_t *)dst + at, (const uint8_t *)src + at, n);
-		XXH3_128bits_update(&s, (const uint8_t *)dst + at, n);
-	}
-	XXH128_hash_t h = XXH3_128bits_digest(&s);
-	return (struct sc_digest){ h.low64, h.high64 };
-}
-
 char *sc_digest_format(struct sc_digest d, char out[SC_DIGEST_HEX_LEN + 1])
 {
 	static const char hex[] = "0123456789abcdef";

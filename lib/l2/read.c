@@ -116,7 +116,6 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 	struct l2_snap sn;
 	int64_t ret = 0;
 	struct sc_kv_desc desc;
-	struct sc_digest copied = { 0, 0 }; /* LOOKUP_COPY: the digest of what was copied */
 
 	shm_epoch_enter(a->shm);
 	struct shm_index_entry *e = shm_index_find(ix, key.lo, key.hi, &err);
@@ -188,10 +187,6 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			shm_epoch_exit(a->shm);
 			return -ENOBUFS;
 		}
-		/* a copy is the caller's own: checked against the entry's digest (a member who can write
-		 * the arena could have changed the bytes), where a zero-copy view leaves that to its
-		 * reader. A contiguous entry is hashed as it is copied; a scattered one after the
-		 * epoch, from the copy. */
 		if (sn.scattered) {
 			ret = l2_seg_copy(a, sn.seg_rec, q->buf, q->cap);
 			if (ret < 0) {
@@ -199,7 +194,7 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 				return ret;
 			}
 		} else {
-			copied = key_copy_digest(q->buf, p, wire);
+			memcpy(q->buf, p, wire);
 		}
 		ret = (int64_t)wire;
 	}
@@ -209,10 +204,13 @@ static int64_t lookup(struct sc_stage *st, struct sc_key key, struct lookup *q)
 			atomic_store_explicit(&e->freq, f + 1, memory_order_relaxed);
 	}
 	shm_epoch_exit(a->shm);
-	if (q->mode == LOOKUP_COPY && sn.scattered)
-		copied = sc_digest_of(q->buf, wire);
-	if (q->mode == LOOKUP_COPY && (copied.lo != d.lo || copied.hi != d.hi))
-		return -EBADMSG;
+	/* a copy is the caller's own: checked against the entry's digest (a member who can write the
+	 * arena could have changed the bytes), where a zero-copy view leaves that to its reader */
+	if (q->mode == LOOKUP_COPY) {
+		struct sc_digest got = sc_digest_of(q->buf, wire);
+		if (got.lo != d.lo || got.hi != d.hi)
+			return -EBADMSG;
+	}
 	if (q->count) {
 		count_hit(st);
 		if (SC_PROBE_ENABLED(l2_hit)) {
