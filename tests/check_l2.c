@@ -137,6 +137,41 @@ START_TEST(admit_get_round_trip)
 }
 END_TEST
 
+/* Copies of every size (around 16 KiB multiples, past 1 MiB) come back byte for byte, and a byte
+ * changed in the arena at the end of the largest is caught by the copy's digest check. */
+START_TEST(copy_out_is_hashed_at_every_size)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t sizes[] = { 1, 4096, 32767, 32768, 32769, 5 * 16384 + 7, (1u << 20) + 3 };
+	size_t big = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
+	uint8_t *want = malloc(big), *got = malloc(big);
+	ck_assert(want && got);
+	int32_t t[4];
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		ck_assert_int_eq(put(f.st, 5000 + (int32_t)k * 10, 4, sizes[k], 70 + (uint32_t)k), 0);
+		fill(want, sizes[k], 70 + (uint32_t)k);
+		toks(t, 4, 5000 + (int32_t)k * 10);
+		memset(got, 0, sizes[k]);
+		ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, got, sizes[k], NULL), (int64_t)sizes[k]);
+		ck_assert_msg(memcmp(got, want, sizes[k]) == 0, "copy of %zu bytes differs", sizes[k]);
+	}
+	/* the largest: one byte of its last chunk changed in the arena, then put back */
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), 0);
+	uint8_t *last = (uint8_t *)(uintptr_t)l.sec[0] + big - 1;
+	sc_lease_release(&l);
+	*last ^= 0x40;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, got, big, NULL), -EBADMSG);
+	*last ^= 0x40;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, got, big, NULL), (int64_t)big);
+	ck_assert_int_eq(memcmp(got, want, big), 0);
+	free(want);
+	free(got);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(kv_recurrent_with_descriptor)
 {
 	struct fx f;
@@ -975,6 +1010,7 @@ Suite *l2_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, admit_get_round_trip);
+	tcase_add_test(tc, copy_out_is_hashed_at_every_size);
 	tcase_add_test(tc, kv_recurrent_with_descriptor);
 	tcase_add_test(tc, refusals_leave_the_cache_unchanged);
 	tcase_add_test(tc, large_admit_with_a_wrong_digest_changes_nothing);
