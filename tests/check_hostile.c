@@ -133,17 +133,6 @@ static void teardown(void)
 		}                                                          \
 	} while (0)
 
-/* What the library does not do yet — an attach without a reader slot for info and fsck, reader
- * slots limited per user, workers that survive a truncated mapping: those checks run with
- * SC_HOSTILE_ALL=1 (and fail); otherwise they print SKIP, so that make check states what holds. */
-static int not_yet(const char *what)
-{
-	if (getenv("SC_HOSTILE_ALL"))
-		return 0;
-	sc_skip("not done yet: %s (SC_HOSTILE_ALL=1 runs it)", what);
-	return 1;
-}
-
 /* ---- commands as a user ---- */
 
 struct out {
@@ -581,6 +570,21 @@ START_TEST(reader_without_write_locks_every_slot)
 	run_as(&o, "root", 0, 30, "%s create %s --dir %s --size 16M --mode 0644", bin, name, base);
 	ck_assert_msg(o.code != 0 && lines(o.err) == 1 && strstr(o.err, "0644") && strstr(o.err, "read"),
 		      "create --mode 0644: exit %d\n%.800s%.800s", o.code, o.out, o.err);
+	/* and through the C API: every mode that grants read without write, nothing left behind */
+	static const uint32_t refused[] = { 0644, 0640, 0604, 0664, 0654 };
+	for (unsigned i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		struct sc_arena_opts co = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .dir = base, .mode = refused[i] };
+		struct sc_arena *ca = NULL;
+		ck_assert_msg(sc_arena_create(name, &co, &ca) == -EINVAL && !ca, "sc_arena_create mode %04o", refused[i]);
+		ck_assert(!file_exists("%s/stagecache.%s", base, name));
+	}
+	{
+		struct sc_arena_opts co = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .dir = base, .mode = 0660 };
+		struct sc_arena *ca = NULL;
+		ck_assert_int_eq(sc_arena_create(name, &co, &ca), 0);
+		sc_arena_close(ca);
+		ck_assert_int_eq(sc_arena_destroy(base, name), 0);
+	}
 	/* an arena that was given such a mode anyway (chmod) while a user who may only read it holds a
 	 * read lock on every slot's byte */
 	snprintf(name, sizeof(name), "%s-3b", tag);
@@ -594,10 +598,6 @@ START_TEST(reader_without_write_locks_every_slot)
 	ck_assert_msg(o.code == 1 && lines(o.err) == 1 && !strstr(o.err, "every reader slot is taken") &&
 			      strstr(o.err, "0644"),
 		      "stats names the real cause: exit %d\n%.1000s", o.code, o.err);
-	if (not_yet("info without a reader slot")) {
-		let_go(&h);
-		return;
-	}
 	run_as(&o, "root", 0, 30, "%s info %s --dir %s", bin, name, base);
 	OK(&o, "info without a slot");
 	ck_assert_msg(strstr(o.out, "0644") && strstr(o.out, "lock"), "info names the mode and the locks:\n%s", o.out);
@@ -638,11 +638,20 @@ static int grab_slots(const void *arg)
 	return 0;
 }
 
+/* What grab_slots wrote: how many handles it holds. */
+static int slots_taken(const char *count_file)
+{
+	char got[32] = "";
+	FILE *f = fopen(count_file, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(got, sizeof(got), f));
+	fclose(f);
+	return atoi(got);
+}
+
 START_TEST(member_takes_every_reader_slot)
 {
 	NEED_READY();
-	if (not_yet("reader slots limited per user; info and fsck without a slot"))
-		return;
 	struct out o;
 	char name[64], dir[256], cnt[256], file[256];
 	snprintf(name, sizeof(name), "%s-4", tag);
@@ -655,14 +664,36 @@ START_TEST(member_takes_every_reader_slot)
 	struct holder h = { 0 };
 	struct grab g = { .name = name, .dir = dir, .count_file = cnt, .owner = uid_a };
 	hold_as(&h, uid_b, gid_g, 1, grab_slots, &g);
+	/* B got three quarters of the 256 slots (the default for an arena its group may open) */
+	int got = slots_taken(cnt);
+	ck_assert_msg(got == 192, "member B attached %d times", got);
+	/* B's next attach names the limit */
+	run_as(&o, MB, 1, 30, "%s stats %s --dir %s --owner " MA, bin, name, dir);
+	ck_assert_msg(o.code == 1 && lines(o.err) == 1 && strstr(o.err, "192") && strstr(o.err, "one user may"),
+		      "B's stats over the limit: exit %d\n%.1000s", o.code, o.err);
 	run_as(&o, MA, 1, 30, "%s put %s --dir %s --model m --state s --tokens 1,2 --kind full_state --file %s/payload",
 	       bin, name, dir, base);
 	OK(&o, "the creator's worker attaches while B holds what it could");
 	run_as(&o, MA, 1, 30, "%s info %s --dir %s", bin, name, dir);
 	OK(&o, "info");
+	ck_assert_msg(strstr(o.out, "attached:       192 of 256 slots, at most 192 per user"), "info:\n%s", o.out);
 	run_as(&o, MA, 1, 60, "%s fsck %s --dir %s", bin, name, dir);
 	OK(&o, "fsck");
 	let_go(&h);
+	/* a limit given at creation */
+	char name2[64];
+	snprintf(name2, sizeof(name2), "%s-4b", tag);
+	run_as(&o, MA, 1, 30, "%s create %s --dir %s --size 16M --mode 0660 --group " GROUP " --max-slots-per-user 3",
+	       bin, name2, dir);
+	OK(&o, "member A creates with --max-slots-per-user 3");
+	g.name = name2;
+	hold_as(&h, uid_b, gid_g, 1, grab_slots, &g);
+	got = slots_taken(cnt);
+	ck_assert_msg(got == 3, "member B attached %d times to an arena of 3 per user", got);
+	let_go(&h);
+	run_as(&o, MA, 1, 30, "%s destroy %s --dir %s", bin, name2, dir);
+	OK(&o, "destroy");
+	g.name = name;
 	/* without the library: B locks every slot's byte itself; info still describes the arena and
 	 * says so, and fsck tells why it cannot check the index instead of waiting or failing blind */
 	g.raw = 1, g.path = file;
@@ -875,8 +906,6 @@ struct worker9 {
 START_TEST(member_truncates_the_creators_arena)
 {
 	NEED_READY();
-	if (not_yet("attached workers that survive a member truncating the arena"))
-		return;
 	struct out o;
 	char name[64], dir[256], file[300];
 	snprintf(name, sizeof(name), "%s-9", tag);
@@ -915,6 +944,7 @@ START_TEST(member_truncates_the_creators_arena)
 		r[1] = sc_l2_admit(st, "", t, 3, sc_digest_of(pl, sizeof(pl)), &p, SC_ORIGIN_DIRECT);
 		r[2] = sc_arena_info(a, &in);
 		(void)!write(res[1], r, 3 * sizeof(int));
+		sc_arena_close(a); /* detaching touches nothing that is gone */
 		_exit(0);
 	}
 	close(ctl[0]), close(res[1]);
