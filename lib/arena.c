@@ -137,7 +137,12 @@ void sc_arena_close(struct sc_arena *a)
 {
 	if (!a)
 		return;
-	sc_ring_consumer_close(a); /* gives the consumer role up if this handle holds it */
+	if (shm_arena_intact(a->shm) == 0) {
+		sc_ring_consumer_close(a); /* gives the consumer role up if this handle holds it */
+	} else {
+		free(a->ring_cons); /* the file was cut under the mapping: the role's word may be gone */
+		a->ring_cons = NULL;
+	}
 	/* abandoned fills still reading into our memory: their reservations stay tagged with our
 	 * token, which the ring keeps alive until the reads are done; the reaper frees them then */
 	for (struct arena_orphan *o = a->orphans, *n; o; o = n) {

@@ -237,7 +237,9 @@ int sc_arena_fd(struct sc_arena *arena);
 
 /**
  * sc_arena_destroy - remove the named arena's file (from @dir, or the known directories when
- * NULL). Processes still attached keep their mapping until they close.
+ * NULL). Processes still attached keep their mapping until they close. What is removed: a
+ * regular file that starts with an arena's magic word (however broken), or one shorter than an
+ * arena header or starting with a zero word (what truncating an arena leaves).
  * Returns 0, -ENOENT, -EINVAL, -EBADMSG (the file is not an arena: it is left alone), -EACCES.
  */
 int sc_arena_destroy(const char *dir, const char *name);

@@ -450,6 +450,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		goto fail_unmap;
 	measure(a);
 	track_open(a);
+	atomic_store_explicit(&a->intact_ns, shm_now_ns(), memory_order_relaxed); /* sized above */
 	*out = a;
 	return 0;
 
@@ -627,6 +628,7 @@ static int attach_path(const char *path, const char *name, const struct shm_trus
 	measure(a);
 	if (!noslot)
 		track_open(a); /* a slotless handle has no lock to close at fork and nothing to pin */
+	atomic_store_explicit(&a->intact_ns, shm_now_ns(), memory_order_relaxed); /* size checked above */
 	*out = a;
 	return 0;
 
@@ -729,12 +731,28 @@ static int read_head(const char *dir, const char *name, char path[PATH_MAX], voi
 	return n == (ssize_t)len && magic == SHM_MAGIC ? 0 : -EBADMSG;
 }
 
-int shm_arena_intact(const struct shm_arena *a)
+int shm_arena_intact(struct shm_arena *a)
 {
+	if (atomic_load_explicit(&a->cut, memory_order_relaxed))
+		return -EBADMSG; /* seen cut before: what was lost does not come back */
 	struct stat st;
 	if (fstat(a->fd, &st) < 0)
 		return -errno;
-	return (uint64_t)st.st_size < a->size ? -EBADMSG : 0;
+	if ((uint64_t)st.st_size < a->size) {
+		atomic_store_explicit(&a->cut, 1, memory_order_relaxed);
+		return -EBADMSG;
+	}
+	atomic_store_explicit(&a->intact_ns, shm_now_ns(), memory_order_relaxed);
+	return 0;
+}
+
+int shm_arena_intact_lately(struct shm_arena *a)
+{
+	if (atomic_load_explicit(&a->cut, memory_order_relaxed))
+		return -EBADMSG;
+	if (shm_now_ns() - atomic_load_explicit(&a->intact_ns, memory_order_relaxed) < SHM_INTACT_RECHECK_NS)
+		return 0;
+	return shm_arena_intact(a);
 }
 
 int shm_arena_destroy(const char *dir, const char *name)
@@ -744,9 +762,11 @@ int shm_arena_destroy(const char *dir, const char *name)
 	/* only ever remove what is recognisably ours (a half-built arena has its magic already) */
 	int rc = read_head(dir, name, path, &magic, sizeof(magic));
 	struct stat st;
-	/* or a regular file under our name cut shorter than a header (an arena someone who could
-	 * write it truncated): nothing in it to keep, and create needs the name */
-	if (rc == -EBADMSG && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)SHM_HEADER_BYTES)
+	/* or a regular file under our name cut shorter than a header, or whose first word is zero
+	 * (an arena someone who could write it truncated, then perhaps extended with zeroes): nothing
+	 * in it to keep, and create needs the name */
+	if (rc == -EBADMSG && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (st.st_size < (off_t)SHM_HEADER_BYTES || magic == 0))
 		rc = 0;
 	if (rc)
 		return rc;

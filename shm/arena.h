@@ -25,10 +25,15 @@ int shm_arena_open(const char *dir, const char *name, const struct shm_trust *tr
  * shm_arena_measure, are allowed on such a handle. */
 #define SHM_OPEN_NO_SLOT 0x1u
 /* Is the file still as long as the mapping? 0; -EBADMSG when somebody who can write it cut it
- * shorter (a touch of a page past its new end would raise SIGBUS); -errno. One fstat: for the
- * paths that write or describe the arena, never the read path (a truncation after the check
- * still faults). */
-int shm_arena_intact(const struct shm_arena *a);
+ * shorter (a touch of a page past its new end would raise SIGBUS; once seen, always); -errno.
+ * One fstat: for the paths that open stages, describe the arena, check it or close it, never the
+ * read path (a truncation after the check still faults). shm_arena_intact_lately: the same, but
+ * the fstat only when the last one that found the file whole is SHM_INTACT_RECHECK_NS old (a
+ * syscall costs as much as a 4 KiB admission on a loaded VM, measured: 2-6 us): for admissions
+ * and reservations, which then miss a truncation younger than that. */
+#define SHM_INTACT_RECHECK_NS 10000000ull /* 10 ms */
+int shm_arena_intact(struct shm_arena *a);
+int shm_arena_intact_lately(struct shm_arena *a);
 /* lstat() of the file an open of (@dir, @name) would try, and its path. 0, -ENOENT, -EINVAL. */
 int shm_arena_stat(const char *dir, const char *name, char *path, size_t len, struct stat *st);
 void shm_arena_close(struct shm_arena *a);

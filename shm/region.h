@@ -158,6 +158,8 @@ struct shm_arena {
 	uint32_t token;             /* our owner token (shm/readers.h), 0 if none */
 	int forked;                 /* this is a forked child's copy of the handle: unusable */
 	int no_slot;                /* attached to look (SHM_OPEN_NO_SLOT): read-only, no slot */
+	_Atomic int cut;            /* the file was seen shorter than the mapping (shm_arena_intact) */
+	_Atomic uint64_t intact_ns; /* CLOCK_MONOTONIC of the last check that found it whole */
 	struct shm_arena *next_open; /* the process's list of open handles (fork, I/O pins) */
 	uint64_t serial;            /* unique among this process's handles, never reused */
 	uint32_t io_pins;           /* rings holding lock_fd's description (under the open list's mutex) */

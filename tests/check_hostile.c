@@ -708,6 +708,64 @@ START_TEST(member_takes_every_reader_slot)
 }
 END_TEST
 
+/* The same through the C API: the limit, its bounds, -EDQUOT, and a description without a slot
+ * while every slot is held (one by a raw lock on its byte). */
+START_TEST(one_user_reaches_its_slot_limit_through_the_api)
+{
+	NEED_READY();
+	char name[64];
+	snprintf(name, sizeof(name), "%s-4c", tag);
+	struct sc_arena_opts co = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .dir = base, .reader_slots = 4,
+				    .slots_per_user = 5 };
+	struct sc_arena *a = NULL, *h[4] = { 0 };
+	ck_assert_int_eq(sc_arena_create(name, &co, &a), -EINVAL); /* more than there are slots */
+	ck_assert(!file_exists("%s/stagecache.%s", base, name));
+	co.slots_per_user = 2;
+	ck_assert_int_eq(sc_arena_create(name, &co, &a), 0);
+	struct sc_arena_open_opts oo = { .dir = base };
+	ck_assert_int_eq(sc_arena_open_with(name, &oo, &h[0]), 0);
+	ck_assert_int_eq(sc_arena_open_with(name, &oo, &h[1]), -EDQUOT);
+	ck_assert_ptr_null(h[1]);
+	ck_assert_str_eq(sc_strerror(-EDQUOT), "this user's processes hold as many of the arena's reader slots as one user may");
+	/* another user takes the rest: one slot through the library, the last by locking its byte */
+	struct holder hb = { 0 };
+	char cnt[256], file[256];
+	snprintf(cnt, sizeof(cnt), "%s/g/slots-4c", base);
+	snprintf(file, sizeof(file), "%s/stagecache.%s", base, name);
+	ck_assert_int_eq(chmod(file, 0660), 0);
+	ck_assert_int_eq(chown(file, (uid_t)-1, gid_g), 0);
+	struct grab g = { .name = name, .dir = base, .count_file = cnt, .owner = 0 };
+	hold_as(&hb, uid_b, gid_g, 1, grab_slots, &g);
+	ck_assert_int_eq(slots_taken(cnt), 2);
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_inspect(name, &oo, &in), 0);
+	ck_assert_uint_eq(in.attached_count, 4);
+	ck_assert_uint_eq(in.slots_per_user, 2);
+	ck_assert_uint_eq(in.locked_slots, 0);
+	let_go(&hb);
+	sc_arena_close(h[0]);
+	int fd = open(file, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	for (uint32_t i = 0; i < 4; i++) { /* every byte but that of a's own slot */
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SHM_LOCK_BASE + i, .l_len = 1 };
+		if (i != (sc_arena_token(a) & 0xffffu))
+			ck_assert_int_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
+	}
+	ck_assert_int_eq(sc_arena_inspect(name, &oo, &in), 0);
+	/* every slot is held; h[0]'s (released: FREE) shows as locked, B's (LIVE, its holder killed,
+	 * not reaped yet) as attached, since liveness is the lock and we now hold their bytes */
+	ck_assert_uint_eq(in.attached_count + in.locked_slots, 4);
+	ck_assert_uint_ge(in.locked_slots, 1);
+	ck_assert_int_eq(sc_arena_open_with(name, &oo, &h[1]), -EUSERS);
+	close(fd);
+	struct sc_arena_info ai;
+	ck_assert_int_eq(sc_arena_info(a, &ai), 0);
+	ck_assert_uint_eq(ai.locked_slots, 0);
+	sc_arena_close(a);
+	ck_assert_int_eq(sc_arena_destroy(base, name), 0);
+}
+END_TEST
+
 /* ================= 5: blocking locks without a bound ================= */
 
 START_TEST(member_holds_the_store_locks)
@@ -971,7 +1029,14 @@ START_TEST(member_truncates_the_creators_arena)
 	ck_assert(!file_exists("%s", file));
 	run_as(&o, MA, 1, 30, "%s create %s --dir %s --size 16M --mode 0660 --group " GROUP, bin, name, dir);
 	OK(&o, "create again");
+	/* cut to nothing and extended with zeroes: refused as an arena, and destroy removes it too */
+	run_as(&o, MB, 1, 20, "truncate -s 0 %s && truncate -s 16M %s", file, file);
+	OK(&o, "member B truncates and extends the file");
+	run_as(&o, MA, 1, 20, "%s stats %s --dir %s", bin, name, dir);
+	ck_assert_msg(o.code == 1 && strstr(o.err, "not a stagecache arena"), "stats: exit %d\n%.1000s", o.code, o.err);
 	run_as(&o, MA, 1, 20, "%s destroy %s --dir %s", bin, name, dir);
+	OK(&o, "destroy of the zeroed file");
+	ck_assert(!file_exists("%s", file));
 }
 END_TEST
 
@@ -1209,6 +1274,7 @@ Suite *hostile_suite(void)
 	tcase_add_test(tc, outsider_plants_and_locks_the_per_host_state_file);
 	tcase_add_test(tc, reader_without_write_locks_every_slot);
 	tcase_add_test(tc, member_takes_every_reader_slot);
+	tcase_add_test(tc, one_user_reaches_its_slot_limit_through_the_api);
 	tcase_add_test(tc, member_holds_the_store_locks);
 	tcase_add_test(tc, member_plants_a_fifo_under_an_objects_name);
 	tcase_add_test(tc, member_plants_an_object_whose_header_claims_512_MiB);

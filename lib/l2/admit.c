@@ -102,7 +102,7 @@ static int l2_enter(struct sc_stage *st, int **why, int *spare)
 	**why = SC_L2_REFUSE_OTHER;
 	if (!st)
 		return -EINVAL;
-	return arena_usable(st->arena);
+	return arena_usable(st->arena, 1);
 }
 
 int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
@@ -219,7 +219,7 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, const struct
 	if (!st || !bytes || bytes > UINT64_MAX / 4)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
-	int rc = arena_usable(a);
+	int rc = arena_usable(a, 1);
 	if (rc)
 		return rc;
 	uint64_t len = alloc_len(bytes, 1), fp = shm_heap_footprint(len), off;
