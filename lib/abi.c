@@ -22,7 +22,7 @@
 static const struct member m_arena_opts[] = {
 	P(size_bytes), P(huge), P(dir), P(mode), P(gid), P(index_entries), P(ring_count), P(ring_bytes),
 	P(obs_entries), P(reader_slots), P(flags), P(l3_index_entries), P(l3_index_refresh_ms), P(segment_bytes),
-	X(reserved32), X(reserved),
+	P(slots_per_user), X(reserved),
 };
 #undef T
 
@@ -55,7 +55,7 @@ static const struct member m_arena_info[] = {
 	P(name), P(path), P(size_bytes), P(page_size), P(backing), P(layout_version), P(created_unix),
 	P(creator_pid), P(mode), P(reader_slots), P(attached_count), P(attached), P(index_entries),
 	P(ring_count), P(ring_bytes), P(obs_entries), P(heap_bytes), P(l3_index_entries), P(l3_index_refresh_ms),
-	P(flags), X(reserved0), X(reserved),
+	P(flags), P(slots_per_user), P(locked_slots), X(reserved0), X(reserved),
 };
 #undef T
 

@@ -22,10 +22,13 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 	if (opts->huge < SC_HUGE_AUTO || opts->huge > SC_HUGE_OFF || (opts->mode & ~0777u) || (opts->mode & S_IWOTH) ||
 	    (opts->flags & ~SC_ARENA_OPT_MASK))
 		return -EINVAL;
+	/* read without write: such a user could lock every reader slot's byte (a read lock) */
+	if ((opts->mode & S_IROTH) || ((opts->mode & S_IRGRP) && !(opts->mode & S_IWGRP)))
+		return -EINVAL;
 	for (size_t i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
 		if (opts->reserved[i])
 			return -EINVAL;
-	if (opts->reserved32 || (opts->segment_bytes && ((opts->segment_bytes & (opts->segment_bytes - 1)) ||
+	if ((opts->segment_bytes && ((opts->segment_bytes & (opts->segment_bytes - 1)) ||
 							  opts->segment_bytes < SC_SEGMENT_MIN ||
 							  opts->segment_bytes > SC_SEGMENT_MAX)))
 		return -EINVAL;
@@ -50,6 +53,7 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 		.l3ix_refresh_ms = opts->l3_index_refresh_ms,
 		.huge_mode = (uint32_t)opts->huge,
 		.seg_bytes = opts->segment_bytes,
+		.slots_per_user = opts->slots_per_user,
 	};
 	int rc = shm_arena_create(opts->dir, name, &p, opts->mode, gid, &a->shm);
 	if (rc) {
@@ -60,25 +64,35 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
 	return 0;
 }
 
+/* @opts (NULL: defaults) into *@o and the trust it names; -EINVAL for unknown flags or a reserved word. */
+static int open_opts(const struct sc_arena_open_opts *opts, struct sc_arena_open_opts *o, struct shm_trust *t)
+{
+	*o = (struct sc_arena_open_opts){ 0 };
+	if (opts)
+		*o = *opts;
+	if (o->flags & ~SC_ARENA_OPEN_MASK)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
+		if (o->reserved[i])
+			return -EINVAL; /* a field of a later version: refuse rather than ignore it */
+	*t = (struct shm_trust){ .any_owner = (o->flags & SC_ARENA_OPEN_ANY_OWNER) != 0,
+				 .uid = o->owner_uid ? (int64_t)o->owner_uid : -1 };
+	return 0;
+}
+
 int sc_arena_open_with(const char *name, const struct sc_arena_open_opts *opts, struct sc_arena **out)
 {
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	struct sc_arena_open_opts o = { 0 };
-	if (opts)
-		o = *opts;
-	if (o.flags & ~SC_ARENA_OPEN_MASK)
+	struct sc_arena_open_opts o;
+	struct shm_trust t;
+	if (open_opts(opts, &o, &t))
 		return -EINVAL;
-	for (size_t i = 0; i < sizeof(o.reserved) / sizeof(o.reserved[0]); i++)
-		if (o.reserved[i])
-			return -EINVAL; /* a field of a later version: refuse rather than ignore it */
-	struct shm_trust t = { .any_owner = (o.flags & SC_ARENA_OPEN_ANY_OWNER) != 0,
-			       .uid = o.owner_uid ? (int64_t)o.owner_uid : -1 };
 	struct sc_arena *a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	int rc = shm_arena_open(o.dir, name, &t, &a->shm);
+	int rc = shm_arena_open(o.dir, name, &t, 0, &a->shm);
 	if (rc) {
 		free(a);
 		return rc;
@@ -123,7 +137,12 @@ void sc_arena_close(struct sc_arena *a)
 {
 	if (!a)
 		return;
-	sc_ring_consumer_close(a); /* gives the consumer role up if this handle holds it */
+	if (shm_arena_intact(a->shm) == 0) {
+		sc_ring_consumer_close(a); /* gives the consumer role up if this handle holds it */
+	} else {
+		free(a->ring_cons); /* the file was cut under the mapping: the role's word may be gone */
+		a->ring_cons = NULL;
+	}
 	/* abandoned fills still reading into our memory: their reservations stay tagged with our
 	 * token, which the ring keeps alive until the reads are done; the reaper frees them then */
 	for (struct arena_orphan *o = a->orphans, *n; o; o = n) {
@@ -164,11 +183,12 @@ const char *sc_backing_name(int backing)
 	}
 }
 
-int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
+/* What sc_arena_info and sc_arena_inspect report: reads only (a slotless handle maps PROT_READ). */
+static int describe(struct shm_arena *a, struct sc_arena_info *info)
 {
-	if (!arena || !info)
-		return -EINVAL;
-	struct shm_arena *a = arena->shm;
+	int rc = shm_arena_intact(a);
+	if (rc)
+		return rc; /* cut shorter than the mapping: every look below would fault */
 	const struct shm_header *h = &a->hv;
 	memset(info, 0, sizeof(*info));
 	snprintf(info->name, sizeof(info->name), "%s", a->name);
@@ -192,13 +212,17 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 	info->l3_index_entries = h->l3ix_entries;
 	info->l3_index_refresh_ms = h->l3ix_refresh_ms;
 	info->flags = (h->arena_flags & SHM_ARENA_NO_TOKEN_VERIFY) ? SC_ARENA_NO_TOKEN_VERIFY : 0;
+	info->slots_per_user = h->slots_per_user;
 	uint32_t n = shm_readers_count(a);
 	uint64_t my_ns = shm_pidns_self();
 	for (uint32_t i = 0; i < n; i++) {
 		struct shm_reader_slot *s = shm_reader_slot(a, i);
 		/* alive by the slot's kernel-held lock, never by pid */
-		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE || !shm_slot_alive(a, i))
+		if (atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE || !shm_slot_alive(a, i)) {
+			/* not attached, but its byte locked: by someone outside the library (or a claim now) */
+			info->locked_slots += shm_ofd_held(a->fd, SHM_LOCK_SLOT(i)) == 1;
 			continue;
+		}
 		if (info->attached_count < SC_INFO_MAX_ATTACHED) {
 			uint64_t ns = atomic_load_explicit(&s->pidns, memory_order_relaxed);
 			info->attached[info->attached_count].pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
@@ -211,6 +235,28 @@ int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
 		info->attached_count++;
 	}
 	return 0;
+}
+
+int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info)
+{
+	if (!arena || !info)
+		return -EINVAL;
+	return describe(arena->shm, info);
+}
+
+int sc_arena_inspect(const char *name, const struct sc_arena_open_opts *opts, struct sc_arena_info *info)
+{
+	struct sc_arena_open_opts o;
+	struct shm_trust t;
+	struct shm_arena *a;
+	if (!info || open_opts(opts, &o, &t))
+		return -EINVAL;
+	int rc = shm_arena_open(o.dir, name, &t, SHM_OPEN_NO_SLOT, &a);
+	if (rc)
+		return rc;
+	rc = describe(a, info);
+	shm_arena_close(a);
+	return rc;
 }
 
 int sc_arena_list(const char *dir, void (*cb)(const char *dir, const char *name, void *ctx), void *ctx)

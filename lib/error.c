@@ -20,6 +20,7 @@ const char *sc_strerror(int err)
 	case ENODEV: return "no hugetlbfs mount with 2 MiB pages (run: stagecache setup)";
 	case EAGAIN: return "temporarily unavailable (try again)";
 	case EUSERS: return "reader table full: every slot is held by a live process";
+	case EDQUOT: return "this user's processes hold as many of the arena's reader slots as one user may";
 	case ECHILD: return "this handle was inherited through fork: the child must open its own";
 	case EACCES: return "permission denied";
 	case EPERM: return "refused: the file is world-writable or owned by a user not trusted";

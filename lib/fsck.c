@@ -1037,6 +1037,13 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 	if (!rep)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));
+	if (shm_arena_intact(arena->shm)) {
+		rep->problems = 1;
+		if (cb)
+			cb("header", "the file is shorter than the arena (someone who can write it truncated it): destroy "
+			   "it and create it again", 0, ctx);
+		return -EBADMSG;
+	}
 	if (arena_is_damaged(arena)) {
 		rep->problems = 1;
 		if (cb) {

@@ -5,6 +5,8 @@
 #ifndef SC_LIB_INTERNAL_H
 #define SC_LIB_INTERNAL_H
 
+#include <errno.h>
+
 #include "stagecache.h"
 #include "xxh.h"
 #include "../shm/arena.h"
@@ -118,6 +120,17 @@ struct sc_arena {
 static inline int arena_is_damaged(const struct sc_arena *a)
 {
 	return atomic_load_explicit(&a->shm->hdr->damaged, memory_order_acquire) == SHM_DAMAGED;
+}
+
+/* May a writer touch the arena? 0; -EBADMSG when its file is now shorter than the mapping (a
+ * member truncated it: the first touch of a lost page would raise SIGBUS); -ENOTRECOVERABLE when
+ * fsck declared it damaged. @lately: trust a check younger than SHM_INTACT_RECHECK_NS
+ * (admissions, reservations: shm_arena_intact_lately); else one fstat (opening a stage). Never
+ * for the read path. */
+static inline int arena_usable(const struct sc_arena *a, int lately)
+{
+	int rc = lately ? shm_arena_intact_lately(a->shm) : shm_arena_intact(a->shm);
+	return rc ? rc : arena_is_damaged(a) ? -ENOTRECOVERABLE : 0;
 }
 
 /* lib/promote.c, for lib/l2/: an entry promoted from L3 (origin l3) of (@stage_id, digest lo/hi) left L2 (evicted

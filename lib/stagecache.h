@@ -140,7 +140,9 @@ struct sc_arena_opts {
 	                          * SC_SEGMENT_MIN..SC_SEGMENT_MAX; SC_SEGMENT_DEFAULT is 1 MiB): sections
 	                          * larger than one segment are stored once per distinct segment;
 	                          * 0: no segments (every payload stored whole) */
-	uint32_t reserved32;     /* zero */
+	uint32_t slots_per_user; /* reader slots the processes of one user may hold at once (an attach
+	                          * beyond it fails with -EDQUOT), 1..reader_slots; 0: three quarters of
+	                          * them when the mode gives the group access, else all of them */
 	uint64_t reserved[4];    /* zero */
 };
 #define SC_SEGMENT_DEFAULT (1u << 20)
@@ -156,7 +158,9 @@ struct sc_arena;
  * @out:  receives the handle; close with sc_arena_close().
  * With huge=auto, a hugetlbfs mount this user may not write to (root's 0755 /dev/hugepages;
  * `stagecache setup --group G` opens it to a group) or a hugepage shortage falls back to /dev/shm.
- * Returns 0, or -EINVAL (bad name, size, or a mode with o+w; unknown opts->flags bits or a
+ * Returns 0, or -EINVAL (bad name or size; a mode with o+w, or one that lets users read the file
+ * who may not write it (o+r, or g+r without g+w: any of them could lock every reader slot's byte
+ * and stop every attach); slots_per_user above reader_slots; unknown opts->flags bits or a
  * non-zero reserved word), -EEXIST (an arena of that name exists, or another process is creating
  * it), -ENOMEM (not enough hugepages or memory; nothing is left behind), -ENODEV (huge=require and
  * no hugetlbfs mount), -EACCES (huge=require and the mount is not writable by this user; or @dir
@@ -175,8 +179,10 @@ int sc_arena_create(const char *name, const struct sc_arena_opts *opts, struct s
  * Returns 0, or -ENOENT (no such arena), -EINVAL (bad name), -EBADMSG (not an arena: not a
  * regular file, truncated, or a corrupted header), -EPROTO (a different layout version), -EPERM
  * (world-writable, or owned by a user not trusted), -EACCES (no permission to open it), -EAGAIN
- * (still being created after a bounded wait), -EUSERS (reader table full), -ENOTRECOVERABLE
- * (fsck declared the arena unrepairable: destroy and create it again).
+ * (still being created after a bounded wait), -EUSERS (reader table full, or every free slot's
+ * lock held by someone), -EDQUOT (the processes of this user already hold the arena's
+ * slots_per_user slots), -ENOTRECOVERABLE (fsck declared the arena unrepairable: destroy and
+ * create it again). A file shorter than its header says is -EBADMSG.
  * Never modifies the file when it refuses it.
  */
 int sc_arena_open(const char *name, struct sc_arena **out);
@@ -231,7 +237,9 @@ int sc_arena_fd(struct sc_arena *arena);
 
 /**
  * sc_arena_destroy - remove the named arena's file (from @dir, or the known directories when
- * NULL). Processes still attached keep their mapping until they close.
+ * NULL). Processes still attached keep their mapping until they close. What is removed: a
+ * regular file that starts with an arena's magic word (however broken), or one shorter than an
+ * arena header or starting with a zero word (what truncating an arena leaves).
  * Returns 0, -ENOENT, -EINVAL, -EBADMSG (the file is not an arena: it is left alone), -EACCES.
  */
 int sc_arena_destroy(const char *dir, const char *name);
@@ -264,12 +272,30 @@ struct sc_arena_info {
 	uint64_t heap_bytes;     /* bytes of the payload heap region */
 	uint32_t l3_index_entries, l3_index_refresh_ms;
 	uint32_t flags;          /* SC_ARENA_NO_TOKEN_VERIFY when the arena was created with it */
+	uint32_t slots_per_user; /* reader slots one user's processes may hold (0: no limit, older arenas) */
+	uint32_t locked_slots;   /* slots not attached whose lock byte is held all the same: by a
+	                          * process that locked the file's bytes itself (any user who can open
+	                          * the file can), or one attaching right now */
 	uint32_t reserved0;      /* zero */
-	uint64_t reserved[6];    /* zero */
+	uint64_t reserved[5];    /* zero */
 };
 
-/** sc_arena_info - describe the arena. Reads /proc/self/smaps (may block briefly). */
+/**
+ * sc_arena_info - describe the arena. Reads /proc/self/smaps (may block briefly). Returns 0,
+ * -EINVAL, or -EBADMSG when the file is now shorter than the mapping (someone who can write it
+ * truncated it: the handle cannot be used any more; close it).
+ */
 int sc_arena_info(struct sc_arena *arena, struct sc_arena_info *info);
+
+/**
+ * sc_arena_inspect - describe the arena @name as sc_arena_info does, without taking a reader
+ * slot: the file is opened read-only and mapped PROT_READ for the call, and nothing in it is
+ * written. For diagnostics that must work when every slot is taken (or locked by someone), and
+ * for a user who may only read the file. @opts: where to look and whom to trust, as for
+ * sc_arena_open_with (NULL: the defaults). Returns as sc_arena_open (never -EUSERS or -EDQUOT),
+ * and 0 for an arena declared unrepairable (it can still be described).
+ */
+int sc_arena_inspect(const char *name, const struct sc_arena_open_opts *opts, struct sc_arena_info *info);
 
 /**
  * sc_arena_token - this handle's owner token: how the arena records this handle as the holder of

@@ -381,6 +381,15 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		p.total_bytes = shm_page_up(p.total_bytes);
 	if ((rc = shm_layout_plan(&p, regions)))
 		goto fail_unlink;
+	/* reader slots per user: by default a quarter of the table stays out of any one user's reach
+	 * when others may open the file (its group has access); a file only its owner (and root) can
+	 * open has nobody to keep them for */
+	if (!p.slots_per_user)
+		p.slots_per_user = (mode & 0070) ? p.reader_slots - p.reader_slots / 4 : p.reader_slots;
+	if (p.slots_per_user > p.reader_slots) {
+		rc = -EINVAL;
+		goto fail_unlink;
+	}
 
 	/* pre-fault: a shortage of hugepages or tmpfs space is reported now, not as SIGBUS later */
 	if (fallocate(fd, 0, 0, (off_t)p.total_bytes) < 0) {
@@ -427,6 +436,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		goto fail_unmap;
 	}
 	h->header_check = shm_header_checksum(h);
+	h->slots_per_user = p.slots_per_user;
 	memcpy(&a->hv, h, sizeof(a->hv));
 	atomic_store_explicit(&h->global_epoch, 1, memory_order_relaxed);
 	if ((rc = shm_layout_format(a)))
@@ -440,6 +450,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		goto fail_unmap;
 	measure(a);
 	track_open(a);
+	atomic_store_explicit(&a->intact_ns, shm_now_ns(), memory_order_relaxed); /* sized above */
 	*out = a;
 	return 0;
 
@@ -559,11 +570,12 @@ static int wait_published(int fd, struct shm_header *hdr, uint64_t *size)
 	}
 }
 
-static int attach_path(const char *path, const char *name, const struct shm_trust *trust, struct shm_arena **out)
+static int attach_path(const char *path, const char *name, const struct shm_trust *trust, unsigned flags,
+		       struct shm_arena **out)
 {
-	int fd;
+	int fd, noslot = (flags & SHM_OPEN_NO_SLOT) != 0;
 	struct stat st;
-	int rc = open_regular(path, O_RDWR, &fd, &st);
+	int rc = open_regular(path, noslot ? O_RDONLY : O_RDWR, &fd, &st);
 	if (rc)
 		return rc;
 	if (!trusted(&st, trust)) {
@@ -576,7 +588,7 @@ static int attach_path(const char *path, const char *name, const struct shm_trus
 	rc = wait_published(fd, &hdr, &size);
 	if (rc)
 		goto fail_fd;
-	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *base = mmap(NULL, size, noslot ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
 		goto fail_fd;
@@ -607,13 +619,16 @@ static int attach_path(const char *path, const char *name, const struct shm_trus
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	snprintf(a->path, sizeof(a->path), "%s", path);
 	a->reader_slot = -1;
-	rc = shm_readers_claim(a);
+	a->no_slot = noslot;
+	rc = noslot ? 0 : shm_readers_claim(a);
 	if (rc < 0) {
 		free(a);
 		goto fail_map;
 	}
 	measure(a);
-	track_open(a);
+	if (!noslot)
+		track_open(a); /* a slotless handle has no lock to close at fork and nothing to pin */
+	atomic_store_explicit(&a->intact_ns, shm_now_ns(), memory_order_relaxed); /* size checked above */
 	*out = a;
 	return 0;
 
@@ -668,7 +683,8 @@ int shm_arena_stat(const char *dir, const char *name, char *path, size_t len, st
 	return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
-int shm_arena_open(const char *dir, const char *name, const struct shm_trust *trust, struct shm_arena **out)
+int shm_arena_open(const char *dir, const char *name, const struct shm_trust *trust, unsigned flags,
+		   struct shm_arena **out)
 {
 	char path[PATH_MAX];
 	*out = NULL;
@@ -677,17 +693,18 @@ int shm_arena_open(const char *dir, const char *name, const struct shm_trust *tr
 	int rc = locate(dir, name, path, sizeof(path));
 	if (rc)
 		return rc;
-	return attach_path(path, name, trust, out);
+	return attach_path(path, name, trust, flags, out);
 }
 
 void shm_arena_close(struct shm_arena *a)
 {
 	if (!a)
 		return;
-	uint32_t pins = a->forked ? 0 : untrack_open(a);
+	uint32_t pins = a->forked || a->no_slot ? 0 : untrack_open(a);
 	/* a ring that still holds our lock may still be reading into the arena: the slot stays ours
-	 * (LIVE, locked by the ring) until the ring lets the lock go, then a reaper clears it */
-	shm_readers_release(a, pins != 0);
+	 * (LIVE, locked by the ring) until the ring lets the lock go, then a reaper clears it. A file
+	 * cut shorter than the mapping would fault on the slot: closing the lock fd frees it anyway */
+	shm_readers_release(a, pins != 0 || shm_arena_intact(a) != 0);
 	munmap(a->base, a->size);
 	close(a->fd);
 	free(a);
@@ -714,6 +731,30 @@ static int read_head(const char *dir, const char *name, char path[PATH_MAX], voi
 	return n == (ssize_t)len && magic == SHM_MAGIC ? 0 : -EBADMSG;
 }
 
+int shm_arena_intact(struct shm_arena *a)
+{
+	if (atomic_load_explicit(&a->cut, memory_order_relaxed))
+		return -EBADMSG; /* seen cut before: what was lost does not come back */
+	struct stat st;
+	if (fstat(a->fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size < a->size) {
+		atomic_store_explicit(&a->cut, 1, memory_order_relaxed);
+		return -EBADMSG;
+	}
+	atomic_store_explicit(&a->intact_ns, shm_now_ns(), memory_order_relaxed);
+	return 0;
+}
+
+int shm_arena_intact_lately(struct shm_arena *a)
+{
+	if (atomic_load_explicit(&a->cut, memory_order_relaxed))
+		return -EBADMSG;
+	if (shm_now_ns() - atomic_load_explicit(&a->intact_ns, memory_order_relaxed) < SHM_INTACT_RECHECK_NS)
+		return 0;
+	return shm_arena_intact(a);
+}
+
 int shm_arena_destroy(const char *dir, const char *name)
 {
 	char path[PATH_MAX];
@@ -721,9 +762,11 @@ int shm_arena_destroy(const char *dir, const char *name)
 	/* only ever remove what is recognisably ours (a half-built arena has its magic already) */
 	int rc = read_head(dir, name, path, &magic, sizeof(magic));
 	struct stat st;
-	/* or a regular file under our name cut shorter than a header (an arena someone who could
-	 * write it truncated): nothing in it to keep, and create needs the name */
-	if (rc == -EBADMSG && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)SHM_HEADER_BYTES)
+	/* or a regular file under our name cut shorter than a header, or whose first word is zero
+	 * (an arena someone who could write it truncated, then perhaps extended with zeroes): nothing
+	 * in it to keep, and create needs the name */
+	if (rc == -EBADMSG && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (st.st_size < (off_t)SHM_HEADER_BYTES || magic == 0))
 		rc = 0;
 	if (rc)
 		return rc;

@@ -17,7 +17,23 @@ int shm_arena_create(const char *dir, const char *name, const struct shm_params 
 /* Attach. Besides the header checks: the file must be a regular file (not a symlink, FIFO,
  * directory; opened O_NONBLOCK|O_NOFOLLOW so nothing planted can block or redirect the open:
  * -EBADMSG), not world-writable and owned by root, the caller or whom @trust names (-EPERM). */
-int shm_arena_open(const char *dir, const char *name, const struct shm_trust *trust, struct shm_arena **out);
+int shm_arena_open(const char *dir, const char *name, const struct shm_trust *trust, unsigned flags,
+		   struct shm_arena **out);
+/* @flags of shm_arena_open. SHM_OPEN_NO_SLOT: attach to look, not to use: the file opened
+ * read-only, mapped PROT_READ, no reader slot taken (so it works when every slot is taken, and
+ * for a user who may only read the file). Only reads of the header and the reader table, and
+ * shm_arena_measure, are allowed on such a handle. */
+#define SHM_OPEN_NO_SLOT 0x1u
+/* Is the file still as long as the mapping? 0; -EBADMSG when somebody who can write it cut it
+ * shorter (a touch of a page past its new end would raise SIGBUS; once seen, always); -errno.
+ * One fstat: for the paths that open stages, describe the arena, check it or close it, never the
+ * read path (a truncation after the check still faults). shm_arena_intact_lately: the same, but
+ * the fstat only when the last one that found the file whole is SHM_INTACT_RECHECK_NS old (a
+ * syscall costs as much as a 4 KiB admission on a loaded VM, measured: 2-6 us): for admissions
+ * and reservations, which then miss a truncation younger than that. */
+#define SHM_INTACT_RECHECK_NS 10000000ull /* 10 ms */
+int shm_arena_intact(struct shm_arena *a);
+int shm_arena_intact_lately(struct shm_arena *a);
 /* lstat() of the file an open of (@dir, @name) would try, and its path. 0, -ENOENT, -EINVAL. */
 int shm_arena_stat(const char *dir, const char *name, char *path, size_t len, struct stat *st);
 void shm_arena_close(struct shm_arena *a);

@@ -84,6 +84,21 @@ static void clean_slot(struct shm_arena *a, struct shm_reader_slot *s, int dead)
 	atomic_fetch_add_explicit(&a->hdr->slots_cleaned, 1, memory_order_release);
 }
 
+/* Does this user hold @lim live slots besides @mine? Counted after our own slot is LIVE, so two
+ * processes of one user claiming at once each see the other (both may give up: never both stay). */
+static int user_at_limit(struct shm_arena *a, uint32_t mine, uint32_t lim)
+{
+	uint32_t n = shm_readers_count(a), uid = (uint32_t)geteuid(), held = 0;
+	for (uint32_t i = 0; i < n && held < lim; i++) {
+		struct shm_reader_slot *s = shm_reader_slot(a, i);
+		if (i == mine || atomic_load_explicit(&s->state, memory_order_acquire) != SHM_SLOT_LIVE ||
+		    atomic_load_explicit(&s->uid, memory_order_relaxed) != uid)
+			continue;
+		held += shm_slot_alive(a, i) != 0;
+	}
+	return held >= lim;
+}
+
 int shm_readers_claim(struct shm_arena *a)
 {
 	uint32_t n = shm_readers_count(a);
@@ -130,6 +145,12 @@ int shm_readers_claim(struct shm_arena *a)
 			atomic_store_explicit(&s->attached_ns, shm_realtime_ns(), memory_order_relaxed);
 			/* release: the fields above are visible to whoever acquires LIVE */
 			atomic_store_explicit(&s->state, SHM_SLOT_LIVE, memory_order_release);
+			uint32_t lim = a->hv.slots_per_user;
+			if (lim && lim < n && user_at_limit(a, i, lim)) {
+				clean_slot(a, s, 0);
+				close(fd); /* drops the lock */
+				return -EDQUOT;
+			}
 			a->lock_fd = fd;
 			a->reader_slot = (int32_t)i;
 			a->token = shm_token(i, inc);

@@ -13,7 +13,8 @@
  * shm/readers.c). Everything a process holds elsewhere in the arena (heap reservations, fill
  * claims, ring roles, mutexes) is recorded with its owner token, (incarnation << 16 | slot); a
  * token is alive while its slot is LIVE, at that incarnation, and locked. pid, uid and start
- * time are kept for people (`stagecache info`), never used to decide anything.
+ * time are kept for people (`stagecache info`), never used to decide liveness; uid also counts
+ * a user's slots against the arena's limit per user (shm_readers_claim).
  *
  * Fields and their writers (the slot's lock holder is "the holder"):
  *   state, inc, epoch, pid, uid, pidns, attached_ns, ext   written only by the holder
@@ -81,7 +82,10 @@ static inline uint32_t shm_token_inc(uint32_t t) { return t >> 16; }
 
 /* Claim a slot for this handle: take the lock of a free slot, or of one whose holder died (what
  * it left is cleared first). Sets a->reader_slot, a->token, a->lock_fd. 0, -EUSERS (every slot
- * is held by a live process), or another negative errno. */
+ * is held by a live process, or its lock by someone), -EDQUOT (this effective uid already holds
+ * the arena's slots_per_user live slots: the slot is given back), or another negative errno.
+ * The uid a slot records is its holder's word: the limit stops a user's own processes through
+ * the library, not a user who writes the table or locks the bytes directly. */
 int shm_readers_claim(struct shm_arena *a);
 /* Release our slot (our ext area should already be cleared by its owner module; what is left in
  * it is dropped) and close the lock descriptor. @pinned: a ring still holds the lock's description

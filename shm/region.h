@@ -91,7 +91,10 @@ struct shm_header {
 	struct shm_region regions[SHM_REGION_MAX];   /* at offset 96 */
 	uint8_t key_secret[SHM_SECRET_BYTES];        /* at offset 240: per-arena random secret for keyed hashing */
 	uint64_t header_check;            /* at offset 432: XXH64 of bytes [0, 432) with initialised read as 0 */
-	uint8_t pad0[SHM_CACHELINE * 8 - 440];
+	/* written by the creator before publication, never changed; outside header_check (it was
+	 * padding, so arenas made before it read 0: no limit) */
+	uint32_t slots_per_user;          /* at offset 440: reader slots one uid may hold (shm/readers.c); 0: all */
+	uint8_t pad0[SHM_CACHELINE * 8 - 444];
 	/* mutable, one cache line (shm/readers.c): read on every epoch enter, written by writers */
 	_Atomic uint64_t global_epoch;    /* at offset 512 */
 	_Atomic uint64_t slots_cleaned;   /* slots of dead holders cleared so far (fetch_add) */
@@ -118,6 +121,7 @@ _Static_assert(offsetof(struct shm_header, regions) == 96, "header layout");
 #define SHM_ARENA_FLAGS_MASK 0x1u
 _Static_assert(offsetof(struct shm_header, key_secret) == 240, "header layout");
 _Static_assert(offsetof(struct shm_header, header_check) == 432, "header layout");
+_Static_assert(offsetof(struct shm_header, slots_per_user) == 440, "header layout");
 _Static_assert(offsetof(struct shm_header, global_epoch) == 512, "header layout");
 _Static_assert(offsetof(struct shm_header, slots_cleaned) == 520, "header layout");
 _Static_assert(offsetof(struct shm_header, slots_dead) == 536, "header layout");
@@ -153,6 +157,9 @@ struct shm_arena {
 	int32_t reader_slot;        /* our slot in the reader table, -1 if none */
 	uint32_t token;             /* our owner token (shm/readers.h), 0 if none */
 	int forked;                 /* this is a forked child's copy of the handle: unusable */
+	int no_slot;                /* attached to look (SHM_OPEN_NO_SLOT): read-only, no slot */
+	_Atomic int cut;            /* the file was seen shorter than the mapping (shm_arena_intact) */
+	_Atomic uint64_t intact_ns; /* CLOCK_MONOTONIC of the last check that found it whole */
 	struct shm_arena *next_open; /* the process's list of open handles (fork, I/O pins) */
 	uint64_t serial;            /* unique among this process's handles, never reused */
 	uint32_t io_pins;           /* rings holding lock_fd's description (under the open list's mutex) */
@@ -191,6 +198,7 @@ struct shm_params {
 	uint32_t page_size;
 	uint32_t seg_bytes;          /* 0: no segments */
 	uint32_t seg_slots;          /* computed by the plan */
+	uint32_t slots_per_user;     /* 0: the default (shm_arena_create) */
 };
 
 /* Whose arena files an open accepts besides root's and the caller's own (planting: any local user

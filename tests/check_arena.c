@@ -329,11 +329,11 @@ START_TEST(test_permissions)
 	sc_test_arena_destroy(a, name);
 
 	/* an explicit mode and group */
-	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .mode = 0640, .gid = 65534 };
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .mode = 0660, .gid = 65534 };
 	a = sc_test_arena_opts("perm2", &o, &name);
 	shm_path(path, sizeof(path), name);
 	ck_assert_int_eq(stat(path, &st), 0);
-	ck_assert_uint_eq(st.st_mode & 0777, 0640);
+	ck_assert_uint_eq(st.st_mode & 0777, 0660);
 	ck_assert_uint_eq(st.st_gid, 65534);
 	sc_test_arena_destroy(a, name);
 }

@@ -133,17 +133,6 @@ static void teardown(void)
 		}                                                          \
 	} while (0)
 
-/* What the library does not do yet — an attach without a reader slot for info and fsck, reader
- * slots limited per user, workers that survive a truncated mapping: those checks run with
- * SC_HOSTILE_ALL=1 (and fail); otherwise they print SKIP, so that make check states what holds. */
-static int not_yet(const char *what)
-{
-	if (getenv("SC_HOSTILE_ALL"))
-		return 0;
-	sc_skip("not done yet: %s (SC_HOSTILE_ALL=1 runs it)", what);
-	return 1;
-}
-
 /* ---- commands as a user ---- */
 
 struct out {
@@ -581,6 +570,21 @@ START_TEST(reader_without_write_locks_every_slot)
 	run_as(&o, "root", 0, 30, "%s create %s --dir %s --size 16M --mode 0644", bin, name, base);
 	ck_assert_msg(o.code != 0 && lines(o.err) == 1 && strstr(o.err, "0644") && strstr(o.err, "read"),
 		      "create --mode 0644: exit %d\n%.800s%.800s", o.code, o.out, o.err);
+	/* and through the C API: every mode that grants read without write, nothing left behind */
+	static const uint32_t refused[] = { 0644, 0640, 0604, 0664, 0654 };
+	for (unsigned i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		struct sc_arena_opts co = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .dir = base, .mode = refused[i] };
+		struct sc_arena *ca = NULL;
+		ck_assert_msg(sc_arena_create(name, &co, &ca) == -EINVAL && !ca, "sc_arena_create mode %04o", refused[i]);
+		ck_assert(!file_exists("%s/stagecache.%s", base, name));
+	}
+	{
+		struct sc_arena_opts co = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .dir = base, .mode = 0660 };
+		struct sc_arena *ca = NULL;
+		ck_assert_int_eq(sc_arena_create(name, &co, &ca), 0);
+		sc_arena_close(ca);
+		ck_assert_int_eq(sc_arena_destroy(base, name), 0);
+	}
 	/* an arena that was given such a mode anyway (chmod) while a user who may only read it holds a
 	 * read lock on every slot's byte */
 	snprintf(name, sizeof(name), "%s-3b", tag);
@@ -594,10 +598,6 @@ START_TEST(reader_without_write_locks_every_slot)
 	ck_assert_msg(o.code == 1 && lines(o.err) == 1 && !strstr(o.err, "every reader slot is taken") &&
 			      strstr(o.err, "0644"),
 		      "stats names the real cause: exit %d\n%.1000s", o.code, o.err);
-	if (not_yet("info without a reader slot")) {
-		let_go(&h);
-		return;
-	}
 	run_as(&o, "root", 0, 30, "%s info %s --dir %s", bin, name, base);
 	OK(&o, "info without a slot");
 	ck_assert_msg(strstr(o.out, "0644") && strstr(o.out, "lock"), "info names the mode and the locks:\n%s", o.out);
@@ -638,11 +638,20 @@ static int grab_slots(const void *arg)
 	return 0;
 }
 
+/* What grab_slots wrote: how many handles it holds. */
+static int slots_taken(const char *count_file)
+{
+	char got[32] = "";
+	FILE *f = fopen(count_file, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(got, sizeof(got), f));
+	fclose(f);
+	return atoi(got);
+}
+
 START_TEST(member_takes_every_reader_slot)
 {
 	NEED_READY();
-	if (not_yet("reader slots limited per user; info and fsck without a slot"))
-		return;
 	struct out o;
 	char name[64], dir[256], cnt[256], file[256];
 	snprintf(name, sizeof(name), "%s-4", tag);
@@ -655,14 +664,36 @@ START_TEST(member_takes_every_reader_slot)
 	struct holder h = { 0 };
 	struct grab g = { .name = name, .dir = dir, .count_file = cnt, .owner = uid_a };
 	hold_as(&h, uid_b, gid_g, 1, grab_slots, &g);
+	/* B got three quarters of the 256 slots (the default for an arena its group may open) */
+	int got = slots_taken(cnt);
+	ck_assert_msg(got == 192, "member B attached %d times", got);
+	/* B's next attach names the limit */
+	run_as(&o, MB, 1, 30, "%s stats %s --dir %s --owner " MA, bin, name, dir);
+	ck_assert_msg(o.code == 1 && lines(o.err) == 1 && strstr(o.err, "192") && strstr(o.err, "one user may"),
+		      "B's stats over the limit: exit %d\n%.1000s", o.code, o.err);
 	run_as(&o, MA, 1, 30, "%s put %s --dir %s --model m --state s --tokens 1,2 --kind full_state --file %s/payload",
 	       bin, name, dir, base);
 	OK(&o, "the creator's worker attaches while B holds what it could");
 	run_as(&o, MA, 1, 30, "%s info %s --dir %s", bin, name, dir);
 	OK(&o, "info");
+	ck_assert_msg(strstr(o.out, "attached:       192 of 256 slots, at most 192 per user"), "info:\n%s", o.out);
 	run_as(&o, MA, 1, 60, "%s fsck %s --dir %s", bin, name, dir);
 	OK(&o, "fsck");
 	let_go(&h);
+	/* a limit given at creation */
+	char name2[64];
+	snprintf(name2, sizeof(name2), "%s-4b", tag);
+	run_as(&o, MA, 1, 30, "%s create %s --dir %s --size 16M --mode 0660 --group " GROUP " --max-slots-per-user 3",
+	       bin, name2, dir);
+	OK(&o, "member A creates with --max-slots-per-user 3");
+	g.name = name2;
+	hold_as(&h, uid_b, gid_g, 1, grab_slots, &g);
+	got = slots_taken(cnt);
+	ck_assert_msg(got == 3, "member B attached %d times to an arena of 3 per user", got);
+	let_go(&h);
+	run_as(&o, MA, 1, 30, "%s destroy %s --dir %s", bin, name2, dir);
+	OK(&o, "destroy");
+	g.name = name;
 	/* without the library: B locks every slot's byte itself; info still describes the arena and
 	 * says so, and fsck tells why it cannot check the index instead of waiting or failing blind */
 	g.raw = 1, g.path = file;
@@ -674,6 +705,64 @@ START_TEST(member_takes_every_reader_slot)
 	NO_HANG(&o, "fsck");
 	ck_assert_msg(strstr(o.out, "lock") || strstr(o.err, "lock"), "fsck says why:\n%.800s%.800s", o.out, o.err);
 	let_go(&h);
+}
+END_TEST
+
+/* The same through the C API: the limit, its bounds, -EDQUOT, and a description without a slot
+ * while every slot is held (one by a raw lock on its byte). */
+START_TEST(one_user_reaches_its_slot_limit_through_the_api)
+{
+	NEED_READY();
+	char name[64];
+	snprintf(name, sizeof(name), "%s-4c", tag);
+	struct sc_arena_opts co = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .dir = base, .reader_slots = 4,
+				    .slots_per_user = 5 };
+	struct sc_arena *a = NULL, *h[4] = { 0 };
+	ck_assert_int_eq(sc_arena_create(name, &co, &a), -EINVAL); /* more than there are slots */
+	ck_assert(!file_exists("%s/stagecache.%s", base, name));
+	co.slots_per_user = 2;
+	ck_assert_int_eq(sc_arena_create(name, &co, &a), 0);
+	struct sc_arena_open_opts oo = { .dir = base };
+	ck_assert_int_eq(sc_arena_open_with(name, &oo, &h[0]), 0);
+	ck_assert_int_eq(sc_arena_open_with(name, &oo, &h[1]), -EDQUOT);
+	ck_assert_ptr_null(h[1]);
+	ck_assert_str_eq(sc_strerror(-EDQUOT), "this user's processes hold as many of the arena's reader slots as one user may");
+	/* another user takes the rest: one slot through the library, the last by locking its byte */
+	struct holder hb = { 0 };
+	char cnt[256], file[256];
+	snprintf(cnt, sizeof(cnt), "%s/g/slots-4c", base);
+	snprintf(file, sizeof(file), "%s/stagecache.%s", base, name);
+	ck_assert_int_eq(chmod(file, 0660), 0);
+	ck_assert_int_eq(chown(file, (uid_t)-1, gid_g), 0);
+	struct grab g = { .name = name, .dir = base, .count_file = cnt, .owner = 0 };
+	hold_as(&hb, uid_b, gid_g, 1, grab_slots, &g);
+	ck_assert_int_eq(slots_taken(cnt), 2);
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_inspect(name, &oo, &in), 0);
+	ck_assert_uint_eq(in.attached_count, 4);
+	ck_assert_uint_eq(in.slots_per_user, 2);
+	ck_assert_uint_eq(in.locked_slots, 0);
+	let_go(&hb);
+	sc_arena_close(h[0]);
+	int fd = open(file, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	for (uint32_t i = 0; i < 4; i++) { /* every byte but that of a's own slot */
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SHM_LOCK_BASE + i, .l_len = 1 };
+		if (i != (sc_arena_token(a) & 0xffffu))
+			ck_assert_int_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
+	}
+	ck_assert_int_eq(sc_arena_inspect(name, &oo, &in), 0);
+	/* every slot is held; h[0]'s (released: FREE) shows as locked, B's (LIVE, its holder killed,
+	 * not reaped yet) as attached, since liveness is the lock and we now hold their bytes */
+	ck_assert_uint_eq(in.attached_count + in.locked_slots, 4);
+	ck_assert_uint_ge(in.locked_slots, 1);
+	ck_assert_int_eq(sc_arena_open_with(name, &oo, &h[1]), -EUSERS);
+	close(fd);
+	struct sc_arena_info ai;
+	ck_assert_int_eq(sc_arena_info(a, &ai), 0);
+	ck_assert_uint_eq(ai.locked_slots, 0);
+	sc_arena_close(a);
+	ck_assert_int_eq(sc_arena_destroy(base, name), 0);
 }
 END_TEST
 
@@ -875,8 +964,6 @@ struct worker9 {
 START_TEST(member_truncates_the_creators_arena)
 {
 	NEED_READY();
-	if (not_yet("attached workers that survive a member truncating the arena"))
-		return;
 	struct out o;
 	char name[64], dir[256], file[300];
 	snprintf(name, sizeof(name), "%s-9", tag);
@@ -915,6 +1002,7 @@ START_TEST(member_truncates_the_creators_arena)
 		r[1] = sc_l2_admit(st, "", t, 3, sc_digest_of(pl, sizeof(pl)), &p, SC_ORIGIN_DIRECT);
 		r[2] = sc_arena_info(a, &in);
 		(void)!write(res[1], r, 3 * sizeof(int));
+		sc_arena_close(a); /* detaching touches nothing that is gone */
 		_exit(0);
 	}
 	close(ctl[0]), close(res[1]);
@@ -941,7 +1029,14 @@ START_TEST(member_truncates_the_creators_arena)
 	ck_assert(!file_exists("%s", file));
 	run_as(&o, MA, 1, 30, "%s create %s --dir %s --size 16M --mode 0660 --group " GROUP, bin, name, dir);
 	OK(&o, "create again");
+	/* cut to nothing and extended with zeroes: refused as an arena, and destroy removes it too */
+	run_as(&o, MB, 1, 20, "truncate -s 0 %s && truncate -s 16M %s", file, file);
+	OK(&o, "member B truncates and extends the file");
+	run_as(&o, MA, 1, 20, "%s stats %s --dir %s", bin, name, dir);
+	ck_assert_msg(o.code == 1 && strstr(o.err, "not a stagecache arena"), "stats: exit %d\n%.1000s", o.code, o.err);
 	run_as(&o, MA, 1, 20, "%s destroy %s --dir %s", bin, name, dir);
+	OK(&o, "destroy of the zeroed file");
+	ck_assert(!file_exists("%s", file));
 }
 END_TEST
 
@@ -1179,6 +1274,7 @@ Suite *hostile_suite(void)
 	tcase_add_test(tc, outsider_plants_and_locks_the_per_host_state_file);
 	tcase_add_test(tc, reader_without_write_locks_every_slot);
 	tcase_add_test(tc, member_takes_every_reader_slot);
+	tcase_add_test(tc, one_user_reaches_its_slot_limit_through_the_api);
 	tcase_add_test(tc, member_holds_the_store_locks);
 	tcase_add_test(tc, member_plants_a_fifo_under_an_objects_name);
 	tcase_add_test(tc, member_plants_an_object_whose_header_claims_512_MiB);

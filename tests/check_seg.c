@@ -655,7 +655,7 @@ START_TEST(bad_segment_options_are_refused)
 		struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .segment_bytes = bad[i] };
 		ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
 	}
-	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .reserved32 = 1 };
+	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .reserved = { 0, 1 } };
 	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
 	ck_assert_ptr_null(a);
 }

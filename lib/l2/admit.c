@@ -93,7 +93,8 @@ static int shape_of(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1
 }
 
 /* The opening admit and publish share: *@why defaults to SC_L2_REFUSE_OTHER (when @why is NULL,
- * into @spare); 0, -EINVAL (no stage) or -ENOTRECOVERABLE (the arena is declared damaged). */
+ * into @spare); 0, -EINVAL (no stage), -EBADMSG (the file was truncated under the mapping) or
+ * -ENOTRECOVERABLE (the arena is declared damaged). */
 static int l2_enter(struct sc_stage *st, int **why, int *spare)
 {
 	if (!*why)
@@ -101,7 +102,7 @@ static int l2_enter(struct sc_stage *st, int **why, int *spare)
 	**why = SC_L2_REFUSE_OTHER;
 	if (!st)
 		return -EINVAL;
-	return arena_is_damaged(st->arena) ? -ENOTRECOVERABLE : 0;
+	return arena_usable(st->arena, 1);
 }
 
 int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_digest expected,
@@ -218,10 +219,11 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, const struct
 	if (!st || !bytes || bytes > UINT64_MAX / 4)
 		return -EINVAL;
 	struct sc_arena *a = st->arena;
-	if (arena_is_damaged(a))
-		return -ENOTRECOVERABLE;
+	int rc = arena_usable(a, 1);
+	if (rc)
+		return rc;
 	uint64_t len = alloc_len(bytes, 1), fp = shm_heap_footprint(len), off;
-	int rc, counted = !(flags & L2_RESERVE_NO_EVICT); /* a free-room-only try is no admission */
+	int counted = !(flags & L2_RESERVE_NO_EVICT); /* a free-room-only try is no admission */
 	if (fp > a->shm->hv.regions[SHM_REGION_HEAP].size || fp > l2_budget(a)) {
 		*why = fp > l2_budget(a) && fp <= a->shm->hv.regions[SHM_REGION_HEAP].size ? SC_L2_REFUSE_OVER_BUDGET
 											     : SC_L2_REFUSE_TOO_LARGE;

@@ -164,9 +164,10 @@ int sc_stage_open(struct sc_arena *arena, const char *model, const char *state, 
 	size_t ml = strnlen(model, SC_IDENTITY_MAX + 1), sl = strnlen(state, SC_IDENTITY_MAX + 1);
 	if (!ml || !sl || ml > SC_IDENTITY_MAX || sl > SC_IDENTITY_MAX)
 		return -EINVAL;
-	if (arena_is_damaged(arena))
-		return -ENOTRECOVERABLE;
-	int rc = l2_ready(arena);
+	int rc = arena_usable(arena, 0);
+	if (rc)
+		return rc;
+	rc = l2_ready(arena);
 	if (rc)
 		return rc;
 	struct sc_stage *st = aligned_alloc(64, (sizeof(*st) + 63) & ~(size_t)63);

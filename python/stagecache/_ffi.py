@@ -84,7 +84,7 @@ class ArenaOpts(Structure):
                 ("gid", c_int64), ("index_entries", c_uint32), ("ring_count", c_uint32),
                 ("ring_bytes", c_uint32), ("obs_entries", c_uint32), ("reader_slots", c_uint32),
                 ("flags", c_uint32), ("l3_index_entries", c_uint32), ("l3_index_refresh_ms", c_uint32),
-                ("segment_bytes", c_uint32), ("_reserved32", c_uint32), ("_reserved", c_uint64 * 4)]
+                ("segment_bytes", c_uint32), ("slots_per_user", c_uint32), ("_reserved", c_uint64 * 4)]
 
 
 class ArenaAttached(Structure):
@@ -106,7 +106,8 @@ class ArenaInfo(Structure):
                 ("attached", ArenaAttached * SC_INFO_MAX_ATTACHED), ("index_entries", c_uint32),
                 ("ring_count", c_uint32), ("ring_bytes", c_uint32), ("obs_entries", c_uint32),
                 ("heap_bytes", c_uint64), ("l3_index_entries", c_uint32), ("l3_index_refresh_ms", c_uint32),
-                ("flags", c_uint32), ("_reserved0", c_uint32), ("_reserved", c_uint64 * 6)]
+                ("flags", c_uint32), ("slots_per_user", c_uint32), ("locked_slots", c_uint32),
+                ("_reserved0", c_uint32), ("_reserved", c_uint64 * 5)]
 
 
 class ArenaExtent(Structure):

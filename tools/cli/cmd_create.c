@@ -14,7 +14,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: stagecache create NAME --size SIZE [--huge auto|require|off] [--mode MODE]\n"
 		   "                         [--group GROUP] [--dir DIR] [--rings N] [--ring-bytes SIZE]\n"
 		   "                         [--index-entries N] [--l3-index-entries N] [--l3-index-refresh-ms MS]\n"
-		   "                         [--segment-bytes SIZE] [--no-token-verify] [--json]\n\n"
+		   "                         [--segment-bytes SIZE] [--max-slots-per-user N] [--no-token-verify]\n"
+		   "                         [--json]\n\n"
 		   "Create the arena NAME (1-64 characters of A-Z a-z 0-9 . _ -).\n"
 		   "  --size SIZE        total size, with K/M/G suffixes (8M to 1T)\n"
 		   "  --huge auto        hugetlbfs if mounted, else tmpfs with transparent hugepages, else 4 KiB (default)\n"
@@ -22,6 +23,8 @@ static void usage(FILE *f)
 		   "  --huge off         4 KiB shared memory in /dev/shm\n"
 		   "  --mode MODE        file mode in octal (default 0600: only this user; never world-writable)\n"
 		   "  --group GROUP      group owner (name or number), e.g. with --mode 0660\n"
+		   "  --max-slots-per-user N  processes of one user attached at once, 1-256 (default: 192 of the\n"
+		   "                     256 reader slots when the group may open the arena, else all 256)\n"
 		   "  --dir DIR          directory for the arena file (default /dev/hugepages or /dev/shm)\n"
 		   "  --rings N          commit rings (default 16); --ring-bytes SIZE per ring (default 256K)\n"
 		   "  --index-entries N  L2 index capacity (default size/16K)\n"
@@ -198,6 +201,7 @@ int cmd_create(int argc, char **argv)
 		{ "l3-index-entries", CLI_FN, &o.l3_index_entries, .fn = l3_entries_opt },
 		{ "l3-index-refresh-ms", CLI_U32, &o.l3_index_refresh_ms, 1, 86400000, .want = "1 to 86400000" },
 		{ "no-token-verify", CLI_BITS, &o.flags, .max = SC_ARENA_NO_TOKEN_VERIFY },
+		{ "max-slots-per-user", CLI_U32, &o.slots_per_user, 1, 256, .want = "1-256" },
 		{ "segment-bytes", CLI_POW2, &o.segment_bytes, SC_SEGMENT_MIN, SC_SEGMENT_MAX,
 		  " (a power of two, 64K..1G)" },
 		{ "json", CLI_FLAG, &json },

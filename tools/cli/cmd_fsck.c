@@ -41,6 +41,8 @@ static void usage(FILE *f)
 		   "  --json     one JSON object: findings and counts\n"
 		   "Other processes may keep using the arena while it runs (writers wait for it); a repair of\n"
 		   "lock words assumes no writer is inside the arena.\n"
+		   "fsck attaches with a reader slot; when none is free (or your user holds its limit) it reads\n"
+		   "the header and the reader table without one, says who holds the slots, and exits 1.\n"
 		   "Exit status: 0 no problem left, 1 problems left (or fsck could not run), 2 usage error,\n"
 		   "3 the arena is declared unrepairable (destroy it and create it again).\n");
 }
@@ -91,6 +93,34 @@ static void print_text(const char *name, int rc, uint32_t flags, const struct sc
 						: " (fsck --repair fixes what it can)");
 }
 
+/* No reader slot to be had (@why: -EUSERS or -EDQUOT): what can be known without one, from a
+ * read-only look (sc_arena_inspect). EXIT_FAIL: the arena was not checked. */
+static int fsck_without_slot(const char *dir, const char *name, int why, struct fsck_out *o)
+{
+	struct sc_arena_open_opts oo = cli_open_opts(dir);
+	struct sc_arena_info in;
+	int rc = sc_arena_inspect(name, &oo, &in);
+	if (rc)
+		return cli_arena_error("fsck", rc, dir, name);
+	char msg[320];
+	if (o->json)
+		printf("{\"findings\":[");
+	snprintf(msg, sizeof(msg), "%s: %u of %u slots attached, %u more slots' locks held by processes not attached",
+		 why == -EDQUOT ? "your user holds as many reader slots as one user may" : "no reader slot is free",
+		 in.attached_count, in.reader_slots, in.locked_slots);
+	on_finding("readers", msg, 0, o);
+	on_finding("fsck", "the index, heap, rings and observations were not checked (that needs a reader slot)", 0, o);
+	if (o->json) {
+		struct sc_fsck_report r = { .problems = 2, .readers_live = in.attached_count };
+		print_json(why, &r);
+	}
+	return cli_fail("fsck", 0, "cannot check '%s': %s (%u attached, %u slots' locks held without attaching; "
+			"'stagecache info %s' lists them)", name,
+			why == -EDQUOT ? "your user holds as many of its reader slots as one user may"
+				       : "every reader slot is taken",
+			in.attached_count, in.locked_slots, name);
+}
+
 int cmd_fsck(int argc, char **argv)
 {
 	const char *dir = NULL, *name;
@@ -105,9 +135,16 @@ int cmd_fsck(int argc, char **argv)
 	int rc = cli_parse_opts("fsck", argc, argv, opts, usage);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = cli_check_name("fsck", name)))
+		return rc;
 	struct sc_arena *a;
-	if ((rc = cli_open_arena("fsck", dir, name, &a)))
-		return cli_open_errno == -ENOTRECOVERABLE ? EXIT_DAMAGED : rc;
+	struct sc_arena_open_opts oo = cli_open_opts(dir);
+	if ((rc = sc_arena_open_with(name, &oo, &a))) {
+		if (rc == -EUSERS || rc == -EDQUOT)
+			return fsck_without_slot(dir, name, rc, &o);
+		int ex = cli_arena_error("fsck", rc, dir, name);
+		return rc == -ENOTRECOVERABLE ? EXIT_DAMAGED : ex;
+	}
 	struct sc_fsck_report r;
 	if (o.json)
 		printf("{\"findings\":[");

@@ -509,8 +509,18 @@ int cli_arena_error(const char *cmd, int rc, const char *dir, const char *name)
 			return cli_fail(cmd, 0, "arena '%s': every reader slot's lock is held, and %s is mode %04o: users who "
 					"may read it but not write it can hold those locks (chmod it 0600, or 0660 with a group)",
 					cli_q(name), what, fi.mode & 07777);
-		return cli_fail(cmd, 0, "arena '%s': every reader slot is taken by an attached handle (too many processes "
-				"attached)", cli_q(name));
+		return cli_fail(cmd, 0, "arena '%s': every reader slot is taken, by attached processes or by locks on "
+				"their bytes ('stagecache info %s' shows which)", cli_q(name), cli_q(name));
+	case -EDQUOT: {
+		struct sc_arena_open_opts o = cli_open_opts(dir);
+		struct sc_arena_info in;
+		if (sc_arena_inspect(name, &o, &in) == 0)
+			return cli_fail(cmd, 0, "arena '%s': processes of your user (uid %u) already hold %u of its reader slots, "
+					"as many as one user may (set at creation, --max-slots-per-user)", cli_q(name),
+					(unsigned)geteuid(), in.slots_per_user);
+		return cli_fail(cmd, 0, "arena '%s': processes of your user already hold as many of its reader slots as "
+				"one user may", cli_q(name));
+	}
 	case -ENOTRECOVERABLE:
 		return cli_fail(cmd, 0, "arena '%s' is marked unrepairable (by fsck, or by someone who can write "
 				"its file): destroy it and create it again",

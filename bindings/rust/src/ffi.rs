@@ -133,7 +133,7 @@ pub struct sc_arena_opts {
     pub l3_index_entries: u32,
     pub l3_index_refresh_ms: u32,
     pub segment_bytes: u32,
-    pub _reserved32: u32,
+    pub slots_per_user: u32,
     pub _reserved: [u64; 4],
 }
 
@@ -184,8 +184,10 @@ pub struct sc_arena_info {
     pub l3_index_entries: u32,
     pub l3_index_refresh_ms: u32,
     pub flags: u32,
+    pub slots_per_user: u32,
+    pub locked_slots: u32,
     pub _reserved0: u32,
-    pub _reserved: [u64; 6],
+    pub _reserved: [u64; 5],
 }
 
 #[repr(C)]

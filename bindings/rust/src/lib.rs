@@ -242,13 +242,15 @@ pub fn layouts() -> Vec<TypeLayout> {
     use ffi::*;
     vec![
         layout!("sc_arena_opts", sc_arena_opts, [size_bytes, huge, dir, mode, gid, index_entries, ring_count,
-                ring_bytes, obs_entries, reader_slots, flags, l3_index_entries, l3_index_refresh_ms, segment_bytes]),
+                ring_bytes, obs_entries, reader_slots, flags, l3_index_entries, l3_index_refresh_ms, segment_bytes,
+                slots_per_user]),
         layout!("sc_arena_attached", sc_arena_attached, [pid, uid, slot, other_pidns, attached_unix]),
         layout!("sc_holder", sc_holder, [slot, token, alive, other_pidns, pid, uid, leases, leased_bytes,
                 reserved_bytes]),
         layout!("sc_arena_info", sc_arena_info, [name, path, size_bytes, page_size, backing, layout_version,
                 created_unix, creator_pid, mode, reader_slots, attached_count, attached, index_entries,
-                ring_count, ring_bytes, obs_entries, heap_bytes, l3_index_entries, l3_index_refresh_ms, flags]),
+                ring_count, ring_bytes, obs_entries, heap_bytes, l3_index_entries, l3_index_refresh_ms, flags,
+                slots_per_user, locked_slots]),
         layout!("sc_arena_extent", sc_arena_extent, [base, bytes, page_size, file_offset, kind, flags]),
         layout!("sc_digest", sc_digest, [lo, hi]),
         layout!("sc_key", sc_key, [lo, hi]),
@@ -658,7 +660,7 @@ impl Arena {
             l3_index_entries: 0,
             l3_index_refresh_ms: 0,
             segment_bytes: opts.segment_bytes,
-            _reserved32: 0,
+            slots_per_user: 0,
             _reserved: [0; 4],
         };
         let mut h = ptr::null_mut();
