@@ -691,6 +691,25 @@ START_TEST(regression_header_rewritten_after_attach)
 }
 END_TEST
 
+START_TEST(header_slots_per_user_beyond_the_slots_is_refused)
+{
+	/* a header whose limit per user exceeds its reader slots is not one create writes: an open
+	 * refuses it even with a matching checksum, and the arena's own handle still works */
+	const char *name;
+	struct sc_arena *a = sc_test_arena("spu", 16 << 20, &name), *b;
+	struct shm_header *h = a->shm->hdr;
+	uint32_t keep = h->slots_per_user;
+	h->slots_per_user = h->reader_slots + 1;
+	h->header_check = shm_header_checksum(h);
+	ck_assert_int_eq(sc_arena_open(name, &b), -EBADMSG);
+	h->slots_per_user = keep;
+	h->header_check = shm_header_checksum(h);
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Defect 3: `mkfifo /dev/shm/stagecache.NAME; stagecache destroy NAME` hung (any
  * user can plant a FIFO). Every open of an arena file refuses what is not a regular file without
  * blocking; a child runs the calls under an alarm so that a hang fails the test. */
@@ -895,6 +914,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_reader_table_full);
 	tcase_add_test(tc, test_epochs);
 	tcase_add_test(tc, regression_header_rewritten_after_attach);
+	tcase_add_test(tc, header_slots_per_user_beyond_the_slots_is_refused);
 	tcase_add_test(tc, regression_planted_fifo_never_blocks);
 	tcase_add_test(tc, planted_arena_files_are_refused);
 	tcase_add_test(tc, regression_nonroot_create_falls_back);
