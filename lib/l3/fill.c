@@ -928,14 +928,41 @@ int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov_in, int ni
 
 int l3_ring_fsync(struct l3_ring *r, int fd)
 {
-	struct l3_sync_io io = { 0 };
-	struct io_uring_sqe *sqe = l3_ring_sqe(r);
-	if (!sqe)
-		return -EAGAIN;
-	io_uring_prep_fsync(sqe, fd, 0);
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io | L3_IO_SYNC);
-	int res = sync_wait(r, &io);
-	return res < 0 ? res : 0;
+	return l3_ring_fsync_all(r, &fd, 1);
+}
+
+int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n)
+{
+	struct l3_sync_io *io = calloc(n ? n : 1, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	int rc = 0;
+	unsigned queued = 0;
+	/* the writeback of every file started first, so that their blocks are allocated in one
+	 * journal transaction (delayed allocation happens at writeback) which the fsyncs, run a
+	 * few at a time by io-wq workers, can then share */
+	if (n > 1)
+		for (unsigned i = 0; i < n; i++)
+			(void)sync_file_range(fds[i], 0, 0, SYNC_FILE_RANGE_WRITE);
+	/* all queued before one wait: the filesystem commits them together */
+	for (; queued < n; queued++) {
+		struct io_uring_sqe *sqe = l3_ring_sqe(r);
+		if (!sqe) {
+			rc = -EAGAIN;
+			break;
+		}
+		io_uring_prep_fsync(sqe, fds[queued], 0);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io[queued] | L3_IO_SYNC);
+	}
+	for (unsigned i = 0; i < queued; i++) {
+		int res = sync_wait(r, &io[i]);
+		if (res < 0 && !rc)
+			rc = res;
+		if (!io[i].done)
+			return rc; /* the ring failed: a completion may still name io (kept, not freed) */
+	}
+	free(io);
+	return rc;
 }
 
 void l3_fills_drain(struct sc_l3 *l3)
