@@ -177,6 +177,57 @@ static unsigned temps_in(const char *sub)
 	return (unsigned)sc_test_l3_temps(p, NULL, NULL);
 }
 
+/* Four processes put batches at once, half of each the same 16 objects as the others' (their
+ * renames race for one name): every put acknowledged, each object stored once, all exact. */
+START_TEST(put_many_from_four_processes_at_once)
+{
+	enum { PROCS = 4, SAME = 16, OWN = 16 };
+	pid_t pid[PROCS];
+	int go[2];
+	ck_assert_int_eq(pipe(go), 0);
+	for (unsigned w = 0; w < PROCS; w++) {
+		pid[w] = fork();
+		ck_assert_int_ge(pid[w], 0);
+		if (pid[w] == 0) {
+			struct sc_l3 *l3;
+			char c;
+			close(go[1]);
+			if (sc_l3_open(tmpdir, NULL, &l3) || read(go[0], &c, 1) != 0)
+				_exit(2);
+			unsigned idx[SAME + OWN];
+			for (unsigned k = 0; k < SAME; k++)
+				idx[k] = k;
+			for (unsigned k = 0; k < OWN; k++)
+				idx[SAME + k] = 100 + w * OWN + k;
+			struct batch *x = batch_of(SAME + OWN, idx, idx, OBJ_BYTES);
+			int rc = put_batch(l3, x);
+			for (unsigned k = 0; k < SAME + OWN; k++)
+				rc |= x->rcs[k];
+			sc_l3_close(l3);
+			_exit(rc ? 1 : 0);
+		}
+	}
+	close(go[0]);
+	close(go[1]); /* every child's read returns 0: they start together */
+	for (unsigned w = 0; w < PROCS; w++) {
+		int st;
+		ck_assert_int_eq(waitpid(pid[w], &st, 0), pid[w]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "process %u: a put failed (status %d)", w, st);
+	}
+	struct sc_l3 *l3;
+	struct sc_l3_stats st;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	for (unsigned i = 0; i < SAME; i++)
+		ck_assert_int_eq(served(l3, i), 1);
+	for (unsigned i = 100; i < 100 + PROCS * OWN; i++)
+		ck_assert_int_eq(served(l3, i), 1);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.objects, SAME + PROCS * OWN);
+	sc_l3_close(l3);
+	ck_assert_uint_eq(temps_in("tmp"), 0);
+}
+END_TEST
+
 /* After a writer killed at @point: another process's open leaves its @young temp files (their
  * writer may be between create and lock), serves objects [0, @must) and the others of [0, @n)
  * exactly or not at all; once they are aged, the next open removes them whatever the store's
@@ -575,6 +626,7 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, put_many_of_one_prefix_twice_keeps_the_later);
 	tcase_add_test(tc, put_many_refuses_bad_input_and_writes_nothing);
 	tcase_add_test(tc, put_many_puts_a_segmented_object_alone);
+	tcase_add_test(tc, put_many_from_four_processes_at_once);
 	tcase_add_loop_test(tc, put_many_writer_killed_at_every_step, 0, (int)NBATCH_POINTS);
 	suite_add_tcase(s, tc);
 	return s;
