@@ -944,6 +944,12 @@ int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n)
 	if (n > 1)
 		for (unsigned i = 0; i < n; i++)
 			(void)sync_file_range(fds[i], 0, 0, SYNC_FILE_RANGE_WRITE);
+	/* io-wq runs blocking requests such as fsync on at most 4 workers per CPU: for this round
+	 * as many as there are fsyncs, so that they can all wait for the same journal commit
+	 * instead of a commit per group of workers (the limit is put back after) */
+	unsigned lim[2] = { n, 0 }, had = 0;
+	if (n > 1 && io_uring_register_iowq_max_workers(&r->ring, lim) == 0)
+		had = lim[0];
 	/* all queued before one wait: the filesystem commits them together */
 	for (; queued < n; queued++) {
 		struct io_uring_sqe *sqe = l3_ring_sqe(r);
@@ -954,14 +960,19 @@ int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n)
 		io_uring_prep_fsync(sqe, fds[queued], 0);
 		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io[queued] | L3_IO_SYNC);
 	}
-	for (unsigned i = 0; i < queued; i++) {
+	int lost = 0;
+	for (unsigned i = 0; i < queued && !lost; i++) {
 		int res = sync_wait(r, &io[i]);
 		if (res < 0 && !rc)
 			rc = res;
-		if (!io[i].done)
-			return rc; /* the ring failed: a completion may still name io (kept, not freed) */
+		lost = !io[i].done; /* the ring failed: a completion may still name io (kept, not freed) */
 	}
-	free(io);
+	if (had) {
+		unsigned back[2] = { had, 0 };
+		(void)io_uring_register_iowq_max_workers(&r->ring, back);
+	}
+	if (!lost)
+		free(io);
 	return rc;
 }
 
