@@ -480,6 +480,34 @@ START_TEST(put_many_acknowledges_each_put_as_put_would)
 }
 END_TEST
 
+/* The group commit itself: a batch of 16 new puts is two rounds of fsyncs (its 32 temp files, then
+ * its directories, each once); the same batch again writes nothing and syncs nothing. */
+START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	struct batch *x = batch_range(0, 16);
+	unsigned long r0 = atomic_load(&l3_test_fsync_rounds), f0 = atomic_load(&l3_test_fsyncs);
+	ck_assert_int_eq(put_batch(l3, x), 0);
+	unsigned long rounds = atomic_load(&l3_test_fsync_rounds) - r0, fsyncs = atomic_load(&l3_test_fsyncs) - f0;
+	ck_assert_uint_eq(rounds, 2);
+	/* 32 temp files, then at least the one objects/ and one prefix/ subdirectory, at most 32 */
+	ck_assert_uint_ge(fsyncs, 32 + 2);
+	ck_assert_uint_le(fsyncs, 32 + 32);
+	r0 = atomic_load(&l3_test_fsync_rounds), f0 = atomic_load(&l3_test_fsyncs);
+	ck_assert_int_eq(put_batch(l3, x), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 0);
+	/* one at a time: a round per file (the directories synced in place), two per put */
+	r0 = atomic_load(&l3_test_fsync_rounds);
+	ck_assert_int_eq(put_i(l3, 40), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsync_rounds) - r0, 2);
+	for (unsigned k = 0; k < 16; k++)
+		ck_assert_int_eq(served(l3, k), 1);
+	sc_l3_close(l3);
+	batch_free(x);
+}
+END_TEST
+
 START_TEST(put_many_of_one_prefix_twice_keeps_the_later)
 {
 	struct sc_l3 *l3;
@@ -623,6 +651,7 @@ Suite *l3recon_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, put_many_acknowledges_each_put_as_put_would);
+	tcase_add_test(tc, put_many_commits_a_batch_in_two_rounds_of_fsyncs);
 	tcase_add_test(tc, put_many_of_one_prefix_twice_keeps_the_later);
 	tcase_add_test(tc, put_many_refuses_bad_input_and_writes_nothing);
 	tcase_add_test(tc, put_many_puts_a_segmented_object_alone);

@@ -931,8 +931,16 @@ int l3_ring_fsync(struct l3_ring *r, int fd)
 	return l3_ring_fsync_all(r, &fd, 1);
 }
 
+#ifdef SC_TEST_HOOKS
+_Atomic unsigned long l3_test_fsync_rounds, l3_test_fsyncs;
+#endif
+
 int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n)
 {
+#ifdef SC_TEST_HOOKS
+	atomic_fetch_add_explicit(&l3_test_fsync_rounds, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&l3_test_fsyncs, n, memory_order_relaxed);
+#endif
 	struct l3_sync_io *io = calloc(n ? n : 1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
