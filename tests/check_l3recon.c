@@ -501,7 +501,7 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 	/* 32 temp files, then at least the one objects/ and one prefix/ subdirectory, at most 32 */
 	ck_assert_uint_ge(fsyncs, 32 + 2);
 	ck_assert_uint_le(fsyncs, 32 + 32);
-	r0 = atomic_load(&l3_test_fsync_rounds), f0 = atomic_load(&l3_test_fsyncs);
+	f0 = atomic_load(&l3_test_fsyncs);
 	ck_assert_int_eq(put_batch(l3, x), 0);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 0);
 	/* one at a time: a round per file (the directories synced in place), two per put */
@@ -526,7 +526,7 @@ START_TEST(put_many_of_one_prefix_twice_keeps_the_later)
 	ck_assert_int_eq(served_as(l3, 3, 103), 1);
 	ck_assert_int_eq(served_as(l3, 4, 204), 1);
 	sc_l3_close(l3);
-	/* another process, whose handle never saw the old entry, finds the new ones too */
+	/* a new handle, which never saw the old entries, finds the new ones too */
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
 	ck_assert_int_eq(served_as(l3, 3, 103), 1);
 	ck_assert_int_eq(served_as(l3, 4, 204), 1);
