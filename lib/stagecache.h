@@ -1089,6 +1089,34 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *args, struct sc_loc
  */
 int sc_l3_put_cost(struct sc_l3 *l3, const struct sc_l3_put_args *args, uint64_t cost_ns, struct sc_location *loc);
 
+/* The most puts one sc_l3_put_many takes (each holds four descriptors while it is made). */
+#define SC_L3_PUT_MANY_MAX 64
+
+/**
+ * sc_l3_put_many - @n puts made durable together (group commit): every object's and entry's temp
+ * file is written, all of them are fsync'd in one round (submitted together on the thread's ring,
+ * so the filesystem commits them as one), each object then its entry is renamed into place, and
+ * the directories that gained a name are fsync'd in a second round, each once. A put costs two
+ * fsync latencies shared by the batch instead of four of its own. Each put is acknowledged
+ * exactly as by sc_l3_put_cost: only once its object and its entry are durable and were seen in
+ * place. A segmented object (segments on and a payload above one), and a put that a concurrent
+ * eviction or drop raced with, is made alone (sc_l3_put_cost) inside the call.
+ * @args: @n puts (the rules of sc_l3_put); the same digest or prefix twice is allowed (the later
+ * entry wins, as with puts one after the other).
+ * @costs: NULL (no costs recorded), or @n costs as sc_l3_put_cost's @cost_ns.
+ * @n: 1 to SC_L3_PUT_MANY_MAX.
+ * @locs: NULL, or @n locations, filled for each put acknowledged.
+ * @rcs: NULL, or @n results, each what sc_l3_put_cost would return for that put.
+ * Returns 0 when every put was acknowledged; -EINVAL (a NULL array, @n out of range, or any put's
+ * arguments invalid: then nothing is written and every @rcs is -EINVAL); -ENOMEM; or the first
+ * failed put's error (the others may be acknowledged: see @rcs). A writer killed inside the call
+ * leaves what sc_l3_put leaves: temp files in DIR/tmp that reconciliation removes, objects with no
+ * entry, never an entry served wrong.
+ * Blocks on disk I/O (two rounds of fsyncs), may evict like sc_l3_put; allocates.
+ */
+int sc_l3_put_many(struct sc_l3 *l3, const struct sc_l3_put_args *args, const uint64_t *costs, unsigned n,
+		   struct sc_location *locs, int *rcs);
+
 /**
  * sc_l3_locate_longest - the longest prefix of @tokens[0..n) stored for namespace @ns, probing
  * stored token lengths longest first, at most SC_L3_MAX_PROBES of them. One hashing pass.

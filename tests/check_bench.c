@@ -201,7 +201,7 @@ START_TEST(test_bench_l3scale_keeps_its_store)
 	/* exit 1: the targets are the 100 k store's rows, not measured here */
 	int rc = run(NULL, out, sizeof(out), args);
 	ck_assert_msg(rc == 1, "bench l3scale exited %d:\n%s", rc, out);
-	const char *rows[] = { "open_ms_200", "locate_us_p50_200", "locate_us_p99_200", "puts_per_s_200",
+	const char *rows[] = { "open_ms_200", "locate_us_p50_200", "locate_us_p99_200", "puts_per_s_200", "puts_batch_per_s_200",
 			       "janitor_pass_ms_200", "reconcile_after_crash_ms_200", "generate_s_200" };
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		ck_assert_msg(strstr(out, rows[i]), "no %s in:\n%s", rows[i], out);

@@ -398,6 +398,38 @@ START_TEST(dangling_prefix_entries_dropped_live_ones_kept)
 }
 END_TEST
 
+/* A group commit in shared mode: another host's handle finds every put of the batch; after the
+ * objects vanished (another host's janitor), the same batch puts them back. */
+START_TEST(put_many_is_seen_by_the_other_host)
+{
+	enum { N = 8, NTOK = 20, BYTES = 3000 };
+	struct sc_l3 *a = host("hostA", 0), *b = host("hostB", 0);
+	int32_t t[N][NTOK];
+	uint8_t p[N][BYTES];
+	struct sc_payload pl[N];
+	struct sc_l3_put_args args[N];
+	int rcs[N];
+	for (uint32_t k = 0; k < N; k++) {
+		h_tokens(20 + k, t[k], NTOK);
+		h_bytes(20 + k, p[k], BYTES);
+		pl[k] = (struct sc_payload){ .kind = SC_PAYLOAD_FULL_STATE, .sec = { p[k] }, .sec_len = { BYTES } };
+		args[k] = (struct sc_l3_put_args){ .ns = "h", .tokens = t[k], .token_count = NTOK, .payload = &pl[k] };
+	}
+	ck_assert_int_eq(sc_l3_put_many(a, args, NULL, N, NULL, rcs), 0);
+	for (uint32_t k = 0; k < N; k++)
+		ck_assert_int_eq(h_fetch_wait(b, 20 + k, NTOK, BYTES, 5000), 0);
+	ck_assert_int_eq(h_sh("rm %s/objects/*/*.sc3", dir), 0);
+	ck_assert_int_eq(sc_l3_put_many(a, args, NULL, N, NULL, rcs), 0);
+	for (uint32_t k = 0; k < N; k++) {
+		ck_assert_int_eq(rcs[k], 0);
+		ck_assert_int_eq(h_fetch_wait(b, 20 + k, NTOK, BYTES, 5000), 0);
+	}
+	ck_assert_int_eq(h_count(dir, ".tmp-"), 0);
+	sc_l3_close(a);
+	sc_l3_close(b);
+}
+END_TEST
+
 START_TEST(nothing_is_removed_on_a_missing_younger_than_the_grace)
 {
 	/* the grace of a filesystem that may show another host's new files late */
@@ -561,6 +593,7 @@ static Suite *l3_shared_suite(void)
 	tcase_add_test(tc, janitor_that_lost_its_lease_cannot_act);
 	tcase_add_test(tc, lru_order_counts_other_hosts_uses);
 	tcase_add_test(tc, dangling_prefix_entries_dropped_live_ones_kept);
+	tcase_add_test(tc, put_many_is_seen_by_the_other_host);
 	tcase_add_test(tc, nothing_is_removed_on_a_missing_younger_than_the_grace);
 	tcase_add_test(tc, regression_killed_put_left_an_unregistered_length);
 	tcase_add_test(tc, corrupt_janitor_files_are_survived);

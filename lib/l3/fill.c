@@ -928,14 +928,60 @@ int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov_in, int ni
 
 int l3_ring_fsync(struct l3_ring *r, int fd)
 {
-	struct l3_sync_io io = { 0 };
-	struct io_uring_sqe *sqe = l3_ring_sqe(r);
-	if (!sqe)
-		return -EAGAIN;
-	io_uring_prep_fsync(sqe, fd, 0);
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io | L3_IO_SYNC);
-	int res = sync_wait(r, &io);
-	return res < 0 ? res : 0;
+	return l3_ring_fsync_all(r, &fd, 1);
+}
+
+#ifdef SC_TEST_HOOKS
+_Atomic unsigned long l3_test_fsync_rounds, l3_test_fsyncs;
+#endif
+
+int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n)
+{
+#ifdef SC_TEST_HOOKS
+	atomic_fetch_add_explicit(&l3_test_fsync_rounds, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&l3_test_fsyncs, n, memory_order_relaxed);
+#endif
+	struct l3_sync_io *io = calloc(n ? n : 1, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	int rc = 0;
+	unsigned queued = 0;
+	/* the writeback of every file started first, so that their blocks are allocated in one
+	 * journal transaction (delayed allocation happens at writeback) which the fsyncs, run a
+	 * few at a time by io-wq workers, can then share */
+	if (n > 1)
+		for (unsigned i = 0; i < n; i++)
+			(void)sync_file_range(fds[i], 0, 0, SYNC_FILE_RANGE_WRITE);
+	/* io-wq runs blocking requests such as fsync on at most 4 workers per CPU: for this round
+	 * as many as there are fsyncs, so that they can all wait for the same journal commit
+	 * instead of a commit per group of workers (the limit is put back after) */
+	unsigned lim[2] = { n, 0 }, had = 0;
+	if (n > 1 && io_uring_register_iowq_max_workers(&r->ring, lim) == 0)
+		had = lim[0];
+	/* all queued before one wait: the filesystem commits them together */
+	for (; queued < n; queued++) {
+		struct io_uring_sqe *sqe = l3_ring_sqe(r);
+		if (!sqe) {
+			rc = -EAGAIN;
+			break;
+		}
+		io_uring_prep_fsync(sqe, fds[queued], 0);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io[queued] | L3_IO_SYNC);
+	}
+	int lost = 0;
+	for (unsigned i = 0; i < queued && !lost; i++) {
+		int res = sync_wait(r, &io[i]);
+		if (res < 0 && !rc)
+			rc = res;
+		lost = !io[i].done; /* the ring failed: a completion may still name io (kept, not freed) */
+	}
+	if (had) {
+		unsigned back[2] = { had, 0 };
+		(void)io_uring_register_iowq_max_workers(&r->ring, back);
+	}
+	if (!lost)
+		free(io);
+	return rc;
 }
 
 void l3_fills_drain(struct sc_l3 *l3)

@@ -22,6 +22,12 @@ int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *req);
 /* Synchronous write of @iov at @off through the ring (loops on short writes). */
 int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov, int niov, uint64_t off);
 int l3_ring_fsync(struct l3_ring *r, int fd);
+/* fsync @fds[0..n) on @r, all submitted before the first wait: 0 or the first error. */
+int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n);
+#ifdef SC_TEST_HOOKS
+/* Rounds of l3_ring_fsync_all in this process, and the fsyncs in them (test build). */
+extern _Atomic unsigned long l3_test_fsync_rounds, l3_test_fsyncs;
+#endif
 
 /* Wait for every fill in flight on this thread's rings of @l3 (before the rings are freed). */
 void l3_fills_drain(struct sc_l3 *l3);

@@ -30,74 +30,95 @@
 
 /* ---- put ---- */
 
-int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov, int niov,
-		  int noreplace)
+int l3_wfile_create(struct sc_l3 *l3, int dfd, const char *sub, struct l3_wfile *w)
 {
-	char tmp[L3_WRITER_MAX + 24];
-	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
+	w->sfd = w->fd = -1;
+	l3_tmp_name(l3, ".tmp-", w->tmp, sizeof(w->tmp));
 	int rc = l3_mkdir_at(l3, dfd, sub);
 	if (rc)
 		return rc;
 	/* the subdirectory opened once without following a link: a member's link (or file) in its
 	 * place is never followed; it is removed (the link itself, not what it names) and the
 	 * subdirectory made again */
-	int sfd = l3_open_dir_at(dfd, sub), fd = -1;
+	int sfd = l3_open_dir_at(dfd, sub);
 	struct stat sb;
 	if ((sfd == -ENOTDIR || sfd == -ELOOP) && fstatat(dfd, sub, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    !S_ISDIR(sb.st_mode) && unlinkat(dfd, sub, 0) == 0 && !(rc = l3_mkdir_at(l3, dfd, sub)))
 		sfd = l3_open_dir_at(dfd, sub);
 	if (sfd < 0)
 		return sfd;
+	w->sfd = sfd;
 	/* the temp file in DIR/tmp (a store made before it: beside the final name), so that
 	 * reconciliation finds a dead writer's leftovers without listing the store */
-	int tfd = l3->tmpfd >= 0 ? l3->tmpfd : sfd;
-	fd = openat(tfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, l3->file_mode);
-	if (fd < 0) {
+	w->tfd = l3->tmpfd >= 0 ? l3->tmpfd : sfd;
+	w->fd = openat(w->tfd, w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, l3->file_mode);
+	if (w->fd < 0) {
 		rc = -errno;
-		goto out;
+		l3_wfile_close(w);
+		return rc;
 	}
-	(void)shm_ofd_trylock(fd, 0); /* "being written": reconcilers leave it alone (tmp_is_stale) */
+	(void)shm_ofd_trylock(w->fd, 0); /* "being written": reconcilers leave it alone (tmp_is_stale) */
 	shm_fault_point("l3.put.created");
-	if ((rc = l3_own(l3, fd, 0)))
-		goto cleanup;
+	if ((rc = l3_own(l3, w->fd, 0)))
+		l3_wfile_close(w);
+	return rc;
+}
+
+int l3_wfile_place(struct l3_wfile *w, const char *final, int noreplace)
+{
+	int rc = 0;
+	if (noreplace) {
+		if (renameat2(w->tfd, w->tmp, w->sfd, final, RENAME_NOREPLACE) < 0) {
+			rc = -errno;
+			if (rc == -EINVAL) /* filesystem without RENAME_NOREPLACE: link is no-replace too */
+				rc = linkat(w->tfd, w->tmp, w->sfd, final, 0) < 0 ? -errno : 0;
+			unlinkat(w->tfd, w->tmp, 0);
+		}
+	} else if (renameat(w->tfd, w->tmp, w->sfd, final) < 0) {
+		return -errno; /* the temp file stays: l3_wfile_close removes it */
+	}
+	close(w->fd); /* the lock goes with it: the name is in place (or the temp removed) */
+	w->fd = -1;
+	return rc;
+}
+
+void l3_wfile_close(struct l3_wfile *w)
+{
+	if (w->fd >= 0) {
+		close(w->fd);
+		unlinkat(w->tfd, w->tmp, 0);
+	}
+	if (w->sfd >= 0)
+		close(w->sfd);
+	w->fd = w->sfd = -1;
+}
+
+int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov, int niov,
+		  int noreplace)
+{
+	struct l3_wfile w;
+	int rc = l3_wfile_create(l3, dfd, sub, &w);
+	if (rc)
+		return rc;
 	struct l3_ring *r = l3_ring_get(l3);
 	if (!r) {
 		rc = -ENOMEM;
-		goto cleanup;
+		goto out;
 	}
-	if ((rc = l3_ring_writev(r, fd, iov, niov, 0)))
-		goto cleanup;
+	if ((rc = l3_ring_writev(r, w.fd, iov, niov, 0)))
+		goto out;
 	shm_fault_point("l3.put.written");
-	if ((rc = l3_ring_fsync(r, fd)))
-		goto cleanup;
+	if ((rc = l3_ring_fsync(r, w.fd)))
+		goto out;
 	shm_fault_point("l3.put.before_rename");
-	if (noreplace) {
-		if (renameat2(tfd, tmp, sfd, final, RENAME_NOREPLACE) < 0) {
-			rc = -errno;
-			if (rc == -EINVAL) /* filesystem without RENAME_NOREPLACE: link is no-replace too */
-				rc = linkat(tfd, tmp, sfd, final, 0) < 0 ? -errno : 0;
-			unlinkat(tfd, tmp, 0);
-			if (rc)
-				goto cleanup;
-		}
-	} else if (renameat(tfd, tmp, sfd, final) < 0) {
-		rc = -errno;
-		goto cleanup;
-	}
-	close(fd);
-	fd = -1;
+	if ((rc = l3_wfile_place(&w, final, noreplace)))
+		goto out;
 	shm_fault_point("l3.put.after_rename");
 	/* the new name is durable once its directory is (DIR/tmp is not synced: a temp file that a
 	 * power cut brings back is a dead writer's, removed by reconciliation) */
-	rc = fsync(sfd) < 0 ? -errno : 0;
-	goto out;
-cleanup:
-	if (fd >= 0) {
-		close(fd);
-		unlinkat(tfd, tmp, 0);
-	}
+	rc = fsync(w.sfd) < 0 ? -errno : 0;
 out:
-	close(sfd);
+	l3_wfile_close(&w);
 	return rc;
 }
 

@@ -4,6 +4,20 @@
 
 #include "types.h"
 
+/* A temp file being written: its final directory @sfd, the directory @tfd holding it as @tmp,
+ * and @fd (write-only, OFD-locked: "being written"; -1 once placed or closed). */
+struct l3_wfile {
+	int sfd, tfd, fd;
+	char tmp[L3_WRITER_MAX + 24];
+};
+/* Create @w: the temp file of a file to be placed in @dfd/@sub (made when missing), in DIR/tmp,
+ * locked and owned. 0 or a negative errno (then nothing is left open or on disk). */
+int l3_wfile_create(struct sc_l3 *l3, int dfd, const char *sub, struct l3_wfile *w);
+/* Rename @w's temp file to @final in its directory (@noreplace: -EEXIST when a file is there, the
+ * temp removed) and close it; the caller synced it first. The directory is not synced. */
+int l3_wfile_place(struct l3_wfile *w, const char *final, int noreplace);
+/* Close what @w holds; a temp file not placed is removed. */
+void l3_wfile_close(struct l3_wfile *w);
 /* Register a token length in DIR/lengths (idempotent). */
 int l3_put_length(struct sc_l3 *l3, uint32_t tokens);
 /* Write @iov as @dfd/@sub/@final: a temp file (host identity in its name), fsync, rename (with

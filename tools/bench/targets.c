@@ -71,6 +71,7 @@ static const struct target {
 	{ "l3scale", "locate_us_p99_100k", '<', 50, "locate without an arena index, p99, 100 k objects, us" },
 	{ "l3scale", "janitor_pass_ms_100k", '<', 100, "janitor pass after 1 % of 100 k objects changed, ms" },
 	{ "l3scale", "puts_per_s_100k", '>', 5000, "4 KiB puts per second from 4 processes" },
+	{ "l3scale", "puts_batch_per_s_100k", '>', 5000, "4 KiB puts per second from 4 processes, 32 per group commit" },
 	/* probes */
 	{ "probes", "probes_unattached_overhead", '<', 0.02, "L2 hit with probes unattached vs none" },
 	/* restore */
