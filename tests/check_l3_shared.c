@@ -5,7 +5,9 @@
  * lease, takeover and fencing, the LRU order across hosts, the prefix-drop protocol, vanished
  * objects, the location index of one host following another's puts, evictions and quarantines.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -580,6 +582,140 @@ START_TEST(location_index_follows_the_other_host)
 }
 END_TEST
 
+/* The inode of the per-host file of @store in sdir (0: none), found by its recorded path. */
+static ino_t host_file_of(const char *store)
+{
+	char real[PATH_MAX], name[PATH_MAX + 200];
+	if (!realpath(store, real))
+		return 0;
+	DIR *d = opendir(sdir);
+	struct dirent *e;
+	ino_t found = 0;
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, "stagecache-l3.", 14))
+			continue;
+		snprintf(name, sizeof(name), "%s/%s", sdir, e->d_name);
+		struct l3_state st;
+		struct stat sb;
+		int fd = open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+		if (fd >= 0 && fstat(fd, &sb) == 0 && pread(fd, &st, sizeof(st), 0) == (ssize_t)sizeof(st) &&
+		    !strcmp(st.host.dir_path, real))
+			found = sb.st_ino;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A per-host file as a store recorded it: @path, @mntns, owner @uid. */
+static void plant_host_file(const char *name, const char *path, uint64_t dir_ino, uint64_t mntns, uid_t uid)
+{
+	char p[PATH_MAX];
+	struct l3_state st;
+	memset(&st, 0, sizeof(st));
+	st.magic = L3_STATE_MAGIC;
+	st.version = L3_FORMAT_VERSION;
+	st.size = sizeof(st);
+	st.host.dir_ino = dir_ino;
+	st.host.mntns = mntns;
+	snprintf(st.host.dir_path, sizeof(st.host.dir_path), "%s", path);
+	snprintf(p, sizeof(p), "%s/%s", sdir, name);
+	int fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, &st, sizeof(st)), (ssize_t)sizeof(st));
+	ck_assert_int_eq(fchown(fd, uid, 0), 0);
+	close(fd);
+}
+
+static int in_sdir(const char *name)
+{
+	char p[PATH_MAX];
+	struct stat sb;
+	snprintf(p, sizeof(p), "%s/%s", sdir, name);
+	return lstat(p, &sb) == 0;
+}
+
+START_TEST(per_host_files_of_removed_stores_are_removed)
+{
+	/* the per-host counters live in a host-local directory (/dev/shm by default): the file of a
+	 * store that is gone is removed by the next open of any store there, once no handle holds it;
+	 * a store made again at a removed one's path starts with counters of its own */
+	char other[PATH_MAX], held[PATH_MAX], p[PATH_MAX];
+	struct stat sb;
+	snprintf(other, sizeof(other), "%s2", dir);
+	snprintf(held, sizeof(held), "%s3", dir);
+	struct sc_l3 *a = host("hostA", 0), *b, *c;
+	ck_assert_int_eq(h_put(a, 1, 40, 5000), 0);
+	ino_t mine = host_file_of(dir);
+	ck_assert_uint_ne(mine, 0);
+	ck_assert_int_eq(h_open(other, "hostA", 0, sdir, &b), 0);
+	ck_assert_uint_ne(host_file_of(other), 0);
+	sc_l3_close(b);
+	ck_assert_int_eq(h_open(held, "hostA", 0, sdir, &c), 0); /* stays open */
+	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 3);
+	/* files a sweep must leave: another user's, another mount namespace's, one without a
+	 * record, a link to a file elsewhere and a truncated one, all naming a missing directory */
+	snprintf(p, sizeof(p), "%s/gone", sdir);
+	stat("/proc/self/ns/mnt", &sb);
+	uint64_t ns = (uint64_t)sb.st_ino;
+	plant_host_file("stagecache-l3.00000000000000a1.state", p, 7, ns, 65534);
+	plant_host_file("stagecache-l3.00000000000000a2.state", p, 7, ns + 1, 0);
+	plant_host_file("stagecache-l3.00000000000000a3.state", p, 0, ns, 0);
+	plant_host_file("stagecache-l3.00000000000000a4.state", p, 7, ns, 0); /* this one goes */
+	char keep[PATH_MAX];
+	snprintf(keep, sizeof(keep), "%s.keep", dir);
+	ck_assert_int_eq(h_sh("echo kept > %s", keep), 0);
+	snprintf(p, sizeof(p), "%s/stagecache-l3.00000000000000a5.state", sdir);
+	ck_assert_int_eq(symlink(keep, p), 0);
+	ck_assert_int_eq(h_sh("head -c 100 /dev/zero > %s/stagecache-l3.00000000000000a6.state", sdir), 0);
+	sc_test_rm_tree(other);
+	sc_test_rm_tree(held);
+	struct sc_l3 *a2 = host("hostA", 0); /* another open of any store sweeps */
+	ck_assert_uint_eq(host_file_of(dir), mine);
+	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 6); /* mine, the held one, a1, a2, a3, a6 */
+	ck_assert(in_sdir("stagecache-l3.00000000000000a5.state"));
+	ck_assert(!in_sdir("stagecache-l3.00000000000000a4.state"));
+	ck_assert_int_eq(stat(keep, &sb), 0);
+	sc_l3_close(c); /* the held one is free now: the next open removes it */
+	sc_l3_close(a2);
+	a2 = host("hostA", 0);
+	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 5);
+	sc_l3_close(a2);
+	/* the store made again at its path: its own counters, in a new file */
+	struct sc_l3_stats st;
+	ck_assert_int_eq(sc_l3_stats(a, &st), 0);
+	ck_assert_uint_eq(st.puts, 1);
+	struct statx old_id, new_id;
+	ck_assert_int_eq(statx(AT_FDCWD, dir, 0, STATX_INO | STATX_BTIME, &old_id), 0);
+	sc_l3_close(a);
+	sc_test_rm_tree(dir);
+	a = host("hostA", 0);
+	ck_assert_uint_ne(host_file_of(dir), 0);
+	ck_assert_int_eq(statx(AT_FDCWD, dir, 0, STATX_INO | STATX_BTIME, &new_id), 0);
+	ck_assert_int_eq(sc_l3_stats(a, &st), 0);
+	if (new_id.stx_ino == old_id.stx_ino && !(new_id.stx_mask & STATX_BTIME))
+		sc_skip("the directory made again got the removed one's inode number, and this filesystem "
+			"keeps no birth time: the two cannot be told apart");
+	else
+		ck_assert_uint_eq(st.puts, 0);
+	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 5);
+	/* ... unless another handle still holds the old one: then it is used, recorded anew */
+	mine = host_file_of(dir);
+	b = host("hostA", 0);
+	sc_l3_close(a);
+	char moved[PATH_MAX];
+	snprintf(moved, sizeof(moved), "%s.old", dir);
+	ck_assert_int_eq(rename(dir, moved), 0);
+	a = host("hostA", 0); /* a new store at the path while b holds the old file */
+	ck_assert_uint_eq(host_file_of(dir), mine);
+	sc_l3_close(a);
+	sc_l3_close(b);
+	sc_test_rm_tree(moved);
+}
+END_TEST
+
 static Suite *l3_shared_suite(void)
 {
 	Suite *s = suite_create("l3_shared");
@@ -600,6 +736,7 @@ static Suite *l3_shared_suite(void)
 	tcase_add_test(tc, put_over_budget_runs_a_pass);
 	tcase_add_test(tc, vanished_object_is_a_miss);
 	tcase_add_test(tc, location_index_follows_the_other_host);
+	tcase_add_test(tc, per_host_files_of_removed_stores_are_removed);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -79,7 +79,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	struct sc_l3 *l3 = calloc(1, sizeof(*l3));
 	if (!l3)
 		return -ENOMEM;
-	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = l3->tmpfd = -1;
+	l3->dirfd = l3->objfd = l3->pfxfd = l3->lenfd = l3->quarfd = l3->lockfd = l3->tmpfd = l3->host_fd = -1;
 	l3->accfd = l3->segfd = l3->janfd = l3->sgfd = -1;
 	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;

@@ -205,7 +205,16 @@ struct l3_state {
 		_Atomic uint64_t seq; /* ticket + 1 once lo, hi are written; 0 while being written */
 		_Atomic uint64_t lo, hi; /* the prefix key (unseeded, as prefix files are named) */
 	} repl[64];
-	uint8_t pad[4096 - 256 - 64 * 24];
+	/* Per-host files only (shared mode, lib/l3/state.c): the store directory the file counts
+	 * for, so that one left by a store that is gone is found and removed. dir_ino is written
+	 * last (release); 0: not recorded, and then never removed. */
+	struct l3_host_rec {
+		uint64_t dir_ino;
+		uint64_t mntns;        /* the recording process's mount namespace (its inode number) */
+		uint64_t dir_btime_ns; /* the directory's birth time (0: the filesystem keeps none) */
+		char dir_path[1016];   /* the directory's real path, as that namespace sees it */
+	} host;
+	uint8_t pad[4096 - 256 - 64 * 24 - sizeof(struct l3_host_rec)];
 };
 #define L3_REPL_SLOTS 64u
 _Static_assert(sizeof(struct l3_state) == 4096, "l3 state layout");
@@ -213,6 +222,7 @@ _Static_assert(offsetof(struct l3_state, repl_seq) == 192, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, repl) == 256, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, objects) == 16, "l3 state layout");
 _Static_assert(offsetof(struct l3_state, sweep_pos) == 160, "l3 state layout");
+_Static_assert(offsetof(struct l3_state, host) == 256 + 64 * 24, "l3 state layout");
 
 /* ---- per-thread io_uring ---- */
 
@@ -369,6 +379,7 @@ struct sc_l3 {
 	char writer[L3_WRITER_MAX]; /* <host>.<pid>.<nonce>: names our temp files and access segments */
 	int accfd;
 	int state_private;         /* l3->st is calloc'd (no per-host state file could be made) */
+	int host_fd;               /* shared mode: the per-host file, its shared lock held while open (-1: none) */
 	/* janitor lease held across calls (SC_L3_JANITOR_KEEP): the locked fd and our epoch */
 	pthread_mutex_t jan_mu;    /* one janitor call per handle at a time */
 	int janfd;
