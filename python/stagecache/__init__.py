@@ -533,6 +533,37 @@ class _ArenaChild(_Closable):
             getattr(self.arena, self._registry).discard(self)
 
 
+def _open_opts(dir, owner):
+    """sc_arena_open_opts for `dir` and `owner` (see Arena.open), and the path buffer it points to."""
+    o = _ffi.ArenaOpenOpts()
+    keep = _path(dir, "dir") if dir is not None else None
+    o.dir = keep
+    if owner == "any":
+        o.flags = _ffi.SC_ARENA_OPEN_ANY_OWNER
+    elif isinstance(owner, str):
+        import pwd
+        try:
+            o.owner_uid = pwd.getpwnam(owner).pw_uid
+        except KeyError:
+            raise ValueError("owner: no such user %r" % owner) from None
+    elif owner is not None:
+        if isinstance(owner, bool) or not isinstance(owner, int) or not 0 < owner < 0xffffffff:
+            raise ValueError("owner: a user name, a uid or 'any', not %r" % (owner,))
+        o.owner_uid = owner
+    return o, keep
+
+
+def _info_dict(i):
+    """A struct sc_arena_info as a dict (backing by name, attached processes as a list of dicts)."""
+    d = _struct_dict(i)
+    d["name"], d["path"] = i.name.decode(), i.path.decode()
+    d["backing"] = _name(lib.sc_backing_name, i.backing)
+    d["attached"] = [{"pid": a.pid, "uid": a.uid, "slot": a.slot, "other_pidns": bool(a.other_pidns),
+                      "attached_unix": a.attached_unix}
+                     for a in i.attached[:min(i.attached_count, _ffi.SC_INFO_MAX_ATTACHED)]]
+    return d
+
+
 class Arena(_Closable):
     """A handle on a named arena. Arena.create(...) or Arena.open(...); close() (or `with`)."""
 
@@ -549,10 +580,11 @@ class Arena(_Closable):
 
     @classmethod
     def create(cls, name, size, huge="auto", dir=None, mode=0, group=None, index_entries=0, rings=0,
-               ring_bytes=0, obs_entries=0, reader_slots=0, segment_bytes=0):
+               ring_bytes=0, obs_entries=0, reader_slots=0, segment_bytes=0, slots_per_user=0):
         """Create the arena `name` of `size` bytes and attach to it (see sc_arena_create).
         `segment_bytes` (a power of two, 64 KiB..1 GiB; 0: none) stores each distinct segment of
-        large payloads once (content-addressed L2)."""
+        large payloads once (content-addressed L2). `slots_per_user`: reader slots the processes
+        of one user may hold (0: three quarters of them when the group may open the arena)."""
         o = _ffi.ArenaOpts()
         o.size_bytes = int(size)
         o.huge = _HUGE[huge] if isinstance(huge, str) else int(huge)
@@ -563,7 +595,7 @@ class Arena(_Closable):
             o.flags |= 0x1  # SC_ARENA_OPT_GID: group 0 is meant literally
         o.index_entries, o.ring_count, o.ring_bytes = int(index_entries), int(rings), int(ring_bytes)
         o.obs_entries, o.reader_slots = int(obs_entries), int(reader_slots)
-        o.segment_bytes = int(segment_bytes)
+        o.segment_bytes, o.slots_per_user = int(segment_bytes), int(slots_per_user)
         h = ctypes.c_void_p()
         _check(lib.sc_arena_create(_text(name), ctypes.byref(o), ctypes.byref(h)), "sc_arena_create")
         return cls(h.value, name)
@@ -574,25 +606,21 @@ class Arena(_Closable):
 
         The file must be owned by root or by you, or by `owner`: a user name, a uid, or "any"
         (sc_arena_open_with; how another member of the group opens the creator's arena)."""
-        o = _ffi.ArenaOpenOpts()
-        keep = _path(dir, "dir") if dir is not None else None
-        o.dir = keep
-        if owner == "any":
-            o.flags = _ffi.SC_ARENA_OPEN_ANY_OWNER
-        elif isinstance(owner, str):
-            import pwd
-            try:
-                o.owner_uid = pwd.getpwnam(owner).pw_uid
-            except KeyError:
-                raise ValueError("owner: no such user %r" % owner) from None
-        elif owner is not None:
-            if isinstance(owner, bool) or not isinstance(owner, int) or not 0 < owner < 0xffffffff:
-                raise ValueError("owner: a user name, a uid or 'any', not %r" % (owner,))
-            o.owner_uid = owner
+        o, keep = _open_opts(dir, owner)
         h = ctypes.c_void_p()
         rc = lib.sc_arena_open_with(_text(name), ctypes.byref(o), ctypes.byref(h))
         _check(rc, "sc_arena_open")
         return cls(h.value, name)
+
+    @staticmethod
+    def inspect(name, dir=None, owner=None):
+        """sc_arena_inspect: the arena `name` described as info() does, without attaching (no
+        reader slot taken, nothing written): works when every slot is taken, and for a user who
+        may only read the file. `dir` and `owner` as for open()."""
+        o, keep = _open_opts(dir, owner)
+        i = _ffi.ArenaInfo()
+        _check(lib.sc_arena_inspect(_text(name), ctypes.byref(o), ctypes.byref(i)), "sc_arena_inspect")
+        return _info_dict(i)
 
     @staticmethod
     def destroy(name, dir=None):
@@ -637,13 +665,7 @@ class Arena(_Closable):
         i = _ffi.ArenaInfo()
         with self._lock:
             _check(lib.sc_arena_info(self._handle(), ctypes.byref(i)), "sc_arena_info")
-        d = _struct_dict(i)
-        d["name"], d["path"] = i.name.decode(), i.path.decode()
-        d["backing"] = _name(lib.sc_backing_name, i.backing)
-        d["attached"] = [{"pid": a.pid, "uid": a.uid, "slot": a.slot, "other_pidns": bool(a.other_pidns),
-                          "attached_unix": a.attached_unix}
-                         for a in i.attached[:min(i.attached_count, _ffi.SC_INFO_MAX_ATTACHED)]]
-        return d
+        return _info_dict(i)
 
     def holders(self):
         """Every attachment and what it holds (sc_arena_holders): a list of dicts."""

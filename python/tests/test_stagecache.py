@@ -153,6 +153,38 @@ class TestArena(ArenaCase):
         self.assertEqual(ex[0].page_size, 4096)
         self.assertGreaterEqual(ex[0].bytes, info["heap_bytes"])
 
+    def test_slots_per_user_and_inspect(self):
+        name = uniq("spu")
+        with self.assertRaises(sc.Error) as cm:  # a limit above the slots
+            sc.Arena.create(name, 16 << 20, huge="off", reader_slots=4, slots_per_user=5)
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        a = sc.Arena.create(name, 16 << 20, huge="off", reader_slots=4, slots_per_user=2)
+        b = None
+        try:
+            self.assertEqual(a.info()["slots_per_user"], 2)
+            b = sc.Arena.open(name)
+            with self.assertRaises(sc.Error) as cm:  # this user's third attach
+                sc.Arena.open(name)
+            self.assertEqual(cm.exception.errno, errno.EDQUOT)
+            info = sc.Arena.inspect(name)  # no slot needed
+            self.assertEqual(info["slots_per_user"], 2)
+            self.assertEqual(info["attached_count"], 2)
+            self.assertEqual(info["name"], name)
+            self.assertEqual(sc.Arena.inspect(name, owner="any")["reader_slots"], 4)
+            with self.assertRaises(sc.Error) as cm:
+                sc.Arena.inspect("bad/name")
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            with self.assertRaises(sc.Error) as cm:
+                sc.Arena.inspect(uniq("none"))
+            self.assertEqual(cm.exception.errno, errno.ENOENT)
+            with self.assertRaises(ValueError):
+                sc.Arena.inspect(name, owner=True)
+        finally:
+            if b is not None:
+                b.close()
+            a.close()
+            sc.Arena.destroy(name)
+
     def test_create_twice_and_use_after_close(self):
         with self.assertRaises(sc.Error) as cm:
             sc.Arena.create(self.name, 16 << 20, huge="off")

@@ -689,6 +689,7 @@ extern "C" {
     pub fn sc_arena_close(a: *mut sc_arena);
     pub fn sc_arena_destroy(dir: *const c_char, name: *const c_char) -> c_int;
     pub fn sc_arena_info(a: *mut sc_arena, info: *mut sc_arena_info) -> c_int;
+    pub fn sc_arena_inspect(name: *const c_char, opts: *const sc_arena_open_opts, info: *mut sc_arena_info) -> c_int;
     pub fn sc_arena_extents(a: *mut sc_arena, out: *mut sc_arena_extent, max: c_uint) -> c_int;
     pub fn sc_arena_holders(a: *mut sc_arena, out: *mut sc_holder, max: c_uint) -> c_int;
 

@@ -625,6 +625,9 @@ pub struct ArenaOptions {
     pub reader_slots: u32,
     /// Content-addressed L2 segments of this size (a power of two, 64 KiB..1 GiB); 0: none.
     pub segment_bytes: u32,
+    /// Reader slots the processes of one user may hold at once (0: three quarters of them when
+    /// the group may open the arena, else all); an attach beyond it fails with EDQUOT.
+    pub slots_per_user: u32,
 }
 
 /// A handle on a named arena. `Send` (it may move to another thread) but not `Sync` (one thread
@@ -638,6 +641,16 @@ pub struct Arena {
 // The handle holds no thread-local state; the library asks only that one thread use it at a time,
 // which `&mut`/`&` borrows and the absence of `Sync` guarantee.
 unsafe impl Send for Arena {}
+
+/// The open options for `dir` (kept alive by the caller) and `owner`.
+fn open_opts(dir: Option<&std::ffi::CStr>, owner: Owner) -> ffi::sc_arena_open_opts {
+    let (flags, owner_uid) = match owner {
+        Owner::Me => (0, 0),
+        Owner::Uid(u) => (0, u),
+        Owner::Any => (ffi::SC_ARENA_OPEN_ANY_OWNER, 0),
+    };
+    ffi::sc_arena_open_opts { dir: dir.map_or(ptr::null(), |d| d.as_ptr()), flags, owner_uid, _reserved: [0; 4] }
+}
 
 impl Arena {
     /// Create the arena `name` and attach to it.
@@ -660,7 +673,7 @@ impl Arena {
             l3_index_entries: 0,
             l3_index_refresh_ms: 0,
             segment_bytes: opts.segment_bytes,
-            slots_per_user: 0,
+            slots_per_user: opts.slots_per_user,
             _reserved: [0; 4],
         };
         let mut h = ptr::null_mut();
@@ -692,24 +705,24 @@ impl Arena {
     pub fn open_with(name: &str, dir: Option<&str>, owner: Owner) -> Result<Arena> {
         layouts_ok()?;
         let cname = cstr(name)?;
-        let cdir = match dir {
-            Some(d) => Some(cstr(d)?),
-            None => None,
-        };
-        let (flags, owner_uid) = match owner {
-            Owner::Me => (0, 0),
-            Owner::Uid(u) => (0, u),
-            Owner::Any => (ffi::SC_ARENA_OPEN_ANY_OWNER, 0),
-        };
-        let o = ffi::sc_arena_open_opts {
-            dir: cdir.as_ref().map_or(ptr::null(), |d| d.as_ptr()),
-            flags,
-            owner_uid,
-            _reserved: [0; 4],
-        };
+        let cdir = dir.map(cstr).transpose()?;
+        let o = open_opts(cdir.as_deref(), owner);
         let mut h = ptr::null_mut();
         check(unsafe { ffi::sc_arena_open_with(cname.as_ptr(), &o, &mut h) }, "sc_arena_open")?;
         Ok(Arena { h, name: name.to_string(), _not_sync: PhantomData })
+    }
+
+    /// Describe the arena `name` without attaching to it (`sc_arena_inspect`: no reader slot is
+    /// taken and nothing is written): works when every slot is taken, and for a user who may only
+    /// read the file. `dir` and `owner` as for `open_with`.
+    pub fn inspect(name: &str, dir: Option<&str>, owner: Owner) -> Result<ffi::sc_arena_info> {
+        layouts_ok()?;
+        let cname = cstr(name)?;
+        let cdir = dir.map(cstr).transpose()?;
+        let o = open_opts(cdir.as_deref(), owner);
+        let mut info = MaybeUninit::<ffi::sc_arena_info>::zeroed();
+        check(unsafe { ffi::sc_arena_inspect(cname.as_ptr(), &o, info.as_mut_ptr()) }, "sc_arena_inspect")?;
+        Ok(unsafe { info.assume_init() })
     }
 
     /// Remove the arena's file (attached processes keep their mapping until they close).

@@ -5,7 +5,7 @@
 mod common;
 
 use stagecache::{
-    Arena, ArenaOptions, Digest, Error, Huge, Kind, L3Options, Location, Origin, Payload, PromoteWhy, Source, L3,
+    Arena, ArenaOptions, Digest, Error, Huge, Kind, L3Options, Location, Origin, Owner, Payload, PromoteWhy, Source, L3,
 };
 
 const PROMOTION_MAX_BYTES: u64 = 64 * 1024 * 1024;
@@ -156,6 +156,24 @@ fn errors_carry_the_errno_and_the_library_message() {
     assert!(t.arena().stage("", "s").is_err());
     let too_big = ArenaOptions { size_bytes: 1 << 20, huge: Huge::Off, ..Default::default() };
     assert_eq!(Arena::create(&common::name("small"), &too_big).unwrap_err().errno(), Some(22));
+}
+
+#[test]
+fn a_user_holds_at_most_its_slots_and_inspect_needs_none() {
+    let over = ArenaOptions { size_bytes: 16 << 20, huge: Huge::Off, reader_slots: 4, slots_per_user: 5, ..Default::default() };
+    assert_eq!(Arena::create(&common::name("spu"), &over).unwrap_err().errno(), Some(22)); // above the slots
+    let t = common::TestArena::with(
+        "spu",
+        ArenaOptions { size_bytes: 16 << 20, huge: Huge::Off, reader_slots: 4, slots_per_user: 2, ..Default::default() },
+    );
+    let second = Arena::open(&t.name).unwrap();
+    assert_eq!(Arena::open(&t.name).unwrap_err().errno(), Some(122)); // EDQUOT: this user's third
+    let info = Arena::inspect(&t.name, None, Owner::Me).unwrap();
+    assert_eq!((info.slots_per_user, info.reader_slots, info.attached_count), (2, 4, 2));
+    assert_eq!(Arena::inspect(&common::name("none"), None, Owner::Any).err().and_then(|e| e.errno()), Some(2));
+    assert_eq!(Arena::inspect("bad/name", None, Owner::Me).err().and_then(|e| e.errno()), Some(22));
+    drop(second);
+    assert_eq!(Arena::inspect(&t.name, None, Owner::Me).unwrap().attached_count, 1);
 }
 
 #[test]
