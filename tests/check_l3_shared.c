@@ -609,8 +609,9 @@ static ino_t host_file_of(const char *store)
 	return found;
 }
 
-/* A per-host file as a store recorded it: @path, @mntns, owner @uid. */
-static void plant_host_file(const char *name, const char *path, uint64_t dir_ino, uint64_t mntns, uid_t uid)
+/* A per-host file as a store recorded it: @path on filesystem @dev, @mntns, owner @uid. */
+static void plant_host_file(const char *name, const char *path, uint64_t dir_ino, uint64_t dev, uint64_t mntns,
+			    uid_t uid)
 {
 	char p[PATH_MAX];
 	struct l3_state st;
@@ -620,6 +621,7 @@ static void plant_host_file(const char *name, const char *path, uint64_t dir_ino
 	st.size = sizeof(st);
 	st.host.dir_ino = dir_ino;
 	st.host.mntns = mntns;
+	st.host.dir_dev = dev;
 	snprintf(st.host.dir_path, sizeof(st.host.dir_path), "%s", path);
 	snprintf(p, sizeof(p), "%s/%s", sdir, name);
 	int fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -656,14 +658,18 @@ START_TEST(per_host_files_of_removed_stores_are_removed)
 	ck_assert_int_eq(h_open(held, "hostA", 0, sdir, &c), 0); /* stays open */
 	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 3);
 	/* files a sweep must leave: another user's, another mount namespace's, one without a
-	 * record, a link to a file elsewhere and a truncated one, all naming a missing directory */
+	 * record, one of another filesystem, a link to a file elsewhere and a truncated one, all
+	 * naming a missing directory */
 	snprintf(p, sizeof(p), "%s/gone", sdir);
 	stat("/proc/self/ns/mnt", &sb);
 	uint64_t ns = (uint64_t)sb.st_ino;
-	plant_host_file("stagecache-l3.00000000000000a1.state", p, 7, ns, 65534);
-	plant_host_file("stagecache-l3.00000000000000a2.state", p, 7, ns + 1, 0);
-	plant_host_file("stagecache-l3.00000000000000a3.state", p, 0, ns, 0);
-	plant_host_file("stagecache-l3.00000000000000a4.state", p, 7, ns, 0); /* this one goes */
+	ck_assert_int_eq(stat(sdir, &sb), 0);
+	uint64_t dev = (uint64_t)sb.st_dev; /* the stores' filesystem too */
+	plant_host_file("stagecache-l3.00000000000000a1.state", p, 7, dev, ns, 65534);
+	plant_host_file("stagecache-l3.00000000000000a2.state", p, 7, dev, ns + 1, 0);
+	plant_host_file("stagecache-l3.00000000000000a3.state", p, 0, dev, ns, 0);
+	plant_host_file("stagecache-l3.00000000000000a7.state", p, 7, dev + 1, ns, 0);
+	plant_host_file("stagecache-l3.00000000000000a4.state", p, 7, dev, ns, 0); /* this one goes */
 	char keep[PATH_MAX];
 	snprintf(keep, sizeof(keep), "%s.keep", dir);
 	ck_assert_int_eq(h_sh("echo kept > %s", keep), 0);
@@ -674,14 +680,14 @@ START_TEST(per_host_files_of_removed_stores_are_removed)
 	sc_test_rm_tree(held);
 	struct sc_l3 *a2 = host("hostA", 0); /* another open of any store sweeps */
 	ck_assert_uint_eq(host_file_of(dir), mine);
-	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 6); /* mine, the held one, a1, a2, a3, a6 */
+	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 7); /* mine, the held one, a1, a2, a3, a6, a7 */
 	ck_assert(in_sdir("stagecache-l3.00000000000000a5.state"));
 	ck_assert(!in_sdir("stagecache-l3.00000000000000a4.state"));
 	ck_assert_int_eq(stat(keep, &sb), 0);
 	sc_l3_close(c); /* the held one is free now: the next open removes it */
 	sc_l3_close(a2);
 	a2 = host("hostA", 0);
-	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 5);
+	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 6);
 	sc_l3_close(a2);
 	/* the store made again at its path: its own counters, in a new file */
 	struct sc_l3_stats st;
@@ -700,7 +706,7 @@ START_TEST(per_host_files_of_removed_stores_are_removed)
 			"keeps no birth time: the two cannot be told apart");
 	else
 		ck_assert_uint_eq(st.puts, 0);
-	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 5);
+	ck_assert_int_eq(h_count(sdir, "stagecache-l3."), 6);
 	/* ... unless another handle still holds the old one: then it is used, recorded anew */
 	mine = host_file_of(dir);
 	b = host("hostA", 0);

@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -135,7 +136,7 @@ static int still_named(int sdfd, const char *name, int fd)
  * (an inode number is soon reused after a removal; the birth time tells the directory made again
  * from the one removed). @path relative to @dfd, or "" for @dfd itself. 0 or -errno. */
 struct dir_id {
-	uint64_t ino, btime_ns;
+	uint64_t ino, btime_ns, dev;
 };
 
 static int dir_identity(int dfd, const char *path, struct dir_id *id)
@@ -144,6 +145,7 @@ static int dir_identity(int dfd, const char *path, struct dir_id *id)
 	if (statx(dfd, path, path[0] ? 0 : AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx) < 0)
 		return -errno;
 	id->ino = sx.stx_ino;
+	id->dev = (uint64_t)makedev(sx.stx_dev_major, sx.stx_dev_minor);
 	id->btime_ns = (sx.stx_mask & STATX_BTIME) ? (uint64_t)sx.stx_btime.tv_sec * 1000000000ull + sx.stx_btime.tv_nsec : 0;
 	return 0;
 }
@@ -165,6 +167,7 @@ static void host_record(struct l3_state *st, const char *real, const struct dir_
 	memcpy(st->host.dir_path, real, n + 1);
 	st->host.mntns = ns;
 	st->host.dir_btime_ns = id->btime_ns;
+	st->host.dir_dev = id->dev;
 	__atomic_store_n(&st->host.dir_ino, id->ino, __ATOMIC_RELEASE);
 }
 
@@ -199,12 +202,14 @@ static int host_claim(int sdfd, const char *name, int fd, struct l3_state *st, c
 	return 1;
 }
 
-/* Was the store a per-host file @rec was recorded for removed (as namespace @ns sees it)? */
-static int host_store_gone(const struct l3_host_rec *rec, uint64_t ns)
+/* Was the store a per-host file @rec was recorded for removed (as namespace @ns sees it)? Only a
+ * store of filesystem @dev is judged: the one the caller just opened a store on, so that a path on
+ * another filesystem (a network mount that hangs) is never looked up. */
+static int host_store_gone(const struct l3_host_rec *rec, uint64_t ns, uint64_t dev)
 {
 	char path[sizeof(rec->dir_path)];
 	struct dir_id id;
-	if (!rec->dir_ino || !ns || rec->mntns != ns || rec->dir_path[0] != '/')
+	if (!rec->dir_ino || !ns || rec->mntns != ns || rec->dir_dev != dev || rec->dir_path[0] != '/')
 		return 0;
 	memcpy(path, rec->dir_path, sizeof(path));
 	path[sizeof(path) - 1] = 0;
@@ -217,11 +222,11 @@ static int host_store_gone(const struct l3_host_rec *rec, uint64_t ns)
 #define HOST_SWEEP_MAX 256u /* per-host files looked at by one open */
 
 /*
- * Remove this user's per-host files in @sdfd whose store directory is gone and that no handle
- * holds (host_claim's shared lock), other than @mine. Files of another user, of another mount
- * namespace or without a record are left alone.
+ * Remove this user's per-host files in @sdfd whose store directory on filesystem @dev is gone and
+ * that no handle holds (host_claim's shared lock), other than @mine. Files of another user, of
+ * another mount namespace or filesystem, or without a record are left alone.
  */
-static void host_sweep(int sdfd, const char *mine, uint64_t ns)
+static void host_sweep(int sdfd, const char *mine, uint64_t ns, uint64_t dev)
 {
 	int dfd = openat(sdfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
@@ -248,7 +253,7 @@ static void host_sweep(int sdfd, const char *mine, uint64_t ns)
 		    sb.st_size == (off_t)sizeof(struct l3_state) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
 		    pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) && magic == L3_STATE_MAGIC &&
 		    pread(fd, &rec, sizeof(rec), offsetof(struct l3_state, host)) == (ssize_t)sizeof(rec) &&
-		    host_store_gone(&rec, ns) && still_named(sdfd, e->d_name, fd))
+		    host_store_gone(&rec, ns, dev) && still_named(sdfd, e->d_name, fd))
 			unlinkat(sdfd, e->d_name, 0);
 		close(fd);
 	}
@@ -293,7 +298,8 @@ int l3_state_open_host(struct sc_l3 *l3)
 			break;
 	}
 	if (sdfd >= 0) {
-		host_sweep(sdfd, name, ns);
+		if (id.ino)
+			host_sweep(sdfd, name, ns, id.dev);
 		close(sdfd);
 	}
 	if (m == MAP_FAILED) {

@@ -212,7 +212,8 @@ struct l3_state {
 		uint64_t dir_ino;
 		uint64_t mntns;        /* the recording process's mount namespace (its inode number) */
 		uint64_t dir_btime_ns; /* the directory's birth time (0: the filesystem keeps none) */
-		char dir_path[1016];   /* the directory's real path, as that namespace sees it */
+		uint64_t dir_dev;      /* the filesystem it is on (st_dev) */
+		char dir_path[1008];   /* the directory's real path, as that namespace sees it */
 	} host;
 	uint8_t pad[4096 - 256 - 64 * 24 - sizeof(struct l3_host_rec)];
 };
