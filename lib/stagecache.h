@@ -1101,8 +1101,8 @@ int sc_l3_put_cost(struct sc_l3 *l3, const struct sc_l3_put_args *args, uint64_t
  * exactly as by sc_l3_put_cost: only once its object and its entry are durable and were seen in
  * place. A segmented object (segments on and a payload above one), and a put that a concurrent
  * eviction or drop raced with, is made alone (sc_l3_put_cost) inside the call.
- * @args: @n puts (the rules of sc_l3_put); the same digest or prefix twice is allowed (the later
- * entry wins, as with puts one after the other).
+ * @args: @n put requests, each under the rules of sc_l3_put; the same digest or prefix twice is
+ * allowed (the later entry wins, as when they are put one after the other).
  * @costs: NULL (no costs recorded), or @n costs as sc_l3_put_cost's @cost_ns.
  * @n: 1 to SC_L3_PUT_MANY_MAX.
  * @locs: NULL, or @n locations, filled for each put acknowledged.
