@@ -1,6 +1,7 @@
 /* shm/util.c — clocks, OFD byte locks (the liveness primitive, see shm/arena.h) and identity. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,8 +55,21 @@ int shm_ofd_held(int fd, int64_t byte)
 	return f.l_type != F_UNLCK;
 }
 
+/* The namespace /proc/self/ns/@kind names, by its inode number (0: unknown). */
+static uint64_t ns_self(const char *kind)
+{
+	char path[48];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kind);
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 uint64_t shm_pidns_self(void)
 {
-	struct stat st;
-	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+	return ns_self("pid");
+}
+
+uint64_t shm_mntns_self(void)
+{
+	return ns_self("mnt");
 }

@@ -21,5 +21,7 @@ void shm_ofd_unlock(int fd, int64_t byte);
 int shm_ofd_held(int fd, int64_t byte);
 /* Inode of this process's pid namespace (0 if unknown), for people reading `info`. */
 uint64_t shm_pidns_self(void);
+/* Inode of this process's mount namespace (0 if unknown): whose paths a recorded one is. */
+uint64_t shm_mntns_self(void);
 
 #endif

@@ -694,7 +694,8 @@ END_TEST
 START_TEST(header_slots_per_user_beyond_the_slots_is_refused)
 {
 	/* a header whose limit per user exceeds its reader slots is not one create writes: an open
-	 * refuses it even with a matching checksum, and the arena's own handle still works */
+	 * refuses it (the field lies outside the header's checksum, so this check is its only guard),
+	 * and once it is put back, opens work again */
 	const char *name;
 	struct sc_arena *a = sc_test_arena("spu", 16 << 20, &name), *b;
 	struct shm_header *h = a->shm->hdr;

@@ -273,6 +273,14 @@ int l3_fsync_dir_at(int dfd, const char *sub)
 }
 
 
+int l3_still_named(int dfd, const char *name, int fd)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+
 int l3_obj_backed(struct sc_l3 *l3, const struct sc_location *loc)
 {
 	char rel[48];

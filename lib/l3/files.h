@@ -80,6 +80,8 @@ int l3_open_dir_at(int dfd, const char *name);
 uint64_t l3_pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char *ns, uint32_t ns_len);
 /* fsync of the directory @sub of @dfd (what makes a rename durable). 0 or -errno. */
 int l3_fsync_dir_at(int dfd, const char *sub);
+/* Is @name in @dfd still the file open as @fd (not removed or replaced since it was opened)? */
+int l3_still_named(int dfd, const char *name, int fd);
 /* Is the object of @loc backed by the disk it claims? An object file is written whole, so one whose
  * allocated blocks are a small fraction of its size (a sparse file a member planted, its header
  * claiming up to L3_MAX_PAYLOAD) would make a reader allocate and read what is not there: 0, or

@@ -211,9 +211,7 @@ static int lease_take(struct sc_l3 *l3, int wait)
 			return e == EWOULDBLOCK ? -EBUSY : -e;
 		}
 		/* the file we locked must still be the one at the path (not replaced while we waited) */
-		struct stat a, b;
-		if (fstat(fd, &a) < 0 || fstatat(l3->dirfd, "janitor", &b, AT_SYMLINK_NOFOLLOW) < 0 || a.st_ino != b.st_ino ||
-		    a.st_dev != b.st_dev) {
+		if (!l3_still_named(l3->dirfd, "janitor", fd)) {
 			close(fd);
 			continue;
 		}

@@ -23,6 +23,7 @@
 #include "types.h"
 #include "files.h"
 #include "state.h"
+#include "../../shm/util.h"
 
 /* ---- the shared state file ---- */
 
@@ -117,21 +118,6 @@ static int host_file_trusted(const struct stat *sb, const struct stat *dsb)
 }
 
 
-/* The mount namespace of this process (its inode number; 0: unknown). */
-static uint64_t mntns_self(void)
-{
-	struct stat sb;
-	return stat("/proc/self/ns/mnt", &sb) == 0 ? (uint64_t)sb.st_ino : 0;
-}
-
-/* Is @name in @sdfd still the file open as @fd (not removed or replaced meanwhile)? */
-static int still_named(int sdfd, const char *name, int fd)
-{
-	struct stat a, b;
-	return fstat(fd, &a) == 0 && fstatat(sdfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
-	       a.st_ino == b.st_ino;
-}
-
 /* A directory's identity: its inode number and, where the filesystem keeps one, its birth time
  * (an inode number is soon reused after a removal; the birth time tells the directory made again
  * from the one removed). @path relative to @dfd, or "" for @dfd itself. 0 or -errno. */
@@ -183,14 +169,14 @@ static int host_claim(int sdfd, const char *name, int fd, struct l3_state *st, c
 {
 	if (l3_flock_wait(fd, LOCK_SH, L3_LOCK_WAIT_MS))
 		return 0;
-	if (!still_named(sdfd, name, fd))
+	if (!l3_still_named(sdfd, name, fd))
 		return -1;
 	uint64_t ino = __atomic_load_n(&st->host.dir_ino, __ATOMIC_ACQUIRE);
 	if (ino && rec_is(&st->host, ino, id))
 		return 1;
 	if (ino) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			if (still_named(sdfd, name, fd))
+			if (l3_still_named(sdfd, name, fd))
 				unlinkat(sdfd, name, 0);
 			return -1;
 		}
@@ -253,7 +239,7 @@ static void host_sweep(int sdfd, const char *mine, uint64_t ns, uint64_t dev)
 		    sb.st_size == (off_t)sizeof(struct l3_state) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
 		    pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) && magic == L3_STATE_MAGIC &&
 		    pread(fd, &rec, sizeof(rec), offsetof(struct l3_state, host)) == (ssize_t)sizeof(rec) &&
-		    host_store_gone(&rec, ns, dev) && still_named(sdfd, e->d_name, fd))
+		    host_store_gone(&rec, ns, dev) && l3_still_named(sdfd, e->d_name, fd))
 			unlinkat(sdfd, e->d_name, 0);
 		close(fd);
 	}
@@ -273,7 +259,7 @@ int l3_state_open_host(struct sc_l3 *l3)
 	snprintf(name, sizeof(name), "stagecache-l3.%016llx.state", (unsigned long long)XXH64_digest(&hs));
 	void *m = MAP_FAILED;
 	struct stat sb, dsb;
-	uint64_t ns = mntns_self();
+	uint64_t ns = shm_mntns_self();
 	struct dir_id id = { 0, 0 };
 	(void)dir_identity(l3->dirfd, "", &id); /* none: the file is used, never recorded */
 	int sdfd = open(sd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
