@@ -8,11 +8,15 @@
  * stage id.
  *
  * Why the listener may trust the truth it reads after opening: sc_events_open takes the role
- * (a seq_cst fence after the CAS), then takes and releases every L2 shard lock. A writer notes an
- * L2 change while it holds the shard lock of the change (events_note_locked): if its critical
- * section ended before our lock of that shard, our later reads see the change; if it began after
- * our unlock, its read of the listener word happens after our store (the mutex orders them) and
- * it appends. Changes made without a shard lock fence before they read the word (events_note).
+ * (a seq_cst fence after the CAS), marks every L2 shard with its token (ev_listener, in the
+ * shard lock's own cache line), then takes and releases every shard lock. A writer notes an L2
+ * change while it holds the shard lock of the change (events_note_locked): if its critical section
+ * ended before our lock of that shard, our later reads see the change; if it began after our
+ * unlock, its read of the shard's mark happens after our store (the mutex orders them) and it
+ * appends (once the listener word agrees). Marks are cleared (compared with the token) before
+ * the role is given up, by the listener or by whoever reaps a dead one, so a next listener's
+ * marks are never cleared by the previous one's leaving. Changes made without a shard lock fence
+ * before they read the listener word (events_note).
  *
  * What the listener cannot hear, it is told: writers that found the ring full (the `dropped`
  * counter moved: its acquire load pairs with the writers' release increments, so every change
@@ -79,14 +83,38 @@ static int token_alive(void *ctx, uint32_t token)
 	return shm_token_alive(ctx, token);
 }
 
+void events_note_slow(struct sc_arena *a, uint32_t type, uint64_t stage_id, struct sc_key key, struct sc_digest d,
+		      uint32_t ntok)
+{
+	const struct shm_evring *r = events_ring(a);
+	if (r && atomic_load_explicit(&r->hdr->listener, memory_order_relaxed))
+		events_append(r, type, stage_id, key, d, ntok);
+}
+
+/* Clear listener @t's marks on the shards (a compare: a newer listener's marks stay). Before the
+ * role is given up, so that a next listener's marks come after ours are gone. */
+static void unmark_shards(struct sc_arena *a, uint32_t t)
+{
+	struct shm_index ix;
+	if (shm_index_view(a->shm, &ix))
+		return;
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		uint32_t want = t;
+		(void)atomic_compare_exchange_strong_explicit(&ix.hdr->shards[s].ev_listener, &want, 0,
+							      memory_order_relaxed, memory_order_relaxed);
+	}
+}
+
 void events_reap_listener(struct sc_arena *a)
 {
 	const struct shm_evring *r = events_ring(a);
 	if (!r)
 		return;
 	uint32_t t = atomic_load_explicit(&r->hdr->listener, memory_order_relaxed);
-	if (t && !shm_token_alive(a->shm, t))
+	if (t && !shm_token_alive(a->shm, t)) {
+		unmark_shards(a, t);
 		shm_evring_unlisten(r, t); /* the CAS compares t: a new listener's word stays */
+	}
 }
 
 /* The ring of @a for a public call: 0 with *@r, -ECHILD (a handle inherited across fork()),
@@ -125,12 +153,16 @@ int sc_events_open(struct sc_arena *a, struct sc_events **out)
 	ev->seen_dropped = atomic_load_explicit(&r->hdr->dropped, memory_order_acquire);
 	ev->seen_dead = shm_readers_dead(a->shm);
 	ev->seen_resets = atomic_load_explicit(&r->hdr->resets, memory_order_acquire);
-	/* quiesce the L2 writers: see the top of this file */
+	/* mark every shard, then quiesce the L2 writers: see the top of this file */
 	struct shm_index ix;
-	if (shm_index_view(a->shm, &ix) == 0)
+	if (shm_index_view(a->shm, &ix) == 0) {
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+			atomic_store_explicit(&ix.hdr->shards[s].ev_listener, ev->token, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
 		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
 			if (shm_index_lock(&ix, s) == 0)
 				shm_index_unlock(&ix, s);
+	}
 	*out = ev;
 	return 0;
 }
@@ -139,8 +171,10 @@ void sc_events_close(struct sc_events *ev)
 {
 	if (!ev)
 		return;
-	if (!ev->a->shm->forked)
+	if (!ev->a->shm->forked) {
+		unmark_shards(ev->a, ev->token);
 		shm_evring_unlisten(ev->r, ev->token);
+	}
 	free(ev);
 }
 

@@ -432,7 +432,7 @@ static void drop_entry(struct fsck *f, struct shm_index_entry *e, uint32_t i)
 		e->payload_off = 0;
 	uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
 	if (st == SHM_ENT_LIVE && shm_index_unlink_retire_locked(f->ix, e) == 0) {
-		events_note_locked(f->a, SC_EVENT_L2_REMOVED, e->stage_id, (struct sc_key){ e->key_lo, e->key_hi },
+		events_note_locked(f->a, f->ix, SC_EVENT_L2_REMOVED, e->stage_id, (struct sc_key){ e->key_lo, e->key_hi },
 				   (struct sc_digest){ e->digest_lo, e->digest_hi }, (uint32_t)e->token_count);
 		f->r->dropped++;
 		f->pending_seen[i % SHM_INDEX_SHARDS] += e->footprint;

@@ -87,7 +87,10 @@ _Static_assert(offsetof(struct shm_index_entry, freq) == 120, "index entry layou
 /* Per-shard writer state: protected by mu. */
 struct shm_index_shard {
 	struct shm_mutex mu;         /* the shard's writer lock (shm/mutex.h) */
-	uint8_t pad0[64 - sizeof(struct shm_mutex)];
+	/* The event listener's token while one listens (lib/events.c), 0 when nobody does: what a
+	 * writer holding this lock reads before it notes a change, in the lock's own line. */
+	_Atomic uint32_t ev_listener;
+	uint8_t pad0[64 - sizeof(struct shm_mutex) - 4];
 	uint32_t free_head;          /* idx+1 */
 	uint32_t pending_head;       /* idx+1 */
 	uint64_t pending_bytes;      /* footprints of RETIRED entries */

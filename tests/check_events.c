@@ -20,6 +20,7 @@
 #include "../lib/internal.h"
 #include "../shm/evring.h"
 #include "../shm/fault.h"
+#include "../shm/index.h"
 
 static void toks(int32_t *t, uint32_t n, int32_t base)
 {
@@ -73,6 +74,17 @@ static int count_type(const struct sc_event *e, int n, uint32_t type)
 	return c;
 }
 
+/* Shards whose listener mark (ev_listener) is @want, of SHM_INDEX_SHARDS. */
+static int shards_marked(struct sc_arena *a, uint32_t want)
+{
+	struct shm_index ix;
+	ck_assert_int_eq(shm_index_view(a->shm, &ix), 0);
+	int n = 0;
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		n += atomic_load(&ix.hdr->shards[s].ev_listener) == want;
+	return n;
+}
+
 /* ---- the library ---- */
 
 START_TEST(test_nobody_listens)
@@ -91,6 +103,7 @@ START_TEST(test_nobody_listens)
 	ck_assert_int_eq(sc_events_stats(a, &s), 0);
 	ck_assert_uint_eq(s.appended, 0); /* a writer read one word and went on */
 	ck_assert_uint_eq(s.listener, 0);
+	ck_assert_int_eq(shards_marked(a, 0), SHM_INDEX_SHARDS); /* that word: no shard is marked */
 	ck_assert_uint_ge(s.records, SHM_EVRING_MIN_RECORDS);
 	struct sc_event e = { .type = SC_EVENT_L2_STORED };
 	ck_assert_int_eq(sc_events_post(a, &e), -ENOTCONN);
@@ -234,11 +247,14 @@ START_TEST(test_one_listener)
 	struct sc_arena *a = sc_test_arena("evone", 32ull << 20, &name);
 	struct sc_events *ev;
 	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	ck_assert_int_eq(shards_marked(a, a->shm->token), SHM_INDEX_SHARDS); /* every shard knows */
 	pid_t pid = fork();
 	if (!pid)
 		listener_child(name, 0, -1);
 	ck_assert_int_eq(child_status(pid), 1); /* refused: we listen */
+	ck_assert_int_eq(shards_marked(a, a->shm->token), SHM_INDEX_SHARDS); /* and left ours alone */
 	sc_events_close(ev);
+	ck_assert_int_eq(shards_marked(a, 0), SHM_INDEX_SHARDS);
 	/* a listener killed with kill -9 is taken over by the next */
 	int p[2];
 	ck_assert_int_eq(pipe(p), 0);
@@ -266,17 +282,32 @@ START_TEST(test_one_listener)
 			sc_test_pause_ms(10);
 	} while (s.listener && sc_test_now_s() < end);
 	ck_assert_msg(!s.listener, "waited 5 s for the periodic reap to clear a dead listener's word");
+	ck_assert_int_eq(shards_marked(a, 0), SHM_INDEX_SHARDS); /* and its marks, before the word */
 	ck_assert_int_eq(sc_events_open(a, &ev), 0);
 	sc_events_close(ev);
-	/* and a live process takes a dead one's role at once, without waiting for the reap */
+	/* and a live process takes a dead one's role at once, without waiting for the reap: its
+	 * marks replace the dead one's, and the writers' changes reach it */
 	pid = fork();
 	if (!pid)
 		listener_child(name, 1, p[1]);
 	ck_assert_int_eq(read(p[0], &c, 1), 1);
+	ck_assert_int_eq(shards_marked(a, 0), 0);
 	kill(pid, SIGKILL);
 	sc_test_wait_killed(pid);
 	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	ck_assert_int_eq(shards_marked(a, a->shm->token), SHM_INDEX_SHARDS);
+	toks(t, 16, 99900);
+	ck_assert_int_eq(admit(st, "ns", t, 16, 4096, 7), 0);
+	struct sc_event got[64];
+	int n = 0, stored = 0;
+	for (double until = sc_test_now_s() + 5; !stored && n < 64 && sc_test_now_s() < until;) {
+		int k = read_events(ev, got + n, 1, 0.1); /* waits for: the admission's event */
+		stored += count_type(got + n, k, SC_EVENT_L2_STORED);
+		n += k;
+	}
+	ck_assert_msg(stored == 1, "no l2_stored event after a takeover (%d events in 5 s)", n);
 	sc_events_close(ev);
+	ck_assert_int_eq(shards_marked(a, 0), SHM_INDEX_SHARDS);
 	close(p[0]);
 	close(p[1]);
 	sc_stage_close(st);

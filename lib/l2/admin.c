@@ -21,7 +21,7 @@ static void removed(struct sc_arena *a, const struct shm_index_entry *e, int rea
 		 why = (uint64_t)reason;
 	l2_count_event(a, sid, L2C_REMOVALS, 1);
 	if (reason != L2_REMOVE_CLEAR) /* a clear tells the listener once, at its end */
-		events_note_locked(a, SC_EVENT_L2_REMOVED, sid, (struct sc_key){ e->key_lo, e->key_hi },
+		events_note_locked(a, l2_ix(a), SC_EVENT_L2_REMOVED, sid, (struct sc_key){ e->key_lo, e->key_hi },
 				   (struct sc_digest){ lo, hi }, (uint32_t)e->token_count);
 	if (SHM_META_ORIGIN(e->meta) == SC_ORIGIN_FROM_L3)
 		l2_promoted_left(a, sid, lo, hi);

@@ -381,7 +381,7 @@ static void room_evict(struct room *r, struct shm_index_entry *e, int to_ghost)
 	r->freed += fp;
 	r->evicted++;
 	l2_count_event(r->a, sid, L2C_EVICTIONS, 1);
-	events_note_locked(r->a, SC_EVENT_L2_REMOVED, sid, (struct sc_key){ e->key_lo, e->key_hi }, (struct sc_digest){ lo, hi },
+	events_note_locked(r->a, r->ix, SC_EVENT_L2_REMOVED, sid, (struct sc_key){ e->key_lo, e->key_hi }, (struct sc_digest){ lo, hi },
 			   (uint32_t)e->token_count);
 	if (SHM_META_ORIGIN(meta) == SC_ORIGIN_FROM_L3)
 		l2_promoted_left(r->a, sid, lo, hi);

@@ -401,7 +401,7 @@ int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_dige
 				      p + desc_at(l0 + l1));
 		}
 	}
-	events_note_locked(a, SC_EVENT_L2_STORED, st->id, key, d, n);
+	events_note_locked(a, ix, SC_EVENT_L2_STORED, st->id, key, d, n);
 	shm_index_unlock(ix, shard);
 	l2_reclaim_all(a, -1); /* ours and whatever other shards left pending (cheap when none) */
 	l2_count_event(a, st->id, L2C_INSERTS, 1);
