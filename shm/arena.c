@@ -55,6 +55,45 @@
 /* Backing codes, as in enum sc_backing (stagecache.h) — shm/ does not include lib/. */
 enum { B_UNKNOWN = 0, B_HUGETLBFS_2M = 1, B_SHMEM_THP = 2, B_SHM_4K = 3, B_FILE_4K = 4 };
 
+/* Map @size bytes of arena file @fd. The test build puts a PROT_NONE guard of one huge page before
+ * and after every arena (2 MiB aligned, as hugetlbfs needs), so that an access just outside the
+ * arena faults at once instead of landing in whatever the kernel mapped next to it. */
+#ifdef SC_TEST_HOOKS
+#define ARENA_GUARD SHM_HUGE_PAGE_BYTES
+static void *map_arena(int fd, uint64_t size, int prot)
+{
+	uint8_t *r = mmap(NULL, size + 3 * ARENA_GUARD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return MAP_FAILED;
+	uint8_t *b = (uint8_t *)(((uintptr_t)r + 2 * ARENA_GUARD - 1) & ~(uintptr_t)(ARENA_GUARD - 1));
+	uint8_t *end = r + size + 3 * ARENA_GUARD;
+	if (mmap(b, size, prot, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		int e = errno;
+		munmap(r, size + 3 * ARENA_GUARD);
+		errno = e;
+		return MAP_FAILED;
+	}
+	if (b - ARENA_GUARD > r)
+		munmap(r, (size_t)(b - ARENA_GUARD - r));
+	if (b + size + ARENA_GUARD < end)
+		munmap(b + size + ARENA_GUARD, (size_t)(end - (b + size + ARENA_GUARD)));
+	return b;
+}
+static void unmap_arena(void *base, uint64_t size)
+{
+	munmap((uint8_t *)base - ARENA_GUARD, size + 2 * ARENA_GUARD);
+}
+#else
+static void *map_arena(int fd, uint64_t size, int prot)
+{
+	return mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+}
+static void unmap_arena(void *base, uint64_t size)
+{
+	munmap(base, size);
+}
+#endif
+
 int shm_name_valid(const char *name)
 {
 	if (!name)
@@ -399,7 +438,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		if (rc)
 			goto fail_unlink;
 	}
-	void *base = mmap(NULL, p.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *base = map_arena(fd, p.total_bytes, PROT_READ | PROT_WRITE);
 	if (base == MAP_FAILED) {
 		rc = errno == ENOMEM ? -ENOMEM : -errno;
 		goto fail_unlink;
@@ -455,7 +494,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	return 0;
 
 fail_unmap:
-	munmap(a->base, a->size);
+	unmap_arena(a->base, a->size);
 fail_unlink:
 	unlink(a->path);
 fail:
@@ -588,7 +627,7 @@ static int attach_path(const char *path, const char *name, const struct shm_trus
 	rc = wait_published(fd, &hdr, &size);
 	if (rc)
 		goto fail_fd;
-	void *base = mmap(NULL, size, noslot ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *base = map_arena(fd, size, noslot ? PROT_READ : PROT_READ | PROT_WRITE);
 	if (base == MAP_FAILED) {
 		rc = -errno;
 		goto fail_fd;
@@ -633,7 +672,7 @@ static int attach_path(const char *path, const char *name, const struct shm_trus
 	return 0;
 
 fail_map:
-	munmap(base, size);
+	unmap_arena(base, size);
 fail_fd:
 	close(fd);
 	return rc;
@@ -705,7 +744,7 @@ void shm_arena_close(struct shm_arena *a)
 	 * (LIVE, locked by the ring) until the ring lets the lock go, then a reaper clears it. A file
 	 * cut shorter than the mapping would fault on the slot: closing the lock fd frees it anyway */
 	shm_readers_release(a, pins != 0 || shm_arena_intact(a) != 0);
-	munmap(a->base, a->size);
+	unmap_arena(a->base, a->size);
 	close(a->fd);
 	free(a);
 }

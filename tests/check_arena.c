@@ -836,6 +836,48 @@ START_TEST(regression_nonroot_create_falls_back)
 }
 END_TEST
 
+/* In a child: touch the byte at @p (read, or write when @write); exits 0 if it did not fault. */
+static int touch_faults(volatile uint8_t *p, int write)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (write)
+			*p = 1;
+		else
+			(void)*p;
+		_exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
+}
+
+/* The test build guards every arena mapping (created or opened, 4 KiB pages or huge) with a
+ * PROT_NONE page on each side: a write one byte past the heap's end faults at once, however large
+ * the arena, instead of landing in a neighbour mapping (or nowhere anyone checks). */
+START_TEST(test_test_arenas_are_guarded)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("guard", 8 << 20, &name);
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	struct sc_arena *h[2] = { a, b };
+	for (int i = 0; i < 2; i++) {
+		volatile uint8_t *base = h[i]->shm->base;
+		uint64_t size = h[i]->shm->size, heap_bytes;
+		uint8_t *heap = shm_region(h[i]->shm, SHM_REGION_HEAP, &heap_bytes);
+		ck_assert_ptr_eq(heap + heap_bytes, (uint8_t *)base + size); /* the heap ends the arena */
+		ck_assert_int_eq(touch_faults(base + size - 1, 1), 0);
+		ck_assert_int_eq(touch_faults(base, 0), 0);
+		ck_assert_msg(touch_faults(base + size, 1), "a write just past the arena did not fault");
+		ck_assert_msg(touch_faults(base + size + 7, 0), "a read past the arena did not fault");
+		ck_assert_msg(touch_faults(base - 1, 0), "a read before the arena did not fault");
+	}
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The smallest index there is: one entry per shard (16). It works, admits and serves. */
 START_TEST(test_smallest_index_works)
 {
@@ -923,6 +965,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_huge_require_shortage);
 	tcase_add_test(tc, test_huge_off);
 	tcase_add_test(tc, test_explicit_dir_and_list);
+	tcase_add_test(tc, test_test_arenas_are_guarded);
 	tcase_add_test(tc, test_smallest_index_works);
 	tcase_add_test(tc, test_layout_plan_refuses_bad_parameters);
 	suite_add_tcase(s, tc);
