@@ -8,7 +8,9 @@
  * Every block starts with a 64-byte header (struct heap_blk); an allocation's offset is the byte
  * after its header, so small allocations are 64-byte aligned. Allocations of
  * SHM_HEAP_PAGE_ALIGN_MIN bytes or more get a 4 KiB-aligned offset and a usable size rounded up to
- * a multiple of 4 KiB, so an O_DIRECT read of whole pages stays inside the block. The heap takes
+ * a multiple of 4 KiB, so an O_DIRECT read of whole pages stays inside the block; a request marked
+ * SHM_HEAP_PACKED (memory only ever written by a CPU copy) is placed and rounded as a small one,
+ * so that blocks of copied-in entries tile the heap without gaps. The heap takes
  * the aligned header position out of a free block and leaves the gap before it as a free block of
  * its own (a free block may be a bare 64-byte header: it cannot be allocated but it coalesces).
  * Sizes are kept in 64-byte units.
@@ -522,11 +524,12 @@ int shm_heap_format(struct shm_arena *a)
 
 uint64_t shm_heap_footprint(uint64_t bytes)
 {
+	uint64_t a = shm_heap_page_aligned(bytes) ? PAGE : UNIT;
+	bytes = SHM_HEAP_BYTES(bytes);
 	if (bytes > MAX_UNITS * UNIT)
 		return UINT64_MAX;
 	if (!bytes)
 		bytes = 1;
-	uint64_t a = bytes >= PAGE ? PAGE : UNIT;
 	return ((bytes + a - 1) & ~(a - 1)) + SHM_HEAP_BLOCK_HDR;
 }
 
@@ -590,7 +593,7 @@ static int alloc_locked(struct heap_ctx *c, uint64_t need, int aligned, uint64_t
  * (its footprint into @fp). 0 or a negative errno. */
 static int alloc_args(struct shm_arena *a, uint64_t bytes, const uint64_t *off, struct heap_ctx *c, uint64_t *fp)
 {
-	if (!a || !off || !bytes)
+	if (!a || !off || !SHM_HEAP_BYTES(bytes))
 		return -EINVAL;
 	int rc = heap_ctx(a, c);
 	if (rc)
@@ -616,9 +619,9 @@ int shm_heap_alloc(struct shm_arena *a, uint64_t bytes, uint64_t tag, uint64_t *
 	int rc = alloc_args(a, bytes, off, &c, &fp);
 	if (rc || (rc = heap_lock(&c)))
 		return rc;
-	rc = alloc_locked(&c, fp / UNIT, bytes >= PAGE, tag, off);
+	rc = alloc_locked(&c, fp / UNIT, shm_heap_page_aligned(bytes), tag, off);
 	if (rc == -EBADMSG && c.h->state == HEAP_REBUILD && heap_repair_locked(&c) == 0)
-		rc = alloc_locked(&c, fp / UNIT, bytes >= PAGE, tag, off);   /* once, on rebuilt lists */
+		rc = alloc_locked(&c, fp / UNIT, shm_heap_page_aligned(bytes), tag, off);   /* once, on rebuilt lists */
 	heap_unlock(&c);
 	return rc;
 }
@@ -668,7 +671,7 @@ int shm_heap_alloc_at(struct shm_arena *a, uint64_t at, uint64_t bytes, uint64_t
 	unsigned st;
 	rc = -ENOSPC; /* not (or no longer) a free block that holds the request */
 	if (blk_start(&c, rel, &units, &st) == 0 && st == ST_FREE && listed(&c, rel, units)) {
-		uint64_t gap = align_gap(&c, rel, bytes >= PAGE);
+		uint64_t gap = align_gap(&c, rel, shm_heap_page_aligned(bytes));
 		if (gap + fp / UNIT <= units)
 			rc = alloc_block(&c, rel, units, gap, fp / UNIT, tag, off);
 	}

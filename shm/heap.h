@@ -5,7 +5,7 @@
  * rules are documented at the top of shm/heap.c.
  *  - Allocations are identified by their arena offset (never a pointer).
  *  - Sizes from 1 byte to the whole heap; blocks of SHM_HEAP_PAGE_ALIGN_MIN bytes or more start
- *    4 KiB aligned (so O_DIRECT reads can land in them).
+ *    4 KiB aligned (so O_DIRECT reads can land in them), unless asked SHM_HEAP_PACKED.
  *  - Writers are serialised by the heap's own process-shared robust mutex, taken inside each call.
  *    A caller killed inside a call leaves the heap repairable by the next caller (EOWNERDEAD).
  */
@@ -17,6 +17,16 @@
 #include "mutex.h"
 
 #define SHM_HEAP_PAGE_ALIGN_MIN 4096u
+/* OR'd into a request's byte count (shm_heap_footprint, shm_heap_span_fits, shm_heap_alloc,
+ * shm_heap_alloc_at): place it 64-byte aligned and round it to 64 bytes whatever its size, for
+ * memory nobody reads with O_DIRECT (an entry copied in): no page rounding, no alignment gap. */
+#define SHM_HEAP_PACKED (1ull << 62)
+#define SHM_HEAP_BYTES(req) ((req) & ~SHM_HEAP_PACKED)
+/* Does a request of @req (bytes, maybe | SHM_HEAP_PACKED) start on a 4 KiB boundary? */
+static inline int shm_heap_page_aligned(uint64_t req)
+{
+	return !(req & SHM_HEAP_PACKED) && req >= SHM_HEAP_PAGE_ALIGN_MIN;
+}
 /* Bytes of block header in front of every allocation (the allocation's offset minus this is its
  * header; small allocations are aligned to this). */
 #define SHM_HEAP_BLOCK_HDR 64u
@@ -36,7 +46,8 @@ struct shm_heap_stats {
 int shm_heap_format(struct shm_arena *a);
 /* Bytes of heap a request of @bytes consumes: a successful shm_heap_alloc(@bytes) raises
  * used_bytes by exactly this (usable size rounded to 64 B, or to 4 KiB from
- * SHM_HEAP_PAGE_ALIGN_MIN on, plus the block header). Alignment gaps stay free. */
+ * SHM_HEAP_PAGE_ALIGN_MIN on unless SHM_HEAP_PACKED, plus the block header). Alignment gaps stay
+ * free. */
 uint64_t shm_heap_footprint(uint64_t bytes);
 /* Allocate @bytes; on success *off is the arena offset of the first usable byte.
  * @tag is an opaque 64-bit word stored with the block (the caller's ownership record, e.g.
@@ -56,7 +67,7 @@ int shm_heap_alloc_at(struct shm_arena *a, uint64_t at, uint64_t bytes, uint64_t
 static inline int shm_heap_span_fits(uint64_t at, uint64_t end, uint64_t bytes)
 {
 	uint64_t start = at;
-	if (bytes >= SHM_HEAP_PAGE_ALIGN_MIN)
+	if (shm_heap_page_aligned(bytes))
 		start = (at + SHM_HEAP_PAGE_ALIGN_MIN - 1) & ~(uint64_t)(SHM_HEAP_PAGE_ALIGN_MIN - 1);
 	uint64_t fp = shm_heap_footprint(bytes);
 	return end >= at && start - at <= end - at && fp - SHM_HEAP_BLOCK_HDR <= end - start;
@@ -67,8 +78,8 @@ int shm_heap_set_tag(struct shm_arena *a, uint64_t off, uint64_t tag);
 /* Free the allocation at @off. -EBADMSG if @off is not the start of a live allocation. */
 int shm_heap_free(struct shm_arena *a, uint64_t off);
 /* Usable size of the allocation at @off (validated); -EBADMSG if not a live allocation.
- * At least the bytes asked for; requests of SHM_HEAP_PAGE_ALIGN_MIN or more get a multiple of
- * 4 KiB, so whole-page O_DIRECT reads stay inside the allocation. */
+ * At least the bytes asked for; requests of SHM_HEAP_PAGE_ALIGN_MIN or more (not packed) get a
+ * multiple of 4 KiB, so whole-page O_DIRECT reads stay inside the allocation. */
 int shm_heap_size(struct shm_arena *a, uint64_t off, uint64_t *bytes);
 int shm_heap_stats(struct shm_arena *a, struct shm_heap_stats *st);
 /* Walk every block (for fsck and repair): @cb(off, bytes, allocated, tag, ctx) with @off the

@@ -154,6 +154,63 @@ START_TEST(test_footprint)
 }
 END_TEST
 
+/* Packed requests (SHM_HEAP_PACKED): 64-byte placement and rounding at every size, so that
+ * blocks tile the heap with no alignment gap between them; page-aligned requests are unchanged. */
+START_TEST(test_packed)
+{
+	const uint64_t P = SHM_HEAP_PACKED;
+	ck_assert_uint_eq(shm_heap_footprint(4096 | P), 4160);
+	ck_assert_uint_eq(shm_heap_footprint(4097 | P), 4224);
+	ck_assert_uint_eq(shm_heap_footprint(4160 | P), 4224);
+	ck_assert_uint_eq(shm_heap_footprint((1u << 20) | P), (1u << 20) + 64);
+	ck_assert_uint_eq(shm_heap_footprint(4160), 8256); /* not packed: a page multiple */
+	ck_assert_uint_eq(shm_heap_footprint(UINT64_MAX), UINT64_MAX);
+	ck_assert_uint_eq(shm_heap_footprint((UINT64_MAX >> 2) | P), UINT64_MAX);
+	ck_assert(!shm_heap_page_aligned(8192 | P) && shm_heap_page_aligned(8192) && !shm_heap_page_aligned(4095));
+
+	struct fx f;
+	fx_open(&f);
+	uint64_t off, first, offs[8], sz;
+	ck_assert_int_eq(shm_heap_alloc(f.a, P, 1, &off), -EINVAL); /* no bytes, only the flag */
+	ck_assert_int_eq(shm_heap_alloc(f.a, (ARENA_BYTES * 2) | P, 1, &off), -E2BIG);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 100, 1, &first), 0); /* the next block is not page aligned */
+	for (int i = 0; i < 8; i++) {
+		struct shm_heap_stats b = stats(f.a);
+		ck_assert_int_eq(shm_heap_alloc(f.a, 4160 | P, 10 + (uint64_t)i, &offs[i]), 0);
+		ck_assert_uint_eq(offs[i] % 64, 0);
+		ck_assert_uint_eq(offs[i], (i ? offs[i - 1] : first) + (i ? 4224 : shm_heap_footprint(100)));
+		ck_assert_uint_eq(stats(f.a).used_bytes - b.used_bytes, 4224);
+		ck_assert_int_eq(shm_heap_size(f.a, offs[i], &sz), 0);
+		ck_assert_uint_eq(sz, 4160);
+		fill(f.a, offs[i], sz, 10 + (uint64_t)i);
+	}
+	struct shm_heap_stats st = stats(f.a);
+	ck_assert_uint_eq(st.free_blocks, 1); /* no gap anywhere: the blocks tile */
+	ck_assert_uint_eq(st.used_bytes, shm_heap_footprint(100) + 8 * 4224);
+	/* the same request unpacked lands on the next page and leaves the gap free */
+	ck_assert_int_eq(shm_heap_alloc(f.a, 4160, 99, &off), 0);
+	ck_assert_uint_eq(off % PAGE, 0);
+	ck_assert_uint_eq(stats(f.a).free_blocks, 2);
+	ck_assert_int_eq(shm_heap_free(f.a, off), 0);
+	/* a freed packed block is reused in place, whole, by alloc_at; span_fits agrees */
+	ck_assert_int_eq(shm_heap_free(f.a, offs[3]), 0);
+	ck_assert(shm_heap_span_fits(offs[3], offs[4] - 64, 4160 | P));
+	ck_assert(!shm_heap_span_fits(offs[3], offs[4] - 64, 4161 | P));
+	ck_assert(!shm_heap_span_fits(offs[3], offs[4] - 64, 4160));
+	ck_assert_int_eq(shm_heap_alloc_at(f.a, offs[3], 4160, 98, &off), -ENOSPC); /* page-aligned: no room */
+	ck_assert_int_eq(shm_heap_alloc_at(f.a, offs[3], 4160 | P, 13, &off), 0);
+	ck_assert_uint_eq(off, offs[3]);
+	fill(f.a, off, 4160, 13);
+	for (int i = 0; i < 8; i++) {
+		ck_assert(verify(f.a, offs[i], 4160, 10 + (uint64_t)i));
+		ck_assert_int_eq(shm_heap_free(f.a, offs[i]), 0);
+	}
+	ck_assert_int_eq(shm_heap_free(f.a, first), 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
 static int stop_walk(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
 {
 	return 7;
@@ -564,6 +621,8 @@ static const struct crash_case crash_cases[] = {
 	{ "heap.alloc.split", 0, 3u << 20, 0 },
 	{ "heap.alloc.done", 0, 1000, 1 },
 	{ "heap.alloc.done", 0, 8192, 1 },
+	{ "heap.alloc.split", 0, 8192 | SHM_HEAP_PACKED, 0 },
+	{ "heap.alloc.done", 0, 8192 | SHM_HEAP_PACKED, 1 },
 	{ "heap.free.marked", 1, 1000, 0 },
 	{ "heap.free.merge", 1, 1000, 0 },
 	{ "heap.free.merge@2", 1, 1000, 0 },
@@ -627,7 +686,7 @@ START_TEST(test_crash_points)
 	} else if (cc->stays_alloc) {
 		ck_assert_uint_eq(count_tag(f.a, CHILD_TAG, &off), 1);
 		ck_assert_uint_eq(after.used_bytes, before.used_bytes + shm_heap_footprint(cc->bytes));
-		ck_assert(cc->bytes < PAGE ? off % 64 == 0 : off % PAGE == 0);
+		ck_assert(shm_heap_page_aligned(cc->bytes) ? off % PAGE == 0 : off % 64 == 0);
 		/* the owner reclaims it by its tag */
 		ck_assert_int_eq(shm_heap_free(f.a, off), 0);
 	} else {
@@ -850,6 +909,7 @@ Suite *heap_suite(void)
 	TCase *tc = tcase_create("heap");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_footprint);
+	tcase_add_test(tc, test_packed);
 	tcase_add_test(tc, test_roundtrip);
 	tcase_add_test(tc, test_alignment);
 	tcase_add_test(tc, test_exhaustion);
