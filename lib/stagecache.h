@@ -659,7 +659,10 @@ int sc_l2_last_refusal(const struct sc_stage *stage);
 /** sc_l2_footprint - the bytes an entry of @bytes wire bytes (with a KV descriptor when
  * @has_kv_desc) for a prefix of @token_count tokens is charged against the L2 budget of @arena
  * (its token ids are stored with it unless the arena was created with SC_ARENA_NO_TOKEN_VERIFY;
- * NULL @arena: as if they are). UINT64_MAX when it could never be allocated. */
+ * NULL @arena: as if they are), when it is copied in (sc_l2_admit): the payload, descriptor and
+ * token ids rounded to 64 bytes, plus a 64-byte block header. An entry published from a
+ * reservation (sc_l2_reserve, L3 fills) keeps its reservation's block, page aligned and rounded to
+ * 4 KiB from 4 KiB on. UINT64_MAX when it could never be allocated. */
 uint64_t sc_l2_footprint(const struct sc_arena *arena, uint64_t bytes, int has_kv_desc, uint32_t token_count);
 
 /**

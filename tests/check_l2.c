@@ -75,6 +75,43 @@ static struct sc_l2_stats stats(struct fx *f, const struct sc_stage *st)
 	return s;
 }
 
+/* Payload held at the most / heap bytes, admitting @bytes entries (16 token ids each) until the
+ * first eviction, into an arena whose index has one entry per 4 KiB (sized for its smallest
+ * entries): copied-in entries are packed, so the heap holds what it can. */
+static double density(size_t bytes)
+{
+	struct sc_arena_opts o = { .size_bytes = ARENA, .index_entries = ARENA / 4096 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("l2dense", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "model-A", "state-1", &st), 0);
+	struct sc_arena_info ai;
+	ck_assert_int_eq(sc_arena_info(a, &ai), 0);
+	struct sc_l2_stats s = { 0 };
+	uint64_t held = 0;
+	for (int32_t i = 0; s.evictions == 0 && s.admission_rejects == 0; i++) {
+		ck_assert_msg(i < (int32_t)(ARENA / bytes) + 8, "%zu-byte entries never filled the heap", bytes);
+		ck_assert_int_eq(put(st, i * 100, 16, bytes, (uint32_t)i), 0);
+		ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
+		if (s.logical_bytes > held)
+			held = s.logical_bytes;
+	}
+	ck_assert_uint_eq(s.admission_rejects, 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+	return (double)held / (double)ai.heap_bytes;
+}
+
+/* Small entries fill the heap: 4 KiB ones to >= 0.9 of its bytes, 64 KiB ones to >= 0.97 (page
+ * rounding and alignment gaps held 4 KiB entries to a third of it). */
+START_TEST(small_entries_fill_the_heap)
+{
+	double d4 = density(4096), d64 = density(64u << 10);
+	ck_assert_msg(d4 >= 0.9, "4 KiB entries hold %.3f of the heap", d4);
+	ck_assert_msg(d64 >= 0.97, "64 KiB entries hold %.3f of the heap", d64);
+}
+END_TEST
+
 START_TEST(admit_get_round_trip)
 {
 	struct fx f;
@@ -95,12 +132,15 @@ START_TEST(admit_get_round_trip)
 	ck_assert_uint_eq(l.origin, SC_ORIGIN_FROM_L3);
 	ck_assert_uint_eq(l.token_count, 10);
 	ck_assert(sc_digest_equal(l.digest, d));
-	/* zero copy: the section lives in the arena's heap, 4 KiB aligned (>= 4 KiB) */
+	/* zero copy: the section lives in the arena's heap, 64-byte aligned (a copied-in entry is
+	 * packed: reservations, which L3 reads into, are the 4 KiB-aligned ones) */
 	struct shm_arena *sa = f.a->shm;
 	uint64_t off = (uint64_t)((const uint8_t *)l.sec[0] - sa->base);
 	ck_assert_uint_ge(off, sa->hdr->regions[SHM_REGION_HEAP].off);
-	ck_assert_uint_eq(off % 4096, 0);
+	ck_assert_uint_eq(off % 64, 0);
 	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.bytes, sc_l2_footprint(f.a, sizeof(buf), 0, 10));
+	ck_assert_uint_eq(s.bytes, 5056 + 64 + 64); /* the wire to 64 bytes, 10 ids in 64, a block header */
 	ck_assert_uint_eq(s.leases, 1);
 	sc_lease_release(&l);
 	sc_lease_release(&l); /* idempotent */
@@ -1010,6 +1050,7 @@ Suite *l2_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, admit_get_round_trip);
+	tcase_add_test(tc, small_entries_fill_the_heap);
 	tcase_add_test(tc, copy_out_is_hashed_at_every_size);
 	tcase_add_test(tc, kv_recurrent_with_descriptor);
 	tcase_add_test(tc, refusals_leave_the_cache_unchanged);

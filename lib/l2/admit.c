@@ -67,7 +67,7 @@ static int reject(struct sc_stage *st, uint64_t bytes, int rc, int reason, int *
 
 /* Checks 2..4 (empty, consistency, heap and budget) without counting: 0, or -errno with *reason. */
 static int shape_of(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1, const struct sc_kv_desc *desc,
-		    uint64_t ntok, uint64_t *fp, int *reason)
+		    uint64_t ntok, uint64_t packed, uint64_t *fp, int *reason)
 {
 	uint64_t wire = l0 + l1;
 	*reason = SC_L2_REFUSE_INVALID;
@@ -82,7 +82,7 @@ static int shape_of(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1
 	} else {
 		return -EINVAL;
 	}
-	*fp = shm_heap_footprint(l2_alloc_len_tok(wire, desc != NULL, ntok));
+	*fp = shm_heap_footprint(l2_alloc_len_tok(wire, desc != NULL, ntok) | packed);
 	*reason = SC_L2_REFUSE_TOO_LARGE;
 	if (*fp > st->arena->shm->hv.regions[SHM_REGION_HEAP].size)
 		return -E2BIG;
@@ -119,7 +119,9 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	if ((l0 && !p->sec[0]) || (l1 && !p->sec[1]))
 		return reject(st, l0 + l1, -EINVAL, SC_L2_REFUSE_INVALID, why);
 	int has_desc = p->kv_desc != NULL;
-	uint64_t fp, off, wire = l0 + l1, ntok = l2_verify_tokens(a) ? n : 0, len = l2_alloc_len_tok(wire, has_desc, ntok);
+	/* a copied-in entry is never an O_DIRECT target: packed (no page rounding, no alignment gap) */
+	uint64_t fp, off, wire = l0 + l1, ntok = l2_verify_tokens(a) ? n : 0,
+			  len = l2_alloc_len_tok(wire, has_desc, ntok) | SHM_HEAP_PACKED;
 	struct sc_key key;
 	struct sc_digest d;
 	uint8_t *dst;
@@ -139,7 +141,7 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	int reason;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
 		rc = reject(st, wire, rc, SC_L2_REFUSE_INVALID, why);
-	else if ((rc = shape_of(st, p->kind, l0, l1, p->kv_desc, ntok, &fp, &reason)))
+	else if ((rc = shape_of(st, p->kind, l0, l1, p->kv_desc, ntok, SHM_HEAP_PACKED, &fp, &reason)))
 		rc = refuse_key(st, key, wire, rc, *why = reason);
 	uint64_t cost = cost_for(st, n, cost_ns);
 	if (!rc && !l2_net_benefit(cost, wire)) {
@@ -275,7 +277,7 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	int reason;
 	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
 		return reject(st, kv_len + rec_len, rc, SC_L2_REFUSE_INVALID, why);
-	if ((rc = shape_of(st, kind, kv_len, rec_len, desc, ntok, &fp, &reason)))
+	if ((rc = shape_of(st, kind, kv_len, rec_len, desc, ntok, 0, &fp, &reason)))
 		return refuse_key(st, key, wire, rc, *why = reason);
 	uint64_t cost = cost_for(st, n, cost_ns);
 	if (!l2_net_benefit(cost, wire)) {

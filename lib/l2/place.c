@@ -7,9 +7,11 @@
  * a descriptor, a copy of struct sc_kv_desc at the next 64-byte boundary after the wire; then, in
  * an arena that verifies tokens (the default), the entry's token ids (LE int32, token_count of
  * them) at the next 64-byte boundary, flagged by L2_META_TOKENS. Readers compare them with the
- * caller's tokens on every hit (lib/l2/read.c): a key collision is a miss. Payloads of 4 KiB or
- * more start 4 KiB aligned (the heap guarantees it), so L3 can read into a reservation with
- * O_DIRECT.
+ * caller's tokens on every hit (lib/l2/read.c): a key collision is a miss. A reservation of 4 KiB
+ * or more starts 4 KiB aligned (the heap guarantees it), so L3 can read into it with O_DIRECT; an
+ * entry copied in (sc_l2_admit) is packed (SHM_HEAP_PACKED): 64-byte aligned, rounded to 64 bytes,
+ * so that small entries tile the heap (a 4 KiB entry with 16 token ids takes 4 224 bytes, not the
+ * 8 256 plus up to 4 032 of alignment gap a page-aligned block would).
  *
  * Under the key's shard lock the block is given to an entry (tag: entry idx and gen), the entry
  * joins the policy's FIFOs (before it is linked, so that a writer killed in between leaves a
@@ -65,7 +67,7 @@ uint64_t sc_l2_footprint(const struct sc_arena *a, uint64_t bytes, int has_kv_de
 	if (bytes > UINT64_MAX / 4)
 		return UINT64_MAX;
 	uint64_t ntok = !a || l2_verify_tokens(a) ? token_count : 0;
-	return shm_heap_footprint(l2_alloc_len_tok(bytes, has_kv_desc != 0, ntok));
+	return shm_heap_footprint(l2_alloc_len_tok(bytes, has_kv_desc != 0, ntok) | SHM_HEAP_PACKED);
 }
 
 int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct l2_snap *sn, struct sc_kv_desc *desc)

@@ -429,10 +429,12 @@ struct sim_out {
 };
 
 /* The footprint L2 charges for a document promoted from a fill (lib/restore.c reserves the
- * payload rounded up to 4 KiB, with room for the KV descriptor). */
+ * payload rounded up to 4 KiB, with room for the KV descriptor): a reservation's block is whole
+ * pages behind its 64-byte header, where sc_l2_footprint prices an entry copied in (packed). */
 static uint64_t doc_cost(const struct wl_doc *d)
 {
-	return sc_l2_footprint(NULL, (d->payload_bytes + 4095) & ~4095ull, 1, d->token_count);
+	uint64_t fp = sc_l2_footprint(NULL, (d->payload_bytes + 4095) & ~4095ull, 1, d->token_count);
+	return fp == UINT64_MAX ? fp : ((fp - 64 + 4095) & ~4095ull) + 64;
 }
 
 static void simulate(const struct shared *sh, uint32_t ndocs, uint64_t capacity, struct sim_out *out)
