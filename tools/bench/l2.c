@@ -23,6 +23,9 @@
  *                                        hits/s, barrier start, one common window, hits only
  *   mem_<s>_overhead_bytes               bytes of arena per entry beyond the payload: heap rounding
  *                                        and block header (measured) + index slot and bucket
+ *   density_4k, density_64k              payload held at the first eviction / heap bytes, 256 MiB
+ *                                        arena with an index slot per 4 KiB (density_4k_default_index:
+ *                                        the default slot per 16 KiB, context)
  *   events_*                             the KV-event stream's costs: tools/bench/events.c
  */
 #include <errno.h>
@@ -735,6 +738,70 @@ static int bench_memory(void)
 	return 0;
 }
 
+/* ---- density: payload held / heap bytes ---- */
+
+/* Admit @sz-byte entries (NTOK token ids each) into a fresh arena of @bytes with @entries index
+ * slots until the first eviction or refusal; the most payload held / the heap's bytes into *@out. */
+static int density_of(uint64_t bytes, uint32_t entries, uint64_t sz, double *out)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "bench-l2dense-%d", (int)getpid());
+	struct sc_arena *a;
+	struct sc_stage *st;
+	if (bench_l2_arena(name, bytes, entries, &a, &st))
+		return -1;
+	uint8_t *v = malloc(sz);
+	struct sc_arena_info *info = calloc(1, sizeof(*info));
+	int rc = v && info ? sc_arena_info(a, info) : -ENOMEM;
+	struct sc_l2_stats ls = { 0 };
+	uint64_t held = 0;
+	for (uint32_t i = 0; !rc && !ls.evictions && !ls.admission_rejects; i++) {
+		int32_t t[NTOK];
+		toks(t, NTOK, 0x900000u + i);
+		memset(v, (int)i, sz);
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { v }, .sec_len = { sz } };
+		rc = sc_l2_admit(st, "dense", t, NTOK, sc_digest(v, sz), &p, SC_ORIGIN_DIRECT);
+		if (rc == -ENOSPC)
+			rc = 0; /* refused for room: full (counted in admission_rejects) */
+		if (!rc)
+			rc = sc_l2_stats(a, NULL, &ls);
+		if (ls.logical_bytes > held)
+			held = ls.logical_bytes;
+	}
+	*out = info ? (double)held / (double)info->heap_bytes : 0;
+	free(info);
+	free(v);
+	bench_l2_arena_drop(name, a, st);
+	if (rc)
+		fprintf(stderr, "stagecache bench l2: density of %llu-byte entries: %s\n", (unsigned long long)sz,
+			sc_strerror(rc));
+	return rc ? -1 : 0;
+}
+
+/* density_<s>: a 256 MiB arena whose index has a slot per 4 KiB of arena (--index-entries
+ * SIZE/4K: sized for its smallest entries), filled with 4 KiB or 64 KiB entries; and, for context,
+ * 4 KiB entries with the default index (a slot per 16 KiB: the index is full first). */
+static int bench_density(void)
+{
+	const uint64_t bytes = 256ull << 20;
+	static const struct { const char *metric; uint64_t sz; uint32_t per; } rows[] = {
+		{ "density_4k", 4096, 4096 },
+		{ "density_64k", 64u << 10, 4096 },
+		{ "density_4k_default_index", 4096, 16384 },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		double d;
+		if (density_of(bytes, (uint32_t)(bytes / rows[i].per), rows[i].sz, &d))
+			return -1;
+		char note[200];
+		snprintf(note, sizeof(note), "payload bytes held at the first eviction / heap bytes: %llu-byte entries, %d token "
+			 "ids each, 256 MiB arena, one index slot per %u bytes of arena", (unsigned long long)rows[i].sz, NTOK,
+			 rows[i].per);
+		bench_value(B, rows[i].metric, d, "fraction", note);
+	}
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stagecache bench l2\n\n"
@@ -745,6 +812,7 @@ static void usage(FILE *f)
 		   "  lmdb_scale_{p50,p99,p999}_ns (context)\n"
 		   "  admit_{4k,64k,1m}_vs_xxh3_memcpy admit_full_vs_not_full copyout_{4k,64k,1m}_vs_memcpy\n"
 		   "  hit_1proc_ops hit_2proc_ops hit_2proc_vs_1proc mem_{4k,64k,1m}_overhead_bytes\n"
+		   "  density_4k density_64k density_4k_default_index\n"
 		   "  events_hit_overhead events_admit_overhead events_rate events_publisher_cpu_ns (tools/bench/events.c)\n");
 }
 
@@ -778,6 +846,8 @@ int bench_l2(int argc, char **argv)
 	if (bench_move())
 		fail = 1;
 	if (bench_memory())
+		fail = 1;
+	if (bench_density())
 		fail = 1;
 	bench_l2_events();
 	return fail ? EXIT_FAIL : EXIT_OK;

@@ -26,6 +26,8 @@ static const struct target {
 	{ "l2", "copyout_4k_vs_memcpy", '>', 0.9, "copy-out get / memcpy, 4 KiB" },
 	{ "l2", "copyout_64k_vs_memcpy", '>', 0.9, "copy-out get / memcpy, 64 KiB" },
 	{ "l2", "copyout_1m_vs_memcpy", '>', 0.9, "copy-out get / memcpy, 1 MiB" },
+	{ "l2", "density_4k", '>', 0.85, "payload held / heap bytes, 4 KiB entries (index sized per 4 KiB)" },
+	{ "l2", "density_64k", '>', 0.97, "payload held / heap bytes, 64 KiB entries" },
 	{ "l2", "events_hit_overhead", '<', 1.05, "hit with a KV-event publisher attached / without" },
 	{ "l2", "events_admit_overhead", '<', 1.05, "admit (evicting) with a KV-event publisher attached / without" },
 	{ "l2", "events_rate", '>', 1e6, "events/s through the event ring, writer to listener, none dropped" },
