@@ -19,7 +19,9 @@
 #define SHM_HEAP_PAGE_ALIGN_MIN 4096u
 /* OR'd into a request's byte count (shm_heap_footprint, shm_heap_span_fits, shm_heap_alloc,
  * shm_heap_alloc_at): place it 64-byte aligned and round it to 64 bytes whatever its size, for
- * memory nobody reads with O_DIRECT (an entry copied in): no page rounding, no alignment gap. */
+ * memory nobody reads with O_DIRECT (an entry copied in): no page rounding, no alignment gap.
+ * Callers keep byte counts below this bit (lib/l2 saturates its lengths at 2^61): a count with
+ * it set reads as packed. */
 #define SHM_HEAP_PACKED (1ull << 62)
 #define SHM_HEAP_BYTES(req) ((req) & ~SHM_HEAP_PACKED)
 /* Does a request of @req (bytes, maybe | SHM_HEAP_PACKED) start on a 4 KiB boundary? */

@@ -673,6 +673,13 @@ START_TEST(reserve_publish_in_place)
 	struct sc_l2_resv r;
 	ck_assert_int_eq(sc_l2_reserve(f.st, 0, &r), -EINVAL);
 	ck_assert_int_eq(sc_l2_reserve(f.st, 1ull << 40, &r), -E2BIG);
+	/* sizes whose allocation lengths would reach the heap's packed-request bit are still too large,
+	 * never a few bytes (lengths saturate) */
+	ck_assert_int_eq(sc_l2_reserve(f.st, UINT64_MAX / 4, &r), -E2BIG);
+	ck_assert_int_eq(sc_l2_reserve(f.st, (1ull << 61) + 5, &r), -E2BIG);
+	ck_assert_uint_eq(sc_l2_footprint(f.a, UINT64_MAX / 4, 1, 16), UINT64_MAX);
+	ck_assert_uint_eq(sc_l2_footprint(NULL, (1ull << 62) - 64, 0, 0), UINT64_MAX);
+	ck_assert_uint_eq(sc_l2_footprint(NULL, (1ull << 61) - 1, 1, UINT32_MAX), UINT64_MAX);
 	ck_assert_int_eq(sc_l2_reserve(f.st, 1 << 20, &r), 0);
 	ck_assert_uint_eq((uintptr_t)r.ptr % 4096, 0);
 	fill(r.ptr, 1 << 20, 42);

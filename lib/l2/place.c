@@ -44,8 +44,15 @@ static uint64_t desc_at(uint64_t wire)
 	return (wire + DESC_ALIGN - 1) & ~(uint64_t)(DESC_ALIGN - 1);
 }
 
+/* Lengths of allocations saturate here: larger than any heap (the heap then says -E2BIG), and
+ * far below SHM_HEAP_PACKED's bit, so that no length of ours, however hostile the sizes it came
+ * from, reads as a packed request of a few bytes. */
+#define L2_LEN_SAT (1ull << 61)
+
 uint64_t l2_alloc_len(uint64_t wire, int has_desc)
 {
+	if (wire >= L2_LEN_SAT)
+		return L2_LEN_SAT;
 	return has_desc ? desc_at(wire) + sizeof(struct sc_kv_desc) : wire;
 }
 #define alloc_len l2_alloc_len
@@ -59,7 +66,10 @@ uint64_t l2_tokens_at(uint64_t wire, int has_desc)
 /* The allocation of an entry: wire, descriptor, and @ntok stored token ids (0: none). */
 uint64_t l2_alloc_len_tok(uint64_t wire, int has_desc, uint64_t ntok)
 {
-	return ntok ? l2_tokens_at(wire, has_desc) + ntok * 4 : alloc_len(wire, has_desc);
+	uint64_t at = l2_tokens_at(wire, has_desc);
+	if (!ntok)
+		return alloc_len(wire, has_desc);
+	return at >= L2_LEN_SAT || ntok >= L2_LEN_SAT / 4 ? L2_LEN_SAT : at + ntok * 4;
 }
 
 uint64_t sc_l2_footprint(const struct sc_arena *a, uint64_t bytes, int has_kv_desc, uint32_t token_count)
