@@ -354,7 +354,7 @@ END_TEST
 
 /* ---- writers killed at each fault point ---- */
 
-enum op { OP_ADMIT_NEW, OP_REPLACE, OP_EVICT, OP_REMOVE };
+enum op { OP_ADMIT_NEW, OP_REPLACE, OP_REPLACE_MANY, OP_EVICT, OP_REMOVE };
 struct fault_case {
 	const char *point;
 	enum op op;
@@ -368,7 +368,7 @@ static const struct fault_case cases[] = {
 	{ "l2.remove.unlinked", OP_REMOVE, 1 },  { "heap.alloc.split", OP_ADMIT_NEW, 0 },
 	{ "l2.index.replaced", OP_REPLACE, 1 },  { "l2.index.unlinked", OP_REMOVE, 1 },
 	{ "l2.index.unlinked", OP_EVICT, 1 },    { "l2.reclaim.freeing", OP_REMOVE, 1 },
-	{ "l2.reclaim.freed", OP_REMOVE, 1 },    { "l2.reclaim.freed", OP_REPLACE, 1 },
+	{ "l2.reclaim.freed", OP_REMOVE, 1 },    { "l2.reclaim.freed", OP_REPLACE_MANY, 1 },
 };
 
 static uint32_t repairs(struct sc_arena *a)
@@ -387,6 +387,10 @@ static void do_op(struct sc_stage *st, enum op op)
 	switch (op) {
 	case OP_ADMIT_NEW: (void)admit_kv(st, 100, 1, 20000); break;
 	case OP_REPLACE: (void)admit_kv(st, 3, 2, 30000); break;
+	case OP_REPLACE_MANY: /* replaced entries are reclaimed in batches (lib/l2/evict.h) */
+		for (uint32_t v = 2; v < 2 + 40; v++)
+			(void)admit_kv(st, 3, v, 30000);
+		break;
 	case OP_EVICT: (void)admit_kv(st, 101, 1, 64 << 10); break;
 	case OP_REMOVE: {
 		int32_t t[8];

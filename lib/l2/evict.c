@@ -71,6 +71,8 @@
 #define L2_GHOST_PERCENT 90u         /* the ghost remembers keys worth this share of the budget */
 #define L2_TO_MAIN 2u                /* hits in the small FIFO that earn the main FIFO */
 #define L2_RECLAIM_PER_CALL 64u
+#define L2_RECLAIM_BATCH 32u         /* a writer reclaims its shard once this many entries are retired */
+#define L2_RECLAIM_BATCH_SHIFT 8     /* ... or once they hold 1/256 of the budget */
 /* The benefit policy's parameters (ratios in sixteenths: 16 is "worth what the cache evicts") */
 #define L2_R_ONE 16u                 /* r = 1 */
 #define L2_R_HIT_MOVE 32u            /* r >= 2: one hit in the small FIFO earns the main one */
@@ -266,6 +268,13 @@ void l2_reclaim_locked(struct sc_arena *a, uint32_t shard)
 			free(leases);
 		}
 	}
+}
+
+void l2_reclaim_due_locked(struct sc_arena *a, uint32_t shard)
+{
+	const struct shm_index_shard *sh = &l2_ix(a)->hdr->shards[shard];
+	if (sh->pending_count >= L2_RECLAIM_BATCH || sh->pending_bytes >= l2_budget(a) >> L2_RECLAIM_BATCH_SHIFT)
+		l2_reclaim_locked(a, shard);
 }
 
 void l2_reclaim_all(struct sc_arena *a, int held)
