@@ -328,6 +328,14 @@ static struct shm_evq_ghost *bucket(struct shm_evq *q, uint64_t fp)
 	return &q->ghost[(uint32_t)fp & q->ghost_mask & ~(SHM_EVQ_GHOST_WAYS - 1)];
 }
 
+void shm_evq_prefetch(const struct shm_evq *q, uint64_t fp)
+{
+	/* the ghost set and the departure set of @fp: their lines only, nothing is read */
+	uint32_t i = (uint32_t)fp & q->ghost_mask & ~(SHM_EVQ_GHOST_WAYS - 1);
+	__builtin_prefetch(&q->ghost[i], 1);
+	__builtin_prefetch(&q->depart[i], 1);
+}
+
 void shm_evq_ghost_put_locked(struct shm_evq *q, uint64_t fp, uint64_t bytes)
 {
 	if (!fp)

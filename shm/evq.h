@@ -174,6 +174,9 @@ uint32_t shm_evq_newer_locked(struct shm_evq *q, uint32_t idx);
 void shm_evq_ghost_put_locked(struct shm_evq *q, uint64_t fp, uint64_t bytes);
 /* Ghost: was @fp put within the last @window bytes of ghost insertions? Then forget it and
  * return 1; else 0. */
+/* Start loading the lines an admission of fingerprint @fp will touch (ghost and departure sets),
+ * without the mutex: a hint, no load's value is used. */
+void shm_evq_prefetch(const struct shm_evq *q, uint64_t fp);
 int shm_evq_ghost_take_locked(struct shm_evq *q, uint64_t fp, uint64_t window);
 /* Ghost: is @fp there (not forgetting it)? */
 int shm_evq_ghost_has_locked(struct shm_evq *q, uint64_t fp, uint64_t window);

@@ -128,6 +128,19 @@ int shm_index_view(struct shm_arena *a, struct shm_index *ix)
 	return 0;
 }
 
+void shm_index_prefetch(const struct shm_index *ix, uint64_t key_lo, int chain)
+{
+	uint32_t b = shm_index_bucket(ix, key_lo);
+	if (!chain) {
+		__builtin_prefetch(&ix->buckets[b]);
+		return;
+	}
+	/* a hint: the head's index is checked against the table, nothing else is read */
+	uint32_t cur = atomic_load_explicit(&ix->buckets[b], memory_order_relaxed);
+	if (cur && cur <= ix->nentries)
+		__builtin_prefetch(&ix->ent[cur - 1]);
+}
+
 struct shm_index_entry *shm_index_find(const struct shm_index *ix, uint64_t key_lo, uint64_t key_hi, int *err)
 {
 	uint32_t b = shm_index_bucket(ix, key_lo);
@@ -296,6 +309,19 @@ int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min,
 	*blocked = 0;
 	if (!sh->pending_head)
 		return 0;
+	/* the blocks the loop below may free: their headers and their successors' load together,
+	 * not one miss after another (a hint: offsets outside the heap are skipped) */
+	uint32_t c = sh->pending_head;
+	for (unsigned k = 0; c && c <= ix->nentries && k < max; k++) {
+		const struct shm_index_entry *p = &ix->ent[c - 1];
+		uint64_t off = p->payload_off, fp = p->footprint;
+		if (off >= ix->heap_lo + 64 && off < ix->heap_hi) {
+			__builtin_prefetch(ix->a->base + off - 64, 1);
+			if (fp < ix->heap_hi - off)
+				__builtin_prefetch(ix->a->base + off - 64 + fp, 1);
+		}
+		c = p->link;
+	}
 	uint32_t *pp = &sh->pending_head;
 	while (*pp && seen < 4 * max + 16 && done < max) {
 		uint32_t cur = *pp;

@@ -126,6 +126,13 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 	struct sc_digest d;
 	uint8_t *dst;
 	int seg = a->l2_seg_on && (l0 > l2_segtab(a)->seg_bytes || l1 > l2_segtab(a)->seg_bytes);
+	/* the key is computed first, so that the index's, the ghost's and the departures' lines
+	 * for it load while the digest runs; a bad key is still refused after a bad digest */
+	int krc = sc_l2_key(st, ns, tokens, n, &key);
+	if (!krc) {
+		shm_index_prefetch(l2_ix(a), key.lo, 0);
+		shm_evq_prefetch(l2_q(a), l2_key_fp(key.lo, key.hi));
+	}
 	/* 1. the digest over the wire (a segmented arena digests the segments in the same pass) */
 	struct l2_seg_plan plan = { 0 };
 	if (seg && (seg = l2_seg_plan(a, p, &d, &plan)) < 0)
@@ -137,9 +144,9 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 		l2_seg_plan_free(&plan);
 		return reject(st, wire, -EBADMSG, SC_L2_REFUSE_DIGEST, why);
 	}
-	/* the key first, so that a refusal from here on is noted for it (a later miss says why) */
+	/* the key is known from here on, so that a refusal is noted for it (a later miss says why) */
 	int reason;
-	if ((rc = sc_l2_key(st, ns, tokens, n, &key)))
+	if ((rc = krc))
 		rc = reject(st, wire, rc, SC_L2_REFUSE_INVALID, why);
 	else if ((rc = shape_of(st, p->kind, l0, l1, p->kv_desc, ntok, SHM_HEAP_PACKED, &fp, &reason)))
 		rc = refuse_key(st, key, wire, rc, *why = reason);
@@ -159,6 +166,7 @@ int l2_admit(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_
 		if (rc <= 0)
 			return rc ? refuse_key(st, key, wire, rc, *why) : 0;
 	}
+	shm_index_prefetch(l2_ix(a), key.lo, 1); /* the chain's head, read by the commit */
 	if ((rc = l2_alloc(a, len, fp, &key, cost, 0, &off, why)))
 		return refuse_key(st, key, wire, rc, *why);
 	dst = a->shm->base + off;
