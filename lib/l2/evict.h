@@ -33,11 +33,13 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 		   uint64_t *off, int *why);
 /* Reclaim pending entries of @shard (locked). */
 void l2_reclaim_locked(struct sc_arena *a, uint32_t shard);
-/* Reclaim pending entries of @shard (locked) once a batch is due: L2_RECLAIM_BATCH of them, or
- * 1/256 of the budget. A reclamation reads every reader slot's epoch and leases; batching spreads
- * that over the writes that retired them. What stays pending counts as used, and an allocation
- * short of room reclaims everything first (lib/l2/place.c), so nothing is evicted for it. */
-void l2_reclaim_due_locked(struct sc_arena *a, uint32_t shard);
+/* Is a batch of reclamation due, judged from @shard (locked)? L2_RECLAIM_BATCH entries pending
+ * there, or 1/256 of the budget. A reclamation reads every reader slot's epoch and leases, so
+ * writers reclaim in batches, every shard at once (l2_reclaim_all: the blocks freed together
+ * merge, and the next admissions are placed in address order again). What stays pending counts as
+ * used, and an allocation short of room reclaims everything first (lib/l2/place.c), so nothing is
+ * evicted for it. */
+int l2_reclaim_due_locked(struct sc_arena *a, uint32_t shard);
 /* Reclaim in every shard the caller holds (@held, or -1) or can trylock. */
 void l2_reclaim_all(struct sc_arena *a, int held);
 /* Footprints retired and waiting for readers or leases, summed over the shards (a hint). */

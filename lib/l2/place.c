@@ -414,8 +414,10 @@ int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_dige
 		}
 	}
 	events_note_locked(a, ix, SC_EVENT_L2_STORED, st->id, key, d, n);
-	l2_reclaim_due_locked(a, shard); /* what we replaced, in batches (lib/l2/evict.h) */
+	int due = l2_reclaim_due_locked(a, shard); /* what we replaced, in batches (lib/l2/evict.h) */
 	shm_index_unlock(ix, shard);
+	if (due)
+		l2_reclaim_all(a, -1);
 	l2_count_event(a, st->id, L2C_INSERTS, 1);
 	uint64_t sid = st->id, lo = d.lo, hi = d.hi, b = l0 + l1, org = origin;
 	SC_PROBE(l2_admit, sid, lo, hi, b, org);
