@@ -146,14 +146,14 @@ static inline uint32_t shm_index_shard_of_bucket(uint32_t b)
 	return b % SHM_INDEX_SHARDS;
 }
 
-/*
- * Lock-free lookup (caller inside an epoch): the LIVE entry with this key, or NULL.
- * *err = 0, or -EBADMSG when the chain is corrupted (bad index, wrong shard, too long).
- */
 /* Start loading what a lookup of @key_lo will read, without a lock or an epoch: its bucket, or with
  * @chain the first entry of its chain (the bucket's current head, bounded by the table). A hint for
  * writers that have other work to do meanwhile; nothing is returned. */
 void shm_index_prefetch(const struct shm_index *ix, uint64_t key_lo, int chain);
+/*
+ * Lock-free lookup (caller inside an epoch): the LIVE entry with this key, or NULL.
+ * *err = 0, or -EBADMSG when the chain is corrupted (bad index, wrong shard, too long).
+ */
 struct shm_index_entry *shm_index_find(const struct shm_index *ix, uint64_t key_lo, uint64_t key_hi, int *err);
 
 /* Shard locks. Lock order: shards by ascending number may be held together only through

@@ -71,7 +71,7 @@
 #define L2_GHOST_PERCENT 90u         /* the ghost remembers keys worth this share of the budget */
 #define L2_TO_MAIN 2u                /* hits in the small FIFO that earn the main FIFO */
 #define L2_RECLAIM_PER_CALL 64u
-#define L2_RECLAIM_BATCH 32u         /* a writer reclaims its shard once this many entries are retired */
+#define L2_RECLAIM_BATCH 32u         /* a reclamation is due once a shard has this many entries retired */
 #define L2_RECLAIM_BATCH_SHIFT 8     /* ... or once they hold 1/256 of the budget */
 /* The benefit policy's parameters (ratios in sixteenths: 16 is "worth what the cache evicts") */
 #define L2_R_ONE 16u                 /* r = 1 */
