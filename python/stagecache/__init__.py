@@ -29,6 +29,7 @@ import os
 import threading
 import weakref
 from collections import namedtuple
+from collections.abc import Mapping
 
 from . import _ffi
 from ._ffi import KvDesc, KvComponent, LayoutError, lib, lib_path
@@ -40,10 +41,10 @@ except ImportError:  # pragma: no cover - exercised where numpy is absent
 
 __all__ = [
     "Arena", "Stage", "Lease", "Restore", "L3", "Location", "Ring", "Batcher", "Commit", "Digest", "Key",
-    "Extent", "Payload", "KvDesc", "KvComponent", "Error", "Recompute", "LayoutError", "digest", "strerror",
-    "block_hashes", "clock_ns", "COST_MAX",
+    "Extent", "Payload", "KvDesc", "KvComponent", "Error", "Recompute", "PutManyError", "LayoutError", "digest",
+    "strerror", "block_hashes", "clock_ns", "COST_MAX",
     "FULL_STATE", "RECURRENT_ONLY", "KV_RECURRENT", "ORIGIN_DIRECT", "ORIGIN_L3", "COMMIT_FINISHED",
-    "COMMIT_ABORTED", "LEASES_MAX", "BATCHER_CAPACITY_MAX",
+    "COMMIT_ABORTED", "LEASES_MAX", "BATCHER_CAPACITY_MAX", "L3_PUT_MANY_MAX",
 ]
 
 FULL_STATE, RECURRENT_ONLY, KV_RECURRENT = 1, 2, 3
@@ -51,6 +52,7 @@ ORIGIN_DIRECT, ORIGIN_L3 = 0, 1
 COMMIT_FINISHED, COMMIT_ABORTED = 0x1, 0x2
 LEASES_MAX = 48
 BATCHER_CAPACITY_MAX = 256
+L3_PUT_MANY_MAX = 64  # puts per sc_l3_put_many (SC_L3_PUT_MANY_MAX): L3.put_many batches by it
 COST_MAX = 1 << 50  # ns: larger compute costs are clamped
 _BATCHER_DEFERRED = 1
 _BATCHER_OPT_INTERVAL = 0x1
@@ -86,6 +88,24 @@ class Recompute(Error):
     def __init__(self, rc, call, reason, detail, predicted_ns):
         super().__init__(rc, call)
         self.reason, self.detail, self.predicted_ns = reason, detail, predicted_ns
+
+
+class PutManyError(Error):
+    """L3.put_many: a put was not acknowledged. .index is the first such put and .errno its
+    error; .results has one entry per item: its Location when acknowledged (durable), an Error
+    when it failed, None when it was not tried (it was in a batch after the failed one). A batch
+    holding an invalid put is refused whole: each of its puts is an EINVAL Error."""
+
+    def __init__(self, results):
+        self.index = next(i for i, r in enumerate(results) if isinstance(r, Error))
+        self.results = results
+        code = results[self.index].errno
+        failed = sum(1 for r in results if isinstance(r, Error))
+        untried = results.count(None)
+        OSError.__init__(self, code, "sc_l3_put_many: put %d of %d: %s (%s); %d failed, %d acknowledged, "
+                         "%d not tried" % (self.index, len(results), strerror(code), _errno.errorcode.get(code, code),
+                                           failed, len(results) - failed - untried, untried))
+        self.call = "sc_l3_put_many"
 
 
 def _check(rc, call):
@@ -201,6 +221,18 @@ def _tokens(tokens):
         return ctypes.POINTER(ctypes.c_int32)(), 0, a
     addr, n = a.buffer_info()
     return ctypes.cast(ctypes.c_void_p(addr), ctypes.POINTER(ctypes.c_int32)), n, a
+
+
+def _put_args(ns, tokens, payload, model_identity=None, state_identity=None, cost_ns=0):
+    """One put (L3.put's arguments): its struct sc_l3_put_args, its cost for the C side, and what
+    must stay alive while the library reads them."""
+    cp, keep = Payload.of(payload)._c()
+    t, n, kt = _tokens(tokens)
+    a = _ffi.L3PutArgs()
+    a.model_identity = model_identity.encode() if model_identity else None
+    a.state_identity = state_identity.encode() if state_identity else None
+    a.ns, a.tokens, a.token_count, a.payload = _ns(ns), t, n, ctypes.pointer(cp)
+    return a, _cost(cost_ns), (cp, keep, kt)
 
 
 def _cost(v):
@@ -1102,16 +1134,37 @@ class L3(_Closable):
     def put(self, ns, tokens, payload, model_identity=None, state_identity=None, cost_ns=0):
         """Write a payload through to disk and index its prefix, recording `cost_ns` (what
         computing the prefix costs, 0: none; sc_l3_put_cost). Returns its Location."""
-        p = Payload.of(payload)
-        cp, _keep = p._c()
-        t, n, _kt = _tokens(tokens)
-        a = _ffi.L3PutArgs()
-        a.model_identity = model_identity.encode() if model_identity else None
-        a.state_identity = state_identity.encode() if state_identity else None
-        a.ns, a.tokens, a.token_count, a.payload = _ns(ns), t, n, ctypes.pointer(cp)
+        a, cost, _keep = _put_args(ns, tokens, payload, model_identity, state_identity, cost_ns)
         loc = _ffi.L3Location_()
-        _check(lib.sc_l3_put_cost(self._handle(), ctypes.byref(a), _cost(cost_ns), ctypes.byref(loc)), "sc_l3_put_cost")
+        _check(lib.sc_l3_put_cost(self._handle(), ctypes.byref(a), cost, ctypes.byref(loc)), "sc_l3_put_cost")
         return Location(loc)
+
+    def put_many(self, items):
+        """Several puts made durable together (sc_l3_put_many, group commit: two fsync latencies
+        shared by the batch instead of four per put). Each item holds one put's arguments: a
+        tuple (ns, tokens, payload[, model_identity[, state_identity[, cost_ns]]]) or a dict of
+        put's keywords. Returns one Location per item, in order; an empty sequence returns []
+        without calling the library.
+
+        More than L3_PUT_MANY_MAX (64) items are put in batches of that many, in order. Every
+        item's arguments are converted first (a TypeError or ValueError writes nothing); the
+        library checks a batch whole before writing any of it (one invalid put: the batch is
+        refused with EINVAL, nothing of it written, nothing stored before lost). When a put is
+        not acknowledged, the batches after its own are not tried and PutManyError is raised;
+        the puts it reports acknowledged are durable. Blocks on disk I/O (GIL released)."""
+        puts = [_put_args(**it) if isinstance(it, Mapping) else _put_args(*it) for it in items]
+        out = []
+        for lo in range(0, len(puts), L3_PUT_MANY_MAX):
+            batch = puts[lo:lo + L3_PUT_MANY_MAX]
+            k = len(batch)
+            args = (_ffi.L3PutArgs * k)(*(a for a, _c, _k in batch))
+            costs = (ctypes.c_uint64 * k)(*(c for _a, c, _k in batch))
+            locs, rcs = (_ffi.L3Location_ * k)(), (ctypes.c_int * k)()
+            rc = lib.sc_l3_put_many(self._handle(), args, costs, k, locs, rcs)
+            out += [Location(locs[i]) if rcs[i] == 0 else Error(rcs[i], "sc_l3_put_many") for i in range(k)]
+            if rc < 0:
+                raise PutManyError(out + [None] * (len(puts) - len(out)))
+        return out
 
     def fill_estimate(self, nbytes):
         """The predicted time of a fill of `nbytes` on this thread's ring (sc_l3_fill_estimate),

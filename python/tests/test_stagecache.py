@@ -684,6 +684,111 @@ class TestL3AndRestore(ArenaCase):
         with self.assertRaises(ValueError):
             self.stage.admit("ns", [9], payload(4096), cost_ns=-1)
 
+    def test_put_many_acknowledges_each_put_with_its_bytes_and_cost(self):
+        toks = list(range(1000, 1400))
+        items = [("ns", toks[:50], payload(3000, 1)),
+                 ("ns", toks[:120], payload(70000, 2), None, None, 555),
+                 {"ns": "other", "tokens": toks[:80], "payload": payload(4096, 3), "cost_ns": 2 ** 70},
+                 {"ns": "ns", "tokens": toks[:300], "payload": payload(9000, 4), "model_identity": "llama-test",
+                  "state_identity": "kv-fp16", "cost_ns": 123456789}]
+        locs = self.l3.put_many(items)
+        self.assertEqual([loc.token_count for loc in locs], [50, 120, 80, 300])
+        self.assertEqual([loc.cost_ns for loc in locs], [0, 555, sc.COST_MAX, 123456789])
+        for loc, (ns, t, data, cost) in zip(locs, [("ns", toks[:50], payload(3000, 1), 0),
+                                                   ("ns", toks[:120], payload(70000, 2), 555),
+                                                   ("other", toks[:80], payload(4096, 3), sc.COST_MAX),
+                                                   ("ns", toks[:300], payload(9000, 4), 123456789)]):
+            self.assertEqual(loc.digest, sc.digest(data))
+            found = self.l3.locate_longest(ns, t)
+            self.assertEqual((found.token_count, found.digest, found.cost_ns), (len(t), loc.digest, cost))
+            self.assertEqual(self.l3.fill(found), data)
+            self.assertEqual(self.l3.lookup(loc.digest).cost_ns, cost)
+        self.assertEqual(self.l3.locate_longest("ns", toks).token_count, 300)
+        self.assertEqual(self.l3.stats()["objects"], 4)
+        # the located object fills into a stage that matches its identity
+        with self.stage.restore(self.l3, "ns", toks) as r:
+            self.assertEqual((r.source, r.token_count, bytes(r.view(0))), ("l3", 300, payload(9000, 4)))
+
+    def test_put_many_refuses_an_invalid_put_and_writes_nothing(self):
+        toks = list(range(1, 101))
+        kept = payload(5000, 9)
+        self.l3.put("ns", toks[:10], kept)
+        fresh = ("ns", toks[:20], payload(6000, 8), None, None, 7)
+        for bad in [("ns", [], payload(100)),                          # no tokens
+                    ("ns", toks[:30], b""),                            # no payload
+                    ("ns", toks[:30], sc.Payload("full_state", b"a", b"b"))]:  # a second section
+            with self.assertRaises(sc.PutManyError) as cm:
+                self.l3.put_many([fresh, bad])
+            e = cm.exception
+            self.assertEqual((e.errno, e.index, e.call), (errno.EINVAL, 0, "sc_l3_put_many"))
+            self.assertIn("EINVAL", str(e))
+            self.assertEqual([r.errno for r in e.results], [errno.EINVAL, errno.EINVAL])
+            self.assertEqual(self.l3.locate_longest("ns", toks[:20]).token_count, 10)
+            self.assertIsNone(self.l3.lookup(sc.digest(payload(6000, 8))))
+        # arguments that cannot be converted: nothing written either
+        with self.assertRaises(TypeError):
+            self.l3.put_many([fresh, ("ns", toks[:30], 5)])
+        with self.assertRaises(ValueError):
+            self.l3.put_many([fresh, {"ns": "ns", "tokens": toks[:30], "payload": b"x", "cost_ns": -1}])
+        with self.assertRaises(TypeError):
+            self.l3.put_many([fresh, {"ns": "ns", "tokens": toks[:30], "payload": b"x", "bytes": 1}])
+        self.assertIsNone(self.l3.lookup(sc.digest(payload(6000, 8))))
+        # what was stored before is intact
+        self.assertEqual(self.l3.stats()["objects"], 1)
+        found = self.l3.locate_longest("ns", toks)
+        self.assertEqual(found.token_count, 10)
+        self.assertEqual(self.l3.fill(found), kept)
+
+    def test_put_many_reports_each_put_it_could_not_make(self):
+        d = tempfile.mkdtemp(prefix="sc-py-l3b-", dir="/var/tmp")
+        try:
+            with sc.L3(d, budget=1 << 20) as l3:
+                items = [("ns", [1], payload(1000, 1)), ("ns", [1, 2], bytes(2 << 20)), ("ns", [1, 2, 3], payload(900))]
+                with self.assertRaises(sc.PutManyError) as cm:  # the second is larger than the budget
+                    l3.put_many(items)
+                e = cm.exception
+                self.assertEqual((e.errno, e.index), (errno.E2BIG, 1))
+                self.assertIn("put 1 of 3: ", str(e))
+                self.assertIn("1 failed, 2 acknowledged, 0 not tried", str(e))
+                ok, big, ok2 = e.results
+                self.assertEqual((ok.token_count, big.errno, ok2.token_count), (1, errno.E2BIG, 3))
+                self.assertEqual(l3.fill(l3.locate_longest("ns", [1])), payload(1000, 1))
+                self.assertEqual(l3.fill(l3.locate_longest("ns", [1, 2, 3])), payload(900))
+                self.assertEqual(l3.locate_longest("ns", [1, 2]).token_count, 1)
+        finally:
+            shutil.rmtree(d)
+
+    def test_put_many_of_more_than_64_puts_goes_in_batches(self):
+        self.assertEqual(sc.L3_PUT_MANY_MAX, 64)
+        puts_before = self.l3.stats()["puts"]
+        self.assertEqual(self.l3.put_many([]), [])
+        self.assertEqual(self.l3.put_many(iter([])), [])
+        self.assertEqual(self.l3.stats()["puts"], puts_before)
+        items = [("ns", [7, i], payload(100 + i, i), None, None, i + 1) for i in range(150)]
+        locs = self.l3.put_many(items)
+        self.assertEqual(len(locs), 150)
+        for i in (0, 63, 64, 127, 128, 149):
+            found = self.l3.locate_longest("ns", [7, i])
+            self.assertEqual((found.token_count, found.cost_ns, found.digest), (2, i + 1, locs[i].digest))
+            self.assertEqual(self.l3.fill(found), payload(100 + i, i))
+        self.assertEqual(self.l3.stats()["objects"], 150)
+        # an invalid put in the second batch: the first batch is acknowledged, its own is refused
+        # whole, the third is not tried
+        items = [("ns", [8, i], payload(100 + i, i + 3)) for i in range(140)]
+        items[70] = ("ns", [], payload(10))
+        with self.assertRaises(sc.PutManyError) as cm:
+            self.l3.put_many(items)
+        e = cm.exception
+        self.assertEqual((e.errno, e.index, len(e.results)), (errno.EINVAL, 64, 140))
+        self.assertTrue(all(isinstance(r, sc.Location) for r in e.results[:64]))
+        self.assertTrue(all(r.errno == errno.EINVAL for r in e.results[64:128]))
+        self.assertEqual(e.results[128:], [None] * 12)
+        self.assertIn("put 64 of 140: ", str(e))
+        self.assertIn("64 failed, 64 acknowledged, 12 not tried", str(e))
+        self.assertEqual(self.l3.locate_longest("ns", [8, 63]).token_count, 2)
+        self.assertIsNone(self.l3.locate_longest("ns", [8, 64]))
+        self.assertIsNone(self.l3.locate_longest("ns", [8, 139]))
+
     def test_a_restore_that_would_lose_answers_recompute(self):
         toks = list(range(1, 101))
         self.l3.put("ns", toks, payload(1 << 20, 9))
