@@ -21,6 +21,7 @@ pub const SC_COMMIT_FINISHED: u32 = 0x1;
 pub const SC_COMMIT_ABORTED: u32 = 0x2;
 pub const SC_RESTORE_WAIT: u32 = 0x1;
 pub const SC_L3_OPEN_NO_RECONCILE: u32 = 0x1;
+pub const SC_L3_PUT_MANY_MAX: usize = 64;
 pub const SC_ORIGIN_DIRECT: u32 = 0;
 pub const SC_ORIGIN_FROM_L3: u32 = 1;
 
@@ -733,6 +734,8 @@ extern "C" {
     pub fn sc_l3_put(l3: *mut sc_l3, args: *const sc_l3_put_args, loc: *mut sc_location) -> c_int;
     pub fn sc_l3_put_cost(l3: *mut sc_l3, args: *const sc_l3_put_args, cost_ns: u64, loc: *mut sc_location)
                           -> c_int;
+    pub fn sc_l3_put_many(l3: *mut sc_l3, args: *const sc_l3_put_args, costs: *const u64, n: c_uint,
+                          locs: *mut sc_location, rcs: *mut c_int) -> c_int;
     pub fn sc_l3_fill_estimate(l3: *mut sc_l3, bytes: u64, ns: *mut u64) -> c_int;
     pub fn sc_l3_locate_longest(l3: *mut sc_l3, ns: *const c_char, tokens: *const i32, n: u32,
                                 loc: *mut sc_location) -> c_int;

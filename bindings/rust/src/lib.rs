@@ -71,7 +71,7 @@ use std::ffi::{CStr, CString};
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_char, c_int, c_uint, c_void};
 use std::ptr;
 use std::sync::Once;
 use std::time::Duration;
@@ -89,6 +89,8 @@ pub use ffi::sc_ring_stat as RingStat;
 pub const LEASES_MAX: usize = ffi::SC_LEASES_MAX;
 /// Tokens one batcher holds at most.
 pub const BATCHER_CAPACITY_MAX: u32 = ffi::SC_BATCHER_CAPACITY_MAX;
+/// Puts one group commit makes together; `L3::put_many` takes more in batches of this many.
+pub const L3_PUT_MANY_MAX: usize = ffi::SC_L3_PUT_MANY_MAX;
 
 // ---- errors ----
 
@@ -112,6 +114,11 @@ pub enum Error {
     Layout(String),
     /// An argument cannot be passed to C (an interior NUL, too many tokens, ...).
     Argument(&'static str),
+    /// `L3::put_many`: a put was not acknowledged. `index` is the first such put, `errno` its
+    /// error; `results` has one entry per put: `Some(Ok(..))` acknowledged (durable),
+    /// `Some(Err(..))` failed, `None` not tried (in a batch after the failed one). A batch
+    /// holding an invalid put is refused whole: each of its puts failed with EINVAL.
+    PutMany { index: usize, errno: i32, results: Vec<Option<Result<(u32, Digest)>>> },
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of `RestoreOptions::deadline_ns`.
@@ -144,7 +151,7 @@ impl Error {
     /// The errno of a failed call (ENOENT, EBADMSG, ...), if it is one.
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Error::Call { errno, .. } => Some(*errno),
+            Error::Call { errno, .. } | Error::PutMany { errno, .. } => Some(*errno),
             _ => None,
         }
     }
@@ -161,6 +168,12 @@ impl fmt::Display for Error {
             Error::Call { call, errno } => write!(f, "{}: {}", call, strerror(*errno)),
             Error::Layout(s) => write!(f, "libstagecache does not match this crate: {}", s),
             Error::Argument(s) => write!(f, "invalid argument: {}", s),
+            Error::PutMany { index, errno, results } => {
+                let failed = results.iter().filter(|r| matches!(r, Some(Err(_)))).count();
+                let untried = results.iter().filter(|r| r.is_none()).count();
+                write!(f, "sc_l3_put_many: put {} of {}: {}; {} failed, {} acknowledged, {} not tried", index,
+                       results.len(), strerror(*errno), failed, results.len() - failed - untried, untried)
+            }
         }
     }
 }
@@ -1294,6 +1307,53 @@ impl Drop for Restore<'_> {
 
 // ---- L3 ----
 
+/// One put of `L3::put_many`: the arguments of `L3::put_with_cost`.
+pub struct L3Put<'p> {
+    pub ns: &'p str,
+    pub tokens: &'p [i32],
+    pub payload: Payload<'p>,
+    /// The prefix's compute cost, ns (0: unknown).
+    pub cost_ns: u64,
+}
+
+impl<'p> L3Put<'p> {
+    /// A put that records no cost.
+    pub fn new(ns: &'p str, tokens: &'p [i32], payload: Payload<'p>) -> L3Put<'p> {
+        L3Put { ns, tokens, payload, cost_ns: 0 }
+    }
+}
+
+/// What one put hands to C: the parts its `sc_l3_put_args` points into.
+struct PutParts<'a> {
+    ns: CString,
+    tokens: &'a [i32],
+    token_count: u32,
+    payload: ffi::sc_payload,
+}
+
+impl<'a> PutParts<'a> {
+    fn new(ns: &str, tokens: &'a [i32], payload: &Payload<'a>) -> Result<PutParts<'a>> {
+        Ok(PutParts { ns: cstr(ns)?, tokens, token_count: tokens_len(tokens)?, payload: payload.c() })
+    }
+
+    /// The arguments, valid while `self` is neither moved nor dropped.
+    fn args(&self) -> ffi::sc_l3_put_args {
+        ffi::sc_l3_put_args {
+            model_identity: ptr::null(),
+            state_identity: ptr::null(),
+            ns: self.ns.as_ptr(),
+            tokens: self.tokens.as_ptr(),
+            token_count: self.token_count,
+            payload: &self.payload,
+        }
+    }
+}
+
+/// What a put returns of its location: (token count, digest).
+fn placed(loc: &ffi::sc_location) -> (u32, Digest) {
+    (loc.token_count, Digest { lo: loc.digest.lo, hi: loc.digest.hi })
+}
+
 /// Options of an L3 directory (zero: the library's default).
 #[derive(Clone, Debug, Default)]
 pub struct L3Options {
@@ -1346,20 +1406,47 @@ impl L3 {
     /// `put` recording the prefix's compute cost (ns; restores carry it into L2; 0: unknown).
     pub fn put_with_cost(&self, ns: &str, tokens: &[i32], payload: &Payload<'_>, cost_ns: u64)
                          -> Result<(u32, Digest)> {
-        let ns = cstr(ns)?;
-        let p = payload.c();
-        let args = ffi::sc_l3_put_args {
-            model_identity: ptr::null(),
-            state_identity: ptr::null(),
-            ns: ns.as_ptr(),
-            tokens: tokens.as_ptr(),
-            token_count: tokens_len(tokens)? as u32,
-            payload: &p,
-        };
+        let put = PutParts::new(ns, tokens, payload)?;
         let mut loc = MaybeUninit::<ffi::sc_location>::zeroed();
-        check(unsafe { ffi::sc_l3_put_cost(self.h, &args, cost_ns, loc.as_mut_ptr()) }, "sc_l3_put_cost")?;
-        let loc = unsafe { loc.assume_init() };
-        Ok((loc.token_count, Digest { lo: loc.digest.lo, hi: loc.digest.hi }))
+        check(unsafe { ffi::sc_l3_put_cost(self.h, &put.args(), cost_ns, loc.as_mut_ptr()) }, "sc_l3_put_cost")?;
+        Ok(placed(unsafe { &loc.assume_init() }))
+    }
+
+    /// Several puts made durable together (group commit: two fsync latencies shared by the batch
+    /// instead of four per put); (token count, digest) per put, in order. No puts: an empty Vec,
+    /// without calling the library.
+    ///
+    /// More than `L3_PUT_MANY_MAX` (64) puts go in batches of that many, in order. Every put's
+    /// arguments are converted first (an `Error::Argument` writes nothing); the library checks a
+    /// batch whole before writing any of it (one invalid put: the batch is refused with EINVAL,
+    /// nothing of it written, nothing stored before lost). When a put is not acknowledged, the
+    /// batches after its own are not tried and the answer is `Error::PutMany`, whose `results`
+    /// name the puts acknowledged (durable). Blocks on disk I/O.
+    pub fn put_many(&self, puts: &[L3Put<'_>]) -> Result<Vec<(u32, Digest)>> {
+        let parts = puts.iter().map(|p| PutParts::new(p.ns, p.tokens, &p.payload)).collect::<Result<Vec<_>>>()?;
+        let mut done: Vec<Result<(u32, Digest)>> = Vec::with_capacity(puts.len());
+        for (batch, puts_of) in parts.chunks(L3_PUT_MANY_MAX).zip(puts.chunks(L3_PUT_MANY_MAX)) {
+            let args: Vec<ffi::sc_l3_put_args> = batch.iter().map(PutParts::args).collect();
+            let costs: Vec<u64> = puts_of.iter().map(|p| p.cost_ns).collect();
+            let mut locs = vec![unsafe { MaybeUninit::<ffi::sc_location>::zeroed().assume_init() }; batch.len()];
+            let mut rcs: Vec<c_int> = vec![0; batch.len()];
+            let rc = unsafe {
+                ffi::sc_l3_put_many(self.h, args.as_ptr(), costs.as_ptr(), batch.len() as c_uint, locs.as_mut_ptr(),
+                                    rcs.as_mut_ptr())
+            };
+            done.extend(rcs.iter().zip(&locs).map(|(&r, loc)| match r {
+                0 => Ok(placed(loc)),
+                _ => Err(Error::Call { call: "sc_l3_put_many", errno: -r }),
+            }));
+            if rc < 0 {
+                let index = done.iter().position(|r| r.is_err()).unwrap_or(done.len() - batch.len());
+                let errno = done[index].as_ref().err().and_then(Error::errno).unwrap_or(-rc);
+                let mut results: Vec<_> = done.into_iter().map(Some).collect();
+                results.resize(puts.len(), None);
+                return Err(Error::PutMany { index, errno, results });
+            }
+        }
+        done.into_iter().collect()
     }
 
     /// The predicted time of a fill of `bytes` on this thread's ring, ns (None: nothing measured).
