@@ -567,6 +567,46 @@ START_TEST(hostile_prefix_entries_and_links)
 }
 END_TEST
 
+/* The directory probe reads a prefix entry in one read sized by the open's fstat: entries whose
+ * size disagrees with their header (a byte appended, cut inside the token ids or inside the
+ * header, a header claiming more token ids than the file holds) are refused, the shorter prefix
+ * serves, and the object stored for the longer one is still whole. */
+START_TEST(prefix_entries_of_the_wrong_size_are_refused)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_location l5, l9, got;
+	ck_assert_int_eq(put_full(l3, "w", 5, 3000, 5, &l5), 0);
+	char rel[48], path[256];
+	static const struct { int op; off_t at; } cases[] = { { 1, 0 }, { 0, 64 + 9 * 4 - 2 }, { 0, 40 }, { 2, 0 } };
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		ck_assert_int_eq(put_full(l3, "w", 9, 3000, 9, &l9), 0);
+		ck_assert_int_eq(sc_l3_locate_longest(l3, "w", toks, 20, &got), 9);
+		l3_pfx_relpath(l9.prefix.lo, l9.prefix.hi, rel);
+		snprintf(path, sizeof(path), "%s/prefix/%s", tmpdir, rel);
+		int fd = open(path, O_RDWR);
+		ck_assert_int_ge(fd, 0);
+		struct stat sb;
+		ck_assert_int_eq(fstat(fd, &sb), 0);
+		if (cases[c].op == 1) {
+			ck_assert_int_eq(pwrite(fd, "x", 1, sb.st_size), 1);
+		} else if (cases[c].op == 0) {
+			ck_assert_int_eq(ftruncate(fd, cases[c].at), 0);
+		} else {
+			uint32_t many = 9000; /* the header's token count (offset 12), more than the file holds */
+			ck_assert_int_eq(pwrite(fd, &many, 4, 12), 4);
+		}
+		close(fd);
+		ck_assert_msg(sc_l3_locate_longest(l3, "w", toks, 20, &got) == 5, "case %u", c);
+		ck_assert(sc_digest_equal(got.digest, l5.digest));
+		ck_assert_int_eq(sc_l3_lookup(l3, l9.digest, &got), 0);
+		uint8_t *dst = abuf(8192);
+		ck_assert_int_eq(sc_l3_fill(l3, &got, dst, 8192, 0), 0);
+		free(dst);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(batch_fills)
 {
 	struct sc_l3_opts o = { .queue_depth = 8 };
@@ -1107,6 +1147,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
 	tcase_add_test(tc, hostile_prefix_entries_and_links);
+	tcase_add_test(tc, prefix_entries_of_the_wrong_size_are_refused);
 	tcase_add_test(tc, batch_fills);
 	tcase_add_test(tc, o_direct_modes);
 	tcase_add_test(tc, o_direct_fills_are_exact);

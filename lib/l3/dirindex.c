@@ -170,13 +170,14 @@ static int locate_once(struct sc_l3 *l3, const char *ns, const int32_t *tokens, 
 		struct l3_pfx p;
 		int32_t *stored = NULL;
 		l3_pfx_relpath(keys[i].low64, keys[i].high64, rel);
-		int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
+		struct stat sb;
+		int fd = l3_open_file_st(l3->pfxfd, rel, O_RDONLY, &sb);
 		if (fd < 0) {
 			if (log && fd == -ENOENT)
 				log->state[i] = L3_PROBE_ABSENT;
 			continue;
 		}
-		rc = l3_read_pfx(fd, &p, &stored, NULL);
+		rc = l3_read_pfx_sized(fd, sb.st_size, &p, &stored, NULL);
 		close(fd);
 		int read_ok = rc == 0;
 		if (!rc && (p.prefix_lo != keys[i].low64 || p.prefix_hi != keys[i].high64 || p.token_count != lens[i]))

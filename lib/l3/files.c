@@ -207,18 +207,22 @@ int l3_touchat(int dfd, const char *rel)
 
 int l3_open_file(int dfd, const char *rel, int flags)
 {
+	struct stat sb;
+	int fd = l3_open_file_st(dfd, rel, flags, &sb);
+	if (fd >= 0 && fcntl(fd, F_SETFL, 0) < 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int l3_open_file_st(int dfd, const char *rel, int flags, struct stat *sb)
+{
 	int fd = l3_openat(dfd, rel, flags | O_NONBLOCK, 0);
 	if (fd < 0)
 		return fd == -ENXIO ? -EBADMSG : fd; /* ENXIO: a socket */
-
-	struct stat sb;
-	int rc = 0;
-	if (fstat(fd, &sb) < 0)
-		rc = -errno;
-	else if (!S_ISREG(sb.st_mode))
-		rc = -EBADMSG;
-	else if (fcntl(fd, F_SETFL, 0) < 0)
-		rc = -errno;
+	int rc = fstat(fd, sb) < 0 ? -errno : !S_ISREG(sb->st_mode) ? -EBADMSG : 0;
 	if (rc) {
 		close(fd);
 		return rc;
@@ -403,13 +407,10 @@ int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t 
 
 
 /* Read the header block of an object opened at @fd. */
-int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes)
+/* The header block of an object of @size bytes opened at @fd. */
+static int read_block_sized(int fd, int64_t size, uint8_t *block)
 {
-	struct stat sb;
-	if (fstat(fd, &sb) < 0)
-		return -errno;
-	*file_bytes = (uint64_t)sb.st_size;
-	if ((uint64_t)sb.st_size < L3_HDR_BLOCK)
+	if (size < L3_HDR_BLOCK)
 		return -EBADMSG;
 	ssize_t r = pread(fd, block, L3_HDR_BLOCK, 0);
 	if (r < 0)
@@ -417,15 +418,26 @@ int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes)
 	return r == L3_HDR_BLOCK ? 0 : -EBADMSG;
 }
 
+int l3_read_block(int fd, uint8_t *block, uint64_t *file_bytes)
+{
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	*file_bytes = (uint64_t)sb.st_size;
+	return read_block_sized(fd, sb.st_size, block);
+}
+
 
 int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, uint64_t *file_bytes)
 {
 	char rel[48];
 	l3_obj_relpath(lo, hi, rel);
-	int fd = l3_open_file(l3->objfd, rel, O_RDONLY);
+	struct stat sb;
+	int fd = l3_open_file_st(l3->objfd, rel, O_RDONLY, &sb);
 	if (fd < 0)
 		return fd;
-	int rc = l3_read_block(fd, block, file_bytes);
+	*file_bytes = (uint64_t)sb.st_size;
+	int rc = read_block_sized(fd, sb.st_size, block);
 	close(fd);
 	return rc;
 }
@@ -447,45 +459,64 @@ uint64_t l3_pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char 
 
 int l3_read_pfx(int fd, struct l3_pfx *p, int32_t **tokens, char *ns)
 {
+	struct stat sb;
+	if (fstat(fd, &sb) < 0) {
+		if (tokens)
+			*tokens = NULL;
+		if (ns)
+			ns[0] = 0;
+		return -errno;
+	}
+	return l3_read_pfx_sized(fd, sb.st_size, p, tokens, ns);
+}
+
+int l3_read_pfx_sized(int fd, int64_t size, struct l3_pfx *p, int32_t **tokens, char *ns)
+{
 	if (tokens)
 		*tokens = NULL;
 	if (ns)
 		ns[0] = 0;
-	ssize_t n = pread(fd, p, sizeof(*p), 0);
-	if (n < 0)
-		return -errno;
-	if (n != sizeof(*p) || p->magic != L3_PFX_MAGIC || (p->version != 1 && p->version != L3_PFX_VERSION) ||
-	    p->token_count == 0 || p->token_count > L3_PFX_MAX_TOKENS)
+	/* the whole file in one read: the header, then the token ids and the namespace trailer */
+	if (size < (int64_t)sizeof(*p) ||
+	    (uint64_t)size > sizeof(*p) + (uint64_t)L3_PFX_MAX_TOKENS * 4 + 4 + SC_L3_STR_MAX)
 		return -EBADMSG;
-	struct stat sb;
-	if (fstat(fd, &sb) < 0)
-		return -errno;
-	if (p->version == 1)
-		return sb.st_size == sizeof(*p) && XXH3_64bits(p, offsetof(struct l3_pfx, check)) == p->check ? 0 : -EBADMSG;
-	uint64_t tb = (uint64_t)p->token_count * 4;
-	if ((uint64_t)sb.st_size < sizeof(*p) + tb + 4 || (uint64_t)sb.st_size > sizeof(*p) + tb + 4 + SC_L3_STR_MAX)
-		return -EBADMSG;
-	uint8_t *body = malloc((size_t)sb.st_size - sizeof(*p));
-	if (!body)
+	uint8_t *all = malloc((size_t)size);
+	if (!all)
 		return -ENOMEM;
-	size_t want = (size_t)sb.st_size - sizeof(*p);
-	n = pread(fd, body, want, sizeof(*p));
-	int rc = n < 0 ? -errno : (size_t)n != want ? -EBADMSG : 0;
+	ssize_t n = pread(fd, all, (size_t)size, 0);
+	int rc = n < 0 ? -errno : n != size ? -EBADMSG : 0;
+	if (!rc)
+		memcpy(p, all, sizeof(*p));
+	if (!rc && (p->magic != L3_PFX_MAGIC || (p->version != 1 && p->version != L3_PFX_VERSION) ||
+		    p->token_count == 0 || p->token_count > L3_PFX_MAX_TOKENS))
+		rc = -EBADMSG;
+	if (!rc && p->version == 1) {
+		rc = size == sizeof(*p) && XXH3_64bits(p, offsetof(struct l3_pfx, check)) == p->check ? 0 : -EBADMSG;
+		free(all);
+		return rc;
+	}
+	uint64_t tb = (uint64_t)p->token_count * 4, want = (uint64_t)size - sizeof(*p);
+	if (!rc && (want < tb + 4 || want > tb + 4 + SC_L3_STR_MAX))
+		rc = -EBADMSG;
+	const uint8_t *body = all + sizeof(*p);
 	uint32_t ns_len = 0;
 	if (!rc) {
 		memcpy(&ns_len, body + tb, 4);
 		if (ns_len != want - tb - 4 || memchr(body + tb + 4, 0, ns_len) ||
-		    l3_pfx_check(p, (const int32_t *)(void *)body, (const char *)body + tb + 4, ns_len) != p->check)
+		    l3_pfx_check(p, (const int32_t *)(const void *)body, (const char *)body + tb + 4, ns_len) != p->check)
 			rc = -EBADMSG;
 	}
 	if (!rc && ns) {
 		memcpy(ns, body + tb + 4, ns_len);
 		ns[ns_len] = 0;
 	}
-	if (!rc && tokens)
-		*tokens = (int32_t *)(void *)body; /* the token ids are the first bytes of the body */
-	else
-		free(body);
+	if (!rc && tokens) {
+		/* the token ids are the first bytes of the body: moved to the front of the allocation */
+		memmove(all, body, tb);
+		*tokens = (int32_t *)(void *)all;
+		return 0;
+	}
+	free(all);
 	return rc;
 }
 
