@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -406,7 +407,6 @@ int l3_name_digest(const char *name, const char *suffix, uint64_t *lo, uint64_t 
 }
 
 
-/* Read the header block of an object opened at @fd. */
 /* The header block of an object of @size bytes opened at @fd. */
 static int read_block_sized(int fd, int64_t size, uint8_t *block)
 {
@@ -476,47 +476,42 @@ int l3_read_pfx_sized(int fd, int64_t size, struct l3_pfx *p, int32_t **tokens, 
 		*tokens = NULL;
 	if (ns)
 		ns[0] = 0;
-	/* the whole file in one read: the header, then the token ids and the namespace trailer */
+	/* the whole file in one read: the header into @p, the token ids and namespace trailer behind */
 	if (size < (int64_t)sizeof(*p) ||
 	    (uint64_t)size > sizeof(*p) + (uint64_t)L3_PFX_MAX_TOKENS * 4 + 4 + SC_L3_STR_MAX)
 		return -EBADMSG;
-	uint8_t *all = malloc((size_t)size);
-	if (!all)
+	size_t want = (size_t)size - sizeof(*p);
+	uint8_t *body = malloc(want ? want : 1);
+	if (!body)
 		return -ENOMEM;
-	ssize_t n = pread(fd, all, (size_t)size, 0);
+	struct iovec iov[2] = { { p, sizeof(*p) }, { body, want } };
+	ssize_t n = preadv(fd, iov, 2, 0);
 	int rc = n < 0 ? -errno : n != size ? -EBADMSG : 0;
-	if (!rc)
-		memcpy(p, all, sizeof(*p));
 	if (!rc && (p->magic != L3_PFX_MAGIC || (p->version != 1 && p->version != L3_PFX_VERSION) ||
 		    p->token_count == 0 || p->token_count > L3_PFX_MAX_TOKENS))
 		rc = -EBADMSG;
 	if (!rc && p->version == 1) {
-		rc = size == sizeof(*p) && XXH3_64bits(p, offsetof(struct l3_pfx, check)) == p->check ? 0 : -EBADMSG;
-		free(all);
-		return rc;
+		free(body);
+		return want == 0 && XXH3_64bits(p, offsetof(struct l3_pfx, check)) == p->check ? 0 : -EBADMSG;
 	}
-	uint64_t tb = (uint64_t)p->token_count * 4, want = (uint64_t)size - sizeof(*p);
+	uint64_t tb = (uint64_t)p->token_count * 4;
 	if (!rc && (want < tb + 4 || want > tb + 4 + SC_L3_STR_MAX))
 		rc = -EBADMSG;
-	const uint8_t *body = all + sizeof(*p);
 	uint32_t ns_len = 0;
 	if (!rc) {
 		memcpy(&ns_len, body + tb, 4);
 		if (ns_len != want - tb - 4 || memchr(body + tb + 4, 0, ns_len) ||
-		    l3_pfx_check(p, (const int32_t *)(const void *)body, (const char *)body + tb + 4, ns_len) != p->check)
+		    l3_pfx_check(p, (const int32_t *)(void *)body, (const char *)body + tb + 4, ns_len) != p->check)
 			rc = -EBADMSG;
 	}
 	if (!rc && ns) {
 		memcpy(ns, body + tb + 4, ns_len);
 		ns[ns_len] = 0;
 	}
-	if (!rc && tokens) {
-		/* the token ids are the first bytes of the body: moved to the front of the allocation */
-		memmove(all, body, tb);
-		*tokens = (int32_t *)(void *)all;
-		return 0;
-	}
-	free(all);
+	if (!rc && tokens)
+		*tokens = (int32_t *)(void *)body; /* the token ids are the first bytes of the body */
+	else
+		free(body);
 	return rc;
 }
 
