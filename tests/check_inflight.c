@@ -368,6 +368,73 @@ START_TEST(killed_writer_temp_file_judged_after_its_writes)
 }
 END_TEST
 
+/* Fill object @i of @l (@bytes) into a reservation of @st through @l3's ring: the fill's result
+ * (the bytes checked when 0); the reservation is released. */
+static int fill_into(struct sc_l3 *l3, struct sc_stage *st, const struct sc_location *l, uint64_t seed, uint64_t bytes)
+{
+	struct sc_l2_resv resv;
+	ck_assert_int_eq(sc_l2_reserve(st, bytes, &resv), 0);
+	struct sc_l3_fill_req req = { .loc = l, .dst = resv.ptr, .dst_bytes = resv.bytes }, *pr = &req, *done = NULL;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &pr, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_ptr_eq(done, &req);
+	int rc = req.result;
+	if (!rc) {
+		uint8_t *want = malloc(bytes);
+		pattern(want, bytes, seed);
+		ck_assert_msg(!memcmp(resv.ptr, want, bytes), "the fill delivered other bytes");
+		free(want);
+	}
+	sc_l2_reserve_release(&resv);
+	return rc;
+}
+
+/*
+ * One ring, two arena handles of this process in turn. The ring holds the lock of each handle it
+ * reads into (lib/io_pin.c); a handle closed with its lock held by the ring keeps its slot live
+ * until the ring's next fill lets the lock go. The ring's file table is opened once: the second
+ * handle's fill must not try to open it again.
+ */
+START_TEST(one_ring_pins_each_arena_handle_and_lets_closed_ones_go)
+{
+	enum { SMALL = 256 << 10 };
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_l3 *l3 = NULL;
+	ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
+	struct sc_location l[2];
+	uint8_t *b = malloc(SMALL);
+	for (int i = 0; i < 2; i++) {
+		int32_t t[2] = { 7, i };
+		pattern(b, SMALL, 500 + (uint64_t)i);
+		struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { SMALL } };
+		struct sc_l3_put_args a = { .ns = "pin", .tokens = t, .token_count = 2, .payload = &pl };
+		ck_assert_int_eq(sc_l3_put(l3, &a, &l[i]), 0);
+	}
+	free(b);
+	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .l3_index_entries = SC_L3_INDEX_NONE };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("pins", &ao, &name), *a2 = NULL;
+	struct sc_stage *st = NULL, *st2 = NULL;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a2), 0);
+	ck_assert_int_eq(sc_stage_open(a2, "m", "s", &st2), 0);
+	uint32_t token2 = sc_arena_token(a2);
+	ck_assert_int_eq(fill_into(l3, st2, &l[0], 500, SMALL), 0);
+	sc_stage_close(st2);
+	sc_arena_close(a2);
+	ck_assert_msg(holder_alive(a, token2), "the ring no longer holds the closed handle's lock (it read into it)");
+	/* a fill into the other handle: the same ring, its table already open */
+	int rc = fill_into(l3, st, &l[1], 501, SMALL);
+	ck_assert_msg(rc == 0, "a fill into a second arena handle through the same ring: %s", sc_strerror(rc));
+	ck_assert_msg(!holder_alive(a, token2), "the ring kept the closed handle's lock after its next fill");
+	ck_assert_int_eq(fill_into(l3, st, &l[0], 500, SMALL), 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+	sc_l3_close(l3);
+	sc_test_rm_tree(dir);
+}
+END_TEST
+
 Suite *inflight_suite(void)
 {
 	Suite *s = suite_create("inflight");
@@ -376,6 +443,7 @@ Suite *inflight_suite(void)
 	tcase_add_loop_test(tc, killed_filler_never_writes_reused_memory, 0, 2);
 	tcase_add_test(tc, killed_segmented_filler_never_writes_reused_memory);
 	tcase_add_test(tc, killed_writer_temp_file_judged_after_its_writes);
+	tcase_add_test(tc, one_ring_pins_each_arena_handle_and_lets_closed_ones_go);
 	suite_add_tcase(s, tc);
 	return s;
 }
