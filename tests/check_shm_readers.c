@@ -531,6 +531,81 @@ START_TEST(test_holders_rows_are_exact)
 }
 END_TEST
 
+/*
+ * The holder listing reads the slot table, each slot's lease records and the index entries they
+ * name, and nothing past any of them: the unused bytes after the last slot, after a slot's last
+ * lease record and after the index's last entry may hold anything a member wrote there (they are
+ * writable like the rest), and none of it makes a holder, a lease or leased bytes.
+ */
+START_TEST(test_holders_read_nothing_past_their_tables)
+{
+	const char *name;
+	/* 1040 index entries (65 per shard): the entries end half-way into a page, so the bytes after
+	 * the last one are the index region's own padding; likewise 4 slots of 512 bytes */
+	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .reader_slots = SLOTS,
+				   .index_entries = 1040 };
+	struct sc_arena *a = sc_test_arena_opts("holders-past", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t buf[5000];
+	memset(buf, 0x5a, sizeof(buf));
+	int32_t t[2] = { 9, 9 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	ck_assert_int_eq(sc_l2_admit(st, "h", t, 2, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(st, "h", t, 2, NULL, &l), 0);
+	struct shm_index *ix = l2_ix(a);
+	struct sc_key key;
+	int err;
+	ck_assert_int_eq(sc_l2_key(st, "h", t, 2, &key), 0);
+	struct shm_index_entry *e = shm_index_find(ix, key.lo, key.hi, &err);
+	ck_assert_ptr_nonnull(e);
+	uint64_t fp = e->footprint, real = shm_index_rec(ix, e);
+
+	uint64_t rsize, isize;
+	uint8_t *readers = shm_region(a->shm, SHM_REGION_READERS, &rsize);
+	uint8_t *index = shm_region(a->shm, SHM_REGION_INDEX, &isize);
+	ck_assert_uint_ge(rsize, (SLOTS + 1) * SHM_READER_SLOT_BYTES);
+	uint8_t *ent_end = (uint8_t *)&ix->ent[ix->nentries];
+	ck_assert_uint_ge(isize, (uint64_t)(ent_end - index) + sizeof(struct shm_index_entry));
+	/* a slot-shaped record after the last slot: live, with a lease on the entry */
+	struct shm_reader_slot *past = (struct shm_reader_slot *)(void *)(readers + SLOTS * SHM_READER_SLOT_BYTES);
+	atomic_store(&past->state, SHM_SLOT_LIVE);
+	atomic_store(&past->inc, 1);
+	atomic_store(&past->pid, 4242);
+	atomic_store(&l2_ext_of(past)->rec[0], real);
+	/* a lease record after my slot's last one, naming the entry */
+	struct l2_ext *mine = l2_ext_of(shm_reader_slot(a->shm, shm_token_slot(sc_arena_token(a))));
+	mine->spare[0] = real;
+	/* an entry-shaped record after the index's last entry, and a lease record naming it */
+	struct shm_index_entry *ghost = (struct shm_index_entry *)(void *)ent_end;
+	ghost->gen = 77;
+	ghost->footprint = 1u << 20;
+	int j = 0;
+	while (j < SC_LEASES_MAX && atomic_load(&mine->rec[j]))
+		j++;
+	ck_assert_int_lt(j, SC_LEASES_MAX);
+	atomic_store(&mine->rec[j], (77ull << 32) | (ix->nentries + 1u));
+
+	struct sc_holder h[8];
+	ck_assert_int_eq(sc_arena_holders(a, h, 8), 1); /* mine only */
+	ck_assert_uint_eq(h[0].token, sc_arena_token(a));
+	ck_assert_uint_eq(h[0].leases, 2);          /* the real lease and the record past the index */
+	ck_assert_uint_eq(h[0].leased_bytes, fp);   /* only the real one pins bytes */
+
+	/* put everything back as it was: the lease releases, fsck finds nothing */
+	atomic_store(&mine->rec[j], 0);
+	mine->spare[0] = 0;
+	memset(ghost, 0, sizeof(*ghost));
+	memset(past, 0, SHM_READER_SLOT_BYTES);
+	sc_lease_release(&l);
+	struct sc_fsck_report rep;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &rep), 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The OFD lock helpers retry only a call that failed with EINTR: an errno left at EINTR by an
  * earlier call does not make a successful one loop (liveness tests run on every reclamation). */
 START_TEST(test_ofd_helpers_ignore_a_stale_errno)
@@ -569,6 +644,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_hostile_free_slots);
 	tcase_add_test(tc, test_pids_decide_nothing);
 	tcase_add_test(tc, test_holders_rows_are_exact);
+	tcase_add_test(tc, test_holders_read_nothing_past_their_tables);
 	tcase_add_test(tc, test_ofd_helpers_ignore_a_stale_errno);
 	suite_add_tcase(s, tc);
 	return s;
