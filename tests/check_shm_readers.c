@@ -588,7 +588,11 @@ START_TEST(test_holders_read_nothing_past_their_tables)
 	atomic_store(&mine->rec[j], (77ull << 32) | (ix->nentries + 1u));
 
 	struct sc_holder h[8];
+	memset(h, 0xa5, sizeof(h));
 	ck_assert_int_eq(sc_arena_holders(a, h, 8), 1); /* mine only */
+	const uint8_t *canary = (const uint8_t *)&h[1]; /* room for 7 more rows: nothing written there */
+	for (size_t k = 0; k < sizeof(h) - sizeof(h[0]); k++)
+		ck_assert_uint_eq(canary[k], 0xa5);
 	ck_assert_uint_eq(h[0].token, sc_arena_token(a));
 	ck_assert_uint_eq(h[0].leases, 2);          /* the real lease and the record past the index */
 	ck_assert_uint_eq(h[0].leased_bytes, fp);   /* only the real one pins bytes */
