@@ -94,10 +94,10 @@ int sc_arena_holders(struct sc_arena *a, struct sc_holder *out, unsigned max)
 	}
 	if ((rc = shm_heap_walk(sa, walk_cb, &h)) < 0)
 		goto out;
-	for (unsigned i = 0; i < h.n; i++)
+	for (unsigned i = 0; i < h.n && i < max; i++) { /* liveness only of the rows returned */
 		h.rows[i].alive = shm_token_alive(sa, h.rows[i].token);
-	for (unsigned i = 0; i < h.n && i < max; i++)
 		out[i] = h.rows[i];
+	}
 	rc = (int)h.n;
 out:
 	free(h.rows);
