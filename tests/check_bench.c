@@ -213,6 +213,37 @@ START_TEST(test_bench_l3scale_keeps_its_store)
 }
 END_TEST
 
+/* bench anatomy: bad options are usage errors; a small run prints every phase's row, each a
+ * positive time, and exits 0 (it has no targets; nothing is missing) */
+START_TEST(test_bench_anatomy_prints_every_phase)
+{
+	if (!have_bench())
+		return;
+	static char out[1 << 16];
+	const char *bad[][6] = {
+		{ "stagecache", "bench", "anatomy", "--ws", "0", NULL },
+		{ "stagecache", "bench", "anatomy", "--rounds", "0", NULL },
+		{ "stagecache", "bench", "anatomy", "--gets", "5", NULL },
+		{ "stagecache", "bench", "anatomy", "extra", NULL },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(run(NULL, out, sizeof(out), bad[i]) == 2, "%s: not a usage error:\n%s", bad[i][3], out);
+	const char *args[] = { "stagecache", "bench", "anatomy", "--json", "--ws", "4M", "--rounds", "2", "--gets", "2000", NULL };
+	int rc = run(NULL, out, sizeof(out), args);
+	ck_assert_msg(rc == 0, "bench anatomy exited %d:\n%s", rc, out);
+	const char *rows[] = { "anatomy_floor_ns", "anatomy_chase_ns", "anatomy_key_ns", "anatomy_lookup_ns", "anatomy_get_ns",
+			       "anatomy_get_copy_ns", "anatomy_get_copy_vs_floor" };
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char want[96];
+		snprintf(want, sizeof(want), "\"metric\":\"%s\",\"value\":", rows[i]);
+		const char *at = strstr(out, want);
+		ck_assert_msg(at, "no %s in:\n%s", rows[i], out);
+		ck_assert_msg(strtod(at + strlen(want), NULL) > 0, "%s is not a positive figure:\n%s", rows[i], out);
+	}
+	ck_assert_ptr_null(strstr(out, "missing"));
+}
+END_TEST
+
 Suite *bench_suite(void)
 {
 	Suite *s = suite_create("bench");
@@ -223,6 +254,7 @@ Suite *bench_suite(void)
 	tcase_add_test(tc, test_bench_unknown_name_keeps_file);
 	tcase_add_test(tc, test_bench_l3_without_fio_reports_missing_rows);
 	tcase_add_test(tc, test_bench_l3scale_keeps_its_store);
+	tcase_add_test(tc, test_bench_anatomy_prints_every_phase);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -56,6 +56,7 @@ void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The benchmarks (one file each). */
 int bench_l2(int argc, char **argv);
+int bench_anatomy(int argc, char **argv);
 int bench_get(int argc, char **argv);
 int bench_ring(int argc, char **argv);
 int bench_l3(int argc, char **argv);

@@ -32,6 +32,7 @@
 #define BENCHES(X)                                                                                      \
 	X(l2, "L2 hit path at 1 M entries (quiet and with a writer), admit and copy-out vs XXH3 + memcpy, "     \
 	      "2 readers vs 1, memory per entry")                                                        \
+	X(anatomy, "where the time of a 4 KiB L2 hit goes: key, lookup and lease, copy, phase by phase vs the memory floor") \
 	X(get, "gets from another process vs the memory floor, LMDB, a minimal socket server, memcached, Redis") \
 	X(ring, "commit rings vs DPDK rte_ring (zero-copy API) and a pipe; commit-to-visible latency")  \
 	X(l3, "L3 fills (cold and warm) vs fio, bare liburing and pread + XXH3-128")                    \
