@@ -4,9 +4,12 @@
  *
  * One process, one arena holding --ws bytes of 4 KiB values (32 tokens of key each, like bench
  * get's 4k class), and a plain buffer of the same size and page size holding the same values (the
- * floor). Each phase is one function run over the same random sequence of items, the destination
- * rotating over 16 buffers:
+ * floor). Each phase is one function run over a random sequence of items (a new one for every run,
+ * so that no run finds the lines the run before it brought in), the destination rotating over 16
+ * buffers:
  *   floor      memcpy of the item's 4 KiB from the plain buffer
+ *   chase      one load after another through a random cycle of 64-byte lines of a buffer of the
+ *              same size: the latency of one cache miss nothing overlaps, the unit of the others
  *   key        sc_l2_key of the item's 32 tokens (keyed XXH3-128), nothing else
  *   lookup     sc_l2_get_key from the precomputed key (epoch, chain walk, entry checks, lease) and
  *              sc_lease_release: no hashing, no copy
@@ -246,7 +249,7 @@ static int phase_index(const char *name)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stagecache bench anatomy [--ws BYTES] [--rounds N] [--gets N]\n\n"
-		   "Where the time of a 4 KiB L2 hit goes: the same random gets timed phase by phase in one\n"
+		   "Where the time of a 4 KiB L2 hit goes: random gets timed phase by phase in one\n"
 		   "process (the key alone, the lookup and lease from a precomputed key, the get from tokens,\n"
 		   "the get with its copy) against the memory floor (memcpy of the same bytes from a plain\n"
 		   "buffer of the same size and page size). Rounds interleave the phases; medians reported.\n"
