@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
+#include "../lib/io_pin.h"
 
 enum {
 	NOBJ = 24,            /* objects in the store, each filled in turn */
@@ -435,6 +436,58 @@ START_TEST(one_ring_pins_each_arena_handle_and_lets_closed_ones_go)
 }
 END_TEST
 
+/*
+ * The pin accounting of one ring (lib/io_pin.c), step by step with no read racing it: a request
+ * into private memory holds no lock and its end lets none go; a request into a handle that was
+ * closed keeps that handle's lock through the ring's next request into another handle, and the
+ * lock goes at the first request after the last one into it ended.
+ */
+START_TEST(pins_count_only_reads_into_arena_memory)
+{
+	struct io_uring ring;
+	ck_assert_int_eq(io_uring_queue_init(8, &ring, 0), 0);
+	struct io_pins pins = { 0 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena("pin-acct", 32u << 20, &name), *a2 = NULL;
+	struct sc_stage *st = NULL, *st2 = NULL;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a2), 0);
+	ck_assert_int_eq(sc_stage_open(a2, "m", "s", &st2), 0);
+	uint32_t token2 = sc_arena_token(a2);
+	struct sc_l2_resv r1, r2;
+	ck_assert_int_eq(sc_l2_reserve(st, 65536, &r1), 0);
+	ck_assert_int_eq(sc_l2_reserve(st2, 65536, &r2), 0);
+	static uint8_t priv[4096];
+
+	int i2 = io_pin_get(&ring, &pins, r2.ptr); /* a read into the second handle's memory starts */
+	ck_assert_int_ge(i2, 0);
+	ck_assert_int_eq(io_pin_get(&ring, &pins, (uint8_t *)r2.ptr + 4096), i2); /* the same handle, the same entry */
+	io_pin_put(&pins, i2);
+	int ip = io_pin_get(&ring, &pins, priv); /* a read into private memory: nothing to hold */
+	ck_assert_int_eq(ip, -1);
+	io_pin_put(&pins, ip); /* ... and its end lets nothing go */
+	sc_stage_close(st2);
+	sc_arena_close(a2); /* r2 goes to the reaper with its handle */
+	ck_assert_msg(holder_alive(a, token2), "the closed handle's lock went with a read into it in flight");
+	int i1 = io_pin_get(&ring, &pins, r1.ptr); /* the next request, into the first handle */
+	ck_assert_int_ge(i1, 0);
+	ck_assert_int_ne(i1, i2);
+	ck_assert_msg(holder_alive(a, token2), "the ring let go of a closed handle's lock with a read into it in flight");
+	io_pin_put(&pins, i2); /* the read into the closed handle ended */
+	io_pin_put(&pins, i1);
+	ck_assert_msg(holder_alive(a, token2), "the lock went before the ring's next request");
+	ck_assert_int_eq(io_pin_get(&ring, &pins, r1.ptr), i1);
+	ck_assert_msg(!holder_alive(a, token2), "the ring kept a closed handle's lock after its reads ended");
+	io_pin_put(&pins, i1);
+	io_pin_put(&pins, 99); /* out of range: nothing */
+	io_pins_forget(&pins);
+	io_uring_queue_exit(&ring);
+	sc_l2_reserve_release(&r1);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *inflight_suite(void)
 {
 	Suite *s = suite_create("inflight");
@@ -444,6 +497,7 @@ Suite *inflight_suite(void)
 	tcase_add_test(tc, killed_segmented_filler_never_writes_reused_memory);
 	tcase_add_test(tc, killed_writer_temp_file_judged_after_its_writes);
 	tcase_add_test(tc, one_ring_pins_each_arena_handle_and_lets_closed_ones_go);
+	tcase_add_test(tc, pins_count_only_reads_into_arena_memory);
 	suite_add_tcase(s, tc);
 	return s;
 }
