@@ -488,6 +488,47 @@ START_TEST(pins_count_only_reads_into_arena_memory)
 }
 END_TEST
 
+/* A ring's file table holds IO_PIN_SLOTS handles: with a read in flight into each, a request into
+ * one more handle is refused (-ENFILE, nothing started); once one of them has no read in flight,
+ * its entry makes room (the first idle one), the others untouched. */
+START_TEST(pins_make_room_from_idle_entries_only)
+{
+	enum { N = IO_PIN_SLOTS + 1 };
+	struct io_uring ring;
+	ck_assert_int_eq(io_uring_queue_init(8, &ring, 0), 0);
+	struct io_pins pins = { 0 };
+	const char *name;
+	struct sc_arena *h[N];
+	struct sc_stage *st[N];
+	struct sc_l2_resv r[N];
+	h[0] = sc_test_arena("pin-room", 64u << 20, &name);
+	for (int i = 0; i < N; i++) {
+		if (i)
+			ck_assert_int_eq(sc_arena_open(name, &h[i]), 0);
+		ck_assert_int_eq(sc_stage_open(h[i], "m", "s", &st[i]), 0);
+		ck_assert_int_eq(sc_l2_reserve(st[i], 4096, &r[i]), 0);
+	}
+	int idx[N];
+	for (int i = 0; i < N - 1; i++)
+		ck_assert_int_eq(idx[i] = io_pin_get(&ring, &pins, r[i].ptr), i);
+	ck_assert_int_eq(io_pin_get(&ring, &pins, r[N - 1].ptr), -ENFILE); /* every entry has a read in flight */
+	io_pin_put(&pins, idx[0]);
+	io_pin_put(&pins, idx[5]);
+	ck_assert_int_eq(io_pin_get(&ring, &pins, r[N - 1].ptr), 0); /* the first idle entry made room */
+	ck_assert_int_eq(io_pin_get(&ring, &pins, r[5].ptr), 5);     /* the other idle one is still there */
+	ck_assert_int_eq(io_pin_get(&ring, &pins, r[0].ptr), -ENFILE); /* and now nothing is idle again */
+	io_pins_forget(&pins);
+	io_uring_queue_exit(&ring);
+	for (int i = N - 1; i >= 0; i--) {
+		sc_l2_reserve_release(&r[i]);
+		sc_stage_close(st[i]);
+		if (i)
+			sc_arena_close(h[i]);
+	}
+	sc_test_arena_destroy(h[0], name);
+}
+END_TEST
+
 Suite *inflight_suite(void)
 {
 	Suite *s = suite_create("inflight");
@@ -498,6 +539,7 @@ Suite *inflight_suite(void)
 	tcase_add_test(tc, killed_writer_temp_file_judged_after_its_writes);
 	tcase_add_test(tc, one_ring_pins_each_arena_handle_and_lets_closed_ones_go);
 	tcase_add_test(tc, pins_count_only_reads_into_arena_memory);
+	tcase_add_test(tc, pins_make_room_from_idle_entries_only);
 	suite_add_tcase(s, tc);
 	return s;
 }
