@@ -479,7 +479,20 @@ START_TEST(pins_count_only_reads_into_arena_memory)
 	ck_assert_int_eq(io_pin_get(&ring, &pins, r1.ptr), i1);
 	ck_assert_msg(!holder_alive(a, token2), "the ring kept a closed handle's lock after its reads ended");
 	io_pin_put(&pins, i1);
-	io_pin_put(&pins, 99); /* out of range: nothing */
+	/* an index out of range changes nothing, not even what lies after the table */
+	struct {
+		struct io_pins p;
+		uint32_t after[8];
+	} w;
+	memcpy(&w.p, &pins, sizeof(pins));
+	for (int k = 0; k < 8; k++)
+		w.after[k] = 7;
+	io_pin_put(&w.p, IO_PIN_SLOTS);
+	io_pin_put(&w.p, 99);
+	io_pin_put(&w.p, -2);
+	ck_assert_int_eq(memcmp(&w.p, &pins, sizeof(pins)), 0);
+	for (int k = 0; k < 8; k++)
+		ck_assert_uint_eq(w.after[k], 7);
 	io_pins_forget(&pins);
 	io_uring_queue_exit(&ring);
 	sc_l2_reserve_release(&r1);
