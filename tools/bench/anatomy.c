@@ -98,45 +98,44 @@ __attribute__((noinline)) uint64_t anatomy_run_key(struct anat *an)
 	return sum;
 }
 
-__attribute__((noinline)) uint64_t anatomy_run_lookup(struct anat *an)
+enum get_mode { FROM_KEY, FROM_TOKENS, FROM_TOKENS_COPY };
+
+/* The lookups of one phase: from the precomputed key or from the tokens, with or without the copy
+ * (inlined into each phase's own function, so that callgrind tells them apart). */
+static inline __attribute__((always_inline)) uint64_t gets(struct anat *an, enum get_mode mode)
 {
 	uint64_t sum = 0;
 	for (uint32_t k = 0; k < an->norder; k++) {
 		struct sc_lease l;
-		if (sc_l2_get_key(an->st, an->keys[an->order[k]], &l))
+		uint32_t i = an->order[k];
+		int rc = mode == FROM_KEY ? sc_l2_get_key(an->st, an->keys[i], &l)
+					  : sc_l2_get(an->st, NS, tokens_of(an, i), NTOK, NULL, &l);
+		if (rc || l.sec_len[0] != VBYTES)
 			return 0;
 		sum += l.sec_len[0];
+		if (mode == FROM_TOKENS_COPY) {
+			uint8_t *d = an->dst[k % NDST];
+			memcpy(d, l.sec[0], VBYTES);
+			sum += d[k % VBYTES];
+		}
 		sc_lease_release(&l);
 	}
 	return sum;
+}
+
+__attribute__((noinline)) uint64_t anatomy_run_lookup(struct anat *an)
+{
+	return gets(an, FROM_KEY);
 }
 
 __attribute__((noinline)) uint64_t anatomy_run_get(struct anat *an)
 {
-	uint64_t sum = 0;
-	for (uint32_t k = 0; k < an->norder; k++) {
-		struct sc_lease l;
-		if (sc_l2_get(an->st, NS, tokens_of(an, an->order[k]), NTOK, NULL, &l))
-			return 0;
-		sum += l.sec_len[0];
-		sc_lease_release(&l);
-	}
-	return sum;
+	return gets(an, FROM_TOKENS);
 }
 
 __attribute__((noinline)) uint64_t anatomy_run_get_copy(struct anat *an)
 {
-	uint64_t sum = 0;
-	for (uint32_t k = 0; k < an->norder; k++) {
-		struct sc_lease l;
-		if (sc_l2_get(an->st, NS, tokens_of(an, an->order[k]), NTOK, NULL, &l) || l.sec_len[0] != VBYTES)
-			return 0;
-		uint8_t *d = an->dst[k % NDST];
-		memcpy(d, l.sec[0], VBYTES);
-		sc_lease_release(&l);
-		sum += d[k % VBYTES];
-	}
-	return sum;
+	return gets(an, FROM_TOKENS_COPY);
 }
 
 /* one dependent load after another through a random cycle of the chase buffer's lines: the
