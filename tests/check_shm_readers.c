@@ -525,6 +525,17 @@ START_TEST(test_holders_rows_are_exact)
 		ck_assert_uint_eq(canary[k], 0xa5);
 	ck_assert_int_eq(sc_arena_holders(a, NULL, 3), -EINVAL);
 	ck_assert_int_eq(sc_arena_holders(NULL, h, 8), -EINVAL);
+	/* a handle inherited through fork lists nothing: the child must open its own */
+	pid_t child = fork();
+	if (child == 0) {
+		struct sc_holder ch[8];
+		memset(ch, 0xa5, sizeof(ch));
+		int crc = sc_arena_holders(a, ch, 8);
+		_exit(crc == -ECHILD && ((const uint8_t *)ch)[0] == 0xa5 ? 0 : 1);
+	}
+	int cst = 0;
+	ck_assert_int_eq(waitpid(child, &cst, 0), child);
+	ck_assert_msg(WIFEXITED(cst) && WEXITSTATUS(cst) == 0, "a forked child's inherited handle listed holders");
 	sc_arena_close(c);
 	sc_stage_close(st);
 	sc_test_arena_destroy(a, name);
