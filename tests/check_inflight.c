@@ -369,8 +369,8 @@ START_TEST(killed_writer_temp_file_judged_after_its_writes)
 }
 END_TEST
 
-/* Fill object @i of @l (@bytes) into a reservation of @st through @l3's ring: the fill's result
- * (the bytes checked when 0); the reservation is released. */
+/* Fill the object at @l (@bytes, written with pattern seed @seed) into a reservation of @st through
+ * @l3's ring: the fill's result (the bytes checked when 0); the reservation is released. */
 static int fill_into(struct sc_l3 *l3, struct sc_stage *st, const struct sc_location *l, uint64_t seed, uint64_t bytes)
 {
 	struct sc_l2_resv resv;

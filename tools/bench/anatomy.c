@@ -51,19 +51,11 @@ struct anat {
 	struct sc_stage *st;
 };
 
-static uint64_t mix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static void value_of(uint32_t i, uint8_t *v)
 {
 	uint64_t s = 0xa7a7000000000000ull ^ i;
 	for (uint32_t o = 0; o < VBYTES; o += 8) {
-		uint64_t w = mix(&s);
+		uint64_t w = bench_splitmix(&s);
 		memcpy(v + o, &w, 8);
 	}
 }
@@ -177,7 +169,7 @@ static int fill(struct anat *an, const char *arena)
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < (size_t)an->nitems * NTOK; k++)
-		an->tokens[k] = (int32_t)(mix(&seed) % 200000);
+		an->tokens[k] = (int32_t)(bench_splitmix(&seed) % 200000);
 	int rc = 0;
 	for (uint32_t i = 0; i < an->nitems && !rc; i++) {
 		if (!(i & 4095))
@@ -202,7 +194,7 @@ static int fill(struct anat *an, const char *arena)
 static void reorder(struct anat *an, uint64_t seed)
 {
 	for (uint32_t k = 0; k < an->norder; k++)
-		an->order[k] = (uint32_t)(mix(&seed) % an->nitems);
+		an->order[k] = (uint32_t)(bench_splitmix(&seed) % an->nitems);
 }
 
 /* The chase buffer: its lines in one random cycle (Sattolo's shuffle). 0 or -ENOMEM. */
@@ -225,7 +217,7 @@ static int chase_setup(struct anat *an, uint64_t bytes)
 	for (uint32_t i = 0; i < an->chase_lines; i++)
 		perm[i] = i;
 	for (uint32_t i = (uint32_t)an->chase_lines - 1; i > 0; i--) {
-		uint32_t j = (uint32_t)(mix(&seed) % i), t = perm[i];
+		uint32_t j = (uint32_t)(bench_splitmix(&seed) % i), t = perm[i];
 		perm[i] = perm[j];
 		perm[j] = t;
 	}

@@ -40,6 +40,8 @@ void bench_env(const char *bench, const char *key, const char *fmt, ...) __attri
 
 /* Clocks, medians and quantiles: cli_now, cli_median, cli_quantile (tools/common/cli.h). */
 
+/* The next value of the splitmix64 sequence whose state is *@s (advances it). */
+uint64_t bench_splitmix(uint64_t *s);
 /* Last-level cache bytes as the machine reports it (sysfs, else sysconf), or 0 when unknown. */
 uint64_t bench_llc_bytes(void);
 /* Is @prog an executable found in PATH? */

@@ -7,21 +7,14 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "bench.h"
 #include "get.h"
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 void bg_value_fill(const struct gclass *c, uint32_t i, int b, uint8_t *buf)
 {
 	uint64_t s = ((uint64_t)c->index << 56) ^ ((uint64_t)i << 8) ^ (uint64_t)b;
 	for (uint64_t o = 0; o < c->bytes; o += 8) {
-		uint64_t w = splitmix(&s);
+		uint64_t w = bench_splitmix(&s);
 		memcpy(buf + o, &w, 8);
 	}
 }
@@ -71,7 +64,7 @@ int bg_class_init(struct gclass *c, uint64_t ws)
 		return -1;
 	uint64_t s = 0x5eed0000ull + (uint64_t)c->index;
 	for (size_t k = 0; k < nblk * c->ntok; k++)
-		c->tokens[k] = (int32_t)(splitmix(&s) & 0x7fffffff) % 200000;
+		c->tokens[k] = (int32_t)(bench_splitmix(&s) & 0x7fffffff) % 200000;
 	for (uint32_t i = 0; i < c->nitems; i++)
 		bg_their_keys(c, i, c->key + (size_t)i * (size_t)c->nb);
 	return 0;

@@ -27,6 +27,14 @@ static uint64_t read_size_file(const char *path)
 	return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : v;
 }
 
+uint64_t bench_splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 uint64_t bench_llc_bytes(void)
 {
 	uint64_t best = 0;
