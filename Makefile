@@ -431,15 +431,17 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # build/mutate/tree (the checkout is never modified). FILES="shm/ring.c ..." (default: the groups
 # of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
 # (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
-# each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest).
-# Summary: build/mutate/summary.txt.
+# each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest),
+# RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the mutants it did
+# not reach). Summary: build/mutate/summary.txt.
 PER_FILE ?= 6
 SEED ?= 1
 BUDGET ?= 10800
 JOBS ?= 2
 mutate: all tests
 	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
-		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") $(if $(NO_VALIDATE),--no-validate)
+		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") \
+		$(if $(RESUME),--resume "$(RESUME)") $(if $(NO_VALIDATE),--no-validate)
 
 .PHONY: mutate
 

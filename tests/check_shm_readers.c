@@ -5,10 +5,12 @@
  * and hostile slot contents (scribbled states, epochs, incarnations; tokens that name nothing).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -621,6 +623,80 @@ START_TEST(test_holders_read_nothing_past_their_tables)
 }
 END_TEST
 
+/* A handle whose view of the index fails (a damaged index header) lists nothing: the listing
+ * reports the damage (-EBADMSG, as every L2 call does), writes no row, and works once the header
+ * is whole again. */
+START_TEST(test_holders_refuse_a_damaged_index)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .reader_slots = SLOTS };
+	struct sc_arena *a = sc_test_arena_opts("holders-ix", &o, &name);
+	struct shm_index_hdr *ih = shm_region(a->shm, SHM_REGION_INDEX, NULL);
+	uint32_t nbuckets = ih->nbuckets;
+	ih->nbuckets = 3; /* before any L2 call of this handle: its view is made by the listing */
+	struct sc_holder h[4];
+	memset(h, 0xa5, sizeof(h));
+	ck_assert_int_eq(sc_arena_holders(a, h, 4), -EBADMSG);
+	const uint8_t *b = (const uint8_t *)h;
+	for (size_t k = 0; k < sizeof(h); k++)
+		ck_assert_uint_eq(b[k], 0xa5);
+	ih->nbuckets = nbuckets;
+	ck_assert_int_eq(sc_arena_holders(a, h, 4), 1);
+	ck_assert_uint_eq(h[0].token, sc_arena_token(a));
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/*
+ * Out of memory while the listing grows its rows during the heap walk: -ENOMEM, not a crash. The
+ * heap holds reservations of 20 000 owners (one row each: the row table grows to 32 768 rows,
+ * 1.3 MiB, which malloc must map anew); a child whose address space is capped at what it already
+ * maps asks for the listing. Only the first 64 rows are allocated before the walk (for the
+ * slots), from memory malloc already has; every growth past them happens in the walk.
+ */
+START_TEST(test_holders_out_of_memory_in_the_heap_walk)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .reader_slots = SLOTS };
+	struct sc_arena *a = sc_test_arena_opts("holders-oom", &o, &name);
+	enum { OWNERS = 20000 };
+	for (uint32_t i = 0; i < OWNERS; i++) {
+		uint64_t off;
+		ck_assert_int_eq(shm_heap_alloc(a->shm, 8, shm_tag_priv(0x100000u + i), &off), 0);
+	}
+	struct sc_holder h[4];
+	ck_assert_int_eq(sc_arena_holders(a, h, 4), 1 + OWNERS); /* with memory: every owner */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* a fixed mmap threshold (no dynamic raise, no big free chunk kept): rows above 128 KiB
+		 * are mapped anew, and freed ones go back to the kernel */
+		if (!mallopt(M_MMAP_THRESHOLD, 128 << 10) || !mallopt(M_TRIM_THRESHOLD, 128 << 10))
+			_exit(7);
+		struct sc_arena *b; /* the child's own handle (the parent's is refused after fork) */
+		if (sc_arena_open(name, &b) || sc_arena_holders(b, h, 4) != 2 + OWNERS)
+			_exit(2);
+		FILE *f = fopen("/proc/self/statm", "r");
+		unsigned long pages = 0;
+		if (!f || fscanf(f, "%lu", &pages) != 1)
+			_exit(3);
+		fclose(f);
+		struct rlimit rl = { (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE),
+				     (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) };
+		if (setrlimit(RLIMIT_AS, &rl))
+			_exit(4);
+		int rc = sc_arena_holders(b, h, 4);
+		_exit(rc == -ENOMEM ? 0 : rc < 0 ? 5 : 6);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "the capped listing: %s %d (0: -ENOMEM; 5: another error; 6: it succeeded; a signal: crash)",
+		      WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The OFD lock helpers retry only a call that failed with EINTR: an errno left at EINTR by an
  * earlier call does not make a successful one loop (liveness tests run on every reclamation). */
 START_TEST(test_ofd_helpers_ignore_a_stale_errno)
@@ -660,6 +736,8 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_pids_decide_nothing);
 	tcase_add_test(tc, test_holders_rows_are_exact);
 	tcase_add_test(tc, test_holders_read_nothing_past_their_tables);
+	tcase_add_test(tc, test_holders_refuse_a_damaged_index);
+	tcase_add_test(tc, test_holders_out_of_memory_in_the_heap_walk);
 	tcase_add_test(tc, test_ofd_helpers_ignore_a_stale_errno);
 	suite_add_tcase(s, tc);
 	return s;

@@ -24,7 +24,10 @@ tests/mutate/equivalent.txt with a reason are equivalent mutants and leave the s
 denominator; every other survivor is listed.
 
 Usage: make mutate [FILES="shm/readers.c lib/fsck.c"] [PER_FILE=16] [SEED=1] [BUDGET=seconds]
-                   [OPS="cmp order ..."] [JOBS=1]
+                   [OPS="cmp order ..."] [JOBS=1] [RERUN=results.json] [RESUME=results.json]
+
+Results are written after every mutant to build/mutate/results.partial.json, so a run stopped
+part-way (or cut by its budget) can be completed with RESUME=build/mutate/results.partial.json.
 """
 import argparse
 import fnmatch
@@ -451,6 +454,9 @@ def main():
     ap.add_argument("--list", action="store_true", help="list the sampled mutants and stop")
     ap.add_argument("--rerun", default="",
                     help="results.json of an earlier run: run its survivors (and kills by timeout) again")
+    ap.add_argument("--resume", default="",
+                    help="results.json of an earlier run that its budget cut short: keep its results and "
+                         "run the planned mutants it did not reach")
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
@@ -497,6 +503,17 @@ def main():
                 keep.append(c)
         plan, previous = again, keep
         files = list(dict.fromkeys(c["file"] for c in plan))
+    elif args.resume:
+        # keep what the earlier run measured (where the line it mutated is unchanged), run the rest
+        with open(args.resume) as f:
+            previous = [c for c in json.load(f) if c["file"] in texts and
+                        line_of(texts[c["file"]], c["start"]).strip() == c.get("before")]
+        done = {(c["file"], c["start"], c["end"], c["rep"], c["op"]) for c in previous}
+        plan = [c for c in plan if (c["file"], c["start"], c["end"], c["rep"], c["op"]) not in done]
+        for c in previous:
+            key = (c["file"], c["op"], squash(c["before"]), squash(c["after"]))
+            if c["status"] in ("survived", "same-code") and key in equivalent:
+                c["status"], c["why"] = "equivalent", equivalent[key]  # explained since
     if args.list:
         for c in plan:
             print("%s:%d %-5s %s" % (c["file"], c["line"], c["op"], c["label"]))
@@ -572,6 +589,8 @@ def main():
             run_mutant(tree, blog, mlog, orig_hash, k, c)
             with lock:
                 results.append(c)
+                with open(os.path.join(WORK, "results.partial.json"), "w") as f:
+                    json.dump(results + previous, f, indent=1)  # a run stopped part-way can --resume
                 print("[%d/%d] %s:%d %-5s %-34s %-10s %5.1fs %s" % (k, n, c["file"], c["line"], c["op"],
                                                                  c["label"][:34], c["status"], c["seconds"],
                                                                  c["by"][:90]), flush=True)
