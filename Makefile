@@ -135,7 +135,7 @@ $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
 # tests/check_memmodel.c compiles the protocols' own sources with their atomics redirected to a
 # weak memory model (tests/mm_atomics.h); their external functions are renamed mm_* there so they
 # do not clash with the library's copies.
-MM_SRCS := shm/readers.c shm/index.c shm/mutex.c shm/ring.c lib/l2/lease.c
+MM_SRCS := shm/readers.c shm/index.c shm/mutex.c shm/ring.c lib/l2/lease.c lib/holders.c
 $(B)/tests/mm_renames.h: $(MM_SRCS)
 	@mkdir -p $(dir $@)
 	$(Q)grep -hE '^[a-z][a-z0-9_ *]*[ *]?(shm|l2|sc)_[a-z0-9_]+\(' $^ | grep -v '^static' | \

@@ -52,7 +52,7 @@ COPY_FILES = ["Makefile"]
 OPS = ["cmp", "bound", "order", "skip", "swap"]
 NEEDS_CLI = {"check_liveness", "check_trace", "check_cli"}
 # the sources tests/check_memmodel.c compiles under the weak memory model (Makefile: MM_SRCS)
-MODEL_SRCS = {"shm/readers.c", "shm/index.c", "shm/mutex.c", "shm/ring.c", "lib/l2/lease.c"}
+MODEL_SRCS = {"shm/readers.c", "shm/index.c", "shm/mutex.c", "shm/ring.c", "lib/l2/lease.c", "lib/holders.c"}
 
 
 # ---- configuration ----
