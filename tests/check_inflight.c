@@ -469,6 +469,9 @@ START_TEST(pins_count_only_reads_into_arena_memory)
 	sc_stage_close(st2);
 	sc_arena_close(a2); /* r2 goes to the reaper with its handle */
 	ck_assert_msg(holder_alive(a, token2), "the closed handle's lock went with a read into it in flight");
+	/* the closed handle's entry stays (its read is in flight) but is nobody's any more: an address
+	 * in its old range (unmapped now, or some later mapping's) is not pinned by it */
+	ck_assert_int_eq(io_pin_get(&ring, &pins, r2.ptr), -1);
 	int i1 = io_pin_get(&ring, &pins, r1.ptr); /* the next request, into the first handle */
 	ck_assert_int_ge(i1, 0);
 	ck_assert_int_ne(i1, i2);
