@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
+#include "../lib/internal.h"
 #include "../lib/io_pin.h"
 
 enum {
@@ -477,6 +478,7 @@ START_TEST(pins_count_only_reads_into_arena_memory)
 	ck_assert_int_ne(i1, i2);
 	ck_assert_msg(holder_alive(a, token2), "the ring let go of a closed handle's lock with a read into it in flight");
 	io_pin_put(&pins, i2); /* the read into the closed handle ended */
+	io_pin_put(&pins, i2); /* an end with nothing in flight (a caller's slip) counts nothing */
 	io_pin_put(&pins, i1);
 	ck_assert_msg(holder_alive(a, token2), "the lock went before the ring's next request");
 	ck_assert_int_eq(io_pin_get(&ring, &pins, r1.ptr), i1);
@@ -531,6 +533,9 @@ START_TEST(pins_make_room_from_idle_entries_only)
 	io_pin_put(&pins, idx[0]);
 	io_pin_put(&pins, idx[5]);
 	ck_assert_int_eq(io_pin_get(&ring, &pins, r[N - 1].ptr), 0); /* the first idle entry made room */
+	/* ... and its handle is pinned no more (its close cleans its slot), the other idle one's is */
+	ck_assert_uint_eq(h[0]->shm->io_pins, 0);
+	ck_assert_uint_eq(h[5]->shm->io_pins, 1);
 	ck_assert_int_eq(io_pin_get(&ring, &pins, r[5].ptr), 5);     /* the other idle one is still there */
 	ck_assert_int_eq(io_pin_get(&ring, &pins, r[0].ptr), -ENFILE); /* and now nothing is idle again */
 	io_pins_forget(&pins);
