@@ -692,6 +692,7 @@ START_TEST(test_l3_changes)
 	n = read_events(ev, e, 2, 2.0);
 	ck_assert_int_eq(n, 2);
 	ck_assert_int_eq(count_type(e, n, SC_EVENT_L3_OBJECT_GONE), 2);
+	ck_assert_int_eq(sc_events_read(ev, e, 8), 0); /* one event per object gone, none more */
 	ck_assert(sc_digest_equal(e[0].digest, loc.digest) || sc_digest_equal(e[1].digest, loc.digest));
 	ck_assert_int_eq(sc_l3_prefix_get(l3, loc.prefix, pi, back, 64), 48);
 	ck_assert_int_eq(pi->object_present, 0);

@@ -720,6 +720,47 @@ START_TEST(regression_fsck_repair_converges_over_index_scribble)
 }
 END_TEST
 
+/* Binding and locating refuse bad input with -EINVAL and change nothing; a namespace of exactly
+ * SC_L3_STR_MAX bytes is a namespace like any other. */
+START_TEST(bind_and_locate_refuse_bad_input)
+{
+	open_all(0, 0, 0);
+	ck_assert_int_eq(sc_l3_bind_arena(NULL, arena), -EINVAL);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, NULL), -EINVAL);
+	static char longest[SC_L3_STR_MAX + 2];
+	memset(longest, 'n', SC_L3_STR_MAX + 1);
+	int32_t t[64];
+	toks_of(t, 64, 3);
+	uint8_t b[4096];
+	bytes_of(b, sizeof(b), 3);
+	longest[SC_L3_STR_MAX] = 0; /* SC_L3_STR_MAX bytes: stored and found */
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { sizeof(b) } };
+	struct sc_l3_put_args a = { .ns = longest, .tokens = t, .token_count = 64, .payload = &pl };
+	struct sc_location put, loc;
+	ck_assert_int_eq(sc_l3_put(l3, &a, &put), 0);
+	memset(&loc, 0x5a, sizeof(loc));
+	struct sc_location untouched = loc;
+	ck_assert_int_eq(sc_l3_locate_longest(NULL, longest, t, 64, &loc), -EINVAL);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, longest, NULL, 64, &loc), -EINVAL);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, longest, t, 0, &loc), -EINVAL);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, longest, t, 64, NULL), -EINVAL);
+	ck_assert_int_eq(memcmp(&loc, &untouched, sizeof(loc)), 0);
+	longest[SC_L3_STR_MAX] = 'n'; /* one byte more: refused, whether stored or not */
+	ck_assert_int_eq(sc_l3_locate_longest(l3, longest, t, 64, &loc), -EINVAL);
+	ck_assert_int_eq(memcmp(&loc, &untouched, sizeof(loc)), 0);
+	longest[SC_L3_STR_MAX] = 0;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, longest, t, 64, &loc), 64);
+	ck_assert(sc_digest_equal(loc.digest, put.digest));
+	/* the same through a handle that is not bound (the directory answers) */
+	struct sc_l3 *plain;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &plain), 0);
+	ck_assert_int_eq(sc_l3_locate_longest(plain, longest, t, 64, &loc), 64);
+	ck_assert(sc_digest_equal(loc.digest, put.digest));
+	sc_l3_close(plain);
+	close_all();
+}
+END_TEST
+
 Suite *l3ix_suite(void)
 {
 	Suite *s = suite_create("l3ix");
@@ -741,6 +782,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, full_index_falls_back_and_stays_correct);
 	tcase_add_test(c, scribbled_index_region_never_serves_wrong_bytes);
 	tcase_add_test(c, bad_pfx_files_are_refused);
+	tcase_add_test(c, bind_and_locate_refuse_bad_input);
 	tcase_add_test(c, fsck_finds_and_repairs_a_broken_index);
 	tcase_add_test(c, regression_fsck_repair_converges_over_index_scribble);
 	suite_add_tcase(s, c);
