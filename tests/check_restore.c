@@ -1,5 +1,6 @@
 /* tests/check_restore.c — the whole restore path: L3 locate, L2 lookup validated against the
  * location, fill, promotion, publish in place; quarantine invalidating mirrors; single flight. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -525,6 +526,52 @@ START_TEST(single_flight_waits_then_hits_l2)
 }
 END_TEST
 
+/* Mirror records (DIR/quarantine/<digest>.mirror) left in the directory. */
+static int mirror_records(void)
+{
+	char q[128];
+	snprintf(q, sizeof(q), "%s/quarantine", tmpdir);
+	DIR *d = opendir(q);
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		n += len > 7 && strcmp(e->d_name + len - 7, ".mirror") == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+/* A quarantine done while no arena was bound leaves a mirror record; the next bind consumes it
+ * whether or not that arena held a mirror of the object (here it held none). */
+START_TEST(quarantine_records_are_consumed_by_the_next_bind)
+{
+	struct sc_location loc;
+	put("nomirror", 12, 9000, 31, &loc);
+	sc_l3_close(l3);
+	char rel[48], path[256];
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t b;
+	ck_assert_int_eq(pread(fd, &b, 1, 20), 1); /* a header byte */
+	b ^= 0x10;
+	ck_assert_int_eq(pwrite(fd, &b, 1, 20), 1);
+	close(fd);
+	ck_assert_int_eq(mirror_records(), 0);
+	struct sc_l3 *other; /* its open quarantines the object, with no arena bound */
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &other), 0);
+	sc_l3_close(other);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(mirror_records(), 1);
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(l3, arena), 0);
+	ck_assert_int_eq(mirror_records(), 0);
+}
+END_TEST
+
 Suite *restore_suite(void)
 {
 	Suite *s = suite_create("restore");
@@ -539,6 +586,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, restore_refuses_another_models_or_states_object);
 	tcase_add_test(tc, flipped_byte_is_quarantined_and_mirror_invalidated);
 	tcase_add_test(tc, regression_quarantine_at_open_invalidates_mirror_and_is_reported);
+	tcase_add_test(tc, quarantine_records_are_consumed_by_the_next_bind);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
