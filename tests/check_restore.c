@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -565,6 +566,28 @@ START_TEST(quarantine_records_are_consumed_by_the_next_bind)
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &other), 0);
 	sc_l3_close(other);
 	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(mirror_records(), 1);
+	/* a binder out of file descriptors cannot read the records: it binds, and leaves them */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *ac;
+		struct sc_l3 *lc;
+		if (sc_arena_open(arena_name, &ac) || sc_l3_open(tmpdir, NULL, &lc))
+			_exit(2);
+		int lowest = dup(0); /* every descriptor below the lowest free one is taken */
+		if (lowest < 0)
+			_exit(3);
+		close(lowest);
+		struct rlimit rl = { (rlim_t)lowest, (rlim_t)lowest };
+		if (setrlimit(RLIMIT_NOFILE, &rl) || dup(0) != -1)
+			_exit(4);
+		_exit(sc_l3_bind_arena(lc, ac) == 0 ? 0 : 5);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the bind without descriptors: %s %d",
+		      WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 	ck_assert_int_eq(mirror_records(), 1);
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
 	ck_assert_int_eq(sc_l3_bind_arena(l3, arena), 0);
