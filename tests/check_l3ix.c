@@ -761,6 +761,51 @@ START_TEST(bind_and_locate_refuse_bad_input)
 }
 END_TEST
 
+/* Binding a second store whose open changed its own directory (a quarantine) to an arena whose
+ * index serves another store leaves that index alone: the first store's prefixes are still
+ * answered by it, without a directory probe or scan (entries are trusted for 60 s here, so
+ * only an invalidation would make one). */
+START_TEST(binding_another_store_keeps_the_index)
+{
+	open_all(0, 60000, 0);
+	struct sc_location loc;
+	put_with(l3, 5, 64, 5, &loc);
+	int fi = 0;
+	ck_assert_int_eq(restore_is(5, 64, 5, &fi), 64);
+	ck_assert_int_eq(fi, 1);
+	/* store B: one object, its header damaged, so that B's next open quarantines it */
+	char other[80];
+	snprintf(other, sizeof(other), "%s-b", tmpdir);
+	struct sc_l3 *b;
+	ck_assert_int_eq(sc_l3_open(other, NULL, &b), 0);
+	struct sc_location bl;
+	put_with(b, 6, 64, 6, &bl);
+	sc_l3_close(b);
+	char rel[48], path[200];
+	l3_obj_relpath(bl.digest.lo, bl.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", other, rel);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t x = 0xff;
+	ck_assert_int_eq(pwrite(fd, &x, 1, 20), 1);
+	close(fd);
+	ck_assert_int_eq(sc_l3_open(other, NULL, &b), 0);
+	ck_assert_int_eq(access(path, F_OK), -1); /* quarantined by this open */
+	struct sc_l3_index_stats s0 = ixstats();
+	ck_assert_int_eq(sc_l3_bind_arena(b, arena), 0);
+	ck_assert_int_eq(restore_is(5, 64, 5, &fi), 64);
+	ck_assert_int_eq(fi, 1);
+	struct sc_l3_index_stats s1 = ixstats();
+	ck_assert_uint_eq(s1.hits, s0.hits + 1);
+	ck_assert_uint_eq(s1.fallbacks, s0.fallbacks);
+	ck_assert_uint_eq(s1.stale, s0.stale);
+	ck_assert_uint_eq(s1.refreshes, s0.refreshes); /* nor a directory scan: nothing was invalidated */
+	sc_l3_close(b);
+	sc_test_rm_tree(other);
+	close_all();
+}
+END_TEST
+
 Suite *l3ix_suite(void)
 {
 	Suite *s = suite_create("l3ix");
@@ -783,6 +828,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, scribbled_index_region_never_serves_wrong_bytes);
 	tcase_add_test(c, bad_pfx_files_are_refused);
 	tcase_add_test(c, bind_and_locate_refuse_bad_input);
+	tcase_add_test(c, binding_another_store_keeps_the_index);
 	tcase_add_test(c, fsck_finds_and_repairs_a_broken_index);
 	tcase_add_test(c, regression_fsck_repair_converges_over_index_scribble);
 	suite_add_tcase(s, c);
