@@ -527,6 +527,53 @@ START_TEST(single_flight_waits_then_hits_l2)
 }
 END_TEST
 
+/* A prefix L2 holds, asked for while every lease of the handle is held: the restore says so
+ * (-EMFILE, nothing filled), whether the location index answered the locate or the arena has no
+ * index (the directory locates, then L2 is asked). */
+START_TEST(a_restore_with_every_lease_held_is_refused)
+{
+	const char *name2;
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .l3_index_entries = SC_L3_INDEX_NONE };
+	struct sc_arena *a2 = sc_test_arena_opts("rs-noix", &o, &name2);
+	struct sc_stage *st2;
+	ck_assert_int_eq(sc_stage_open(a2, "model", "state", &st2), 0);
+	struct sc_stage *stages[2] = { stage, st2 };
+	put("ns", 40, 6000, 9, NULL);
+	uint8_t buf[256];
+	memset(buf, 1, sizeof(buf));
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	for (int k = 0; k < 2; k++) {
+		struct sc_restore r;
+		for (int i = 0; i < 2; i++) { /* the second fill promotes: L2 holds it */
+			ck_assert_int_eq(sc_restore(stages[k], l3, "ns", toks, 40, 0, &r), 40);
+			sc_restore_release(&r);
+		}
+		ck_assert_int_eq(r.promoted, 1);
+		struct sc_lease held[SC_LEASES_MAX];
+		int32_t t[2];
+		for (int i = 0; i < SC_LEASES_MAX; i++) {
+			t[0] = 700000 + i, t[1] = 1;
+			ck_assert_int_eq(sc_l2_admit(stages[k], "other", t, 2, sc_digest(buf, sizeof(buf)), &pl,
+						     SC_ORIGIN_DIRECT), 0);
+			ck_assert_int_eq(sc_l2_get(stages[k], "other", t, 2, NULL, &held[i]), 0);
+		}
+		struct sc_l3_stats s0, s1;
+		sc_l3_stats(l3, &s0);
+		ck_assert_int_eq(sc_restore(stages[k], l3, "ns", toks, 40, 0, &r), -EMFILE);
+		ck_assert_int_eq(r.from_index, k == 0);
+		sc_l3_stats(l3, &s1);
+		ck_assert_int_eq(s1.fills, s0.fills);
+		for (int i = 0; i < SC_LEASES_MAX; i++)
+			sc_lease_release(&held[i]);
+		ck_assert_int_eq(sc_restore(stages[k], l3, "ns", toks, 40, 0, &r), 40);
+		ck_assert_int_eq(r.source, SC_RESTORE_FROM_L2);
+		sc_restore_release(&r);
+	}
+	sc_stage_close(st2);
+	sc_test_arena_destroy(a2, name2);
+}
+END_TEST
+
 /* Mirror records (DIR/quarantine/<digest>.mirror) left in the directory. */
 static int mirror_records(void)
 {
@@ -610,6 +657,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, flipped_byte_is_quarantined_and_mirror_invalidated);
 	tcase_add_test(tc, regression_quarantine_at_open_invalidates_mirror_and_is_reported);
 	tcase_add_test(tc, quarantine_records_are_consumed_by_the_next_bind);
+	tcase_add_test(tc, a_restore_with_every_lease_held_is_refused);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
