@@ -574,6 +574,32 @@ START_TEST(a_restore_with_every_lease_held_is_refused)
 }
 END_TEST
 
+/* The object of the longest prefix the location index names is gone (removed behind the index's
+ * back, as a process not attached removes it): the restore looks again and serves the shorter
+ * prefix that is still stored, from L3. */
+START_TEST(an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix)
+{
+	struct sc_restore r;
+	struct sc_location l32, l64;
+	put("ns", 32, 5000, 41, &l32);
+	put("ns", 64, 7000, 42, &l64);
+	ck_assert_int_eq(restore_check("ns", 64, 64, 7000, 42, &r), SC_RESTORE_FROM_L3);
+	sc_l2_clear(arena);
+	char rel[48], path[256];
+	l3_obj_relpath(l64.digest.lo, l64.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	ck_assert_int_eq(unlink(path), 0);
+	int rc = sc_restore(stage, l3, "ns", toks, 64, 0, &r);
+	ck_assert_msg(rc == 32, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
+	ck_assert_uint_eq(r.sec_len[0], 5000);
+	uint8_t want[5000];
+	fill_bytes(want, sizeof(want), 41);
+	ck_assert(memcmp(r.sec[0], want, sizeof(want)) == 0);
+	sc_restore_release(&r);
+}
+END_TEST
+
 /* Mirror records (DIR/quarantine/<digest>.mirror) left in the directory. */
 static int mirror_records(void)
 {
@@ -658,6 +684,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, regression_quarantine_at_open_invalidates_mirror_and_is_reported);
 	tcase_add_test(tc, quarantine_records_are_consumed_by_the_next_bind);
 	tcase_add_test(tc, a_restore_with_every_lease_held_is_refused);
+	tcase_add_test(tc, an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
