@@ -576,7 +576,7 @@ END_TEST
 
 /* The object of the longest prefix the location index names is gone (removed behind the index's
  * back, as a process not attached removes it): the restore looks again and serves the shorter
- * prefix that is still stored, from L3. */
+ * prefix that is still stored, from L3; with every stored prefix's object gone, a miss. */
 START_TEST(an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix)
 {
 	struct sc_restore r;
@@ -597,6 +597,20 @@ START_TEST(an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix)
 	fill_bytes(want, sizeof(want), 41);
 	ck_assert(memcmp(r.sec[0], want, sizeof(want)) == 0);
 	sc_restore_release(&r);
+	/* both objects gone behind the index's back (both prefixes indexed again by the puts): two
+	 * looks find nothing, and the directory says so: a miss */
+	put("ns", 32, 5000, 41, &l32);
+	put("ns", 64, 7000, 42, &l64);
+	sc_l2_clear(arena);
+	const struct sc_location *gone[2] = { &l32, &l64 };
+	for (int k = 0; k < 2; k++) {
+		l3_obj_relpath(gone[k]->digest.lo, gone[k]->digest.hi, rel);
+		snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+		ck_assert_int_eq(unlink(path), 0);
+	}
+	rc = sc_restore(stage, l3, "ns", toks, 64, 0, &r);
+	ck_assert_msg(rc == -ENOENT, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_int_ge(r.miss_reason, 0);
 }
 END_TEST
 
