@@ -614,6 +614,36 @@ START_TEST(an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix)
 }
 END_TEST
 
+/* An L2 mirror that cannot restore the prefix (its KV descriptor covers 63 of its 64 tokens) of an
+ * object that is gone: the mirror is dropped, the fill finds no object, and the restore looks
+ * again and serves the shorter prefix still stored. */
+START_TEST(an_unusable_mirror_of_a_gone_object_falls_back_to_a_shorter_prefix)
+{
+	struct sc_location l32, l64;
+	put("ns", 32, 5000, 51, &l32);
+	put("ns", 64, 7000, 52, &l64);
+	static uint8_t kv[7000]; /* the object's own bytes (the mirror's digest is the object's) */
+	fill_bytes(kv, sizeof(kv), 52);
+	struct sc_kv_desc d = { .codec = SC_KV_CODEC_RAW, .payload_bytes = sizeof(kv), .token_count = 63 };
+	struct sc_payload pl = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { kv }, .sec_len = { sizeof(kv) }, .kv_desc = &d };
+	ck_assert_int_eq(sc_l2_admit(stage, "ns", toks, 64, l64.digest, &pl, SC_ORIGIN_DIRECT), 0);
+	char rel[48], path[256];
+	l3_obj_relpath(l64.digest.lo, l64.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	ck_assert_int_eq(unlink(path), 0);
+	struct sc_restore r;
+	int rc = sc_restore(stage, l3, "ns", toks, 64, 0, &r);
+	ck_assert_msg(rc == 32, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_uint_eq(r.sec_len[0], 5000);
+	uint8_t want[5000];
+	fill_bytes(want, sizeof(want), 51);
+	ck_assert(memcmp(r.sec[0], want, sizeof(want)) == 0);
+	sc_restore_release(&r);
+	struct sc_l2_entry_info info;
+	ck_assert_int_eq(sc_l2_peek(stage, "ns", toks, 64, &info), -ENOENT); /* the unusable mirror went */
+}
+END_TEST
+
 /* Mirror records (DIR/quarantine/<digest>.mirror) left in the directory. */
 static int mirror_records(void)
 {
@@ -699,6 +729,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, quarantine_records_are_consumed_by_the_next_bind);
 	tcase_add_test(tc, a_restore_with_every_lease_held_is_refused);
 	tcase_add_test(tc, an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix);
+	tcase_add_test(tc, an_unusable_mirror_of_a_gone_object_falls_back_to_a_shorter_prefix);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
