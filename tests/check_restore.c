@@ -644,6 +644,25 @@ START_TEST(an_unusable_mirror_of_a_gone_object_falls_back_to_a_shorter_prefix)
 }
 END_TEST
 
+/* A namespace of exactly SC_L3_STR_MAX bytes is restored like any other; one byte more is refused
+ * (-EINVAL) and nothing is counted. */
+START_TEST(a_namespace_of_the_longest_length_is_restored)
+{
+	static char ns[SC_L3_STR_MAX + 2];
+	memset(ns, 'q', SC_L3_STR_MAX);
+	put(ns, 16, 3000, 61, NULL);
+	struct sc_restore r;
+	ck_assert_int_eq(restore_check(ns, 16, 16, 3000, 61, &r), SC_RESTORE_FROM_L3);
+	struct sc_l3_stats s0, s1;
+	sc_l3_stats(l3, &s0);
+	ns[SC_L3_STR_MAX] = 'q';
+	ck_assert_int_eq(sc_restore(stage, l3, ns, toks, 16, 0, &r), -EINVAL);
+	ck_assert_int_eq(r.miss_reason, -1);
+	sc_l3_stats(l3, &s1);
+	ck_assert_int_eq(s1.fills, s0.fills);
+}
+END_TEST
+
 /* Mirror records (DIR/quarantine/<digest>.mirror) left in the directory. */
 static int mirror_records(void)
 {
@@ -730,6 +749,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, a_restore_with_every_lease_held_is_refused);
 	tcase_add_test(tc, an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix);
 	tcase_add_test(tc, an_unusable_mirror_of_a_gone_object_falls_back_to_a_shorter_prefix);
+	tcase_add_test(tc, a_namespace_of_the_longest_length_is_restored);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
