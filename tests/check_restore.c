@@ -13,6 +13,7 @@
 
 #include "sc_check.h"
 #include "../lib/l3/l3.h"
+#include "../shm/obs.h"
 
 static char tmpdir[64];
 static struct sc_arena *arena;
@@ -663,6 +664,46 @@ START_TEST(a_namespace_of_the_longest_length_is_restored)
 }
 END_TEST
 
+static uint64_t obs_magic; /* the claim table's magic, while obs_hook has it scribbled */
+
+/* At the moment a restore finds another filler's claim: the claim table's header is damaged. */
+static void obs_hook(const char *point, void *ctx)
+{
+	(void)ctx;
+	struct shm_obs_hdr *h = shm_obs_table(arena->shm);
+	if (!strcmp(point, "fill.claim.found") && h) {
+		obs_magic = h->magic;
+		h->magic = 0;
+	}
+}
+
+/* A restore waiting for another filler (SC_RESTORE_WAIT) whose claim table turns out damaged
+ * returns the error (-EBADMSG): not a "busy" miss, and nothing filled. */
+START_TEST(a_wait_on_a_damaged_claim_table_is_an_error)
+{
+	struct sc_location loc;
+	put("dw", 30, 7000, 13, &loc);
+	uint64_t sid = sc_stage_id(stage);
+	ck_assert_int_eq(sc_fill_claim(arena, sid, loc.digest), 0); /* we are "filling" it */
+	struct sc_l3_stats s0, s1;
+	sc_l3_stats(l3, &s0);
+	sc_sched_set(obs_hook, NULL);
+	struct sc_restore r;
+	int rc = sc_restore(stage, l3, "dw", toks, 30, SC_RESTORE_WAIT, &r);
+	sc_sched_set(NULL, NULL);
+	ck_assert_uint_ne(obs_magic, 0);
+	struct shm_obs_hdr *h = shm_region(arena->shm, SHM_REGION_OBS, NULL);
+	h->magic = obs_magic;
+	ck_assert_msg(rc == -EBADMSG, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_int_eq(r.waited, 1);
+	ck_assert_int_eq(r.miss_reason, -1);
+	sc_l3_stats(l3, &s1);
+	ck_assert_int_eq(s1.fills, s0.fills);
+	ck_assert_int_eq(sc_fill_release(arena, sid, loc.digest), 0);
+	ck_assert_int_eq(restore_check("dw", 30, 30, 7000, 13, &r), SC_RESTORE_FROM_L3);
+}
+END_TEST
+
 /* Mirror records (DIR/quarantine/<digest>.mirror) left in the directory. */
 static int mirror_records(void)
 {
@@ -750,6 +791,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix);
 	tcase_add_test(tc, an_unusable_mirror_of_a_gone_object_falls_back_to_a_shorter_prefix);
 	tcase_add_test(tc, a_namespace_of_the_longest_length_is_restored);
+	tcase_add_test(tc, a_wait_on_a_damaged_claim_table_is_an_error);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
