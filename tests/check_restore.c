@@ -664,6 +664,27 @@ START_TEST(a_namespace_of_the_longest_length_is_restored)
 }
 END_TEST
 
+/* A fill published in place keeps the prefix's token ids behind the payload: the reservation holds
+ * them all, even when they fill most of a page past the payload (1 100 ids, 4 400 bytes, behind
+ * 8 KiB): promoted, served from L2 with every id compared, and the arena stays whole. */
+START_TEST(a_fill_published_in_place_keeps_every_token_id)
+{
+	struct sc_restore r;
+	put("ids", 1100, 8192, 71, NULL);
+	ck_assert_int_eq(restore_check("ids", 1100, 1100, 8192, 71, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(restore_check("ids", 1100, 1100, 8192, 71, &r), SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promoted, 1);
+	ck_assert_int_eq(restore_check("ids", 1100, 1100, 8192, 71, &r), SC_RESTORE_FROM_L2);
+	toks[1099] ^= 1; /* the last id differs: not this prefix */
+	struct sc_lease l;
+	int rc = sc_l2_get(stage, "ids", toks, 1100, NULL, &l);
+	toks[1099] ^= 1;
+	ck_assert_int_eq(rc, -ENOENT);
+	struct sc_fsck_report rep;
+	ck_assert_int_eq(sc_arena_fsck(arena, 0, NULL, NULL, &rep), 0);
+}
+END_TEST
+
 static uint64_t obs_magic; /* the claim table's magic, while obs_hook has it scribbled */
 
 /* At the moment a restore finds another filler's claim: the claim table's header is damaged. */
@@ -792,6 +813,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, an_unusable_mirror_of_a_gone_object_falls_back_to_a_shorter_prefix);
 	tcase_add_test(tc, a_namespace_of_the_longest_length_is_restored);
 	tcase_add_test(tc, a_wait_on_a_damaged_claim_table_is_an_error);
+	tcase_add_test(tc, a_fill_published_in_place_keeps_every_token_id);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
