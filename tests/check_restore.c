@@ -708,6 +708,82 @@ START_TEST(restores_served_from_l2_keep_no_memory)
 }
 END_TEST
 
+/* An arena fsck declared unrepairable: a restore says so (-ENOTRECOVERABLE) and reads nothing. */
+START_TEST(a_restore_in_a_damaged_arena_is_refused)
+{
+	put("dmg", 12, 3000, 91, NULL);
+	struct sc_l3_stats s0, s1;
+	sc_l3_stats(l3, &s0);
+	atomic_store(&arena->shm->hdr->damaged, SHM_DAMAGED);
+	struct sc_restore r;
+	int rc = sc_restore(stage, l3, "dmg", toks, 12, 0, &r);
+	atomic_store(&arena->shm->hdr->damaged, 0);
+	ck_assert_int_eq(rc, -ENOTRECOVERABLE);
+	sc_l3_stats(l3, &s1);
+	ck_assert_int_eq(s1.fills, s0.fills);
+	ck_assert_int_eq(restore_check("dmg", 12, 12, 3000, 91, &r), SC_RESTORE_FROM_L3);
+}
+END_TEST
+
+/* A stored state whose KV descriptor does not describe this prefix (64 tokens stored, a descriptor
+ * of 63) is never served: a miss counted as quarantined (-EBADMSG), nothing filled. */
+START_TEST(a_location_whose_descriptor_is_not_this_prefix_is_not_served)
+{
+	static uint8_t kv[4096];
+	fill_bytes(kv, sizeof(kv), 92);
+	struct sc_kv_desc d = { .codec = SC_KV_CODEC_RAW, .payload_bytes = sizeof(kv), .token_count = 63 };
+	struct sc_payload pl = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { kv }, .sec_len = { sizeof(kv) }, .kv_desc = &d };
+	struct sc_l3_put_args a = { .ns = "desc", .tokens = toks, .token_count = 64, .payload = &pl };
+	struct sc_location loc;
+	ck_assert_int_eq(sc_l3_put(l3, &a, &loc), 0);
+	struct sc_l3_stats s0, s1;
+	sc_l3_stats(l3, &s0);
+	struct sc_restore r;
+	ck_assert_int_eq(sc_restore(stage, l3, "desc", toks, 64, 0, &r), -EBADMSG);
+	ck_assert_int_eq(r.miss_reason, SC_MISS_QUARANTINED);
+	ck_assert_ptr_null(r.sec[0]);
+	sc_l3_stats(l3, &s1);
+	ck_assert_int_eq(s1.fills, s0.fills);
+}
+END_TEST
+
+/* Without a location index the directory locates: when the longest prefix's object fails
+ * verification the restore reports it (-EBADMSG, counted as quarantined) once, and the next one
+ * serves the shorter prefix that is stored. */
+START_TEST(a_bad_longest_object_is_reported_once_then_the_shorter_served)
+{
+	const char *name2;
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .l3_index_entries = SC_L3_INDEX_NONE };
+	struct sc_arena *a2 = sc_test_arena_opts("rs-bad", &o, &name2);
+	struct sc_stage *st2;
+	ck_assert_int_eq(sc_stage_open(a2, "model", "state", &st2), 0);
+	struct sc_location l32, l64;
+	put("bad", 32, 5000, 93, &l32);
+	put("bad", 64, 7000, 94, &l64);
+	char rel[48], path[256];
+	l3_obj_relpath(l64.digest.lo, l64.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t b;
+	ck_assert_int_eq(pread(fd, &b, 1, 20), 1); /* a header byte */
+	b ^= 0x10;
+	ck_assert_int_eq(pwrite(fd, &b, 1, 20), 1);
+	close(fd);
+	struct sc_restore r;
+	ck_assert_int_eq(sc_restore(st2, l3, "bad", toks, 64, 0, &r), -EBADMSG);
+	ck_assert_int_eq(r.miss_reason, SC_MISS_QUARANTINED);
+	int rc = sc_restore(st2, l3, "bad", toks, 64, 0, &r);
+	ck_assert_msg(rc == 32, "restore: %d (%s)", rc, sc_strerror(rc));
+	uint8_t want[5000];
+	fill_bytes(want, sizeof(want), 93);
+	ck_assert(memcmp(r.sec[0], want, sizeof(want)) == 0);
+	sc_restore_release(&r);
+	sc_stage_close(st2);
+	sc_test_arena_destroy(a2, name2);
+}
+END_TEST
+
 static uint64_t obs_magic; /* the claim table's magic, while obs_hook has it scribbled */
 
 /* At the moment a restore finds another filler's claim: the claim table's header is damaged. */
@@ -838,6 +914,9 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, a_wait_on_a_damaged_claim_table_is_an_error);
 	tcase_add_test(tc, a_fill_published_in_place_keeps_every_token_id);
 	tcase_add_test(tc, restores_served_from_l2_keep_no_memory);
+	tcase_add_test(tc, a_restore_in_a_damaged_arena_is_refused);
+	tcase_add_test(tc, a_location_whose_descriptor_is_not_this_prefix_is_not_served);
+	tcase_add_test(tc, a_bad_longest_object_is_reported_once_then_the_shorter_served);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
