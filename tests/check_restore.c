@@ -726,7 +726,8 @@ START_TEST(a_restore_in_a_damaged_arena_is_refused)
 END_TEST
 
 /* A stored state whose KV descriptor does not describe this prefix (64 tokens stored, a descriptor
- * of 63) is never served: a miss counted as quarantined (-EBADMSG), nothing filled. */
+ * of 63) is never served: a miss counted as quarantined (-EBADMSG), nothing filled; with a
+ * descriptor of its 64 tokens it is. */
 START_TEST(a_location_whose_descriptor_is_not_this_prefix_is_not_served)
 {
 	static uint8_t kv[4096];
@@ -744,6 +745,16 @@ START_TEST(a_location_whose_descriptor_is_not_this_prefix_is_not_served)
 	ck_assert_ptr_null(r.sec[0]);
 	sc_l3_stats(l3, &s1);
 	ck_assert_int_eq(s1.fills, s0.fills);
+	/* other bytes (another object) with a descriptor of the 64 tokens are served */
+	fill_bytes(kv, sizeof(kv), 96);
+	d.token_count = 64;
+	a.ns = "desc-ok";
+	ck_assert_int_eq(sc_l3_put(l3, &a, &loc), 0);
+	ck_assert_int_eq(sc_restore(stage, l3, "desc-ok", toks, 64, 0, &r), 64);
+	ck_assert_int_eq(r.has_kv_desc, 1);
+	ck_assert_uint_eq(r.kv_desc.token_count, 64);
+	ck_assert(memcmp(r.sec[0], kv, sizeof(kv)) == 0);
+	sc_restore_release(&r);
 }
 END_TEST
 
@@ -784,6 +795,22 @@ START_TEST(a_bad_longest_object_is_reported_once_then_the_shorter_served)
 }
 END_TEST
 
+/* The claim table full of other fills' claims (256): a restore fills without single flight
+ * rather than fail, and leaves the table as it was. */
+START_TEST(a_full_claim_table_does_not_stop_a_fill)
+{
+	put("full", 20, 4000, 95, NULL);
+	uint64_t sid = sc_stage_id(stage);
+	for (uint32_t i = 0; i < SHM_OBS_CLAIMS; i++)
+		ck_assert_int_eq(sc_fill_claim(arena, sid, (struct sc_digest){ 1000 + i, 7 }), 0);
+	ck_assert_int_eq(sc_fill_claim(arena, sid, (struct sc_digest){ 999, 7 }), -EAGAIN);
+	struct sc_restore r;
+	ck_assert_int_eq(restore_check("full", 20, 20, 4000, 95, &r), SC_RESTORE_FROM_L3);
+	for (uint32_t i = 0; i < SHM_OBS_CLAIMS; i++)
+		ck_assert_int_eq(sc_fill_release(arena, sid, (struct sc_digest){ 1000 + i, 7 }), 0);
+}
+END_TEST
+
 static uint64_t obs_magic; /* the claim table's magic, while obs_hook has it scribbled */
 
 /* At the moment a restore finds another filler's claim: the claim table's header is damaged. */
@@ -798,7 +825,7 @@ static void obs_hook(const char *point, void *ctx)
 }
 
 /* A restore waiting for another filler (SC_RESTORE_WAIT) whose claim table turns out damaged
- * returns the error (-EBADMSG): not a "busy" miss, and nothing filled. */
+ * returns the error (-EBADMSG): not a "busy" miss nor a deadline miss, and nothing filled. */
 START_TEST(a_wait_on_a_damaged_claim_table_is_an_error)
 {
 	struct sc_location loc;
@@ -807,16 +834,22 @@ START_TEST(a_wait_on_a_damaged_claim_table_is_an_error)
 	ck_assert_int_eq(sc_fill_claim(arena, sid, loc.digest), 0); /* we are "filling" it */
 	struct sc_l3_stats s0, s1;
 	sc_l3_stats(l3, &s0);
-	sc_sched_set(obs_hook, NULL);
 	struct sc_restore r;
-	int rc = sc_restore(stage, l3, "dw", toks, 30, SC_RESTORE_WAIT, &r);
-	sc_sched_set(NULL, NULL);
-	ck_assert_uint_ne(obs_magic, 0);
-	struct shm_obs_hdr *h = shm_region(arena->shm, SHM_REGION_OBS, NULL);
-	h->magic = obs_magic;
-	ck_assert_msg(rc == -EBADMSG, "restore: %d (%s)", rc, sc_strerror(rc));
-	ck_assert_int_eq(r.waited, 1);
-	ck_assert_int_eq(r.miss_reason, -1);
+	for (int with_deadline = 0; with_deadline < 2; with_deadline++) {
+		/* with a deadline 10 s away: the error is still the answer, not a deadline miss */
+		struct sc_restore_opts o = { .flags = SC_RESTORE_WAIT,
+					     .deadline_ns = with_deadline ? sc_clock_ns() + 10000000000ull : 0 };
+		obs_magic = 0;
+		sc_sched_set(obs_hook, NULL);
+		int rc = sc_restore_with(stage, l3, "dw", toks, 30, &o, &r);
+		sc_sched_set(NULL, NULL);
+		ck_assert_uint_ne(obs_magic, 0);
+		struct shm_obs_hdr *h = shm_region(arena->shm, SHM_REGION_OBS, NULL);
+		h->magic = obs_magic;
+		ck_assert_msg(rc == -EBADMSG, "restore: %d (%s)", rc, sc_strerror(rc));
+		ck_assert_int_eq(r.waited, 1);
+		ck_assert_int_eq(r.miss_reason, -1);
+	}
 	sc_l3_stats(l3, &s1);
 	ck_assert_int_eq(s1.fills, s0.fills);
 	ck_assert_int_eq(sc_fill_release(arena, sid, loc.digest), 0);
@@ -915,6 +948,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, a_fill_published_in_place_keeps_every_token_id);
 	tcase_add_test(tc, restores_served_from_l2_keep_no_memory);
 	tcase_add_test(tc, a_restore_in_a_damaged_arena_is_refused);
+	tcase_add_test(tc, a_full_claim_table_does_not_stop_a_fill);
 	tcase_add_test(tc, a_location_whose_descriptor_is_not_this_prefix_is_not_served);
 	tcase_add_test(tc, a_bad_longest_object_is_reported_once_then_the_shorter_served);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
