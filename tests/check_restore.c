@@ -646,8 +646,8 @@ START_TEST(an_unusable_mirror_of_a_gone_object_falls_back_to_a_shorter_prefix)
 }
 END_TEST
 
-/* A namespace of exactly SC_L3_STR_MAX bytes is restored like any other; one byte more is refused
- * (-EINVAL) and nothing is counted. */
+/* A namespace of exactly SC_L3_STR_MAX bytes is restored like any other; one byte more, or no
+ * result to fill, is refused (-EINVAL) and nothing is counted. */
 START_TEST(a_namespace_of_the_longest_length_is_restored)
 {
 	static char ns[SC_L3_STR_MAX + 2];
@@ -660,6 +660,8 @@ START_TEST(a_namespace_of_the_longest_length_is_restored)
 	ns[SC_L3_STR_MAX] = 'q';
 	ck_assert_int_eq(sc_restore(stage, l3, ns, toks, 16, 0, &r), -EINVAL);
 	ck_assert_int_eq(r.miss_reason, -1);
+	ns[SC_L3_STR_MAX] = 0;
+	ck_assert_int_eq(sc_restore(stage, l3, ns, toks, 16, 0, NULL), -EINVAL); /* nowhere to answer */
 	sc_l3_stats(l3, &s1);
 	ck_assert_int_eq(s1.fills, s0.fills);
 }
