@@ -95,6 +95,38 @@ static int restore_check(const char *ns, uint32_t n, uint32_t want_tokens, size_
 	return src;
 }
 
+/* The path of @loc's object file in the store. */
+static void object_path(const struct sc_location *loc, char *path, size_t n)
+{
+	char rel[48];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	snprintf(path, n, "%s/objects/%s", tmpdir, rel);
+}
+
+/* Flip one bit of the byte at @off of @loc's object file. */
+static void flip_object_byte(const struct sc_location *loc, off_t off, uint8_t bit)
+{
+	char path[256];
+	object_path(loc, path, sizeof(path));
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t b;
+	ck_assert_int_eq(pread(fd, &b, 1, off), 1);
+	b ^= bit;
+	ck_assert_int_eq(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+/* A second arena, without a location index (the directory locates), and a stage in it. */
+static struct sc_stage *open_noindex(const char *tag, struct sc_arena **a2, const char **name2)
+{
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .l3_index_entries = SC_L3_INDEX_NONE };
+	*a2 = sc_test_arena_opts(tag, &o, name2);
+	struct sc_stage *st2;
+	ck_assert_int_eq(sc_stage_open(*a2, "model", "state", &st2), 0);
+	return st2;
+}
+
 START_TEST(second_fill_promotes_and_l2_serves)
 {
 	struct sc_restore r;
@@ -349,16 +381,7 @@ END_TEST
 
 static void flip_payload_byte(const struct sc_location *loc)
 {
-	char rel[48], path[256];
-	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
-	int fd = open(path, O_RDWR);
-	ck_assert_int_ge(fd, 0);
-	uint8_t b;
-	ck_assert_int_eq(pread(fd, &b, 1, L3_HDR_BLOCK + 5), 1);
-	b ^= 0x80;
-	ck_assert_int_eq(pwrite(fd, &b, 1, L3_HDR_BLOCK + 5), 1);
-	close(fd);
+	flip_object_byte(loc, L3_HDR_BLOCK + 5, 0x80);
 }
 
 START_TEST(flipped_byte_is_quarantined_and_mirror_invalidated)
@@ -535,10 +558,8 @@ END_TEST
 START_TEST(a_restore_with_every_lease_held_is_refused)
 {
 	const char *name2;
-	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .l3_index_entries = SC_L3_INDEX_NONE };
-	struct sc_arena *a2 = sc_test_arena_opts("rs-noix", &o, &name2);
-	struct sc_stage *st2;
-	ck_assert_int_eq(sc_stage_open(a2, "model", "state", &st2), 0);
+	struct sc_arena *a2;
+	struct sc_stage *st2 = open_noindex("rs-noix", &a2, &name2);
 	struct sc_stage *stages[2] = { stage, st2 };
 	put("ns", 40, 6000, 9, NULL);
 	uint8_t buf[256];
@@ -587,9 +608,8 @@ START_TEST(an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix)
 	put("ns", 64, 7000, 42, &l64);
 	ck_assert_int_eq(restore_check("ns", 64, 64, 7000, 42, &r), SC_RESTORE_FROM_L3);
 	sc_l2_clear(arena);
-	char rel[48], path[256];
-	l3_obj_relpath(l64.digest.lo, l64.digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	char path[256];
+	object_path(&l64, path, sizeof(path));
 	ck_assert_int_eq(unlink(path), 0);
 	int rc = sc_restore(stage, l3, "ns", toks, 64, 0, &r);
 	ck_assert_msg(rc == 32, "restore: %d (%s)", rc, sc_strerror(rc));
@@ -606,8 +626,7 @@ START_TEST(an_object_gone_before_the_locate_falls_back_to_a_shorter_prefix)
 	sc_l2_clear(arena);
 	const struct sc_location *gone[2] = { &l32, &l64 };
 	for (int k = 0; k < 2; k++) {
-		l3_obj_relpath(gone[k]->digest.lo, gone[k]->digest.hi, rel);
-		snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+		object_path(gone[k], path, sizeof(path));
 		ck_assert_int_eq(unlink(path), 0);
 	}
 	rc = sc_restore(stage, l3, "ns", toks, 64, 0, &r);
@@ -629,9 +648,8 @@ START_TEST(an_unusable_mirror_of_a_gone_object_falls_back_to_a_shorter_prefix)
 	struct sc_kv_desc d = { .codec = SC_KV_CODEC_RAW, .payload_bytes = sizeof(kv), .token_count = 63 };
 	struct sc_payload pl = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { kv }, .sec_len = { sizeof(kv) }, .kv_desc = &d };
 	ck_assert_int_eq(sc_l2_admit(stage, "ns", toks, 64, l64.digest, &pl, SC_ORIGIN_DIRECT), 0);
-	char rel[48], path[256];
-	l3_obj_relpath(l64.digest.lo, l64.digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	char path[256];
+	object_path(&l64, path, sizeof(path));
 	ck_assert_int_eq(unlink(path), 0);
 	struct sc_restore r;
 	int rc = sc_restore(stage, l3, "ns", toks, 64, 0, &r);
@@ -767,23 +785,12 @@ END_TEST
 START_TEST(a_bad_longest_object_is_reported_once_then_the_shorter_served)
 {
 	const char *name2;
-	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .l3_index_entries = SC_L3_INDEX_NONE };
-	struct sc_arena *a2 = sc_test_arena_opts("rs-bad", &o, &name2);
-	struct sc_stage *st2;
-	ck_assert_int_eq(sc_stage_open(a2, "model", "state", &st2), 0);
+	struct sc_arena *a2;
+	struct sc_stage *st2 = open_noindex("rs-bad", &a2, &name2);
 	struct sc_location l32, l64;
 	put("bad", 32, 5000, 93, &l32);
 	put("bad", 64, 7000, 94, &l64);
-	char rel[48], path[256];
-	l3_obj_relpath(l64.digest.lo, l64.digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
-	int fd = open(path, O_RDWR);
-	ck_assert_int_ge(fd, 0);
-	uint8_t b;
-	ck_assert_int_eq(pread(fd, &b, 1, 20), 1); /* a header byte */
-	b ^= 0x10;
-	ck_assert_int_eq(pwrite(fd, &b, 1, 20), 1);
-	close(fd);
+	flip_object_byte(&l64, 20, 0x10); /* a header byte */
 	struct sc_restore r;
 	ck_assert_int_eq(sc_restore(st2, l3, "bad", toks, 64, 0, &r), -EBADMSG);
 	ck_assert_int_eq(r.miss_reason, SC_MISS_QUARANTINED);
@@ -820,10 +827,8 @@ END_TEST
 START_TEST(a_restore_reports_where_its_time_went)
 {
 	const char *name2;
-	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .l3_index_entries = SC_L3_INDEX_NONE };
-	struct sc_arena *a2 = sc_test_arena_opts("rs-time", &o, &name2);
-	struct sc_stage *st2;
-	ck_assert_int_eq(sc_stage_open(a2, "model", "state", &st2), 0);
+	struct sc_arena *a2;
+	struct sc_stage *st2 = open_noindex("rs-time", &a2, &name2);
 	put("time", 24, 20000, 97, NULL);
 	struct sc_restore r;
 	ck_assert_int_eq(sc_restore(st2, l3, "time", toks, 24, 0, &r), 24);
@@ -908,16 +913,9 @@ START_TEST(quarantine_records_are_consumed_by_the_next_bind)
 	struct sc_location loc;
 	put("nomirror", 12, 9000, 31, &loc);
 	sc_l3_close(l3);
-	char rel[48], path[256];
-	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
-	int fd = open(path, O_RDWR);
-	ck_assert_int_ge(fd, 0);
-	uint8_t b;
-	ck_assert_int_eq(pread(fd, &b, 1, 20), 1); /* a header byte */
-	b ^= 0x10;
-	ck_assert_int_eq(pwrite(fd, &b, 1, 20), 1);
-	close(fd);
+	char path[256];
+	object_path(&loc, path, sizeof(path));
+	flip_object_byte(&loc, 20, 0x10); /* a header byte */
 	ck_assert_int_eq(mirror_records(), 0);
 	struct sc_l3 *other; /* its open quarantines the object, with no arena bound */
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &other), 0);
