@@ -754,6 +754,12 @@ START_TEST(bind_and_locate_refuse_bad_input)
 	/* the same through a handle that is not bound (the directory answers) */
 	struct sc_l3 *plain;
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &plain), 0);
+	ck_assert_int_eq(sc_l3_locate_longest(plain, longest, NULL, 64, &loc), -EINVAL);
+	ck_assert_int_eq(sc_l3_locate_longest(plain, longest, t, 0, &loc), -EINVAL);
+	ck_assert_int_eq(sc_l3_locate_longest(plain, longest, t, 64, NULL), -EINVAL);
+	longest[SC_L3_STR_MAX] = 'n';
+	ck_assert_int_eq(sc_l3_locate_longest(plain, longest, t, 64, &loc), -EINVAL);
+	longest[SC_L3_STR_MAX] = 0;
 	ck_assert_int_eq(sc_l3_locate_longest(plain, longest, t, 64, &loc), 64);
 	ck_assert(sc_digest_equal(loc.digest, put.digest));
 	sc_l3_close(plain);
