@@ -821,8 +821,9 @@ START_TEST(a_full_claim_table_does_not_stop_a_fill)
 }
 END_TEST
 
-/* A restore says where its time went: without a location index the directory probe (files opened
- * and read: about 100 us here) takes more than 10 us on any machine, and the total holds the locate
+/* A restore says where its time went: without a location index the directory probe (a prefix
+ * entry and an object header opened and read: about 100 us here) takes more than 3 us on any
+ * machine (the clock read before the locate gives under 1 us), and the total holds the locate
  * and the fill. */
 START_TEST(a_restore_reports_where_its_time_went)
 {
@@ -834,7 +835,7 @@ START_TEST(a_restore_reports_where_its_time_went)
 	ck_assert_int_eq(sc_restore(st2, l3, "time", toks, 24, 0, &r), 24);
 	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
 	ck_assert_int_eq(r.from_index, 0);
-	ck_assert_uint_ge(r.locate_ns, 10000);
+	ck_assert_uint_ge(r.locate_ns, 3000);
 	ck_assert_uint_gt(r.fill_ns, 0);
 	ck_assert_uint_ge(r.total_ns, r.locate_ns + r.fill_ns);
 	sc_restore_release(&r);
