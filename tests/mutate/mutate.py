@@ -441,6 +441,16 @@ def run_suite(tree, spec, timeout, log):
     return rc == 0, dt, (lines[-1] if rc != "timeout" and lines else "timeout after %ds" % timeout)
 
 
+def explain(c, equivalent, statuses):
+    """Mark result @c equivalent when its status is one of @statuses and equivalent.txt explains
+    it; True when it is (now) equivalent."""
+    key = (c["file"], c["op"], squash(c.get("before", "")), squash(c.get("after", "")))
+    if c["status"] in statuses and key in equivalent:
+        c["status"], c["why"] = "equivalent", equivalent[key]
+        return True
+    return False
+
+
 # ---- main ----
 
 def main():
@@ -491,10 +501,8 @@ def main():
             if text is None:
                 with open(os.path.join(ROOT, c["file"])) as f:
                     text = texts[c["file"]] = f.read()
-            key = (c["file"], c["op"], squash(c.get("before", "")), squash(c.get("after", "")))
-            if c["status"] in ("survived", "same-code", "equivalent") and key in equivalent:
-                c["status"], c["why"] = "equivalent", equivalent[key]  # explained since: not run again
-                keep.append(c)
+            if explain(c, equivalent, ("survived", "same-code", "equivalent")):
+                keep.append(c)  # explained since: not run again
             elif (c["status"] in ("survived", "same-code", "equivalent") or
                   (c["status"] == "killed" and "(timeout" in c["by"])) and \
                     line_of(text, c["start"]).strip() == c["before"]:
@@ -511,9 +519,7 @@ def main():
         done = {(c["file"], c["start"], c["end"], c["rep"], c["op"]) for c in previous}
         plan = [c for c in plan if (c["file"], c["start"], c["end"], c["rep"], c["op"]) not in done]
         for c in previous:
-            key = (c["file"], c["op"], squash(c["before"]), squash(c["after"]))
-            if c["status"] in ("survived", "same-code") and key in equivalent:
-                c["status"], c["why"] = "equivalent", equivalent[key]  # explained since
+            explain(c, equivalent, ("survived", "same-code"))  # explained since
     if args.list:
         for c in plan:
             print("%s:%d %-5s %s" % (c["file"], c["line"], c["op"], c["label"]))
