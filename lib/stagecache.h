@@ -1131,7 +1131,8 @@ int sc_l3_put_many(struct sc_l3 *l3, const struct sc_l3_put_args *args, const ui
 int sc_l3_locate_longest(struct sc_l3 *l3, const char *ns, const int32_t *tokens, uint32_t n,
 			 struct sc_location *loc);
 
-/** sc_l3_lookup - the location of the object with @digest. 0, -ENOENT, -EBADMSG (quarantined). */
+/** sc_l3_lookup - the location of the object with @digest. 0, -ENOENT, -EBADMSG (quarantined: a bad
+ * header, or something not a regular file under its name, a link included), or a negative errno. */
 int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *loc);
 
 /*

@@ -724,6 +724,104 @@ START_TEST(a_promotion_by_copy_that_l2_refuses_is_reported_not_promoted)
 }
 END_TEST
 
+/* The object replaced by a link to it (moved) just before the fill opens it. */
+struct link_at {
+	const struct sc_location *loc;
+	int planted;
+};
+
+static void link_hook(const char *point, void *ctx)
+{
+	struct link_at *la = ctx;
+	if (strcmp(point, "restore.fill") || la->planted++)
+		return;
+	char path[256], real[300];
+	object_path(la->loc, path, sizeof(path));
+	snprintf(real, sizeof(real), "%s.real", path);
+	ck_assert_int_eq(rename(path, real), 0);
+	ck_assert_int_eq(symlink(real, path), 0);
+}
+
+/* A link planted under the longest prefix's object name (to the object itself, moved: never
+ * followed): the restore judges it as the directory's verification does, bad, and quarantines it;
+ * the shorter prefix is served, at once when the location index answered the locate (as for a bad
+ * header), after the one restore that reports it when the directory locates. A lookup error that
+ * is not the object's (too many open files) is the restore's answer, not a miss. */
+START_TEST(a_link_under_an_object_name_is_quarantined_and_the_shorter_served)
+{
+	const char *name2;
+	struct sc_arena *a2;
+	struct sc_stage *st2 = open_noindex("rs-link", &a2, &name2);
+	struct sc_stage *stages[2] = { stage, st2 };
+	char path[256], real[300];
+	for (int k = 0; k < 2; k++) {
+		struct sc_location l32, l64;
+		put("ln", 32, 5000, 101, &l32);
+		put("ln", 64, 7000, 102, &l64);
+		struct sc_restore r;
+		ck_assert_int_eq(restore_check("ln", 64, 64, 7000, 102, &r), SC_RESTORE_FROM_L3); /* indexed */
+		object_path(&l64, path, sizeof(path));
+		snprintf(real, sizeof(real), "%s.real", path);
+		ck_assert_int_eq(rename(path, real), 0);
+		ck_assert_int_eq(symlink(real, path), 0);
+		struct sc_l3_stats s0, s1;
+		sc_l3_stats(l3, &s0);
+		int rc = sc_restore(stages[k], l3, "ln", toks, 64, 0, &r);
+		if (k == 1) { /* the directory reports a bad longest object once (as for a bad header) */
+			ck_assert_msg(rc == -EBADMSG, "restore: %d (%s)", rc, sc_strerror(rc));
+			ck_assert_int_eq(r.miss_reason, SC_MISS_QUARANTINED);
+			rc = sc_restore(stages[k], l3, "ln", toks, 64, 0, &r);
+		}
+		ck_assert_msg(rc == 32, "restore %d: %d (%s)", k, rc, sc_strerror(rc));
+		ck_assert_int_eq(r.from_index, k == 0);
+		ck_assert_uint_eq(r.sec_len[0], 5000);
+		sc_restore_release(&r);
+		sc_l3_stats(l3, &s1);
+		ck_assert_uint_eq(s1.quarantined, s0.quarantined + 1);
+		struct stat sb;
+		ck_assert_int_eq(lstat(path, &sb), -1); /* moved away: a put can store the object again */
+		ck_assert_int_eq(unlink(real), 0);
+		sc_l2_clear(arena);
+	}
+	/* planted after the locate, just before the fill opens it: the fill finds no object under
+	 * the name, and the restore reports it once (-EBADMSG, counted as quarantined) */
+	{
+		struct sc_location l32, l64;
+		put("lf", 32, 5000, 103, &l32);
+		put("lf", 64, 7000, 104, &l64);
+		struct link_at la = { .loc = &l64 };
+		struct sc_restore r;
+		sc_sched_set(link_hook, &la);
+		int rc = sc_restore(stage, l3, "lf", toks, 64, 0, &r);
+		sc_sched_set(NULL, NULL);
+		ck_assert_int_eq(la.planted, 1);
+		ck_assert_msg(rc == -EBADMSG, "restore: %d (%s)", rc, sc_strerror(rc));
+		ck_assert_int_eq(r.miss_reason, SC_MISS_QUARANTINED);
+		ck_assert_int_eq(restore_check("lf", 64, 32, 5000, 103, &r), SC_RESTORE_FROM_L3);
+		object_path(&l64, path, sizeof(path));
+		ck_assert_int_eq(unlink(path), 0);
+		snprintf(real, sizeof(real), "%s.real", path);
+		ck_assert_int_eq(unlink(real), 0);
+	}
+	/* every descriptor in use when the located object is opened: that error is the answer */
+	put("ln", 64, 7000, 102, NULL);
+	struct sc_restore r;
+	ck_assert_int_eq(restore_check("ln", 64, 64, 7000, 102, &r), SC_RESTORE_FROM_L3);
+	sc_l2_clear(arena);
+	int fd = dup(0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	struct rlimit rl = { (rlim_t)fd, (rlim_t)fd };
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0); /* this test's process only */
+	int rc = sc_restore(stage, l3, "ln", toks, 64, 0, &r);
+	ck_assert_msg(rc == -EMFILE, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_int_eq(r.from_index, 1);
+	ck_assert_int_eq(r.miss_reason, -1);
+	sc_stage_close(st2);
+	sc_test_arena_destroy(a2, name2);
+}
+END_TEST
+
 /* An L2 mirror that cannot restore the prefix (its KV descriptor covers 63 of its 64 tokens) of an
  * object that is gone: the mirror is dropped, the fill finds no object, and the restore looks
  * again and serves the shorter prefix still stored. */
@@ -1092,6 +1190,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, a_bad_longest_object_is_reported_once_then_the_shorter_served);
 	tcase_add_test(tc, a_restore_whose_objects_vanish_twice_reports_the_miss);
 	tcase_add_test(tc, a_promotion_by_copy_that_l2_refuses_is_reported_not_promoted);
+	tcase_add_test(tc, a_link_under_an_object_name_is_quarantined_and_the_shorter_served);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);

@@ -119,7 +119,9 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *
 		rc = l3_hdr_parse(block, fb, &h);
 	if (!rc && (h.digest_lo != lo || h.digest_hi != hi))
 		rc = -EBADMSG;
-	if (rc == -EBADMSG || rc == -EPROTO) {
+	if (rc == -EBADMSG || rc == -EPROTO || rc == -ELOOP) {
+		/* ELOOP: a link planted under the object's name (never followed): bad, as the verify
+		 * walk judges it, so the index answers as the directory probe does */
 		ADD(verify_failures, 1);
 		l3_quarantine(l3, lo, hi, EBADMSG);
 		return -EBADMSG;

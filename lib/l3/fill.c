@@ -169,15 +169,16 @@ static int direct_ok(struct sc_l3 *l3, const struct sc_l3_fill_req *req, uint64_
 	       req->dst_bytes >= (want + oa - 1) / oa * oa;
 }
 
-/* An open that failed: vanished (ESTALE on a network filesystem) is a miss; a socket (ENXIO) is
- * not an object. */
+/* An open that failed: vanished (ESTALE on a network filesystem) is a miss; a socket (ENXIO) or
+ * a link (ELOOP; EXDEV: a link in "XX/" leading out of the store) under an object's name is not an
+ * object, as the statx beside the open and the directory's verification judge it. */
 /* O_NONBLOCK: a FIFO planted under an object's name is never waited on (fill_opened checks the
  * type and takes the flag off again: io_uring would not punt a blocking read otherwise) */
 #define L3_FILL_OPEN (O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
 
 static int open_error(int rc)
 {
-	return rc == -ESTALE ? -ENOENT : rc == -ENXIO ? -EBADMSG : rc;
+	return rc == -ESTALE ? -ENOENT : rc == -ENXIO || rc == -ELOOP || rc == -EXDEV ? -EBADMSG : rc;
 }
 
 static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
