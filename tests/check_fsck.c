@@ -386,6 +386,52 @@ START_TEST(regression_fsck_repair_converges_after_index_scribble)
 }
 END_TEST
 
+/* The index header scribbled (a bucket count no arena has, a shard's free list lost): fsck reports
+ * the header (the index cannot be read through it), the repair writes it again from the arena's
+ * parameters (for an entry count that is a power of two and one that is not) and rebuilds the
+ * shards' lists in the same pass; every stored entry is found again, and every shard admits. */
+START_TEST(fsck_rewrites_a_scribbled_index_header)
+{
+	static const uint32_t counts[2] = { 2048, 1500 };
+	for (int k = 0; k < 2; k++) {
+		const char *name;
+		struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .index_entries = counts[k] };
+		struct sc_arena *a = sc_test_arena_opts("fsckixh", &o, &name);
+		struct sc_stage *st;
+		ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+		admit_n(st, 20);
+		struct shm_index *ix = l2_ix(a);
+		ck_assert_uint_eq(ix->nentries, counts[k]);
+		uint32_t nb = ix->hdr->nbuckets;
+		ck_assert_uint_eq(nb, 2048); /* the next power of two */
+		ix->hdr->nbuckets = 7;
+		ix->hdr->shards[5].free_head = 0; /* the same scribble lost a shard's free list */
+		struct sc_fsck_report r;
+		struct seen sn = { 0 };
+		ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
+		ck_assert_str_eq(sn.comp, "index");
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.repaired, 1);
+		ck_assert_uint_eq(ix->hdr->nbuckets, nb);
+		ck_assert_uint_eq(atomic_load(&a->shm->hdr->damaged), 0); /* not declared unrepairable */
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.entries, 20); /* nothing that was stored was lost */
+		for (int i = 0; i < 20; i++) {
+			int32_t t[2] = { i * 10, i * 10 + 1 };
+			struct sc_lease l;
+			ck_assert_int_eq(sc_l2_get(st, "ns", t, 2, NULL, &l), 0);
+			ck_assert_uint_eq(l.sec_len[0], 1000 + (size_t)i * 97);
+			sc_lease_release(&l);
+		}
+		round_trip_works(st);
+		admit_n(st, 60); /* every shard admits again */
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+		sc_stage_close(st);
+		sc_test_arena_destroy(a, name);
+	}
+}
+END_TEST
+
 /* Found by the converge property of fuzz_arena_scribble: a shard whose free list head was lost
  * (0) hides all its free entries, so every admission to it failed with -ENOSPC while fsck said
  * clean. fsck compares each shard's lists with its entries' states and rebuilds them. */
@@ -641,6 +687,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, fsck_repairs_a_scribbled_eviction_list_header);
 	tcase_add_test(tc, regression_fsck_partial_heap_walk_drops_no_entry);
 	tcase_add_test(tc, regression_fsck_partial_eviction_list_walk_drops_no_entry);
+	tcase_add_test(tc, fsck_rewrites_a_scribbled_index_header);
 	suite_add_tcase(s, tc);
 	return s;
 }
