@@ -432,6 +432,97 @@ START_TEST(fsck_rewrites_a_scribbled_index_header)
 }
 END_TEST
 
+/* A cycle in the free list of a shard whose entries are all free (a fresh arena): the walk of the
+ * list goes on past the shard's entry count, so the cycle is found and the list rebuilt; then
+ * every entry of the shard admits. */
+START_TEST(fsck_finds_a_cycle_in_a_wholly_free_shard)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsckcyc", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct shm_index *ix = l2_ix(a);
+	struct shm_index_shard *sh = &ix->hdr->shards[2];
+	uint32_t head = sh->free_head, cur = head;
+	ck_assert_uint_ne(head, 0);
+	for (int i = 0; i < 3; i++) /* the third entry's successor: the head again */
+		cur = ix->ent[cur - 1].link;
+	ix->ent[cur - 1].link = head;
+	struct sc_fsck_report r;
+	struct seen sn = { 0 };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
+	ck_assert_msg(strstr(sn.last, "shard 2:"), "%s", sn.last);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	admit_n(st, 300); /* more than the 128 entries of a shard, into every shard */
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.entries, 300);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Lock repair counters of exactly the most fsck believes (2^20) are counted, not reset; one more is
+ * reported and reset by the repair. */
+START_TEST(fsck_believes_repair_counters_up_to_its_bound)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsckctr", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	admit_n(st, 4);
+	struct shm_index *ix = l2_ix(a);
+	struct shm_evq *q = l2_q(a);
+	const uint64_t max = 1u << 20;
+	struct shm_obs_hdr *oh = shm_obs_table(a->shm);
+	ck_assert_ptr_nonnull(oh);
+	ix->hdr->shards[3].repairs = (uint32_t)max;
+	q->hdr->repairs = max;
+	oh->repairs = max;
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	ck_assert_uint_ge(r.lock_repairs, 3 * max);
+	ix->hdr->shards[3].repairs = (uint32_t)max + 1;
+	q->hdr->repairs = max + 1;
+	oh->repairs = max + 1;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 3);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(ix->hdr->shards[3].repairs, 0);
+	ck_assert_uint_eq(q->hdr->repairs, 0);
+	ck_assert_uint_eq(oh->repairs, 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Every entry of the table in use, the last one (index n: the bound of every check) included:
+ * fsck finds the arena consistent and counts them all. */
+START_TEST(fsck_accepts_the_last_entry_of_the_table)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .index_entries = 1024 };
+	struct sc_arena *a = sc_test_arena_opts("fscklast", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct shm_index *ix = l2_ix(a);
+	uint32_t n = ix->nentries;
+	int i = 0;
+	while (atomic_load(&ix->ent[n - 1].state) != SHM_ENT_LIVE && i < 4 * (int)n) {
+		admit_one(st, 100000 + i * 10, 256, (uint8_t)i);
+		i++;
+	}
+	ck_assert_uint_eq(atomic_load(&ix->ent[n - 1].state), SHM_ENT_LIVE);
+	struct sc_fsck_report r;
+	struct seen sn = { 0 };
+	int rc = sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &sn, &r);
+	ck_assert_msg(rc == 0, "fsck: %d (%s: %s)", rc, sn.comp, sn.last);
+	ck_assert_uint_ge(r.entries, 1);
+	ck_assert_uint_eq(r.leaked_bytes, 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Found by the converge property of fuzz_arena_scribble: a shard whose free list head was lost
  * (0) hides all its free entries, so every admission to it failed with -ENOSPC while fsck said
  * clean. fsck compares each shard's lists with its entries' states and rebuilds them. */
@@ -688,6 +779,9 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, regression_fsck_partial_heap_walk_drops_no_entry);
 	tcase_add_test(tc, regression_fsck_partial_eviction_list_walk_drops_no_entry);
 	tcase_add_test(tc, fsck_rewrites_a_scribbled_index_header);
+	tcase_add_test(tc, fsck_finds_a_cycle_in_a_wholly_free_shard);
+	tcase_add_test(tc, fsck_believes_repair_counters_up_to_its_bound);
+	tcase_add_test(tc, fsck_accepts_the_last_entry_of_the_table);
 	suite_add_tcase(s, tc);
 	return s;
 }
