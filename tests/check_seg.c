@@ -205,6 +205,11 @@ START_TEST(shared_leading_segments_are_stored_once)
 	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
 	ck_assert_uint_eq(rep.problems, 0);
 	ck_assert_uint_eq(rep.digest_failures, 0);
+	/* every heap byte in use is accounted to its owner: live entries (their segment records and
+	 * segments included), nothing retired, nothing leaked */
+	ck_assert_uint_eq(rep.pending_bytes, 0);
+	ck_assert_uint_eq(rep.leaked_bytes, 0);
+	ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes, rep.heap_used_bytes);
 	fx_close(&f);
 }
 END_TEST
