@@ -618,7 +618,7 @@ END_TEST
  * says so. */
 START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 {
-	for (int how = 0; how < 2; how++) {
+	for (int how = 0; how < 3; how++) {
 		const char *name;
 		struct sc_arena *a = sc_test_arena("fsckheap", 32 << 20, &name);
 		struct sc_stage *st;
@@ -627,13 +627,26 @@ START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 		uint8_t *heap = shm_region(a->shm, SHM_REGION_HEAP, NULL);
 		if (how == 0)
 			memset(heap + 144, 0xa5, 24); /* the free byte and block counters: derived state */
-		else
+		else if (how == 1)
 			memset(heap + 8192, 0x5a, 200); /* the first block headers: the chain itself */
+		else {
+			/* the free lists' bitmaps and heads (derived), and an entry that names a block
+			 * not its own: judged only once the rebuilt heap can be walked, a round later */
+			memset(heap + 168, 0, 5472 - 168);
+			struct shm_index *ix = l2_ix(a);
+			uint32_t i = 0;
+			while (atomic_load(&ix->ent[i].state) != SHM_ENT_LIVE)
+				i++;
+			ix->ent[i].payload_off += 64;
+		}
 		struct sc_fsck_report r;
-		ck_assert_int_gt(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		struct wanted w = { .text = "the heap's block chain or free lists are corrupted" };
+		ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+		ck_assert_int_eq(w.hits, 1);
 		int rc = sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r);
-		if (how == 0) {
+		if (how != 1) {
 			ck_assert_int_eq(rc, 0);
+			ck_assert_uint_eq(r.entries, how == 2 ? 19 : 20);
 			ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
 			round_trip_works(st);
 		} else {
