@@ -296,6 +296,53 @@ static int count_cb(const struct sc_commit *c, void *ctx)
 	return 0;
 }
 
+/* Rings fsck must find consistent: one full to the last byte (tail - head = its size), and one
+ * whose producer closed it with records undelivered; the consumer then reads every record. */
+START_TEST(fsck_accepts_a_full_ring_and_a_closed_one)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .ring_bytes = 4096 };
+	struct sc_arena *a = sc_test_arena_opts("fsckfull", &o, &name);
+	struct sc_ring *full, *closed;
+	ck_assert_int_eq(sc_ring_open(a, &full), 0);
+	ck_assert_int_eq(sc_ring_open(a, &closed), 0);
+	int32_t tk[4] = { 1, 2, 3, 4 };
+	int n = 0, rc;
+	do {
+		struct sc_commit c = { .request_id = 1, .session_id = 1, .generated_token_count = 4u * (n + 1),
+				       .token_count = 4, .tokens = tk };
+		rc = sc_ring_try_submit(full, &c);
+		n += rc == 0;
+	} while (rc == 0 && n < 10000);
+	ck_assert_int_eq(rc, -EAGAIN);
+	struct shm_ring_stat st;
+	ck_assert_int_eq(shm_ring_stat(a->shm, sc_ring_index(full), &st), 0);
+	ck_assert_uint_eq(st.tail - st.head, 4096); /* full to the last byte */
+	for (int i = 0; i < 3; i++) {
+		struct sc_commit c = { .request_id = 2, .session_id = 2, .generated_token_count = 4u * (i + 1),
+				       .token_count = 4, .tokens = tk };
+		ck_assert_int_eq(sc_ring_try_submit(closed, &c), 0);
+	}
+	sc_ring_close(closed);
+	struct sc_fsck_report rep;
+	struct seen sn = { 0 };
+	rc = sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &sn, &rep);
+	ck_assert_msg(rc == 0, "fsck: %d (%s: %s)", rc, sn.comp, sn.last);
+	ck_assert_uint_eq(rep.ring_problems, 0);
+	struct sc_arena *b; /* the consumer */
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	int got = 0;
+	while ((rc = sc_ring_poll(b, count_cb, &got, 64)) > 0)
+		;
+	ck_assert_int_ge(rc, 0);
+	ck_assert_int_eq(got, n + 3);
+	sc_ring_consumer_close(b);
+	sc_arena_close(b);
+	sc_ring_close(full);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Defect 6: a malformed record stops the consumer (sc_ring_poll: -EBADMSG), and fsck --deep
  * called the arena clean. */
 START_TEST(regression_fsck_sees_a_corrupt_ring_record)
@@ -864,6 +911,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, fsck_believes_repair_counters_up_to_its_bound);
 	tcase_add_test(tc, fsck_accepts_the_last_entry_of_the_table);
 	tcase_add_test(tc, fsck_reports_entries_left_mid_write);
+	tcase_add_test(tc, fsck_accepts_a_full_ring_and_a_closed_one);
 	suite_add_tcase(s, tc);
 	return s;
 }
