@@ -682,6 +682,35 @@ START_TEST(fsck_finds_and_repairs_a_broken_index)
 }
 END_TEST
 
+/* The token pages' free list of a fresh index (every page free), its last page linked back to the
+ * first: a cycle as long as the list can be, found by fsck (the walk goes one page past the count)
+ * and repaired; the index then answers right. */
+START_TEST(fsck_finds_a_cycle_through_every_free_token_page)
+{
+	open_all(0, 600000, 0);
+	struct shm_l3ix ix;
+	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+	ck_assert_uint_eq(ix.hdr->free_pages, ix.npages);
+	uint32_t last = ix.hdr->free_head, k = 1;
+	while (ix.links[last - 1])
+		last = ix.links[last - 1], k++;
+	ck_assert_uint_eq(k, ix.npages);
+	ix.links[last - 1] = ix.hdr->free_head;
+	int found = 0;
+	struct sc_fsck_report rep;
+	ck_assert_int_gt(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 0);
+	ck_assert_int_eq(found, 1);
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_uint_eq(ix.links[last - 1], 0);
+	found = 0;
+	ck_assert_int_eq(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 0);
+	put_with(l3, 500, 512, 5000, NULL);
+	int fi;
+	ck_assert_int_eq(restore_is(500, 600, 5000, &fi), 512);
+	close_all();
+}
+END_TEST
+
 /* Issue 12's converge property over the location index: entries with flags no writer sets, and
  * a scribbled index header, are repaired in one fsck --repair (never left to declare the arena
  * unrepairable), and the index answers right afterwards. */
@@ -836,6 +865,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, bind_and_locate_refuse_bad_input);
 	tcase_add_test(c, binding_another_store_keeps_the_index);
 	tcase_add_test(c, fsck_finds_and_repairs_a_broken_index);
+	tcase_add_test(c, fsck_finds_a_cycle_through_every_free_token_page);
 	tcase_add_test(c, regression_fsck_repair_converges_over_index_scribble);
 	suite_add_tcase(s, c);
 	return s;
