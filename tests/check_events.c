@@ -187,6 +187,46 @@ START_TEST(test_l2_changes)
 END_TEST
 
 /* Every eviction is an event: REMOVED events = evictions + removals, STORED = inserts. */
+/* An entry fsck's repair drops (its bytes no longer match its digest) is announced like any other
+ * removal: an L2 REMOVED event with its key and digest; the others stay. */
+START_TEST(test_fsck_drop_is_announced)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evfsck", 32ull << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(a, &ev), 0);
+	int32_t t[3][20];
+	for (int i = 0; i < 3; i++) {
+		toks(t[i], 20, (unsigned)(10 + i));
+		ck_assert_int_eq(admit(st, "ns", t[i], 20, 4096, (uint32_t)i), 0);
+	}
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(st, "ns", t[1], 20, NULL, &l), 0);
+	struct sc_digest d = l.digest;
+	((uint8_t *)l.sec[0])[100] ^= 1; /* a bit flipped in the arena: the digest no longer matches */
+	sc_lease_release(&l);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(st, "ns", t[1], 20, &k), 0);
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.dropped, 1);
+	ck_assert_uint_eq(r.entries, 2);
+	struct sc_event e[8];
+	int n = read_events(ev, e, 4, 2.0);
+	ck_assert_int_eq(n, 4);
+	ck_assert_int_eq(count_type(e, n, SC_EVENT_L2_STORED), 3);
+	ck_assert_uint_eq(e[3].type, SC_EVENT_L2_REMOVED);
+	ck_assert(e[3].key.lo == k.lo && e[3].key.hi == k.hi);
+	ck_assert(e[3].digest.lo == d.lo && e[3].digest.hi == d.hi);
+	ck_assert_uint_eq(e[3].stage_id, sc_stage_id(st));
+	sc_events_close(ev);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 START_TEST(test_evictions)
 {
 	const char *name;
@@ -804,6 +844,7 @@ Suite *events_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_nobody_listens);
 	tcase_add_test(tc, test_l2_changes);
+	tcase_add_test(tc, test_fsck_drop_is_announced);
 	tcase_add_test(tc, test_evictions);
 	tcase_add_test(tc, test_one_listener);
 	tcase_add_test(tc, test_full_ring_drops);

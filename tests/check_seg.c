@@ -214,6 +214,38 @@ START_TEST(shared_leading_segments_are_stored_once)
 }
 END_TEST
 
+/* A segmented entry's record orphaned (the entry no longer says it is segmented, as a scribble
+ * of its meta word does): fsck reports the record owned by no entry, and the repair drops the
+ * entry it can no longer verify and sweeps the record and its references, in rounds that end with
+ * the arena consistent and every heap byte accounted; the other entry stays. */
+START_TEST(fsck_sweeps_an_orphaned_segment_record)
+{
+	struct fx f;
+	fx_open_seg(&f, 2 * MiB);
+	ck_assert_int_eq(put(&f, 100, 6 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(&f, 200, 4 * MiB, 0, 0), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t victim = UINT32_MAX;
+	for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && (ix->ent[i].meta & SHM_META_SEG) &&
+		    ix->ent[i].sec_len[0] == 6 * MiB + 100)
+			victim = i;
+	ck_assert_uint_ne(victim, UINT32_MAX);
+	ix->ent[victim].meta &= ~SHM_META_SEG;
+	struct sc_fsck_report rep;
+	char msg[256] = "";
+	ck_assert_int_gt(sc_arena_fsck(f.a, 0, finding_cb, msg, &rep), 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, &rep), 0);
+	ck_assert_uint_eq(rep.leaked_bytes, 0);
+	ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes + rep.pending_bytes, rep.heap_used_bytes);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0); /* the other entry stays */
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(segments_off_and_small_payloads_are_stored_whole)
 {
 	struct fx f;
@@ -748,6 +780,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, shared_leading_segments_are_stored_once);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
+	tcase_add_test(tc, fsck_sweeps_an_orphaned_segment_record);
 	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
 	tcase_add_test(tc, a_published_fill_is_indexed);
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
