@@ -382,6 +382,7 @@ START_TEST(regression_fsck_sees_a_corrupt_ring_record)
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &s, &rep), 1);
 	ck_assert_uint_eq(rep.ring_problems, 1);
 	ck_assert_str_eq(s.comp, "rings");
+	ck_assert_msg(strstr(s.last, "a malformed record at position 128 "), "%s", s.last);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP | SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
 	/* the consumer goes on: the producer's next commits are delivered */
@@ -514,8 +515,8 @@ START_TEST(fsck_rewrites_a_scribbled_index_header)
 END_TEST
 
 /* A cycle in the free list of a shard whose entries are all free (a fresh arena): the walk of the
- * list goes on past the shard's entry count, so the cycle is found and the list rebuilt; then
- * every entry of the shard admits. */
+ * list goes on past the shard's entry count, so the cycle is found and the list rebuilt; so is a
+ * link out of such a list; then every entry of the shard admits. */
 START_TEST(fsck_finds_a_cycle_in_a_wholly_free_shard)
 {
 	const char *name;
@@ -535,6 +536,16 @@ START_TEST(fsck_finds_a_cycle_in_a_wholly_free_shard)
 	ck_assert_msg(strstr(sn.last, "shard 2:"), "%s", sn.last);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	/* a link out of the list (to an entry of another shard) in a wholly free shard: broken too */
+	struct shm_index_shard *sh7 = &ix->hdr->shards[7];
+	cur = sh7->free_head;
+	for (int i = 0; i < 3; i++)
+		cur = ix->ent[cur - 1].link;
+	ix->ent[cur - 1].link = 8 + 1; /* entry 8: shard 8's */
+	sn = (struct seen){ 0 };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
+	ck_assert_msg(strstr(sn.last, "shard 7:"), "%s", sn.last);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	admit_n(st, 300); /* more than the 128 entries of a shard, into every shard */
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.entries, 300);
