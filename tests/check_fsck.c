@@ -33,6 +33,22 @@ START_TEST(test_fault_arm_bad_specs)
 }
 END_TEST
 
+/* An arena for a test (@o: NULL for 32 MiB of defaults) and a stage in it. */
+static struct sc_stage *fsck_arena(const char *tag, struct sc_arena_opts *o, struct sc_arena **a, const char **name)
+{
+	struct sc_arena_opts d = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF };
+	*a = sc_test_arena_opts(tag, o ? o : &d, name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(*a, "m", "s", &st), 0);
+	return st;
+}
+
+static void fsck_arena_close(struct sc_arena *a, struct sc_stage *st, const char *name)
+{
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+
 static void admit_one(struct sc_stage *st, int32_t tok, size_t len, uint8_t fill)
 {
 	uint8_t *buf = malloc(len);
@@ -46,9 +62,8 @@ static void admit_one(struct sc_stage *st, int32_t tok, size_t len, uint8_t fill
 START_TEST(test_armed_point_kills_and_fsck_repairs)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fault", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fault", NULL, &a, &name);
 	admit_one(st, 1, 100000, 1);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -72,8 +87,7 @@ START_TEST(test_armed_point_kills_and_fsck_repairs)
 	ck_assert_uint_ge(r.entries, 2);
 	ck_assert_uint_eq(r.digest_failures, 0);
 	ck_assert_uint_ge(r.lock_repairs, 1);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -110,9 +124,8 @@ static void on_wanted(const char *component, const char *message, int repaired, 
 START_TEST(test_fsck_clean_and_bad_args)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsck0", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsck0", NULL, &a, &name);
 	for (int i = 0; i < 20; i++)
 		admit_one(st, i * 10, 1000 + (size_t)i * 5000, (uint8_t)i);
 	struct sc_fsck_report r;
@@ -125,8 +138,7 @@ START_TEST(test_fsck_clean_and_bad_args)
 	ck_assert_uint_eq(r.rings, 16);
 	ck_assert_int_eq(sc_arena_fsck(NULL, 0, NULL, NULL, &r), -EINVAL);
 	ck_assert_int_eq(sc_arena_fsck(a, 0x80, NULL, NULL, &r), -EINVAL);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -153,9 +165,8 @@ END_TEST
 START_TEST(test_fsck_deep_digest_failure)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsck2", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsck2", NULL, &a, &name);
 	admit_one(st, 1, 4096, 7);
 	admit_one(st, 3, 4096, 8);
 	int32_t tokens[2] = { 1, 2 };
@@ -175,17 +186,15 @@ START_TEST(test_fsck_deep_digest_failure)
 	ck_assert_int_eq(sc_l2_get(st, "ns", tokens, 2, NULL, &l), 0); /* the other one is intact */
 	sc_lease_release(&l);
 	struct seen s9 = { 0 }; int rr = sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &s9, &r); ck_assert_msg(rr == 0, "%s: %s", s9.comp, s9.last);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
 START_TEST(test_fsck_dead_reader_with_lease)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsck3", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsck3", NULL, &a, &name);
 	admit_one(st, 1, 8192, 1);
 	int ready[2];
 	ck_assert_int_eq(pipe(ready), 0);
@@ -220,17 +229,15 @@ START_TEST(test_fsck_dead_reader_with_lease)
 	sc_arena_close(fresh);
 	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.readers_dead, 0);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
 START_TEST(test_fsck_hostile_index)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsck4", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsck4", NULL, &a, &name);
 	for (int i = 0; i < 8; i++)
 		admit_one(st, i * 10, 2048, (uint8_t)i);
 	struct shm_index *ix = l2_ix(a);
@@ -246,8 +253,7 @@ START_TEST(test_fsck_hostile_index)
 	ck_assert_uint_eq(r.repaired, 2);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.entries, 8); /* nothing that was stored was lost */
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -435,9 +441,8 @@ static void round_trip_works(struct sc_stage *st)
 START_TEST(regression_fsck_repair_converges_after_index_scribble)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsckconv", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckconv", NULL, &a, &name);
 	admit_n(st, 40);
 	struct shm_index *ix = l2_ix(a);
 	int garbage = 0, moved = 0;
@@ -463,8 +468,7 @@ START_TEST(regression_fsck_repair_converges_after_index_scribble)
 	ck_assert_uint_eq(r.digest_failures, 0);
 	round_trip_works(st);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -478,9 +482,8 @@ START_TEST(fsck_rewrites_a_scribbled_index_header)
 	for (int k = 0; k < 2; k++) {
 		const char *name;
 		struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .index_entries = counts[k] };
-		struct sc_arena *a = sc_test_arena_opts("fsckixh", &o, &name);
-		struct sc_stage *st;
-		ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+		struct sc_arena *a;
+		struct sc_stage *st = fsck_arena("fsckixh", &o, &a, &name);
 		admit_n(st, 20);
 		struct shm_index *ix = l2_ix(a);
 		ck_assert_uint_eq(ix->nentries, counts[k]);
@@ -508,8 +511,7 @@ START_TEST(fsck_rewrites_a_scribbled_index_header)
 		round_trip_works(st);
 		admit_n(st, 60); /* every shard admits again */
 		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
-		sc_stage_close(st);
-		sc_test_arena_destroy(a, name);
+		fsck_arena_close(a, st, name);
 	}
 }
 END_TEST
@@ -520,9 +522,8 @@ END_TEST
 START_TEST(fsck_finds_a_cycle_in_a_wholly_free_shard)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsckcyc", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckcyc", NULL, &a, &name);
 	struct shm_index *ix = l2_ix(a);
 	struct shm_index_shard *sh = &ix->hdr->shards[2];
 	uint32_t head = sh->free_head, cur = head;
@@ -549,8 +550,7 @@ START_TEST(fsck_finds_a_cycle_in_a_wholly_free_shard)
 	admit_n(st, 300); /* more than the 128 entries of a shard, into every shard */
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.entries, 300);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -560,9 +560,8 @@ END_TEST
 START_TEST(fsck_reports_entries_left_mid_write)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsckbusy", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckbusy", NULL, &a, &name);
 	admit_n(st, 6);
 	struct shm_index *ix = l2_ix(a);
 	uint32_t left[2] = { 0, 0 }, states[2] = { SHM_ENT_BUSY, SHM_ENT_FREEING };
@@ -590,8 +589,7 @@ START_TEST(fsck_reports_entries_left_mid_write)
 	ck_assert_uint_eq(r.entries, 6);
 	admit_n(st, 300); /* every shard admits */
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -601,9 +599,8 @@ END_TEST
 START_TEST(fsck_drops_exactly_the_entry_whose_key_was_scribbled)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsckkey", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckkey", NULL, &a, &name);
 	admit_n(st, 12);
 	struct shm_index *ix = l2_ix(a);
 	uint32_t victim = UINT32_MAX;
@@ -636,8 +633,7 @@ START_TEST(fsck_drops_exactly_the_entry_whose_key_was_scribbled)
 		}
 	}
 	ck_assert_int_eq(found, 11);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -646,9 +642,8 @@ END_TEST
 START_TEST(fsck_believes_repair_counters_up_to_its_bound)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsckctr", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckctr", NULL, &a, &name);
 	admit_n(st, 4);
 	struct shm_index *ix = l2_ix(a);
 	struct shm_evq *q = l2_q(a);
@@ -679,8 +674,7 @@ START_TEST(fsck_believes_repair_counters_up_to_its_bound)
 	ck_assert_uint_eq(ix->hdr->shards[3].repairs, 0);
 	ck_assert_uint_eq(q->hdr->repairs, 0);
 	ck_assert_uint_eq(oh->repairs, 0);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -690,9 +684,8 @@ START_TEST(fsck_accepts_the_last_entry_of_the_table)
 {
 	const char *name;
 	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .index_entries = 1024 };
-	struct sc_arena *a = sc_test_arena_opts("fscklast", &o, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fscklast", &o, &a, &name);
 	struct shm_index *ix = l2_ix(a);
 	uint32_t n = ix->nentries;
 	int i = 0;
@@ -707,8 +700,7 @@ START_TEST(fsck_accepts_the_last_entry_of_the_table)
 	ck_assert_msg(rc == 0, "fsck: %d (%s: %s)", rc, sn.comp, sn.last);
 	ck_assert_uint_ge(r.entries, 1);
 	ck_assert_uint_eq(r.leaked_bytes, 0);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -718,9 +710,8 @@ END_TEST
 START_TEST(regression_fsck_lost_free_list_is_rebuilt)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fscklist", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fscklist", NULL, &a, &name);
 	admit_n(st, 5);
 	struct shm_index *ix = l2_ix(a);
 	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
@@ -731,8 +722,7 @@ START_TEST(regression_fsck_lost_free_list_is_rebuilt)
 	ck_assert_uint_eq(r.entries, 5);
 	admit_n(st, 40); /* every shard admits again */
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -743,9 +733,8 @@ START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 {
 	for (int how = 0; how < 3; how++) {
 		const char *name;
-		struct sc_arena *a = sc_test_arena("fsckheap", 32 << 20, &name);
-		struct sc_stage *st;
-		ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+		struct sc_arena *a;
+		struct sc_stage *st = fsck_arena("fsckheap", NULL, &a, &name);
 		admit_n(st, 20);
 		uint8_t *heap = shm_region(a->shm, SHM_REGION_HEAP, NULL);
 		if (how == 0)
@@ -788,8 +777,7 @@ START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 			struct sc_arena *b;
 			ck_assert_int_eq(sc_arena_open(name, &b), -ENOTRECOVERABLE);
 		}
-		sc_stage_close(st);
-		sc_test_arena_destroy(a, name);
+		fsck_arena_close(a, st, name);
 		struct sc_arena *b;
 		ck_assert_int_eq(sc_arena_open(name, &b), -ENOENT); /* destroy works on a declared arena */
 	}
@@ -803,9 +791,8 @@ END_TEST
 START_TEST(fsck_repairs_a_scribbled_eviction_list_header)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fsckevq", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckevq", NULL, &a, &name);
 	admit_n(st, 12);
 	struct shm_evq_hdr *h = l2_q(a)->hdr;
 	h->ghost_off ^= 0x5a5a5a00u;
@@ -827,8 +814,7 @@ START_TEST(fsck_repairs_a_scribbled_eviction_list_header)
 	sc_stage_close(sb);
 	sc_arena_close(b);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -838,9 +824,8 @@ END_TEST
 START_TEST(regression_fsck_corrupt_shard_lock_is_not_busy)
 {
 	const char *name;
-	struct sc_arena *a = sc_test_arena("fscklock", 32 << 20, &name);
-	struct sc_stage *st;
-	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fscklock", NULL, &a, &name);
 	admit_n(st, 5);
 	struct shm_mutex *m = &l2_ix(a)->hdr->shards[5].mu;
 	atomic_store(&m->word, 0x7fff0000u | 0xfff0u); /* a token of a slot beyond the reader table */
@@ -862,8 +847,7 @@ START_TEST(regression_fsck_corrupt_shard_lock_is_not_busy)
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	round_trip_works(st);
-	sc_stage_close(st);
-	sc_test_arena_destroy(a, name);
+	fsck_arena_close(a, st, name);
 }
 END_TEST
 
@@ -888,9 +872,8 @@ START_TEST(regression_fsck_partial_heap_walk_drops_no_entry)
 {
 	for (unsigned at = 1; at < 6; at++) {
 		const char *name;
-		struct sc_arena *a = sc_test_arena("fsckpart", 32 << 20, &name);
-		struct sc_stage *st;
-		ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+		struct sc_arena *a;
+		struct sc_stage *st = fsck_arena("fsckpart", NULL, &a, &name);
 		admit_n(st, 6);
 		struct blocks b = { .n = 0 };
 		ck_assert_int_eq(shm_heap_walk(a->shm, collect_allocated, &b), 0);
@@ -916,8 +899,7 @@ START_TEST(regression_fsck_partial_heap_walk_drops_no_entry)
 			sc_lease_release(&l);
 		}
 		round_trip_works(st);
-		sc_stage_close(st);
-		sc_test_arena_destroy(a, name);
+		fsck_arena_close(a, st, name);
 	}
 }
 END_TEST
@@ -929,9 +911,8 @@ START_TEST(regression_fsck_partial_eviction_list_walk_drops_no_entry)
 {
 	for (int which = 0; which < 4; which++) {
 		const char *name;
-		struct sc_arena *a = sc_test_arena("fsckevqw", 32 << 20, &name);
-		struct sc_stage *st;
-		ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+		struct sc_arena *a;
+		struct sc_stage *st = fsck_arena("fsckevqw", NULL, &a, &name);
 		admit_n(st, 12);
 		struct shm_evq *q = l2_q(a);
 		/* the queued nodes, in index order; break the link of one in the middle */
@@ -953,8 +934,7 @@ START_TEST(regression_fsck_partial_eviction_list_walk_drops_no_entry)
 		ck_assert_uint_eq(r.entries, 12);
 		ck_assert_uint_eq(q->hdr->count[0] + q->hdr->count[1], 12);
 		round_trip_works(st);
-		sc_stage_close(st);
-		sc_test_arena_destroy(a, name);
+		fsck_arena_close(a, st, name);
 	}
 }
 END_TEST
