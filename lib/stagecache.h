@@ -1154,7 +1154,7 @@ struct sc_l3_fill_req {
 	uint32_t flags;                   /* in: SC_L3_FILL_* */
 	uint64_t user_data;               /* in: returned untouched */
 	uint64_t stage_id;                /* in: for the probes (sc_stage_id), may be 0 */
-	int result;                       /* out: 0, -EBADMSG (object corrupt: quarantined), -ENOENT, -EINVAL (the location does not describe the object: nothing quarantined), -EKEYREJECTED (another stage's: @identity) or another errno */
+	int result;                       /* out: 0, -EBADMSG (object corrupt: quarantined; or not a regular file under its name, a link included: not followed), -ENOENT, -EINVAL (the location does not describe the object: nothing quarantined), -EKEYREJECTED (another stage's: @identity) or another errno */
 	int direct;                       /* out: 1 if read with O_DIRECT */
 	uint64_t fill_ns;                 /* out: submit to verified */
 	struct sc_digest identity;        /* in: zero, or sc_stage_identity() of the stage the bytes are

@@ -554,14 +554,15 @@ START_TEST(hostile_prefix_entries_and_links)
 	ck_assert_int_eq(sc_l3_locate_longest(l3, "h", toks, 20, &l2), 5);
 	snprintf(cmd, sizeof(cmd), "test $(find %s/prefix -name '*.pfx' | wc -l) = 1", tmpdir);
 	ck_assert_int_eq(system(cmd), 0);
-	/* an object path replaced by a symlink is not followed */
+	/* an object path replaced by a symlink is not followed: not an object (-EBADMSG, as a FIFO or
+	 * a directory there is), whichever of the open and the statx beside it reports first */
 	char rel[48], path[256];
 	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
 	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
 	ck_assert_int_eq(unlink(path), 0);
 	ck_assert_int_eq(symlink("/etc/passwd", path), 0);
 	uint8_t *dst = abuf(8192);
-	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, 8192, 0), -ELOOP);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, 8192, 0), -EBADMSG);
 	free(dst);
 	sc_l3_close(l3);
 }
