@@ -419,6 +419,7 @@ START_TEST(regression_fsck_sees_a_corrupt_ring_record)
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
 	ck_assert_uint_eq(atomic_load(&ctl->tail), tail);
 	ck_assert_uint_eq(atomic_load(&ctl->head), tail);
+	ck_assert_uint_eq(shm_ring_owner_state(atomic_load(&ctl->owner)), SHM_RING_CLOSED); /* still its producer's */
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
 	sc_arena_close(b);
 	sc_test_arena_destroy(a, name);
