@@ -521,6 +521,7 @@ START_TEST(fsck_rewrites_a_scribbled_index_header)
 		struct seen sn = { 0 };
 		ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
 		ck_assert_str_eq(sn.comp, "index");
+		ck_assert_uint_eq(ix->hdr->nbuckets, 7); /* a check changes nothing */
 		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 		ck_assert_uint_eq(r.repaired, 1);
 		ck_assert_uint_eq(ix->hdr->nbuckets, nb);
@@ -642,6 +643,8 @@ START_TEST(fsck_drops_exactly_the_entry_whose_key_was_scribbled)
 	struct wanted w = { .text = want };
 	ck_assert_int_eq(sc_arena_fsck(a, 0, on_wanted, &w, &r), 2); /* and so not reachable from its bucket */
 	ck_assert_int_eq(w.hits, 1);
+	ck_assert_uint_eq(atomic_load(&ix->ent[victim].state), SHM_ENT_LIVE); /* a check changes nothing */
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 2);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.dropped, 1);
 	ck_assert_uint_ne(atomic_load(&ix->ent[victim].state), SHM_ENT_LIVE);
@@ -833,6 +836,8 @@ START_TEST(fsck_repairs_a_scribbled_eviction_list_header)
 	struct seen seen = { 0 };
 	ck_assert_int_gt(sc_arena_fsck(a, SC_FSCK_DEEP, on_finding, &seen, &r), 0);
 	ck_assert_str_eq(seen.comp, "policy");
+	ck_assert_uint_eq(h->count[0], 987654321u); /* a check changes nothing */
+	ck_assert_int_eq(sc_stage_open(b, "m", "s", &sb), -EBADMSG);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.entries, 12);
