@@ -244,16 +244,21 @@ START_TEST(test_fsck_hostile_index)
 	for (int i = 0; i < 8; i++)
 		admit_one(st, i * 10, 2048, (uint8_t)i);
 	struct shm_index *ix = l2_ix(a);
-	/* a bucket pointing far outside the entry table, and a shard's pending count that lies */
+	/* buckets pointing outside the entry table (just past it, and far past the arena), and a
+	 * shard's pending count that lies */
 	uint32_t b = 0;
 	while (atomic_load(&ix->buckets[b]) != 0)
 		b++;
 	atomic_store(&ix->buckets[b], ix->nentries + 1000);
+	uint32_t far = b + 1;
+	while (atomic_load(&ix->buckets[far]) != 0 || far % SHM_INDEX_SHARDS == b % SHM_INDEX_SHARDS)
+		far++;
+	atomic_store(&ix->buckets[far], 0xfffffff0u); /* far outside the arena: never read */
 	ix->hdr->shards[3].pending_bytes = 999;
 	struct sc_fsck_report r;
-	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 2);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 3);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
-	ck_assert_uint_eq(r.repaired, 2);
+	ck_assert_uint_eq(r.repaired, 3);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.entries, 8); /* nothing that was stored was lost */
 	fsck_arena_close(a, st, name);
