@@ -765,7 +765,7 @@ END_TEST
  * says so. */
 START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 {
-	for (int how = 0; how < 3; how++) {
+	for (int how = 0; how < 4; how++) {
 		const char *name;
 		struct sc_arena *a;
 		struct sc_stage *st = fsck_arena("fsckheap", NULL, &a, &name);
@@ -775,6 +775,8 @@ START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 			memset(heap + 144, 0xa5, 24); /* the free byte and block counters: derived state */
 		else if (how == 1)
 			memset(heap + 8192, 0x5a, 200); /* the first block headers: the chain itself */
+		else if (how == 3)
+			memset(heap, 0x5a, 8); /* the heap's magic: neither its lock nor its blocks can be trusted */
 		else {
 			/* the free lists' bitmaps and heads (derived), and an entry that names a block
 			 * not its own: judged only once the rebuilt heap can be walked, a round later */
@@ -792,7 +794,7 @@ START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 		struct seen told = { 0 };
 		int rc = sc_arena_fsck(a, SC_FSCK_REPAIR, on_finding, &told, &r);
 		ck_assert_uint_eq(r.problems, (uint64_t)told.n); /* each finding told counts once */
-		if (how != 1) {
+		if (how == 0 || how == 2) {
 			ck_assert_int_eq(rc, 0);
 			ck_assert_uint_eq(r.entries, how == 2 ? 19 : 20);
 			ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
