@@ -671,6 +671,56 @@ START_TEST(fsck_drops_exactly_the_entry_whose_key_was_scribbled)
 }
 END_TEST
 
+/* An entry whose payload offset was moved 64 bytes into its own block: the block, still tagged for
+ * it, is not the one it names, so the block is reported owned by nothing and the entry as having
+ * none; the repair drops the entry and frees the block, and nothing leaks. Nor is another entry's
+ * block freed when a dropped entry names it. */
+START_TEST(fsck_frees_the_block_an_entry_no_longer_names)
+{
+	const char *name;
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckmove", NULL, &a, &name);
+	admit_n(st, 8);
+	struct shm_index *ix = l2_ix(a);
+	uint32_t victim = UINT32_MAX;
+	for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+			victim = i;
+	ck_assert_uint_ne(victim, UINT32_MAX);
+	uint64_t off = ix->ent[victim].payload_off;
+	ix->ent[victim].payload_off = off + 64;
+	struct sc_fsck_report r;
+	char want[64];
+	snprintf(want, sizeof(want), "block at %llu (", (unsigned long long)off);
+	struct wanted w = { .text = want };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+	ck_assert_int_eq(w.hits, 1);
+	ck_assert_uint_gt(r.leaked_bytes, 0);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.dropped, 1);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.entries, 7);
+	ck_assert_uint_eq(r.leaked_bytes, 0);
+	/* an entry naming another live entry's block: dropped without that block being freed (the
+	 * other entry keeps its bytes once the dropped one is reclaimed) */
+	uint32_t e2[2], k = 0;
+	for (uint32_t i = 0; i < ix->nentries && k < 2; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+			e2[k++] = i;
+	ck_assert_uint_eq(k, 2);
+	ix->ent[e2[0]].payload_off = ix->ent[e2[1]].payload_off;
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.dropped, 1);
+	l2_reclaim_all(a, -1); /* nobody reads: what was dropped is freed now */
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.entries, 6);
+	ck_assert_uint_eq(r.pending_bytes, 0);
+	ck_assert_uint_eq(r.digest_failures, 0);
+	ck_assert_uint_eq(r.leaked_bytes, 0);
+	fsck_arena_close(a, st, name);
+}
+END_TEST
+
 /* Lock repair counters of exactly the most fsck believes (2^20) are counted, not reset; one more is
  * reported and reset by the repair (the heap's, kept by the heap, is only left out of the sum). */
 START_TEST(fsck_believes_repair_counters_up_to_its_bound)
@@ -1008,6 +1058,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, fsck_accepts_the_last_entry_of_the_table);
 	tcase_add_test(tc, fsck_reports_entries_left_mid_write);
 	tcase_add_test(tc, fsck_drops_exactly_the_entry_whose_key_was_scribbled);
+	tcase_add_test(tc, fsck_frees_the_block_an_entry_no_longer_names);
 	tcase_add_test(tc, fsck_accepts_a_full_ring_and_a_closed_one);
 	suite_add_tcase(s, tc);
 	return s;
