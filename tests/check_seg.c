@@ -210,6 +210,14 @@ START_TEST(shared_leading_segments_are_stored_once)
 	ck_assert_uint_eq(rep.pending_bytes, 0);
 	ck_assert_uint_eq(rep.leaked_bytes, 0);
 	ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes, rep.heap_used_bytes);
+	/* and through a handle that never used L2 (as `stagecache fsck --deep` opens it): the
+	 * scattered payloads are read and verified the same */
+	struct sc_arena *fresh;
+	ck_assert_int_eq(sc_arena_open(f.name, &fresh), 0);
+	ck_assert_int_eq(sc_arena_fsck(fresh, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.digest_failures, 0);
+	ck_assert_uint_eq(rep.digests_checked, 3);
+	sc_arena_close(fresh);
 	fx_close(&f);
 }
 END_TEST
