@@ -965,6 +965,12 @@ START_TEST(regression_fsck_partial_heap_walk_drops_no_entry)
 		struct sc_arena *a;
 		struct sc_stage *st = fsck_arena("fsckpart", NULL, &a, &name);
 		admit_n(st, 6);
+		/* and a retired entry a lease still holds, its block past every break below */
+		int32_t t70[2] = { 70, 71 };
+		struct sc_lease held;
+		admit_one(st, 70, 3000, 0x70);
+		ck_assert_int_eq(sc_l2_get(st, "ns", t70, 2, NULL, &held), 0);
+		admit_one(st, 70, 3000, 0x71);
 		struct blocks b = { .n = 0 };
 		ck_assert_int_eq(shm_heap_walk(a->shm, collect_allocated, &b), 0);
 		ck_assert_uint_ge(b.n, 6);
@@ -973,11 +979,15 @@ START_TEST(regression_fsck_partial_heap_walk_drops_no_entry)
 		*prev_size += 64;
 		ck_assert_int_ne(shm_heap_walk(a->shm, collect_allocated, &(struct blocks){ .n = 0 }), 0);
 		struct sc_fsck_report r;
-		ck_assert_int_gt(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		struct wanted w = { .text = "(retired)" };
+		ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+		ck_assert_int_eq(w.hits, 0); /* the retired entry's block was not reached: not judged */
 		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 		ck_assert_uint_eq(r.dropped, 0);
 		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
-		ck_assert_msg(r.entries == 6, "scribbled block %u: %llu of 6 entries left", at, (unsigned long long)r.entries);
+		ck_assert_msg(r.entries == 7, "scribbled block %u: %llu of 7 entries left", at, (unsigned long long)r.entries);
+		ck_assert_uint_eq(((const uint8_t *)held.sec[0])[2999], 0x70); /* its old bytes, still leased */
+		sc_lease_release(&held);
 		for (int i = 0; i < 6; i++) {
 			size_t len = 1000 + (size_t)i * 97;
 			int32_t t[2] = { i * 10, i * 10 + 1 };
