@@ -579,6 +579,12 @@ START_TEST(fsck_finds_a_cycle_in_a_wholly_free_shard)
 	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
 	ck_assert_msg(strstr(sn.last, "shard 7:"), "%s", sn.last);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	/* a head far past the arena, of the right shard: out of range, never read through */
+	ix->hdr->shards[9].free_head = 0xfffffff0u + 10;
+	sn = (struct seen){ 0 };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
+	ck_assert_msg(strstr(sn.last, "shard 9:"), "%s", sn.last);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	admit_n(st, 300); /* more than the 128 entries of a shard, into every shard */
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.entries, 300);
@@ -613,6 +619,7 @@ START_TEST(fsck_reports_entries_left_mid_write)
 	ck_assert_int_eq(busy.hits, 1);
 	ck_assert_int_eq(freeing.hits, 1);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.problems, 2); /* their shards' lists are rebuilt, not also reported */
 	for (int k = 0; k < 2; k++) { /* free, or retired for reclamation to free */
 		uint32_t now = atomic_load(&ix->ent[left[k]].state);
 		ck_assert_msg(now == SHM_ENT_FREE || now == SHM_ENT_RETIRED, "entry %u: state %u", left[k], now);
@@ -717,6 +724,35 @@ START_TEST(fsck_frees_the_block_an_entry_no_longer_names)
 	ck_assert_uint_eq(r.pending_bytes, 0);
 	ck_assert_uint_eq(r.digest_failures, 0);
 	ck_assert_uint_eq(r.leaked_bytes, 0);
+	fsck_arena_close(a, st, name);
+}
+END_TEST
+
+/* Stored digests scribbled in one half each (the high word of one entry's, the low word of
+ * another's): a deep check compares both halves and finds both; the repair drops exactly those. */
+START_TEST(fsck_compares_whole_digests)
+{
+	const char *name;
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckdig", NULL, &a, &name);
+	admit_n(st, 6);
+	struct shm_index *ix = l2_ix(a);
+	uint32_t hit = 0;
+	for (uint32_t i = 0; i < ix->nentries && hit < 2; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE) {
+			if (hit++)
+				ix->ent[i].digest_lo ^= 1;
+			else
+				ix->ent[i].digest_hi ^= 1;
+		}
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0); /* only a deep check reads payloads */
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 2);
+	ck_assert_uint_eq(r.digest_failures, 2);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.dropped, 2);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.entries, 4);
 	fsck_arena_close(a, st, name);
 }
 END_TEST
@@ -1069,6 +1105,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, fsck_reports_entries_left_mid_write);
 	tcase_add_test(tc, fsck_drops_exactly_the_entry_whose_key_was_scribbled);
 	tcase_add_test(tc, fsck_frees_the_block_an_entry_no_longer_names);
+	tcase_add_test(tc, fsck_compares_whole_digests);
 	tcase_add_test(tc, fsck_accepts_a_full_ring_and_a_closed_one);
 	suite_add_tcase(s, tc);
 	return s;
