@@ -549,8 +549,9 @@ START_TEST(fsck_rewrites_a_scribbled_index_header)
 END_TEST
 
 /* A cycle in the free list of a shard whose entries are all free (a fresh arena): the walk of the
- * list goes on past the shard's entry count, so the cycle is found and the list rebuilt; so is a
- * link out of such a list; then every entry of the shard admits. */
+ * list goes on past the shard's entry count, so the cycle is found and the list rebuilt; so are a
+ * link out of such a list, a list of the right length through another shard's entry, a head far
+ * out of range, and a retired entry lost from its pending list; then every entry admits. */
 START_TEST(fsck_finds_a_cycle_in_a_wholly_free_shard)
 {
 	const char *name;
@@ -579,12 +580,43 @@ START_TEST(fsck_finds_a_cycle_in_a_wholly_free_shard)
 	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
 	ck_assert_msg(strstr(sn.last, "shard 7:"), "%s", sn.last);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	/* a list that ends in another shard's last free entry instead of its own: as long as it
+	 * should be, and still broken */
+	uint32_t p7 = ix->hdr->shards[7].free_head, y8 = ix->hdr->shards[8].free_head;
+	while (ix->ent[ix->ent[p7 - 1].link - 1].link)
+		p7 = ix->ent[p7 - 1].link;
+	while (ix->ent[y8 - 1].link)
+		y8 = ix->ent[y8 - 1].link;
+	ix->ent[p7 - 1].link = y8;
+	sn = (struct seen){ 0 };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
+	ck_assert_msg(strstr(sn.last, "shard 7:"), "%s", sn.last);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	/* a head far past the arena, of the right shard: out of range, never read through */
 	ix->hdr->shards[9].free_head = 0xfffffff0u + 10;
 	sn = (struct seen){ 0 };
 	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &sn, &r), 1);
 	ck_assert_msg(strstr(sn.last, "shard 9:"), "%s", sn.last);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	/* a retired entry (a lease holds it) lost from its shard's pending list, the free list whole */
+	int32_t t70[2] = { 70, 71 };
+	struct sc_lease held;
+	admit_one(st, 70, 3000, 0x70);
+	ck_assert_int_eq(sc_l2_get(st, "ns", t70, 2, NULL, &held), 0);
+	admit_one(st, 70, 3000, 0x71);
+	uint32_t old = UINT32_MAX;
+	for (uint32_t i = 0; i < ix->nentries && old == UINT32_MAX; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_RETIRED)
+			old = i;
+	ck_assert_uint_ne(old, UINT32_MAX);
+	ix->hdr->shards[old % SHM_INDEX_SHARDS].pending_head = 0;
+	sn = (struct seen){ 0 };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, on_finding, &sn, &r), 0);
+	char shard[16];
+	snprintf(shard, sizeof(shard), "shard %u:", old % SHM_INDEX_SHARDS);
+	ck_assert_msg(strstr(sn.last, shard), "%s", sn.last);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	sc_lease_release(&held);
 	admit_n(st, 300); /* more than the 128 entries of a shard, into every shard */
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.entries, 300);
