@@ -789,6 +789,49 @@ START_TEST(fsck_compares_whole_digests)
 }
 END_TEST
 
+/* A killed process's fill reservation (heap memory in its name, never published): a check reports
+ * it and changes nothing, so the next check finds it again; the repair frees it. */
+START_TEST(fsck_frees_a_dead_fillers_reservation_only_when_repairing)
+{
+	const char *name;
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckresv", NULL, &a, &name);
+	admit_n(st, 3);
+	int ready[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *b;
+		struct sc_stage *s2;
+		struct sc_l2_resv rv;
+		if (sc_arena_open(name, &b) || sc_stage_open(b, "m", "s", &s2) || sc_l2_reserve(s2, 100000, &rv))
+			_exit(2);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	char c;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1); /* reserved */
+	close(ready[0]), close(ready[1]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	struct sc_fsck_report r;
+	struct wanted w = { .text = "reservation of a detached holder" };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+	ck_assert_int_eq(w.hits, 1);
+	uint64_t orphan = r.orphan_bytes;
+	ck_assert_uint_ge(orphan, 100000);
+	ck_assert_int_gt(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.orphan_bytes, orphan); /* a check changes nothing */
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.orphan_bytes, 0);
+	ck_assert_uint_eq(r.entries, 3);
+	fsck_arena_close(a, st, name);
+}
+END_TEST
+
 /* Lock repair counters of exactly the most fsck believes (2^20) are counted, not reset; one more is
  * reported and reset by the repair (the heap's, kept by the heap, is only left out of the sum). */
 START_TEST(fsck_believes_repair_counters_up_to_its_bound)
@@ -1138,6 +1181,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, fsck_drops_exactly_the_entry_whose_key_was_scribbled);
 	tcase_add_test(tc, fsck_frees_the_block_an_entry_no_longer_names);
 	tcase_add_test(tc, fsck_compares_whole_digests);
+	tcase_add_test(tc, fsck_frees_a_dead_fillers_reservation_only_when_repairing);
 	tcase_add_test(tc, fsck_accepts_a_full_ring_and_a_closed_one);
 	suite_add_tcase(s, tc);
 	return s;

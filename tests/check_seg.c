@@ -242,7 +242,12 @@ START_TEST(fsck_sweeps_an_orphaned_segment_record)
 	ix->ent[victim].meta &= ~SHM_META_SEG;
 	struct sc_fsck_report rep;
 	char msg[256] = "";
-	ck_assert_int_gt(sc_arena_fsck(f.a, 0, finding_cb, msg, &rep), 0);
+	int found = sc_arena_fsck(f.a, 0, finding_cb, msg, &rep);
+	ck_assert_int_gt(found, 0);
+	uint64_t leaked = rep.leaked_bytes;
+	ck_assert_uint_gt(leaked, 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, 0, NULL, NULL, &rep), found); /* a check changes nothing */
+	ck_assert_uint_eq(rep.leaked_bytes, leaked);
 	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
 	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, &rep), 0);
 	ck_assert_uint_eq(rep.leaked_bytes, 0);
