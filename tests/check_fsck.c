@@ -331,7 +331,9 @@ static int count_cb(const struct sc_commit *c, void *ctx)
 }
 
 /* Rings fsck must find consistent: one full to the last byte (tail - head = its size), and one
- * whose producer closed it with records undelivered; the consumer then reads every record. */
+ * whose producer closed it with records undelivered; the consumer then reads every record. Then
+ * what it must not: a head more than the size behind the tail, a scribbled ring directory (left as
+ * it is by a check, rewritten by the repair). */
 START_TEST(fsck_accepts_a_full_ring_and_a_closed_one)
 {
 	const char *name;
@@ -372,6 +374,26 @@ START_TEST(fsck_accepts_a_full_ring_and_a_closed_one)
 	ck_assert_int_eq(got, n + 3);
 	sc_ring_consumer_close(b);
 	sc_arena_close(b);
+	/* a head more than the ring's size behind its tail (each a record boundary): impossible */
+	struct shm_ring_dir *d = shm_region(a->shm, SHM_REGION_RINGS, NULL);
+	struct shm_ring_ctl *ctl = (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES +
+							   (uint64_t)sc_ring_index(full) * SHM_RING_CTL_BYTES);
+	uint64_t head = atomic_load(&ctl->head);
+	ck_assert_uint_ge(head, 4096);
+	atomic_store(&ctl->head, head - 4096 - 64);
+	struct wanted w = { .text = "its indices are impossible" };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, on_wanted, &w, &rep), 1);
+	ck_assert_int_eq(w.hits, 1);
+	atomic_store(&ctl->head, head);
+	/* the ring directory's geometry scribbled: a check reports it and leaves it, the repair
+	 * writes it again */
+	uint32_t bytes = d->ring_bytes;
+	d->ring_bytes = 12345;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &rep), 1);
+	ck_assert_uint_eq(d->ring_bytes, 12345);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_uint_eq(d->ring_bytes, bytes);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
 	sc_ring_close(full);
 	sc_test_arena_destroy(a, name);
 }
