@@ -443,7 +443,7 @@ START_TEST(regression_fsck_sees_a_corrupt_ring_record)
 	struct shm_ring_ctl *ctl = (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES + (uint64_t)ring * SHM_RING_CTL_BYTES);
 	uint64_t tail = atomic_load(&ctl->tail);
 	atomic_store(&ctl->tail, tail + 8);
-	struct wanted w = { .text = "not repaired: its producer is running" };
+	struct wanted w = { .text = "its indices are impossible; not repaired: its producer is running" };
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, on_wanted, &w, &rep), 1);
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_uint_eq(atomic_load(&ctl->tail), tail + 8);

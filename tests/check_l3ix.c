@@ -711,6 +711,40 @@ START_TEST(fsck_finds_a_cycle_through_every_free_token_page)
 }
 END_TEST
 
+/* The last token page (numbered npages, the bound of every page check) holding an entry's token
+ * ids: the free list reordered to hand it out first, then a prefix stored and located. fsck finds
+ * the index consistent. */
+START_TEST(fsck_accepts_the_last_token_page_in_use)
+{
+	open_all(0, 600000, 0);
+	int fi;
+	put_with(l3, 100, 512, 6100, NULL); /* the index in use (bound, synced) */
+	ck_assert_int_eq(restore_is(100, 600, 6100, &fi), 512);
+	struct shm_l3ix ix;
+	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+	uint32_t head = ix.hdr->free_head, before_last = 0, last = head;
+	while (ix.links[last - 1])
+		before_last = last, last = ix.links[last - 1];
+	ck_assert_uint_eq(last, ix.npages);
+	ck_assert_uint_ne(before_last, 0);
+	ix.links[before_last - 1] = 0; /* the same pages, the last one first */
+	ix.links[last - 1] = head;
+	ix.hdr->free_head = last;
+	int found = 0;
+	struct sc_fsck_report rep;
+	ck_assert_int_eq(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 0);
+	put_with(l3, 600, 512, 6000, NULL);
+	ck_assert_int_eq(restore_is(600, 600, 6000, &fi), 512); /* located: the index keeps its token ids */
+	uint32_t total = ix.nsets * SHM_L3IX_WAYS, on_last = 0;
+	for (uint32_t i = 0; i < total; i++)
+		on_last += (ix.ent[i].flags & SHM_L3IX_TOKENS) && ix.ent[i].first_page == last;
+	ck_assert_uint_eq(on_last, 1);
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, count_finding, &found, &rep), 0);
+	ck_assert_int_eq(found, 0);
+	close_all();
+}
+END_TEST
+
 /* Issue 12's converge property over the location index: entries with flags no writer sets, and
  * a scribbled index header, are repaired in one fsck --repair (never left to declare the arena
  * unrepairable), and the index answers right afterwards. */
@@ -866,6 +900,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, binding_another_store_keeps_the_index);
 	tcase_add_test(c, fsck_finds_and_repairs_a_broken_index);
 	tcase_add_test(c, fsck_finds_a_cycle_through_every_free_token_page);
+	tcase_add_test(c, fsck_accepts_the_last_token_page_in_use);
 	tcase_add_test(c, regression_fsck_repair_converges_over_index_scribble);
 	suite_add_tcase(s, c);
 	return s;
