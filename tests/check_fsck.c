@@ -288,6 +288,15 @@ START_TEST(test_fsck_observation_count)
 	ck_assert_uint_eq(r.obs_problems, 1);
 	h->mu.magic = magic;
 	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	/* a fill claim held (ours: alive), made at a time whose high word has bits no observation's
+	 * flags have (about 3 days of uptime): the claims that follow the slots are not slots */
+	ck_assert_int_eq(sc_fill_claim(a, 7, d), 0);
+	struct shm_obs_claim *c = shm_obs_claims(h);
+	ck_assert(c[0].owner != 0);
+	c[0].claimed_ns = 0x10001ull << 32;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.observations, 1);
+	ck_assert_int_eq(sc_fill_release(a, 7, d), 0);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
