@@ -1067,6 +1067,66 @@ static void obs_hook(const char *point, void *ctx)
 	}
 }
 
+/* The other filler's claim, released (as sc_fill_release does) at the first look into the claim
+ * table after this restore found it; what the fill then sees of the claims on the digest. */
+struct handover {
+	struct sc_digest d;
+	int found, released, claims_at_fill;
+};
+
+static int claims_on(struct shm_obs_hdr *h, uint64_t sid, struct sc_digest d, struct shm_obs_claim **one)
+{
+	struct shm_obs_claim *c = shm_obs_claims(h);
+	int n = 0;
+	for (uint32_t i = 0; i < h->claims; i++)
+		if (c[i].owner && c[i].stage_id == sid && c[i].digest_lo == d.lo && c[i].digest_hi == d.hi)
+			n++, *one = &c[i];
+	return n;
+}
+
+static void handover_hook(const char *point, void *ctx)
+{
+	struct handover *ho = ctx;
+	struct shm_obs_hdr *h = shm_obs_table(arena->shm);
+	struct shm_obs_claim *c = NULL;
+	if (!strcmp(point, "fill.claim.found")) {
+		ho->found++;
+	} else if (!strcmp(point, "obs.locked") && ho->found && !ho->released) {
+		ck_assert_int_eq(claims_on(h, sc_stage_id(stage), ho->d, &c), 1); /* the table is locked: ours */
+		memset(c, 0, sizeof(*c));
+		ho->released = 1;
+	} else if (!strcmp(point, "restore.fill")) {
+		ho->claims_at_fill = claims_on(h, sc_stage_id(stage), ho->d, &c);
+	}
+}
+
+/* A restore that waited for another filler and wakes to a miss (it did not promote) claims the
+ * fill before it starts it: single flight holds for the next round too. */
+START_TEST(a_waiter_that_wakes_to_a_miss_claims_before_it_fills)
+{
+	struct sc_location loc;
+	put("wk", 30, 7000, 14, &loc);
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(arena_name, &b), 0);
+	uint64_t sid = sc_stage_id(stage);
+	ck_assert_int_eq(sc_fill_claim(b, sid, loc.digest), 0); /* another handle is filling it */
+	struct handover ho = { .d = loc.digest };
+	struct sc_restore_opts o = { .flags = SC_RESTORE_WAIT };
+	struct sc_restore r;
+	sc_sched_set(handover_hook, &ho);
+	int rc = sc_restore_with(stage, l3, "wk", toks, 30, &o, &r);
+	sc_sched_set(NULL, NULL);
+	ck_assert_msg(rc == 30, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_int_eq(r.waited, 1);
+	ck_assert_int_eq(ho.released, 1);
+	ck_assert_int_eq(ho.claims_at_fill, 1); /* its own claim */
+	sc_restore_release(&r);
+	struct shm_obs_claim *c = NULL;
+	ck_assert_int_eq(claims_on(shm_obs_table(arena->shm), sid, loc.digest, &c), 0); /* and released */
+	sc_arena_close(b);
+}
+END_TEST
+
 /* A restore waiting for another filler (SC_RESTORE_WAIT) whose claim table turns out damaged
  * returns the error (-EBADMSG): not a "busy" miss nor a deadline miss, and nothing filled. */
 START_TEST(a_wait_on_a_damaged_claim_table_is_an_error)
@@ -1191,6 +1251,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, a_restore_whose_objects_vanish_twice_reports_the_miss);
 	tcase_add_test(tc, a_promotion_by_copy_that_l2_refuses_is_reported_not_promoted);
 	tcase_add_test(tc, a_link_under_an_object_name_is_quarantined_and_the_shorter_served);
+	tcase_add_test(tc, a_waiter_that_wakes_to_a_miss_claims_before_it_fills);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
