@@ -190,12 +190,12 @@ START_TEST(test_fsck_deep_digest_failure)
 }
 END_TEST
 
-START_TEST(test_fsck_dead_reader_with_lease)
+/* A process that attaches to arena @name, takes a lease on the entry of tokens { 1, 2 } or reserves
+ * 100 000 bytes, and is killed (SIGKILL) holding it; returns once it is reaped. */
+enum { HOLD_LEASE, HOLD_RESERVATION };
+
+static void killed_holder(const char *name, int what)
 {
-	const char *name;
-	struct sc_arena *a;
-	struct sc_stage *st = fsck_arena("fsck3", NULL, &a, &name);
-	admit_one(st, 1, 8192, 1);
 	int ready[2];
 	ck_assert_int_eq(pipe(ready), 0);
 	pid_t pid = fork();
@@ -203,8 +203,10 @@ START_TEST(test_fsck_dead_reader_with_lease)
 		struct sc_arena *b;
 		struct sc_stage *s2;
 		struct sc_lease l;
+		struct sc_l2_resv rv;
 		int32_t tokens[2] = { 1, 2 };
-		if (sc_arena_open(name, &b) || sc_stage_open(b, "m", "s", &s2) || sc_l2_get(s2, "ns", tokens, 2, NULL, &l))
+		if (sc_arena_open(name, &b) || sc_stage_open(b, "m", "s", &s2) ||
+		    (what == HOLD_LEASE ? sc_l2_get(s2, "ns", tokens, 2, NULL, &l) : sc_l2_reserve(s2, 100000, &rv)))
 			_exit(2);
 		if (write(ready[1], "x", 1) != 1)
 			_exit(3);
@@ -212,9 +214,19 @@ START_TEST(test_fsck_dead_reader_with_lease)
 		_exit(0);
 	}
 	char c;
-	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	ck_assert_int_eq(read(ready[0], &c, 1), 1); /* it holds it */
+	close(ready[0]), close(ready[1]);
 	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+}
+
+START_TEST(test_fsck_dead_reader_with_lease)
+{
+	const char *name;
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsck3", NULL, &a, &name);
+	admit_one(st, 1, 8192, 1);
+	killed_holder(name, HOLD_LEASE); /* a lease on the entry of tokens { 1, 2 } */
 	struct sc_fsck_report r;
 	struct seen s = { 0 };
 	ck_assert_int_eq(sc_arena_fsck(a, 0, on_finding, &s, &r), 1);
@@ -828,25 +840,7 @@ START_TEST(fsck_frees_a_dead_fillers_reservation_only_when_repairing)
 	struct sc_arena *a;
 	struct sc_stage *st = fsck_arena("fsckresv", NULL, &a, &name);
 	admit_n(st, 3);
-	int ready[2];
-	ck_assert_int_eq(pipe(ready), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct sc_arena *b;
-		struct sc_stage *s2;
-		struct sc_l2_resv rv;
-		if (sc_arena_open(name, &b) || sc_stage_open(b, "m", "s", &s2) || sc_l2_reserve(s2, 100000, &rv))
-			_exit(2);
-		if (write(ready[1], "x", 1) != 1)
-			_exit(3);
-		pause();
-		_exit(0);
-	}
-	char c;
-	ck_assert_int_eq(read(ready[0], &c, 1), 1); /* reserved */
-	close(ready[0]), close(ready[1]);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	killed_holder(name, HOLD_RESERVATION); /* 100 000 bytes reserved */
 	struct sc_fsck_report r;
 	struct wanted w = { .text = "reservation of a detached holder" };
 	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
