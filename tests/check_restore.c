@@ -1127,6 +1127,59 @@ START_TEST(a_waiter_that_wakes_to_a_miss_claims_before_it_fills)
 }
 END_TEST
 
+/* Another filler that keeps filling without promoting: its claim is let go during each wait and
+ * taken again before the waiter's next claim, for up to @rounds rounds. */
+struct relay {
+	struct sc_digest d;
+	int rounds, found, released, claims_at_fill;
+	struct shm_obs_claim theirs, *slot;
+};
+
+static void relay_hook(const char *point, void *ctx)
+{
+	struct relay *rl = ctx;
+	struct shm_obs_hdr *h = shm_obs_table(arena->shm);
+	struct shm_obs_claim *c = NULL;
+	if (!strcmp(point, "fill.claim.found")) {
+		if (!rl->found++) {
+			ck_assert_int_eq(claims_on(h, sc_stage_id(stage), rl->d, &c), 1);
+			rl->theirs = *c, rl->slot = c;
+		}
+	} else if (!strcmp(point, "obs.locked") && rl->found && rl->found == rl->released + 1 && rl->found <= rl->rounds) {
+		memset(rl->slot, 0, sizeof(*rl->slot)); /* in the waiter's wait: let go */
+		rl->released++;
+	} else if (!strcmp(point, "obs.locked") && rl->found && rl->found == rl->released && rl->found < rl->rounds &&
+		   !rl->slot->owner) {
+		*rl->slot = rl->theirs; /* before the waiter's next claim: taken again */
+	} else if (!strcmp(point, "restore.fill")) {
+		rl->claims_at_fill = claims_on(h, sc_stage_id(stage), rl->d, &c) - (rl->slot->owner == rl->theirs.owner);
+	}
+}
+
+/* A waiter that keeps waking to a miss (the other filler fills again each time, never promoting)
+ * waits four rounds, then fills without a claim rather than wait on ever more fills. */
+START_TEST(a_waiter_fills_unclaimed_after_four_rounds)
+{
+	struct sc_location loc;
+	put("rl", 30, 7000, 15, &loc);
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(arena_name, &b), 0);
+	ck_assert_int_eq(sc_fill_claim(b, sc_stage_id(stage), loc.digest), 0);
+	struct relay rl = { .d = loc.digest, .rounds = 8 };
+	struct sc_restore_opts o = { .flags = SC_RESTORE_WAIT };
+	struct sc_restore r;
+	sc_sched_set(relay_hook, &rl);
+	int rc = sc_restore_with(stage, l3, "rl", toks, 30, &o, &r);
+	sc_sched_set(NULL, NULL);
+	ck_assert_msg(rc == 30, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_int_eq(r.waited, 1);
+	ck_assert_int_eq(rl.found, 4); /* four rounds of waiting */
+	ck_assert_int_eq(rl.claims_at_fill, 0); /* then a fill without a claim of its own */
+	sc_restore_release(&r);
+	sc_arena_close(b);
+}
+END_TEST
+
 /* A restore waiting for another filler (SC_RESTORE_WAIT) whose claim table turns out damaged
  * returns the error (-EBADMSG): not a "busy" miss nor a deadline miss, and nothing filled. */
 START_TEST(a_wait_on_a_damaged_claim_table_is_an_error)
@@ -1252,6 +1305,7 @@ Suite *restore_suite(void)
 	tcase_add_test(tc, a_promotion_by_copy_that_l2_refuses_is_reported_not_promoted);
 	tcase_add_test(tc, a_link_under_an_object_name_is_quarantined_and_the_shorter_served);
 	tcase_add_test(tc, a_waiter_that_wakes_to_a_miss_claims_before_it_fills);
+	tcase_add_test(tc, a_waiter_fills_unclaimed_after_four_rounds);
 	tcase_add_test(tc, two_processes_fills_count_as_two_hits);
 	tcase_add_test(tc, single_flight_waits_then_hits_l2);
 	suite_add_tcase(s, tc);
