@@ -1067,13 +1067,7 @@ static void obs_hook(const char *point, void *ctx)
 	}
 }
 
-/* The other filler's claim, released (as sc_fill_release does) at the first look into the claim
- * table after this restore found it; what the fill then sees of the claims on the digest. */
-struct handover {
-	struct sc_digest d;
-	int found, released, claims_at_fill;
-};
-
+/* The claims on @d of stage @sid (one of them in *@one). */
 static int claims_on(struct shm_obs_hdr *h, uint64_t sid, struct sc_digest d, struct shm_obs_claim **one)
 {
 	struct shm_obs_claim *c = shm_obs_claims(h);
@@ -1083,49 +1077,6 @@ static int claims_on(struct shm_obs_hdr *h, uint64_t sid, struct sc_digest d, st
 			n++, *one = &c[i];
 	return n;
 }
-
-static void handover_hook(const char *point, void *ctx)
-{
-	struct handover *ho = ctx;
-	struct shm_obs_hdr *h = shm_obs_table(arena->shm);
-	struct shm_obs_claim *c = NULL;
-	if (!strcmp(point, "fill.claim.found")) {
-		ho->found++;
-	} else if (!strcmp(point, "obs.locked") && ho->found && !ho->released) {
-		ck_assert_int_eq(claims_on(h, sc_stage_id(stage), ho->d, &c), 1); /* the table is locked: ours */
-		memset(c, 0, sizeof(*c));
-		ho->released = 1;
-	} else if (!strcmp(point, "restore.fill")) {
-		ho->claims_at_fill = claims_on(h, sc_stage_id(stage), ho->d, &c);
-	}
-}
-
-/* A restore that waited for another filler and wakes to a miss (it did not promote) claims the
- * fill before it starts it: single flight holds for the next round too. */
-START_TEST(a_waiter_that_wakes_to_a_miss_claims_before_it_fills)
-{
-	struct sc_location loc;
-	put("wk", 30, 7000, 14, &loc);
-	struct sc_arena *b;
-	ck_assert_int_eq(sc_arena_open(arena_name, &b), 0);
-	uint64_t sid = sc_stage_id(stage);
-	ck_assert_int_eq(sc_fill_claim(b, sid, loc.digest), 0); /* another handle is filling it */
-	struct handover ho = { .d = loc.digest };
-	struct sc_restore_opts o = { .flags = SC_RESTORE_WAIT };
-	struct sc_restore r;
-	sc_sched_set(handover_hook, &ho);
-	int rc = sc_restore_with(stage, l3, "wk", toks, 30, &o, &r);
-	sc_sched_set(NULL, NULL);
-	ck_assert_msg(rc == 30, "restore: %d (%s)", rc, sc_strerror(rc));
-	ck_assert_int_eq(r.waited, 1);
-	ck_assert_int_eq(ho.released, 1);
-	ck_assert_int_eq(ho.claims_at_fill, 1); /* its own claim */
-	sc_restore_release(&r);
-	struct shm_obs_claim *c = NULL;
-	ck_assert_int_eq(claims_on(shm_obs_table(arena->shm), sid, loc.digest, &c), 0); /* and released */
-	sc_arena_close(b);
-}
-END_TEST
 
 /* Another filler that keeps filling without promoting: its claim is let go during each wait and
  * taken again before the waiter's next claim, for up to @rounds rounds. */
@@ -1156,27 +1107,52 @@ static void relay_hook(const char *point, void *ctx)
 	}
 }
 
+/* A restore of @ns (30 tokens, stored) with SC_RESTORE_WAIT while another handle claims its fill
+ * and lets the claim go for @rounds rounds (relay_hook). */
+static void restore_past_relay(const char *ns, const struct sc_location *loc, int rounds, struct relay *rl,
+			       struct sc_restore *r)
+{
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(arena_name, &b), 0);
+	ck_assert_int_eq(sc_fill_claim(b, sc_stage_id(stage), loc->digest), 0); /* another handle is filling it */
+	*rl = (struct relay){ .d = loc->digest, .rounds = rounds };
+	struct sc_restore_opts o = { .flags = SC_RESTORE_WAIT };
+	sc_sched_set(relay_hook, rl);
+	int rc = sc_restore_with(stage, l3, ns, toks, 30, &o, r);
+	sc_sched_set(NULL, NULL);
+	ck_assert_msg(rc == 30, "restore: %d (%s)", rc, sc_strerror(rc));
+	ck_assert_int_eq(r->waited, 1);
+	sc_restore_release(r);
+	sc_arena_close(b);
+}
+
+/* A restore that waited for another filler and wakes to a miss (it did not promote) claims the
+ * fill before it starts it: single flight holds for the next round too. */
+START_TEST(a_waiter_that_wakes_to_a_miss_claims_before_it_fills)
+{
+	struct sc_location loc;
+	put("wk", 30, 7000, 14, &loc);
+	struct relay rl;
+	struct sc_restore r;
+	restore_past_relay("wk", &loc, 1, &rl, &r);
+	ck_assert_int_eq(rl.released, 1);
+	ck_assert_int_eq(rl.claims_at_fill, 1); /* its own claim */
+	struct shm_obs_claim *c = NULL;
+	ck_assert_int_eq(claims_on(shm_obs_table(arena->shm), sc_stage_id(stage), loc.digest, &c), 0); /* and released */
+}
+END_TEST
+
 /* A waiter that keeps waking to a miss (the other filler fills again each time, never promoting)
  * waits four rounds, then fills without a claim rather than wait on ever more fills. */
 START_TEST(a_waiter_fills_unclaimed_after_four_rounds)
 {
 	struct sc_location loc;
 	put("rl", 30, 7000, 15, &loc);
-	struct sc_arena *b;
-	ck_assert_int_eq(sc_arena_open(arena_name, &b), 0);
-	ck_assert_int_eq(sc_fill_claim(b, sc_stage_id(stage), loc.digest), 0);
-	struct relay rl = { .d = loc.digest, .rounds = 8 };
-	struct sc_restore_opts o = { .flags = SC_RESTORE_WAIT };
+	struct relay rl;
 	struct sc_restore r;
-	sc_sched_set(relay_hook, &rl);
-	int rc = sc_restore_with(stage, l3, "rl", toks, 30, &o, &r);
-	sc_sched_set(NULL, NULL);
-	ck_assert_msg(rc == 30, "restore: %d (%s)", rc, sc_strerror(rc));
-	ck_assert_int_eq(r.waited, 1);
+	restore_past_relay("rl", &loc, 8, &rl, &r);
 	ck_assert_int_eq(rl.found, 4); /* four rounds of waiting */
 	ck_assert_int_eq(rl.claims_at_fill, 0); /* then a fill without a claim of its own */
-	sc_restore_release(&r);
-	sc_arena_close(b);
 }
 END_TEST
 
