@@ -437,6 +437,19 @@ int h_coherence(const char *dir_a, const char *dir_b, const char *state_a, const
 	sc_l3_index_stats(a, &s0);
 	if (s0.vanished != s1.vanished)
 		FAIL("3: the index still named the evicted object");
+	/* and after A's index rescans the directory: D2's prefix entry is still there (on a mount
+	 * with a visibility grace it is dropped only once older than that), its object is not. What
+	 * is waited for: one refresh interval, so that the next restore's index is due a rescan. */
+	nap_ms(refresh_ms + 10);
+	if ((r = a_restore(st, l3, D2, 32)) != 0)
+		FAIL("3: restore after the rescan: %d (want a miss)", r);
+	sc_l3_index_stats(a, &s1);
+	if (s1.refreshes - s0.refreshes <= s1.fallbacks - s0.fallbacks)
+		FAIL("3: no rescan after %u ms (refreshes %llu -> %llu, directory probes %llu -> %llu)", refresh_ms + 10,
+		     (unsigned long long)s0.refreshes, (unsigned long long)s1.refreshes,
+		     (unsigned long long)s0.fallbacks, (unsigned long long)s1.fallbacks);
+	if (s1.vanished != s0.vanished)
+		FAIL("3: the index's rescan named the evicted object again");
 
 	/* 4. B finds an object corrupt (its fill quarantines it): A misses */
 	if ((r = h_peer_do(&b, 'p', D3, 32, size_of(32))))

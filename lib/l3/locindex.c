@@ -32,6 +32,7 @@
 #include "dirindex.h"
 #include "files.h"
 #include "format.h"
+#include "hosts.h"
 #include "../l2/l2.h"
 #include "../probes.h"
 #include "../../shm/fault.h"
@@ -193,6 +194,7 @@ static int ix_probe(struct sc_arena *a, struct sc_l3 *l3, const char *ns, const 
 
 struct scan {
 	struct sc_arena *a;
+	struct sc_l3 *l3;
 	struct shm_l3ix *ix;
 	uint64_t t0, gen, since_real, files, limit;
 	int full, tok, gave_up;
@@ -210,6 +212,24 @@ static void sub_name(uint32_t s, char out[3])
 {
 	static const char hex[] = "0123456789abcdef";
 	out[0] = hex[(s >> 4) & 15], out[1] = hex[s & 15], out[2] = 0;
+}
+
+/*
+ * A prefix entry younger than the visibility grace names an object that does not show here: in a
+ * directory shared by hosts, one another host's janitor has evicted (such an entry is dropped
+ * only once older than the grace, lib/l3/dirindex.c), or one whose file this mount does not show
+ * yet. Either way the index leaves it out: named by the index, it would send every restore to a
+ * fill that finds nothing, after a fill had just dropped it as vanished. The directory probe that
+ * an index miss runs at once finds the object when it shows. 1: leave it out.
+ */
+static int young_and_missing(struct sc_l3 *l3, const struct l3_pfx *p)
+{
+	if (l3_settled(l3, p->created_ns))
+		return 0;
+	char rel[48];
+	struct stat sb;
+	l3_obj_relpath(p->digest_lo, p->digest_hi, rel);
+	return l3_statat(l3->objfd, rel, &sb) == -ENOENT;
 }
 
 /* One prefix entry file: read it and write its entry (when it changed since the last scan). */
@@ -236,7 +256,7 @@ static void scan_file(struct scan *sc, int dfd, const char *name, struct sc_dige
 	int rc = ns ? l3_read_pfx(fd, &p, &tok, ns) : -ENOMEM;
 	close(fd);
 	/* version 1 or bad files are not represented: a directory probe treats them as absent too */
-	if (!rc && tok && p.prefix_lo == l3key.lo && p.prefix_hi == l3key.hi) {
+	if (!rc && tok && p.prefix_lo == l3key.lo && p.prefix_hi == l3key.hi && !young_and_missing(sc->l3, &p)) {
 		struct sc_key key;
 		uint32_t len = p.token_count;
 		if (!key_pfx_hashes(sc->a->shm->hv.key_secret, ns, tok, len, &len, 1, &key)) {
@@ -355,7 +375,7 @@ static void ix_sync(struct sc_arena *a, struct sc_l3 *l3, uint64_t now)
 		goto out;
 	}
 	uint32_t total = ix->nsets * SHM_L3IX_WAYS;
-	*sc = (struct scan){ .a = a, .ix = ix, .t0 = shm_now_ns(), .full = full, .tok = l2_verify_tokens(a),
+	*sc = (struct scan){ .a = a, .l3 = l3, .ix = ix, .t0 = shm_now_ns(), .full = full, .tok = l2_verify_tokens(a),
 			     .gen = atomic_load_explicit(&h->dir_gen, RELAXED), .since_real = h->scan_real_ns,
 			     .limit = total / 2 }; /* a set-associative table fills unevenly: half is the bound */
 	uint64_t real0 = shm_realtime_ns();
