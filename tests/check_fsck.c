@@ -546,6 +546,63 @@ START_TEST(regression_fsck_repair_converges_after_index_scribble)
 }
 END_TEST
 
+/* The bytes of a region past its table (up to the region's page) belong to nothing: hostile bytes
+ * there are never read as an index entry or a fill claim, nor shaped as the owner of a heap block
+ * tagged for the entry one past the table's end. A check reports nothing of them, a repair leaves
+ * them as they are. (1500 entries: the index region ends in slack; the claims end the observation
+ * region, whose size is never a whole number of pages.) */
+START_TEST(fsck_reads_nothing_past_its_tables)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .index_entries = 1500 };
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckpast", &o, &a, &name);
+	admit_n(st, 40);
+	struct shm_index *ix = l2_ix(a);
+	uint64_t isize, osize;
+	uint8_t *ireg = shm_region(a->shm, SHM_REGION_INDEX, &isize);
+	struct shm_obs_hdr *h = shm_region(a->shm, SHM_REGION_OBS, &osize);
+	uint8_t *ipast = (uint8_t *)&ix->ent[ix->nentries], *opast = (uint8_t *)(shm_obs_claims(h) + h->claims);
+	size_t islack = (size_t)(ireg + isize - ipast), oslack = (size_t)((uint8_t *)h + osize - opast);
+	ck_assert_uint_ge(islack, sizeof(struct shm_index_entry));
+	ck_assert_uint_ge(oslack, sizeof(struct shm_obs_claim));
+	memset(ipast, 0xa5, islack);
+	memset(opast, 0xa5, oslack);
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.problems, 0);
+	for (size_t k = 0; k < islack; k++)
+		ck_assert_uint_eq(ipast[k], 0xa5);
+	for (size_t k = 0; k < oslack; k++)
+		ck_assert_uint_eq(opast[k], 0xa5);
+
+	/* a live entry's block tagged for entry 1500, and the slack shaped as that entry owning it */
+	uint32_t victim = UINT32_MAX;
+	for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+			victim = i;
+	ck_assert_uint_ne(victim, UINT32_MAX);
+	struct shm_index_entry *past = (struct shm_index_entry *)ipast;
+	memset(past, 0, sizeof(*past));
+	past->gen = ix->ent[victim].gen;
+	past->payload_off = ix->ent[victim].payload_off;
+	past->footprint = ix->ent[victim].footprint;
+	atomic_store(&past->state, SHM_ENT_LIVE);
+	struct shm_index_entry copy = *past;
+	ck_assert_int_eq(shm_heap_set_tag(a->shm, past->payload_off, shm_tag_entry(ix->nentries, past->gen)), 0);
+	struct wanted w = { .text = "is owned by nothing" };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+	ck_assert_int_eq(w.hits, 1);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.entries, 39); /* the victim lost its block; the other 39 are intact */
+	ck_assert_int_eq(memcmp(past, &copy, sizeof(copy)), 0);
+	round_trip_works(st);
+	fsck_arena_close(a, st, name);
+}
+END_TEST
+
 /* The index header scribbled (a bucket count no arena has, a shard's free list lost): fsck reports
  * the header (the index cannot be read through it), the repair writes it again from the arena's
  * parameters (for an entry count that is a power of two and one that is not) and rebuilds the
@@ -1199,6 +1256,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, regression_fsck_partial_heap_walk_drops_no_entry);
 	tcase_add_test(tc, regression_fsck_partial_eviction_list_walk_drops_no_entry);
 	tcase_add_test(tc, fsck_rewrites_a_scribbled_index_header);
+	tcase_add_test(tc, fsck_reads_nothing_past_its_tables);
 	tcase_add_test(tc, fsck_finds_a_cycle_in_a_wholly_free_shard);
 	tcase_add_test(tc, fsck_believes_repair_counters_up_to_its_bound);
 	tcase_add_test(tc, fsck_accepts_the_last_entry_of_the_table);

@@ -34,13 +34,19 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 	}
 }
 
-static void fx_open_seg(struct fx *f, uint32_t seg)
+/* @entries: the L2 index's capacity (0: the default) */
+static void fx_open_seg_n(struct fx *f, uint32_t seg, uint32_t entries)
 {
-	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .segment_bytes = seg };
+	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .segment_bytes = seg, .index_entries = entries };
 	f->a = sc_test_arena_opts("seg", &o, &f->name);
 	ck_assert_int_eq(sc_stage_open(f->a, "model-A", "state-1", &f->st), 0);
 	f->base = malloc(16 * MiB);
 	fill(f->base, 16 * MiB, 7);
+}
+
+static void fx_open_seg(struct fx *f, uint32_t seg)
+{
+	fx_open_seg_n(f, seg, 0);
 }
 
 static void fx_close(struct fx *f)
@@ -251,6 +257,58 @@ START_TEST(fsck_sweeps_an_orphaned_segment_record)
 	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
 	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, &rep), 0);
 	ck_assert_uint_eq(rep.leaked_bytes, 0);
+	ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes + rep.pending_bytes, rep.heap_used_bytes);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0); /* the other entry stays */
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
+/* Counts the findings that contain ctx's text (struct want). */
+struct want {
+	const char *text;
+	int hits;
+};
+
+static void want_cb(const char *component, const char *message, int repaired, void *ctx)
+{
+	(void)component, (void)repaired;
+	struct want *w = ctx;
+	w->hits += strstr(message, w->text) != NULL;
+}
+
+/* A segment record tagged for the entry one past the index's table (1500 entries: the region
+ * ends in slack), with the slack shaped as a segmented entry naming that record: nothing past the
+ * table is an entry, so the record is owned by no entry; the repair drops the entry that lost it
+ * and the other stays. */
+START_TEST(fsck_owns_no_segment_record_past_the_table)
+{
+	struct fx f;
+	fx_open_seg_n(&f, 2 * MiB, 1500);
+	ck_assert_int_eq(put(&f, 100, 6 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(&f, 200, 4 * MiB, 0, 0), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t victim = UINT32_MAX;
+	for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && (ix->ent[i].meta & SHM_META_SEG) &&
+		    ix->ent[i].sec_len[0] == 6 * MiB + 100)
+			victim = i;
+	ck_assert_uint_ne(victim, UINT32_MAX);
+	uint64_t isize;
+	uint8_t *ireg = shm_region(f.a->shm, SHM_REGION_INDEX, &isize);
+	struct shm_index_entry *past = &ix->ent[ix->nentries];
+	ck_assert_uint_ge((uint64_t)(ireg + isize - (uint8_t *)past), sizeof(*past));
+	*past = ix->ent[victim];
+	uint64_t rec = ix->heap_lo + 64ull * past->seg_rec;
+	ck_assert_int_eq(shm_heap_set_tag(f.a->shm, rec, (uint64_t)SHM_TAG_SEGREC << 60 | (uint64_t)ix->nentries << 32 | past->gen), 0);
+	struct sc_fsck_report rep;
+	struct want w = { .text = "is owned by no entry" };
+	ck_assert_int_gt(sc_arena_fsck(f.a, 0, want_cb, &w, &rep), 0);
+	ck_assert_int_eq(w.hits, 1);
+	char msg[256] = "";
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, &rep) == 0, "%s", msg);
 	ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes + rep.pending_bytes, rep.heap_used_bytes);
 	struct sc_lease l;
 	ck_assert_int_eq(lease(&f, 200, &l), 0); /* the other entry stays */
@@ -794,6 +852,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
 	tcase_add_test(tc, fsck_sweeps_an_orphaned_segment_record);
+	tcase_add_test(tc, fsck_owns_no_segment_record_past_the_table);
 	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
 	tcase_add_test(tc, a_published_fill_is_indexed);
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
