@@ -317,6 +317,48 @@ START_TEST(fsck_owns_no_segment_record_past_the_table)
 }
 END_TEST
 
+/* A segmented entry scribbled free (its generation, meta word and offsets intact), or naming a
+ * segment record one record past its own: a free entry owns nothing, and an entry owns only the
+ * record it names, so its record is reported as owned by no entry (and the free entry's data
+ * blocks as owned by nothing); the repair converges and the other entry stays. */
+START_TEST(fsck_a_record_is_owned_only_by_the_entry_naming_it)
+{
+	for (int k = 0; k < 2; k++) {
+		struct fx f;
+		fx_open_seg(&f, 2 * MiB);
+		ck_assert_int_eq(put(&f, 100, 6 * MiB, 100, 1), 0);
+		ck_assert_int_eq(put(&f, 200, 4 * MiB, 0, 0), 0);
+		struct shm_index *ix = l2_ix(f.a);
+		uint32_t victim = UINT32_MAX;
+		for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
+			if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && (ix->ent[i].meta & SHM_META_SEG) &&
+			    ix->ent[i].sec_len[0] == 6 * MiB + 100)
+				victim = i;
+		ck_assert_uint_ne(victim, UINT32_MAX);
+		if (k == 0)
+			atomic_store(&ix->ent[victim].state, SHM_ENT_FREE);
+		else
+			ix->ent[victim].seg_rec++;
+		struct sc_fsck_report rep;
+		struct want rec = { .text = "segment record at" }, blk = { .text = "is owned by nothing" };
+		ck_assert_int_gt(sc_arena_fsck(f.a, 0, want_cb, &rec, &rep), 0);
+		ck_assert_int_gt(sc_arena_fsck(f.a, 0, want_cb, &blk, &rep), 0);
+		ck_assert_int_eq(rec.hits, 1);
+		if (k == 0)
+			ck_assert_int_gt(blk.hits, 0);
+		char msg[256] = "";
+		for (int round = 0; round < 3 && sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep) > 0; round++)
+			;
+		ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, &rep) == 0, "%s", msg);
+		ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes + rep.pending_bytes, rep.heap_used_bytes);
+		struct sc_lease l;
+		ck_assert_int_eq(lease(&f, 200, &l), 0); /* the other entry stays */
+		sc_lease_release(&l);
+		fx_close(&f);
+	}
+}
+END_TEST
+
 START_TEST(segments_off_and_small_payloads_are_stored_whole)
 {
 	struct fx f;
@@ -853,6 +895,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
 	tcase_add_test(tc, fsck_sweeps_an_orphaned_segment_record);
 	tcase_add_test(tc, fsck_owns_no_segment_record_past_the_table);
+	tcase_add_test(tc, fsck_a_record_is_owned_only_by_the_entry_naming_it);
 	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
 	tcase_add_test(tc, a_published_fill_is_indexed);
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
