@@ -603,6 +603,42 @@ START_TEST(fsck_reads_nothing_past_its_tables)
 }
 END_TEST
 
+/* A live entry cut out of its bucket's chain (as a writer killed between unlinking and retiring
+ * leaves it): one finding; the repair's shard rebuild retires it, and the pending bytes the
+ * rebuild counts are not judged against the pass's own count from before it (one finding in all,
+ * repaired; the entry's bytes stay pending until reclaimed, then freed). */
+START_TEST(fsck_retires_an_unreachable_entry_in_one_finding)
+{
+	const char *name;
+	struct sc_arena *a;
+	struct sc_stage *st = fsck_arena("fsckunr", NULL, &a, &name);
+	admit_n(st, 12);
+	struct shm_index *ix = l2_ix(a);
+	uint32_t b = 0, head = 0;
+	for (; b <= ix->mask && !head; b++)
+		head = atomic_load(&ix->buckets[b]);
+	ck_assert_uint_ne(head, 0);
+	uint64_t fp = ix->ent[head - 1].footprint;
+	atomic_store(&ix->buckets[b - 1], atomic_load(&ix->ent[head - 1].next));
+	struct sc_fsck_report r;
+	struct wanted w = { .text = "live but not reachable" };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, on_wanted, &w, &r), 1);
+	ck_assert_int_eq(w.hits, 1);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.problems, 1);
+	ck_assert_uint_eq(r.repaired, 1);
+	ck_assert_uint_eq(r.entries, 11);
+	ck_assert_uint_gt(r.pending_bytes, 0); /* (heap block bytes, without their headers) */
+	ck_assert_uint_eq(ix->hdr->shards[(head - 1) % SHM_INDEX_SHARDS].pending_bytes, fp);
+	l2_reclaim_all(a, -1); /* nobody reads: the retired entry's block is freed */
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	ck_assert_uint_eq(r.pending_bytes, 0);
+	ck_assert_uint_eq(r.leaked_bytes, 0);
+	round_trip_works(st);
+	fsck_arena_close(a, st, name);
+}
+END_TEST
+
 /* The index header scribbled (a bucket count no arena has, a shard's free list lost): fsck reports
  * the header (the index cannot be read through it), the repair writes it again from the arena's
  * parameters (for an entry count that is a power of two and one that is not) and rebuilds the
@@ -1277,6 +1313,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, regression_fsck_partial_eviction_list_walk_drops_no_entry);
 	tcase_add_test(tc, fsck_rewrites_a_scribbled_index_header);
 	tcase_add_test(tc, fsck_reads_nothing_past_its_tables);
+	tcase_add_test(tc, fsck_retires_an_unreachable_entry_in_one_finding);
 	tcase_add_test(tc, fsck_finds_a_cycle_in_a_wholly_free_shard);
 	tcase_add_test(tc, fsck_believes_repair_counters_up_to_its_bound);
 	tcase_add_test(tc, fsck_accepts_the_last_entry_of_the_table);
