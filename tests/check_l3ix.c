@@ -783,6 +783,53 @@ START_TEST(regression_fsck_repair_converges_over_index_scribble)
 }
 END_TEST
 
+/* One entry broken at a time (a writer's odd sequence left behind, a flag no writer sets, both
+ * positive and negative, a token chain that starts at page 0 or far past the last page): each
+ * alone is one inconsistency; the repair clears that entry and the directory answers for it
+ * again. Case 5: an arena without token ids, whose entries have no chain: nothing to find. */
+START_TEST(fsck_finds_each_broken_index_entry_alone)
+{
+	for (int k = 0; k < 6; k++) {
+		open_all(0, 600000, k == 5 ? SC_ARENA_NO_TOKEN_VERIFY : 0);
+		for (unsigned i = 0; i < 4; i++)
+			put_with(l3, 400 + i, 512, 4000 + i, NULL);
+		int fi, found = 0;
+		for (unsigned i = 0; i < 4; i++)
+			ck_assert_int_eq(restore_is(400 + i, 600, 4000 + i, &fi), 512);
+		struct shm_l3ix ix;
+		ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+		uint32_t total = ix.nsets * SHM_L3IX_WAYS, i = 0;
+		while (i < total && !(ix.ent[i].flags & SHM_L3IX_POS))
+			i++;
+		ck_assert_uint_lt(i, total);
+		if (k == 0)
+			atomic_fetch_add(&ix.ent[i].seq, 1);
+		else if (k <= 2)
+			ix.ent[i].flags |= k == 1 ? 0x100u : SHM_L3IX_NEG;
+		else if (k <= 4)
+			ix.ent[i].first_page = k == 3 ? 0 : UINT32_MAX;
+		struct sc_fsck_report rep;
+		if (k == 5) {
+			ck_assert_uint_eq(ix.ent[i].flags & SHM_L3IX_TOKENS, 0);
+			ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, count_finding, &found, &rep), 0);
+			ck_assert_int_eq(found, 0);
+			close_all();
+			continue;
+		}
+		ck_assert_uint_ne(ix.ent[i].flags & SHM_L3IX_TOKENS, 0);
+		ck_assert_int_eq(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 1);
+		ck_assert_int_eq(found, 1);
+		ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+		ck_assert_uint_eq(rep.repaired, 1);
+		ck_assert_uint_eq(ix.ent[i].flags, 0);
+		ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+		for (unsigned j = 0; j < 4; j++)
+			ck_assert_int_eq(restore_is(400 + j, 600, 4000 + j, &fi), 512);
+		close_all();
+	}
+}
+END_TEST
+
 /* Binding and locating refuse bad input with -EINVAL and change nothing; a namespace of exactly
  * SC_L3_STR_MAX bytes is a namespace like any other. */
 START_TEST(bind_and_locate_refuse_bad_input)
@@ -902,6 +949,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, fsck_finds_a_cycle_through_every_free_token_page);
 	tcase_add_test(c, fsck_accepts_the_last_token_page_in_use);
 	tcase_add_test(c, regression_fsck_repair_converges_over_index_scribble);
+	tcase_add_test(c, fsck_finds_each_broken_index_entry_alone);
 	suite_add_tcase(s, c);
 	return s;
 }
