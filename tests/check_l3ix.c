@@ -784,12 +784,13 @@ START_TEST(regression_fsck_repair_converges_over_index_scribble)
 END_TEST
 
 /* One entry broken at a time (a writer's odd sequence left behind, a flag no writer sets, both
- * positive and negative, a token chain that starts at page 0 or far past the last page): each
+ * positive and negative, a token chain that starts at page 0, far past the last page, or on
+ * another entry's page): each
  * alone is one inconsistency; the repair clears that entry and the directory answers for it
  * again. Case 5: an arena without token ids, whose entries have no chain: nothing to find. */
 START_TEST(fsck_finds_each_broken_index_entry_alone)
 {
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 7; k++) {
 		open_all(0, 600000, k == 5 ? SC_ARENA_NO_TOKEN_VERIFY : 0);
 		for (unsigned i = 0; i < 4; i++)
 			put_with(l3, 400 + i, 512, 4000 + i, NULL);
@@ -802,12 +803,21 @@ START_TEST(fsck_finds_each_broken_index_entry_alone)
 		while (i < total && !(ix.ent[i].flags & SHM_L3IX_POS))
 			i++;
 		ck_assert_uint_lt(i, total);
+		uint32_t broken = i;
 		if (k == 0)
 			atomic_fetch_add(&ix.ent[i].seq, 1);
 		else if (k <= 2)
 			ix.ent[i].flags |= k == 1 ? 0x100u : SHM_L3IX_NEG;
 		else if (k <= 4)
 			ix.ent[i].first_page = k == 3 ? 0 : UINT32_MAX;
+		else if (k == 6) {
+			uint32_t o = i + 1;
+			while (o < total && !(ix.ent[o].flags & SHM_L3IX_POS))
+				o++;
+			ck_assert_uint_lt(o, total);
+			ix.ent[o].first_page = ix.ent[i].first_page; /* the later one is the broken one */
+			broken = o;
+		}
 		struct sc_fsck_report rep;
 		if (k == 5) {
 			ck_assert_uint_eq(ix.ent[i].flags & SHM_L3IX_TOKENS, 0);
@@ -816,12 +826,12 @@ START_TEST(fsck_finds_each_broken_index_entry_alone)
 			close_all();
 			continue;
 		}
-		ck_assert_uint_ne(ix.ent[i].flags & SHM_L3IX_TOKENS, 0);
+		ck_assert_uint_ne(ix.ent[broken].flags & SHM_L3IX_TOKENS, 0);
 		ck_assert_int_eq(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 1);
 		ck_assert_int_eq(found, 1);
 		ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
 		ck_assert_uint_eq(rep.repaired, 1);
-		ck_assert_uint_eq(ix.ent[i].flags, 0);
+		ck_assert_uint_eq(ix.ent[broken].flags, 0);
 		ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
 		for (unsigned j = 0; j < 4; j++)
 			ck_assert_int_eq(restore_is(400 + j, 600, 4000 + j, &fi), 512);
