@@ -840,6 +840,33 @@ START_TEST(fsck_finds_each_broken_index_entry_alone)
 }
 END_TEST
 
+/* The token pages' free list in another order (1, 3, 2, 4, ...: every free page once, as frees in
+ * another order leave it) is as consistent as the formatted one: fsck finds nothing, and the pages
+ * serve puts and restores. */
+START_TEST(fsck_accepts_a_free_list_in_any_order)
+{
+	open_all(0, 600000, 0);
+	struct shm_l3ix ix;
+	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+	ck_assert_uint_ge(ix.npages, 4);
+	ck_assert_uint_eq(ix.hdr->free_head, 1);
+	ck_assert_uint_eq(ix.hdr->free_pages, ix.npages);
+	ck_assert_uint_eq(ix.links[0], 2);
+	ix.links[0] = 3, ix.links[2] = 2, ix.links[1] = 4;
+	struct sc_fsck_report rep;
+	int found = 0;
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, count_finding, &found, &rep), 0);
+	ck_assert_int_eq(found, 0);
+	int fi;
+	for (unsigned i = 0; i < 4; i++)
+		put_with(l3, 400 + i, 512, 4000 + i, NULL);
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_int_eq(restore_is(400 + i, 600, 4000 + i, &fi), 512);
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, count_finding, &found, &rep), 0);
+	close_all();
+}
+END_TEST
+
 /* Binding and locating refuse bad input with -EINVAL and change nothing; a namespace of exactly
  * SC_L3_STR_MAX bytes is a namespace like any other. */
 START_TEST(bind_and_locate_refuse_bad_input)
@@ -960,6 +987,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, fsck_accepts_the_last_token_page_in_use);
 	tcase_add_test(c, regression_fsck_repair_converges_over_index_scribble);
 	tcase_add_test(c, fsck_finds_each_broken_index_entry_alone);
+	tcase_add_test(c, fsck_accepts_a_free_list_in_any_order);
 	suite_add_tcase(s, c);
 	return s;
 }
