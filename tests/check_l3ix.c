@@ -867,6 +867,46 @@ START_TEST(fsck_accepts_a_free_list_in_any_order)
 }
 END_TEST
 
+/* The free list made to start at an entry's only token page, in place of the free page it skips
+ * (the count unchanged): a page both used and free is one finding; the repair rebuilds the list
+ * and the entry's tokens still prove its restores. Then a head far past the last page. */
+START_TEST(fsck_finds_a_used_page_on_the_free_list)
+{
+	open_all(0, 600000, 0);
+	put_with(l3, 400, 200, 4000, NULL);
+	struct shm_l3ix ix;
+	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+	uint32_t total = ix.nsets * SHM_L3IX_WAYS, i = 0;
+	while (i < total && !(ix.ent[i].flags & SHM_L3IX_POS))
+		i++;
+	ck_assert_uint_lt(i, total);
+	uint32_t p = ix.ent[i].first_page, head = ix.hdr->free_head;
+	ck_assert(p && head && p != head);
+	ix.links[p - 1] = ix.links[head - 1]; /* (one page: its own link is never followed) */
+	ix.hdr->free_head = p;
+	struct sc_fsck_report rep;
+	int found = 0, fi;
+	ck_assert_int_eq(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 1);
+	ck_assert_int_eq(found, 1);
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+	ck_assert_int_eq(restore_is(400, 300, 4000, &fi), 200);
+	/* a head far past the last page: one finding, never read through */
+	ix.hdr->free_head = UINT32_MAX;
+	found = 0;
+	ck_assert_int_eq(sc_arena_fsck(arena, 0, count_finding, &found, &rep), 1);
+	ck_assert_int_eq(found, 1);
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_uint_le(ix.hdr->free_head, ix.npages);
+	for (unsigned k = 1; k < 4; k++)
+		put_with(l3, 400 + k, 512, 4000 + k, NULL);
+	for (unsigned k = 1; k < 4; k++)
+		ck_assert_int_eq(restore_is(400 + k, 600, 4000 + k, &fi), 512);
+	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+	close_all();
+}
+END_TEST
+
 /* Binding and locating refuse bad input with -EINVAL and change nothing; a namespace of exactly
  * SC_L3_STR_MAX bytes is a namespace like any other. */
 START_TEST(bind_and_locate_refuse_bad_input)
@@ -988,6 +1028,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, regression_fsck_repair_converges_over_index_scribble);
 	tcase_add_test(c, fsck_finds_each_broken_index_entry_alone);
 	tcase_add_test(c, fsck_accepts_a_free_list_in_any_order);
+	tcase_add_test(c, fsck_finds_a_used_page_on_the_free_list);
 	suite_add_tcase(s, c);
 	return s;
 }
