@@ -500,7 +500,9 @@ static void check_entries(struct fsck *f)
 				/* scattered or not, the record's pieces make the wire (the segment table's view
 				 * comes with the handle's L2 view) */
 				void *buf = malloc(wire ? wire : 1);
-				if (buf && l2_ready(f->a) == 0 &&
+				if (!buf)
+					continue; /* not verified (digests_checked says so): no memory is not a bad payload */
+				if (l2_ready(f->a) == 0 &&
 				    l2_seg_copy(f->a, ix->heap_lo + 64ull * e->seg_rec, buf, wire) == (int64_t)wire)
 					d = sc_digest(buf, wire);
 				free(buf);

@@ -1948,7 +1948,8 @@ struct sc_fsck_report {
 	uint64_t orphan_bytes;    /* heap bytes reserved by dead processes (freed by repair) */
 	uint64_t heap_used_bytes, heap_free_bytes, heap_blocks;
 	uint64_t leaked_bytes;    /* heap bytes in use that nothing owns */
-	uint64_t digests_checked, digest_failures;   /* SC_FSCK_DEEP */
+	uint64_t digests_checked, digest_failures;   /* SC_FSCK_DEEP; an entry whose payload could not be
+	                                              * read into memory (allocation failed) is left unchecked */
 	uint64_t readers_live, readers_dead;         /* reader slots */
 	uint64_t rings, ring_problems;
 	uint64_t observations, obs_problems;
