@@ -867,6 +867,13 @@ static void check_l3_index(struct fsck *f)
 		return;
 	}
 	uint8_t *owner = ix.npages ? calloc(ix.npages, 1) : NULL;
+	if (ix.npages && !owner) {
+		/* no memory to tell used pages from free ones: nothing is judged (never an entry cleared) */
+		shm_l3ix_unlock(&ix);
+		f->deferred++;
+		finding(f, "l3index", 0, "not checked: out of memory");
+		return;
+	}
 	uint32_t total = ix.nsets * SHM_L3IX_WAYS, bad = 0, free_seen = 0;
 	for (uint32_t i = 0; i < total; i++) {
 		struct shm_l3ix_entry *e = &ix.ent[i];
@@ -876,7 +883,7 @@ static void check_l3_index(struct fsck *f)
 		if (!broken && (e->flags & SHM_L3IX_TOKENS)) {
 			uint32_t pg = e->first_page, need = (e->token_count + SHM_L3IX_PAGE_TOKENS - 1) / SHM_L3IX_PAGE_TOKENS;
 			for (uint32_t k = 0; k < need && !broken; k++) {
-				if (!pg || pg > ix.npages || !owner || owner[pg - 1])
+				if (!pg || pg > ix.npages || owner[pg - 1])
 					broken = 1;
 				else
 					owner[pg - 1] = 1, pg = ix.links[pg - 1];
@@ -885,7 +892,7 @@ static void check_l3_index(struct fsck *f)
 		bad += broken;
 	}
 	for (uint32_t pg = ix.hdr->free_head, k = 0; pg && k <= ix.npages; k++, pg = ix.links[pg - 1]) {
-		if (pg > ix.npages || !owner || owner[pg - 1]) {
+		if (pg > ix.npages || owner[pg - 1]) {
 			bad++;
 			break;
 		}

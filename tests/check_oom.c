@@ -279,6 +279,26 @@ START_TEST(test_l3_and_restore_under_allocation_failures)
 	}
 	struct sc_fsck_report fr;
 	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &fr), 0);
+	/* fsck, a check and a repair, with an allocation failing: no location-index entry is judged
+	 * broken for want of memory (none is cleared), and the arena stays clean */
+	struct sc_l3_index_stats is0, is1;
+	ck_assert_int_eq(sc_l3_index_stats(a, &is0), 0);
+	ck_assert_uint_gt(is0.positive, 0);
+	for (int op = 0; op < 2; op++) {
+		int done = 0;
+		for (long n = 1; n < MAX_ALLOCS && !done; n++) {
+			arm(n);
+			int rc = sc_arena_fsck(a, op ? SC_FSCK_REPAIR : 0, NULL, NULL, &fr);
+			int hit = disarm();
+			done = !hit;
+			ck_assert_msg(rc >= 0 && (rc == 0 || hit), "fsck op %d, allocation %ld: %d", op, n, rc);
+			ck_assert_int_eq(sc_l3_index_stats(a, &is1), 0);
+			ck_assert_msg(is1.positive == is0.positive, "fsck op %d, allocation %ld: %u of %u index entries left", op,
+				      n, is1.positive, is0.positive);
+			ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &fr), 0);
+		}
+		ck_assert(done);
+	}
 	sc_stage_close(st);
 	sc_test_arena_destroy(a, name);
 	sc_test_rm_tree(dir);
