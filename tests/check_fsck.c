@@ -277,6 +277,55 @@ START_TEST(test_fsck_hostile_index)
 }
 END_TEST
 
+/* An observation with flags no writer sets: a check names the slot and changes nothing (the
+ * observation is still there); a repair formats the table again (observations forgotten, the arena
+ * not declared damaged), after which it is clean and promotion observes again. The header's magic
+ * scribbled: the same. */
+START_TEST(fsck_reformats_an_observation_table_only_when_repairing)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("fsckobsf", 32 << 20, &name);
+	struct sc_digest d = { 1, 2 };
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_ge(sc_promote_consider(a, 7, d, 10, 1000, NULL), 0);
+		struct shm_obs_hdr *h = shm_obs_table(a->shm);
+		ck_assert_ptr_nonnull(h);
+		ck_assert_uint_eq(h->count, 1);
+		struct shm_obs_entry *e = shm_obs_entries(h);
+		uint32_t i = 0;
+		while (i < h->slots && !e[i].flags)
+			i++;
+		ck_assert_uint_lt(i, h->slots);
+		uint64_t magic = h->magic;
+		if (k == 0)
+			e[i].flags |= 0x80000000u;
+		else
+			h->magic ^= 0x5a5a;
+		struct sc_fsck_report r;
+		struct wanted w = { .text = k == 0 ? "unknown flags" : "header is corrupted" };
+		ck_assert_int_eq(sc_arena_fsck(a, 0, on_wanted, &w, &r), 1);
+		ck_assert_int_eq(w.hits, 1);
+		ck_assert_uint_eq(e[i].flags & 0x80000000u, (k == 0 ? 0x80000000u : 0)); /* a check changes nothing */
+		ck_assert_uint_eq(h->count, 1);
+		ck_assert_uint_eq(h->magic, (k == 0 ? magic : magic ^ 0x5a5a));
+		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.repaired, 1);
+		ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
+		ck_assert_uint_eq(r.observations, 0);
+		h = shm_obs_table(a->shm);
+		ck_assert_ptr_nonnull(h);
+		ck_assert_uint_eq(h->count, 0);
+	}
+	/* not declared damaged: a new handle opens it, and observations are made again */
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	ck_assert_int_ge(sc_promote_consider(b, 7, d, 10, 1000, NULL), 0);
+	ck_assert_uint_eq(shm_obs_table(b->shm)->count, 1);
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 START_TEST(test_fsck_observation_count)
 {
 	const char *name;
@@ -1314,6 +1363,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, fsck_rewrites_a_scribbled_index_header);
 	tcase_add_test(tc, fsck_reads_nothing_past_its_tables);
 	tcase_add_test(tc, fsck_retires_an_unreachable_entry_in_one_finding);
+	tcase_add_test(tc, fsck_reformats_an_observation_table_only_when_repairing);
 	tcase_add_test(tc, fsck_finds_a_cycle_in_a_wholly_free_shard);
 	tcase_add_test(tc, fsck_believes_repair_counters_up_to_its_bound);
 	tcase_add_test(tc, fsck_accepts_the_last_entry_of_the_table);
