@@ -109,18 +109,6 @@ static void on_finding(const char *component, const char *message, int repaired,
 }
 
 /* Counts the findings whose message holds @text. */
-struct wanted {
-	const char *text;
-	int hits;
-};
-
-static void on_wanted(const char *component, const char *message, int repaired, void *ctx)
-{
-	(void)component, (void)repaired;
-	struct wanted *w = ctx;
-	w->hits += strstr(message, w->text) != NULL;
-}
-
 START_TEST(test_fsck_clean_and_bad_args)
 {
 	const char *name;
@@ -302,8 +290,8 @@ START_TEST(fsck_reformats_an_observation_table_only_when_repairing)
 		else
 			h->magic ^= 0x5a5a;
 		struct sc_fsck_report r;
-		struct wanted w = { .text = k == 0 ? "unknown flags" : "header is corrupted" };
-		ck_assert_int_eq(sc_arena_fsck(a, 0, on_wanted, &w, &r), 1);
+		struct sc_test_wanted w = { .text = k == 0 ? "unknown flags" : "header is corrupted" };
+		ck_assert_int_eq(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 1);
 		ck_assert_int_eq(w.hits, 1);
 		ck_assert_uint_eq(e[i].flags & 0x80000000u, (k == 0 ? 0x80000000u : 0)); /* a check changes nothing */
 		ck_assert_uint_eq(h->count, 1);
@@ -343,8 +331,8 @@ START_TEST(test_fsck_observation_count)
 	/* its lock's magic scribbled: the table is not read, and the finding says why */
 	uint32_t magic = h->mu.magic;
 	h->mu.magic = 0x12345678;
-	struct wanted w = { .text = "cannot lock the observation table (corrupted lock)" };
-	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+	struct sc_test_wanted w = { .text = "cannot lock the observation table (corrupted lock)" };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 0);
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_uint_eq(r.obs_problems, 1);
 	h->mu.magic = magic;
@@ -451,8 +439,8 @@ START_TEST(fsck_accepts_a_full_ring_and_a_closed_one)
 	uint64_t head = atomic_load(&ctl->head);
 	ck_assert_uint_ge(head, 4096);
 	atomic_store(&ctl->head, head - 4096 - 64);
-	struct wanted w = { .text = "its indices are impossible" };
-	ck_assert_int_eq(sc_arena_fsck(a, 0, on_wanted, &w, &rep), 1);
+	struct sc_test_wanted w = { .text = "its indices are impossible" };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &rep), 1);
 	ck_assert_int_eq(w.hits, 1);
 	atomic_store(&ctl->head, head);
 	/* the ring directory's geometry scribbled: a check reports it and leaves it, the repair
@@ -513,8 +501,8 @@ START_TEST(regression_fsck_sees_a_corrupt_ring_record)
 	struct shm_ring_ctl *ctl = (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES + (uint64_t)ring * SHM_RING_CTL_BYTES);
 	uint64_t tail = atomic_load(&ctl->tail);
 	atomic_store(&ctl->tail, tail + 8);
-	struct wanted w = { .text = "its indices are impossible; not repaired: its producer is running" };
-	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, on_wanted, &w, &rep), 1);
+	struct sc_test_wanted w = { .text = "its indices are impossible; not repaired: its producer is running" };
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, sc_test_on_wanted, &w, &rep), 1);
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_uint_eq(atomic_load(&ctl->tail), tail + 8);
 	atomic_store(&ctl->tail, tail); /* the producer publishes a good one */
@@ -640,8 +628,8 @@ START_TEST(fsck_reads_nothing_past_its_tables)
 	atomic_store(&past->state, SHM_ENT_LIVE);
 	struct shm_index_entry copy = *past;
 	ck_assert_int_eq(shm_heap_set_tag(a->shm, past->payload_off, shm_tag_entry(ix->nentries, past->gen)), 0);
-	struct wanted w = { .text = "is owned by nothing" };
-	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+	struct sc_test_wanted w = { .text = "is owned by nothing" };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 0);
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
@@ -670,8 +658,8 @@ START_TEST(fsck_retires_an_unreachable_entry_in_one_finding)
 	uint64_t fp = ix->ent[head - 1].footprint;
 	atomic_store(&ix->buckets[b - 1], atomic_load(&ix->ent[head - 1].next));
 	struct sc_fsck_report r;
-	struct wanted w = { .text = "live but not reachable" };
-	ck_assert_int_eq(sc_arena_fsck(a, 0, on_wanted, &w, &r), 1);
+	struct sc_test_wanted w = { .text = "live but not reachable" };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 1);
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	ck_assert_uint_eq(r.problems, 1);
@@ -830,9 +818,9 @@ START_TEST(fsck_reports_entries_left_mid_write)
 	char tb[64], tf[64];
 	snprintf(tb, sizeof(tb), "entry %u: left busy by a writer", left[0]);
 	snprintf(tf, sizeof(tf), "entry %u: left freeing by a writer", left[1]);
-	struct wanted busy = { .text = tb }, freeing = { .text = tf };
-	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &busy, &r), 0);
-	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &freeing, &r), 0);
+	struct sc_test_wanted busy = { .text = tb }, freeing = { .text = tf };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &busy, &r), 0);
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &freeing, &r), 0);
 	ck_assert_int_eq(busy.hits, 1);
 	ck_assert_int_eq(freeing.hits, 1);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
@@ -869,8 +857,8 @@ START_TEST(fsck_drops_exactly_the_entry_whose_key_was_scribbled)
 	struct sc_fsck_report r;
 	char want[96];
 	snprintf(want, sizeof(want), "chain holds entry %u of another bucket", victim);
-	struct wanted w = { .text = want };
-	ck_assert_int_eq(sc_arena_fsck(a, 0, on_wanted, &w, &r), 2); /* and so not reachable from its bucket */
+	struct sc_test_wanted w = { .text = want };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 2); /* and so not reachable from its bucket */
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_uint_eq(atomic_load(&ix->ent[victim].state), SHM_ENT_LIVE); /* a check changes nothing */
 	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 2);
@@ -930,8 +918,8 @@ START_TEST(fsck_frees_the_block_an_entry_no_longer_names)
 	struct sc_fsck_report r;
 	char want[64];
 	snprintf(want, sizeof(want), "block at %llu (", (unsigned long long)off);
-	struct wanted w = { .text = want };
-	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+	struct sc_test_wanted w = { .text = want };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 0);
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_uint_gt(r.leaked_bytes, 0);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
@@ -1004,8 +992,8 @@ START_TEST(fsck_frees_a_dead_fillers_reservation_only_when_repairing)
 	admit_n(st, 3);
 	killed_holder(name, HOLD_RESERVATION); /* 100 000 bytes reserved */
 	struct sc_fsck_report r;
-	struct wanted w = { .text = "reservation of a detached holder" };
-	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+	struct sc_test_wanted w = { .text = "reservation of a detached holder" };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 0);
 	ck_assert_int_eq(w.hits, 1);
 	uint64_t orphan = r.orphan_bytes;
 	ck_assert_uint_ge(orphan, 100000);
@@ -1136,8 +1124,8 @@ START_TEST(regression_fsck_heap_scribble_is_repaired_or_declared)
 			ix->ent[i].payload_off += 64;
 		}
 		struct sc_fsck_report r;
-		struct wanted w = { .text = "the heap's block chain or free lists are corrupted" };
-		ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+		struct sc_test_wanted w = { .text = "the heap's block chain or free lists are corrupted" };
+		ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 0);
 		ck_assert_int_eq(w.hits, 1);
 		struct seen told = { 0 };
 		int rc = sc_arena_fsck(a, SC_FSCK_REPAIR, on_finding, &told, &r);
@@ -1230,8 +1218,8 @@ START_TEST(regression_fsck_corrupt_shard_lock_is_not_busy)
 	round_trip_works(st);
 	/* a scribbled magic word: every writer would refuse with -EBADMSG until fsck re-initialises it */
 	m->magic = 0x12345678;
-	struct wanted w = { .text = "index and heap not checked this round: a shard lock is corrupted" };
-	ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+	struct sc_test_wanted w = { .text = "index and heap not checked this round: a shard lock is corrupted" };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 0);
 	ck_assert_int_eq(w.hits, 1);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	round_trip_works(st);
@@ -1277,8 +1265,8 @@ START_TEST(regression_fsck_partial_heap_walk_drops_no_entry)
 		*prev_size += 64;
 		ck_assert_int_ne(shm_heap_walk(a->shm, collect_allocated, &(struct blocks){ .n = 0 }), 0);
 		struct sc_fsck_report r;
-		struct wanted w = { .text = "(retired)" };
-		ck_assert_int_gt(sc_arena_fsck(a, 0, on_wanted, &w, &r), 0);
+		struct sc_test_wanted w = { .text = "(retired)" };
+		ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 0);
 		ck_assert_int_eq(w.hits, 0); /* the retired entry's block was not reached: not judged */
 		ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 		ck_assert_uint_eq(r.dropped, 0);

@@ -745,17 +745,35 @@ START_TEST(fsck_accepts_the_last_token_page_in_use)
 }
 END_TEST
 
+/* Documents 400.. 400 + @n - 1 (512 tokens, payload seeds 4000..) put, and each restored once
+ * (the index learns them). */
+static void indexed_docs(unsigned n)
+{
+	int fi;
+	for (unsigned i = 0; i < n; i++)
+		put_with(l3, 400 + i, 512, 4000 + i, NULL);
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(restore_is(400 + i, 600, 4000 + i, &fi), 512);
+}
+
+/* The first positive entry of @ix at or after @from (there is one). */
+static uint32_t positive_from(const struct shm_l3ix *ix, uint32_t from)
+{
+	uint32_t total = ix->nsets * SHM_L3IX_WAYS, i = from;
+	while (i < total && !(ix->ent[i].flags & SHM_L3IX_POS))
+		i++;
+	ck_assert_uint_lt(i, total);
+	return i;
+}
+
 /* Issue 12's converge property over the location index: entries with flags no writer sets, and
  * a scribbled index header, are repaired in one fsck --repair (never left to declare the arena
  * unrepairable), and the index answers right afterwards. */
 START_TEST(regression_fsck_repair_converges_over_index_scribble)
 {
 	open_all(0, 600000, 0);
-	for (unsigned i = 0; i < 6; i++)
-		put_with(l3, 400 + i, 512, 4000 + i, NULL);
+	indexed_docs(6);
 	int fi, found = 0;
-	for (unsigned i = 0; i < 6; i++)
-		ck_assert_int_eq(restore_is(400 + i, 600, 4000 + i, &fi), 512);
 	struct shm_l3ix ix;
 	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
 	uint32_t total = ix.nsets * SHM_L3IX_WAYS, hit = 0;
@@ -792,18 +810,11 @@ START_TEST(fsck_finds_each_broken_index_entry_alone)
 {
 	for (int k = 0; k < 7; k++) {
 		open_all(0, 600000, k == 5 ? SC_ARENA_NO_TOKEN_VERIFY : 0);
-		for (unsigned i = 0; i < 4; i++)
-			put_with(l3, 400 + i, 512, 4000 + i, NULL);
+		indexed_docs(4);
 		int fi, found = 0;
-		for (unsigned i = 0; i < 4; i++)
-			ck_assert_int_eq(restore_is(400 + i, 600, 4000 + i, &fi), 512);
 		struct shm_l3ix ix;
 		ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
-		uint32_t total = ix.nsets * SHM_L3IX_WAYS, i = 0;
-		while (i < total && !(ix.ent[i].flags & SHM_L3IX_POS))
-			i++;
-		ck_assert_uint_lt(i, total);
-		uint32_t broken = i;
+		uint32_t i = positive_from(&ix, 0), broken = i;
 		if (k == 0)
 			atomic_fetch_add(&ix.ent[i].seq, 1);
 		else if (k <= 2)
@@ -811,10 +822,7 @@ START_TEST(fsck_finds_each_broken_index_entry_alone)
 		else if (k <= 4)
 			ix.ent[i].first_page = k == 3 ? 0 : UINT32_MAX;
 		else if (k == 6) {
-			uint32_t o = i + 1;
-			while (o < total && !(ix.ent[o].flags & SHM_L3IX_POS))
-				o++;
-			ck_assert_uint_lt(o, total);
+			uint32_t o = positive_from(&ix, i + 1);
 			ix.ent[o].first_page = ix.ent[i].first_page; /* the later one is the broken one */
 			broken = o;
 		}
@@ -857,11 +865,7 @@ START_TEST(fsck_accepts_a_free_list_in_any_order)
 	int found = 0;
 	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, count_finding, &found, &rep), 0);
 	ck_assert_int_eq(found, 0);
-	int fi;
-	for (unsigned i = 0; i < 4; i++)
-		put_with(l3, 400 + i, 512, 4000 + i, NULL);
-	for (unsigned i = 0; i < 4; i++)
-		ck_assert_int_eq(restore_is(400 + i, 600, 4000 + i, &fi), 512);
+	indexed_docs(4);
 	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, count_finding, &found, &rep), 0);
 	close_all();
 }
@@ -876,11 +880,7 @@ START_TEST(fsck_finds_a_used_page_on_the_free_list)
 	put_with(l3, 400, 200, 4000, NULL);
 	struct shm_l3ix ix;
 	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
-	uint32_t total = ix.nsets * SHM_L3IX_WAYS, i = 0;
-	while (i < total && !(ix.ent[i].flags & SHM_L3IX_POS))
-		i++;
-	ck_assert_uint_lt(i, total);
-	uint32_t p = ix.ent[i].first_page, head = ix.hdr->free_head;
+	uint32_t p = ix.ent[positive_from(&ix, 0)].first_page, head = ix.hdr->free_head;
 	ck_assert(p && head && p != head);
 	ix.links[p - 1] = ix.links[head - 1]; /* (one page: its own link is never followed) */
 	ix.hdr->free_head = p;

@@ -228,6 +228,38 @@ START_TEST(shared_leading_segments_are_stored_once)
 }
 END_TEST
 
+/* Two entries put (6 MiB + 100 bytes, 4 MiB): the index of the first (segmented) one. */
+static uint32_t put_two_seg_victim(struct fx *f)
+{
+	ck_assert_int_eq(put(f, 100, 6 * MiB, 100, 1), 0);
+	ck_assert_int_eq(put(f, 200, 4 * MiB, 0, 0), 0);
+	struct shm_index *ix = l2_ix(f->a);
+	uint32_t victim = UINT32_MAX;
+	for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && (ix->ent[i].meta & SHM_META_SEG) &&
+		    ix->ent[i].sec_len[0] == 6 * MiB + 100)
+			victim = i;
+	ck_assert_uint_ne(victim, UINT32_MAX);
+	return victim;
+}
+
+/* Repairs (in up to three rounds) until a deep check is clean with every heap byte accounted;
+ * the entry put as 200 (put_two_seg_victim's other one) is still leased; closes @f. */
+static void repaired_other_stays(struct fx *f)
+{
+	struct sc_fsck_report rep;
+	char msg[256] = "";
+	for (int round = 0; round < 3 && sc_arena_fsck(f->a, SC_FSCK_REPAIR, NULL, NULL, &rep) > 0; round++)
+		;
+	ck_assert_msg(sc_arena_fsck(f->a, SC_FSCK_DEEP, finding_cb, msg, &rep) == 0, "%s", msg);
+	ck_assert_uint_eq(rep.leaked_bytes, 0);
+	ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes + rep.pending_bytes, rep.heap_used_bytes);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(f, 200, &l), 0); /* the other entry stays */
+	sc_lease_release(&l);
+	fx_close(f);
+}
+
 /* A segmented entry's record orphaned (the entry no longer says it is segmented, as a scribble
  * of its meta word does): fsck reports the record owned by no entry, and the repair drops the
  * entry it can no longer verify and sweeps the record and its references, in rounds that end with
@@ -236,15 +268,8 @@ START_TEST(fsck_sweeps_an_orphaned_segment_record)
 {
 	struct fx f;
 	fx_open_seg(&f, 2 * MiB);
-	ck_assert_int_eq(put(&f, 100, 6 * MiB, 100, 1), 0);
-	ck_assert_int_eq(put(&f, 200, 4 * MiB, 0, 0), 0);
+	uint32_t victim = put_two_seg_victim(&f);
 	struct shm_index *ix = l2_ix(f.a);
-	uint32_t victim = UINT32_MAX;
-	for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
-		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && (ix->ent[i].meta & SHM_META_SEG) &&
-		    ix->ent[i].sec_len[0] == 6 * MiB + 100)
-			victim = i;
-	ck_assert_uint_ne(victim, UINT32_MAX);
 	ix->ent[victim].meta &= ~SHM_META_SEG;
 	struct sc_fsck_report rep;
 	char msg[256] = "";
@@ -255,28 +280,9 @@ START_TEST(fsck_sweeps_an_orphaned_segment_record)
 	ck_assert_int_eq(sc_arena_fsck(f.a, 0, NULL, NULL, &rep), found); /* a check changes nothing */
 	ck_assert_uint_eq(rep.leaked_bytes, leaked);
 	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
-	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, &rep), 0);
-	ck_assert_uint_eq(rep.leaked_bytes, 0);
-	ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes + rep.pending_bytes, rep.heap_used_bytes);
-	struct sc_lease l;
-	ck_assert_int_eq(lease(&f, 200, &l), 0); /* the other entry stays */
-	sc_lease_release(&l);
-	fx_close(&f);
+	repaired_other_stays(&f);
 }
 END_TEST
-
-/* Counts the findings that contain ctx's text (struct want). */
-struct want {
-	const char *text;
-	int hits;
-};
-
-static void want_cb(const char *component, const char *message, int repaired, void *ctx)
-{
-	(void)component, (void)repaired;
-	struct want *w = ctx;
-	w->hits += strstr(message, w->text) != NULL;
-}
 
 /* A segment record tagged for the entry one past the index's table (1500 entries: the region
  * ends in slack), with the slack shaped as a segmented entry naming that record: nothing past the
@@ -286,15 +292,8 @@ START_TEST(fsck_owns_no_segment_record_past_the_table)
 {
 	struct fx f;
 	fx_open_seg_n(&f, 2 * MiB, 1500);
-	ck_assert_int_eq(put(&f, 100, 6 * MiB, 100, 1), 0);
-	ck_assert_int_eq(put(&f, 200, 4 * MiB, 0, 0), 0);
+	uint32_t victim = put_two_seg_victim(&f);
 	struct shm_index *ix = l2_ix(f.a);
-	uint32_t victim = UINT32_MAX;
-	for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
-		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && (ix->ent[i].meta & SHM_META_SEG) &&
-		    ix->ent[i].sec_len[0] == 6 * MiB + 100)
-			victim = i;
-	ck_assert_uint_ne(victim, UINT32_MAX);
 	uint64_t isize;
 	uint8_t *ireg = shm_region(f.a->shm, SHM_REGION_INDEX, &isize);
 	struct shm_index_entry *past = &ix->ent[ix->nentries];
@@ -303,17 +302,11 @@ START_TEST(fsck_owns_no_segment_record_past_the_table)
 	uint64_t rec = ix->heap_lo + 64ull * past->seg_rec;
 	ck_assert_int_eq(shm_heap_set_tag(f.a->shm, rec, (uint64_t)SHM_TAG_SEGREC << 60 | (uint64_t)ix->nentries << 32 | past->gen), 0);
 	struct sc_fsck_report rep;
-	struct want w = { .text = "is owned by no entry" };
-	ck_assert_int_gt(sc_arena_fsck(f.a, 0, want_cb, &w, &rep), 0);
+	struct sc_test_wanted w = { .text = "is owned by no entry" };
+	ck_assert_int_gt(sc_arena_fsck(f.a, 0, sc_test_on_wanted, &w, &rep), 0);
 	ck_assert_int_eq(w.hits, 1);
-	char msg[256] = "";
 	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
-	ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, &rep) == 0, "%s", msg);
-	ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes + rep.pending_bytes, rep.heap_used_bytes);
-	struct sc_lease l;
-	ck_assert_int_eq(lease(&f, 200, &l), 0); /* the other entry stays */
-	sc_lease_release(&l);
-	fx_close(&f);
+	repaired_other_stays(&f);
 }
 END_TEST
 
@@ -326,35 +319,20 @@ START_TEST(fsck_a_record_is_owned_only_by_the_entry_naming_it)
 	for (int k = 0; k < 2; k++) {
 		struct fx f;
 		fx_open_seg(&f, 2 * MiB);
-		ck_assert_int_eq(put(&f, 100, 6 * MiB, 100, 1), 0);
-		ck_assert_int_eq(put(&f, 200, 4 * MiB, 0, 0), 0);
+		uint32_t victim = put_two_seg_victim(&f);
 		struct shm_index *ix = l2_ix(f.a);
-		uint32_t victim = UINT32_MAX;
-		for (uint32_t i = 0; i < ix->nentries && victim == UINT32_MAX; i++)
-			if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && (ix->ent[i].meta & SHM_META_SEG) &&
-			    ix->ent[i].sec_len[0] == 6 * MiB + 100)
-				victim = i;
-		ck_assert_uint_ne(victim, UINT32_MAX);
 		if (k == 0)
 			atomic_store(&ix->ent[victim].state, SHM_ENT_FREE);
 		else
 			ix->ent[victim].seg_rec++;
 		struct sc_fsck_report rep;
-		struct want rec = { .text = "segment record at" }, blk = { .text = "is owned by nothing" };
-		ck_assert_int_gt(sc_arena_fsck(f.a, 0, want_cb, &rec, &rep), 0);
-		ck_assert_int_gt(sc_arena_fsck(f.a, 0, want_cb, &blk, &rep), 0);
+		struct sc_test_wanted rec = { .text = "segment record at" }, blk = { .text = "is owned by nothing" };
+		ck_assert_int_gt(sc_arena_fsck(f.a, 0, sc_test_on_wanted, &rec, &rep), 0);
+		ck_assert_int_gt(sc_arena_fsck(f.a, 0, sc_test_on_wanted, &blk, &rep), 0);
 		ck_assert_int_eq(rec.hits, 1);
 		if (k == 0)
 			ck_assert_int_gt(blk.hits, 0);
-		char msg[256] = "";
-		for (int round = 0; round < 3 && sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep) > 0; round++)
-			;
-		ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, &rep) == 0, "%s", msg);
-		ck_assert_uint_eq(rep.entry_bytes + rep.reserved_bytes + rep.pending_bytes, rep.heap_used_bytes);
-		struct sc_lease l;
-		ck_assert_int_eq(lease(&f, 200, &l), 0); /* the other entry stays */
-		sc_lease_release(&l);
-		fx_close(&f);
+		repaired_other_stays(&f);
 	}
 }
 END_TEST

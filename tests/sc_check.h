@@ -67,6 +67,14 @@ int sc_test_l3_temps(const char *dir, int *locked, uint64_t *sig);
 int sc_test_wait_l3_temps_unlocked(const char *dir, int timeout_ms);
 
 /* Are we root (for tests of hugepages, BPF)? */
+/* An sc_arena_fsck callback (ctx: struct sc_test_wanted) counting the findings whose message
+ * contains @text. */
+struct sc_test_wanted {
+	const char *text;
+	int hits;
+};
+void sc_test_on_wanted(const char *component, const char *message, int repaired, void *ctx);
+
 int sc_test_is_root(void);
 
 /* Seconds on CLOCK_MONOTONIC; a short pause inside a bounded wait for a condition (never a wait
