@@ -1221,6 +1221,12 @@ START_TEST(regression_fsck_corrupt_shard_lock_is_not_busy)
 	struct sc_test_wanted w = { .text = "index and heap not checked this round: a shard lock is corrupted" };
 	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &w, &r), 0);
 	ck_assert_int_eq(w.hits, 1);
+	/* and the lock is named: shard 5's, no other */
+	struct sc_test_wanted named = { .text = "index shard 5: the lock is corrupted" }, any = { .text = "index shard" };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &named, &r), 0);
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &any, &r), 0);
+	ck_assert_int_eq(named.hits, 1);
+	ck_assert_int_eq(any.hits, 1);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
 	round_trip_works(st);
 	fsck_arena_close(a, st, name);
