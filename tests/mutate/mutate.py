@@ -451,6 +451,36 @@ def explain(c, equivalent, statuses):
     return False
 
 
+def relocate(results, ops, texts):
+    """Move earlier results onto the current text: edits elsewhere in a file shift every offset
+    after them. A result goes to the current mutant of the same file, operator, label and lines
+    before and after (whitespace squashed) nearest its old line; one whose site is gone (its line
+    changed) is dropped: the current text has other mutants there, which a resume runs."""
+    by_key = {}
+    for p in dict.fromkeys(c["file"] for c in results):
+        if not os.path.exists(os.path.join(ROOT, p)):
+            continue
+        text, cands = candidates(p, ops)
+        texts.setdefault(p, text)
+        for m in cands:
+            mt = mutated_text(text, m)
+            if mt == text:
+                continue
+            key = (p, m["op"], m["label"], squash(line_of(text, m["start"]).strip()),
+                   squash(line_of(mt, m["start"]).strip()))
+            by_key.setdefault(key, []).append(m)
+    out = []
+    for c in results:
+        free = by_key.get((c["file"], c["op"], c["label"], squash(c.get("before", "")), squash(c.get("after", ""))), [])
+        if not free:
+            continue
+        m = min(free, key=lambda x: abs(x["line"] - c["line"]))
+        free.remove(m)
+        c.update(start=m["start"], end=m["end"], rep=m["rep"], line=m["line"])
+        out.append(c)
+    return out
+
+
 # ---- main ----
 
 def main():
@@ -494,7 +524,7 @@ def main():
     if args.rerun:
         # run again only the survivors of an earlier run (same files, same text), keep the rest
         with open(args.rerun) as f:
-            previous = json.load(f)
+            previous = relocate(json.load(f), OPS, texts)
         again, keep = [], []
         for c in previous:
             text = texts.get(c["file"])
@@ -514,8 +544,7 @@ def main():
     elif args.resume:
         # keep what the earlier run measured (where the line it mutated is unchanged), run the rest
         with open(args.resume) as f:
-            previous = [c for c in json.load(f) if c["file"] in texts and
-                        line_of(texts[c["file"]], c["start"]).strip() == c.get("before")]
+            previous = [c for c in relocate(json.load(f), OPS, {}) if c["file"] in texts]
         done = {(c["file"], c["start"], c["end"], c["rep"], c["op"]) for c in previous}
         plan = [c for c in plan if (c["file"], c["start"], c["end"], c["rep"], c["op"]) not in done]
         for c in previous:
