@@ -456,6 +456,9 @@ def relocate(results, ops, texts):
     after them. A result goes to the current mutant of the same file, operator, label and lines
     before and after (whitespace squashed) nearest its old line; one whose site is gone (its line
     changed) is dropped: the current text has other mutants there, which a resume runs."""
+    def shape(label):
+        return re.sub(r"[0-9]+", "#", label)  # a swap's label names its line numbers
+
     by_key = {}
     for p in dict.fromkeys(c["file"] for c in results):
         if not os.path.exists(os.path.join(ROOT, p)):
@@ -466,17 +469,18 @@ def relocate(results, ops, texts):
             mt = mutated_text(text, m)
             if mt == text:
                 continue
-            key = (p, m["op"], m["label"], squash(line_of(text, m["start"]).strip()),
+            key = (p, m["op"], shape(m["label"]), squash(line_of(text, m["start"]).strip()),
                    squash(line_of(mt, m["start"]).strip()))
             by_key.setdefault(key, []).append(m)
     out = []
     for c in results:
-        free = by_key.get((c["file"], c["op"], c["label"], squash(c.get("before", "")), squash(c.get("after", ""))), [])
+        free = by_key.get((c["file"], c["op"], shape(c["label"]), squash(c.get("before", "")),
+                           squash(c.get("after", ""))), [])
         if not free:
             continue
         m = min(free, key=lambda x: abs(x["line"] - c["line"]))
         free.remove(m)
-        c.update(start=m["start"], end=m["end"], rep=m["rep"], line=m["line"])
+        c.update(start=m["start"], end=m["end"], rep=m["rep"], line=m["line"], label=m["label"])
         out.append(c)
     return out
 
