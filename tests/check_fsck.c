@@ -935,6 +935,12 @@ START_TEST(fsck_frees_the_block_an_entry_no_longer_names)
 			e2[k++] = i;
 	ck_assert_uint_eq(k, 2);
 	ix->ent[e2[0]].payload_off = ix->ent[e2[1]].payload_off;
+	/* a check names both: the entry (its block is another's) and its own block (owned by nothing) */
+	struct sc_test_wanted ent = { .text = "belongs to another owner" }, blk = { .text = "is owned by nothing" };
+	ck_assert_int_eq(sc_arena_fsck(a, 0, sc_test_on_wanted, &ent, &r), 2);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, sc_test_on_wanted, &blk, &r), 2);
+	ck_assert_int_eq(ent.hits, 1);
+	ck_assert_int_eq(blk.hits, 1);
 	/* and reclamation runs between the repair's pass and the check after it (fsck holds no lock
 	 * there: another process's admit may reclaim), freeing what the dropped entry still names */
 	struct between bw = { .a = a };
