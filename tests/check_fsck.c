@@ -7,6 +7,7 @@
 
 #include "sc_check.h"
 #include "../lib/l2/l2.h"
+#include "../shm/evq.h"
 #include "../shm/heap.h"
 #include "../shm/obs.h"
 #include "../shm/ring.h"
@@ -1234,6 +1235,16 @@ START_TEST(regression_fsck_corrupt_shard_lock_is_not_busy)
 	ck_assert_int_eq(named.hits, 1);
 	ck_assert_int_eq(any.hits, 1);
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	round_trip_works(st);
+	/* the eviction lists' lock: named as such, re-initialised by the repair */
+	struct shm_evq q;
+	ck_assert_int_eq(shm_evq_view(a->shm, &q), 0);
+	q.hdr->mu.magic = 0x12345678;
+	struct sc_test_wanted evl = { .text = "eviction lists: the lock is corrupted" };
+	ck_assert_int_gt(sc_arena_fsck(a, 0, sc_test_on_wanted, &evl, &r), 0);
+	ck_assert_int_eq(evl.hits, 1);
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r), 0);
+	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &r), 0);
 	round_trip_works(st);
 	fsck_arena_close(a, st, name);
 }
