@@ -419,6 +419,25 @@ def cleanup_arenas():
                 pass
 
 
+def kill_strays(tree):
+    """Processes still running a binary of @tree's build after its suite ended: a test that forked
+    into a session of its own (out of the suite's process group) under a mutant that loops. Left
+    alone, one spins on a CPU for the rest of the run."""
+    build = os.path.join(tree, "build") + os.sep
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            exe = os.readlink("/proc/%s/exe" % pid)
+        except OSError:
+            continue
+        if exe.startswith(build):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def run_suite(tree, spec, timeout, log):
     """Run one suite (narrowed to some tests if spec says so): (passed, seconds, tail)."""
     name, _, only = spec.partition(":")
@@ -436,6 +455,7 @@ def run_suite(tree, spec, timeout, log):
             p.wait()
             rc = "timeout"
     dt = time.time() - t0
+    kill_strays(tree)
     with open(log, errors="replace") as f:
         lines = [ln.rstrip() for ln in f if re.search(r":[FE]:|^[0-9]+%|Received signal", ln)]
     return rc == 0, dt, (lines[-1] if rc != "timeout" and lines else "timeout after %ds" % timeout)
