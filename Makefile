@@ -433,7 +433,9 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
 # each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest),
 # RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the mutants it did
-# not reach). Summary: build/mutate/summary.txt.
+# not reach), COVER=1 (first measure, or bring up to date, which test cases run each line:
+# build/mutate/coverage.json; with the map a mutant runs only the cases that run its lines),
+# NO_COVER=1 (ignore the map). Summary: build/mutate/summary.txt.
 PER_FILE ?= 6
 SEED ?= 1
 BUDGET ?= 10800
@@ -441,7 +443,8 @@ JOBS ?= 2
 mutate: all tests
 	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
 		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") \
-		$(if $(RESUME),--resume "$(RESUME)") $(if $(NO_VALIDATE),--no-validate)
+		$(if $(RESUME),--resume "$(RESUME)") $(if $(NO_VALIDATE),--no-validate) $(if $(COVER),--cover) \
+		$(if $(NO_COVER),--no-cover)
 
 .PHONY: mutate
 

@@ -366,8 +366,8 @@ def write_tree(tree, path, text):
         f.write(text)
 
 
-def make(tree, targets, log, timeout=1800):
-    cmd = ["make", "-C", tree, "--no-print-directory", "-j2", "CFLAGS=-O2"] + targets
+def make(tree, targets, log, timeout=1800, flags=("CFLAGS=-O2",)):
+    cmd = ["make", "-C", tree, "--no-print-directory", "-j2"] + list(flags) + targets
     with open(log, "a") as f:
         f.write("$ %s\n" % " ".join(cmd))
         f.flush()
@@ -505,6 +505,177 @@ def relocate(results, ops, texts):
     return out
 
 
+# ---- coverage: which test cases run which lines ----
+#
+# A mutant can only be killed by a test case that runs one of its lines. --cover measures, once,
+# which cases of the runner's suites run each line of lib/ and shm/: a copy of the tree built with
+# --coverage (build/mutate/cov; a child that ends with _exit() writes its counters too, see
+# cov_exit.c), every case run alone, gcov read after each. A mutant is then run against the cases
+# that run its lines (a survivor costs those cases, not whole suites), and one whose lines no case
+# runs survives without a run ("no test case runs it"). The map is kept in build/mutate/coverage.json
+# with a hash of each source; a file changed since is run against its suites as before, and a
+# suite whose test source changed is measured again by the next --cover. Not seen: lines run only
+# by a process killed by a signal (it writes no counters).
+
+COV = os.path.join(WORK, "cov")
+COV_MAP = os.path.join(WORK, "coverage.json")
+COV_FLAGS = ["CFLAGS=-O0 -g --coverage -Wno-format-truncation"]
+
+
+def file_hash(path):
+    with open(os.path.join(ROOT, path), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def suite_hash(name):
+    """A suite's cases and what they do: its source and the shared test helpers."""
+    h = hashlib.sha256()
+    for p in [os.path.join("tests", name + ".c")] + sorted(
+            "tests/" + f for f in os.listdir(os.path.join(ROOT, "tests")) if f.endswith((".h",)) or
+            (f.endswith(".c") and not f.startswith("check_"))):
+        if os.path.exists(os.path.join(ROOT, p)):
+            h.update(p.encode() + b"\0" + open(os.path.join(ROOT, p), "rb").read())
+    return h.hexdigest()
+
+
+def cov_sources():
+    return [p for p in tracked_files() if p.startswith(("lib/", "shm/")) and p.endswith((".c", ".h"))]
+
+
+def gcov_lines(tree):
+    """{source: {line: count}} from the .gcda files a case left under @tree's test build."""
+    out = {}
+    for d, _, names in os.walk(os.path.join(tree, "build")):
+        gcda = sorted(n for n in names if n.endswith(".gcda"))
+        if not gcda:
+            continue
+        r = subprocess.run(["gcov", "-j", "-t"] + gcda, cwd=d, capture_output=True)
+        for doc in r.stdout.decode(errors="replace").split("\n"):
+            if not doc.strip():
+                continue
+            for f in json.loads(doc).get("files", []):
+                path = os.path.normpath(f["file"])  # relative to the tree's root, where make compiles
+                if path.startswith(("lib/", "shm/")):
+                    lines = out.setdefault(path, {})
+                    for ln in f["lines"]:
+                        lines[ln["line_number"]] = lines.get(ln["line_number"], 0) + ln["count"]
+    return out
+
+
+def clear_gcda(tree):
+    for d, _, names in os.walk(os.path.join(tree, "build")):
+        for n in names:
+            if n.endswith(".gcda"):
+                os.unlink(os.path.join(d, n))
+
+
+def load_cov():
+    try:
+        with open(COV_MAP) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def build_cov(suites, budget):
+    """Measure (or bring up to date) the map for @suites: every case alone in the coverage tree."""
+    m = load_cov() or {}
+    srcs = {p: file_hash(p) for p in cov_sources()}
+    if m.get("sources") != srcs:
+        m = {"sources": srcs, "suites": {}, "lines": {}}  # a source moved: every line number may have
+    names = list(dict.fromkeys(s.partition(":")[0] for s in suites))
+    todo = [n for n in names if m["suites"].get(n, {}).get("hash") != suite_hash(n)]
+    if not todo:
+        print("mutate: coverage map up to date (%d suites)" % len(names), flush=True)
+        return m
+    os.makedirs(COV, exist_ok=True)
+    log = os.path.join(WORK, "cov-build.log")
+    open(log, "w").close()
+    print("mutate: syncing %s (%d files changed)" % (os.path.relpath(COV, ROOT), sync_tree(COV)), flush=True)
+    wrap = os.path.join(COV, "build", "cov_exit.o")
+    os.makedirs(os.path.dirname(wrap), exist_ok=True)
+    subprocess.run(["gcc", "-O0", "-c", "-o", wrap, os.path.join(COV, "tests", "mutate", "cov_exit.c")], check=True)
+    if not make(COV, suite_targets(todo), log, flags=COV_FLAGS + ["LDFLAGS=--coverage -Wl,--wrap=_exit " + wrap]):
+        print("mutate: the coverage build failed (see %s)" % log)
+        return None
+    t0 = time.time()
+    for name in todo:
+        r = subprocess.run([os.path.join(COV, "build", "tests", name)], cwd=COV, capture_output=True,
+                           env=dict(os.environ, SC_BUILD="build", SC_CHECK_LIST="1", SC_CHECK_ONLY="-"))
+        cases = re.findall(r"^TEST (\S+)$", r.stdout.decode(errors="replace"), re.M)
+        for lines in m["lines"].values():  # this suite's old entries go
+            for ln in list(lines):
+                lines[ln] = [x for x in lines[ln] if x[0] != name]
+        secs = []
+        for k, case in enumerate(cases):
+            if time.time() - t0 > budget:
+                print("mutate: coverage budget spent; %s and later suites not measured" % name)
+                save_cov(m)
+                return m
+            clear_gcda(COV)
+            ok, dt, tail = run_suite(COV, "%s:%s" % (name, case), 1200, os.path.join(WORK, "logs", "cov.log"))
+            secs.append(round(dt, 2))
+            for path, lines in gcov_lines(COV).items():
+                dst = m["lines"].setdefault(path, {})
+                for ln, cnt in lines.items():
+                    if cnt:
+                        dst.setdefault(str(ln), []).append([name, k])
+                    else:
+                        dst.setdefault(str(ln), [])
+            print("mutate: coverage %s %d/%d %s %.1fs%s" % (name, k + 1, len(cases), case, dt,
+                                                           "" if ok else " (failed: %s)" % tail[:80]), flush=True)
+        m["suites"][name] = {"hash": suite_hash(name), "cases": cases, "seconds": secs}
+        save_cov(m)
+    cleanup_arenas()
+    return m
+
+
+def save_cov(m):
+    tmp = COV_MAP + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(m, f)
+    os.replace(tmp, COV_MAP)
+
+
+def cov_select(m, path, text, c, order):
+    """The narrowed suite specs whose cases run a line of mutant @c (suites in @order first), [] when
+    no case runs any of them, None when the map cannot tell (no map, the file changed since, or
+    none of its lines is code gcov counts)."""
+    if not m or m["sources"].get(path) != file_hash(path) or text != open(os.path.join(ROOT, path)).read():
+        return None
+    lines = m["lines"].get(path)
+    if lines is None:
+        return None
+    lo, hi = c["line"], text.count("\n", 0, max(c["start"], c["end"] - 1)) + 1
+    known, hits = False, set()
+    for ln in range(lo, hi + 1):
+        if str(ln) in lines:
+            known = True
+            hits.update(tuple(x) for x in lines[str(ln)])
+    if not known:
+        return None
+    if any(o.partition(":")[0] not in m["suites"] or o.partition(":")[0] in m.get("stale", ())
+           for o in order) or any(name in m.get("stale", ()) for name, _ in hits):
+        return None  # a suite not measured, or changed since: its cases are not known
+    by_suite = {}
+    for name, k in sorted(hits):
+        s = m["suites"].get(name)
+        if s and k < len(s["cases"]):
+            by_suite.setdefault(name, []).append(s["cases"][k])
+    names = [n for n in dict.fromkeys(o.partition(":")[0] for o in order) if n in by_suite]
+    names += sorted(n for n in by_suite if n not in names)
+    return ["%s:%s" % (n, ",".join(by_suite[n])) for n in names]
+
+
+def cov_seconds(m, spec):
+    name, _, only = spec.partition(":")
+    s = m["suites"].get(name) if m else None
+    if not s or not only:
+        return None
+    want = set(only.split(","))
+    return sum(t for case, t in zip(s["cases"], s["seconds"]) if case in want)
+
+
 # ---- main ----
 
 def main():
@@ -521,6 +692,11 @@ def main():
     ap.add_argument("--resume", default="",
                     help="results.json of an earlier run that its budget cut short: keep its results and "
                          "run the planned mutants it did not reach")
+    ap.add_argument("--cover", action="store_true",
+                    help="measure (or bring up to date) the coverage map first: which test cases run each line")
+    ap.add_argument("--cover-budget", type=int, default=3 * 3600, help="seconds for measuring the map")
+    ap.add_argument("--no-cover", action="store_true",
+                    help="ignore the coverage map: run every mutant against its file's suites")
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
@@ -579,6 +755,24 @@ def main():
         print("%d mutants of %d sites" % (len(plan), total_sites))
         return 0
 
+    covmap = None
+    if args.cover:
+        world = [sp.partition(":")[0] for _, sps in rules for sp in sps] + base
+        covmap = build_cov([w for w in dict.fromkeys(world) if w not in NEEDS_CLI - {"check_liveness"}],
+                           args.cover_budget)
+        if covmap is None:
+            return 2
+    elif not args.no_cover:
+        covmap = load_cov()
+    if covmap:
+        covmap["stale"] = {n for n in covmap["suites"] if covmap["suites"][n]["hash"] != suite_hash(n)}
+        if covmap["stale"]:
+            print("mutate: coverage map: suites changed since measured (their files' mutants run their "
+                  "suites; COVER=1 measures them again): %s" % " ".join(sorted(covmap["stale"])), flush=True)
+        fresh = sum(1 for p in files if covmap["sources"].get(p) == file_hash(p))
+        print("mutate: coverage map: %d suites measured; %d of %d files unchanged since (the others run "
+              "their suites)" % (len(covmap["suites"]), fresh, len(files)), flush=True)
+
     jobs = max(1, min(args.jobs, 4))
     trees = [tree_dir(j) for j in range(jobs)]
     os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
@@ -586,6 +780,10 @@ def main():
     all_suites = []
     for p in files:
         all_suites += suites_for(p, rules, base)
+    if covmap:  # the suites the map selects cases from must pass unmutated too
+        for p in files:
+            for ln in covmap["lines"].get(p, {}).values():
+                all_suites += [x[0] for x in ln]
     all_suites = list(dict.fromkeys(all_suites))
     built = [False] * jobs
 
@@ -672,6 +870,13 @@ def main():
             elif obj and orig_hash.get(p) and code_hash(tree, obj) == orig_hash[p]:
                 status = "same-code"
             suites = suites_for(p, rules, base)
+            sel = None if args.no_cover else cov_select(covmap, p, texts[p], c, suites)
+            if sel is not None:
+                model = [s for s in suites if s.partition(":")[0] == "check_memmodel"] if p in MODEL_SRCS else []
+                suites = model + [s for s in sel if not (model and s.partition(":")[0] == "check_memmodel")]
+                c["cover"] = "%d cases" % sum(len(s.partition(":")[2].split(",")) for s in sel)
+                if not sel:
+                    by = "no test case runs its lines"
             if status == "same-code" and p not in MODEL_SRCS:
                 pass  # nothing that runs here can tell it apart: no build, no run
             elif status is None and not make(tree, ["build/test/libstagecache.a"], blog):
@@ -684,7 +889,7 @@ def main():
                     if not make(tree, suite_targets([s]), blog):
                         killed, by = True, "%s (its test does not build with the mutant)" % s.split(":")[0]
                         break
-                    limit = int(max(60, 3 * durations.get(s, 60) + 30))
+                    limit = int(max(60, 3 * (durations.get(s) or cov_seconds(covmap, s) or 60) + 30))
                     ok, dt, tail = run_suite(tree, s, limit, mlog)
                     if not ok and tail.startswith("timeout"):
                         # a loaded machine, or a hang? only a second, three times longer timeout says hang
@@ -746,8 +951,9 @@ def report(results, groups, args, sites, planned, seconds):
     if surv:
         lines.append("survivors:")
         for r in surv:
-            lines.append("  %s:%d %s %s [%s]%s" % (r["file"], r["line"], r["op"], r["label"], r["status"],
-                                                  (" — " + r["why"]) if r.get("why") else ""))
+            lines.append("  %s:%d %s %s [%s%s]%s" % (r["file"], r["line"], r["op"], r["label"], r["status"],
+                                                    ("; " + r["by"]) if r.get("by") else "",
+                                                    (" — " + r["why"]) if r.get("why") else ""))
             lines.append("      - %s" % r["before"])
             lines.append("      + %s" % r["after"])
     text = "\n".join(lines)
