@@ -364,6 +364,19 @@ static int count_object_fds(void)
 	return n;
 }
 
+/* Mappings of io_uring rings in this process (their SQ, CQ and SQE arrays). */
+static int count_ring_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	ck_assert_ptr_nonnull(f);
+	char line[512];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "io_uring") != NULL;
+	fclose(f);
+	return n;
+}
+
 static int fill_rc(struct sc_l3 *l3, const struct sc_location *loc)
 {
 	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
@@ -372,6 +385,25 @@ static int fill_rc(struct sc_l3 *l3, const struct sc_location *loc)
 	free(dst);
 	return rc;
 }
+
+/* A handle's ring and files go with it: open, put, fill (this thread's ring is made), close leaves
+ * the process with the descriptors and io_uring mappings it had, every time. */
+START_TEST(closing_a_handle_releases_its_ring_and_files)
+{
+	for (int round = 0; round < 3; round++) {
+		int n0 = count_fds(), m0 = count_ring_maps();
+		struct sc_l3 *l3 = open_l3(NULL);
+		struct sc_location loc;
+		ck_assert_int_eq(put_full(l3, "ring", 10, 20000 + round, 70 + round, &loc), 0);
+		check_fill(l3, &loc, 70 + round, 0);
+		ck_assert_msg(count_ring_maps() > m0, "round %d: no io_uring mapping after a fill", round);
+		sc_l3_close(l3);
+		ck_assert_msg(count_fds() == n0, "round %d: %d descriptors after close, %d before", round, count_fds(), n0);
+		ck_assert_msg(count_ring_maps() == m0, "round %d: %d io_uring mappings after close, %d before", round,
+			      count_ring_maps(), m0);
+	}
+}
+END_TEST
 
 /* Kept files (lib/l3/fill.c): a second fill of an object opens nothing; at most fd_cache files are
  * kept; a removed, replaced or damaged object is never served from a kept file; none: none kept. */
@@ -1154,6 +1186,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, round_trip_every_kind);
 	tcase_add_test(tc, locate_longest_first);
 	tcase_add_test(tc, kept_files_reused_and_never_stale);
+	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);

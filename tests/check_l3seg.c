@@ -361,6 +361,8 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 	/* a flipped byte in segment 1, which A and B share */
 	char sp[256];
 	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	struct stat seg_st;
+	ck_assert_int_eq(stat(sp, &seg_st), 0);
 	flip_byte(sp, 12345);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
 	/* the segment and both objects are in quarantine, both mirrors gone; C (unrelated) stays */
@@ -375,6 +377,9 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined + 2);
 	ck_assert_uint_ge(st.verify_failures, st0.verify_failures + 1);
+	/* the segment file left the store's counts with it (its size, once) */
+	ck_assert_uint_eq(st.segments, st0.segments - 1);
+	ck_assert_uint_le(st.physical_bytes, st0.physical_bytes - (uint64_t)seg_st.st_size);
 	ck_assert_int_eq(sc_l2_peek(stage, "a", toks, 10, &info), -ENOENT);
 	ck_assert_int_eq(sc_l2_peek(stage, "b", toks, 10, &info), -ENOENT);
 	/* restores: never wrong bytes; B's is reported (quarantined) or a miss, then a miss */
