@@ -27,6 +27,10 @@ static void mkdir_tmp(void)
 
 static void rm_tmp(void)
 {
+	char img[128];
+	snprintf(img, sizeof(img), "%s/disk.img", tmpdir);
+	if (tmpdir[0] && access(img, F_OK) == 0) /* o_direct_on_a_disk_of_4k_sectors's, if it failed half-way */
+		sc_test_sh("umount %s/mnt 2>/dev/null; losetup -n -O NAME -j %s | xargs -r -n1 losetup -d", tmpdir, img);
 	sc_test_rm_tree(tmpdir);
 	tmpdir[0] = 0;
 }
@@ -694,6 +698,76 @@ START_TEST(batch_fills)
 }
 END_TEST
 
+/* The fills of a store on @dir whose O_DIRECT offsets align to 4096: NULL, or what went wrong. */
+static const char *direct_fills_at_4k(const char *dir)
+{
+	static char why[200];
+	struct sc_l3 *l3 = NULL;
+	if (sc_l3_open(dir, &(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_ON }, &l3))
+		return "sc_l3_open failed";
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	struct sc_location loc;
+	uint8_t *dst = abuf(200000), *want = malloc(100001);
+	fill_bytes(want, 100001, 12);
+	const char *err = NULL;
+	if (st.dio_offset_align != 4096) {
+		snprintf(why, sizeof(why), "the kernel reports O_DIRECT offsets aligned to %u, not 4096", st.dio_offset_align);
+		err = why;
+	} else if (put_full(l3, "4k", 9, 100001, 12, &loc)) {
+		err = "the put failed";
+	}
+	/* room for the tail rounded up to 4096: direct; room for it rounded to 512 only (enough on a
+	 * disk of 512-byte sectors): buffered; both exact */
+	for (int k = 0; !err && k < 2; k++) {
+		struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = k ? 100352 : 200000 }, *rp = &r, *done;
+		memset(dst, 0, 200000);
+		if (sc_l3_fill_submit(l3, &rp, 1) != 1 || sc_l3_fill_reap(l3, &done, 1, -1) != 1 || r.result)
+			err = k ? "the buffered fill failed" : "the direct fill failed";
+		else if (r.direct != !k)
+			err = k ? "a fill with room for a 512-byte tail only was read direct" : "a fill with room was not direct";
+		else if (memcmp(dst, want, 100001))
+			err = "wrong bytes";
+	}
+	free(dst);
+	free(want);
+	sc_l3_close(l3);
+	return err;
+}
+
+/* O_DIRECT on a disk whose logical sectors are 4 KiB (NVMe drives formatted 4Kn): offsets must
+ * align to 4096, which the header block does, so fills read direct and exact. A loop device of
+ * 4 KiB sectors with ext4 on it, made and removed here. */
+START_TEST(o_direct_on_a_disk_of_4k_sectors)
+{
+	char img[128], mnt[128], dev[64] = "";
+	snprintf(img, sizeof(img), "%s/disk.img", tmpdir);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tmpdir);
+	ck_assert_int_eq(mkdir(mnt, 0755), 0);
+	ck_assert_int_eq(sc_test_sh("truncate -s 64M %s", img), 0);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "losetup -f --show -b 4096 %s 2>/dev/null", img);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	if (!fgets(dev, sizeof(dev), p))
+		dev[0] = 0;
+	pclose(p);
+	dev[strcspn(dev, "\n")] = 0;
+	if (!dev[0]) {
+		sc_skip("o_direct_on_a_disk_of_4k_sectors: no loop device (losetup -b 4096 failed)");
+		return;
+	}
+	const char *err = NULL;
+	if (sc_test_sh("mkfs.ext4 -q %s && mount %s %s", dev, dev, mnt))
+		err = "mkfs.ext4 or mount failed";
+	else
+		err = direct_fills_at_4k(mnt);
+	sc_test_sh("umount %s 2>/dev/null", mnt);
+	sc_test_sh("losetup -d %s", dev);
+	ck_assert_msg(!err, "%s (%s)", err, dev);
+}
+END_TEST
+
 START_TEST(o_direct_modes)
 {
 	struct sc_l3 *l3 = open_l3_direct();
@@ -1194,6 +1268,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, prefix_entries_of_the_wrong_size_are_refused);
 	tcase_add_test(tc, batch_fills);
 	tcase_add_test(tc, o_direct_modes);
+	tcase_add_test(tc, o_direct_on_a_disk_of_4k_sectors);
 	tcase_add_test(tc, o_direct_fills_are_exact);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);

@@ -4,6 +4,7 @@
  * sweep of unreferenced segments and its race with a put that reuses one (a forked putter held
  * between its reuse check and its manifest), verification naming a missing segment. Real files,
  * real io_uring, real processes. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -151,6 +152,22 @@ static void seg_path_of(const uint8_t *bytes, size_t len, char *out, size_t n)
 {
 	struct sc_digest d = sc_digest(bytes, len);
 	seg_path(d.lo, d.hi, out, n);
+}
+
+/* Does @dir hold a file whose name starts with @prefix and ends with @suffix? */
+static int dir_has(const char *dir, const char *prefix, const char *suffix)
+{
+	DIR *d = opendir(dir);
+	ck_assert_msg(d != NULL, "%s: %s", dir, strerror(errno));
+	struct dirent *e;
+	int found = 0;
+	size_t np = strlen(prefix), ns = strlen(suffix);
+	while (!found && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		found = n >= np + ns && !strncmp(e->d_name, prefix, np) && !strcmp(e->d_name + n - ns, suffix);
+	}
+	closedir(d);
+	return found;
 }
 
 static void obj_path(const struct sc_location *loc, char *out, size_t n)
@@ -377,6 +394,12 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined + 2);
 	ck_assert_uint_ge(st.verify_failures, st0.verify_failures + 1);
+	/* the quarantined segment is named by its digest */
+	struct sc_digest sd = sc_digest(a + SEG, SEG);
+	char hex[33], qdir[256];
+	l3_digest_hex(sd.lo, sd.hi, hex);
+	snprintf(qdir, sizeof(qdir), "%s/quarantine", tmpdir);
+	ck_assert_msg(dir_has(qdir, hex, ".seg"), "no %s.*.seg in %s", hex, qdir);
 	/* the segment file left the store's counts with it (its size, once) */
 	ck_assert_uint_eq(st.segments, st0.segments - 1);
 	ck_assert_uint_le(st.physical_bytes, st0.physical_bytes - (uint64_t)seg_st.st_size);
