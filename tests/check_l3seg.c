@@ -547,6 +547,26 @@ static int note_missing(const struct sc_l3_object_info *in, void *ctx)
 	return 0;
 }
 
+/* A manifest read from a file cut short after it was sized (another process truncating it, a
+ * janitor racing a reader): -EBADMSG whatever errno held before, never a parsed header. */
+START_TEST(manifest_of_a_file_cut_short_is_ebadmsg)
+{
+	int fd = open(tmpdir, O_TMPFILE | O_RDWR, 0600);
+	ck_assert_int_ge(fd, 0);
+	const uint64_t sized = L3_HDR_BLOCK + 2 * sizeof(struct l3_seg_ent);
+	for (int k = 0; k < 2; k++) {
+		if (k)
+			ck_assert_int_eq(pwrite(fd, "\1\2\3", 3, 0), 3); /* three bytes of a header */
+		struct l3_obj_hdr h;
+		struct l3_seg_ent *e = NULL;
+		errno = 0;
+		ck_assert_int_eq(l3_seg_manifest(fd, sized, &h, &e), -EBADMSG);
+		ck_assert_ptr_null(e);
+	}
+	close(fd);
+}
+END_TEST
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -1015,6 +1035,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
+	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, corrupted_manifest_is_refused);
 	tcase_add_test(tc, budget_counts_physical_bytes);
 	tcase_add_test(tc, sweep_removes_unreferenced_segments);
