@@ -438,15 +438,18 @@ def kill_strays(tree):
                 pass
 
 
-def run_suite(tree, spec, timeout, log):
+def run_suite(tree, spec, timeout, log, bdir="build"):
     """Run one suite (narrowed to some tests if spec says so): (passed, seconds, tail)."""
     name, _, only = spec.partition(":")
-    env = dict(os.environ, SC_BUILD="build", CK_DEFAULT_TIMEOUT=os.environ.get("CK_DEFAULT_TIMEOUT", "60"))
+    env = dict(os.environ, SC_BUILD=bdir, CK_DEFAULT_TIMEOUT=os.environ.get("CK_DEFAULT_TIMEOUT", "60"))
+    if bdir != "build":  # the ASan build: a report fails the test process; leaks are not judged
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+        env["SC_SANITIZER"] = "1"
     if only:
         env["SC_CHECK_ONLY"] = only
     t0 = time.time()
     with open(log, "w") as f:
-        p = subprocess.Popen([os.path.join(tree, "build", "tests", name)], cwd=tree, env=env, stdout=f,
+        p = subprocess.Popen([os.path.join(tree, bdir, "tests", name)], cwd=tree, env=env, stdout=f,
                              stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = p.wait(timeout=timeout)
@@ -503,6 +506,78 @@ def relocate(results, ops, texts):
         c.update(start=m["start"], end=m["end"], rep=m["rep"], line=m["line"], label=m["label"])
         out.append(c)
     return out
+
+
+# ---- the ASan stage: a survivor's cases again, built with AddressSanitizer ----
+#
+# A bound mutant that writes one element past a malloc'd array, or reads a freed one, changes no
+# result a test checks; AddressSanitizer stops the process at the access. With --asan, a survivor
+# is built once more in a tree of its own with ASAN=1 (build/mutate/asan<j>/build/asan) and the
+# same cases run there. A case that fails is run again without the mutant: only a case that
+# passes there kills it (one that fails anyway is not used again in this run).
+
+ASAN_FLAGS = ["ASAN=1"]
+
+
+def asan_targets(specs):
+    t = ["build/asan/test/libstagecache.a"]
+    for s in specs:
+        name = s.split(":", 1)[0]
+        t.append("build/asan/tests/" + name)
+        if name in NEEDS_CLI:
+            t += ["build/asan/test/libstagecache.so.0", "build/asan/test/stagecache", "build/asan/stagecache"]
+    return list(dict.fromkeys(t))
+
+
+def failed_cases(log):
+    """The names of the test cases a Check log reports failed or in error."""
+    out = []
+    with open(log, errors="replace") as f:
+        for ln in f:
+            m = re.match(r"[^:]+:[0-9]+:[FE]:[^:]*:([A-Za-z0-9_]+):", ln)
+            if m:
+                out.append(m.group(1))
+    return list(dict.fromkeys(out))
+
+
+def asan_stage(atree, path, text, mtext, specs, blog, mlog, bad, limit_of):
+    """Run @specs against the mutant @mtext of @path in the ASan tree: the kill's description, or
+    None. @bad: cases that fail there without any mutant (grown here)."""
+    def narrowed(spec):
+        name, _, only = spec.partition(":")
+        if not only:
+            return spec
+        keep = [c for c in only.split(",") if (name, c) not in bad]
+        return "%s:%s" % (name, ",".join(keep)) if keep else None
+
+    write_tree(atree, path, mtext)
+    try:
+        if not make(atree, asan_targets(specs), blog, flags=ASAN_FLAGS):
+            return None  # does not build with ASan: the plain build judged it
+        for spec in specs:
+            s = narrowed(spec)
+            if not s:
+                continue
+            ok, dt, tail = run_suite(atree, s, 2 * limit_of(spec), mlog, bdir="build/asan")
+            if ok or tail.startswith("timeout"):
+                continue
+            name, cases = s.partition(":")[0], failed_cases(mlog)
+            if not cases:
+                continue
+            write_tree(atree, path, text)  # the same cases without the mutant
+            if not make(atree, asan_targets([s]), blog, flags=ASAN_FLAGS):
+                return None
+            ok0, _, _ = run_suite(atree, "%s:%s" % (name, ",".join(cases)), 2 * limit_of(spec), mlog + ".orig",
+                                  bdir="build/asan")
+            if ok0:
+                return "%s under ASan (%s)" % (name, tail[:160])
+            bad.update((name, c) for c in cases)
+            write_tree(atree, path, mtext)
+            if not make(atree, asan_targets(specs), blog, flags=ASAN_FLAGS):
+                return None
+        return None
+    finally:
+        write_tree(atree, path, text)
 
 
 # ---- coverage: which test cases run which lines ----
@@ -697,6 +772,8 @@ def main():
     ap.add_argument("--cover-budget", type=int, default=3 * 3600, help="seconds for measuring the map")
     ap.add_argument("--no-cover", action="store_true",
                     help="ignore the coverage map: run every mutant against its file's suites")
+    ap.add_argument("--asan", action="store_true",
+                    help="run each survivor's cases again in an ASan build (a kill there counts)")
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
@@ -794,13 +871,30 @@ def main():
               flush=True)
         built[j] = make(trees[j], suite_targets(all_suites), os.path.join(WORK, "build%d.log" % j))
 
+    atrees = [os.path.join(WORK, "asan%d" % j) for j in range(jobs)] if args.asan else []
+    asan_bad = set()
+
+    def prepare_asan(j):
+        os.makedirs(atrees[j], exist_ok=True)
+        print("mutate: syncing %s (%d files changed)" % (os.path.relpath(atrees[j], ROOT), sync_tree(atrees[j])),
+              flush=True)
+        alog = os.path.join(WORK, "%s-build.log" % os.path.basename(atrees[j]))
+        open(alog, "w").close()
+        built[j] = built[j] and make(atrees[j], asan_targets(all_suites), alog, flags=ASAN_FLAGS)
+
     ths = [threading.Thread(target=prepare, args=(j,)) for j in range(jobs)]
     for t in ths:
         t.start()
     for t in ths:
         t.join()
+    if all(built) and args.asan:
+        ths = [threading.Thread(target=prepare_asan, args=(j,)) for j in range(jobs)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
     if not all(built):
-        print("mutate: the unmutated tree does not build (see %s)" % os.path.join(WORK, "build*.log"))
+        print("mutate: the unmutated tree does not build (see %s)" % os.path.join(WORK, "*build*.log"))
         return 2
     # the original must pass every suite a mutant would run (else nothing means anything)
     durations = {}
@@ -833,6 +927,7 @@ def main():
     def worker(j):
         tree, blog = trees[j], os.path.join(WORK, "build%d.log" % j)
         mlog = os.path.join(WORK, "logs", "mutant%d.log" % j)
+        atree = atrees[j] if atrees else None
         orig_hash = {}
         while True:
             with lock:
@@ -843,7 +938,7 @@ def main():
                     queue.clear()
                     return
                 k, c = queue.pop(0)
-            run_mutant(tree, blog, mlog, orig_hash, k, c)
+            run_mutant(tree, blog, mlog, orig_hash, k, c, atree)
             with lock:
                 results.append(c)
                 with open(os.path.join(WORK, "results.partial.json"), "w") as f:
@@ -852,7 +947,10 @@ def main():
                                                                  c["label"][:34], c["status"], c["seconds"],
                                                                  c["by"][:90]), flush=True)
 
-    def run_mutant(tree, blog, mlog, orig_hash, k, c):
+    def limit_of(s):
+        return int(max(60, 3 * (durations.get(s) or cov_seconds(covmap, s) or 60) + 30))
+
+    def run_mutant(tree, blog, mlog, orig_hash, k, c, atree=None):
         p = c["file"]
         obj = test_obj(p)
         if obj and p not in orig_hash:
@@ -889,7 +987,7 @@ def main():
                     if not make(tree, suite_targets([s]), blog):
                         killed, by = True, "%s (its test does not build with the mutant)" % s.split(":")[0]
                         break
-                    limit = int(max(60, 3 * (durations.get(s) or cov_seconds(covmap, s) or 60) + 30))
+                    limit = limit_of(s)
                     ok, dt, tail = run_suite(tree, s, limit, mlog)
                     if not ok and tail.startswith("timeout"):
                         # a loaded machine, or a hang? only a second, three times longer timeout says hang
@@ -900,6 +998,15 @@ def main():
                         break
                 if status != "stillborn":
                     status = "killed" if killed else ("same-code" if status == "same-code" else "survived")
+                if status == "survived" and atree and suites:
+                    with lock:
+                        bad = set(asan_bad)
+                    alog = os.path.join(WORK, "%s-build.log" % os.path.basename(atree))
+                    by_asan = asan_stage(atree, p, texts[p], mtext, suites, alog, mlog + ".asan", bad, limit_of)
+                    with lock:
+                        asan_bad.update(bad)
+                    if by_asan:
+                        status, by = "killed", by_asan
         finally:
             write_tree(tree, p, texts[p])
             cleanup_arenas()
