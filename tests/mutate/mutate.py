@@ -664,6 +664,7 @@ def build_cov(suites, budget):
         print("mutate: coverage map up to date (%d suites)" % len(names), flush=True)
         return m
     os.makedirs(COV, exist_ok=True)
+    os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
     log = os.path.join(WORK, "cov-build.log")
     open(log, "w").close()
     print("mutate: syncing %s (%d files changed)" % (os.path.relpath(COV, ROOT), sync_tree(COV)), flush=True)
