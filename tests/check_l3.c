@@ -409,6 +409,47 @@ START_TEST(closing_a_handle_releases_its_ring_and_files)
 }
 END_TEST
 
+/* A forked child owns copies of its parent's handles but none of their rings (lib/l3/ring.c drops
+ * them from its list at fork): it may close them in either order and fill through a new handle.
+ * (A ring list that kept a closed handle's ring would hand the new ring a freed neighbour: the
+ * ASan build reports it.) */
+START_TEST(a_forked_child_closes_handles_in_any_order_and_fills_again)
+{
+	struct sc_l3 *a = open_l3(NULL), *b = open_l3(NULL);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(a, "fork", 10, 30000, 80, &loc), 0);
+	check_fill(a, &loc, 80, 0); /* a's ring, then b's */
+	check_fill(b, &loc, 80, 0);
+	for (int order = 0; order < 2; order++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			sc_l3_close(order ? b : a);
+			sc_l3_close(order ? a : b);
+			struct sc_l3 *c = NULL;
+			int ok = sc_l3_open(tmpdir, NULL, &c) == 0;
+			for (int k = 0; ok && k < 2; k++) {
+				size_t cap = (loc.payload_bytes + 4095) / 4096 * 4096;
+				void *dst = aligned_alloc(4096, cap);
+				ok = dst && sc_l3_fill(c, &loc, dst, cap, 0) == 0;
+				free(dst);
+			}
+			if (c)
+				sc_l3_close(c);
+			_exit(ok ? 0 : 1);
+		}
+		int st;
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "order %d: the child's fill failed (status %d)", order,
+			      st);
+	}
+	check_fill(a, &loc, 80, 0); /* the parent's handles are untouched */
+	check_fill(b, &loc, 80, 0);
+	sc_l3_close(b);
+	sc_l3_close(a);
+}
+END_TEST
+
 /* Kept files (lib/l3/fill.c): a second fill of an object opens nothing; at most fd_cache files are
  * kept; a removed, replaced or damaged object is never served from a kept file; none: none kept. */
 START_TEST(kept_files_reused_and_never_stale)
@@ -1261,6 +1302,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, locate_longest_first);
 	tcase_add_test(tc, kept_files_reused_and_never_stale);
 	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
+	tcase_add_test(tc, a_forked_child_closes_handles_in_any_order_and_fills_again);
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
