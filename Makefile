@@ -435,7 +435,9 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the mutants it did
 # not reach), COVER=1 (first measure, or bring up to date, which test cases run each line:
 # build/mutate/coverage.json; with the map a mutant runs only the cases that run its lines),
-# NO_COVER=1 (ignore the map). Summary: build/mutate/summary.txt.
+# NO_COVER=1 (ignore the map), MUTATE_ASAN=1 (a survivor's cases run again in an AddressSanitizer
+# build; a case that fails there and passes without the mutant kills it). Summary:
+# build/mutate/summary.txt.
 PER_FILE ?= 6
 SEED ?= 1
 BUDGET ?= 10800
@@ -444,7 +446,7 @@ mutate: all tests
 	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
 		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") \
 		$(if $(RESUME),--resume "$(RESUME)") $(if $(NO_VALIDATE),--no-validate) $(if $(COVER),--cover) \
-		$(if $(NO_COVER),--no-cover)
+		$(if $(NO_COVER),--no-cover) $(if $(MUTATE_ASAN),--asan)
 
 .PHONY: mutate
 
