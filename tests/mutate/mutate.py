@@ -775,6 +775,9 @@ def main():
                     help="ignore the coverage map: run every mutant against its file's suites")
     ap.add_argument("--asan", action="store_true",
                     help="run each survivor's cases again in an ASan build (a kill there counts)")
+    ap.add_argument("--asan-max", type=int, default=120,
+                    help="seconds of cases (as measured for the coverage map) above which a survivor skips the "
+                         "ASan stage")
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
@@ -999,7 +1002,8 @@ def main():
                         break
                 if status != "stillborn":
                     status = "killed" if killed else ("same-code" if status == "same-code" else "survived")
-                if status == "survived" and atree and suites:
+                est = sum(cov_seconds(covmap, s) or durations.get(s) or 60 for s in suites)
+                if status == "survived" and atree and suites and est <= args.asan_max:
                     with lock:
                         bad = set(asan_bad)
                     alog = os.path.join(WORK, "%s-build.log" % os.path.basename(atree))
