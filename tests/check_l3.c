@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -406,6 +407,45 @@ START_TEST(closing_a_handle_releases_its_ring_and_files)
 		ck_assert_msg(count_ring_maps() == m0, "round %d: %d io_uring mappings after close, %d before", round,
 			      count_ring_maps(), m0);
 	}
+}
+END_TEST
+
+/* A fill in a process that may open no descriptor more (no ring can be made, no file opened): a
+ * clear error, nothing quarantined; with descriptors again the same fill returns the bytes. (In a
+ * child: the limit is the process's.) */
+START_TEST(a_fill_without_a_descriptor_to_spare_fails_cleanly)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "nofd", 10, 50000, 90, &loc), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		size_t cap = (loc.payload_bytes + 4095) / 4096 * 4096;
+		uint8_t *dst = aligned_alloc(4096, cap), *want = malloc(loc.payload_bytes);
+		fill_bytes(want, loc.payload_bytes, 90);
+		int fd = dup(0);
+		close(fd); /* the lowest free descriptor: the limit allows none from here */
+		struct rlimit was, none;
+		int bad = !dst || !want || fd < 0 || getrlimit(RLIMIT_NOFILE, &was) != 0;
+		none = (struct rlimit){ (rlim_t)fd, was.rlim_max };
+		bad |= setrlimit(RLIMIT_NOFILE, &none) != 0;
+		int rc = sc_l3_fill(l3, &loc, dst, cap, 0);
+		bad |= setrlimit(RLIMIT_NOFILE, &was) != 0;
+		struct sc_l3_stats st;
+		sc_l3_stats(l3, &st);
+		if (rc == 0 || rc == -EBADMSG || rc == -ENOENT || st.quarantined)
+			_exit(10);
+		bad |= sc_l3_fill(l3, &loc, dst, cap, 0) != 0 || memcmp(dst, want, loc.payload_bytes) != 0;
+		_exit(bad ? 11 : 0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "the child: status %d (exit 10: the fill succeeded, missed or judged the object; 11: no bytes after)",
+		      st);
+	check_fill(l3, &loc, 90, 0);
+	sc_l3_close(l3);
 }
 END_TEST
 
@@ -1303,6 +1343,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, kept_files_reused_and_never_stale);
 	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
 	tcase_add_test(tc, a_forked_child_closes_handles_in_any_order_and_fills_again);
+	tcase_add_test(tc, a_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);

@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -547,6 +548,64 @@ static int note_missing(const struct sc_l3_object_info *in, void *ctx)
 	return 0;
 }
 
+/* The lowest descriptor number free in this process. */
+static int lowest_free_fd(void)
+{
+	int fd = dup(0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	return fd;
+}
+
+/* A segmented fill in a process that may open one descriptor more (its object file) but not the
+ * segment reads' ring: a clear error, the object not quarantined; with descriptors again, the same
+ * fill returns the bytes. (In a child: the limit is the process's.) */
+START_TEST(a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t na, nw;
+	uint8_t *a = payload(3, 0, 21, 100, &na), *w = payload(0, 0, 22, 5000, &nw);
+	struct sc_location la, lw;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
+	ck_assert_int_eq(put_buf(l3, "w", 10, w, nw, &lw), 0);
+	struct sc_l3_stats st0;
+	sc_l3_stats(l3, &st0);
+	ck_assert_uint_eq(st0.segments, 4); /* a: three segments and its tail; w stored whole */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* the child's fill ring first (a whole object), then one descriptor to spare */
+		size_t cap = (na + 4095) / 4096 * 4096;
+		uint8_t *dst = aligned_alloc(4096, cap);
+		struct rlimit was, one;
+		int bad = !dst || sc_l3_fill(l3, &lw, dst, cap, 0) != 0 || memcmp(dst, w, nw) != 0;
+		bad |= getrlimit(RLIMIT_NOFILE, &was) != 0;
+		one = (struct rlimit){ (rlim_t)lowest_free_fd() + 1, was.rlim_max };
+		bad |= setrlimit(RLIMIT_NOFILE, &one) != 0;
+		int rc = sc_l3_fill(l3, &la, dst, cap, 0);
+		bad |= setrlimit(RLIMIT_NOFILE, &was) != 0;
+		if (rc == 0 || rc == -EBADMSG || rc == -ENOENT)
+			_exit(10); /* served without a ring, or judged the object bad */
+		struct sc_l3_stats st;
+		sc_l3_stats(l3, &st);
+		if (st.quarantined)
+			_exit(11);
+		memset(dst, 0, cap);
+		bad |= sc_l3_fill(l3, &la, dst, cap, 0) != 0 || memcmp(dst, a, na) != 0;
+		_exit(bad ? 12 : 0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "the child: status %d (exit 10: the fill succeeded or judged the object; 11: quarantined; 12: no "
+		      "bytes after)", st);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	sc_l3_close(l3);
+	free(a);
+	free(w);
+}
+END_TEST
+
 /* A manifest read from a file cut short after it was sized (another process truncating it, a
  * janitor racing a reader): -EBADMSG whatever errno held before, never a parsed header. */
 START_TEST(manifest_of_a_file_cut_short_is_ebadmsg)
@@ -1036,6 +1095,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
+	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, corrupted_manifest_is_refused);
 	tcase_add_test(tc, budget_counts_physical_bytes);
 	tcase_add_test(tc, sweep_removes_unreferenced_segments);
