@@ -725,6 +725,72 @@ START_TEST(prefix_entries_of_the_wrong_size_are_refused)
 }
 END_TEST
 
+/* A batch whose objects are partly gone or not files any more (a directory, a FIFO under the
+ * object's name): each fill gets its own result, the others their bytes, in either submission
+ * order (the first of a batch opens in the caller, the rest through the ring, side by side). */
+START_TEST(batch_fills_with_missing_and_odd_files)
+{
+	enum { N = 8 };
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .queue_depth = N });
+	struct sc_location loc[N];
+	uint8_t *dst[N];
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(put_full(l3, "odd", 200u + (uint32_t)i, 9000u + (size_t)i * 512, 300u + (unsigned)i, &loc[i]),
+				 0);
+		dst[i] = abuf(16384);
+	}
+	for (int round = 0; round < 2; round++) {
+		/* 2: removed; 4: a directory; 6: a FIFO (an open that must not block) */
+		for (int i = 2; i <= 6; i += 2) {
+			char rel[48], path[200];
+			l3_obj_relpath(loc[i].digest.lo, loc[i].digest.hi, rel);
+			snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+			unlink(path);
+			rmdir(path);
+			if (i == 4)
+				ck_assert_int_eq(mkdir(path, 0755), 0);
+			if (i == 6)
+				ck_assert_int_eq(mkfifo(path, 0644), 0);
+		}
+		struct sc_l3_fill_req req[N], *rp[N], *done[N];
+		for (int k = 0; k < N; k++) {
+			int i = round ? N - 1 - k : k; /* round 1: the odd ones are not first */
+			req[k] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = dst[i], .dst_bytes = 16384, .user_data = (uint64_t)i };
+			rp[k] = &req[k];
+		}
+		ck_assert_int_eq(sc_l3_fill_submit(l3, rp, N), N);
+		int got = 0, ended = 0; /* bit i: object i's fill ended */
+		while (got < N) {
+			int r = sc_l3_fill_reap(l3, done, N, 10 * 1000000000ll);
+			ck_assert_msg(r > 0, "round %d: %d of %d fills ended (mask %#x); none more in 10 s (reap: %d)", round, got,
+				      N, ended, r);
+			for (int j = 0; j < r; j++) {
+				int i = (int)done[j]->user_data, rc = done[j]->result;
+				ended |= 1 << i;
+				if (i == 2)
+					ck_assert_msg(rc == -ENOENT, "round %d: the removed object: %d", round, rc);
+				else if (i == 4 || i == 6)
+					ck_assert_msg(rc == -EBADMSG || rc == -ENOENT, "round %d: object %d (%s): %d", round, i,
+						      i == 4 ? "a directory" : "a FIFO", rc);
+				else {
+					ck_assert_msg(rc == 0, "round %d: object %d: %d", round, i, rc);
+					uint8_t *want = malloc(loc[i].payload_bytes);
+					fill_bytes(want, loc[i].payload_bytes, 300u + (unsigned)i);
+					ck_assert_msg(memcmp(want, dst[i], loc[i].payload_bytes) == 0, "round %d: object %d: wrong bytes",
+						      round, i);
+					free(want);
+				}
+			}
+			got += r;
+		}
+		ck_assert_int_eq(sc_l3_fill_inflight(l3), 0);
+	}
+	for (int i = 0; i < N; i++)
+		free(dst[i]);
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(batch_fills)
 {
 	struct sc_l3_opts o = { .queue_depth = 8 };
@@ -1350,6 +1416,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, hostile_prefix_entries_and_links);
 	tcase_add_test(tc, prefix_entries_of_the_wrong_size_are_refused);
 	tcase_add_test(tc, batch_fills);
+	tcase_add_test(tc, batch_fills_with_missing_and_odd_files);
 	tcase_add_test(tc, o_direct_modes);
 	tcase_add_test(tc, o_direct_on_a_disk_of_4k_sectors);
 	tcase_add_test(tc, o_direct_fills_are_exact);

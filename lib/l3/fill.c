@@ -215,6 +215,7 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_STATX, 0));
 		op->pending += 2;
 		op->on_ring = 1;
+		op->ring_wait = 2;
 		return 0;
 	}
 	op->fd = l3_openat(l3->objfd, op->rel, flags, 0);
@@ -497,6 +498,18 @@ static void first_got(struct l3_ring *r, struct l3_fill_op *op, int res)
 		chunk_got(r, op, 0, (uint64_t)res - h);
 }
 
+/* One of the open and the statx of a fill opened on the ring completed. Its reads start once both
+ * have, and only for a regular file: a FIFO planted under an object's name would hold a read
+ * (poll-armed, waiting for a writer) and its ring entry forever. */
+static void ring_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	if (--op->ring_wait > 0 || op->err || op->abandoned)
+		return;
+	int rc = fill_opened(l3, r, op);
+	if (rc)
+		op->err = rc;
+}
+
 /* Handle one completion of a fill read. */
 static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c, int res)
 {
@@ -511,6 +524,7 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 			op->ino = op->stx.stx_ino;
 			op->mtime_ns = (int64_t)op->stx.stx_mtime.tv_sec * SHM_NS_PER_SEC + op->stx.stx_mtime.tv_nsec;
 		}
+		ring_opened(l3, r, op);
 	} else if (kind == L3_IO_OPEN) {
 		if (res < 0) {
 			op->err = open_error(res);
@@ -520,10 +534,8 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 		} else {
 			op->fd = res;
 			op->fl = O_NONBLOCK | (op->open_direct ? O_DIRECT : 0); /* as fill_start asked */
-			int rc = fill_opened(l3, r, op); /* its reads are submitted by process() */
-			if (rc)
-				op->err = rc;
 		}
+		ring_opened(l3, r, op); /* its reads are submitted by process() */
 	} else if (op->err) {
 		/* already failed: just wait for the other reads */
 	} else if (kind == L3_IO_HDR) {

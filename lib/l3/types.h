@@ -260,6 +260,7 @@ struct l3_fill_op {
 	int fl;                    /* the file's status flags as last set (O_NONBLOCK, O_DIRECT): fcntl only to change them */
 	int opened_direct;         /* as opened (what a kept file is filed under) */
 	int on_ring;               /* opened, stat'ed and closed on the ring (other fills were in flight) */
+	int ring_wait;             /* on_ring: of the open and the statx, how many have not completed */
 	struct l3_kept *kept;      /* the kept file it reads (not closed at the end), or NULL */
 	uint32_t kept_gen;         /* l3->kept_gen before its open (a file kept is stamped with it) */
 	int hdr_known;             /* a kept file whose header was verified for this location: not read */
