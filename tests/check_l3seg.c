@@ -592,13 +592,22 @@ START_TEST(a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly)
 			_exit(11);
 		memset(dst, 0, cap);
 		bad |= sc_l3_fill(l3, &la, dst, cap, 0) != 0 || memcmp(dst, a, na) != 0;
+		/* the segment ring made now: room for the object file but not for a segment's */
+		one.rlim_cur = (rlim_t)lowest_free_fd() + 1;
+		bad |= setrlimit(RLIMIT_NOFILE, &one) != 0;
+		rc = sc_l3_fill(l3, &la, dst, cap, 0);
+		bad |= setrlimit(RLIMIT_NOFILE, &was) != 0;
+		if (rc == 0 || rc == -EBADMSG || rc == -ENOENT)
+			_exit(13); /* a segment that could not be opened is not missing */
+		sc_l3_stats(l3, &st);
+		bad |= st.quarantined != 0 || sc_l3_fill(l3, &la, dst, cap, 0) != 0 || memcmp(dst, a, na) != 0;
 		_exit(bad ? 12 : 0);
 	}
 	int st;
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		      "the child: status %d (exit 10: the fill succeeded or judged the object; 11: quarantined; 12: no "
-		      "bytes after)", st);
+		      "bytes after; 13: a segment it could not open was a miss)", st);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
 	sc_l3_close(l3);
 	free(a);

@@ -580,6 +580,29 @@ def asan_stage(atree, path, text, mtext, specs, blog, mlog, bad, limit_of):
         write_tree(atree, path, text)
 
 
+def cheapest_cases(m, specs, budget):
+    """@specs narrowed to their quickest cases (as the coverage map measured them) within @budget
+    seconds: a memory error on a line shows in any case that runs it. Whole suites (no map) as
+    they are when they fit."""
+    cases = []
+    for spec in specs:
+        name, _, only = spec.partition(":")
+        s = m["suites"].get(name) if m else None
+        if not s or not only:
+            cases.append((60.0, name, None))  # not measured: counted as a minute
+            continue
+        want = set(only.split(","))
+        cases += [(t, name, c) for c, t in zip(s["cases"], s["seconds"]) if c in want]
+    picked, spent = {}, 0.0
+    for t, name, c in sorted(cases, key=lambda x: x[0]):
+        if spent + t > budget:
+            break
+        spent += t
+        picked.setdefault(name, []).append(c)
+    order = list(dict.fromkeys(sp.partition(":")[0] for sp in specs))
+    return [n if None in picked[n] else "%s:%s" % (n, ",".join(picked[n])) for n in order if n in picked]
+
+
 # ---- coverage: which test cases run which lines ----
 #
 # A mutant can only be killed by a test case that runs one of its lines. --cover measures, once,
@@ -776,8 +799,8 @@ def main():
     ap.add_argument("--asan", action="store_true",
                     help="run each survivor's cases again in an ASan build (a kill there counts)")
     ap.add_argument("--asan-max", type=int, default=120,
-                    help="seconds of cases (as measured for the coverage map) above which a survivor skips the "
-                         "ASan stage")
+                    help="seconds of a survivor's cases (as the coverage map measured them) the ASan stage runs, "
+                         "the quickest first")
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
@@ -1002,12 +1025,12 @@ def main():
                         break
                 if status != "stillborn":
                     status = "killed" if killed else ("same-code" if status == "same-code" else "survived")
-                est = sum(cov_seconds(covmap, s) or durations.get(s) or 60 for s in suites)
-                if status == "survived" and atree and suites and est <= args.asan_max:
+                asan_specs = cheapest_cases(covmap, suites, args.asan_max)
+                if status == "survived" and atree and asan_specs:
                     with lock:
                         bad = set(asan_bad)
                     alog = os.path.join(WORK, "%s-build.log" % os.path.basename(atree))
-                    by_asan = asan_stage(atree, p, texts[p], mtext, suites, alog, mlog + ".asan", bad, limit_of)
+                    by_asan = asan_stage(atree, p, texts[p], mtext, asan_specs, alog, mlog + ".asan", bad, limit_of)
                     with lock:
                         asan_bad.update(bad)
                     if by_asan:
