@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -446,6 +447,34 @@ START_TEST(a_fill_without_a_descriptor_to_spare_fails_cleanly)
 		      st);
 	check_fill(l3, &loc, 90, 0);
 	sc_l3_close(l3);
+}
+END_TEST
+
+/* More memory registered than a ring can name (8 ranges of 9 GiB: 72 one-GiB vectors, the ring
+ * takes 64), none of it usable by the kernel (reserved, PROT_NONE): the registration is refused,
+ * the ring keeps its header buffers, fills read right; a ninth range is -ENOSPC, bad ones -EINVAL. */
+START_TEST(registering_more_memory_than_a_ring_names)
+{
+	const uint64_t each = 9ull << 30;
+	uint8_t *res = mmap(NULL, 8 * each, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (res == MAP_FAILED) {
+		sc_skip("registering_more_memory_than_a_ring_names: 72 GiB of address space not reserved (%s)",
+			strerror(errno));
+		return;
+	}
+	struct sc_l3 *l3 = open_l3(NULL);
+	ck_assert_int_eq(sc_l3_register_memory(l3, NULL, 4096), -EINVAL);
+	ck_assert_int_eq(sc_l3_register_memory(l3, res, 0), -EINVAL);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(sc_l3_register_memory(l3, res + (uint64_t)i * each, each), 0);
+	ck_assert_int_eq(sc_l3_register_memory(l3, res, each), 0); /* the same range again: nothing new */
+	ck_assert_int_eq(sc_l3_register_memory(l3, res + 4096, 4096), -ENOSPC);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "regs", 10, 70000, 95, &loc), 0);
+	check_fill(l3, &loc, 95, 0);
+	check_fill(l3, &loc, 95, SC_L3_FILL_BUFFERED);
+	sc_l3_close(l3);
+	munmap(res, 8 * each);
 }
 END_TEST
 
@@ -1410,6 +1439,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
 	tcase_add_test(tc, a_forked_child_closes_handles_in_any_order_and_fills_again);
 	tcase_add_test(tc, a_fill_without_a_descriptor_to_spare_fails_cleanly);
+	tcase_add_test(tc, registering_more_memory_than_a_ring_names);
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
