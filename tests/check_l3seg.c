@@ -558,8 +558,9 @@ static int lowest_free_fd(void)
 }
 
 /* A segmented fill in a process that may open one descriptor more (its object file) but not the
- * segment reads' ring: a clear error, the object not quarantined; with descriptors again, the same
- * fill returns the bytes. (In a child: the limit is the process's.) */
+ * segment reads' ring, then (the ring made) not a segment file: each time a clear error that is
+ * not a miss, the object not quarantined; with descriptors again, the same fill returns the bytes.
+ * (In a child: the limit is the process's.) */
 START_TEST(a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
