@@ -620,19 +620,19 @@ COV_MAP = os.path.join(WORK, "coverage.json")
 COV_FLAGS = ["CFLAGS=-O0 -g --coverage -Wno-format-truncation"]
 
 
-def file_hash(path):
-    with open(os.path.join(ROOT, path), "rb") as f:
+def file_hash(path, root=ROOT):
+    with open(os.path.join(root, path), "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def suite_hash(name):
-    """A suite's cases and what they do: its source and the shared test helpers."""
+def suite_hash(name, root=ROOT):
+    """A suite's cases and what they do: its source and the shared test helpers (as in @root)."""
     h = hashlib.sha256()
     for p in [os.path.join("tests", name + ".c")] + sorted(
-            "tests/" + f for f in os.listdir(os.path.join(ROOT, "tests")) if f.endswith((".h",)) or
+            "tests/" + f for f in os.listdir(os.path.join(root, "tests")) if f.endswith((".h",)) or
             (f.endswith(".c") and not f.startswith("check_"))):
-        if os.path.exists(os.path.join(ROOT, p)):
-            h.update(p.encode() + b"\0" + open(os.path.join(ROOT, p), "rb").read())
+        if os.path.exists(os.path.join(root, p)):
+            h.update(p.encode() + b"\0" + open(os.path.join(root, p), "rb").read())
     return h.hexdigest()
 
 
@@ -678,19 +678,20 @@ def load_cov():
 def build_cov(suites, budget):
     """Measure (or bring up to date) the map for @suites: every case alone in the coverage tree."""
     m = load_cov() or {}
-    srcs = {p: file_hash(p) for p in cov_sources()}
+    # what is measured is the copy: hashes are taken of it, so an edit made meanwhile is seen next time
+    os.makedirs(COV, exist_ok=True)
+    print("mutate: syncing %s (%d files changed)" % (os.path.relpath(COV, ROOT), sync_tree(COV)), flush=True)
+    srcs = {p: file_hash(p, COV) for p in cov_sources()}
     if m.get("sources") != srcs:
         m = {"sources": srcs, "suites": {}, "lines": {}}  # a source moved: every line number may have
     names = list(dict.fromkeys(s.partition(":")[0] for s in suites))
-    todo = [n for n in names if m["suites"].get(n, {}).get("hash") != suite_hash(n)]
+    todo = [n for n in names if m["suites"].get(n, {}).get("hash") != suite_hash(n, COV)]
     if not todo:
         print("mutate: coverage map up to date (%d suites)" % len(names), flush=True)
         return m
-    os.makedirs(COV, exist_ok=True)
     os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
     log = os.path.join(WORK, "cov-build.log")
     open(log, "w").close()
-    print("mutate: syncing %s (%d files changed)" % (os.path.relpath(COV, ROOT), sync_tree(COV)), flush=True)
     wrap = os.path.join(COV, "build", "cov_exit.o")
     os.makedirs(os.path.dirname(wrap), exist_ok=True)
     subprocess.run(["gcc", "-O0", "-c", "-o", wrap, os.path.join(COV, "tests", "mutate", "cov_exit.c")], check=True)
@@ -723,7 +724,7 @@ def build_cov(suites, budget):
                         dst.setdefault(str(ln), [])
             print("mutate: coverage %s %d/%d %s %.1fs%s" % (name, k + 1, len(cases), case, dt,
                                                            "" if ok else " (failed: %s)" % tail[:80]), flush=True)
-        m["suites"][name] = {"hash": suite_hash(name), "cases": cases, "seconds": secs}
+        m["suites"][name] = {"hash": suite_hash(name, COV), "cases": cases, "seconds": secs}
         save_cov(m)
     cleanup_arenas()
     return m
