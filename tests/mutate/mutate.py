@@ -419,6 +419,26 @@ def cleanup_arenas():
                 pass
 
 
+def cleanup_loops():
+    """Loop disks of check_l3's o_direct_on_a_disk_of_4k_sectors whose test was killed (a signal
+    runs no clean-up): its file system unmounted, the device detached. Only those older than two
+    minutes (the case takes about a second), so another tree's running case keeps its own."""
+    r = subprocess.run(["losetup", "-n", "-O", "NAME,BACK-FILE", "-l"], capture_output=True)
+    for ln in r.stdout.decode(errors="replace").splitlines():
+        parts = ln.split(None, 1)
+        if len(parts) != 2 or not re.match(r"/var/tmp/sc-l3-[^/]+/disk\.img$", parts[1].strip()):
+            continue
+        img = parts[1].strip()
+        try:
+            if time.time() - os.stat(os.path.dirname(img)).st_mtime < 120:
+                continue
+        except OSError:
+            pass
+        subprocess.run(["umount", os.path.join(os.path.dirname(img), "mnt")], capture_output=True)
+        subprocess.run(["losetup", "-d", parts[0]], capture_output=True)
+        shutil.rmtree(os.path.dirname(img), ignore_errors=True)
+
+
 def kill_strays(tree):
     """Processes still running a binary of @tree's build after its suite ended: a test that forked
     into a session of its own (out of the suite's process group) under a mutant that loops. Left
@@ -1039,6 +1059,7 @@ def main():
         finally:
             write_tree(tree, p, texts[p])
             cleanup_arenas()
+            cleanup_loops()
         key = (p, c["op"], squash(c["before"]), squash(c["after"]))
         if status in ("survived", "same-code") and key in equivalent:
             c["why"] = equivalent[key]
