@@ -23,8 +23,14 @@ weak-memory model (tests/check_memmodel.c) can, for the code it runs. Survivors 
 tests/mutate/equivalent.txt with a reason are equivalent mutants and leave the score's
 denominator; every other survivor is listed.
 
+With a coverage map (COVER=1 measures it: build/mutate/coverage.json, which test cases run each
+line) a mutant runs only the cases that run its lines, and one whose lines no case runs survives
+without a run. With MUTATE_ASAN=1 a survivor's quickest cases run again in an AddressSanitizer
+build; a case failing there and passing there without the mutant kills it.
+
 Usage: make mutate [FILES="shm/readers.c lib/fsck.c"] [PER_FILE=16] [SEED=1] [BUDGET=seconds]
                    [OPS="cmp order ..."] [JOBS=1] [RERUN=results.json] [RESUME=results.json]
+                   [COVER=1] [NO_COVER=1] [MUTATE_ASAN=1]
 
 Results are written after every mutant to build/mutate/results.partial.json, so a run stopped
 part-way (or cut by its budget) can be completed with RESUME=build/mutate/results.partial.json.
