@@ -425,11 +425,9 @@ START_TEST(a_fill_without_a_descriptor_to_spare_fails_cleanly)
 		size_t cap = (loc.payload_bytes + 4095) / 4096 * 4096;
 		uint8_t *dst = aligned_alloc(4096, cap), *want = malloc(loc.payload_bytes);
 		fill_bytes(want, loc.payload_bytes, 90);
-		int fd = dup(0);
-		close(fd); /* the lowest free descriptor: the limit allows none from here */
 		struct rlimit was, none;
-		int bad = !dst || !want || fd < 0 || getrlimit(RLIMIT_NOFILE, &was) != 0;
-		none = (struct rlimit){ (rlim_t)fd, was.rlim_max };
+		int bad = !dst || !want || getrlimit(RLIMIT_NOFILE, &was) != 0;
+		none = (struct rlimit){ (rlim_t)sc_test_lowest_free_fd(), was.rlim_max }; /* no new descriptor */
 		bad |= setrlimit(RLIMIT_NOFILE, &none) != 0;
 		int rc = sc_l3_fill(l3, &loc, dst, cap, 0);
 		bad |= setrlimit(RLIMIT_NOFILE, &was) != 0;
@@ -497,12 +495,8 @@ START_TEST(a_forked_child_closes_handles_in_any_order_and_fills_again)
 			sc_l3_close(order ? a : b);
 			struct sc_l3 *c = NULL;
 			int ok = sc_l3_open(tmpdir, NULL, &c) == 0;
-			for (int k = 0; ok && k < 2; k++) {
-				size_t cap = (loc.payload_bytes + 4095) / 4096 * 4096;
-				void *dst = aligned_alloc(4096, cap);
-				ok = dst && sc_l3_fill(c, &loc, dst, cap, 0) == 0;
-				free(dst);
-			}
+			for (int k = 0; ok && k < 2; k++)
+				ok = fill_rc(c, &loc) == 0;
 			if (c)
 				sc_l3_close(c);
 			_exit(ok ? 0 : 1);

@@ -548,15 +548,6 @@ static int note_missing(const struct sc_l3_object_info *in, void *ctx)
 	return 0;
 }
 
-/* The lowest descriptor number free in this process. */
-static int lowest_free_fd(void)
-{
-	int fd = dup(0);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
-	return fd;
-}
-
 /* A segmented fill in a process that may open one descriptor more (its object file) but not the
  * segment reads' ring, then (the ring made) not a segment file: each time a clear error that is
  * not a miss, the object not quarantined; with descriptors again, the same fill returns the bytes.
@@ -581,7 +572,7 @@ START_TEST(a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly)
 		struct rlimit was, one;
 		int bad = !dst || sc_l3_fill(l3, &lw, dst, cap, 0) != 0 || memcmp(dst, w, nw) != 0;
 		bad |= getrlimit(RLIMIT_NOFILE, &was) != 0;
-		one = (struct rlimit){ (rlim_t)lowest_free_fd() + 1, was.rlim_max };
+		one = (struct rlimit){ (rlim_t)sc_test_lowest_free_fd() + 1, was.rlim_max };
 		bad |= setrlimit(RLIMIT_NOFILE, &one) != 0;
 		int rc = sc_l3_fill(l3, &la, dst, cap, 0);
 		bad |= setrlimit(RLIMIT_NOFILE, &was) != 0;
@@ -594,7 +585,7 @@ START_TEST(a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly)
 		memset(dst, 0, cap);
 		bad |= sc_l3_fill(l3, &la, dst, cap, 0) != 0 || memcmp(dst, a, na) != 0;
 		/* the segment ring made now: room for the object file but not for a segment's */
-		one.rlim_cur = (rlim_t)lowest_free_fd() + 1;
+		one.rlim_cur = (rlim_t)sc_test_lowest_free_fd() + 1;
 		bad |= setrlimit(RLIMIT_NOFILE, &one) != 0;
 		rc = sc_l3_fill(l3, &la, dst, cap, 0);
 		bad |= setrlimit(RLIMIT_NOFILE, &was) != 0;

@@ -139,6 +139,14 @@ void sc_test_rm_tree(const char *dir)
 		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
+int sc_test_lowest_free_fd(void)
+{
+	int fd = dup(0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	return fd;
+}
+
 const char *sc_test_build_dir(void)
 {
 	static char dir[PATH_MAX];

@@ -52,6 +52,8 @@ int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Remove @dir and everything below it (not crossing mounts); nothing when @dir is NULL or "". */
 void sc_test_rm_tree(const char *dir);
+/* The lowest descriptor number free in this process (a RLIMIT_NOFILE of it allows no new one). */
+int sc_test_lowest_free_fd(void);
 /* The build directory: the test binary is <build>/tests/check_<x>. */
 const char *sc_test_build_dir(void);
 /* Every point named by a call @call("...") in lib/ and shm/ is in the NULL-terminated list @pts,

@@ -606,19 +606,25 @@ def asan_stage(atree, path, text, mtext, specs, blog, mlog, bad, limit_of):
         write_tree(atree, path, text)
 
 
+def case_times(m, spec):
+    """[(seconds, suite, case)] of a narrowed spec's cases as the coverage map measured them, or
+    None (a whole suite, or one the map does not hold)."""
+    name, _, only = spec.partition(":")
+    s = m["suites"].get(name) if m else None
+    if not s or not only:
+        return None
+    want = set(only.split(","))
+    return [(t, name, c) for c, t in zip(s["cases"], s["seconds"]) if c in want]
+
+
 def cheapest_cases(m, specs, budget):
     """@specs narrowed to their quickest cases (as the coverage map measured them) within @budget
     seconds: a memory error on a line shows in any case that runs it. Whole suites (no map) as
     they are when they fit."""
     cases = []
     for spec in specs:
-        name, _, only = spec.partition(":")
-        s = m["suites"].get(name) if m else None
-        if not s or not only:
-            cases.append((60.0, name, None))  # not measured: counted as a minute
-            continue
-        want = set(only.split(","))
-        cases += [(t, name, c) for c, t in zip(s["cases"], s["seconds"]) if c in want]
+        times = case_times(m, spec)
+        cases += times if times is not None else [(60.0, spec.partition(":")[0], None)]  # a minute
     picked, spent = {}, 0.0
     for t, name, c in sorted(cases, key=lambda x: x[0]):
         if spent + t > budget:
@@ -658,7 +664,8 @@ def suite_hash(name, root=ROOT):
             "tests/" + f for f in os.listdir(os.path.join(root, "tests")) if f.endswith((".h",)) or
             (f.endswith(".c") and not f.startswith("check_"))):
         if os.path.exists(os.path.join(root, p)):
-            h.update(p.encode() + b"\0" + open(os.path.join(root, p), "rb").read())
+            with open(os.path.join(root, p), "rb") as f:
+                h.update(p.encode() + b"\0" + f.read())
     return h.hexdigest()
 
 
@@ -767,8 +774,8 @@ def cov_select(m, path, text, c, order):
     """The narrowed suite specs whose cases run a line of mutant @c (suites in @order first), [] when
     no case runs any of them, None when the map cannot tell (no map, the file changed since, or
     none of its lines is code gcov counts)."""
-    if not m or m["sources"].get(path) != file_hash(path) or text != open(os.path.join(ROOT, path)).read():
-        return None
+    if not m or m["sources"].get(path) != hashlib.sha256(text.encode()).hexdigest():
+        return None  # the text this run mutates is not the one measured
     lines = m["lines"].get(path)
     if lines is None:
         return None
@@ -794,12 +801,8 @@ def cov_select(m, path, text, c, order):
 
 
 def cov_seconds(m, spec):
-    name, _, only = spec.partition(":")
-    s = m["suites"].get(name) if m else None
-    if not s or not only:
-        return None
-    want = set(only.split(","))
-    return sum(t for case, t in zip(s["cases"], s["seconds"]) if case in want)
+    times = case_times(m, spec)
+    return None if times is None else sum(t for t, _, _ in times)
 
 
 # ---- main ----
