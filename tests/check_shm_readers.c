@@ -725,6 +725,58 @@ START_TEST(test_ofd_helpers_ignore_a_stale_errno)
 }
 END_TEST
 
+/* Descriptor 0 is a descriptor like any other: a worker started with its standard input closed
+ * maps the arena through descriptor 0, and a claim whose lock is opened as descriptor 0 holds its
+ * slot (neither is taken for a failure). In a child, which closes its own standard input. */
+static int claim_on_descriptor_zero(struct sc_arena *a, const char *name)
+{
+	struct sc_arena *b = NULL, *c = NULL;
+	/* a claim whose lock description is opened as descriptor 0 */
+	if (sc_arena_open(name, &c) || !c)
+		return 10;
+	shm_readers_release(c->shm, 0);
+	close(0);
+	if (sc_test_lowest_free_fd() != 0)
+		return 11;
+	int slot = shm_readers_claim(c->shm);
+	if (slot < 0 || c->shm->reader_slot != slot || c->shm->lock_fd != 0)
+		return 12;
+	if (state_of(a, (uint32_t)slot) != SHM_SLOT_LIVE || shm_token_alive(a->shm, c->shm->token) != 1)
+		return 13;
+	sc_arena_close(c); /* closes descriptor 0 again */
+	if (state_of(a, (uint32_t)slot) != SHM_SLOT_FREE || sc_test_lowest_free_fd() != 0)
+		return 14;
+	/* an arena mapped through descriptor 0 */
+	if (sc_arena_open(name, &b) || !b)
+		return 15;
+	if (b->shm->fd != 0 || b->shm->reader_slot < 0 || b->shm->lock_fd <= 0 ||
+	    shm_token_alive(a->shm, b->shm->token) != 1)
+		return 16;
+	slot = b->shm->reader_slot;
+	sc_arena_close(b);
+	if (state_of(a, (uint32_t)slot) != SHM_SLOT_FREE || sc_test_lowest_free_fd() != 0)
+		return 17;
+	return 0;
+}
+
+START_TEST(test_descriptor_zero_is_a_descriptor)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(claim_on_descriptor_zero(a, name));
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s %d", WIFEXITED(st) ? "exit" : "signal",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	for (uint32_t i = 1; i < SLOTS; i++)
+		ck_assert_uint_eq(state_of(a, i), SHM_SLOT_FREE);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *shm_readers_suite(void)
 {
 	Suite *s = suite_create("shm_readers");
@@ -743,6 +795,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_holders_refuse_a_damaged_index);
 	tcase_add_test(tc, test_holders_out_of_memory_in_the_heap_walk);
 	tcase_add_test(tc, test_ofd_helpers_ignore_a_stale_errno);
+	tcase_add_test(tc, test_descriptor_zero_is_a_descriptor);
 	suite_add_tcase(s, tc);
 	return s;
 }
