@@ -707,6 +707,11 @@ START_TEST(reserve_publish_in_place)
 	 * never a few bytes (lengths saturate) */
 	ck_assert_int_eq(sc_l2_reserve(f.st, UINT64_MAX / 4, &r), -E2BIG);
 	ck_assert_int_eq(sc_l2_reserve(f.st, (1ull << 61) + 5, &r), -E2BIG);
+	/* the largest sizes too (they were -EINVAL, which says "0 bytes"), counted as too large */
+	ck_assert_int_eq(sc_l2_reserve(f.st, UINT64_MAX / 4 + 1, &r), -E2BIG);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_TOO_LARGE);
+	ck_assert_int_eq(sc_l2_reserve(f.st, UINT64_MAX, &r), -E2BIG);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_TOO_LARGE);
 	ck_assert_uint_eq(sc_l2_footprint(f.a, UINT64_MAX / 4, 1, 16), UINT64_MAX);
 	ck_assert_uint_eq(sc_l2_footprint(NULL, (1ull << 62) - 64, 0, 0), UINT64_MAX);
 	ck_assert_uint_eq(sc_l2_footprint(NULL, (1ull << 61) - 1, 1, UINT32_MAX), UINT64_MAX);

@@ -226,8 +226,8 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, const struct
 	if (!r)
 		return -EINVAL;
 	memset(r, 0, sizeof(*r));
-	if (!st || !bytes || bytes > UINT64_MAX / 4)
-		return -EINVAL;
+	if (!st || !bytes)
+		return -EINVAL; /* any larger size saturates in alloc_len: -E2BIG below, as documented */
 	struct sc_arena *a = st->arena;
 	int rc = arena_usable(a, 1);
 	if (rc)
