@@ -293,8 +293,13 @@ int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry 
 	_Atomic uint32_t *slot = pred_slot(ix, b, shm_index_idx(ix, e) + 1);
 	if (!slot)
 		return -ENOENT;
+	/* a successor that is no entry of this shard (a scribbled link) is cut, not carried into the
+	 * predecessor: the bucket's other lookups stay misses instead of -EBADMSG */
+	uint32_t next = atomic_load_explicit(&e->next, memory_order_relaxed);
+	if (next > ix->nentries || (next && (next - 1) % SHM_INDEX_SHARDS != shm_index_shard_of_bucket(b)))
+		next = 0;
 	/* release: pairs with readers' acquire of the slot; the successor was published earlier */
-	atomic_store_explicit(slot, atomic_load_explicit(&e->next, memory_order_relaxed), memory_order_release);
+	atomic_store_explicit(slot, next, memory_order_release);
 	shm_fault_point("l2.index.unlinked"); /* unreachable but not yet retired */
 	shm_sched_point("l2.index.unlinked");
 	shm_index_retire_locked(ix, e);

@@ -1086,6 +1086,43 @@ START_TEST(admin_calls_on_a_scribbled_index_are_ebadmsg)
 }
 END_TEST
 
+/* A removal whose walk meets a scribbled link repairs the chain (cuts the link) and looks again:
+ * the answer is the one for the repaired chain (-ENOENT for a key not there, 0 for one that is),
+ * never -EBADMSG, and the entries before the cut stay. */
+START_TEST(remove_repairs_a_scribbled_chain_and_looks_again)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
+	int32_t t[4];
+	toks(t, 4, 10);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	int err;
+	struct shm_index_entry *e = shm_index_find(ix, k.lo, k.hi, &err);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_uint_eq(atomic_load(&e->next), 0); /* alone in its bucket */
+	struct sc_key other = { k.lo, k.hi ^ 1 };    /* the same bucket, not stored */
+	for (int round = 0; round < 2; round++) {
+		atomic_store(&e->next, ix->nentries + 1 + (uint32_t)round); /* beyond the table */
+		ck_assert_ptr_null(shm_index_find(ix, other.lo, other.hi, &err));
+		ck_assert_int_eq(err, -EBADMSG);
+		if (round == 0) {
+			ck_assert_int_eq(sc_l2_remove(f.st, other), -ENOENT);
+			ck_assert_uint_eq(atomic_load(&e->next), 0); /* cut */
+			ck_assert(has(f.st, 10, 4));
+		} else {
+			ck_assert_int_eq(sc_l2_remove(f.st, k), 0); /* found before the link: removed */
+			ck_assert(!has(f.st, 10, 4));
+			ck_assert_ptr_null(shm_index_find(ix, other.lo, other.hi, &err));
+			ck_assert_int_eq(err, 0); /* the bad link did not move into the bucket */
+		}
+	}
+	fx_close(&f);
+}
+END_TEST
+
 Suite *l2_suite(void)
 {
 	Suite *s = suite_create("l2");
@@ -1115,6 +1152,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
 	tcase_add_test(tc, digests_differing_in_one_half_never_match);
 	tcase_add_test(tc, admin_calls_on_a_scribbled_index_are_ebadmsg);
+	tcase_add_test(tc, remove_repairs_a_scribbled_chain_and_looks_again);
 	suite_add_tcase(s, tc);
 	return s;
 }
