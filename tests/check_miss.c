@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -339,6 +340,29 @@ START_TEST(a_key_collision_is_a_miss_that_says_so)
 }
 END_TEST
 
+/* A deadline detail outside the known ones (a caller's bug, or a newer caller's reason) counts the
+ * restore miss and no detail: no other counter of the record moves (the one after the detail
+ * array is the low-benefit refusals'). */
+START_TEST(a_deadline_detail_out_of_range_moves_no_other_counter)
+{
+	struct l2_misses *g = &l2_stats_region(arena)->misses_global;
+	uint64_t before[sizeof(*g) / 8], after[sizeof(*g) / 8];
+	for (uint32_t detail = L2_DEADLINE_SLOTS; detail <= L2_DEADLINE_SLOTS + 1; detail++) {
+		memcpy(before, (const void *)g, sizeof(before));
+		l2_count_restore_miss(arena, 0, SC_MISS_DEADLINE, detail);
+		memcpy(after, (const void *)g, sizeof(after));
+		size_t moved = offsetof(struct l2_misses, restore[SC_MISS_DEADLINE]) / 8;
+		for (size_t w = 0; w < sizeof(before) / 8; w++)
+			ck_assert_msg(after[w] - before[w] == (w == moved), "detail %u: word %zu moved by %llu", detail, w,
+				      (unsigned long long)(after[w] - before[w]));
+	}
+	struct sc_miss_stats m = ms(0);
+	ck_assert_uint_eq(m.restore[SC_MISS_DEADLINE], 2);
+	for (int d = 0; d < 8; d++)
+		ck_assert_uint_eq(m.deadline[d], 0);
+}
+END_TEST
+
 Suite *miss_suite(void)
 {
 	Suite *s = suite_create("miss");
@@ -350,6 +374,7 @@ Suite *miss_suite(void)
 	tcase_add_test(tc, restore_side_l2_misses_say_why);
 	tcase_add_test(tc, every_restore_miss_says_why);
 	tcase_add_test(tc, a_key_collision_is_a_miss_that_says_so);
+	tcase_add_test(tc, a_deadline_detail_out_of_range_moves_no_other_counter);
 	suite_add_tcase(s, tc);
 	return s;
 }
