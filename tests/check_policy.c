@@ -200,6 +200,11 @@ START_TEST(small_needs_two_hits_and_main_gives_hit_entries_another_round)
 	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_SMALL);
 	ck_assert_int_eq(queue_of(&f, 1), SHM_EVQ_SMALL);
 	ck_assert_int_eq(queue_of(&f, 2), SHM_EVQ_MAIN);
+	struct sc_l2_stats q = stats(&f); /* the stats say the same, list by list */
+	ck_assert_uint_eq(q.small_entries, 2);
+	ck_assert_uint_eq(q.main_entries, 18);
+	ck_assert_uint_gt(q.small_bytes, 0);
+	ck_assert_uint_eq(q.main_bytes, 9 * q.small_bytes);
 	ck_assert_int_eq(put(f.st, 20, n), 0); /* the first eviction: key 0, small and never hit */
 	ck_assert(!has(f.st, 0));
 	/* small is now {1, 20}: key 1 is hit once, key 20 twice */
@@ -434,6 +439,12 @@ START_TEST(every_refusal_reason_is_produced_and_counted)
 	for (uint32_t k = 10; k < 14; k++)
 		ck_assert_int_eq(get(f.st, k, &l[k - 10]), 0);
 	EXPECT_REFUSAL(&f, SC_L2_REFUSE_LEASED, -ENOSPC, put(f.st, 20, n));
+	/* the one entry not leased cannot make room for twice its size: refused before anything is
+	 * evicted (the leased bytes are counted from the right entries) */
+	sc_lease_release(&l[3]);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_LEASED, -ENOSPC, put(f.st, 20, 2 * n));
+	ck_assert(has(f.st, 13));
+	ck_assert_int_eq(get(f.st, 13, &l[3]), 0);
 	for (int i = 0; i < 4; i++)
 		sc_lease_release(&l[i]);
 	/* scan limit: every entry was hit, so the first step only moves one; one step allowed */
@@ -472,7 +483,7 @@ START_TEST(every_refusal_reason_is_produced_and_counted)
 	/* per stage too */
 	struct sc_l2_stats ss;
 	ck_assert_int_eq(sc_l2_stats(f.a, f.st, &ss), 0);
-	ck_assert_uint_eq(ss.refused[SC_L2_REFUSE_LEASED], 1);
+	ck_assert_uint_eq(ss.refused[SC_L2_REFUSE_LEASED], 2);
 	ck_assert_uint_eq(ss.refused[SC_L2_REFUSE_DIGEST], 1);
 	free(b);
 	fx_close(&f);
