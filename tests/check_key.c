@@ -103,6 +103,8 @@ START_TEST(keys_separate_stages_namespaces_and_tokens)
 	/* bad input */
 	ck_assert_int_eq(sc_l2_key(NULL, "ns", t, 4, &k1), -EINVAL);
 	ck_assert_int_eq(sc_l2_key(s1, "ns", NULL, 4, &k1), -EINVAL);
+	ck_assert_int_eq(sc_l2_key(s1, "ns", t, 4, NULL), -EINVAL); /* nowhere to write it */
+	ck_assert_int_eq(sc_l2_key(s1, "ns", NULL, 0, &k1), 0);     /* no tokens, none read */
 	struct sc_stage *bad = (struct sc_stage *)1;
 	ck_assert_int_eq(sc_stage_open(a, "", "x", &bad), -EINVAL);
 	ck_assert_ptr_null(bad);
