@@ -243,6 +243,7 @@ int shm_l3ix_tokens_equal(const struct shm_l3ix *ix, const struct shm_l3ix_snap 
 	if (atomic_load_explicit(&e->seq, memory_order_acquire) != snap->seq)
 		return -EAGAIN;
 	int eq = tokens_cmp(ix, snap->e.first_page, snap->e.token_count, tokens);
+	shm_sched_point("l3ix.tokens.compared"); /* compared, not yet validated: vs a writer */
 	/* pairs with the writer's release fence, as in shm_l3ix_find */
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&e->seq, RELAXED) != snap->seq)

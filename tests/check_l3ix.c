@@ -583,6 +583,54 @@ static void park_hook(const char *point, void *ctx)
 
 /* The window between a refresh's directory read and its write into the index: an attached put
  * of a new digest lands there; the older view must not overwrite it. */
+/* A token comparison that a writer overlaps is discarded: the entry changes between the
+ * comparison and its validation (an in-process hook at the schedule point between them clears
+ * it), and the answer is -EAGAIN, never the comparison of pages that may have been rewritten. */
+static struct shm_l3ix *overlap_ix;
+static uint32_t overlap_idx;
+static int overlapped;
+static void overlap_hook(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l3ix.tokens.compared") || overlapped)
+		return;
+	overlapped = 1;
+	ck_assert_int_eq(shm_l3ix_lock(overlap_ix), 0);
+	shm_l3ix_clear_locked(overlap_ix, overlap_idx);
+	shm_l3ix_unlock(overlap_ix);
+}
+
+START_TEST(a_token_comparison_a_writer_overlaps_is_discarded)
+{
+	open_all(64, 600000, 0);
+	struct sc_location loc;
+	put_with(l3, 8, 256, 81, &loc);
+	struct shm_l3ix ix;
+	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+	int32_t t[256], other[256];
+	toks_of(t, 256, 8);
+	memcpy(other, t, sizeof(t));
+	other[200] ^= 1;
+	struct sc_key key;
+	uint32_t len = 256;
+	ck_assert_int_eq(key_pfx_hashes(arena->shm->hv.key_secret, "ns", t, 256, &len, 1, &key), 0);
+	struct shm_l3ix_snap snap;
+	int eq;
+	ck_assert_int_eq(shm_l3ix_find(&ix, key.lo, key.hi, 256, NULL, 0, &eq, &snap), 1);
+	ck_assert_int_eq(shm_l3ix_tokens_equal(&ix, &snap, t), 1);
+	ck_assert_int_eq(shm_l3ix_tokens_equal(&ix, &snap, other), 0);
+	overlap_ix = &ix;
+	overlap_idx = snap.idx;
+	sc_sched_set(overlap_hook, NULL);
+	int rc = shm_l3ix_tokens_equal(&ix, &snap, t);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(overlapped, 1);
+	ck_assert_int_eq(rc, -EAGAIN);
+	ck_assert_int_eq(shm_l3ix_tokens_equal(&ix, &snap, t), -EAGAIN); /* and from then on */
+	close_all();
+}
+END_TEST
+
 START_TEST(refresh_never_puts_an_older_view_back)
 {
 	open_all(64, 600000, 0); /* small: the directory below outgrows it, so lookups miss and refresh */
@@ -1008,6 +1056,7 @@ Suite *l3ix_suite(void)
 	tcase_add_test(c, not_attached_changes_visible_within_interval);
 	tcase_add_test(c, object_vanishing_under_a_fill_is_a_miss);
 	tcase_add_test(c, refresh_never_puts_an_older_view_back);
+	tcase_add_test(c, a_token_comparison_a_writer_overlaps_is_discarded);
 	suite_add_tcase(s, c);
 	c = tcase_create("collisions");
 	tcase_set_timeout(c, 120);
