@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "sc_check.h"
+#include "../shm/readers.h"
 #include "../lib/l2/l2.h"
 #include "../shm/heap.h"
 #include "../shm/mutex.h"
@@ -75,6 +76,18 @@ START_TEST(test_lock_unlock_busy)
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	shm_mutex_unlock(a->shm, m);
 	ck_assert_uint_eq(shm_mutex_owner(m), 0);
+	ck_assert_int_eq(shm_mutex_trylock(a->shm, m), 0);
+	shm_mutex_unlock(a->shm, m);
+	/* a handle without a reader slot has no owner token: it takes nothing (an owner of 0 would
+	 * be a lock that looks free) */
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	shm_readers_release(b->shm, 0);
+	ck_assert_uint_eq(b->shm->token, 0);
+	ck_assert_int_eq(shm_mutex_trylock(b->shm, m), -EBADMSG);
+	ck_assert_int_eq(shm_mutex_lock(b->shm, m), -EBADMSG);
+	ck_assert_uint_eq(atomic_load(&m->word), 0);
+	sc_arena_close(b);
 	ck_assert_int_eq(shm_mutex_trylock(a->shm, m), 0);
 	shm_mutex_unlock(a->shm, m);
 	sc_test_arena_destroy(a, name);
