@@ -286,6 +286,33 @@ START_TEST(test_alignment)
 }
 END_TEST
 
+/* A page-aligned request takes the first class whose every block holds it at the worst alignment
+ * gap (63 units): a free block of exactly that many units serves it, rather than the heap's large
+ * free tail being split for it. */
+START_TEST(test_page_aligned_request_takes_the_block_that_just_fits)
+{
+	struct fx f;
+	fx_open(&f);
+	const uint64_t P = SHM_HEAP_PACKED, U = 1024; /* units of 64 bytes: a class's lower bound */
+	uint64_t a, sep, off;
+	ck_assert_int_eq(shm_heap_alloc(f.a, (U * 64 - 64) | P, 1, &a), 0); /* a block of exactly U units */
+	ck_assert_int_eq(shm_heap_alloc(f.a, 100, 2, &sep), 0);               /* keeps it from the tail */
+	ck_assert_int_eq(shm_heap_free(f.a, a), 0);
+	ck_assert_uint_eq(stats(f.a).free_blocks, 2);
+	/* 15 pages: U - 63 units with its header, so U at the worst gap */
+	uint64_t req = (U / 64 - 1) * PAGE;
+	ck_assert_uint_eq(shm_heap_footprint(req) / 64 + 63, U);
+	ck_assert_int_eq(shm_heap_alloc(f.a, req, 3, &off), 0);
+	ck_assert_uint_eq(off % PAGE, 0);
+	ck_assert_msg(off >= a && off + req <= a - 64 + U * 64, "placed at %llu, the block that fits is [%llu, %llu)",
+		      (unsigned long long)off, (unsigned long long)(a - 64), (unsigned long long)(a - 64 + U * 64));
+	ck_assert_int_eq(shm_heap_free(f.a, off), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, sep), 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_exhaustion)
 {
 	struct fx f;
@@ -912,6 +939,7 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_packed);
 	tcase_add_test(tc, test_roundtrip);
 	tcase_add_test(tc, test_alignment);
+	tcase_add_test(tc, test_page_aligned_request_takes_the_block_that_just_fits);
 	tcase_add_test(tc, test_exhaustion);
 	tcase_add_test(tc, test_e2big);
 	tcase_add_test(tc, test_coalesce);
