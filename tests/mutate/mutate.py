@@ -57,8 +57,20 @@ COPY_DIRS = ["lib", "shm", "tests", "tools", "bpf"]
 COPY_FILES = ["Makefile"]
 OPS = ["cmp", "bound", "order", "skip", "swap"]
 NEEDS_CLI = {"check_liveness", "check_trace", "check_cli"}
-# the sources tests/check_memmodel.c compiles under the weak memory model (Makefile: MM_SRCS)
-MODEL_SRCS = {"shm/readers.c", "shm/index.c", "shm/mutex.c", "shm/ring.c", "lib/l2/lease.c", "lib/holders.c"}
+
+
+def model_sources():
+    """The sources tests/check_memmodel.c compiles under the weak memory model: the Makefile's
+    MM_SRCS and the headers its rule names (their inline functions are compiled there too)."""
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        mk = f.read()
+    srcs = set(re.search(r"^MM_SRCS\s*:?=\s*(.*)$", mk, re.M).group(1).split())
+    rule = re.search(r"^\$\(B\)/tests/check_memmodel:([^\n]*\$\(MM_SRCS\)[^\n]*)$", mk, re.M)
+    srcs.update(w for w in rule.group(1).split() if w.endswith(".h") and not w.startswith("$"))
+    return srcs
+
+
+MODEL_SRCS = model_sources()
 
 
 # ---- configuration ----
