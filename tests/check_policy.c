@@ -943,6 +943,39 @@ START_TEST(evq_calls_with_out_of_range_arguments_change_nothing)
 }
 END_TEST
 
+/* A list link whose target names another list (a scribbled node) is not followed: the walk to
+ * the newer node stops, and the lists are rebuilt. The same for a target whose back link does not
+ * point back. */
+START_TEST(evq_walk_refuses_a_link_into_another_list)
+{
+	struct fx f;
+	fx_open(&f);
+	for (uint32_t k = 0; k < 6; k++)
+		ck_assert_int_eq(put(f.st, k, 3000), 0);
+	struct shm_evq *q = l2_q(f.a);
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(shm_evq_lock(q), 0);
+		uint32_t t = shm_evq_tail_locked(q, SHM_EVQ_SMALL);
+		ck_assert_uint_ne(t, 0);
+		uint32_t nx = shm_evq_newer_locked(q, t - 1);
+		ck_assert_uint_ne(nx, 0);
+		uint64_t repairs = q->hdr->repairs;
+		if (round == 0)
+			q->node[nx - 1].q = SHM_EVQ_MAIN; /* the link leads into the other list */
+		else
+			q->node[nx - 1].prev = nx;        /* its back link names itself */
+		ck_assert_uint_eq(shm_evq_newer_locked(q, t - 1), 0);
+		ck_assert_uint_eq(q->hdr->repairs, repairs + 1);
+		const char *why = NULL;
+		ck_assert_msg(shm_evq_check_locked(q, &why) == 0, "round %d: %s", round, why ? why : "");
+		shm_evq_unlock(q);
+	}
+	for (uint32_t k = 0; k < 6; k++)
+		ck_assert(has(f.st, k));
+	fx_close(&f);
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
 	Suite *s = suite_create("policy");
@@ -950,6 +983,7 @@ Suite *policy_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, evq_calls_with_out_of_range_arguments_change_nothing);
+	tcase_add_test(tc, evq_walk_refuses_a_link_into_another_list);
 	tcase_add_test(tc, small_needs_two_hits_and_main_gives_hit_entries_another_round);
 	tcase_add_test(tc, a_scan_does_not_flush_the_hot_set);
 	tcase_add_test(tc, fragmented_heap_publishes_an_eighth_of_the_budget);
