@@ -138,6 +138,7 @@ static struct proto {
 	struct sc_stage *st;
 	struct sc_key key;
 	uint32_t idx;                 /* the entry */
+	uint32_t idx2;                /* mode 2: the entry linked in front of it and unlinked again */
 	uint64_t rec;
 	int lease;                    /* the reader takes a lease and uses the payload after its epoch */
 	/* what happened, in the order the coroutines ran (plain memory: sequentially consistent) */
@@ -146,7 +147,8 @@ static struct proto {
 	int violated;
 	char why[160];
 	/* the real memory the threads change, restored before every execution */
-	struct { void *p; size_t n; void *copy; } snap[5];
+	struct { void *p; size_t n; void *copy; } snap[6];
+	int nsnap;
 	uint64_t l2_lease_used_r;
 } P;
 
@@ -157,7 +159,7 @@ static struct {
 static void proto_reset(void *ctx)
 {
 	(void)ctx;
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < P.nsnap; i++)
 		memcpy(P.snap[i].p, P.snap[i].copy, P.snap[i].n);
 	P.r->l2_lease_used = P.l2_lease_used_r;
 	P.using = P.freed = P.violated = 0;
@@ -252,9 +254,12 @@ static void proto_setup(void)
 }
 
 /* @unpublished: the entry is taken out of its bucket and made BUSY again, as a writer holds it
- * just before shm_index_link_locked */
+ * just before shm_index_link_locked; 2: a second entry of the same bucket (keys weakened to one
+ * bucket) is unpublished too */
 static void proto_setup_mode(int unpublished)
 {
+	if (unpublished == 2)
+		sc_test_set_key_mask(0, ~0ull); /* every key's low half 0: one bucket, one shard */
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
 	P.a = sc_test_arena_opts("mm", &o, &P.name);
 	P.w = P.a;
@@ -272,6 +277,20 @@ static void proto_setup_mode(int unpublished)
 	struct shm_index_entry *e = shm_index_find(ix, P.key.lo, P.key.hi, &err); /* main context: real */
 	ck_assert_ptr_nonnull(e);
 	P.idx = shm_index_idx(ix, e);
+	struct shm_index_entry *e2 = NULL;
+	if (unpublished == 2) {
+		int32_t t2[4] = { 5, 6, 7, 8 };
+		struct sc_key k2;
+		ck_assert_int_eq(sc_l2_admit(P.st, NS, t2, 4, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), 0);
+		ck_assert_int_eq(sc_l2_key(P.st, NS, t2, 4, &k2), 0);
+		e2 = shm_index_find(ix, k2.lo, k2.hi, &err);
+		ck_assert_ptr_nonnull(e2);
+		ck_assert_uint_eq(atomic_load(&e2->next), P.idx + 1); /* linked in front of the first */
+		P.idx2 = shm_index_idx(ix, e2);
+		atomic_store(&e2->next, 0);
+		atomic_store(&e2->state, SHM_ENT_BUSY);
+		atomic_store(&ix->buckets[shm_index_bucket(ix, e->key_lo)], P.idx + 1);
+	}
 	if (unpublished) {
 		ck_assert_uint_eq(atomic_load(&e->next), 0); /* alone in its bucket */
 		atomic_store(&ix->buckets[shm_index_bucket(ix, e->key_lo)], 0);
@@ -285,8 +304,11 @@ static void proto_setup_mode(int unpublished)
 	P.snap[2].p = ix->hdr, P.snap[2].n = sizeof(*ix->hdr);
 	P.snap[3].p = (void *)ix->buckets, P.snap[3].n = (ix->mask + 1) * sizeof(ix->buckets[0]);
 	P.snap[4].p = e, P.snap[4].n = sizeof(*e);
+	P.nsnap = 5;
+	if (e2)
+		P.snap[5].p = e2, P.snap[5].n = sizeof(*e2), P.nsnap = 6;
 	mm_regions_clear();
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < P.nsnap; i++) {
 		P.snap[i].copy = malloc(P.snap[i].n);
 		memcpy(P.snap[i].copy, P.snap[i].p, P.snap[i].n);
 		mm_region(P.snap[i].p, P.snap[i].n);
@@ -301,8 +323,9 @@ static void proto_setup_mode(int unpublished)
 static void proto_teardown(void)
 {
 	proto_reset(NULL);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < P.nsnap; i++)
 		free(P.snap[i].copy);
+	sc_test_set_key_mask(~0ull, ~0ull);
 	mm_regions_clear();
 	sc_stage_close(P.st);
 	sc_arena_close(P.r);
@@ -364,6 +387,35 @@ START_TEST(test_publish_vs_lookup_under_weak_memory)
 	proto_setup_mode(1);
 	struct mm_scenario s = { .name = "index publish vs lookup", .threads = 2, .reset = proto_reset,
 				 .thread = publish_thread, .check = proto_check };
+	explore_ok(&s);
+	proto_teardown();
+}
+END_TEST
+
+/* the writer publishes the entry, links a second one in front of it and unlinks that again: the
+ * bucket names the first entry once more, through the unlink's store; the reader looks the first
+ * one up */
+static void unlink_publish_thread(void *ctx, unsigned who)
+{
+	if (who == 0) {
+		publish_thread(ctx, 0);
+		return;
+	}
+	struct shm_index *ix = l2_ix(P.w);
+	atomic_store_explicit(&PS.fields, 1, memory_order_relaxed);
+	shm_index_link_locked(ix, &ix->ent[P.idx], NULL);
+	shm_index_link_locked(ix, &ix->ent[P.idx2], NULL);
+	(void)shm_index_unlink_retire_locked(ix, &ix->ent[P.idx2]);
+}
+
+/* A reader that reaches an entry through a slot an unlink wrote sees everything written before the
+ * entry was linked (release of the slot in shm_index_unlink_retire_locked: the successor was
+ * published earlier, and the unlink's store carries that on). */
+START_TEST(test_unlink_vs_lookup_of_the_successor_under_weak_memory)
+{
+	proto_setup_mode(2);
+	struct mm_scenario s = { .name = "index unlink vs lookup of the successor", .threads = 2,
+				 .reset = proto_reset, .thread = unlink_publish_thread, .check = proto_check };
 	explore_ok(&s);
 	proto_teardown();
 }
@@ -691,6 +743,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_epoch_vs_reclaim_under_weak_memory);
 	tcase_add_test(tc, test_lease_vs_reclaim_under_weak_memory);
 	tcase_add_test(tc, test_publish_vs_lookup_under_weak_memory);
+	tcase_add_test(tc, test_unlink_vs_lookup_of_the_successor_under_weak_memory);
 	tcase_add_test(tc, test_mutex_under_weak_memory);
 	tcase_add_test(tc, test_ring_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_under_weak_memory);
