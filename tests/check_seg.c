@@ -352,6 +352,20 @@ START_TEST(segments_off_and_small_payloads_are_stored_whole)
 	s = stats(&f);
 	ck_assert_uint_eq(s.segments, 0);
 	ck_assert_uint_eq(s.physical_bytes, 1000);
+	/* exactly one segment ("larger than one segment" is cut): whole too, admitted or filled */
+	ck_assert_int_eq(put(&f, 200, SEG, 0, 2), 0);
+	ck_assert_uint_eq(stats(&f).segments, 0);
+	struct sc_l2_resv r;
+	ck_assert_int_eq(sc_l2_reserve(f.st, SEG, &r), 0);
+	memcpy(r.ptr, f.base, SEG);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 300 + i;
+	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 8, sc_digest(r.ptr, SEG), &r, SC_PAYLOAD_FULL_STATE, SEG, 0, NULL,
+				       SC_ORIGIN_FROM_L3, NULL), 0);
+	s = stats(&f);
+	ck_assert_uint_eq(s.segments, 0);
+	ck_assert_uint_eq(s.saved_bytes, 0);
 	fx_close(&f);
 }
 END_TEST
