@@ -360,6 +360,14 @@ START_TEST(a_deadline_detail_out_of_range_moves_no_other_counter)
 	ck_assert_uint_eq(m.restore[SC_MISS_DEADLINE], 2);
 	for (int d = 0; d < 8; d++)
 		ck_assert_uint_eq(m.deadline[d], 0);
+	/* a known detail is counted under it, and the copy-out of each array ends where it does */
+	l2_count_restore_miss(arena, 0, SC_MISS_DEADLINE, 0);
+	m = ms(0);
+	ck_assert_uint_eq(m.deadline[0], 1);
+	for (int i = SC_L2_REFUSE_REASONS; i < SC_MISS_MAX; i++)
+		ck_assert_uint_eq(m.l2_refused[i], 0);
+	for (int i = SC_DEADLINE_COUNT; i < 8; i++)
+		ck_assert_uint_eq(m.deadline[i], 0);
 }
 END_TEST
 
