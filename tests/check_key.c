@@ -154,6 +154,16 @@ START_TEST(prefix_keys_equal_individual_keys)
 		ck_assert_int_eq(sc_l2_key(s, "ns", t, (size_t)(i + 1) * 64, &one), 0);
 		ck_assert(one.lo == keys[i].lo && one.hi == keys[i].hi);
 	}
+	/* at most @max keys, and nothing written past them */
+	struct sc_key canary = { 0x1234, 0x5678 };
+	for (uint32_t max = 1; max < 16; max++) {
+		struct sc_key few[17];
+		for (int i = 0; i < 17; i++)
+			few[i] = canary;
+		ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 1000, 64, few, max), (int)max);
+		ck_assert(few[max].lo == canary.lo && few[max].hi == canary.hi);
+		ck_assert(few[max - 1].lo == keys[max - 1].lo && few[max - 1].hi == keys[max - 1].hi);
+	}
 	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 1000, 64, keys, 3), 3);
 	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 100, 0, keys, 16), 0); /* default block 256 */
 	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 1000, 0, keys, 16), 3);
