@@ -498,6 +498,8 @@ static struct ringcase {
 	size_t ctl_n, data_n;
 	int violated;
 	unsigned seen;
+	unsigned sent;                /* records the producer committed before closing */
+	int freed;                    /* the consumer found the ring FREE after its rounds */
 	char why[160];
 } RG;
 
@@ -516,6 +518,8 @@ static void ring_reset(void *ctx)
 		atomic_init(&RS.written[i], 0);
 	RG.violated = 0;
 	RG.seen = 0;
+	RG.sent = 0;
+	RG.freed = 0;
 }
 
 static void ring_thread(void *ctx, unsigned who)
@@ -562,7 +566,35 @@ static int ring_check(void *ctx, char *why, size_t len)
 	return -1;
 }
 
-START_TEST(test_ring_under_weak_memory)
+/* the producer commits one record and closes its ring (R3, then R2); the consumer polls twice,
+ * and a drained CLOSED ring is freed (ring_reap: A1, then A3) */
+static void ring_close_thread(void *ctx, unsigned who)
+{
+	if (who == 0) {
+		int32_t tok[2] = { 0, 7 };
+		struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
+		atomic_store_explicit(&RS.written[0], 1, memory_order_relaxed);
+		if (shm_ring_submit(&RG.prod, &m) == 0) {
+			RG.sent = 1;
+			(void)shm_ring_release(&RG.prod);
+		}
+		return;
+	}
+	ring_thread(ctx, who);
+	uint64_t w = atomic_load_explicit(&RG.prod0.ctl->owner, memory_order_relaxed); /* our own CAS, if any */
+	RG.freed = shm_ring_owner_state(w) == SHM_RING_FREE;
+}
+
+static int ring_close_check(void *ctx, char *why, size_t len)
+{
+	if (RG.freed && RG.seen < RG.sent) {
+		snprintf(why, len, "the consumer freed a closed ring with %u of %u records delivered", RG.seen, RG.sent);
+		return -1;
+	}
+	return ring_check(ctx, why, len);
+}
+
+static void run_ring(const char *name, void (*thread)(void *, unsigned), int (*check)(void *, char *, size_t))
 {
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2, .ring_count = 1,
 				   .ring_bytes = 4096 };
@@ -586,8 +618,7 @@ START_TEST(test_ring_under_weak_memory)
 	mm_region(reg, n);
 	mm_region_alias(shm_region(RG.c->shm, SHM_REGION_RINGS, NULL), n, reg);
 	mm_region(&RS, sizeof(RS));
-	struct mm_scenario s = { .name = "ring submit vs cursor", .threads = 2, .reset = ring_reset,
-				 .thread = ring_thread, .check = ring_check };
+	struct mm_scenario s = { .name = name, .threads = 2, .reset = ring_reset, .thread = thread, .check = check };
 	explore_ok(&s);
 	mm_regions_clear();
 	ring_reset(NULL);
@@ -595,6 +626,19 @@ START_TEST(test_ring_under_weak_memory)
 	free(RG.data0);
 	sc_arena_close(RG.c);
 	sc_test_arena_destroy(RG.a, RG.name);
+}
+
+START_TEST(test_ring_under_weak_memory)
+{
+	run_ring("ring submit vs cursor", ring_thread, ring_check);
+}
+END_TEST
+
+/* A consumer that sees a ring CLOSED sees its final tail (A1 pairs with R2): it never frees a ring
+ * whose last record it has not delivered. */
+START_TEST(test_ring_close_vs_reap_under_weak_memory)
+{
+	run_ring("ring close vs reap", ring_close_thread, ring_close_check);
 }
 END_TEST
 
@@ -746,6 +790,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_unlink_vs_lookup_of_the_successor_under_weak_memory);
 	tcase_add_test(tc, test_mutex_under_weak_memory);
 	tcase_add_test(tc, test_ring_under_weak_memory);
+	tcase_add_test(tc, test_ring_close_vs_reap_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_of_a_dead_slot_under_weak_memory);
 	suite_add_tcase(s, tc);
