@@ -110,6 +110,16 @@ START_TEST(keys_separate_stages_namespaces_and_tokens)
 	ck_assert_ptr_null(bad);
 	ck_assert_int_eq(sc_stage_open(a, "x", NULL, &bad), -EINVAL);
 	ck_assert_int_eq(sc_stage_open(NULL, "x", "y", &bad), -EINVAL);
+	/* identities of SC_IDENTITY_MAX bytes are taken whole; one byte more is refused (never cut to
+	 * the first SC_IDENTITY_MAX, which would give two identities one stage) */
+	static char big[SC_IDENTITY_MAX + 2];
+	memset(big, 'm', SC_IDENTITY_MAX + 1);
+	ck_assert_int_eq(sc_stage_open(a, big, "x", &bad), -EINVAL);
+	ck_assert_int_eq(sc_stage_open(a, "x", big, &bad), -EINVAL);
+	big[SC_IDENTITY_MAX] = 0;
+	struct sc_stage *longest;
+	ck_assert_int_eq(sc_stage_open(a, big, big, &longest), 0);
+	sc_stage_close(longest);
 	sc_stage_close(s1);
 	sc_stage_close(s2);
 	sc_stage_close(s3);
