@@ -54,21 +54,13 @@
 
 #define RELAXED memory_order_relaxed
 
-static uint32_t pow2_ceil(uint32_t v)
-{
-	uint32_t p = 1;
-	while (p < v)
-		p <<= 1;
-	return p;
-}
-
 uint32_t shm_l3ix_entries(uint32_t entries)
 {
 	if (!entries)
 		return 0;
 	if (entries < SHM_L3IX_MIN_ENTRIES)
 		entries = SHM_L3IX_MIN_ENTRIES;
-	return pow2_ceil((entries + SHM_L3IX_WAYS - 1) / SHM_L3IX_WAYS) * SHM_L3IX_WAYS;
+	return shm_pow2_at_least((entries + SHM_L3IX_WAYS - 1) / SHM_L3IX_WAYS, 1) * SHM_L3IX_WAYS;
 }
 
 static uint32_t pages_for(uint32_t entries, int with_tokens)

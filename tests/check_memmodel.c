@@ -21,6 +21,7 @@
 #include "mm_renames.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@
 #include "../shm/index.c"
 #include "../shm/mutex.c"
 #include "../shm/ring.c"
+#include "../shm/l3ix.c"
 #include "../lib/l2/lease.c"
 #include "../lib/holders.c"
 
@@ -642,6 +644,80 @@ START_TEST(test_ring_close_vs_reap_under_weak_memory)
 }
 END_TEST
 
+/* ---- the location index's entries: a reader never takes a half-written entry for a whole one ---- */
+
+/* shm/l3ix.c's sequence protocol: the writer opens an entry (seq_begin: seq odd, then a release
+ * fence), writes its fields, closes it (seq_end: release store of the next even seq); a reader
+ * (shm_l3ix_find, shm_l3ix_tokens_equal) acquire-loads seq, copies the fields, issues an acquire
+ * fence and loads seq again, and keeps the copy only when both loads saw the same even value.
+ * The writer here is shm/l3ix.c's own seq_begin/seq_end; the entry's plain fields are modelled by
+ * two shadow words the writer changes together, and the reader is shm_l3ix_find's order. */
+static struct {
+	struct shm_l3ix_entry e;
+	_Atomic uint64_t a, b;        /* the shadow of two fields written together */
+	int violated;
+	char why[160];
+} SQ;
+
+static void sq_reset(void *ctx)
+{
+	(void)ctx;
+	memset(&SQ.e, 0, sizeof(SQ.e));
+	atomic_init(&SQ.a, 1);
+	atomic_init(&SQ.b, 1);
+	SQ.violated = 0;
+}
+
+static void sq_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		seq_begin(&SQ.e);
+		atomic_store_explicit(&SQ.a, 2, memory_order_relaxed);
+		atomic_store_explicit(&SQ.b, 2, memory_order_relaxed);
+		seq_end(&SQ.e);
+		return;
+	}
+	for (int t = 0; t < 2; t++) {
+		uint32_t s1 = atomic_load_explicit(&SQ.e.seq, memory_order_acquire);
+		if (s1 & 1) {
+			mm_yield();
+			continue;
+		}
+		uint64_t a = atomic_load_explicit(&SQ.a, memory_order_relaxed);
+		uint64_t b = atomic_load_explicit(&SQ.b, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&SQ.e.seq, memory_order_relaxed) != s1)
+			continue;
+		if (a != b && !SQ.violated) {
+			SQ.violated = 1;
+			snprintf(SQ.why, sizeof(SQ.why), "the reader kept fields %llu and %llu of two writes at seq %u",
+				 (unsigned long long)a, (unsigned long long)b, s1);
+		}
+		return;
+	}
+}
+
+static int sq_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	if (!SQ.violated)
+		return 0;
+	snprintf(why, len, "%s", SQ.why);
+	return -1;
+}
+
+START_TEST(test_l3ix_entry_sequence_under_weak_memory)
+{
+	mm_regions_clear();
+	mm_region(&SQ, offsetof(__typeof__(SQ), violated));
+	struct mm_scenario s = { .name = "l3ix entry write vs copy", .threads = 2, .reset = sq_reset,
+				 .thread = sq_thread, .check = sq_check };
+	explore_ok(&s);
+	mm_regions_clear();
+}
+END_TEST
+
 /* ---- the holder listing: each row is one holder's, never a mix of two incarnations ---- */
 
 static struct holderscase {
@@ -791,6 +867,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_mutex_under_weak_memory);
 	tcase_add_test(tc, test_ring_under_weak_memory);
 	tcase_add_test(tc, test_ring_close_vs_reap_under_weak_memory);
+	tcase_add_test(tc, test_l3ix_entry_sequence_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_of_a_dead_slot_under_weak_memory);
 	suite_add_tcase(s, tc);
