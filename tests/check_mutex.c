@@ -222,6 +222,12 @@ START_TEST(test_fsck_repairs_corrupted_arena_mutexes)
 	ck_assert_int_eq(sc_l2_key(st, "", tok, 3, &k), 0);
 	uint32_t shard = shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo));
 	ix->hdr->shards[shard].mu.magic = 0xc3;
+	/* the shard's lock alone: a replacement refuses before it publishes, and its block goes back */
+	struct shm_heap_stats h0, h1;
+	ck_assert_int_eq(shm_heap_stats(a->shm, &h0), 0);
+	ck_assert_int_eq(sc_l2_admit(st, "", tok, 3, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), -EBADMSG);
+	ck_assert_int_eq(shm_heap_stats(a->shm, &h1), 0);
+	ck_assert_uint_eq(h1.used_bytes, h0.used_bytes);
 	shm_heap_mutex(a->shm)->magic = 0xc3;
 	/* writers refuse, readers still serve */
 	ck_assert_int_eq(sc_l2_admit(st, "", tok, 3, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), -EBADMSG);
