@@ -651,15 +651,17 @@ START_TEST(hostile_segment_records_are_refused)
 	uint8_t *buf = malloc(7 * MiB);
 	ck_assert_int_eq(sc_lease_copy(&l, buf, 7 * MiB), -EBADMSG);
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 200 + i;
+	r->p[0].at = 1ull << 40;            /* far past the mapping: the copy path reads nothing there */
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
 	r->p[0] = saved;
 	r->p[0].len += 1;                   /* pieces no longer sum to the sections */
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
 	r->p[0] = saved;
 	uint32_t np = r->npieces;
 	r->npieces = 1u << 30;              /* beyond any record */
-	int32_t t[8];
-	for (int i = 0; i < 8; i++)
-		t[i] = 200 + i;
 	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
 	r->npieces = np;
 	uint64_t m = r->magic;
