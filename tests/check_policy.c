@@ -976,12 +976,33 @@ START_TEST(evq_walk_refuses_a_link_into_another_list)
 }
 END_TEST
 
+/* The ghost table is set-associative over aligned buckets of SHM_EVQ_GHOST_WAYS slots: as many
+ * fingerprints as a bucket has slots, for each of two neighbouring buckets, are all remembered
+ * (buckets that overlapped would forget some of them). */
+START_TEST(ghost_buckets_hold_their_ways)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_evq *q = l2_q(f.a);
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	const uint32_t n = 2 * SHM_EVQ_GHOST_WAYS;
+	for (uint32_t low = 0; low < n; low++)
+		shm_evq_ghost_put_locked(q, (0x9e3779b9ull + low) << 32 | (0x1000u + low), 1);
+	for (uint32_t low = 0; low < n; low++)
+		ck_assert_msg(shm_evq_ghost_take_locked(q, (0x9e3779b9ull + low) << 32 | (0x1000u + low), UINT64_MAX) == 1,
+			      "fingerprint %u of %u forgotten", low, n);
+	shm_evq_unlock(q);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
 	Suite *s = suite_create("policy");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
+	tcase_add_test(tc, ghost_buckets_hold_their_ways);
 	tcase_add_test(tc, evq_calls_with_out_of_range_arguments_change_nothing);
 	tcase_add_test(tc, evq_walk_refuses_a_link_into_another_list);
 	tcase_add_test(tc, small_needs_two_hits_and_main_gives_hit_entries_another_round);
