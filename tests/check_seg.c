@@ -657,6 +657,19 @@ START_TEST(hostile_segment_records_are_refused)
 	r->p[0].at = 1ull << 40;            /* far past the mapping: the copy path reads nothing there */
 	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
 	r->p[0] = saved;
+	/* a piece that ends exactly at the heap's end is in bounds (the heap's last block may hold
+	 * it): its bytes copied into the heap's last, free, bytes */
+	uint64_t hn;
+	uint8_t *heap = shm_region(f.a->shm, SHM_REGION_HEAP, &hn);
+	ck_assert_uint_lt(heap_used(&f) + 2 * saved.len, hn);
+	uint64_t end_at = (uint64_t)(heap - f.a->shm->base) + hn - saved.len;
+	memcpy(f.a->shm->base + end_at, f.a->shm->base + saved.at, saved.len);
+	r->p[0].at = end_at;
+	struct sc_segment sg[16];
+	ck_assert_int_gt(sc_lease_segments(&l, sg, 16), 0);
+	ck_assert_ptr_eq(sg[0].ptr, f.a->shm->base + end_at);
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	r->p[0] = saved;
 	r->p[0].len += 1;                   /* pieces no longer sum to the sections */
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
 	r->p[0] = saved;
