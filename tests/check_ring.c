@@ -700,6 +700,17 @@ START_TEST(hostile_records_are_ebadmsg_never_out_of_bounds)
 		atomic_store(&rec->ntokens, 1);
 		atomic_store(&c->head, atomic_load(&c->tail));
 	}
+	/* a record longer than its tokens need, reaching over the next one: -EBADMSG, the next record
+	 * is not skipped unseen */
+	ck_assert_int_eq(submit(r, 1, 0, 1, 0), 0);
+	ck_assert_int_eq(submit(r, 2, 0, 1, 0), 0);
+	uint64_t at = atomic_load(&c->head);
+	ck_assert_uint_eq(atomic_load(&c->tail) - at, 128);
+	rec = (struct shm_ring_rec *)(data_of(i) + (at & 4095));
+	atomic_store(&rec->len, 128);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 10), -EBADMSG);
+	ck_assert_uint_eq(atomic_load(&c->head), at);
+	atomic_store(&c->head, atomic_load(&c->tail));
 	/* random garbage below a random tail: never a crash */
 	unsigned seed = 7;
 	for (int k = 0; k < 2000; k++) {
