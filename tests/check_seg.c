@@ -363,6 +363,13 @@ START_TEST(segments_off_and_small_payloads_are_stored_whole)
 		t[i] = 300 + i;
 	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 8, sc_digest(r.ptr, SEG), &r, SC_PAYLOAD_FULL_STATE, SEG, 0, NULL,
 				       SC_ORIGIN_FROM_L3, NULL), 0);
+	/* a recurrent section of exactly one segment (recurrent-only: no KV section): whole too */
+	ck_assert_int_eq(sc_l2_reserve(f.st, SEG, &r), 0);
+	memcpy(r.ptr, f.base, SEG);
+	for (int i = 0; i < 8; i++)
+		t[i] = 400 + i;
+	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 8, sc_digest(r.ptr, SEG), &r, SC_PAYLOAD_KV_RECURRENT, 0, SEG, NULL,
+				       SC_ORIGIN_FROM_L3, NULL), 0);
 	s = stats(&f);
 	ck_assert_uint_eq(s.segments, 0);
 	ck_assert_uint_eq(s.saved_bytes, 0);
