@@ -583,6 +583,19 @@ static void park_hook(const char *point, void *ctx)
 
 /* The window between a refresh's directory read and its write into the index: an attached put
  * of a new digest lands there; the older view must not overwrite it. */
+/* The index entry of the 256-token prefix of seed @tseed (put by this test): 1 with its snapshot. */
+static int find_indexed(unsigned tseed, struct shm_l3ix *ix, struct shm_l3ix_snap *snap)
+{
+	ck_assert_int_eq(shm_l3ix_view(arena->shm, ix), 0);
+	int32_t t[256];
+	toks_of(t, 256, tseed);
+	struct sc_key key;
+	uint32_t len = 256;
+	ck_assert_int_eq(key_pfx_hashes(arena->shm->hv.key_secret, "ns", t, 256, &len, 1, &key), 0);
+	int eq;
+	return shm_l3ix_find(ix, key.lo, key.hi, 256, NULL, 0, &eq, snap);
+}
+
 /* A token comparison that a writer overlaps is discarded: the entry changes between the
  * comparison and its validation (an in-process hook at the schedule point between them clears
  * it), and the answer is -EAGAIN, never the comparison of pages that may have been rewritten. */
@@ -606,17 +619,12 @@ START_TEST(a_token_comparison_a_writer_overlaps_is_discarded)
 	struct sc_location loc;
 	put_with(l3, 8, 256, 81, &loc);
 	struct shm_l3ix ix;
-	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
+	struct shm_l3ix_snap snap;
+	ck_assert_int_eq(find_indexed(8, &ix, &snap), 1);
 	int32_t t[256], other[256];
 	toks_of(t, 256, 8);
 	memcpy(other, t, sizeof(t));
 	other[200] ^= 1;
-	struct sc_key key;
-	uint32_t len = 256;
-	ck_assert_int_eq(key_pfx_hashes(arena->shm->hv.key_secret, "ns", t, 256, &len, 1, &key), 0);
-	struct shm_l3ix_snap snap;
-	int eq;
-	ck_assert_int_eq(shm_l3ix_find(&ix, key.lo, key.hi, 256, NULL, 0, &eq, &snap), 1);
 	ck_assert_int_eq(shm_l3ix_tokens_equal(&ix, &snap, t), 1);
 	ck_assert_int_eq(shm_l3ix_tokens_equal(&ix, &snap, other), 0);
 	overlap_ix = &ix;
@@ -668,15 +676,8 @@ START_TEST(refresh_never_puts_an_older_view_back)
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the parked process failed: %d", st);
 	/* the index still says D2 */
 	struct shm_l3ix ix;
-	ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
-	int32_t t[256];
-	toks_of(t, 256, 8);
-	struct sc_key key;
-	uint32_t len = 256;
-	ck_assert_int_eq(key_pfx_hashes(arena->shm->hv.key_secret, "ns", t, 256, &len, 1, &key), 0);
 	struct shm_l3ix_snap snap;
-	int eq;
-	ck_assert_int_eq(shm_l3ix_find(&ix, key.lo, key.hi, 256, NULL, 0, &eq, &snap), 1);
+	ck_assert_int_eq(find_indexed(8, &ix, &snap), 1);
 	ck_assert(snap.e.digest_lo == l2loc.digest.lo && snap.e.digest_hi == l2loc.digest.hi);
 	int fi;
 	ck_assert_int_eq(restore_is(8, 256, 82, &fi), 256);
