@@ -743,6 +743,19 @@ def build_cov(suites, budget):
     if not make(COV, suite_targets(todo), log, flags=COV_FLAGS + ["LDFLAGS=--coverage -Wl,--wrap=_exit " + wrap]):
         print("mutate: the coverage build failed (see %s)" % log)
         return None
+    # a test child that becomes another user (setuid) writes its counters too: the object
+    # directories are writable by anyone and the counter files are made without a umask
+    for d, _, _ in os.walk(os.path.join(COV, "build")):
+        os.chmod(d, 0o777)
+    umask = os.umask(0)
+    try:
+        return measure_cases(m, todo, budget)
+    finally:
+        os.umask(umask)
+        cleanup_arenas()
+
+
+def measure_cases(m, todo, budget):
     t0 = time.time()
     for name in todo:
         r = subprocess.run([os.path.join(COV, "build", "tests", name)], cwd=COV, capture_output=True,
@@ -771,7 +784,6 @@ def build_cov(suites, budget):
                                                            "" if ok else " (failed: %s)" % tail[:80]), flush=True)
         m["suites"][name] = {"hash": suite_hash(name, COV), "cases": cases, "seconds": secs}
         save_cov(m)
-    cleanup_arenas()
     return m
 
 
