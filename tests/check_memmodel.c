@@ -290,8 +290,7 @@ static void proto_setup_mode(int unpublished)
 		ck_assert_uint_eq(atomic_load(&e2->next), P.idx + 1); /* linked in front of the first */
 		P.idx2 = shm_index_idx(ix, e2);
 		atomic_store(&e2->next, 0);
-		atomic_store(&e2->state, SHM_ENT_BUSY);
-		atomic_store(&ix->buckets[shm_index_bucket(ix, e->key_lo)], P.idx + 1);
+		atomic_store(&e2->state, SHM_ENT_BUSY); /* out of the bucket with the first, just below */
 	}
 	if (unpublished) {
 		ck_assert_uint_eq(atomic_load(&e->next), 0); /* alone in its bucket */
