@@ -141,6 +141,14 @@ void shm_index_prefetch(const struct shm_index *ix, uint64_t key_lo, int chain)
 		__builtin_prefetch(&ix->ent[cur - 1]);
 }
 
+/* Does @link (an entry's index + 1, as buckets and `next` words hold them) name an entry of the
+ * table that belongs to shard @shard? 0 for the end of a chain and for anything a scribble could
+ * leave: a link past the table, or one into another shard's entries. */
+static inline int link_in_shard(const struct shm_index *ix, uint32_t link, uint32_t shard)
+{
+	return link && link <= ix->nentries && (link - 1) % SHM_INDEX_SHARDS == shard;
+}
+
 struct shm_index_entry *shm_index_find(const struct shm_index *ix, uint64_t key_lo, uint64_t key_hi, int *err)
 {
 	uint32_t b = shm_index_bucket(ix, key_lo);
@@ -149,12 +157,11 @@ struct shm_index_entry *shm_index_find(const struct shm_index *ix, uint64_t key_
 	uint32_t cur = atomic_load_explicit(&ix->buckets[b], memory_order_acquire);
 	*err = 0;
 	for (uint32_t hops = 0; cur; hops++) {
-		uint32_t i = cur - 1;
-		if (i >= ix->nentries || i % SHM_INDEX_SHARDS != shard || hops >= SHM_INDEX_MAX_CHAIN) {
+		if (!link_in_shard(ix, cur, shard) || hops >= SHM_INDEX_MAX_CHAIN) {
 			*err = -EBADMSG;
 			return NULL;
 		}
-		struct shm_index_entry *e = &ix->ent[i];
+		struct shm_index_entry *e = &ix->ent[cur - 1];
 		if (e->key_lo == key_lo && e->key_hi == key_hi) {
 			/* RETIRED: unlinked after we loaded its predecessor; still intact (epoch) and
 			 * its `next` was not changed, so it is the pre-removal state: report it */
@@ -213,9 +220,8 @@ struct shm_index_entry *shm_index_pop_free_locked(struct shm_index *ix, uint32_t
 		uint32_t h = sh->free_head;
 		if (!h)
 			return NULL;
-		struct shm_index_entry *e = h <= ix->nentries ? &ix->ent[h - 1] : NULL;
-		if (!e || (h - 1) % SHM_INDEX_SHARDS != shard ||
-		    atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_FREE) {
+		struct shm_index_entry *e = link_in_shard(ix, h, shard) ? &ix->ent[h - 1] : NULL;
+		if (!e || atomic_load_explicit(&e->state, memory_order_relaxed) != SHM_ENT_FREE) {
 			/* corrupted list: rebuild the shard from the entry states, then try again */
 			repair_shard(ix, shard);
 			continue;
@@ -296,7 +302,7 @@ int shm_index_unlink_retire_locked(struct shm_index *ix, struct shm_index_entry 
 	/* a successor that is no entry of this shard (a scribbled link) is cut, not carried into the
 	 * predecessor: the bucket's other lookups stay misses instead of -EBADMSG */
 	uint32_t next = atomic_load_explicit(&e->next, memory_order_relaxed);
-	if (next > ix->nentries || (next && (next - 1) % SHM_INDEX_SHARDS != shm_index_shard_of_bucket(b)))
+	if (!link_in_shard(ix, next, shm_index_shard_of_bucket(b)))
 		next = 0;
 	/* release: pairs with readers' acquire of the slot; the successor was published earlier */
 	atomic_store_explicit(slot, next, memory_order_release);
@@ -330,7 +336,7 @@ int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min,
 	uint32_t *pp = &sh->pending_head;
 	while (*pp && seen < 4 * max + 16 && done < max) {
 		uint32_t cur = *pp;
-		if (cur > ix->nentries || (cur - 1) % SHM_INDEX_SHARDS != shard ||
+		if (!link_in_shard(ix, cur, shard) ||
 		    atomic_load_explicit(&ix->ent[cur - 1].state, memory_order_relaxed) != SHM_ENT_RETIRED) {
 			repair_shard(ix, shard); /* corrupted list: rebuild the shard from the entry states */
 			break;
@@ -385,7 +391,7 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 			uint32_t cur = atomic_load_explicit(slot, memory_order_relaxed);
 			if (!cur)
 				break;
-			if (cur > n || (cur - 1) % SHM_INDEX_SHARDS != s || hops >= SHM_INDEX_MAX_CHAIN ||
+			if (!link_in_shard(ix, cur, s) || hops >= SHM_INDEX_MAX_CHAIN ||
 			    reach[(cur - 1) / SHM_INDEX_SHARDS]) {
 				atomic_store_explicit(slot, 0, memory_order_release);
 				break;
@@ -480,7 +486,7 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 		orphan = priv_dead(c, tag);
 	} else if (SHM_TAG_TYPE(tag) == SHM_TAG_ENTRY && c->shard >= 0) {
 		uint32_t idx = (uint32_t)(tag >> 32) & 0xffffff, gen = (uint32_t)tag;
-		if (idx < c->ix->nentries && idx % SHM_INDEX_SHARDS == (uint32_t)c->shard) {
+		if (link_in_shard(c->ix, idx + 1, (uint32_t)c->shard)) {
 			struct shm_index_entry *e = &c->ix->ent[idx];
 			uint32_t st = atomic_load_explicit(&e->state, memory_order_relaxed);
 			orphan = e->gen != gen || e->payload_off != off ||

@@ -244,6 +244,45 @@ START_TEST(test_full_shard)
 }
 END_TEST
 
+/* Every entry of the table in use, the last one included: each key found through chains that
+ * link the table's first and last entries, each removed, and every entry back after reclaim. */
+START_TEST(test_every_entry_up_to_the_last_is_linked_and_found)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = index_arena(&name, &ix);
+	uint64_t key[ENTRIES];
+	uint32_t per[SHM_INDEX_SHARDS] = { 0 }, n = 0;
+	for (uint64_t lo = 1; n < ENTRIES; lo++) {
+		uint32_t s = shard_of(&ix, lo);
+		if (per[s] == PER_SHARD)
+			continue;
+		per[s]++;
+		ck_assert_ptr_nonnull(put(&ix, lo, lo * 7));
+		key[n++] = lo;
+	}
+	int err, last_seen = 0;
+	for (uint32_t i = 0; i < ENTRIES; i++) {
+		struct shm_index_entry *e = get(&ix, key[i], key[i] * 7, &err);
+		ck_assert_msg(e && !err, "key %u of %u: entry %p, err %d", i, ENTRIES, (void *)e, err);
+		last_seen |= shm_index_idx(&ix, e) == ENTRIES - 1;
+	}
+	ck_assert_msg(last_seen, "the table's last entry holds no key");
+	for (uint32_t i = 0; i < ENTRIES; i++)
+		ck_assert_int_eq(del(&ix, key[i], key[i] * 7), 0);
+	unsigned blocked, back = 0;
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		back += (unsigned)reclaim(&ix, s, UINT64_MAX, NULL, 0, &blocked);
+	ck_assert_uint_eq(back, ENTRIES);
+	for (uint32_t i = 0; i < ENTRIES; i++) { /* every entry can be taken again */
+		ck_assert_ptr_null(get(&ix, key[i], key[i] * 7, &err));
+		ck_assert_int_eq(err, 0);
+		ck_assert_ptr_nonnull(put(&ix, key[i], key[i] * 7));
+	}
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Hostile links: lookups report -EBADMSG (never loop or run off the table); repair cuts them. */
 START_TEST(test_hostile_chains)
 {
@@ -399,6 +438,7 @@ Suite *shm_index_suite(void)
 	tcase_add_test(tc, test_insert_lookup_replace_remove);
 	tcase_add_test(tc, test_retired_wait_then_reused);
 	tcase_add_test(tc, test_full_shard);
+	tcase_add_test(tc, test_every_entry_up_to_the_last_is_linked_and_found);
 	tcase_add_test(tc, test_hostile_chains);
 	tcase_add_test(tc, test_hostile_lists);
 	tcase_add_test(tc, test_dead_writer_repair);
