@@ -132,6 +132,18 @@ int key_pfx_chain(const uint8_t *secret, const char *ns, const int32_t *tokens, 
 	return 0;
 }
 
+/* memcpy of @n (< 1 KiB) bytes in 16-byte moves: GCC turns a memcpy of a variable length this
+ * short into `rep movsq`, whose start-up costs more than the whole copy of a short tail. */
+static void copy_tail(uint8_t *dst, const int32_t *src, size_t n)
+{
+	const uint8_t *s = (const uint8_t *)src;
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		memcpy(dst + i, s + i, 16);
+	for (; i < n; i += 4)
+		memcpy(dst + i, s + i, 4);
+}
+
 struct sc_key key_pfx_finish(const uint8_t *secret, struct sc_key chain, const int32_t *tokens, uint32_t len)
 {
 	uint8_t buf[16 + 4 + SC_PFX_BLOCK * 4];
@@ -140,7 +152,7 @@ struct sc_key key_pfx_finish(const uint8_t *secret, struct sc_key chain, const i
 	memcpy(buf + 8, &chain.hi, 8);
 	memcpy(buf + 16, &len, 4);
 	if (tail)
-		memcpy(buf + 20, tokens + (len - tail), (size_t)tail * 4);
+		copy_tail(buf + 20, tokens + (len - tail), (size_t)tail * 4);
 	XXH128_hash_t p = key_h128(buf, 20 + (size_t)tail * 4, secret);
 	struct sc_key k = { p.low64, p.high64 };
 	key_weaken(&k);
