@@ -515,6 +515,45 @@ END_TEST
 
 /* Kept files (lib/l3/fill.c): a second fill of an object opens nothing; at most fd_cache files are
  * kept; a removed, replaced or damaged object is never served from a kept file; none: none kept. */
+/* Fill the stack below the caller with what an earlier seeded XXH3 state there would have left:
+ * in every 64-byte line, @w where the state keeps its seed and 0 where it keeps its external
+ * secret pointer (offsets 552 and 568 of the 64-byte aligned state in xxHash 0.8), @w elsewhere. */
+static __attribute__((noinline)) void stack_fill(uint64_t w)
+{
+	_Alignas(64) volatile uint64_t b[4096];
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++)
+		b[i] = i % 8 == 7 ? 0 : w;
+}
+
+/* A prefix entry's check does not depend on what the stack held: its XXH3 state lives on the stack
+ * and is reset with a seed (the hash of the header), and XXH3 keeps the secret derived from the
+ * seed it finds in the state when that equals the new one. Here every stack word below us is that
+ * seed, and the check must still be the hash of the entry (a fresh state, computed here). Without
+ * the state's initialisation, an entry read twice at one stack depth was judged damaged about once
+ * in five runs of kept_files_reused_and_never_stale. */
+START_TEST(prefix_check_ignores_what_the_stack_held)
+{
+	struct l3_pfx p = { .magic = L3_PFX_MAGIC, .version = L3_PFX_VERSION, .token_count = 100,
+			    .digest_lo = 1, .digest_hi = 2, .prefix_lo = 3, .prefix_hi = 4, .created_ns = 5 };
+	int32_t tok[100];
+	for (int i = 0; i < 100; i++)
+		tok[i] = i * 31 - 7;
+	uint32_t nl = 2;
+	uint64_t seed = XXH3_64bits(&p, offsetof(struct l3_pfx, check));
+	XXH3_state_t st;
+	memset(&st, 0, sizeof(st));
+	XXH3_64bits_reset_withSeed(&st, seed);
+	XXH3_64bits_update(&st, tok, sizeof(tok));
+	XXH3_64bits_update(&st, &nl, 4);
+	XXH3_64bits_update(&st, "ns", 2);
+	uint64_t want = XXH3_64bits_digest(&st);
+	for (int round = 0; round < 3; round++) {
+		stack_fill(seed);
+		ck_assert_uint_eq(l3_pfx_check(&p, tok, "ns", nl), want);
+	}
+}
+END_TEST
+
 START_TEST(kept_files_reused_and_never_stale)
 {
 	struct sc_l3_opts o = { .fd_cache = SC_L3_FD_CACHE_MAX + 1 };
@@ -1430,6 +1469,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, round_trip_every_kind);
 	tcase_add_test(tc, locate_longest_first);
 	tcase_add_test(tc, kept_files_reused_and_never_stale);
+	tcase_add_test(tc, prefix_check_ignores_what_the_stack_held);
 	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
 	tcase_add_test(tc, a_forked_child_closes_handles_in_any_order_and_fills_again);
 	tcase_add_test(tc, a_fill_without_a_descriptor_to_spare_fails_cleanly);

@@ -448,6 +448,10 @@ int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, u
 uint64_t l3_pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char *ns, uint32_t ns_len)
 {
 	XXH3_state_t st;
+	/* a state on the stack must be initialised before a seeded reset: XXH3 keeps its derived
+	 * secret when the seed it finds there equals the new one, and a leftover seed of an earlier
+	 * call at this depth (the same entry read again) came with a secret since overwritten */
+	XXH3_INITSTATE(&st);
 	XXH3_64bits_reset_withSeed(&st, XXH3_64bits(p, offsetof(struct l3_pfx, check)));
 	XXH3_64bits_update(&st, tokens, (size_t)p->token_count * 4);
 	XXH3_64bits_update(&st, &ns_len, 4);
