@@ -189,8 +189,10 @@ int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens,
 /* The prefix hash P(len) of lib/key.c against its documented layout, computed here with plain
  * (undispatched) streaming XXH3 over the same bytes: C_0 = H("SCPFX002" | u32 ns length | ns),
  * C_{i+1} = H(C_i | H(block i)), P = H(C_{len/256} | u32 len | tokens [256*(len/256), len)), H the
- * XXH3-128 keyed by the secret. Every length from 1 to 600: each tail length (0 to 255 tokens),
- * one and two whole blocks. Keys name L3 objects on disk: this layout must never change. */
+ * XXH3-128 keyed by the secret. Every length from 1 to 600 (each tail length, 0 to 255 tokens; one
+ * and two whole blocks), for namespaces of 0, 2, 64 and 65 bytes (the last one hashed through a
+ * streaming state, the others from one buffer). Keys name L3 objects on disk: this layout must
+ * never change. */
 static struct sc_key ref_h(const uint8_t *sec, const void *a, size_t al, const void *b, size_t bl)
 {
 	XXH3_state_t st;
@@ -210,25 +212,34 @@ START_TEST(prefix_hashes_follow_their_documented_layout)
 	int32_t t[600];
 	for (int i = 0; i < 600; i++)
 		t[i] = i * 2654435 - 77;
-	uint8_t head[8 + 4 + 2] = "SCPFX002";
-	head[8] = 2; /* u32 LE length of "ns", then "ns" */
-	memcpy(head + 12, "ns", 2);
-	struct sc_key c[3];
-	c[0] = ref_h(sec, head, sizeof(head), NULL, 0);
-	for (int b = 0; b < 2; b++) {
-		struct sc_key blk = ref_h(sec, t + b * 256, 1024, NULL, 0);
-		uint64_t two[4] = { c[b].lo, c[b].hi, blk.lo, blk.hi };
-		c[b + 1] = ref_h(sec, two, sizeof(two), NULL, 0);
-	}
-	for (uint32_t len = 1; len <= 600; len++) {
-		struct sc_key got, *ch = &c[len / 256];
-		uint8_t pre[20];
-		memcpy(pre, &ch->lo, 8);
-		memcpy(pre + 8, &ch->hi, 8);
-		memcpy(pre + 16, &len, 4);
-		struct sc_key want = ref_h(sec, pre, sizeof(pre), t + len / 256 * 256, (size_t)(len % 256) * 4);
-		ck_assert_int_eq(key_pfx_hashes(sec, "ns", t, 600, &len, 1, &got), 0);
-		ck_assert_msg(got.lo == want.lo && got.hi == want.hi, "P(%u) is not the documented hash", len);
+	char ns[66];
+	memset(ns, 'q', sizeof(ns));
+	static const uint32_t nls[] = { 0, 2, 64, 65 };
+	for (size_t k = 0; k < sizeof(nls) / sizeof(nls[0]); k++) {
+		uint32_t nl = nls[k];
+		ns[nl] = 0;
+		uint8_t head[12];
+		memcpy(head, "SCPFX002", 8);
+		memcpy(head + 8, &nl, 4); /* u32 LE length, then the namespace */
+		struct sc_key c[3];
+		c[0] = ref_h(sec, head, sizeof(head), ns, nl);
+		for (int b = 0; b < 2; b++) {
+			struct sc_key blk = ref_h(sec, t + b * 256, 1024, NULL, 0);
+			uint64_t two[4] = { c[b].lo, c[b].hi, blk.lo, blk.hi };
+			c[b + 1] = ref_h(sec, two, sizeof(two), NULL, 0);
+		}
+		for (uint32_t len = 1; len <= 600; len++) {
+			struct sc_key got, *ch = &c[len / 256];
+			uint8_t pre[20];
+			memcpy(pre, &ch->lo, 8);
+			memcpy(pre + 8, &ch->hi, 8);
+			memcpy(pre + 16, &len, 4);
+			struct sc_key want = ref_h(sec, pre, sizeof(pre), t + len / 256 * 256, (size_t)(len % 256) * 4);
+			ck_assert_int_eq(key_pfx_hashes(sec, nl ? ns : NULL, t, 600, &len, 1, &got), 0);
+			ck_assert_msg(got.lo == want.lo && got.hi == want.hi,
+				      "P(%u) with a %u-byte namespace is not the documented hash", len, nl);
+		}
+		ns[nl] = 'q';
 	}
 }
 END_TEST
