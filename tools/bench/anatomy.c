@@ -281,14 +281,8 @@ int bench_anatomy(int argc, char **argv)
 		bench_env(B, "arena_backing", "%s", sc_backing_name(info->backing));
 	free(info);
 	an.floor_len = ((size_t)an.nitems * VBYTES + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-	const char *fb = "hugetlb-2M";
-	an.floor = mmap(NULL, an.floor_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-	if (an.floor == MAP_FAILED) {
-		fb = "anonymous (MADV_HUGEPAGE)";
-		an.floor = mmap(NULL, an.floor_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (an.floor != MAP_FAILED)
-			madvise(an.floor, an.floor_len, MADV_HUGEPAGE);
-	}
+	const char *fb;
+	an.floor = bench_huge_alloc(an.floor_len, 0, &fb);
 	int ok = an.floor != MAP_FAILED && chase_setup(&an, ws) == 0;
 	for (int d = 0; d < NDST && ok; d++)
 		if ((an.dst[d] = aligned_alloc(64, VBYTES)))

@@ -76,6 +76,10 @@ void bench_l2_events(void);
  * index entries, hugepages when available, and a stage in it; 0, or an error (said on stderr). */
 int bench_l2_arena(const char *name, uint64_t bytes, uint32_t entries, struct sc_arena **a, struct sc_stage **st);
 void bench_l2_arena_drop(const char *name, struct sc_arena *a, struct sc_stage *st);
+/* @bytes (a multiple of 2 MiB) of anonymous memory, @shared or private, on 2 MiB hugepages like
+ * an arena when there are free ones, else plain pages with MADV_HUGEPAGE; *@backing (if not NULL)
+ * says which. MAP_FAILED when neither can be had; give it back with munmap(p, @bytes). */
+void *bench_huge_alloc(size_t bytes, int shared, const char **backing);
 
 /* ---- the harness (output.c): where figures go ---- */
 /* --json (figures as JSON lines on stdout) and --out FILE (NULL: none), before the first figure. */

@@ -145,16 +145,9 @@ static void ours_teardown(void)
 static int floor_setup(const struct gclass *c)
 {
 	floor_len = ((size_t)c->nitems * (size_t)c->nb * c->bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-	floor_buf = mmap(NULL, floor_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-	floor_backing = "hugetlb-2M";
-	if (floor_buf == MAP_FAILED) {
-		floor_buf = mmap(NULL, floor_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		floor_backing = "shmem (MADV_HUGEPAGE)";
-		if (floor_buf == MAP_FAILED) {
-			floor_buf = NULL;
-			return -1;
-		}
-		madvise(floor_buf, floor_len, MADV_HUGEPAGE);
+	if ((floor_buf = bench_huge_alloc(floor_len, 1, &floor_backing)) == MAP_FAILED) {
+		floor_buf = NULL;
+		return -1;
 	}
 	for (uint32_t i = 0; i < c->nitems; i++)
 		for (int b = 0; b < c->nb; b++)

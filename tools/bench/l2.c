@@ -410,6 +410,20 @@ struct move {
 	struct sc_digest *dg;
 };
 
+/* Seconds to copy @n sources of @sz bytes from @src, source i into @dst + (i % @wrap) * @stride, each
+ * hashed first (XXH3-128, into @sink) when @hash. */
+static double copy_run(const uint8_t *src, uint32_t n, uint64_t sz, uint8_t *dst, uint64_t stride, uint32_t wrap,
+		       int hash, volatile uint64_t *sink)
+{
+	double t0 = cli_now();
+	for (uint32_t i = 0; i < n; i++) {
+		if (hash)
+			*sink += sc_digest(src + (uint64_t)i * sz, sz).lo;
+		memcpy(dst + (uint64_t)(i % wrap) * stride, src + (uint64_t)i * sz, sz);
+	}
+	return cli_now() - t0;
+}
+
 /* Size @si: admit vs XXH3-128 + memcpy, copy-out vs memcpy, @reps rounds; 0 or negative errno. */
 static int move_size(const struct move *mv, struct sc_arena *a, struct sc_stage *st, int si)
 {
@@ -425,24 +439,11 @@ static int move_size(const struct move *mv, struct sc_arena *a, struct sc_stage 
 	volatile uint64_t sink = 0;
 	for (int r = 0; r < reps && !rc; r++) {
 		/* baseline: XXH3-128 of each source + memcpy into its own destination, untouched since
-		 * the last round */
-		double t0 = cli_now();
-		for (uint32_t i = 0; i < n; i++) {
-			struct sc_digest d = sc_digest(src + (uint64_t)i * sz, sz);
-			sink += d.lo;
-			memcpy(mv->far + (uint64_t)i * sz, src + (uint64_t)i * sz, sz);
-		}
-		double tb = cli_now() - t0;
-		/* context: the same into 16 rotating destinations, which stay in the cache */
-		t0 = cli_now();
-		for (uint32_t i = 0; i < n; i++) {
-			struct sc_digest d = sc_digest(src + (uint64_t)i * sz, sz);
-			sink += d.lo;
-			memcpy(dst + (uint64_t)(i % NDST) * MIB, src + (uint64_t)i * sz, sz);
-		}
-		double th = cli_now() - t0;
+		 * the last round; context: the same into 16 rotating destinations, which stay in the cache */
+		double tb = copy_run(src, n, sz, mv->far, sz, n, 1, &sink);
+		double th = copy_run(src, n, sz, dst, MIB, NDST, 1, &sink);
 		/* ours: admit each (the digest verified against the expected one, copied, published) */
-		t0 = cli_now();
+		double t0 = cli_now();
 		for (uint32_t i = 0; i < n && !rc; i++) {
 			int32_t t[NTOK];
 			toks(t, NTOK, 0x200000u + (uint32_t)si * 0x100000u + i);
@@ -451,10 +452,7 @@ static int move_size(const struct move *mv, struct sc_arena *a, struct sc_stage 
 		}
 		double ta = cli_now() - t0;
 		/* copy-out of every entry into a rotating destination vs memcpy of the same bytes */
-		t0 = cli_now();
-		for (uint32_t i = 0; i < n; i++)
-			memcpy(dst + (uint64_t)(i % NDST) * MIB, src + (uint64_t)i * sz, sz);
-		double tm = cli_now() - t0;
+		double tm = copy_run(src, n, sz, dst, MIB, NDST, 0, &sink);
 		t0 = cli_now();
 		for (uint32_t i = 0; i < n && !rc; i++) {
 			int32_t t[NTOK];
@@ -553,17 +551,6 @@ static int admit_full(const struct move *mv)
 	return rc;
 }
 
-/* @bytes of anonymous memory on hugepages (as the arena's heap) when there are free ones, else
- * transparent hugepages asked for; MAP_FAILED when neither. */
-static uint8_t *huge_buffer(uint64_t bytes)
-{
-	uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-	if (p == MAP_FAILED && (p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) !=
-				       MAP_FAILED)
-		madvise(p, bytes, MADV_HUGEPAGE);
-	return p;
-}
-
 static int bench_move(void)
 {
 	struct move mv = { .ws = bench_quick ? (32ull << 20) : (256ull << 20), .reps = bench_quick ? 3 : 7 };
@@ -583,8 +570,8 @@ static int bench_move(void)
 	}
 	if (bench_l2_arena(name, need * 2 + (64ull << 20), maxn * 3, &a, &st))
 		return -1;
-	mv.src = huge_buffer(ws);
-	mv.far = huge_buffer(ws);
+	mv.src = bench_huge_alloc(ws, 0, NULL);
+	mv.far = bench_huge_alloc(ws, 0, NULL);
 	mv.dst = aligned_alloc(4096, NDST * MIB);
 	mv.dg = calloc(maxn, sizeof(*mv.dg));
 	int rc = mv.src == MAP_FAILED || mv.far == MAP_FAILED || !mv.dst || !mv.dg ? -ENOMEM : 0;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -126,6 +127,21 @@ void bench_progress(const char *fmt, ...)
 	fprintf(stderr, "\r\033[K");
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
+}
+
+void *bench_huge_alloc(size_t bytes, int shared, const char **backing)
+{
+	int flags = (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS;
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags | MAP_HUGETLB, -1, 0);
+	const char *b = "hugetlb-2M";
+	if (p == MAP_FAILED) {
+		b = shared ? "shmem (MADV_HUGEPAGE)" : "anonymous (MADV_HUGEPAGE)";
+		if ((p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, -1, 0)) != MAP_FAILED)
+			madvise(p, bytes, MADV_HUGEPAGE);
+	}
+	if (backing)
+		*backing = b;
+	return p;
 }
 
 /* An arena of @bytes (hugepages when there are, else 4 KiB pages) with one stage: bench l2 and its
