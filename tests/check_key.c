@@ -5,7 +5,11 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "sc_check.h"
+#include "../lib/internal.h"
 
 START_TEST(digest_matches_xxh3_128)
 {
@@ -72,6 +76,7 @@ START_TEST(digest_parse_rejects_bad_input)
 	ck_assert_int_eq(sc_digest_parse("0123456789abcdef0123456789abcdef0", &p), -EINVAL);
 	ck_assert_int_eq(sc_digest_parse(NULL, &p), -EINVAL);
 	ck_assert_int_eq(sc_digest_parse(" 123456789abcdef0123456789abcdef", &p), -EINVAL);
+	ck_assert_int_eq(sc_digest_parse("0123456789abcdef0123456789abcdef", NULL), -EINVAL); /* nowhere to put it */
 }
 END_TEST
 
@@ -183,9 +188,6 @@ START_TEST(prefix_keys_equal_individual_keys)
 }
 END_TEST
 
-int key_pfx_hashes(const uint8_t *secret, const char *ns, const int32_t *tokens, uint32_t n, const uint32_t *lens,
-		   uint32_t nlens, struct sc_key *out);
-
 /* The prefix hash P(len) of lib/key.c against its documented layout, computed here with plain
  * (undispatched) streaming XXH3 over the same bytes: C_0 = H("SCPFX002" | u32 ns length | ns),
  * C_{i+1} = H(C_i | H(block i)), P = H(C_{len/256} | u32 len | tokens [256*(len/256), len)), H the
@@ -244,6 +246,210 @@ START_TEST(prefix_hashes_follow_their_documented_layout)
 }
 END_TEST
 
+/* sc_digest_format writes its 32 digits and the terminator, not one byte more. */
+START_TEST(digest_format_writes_33_bytes)
+{
+	char buf[64];
+	memset(buf, 0x5a, sizeof(buf));
+	struct sc_digest d = { 0x0123456789abcdefull, 0xfedcba9876543210ull };
+	ck_assert_ptr_eq(sc_digest_format(d, buf), buf);
+	ck_assert_str_eq(buf, "fedcba98765432100123456789abcdef");
+	for (size_t i = SC_DIGEST_HEX_LEN + 1; i < sizeof(buf); i++)
+		ck_assert_msg(buf[i] == 0x5a, "byte %zu past the terminator written", i);
+}
+END_TEST
+
+/* The identity digest L3 headers record: unseeded XXH3-128 of "SCIDENT1" | u32 LE length | model |
+ * u32 LE length | state. Stored objects are compared by it: the layout must never change. */
+static void put_lp(XXH3_state_t *st, const char *s)
+{
+	uint32_t n = (uint32_t)strlen(s);
+	XXH3_128bits_update(st, &n, 4);
+	XXH3_128bits_update(st, s, n);
+}
+
+START_TEST(identity_digest_follows_its_documented_layout)
+{
+	static const char *pairs[][2] = { { "llama-3-8b", "kv-f16" }, { "kv-f16", "llama-3-8b" }, { "m", "" } };
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		XXH3_state_t st;
+		XXH3_INITSTATE(&st);
+		XXH3_128bits_reset(&st);
+		XXH3_128bits_update(&st, "SCIDENT1", 8);
+		put_lp(&st, pairs[i][0]);
+		put_lp(&st, pairs[i][1]);
+		XXH128_hash_t h = XXH3_128bits_digest(&st);
+		struct sc_digest d = sc_identity_digest(pairs[i][0], pairs[i][1]);
+		ck_assert_msg(d.lo == h.low64 && d.hi == h.high64, "identity (%s, %s) is not the documented digest",
+			      pairs[i][0], pairs[i][1]);
+	}
+}
+END_TEST
+
+/* The stage hash is XXH3-128 keyed by the arena's secret of "SCL2KEY2" | lp(model) | lp(state) (the
+ * stage id is its low half); an L2 key is H(stage hash lo, hi | P lo, hi) with P the prefix hash. */
+START_TEST(stage_ids_and_l2_keys_follow_their_documented_layout)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("key", 16 << 20, &name);
+	const uint8_t *sec = a->shm->hv.key_secret;
+	struct sc_stage *s;
+	ck_assert_int_eq(sc_stage_open(a, "model-a", "state-b", &s), 0);
+	XXH3_state_t st;
+	XXH3_INITSTATE(&st);
+	XXH3_128bits_reset_withSecret(&st, sec, SHM_SECRET_BYTES);
+	XXH3_128bits_update(&st, "SCL2KEY2", 8);
+	put_lp(&st, "model-a");
+	put_lp(&st, "state-b");
+	XXH128_hash_t stage = XXH3_128bits_digest(&st);
+	ck_assert_uint_eq(sc_stage_id(s), stage.low64);
+	int32_t t[300];
+	for (int i = 0; i < 300; i++)
+		t[i] = 1000 - i * 3;
+	for (uint32_t n = 0; n <= 300; n += 60) {
+		struct sc_key p, got;
+		ck_assert_int_eq(key_pfx_hashes(sec, "ns", t, n, &n, 1, &p), 0);
+		uint64_t four[4] = { stage.low64, stage.high64, p.lo, p.hi };
+		XXH128_hash_t want = XXH3_128bits_withSecret(four, sizeof(four), sec, SHM_SECRET_BYTES);
+		ck_assert_int_eq(sc_l2_key(s, "ns", t, n, &got), 0);
+		ck_assert_msg(got.lo == want.low64 && got.hi == want.high64, "key of %u tokens is not the documented one",
+			      n);
+	}
+	sc_stage_close(s);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A namespace of SC_IDENTITY_MAX bytes is hashed whole; one byte more is refused by every function
+ * that takes one, and nothing is written to the caller's keys (never a key of the namespace cut
+ * short, which two namespaces would share). */
+START_TEST(namespaces_longer_than_the_limit_are_refused)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("key", 16 << 20, &name);
+	const uint8_t *sec = a->shm->hv.key_secret;
+	struct sc_stage *s;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &s), 0);
+	static char ns[SC_IDENTITY_MAX + 2], cut[SC_IDENTITY_MAX + 2];
+	memset(ns, 'n', SC_IDENTITY_MAX + 1);
+	memset(cut, 'n', SC_IDENTITY_MAX - 1);
+	int32_t t[512];
+	for (int i = 0; i < 512; i++)
+		t[i] = i;
+	const struct sc_key canary = { 0x1111, 0x2222 };
+	struct sc_key k = canary, keys[4] = { canary, canary, canary, canary };
+	uint32_t len = 512;
+	/* one byte over */
+	ck_assert_int_eq(sc_l2_key(s, ns, t, 512, &k), -EINVAL);
+	ck_assert(k.lo == canary.lo && k.hi == canary.hi);
+	ck_assert_int_eq(sc_l2_prefix_keys(s, ns, t, 512, 128, keys, 4), -EINVAL);
+	ck_assert(keys[0].lo == canary.lo && keys[3].hi == canary.hi);
+	ck_assert_int_eq(key_pfx_hashes(sec, ns, t, 512, &len, 1, &k), -EINVAL);
+	/* exactly the limit: accepted, and distinct from the namespace one byte shorter */
+	ns[SC_IDENTITY_MAX] = 0;
+	struct sc_key whole, shorter, pk[4];
+	ck_assert_int_eq(sc_l2_key(s, ns, t, 512, &whole), 0);
+	ck_assert_int_eq(sc_l2_key(s, cut, t, 512, &shorter), 0);
+	ck_assert(whole.lo != shorter.lo || whole.hi != shorter.hi);
+	ck_assert_int_eq(sc_l2_prefix_keys(s, ns, t, 512, 128, pk, 4), 4);
+	ck_assert(pk[3].lo == whole.lo && pk[3].hi == whole.hi);
+	sc_stage_close(s);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+START_TEST(prefix_keys_refuse_bad_input)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("key", 16 << 20, &name);
+	struct sc_stage *s;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &s), 0);
+	int32_t t[256] = { 0 };
+	struct sc_key keys[4];
+	ck_assert_int_eq(sc_l2_prefix_keys(NULL, "ns", t, 256, 64, keys, 4), -EINVAL);
+	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", NULL, 256, 64, keys, 4), -EINVAL); /* tokens promised, none */
+	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 256, 64, NULL, 4), -EINVAL);	/* keys wanted, nowhere */
+	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", NULL, 0, 64, keys, 4), 0);	/* nothing to read */
+	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 256, 64, NULL, 0), 0);	/* nothing to write */
+	sc_stage_close(s);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Prefixes whose length is a multiple of the block include the whole run; more keys than one batch
+ * of lengths (64) come out each equal to the key of that prefix alone. */
+START_TEST(prefix_keys_cover_the_last_block_and_many_batches)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("key", 16 << 20, &name);
+	struct sc_stage *s;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &s), 0);
+	int32_t t[1024];
+	for (int i = 0; i < 1024; i++)
+		t[i] = i * 13 + 5;
+	struct sc_key keys[200], one;
+	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 1024, 256, keys, 8), 4); /* 256, 512, 768 and 1024 */
+	ck_assert_int_eq(sc_l2_key(s, "ns", t, 1024, &one), 0);
+	ck_assert(keys[3].lo == one.lo && keys[3].hi == one.hi);
+	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 150, 1, keys, 200), 150);
+	for (uint32_t i = 0; i < 150; i++) {
+		ck_assert_int_eq(sc_l2_key(s, "ns", t, i + 1, &one), 0);
+		ck_assert_msg(keys[i].lo == one.lo && keys[i].hi == one.hi, "key %u of 150 differs", i);
+	}
+	sc_stage_close(s);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* The lengths of one pass come in non-decreasing order: equal lengths are fine, a shorter one after
+ * a longer one is refused; a length past the tokens is refused. */
+START_TEST(prefix_hash_lengths_must_not_decrease)
+{
+	uint8_t sec[SHM_SECRET_BYTES];
+	for (size_t i = 0; i < sizeof(sec); i++)
+		sec[i] = (uint8_t)(i * 91 + 3);
+	int32_t t[600];
+	for (int i = 0; i < 600; i++)
+		t[i] = i ^ 0x5555;
+	struct sc_key out[3], one;
+	uint32_t eq[3] = { 300, 300, 600 }, down[3] = { 300, 600, 299 }, past[2] = { 300, 601 };
+	ck_assert_int_eq(key_pfx_hashes(sec, "x", t, 600, eq, 3, out), 0);
+	ck_assert(out[0].lo == out[1].lo && out[0].hi == out[1].hi);
+	ck_assert_int_eq(key_pfx_hashes(sec, "x", t, 600, &eq[2], 1, &one), 0);
+	ck_assert(out[2].lo == one.lo && out[2].hi == one.hi);
+	ck_assert_int_eq(key_pfx_hashes(sec, "x", t, 600, down, 3, out), -EINVAL);
+	ck_assert_int_eq(key_pfx_hashes(sec, "x", t, 600, past, 2, out), -EINVAL);
+}
+END_TEST
+
+/* Tokens that end at the end of a mapping: the hash reads exactly the prefix's tokens, not a word
+ * past them (the next page is unmapped here). */
+START_TEST(prefix_hashes_read_no_token_past_the_prefix)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *m = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ck_assert_int_eq(mprotect(m + pg, (size_t)pg, PROT_NONE), 0);
+	const char *name;
+	struct sc_arena *a = sc_test_arena("key", 16 << 20, &name);
+	struct sc_stage *s;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &s), 0);
+	int32_t ref[300];
+	for (uint32_t n = 1; n <= 300; n += 37) {
+		int32_t *t = (int32_t *)(m + pg) - n;
+		for (uint32_t i = 0; i < n; i++)
+			ref[i] = t[i] = (int32_t)(i * 7 + n);
+		struct sc_key k, want;
+		ck_assert_int_eq(sc_l2_key(s, "ns", t, n, &k), 0);
+		ck_assert_int_eq(sc_l2_key(s, "ns", ref, n, &want), 0);
+		ck_assert(k.lo == want.lo && k.hi == want.hi);
+	}
+	sc_stage_close(s);
+	sc_test_arena_destroy(a, name);
+	munmap(m, (size_t)pg * 2);
+}
+END_TEST
+
 Suite *key_suite(void)
 {
 	Suite *s = suite_create("key");
@@ -256,6 +462,14 @@ Suite *key_suite(void)
 	tcase_add_test(tc, keys_depend_on_the_arena_secret);
 	tcase_add_test(tc, prefix_keys_equal_individual_keys);
 	tcase_add_test(tc, prefix_hashes_follow_their_documented_layout);
+	tcase_add_test(tc, digest_format_writes_33_bytes);
+	tcase_add_test(tc, identity_digest_follows_its_documented_layout);
+	tcase_add_test(tc, stage_ids_and_l2_keys_follow_their_documented_layout);
+	tcase_add_test(tc, namespaces_longer_than_the_limit_are_refused);
+	tcase_add_test(tc, prefix_keys_refuse_bad_input);
+	tcase_add_test(tc, prefix_keys_cover_the_last_block_and_many_batches);
+	tcase_add_test(tc, prefix_hash_lengths_must_not_decrease);
+	tcase_add_test(tc, prefix_hashes_read_no_token_past_the_prefix);
 	suite_add_tcase(s, tc);
 	return s;
 }

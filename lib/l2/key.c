@@ -35,9 +35,9 @@ struct sc_key l2_key_of(const struct sc_stage *st, struct sc_key pfx)
 
 int sc_l2_key(const struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_key *out)
 {
-	if (!st || !out || (n && !tokens) || n > UINT32_MAX)
+	if (!st || !out || (n && !tokens))
 		return -EINVAL;
-	uint32_t len = (uint32_t)n;
+	uint32_t len = n;
 	struct sc_key p;
 	int rc = key_pfx_hashes(st->secret, ns, tokens, n, &len, 1, &p);
 	if (rc)
@@ -51,7 +51,7 @@ int sc_l2_key(const struct sc_stage *st, const char *ns, const int32_t *tokens, 
 int sc_l2_prefix_keys(const struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, uint32_t block,
 		      struct sc_key *keys, uint32_t max)
 {
-	if (!st || (n && !tokens) || (max && !keys) || n > UINT32_MAX)
+	if (!st || (n && !tokens) || (max && !keys))
 		return -EINVAL;
 	if (!block)
 		block = L2_PREFIX_BLOCK;
