@@ -377,7 +377,7 @@ START_TEST(prefix_keys_refuse_bad_input)
 END_TEST
 
 /* Prefixes whose length is a multiple of the block include the whole run; more keys than one batch
- * of lengths (64) come out each equal to the key of that prefix alone. */
+ * of lengths (64) come out each equal to the key of that prefix alone, a batch of one included. */
 START_TEST(prefix_keys_cover_the_last_block_and_many_batches)
 {
 	const char *name;
@@ -396,6 +396,10 @@ START_TEST(prefix_keys_cover_the_last_block_and_many_batches)
 		ck_assert_int_eq(sc_l2_key(s, "ns", t, i + 1, &one), 0);
 		ck_assert_msg(keys[i].lo == one.lo && keys[i].hi == one.hi, "key %u of 150 differs", i);
 	}
+	/* a second batch that starts at the last token: 64 lengths, then the 65th alone */
+	ck_assert_int_eq(sc_l2_prefix_keys(s, "ns", t, 65, 1, keys, 200), 65);
+	ck_assert_int_eq(sc_l2_key(s, "ns", t, 65, &one), 0);
+	ck_assert(keys[64].lo == one.lo && keys[64].hi == one.hi);
 	sc_stage_close(s);
 	sc_test_arena_destroy(a, name);
 }
