@@ -949,6 +949,34 @@ START_TEST(regression_every_refusal_is_counted)
 }
 END_TEST
 
+/* The admin calls refuse a missing arena or stage, and an entry stored beside survives them. */
+START_TEST(admin_calls_refuse_a_missing_handle)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("admin-null", ARENA, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t buf[1000];
+	memset(buf, 7, sizeof(buf));
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest d = sc_digest(buf, sizeof(buf));
+	int32_t t[2] = { 5, 6 };
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 2, d, &p, 0), 0);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(st, "", t, 2, &k), 0);
+	ck_assert_int_eq(sc_l2_clear(NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_shrink_to(NULL, 0), -EINVAL);
+	ck_assert_int_eq(sc_l2_invalidate_digest(NULL, d), -EINVAL);
+	ck_assert_int_eq(sc_l2_remove(NULL, k), -EINVAL);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(st, "", t, 2, NULL, &l), 0);
+	ck_assert_int_eq(memcmp(l.sec[0], buf, sizeof(buf)), 0);
+	sc_lease_release(&l);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* ---- the command line: put / get --out reproduce the payload byte for byte ---- */
 
 #define run sc_test_sh
@@ -1148,6 +1176,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, corrupted_index_header_is_refused);
 	tcase_add_test(tc, cli_put_get_round_trip);
 	tcase_add_test(tc, regression_every_refusal_is_counted);
+	tcase_add_test(tc, admin_calls_refuse_a_missing_handle);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
 	tcase_add_test(tc, digests_differing_in_one_half_never_match);

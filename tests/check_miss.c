@@ -211,6 +211,10 @@ START_TEST(every_l2_miss_says_why)
 		ck_assert_str_ne(sc_miss_reason_name(r), "?");
 	ck_assert_str_eq(sc_miss_reason_name(SC_MISS_COUNT), "?");
 	ck_assert_str_eq(sc_miss_reason_name(-1), "?");
+	for (int d = 0; d < SC_DEADLINE_COUNT; d++)
+		ck_assert_str_ne(sc_deadline_detail_name(d), "?");
+	ck_assert_str_eq(sc_deadline_detail_name(SC_DEADLINE_COUNT), "?");
+	ck_assert_str_eq(sc_deadline_detail_name(-1), "?");
 	ck_assert_int_eq(sc_miss_stats(arena, 12345, &o), -ENOENT);
 	ck_assert_int_eq(sc_miss_stats(NULL, 0, &o), -EINVAL);
 	ck_assert_int_eq(sc_miss_stats(arena, 0, NULL), -EINVAL);
@@ -371,6 +375,27 @@ START_TEST(a_deadline_detail_out_of_range_moves_no_other_counter)
 }
 END_TEST
 
+/* A departure note with a reason that does not exist (SC_MISS_COUNT and beyond, or negative) is
+ * dropped: the note already kept for that key still explains its miss. */
+START_TEST(a_departure_with_an_unknown_reason_keeps_the_note_before_it)
+{
+	struct sc_key k = key_of(stage, 77);
+	uint64_t fp = l2_key_fp(k.lo, k.hi);
+	uint32_t detail = 99;
+	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_NEVER_STORED);
+	l2_depart_note(arena, fp, SC_MISS_REMOVED, 3);
+	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_REMOVED);
+	ck_assert_uint_eq(detail, 3);
+	static const int bad[] = { SC_MISS_COUNT, SC_MISS_COUNT + 1, SC_MISS_MAX, -1 };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		l2_depart_note(arena, fp, bad[i], 1);
+		ck_assert_msg(l2_depart_reason(arena, fp, &detail) == SC_MISS_REMOVED && detail == 3,
+			      "a note with reason %d replaced the one kept", bad[i]);
+	}
+	expect_l2_miss(stage, 77, SC_MISS_REMOVED, 0);
+}
+END_TEST
+
 Suite *miss_suite(void)
 {
 	Suite *s = suite_create("miss");
@@ -383,6 +408,7 @@ Suite *miss_suite(void)
 	tcase_add_test(tc, every_restore_miss_says_why);
 	tcase_add_test(tc, a_key_collision_is_a_miss_that_says_so);
 	tcase_add_test(tc, a_deadline_detail_out_of_range_moves_no_other_counter);
+	tcase_add_test(tc, a_departure_with_an_unknown_reason_keeps_the_note_before_it);
 	suite_add_tcase(s, tc);
 	return s;
 }

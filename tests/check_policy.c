@@ -268,6 +268,51 @@ static uint32_t fill_heap(struct fx *f, size_t n)
 	return k + 1;
 }
 
+/* The search for room by address runs one at a time under a lock that guards no state: a process
+ * killed while holding it leaves it to the next search, which takes it over and finds room. */
+START_TEST(a_search_lock_left_by_a_killed_process_is_taken_over)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t small = 64 << 10;
+	uint32_t count = fill_heap(&f, small);
+	for (uint32_t k = 0; k < count; k += 2) {
+		int32_t t[4];
+		struct sc_key key;
+		toks(t, k);
+		ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &key), 0);
+		(void)sc_l2_remove(f.st, key);
+	}
+	struct sc_l2_stats s0 = stats(&f);
+	uint64_t big = s0.budget_bytes / 8 - (64 << 10);
+	ck_assert_uint_lt(s0.largest_free_block, big); /* only a search by address finds room */
+	int go[2];
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *b;
+		if (sc_arena_open(f.name, &b) || l2_ready(b) || shm_mutex_lock(b->shm, &l2_q(b)->hdr->search_mu))
+			_exit(2);
+		if (write(go[1], "x", 1) != 1)
+			_exit(3);
+		raise(SIGKILL);
+	}
+	char c;
+	ck_assert_int_eq(read(go[0], &c, 1), 1); /* it holds the search lock */
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	close(go[0]);
+	close(go[1]);
+	ck_assert_int_eq(put(f.st, 900, big), 0);
+	ck_assert(has(f.st, 900));
+	ck_assert_uint_gt(stats(&f).evictions, s0.evictions);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(fragmented_heap_publishes_an_eighth_of_the_budget)
 {
 	struct fx f;
@@ -1008,6 +1053,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, small_needs_two_hits_and_main_gives_hit_entries_another_round);
 	tcase_add_test(tc, a_scan_does_not_flush_the_hot_set);
 	tcase_add_test(tc, fragmented_heap_publishes_an_eighth_of_the_budget);
+	tcase_add_test(tc, a_search_lock_left_by_a_killed_process_is_taken_over);
 	tcase_add_test(tc, leases_that_split_the_heap_refuse_with_no_room);
 	tcase_add_test(tc, regression_admission_up_to_the_budget_publishes);
 	tcase_add_test(tc, every_refusal_reason_is_produced_and_counted);

@@ -406,6 +406,18 @@ START_TEST(a_published_fill_is_indexed)
 	ck_assert_uint_gt(l.segments, 0);
 	lease_is(&f, &l, 6 * MiB, 300, 2);
 	sc_lease_release(&l);
+	/* a fill of whole segments, no partial last piece: exactly two pieces */
+	ck_assert_int_eq(sc_l2_reserve(f.st, 2 * MiB, &r), 0);
+	fill(r.ptr, 2 * MiB, 9);
+	for (int i = 0; i < 8; i++)
+		t[i] = 300 + i;
+	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 8, sc_digest(r.ptr, 2 * MiB), &r, SC_PAYLOAD_FULL_STATE, 2 * MiB, 0,
+				       NULL, SC_ORIGIN_FROM_L3, &l), 0);
+	lease_is(&f, &l, 0, 2 * MiB, 9);
+	sc_lease_release(&l);
+	ck_assert_uint_eq(stats(&f).segments, 6 + 2);
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, NULL), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 300)), 0);
 	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0);
 	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 200)), 0);
 	reclaim(&f);

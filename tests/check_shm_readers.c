@@ -545,6 +545,59 @@ START_TEST(test_holders_rows_are_exact)
 END_TEST
 
 /*
+ * A free reader slot holds no lease, whatever its record words say: a slot is cleaned before it is
+ * freed, and a member may scribble on one that nobody holds; nor does a word past a live slot's
+ * last lease record. A removed entry named only by such words is reclaimed at once (nothing
+ * pending), as is one named by none.
+ */
+START_TEST(test_records_in_a_free_slot_lease_nothing)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 16u << 20, .huge = SC_HUGE_OFF, .reader_slots = SLOTS };
+	struct sc_arena *a = sc_test_arena_opts("free-recs", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t buf[5000];
+	memset(buf, 0x3c, sizeof(buf));
+	int32_t t[2] = { 4, 2 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	ck_assert_int_eq(sc_l2_admit(st, "f", t, 2, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), 0);
+	struct sc_key key;
+	int err;
+	ck_assert_int_eq(sc_l2_key(st, "f", t, 2, &key), 0);
+	struct shm_index *ix = l2_ix(a);
+	struct shm_index_entry *e = shm_index_find(ix, key.lo, key.hi, &err);
+	ck_assert_ptr_nonnull(e);
+	uint64_t real = shm_index_rec(ix, e);
+	/* every slot but mine is free: each gets a record naming the entry */
+	uint32_t mine = shm_token_slot(sc_arena_token(a)), planted = 0;
+	for (uint32_t i = 0; i < SLOTS; i++) {
+		struct shm_reader_slot *s = shm_reader_slot(a->shm, i);
+		if (i == mine)
+			continue;
+		ck_assert_uint_eq(atomic_load(&s->state), SHM_SLOT_FREE);
+		atomic_store(&l2_ext_of(s)->rec[i % SC_LEASES_MAX], real);
+		planted++;
+	}
+	ck_assert_uint_gt(planted, 0);
+	/* and my own live slot: a record-shaped word just past its last lease record */
+	struct l2_ext *me = l2_ext_of(shm_reader_slot(a->shm, mine));
+	me->spare[0] = real;
+	ck_assert_int_eq(sc_l2_remove(st, key), 0);
+	struct sc_l2_stats stats;
+	ck_assert_int_eq(sc_l2_stats(a, st, &stats), 0);
+	ck_assert_uint_eq(stats.pending_reclaim_bytes, 0);
+	ck_assert_uint_eq(stats.leases, 0);
+	for (uint32_t i = 0; i < SLOTS; i++)
+		if (i != mine)
+			atomic_store(&l2_ext_of(shm_reader_slot(a->shm, i))->rec[i % SC_LEASES_MAX], 0);
+	me->spare[0] = 0;
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/*
  * The holder listing reads the slot table, each slot's lease records and the index entries they
  * name, and nothing past any of them: the unused bytes after the last slot, after a slot's last
  * lease record and after the index's last entry may hold anything a member wrote there (they are
@@ -791,6 +844,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_hostile_free_slots);
 	tcase_add_test(tc, test_pids_decide_nothing);
 	tcase_add_test(tc, test_holders_rows_are_exact);
+	tcase_add_test(tc, test_records_in_a_free_slot_lease_nothing);
 	tcase_add_test(tc, test_holders_read_nothing_past_their_tables);
 	tcase_add_test(tc, test_holders_refuse_a_damaged_index);
 	tcase_add_test(tc, test_holders_out_of_memory_in_the_heap_walk);
