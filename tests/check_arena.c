@@ -11,9 +11,11 @@
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../shm/evq.h"
 #include "../shm/index.h"
 #include "../shm/layout.h"
 #include "../shm/readers.h"
+#include "../shm/seg.h"
 
 static uint64_t file_hash(const char *path)
 {
@@ -939,6 +941,36 @@ START_TEST(test_layout_plan_refuses_bad_parameters)
 }
 END_TEST
 
+/* The planner wastes nothing it need not: the regions follow one another, each rounded to a page
+ * only; the segment table starts on the first page after the eviction queues, even when the
+ * queues end exactly on a page; the heap starts on the first 2 MiB boundary after the regions. */
+START_TEST(test_layout_plan_rounds_only_to_the_next_boundary)
+{
+	uint32_t exact = 0; /* an index size whose queues end exactly on a page */
+	for (uint32_t n = 4096; n < (1u << 20) && !exact; n++)
+		if (shm_evq_bytes(n) % 4096 == 0)
+			exact = n;
+	ck_assert_uint_ne(exact, 0);
+	const uint32_t entries[] = { 0, 4096, exact, exact + 1 };
+	for (size_t k = 0; k < sizeof(entries) / sizeof(entries[0]); k++) {
+		struct shm_region r[SHM_REGION_MAX];
+		struct shm_params p = { .total_bytes = 256u << 20, .seg_bytes = 1u << 20, .index_entries = entries[k] };
+		ck_assert_int_eq(shm_layout_plan(&p, r), 0);
+		uint64_t end = SHM_HEADER_BYTES;
+		for (int i = 0; i < SHM_REGION_HEAP; i++) {
+			ck_assert_msg(r[i].off == end, "region %d does not start where the one before ends", i);
+			end += r[i].size;
+		}
+		uint64_t q = shm_evq_bytes(p.index_entries);
+		ck_assert_uint_eq(r[SHM_REGION_POLICY].size, shm_page_up(shm_page_up(q) + shm_seg_table_bytes(p.seg_slots)));
+		ck_assert_uint_eq(r[SHM_REGION_HEAP].off % SHM_HUGE_PAGE_BYTES, 0);
+		ck_assert_uint_ge(r[SHM_REGION_HEAP].off, end);
+		ck_assert_uint_lt(r[SHM_REGION_HEAP].off - end, SHM_HUGE_PAGE_BYTES);
+		ck_assert_uint_eq(r[SHM_REGION_HEAP].off + r[SHM_REGION_HEAP].size, p.total_bytes);
+	}
+}
+END_TEST
+
 Suite *arena_suite(void)
 {
 	Suite *s = suite_create("arena");
@@ -973,6 +1005,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_test_arenas_are_guarded);
 	tcase_add_test(tc, test_smallest_index_works);
 	tcase_add_test(tc, test_layout_plan_refuses_bad_parameters);
+	tcase_add_test(tc, test_layout_plan_rounds_only_to_the_next_boundary);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -614,6 +614,25 @@ START_TEST(test_corrupt_header)
 	ck_assert_int_eq(shm_heap_stats(f.a, &st), -EBADMSG);
 	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), -EBADMSG);
 	memcpy(hh, hsaved, 64);
+	/* one field at a time: a wrong version, header size or start, and an end past the region,
+	 * too close to the start, or off the 64-byte unit (by 8 or 32 bytes, after an odd and an even
+	 * number of units) */
+	{
+		uint64_t start, end;
+		memcpy(&start, hh + 16, 8);
+		memcpy(&end, hh + 24, 8);
+		const struct { unsigned at, width; uint64_t v; } bad[] = {
+			{ 8, 4, 99 }, { 12, 4, 4096 }, { 16, 8, start + 64 }, { 24, 8, hsize + 64 },
+			{ 24, 8, start + 64 }, { 24, 8, end - 64 + 8 }, { 24, 8, end - 128 + 8 }, { 24, 8, end - 64 + 32 },
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			memcpy(hh + bad[i].at, &bad[i].v, bad[i].width); /* little-endian: the low bytes */
+			ck_assert_msg(shm_heap_alloc(f.a, 10, 1, &X) == -EBADMSG, "heap header change %zu accepted", i);
+			ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), -EBADMSG);
+			memcpy(hh, hsaved, 64);
+		}
+		ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+	}
 
 	/* a broken chain makes a rebuild fail: the heap refuses everything until it is fixed */
 	memset(hb, 0, 8);

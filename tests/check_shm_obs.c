@@ -82,6 +82,18 @@ START_TEST(test_header_is_checked)
 	ck_assert_ptr_null(shm_obs_table(a->shm));
 	*h = saved;
 	ck_assert_ptr_eq(shm_obs_table(a->shm), h);
+	/* formatting for more entries than the region holds is refused, and the table is left as it
+	 * was (never a header that promises slots past the region) */
+	uint32_t entries = a->shm->hv.obs_entries;
+	struct shm_obs_entry *e = shm_obs_insert_locked(h, 1, 2, 3);
+	ck_assert_ptr_nonnull(e);
+	a->shm->hv.obs_entries = 1u << 24;
+	ck_assert_int_eq(shm_obs_format(a->shm), -EINVAL);
+	a->shm->hv.obs_entries = entries;
+	ck_assert_ptr_eq(shm_obs_table(a->shm), h);
+	ck_assert_uint_eq(h->count, 1);
+	ck_assert_uint_eq(h->slots, 2 * OBS_CAP);
+	ck_assert_ptr_eq(shm_obs_find_locked(h, 1, 2, 3), e);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
