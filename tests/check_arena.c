@@ -13,6 +13,7 @@
 #include "../lib/internal.h"
 #include "../shm/evq.h"
 #include "../shm/index.h"
+#include "../shm/l3ix.h"
 #include "../shm/layout.h"
 #include "../shm/readers.h"
 #include "../shm/seg.h"
@@ -938,6 +939,15 @@ START_TEST(test_layout_plan_refuses_bad_parameters)
 	p = ok;
 	p.ring_bytes = 3000;
 	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+	p = ok;
+	p.l3ix_entries = SHM_L3IX_MAX_ENTRIES + 1;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+	p = ok;
+	p.arena_flags = SHM_ARENA_FLAGS_MASK + 1; /* a flag no layout knows */
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+	p = ok;
+	p.arena_flags = SHM_ARENA_FLAGS_MASK;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
 }
 END_TEST
 

@@ -805,6 +805,15 @@ static void indexed_docs(unsigned n)
 		ck_assert_int_eq(restore_is(400 + i, 600, 4000 + i, &fi), 512);
 }
 
+/* Entries of @ix that hold token ids. */
+static uint32_t token_entries(const struct shm_l3ix *ix)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < ix->nsets * SHM_L3IX_WAYS; i++)
+		n += (ix->ent[i].flags & SHM_L3IX_TOKENS) != 0;
+	return n;
+}
+
 /* The first positive entry of @ix at or after @from (there is one). */
 static uint32_t positive_from(const struct shm_l3ix *ix, uint32_t from)
 {
@@ -853,8 +862,8 @@ END_TEST
 /* One entry broken at a time (a writer's odd sequence left behind, a flag no writer sets, both
  * positive and negative, a token chain that starts at page 0, far past the last page, or on
  * another entry's page): each
- * alone is one inconsistency; the repair clears that entry and the directory answers for it
- * again. Case 5: an arena without token ids, whose entries have no chain: nothing to find. */
+ * alone is one inconsistency; the repair clears that entry, and only it, and the directory answers
+ * for it again. Case 5: an arena without token ids, whose entries have no chain: nothing to find. */
 START_TEST(fsck_finds_each_broken_index_entry_alone)
 {
 	for (int k = 0; k < 7; k++) {
@@ -863,7 +872,7 @@ START_TEST(fsck_finds_each_broken_index_entry_alone)
 		int fi, found = 0;
 		struct shm_l3ix ix;
 		ck_assert_int_eq(shm_l3ix_view(arena->shm, &ix), 0);
-		uint32_t i = positive_from(&ix, 0), broken = i;
+		uint32_t i = positive_from(&ix, 0), broken = i, with_tokens = token_entries(&ix);
 		if (k == 0)
 			atomic_fetch_add(&ix.ent[i].seq, 1);
 		else if (k <= 2)
@@ -889,6 +898,8 @@ START_TEST(fsck_finds_each_broken_index_entry_alone)
 		ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
 		ck_assert_uint_eq(rep.repaired, 1);
 		ck_assert_uint_eq(ix.ent[broken].flags, 0);
+		/* only that entry went: the others' chains (two whole pages each: 512 tokens) are kept */
+		ck_assert_uint_eq(token_entries(&ix), with_tokens - 1);
 		ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
 		for (unsigned j = 0; j < 4; j++)
 			ck_assert_int_eq(restore_is(400 + j, 600, 4000 + j, &fi), 512);

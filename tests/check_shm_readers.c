@@ -775,6 +775,10 @@ START_TEST(test_ofd_helpers_ignore_a_stale_errno)
 	ck_assert_int_eq(shm_ofd_held(fd2, 5), 0);
 	close(fd);
 	close(fd2);
+	/* a descriptor that names nothing is an error, never "held" or "free" */
+	ck_assert_int_eq(shm_ofd_held(fd2, 5), -EBADF);
+	ck_assert_int_eq(shm_ofd_held(-1, 5), -EBADF);
+	ck_assert_int_eq(shm_ofd_trylock(fd2, 5), -EBADF);
 }
 END_TEST
 
