@@ -31,33 +31,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A child that attaches to @name, locks @m and then does @then: 'k' SIGKILL itself, 'h' hold
- * for @hold_us then unlock and exit. Returns its pid once it holds @m. */
-static pid_t locker(const char *name, struct shm_mutex *m, char then, useconds_t hold_us)
-{
-	int go[2];
-	ck_assert_int_eq(pipe(go), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct sc_arena *b;
-		if (sc_arena_open(name, &b) || shm_mutex_lock(b->shm, m))
-			_exit(2);
-		if (write(go[1], "x", 1) != 1)
-			_exit(3);
-		if (then == 'k')
-			raise(SIGKILL);
-		usleep(hold_us);
-		shm_mutex_unlock(b->shm, m);
-		_exit(0);
-	}
-	char c;
-	ck_assert_int_eq(read(go[0], &c, 1), 1);
-	close(go[0]);
-	close(go[1]);
-	return pid;
-}
-
 START_TEST(test_lock_unlock_busy)
 {
 	const char *name;
@@ -99,7 +72,7 @@ START_TEST(test_dead_holder_is_ownerdead)
 	const char *name;
 	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
 	struct shm_mutex *m = shared_mutex();
-	pid_t pid = locker(name, m, 'k', 0);
+	pid_t pid = sc_test_locker(name, m, 'k', 0);
 	waitpid(pid, NULL, 0);
 	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0); /* a dead holder is not corruption */
 	ck_assert_int_eq(shm_mutex_trylock(a->shm, m), -EBUSY); /* trylock never takes over */
@@ -121,7 +94,7 @@ START_TEST(test_one_waiter_takes_a_dead_lock_over)
 	struct shm_mutex *m = shared_mutex();
 	int res[2];
 	ck_assert_int_eq(pipe(res), 0);
-	pid_t holder = locker(name, m, 'k', 0);
+	pid_t holder = sc_test_locker(name, m, 'k', 0);
 	char c;
 	/* three waiters block on the dead holder's lock; exactly one must be told to repair */
 	pid_t w[3];
@@ -194,7 +167,7 @@ START_TEST(test_slow_live_holder_is_waited_for)
 	const char *name;
 	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
 	struct shm_mutex *m = shared_mutex();
-	pid_t pid = locker(name, m, 'h', 700000); /* much longer than the wait slices */
+	pid_t pid = sc_test_locker(name, m, 'h', 700000); /* much longer than the wait slices */
 	double t0 = now_s();
 	ck_assert_int_eq(shm_mutex_lock(a->shm, m), 0); /* not taken over: the holder lives */
 	ck_assert(now_s() - t0 > 0.5);

@@ -268,6 +268,18 @@ static uint32_t fill_heap(struct fx *f, size_t n)
 	return k + 1;
 }
 
+/* Remove every other of the @count keys fill_heap admitted: many free bytes, none of them long. */
+static void punch_holes(struct fx *f, uint32_t count)
+{
+	for (uint32_t k = 0; k < count; k += 2) {
+		int32_t t[4];
+		struct sc_key key;
+		toks(t, k);
+		ck_assert_int_eq(sc_l2_key(f->st, "pol", t, 4, &key), 0);
+		(void)sc_l2_remove(f->st, key);
+	}
+}
+
 /* The search for room by address runs one at a time under a lock that guards no state: a process
  * killed while holding it leaves it to the next search, which takes it over and finds room. */
 START_TEST(a_search_lock_left_by_a_killed_process_is_taken_over)
@@ -276,35 +288,11 @@ START_TEST(a_search_lock_left_by_a_killed_process_is_taken_over)
 	fx_open(&f);
 	const size_t small = 64 << 10;
 	uint32_t count = fill_heap(&f, small);
-	for (uint32_t k = 0; k < count; k += 2) {
-		int32_t t[4];
-		struct sc_key key;
-		toks(t, k);
-		ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &key), 0);
-		(void)sc_l2_remove(f.st, key);
-	}
+	punch_holes(&f, count);
 	struct sc_l2_stats s0 = stats(&f);
 	uint64_t big = s0.budget_bytes / 8 - (64 << 10);
 	ck_assert_uint_lt(s0.largest_free_block, big); /* only a search by address finds room */
-	int go[2];
-	ck_assert_int_eq(pipe(go), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct sc_arena *b;
-		if (sc_arena_open(f.name, &b) || l2_ready(b) || shm_mutex_lock(b->shm, &l2_q(b)->hdr->search_mu))
-			_exit(2);
-		if (write(go[1], "x", 1) != 1)
-			_exit(3);
-		raise(SIGKILL);
-	}
-	char c;
-	ck_assert_int_eq(read(go[0], &c, 1), 1); /* it holds the search lock */
-	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	close(go[0]);
-	close(go[1]);
+	sc_test_wait_killed(sc_test_locker(f.name, &l2_q(f.a)->hdr->search_mu, 'k', 0)); /* killed holding it */
 	ck_assert_int_eq(put(f.st, 900, big), 0);
 	ck_assert(has(f.st, 900));
 	ck_assert_uint_gt(stats(&f).evictions, s0.evictions);
@@ -319,14 +307,7 @@ START_TEST(fragmented_heap_publishes_an_eighth_of_the_budget)
 	fx_open(&f);
 	const size_t small = 64 << 10;
 	uint32_t count = fill_heap(&f, small);
-	/* punch holes: remove every other entry, so the free bytes are many but none is long */
-	for (uint32_t k = 0; k < count; k += 2) {
-		int32_t t[4];
-		struct sc_key key;
-		toks(t, k);
-		ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &key), 0);
-		(void)sc_l2_remove(f.st, key);
-	}
+	punch_holes(&f, count);
 	/* and lease some of what is left, scattered over the heap */
 	struct sc_lease l[16];
 	uint32_t leased[16];

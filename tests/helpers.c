@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "sc_check.h"
+#include "../lib/internal.h"
+#include "../shm/mutex.h"
 
 #undef _tcase_add_test
 
@@ -242,4 +244,29 @@ void sc_test_on_wanted(const char *component, const char *message, int repaired,
 	(void)component, (void)repaired;
 	struct sc_test_wanted *w = ctx;
 	w->hits += strstr(message, w->text) != NULL;
+}
+
+pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_t hold_us)
+{
+	int go[2];
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *b;
+		if (sc_arena_open(name, &b) || shm_mutex_lock(b->shm, m))
+			_exit(2);
+		if (write(go[1], "x", 1) != 1)
+			_exit(3);
+		if (then == 'k')
+			raise(SIGKILL);
+		usleep(hold_us);
+		shm_mutex_unlock(b->shm, m);
+		_exit(0);
+	}
+	char c;
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	close(go[0]);
+	close(go[1]);
+	return pid;
 }
