@@ -260,7 +260,16 @@ pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_
 			_exit(3);
 		if (then == 'k')
 			raise(SIGKILL);
-		usleep(hold_us);
+		/* 'h': hold it, alive, until a waiter has announced itself (the waiters bit) and @hold_us
+		 * have passed since we took it, so the waiter sleeps through futex slices of a live
+		 * holder; no waiter within 10 s more is a failure (exit 4) */
+		double t0 = sc_test_now_s(), hold = (double)hold_us / 1e6;
+		while (!(atomic_load_explicit(&m->word, memory_order_relaxed) & SHM_MUTEX_WAITERS) ||
+		       sc_test_now_s() - t0 < hold) {
+			if (sc_test_now_s() - t0 > hold + 10.0)
+				_exit(4);
+			sc_test_pause_ms(1);
+		}
 		shm_mutex_unlock(b->shm, m);
 		_exit(0);
 	}

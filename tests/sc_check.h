@@ -48,8 +48,9 @@ void sc_test_arena_destroy(struct sc_arena *a, const char *name);
 /* Reap child @pid, failing the test unless SIGKILL ended it (a holder killed on purpose). */
 void sc_test_wait_killed(pid_t pid);
 /* A child that opens arena @name, locks @m (a lock in memory it shares with us: the arena's, or
- * a MAP_SHARED page) and then does @then: 'k' SIGKILL itself, 'h' hold it for @hold_us, unlock and
- * exit. Returns its pid once it holds @m. */
+ * a MAP_SHARED page) and then does @then: 'k' SIGKILL itself, 'h' hold it until someone waits for
+ * it and @hold_us have passed, unlock and exit 0 (4 when nobody came to wait within 10 s more).
+ * Returns its pid once it holds @m. */
 struct shm_mutex;
 pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_t hold_us);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
