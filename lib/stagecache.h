@@ -1099,11 +1099,12 @@ int sc_l3_put_cost(struct sc_l3 *l3, const struct sc_l3_put_args *args, uint64_t
  * sc_l3_put_many - @n puts made durable together (group commit): every object's and entry's temp
  * file is written, all of them are fsync'd in one round (submitted together on the thread's ring,
  * so the filesystem commits them as one), each object then its entry is renamed into place, and
- * the directories that gained a name are fsync'd in a second round, each once. A put costs two
- * fsync latencies shared by the batch instead of four of its own. Each put is acknowledged
- * exactly as by sc_l3_put_cost: only once its object and its entry are durable and were seen in
- * place. A segmented object (segments on and a payload above one), and a put that a concurrent
- * eviction or drop raced with, is made alone (sc_l3_put_cost) inside the call.
+ * the directories that gained a name are fsync'd in a second round, each once. The batch pays two
+ * fsync latencies for all of its files (sc_l3_put and sc_l3_put_cost are batches of one). Each
+ * put is acknowledged only once its object and its entry are durable and were seen in place. A
+ * segmented object (segments on and a payload above one), and a put that a concurrent eviction or
+ * drop raced with, is made alone inside the call: object then entry, each fsync'd, renamed and its
+ * directory fsync'd before the next.
  * @args: @n put requests, each under the rules of sc_l3_put; the same digest or prefix twice is
  * allowed (the later entry wins, as when they are put one after the other).
  * @costs: NULL (no costs recorded), or @n costs as sc_l3_put_cost's @cost_ns.

@@ -1146,14 +1146,14 @@ START_TEST(killed_put_leaves_nothing_visible)
 	struct sc_l3 *cl3 = NULL;
 	pid_t pid = fork_writer(&cl3);
 	if (pid == 0) {
-		shm_fault_arm("l3.put.before_rename");
+		shm_fault_arm("l3.putmany.synced"); /* its temp files written and synced, none renamed */
 		put_full(cl3, "k", 40, 1 << 20, 40, NULL);
 		_exit(4); /* not reached */
 	}
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	/* the temp file is there, but no object and no prefix */
+	/* the temp files are there, but no object and no prefix */
 	struct sc_l3_opts o = { .flags = SC_L3_OPEN_NO_RECONCILE };
 	struct sc_l3 *l3 = open_l3(&o);
 	struct sc_location loc;

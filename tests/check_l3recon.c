@@ -297,25 +297,30 @@ static void put_base(struct sc_l3 *l3, void *ctx)
 	put_i(l3, BASE);
 }
 
-/* The steps of a put where a writer can die (each: the object's write, then the entry's). */
-static const char *const kill_points[] = {
-	"l3.put.created@1", "l3.put.written@1", "l3.put.before_rename@1", "l3.put.after_rename@1",
-	"l3.put.created@2", "l3.put.written@2", "l3.put.before_rename@2", "l3.put.after_rename@2",
+/* The steps of a put where a writer can die (a group commit of one, lib/l3/put.c): its object's
+ * temp file made, its entry's made, both written, both synced, the object placed, both placed (the
+ * directories not synced yet); and the temp files each step leaves in DIR/tmp. */
+static const struct {
+	const char *point;
+	unsigned temps;
+} kill_steps[] = {
+	{ "l3.put.created@1", 1 },    { "l3.put.created@2", 2 },           { "l3.putmany.written@1", 2 },
+	{ "l3.putmany.synced@1", 2 }, { "l3.putmany.object_placed@1", 1 }, { "l3.putmany.placed@1", 0 },
 };
-#define NPOINTS (sizeof(kill_points) / sizeof(kill_points[0]))
+#define NPOINTS (sizeof(kill_steps) / sizeof(kill_steps[0]))
 
 START_TEST(writer_killed_at_every_step_then_steps_clean_up)
 {
-	const char *point = kill_points[_i];
+	const char *point = kill_steps[_i].point;
+	unsigned young = kill_steps[_i].temps;
 	struct sc_l3 *l3;
 	base_store();
 	/* the writer, killed inside its put of object BASE */
 	killed_writer(point, put_base, NULL);
-	int before_rename = !strstr(point, "after_rename");
-	ck_assert_msg(temps_in("tmp") == (unsigned)before_rename, "%s: temp files in DIR/tmp: %u", point, temps_in("tmp"));
+	ck_assert_msg(temps_in("tmp") == young, "%s: temp files in DIR/tmp: %u, not %u", point, temps_in("tmp"), young);
 	ck_assert_int_eq(temps_in("objects") + temps_in("prefix"), 0); /* never beside the objects */
 	/* a janitor pass of another process finds nothing wrong, and the put works again */
-	dead_writer_cleaned_up(point, BASE + 1, BASE, (unsigned)before_rename);
+	dead_writer_cleaned_up(point, BASE + 1, BASE, young);
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
 	ck_assert_int_eq(put_i(l3, BASE), 0);
 	ck_assert_int_eq(served(l3, BASE), 1);
@@ -507,10 +512,13 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 	f0 = atomic_load(&l3_test_fsyncs);
 	ck_assert_int_eq(put_batch(l3, x), 0);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 0);
-	/* one at a time: a round per file (the directories synced in place), two per put */
+	/* one put alone is a batch of one: its two temp files in one round, its two directories
+	 * (objects/XX, prefix/YY) in the other */
 	r0 = atomic_load(&l3_test_fsync_rounds);
+	f0 = atomic_load(&l3_test_fsyncs);
 	ck_assert_int_eq(put_i(l3, 40), 0);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsync_rounds) - r0, 2);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 4);
 	for (unsigned k = 0; k < 16; k++)
 		ck_assert_int_eq(served(l3, k), 1);
 	sc_l3_close(l3);

@@ -360,7 +360,8 @@ static void put_done(struct sc_l3 *l3, const struct put_prep *pp, struct sc_loca
 		*loc = where;
 }
 
-/* The put of @pp, object then entry, each written durably (four fsyncs); the physical bytes it
+/* The put of @pp made alone, object then entry, each written durably (four fsyncs in a row: a
+ * segmented put, or one a concurrent eviction or drop raced with); the physical bytes it
  * added in *@wrote. */
 static int put_one(struct sc_l3 *l3, struct put_prep *pp, uint64_t *wrote_any)
 {
@@ -387,21 +388,14 @@ int sc_l3_put(struct sc_l3 *l3, const struct sc_l3_put_args *a, struct sc_locati
 	return sc_l3_put_cost(l3, a, 0, loc);
 }
 
+/* A single put is a group commit of one: its object's and its entry's temp files synced in one
+ * round, its directories in another, instead of four fsyncs in a row; a segmented put, or one
+ * that an eviction or a drop raced with, is made by put_one inside (sc_l3_put_many). */
 int sc_l3_put_cost(struct sc_l3 *l3, const struct sc_l3_put_args *a, uint64_t cost_ns, struct sc_location *loc)
 {
-	if (!l3)
+	if (!l3 || !a)
 		return -EINVAL;
-	struct put_prep pp;
-	uint64_t wrote_any = 0;
-	int rc = put_prep(l3, a, cost_ns, &pp);
-	if (!rc && !(rc = put_one(l3, &pp, &wrote_any))) {
-		put_done(l3, &pp, loc);
-		if (wrote_any)
-			l3_janitor_after_put(l3, wrote_any);
-		l3_access_flush(l3, 0);
-	}
-	prep_free(&pp);
-	return rc;
+	return sc_l3_put_many(l3, a, &cost_ns, 1, loc, NULL);
 }
 
 
