@@ -957,6 +957,53 @@ START_TEST(killed_put_leaves_segments_the_sweep_removes)
 }
 END_TEST
 
+/* A segmented put is made alone (lib/l3/put.c put_one): its five segments (steps @1 to @5), then
+ * its manifest (@6), then its entry (@7), each written, fsync'ed, renamed and its directory
+ * fsync'ed before the next. Killed at any step of the manifest or the entry: it is served exactly
+ * or not at all, what it left is cleaned up once old, and the same put works. */
+static const char *const seg_put_steps[] = {
+	"l3.put.written@6", "l3.put.before_rename@6", "l3.put.after_rename@6",
+	"l3.put.created@7", "l3.put.before_rename@7", "l3.put.after_rename@7",
+};
+
+START_TEST(segmented_put_killed_in_its_manifest_or_entry)
+{
+	const char *point = seg_put_steps[_i];
+	size_t n;
+	uint8_t *a = payload(5, 0, 2, 0, &n);
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		shm_fault_arm(point);
+		put_buf(l3, "k", 10, a, n, NULL);
+		_exit(4); /* not reached */
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: the writer was not killed (status %d)",
+		      point, status);
+	/* served exactly, and only once its entry is in place */
+	struct sc_location loc;
+	int found = sc_l3_locate_longest(l3, "k", toks, 10, &loc);
+	ck_assert_msg(found == (strstr(point, "after_rename@7") ? 10 : 0), "%s: locate %d", point, found);
+	if (found)
+		ck_assert_int_eq(fill_cmp(l3, &loc, a, 0), 0);
+	sc_l3_close(l3);
+	/* once what it left is old, an open removes its temp files and verification finds nothing wrong */
+	age_segments(3600);
+	ck_assert_int_eq(sc_test_sh("find %s -name '.tmp-*' -exec touch -d '-1 minute' {} +", tmpdir), 0);
+	l3 = open_seg(NULL, SEG);
+	ck_assert_msg(sc_test_sh("test -z \"$(find %s -name '.tmp-*')\"", tmpdir) == 0, "%s: temp files left", point);
+	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
+	/* and the same put works */
+	ck_assert_int_eq(put_buf(l3, "k", 10, a, n, &loc), 0);
+	ck_assert_int_eq(fill_cmp(l3, &loc, a, 0), 0);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(concurrent_puts_from_processes_store_each_segment_once)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -1103,6 +1150,8 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, sweep_never_takes_a_segment_a_put_is_reusing);
 	tcase_add_test(tc, sweep_during_a_stalled_put_is_repaired_by_the_put);
 	tcase_add_test(tc, killed_put_leaves_segments_the_sweep_removes);
+	tcase_add_loop_test(tc, segmented_put_killed_in_its_manifest_or_entry, 0,
+			    (int)(sizeof(seg_put_steps) / sizeof(seg_put_steps[0])));
 	tcase_add_test(tc, concurrent_puts_from_processes_store_each_segment_once);
 	tcase_add_test(tc, shared_mode_only_the_janitor_sweeps);
 	suite_add_tcase(s, tc);
