@@ -915,21 +915,28 @@ START_TEST(sweep_during_a_stalled_put_is_repaired_by_the_put)
 }
 END_TEST
 
-START_TEST(killed_put_leaves_segments_the_sweep_removes)
+/* A child puts @a (@n bytes) under "k", 10 tokens, through @l3 and is killed at fault point @point. */
+static void put_killed_at(struct sc_l3 *l3, const char *point, const uint8_t *a, size_t n)
 {
-	size_t n;
-	uint8_t *a = payload(5, 0, 2, 0, &n);
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		shm_fault_arm("l3seg.put.segments");
+		shm_fault_arm(point);
 		put_buf(l3, "k", 10, a, n, NULL);
 		_exit(4); /* not reached */
 	}
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: the writer was not killed (status %d)",
+		      point, status);
+}
+
+START_TEST(killed_put_leaves_segments_the_sweep_removes)
+{
+	size_t n;
+	uint8_t *a = payload(5, 0, 2, 0, &n);
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	put_killed_at(l3, "l3seg.put.segments", a, n);
 	/* its segments are written, its object is not: nothing to locate */
 	uint64_t files;
 	du("seg", &files);
@@ -972,17 +979,7 @@ START_TEST(segmented_put_killed_in_its_manifest_or_entry)
 	size_t n;
 	uint8_t *a = payload(5, 0, 2, 0, &n);
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		shm_fault_arm(point);
-		put_buf(l3, "k", 10, a, n, NULL);
-		_exit(4); /* not reached */
-	}
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: the writer was not killed (status %d)",
-		      point, status);
+	put_killed_at(l3, point, a, n);
 	/* served exactly, and only once its entry is in place */
 	struct sc_location loc;
 	int found = sc_l3_locate_longest(l3, "k", toks, 10, &loc);
