@@ -526,10 +526,6 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 }
 END_TEST
 
-#ifndef __NR_cachestat
-#define __NR_cachestat 451 /* Linux 6.5; Debian 12's headers predate it (as lib/l3/files.c) */
-#endif
-
 /* The pages of @fd's file that are dirty and not yet under writeback, or -1 (no cachestat). */
 static long dirty_pages(int fd)
 {

@@ -568,10 +568,6 @@ int l3_grow(void **p, size_t *cap, size_t need, size_t elem)
 }
 
 
-#ifndef __NR_cachestat
-#define __NR_cachestat 451
-#endif
-
 int l3_file_cold(int fd, uint64_t off, uint64_t bytes)
 {
 	struct {

@@ -10,6 +10,10 @@
  * directory it starts from. */
 #define L3_RESOLVE (RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH)
 
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* Linux 6.5, every architecture; Debian 12's headers predate it */
+#endif
+
 /*
  * Paths inside the store ("<sub>/<name>" at most), never through a link in any component.
  * l3_openat: openat2 with RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH (O_CLOEXEC and O_NOFOLLOW added);

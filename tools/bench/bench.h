@@ -48,6 +48,9 @@ uint64_t bench_llc_bytes(void);
 int bench_in_path(const char *prog);
 /* Run @cmd through sh and put the first line it prints in @out ("" when none). */
 void bench_first_line(const char *cmd, char *out, size_t len);
+/* Evict @n bytes at @p from every cache level, written back first (x86 clflush, aarch64 dc civac;
+ * elsewhere nothing). */
+void bench_evict(const void *p, size_t n);
 /* The first line of the file @path in @out, without its newline ("" when unreadable). */
 void bench_file_line(const char *path, char *out, size_t len);
 /* The options of a benchmark that takes none but --help: -1 to go on, else its exit status

@@ -44,7 +44,6 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 #if defined(__x86_64__)
-#include <emmintrin.h>       /* _mm_clflush: the XXH3 baseline hashes bytes no cache holds */
 #include <xxh_x86dispatch.h> /* the XXH3 baseline as fast as this CPU runs it (as the library's) */
 #endif
 
@@ -256,22 +255,6 @@ static double thread_cpu_seconds(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Evict @n bytes at @p from every cache level (written back first). */
-static void evict_range(const void *p, size_t n)
-{
-#if defined(__x86_64__)
-	for (size_t o = 0; o < n; o += 64)
-		_mm_clflush((const char *)p + o);
-	_mm_mfence();
-#elif defined(__aarch64__)
-	for (size_t o = 0; o < n; o += 64)
-		__asm__ volatile("dc civac, %0" ::"r"((const char *)p + o) : "memory");
-	__asm__ volatile("dsb ish" ::: "memory");
-#else
-	(void)p, (void)n; /* no portable way: the baseline hashes what the caches hold */
-#endif
 }
 
 /* io_uring worker threads of this process right now (named iou-wrk-*). */
@@ -726,7 +709,7 @@ static int round_cold_4m(struct l3run *x, int r)
 	uint64_t sink = 0;
 	for (int i = 0; i < x->s4.count; i++) {
 		const uint8_t *d = x->s4.dst[i % x->s4.ndst];
-		evict_range(d, x->s4.bytes);
+		bench_evict(d, x->s4.bytes);
 		double h0 = thread_cpu_seconds();
 		sink += XXH3_128bits(d, x->s4.bytes).low64;
 		hash_s += thread_cpu_seconds() - h0;

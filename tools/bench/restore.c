@@ -158,9 +158,8 @@ static struct tail tail_of(struct side *s)
 }
 static void flush_tail(struct tail t)
 {
-	for (size_t o = 0; t.at && o < NTOK * 4 + 1024; o += 64)
-		_mm_clflush(t.at + o);
-	_mm_mfence();
+	if (t.at)
+		bench_evict(t.at, NTOK * 4 + 1024);
 }
 
 /* ---- populate the directory ---- */

@@ -12,6 +12,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <emmintrin.h> /* _mm_clflush */
+#endif
+
 #include "bench.h"
 
 static uint64_t read_size_file(const char *path)
@@ -170,4 +174,19 @@ void bench_l2_arena_drop(const char *name, struct sc_arena *a, struct sc_stage *
 	sc_stage_close(st);
 	sc_arena_close(a);
 	sc_arena_destroy(NULL, name);
+}
+
+void bench_evict(const void *p, size_t n)
+{
+#if defined(__x86_64__)
+	for (size_t o = 0; o < n; o += 64)
+		_mm_clflush((const char *)p + o);
+	_mm_mfence();
+#elif defined(__aarch64__)
+	for (size_t o = 0; o < n; o += 64)
+		__asm__ volatile("dc civac, %0" ::"r"((const char *)p + o) : "memory");
+	__asm__ volatile("dsb ish" ::: "memory");
+#else
+	(void)p, (void)n; /* no portable way: callers measure what the caches hold */
+#endif
 }
