@@ -430,8 +430,13 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 		goto fail_unlink;
 	}
 
-	/* pre-fault: a shortage of hugepages or tmpfs space is reported now, not as SIGBUS later */
-	if (fallocate(fd, 0, 0, (off_t)p.total_bytes) < 0) {
+	/* pre-fault: a shortage of hugepages or tmpfs space is reported now, not as SIGBUS later.
+	 * hugetlbfs stops at any pending signal with EINTR (io_uring's task work counts as one); the
+	 * pages it allocated stay, so the call is made again and goes on from there */
+	int frc;
+	while ((frc = fallocate(fd, 0, 0, (off_t)p.total_bytes)) < 0 && errno == EINTR)
+		;
+	if (frc < 0) {
 		rc = (errno == ENOSPC || errno == ENOMEM) ? -ENOMEM : -errno;
 		if (rc == -EOPNOTSUPP && ftruncate(fd, (off_t)p.total_bytes) == 0)
 			rc = 0;

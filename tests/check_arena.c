@@ -1,6 +1,7 @@
 /* tests/check_arena.c — the arena: create/open/destroy, backing, header validation, reader table. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -628,6 +629,68 @@ START_TEST(test_huge_require_shortage)
 }
 END_TEST
 
+static volatile sig_atomic_t storm_signals;
+
+static void storm_count(int sig)
+{
+	(void)sig;
+	storm_signals++;
+}
+
+/*
+ * hugetlbfs stops allocating at a pending signal (fallocate -EINTR), and io_uring's task work
+ * looks like one to it: a create under a storm of signals still makes its arena, every time,
+ * all its pages allocated, and is never reported as a shortage or an interruption.
+ */
+START_TEST(huge_create_under_a_storm_of_signals)
+{
+	enum { PAGES = 32, CREATES = 8 };
+	if (!hugetlbfs_mounted() || hugepages_free() < PAGES + 8) {
+		sc_skip("huge create under signals: no hugetlbfs mount with %d free 2 MiB pages (run stagecache setup)", PAGES + 8);
+		return;
+	}
+	struct sigaction sa = { .sa_handler = storm_count }, old;
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, &old), 0);
+	pid_t me = getpid(), pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		while (getppid() == me)
+			kill(me, SIGUSR1);
+		_exit(0);
+	}
+	/* the storm is on once the first signal arrived */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!storm_signals) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ck_assert_msg(now.tv_sec - t0.tv_sec < 10, "the signalling child sent nothing in 10 s");
+		sched_yield();
+	}
+	sig_atomic_t before = storm_signals;
+	for (int i = 0; i < CREATES; i++) {
+		struct sc_arena_opts o = { .size_bytes = (uint64_t)PAGES << 21, .huge = SC_HUGE_REQUIRE };
+		const char *name = sc_test_name("storm");
+		struct sc_arena *a = NULL;
+		int rc = sc_arena_create(name, &o, &a);
+		ck_assert_msg(rc == 0, "create %d of a %d-page hugetlbfs arena under signals: %s", i, PAGES, sc_strerror(rc));
+		struct sc_arena_info in;
+		ck_assert_int_eq(sc_arena_info(a, &in), 0);
+		ck_assert_int_eq(in.backing, SC_BACKING_HUGETLBFS_2M);
+		struct stat sb;
+		ck_assert_int_eq(stat(in.path, &sb), 0);
+		ck_assert_msg((uint64_t)sb.st_blocks * 512 == (uint64_t)PAGES << 21, "create %d: %llu bytes allocated of %d pages", i,
+			      (unsigned long long)sb.st_blocks * 512, PAGES);
+		sc_test_arena_destroy(a, name);
+	}
+	sig_atomic_t during = storm_signals - before;
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	ck_assert_int_eq(sigaction(SIGUSR1, &old, NULL), 0);
+	ck_assert_msg(during > CREATES, "only %d signals arrived during %d creates: no storm to test under", (int)during, CREATES);
+}
+END_TEST
+
 START_TEST(test_huge_off)
 {
 	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
@@ -1010,6 +1073,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, regression_nonroot_create_falls_back);
 	tcase_add_test(tc, test_huge_require);
 	tcase_add_test(tc, test_huge_require_shortage);
+	tcase_add_test(tc, huge_create_under_a_storm_of_signals);
 	tcase_add_test(tc, test_huge_off);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
