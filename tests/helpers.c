@@ -191,7 +191,15 @@ void sc_test_points_match_sources(const char *call, const char *const *pts, cons
 static struct {
 	int files, locked;
 	uint64_t sig; /* sizes and mtimes of every temp file, mixed */
+	int *held, held_max; /* where to keep a descriptor of each held one (sc_test_l3_held_temps) */
 } temps;
+
+/* Is the file open as @fd locked by another open file description (a writer, or its ring)? */
+int sc_test_fd_held(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
 
 static int temp_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
@@ -203,23 +211,41 @@ static int temp_one(const char *p, const struct stat *sb, int flag, struct FTW *
 	int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
 	if (fd < 0)
 		return 0;
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-	if (fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+	if (sc_test_fd_held(fd)) {
+		if (temps.locked < temps.held_max) {
+			temps.held[temps.locked++] = fd;
+			return 0;
+		}
 		temps.locked++;
+	}
 	close(fd);
 	return 0;
 }
 
-int sc_test_l3_temps(const char *dir, int *locked, uint64_t *sig)
+static int temps_walk(const char *dir, int *held, int held_max, int *locked, uint64_t *sig)
 {
 	temps.files = temps.locked = 0;
 	temps.sig = 0;
+	temps.held = held;
+	temps.held_max = held_max;
 	nftw(dir, temp_one, 16, FTW_PHYS | FTW_MOUNT);
 	if (locked)
 		*locked = temps.locked;
 	if (sig)
 		*sig = temps.sig;
 	return temps.files;
+}
+
+int sc_test_l3_temps(const char *dir, int *locked, uint64_t *sig)
+{
+	return temps_walk(dir, NULL, 0, locked, sig);
+}
+
+int sc_test_l3_held_temps(const char *dir, int *fds, int max)
+{
+	int locked;
+	temps_walk(dir, fds, max, &locked, NULL);
+	return locked < max ? locked : max;
 }
 
 int sc_test_wait_l3_temps_unlocked(const char *dir, int timeout_ms)

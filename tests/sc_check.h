@@ -70,6 +70,11 @@ void sc_test_points_match_sources(const char *call, const char *const *pts, cons
  * ring of a dead one, while its writes may still land) still holds; *@sig: their sizes and mtimes
  * mixed into one number (changes when any of them is written). */
 int sc_test_l3_temps(const char *dir, int *locked, uint64_t *sig);
+/* The temp files under @dir held now: a descriptor of each (at most @max, in @fds; the caller
+ * closes them) and how many. Holding one does not hold its lock. */
+int sc_test_l3_held_temps(const char *dir, int *fds, int max);
+/* Is the file open as @fd locked by another open file description (a writer, or its ring)? */
+int sc_test_fd_held(int fd);
 /* Wait until no temp file under @dir is held (a killed writer's last writes landed): 0, or
  * -ETIMEDOUT after @timeout_ms. */
 int sc_test_wait_l3_temps_unlocked(const char *dir, int timeout_ms);
