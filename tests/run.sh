@@ -27,7 +27,13 @@ EOF_N
 	printf '%-28s %-4s %3ss  %s\n' "$name" "$status" "$(( $(date +%s) - start ))" "$summary"
 	[ "$status" = FAIL ] && sed -n '1,60p' "$log" | grep -vE '^Running suite' | sed 's/^/    /'
 done
-[ -n "$failed_names" ] && echo "failed suites:$failed_names"
+if [ -n "$failed_names" ]; then
+	# the failures again at the end, where a log cut to its last lines still shows them
+	for name in $failed_names; do
+		grep -hE ':[FE]:' "$b/tests/$name.log" | head -n 5 | sed "s/^/  [$name] /"
+	done
+	echo "failed suites:$failed_names"
+fi
 echo "suites: $passed passed, $failed failed"
 echo "checks: $checks_ok passed, $checks_bad failed"
 [ "$failed" -eq 0 ]
