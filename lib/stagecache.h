@@ -1023,8 +1023,11 @@ struct sc_l3_opts {
 				  * on the strength of "missing" unless what named it is older than this.
 				  * 0: 10000 (ceph-fuse 16.2 measured: p99 28 ms, max 70 ms) */
 	uint32_t fd_cache;       /* object files a handle keeps open for later fills (an open is a
-				  * round trip on a network filesystem): 0: on FUSE min(4096, RLIMIT_NOFILE
-				  * / 4), elsewhere none; N: N (at most RLIMIT_NOFILE / 2);
+				  * round trip on a network filesystem, a disk read of a cold inode on a
+				  * local one): 0: min(4096, RLIMIT_NOFILE / 4) on FUSE; on a local
+				  * filesystem (ext4, XFS, Btrfs, tmpfs ...) as many but only files of at
+				  * most 1 MiB + 4 KiB, 256 MiB of them in all; on kernel CephFS or NFS
+				  * none; N: N of any size (at most RLIMIT_NOFILE / 2);
 				  * SC_L3_FD_CACHE_NONE: none. On a kernel filesystem each use checks that
 				  * the name still names the kept file; on FUSE (where that lookup is the
 				  * round trip saved) an object another process or host removed may be read

@@ -334,13 +334,41 @@ void l3_flock_un(struct sc_l3 *l3)
 
 /* ---- O_DIRECT alignment ---- */
 
+/* Filesystems on a local block device (or in memory), where a lookup or an fstat never leaves the
+ * machine: ext2/3/4, XFS, Btrfs, F2FS, bcachefs, ZFS, tmpfs, overlayfs. */
+static int fs_local(uint32_t type)
+{
+	static const uint32_t local[] = { 0xef53u, 0x58465342u, 0x9123683eu, 0xf2f52010u,
+					  0xca451a4eu, 0x2fc12fc1u, 0x01021994u, 0x794c7630u };
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		if (type == local[i])
+			return 1;
+	return 0;
+}
+
+#ifdef SC_TEST_HOOKS
+uint64_t l3_kept_local_bytes = L3_KEPT_LOCAL_BYTES;
+#define KEPT_LOCAL_BYTES l3_kept_local_bytes
+#else
+#define KEPT_LOCAL_BYTES L3_KEPT_LOCAL_BYTES
+#endif
+
 void l3_dio_detect(struct sc_l3 *l3, int fd)
 {
 	struct statfs fs;
-	int fuse = fstatfs(fd, &fs) == 0 && (uint32_t)fs.f_type == 0x65735546u;
-	/* kept files by default only where an open is a round trip (FUSE); elsewhere on request */
-	if (!fuse && !l3->opts.fd_cache)
+	int known = fstatfs(fd, &fs) == 0;
+	int fuse = known && (uint32_t)fs.f_type == 0x65735546u, local = known && fs_local((uint32_t)fs.f_type);
+	/* kept files by default: on FUSE, where an open is a round trip, any; on a local filesystem
+	 * the small ones under a byte budget (L3_KEPT_LOCAL_*), and there an fstat is cheap enough for
+	 * the sweep to close the files whose object was removed meanwhile; on a kernel network
+	 * filesystem (CephFS, NFS: an fstat may be a round trip) none unless asked, as before */
+	l3->kept_links = local;
+	if (!fuse && !local && !l3->opts.fd_cache)
 		l3->kept_max = 0;
+	if (local && !l3->opts.fd_cache) {
+		l3->kept_file_max = L3_KEPT_LOCAL_FILE;
+		l3->kept_bytes_max = KEPT_LOCAL_BYTES;
+	}
 	struct statx sx;
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
 		l3->dio_mem_align = sx.stx_dio_mem_align;

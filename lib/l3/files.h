@@ -79,8 +79,13 @@ int l3_read_header(struct sc_l3 *l3, uint64_t lo, uint64_t hi, uint8_t *block, u
  * position untouched), or NULL. */
 DIR *l3_opendir(int dfd);
 /* The O_DIRECT alignment of the filesystem holding @fd (a regular file in the directory) into
- * l3->dio_*_align: statx's, else a page when the filesystem takes O_DIRECT, else 0 (never direct). */
+ * l3->dio_*_align: statx's, else a page when the filesystem takes O_DIRECT, else 0 (never direct);
+ * and what the filesystem means for kept files (l3->kept_*: lib/l3/ring.c). */
 void l3_dio_detect(struct sc_l3 *l3, int fd);
+#ifdef SC_TEST_HOOKS
+/* The default byte budget of kept files on a kernel filesystem (L3_KEPT_LOCAL_BYTES; tests lower it). */
+extern uint64_t l3_kept_local_bytes;
+#endif
 /* Make room for @need elements of @elem bytes in the realloc'd array *@p of capacity *@cap
  * (doubling from 64). 0 or -ENOMEM (the array is left as it was). */
 int l3_grow(void **p, size_t *cap, size_t need, size_t elem);

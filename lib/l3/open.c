@@ -45,8 +45,8 @@ static _Atomic uint64_t next_id = 1;
 /* ---- open / close ---- */
 
 /* Files a handle's rings keep open: as asked (at most RLIMIT_NOFILE / 2), or by default
- * min(4096, RLIMIT_NOFILE / 4) (a process has other uses for descriptors); l3_dio_detect turns
- * the default off where opens are cheap. */
+ * min(4096, RLIMIT_NOFILE / 4) (a process has other uses for descriptors); on a kernel filesystem
+ * l3_dio_detect keeps only small files by default, under a byte budget. */
 static uint32_t kept_max(uint32_t asked)
 {
 	if (asked == SC_L3_FD_CACHE_NONE)
@@ -84,6 +84,7 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 	pthread_mutex_init(&l3->jan_mu, NULL);
 	l3->opts = o;
 	l3->kept_max = kept_max(o.fd_cache);
+	l3->kept_file_max = l3->kept_bytes_max = UINT64_MAX; /* l3_dio_detect bounds the default */
 	l3->file_mode = o.file_mode ? o.file_mode : 0600;
 	l3->dir_mode = l3->file_mode | ((l3->file_mode & 0444) >> 2) | 0700 | (o.gid > 0 ? S_ISGID : 0);
 	l3->id = atomic_fetch_add_explicit(&next_id, 1, RELAXED);

@@ -29,8 +29,11 @@
  * read (and verified) here for that long, and its disk space stays pinned as long. Idle kept files
  * that are stale (a removal moved kept_gen, or older than SC_L3_FD_KEEP_MS) are closed by a sweep
  * at the ring's next fill (at once in the thread that removed the object), so a removed object's
- * space is not held until its slot happens to be reused. By default files are kept only on FUSE
- * (fd_cache 0 elsewhere means none: an open costs microseconds there). A fill that fails
+ * space is not held until its slot happens to be reused; on a local filesystem the sweep also
+ * closes idle kept files whose object lost its last link (an fstat each: another process removed
+ * it). By default (fd_cache 0) on a local filesystem only small files are kept, under a byte
+ * budget (L3_KEPT_LOCAL_*: what a process that stops filling may hold of removed objects); on a
+ * kernel network filesystem (CephFS, NFS) none. A fill that fails
  * -EBADMSG quarantines the object only if its name still names the file that was read (a kept
  * file, or a file replaced under the fill, is not what another process may have put there since). A fill
  * that fails closes its kept file. A kept file's header was verified by the fill that kept it: a
@@ -343,6 +346,21 @@ static void kept_drop(struct l3_ring *r, struct l3_kept *k)
 	k->fd = -1;
 	k->busy = 0;
 	atomic_fetch_sub_explicit(&r->owner->kept_count, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&r->owner->kept_bytes, k->file_bytes, memory_order_relaxed);
+}
+
+/* Would one more kept file of @bytes go over the handle's limits? */
+static int kept_full(const struct sc_l3 *l3, uint64_t bytes)
+{
+	return atomic_load_explicit(&l3->kept_count, memory_order_relaxed) >= l3->kept_max ||
+	       atomic_load_explicit(&l3->kept_bytes, memory_order_relaxed) + bytes > l3->kept_bytes_max;
+}
+
+/* Has @k's object lost its last name (removed by another process: its space is held by us)? */
+static int kept_unlinked(const struct l3_kept *k)
+{
+	struct stat sb;
+	return fstat(k->fd, &sb) == 0 && sb.st_nlink == 0;
 }
 
 /* The least recently used idle kept file of the whole table (it makes room at the limit). */
@@ -379,7 +397,9 @@ static int kept_named(struct sc_l3 *l3, const struct l3_kept *k, const char *rel
 }
 
 /* Close the idle kept files that are stale (opened before a removal moved kept_gen, or longer ago
- * than SC_L3_FD_KEEP_MS): on a new generation at once, else at most once a second. */
+ * than SC_L3_FD_KEEP_MS) and, on a kernel filesystem, those whose object was removed by another
+ * process (an fstat each: their space is freed): on a new generation at once, else at most once a
+ * second. */
 void l3_kept_sweep(struct sc_l3 *l3, struct l3_ring *r)
 {
 	uint32_t gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
@@ -390,7 +410,7 @@ void l3_kept_sweep(struct sc_l3 *l3, struct l3_ring *r)
 	r->kept_swept_ns = now;
 	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++) {
 		struct l3_kept *k = &r->kept[i];
-		if (k->fd >= 0 && !k->busy && kept_stale(l3, k, now))
+		if (k->fd >= 0 && !k->busy && (kept_stale(l3, k, now) || (l3->kept_links && kept_unlinked(k))))
 			kept_drop(r, k);
 	}
 }
@@ -434,7 +454,7 @@ struct l3_kept *l3_kept_take(struct sc_l3 *l3, struct l3_ring *r, uint64_t lo, u
  * 1: kept (the caller must not close it), 0: not kept. */
 int l3_kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint64_t hi)
 {
-	if (!r->kept_sets)
+	if (!r->kept_sets || op->file_bytes > r->owner->kept_file_max)
 		return 0;
 	struct l3_kept *set = kept_set(r, lo), *v = NULL;
 	for (uint32_t w = 0; w < L3_KEPT_WAYS; w++) {
@@ -452,15 +472,16 @@ int l3_kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint64_t
 	}
 	if (!v)
 		return 0;
-	if (v->fd >= 0) {
+	if (v->fd >= 0)
 		kept_drop(r, v);
-	} else if (atomic_load_explicit(&r->owner->kept_count, memory_order_relaxed) >= r->owner->kept_max) {
+	while (kept_full(r->owner, op->file_bytes)) {
 		struct l3_kept *old = kept_oldest(r);
 		if (!old)
 			return 0;
 		kept_drop(r, old);
 	}
 	atomic_fetch_add_explicit(&r->owner->kept_count, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->owner->kept_bytes, op->file_bytes, memory_order_relaxed);
 	const struct sc_location *loc = op->req->loc;
 	*v = (struct l3_kept){ .lo = lo, .hi = hi, .file_bytes = op->file_bytes, .ino = op->ino,
 			       .payload_bytes = loc->payload_bytes, .sec0 = loc->sec_len[0], .kind = loc->kind, .ident = op->ident,
