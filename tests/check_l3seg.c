@@ -670,6 +670,54 @@ START_TEST(missing_or_cut_segment_is_a_miss)
 }
 END_TEST
 
+/*
+ * What a member may plant under a segment's name (the segment files are opened side by side on the
+ * segment ring): a FIFO is never waited on, a link never followed (even to a good copy of the
+ * segment), a directory never read; each fill ends at once as a miss or a refusal, nothing is
+ * quarantined, and once the names hold the segment files again the fills return the bytes.
+ */
+START_TEST(things_planted_under_a_segment_name_are_never_read)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	struct two t;
+	put_two(l3, &t, 4, 0);
+	char s1[256], s2[256], s3[256], c1[300], c2[300], c3[300];
+	seg_path_of(t.a + 1 * SEG, SEG, s1, sizeof(s1));
+	seg_path_of(t.a + 2 * SEG, SEG, s2, sizeof(s2));
+	seg_path_of(t.b + 3 * SEG, SEG, s3, sizeof(s3));
+	snprintf(c1, sizeof(c1), "%s/outside1.seg", tmpdir);
+	snprintf(c2, sizeof(c2), "%s/outside2.seg", tmpdir);
+	snprintf(c3, sizeof(c3), "%s/outside3.seg", tmpdir);
+	ck_assert_int_eq(rename(s1, c1), 0);           /* the good files, outside the segment directory */
+	ck_assert_int_eq(rename(s2, c2), 0);
+	ck_assert_int_eq(rename(s3, c3), 0);
+	ck_assert_int_eq(symlink(c2, s2), 0);          /* a good copy named through a link */
+	ck_assert_int_eq(mkfifo(s1, 0600), 0);         /* a FIFO: an open that blocked would hang */
+	ck_assert_int_eq(mkdir(s3, 0700), 0);          /* a directory */
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	int rc = fill_cmp(l3, &t.la, t.a, 0);
+	ck_assert_msg(rc == -ENOENT || rc == -ELOOP, "a fill over a FIFO and a link: %s", sc_strerror(rc));
+	ck_assert_int_eq(fill_cmp(l3, &t.lb, t.b, 0), -ENOENT);
+	/* the link alone (the FIFO gone): refused, not followed */
+	ck_assert_int_eq(unlink(s1), 0);
+	ck_assert_int_eq(rename(c1, s1), 0);
+	rc = fill_cmp(l3, &t.la, t.a, 0);
+	ck_assert_msg(rc == -ENOENT || rc == -ELOOP, "a fill through a linked segment: %s", sc_strerror(rc));
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	/* the names hold files again: the fills return the bytes */
+	ck_assert_int_eq(unlink(s2), 0);
+	ck_assert_int_eq(rename(c2, s2), 0);
+	ck_assert_int_eq(rmdir(s3), 0);
+	ck_assert_int_eq(rename(c3, s3), 0);
+	ck_assert_int_eq(fill_cmp(l3, &t.la, t.a, 0), 0);
+	ck_assert_int_eq(fill_cmp(l3, &t.lb, t.b, 0), 0);
+	sc_l3_close(l3);
+	two_free(&t);
+}
+END_TEST
+
 /* Rewrite the object's header block with @mut applied and a correct checksum. */
 static void rewrite_header(const char *p, void (*mut)(struct l3_obj_hdr *))
 {
@@ -1139,6 +1187,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
+	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, corrupted_manifest_is_refused);

@@ -233,10 +233,79 @@ static int seg_prep(struct seg_win *w, int fd, int direct, uint8_t *at, uint64_t
 	return 0;
 }
 
-/* Read segments [0, n) of @e into @dst: each opened, its size checked, read on the segment ring
- * (O_DIRECT where seg_direct allows; short reads resubmitted) — or, when @src's L2 holds it, copied
- * from there (bit i of *@from_l2 set) — and hashed in order as they complete (w->hashed). 0,
- * -ENOENT (missing or short: a miss), another -errno. */
+/* An open of a segment that failed: vanished (ESTALE on a network filesystem), or not a file a
+ * segment can be (a socket, ENXIO): a miss, as a missing segment is; a link on the way stays ELOOP. */
+static int seg_open_error(int rc)
+{
+	return rc == -ESTALE || rc == -ENXIO || rc == -EBADMSG ? -ENOENT : rc == -EXDEV ? -ELOOP : rc;
+}
+
+#define SEG_OPEN_TAG (1ull << 62) /* user data of an open on the segment ring (| the segment) */
+
+/* Open the segment files of [0, n) that @need marks into @fds (-1 where not needed or not opened),
+ * side by side on the segment ring: the open of a segment whose inode is not cached reads the disk,
+ * and one after another those reads added up. Where the ring refuses openat2 (an old kernel) the
+ * segment is opened here. 0, or the first open's error (every file opened is in @fds either way). */
+static int seg_open_window(struct seg_win *w, const struct l3_seg_ent *e, uint32_t n, const uint8_t *need, int *fds)
+{
+	/* never through a link in "XX/"; O_NONBLOCK: a FIFO planted under a segment's name is never
+	 * waited on (the type is checked next, then the flag taken off) */
+	static const struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, .resolve = L3_RESOLVE };
+	struct io_uring *ring = &w->r->seg_ring;
+	char rel[SEG_WINDOW][48];
+	uint32_t queued = 0;
+	int rc = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		fds[i] = -1;
+		if (!need[i])
+			continue;
+		l3_seg_relpath(e[i].lo, e[i].hi, rel[i]);
+		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+		if (!sqe) {
+			io_uring_submit(ring);
+			sqe = io_uring_get_sqe(ring);
+		}
+		if (!sqe) { /* the ring is full of our own opens: this one here */
+			int fd = l3_openat(w->l3->sgfd, rel[i], O_RDONLY | O_NONBLOCK, 0);
+			if (fd < 0 && !rc)
+				rc = seg_open_error(fd);
+			fds[i] = fd < 0 ? -1 : fd;
+			continue;
+		}
+		io_uring_prep_openat2(sqe, w->l3->sgfd, rel[i], (struct open_how *)&how);
+		io_uring_sqe_set_data64(sqe, SEG_OPEN_TAG | i);
+		queued++;
+	}
+	/* every open waited for: the paths are this frame's */
+	while (queued) {
+		struct io_uring_cqe *cqe;
+		int wr = io_uring_submit_and_wait(ring, 1);
+		if (wr < 0 && wr != -EINTR && wr != -EAGAIN && io_uring_wait_cqe(ring, &cqe) < 0)
+			continue;
+		unsigned head, seen = 0;
+		io_uring_for_each_cqe(ring, head, cqe) {
+			uint32_t i = (uint32_t)(io_uring_cqe_get_data64(cqe) & 0xffff);
+			int res = cqe->res;
+			seen++;
+			queued--;
+			if (i >= n)
+				continue;
+			if (res == -EINVAL || res == -EOPNOTSUPP) /* no openat2 on this kernel's ring */
+				res = l3_openat(w->l3->sgfd, rel[i], O_RDONLY | O_NONBLOCK, 0);
+			if (res >= 0)
+				fds[i] = res;
+			else if (!rc)
+				rc = seg_open_error(res);
+		}
+		io_uring_cq_advance(ring, seen);
+	}
+	return rc;
+}
+
+/* Read segments [0, n) of @e into @dst: each opened (side by side), checked to be a regular file of
+ * its size, read on the segment ring (O_DIRECT where seg_direct allows; short reads resubmitted) —
+ * or, when @src's L2 holds it, copied from there (bit i of *@from_l2 set) — and hashed in order as
+ * they complete (w->hashed). 0, -ENOENT (missing or short: a miss), another -errno. */
 static int seg_read_window(struct seg_win *w, const struct l3_seg_ent *e, uint32_t n, uint8_t *dst,
 			   struct sc_arena *src, uint64_t *from_l2)
 {
@@ -244,34 +313,32 @@ static int seg_read_window(struct seg_win *w, const struct l3_seg_ent *e, uint32
 	struct l3_ring *r = w->r;
 	int fds[SEG_WINDOW], rc = 0;
 	uint64_t got[SEG_WINDOW] = { 0 }, off[SEG_WINDOW];
-	uint8_t done[SEG_WINDOW] = { 0 }, direct[SEG_WINDOW] = { 0 };
-	uint32_t opened = 0, pending = 0;
+	uint8_t done[SEG_WINDOW] = { 0 }, direct[SEG_WINDOW] = { 0 }, need[SEG_WINDOW] = { 0 };
+	uint32_t pending = 0;
 	for (uint32_t i = 0; i < n; i++)
 		off[i] = i ? off[i - 1] + e[i - 1].len : 0;
 	*from_l2 = 0;
 	w->hashed = 0;
 	w->stuck = 0;
-	for (; opened < n && !rc; opened++) {
-		char rel[48];
-		struct stat sb;
-		fds[opened] = -1;
-		if (src && l2_seg_copy_held(src, e[opened].lo, e[opened].hi, e[opened].len, dst + off[opened]) == 1) {
-			*from_l2 |= 1ull << opened;
-			done[opened] = 1;
-			continue;
+	for (uint32_t i = 0; i < n; i++) {
+		if (src && l2_seg_copy_held(src, e[i].lo, e[i].hi, e[i].len, dst + off[i]) == 1) {
+			*from_l2 |= 1ull << i;
+			done[i] = 1;
+		} else {
+			need[i] = 1;
 		}
-		l3_seg_relpath(e[opened].lo, e[opened].hi, rel);
-		fds[opened] = l3_open_file(l3->sgfd, rel, O_RDONLY);
-		if (fds[opened] < 0) {
-			rc = fds[opened] == -ESTALE || fds[opened] == -EBADMSG ? -ENOENT : fds[opened];
-			break;
-		}
-		if (fstat(fds[opened], &sb) < 0 || (uint64_t)sb.st_size != e[opened].len)
-			rc = -ENOENT; /* short (or long): not this segment's file; a miss */
-		else
-			direct[opened] = (uint8_t)seg_direct(w, fds[opened], &e[opened], dst + off[opened]);
 	}
-	for (uint32_t i = 0; i < opened && !rc; i++) {
+	rc = seg_open_window(w, e, n, need, fds);
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		struct stat sb;
+		if (fds[i] < 0)
+			continue;
+		if (fstat(fds[i], &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != e[i].len)
+			rc = -ENOENT; /* not a file, short (or long): not this segment's file; a miss */
+		else if (!(direct[i] = (uint8_t)seg_direct(w, fds[i], &e[i], dst + off[i])) && fcntl(fds[i], F_SETFL, 0) < 0)
+			rc = -errno;
+	}
+	for (uint32_t i = 0; i < n && !rc; i++) {
 		if (fds[i] < 0)
 			continue; /* copied from L2 */
 		if ((rc = seg_prep(w, fds[i], direct[i], dst + off[i], e[i].len, 0, i)) == 0)
@@ -323,7 +390,7 @@ static int seg_read_window(struct seg_win *w, const struct l3_seg_ent *e, uint32
 	}
 	if (!rc)
 		seg_hash_ready(w, e, n, dst, off, done); /* copies from L2 with nothing read after them */
-	for (uint32_t i = 0; i < opened && i < n; i++)
+	for (uint32_t i = 0; i < n; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	return rc;
