@@ -397,7 +397,7 @@ static int kept_named(struct sc_l3 *l3, const struct l3_kept *k, const char *rel
 }
 
 /* Close the idle kept files that are stale (opened before a removal moved kept_gen, or longer ago
- * than SC_L3_FD_KEEP_MS) and, on a kernel filesystem, those whose object was removed by another
+ * than SC_L3_FD_KEEP_MS) and, on a local filesystem, those whose object was removed by another
  * process (an fstat each: their space is freed): on a new generation at once, else at most once a
  * second. */
 void l3_kept_sweep(struct sc_l3 *l3, struct l3_ring *r)
