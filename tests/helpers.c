@@ -197,8 +197,7 @@ static struct {
 /* Is the file open as @fd locked by another open file description (a writer, or its ring)? */
 int sc_test_fd_held(int fd)
 {
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+	return shm_ofd_held(fd, 0) == 1; /* the byte a writer locks (lib/l3/write.c) */
 }
 
 static int temp_one(const char *p, const struct stat *sb, int flag, struct FTW *f)

@@ -83,7 +83,7 @@ DIR *l3_opendir(int dfd);
  * and what the filesystem means for kept files (l3->kept_*: lib/l3/ring.c). */
 void l3_dio_detect(struct sc_l3 *l3, int fd);
 #ifdef SC_TEST_HOOKS
-/* The default byte budget of kept files on a kernel filesystem (L3_KEPT_LOCAL_BYTES; tests lower it). */
+/* The default byte budget of kept files on a local filesystem (L3_KEPT_LOCAL_BYTES; tests lower it). */
 extern uint64_t l3_kept_local_bytes;
 #endif
 /* Make room for @need elements of @elem bytes in the realloc'd array *@p of capacity *@cap

@@ -45,8 +45,9 @@ static _Atomic uint64_t next_id = 1;
 /* ---- open / close ---- */
 
 /* Files a handle's rings keep open: as asked (at most RLIMIT_NOFILE / 2), or by default
- * min(4096, RLIMIT_NOFILE / 4) (a process has other uses for descriptors); on a kernel filesystem
- * l3_dio_detect keeps only small files by default, under a byte budget. */
+ * min(4096, RLIMIT_NOFILE / 4) (a process has other uses for descriptors); on a local filesystem
+ * l3_dio_detect keeps only small files by default, under a byte budget (on kernel CephFS and NFS
+ * none). */
 static uint32_t kept_max(uint32_t asked)
 {
 	if (asked == SC_L3_FD_CACHE_NONE)

@@ -255,21 +255,16 @@ static int seg_open_window(struct seg_win *w, const struct l3_seg_ent *e, uint32
 	char rel[SEG_WINDOW][48];
 	uint32_t queued = 0;
 	int rc = 0;
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < n; i++)
 		fds[i] = -1;
+	for (uint32_t i = 0; i < n && !rc; i++) {
 		if (!need[i])
 			continue;
 		l3_seg_relpath(e[i].lo, e[i].hi, rel[i]);
+		/* the ring is empty here and has 2 * SEG_WINDOW entries: a window's opens always fit */
 		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 		if (!sqe) {
-			io_uring_submit(ring);
-			sqe = io_uring_get_sqe(ring);
-		}
-		if (!sqe) { /* the ring is full of our own opens: this one here */
-			int fd = l3_openat(w->l3->sgfd, rel[i], O_RDONLY | O_NONBLOCK, 0);
-			if (fd < 0 && !rc)
-				rc = seg_open_error(fd);
-			fds[i] = fd < 0 ? -1 : fd;
+			rc = -EAGAIN;
 			continue;
 		}
 		io_uring_prep_openat2(sqe, w->l3->sgfd, rel[i], (struct open_how *)&how);
