@@ -1009,7 +1009,8 @@ struct sc_l3_opts {
 				  * reports no size (ceph-fuse without a mgr) this is the only limit */
 	uint64_t min_free_bytes; /* refuse a put that would leave less free space; 0: none (ignored
 				  * where the filesystem reports no size) */
-	uint32_t queue_depth;    /* fills in flight per thread; 0: 64 */
+	uint32_t queue_depth;    /* fills reading at once per thread (as many more may be submitted:
+				  * they wait, and start as reads end); 0: 64 */
 	int o_direct;            /* enum sc_l3_odirect */
 	uint32_t file_mode;      /* mode of the files it creates, exactly (umask ignored); 0: 0600. Directories get
 				  * the same plus x where r is given (0660 -> 0770), and setgid with @gid */
@@ -1173,8 +1174,10 @@ struct sc_l3_fill_req {
 
 /**
  * sc_l3_fill_submit - start up to @n fills on this thread's ring. Returns how many were accepted
- * (the first ones; fewer when queue_depth fills are in flight), or a negative errno when none
- * could be. A request that fails before any I/O (missing object, bad arguments) is accepted and
+ * (the first ones; fewer when 2 x queue_depth fills are in flight), or a negative errno when none
+ * could be. At most queue_depth of them read at once; the others wait in submission order and
+ * start as reads end, before the fills just read are verified (the device is kept busy while this
+ * thread hashes). A request that fails before any I/O (missing object, bad arguments) is accepted and
  * completes at once with its result. Never blocks on I/O.
  */
 int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n);

@@ -76,6 +76,13 @@ void sc_promote_set_clock(struct sc_arena *arena, uint64_t (*now_ns)(void *ctx),
  */
 void sc_test_set_fill_model(struct sc_l3 *l3, uint64_t fixed_ns, uint64_t ps_per_byte);
 
+/**
+ * sc_test_l3_fills_reading - on this thread's ring of @l3: how many fills are reading now (their
+ * open or reads started, not all ended), and in *@max the most that ever were at once (reset to
+ * the current count). 0 and 0 when the thread has no ring.
+ */
+unsigned sc_test_l3_fills_reading(struct sc_l3 *l3, unsigned *max);
+
 #ifdef __cplusplus
 }
 #endif

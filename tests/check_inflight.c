@@ -6,7 +6,7 @@
  * whose ring is full of fills into arena reservations at random moments and, at once, admit
  * entries that need exactly the room its reservations held: no admitted byte may change
  * afterwards, fsck must stay clean, no call may report a corrupted arena. The same for fills of
- * segmented L3 objects (read on a second ring), and for L3 puts (no temp file is judged stale
+ * segmented L3 objects (their segments read on the same ring), and for L3 puts (no temp file is judged stale
  * while a write of its dead writer may still land).
  */
 #include <errno.h>
@@ -210,7 +210,7 @@ static void watch_window_ms(long ms)
 }
 
 /* @huge: a hugetlbfs arena with its heap registered in the filler's ring (read_fixed); else a
- * 4 KiB shm arena (plain reads). @seg_bytes: a segmented store (the segment ring). */
+ * 4 KiB shm arena (plain reads). @seg_bytes: a segmented store (segment reads). */
 static void killed_filler_rounds(int huge, uint64_t seg_bytes)
 {
 	if (huge && !sc_test_is_root()) {

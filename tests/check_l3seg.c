@@ -538,6 +538,188 @@ START_TEST(fill_reads_only_what_l2_lacks)
 }
 END_TEST
 
+/*
+ * Segmented fills run on the fill ring beside other fills: a batch of segmented objects (one of
+ * two windows, one with a corrupt segment, one with a segment gone) and whole ones, more than the
+ * ring reads at once, each gets its own result and bytes; at most queue_depth read at once; the
+ * corrupt segment is quarantined with its object, the missing one is a miss. Direct and buffered.
+ */
+START_TEST(segmented_fills_run_on_the_ring_beside_other_fills)
+{
+	enum { QD = 2, N = 7 };
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .queue_depth = QD }, SEG);
+	/* 0: 40 segments and a tail (two windows), 1: 5, 2: 3 (one flipped), 3: 4 (one removed),
+	 * 4..6: smaller than a segment (stored whole) */
+	static const uint32_t nseg[N] = { 40, 5, 3, 4, 0, 0, 0 };
+	static const size_t tail[N] = { 1000, 0, 0, 0, 5000, 7000, 60000 };
+	uint8_t *want[N], *dst[N];
+	size_t len[N];
+	struct sc_location loc[N];
+	for (int i = 0; i < N; i++) {
+		want[i] = payload(nseg[i], 0, 40u + (unsigned)i, tail[i], &len[i]);
+		ck_assert_int_eq(put_buf(l3, i < 4 ? "s" : "w", 10u + (uint32_t)i, want[i], len[i], &loc[i]), 0);
+		dst[i] = aligned_alloc(4096, (len[i] + 4095) / 4096 * 4096);
+	}
+	char bad[256], gone[256];
+	seg_path_of(want[2] + SEG, SEG, bad, sizeof(bad));
+	seg_path_of(want[3] + 2 * SEG, SEG, gone, sizeof(gone));
+	for (int round = 0; round < 2; round++) {
+		if (round == 1) /* the quarantined object put anew (its bad segment written whole), spoiled again */
+			ck_assert_int_eq(put_buf(l3, "s", 12, want[2], len[2], &loc[2]), 0);
+		flip_byte(bad, 100);
+		ck_assert_int_eq(round ? access(gone, F_OK) : unlink(gone), round ? -1 : 0); /* still missing */
+		struct sc_l3_stats st0, st;
+		sc_l3_stats(l3, &st0);
+		struct sc_l3_fill_req req[N], *rp[N], *done[N];
+		for (int i = 0; i < N; i++) {
+			memset(dst[i], 0xa5, len[i]);
+			req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = dst[i], .dst_bytes = (len[i] + 4095) / 4096 * 4096,
+							  .user_data = (uint64_t)i, .flags = round ? SC_L3_FILL_BUFFERED : 0 };
+			rp[i] = &req[i];
+		}
+		int next = 0, got = 0;
+		unsigned most;
+		while (got < N) {
+			if (next < N) {
+				int k = sc_l3_fill_submit(l3, rp + next, (unsigned)(N - next));
+				ck_assert_int_ge(k, 0);
+				next += k;
+			}
+			int r = sc_l3_fill_reap(l3, done, N, 10 * 1000000000ll);
+			ck_assert_msg(r > 0, "round %d: %d of %d fills ended; none more in 10 s (%d)", round, got, N, r);
+			for (int j = 0; j < r; j++) {
+				int i = (int)done[j]->user_data, rc = done[j]->result;
+				if (i == 2)
+					ck_assert_msg(rc == -EBADMSG, "round %d: the corrupt segment's object: %d", round, rc);
+				else if (i == 3)
+					ck_assert_msg(rc == -ENOENT, "round %d: the missing segment's object: %d", round, rc);
+				else
+					ck_assert_msg(rc == 0 && memcmp(dst[i], want[i], len[i]) == 0, "round %d: fill %d: %d%s", round,
+						      i, rc, rc ? "" : " (wrong bytes)");
+			}
+			got += r;
+			sc_test_l3_fills_reading(l3, &most);
+			ck_assert_msg(most <= QD, "round %d: %u fills read at once, queue_depth %d", round, most, QD);
+		}
+		ck_assert_int_eq(sc_l3_fill_inflight(l3), 0);
+		sc_l3_stats(l3, &st);
+		ck_assert_uint_eq(st.quarantined, st0.quarantined + 1); /* the object naming the bad segment */
+		char op[256];
+		obj_path(&loc[2], op, sizeof(op));
+		ck_assert_int_eq(access(bad, F_OK), -1); /* moved away with it */
+		ck_assert_int_eq(access(op, F_OK), -1);
+		obj_path(&loc[3], op, sizeof(op));
+		ck_assert_int_eq(access(op, F_OK), 0); /* a missing segment is a miss: its object stays */
+		ck_assert_int_eq(fill_cmp(l3, &loc[0], want[0], 0), 0); /* the others untouched */
+	}
+	for (int i = 0; i < N; i++)
+		free(want[i]), free(dst[i]);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* With one fill reading at a time, segmented fills submitted together each start when the one
+ * before ends, even when it ends in its verification with nothing else in flight (a fill left
+ * waiting then would wait forever in a close, which waits for reads, not fills). */
+START_TEST(waiting_fills_start_when_a_segmented_fill_ends)
+{
+	enum { N = 3 };
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .queue_depth = 1 }, SEG);
+	uint8_t *want[N], *dst[N];
+	size_t len[N];
+	struct sc_location loc[N];
+	struct sc_l3_fill_req req[N], *rp[N], *done[N];
+	for (int i = 0; i < N; i++) {
+		want[i] = payload(3 + (uint32_t)i, 0, 60u + (unsigned)i, 500, &len[i]);
+		ck_assert_int_eq(put_buf(l3, "q", 10u + (uint32_t)i, want[i], len[i], &loc[i]), 0);
+		dst[i] = aligned_alloc(4096, (len[i] + 4095) / 4096 * 4096);
+		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = dst[i], .dst_bytes = (len[i] + 4095) / 4096 * 4096,
+						  .user_data = (uint64_t)i };
+		rp[i] = &req[i];
+	}
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 2), 2); /* twice queue_depth */
+		int got = 0;
+		while (got < 2) {
+			int r = sc_l3_fill_reap(l3, done, N, 10 * 1000000000ll);
+			ck_assert_msg(r > 0, "round %d: %d of 2 fills ended, none more in 10 s", round, got);
+			for (int j = 0; j < r; j++) {
+				int i = (int)done[j]->user_data;
+				ck_assert_msg(done[j]->result == 0 && memcmp(dst[i], want[i], len[i]) == 0, "fill %d: %d", i,
+					      done[j]->result);
+			}
+			got += r;
+		}
+		rp[0] = &req[2]; /* then the third with the first again */
+		rp[1] = &req[0];
+	}
+	ck_assert_int_eq(sc_l3_fill_inflight(l3), 0);
+	/* and closed with both in flight: the close waits for every read of both (a waiting fill must
+	 * start, or the close would wait for nothing forever) */
+	for (int i = 0; i < 2; i++)
+		memset(dst[i], 0, len[i]);
+	rp[0] = &req[0];
+	rp[1] = &req[1];
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 1), 1); /* alone: opened and closed in this thread */
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp + 1, 1), 1);
+	sc_l3_close(l3);
+	for (int i = 0; i < 2; i++)
+		ck_assert_msg(req[i].result == 0 && memcmp(dst[i], want[i], len[i]) == 0, "fill %d at close: %d", i,
+			      req[i].result);
+	for (int i = 0; i < N; i++)
+		free(want[i]), free(dst[i]);
+}
+END_TEST
+
+static void note_result(void *ctx, int result)
+{
+	int *r = ctx;
+	r[0]++;
+	r[1] = result;
+}
+
+/* A segmented fill given up at any point of its steps (after 0, 1, 2 ... reaps) hears of it once,
+ * after its last read: its memory, written over at once, is never read into afterwards. */
+START_TEST(an_abandoned_segmented_fill_ends_after_its_reads)
+{
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .queue_depth = 4 }, SEG);
+	size_t n, nw;
+	uint8_t *a = payload(40, 0, 50, 3000, &n), *w = payload(0, 0, 51, 9000, &nw);
+	struct sc_location la, lw;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(put_buf(l3, "w", 10, w, nw, &lw), 0);
+	size_t cap = (n + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap), *canary = malloc(cap);
+	memset(canary, 0x3c, cap);
+	int cancelled = 0;
+	for (int k = 0; k < 12; k++) {
+		struct sc_l3_fill_req req = { .loc = &la, .dst = dst, .dst_bytes = cap }, *rp = &req, *done[2];
+		ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+		for (int i = 0; i < k; i++) /* let it go on k steps (a reap takes what has completed) */
+			if (sc_l3_fill_reap(l3, done, 1, 0) == 1)
+				break;
+		int heard[2] = { 0, 0 };
+		if (!sc_l3_fill_inflight(l3))
+			continue; /* it ended within those steps */
+		l3_fill_abandon(l3, &req, note_result, heard);
+		while (!heard[0])
+			ck_assert_int_ge(sc_l3_fill_reap(l3, done, 1, 1000000), 0);
+		ck_assert_int_eq(heard[0], 1);
+		ck_assert_msg(heard[1] == -ECANCELED || heard[1] == 0, "step %d: %d", k, heard[1]);
+		cancelled += heard[1] == -ECANCELED;
+		memset(dst, 0x3c, cap); /* the memory is the caller's again */
+		ck_assert_int_eq(fill_cmp(l3, &lw, w, 0), 0); /* the ring goes on */
+		l3_fill_poll(l3);
+		ck_assert_msg(memcmp(dst, canary, cap) == 0, "step %d: written after its end was heard", k);
+		ck_assert_int_eq(sc_l3_fill_inflight(l3), 0);
+	}
+	ck_assert_int_gt(cancelled, 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* nothing was judged bad */
+	free(a), free(w), free(dst), free(canary);
+	sc_l3_close(l3);
+}
+END_TEST
+
 static int note_missing(const struct sc_l3_object_info *in, void *ctx)
 {
 	uint32_t *m = ctx;
@@ -548,9 +730,9 @@ static int note_missing(const struct sc_l3_object_info *in, void *ctx)
 	return 0;
 }
 
-/* A segmented fill in a process that may open one descriptor more (its object file) but not the
- * segment reads' ring, then (the ring made) not a segment file: each time a clear error that is
- * not a miss, the object not quarantined; with descriptors again, the same fill returns the bytes.
+/* A segmented fill in a process that may open one descriptor more (its object file) but not a
+ * segment file, before and after a fill of it succeeded: each time a clear error that is not a
+ * miss, the object not quarantined; with descriptors again, the same fill returns the bytes.
  * (In a child: the limit is the process's.) */
 START_TEST(a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly)
 {
@@ -584,7 +766,7 @@ START_TEST(a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly)
 			_exit(11);
 		memset(dst, 0, cap);
 		bad |= sc_l3_fill(l3, &la, dst, cap, 0) != 0 || memcmp(dst, a, na) != 0;
-		/* the segment ring made now: room for the object file but not for a segment's */
+		/* again, after a fill of it: room for the object file but not for a segment's */
 		one.rlim_cur = (rlim_t)sc_test_lowest_free_fd() + 1;
 		bad |= setrlimit(RLIMIT_NOFILE, &one) != 0;
 		rc = sc_l3_fill(l3, &la, dst, cap, 0);
@@ -672,7 +854,7 @@ END_TEST
 
 /*
  * What a member may plant under a segment's name (the segment files are opened side by side on the
- * segment ring): a FIFO is never waited on, a link never followed (even to a good copy of the
+ * fill ring): a FIFO is never waited on, a link never followed (even to a good copy of the
  * segment), a directory never read; each fill ends at once as a miss or a refusal, nothing is
  * quarantined, and once the names hold the segment files again the fills return the bytes.
  */
@@ -1182,6 +1364,9 @@ Suite *l3seg_suite(void)
 	tcase_add_checked_fixture(tc, setup, rm_tmp);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_stored_once);
+	tcase_add_test(tc, segmented_fills_run_on_the_ring_beside_other_fills);
+	tcase_add_test(tc, an_abandoned_segmented_fill_ends_after_its_reads);
+	tcase_add_test(tc, waiting_fills_start_when_a_segmented_fill_ends);
 	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);

@@ -90,7 +90,7 @@ static uint64_t chunk_len(const struct l3_fill_op *op, uint32_t c)
 
 static uint64_t ud_of(struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c)
 {
-	return (uint64_t)kind | ((uint64_t)c << 3) | ((uint64_t)(op - r->ops) << 16);
+	return l3_fill_ud(r, op, kind, c);
 }
 
 static int prep_chunk(struct l3_ring *r, struct l3_fill_op *op, uint32_t c)
@@ -152,14 +152,8 @@ static int prep_first(struct l3_ring *r, struct l3_fill_op *op)
 	return 0;
 }
 
-static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op);
+static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int pre);
 
-/*
- * Open the object, then queue its reads (fill_opened). With other fills in flight on this ring,
- * the open itself goes on the ring: on a network filesystem an open is a round trip (~1 ms on
- * ceph-fuse), and opens made one after another in this thread would bound a batch of small fills
- * (io-wq runs them side by side). A lone fill opens here: nothing to overlap, one system call less.
- */
 /* May this fill read O_DIRECT (the filesystem, the mode, the destination)? */
 static int direct_ok(struct sc_l3 *l3, const struct sc_l3_fill_req *req, uint64_t want)
 {
@@ -181,7 +175,16 @@ static int open_error(int rc)
 	return rc == -ESTALE ? -ENOENT : rc == -ENXIO || rc == -ELOOP || rc == -EXDEV ? -EBADMSG : rc;
 }
 
-static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+/*
+ * Open the object: a kept file, or, with other fills in flight on this ring, an open on the ring
+ * (on a network filesystem an open is a round trip, ~1 ms on ceph-fuse, and on a local disk the
+ * open of a cold inode reads it, ~0.1-0.2 ms: one after another in this thread they would bound a
+ * batch of fills; io-wq runs them side by side). A lone fill opens here when @may_block: nothing
+ * to overlap, one system call less. 0 (op->opened: the file is open; else its open is on the
+ * ring, and ring_opened goes on), 1 (not @may_block and the ring had no room: nothing done), or a
+ * negative errno.
+ */
+static int fill_open(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int may_block)
 {
 	const struct sc_location *loc = op->req->loc;
 	l3_obj_relpath(loc->digest.lo, loc->digest.hi, op->rel);
@@ -191,11 +194,13 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	op->opened_direct = op->open_direct;
 	op->kept_gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
 	if ((op->kept = l3_kept_take(l3, r, loc->digest.lo, loc->digest.hi, op->rel, op->open_direct))) {
+		op->open_begun = 1;
 		op->fd = op->kept->fd;
 		op->fl = op->kept->fl;
 		op->file_bytes = op->kept->file_bytes;
 		op->mtime_ns = op->kept->mtime_ns;
-		return fill_opened(l3, r, op);
+		op->opened = 1;
+		return 0;
 	}
 	int flags = L3_FILL_OPEN | (op->open_direct ? O_DIRECT : 0);
 	if (r->inflight > 1 && io_uring_sq_space_left(&r->ring) < 2)
@@ -216,16 +221,30 @@ static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 		op->pending += 2;
 		op->on_ring = 1;
 		op->ring_wait = 2;
+		op->open_begun = 1;
 		return 0;
 	}
+	if (!may_block)
+		return 1;
+	op->open_begun = 1;
 	op->fd = l3_openat(l3->objfd, op->rel, flags, 0);
 	if (op->fd < 0)
 		return open_error(op->fd);
 	op->fl = flags & (O_NONBLOCK | O_DIRECT);
-	return fill_opened(l3, r, op);
+	op->opened = 1;
+	return 0;
 }
 
-static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+/* Open the object and queue its reads (fill_opened; for an open on the ring, ring_opened does). */
+static int fill_start(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	int rc = fill_open(l3, r, op, 1);
+	return rc ? rc : op->opened ? fill_opened(l3, r, op, 0) : 0;
+}
+
+/* The file is open: decide direct or buffered and queue the reads (@pre: only the first one, of
+ * a short file whose fill waits for a reading slot; see open_waiting). */
+static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int pre)
 {
 	struct sc_l3_fill_req *req = op->req;
 	const struct sc_location *loc = req->loc;
@@ -273,11 +292,12 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 		op->cost_ns = k->cost_ns;
 	}
 	int first = op->direct && !op->hdr_known;
-	/* shorter than its payload: a segmented object's manifest (or a cut one): the header decides */
-	if (!op->on_ring && !op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->want)
-		return prep_header(r, op);
+	/* shorter than its payload: a segmented object's manifest (or a cut one): the header decides,
+	 * and the rest of the file lands in chunk 0 (a manifest's entries: lib/l3/segread.c takes them
+	 * from there, no second read) */
+	uint32_t nread = pre || (!op->on_ring && !op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->want) ? 1 : op->nchunks;
 	int rc = op->hdr_known ? 0 : first ? prep_first(r, op) : prep_header(r, op);
-	for (uint32_t c = first ? 1 : 0; !rc && c < op->nchunks; c++)
+	for (uint32_t c = first ? 1 : 0; !rc && c < nread; c++)
 		rc = prep_chunk(r, op, c);
 	return rc;
 }
@@ -351,7 +371,7 @@ static int fill_verify(struct l3_fill_op *op, const struct sc_location *loc)
 }
 
 /* A segmented object's identities, from its header block (already read): -EKEYREJECTED when the
- * fill asked for others; 0 otherwise (a bad header is l3_seg_fill's to judge). */
+ * fill asked for others; 0 otherwise (a bad header is the segmented fill's to judge). */
 static int seg_identity(struct l3_fill_op *op)
 {
 	struct l3_obj_hdr h;
@@ -388,26 +408,26 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 {
 	struct sc_l3_fill_req *req = op->req;
 	const struct sc_location *loc = req->loc;
-	int rc = op->err, seg = 0;
+	/* a segmented object (never kept: its header is read every time) was read, verified and
+	 * quarantined by its steps (lib/l3/segread.c): its result is op->err */
+	int rc = op->err, seg = op->seg != NULL;
+	l3_segfill_free(op);
 	shm_fault_point("fill.after_read");
 	if (!rc && op->abandoned)
 		rc = -ECANCELED; /* its caller gave up: not verified, not used (see the top of this file) */
-	if (!rc) {
-		/* a segmented object (never kept: its header is read every time): lib/l3/segstore.c reads,
-		 * verifies and quarantines */
-		seg = !op->hdr_known && op->hdr_got == L3_HDR_BLOCK && l3_seg_is_manifest(op->hdrbuf);
-		rc = !seg ? fill_verify(op, loc) : (rc = seg_identity(op)) ? rc : l3_seg_fill(l3, r, op->fd, op->file_bytes, req);
-		if (rc == -EKEYREJECTED)
-			atomic_fetch_add_explicit(&l3->st->identity_mismatches, 1, RELAXED);
-		if (rc == -EBADMSG && !seg && !still_named(l3, op))
+	if (!rc && !seg) {
+		rc = fill_verify(op, loc);
+		if (rc == -EBADMSG && !still_named(l3, op))
 			rc = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
-		if (rc == -EBADMSG && !seg) {
+		if (rc == -EBADMSG) {
 			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);
 			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
 		}
-		if (rc == -EBADMSG)
-			l3_kept_forget(l3); /* moved away: this thread's idle kept files close at once */
 	}
+	if (rc == -EKEYREJECTED)
+		atomic_fetch_add_explicit(&l3->st->identity_mismatches, 1, RELAXED);
+	if (rc == -EBADMSG)
+		l3_kept_forget(l3); /* moved away: this thread's idle kept files close at once */
 	uint64_t ns = shm_now_ns() - op->t0;
 	if (rc == -ESTALE)
 		rc = -ENOENT; /* the file vanished under the read (network filesystem): a miss */
@@ -443,6 +463,152 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		complete_req(r, req, rc);
 }
 
+/*
+ * Reading slots. A ring has twice queue_depth fill slots; at most queue_depth fills read at once
+ * (the depth the caller asked of the device), the others wait in submission order. When reads
+ * end, process() starts waiting fills first and only then hashes and verifies what was read: a
+ * fill's verification (~0.4 ms for 4 MiB) never keeps the device short of a read the caller
+ * already asked for.
+ */
+static void work_push(struct l3_ring *r, struct l3_fill_op *op)
+{
+	/* a waiting fill's read (made while it waits, on the waiting list by the same link): its
+	 * start goes on from there */
+	if (op->in_work || op->waiting)
+		return;
+	op->in_work = 1;
+	op->next = r->work_head;
+	r->work_head = op;
+}
+
+/* Is @op a segmented object's fill: its segment reads under way, or its header read (and nothing
+ * else in flight) showing a manifest? Its reading slot is kept until its last segment is read. */
+static int seg_fill(const struct l3_fill_op *op)
+{
+	return op->seg || (!op->pending && !op->err && !op->abandoned && !op->hdr_known &&
+			   op->hdr_got == L3_HDR_BLOCK && l3_seg_is_manifest(op->hdrbuf));
+}
+
+/* Does @op keep its reading slot when its reads in flight end: a segmented fill (until its last
+ * segment is read), or the first read of a short file made while it waited (run_work reads the
+ * rest when it is no manifest)? */
+static int slot_kept(const struct l3_fill_op *op)
+{
+	return seg_fill(op) || (op->pre_read && !op->err && !op->abandoned);
+}
+
+/* Every read of @op ended: its reading slot is free. */
+static void reads_ended(struct l3_ring *r, struct l3_fill_op *op)
+{
+	if (op->started) {
+		op->started = 0;
+		r->reading--;
+	}
+}
+
+/* Start @op: its open and reads go to the ring (or it fails at once, and ends). */
+static void start_one(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	op->started = 1;
+	if (++r->reading > r->reading_max)
+		r->reading_max = r->reading;
+	/* a fill its caller gave up before it started reads nothing (the memory may be gone); one
+	 * whose open failed while it waited ends now; one opened meanwhile reads at once; one whose
+	 * open is still on the ring starts reading when it ends (ring_opened) */
+	int rc = op->abandoned ? -ECANCELED
+		 : op->err     ? 0
+		 : !op->open_begun ? fill_start(l3, r, op)
+		 : op->pre_read ? 0 /* its first read was made while it waited: run_work goes on */
+		 : op->opened  ? fill_opened(l3, r, op, 0)
+			       : 0;
+	if (rc && !op->err)
+		op->err = rc;
+	if (op->pending == 0 && slot_kept(op)) {
+		work_push(r, op);
+	} else if (op->pending == 0) {
+		reads_ended(r, op);
+		fill_finish(l3, r, op);
+	}
+}
+
+/* Start waiting fills while reading slots are free. */
+static void start_waiting(struct sc_l3 *l3, struct l3_ring *r)
+{
+	while (r->wait_head && r->reading < r->io_depth) {
+		struct l3_fill_op *op = r->wait_head;
+		if (!(r->wait_head = op->next))
+			r->wait_tail = NULL;
+		op->next = NULL;
+		op->waiting = 0;
+		start_one(l3, r, op);
+	}
+}
+
+/* Open the files of waiting fills on the ring meanwhile, as fio opens its files before it reads:
+ * the open of a cold inode is a disk read, and started with the fill it would add to its time in
+ * a reading slot. */
+static void open_waiting(struct sc_l3 *l3, struct l3_ring *r)
+{
+	for (struct l3_fill_op *op = r->wait_head; op; op = op->next) {
+		if (op->open_begun || op->abandoned)
+			continue;
+		int rc = fill_open(l3, r, op, 0);
+		if (rc == 1)
+			return; /* the ring is full: the rest open when they start */
+		if (rc)
+			op->err = rc; /* ends when it starts (start_one) */
+	}
+}
+
+/* A step of a segmented fill (lib/l3/segread.c), its identities checked first: 1 when over. */
+static int seg_step(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	if (!op->seg) {
+		int rc = seg_identity(op);
+		if (rc) {
+			op->err = rc;
+			return 1;
+		}
+	}
+	return l3_segfill_step(l3, r, op);
+}
+
+/* Hash what arrived and verify the fills whose reads all ended. */
+static void run_work(struct sc_l3 *l3, struct l3_ring *r)
+{
+	while (r->work_head) {
+		struct l3_fill_op *op = r->work_head;
+		r->work_head = op->next;
+		op->next = NULL;
+		op->in_work = 0;
+		if (seg_fill(op)) {
+			if (!seg_step(l3, r, op))
+				continue; /* its reads are in flight */
+			reads_ended(r, op);
+			fill_finish(l3, r, op);
+			continue;
+		}
+		if (op->pre_read && !op->pending && !op->err && !op->abandoned) {
+			/* the first read of a short file made while it waited, and no manifest: read it all
+			 * again now, as any fill (the size its open's statx saw may not be its file's) */
+			op->pre_read = 0;
+			op->hdr_got = op->done_mask = 0;
+			op->hashed = 0;
+			memset(op->cgot, 0, sizeof(op->cgot));
+			int rc = fill_opened(l3, r, op, 0);
+			if (rc)
+				op->err = rc;
+			if (op->pending)
+				continue;
+		}
+		hash_ready(op);
+		if (op->pending == 0) {
+			reads_ended(r, op);
+			fill_finish(l3, r, op);
+		}
+	}
+}
+
 /* Switch an O_DIRECT fill to buffered reads for what it still has to read (reads in flight
  * finish as they were submitted). */
 static void to_buffered(struct l3_fill_op *op)
@@ -466,13 +632,15 @@ static void chunk_got(struct l3_ring *r, struct l3_fill_op *op, uint32_t c, uint
 	uint64_t len = chunk_len(op, c), got = op->cgot[c] + res;
 	op->cgot[c] = got > len ? len : got; /* a longer file is caught by the size check */
 	if (op->cgot[c] < len) {
+		if (op->hdr_got == L3_HDR_BLOCK && l3_seg_is_manifest(op->hdrbuf))
+			return; /* a segmented object's manifest ended here: its segments are read instead */
 		if (op->direct && op->cgot[c] % op->align)
 			to_buffered(op); /* an unaligned short read: continue buffered */
 		if (prep_chunk(r, op, c))
 			op->err = -EAGAIN;
 	} else {
 		op->done_mask |= 1ull << c;
-		hash_ready(op);
+		work_push(r, op); /* hashed once the waiting fills have started (process) */
 	}
 }
 
@@ -505,7 +673,21 @@ static void ring_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 {
 	if (--op->ring_wait > 0 || op->err || op->abandoned)
 		return;
-	int rc = fill_opened(l3, r, op);
+	op->opened = 1;
+	if (!op->started) {
+		/* opened while it waits: its reads start with it (start_one), but a file shorter than its
+		 * payload (a segmented object's manifest, most likely) is read now, so that its segments
+		 * can be read as soon as it starts: its header and manifest are a few KiB, read beside the
+		 * reading fills, not in a reading slot of their own */
+		if (!op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->req->loc->payload_bytes) {
+			int rc = fill_opened(l3, r, op, 1);
+			if (rc)
+				op->err = rc;
+			op->pre_read = 1;
+		}
+		return;
+	}
+	int rc = fill_opened(l3, r, op, 0);
 	if (rc)
 		op->err = rc;
 }
@@ -514,7 +696,10 @@ static void ring_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c, int res)
 {
 	op->pending--;
-	if (kind == L3_IO_STATX) {
+	if (kind == L3_IO_SEG) {
+		l3_segfill_cqe(l3, r, op, c, res);
+		work_push(r, op); /* hashed as it lands, the next window queued (run_work) */
+	} else if (kind == L3_IO_STATX) {
 		if (res < 0 && !op->err)
 			op->err = res == -ESTALE ? -ENOENT : res;
 		else if (res >= 0 && !S_ISREG(op->stx.stx_mode) && !op->err)
@@ -561,11 +746,15 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 	} else {
 		chunk_got(r, op, c, (uint64_t)res);
 	}
-	if (op->pending == 0)
-		fill_finish(l3, r, op);
+	if (op->pending == 0 && op->started) {
+		if (!slot_kept(op))
+			reads_ended(r, op);
+		work_push(r, op);
+	} /* a waiting fill whose open ended (or failed) stays on the waiting list: start_one goes on */
 }
 
-/* Process every available completion. Returns how many. */
+/* Process every available completion: waiting fills start in the slots freed, then what was read is
+ * hashed and verified. Returns how many completions. */
 static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 {
 	struct io_uring_cqe *cqes[64];
@@ -579,17 +768,25 @@ static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 				io->res = res;
 				io->done = 1;
 			} else if ((kind == L3_IO_HDR || kind == L3_IO_PAYLOAD || kind == L3_IO_FIRST || kind == L3_IO_OPEN ||
-				    kind == L3_IO_STATX) &&
+				    kind == L3_IO_STATX || (kind == L3_IO_SEG && (ud >> 3 & L3_SEG_TAG))) &&
 				   (ud >> 16) < r->depth) {
-				fill_cqe(l3, r, &r->ops[ud >> 16], kind, (uint32_t)(ud >> 3) & (L3_MAX_CHUNKS - 1), res);
+				fill_cqe(l3, r, &r->ops[ud >> 16], kind, (uint32_t)(ud >> 3) & L3_FILL_TAG_MASK, res);
 			}
 		}
 		io_uring_cq_advance(&r->ring, n);
 		total += n;
 	}
-	/* reads resubmitted by fill_cqe */
-	if (io_uring_sq_ready(&r->ring))
-		io_uring_submit(&r->ring);
+	/* waiting fills start, then the reads resubmitted by fill_cqe and theirs go; then what was read
+	 * is hashed and verified; a segmented fill that ends there frees its slot: round again, so that
+	 * no fill is left waiting with nothing in flight to wake a reap */
+	for (;;) {
+		start_waiting(l3, r);
+		if (io_uring_sq_ready(&r->ring))
+			io_uring_submit(&r->ring);
+		if (!r->work_head)
+			break;
+		run_work(l3, r);
+	}
 	return total;
 }
 
@@ -650,13 +847,15 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 		uint64_t stage = req->stage_id, lo = req->loc->digest.lo, hi = req->loc->digest.hi;
 		uint64_t bytes = req->loc->payload_bytes;
 		SC_PROBE(l3_fill_start, stage, lo, hi, bytes);
-		int rc = fill_start(l3, r, op);
-		if (rc) {
-			op->err = rc;
-			if (op->pending == 0)
-				fill_finish(l3, r, op);
-		}
+		op->waiting = 1;
+		if (r->wait_tail)
+			r->wait_tail->next = op;
+		else
+			r->wait_head = op;
+		r->wait_tail = op;
 	}
+	start_waiting(l3, r);
+	open_waiting(l3, r);
 	if (io_uring_sq_ready(&r->ring)) {
 		int rc = io_uring_submit(&r->ring);
 		if (rc < 0 && i == 0)
@@ -892,6 +1091,15 @@ void sc_test_set_fill_model(struct sc_l3 *l3, uint64_t fixed_ns, uint64_t ps_per
 	atomic_store_explicit(&l3->est_fixed_ns, fixed_ns, RELAXED);
 	atomic_store_explicit(&l3->est_ps_per_byte, ps_per_byte, RELAXED);
 	l3->est_pinned = fixed_ns || ps_per_byte;
+}
+
+unsigned sc_test_l3_fills_reading(struct sc_l3 *l3, unsigned *max)
+{
+	struct l3_ring *r = l3 ? l3_ring_find(l3) : NULL;
+	*max = r ? r->reading_max : 0;
+	if (r)
+		r->reading_max = r->reading;
+	return r ? r->reading : 0;
 }
 #endif
 

@@ -137,6 +137,11 @@ int sc_l3_open(const char *dir, const struct sc_l3_opts *opts, struct sc_l3 **ou
 			goto cleanup;
 		}
 	}
+	if (fstat(l3->objfd, &dsb) < 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	l3->obj_dev = (uint64_t)dsb.st_dev;
 	l3->lockfd = l3_open_file(l3->dirfd, "lock", O_RDWR);
 	if (l3->lockfd == -ENOENT && create) {
 		l3->lockfd = openat(l3->dirfd, "lock", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, l3->file_mode);

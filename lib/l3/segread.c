@@ -1,6 +1,6 @@
 /*
  * lib/l3/segread.c — reading segmented objects (the design: lib/l3/segstore.c): the manifest, the
- * fill of its segments on the ring's segment ring (straight into the destination, each verified,
+ * fill of its segments as steps on the fill ring (straight into the destination, each verified,
  * copied from the arena's L2 where it holds them), full verification, and the quarantine of a
  * segment that failed with every object that names it.
  */
@@ -25,6 +25,7 @@
 #include "format.h"
 #include "quarantine.h"
 #include "segread.h"
+#include "ring.h"
 #include "../l2/seg.h"
 
 #define SEG_WINDOW 32u /* segment files open and read at once by a fill */
@@ -61,24 +62,14 @@ int l3_seg_is_manifest(const uint8_t *block)
 }
 
 
-int l3_seg_manifest(int fd, uint64_t file_bytes, struct l3_obj_hdr *h, struct l3_seg_ent **e)
+/* The entries of the manifest of @h (malloc'd copy of @ents in *@e) checked: count or -EBADMSG. */
+static int manifest_entries(const struct l3_obj_hdr *h, const void *ents, struct l3_seg_ent **e)
 {
-	uint8_t *block = aligned_alloc(L3_DIO_ALIGN, L3_HDR_BLOCK);
-	*e = NULL;
-	if (!block)
-		return -ENOMEM;
-	ssize_t r = pread(fd, block, L3_HDR_BLOCK, 0);
-	int rc = r < 0 ? -errno : r != L3_HDR_BLOCK ? -EBADMSG : l3_hdr_parse(block, file_bytes, h);
-	free(block);
-	if (rc)
-		return rc;
-	if (h->version != L3_FORMAT_SEGMENTED)
-		return 0;
 	size_t mb = (size_t)h->seg_count * sizeof(**e);
-	if (!(*e = malloc(mb)))
+	if (!(*e = malloc(mb ? mb : 1)))
 		return -ENOMEM;
-	r = pread(fd, *e, mb, L3_HDR_BLOCK);
-	rc = r < 0 ? -errno : (size_t)r != mb || XXH3_64bits(*e, mb) != h->seg_check ? -EBADMSG : 0;
+	memcpy(*e, ents, mb);
+	int rc = XXH3_64bits(*e, mb) != h->seg_check ? -EBADMSG : 0;
 	uint64_t sum = 0;
 	for (uint64_t i = 0; !rc && i < h->seg_count; i++) {
 		if (!(*e)[i].len || (*e)[i].len > L3_SEG_MAXSZ)
@@ -93,6 +84,43 @@ int l3_seg_manifest(int fd, uint64_t file_bytes, struct l3_obj_hdr *h, struct l3
 		return rc;
 	}
 	return (int)h->seg_count;
+}
+
+int l3_seg_manifest_mem(const uint8_t *block, uint64_t file_bytes, const void *ents, uint64_t got,
+			struct l3_obj_hdr *h, struct l3_seg_ent **e)
+{
+	*e = NULL;
+	int rc = l3_hdr_parse(block, file_bytes, h);
+	if (rc)
+		return rc;
+	if (h->version != L3_FORMAT_SEGMENTED)
+		return 0;
+	if (got < (uint64_t)h->seg_count * sizeof(**e))
+		return -EAGAIN; /* not all read */
+	return manifest_entries(h, ents, e);
+}
+
+int l3_seg_manifest(int fd, uint64_t file_bytes, struct l3_obj_hdr *h, struct l3_seg_ent **e)
+{
+	uint8_t *block = aligned_alloc(L3_DIO_ALIGN, L3_HDR_BLOCK);
+	*e = NULL;
+	if (!block)
+		return -ENOMEM;
+	ssize_t r = pread(fd, block, L3_HDR_BLOCK, 0);
+	int rc = r < 0 ? -errno : r != L3_HDR_BLOCK ? -EBADMSG : l3_hdr_parse(block, file_bytes, h);
+	free(block);
+	if (rc)
+		return rc;
+	if (h->version != L3_FORMAT_SEGMENTED)
+		return 0;
+	size_t mb = (size_t)h->seg_count * sizeof(**e);
+	void *ents = malloc(mb ? mb : 1);
+	if (!ents)
+		return -ENOMEM;
+	r = pread(fd, ents, mb, L3_HDR_BLOCK);
+	rc = r < 0 ? -errno : (size_t)r != mb ? -EBADMSG : manifest_entries(h, ents, e);
+	free(ents);
+	return rc;
 }
 
 
@@ -147,90 +175,117 @@ static void seg_quarantine(struct sc_l3 *l3, uint64_t lo, uint64_t hi)
 }
 
 
-/* ---- fills ---- */
+/* ---- fills ----
+ *
+ * A segmented fill is a state machine on the fill ring (lib/l3/fill.c runs it, as it runs a whole
+ * object's reads): once the object's header block shows a manifest, l3_segfill_step reads the
+ * manifest and queues the opens of a window of segment files side by side; as the opens end, the
+ * segments' reads go to the ring straight into the destination (O_DIRECT where seg_direct allows,
+ * short reads resubmitted); each segment is verified and fed to the whole payload's digest in order
+ * as it lands; at the window's end its files are closed and the next window queued. Nothing waits:
+ * the reaping thread goes on with other fills meanwhile. Segments the destination arena's L2 holds
+ * are copied from there instead of read; an L2 copy whose digest fails (damaged shared memory) is
+ * read from L3 after all, and only an L3 segment that fails is quarantined.
+ */
 
-static int seg_ring(struct l3_ring *r)
-{
-	if (r->seg_ok)
-		return 0;
-	int rc = io_uring_queue_init(SEG_WINDOW * 2, &r->seg_ring, 0);
-	if (rc < 0)
-		return rc;
-	(void)io_uring_ring_dontfork(&r->seg_ring); /* as the fill ring's (lib/l3/fill.c) */
-	r->seg_ok = 1;
-	return 0;
-}
+enum { SEG_OPENING = 1, SEG_OPENED, SEG_READING, SEG_DONE };
 
-
-void l3_seg_ring_free(struct l3_ring *r)
-{
-	if (r->seg_ok)
-		io_uring_queue_exit(&r->seg_ring);
-	io_pins_forget(&r->seg_pins);
-	r->seg_ok = 0;
-}
-
-
-/* What a window of segment reads needs besides the segments: the fill's destination bounds (an
- * O_DIRECT read is rounded up to the alignment and must fit), whether direct reads are allowed, and
- * the hashing done as segments land. */
-struct seg_win {
-	struct sc_l3 *l3;
-	struct l3_ring *r;
-	const uint8_t *dst_end;    /* end of the fill's destination */
+struct l3_segfill {
+	struct l3_seg_ent *e;      /* the manifest's entries */
+	uint32_t n;                /* segments */
+	uint32_t base, wn;         /* the window: segments [base, base + wn) */
+	uint32_t hashed;           /* segments of the window verified and hashed, in order */
+	uint32_t opens;            /* opens of the window on the ring, not yet ended */
 	int direct;                /* O_DIRECT allowed for this fill (mode, filesystem, destination) */
-	XXH3_state_t *hs;          /* the whole payload's digest */
-	uint32_t hashed;           /* segments of the window verified and fed to hs, in order */
-	int stuck;                 /* segment [hashed] failed its digest: left to the caller */
+	uint64_t at;               /* destination offset of segment base */
+	uint64_t copied;           /* bytes copied from L2 */
+	int fds[SEG_WINDOW];       /* -1: not open */
+	uint64_t off[SEG_WINDOW];  /* offset of each segment from at */
+	uint64_t got[SEG_WINDOW];  /* bytes read of each */
+	uint8_t state[SEG_WINDOW]; /* 0 (copied from L2, or not started) or SEG_* */
+	uint8_t direct_on[SEG_WINDOW];
+	uint8_t from_l2[SEG_WINDOW];
+	char rel[SEG_WINDOW][48];  /* an open's path (the kernel reads it when the open runs) */
 };
 
-/* Verify and hash, in order, every leading segment of the window that is complete, stopping at the
- * first whose digest fails (the caller decides: an L2 copy is read again, an L3 segment is
- * quarantined). Each segment is hashed while the others are still being read. */
-static void seg_hash_ready(struct seg_win *w, const struct l3_seg_ent *e, uint32_t n, uint8_t *dst,
-			   const uint64_t *off, const uint8_t *done)
+static uint8_t *seg_at(const struct l3_fill_op *op, uint32_t i)
 {
-	while (!w->stuck && w->hashed < n && done[w->hashed]) {
-		uint32_t i = w->hashed;
-		XXH128_hash_t d = XXH3_128bits(dst + off[i], e[i].len);
-		if (d.low64 != e[i].lo || d.high64 != e[i].hi) {
-			w->stuck = 1;
-			return;
-		}
-		XXH3_128bits_update(w->hs, dst + off[i], e[i].len);
-		w->hashed++;
-	}
+	return (uint8_t *)op->req->dst + op->seg->at + op->seg->off[i];
 }
 
-/* May segment @s be read O_DIRECT into @at (aligned, its rounded length inside the destination,
- * and in auto mode not in the page cache)? Sets the flag on @fd when so. */
-static int seg_direct(struct seg_win *w, int fd, const struct l3_seg_ent *s, const uint8_t *at)
+/* May window segment @i be read O_DIRECT into its place (aligned, its rounded length inside the
+ * destination, and in auto mode not in the page cache)? Sets the flag on its file when so. */
+static int seg_direct(struct sc_l3 *l3, const struct l3_fill_op *op, uint32_t i)
 {
-	uint32_t ma = w->l3->dio_mem_align, oa = w->l3->dio_off_align;
-	if (!w->direct || (uintptr_t)at % ma || (uint64_t)(w->dst_end - at) < (s->len + oa - 1) / oa * oa)
+	const struct l3_segfill *s = op->seg;
+	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
+	const uint8_t *at = seg_at(op, i), *end = (const uint8_t *)op->req->dst + op->req->dst_bytes;
+	uint64_t len = s->e[s->base + i].len;
+	if (!s->direct || (uintptr_t)at % ma || (uint64_t)(end - at) < (len + oa - 1) / oa * oa)
 		return 0;
-	if (w->l3->opts.o_direct != SC_L3_ODIRECT_ON && !l3_file_cold(fd, 0, s->len))
+	if (l3->opts.o_direct != SC_L3_ODIRECT_ON && !l3_file_cold(s->fds[i], 0, len))
 		return 0;
-	return fcntl(fd, F_SETFL, O_DIRECT) == 0;
+	return fcntl(s->fds[i], F_SETFL, O_DIRECT) == 0;
 }
 
-/* Queue the read of what segment @i still lacks (the remainder of a short read too). */
-static int seg_prep(struct seg_win *w, int fd, int direct, uint8_t *at, uint64_t len, uint64_t got, uint32_t i)
+/* Queue the open of window segment @i: never through a link in "XX/"; O_NONBLOCK: a FIFO planted
+ * under a segment's name is never waited on (the type is checked next, then the flag taken off). */
+static int seg_queue_open(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, uint32_t i)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->r->seg_ring);
-	if (!sqe) {
-		io_uring_submit(&w->r->seg_ring);
-		if (!(sqe = io_uring_get_sqe(&w->r->seg_ring)))
-			return -EAGAIN;
-	}
-	uint64_t want = len - got;
-	if (direct)
-		want = (want + w->l3->dio_off_align - 1) / w->l3->dio_off_align * w->l3->dio_off_align;
-	io_uring_prep_read(sqe, fd, at + got, (unsigned)want, got);
-	if (!direct && want >= (256u << 10))
-		sqe->flags |= IOSQE_ASYNC; /* a buffered copy by io-wq, side by side */
-	io_uring_sqe_set_data64(sqe, i);
+	static const struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, .resolve = L3_RESOLVE };
+	struct l3_segfill *s = op->seg;
+	struct io_uring_sqe *sqe = l3_ring_sqe(r);
+	if (!sqe)
+		return -EAGAIN;
+	l3_seg_relpath(s->e[s->base + i].lo, s->e[s->base + i].hi, s->rel[i]);
+	io_uring_prep_openat2(sqe, l3->sgfd, s->rel[i], (struct open_how *)&how);
+	io_uring_sqe_set_data64(sqe, l3_fill_ud(r, op, L3_IO_SEG, L3_SEG_TAG | L3_SEG_OPEN | i));
+	op->pending++;
+	s->opens++;
+	s->state[i] = SEG_OPENING;
 	return 0;
+}
+
+/* Queue the read of what window segment @i still lacks. */
+static int seg_queue_read(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, uint32_t i)
+{
+	struct l3_segfill *s = op->seg;
+	struct io_uring_sqe *sqe = l3_ring_sqe(r);
+	if (!sqe)
+		return -EAGAIN;
+	uint8_t *at = seg_at(op, i) + s->got[i];
+	uint64_t want = s->e[s->base + i].len - s->got[i];
+	if (s->direct_on[i])
+		want = (want + l3->dio_off_align - 1) / l3->dio_off_align * l3->dio_off_align;
+	int fi = r->reg_ok ? l3_ring_fixed_index(r, at, want) : -1;
+	if (fi >= 0)
+		io_uring_prep_read_fixed(sqe, s->fds[i], at, (unsigned)want, s->got[i], fi);
+	else
+		io_uring_prep_read(sqe, s->fds[i], at, (unsigned)want, s->got[i]);
+	if (!s->direct_on[i] && want >= (256u << 10))
+		sqe->flags |= IOSQE_ASYNC; /* a buffered copy by io-wq, side by side */
+	io_uring_sqe_set_data64(sqe, l3_fill_ud(r, op, L3_IO_SEG, L3_SEG_TAG | i));
+	op->pending++;
+	s->state[i] = SEG_READING;
+	return 0;
+}
+
+/* The window's opens all ended: check each file opened (a regular file of the segment's size:
+ * else a miss), decide direct or buffered, and queue its read. */
+static void seg_start_reads(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	struct l3_segfill *s = op->seg;
+	for (uint32_t i = 0; i < s->wn && !op->err; i++) {
+		struct stat sb;
+		if (s->state[i] != SEG_OPENED)
+			continue;
+		if (fstat(s->fds[i], &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != s->e[s->base + i].len)
+			op->err = -ENOENT; /* not a file, short (or long): not this segment's file; a miss */
+		else if (!(s->direct_on[i] = (uint8_t)seg_direct(l3, op, i)) && fcntl(s->fds[i], F_SETFL, 0) < 0)
+			op->err = -errno;
+		else
+			op->err = seg_queue_read(l3, r, op, i);
+	}
 }
 
 /* An open of a segment that failed: vanished (ESTALE on a network filesystem), or not a file a
@@ -240,164 +295,134 @@ static int seg_open_error(int rc)
 	return rc == -ESTALE || rc == -ENXIO || rc == -EBADMSG ? -ENOENT : rc == -EXDEV ? -ELOOP : rc;
 }
 
-#define SEG_OPEN_TAG (1ull << 62) /* user data of an open on the segment ring (| the segment) */
-
-/* Open the segment files of [0, n) that @need marks into @fds (-1 where not needed or not opened),
- * side by side on the segment ring: the open of a segment whose inode is not cached reads the disk,
- * and one after another those reads added up. Where the ring refuses openat2 (an old kernel) the
- * segment is opened here. 0, or the first open's error (every file opened is in @fds either way). */
-static int seg_open_window(struct seg_win *w, const struct l3_seg_ent *e, uint32_t n, const uint8_t *need, int *fds)
+void l3_segfill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, uint32_t tag, int res)
 {
-	/* never through a link in "XX/"; O_NONBLOCK: a FIFO planted under a segment's name is never
-	 * waited on (the type is checked next, then the flag taken off) */
-	static const struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, .resolve = L3_RESOLVE };
-	struct io_uring *ring = &w->r->seg_ring;
-	char rel[SEG_WINDOW][48];
-	uint32_t queued = 0;
-	int rc = 0;
-	for (uint32_t i = 0; i < n; i++)
-		fds[i] = -1;
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		if (!need[i])
-			continue;
-		l3_seg_relpath(e[i].lo, e[i].hi, rel[i]);
-		/* the ring is empty here and has 2 * SEG_WINDOW entries: a window's opens always fit */
-		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-		if (!sqe) {
-			rc = -EAGAIN;
-			continue;
+	struct l3_segfill *s = op->seg;
+	uint32_t i = tag & (SEG_WINDOW - 1);
+	if (!s || i >= s->wn)
+		return;
+	if (tag & L3_SEG_OPEN) {
+		s->opens--;
+		if (res == -EINVAL || res == -EOPNOTSUPP) /* no openat2 on this kernel's ring */
+			res = l3_openat(l3->sgfd, s->rel[i], O_RDONLY | O_NONBLOCK, 0);
+		if (res >= 0) {
+			s->fds[i] = res; /* closed at the window's end, whatever happens */
+			s->state[i] = SEG_OPENED;
+		} else if (!op->err) {
+			op->err = seg_open_error(res);
 		}
-		io_uring_prep_openat2(sqe, w->l3->sgfd, rel[i], (struct open_how *)&how);
-		io_uring_sqe_set_data64(sqe, SEG_OPEN_TAG | i);
-		queued++;
+		if (!s->opens && !op->err && !op->abandoned)
+			seg_start_reads(l3, r, op);
+		return;
 	}
-	/* every open waited for: the paths are this frame's */
-	while (queued) {
-		struct io_uring_cqe *cqe;
-		int wr = io_uring_submit_and_wait(ring, 1);
-		if (wr < 0 && wr != -EINTR && wr != -EAGAIN && io_uring_wait_cqe(ring, &cqe) < 0)
-			continue;
-		unsigned head, seen = 0;
-		io_uring_for_each_cqe(ring, head, cqe) {
-			uint32_t i = (uint32_t)(io_uring_cqe_get_data64(cqe) & 0xffff);
-			int res = cqe->res;
-			seen++;
-			queued--;
-			if (i >= n)
-				continue;
-			if (res == -EINVAL || res == -EOPNOTSUPP) /* no openat2 on this kernel's ring */
-				res = l3_openat(w->l3->sgfd, rel[i], O_RDONLY | O_NONBLOCK, 0);
-			if (res >= 0)
-				fds[i] = res;
-			else if (!rc)
-				rc = seg_open_error(res);
-		}
-		io_uring_cq_advance(ring, seen);
-	}
-	return rc;
-}
-
-/* Read segments [0, n) of @e into @dst: each opened (side by side), checked to be a regular file of
- * its size, read on the segment ring (O_DIRECT where seg_direct allows; short reads resubmitted) —
- * or, when @src's L2 holds it, copied from there (bit i of *@from_l2 set) — and hashed in order as
- * they complete (w->hashed). 0, -ENOENT (missing or short: a miss), another -errno. */
-static int seg_read_window(struct seg_win *w, const struct l3_seg_ent *e, uint32_t n, uint8_t *dst,
-			   struct sc_arena *src, uint64_t *from_l2)
-{
-	struct sc_l3 *l3 = w->l3;
-	struct l3_ring *r = w->r;
-	int fds[SEG_WINDOW], rc = 0;
-	uint64_t got[SEG_WINDOW] = { 0 }, off[SEG_WINDOW];
-	uint8_t done[SEG_WINDOW] = { 0 }, direct[SEG_WINDOW] = { 0 }, need[SEG_WINDOW] = { 0 };
-	uint32_t pending = 0;
-	for (uint32_t i = 0; i < n; i++)
-		off[i] = i ? off[i - 1] + e[i - 1].len : 0;
-	*from_l2 = 0;
-	w->hashed = 0;
-	w->stuck = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		if (src && l2_seg_copy_held(src, e[i].lo, e[i].hi, e[i].len, dst + off[i]) == 1) {
-			*from_l2 |= 1ull << i;
-			done[i] = 1;
+	if (op->err)
+		return;
+	if (res == -EINVAL && s->direct_on[i] && !op->abandoned) {
+		/* the kernel refused this O_DIRECT read after all: buffered */
+		s->direct_on[i] = 0;
+		op->err = fcntl(s->fds[i], F_SETFL, 0) < 0 ? -errno : seg_queue_read(l3, r, op, i);
+	} else if (res < 0) {
+		op->err = res == -ESTALE ? -ENOENT : res;
+	} else if (res == 0) {
+		op->err = -ENOENT; /* shorter than its stat said: cut under us */
+	} else if (op->abandoned) {
+		op->err = -ECANCELED; /* no further read into a destination its caller gave up */
+	} else {
+		uint64_t len = s->e[s->base + i].len;
+		L3_MARK_DEFINED(seg_at(op, i) + s->got[i], (uint64_t)res);
+		s->got[i] += (uint64_t)res;
+		if (s->got[i] >= len) {
+			s->state[i] = SEG_DONE;
 		} else {
-			need[i] = 1;
+			if (s->direct_on[i] && s->got[i] % l3->dio_off_align && fcntl(s->fds[i], F_SETFL, 0) == 0)
+				s->direct_on[i] = 0; /* an unaligned short read: the rest buffered */
+			op->err = seg_queue_read(l3, r, op, i);
 		}
 	}
-	rc = seg_open_window(w, e, n, need, fds);
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		struct stat sb;
-		if (fds[i] < 0)
-			continue;
-		if (fstat(fds[i], &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != e[i].len)
-			rc = -ENOENT; /* not a file, short (or long): not this segment's file; a miss */
-		else if (!(direct[i] = (uint8_t)seg_direct(w, fds[i], &e[i], dst + off[i])) && fcntl(fds[i], F_SETFL, 0) < 0)
-			rc = -errno;
-	}
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		if (fds[i] < 0)
-			continue; /* copied from L2 */
-		if ((rc = seg_prep(w, fds[i], direct[i], dst + off[i], e[i].len, 0, i)) == 0)
-			pending++;
-	}
-	/* never return while a read into the caller's memory is in flight */
-	while (pending) {
-		struct io_uring_cqe *cqe;
-		int wr = io_uring_submit_and_wait(&r->seg_ring, 1);
-		if (wr < 0 && wr != -EINTR && wr != -EAGAIN) {
-			rc = rc ? rc : wr;
-			if (io_uring_wait_cqe(&r->seg_ring, &cqe) < 0)
-				continue;
-		}
-		unsigned head, seen = 0;
-		io_uring_for_each_cqe(&r->seg_ring, head, cqe) {
-			uint32_t i = (uint32_t)io_uring_cqe_get_data64(cqe);
-			int res = cqe->res;
-			seen++;
-			pending--;
-			if (i >= n)
-				continue;
-			if (res == -EINVAL && direct[i] && !rc) {
-				/* the kernel refused this O_DIRECT read after all: buffered */
-				direct[i] = 0;
-				if (fcntl(fds[i], F_SETFL, 0) < 0 ||
-				    (rc = seg_prep(w, fds[i], 0, dst + off[i], e[i].len, got[i], i)) == 0)
-					pending++;
-			} else if (res < 0) {
-				rc = rc ? rc : res == -ESTALE ? -ENOENT : res;
-			} else if (res == 0) {
-				rc = rc ? rc : -ENOENT; /* shorter than its stat said: cut under us */
-			} else {
-				L3_MARK_DEFINED(dst + off[i] + got[i], (uint64_t)res);
-				got[i] += (uint64_t)res;
-				if (got[i] >= e[i].len) {
-					done[i] = 1;
-				} else if (!rc) {
-					if (direct[i] && got[i] % l3->dio_off_align && fcntl(fds[i], F_SETFL, 0) == 0)
-						direct[i] = 0; /* an unaligned short read: the rest buffered */
-					if ((rc = seg_prep(w, fds[i], direct[i], dst + off[i], e[i].len, got[i], i)) == 0)
-						pending++;
-				}
-			}
-		}
-		io_uring_cq_advance(&r->seg_ring, seen);
-		if (!rc)
-			seg_hash_ready(w, e, n, dst, off, done);
-	}
-	if (!rc)
-		seg_hash_ready(w, e, n, dst, off, done); /* copies from L2 with nothing read after them */
-	for (uint32_t i = 0; i < n; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	return rc;
 }
 
-
-int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes, struct sc_l3_fill_req *req)
+/* Queue the window at s->base: segments the L2 of the fill's arena holds copied from it, the
+ * others' opens on the ring. 0, or the first error (what was queued still ends). */
+static int seg_window(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 {
-	const struct sc_location *loc = req->loc;
+	struct l3_segfill *s = op->seg;
+	/* l3_fill_from names the restoring arena while it runs; else the handle's own */
+	struct sc_arena *src = r->seg_src ? r->seg_src : l3->arena;
+	uint64_t o = 0;
+	s->wn = s->n - s->base < SEG_WINDOW ? s->n - s->base : SEG_WINDOW;
+	s->hashed = 0;
+	for (uint32_t i = 0; i < s->wn; i++) {
+		s->off[i] = o;
+		o += s->e[s->base + i].len;
+		s->fds[i] = -1;
+		s->got[i] = 0;
+		s->state[i] = s->direct_on[i] = s->from_l2[i] = 0;
+	}
+	for (uint32_t i = 0; i < s->wn; i++) {
+		const struct l3_seg_ent *e = &s->e[s->base + i];
+		if (src && l2_seg_copy_held(src, e->lo, e->hi, e->len, seg_at(op, i)) == 1) {
+			s->from_l2[i] = 1;
+			s->state[i] = SEG_DONE;
+			continue;
+		}
+		int rc = seg_queue_open(l3, r, op, i);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void seg_close_window(struct l3_segfill *s)
+{
+	for (uint32_t i = 0; i < s->wn; i++) {
+		if (s->fds[i] >= 0)
+			close(s->fds[i]);
+		s->fds[i] = -1;
+	}
+}
+
+/* Verify and hash, in order, every leading segment of the window that is complete. A segment
+ * that fails its digest: an L2 copy is read from L3 instead (its open queued); an L3 segment is
+ * quarantined with every object naming it (-EBADMSG). */
+static void seg_hash_ready(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	struct l3_segfill *s = op->seg;
+	while (!op->err && s->hashed < s->wn && s->state[s->hashed] == SEG_DONE) {
+		uint32_t i = s->hashed;
+		const struct l3_seg_ent *e = &s->e[s->base + i];
+		const uint8_t *p = seg_at(op, i);
+		XXH128_hash_t d = XXH3_128bits(p, e->len);
+		if (d.low64 != e->lo || d.high64 != e->hi) {
+			if (s->from_l2[i]) {
+				/* L2's copy did not hold what its name says: the L3 segment is not to blame */
+				s->from_l2[i] = 0;
+				op->err = seg_queue_open(l3, r, op, i);
+				return;
+			}
+			seg_quarantine(l3, e->lo, e->hi);
+			op->err = -EBADMSG;
+			return;
+		}
+		XXH3_128bits_update(op->hs, p, e->len);
+		s->hashed++;
+	}
+}
+
+/* The header block says: a segmented object. Its manifest read and checked against the fill's
+ * location, the state made and the first window queued. 0 or -errno (nothing queued then but
+ * what a partly queued window has in flight). */
+static int seg_begin(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	const struct sc_location *loc = op->req->loc;
 	struct l3_obj_hdr h;
 	struct l3_seg_ent *e = NULL;
-	int n = fcntl(fd, F_SETFL, 0) < 0 ? -errno : l3_seg_manifest(fd, file_bytes, &h, &e), rc = 0; /* no O_DIRECT */
+	/* the entries came with the header block, in the destination's chunk 0 (lib/l3/fill.c); when
+	 * not all did, they are read here (buffered: they land in ordinary memory) */
+	int n = l3_seg_manifest_mem(op->hdrbuf, op->file_bytes, op->req->dst, op->nchunks ? op->cgot[0] : 0, &h, &e), rc = 0;
+	if (n == -EAGAIN) {
+		n = fcntl(op->fd, F_SETFL, 0) < 0 ? -errno : l3_seg_manifest(op->fd, op->file_bytes, &h, &e);
+		op->fl = 0;
+	}
 	if (n == 0 || n == -EPROTO)
 		n = -EBADMSG;
 	if (n > 0 && (h.digest_lo != loc->digest.lo || h.digest_hi != loc->digest.hi))
@@ -412,71 +437,79 @@ int l3_seg_fill(struct sc_l3 *l3, struct l3_ring *r, int fd, uint64_t file_bytes
 		rc = -EINVAL; /* the caller's location describes it differently */
 	if (!rc && l3->sgfd < 0)
 		rc = -ENOENT; /* no segment directory at all: nothing to read */
-	if (!rc)
-		rc = seg_ring(r);
-	/* the segment reads land in the arena too: its lock stays with this ring until they end */
-	int pin = rc ? -1 : io_pin_get(&r->seg_ring, &r->seg_pins, req->dst);
-	if (pin < -1)
-		rc = pin;
-	XXH3_state_t hs;
-	XXH3_128bits_reset(&hs);
-	uint8_t *dst = req->dst;
+	struct l3_segfill *s = rc ? NULL : calloc(1, sizeof(*s));
+	if (!rc && !s)
+		rc = -ENOMEM;
+	if (rc) {
+		free(e);
+		return rc;
+	}
 	uint32_t oa = l3->dio_off_align;
-	struct seg_win w = { .l3 = l3, .r = r, .dst_end = dst + req->dst_bytes, .hs = &hs,
-			     .direct = l3->opts.o_direct != SC_L3_ODIRECT_OFF && !(req->flags & SC_L3_FILL_BUFFERED) &&
-				       l3->dio_mem_align && oa && oa <= L3_HDR_BLOCK };
-	/* segments the destination arena's L2 already holds are copied from it, not read */
-	struct sc_arena *src = r->seg_src ? r->seg_src : l3->arena;
-	uint64_t copied = 0;
-	for (uint32_t base = 0; !rc && base < (uint32_t)n; base += SEG_WINDOW) {
-		uint32_t wn = (uint32_t)n - base < SEG_WINDOW ? (uint32_t)n - base : SEG_WINDOW;
-		uint64_t from_l2, none;
-		if ((rc = seg_read_window(&w, e + base, wn, dst, src, &from_l2)))
+	s->e = e;
+	s->n = (uint32_t)n;
+	s->direct = l3->opts.o_direct != SC_L3_ODIRECT_OFF && !(op->req->flags & SC_L3_FILL_BUFFERED) &&
+		    l3->dio_mem_align && oa && oa <= L3_HDR_BLOCK;
+	op->seg = s;
+	XXH3_128bits_reset(op->hs);
+	return seg_window(l3, r, op);
+}
+
+int l3_segfill_step(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
+{
+	if (!op->seg) {
+		int rc = seg_begin(l3, r, op);
+		if (rc && !op->err)
+			op->err = rc;
+		if (!op->seg)
+			return 1;
+	}
+	struct l3_segfill *s = op->seg;
+	for (;;) {
+		if (!op->err && !op->abandoned)
+			seg_hash_ready(l3, r, op);
+		if (op->pending)
+			return 0; /* reads in flight: the next step comes with their completions */
+		if (op->err || op->abandoned || s->hashed < s->wn) {
+			seg_close_window(s);
+			if (!op->err && !op->abandoned)
+				op->err = -EIO; /* a window stopped short without an error: cannot happen */
+			return 1;
+		}
+		seg_close_window(s);
+		for (uint32_t i = 0; i < s->wn; i++) {
+			if (s->from_l2[i])
+				s->copied += s->e[s->base + i].len;
+			s->at += s->e[s->base + i].len;
+		}
+		s->base += s->wn;
+		if (s->base == s->n)
 			break;
-		uint8_t *at = dst;
-		for (uint32_t i = 0; i < w.hashed; i++)
-			at += e[base + i].len; /* verified and hashed as they landed */
-		for (uint32_t i = w.hashed; i < wn && !rc; i++) {
-			const struct l3_seg_ent *s = &e[base + i];
-			XXH128_hash_t d = XXH3_128bits(at, s->len);
-			if ((from_l2 >> i & 1) && (d.low64 != s->lo || d.high64 != s->hi)) {
-				/* L2's copy did not hold what its name says (damaged shared memory): the
-				 * L3 segment is not to blame; read it */
-				from_l2 &= ~(1ull << i);
-				XXH3_state_t scratch; /* the re-read is hashed below, not by the window */
-				struct seg_win one = w;
-				one.hs = &scratch;
-				XXH3_128bits_reset(&scratch);
-				if ((rc = seg_read_window(&one, s, 1, at, NULL, &none)))
-					break;
-				d = XXH3_128bits(at, s->len);
-			}
-			if (d.low64 != s->lo || d.high64 != s->hi) {
-				seg_quarantine(l3, s->lo, s->hi);
-				rc = -EBADMSG;
-			}
-			XXH3_128bits_update(&hs, at, s->len);
-			at += s->len;
-		}
-		for (uint32_t i = 0; i < wn; i++)
-			if (from_l2 >> i & 1)
-				copied += e[base + i].len;
-		dst = at;
+		int rc = seg_window(l3, r, op);
+		if (rc)
+			op->err = rc;
 	}
-	io_pin_put(&r->seg_pins, pin);
-	if (!rc && copied)
-		ADD(seg_from_l2, copied);
-	if (!rc) {
-		XXH128_hash_t d = XXH3_128bits_digest(&hs);
-		if (d.low64 != loc->digest.lo || d.high64 != loc->digest.hi) {
-			/* every segment good, the whole not: the manifest lies */
-			ADD(verify_failures, 1);
-			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
-			rc = -EBADMSG;
-		}
+	const struct sc_location *loc = op->req->loc;
+	XXH128_hash_t d = XXH3_128bits_digest(op->hs);
+	if (d.low64 != loc->digest.lo || d.high64 != loc->digest.hi) {
+		/* every segment good, the whole not: the manifest lies */
+		ADD(verify_failures, 1);
+		l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
+		op->err = -EBADMSG;
+	} else if (s->copied) {
+		ADD(seg_from_l2, s->copied);
 	}
-	free(e);
-	return rc;
+	return 1;
+}
+
+void l3_segfill_free(struct l3_fill_op *op)
+{
+	struct l3_segfill *s = op->seg;
+	if (!s)
+		return;
+	seg_close_window(s);
+	free(s->e);
+	free(s);
+	op->seg = NULL;
 }
 
 

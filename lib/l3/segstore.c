@@ -16,7 +16,7 @@
  * A put (lib/l3/put.c put_object): (1) every segment is checked (size) and touched (mtime now),
  * written where missing; (2) the manifest is written (tmp + rename); (3) every segment is touched
  * again, and written again where it is missing. A fill reads the manifest, then the segments on the
- * ring's segment ring straight into the destination, verifies each segment's digest and the whole
+ * fill ring (lib/l3/segread.c) straight into the destination, verifies each segment's digest and the whole
  * payload's; a segment that fails is quarantined with every object naming it (their L2 mirrors and
  * index entries invalidated as for any quarantined object); a missing or short one is a miss.
  *

@@ -230,7 +230,12 @@ _Static_assert(offsetof(struct l3_state, host) == 256 + 64 * 24, "l3 state layou
 /* What a fill's ring entry carries: the header block, a payload chunk, both at once (L3_IO_FIRST:
  * the header and chunk 0 in one vectored read, one device request for an O_DIRECT object), or the
  * open, stat and close of the object (on the ring when other fills are in flight). */
-enum { L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3, L3_IO_FIRST = 4, L3_IO_OPEN = 5, L3_IO_STATX = 6, L3_IO_CLOSE = 7 };
+enum { L3_IO_SEG = 0, L3_IO_HDR = 1, L3_IO_PAYLOAD = 2, L3_IO_SYNC = 3, L3_IO_FIRST = 4, L3_IO_OPEN = 5,
+       L3_IO_STATX = 6, L3_IO_CLOSE = 7 };
+/* L3_IO_SEG's tag: a segment open or read of a segmented fill, and which of its window */
+#define L3_SEG_TAG 0x1000u
+#define L3_SEG_OPEN 0x0800u
+#define L3_FILL_TAG_MASK 0x1fffu /* a ring entry's tag: 13 bits above the kind */
 
 struct l3_ring;
 
@@ -254,7 +259,13 @@ struct l3_fill_op {
 	uint64_t file_bytes, ino;
 	uint64_t t0;
 	struct iovec iov[2];       /* L3_IO_FIRST: header block, chunk 0 (read when submitted) */
-	struct l3_fill_op *next;   /* free list / done list */
+	struct l3_fill_op *next;   /* free list, waiting list or work list (one at a time) */
+	int waiting;               /* on the ring's waiting list (submitted, no reading slot yet) */
+	int started;               /* has a reading slot (not waiting for one) */
+	int open_begun;            /* its open was started (while it waited, or when it started) */
+	int opened;                /* its file is open (kept, opened here, or both ring entries ended) */
+	int pre_read;              /* its first read (header and chunk 0) was made while it waited */
+	int in_work;               /* on the ring's work list (a chunk to hash, or every read ended) */
 	char rel[48];              /* the object's path under objects/ (an open on the ring reads it) */
 	int open_direct;           /* opened with O_DIRECT (l3->dio_at_open); this fill may read buffered */
 	int fl;                    /* the file's status flags as last set (O_NONBLOCK, O_DIRECT): fcntl only to change them */
@@ -273,6 +284,7 @@ struct l3_fill_op {
 	 * instead of queueing the request for a reap (the caller's memory is released there) */
 	void (*abandoned)(void *ctx, int result);
 	void *abandon_ctx;
+	struct l3_segfill *seg;    /* a segmented object's fill (lib/l3/segread.c), once its manifest showed */
 };
 
 /* An object file kept open for later fills of the same object (lib/l3/fill.c, "kept files"). */
@@ -309,8 +321,12 @@ struct l3_sync_io {
 struct l3_ring {
 	struct io_uring ring;
 	int ok;
-	uint32_t depth;
-	uint32_t inflight;         /* fills in flight */
+	uint32_t depth;            /* fill slots (ops): twice io_depth */
+	uint32_t io_depth;         /* fills reading at once (sc_l3_opts.queue_depth) */
+	uint32_t reading, reading_max; /* fills started whose reads have not all ended; the most seen */
+	uint32_t inflight;         /* fills in flight (waiting, reading or being verified) */
+	struct l3_fill_op *wait_head, *wait_tail; /* submitted, waiting for a reading slot, in order */
+	struct l3_fill_op *work_head; /* chunks to hash, fills to verify (after waiting ones start) */
 	uint64_t inflight_bytes;   /* their payload bytes (the queue a new fill waits behind) */
 	pid_t tid;
 	struct l3_fill_op *ops;
@@ -331,11 +347,15 @@ struct l3_ring {
 	uint32_t kept_swept_gen;   /* owner->kept_gen at the last sweep */
 	uint64_t kept_swept_ns;    /* when (a sweep runs at most once a second but on a new gen) */
 	uint64_t kept_tick;
-	struct io_uring seg_ring;  /* segment reads of segmented fills (lib/l3/segstore.c), made on first use */
-	int seg_ok;
-	struct io_pins pins, seg_pins; /* the arena handles each ring reads into (lib/io_pin.h) */
+	struct io_pins pins;       /* the arena handles the ring reads into (lib/io_pin.h) */
 	struct l3_ring *all_next;  /* in the process's list of rings (fork: a child closes its copies) */
 };
+
+/* A fill ring entry's user data: the kind (L3_IO_*), a tag (chunk or segment), the op's slot. */
+static inline uint64_t l3_fill_ud(const struct l3_ring *r, const struct l3_fill_op *op, int kind, uint32_t t)
+{
+	return (uint64_t)kind | ((uint64_t)t << 3) | ((uint64_t)(op - r->ops) << 16);
+}
 
 #define L3_MAX_RANGES 8
 struct l3_range {
@@ -408,6 +428,7 @@ struct sc_l3 {
 	/* under mu: the put side's estimate of the shared store's size (janitor record + our puts) */
 	uint64_t est_bytes, est_read_ns;
 	uint64_t dir_dev, dir_ino; /* identity of the directory (the arena's location index binds it) */
+	uint64_t obj_dev;          /* st_dev of DIR/objects (a kept file's name check compares it) */
 	struct sc_arena *ix_ok;    /* the last arena whose location index was found bound to us */
 	int recon_changed;         /* our reconciliation quarantined objects or dropped prefix entries */
 	/* ---- segments (lib/l3/segstore.c) ---- */
