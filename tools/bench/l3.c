@@ -15,6 +15,10 @@
  *   pread+xxh3   warm: buffered pread of each payload into the same arena memory plus XXH3-128 of
  *                it, on as many threads as our fill keeps busy (this thread + the io-wq workers
  *                counted in /proc/self/task while it runs).
+ * Depth: --qd4m / --qd64k reads at the device on every side (fio's iodepth, the liburing loop's
+ * reads in flight, the library's queue_depth). The caller of ours has more destinations than that
+ * (2 x qd for 4 MiB, 256 for 64 KiB) and submits fills for all of them: the library reads at most
+ * queue_depth at once and starts a waiting one as reads end, while it verifies those just read.
  * The fill does what a restore does: open, header and payload reads straight into the
  * destination, header checks and the XXH3-128 digest of every payload byte, close — except that
  * the library keeps object files it filled open (sc_l3_opts.fd_cache), and a fill of a kept file
@@ -64,6 +68,7 @@ struct set {
 	uint64_t dst_bytes;
 	int ndst;
 	uint64_t seg_bytes;     /* stored segmented with this segment size (0: whole objects) */
+	int seg_files;          /* the files are segment files (the payload from offset 0, no header) */
 };
 
 static char parent[200];
@@ -312,7 +317,7 @@ static double uring_pass(struct set *s)
 				break;
 			}
 			fds[d] = fd;
-			io_uring_prep_read_fixed(sqe, fd, s->dst[d], (unsigned)s->bytes, 4096, d);
+			io_uring_prep_read_fixed(sqe, fd, s->dst[d], (unsigned)s->bytes, s->seg_files ? 0 : 4096, d);
 			io_uring_sqe_set_data64(sqe, (uint64_t)d);
 			next++;
 			inflight++;
@@ -510,13 +515,14 @@ static void usage(FILE *f)
 		   "as the fill keeps busy. Dropping the page cache needs root (else posix_fadvise DONTNEED).\n\n"
 		   "  --dir PARENT   where the objects go (a temporary directory under it; default /var/tmp)\n"
 		   "  --runs N       rounds, medians reported (default 5; --quick 3)\n"
-		   "  --qd4m N       fills in flight for 4 MiB objects, on every side (default 8)\n"
-		   "  --qd64k N      fills in flight for 64 KiB objects, on every side (default 32)\n"
+		   "  --qd4m N       reads in flight for 4 MiB objects, on every side (default 8)\n"
+		   "  --qd64k N      reads in flight for 64 KiB objects, on every side (default 32)\n"
 		   "  --count4m N    4 MiB objects (default 64)     --count64k N  64 KiB objects (default 1024)\n"
 		   "  --fd-cache N   object files kept open between fills (sc_l3_opts.fd_cache; none: keep none;\n"
 		   "                 default: the library's)\n\n"
 		   "Metrics: fill_cold_4m_vs_fio, fill_cold_4m_vs_liburing, fill_cold_64k_vs_fio,\n"
-		   "fill_warm_4m_vs_pread_xxh3, fill_cold_4m_seg_vs_whole, fill_cold_4m_cpu_vs_fio_xxh3,\n"
+		   "fill_warm_4m_vs_pread_xxh3, fill_cold_4m_seg_vs_whole, fill_cold_4m_seg_vs_liburing_seg,\n"
+		   "fill_cold_4m_cpu_vs_fio_xxh3,\n"
 		   "put_4m_vs_fio_write_fsync, *_gbps, *_disk_fraction, *_direct_fraction, *_cpu_s_per_gb.\n");
 }
 
@@ -536,6 +542,7 @@ struct l3run {
 	struct sc_arena *arena;
 	struct sc_stage *st;
 	struct set s4, s64, s4seg; /* s4seg: s4's payloads stored in 1 MiB segments */
+	struct set segfiles;       /* s4seg's segment files, for the bare liburing loop */
 	int n;     /* rounds */
 	double *v; /* NV figures x n rounds, see V() */
 	int direct4, direct64, fio_ok4, fio_ok64, fio_okw, cold_ok, threads_max;
@@ -544,7 +551,7 @@ struct l3run {
 };
 
 enum { C4, F4, U4, C64, F64, W4, PW4, R4F, R4U, R64F, RW4, D4, DF4, D64, DF64, CPU_O, CPU_B, K64,
-       S4, RS4, DS4, CPU_C, CPU_F, CPU_X, RCPU, PUT, FPUT, RPUT, PUTB, NV };
+       S4, RS4, DS4, CPU_C, CPU_F, CPU_X, RCPU, PUT, FPUT, RPUT, PUTB, US4, RSU, NV };
 #define PUTS 16         /* 4 MiB puts per round, and fio's files */
 #define SEG_BYTES (1u << 20)
 /* figure k of round r; expects locals v and n (the run's) */
@@ -605,11 +612,50 @@ static int parse(int argc, char **argv, struct l3run *x)
 }
 
 /* The arena (room for both sets' destinations), its stage, and the objects of both sets. */
+/* The segment files of the segmented set (DIR/seg/XX/NAME.seg), read by the bare liburing loop at the
+ * same bytes in flight as the fills (depth x segments per object), into the same arena memory. */
+static int setup_segfiles(struct l3run *x)
+{
+	struct set *f = &x->segfiles;
+	uint32_t per = (uint32_t)(x->s4.bytes / SEG_BYTES);
+	*f = (struct set){ .label = "4mseg-files", .bytes = SEG_BYTES, .qd = x->s4.qd * (int)per, .seg_files = 1,
+			   .dst_bytes = SEG_BYTES };
+	f->ndst = f->qd < x->s4.ndst * (int)per ? f->qd : x->s4.ndst * (int)per;
+	f->path = calloc((size_t)x->s4seg.count * per, sizeof(*f->path));
+	f->dst = calloc((size_t)f->ndst, sizeof(void *));
+	if (!f->path || !f->dst)
+		return cli_fail("bench", -ENOMEM, "setup");
+	for (int i = 0; i < f->ndst; i++)
+		f->dst[i] = (uint8_t *)x->s4.dst[i / (int)per] + (size_t)(i % (int)per) * SEG_BYTES;
+	char top[340];
+	snprintf(top, sizeof(top), "%s/seg", x->s4seg.dir);
+	DIR *d = opendir(top);
+	struct dirent *de;
+	while (d && (de = readdir(d)) && f->count < x->s4seg.count * (int)per) {
+		if (de->d_name[0] == '.')
+			continue;
+		char sub[400];
+		if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", top, de->d_name) >= sizeof(sub))
+			continue;
+		DIR *sd = opendir(sub);
+		struct dirent *se;
+		while (sd && (se = readdir(sd)) && f->count < x->s4seg.count * (int)per)
+			if (strstr(se->d_name, ".seg") &&
+			    (size_t)snprintf(f->path[f->count], sizeof(f->path[0]), "%s/%.100s", sub, se->d_name) < sizeof(f->path[0]))
+				f->count++;
+		if (sd)
+			closedir(sd);
+	}
+	if (d)
+		closedir(d);
+	return 0;
+}
+
 static int setup(struct l3run *x)
 {
 	struct sc_arena_opts ao = { .size_bytes = 256ull << 20 };
 	struct set *s4 = &x->s4, *s64 = &x->s64;
-	*s4 = (struct set){ .label = "4m", .bytes = 4ull << 20, .count = (int)x->n4, .qd = (int)x->qd4, .ndst = (int)x->qd4 };
+	*s4 = (struct set){ .label = "4m", .bytes = 4ull << 20, .count = (int)x->n4, .qd = (int)x->qd4, .ndst = 2 * (int)x->qd4 };
 	*s64 = (struct set){ .label = "64k", .bytes = 64ull << 10, .count = (int)x->n64, .qd = (int)x->qd64, .ndst = 256 };
 	if (s4->ndst > s4->count)
 		s4->ndst = s4->count;
@@ -636,7 +682,7 @@ static int setup(struct l3run *x)
 	sc_l3_bind_arena(s4->l3, x->arena);
 	sc_l3_bind_arena(s64->l3, x->arena);
 	sc_l3_bind_arena(x->s4seg.l3, x->arena);
-	return 0;
+	return setup_segfiles(x);
 }
 
 /* The conditions: arena backing, directory and device, how caches are dropped, fio's version. */
@@ -666,9 +712,9 @@ static int round_cold_4m(struct l3run *x, int r)
 {
 	double *v = x->v;
 	int n = x->n;
-	for (int k = 0; k < 4; k++) {
-		int which = (k + r) % 4;
-		drop_caches(which == 3 ? &x->s4seg : &x->s4);
+	for (int k = 0; k < 5; k++) {
+		int which = (k + r) % 5;
+		drop_caches(which == 3 ? &x->s4seg : which == 4 ? &x->segfiles : &x->s4);
 		double d0 = disk_read_bytes(), t, c0 = cpu_seconds();
 		if (which == 0) {
 			t = fill_pass(&x->s4, 0, &x->direct4);
@@ -689,6 +735,9 @@ static int round_cold_4m(struct l3run *x, int r)
 		} else if (which == 2) {
 			t = uring_pass(&x->s4);
 			V(U4, r) = t > 0 ? x->bytes4 / t / 1e9 : -1;
+		} else if (which == 4) {
+			t = x->segfiles.count ? uring_pass(&x->segfiles) : -1;
+			V(US4, r) = t > 0 ? x->bytes4 / t / 1e9 : -1;
 		} else {
 			t = fill_pass(&x->s4seg, 0, NULL);
 			if (t < 0) {
@@ -702,6 +751,7 @@ static int round_cold_4m(struct l3run *x, int r)
 	V(R4F, r) = x->fio_ok4 ? V(C4, r) / V(F4, r) : 0;
 	V(R4U, r) = V(U4, r) > 0 ? V(C4, r) / V(U4, r) : 0;
 	V(RS4, r) = V(S4, r) / V(C4, r);
+	V(RSU, r) = V(US4, r) > 0 ? V(S4, r) / V(US4, r) : 0;
 	/* XXH3-128 of as many bytes, from the same arena memory (what verification costs at least),
 	 * each object's bytes evicted from the caches first: a cold fill hashes bytes the device wrote,
 	 * which no cache of this CPU holds (the eviction itself is not counted) */
@@ -875,6 +925,14 @@ static void report(const struct l3run *x)
 		 "files each, sc_l3_set_segment_bytes), filled cold into the same arena memory at depth %d, in the same "
 		 "rotation: segmented / whole-object fills", s4.count, SEG_BYTES >> 10, (unsigned)(s4.bytes / SEG_BYTES), s4.qd);
 	ratio_row("fill_cold_4m_seg_vs_whole", &V(RS4, 0), n, cold_ok, cold_why, note);
+	int useg_ok = x->segfiles.count == x->s4seg.count * (int)(s4.bytes / SEG_BYTES);
+	for (int r = 0; r < n; r++)
+		useg_ok &= V(US4, r) > 0;
+	snprintf(note, sizeof(note), "bare liburing over the same %d segment files (O_DIRECT open, read_fixed of each into "
+		 "the same registered arena memory, depth %d: the fills' bytes in flight, no verification, close): what "
+		 "this device gives %u KiB reads", x->segfiles.count, x->segfiles.qd, SEG_BYTES >> 10);
+	ratio_row("fill_cold_4m_seg_vs_liburing_seg", &V(RSU, 0), n, useg_ok && cold_ok,
+		  useg_ok ? cold_why : "the liburing loop over the segment files failed", note);
 	snprintf(note, sizeof(note), "CPU-seconds per GB of cold 4 MiB fills (getrusage of this process: io-wq included) / "
 		 "(fio's, usr_cpu + sys_cpu of its job as it reports them, in the same rounds, + XXH3-128 of as many bytes from the same arena "
 		 "memory, libxxhash's runtime dispatch, each object's bytes evicted from the caches before they are hashed "
@@ -892,6 +950,8 @@ static void report(const struct l3run *x)
 	ratio_row("put_4m_vs_fio_write_fsync", &V(RPUT, 0), n, x->fio_okw, x->fiow_why, note);
 	bench_stat("l3", "fill_cold_4m_gbps", "GB/s", &V(C4, 0), n, NULL);
 	bench_stat("l3", "fill_cold_4m_seg_gbps", "GB/s", &V(S4, 0), n, NULL);
+	if (useg_ok)
+		bench_stat("l3", "liburing_cold_4m_seg_gbps", "GB/s", &V(US4, 0), n, NULL);
 	bench_stat("l3", "fill_cold_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_C, 0), n, NULL);
 	if (cpu_ok)
 		bench_stat("l3", "fio_cold_4m_cpu_s_per_gb", "CPU s/GB", &V(CPU_F, 0), n, NULL);
@@ -942,6 +1002,7 @@ static void teardown(struct l3run *x)
 	if (x->s4seg.l3)
 		sc_l3_close(x->s4seg.l3);
 	free(x->s4seg.loc), free(x->s4seg.path), free(x->s4seg.dst);
+	free(x->segfiles.path), free(x->segfiles.dst);
 	free(s4->loc), free(s4->path), free(s4->dst), free(s64->loc), free(s64->path), free(s64->dst);
 	sc_stage_close(x->st);
 	sc_arena_close(x->arena);
