@@ -800,9 +800,11 @@ static int ring_wait(struct l3_ring *r)
 
 static void drain(struct l3_ring *r)
 {
-	/* wait for every read still in flight: their destinations belong to callers */
+	/* wait for every read still in flight: their destinations belong to callers (a signal
+	 * interrupting a wait is no reason to stop) */
 	while (r->inflight) {
-		if (ring_wait(r) < 0)
+		int rc = ring_wait(r);
+		if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
 			break;
 		process(r->owner, r);
 	}

@@ -54,7 +54,6 @@
 #include "types.h"
 #include "files.h"
 #include "ring.h"
-#include "segread.h"
 
 #define REG_CHUNK (1ull << 30)
 #define MAX_IOVECS 64
@@ -195,12 +194,11 @@ static void ring_free(struct l3_ring *r)
 	if (r->ok)
 		io_uring_queue_exit(&r->ring); /* reads still in flight (a failed drain) keep our pins */
 	io_pins_forget(&r->pins);
-	for (uint32_t i = 0; i < r->depth; i++) {
-		if (r->ops[i].seg && r->tid == l3_tid())
-			l3_segfill_free(&r->ops[i]);
+	/* a segmented fill's state stays allocated after a failed drain: an open still on the ring
+	 * may read a path in it */
+	for (uint32_t i = 0; i < r->depth; i++)
 		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == l3_tid())
 			close(r->ops[i].fd);
-	}
 	/* kept files too in a forked child (its own copies of the descriptors: nothing else closes them) */
 	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++)
 		if (r->kept[i].fd >= 0)
