@@ -88,11 +88,6 @@ static uint64_t chunk_len(const struct l3_fill_op *op, uint32_t c)
 	return op->want - start < op->chunk ? op->want - start : op->chunk;
 }
 
-static uint64_t ud_of(struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c)
-{
-	return l3_fill_ud(r, op, kind, c);
-}
-
 static int prep_chunk(struct l3_ring *r, struct l3_fill_op *op, uint32_t c)
 {
 	struct sc_l3_fill_req *req = op->req;
@@ -115,7 +110,7 @@ static int prep_chunk(struct l3_ring *r, struct l3_fill_op *op, uint32_t c)
 	 * it is copied on another CPU while this thread hashes earlier chunks */
 	if (!op->direct && len >= L3_ASYNC_MIN)
 		sqe->flags |= IOSQE_ASYNC;
-	io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_PAYLOAD, c));
+	io_uring_sqe_set_data64(sqe, l3_fill_ud(r, op, L3_IO_PAYLOAD, c));
 	op->pending++;
 	return 0;
 }
@@ -130,7 +125,7 @@ static int prep_header(struct l3_ring *r, struct l3_fill_op *op)
 		io_uring_prep_read_fixed(sqe, op->fd, op->hdrbuf, (unsigned)len, 0, 0);
 	else
 		io_uring_prep_read(sqe, op->fd, op->hdrbuf + op->hdr_got, (unsigned)len, op->hdr_got);
-	io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_HDR, 0));
+	io_uring_sqe_set_data64(sqe, l3_fill_ud(r, op, L3_IO_HDR, 0));
 	op->pending++;
 	return 0;
 }
@@ -147,12 +142,25 @@ static int prep_first(struct l3_ring *r, struct l3_fill_op *op)
 	op->iov[0] = (struct iovec){ op->hdrbuf, L3_HDR_BLOCK };
 	op->iov[1] = (struct iovec){ op->req->dst, (size_t)len };
 	io_uring_prep_readv(sqe, op->fd, op->iov, 2, 0);
-	io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_FIRST, 0));
+	io_uring_sqe_set_data64(sqe, l3_fill_ud(r, op, L3_IO_FIRST, 0));
 	op->pending++;
 	return 0;
 }
 
 static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int pre);
+
+/* Was @op's open started: a kept file, an open here, or its open and statx on the ring? */
+static int open_begun(const struct l3_fill_op *op)
+{
+	return op->opened || op->on_ring;
+}
+
+/* Is @op's file (its header unknown) shorter than header + payload: a segmented object's manifest,
+ * or an object cut short? The header decides which. */
+static int short_file(const struct l3_fill_op *op)
+{
+	return !op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->req->loc->payload_bytes;
+}
 
 /* May this fill read O_DIRECT (the filesystem, the mode, the destination)? */
 static int direct_ok(struct sc_l3 *l3, const struct sc_l3_fill_req *req, uint64_t want)
@@ -194,7 +202,6 @@ static int fill_open(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 	op->opened_direct = op->open_direct;
 	op->kept_gen = atomic_load_explicit(&l3->kept_gen, memory_order_acquire);
 	if ((op->kept = l3_kept_take(l3, r, loc->digest.lo, loc->digest.hi, op->rel, op->open_direct))) {
-		op->open_begun = 1;
 		op->fd = op->kept->fd;
 		op->fl = op->kept->fl;
 		op->file_bytes = op->kept->file_bytes;
@@ -212,21 +219,19 @@ static int fill_open(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 		static const struct open_how how_buf = { .flags = L3_FILL_OPEN, .resolve = L3_RESOLVE },
 					     how_dio = { .flags = L3_FILL_OPEN | O_DIRECT, .resolve = L3_RESOLVE };
 		io_uring_prep_openat2(sqe, l3->objfd, op->rel, (struct open_how *)(op->open_direct ? &how_dio : &how_buf));
-		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_OPEN, 0));
+		io_uring_sqe_set_data64(sqe, l3_fill_ud(r, op, L3_IO_OPEN, 0));
 		sqe = io_uring_get_sqe(&r->ring);
 		io_uring_prep_statx(sqe, l3->objfd, op->rel, AT_SYMLINK_NOFOLLOW,
 				    STATX_TYPE | STATX_SIZE | STATX_MTIME | STATX_INO,
 				    &op->stx);
-		io_uring_sqe_set_data64(sqe, ud_of(r, op, L3_IO_STATX, 0));
+		io_uring_sqe_set_data64(sqe, l3_fill_ud(r, op, L3_IO_STATX, 0));
 		op->pending += 2;
 		op->on_ring = 1;
 		op->ring_wait = 2;
-		op->open_begun = 1;
 		return 0;
 	}
 	if (!may_block)
 		return 1;
-	op->open_begun = 1;
 	op->fd = l3_openat(l3->objfd, op->rel, flags, 0);
 	if (op->fd < 0)
 		return open_error(op->fd);
@@ -295,7 +300,7 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	/* shorter than its payload: a segmented object's manifest (or a cut one): the header decides,
 	 * and the rest of the file lands in chunk 0 (a manifest's entries: lib/l3/segread.c takes them
 	 * from there, no second read) */
-	uint32_t nread = pre || (!op->on_ring && !op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->want) ? 1 : op->nchunks;
+	uint32_t nread = pre || (!op->on_ring && short_file(op)) ? 1 : op->nchunks;
 	int rc = op->hdr_known ? 0 : first ? prep_first(r, op) : prep_header(r, op);
 	for (uint32_t c = first ? 1 : 0; !rc && c < nread; c++)
 		rc = prep_chunk(r, op, c);
@@ -517,7 +522,7 @@ static void start_one(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op
 	 * open is still on the ring starts reading when it ends (ring_opened) */
 	int rc = op->abandoned ? -ECANCELED
 		 : op->err     ? 0
-		 : !op->open_begun ? fill_start(l3, r, op)
+		 : !open_begun(op) ? fill_start(l3, r, op)
 		 : op->pre_read ? 0 /* its first read was made while it waited: run_work goes on */
 		 : op->opened  ? fill_opened(l3, r, op, 0)
 			       : 0;
@@ -544,13 +549,13 @@ static void start_waiting(struct sc_l3 *l3, struct l3_ring *r)
 	}
 }
 
-/* Open the files of waiting fills on the ring meanwhile, as fio opens its files before it reads:
- * the open of a cold inode is a disk read, and started with the fill it would add to its time in
- * a reading slot. */
-static void open_waiting(struct sc_l3 *l3, struct l3_ring *r)
+/* Open the files of waiting fills on the ring meanwhile, from @op to the end of the waiting list
+ * (the fills just submitted), as fio opens its files before it reads: the open of a cold inode is
+ * a disk read, and started with the fill it would add to its time in a reading slot. */
+static void open_waiting(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 {
-	for (struct l3_fill_op *op = r->wait_head; op; op = op->next) {
-		if (op->open_begun || op->abandoned)
+	for (; op; op = op->next) {
+		if (open_begun(op) || op->abandoned)
 			continue;
 		int rc = fill_open(l3, r, op, 0);
 		if (rc == 1)
@@ -679,7 +684,7 @@ static void ring_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		 * payload (a segmented object's manifest, most likely) is read now, so that its segments
 		 * can be read as soon as it starts: its header and manifest are a few KiB, read beside the
 		 * reading fills, not in a reading slot of their own */
-		if (!op->hdr_known && op->file_bytes < L3_HDR_BLOCK + op->req->loc->payload_bytes) {
+		if (short_file(op)) {
 			int rc = fill_opened(l3, r, op, 1);
 			if (rc)
 				op->err = rc;
@@ -820,6 +825,7 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 	l3_ring_register(l3, r);
 	l3_kept_sweep(l3, r);
 	unsigned i;
+	struct l3_fill_op *first_new = NULL;
 	for (i = 0; i < n; i++) {
 		struct sc_l3_fill_req *req = reqs[i];
 		if (!r->free_ops)
@@ -850,6 +856,8 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 		uint64_t bytes = req->loc->payload_bytes;
 		SC_PROBE(l3_fill_start, stage, lo, hi, bytes);
 		op->waiting = 1;
+		if (!first_new)
+			first_new = op;
 		if (r->wait_tail)
 			r->wait_tail->next = op;
 		else
@@ -857,7 +865,9 @@ int sc_l3_fill_submit(struct sc_l3 *l3, struct sc_l3_fill_req **reqs, unsigned n
 		r->wait_tail = op;
 	}
 	start_waiting(l3, r);
-	open_waiting(l3, r);
+	/* the new fills still waiting (when the first of them started, every fill before it did) */
+	if (first_new)
+		open_waiting(l3, r, first_new->waiting ? first_new : r->wait_head);
 	if (io_uring_sq_ready(&r->ring)) {
 		int rc = io_uring_submit(&r->ring);
 		if (rc < 0 && i == 0)

@@ -62,28 +62,32 @@ int l3_seg_is_manifest(const uint8_t *block)
 }
 
 
-/* The entries of the manifest of @h (malloc'd copy of @ents in *@e) checked: count or -EBADMSG. */
-static int manifest_entries(const struct l3_obj_hdr *h, const void *ents, struct l3_seg_ent **e)
+/* Check the @h->seg_count entries at @e against the header (their checksum, lengths within a
+ * segment's bounds summing to the payload): count, or -EBADMSG. */
+static int manifest_check(const struct l3_obj_hdr *h, const struct l3_seg_ent *e)
 {
-	size_t mb = (size_t)h->seg_count * sizeof(**e);
-	if (!(*e = malloc(mb ? mb : 1)))
-		return -ENOMEM;
-	memcpy(*e, ents, mb);
-	int rc = XXH3_64bits(*e, mb) != h->seg_check ? -EBADMSG : 0;
+	if (XXH3_64bits(e, (size_t)h->seg_count * sizeof(*e)) != h->seg_check)
+		return -EBADMSG;
 	uint64_t sum = 0;
-	for (uint64_t i = 0; !rc && i < h->seg_count; i++) {
-		if (!(*e)[i].len || (*e)[i].len > L3_SEG_MAXSZ)
-			rc = -EBADMSG;
-		sum += (*e)[i].len;
+	for (uint64_t i = 0; i < h->seg_count; i++) {
+		if (!e[i].len || e[i].len > L3_SEG_MAXSZ)
+			return -EBADMSG;
+		sum += e[i].len;
 	}
-	if (!rc && sum != h->payload_bytes)
-		rc = -EBADMSG;
-	if (rc) {
+	return sum == h->payload_bytes ? (int)h->seg_count : -EBADMSG;
+}
+
+/* The end of a manifest read into *@e (malloc'd): @rc of the read, then the check; on failure *@e
+ * is freed (NULL). Count or -errno. */
+static int manifest_done(const struct l3_obj_hdr *h, struct l3_seg_ent **e, int rc)
+{
+	if (!rc)
+		rc = manifest_check(h, *e);
+	if (rc < 0) {
 		free(*e);
 		*e = NULL;
-		return rc;
 	}
-	return (int)h->seg_count;
+	return rc;
 }
 
 int l3_seg_manifest_mem(const uint8_t *block, uint64_t file_bytes, const void *ents, uint64_t got,
@@ -95,9 +99,13 @@ int l3_seg_manifest_mem(const uint8_t *block, uint64_t file_bytes, const void *e
 		return rc;
 	if (h->version != L3_FORMAT_SEGMENTED)
 		return 0;
-	if (got < (uint64_t)h->seg_count * sizeof(**e))
+	size_t mb = (size_t)h->seg_count * sizeof(**e); /* seg_count <= L3_SEG_MAX_COUNT (l3_hdr_parse) */
+	if (got < mb)
 		return -EAGAIN; /* not all read */
-	return manifest_entries(h, ents, e);
+	if (!(*e = malloc(mb)))
+		return -ENOMEM;
+	memcpy(*e, ents, mb);
+	return manifest_done(h, e, 0);
 }
 
 int l3_seg_manifest(int fd, uint64_t file_bytes, struct l3_obj_hdr *h, struct l3_seg_ent **e)
@@ -114,13 +122,10 @@ int l3_seg_manifest(int fd, uint64_t file_bytes, struct l3_obj_hdr *h, struct l3
 	if (h->version != L3_FORMAT_SEGMENTED)
 		return 0;
 	size_t mb = (size_t)h->seg_count * sizeof(**e);
-	void *ents = malloc(mb ? mb : 1);
-	if (!ents)
+	if (!(*e = malloc(mb)))
 		return -ENOMEM;
-	r = pread(fd, ents, mb, L3_HDR_BLOCK);
-	rc = r < 0 ? -errno : (size_t)r != mb ? -EBADMSG : manifest_entries(h, ents, e);
-	free(ents);
-	return rc;
+	r = pread(fd, *e, mb, L3_HDR_BLOCK);
+	return manifest_done(h, e, r < 0 ? -errno : (size_t)r != mb ? -EBADMSG : 0);
 }
 
 

@@ -262,7 +262,6 @@ struct l3_fill_op {
 	struct l3_fill_op *next;   /* free list, waiting list or work list (one at a time) */
 	int waiting;               /* on the ring's waiting list (submitted, no reading slot yet) */
 	int started;               /* has a reading slot (not waiting for one) */
-	int open_begun;            /* its open was started (while it waited, or when it started) */
 	int opened;                /* its file is open (kept, opened here, or both ring entries ended) */
 	int pre_read;              /* its first read (header and chunk 0) was made while it waited */
 	int in_work;               /* on the ring's work list (a chunk to hash, or every read ended) */
