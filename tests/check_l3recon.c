@@ -495,6 +495,86 @@ START_TEST(put_many_acknowledges_each_put_as_put_would)
 }
 END_TEST
 
+/* Is the test directory on a filesystem whose large fsync rounds are one syncfs (local ones)? */
+static int whole_fs_here(void)
+{
+	struct statfs sf;
+	ck_assert_int_eq(statfs(tmpdir, &sf), 0);
+	return sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC || sf.f_type == BTRFS_SUPER_MAGIC ||
+	       sf.f_type == TMPFS_MAGIC;
+}
+
+/* @n new files under @dir (named @tag.k), each with a byte written, their descriptors in @fds. */
+static void files_in(const char *dir, const char *tag, int *fds, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++) {
+		char p[160];
+		snprintf(p, sizeof(p), "%s/%s.%u", dir, tag, k);
+		fds[k] = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		ck_assert_int_ge(fds[k], 0);
+		ck_assert_int_eq(write(fds[k], "x", 1), 1);
+	}
+}
+
+/* A round of fsyncs is one syncfs only when it is large, the handle's filesystem is a local one,
+ * and every file of the round is on the store's filesystem: a file elsewhere (/dev/shm), a round
+ * under the threshold, a shared handle or a bad descriptor get their fsyncs (and their error). */
+START_TEST(a_round_is_one_syncfs_only_when_every_file_is_on_the_store)
+{
+	if (!whole_fs_here()) {
+		sc_skip("%s is not on ext4, XFS, Btrfs or tmpfs", tmpdir);
+		return;
+	}
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	struct l3_ring *r = l3_ring_get(l3);
+	ck_assert_ptr_nonnull(r);
+	int fds[L3_SYNCFS_MIN + 1];
+	files_in(tmpdir, "f", fds, L3_SYNCFS_MIN);
+	unsigned long s0 = atomic_load(&l3_test_syncfs_rounds), f0 = atomic_load(&l3_test_fsyncs);
+	ck_assert_int_eq(l3_ring_fsync_all(r, fds, L3_SYNCFS_MIN), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_syncfs_rounds) - s0, 1);
+	/* one fewer: fsyncs, each of them */
+	ck_assert_int_eq(l3_ring_fsync_all(r, fds, L3_SYNCFS_MIN - 1), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_syncfs_rounds) - s0, 1);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 2 * L3_SYNCFS_MIN - 1);
+	/* one file on another filesystem: every file fsynced */
+	struct stat a, b;
+	ck_assert_int_eq(stat(tmpdir, &a), 0);
+	if (stat("/dev/shm", &b) == 0 && a.st_dev != b.st_dev) {
+		char shm[64];
+		snprintf(shm, sizeof(shm), "/dev/shm/sc-l3r-%d", (int)getpid());
+		files_in("/dev/shm", shm + 9, &fds[L3_SYNCFS_MIN], 1);
+		ck_assert_int_eq(l3_ring_fsync_all(r, fds, L3_SYNCFS_MIN + 1), 0);
+		ck_assert_uint_eq(atomic_load(&l3_test_syncfs_rounds) - s0, 1);
+		char p[80];
+		snprintf(p, sizeof(p), "%s.0", shm);
+		unlink(p);
+		close(fds[L3_SYNCFS_MIN]);
+	} else {
+		sc_skip("/dev/shm is not another filesystem here: the mixed round is not tried");
+	}
+	/* a closed descriptor in the round: its error, no syncfs hiding it */
+	int keep = fds[3];
+	fds[3] = 1000;
+	ck_assert_int_eq(l3_ring_fsync_all(r, fds, L3_SYNCFS_MIN), -EBADF);
+	ck_assert_uint_eq(atomic_load(&l3_test_syncfs_rounds) - s0, 1);
+	fds[3] = keep;
+	/* writes refuse a bad descriptor as well */
+	struct iovec one = { .iov_base = "y", .iov_len = 1 };
+	ck_assert_int_eq(l3_write_at(1000, &one, 1, 0), -EBADF);
+	sc_l3_close(l3);
+	/* a shared handle (several hosts: FUSE or a network filesystem) never uses syncfs */
+	ck_assert_int_eq(sc_l3_open(tmpdir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_SHARED }, &l3), 0);
+	ck_assert_ptr_nonnull(r = l3_ring_get(l3));
+	ck_assert_int_eq(l3_ring_fsync_all(r, fds, L3_SYNCFS_MIN), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_syncfs_rounds) - s0, 1);
+	sc_l3_close(l3);
+	for (unsigned k = 0; k < L3_SYNCFS_MIN; k++)
+		close(fds[k]);
+}
+END_TEST
+
 /* The group commit itself: a batch of 16 new puts is two rounds of fsyncs (its 32 temp files, then
  * its directories, each once); the same batch again writes nothing and syncs nothing. */
 START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
@@ -503,9 +583,12 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
 	struct batch *x = batch_range(0, 16);
 	unsigned long r0 = atomic_load(&l3_test_fsync_rounds), f0 = atomic_load(&l3_test_fsyncs);
+	unsigned long s0 = atomic_load(&l3_test_syncfs_rounds);
 	ck_assert_int_eq(put_batch(l3, x), 0);
 	unsigned long rounds = atomic_load(&l3_test_fsync_rounds) - r0, fsyncs = atomic_load(&l3_test_fsyncs) - f0;
 	ck_assert_uint_eq(rounds, 2);
+	/* on a local filesystem both rounds (over L3_SYNCFS_MIN files each) are one syncfs each */
+	ck_assert_uint_eq(atomic_load(&l3_test_syncfs_rounds) - s0, whole_fs_here() ? 2 : 0);
 	/* 32 temp files, then at least the one objects/ and one prefix/ subdirectory, at most 32 */
 	ck_assert_uint_ge(fsyncs, 32 + 2);
 	ck_assert_uint_le(fsyncs, 32 + 32);
@@ -516,9 +599,11 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 	 * (objects/XX, prefix/YY) in the other */
 	r0 = atomic_load(&l3_test_fsync_rounds);
 	f0 = atomic_load(&l3_test_fsyncs);
+	s0 = atomic_load(&l3_test_syncfs_rounds);
 	ck_assert_int_eq(put_i(l3, 40), 0);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsync_rounds) - r0, 2);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 4);
+	ck_assert_uint_eq(atomic_load(&l3_test_syncfs_rounds) - s0, 0); /* rounds of two: fsyncs */
 	for (unsigned k = 0; k < 16; k++)
 		ck_assert_int_eq(served(l3, k), 1);
 	sc_l3_close(l3);
@@ -538,7 +623,7 @@ static long dirty_pages(int fd)
 	return syscall(__NR_cachestat, fd, &rg, &cs, 0) < 0 ? -1 : (long)cs.nr_dirty;
 }
 
-/* The put path's writes (l3_ring_writev): a file over one piece (1 MiB) is written a piece at a
+/* The put path's writes (l3_write_at): a file over one piece (1 MiB) is written a piece at a
  * time and each piece's writeback is started at once, so that the fsync after it waits for the
  * last piece, not the file; the bytes are the vector's wherever the pieces cut it; a small file is
  * one write whose writeback is left to the fsync; a vector it cannot take is refused. */
@@ -546,8 +631,6 @@ START_TEST(large_writes_start_their_writeback_piece_by_piece)
 {
 	struct sc_l3 *l3;
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
-	struct l3_ring *r = l3_ring_get(l3);
-	ck_assert_ptr_nonnull(r);
 	char path[128];
 	snprintf(path, sizeof(path), "%s/big", tmpdir);
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -563,7 +646,7 @@ START_TEST(large_writes_start_their_writeback_piece_by_piece)
 		total += len[i];
 	}
 	iov[4] = iov[3];
-	ck_assert_int_eq(l3_ring_writev(r, fd, iov, 4, 0), 0);
+	ck_assert_int_eq(l3_write_at(fd, iov, 4, 0), 0);
 	long dirty = dirty_pages(fd);
 	struct statfs sf;
 	ck_assert_int_eq(fstatfs(fd, &sf), 0);
@@ -589,12 +672,12 @@ START_TEST(large_writes_start_their_writeback_piece_by_piece)
 	int small = open(path, O_RDWR | O_TRUNC | O_CLOEXEC);
 	ck_assert_int_ge(small, 0);
 	struct iovec one = { .iov_base = iov[1].iov_base, .iov_len = 64 << 10 };
-	ck_assert_int_eq(l3_ring_writev(r, small, &one, 1, 0), 0);
+	ck_assert_int_eq(l3_write_at(small, &one, 1, 0), 0);
 	if (dirty >= 0 && sf.f_type != TMPFS_MAGIC)
 		ck_assert_int_eq(dirty_pages(small), 16);
 	/* refused, nothing written: more sections than it takes, a negative count */
-	ck_assert_int_eq(l3_ring_writev(r, small, iov, 5, 0), -EINVAL);
-	ck_assert_int_eq(l3_ring_writev(r, small, iov, -1, 0), -EINVAL);
+	ck_assert_int_eq(l3_write_at(small, iov, 5, 0), -EINVAL);
+	ck_assert_int_eq(l3_write_at(small, iov, -1, 0), -EINVAL);
 	ck_assert_int_eq(fstat(small, &sb), 0);
 	ck_assert_uint_eq((uint64_t)sb.st_size, 64 << 10);
 	close(small);
@@ -749,6 +832,7 @@ Suite *l3recon_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, put_many_acknowledges_each_put_as_put_would);
 	tcase_add_test(tc, put_many_commits_a_batch_in_two_rounds_of_fsyncs);
+	tcase_add_test(tc, a_round_is_one_syncfs_only_when_every_file_is_on_the_store);
 	tcase_add_test(tc, large_writes_start_their_writeback_piece_by_piece);
 	tcase_add_test(tc, put_many_of_one_prefix_twice_keeps_the_later);
 	tcase_add_test(tc, put_many_refuses_bad_input_and_writes_nothing);

@@ -363,6 +363,7 @@ void l3_dio_detect(struct sc_l3 *l3, int fd)
 	 * the sweep to close the files whose object was removed meanwhile; on a kernel network
 	 * filesystem (CephFS, NFS: an fstat may be a round trip) none unless asked, as before */
 	l3->kept_links = local;
+	l3->syncfs_ok = local && !l3->shared;
 	if (!fuse && !local && !l3->opts.fd_cache)
 		l3->kept_max = 0;
 	if (local && !l3->opts.fd_cache) {

@@ -19,14 +19,19 @@ void l3_fill_abandon(struct sc_l3 *l3, struct sc_l3_fill_req *req, void (*done)(
 void l3_fill_poll(struct sc_l3 *l3);
 /* One fill, waiting for it (other completions of this thread stay queued for reap). */
 int l3_fill_req(struct sc_l3 *l3, struct sc_l3_fill_req *req);
-/* Synchronous write of @iov at @off through the ring (loops on short writes). */
-int l3_ring_writev(struct l3_ring *r, int fd, const struct iovec *iov, int niov, uint64_t off);
+/* Write @iov (at most 4 parts) at @off with pwritev (loops on short writes; a file over 1 MiB a
+ * piece at a time, each piece's writeback started): 0 or a negative errno. */
+int l3_write_at(int fd, const struct iovec *iov, int niov, uint64_t off);
 int l3_ring_fsync(struct l3_ring *r, int fd);
-/* fsync @fds[0..n) on @r, all submitted before the first wait: 0 or the first error. */
+/* A round of at least this many files is one syncfs on a local filesystem (lib/l3/fill.c). */
+#define L3_SYNCFS_MIN 8
+/* fsync @fds[0..n) on @r, all submitted before the first wait (a round of L3_SYNCFS_MIN or more
+ * files on the store's local filesystem: one syncfs): 0 or the first error. */
 int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n);
 #ifdef SC_TEST_HOOKS
-/* Rounds of l3_ring_fsync_all in this process, and the fsyncs in them (test build). */
-extern _Atomic unsigned long l3_test_fsync_rounds, l3_test_fsyncs;
+/* Rounds of l3_ring_fsync_all in this process, the fsyncs in them, and the rounds that were one
+ * syncfs (test build). */
+extern _Atomic unsigned long l3_test_fsync_rounds, l3_test_fsyncs, l3_test_syncfs_rounds;
 #endif
 
 /* Wait for every fill in flight on this thread's rings of @l3 (before the rings are freed). */

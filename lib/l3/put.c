@@ -420,7 +420,7 @@ static void dir_once(int *fds, unsigned *n, int fd, const struct stat *seen, str
 }
 
 /* Write @b's temp files (not synced): 0, or its error (its temp files removed). */
-static int batch_write(struct sc_l3 *l3, struct l3_ring *r, struct batch_put *b)
+static int batch_write(struct sc_l3 *l3, struct batch_put *b)
 {
 	struct put_prep *pp = &b->pp;
 	const struct sc_l3_put_args *a = pp->a;
@@ -437,7 +437,7 @@ static int batch_write(struct sc_l3 *l3, struct l3_ring *r, struct batch_put *b)
 		if ((rc = l3_put_room(l3, pp->file_bytes))) /* a refusal, counted */
 			return rc;
 		if ((rc = l3_wfile_create(l3, l3->objfd, sub, &b->obj)) ||
-		    (rc = l3_ring_writev(r, b->obj.fd, iov, niov, 0)))
+		    (rc = l3_write_at(b->obj.fd, iov, niov, 0)))
 			goto refused;
 	}
 	rc = pfx_plan(l3, pp->key, a->ns, a->tokens, a->token_count, pp->dg.low64, pp->dg.high64, &b->e);
@@ -446,7 +446,7 @@ static int batch_write(struct sc_l3 *l3, struct l3_ring *r, struct batch_put *b)
 	b->write_pfx = 1;
 	struct iovec iov[4];
 	if (!(rc = l3_wfile_create(l3, l3->pfxfd, b->e.sub, &b->pfx)))
-		rc = l3_ring_writev(r, b->pfx.fd, iov, pfx_iov(&b->e, a->tokens, a->ns, iov), 0);
+		rc = l3_write_at(b->pfx.fd, iov, pfx_iov(&b->e, a->tokens, a->ns, iov), 0);
 refused:
 	if (rc == -ENOSPC || rc == -EDQUOT)
 		ADD(write_refusals, 1);
@@ -532,7 +532,7 @@ int sc_l3_put_many(struct sc_l3 *l3, const struct sc_l3_put_args *args, const ui
 	 * and touched in an order of their own: lib/l3/segstore.c) */
 	for (unsigned i = 0; i < n; i++)
 		if (!bs[i].pp.m)
-			bs[i].rc = batch_write(l3, r, &bs[i]);
+			bs[i].rc = batch_write(l3, &bs[i]);
 	shm_fault_point("l3.putmany.written");
 	/* 2. one round of fsyncs for all of them, then each placed, its object before its entry */
 	int sync_rc = l3_ring_fsync_all(r, fds, batch_temps(bs, n, fds));

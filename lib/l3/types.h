@@ -396,6 +396,7 @@ struct sc_l3 {
 	uint64_t kept_bytes_max;   /* their bytes, at most (UINT64_MAX: no limit) */
 	_Atomic uint64_t kept_bytes; /* bytes of the files its rings keep open now */
 	int kept_links;            /* a local filesystem: the sweep closes kept files with no link left */
+	int syncfs_ok;             /* a local filesystem whose syncfs is real: large fsync rounds use it */
 	_Atomic uint32_t kept_gen; /* moved by every removal through this handle: kept files reopen */
 	/* token lengths present in the prefix index, sorted ascending */
 	uint32_t *lengths;

@@ -105,7 +105,7 @@ int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final,
 		rc = -ENOMEM;
 		goto out;
 	}
-	if ((rc = l3_ring_writev(r, w.fd, iov, niov, 0)))
+	if ((rc = l3_write_at(w.fd, iov, niov, 0)))
 		goto out;
 	shm_fault_point("l3.put.written");
 	if ((rc = l3_ring_fsync(r, w.fd)))

@@ -58,6 +58,11 @@ void bench_file_line(const char *path, char *out, size_t len);
 int bench_no_options(const char *which, int argc, char **argv, void (*usage)(FILE *));
 /* Print a progress note to stderr when it is a terminal (never into the data). */
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The stat file of the block device holding @dir (/sys/dev/block/M:m/stat) in @out, or "" when
+ * there is none (a filesystem without one: tmpfs, FUSE, a network filesystem). */
+void bench_disk_of(const char *dir, char *out, size_t len);
+/* Read requests completed and bytes read by that device so far: 0, or -1 when unknown. */
+int bench_disk_reads(const char *stat_path, double *ios, double *bytes);
 
 /* The benchmarks (one file each). */
 int bench_l2(int argc, char **argv);

@@ -42,7 +42,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY
@@ -220,30 +219,11 @@ static double fill_pass(struct set *s, uint32_t flags, int *direct_count)
 
 static char disk_stat_path[128];
 
-/* The block device holding @dir, for its stat file. */
-static void find_disk(const char *dir)
-{
-	struct stat st;
-	disk_stat_path[0] = 0;
-	if (stat(dir, &st))
-		return;
-	snprintf(disk_stat_path, sizeof(disk_stat_path), "/sys/dev/block/%u:%u/stat", major(st.st_dev), minor(st.st_dev));
-	if (access(disk_stat_path, R_OK))
-		disk_stat_path[0] = 0;
-}
-
-/* Bytes read from the device so far (field 3: sectors read), or -1 when unknown. */
+/* Bytes read from the device under the sets so far, or -1 when unknown. */
 static double disk_read_bytes(void)
 {
-	if (!disk_stat_path[0])
-		return -1;
-	FILE *f = fopen(disk_stat_path, "r");
-	if (!f)
-		return -1;
-	unsigned long long ios, merges, sectors;
-	int k = fscanf(f, "%llu %llu %llu", &ios, &merges, &sectors);
-	fclose(f);
-	return k == 3 ? (double)sectors * 512.0 : -1;
+	double ios, bytes;
+	return bench_disk_reads(disk_stat_path, &ios, &bytes) ? -1 : bytes;
 }
 
 static double cpu_seconds(void)
@@ -1028,7 +1008,7 @@ int bench_l3(int argc, char **argv)
 	snprintf(parent, sizeof(parent), "%s/sc-bench-l3-XXXXXX", x.pdir);
 	if (!mkdtemp(parent))
 		return cli_fail("bench l3", -errno, "cannot create a directory under %s", x.pdir);
-	find_disk(parent);
+	bench_disk_of(parent, disk_stat_path, sizeof(disk_stat_path));
 	snprintf(x.name, sizeof(x.name), "bench-l3-%d", (int)getpid());
 	int ret = EXIT_FAIL;
 	if (setup(&x))

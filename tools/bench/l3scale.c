@@ -9,7 +9,11 @@
  *
  *   open_ms                   sc_l3_open of the store (default flags, local mode), then close
  *   locate_us_p50, _p99       sc_l3_locate_longest of stored prefixes picked at random, no arena
- *                             (each found at its full length: a locate that misses is a failure)
+ *                             (each found at its full length: a locate that misses is a failure),
+ *                             warm: the same keys located once before the timed pass
+ *   locate_cold_us_p50, _p99, locate_cold_reads
+ *                             context: other keys after the page cache, dentries and inodes were
+ *                             dropped (root only), and the device's reads per locate
  *   puts_per_s                fresh puts of SIZE bytes by P processes at once, over the wall time
  *                             from a common start to the last put's return
  *   puts_batch_per_s          the same, each process putting 32 at a time (sc_l3_put_many: one
@@ -313,6 +317,69 @@ static int dbl_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* @nloc locates of prefixes of @n's store picked by the sequence @seed; each one's time (us) in
+ * @v (NULL: not timed). 0, or the exit status of a failure (a locate that did not find the whole
+ * prefix). */
+static int locate_pass(struct sc_l3 *l3, const char *store, uint64_t n, uint64_t seed, double *v, int nloc)
+{
+	uint64_t x = 88172645463325252ull * seed;
+	for (int r = 0; r < nloc; r++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		int32_t t[NTOK];
+		struct sc_location loc;
+		toks(t, x % n);
+		uint64_t a = cli_now_ns();
+		int rc = sc_l3_locate_longest(l3, NS, t, NTOK, &loc);
+		if (v)
+			v[r] = (double)(cli_now_ns() - a) / 1e3;
+		if (rc != NTOK)
+			return cli_fail("bench l3scale", rc < 0 ? rc : -ENOENT, "object %llu not found in %s",
+					(unsigned long long)(x % n), store);
+	}
+	if (v)
+		qsort(v, (size_t)nloc, sizeof(*v), dbl_cmp);
+	return 0;
+}
+
+/* Locates from a cold cache (context rows, no target): as root, the page cache, dentries and
+ * inodes dropped (sync; echo 3 > /proc/sys/vm/drop_caches), then keys never located before, with
+ * the reads the device served per locate. Without root: not measured, said so. */
+static int locate_cold(const char *store, const char *sfx, uint64_t n, double *v, int nloc)
+{
+	char m[96], disk[128];
+	snprintf(m, sizeof(m), "locate_cold_us_p99_%s", sfx);
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		bench_env(B, m, "not measured: dropping the caches needs root");
+		return EXIT_OK;
+	}
+	struct sc_l3 *l3;
+	int rc = sc_l3_open(store, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &l3);
+	if (rc) {
+		close(fd);
+		return cli_fail("bench l3scale", rc, "cannot open %s", store);
+	}
+	sync();
+	int dropped = write(fd, "3", 1) == 1;
+	close(fd);
+	bench_disk_of(store, disk, sizeof(disk));
+	double io0 = 0, io1 = 0, b0, b1;
+	int have = !bench_disk_reads(disk, &io0, &b0);
+	if (!(rc = locate_pass(l3, store, n, 2, v, nloc)) && dropped) {
+		have = have && !bench_disk_reads(disk, &io1, &b1);
+		bench_value(B, m, cli_quantile(v, nloc, 0.99), "us", "after sync; echo 3 > drop_caches, keys never located");
+		snprintf(m, sizeof(m), "locate_cold_us_p50_%s", sfx);
+		bench_value(B, m, cli_quantile(v, nloc, 0.5), "us", "after sync; echo 3 > drop_caches, keys never located");
+		snprintf(m, sizeof(m), "locate_cold_reads_%s", sfx);
+		if (have)
+			bench_value(B, m, (io1 - io0) / nloc, "reads", "device reads per cold locate (/sys/dev/block)");
+	} else if (!rc) {
+		bench_env(B, m, "not measured: the write to /proc/sys/vm/drop_caches failed");
+	}
+	sc_l3_close(l3);
+	return rc;
+}
+
 static int one_store(const struct scale *s, uint64_t n)
 {
 	char store[320], sfx[32], m[96];
@@ -344,25 +411,14 @@ static int one_store(const struct scale *s, uint64_t n)
 	snprintf(m, sizeof(m), "open_ms_%s", sfx);
 	bench_stat(B, m, "ms", v, runs, NULL);
 
-	/* locate */
-	uint64_t x = 88172645463325252ull;
-	for (int r = 0; r < nloc; r++) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		int32_t t[NTOK];
-		struct sc_location loc;
-		toks(t, x % n);
-		uint64_t a = cli_now_ns();
-		rc = sc_l3_locate_longest(l3, NS, t, NTOK, &loc);
-		v[r] = (double)(cli_now_ns() - a) / 1e3;
-		if (rc != NTOK)
-			return cli_fail("bench l3scale", rc < 0 ? rc : -ENOENT, "object %llu not found in %s",
-					(unsigned long long)(x % n), store);
-	}
-	qsort(v, (size_t)nloc, sizeof(*v), dbl_cmp);
+	/* locate, warm: each key located once, then the same keys timed (the device's part is the
+	 * cold rows', at the end) */
+	if ((rc = locate_pass(l3, store, n, 1, NULL, nloc)) || (rc = locate_pass(l3, store, n, 1, v, nloc)))
+		return rc;
 	snprintf(m, sizeof(m), "locate_us_p50_%s", sfx);
-	bench_value(B, m, cli_quantile(v, nloc, 0.5), "us", NULL);
+	bench_value(B, m, cli_quantile(v, nloc, 0.5), "us", "warm: the same keys located once before");
 	snprintf(m, sizeof(m), "locate_us_p99_%s", sfx);
-	bench_value(B, m, cli_quantile(v, nloc, 0.99), "us", NULL);
+	bench_value(B, m, cli_quantile(v, nloc, 0.99), "us", "warm: the same keys located once before");
 
 	/* puts from P processes: fresh ones, beyond any earlier run's (the store's count at the start) */
 	uint64_t fresh = st.objects * 2 + 1000000000ull + (uint64_t)getpid() * 100000000ull;
@@ -421,8 +477,9 @@ static int one_store(const struct scale *s, uint64_t n)
 		bench_stat(B, m, "ms", v, got, "open after a writer was killed inside a put");
 	else
 		bench_missing(B, m, "no writer was caught inside a put, or the open left its temp files");
+	rc = locate_cold(store, sfx, n, v, nloc);
 	free(v);
-	return EXIT_OK;
+	return rc;
 }
 
 /* ---- options ---- */

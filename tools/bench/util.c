@@ -1,7 +1,7 @@
 /*
  * tools/bench/util.c — small helpers every benchmark may use (declared in bench.h): the machine's
  * cache size, programs in PATH, a command's first line, a benchmark without options, progress
- * notes. Below everything else in tools/bench/: it calls nothing of the harness.
+ * notes, the block device under a directory. Below everything else in tools/bench/: it calls nothing of the harness.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #if defined(__x86_64__)
@@ -189,4 +191,31 @@ void bench_evict(const void *p, size_t n)
 #else
 	(void)p, (void)n; /* no portable way: callers measure what the caches hold */
 #endif
+}
+
+
+void bench_disk_of(const char *dir, char *out, size_t len)
+{
+	struct stat st;
+	out[0] = 0;
+	if (stat(dir, &st))
+		return;
+	snprintf(out, len, "/sys/dev/block/%u:%u/stat", major(st.st_dev), minor(st.st_dev));
+	if (access(out, R_OK))
+		out[0] = 0;
+}
+
+int bench_disk_reads(const char *stat_path, double *ios, double *bytes)
+{
+	FILE *f = stat_path[0] ? fopen(stat_path, "r") : NULL;
+	if (!f)
+		return -1;
+	unsigned long long n, merges, sectors;
+	int k = fscanf(f, "%llu %llu %llu", &n, &merges, &sectors);
+	fclose(f);
+	if (k != 3)
+		return -1;
+	*ios = (double)n;
+	*bytes = (double)sectors * 512.0;
+	return 0;
 }
