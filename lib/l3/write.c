@@ -1,8 +1,8 @@
 /*
  * lib/l3/write.c — durable writes: a temp file named with the writer's identity and locked by it
  * from creation (the lock goes only when the last write through that description landed, so a
- * reconciler never judges a file a dead writer's ring is still writing), written on the thread's
- * ring, fsync'd, renamed into place, and the directory fsync'd.
+ * reconciler never judges a file a dead writer is still writing), written with pwritev, fsync'd on
+ * the thread's ring, renamed into place, and the directory fsync'd.
  */
 #include <dirent.h>
 #include <errno.h>
