@@ -1390,7 +1390,10 @@ struct sc_l3_janitor_report {
  * compete anew), -EINVAL, or another negative errno (the filesystem failed).
  * Blocks on many file operations (a listing of the whole directory; in local mode, a store of
  * more than 1024 objects under its budget without SC_L3_JANITOR_FULL: no listing, the temp files
- * of dead writers and one bounded reconciliation step); allocates.
+ * of dead writers and one bounded reconciliation step; in shared mode without a budget or
+ * SC_L3_JANITOR_FULL, a store whose last listing found more than 1024 objects and is less than 10
+ * minutes old: no listing, the hosts' access records merged and the temp files of dead writers
+ * removed, @rep's objects and bytes the last listing's); allocates.
  */
 int sc_l3_janitor(struct sc_l3 *l3, uint32_t flags, struct sc_l3_janitor_report *rep);
 

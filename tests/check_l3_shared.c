@@ -12,9 +12,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "l3_hosts.h"
@@ -360,6 +362,84 @@ START_TEST(lru_order_counts_other_hosts_uses)
 	ck_assert_int_eq(sc_l3_evict_to(a, 3 * (4096 + 100000)), 2);
 	ck_assert_int_eq(h_fetch(a, 3, 30, 100000), 0);
 	ck_assert_int_eq(h_fetch(a, 4, 30, 100000), 0);
+	sc_l3_close(a);
+}
+END_TEST
+
+/* Shared mode without a budget: once the last listing found the store larger than
+ * l3_shared_list_min objects, a pass lists nothing for l3_shared_relist_s seconds. It merges the
+ * hosts' access segments into DIR/lru (and removes the closed ones), removes dead writers' temp
+ * files, and reports the last listing's objects; the LRU order it kept is the one a later
+ * evicting pass follows. A full check lists again, and so does a pass once the listing is old. */
+START_TEST(passes_without_a_budget_read_what_changed_not_the_store)
+{
+	l3_shared_list_min = 4;
+	struct sc_l3 *a = host("hostA", 0);
+	for (uint32_t d = 0; d < 10; d++) {
+		ck_assert_int_eq(h_put(a, d, 30, 100000), 0);
+		usleep(2000); /* distinct mtimes */
+	}
+	unsigned long l0 = atomic_load(&l3_test_janitor_listings);
+	struct sc_l3_janitor_report r;
+	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0); /* no listing on record yet: this one lists */
+	ck_assert_uint_eq(atomic_load(&l3_test_janitor_listings) - l0, 1);
+	ck_assert_uint_eq(r.objects, 10);
+	struct l3_jrec_view v0, v1;
+	ck_assert_int_eq(l3_janitor_read(a, &v0), 0);
+	ck_assert_uint_gt(v0.listed_s, 0);
+	while ((uint64_t)time(NULL) <= v0.listed_s) /* the next second: a later listing's time differs */
+		usleep(10000);
+	/* since: two more puts, host B uses the five oldest, a writer died leaving a temp file */
+	for (uint32_t d = 10; d < 12; d++)
+		ck_assert_int_eq(h_put(a, d, 30, 100000), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *b = NULL;
+		if (h_open(dir, "hostB", 0, sdir, &b))
+			_exit(2);
+		int bad = 0;
+		for (uint32_t d = 0; d < 5; d++)
+			bad |= h_fetch(b, d, 30, 100000) != 0;
+		sc_l3_close(b); /* writes its access records */
+		_exit(bad);
+	}
+	ck_assert_int_eq(h_wait(pid, 30), 0);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/tmp/.tmp-hostZ.77.0badf00d.9", dir);
+	close(open(p, O_CREAT | O_WRONLY, 0600));
+	ck_assert_int_eq(h_sh("touch -d '-1 hour' %s/access/hostB.* %s", dir, p), 0);
+	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_janitor_listings) - l0, 1); /* not listed */
+	ck_assert_uint_eq(r.objects, 10);                                   /* the listing's count */
+	ck_assert_int_eq(l3_janitor_read(a, &v1), 0);
+	ck_assert_uint_eq(v1.listed_s, v0.listed_s); /* the listing's time is kept, not this pass's */
+	ck_assert_uint_gt(v1.pass_end_ns, v0.pass_end_ns);
+	ck_assert_uint_eq(r.stale_temps, 1);
+	ck_assert_int_eq(access(p, F_OK), -1);
+	ck_assert_uint_ge(r.accesses, 5);
+	snprintf(p, sizeof(p), "%s/access", dir);
+	ck_assert_int_eq(h_count(p, "hostB."), 0); /* merged into DIR/lru, then removed */
+	/* the order it kept: an evicting pass (it lists) keeps what B used, evicts the five unused */
+	ck_assert_int_eq(sc_l3_evict_to(a, 7 * (4096 + 100000)), 5);
+	ck_assert_uint_eq(atomic_load(&l3_test_janitor_listings) - l0, 2);
+	for (uint32_t d = 0; d < 12; d++)
+		ck_assert_int_eq(h_fetch(a, d, 30, 100000), d >= 5 && d < 10 ? -ENOENT : 0);
+	/* a full check lists; so does a pass whose last listing is older than l3_shared_relist_s */
+	ck_assert_int_eq(sc_l3_janitor(a, SC_L3_JANITOR_FULL, &r), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_janitor_listings) - l0, 3);
+	ck_assert_uint_eq(r.objects, 7);
+	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_janitor_listings) - l0, 3);
+	l3_shared_relist_s = 0;
+	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_janitor_listings) - l0, 4);
+	/* a store at or under the threshold is listed by every pass */
+	l3_shared_relist_s = 600;
+	l3_shared_list_min = 7;
+	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_janitor_listings) - l0, 5);
+	l3_shared_list_min = 1024;
 	sc_l3_close(a);
 }
 END_TEST
@@ -750,6 +830,7 @@ static Suite *l3_shared_suite(void)
 	tcase_add_test(tc, janitor_lease_is_exclusive_and_taken_over);
 	tcase_add_test(tc, janitor_that_lost_its_lease_cannot_act);
 	tcase_add_test(tc, lru_order_counts_other_hosts_uses);
+	tcase_add_test(tc, passes_without_a_budget_read_what_changed_not_the_store);
 	tcase_add_test(tc, dangling_prefix_entries_dropped_live_ones_kept);
 	tcase_add_test(tc, put_many_is_seen_by_the_other_host);
 	tcase_add_test(tc, nothing_is_removed_on_a_missing_younger_than_the_grace);

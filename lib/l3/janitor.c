@@ -62,6 +62,18 @@
 #define FENCE_BATCH 16                   /* removals between two fence checks */
 #define LOG_ROTATE (4u << 20)            /* janitor.log is renamed to janitor.log.1 past this */
 #define EST_REFRESH_NS 1000000000ull     /* put side: re-read the record at most this often */
+#define SHARED_LIST_MIN 1024u            /* shared mode: a store this small is listed by every pass */
+#define SHARED_RELIST_S 600u             /* shared mode: a larger one at least this often */
+
+#ifdef SC_TEST_HOOKS
+unsigned l3_shared_list_min = SHARED_LIST_MIN, l3_shared_relist_s = SHARED_RELIST_S;
+_Atomic unsigned long l3_test_janitor_listings;
+#define LIST_MIN l3_shared_list_min
+#define RELIST_S l3_shared_relist_s
+#else
+#define LIST_MIN SHARED_LIST_MIN
+#define RELIST_S SHARED_RELIST_S
+#endif
 
 /* The record in DIR/janitor (a 256-byte block at offset 0). */
 struct l3_jrec {
@@ -75,7 +87,8 @@ struct l3_jrec {
 	uint64_t passes;
 	uint64_t full_pass_ns;         /* end of the last SC_L3_JANITOR_FULL pass */
 	uint32_t pid;                  /* for people to read */
-	uint32_t reserved;
+	uint32_t listed_s;             /* CLOCK_REALTIME seconds at the end of the last pass that
+					* listed the store (0: none recorded; versions before kept 0) */
 	char host[72];
 	uint64_t check;                /* XXH3-64 of the bytes before it */
 	uint8_t pad[256 - 176];
@@ -129,7 +142,7 @@ int l3_janitor_read(struct sc_l3 *l3, struct l3_jrec_view *v)
 	int rc = jrec_load(l3, &r);
 	if (rc <= 0)
 		return rc;
-	*v = (struct l3_jrec_view){ r.epoch, r.objects, r.bytes, r.evictions, r.pass_end_ns, { 0 } };
+	*v = (struct l3_jrec_view){ r.epoch, r.objects, r.bytes, r.evictions, r.pass_end_ns, r.listed_s, { 0 } };
 	size_t hl = strnlen(r.host, sizeof(v->host) - 1);
 	memcpy(v->host, r.host, hl);
 	v->host[hl] = 0;
@@ -543,6 +556,37 @@ static int lru_write(struct jctx *j)
 	return rc;
 }
 
+/* Shared mode: the access segments merged into the table just written whose writers are done
+ * with them, removed. */
+static int segments_remove(struct jctx *j)
+{
+	int rc = 0;
+	int afd = openat(j->l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	for (size_t i = 0; afd >= 0 && i < j->lru.nclosed && !(rc = act(j)); i++)
+		unlinkat(afd, j->lru.closed[i], 0);
+	if (afd >= 0)
+		close(afd);
+	return rc;
+}
+
+/*
+ * Shared mode, no budget, no full check asked, and the store's last listing (by any host's janitor)
+ * found it larger than LIST_MIN objects less than RELIST_S seconds ago: what changed since is the
+ * hosts' uses (their access segments, merged into DIR/lru) and the temp files of writers that died,
+ * so that is all this pass looks at; it does not list the store (on CephFS a listing costs ~0.5 ms
+ * per object). What only a listing finds (temp files of stores made before DIR/tmp, segments no
+ * object names) waits for the next one, at most RELIST_S later. Its objects and bytes are the last
+ * listing's.
+ */
+static int listed_recently(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct l3_jrec *last)
+{
+	if (!l3->shared || (flags & SC_L3_JANITOR_FULL) || target != UINT64_MAX || l3->opts.budget_bytes ||
+	    jrec_read_fd(l3->janfd, last) || !last->listed_s || last->objects <= LIST_MIN)
+		return 0;
+	uint64_t now_s = shm_realtime_ns() / 1000000000ull;
+	return now_s >= last->listed_s && now_s - last->listed_s < RELIST_S;
+}
+
 /* Temp files of writers that are gone in @dfd: DIR/tmp (every put's), or DIR itself (a janitor
  * killed while writing DIR/lru). */
 static int top_temps(struct jctx *j, int dfd)
@@ -584,6 +628,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 	 * listing; what dead writers left in DIR/tmp and one reconciliation step (lib/l3/reconcile.c),
 	 * the counters as DIR/state has them */
 	uint64_t budget = l3->opts.budget_bytes, objects = 0;
+	int listed = 0;
 	if (!l3->shared && !(flags & SC_L3_JANITOR_FULL) && target == UINT64_MAX && l3_reconcile_large(l3) &&
 	    (!budget || atomic_load_explicit(&l3->st->bytes, RELAXED) <= budget)) {
 		if ((rc = act(j)))
@@ -593,6 +638,19 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		j->total = atomic_load_explicit(&l3->st->bytes, RELAXED);
 		goto record;
 	}
+	struct l3_jrec last;
+	if (listed_recently(l3, flags, target, &last)) {
+		if ((rc = act(j)) || (rc = top_temps(j, l3->dirfd)) || (rc = top_temps(j, l3->tmpfd)) ||
+		    (rc = l3_lru_write_merged(l3, &j->lru, fence)) || (rc = segments_remove(j)))
+			goto out;
+		objects = last.objects;
+		j->total = last.bytes;
+		goto record;
+	}
+	listed = 1;
+#ifdef SC_TEST_HOOKS
+	atomic_fetch_add_explicit(&l3_test_janitor_listings, 1, RELAXED);
+#endif
 	if ((rc = l3_segs_begin(l3, &j->segs)) || (rc = l3_scan(l3, l3->objfd, on_object, j)))
 		goto out;
 	j->total += j->segs.bytes;
@@ -608,14 +666,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		goto out;
 	j->total = j->objbytes + j->segs.bytes;
 	if (l3->shared) {
-		if ((rc = lru_write(j)))
-			goto out;
-		int afd = openat(l3->dirfd, "access", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		for (size_t i = 0; afd >= 0 && i < j->lru.nclosed && !(rc = act(j)); i++)
-			unlinkat(afd, j->lru.closed[i], 0);
-		if (afd >= 0)
-			close(afd);
-		if (rc)
+		if ((rc = lru_write(j)) || (rc = segments_remove(j)))
 			goto out;
 	}
 	for (size_t i = 0; i < j->nv; i++)
@@ -634,6 +685,8 @@ record:;
 	r.passes++;
 	if (flags & SC_L3_JANITOR_FULL)
 		r.full_pass_ns = r.pass_end_ns;
+	if (listed)
+		r.listed_s = (uint32_t)(r.pass_end_ns / 1000000000ull);
 	if ((rc = jrec_write_fd(l3->janfd, &r)))
 		goto out;
 	atomic_fetch_add_explicit(&l3->st->evictions, j->rep.evicted, RELAXED);

@@ -217,4 +217,16 @@ int l3_lru_write(struct sc_l3 *l3, const struct l3_lru_ent *e, size_t n, int (*f
 }
 
 
-
+int l3_lru_write_merged(struct sc_l3 *l3, const struct l3_lru *m, int (*fence)(struct sc_l3 *))
+{
+	struct l3_lru_ent *e = malloc((m->n ? m->n : 1) * sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	size_t n = 0;
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->e[i].t_ns)
+			e[n++] = m->e[i];
+	int rc = l3_lru_write(l3, e, n, fence);
+	free(e);
+	return rc;
+}

@@ -21,6 +21,9 @@ void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(void *, co
 uint64_t l3_lru_get(const struct l3_lru *m, uint64_t lo, uint64_t hi);
 /* Write @e[0..n) as DIR/lru (tmp + fsync, then rename if @fence says we still hold the lease). */
 int l3_lru_write(struct sc_l3 *l3, const struct l3_lru_ent *e, size_t n, int (*fence)(struct sc_l3 *));
+/* Write every entry of @m (the table and the segments merged, objects gone or not) as DIR/lru:
+ * a pass that did not list the store (a later listing drops the entries of objects gone). */
+int l3_lru_write_merged(struct sc_l3 *l3, const struct l3_lru *m, int (*fence)(struct sc_l3 *));
 void l3_lru_free(struct l3_lru *m);
 
 #endif
