@@ -320,6 +320,33 @@ START_TEST(janitor_that_lost_its_lease_cannot_act)
 }
 END_TEST
 
+/* Wait, at most 2 s, until @clk reads later than @after_ns (@what says which moment). */
+static void wait_realtime_past(uint64_t after_ns, clockid_t clk, const char *what)
+{
+	double end = sc_test_now_s() + 2;
+	for (;;) {
+		struct timespec t;
+		ck_assert_int_eq(clock_gettime(clk, &t), 0);
+		if ((uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec > after_ns)
+			return;
+		ck_assert_msg(sc_test_now_s() < end, "waited 2 s for %s", what);
+		sc_test_pause_ms(1);
+	}
+}
+
+/* Host A puts documents 0..@n-1 (30 tokens, 100 000 bytes) in order, each with a later mtime
+ * than the one before: after each put, the coarse clock that file times come from moves on. */
+static void put_in_order(struct sc_l3 *a, uint32_t n)
+{
+	for (uint32_t d = 0; d < n; d++) {
+		ck_assert_int_eq(h_put(a, d, 30, 100000), 0);
+		struct timespec t;
+		ck_assert_int_eq(clock_gettime(CLOCK_REALTIME_COARSE, &t), 0);
+		wait_realtime_past((uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec, CLOCK_REALTIME_COARSE,
+				   "the clock of file times to move past the put");
+	}
+}
+
 /* Host B (another process) fetches documents 0..4 of 30 tokens and exits: its access segment,
  * let go of, holds those uses. */
 static void hostb_uses_five_oldest(void)
@@ -342,10 +369,7 @@ static void hostb_uses_five_oldest(void)
 START_TEST(lru_order_counts_other_hosts_uses)
 {
 	struct sc_l3 *a = host("hostA", 0);
-	for (uint32_t d = 0; d < 10; d++) {
-		ck_assert_int_eq(h_put(a, d, 30, 100000), 0);
-		usleep(2000); /* distinct mtimes */
-	}
+	put_in_order(a, 10);
 	hostb_uses_five_oldest(); /* host B uses the five oldest */
 	/* B's segment is let go of (B exited); make it old enough to count as left over at once */
 	ck_assert_int_eq(h_sh("touch -d '-1 hour' %s/access/hostB.*", dir), 0);
@@ -381,10 +405,7 @@ START_TEST(passes_without_a_budget_read_what_changed_not_the_store)
 {
 	l3_shared_list_min = 4;
 	struct sc_l3 *a = host("hostA", 0);
-	for (uint32_t d = 0; d < 10; d++) {
-		ck_assert_int_eq(h_put(a, d, 30, 100000), 0);
-		usleep(2000); /* distinct mtimes */
-	}
+	put_in_order(a, 10);
 	unsigned long l0 = atomic_load(&l3_test_janitor_listings);
 	struct sc_l3_janitor_report r;
 	ck_assert_int_eq(sc_l3_janitor(a, 0, &r), 0); /* no listing on record yet: this one lists */
@@ -393,8 +414,8 @@ START_TEST(passes_without_a_budget_read_what_changed_not_the_store)
 	struct l3_jrec_view v0, v1;
 	ck_assert_int_eq(l3_janitor_read(a, &v0), 0);
 	ck_assert_uint_gt(v0.listed_s, 0);
-	while ((uint64_t)time(NULL) <= v0.listed_s) /* the next second: a later listing's time differs */
-		usleep(10000);
+	/* the next second, so that a pass that wrote its own time into the record would differ */
+	wait_realtime_past(v0.listed_s * 1000000000ull + 999999999ull, CLOCK_REALTIME, "the next second");
 	/* since: two more puts, host B uses the five oldest, a writer died leaving a temp file */
 	for (uint32_t d = 10; d < 12; d++)
 		ck_assert_int_eq(h_put(a, d, 30, 100000), 0);
