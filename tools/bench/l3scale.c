@@ -301,9 +301,10 @@ static double crash_sample(const struct scale *s, const char *store, uint64_t *f
 		/* local mode: the open reconciles; shared mode (several hosts: the store on CephFS),
 		 * where opens never do, the janitor's pass */
 		struct sc_l3 *l3;
+		int shared = shared_store(store);
 		double a = cli_now(), b;
 		int rc = sc_l3_open(store, NULL, &l3);
-		if (!rc && shared_store(store)) {
+		if (!rc && shared) {
 			a = cli_now();
 			rc = sc_l3_janitor(l3, SC_L3_JANITOR_WAIT, NULL);
 		}
@@ -316,7 +317,7 @@ static double crash_sample(const struct scale *s, const char *store, uint64_t *f
 			left += access(t.path[k], F_OK) == 0;
 		if (left) {
 			fprintf(stderr, "stagecache bench l3scale: %d temp files of a dead writer left after %s\n", left,
-				shared_store(store) ? "a janitor pass" : "open");
+				shared ? "a janitor pass" : "open");
 			break;
 		}
 		ms = (b - a) * 1e3;
