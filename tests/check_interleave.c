@@ -1334,6 +1334,160 @@ START_TEST(test_l3seg_put_vs_sweep)
 }
 END_TEST
 
+
+/* ---- 15. evictions from the last listing's order vs puts (lib/l3/victims.c) ----
+ *
+ * Setup (every store "large": l3_recon_full_max 0): keys 1..6 put, key k last used 1000 - k
+ * seconds ago; an eviction of one object lists the store (key 1 goes) and leaves the head of its
+ * order, keys 2, 3 and 4 (half the store), in DIR/victims. Actor 0 evicts down to three objects
+ * from that order without listing (each candidate judged unused, l3.victims.checked, then
+ * removed); actor 1 puts key 2 again (a use: found and touched, l3.put.there) and then a new key 7.
+ * The invariants (docs/DESIGN.md, "Evictions without a listing"): every object there reads byte
+ * for byte; key 7 and key 6, newer than every candidate, are never evicted; key 5 only when key 2's
+ * use was seen (key 2 kept); key 2 is kept when its use ended before the eviction began; actor 0
+ * returns with the store at most its goal, and lists the store only when key 2 was kept (the three
+ * candidates are enough otherwise); DIR/state's counters are the files the store holds. */
+#define EV_BYTES 4096u
+#define EV_KEYS 7u
+
+static uint64_t ev_file_bytes;
+
+static int ev_put(struct sc_l3 *l3, uint32_t k, struct sc_location *loc)
+{
+	uint8_t *b = malloc(EV_BYTES);
+	if (!b)
+		return -ENOMEM;
+	fill(b, EV_BYTES, k);
+	int32_t t[4];
+	key_tokens(t, k);
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { EV_BYTES } };
+	struct sc_l3_put_args a = { .ns = NS, .tokens = t, .token_count = 4, .payload = &p };
+	int rc = sc_l3_put(l3, &a, loc);
+	free(b);
+	return rc;
+}
+
+static int ev_setup(void *ctx)
+{
+	(void)ctx;
+	if (ix_setup_common())
+		return -1;
+	struct sc_l3 *l3 = ix_open(NULL);
+	if (!l3)
+		return -1;
+	time_t now = time(NULL);
+	int rc = 0;
+	for (uint32_t k = 1; k < EV_KEYS && !rc; k++) {
+		struct sc_location loc;
+		char rel[48], path[256];
+		if ((rc = ev_put(l3, k, &loc)))
+			break;
+		l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+		snprintf(path, sizeof(path), "%s/objects/%s", sh->l3dir, rel);
+		struct timespec ts[2] = { { now - 1000 + (time_t)k, 0 }, { now - 1000 + (time_t)k, 0 } };
+		rc = utimensat(AT_FDCWD, path, ts, 0);
+		ev_file_bytes = loc.file_bytes;
+	}
+	/* the listing: key 1 goes, keys 2-4 are the order left */
+	if (!rc && sc_l3_evict_to(l3, 5 * ev_file_bytes) != 1)
+		rc = -1;
+	sc_l3_close(l3);
+	return rc;
+}
+
+static int ev_actor(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct sc_l3 *l3 = NULL;
+	if (sc_l3_open(sh->l3dir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &l3))
+		return 1;
+	int rc = 0;
+	if (who == 0) {
+		uint64_t goal = 3 * ev_file_bytes;
+		/* key 2's use over before this eviction began: it must be seen */
+		atomic_store(&sh->located[0], atomic_load(&sh->located[1]));
+		unsigned long l0 = atomic_load(&l3_test_evict_listings);
+		if (sc_l3_evict_to(l3, goal) < 0)
+			rc = 2;
+		atomic_store(&sh->got[1], (uint32_t)(atomic_load(&l3_test_evict_listings) - l0));
+		atomic_store(&sh->got[0], atomic_load(&l3->st->bytes) <= goal ? 1 : 2);
+	} else if (ev_put(l3, 2, NULL)) {
+		rc = 3;
+	} else {
+		atomic_store(&sh->located[1], 1);
+		rc = ev_put(l3, EV_KEYS, NULL) ? 4 : 0;
+	}
+	sc_l3_close(l3);
+	return rc;
+}
+
+/* Key @k: 1 served byte for byte, 0 missed, -1 wrong bytes or an error. */
+static int ev_served(struct sc_l3 *l3, uint32_t k)
+{
+	int32_t t[4];
+	key_tokens(t, k);
+	struct sc_location loc;
+	int n = sc_l3_locate_longest(l3, NS, t, 4, &loc);
+	if (n != 4)
+		return n == 0 ? 0 : -1;
+	uint8_t *dst = aligned_alloc(4096, 2 * EV_BYTES), *want = malloc(EV_BYTES);
+	int rc = dst && want ? sc_l3_fill(l3, &loc, dst, 2 * EV_BYTES, 0) : -ENOMEM;
+	if (!rc)
+		fill(want, EV_BYTES, k);
+	int r = rc == -ENOENT ? 0 : rc ? -1 : memcmp(dst, want, EV_BYTES) ? -1 : 1;
+	free(dst);
+	free(want);
+	return r;
+}
+
+static int ev_check(void *ctx, char *why, unsigned len)
+{
+	(void)ctx;
+	struct sc_l3 *l3 = NULL;
+	if (sc_l3_open(sh->l3dir, &(struct sc_l3_opts){ .flags = SC_L3_OPEN_NO_RECONCILE }, &l3))
+		return -1;
+	/* the counters first (a locate drops the entries of evicted objects, which are not counted) */
+	uint64_t bytes = atomic_load(&l3->st->bytes), objects = atomic_load(&l3->st->objects);
+	int s[EV_KEYS + 1], rc = 0;
+	unsigned there = 0;
+	for (uint32_t k = 1; k <= EV_KEYS; k++) {
+		s[k] = ev_served(l3, k);
+		there += s[k] == 1;
+	}
+	sc_l3_close(l3);
+	for (uint32_t k = 1; k <= EV_KEYS && !rc; k++)
+		if (s[k] < 0)
+			rc = snprintf(why, len, "key %u read wrong", k);
+	if (!rc && (s[EV_KEYS] != 1 || s[6] != 1))
+		rc = snprintf(why, len, "a newer object was evicted (key 6: %d, key 7: %d)", s[6], s[EV_KEYS]);
+	if (!rc && s[1])
+		rc = snprintf(why, len, "key 1 came back");
+	if (!rc && !s[5] && !s[2])
+		rc = snprintf(why, len, "key 5 evicted though key 2, older, was evicted too");
+	/* the order has 3 victims: only a use of key 2 seen, and key 7 there, make 3 too few */
+	if (!rc && atomic_load(&sh->got[1]) && !s[2])
+		rc = snprintf(why, len, "the eviction listed the store though its order had victims enough");
+	if (!rc && atomic_load(&sh->located[0]) && !s[2])
+		rc = snprintf(why, len, "key 2 evicted though its use ended before the eviction began");
+	if (!rc && atomic_load(&sh->got[0]) != 1)
+		rc = snprintf(why, len, "the eviction returned over its goal");
+	if (!rc && (objects != there || bytes != there * ev_file_bytes))
+		rc = snprintf(why, len, "DIR/state counts %llu objects, %llu bytes; the store holds %u of %llu",
+			      (unsigned long long)objects, (unsigned long long)bytes, there,
+			      (unsigned long long)ev_file_bytes);
+	return rc ? -1 : 0;
+}
+
+START_TEST(test_l3_evictions_from_the_order_vs_puts)
+{
+	static const char *const pts[] = { "l3.victims.checked", "l3.put.there", NULL };
+	l3_recon_full_max = 0; /* every store large: evictions use the order (actors inherit it) */
+	struct il_scenario s = { .name = "l3 evictions from the order vs puts", .actors = 2, .points = pts,
+				 .setup = ev_setup, .actor = ev_actor, .check = ev_check, .teardown = ix_teardown };
+	report(&s, 3);
+}
+END_TEST
+
 /* ---- the schedule points list ---- */
 
 /* ---- 14. an abandoned fill vs room making and repair ----
@@ -1492,6 +1646,7 @@ Suite *interleave_suite(void)
 	tcase_add_test(tc, test_segment_lease_vs_release);
 	tcase_add_test(tc, test_l3seg_put_vs_sweep);
 	tcase_add_test(tc, test_abandoned_fill_vs_room_making);
+	tcase_add_test(tc, test_l3_evictions_from_the_order_vs_puts);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -816,6 +816,229 @@ START_TEST(put_many_writer_killed_at_every_step)
 }
 END_TEST
 
+
+/* ---- evictions from the last listing's order (lib/l3/victims.c) ---- */
+
+/* Object @i's file, relative to the store. */
+static void obj_path(struct sc_l3 *l3, unsigned i, char *out, size_t n)
+{
+	int32_t t[NTOK];
+	struct sc_location loc;
+	toks_of(t, i);
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "r", t, NTOK, &loc), NTOK);
+	char rel[48];
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(out, n, "%s/objects/%s", tmpdir, rel);
+}
+
+static char paths[64][160]; /* object i's file */
+
+/* Object @i put, its path noted. */
+static void put_noted(struct sc_l3 *l3, unsigned i)
+{
+	ck_assert_int_eq(put_i(l3, i), 0);
+	obj_path(l3, i, paths[i], sizeof(paths[i]));
+}
+
+/* Objects [0, n) put, object i last used 1000 - i seconds ago (0 the oldest). */
+static uint64_t aged_store(struct sc_l3 *l3, unsigned n)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (unsigned i = 0; i < n; i++) {
+		put_noted(l3, i);
+		struct timespec ts[2] = { { now.tv_sec - 1000 + (time_t)i, 0 }, { now.tv_sec - 1000 + (time_t)i, 0 } };
+		ck_assert_int_eq(utimensat(AT_FDCWD, paths[i], ts, 0), 0);
+	}
+	struct stat sb;
+	ck_assert_int_eq(stat(paths[0], &sb), 0);
+	return (uint64_t)sb.st_size;
+}
+
+/* Which of [0, n) are stored (bit i), without using them (a fill is a use). */
+static uint64_t stored(unsigned n)
+{
+	uint64_t m = 0;
+	for (unsigned i = 0; i < n; i++)
+		m |= (uint64_t)(access(paths[i], F_OK) == 0) << i;
+	return m;
+}
+
+static unsigned long listings(void)
+{
+	return atomic_load(&l3_test_evict_listings);
+}
+
+/* Which of [0, n) this handle serves (bit i), each served exactly or missed (each a use). */
+static uint64_t serving(struct sc_l3 *l3, unsigned n)
+{
+	uint64_t m = 0;
+	for (unsigned i = 0; i < n; i++) {
+		int s = served(l3, i);
+		ck_assert_msg(s >= 0, "object %u served wrong", i);
+		m |= (uint64_t)(s == 1) << i;
+	}
+	return m;
+}
+
+/* A flipped byte at @off of DIR/victims. */
+static void victims_scribble(off_t off)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "%s/victims", tmpdir);
+	int fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t b;
+	ck_assert_int_eq(pread(fd, &b, 1, off), 1);
+	b ^= 0x5a;
+	ck_assert_int_eq(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+/* The first eviction of a large store lists it and leaves the head of its order; the next ones take
+ * their victims from there without listing, in the same order a listing would: an object used
+ * since (a fill touched it) is kept, one removed by someone else is passed over, objects put since
+ * are newer than all of them. A damaged entry or header, a cut file and the end of the order make
+ * the next eviction list again, and it is as right. */
+START_TEST(evictions_take_the_last_listing_order_without_listing)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	uint64_t ob = aged_store(l3, 40);
+	uint64_t all = (1ull << 40) - 1;
+	ck_assert_uint_eq(atomic_load(&l3->st->bytes), 40 * ob);
+	unsigned long l0 = listings();
+	/* the first eviction lists: the four oldest go */
+	ck_assert_int_eq(sc_l3_evict_to(l3, 36 * ob), 4);
+	ck_assert_uint_eq(listings() - l0, 1);
+	ck_assert_uint_eq(stored(40), all & ~0xfull);
+	char p[160];
+	snprintf(p, sizeof(p), "%s/victims", tmpdir);
+	struct stat sb;
+	ck_assert_int_eq(stat(p, &sb), 0);
+	/* half the store's 36 objects: 18 entries after a 48-byte header */
+	ck_assert_uint_eq((uint64_t)sb.st_size, 48 + 18 * sizeof(struct l3_cand));
+	/* object 4 used (its file touched), 5 removed by someone else, 40-42 put since */
+	ck_assert_int_eq(utimensat(AT_FDCWD, paths[4], NULL, 0), 0);
+	ck_assert_int_eq(unlink(paths[5]), 0);
+	l3_count_sub(&l3->st->bytes, ob);
+	l3_count_sub(&l3->st->objects, 1);
+	for (unsigned i = 40; i < 43; i++)
+		put_noted(l3, i);
+	ck_assert_uint_eq(atomic_load(&l3->st->bytes), 38 * ob);
+	/* two more go without a listing: 6 and 7 (4 is kept, 5 passed over) */
+	ck_assert_int_eq(sc_l3_evict_to(l3, 36 * ob), 2);
+	ck_assert_uint_eq(listings() - l0, 1);
+	uint64_t want = (all | 7ull << 40) & ~0xffull;
+	want |= 1ull << 4;
+	ck_assert_uint_eq(stored(43), want);
+	ck_assert_uint_eq(atomic_load(&l3->st->objects), 36);
+	/* a damaged entry (the next one: 8) stops the walk, and the eviction lists: 8 goes all the same */
+	victims_scribble(48 + 4 * (off_t)sizeof(struct l3_cand) + 3);
+	ck_assert_int_eq(sc_l3_evict_to(l3, 35 * ob), 1);
+	ck_assert_uint_eq(listings() - l0, 2);
+	want &= ~(1ull << 8);
+	ck_assert_uint_eq(stored(43), want);
+	/* from the new listing's order, without listing: 9 */
+	ck_assert_int_eq(sc_l3_evict_to(l3, 34 * ob), 1);
+	ck_assert_uint_eq(listings() - l0, 2);
+	want &= ~(1ull << 9);
+	ck_assert_uint_eq(stored(43), want);
+	/* a damaged header, then a cut file: each eviction lists */
+	victims_scribble(20);
+	ck_assert_int_eq(sc_l3_evict_to(l3, 33 * ob), 1);
+	ck_assert_uint_eq(listings() - l0, 3);
+	ck_assert_int_eq(truncate(p, 48 + 3 * (off_t)sizeof(struct l3_cand) - 1), 0);
+	ck_assert_int_eq(sc_l3_evict_to(l3, 32 * ob), 1);
+	ck_assert_uint_eq(listings() - l0, 4);
+	want &= ~(3ull << 10);
+	ck_assert_uint_eq(stored(43), want);
+	/* past the end of the order (half of 32 objects: 16), the eviction lists for the rest */
+	ck_assert_int_eq(sc_l3_evict_to(l3, 12 * ob), 20);
+	ck_assert_uint_eq(listings() - l0, 5);
+	/* what is left is the 12 most recently used, counted right */
+	want = (want & ~((1ull << 32) - 1)) | 1ull << 4;
+	ck_assert_uint_eq(stored(43), want);
+	ck_assert_uint_eq(serving(l3, 43), want);
+	struct sc_l3_janitor_report rep;
+	uint64_t bytes = atomic_load(&l3->st->bytes), objects = atomic_load(&l3->st->objects);
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_WAIT | SC_L3_JANITOR_FULL, &rep), 0);
+	ck_assert_uint_eq(rep.objects, 12);
+	ck_assert_uint_eq(objects, 12);
+	ck_assert_uint_eq(bytes, 12 * ob);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* A janitor pass over the budget evicts from the last listing's order without listing: its
+ * report counts them, its log has an intent line before each eviction; then a pass under the
+ * budget evicts nothing. Another process's evictions use the same order. */
+START_TEST(janitor_passes_over_the_budget_evict_without_listing)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	uint64_t ob = aged_store(l3, 30);
+	sc_l3_close(l3);
+	/* a budget of 29.5 objects: the open evicts down to 85 % of it (25.075: 5 go) and lists */
+	unsigned long l0 = listings();
+	uint64_t budget = 59 * ob / 2;
+	ck_assert_int_eq(sc_l3_open(tmpdir, &(struct sc_l3_opts){ .budget_bytes = budget }, &l3), 0);
+	ck_assert_uint_eq(listings() - l0, 1);
+	ck_assert_uint_eq(atomic_load(&l3->st->objects), 25);
+	/* five puts: the last takes it over the budget, and evicts from the order down to 85 % of the
+	 * budget less its own size (5-9) */
+	for (unsigned i = 30; i < 35; i++)
+		put_noted(l3, i);
+	ck_assert_uint_eq(listings() - l0, 1);
+	uint64_t m = stored(35);
+	ck_assert_uint_eq(m, ((1ull << 35) - 1) & ~0x3ffull);
+	/* over the budget behind this handle's back (another process's puts counted in DIR/state):
+	 * a janitor pass evicts, from the order */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *o;
+		if (sc_l3_open(tmpdir, NULL, &o))
+			_exit(2);
+		for (unsigned i = 35; i < 40; i++)
+			if (put_i(o, i))
+				_exit(3);
+		sc_l3_close(o);
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	for (unsigned i = 35; i < 40; i++)
+		obj_path(l3, i, paths[i], sizeof(paths[i]));
+	ck_assert_uint_gt(atomic_load(&l3->st->bytes), budget);
+	struct sc_l3_janitor_report rep;
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_WAIT, &rep), 0);
+	ck_assert_uint_eq(listings() - l0, 1);
+	ck_assert_uint_ge(rep.evicted, 1);
+	ck_assert_uint_le(atomic_load(&l3->st->bytes), budget / 100 * 85);
+	ck_assert_uint_eq(rep.objects, atomic_load(&l3->st->objects));
+	m = stored(40);
+	unsigned gone = 0;
+	for (unsigned i = 0; i < 40; i++) {
+		gone += !(m >> i & 1);
+		/* the oldest went: nothing kept is older than something evicted */
+		if (i && (m >> i & 1) == 0)
+			ck_assert_msg(!(m & ((1ull << i) - 1)), "object %u evicted before an older one", i);
+	}
+	ck_assert_uint_eq(gone, 40 - atomic_load(&l3->st->objects));
+	char log[128];
+	snprintf(log, sizeof(log), "%s/janitor.log", tmpdir);
+	ck_assert_int_eq(sc_test_sh("test $(grep -c ' intent ' %s) -eq %llu && test $(grep -c ' evict ' %s) -eq %llu", log,
+				    (unsigned long long)rep.evicted, log, (unsigned long long)rep.evicted), 0);
+	/* under the budget now: nothing to evict, nothing listed */
+	ck_assert_int_eq(sc_l3_janitor(l3, SC_L3_JANITOR_WAIT, &rep), 0);
+	ck_assert_uint_eq(rep.evicted, 0);
+	ck_assert_uint_eq(listings() - l0, 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
 Suite *l3recon_suite(void)
 {
 	Suite *s = suite_create("l3recon");
@@ -839,6 +1062,12 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, put_many_puts_a_segmented_object_alone);
 	tcase_add_test(tc, put_many_from_four_processes_at_once);
 	tcase_add_loop_test(tc, put_many_writer_killed_at_every_step, 0, (int)NBATCH_POINTS);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("evict");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, evictions_take_the_last_listing_order_without_listing);
+	tcase_add_test(tc, janitor_passes_over_the_budget_evict_without_listing);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,8 @@
 /*
  * lib/l3/evict.c — sc_l3_evict_to: least recently used objects go until the store is under the
  * target (local mode, under DIR/lock); segments no object names go with the sweep; the bound
- * arena's location index forgets the evicted objects through the hooks.
+ * arena's location index forgets the evicted objects through the hooks. A large store is not
+ * listed while the order the last listing left (lib/l3/victims.c) has victims enough.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,11 +26,14 @@
 #include "ring.h"
 #include "format.h"
 #include "janitor.h"
+#include "reconcile.h"
 #include "segstore.h"
+#include "victims.h"
 
 struct victim {
 	uint64_t lo, hi, bytes;
 	int64_t mtime;
+	int segmented, gone;
 };
 
 struct victims {
@@ -54,10 +58,9 @@ static int collect(struct sc_l3 *l3, int dfd, const char *sub, const char *name,
 			return -ENOMEM;
 		vs->v = v, vs->cap = cap;
 	}
-	vs->v[vs->n++] = (struct victim){ lo, hi, (uint64_t)sb.st_size,
-					  (int64_t)shm_ts_ns(sb.st_mtim) };
+	int seg = l3_segs_object(l3, &vs->segs, dfd, name, (uint64_t)sb.st_size, 1, NULL) == 1;
+	vs->v[vs->n++] = (struct victim){ lo, hi, (uint64_t)sb.st_size, (int64_t)shm_ts_ns(sb.st_mtim), seg, 0 };
 	vs->total += (uint64_t)sb.st_size;
-	(void)l3_segs_object(l3, &vs->segs, dfd, name, (uint64_t)sb.st_size, 1, NULL);
 	return 0;
 }
 
@@ -71,6 +74,23 @@ static int by_age(const void *a, const void *b)
 }
 
 
+/* What a large store's next evictions take without listing: the head of this listing's order. */
+static void save_order(struct sc_l3 *l3, const struct victims *vs, uint64_t total)
+{
+	if (!l3_reconcile_large(l3))
+		return;
+	struct l3_cand *c = malloc((vs->n ? vs->n : 1) * sizeof(*c));
+	size_t k = 0;
+	for (size_t i = 0; c && i < vs->n; i++)
+		if (!vs->v[i].gone)
+			l3_cand_set(&c[k++], vs->v[i].lo, vs->v[i].hi, vs->v[i].bytes, vs->v[i].mtime, vs->v[i].mtime,
+				    vs->v[i].segmented);
+	uint64_t budget = l3->opts.budget_bytes;
+	if (c)
+		(void)l3_victims_save(l3, c, k, (budget ? budget : total) / 100 * L3_VICTIMS_KEEP_PCT);
+	free(c);
+}
+
 int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 {
 	if (!l3)
@@ -80,6 +100,19 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 	int rc = l3_flock_ex(l3);
 	if (rc)
 		return rc;
+	/* a large store: from the last listing's order while it lasts */
+	int reached = 0, early = 0;
+	if (l3_reconcile_large(l3) && (early = l3_victims_evict(l3, target, NULL, &reached)) >= 0) {
+		ADD(evictions, early);
+		if (reached) {
+			l3_flock_un(l3);
+			return early;
+		}
+	}
+	early = early > 0 ? early : 0;
+#ifdef SC_TEST_HOOKS
+	atomic_fetch_add_explicit(&l3_test_evict_listings, 1, RELAXED);
+#endif
 	struct victims vs = { 0 };
 	rc = l3_segs_begin(l3, &vs.segs);
 	if (!rc)
@@ -106,6 +139,7 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 			objbytes -= vs.v[i].bytes;
 			objects--;
 			evicted++;
+			vs.v[i].gone = 1;
 		}
 		/* what no object names any more goes (lib/l3/segstore.c: the rule that keeps a put's) */
 		if (l3_segs_sweep(l3, &vs.segs, NULL, NULL) == 0)
@@ -116,8 +150,9 @@ int sc_l3_evict_to(struct sc_l3 *l3, uint64_t target)
 			l3_tell_objects_gone(l3, gone, (size_t)evicted);
 		free(gone);
 		l3_segs_publish(l3, &vs.segs, objects, total);
+		save_order(l3, &vs, total);
 		ADD(evictions, evicted);
-		rc = evicted;
+		rc = evicted + early;
 	}
 	l3_flock_un(l3);
 	l3_segs_end(&vs.segs);

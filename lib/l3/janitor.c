@@ -56,6 +56,7 @@
 #include "quarantine.h"
 #include "reconcile.h"
 #include "segstore.h"
+#include "victims.h"
 #include "write.h"
 
 #define JREC_MAGIC 0x0a4e414a33435350ull /* "PSC3JAN\n" */
@@ -260,7 +261,7 @@ static int lease_take(struct sc_l3 *l3, int wait)
 struct victim {
 	uint64_t lo, hi, bytes;
 	int64_t mtime, key;
-	int gone;
+	int gone, segmented;
 };
 
 struct jctx {
@@ -269,6 +270,7 @@ struct jctx {
 	struct sc_l3_janitor_report rep;
 	struct victim *v;
 	size_t nv, capv;
+	size_t *order;                      /* v in eviction order, once evict() sorted it */
 	uint64_t total;                     /* physical: object files and segment files */
 	uint64_t objbytes;                  /* object files */
 	struct l3_segs segs;                /* DIR/seg and the references of the objects listed */
@@ -402,7 +404,8 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 	int64_t mt = (int64_t)shm_ts_ns(sb.st_mtim);
 	int64_t used = (int64_t)l3_lru_get(&j->lru, lo, hi);
 	/* a manifest naming a missing segment can never be read: a full pass removes it once settled */
-	if (l3_segs_object(l3, &j->segs, dfd, name, (uint64_t)sb.st_size, 1, NULL) == -ENOENT &&
+	int seg = l3_segs_object(l3, &j->segs, dfd, name, (uint64_t)sb.st_size, 1, NULL);
+	if (seg == -ENOENT &&
 	    (j->flags & SC_L3_JANITOR_FULL) && l3_settled(l3, (uint64_t)mt) &&
 	    shm_realtime_ns() - (uint64_t)mt > L3_TMP_STALE_NS) {
 		int rc = act(j);
@@ -417,7 +420,7 @@ static int on_object(struct sc_l3 *l3, int dfd, const char *sub, const char *nam
 		}
 		return 0;
 	}
-	j->v[j->nv++] = (struct victim){ lo, hi, (uint64_t)sb.st_size, mt, used > mt ? used : mt, 0 };
+	j->v[j->nv++] = (struct victim){ lo, hi, (uint64_t)sb.st_size, mt, used > mt ? used : mt, 0, seg != 0 };
 	j->total += (uint64_t)sb.st_size;
 	j->objbytes += (uint64_t)sb.st_size;
 	return 0;
@@ -431,18 +434,29 @@ static int by_key(const void *a, const void *b, void *ctx)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-static int evict(struct jctx *j, uint64_t goal)
+/* The listing in eviction order (j->order). */
+static int sort_victims(struct jctx *j)
 {
-	struct sc_l3 *l3 = j->l3;
-	if (j->total <= goal)
+	if (j->order)
 		return 0;
-	size_t *order = malloc(j->nv * sizeof(*order));
+	size_t *order = j->order = malloc((j->nv ? j->nv : 1) * sizeof(*order));
 	if (!order)
 		return -ENOMEM;
 	for (size_t i = 0; i < j->nv; i++)
 		order[i] = i;
 	qsort_r(order, j->nv, sizeof(*order), by_key, j->v);
-	int rc = 0;
+	return 0;
+}
+
+static int evict(struct jctx *j, uint64_t goal)
+{
+	struct sc_l3 *l3 = j->l3;
+	if (j->total <= goal)
+		return 0;
+	int rc = sort_victims(j);
+	if (rc)
+		return rc;
+	size_t *order = j->order;
 	for (size_t i = 0; i < j->nv && j->total > goal; i++) {
 		struct victim *v = &j->v[order[i]];
 		char rel[48];
@@ -488,8 +502,47 @@ static int evict(struct jctx *j, uint64_t goal)
 		j->rep.evicted++;
 		j->rep.evicted_bytes += v->bytes;
 	}
-	free(order);
 	return rc;
+}
+
+/* Local mode, a large store with a budget: the head of this listing's order, for the evictions
+ * after it (lib/l3/victims.c). */
+static void save_order(struct jctx *j)
+{
+	struct sc_l3 *l3 = j->l3;
+	uint64_t budget = l3->opts.budget_bytes;
+	if (l3->shared || !budget || !l3_reconcile_large(l3) || sort_victims(j))
+		return;
+	struct l3_cand *c = malloc((j->nv ? j->nv : 1) * sizeof(*c));
+	size_t k = 0;
+	for (size_t i = 0; c && i < j->nv; i++) {
+		const struct victim *v = &j->v[j->order[i]];
+		if (!v->gone)
+			l3_cand_set(&c[k++], v->lo, v->hi, v->bytes, v->mtime, v->key, v->segmented);
+	}
+	if (c)
+		(void)l3_victims_save(l3, c, k, budget / 100 * L3_VICTIMS_KEEP_PCT);
+	free(c);
+}
+
+/* Victims from the last listing's order: the fencing rule and the intent line before each. */
+static int cand_act(void *ctx, const struct l3_cand *c)
+{
+	struct jctx *j = ctx;
+	int rc = act(j);
+	if (!rc) {
+		log_line(j, shm_realtime_ns(), 0, "intent", c->lo, c->hi, c->bytes);
+		log_flush(j);
+	}
+	return rc;
+}
+
+static void cand_evicted(void *ctx, const struct l3_cand *c, uint64_t t0)
+{
+	struct jctx *j = ctx;
+	log_line(j, t0, shm_realtime_ns(), "evict", c->lo, c->hi, c->bytes);
+	j->rep.evicted++;
+	j->rep.evicted_bytes += c->bytes;
 }
 
 static int on_prefix(struct sc_l3 *l3, int dfd, const char *sub, const char *name, void *ctx)
@@ -624,13 +677,26 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 		l3_lru_load(l3, &j->lru, segment_left_over, j);
 		j->rep.accesses = j->lru.accesses;
 	}
-	/* local mode, a large store under its budget, no full check asked: nothing to evict, so no
-	 * listing; what dead writers left in DIR/tmp and one reconciliation step (lib/l3/reconcile.c),
+	/* local mode, a large store, no full check asked: under its budget nothing to evict, over it
+	 * the victims the last listing's order still has (lib/l3/victims.c) — no listing while they
+	 * suffice; what dead writers left in DIR/tmp and one reconciliation step (lib/l3/reconcile.c),
 	 * the counters as DIR/state has them */
 	uint64_t budget = l3->opts.budget_bytes, objects = 0;
-	int listed = 0;
-	if (!l3->shared && !(flags & SC_L3_JANITOR_FULL) && target == UINT64_MAX && l3_reconcile_large(l3) &&
-	    (!budget || atomic_load_explicit(&l3->st->bytes, RELAXED) <= budget)) {
+	int listed = 0, reached = 1;
+	if (!l3->shared && !(flags & SC_L3_JANITOR_FULL) && l3_reconcile_large(l3)) {
+		uint64_t goal = target;
+		if (goal == UINT64_MAX && budget && atomic_load_explicit(&l3->st->bytes, RELAXED) > budget)
+			goal = budget / 100 * L3_LOW_WATER_PCT;
+		if (goal != UINT64_MAX) {
+			struct l3_victims_ops ops = { cand_act, cand_evicted, j };
+			rc = l3_victims_evict(l3, goal, &ops, &reached);
+			if (rc < 0 && rc != -ENOENT)
+				goto out;
+			reached = rc >= 0 && reached;
+			rc = 0;
+		}
+	}
+	if (!l3->shared && !(flags & SC_L3_JANITOR_FULL) && l3_reconcile_large(l3) && reached) {
 		if ((rc = act(j)))
 			goto out;
 		l3_reconcile_step_locked(l3, 1, &j->rep.stale_temps, &j->rep.quarantined, &j->rep.dropped);
@@ -650,6 +716,8 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 	listed = 1;
 #ifdef SC_TEST_HOOKS
 	atomic_fetch_add_explicit(&l3_test_janitor_listings, 1, RELAXED);
+	if (!l3->shared)
+		atomic_fetch_add_explicit(&l3_test_evict_listings, 1, RELAXED);
 #endif
 	if ((rc = l3_segs_begin(l3, &j->segs)) || (rc = l3_scan(l3, l3->objfd, on_object, j)))
 		goto out;
@@ -672,6 +740,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 	for (size_t i = 0; i < j->nv; i++)
 		objects += !j->v[i].gone;
 	l3_segs_publish(l3, &j->segs, objects, j->total);
+	save_order(j);
 record:;
 	/* the record: carried on from the last holder */
 	struct l3_jrec r;
@@ -708,6 +777,7 @@ out:
 	if (out)
 		*out = j->rep;
 	free(j->v);
+	free(j->order);
 	l3_segs_end(&j->segs);
 	l3_lru_free(&j->lru);
 	free(j);

@@ -19,6 +19,7 @@
 #include "segstore.h"
 #include "state.h"
 #include "types.h"
+#include "victims.h"
 #include "write.h"
 
 #endif

@@ -188,6 +188,7 @@ static int obj_there(struct sc_l3 *l3, const char *rel, uint64_t file_bytes, int
 		/* the LRU order keeps what is put again */
 		l3_note_access(l3, fd, lo, hi, (int64_t)shm_ts_ns(sb.st_mtim));
 		close(fd);
+		shm_sched_point("l3.put.there"); /* found and touched: not written again */
 		return 1;
 	}
 	if (fd >= 0)
