@@ -19,12 +19,20 @@
  *   puts_batch_per_s          the same, each process putting 32 at a time (sc_l3_put_many: one
  *                             group commit per batch); interleaved with puts_per_s
  *   janitor_pass_ms           sc_l3_janitor after 1 % of the store was put fresh since the last pass
+ *   evict_ms                  sc_l3_evict_to removing 1 % of the store after 1 % was put fresh, its
+ *                             victims from the order the last listing left (lib/l3/victims.c);
+ *                             the victims are 2 % put for the purpose and aged (mtime set back a
+ *                             decade), so that the generated store stays whole for the next run
+ *   evict_listing_ms          context: the first of those evictions, DIR/victims removed before
+ *                             (a listing of the whole store: what every eviction cost before)
+ *                             (both local mode only: a shared store's evictions are janitor passes,
+ *                             which list)
  *   reconcile_after_crash_ms  a writer killed -9 inside its puts (its temp files aged past the
  *                             window a writer needs between create and lock), then the time of the
  *                             next sc_l3_open, which must have removed its temp files (shared mode,
  *                             where opens never reconcile: of the next sc_l3_janitor pass)
  *
- * Puts of a run stay in the store (it grows by P x puts + 3 % per run); `objects` in the
+ * Puts of a run stay in the store (it grows by P x puts + 5 % per run, less 3 % evicted); `objects` in the
  * environment lines says how many the store held when the figures were taken.
  */
 #include <errno.h>
@@ -397,6 +405,71 @@ static int locate_cold(const char *store, const char *sfx, uint64_t n, double *v
 	return rc;
 }
 
+
+/* Age the objects of @ns [first, first + count): mtime set back to 2016 + i seconds, older than
+ * anything a run puts, so that evictions take them first. */
+static int age_objects(struct sc_l3 *l3, const char *store, const char *ns, uint64_t first, uint64_t count)
+{
+	for (uint64_t i = first; i < first + count; i++) {
+		int32_t t[NTOK];
+		struct sc_location loc;
+		toks(t, i);
+		if (sc_l3_locate_longest(l3, ns, t, NTOK, &loc) != NTOK)
+			return -ENOENT;
+		char hex[SC_DIGEST_HEX_LEN + 1], path[400];
+		sc_digest_format(loc.digest, hex);
+		snprintf(path, sizeof(path), "%s/objects/%.2s/%s.sc3", store, hex, hex);
+		struct timespec ts[2] = { { 1450000000 + (time_t)(i - first), 0 }, { 1450000000 + (time_t)(i - first), 0 } };
+		if (utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Local mode: evictions of 1 % from the last listing's order (after 1 % put), and the first,
+ * which lists. */
+static int evict_rows(const struct scale *s, struct sc_l3 *l3, const char *store, const char *sfx, uint64_t n,
+		      uint64_t *fresh, double *v)
+{
+	char m[96], path[400];
+	uint64_t pct = n / 100 ? n / 100 : 1;
+	int npass = bench_quick ? 2 : 3, rc;
+	/* victims: 1 % per eviction, aged */
+	struct putjob aged = { NS_FRESH, *fresh, pct * (uint64_t)(npass + 1), s->payload, s->procs, 0, PUT_BATCH };
+	*fresh += aged.count;
+	if (in_procs(store, s->procs, put_share, &aged) < 0 ||
+	    (rc = age_objects(l3, store, NS_FRESH, aged.first, aged.count)))
+		return cli_fail("bench l3scale", -EIO, "aged puts into %s failed", store);
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	uint64_t one = st.bytes / st.objects * pct;
+	snprintf(path, sizeof(path), "%s/victims", store);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return cli_fail("bench l3scale", -errno, "cannot remove %s", path);
+	double a = cli_now();
+	rc = sc_l3_evict_to(l3, st.bytes - one);
+	double ms = (cli_now() - a) * 1e3;
+	if (rc < 0)
+		return cli_fail("bench l3scale", rc, "eviction in %s", store);
+	snprintf(m, sizeof(m), "evict_listing_ms_%s", sfx);
+	bench_value(B, m, ms, "ms", "context: the same eviction listing the store (DIR/victims removed first)");
+	for (int r = 0; r < npass; r++) {
+		struct putjob j = { NS_FRESH, *fresh, pct, s->payload, s->procs, 0, PUT_BATCH };
+		*fresh += j.count;
+		sc_l3_stats(l3, &st);
+		if (in_procs(store, s->procs, put_share, &j) < 0)
+			return cli_fail("bench l3scale", -EIO, "puts into %s failed", store);
+		a = cli_now();
+		rc = sc_l3_evict_to(l3, st.bytes);
+		v[r] = (cli_now() - a) * 1e3;
+		if (rc < 0)
+			return cli_fail("bench l3scale", rc, "eviction in %s", store);
+	}
+	snprintf(m, sizeof(m), "evict_ms_%s", sfx);
+	bench_stat(B, m, "ms", v, npass, "1 % of the objects evicted after 1 % was put, from the last listing's order");
+	return 0;
+}
+
 static int one_store(const struct scale *s, uint64_t n)
 {
 	char store[320], sfx[32], m[96];
@@ -480,6 +553,8 @@ static int one_store(const struct scale *s, uint64_t n)
 	}
 	snprintf(m, sizeof(m), "janitor_pass_ms_%s", sfx);
 	bench_stat(B, m, "ms", v, npass, "1 % of the objects put since the last pass");
+	if (!shared_store(store) && (rc = evict_rows(s, l3, store, sfx, n, &fresh, v)))
+		return rc;
 	sc_l3_close(l3);
 
 	/* a crashed writer's leftovers */
