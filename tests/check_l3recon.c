@@ -886,13 +886,7 @@ static void victims_scribble(off_t off)
 {
 	char p[128];
 	snprintf(p, sizeof(p), "%s/victims", tmpdir);
-	int fd = open(p, O_RDWR);
-	ck_assert_int_ge(fd, 0);
-	uint8_t b;
-	ck_assert_int_eq(pread(fd, &b, 1, off), 1);
-	b ^= 0x5a;
-	ck_assert_int_eq(pwrite(fd, &b, 1, off), 1);
-	close(fd);
+	sc_test_flip_byte(p, off, 0x5a);
 }
 
 /* The first eviction of a large store lists it and leaves the head of its order; the next ones take
@@ -1049,6 +1043,8 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, steps_find_every_leftover_within_a_round);
 	tcase_add_test(tc, reconciler_killed_in_its_step);
 	tcase_add_test(tc, janitor_pass_of_a_large_store_takes_a_step);
+	tcase_add_test(tc, evictions_take_the_last_listing_order_without_listing);
+	tcase_add_test(tc, janitor_passes_over_the_budget_evict_without_listing);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("batch");
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -1062,12 +1058,6 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, put_many_puts_a_segmented_object_alone);
 	tcase_add_test(tc, put_many_from_four_processes_at_once);
 	tcase_add_loop_test(tc, put_many_writer_killed_at_every_step, 0, (int)NBATCH_POINTS);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("evict");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, evictions_take_the_last_listing_order_without_listing);
-	tcase_add_test(tc, janitor_passes_over_the_budget_evict_without_listing);
 	suite_add_tcase(s, tc);
 	return s;
 }

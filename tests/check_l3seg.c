@@ -239,17 +239,6 @@ static void age_file(const char *p, int secs)
 	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
 }
 
-static void flip_byte(const char *p, off_t at)
-{
-	int fd = open(p, O_RDWR);
-	ck_assert_int_ge(fd, 0);
-	uint8_t b;
-	ck_assert_int_eq(pread(fd, &b, 1, at), 1);
-	b ^= 0x40;
-	ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
-	close(fd);
-}
-
 START_TEST(shared_leading_segments_stored_once)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -341,7 +330,7 @@ START_TEST(whole_objects_keep_reading_and_option_refusals)
 	/* a damaged option file is refused with a clear error, not guessed */
 	char p[256];
 	snprintf(p, sizeof(p), "%s/segments", tmpdir);
-	flip_byte(p, 16);
+	sc_test_flip_byte(p, 16, 0x40);
 	struct sc_l3 *x = NULL;
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &x), -EBADMSG);
 	free(a), free(b);
@@ -381,7 +370,7 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
 	struct stat seg_st;
 	ck_assert_int_eq(stat(sp, &seg_st), 0);
-	flip_byte(sp, 12345);
+	sc_test_flip_byte(sp, 12345, 0x40);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
 	/* the segment and both objects are in quarantine, both mirrors gone; C (unrelated) stays */
 	ck_assert_int_eq(access(sp, F_OK), -1);
@@ -460,7 +449,7 @@ START_TEST(direct_segment_reads_verify_as_they_land)
 	/* a flipped byte in the second window (segment 35) */
 	char sp[256];
 	seg_path_of(a + 35 * (size_t)SEG, SEG, sp, sizeof(sp));
-	flip_byte(sp, 4097);
+	sc_test_flip_byte(sp, 4097, 0x40);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
 	ck_assert_int_eq(access(sp, F_OK), -1);
 	sc_l3_stats(l3, &st);
@@ -470,13 +459,13 @@ START_TEST(direct_segment_reads_verify_as_they_land)
 	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
 	seg_path_of(a + 40 * (size_t)SEG, 1000, sp, sizeof(sp));
-	flip_byte(sp, 999);
+	sc_test_flip_byte(sp, 999, 0x40);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
 	ck_assert_int_eq(access(sp, F_OK), -1);
 	/* and one in the first window, the fill reading buffered */
 	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
 	seg_path_of(a + 3 * (size_t)SEG, SEG, sp, sizeof(sp));
-	flip_byte(sp, 0);
+	sc_test_flip_byte(sp, 0, 0x40);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), -EBADMSG);
 	sc_l3_close(l3);
 	free(a), free(exact), free(big);
@@ -566,7 +555,7 @@ START_TEST(segmented_fills_run_on_the_ring_beside_other_fills)
 	for (int round = 0; round < 2; round++) {
 		if (round == 1) /* the quarantined object put anew (its bad segment written whole), spoiled again */
 			ck_assert_int_eq(put_buf(l3, "s", 12, want[2], len[2], &loc[2]), 0);
-		flip_byte(bad, 100);
+		sc_test_flip_byte(bad, 100, 0x40);
 		ck_assert_int_eq(round ? access(gone, F_OK) : unlink(gone), round ? -1 : 0); /* still missing */
 		struct sc_l3_stats st0, st;
 		sc_l3_stats(l3, &st0);
@@ -941,7 +930,7 @@ START_TEST(corrupted_manifest_is_refused)
 		char p[256];
 		obj_path(&loc, p, sizeof(p));
 		if (k == 0)
-			flip_byte(p, 4096 + 30); /* an entry's length: the manifest check fails */
+			sc_test_flip_byte(p, 4096 + 30, 0x40); /* an entry's length: the manifest check fails */
 		else if (k == 1)
 			rewrite_header(p, huge_count); /* hostile count with a valid header checksum */
 		else if (k == 2)

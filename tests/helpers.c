@@ -117,6 +117,17 @@ void sc_test_wait_killed(pid_t pid)
 		      st);
 }
 
+void sc_test_flip_byte(const char *path, off_t at, uint8_t mask)
+{
+	int fd = open(path, O_RDWR);
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	uint8_t b;
+	ck_assert_int_eq(pread(fd, &b, 1, at), 1);
+	b ^= mask;
+	ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
+	close(fd);
+}
+
 int sc_test_sh(const char *fmt, ...)
 {
 	char cmd[4096];

@@ -53,6 +53,8 @@ void sc_test_wait_killed(pid_t pid);
  * Returns its pid once it holds @m. */
 struct shm_mutex;
 pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_t hold_us);
+/* Flip bits @mask of the byte at @at of file @path (asserts it was read and written). */
+void sc_test_flip_byte(const char *path, off_t at, uint8_t mask);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
 int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "../xxh.h"
 
@@ -27,6 +28,7 @@
 #include "files.h"
 #include "hosts.h"
 #include "lru.h"
+#include "write.h"
 #include "../../shm/arena.h"
 
 #define LRU_MAGIC 0x0a55524c33435350ull /* "PSC3LRU\n" */
@@ -199,21 +201,8 @@ void l3_lru_load(struct sc_l3 *l3, struct l3_lru *m, int (*left_over)(void *, co
 int l3_lru_write(struct sc_l3 *l3, const struct l3_lru_ent *e, size_t n, int (*fence)(struct sc_l3 *))
 {
 	struct lru_hdr h = { LRU_MAGIC, L3_FORMAT_VERSION, 0, n, XXH3_64bits(e, n * sizeof(*e)) };
-	char tmp[L3_WRITER_MAX + 24];
-	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
-	int rc = 0, fd = l3_create_file(l3, l3->dirfd, tmp, O_WRONLY | O_EXCL);
-	if (fd < 0)
-		return fd;
-	(void)shm_ofd_trylock(fd, 0); /* being written: not left over */
-	if (pwrite(fd, &h, sizeof(h), 0) != sizeof(h) ||
-	    (n && pwrite(fd, e, n * sizeof(*e), sizeof(h)) != (ssize_t)(n * sizeof(*e))) || fsync(fd) < 0)
-		rc = -EIO;
-	close(fd);
-	if (!rc && !(rc = fence(l3)) && renameat(l3->dirfd, tmp, l3->dirfd, "lru") < 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(l3->dirfd, tmp, 0);
-	return rc;
+	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)e, n * sizeof(*e) } };
+	return l3_replace_top(l3, "lru", iov, 2, 1, fence);
 }
 
 

@@ -28,10 +28,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "../xxh.h"
 #include "../../shm/fault.h"
@@ -39,9 +39,9 @@
 #include "types.h"
 #include "files.h"
 #include "format.h"
-#include "hosts.h"
 #include "ring.h"
 #include "victims.h"
+#include "write.h"
 
 #define VICTIMS_MAGIC 0x0a4d49544349564cull /* "LVICTIM\n" */
 #define VICTIMS_MAX (1u << 22)              /* entries at most (224 MiB of file would be 4 M) */
@@ -79,21 +79,8 @@ int l3_victims_save(struct sc_l3 *l3, const struct l3_cand *c, size_t n, uint64_
 		return unlinkat(l3->dirfd, "victims", 0) < 0 && errno != ENOENT ? -errno : 0;
 	struct vhdr h = { VICTIMS_MAGIC, L3_FORMAT_VERSION, sizeof(*c), k, shm_realtime_ns(), 0, 0 };
 	h.check = XXH3_64bits(&h, offsetof(struct vhdr, check));
-	char tmp[L3_WRITER_MAX + 24];
-	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
-	int rc = 0, fd = l3_create_file(l3, l3->dirfd, tmp, O_WRONLY | O_EXCL);
-	if (fd < 0)
-		return fd;
-	(void)shm_ofd_trylock(fd, 0); /* being written: not left over */
-	if (pwrite(fd, &h, sizeof(h), 0) != sizeof(h) ||
-	    pwrite(fd, c, k * sizeof(*c), sizeof(h)) != (ssize_t)(k * sizeof(*c)))
-		rc = -EIO;
-	close(fd);
-	if (!rc && renameat(l3->dirfd, tmp, l3->dirfd, "victims") < 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(l3->dirfd, tmp, 0);
-	return rc;
+	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)c, k * sizeof(*c) } };
+	return l3_replace_top(l3, "victims", iov, 2, 0, NULL);
 }
 
 

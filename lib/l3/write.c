@@ -143,3 +143,28 @@ int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
 	pthread_mutex_unlock(&l3->mu);
 	return 0;
 }
+
+
+int l3_replace_top(struct sc_l3 *l3, const char *name, const struct iovec *iov, int niov, int sync,
+		   int (*fence)(struct sc_l3 *))
+{
+	char tmp[L3_WRITER_MAX + 24];
+	l3_tmp_name(l3, ".tmp-", tmp, sizeof(tmp));
+	int rc = 0, fd = l3_create_file(l3, l3->dirfd, tmp, O_WRONLY | O_EXCL);
+	if (fd < 0)
+		return fd;
+	(void)shm_ofd_trylock(fd, 0); /* being written: not left over */
+	size_t len = 0;
+	for (int i = 0; i < niov; i++)
+		len += iov[i].iov_len;
+	if (pwritev(fd, iov, niov, 0) != (ssize_t)len || (sync && fsync(fd) < 0))
+		rc = -EIO;
+	close(fd);
+	if (!rc && fence)
+		rc = fence(l3);
+	if (!rc && renameat(l3->dirfd, tmp, l3->dirfd, name) < 0)
+		rc = -errno;
+	if (rc)
+		unlinkat(l3->dirfd, tmp, 0);
+	return rc;
+}

@@ -24,5 +24,11 @@ int l3_put_length(struct sc_l3 *l3, uint32_t tokens);
  * @noreplace: -EEXIST when it is there), fsync of the directory. */
 int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final, const struct iovec *iov, int niov,
 		  int noreplace);
+/* Replace the file DIR/@name (one the janitor or an eviction keeps: DIR/lru, DIR/victims) by
+ * @iov: a temp file in DIR (locked while written; a writer that dies leaves it to the janitor),
+ * fsync'd when @sync, renamed over @name once @fence (if any) says the caller may. 0 or -errno
+ * (then the temp file is gone and @name as it was). */
+int l3_replace_top(struct sc_l3 *l3, const char *name, const struct iovec *iov, int niov, int sync,
+		   int (*fence)(struct sc_l3 *));
 
 #endif
