@@ -1217,6 +1217,8 @@ static int whole_fs_round(struct sc_l3 *l3, const int *fds, unsigned n)
 	return 1;
 }
 
+static void prep_fsync(struct io_uring_sqe *sqe, unsigned i, void *ctx);
+
 int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n)
 {
 #ifdef SC_TEST_HOOKS
@@ -1229,40 +1231,65 @@ int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n)
 #endif
 		return syncfs(fds[0]) < 0 ? -errno : 0;
 	}
-	struct l3_sync_io *io = calloc(n ? n : 1, sizeof(*io));
-	if (!io)
-		return -ENOMEM;
-	int rc = 0;
-	unsigned queued = 0;
 	/* the writeback of every file started first, so that their blocks are allocated in one
 	 * journal transaction (delayed allocation happens at writeback) which the fsyncs, run a
 	 * few at a time by io-wq workers, can then share */
 	if (n > 1)
 		for (unsigned i = 0; i < n; i++)
 			(void)sync_file_range(fds[i], 0, 0, SYNC_FILE_RANGE_WRITE);
-	/* io-wq runs blocking requests such as fsync on at most 4 workers per CPU: for this round
-	 * as many as there are fsyncs, so that they can all wait for the same journal commit
-	 * instead of a commit per group of workers (the limit is put back after) */
+	int *res = malloc((n ? n : 1) * sizeof(*res));
+	if (!res)
+		return -ENOMEM;
+	/* all queued before one wait: the filesystem commits them together */
+	int rc = l3_ring_round(r, n, prep_fsync, (void *)fds, res);
+	for (unsigned i = 0; i < n && !rc; i++)
+		rc = res[i] < 0 ? res[i] : 0;
+	free(res);
+	return rc;
+}
+
+static void prep_fsync(struct io_uring_sqe *sqe, unsigned i, void *ctx)
+{
+	io_uring_prep_fsync(sqe, ((const int *)ctx)[i], 0);
+}
+
+int l3_ring_round(struct l3_ring *r, unsigned n, void (*prep)(struct io_uring_sqe *, unsigned, void *), void *ctx,
+		  int *res)
+{
+	struct l3_sync_io *io = calloc(n ? n : 1, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	int rc = 0;
+	unsigned queued = 0;
+	/* io-wq runs blocking requests (fsync, unlink, statx of a cold inode) on at most 4 workers per
+	 * CPU: for this round as many as there are requests, so that they all wait at once (for the
+	 * same journal commit, or for the device's reads) instead of a group of workers at a time
+	 * (the limit is put back after) */
 	unsigned lim[2] = { n, 0 }, had = 0;
 	if (n > 1 && io_uring_register_iowq_max_workers(&r->ring, lim) == 0)
 		had = lim[0];
-	/* all queued before one wait: the filesystem commits them together */
 	for (; queued < n; queued++) {
 		struct io_uring_sqe *sqe = l3_ring_sqe(r);
 		if (!sqe) {
 			rc = -EAGAIN;
 			break;
 		}
-		io_uring_prep_fsync(sqe, fds[queued], 0);
+		prep(sqe, queued, ctx);
 		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&io[queued] | L3_IO_SYNC);
 	}
 	int lost = 0;
-	for (unsigned i = 0; i < queued && !lost; i++) {
-		int res = sync_wait(r, &io[i]);
-		if (res < 0 && !rc)
-			rc = res;
-		lost = !io[i].done; /* the ring failed: a completion may still name io (kept, not freed) */
+	for (unsigned i = 0; i < n; i++) {
+		if (i >= queued || lost) {
+			res[i] = -ECANCELED;
+			continue;
+		}
+		int v = sync_wait(r, &io[i]);
+		/* the ring failed: a completion may still name io (kept, not freed) */
+		lost = !io[i].done;
+		res[i] = lost ? (v < 0 ? v : -EIO) : io[i].res;
 	}
+	if (lost && !rc)
+		rc = -EIO;
 	if (had) {
 		unsigned back[2] = { had, 0 };
 		(void)io_uring_register_iowq_max_workers(&r->ring, back);
