@@ -8,7 +8,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
 #include <linux/magic.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -831,7 +837,7 @@ static void obj_path(struct sc_l3 *l3, unsigned i, char *out, size_t n)
 	snprintf(out, n, "%s/objects/%s", tmpdir, rel);
 }
 
-static char paths[64][160]; /* object i's file */
+static char paths[128][160]; /* object i's file */
 
 /* Object @i put, its path noted. */
 static void put_noted(struct sc_l3 *l3, unsigned i)
@@ -862,6 +868,28 @@ static uint64_t stored(unsigned n)
 	for (unsigned i = 0; i < n; i++)
 		m |= (uint64_t)(access(paths[i], F_OK) == 0) << i;
 	return m;
+}
+
+/* How many of [first, last) are stored. */
+static unsigned stored_in(unsigned first, unsigned last)
+{
+	unsigned k = 0;
+	for (unsigned i = first; i < last; i++)
+		k += access(paths[i], F_OK) == 0;
+	return k;
+}
+
+/* This process (a forked child) can no longer set up an io_uring: io_uring_setup fails ENOSYS. */
+static int refuse_io_uring(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
 }
 
 static unsigned long listings(void)
@@ -1033,6 +1061,65 @@ START_TEST(janitor_passes_over_the_budget_evict_without_listing)
 }
 END_TEST
 
+/* One eviction walks the order past a round of 32 candidates without listing; a process without
+ * io_uring walks it as well, one request at a time; each evicts exactly the oldest; a candidate
+ * whose unlink fails (an immutable file) stays, counted, and the next one goes instead. */
+START_TEST(evictions_walk_the_order_in_rounds_with_and_without_a_ring)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	uint64_t ob = aged_store(l3, 100);
+	unsigned long l0 = listings();
+	/* the listing: 0-9 go, and the order keeps 10-54 (half the store's 90) */
+	ck_assert_int_eq(sc_l3_evict_to(l3, 90 * ob), 10);
+	ck_assert_uint_eq(listings() - l0, 1);
+	/* 40 at once from the order (two rounds: 32 and 8), no listing */
+	ck_assert_int_eq(sc_l3_evict_to(l3, 50 * ob), 40);
+	ck_assert_uint_eq(listings() - l0, 1);
+	ck_assert_uint_eq(stored_in(0, 50), 0);
+	ck_assert_uint_eq(stored_in(50, 100), 50);
+	/* 50 cannot be removed (immutable): it stays, counted, and 51-53 go instead */
+	int fd = open(paths[50], O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	int attr = 0;
+	ck_assert_int_eq(ioctl(fd, FS_IOC_GETFLAGS, &attr), 0);
+	attr |= FS_IMMUTABLE_FL;
+	int immutable = ioctl(fd, FS_IOC_SETFLAGS, &attr) == 0;
+	if (!immutable)
+		printf("SKIP: an object that cannot be removed: FS_IOC_SETFLAGS immutable: %s\n", strerror(errno));
+	/* another process, whose io_uring_setup fails: the next three go, from the order */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_l3 *o;
+		if (refuse_io_uring() || sc_l3_open(tmpdir, NULL, &o))
+			_exit(2);
+		unsigned long c0 = listings();
+		int n = sc_l3_evict_to(o, 47 * ob);
+		int ringless = l3_ring_get(o) == NULL;
+		sc_l3_close(o);
+		_exit(!ringless ? 3 : listings() != c0 ? 4 : n == 3 ? 0 : 5);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the ringless eviction: status %d", st);
+	if (immutable) {
+		attr &= ~FS_IMMUTABLE_FL;
+		ck_assert_int_eq(ioctl(fd, FS_IOC_SETFLAGS, &attr), 0);
+		ck_assert_uint_eq(stored(54) >> 50, 1); /* 50 kept, 51-53 gone */
+		ck_assert_uint_eq(stored_in(0, 50), 0);
+		ck_assert_uint_eq(stored_in(54, 100), 46);
+	} else {
+		ck_assert_uint_eq(stored_in(0, 53), 0);
+		ck_assert_uint_eq(stored_in(53, 100), 47);
+	}
+	close(fd);
+	ck_assert_uint_eq(atomic_load(&l3->st->objects), 47);
+	ck_assert_uint_eq(atomic_load(&l3->st->bytes), 47 * ob);
+	sc_l3_close(l3);
+}
+END_TEST
+
 Suite *l3recon_suite(void)
 {
 	Suite *s = suite_create("l3recon");
@@ -1045,6 +1132,7 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, janitor_pass_of_a_large_store_takes_a_step);
 	tcase_add_test(tc, evictions_take_the_last_listing_order_without_listing);
 	tcase_add_test(tc, janitor_passes_over_the_budget_evict_without_listing);
+	tcase_add_test(tc, evictions_walk_the_order_in_rounds_with_and_without_a_ring);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("batch");
 	tcase_add_checked_fixture(tc, setup, teardown);

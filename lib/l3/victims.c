@@ -192,8 +192,7 @@ static int batch(struct walk *w, unsigned n, uint64_t goal, int *evicted)
 	for (unsigned i = 0; i < n; i++) {
 		if (!unchanged(w, i))
 			continue; /* used or put again since (no longer among the oldest), or gone */
-		uint64_t now = atomic_load_explicit(&l3->st->bytes, RELAXED);
-		if (now <= goal || now - goal <= pending) {
+		if (atomic_load_explicit(&l3->st->bytes, RELAXED) <= goal + pending) {
 			walked = i; /* enough: this one and what follows stay in the order */
 			break;
 		}
@@ -262,7 +261,6 @@ int l3_victims_evict(struct sc_l3 *l3, uint64_t goal, const struct l3_victims_op
 			rc = r;
 		else
 			pos += (unsigned)r;
-		stop |= r >= 0 && (unsigned)r < n; /* the goal was reached inside the batch */
 		*reached = atomic_load_explicit(&l3->st->bytes, RELAXED) <= goal;
 	}
 	if (pos != start)
