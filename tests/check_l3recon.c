@@ -1120,6 +1120,41 @@ START_TEST(evictions_walk_the_order_in_rounds_with_and_without_a_ring)
 }
 END_TEST
 
+/* A segmented candidate (a manifest) ends the walk: what its eviction frees depends on every other
+ * manifest, so the eviction lists the store, and evicts it from there. */
+START_TEST(a_segmented_candidate_makes_the_eviction_list)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, 64 * 1024), 0);
+	sc_l3_close(l3);
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	uint64_t ob = aged_store(l3, 10);
+	/* 200 KiB in four segments, last used between objects 0 and 1 */
+	struct batch *seg = batch_of(1, (unsigned[]){ 50 }, (unsigned[]){ 50 }, 200 * 1024);
+	ck_assert_int_eq(put_batch(l3, seg), 0);
+	char rel[48], p[160];
+	l3_obj_relpath(seg->loc[0].digest.lo, seg->loc[0].digest.hi, rel);
+	snprintf(p, sizeof(p), "%s/objects/%s", tmpdir, rel);
+	struct stat sb;
+	ck_assert_int_eq(stat(paths[0], &sb), 0);
+	struct timespec ts[2] = { { sb.st_mtim.tv_sec, 500000000 }, { sb.st_mtim.tv_sec, 500000000 } };
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	unsigned long l0 = listings();
+	ck_assert_int_eq(sc_l3_evict_to(l3, atomic_load(&l3->st->bytes) - ob), 1);
+	ck_assert_uint_eq(listings() - l0, 1);
+	ck_assert_uint_eq(stored(10), 0x3fe);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	/* first in the order now: the next eviction lists, and it goes */
+	ck_assert_int_eq(sc_l3_evict_to(l3, atomic_load(&l3->st->bytes) - 1), 1);
+	ck_assert_uint_eq(listings() - l0, 2);
+	ck_assert_int_eq(access(p, F_OK), -1);
+	ck_assert_uint_eq(stored(10), 0x3fe);
+	batch_free(seg);
+	sc_l3_close(l3);
+}
+END_TEST
+
 Suite *l3recon_suite(void)
 {
 	Suite *s = suite_create("l3recon");
@@ -1133,6 +1168,7 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, evictions_take_the_last_listing_order_without_listing);
 	tcase_add_test(tc, janitor_passes_over_the_budget_evict_without_listing);
 	tcase_add_test(tc, evictions_walk_the_order_in_rounds_with_and_without_a_ring);
+	tcase_add_test(tc, a_segmented_candidate_makes_the_eviction_list);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("batch");
 	tcase_add_checked_fixture(tc, setup, teardown);

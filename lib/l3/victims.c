@@ -247,7 +247,7 @@ int l3_victims_evict(struct sc_l3 *l3, uint64_t goal, const struct l3_victims_op
 		w->sub[i] = -1;
 	int rc = 0, evicted = 0, stop = 0;
 	uint64_t pos = h.pos, start = h.pos;
-	while (!rc && !stop && !*reached && pos < h.count) {
+	while (!stop && !*reached && pos < h.count) {
 		unsigned k = h.count - pos < ROUND ? (unsigned)(h.count - pos) : ROUND, n = 0;
 		if (pread(fd, w->c, k * sizeof(*w->c), (off_t)(sizeof(h) + pos * sizeof(*w->c))) != (ssize_t)(k * sizeof(*w->c)))
 			break;
@@ -257,10 +257,11 @@ int l3_victims_evict(struct sc_l3 *l3, uint64_t goal, const struct l3_victims_op
 			locate(w, n++);
 		stop = n < k;
 		int r = n ? batch(w, n, goal, &evicted) : 0;
-		if (r < 0)
-			rc = r;
-		else
-			pos += (unsigned)r;
+		if (r < 0) {
+			rc = r; /* the janitor lost its lease: nothing more */
+			break;
+		}
+		pos += (unsigned)r;
 		*reached = atomic_load_explicit(&l3->st->bytes, RELAXED) <= goal;
 	}
 	if (pos != start)
