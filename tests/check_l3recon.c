@@ -763,13 +763,20 @@ START_TEST(put_many_refuses_bad_input_and_writes_nothing)
 }
 END_TEST
 
-START_TEST(put_many_puts_a_segmented_object_alone)
+/* The store, opened with segments of 64 KiB (set, then opened again as a worker would). */
+static struct sc_l3 *open_segmented(void)
 {
 	struct sc_l3 *l3;
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
 	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, 64 * 1024), 0);
 	sc_l3_close(l3);
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	return l3;
+}
+
+START_TEST(put_many_puts_a_segmented_object_alone)
+{
+	struct sc_l3 *l3 = open_segmented();
 	/* 200 KiB: four segments; beside it two whole objects of the batch */
 	struct batch *x = batch_range(0, 3), *seg = batch_of(1, (unsigned[]){ 1 }, (unsigned[]){ 1 }, 200 * 1024);
 	x->a[1] = seg->a[0];
@@ -1124,11 +1131,7 @@ END_TEST
  * manifest, so the eviction lists the store, and evicts it from there. */
 START_TEST(a_segmented_candidate_makes_the_eviction_list)
 {
-	struct sc_l3 *l3;
-	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
-	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, 64 * 1024), 0);
-	sc_l3_close(l3);
-	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	struct sc_l3 *l3 = open_segmented();
 	uint64_t ob = aged_store(l3, 10);
 	/* 200 KiB in four segments, last used between objects 0 and 1 */
 	struct batch *seg = batch_of(1, (unsigned[]){ 50 }, (unsigned[]){ 50 }, 200 * 1024);
