@@ -77,17 +77,13 @@ static int by_age(const void *a, const void *b)
 /* What a large store's next evictions take without listing: the head of this listing's order. */
 static void save_order(struct sc_l3 *l3, const struct victims *vs, uint64_t total)
 {
-	if (!l3_reconcile_large(l3))
-		return;
 	struct l3_cand *c = malloc((vs->n ? vs->n : 1) * sizeof(*c));
 	size_t k = 0;
 	for (size_t i = 0; c && i < vs->n; i++)
 		if (!vs->v[i].gone)
-			l3_cand_set(&c[k++], vs->v[i].lo, vs->v[i].hi, vs->v[i].bytes, vs->v[i].mtime, vs->v[i].mtime,
-				    vs->v[i].segmented);
-	uint64_t budget = l3->opts.budget_bytes;
+			l3_cand_set(&c[k++], vs->v[i].lo, vs->v[i].hi, vs->v[i].bytes, vs->v[i].mtime, vs->v[i].segmented);
 	if (c)
-		(void)l3_victims_save(l3, c, k, (budget ? budget : total) / 100 * L3_VICTIMS_KEEP_PCT);
+		(void)l3_victims_save(l3, c, k, total);
 	free(c);
 }
 

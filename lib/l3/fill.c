@@ -1280,7 +1280,7 @@ int l3_ring_round(struct l3_ring *r, unsigned n, void (*prep)(struct io_uring_sq
 	int lost = 0;
 	for (unsigned i = 0; i < n; i++) {
 		if (i >= queued || lost) {
-			res[i] = -ECANCELED;
+			res[i] = i >= queued ? -ECANCELED : -EIO; /* not submitted, or its end unknown */
 			continue;
 		}
 		int v = sync_wait(r, &io[i]);

@@ -29,7 +29,8 @@ int l3_ring_fsync(struct l3_ring *r, int fd);
  * files on the store's local filesystem: one syncfs): 0 or the first error. */
 int l3_ring_fsync_all(struct l3_ring *r, const int *fds, unsigned n);
 /* A round of @n requests on @r, all submitted before one wait: @prep(sqe, i, @ctx) prepares
- * request i; its result in @res[i] (-ECANCELED: never submitted). io-wq may run a worker per
+ * request i; its result in @res[i] (-ECANCELED: never submitted; -EIO: submitted, but the ring
+ * failed before its end was heard). io-wq may run a worker per
  * request meanwhile. 0, or -EAGAIN/-EIO when the ring could not take or finish the round. */
 struct io_uring_sqe;
 int l3_ring_round(struct l3_ring *r, unsigned n, void (*prep)(struct io_uring_sqe *, unsigned, void *), void *ctx,

@@ -510,18 +510,17 @@ static int evict(struct jctx *j, uint64_t goal)
 static void save_order(struct jctx *j)
 {
 	struct sc_l3 *l3 = j->l3;
-	uint64_t budget = l3->opts.budget_bytes;
-	if (l3->shared || !budget || !l3_reconcile_large(l3) || sort_victims(j))
+	if (l3->shared || !l3->opts.budget_bytes || sort_victims(j))
 		return;
 	struct l3_cand *c = malloc((j->nv ? j->nv : 1) * sizeof(*c));
 	size_t k = 0;
 	for (size_t i = 0; c && i < j->nv; i++) {
 		const struct victim *v = &j->v[j->order[i]];
 		if (!v->gone)
-			l3_cand_set(&c[k++], v->lo, v->hi, v->bytes, v->mtime, v->key, v->segmented);
+			l3_cand_set(&c[k++], v->lo, v->hi, v->bytes, v->mtime, v->segmented);
 	}
 	if (c)
-		(void)l3_victims_save(l3, c, k, budget / 100 * L3_VICTIMS_KEEP_PCT);
+		(void)l3_victims_save(l3, c, k, j->total);
 	free(c);
 }
 
@@ -683,7 +682,8 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 	 * the counters as DIR/state has them */
 	uint64_t budget = l3->opts.budget_bytes, objects = 0;
 	int listed = 0, reached = 1;
-	if (!l3->shared && !(flags & SC_L3_JANITOR_FULL) && l3_reconcile_large(l3)) {
+	int local_large = !l3->shared && !(flags & SC_L3_JANITOR_FULL) && l3_reconcile_large(l3);
+	if (local_large) {
 		uint64_t goal = target;
 		if (goal == UINT64_MAX && budget && atomic_load_explicit(&l3->st->bytes, RELAXED) > budget)
 			goal = budget / 100 * L3_LOW_WATER_PCT;
@@ -696,7 +696,7 @@ static int pass(struct sc_l3 *l3, uint32_t flags, uint64_t target, struct sc_l3_
 			rc = 0;
 		}
 	}
-	if (!l3->shared && !(flags & SC_L3_JANITOR_FULL) && l3_reconcile_large(l3) && reached) {
+	if (local_large && reached) {
 		if ((rc = act(j)))
 			goto out;
 		l3_reconcile_step_locked(l3, 1, &j->rep.stale_temps, &j->rep.quarantined, &j->rep.dropped);

@@ -22,11 +22,6 @@
  * hint kept in its header (`pos`, written in place after a walk): a crash that loses it makes the
  * next walk stat again what was evicted already (gone: passed over).
  *
- * A walk judges the candidates 32 at a time: their statx calls as one round on this thread's ring,
- * then the unlinks of those it picks as another (io-wq runs them side by side; an unlink waits for
- * the filesystem's bitmaps and inode tables, ~80 us alone on the test machines' ext4 and ~15-30 us
- * each with 16-64 at once), picking while the store, less what is picked, is over the goal.
- *
  * The file is written without fsync: after a power cut it is either whole, or fails its checks
  * and the next eviction lists. DIR/state's counters (bytes, objects, logical) move with each
  * eviction, as with a put or a quarantine; a listing recounts them.
@@ -47,13 +42,13 @@
 #include "files.h"
 #include "format.h"
 #include "fill.h"
+#include "reconcile.h"
 #include "ring.h"
 #include "victims.h"
 #include "write.h"
 
 #define VICTIMS_MAGIC 0x0a4d49544349564cull /* "LVICTIM\n" */
-#define VICTIMS_MAX (1u << 22)              /* entries at most (224 MiB of file would be 4 M) */
-#define VICTIMS_CHUNK 1024u                 /* entries read at a time */
+#define VICTIMS_MAX (1u << 22)              /* entries at most (4 M: a file of 192 MiB) */
 
 struct vhdr {
 	uint64_t magic;
@@ -63,23 +58,25 @@ struct vhdr {
 	uint64_t check;                     /* XXH3-64 of the bytes before it */
 	uint64_t pos;                       /* entries walked already (a hint; not in the check) */
 };
-_Static_assert(sizeof(struct vhdr) == 48 && sizeof(struct l3_cand) == 56, "victims file layout");
+_Static_assert(sizeof(struct vhdr) == 48 && sizeof(struct l3_cand) == 48, "victims file layout");
 
 #ifdef SC_TEST_HOOKS
 _Atomic unsigned long l3_test_evict_listings;
 #endif
 
 
-void l3_cand_set(struct l3_cand *c, uint64_t lo, uint64_t hi, uint64_t bytes, int64_t mtime, int64_t key,
-		 int segmented)
+void l3_cand_set(struct l3_cand *c, uint64_t lo, uint64_t hi, uint64_t bytes, int64_t mtime, int segmented)
 {
-	*c = (struct l3_cand){ lo, hi, bytes, mtime, key, segmented ? L3_CAND_SEGMENTED : 0, 0, 0 };
+	*c = (struct l3_cand){ lo, hi, bytes, mtime, segmented ? L3_CAND_SEGMENTED : 0, 0, 0 };
 	c->check = XXH3_64bits(c, offsetof(struct l3_cand, check));
 }
 
 
-int l3_victims_save(struct sc_l3 *l3, const struct l3_cand *c, size_t n, uint64_t keep)
+int l3_victims_save(struct sc_l3 *l3, const struct l3_cand *c, size_t n, uint64_t total)
 {
+	if (!l3_reconcile_large(l3))
+		return 0; /* a small store is listed by every eviction (a few ms) */
+	uint64_t keep = (l3->opts.budget_bytes ? l3->opts.budget_bytes : total) / 100 * L3_VICTIMS_KEEP_PCT;
 	size_t k = 0;
 	for (uint64_t got = 0; k < n && k < VICTIMS_MAX && got < keep; k++)
 		got += c[k].bytes;
@@ -112,8 +109,9 @@ static int victims_open(struct sc_l3 *l3, struct vhdr *h)
 }
 
 /*
- * A walk takes the candidates ROUND at a time: their stats as one round on this thread's ring,
- * then the unlinks of those it picks as another (an unlink that frees an inode and its blocks
+ * A walk takes the candidates ROUND at a time: their statx calls as one round on this thread's
+ * ring, then the unlinks of those it picks (while the store, less what is picked, is over the
+ * goal) as another, which io-wq runs side by side (an unlink that frees an inode and its blocks
  * waits for the filesystem's bitmaps: ~80 us alone on the test machines' ext4, ~15-30 us each with
  * 16-64 at once). Without a ring, the same requests one by one.
  */
@@ -148,9 +146,14 @@ static void prep_unlink(struct io_uring_sqe *sqe, unsigned i, void *ctx)
 /* @n requests (statx of candidates 0..n, or unlinks of the picks), on the ring or one by one. */
 static void round_of(struct walk *w, unsigned n, int unlink)
 {
-	if (w->ring && l3_ring_round(w->ring, n, unlink ? prep_unlink : prep_statx, w, w->res) == 0)
-		return;
+	for (unsigned i = 0; i < n; i++)
+		w->res[i] = -ECANCELED;
+	if (w->ring)
+		(void)l3_ring_round(w->ring, n, unlink ? prep_unlink : prep_statx, w, w->res);
+	/* what the ring did not take (none, or no ring): one by one; what it took stays as it ended */
 	for (unsigned i = 0; i < n; i++) {
+		if (w->res[i] != -ECANCELED)
+			continue;
 		unsigned k = unlink ? w->pick[i] : i;
 		int rc = unlink ? unlinkat(w->dfd[k], w->name[k], 0)
 				: statx(w->dfd[k], w->name[k], AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE | STATX_MTIME,

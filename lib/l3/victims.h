@@ -12,18 +12,17 @@
 struct l3_cand {
 	uint64_t lo, hi, bytes;
 	int64_t mtime;             /* the file's mtime at the listing */
-	int64_t key;               /* the later of its mtime and its last recorded use */
 	uint32_t flags;            /* L3_CAND_* */
 	uint32_t reserved;
 	uint64_t check;            /* XXH3-64 of the bytes before it */
 };
 
-/* Save the first objects of @c[0..n) (eviction order) that cover @keep bytes as DIR/victims,
- * replacing the last listing's (none: the file is removed). Caller holds DIR/lock. */
-int l3_victims_save(struct sc_l3 *l3, const struct l3_cand *c, size_t n, uint64_t keep);
-/* Fill @c from an object's listing (mtime, key, segmented or not). */
-void l3_cand_set(struct l3_cand *c, uint64_t lo, uint64_t hi, uint64_t bytes, int64_t mtime, int64_t key,
-		 int segmented);
+/* A large store's listing of @total bytes, @c[0..n) in eviction order: its first objects covering
+ * L3_VICTIMS_KEEP_PCT of the budget (of @total without one) saved as DIR/victims, replacing the
+ * last listing's (none: the file is removed). Nothing for a small store. Caller holds DIR/lock. */
+int l3_victims_save(struct sc_l3 *l3, const struct l3_cand *c, size_t n, uint64_t total);
+/* Fill @c from an object's listing (its mtime then, segmented or not). */
+void l3_cand_set(struct l3_cand *c, uint64_t lo, uint64_t hi, uint64_t bytes, int64_t mtime, int segmented);
 
 struct l3_victims_ops {
 	int (*act)(void *ctx, const struct l3_cand *c);        /* before its removal: 0 or stop */

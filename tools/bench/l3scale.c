@@ -406,7 +406,7 @@ static int locate_cold(const char *store, const char *sfx, uint64_t n, double *v
 }
 
 
-/* Age the objects of @ns [first, first + count): mtime set back to 2016 + i seconds, older than
+/* Age the objects of @ns [first, first + count): mtime set back to December 2015 + i seconds, older than
  * anything a run puts, so that evictions take them first. */
 static int age_objects(struct sc_l3 *l3, const char *store, const char *ns, uint64_t first, uint64_t count)
 {
