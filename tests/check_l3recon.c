@@ -23,6 +23,8 @@
 
 #include "sc_check.h"
 #include "../lib/l3/l3.h"
+#include "../lib/l3/files.h"
+#include "../lib/l3/write.h"
 #include "../shm/fault.h"
 
 #define NTOK 8
@@ -582,7 +584,8 @@ START_TEST(a_round_is_one_syncfs_only_when_every_file_is_on_the_store)
 END_TEST
 
 /* The group commit itself: a batch of 16 new puts is two rounds of fsyncs (its 32 temp files, then
- * its directories, each once); the same batch again writes nothing and syncs nothing. */
+ * its directories, each once); the same batch again writes nothing, and syncs only the directories
+ * of its names while they are young (lib/l3/write.h), nothing once they are settled. */
 START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 {
 	struct sc_l3 *l3;
@@ -600,6 +603,11 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 	ck_assert_uint_le(fsyncs, 32 + 32);
 	f0 = atomic_load(&l3_test_fsyncs);
 	ck_assert_int_eq(put_batch(l3, x), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, fsyncs - 32); /* the directories, no file */
+	l3_settle_ns = 0;
+	f0 = atomic_load(&l3_test_fsyncs);
+	ck_assert_int_eq(put_batch(l3, x), 0);
+	l3_settle_ns = L3_SETTLE_NS;
 	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 0);
 	/* one put alone is a batch of one: its two temp files in one round, its two directories
 	 * (objects/XX, prefix/YY) in the other */
@@ -614,6 +622,50 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 		ck_assert_int_eq(served(l3, k), 1);
 	sc_l3_close(l3);
 	batch_free(x);
+}
+END_TEST
+
+/* A put that finds its object and its entry in place acknowledges on the strength of names another
+ * writer made: one killed after its renames, before its directory round, left names whose
+ * directories nobody synced. The put again syncs both directories (objects/XX and prefix/YY, and
+ * the young token length's DIR/lengths) before it returns; a segmented put (made alone, put_one)
+ * as well; once the names are settled, neither syncs anything. */
+START_TEST(puts_that_find_young_names_sync_their_directories)
+{
+	struct sc_l3 *l3;
+	base_store();
+	killed_writer("l3.putmany.placed@1", put_base, NULL);
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	unsigned long r0 = atomic_load(&l3_test_fsync_rounds), f0 = atomic_load(&l3_test_fsyncs);
+	unsigned long d0 = atomic_load(&l3_test_dir_syncs);
+	ck_assert_int_eq(put_i(l3, BASE), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsync_rounds) - r0, 2);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 2); /* no temp file; its two directories */
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 1); /* DIR/lengths, registered just now */
+	ck_assert_int_eq(served(l3, BASE), 1);
+	/* the length is known durable here now: the same put again syncs its two directories only */
+	f0 = atomic_load(&l3_test_fsyncs);
+	d0 = atomic_load(&l3_test_dir_syncs);
+	ck_assert_int_eq(put_i(l3, BASE), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 2);
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 0);
+	/* a segmented put found in place: made alone, each directory synced by itself */
+	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, 64 * 1024), 0);
+	struct batch *seg = batch_of(1, (unsigned[]){ BASE + 1 }, (unsigned[]){ BASE + 1 }, 200 * 1024);
+	ck_assert_int_eq(put_batch(l3, seg), 0);
+	d0 = atomic_load(&l3_test_dir_syncs);
+	ck_assert_int_eq(put_batch(l3, seg), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 2); /* objects/XX, prefix/YY */
+	l3_settle_ns = 0;
+	f0 = atomic_load(&l3_test_fsyncs);
+	d0 = atomic_load(&l3_test_dir_syncs);
+	ck_assert_int_eq(put_i(l3, BASE), 0);
+	ck_assert_int_eq(put_batch(l3, seg), 0);
+	l3_settle_ns = L3_SETTLE_NS;
+	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 0);
+	sc_l3_close(l3);
+	batch_free(seg);
 }
 END_TEST
 
@@ -1181,6 +1233,7 @@ Suite *l3recon_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, put_many_acknowledges_each_put_as_put_would);
 	tcase_add_test(tc, put_many_commits_a_batch_in_two_rounds_of_fsyncs);
+	tcase_add_test(tc, puts_that_find_young_names_sync_their_directories);
 	tcase_add_test(tc, a_round_is_one_syncfs_only_when_every_file_is_on_the_store);
 	tcase_add_test(tc, large_writes_start_their_writeback_piece_by_piece);
 	tcase_add_test(tc, put_many_of_one_prefix_twice_keeps_the_later);

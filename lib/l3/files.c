@@ -266,8 +266,15 @@ int l3_create_file(struct sc_l3 *l3, int dfd, const char *name, int flags)
 }
 
 
+#ifdef SC_TEST_HOOKS
+_Atomic unsigned long l3_test_dir_syncs;
+#endif
+
 int l3_fsync_dir_at(int dfd, const char *sub)
 {
+#ifdef SC_TEST_HOOKS
+	atomic_fetch_add_explicit(&l3_test_dir_syncs, 1, memory_order_relaxed);
+#endif
 	int fd = sub ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : dfd;
 	if (fd < 0)
 		return -errno;

@@ -94,8 +94,11 @@ int l3_open_dir_at(int dfd, const char *name);
 /* The check of a version 2 prefix entry: XXH3-64 of its token ids and namespace trailer, seeded
  * with the hash of the header's first 56 bytes. */
 uint64_t l3_pfx_check(const struct l3_pfx *p, const int32_t *tokens, const char *ns, uint32_t ns_len);
-/* fsync of the directory @sub of @dfd (what makes a rename durable). 0 or -errno. */
+/* fsync of the directory @sub of @dfd (NULL: @dfd itself; what makes a rename durable). 0 or -errno. */
 int l3_fsync_dir_at(int dfd, const char *sub);
+#ifdef SC_TEST_HOOKS
+extern _Atomic unsigned long l3_test_dir_syncs; /* calls of l3_fsync_dir_at */
+#endif
 /* Is @name in @dfd still the file open as @fd (not removed or replaced since it was opened)? */
 int l3_still_named(int dfd, const char *name, int fd);
 /* Is the object of @loc backed by the disk it claims? An object file is written whole, so one whose

@@ -57,6 +57,7 @@ struct pfx_rec {
 	struct l3_pfx p;
 	uint32_t ns_len;
 	int replaced;
+	int sync_dir; /* the same entry is there, young: its directory is synced by the put (write.h) */
 	char sub[3], name[40];
 };
 
@@ -74,8 +75,11 @@ static int pfx_plan(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const i
 	if (rc)
 		return rc;
 	struct l3_pfx p;
+	struct stat sb;
 	out->ns_len = ns ? (uint32_t)strlen(ns) : 0;
-	out->replaced = 0;
+	out->replaced = out->sync_dir = 0;
+	l3_digest_hex(key.low64, key.high64, hex);
+	out->sub[0] = hex[0], out->sub[1] = hex[1], out->sub[2] = 0;
 	int fd = l3_open_file(l3->pfxfd, rel, O_RDONLY);
 	if (fd >= 0) {
 		int32_t *old = NULL;
@@ -85,20 +89,20 @@ static int pfx_plan(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const i
 			   !strcmp(old_ns, ns ? ns : "");
 		free(old);
 		free(old_ns);
+		out->sync_dir = fstat(fd, &sb) < 0 || !l3_name_settled(&sb);
 		close(fd);
 		/* the same entry is kept, unless it is old enough to be judged by a dropper that cannot
 		 * see our object yet (shared mode): then it is written again, young */
 		if (same && (!l3->grace_ns || shm_realtime_ns() - p.created_ns < l3->grace_ns / 2))
 			return 0;
+		out->sync_dir = 0;
 		out->replaced = !same;
 	}
 	out->p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_PFX_VERSION, .token_count = ntok,
 				  .digest_lo = lo, .digest_hi = hi, .prefix_lo = key.low64, .prefix_hi = key.high64,
 				  .created_ns = shm_realtime_ns() };
 	out->p.check = l3_pfx_check(&out->p, tokens, ns, out->ns_len);
-	l3_digest_hex(key.low64, key.high64, hex);
 	snprintf(out->name, sizeof(out->name), "%s.pfx", hex);
-	out->sub[0] = hex[0], out->sub[1] = hex[1], out->sub[2] = 0;
 	return 1;
 }
 
@@ -118,6 +122,8 @@ static int put_prefix(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const
 	struct pfx_rec e;
 	struct iovec iov[4];
 	int rc = pfx_plan(l3, key, ns, tokens, ntok, lo, hi, &e);
+	if (rc == 0 && e.sync_dir)
+		return l3_fsync_dir_at(l3->pfxfd, e.sub);
 	if (rc <= 0)
 		return rc;
 	rc = l3_write_file(l3, l3->pfxfd, e.sub, e.name, iov, pfx_iov(&e, tokens, ns, iov), 0);
@@ -173,8 +179,9 @@ int l3_put_room(struct sc_l3 *l3, uint64_t need)
 
 
 /* Is the object @rel of @file_bytes there? 1: yes (putting it again is a use, counted as a
- * dedup); 0: no, *@planted set when something that is not an object holds its name. */
-static int obj_there(struct sc_l3 *l3, const char *rel, uint64_t file_bytes, int *planted)
+ * dedup; *@young set when its name is not settled: write.h); 0: no, *@planted set when something
+ * that is not an object holds its name. */
+static int obj_there(struct sc_l3 *l3, const char *rel, uint64_t file_bytes, int *planted, int *young)
 {
 	uint64_t lo, hi;
 	struct stat sb;
@@ -185,6 +192,7 @@ static int obj_there(struct sc_l3 *l3, const char *rel, uint64_t file_bytes, int
 	*planted = fd == -EBADMSG;
 	if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == file_bytes) {
 		ADD(put_dedup, 1);
+		*young = !l3_name_settled(&sb);
 		/* the LRU order keeps what is put again */
 		l3_note_access(l3, fd, lo, hi, (int64_t)shm_ts_ns(sb.st_mtim));
 		close(fd);
@@ -213,10 +221,11 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 		      const char *rel, uint64_t file_bytes, uint64_t *wrote)
 {
 	uint64_t payload = pl->sec_len[0] + pl->sec_len[1];
-	int planted;
+	int planted, young = 0;
+	char sub[3] = { rel[0], rel[1], 0 };
 	*wrote = 0;
-	if (obj_there(l3, rel, file_bytes, &planted))
-		return 0;
+	if (obj_there(l3, rel, file_bytes, &planted, &young))
+		return young ? l3_fsync_dir_at(l3->objfd, sub) : 0;
 	/* the room it takes: a segmented object's file and the segments not stored yet */
 	int rc = l3_put_room(l3, m ? l3_seg_need(l3, m) : L3_HDR_BLOCK + payload);
 	if (rc)
@@ -234,7 +243,6 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 		if (pl->sec_len[i])
 			iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
 	snprintf(name, sizeof(name), "%s", rel + 3);
-	char sub[3] = { rel[0], rel[1], 0 };
 	if (m) {
 		shm_fault_point("l3seg.put.segments");
 		shm_sched_point("l3seg.put.reused"); /* segments checked and touched, manifest not yet written */
@@ -406,6 +414,7 @@ struct batch_put {
 	struct put_prep pp;
 	struct pfx_rec e;
 	struct l3_wfile obj, pfx;
+	int there_dir[2]; /* the directories of a young object and entry found in place (write.h), or -1 */
 	int planted, rc;
 	uint8_t write_obj, write_pfx, placed_obj;
 };
@@ -426,15 +435,17 @@ static int batch_write(struct sc_l3 *l3, struct batch_put *b)
 	struct put_prep *pp = &b->pp;
 	const struct sc_l3_put_args *a = pp->a;
 	const struct sc_payload *pl = a->payload;
-	int rc;
-	b->write_obj = !obj_there(l3, pp->rel, pp->file_bytes, &b->planted);
+	int rc, young = 0;
+	char sub[3] = { pp->rel[0], pp->rel[1], 0 };
+	b->write_obj = !obj_there(l3, pp->rel, pp->file_bytes, &b->planted, &young);
+	if (!b->write_obj && young && (b->there_dir[0] = l3_open_dir_at(l3->objfd, sub)) < 0)
+		return b->there_dir[0];
 	if (b->write_obj) {
 		struct iovec iov[3] = { { pp->block, L3_HDR_BLOCK } };
 		int niov = 1;
 		for (int i = 0; i < 2; i++)
 			if (pl->sec_len[i])
 				iov[niov++] = (struct iovec){ (void *)pl->sec[i], pl->sec_len[i] };
-		char sub[3] = { pp->rel[0], pp->rel[1], 0 };
 		if ((rc = l3_put_room(l3, pp->file_bytes))) /* a refusal, counted */
 			return rc;
 		if ((rc = l3_wfile_create(l3, l3->objfd, sub, &b->obj)) ||
@@ -442,6 +453,8 @@ static int batch_write(struct sc_l3 *l3, struct batch_put *b)
 			goto refused;
 	}
 	rc = pfx_plan(l3, pp->key, a->ns, a->tokens, a->token_count, pp->dg.low64, pp->dg.high64, &b->e);
+	if (rc == 0 && b->e.sync_dir && (b->there_dir[1] = l3_open_dir_at(l3->pfxfd, b->e.sub)) < 0)
+		return b->there_dir[1];
 	if (rc <= 0)
 		return rc;
 	b->write_pfx = 1;
@@ -498,9 +511,11 @@ static int batch_sync_dirs(struct l3_ring *r, struct batch_put *bs, unsigned n)
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct l3_wfile *w[2] = { bs[i].write_obj ? &bs[i].obj : NULL, bs[i].write_pfx ? &bs[i].pfx : NULL };
-		for (int j = 0; j < 2 && !bs[i].rc; j++)
-			if (w[j] && fstat(w[j]->sfd, &sb) == 0)
-				dir_once(fds, &k, w[j]->sfd, &sb, sts);
+		for (int j = 0; j < 2 && !bs[i].rc; j++) {
+			int fd = w[j] ? w[j]->sfd : bs[i].there_dir[j];
+			if (fd >= 0 && fstat(fd, &sb) == 0)
+				dir_once(fds, &k, fd, &sb, sts);
+		}
 	}
 	int rc = l3_ring_fsync_all(r, fds, k);
 	free(fds);
@@ -522,7 +537,7 @@ int sc_l3_put_many(struct sc_l3 *l3, const struct sc_l3_put_args *args, const ui
 		goto cleanup;
 	}
 	for (unsigned i = 0; i < n; i++)
-		bs[i].obj.fd = bs[i].obj.sfd = bs[i].pfx.fd = bs[i].pfx.sfd = -1;
+		bs[i].obj.fd = bs[i].obj.sfd = bs[i].pfx.fd = bs[i].pfx.sfd = bs[i].there_dir[0] = bs[i].there_dir[1] = -1;
 	/* every put checked before anything is written */
 	for (unsigned i = 0; i < n && !rc; i++)
 		rc = put_prep(l3, &args[i], costs ? costs[i] : 0, &bs[i].pp);
@@ -549,6 +564,9 @@ int sc_l3_put_many(struct sc_l3 *l3, const struct sc_l3_put_args *args, const ui
 		struct batch_put *b = &bs[i];
 		l3_wfile_close(&b->obj);
 		l3_wfile_close(&b->pfx);
+		for (int j = 0; j < 2; j++)
+			if (b->there_dir[j] >= 0)
+				close(b->there_dir[j]);
 		if (!b->rc && dir_rc)
 			b->rc = dir_rc;
 		if (b->placed_obj) {

@@ -74,6 +74,7 @@
 #define L3_FORMAT_SEGMENTED 2u  /* an object whose body is a manifest of segments */
 #define L3_OBJ_SEGMENTED 1u     /* l3_obj_hdr.flags of a version 2 object */
 #define L3_HDR_BLOCK 4096u
+#define L3_DURABLE_LENGTHS 64u  /* token lengths a handle remembers as durable */
 #define L3_DIO_ALIGN 4096u      /* O_DIRECT: buffers, offsets and lengths aligned to this */
 #define L3_LOW_WATER_PCT 85u    /* eviction over the budget goes down to this share of it */
 #define L3_VISIBILITY_MS_DEFAULT 10000u /* sc_l3_opts.visibility_ms when 0 */
@@ -403,6 +404,10 @@ struct sc_l3 {
 	uint32_t nlengths;
 	int64_t lengths_mtime_ns;
 	int lengths_settled;
+	/* token lengths whose DIR/lengths entry this handle knows durable (made or synced here; a
+	 * young one found there is synced once: lib/l3/write.h), the last L3_DURABLE_LENGTHS */
+	uint32_t durable_len[L3_DURABLE_LENGTHS];
+	uint32_t ndurable_len;
 	_Atomic uint32_t tmp_seq;
 	uint64_t nonce;            /* random per handle, for tmp names (pids repeat across namespaces) */
 	/* ---- identity, liveness, shared mode (lib/l3/hosts.c, lib/l3/janitor.c) ---- */

@@ -111,8 +111,12 @@ int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final,
 	if ((rc = l3_ring_fsync(r, w.fd)))
 		goto out;
 	shm_fault_point("l3.put.before_rename");
-	if ((rc = l3_wfile_place(&w, final, noreplace)))
+	if ((rc = l3_wfile_place(&w, final, noreplace))) {
+		/* -EEXIST: another writer's rename was first, and its directory may not be synced yet */
+		if (rc == -EEXIST && fsync(w.sfd) < 0)
+			rc = -errno;
 		goto out;
+	}
 	shm_fault_point("l3.put.after_rename");
 	/* the new name is durable once its directory is (DIR/tmp is not synced: a temp file that a
 	 * power cut brings back is a dead writer's, removed by reconciliation) */
@@ -123,13 +127,48 @@ out:
 }
 
 
+#ifdef SC_TEST_HOOKS
+uint64_t l3_settle_ns = L3_SETTLE_NS;
+#define SETTLE_NS l3_settle_ns
+#else
+#define SETTLE_NS L3_SETTLE_NS
+#endif
+
+int l3_name_settled(const struct stat *sb)
+{
+	uint64_t now = shm_realtime_ns(), changed = shm_ts_ns(sb->st_ctim);
+	return changed <= now && now - changed >= SETTLE_NS;
+}
+
+/* Does this handle know token length @tokens durable? With @add it learns it (the oldest
+ * forgotten past L3_DURABLE_LENGTHS). */
+static int length_durable(struct sc_l3 *l3, uint32_t tokens, int add)
+{
+	pthread_mutex_lock(&l3->mu);
+	uint32_t n = l3->ndurable_len < L3_DURABLE_LENGTHS ? l3->ndurable_len : L3_DURABLE_LENGTHS;
+	int known = 0;
+	for (uint32_t i = 0; i < n && !known; i++)
+		known = l3->durable_len[i] == tokens;
+	if (add && !known)
+		l3->durable_len[l3->ndurable_len++ % L3_DURABLE_LENGTHS] = tokens;
+	pthread_mutex_unlock(&l3->mu);
+	return known;
+}
+
 /* Register token length @tokens (idempotent); the lengths directory's mtime tells readers to rescan. */
 int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
 {
 	char len[16];
 	snprintf(len, sizeof(len), "%u", tokens);
-	if (faccessat(l3->lenfd, len, F_OK, 0) == 0)
-		return 0;
+	struct stat sb;
+	if (fstatat(l3->lenfd, len, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (l3_name_settled(&sb) || length_durable(l3, tokens, 0))
+			return 0;
+		int rc = l3_fsync_dir_at(l3->lenfd, NULL);
+		if (!rc)
+			length_durable(l3, tokens, 1);
+		return rc;
+	}
 	int fd = openat(l3->lenfd, len, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, l3->file_mode);
 	if (fd < 0)
 		return -errno;
@@ -137,7 +176,8 @@ int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
 	close(fd);
 	if (orc)
 		return orc;
-	fsync(l3->lenfd);
+	if (fsync(l3->lenfd) == 0)
+		length_durable(l3, tokens, 1);
 	pthread_mutex_lock(&l3->mu);
 	l3->lengths_settled = 0;
 	pthread_mutex_unlock(&l3->mu);

@@ -2,6 +2,8 @@
 #ifndef SC_LIB_L3_WRITE_H
 #define SC_LIB_L3_WRITE_H
 
+#include <sys/stat.h>
+
 #include "types.h"
 
 /* A temp file being written: its final directory @sfd, the directory @tfd holding it as @tmp,
@@ -18,7 +20,20 @@ int l3_wfile_create(struct sc_l3 *l3, int dfd, const char *sub, struct l3_wfile 
 int l3_wfile_place(struct l3_wfile *w, const char *final, int noreplace);
 /* Close what @w holds; a temp file not placed is removed. */
 void l3_wfile_close(struct l3_wfile *w);
-/* Register a token length in DIR/lengths (idempotent). */
+/*
+ * A put that finds a name in place (its object, its entry, its token length) relies on it instead
+ * of writing it, and its acknowledgment must not rest on another writer's rename whose directory
+ * that writer has not synced yet (it syncs right after the rename, unless it dies first). A name
+ * whose inode changed L3_SETTLE_NS or more ago is settled: its writer's sync, or else the kernel's
+ * writeback of the directory (vm.dirty_expire_centisecs, 30 s by default; ext4's journal commits
+ * every 5 s), has made it durable. A younger one costs the put a sync of its directory.
+ */
+#define L3_SETTLE_NS (60ull * 1000000000ull)
+int l3_name_settled(const struct stat *sb);
+#ifdef SC_TEST_HOOKS
+extern uint64_t l3_settle_ns; /* L3_SETTLE_NS; tests set 0 (every name settled) or UINT64_MAX */
+#endif
+/* Register a token length in DIR/lengths (idempotent; a young one found there: DIR/lengths synced). */
 int l3_put_length(struct sc_l3 *l3, uint32_t tokens);
 /* Write @iov as @dfd/@sub/@final: a temp file (host identity in its name), fsync, rename (with
  * @noreplace: -EEXIST when it is there), fsync of the directory. */
