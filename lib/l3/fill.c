@@ -78,10 +78,14 @@ static void complete_req(struct l3_ring *r, struct sc_l3_fill_req *req, int resu
 }
 
 /*
- * The payload is read in chunks: one read for O_DIRECT or a small payload, L3_CHUNK-sized pieces
- * (at most L3_MAX_CHUNKS) for a large buffered one. Chunks are hashed in order as soon as every
- * earlier chunk is complete, so the digest of chunk k is computed while later chunks are still
- * being copied (by io-wq, on another CPU, for IOSQE_ASYNC reads).
+ * The payload is read in chunks: one read for a payload under two chunks, else pieces of
+ * L3_CHUNK (buffered) or L3_DIRECT_CHUNK (O_DIRECT), at most L3_MAX_CHUNKS of them. Chunks are
+ * hashed in order as soon as every earlier chunk is complete, so the digest of chunk k is computed
+ * while later chunks are still being read (or copied by io-wq, on another CPU, for IOSQE_ASYNC
+ * reads). A direct read is one device request per chunk, each with its completion interrupt: a
+ * cold 4 MiB fill is two reads of 2 MiB, not four of 1 MiB (`bench l3`, fill_cold_4m_vs_liburing,
+ * seven full runs alternated with four chunks: median 0.910 against 0.884, ranges 0.79-0.95 and
+ * 0.84-0.93 — within this VM's noise; `--quick`, seven pairs: 0.83-1.03 against 0.69-0.93).
  */
 static uint64_t chunk_len(const struct l3_fill_op *op, uint32_t c)
 {
@@ -285,9 +289,10 @@ static int fill_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *o
 	/* small: one read; large: chunks, hashed in order as they land (while later chunks are still
 	 * being read, and while a chunk just read may still be in the CPU's cache) */
 	op->chunk = op->want;
-	if (op->want >= 2 * L3_CHUNK) {
+	uint64_t piece = op->direct ? L3_DIRECT_CHUNK : L3_CHUNK;
+	if (op->want >= 2 * piece) {
 		uint64_t ch = (op->want + L3_MAX_CHUNKS - 1) / L3_MAX_CHUNKS;
-		op->chunk = ch < L3_CHUNK ? L3_CHUNK : shm_page_up(ch);
+		op->chunk = ch < piece ? piece : shm_page_up(ch);
 	}
 	op->nchunks = (uint32_t)((op->want + op->chunk - 1) / op->chunk);
 	XXH3_128bits_reset(op->hs);

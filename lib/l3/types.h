@@ -87,6 +87,7 @@ _Static_assert(sizeof(struct sc_kv_desc) <= L3_DESC_MAX, "a KV descriptor fits t
 _Static_assert(SC_L3_STR_MAX < L3_STR_MAX, "strings fit their budget");
 #define L3_MAX_LENGTHS 4096
 #define L3_CHUNK (1u << 20)     /* buffered payload reads of large objects are split in these */
+#define L3_DIRECT_CHUNK (2u << 20) /* O_DIRECT payload reads of large objects are split in these */
 #define L3_MAX_CHUNKS 64
 #define L3_TOUCH_NS 1000000000ull /* LRU resolution: a fill touches a file last used longer ago */
 #define L3_HOST_MAX 64u           /* SC_L3_HOST_ID_MAX */
