@@ -85,7 +85,7 @@ static void complete_req(struct l3_ring *r, struct sc_l3_fill_req *req, int resu
  * reads). A direct read is one device request per chunk, each with its completion interrupt: a
  * cold 4 MiB fill is two reads of 2 MiB, not four of 1 MiB (`bench l3`, fill_cold_4m_vs_liburing,
  * seven full runs alternated with four chunks: median 0.910 against 0.884, ranges 0.79-0.95 and
- * 0.84-0.93 — within this VM's noise; `--quick`, seven pairs: 0.83-1.03 against 0.69-0.93).
+ * 0.84-0.93: within that VM's noise; tools/bench/README.md).
  */
 static uint64_t chunk_len(const struct l3_fill_op *op, uint32_t c)
 {
