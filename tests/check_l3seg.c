@@ -19,6 +19,9 @@
 #include "l3_hosts.h"
 #include "sc_check.h"
 #include "../lib/l3/l3.h"
+#include "../lib/l3/format.h"
+#include "../lib/l3/segread.h"
+#include "../lib/l3/segstore.h"
 #include "../shm/fault.h"
 
 #define SEG (64u << 10)
@@ -334,6 +337,47 @@ START_TEST(whole_objects_keep_reading_and_option_refusals)
 	struct sc_l3 *x = NULL;
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &x), -EBADMSG);
 	free(a), free(b);
+}
+END_TEST
+
+/* A header block for a segmented object of the manifest @ent[0..n) and a payload of @payload bytes,
+ * built in memory, then read back through l3_seg_manifest_mem: its count or -errno. */
+static int manifest_of(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
+{
+	static uint8_t one;
+	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
+	int32_t t[4] = { 1, 2, 3, 4 };
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { &one }, .sec_len = { payload } };
+	struct sc_l3_put_args a = { .ns = "m", .tokens = t, .token_count = 4, .payload = &pl };
+	struct l3_seg_man m = { ent, n };
+	struct l3_obj_hdr h;
+	struct l3_seg_ent *e = NULL;
+	ck_assert_ptr_nonnull(block);
+	ck_assert_int_eq(l3_hdr_build(block, &a, (XXH128_hash_t){ 5, 6 }, (XXH128_hash_t){ 7, 8 }), 0);
+	l3_seg_hdr(block, &m, L3_SEG_MAXSZ);
+	int rc = l3_seg_manifest_mem(block, L3_HDR_BLOCK + n * sizeof(*ent), ent, n * sizeof(*ent), &h, &e);
+	ck_assert(rc > 0 ? e != NULL : e == NULL); /* the entries handed over only when valid */
+	free(e);
+	free(block);
+	return rc;
+}
+
+/* A manifest's segment lengths at their bounds: a segment of exactly L3_SEG_MAXSZ (a store's
+ * largest segment size: sc_l3_set_segment_bytes takes it) is valid; one byte more, an empty
+ * segment, or lengths that do not sum to the payload make the manifest bad. (Built in memory: no
+ * gigabyte is written.) */
+START_TEST(manifest_segment_lengths_at_their_bounds)
+{
+	struct l3_seg_ent ent[2] = { { 1, 2, L3_SEG_MAXSZ }, { 3, 4, 4096 } };
+	ck_assert_int_eq(manifest_of(ent, 2, (uint64_t)L3_SEG_MAXSZ + 4096), 2);
+	ent[0].len = (uint64_t)L3_SEG_MAXSZ + 1;
+	ck_assert_int_eq(manifest_of(ent, 2, (uint64_t)L3_SEG_MAXSZ + 4097), -EBADMSG);
+	ent[0].len = 0;
+	ck_assert_int_eq(manifest_of(ent, 2, 4096), -EBADMSG);
+	ent[0].len = 8192;
+	ck_assert_int_eq(manifest_of(ent, 2, 8192 + 4096), 2);
+	ck_assert_int_eq(manifest_of(ent, 2, 8192 + 4096 + 1), -EBADMSG);
+	ck_assert_int_eq(manifest_of(ent, 2, 8192 + 4096 - 1), -EBADMSG);
 }
 END_TEST
 
@@ -1358,6 +1402,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, waiting_fills_start_when_a_segmented_fill_ends);
 	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
+	tcase_add_test(tc, manifest_segment_lengths_at_their_bounds);
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
