@@ -301,11 +301,11 @@ static int count_dir(const char *sub)
 }
 
 /* Every corruption, through each read path: buffered (a warm file) and O_DIRECT (forced: the
- * header and chunk 0 in one vectored read), a small object (one chunk) and a 3 MiB one (chunks
- * hashed as they land). */
+ * header and chunk 0 in one vectored read), a small object (one chunk) and a 5 MiB one (chunks
+ * hashed as they land: five of 1 MiB buffered, three of 2 MiB direct). */
 START_TEST(every_corruption_is_quarantined)
 {
-	static const size_t sizes[] = { 20000, 3u << 20 };
+	static const size_t sizes[] = { 20000, 5u << 20 };
 	int quarantined = 0;
 	for (int direct = 0; direct < 2; direct++)
 		for (int z = 0; z < 2; z++)
@@ -741,7 +741,9 @@ START_TEST(o_direct_fills_are_exact)
 	struct sc_l3 *l3 = open_l3_direct();
 	if (!l3)
 		return;
-	static const size_t sizes[] = { 1, 4095, 4096, 65536, 65537, (2u << 20) - 1, 2u << 20, (5u << 20) + 12345 };
+	static const size_t sizes[] = {
+		1, 4095, 4096, 65536, 65537, (2u << 20) - 1, 2u << 20, (4u << 20) - 1, 4u << 20, (5u << 20) + 12345,
+	};
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		struct sc_location loc;
 		ck_assert_int_eq(put_full(l3, "od", 200 + i, sizes[i], 300 + i, &loc), 0);

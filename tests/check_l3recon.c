@@ -3,6 +3,7 @@
  * nothing wrong is served meanwhile, and everything is cleaned up eventually; the same for a
  * writer killed at every step of a group commit (sc_l3_put_many). The test build's
  * l3_recon_full_max = 0 makes every store "large" (an open takes one step, never a scan). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sc_check.h"
@@ -602,6 +604,7 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 	ck_assert_uint_ge(fsyncs, 32 + 2);
 	ck_assert_uint_le(fsyncs, 32 + 32);
 	f0 = atomic_load(&l3_test_fsyncs);
+	l3_settle_ns = UINT64_MAX; /* young, however long the batch took */
 	ck_assert_int_eq(put_batch(l3, x), 0);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, fsyncs - 32); /* the directories, no file */
 	l3_settle_ns = 0;
@@ -625,23 +628,71 @@ START_TEST(put_many_commits_a_batch_in_two_rounds_of_fsyncs)
 }
 END_TEST
 
+/* The subdirectories of DIR/@top holding at least one file. */
+static unsigned dirs_in_use(const char *top)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "%s/%s", tmpdir, top);
+	DIR *d = opendir(p);
+	unsigned n = 0;
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char q[600];
+		snprintf(q, sizeof(q), "%s/%s", p, e->d_name);
+		DIR *sd = opendir(q);
+		int used = 0;
+		for (struct dirent *f; sd && !used && (f = readdir(sd));)
+			used = f->d_name[0] != '.';
+		if (sd)
+			closedir(sd);
+		n += used;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* DIR/@top's subdirectories (and DIR/@top itself) modified an hour ago, as far as their mtime says. */
+static void dirs_aged(const char *top)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "%s/%s", tmpdir, top);
+	struct timespec t[2];
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= 3600;
+	t[1] = t[0];
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, t, 0), 0);
+	DIR *d = opendir(p);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		char q[600];
+		snprintf(q, sizeof(q), "%s/%s", p, e->d_name);
+		if (e->d_name[0] != '.' && e->d_type == DT_DIR)
+			ck_assert_int_eq(utimensat(AT_FDCWD, q, t, 0), 0);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* A put that finds its object and its entry in place acknowledges on the strength of names another
  * writer made: one killed after its renames, before its directory round, left names whose
  * directories nobody synced. The put again syncs both directories (objects/XX and prefix/YY, and
  * the young token length's DIR/lengths) before it returns; a segmented put (made alone, put_one)
- * as well; once the names are settled, neither syncs anything. */
+ * syncs those and every seg/XX directory of the segments it found. A use's touch does not make a
+ * name young (its directory's mtime does not move), and settled names cost nothing. */
 START_TEST(puts_that_find_young_names_sync_their_directories)
 {
 	struct sc_l3 *l3;
 	base_store();
 	killed_writer("l3.putmany.placed@1", put_base, NULL);
 	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	l3_settle_ns = UINT64_MAX; /* every name young, however long the steps above took */
 	unsigned long r0 = atomic_load(&l3_test_fsync_rounds), f0 = atomic_load(&l3_test_fsyncs);
 	unsigned long d0 = atomic_load(&l3_test_dir_syncs);
 	ck_assert_int_eq(put_i(l3, BASE), 0);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsync_rounds) - r0, 2);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 2); /* no temp file; its two directories */
-	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 1); /* DIR/lengths, registered just now */
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 1); /* DIR/lengths, registered by the other */
 	ck_assert_int_eq(served(l3, BASE), 1);
 	/* the length is known durable here now: the same put again syncs its two directories only */
 	f0 = atomic_load(&l3_test_fsyncs);
@@ -649,13 +700,33 @@ START_TEST(puts_that_find_young_names_sync_their_directories)
 	ck_assert_int_eq(put_i(l3, BASE), 0);
 	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 2);
 	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 0);
-	/* a segmented put found in place: made alone, each directory synced by itself */
+	/* segments a writer killed before its manifest left: the put of the same payload finds them
+	 * and syncs each seg/XX directory once (its manifest and entry it writes itself) */
 	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, 64 * 1024), 0);
 	struct batch *seg = batch_of(1, (unsigned[]){ BASE + 1 }, (unsigned[]){ BASE + 1 }, 200 * 1024);
+	killed_writer("l3seg.put.segments@1", put_batch_of, seg);
+	unsigned segdirs = dirs_in_use("seg");
+	ck_assert_uint_ge(segdirs, 1);
+	d0 = atomic_load(&l3_test_dir_syncs);
 	ck_assert_int_eq(put_batch(l3, seg), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, segdirs);
+	/* the segmented object found in place (made alone): its two directories; its segments were
+	 * durable before its manifest was placed */
 	d0 = atomic_load(&l3_test_dir_syncs);
 	ck_assert_int_eq(put_batch(l3, seg), 0);
 	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 2); /* objects/XX, prefix/YY */
+	/* files changed just now (touched by those puts), directories an hour ago: settled */
+	l3_settle_ns = L3_SETTLE_NS;
+	dirs_aged("objects");
+	dirs_aged("prefix");
+	dirs_aged("seg");
+	f0 = atomic_load(&l3_test_fsyncs);
+	d0 = atomic_load(&l3_test_dir_syncs);
+	ck_assert_int_eq(put_i(l3, BASE), 0);
+	ck_assert_int_eq(put_batch(l3, seg), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_fsyncs) - f0, 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 0);
+	/* every name settled */
 	l3_settle_ns = 0;
 	f0 = atomic_load(&l3_test_fsyncs);
 	d0 = atomic_load(&l3_test_dir_syncs);

@@ -89,7 +89,7 @@ static int pfx_plan(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const i
 			   !strcmp(old_ns, ns ? ns : "");
 		free(old);
 		free(old_ns);
-		out->sync_dir = fstat(fd, &sb) < 0 || !l3_name_settled(&sb);
+		out->sync_dir = fstat(fd, &sb) < 0 || l3_name_young(l3->pfxfd, out->sub, &sb);
 		close(fd);
 		/* the same entry is kept, unless it is old enough to be judged by a dropper that cannot
 		 * see our object yet (shared mode): then it is written again, young */
@@ -192,7 +192,8 @@ static int obj_there(struct sc_l3 *l3, const char *rel, uint64_t file_bytes, int
 	*planted = fd == -EBADMSG;
 	if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == file_bytes) {
 		ADD(put_dedup, 1);
-		*young = !l3_name_settled(&sb);
+		char sub[3] = { rel[0], rel[1], 0 };
+		*young = l3_name_young(l3->objfd, sub, &sb);
 		/* the LRU order keeps what is put again */
 		l3_note_access(l3, fd, lo, hi, (int64_t)shm_ts_ns(sb.st_mtim));
 		close(fd);
@@ -232,7 +233,7 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 		return rc;
 	uint64_t segs = 0, seg_bytes = 0;
 	/* segments first, each touched: a sweep that began before our manifest keeps them (lib/l3/segstore.c) */
-	if (m && (rc = l3_seg_store(l3, pl, m, &segs, &seg_bytes)))
+	if (m && (rc = l3_seg_store(l3, pl, m, &segs, &seg_bytes, 1)))
 		goto refused;
 	char name[48];
 	struct iovec iov[3] = { { block, L3_HDR_BLOCK } };
@@ -251,7 +252,7 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 	/* the manifest is in place: every segment touched again, written again where a sweep took it */
 	if ((!rc || rc == -EEXIST) && m) {
 		uint64_t s2 = 0, b2 = 0;
-		int rc2 = l3_seg_store(l3, pl, m, &s2, &b2);
+		int rc2 = l3_seg_store(l3, pl, m, &s2, &b2, 0);
 		segs += s2, seg_bytes += b2;
 		if (rc2)
 			rc = rc2;

@@ -220,9 +220,9 @@ uint64_t l3_seg_need(struct sc_l3 *l3, const struct l3_seg_man *m)
 
 
 int l3_seg_store(struct sc_l3 *l3, const struct sc_payload *pl, const struct l3_seg_man *m, uint64_t *wrote,
-		 uint64_t *wrote_bytes)
+		 uint64_t *wrote_bytes, int sync_found)
 {
-	uint64_t off = 0;
+	uint64_t off = 0, synced[4] = { 0 }; /* the seg/XX directories synced by this call */
 	for (uint32_t i = 0; i < m->n; off += m->e[i].len, i++) {
 		const struct l3_seg_ent *e = &m->e[i];
 		char rel[48], hex[33], name[40];
@@ -231,6 +231,14 @@ int l3_seg_store(struct sc_l3 *l3, const struct sc_payload *pl, const struct l3_
 		if (l3_statat(l3->sgfd, rel, &sb) == 0) {
 			/* there and whole: touched (the sweep's rule); a touch that fails finds it gone */
 			if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == e->len) {
+				char sub[3] = { rel[0], rel[1], 0 };
+				unsigned d = (unsigned)strtoul(sub, NULL, 16) & 255;
+				if (sync_found && !(synced[d / 64] >> (d % 64) & 1) && l3_name_young(l3->sgfd, sub, &sb)) {
+					int rc = l3_fsync_dir_at(l3->sgfd, sub);
+					if (rc)
+						return rc;
+					synced[d / 64] |= 1ull << (d % 64);
+				}
 				if (l3_touchat(l3->sgfd, rel) == 0)
 					continue;
 				if (errno != ENOENT)

@@ -14,11 +14,13 @@ struct l3_seg_man {
 int l3_seg_plan(struct sc_l3 *l3, const struct sc_payload *pl, struct l3_seg_man *m);
 /* Make @block (built by l3_hdr_build) the header of the segmented object of @m. */
 void l3_seg_hdr(uint8_t *block, const struct l3_seg_man *m, uint64_t seg_bytes);
-/* Every segment of @m in place and touched (mtime now): written where missing. With @after (the
- * manifest is in place): the touch that makes a concurrent sweep keep them (lib/l3/segstore.c). The
- * bytes of the segment files this call wrote go to *@wrote_bytes, their count to *@wrote. */
+/* Every segment of @m in place and touched (mtime now): written where missing. Called again once
+ * the manifest is in place: the touch that makes a concurrent sweep keep them (lib/l3/segstore.c).
+ * With @sync_found, the directory of every young segment found in place is synced (lib/l3/write.h;
+ * the first call: the second finds what the first found or wrote). The bytes of the segment files
+ * this call wrote go to *@wrote_bytes, their count to *@wrote. */
 int l3_seg_store(struct sc_l3 *l3, const struct sc_payload *pl, const struct l3_seg_man *m, uint64_t *wrote,
-		 uint64_t *wrote_bytes);
+		 uint64_t *wrote_bytes, int sync_found);
 /* The physical bytes a put of @m adds: its object file and the segments not stored yet. */
 uint64_t l3_seg_need(struct sc_l3 *l3, const struct l3_seg_man *m);
 /* What eviction and reconciliation know of DIR/seg during one pass (under the lock or lease). */

@@ -134,10 +134,21 @@ uint64_t l3_settle_ns = L3_SETTLE_NS;
 #define SETTLE_NS L3_SETTLE_NS
 #endif
 
-int l3_name_settled(const struct stat *sb)
+static int settled_at(uint64_t changed)
 {
-	uint64_t now = shm_realtime_ns(), changed = shm_ts_ns(sb->st_ctim);
+	uint64_t now = shm_realtime_ns();
 	return changed <= now && now - changed >= SETTLE_NS;
+}
+
+int l3_name_young(int dfd, const char *sub, const struct stat *sb)
+{
+	if (settled_at(shm_ts_ns(sb->st_ctim)))
+		return 0;
+	/* the file changed lately, but a touch (a use) changes it too: a rename into the directory
+	 * also moves the directory's mtime, a touch does not */
+	struct stat ds;
+	int rc = sub ? fstatat(dfd, sub, &ds, AT_SYMLINK_NOFOLLOW) : fstat(dfd, &ds);
+	return rc < 0 || !settled_at(shm_ts_ns(ds.st_mtim));
 }
 
 /* Does this handle know token length @tokens durable? With @add it learns it (the oldest
@@ -162,7 +173,7 @@ int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
 	snprintf(len, sizeof(len), "%u", tokens);
 	struct stat sb;
 	if (fstatat(l3->lenfd, len, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (l3_name_settled(&sb) || length_durable(l3, tokens, 0))
+		if (!l3_name_young(l3->lenfd, NULL, &sb) || length_durable(l3, tokens, 0))
 			return 0;
 		int rc = l3_fsync_dir_at(l3->lenfd, NULL);
 		if (!rc)
@@ -176,12 +187,13 @@ int l3_put_length(struct sc_l3 *l3, uint32_t tokens)
 	close(fd);
 	if (orc)
 		return orc;
-	if (fsync(l3->lenfd) == 0)
+	int rc = fsync(l3->lenfd) < 0 ? -errno : 0;
+	if (!rc)
 		length_durable(l3, tokens, 1);
 	pthread_mutex_lock(&l3->mu);
 	l3->lengths_settled = 0;
 	pthread_mutex_unlock(&l3->mu);
-	return 0;
+	return rc;
 }
 
 

@@ -21,15 +21,18 @@ int l3_wfile_place(struct l3_wfile *w, const char *final, int noreplace);
 /* Close what @w holds; a temp file not placed is removed. */
 void l3_wfile_close(struct l3_wfile *w);
 /*
- * A put that finds a name in place (its object, its entry, its token length) relies on it instead
- * of writing it, and its acknowledgment must not rest on another writer's rename whose directory
- * that writer has not synced yet (it syncs right after the rename, unless it dies first). A name
- * whose inode changed L3_SETTLE_NS or more ago is settled: its writer's sync, or else the kernel's
- * writeback of the directory (vm.dirty_expire_centisecs, 30 s by default; ext4's journal commits
- * every 5 s), has made it durable. A younger one costs the put a sync of its directory.
+ * A put that finds a name in place (its object, its entry, a segment, its token length) relies on
+ * it instead of writing it, and its acknowledgment must not rest on another writer's rename whose
+ * directory that writer has not synced yet (it syncs right after the rename, unless it dies
+ * first). A name is young when its inode changed less than L3_SETTLE_NS ago and so did its
+ * directory (a rename moves both; a use's touch only the file): then the put syncs the directory.
+ * An older one is durable: its writer's sync, or else the kernel's writeback of the directory
+ * (vm.dirty_expire_centisecs, 30 s by default; ext4's journal commits every 5 s), came first.
+ * Hosts sharing a store are assumed to keep their clocks within seconds of each other.
  */
 #define L3_SETTLE_NS (60ull * 1000000000ull)
-int l3_name_settled(const struct stat *sb);
+/* Is @sb (a file in @dfd/@sub; @sub NULL: in @dfd) young? A directory that cannot be read: yes. */
+int l3_name_young(int dfd, const char *sub, const struct stat *sb);
 #ifdef SC_TEST_HOOKS
 extern uint64_t l3_settle_ns; /* L3_SETTLE_NS; tests set 0 (every name settled) or UINT64_MAX */
 #endif
