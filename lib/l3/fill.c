@@ -104,6 +104,7 @@ static int prep_chunk(struct l3_ring *r, struct l3_fill_op *op, uint32_t c)
 	uint8_t *dst = (uint8_t *)req->dst + off;
 	if (op->direct)
 		len = (len + op->align - 1) / op->align * op->align; /* fits: dst_bytes was checked */
+	op->direct_mask = op->direct ? op->direct_mask | 1ull << c : op->direct_mask & ~(1ull << c);
 	if (len > (1u << 30))
 		len = 1u << 30; /* a short read; the rest is resubmitted */
 	int fi = r->reg_ok ? l3_ring_fixed_index(r, dst, len) : -1;
@@ -147,6 +148,7 @@ static int prep_first(struct l3_ring *r, struct l3_fill_op *op)
 	op->iov[0] = (struct iovec){ op->hdrbuf, L3_HDR_BLOCK };
 	op->iov[1] = (struct iovec){ op->req->dst, (size_t)len };
 	io_uring_prep_readv(sqe, op->fd, op->iov, 2, 0);
+	op->direct_mask |= 1; /* only direct fills read this way */
 	io_uring_sqe_set_data64(sqe, l3_fill_ud(r, op, L3_IO_FIRST, 0));
 	op->pending++;
 	return 0;
@@ -603,7 +605,7 @@ static void run_work(struct sc_l3 *l3, struct l3_ring *r)
 			/* the first read of a short file made while it waited, and no manifest: read it all
 			 * again now, as any fill (the size its open's statx saw may not be its file's) */
 			op->pre_read = 0;
-			op->hdr_got = op->done_mask = 0;
+			op->hdr_got = op->done_mask = op->direct_mask = 0;
 			op->hashed = 0;
 			memset(op->cgot, 0, sizeof(op->cgot));
 			int rc = fill_opened(l3, r, op, 0);
@@ -658,8 +660,11 @@ static void chunk_got(struct l3_ring *r, struct l3_fill_op *op, uint32_t c, uint
 /* The combined read (header block + chunk 0) completed with @res. */
 static void first_got(struct l3_ring *r, struct l3_fill_op *op, int res)
 {
-	if (res == -EINVAL && op->direct && !op->abandoned) {
-		to_buffered(op); /* the kernel refused this O_DIRECT read after all: two buffered reads */
+	if (res == -EINVAL && (op->direct_mask & 1) && !op->abandoned) {
+		/* the kernel refused this O_DIRECT read after all (the fill may have turned buffered
+		 * already, for a later chunk refused first): two buffered reads */
+		if (op->direct)
+			to_buffered(op);
 		if (prep_header(r, op) || prep_chunk(r, op, 0))
 			op->err = -EAGAIN;
 		return;
@@ -747,8 +752,11 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 	} else if (c >= op->nchunks) {
 		op->err = -EIO; /* cannot happen: we encoded it */
 	} else if (res < 0) {
-		if (res == -EINVAL && op->direct && !op->abandoned) {
-			to_buffered(op); /* the kernel refused this O_DIRECT read after all */
+		if (res == -EINVAL && (op->direct_mask >> c & 1) && !op->abandoned) {
+			/* the kernel refused this O_DIRECT read after all (the fill may have turned
+			 * buffered already, for a chunk refused before it): read buffered */
+			if (op->direct)
+				to_buffered(op);
 			if (prep_chunk(r, op, c))
 				op->err = -EAGAIN;
 		} else {

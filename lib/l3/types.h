@@ -256,6 +256,7 @@ struct l3_fill_op {
 	uint64_t chunk;            /* bytes per payload read (the last may be shorter) */
 	uint32_t nchunks, hashed;  /* chunks; leading chunks already hashed */
 	uint64_t done_mask;        /* chunks complete */
+	uint64_t direct_mask;      /* chunks whose read in flight was submitted O_DIRECT */
 	uint64_t cgot[L3_MAX_CHUNKS]; /* bytes read of each chunk */
 	XXH3_state_t *hs;          /* payload digest, fed chunk by chunk in order */
 	uint64_t file_bytes, ino;
