@@ -740,6 +740,32 @@ START_TEST(puts_that_find_young_names_sync_their_directories)
 }
 END_TEST
 
+/* A rename refused because another writer's rename of the same name came first (no-replace:
+ * objects and segments) leaves the put relying on that writer's name: the directory is synced
+ * before -EEXIST is returned, and the name keeps the first writer's bytes. */
+START_TEST(a_rename_that_finds_the_name_taken_syncs_its_directory)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	char a[64] = "first", b[64] = "second";
+	struct iovec ia = { a, sizeof(a) }, ib = { b, sizeof(b) };
+	unsigned long d0 = atomic_load(&l3_test_dir_syncs);
+	ck_assert_int_eq(l3_write_file(l3, l3->objfd, "zz", "taken.sc3", &ia, 1, 1), 0);
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 0); /* its own rename: synced inline */
+	ck_assert_int_eq(l3_write_file(l3, l3->objfd, "zz", "taken.sc3", &ib, 1, 1), -EEXIST);
+	ck_assert_uint_eq(atomic_load(&l3_test_dir_syncs) - d0, 1);
+	char p[256], got[64];
+	snprintf(p, sizeof(p), "%s/objects/zz/taken.sc3", tmpdir);
+	int fd = open(p, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(read(fd, got, sizeof(got)), sizeof(got));
+	close(fd);
+	ck_assert(!memcmp(got, a, sizeof(a)));
+	ck_assert_uint_eq(temps_in("tmp"), 0); /* the refused temp file removed */
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* The pages of @fd's file that are dirty and not yet under writeback, or -1 (no cachestat). */
 static long dirty_pages(int fd)
 {
@@ -1305,6 +1331,7 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, put_many_acknowledges_each_put_as_put_would);
 	tcase_add_test(tc, put_many_commits_a_batch_in_two_rounds_of_fsyncs);
 	tcase_add_test(tc, puts_that_find_young_names_sync_their_directories);
+	tcase_add_test(tc, a_rename_that_finds_the_name_taken_syncs_its_directory);
 	tcase_add_test(tc, a_round_is_one_syncfs_only_when_every_file_is_on_the_store);
 	tcase_add_test(tc, large_writes_start_their_writeback_piece_by_piece);
 	tcase_add_test(tc, put_many_of_one_prefix_twice_keeps_the_later);

@@ -113,8 +113,10 @@ int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final,
 	shm_fault_point("l3.put.before_rename");
 	if ((rc = l3_wfile_place(&w, final, noreplace))) {
 		/* -EEXIST: another writer's rename was first, and its directory may not be synced yet */
-		if (rc == -EEXIST && fsync(w.sfd) < 0)
-			rc = -errno;
+		if (rc == -EEXIST) {
+			int src = l3_fsync_dir_at(w.sfd, NULL);
+			rc = src ? src : rc;
+		}
 		goto out;
 	}
 	shm_fault_point("l3.put.after_rename");
