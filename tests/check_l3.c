@@ -763,6 +763,37 @@ START_TEST(o_direct_fills_are_exact)
 }
 END_TEST
 
+/* The kernel may refuse an O_DIRECT read it accepted the open for (-EINVAL): the fill turns
+ * buffered and reads that chunk again; a second chunk refused after the fill turned buffered is
+ * read again too, and so is the combined header + chunk 0 read refused after a later chunk. Each
+ * fill ends exact. (The refusals are the test build's: l3_test_refuse_direct.) */
+START_TEST(o_direct_reads_refused_are_read_again_buffered)
+{
+	struct sc_l3 *l3 = open_l3_direct();
+	if (!l3)
+		return;
+	static const uint64_t refuse[] = { 1u << 1, (1u << 1) | (1u << 2), 1u << 0, (1u << 0) | (1u << 2) };
+	size_t len = (6u << 20) + 4096; /* four chunks of 2 MiB, the last short */
+	for (unsigned i = 0; i < sizeof(refuse) / sizeof(refuse[0]); i++) {
+		struct sc_location loc;
+		ck_assert_int_eq(put_full(l3, "rf", 400 + i, len, 500 + i, &loc), 0);
+		uint8_t *dst = abuf(len), *want = malloc(len);
+		fill_bytes(want, len, 500 + i);
+		atomic_store(&l3_test_refuse_direct, refuse[i]);
+		struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = len }, *rp = &r, *done;
+		ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+		ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+		ck_assert_msg(r.result == 0, "refusals %#llx: %d", (unsigned long long)refuse[i], r.result);
+		ck_assert_msg(atomic_load(&l3_test_refuse_direct) == 0, "refusals %#llx: not all made",
+			      (unsigned long long)refuse[i]);
+		ck_assert_msg(memcmp(dst, want, len) == 0, "refusals %#llx: wrong bytes", (unsigned long long)refuse[i]);
+		free(dst);
+		free(want);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(corrupt_header_found_by_locate_and_reconcile)
 {
 	struct sc_l3 *l3 = open_l3(NULL);
@@ -1691,6 +1722,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, o_direct_modes);
 	tcase_add_test(tc, o_direct_on_a_disk_of_4k_sectors);
 	tcase_add_test(tc, o_direct_fills_are_exact);
+	tcase_add_test(tc, o_direct_reads_refused_are_read_again_buffered);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);
 	tcase_add_test(tc, killed_put_leaves_nothing_visible);

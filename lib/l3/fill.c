@@ -708,10 +708,29 @@ static void ring_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		op->err = rc;
 }
 
+#ifdef SC_TEST_HOOKS
+_Atomic uint64_t l3_test_refuse_direct;
+
+/* A direct read of chunk @c that l3_test_refuse_direct names ends as the kernel's refusal. */
+static int refused_for_test(const struct l3_fill_op *op, int kind, uint32_t c, int res)
+{
+	if ((kind != L3_IO_PAYLOAD && kind != L3_IO_FIRST) || res < 0 || c >= 64 || !(op->direct_mask >> c & 1))
+		return res;
+	uint64_t m = atomic_load(&l3_test_refuse_direct);
+	while (m >> c & 1)
+		if (atomic_compare_exchange_weak(&l3_test_refuse_direct, &m, m & ~(1ull << c)))
+			return -EINVAL;
+	return res;
+}
+#endif
+
 /* Handle one completion of a fill read. */
 static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, int kind, uint32_t c, int res)
 {
 	op->pending--;
+#ifdef SC_TEST_HOOKS
+	res = refused_for_test(op, kind, c, res);
+#endif
 	if (kind == L3_IO_SEG) {
 		l3_segfill_cqe(l3, r, op, c, res);
 		work_push(r, op); /* hashed as it lands, the next window queued (run_work) */

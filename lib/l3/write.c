@@ -112,7 +112,8 @@ int l3_write_file(struct sc_l3 *l3, int dfd, const char *sub, const char *final,
 		goto out;
 	shm_fault_point("l3.put.before_rename");
 	if ((rc = l3_wfile_place(&w, final, noreplace))) {
-		/* -EEXIST: another writer's rename was first, and its directory may not be synced yet */
+		/* -EEXIST: another writer's rename was first (no-replace), and its directory may not be
+		 * synced yet; or a directory holds the name (a sync that costs nothing more) */
 		if (rc == -EEXIST) {
 			int src = l3_fsync_dir_at(w.sfd, NULL);
 			rc = src ? src : rc;
