@@ -89,13 +89,15 @@ static int pfx_plan(struct sc_l3 *l3, XXH128_hash_t key, const char *ns, const i
 			   !strcmp(old_ns, ns ? ns : "");
 		free(old);
 		free(old_ns);
-		out->sync_dir = fstat(fd, &sb) < 0 || l3_name_young(l3->pfxfd, out->sub, &sb);
-		close(fd);
 		/* the same entry is kept, unless it is old enough to be judged by a dropper that cannot
 		 * see our object yet (shared mode): then it is written again, young */
-		if (same && (!l3->grace_ns || shm_realtime_ns() - p.created_ns < l3->grace_ns / 2))
+		int keep = same && (!l3->grace_ns || shm_realtime_ns() - p.created_ns < l3->grace_ns / 2);
+		/* kept, the put relies on it: its directory synced while it is young (write.h) */
+		if (keep)
+			out->sync_dir = fstat(fd, &sb) < 0 || l3_name_young(l3->pfxfd, out->sub, &sb);
+		close(fd);
+		if (keep)
 			return 0;
-		out->sync_dir = 0;
 		out->replaced = !same;
 	}
 	out->p = (struct l3_pfx){ .magic = L3_PFX_MAGIC, .version = L3_PFX_VERSION, .token_count = ntok,
@@ -178,10 +180,11 @@ int l3_put_room(struct sc_l3 *l3, uint64_t need)
 }
 
 
-/* Is the object @rel of @file_bytes there? 1: yes (putting it again is a use, counted as a
- * dedup; *@young set when its name is not settled: write.h); 0: no, *@planted set when something
- * that is not an object holds its name. */
-static int obj_there(struct sc_l3 *l3, const char *rel, uint64_t file_bytes, int *planted, int *young)
+/* Is the object @rel (in directory @sub of DIR/objects) of @file_bytes there? 1: yes (putting it
+ * again is a use, counted as a dedup; *@young set when its name is young: write.h); 0: no,
+ * *@planted set when something that is not an object holds its name. */
+static int obj_there(struct sc_l3 *l3, const char *rel, const char *sub, uint64_t file_bytes, int *planted,
+		     int *young)
 {
 	uint64_t lo, hi;
 	struct stat sb;
@@ -192,7 +195,6 @@ static int obj_there(struct sc_l3 *l3, const char *rel, uint64_t file_bytes, int
 	*planted = fd == -EBADMSG;
 	if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == file_bytes) {
 		ADD(put_dedup, 1);
-		char sub[3] = { rel[0], rel[1], 0 };
 		*young = l3_name_young(l3->objfd, sub, &sb);
 		/* the LRU order keeps what is put again */
 		l3_note_access(l3, fd, lo, hi, (int64_t)shm_ts_ns(sb.st_mtim));
@@ -225,7 +227,7 @@ static int put_object(struct sc_l3 *l3, const struct sc_payload *pl, const struc
 	int planted, young = 0;
 	char sub[3] = { rel[0], rel[1], 0 };
 	*wrote = 0;
-	if (obj_there(l3, rel, file_bytes, &planted, &young))
+	if (obj_there(l3, rel, sub, file_bytes, &planted, &young))
 		return young ? l3_fsync_dir_at(l3->objfd, sub) : 0;
 	/* the room it takes: a segmented object's file and the segments not stored yet */
 	int rc = l3_put_room(l3, m ? l3_seg_need(l3, m) : L3_HDR_BLOCK + payload);
@@ -438,7 +440,7 @@ static int batch_write(struct sc_l3 *l3, struct batch_put *b)
 	const struct sc_payload *pl = a->payload;
 	int rc, young = 0;
 	char sub[3] = { pp->rel[0], pp->rel[1], 0 };
-	b->write_obj = !obj_there(l3, pp->rel, pp->file_bytes, &b->planted, &young);
+	b->write_obj = !obj_there(l3, pp->rel, sub, pp->file_bytes, &b->planted, &young);
 	if (!b->write_obj && young && (b->there_dir[0] = l3_open_dir_at(l3->objfd, sub)) < 0)
 		return b->there_dir[0];
 	if (b->write_obj) {
