@@ -794,6 +794,43 @@ START_TEST(o_direct_reads_refused_are_read_again_buffered)
 }
 END_TEST
 
+/* A fill whose descriptor cannot be switched to buffered reads (fcntl refused: the test build's
+ * l3_test_setfl_fails) ends with that error instead of sending buffered reads to an O_DIRECT
+ * descriptor; the object is intact, and the next fill of it (the kept descriptor, whose flags
+ * are what the fill recorded) is exact. */
+START_TEST(a_fill_that_cannot_turn_buffered_ends_with_the_error)
+{
+	struct sc_l3 *l3 = open_l3_direct();
+	if (!l3)
+		return;
+	size_t len = (6u << 20) + 4096;
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "sf", 420, len, 520, &loc), 0);
+	uint8_t *dst = abuf(len), *want = malloc(len);
+	fill_bytes(want, len, 520);
+	static const uint64_t refuse[] = { 1u << 0, 1u << 2 }; /* the combined first read; a later chunk */
+	for (unsigned i = 0; i < 2; i++) {
+		atomic_store(&l3_test_refuse_direct, refuse[i]);
+		atomic_store(&l3_test_setfl_fails, EPERM);
+		struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = len }, *rp = &r, *done;
+		ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+		ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+		ck_assert_int_eq(r.result, -EPERM);
+		ck_assert_int_eq(atomic_load(&l3_test_setfl_fails), 0); /* the switch was tried */
+		ck_assert_uint_eq(atomic_load(&l3_test_refuse_direct), 0);
+		memset(dst, 0, len);
+		r = (struct sc_l3_fill_req){ .loc = &loc, .dst = dst, .dst_bytes = len };
+		ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+		ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+		ck_assert_int_eq(r.result, 0);
+		ck_assert_int_eq(memcmp(dst, want, len), 0);
+	}
+	free(dst);
+	free(want);
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(corrupt_header_found_by_locate_and_reconcile)
 {
 	struct sc_l3 *l3 = open_l3(NULL);
@@ -1723,6 +1760,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, o_direct_on_a_disk_of_4k_sectors);
 	tcase_add_test(tc, o_direct_fills_are_exact);
 	tcase_add_test(tc, o_direct_reads_refused_are_read_again_buffered);
+	tcase_add_test(tc, a_fill_that_cannot_turn_buffered_ends_with_the_error);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);
 	tcase_add_test(tc, killed_put_leaves_nothing_visible);

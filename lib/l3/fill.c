@@ -622,13 +622,28 @@ static void run_work(struct sc_l3 *l3, struct l3_ring *r)
 	}
 }
 
+#ifdef SC_TEST_HOOKS
+_Atomic int l3_test_setfl_fails;
+#endif
+
 /* Switch an O_DIRECT fill to buffered reads for what it still has to read (reads in flight
- * finish as they were submitted). */
-static void to_buffered(struct l3_fill_op *op)
+ * finish as they were submitted). 0, or -errno when the descriptor keeps O_DIRECT: then the fill
+ * ends with that error (a buffered read's offsets on an O_DIRECT descriptor would only be refused). */
+static int to_buffered(struct l3_fill_op *op)
 {
+	int rc = fcntl(op->fd, F_SETFL, 0) < 0 ? -errno : 0;
+#ifdef SC_TEST_HOOKS
+	int e = atomic_exchange(&l3_test_setfl_fails, 0);
+	if (e && !rc) {
+		(void)fcntl(op->fd, F_SETFL, op->fl); /* as if the switch had not happened */
+		rc = -e;
+	}
+#endif
+	if (rc)
+		return rc;
 	op->direct = 0;
-	if (fcntl(op->fd, F_SETFL, 0) == 0)
-		op->fl = 0;
+	op->fl = 0;
+	return 0;
 }
 
 /* @res bytes (>= 0) of chunk @c arrived: account them, read the rest of the chunk, or hash what is
@@ -647,10 +662,10 @@ static void chunk_got(struct l3_ring *r, struct l3_fill_op *op, uint32_t c, uint
 	if (op->cgot[c] < len) {
 		if (op->hdr_got == L3_HDR_BLOCK && l3_seg_is_manifest(op->hdrbuf))
 			return; /* a segmented object's manifest ended here: its segments are read instead */
-		if (op->direct && op->cgot[c] % op->align)
-			to_buffered(op); /* an unaligned short read: continue buffered */
-		if (prep_chunk(r, op, c))
-			op->err = -EAGAIN;
+		/* an unaligned short read: continue buffered */
+		int rc = op->direct && op->cgot[c] % op->align ? to_buffered(op) : 0;
+		if (rc || prep_chunk(r, op, c))
+			op->err = rc ? rc : -EAGAIN;
 	} else {
 		op->done_mask |= 1ull << c;
 		work_push(r, op); /* hashed once the waiting fills have started (process) */
@@ -663,10 +678,9 @@ static void first_got(struct l3_ring *r, struct l3_fill_op *op, int res)
 	if (res == -EINVAL && (op->direct_mask & 1) && !op->abandoned) {
 		/* the kernel refused this O_DIRECT read after all (the fill may have turned buffered
 		 * already, for a later chunk refused first): two buffered reads */
-		if (op->direct)
-			to_buffered(op);
-		if (prep_header(r, op) || prep_chunk(r, op, 0))
-			op->err = -EAGAIN;
+		int rc = op->direct ? to_buffered(op) : 0;
+		if (rc || prep_header(r, op) || prep_chunk(r, op, 0))
+			op->err = rc ? rc : -EAGAIN;
 		return;
 	}
 	if (res < 0) {
@@ -774,10 +788,9 @@ static void fill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op,
 		if (res == -EINVAL && (op->direct_mask >> c & 1) && !op->abandoned) {
 			/* the kernel refused this O_DIRECT read after all (the fill may have turned
 			 * buffered already, for a chunk refused before it): read buffered */
-			if (op->direct)
-				to_buffered(op);
-			if (prep_chunk(r, op, c))
-				op->err = -EAGAIN;
+			int rc = op->direct ? to_buffered(op) : 0;
+			if (rc || prep_chunk(r, op, c))
+				op->err = rc ? rc : -EAGAIN;
 		} else {
 			op->err = res;
 		}
