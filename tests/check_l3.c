@@ -796,8 +796,8 @@ END_TEST
 
 /* A fill whose descriptor cannot be switched to buffered reads (fcntl refused: the test build's
  * l3_test_setfl_fails) ends with that error instead of sending buffered reads to an O_DIRECT
- * descriptor; the object is intact, and the next fill of it (the kept descriptor, whose flags
- * are what the fill recorded) is exact. */
+ * descriptor — once for the combined first read, once for a later chunk; the object is intact,
+ * and the next fill of it is exact. */
 START_TEST(a_fill_that_cannot_turn_buffered_ends_with_the_error)
 {
 	struct sc_l3 *l3 = open_l3_direct();

@@ -424,9 +424,11 @@ static int seg_begin(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 	/* the entries came with the header block, in the destination's chunk 0 (lib/l3/fill.c); when
 	 * not all did, they are read here (buffered: they land in ordinary memory) */
 	int n = l3_seg_manifest_mem(op->hdrbuf, op->file_bytes, op->req->dst, op->nchunks ? op->cgot[0] : 0, &h, &e), rc = 0;
-	if (n == -EAGAIN) {
-		n = fcntl(op->fd, F_SETFL, 0) < 0 ? -errno : l3_seg_manifest(op->fd, op->file_bytes, &h, &e);
+	if (n == -EAGAIN && fcntl(op->fd, F_SETFL, 0) < 0) {
+		n = -errno;
+	} else if (n == -EAGAIN) {
 		op->fl = 0;
+		n = l3_seg_manifest(op->fd, op->file_bytes, &h, &e);
 	}
 	if (n == 0 || n == -EPROTO)
 		n = -EBADMSG;
