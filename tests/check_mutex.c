@@ -162,6 +162,30 @@ START_TEST(regression_vanished_owner_hung)
 }
 END_TEST
 
+/* Owner words at the edges of a token: the last incarnation and the last reader slot are well
+ * formed (fsck must not report them), one slot past the table and incarnation 0 are garbage. */
+START_TEST(test_owner_words_at_the_token_bounds)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
+	uint32_t slots = shm_readers_count(a->shm);
+	atomic_store(&m->word, shm_token(0, SHM_INC_MAX));
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0);
+	atomic_store(&m->word, shm_token(0, SHM_INC_MAX) | SHM_MUTEX_WAITERS);
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0);
+	atomic_store(&m->word, shm_token(slots - 1, 1));
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0);
+	atomic_store(&m->word, shm_token(slots, 1));
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), -EBADMSG);
+	atomic_store(&m->word, shm_token(0, 0) | 1u);
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), -EBADMSG);
+	atomic_store(&m->word, 0);
+	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 START_TEST(test_slow_live_holder_is_waited_for)
 {
 	const char *name;
@@ -228,6 +252,7 @@ Suite *mutex_suite(void)
 	tcase_add_test(tc, test_one_waiter_takes_a_dead_lock_over);
 	tcase_add_test(tc, regression_scribbled_type_word_aborted);
 	tcase_add_test(tc, regression_vanished_owner_hung);
+	tcase_add_test(tc, test_owner_words_at_the_token_bounds);
 	tcase_add_test(tc, test_slow_live_holder_is_waited_for);
 	tcase_add_test(tc, test_fsck_repairs_corrupted_arena_mutexes);
 	suite_add_tcase(s, tc);

@@ -731,6 +731,61 @@ START_TEST(hostile_records_are_ebadmsg_never_out_of_bounds)
 END_TEST
 
 
+struct one_commit {
+	int n;
+	uint32_t ring, ntok;
+	uint64_t req;
+	int32_t tok[4];
+};
+
+static int one_cb(const struct sc_commit *c, void *ctx)
+{
+	struct one_commit *o = ctx;
+	o->n++;
+	o->ring = c->ring;
+	o->req = c->request_id;
+	o->ntok = c->token_count;
+	memcpy(o->tok, c->tokens, (c->token_count < 4 ? c->token_count : 4) * sizeof(int32_t));
+	return 0;
+}
+
+/* The largest directory an arena may have (SHM_RING_COUNT_MAX rings of the smallest size) is
+ * valid: a ring opens in it, and its last ring delivers; one ring more is refused at creation. */
+START_TEST(the_most_rings_an_arena_may_have_work)
+{
+	struct sc_arena_opts o = { .size_bytes = 48u << 20, .huge = SC_HUGE_OFF, .ring_count = SHM_RING_COUNT_MAX,
+				   .ring_bytes = SHM_RING_BYTES_MIN };
+	arena = sc_test_arena_opts("ringmax", &o, &arena_name);
+	uint64_t size;
+	struct shm_ring_dir *d = shm_region(arena->shm, SHM_REGION_RINGS, &size);
+	ck_assert_uint_eq(d->ring_count, SHM_RING_COUNT_MAX);
+	/* every ring but the last owned by a live producer (this handle): the claim takes the last */
+	for (uint32_t i = 0; i + 1 < SHM_RING_COUNT_MAX; i++) {
+		struct shm_ring_ctl *c = (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES + (uint64_t)i * SHM_RING_CTL_BYTES);
+		atomic_store(&c->owner, shm_ring_owner(1, SHM_RING_LIVE, arena->shm->token));
+	}
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	ck_assert_uint_eq(sc_ring_index(r), SHM_RING_COUNT_MAX - 1);
+	int32_t t[3] = { 1, 2, 3 };
+	struct sc_commit c = { .request_id = 5, .generated_token_count = 3, .token_count = 3, .tokens = t };
+	ck_assert_int_eq(sc_ring_try_submit(r, &c), 0);
+	struct one_commit got = { 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, one_cb, &got, 16), 1);
+	ck_assert_int_eq(got.n, 1);
+	ck_assert_uint_eq(got.ring, SHM_RING_COUNT_MAX - 1);
+	ck_assert_uint_eq(got.req, 5);
+	ck_assert_uint_eq(got.ntok, 3);
+	ck_assert_int_eq(memcmp(got.tok, t, sizeof(t)), 0);
+	sc_ring_close(r);
+	rm_arena();
+	o.ring_count = SHM_RING_COUNT_MAX + 1;
+	struct sc_arena *a = NULL;
+	ck_assert_int_eq(sc_arena_create(sc_test_name("ringmax1"), &o, &a), -EINVAL);
+	ck_assert_ptr_null(a);
+}
+END_TEST
+
 START_TEST(a_corrupted_directory_is_ebadmsg)
 {
 	mk_arena(2, 4096);
@@ -777,6 +832,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, corrupted_indices_are_ebadmsg_and_other_rings_still_flow);
 	tcase_add_test(tc, hostile_records_are_ebadmsg_never_out_of_bounds);
 	tcase_add_test(tc, a_corrupted_directory_is_ebadmsg);
+	tcase_add_test(tc, the_most_rings_an_arena_may_have_work);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,7 +10,10 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
+#include <stdio.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -834,6 +837,45 @@ START_TEST(test_descriptor_zero_is_a_descriptor)
 }
 END_TEST
 
+/* The namespace a slot records (and holders compare) is the inode /proc/self/ns names, in this
+ * process and in a child of a new pid namespace (a different one there). */
+static uint64_t ns_inode(const char *kind)
+{
+	char path[48];
+	struct stat sb;
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kind);
+	return stat(path, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
+}
+
+START_TEST(test_namespaces_are_the_proc_inodes)
+{
+	uint64_t pid_ns = ns_inode("pid"), mnt_ns = ns_inode("mnt");
+	ck_assert_uint_ne(pid_ns, 0);
+	ck_assert_uint_ne(mnt_ns, 0);
+	ck_assert_uint_eq(shm_pidns_self(), pid_ns);
+	ck_assert_uint_eq(shm_mntns_self(), mnt_ns);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) { /* a child that makes a pid namespace, and its child, pid 1 there */
+		if (unshare(CLONE_NEWPID) != 0)
+			_exit(77);
+		pid_t inner = fork();
+		if (inner == 0)
+			_exit(shm_pidns_self() == ns_inode("pid") && shm_pidns_self() != pid_ns && getpid() == 1 ? 0 : 1);
+		int ist;
+		_exit(inner > 0 && waitpid(inner, &ist, 0) == inner && WIFEXITED(ist) ? WEXITSTATUS(ist) : 2);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77) {
+		printf("SKIP: test_namespaces_are_the_proc_inodes (in a new pid namespace): unshare refused\n");
+		return;
+	}
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+}
+END_TEST
+
 Suite *shm_readers_suite(void)
 {
 	Suite *s = suite_create("shm_readers");
@@ -854,6 +896,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_holders_out_of_memory_in_the_heap_walk);
 	tcase_add_test(tc, test_ofd_helpers_ignore_a_stale_errno);
 	tcase_add_test(tc, test_descriptor_zero_is_a_descriptor);
+	tcase_add_test(tc, test_namespaces_are_the_proc_inodes);
 	suite_add_tcase(s, tc);
 	return s;
 }
