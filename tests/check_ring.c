@@ -786,6 +786,32 @@ START_TEST(the_most_rings_an_arena_may_have_work)
 }
 END_TEST
 
+/* The largest ring (SHM_RING_BYTES_MAX, 1 GiB: the arena's file is sparse, only what is written is
+ * memory) opens and delivers; twice that is refused at creation. */
+START_TEST(the_largest_ring_an_arena_may_have_works)
+{
+	struct sc_arena_opts o = { .size_bytes = (uint64_t)SHM_RING_BYTES_MAX + (64u << 20), .huge = SC_HUGE_OFF,
+				   .ring_count = 1, .ring_bytes = SHM_RING_BYTES_MAX };
+	arena = sc_test_arena_opts("ringbig", &o, &arena_name);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	int32_t t[3] = { 7, 8, 9 };
+	struct sc_commit c = { .request_id = 6, .generated_token_count = 3, .token_count = 3, .tokens = t };
+	ck_assert_int_eq(sc_ring_try_submit(r, &c), 0);
+	struct one_commit got = { 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, one_cb, &got, 16), 1);
+	ck_assert_uint_eq(got.req, 6);
+	ck_assert_int_eq(memcmp(got.tok, t, sizeof(t)), 0);
+	sc_ring_close(r);
+	rm_arena();
+	o.ring_bytes = SHM_RING_BYTES_MAX * 2u;
+	o.size_bytes += SHM_RING_BYTES_MAX;
+	struct sc_arena *a = NULL;
+	ck_assert_int_eq(sc_arena_create(sc_test_name("ringbig1"), &o, &a), -EINVAL);
+	ck_assert_ptr_null(a);
+}
+END_TEST
+
 START_TEST(a_corrupted_directory_is_ebadmsg)
 {
 	mk_arena(2, 4096);
@@ -833,6 +859,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, hostile_records_are_ebadmsg_never_out_of_bounds);
 	tcase_add_test(tc, a_corrupted_directory_is_ebadmsg);
 	tcase_add_test(tc, the_most_rings_an_arena_may_have_work);
+	tcase_add_test(tc, the_largest_ring_an_arena_may_have_works);
 	suite_add_tcase(s, tc);
 	return s;
 }
