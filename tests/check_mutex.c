@@ -186,6 +186,33 @@ START_TEST(test_owner_words_at_the_token_bounds)
 }
 END_TEST
 
+/* A handle inherited through fork belongs to the parent: its token is not the child's, so the
+ * child takes no lock with it (-ECHILD from both calls, the word untouched), free or held. */
+START_TEST(test_a_forked_handle_takes_no_lock)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
+	for (int held = 0; held < 2; held++) {
+		if (held)
+			ck_assert_int_eq(shm_mutex_lock(a->shm, m), 0);
+		uint32_t before = atomic_load(&m->word);
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0)
+			_exit(shm_mutex_trylock(a->shm, m) == -ECHILD && shm_mutex_lock(a->shm, m) == -ECHILD &&
+					      atomic_load(&m->word) == before ? 0 : 1);
+		int st;
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		ck_assert_uint_eq(atomic_load(&m->word), before);
+		if (held)
+			shm_mutex_unlock(a->shm, m);
+	}
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 START_TEST(test_slow_live_holder_is_waited_for)
 {
 	const char *name;
@@ -253,6 +280,7 @@ Suite *mutex_suite(void)
 	tcase_add_test(tc, regression_scribbled_type_word_aborted);
 	tcase_add_test(tc, regression_vanished_owner_hung);
 	tcase_add_test(tc, test_owner_words_at_the_token_bounds);
+	tcase_add_test(tc, test_a_forked_handle_takes_no_lock);
 	tcase_add_test(tc, test_slow_live_holder_is_waited_for);
 	tcase_add_test(tc, test_fsck_repairs_corrupted_arena_mutexes);
 	suite_add_tcase(s, tc);
