@@ -5,8 +5,8 @@
  * --------
  * Ownership. Each ring has an owner word (owner token | state | claim generation, see
  * shm/ring.h). A producer claims a ring with a release CAS (R1) from FREE (or from a reclaimable
- * state: CLOSED, or a LIVE owner whose token is dead — but only when the ring is empty,
- * head == tail) to LIVE with a bumped generation and its own token; pid and claimed_ns are
+ * state: CLOSED, or a LIVE owner whose token is dead — in every state only when the ring is
+ * empty, head == tail) to LIVE with a bumped generation and its own token; pid and claimed_ns are
  * written after, for people only. Liveness is the token's (shm_token_alive: the kernel-released
  * lock of the owner's reader slot), never a pid. Readers of the word load it with acquire (A1,
  * pairs with R1/R2). A producer gives its ring up with a release CAS LIVE -> CLOSED
@@ -138,10 +138,11 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 		/* reuse only an empty ring: A3/A4 pair with the last R3/R4 */
 		uint64_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
 		uint64_t head = atomic_load_explicit(&c->head, memory_order_acquire);
-		if (st != SHM_RING_FREE && head != tail)
-			continue; /* the consumer delivers the rest first, then frees it */
-		if (tail - head > size || ((tail | head) & (SHM_RING_ALIGN - 1)))
-			continue; /* corrupted indices: never hand this ring out */
+		if (head != tail)
+			continue; /* the consumer delivers the rest first, then frees it (a FREE ring is
+				   * always empty: bytes in one are a scribble, never handed out) */
+		if (head & (SHM_RING_ALIGN - 1))
+			continue; /* a corrupted index: never hand this ring out */
 		if (st != SHM_RING_FREE)
 			shm_sched_point("ring.claim.owner_dead"); /* judged reclaimable: the CAS decides */
 		uint32_t gen = (shm_ring_owner_gen(w) + 1) & 0xffffffu;
