@@ -39,6 +39,8 @@ START_TEST(test_lock_unlock_busy)
 	ck_assert_int_eq(shm_mutex_check(a->shm, m), 0);
 	ck_assert_int_eq(shm_mutex_lock(a->shm, m), 0);
 	ck_assert_uint_eq(shm_mutex_owner(m), a->shm->token);
+	/* uncontended: the word is the token alone, so the unlock wakes nobody (no futex call) */
+	ck_assert_uint_eq(atomic_load(&m->word), a->shm->token);
 	pid_t pid = fork();
 	if (pid == 0) {
 		struct sc_arena *b;
@@ -186,6 +188,27 @@ START_TEST(test_owner_words_at_the_token_bounds)
 }
 END_TEST
 
+/* A word naming our own token while we do not hold the lock is a scribble: the lock refuses it at
+ * once (waiting would be forever — the named holder, us, is alive), with or without waiters. */
+START_TEST(test_a_word_naming_us_is_refused_at_once)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
+	struct shm_mutex *m = shared_mutex();
+	const uint32_t words[] = { a->shm->token, a->shm->token | SHM_MUTEX_WAITERS };
+	for (int i = 0; i < 2; i++) {
+		atomic_store(&m->word, words[i]);
+		double t0 = now_s();
+		ck_assert_int_eq(shm_mutex_lock(a->shm, m), -EBADMSG);
+		ck_assert(now_s() - t0 < 1.0);
+		ck_assert_uint_eq(atomic_load(&m->word), words[i]); /* left for fsck to report */
+		ck_assert_int_eq(shm_mutex_trylock(a->shm, m), -EBUSY);
+	}
+	atomic_store(&m->word, 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* A handle inherited through fork belongs to the parent: its token is not the child's, so the
  * child takes no lock with it (-ECHILD from both calls, the word untouched), free or held. */
 START_TEST(test_a_forked_handle_takes_no_lock)
@@ -281,6 +304,7 @@ Suite *mutex_suite(void)
 	tcase_add_test(tc, regression_vanished_owner_hung);
 	tcase_add_test(tc, test_owner_words_at_the_token_bounds);
 	tcase_add_test(tc, test_a_forked_handle_takes_no_lock);
+	tcase_add_test(tc, test_a_word_naming_us_is_refused_at_once);
 	tcase_add_test(tc, test_slow_live_holder_is_waited_for);
 	tcase_add_test(tc, test_fsck_repairs_corrupted_arena_mutexes);
 	suite_add_tcase(s, tc);

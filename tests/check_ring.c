@@ -786,6 +786,107 @@ START_TEST(the_most_rings_an_arena_may_have_work)
 }
 END_TEST
 
+/* A FREE ring with bytes between its head and its tail (nothing frees one that way: a scribble)
+ * is never handed to a producer, whether those bytes are one record or the whole ring; once its
+ * indices agree again it is. */
+START_TEST(a_free_ring_with_bytes_in_it_is_not_handed_out)
+{
+	mk_arena(2, 4096);
+	const uint64_t ahead[] = { 64, 4096 };
+	for (int i = 0; i < 2; i++) {
+		atomic_store(&ctl_of(0)->tail, ahead[i]);
+		struct sc_ring *r, *r2;
+		ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+		ck_assert_uint_eq(sc_ring_index(r), 1);
+		ck_assert_int_eq(sc_ring_open(arena, &r2), -ENOSPC);
+		ck_assert_int_eq(sc_ring_close(r), 0);
+		struct sc_ring_stat st[2];
+		ck_assert_int_eq(sc_ring_stats(arena, st, 2), 2);
+		ck_assert_int_eq(st[0].state, SC_RING_FREE);
+		atomic_store(&ctl_of(0)->tail, 0);
+		ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+		ck_assert_uint_eq(sc_ring_index(r), 0);
+		ck_assert_int_eq(sc_ring_close(r), 0);
+		atomic_store(&ctl_of(0)->owner, 0); /* FREE again for the next round */
+	}
+	rm_arena();
+}
+END_TEST
+
+struct seqs {
+	uint64_t seq[256];
+	int32_t first_tok[256];
+	unsigned n;
+};
+
+static int seqs_cb(const struct sc_commit *c, void *ctx)
+{
+	struct seqs *q = ctx;
+	if (q->n < 256) {
+		q->seq[q->n] = c->seq;
+		q->first_tok[q->n] = c->token_count ? c->tokens[0] : -1;
+	}
+	q->n++;
+	return 0;
+}
+
+static int submit4(struct sc_ring *r, int32_t k)
+{
+	int32_t t[4] = { k, k + 1, k + 2, k + 3 }; /* 48 + 16 bytes: one 64-byte record */
+	struct sc_commit c = { .request_id = 1, .generated_token_count = 4, .token_count = 4, .tokens = t };
+	return sc_ring_try_submit(r, &c);
+}
+
+/* A ring holds exactly its size: 64 records of 64 bytes fill 4 KiB, the 65th waits for room; once
+ * one is consumed, one more fits exactly (the producer's cached head refreshed: the ring full to
+ * its last byte again), and the next waits. Everything is delivered once, in order. */
+START_TEST(a_ring_fills_to_its_last_byte)
+{
+	mk_arena(1, 4096);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	for (int32_t k = 0; k < 64; k++)
+		ck_assert_int_eq(submit4(r, k), 0);
+	ck_assert_int_eq(submit4(r, 64), -EAGAIN);
+	struct seqs q = { .n = 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 1), 1);
+	ck_assert_int_eq(submit4(r, 64), 0);
+	ck_assert_int_eq(submit4(r, 65), -EAGAIN);
+	while (sc_ring_poll(arena, seqs_cb, &q, 256) > 0)
+		;
+	ck_assert_uint_eq(q.n, 65);
+	for (unsigned i = 0; i < 65; i++) {
+		ck_assert_uint_eq(q.seq[i], i + 1);
+		ck_assert_int_eq(q.first_tok[i], (int32_t)i);
+	}
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
+/* A consumer id no live handle can hold (the largest 32-bit token) is taken over; one wider than
+ * a token is a damaged directory. */
+START_TEST(a_garbage_consumer_id_is_taken_over)
+{
+	mk_arena(1, 4096);
+	uint64_t size;
+	struct shm_ring_dir *d = shm_region(arena->shm, SHM_REGION_RINGS, &size);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	ck_assert_int_eq(submit4(r, 9), 0);
+	atomic_store(&d->consumer_id, (uint64_t)UINT32_MAX + 1);
+	struct seqs q = { .n = 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), -EBADMSG);
+	ck_assert_uint_eq(q.n, 0);
+	atomic_store(&d->consumer_id, UINT32_MAX);
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1);
+	ck_assert_int_eq(q.first_tok[0], 9);
+	ck_assert_uint_eq(atomic_load(&d->consumer_id), arena->shm->token);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
 /* The largest ring (SHM_RING_BYTES_MAX, 1 GiB: the arena's file is sparse, only what is written is
  * memory) opens and delivers; twice that is refused at creation. */
 START_TEST(the_largest_ring_an_arena_may_have_works)
@@ -860,6 +961,9 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, a_corrupted_directory_is_ebadmsg);
 	tcase_add_test(tc, the_most_rings_an_arena_may_have_work);
 	tcase_add_test(tc, the_largest_ring_an_arena_may_have_works);
+	tcase_add_test(tc, a_ring_fills_to_its_last_byte);
+	tcase_add_test(tc, a_free_ring_with_bytes_in_it_is_not_handed_out);
+	tcase_add_test(tc, a_garbage_consumer_id_is_taken_over);
 	suite_add_tcase(s, tc);
 	return s;
 }
