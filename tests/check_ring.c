@@ -887,6 +887,34 @@ START_TEST(a_garbage_consumer_id_is_taken_over)
 }
 END_TEST
 
+/* A consumer whose role another live handle now holds (the directory names that handle) delivers
+ * nothing and says -EBUSY; named again, it goes on where it stopped. */
+START_TEST(a_consumer_whose_role_was_taken_stops)
+{
+	mk_arena(1, 4096);
+	uint64_t size;
+	struct shm_ring_dir *d = shm_region(arena->shm, SHM_REGION_RINGS, &size);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	ck_assert_int_eq(submit4(r, 1), 0);
+	struct seqs q = { .n = 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1); /* we hold the role */
+	ck_assert_int_eq(submit4(r, 2), 0);
+	struct sc_arena *other;
+	ck_assert_int_eq(sc_arena_open(arena_name, &other), 0); /* alive: its slot is held */
+	atomic_store(&d->consumer_id, other->shm->token);
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), -EBUSY);
+	ck_assert_uint_eq(q.n, 1);
+	atomic_store(&d->consumer_id, arena->shm->token);
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1);
+	ck_assert_uint_eq(q.n, 2);
+	ck_assert_int_eq(q.first_tok[1], 2);
+	sc_arena_close(other);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
 /* The largest ring (SHM_RING_BYTES_MAX, 1 GiB: the arena's file is sparse, only what is written is
  * memory) opens and delivers; twice that is refused at creation. */
 START_TEST(the_largest_ring_an_arena_may_have_works)
@@ -964,6 +992,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, a_ring_fills_to_its_last_byte);
 	tcase_add_test(tc, a_free_ring_with_bytes_in_it_is_not_handed_out);
 	tcase_add_test(tc, a_garbage_consumer_id_is_taken_over);
+	tcase_add_test(tc, a_consumer_whose_role_was_taken_stops);
 	suite_add_tcase(s, tc);
 	return s;
 }
