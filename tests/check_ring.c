@@ -731,6 +731,14 @@ START_TEST(hostile_records_are_ebadmsg_never_out_of_bounds)
 END_TEST
 
 
+/* An arena of geometry @o is refused at creation (-EINVAL), and nothing is handed back. */
+static void refused_at_creation(const struct sc_arena_opts *o, const char *tag)
+{
+	struct sc_arena *a = NULL;
+	ck_assert_int_eq(sc_arena_create(sc_test_name(tag), o, &a), -EINVAL);
+	ck_assert_ptr_null(a);
+}
+
 struct one_commit {
 	int n;
 	uint32_t ring, ntok;
@@ -747,6 +755,21 @@ static int one_cb(const struct sc_commit *c, void *ctx)
 	o->ntok = c->token_count;
 	memcpy(o->tok, c->tokens, (c->token_count < 4 ? c->token_count : 4) * sizeof(int32_t));
 	return 0;
+}
+
+/* One record of request @req (three tokens) submitted on @r and delivered by one poll, exact. */
+static void round_trip(struct sc_ring *r, uint64_t req)
+{
+	int32_t t[3] = { (int32_t)req, (int32_t)req + 1, (int32_t)req + 2 };
+	struct sc_commit c = { .request_id = req, .generated_token_count = 3, .token_count = 3, .tokens = t };
+	ck_assert_int_eq(sc_ring_try_submit(r, &c), 0);
+	struct one_commit got = { 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, one_cb, &got, 16), 1);
+	ck_assert_int_eq(got.n, 1);
+	ck_assert_uint_eq(got.ring, sc_ring_index(r));
+	ck_assert_uint_eq(got.req, req);
+	ck_assert_uint_eq(got.ntok, 3);
+	ck_assert_int_eq(memcmp(got.tok, t, sizeof(t)), 0);
 }
 
 /* The largest directory an arena may have (SHM_RING_COUNT_MAX rings of the smallest size) is
@@ -767,22 +790,11 @@ START_TEST(the_most_rings_an_arena_may_have_work)
 	struct sc_ring *r;
 	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
 	ck_assert_uint_eq(sc_ring_index(r), SHM_RING_COUNT_MAX - 1);
-	int32_t t[3] = { 1, 2, 3 };
-	struct sc_commit c = { .request_id = 5, .generated_token_count = 3, .token_count = 3, .tokens = t };
-	ck_assert_int_eq(sc_ring_try_submit(r, &c), 0);
-	struct one_commit got = { 0 };
-	ck_assert_int_eq(sc_ring_poll(arena, one_cb, &got, 16), 1);
-	ck_assert_int_eq(got.n, 1);
-	ck_assert_uint_eq(got.ring, SHM_RING_COUNT_MAX - 1);
-	ck_assert_uint_eq(got.req, 5);
-	ck_assert_uint_eq(got.ntok, 3);
-	ck_assert_int_eq(memcmp(got.tok, t, sizeof(t)), 0);
+	round_trip(r, 5);
 	sc_ring_close(r);
 	rm_arena();
 	o.ring_count = SHM_RING_COUNT_MAX + 1;
-	struct sc_arena *a = NULL;
-	ck_assert_int_eq(sc_arena_create(sc_test_name("ringmax1"), &o, &a), -EINVAL);
-	ck_assert_ptr_null(a);
+	refused_at_creation(&o, "ringmax1");
 }
 END_TEST
 
@@ -864,16 +876,24 @@ START_TEST(a_ring_fills_to_its_last_byte)
 }
 END_TEST
 
-/* A consumer id no live handle can hold (the largest 32-bit token) is taken over; one wider than
- * a token is a damaged directory. */
-START_TEST(a_garbage_consumer_id_is_taken_over)
+/* An arena of one 4 KiB ring, that ring opened into @r with one record (tokens @k..@k+3) in it;
+ * returns the ring directory. */
+static struct shm_ring_dir *one_ring_one_record(struct sc_ring **r, int32_t k)
 {
 	mk_arena(1, 4096);
 	uint64_t size;
 	struct shm_ring_dir *d = shm_region(arena->shm, SHM_REGION_RINGS, &size);
+	ck_assert_int_eq(sc_ring_open(arena, r), 0);
+	ck_assert_int_eq(submit4(*r, k), 0);
+	return d;
+}
+
+/* A consumer id no live handle can hold (the largest 32-bit token) is taken over; one wider than
+ * a token is a damaged directory. */
+START_TEST(a_garbage_consumer_id_is_taken_over)
+{
 	struct sc_ring *r;
-	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
-	ck_assert_int_eq(submit4(r, 9), 0);
+	struct shm_ring_dir *d = one_ring_one_record(&r, 9);
 	atomic_store(&d->consumer_id, (uint64_t)UINT32_MAX + 1);
 	struct seqs q = { .n = 0 };
 	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), -EBADMSG);
@@ -891,12 +911,8 @@ END_TEST
  * nothing and says -EBUSY; named again, it goes on where it stopped. */
 START_TEST(a_consumer_whose_role_was_taken_stops)
 {
-	mk_arena(1, 4096);
-	uint64_t size;
-	struct shm_ring_dir *d = shm_region(arena->shm, SHM_REGION_RINGS, &size);
 	struct sc_ring *r;
-	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
-	ck_assert_int_eq(submit4(r, 1), 0);
+	struct shm_ring_dir *d = one_ring_one_record(&r, 1);
 	struct seqs q = { .n = 0 };
 	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1); /* we hold the role */
 	ck_assert_int_eq(submit4(r, 2), 0);
@@ -924,20 +940,12 @@ START_TEST(the_largest_ring_an_arena_may_have_works)
 	arena = sc_test_arena_opts("ringbig", &o, &arena_name);
 	struct sc_ring *r;
 	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
-	int32_t t[3] = { 7, 8, 9 };
-	struct sc_commit c = { .request_id = 6, .generated_token_count = 3, .token_count = 3, .tokens = t };
-	ck_assert_int_eq(sc_ring_try_submit(r, &c), 0);
-	struct one_commit got = { 0 };
-	ck_assert_int_eq(sc_ring_poll(arena, one_cb, &got, 16), 1);
-	ck_assert_uint_eq(got.req, 6);
-	ck_assert_int_eq(memcmp(got.tok, t, sizeof(t)), 0);
+	round_trip(r, 6);
 	sc_ring_close(r);
 	rm_arena();
 	o.ring_bytes = SHM_RING_BYTES_MAX * 2u;
 	o.size_bytes += SHM_RING_BYTES_MAX;
-	struct sc_arena *a = NULL;
-	ck_assert_int_eq(sc_arena_create(sc_test_name("ringbig1"), &o, &a), -EINVAL);
-	ck_assert_ptr_null(a);
+	refused_at_creation(&o, "ringbig1");
 }
 END_TEST
 
