@@ -949,6 +949,27 @@ START_TEST(the_largest_ring_an_arena_may_have_works)
 }
 END_TEST
 
+/* The shm layer's per-ring calls take an index from their caller: the last ring is a ring, one past
+ * it is -EINVAL (never a read of the bytes after the control table). */
+START_TEST(ring_indices_past_the_table_are_refused)
+{
+	mk_arena(2, 4096);
+	struct shm_ring_cons cons = { 0 };
+	struct shm_ring_dir *d;
+	ck_assert_int_eq(shm_ring_poll_begin(arena->shm, &cons, &d), 0);
+	struct shm_ring_cursor cur;
+	ck_assert_int_eq(shm_ring_cursor_open(d, 1, &cons, &cur), 0); /* empty */
+	ck_assert_int_eq(shm_ring_cursor_open(d, 2, &cons, &cur), -EINVAL);
+	ck_assert_int_eq(shm_ring_cursor_open(d, UINT32_MAX, &cons, &cur), -EINVAL);
+	struct shm_ring_stat st;
+	ck_assert_int_eq(shm_ring_stat(arena->shm, 1, &st), 0);
+	ck_assert_int_eq(st.corrupt, 0);
+	ck_assert_int_eq(shm_ring_stat(arena->shm, 2, &st), -EINVAL);
+	shm_ring_consumer_release(arena->shm, &cons);
+	rm_arena();
+}
+END_TEST
+
 START_TEST(a_corrupted_directory_is_ebadmsg)
 {
 	mk_arena(2, 4096);
@@ -1001,6 +1022,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, a_free_ring_with_bytes_in_it_is_not_handed_out);
 	tcase_add_test(tc, a_garbage_consumer_id_is_taken_over);
 	tcase_add_test(tc, a_consumer_whose_role_was_taken_stops);
+	tcase_add_test(tc, ring_indices_past_the_table_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
