@@ -970,6 +970,25 @@ START_TEST(ring_indices_past_the_table_are_refused)
 }
 END_TEST
 
+/* A snapshot reads tail, then head: a consumer may drain the whole ring in between, so a head ahead
+ * of the tail by at most the ring's size is that race, shown empty; further ahead is corruption. */
+START_TEST(a_snapshot_tells_the_drain_race_from_corruption)
+{
+	mk_arena(1, 4096);
+	struct sc_ring_stat st;
+	atomic_store(&ctl_of(0)->tail, 8192);
+	atomic_store(&ctl_of(0)->head, 8192 + 4096);
+	ck_assert_int_eq(sc_ring_stats(arena, &st, 1), 1);
+	ck_assert_int_eq(st.corrupt, 0);
+	ck_assert_uint_eq(st.depth_bytes, 0);
+	atomic_store(&ctl_of(0)->head, 8192 + 4096 + 64);
+	ck_assert_int_eq(sc_ring_stats(arena, &st, 1), 1);
+	ck_assert_int_eq(st.corrupt, 1);
+	atomic_store(&ctl_of(0)->head, 8192);
+	rm_arena();
+}
+END_TEST
+
 START_TEST(a_corrupted_directory_is_ebadmsg)
 {
 	mk_arena(2, 4096);
@@ -1023,6 +1042,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, a_garbage_consumer_id_is_taken_over);
 	tcase_add_test(tc, a_consumer_whose_role_was_taken_stops);
 	tcase_add_test(tc, ring_indices_past_the_table_are_refused);
+	tcase_add_test(tc, a_snapshot_tells_the_drain_race_from_corruption);
 	suite_add_tcase(s, tc);
 	return s;
 }
