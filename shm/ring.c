@@ -337,10 +337,11 @@ int shm_ring_stat(const struct shm_arena *a, uint32_t i, struct shm_ring_stat *s
 	st->records = atomic_load_explicit(&c->records, memory_order_relaxed);
 	st->consumed = atomic_load_explicit(&c->consumed, memory_order_relaxed);
 	st->ring_full = atomic_load_explicit(&c->ring_full, memory_order_relaxed);
-	/* head read after tail: a concurrent consumer can only make head larger, so a head beyond
-	 * tail by a bounded amount is a race, not corruption; report it as empty */
-	if (st->head > st->tail && st->head - st->tail <= rb)
-		st->head = st->tail;
+	/* head read after tail: a concurrent consumer may have moved head past the tail read above,
+	 * but never past the tail it had acquired, and our acquire of its head makes that tail
+	 * visible: read tail again. A head still past it is corruption (fsck resets the ring). */
+	if (st->head > st->tail)
+		st->tail = atomic_load_explicit(&c->tail, memory_order_acquire);
 	st->corrupt = st->state > SHM_RING_CLOSED || st->tail - st->head > rb ||
 		      ((st->tail | st->head) & (SHM_RING_ALIGN - 1));
 	return 0;

@@ -931,13 +931,20 @@ START_TEST(a_consumer_whose_role_was_taken_stops)
 }
 END_TEST
 
-/* The largest ring (SHM_RING_BYTES_MAX, 1 GiB: the arena's file is sparse, only what is written is
- * memory) opens and delivers; twice that is refused at creation. */
+/* The largest ring (SHM_RING_BYTES_MAX, 1 GiB: creation allocates the arena's whole file, so for a
+ * moment ~1 GiB of /dev/shm) opens and delivers; twice that is refused at creation. */
 START_TEST(the_largest_ring_an_arena_may_have_works)
 {
 	struct sc_arena_opts o = { .size_bytes = (uint64_t)SHM_RING_BYTES_MAX + (64u << 20), .huge = SC_HUGE_OFF,
 				   .ring_count = 1, .ring_bytes = SHM_RING_BYTES_MAX };
-	arena = sc_test_arena_opts("ringbig", &o, &arena_name);
+	arena_name = sc_test_name("ringbig");
+	int rc = sc_arena_create(arena_name, &o, &arena);
+	if (rc == -ENOMEM || rc == -ENOSPC) {
+		printf("SKIP: the_largest_ring_an_arena_may_have_works: no room for a 1 GiB arena in /dev/shm (%s)\n",
+		       sc_strerror(rc));
+		return;
+	}
+	ck_assert_int_eq(rc, 0);
 	struct sc_ring *r;
 	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
 	round_trip(r, 6);
@@ -970,21 +977,24 @@ START_TEST(ring_indices_past_the_table_are_refused)
 }
 END_TEST
 
-/* A snapshot reads tail, then head: a consumer may drain the whole ring in between, so a head ahead
- * of the tail by at most the ring's size is that race, shown empty; further ahead is corruption. */
-START_TEST(a_snapshot_tells_the_drain_race_from_corruption)
+/* A head past the tail is corruption however little past (a consumer's head never passes the tail
+ * it acquired; the snapshot reads tail again after head, so the race of a drain between its two
+ * reads is not mistaken for it): reported corrupt, not empty, so fsck resets the ring. */
+START_TEST(a_snapshot_reports_a_head_past_the_tail)
 {
 	mk_arena(1, 4096);
 	struct sc_ring_stat st;
+	const uint64_t past[] = { 64, 4096, 4096 + 64 };
 	atomic_store(&ctl_of(0)->tail, 8192);
-	atomic_store(&ctl_of(0)->head, 8192 + 4096);
+	for (int i = 0; i < 3; i++) {
+		atomic_store(&ctl_of(0)->head, 8192 + past[i]);
+		ck_assert_int_eq(sc_ring_stats(arena, &st, 1), 1);
+		ck_assert_int_eq(st.corrupt, 1);
+	}
+	atomic_store(&ctl_of(0)->head, 8192);
 	ck_assert_int_eq(sc_ring_stats(arena, &st, 1), 1);
 	ck_assert_int_eq(st.corrupt, 0);
 	ck_assert_uint_eq(st.depth_bytes, 0);
-	atomic_store(&ctl_of(0)->head, 8192 + 4096 + 64);
-	ck_assert_int_eq(sc_ring_stats(arena, &st, 1), 1);
-	ck_assert_int_eq(st.corrupt, 1);
-	atomic_store(&ctl_of(0)->head, 8192);
 	rm_arena();
 }
 END_TEST
@@ -1042,7 +1052,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, a_garbage_consumer_id_is_taken_over);
 	tcase_add_test(tc, a_consumer_whose_role_was_taken_stops);
 	tcase_add_test(tc, ring_indices_past_the_table_are_refused);
-	tcase_add_test(tc, a_snapshot_tells_the_drain_race_from_corruption);
+	tcase_add_test(tc, a_snapshot_reports_a_head_past_the_tail);
 	suite_add_tcase(s, tc);
 	return s;
 }
