@@ -149,7 +149,7 @@ static struct proto {
 	int violated;
 	char why[160];
 	/* the real memory the threads change, restored before every execution */
-	struct { void *p; size_t n; void *copy; } snap[6];
+	struct { void *p; size_t n; void *copy; } snap[7];
 	int nsnap;
 	uint64_t l2_lease_used_r;
 } P;
@@ -257,10 +257,12 @@ static void proto_setup(void)
 
 /* @unpublished: the entry is taken out of its bucket and made BUSY again, as a writer holds it
  * just before shm_index_link_locked; 2: a second entry of the same bucket (keys weakened to one
- * bucket) is unpublished too */
+ * bucket) is unpublished too; 3: three entries of one bucket, the chain e3 -> e2 stays published
+ * and e2 is given the entry's key (the entry, BUSY and out of the chain, is to replace it: a
+ * store into e3's `next`, not into the bucket) */
 static void proto_setup_mode(int unpublished)
 {
-	if (unpublished == 2)
+	if (unpublished >= 2)
 		sc_test_set_key_mask(0, ~0ull); /* every key's low half 0: one bucket, one shard */
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
 	P.a = sc_test_arena_opts("mm", &o, &P.name);
@@ -279,8 +281,8 @@ static void proto_setup_mode(int unpublished)
 	struct shm_index_entry *e = shm_index_find(ix, P.key.lo, P.key.hi, &err); /* main context: real */
 	ck_assert_ptr_nonnull(e);
 	P.idx = shm_index_idx(ix, e);
-	struct shm_index_entry *e2 = NULL;
-	if (unpublished == 2) {
+	struct shm_index_entry *e2 = NULL, *e3 = NULL;
+	if (unpublished == 2 || unpublished == 3) {
 		int32_t t2[4] = { 5, 6, 7, 8 };
 		struct sc_key k2;
 		ck_assert_int_eq(sc_l2_admit(P.st, NS, t2, 4, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), 0);
@@ -290,9 +292,22 @@ static void proto_setup_mode(int unpublished)
 		ck_assert_uint_eq(atomic_load(&e2->next), P.idx + 1); /* linked in front of the first */
 		P.idx2 = shm_index_idx(ix, e2);
 		atomic_store(&e2->next, 0);
-		atomic_store(&e2->state, SHM_ENT_BUSY); /* out of the bucket with the first, just below */
+		if (unpublished == 2)
+			atomic_store(&e2->state, SHM_ENT_BUSY); /* out of the bucket with the first, just below */
 	}
-	if (unpublished) {
+	if (unpublished == 3) {
+		int32_t t3[4] = { 9, 10, 11, 12 };
+		struct sc_key k3;
+		ck_assert_int_eq(sc_l2_admit(P.st, NS, t3, 4, sc_digest(buf, sizeof(buf)), &p, SC_ORIGIN_DIRECT), 0);
+		ck_assert_int_eq(sc_l2_key(P.st, NS, t3, 4, &k3), 0);
+		e3 = shm_index_find(ix, k3.lo, k3.hi, &err);
+		ck_assert_ptr_nonnull(e3);
+		ck_assert_uint_eq(atomic_load(&e3->next), P.idx2 + 1); /* the head: e3 -> e2 */
+		e2->key_lo = e->key_lo;
+		e2->key_hi = e->key_hi;
+		atomic_store(&e->state, SHM_ENT_BUSY);
+	}
+	if (unpublished == 1 || unpublished == 2) {
 		ck_assert_uint_eq(atomic_load(&e->next), 0); /* alone in its bucket */
 		atomic_store(&ix->buckets[shm_index_bucket(ix, e->key_lo)], 0);
 		atomic_store(&e->state, SHM_ENT_BUSY);
@@ -308,6 +323,8 @@ static void proto_setup_mode(int unpublished)
 	P.nsnap = 5;
 	if (e2)
 		P.snap[5].p = e2, P.snap[5].n = sizeof(*e2), P.nsnap = 6;
+	if (e3)
+		P.snap[6].p = e3, P.snap[6].n = sizeof(*e3), P.nsnap = 7;
 	mm_regions_clear();
 	for (int i = 0; i < P.nsnap; i++) {
 		P.snap[i].copy = malloc(P.snap[i].n);
@@ -417,6 +434,39 @@ START_TEST(test_unlink_vs_lookup_of_the_successor_under_weak_memory)
 	proto_setup_mode(2);
 	struct mm_scenario s = { .name = "index unlink vs lookup of the successor", .threads = 2,
 				 .reset = proto_reset, .thread = unlink_publish_thread, .check = proto_check };
+	explore_ok(&s);
+	proto_teardown();
+}
+END_TEST
+
+/* the writer replaces e2 (behind the chain's head) by the entry: a store into the head's `next`;
+ * the reader looks the key up and, when it reaches the new entry, must see its fields */
+static void replace_behind_head_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		struct shm_index *ix = l2_ix(P.r);
+		int err;
+		shm_epoch_enter(P.r->shm);
+		struct shm_index_entry *e = shm_index_find(ix, P.key.lo, P.key.hi, &err);
+		if (e == &ix->ent[P.idx] && atomic_load_explicit(&PS.fields, memory_order_relaxed) != 1)
+			violation("the reader reached the replacement before its fields were written");
+		shm_epoch_exit(P.r->shm);
+		return;
+	}
+	struct shm_index *ix = l2_ix(P.w);
+	atomic_store_explicit(&PS.fields, 1, memory_order_relaxed);
+	shm_index_link_locked(ix, &ix->ent[P.idx], &ix->ent[P.idx2]);
+}
+
+/* A reader that reaches an entry through a `next` link sees everything written before that link
+ * was stored (release of the slot in shm_index_link_locked, acquire of every `next` in
+ * shm_index_find: the bucket's acquire alone does not order it, the head was published earlier). */
+START_TEST(test_replace_behind_the_head_vs_lookup_under_weak_memory)
+{
+	proto_setup_mode(3);
+	struct mm_scenario s = { .name = "index replace behind the head vs lookup", .threads = 2,
+				 .reset = proto_reset, .thread = replace_behind_head_thread, .check = proto_check };
 	explore_ok(&s);
 	proto_teardown();
 }
@@ -863,6 +913,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_lease_vs_reclaim_under_weak_memory);
 	tcase_add_test(tc, test_publish_vs_lookup_under_weak_memory);
 	tcase_add_test(tc, test_unlink_vs_lookup_of_the_successor_under_weak_memory);
+	tcase_add_test(tc, test_replace_behind_the_head_vs_lookup_under_weak_memory);
 	tcase_add_test(tc, test_mutex_under_weak_memory);
 	tcase_add_test(tc, test_ring_under_weak_memory);
 	tcase_add_test(tc, test_ring_close_vs_reap_under_weak_memory);
