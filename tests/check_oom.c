@@ -224,6 +224,41 @@ START_TEST(test_fsck_repair_of_a_stray_block_under_allocation_failures)
 }
 END_TEST
 
+/* A shard repair whose allocation fails (the next locker owes it: repair_pending stays set) does
+ * not crash, changes nothing, and the next lock repairs. */
+START_TEST(test_index_repair_under_allocation_failure)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("oomrep", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	ck_assert_int_eq(admit(st, 7, 3000), 0);
+	struct shm_index *ix = l2_ix(a);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++) {
+		struct shm_index_shard *sh = &ix->hdr->shards[s];
+		uint32_t repairs = sh->repairs;
+		sh->repair_pending = 1;
+		arm(1);
+		int rc = shm_index_lock(ix, s);
+		int hit = disarm();
+		ck_assert_int_eq(rc, 0);
+		shm_index_unlock(ix, s);
+		ck_assert(hit);
+		ck_assert_uint_eq(sh->repair_pending, 1);
+		ck_assert_uint_eq(sh->repairs, repairs);
+		ck_assert_int_eq(shm_index_lock(ix, s), 0);
+		shm_index_unlock(ix, s);
+		ck_assert_uint_eq(sh->repair_pending, 0);
+		ck_assert_uint_eq(sh->repairs, repairs + 1);
+	}
+	ck_assert(served(st, 7, 3000));
+	struct sc_fsck_report r;
+	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The L3 store and restore: a put, a restore (fill, promotion) with a failed allocation fail or
  * succeed, never serve wrong bytes, and the next restore serves the right ones. */
 START_TEST(test_l3_and_restore_under_allocation_failures)
@@ -382,6 +417,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_l2_calls_under_allocation_failures);
 	tcase_add_test(tc, test_segmented_admits_under_allocation_failures);
 	tcase_add_test(tc, test_fsck_repair_of_a_stray_block_under_allocation_failures);
+	tcase_add_test(tc, test_index_repair_under_allocation_failure);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
 	suite_add_tcase(s, tc);
 	return s;
