@@ -975,6 +975,48 @@ START_TEST(test_smallest_index_works)
 }
 END_TEST
 
+/* The most index entries an arena may have (SHM_INDEX_MAX_ENTRIES, 2^24: an entry's number fits a
+ * heap tag): the layout planner, the index's formatting and every opener's view accept exactly that
+ * many (one more is refused by the planner: test_layout_plan_refuses_bad_parameters). The arena's
+ * file is ~3.6 GiB of /dev/shm (the index and eviction queues of 2^24 entries), ~1 GiB of it
+ * written by formatting; without room the case prints SKIP. */
+START_TEST(test_largest_index_works)
+{
+	struct shm_region regions[SHM_REGION_MAX];
+	struct shm_params p = { .total_bytes = 64ull << 30, .index_entries = SHM_INDEX_MAX_ENTRIES };
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
+	struct sc_arena_opts o = { .size_bytes = regions[SHM_REGION_HEAP].off + (16u << 20), .huge = SC_HUGE_OFF,
+				   .index_entries = SHM_INDEX_MAX_ENTRIES };
+	const char *name = sc_test_name("idxmax");
+	struct sc_arena *a;
+	int rc = sc_arena_create(name, &o, &a);
+	if (rc == -ENOMEM || rc == -ENOSPC) {
+		printf("SKIP: test_largest_index_works: no room for a %llu MiB arena in /dev/shm (%s)\n",
+		       (unsigned long long)(o.size_bytes >> 20), sc_strerror(rc));
+		return;
+	}
+	ck_assert_msg(rc == 0, "create %s: %s", name, sc_strerror(rc));
+	struct sc_arena_info info;
+	ck_assert_int_eq(sc_arena_info(a, &info), 0);
+	ck_assert_uint_eq(info.index_entries, SHM_INDEX_MAX_ENTRIES);
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0); /* a second opener views the same index */
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(b, "m", "s", &st), 0);
+	static uint8_t buf[1000];
+	memset(buf, 7, sizeof(buf));
+	int32_t t[2] = { 3, 4 };
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	ck_assert_int_eq(sc_l2_admit(st, "i", t, 2, sc_digest(buf, sizeof(buf)), &pl, SC_ORIGIN_DIRECT), 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(st, "i", t, 2, NULL, &l), 0);
+	sc_lease_release(&l);
+	sc_stage_close(st);
+	sc_arena_close(b);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* shm/ does not trust its caller: the layout planner itself refuses what no arena may have
  * (segment sizes that are not a power of two in range, too many entries, slots or rings), not only
  * the public create that checks first. */
@@ -1078,6 +1120,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
 	tcase_add_test(tc, test_smallest_index_works);
+	tcase_add_test(tc, test_largest_index_works);
 	tcase_add_test(tc, test_layout_plan_refuses_bad_parameters);
 	tcase_add_test(tc, test_layout_plan_rounds_only_to_the_next_boundary);
 	suite_add_tcase(s, tc);
