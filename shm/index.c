@@ -334,7 +334,7 @@ int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min,
 		c = p->link;
 	}
 	uint32_t *pp = &sh->pending_head;
-	while (*pp && seen < 4 * max + 16 && done < max) {
+	while (*pp && seen < 4ull * max + 16 && done < max) {
 		uint32_t cur = *pp;
 		if (!link_in_shard(ix, cur, shard) ||
 		    atomic_load_explicit(&ix->ent[cur - 1].state, memory_order_relaxed) != SHM_ENT_RETIRED) {
@@ -424,9 +424,13 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 		if (reach[i / SHM_INDEX_SHARDS])
 			continue;
 		if (st == SHM_ENT_LIVE || st == SHM_ENT_BUSY) {
-			/* unreachable: a writer died between unlinking and retiring, or before linking */
-			atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_relaxed);
+			/* unreachable: a writer died between unlinking and retiring, or before linking.
+			 * The stamp before the state, as in shm_index_retire_locked: a repair that dies
+			 * in between leaves the entry as it was (stamped by the next repair), never
+			 * RETIRED with the stamp of its previous retirement (reclaimable at once while a
+			 * reader that reached it before the unlink may still be inside its epoch) */
 			e->retire_epoch = shm_epoch_advance(ix->a);
+			atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_relaxed);
 			st = SHM_ENT_RETIRED;
 		}
 		if (st == SHM_ENT_RETIRED) {
