@@ -978,8 +978,8 @@ END_TEST
 /* The most index entries an arena may have (SHM_INDEX_MAX_ENTRIES, 2^24: an entry's number fits a
  * heap tag): the layout planner, the index's formatting and every opener's view accept exactly that
  * many (one more is refused by the planner: test_layout_plan_refuses_bad_parameters). The arena's
- * file is ~3.6 GiB of /dev/shm (the index and eviction queues of 2^24 entries), ~1 GiB of it
- * written by formatting; without room the case prints SKIP. */
+ * file is ~3.6 GiB of /dev/shm, allocated at creation (the index and eviction queues of 2^24
+ * entries); formatting writes every index entry (2 GiB); without room the case prints SKIP. */
 START_TEST(test_largest_index_works)
 {
 	struct shm_region regions[SHM_REGION_MAX];

@@ -225,7 +225,8 @@ START_TEST(test_fsck_repair_of_a_stray_block_under_allocation_failures)
 END_TEST
 
 /* A shard repair whose allocation fails (the next locker owes it: repair_pending stays set) does
- * not crash, changes nothing, and the next lock repairs. */
+ * not crash, changes nothing, and the next lock repairs; a writer's pop from a corrupted free list
+ * tries twice (repairing before the second) and then gives up. */
 START_TEST(test_index_repair_under_allocation_failure)
 {
 	const char *name;
@@ -251,6 +252,29 @@ START_TEST(test_index_repair_under_allocation_failure)
 		ck_assert_uint_eq(sh->repair_pending, 0);
 		ck_assert_uint_eq(sh->repairs, repairs + 1);
 	}
+	/* a corrupted free list (its head names a LIVE entry) met by a writer whose first repair
+	 * cannot allocate: the second attempt repairs, and the writer gives up after those two
+	 * (it sees a full shard, once); the next writer takes a FREE entry, the LIVE one stays */
+	int err;
+	struct sc_key key;
+	int32_t t[3] = { 7, 8, 9 };
+	ck_assert_int_eq(sc_l2_key(st, "oom", t, 3, &key), 0);
+	struct shm_index_entry *live = shm_index_find(ix, key.lo, key.hi, &err);
+	ck_assert_ptr_nonnull(live);
+	uint32_t s = shm_index_idx(ix, live) % SHM_INDEX_SHARDS;
+	ck_assert_int_eq(shm_index_lock(ix, s), 0);
+	ix->hdr->shards[s].free_head = shm_index_idx(ix, live) + 1;
+	arm(1);
+	struct shm_index_entry *e = shm_index_pop_free_locked(ix, s);
+	ck_assert(disarm());
+	ck_assert_ptr_null(e);
+	e = shm_index_pop_free_locked(ix, s);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_ne(e, live);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_FREE);
+	shm_index_push_free_locked(ix, e);
+	shm_index_unlock(ix, s);
+	ck_assert_uint_eq(atomic_load(&live->state), SHM_ENT_LIVE);
 	ck_assert(served(st, 7, 3000));
 	struct sc_fsck_report r;
 	ck_assert_int_eq(sc_arena_fsck(a, SC_FSCK_DEEP, NULL, NULL, &r), 0);

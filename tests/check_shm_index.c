@@ -13,6 +13,7 @@
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../shm/heap.h"
 #include "../shm/index.h"
 #include "../shm/readers.h"
 
@@ -302,6 +303,11 @@ START_TEST(test_hostile_chains)
 	atomic_store(&ix.buckets[b], UINT32_MAX);
 	ck_assert_ptr_null(get(&ix, 9, 1, &err));
 	ck_assert_int_eq(err, -EBADMSG);
+	/* a writer's walk to an entry's predecessor stops at such a link too: nothing to unlink */
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	ck_assert_int_eq(shm_index_unlink_retire_locked(&ix, e), -ENOENT);
+	shm_index_unlock(&ix, s);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_LIVE);
 	atomic_store(&ix.buckets[b], ((s + 1) % SHM_INDEX_SHARDS) + 1); /* an entry of another shard */
 	ck_assert_ptr_null(get(&ix, 9, 1, &err));
 	ck_assert_int_eq(err, -EBADMSG);
@@ -331,6 +337,211 @@ START_TEST(test_hostile_chains)
 	ck_assert_int_eq(err, 0); /* the bad link is gone */
 	ck_assert_uint_eq(atomic_load(&e->next), 0);
 	ck_assert_uint_eq(atomic_load(&f->state), SHM_ENT_FREE);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+enum { N = 2048 }; /* big_index_arena: 128 entries per shard, 2048 buckets */
+
+/* An arena whose index has N entries, for chains and lists longer than ENTRIES allows. */
+static struct sc_arena *big_index_arena(const char **name, struct shm_index *ix)
+{
+	struct sc_arena_opts o = { .size_bytes = 32u << 20, .huge = SC_HUGE_OFF, .index_entries = N };
+	struct sc_arena *a = sc_test_arena_opts("index", &o, name);
+	ck_assert_int_eq(shm_index_view(a->shm, ix), 0);
+	ck_assert_uint_eq(ix->mask + 1, N);
+	return a;
+}
+
+/* A chain at the longest length a lookup follows (SHM_INDEX_MAX_CHAIN entries) and one longer.
+ * Keys are chosen here (a bucket is key_lo's low bits), so one bucket gets 65 entries: a lookup
+ * finds the 64 nearest the head, and reaching the 65th is corruption (-EBADMSG); a writer still
+ * unlinks the 65th, and the shard repair cuts a chain after its 64th entry. */
+START_TEST(test_chains_at_the_longest_allowed)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = big_index_arena(&name, &ix);
+	uint32_t s = shard_of(&ix, 9);
+	struct shm_index_entry *e[SHM_INDEX_MAX_CHAIN + 2];
+	int err;
+	for (uint32_t k = 0; k < SHM_INDEX_MAX_CHAIN; k++)
+		ck_assert_ptr_nonnull(e[k] = put(&ix, 9 + (uint64_t)k * N, k));
+	ck_assert_ptr_eq(get(&ix, 9, 0, &err), e[0]); /* the 64th of the chain: the deepest found */
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_null(get(&ix, 9, 99, &err)); /* a miss walks all 64 */
+	ck_assert_int_eq(err, 0);
+
+	ck_assert_ptr_nonnull(e[64] = put(&ix, 9 + 64ull * N, 64)); /* linked at the head: 65 now */
+	ck_assert_ptr_eq(get(&ix, 9 + 64ull * N, 64, &err), e[64]);
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_eq(get(&ix, 9 + 1ull * N, 1, &err), e[1]); /* the 64th */
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_null(get(&ix, 9, 0, &err)); /* the 65th: too long a chain */
+	ck_assert_int_eq(err, -EBADMSG);
+	ck_assert_ptr_null(get(&ix, 9, 99, &err));
+	ck_assert_int_eq(err, -EBADMSG);
+
+	/* the writer still finds the 65th's predecessor and unlinks it: the chain is whole again */
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	ck_assert_int_eq(shm_index_unlink_retire_locked(&ix, e[0]), 0);
+	shm_index_unlock(&ix, s);
+	ck_assert_uint_eq(atomic_load(&e[0]->state), SHM_ENT_RETIRED);
+	ck_assert_ptr_null(get(&ix, 9, 99, &err));
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_eq(get(&ix, 9 + 1ull * N, 1, &err), e[1]);
+
+	/* 65 again; the shard repair keeps the 64 nearest the head and retires the one after them */
+	ck_assert_ptr_nonnull(e[65] = put(&ix, 9 + 65ull * N, 65));
+	uint32_t pending = ix.hdr->shards[s].pending_count;
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	shm_index_repair_locked(&ix, s);
+	shm_index_unlock(&ix, s);
+	ck_assert_uint_eq(atomic_load(&e[1]->state), SHM_ENT_RETIRED);
+	ck_assert_uint_eq(ix.hdr->shards[s].pending_count, pending + 1);
+	ck_assert_ptr_null(get(&ix, 9 + 1ull * N, 1, &err));
+	ck_assert_int_eq(err, 0);
+	ck_assert_ptr_eq(get(&ix, 9 + 2ull * N, 2, &err), e[2]);
+	ck_assert_ptr_eq(get(&ix, 9 + 65ull * N, 65, &err), e[65]);
+	ck_assert_int_eq(err, 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* An index whose entry count is not a multiple of the shard count (17: shard 0 has two entries,
+ * the others one): the last entry is used, found and kept by its shard's repair. */
+START_TEST(test_an_index_of_odd_size_works)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena_opts o = { .size_bytes = 8u << 20, .huge = SC_HUGE_OFF, .index_entries = 17 };
+	struct sc_arena *a = sc_test_arena_opts("index", &o, &name);
+	ck_assert_int_eq(shm_index_view(a->shm, &ix), 0);
+	ck_assert_uint_eq(ix.nentries, 17);
+	uint64_t lo = 0; /* bucket 0: shard 0 */
+	ck_assert_uint_eq(shard_of(&ix, lo), 0);
+	struct shm_index_entry *e = put(&ix, lo, 1), *f = put(&ix, lo + ix.mask + 1, 2);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(shm_index_idx(&ix, f), 16);
+	ck_assert_ptr_null(put(&ix, lo + 2 * (ix.mask + 1), 3)); /* the shard is full */
+	ck_assert_int_eq(shm_index_lock(&ix, 0), 0);
+	shm_index_repair_locked(&ix, 0);
+	shm_index_unlock(&ix, 0);
+	int err;
+	ck_assert_ptr_eq(get(&ix, lo, 1, &err), e);
+	ck_assert_ptr_eq(get(&ix, lo + ix.mask + 1, 2, &err), f);
+	ck_assert_uint_eq(atomic_load(&f->state), SHM_ENT_LIVE);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* Formatting trusts no caller either: an entry count out of range or a region too small for the
+ * count is -EINVAL, and the index already there is left as it was. */
+START_TEST(test_format_refuses_bad_parameters)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = index_arena(&name, &ix);
+	struct shm_index_entry *e = put(&ix, 21, 1);
+	const uint32_t bad_n[] = { 0, SHM_INDEX_SHARDS - 1, SHM_INDEX_MAX_ENTRIES + 1, UINT32_MAX };
+	struct shm_arena *m = a->shm;
+	for (unsigned i = 0; i < sizeof(bad_n) / sizeof(bad_n[0]); i++) {
+		m->hv.index_entries = bad_n[i];
+		ck_assert_msg(shm_index_format(m) == -EINVAL, "%u entries formatted", bad_n[i]);
+	}
+	m->hv.index_entries = ENTRIES;
+	uint64_t size = m->hv.regions[SHM_REGION_INDEX].size;
+	m->hv.regions[SHM_REGION_INDEX].size = shm_index_bytes(ENTRIES) - 1;
+	ck_assert_int_eq(shm_index_format(m), -EINVAL);
+	m->hv.regions[SHM_REGION_INDEX].size = size;
+	int err;
+	ck_assert_ptr_eq(get(&ix, 21, 1, &err), e);
+	ck_assert_int_eq(shm_index_view(m, &ix), 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* An entry retired while still linked (a reader that loaded its predecessor before the unlink
+ * stands on it) is reported: the pre-removal state, kept intact by the epoch. */
+START_TEST(test_a_retired_entry_still_linked_is_reported)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = index_arena(&name, &ix);
+	uint32_t s = shard_of(&ix, 23);
+	struct shm_index_entry *e = put(&ix, 23, 1);
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	shm_index_retire_locked(&ix, e); /* the state a reader can meet between unlink and its walk */
+	shm_index_unlock(&ix, s);
+	int err;
+	ck_assert_ptr_eq(get(&ix, 23, 1, &err), e);
+	ck_assert_int_eq(err, 0);
+	atomic_store(&e->state, SHM_ENT_FREEING); /* but not one that is being freed */
+	ck_assert_ptr_null(get(&ix, 23, 1, &err));
+	ck_assert_int_eq(err, 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A reclaim pass frees at most @max entries and looks at no more than 4 * max + 16 of its shard's
+ * pending list (a pass under the shard lock is bounded even when most of the list must wait). */
+START_TEST(test_reclaim_passes_are_bounded)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = big_index_arena(&name, &ix);
+	uint32_t s = shard_of(&ix, 5);
+	struct shm_index_shard *sh = &ix.hdr->shards[s];
+	struct shm_index_entry *oldest = put(&ix, 5, 0);
+	ck_assert_int_eq(del(&ix, 5, 0), 0);
+	for (uint32_t k = 1; k <= 20; k++) { /* retired later: ahead of it on the pending list */
+		ck_assert_ptr_nonnull(put(&ix, 5 + (uint64_t)k * N, k));
+		ck_assert_int_eq(del(&ix, 5 + (uint64_t)k * N, k), 0);
+	}
+	ck_assert_uint_eq(sh->pending_count, 21);
+	unsigned blocked;
+	/* only the oldest may go, and it is the 21st: a pass of max 1 looks at 20 and stops */
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	ck_assert_int_eq(shm_index_reclaim_locked(&ix, s, oldest->retire_epoch + 1, NULL, 0, 1, &blocked), 0);
+	ck_assert_uint_eq(atomic_load(&oldest->state), SHM_ENT_RETIRED);
+	/* with max 2 it may look at 24: it reaches the oldest, which goes */
+	ck_assert_int_eq(shm_index_reclaim_locked(&ix, s, oldest->retire_epoch + 1, NULL, 0, 2, &blocked), 1);
+	ck_assert_uint_eq(atomic_load(&oldest->state), SHM_ENT_FREE);
+	/* everything may go: two per pass of max 2, then the rest */
+	ck_assert_int_eq(shm_index_reclaim_locked(&ix, s, UINT64_MAX, NULL, 0, 2, &blocked), 2);
+	ck_assert_uint_eq(sh->pending_count, 18);
+	ck_assert_int_eq(shm_index_reclaim_locked(&ix, s, UINT64_MAX, NULL, 0, 64, &blocked), 18);
+	ck_assert_uint_eq(sh->pending_count, 0);
+	ck_assert_uint_eq(sh->pending_head, 0);
+	shm_index_unlock(&ix, s);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* The shard repair walks every bucket of its shard, the table's last one included (shard 15's
+ * last bucket is the mask itself): a chain of two there stays LIVE, nothing is retired. */
+START_TEST(test_repair_walks_the_last_bucket)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = index_arena(&name, &ix);
+	uint64_t lo = ix.mask;
+	uint32_t s = shard_of(&ix, lo);
+	ck_assert_uint_eq(s, SHM_INDEX_SHARDS - 1);
+	struct shm_index_entry *e = put(&ix, lo, 1), *f = put(&ix, lo + ix.mask + 1, 2);
+	/* f, linked at the head, is the later entry of the shard's table: the walk meets the entries
+	 * in the order opposite to their numbers */
+	ck_assert_uint_gt(shm_index_idx(&ix, f), shm_index_idx(&ix, e));
+	uint32_t pending = ix.hdr->shards[s].pending_count;
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	shm_index_repair_locked(&ix, s);
+	shm_index_unlock(&ix, s);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_LIVE);
+	ck_assert_uint_eq(atomic_load(&f->state), SHM_ENT_LIVE);
+	ck_assert_uint_eq(ix.hdr->shards[s].pending_count, pending);
+	int err;
+	ck_assert_ptr_eq(get(&ix, lo, 1, &err), e);
+	ck_assert_ptr_eq(get(&ix, lo + ix.mask + 1, 2, &err), f);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
@@ -366,6 +577,11 @@ START_TEST(test_hostile_lists)
 	ck_assert_int_eq(shm_index_reclaim_locked(&ix, s, UINT64_MAX, NULL, 0, 8, &blocked), 0);
 	ck_assert_uint_eq(sh->repairs, repairs + 3);
 	ck_assert_uint_eq(sh->pending_head, 0);
+	sh->pending_head = shm_index_idx(&ix, live) + 1; /* names the LIVE entry: never reclaimed */
+	ck_assert_int_eq(shm_index_reclaim_locked(&ix, s, UINT64_MAX, NULL, 0, 8, &blocked), 0);
+	ck_assert_uint_eq(sh->repairs, repairs + 4);
+	ck_assert_uint_eq(sh->pending_head, 0);
+	ck_assert_uint_eq(atomic_load(&live->state), SHM_ENT_LIVE);
 	shm_index_unlock(&ix, s);
 	int err;
 	ck_assert_ptr_eq(get(&ix, 11, 1, &err), live);
@@ -376,6 +592,226 @@ START_TEST(test_hostile_lists)
 		n++;
 	shm_index_unlock(&ix, s);
 	ck_assert_uint_eq(n, PER_SHARD - 1);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+static int find_block_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	(void)bytes;
+	(void)tag;
+	uint64_t *want = ctx;
+	if (off == want[0]) {
+		want[1] = (uint64_t)allocated;
+		return 1;
+	}
+	return 0;
+}
+
+/* Is there an allocated heap block whose usable bytes start at @off? (A freed block may have
+ * merged with a free neighbour: then no block starts there.) */
+static int block_allocated(struct sc_arena *a, uint64_t off)
+{
+	uint64_t want[2] = { off, 0 };
+	ck_assert_int_ge(shm_heap_walk(a->shm, find_block_cb, want), 0);
+	return (int)want[1];
+}
+
+/* The sweep frees the private reservations of dead processes and nothing else: ours and a live
+ * child's stay; the child's goes once it is killed (a liveness seen by an earlier sweep is not
+ * reused); the count it returns is the blocks it freed; a block allocated later where a swept one
+ * was is not touched by later sweeps; a sweep lock whose holder died is taken over. */
+START_TEST(test_sweep_frees_reservations_of_the_dead_only)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = index_arena(&name, &ix);
+	uint64_t ours;
+	ck_assert_uint_ne(a->shm->token, 0);
+	int up[2], down[2];
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(up[0]);
+		close(down[1]);
+		struct sc_arena *b;
+		uint64_t off;
+		if (sc_arena_open(name, &b) || shm_heap_alloc(b->shm, 4096, shm_tag_priv(b->shm->token), &off))
+			_exit(2);
+		if (write(up[1], &off, sizeof(off)) != sizeof(off))
+			_exit(3);
+		char c;
+		(void)!read(down[0], &c, 1); /* hold the reservation until killed */
+		_exit(4);
+	}
+	close(up[1]);    /* a child that exits early: our read sees the end at once */
+	close(down[0]);
+	uint64_t theirs;
+	ck_assert_int_eq(read(up[0], &theirs, sizeof(theirs)), (ssize_t)sizeof(theirs));
+	/* ours after theirs: a walk meets the child's token first (the one whose verdict changes) */
+	ck_assert_int_eq(shm_heap_alloc(a->shm, 4096, shm_tag_priv(a->shm->token), &ours), 0);
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), 0); /* both owners alive */
+	ck_assert(block_allocated(a, ours));
+	ck_assert(block_allocated(a, theirs));
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	sc_test_wait_killed(pid);
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), 1); /* the dead child's block, counted */
+	ck_assert(!block_allocated(a, theirs));
+	ck_assert(block_allocated(a, ours));
+	/* a block allocated after the sweep (the heap may give it the swept one's place, an offset the
+	 * sweep had in its batch) belongs to a live owner: later sweeps keep it */
+	uint64_t again;
+	ck_assert_int_eq(shm_heap_alloc(a->shm, 4096, shm_tag_priv(a->shm->token), &again), 0);
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), 0);
+	ck_assert(block_allocated(a, again));
+	ck_assert(block_allocated(a, ours));
+	/* a process that died holding the sweep lock: the next sweep takes it over and works */
+	pid = sc_test_locker(name, &ix.hdr->sweep_mu, 'k', 0);
+	sc_test_wait_killed(pid);
+	ck_assert_int_eq(shm_heap_set_tag(a->shm, again, shm_tag_priv(shm_token(SHM_READER_SLOTS_MAX - 1, 1))), 0);
+	ix.hdr->sweep_mu.magic ^= 1; /* a scribbled sweep lock: no sweep, nothing freed */
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), -EBADMSG);
+	ck_assert(block_allocated(a, again));
+	ix.hdr->sweep_mu.magic ^= 1;
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), 1); /* a token past the reader table: dead */
+	ck_assert(!block_allocated(a, again));
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), 0);
+	ck_assert_int_eq(shm_heap_free(a->shm, ours), 0);
+	close(up[0]);
+	close(down[1]);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A block tagged for an entry of a locked shard is freed by the sweep when that entry does not own
+ * it: the entry is FREE (or in a state no writer sets), or of another generation, or holds another
+ * block; the blocks of a BUSY entry (a writer filling it) and of a LIVE one stay. */
+START_TEST(test_sweep_frees_blocks_their_entry_does_not_own)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = index_arena(&name, &ix);
+	struct shm_arena *m = a->shm;
+	uint32_t s = shard_of(&ix, 25);
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	struct shm_index_entry *ent[4];
+	uint64_t off[5];
+	for (int i = 0; i < 4; i++) {
+		ck_assert_ptr_nonnull(ent[i] = shm_index_pop_free_locked(&ix, s));
+		uint32_t idx = shm_index_idx(&ix, ent[i]);
+		ck_assert_int_eq(shm_heap_alloc(m, 1024, shm_tag_entry(idx, ent[i]->gen), &off[i]), 0);
+		ent[i]->payload_off = off[i];
+	}
+	atomic_store(&ent[0]->state, SHM_ENT_BUSY);    /* being filled: kept */
+	atomic_store(&ent[1]->state, SHM_ENT_LIVE);    /* kept */
+	atomic_store(&ent[2]->state, SHM_ENT_FREE);    /* owns nothing: freed */
+	atomic_store(&ent[3]->state, 77);              /* garbage: freed */
+	/* blocks tagged with the LIVE entry's number: of an older generation, and of its generation
+	 * but not the block it holds: both freed */
+	uint32_t idx1 = shm_index_idx(&ix, ent[1]);
+	uint64_t other;
+	ck_assert_int_eq(shm_heap_alloc(m, 1024, shm_tag_entry(idx1, ent[1]->gen - 1), &off[4]), 0);
+	ck_assert_int_eq(shm_heap_alloc(m, 1024, shm_tag_entry(idx1, ent[1]->gen), &other), 0);
+	ck_assert_int_eq(shm_index_sweep(&ix, (int)s), 4);
+	ck_assert(!block_allocated(a, other));
+	ck_assert(block_allocated(a, off[0]));
+	ck_assert(block_allocated(a, off[1]));
+	ck_assert(!block_allocated(a, off[2]));
+	ck_assert(!block_allocated(a, off[3]));
+	ck_assert(!block_allocated(a, off[4]));
+	/* without the shard (-1) entry-tagged blocks are not judged at all, not even one that names
+	 * an entry past the table; with any shard that one is freed */
+	atomic_store(&ent[1]->state, SHM_ENT_FREE);
+	uint64_t past;
+	ck_assert_int_eq(shm_heap_alloc(m, 1024, shm_tag_entry(ENTRIES + 5, 1), &past), 0);
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), 0);
+	ck_assert(block_allocated(a, off[1]));
+	ck_assert(block_allocated(a, past));
+	atomic_store(&ent[1]->state, SHM_ENT_LIVE);
+	ck_assert_int_eq(shm_index_sweep(&ix, (int)s), 1);
+	ck_assert(!block_allocated(a, past));
+	ck_assert(block_allocated(a, off[1]));
+	shm_index_unlock(&ix, s);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* One sweep frees at most 64 rounds of 256 blocks (a bound on the time it holds the sweep lock):
+ * 16 385 orphaned reservations take two sweeps. */
+START_TEST(test_a_sweep_is_bounded)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena_opts o = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .index_entries = ENTRIES };
+	struct sc_arena *a = sc_test_arena_opts("index", &o, &name);
+	view(a, &ix);
+	uint64_t dead = shm_tag_priv(shm_token(SHM_READER_SLOTS_MAX - 1, 1)); /* past the reader table */
+	enum { MAX_FREED = 64 * 256 };
+	for (int i = 0; i <= MAX_FREED; i++) {
+		uint64_t off;
+		ck_assert_int_eq(shm_heap_alloc(a->shm, 64, dead, &off), 0);
+	}
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), MAX_FREED);
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), 1);
+	ck_assert_int_eq(shm_index_sweep(&ix, -1), 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* The shard repair on a chain that loops back (c -> b -> a -> c, three entries: a cut only by
+ * the length limit would land elsewhere): the loop is cut where it closes, all three stay LIVE.
+ * An entry a dead writer took (BUSY) but never linked is retired, not freed at once. */
+START_TEST(test_repair_cuts_loops_where_they_close)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = index_arena(&name, &ix);
+	uint64_t lo = 27;
+	uint32_t s = shard_of(&ix, lo);
+	struct shm_index_entry *e[3];
+	for (uint32_t k = 0; k < 3; k++)
+		e[k] = put(&ix, lo + (uint64_t)k * (ix.mask + 1), k);
+	atomic_store(&e[0]->next, shm_index_idx(&ix, e[2]) + 1); /* the tail points at the head */
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	struct shm_index_entry *busy = shm_index_pop_free_locked(&ix, s);
+	ck_assert_ptr_nonnull(busy);
+	atomic_store(&busy->state, SHM_ENT_BUSY);
+	uint32_t pending = ix.hdr->shards[s].pending_count;
+	shm_index_repair_locked(&ix, s);
+	shm_index_unlock(&ix, s);
+	int err;
+	for (uint32_t k = 0; k < 3; k++) {
+		ck_assert_uint_eq(atomic_load(&e[k]->state), SHM_ENT_LIVE);
+		ck_assert_ptr_eq(get(&ix, lo + (uint64_t)k * (ix.mask + 1), k, &err), e[k]);
+	}
+	ck_assert_uint_eq(atomic_load(&e[0]->next), 0);
+	ck_assert_uint_eq(atomic_load(&busy->state), SHM_ENT_RETIRED);
+	ck_assert_uint_eq(ix.hdr->shards[s].pending_count, pending + 1);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* On an arena with segments, reclaiming a plain (unsegmented) entry frees its own block. */
+START_TEST(test_reclaim_frees_a_plain_block_on_a_segmented_arena)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena_opts o = { .size_bytes = 32u << 20, .huge = SC_HUGE_OFF, .index_entries = ENTRIES,
+				   .segment_bytes = 64u << 10 };
+	struct sc_arena *a = sc_test_arena_opts("index", &o, &name);
+	view(a, &ix);
+	uint32_t s = shard_of(&ix, 29);
+	struct shm_index_entry *e = put(&ix, 29, 1);
+	uint64_t off;
+	ck_assert_int_eq(shm_heap_alloc(a->shm, 4096, shm_tag_entry(shm_index_idx(&ix, e), e->gen), &off), 0);
+	e->payload_off = off;
+	ck_assert_uint_eq(e->meta & SHM_META_SEG, 0);
+	ck_assert_int_eq(del(&ix, 29, 1), 0);
+	unsigned blocked;
+	ck_assert_int_eq(reclaim(&ix, s, UINT64_MAX, NULL, 0, &blocked), 1);
+	ck_assert(!block_allocated(a, off));
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
@@ -440,8 +876,19 @@ Suite *shm_index_suite(void)
 	tcase_add_test(tc, test_full_shard);
 	tcase_add_test(tc, test_every_entry_up_to_the_last_is_linked_and_found);
 	tcase_add_test(tc, test_hostile_chains);
+	tcase_add_test(tc, test_chains_at_the_longest_allowed);
+	tcase_add_test(tc, test_reclaim_passes_are_bounded);
+	tcase_add_test(tc, test_an_index_of_odd_size_works);
+	tcase_add_test(tc, test_format_refuses_bad_parameters);
+	tcase_add_test(tc, test_a_retired_entry_still_linked_is_reported);
+	tcase_add_test(tc, test_repair_walks_the_last_bucket);
 	tcase_add_test(tc, test_hostile_lists);
 	tcase_add_test(tc, test_dead_writer_repair);
+	tcase_add_test(tc, test_sweep_frees_reservations_of_the_dead_only);
+	tcase_add_test(tc, test_sweep_frees_blocks_their_entry_does_not_own);
+	tcase_add_test(tc, test_a_sweep_is_bounded);
+	tcase_add_test(tc, test_repair_cuts_loops_where_they_close);
+	tcase_add_test(tc, test_reclaim_frees_a_plain_block_on_a_segmented_arena);
 	suite_add_tcase(s, tc);
 	return s;
 }
