@@ -21,7 +21,8 @@ static const char *const points[] = {
 	"l2.admit.queued",     "evq.push.linking", "evq.remove.unlinking", "evq.rebuild.cleared",
 	"seg.hold.partial",    "seg.release.dropped", "seg.admit.held", "l3seg.put.segments", "seg.free.data",
 	"events.append.claimed", "l3.put.created",  "l3.put.written",   "l3.put.after_rename", "l3.recon.judged",
-	"l3.putmany.written",  "l3.putmany.synced", "l3.putmany.object_placed", "l3.putmany.placed", NULL,
+	"l3.putmany.written",  "l3.putmany.synced", "l3.putmany.object_placed", "l3.putmany.placed",
+	"l2.index.retire.stamped", "l2.repair.stamped", NULL,
 };
 
 const char *const *sc_fault_points(void)

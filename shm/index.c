@@ -286,6 +286,7 @@ void shm_index_retire_locked(struct shm_index *ix, struct shm_index_entry *e)
 {
 	struct shm_index_shard *sh = &ix->hdr->shards[shm_index_idx(ix, e) % SHM_INDEX_SHARDS];
 	e->retire_epoch = shm_epoch_advance(ix->a);
+	shm_fault_point("l2.index.retire.stamped"); /* stamped, still LIVE: the repair stamps again */
 	atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_relaxed);
 	e->link = sh->pending_head;
 	sh->pending_head = shm_index_idx(ix, e) + 1;
@@ -430,6 +431,7 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 			 * RETIRED with the stamp of its previous retirement (reclaimable at once while a
 			 * reader that reached it before the unlink may still be inside its epoch) */
 			e->retire_epoch = shm_epoch_advance(ix->a);
+			shm_fault_point("l2.repair.stamped");
 			atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_relaxed);
 			st = SHM_ENT_RETIRED;
 		}

@@ -13,6 +13,7 @@
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../shm/fault.h"
 #include "../shm/heap.h"
 #include "../shm/index.h"
 #include "../shm/readers.h"
@@ -816,6 +817,63 @@ START_TEST(test_reclaim_frees_a_plain_block_on_a_segmented_arena)
 }
 END_TEST
 
+/* Fork a child that arms crash hook @point, opens arena @name, locks shard @s and then unlinks
+ * and retires entry @idx (@repair 0) or repairs the shard (@repair 1); it must die at the hook. */
+static void killed_at(const char *name, uint32_t s, const char *point, uint32_t idx, int repair)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *b;
+		struct shm_index cx;
+		/* armed before the lock: a lock that finds its holder dead repairs at once */
+		if (shm_fault_arm(point))
+			_exit(3);
+		if (sc_arena_open(name, &b) || shm_index_view(b->shm, &cx) || shm_index_lock(&cx, s))
+			_exit(2);
+		if (repair)
+			shm_index_repair_locked(&cx, s);
+		else
+			(void)shm_index_unlink_retire_locked(&cx, &cx.ent[idx]);
+		_exit(4); /* the hook was not reached */
+	}
+	sc_test_wait_killed(pid);
+}
+
+/* The retirement stamp comes before the RETIRED mark, in a writer's retirement and in the repair's:
+ * a process killed between the two leaves the entry LIVE (and unreachable), which the next repair
+ * stamps afresh, never RETIRED with the stamp of the entry's previous use (0 here), which a
+ * reclaim would take as long past. */
+START_TEST(test_killed_between_stamp_and_mark)
+{
+	const char *name;
+	struct shm_index ix;
+	struct sc_arena *a = index_arena(&name, &ix);
+	uint32_t s = shard_of(&ix, 31);
+	struct shm_index_entry *e = put(&ix, 31, 1);
+	ck_assert_uint_eq(e->retire_epoch, 0);
+	killed_at(name, s, "l2.index.retire.stamped", shm_index_idx(&ix, e), 0);
+	int err;
+	ck_assert_ptr_null(get(&ix, 31, 1, &err)); /* unlinked */
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_LIVE);
+	uint64_t child_stamp = e->retire_epoch;
+	ck_assert_uint_gt(child_stamp, 0);
+	/* the repair, killed at the same place for this entry: still LIVE */
+	e->retire_epoch = 0; /* as if the child had died before its stamp */
+	killed_at(name, s, "l2.repair.stamped", 0, 1);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_LIVE);
+	ck_assert_uint_gt(e->retire_epoch, child_stamp);
+	/* the next locker's repair finishes: retired with a fresh stamp, on the pending list */
+	uint32_t pending = ix.hdr->shards[s].pending_count;
+	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
+	shm_index_unlock(&ix, s);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_RETIRED);
+	ck_assert_uint_gt(e->retire_epoch, child_stamp);
+	ck_assert_uint_eq(ix.hdr->shards[s].pending_count, pending + 1);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* A writer killed holding a shard lock after linking a BUSY entry, and with a LIVE entry
  * unlinked but not retired: the next locker makes the first LIVE and retires the second. */
 START_TEST(test_dead_writer_repair)
@@ -884,6 +942,7 @@ Suite *shm_index_suite(void)
 	tcase_add_test(tc, test_repair_walks_the_last_bucket);
 	tcase_add_test(tc, test_hostile_lists);
 	tcase_add_test(tc, test_dead_writer_repair);
+	tcase_add_test(tc, test_killed_between_stamp_and_mark);
 	tcase_add_test(tc, test_sweep_frees_reservations_of_the_dead_only);
 	tcase_add_test(tc, test_sweep_frees_blocks_their_entry_does_not_own);
 	tcase_add_test(tc, test_a_sweep_is_bounded);
