@@ -379,6 +379,17 @@ START_TEST(test_lease_vs_reclaim_under_weak_memory)
 }
 END_TEST
 
+/* An index scenario: the arena set up in @mode (proto_setup_mode), @thread's two sides explored
+ * under the model, the protocol's violations checked after each execution. */
+static void run_index_scenario(int mode, const char *name, void (*thread)(void *ctx, unsigned who))
+{
+	proto_setup_mode(mode);
+	struct mm_scenario s = { .name = name, .threads = 2, .reset = proto_reset, .thread = thread,
+				 .check = proto_check };
+	explore_ok(&s);
+	proto_teardown();
+}
+
 /* the writer publishes the entry (its fields first: the shadow), the reader looks it up */
 static void publish_thread(void *ctx, unsigned who)
 {
@@ -402,11 +413,7 @@ static void publish_thread(void *ctx, unsigned who)
  * (release of the slot in shm_index_link_locked, acquire of every link in shm_index_find). */
 START_TEST(test_publish_vs_lookup_under_weak_memory)
 {
-	proto_setup_mode(1);
-	struct mm_scenario s = { .name = "index publish vs lookup", .threads = 2, .reset = proto_reset,
-				 .thread = publish_thread, .check = proto_check };
-	explore_ok(&s);
-	proto_teardown();
+	run_index_scenario(1, "index publish vs lookup", publish_thread);
 }
 END_TEST
 
@@ -431,11 +438,7 @@ static void unlink_publish_thread(void *ctx, unsigned who)
  * published earlier, and the unlink's store carries that on). */
 START_TEST(test_unlink_vs_lookup_of_the_successor_under_weak_memory)
 {
-	proto_setup_mode(2);
-	struct mm_scenario s = { .name = "index unlink vs lookup of the successor", .threads = 2,
-				 .reset = proto_reset, .thread = unlink_publish_thread, .check = proto_check };
-	explore_ok(&s);
-	proto_teardown();
+	run_index_scenario(2, "index unlink vs lookup of the successor", unlink_publish_thread);
 }
 END_TEST
 
@@ -464,11 +467,7 @@ static void replace_behind_head_thread(void *ctx, unsigned who)
  * shm_index_find: the bucket's acquire alone does not order it, the head was published earlier). */
 START_TEST(test_replace_behind_the_head_vs_lookup_under_weak_memory)
 {
-	proto_setup_mode(3);
-	struct mm_scenario s = { .name = "index replace behind the head vs lookup", .threads = 2,
-				 .reset = proto_reset, .thread = replace_behind_head_thread, .check = proto_check };
-	explore_ok(&s);
-	proto_teardown();
+	run_index_scenario(3, "index replace behind the head vs lookup", replace_behind_head_thread);
 }
 END_TEST
 
