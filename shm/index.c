@@ -287,7 +287,9 @@ void shm_index_retire_locked(struct shm_index *ix, struct shm_index_entry *e)
 	struct shm_index_shard *sh = &ix->hdr->shards[shm_index_idx(ix, e) % SHM_INDEX_SHARDS];
 	e->retire_epoch = shm_epoch_advance(ix->a);
 	shm_fault_point("l2.index.retire.stamped"); /* stamped, still LIVE: the repair stamps again */
-	atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_relaxed);
+	/* release: the stamp is in memory before the mark, also for the compiler (a process killed
+	 * between the two must leave the entry LIVE, never RETIRED without its stamp) */
+	atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_release);
 	e->link = sh->pending_head;
 	sh->pending_head = shm_index_idx(ix, e) + 1;
 	sh->pending_bytes += e->footprint;
@@ -317,7 +319,8 @@ int shm_index_reclaim_locked(struct shm_index *ix, uint32_t shard, uint64_t min,
 			     size_t n_leased, unsigned max, unsigned *blocked)
 {
 	struct shm_index_shard *sh = &ix->hdr->shards[shard];
-	unsigned done = 0, seen = 0;
+	unsigned done = 0;
+	uint64_t seen = 0; /* bounded by 4 * max + 16, which needs more than 32 bits for a large max */
 	*blocked = 0;
 	if (!sh->pending_head)
 		return 0;
@@ -426,13 +429,14 @@ static void repair_shard(struct shm_index *ix, uint32_t s)
 			continue;
 		if (st == SHM_ENT_LIVE || st == SHM_ENT_BUSY) {
 			/* unreachable: a writer died between unlinking and retiring, or before linking.
-			 * The stamp before the state, as in shm_index_retire_locked: a repair that dies
-			 * in between leaves the entry as it was (stamped by the next repair), never
-			 * RETIRED with the stamp of its previous retirement (reclaimable at once while a
-			 * reader that reached it before the unlink may still be inside its epoch) */
+			 * The stamp before the state (release), as in shm_index_retire_locked: a repair
+			 * that dies in between leaves the entry as it was (stamped by the next repair),
+			 * never RETIRED without a stamp (0 since its admission: a later reclaim pass would
+			 * free it at once while a reader that reached it before the unlink may still be
+			 * inside its epoch) */
 			e->retire_epoch = shm_epoch_advance(ix->a);
 			shm_fault_point("l2.repair.stamped");
-			atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_relaxed);
+			atomic_store_explicit(&e->state, SHM_ENT_RETIRED, memory_order_release);
 			st = SHM_ENT_RETIRED;
 		}
 		if (st == SHM_ENT_RETIRED) {

@@ -842,8 +842,8 @@ static void killed_at(const char *name, uint32_t s, const char *point, uint32_t 
 
 /* The retirement stamp comes before the RETIRED mark, in a writer's retirement and in the repair's:
  * a process killed between the two leaves the entry LIVE (and unreachable), which the next repair
- * stamps afresh, never RETIRED with the stamp of the entry's previous use (0 here), which a
- * reclaim would take as long past. */
+ * stamps afresh, never RETIRED without a stamp (0 since its admission), which a reclaim would
+ * take as long past. */
 START_TEST(test_killed_between_stamp_and_mark)
 {
 	const char *name;
@@ -851,6 +851,7 @@ START_TEST(test_killed_between_stamp_and_mark)
 	struct sc_arena *a = index_arena(&name, &ix);
 	uint32_t s = shard_of(&ix, 31);
 	struct shm_index_entry *e = put(&ix, 31, 1);
+	uint32_t pending = ix.hdr->shards[s].pending_count; /* before the repairs that die half-way */
 	ck_assert_uint_eq(e->retire_epoch, 0);
 	killed_at(name, s, "l2.index.retire.stamped", shm_index_idx(&ix, e), 0);
 	int err;
@@ -863,13 +864,17 @@ START_TEST(test_killed_between_stamp_and_mark)
 	killed_at(name, s, "l2.repair.stamped", 0, 1);
 	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_LIVE);
 	ck_assert_uint_gt(e->retire_epoch, child_stamp);
+	uint64_t repair_stamp = e->retire_epoch;
 	/* the next locker's repair finishes: retired with a fresh stamp, on the pending list */
-	uint32_t pending = ix.hdr->shards[s].pending_count;
 	ck_assert_int_eq(shm_index_lock(&ix, s), 0);
 	shm_index_unlock(&ix, s);
 	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_RETIRED);
-	ck_assert_uint_gt(e->retire_epoch, child_stamp);
+	ck_assert_uint_gt(e->retire_epoch, repair_stamp);
 	ck_assert_uint_eq(ix.hdr->shards[s].pending_count, pending + 1);
+	/* and a reclaim pass with every epoch before that stamp leaves it: a reader may use it */
+	unsigned blocked;
+	ck_assert_int_eq(reclaim(&ix, s, e->retire_epoch, NULL, 0, &blocked), 0);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_RETIRED);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
