@@ -45,7 +45,7 @@ static const char *const sched_points[] = {
 	"l2.frag.window",        "l2.frag.alloc",          "restore.promote.outcome", "l3ix.sync.listed",
 	"seg.admit.planned",     "l3seg.put.reused",       "l3seg.sweep.chosen",  "l3.fill.submitted",
 	"restore.deadline.checked", "restore.abandoned",   "l2.reclaim.epochs_read", "fsck.pass.done",
-	"l3ix.tokens.compared",  "l3.victims.checked",    "l3.put.there",        NULL,
+	"l3ix.tokens.compared",  "l3.victims.checked",    "l3.put.there",        "readers.claim.retry", NULL,
 };
 
 const char *const *sc_sched_points(void)

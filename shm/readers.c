@@ -116,6 +116,7 @@ int shm_readers_claim(struct shm_arena *a)
 	for (int pass = 0; pass < 2 + CLAIM_RETRIES; pass++) {
 		int transient = 0;
 		if (pass >= 2) {
+			shm_sched_point("readers.claim.retry");
 			struct timespec ts = { 0, CLAIM_RETRY_SLEEP_NS };
 			nanosleep(&ts, NULL);
 		}

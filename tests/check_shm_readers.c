@@ -258,6 +258,14 @@ START_TEST(test_hostile_tokens)
 	atomic_store(&shm_reader_slot(s, 1)->state, SHM_SLOT_LIVE);
 	ck_assert_int_eq(shm_token_alive(s, tb), 1);
 	sc_arena_close(b);
+	/* the last incarnation a token can name is alive like any other */
+	atomic_store(&shm_reader_slot(s, 1)->inc, SHM_INC_MAX - 1);
+	b = attach(name);
+	ck_assert_int_eq(b->shm->reader_slot, 1);
+	ck_assert_uint_eq(shm_token_inc(b->shm->token), SHM_INC_MAX);
+	ck_assert_int_eq(shm_token_alive(s, b->shm->token), 1);
+	ck_assert_int_eq(shm_slot_alive(s, 1), 1);
+	sc_arena_close(b);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
@@ -803,6 +811,14 @@ static int claim_on_descriptor_zero(struct sc_arena *a, const char *name)
 		return 12;
 	if (state_of(a, (uint32_t)slot) != SHM_SLOT_LIVE || shm_token_alive(a->shm, c->shm->token) != 1)
 		return 13;
+	/* and reaps through it: a slot left LIVE by nobody is cleared */
+	struct shm_reader_slot *dead = shm_reader_slot(a->shm, SLOTS - 1);
+	if ((uint32_t)slot == SLOTS - 1 || state_of(a, SLOTS - 1) != SHM_SLOT_FREE)
+		return 18;
+	atomic_store(&dead->inc, 5);
+	atomic_store(&dead->state, SHM_SLOT_LIVE);
+	if (shm_readers_reap(c->shm) != 1 || state_of(a, SLOTS - 1) != SHM_SLOT_FREE || atomic_load(&dead->inc) != 6)
+		return 19;
 	sc_arena_close(c); /* closes descriptor 0 again */
 	if (state_of(a, (uint32_t)slot) != SHM_SLOT_FREE || sc_test_lowest_free_fd() != 0)
 		return 14;
@@ -876,6 +892,123 @@ START_TEST(test_namespaces_are_the_proc_inodes)
 }
 END_TEST
 
+/* A user's share of the slots (slots_per_user): a claim is refused with -EDQUOT when the user's
+ * other live slots reach the limit; the refused slot is left FREE under a new incarnation and
+ * counted cleaned, not dead. Only live slots of the same user count: not the claimer's own, not a
+ * slot that says LIVE but whose holder is gone, not another user's. */
+START_TEST(test_slots_per_user_limit)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 8u << 20, .huge = SC_HUGE_OFF, .reader_slots = SLOTS,
+				   .slots_per_user = 2 };
+	struct sc_arena *a = sc_test_arena_opts("readers", &o, &name);
+	struct shm_arena *s = a->shm;
+	ck_assert_uint_eq(s->hv.slots_per_user, 2);
+	struct sc_arena *b = attach(name), *c = NULL;
+	ck_assert_int_eq(b->shm->reader_slot, 1);
+	uint32_t inc2 = atomic_load(&shm_reader_slot(s, 2)->inc);
+	uint64_t dead = shm_readers_dead(s), cleaned = shm_readers_cleaned(s);
+	ck_assert_int_eq(sc_arena_open(name, &c), -EDQUOT);
+	ck_assert_ptr_null(c);
+	ck_assert_uint_eq(state_of(a, 2), SHM_SLOT_FREE);
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, 2)->inc), inc2 + 2); /* claimed, then cleared */
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, 2)->pid), 0);
+	ck_assert_uint_eq(shm_readers_dead(s), dead);
+	ck_assert_uint_eq(shm_readers_cleaned(s), cleaned + 1);
+	ck_assert_int_eq(shm_slot_alive(s, 2), 0);
+	/* the lock of the refused slot was let go: the reap finds nothing, a claim can take it */
+	ck_assert_int_eq(shm_readers_reap(s), 0);
+
+	/* b's slot scribbled to another user: this user holds one, so a claim succeeds */
+	uint32_t uid = atomic_load(&shm_reader_slot(s, 1)->uid);
+	atomic_store(&shm_reader_slot(s, 1)->uid, uid + 1);
+	c = attach(name);
+	ck_assert_int_eq(c->shm->reader_slot, 2);
+	ck_assert_int_eq(shm_slot_alive(s, 2), 1);
+	sc_arena_close(c);
+	atomic_store(&shm_reader_slot(s, 1)->uid, uid);
+
+	/* b gone, its slot left saying LIVE for this user (nobody holds its lock): not counted */
+	uint32_t inc1 = atomic_load(&shm_reader_slot(s, 1)->inc);
+	sc_arena_close(b);
+	atomic_store(&shm_reader_slot(s, 1)->inc, inc1);
+	atomic_store(&shm_reader_slot(s, 1)->uid, uid);
+	atomic_store(&shm_reader_slot(s, 1)->state, SHM_SLOT_LIVE);
+	ck_assert_int_eq(shm_slot_alive(s, 1), 0);
+	atomic_store(&shm_reader_slot(s, 2)->state, SHM_SLOT_LIVE); /* and slot 2 the same */
+	atomic_store(&shm_reader_slot(s, 2)->uid, uid);
+	c = attach(name);
+	ck_assert_int_eq(c->shm->reader_slot, 3); /* the first pass takes a FREE slot */
+	struct sc_arena *d = NULL;
+	dead = shm_readers_dead(s);
+	ck_assert_int_eq(sc_arena_open(name, &d), -EDQUOT); /* now a and c: the limit */
+	ck_assert_ptr_null(d);
+	ck_assert_uint_eq(shm_readers_dead(s), dead + 1); /* slot 1's dead holder cleared on the way */
+	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_FREE);
+	ck_assert_uint_eq(state_of(a, 2), SHM_SLOT_LIVE); /* the refused claim went no further */
+	sc_arena_close(c);
+	d = attach(name);
+	ck_assert_int_eq(d->shm->reader_slot, 1);
+	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_LIVE);
+	sc_arena_close(d);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* The claim's retry passes, seen through a schedule point at the start of each: @passes counted;
+ * at the first, the byte lock held on @fd (a claimer busy on a FREE slot) is let go. */
+struct retries {
+	int passes, fd;
+};
+
+static void on_retry(const char *point, void *ctx)
+{
+	struct retries *r = ctx;
+	if (strcmp(point, "readers.claim.retry"))
+		return;
+	if (r->passes++ == 0 && r->fd >= 0) {
+		close(r->fd);
+		r->fd = -1;
+	}
+}
+
+/* A claim retries (1 ms apart, 100 times) only while some slot is busy being claimed or cleaned
+ * (its lock held, its state not LIVE); with every slot held by a live holder it gives up at once. */
+START_TEST(test_claim_retries_only_while_a_slot_is_busy)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name), *h[SLOTS] = { 0 }, *x = NULL;
+	for (uint32_t i = 1; i < SLOTS; i++)
+		h[i] = attach(name);
+	struct retries r = { 0, -1 };
+	sc_sched_set(on_retry, &r);
+	ck_assert_int_eq(sc_arena_open(name, &x), -EUSERS);
+	ck_assert_int_eq(r.passes, 0); /* every slot LIVE and held: no retry */
+	/* slot 2 let go, its byte locked by a claimer that has not written the slot yet (FREE) */
+	sc_arena_close(h[2]);
+	int fd = open(a->shm->path, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(shm_ofd_trylock(fd, SHM_LOCK_SLOT(2)), 0);
+	ck_assert_uint_eq(state_of(a, 2), SHM_SLOT_FREE);
+	r = (struct retries){ 0, -1 };
+	ck_assert_int_eq(sc_arena_open(name, &x), -EUSERS); /* that claimer never finishes */
+	ck_assert_int_eq(r.passes, 100);
+	/* the same slot busy in CLEANING, and its cleaner lets go during the first retry pass */
+	atomic_store(&shm_reader_slot(a->shm, 2)->state, SHM_SLOT_CLEANING);
+	r = (struct retries){ 0, fd };
+	x = attach(name);
+	ck_assert_int_eq(x->shm->reader_slot, 2);
+	ck_assert_int_eq(r.passes, 1);
+	ck_assert_int_eq(shm_slot_alive(a->shm, 2), 1);
+	sc_sched_set(NULL, NULL);
+	sc_arena_close(x);
+	for (uint32_t i = 1; i < SLOTS; i++)
+		if (i != 2)
+			sc_arena_close(h[i]);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *shm_readers_suite(void)
 {
 	Suite *s = suite_create("shm_readers");
@@ -897,6 +1030,8 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_ofd_helpers_ignore_a_stale_errno);
 	tcase_add_test(tc, test_descriptor_zero_is_a_descriptor);
 	tcase_add_test(tc, test_namespaces_are_the_proc_inodes);
+	tcase_add_test(tc, test_slots_per_user_limit);
+	tcase_add_test(tc, test_claim_retries_only_while_a_slot_is_busy);
 	suite_add_tcase(s, tc);
 	return s;
 }
