@@ -5,7 +5,9 @@
  * that the next locker runs after a holder died mid-update (holes, duplicates, garbage flags).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -82,6 +84,18 @@ START_TEST(test_header_is_checked)
 	ck_assert_ptr_null(shm_obs_table(a->shm));
 	*h = saved;
 	ck_assert_ptr_eq(shm_obs_table(a->shm), h);
+	/* a region of exactly the table's bytes holds it; one byte less does not, nor one smaller
+	 * than the header (a header that a region validated at attach could still describe) */
+	uint64_t *rsize = &a->shm->hv.regions[SHM_REGION_OBS].size, keep = *rsize;
+	*rsize = shm_obs_bytes(OBS_CAP);
+	ck_assert_uint_eq(*rsize, SHM_OBS_HDR_BYTES + 2 * OBS_CAP * 64ull + SHM_OBS_CLAIMS * 64ull);
+	ck_assert_ptr_eq(shm_obs_table(a->shm), h);
+	*rsize = shm_obs_bytes(OBS_CAP) - 1;
+	ck_assert_ptr_null(shm_obs_table(a->shm));
+	*rsize = SHM_OBS_HDR_BYTES - 1;
+	ck_assert_ptr_null(shm_obs_table(a->shm));
+	*rsize = keep;
+	ck_assert_ptr_eq(shm_obs_table(a->shm), h);
 	/* formatting for more entries than the region holds is refused, and the table is left as it
 	 * was (never a header that promises slots past the region) */
 	uint32_t entries = a->shm->hv.obs_entries;
@@ -155,6 +169,15 @@ START_TEST(test_backward_shift_keeps_chains)
 	}
 	/* the chain is contiguous again: its last slot is empty now */
 	ck_assert_uint_eq(t[(home + 4) & (h->slots - 1)].flags, 0);
+	/* the chain's head removed: the next member, whose home is the hole itself, moves into it */
+	shm_obs_remove_locked(h, shm_obs_find_locked(h, 1, lo[0], 0));
+	ck_assert_uint_eq(h->count, 3);
+	for (int i = 2; i < 5; i++) {
+		struct shm_obs_entry *e = shm_obs_find_locked(h, 1, lo[i], 0);
+		ck_assert_msg(e != NULL, "member %d of the chain lost after its head's removal", i);
+		ck_assert_ptr_eq(e, &t[(home + (uint32_t)i - 2) & (h->slots - 1)]);
+	}
+	ck_assert_uint_eq(t[(home + 3) & (h->slots - 1)].flags, 0);
 	shm_obs_unlock(a->shm, h);
 	sc_test_arena_destroy(a, name);
 }
@@ -229,10 +252,23 @@ static void make_garbage(struct shm_obs_hdr *h)
 
 START_TEST(test_dead_holder_repair)
 {
+	/* memory malloc hands out is filled with a pattern: a repair that read one kept entry more
+	 * than it kept would insert it */
+	ck_assert_int_eq(mallopt(M_PERTURB, 0x3c), 1);
 	const char *name;
 	struct sc_arena *a = obs_arena(&name);
 	struct shm_obs_hdr *h = table(a);
 	ck_assert_int_eq(shm_obs_lock(a->shm, h), 0);
+	/* the first claim, right after the last slot, made 5 s after boot (CLOCK_MONOTONIC): the
+	 * high word of its time sits where an observation's flags do, and says USED; a repair never
+	 * reads it */
+	struct shm_obs_claim *c = shm_obs_claims(h);
+	ck_assert_ptr_eq((void *)c, (void *)(shm_obs_entries(h) + h->slots));
+	*c = (struct shm_obs_claim){ .stage_id = 1, .digest_lo = 4242, .owner = a->shm->token, .pid = getpid(),
+				     .claimed_ns = 5000000000ull };
+	uint32_t as_flags;
+	memcpy(&as_flags, (const uint8_t *)c + offsetof(struct shm_obs_entry, flags), sizeof(as_flags));
+	ck_assert_uint_eq(as_flags, SHM_OBS_USED);
 	colliding(h, 3, hole_lo, 3);
 	for (int i = 0; i < 3; i++)
 		shm_obs_insert_locked(h, 1, hole_lo[i], 0)->hits = (uint32_t)i + 1;
@@ -246,6 +282,9 @@ START_TEST(test_dead_holder_repair)
 	ck_assert_uint_eq(h->repairs, repairs + 1);
 	ck_assert_uint_eq(h->count, 2);
 	ck_assert_ptr_null(shm_obs_find_locked(h, 1, hole_lo[0], 0));
+	ck_assert_ptr_null(shm_obs_find_locked(h, 1, 4242, 0)); /* the claim is not an observation */
+	ck_assert_uint_eq(c->claimed_ns, 5000000000ull);
+	ck_assert_uint_eq(c->digest_lo, 4242);
 	ck_assert_uint_eq(shm_obs_find_locked(h, 1, hole_lo[1], 0)->hits, 2);
 	ck_assert_uint_eq(shm_obs_find_locked(h, 1, hole_lo[2], 0)->hits, 3);
 	shm_obs_unlock(a->shm, h);
