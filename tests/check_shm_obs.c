@@ -250,6 +250,14 @@ static void make_garbage(struct shm_obs_hdr *h)
 	h->count = 12345;
 }
 
+/* Died having inserted past the capacity (a scribbled count let it): four more than it holds. */
+static void overfill(struct shm_obs_hdr *h)
+{
+	for (uint64_t lo = 1000; h->count < h->capacity + 4; lo++)
+		if (!shm_obs_find_locked(h, 2, lo, 0))
+			shm_obs_insert_locked(h, 2, lo, 0);
+}
+
 START_TEST(test_dead_holder_repair)
 {
 	/* memory malloc hands out is filled with a pattern: a repair that read one kept entry more
@@ -305,6 +313,17 @@ START_TEST(test_dead_holder_repair)
 	/* a live holder's unlock is no death: no further repair */
 	ck_assert_int_eq(shm_obs_lock(a->shm, h), 0);
 	ck_assert_uint_eq(h->repairs, repairs + 2);
+	shm_obs_unlock(a->shm, h);
+
+	/* more sane observations than the capacity: the repair keeps exactly the capacity */
+	die_holding(name, overfill);
+	ck_assert_int_eq(shm_obs_lock(a->shm, h), 0);
+	ck_assert_uint_eq(h->repairs, repairs + 3);
+	ck_assert_uint_eq(h->count, OBS_CAP);
+	used = 0;
+	for (uint32_t j = 0; j < h->slots; j++)
+		used += (shm_obs_entries(h)[j].flags & SHM_OBS_USED) != 0;
+	ck_assert_uint_eq(used, OBS_CAP);
 	shm_obs_unlock(a->shm, h);
 	sc_test_arena_destroy(a, name);
 }

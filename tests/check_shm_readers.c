@@ -249,6 +249,20 @@ START_TEST(test_hostile_tokens)
 	ck_assert_int_eq(shm_token_alive(s, tb), 1);
 	ck_assert_int_eq(shm_slot_alive(s, SLOTS), 0);
 	ck_assert_int_eq(shm_slot_alive(s, UINT32_MAX), 0);
+	/* the bytes just past the table (padding of the region's last page) made to say LIVE at
+	 * incarnation 1, and the lock byte after the last slot's held: still no such slot */
+	struct shm_reader_slot *past = shm_reader_slot(s, SLOTS);
+	ck_assert_uint_le((uint64_t)((uint8_t *)(past + 1) - (uint8_t *)shm_reader_slot(s, 0)),
+			  s->hv.regions[SHM_REGION_READERS].size);
+	atomic_store(&past->inc, 1);
+	atomic_store(&past->state, SHM_SLOT_LIVE);
+	int lfd = open(s->path, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(shm_ofd_trylock(lfd, SHM_LOCK_SLOT(SLOTS)), 0);
+	ck_assert_int_eq(shm_ofd_held(s->lock_fd, SHM_LOCK_SLOT(SLOTS)), 1);
+	ck_assert_int_eq(shm_token_alive(s, shm_token(SLOTS, 1)), 0);
+	close(lfd);
+	memset(past, 0, sizeof(*past));
 	/* a live holder's slot scribbled to another state: its token no longer reads alive, but no
 	 * reap clears a slot whose lock is held */
 	atomic_store(&shm_reader_slot(s, 1)->state, SHM_SLOT_CLEANING);
@@ -1009,6 +1023,28 @@ START_TEST(test_claim_retries_only_while_a_slot_is_busy)
 }
 END_TEST
 
+/* The largest table (65 536 slots): a slot index one past it, whose token would wrap to slot 0,
+ * is no slot, even when the bytes after the table carry slot 0's incarnation. */
+START_TEST(test_largest_table_has_no_slot_past_it)
+{
+	const char *name;
+	struct sc_arena_opts o = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .reader_slots = SHM_READER_SLOTS_MAX };
+	struct sc_arena *a = sc_test_arena_opts("readers", &o, &name);
+	struct shm_arena *s = a->shm;
+	ck_assert_uint_eq(shm_readers_count(s), SHM_READER_SLOTS_MAX);
+	ck_assert_int_eq(shm_slot_alive(s, 0), 1);
+	ck_assert_uint_eq(shm_token_slot(shm_token(SHM_READER_SLOTS_MAX, 7)), 0); /* the wrap */
+	struct shm_reader_slot *past = shm_reader_slot(s, SHM_READER_SLOTS_MAX);
+	ck_assert_uint_ge((uint64_t)((uint8_t *)past - s->base), s->hv.regions[SHM_REGION_READERS].off +
+								     s->hv.regions[SHM_REGION_READERS].size);
+	uint32_t keep = atomic_load(&past->inc);
+	atomic_store(&past->inc, atomic_load(&shm_reader_slot(s, 0)->inc));
+	ck_assert_int_eq(shm_slot_alive(s, SHM_READER_SLOTS_MAX), 0);
+	atomic_store(&past->inc, keep);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *shm_readers_suite(void)
 {
 	Suite *s = suite_create("shm_readers");
@@ -1032,6 +1068,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_namespaces_are_the_proc_inodes);
 	tcase_add_test(tc, test_slots_per_user_limit);
 	tcase_add_test(tc, test_claim_retries_only_while_a_slot_is_busy);
+	tcase_add_test(tc, test_largest_table_has_no_slot_past_it);
 	suite_add_tcase(s, tc);
 	return s;
 }
