@@ -262,6 +262,10 @@ START_TEST(test_hostile_tokens)
 	ck_assert_int_eq(shm_ofd_held(s->lock_fd, SHM_LOCK_SLOT(SLOTS)), 1);
 	ck_assert_int_eq(shm_token_alive(s, shm_token(SLOTS, 1)), 0);
 	close(lfd);
+	/* nor do those bytes hold back reclamation with an epoch */
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	atomic_store(&past->epoch, 2);
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
 	memset(past, 0, sizeof(*past));
 	/* a live holder's slot scribbled to another state: its token no longer reads alive, but no
 	 * reap clears a slot whose lock is held */
