@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sched.h>
 #include <stdio.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -969,6 +970,14 @@ START_TEST(test_slots_per_user_limit)
 	ck_assert_int_eq(d->shm->reader_slot, 1);
 	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_LIVE);
 	sc_arena_close(d);
+	/* a header whose limit is 0 has none: this user may hold every slot */
+	s->hdr->slots_per_user = 0;
+	s->hdr->header_check = shm_header_checksum(s->hdr);
+	struct sc_arena *all[SLOTS - 1];
+	for (uint32_t i = 0; i < SLOTS - 1; i++)
+		all[i] = attach(name);
+	for (uint32_t i = 0; i < SLOTS - 1; i++)
+		sc_arena_close(all[i]);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
@@ -1049,6 +1058,48 @@ START_TEST(test_largest_table_has_no_slot_past_it)
 }
 END_TEST
 
+/* Without /proc (a container that does not mount it): the claim's lock description is opened by
+ * the arena's path instead of through /proc/self/fd. */
+static int claim_without_proc(const char *name)
+{
+	if (unshare(CLONE_NEWNS) != 0)
+		return 77;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 || mount("none", "/proc", "tmpfs", 0, NULL) != 0)
+		return 78;
+	if (access("/proc/self/fd", F_OK) == 0)
+		return 10;
+	struct sc_arena *b = NULL;
+	int rc = sc_arena_open(name, &b);
+	if (rc)
+		return 20 + (-rc > 30 ? 30 : -rc);
+	int ok = b->shm->reader_slot > 0 && b->shm->lock_fd >= 0 && shm_slot_alive(b->shm, (uint32_t)b->shm->reader_slot) == 1;
+	sc_arena_close(b);
+	return ok ? 0 : 11;
+}
+
+START_TEST(test_claim_without_proc)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(claim_without_proc(name));
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77 || WEXITSTATUS(st) == 78) {
+		printf("SKIP: test_claim_without_proc: a mount namespace without /proc cannot be made here (%s)\n",
+		       WEXITSTATUS(st) == 77 ? "unshare" : "mount");
+		sc_test_arena_destroy(a, name);
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "the claim without /proc: child exit %d", WEXITSTATUS(st));
+	ck_assert_uint_eq(state_of(a, 1), SHM_SLOT_FREE); /* its slot given back when it closed */
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *shm_readers_suite(void)
 {
 	Suite *s = suite_create("shm_readers");
@@ -1073,6 +1124,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_slots_per_user_limit);
 	tcase_add_test(tc, test_claim_retries_only_while_a_slot_is_busy);
 	tcase_add_test(tc, test_largest_table_has_no_slot_past_it);
+	tcase_add_test(tc, test_claim_without_proc);
 	suite_add_tcase(s, tc);
 	return s;
 }
