@@ -21,6 +21,7 @@
 #include "sc_check.h"
 #include "../lib/internal.h"
 #include "../lib/l2/l2.h"
+#include "../shm/arena.h"
 #include "../shm/heap.h"
 #include "../shm/readers.h"
 
@@ -248,6 +249,40 @@ START_TEST(test_hostile_tokens)
 	ck_assert_int_eq(shm_token_alive(s, 0xffffffffu), 0);
 	ck_assert_int_eq(shm_token_alive(s, shm_token(1, inc + 1)), 0);     /* another incarnation */
 	ck_assert_int_eq(shm_token_alive(s, tb), 1);
+	/* b's live slot scribbled to incarnations no token may name (0, past SHM_INC_MAX): tokens
+	 * naming them are dead, though the slot is LIVE and its lock held */
+	atomic_store(&shm_reader_slot(s, 1)->inc, 0);
+	ck_assert_int_eq(shm_token_alive(s, shm_token(1, 0)), 0);
+	atomic_store(&shm_reader_slot(s, 1)->inc, SHM_INC_MAX + 1);
+	ck_assert_int_eq(shm_token_alive(s, shm_token(1, SHM_INC_MAX + 1)), 0);
+	atomic_store(&shm_reader_slot(s, 1)->inc, inc);
+	ck_assert_int_eq(shm_token_alive(s, tb), 1);
+	/* a handle that only looks (no slot: its own token is 0) sees token 0 dead, and a token
+	 * whose slot is not LIVE at its incarnation dead without asking the kernel, even when the
+	 * kernel could not answer (the handle's descriptor gone: "cannot tell" is kept for slots
+	 * that say LIVE) */
+	struct sc_arena *c = attach(name);
+	ck_assert_int_eq(c->shm->reader_slot, 2);
+	sc_arena_close(c);
+	uint32_t inc2 = atomic_load(&shm_reader_slot(s, 2)->inc); /* FREE at this incarnation */
+	struct shm_arena *ro = NULL;
+	ck_assert_int_eq(shm_arena_open(NULL, name, NULL, SHM_OPEN_NO_SLOT, &ro), 0);
+	ck_assert_uint_eq(ro->token, 0);
+	ck_assert_int_eq(ro->lock_fd, -1);
+	ck_assert_int_eq(shm_token_alive(ro, 0), 0);
+	ck_assert_int_eq(shm_token_alive(ro, tb), 1);
+	ck_assert_int_eq(shm_token_alive(ro, shm_token(2, 1)), 0);
+	int rofd = ro->fd;
+	ck_assert_int_eq(close(rofd), 0);
+	ck_assert_int_eq(shm_token_alive(ro, shm_token(2, 1)), 0);
+	ck_assert_int_eq(shm_token_alive(ro, shm_token(2, inc2)), 0); /* FREE */
+	ck_assert_int_eq(shm_token_alive(ro, shm_token(1, inc + 1)), 0);
+	ck_assert_int_eq(shm_token_alive(ro, tb), 1); /* LIVE, and the kernel cannot tell */
+	int nul = open("/dev/null", O_RDONLY | O_CLOEXEC); /* a descriptor for its close */
+	ck_assert_int_ge(nul, 0);
+	ck_assert_int_eq(dup2(nul, rofd), rofd);
+	close(nul);
+	shm_arena_close(ro);
 	ck_assert_int_eq(shm_slot_alive(s, SLOTS), 0);
 	ck_assert_int_eq(shm_slot_alive(s, UINT32_MAX), 0);
 	/* the bytes just past the table (padding of the region's last page) made to say LIVE at
