@@ -153,7 +153,7 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
 	if (h->header_bytes != SHM_HEADER_BYTES || h->region_count != SHM_REGION_COUNT ||
 	    h->total_bytes != file_bytes || h->header_check != shm_header_checksum(h))
 		return -EBADMSG;
-	if (h->reader_slots == 0 || h->slots_per_user > h->reader_slots ||
+	if (h->reader_slots == 0 || h->reader_slots > SHM_READER_SLOTS_MAX || h->slots_per_user > h->reader_slots ||
 	    (uint64_t)h->reader_slots * 512u > h->regions[SHM_REGION_READERS].size)
 		return -EBADMSG;
 	if ((h->arena_flags & ~SHM_ARENA_FLAGS_MASK) || !h->l3ix_refresh_ms || h->l3ix_entries > SHM_L3IX_MAX_ENTRIES ||

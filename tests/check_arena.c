@@ -757,6 +757,32 @@ START_TEST(regression_header_rewritten_after_attach)
 }
 END_TEST
 
+/* A header with more reader slots than a token can name (65 536: slot 65 536's token would name
+ * slot 0) is refused, even when its regions are laid out consistently for them; the same header
+ * with the largest count passes. */
+START_TEST(header_reader_slots_beyond_the_maximum_is_refused)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("rsm", 16 << 20, &name);
+	static uint8_t buf[SHM_HEADER_BYTES];
+	struct shm_header *h = (struct shm_header *)(void *)buf;
+	for (uint32_t slots = SHM_READER_SLOTS_MAX; slots <= SHM_READER_SLOTS_MAX + 1; slots++) {
+		memcpy(buf, a->shm->hdr, sizeof(buf));
+		uint64_t old = h->regions[SHM_REGION_READERS].size;
+		uint64_t want = ((uint64_t)slots * SHM_READER_SLOT_BYTES + 4095) & ~4095ull;
+		uint64_t delta = want - old;
+		h->reader_slots = slots;
+		h->regions[SHM_REGION_READERS].size = want;
+		for (int i = SHM_REGION_READERS + 1; i < SHM_REGION_COUNT; i++)
+			h->regions[i].off += delta;
+		h->total_bytes += delta;
+		h->header_check = shm_header_checksum(h);
+		ck_assert_int_eq(shm_header_check(h, h->total_bytes), slots > SHM_READER_SLOTS_MAX ? -EBADMSG : 0);
+	}
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 START_TEST(header_slots_per_user_beyond_the_slots_is_refused)
 {
 	/* a header whose limit per user exceeds its reader slots is not one create writes: an open
@@ -1110,6 +1136,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_epochs);
 	tcase_add_test(tc, regression_header_rewritten_after_attach);
 	tcase_add_test(tc, header_slots_per_user_beyond_the_slots_is_refused);
+	tcase_add_test(tc, header_reader_slots_beyond_the_maximum_is_refused);
 	tcase_add_test(tc, regression_planted_fifo_never_blocks);
 	tcase_add_test(tc, planted_arena_files_are_refused);
 	tcase_add_test(tc, regression_nonroot_create_falls_back);
