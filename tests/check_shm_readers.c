@@ -210,6 +210,42 @@ START_TEST(test_dead_holder_reaped)
 }
 END_TEST
 
+/* A reaper killed half-way through clearing a dead holder's slot (after the new incarnation,
+ * before the rest): the slot says CLEANING, the dead holder's epoch and lease area are still
+ * there (reclamation still waits for them), and the next reap clears it from the top. */
+START_TEST(test_reaper_killed_half_way)
+{
+	const char *name;
+	struct sc_arena *a = readers_arena(&name);
+	struct shm_arena *s = a->shm;
+	uint64_t ep;
+	uint32_t t = dead_reader(name, &ep), i = shm_token_slot(t);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *r;
+		if (sc_arena_open(name, &r) || sc_fault_arm("readers.clean.half"))
+			_exit(2);
+		shm_readers_reap(r->shm);
+		_exit(3);
+	}
+	sc_test_wait_killed(pid);
+	ck_assert_uint_eq(state_of(a, i), SHM_SLOT_CLEANING);
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, i)->inc), shm_token_inc(t) + 1);
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, i)->epoch), ep);
+	ck_assert(!ext_is_zero(a, i));
+	ck_assert_uint_eq(shm_epoch_min_active(s), ep);
+	ck_assert_int_eq(shm_token_alive(s, t), 0);
+	ck_assert_int_eq(shm_readers_reap(s), 2); /* the dead holder's slot, and the reaper's own */
+	ck_assert_uint_eq(state_of(a, i), SHM_SLOT_FREE);
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, i)->inc), shm_token_inc(t) + 2);
+	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, i)->epoch), 0);
+	ck_assert(ext_is_zero(a, i));
+	ck_assert_uint_eq(shm_epoch_min_active(s), UINT64_MAX);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* With every slot taken and one holder dead, the next claimer cleans that slot and takes it. */
 START_TEST(test_claim_takes_dead_slot)
 {
@@ -253,6 +289,15 @@ START_TEST(test_epochs)
 	ck_assert_uint_eq(shm_epoch_min_active(a->shm), e2 + 1);
 	shm_epoch_exit(a->shm);
 	ck_assert_uint_eq(shm_epoch_min_active(a->shm), UINT64_MAX);
+	/* the older epoch in the lower slot this time: the minimum, not the last one seen */
+	shm_epoch_enter(a->shm);
+	uint64_t ea = atomic_load(&shm_reader_slot(a->shm, 0)->epoch);
+	shm_epoch_advance(a->shm);
+	shm_epoch_enter(b->shm);
+	ck_assert_uint_gt(atomic_load(&shm_reader_slot(a->shm, 1)->epoch), ea);
+	ck_assert_uint_eq(shm_epoch_min_active(a->shm), ea);
+	shm_epoch_exit(b->shm);
+	shm_epoch_exit(a->shm);
 	sc_arena_close(b);
 	sc_test_arena_destroy(a, name);
 }
@@ -1178,6 +1223,7 @@ Suite *shm_readers_suite(void)
 	tcase_add_test(tc, test_table_full);
 	tcase_add_test(tc, test_dead_holder_reaped);
 	tcase_add_test(tc, test_claim_takes_dead_slot);
+	tcase_add_test(tc, test_reaper_killed_half_way);
 	tcase_add_test(tc, test_epochs);
 	tcase_add_test(tc, test_hostile_tokens);
 	tcase_add_test(tc, test_hostile_free_slots);
