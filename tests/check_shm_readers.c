@@ -72,6 +72,22 @@ static void on_reap_locked(const char *point, void *ctx)
 		r->alive = shm_token_alive(r->a, r->token);
 }
 
+/* At the cleaner's new incarnation: whether slot @slot's lock is held, as @fd sees it. */
+struct lock_seen {
+	int fd;
+	uint32_t slot;
+	int hits, held;
+};
+
+static void on_clean_inc(const char *point, void *ctx)
+{
+	struct lock_seen *l = ctx;
+	if (strcmp(point, "readers.clean.inc"))
+		return;
+	l->hits++;
+	l->held = shm_ofd_held(l->fd, SHM_LOCK_SLOT(l->slot));
+}
+
 START_TEST(test_claim_and_release)
 {
 	const char *name;
@@ -1039,7 +1055,14 @@ START_TEST(test_slots_per_user_limit)
 	ck_assert_int_eq(b->shm->reader_slot, 1);
 	uint32_t inc2 = atomic_load(&shm_reader_slot(s, 2)->inc);
 	uint64_t dead = shm_readers_dead(s), cleaned = shm_readers_cleaned(s);
+	/* the refused claimer clears the slot while it still holds the slot's lock (nobody else may
+	 * claim it half-cleared) */
+	struct lock_seen ls = { s->lock_fd, 2, 0, -1 };
+	sc_sched_set(on_clean_inc, &ls);
 	ck_assert_int_eq(sc_arena_open(name, &c), -EDQUOT);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(ls.hits, 1);
+	ck_assert_int_eq(ls.held, 1);
 	ck_assert_ptr_null(c);
 	ck_assert_uint_eq(state_of(a, 2), SHM_SLOT_FREE);
 	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, 2)->inc), inc2 + 2); /* claimed, then cleared */
