@@ -1210,8 +1210,20 @@ static int claim_without_proc(const char *name)
 	if (rc)
 		return 20 + (-rc > 30 ? 30 : -rc);
 	int ok = b->shm->reader_slot > 0 && b->shm->lock_fd >= 0 && shm_slot_alive(b->shm, (uint32_t)b->shm->reader_slot) == 1;
+	if (!ok)
+		return 11;
+	/* and when the path fails too (the file renamed away: here the handle's private copy of
+	 * its path), the claim says why, with no slot taken */
+	char keep[sizeof(b->shm->path)];
+	memcpy(keep, b->shm->path, sizeof(keep));
+	shm_readers_release(b->shm, 0);
+	snprintf(b->shm->path, sizeof(b->shm->path), "/nonexistent-%d/arena", (int)getpid());
+	rc = shm_readers_claim(b->shm);
+	memcpy(b->shm->path, keep, sizeof(keep));
+	if (rc != -ENOENT || b->shm->reader_slot != -1 || b->shm->lock_fd != -1)
+		return 12;
 	sc_arena_close(b);
-	return ok ? 0 : 11;
+	return 0;
 }
 
 START_TEST(test_claim_without_proc)
