@@ -764,10 +764,10 @@ START_TEST(header_reader_slots_beyond_the_maximum_is_refused)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("rsm", 16 << 20, &name);
-	static uint8_t buf[SHM_HEADER_BYTES];
-	struct shm_header *h = (struct shm_header *)(void *)buf;
+	static struct shm_header copy;
+	struct shm_header *h = &copy;
 	for (uint32_t slots = SHM_READER_SLOTS_MAX; slots <= SHM_READER_SLOTS_MAX + 1; slots++) {
-		memcpy(buf, a->shm->hdr, sizeof(buf));
+		memcpy(h, a->shm->hdr, sizeof(*h));
 		uint64_t old = h->regions[SHM_REGION_READERS].size;
 		uint64_t want = ((uint64_t)slots * SHM_READER_SLOT_BYTES + 4095) & ~4095ull;
 		uint64_t delta = want - old;

@@ -226,6 +226,13 @@ START_TEST(test_dead_holder_reaped)
 }
 END_TEST
 
+/* At the cleaner's new incarnation: one byte on the descriptor *@ctx. */
+static void say_clean_inc(const char *point, void *ctx)
+{
+	if (!strcmp(point, "readers.clean.inc") && write(*(int *)ctx, "i", 1) != 1)
+		_exit(5);
+}
+
 /* A reaper killed half-way through clearing a dead holder's slot (after the new incarnation,
  * before the rest): the slot says CLEANING, the dead holder's epoch and lease area are still
  * there (reclamation still waits for them), and the next reap clears it from the top. */
@@ -236,16 +243,25 @@ START_TEST(test_reaper_killed_half_way)
 	struct shm_arena *s = a->shm;
 	uint64_t ep;
 	uint32_t t = dead_reader(name, &ep), i = shm_token_slot(t);
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		struct sc_arena *r;
+		close(p[0]);
 		if (sc_arena_open(name, &r) || sc_fault_arm("readers.clean.half"))
 			_exit(2);
+		/* the explorer can park the cleaner at its new incarnation, before it dies there */
+		sc_sched_set(say_clean_inc, &p[1]);
 		shm_readers_reap(r->shm);
 		_exit(3);
 	}
+	close(p[1]);
 	sc_test_wait_killed(pid);
+	char said[8];
+	ck_assert_int_eq(read(p[0], said, sizeof(said)), 1);
+	close(p[0]);
 	ck_assert_uint_eq(state_of(a, i), SHM_SLOT_CLEANING);
 	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, i)->inc), shm_token_inc(t) + 1);
 	ck_assert_uint_eq(atomic_load(&shm_reader_slot(s, i)->epoch), ep);
@@ -1230,6 +1246,23 @@ START_TEST(test_claim_without_proc)
 {
 	const char *name;
 	struct sc_arena *a = readers_arena(&name);
+	/* here too, without a namespace: a handle whose descriptor number names nothing (so no
+	 * /proc/self/fd entry) and whose path names nothing; the claim says why and takes no slot */
+	struct sc_arena *b = attach(name);
+	char keep[sizeof(b->shm->path)];
+	memcpy(keep, b->shm->path, sizeof(keep));
+	int kfd = b->shm->fd, gone = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(gone, 0);
+	ck_assert_int_eq(close(gone), 0);
+	shm_readers_release(b->shm, 0);
+	b->shm->fd = gone;
+	snprintf(b->shm->path, sizeof(b->shm->path), "/nonexistent-%d/arena", (int)getpid());
+	ck_assert_int_eq(shm_readers_claim(b->shm), -ENOENT);
+	ck_assert_int_eq(b->shm->reader_slot, -1);
+	ck_assert_int_eq(b->shm->lock_fd, -1);
+	b->shm->fd = kfd;
+	memcpy(b->shm->path, keep, sizeof(keep));
+	sc_arena_close(b);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
