@@ -880,26 +880,45 @@ START_TEST(test_multiproc)
 }
 END_TEST
 
-/* A heap of many GiB: a hand-made arena handle over a sparse private mapping (only the pages of
- * the headers we write are ever touched). */
+/* A hand-made arena handle whose heap region is @region bytes at 2 MiB, over a sparse private
+ * mapping (only the pages of the headers written are ever touched), 64-byte aligned, with a
+ * guard page right after the region's last 64-byte unit (a read past the heap faults); NULL after a SKIP line when the
+ * address space cannot be reserved. Unmapped by fake_close. */
+static struct shm_arena *fake_open(struct shm_arena *fake, uint64_t region)
+{
+	uint64_t total = (2u << 20) + region, map = shm_page_up(total) + 4096;
+	uint8_t *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		sc_skip("cannot reserve %llu MiB of address space", (unsigned long long)(map >> 20));
+		return NULL;
+	}
+	ck_assert_int_eq(mprotect(m + map - 4096, 4096, PROT_NONE), 0);
+	uint8_t *base = m + ((map - 4096 - total) & ~(uint64_t)63);   /* the region's end on the guard */
+	memset(fake, 0, sizeof(*fake));
+	fake->base = base;
+	fake->size = total;
+	fake->hdr = (struct shm_header *)base;
+	fake->hdr->regions[SHM_REGION_HEAP].off = 2u << 20;
+	fake->hdr->regions[SHM_REGION_HEAP].size = region;
+	fake->hv.regions[SHM_REGION_HEAP] = fake->hdr->regions[SHM_REGION_HEAP]; /* the validated copy */
+	fake->token = 1u << 16; /* a lock owner (no reader table: nobody else ever waits) */
+	return fake;
+}
+
+static void fake_close(struct shm_arena *fake)
+{
+	uint64_t map = shm_page_up(fake->size) + 4096;
+	munmap(fake->base - ((map - 4096 - fake->size) & ~(uint64_t)63), map);
+}
+
+/* A heap of many GiB. */
 START_TEST(test_huge_heap)
 {
 	const uint64_t total = 256ull << 30;
-	uint8_t *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			     -1, 0);
-	if (base == MAP_FAILED) {
-		sc_skip("cannot reserve %llu GiB of address space", (unsigned long long)(total >> 30));
-		return;
-	}
 	static struct shm_arena fake;
-	fake.base = base;
-	fake.size = total;
-	fake.hdr = (struct shm_header *)base;
-	fake.hdr->regions[SHM_REGION_HEAP].off = 2u << 20;
-	fake.hdr->regions[SHM_REGION_HEAP].size = total - (2u << 20);
-	fake.hv.regions[SHM_REGION_HEAP] = fake.hdr->regions[SHM_REGION_HEAP]; /* the validated copy */
-	fake.token = 1u << 16; /* a lock owner (no reader table: nobody else ever waits) */
-	struct shm_arena *a = &fake;
+	struct shm_arena *a = fake_open(&fake, total - (2u << 20));
+	if (!a)
+		return;
 	ck_assert_int_eq(shm_heap_format(a), 0);
 	struct shm_heap_stats st0 = stats(a), st;
 	ck_assert_uint_ge(st0.largest_free, total - (3u << 20));
@@ -925,7 +944,242 @@ START_TEST(test_huge_heap)
 	/* the whole heap in one allocation */
 	ck_assert_int_eq(shm_heap_alloc(a, st0.largest_free, 1, &offs[0]), 0);
 	ck_assert_int_eq(shm_heap_free(a, offs[0]), 0);
-	munmap(base, total);
+	fake_close(a);
+}
+END_TEST
+
+/* The heap's size limits, on hand-made regions: the smallest heap (its 8 KiB header and one block
+ * of two units) works and a byte less is refused; the largest one (2^40 - 1 units of 64 bytes:
+ * 64 TiB of address space, never touched) works and a region a unit larger is clamped to it. */
+#define HEAP_MAX_BYTES ((((uint64_t)1 << 40) - 1) * 64)
+START_TEST(test_heap_size_limits)
+{
+	static struct shm_arena fake;
+	struct shm_arena *a = fake_open(&fake, 8192 + 127);
+	uint64_t off, off2, sz;
+	if (!a)
+		return;
+	ck_assert_int_eq(shm_heap_format(a), -EINVAL);
+	fake_close(a);
+
+	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + 128));
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	struct shm_heap_stats st = stats(a);
+	ck_assert_uint_eq(st.heap_bytes, 128);
+	ck_assert_uint_eq(st.largest_free, 64);
+	ck_assert_int_eq(shm_heap_alloc(a, 65, 1, &off), -E2BIG);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &off), 0);
+	ck_assert_int_eq(shm_heap_size(a, off, &sz), 0);
+	ck_assert_uint_eq(sz, 64);
+	ck_assert_int_eq(shm_heap_alloc(a, 1, 2, &off2), -ENOSPC);
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	ck_assert_int_eq(shm_heap_free(a, off), 0);
+	ck_assert_int_eq(shm_heap_repair(a), 0);
+	ck_assert_uint_eq(stats(a).free_bytes, 128);
+	fake_close(a);
+
+	a = fake_open(&fake, 8192 + HEAP_MAX_BYTES + 64);
+	if (!a)
+		return;
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	st = stats(a);
+	ck_assert_uint_eq(st.heap_bytes, HEAP_MAX_BYTES);
+	ck_assert_uint_ge(st.largest_free, HEAP_MAX_BYTES - 2 * PAGE);
+	ck_assert_int_eq(shm_heap_alloc(a, HEAP_MAX_BYTES, 1, &off), -E2BIG);
+	ck_assert_int_eq(shm_heap_alloc(a, st.largest_free, 1, &off), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 1ull << 30, 2, &off2), -ENOSPC);
+	ck_assert_int_eq(shm_heap_free(a, off), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 1, 3, &off), 0);
+	ck_assert_int_eq(shm_heap_free(a, off), 0);
+	ck_assert_int_eq(shm_heap_repair(a), 0);
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	ck_assert_uint_eq(stats(a).largest_free, st.largest_free);
+	fake_close(a);
+}
+END_TEST
+
+struct frees {
+	uint64_t off[64], bytes[64];
+	unsigned n;
+};
+
+static int collect_free(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	struct frees *f = ctx;
+	(void)tag;
+	if (!allocated) {
+		ck_assert_uint_lt(f->n, 64);
+		f->off[f->n] = off;
+		f->bytes[f->n++] = bytes;
+	}
+	return 0;
+}
+
+/* Which of the free blocks @fr hold a request of @bytes (shm_heap_span_fits); -1 if none. */
+static int fitting_block(const struct frees *fr, uint64_t bytes)
+{
+	for (unsigned i = 0; i < fr->n; i++)
+		if (shm_heap_span_fits(fr->off[i], fr->off[i] + fr->bytes[i], bytes))
+			return (int)i;
+	return -1;
+}
+
+/* The largest plain (not packed) request that a free block whose payload is @bytes at @at holds:
+ * below a page anywhere in it, whole pages from its first page boundary on. */
+static uint64_t largest_request(uint64_t at, uint64_t bytes)
+{
+	uint64_t best = bytes < PAGE ? bytes : PAGE - 1;
+	uint64_t start = (at + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	if (start <= at + bytes && ((at + bytes - start) & ~(uint64_t)(PAGE - 1)) >= PAGE)
+		best = (at + bytes - start) & ~(uint64_t)(PAGE - 1);
+	return best;
+}
+
+/* Near exhaustion, with few free blocks (fewer than the scan's bounds), a request is served if
+ * and only if one of them holds it, and inside that one: every size class and class boundary,
+ * alignment gaps included. A 1 MiB heap filled with packed blocks of 2 to 161 units and then
+ * 2-unit ones; each of the first 160 blocks freed alone (a hole of exactly its size) and asked
+ * for again; then in each of 16 rounds ten of them freed at once and requests of every size up
+ * to the largest hole, packed and page-aligned, tried against the holes. */
+START_TEST(test_fit_is_exact_near_exhaustion)
+{
+	static struct shm_arena fake;
+	static uint64_t offs[16384];
+	struct shm_arena *a = fake_open(&fake, 8192 + (1u << 20));
+	if (!a)
+		return;
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	unsigned n = 0;
+	while (n < 160 && shm_heap_alloc(a, ((1 + n) * 64) | SHM_HEAP_PACKED, n, &offs[n]) == 0)
+		n++;
+	ck_assert_uint_eq(n, 160);
+	while (shm_heap_alloc(a, 64, n, &offs[n]) == 0)
+		n++;
+	struct frees fr0 = { .n = 0 };
+	ck_assert_int_eq(shm_heap_walk(a, collect_free, &fr0), 0);
+	ck_assert_uint_le(fr0.n, 1);    /* at most a bare header is left */
+	/* each hole alone: stats' largest_free is exactly the largest plain request it holds, and is
+	 * served; a request that fills it is served exactly there, one unit more is refused */
+	for (unsigned i = 0; i < 160; i++) {
+		uint64_t off, largest = largest_request(offs[i], (1 + i) * 64);
+		ck_assert_int_eq(shm_heap_free(a, offs[i]), 0);
+		ck_assert_msg(stats(a).largest_free == largest, "a hole of %u units: largest_free %llu, not %llu",
+			      i + 2, (unsigned long long)stats(a).largest_free, (unsigned long long)largest);
+		ck_assert_int_eq(shm_heap_alloc(a, largest + 1, i, &off), -ENOSPC);
+		ck_assert_int_eq(shm_heap_alloc(a, largest, i, &off), 0);
+		ck_assert_int_eq(shm_heap_free(a, off), 0);
+		ck_assert_int_eq(shm_heap_alloc(a, ((2 + i) * 64) | SHM_HEAP_PACKED, i, &off), -ENOSPC);
+		ck_assert_msg(shm_heap_alloc(a, ((1 + i) * 64) | SHM_HEAP_PACKED, i, &off) == 0 && off == offs[i],
+			      "a hole of %u units", i + 2);
+	}
+	unsigned served = 0, refused = 0;
+	for (unsigned r = 0; r < 16; r++) {
+		for (unsigned i = r; i < 160; i += 16)
+			ck_assert_int_eq(shm_heap_free(a, offs[i]), 0);
+		struct frees fr = { .n = 0 };
+		ck_assert_int_eq(shm_heap_walk(a, collect_free, &fr), 0);
+		ck_assert_uint_eq(fr.n, 10 + fr0.n);
+		for (uint64_t u = 1; u <= 2 + 160 + 1; u++) {
+			const uint64_t reqs[] = { u * 64 | SHM_HEAP_PACKED, u * 64 - 63, u * 64 * 64,
+						  u * 64 * 64 - 4095 };
+			for (unsigned k = 0; k < sizeof(reqs) / sizeof(reqs[0]); k++) {
+				uint64_t off, sz;
+				int want = fitting_block(&fr, reqs[k]);
+				int rc = shm_heap_alloc(a, reqs[k], 7, &off);
+				ck_assert_msg(want < 0 ? rc == -ENOSPC : rc == 0,
+					      "round %u: request %#llx: %d with %s fitting block", r,
+					      (unsigned long long)reqs[k], rc, want < 0 ? "no" : "a");
+				if (rc)
+					continue;
+				int in = -1;
+				for (unsigned i = 0; i < fr.n; i++)
+					if (off >= fr.off[i] && off < fr.off[i] + fr.bytes[i] + 64)
+						in = (int)i;
+				ck_assert_int_ge(in, 0);
+				ck_assert_int_eq(shm_heap_size(a, off, &sz), 0);
+				ck_assert(shm_heap_span_fits(off, off + sz, reqs[k]));
+				ck_assert_uint_le(off + sz, fr.off[in] + fr.bytes[in]);
+				ck_assert_int_eq(shm_heap_free(a, off), 0);
+				served++;
+			}
+			refused += fitting_block(&fr, u * 64 | SHM_HEAP_PACKED) < 0;
+		}
+		ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+		for (unsigned i = r; i < 160; i += 16) {    /* the holes filled again, in place */
+			uint64_t off;
+			ck_assert_int_eq(shm_heap_alloc_at(a, offs[i], ((1 + i) * 64) | SHM_HEAP_PACKED, i, &off), 0);
+			ck_assert_uint_eq(off, offs[i]);
+		}
+	}
+	ck_assert_uint_gt(served, 1000);
+	ck_assert_uint_gt(refused, 100);
+	fake_close(a);
+}
+END_TEST
+
+/* Free-list links in shared memory that point at the heap's end or outside it are refused without
+ * being followed (a hand-made heap has a guard page right after its end: a read there faults):
+ * the call that meets one has the lists rebuilt from the chain and is served. */
+START_TEST(test_list_links_past_the_end)
+{
+	static struct shm_arena fake;
+	const uint64_t region = 8192 + (64u << 10);
+	struct shm_arena *a = fake_open(&fake, region);
+	if (!a)
+		return;
+	uint8_t *hb = a->base + (2u << 20);
+	const uint64_t bad[] = { region, region + 64, region - 32, UINT64_MAX - 63, 8192 - 64, 8192 + 8 };
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		for (unsigned field = 24; field <= 32; field += 8) {     /* next_free, prev_free */
+			uint64_t A, B, sz;
+			ck_assert_int_eq(shm_heap_format(a), 0);
+			ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &A), 0);      /* then one free block: the rest */
+			uint64_t rest = A - (2u << 20) + 64;                   /* its header, region-relative */
+			memcpy(hb + rest + field, &bad[i], 8);
+			uint64_t repairs = stats(a).repairs;
+			ck_assert_int_eq(shm_heap_alloc(a, 1000, 2, &B), 0);
+			ck_assert_uint_gt(stats(a).repairs, repairs);
+			ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+			ck_assert_int_eq(shm_heap_size(a, A, &sz), 0);
+			ck_assert_int_eq(shm_heap_size(a, B, &sz), 0);
+			ck_assert_int_eq(shm_heap_free(a, A), 0);
+			ck_assert_int_eq(shm_heap_free(a, B), 0);
+			struct shm_heap_stats st = stats(a);
+			ck_assert_uint_eq(st.free_blocks, 1);
+			ck_assert_uint_eq(st.free_bytes, region - 8192);
+		}
+	}
+	fake_close(a);
+}
+END_TEST
+
+/* Near exhaustion an allocation looks at no more than 16 blocks of one class list (its time stays
+ * bounded): a block that holds the request 17th in its list is not found, the 16th is. */
+START_TEST(test_scan_looks_at_sixteen_blocks_of_a_list)
+{
+	static struct shm_arena fake;
+	static uint64_t fill[4096];
+	struct shm_arena *a = fake_open(&fake, 8192 + (256u << 10));
+	if (!a)
+		return;
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	uint64_t x[17], sep, off;
+	for (unsigned j = 0; j < 17; j++) {  /* 135 units, then 16 of 128 (one class: 128..135) */
+		ck_assert_int_eq(shm_heap_alloc(a, ((j ? 127 : 134) * 64) | SHM_HEAP_PACKED, j, &x[j]), 0);
+		ck_assert_int_eq(shm_heap_alloc(a, 64, 99, &sep), 0);
+	}
+	unsigned n = 0;
+	while (shm_heap_alloc(a, 64, 100, &fill[n]) == 0)
+		n++;
+	for (unsigned j = 0; j < 17; j++)       /* listed last-in first: the 135-unit block is 17th */
+		ck_assert_int_eq(shm_heap_free(a, x[j]), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, (134 * 64) | SHM_HEAP_PACKED, 7, &off), -ENOSPC);
+	ck_assert_int_eq(shm_heap_alloc(a, (127 * 64) | SHM_HEAP_PACKED, 7, &off), 0);  /* one of 128 */
+	ck_assert_uint_eq(off, x[16]);
+	ck_assert_int_eq(shm_heap_alloc(a, (134 * 64) | SHM_HEAP_PACKED, 7, &off), 0);  /* now 16th */
+	ck_assert_uint_eq(off, x[0]);
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	fake_close(a);
 }
 END_TEST
 
@@ -970,6 +1224,10 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_fault_arm);
 	tcase_add_test(tc, test_multiproc);
 	tcase_add_test(tc, test_huge_heap);
+	tcase_add_test(tc, test_heap_size_limits);
+	tcase_add_test(tc, test_fit_is_exact_near_exhaustion);
+	tcase_add_test(tc, test_list_links_past_the_end);
+	tcase_add_test(tc, test_scan_looks_at_sixteen_blocks_of_a_list);
 	tcase_add_test(tc, test_small_arena);
 	suite_add_tcase(s, tc);
 	return s;
