@@ -986,6 +986,13 @@ START_TEST(test_heap_size_limits)
 	ck_assert_uint_eq(st.heap_bytes, HEAP_MAX_BYTES);
 	ck_assert_uint_ge(st.largest_free, HEAP_MAX_BYTES - 2 * PAGE);
 	ck_assert_int_eq(shm_heap_alloc(a, HEAP_MAX_BYTES, 1, &off), -E2BIG);
+	ck_assert_uint_eq(shm_heap_footprint(HEAP_MAX_BYTES | SHM_HEAP_PACKED), HEAP_MAX_BYTES + 64);
+	ck_assert_uint_eq(shm_heap_footprint((HEAP_MAX_BYTES + 1) | SHM_HEAP_PACKED), UINT64_MAX);
+	/* the whole heap in one packed block, and nothing more */
+	ck_assert_int_eq(shm_heap_alloc(a, (HEAP_MAX_BYTES - 64) | SHM_HEAP_PACKED, 1, &off), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 1, 1, &off2), -ENOSPC);
+	ck_assert_uint_eq(stats(a).free_bytes, 0);
+	ck_assert_int_eq(shm_heap_free(a, off), 0);
 	ck_assert_int_eq(shm_heap_alloc(a, st.largest_free, 1, &off), 0);
 	ck_assert_int_eq(shm_heap_alloc(a, 1ull << 30, 2, &off2), -ENOSPC);
 	ck_assert_int_eq(shm_heap_free(a, off), 0);
@@ -1183,6 +1190,86 @@ START_TEST(test_scan_looks_at_sixteen_blocks_of_a_list)
 }
 END_TEST
 
+struct seen {
+	uint64_t off[16], bytes[16], tag[16];
+	int alloc[16];
+	unsigned n, stop_at;
+};
+
+static int see(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	struct seen *v = ctx;
+	ck_assert_uint_lt(v->n, 16);
+	v->off[v->n] = off;
+	v->bytes[v->n] = bytes;
+	v->tag[v->n] = tag;
+	v->alloc[v->n++] = allocated;
+	return v->n == v->stop_at;
+}
+
+/* shm_heap_scan (the evictor's sweep): starts at the block given (the first block when the offset
+ * given is not a block start), visits blocks in address order with their sizes, states and tags,
+ * wraps at the end, goes on past its start for at most a second lap, stops after max_blocks or when
+ * the callback says so, and reports a broken chain. */
+START_TEST(test_scan)
+{
+	static struct shm_arena fake;
+	struct shm_arena *a = fake_open(&fake, 8192 + (64u << 10));
+	if (!a)
+		return;
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	uint64_t A, B, C;
+	ck_assert_int_eq(shm_heap_alloc(a, 100, 11, &A), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 1000, 12, &B), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 13, &C), 0);
+	const uint64_t T = C + 128, end = (2u << 20) + 8192 + (64u << 10);
+	const uint64_t off[4] = { A, B, C, T }, bytes[4] = { 128, 1024, 64, end - T }, tag[4] = { 11, 12, 13, 0 };
+	struct seen v = { .n = 0 };
+
+	ck_assert_int_eq(shm_heap_scan(a, B, 3, see, &v), 3);
+	ck_assert_uint_eq(v.n, 3);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert_uint_eq(v.off[i], off[i + 1]);
+		ck_assert_uint_eq(v.bytes[i], bytes[i + 1]);
+		ck_assert_uint_eq(v.tag[i], tag[i + 1]);
+		ck_assert_int_eq(v.alloc[i], i < 2);
+	}
+	v.n = 0;                        /* two laps from B at most, wrapping at the end */
+	ck_assert_int_eq(shm_heap_scan(a, B, 1000, see, &v), 8);
+	for (unsigned i = 0; i < 8; i++)
+		ck_assert_uint_eq(v.off[i], off[(i + 1) % 4]);
+	v.n = 0;                        /* the callback stops it */
+	v.stop_at = 2;
+	ck_assert_int_eq(shm_heap_scan(a, C, 1000, see, &v), 2);
+	ck_assert_uint_eq(v.off[0], C);
+	ck_assert_uint_eq(v.off[1], T);
+	v.stop_at = 0;
+	const uint64_t not_a_start[] = { B + 64, B - 1, 0, T + 64, end, UINT64_MAX, A - 64 };
+	for (unsigned k = 0; k < sizeof(not_a_start) / sizeof(not_a_start[0]); k++) {
+		v.n = 0;
+		ck_assert_int_eq(shm_heap_scan(a, not_a_start[k], 2, see, &v), 2);
+		ck_assert_uint_eq(v.off[0], A);
+		ck_assert_uint_eq(v.off[1], B);
+	}
+	v.n = 0;
+	ck_assert_int_eq(shm_heap_scan(a, B, 0, see, &v), 0);
+	ck_assert_uint_eq(v.n, 0);
+	ck_assert_int_eq(shm_heap_scan(a, B, 4, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(shm_heap_scan(NULL, B, 4, see, &v), -EINVAL);
+
+	/* C's header scribbled: the scan stops there with -EBADMSG after what it saw; nothing changed */
+	uint64_t *cw = shm_ptr(a, C - 64, 8), saved = *cw;
+	*cw ^= 1ull << 30;
+	v.n = 0;
+	ck_assert_int_eq(shm_heap_scan(a, A, 10, see, &v), -EBADMSG);
+	ck_assert_uint_eq(v.n, 2);
+	*cw = saved;
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	ck_assert_uint_eq(stats(a).used_blocks, 3);
+	fake_close(a);
+}
+END_TEST
+
 /* The smallest arena still has a working heap. */
 START_TEST(test_small_arena)
 {
@@ -1228,6 +1315,7 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_fit_is_exact_near_exhaustion);
 	tcase_add_test(tc, test_list_links_past_the_end);
 	tcase_add_test(tc, test_scan_looks_at_sixteen_blocks_of_a_list);
+	tcase_add_test(tc, test_scan);
 	tcase_add_test(tc, test_small_arena);
 	suite_add_tcase(s, tc);
 	return s;
