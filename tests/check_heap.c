@@ -790,6 +790,25 @@ START_TEST(test_killed_holding_lock)
 	ck_assert_uint_eq(after.repairs, before.repairs + 1);
 	before.repairs++;
 	assert_same(after, before);
+
+	/* again, and this time shm_heap_repair (fsck's call) is the first to lock: it repairs */
+	ck_assert_int_eq(pipe(p), 0);
+	if ((pid = fork()) == 0) {
+		close(p[0]);
+		shm_heap_walk(own(f.a), block_in_walk, &p[1]);
+		_exit(3);
+	}
+	ck_assert_int_gt(pid, 0);
+	close(p[1]);
+	ck_assert_int_eq(read(p[0], &c, 1), 1);
+	close(p[0]);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_int_eq(shm_heap_repair(f.a), 0);
+	after = stats(f.a);
+	ck_assert_uint_eq(after.repairs, before.repairs + 1);
+	before.repairs++;
+	assert_same(after, before);
 	ck_assert_int_eq(shm_heap_free(f.a, A), 0);
 	assert_empty(&f);
 	fx_close(&f);
@@ -880,13 +899,13 @@ START_TEST(test_multiproc)
 }
 END_TEST
 
-/* A hand-made arena handle whose heap region is @region bytes at 2 MiB, over a sparse private
+/* A hand-made arena handle whose heap region is @region bytes at offset @at, over a sparse private
  * mapping (only the pages of the headers written are ever touched), 64-byte aligned, with a
  * guard page right after the region's last 64-byte unit (a read past the heap faults); NULL after a SKIP line when the
  * address space cannot be reserved. Unmapped by fake_close. */
-static struct shm_arena *fake_open(struct shm_arena *fake, uint64_t region)
+static struct shm_arena *fake_at(struct shm_arena *fake, uint64_t at, uint64_t region)
 {
-	uint64_t total = (2u << 20) + region, map = shm_page_up(total) + 4096;
+	uint64_t total = at + region, map = shm_page_up(total) + 4096;
 	uint8_t *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED) {
 		sc_skip("cannot reserve %llu MiB of address space", (unsigned long long)(map >> 20));
@@ -898,11 +917,17 @@ static struct shm_arena *fake_open(struct shm_arena *fake, uint64_t region)
 	fake->base = base;
 	fake->size = total;
 	fake->hdr = (struct shm_header *)base;
-	fake->hdr->regions[SHM_REGION_HEAP].off = 2u << 20;
+	fake->hdr->regions[SHM_REGION_HEAP].off = at;
 	fake->hdr->regions[SHM_REGION_HEAP].size = region;
 	fake->hv.regions[SHM_REGION_HEAP] = fake->hdr->regions[SHM_REGION_HEAP]; /* the validated copy */
 	fake->token = 1u << 16; /* a lock owner (no reader table: nobody else ever waits) */
 	return fake;
+}
+
+/* The same, the region at 2 MiB (where a hugepage arena's heap starts). */
+static struct shm_arena *fake_open(struct shm_arena *fake, uint64_t region)
+{
+	return fake_at(fake, 2u << 20, region);
 }
 
 static void fake_close(struct shm_arena *fake)
@@ -962,6 +987,11 @@ START_TEST(test_heap_size_limits)
 	ck_assert_int_eq(shm_heap_format(a), -EINVAL);
 	fake_close(a);
 
+	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + 192 + 5));      /* the heap ends on a unit */
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	ck_assert_uint_eq(stats(a).heap_bytes, 192);
+	fake_close(a);
+
 	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + 128));
 	ck_assert_int_eq(shm_heap_format(a), 0);
 	struct shm_heap_stats st = stats(a);
@@ -1001,6 +1031,47 @@ START_TEST(test_heap_size_limits)
 	ck_assert_int_eq(shm_heap_repair(a), 0);
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
 	ck_assert_uint_eq(stats(a).largest_free, st.largest_free);
+	fake_close(a);
+}
+END_TEST
+
+/* Where the heap region may lie: a heap on any 4 KiB boundary works; one off a 4 KiB boundary,
+ * one too small to hold its header (it is not read: here it ends on a guard page) and one that
+ * reaches past the mapping are refused. */
+START_TEST(test_region_placement)
+{
+	static struct shm_arena fake;
+	struct shm_arena *a;
+	uint64_t off;
+	ck_assert_ptr_nonnull(a = fake_at(&fake, (2u << 20) + 4096, 8192 + (64u << 10)));
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 8192, 1, &off), 0);
+	ck_assert_uint_eq(off % PAGE, 0);
+	ck_assert_int_eq(shm_heap_free(a, off), 0);
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	fake_close(a);
+
+	ck_assert_ptr_nonnull(a = fake_at(&fake, (2u << 20) + 64, 8192 + (64u << 10)));
+	ck_assert_int_eq(shm_heap_format(a), -EINVAL);
+	fake_close(a);
+
+	for (uint64_t size = 0; size <= 64; size += 32) {
+		ck_assert_ptr_nonnull(a = fake_at(&fake, 2u << 20, size));
+		ck_assert_int_eq(shm_heap_format(a), -EINVAL);
+		struct shm_heap_stats st;
+		ck_assert_int_eq(shm_heap_stats(a, &st), -EBADMSG);
+		ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &off), -EBADMSG);
+		fake_close(a);
+	}
+
+	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + (64u << 10)));
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	a->hv.regions[SHM_REGION_HEAP].size += 4096;     /* now past the mapping's end */
+	struct shm_heap_stats st;
+	ck_assert_int_eq(shm_heap_stats(a, &st), -EBADMSG);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &off), -EBADMSG);
+	a->hv.regions[SHM_REGION_HEAP].size -= 4096;
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
 	fake_close(a);
 }
 END_TEST
@@ -1135,7 +1206,7 @@ START_TEST(test_list_links_past_the_end)
 	if (!a)
 		return;
 	uint8_t *hb = a->base + (2u << 20);
-	const uint64_t bad[] = { region, region + 64, region - 32, UINT64_MAX - 63, 8192 - 64, 8192 + 8 };
+	const uint64_t bad[] = { region, region + 64, region - 32, region - 4, UINT64_MAX - 63, 8192 - 64, 8192 + 8 };
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		for (unsigned field = 24; field <= 32; field += 8) {     /* next_free, prev_free */
 			uint64_t A, B, sz;
@@ -1312,6 +1383,7 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_multiproc);
 	tcase_add_test(tc, test_huge_heap);
 	tcase_add_test(tc, test_heap_size_limits);
+	tcase_add_test(tc, test_region_placement);
 	tcase_add_test(tc, test_fit_is_exact_near_exhaustion);
 	tcase_add_test(tc, test_list_links_past_the_end);
 	tcase_add_test(tc, test_scan_looks_at_sixteen_blocks_of_a_list);
