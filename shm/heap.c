@@ -933,3 +933,11 @@ struct shm_mutex *shm_heap_mutex(struct shm_arena *a)
 	struct heap_ctx c;
 	return heap_ctx(a, &c) ? NULL : &c.h->lock.mu;
 }
+
+#ifdef SC_TEST_HOOKS
+uint64_t shm_heap_test_word(struct shm_arena *a, uint64_t rel, uint64_t units, unsigned st)
+{
+	struct heap_ctx c;
+	return heap_ctx(a, &c) ? 0 : word_make(&c, rel, units, st);
+}
+#endif

@@ -109,4 +109,11 @@ int shm_heap_repair(struct shm_arena *a);
 /* The heap's writer mutex (for fsck's check of the mutex itself); NULL if the header is bad. */
 struct shm_mutex *shm_heap_mutex(struct shm_arena *a);
 
+#ifdef SC_TEST_HOOKS
+/* Test build: the header word that a block of @units units in state @st (1 free, 2 allocated) at
+ * heap-region offset @rel would carry, check bits included: what a process that can write the
+ * arena (and so read the seed) can forge. 0 if the heap header is bad. */
+uint64_t shm_heap_test_word(struct shm_arena *a, uint64_t rel, uint64_t units, unsigned st);
+#endif
+
 #endif

@@ -1261,6 +1261,77 @@ START_TEST(test_scan_looks_at_sixteen_blocks_of_a_list)
 }
 END_TEST
 
+/* Headers forged with a valid check word (by a process that can write the arena, and so read the
+ * heap's seed) that break the chain's rules are still refused: linked into a free list (inside
+ * the heap's own header, no units, more units than the heap has left), in the chain (a state
+ * neither free nor allocated), freed (an allocated block of one unit). The call that meets one
+ * rebuilds the lists or refuses; nothing allocated is lost. */
+START_TEST(test_forged_headers)
+{
+	static struct shm_arena fake;
+	const uint64_t region = 8192 + (64u << 10);
+	struct shm_arena *a = fake_open(&fake, region);
+	if (!a)
+		return;
+	uint8_t *hb = a->base + (2u << 20);
+	uint64_t A, B, C, sz;
+	const uint64_t R = 8192 + 128, X = R + 64 * 40;  /* the free rest after A; a spot inside it */
+	const struct { uint64_t at, units; unsigned st; } link[] = {
+		{ 8192 - 64, 2, 1 }, { X, 0, 1 }, { X, (region - X) / 64 + 1, 1 }, { X, 2, 0 }, { X, 2, 3 },
+	};
+	for (unsigned i = 0; i < sizeof(link) / sizeof(link[0]); i++) {
+		ck_assert_int_eq(shm_heap_format(a), 0);
+		ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &A), 0);
+		uint64_t repairs = stats(a).repairs;     /* (a call reports the count before its own repair) */
+		uint64_t w = shm_heap_test_word(a, link[i].at, link[i].units, link[i].st);
+		ck_assert_uint_ne(w, 0);
+		memcpy(hb + link[i].at, &w, 8);
+		memcpy(hb + link[i].at + 32, &R, 8);             /* its prev_free: back to R */
+		memset(hb + link[i].at + 24, 0, 8);
+		memcpy(hb + R + 24, &link[i].at, 8);             /* R's next_free: the forgery */
+		ck_assert_int_eq(shm_heap_alloc(a, 1000, 2, &B), 0);
+		ck_assert_msg(stats(a).repairs == repairs + 1, "forged link %u followed", i);
+		ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+		ck_assert_int_eq(shm_heap_size(a, A, &sz), 0);
+		ck_assert_int_eq(shm_heap_size(a, B, &sz), 0);
+	}
+
+	/* in the chain: B's header with a valid check but the state 0 or 3; the walk and a repair
+	 * refuse the chain, the heap refuses calls until B's header is back */
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &A), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 128, 2, &B), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 3, &C), 0);
+	uint8_t *bh = shm_ptr(a, B - 64, 128), saved[128];
+	memcpy(saved, bh, 128);
+	for (unsigned st = 0; st <= 3; st += 3) {
+		uint64_t w = shm_heap_test_word(a, B - 64 - (2u << 20), 3, st);
+		memcpy(bh, &w, 8);
+		ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), -EBADMSG);
+		ck_assert_int_eq(shm_heap_repair(a), -EBADMSG);
+		ck_assert_int_eq(shm_heap_alloc(a, 64, 4, &sz), -EBADMSG);
+		memcpy(bh, saved, 8);
+		ck_assert_int_eq(shm_heap_repair(a), 0);
+		ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	}
+
+	/* freed: B's header made an allocated block of one unit, followed by a forged 2-unit header
+	 * whose prev_size agrees: refused, nothing changes */
+	uint64_t w1 = shm_heap_test_word(a, B - 64 - (2u << 20), 1, 2);
+	uint64_t w2 = shm_heap_test_word(a, B - (2u << 20), 2, 2), ps = 64;
+	memcpy(bh, &w1, 8);
+	memcpy(bh + 64, &w2, 8);
+	memcpy(bh + 64 + 8, &ps, 8);
+	ck_assert_int_eq(shm_heap_free(a, B), -EBADMSG);
+	ck_assert_int_eq(shm_heap_size(a, B, &sz), -EBADMSG);
+	memcpy(bh, saved, 128);
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	ck_assert_uint_eq(stats(a).used_blocks, 3);
+	ck_assert_int_eq(shm_heap_free(a, B), 0);
+	fake_close(a);
+}
+END_TEST
+
 struct seen {
 	uint64_t off[16], bytes[16], tag[16];
 	int alloc[16];
@@ -1386,6 +1457,7 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_region_placement);
 	tcase_add_test(tc, test_fit_is_exact_near_exhaustion);
 	tcase_add_test(tc, test_list_links_past_the_end);
+	tcase_add_test(tc, test_forged_headers);
 	tcase_add_test(tc, test_scan_looks_at_sixteen_blocks_of_a_list);
 	tcase_add_test(tc, test_scan);
 	tcase_add_test(tc, test_small_arena);
