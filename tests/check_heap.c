@@ -1332,6 +1332,90 @@ START_TEST(test_forged_headers)
 }
 END_TEST
 
+/* The heap header's derived state, as laid out in shm/heap.c (its static asserts): the counters
+ * and the 40 x 16 class list heads. */
+#define HH_FREE_BYTES 144
+#define HH_FREE_BLOCKS 152
+#define HH_HEADS 352
+#define HH_HEADS_N (40 * 16)
+
+/* The slot of the class list head that holds @rel (region-relative), or -1. */
+static int head_slot(const uint8_t *hb, uint64_t rel)
+{
+	for (int k = 0; k < HH_HEADS_N; k++) {
+		uint64_t v;
+		memcpy(&v, hb + HH_HEADS + 8 * k, 8);
+		if (v == rel)
+			return k;
+	}
+	return -1;
+}
+
+/* Scribbled free lists and counters (derived state) are found by the call that meets them, which
+ * has them rebuilt from the chain before the lock is released: a block linked to itself, the free
+ * counters below what is being taken, a class head that does not point back at its first block,
+ * a class head already pointing at the block being listed. Nothing allocated is lost. */
+START_TEST(test_scribbled_lists_are_rebuilt)
+{
+	static struct shm_arena fake;
+	struct shm_arena *a = fake_open(&fake, 8192 + (64u << 10));
+	if (!a)
+		return;
+	uint8_t *hb = a->base + (2u << 20);
+	const uint64_t zero = 0;
+	for (unsigned i = 0; i < 5; i++) {
+		uint64_t A, B, C, D, sz;
+		ck_assert_int_eq(shm_heap_format(a), 0);
+		ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &A), 0);
+		ck_assert_int_eq(shm_heap_alloc(a, 128, 2, &B), 0);
+		ck_assert_int_eq(shm_heap_alloc(a, 64, 3, &C), 0);
+		const uint64_t R = C + 128 - 64 - (2u << 20), Brel = B - 64 - (2u << 20);  /* the free rest; B */
+		uint64_t repairs = stats(a).repairs;    /* (a call reports the count before its own repair) */
+		int rc;
+		switch (i) {
+		case 0:         /* R linked to itself both ways, then taken */
+			memcpy(hb + R + 24, &R, 8);
+			memcpy(hb + R + 32, &R, 8);
+			rc = shm_heap_alloc(a, 1000, 4, &D);
+			break;
+		case 1:         /* fewer free bytes than R holds */
+			memcpy(hb + HH_FREE_BYTES, &zero, 8);
+			rc = shm_heap_alloc(a, 1000, 4, &D);
+			break;
+		case 2:         /* no free block counted */
+			memcpy(hb + HH_FREE_BLOCKS, &zero, 8);
+			rc = shm_heap_alloc(a, 1000, 4, &D);
+			break;
+		case 3: {       /* R's class head emptied, then R merged by freeing C */
+			int k = head_slot(hb, R);
+			ck_assert_int_ge(k, 0);
+			memcpy(hb + HH_HEADS + 8 * k, &zero, 8);
+			rc = shm_heap_free(a, C);
+			C = 0;
+			break;
+		}
+		default: {      /* B's class head already pointing at B when B is freed */
+			ck_assert_int_eq(shm_heap_free(a, B), 0);
+			int k = head_slot(hb, Brel);
+			ck_assert_int_ge(k, 0);
+			ck_assert_int_eq(shm_heap_alloc_at(a, B, 128, 2, &B), 0);
+			memcpy(hb + HH_HEADS + 8 * k, &Brel, 8);
+			rc = shm_heap_free(a, B);
+			B = 0;
+			break;
+		}
+		}
+		ck_assert_int_eq(rc, 0);
+		ck_assert_msg(stats(a).repairs == repairs + 1, "scribble %u not found", i);
+		ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+		ck_assert_int_eq(shm_heap_size(a, A, &sz), 0);
+		ck_assert(!B || shm_heap_size(a, B, &sz) == 0);
+		ck_assert(!C || shm_heap_size(a, C, &sz) == 0);
+	}
+	fake_close(a);
+}
+END_TEST
+
 struct seen {
 	uint64_t off[16], bytes[16], tag[16];
 	int alloc[16];
@@ -1458,6 +1542,7 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_fit_is_exact_near_exhaustion);
 	tcase_add_test(tc, test_list_links_past_the_end);
 	tcase_add_test(tc, test_forged_headers);
+	tcase_add_test(tc, test_scribbled_lists_are_rebuilt);
 	tcase_add_test(tc, test_scan_looks_at_sixteen_blocks_of_a_list);
 	tcase_add_test(tc, test_scan);
 	tcase_add_test(tc, test_small_arena);
