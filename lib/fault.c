@@ -22,7 +22,7 @@ static const char *const points[] = {
 	"seg.hold.partial",    "seg.release.dropped", "seg.admit.held", "l3seg.put.segments", "seg.free.data",
 	"events.append.claimed", "l3.put.created",  "l3.put.written",   "l3.put.after_rename", "l3.recon.judged",
 	"l3.putmany.written",  "l3.putmany.synced", "l3.putmany.object_placed", "l3.putmany.placed",
-	"l2.index.retire.stamped", "l2.repair.stamped", NULL,
+	"l2.index.retire.stamped", "l2.repair.stamped", "heap.chain", NULL,
 };
 
 const char *const *sc_fault_points(void)

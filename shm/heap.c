@@ -57,7 +57,9 @@
  * Fault points (shm/fault.h), for the crash tests: heap.alloc.unlinked (off the free list, still
  * FREE), heap.alloc.align (aligned header written, gap not yet shrunk), heap.alloc.split (tail
  * header written, block not yet shrunk), heap.alloc.done (block ALLOC, tail not yet listed),
- * heap.free.marked (block FREE, not merged), heap.free.merge (successor merged, predecessor not).
+ * heap.free.marked (block FREE, not merged), heap.free.merge (successor merged, predecessor not),
+ * heap.chain (right after every store to a header word: "heap.chain@n" crashes after the n-th
+ * chain store of a call, a repair's included).
  *
  * Bounds. Every offset read from shared memory is checked against [start, end) and 64-byte
  * alignment, every header against its check word, before use. Allocation is O(1) on the good-fit
@@ -226,12 +228,14 @@ static int blk_is_free(const struct heap_ctx *c, uint64_t rel)
 static void blk_commit(const struct heap_ctx *c, uint64_t rel, uint64_t units, unsigned st)
 {
 	atomic_store_explicit(&blk(c, rel)->word, word_make(c, rel, units, st), memory_order_release);
+	shm_fault_point("heap.chain");  /* test build: a crash right after any chain store (@n) */
 }
 
 /* Erase a header that a merge swallowed. Release: stays after the growing store before it. */
 static void blk_scrub(const struct heap_ctx *c, uint64_t rel)
 {
 	atomic_store_explicit(&blk(c, rel)->word, 0, memory_order_release);
+	shm_fault_point("heap.chain");
 }
 
 /* ---- size classes ---- */

@@ -762,6 +762,90 @@ static int block_in_walk(uint64_t off, uint64_t bytes, int allocated, uint64_t t
 	return 0;
 }
 
+/* A holder killed right after any one of its stores to the block chain ("heap.chain@n": every
+ * such store of an allocation, of a free that merges both ways, of the repair that merges after a
+ * crash) leaves a heap that the next caller repairs with nothing lost: the allocation is whole
+ * with its owner's tag or was never made, the freed block is allocated or free, every other block
+ * is as it was. */
+static const struct { uint64_t bytes; int op; } chain_cases[] = {
+	{ 100, 0 }, { 1000, 0 }, { 8192, 0 }, { 8192 | SHM_HEAP_PACKED, 0 }, { 1000, 1 }, { 1000, 2 },
+};
+
+START_TEST(test_killed_after_every_chain_store)
+{
+	const uint64_t bytes = chain_cases[_i].bytes, fp = shm_heap_footprint(1000);
+	const int op = chain_cases[_i].op;      /* 0 allocate, 1 free B, 2 the repair after B's free */
+	unsigned n;
+	for (n = 1;; n++) {
+		struct fx f;
+		fx_open(&f);
+		uint64_t blk[6];
+		for (int i = 0; i < 6; i++)     /* A..F; A, C and E free: freeing B merges both ways */
+			ck_assert_int_eq(shm_heap_alloc(f.a, 1000, (uint64_t)i, &blk[i]), 0);
+		for (int i = 0; i < 6; i += 2)
+			ck_assert_int_eq(shm_heap_free(f.a, blk[i]), 0);
+		struct shm_heap_stats before = stats(f.a);
+		if (op == 2)    /* B freed by a holder killed before its merges: the next locker repairs */
+			run_child_killed(f.a, "heap.free.marked", 1, blk[1]);
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			uint64_t off;
+			struct shm_heap_stats st;
+			struct shm_arena *a = own(f.a);
+			char spec[32];
+			snprintf(spec, sizeof(spec), "heap.chain@%u", n);
+			if (shm_fault_arm(spec))
+				_exit(4);
+			if (op == 0)
+				shm_heap_alloc(a, bytes, CHILD_TAG, &off);
+			else if (op == 1)
+				shm_heap_free(a, blk[1]);
+			else
+				shm_heap_stats(a, &st);
+			_exit(3);       /* the n-th chain store was not reached: every one was tried */
+		}
+		int status;
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+			fx_close(&f);
+			break;
+		}
+		ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "store %u: child status %#x", n,
+			      status);
+		struct shm_heap_stats after = stats(f.a);
+		ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);
+		uint64_t off = 0;
+		size_t mine = count_tag(f.a, CHILD_TAG, &off), b = count_tag(f.a, 1, NULL);
+		ck_assert_uint_le(mine, op == 0);       /* the allocation: made or not */
+		ck_assert_uint_eq(b, op == 0 ? 1 : b);  /* B: freed only by ops 1 and 2 ... */
+		ck_assert_uint_le(b, op != 2);          /* ... and op 2 found it marked free */
+		ck_assert_uint_eq(count_tag(f.a, 3, NULL), 1);  /* D and F untouched */
+		ck_assert_uint_eq(count_tag(f.a, 5, NULL), 1);
+		if (op == 0)
+			ck_assert_uint_eq(after.used_bytes, before.used_bytes + mine * shm_heap_footprint(bytes));
+		else
+			ck_assert_uint_eq(after.used_bytes, before.used_bytes - (1 - b) * fp);
+		ck_assert_uint_eq(after.used_blocks, before.used_blocks + mine - (op ? 1 - b : 0));
+		if (mine) {
+			uint64_t sz;
+			ck_assert_int_eq(shm_heap_size(f.a, off, &sz), 0);
+			ck_assert_uint_ge(sz, SHM_HEAP_BYTES(bytes));
+			ck_assert_int_eq(shm_heap_free(f.a, off), 0);
+		}
+		for (int i = 1; i < 6; i += 2)
+			if (i != 1 || b)
+				ck_assert_int_eq(shm_heap_free(f.a, blk[i]), 0);
+		struct shm_heap_stats end = stats(f.a);
+		ck_assert_uint_eq(end.used_bytes, 0);
+		ck_assert_uint_eq(end.free_blocks, 1);
+		ck_assert_uint_eq(end.largest_free, f.st0.largest_free);
+		fx_close(&f);
+	}
+	ck_assert_uint_gt(n, bytes == 1000 && op == 0 ? 1 : 2);  /* (a 1000-byte request fills a hole: one store) */
+}
+END_TEST
+
 START_TEST(test_killed_holding_lock)
 {
 	struct fx f;
@@ -1556,6 +1640,8 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_hostile_offsets);
 	tcase_add_test(tc, test_corrupt_header);
 	tcase_add_loop_test(tc, test_crash_points, 0, (int)(sizeof(crash_cases) / sizeof(crash_cases[0])));
+	tcase_add_loop_test(tc, test_killed_after_every_chain_store, 0,
+			    (int)(sizeof(chain_cases) / sizeof(chain_cases[0])));
 	tcase_add_test(tc, test_killed_holding_lock);
 	tcase_add_test(tc, test_fault_arm);
 	tcase_add_test(tc, test_multiproc);
