@@ -1087,6 +1087,8 @@ START_TEST(test_heap_size_limits)
 	ck_assert_uint_eq(sz, 64);
 	ck_assert_int_eq(shm_heap_alloc(a, 1, 2, &off2), -ENOSPC);
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	ck_assert_int_eq(shm_heap_repair(a), 0);        /* a chain with no free block */
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
 	ck_assert_int_eq(shm_heap_free(a, off), 0);
 	ck_assert_int_eq(shm_heap_repair(a), 0);
 	ck_assert_uint_eq(stats(a).free_bytes, 128);
@@ -1441,8 +1443,9 @@ static int head_slot(const uint8_t *hb, uint64_t rel)
  * has them rebuilt from the chain before the lock is released: a block linked to itself, the free
  * counters below what is being taken, a class head that does not point back at its first block,
  * a class head already pointing at the block being listed, a class row marked non-empty with no
- * class in it, a class head pointing at an allocated block (never handed out twice). Nothing
- * allocated is lost. */
+ * class in it, a class head pointing at an allocated block (never handed out twice), every empty
+ * class head pointing at one (an allocation is still made once), a free block missing from its
+ * list (not handed out where asked). Nothing allocated is lost. */
 START_TEST(test_scribbled_lists_are_rebuilt)
 {
 	static struct shm_arena fake;
@@ -1451,7 +1454,7 @@ START_TEST(test_scribbled_lists_are_rebuilt)
 		return;
 	uint8_t *hb = a->base + (2u << 20);
 	const uint64_t zero = 0;
-	for (unsigned i = 0; i < 7; i++) {
+	for (unsigned i = 0; i < 9; i++) {
 		uint64_t A, B, C, D, sz, v;
 		ck_assert_int_eq(shm_heap_format(a), 0);
 		ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &A), 0);
@@ -1497,8 +1500,28 @@ START_TEST(test_scribbled_lists_are_rebuilt)
 			sl0 |= 1u << 3;
 			memcpy(hb + HH_SL_BITMAP, &sl0, 4);
 			memcpy(hb + HH_HEADS + 8 * 3, &Brel, 8);
+			ck_assert_int_eq(shm_heap_alloc_at(a, B, 128, 4, &D), -ENOSPC);
 			rc = shm_heap_alloc(a, 128, 4, &D);
 			ck_assert_uint_ne(D, B);
+			break;
+		}
+		case 7:         /* every empty class head pointing at B: the allocation's gap and rest
+				 * cannot be listed; the allocation is made once */
+			for (int k = 0; k < HH_HEADS_N; k++) {
+				memcpy(&v, hb + HH_HEADS + 8 * k, 8);
+				if (!v)
+					memcpy(hb + HH_HEADS + 8 * k, &Brel, 8);
+			}
+			rc = shm_heap_alloc(a, 20000, 4, &D);
+			ck_assert_uint_eq(stats(a).used_blocks, 4);
+			break;
+		case 8: {       /* R unlinked from its class: not handed out where asked, found by the next
+				 * allocation that looks at its class */
+			int k = head_slot(hb, R);
+			ck_assert_int_ge(k, 0);
+			memcpy(hb + HH_HEADS + 8 * k, &zero, 8);
+			ck_assert_int_eq(shm_heap_alloc_at(a, R + 64 + (2u << 20), 1000, 4, &D), -ENOSPC);
+			rc = shm_heap_alloc(a, 1000, 4, &D);
 			break;
 		}
 		default: {      /* B's class head already pointing at B when B is freed */
@@ -1584,6 +1607,11 @@ START_TEST(test_scan)
 		ck_assert_uint_eq(v.off[0], A);
 		ck_assert_uint_eq(v.off[1], B);
 	}
+	v.n = 0;                        /* a walk stopped by its callback returns what it returned */
+	v.stop_at = 2;
+	ck_assert_int_eq(shm_heap_walk(a, see, &v), 1);
+	ck_assert_uint_eq(v.n, 2);
+	v.stop_at = 0;
 	v.n = 0;
 	ck_assert_int_eq(shm_heap_scan(a, B, 0, see, &v), 0);
 	ck_assert_uint_eq(v.n, 0);
@@ -1600,6 +1628,92 @@ START_TEST(test_scan)
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
 	ck_assert_uint_eq(stats(a).used_blocks, 3);
 	fake_close(a);
+}
+END_TEST
+
+/* Bad calls get clear errors and change nothing: no arena or output (-EINVAL), no callback, zero
+ * bytes, more than the heap (-E2BIG), the parent's handle in a forked child (-ECHILD). A heap whose
+ * header is bad, or whose chain is broken, refuses every call with -EBADMSG and changes nothing;
+ * a broken chain mended by hand stays refused until shm_heap_repair. */
+START_TEST(test_bad_calls_and_broken_heap)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t A, B, off = 0, sz;
+	struct shm_heap_stats st;
+	struct seen v = { .n = 0 };
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 1, &A), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 2, &B), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, B), 0);
+	struct shm_heap_stats before = stats(f.a);
+	ck_assert_int_eq(shm_heap_alloc(NULL, 64, 1, &off), -EINVAL);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 64, 1, NULL), -EINVAL);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 0, 1, &off), -EINVAL);
+	ck_assert_int_eq(shm_heap_alloc(f.a, SHM_HEAP_PACKED, 1, &off), -EINVAL);
+	ck_assert_int_eq(shm_heap_alloc_at(NULL, B, 64, 1, &off), -EINVAL);
+	ck_assert_int_eq(shm_heap_alloc_at(f.a, B, 64, 1, NULL), -EINVAL);
+	ck_assert_int_eq(shm_heap_alloc_at(f.a, B, 0, 1, &off), -EINVAL);
+	ck_assert_int_eq(shm_heap_alloc_at(f.a, B, ARENA_BYTES, 1, &off), -E2BIG);
+	ck_assert_int_eq(shm_heap_free(NULL, A), -EINVAL);
+	ck_assert_int_eq(shm_heap_set_tag(NULL, A, 1), -EINVAL);
+	ck_assert_int_eq(shm_heap_size(NULL, A, &sz), -EINVAL);
+	ck_assert_int_eq(shm_heap_size(f.a, A, NULL), -EINVAL);
+	ck_assert_int_eq(shm_heap_stats(NULL, &st), -EINVAL);
+	ck_assert_int_eq(shm_heap_stats(f.a, NULL), -EINVAL);
+	ck_assert_int_eq(shm_heap_walk(NULL, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(shm_heap_scan(f.a, A, 1, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(shm_heap_repair(NULL), -EINVAL);
+	assert_same(stats(f.a), before);
+
+	/* the parent's handle in a forked child: refused before anything is touched */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int ok = shm_heap_alloc(f.a, 64, 1, &off) == -ECHILD && shm_heap_alloc_at(f.a, B, 64, 1, &off) == -ECHILD &&
+			 shm_heap_free(f.a, A) == -ECHILD && shm_heap_set_tag(f.a, A, 9) == -ECHILD &&
+			 shm_heap_size(f.a, A, &sz) == -ECHILD && shm_heap_stats(f.a, &st) == -ECHILD &&
+			 shm_heap_walk(f.a, NULL, NULL) == -ECHILD && shm_heap_scan(f.a, A, 1, see, &v) == -ECHILD &&
+			 shm_heap_repair(f.a) == -ECHILD;
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+	assert_same(stats(f.a), before);
+
+	/* the heap header's magic scribbled: every call refuses, the repair too */
+	uint64_t hsize, *magic = shm_region(f.a, SHM_REGION_HEAP, &hsize), saved = *magic;
+	*magic ^= 1;
+	ck_assert_int_eq(shm_heap_repair(f.a), -EBADMSG);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 64, 1, &off), -EBADMSG);
+	ck_assert_int_eq(shm_heap_stats(f.a, &st), -EBADMSG);
+	ck_assert_ptr_null(shm_heap_mutex(f.a));
+	*magic = saved;
+	assert_same(stats(f.a), before);
+
+	/* A's header scribbled and found by a repair: the chain is broken, every call refuses */
+	uint64_t *aw = shm_ptr(f.a, A - 64, 8), aword = *aw;
+	*aw ^= 1ull << 40;
+	ck_assert_int_eq(shm_heap_repair(f.a), -EBADMSG);
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(shm_heap_alloc(f.a, 64, 1, &off), -EBADMSG);
+		ck_assert_int_eq(shm_heap_alloc_at(f.a, B, 64, 1, &off), -EBADMSG);
+		ck_assert_int_eq(shm_heap_free(f.a, A), -EBADMSG);
+		ck_assert_int_eq(shm_heap_set_tag(f.a, A, 9), -EBADMSG);
+		ck_assert_int_eq(shm_heap_size(f.a, A, &sz), -EBADMSG);
+		ck_assert_int_eq(shm_heap_stats(f.a, &st), -EBADMSG);
+		ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), -EBADMSG);
+		ck_assert_int_eq(shm_heap_scan(f.a, A, 1, see, &v), -EBADMSG);
+		ck_assert_uint_eq(v.n, 0);
+		*aw = aword;    /* mended by hand: still refused until a repair */
+	}
+	ck_assert_int_eq(shm_heap_repair(f.a), 0);
+	before.repairs++;
+	assert_same(stats(f.a), before);
+	ck_assert_uint_eq(count_tag(f.a, 1, NULL), 1);
+	ck_assert_int_eq(shm_heap_free(f.a, A), 0);
+	assert_empty(&f);
+	fx_close(&f);
 }
 END_TEST
 
@@ -1654,6 +1768,7 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_scribbled_lists_are_rebuilt);
 	tcase_add_test(tc, test_scan_looks_at_sixteen_blocks_of_a_list);
 	tcase_add_test(tc, test_scan);
+	tcase_add_test(tc, test_bad_calls_and_broken_heap);
 	tcase_add_test(tc, test_small_arena);
 	suite_add_tcase(s, tc);
 	return s;
