@@ -45,7 +45,8 @@ static const char *const sched_points[] = {
 	"l2.frag.window",        "l2.frag.alloc",          "restore.promote.outcome", "l3ix.sync.listed",
 	"seg.admit.planned",     "l3seg.put.reused",       "l3seg.sweep.chosen",  "l3.fill.submitted",
 	"restore.deadline.checked", "restore.abandoned",   "l2.reclaim.epochs_read", "fsck.pass.done",
-	"l3ix.tokens.compared",  "l3.victims.checked",    "l3.put.there",        "readers.claim.retry", NULL,
+	"l3ix.tokens.compared",  "l3.victims.checked",    "l3.put.there",        "readers.claim.retry",
+	"heap.repair.locked",    NULL,
 };
 
 const char *const *sc_sched_points(void)

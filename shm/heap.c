@@ -422,6 +422,7 @@ static uint64_t max_request(const struct heap_ctx *c, uint64_t rel, uint64_t u)
 static int heap_repair_locked(struct heap_ctx *c)
 {
 	struct heap_hdr *h = c->h;
+	shm_sched_point("heap.repair.locked");
 	memset(h->heads, 0, sizeof(h->heads));
 	memset(h->sl_bitmap, 0, sizeof(h->sl_bitmap));
 	h->fl_bitmap = 0;

@@ -12,6 +12,7 @@
 #include "../lib/internal.h"
 #include "../shm/fault.h"
 #include "../shm/heap.h"
+#include "../shm/mutex.h"
 
 #define ARENA_BYTES (64ull << 20)
 #define PAGE SHM_HEAP_PAGE_ALIGN_MIN
@@ -846,6 +847,22 @@ START_TEST(test_killed_after_every_chain_store)
 }
 END_TEST
 
+/* A schedule-point hook: at every start of a heap repair, is the heap mutex held by @a's token? */
+struct held_probe {
+	struct shm_arena *a;
+	unsigned seen, held;
+};
+
+static void repair_probe(const char *point, void *ctx)
+{
+	struct held_probe *p = ctx;
+	if (strcmp(point, "heap.repair.locked"))
+		return;
+	struct shm_mutex *m = shm_heap_mutex(p->a);
+	p->seen++;
+	p->held += m && (atomic_load(&m->word) & ~SHM_MUTEX_WAITERS) == p->a->token;
+}
+
 START_TEST(test_killed_holding_lock)
 {
 	struct fx f;
@@ -888,10 +905,16 @@ START_TEST(test_killed_holding_lock)
 	close(p[0]);
 	kill(pid, SIGKILL);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	struct held_probe probe = { .a = f.a };
+	shm_sched_set(repair_probe, &probe);
 	ck_assert_int_eq(shm_heap_repair(f.a), 0);
+	ck_assert_int_eq(shm_heap_repair(f.a), 0);      /* and with nobody dead */
+	shm_sched_set(NULL, NULL);
+	ck_assert_uint_eq(probe.seen, 2);
+	ck_assert_uint_eq(probe.held, 2);               /* every repair ran under the lock */
 	after = stats(f.a);
-	ck_assert_uint_eq(after.repairs, before.repairs + 1);
-	before.repairs++;
+	ck_assert_uint_eq(after.repairs, before.repairs + 2);
+	before.repairs += 2;
 	assert_same(after, before);
 	ck_assert_int_eq(shm_heap_free(f.a, A), 0);
 	assert_empty(&f);
@@ -1318,7 +1341,8 @@ START_TEST(test_list_links_past_the_end)
 END_TEST
 
 /* Near exhaustion an allocation looks at no more than 16 blocks of one class list (its time stays
- * bounded): a block that holds the request 17th in its list is not found, the 16th is. */
+ * bounded): a block that holds the request 17th in its list is not found, the 16th is; the same
+ * bound for stats' largest_free (the first 16 blocks of the largest class). */
 START_TEST(test_scan_looks_at_sixteen_blocks_of_a_list)
 {
 	static struct shm_arena fake;
@@ -1327,7 +1351,9 @@ START_TEST(test_scan_looks_at_sixteen_blocks_of_a_list)
 	if (!a)
 		return;
 	ck_assert_int_eq(shm_heap_format(a), 0);
-	uint64_t x[17], sep, off;
+	uint64_t x[17], sep, off, pad;
+	/* a pad so that the 135-unit block's payload starts on a page: it alone holds two pages */
+	ck_assert_int_eq(shm_heap_alloc(a, (62 * 64) | SHM_HEAP_PACKED, 98, &pad), 0);
 	for (unsigned j = 0; j < 17; j++) {  /* 135 units, then 16 of 128 (one class: 128..135) */
 		ck_assert_int_eq(shm_heap_alloc(a, ((j ? 127 : 134) * 64) | SHM_HEAP_PACKED, j, &x[j]), 0);
 		ck_assert_int_eq(shm_heap_alloc(a, 64, 99, &sep), 0);
@@ -1337,9 +1363,12 @@ START_TEST(test_scan_looks_at_sixteen_blocks_of_a_list)
 		n++;
 	for (unsigned j = 0; j < 17; j++)       /* listed last-in first: the 135-unit block is 17th */
 		ck_assert_int_eq(shm_heap_free(a, x[j]), 0);
+	ck_assert_uint_eq(x[0] % PAGE, 0);
+	ck_assert_uint_eq(stats(a).largest_free, PAGE);         /* as far as the first 16 blocks tell */
 	ck_assert_int_eq(shm_heap_alloc(a, (134 * 64) | SHM_HEAP_PACKED, 7, &off), -ENOSPC);
 	ck_assert_int_eq(shm_heap_alloc(a, (127 * 64) | SHM_HEAP_PACKED, 7, &off), 0);  /* one of 128 */
 	ck_assert_uint_eq(off, x[16]);
+	ck_assert_uint_eq(stats(a).largest_free, 2 * PAGE);
 	ck_assert_int_eq(shm_heap_alloc(a, (134 * 64) | SHM_HEAP_PACKED, 7, &off), 0);  /* now 16th */
 	ck_assert_uint_eq(off, x[0]);
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
