@@ -1037,6 +1037,15 @@ static struct shm_arena *fake_open(struct shm_arena *fake, uint64_t region)
 	return fake_at(fake, 2u << 20, region);
 }
 
+/* A hand-made heap of @region bytes, formatted; NULL after a SKIP line (fake_open). */
+static struct shm_arena *fake_heap(struct shm_arena *fake, uint64_t region)
+{
+	struct shm_arena *a = fake_open(fake, region);
+	if (a)
+		ck_assert_int_eq(shm_heap_format(a), 0);
+	return a;
+}
+
 static void fake_close(struct shm_arena *fake)
 {
 	uint64_t map = shm_page_up(fake->size) + 4096;
@@ -1048,10 +1057,9 @@ START_TEST(test_huge_heap)
 {
 	const uint64_t total = 256ull << 30;
 	static struct shm_arena fake;
-	struct shm_arena *a = fake_open(&fake, total - (2u << 20));
+	struct shm_arena *a = fake_heap(&fake, total - (2u << 20));
 	if (!a)
 		return;
-	ck_assert_int_eq(shm_heap_format(a), 0);
 	struct shm_heap_stats st0 = stats(a), st;
 	ck_assert_uint_ge(st0.largest_free, total - (3u << 20));
 	static const uint64_t sizes[] = { 64ull << 20, 1ull << 30, 100ull << 30, 3, (64ull << 20) + 1,
@@ -1232,10 +1240,9 @@ START_TEST(test_fit_is_exact_near_exhaustion)
 {
 	static struct shm_arena fake;
 	static uint64_t offs[16384];
-	struct shm_arena *a = fake_open(&fake, 8192 + (1u << 20));
+	struct shm_arena *a = fake_heap(&fake, 8192 + (1u << 20));
 	if (!a)
 		return;
-	ck_assert_int_eq(shm_heap_format(a), 0);
 	unsigned n = 0;
 	while (n < 160 && shm_heap_alloc(a, ((1 + n) * 64) | SHM_HEAP_PACKED, n, &offs[n]) == 0)
 		n++;
@@ -1304,36 +1311,55 @@ START_TEST(test_fit_is_exact_near_exhaustion)
 }
 END_TEST
 
+/* A hand-made heap formatted afresh with one 64-byte allocation at its start (*A, tag 1): the rest
+ * is one free block, whose header is at region offset REST. Returns the repairs so far (a call
+ * reports the count before its own repair). */
+#define REST (8192u + 128u)
+#define SMALL_HEAP (8192u + (64u << 10))      /* a hand-made heap region's bytes */
+static uint64_t one_allocated(struct shm_arena *a, uint64_t *A)
+{
+	ck_assert_int_eq(shm_heap_format(a), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 1, A), 0);
+	ck_assert_uint_eq(*A - 64 + 128 - (2u << 20), REST);
+	return stats(a).repairs;
+}
+
+/* The rest's links were made bad: the next allocation is served from lists rebuilt once, by it,
+ * and the heap is whole. The allocation's offset. */
+static uint64_t served_after_a_rebuild(struct shm_arena *a, uint64_t A, uint64_t repairs, const char *what,
+				       unsigned i)
+{
+	uint64_t B, sz;
+	ck_assert_int_eq(shm_heap_alloc(a, 1000, 2, &B), 0);
+	ck_assert_msg(stats(a).repairs == repairs + 1, "%s %u followed", what, i);
+	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	ck_assert_int_eq(shm_heap_size(a, A, &sz), 0);
+	ck_assert_int_eq(shm_heap_size(a, B, &sz), 0);
+	return B;
+}
+
 /* Free-list links in shared memory that point at the heap's end or outside it are refused without
  * being followed (a hand-made heap has a guard page right after its end: a read there faults):
  * the call that meets one has the lists rebuilt from the chain and is served. */
 START_TEST(test_list_links_past_the_end)
 {
 	static struct shm_arena fake;
-	const uint64_t region = 8192 + (64u << 10);
-	struct shm_arena *a = fake_open(&fake, region);
+	struct shm_arena *a = fake_open(&fake, SMALL_HEAP);
 	if (!a)
 		return;
 	uint8_t *hb = a->base + (2u << 20);
-	const uint64_t bad[] = { region, region + 64, region - 32, region - 4, UINT64_MAX - 63, 8192 - 64, 8192 + 8 };
+	const uint64_t bad[] = { SMALL_HEAP, SMALL_HEAP + 64, SMALL_HEAP - 32, SMALL_HEAP - 4, UINT64_MAX - 63, 8192 - 64, 8192 + 8 };
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		for (unsigned field = 24; field <= 32; field += 8) {     /* next_free, prev_free */
-			uint64_t A, B, sz;
-			ck_assert_int_eq(shm_heap_format(a), 0);
-			ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &A), 0);      /* then one free block: the rest */
-			uint64_t rest = A - (2u << 20) + 64;                   /* its header, region-relative */
-			uint64_t repairs = stats(a).repairs;    /* (a call reports the count before its own repair) */
-			memcpy(hb + rest + field, &bad[i], 8);
-			ck_assert_int_eq(shm_heap_alloc(a, 1000, 2, &B), 0);
-			ck_assert_uint_eq(stats(a).repairs, repairs + 1);
-			ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
-			ck_assert_int_eq(shm_heap_size(a, A, &sz), 0);
-			ck_assert_int_eq(shm_heap_size(a, B, &sz), 0);
+			uint64_t A, B;
+			uint64_t repairs = one_allocated(a, &A);
+			memcpy(hb + REST + field, &bad[i], 8);
+			B = served_after_a_rebuild(a, A, repairs, "bad link", i);
 			ck_assert_int_eq(shm_heap_free(a, A), 0);
 			ck_assert_int_eq(shm_heap_free(a, B), 0);
 			struct shm_heap_stats st = stats(a);
 			ck_assert_uint_eq(st.free_blocks, 1);
-			ck_assert_uint_eq(st.free_bytes, region - 8192);
+			ck_assert_uint_eq(st.free_bytes, SMALL_HEAP - 8192);
 		}
 	}
 	fake_close(a);
@@ -1347,10 +1373,9 @@ START_TEST(test_scan_looks_at_sixteen_blocks_of_a_list)
 {
 	static struct shm_arena fake;
 	static uint64_t fill[4096];
-	struct shm_arena *a = fake_open(&fake, 8192 + (256u << 10));
+	struct shm_arena *a = fake_heap(&fake, 8192 + (256u << 10));
 	if (!a)
 		return;
-	ck_assert_int_eq(shm_heap_format(a), 0);
 	uint64_t x[17], sep, off, pad;
 	/* a pad so that the 135-unit block's payload starts on a page: it alone holds two pages */
 	ck_assert_int_eq(shm_heap_alloc(a, (62 * 64) | SHM_HEAP_PACKED, 98, &pad), 0);
@@ -1384,31 +1409,24 @@ END_TEST
 START_TEST(test_forged_headers)
 {
 	static struct shm_arena fake;
-	const uint64_t region = 8192 + (64u << 10);
-	struct shm_arena *a = fake_open(&fake, region);
+	struct shm_arena *a = fake_open(&fake, SMALL_HEAP);
 	if (!a)
 		return;
 	uint8_t *hb = a->base + (2u << 20);
 	uint64_t A, B, C, sz;
-	const uint64_t R = 8192 + 128, X = R + 64 * 40;  /* the free rest after A; a spot inside it */
+	const uint64_t R = REST, X = R + 64 * 40;       /* the free rest after A; a spot inside it */
 	const struct { uint64_t at, units; unsigned st; } link[] = {
-		{ 8192 - 64, 2, 1 }, { X, 0, 1 }, { X, (region - X) / 64 + 1, 1 }, { X, 2, 0 }, { X, 2, 3 },
+		{ 8192 - 64, 2, 1 }, { X, 0, 1 }, { X, (SMALL_HEAP - X) / 64 + 1, 1 }, { X, 2, 0 }, { X, 2, 3 },
 	};
 	for (unsigned i = 0; i < sizeof(link) / sizeof(link[0]); i++) {
-		ck_assert_int_eq(shm_heap_format(a), 0);
-		ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &A), 0);
-		uint64_t repairs = stats(a).repairs;     /* (a call reports the count before its own repair) */
+		uint64_t repairs = one_allocated(a, &A);
 		uint64_t w = shm_heap_test_word(a, link[i].at, link[i].units, link[i].st);
 		ck_assert_uint_ne(w, 0);
 		memcpy(hb + link[i].at, &w, 8);
 		memcpy(hb + link[i].at + 32, &R, 8);             /* its prev_free: back to R */
 		memset(hb + link[i].at + 24, 0, 8);
 		memcpy(hb + R + 24, &link[i].at, 8);             /* R's next_free: the forgery */
-		ck_assert_int_eq(shm_heap_alloc(a, 1000, 2, &B), 0);
-		ck_assert_msg(stats(a).repairs == repairs + 1, "forged link %u followed", i);
-		ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
-		ck_assert_int_eq(shm_heap_size(a, A, &sz), 0);
-		ck_assert_int_eq(shm_heap_size(a, B, &sz), 0);
+		served_after_a_rebuild(a, A, repairs, "forged link", i);
 	}
 
 	/* in the chain: B's header with a valid check but the state 0 or 3; the walk and a repair
@@ -1599,10 +1617,9 @@ static int see(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *
 START_TEST(test_scan)
 {
 	static struct shm_arena fake;
-	struct shm_arena *a = fake_open(&fake, 8192 + (64u << 10));
+	struct shm_arena *a = fake_heap(&fake, 8192 + (64u << 10));
 	if (!a)
 		return;
-	ck_assert_int_eq(shm_heap_format(a), 0);
 	uint64_t A, B, C;
 	ck_assert_int_eq(shm_heap_alloc(a, 100, 11, &A), 0);
 	ck_assert_int_eq(shm_heap_alloc(a, 1000, 12, &B), 0);
