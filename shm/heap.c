@@ -50,16 +50,17 @@
  * was unlinked from a free list but not yet marked ALLOC is still FREE in the chain and comes back
  * to the lists; a block marked ALLOC stays allocated with its tag (its owning module reclaims it).
  * The same rebuild runs when a call finds the derived state inconsistent (a free list that does
- * not link back, a bitmap pointing to an empty list). If the chain itself is corrupted the heap
- * becomes BROKEN and every call returns -EBADMSG until shm_heap_repair succeeds. Repairs are
- * counted in the header.
+ * not link back, a bitmap pointing to an empty list, a list that its bitmaps do not show: checked
+ * before an allocation answers -ENOSPC). If the chain itself is corrupted the heap becomes BROKEN
+ * and every call returns -EBADMSG until shm_heap_repair succeeds. Repairs are counted in the
+ * header.
  *
  * Fault points (shm/fault.h), for the crash tests: heap.alloc.unlinked (off the free list, still
  * FREE), heap.alloc.align (aligned header written, gap not yet shrunk), heap.alloc.split (tail
  * header written, block not yet shrunk), heap.alloc.done (block ALLOC, tail not yet listed),
  * heap.free.marked (block FREE, not merged), heap.free.merge (successor merged, predecessor not),
  * heap.chain (right after every store to a header word: "heap.chain@n" crashes after the n-th
- * chain store of a call, a repair's included).
+ * chain store the process makes once armed, a repair's included).
  *
  * Bounds. Every offset read from shared memory is checked against [start, end) and 64-byte
  * alignment, every header against its check word, before use. Allocation is O(1) on the good-fit
@@ -143,6 +144,9 @@ struct heap_hdr {
 
 _Static_assert(offsetof(struct heap_hdr, lock) == SHM_CACHELINE, "header layout");
 _Static_assert(offsetof(struct heap_hdr, state) == 2 * SHM_CACHELINE, "header layout");
+_Static_assert(offsetof(struct heap_hdr, free_bytes) == 2 * SHM_CACHELINE + 16, "header layout (tests)");
+_Static_assert(offsetof(struct heap_hdr, free_blocks) == 2 * SHM_CACHELINE + 24, "header layout (tests)");
+_Static_assert(offsetof(struct heap_hdr, fl_bitmap) == 2 * SHM_CACHELINE + 40, "header layout (tests)");
 _Static_assert(offsetof(struct heap_hdr, sl_bitmap) == 3 * SHM_CACHELINE, "header layout");
 _Static_assert(offsetof(struct heap_hdr, heads) == 3 * SHM_CACHELINE + 4 * FL_COUNT, "header layout");
 _Static_assert(sizeof(struct heap_hdr) <= HEAP_HDR_BYTES, "header fits its reservation");
@@ -341,7 +345,26 @@ static int list_entry(struct heap_ctx *c, uint64_t rel, unsigned fl, unsigned sl
 	return 0;
 }
 
-/* Find a free block for @need units: 0 with its offset, size and alignment gap, or -ENOSPC. */
+/* Do the row and class bitmaps agree with each other and with the class heads? (A bit cleared by a
+ * scribble would keep the memory of its list out of reach of every allocation: find_block checks
+ * before it answers -ENOSPC, 40 rows and 640 heads.) */
+static int bitmaps_agree(const struct heap_hdr *h)
+{
+	if (h->fl_bitmap >> FL_COUNT)
+		return 0;
+	for (unsigned f = 0; f < FL_COUNT; f++) {
+		uint32_t row = h->sl_bitmap[f];
+		if ((row >> SL_COUNT) || !row != !(h->fl_bitmap & (1ull << f)))
+			return 0;
+		for (unsigned s = 0; s < SL_COUNT; s++)
+			if (!h->heads[f][s] != !(row & (1u << s)))
+				return 0;
+	}
+	return 1;
+}
+
+/* Find a free block for @need units: 0 with its offset, size and alignment gap, or -ENOSPC
+ * (-EBADMSG, with a rebuild due, when the bitmaps disagree with the lists). */
 static int find_block(struct heap_ctx *c, uint64_t need, int aligned, uint64_t *rel,
 		      uint64_t *units, uint64_t *gap)
 {
@@ -397,7 +420,7 @@ static int find_block(struct heap_ctx *c, uint64_t need, int aligned, uint64_t *
 			}
 		}
 	}
-	return -ENOSPC;
+	return bitmaps_agree(h) ? -ENOSPC : heap_corrupt(c);
 }
 
 /* Largest request the block (rel, u) can serve (what largest_free reports). */
