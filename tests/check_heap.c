@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -819,7 +821,8 @@ START_TEST(test_killed_after_every_chain_store)
 		uint64_t off = 0;
 		size_t mine = count_tag(f.a, CHILD_TAG, &off), b = count_tag(f.a, 1, NULL);
 		ck_assert_uint_le(mine, op == 0);       /* the allocation: made or not */
-		ck_assert_uint_eq(b, op == 0 ? 1 : b);  /* B: freed only by ops 1 and 2 ... */
+		if (op == 0)
+			ck_assert_uint_eq(b, 1);        /* B: freed only by ops 1 and 2 ... */
 		ck_assert_uint_le(b, op != 2);          /* ... and op 2 found it marked free */
 		ck_assert_uint_eq(count_tag(f.a, 3, NULL), 1);  /* D and F untouched */
 		ck_assert_uint_eq(count_tag(f.a, 5, NULL), 1);
@@ -1007,19 +1010,26 @@ START_TEST(test_multiproc)
 END_TEST
 
 /* A hand-made arena handle whose heap region is @region bytes at offset @at, over a sparse private
- * mapping (only the pages of the headers written are ever touched), 64-byte aligned, with a
- * guard page right after the region's last 64-byte unit (a read past the heap faults); NULL after a SKIP line when the
- * address space cannot be reserved. Unmapped by fake_close. */
+ * mapping (only the pages written are ever touched: block headers, and in the test build what a
+ * free poisons, up to 1 MiB at a freed block's start and 64 KiB at its end), 64-byte aligned, with
+ * a guard page right after the region's last 64-byte unit (a read past the heap faults); NULL
+ * after a SKIP line when the address space cannot be reserved. Unmapped by fake_close. */
+static uint64_t fake_map_bytes(uint64_t total, uint64_t *pg)
+{
+	*pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	return (total + *pg - 1) / *pg * *pg + *pg;
+}
+
 static struct shm_arena *fake_at(struct shm_arena *fake, uint64_t at, uint64_t region)
 {
-	uint64_t total = at + region, map = shm_page_up(total) + 4096;
+	uint64_t total = at + region, pg, map = fake_map_bytes(total, &pg);
 	uint8_t *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED) {
 		sc_skip("cannot reserve %llu MiB of address space", (unsigned long long)(map >> 20));
 		return NULL;
 	}
-	ck_assert_int_eq(mprotect(m + map - 4096, 4096, PROT_NONE), 0);
-	uint8_t *base = m + ((map - 4096 - total) & ~(uint64_t)63);   /* the region's end on the guard */
+	ck_assert_int_eq(mprotect(m + map - pg, pg, PROT_NONE), 0);
+	uint8_t *base = m + ((map - pg - total) & ~(uint64_t)63);     /* the region's end on the guard */
 	memset(fake, 0, sizeof(*fake));
 	fake->base = base;
 	fake->size = total;
@@ -1048,8 +1058,8 @@ static struct shm_arena *fake_heap(struct shm_arena *fake, uint64_t region)
 
 static void fake_close(struct shm_arena *fake)
 {
-	uint64_t map = shm_page_up(fake->size) + 4096;
-	munmap(fake->base - ((map - 4096 - fake->size) & ~(uint64_t)63), map);
+	uint64_t pg, map = fake_map_bytes(fake->size, &pg);
+	munmap(fake->base - ((map - pg - fake->size) & ~(uint64_t)63), map);
 }
 
 /* A heap of many GiB. */
@@ -1090,7 +1100,8 @@ END_TEST
 
 /* The heap's size limits, on hand-made regions: the smallest heap (its 8 KiB header and one block
  * of two units) works and a byte less is refused; the largest one (2^40 - 1 units of 64 bytes:
- * 64 TiB of address space, never touched) works and a region a unit larger is clamped to it. */
+ * 64 TiB of address space, of which only the pages written are touched) works and a region a
+ * unit larger is clamped to it. */
 #define HEAP_MAX_BYTES ((((uint64_t)1 << 40) - 1) * 64)
 START_TEST(test_heap_size_limits)
 {
@@ -1338,9 +1349,10 @@ static uint64_t served_after_a_rebuild(struct shm_arena *a, uint64_t A, uint64_t
 	return B;
 }
 
-/* Free-list links in shared memory that point at the heap's end or outside it are refused without
- * being followed (a hand-made heap has a guard page right after its end: a read there faults):
- * the call that meets one has the lists rebuilt from the chain and is served. */
+/* Free-list links in shared memory that point at the heap's end, outside it, or inside it off a
+ * block boundary are refused without being followed (a hand-made heap has a guard page right
+ * after its end: a read there faults): the call that meets one has the lists rebuilt from the
+ * chain and is served. */
 START_TEST(test_list_links_past_the_end)
 {
 	static struct shm_arena fake;
@@ -1403,8 +1415,8 @@ END_TEST
 
 /* Headers forged with a valid check word (by a process that can write the arena, and so read the
  * heap's seed) that break the chain's rules are still refused: linked into a free list (inside
- * the heap's own header, no units, more units than the heap has left), in the chain (a state
- * neither free nor allocated), freed (an allocated block of one unit). The call that meets one
+ * the heap's own header, no units, more units than the heap has left, a state neither free nor
+ * allocated), in the chain (such a state), freed (an allocated block of one unit). The call that meets one
  * rebuilds the lists or refuses; nothing allocated is lost. */
 START_TEST(test_forged_headers)
 {
@@ -1465,8 +1477,8 @@ START_TEST(test_forged_headers)
 }
 END_TEST
 
-/* The heap header's derived state, as laid out in shm/heap.c (its static asserts): the counters
- * and the 40 x 16 class list heads. */
+/* The heap header's derived state, as laid out in shm/heap.c (its static asserts): the counters,
+ * the row and class bitmaps and the 40 x 16 class list heads. */
 #define HH_FREE_BYTES 144
 #define HH_FREE_BLOCKS 152
 #define HH_FL_BITMAP 168
@@ -1597,6 +1609,62 @@ START_TEST(test_scribbled_lists_are_rebuilt)
 }
 END_TEST
 
+/* Near exhaustion every list that can hold the request is reached and no other: a list hidden by a
+ * cleared row bit or class bit (a scribble) has the lists rebuilt before the allocation answers
+ * -ENOSPC, and is then served; a bad link in a class too small for the request is not followed.
+ * A 256 KiB heap, full but for the blocks freed: H (130 units), Q (520) and F (1016). */
+START_TEST(test_scan_reaches_every_list)
+{
+	static struct shm_arena fake;
+	struct shm_arena *a = fake_heap(&fake, 8192 + (256u << 10));
+	if (!a)
+		return;
+	uint8_t *hb = a->base + (2u << 20);
+	uint64_t h, q, f, sep, rest, off, v;
+	ck_assert_int_eq(shm_heap_alloc(a, (129 * 64) | SHM_HEAP_PACKED, 1, &h), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 9, &sep), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, (519 * 64) | SHM_HEAP_PACKED, 2, &q), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 9, &sep), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, (1015 * 64) | SHM_HEAP_PACKED, 3, &f), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, 64, 9, &sep), 0);
+	ck_assert_int_eq(shm_heap_alloc(a, (stats(a).free_bytes - 64) | SHM_HEAP_PACKED, 9, &rest), 0);
+	ck_assert_uint_eq(stats(a).free_bytes, 0);
+	/* row 6 (Q and F) hidden from a request of row 5 (300 units: Q or F); F's class bit hidden
+	 * from a request only F holds (701 units) */
+	const uint64_t want[2] = { (299 * 64) | SHM_HEAP_PACKED, (700 * 64) | SHM_HEAP_PACKED };
+	for (int hide = 0; hide < 2; hide++) {
+		ck_assert_int_eq(shm_heap_free(a, q), 0);
+		ck_assert_int_eq(shm_heap_free(a, f), 0);
+		uint64_t repairs = stats(a).repairs;    /* (a call reports the count before its own repair) */
+		if (hide == 0) {
+			memcpy(&v, hb + HH_FL_BITMAP, 8);
+			v &= ~(1ull << 6);
+			memcpy(hb + HH_FL_BITMAP, &v, 8);
+		} else {
+			uint32_t row;
+			memcpy(&row, hb + HH_SL_BITMAP + 4 * 6, 4);
+			ck_assert_uint_eq(row, (1u << 15) | 1u);  /* F's class (1008..1023), Q's (512..543) */
+			row &= ~(1u << 15);
+			memcpy(hb + HH_SL_BITMAP + 4 * 6, &row, 4);
+		}
+		ck_assert_int_eq(shm_heap_alloc(a, want[hide], 3, &off), 0);
+		ck_assert(off == f || (!hide && off == q));
+		ck_assert_msg(stats(a).repairs == repairs + 1, "hidden list %d served without a rebuild", hide);
+		ck_assert_int_eq(shm_heap_free(a, off), 0);
+		ck_assert_int_eq(shm_heap_alloc_at(a, q, (519 * 64) | SHM_HEAP_PACKED, 2, &off), 0);
+		ck_assert_int_eq(shm_heap_alloc_at(a, f, (1015 * 64) | SHM_HEAP_PACKED, 3, &off), 0);
+		ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	}
+	/* only H free, its next link bad: a request H cannot hold never looks at H's class */
+	ck_assert_int_eq(shm_heap_free(a, h), 0);
+	uint64_t repairs = stats(a).repairs, bad = 8192 + (256u << 10);
+	memcpy(hb + (h - 64 - (2u << 20)) + 24, &bad, 8);
+	ck_assert_int_eq(shm_heap_alloc(a, (146 * 64) | SHM_HEAP_PACKED, 4, &off), -ENOSPC);
+	ck_assert_uint_eq(stats(a).repairs, repairs);
+	fake_close(a);
+}
+END_TEST
+
 struct seen {
 	uint64_t off[16], bytes[16], tag[16];
 	int alloc[16];
@@ -1683,7 +1751,8 @@ END_TEST
 
 /* Bad calls get clear errors and change nothing: no arena or output (-EINVAL), no callback, zero
  * bytes, more than the heap (-E2BIG), the parent's handle in a forked child (-ECHILD). A heap whose
- * header is bad, or whose chain is broken, refuses every call with -EBADMSG and changes nothing;
+ * header is bad, or whose chain is broken, refuses every call with -EBADMSG and changes nothing
+ * (an alloc_at offset outside the heap is -ENOSPC before the heap is looked at, broken or not);
  * a broken chain mended by hand stays refused until shm_heap_repair. */
 START_TEST(test_bad_calls_and_broken_heap)
 {
@@ -1733,6 +1802,8 @@ START_TEST(test_bad_calls_and_broken_heap)
 
 	/* the heap header's magic scribbled: every call refuses, the repair too */
 	uint64_t hsize, *magic = shm_region(f.a, SHM_REGION_HEAP, &hsize), saved = *magic;
+	const uint64_t hoff = shm_off(f.a, magic);
+	ck_assert_uint_eq(before.heap_bytes, hsize - 8192);     /* the heap ends where its region does */
 	*magic ^= 1;
 	ck_assert_int_eq(shm_heap_repair(f.a), -EBADMSG);
 	ck_assert_int_eq(shm_heap_alloc(f.a, 64, 1, &off), -EBADMSG);
@@ -1745,9 +1816,12 @@ START_TEST(test_bad_calls_and_broken_heap)
 	uint64_t *aw = shm_ptr(f.a, A - 64, 8), aword = *aw;
 	*aw ^= 1ull << 40;
 	ck_assert_int_eq(shm_heap_repair(f.a), -EBADMSG);
+	const uint64_t outside[] = { hoff + 64, hoff + 8192, hoff + hsize + 64, hoff + hsize + 4096, 0, UINT64_MAX };
 	for (int round = 0; round < 2; round++) {
 		ck_assert_int_eq(shm_heap_alloc(f.a, 64, 1, &off), -EBADMSG);
 		ck_assert_int_eq(shm_heap_alloc_at(f.a, B, 64, 1, &off), -EBADMSG);
+		for (unsigned k = 0; k < sizeof(outside) / sizeof(outside[0]); k++)   /* before any look */
+			ck_assert_int_eq(shm_heap_alloc_at(f.a, outside[k], 64, 1, &off), -ENOSPC);
 		ck_assert_int_eq(shm_heap_free(f.a, A), -EBADMSG);
 		ck_assert_int_eq(shm_heap_set_tag(f.a, A, 9), -EBADMSG);
 		ck_assert_int_eq(shm_heap_size(f.a, A, &sz), -EBADMSG);
@@ -1762,6 +1836,115 @@ START_TEST(test_bad_calls_and_broken_heap)
 	assert_same(stats(f.a), before);
 	ck_assert_uint_eq(count_tag(f.a, 1, NULL), 1);
 	ck_assert_int_eq(shm_heap_free(f.a, A), 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+/* A schedule-point hook at heap.free.locked: the freed block's state there, and whether the heap
+ * lock is held (the interleaving explorer parks a freeing process there to run others against
+ * the held lock and the block not yet freed). */
+struct free_probe {
+	struct shm_arena *a;
+	const _Atomic uint64_t *word;
+	unsigned seen, allocated, held;
+};
+
+static void free_probe(const char *point, void *ctx)
+{
+	struct free_probe *p = ctx;
+	if (strcmp(point, "heap.free.locked"))
+		return;
+	struct shm_mutex *m = shm_heap_mutex(p->a);
+	p->seen++;
+	p->allocated += (atomic_load(p->word) & 3) == 2;
+	p->held += m && (atomic_load(&m->word) & ~SHM_MUTEX_WAITERS) == p->a->token;
+}
+
+START_TEST(test_free_schedule_point)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t A;
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1000, 1, &A), 0);
+	struct free_probe p = { .a = f.a, .word = shm_ptr(f.a, A - 64, 8) };
+	shm_sched_set(free_probe, &p);
+	ck_assert_int_eq(shm_heap_free(f.a, A), 0);
+	shm_sched_set(NULL, NULL);
+	ck_assert_uint_eq(p.seen, 1);
+	ck_assert_uint_eq(p.allocated, 1);
+	ck_assert_uint_eq(p.held, 1);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
+/* getrandom as this test binary's heap sees it: the kernel's, or a failure (as on a kernel
+ * without it) while fail_getrandom is set. */
+static int fail_getrandom;
+ssize_t getrandom(void *buf, size_t len, unsigned flags)
+{
+	if (fail_getrandom) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return syscall(SYS_getrandom, buf, len, flags);
+}
+
+/* Each heap gets its own seed for its header check words (offset 32 of the heap header), from the
+ * kernel, or made from the clock, the pid and the address when getrandom fails: never 0, never the
+ * last heap's. */
+START_TEST(test_seed)
+{
+	static struct shm_arena fake;
+	uint64_t seed[4];
+	for (int i = 0; i < 4; i++) {
+		fail_getrandom = i >= 2;
+		struct shm_arena *a = fake_heap(&fake, SMALL_HEAP);
+		fail_getrandom = 0;
+		if (!a)
+			return;
+		memcpy(&seed[i], a->base + (2u << 20) + 32, 8);
+		fake_close(a);
+		ck_assert_uint_ne(seed[i], 0);
+		ck_assert(i == 0 || seed[i] != seed[i - 1]);
+	}
+}
+END_TEST
+
+/* What a crash at the allocation's fault points leaves, read raw before anyone repairs (the
+ * promise of heap.alloc.align / heap.alloc.split, and of heap.chain@1, the first chain store):
+ * the header the allocation writes inside its block (the aligned start, or the tail) is written
+ * whole, with its tag cleared, though a stale tag lay there. */
+static const struct { const char *point; uint64_t bytes; } inner_cases[] = {
+	{ "heap.alloc.split", 100 }, { "heap.chain@1", 100 }, { "heap.alloc.align", 8192 }, { "heap.chain@1", 8192 },
+};
+
+START_TEST(test_inner_header_at_a_crash)
+{
+	struct fx f;
+	fx_open(&f);
+	const uint64_t start = 8192, units = f.st0.heap_bytes / 64, aligned = inner_cases[_i].bytes >= PAGE;
+	uint64_t hsize, P, Q;
+	uint8_t *hb = shm_region(f.a, SHM_REGION_HEAP, &hsize);
+	/* the inner header's place: after 3 units (a 100-byte allocation's tail), or after the gap
+	 * before the first page boundary (63 units: the heap starts on a page) */
+	const uint64_t inner = start + (aligned ? 63 : 3) * 64;
+	ck_assert_uint_eq((shm_off(f.a, hb) + inner + 64) % (aligned ? PAGE : 64), 0);
+	/* a stale tag there: a block whose header was at that place, freed and merged */
+	ck_assert_int_eq(shm_heap_alloc(f.a, ((inner - start) / 64 - 1) * 64 | SHM_HEAP_PACKED, 0x71, &P), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a, 100, 0x72, &Q), 0);
+	ck_assert_uint_eq(Q - 64 - shm_off(f.a, hb), inner);
+	ck_assert_int_eq(shm_heap_free(f.a, P), 0);
+	ck_assert_int_eq(shm_heap_free(f.a, Q), 0);
+	run_child_killed(f.a, inner_cases[_i].point, 0, inner_cases[_i].bytes);
+	uint64_t w, tag;
+	memcpy(&w, hb + inner, 8);
+	memcpy(&tag, hb + inner + 16, 8);
+	ck_assert_uint_eq(w, shm_heap_test_word(f.a, inner, aligned ? units - 63 : units - 3, 1));
+	ck_assert_uint_eq(tag, 0);
+	ck_assert_int_eq(shm_heap_walk(f.a, NULL, NULL), 0);    /* repaired: nothing allocated */
+	ck_assert_uint_eq(count_tag(f.a, CHILD_TAG, NULL), 0);
 	assert_empty(&f);
 	fx_close(&f);
 }
@@ -1817,8 +2000,12 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_forged_headers);
 	tcase_add_test(tc, test_scribbled_lists_are_rebuilt);
 	tcase_add_test(tc, test_scan_looks_at_sixteen_blocks_of_a_list);
+	tcase_add_test(tc, test_scan_reaches_every_list);
 	tcase_add_test(tc, test_scan);
 	tcase_add_test(tc, test_bad_calls_and_broken_heap);
+	tcase_add_test(tc, test_free_schedule_point);
+	tcase_add_test(tc, test_seed);
+	tcase_add_loop_test(tc, test_inner_header_at_a_crash, 0, (int)(sizeof(inner_cases) / sizeof(inner_cases[0])));
 	tcase_add_test(tc, test_small_arena);
 	suite_add_tcase(s, tc);
 	return s;
