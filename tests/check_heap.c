@@ -1611,7 +1611,8 @@ END_TEST
 
 /* Near exhaustion every list that can hold the request is reached and no other: a list hidden by a
  * cleared row bit or class bit (a scribble) has the lists rebuilt before the allocation answers
- * -ENOSPC, and is then served; a bad link in a class too small for the request is not followed.
+ * -ENOSPC, and is then served; so do bits for classes that cannot exist; a bad link in a class too
+ * small for the request is not followed.
  * A 256 KiB heap, full but for the blocks freed: H (130 units), Q (520) and F (1016). */
 START_TEST(test_scan_reaches_every_list)
 {
@@ -1654,6 +1655,20 @@ START_TEST(test_scan_reaches_every_list)
 		ck_assert_int_eq(shm_heap_alloc_at(a, q, (519 * 64) | SHM_HEAP_PACKED, 2, &off), 0);
 		ck_assert_int_eq(shm_heap_alloc_at(a, f, (1015 * 64) | SHM_HEAP_PACKED, 3, &off), 0);
 		ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
+	}
+	/* a full heap whose bitmaps show what no class can be (a row past the 40th; a class past a
+	 * row's 16th, its row marked): rebuilt before -ENOSPC is answered */
+	for (int k = 0; k < 2; k++) {
+		uint64_t repairs = stats(a).repairs;
+		memcpy(&v, hb + HH_FL_BITMAP, 8);
+		v |= k ? 1ull << 3 : 1ull << 45;
+		memcpy(hb + HH_FL_BITMAP, &v, 8);
+		if (k) {
+			uint32_t row = 1u << 20;
+			memcpy(hb + HH_SL_BITMAP + 4 * 3, &row, 4);
+		}
+		ck_assert_int_eq(shm_heap_alloc(a, 64, 4, &off), -ENOSPC);
+		ck_assert_msg(stats(a).repairs == repairs + 1, "bitmap scribble %d not found", k);
 	}
 	/* only H free, its next link bad: a request H cannot hold never looks at H's class */
 	ck_assert_int_eq(shm_heap_free(a, h), 0);
