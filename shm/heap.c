@@ -144,6 +144,7 @@ struct heap_hdr {
 
 _Static_assert(offsetof(struct heap_hdr, lock) == SHM_CACHELINE, "header layout");
 _Static_assert(offsetof(struct heap_hdr, state) == 2 * SHM_CACHELINE, "header layout");
+_Static_assert(offsetof(struct heap_hdr, seed) == 32, "header layout (tests)");
 _Static_assert(offsetof(struct heap_hdr, free_bytes) == 2 * SHM_CACHELINE + 16, "header layout (tests)");
 _Static_assert(offsetof(struct heap_hdr, free_blocks) == 2 * SHM_CACHELINE + 24, "header layout (tests)");
 _Static_assert(offsetof(struct heap_hdr, fl_bitmap) == 2 * SHM_CACHELINE + 40, "header layout (tests)");
