@@ -872,14 +872,20 @@ struct held_probe {
 	unsigned seen, held, listed;    /* listed: some class head still set (the repair not begun) */
 };
 
+/* Does @a's token hold the heap mutex? */
+static int heap_lock_held(struct shm_arena *a)
+{
+	struct shm_mutex *m = shm_heap_mutex(a);
+	return m && (atomic_load(&m->word) & ~SHM_MUTEX_WAITERS) == a->token;
+}
+
 static void repair_probe(const char *point, void *ctx)
 {
 	struct held_probe *p = ctx;
 	if (strcmp(point, "heap.repair.locked"))
 		return;
-	struct shm_mutex *m = shm_heap_mutex(p->a);
 	p->seen++;
-	p->held += m && (atomic_load(&m->word) & ~SHM_MUTEX_WAITERS) == p->a->token;
+	p->held += heap_lock_held(p->a);
 	const uint8_t *hb = shm_region(p->a, SHM_REGION_HEAP, NULL);
 	for (int k = 0; k < HH_HEADS_N; k++) {
 		uint64_t v;
@@ -1889,10 +1895,9 @@ static void free_probe(const char *point, void *ctx)
 	struct free_probe *p = ctx;
 	if (strcmp(point, "heap.free.locked"))
 		return;
-	struct shm_mutex *m = shm_heap_mutex(p->a);
 	p->seen++;
 	p->allocated += (atomic_load(p->word) & 3) == 2;
-	p->held += m && (atomic_load(&m->word) & ~SHM_MUTEX_WAITERS) == p->a->token;
+	p->held += heap_lock_held(p->a);
 }
 
 START_TEST(test_free_schedule_point)
