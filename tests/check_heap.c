@@ -876,7 +876,7 @@ struct held_probe {
 static int heap_lock_held(struct shm_arena *a)
 {
 	struct shm_mutex *m = shm_heap_mutex(a);
-	return m && (atomic_load(&m->word) & ~SHM_MUTEX_WAITERS) == a->token;
+	return m && shm_mutex_owner(m) == a->token;
 }
 
 static void repair_probe(const char *point, void *ctx)

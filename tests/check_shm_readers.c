@@ -1211,6 +1211,19 @@ START_TEST(test_largest_table_has_no_slot_past_it)
 }
 END_TEST
 
+/* @s's slot given back, then claimed again with the arena's path naming nothing (the file
+ * renamed away; here the handle's private copy of its path, put back after): the claim's result. */
+static int claim_with_path_gone(struct shm_arena *s)
+{
+	char keep[sizeof(s->path)];
+	memcpy(keep, s->path, sizeof(keep));
+	shm_readers_release(s, 0);
+	snprintf(s->path, sizeof(s->path), "/nonexistent-%d/arena", (int)getpid());
+	int rc = shm_readers_claim(s);
+	memcpy(s->path, keep, sizeof(keep));
+	return rc;
+}
+
 /* Without /proc (a container that does not mount it): the claim's lock description is opened by
  * the arena's path instead of through /proc/self/fd. */
 static int claim_without_proc(const char *name)
@@ -1228,18 +1241,11 @@ static int claim_without_proc(const char *name)
 	int ok = b->shm->reader_slot > 0 && b->shm->lock_fd >= 0 && shm_slot_alive(b->shm, (uint32_t)b->shm->reader_slot) == 1;
 	if (!ok)
 		return 11;
-	/* and when the path fails too (the file renamed away: here the handle's private copy of
-	 * its path), the claim says why, with no slot taken */
-	char keep[sizeof(b->shm->path)];
-	memcpy(keep, b->shm->path, sizeof(keep));
-	shm_readers_release(b->shm, 0);
-	snprintf(b->shm->path, sizeof(b->shm->path), "/nonexistent-%d/arena", (int)getpid());
-	rc = shm_readers_claim(b->shm);
-	memcpy(b->shm->path, keep, sizeof(keep));
-	if (rc != -ENOENT || b->shm->reader_slot != -1 || b->shm->lock_fd != -1)
-		return 12;
+	/* and when the path fails too, the claim says why, with no slot taken */
+	rc = claim_with_path_gone(b->shm);
+	ok = rc == -ENOENT && b->shm->reader_slot == -1 && b->shm->lock_fd == -1;
 	sc_arena_close(b);
-	return 0;
+	return ok ? 0 : 12;
 }
 
 START_TEST(test_claim_without_proc)
@@ -1249,19 +1255,14 @@ START_TEST(test_claim_without_proc)
 	/* here too, without a namespace: a handle whose descriptor number names nothing (so no
 	 * /proc/self/fd entry) and whose path names nothing; the claim says why and takes no slot */
 	struct sc_arena *b = attach(name);
-	char keep[sizeof(b->shm->path)];
-	memcpy(keep, b->shm->path, sizeof(keep));
 	int kfd = b->shm->fd, gone = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(gone, 0);
 	ck_assert_int_eq(close(gone), 0);
-	shm_readers_release(b->shm, 0);
 	b->shm->fd = gone;
-	snprintf(b->shm->path, sizeof(b->shm->path), "/nonexistent-%d/arena", (int)getpid());
-	ck_assert_int_eq(shm_readers_claim(b->shm), -ENOENT);
+	ck_assert_int_eq(claim_with_path_gone(b->shm), -ENOENT);
 	ck_assert_int_eq(b->shm->reader_slot, -1);
 	ck_assert_int_eq(b->shm->lock_fd, -1);
 	b->shm->fd = kfd;
-	memcpy(b->shm->path, keep, sizeof(keep));
 	sc_arena_close(b);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
