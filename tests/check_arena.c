@@ -16,7 +16,9 @@
 #include "../shm/index.h"
 #include "../shm/l3ix.h"
 #include "../shm/layout.h"
+#include "../shm/obs.h"
 #include "../shm/readers.h"
+#include "../shm/ring.h"
 #include "../shm/seg.h"
 
 static uint64_t file_hash(const char *path)
@@ -1082,6 +1084,56 @@ START_TEST(test_layout_plan_refuses_bad_parameters)
 }
 END_TEST
 
+/* ...and accepts everything up to those limits: each largest (and smallest) value alone on a
+ * large arena, the smallest heap an arena may have, and a plan writes no region past the table. */
+START_TEST(test_layout_plan_accepts_every_limit)
+{
+	struct shm_region regions[SHM_REGION_MAX + 1];
+	const struct shm_params big = { .total_bytes = 1ull << 42, .index_entries = 4096, .l3ix_entries = 4096 };
+	struct shm_params p;
+	struct {
+		const char *what;
+		uint32_t *field, at, past;
+	} lim[] = {
+		{ "index entries", &p.index_entries, SHM_INDEX_MAX_ENTRIES, SHM_INDEX_MAX_ENTRIES + 1 },
+		{ "rings", &p.ring_count, SHM_RING_COUNT_MAX, SHM_RING_COUNT_MAX + 1 },
+		{ "ring bytes", &p.ring_bytes, SHM_RING_BYTES_MAX, SHM_RING_BYTES_MAX << 1 },
+		{ "ring bytes", &p.ring_bytes, SHM_RING_BYTES_MIN, SHM_RING_BYTES_MIN >> 1 },
+		{ "observations", &p.obs_entries, SHM_OBS_MAX_ENTRIES, SHM_OBS_MAX_ENTRIES + 1 },
+		{ "reader slots", &p.reader_slots, SHM_READER_SLOTS_MAX, SHM_READER_SLOTS_MAX + 1 },
+		{ "l3 index entries", &p.l3ix_entries, SHM_L3IX_MAX_ENTRIES, SHM_L3IX_MAX_ENTRIES + 1 },
+		{ "segment bytes", &p.seg_bytes, SHM_SEG_MAX_BYTES, SHM_SEG_MAX_BYTES << 1 },
+		{ "segment bytes", &p.seg_bytes, SHM_SEG_MIN_BYTES, SHM_SEG_MIN_BYTES >> 1 },
+	};
+	for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+		p = big;
+		*lim[i].field = lim[i].at;
+		ck_assert_msg(shm_layout_plan(&p, regions) == 0, "%s %u refused", lim[i].what, lim[i].at);
+		p = big;
+		*lim[i].field = lim[i].past;
+		ck_assert_msg(shm_layout_plan(&p, regions) == -EINVAL, "%s %u accepted", lim[i].what, lim[i].past);
+	}
+	/* the smallest arena: a 2 MiB heap after the regions, not a byte less */
+	p = big;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
+	uint64_t heap_off = regions[SHM_REGION_HEAP].off;
+	p = big;
+	p.total_bytes = heap_off + (2u << 20);
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
+	ck_assert_uint_eq(regions[SHM_REGION_HEAP].off, heap_off);
+	ck_assert_uint_eq(regions[SHM_REGION_HEAP].size, 2u << 20);
+	p = big;
+	p.total_bytes = heap_off + (2u << 20) - 4096;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), -EINVAL);
+	/* the table has SHM_REGION_MAX slots: the word after it is the caller's */
+	memset(&regions[SHM_REGION_MAX], 0x5a, sizeof(regions[0]));
+	p = big;
+	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
+	ck_assert_uint_eq(regions[SHM_REGION_MAX].off, 0x5a5a5a5a5a5a5a5aull);
+	ck_assert_uint_eq(regions[SHM_REGION_MAX].size, 0x5a5a5a5a5a5a5a5aull);
+}
+END_TEST
+
 /* The planner wastes nothing it need not: the regions follow one another, each rounded to a page
  * only; the segment table starts on the first page after the eviction queues, even when the
  * queues end exactly on a page; the heap starts on the first 2 MiB boundary after the regions. */
@@ -1149,6 +1201,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_smallest_index_works);
 	tcase_add_test(tc, test_largest_index_works);
 	tcase_add_test(tc, test_layout_plan_refuses_bad_parameters);
+	tcase_add_test(tc, test_layout_plan_accepts_every_limit);
 	tcase_add_test(tc, test_layout_plan_rounds_only_to_the_next_boundary);
 	suite_add_tcase(s, tc);
 	return s;
