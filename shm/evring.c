@@ -124,6 +124,7 @@ int shm_evring_append(const struct shm_evring *r, uint32_t type, uint32_t aux, c
 	struct shm_evring_hdr *h = r->hdr;
 	uint64_t pos = atomic_load_explicit(&h->head, memory_order_relaxed);
 	for (unsigned spin = 0; spin < SHM_EVRING_SPINS; spin++) {
+		shm_sched_point("events.append.try");
 		struct shm_evrec *s = &r->rec[pos & r->mask];
 		/* A1: pairs with the consumer's R2 (the previous lap was read before we overwrite it) */
 		uint64_t st = atomic_load_explicit(&s->stamp, memory_order_acquire);
