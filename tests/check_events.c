@@ -678,6 +678,133 @@ START_TEST(test_corrupted_ring)
 }
 END_TEST
 
+/* ---- the ring itself (shm/evring.c), driven directly ---- */
+
+static struct shm_evring ring_of(struct sc_arena *a)
+{
+	struct shm_evring r;
+	ck_assert_int_eq(shm_evring_view(a->shm, &r), 0);
+	return r;
+}
+
+static const uint64_t W5[5] = { 1, 2, 3, 4, 5 };
+
+/* The ring's formatting, reset and check (and its repair) touch its records only: the word after
+ * the last record (the padding before the heap) is neither written nor taken for a slot. */
+START_TEST(test_ring_stays_in_its_records)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evedge", 32ull << 20, &name);
+	uint64_t size;
+	uint8_t *base = shm_region(a->shm, SHM_REGION_EVENTS, &size);
+	struct shm_evring r = ring_of(a);
+	uint64_t end = shm_evring_bytes(r.nrec);
+	ck_assert_uint_ge(a->shm->hv.regions[SHM_REGION_HEAP].off, a->shm->hv.regions[SHM_REGION_EVENTS].off + end + 8);
+	uint64_t *after = (uint64_t *)(void *)(base + end);
+	ck_assert_uint_eq(*after, 0); /* the format wrote nothing there */
+	const uint64_t mark = 0x5a5a5a5a5a5a5a5aull;
+	*after = mark;
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0); /* not read as a slot */
+	ck_assert_int_eq(shm_evring_append(&r, 1, 0, W5), 0);
+	shm_evring_reset(&r);
+	ck_assert_uint_eq(*after, mark);
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
+	r.hdr->magic ^= 1; /* repaired: the header rewritten, every slot reset */
+	ck_assert_int_eq(shm_evring_check(a->shm, 1), 1);
+	ck_assert_uint_eq(*after, mark);
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
+	ck_assert_int_eq(shm_evring_format(a->shm), 0);
+	ck_assert_uint_eq(*after, mark);
+	*after = 0;
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+/* A take returns at most @max records; a claimed slot that is never committed is skipped exactly
+ * SHM_EVRING_HOLE_NS after the consumer first saw it (a hole first seen at time 0 counts from 1). */
+START_TEST(test_take_bounds)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evtake", 32ull << 20, &name);
+	struct shm_evring r = ring_of(a);
+	struct shm_evring_cursor c = { 0, 0 };
+	for (uint32_t k = 0; k < 3; k++)
+		ck_assert_int_eq(shm_evring_append(&r, 1, k, W5), 0);
+	struct shm_evrec out[3];
+	memset(out, 0x5a, sizeof(out));
+	uint64_t lost = 0;
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 2, 1000, &lost), 2);
+	ck_assert_uint_eq(out[0].aux, 0);
+	ck_assert_uint_eq(out[1].aux, 1);
+	ck_assert_uint_eq(out[2].type, 0x5a5a5a5a); /* past @max: untouched */
+	ck_assert_uint_eq(atomic_load(&r.hdr->tail), 2);
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 3, 1000, &lost), 1);
+	ck_assert_uint_eq(out[0].aux, 2);
+	const uint64_t t0s[2] = { 5000, 0 };
+	for (int k = 0; k < 2; k++) {
+		uint64_t pos = atomic_load(&r.hdr->head), t0 = t0s[k], first = t0 ? t0 : 1;
+		atomic_store(&r.hdr->head, pos + 1); /* claimed by a producer that never commits */
+		ck_assert_int_eq(shm_evring_take(&r, &c, out, 3, t0, &lost), 0);
+		ck_assert_int_eq(shm_evring_take(&r, &c, out, 3, first + SHM_EVRING_HOLE_NS - 1, &lost), 0);
+		ck_assert_uint_eq(lost, (uint64_t)k);
+		ck_assert_uint_eq(atomic_load(&r.hdr->tail), pos);
+		ck_assert_int_eq(shm_evring_take(&r, &c, out, 3, first + SHM_EVRING_HOLE_NS, &lost), 0);
+		ck_assert_uint_eq(lost, (uint64_t)k + 1);
+		ck_assert_uint_eq(atomic_load(&r.hdr->tail), pos + 1);
+	}
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
+struct flip {
+	struct shm_evring_hdr *hdr;
+	int calls;
+};
+
+/* the listener @tok is dead, and a racer puts another dead one in its place before our CAS */
+static int dead_and_replaced(void *ctx, uint32_t tok)
+{
+	struct flip *f = ctx;
+	f->calls++;
+	atomic_store(&f->hdr->listener, tok + 1);
+	return 0;
+}
+
+static void count_append_tries(const char *point, void *ctx)
+{
+	if (!strcmp(point, "events.append.try"))
+		++*(int *)ctx;
+}
+
+/* Nobody waits: a listener that keeps losing the race for the word gives up after 8 tries, a
+ * producer that keeps finding its slot taken after SHM_EVRING_SPINS (and counts a drop). */
+START_TEST(test_listen_and_append_give_up)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evgive", 32ull << 20, &name);
+	struct shm_evring r = ring_of(a);
+	struct flip f = { r.hdr, 0 };
+	atomic_store(&r.hdr->listener, 7);
+	ck_assert_int_eq(shm_evring_listen(&r, 100, dead_and_replaced, &f), -EBUSY);
+	ck_assert_int_eq(f.calls, 8);
+	ck_assert_uint_eq(atomic_load(&r.hdr->listener), 15);
+	atomic_store(&r.hdr->listener, 0);
+	uint64_t pos = atomic_load(&r.hdr->head), dropped = atomic_load(&r.hdr->dropped);
+	struct shm_evrec *s = &r.rec[pos & r.mask];
+	atomic_store(&s->stamp, pos + 3); /* as if another producer had taken it: look again */
+	int tries = 0;
+	sc_sched_set(count_append_tries, &tries);
+	ck_assert_int_eq(shm_evring_append(&r, 1, 0, W5), -ENOSPC);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(tries, SHM_EVRING_SPINS);
+	ck_assert_uint_eq(atomic_load(&r.hdr->dropped), dropped + 1);
+	ck_assert_uint_eq(atomic_load(&r.hdr->head), pos);
+	atomic_store(&s->stamp, pos);
+	ck_assert_int_eq(shm_evring_append(&r, 1, 0, W5), 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 static int cb_count(const struct sc_l3_prefix_info *i, const int32_t *tk, void *ctx)
 {
 	(void)i;
@@ -852,6 +979,9 @@ Suite *events_suite(void)
 	tcase_add_test(tc, test_writer_death_reported);
 	tcase_add_test(tc, test_many_writers);
 	tcase_add_test(tc, test_corrupted_ring);
+	tcase_add_test(tc, test_ring_stays_in_its_records);
+	tcase_add_test(tc, test_take_bounds);
+	tcase_add_test(tc, test_listen_and_append_give_up);
 	tcase_add_test(tc, test_l3_changes);
 	tcase_add_test(tc, test_lookup);
 	tcase_add_test(tc, test_block_hashes);
