@@ -135,12 +135,12 @@ $(B)/tests/%: tests/%.c $(TEST_STATIC) $(TEST_HELPER_OBJS)
 # tests/check_memmodel.c compiles the protocols' own sources with their atomics redirected to a
 # weak memory model (tests/mm_atomics.h); their external functions are renamed mm_* there so they
 # do not clash with the library's copies.
-MM_SRCS := shm/readers.c shm/index.c shm/mutex.c shm/ring.c shm/l3ix.c lib/l2/lease.c lib/holders.c
+MM_SRCS := shm/readers.c shm/index.c shm/mutex.c shm/ring.c shm/l3ix.c shm/evring.c lib/l2/lease.c lib/holders.c
 $(B)/tests/mm_renames.h: $(MM_SRCS)
 	@mkdir -p $(dir $@)
 	$(Q)grep -hE '^[a-z][a-z0-9_ *]*[ *]?(shm|l2|sc)_[a-z0-9_]+\(' $^ | grep -v '^static' | \
 		sed -E 's/^[^(]*[ *]((shm|l2|sc)_[a-z0-9_]+)\(.*/#define \1 mm_\1/' | sort -u > $@
-$(B)/tests/check_memmodel: $(B)/tests/mm_renames.h $(MM_SRCS) shm/readers.h shm/index.h shm/mutex.h shm/ring.h shm/l3ix.h lib/l2/view.h lib/l2/lease.h
+$(B)/tests/check_memmodel: $(B)/tests/mm_renames.h $(MM_SRCS) shm/readers.h shm/index.h shm/mutex.h shm/ring.h shm/l3ix.h shm/evring.h lib/l2/view.h lib/l2/lease.h
 $(B)/tests/check_memmodel: override CFLAGS += -I$(B)/tests
 
 # ---- benchmarks (tools/bench/, see its README.md): build/stagecache-bench, run as `stagecache bench ...` ----

@@ -4,7 +4,8 @@
  * weakened to acq_rel, a release weakened to relaxed, two reads swapped.
  *
  * shm/readers.c (epochs), shm/index.c (lookup, unlink and retirement), shm/mutex.c (writer locks),
- * shm/ring.c (commit rings), lib/l2/lease.c (lease records) and lib/holders.c (the holder listing)
+ * shm/ring.c (commit rings), shm/evring.c (the event ring), lib/l2/lease.c (lease records) and
+ * lib/holders.c (the holder listing)
  * are compiled into this file with their atomics redirected to the model
  * (tests/mm_atomics.h) and their external names prefixed mm_ ($(B)/tests/mm_renames.h, made by
  * the Makefile from those files), so that what runs here is the code the library runs.
@@ -32,6 +33,7 @@
 #include "../shm/mutex.c"
 #include "../shm/ring.c"
 #include "../shm/l3ix.c"
+#include "../shm/evring.c"
 #include "../lib/l2/lease.c"
 #include "../lib/holders.c"
 
@@ -902,6 +904,224 @@ START_TEST(test_holders_vs_claim_of_a_dead_slot_under_weak_memory)
 }
 END_TEST
 
+/* ---- the event ring: records, drops and the listener's role ---- */
+
+/* A two-slot ring of shm/evring.c outside any arena (its functions take the ring's pointers). The
+ * records' plain fields are not modelled: shadow[k] stands for record k's bytes (stored before the
+ * append that publishes them), truth for a change whose writer then looks for a listener. */
+static struct evcase {
+	struct shm_evring_hdr h;
+	struct shm_evrec rec[2];
+	_Atomic uint64_t shadow[3];
+	_Atomic uint64_t truth;
+} EV __attribute__((aligned(64))), EV0;
+
+static struct {
+	struct shm_evring r;
+	uint64_t head0;               /* committed records at the start: positions [0, head0) */
+	uint32_t listener0;           /* the listener word at the start */
+	int violated;
+	char why[160];
+} EC;
+
+static void ev_violation(const char *fmt, unsigned long long v)
+{
+	if (!EC.violated)
+		snprintf(EC.why, sizeof(EC.why), fmt, v);
+	EC.violated = 1;
+}
+
+static void ev_reset(void *ctx)
+{
+	(void)ctx;
+	memcpy(&EV, &EV0, sizeof(EV));
+	EC.violated = 0;
+}
+
+static int ev_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	if (!EC.violated)
+		return 0;
+	snprintf(why, len, "%s", EC.why);
+	return -1;
+}
+
+static void run_ev(const char *name, uint64_t head0, uint32_t listener0, void (*thread)(void *, unsigned))
+{
+	memset(&EV0, 0, sizeof(EV0));
+	EV0.h.magic = SHM_EVRING_MAGIC;
+	EV0.h.nrec = 2;
+	EV0.h.rec_bytes = sizeof(struct shm_evrec);
+	EV0.h.recs_off = SHM_EVRING_HDR_BYTES;
+	atomic_init(&EV0.h.head, head0);
+	atomic_init(&EV0.h.listener, listener0);
+	for (uint64_t p = 0; p < 2; p++)
+		atomic_init(&EV0.rec[p].stamp, p < head0 ? p + 1 : p); /* committed, or free for its first lap */
+	for (uint64_t p = 0; p < head0; p++) {
+		EV0.rec[p].type = 1;
+		EV0.rec[p].aux = (uint32_t)p;
+		EV0.rec[p].check = shm_evrec_check(&EV0.rec[p], p);
+		atomic_init(&EV0.shadow[p], 1);
+	}
+	EC.r = (struct shm_evring){ &EV.h, EV.rec, 2, 1 };
+	EC.head0 = head0;
+	EC.listener0 = listener0;
+	ev_reset(NULL);
+	mm_regions_clear();
+	mm_region(&EV, sizeof(EV));
+	struct mm_scenario s = { .name = name, .threads = 2, .reset = ev_reset, .thread = thread, .check = ev_check };
+	explore_ok(&s);
+	mm_regions_clear();
+}
+
+/* the consumer's side: every record taken was written before it was committed */
+static unsigned ev_take(struct shm_evring_cursor *c, uint64_t *lost)
+{
+	struct shm_evrec out[2];
+	int n = shm_evring_take(&EC.r, c, out, 2, 1, lost);
+	if (n < 0) {
+		ev_violation("a take found the ring corrupted (%lld)", (unsigned long long)n);
+		return 0;
+	}
+	for (int i = 0; i < n; i++)
+		if (out[i].aux > 2 || atomic_load_explicit(&EV.shadow[out[i].aux], memory_order_relaxed) != 1)
+			ev_violation("the consumer took record %llu before its producer wrote it", out[i].aux);
+	return (unsigned)n;
+}
+
+/* R1 (the commit, release) pairs with A2 (the consumer's acquire of the stamp) */
+static void ev_append_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		for (uint32_t k = 0; k < 2; k++) {
+			atomic_store_explicit(&EV.shadow[k], 1, memory_order_relaxed);
+			(void)shm_evring_append(&EC.r, 1, k, (const uint64_t[5]){ k });
+		}
+		return;
+	}
+	struct shm_evring_cursor c = { 0, 0 };
+	uint64_t lost = 0;
+	for (int round = 0; round < 2; round++) {
+		(void)ev_take(&c, &lost);
+		mm_yield();
+	}
+}
+
+START_TEST(test_event_append_vs_take_under_weak_memory)
+{
+	run_ev("event append vs take", 0, 5, ev_append_thread);
+}
+END_TEST
+
+/* A producer that finds the ring full counts a drop (release); whoever sees the count (acquire,
+ * as lib/events.c's listener) sees the change made before the drop. */
+static void ev_drop_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		atomic_store_explicit(&EV.truth, 1, memory_order_relaxed);
+		if (shm_evring_append(&EC.r, 1, 2, (const uint64_t[5]){ 2 }) != -ENOSPC)
+			ev_violation("an append to a full ring was not dropped (%llu)", 0);
+		return;
+	}
+	if (atomic_load_explicit(&EV.h.dropped, memory_order_acquire) == 1 &&
+	    atomic_load_explicit(&EV.truth, memory_order_relaxed) != 1)
+		ev_violation("the listener saw drop %llu and not the change made before it", 1);
+}
+
+START_TEST(test_event_drop_under_weak_memory)
+{
+	run_ev("event drop vs the listener's count", 2, 5, ev_drop_thread);
+}
+END_TEST
+
+/* Store-load: a listener that takes the role and then reads the truth, and a writer that changes
+ * the truth, fences (as events_note) and then reads the listener word: one of them sees the other
+ * (the seq_cst fence after the listener's CAS). */
+static uint64_t ev_truth_seen, ev_word_seen;
+
+static int ev_never_alive(void *ctx, uint32_t token)
+{
+	(void)ctx, (void)token;
+	return 0;
+}
+
+static void ev_listen_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		if (shm_evring_listen(&EC.r, 6, ev_never_alive, NULL))
+			ev_violation("the role was refused with nobody listening (%llu)", 0);
+		ev_truth_seen = atomic_load_explicit(&EV.truth, memory_order_relaxed);
+		return;
+	}
+	atomic_store_explicit(&EV.truth, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	ev_word_seen = atomic_load_explicit(&EV.h.listener, memory_order_relaxed);
+}
+
+static int ev_listen_check(void *ctx, char *why, size_t len)
+{
+	if (ev_truth_seen == 0 && ev_word_seen == 0) {
+		snprintf(why, len, "a change was missed: the listener read the truth before it, its writer saw nobody listening");
+		return -1;
+	}
+	return ev_check(ctx, why, len);
+}
+
+START_TEST(test_event_listen_vs_change_under_weak_memory)
+{
+	memset(&EV0, 0, sizeof(EV0));
+	EV0.h.nrec = 2;
+	EC.r = (struct shm_evring){ &EV.h, EV.rec, 2, 1 };
+	ev_reset(NULL);
+	mm_regions_clear();
+	mm_region(&EV, sizeof(EV));
+	struct mm_scenario s = { .name = "event listener vs a change", .threads = 2, .reset = ev_reset,
+				 .thread = ev_listen_thread, .check = ev_listen_check };
+	explore_ok(&s);
+	mm_regions_clear();
+}
+END_TEST
+
+/* The role handed over: listener 5 takes the two records and leaves (unlisten, release); listener 6
+ * takes the role from the empty word (acquire) and reads on from 5's tail, never a record twice. */
+static int ev_five_alive(void *ctx, uint32_t token)
+{
+	(void)ctx;
+	return token == 5;
+}
+
+static void ev_handover_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	struct shm_evring_cursor c = { 0, 0 };
+	uint64_t lost = 0;
+	if (who == 0) {
+		if (ev_take(&c, &lost) != 2)
+			ev_violation("the first listener did not take its %llu records", 2);
+		shm_evring_unlisten(&EC.r, 5);
+		return;
+	}
+	for (int t = 0; t < 2; t++) {
+		if (shm_evring_listen(&EC.r, 6, ev_five_alive, NULL) == 0) {
+			unsigned n = ev_take(&c, &lost);
+			if (n || lost)
+				ev_violation("the next listener took %llu records its predecessor had taken", n + lost);
+			return;
+		}
+		mm_yield();
+	}
+}
+
+START_TEST(test_event_listener_handover_under_weak_memory)
+{
+	run_ev("event listener handover", 2, 5, ev_handover_thread);
+}
+END_TEST
+
 Suite *memmodel_suite(void)
 {
 	Suite *s = suite_create("memmodel");
@@ -919,6 +1139,10 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_l3ix_entry_sequence_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_of_a_dead_slot_under_weak_memory);
+	tcase_add_test(tc, test_event_append_vs_take_under_weak_memory);
+	tcase_add_test(tc, test_event_drop_under_weak_memory);
+	tcase_add_test(tc, test_event_listen_vs_change_under_weak_memory);
+	tcase_add_test(tc, test_event_listener_handover_under_weak_memory);
 	suite_add_tcase(s, tc);
 	return s;
 }
