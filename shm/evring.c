@@ -66,6 +66,8 @@
 #include "fault.h"
 #include "util.h"
 
+#define SHM_EVRING_CHECK_PASSES 8
+
 uint32_t shm_evring_records(uint32_t index_entries)
 {
 	uint32_t n = shm_pow2_at_least(index_entries, SHM_EVRING_MIN_RECORDS);
@@ -189,7 +191,7 @@ int shm_evring_take(const struct shm_evring *r, struct shm_evring_cursor *c, str
 	struct shm_evring_hdr *h = r->hdr;
 	uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed); /* ours alone */
 	uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
-	if ((int64_t)(head - tail) < 0 || head - tail > r->nrec)
+	if (head - tail > r->nrec) /* a head behind the tail wraps to a difference beyond nrec */
 		return -EBADMSG;
 	unsigned n = 0;
 	uint64_t skipped = 0;
@@ -279,20 +281,35 @@ int shm_evring_check(struct shm_arena *a, int repair)
 		shm_evring_reset(&r);
 		return 1;
 	}
-	uint64_t head = atomic_load_explicit(&r.hdr->head, memory_order_acquire);
-	uint64_t tail = atomic_load_explicit(&r.hdr->tail, memory_order_acquire);
-	if ((int64_t)(head - tail) < 0 || head - tail > r.nrec) {
-		bad = 1;
-	} else {
-		/* slot i's position in [tail, tail + nrec): below the head it is claimed (stamp p) or
-		 * committed (p + 1), above it free for p (or just claimed and committed by a writer
-		 * that came after we read the head) */
+	/* A live listener moves on while we read. Its take frees slots (stamp p + nrec; producers may
+	 * then claim and commit them: p + nrec + 1) before it stores the tail once at its end, so a
+	 * slot we judge by the tail we read may already be in its next lap, and the head read after
+	 * that tail may be ahead of it by up to nrec plus the slots freed since. Both are accepted.
+	 * Anything else seen while the tail moved is looked at again from the new tail (at most
+	 * SHM_EVRING_CHECK_PASSES passes: a listener that moves during every one of them leaves the
+	 * last pass's verdict). The tail first: the head read after it is never behind it. */
+	for (int pass = 1;; pass++) {
+		uint64_t tail = atomic_load_explicit(&r.hdr->tail, memory_order_acquire);
+		shm_sched_point("events.check.tail_read");
+		uint64_t head = atomic_load_explicit(&r.hdr->head, memory_order_acquire);
+		uint64_t freed = 0;
+		bad = 0;
+		/* slot i holds position p in [tail, tail + nrec): claimed (stamp p) or committed (p + 1),
+		 * or freed since we read the tail (p + nrec, p + nrec + 1) */
 		for (uint32_t i = 0; i < r.nrec && !bad; i++) {
 			uint64_t pos = tail + ((i - tail) & r.mask);
-			uint64_t st = atomic_load_explicit(&r.rec[i].stamp, memory_order_acquire);
-			if (st != pos && st != pos + 1)
+			uint64_t d = atomic_load_explicit(&r.rec[i].stamp, memory_order_acquire) - pos;
+			if (d == r.nrec || d == r.nrec + 1ull)
+				freed++;
+			else if (d > 1)
 				bad = 1;
 		}
+		/* a head behind the tail wraps to a difference beyond that */
+		if (head - tail > r.nrec + freed)
+			bad = 1;
+		if (!bad || pass == SHM_EVRING_CHECK_PASSES ||
+		    atomic_load_explicit(&r.hdr->tail, memory_order_acquire) == tail)
+			break;
 	}
 	if (bad && repair)
 		shm_evring_reset(&r);

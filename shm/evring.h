@@ -128,7 +128,8 @@ void shm_evring_reset(const struct shm_evring *r);
 
 /* fsck: 0 the ring is consistent (header as planned, positions and every slot's stamp possible),
  * 1 it is not (with @repair: the header rewritten from the plan, then reset), -EBADMSG the region
- * is too small for the plan. */
+ * is too small for the plan. Safe while producers and a listener use the ring (a pass that the
+ * listener's progress made wrong is taken again: shm/evring.c). */
 int shm_evring_check(struct shm_arena *a, int repair);
 
 #endif

@@ -784,6 +784,88 @@ START_TEST(test_take_bounds)
 }
 END_TEST
 
+struct mover {
+	struct shm_evring r;
+	struct shm_evring_cursor c;
+	int passes, takes, unpublished;
+};
+
+/* A live listener (and producers) at work while fsck's check is between reading the tail and the
+ * rest: @takes records taken, one per pass; with @unpublished, the first pass instead meets a take
+ * that has freed every committed slot but not stored the tail yet, and producers that filled the
+ * ring again behind it. */
+static void work_while_checked(const char *point, void *ctx)
+{
+	struct mover *m = ctx;
+	if (strcmp(point, "events.check.tail_read"))
+		return;
+	m->passes++;
+	struct shm_evrec out[64];
+	uint64_t lost = 0;
+	if (m->unpublished) {
+		uint64_t tail = atomic_load(&m->r.hdr->tail);
+		int n = shm_evring_take(&m->r, &m->c, out, 64, 1, &lost);
+		ck_assert_int_gt(n, 0);
+		atomic_store(&m->r.hdr->tail, tail); /* its store still to come */
+		m->unpublished = n;
+		for (uint32_t k = 0; k < m->r.nrec; k++)
+			ck_assert_int_eq(shm_evring_append(&m->r, 1, k, W5), 0);
+	} else if (m->takes > 0 && shm_evring_take(&m->r, &m->c, out, 1, 1, &lost) == 1) {
+		m->takes--;
+	}
+}
+
+/* fsck's check of a ring in use: a listener moving on during a pass does not make a consistent
+ * ring look corrupt; a slot or a head really wrong is found whether the listener moves (after 8
+ * passes) or not (after one). */
+START_TEST(test_check_of_a_ring_in_use)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evcheck", 32ull << 20, &name);
+	struct mover m = { ring_of(a), { 0, 0 }, 0, 0, 1 };
+	for (uint32_t k = 0; k < 20; k++)
+		ck_assert_int_eq(shm_evring_append(&m.r, 1, k, W5), 0);
+	sc_sched_set(work_while_checked, &m);
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
+	ck_assert_int_eq(m.passes, 1);
+	ck_assert_int_eq(m.unpublished, 20);
+	ck_assert_uint_eq(atomic_load(&m.r.hdr->head), 20 + m.r.nrec); /* a ring ahead of the old tail */
+	atomic_store(&m.r.hdr->tail, 20); /* the take ends */
+	m.unpublished = 0;
+	/* a take that ends during the pass */
+	m.passes = 0;
+	m.takes = 1;
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
+	ck_assert_int_eq(m.passes, 1);
+	ck_assert_int_eq(m.takes, 0);
+	/* a stamp no step writes, ahead of the listener */
+	uint64_t tail = atomic_load(&m.r.hdr->tail);
+	struct shm_evrec *s = &m.r.rec[(tail + 15) & m.r.mask];
+	uint64_t keep = atomic_load(&s->stamp);
+	atomic_store(&s->stamp, keep + 12345);
+	m.passes = 0;
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
+	ck_assert_int_eq(m.passes, 1);
+	m.passes = 0;
+	m.takes = 100;
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
+	ck_assert_int_eq(m.passes, 8);
+	atomic_store(&s->stamp, keep);
+	m.takes = 0;
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
+	/* a head further ahead than the slots freed let producers go */
+	uint64_t head = atomic_load(&m.r.hdr->head);
+	atomic_store(&m.r.hdr->head, atomic_load(&m.r.hdr->tail) + m.r.nrec + 1);
+	m.passes = 0;
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
+	ck_assert_int_eq(m.passes, 1);
+	atomic_store(&m.r.hdr->head, head);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 struct flip {
 	struct shm_evring_hdr *hdr;
 	int calls;
@@ -1015,6 +1097,7 @@ Suite *events_suite(void)
 	tcase_add_test(tc, test_ring_stays_in_its_records);
 	tcase_add_test(tc, test_take_bounds);
 	tcase_add_test(tc, test_listen_and_append_give_up);
+	tcase_add_test(tc, test_check_of_a_ring_in_use);
 	tcase_add_test(tc, test_l3_changes);
 	tcase_add_test(tc, test_lookup);
 	tcase_add_test(tc, test_block_hashes);
