@@ -731,6 +731,22 @@ START_TEST(test_ring_stays_in_its_records)
 		*fields64[i] ^= 64;
 	}
 	ck_assert_int_eq(shm_evring_view(a->shm, &v), 0);
+	/* a region smaller than the plan's ring (this handle's private copy of the table says so):
+	 * refused by every entry point, nothing written */
+	ck_assert_int_eq(shm_evring_append(&r, 1, 9, W5), 0);
+	uint64_t head = atomic_load(&r.hdr->head), magic = r.hdr->magic;
+	a->shm->hv.regions[SHM_REGION_EVENTS].size = end - 4096;
+	ck_assert_int_eq(shm_evring_format(a->shm), -EINVAL);
+	ck_assert_int_eq(shm_evring_view(a->shm, &v), -EBADMSG);
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
+	r.hdr->magic ^= 1;
+	ck_assert_int_eq(shm_evring_check(a->shm, 1), -EBADMSG);
+	ck_assert_uint_eq(r.hdr->magic, magic ^ 1); /* not rewritten */
+	r.hdr->magic = magic;
+	a->shm->hv.regions[SHM_REGION_EVENTS].size = size;
+	ck_assert_int_eq(shm_evring_view(a->shm, &v), 0);
+	ck_assert_uint_eq(atomic_load(&r.hdr->head), head);
+	ck_assert_uint_eq(atomic_load(&r.rec[(head - 1) & r.mask].stamp), head); /* the record still committed */
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
