@@ -1163,9 +1163,15 @@ static void ek_reset(void *ctx)
 	EK.rc = -1000;
 }
 
+static int ek_resets; /* the listener resets the ring instead of taking a record */
+
 static void ek_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
+	if (who == 0 && ek_resets) {
+		shm_evring_reset(&EK.r);
+		return;
+	}
 	if (who == 0) {
 		struct shm_evring_cursor c = { 0, 0 };
 		struct shm_evrec out[1];
@@ -1181,11 +1187,12 @@ static int ek_check(void *ctx, char *why, size_t len)
 	(void)ctx;
 	if (EK.rc == 0)
 		return 0;
-	snprintf(why, len, "fsck's check called the ring inconsistent (%d) while its listener took a record", EK.rc);
+	snprintf(why, len, "fsck's check called the ring inconsistent (%d) while its listener %s", EK.rc,
+		 ek_resets ? "reset it" : "took a record");
 	return -1;
 }
 
-START_TEST(test_event_check_vs_take_under_weak_memory)
+static void run_ek(const char *name)
 {
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
 	EK.a = sc_test_arena_opts("mmevck", &o, &EK.name);
@@ -1198,13 +1205,29 @@ START_TEST(test_event_check_vs_take_under_weak_memory)
 	mm_regions_clear();
 	mm_region(EK.r.hdr, sizeof(*EK.r.hdr));
 	mm_region(EK.r.rec, 2 * sizeof(struct shm_evrec)); /* the slots the take touches; the rest are real memory */
-	struct mm_scenario s = { .name = "event ring check vs take", .threads = 2, .reset = ek_reset,
+	struct mm_scenario s = { .name = name, .threads = 2, .reset = ek_reset,
 				 .thread = ek_thread, .check = ek_check };
 	explore_ok(&s);
 	mm_regions_clear();
 	ek_reset(NULL);
 	free(EK.reg0);
 	sc_test_arena_destroy(EK.a, EK.name);
+}
+
+START_TEST(test_event_check_vs_take_under_weak_memory)
+{
+	ek_resets = 0;
+	run_ek("event ring check vs take");
+}
+END_TEST
+
+/* ...and against a reset (the reset's tail release: a check that reads the new tail sees the
+ * restamped slots) */
+START_TEST(test_event_check_vs_reset_under_weak_memory)
+{
+	ek_resets = 1;
+	run_ek("event ring check vs reset");
+	ek_resets = 0;
 }
 END_TEST
 
@@ -1230,6 +1253,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_event_listen_vs_change_under_weak_memory);
 	tcase_add_test(tc, test_event_listener_handover_under_weak_memory);
 	tcase_add_test(tc, test_event_check_vs_take_under_weak_memory);
+	tcase_add_test(tc, test_event_check_vs_reset_under_weak_memory);
 	suite_add_tcase(s, tc);
 	return s;
 }
