@@ -800,6 +800,52 @@ START_TEST(test_take_bounds)
 }
 END_TEST
 
+/* What a take returns: a record of type 0 (no writer writes one) is lost, not returned; records
+ * taken before a slot no step writes are returned (their slots are freed already), the error comes
+ * on the next take; a new listener's first hole, at position 0, is timed like any other. */
+START_TEST(test_take_returns_what_it_freed)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("evret", 32ull << 20, &name);
+	struct shm_evring r = ring_of(a);
+	struct shm_evring_cursor c = { 0, 0 };
+	struct shm_evrec out[8];
+	uint64_t lost = 0, now = 10ull * 1000 * 1000 * 1000;
+	atomic_store(&r.hdr->head, 1); /* position 0 claimed, never committed */
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 8, now, &lost), 0);
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 8, now + SHM_EVRING_HOLE_NS - 1, &lost), 0);
+	ck_assert_uint_eq(atomic_load(&r.hdr->tail), 0);
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 8, now + SHM_EVRING_HOLE_NS, &lost), 0);
+	ck_assert_uint_eq(atomic_load(&r.hdr->tail), 1);
+	ck_assert_uint_eq(lost, 1);
+	/* type 0 */
+	ck_assert_int_eq(shm_evring_append(&r, 0, 1, W5), 0);
+	ck_assert_int_eq(shm_evring_append(&r, 1, 2, W5), 0);
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 8, now, &lost), 1);
+	ck_assert_uint_eq(out[0].aux, 2);
+	ck_assert_uint_eq(lost, 2);
+	/* two records, then a stamp no step writes */
+	for (uint32_t k = 0; k < 3; k++)
+		ck_assert_int_eq(shm_evring_append(&r, 1, 10 + k, W5), 0);
+	uint64_t head = atomic_load(&r.hdr->head);
+	atomic_store(&r.rec[(head - 1) & r.mask].stamp, head + 77);
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 8, now, &lost), 2);
+	ck_assert_uint_eq(out[1].aux, 11);
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 8, now, &lost), -EBADMSG);
+	/* a torn record, then that stamp: the loss is counted and no error yet */
+	shm_evring_reset(&r);
+	for (uint32_t k = 0; k < 2; k++)
+		ck_assert_int_eq(shm_evring_append(&r, 1, 20 + k, W5), 0);
+	head = atomic_load(&r.hdr->head);
+	r.rec[(head - 2) & r.mask].w[0] ^= 1;
+	atomic_store(&r.rec[(head - 1) & r.mask].stamp, head + 77);
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 8, now, &lost), 0);
+	ck_assert_uint_eq(lost, 3);
+	ck_assert_int_eq(shm_evring_take(&r, &c, out, 8, now, &lost), -EBADMSG);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 struct mover {
 	struct shm_evring r;
 	struct shm_evring_cursor c;
@@ -1112,6 +1158,7 @@ Suite *events_suite(void)
 	tcase_add_test(tc, test_corrupted_ring);
 	tcase_add_test(tc, test_ring_stays_in_its_records);
 	tcase_add_test(tc, test_take_bounds);
+	tcase_add_test(tc, test_take_returns_what_it_freed);
 	tcase_add_test(tc, test_listen_and_append_give_up);
 	tcase_add_test(tc, test_check_of_a_ring_in_use);
 	tcase_add_test(tc, test_l3_changes);
