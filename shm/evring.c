@@ -256,7 +256,9 @@ void shm_evring_reset(const struct shm_evring *r)
 		atomic_store_explicit(&r->rec[i].stamp, pos, memory_order_release);
 	}
 	atomic_store_explicit(&h->tail, head, memory_order_release);
-	atomic_fetch_add_explicit(&h->resets, 1, memory_order_relaxed);
+	/* release: pairs with the listener's acquire of the count (lib/events.c), which then takes
+	 * from the new tail and the restamped slots, not from the ring before the reset */
+	atomic_fetch_add_explicit(&h->resets, 1, memory_order_release);
 }
 
 int shm_evring_check(struct shm_arena *a, int repair)

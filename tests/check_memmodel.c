@@ -1087,6 +1087,32 @@ START_TEST(test_event_listen_vs_change_under_weak_memory)
 }
 END_TEST
 
+/* fsck's repair resets the ring under a listener: a listener that sees the reset counted
+ * (acquire, as lib/events.c) takes nothing from before it, and finds no slot it cannot explain. */
+static void ev_reset_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		shm_evring_reset(&EC.r);
+		return;
+	}
+	if (atomic_load_explicit(&EV.h.resets, memory_order_acquire) != 1)
+		return;
+	struct shm_evring_cursor c = { 0, 0 };
+	struct shm_evrec out[2];
+	uint64_t lost = 0;
+	int n = shm_evring_take(&EC.r, &c, out, 2, 1, &lost);
+	if (n != 0 || lost)
+		ev_violation("after seeing the reset, a take returned %lld (records from before it, or an error)",
+			     (unsigned long long)n);
+}
+
+START_TEST(test_event_reset_vs_listener_under_weak_memory)
+{
+	run_ev("event ring reset vs the listener", 2, 5, ev_reset_thread, ev_reset);
+}
+END_TEST
+
 /* The role handed over: listener 5 takes the role from the empty word, takes the two records and
  * leaves (unlisten, release); listener 6 takes the role once the word is empty again (its CAS
  * acquires 5's leaving, whatever its first load of the word saw) and reads on from 5's tail:
@@ -1252,6 +1278,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_event_drop_under_weak_memory);
 	tcase_add_test(tc, test_event_listen_vs_change_under_weak_memory);
 	tcase_add_test(tc, test_event_listener_handover_under_weak_memory);
+	tcase_add_test(tc, test_event_reset_vs_listener_under_weak_memory);
 	tcase_add_test(tc, test_event_check_vs_take_under_weak_memory);
 	tcase_add_test(tc, test_event_check_vs_reset_under_weak_memory);
 	suite_add_tcase(s, tc);
