@@ -850,6 +850,7 @@ struct mover {
 	struct shm_evring r;
 	struct shm_evring_cursor c;
 	int passes, takes, unpublished;
+	uint64_t head_at_point; /* nonzero: the head is set to this at the point */
 };
 
 /* A live listener (and producers) at work while fsck's check is between reading the tail and the
@@ -862,6 +863,10 @@ static void work_while_checked(const char *point, void *ctx)
 	if (strcmp(point, "events.check.tail_read"))
 		return;
 	m->passes++;
+	if (m->head_at_point) {
+		atomic_store(&m->r.hdr->head, m->head_at_point);
+		return;
+	}
 	struct shm_evrec out[64];
 	uint64_t lost = 0;
 	if (m->unpublished) {
@@ -884,7 +889,7 @@ START_TEST(test_check_of_a_ring_in_use)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("evcheck", 32ull << 20, &name);
-	struct mover m = { ring_of(a), { 0, 0 }, 0, 0, 1 };
+	struct mover m = { ring_of(a), { 0, 0 }, 0, 0, 1, 0 };
 	for (uint32_t k = 0; k < 20; k++)
 		ck_assert_int_eq(shm_evring_append(&m.r, 1, k, W5), 0);
 	sc_sched_set(work_while_checked, &m);
@@ -921,6 +926,13 @@ START_TEST(test_check_of_a_ring_in_use)
 	m.passes = 0;
 	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
 	ck_assert_int_eq(m.passes, 1);
+	atomic_store(&m.r.hdr->head, head);
+	/* the head is read after the point (the tail before it): a head moved there is judged */
+	m.passes = 0;
+	m.head_at_point = atomic_load(&m.r.hdr->tail) + m.r.nrec + 1;
+	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
+	ck_assert_int_eq(m.passes, 1);
+	m.head_at_point = 0;
 	atomic_store(&m.r.hdr->head, head);
 	sc_sched_set(NULL, NULL);
 	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
