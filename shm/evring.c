@@ -163,8 +163,7 @@ int shm_evring_listen(const struct shm_evring *r, uint32_t token, int (*alive)(v
 	struct shm_evring_hdr *h = r->hdr;
 	uint32_t cur = atomic_load_explicit(&h->listener, memory_order_acquire);
 	for (int tries = 0; tries < 8; tries++) {
-		if (cur == token)
-			return 0;
+		/* our own token is a live holder too: one listener per handle */
 		if (cur && alive(ctx, cur))
 			return -EBUSY;
 		/* acq_rel: pairs with the previous listener's release (its tail and counters) */

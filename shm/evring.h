@@ -101,7 +101,8 @@ int shm_evring_append(const struct shm_evring *r, uint32_t type, uint32_t aux, c
 
 /* ---- the listener role ---- */
 /* Take the listener role for @token: from nobody, or from a holder @alive says is dead (it is
- * called with the holder's token). 0, -EBUSY (a live holder), -EBADMSG. */
+ * called with the holder's token, which may be @token itself). 0, -EBUSY (a live holder, @token's
+ * own holder included), -EBADMSG. */
 int shm_evring_listen(const struct shm_evring *r, uint32_t token, int (*alive)(void *ctx, uint32_t token), void *ctx);
 /* Give the role up (only if @token holds it). */
 void shm_evring_unlisten(const struct shm_evring *r, uint32_t token);
