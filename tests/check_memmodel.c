@@ -1113,6 +1113,116 @@ START_TEST(test_event_reset_vs_listener_under_weak_memory)
 }
 END_TEST
 
+/* What a listener did before it took the role (here an fsck repair's reset) is seen by the one
+ * that takes the role from it after its death: the role's CAS releases, the successor's acquires. */
+static void ev_reset_then_listen_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		shm_evring_reset(&EC.r);
+		(void)shm_evring_listen(&EC.r, 6, ev_never_alive, NULL);
+		return; /* and dies holding the role */
+	}
+	if (atomic_load_explicit(&EV.h.listener, memory_order_relaxed) != 6 ||
+	    shm_evring_listen(&EC.r, 7, ev_never_alive, NULL) != 0)
+		return;
+	struct shm_evring_cursor c = { 0, 0 };
+	struct shm_evrec out[2];
+	uint64_t lost = 0;
+	int n = shm_evring_take(&EC.r, &c, out, 2, 1, &lost);
+	if (n != 0)
+		ev_violation("the successor took %lld records its predecessor's reset had discarded", (unsigned long long)n);
+}
+
+START_TEST(test_event_role_taken_from_the_dead_under_weak_memory)
+{
+	run_ev("event role taken from a dead listener", 2, 0, ev_reset_then_listen_thread, ev_reset);
+}
+END_TEST
+
+/* A writer changes the truth, fences and appends (events_note), and stalls before its commit: a
+ * listener that gives up on the hole (a LOST event) or resets the ring past it, and then reads the
+ * truth, sees the change (its acquire of the head pairs with the writer's fence before its claim). */
+static int ev_hole_by_reset;
+
+static void ev_hole_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		atomic_store_explicit(&EV.truth, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&EV.h.listener, memory_order_relaxed))
+			(void)shm_evring_append(&EC.r, 1, 0, (const uint64_t[5]){ 0 });
+		return;
+	}
+	uint64_t lost = 0;
+	if (ev_hole_by_reset) {
+		shm_evring_reset(&EC.r);
+		lost = atomic_load_explicit(&EV.h.tail, memory_order_relaxed); /* 1: the reset went past it */
+	} else {
+		struct shm_evring_cursor c = { 0, 0 };
+		struct shm_evrec out[2];
+		(void)shm_evring_take(&EC.r, &c, out, 2, 1, &lost);
+		(void)shm_evring_take(&EC.r, &c, out, 2, 1 + SHM_EVRING_HOLE_NS, &lost);
+	}
+	if (lost && atomic_load_explicit(&EV.truth, memory_order_relaxed) != 1)
+		ev_violation("a change's record was lost (%llu) and the truth read after it is stale", lost);
+}
+
+START_TEST(test_event_hole_vs_truth_under_weak_memory)
+{
+	ev_hole_by_reset = 0;
+	run_ev("event hole skipped vs the truth", 0, 5, ev_hole_thread, ev_reset);
+	ev_hole_by_reset = 1;
+	run_ev("event hole reset vs the truth", 0, 5, ev_hole_thread, ev_reset);
+	ev_hole_by_reset = 0;
+}
+END_TEST
+
+/* A slot the listener gives up on (a skipped hole) or restamps (a reset) is released like a slot
+ * it read: a producer that lands in it is ordered after the listener's work before that (a shadow
+ * stored after its take of the first record, before it gives the other slot up). */
+static void ev_skip_reset(void *ctx)
+{
+	ev_reset(ctx);
+	atomic_store_explicit(&EV.h.head, 2, memory_order_relaxed);
+	atomic_store_explicit(&EV.rec[1].stamp, 1, memory_order_relaxed); /* position 1 claimed, never committed */
+}
+
+static int ev_release_by_reset;
+
+static void ev_release_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		struct shm_evring_cursor c = { 0, 0 };
+		struct shm_evrec out[2];
+		uint64_t lost = 0;
+		(void)shm_evring_take(&EC.r, &c, out, 2, 1, &lost);
+		atomic_store_explicit(&EV.shadow[2], 1, memory_order_relaxed); /* after the read of slot 0 */
+		if (ev_release_by_reset)
+			shm_evring_reset(&EC.r);
+		else
+			(void)shm_evring_take(&EC.r, &c, out, 2, 1 + SHM_EVRING_HOLE_NS, &lost);
+		return;
+	}
+	for (uint32_t k = 2; k < 4; k++)
+		if (shm_evring_append(&EC.r, 1, k, (const uint64_t[5]){ k }) != 0)
+			return;
+	if (atomic_load_explicit(&EV.shadow[2], memory_order_relaxed) != 1)
+		ev_violation("a producer landed in a slot given up by the listener before its work was visible (%llu)", 3);
+}
+
+START_TEST(test_event_slots_given_up_under_weak_memory)
+{
+	ev_release_by_reset = 0;
+	run_ev("event slot skipped, then reused", 1, 5, ev_release_thread, ev_skip_reset);
+	ev_release_by_reset = 1;
+	run_ev("event slots restamped, then reused", 1, 5, ev_release_thread, ev_skip_reset);
+	ev_release_by_reset = 0;
+}
+END_TEST
+
 /* The role handed over: listener 5 takes the role from the empty word, takes the two records and
  * leaves (unlisten, release); listener 6 takes the role once the word is empty again (its CAS
  * acquires 5's leaving, whatever its first load of the word saw) and reads on from 5's tail:
@@ -1190,6 +1300,7 @@ static void ek_reset(void *ctx)
 }
 
 static int ek_resets; /* the listener resets the ring instead of taking a record */
+static int ek_posts;  /* ...or takes one and then posts into the freed slot (the ring starts full) */
 
 static void ek_thread(void *ctx, unsigned who)
 {
@@ -1203,6 +1314,10 @@ static void ek_thread(void *ctx, unsigned who)
 		struct shm_evrec out[1];
 		uint64_t lost = 0;
 		(void)shm_evring_take(&EK.r, &c, out, 1, 1, &lost);
+		if (ek_posts) {
+			atomic_thread_fence(memory_order_seq_cst); /* as sc_events_post */
+			(void)shm_evring_append(&EK.r, 1, 9, (const uint64_t[5]){ 9 });
+		}
 		return;
 	}
 	EK.rc = shm_evring_check(EK.a->shm, 0);
@@ -1223,7 +1338,7 @@ static void run_ek(const char *name)
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
 	EK.a = sc_test_arena_opts("mmevck", &o, &EK.name);
 	ck_assert_int_eq(shm_evring_view(EK.a->shm, &EK.r), 0);
-	for (uint32_t k = 0; k < 2; k++)
+	for (uint32_t k = 0; k < (ek_posts ? EK.r.nrec : 2); k++)
 		ck_assert_int_eq(shm_evring_append(&EK.r, 1, k, (const uint64_t[5]){ k }), 0);
 	EK.reg = shm_region(EK.a->shm, SHM_REGION_EVENTS, &EK.n);
 	EK.reg0 = malloc(EK.n);
@@ -1244,6 +1359,11 @@ START_TEST(test_event_check_vs_take_under_weak_memory)
 {
 	ek_resets = 0;
 	run_ek("event ring check vs take");
+	/* a full ring, and a post into the slot the take freed: the check that reads the new head
+	 * (acquire; the poster fenced before its claim) sees the take's tail */
+	ek_posts = 1;
+	run_ek("event ring check vs take and post");
+	ek_posts = 0;
 }
 END_TEST
 
@@ -1279,6 +1399,9 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_event_listen_vs_change_under_weak_memory);
 	tcase_add_test(tc, test_event_listener_handover_under_weak_memory);
 	tcase_add_test(tc, test_event_reset_vs_listener_under_weak_memory);
+	tcase_add_test(tc, test_event_role_taken_from_the_dead_under_weak_memory);
+	tcase_add_test(tc, test_event_hole_vs_truth_under_weak_memory);
+	tcase_add_test(tc, test_event_slots_given_up_under_weak_memory);
 	tcase_add_test(tc, test_event_check_vs_take_under_weak_memory);
 	tcase_add_test(tc, test_event_check_vs_reset_under_weak_memory);
 	suite_add_tcase(s, tc);
