@@ -135,6 +135,14 @@ START_TEST(test_bad_sizes)
 	o.mode = 0;
 	o.huge = 7;
 	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	/* an index smaller than its shard count, with or without segments (whose table is formatted
+	 * after the index: the index's refusal stands) */
+	o.huge = SC_HUGE_OFF;
+	o.size_bytes = 32ull << 20;
+	o.index_entries = 8;
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
+	o.segment_bytes = 64u << 10;
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), -EINVAL);
 	char path[128];
 	shm_path(path, sizeof(path), name);
 	ck_assert_int_ne(access(path, F_OK), 0); /* nothing left behind */
