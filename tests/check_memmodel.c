@@ -1181,7 +1181,8 @@ END_TEST
 
 /* A slot the listener gives up on (a skipped hole) or restamps (a reset) is released like a slot
  * it read: a producer that lands in it is ordered after the listener's work before that (a shadow
- * stored after its take of the first record, before it gives the other slot up). */
+ * stored after its take of the first record, before it gives the other slot up); and a slot it
+ * read, after its read (a shadow stored before the take stands for the read record's bytes). */
 static void ev_skip_reset(void *ctx)
 {
 	ev_reset(ctx);
@@ -1189,7 +1190,8 @@ static void ev_skip_reset(void *ctx)
 	atomic_store_explicit(&EV.rec[1].stamp, 1, memory_order_relaxed); /* position 1 claimed, never committed */
 }
 
-static int ev_release_by_reset;
+enum { EV_GIVEN_UP_BY_SKIP, EV_GIVEN_UP_BY_RESET, EV_READ };
+static int ev_release_how;
 
 static void ev_release_thread(void *ctx, unsigned who)
 {
@@ -1198,15 +1200,20 @@ static void ev_release_thread(void *ctx, unsigned who)
 		struct shm_evring_cursor c = { 0, 0 };
 		struct shm_evrec out[2];
 		uint64_t lost = 0;
+		if (ev_release_how == EV_READ) /* before its read of slot 0 */
+			atomic_store_explicit(&EV.shadow[2], 1, memory_order_relaxed);
 		(void)shm_evring_take(&EC.r, &c, out, 2, 1, &lost);
-		atomic_store_explicit(&EV.shadow[2], 1, memory_order_relaxed); /* after the read of slot 0 */
-		if (ev_release_by_reset)
+		if (ev_release_how == EV_READ)
+			return;
+		atomic_store_explicit(&EV.shadow[2], 1, memory_order_relaxed); /* after its read of slot 0 */
+		if (ev_release_how == EV_GIVEN_UP_BY_RESET)
 			shm_evring_reset(&EC.r);
 		else
 			(void)shm_evring_take(&EC.r, &c, out, 2, 1 + SHM_EVRING_HOLE_NS, &lost);
 		return;
 	}
-	for (uint32_t k = 2; k < 4; k++)
+	/* position 2 lands in slot 0 (read by the listener), 3 in slot 1 (given up) */
+	for (uint32_t k = 2; k < (ev_release_how == EV_READ ? 3u : 4u); k++)
 		if (shm_evring_append(&EC.r, 1, k, (const uint64_t[5]){ k }) != 0)
 			return;
 	if (atomic_load_explicit(&EV.shadow[2], memory_order_relaxed) != 1)
@@ -1215,11 +1222,15 @@ static void ev_release_thread(void *ctx, unsigned who)
 
 START_TEST(test_event_slots_given_up_under_weak_memory)
 {
-	ev_release_by_reset = 0;
+	ev_release_how = EV_GIVEN_UP_BY_SKIP;
 	run_ev("event slot skipped, then reused", 1, 5, ev_release_thread, ev_skip_reset);
-	ev_release_by_reset = 1;
+	ev_release_how = EV_GIVEN_UP_BY_RESET;
 	run_ev("event slots restamped, then reused", 1, 5, ev_release_thread, ev_skip_reset);
-	ev_release_by_reset = 0;
+	/* and the plain case: a slot read and freed (R2, release) is overwritten only after the read
+	 * (the producer's A1, acquire) */
+	ev_release_how = EV_READ;
+	run_ev("event slot read, then reused", 1, 5, ev_release_thread, ev_skip_reset);
+	ev_release_how = EV_GIVEN_UP_BY_SKIP;
 }
 END_TEST
 
