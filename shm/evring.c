@@ -60,13 +60,15 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "evring.h"
 #include "fault.h"
 #include "util.h"
 
-#define SHM_EVRING_CHECK_PASSES 8
+#define SHM_EVRING_CHECK_PASSES 32
+#define SHM_EVRING_CHECK_PAUSE_NS (1000 * 1000) /* a take stores its tail within microseconds */
 
 uint32_t shm_evring_records(uint32_t index_entries)
 {
@@ -137,7 +139,9 @@ int shm_evring_append(const struct shm_evring *r, uint32_t type, uint32_t aux, c
 			pos = atomic_load_explicit(&h->head, memory_order_relaxed); /* taken: look again */
 			continue;
 		}
-		if (!atomic_compare_exchange_weak_explicit(&h->head, &pos, pos + 1, memory_order_relaxed,
+		/* release: a reader that acquires the new head (fsck's check) sees the free of the slot
+		 * we acquired (A1), not an older stamp of it */
+		if (!atomic_compare_exchange_weak_explicit(&h->head, &pos, pos + 1, memory_order_release,
 							   memory_order_relaxed))
 			continue; /* pos now holds the head another producer moved */
 		shm_fault_point("events.append.claimed");
@@ -163,7 +167,7 @@ int shm_evring_listen(const struct shm_evring *r, uint32_t token, int (*alive)(v
 	struct shm_evring_hdr *h = r->hdr;
 	uint32_t cur = atomic_load_explicit(&h->listener, memory_order_acquire);
 	for (int tries = 0; tries < 8; tries++) {
-		/* our own token is a live holder too: one listener per handle */
+		/* our own token is a live holder too: a handle does not listen twice */
 		if (cur && alive(ctx, cur))
 			return -EBUSY;
 		/* acq_rel: pairs with the previous listener's release (its tail and counters) */
@@ -285,10 +289,13 @@ int shm_evring_check(struct shm_arena *a, int repair)
 	/* A live listener moves on while we read. Its take frees slots (stamp p + nrec; producers may
 	 * then claim and commit them: p + nrec + 1) before it stores the tail once at its end, so a
 	 * slot we judge by the tail we read may already be in its next lap, and the head read after
-	 * that tail may be ahead of it by up to nrec plus the slots freed since. Both are accepted.
-	 * Anything else seen while the tail moved is looked at again from the new tail (at most
-	 * SHM_EVRING_CHECK_PASSES passes: a listener that moves during every one of them leaves the
-	 * last pass's verdict). The tail first: the head read after it is never behind it. */
+	 * that tail may be ahead of it by up to nrec plus the slots freed since. Such a pass proves
+	 * nothing either way (a scribbled stamp can look like a freed one; a listener killed in the
+	 * middle of a take leaves freed slots for good): it is taken again, at once when the tail
+	 * moved, else after SHM_EVRING_CHECK_PAUSE_NS. A ring is consistent when a pass finds every
+	 * slot at its position (claimed, committed or free) and the head within a ring of the tail;
+	 * after SHM_EVRING_CHECK_PASSES passes that never did, it is not. The tail first: the head
+	 * read after it is never behind it. */
 	for (int pass = 1;; pass++) {
 		uint64_t tail = atomic_load_explicit(&r.hdr->tail, memory_order_acquire);
 		shm_sched_point("events.check.tail_read");
@@ -308,9 +315,14 @@ int shm_evring_check(struct shm_arena *a, int repair)
 		/* a head behind the tail wraps to a difference beyond that */
 		if (head - tail > r.nrec + freed)
 			bad = 1;
-		if (!bad || pass == SHM_EVRING_CHECK_PASSES ||
-		    atomic_load_explicit(&r.hdr->tail, memory_order_acquire) == tail)
+		if ((!bad && !freed) || pass == SHM_EVRING_CHECK_PASSES) {
+			bad |= freed != 0;
 			break;
+		}
+		if (atomic_load_explicit(&r.hdr->tail, memory_order_acquire) == tail) {
+			struct timespec ts = { 0, SHM_EVRING_CHECK_PAUSE_NS };
+			nanosleep(&ts, NULL);
+		}
 	}
 	if (bad && repair)
 		shm_evring_reset(&r);

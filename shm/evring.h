@@ -129,8 +129,9 @@ void shm_evring_reset(const struct shm_evring *r);
 
 /* fsck: 0 the ring is consistent (header as planned, positions and every slot's stamp possible),
  * 1 it is not (with @repair: the header rewritten from the plan, then reset), -EBADMSG the region
- * is too small for the plan. Safe while producers and a listener use the ring (a pass that the
- * listener's progress made wrong is taken again: shm/evring.c). */
+ * is too small for the plan. Without @repair, safe while producers and a listener use the ring (a
+ * pass that shows a take in progress is taken again, up to 32 ms: shm/evring.c); the repair's
+ * reset is the consumer's operation (run it with nobody listening, or the listener is told). */
 int shm_evring_check(struct shm_arena *a, int repair);
 
 #endif

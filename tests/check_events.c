@@ -289,7 +289,7 @@ START_TEST(test_one_listener)
 	ck_assert_int_eq(sc_events_open(a, &ev), 0);
 	ck_assert_int_eq(shards_marked(a, a->shm->token), SHM_INDEX_SHARDS); /* every shard knows */
 	struct sc_events *again = NULL;
-	ck_assert_int_eq(sc_events_open(a, &again), -EBUSY); /* one listener per handle, too */
+	ck_assert_int_eq(sc_events_open(a, &again), -EBUSY); /* a handle does not listen twice */
 	ck_assert_ptr_null(again);
 	ck_assert_int_eq(shards_marked(a, a->shm->token), SHM_INDEX_SHARDS);
 	pid_t pid = fork();
@@ -855,12 +855,13 @@ struct mover {
 	struct shm_evring_cursor c;
 	int passes, takes, unpublished;
 	uint64_t head_at_point; /* nonzero: the head is set to this at the point */
+	uint64_t publish;       /* nonzero: the tail a take in progress stores at the next point */
 };
 
 /* A live listener (and producers) at work while fsck's check is between reading the tail and the
- * rest: @takes records taken, one per pass; with @unpublished, the first pass instead meets a take
- * that has freed every committed slot but not stored the tail yet, and producers that filled the
- * ring again behind it. */
+ * rest: @takes records taken, one per pass; with @unpublished, the first pass meets a take that
+ * has freed every committed slot but not stored the tail yet, and producers that filled the ring
+ * again behind it; the take ends (stores its tail) at the next pass. */
 static void work_while_checked(const char *point, void *ctx)
 {
 	struct mover *m = ctx;
@@ -871,14 +872,20 @@ static void work_while_checked(const char *point, void *ctx)
 		atomic_store(&m->r.hdr->head, m->head_at_point);
 		return;
 	}
+	if (m->publish) {
+		atomic_store(&m->r.hdr->tail, m->publish);
+		m->publish = 0;
+		return;
+	}
 	struct shm_evrec out[64];
 	uint64_t lost = 0;
 	if (m->unpublished) {
 		uint64_t tail = atomic_load(&m->r.hdr->tail);
 		int n = shm_evring_take(&m->r, &m->c, out, 64, 1, &lost);
 		ck_assert_int_gt(n, 0);
+		m->publish = atomic_load(&m->r.hdr->tail);
 		atomic_store(&m->r.hdr->tail, tail); /* its store still to come */
-		m->unpublished = n;
+		m->unpublished = 0;
 		for (uint32_t k = 0; k < m->r.nrec; k++)
 			ck_assert_int_eq(shm_evring_append(&m->r, 1, k, W5), 0);
 	} else if (m->takes > 0 && shm_evring_take(&m->r, &m->c, out, 1, 1, &lost) == 1) {
@@ -886,56 +893,81 @@ static void work_while_checked(const char *point, void *ctx)
 	}
 }
 
+/* Is @a's ring consistent (0, or 1), after how many passes of the check (*@passes)? */
+static int checked(struct sc_arena *a, struct mover *m, int *passes)
+{
+	m->passes = 0;
+	int rc = shm_evring_check(a->shm, 0);
+	*passes = m->passes;
+	return rc;
+}
+
 /* fsck's check of a ring in use: a listener moving on during a pass does not make a consistent
- * ring look corrupt; a slot or a head really wrong is found whether the listener moves (after 8
- * passes) or not (after one). */
+ * ring look corrupt (the pass is taken again); a slot or a head really wrong is found whether the
+ * listener moves or not, after 32 passes (1 ms apart when the tail did not move), and so are the
+ * look-alikes of a take in progress that never ends: a slot one lap ahead at rest, the slots of a
+ * listener killed in the middle of a take. */
 START_TEST(test_check_of_a_ring_in_use)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("evcheck", 32ull << 20, &name);
-	struct mover m = { ring_of(a), { 0, 0 }, 0, 0, 1, 0 };
+	struct mover m = { .r = ring_of(a), .unpublished = 1 };
+	int passes;
 	for (uint32_t k = 0; k < 20; k++)
 		ck_assert_int_eq(shm_evring_append(&m.r, 1, k, W5), 0);
 	sc_sched_set(work_while_checked, &m);
-	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
-	ck_assert_int_eq(m.passes, 1);
-	ck_assert_int_eq(m.unpublished, 20);
-	ck_assert_uint_eq(atomic_load(&m.r.hdr->head), 20 + m.r.nrec); /* a ring ahead of the old tail */
-	atomic_store(&m.r.hdr->tail, 20); /* the take ends */
-	m.unpublished = 0;
+	ck_assert_int_eq(checked(a, &m, &passes), 0);
+	ck_assert_int_eq(passes, 3); /* the take in progress, ending during the next, then at rest */
+	ck_assert_uint_eq(atomic_load(&m.r.hdr->tail), 20); /* the take ended */
+	ck_assert_uint_eq(atomic_load(&m.r.hdr->head), 20 + m.r.nrec); /* the ring full again */
 	/* a take that ends during the pass */
-	m.passes = 0;
 	m.takes = 1;
-	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
-	ck_assert_int_eq(m.passes, 1);
+	ck_assert_int_eq(checked(a, &m, &passes), 0);
+	ck_assert_int_eq(passes, 2);
 	ck_assert_int_eq(m.takes, 0);
-	/* a stamp no step writes, ahead of the listener */
+	/* a stamp no step writes, ahead of the listener: at rest, and with the listener moving */
 	uint64_t tail = atomic_load(&m.r.hdr->tail);
-	struct shm_evrec *s = &m.r.rec[(tail + 15) & m.r.mask];
+	struct shm_evrec *s = &m.r.rec[(tail + 40) & m.r.mask];
 	uint64_t keep = atomic_load(&s->stamp);
 	atomic_store(&s->stamp, keep + 12345);
-	m.passes = 0;
-	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
-	ck_assert_int_eq(m.passes, 1);
-	m.passes = 0;
+	ck_assert_int_eq(checked(a, &m, &passes), 1);
+	ck_assert_int_eq(passes, 32);
 	m.takes = 100;
-	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
-	ck_assert_int_eq(m.passes, 8);
-	atomic_store(&s->stamp, keep);
+	ck_assert_int_eq(checked(a, &m, &passes), 1);
+	ck_assert_int_eq(passes, 32);
+	ck_assert_int_eq(m.takes, 100 - 32);
 	m.takes = 0;
-	ck_assert_int_eq(shm_evring_check(a->shm, 0), 0);
+	atomic_store(&s->stamp, keep);
+	ck_assert_int_eq(checked(a, &m, &passes), 0);
+	ck_assert_int_eq(passes, 1);
+	/* a slot one lap ahead at rest (the ring emptied first): nobody will ever take it */
+	struct shm_evrec out[64];
+	uint64_t lost = 0;
+	while (shm_evring_take(&m.r, &m.c, out, 64, 1, &lost) > 0)
+		;
+	tail = atomic_load(&m.r.hdr->tail);
+	ck_assert_uint_eq(atomic_load(&m.r.hdr->head), tail);
+	s = &m.r.rec[tail & m.r.mask];
+	atomic_store(&s->stamp, tail + m.r.nrec);
+	ck_assert_int_eq(checked(a, &m, &passes), 1);
+	ck_assert_int_eq(passes, 32);
+	atomic_store(&s->stamp, tail);
+	/* a listener killed in the middle of a take: slots freed, its tail never stored */
+	for (uint32_t k = 0; k < 5; k++)
+		ck_assert_int_eq(shm_evring_append(&m.r, 1, k, W5), 0);
+	ck_assert_int_eq(shm_evring_take(&m.r, &m.c, out, 64, 1, &lost), 5);
+	atomic_store(&m.r.hdr->tail, tail);
+	ck_assert_int_eq(checked(a, &m, &passes), 1);
+	atomic_store(&m.r.hdr->tail, tail + 5);
+	ck_assert_int_eq(checked(a, &m, &passes), 0);
 	/* a head further ahead than the slots freed let producers go */
 	uint64_t head = atomic_load(&m.r.hdr->head);
 	atomic_store(&m.r.hdr->head, atomic_load(&m.r.hdr->tail) + m.r.nrec + 1);
-	m.passes = 0;
-	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
-	ck_assert_int_eq(m.passes, 1);
+	ck_assert_int_eq(checked(a, &m, &passes), 1);
 	atomic_store(&m.r.hdr->head, head);
 	/* the head is read after the point (the tail before it): a head moved there is judged */
-	m.passes = 0;
 	m.head_at_point = atomic_load(&m.r.hdr->tail) + m.r.nrec + 1;
-	ck_assert_int_eq(shm_evring_check(a->shm, 0), 1);
-	ck_assert_int_eq(m.passes, 1);
+	ck_assert_int_eq(checked(a, &m, &passes), 1);
 	m.head_at_point = 0;
 	atomic_store(&m.r.hdr->head, head);
 	sc_sched_set(NULL, NULL);
