@@ -1882,8 +1882,8 @@ struct sc_events;
  * ring until sc_events_close (or this process's death: the role is then taken over by the next
  * sc_events_open, and writers stop appending within the periodic reap, 100 ms while anyone admits).
  * Read the whole truth after it returns (changes made before it have no event).
- * Returns 0, or -EBUSY (a live process listens already, this handle included: one listener per
- * handle), -EBADMSG (the event region is corrupted),
+ * Returns 0, or -EBUSY (a live process listens already, through this handle too: a handle does not
+ * listen twice), -EBADMSG (the event region is corrupted),
  * -EINVAL, -ECHILD (a forked child's copy of the handle), -ENOMEM. Allocates the handle; does not block.
  */
 int sc_events_open(struct sc_arena *arena, struct sc_events **out);

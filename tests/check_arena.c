@@ -705,8 +705,8 @@ START_TEST(huge_create_under_a_storm_of_signals)
 	waitpid(pid, NULL, 0);
 	ck_assert_int_eq(sigaction(SIGUSR1, &old, NULL), 0);
 	ck_assert_msg(i >= CREATES && during > CREATES,
-		      "waited 30 s for more than %d signals during %d creates: %d arrived during %d: no storm to test under",
-		      CREATES, CREATES, (int)during, i);
+		      "%d signals during %d creates in 30 s (wanted more than %d during at least %d): no storm, or creates too slow",
+		      (int)during, i, CREATES, CREATES);
 }
 END_TEST
 
@@ -1130,7 +1130,7 @@ START_TEST(test_layout_plan_accepts_every_limit)
 		*lim[i].field = lim[i].past;
 		ck_assert_msg(shm_layout_plan(&p, regions) == -EINVAL, "%s %u accepted", lim[i].what, lim[i].past);
 	}
-	/* the smallest arena: a 2 MiB heap after the regions, not a byte less */
+	/* the smallest arena: a 2 MiB heap after the regions, not a page less */
 	p = big;
 	ck_assert_int_eq(shm_layout_plan(&p, regions), 0);
 	uint64_t heap_off = regions[SHM_REGION_HEAP].off;
