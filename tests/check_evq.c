@@ -297,7 +297,12 @@ START_TEST(calls_naming_no_node_or_no_list_change_nothing)
 	struct shm_evq *q = f.q;
 	struct shm_evq_hdr before = *q->hdr;
 	struct shm_evq_node last = q->node[q->nodes - 1];
-	uint8_t beyond[sizeof(struct shm_evq_node)]; /* where a node past the last would be */
+	/* where a node past the last would be (the ghost table's first slots): bytes that read as a
+	 * queued node with benefit fields to clamp, so that any read of it changes something */
+	struct shm_evq_node fake = { .prev = 3, .next = 4, .q = SHM_EVQ_SMALL, .credit = 0x999, .bytes = 4096,
+				     .seq = 5, .cost = 0, .dens = 1234 };
+	memcpy(&q->node[q->nodes], &fake, sizeof(fake));
+	uint8_t beyond[sizeof(struct shm_evq_node)];
 	memcpy(beyond, &q->node[q->nodes], sizeof(beyond));
 	shm_evq_push_locked(q, q->nodes, SHM_EVQ_SMALL, 1);
 	shm_evq_push_locked(q, 30, SHM_EVQ_NONE, 1);
@@ -311,15 +316,27 @@ START_TEST(calls_naming_no_node_or_no_list_change_nothing)
 	ck_assert_int_eq(memcmp(&last, &q->node[q->nodes - 1], sizeof(last)), 0);
 	ck_assert_int_eq(memcmp(beyond, &q->node[q->nodes], sizeof(beyond)), 0);
 	ck_assert_uint_eq(q->node[30].q, SHM_EVQ_NONE);
-	/* the last node and the last list are real */
-	shm_evq_push_locked(q, q->nodes - 1, SHM_EVQ_MAIN, 9);
+	/* the last node and the last list are real: the last node as a head, as the newer and as the
+	 * older neighbour of a removed node, none of which is damage */
+	shm_evq_push_locked(q, q->nodes - 1, SHM_EVQ_MAIN, 9); /* main: 8, 9, last */
 	ck_assert_uint_eq(q->hdr->head[1], q->nodes);
 	ck_assert_uint_eq(shm_evq_newer_locked(q, 9), q->nodes);
+	shm_evq_push_locked(q, 10, SHM_EVQ_MAIN, 10); /* onto the last node: 8, 9, last, 10 */
+	ck_assert_uint_eq(q->node[q->nodes - 1].next, 10 + 1);
 	shm_evq_set_cost_locked(q, q->nodes - 1, 1000, 2);
 	ck_assert_uint_eq(q->node[q->nodes - 1].cost, 1000);
+	shm_evq_remove_locked(q, 9);  /* its newer neighbour is the last node */
+	shm_evq_remove_locked(q, 10); /* its older neighbour is the last node */
+	ck_assert_uint_eq(q->hdr->head[1], q->nodes);
 	shm_evq_remove_locked(q, q->nodes - 1);
+	model_remove(&m, 9);
 	assert_as_model(q, &m, "after the last node");
 	ck_assert_uint_eq(q->hdr->repairs, 0);
+	/* a rebuild and fsck's check stop at the last node too */
+	ck_assert_int_eq(shm_evq_rebuild_locked(q), 0);
+	assert_as_model(q, &m, "after the rebuild");
+	ck_assert_int_eq(memcmp(beyond, &q->node[q->nodes], sizeof(beyond)), 0);
+	memset(&q->node[q->nodes], 0, sizeof(fake));
 	fx_close(&f);
 }
 END_TEST
