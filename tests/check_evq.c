@@ -328,7 +328,10 @@ START_TEST(calls_naming_no_node_or_no_list_change_nothing)
 	shm_evq_remove_locked(q, 9);  /* its newer neighbour is the last node */
 	shm_evq_remove_locked(q, 10); /* its older neighbour is the last node */
 	ck_assert_uint_eq(q->hdr->head[1], q->nodes);
+	shm_evq_remove_locked(q, 8);  /* the last node is the tail */
+	ck_assert_uint_eq(shm_evq_tail_locked(q, SHM_EVQ_MAIN), q->nodes);
 	shm_evq_remove_locked(q, q->nodes - 1);
+	model_remove(&m, 8);
 	model_remove(&m, 9);
 	assert_as_model(q, &m, "after the last node");
 	ck_assert_uint_eq(q->hdr->repairs, 0);
@@ -667,6 +670,44 @@ START_TEST(departures_keep_the_newest_notes)
 }
 END_TEST
 
+/* A fingerprint is looked for, and stored, in its own set only: a hostile copy of it in the next
+ * set's first slot is not found, not forgotten, and an empty slot there is not taken when its own
+ * set is full (the oldest of the set goes). The same for the departure table. */
+START_TEST(ghost_and_departures_stay_in_their_sets)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_evq *q = f.q;
+	const uint32_t ways = SHM_EVQ_GHOST_WAYS, set = (uint32_t)same_bucket(0) & q->ghost_mask & ~(ways - 1);
+	const uint64_t bait = same_bucket(99);
+	ck_assert_uint_lt(set + ways, q->ghost_mask);
+	for (uint32_t k = 0; k < ways; k++)
+		shm_evq_ghost_put_locked(q, same_bucket(k), 1);
+	q->ghost[set + ways] = (struct shm_evq_ghost){ bait, q->hdr->ghost_clock };
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, bait, UINT64_MAX), 0);
+	ck_assert_int_eq(shm_evq_ghost_take_locked(q, bait, UINT64_MAX), 0);
+	ck_assert_uint_eq(q->ghost[set + ways].fp, bait);
+	memset(&q->ghost[set + ways], 0, sizeof(q->ghost[0]));
+	shm_evq_ghost_put_locked(q, same_bucket(ways), 1);
+	ck_assert_uint_eq(q->ghost[set + ways].fp, 0);
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, same_bucket(0), UINT64_MAX), 0);
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, same_bucket(ways), UINT64_MAX), 1);
+
+	for (uint32_t k = 0; k < ways; k++)
+		shm_evq_depart_note_locked(q, same_bucket(k), 2, 0);
+	q->depart[set + ways] = (struct shm_evq_depart){ bait, 1ull << 16 | 3 };
+	ck_assert_uint_eq(shm_evq_depart_find(q, bait), 0);
+	shm_evq_depart_forget_locked(q, bait);
+	ck_assert_uint_eq(q->depart[set + ways].fp, bait);
+	memset(&q->depart[set + ways], 0, sizeof(q->depart[0]));
+	shm_evq_depart_note_locked(q, same_bucket(ways), 4, 0);
+	ck_assert_uint_eq(q->depart[set + ways].fp, 0);
+	ck_assert_uint_eq(shm_evq_depart_find(q, same_bucket(0)), 0);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, same_bucket(ways))), 4);
+	fx_close(&f);
+}
+END_TEST
+
 /* A header whose geometry does not match the arena's (each field alone) is refused. */
 START_TEST(view_refuses_each_wrong_header_field)
 {
@@ -715,6 +756,7 @@ Suite *evq_suite(void)
 	tcase_add_test(tc, ghost_window_is_exact);
 	tcase_add_test(tc, ghost_full_bucket_forgets_its_oldest);
 	tcase_add_test(tc, departures_keep_the_newest_notes);
+	tcase_add_test(tc, ghost_and_departures_stay_in_their_sets);
 	tcase_add_test(tc, view_refuses_each_wrong_header_field);
 	suite_add_tcase(s, tc);
 	return s;
