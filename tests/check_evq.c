@@ -178,6 +178,10 @@ START_TEST(remove_rebuilds_on_each_broken_link)
 		struct shm_evq *q = f.q;
 		uint64_t repairs = q->hdr->repairs;
 		uint32_t victim = 6; /* the middle of the small list */
+		/* past the last node, bytes that read as a node pointing back at the victim: a link out of
+		 * range must be refused for being out of range, not for what it leads to */
+		const struct shm_evq_node fake = { .prev = 6 + 1, .next = 6 + 1, .q = SHM_EVQ_SMALL };
+		memcpy(&q->node[q->nodes], &fake, sizeof(fake));
 		switch (c) {
 		case BAD_OLDER_RANGE: q->node[6].prev = q->nodes + 1; break;
 		case BAD_NEWER_RANGE: q->node[6].next = q->nodes + 1; break;
@@ -193,6 +197,8 @@ START_TEST(remove_rebuilds_on_each_broken_link)
 		snprintf(when, sizeof(when), "case %d", c);
 		ck_assert_msg(q->hdr->repairs == repairs + 1, "%s: no rebuild", when);
 		ck_assert_uint_eq(q->node[victim].q, SHM_EVQ_NONE);
+		ck_assert_msg(memcmp(&fake, &q->node[q->nodes], sizeof(fake)) == 0, "%s: wrote past the last node", when);
+		memset(&q->node[q->nodes], 0, sizeof(fake));
 		assert_as_model(q, &m, when);
 		/* the rebuild left the lists usable: take everything off without another repair */
 		for (uint32_t i = 5; i < 10; i++) {
@@ -323,6 +329,8 @@ START_TEST(calls_naming_no_node_or_no_list_change_nothing)
 	ck_assert_uint_eq(shm_evq_newer_locked(q, 9), q->nodes);
 	shm_evq_push_locked(q, 10, SHM_EVQ_MAIN, 10); /* onto the last node: 8, 9, last, 10 */
 	ck_assert_uint_eq(q->node[q->nodes - 1].next, 10 + 1);
+	const char *why = NULL;
+	ck_assert_msg(shm_evq_check_locked(q, &why) == 0, "the last node queued: %s", why ? why : "?");
 	shm_evq_set_cost_locked(q, q->nodes - 1, 1000, 2);
 	ck_assert_uint_eq(q->node[q->nodes - 1].cost, 1000);
 	shm_evq_remove_locked(q, 9);  /* its newer neighbour is the last node */
@@ -708,6 +716,72 @@ START_TEST(ghost_and_departures_stay_in_their_sets)
 }
 END_TEST
 
+/* Departure sets are aligned like the ghost's buckets: as many keys as a set has slots, for
+ * each of two neighbouring sets, are all remembered with their reasons. */
+START_TEST(departure_sets_hold_their_ways)
+{
+	struct fx f;
+	fx_open(&f);
+	const uint32_t n = 2 * SHM_EVQ_GHOST_WAYS;
+	for (uint32_t low = 0; low < n; low++)
+		shm_evq_depart_note_locked(f.q, (0x9e3779b9ull + low) << 32 | (0x1000u + low), low + 1, 0);
+	for (uint32_t low = 0; low < n; low++)
+		ck_assert_msg(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(f.q, (0x9e3779b9ull + low) << 32 | (0x1000u + low))) ==
+				      low + 1,
+			      "departure %u of %u forgotten", low, n);
+	fx_close(&f);
+}
+END_TEST
+
+/* A lock that fails (here: the mutex names this process, which does not hold it through that
+ * call) returns its error and touches nothing: an unfinished rebuild stays for a real locker. */
+START_TEST(a_failed_lock_rebuilds_nothing)
+{
+	struct fx f;
+	fx_open(&f);
+	f.q->hdr->state = SHM_EVQ_REBUILD;
+	ck_assert_int_eq(shm_evq_lock(f.q), -EBADMSG); /* held already, by us */
+	ck_assert_uint_eq(f.q->hdr->state, SHM_EVQ_REBUILD);
+	ck_assert_uint_eq(f.q->hdr->repairs, 0);
+	shm_evq_unlock(f.q);
+	ck_assert_int_eq(shm_evq_lock(f.q), 0);
+	ck_assert_uint_eq(f.q->hdr->state, SHM_EVQ_OK);
+	ck_assert_uint_eq(f.q->hdr->repairs, 1);
+	fx_close(&f);
+}
+END_TEST
+
+/* Formatting refuses an arena with no index entries, or whose policy region is smaller than the
+ * lists of its entries need, and writes nothing; a real one formats to empty lists. */
+START_TEST(format_refuses_a_region_too_small)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_evq_hdr before = *f.q->hdr;
+	struct shm_arena fake = *f.a->shm;
+	fake.hv.index_entries = 0;
+	ck_assert_int_eq(shm_evq_format(&fake), -EINVAL);
+	uint64_t size;
+	(void)shm_region(f.a->shm, SHM_REGION_POLICY, &size);
+	fake.hv.index_entries = f.q->nodes * 2;
+	ck_assert_uint_gt(shm_evq_bytes(fake.hv.index_entries), size);
+	ck_assert_int_eq(shm_evq_format(&fake), -EINVAL);
+	ck_assert_int_eq(memcmp(&before, f.q->hdr, sizeof(before)), 0);
+	struct model m;
+	three_and_two(&f, &m);
+	shm_evq_unlock(f.q);
+	for (uint32_t i = 5; i < 10; i++)
+		f.q->node[i].q = SHM_EVQ_NONE; /* what a fresh region holds */
+	ck_assert_int_eq(shm_evq_format(f.a->shm), 0);
+	ck_assert_int_eq(shm_evq_view(f.a->shm, &f.v), 0);
+	ck_assert_int_eq(shm_evq_lock(f.q), 0);
+	memset(&m, 0, sizeof(m));
+	assert_as_model(f.q, &m, "formatted");
+	ck_assert_uint_eq(f.q->hdr->seq, 0);
+	fx_close(&f);
+}
+END_TEST
+
 /* A header whose geometry does not match the arena's (each field alone) is refused. */
 START_TEST(view_refuses_each_wrong_header_field)
 {
@@ -757,6 +831,9 @@ Suite *evq_suite(void)
 	tcase_add_test(tc, ghost_full_bucket_forgets_its_oldest);
 	tcase_add_test(tc, departures_keep_the_newest_notes);
 	tcase_add_test(tc, ghost_and_departures_stay_in_their_sets);
+	tcase_add_test(tc, departure_sets_hold_their_ways);
+	tcase_add_test(tc, a_failed_lock_rebuilds_nothing);
+	tcase_add_test(tc, format_refuses_a_region_too_small);
 	tcase_add_test(tc, view_refuses_each_wrong_header_field);
 	suite_add_tcase(s, tc);
 	return s;
