@@ -362,15 +362,21 @@ START_TEST(tail_rebuilds_when_the_tail_field_lies)
 	for (int c = 0; c < 3; c++) {
 		three_and_two(&f, &m);
 		uint64_t repairs = f.q->hdr->repairs;
+		/* past the last node, bytes that read as a tail of the small list: out of range all the same */
+		struct shm_evq_node *beyond = &f.q->node[f.q->nodes];
+		*beyond = (struct shm_evq_node){ .q = SHM_EVQ_SMALL, .prev = 0 };
 		f.q->hdr->tail[0] = c == 0 ? f.q->nodes + 1 : c == 1 ? 8 + 1 : 6 + 1;
 		ck_assert_uint_eq(shm_evq_tail_locked(f.q, SHM_EVQ_SMALL), 5 + 1);
 		ck_assert_uint_eq(f.q->hdr->repairs, repairs + 1);
 		ck_assert_uint_eq(shm_evq_tail_locked(f.q, SHM_EVQ_MAIN), 8 + 1);
 		ck_assert_uint_eq(f.q->hdr->repairs, repairs + 1);
-		/* a newer link out of range: the walk stops, and rebuilds */
+		/* a newer link out of range (to bytes that read as its newer node): the walk stops, and
+		 * rebuilds */
+		*beyond = (struct shm_evq_node){ .q = SHM_EVQ_SMALL, .prev = 5 + 1 };
 		f.q->node[5].next = f.q->nodes + 1;
 		ck_assert_uint_eq(shm_evq_newer_locked(f.q, 5), 0);
 		ck_assert_uint_eq(f.q->hdr->repairs, repairs + 2);
+		memset(beyond, 0, sizeof(*beyond));
 		assert_as_model(f.q, &m, "after the walks");
 		for (uint32_t i = 5; i < 10; i++)
 			shm_evq_remove_locked(f.q, i);
@@ -618,6 +624,15 @@ START_TEST(ghost_full_bucket_forgets_its_oldest)
 	ck_assert_int_eq(shm_evq_ghost_has_locked(q, same_bucket(2), UINT64_MAX), 0);
 	ck_assert_int_eq(shm_evq_ghost_has_locked(q, same_bucket(0), UINT64_MAX), 1);
 	ck_assert_int_eq(shm_evq_ghost_has_locked(q, same_bucket(3), UINT64_MAX), 1);
+	/* an empty slot is taken before any held one, whatever clock it was left with */
+	const uint64_t x = 0x33ull << 32 | 0x80u, y = 0x34ull << 32 | 0x80u;
+	const uint32_t set = 0x80u & q->ghost_mask;
+	shm_evq_ghost_put_locked(q, x, 1);
+	ck_assert_uint_eq(q->ghost[set].fp, x);
+	q->ghost[set + 1].clock = UINT64_MAX / 2; /* empty, with a clock from the future */
+	shm_evq_ghost_put_locked(q, y, 1);
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, x, UINT64_MAX), 1);
+	ck_assert_uint_eq(q->ghost[set + 1].fp, y);
 	fx_close(&f);
 }
 END_TEST
@@ -643,7 +658,9 @@ START_TEST(departures_keep_the_newest_notes)
 	shm_evq_depart_note_locked(q, 0, 3, 1);
 	ck_assert_uint_eq(q->hdr->depart_seq, seq);
 	ck_assert_uint_eq(shm_evq_depart_find(q, a), w);
+	q->depart[0].word = 1ull << 16 | 3; /* an empty slot with a word (scribbled): fingerprint 0 is no key */
 	ck_assert_uint_eq(shm_evq_depart_find(q, 0), 0);
+	q->depart[0].word = 0;
 	struct shm_evq blind = *q;
 	blind.depart = NULL;
 	ck_assert_uint_eq(shm_evq_depart_find(&blind, a), 0);
@@ -651,18 +668,22 @@ START_TEST(departures_keep_the_newest_notes)
 	const uint32_t ways = SHM_EVQ_GHOST_WAYS;
 	for (uint32_t k = 1; k < ways; k++)
 		shm_evq_depart_note_locked(q, same_bucket(k), 2, k);
-	shm_evq_depart_note_locked(q, a, 4, 0); /* a again: its own slot, now the newest; 1 is the oldest */
+	shm_evq_depart_note_locked(q, a, 4, 0); /* a again: its own slot, now the newest */
 	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, a)), 4);
-	shm_evq_depart_note_locked(q, same_bucket(ways), 5, 0);
+	shm_evq_depart_note_locked(q, same_bucket(2), 8, 0); /* 2 again, not the oldest: its own slot too */
+	for (uint32_t k = 0; k < ways; k++)
+		ck_assert_msg(shm_evq_depart_find(q, same_bucket(k)) != 0, "departure %u forgotten by a note again", k);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, same_bucket(2))), 8);
+	shm_evq_depart_note_locked(q, same_bucket(ways), 5, 0); /* 1 is the oldest: it goes */
 	for (uint32_t k = 0; k <= ways; k++)
 		ck_assert_msg((shm_evq_depart_find(q, same_bucket(k)) != 0) == (k != 1), "departure %u: wrong membership", k);
-	shm_evq_depart_note_locked(q, same_bucket(ways + 1), 6, 0); /* then 2 goes */
-	ck_assert_uint_eq(shm_evq_depart_find(q, same_bucket(2)), 0);
-	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, same_bucket(3))), 2);
-	/* forget clears its key only; a later note takes the freed slot before any other */
-	shm_evq_depart_forget_locked(q, same_bucket(3));
-	shm_evq_depart_forget_locked(q, 0);
+	shm_evq_depart_note_locked(q, same_bucket(ways + 1), 6, 0); /* then 3 goes */
 	ck_assert_uint_eq(shm_evq_depart_find(q, same_bucket(3)), 0);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, same_bucket(2))), 8);
+	/* forget clears its key only; a later note takes the freed slot before any other */
+	shm_evq_depart_forget_locked(q, same_bucket(2));
+	shm_evq_depart_forget_locked(q, 0);
+	ck_assert_uint_eq(shm_evq_depart_find(q, same_bucket(2)), 0);
 	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, same_bucket(ways + 1))), 6);
 	shm_evq_depart_note_locked(q, same_bucket(ways + 2), 7, 0);
 	for (uint32_t k = 0; k <= ways + 2; k++)
