@@ -340,17 +340,21 @@ void shm_evq_ghost_put_locked(struct shm_evq *q, uint64_t fp, uint64_t bytes)
 {
 	if (!fp)
 		return;
-	struct shm_evq_ghost *b = bucket(q, fp), *victim = &b[0];
+	struct shm_evq_ghost *b = bucket(q, fp), *victim = NULL;
 	q->hdr->ghost_clock += bytes ? bytes : 1;
-	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS; i++) {
-		if (b[i].fp == fp) {
+	/* its own slot wherever it is (a take may have left a hole before it: a second copy would
+	 * outlive the key's next take), else the first empty slot, else the oldest */
+	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS && !victim; i++)
+		if (b[i].fp == fp)
 			victim = &b[i];
-			break;
-		}
-		if (!b[i].fp || b[i].clock < victim->clock)
-			victim = &b[i];
+	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS && !victim; i++)
 		if (!b[i].fp)
-			break;
+			victim = &b[i];
+	if (!victim) {
+		victim = &b[0];
+		for (uint32_t i = 1; i < SHM_EVQ_GHOST_WAYS; i++)
+			if (b[i].clock < victim->clock)
+				victim = &b[i];
 	}
 	victim->fp = fp;
 	victim->clock = q->hdr->ghost_clock;
@@ -394,19 +398,23 @@ void shm_evq_depart_note_locked(struct shm_evq *q, uint64_t fp, uint32_t reason,
 {
 	if (!fp || !reason || reason > 0xff)
 		return;
-	struct shm_evq_depart *b = depart_set(q, fp), *victim = &b[0];
+	/* as in the ghost: its own slot wherever it is, else the first empty slot, else the oldest */
+	struct shm_evq_depart *b = depart_set(q, fp), *victim = NULL, *empty = NULL, *old = &b[0];
 	uint64_t oldest = UINT64_MAX;
-	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS; i++) {
+	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS && !victim; i++) {
 		uint64_t f = __atomic_load_n(&b[i].fp, __ATOMIC_RELAXED), w = __atomic_load_n(&b[i].word, __ATOMIC_RELAXED);
-		if (f == fp || !f) {
+		if (f == fp) {
 			victim = &b[i];
-			break;
-		}
-		if ((w >> 16) < oldest) {
+		} else if (!f) {
+			if (!empty)
+				empty = &b[i];
+		} else if ((w >> 16) < oldest) {
 			oldest = w >> 16;
-			victim = &b[i];
+			old = &b[i];
 		}
 	}
+	if (!victim)
+		victim = empty ? empty : old;
 	uint64_t word = (++q->hdr->depart_seq << 16) | (uint64_t)(detail & 0xff) << 8 | reason;
 	/* the word first: a reader that sees the new fingerprint with the old word misclassifies
 	 * one miss, nothing more (see the top of this file) */

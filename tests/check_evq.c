@@ -737,6 +737,40 @@ START_TEST(ghost_and_departures_stay_in_their_sets)
 }
 END_TEST
 
+/* A key put again while a slot before its own is empty (a take or a forget left a hole) keeps
+ * its own slot: no second copy, which would outlive the key's take (the ghost) or push out a
+ * newer note (departures). */
+START_TEST(a_key_put_again_after_a_hole_keeps_one_slot)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_evq *q = f.q;
+	/* ghost: x in slot 0, y in slot 1; x taken; y put again */
+	uint64_t x = same_bucket(0), y = same_bucket(1);
+	shm_evq_ghost_put_locked(q, x, 1);
+	shm_evq_ghost_put_locked(q, y, 1);
+	ck_assert_int_eq(shm_evq_ghost_take_locked(q, x, UINT64_MAX), 1);
+	shm_evq_ghost_put_locked(q, y, 1);
+	ck_assert_int_eq(shm_evq_ghost_take_locked(q, y, UINT64_MAX), 1);
+	ck_assert_msg(shm_evq_ghost_has_locked(q, y, UINT64_MAX) == 0, "a taken key is still in the ghost");
+	/* departures: x, c, y, d (ages 1-4); x forgotten; y noted again; then e: c is the oldest
+	 * note and goes, y's old note is not there to take a slot */
+	uint64_t c = same_bucket(2), d = same_bucket(3), e = same_bucket(4);
+	shm_evq_depart_note_locked(q, x, 1, 0);
+	shm_evq_depart_note_locked(q, c, 2, 0);
+	shm_evq_depart_note_locked(q, y, 3, 0);
+	shm_evq_depart_note_locked(q, d, 4, 0);
+	shm_evq_depart_forget_locked(q, x);
+	shm_evq_depart_note_locked(q, y, 5, 0);
+	shm_evq_depart_note_locked(q, e, 6, 0);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, c)), 2);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, y)), 5);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, d)), 4);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, e)), 6);
+	fx_close(&f);
+}
+END_TEST
+
 /* Departure sets are aligned like the ghost's buckets: as many keys as a set has slots, for
  * each of two neighbouring sets, are all remembered with their reasons. */
 START_TEST(departure_sets_hold_their_ways)
@@ -852,6 +886,7 @@ Suite *evq_suite(void)
 	tcase_add_test(tc, ghost_full_bucket_forgets_its_oldest);
 	tcase_add_test(tc, departures_keep_the_newest_notes);
 	tcase_add_test(tc, ghost_and_departures_stay_in_their_sets);
+	tcase_add_test(tc, a_key_put_again_after_a_hole_keeps_one_slot);
 	tcase_add_test(tc, departure_sets_hold_their_ways);
 	tcase_add_test(tc, a_failed_lock_rebuilds_nothing);
 	tcase_add_test(tc, format_refuses_a_region_too_small);
