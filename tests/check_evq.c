@@ -716,10 +716,14 @@ START_TEST(ghost_and_departures_stay_in_their_sets)
 	ck_assert_int_eq(shm_evq_ghost_has_locked(q, bait, UINT64_MAX), 0);
 	ck_assert_int_eq(shm_evq_ghost_take_locked(q, bait, UINT64_MAX), 0);
 	ck_assert_uint_eq(q->ghost[set + ways].fp, bait);
+	shm_evq_ghost_put_locked(q, bait, 1); /* into its own set (its oldest goes), not onto the copy */
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, bait, UINT64_MAX), 1);
+	ck_assert_int_eq(shm_evq_ghost_take_locked(q, bait, UINT64_MAX), 1);
+	shm_evq_ghost_put_locked(q, same_bucket(0), 1);
 	memset(&q->ghost[set + ways], 0, sizeof(q->ghost[0]));
 	shm_evq_ghost_put_locked(q, same_bucket(ways), 1);
 	ck_assert_uint_eq(q->ghost[set + ways].fp, 0);
-	ck_assert_int_eq(shm_evq_ghost_has_locked(q, same_bucket(0), UINT64_MAX), 0);
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, same_bucket(1), UINT64_MAX), 0); /* 0 came back after it */
 	ck_assert_int_eq(shm_evq_ghost_has_locked(q, same_bucket(ways), UINT64_MAX), 1);
 
 	for (uint32_t k = 0; k < ways; k++)
@@ -728,10 +732,15 @@ START_TEST(ghost_and_departures_stay_in_their_sets)
 	ck_assert_uint_eq(shm_evq_depart_find(q, bait), 0);
 	shm_evq_depart_forget_locked(q, bait);
 	ck_assert_uint_eq(q->depart[set + ways].fp, bait);
+	shm_evq_depart_note_locked(q, bait, 9, 0); /* into its own set (its oldest goes), not onto the copy */
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, bait)), 9);
+	ck_assert_uint_eq(q->depart[set + ways].word, 1ull << 16 | 3);
+	shm_evq_depart_forget_locked(q, bait);
+	shm_evq_depart_note_locked(q, same_bucket(0), 2, 0);
 	memset(&q->depart[set + ways], 0, sizeof(q->depart[0]));
 	shm_evq_depart_note_locked(q, same_bucket(ways), 4, 0);
 	ck_assert_uint_eq(q->depart[set + ways].fp, 0);
-	ck_assert_uint_eq(shm_evq_depart_find(q, same_bucket(0)), 0);
+	ck_assert_uint_eq(shm_evq_depart_find(q, same_bucket(1)), 0);
 	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, same_bucket(ways))), 4);
 	fx_close(&f);
 }
