@@ -360,20 +360,28 @@ void shm_evq_ghost_put_locked(struct shm_evq *q, uint64_t fp, uint64_t bytes)
 	victim->clock = q->hdr->ghost_clock;
 }
 
+/* Was a slot put at @at fewer than @window bytes ago? (A clock from the future: no.) */
+static int in_window(const struct shm_evq *q, uint64_t at, uint64_t window)
+{
+	return at <= q->hdr->ghost_clock && q->hdr->ghost_clock - at < window;
+}
+
 int shm_evq_ghost_take_locked(struct shm_evq *q, uint64_t fp, uint64_t window)
 {
 	if (!fp)
 		return 0;
 	struct shm_evq_ghost *b = bucket(q, fp);
+	int in = 0;
+	/* every copy goes: a second one (a scribble, or a set an older library wrote) must not
+	 * outlive the take */
 	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS; i++) {
 		if (b[i].fp != fp)
 			continue;
-		uint64_t at = b[i].clock;
+		in |= in_window(q, b[i].clock, window);
 		b[i].fp = 0;
 		b[i].clock = 0;
-		return at <= q->hdr->ghost_clock && q->hdr->ghost_clock - at < window;
 	}
-	return 0;
+	return in;
 }
 
 int shm_evq_ghost_has_locked(struct shm_evq *q, uint64_t fp, uint64_t window)
@@ -382,8 +390,8 @@ int shm_evq_ghost_has_locked(struct shm_evq *q, uint64_t fp, uint64_t window)
 		return 0;
 	const struct shm_evq_ghost *b = bucket(q, fp);
 	for (uint32_t i = 0; i < SHM_EVQ_GHOST_WAYS; i++)
-		if (b[i].fp == fp)
-			return b[i].clock <= q->hdr->ghost_clock && q->hdr->ghost_clock - b[i].clock < window;
+		if (b[i].fp == fp && in_window(q, b[i].clock, window))
+			return 1;
 	return 0;
 }
 

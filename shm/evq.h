@@ -175,8 +175,8 @@ void shm_evq_ghost_put_locked(struct shm_evq *q, uint64_t fp, uint64_t bytes);
 /* Start loading the lines an admission of fingerprint @fp will touch (ghost and departure sets),
  * without the mutex: a hint, no load's value is used. */
 void shm_evq_prefetch(const struct shm_evq *q, uint64_t fp);
-/* Ghost: was @fp put within the last @window bytes of ghost insertions? Then forget it and
- * return 1; else 0. */
+/* Ghost: forget @fp (every slot holding it); 1 if it was put within the last @window bytes of
+ * ghost insertions, else 0. */
 int shm_evq_ghost_take_locked(struct shm_evq *q, uint64_t fp, uint64_t window);
 /* Ghost: is @fp there (not forgetting it)? */
 int shm_evq_ghost_has_locked(struct shm_evq *q, uint64_t fp, uint64_t window);

@@ -10,10 +10,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "sc_check.h"
 #include "../lib/internal.h"
 #include "../shm/evq.h"
+#include "../shm/fault.h"
 
 #define ARENA (32ull << 20)
 #define MODEL_NODES 48u
@@ -465,6 +468,57 @@ START_TEST(lock_completes_an_unfinished_rebuild)
 }
 END_TEST
 
+/* A writer killed between a node's record and its links (fault points evq.push.linking and
+ * evq.remove.unlinking, in another process) leaves the record saying what it meant and the links
+ * as they were, which fsck's check reports; the next locker takes the mutex over from the dead
+ * holder and rebuilds the lists from the records. */
+START_TEST(a_writer_killed_between_record_and_links)
+{
+	static const char *const points[2] = { "evq.push.linking", "evq.remove.unlinking" };
+	struct fx f;
+	fx_open(&f);
+	struct model m;
+	three_and_two(&f, &m);
+	shm_evq_unlock(f.q);
+	for (int i = 0; i < 2; i++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			struct sc_arena *ca;
+			struct shm_evq cq;
+			if (sc_arena_open(f.name, &ca) || shm_evq_view(ca->shm, &cq) || shm_evq_lock(&cq) ||
+			    sc_fault_arm(points[i]))
+				_exit(90);
+			if (i == 0)
+				shm_evq_push_locked(&cq, 20, SHM_EVQ_SMALL, 77);
+			else
+				shm_evq_remove_locked(&cq, 6);
+			_exit(92);
+		}
+		int status;
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFSIGNALED(status), "%s: status %#x", points[i], status);
+		if (i == 0) {
+			ck_assert_uint_eq(f.q->node[20].q, SHM_EVQ_SMALL);
+			model_push(&m, 20, SHM_EVQ_SMALL, 77);
+		} else {
+			ck_assert_uint_eq(f.q->node[6].q, SHM_EVQ_NONE);
+			model_remove(&m, 6);
+		}
+		ck_assert_msg(f.q->hdr->count[0] == (i == 0 ? 3u : 4u), "%s: the links changed before the death", points[i]);
+		const char *why = NULL;
+		ck_assert_int_eq(shm_evq_check_locked(f.q, &why), -EBADMSG);
+		uint64_t repairs = f.q->hdr->repairs;
+		ck_assert_int_eq(shm_evq_lock(f.q), 0);
+		ck_assert_uint_eq(f.q->hdr->repairs, repairs + 1);
+		assert_as_model(f.q, &m, points[i]);
+		shm_evq_unlock(f.q);
+	}
+	ck_assert_int_eq(shm_evq_lock(f.q), 0);
+	fx_close(&f);
+}
+END_TEST
+
 /* A cost and a credit are clamped at their maximum (the maximum itself kept), the granted bit
  * kept, the density follows. */
 START_TEST(set_cost_clamps_at_the_maximum)
@@ -549,6 +603,19 @@ START_TEST(check_reports_each_kind_of_damage)
 		memcpy(q->node, saved, sizeof(saved));
 		ck_assert_int_eq(shm_evq_check_locked(q, &why), 0);
 	}
+	/* a list that holds every node, its head linked back to its tail: the walk's bound finds it */
+	for (uint32_t i = 5; i < 10; i++)
+		shm_evq_remove_locked(q, i);
+	q->node[40].cost = q->node[40].dens = q->node[40].credit = 0; /* queued now: its fields must agree */
+	for (uint32_t i = 0; i < q->nodes; i++)
+		shm_evq_push_locked(q, i, SHM_EVQ_SMALL, 1);
+	ck_assert_int_eq(shm_evq_check_locked(q, &why), 0);
+	q->node[q->nodes - 1].next = 0 + 1;
+	ck_assert_int_eq(shm_evq_check_locked(q, &why), -EBADMSG);
+	ck_assert_str_eq(why, "a list link out of range or a cycle");
+	q->node[q->nodes - 1].next = 0;
+	shm_evq_push_locked(q, 6, SHM_EVQ_SMALL, 1000 + 6);
+	shm_evq_set_cost_locked(q, 6, 5000, 4);
 	/* the largest values that are right pass */
 	shm_evq_set_cost_locked(q, 6, SHM_EVQ_COST_MAX, SHM_EVQ_CREDIT_MAX | SHM_EVQ_CREDIT_GRANTED);
 	ck_assert_int_eq(shm_evq_check_locked(q, &why), 0);
@@ -780,6 +847,58 @@ START_TEST(a_key_put_again_after_a_hole_keeps_one_slot)
 }
 END_TEST
 
+/* Ties and copies inside one set: of equally old slots the first goes (ghost clocks that wrapped,
+ * departure ages alike); a key with two copies (a scribble, or a set an older library wrote) is
+ * refreshed in its first and taken from both; a note into a fresh set takes its first slot; a
+ * forget of fingerprint 0 touches no slot. */
+START_TEST(ties_and_copies_in_a_set)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_evq *q = f.q;
+	const uint32_t ways = SHM_EVQ_GHOST_WAYS, set = (uint32_t)same_bucket(0) & q->ghost_mask & ~(ways - 1);
+	uint64_t k[5];
+	for (uint32_t i = 0; i < 5; i++)
+		k[i] = same_bucket(i);
+	/* ghost clocks 1, 0, 1, 0 (a put of 2^64 - 1 bytes wraps the clock): k1 is the first oldest */
+	for (uint32_t i = 0; i < 4; i++)
+		shm_evq_ghost_put_locked(q, k[i], i % 2 ? UINT64_MAX : 1);
+	ck_assert_uint_eq(q->ghost[set + 1].clock, q->ghost[set + 3].clock);
+	shm_evq_ghost_put_locked(q, k[4], 1);
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, k[1], UINT64_MAX), 0);
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, k[3], UINT64_MAX), 1);
+	/* a key in two slots: a take forgets both */
+	memset(&q->ghost[set], 0, ways * sizeof(q->ghost[0]));
+	q->ghost[set + 1] = q->ghost[set + 3] = (struct shm_evq_ghost){ k[2], q->hdr->ghost_clock };
+	ck_assert_int_eq(shm_evq_ghost_take_locked(q, k[2], 1), 1);
+	ck_assert_uint_eq(q->ghost[set + 1].fp, 0);
+	ck_assert_uint_eq(q->ghost[set + 3].fp, 0);
+	ck_assert_int_eq(shm_evq_ghost_has_locked(q, k[2], UINT64_MAX), 0);
+
+	/* departures: a note into a fresh set takes its first slot */
+	shm_evq_depart_note_locked(q, k[0], 1, 0);
+	ck_assert_uint_eq(q->depart[set].fp, k[0]);
+	/* four notes of the same age: the first goes */
+	for (uint32_t i = 0; i < 4; i++)
+		q->depart[set + i] = (struct shm_evq_depart){ k[i], 1ull << 16 | 2 };
+	shm_evq_depart_note_locked(q, k[4], 3, 0);
+	ck_assert_uint_eq(shm_evq_depart_find(q, k[0]), 0);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, k[3])), 2);
+	/* a key in two slots is noted in the first, which find reads */
+	memset(&q->depart[set], 0, ways * sizeof(q->depart[0]));
+	q->depart[set + 1] = q->depart[set + 3] = (struct shm_evq_depart){ k[2], 1ull << 16 | 2 };
+	shm_evq_depart_note_locked(q, k[2], 7, 0);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, k[2])), 7);
+	ck_assert_uint_eq(q->depart[set].fp, 0);
+	/* forget of fingerprint 0 leaves even a scribbled empty slot alone */
+	q->depart[0] = (struct shm_evq_depart){ 0, 1ull << 16 | 3 }; /* fingerprint 0's set is the first */
+	shm_evq_depart_forget_locked(q, 0);
+	ck_assert_uint_eq(q->depart[0].word, 1ull << 16 | 3);
+	q->depart[0].word = 0;
+	fx_close(&f);
+}
+END_TEST
+
 /* Departure sets are aligned like the ghost's buckets: as many keys as a set has slots, for
  * each of two neighbouring sets, are all remembered with their reasons. */
 START_TEST(departure_sets_hold_their_ways)
@@ -889,6 +1008,7 @@ Suite *evq_suite(void)
 	tcase_add_test(tc, tail_rebuilds_when_the_tail_field_lies);
 	tcase_add_test(tc, rebuild_orders_by_seq_and_clamps_the_benefit_fields);
 	tcase_add_test(tc, lock_completes_an_unfinished_rebuild);
+	tcase_add_test(tc, a_writer_killed_between_record_and_links);
 	tcase_add_test(tc, set_cost_clamps_at_the_maximum);
 	tcase_add_test(tc, check_reports_each_kind_of_damage);
 	tcase_add_test(tc, ghost_window_is_exact);
@@ -896,6 +1016,7 @@ Suite *evq_suite(void)
 	tcase_add_test(tc, departures_keep_the_newest_notes);
 	tcase_add_test(tc, ghost_and_departures_stay_in_their_sets);
 	tcase_add_test(tc, a_key_put_again_after_a_hole_keeps_one_slot);
+	tcase_add_test(tc, ties_and_copies_in_a_set);
 	tcase_add_test(tc, departure_sets_hold_their_ways);
 	tcase_add_test(tc, a_failed_lock_rebuilds_nothing);
 	tcase_add_test(tc, format_refuses_a_region_too_small);
