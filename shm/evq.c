@@ -267,10 +267,8 @@ void shm_evq_push_locked(struct shm_evq *q, uint32_t idx, uint32_t which, uint64
 	if (n->q != SHM_EVQ_NONE)
 		shm_evq_remove_locked(q, idx);
 	uint32_t old = q->hdr->head[which - 1];
-	if (old > q->nodes || (old && (q->node[old - 1].q != which || q->node[old - 1].next))) {
-		corrupt(q);
-		old = q->hdr->head[which - 1];
-	}
+	if (old > q->nodes || (old && (q->node[old - 1].q != which || q->node[old - 1].next)))
+		corrupt(q); /* link_head reads the rebuilt head */
 	n->bytes = bytes;
 	n->dens = shm_evq_density(n->cost, bytes);
 	n->seq = ++q->hdr->seq;

@@ -269,6 +269,9 @@ START_TEST(push_rebuilds_on_a_broken_head)
 		three_and_two(&f, &m);
 		struct shm_evq *q = f.q;
 		uint64_t repairs = q->hdr->repairs;
+		/* past the last node, bytes that read as a head of the small list: out of range all the same */
+		const struct shm_evq_node fake = { .q = SHM_EVQ_SMALL, .next = 0 };
+		memcpy(&q->node[q->nodes], &fake, sizeof(fake));
 		switch (c) {
 		case PUSH_HEAD_RANGE: q->hdr->head[0] = q->nodes + 1; break;
 		case PUSH_HEAD_RECORD: q->node[7].q = SHM_EVQ_MAIN; break; /* its record moves it */
@@ -285,6 +288,8 @@ START_TEST(push_rebuilds_on_a_broken_head)
 		char when[32];
 		snprintf(when, sizeof(when), "case %d", c);
 		ck_assert_msg(q->hdr->repairs == repairs + 1, "%s: no rebuild", when);
+		ck_assert_msg(memcmp(&fake, &q->node[q->nodes], sizeof(fake)) == 0, "%s: wrote past the last node", when);
+		memset(&q->node[q->nodes], 0, sizeof(fake));
 		assert_as_model(q, &m, when);
 		for (uint32_t i = 0; i < MODEL_NODES; i++) {
 			shm_evq_remove_locked(q, i);
