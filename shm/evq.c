@@ -292,15 +292,17 @@ uint32_t shm_evq_tail_locked(struct shm_evq *q, uint32_t which)
 {
 	if (which < SHM_EVQ_SMALL || which > SHM_EVQ_MAIN)
 		return 0;
-	for (int attempt = 0; attempt < 2; attempt++) {
+	/* a tail that lies costs a rebuild, and one more when the first had no memory for its sort */
+	for (int rebuilds = 0;; rebuilds++) {
 		uint32_t t = q->hdr->tail[which - 1];
 		if (!t)
 			return 0;
 		if (t <= q->nodes && q->node[t - 1].q == which && q->node[t - 1].prev == 0)
 			return t;
+		if (rebuilds == 2)
+			return 0;
 		corrupt(q);
 	}
-	return 0;
 }
 
 uint32_t shm_evq_newer_locked(struct shm_evq *q, uint32_t idx)

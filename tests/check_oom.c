@@ -16,6 +16,7 @@
 
 #include "sc_check.h"
 #include "../lib/l2/l2.h"
+#include "../shm/evq.h"
 #include "../shm/heap.h"
 
 extern void *__libc_malloc(size_t);
@@ -432,6 +433,44 @@ START_TEST(test_segmented_admits_under_allocation_failures)
 }
 END_TEST
 
+/* The eviction lists' rebuild needs memory for its sort. Without it a lock that found a rebuild
+ * to finish fails with -ENOMEM, releases the mutex and leaves the rebuild to the next locker; a
+ * walk whose tail lies rebuilds once more and answers the true tail. */
+START_TEST(test_evq_rebuild_under_allocation_failure)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("oomq", 32 << 20, &name);
+	struct shm_evq q;
+	ck_assert_int_eq(shm_evq_view(a->shm, &q), 0);
+	ck_assert_int_eq(shm_evq_lock(&q), 0);
+	shm_evq_push_locked(&q, 3, SHM_EVQ_SMALL, 10);
+	shm_evq_push_locked(&q, 4, SHM_EVQ_SMALL, 10);
+	q.hdr->tail[0] = q.nodes + 1;
+	q.hdr->state = SHM_EVQ_REBUILD;
+	shm_evq_unlock(&q);
+	arm(1);
+	int rc = shm_evq_lock(&q);
+	ck_assert(disarm());
+	ck_assert_int_eq(rc, -ENOMEM);
+	ck_assert_uint_eq(q.hdr->state, SHM_EVQ_REBUILD);
+	ck_assert_uint_eq(q.hdr->repairs, 0);
+	ck_assert_uint_eq(shm_mutex_owner(&q.hdr->mu), 0);
+	ck_assert_int_eq(shm_evq_lock(&q), 0);
+	ck_assert_uint_eq(q.hdr->state, SHM_EVQ_OK);
+	ck_assert_uint_eq(q.hdr->repairs, 1);
+	q.hdr->tail[0] = q.nodes + 1;
+	arm(1);
+	uint32_t t = shm_evq_tail_locked(&q, SHM_EVQ_SMALL);
+	ck_assert(disarm());
+	ck_assert_uint_eq(t, 3 + 1);
+	ck_assert_uint_eq(q.hdr->repairs, 2);
+	const char *why = NULL;
+	ck_assert_int_eq(shm_evq_check_locked(&q, &why), 0);
+	shm_evq_unlock(&q);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *oom_suite(void)
 {
 	Suite *s = suite_create("oom");
@@ -442,6 +481,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_segmented_admits_under_allocation_failures);
 	tcase_add_test(tc, test_fsck_repair_of_a_stray_block_under_allocation_failures);
 	tcase_add_test(tc, test_index_repair_under_allocation_failure);
+	tcase_add_test(tc, test_evq_rebuild_under_allocation_failure);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
 	suite_add_tcase(s, tc);
 	return s;
