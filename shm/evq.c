@@ -274,6 +274,8 @@ void shm_evq_push_locked(struct shm_evq *q, uint32_t idx, uint32_t which, uint64
 	n->seq = ++q->hdr->seq;
 	n->q = which; /* the record first: a crash from here on puts it on the list at repair */
 	shm_fault_point("evq.push.linking");
+	if (q->hdr->state != SHM_EVQ_OK)
+		return; /* the rebuild had no memory: the head still lies; the next lock's rebuild links it */
 	link_head(q, idx, which);
 }
 
@@ -424,8 +426,10 @@ void shm_evq_depart_note_locked(struct shm_evq *q, uint64_t fp, uint32_t reason,
 	if (!victim)
 		victim = empty ? empty : old;
 	uint64_t word = (++q->hdr->depart_seq << 16) | (uint64_t)(detail & 0xff) << 8 | reason;
-	/* the word first: a reader that sees the new fingerprint with the old word misclassifies
-	 * one miss, nothing more (see the top of this file) */
+	/* two relaxed stores: a lock-free reader may see either without the other, and a holder
+	 * killed between them leaves the replaced key's fingerprint with this word (its misses
+	 * misclassified until the slot is noted again); only the statistics of misses read it (see
+	 * the top of this file) */
 	__atomic_store_n(&victim->word, word, __ATOMIC_RELAXED);
 	__atomic_store_n(&victim->fp, fp, __ATOMIC_RELAXED);
 }

@@ -153,12 +153,15 @@ int shm_evq_format(struct shm_arena *a);
 int shm_evq_view(struct shm_arena *a, struct shm_evq *q);
 
 /* Take the mutex; when the last holder died (or left the lists inconsistent) rebuild the lists
- * from the nodes first. 0, or -errno of shm_mutex_lock (-EBADMSG, -ECHILD). May block. */
+ * from the nodes first. 0, -errno of shm_mutex_lock (-EBADMSG, -ECHILD), or -ENOMEM when the
+ * rebuild had no memory (the mutex is released, the rebuild left to the next locker). May block. */
 int shm_evq_lock(struct shm_evq *q);
 void shm_evq_unlock(struct shm_evq *q);
 
 /* ---- with the mutex held ---- */
-/* Put node @idx at the head (newest end) of list @which, first taking it off any list. */
+/* Put node @idx at the head (newest end) of list @which, first taking it off any list. When the
+ * list's head lies and the rebuild has no memory, only the node's record is written (the next
+ * lock's rebuild links it). */
 void shm_evq_push_locked(struct shm_evq *q, uint32_t idx, uint32_t which, uint64_t bytes);
 /* Set node @idx's compute cost (ns, 0: unknown; clamped to SHM_EVQ_COST_MAX), its density (from
  * the bytes it is charged) and its credit (clamped). A push keeps them (recomputing dens). */
@@ -166,7 +169,8 @@ void shm_evq_set_cost_locked(struct shm_evq *q, uint32_t idx, uint64_t cost, uin
 /* Take node @idx off its list (nothing when it is on none). */
 void shm_evq_remove_locked(struct shm_evq *q, uint32_t idx);
 /* The oldest node of list @which: idx+1, or 0 when the list is empty. A corrupted list is
- * rebuilt first (so a bad link never escapes to the caller). */
+ * rebuilt first (so a bad link never escapes to the caller); 0 as well when two rebuilds had no
+ * memory. */
 uint32_t shm_evq_tail_locked(struct shm_evq *q, uint32_t which);
 /* The node one step newer than @idx on its list: idx+1, or 0 at the head. */
 uint32_t shm_evq_newer_locked(struct shm_evq *q, uint32_t idx);
@@ -178,7 +182,7 @@ void shm_evq_prefetch(const struct shm_evq *q, uint64_t fp);
 /* Ghost: forget @fp (every slot holding it); 1 if it was put within the last @window bytes of
  * ghost insertions, else 0. */
 int shm_evq_ghost_take_locked(struct shm_evq *q, uint64_t fp, uint64_t window);
-/* Ghost: is @fp there (not forgetting it)? */
+/* Ghost: was some copy of @fp put within the last @window bytes (not forgetting it)? */
 int shm_evq_ghost_has_locked(struct shm_evq *q, uint64_t fp, uint64_t window);
 
 /* Departures: note why the key of fingerprint @fp (nonzero) left or was refused (@reason 1..255,

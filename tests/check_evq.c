@@ -301,7 +301,18 @@ START_TEST(push_rebuilds_on_a_broken_head)
 }
 END_TEST
 
-/* Entry points given a node or a list that does not exist change nothing. */
+/* Where a node past the last would be (the ghost table's first slots): bytes that read as a
+ * queued node with benefit fields to clamp, so that any read of it changes something. */
+static void fake_node_past_the_last(struct shm_evq *q, uint8_t beyond[sizeof(struct shm_evq_node)])
+{
+	const struct shm_evq_node fake = { .prev = 3, .next = 4, .q = SHM_EVQ_SMALL, .credit = 0x999, .bytes = 4096,
+					   .seq = 5, .cost = 0, .dens = 1234 };
+	memcpy(&q->node[q->nodes], &fake, sizeof(fake));
+	memcpy(beyond, &q->node[q->nodes], sizeof(fake));
+}
+
+/* Entry points given a node or a list that does not exist change nothing (nor the bytes where a
+ * node past the last would be). */
 START_TEST(calls_naming_no_node_or_no_list_change_nothing)
 {
 	struct fx f;
@@ -311,13 +322,8 @@ START_TEST(calls_naming_no_node_or_no_list_change_nothing)
 	struct shm_evq *q = f.q;
 	struct shm_evq_hdr before = *q->hdr;
 	struct shm_evq_node last = q->node[q->nodes - 1];
-	/* where a node past the last would be (the ghost table's first slots): bytes that read as a
-	 * queued node with benefit fields to clamp, so that any read of it changes something */
-	struct shm_evq_node fake = { .prev = 3, .next = 4, .q = SHM_EVQ_SMALL, .credit = 0x999, .bytes = 4096,
-				     .seq = 5, .cost = 0, .dens = 1234 };
-	memcpy(&q->node[q->nodes], &fake, sizeof(fake));
 	uint8_t beyond[sizeof(struct shm_evq_node)];
-	memcpy(beyond, &q->node[q->nodes], sizeof(beyond));
+	fake_node_past_the_last(q, beyond);
 	shm_evq_push_locked(q, q->nodes, SHM_EVQ_SMALL, 1);
 	shm_evq_push_locked(q, 30, SHM_EVQ_NONE, 1);
 	shm_evq_push_locked(q, 30, SHM_EVQ_MAIN + 1, 1);
@@ -330,8 +336,23 @@ START_TEST(calls_naming_no_node_or_no_list_change_nothing)
 	ck_assert_int_eq(memcmp(&last, &q->node[q->nodes - 1], sizeof(last)), 0);
 	ck_assert_int_eq(memcmp(beyond, &q->node[q->nodes], sizeof(beyond)), 0);
 	ck_assert_uint_eq(q->node[30].q, SHM_EVQ_NONE);
-	/* the last node and the last list are real: the last node as a head, as the newer and as the
-	 * older neighbour of a removed node, none of which is damage */
+	memset(&q->node[q->nodes], 0, sizeof(beyond));
+	fx_close(&f);
+}
+END_TEST
+
+/* The last node and the last list are real: the last node as a head, as the newer and as the
+ * older neighbour of a removed node, and as a tail, none of which is damage; a rebuild and fsck's
+ * check stop at it (nothing past it read or written). */
+START_TEST(the_last_node_is_a_node_like_any_other)
+{
+	struct fx f;
+	fx_open(&f);
+	struct model m;
+	three_and_two(&f, &m);
+	struct shm_evq *q = f.q;
+	uint8_t beyond[sizeof(struct shm_evq_node)];
+	fake_node_past_the_last(q, beyond);
 	shm_evq_push_locked(q, q->nodes - 1, SHM_EVQ_MAIN, 9); /* main: 8, 9, last */
 	ck_assert_uint_eq(q->hdr->head[1], q->nodes);
 	ck_assert_uint_eq(shm_evq_newer_locked(q, 9), q->nodes);
@@ -351,11 +372,10 @@ START_TEST(calls_naming_no_node_or_no_list_change_nothing)
 	model_remove(&m, 9);
 	assert_as_model(q, &m, "after the last node");
 	ck_assert_uint_eq(q->hdr->repairs, 0);
-	/* a rebuild and fsck's check stop at the last node too */
 	ck_assert_int_eq(shm_evq_rebuild_locked(q), 0);
 	assert_as_model(q, &m, "after the rebuild");
 	ck_assert_int_eq(memcmp(beyond, &q->node[q->nodes], sizeof(beyond)), 0);
-	memset(&q->node[q->nodes], 0, sizeof(fake));
+	memset(&q->node[q->nodes], 0, sizeof(beyond));
 	fx_close(&f);
 }
 END_TEST
@@ -500,9 +520,7 @@ START_TEST(a_writer_killed_between_record_and_links)
 				shm_evq_remove_locked(&cq, 6);
 			_exit(92);
 		}
-		int status;
-		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-		ck_assert_msg(WIFSIGNALED(status), "%s: status %#x", points[i], status);
+		sc_test_wait_killed(pid); /* by the fault point's SIGKILL, not by anything before it */
 		if (i == 0) {
 			ck_assert_uint_eq(f.q->node[20].q, SHM_EVQ_SMALL);
 			model_push(&m, 20, SHM_EVQ_SMALL, 77);
@@ -832,10 +850,12 @@ START_TEST(a_key_put_again_after_a_hole_keeps_one_slot)
 	shm_evq_ghost_put_locked(q, y, 1);
 	ck_assert_int_eq(shm_evq_ghost_take_locked(q, x, UINT64_MAX), 1);
 	shm_evq_ghost_put_locked(q, y, 1);
+	const uint32_t set = (uint32_t)y & q->ghost_mask & ~(SHM_EVQ_GHOST_WAYS - 1);
+	ck_assert_msg(q->ghost[set].fp == 0, "y took the hole: a second copy");
 	ck_assert_int_eq(shm_evq_ghost_take_locked(q, y, UINT64_MAX), 1);
 	ck_assert_msg(shm_evq_ghost_has_locked(q, y, UINT64_MAX) == 0, "a taken key is still in the ghost");
-	/* departures: x, c, y, d (ages 1-4); x forgotten; y noted again; then e: c is the oldest
-	 * note and goes, y's old note is not there to take a slot */
+	/* departures: x, c, y, d (ages 1-4); x forgotten; y noted again (in its own slot); then e
+	 * takes x's hole, and c, the oldest note, stays */
 	uint64_t c = same_bucket(2), d = same_bucket(3), e = same_bucket(4);
 	shm_evq_depart_note_locked(q, x, 1, 0);
 	shm_evq_depart_note_locked(q, c, 2, 0);
@@ -872,9 +892,13 @@ START_TEST(ties_and_copies_in_a_set)
 	shm_evq_ghost_put_locked(q, k[4], 1);
 	ck_assert_int_eq(shm_evq_ghost_has_locked(q, k[1], UINT64_MAX), 0);
 	ck_assert_int_eq(shm_evq_ghost_has_locked(q, k[3], UINT64_MAX), 1);
-	/* a key in two slots: a take forgets both */
+	/* a key in two slots (the first empty): a put refreshes its first copy, a take forgets both */
 	memset(&q->ghost[set], 0, ways * sizeof(q->ghost[0]));
-	q->ghost[set + 1] = q->ghost[set + 3] = (struct shm_evq_ghost){ k[2], q->hdr->ghost_clock };
+	q->ghost[set + 1] = q->ghost[set + 3] = (struct shm_evq_ghost){ k[2], 0 };
+	shm_evq_ghost_put_locked(q, k[2], 1);
+	ck_assert_uint_eq(q->ghost[set].fp, 0);
+	ck_assert_uint_eq(q->ghost[set + 1].clock, q->hdr->ghost_clock);
+	ck_assert_uint_eq(q->ghost[set + 3].clock, 0);
 	ck_assert_int_eq(shm_evq_ghost_take_locked(q, k[2], 1), 1);
 	ck_assert_uint_eq(q->ghost[set + 1].fp, 0);
 	ck_assert_uint_eq(q->ghost[set + 3].fp, 0);
@@ -905,7 +929,8 @@ START_TEST(ties_and_copies_in_a_set)
 END_TEST
 
 /* Departure sets are aligned like the ghost's buckets: as many keys as a set has slots, for
- * each of two neighbouring sets, are all remembered with their reasons. */
+ * each of two neighbouring sets, are all remembered with their reasons, and keys whose low bits
+ * fall anywhere in one set share it. */
 START_TEST(departure_sets_hold_their_ways)
 {
 	struct fx f;
@@ -917,6 +942,13 @@ START_TEST(departure_sets_hold_their_ways)
 		ck_assert_msg(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(f.q, (0x9e3779b9ull + low) << 32 | (0x1000u + low))) ==
 				      low + 1,
 			      "departure %u of %u forgotten", low, n);
+	/* five keys whose low bits fall anywhere in one aligned set: the fifth replaces the oldest */
+	const uint32_t lows[5] = { 0x2001, 0x2002, 0x2003, 0x2000, 0x2001 };
+	for (uint32_t i = 0; i < 5; i++)
+		shm_evq_depart_note_locked(f.q, (0x51ull + i) << 32 | lows[i], i + 1, 0);
+	for (uint32_t i = 0; i < 5; i++)
+		ck_assert_msg((shm_evq_depart_find(f.q, (0x51ull + i) << 32 | lows[i]) != 0) == (i != 0),
+			      "key %u of one set: wrong membership", i);
 	fx_close(&f);
 }
 END_TEST
@@ -941,7 +973,7 @@ END_TEST
 
 /* Formatting refuses an arena with no index entries, or whose policy region is smaller than the
  * lists of its entries need, and writes nothing; a real one formats to empty lists. */
-START_TEST(format_refuses_a_region_too_small)
+START_TEST(format_refuses_a_region_too_small_and_formats_a_real_one)
 {
 	struct fx f;
 	fx_open(&f);
@@ -1010,6 +1042,7 @@ Suite *evq_suite(void)
 	tcase_add_test(tc, remove_does_not_wrap_counts_or_totals);
 	tcase_add_test(tc, push_rebuilds_on_a_broken_head);
 	tcase_add_test(tc, calls_naming_no_node_or_no_list_change_nothing);
+	tcase_add_test(tc, the_last_node_is_a_node_like_any_other);
 	tcase_add_test(tc, tail_rebuilds_when_the_tail_field_lies);
 	tcase_add_test(tc, rebuild_orders_by_seq_and_clamps_the_benefit_fields);
 	tcase_add_test(tc, lock_completes_an_unfinished_rebuild);
@@ -1024,7 +1057,7 @@ Suite *evq_suite(void)
 	tcase_add_test(tc, ties_and_copies_in_a_set);
 	tcase_add_test(tc, departure_sets_hold_their_ways);
 	tcase_add_test(tc, a_failed_lock_rebuilds_nothing);
-	tcase_add_test(tc, format_refuses_a_region_too_small);
+	tcase_add_test(tc, format_refuses_a_region_too_small_and_formats_a_real_one);
 	tcase_add_test(tc, view_refuses_each_wrong_header_field);
 	suite_add_tcase(s, tc);
 	return s;

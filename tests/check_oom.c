@@ -466,6 +466,21 @@ START_TEST(test_evq_rebuild_under_allocation_failure)
 	ck_assert_uint_eq(q.hdr->repairs, 2);
 	const char *why = NULL;
 	ck_assert_int_eq(shm_evq_check_locked(&q, &why), 0);
+	/* a push onto a head that lies, with no memory to rebuild: the record only, nothing written
+	 * through the lying head; the next lock links the node */
+	q.hdr->head[0] = q.nodes + 5;
+	struct shm_evq_node past = q.node[q.nodes + 4];
+	arm(1);
+	shm_evq_push_locked(&q, 7, SHM_EVQ_SMALL, 10);
+	ck_assert(disarm());
+	ck_assert_int_eq(memcmp(&past, &q.node[q.nodes + 4], sizeof(past)), 0);
+	ck_assert_uint_eq(q.node[7].q, SHM_EVQ_SMALL);
+	ck_assert_uint_eq(q.hdr->state, SHM_EVQ_REBUILD);
+	shm_evq_unlock(&q);
+	ck_assert_int_eq(shm_evq_lock(&q), 0);
+	ck_assert_uint_eq(q.hdr->head[0], 7 + 1);
+	ck_assert_uint_eq(q.hdr->count[0], 3);
+	ck_assert_int_eq(shm_evq_check_locked(&q, &why), 0);
 	shm_evq_unlock(&q);
 	sc_test_arena_destroy(a, name);
 }
