@@ -46,7 +46,8 @@ static const char *const sched_points[] = {
 	"seg.admit.planned",     "l3seg.put.reused",       "l3seg.sweep.chosen",  "l3.fill.submitted",
 	"restore.deadline.checked", "restore.abandoned",   "l2.reclaim.epochs_read", "fsck.pass.done",
 	"l3ix.tokens.compared",  "l3.victims.checked",    "l3.put.there",        "readers.claim.retry",
-	"heap.repair.locked",    "events.append.try",   "events.check.tail_read", NULL,
+	"heap.repair.locked",    "events.append.try",   "events.check.tail_read",
+	"events.append.writing", NULL,
 };
 
 const char *const *sc_sched_points(void)

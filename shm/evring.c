@@ -145,6 +145,7 @@ int shm_evring_append(const struct shm_evring *r, uint32_t type, uint32_t aux, c
 							   memory_order_relaxed))
 			continue; /* pos now holds the head another producer moved */
 		shm_fault_point("events.append.claimed");
+		shm_sched_point("events.append.writing");
 		s->type = type;
 		s->aux = aux;
 		memcpy(s->w, w, sizeof(s->w));
