@@ -5,7 +5,7 @@
  *
  * This binary defines malloc, calloc and realloc (the library is linked statically, so its calls
  * come here); they forward to glibc's own unless a test armed a failure: then the N-th allocation
- * from the arming on returns NULL. Each operation is run with N = 1, 2, ... until it no longer
+ * from the arming on returns NULL (or every one, for the few cases that need no memory at all). Each operation is run with N = 1, 2, ... until it no longer
  * reaches the N-th allocation. Nothing but the library runs while a failure is armed (Check's
  * assertions allocate).
  */
@@ -23,11 +23,13 @@ extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 
-static long countdown;  /* 0: nothing armed; n: the n-th allocation from now fails */
+static long countdown;  /* 0: nothing armed; n: the n-th allocation from now fails; -1: every one */
 static int failed;      /* the armed allocation happened (and failed) */
 
 static int fail_now(void)
 {
+	if (countdown < 0)
+		return failed = 1;
 	if (countdown <= 0)
 		return 0;
 	if (--countdown)
@@ -464,6 +466,14 @@ START_TEST(test_evq_rebuild_under_allocation_failure)
 	ck_assert(disarm());
 	ck_assert_uint_eq(t, 3 + 1);
 	ck_assert_uint_eq(q.hdr->repairs, 2);
+	/* no memory at all: the walk gives up after two rebuilds, answering 0 */
+	q.hdr->tail[0] = q.nodes + 1;
+	arm(-1);
+	t = shm_evq_tail_locked(&q, SHM_EVQ_SMALL);
+	ck_assert(disarm());
+	ck_assert_uint_eq(t, 0);
+	ck_assert_uint_eq(q.hdr->state, SHM_EVQ_REBUILD);
+	ck_assert_int_eq(shm_evq_rebuild_locked(&q), 0);
 	const char *why = NULL;
 	ck_assert_int_eq(shm_evq_check_locked(&q, &why), 0);
 	/* a push onto a head that lies, with no memory to rebuild: the record only, nothing written
