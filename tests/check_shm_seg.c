@@ -637,6 +637,53 @@ START_TEST(the_shard_sweep_frees_only_what_no_entry_of_its_shard_owns)
 }
 END_TEST
 
+enum { O_LIVE, O_RETIRED, O_BUSY, O_FREEING, O_FREE, O_GEN, O_META, O_REC, O_DATA, O_CASES };
+
+/* An entry owns its record and data block in any state but free, with its generation, the
+ * segmented flag, its record's position and its payload offset: each condition alone. What it
+ * does not own is swept: the record released (its data block with it), a data block freed. */
+START_TEST(the_sweep_keeps_what_its_entry_owns_each_condition_alone)
+{
+	const uint32_t idx = 2 + 3 * SHM_INDEX_SHARDS, gen = 5;
+	for (int c = 0; c < O_CASES; c++) {
+		struct fx f;
+		fx_open(&f);
+		ck_assert_uint_gt(f.ix.nentries, idx);
+		uint64_t len[] = { 100 };
+		uint64_t r = rec_new(&f, 1, len, NULL, shm_tag_typed(SHM_TAG_SEGREC, idx, gen),
+				     shm_tag_typed(SHM_TAG_SEGDATA, idx, gen));
+		ck_assert_int_eq(hold(&f, r, NULL), 0);
+		uint64_t data = rec(&f, r)->data;
+		struct shm_index_entry *e = &f.ix.ent[idx], keep = *e;
+		e->gen = gen;
+		e->meta = SHM_META_SEG | 3;
+		e->seg_rec = (uint32_t)((r - f.t.heap_lo) / 64);
+		e->payload_off = data;
+		uint32_t st = SHM_ENT_LIVE;
+		switch (c) {
+		case O_RETIRED: st = SHM_ENT_RETIRED; break;
+		case O_BUSY: st = SHM_ENT_BUSY; break;
+		case O_FREEING: st = SHM_ENT_FREEING; break;
+		case O_FREE: st = SHM_ENT_FREE; break;
+		case O_GEN: e->gen = gen + 1; break;
+		case O_META: e->meta = 3; break;
+		case O_REC: e->seg_rec++; break;
+		case O_DATA: e->payload_off += 64; break;
+		}
+		atomic_store(&e->state, st);
+		/* owned: both kept; O_REC: the record released, its data block with it; O_DATA: the block
+		 * at another offset than the entry's payload is not its own */
+		int owned = c <= O_FREEING, rec_owned = owned || c == O_DATA;
+		int freed = shm_seg_sweep_shard(&f.t, idx % SHM_INDEX_SHARDS);
+		ck_assert_msg(allocated(&f, r) == rec_owned, "case %d: record %s", c, rec_owned ? "freed" : "kept");
+		ck_assert_msg(allocated(&f, data) == owned, "case %d: data %s", c, owned ? "freed" : "kept");
+		ck_assert_int_eq(freed, owned ? 0 : 1);
+		*e = keep;
+		fx_close(&f);
+	}
+}
+END_TEST
+
 /* A process killed holding the table's mutex: the next locker recounts. */
 START_TEST(a_holder_killed_inside_the_table_is_recounted_by_the_next_locker)
 {
@@ -684,6 +731,7 @@ Suite *shm_seg_suite(void)
 	tcase_add_test(tc, probing_tombstones_and_full_runs);
 	tcase_add_test(tc, the_recount_finds_and_repairs_each_damage_alone);
 	tcase_add_test(tc, the_shard_sweep_frees_only_what_no_entry_of_its_shard_owns);
+	tcase_add_test(tc, the_sweep_keeps_what_its_entry_owns_each_condition_alone);
 	tcase_add_test(tc, a_holder_killed_inside_the_table_is_recounted_by_the_next_locker);
 	suite_add_tcase(s, tc);
 	return s;
