@@ -367,16 +367,20 @@ START_TEST(a_stale_hold_changes_nothing)
 	struct shm_seg_piece keep = b->p[1];
 	struct shm_seg_slot *s = &f.t.slot[a->p[1].slot];
 	struct counts c = { .live = 2, .logical = 2 * SEG, .stored = 2 * SEG };
+	/* past the table (the next region's first bytes, put back after): a slot that would match */
+	struct shm_seg_slot *past = &f.t.slot[f.t.nslots], pkeep = *past;
 	for (int k = 0; k < 6; k++) {
 		switch (k) {
-		case 0: b->p[1].slot = f.t.nslots; break;
+		case 0: b->p[1].slot = f.t.nslots, *past = *s; break;
 		case 1: s->state = SHM_SEG_TOMB; break;
 		case 2: b->p[1].gen++; break;
 		case 3: b->p[1].len--; break;
 		case 4: b->p[1].at += 64; break;
 		case 5: s->state = SHM_SEG_EMPTY; break;
 		}
-		ck_assert_msg(hold(&f, r2, NULL) == -ESTALE, "case %d held", k);
+		int rc = hold(&f, r2, NULL);
+		*past = pkeep;
+		ck_assert_msg(rc == -ESTALE, "case %d held", k);
 		ck_assert_uint_eq(b->flags, 0);
 		ck_assert_uint_eq(f.t.slot[a->p[0].slot].refs, 1);
 		assert_counts(&f, c, "stale");
@@ -430,11 +434,48 @@ START_TEST(a_release_drops_only_its_own_references)
 	struct shm_seg_slot *past = &f.t.slot[f.t.nslots], keep = *past, fake = *s;
 	rec(&f, r3)->p[0].slot = f.t.nslots;
 	*past = fake;
+	int64_t w = recount(&f, 0); /* the real slot counts 2 references and has 1 now: that alone */
 	ck_assert_int_eq(shm_seg_release(&f.t, r3), 0);
 	int same = memcmp(past, &fake, sizeof(fake)) == 0;
 	*past = keep;
 	ck_assert_msg(same, "a release wrote past the table");
+	ck_assert_int_eq(w, 1);
 	ck_assert_uint_eq(s->refs, 2); /* its reference to the real slot was scribbled away: kept */
+	fx_close(&f);
+}
+END_TEST
+
+/* Bytes past a record's last piece (inside its heap block) that read as a piece naming a live
+ * slot, and bytes past the table that read as a LIVE slot, are never counted, dropped or
+ * repaired. */
+START_TEST(nothing_past_a_record_or_the_table_is_read)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t len1[] = { SEG };
+	uint64_t r1 = rec_new(&f, 1, len1, NULL, shm_tag_typed(SHM_TAG_SEGREC, 1, 1), priv(&f));
+	ck_assert_int_eq(hold(&f, r1, DG), 0);
+	const uint64_t *from[] = { (const uint64_t *)(const void *)&rec(&f, r1)->p[0] };
+	uint64_t r2 = rec_new(&f, 1, len1, from, shm_tag_typed(SHM_TAG_SEGREC, 2, 1), priv(&f));
+	ck_assert_int_eq(hold(&f, r2, NULL), 0);
+	uint64_t usable;
+	ck_assert_int_eq(shm_heap_size(f.a->shm, r2, &usable), 0);
+	ck_assert_uint_ge(usable, shm_seg_rec_bytes(2));
+	rec(&f, r2)->p[1] = rec(&f, r2)->p[0]; /* past its one piece */
+	uint32_t k = rec(&f, r1)->p[0].slot;
+	ck_assert_uint_eq(f.t.slot[k].refs, 2);
+	struct shm_seg_slot *past = &f.t.slot[f.t.nslots], keep = *past, fake = f.t.slot[k];
+	*past = fake;
+	int64_t w0 = recount(&f, 0), w1 = recount(&f, 1);
+	int same = memcmp(past, &fake, sizeof(fake)) == 0;
+	*past = keep;
+	ck_assert_int_eq(w0, 0);
+	ck_assert_int_eq(w1, 0);
+	ck_assert_msg(same, "the recount wrote past the table");
+	ck_assert_uint_eq(f.t.slot[k].refs, 2);
+	ck_assert_int_eq(shm_seg_release(&f.t, r2), 0);
+	ck_assert_uint_eq(f.t.slot[k].refs, 1);
+	ck_assert_uint_eq(f.t.slot[k].state, SHM_SEG_LIVE);
 	fx_close(&f);
 }
 END_TEST
@@ -466,6 +507,7 @@ START_TEST(probing_tombstones_and_full_runs)
 	m2->state = SHM_SEG_LIVE;
 	ck_assert_int_eq(shm_seg_find_locked(&f.t, start, 77, SEG), -1);
 	/* a tombstone is passed, an empty slot ends the run */
+	m2->state = SHM_SEG_EMPTY;
 	m->state = SHM_SEG_LIVE;
 	f.t.slot[(start + 5) & f.t.mask].state = SHM_SEG_TOMB;
 	ck_assert_int_eq(shm_seg_find_locked(&f.t, start, 77, SEG), (int64_t)((start + SHM_SEG_MAX_PROBE - 1) & f.t.mask));
@@ -488,12 +530,24 @@ START_TEST(probing_tombstones_and_full_runs)
 	ck_assert_uint_eq(rec(&f, r2)->pins, 0);
 	ck_assert_uint_eq(rec(&f, r2)->flags, SHM_SEG_HELD);
 	ck_assert_uint_eq(f.t.hdr->live, live);
+	ck_assert_uint_eq(m2->state, SHM_SEG_EMPTY); /* one past the probe limit: not taken */
 	/* the same digest as a LIVE slot: not stored again */
 	uint64_t r3 = rec_new(&f, 1, len, NULL, priv(&f), priv(&f));
 	dg[0][1] = 99;
 	ck_assert_int_eq(hold(&f, r3, (const uint64_t(*)[2])dg), 0);
 	ck_assert_uint_eq(rec(&f, r3)->p[0].slot, SHM_SEG_NONE);
 	ck_assert_uint_eq(f.t.hdr->live, live);
+	fx_close(&f);
+
+	/* the table's first slot is a slot: taken, then found */
+	fx_open(&f);
+	dg[0][0] = f.t.nslots, dg[0][1] = 5;
+	uint64_t r4 = rec_new(&f, 1, len, NULL, priv(&f), priv(&f)), r5 = rec_new(&f, 1, len, NULL, priv(&f), priv(&f));
+	ck_assert_int_eq(hold(&f, r4, (const uint64_t(*)[2])dg), 0);
+	ck_assert_uint_eq(rec(&f, r4)->p[0].slot, 0);
+	ck_assert_int_eq(hold(&f, r5, (const uint64_t(*)[2])dg), 0);
+	ck_assert_uint_eq(rec(&f, r5)->p[0].slot, SHM_SEG_NONE);
+	ck_assert_uint_eq(f.t.hdr->live, 1);
 	fx_close(&f);
 }
 END_TEST
@@ -633,6 +687,17 @@ START_TEST(the_shard_sweep_frees_only_what_no_entry_of_its_shard_owns)
 	ck_assert(allocated(&f, lone_other));
 	ck_assert_int_eq(recount(&f, 0), 0);
 	assert_counts(&f, (struct counts){ .tombs = 3, .dedup = 2 * SEG }, "swept");
+	/* shard 0: a data block and a record block that does not validate (its free had begun), no
+	 * entry owning either; a holder block is not the sweep's */
+	uint64_t d0, g0, h0;
+	ck_assert_int_eq(shm_heap_alloc(f.a->shm, 512, shm_tag_typed(SHM_TAG_SEGDATA, SHM_INDEX_SHARDS, 9), &d0), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a->shm, 512, shm_tag_typed(SHM_TAG_SEGREC, 0, 9), &g0), 0);
+	ck_assert_int_eq(shm_heap_alloc(f.a->shm, 512, (uint64_t)SHM_TAG_SEGHOLD << 60, &h0), 0);
+	memset(f.a->shm->base + g0, 0, 512);
+	ck_assert_int_eq(shm_seg_sweep_shard(&f.t, 0), 2);
+	ck_assert(!allocated(&f, d0));
+	ck_assert(!allocated(&f, g0));
+	ck_assert(allocated(&f, h0));
 	fx_close(&f);
 }
 END_TEST
@@ -728,6 +793,7 @@ Suite *shm_seg_suite(void)
 	tcase_add_test(tc, holds_and_releases_count_references_and_keep_holders);
 	tcase_add_test(tc, a_stale_hold_changes_nothing);
 	tcase_add_test(tc, a_release_drops_only_its_own_references);
+	tcase_add_test(tc, nothing_past_a_record_or_the_table_is_read);
 	tcase_add_test(tc, probing_tombstones_and_full_runs);
 	tcase_add_test(tc, the_recount_finds_and_repairs_each_damage_alone);
 	tcase_add_test(tc, the_shard_sweep_frees_only_what_no_entry_of_its_shard_owns);
