@@ -381,13 +381,19 @@ START_TEST(a_full_set_evicts_by_clock_negatives_first)
 }
 END_TEST
 
-/* An index whose sets are all gone (zero sets): puts refuse, lookups miss. */
+/* An arena made without an index (SC_L3_INDEX_NONE) has its header alone (the collision counters
+ * of every level live there): the view accepts it with no sets; puts refuse, lookups miss. */
 START_TEST(no_sets_refuses_puts_and_misses)
 {
+	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .l3_index_entries = SC_L3_INDEX_NONE };
+	const char *nname;
+	struct sc_arena *na = sc_test_arena_opts("l3ix-none", &o, &nname);
+	struct shm_l3ix none;
+	ck_assert_int_eq(shm_l3ix_view(na->shm, &none), 0);
+	ck_assert_uint_eq(none.nsets, 0);
+	ck_assert_uint_eq(none.npages, 0);
 	struct fx f;
 	fx_open(&f);
-	struct shm_l3ix none = f.ix;
-	none.nsets = 0;
 	struct shm_l3ix_entry e = ent(1, 1, 1, SHM_L3IX_POS, 1);
 	uint32_t ev = 7;
 	ck_assert_int_eq(shm_l3ix_put_locked(&none, &e, NULL, &ev), -ENOSPC);
@@ -398,6 +404,7 @@ START_TEST(no_sets_refuses_puts_and_misses)
 	ck_assert_int_eq(shm_l3ix_find(&none, 1, 1, 1, NULL, SHM_L3IX_POS, &eq, &s), 0);
 	ck_assert_int_eq(eq, -1);
 	fx_close(&f);
+	sc_test_arena_destroy(na, nname);
 }
 END_TEST
 
@@ -498,6 +505,54 @@ START_TEST(every_page_taken_and_given_back)
 		ck_assert_uint_eq(f.ix.hdr->free_pages, f.ix.npages);
 		assert_pages_sound(&f);
 	}
+	fx_close(&f);
+}
+END_TEST
+
+/* Clearing an entry gives back the pages its token count needs and no more: a chain that a
+ * scribble made run on into another entry's page does not free that page. */
+START_TEST(a_clear_frees_only_the_pages_its_entry_needs)
+{
+	struct fx f;
+	fx_open(&f);
+	put(&f, ent(1, 1, PT, SHM_L3IX_POS, 1), 1);
+	put(&f, ent(2, 1, PT, SHM_L3IX_POS, 2), 2);
+	uint32_t pa = f.ix.ent[8].first_page, pb = f.ix.ent[16].first_page;
+	f.ix.links[pa - 1] = pb;
+	shm_l3ix_clear_locked(&f.ix, 8);
+	ck_assert_uint_eq(f.ix.hdr->free_pages, f.ix.npages - 1);
+	assert_pages_sound(&f);
+	int eq;
+	struct shm_l3ix_snap s;
+	ck_assert_int_eq(find(&f, 2, 1, PT, 2, &eq, &s), 1);
+	ck_assert_int_eq(eq, 1);
+	fx_close(&f);
+}
+END_TEST
+
+/* The repair visits the index's entries and nothing past them: page links right after the table
+ * that read as a torn entry (an odd first word) are not cleared as one. */
+START_TEST(the_repair_reads_no_entry_past_the_table)
+{
+	struct fx f;
+	fx_open(&f);
+	/* an entry on pages 1 and 3: links[0] = 3, odd */
+	struct shm_l3ix_entry e = ent(5, 1, 2 * PT, SHM_L3IX_POS | SHM_L3IX_TOKENS, 1);
+	e.first_page = 1;
+	toks(tk, 2 * PT, 8);
+	memcpy(f.ix.pages, tk, PT * 4);
+	memcpy(f.ix.pages + 2 * PT, tk + PT, PT * 4);
+	f.ix.links[0] = 3;
+	f.ix.links[2] = 0;
+	memcpy((uint8_t *)&f.ix.ent[5 * 8] + 8, (uint8_t *)&e + 8, sizeof(e) - 8);
+	shm_l3ix_repair_locked(&f.ix);
+	ck_assert_uint_eq(f.ix.links[0], 3);
+	ck_assert_uint_eq(f.ix.hdr->free_pages, f.ix.npages - 2);
+	assert_pages_sound(&f);
+	int eq;
+	struct shm_l3ix_snap s;
+	ck_assert_int_eq(find(&f, 5, 1, 2 * PT, 8, &eq, &s), 1);
+	ck_assert_int_eq(eq, 1);
 	fx_close(&f);
 }
 END_TEST
@@ -605,6 +660,27 @@ START_TEST(a_broken_chain_is_an_error_not_a_read_outside)
 }
 END_TEST
 
+/* A lookup in the last set reads its eight ways and nothing past them: bytes after the table (the
+ * page links) that read as an entry of the key are not a hit. */
+START_TEST(a_lookup_reads_no_way_past_its_set)
+{
+	struct fx f;
+	fx_open(&f);
+	uint32_t last = f.ix.nsets - 1;
+	struct shm_l3ix_entry fake = ent(last, 1, 0, SHM_L3IX_POS, 1), keep;
+	uint8_t *past = (uint8_t *)&f.ix.ent[f.ix.nsets * SHM_L3IX_WAYS];
+	ck_assert_ptr_eq(past, (uint8_t *)f.ix.links);
+	memcpy(&keep, past, sizeof(keep));
+	memcpy(past, &fake, sizeof(fake));
+	int eq;
+	struct shm_l3ix_snap s;
+	int rc = find(&f, last, 1, 0, 0, &eq, &s);
+	memcpy(past, &keep, sizeof(keep));
+	ck_assert_int_eq(rc, 0);
+	fx_close(&f);
+}
+END_TEST
+
 /* An entry being written (odd seq) is not read: after its retries the lookup says busy, and the
  * other ways of the set are still searched. */
 START_TEST(an_entry_being_written_is_busy)
@@ -690,6 +766,11 @@ START_TEST(the_lengths_table)
 	shm_l3ix_add_length_locked(&f.ix, 40);
 	uint32_t after[] = { 5, 10, 20, 25, 30, 40, 45 };
 	assert_lengths(&f, after, 7);
+	/* a length left past the count by a longer table before is not "had" */
+	set_lengths(&f, four, 4);
+	set_lengths(&f, four, 3);
+	shm_l3ix_add_length_locked(&f.ix, 40);
+	assert_lengths(&f, four, 4);
 
 	/* full: the shortest goes; one shorter than all is not kept */
 	set_lengths(&f, v, SHM_L3IX_MAX_LENGTHS);
@@ -859,8 +940,11 @@ Suite *shm_l3ix_suite(void)
 	tcase_add_test(tc, no_sets_refuses_puts_and_misses);
 	tcase_add_test(tc, token_pages_are_taken_given_back_and_compared_exactly);
 	tcase_add_test(tc, every_page_taken_and_given_back);
+	tcase_add_test(tc, a_clear_frees_only_the_pages_its_entry_needs);
+	tcase_add_test(tc, the_repair_reads_no_entry_past_the_table);
 	tcase_add_test(tc, a_scribbled_free_list_is_forgotten_not_followed);
 	tcase_add_test(tc, a_broken_chain_is_an_error_not_a_read_outside);
+	tcase_add_test(tc, a_lookup_reads_no_way_past_its_set);
 	tcase_add_test(tc, an_entry_being_written_is_busy);
 	tcase_add_test(tc, the_lengths_table);
 	tcase_add_test(tc, the_repair_clears_each_damaged_entry_alone);
