@@ -226,6 +226,13 @@ START_TEST(a_record_validates_each_condition_alone)
 		ck_assert_msg((shm_seg_rec_at(&f.t, off) != NULL) == ok, "case %d: %s", c, ok ? "refused" : "accepted");
 		memcpy(r, &keep, sizeof(keep));
 	}
+	/* a record image 8 bytes into a block: it would validate, but records are 64-aligned */
+	uint64_t blk;
+	ck_assert_int_eq(shm_heap_alloc(f.a->shm, 512, priv(&f), &blk), 0);
+	memcpy(f.a->shm->base + blk, r, shm_seg_rec_bytes(2));
+	ck_assert_ptr_nonnull(shm_seg_rec_at(&f.t, blk));
+	memcpy(f.a->shm->base + blk + 8, r, shm_seg_rec_bytes(2));
+	ck_assert_ptr_null(shm_seg_rec_at(&f.t, blk + 8));
 	/* a record whose pieces would run past the heap's end */
 	uint64_t last = f.t.heap_hi - 64;
 	struct shm_seg_rec *lr = rec(&f, last), lkeep;
@@ -442,6 +449,35 @@ START_TEST(a_release_drops_only_its_own_references)
 	ck_assert_int_eq(w, 1);
 	ck_assert_uint_eq(s->refs, 2); /* its reference to the real slot was scribbled away: kept */
 	fx_close(&f);
+}
+END_TEST
+
+/* A slot dropped by a release whose holder record no longer validates changes only the slot; a
+ * holder that is still its entry's record (not a holder left behind) is never freed by a drop,
+ * even when its pins say none (counts a dead process left wrong). */
+START_TEST(a_drop_frees_only_holders_left_behind)
+{
+	for (int c = 0; c < 2; c++) {
+		struct fx f;
+		fx_open(&f);
+		uint64_t len1[] = { SEG };
+		uint64_t r1 = rec_new(&f, 1, len1, NULL, shm_tag_typed(SHM_TAG_SEGREC, 1, 1), priv(&f));
+		ck_assert_int_eq(hold(&f, r1, DG), 0);
+		const uint64_t *from[] = { (const uint64_t *)(const void *)&rec(&f, r1)->p[0] };
+		uint64_t r2 = rec_new(&f, 1, len1, from, shm_tag_typed(SHM_TAG_SEGREC, 2, 1), priv(&f));
+		ck_assert_int_eq(hold(&f, r2, NULL), 0);
+		uint32_t k = rec(&f, r1)->p[0].slot;
+		if (c == 0)
+			f.t.slot[k].rec = r1 + 8; /* its holder does not validate there */
+		f.t.slot[k].refs = 1;     /* r1's reference lost */
+		ck_assert_int_eq(shm_seg_release(&f.t, r2), 0);
+		ck_assert_uint_eq(f.t.slot[k].state, SHM_SEG_TOMB);
+		ck_assert(allocated(&f, r1));
+		ck_assert_ptr_nonnull(shm_seg_rec_at(&f.t, r1));
+		ck_assert_uint_eq(rec(&f, r1)->flags, SHM_SEG_HELD);
+		ck_assert_uint_eq(rec(&f, r1)->pins, c == 0 ? 1 : 0);
+		fx_close(&f);
+	}
 }
 END_TEST
 
@@ -794,6 +830,7 @@ Suite *shm_seg_suite(void)
 	tcase_add_test(tc, a_stale_hold_changes_nothing);
 	tcase_add_test(tc, a_release_drops_only_its_own_references);
 	tcase_add_test(tc, nothing_past_a_record_or_the_table_is_read);
+	tcase_add_test(tc, a_drop_frees_only_holders_left_behind);
 	tcase_add_test(tc, probing_tombstones_and_full_runs);
 	tcase_add_test(tc, the_recount_finds_and_repairs_each_damage_alone);
 	tcase_add_test(tc, the_shard_sweep_frees_only_what_no_entry_of_its_shard_owns);
