@@ -110,7 +110,7 @@ static uint64_t rec_new(struct fx *f, uint32_t n, const uint64_t *len, const uin
 			const struct shm_seg_piece *q = (const struct shm_seg_piece *)(const void *)from_piece[i];
 			p->at = q->at, p->slot = q->slot, p->gen = q->gen;
 		} else {
-			p->at = at, p->local = 1, p->slot = SHM_SEG_NONE;
+			p->at = at, p->local = 1; /* slot: whatever the hold overwrites (0, a slot number) */
 			at += len[i];
 		}
 	}
