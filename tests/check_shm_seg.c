@@ -452,6 +452,26 @@ START_TEST(a_release_drops_only_its_own_references)
 }
 END_TEST
 
+/* The recount and the sweep collect blocks into arrays that grow by doubling from 256: with
+ * exactly 256 records (the array full) nothing past the last is read. */
+START_TEST(a_full_collection_array_is_read_to_its_end_only)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t len[] = { 100 };
+	for (uint32_t i = 0; i < 256; i++) {
+		uint64_t r = rec_new(&f, 1, len, NULL, shm_tag_typed(SHM_TAG_SEGREC, i * SHM_INDEX_SHARDS + 1, 1), priv(&f));
+		ck_assert_int_eq(hold(&f, r, NULL), 0);
+	}
+	ck_assert_int_eq(recount(&f, 0), 0);
+	ck_assert_int_eq(recount(&f, 1), 0);
+	ck_assert_uint_eq(f.t.hdr->stored, 256 * 100);
+	ck_assert_int_eq(shm_seg_sweep_shard(&f.t, 1), 256); /* no entry owns any of them */
+	assert_counts(&f, (struct counts){ 0 }, "swept");
+	fx_close(&f);
+}
+END_TEST
+
 /* A slot dropped by a release whose holder record no longer validates changes only the slot; a
  * holder that is still its entry's record (not a holder left behind) is never freed by a drop,
  * even when its pins say none (counts a dead process left wrong). */
@@ -830,6 +850,7 @@ Suite *shm_seg_suite(void)
 	tcase_add_test(tc, a_stale_hold_changes_nothing);
 	tcase_add_test(tc, a_release_drops_only_its_own_references);
 	tcase_add_test(tc, nothing_past_a_record_or_the_table_is_read);
+	tcase_add_test(tc, a_full_collection_array_is_read_to_its_end_only);
 	tcase_add_test(tc, a_drop_frees_only_holders_left_behind);
 	tcase_add_test(tc, probing_tombstones_and_full_runs);
 	tcase_add_test(tc, the_recount_finds_and_repairs_each_damage_alone);
