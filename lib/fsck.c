@@ -855,7 +855,7 @@ static void check_l3_index(struct fsck *f)
 	if (!f->a->shm->hv.l3ix_entries)
 		return; /* created without one */
 	if (shm_l3ix_view(f->a->shm, &ix)) {
-		int fix = repairing(f) && shm_l3ix_format(f->a->shm) == 0;
+		int fix = repairing(f) && shm_l3ix_reformat(f->a->shm) == 0;
 		finding(f, "l3index", fix, "the location index's header is corrupted%s", fix ? " (formatted anew, empty)" : "");
 		if (repairing(f) && !fix)
 			f->damage = SHM_DAMAGE_L3IX;

@@ -322,15 +322,21 @@ static void pages_free_locked(struct shm_l3ix *ix, uint32_t first, uint32_t coun
 	}
 }
 
-/* Empty an entry whose seq is already odd. */
-static void clear_open(struct shm_l3ix *ix, struct shm_l3ix_entry *e)
+/* Zero every field of an entry whose seq is already odd but seq (its pages are the caller's). */
+static void wipe_open(struct shm_l3ix_entry *e)
 {
-	if (e->flags & SHM_L3IX_TOKENS)
-		pages_free_locked(ix, e->first_page, e->token_count);
 	uint32_t seq = atomic_load_explicit(&e->seq, RELAXED);
 	memset((uint8_t *)e + 8, 0, sizeof(*e) - 8);
 	atomic_store_explicit(&e->seq, seq, RELAXED);
 	atomic_store_explicit(&e->used, 0, RELAXED);
+}
+
+/* Empty an entry whose seq is already odd, its pages back on the free list. */
+static void clear_open(struct shm_l3ix *ix, struct shm_l3ix_entry *e)
+{
+	if (e->flags & SHM_L3IX_TOKENS)
+		pages_free_locked(ix, e->first_page, e->token_count);
+	wipe_open(e);
 }
 
 void shm_l3ix_clear_locked(struct shm_l3ix *ix, uint32_t idx)
@@ -503,9 +509,7 @@ void shm_l3ix_repair_locked(struct shm_l3ix *ix)
 		}
 		if (bad) {
 			seq_begin(e);
-			uint32_t seq = atomic_load_explicit(&e->seq, RELAXED);
-			memset((uint8_t *)e + 8, 0, sizeof(*e) - 8); /* its pages are rebuilt below */
-			atomic_store_explicit(&e->seq, seq, RELAXED);
+			wipe_open(e); /* its pages are rebuilt below */
 			seq_end(e);
 		}
 	}
@@ -524,4 +528,18 @@ void shm_l3ix_repair_locked(struct shm_l3ix *ix)
 		atomic_store_explicit(&ix->hdr->len_seq, atomic_load_explicit(&ix->hdr->len_seq, RELAXED) + 1,
 				      memory_order_release);
 	free(used);
+}
+
+int shm_l3ix_reformat(struct shm_arena *a)
+{
+	struct shm_l3ix ix;
+	int rc = shm_l3ix_format(a);
+	if (rc || (rc = shm_l3ix_view(a, &ix)))
+		return rc;
+	for (uint32_t i = 0; i < ix.nsets * SHM_L3IX_WAYS; i++) {
+		seq_begin(&ix.ent[i]);
+		wipe_open(&ix.ent[i]);
+		seq_end(&ix.ent[i]);
+	}
+	return 0;
 }

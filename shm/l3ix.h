@@ -135,7 +135,12 @@ struct shm_l3ix_snap {
 uint64_t shm_l3ix_bytes(uint32_t entries);
 /* Entries actually provided for a request of @entries (rounded up to whole sets). */
 uint32_t shm_l3ix_entries(uint32_t entries);
+/* Format the region of a new arena (its entries are zero already). */
 int shm_l3ix_format(struct shm_arena *a);
+/* Format a region that was in use (fsck, after its header was damaged): as shm_l3ix_format, and
+ * every entry emptied under its sequence lock (a reader copying one sees it change), because every
+ * token page is on the new free list. 0, or the error of the format. */
+int shm_l3ix_reformat(struct shm_arena *a);
 /* Validate the region (against the arena header's l3ix_entries) and fill @ix. 0 or -EBADMSG.
  * An arena created without an index has nsets 0: every lookup misses. */
 int shm_l3ix_view(struct shm_arena *a, struct shm_l3ix *ix);

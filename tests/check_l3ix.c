@@ -853,6 +853,9 @@ START_TEST(regression_fsck_repair_converges_over_index_scribble)
 	ck_assert_int_gt(sc_arena_fsck(arena, 0, NULL, NULL, &rep), 0);
 	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
 	ck_assert_int_eq(sc_arena_fsck(arena, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+	for (uint32_t i = 0; i < total; i++) /* empty: every token page is free now */
+		ck_assert_msg(!ix.ent[i].flags, "entry %u kept by the new format", i);
+	ck_assert_uint_eq(ix.hdr->free_pages, ix.npages);
 	for (unsigned i = 0; i < 6; i++)
 		ck_assert_int_eq(restore_is(400 + i, 600, 4000 + i, &fi), 512);
 	close_all();

@@ -660,6 +660,67 @@ START_TEST(a_broken_chain_is_an_error_not_a_read_outside)
 }
 END_TEST
 
+/* A region whose header was damaged is formatted anew empty (fsck): every entry emptied under
+ * its sequence lock, every page free once; a snapshot taken before sees the change. A format
+ * refuses an entry count that is not whole sets of a power of two, or one its region is too small
+ * for, and writes nothing then. */
+START_TEST(a_reformat_empties_every_entry)
+{
+	struct fx f;
+	fx_open(&f);
+	put(&f, ent(3, 1, 2 * PT, SHM_L3IX_POS, 1), 1);
+	put(&f, ent(4, 1, 1, SHM_L3IX_NEG, 2), 0);
+	atomic_fetch_add(&f.ix.ent[5 * 8 + 2].seq, 1); /* a writer died there */
+	int eq;
+	struct shm_l3ix_snap s;
+	ck_assert_int_eq(find(&f, 3, 1, 2 * PT, 1, &eq, &s), 1);
+	shm_l3ix_unlock(&f.ix);
+	struct shm_l3ix_hdr *h = f.ix.hdr;
+	h->magic ^= 1;
+	struct shm_arena *sa = f.a->shm;
+	uint32_t n = sa->hv.l3ix_entries;
+	uint32_t bad_n[] = { n + 36, 2 * n };
+	for (int c = 0; c < 2; c++) {
+		sa->hv.l3ix_entries = bad_n[c];
+		int rc = shm_l3ix_format(sa);
+		sa->hv.l3ix_entries = n;
+		ck_assert_msg(rc == -EINVAL, "count %u formatted", bad_n[c]);
+		ck_assert_uint_eq(h->magic, SHM_L3IX_MAGIC ^ 1);
+	}
+	ck_assert_int_eq(shm_l3ix_view(sa, &f.ix), -EBADMSG);
+	ck_assert_int_eq(shm_l3ix_reformat(sa), 0);
+	ck_assert_int_eq(shm_l3ix_view(sa, &f.ix), 0);
+	for (uint32_t i = 0; i < f.ix.nsets * SHM_L3IX_WAYS; i++) {
+		ck_assert_msg(!f.ix.ent[i].flags && !f.ix.ent[i].key_lo, "entry %u kept", i);
+		ck_assert_uint_eq(atomic_load(&f.ix.ent[i].seq) % 2, 0);
+	}
+	ck_assert_int_eq(shm_l3ix_tokens_equal(&f.ix, &s, tk2), -EAGAIN);
+	ck_assert_int_eq(find(&f, 3, 1, 2 * PT, 1, &eq, &s), 0);
+	ck_assert_int_eq(shm_l3ix_lock(&f.ix), 0);
+	ck_assert_uint_eq(f.ix.hdr->free_pages, f.ix.npages);
+	assert_pages_sound(&f);
+	put(&f, ent(3, 1, 2 * PT, SHM_L3IX_POS, 1), 1);
+	ck_assert_int_eq(find(&f, 3, 1, 2 * PT, 1, &eq, &s), 1);
+	ck_assert_int_eq(eq, 1);
+	fx_close(&f);
+}
+END_TEST
+
+/* An empty entry is no entry: a lookup of the key that reads as zero misses. */
+START_TEST(an_empty_entry_is_no_entry)
+{
+	struct fx f;
+	fx_open(&f);
+	int eq;
+	struct shm_l3ix_snap s;
+	ck_assert_int_eq(find(&f, 0, 0, 0, 0, &eq, &s), 0);
+	put(&f, ent(8, 0, 0, SHM_L3IX_NEG, 0), 0); /* set 0, key_lo 8 */
+	ck_assert_int_eq(find(&f, 0, 0, 0, 0, &eq, &s), 0);
+	ck_assert_int_eq(find(&f, 8, 0, 0, 0, &eq, &s), 1);
+	fx_close(&f);
+}
+END_TEST
+
 /* A lookup in the last set reads its eight ways and nothing past them: bytes after the table (the
  * page links) that read as an entry of the key are not a hit. */
 START_TEST(a_lookup_reads_no_way_past_its_set)
@@ -944,6 +1005,8 @@ Suite *shm_l3ix_suite(void)
 	tcase_add_test(tc, the_repair_reads_no_entry_past_the_table);
 	tcase_add_test(tc, a_scribbled_free_list_is_forgotten_not_followed);
 	tcase_add_test(tc, a_broken_chain_is_an_error_not_a_read_outside);
+	tcase_add_test(tc, a_reformat_empties_every_entry);
+	tcase_add_test(tc, an_empty_entry_is_no_entry);
 	tcase_add_test(tc, a_lookup_reads_no_way_past_its_set);
 	tcase_add_test(tc, an_entry_being_written_is_busy);
 	tcase_add_test(tc, the_lengths_table);
