@@ -386,7 +386,7 @@ int64_t shm_seg_recount_locked(struct shm_segtab *t, int fix)
 	uint32_t *refs = calloc(t->nslots, sizeof(*refs)), *pins = calloc(b.n + 1, sizeof(*pins));
 	int64_t wrong = 0;
 	if (rc || b.oom || !refs || !pins) {
-		wrong = rc ? rc : -ENOMEM;
+		wrong = rc && !b.oom ? rc : -ENOMEM; /* the walk stopped by collect_cb returns its 1 */
 		goto out;
 	}
 	/* heap walk order is address order: b.off is sorted */
@@ -494,7 +494,7 @@ int shm_seg_sweep_shard(struct shm_segtab *t, uint32_t shard)
 	if (rc || b.oom) {
 		free(b.off);
 		free(b.tag);
-		return rc ? rc : -ENOMEM;
+		return rc && !b.oom ? rc : -ENOMEM; /* the walk stopped by collect_cb returns its 1 */
 	}
 	/* records first: releasing one frees (or keeps as a holder) its data block, which phase two
 	 * must then leave alone */

@@ -146,11 +146,13 @@ int shm_seg_release(struct shm_segtab *t, uint64_t rec_off);
 
 /* Rebuild every slot's refs and every record's pins from the HELD records in the heap (what a
  * locker does after a holder died; fsck --repair). With the mutex. Returns the number of counts
- * that were wrong. @fix 0: only count. */
+ * that were wrong, or -errno (-ENOMEM: no memory to collect the records; nothing judged or
+ * changed). @fix 0: only count. */
 int64_t shm_seg_recount_locked(struct shm_segtab *t, int fix);
 
 /* Records and data blocks tagged for an entry of @shard (locked by the caller) that does not own
- * them (a writer died between tagging and linking, or while freeing): release them. */
+ * them (a writer died between tagging and linking, or while freeing): release them. The number
+ * of blocks freed or released, or -errno (-ENOMEM: no memory to collect them; nothing freed). */
 int shm_seg_sweep_shard(struct shm_segtab *t, uint32_t shard);
 
 #endif

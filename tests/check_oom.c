@@ -18,6 +18,7 @@
 #include "../lib/l2/l2.h"
 #include "../shm/evq.h"
 #include "../shm/heap.h"
+#include "../shm/seg.h"
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -435,6 +436,54 @@ START_TEST(test_segmented_admits_under_allocation_failures)
 }
 END_TEST
 
+/* The segment table's recount and shard sweep collect blocks into arrays: without memory they
+ * answer -ENOMEM (never a count of wrong references or of blocks freed) and change nothing. */
+START_TEST(test_seg_recount_and_sweep_under_allocation_failure)
+{
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("oomsegc", &o, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static uint8_t big[200 << 10];
+	for (int k = 0; k < 3; k++) {
+		memset(big, k + 1, sizeof(big));
+		int32_t t[2] = { 7, k };
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { big }, .sec_len = { sizeof(big) } };
+		ck_assert_int_eq(sc_l2_admit(st, "oom", t, 2, sc_digest(big, sizeof(big)), &p, SC_ORIGIN_DIRECT), 0);
+	}
+	struct shm_index ix;
+	struct shm_segtab t;
+	ck_assert_int_eq(shm_index_view(a->shm, &ix), 0);
+	ck_assert_int_eq(shm_seg_view(a->shm, &ix, &t), 0);
+	uint64_t live = t.hdr->live, stored = t.hdr->stored;
+	ck_assert_uint_gt(live, 0);
+	for (int op = 0; op < 2; op++) {
+		int done = 0;
+		for (long n = 1; n < 20 && !done; n++) {
+			ck_assert_int_eq(shm_seg_lock(&t), 0);
+			arm(n);
+			int64_t rc = op ? shm_seg_sweep_shard(&t, (uint32_t)n % SHM_INDEX_SHARDS)
+					: shm_seg_recount_locked(&t, 1);
+			int hit = disarm();
+			shm_seg_unlock(&t);
+			done = !hit;
+			ck_assert_msg(rc == 0 || (hit && rc == -ENOMEM), "op %d, allocation %ld failing: %lld", op, n,
+				      (long long)rc);
+			ck_assert_uint_eq(t.hdr->live, live);
+			ck_assert_uint_eq(t.hdr->stored, stored);
+			ck_assert_int_eq(shm_seg_lock(&t), 0);
+			int64_t w = shm_seg_recount_locked(&t, 0);
+			shm_seg_unlock(&t);
+			ck_assert_int_eq(w, 0);
+		}
+		ck_assert(done);
+	}
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The eviction lists' rebuild needs memory for its sort. Without it a lock that found a rebuild
  * to finish fails with -ENOMEM, releases the mutex and leaves the rebuild to the next locker; a
  * walk whose tail lies rebuilds once more and answers the true tail. */
@@ -507,6 +556,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_fsck_repair_of_a_stray_block_under_allocation_failures);
 	tcase_add_test(tc, test_index_repair_under_allocation_failure);
 	tcase_add_test(tc, test_evq_rebuild_under_allocation_failure);
+	tcase_add_test(tc, test_seg_recount_and_sweep_under_allocation_failure);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
 	suite_add_tcase(s, tc);
 	return s;
