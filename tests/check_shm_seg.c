@@ -349,8 +349,13 @@ START_TEST(holds_and_releases_count_references_and_keep_holders)
 		ck_assert_int_eq(hold(&f, r3, DG), 0);
 		ck_assert_uint_eq(rec(&f, r3)->p[0].slot, s0);
 		ck_assert_uint_eq(f.t.slot[s0].gen, g0 + 1);
-		assert_counts(&f, (struct counts){ .live = 1, .tombs = order ? 0 : 1, .logical = SEG, .stored = SEG,
-						   .dedup = 2 * SEG },
+		/* an empty slot taken leaves the tombstone count alone */
+		uint64_t r4 = rec_new(&f, 1, len1, NULL, priv(&f), priv(&f));
+		ck_assert_int_eq(hold(&f, r4, DG + 3), 0);
+		ck_assert_uint_eq(f.t.slot[rec(&f, r4)->p[0].slot].state, SHM_SEG_LIVE);
+		ck_assert_uint_eq(f.t.hdr->tombs, order ? 0 : 1);
+		assert_counts(&f, (struct counts){ .live = 2, .tombs = order ? 0 : 1, .logical = 2 * SEG,
+						   .stored = 2 * SEG, .dedup = 2 * SEG },
 			      "reused");
 		fx_close(&f);
 	}
@@ -394,6 +399,20 @@ START_TEST(a_stale_hold_changes_nothing)
 		b->p[1] = keep;
 		s->state = SHM_SEG_LIVE;
 	}
+	/* without digests a full local piece is held unindexed */
+	uint64_t r9 = rec_new(&f, 2, len1, NULL, shm_tag_typed(SHM_TAG_SEGREC, 9, 1), priv(&f));
+	ck_assert_int_eq(hold(&f, r9, NULL), 0);
+	ck_assert_uint_eq(rec(&f, r9)->p[0].slot, SHM_SEG_NONE);
+	ck_assert_uint_eq(rec(&f, r9)->pins, 0);
+	ck_assert_int_eq(shm_seg_release(&f.t, r9), 0);
+	/* a release that cannot lock the table changes nothing */
+	uint32_t magic = f.t.hdr->mu.magic;
+	f.t.hdr->mu.magic ^= 1;
+	ck_assert_int_eq(shm_seg_release(&f.t, r1), -EBADMSG);
+	f.t.hdr->mu.magic = magic;
+	ck_assert_uint_eq(a->flags, SHM_SEG_HELD);
+	ck_assert_uint_eq(f.t.slot[a->p[0].slot].refs, 1);
+	assert_counts(&f, c, "release refused");
 	/* a piece that names no slot: neither checked nor counted */
 	b->p[1].slot = SHM_SEG_NONE;
 	b->p[1].gen = 12345;
@@ -448,6 +467,19 @@ START_TEST(a_release_drops_only_its_own_references)
 	ck_assert_msg(same, "a release wrote past the table");
 	ck_assert_int_eq(w, 1);
 	ck_assert_uint_eq(s->refs, 2); /* its reference to the real slot was scribbled away: kept */
+
+	/* a held record whose piece was scribbled to name an empty slot of the same generation (0) */
+	uint64_t r4 = rec_new(&f, 1, len1, from, shm_tag_typed(SHM_TAG_SEGREC, 4, 1), priv(&f));
+	ck_assert_int_eq(hold(&f, r4, NULL), 0);
+	uint32_t empty = (k + 100) & f.t.mask;
+	ck_assert_uint_eq(f.t.slot[empty].state, SHM_SEG_EMPTY);
+	rec(&f, r4)->p[0].slot = empty;
+	rec(&f, r4)->p[0].gen = f.t.slot[empty].gen;
+	uint64_t live = f.t.hdr->live, tombs = f.t.hdr->tombs;
+	ck_assert_int_eq(shm_seg_release(&f.t, r4), 0);
+	ck_assert_uint_eq(f.t.slot[empty].state, SHM_SEG_EMPTY);
+	ck_assert_uint_eq(f.t.hdr->live, live);
+	ck_assert_uint_eq(f.t.hdr->tombs, tombs);
 	fx_close(&f);
 }
 END_TEST
@@ -628,7 +660,8 @@ static void shared_pair(struct fx *f, uint64_t *r1, uint64_t *r2, uint64_t *r3)
 	ck_assert_int_eq(recount(f, 0), 0);
 }
 
-enum { D_REFS, D_PINS, D_LIVE_NOBODY, D_LIVE_NO_REC, D_HOLD_UNNAMED, D_ORPHAN_UNPINNED, D_COUNTERS, D_CASES };
+enum { D_REFS, D_PINS, D_LIVE_NOBODY, D_LIVE_NO_REC, D_HOLD_UNNAMED, D_ORPHAN_UNPINNED, D_COUNTERS, D_REC_INVALID,
+       D_CASES };
 
 /* Each kind of damage alone: the recount finds it without changing anything, repairs it with
  * @fix, and finds nothing after. */
@@ -665,11 +698,14 @@ START_TEST(the_recount_finds_and_repairs_each_damage_alone)
 			f.t.hdr->live += 3, f.t.hdr->tombs = 9, f.t.hdr->logical = 1, f.t.hdr->stored = 2;
 			f.t.hdr->orphans = 0, f.t.hdr->orphan_bytes = 5;
 			break;
+		case D_REC_INVALID: /* an entry's record block that does not validate: the shard sweep's */
+			ck_assert_int_eq(shm_heap_alloc(f.a->shm, 256, shm_tag_typed(SHM_TAG_SEGREC, 5, 1), &stray), 0);
+			break;
 		}
 		struct shm_seg_slot before[8];
 		memcpy(before, f.t.slot, sizeof(before));
 		int64_t w = recount(&f, 0);
-		if (c == D_COUNTERS || c == D_ORPHAN_UNPINNED)
+		if (c == D_COUNTERS || c == D_ORPHAN_UNPINNED || c == D_REC_INVALID)
 			ck_assert_msg(w == 0, "case %d: %ld found", c, (long)w); /* counters and a pin-less holder are not "wrong" */
 		else
 			ck_assert_msg(w >= 1, "case %d: nothing found", c);
@@ -692,7 +728,7 @@ START_TEST(the_recount_finds_and_repairs_each_damage_alone)
 		if (c == D_LIVE_NO_REC)
 			ck_assert_uint_eq(f.t.slot[sb].state, SHM_SEG_TOMB);
 		if (stray)
-			ck_assert(!allocated(&f, stray));
+			ck_assert(allocated(&f, stray) == (c == D_REC_INVALID));
 		if (orphan) {
 			ck_assert(!allocated(&f, orphan));
 			ck_assert(!allocated(&f, orphan_data));
