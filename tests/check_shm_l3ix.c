@@ -717,6 +717,16 @@ START_TEST(an_empty_entry_is_no_entry)
 	put(&f, ent(8, 0, 0, SHM_L3IX_NEG, 0), 0); /* set 0, key_lo 8 */
 	ck_assert_int_eq(find(&f, 0, 0, 0, 0, &eq, &s), 0);
 	ck_assert_int_eq(find(&f, 8, 0, 0, 0, &eq, &s), 1);
+	/* the key that reads as zero, stored behind an empty way: a put of it again replaces it there
+	 * (an empty way is not that key) */
+	put(&f, ent(0, 0, 0, SHM_L3IX_POS, 1), 0);
+	ck_assert_int_eq(way_of(&f, 0, 0, 0), 1);
+	shm_l3ix_clear_locked(&f.ix, 0);
+	struct shm_l3ix_entry z = ent(0, 0, 0, SHM_L3IX_POS, 2);
+	z.checked_ns = 1 << 20;
+	put(&f, z, 0);
+	ck_assert_uint_eq(f.ix.ent[0].flags, 0);
+	ck_assert_uint_eq(f.ix.ent[1].digest_lo, 2);
 	fx_close(&f);
 }
 END_TEST
