@@ -501,15 +501,16 @@ int shm_seg_sweep_shard(struct shm_segtab *t, uint32_t shard)
 	uint64_t *skip = calloc(b.n + 1, sizeof(*skip));
 	size_t nskip = 0;
 	if (!skip) {
-		free(b.off);
-		free(b.tag);
-		return -ENOMEM;
+		freed = -ENOMEM;
+		goto out;
 	}
 	for (size_t j = 0; j < b.n; j++) {
 		if (SHM_TAG_TYPE(b.tag[j]) != SHM_TAG_SEGREC || entry_owns(t, b.tag[j], b.off[j], 1))
 			continue;
-		if (shm_seg_lock(t))
-			continue;
+		if ((rc = shm_seg_lock(t))) {
+			freed = rc; /* a record not released still names its data block: phase two must not run */
+			goto out;
+		}
 		struct shm_seg_rec *r = shm_seg_rec_at(t, b.off[j]);
 		if (r) {
 			skip[nskip++] = r->data;
@@ -530,6 +531,7 @@ int shm_seg_sweep_shard(struct shm_segtab *t, uint32_t shard)
 		if (!named && shm_heap_free(t->a, b.off[j]) == 0)
 			freed++;
 	}
+out:
 	free(skip);
 	free(b.off);
 	free(b.tag);

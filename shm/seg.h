@@ -152,7 +152,8 @@ int64_t shm_seg_recount_locked(struct shm_segtab *t, int fix);
 
 /* Records and data blocks tagged for an entry of @shard (locked by the caller) that does not own
  * them (a writer died between tagging and linking, or while freeing): release them. The number
- * of blocks freed or released, or -errno (-ENOMEM: no memory to collect them; nothing freed). */
+ * of blocks freed or released, or -errno (-ENOMEM: no memory to collect them, nothing freed; the
+ * table's mutex cannot be taken: records released before stay so, nothing else is freed). */
 int shm_seg_sweep_shard(struct shm_segtab *t, uint32_t shard);
 
 #endif

@@ -445,6 +445,7 @@ START_TEST(a_release_drops_only_its_own_references)
 	ck_assert_int_eq(hold(&f, r2, DG), 0);
 	ck_assert_uint_eq(rec(&f, r2)->p[0].slot, k);
 	rec(&f, r1)->pins = 0;
+	ck_assert_int_eq(recount(&f, 0), 0); /* r1's piece names the slot's old generation: not a reference */
 	ck_assert_int_eq(shm_seg_release(&f.t, r1), 0);
 	ck_assert(!allocated(&f, r1));
 	ck_assert_uint_eq(s->state, SHM_SEG_LIVE);
@@ -661,7 +662,7 @@ static void shared_pair(struct fx *f, uint64_t *r1, uint64_t *r2, uint64_t *r3)
 }
 
 enum { D_REFS, D_PINS, D_LIVE_NOBODY, D_LIVE_NO_REC, D_HOLD_UNNAMED, D_ORPHAN_UNPINNED, D_COUNTERS, D_REC_INVALID,
-       D_CASES };
+       D_LIVE_PRIV_REC, D_LIVE_INVALID_REC, D_CASES };
 
 /* Each kind of damage alone: the recount finds it without changing anything, repairs it with
  * @fix, and finds nothing after. */
@@ -701,6 +702,15 @@ START_TEST(the_recount_finds_and_repairs_each_damage_alone)
 		case D_REC_INVALID: /* an entry's record block that does not validate: the shard sweep's */
 			ck_assert_int_eq(shm_heap_alloc(f.a->shm, 256, shm_tag_typed(SHM_TAG_SEGREC, 5, 1), &stray), 0);
 			break;
+		case D_LIVE_PRIV_REC: { /* a LIVE slot whose holder validates but is no record of the table's */
+			uint64_t l[] = { SEG };
+			f.t.slot[sb].rec = rec_new(&f, 1, l, NULL, priv(&f), priv(&f));
+			break;
+		}
+		case D_LIVE_INVALID_REC: /* a LIVE slot whose holder is a record block that does not validate */
+			ck_assert_int_eq(shm_heap_alloc(f.a->shm, 256, shm_tag_typed(SHM_TAG_SEGREC, 5, 1), &stray), 0);
+			f.t.slot[sb].rec = stray;
+			break;
 		}
 		struct shm_seg_slot before[8];
 		memcpy(before, f.t.slot, sizeof(before));
@@ -709,8 +719,9 @@ START_TEST(the_recount_finds_and_repairs_each_damage_alone)
 			ck_assert_msg(w == 0, "case %d: %ld found", c, (long)w); /* counters and a pin-less holder are not "wrong" */
 		else
 			ck_assert_msg(w >= 1, "case %d: nothing found", c);
-		if (c == D_REFS || c == D_PINS || c == D_HOLD_UNNAMED || c == D_LIVE_NO_REC)
-			ck_assert_msg(w == 1 + (c == D_LIVE_NO_REC), "case %d: %ld found", c, (long)w);
+		int slot_lost = c == D_LIVE_NO_REC || c == D_LIVE_PRIV_REC || c == D_LIVE_INVALID_REC;
+		if (c == D_REFS || c == D_PINS || c == D_HOLD_UNNAMED || slot_lost)
+			ck_assert_msg(w == 1 + slot_lost, "case %d: %ld found", c, (long)w); /* the slot, and r2's pin */
 		if (stray)
 			ck_assert(allocated(&f, stray));
 		ck_assert_int_eq(memcmp(before, f.t.slot, sizeof(before)), 0);
@@ -720,22 +731,22 @@ START_TEST(the_recount_finds_and_repairs_each_damage_alone)
 		ck_assert_uint_eq(f.t.slot[s0].refs, 1);
 		ck_assert_uint_eq(f.t.slot[s1].refs, 1);
 		ck_assert_uint_eq(a->pins, 2);
-		ck_assert_uint_eq(b->pins, c == D_LIVE_NO_REC ? 0 : 1);
+		ck_assert_uint_eq(b->pins, slot_lost ? 0 : 1);
 		if (c == D_LIVE_NOBODY) {
 			ck_assert_uint_eq(f.t.slot[5].state, SHM_SEG_TOMB);
 			ck_assert_uint_eq(f.t.slot[5].gen, f.t.slot[sb].gen + 1);
 		}
-		if (c == D_LIVE_NO_REC)
+		if (slot_lost)
 			ck_assert_uint_eq(f.t.slot[sb].state, SHM_SEG_TOMB);
 		if (stray)
-			ck_assert(allocated(&f, stray) == (c == D_REC_INVALID));
+			ck_assert(allocated(&f, stray) == (c == D_REC_INVALID || c == D_LIVE_INVALID_REC));
 		if (orphan) {
 			ck_assert(!allocated(&f, orphan));
 			ck_assert(!allocated(&f, orphan_data));
 		}
 		const struct shm_seg_hdr *h = f.t.hdr;
-		ck_assert_uint_eq(h->live, keep_h.live - (c == D_LIVE_NO_REC));
-		ck_assert_uint_eq(h->tombs, keep_h.tombs + (c == D_LIVE_NO_REC || c == D_LIVE_NOBODY));
+		ck_assert_uint_eq(h->live, keep_h.live - slot_lost);
+		ck_assert_uint_eq(h->tombs, keep_h.tombs + (slot_lost || c == D_LIVE_NOBODY));
 		ck_assert_uint_eq(h->logical, keep_h.logical);
 		ck_assert_uint_eq(h->stored, keep_h.stored);
 		ck_assert_uint_eq(h->orphans, keep_h.orphans);
@@ -841,6 +852,42 @@ START_TEST(the_sweep_keeps_what_its_entry_owns_each_condition_alone)
 }
 END_TEST
 
+/* The sweep judges nothing it could not lock for (a record is released only under the table's
+ * mutex) and nothing of a heap whose walk failed. */
+START_TEST(the_sweep_stops_without_its_lock_or_a_sound_heap)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t len[] = { 100 };
+	uint64_t r = rec_new(&f, 1, len, NULL, shm_tag_typed(SHM_TAG_SEGREC, 5, 1), shm_tag_typed(SHM_TAG_SEGDATA, 5, 1));
+	ck_assert_int_eq(hold(&f, r, NULL), 0);
+	uint32_t magic = f.t.hdr->mu.magic;
+	f.t.hdr->mu.magic ^= 1;
+	int rc = shm_seg_sweep_shard(&f.t, 5);
+	f.t.hdr->mu.magic = magic;
+	ck_assert_int_eq(rc, -EBADMSG);
+	ck_assert(allocated(&f, r));
+	ck_assert(allocated(&f, rec(&f, r)->data)); /* the record still names it */
+	ck_assert_uint_eq(rec(&f, r)->flags, SHM_SEG_HELD);
+	fx_close(&f);
+
+	fx_open(&f);
+	r = rec_new(&f, 1, len, NULL, shm_tag_typed(SHM_TAG_SEGREC, 5, 1), priv(&f));
+	ck_assert_int_eq(hold(&f, r, NULL), 0);
+	uint64_t after;
+	ck_assert_int_eq(shm_heap_alloc(f.a->shm, 512, priv(&f), &after), 0);
+	uint64_t *word = (uint64_t *)(void *)(f.a->shm->base + after - SHM_HEAP_BLOCK_HDR), keep = *word;
+	*word ^= 0x5a5a5a5a5a5aull;
+	rc = shm_seg_sweep_shard(&f.t, 5);
+	*word = keep;
+	ck_assert_int_eq(rc, -EBADMSG);
+	ck_assert_int_eq(shm_heap_repair(f.a->shm), 0);
+	ck_assert(allocated(&f, r));
+	ck_assert_uint_eq(rec(&f, r)->flags, SHM_SEG_HELD);
+	fx_close(&f);
+}
+END_TEST
+
 /* A process killed holding the table's mutex: the next locker recounts. */
 START_TEST(a_holder_killed_inside_the_table_is_recounted_by_the_next_locker)
 {
@@ -892,6 +939,7 @@ Suite *shm_seg_suite(void)
 	tcase_add_test(tc, the_recount_finds_and_repairs_each_damage_alone);
 	tcase_add_test(tc, the_shard_sweep_frees_only_what_no_entry_of_its_shard_owns);
 	tcase_add_test(tc, the_sweep_keeps_what_its_entry_owns_each_condition_alone);
+	tcase_add_test(tc, the_sweep_stops_without_its_lock_or_a_sound_heap);
 	tcase_add_test(tc, a_holder_killed_inside_the_table_is_recounted_by_the_next_locker);
 	suite_add_tcase(s, tc);
 	return s;
