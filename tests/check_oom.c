@@ -18,6 +18,7 @@
 #include "../lib/l2/l2.h"
 #include "../shm/evq.h"
 #include "../shm/heap.h"
+#include "../shm/l3ix.h"
 #include "../shm/seg.h"
 
 extern void *__libc_malloc(size_t);
@@ -484,6 +485,41 @@ START_TEST(test_seg_recount_and_sweep_under_allocation_failure)
 }
 END_TEST
 
+/* The location index's repair marks the pages in use in an array: without one it cannot tell a
+ * shared page from a page of one entry, so it clears every entry with token ids (the index is a
+ * cache of the directory) and frees every page; entries without token ids stay. */
+START_TEST(test_l3ix_repair_without_memory)
+{
+	struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .l3_index_entries = 64 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("ooml3ix", &o, &name);
+	struct shm_l3ix ix;
+	ck_assert_int_eq(shm_l3ix_view(a->shm, &ix), 0);
+	ck_assert_int_eq(shm_l3ix_lock(&ix), 0);
+	static int32_t tok[600];
+	for (int i = 0; i < 600; i++)
+		tok[i] = i * 3 + 1;
+	struct shm_l3ix_entry e = { .flags = SHM_L3IX_POS, .token_count = 600, .key_lo = 1, .key_hi = 2 };
+	uint32_t ev;
+	ck_assert_int_eq(shm_l3ix_put_locked(&ix, &e, tok, &ev), 0);
+	e.key_hi = 3;
+	ck_assert_int_eq(shm_l3ix_put_locked(&ix, &e, NULL, &ev), 0);
+	ck_assert_uint_eq(ix.hdr->free_pages, ix.npages - 3);
+	arm(1);
+	shm_l3ix_repair_locked(&ix);
+	ck_assert(disarm());
+	ck_assert_uint_eq(ix.ent[8].flags, 0);
+	ck_assert_uint_eq(ix.ent[9].flags, SHM_L3IX_POS);
+	ck_assert_uint_eq(ix.hdr->free_pages, ix.npages);
+	uint32_t n = 0;
+	for (uint32_t pg = ix.hdr->free_head; pg && n <= ix.npages; pg = ix.links[pg - 1])
+		n++;
+	ck_assert_uint_eq(n, ix.npages);
+	shm_l3ix_unlock(&ix);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The eviction lists' rebuild needs memory for its sort. Without it a lock that found a rebuild
  * to finish fails with -ENOMEM, releases the mutex and leaves the rebuild to the next locker; a
  * walk whose tail lies rebuilds once more and answers the true tail. */
@@ -557,6 +593,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_index_repair_under_allocation_failure);
 	tcase_add_test(tc, test_evq_rebuild_under_allocation_failure);
 	tcase_add_test(tc, test_seg_recount_and_sweep_under_allocation_failure);
+	tcase_add_test(tc, test_l3ix_repair_without_memory);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
 	suite_add_tcase(s, tc);
 	return s;

@@ -944,9 +944,11 @@ START_TEST(the_repair_clears_each_damaged_entry_alone)
 	fx_open(&f);
 	put(&f, ent(0, 1, 2 * PT, SHM_L3IX_POS, 1), 1);
 	put(&f, ent(0, 2, 0, SHM_L3IX_NEG, 1), 1);
+	put(&f, ent(0, 3, 10, SHM_L3IX_POS, 1), 0); /* tokens not stored: no chain to check */
 	shm_l3ix_repair_locked(&f.ix);
 	ck_assert_int_eq(way_of(&f, 0, 1, 2 * PT), 0);
 	ck_assert_int_eq(way_of(&f, 0, 2, 0), 1);
+	ck_assert_int_eq(way_of(&f, 0, 3, 10), 2);
 	ck_assert_uint_eq(f.ix.hdr->free_pages, f.ix.npages - 2);
 	assert_pages_sound(&f);
 	fx_close(&f);
