@@ -984,6 +984,11 @@ START_TEST(a_writer_killed_inside_a_put_is_repaired_by_the_next_locker)
 		}
 		sc_test_wait_killed(pid);
 		ck_assert_uint_eq(atomic_load(&f.ix.ent[3 * 8].seq) % 2, 1);
+		/* what the dead writer left: at the open, the old entry whole (its pages still its own);
+		 * written, the new one (its pages taken) */
+		ck_assert_uint_eq(f.ix.ent[3 * 8].flags, SHM_L3IX_POS | SHM_L3IX_TOKENS);
+		ck_assert_uint_eq(f.ix.ent[3 * 8].digest_lo, i ? 9 : 1);
+		ck_assert_uint_eq(f.ix.hdr->free_pages, f.ix.npages - 3);
 		ck_assert_int_eq(shm_l3ix_lock(&f.ix), 0);
 		ck_assert_uint_eq(atomic_load(&f.ix.ent[3 * 8].seq) % 2, 0);
 		ck_assert_uint_eq(f.ix.ent[3 * 8].flags, 0);
