@@ -679,8 +679,8 @@ START_TEST(a_reformat_empties_every_entry)
 	h->magic ^= 1;
 	struct shm_arena *sa = f.a->shm;
 	uint32_t n = sa->hv.l3ix_entries;
-	uint32_t bad_n[] = { n + 36, 2 * n };
-	for (int c = 0; c < 2; c++) {
+	uint32_t bad_n[] = { n - 8, n + 36, 2 * n }; /* not whole sets of a power of two (fits, does not), too many */
+	for (int c = 0; c < 3; c++) {
 		sa->hv.l3ix_entries = bad_n[c];
 		int rc = shm_l3ix_format(sa);
 		sa->hv.l3ix_entries = n;
