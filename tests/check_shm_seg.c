@@ -422,10 +422,21 @@ START_TEST(a_stale_hold_changes_nothing)
 	c.logical += 2 * SEG, c.dedup = SEG;
 	assert_counts(&f, c, "held");
 	ck_assert_int_eq(recount(&f, 0), 0);
-	/* the last slot of the table is a slot */
 	fx_close(&f);
 }
 END_TEST
+
+/* Record r1 (entry 1) of one segment, held and indexed, and r2 (entry 2) naming the same segment,
+ * held: the segment's slot counts two references. */
+static void one_shared_segment(struct fx *f, uint64_t *r1, uint64_t *r2)
+{
+	uint64_t len[] = { SEG };
+	*r1 = rec_new(f, 1, len, NULL, shm_tag_typed(SHM_TAG_SEGREC, 1, 1), priv(f));
+	ck_assert_int_eq(hold(f, *r1, DG), 0);
+	const uint64_t *from[] = { (const uint64_t *)(const void *)&rec(f, *r1)->p[0] };
+	*r2 = rec_new(f, 1, len, from, shm_tag_typed(SHM_TAG_SEGREC, 2, 1), priv(f));
+	ck_assert_int_eq(hold(f, *r2, NULL), 0);
+}
 
 /* A release drops only references its record holds: not a slot emptied and reused since (another
  * generation), not memory past the table (a scribbled slot number). */
@@ -513,12 +524,8 @@ START_TEST(a_drop_frees_only_holders_left_behind)
 	for (int c = 0; c < 2; c++) {
 		struct fx f;
 		fx_open(&f);
-		uint64_t len1[] = { SEG };
-		uint64_t r1 = rec_new(&f, 1, len1, NULL, shm_tag_typed(SHM_TAG_SEGREC, 1, 1), priv(&f));
-		ck_assert_int_eq(hold(&f, r1, DG), 0);
-		const uint64_t *from[] = { (const uint64_t *)(const void *)&rec(&f, r1)->p[0] };
-		uint64_t r2 = rec_new(&f, 1, len1, from, shm_tag_typed(SHM_TAG_SEGREC, 2, 1), priv(&f));
-		ck_assert_int_eq(hold(&f, r2, NULL), 0);
+		uint64_t r1, r2;
+		one_shared_segment(&f, &r1, &r2);
 		uint32_t k = rec(&f, r1)->p[0].slot;
 		if (c == 0)
 			f.t.slot[k].rec = r1 + 8; /* its holder does not validate there */
@@ -541,12 +548,8 @@ START_TEST(nothing_past_a_record_or_the_table_is_read)
 {
 	struct fx f;
 	fx_open(&f);
-	uint64_t len1[] = { SEG };
-	uint64_t r1 = rec_new(&f, 1, len1, NULL, shm_tag_typed(SHM_TAG_SEGREC, 1, 1), priv(&f));
-	ck_assert_int_eq(hold(&f, r1, DG), 0);
-	const uint64_t *from[] = { (const uint64_t *)(const void *)&rec(&f, r1)->p[0] };
-	uint64_t r2 = rec_new(&f, 1, len1, from, shm_tag_typed(SHM_TAG_SEGREC, 2, 1), priv(&f));
-	ck_assert_int_eq(hold(&f, r2, NULL), 0);
+	uint64_t r1, r2;
+	one_shared_segment(&f, &r1, &r2);
 	uint64_t usable;
 	ck_assert_int_eq(shm_heap_size(f.a->shm, r2, &usable), 0);
 	ck_assert_uint_ge(usable, shm_seg_rec_bytes(2));
