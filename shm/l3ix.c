@@ -457,7 +457,7 @@ void shm_l3ix_set_lengths_locked(struct shm_l3ix *ix, const uint32_t *lens, uint
 	atomic_thread_fence(memory_order_release);
 	for (uint32_t i = 0; i < n; i++)
 		atomic_store_explicit(&ix->lengths[i], lens[i], RELAXED);
-	h->nlengths = n;
+	__atomic_store_n(&h->nlengths, n, __ATOMIC_RELAXED); /* readers load it racing (len_seq decides) */
 	h->len_mtime_ns = mtime_ns;
 	atomic_store_explicit(&h->len_checked_ns, checked_ns, RELAXED);
 	atomic_store_explicit(&h->len_seq, (atomic_load_explicit(&h->len_seq, RELAXED) | 1u) + 1u, memory_order_release);
@@ -482,7 +482,7 @@ void shm_l3ix_add_length_locked(struct shm_l3ix *ix, uint32_t len)
 		for (uint32_t i = n; i > at; i--)
 			atomic_store_explicit(&ix->lengths[i], atomic_load_explicit(&ix->lengths[i - 1], RELAXED), RELAXED);
 		atomic_store_explicit(&ix->lengths[at], len, RELAXED);
-		h->nlengths = n + 1;
+		__atomic_store_n(&h->nlengths, n + 1, __ATOMIC_RELAXED);
 	}
 	atomic_store_explicit(&h->len_seq, (atomic_load_explicit(&h->len_seq, RELAXED) | 1u) + 1u, memory_order_release);
 }
