@@ -4,8 +4,8 @@
  * weakened to acq_rel, a release weakened to relaxed, two reads swapped.
  *
  * shm/readers.c (epochs), shm/index.c (lookup, unlink and retirement), shm/mutex.c (writer locks),
- * shm/ring.c (commit rings), shm/evring.c (the event ring), lib/l2/lease.c (lease records) and
- * lib/holders.c (the holder listing)
+ * shm/ring.c (commit rings), shm/l3ix.c (the location index's sequence locks), shm/evring.c (the
+ * event ring), lib/l2/lease.c (lease records) and lib/holders.c (the holder listing)
  * are compiled into this file with their atomics redirected to the model
  * (tests/mm_atomics.h) and their external names prefixed mm_ ($(B)/tests/mm_renames.h, made by
  * the Makefile from those files), so that what runs here is the code the library runs.
@@ -32,6 +32,9 @@
 #include "../shm/index.c"
 #include "../shm/mutex.c"
 #include "../shm/ring.c"
+/* shm/l3ix.c's readers load entry fields with __atomic_load_n (relaxed): modelled too */
+#define __atomic_load_n(p, o) MM_VAL(p, mm_load((const void *)(p), sizeof(*(p)), (o)))
+#define __atomic_store_n(p, v, o) mm_store((void *)(p), sizeof(*(p)), (uint64_t)(v), (o))
 #include "../shm/l3ix.c"
 #include "../shm/evring.c"
 #include "../lib/l2/lease.c"
@@ -694,77 +697,165 @@ START_TEST(test_ring_close_vs_reap_under_weak_memory)
 }
 END_TEST
 
-/* ---- the location index's entries: a reader never takes a half-written entry for a whole one ---- */
+/* ---- the location index: a reader never keeps a half-written entry, chain or length list ---- */
 
-/* shm/l3ix.c's sequence protocol: the writer opens an entry (seq_begin: seq odd, then a release
- * fence), writes its fields, closes it (seq_end: release store of the next even seq); a reader
- * (shm_l3ix_find, shm_l3ix_tokens_equal) acquire-loads seq, copies the fields, issues an acquire
- * fence and loads seq again, and keeps the copy only when both loads saw the same even value.
- * The writer here is shm/l3ix.c's own seq_begin/seq_end; the entry's plain fields are modelled by
- * two shadow words the writer changes together, and the reader is shm_l3ix_find's order. */
+/* shm/l3ix.c's sequence locks: a writer (holding the region's mutex) opens an entry (seq_begin:
+ * seq odd, then a release fence), writes it, closes it (seq_end: release store of the next even
+ * seq); the lengths have a lock of their own (len_seq). A reader acquire-loads seq, copies, issues
+ * an acquire fence and loads seq again, and keeps the copy only when both loads saw the same even
+ * value. The readers here are shm_l3ix_find, shm_l3ix_tokens_equal and shm_l3ix_lengths as they
+ * are, their relaxed field loads (__atomic_load_n) modelled too; the writers are
+ * shm_l3ix_set_lengths_locked and shm_l3ix_add_length_locked as they are, and, for an entry,
+ * seq_begin/seq_end around modelled stores of the fields (shm_l3ix_put_locked writes the fields
+ * with memcpy, which the model cannot delay). The region is one set with three token pages and a
+ * list of two lengths, {1, 2}, which a writer replaces by {4} or extends by 5. */
+enum { LX_FIELDS, LX_CHAIN, LX_SET_LENGTHS, LX_ADD_LENGTH };
+#define LX_KEY_LO 0x5eedu
+#define LX_KEY_HI 0x77u
+#define LX_TOKENS (SHM_L3IX_PAGE_TOKENS + 1) /* a chain of two pages */
+
 static struct {
-	struct shm_l3ix_entry e;
-	_Atomic uint64_t a, b;        /* the shadow of two fields written together */
-	int violated;
-	char why[160];
-} SQ;
+	struct shm_l3ix_hdr h;
+	struct shm_l3ix_entry ent[SHM_L3IX_WAYS];
+	uint32_t links[3];
+	_Atomic uint32_t lengths[4];
+	/* not modelled: plain memory, and the reader's results */
+	int32_t pages[3][SHM_L3IX_PAGE_TOKENS];
+	int32_t tokens[LX_TOKENS];
+	struct shm_l3ix ix;
+	struct shm_l3ix_snap snap;
+	int kind, found, rc;
+	uint32_t out[4];
+	uint64_t checked;
+} LX;
 
-static void sq_reset(void *ctx)
+static void lx_reset(void *ctx)
 {
 	(void)ctx;
-	memset(&SQ.e, 0, sizeof(SQ.e));
-	atomic_init(&SQ.a, 1);
-	atomic_init(&SQ.b, 1);
-	SQ.violated = 0;
+	memset(&LX.h, 0, offsetof(__typeof__(LX), pages));
+	for (uint32_t i = 0; i < LX_TOKENS; i++)
+		LX.tokens[i] = (int32_t)(i * 7 + 1);
+	memcpy(LX.pages[0], LX.tokens, sizeof(LX.pages[0]));
+	LX.pages[1][0] = LX.tokens[SHM_L3IX_PAGE_TOKENS];
+	LX.pages[2][0] = LX.tokens[SHM_L3IX_PAGE_TOKENS] + 1; /* the rewritten chain's second page */
+	struct shm_l3ix_entry *e = &LX.ent[0];
+	e->flags = SHM_L3IX_POS | SHM_L3IX_TOKENS;
+	e->key_lo = LX_KEY_LO;
+	e->key_hi = LX_KEY_HI;
+	e->token_count = LX_TOKENS;
+	e->first_page = 1;
+	e->checked_ns = e->dir_gen = 1;
+	LX.links[0] = 2; /* page 1, then page 2 */
+	LX.h.nlengths = 2;
+	atomic_init(&LX.lengths[0], 1);
+	atomic_init(&LX.lengths[1], 2);
+	atomic_init(&LX.h.len_checked_ns, 1);
+	LX.ix = (struct shm_l3ix){ .hdr = &LX.h, .lengths = LX.lengths, .ent = LX.ent, .links = LX.links,
+				   .pages = &LX.pages[0][0], .nsets = 1, .npages = 3 };
+	LX.found = LX.rc = 7;
+	memset(LX.out, 0, sizeof(LX.out));
+	LX.checked = 0;
 }
 
-static void sq_thread(void *ctx, unsigned who)
+static void lx_writer(void)
+{
+	struct shm_l3ix_entry *e = &LX.ent[0];
+	switch (LX.kind) {
+	case LX_FIELDS: /* two fields written together */
+		seq_begin(e);
+		__atomic_store_n(&e->checked_ns, 2, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->dir_gen, 2, __ATOMIC_RELAXED);
+		seq_end(e);
+		break;
+	case LX_CHAIN: /* the entry's second token page replaced by one that differs */
+		seq_begin(e);
+		__atomic_store_n(&LX.links[0], 3, __ATOMIC_RELAXED);
+		seq_end(e);
+		break;
+	case LX_SET_LENGTHS:
+		shm_l3ix_set_lengths_locked(&LX.ix, (const uint32_t[]){ 4 }, 1, 2, 0);
+		break;
+	default:
+		shm_l3ix_add_length_locked(&LX.ix, 5);
+		break;
+	}
+}
+
+static void lx_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
 	if (who == 0) {
-		seq_begin(&SQ.e);
-		atomic_store_explicit(&SQ.a, 2, memory_order_relaxed);
-		atomic_store_explicit(&SQ.b, 2, memory_order_relaxed);
-		seq_end(&SQ.e);
+		lx_writer();
 		return;
 	}
-	for (int t = 0; t < 2; t++) {
-		uint32_t s1 = atomic_load_explicit(&SQ.e.seq, memory_order_acquire);
-		if (s1 & 1) {
-			mm_yield();
-			continue;
-		}
-		uint64_t a = atomic_load_explicit(&SQ.a, memory_order_relaxed);
-		uint64_t b = atomic_load_explicit(&SQ.b, memory_order_relaxed);
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&SQ.e.seq, memory_order_relaxed) != s1)
-			continue;
-		if (a != b && !SQ.violated) {
-			SQ.violated = 1;
-			snprintf(SQ.why, sizeof(SQ.why), "the reader kept fields %llu and %llu of two writes at seq %u",
-				 (unsigned long long)a, (unsigned long long)b, s1);
-		}
+	if (LX.kind == LX_SET_LENGTHS || LX.kind == LX_ADD_LENGTH) {
+		LX.rc = shm_l3ix_lengths(&LX.ix, 100, LX.out, 4, &LX.checked);
 		return;
 	}
+	LX.found = shm_l3ix_find(&LX.ix, LX_KEY_LO, LX_KEY_HI, LX_TOKENS, NULL, 0, NULL, &LX.snap);
+	if (LX.kind == LX_CHAIN && LX.found == 1)
+		LX.rc = shm_l3ix_tokens_equal(&LX.ix, &LX.snap, LX.tokens);
 }
 
-static int sq_check(void *ctx, char *why, size_t len)
+static int lx_check(void *ctx, char *why, size_t len)
 {
 	(void)ctx;
-	if (!SQ.violated)
-		return 0;
-	snprintf(why, len, "%s", SQ.why);
-	return -1;
+	const uint32_t *o = LX.out;
+	switch (LX.kind) {
+	case LX_FIELDS:
+		if (LX.found == -EAGAIN || (LX.found == 1 && LX.snap.e.checked_ns == LX.snap.e.dir_gen))
+			return 0;
+		snprintf(why, len, "find returned %d with fields %llu and %llu of two writes (seq %u)", LX.found,
+			 (unsigned long long)LX.snap.e.checked_ns, (unsigned long long)LX.snap.e.dir_gen, LX.snap.seq);
+		return -1;
+	case LX_CHAIN:
+		/* the snapshot of the first chain compares equal, of the second different, or a retry */
+		if (LX.found == -EAGAIN || (LX.found == 1 && (LX.rc == -EAGAIN || LX.rc == (LX.snap.seq == 0))))
+			return 0;
+		snprintf(why, len, "find %d, then the tokens of the entry at seq %u compared %d", LX.found, LX.snap.seq,
+			 LX.rc);
+		return -1;
+	default:
+		if (LX.rc == -EAGAIN || (LX.rc == 2 && o[0] == 1 && o[1] == 2 && LX.checked == 1) ||
+		    (LX.kind == LX_SET_LENGTHS && LX.rc == 1 && o[0] == 4 && LX.checked == 2) ||
+		    (LX.kind == LX_ADD_LENGTH && LX.rc == 3 && o[0] == 1 && o[1] == 2 && o[2] == 5 && LX.checked == 1))
+			return 0;
+		snprintf(why, len, "the lengths read returned %d: %u %u %u, checked %llu", LX.rc, o[0], o[1], o[2],
+			 (unsigned long long)LX.checked);
+		return -1;
+	}
 }
 
-START_TEST(test_l3ix_entry_sequence_under_weak_memory)
+static void run_lx(const char *name, int kind)
 {
+	LX.kind = kind;
 	mm_regions_clear();
-	mm_region(&SQ, offsetof(__typeof__(SQ), violated));
-	struct mm_scenario s = { .name = "l3ix entry write vs copy", .threads = 2, .reset = sq_reset,
-				 .thread = sq_thread, .check = sq_check };
+	mm_region(&LX.h, offsetof(__typeof__(LX), pages));
+	struct mm_scenario s = { .name = name, .threads = 2, .reset = lx_reset, .thread = lx_thread,
+				 .check = lx_check };
 	explore_ok(&s);
 	mm_regions_clear();
+}
+
+/* Two fields a writer changes together are found both old or both new. */
+START_TEST(test_l3ix_entry_sequence_under_weak_memory)
+{
+	run_lx("l3ix entry write vs find", LX_FIELDS);
+}
+END_TEST
+
+/* A comparison that followed a link of a chain being rewritten is never returned. */
+START_TEST(test_l3ix_token_chain_under_weak_memory)
+{
+	run_lx("l3ix chain rewrite vs tokens_equal", LX_CHAIN);
+}
+END_TEST
+
+/* The length list is read whole, before or after a writer replaces it or inserts a length. */
+START_TEST(test_l3ix_lengths_under_weak_memory)
+{
+	run_lx("l3ix set_lengths vs lengths", LX_SET_LENGTHS);
+	run_lx("l3ix add_length vs lengths", LX_ADD_LENGTH);
 }
 END_TEST
 
@@ -1354,6 +1445,8 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_ring_under_weak_memory);
 	tcase_add_test(tc, test_ring_close_vs_reap_under_weak_memory);
 	tcase_add_test(tc, test_l3ix_entry_sequence_under_weak_memory);
+	tcase_add_test(tc, test_l3ix_token_chain_under_weak_memory);
+	tcase_add_test(tc, test_l3ix_lengths_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_of_a_dead_slot_under_weak_memory);
 	tcase_add_test(tc, test_event_append_vs_take_under_weak_memory);
