@@ -1041,35 +1041,17 @@ START_TEST(test_multiproc)
 }
 END_TEST
 
-/* A hand-made arena handle whose heap region is @region bytes at offset @at, over a sparse private
- * mapping (only the pages written are ever touched: block headers, and in the test build what a
- * free poisons, up to 1 MiB at a freed block's start and 64 KiB at its end), 64-byte aligned, with
- * a guard page right after the region's last 64-byte unit (a read past the heap faults); NULL
- * after a SKIP line when the address space cannot be reserved. Unmapped by fake_close. */
-static uint64_t fake_map_bytes(uint64_t total, uint64_t *pg)
-{
-	*pg = (uint64_t)sysconf(_SC_PAGESIZE);
-	return (total + *pg - 1) / *pg * *pg + *pg;
-}
-
+/* A hand-made arena handle (sc_test_fake_arena) whose heap region is @region bytes at offset @at:
+ * only the pages written are ever touched (block headers, and in the test build what a free
+ * poisons, up to 1 MiB at a freed block's start and 64 KiB at its end), and the guard page right
+ * after the region's last 64-byte unit makes a read past the heap fault; NULL after a SKIP line. */
 static struct shm_arena *fake_at(struct shm_arena *fake, uint64_t at, uint64_t region)
 {
-	uint64_t total = at + region, pg, map = fake_map_bytes(total, &pg);
-	uint8_t *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m == MAP_FAILED) {
-		sc_skip("cannot reserve %llu MiB of address space", (unsigned long long)(map >> 20));
+	if (!sc_test_fake_arena(fake, at + region))
 		return NULL;
-	}
-	ck_assert_int_eq(mprotect(m + map - pg, pg, PROT_NONE), 0);
-	uint8_t *base = m + ((map - pg - total) & ~(uint64_t)63);     /* the region's end on the guard */
-	memset(fake, 0, sizeof(*fake));
-	fake->base = base;
-	fake->size = total;
-	fake->hdr = (struct shm_header *)base;
 	fake->hdr->regions[SHM_REGION_HEAP].off = at;
 	fake->hdr->regions[SHM_REGION_HEAP].size = region;
 	fake->hv.regions[SHM_REGION_HEAP] = fake->hdr->regions[SHM_REGION_HEAP]; /* the validated copy */
-	fake->token = 1u << 16; /* a lock owner (no reader table: nobody else ever waits) */
 	return fake;
 }
 
@@ -1086,12 +1068,6 @@ static struct shm_arena *fake_heap(struct shm_arena *fake, uint64_t region)
 	if (a)
 		ck_assert_int_eq(shm_heap_format(a), 0);
 	return a;
-}
-
-static void fake_close(struct shm_arena *fake)
-{
-	uint64_t pg, map = fake_map_bytes(fake->size, &pg);
-	munmap(fake->base - ((map - pg - fake->size) & ~(uint64_t)63), map);
 }
 
 /* A heap of many GiB. */
@@ -1126,7 +1102,7 @@ START_TEST(test_huge_heap)
 	/* the whole heap in one allocation */
 	ck_assert_int_eq(shm_heap_alloc(a, st0.largest_free, 1, &offs[0]), 0);
 	ck_assert_int_eq(shm_heap_free(a, offs[0]), 0);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1143,12 +1119,12 @@ START_TEST(test_heap_size_limits)
 	if (!a)
 		return;
 	ck_assert_int_eq(shm_heap_format(a), -EINVAL);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 
 	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + 192 + 5));      /* the heap ends on a unit */
 	ck_assert_int_eq(shm_heap_format(a), 0);
 	ck_assert_uint_eq(stats(a).heap_bytes, 192);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 
 	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + 128));
 	ck_assert_int_eq(shm_heap_format(a), 0);
@@ -1166,7 +1142,7 @@ START_TEST(test_heap_size_limits)
 	ck_assert_int_eq(shm_heap_free(a, off), 0);
 	ck_assert_int_eq(shm_heap_repair(a), 0);
 	ck_assert_uint_eq(stats(a).free_bytes, 128);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 
 	a = fake_open(&fake, 8192 + HEAP_MAX_BYTES + 64);
 	if (!a)
@@ -1191,7 +1167,7 @@ START_TEST(test_heap_size_limits)
 	ck_assert_int_eq(shm_heap_repair(a), 0);
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
 	ck_assert_uint_eq(stats(a).largest_free, st.largest_free);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1209,11 +1185,11 @@ START_TEST(test_region_placement)
 	ck_assert_uint_eq(off % PAGE, 0);
 	ck_assert_int_eq(shm_heap_free(a, off), 0);
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 
 	ck_assert_ptr_nonnull(a = fake_at(&fake, (2u << 20) + 64, 8192 + (64u << 10)));
 	ck_assert_int_eq(shm_heap_format(a), -EINVAL);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 
 	for (uint64_t size = 0; size <= 64; size += 32) {
 		ck_assert_ptr_nonnull(a = fake_at(&fake, 2u << 20, size));
@@ -1221,7 +1197,7 @@ START_TEST(test_region_placement)
 		struct shm_heap_stats st;
 		ck_assert_int_eq(shm_heap_stats(a, &st), -EBADMSG);
 		ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &off), -EBADMSG);
-		fake_close(a);
+		sc_test_fake_arena_close(a);
 	}
 
 	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + (64u << 10)));
@@ -1232,7 +1208,7 @@ START_TEST(test_region_placement)
 	ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &off), -EBADMSG);
 	a->hv.regions[SHM_REGION_HEAP].size -= 4096;
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1350,7 +1326,7 @@ START_TEST(test_fit_is_exact_near_exhaustion)
 	}
 	ck_assert_uint_gt(served, 1000);
 	ck_assert_uint_gt(refused, 100);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1406,7 +1382,7 @@ START_TEST(test_list_links_past_the_end)
 			ck_assert_uint_eq(st.free_bytes, SMALL_HEAP - 8192);
 		}
 	}
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1441,7 +1417,7 @@ START_TEST(test_scan_looks_at_sixteen_blocks_of_a_list)
 	ck_assert_int_eq(shm_heap_alloc(a, (134 * 64) | SHM_HEAP_PACKED, 7, &off), 0);  /* now 16th */
 	ck_assert_uint_eq(off, x[0]);
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1505,7 +1481,7 @@ START_TEST(test_forged_headers)
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
 	ck_assert_uint_eq(stats(a).used_blocks, 3);
 	ck_assert_int_eq(shm_heap_free(a, B), 0);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1629,7 +1605,7 @@ START_TEST(test_scribbled_lists_are_rebuilt)
 		ck_assert(!B || shm_heap_size(a, B, &sz) == 0);
 		ck_assert(!C || shm_heap_size(a, C, &sz) == 0);
 	}
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1701,7 +1677,7 @@ START_TEST(test_scan_reaches_every_list)
 	memcpy(hb + (h - 64 - (2u << 20)) + 24, &bad, 8);
 	ck_assert_int_eq(shm_heap_alloc(a, (146 * 64) | SHM_HEAP_PACKED, 4, &off), -ENOSPC);
 	ck_assert_uint_eq(stats(a).repairs, repairs);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1785,7 +1761,7 @@ START_TEST(test_scan)
 	*cw = saved;
 	ck_assert_int_eq(shm_heap_walk(a, NULL, NULL), 0);
 	ck_assert_uint_eq(stats(a).used_blocks, 3);
-	fake_close(a);
+	sc_test_fake_arena_close(a);
 }
 END_TEST
 
@@ -1944,7 +1920,7 @@ START_TEST(test_seed)
 		if (!a)
 			return;
 		memcpy(&seed[i], a->base + (2u << 20) + HH_SEED, 8);
-		fake_close(a);
+		sc_test_fake_arena_close(a);
 		ck_assert_uint_ne(seed[i], 0);
 		ck_assert(i != 1 || seed[1] != seed[0]);        /* the kernel's (the fallback's clock may be coarse) */
 	}

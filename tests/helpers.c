@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -89,6 +90,36 @@ void sc_test_arena_destroy(struct sc_arena *a, const char *name)
 {
 	sc_arena_close(a);
 	sc_arena_destroy(NULL, name);
+}
+
+static uint64_t fake_map_bytes(uint64_t total, uint64_t *pg)
+{
+	*pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	return (total + *pg - 1) / *pg * *pg + *pg;
+}
+
+struct shm_arena *sc_test_fake_arena(struct shm_arena *fake, uint64_t total)
+{
+	uint64_t pg, map = fake_map_bytes(total, &pg);
+	uint8_t *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		sc_skip("cannot reserve %llu MiB of address space", (unsigned long long)(map >> 20));
+		return NULL;
+	}
+	ck_assert_int_eq(mprotect(m + map - pg, pg, PROT_NONE), 0);
+	uint8_t *base = m + ((map - pg - total) & ~(uint64_t)63); /* the end on the guard */
+	memset(fake, 0, sizeof(*fake));
+	fake->base = base;
+	fake->size = total;
+	fake->hdr = (struct shm_header *)base;
+	fake->token = 1u << 16; /* a lock owner (no reader table: nobody else ever waits) */
+	return fake;
+}
+
+void sc_test_fake_arena_close(struct shm_arena *fake)
+{
+	uint64_t pg, map = fake_map_bytes(fake->size, &pg);
+	munmap(fake->base - ((map - pg - fake->size) & ~(uint64_t)63), map);
 }
 
 int sc_test_is_root(void)

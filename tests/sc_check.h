@@ -45,6 +45,14 @@ struct sc_arena *sc_test_arena(const char *tag, uint64_t size, const char **name
 struct sc_arena *sc_test_arena_opts(const char *tag, struct sc_arena_opts *opts, const char **name_out);
 void sc_test_arena_destroy(struct sc_arena *a, const char *name);
 
+/* A hand-made arena for sizes no test machine has memory for: @total bytes of reserved, untouched
+ * address space (MAP_NORESERVE), its end 64-byte aligned against a guard page. Only the mapping is
+ * set (base, hdr, size, a lock owner); the caller fills the header's regions. NULL after a SKIP
+ * line when the address space cannot be reserved. Unmap with sc_test_fake_arena_close. */
+struct shm_arena;
+struct shm_arena *sc_test_fake_arena(struct shm_arena *fake, uint64_t total);
+void sc_test_fake_arena_close(struct shm_arena *fake);
+
 /* Reap child @pid, failing the test unless SIGKILL ended it (a holder killed on purpose). */
 void sc_test_wait_killed(pid_t pid);
 /* A child that opens arena @name, locks @m (a lock in memory it shares with us: the arena's, or
