@@ -163,6 +163,37 @@ START_TEST(geometry_rounds_to_whole_sets_of_a_power_of_two)
 }
 END_TEST
 
+/* The largest index (SHM_L3IX_MAX_ENTRIES entries: 16.6 GiB with its token pages) in a hand-made
+ * arena of untouched address space is formatted, viewed and used to its last set (the format
+ * writes no links when the arena keeps no token ids). */
+START_TEST(the_largest_index_is_allowed)
+{
+	static struct shm_arena fake;
+	uint64_t bytes = shm_l3ix_bytes(SHM_L3IX_MAX_ENTRIES);
+	struct shm_arena *sa = sc_test_fake_arena(&fake, 4096 + bytes);
+	if (!sa)
+		return;
+	sa->hv.regions[SHM_REGION_L3IX] = (struct shm_region){ 4096, bytes };
+	sa->hv.l3ix_entries = SHM_L3IX_MAX_ENTRIES;
+	sa->hv.arena_flags = SHM_ARENA_NO_TOKEN_VERIFY;
+	struct fx f = { .a = NULL };
+	ck_assert_int_eq(shm_l3ix_format(sa), 0);
+	ck_assert_int_eq(shm_l3ix_view(sa, &f.ix), 0);
+	ck_assert_uint_eq(f.ix.nsets, SHM_L3IX_MAX_ENTRIES / SHM_L3IX_WAYS);
+	ck_assert_uint_eq(f.ix.npages, 0);
+	ck_assert_int_eq(shm_l3ix_lock(&f.ix), 0);
+	uint64_t last = f.ix.nsets - 1;
+	put(&f, ent(last, 9, 3, SHM_L3IX_POS, 1), 0);
+	ck_assert_int_eq(way_of(&f, last, 9, 3), 0);
+	int eq;
+	struct shm_l3ix_snap s;
+	ck_assert_int_eq(find(&f, last, 9, 3, 0, &eq, &s), 1);
+	ck_assert_uint_eq(s.idx, last * SHM_L3IX_WAYS);
+	shm_l3ix_unlock(&f.ix);
+	sc_test_fake_arena_close(sa);
+}
+END_TEST
+
 /* Each format-time word of the header, wrong alone, makes the view refuse the region. */
 START_TEST(the_view_refuses_each_wrong_header_word)
 {
@@ -1011,6 +1042,7 @@ Suite *shm_l3ix_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, geometry_rounds_to_whole_sets_of_a_power_of_two);
+	tcase_add_test(tc, the_largest_index_is_allowed);
 	tcase_add_test(tc, the_view_refuses_each_wrong_header_word);
 	tcase_add_test(tc, puts_and_lookups_by_the_whole_key);
 	tcase_add_test(tc, a_refresh_replaces_only_what_is_not_newer);
