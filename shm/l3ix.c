@@ -325,6 +325,7 @@ static void pages_free_locked(struct shm_l3ix *ix, uint32_t first, uint32_t coun
 /* Zero every field of an entry whose seq is already odd but seq (its pages are the caller's). */
 static void wipe_open(struct shm_l3ix_entry *e)
 {
+	shm_sched_point("l3ix.wipe"); /* the entry is about to be emptied: a reader finds it busy */
 	uint32_t seq = atomic_load_explicit(&e->seq, RELAXED);
 	memset((uint8_t *)e + 8, 0, sizeof(*e) - 8);
 	atomic_store_explicit(&e->seq, seq, RELAXED);
