@@ -915,6 +915,62 @@ END_TEST
 
 enum { R_ODD, R_FLAGS, R_POSNEG, R_FIRST0, R_FIRSTPAST, R_SHARED, R_SHORT, R_CASES };
 
+/* At l3ix.wipe (an entry about to be emptied): entry @lo's key looked up, the answers counted. */
+struct wipe_probe {
+	struct fx *f;
+	uint64_t lo;
+	int calls, busy, found;
+};
+
+static void wipe_probe(const char *point, void *ctx)
+{
+	struct wipe_probe *p = ctx;
+	if (strcmp(point, "l3ix.wipe"))
+		return;
+	struct shm_l3ix_snap s;
+	int r = shm_l3ix_find(&p->f->ix, p->lo, 1, 2 * PT, NULL, 0, NULL, &s);
+	p->calls++;
+	p->busy += r == -EAGAIN;
+	p->found += r == 1;
+}
+
+/* An entry being emptied — cleared (its pages already back on the free list), repaired, or
+ * formatted anew by fsck — is busy to a reader then, never found with its pages free. */
+START_TEST(an_entry_being_emptied_is_busy)
+{
+	struct fx f;
+	fx_open(&f);
+	struct wipe_probe p = { .f = &f, .lo = 3 };
+	for (int c = 0; c < 3; c++) {
+		put(&f, ent(3, 1, 2 * PT, SHM_L3IX_POS, 1), 1); /* set 3 way 0: entry 24 */
+		put(&f, ent(4, 1, 5, SHM_L3IX_POS, 2), 0);
+		ck_assert_int_eq(way_of(&f, 3, 1, 2 * PT), 0);
+		p.calls = p.busy = p.found = 0;
+		if (c == 2) {
+			shm_l3ix_unlock(&f.ix);
+			f.ix.hdr->magic ^= 1;
+		}
+		shm_sched_set(wipe_probe, &p);
+		switch (c) {
+		case 0: shm_l3ix_clear_locked(&f.ix, 24); break;
+		case 1: f.ix.ent[24].flags |= 0x10; shm_l3ix_repair_locked(&f.ix); break; /* flags no writer sets */
+		case 2: ck_assert_int_eq(shm_l3ix_reformat(f.a->shm), 0); break;
+		}
+		shm_sched_set(NULL, NULL);
+		/* the reformat empties all 64 entries in order: the key is found while the 24 before
+		 * its entry are emptied, busy while any way of its set is (8), then absent */
+		ck_assert_msg(p.busy == (c == 2 ? 8 : 1), "case %d: busy %d times in %d calls", c, p.busy, p.calls);
+		ck_assert_int_eq(p.calls, c == 2 ? 64 : 1);
+		ck_assert_int_eq(p.found, c == 2 ? 24 : 0);
+		ck_assert_int_eq(way_of(&f, 3, 1, 2 * PT), -1);
+	}
+	ck_assert_int_eq(shm_l3ix_view(f.a->shm, &f.ix), 0);
+	ck_assert_int_eq(shm_l3ix_lock(&f.ix), 0);
+	assert_pages_sound(&f);
+	fx_close(&f);
+}
+END_TEST
+
 /* Each kind of damage alone: the repair clears the damaged entry and only it, rebuilds the free
  * list from the pages no kept entry uses, ends completeness and finishes a torn lengths write. */
 START_TEST(the_repair_clears_each_damaged_entry_alone)
@@ -1059,6 +1115,7 @@ Suite *shm_l3ix_suite(void)
 	tcase_add_test(tc, a_lookup_reads_no_way_past_its_set);
 	tcase_add_test(tc, an_entry_being_written_is_busy);
 	tcase_add_test(tc, the_lengths_table);
+	tcase_add_test(tc, an_entry_being_emptied_is_busy);
 	tcase_add_test(tc, the_repair_clears_each_damaged_entry_alone);
 	tcase_add_test(tc, a_writer_killed_inside_a_put_is_repaired_by_the_next_locker);
 	suite_add_tcase(s, tc);
