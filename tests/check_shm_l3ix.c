@@ -194,6 +194,34 @@ START_TEST(the_largest_index_is_allowed)
 }
 END_TEST
 
+/* An arena that keeps no token ids needs no links or token pages: a region of exactly the header
+ * and the entries (its end against a guard page) is formatted and used without a byte past it. */
+START_TEST(a_region_without_token_pages_ends_at_its_entries)
+{
+	static struct shm_arena fake;
+	uint64_t bytes = SHM_L3IX_HDR_BYTES + 64 * sizeof(struct shm_l3ix_entry);
+	struct shm_arena *sa = sc_test_fake_arena(&fake, 4096 + bytes);
+	if (!sa)
+		return;
+	sa->hv.regions[SHM_REGION_L3IX] = (struct shm_region){ 4096, bytes };
+	sa->hv.l3ix_entries = 64;
+	sa->hv.arena_flags = SHM_ARENA_NO_TOKEN_VERIFY;
+	struct fx f = { .a = NULL };
+	ck_assert_int_eq(shm_l3ix_format(sa), 0);
+	ck_assert_int_eq(shm_l3ix_view(sa, &f.ix), 0);
+	ck_assert_uint_eq(f.ix.npages, 0);
+	ck_assert_uint_eq(f.ix.hdr->free_head, 0);
+	ck_assert_uint_eq(f.ix.hdr->free_pages, 0);
+	ck_assert_int_eq(shm_l3ix_lock(&f.ix), 0);
+	put(&f, ent(63, 2, 2 * PT, SHM_L3IX_POS, 1), 0); /* set 7, the last: entries 56..63 */
+	ck_assert_int_eq(way_of(&f, 63, 2, 2 * PT), 0);
+	shm_l3ix_repair_locked(&f.ix);
+	ck_assert_int_eq(way_of(&f, 63, 2, 2 * PT), 0);
+	shm_l3ix_unlock(&f.ix);
+	sc_test_fake_arena_close(sa);
+}
+END_TEST
+
 /* Each format-time word of the header, wrong alone, makes the view refuse the region. */
 START_TEST(the_view_refuses_each_wrong_header_word)
 {
@@ -1099,6 +1127,7 @@ Suite *shm_l3ix_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, geometry_rounds_to_whole_sets_of_a_power_of_two);
 	tcase_add_test(tc, the_largest_index_is_allowed);
+	tcase_add_test(tc, a_region_without_token_pages_ends_at_its_entries);
 	tcase_add_test(tc, the_view_refuses_each_wrong_header_word);
 	tcase_add_test(tc, puts_and_lookups_by_the_whole_key);
 	tcase_add_test(tc, a_refresh_replaces_only_what_is_not_newer);
