@@ -390,10 +390,12 @@ int shm_l3ix_put_locked(struct shm_l3ix *ix, const struct shm_l3ix_entry *src, c
 				struct shm_l3ix_entry *e = &ix->ent[idx];
 				if (pass == 0 && !(e->flags & SHM_L3IX_NEG))
 					continue;
-				if (atomic_load_explicit(&e->used, RELAXED) && w < SHM_L3IX_WAYS)
+				if (atomic_load_explicit(&e->used, RELAXED) && w < SHM_L3IX_WAYS) {
 					atomic_store_explicit(&e->used, 0, RELAXED);
-				else
+					shm_sched_point("l3ix.clock.cleared"); /* readers may mark it again */
+				} else {
 					target = idx;
+				}
 			}
 		if (ix->ent[target].flags & SHM_L3IX_POS)
 			shm_l3ix_incomplete(ix);
