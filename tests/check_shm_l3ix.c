@@ -440,6 +440,37 @@ START_TEST(a_full_set_evicts_by_clock_negatives_first)
 }
 END_TEST
 
+/* At l3ix.clock.cleared: every way of set 2 marked used again, as readers looking them up would. */
+static void mark_all_used(const char *point, void *ctx)
+{
+	struct fx *f = ctx;
+	if (strcmp(point, "l3ix.clock.cleared"))
+		return;
+	for (uint32_t w = 0; w < SHM_L3IX_WAYS; w++)
+		atomic_store(&f->ix.ent[2 * 8 + w].used, 1);
+}
+
+/* A full set's CLOCK pass ends with a victim even when readers mark every way used again after
+ * each clear: the second round takes the start way (3) without a further chance. */
+START_TEST(clock_ends_while_readers_mark_every_way)
+{
+	struct fx f;
+	fx_open(&f);
+	fill_set(&f, 0);
+	shm_sched_set(mark_all_used, &f);
+	uint32_t ev = put(&f, ent(2 + 8 * 20, 3 + 8 * 5, 1, SHM_L3IX_POS, 50), 0);
+	shm_sched_set(NULL, NULL);
+	ck_assert_uint_eq(ev, 1);
+	ck_assert_int_eq(way_of(&f, 2 + 8 * 20, 3 + 8 * 5, 1), 3);
+	ck_assert_int_eq(way_of(&f, 2 + 8 * 3, 3, 1), -1);
+	for (uint32_t w = 0; w < SHM_L3IX_WAYS; w++)
+		if (w != 3)
+			ck_assert_int_eq(way_of(&f, 2 + 8 * w, w, 1), (int)w);
+	ck_assert_uint_eq(used_mask(&f), 0xff);
+	fx_close(&f);
+}
+END_TEST
+
 /* An arena made without an index (SC_L3_INDEX_NONE) has its header alone (the collision counters
  * of every level live there): the view accepts it with no sets; puts refuse, lookups miss. */
 START_TEST(no_sets_refuses_puts_and_misses)
@@ -741,9 +772,9 @@ START_TEST(a_reformat_empties_every_entry)
 	uint32_t bad_n[] = { n - 8, n + 36, 2 * n }; /* not whole sets of a power of two (fits, does not), too many */
 	for (int c = 0; c < 3; c++) {
 		sa->hv.l3ix_entries = bad_n[c];
-		int rc = shm_l3ix_format(sa);
+		int rc = shm_l3ix_format(sa), rc2 = shm_l3ix_reformat(sa);
 		sa->hv.l3ix_entries = n;
-		ck_assert_msg(rc == -EINVAL, "count %u formatted", bad_n[c]);
+		ck_assert_msg(rc == -EINVAL && rc2 == -EINVAL, "count %u formatted (%d, anew %d)", bad_n[c], rc, rc2);
 		ck_assert_uint_eq(h->magic, SHM_L3IX_MAGIC ^ 1);
 	}
 	ck_assert_int_eq(shm_l3ix_view(sa, &f.ix), -EBADMSG);
@@ -1132,6 +1163,7 @@ Suite *shm_l3ix_suite(void)
 	tcase_add_test(tc, puts_and_lookups_by_the_whole_key);
 	tcase_add_test(tc, a_refresh_replaces_only_what_is_not_newer);
 	tcase_add_test(tc, a_full_set_evicts_by_clock_negatives_first);
+	tcase_add_test(tc, clock_ends_while_readers_mark_every_way);
 	tcase_add_test(tc, no_sets_refuses_puts_and_misses);
 	tcase_add_test(tc, token_pages_are_taken_given_back_and_compared_exactly);
 	tcase_add_test(tc, every_page_taken_and_given_back);
