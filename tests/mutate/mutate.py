@@ -102,7 +102,8 @@ def read_equivalent():
             for line in f:
                 if not line.strip() or line.lstrip().startswith("#"):
                     continue
-                parts = [p.strip() for p in line.rstrip("\n").split(" | ")]
+                # " | " inside a field (a line of code with a bitwise or) is written " \| "
+                parts = [p.strip().replace("\\|", "|") for p in re.split(r"(?<!\\) \| ", line.rstrip("\n"))]
                 if len(parts) == 5:
                     eq[(parts[0], parts[1], squash(parts[2]), squash(parts[3]))] = parts[4]
     return eq
