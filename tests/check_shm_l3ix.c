@@ -498,6 +498,13 @@ START_TEST(no_sets_refuses_puts_and_misses)
 }
 END_TEST
 
+/* Counts the comparisons tokens_equal made (l3ix.tokens.compared). */
+static void count_compared(const char *point, void *ctx)
+{
+	if (!strcmp(point, "l3ix.tokens.compared"))
+		++*(int *)ctx;
+}
+
 /* Token pages: a chain of ceil(count / 256) pages; exact compares at the page bounds; with too
  * few pages free, or a scribbled free list, the entry goes without token ids (and a scribbled
  * list is forgotten); replacing or clearing an entry gives its pages back. */
@@ -736,7 +743,15 @@ START_TEST(a_broken_chain_is_an_error_not_a_read_outside)
 	ck_assert_int_eq(shm_l3ix_tokens_equal(&f.ix, &bad, tk2), -EBADMSG);
 	bad = s;
 	bad.seq += 2;
+	/* ... before its pages are compared (l3ix.tokens.compared not reached): they may be another
+	 * entry's by now */
+	int compared = 0;
+	shm_sched_set(count_compared, &compared);
 	ck_assert_int_eq(shm_l3ix_tokens_equal(&f.ix, &bad, tk2), -EAGAIN);
+	ck_assert_int_eq(compared, 0);
+	ck_assert_int_eq(shm_l3ix_tokens_equal(&f.ix, &s, tk2), 1);
+	shm_sched_set(NULL, NULL);
+	ck_assert_int_eq(compared, 1);
 	/* the last entry of the index is an entry */
 	put(&f, ent(7 + 8 * 1, 2, 5, SHM_L3IX_POS, 1), 3);
 	put(&f, ent(7 + 8 * 2, 2, 5, SHM_L3IX_POS, 1), 3);
