@@ -496,8 +496,8 @@ int shm_seg_sweep_shard(struct shm_segtab *t, uint32_t shard)
 		free(b.tag);
 		return rc && !b.oom ? rc : -ENOMEM; /* the walk stopped by collect_cb returns its 1 */
 	}
-	/* records first: releasing one frees (or keeps as a holder) its data block, which phase two
-	 * must then leave alone */
+	/* records first: releasing one frees (or keeps as a holder) its data block, and an owned one
+	 * names its own: phase two must leave both alone */
 	uint64_t *skip = calloc(b.n + 1, sizeof(*skip));
 	size_t nskip = 0;
 	if (!skip) {
@@ -505,8 +505,15 @@ int shm_seg_sweep_shard(struct shm_segtab *t, uint32_t shard)
 		goto out;
 	}
 	for (size_t j = 0; j < b.n; j++) {
-		if (SHM_TAG_TYPE(b.tag[j]) != SHM_TAG_SEGREC || entry_owns(t, b.tag[j], b.off[j], 1))
+		if (SHM_TAG_TYPE(b.tag[j]) != SHM_TAG_SEGREC)
 			continue;
+		if (entry_owns(t, b.tag[j], b.off[j], 1)) {
+			/* its data block stays whatever the entry's payload offset says (shared memory) */
+			const struct shm_seg_rec *r = shm_seg_rec_at(t, b.off[j]);
+			if (r)
+				skip[nskip++] = r->data;
+			continue;
+		}
 		if ((rc = shm_seg_lock(t))) {
 			freed = rc; /* a record not released still names its data block: phase two must not run */
 			goto out;

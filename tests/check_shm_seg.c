@@ -811,8 +811,9 @@ END_TEST
 enum { O_LIVE, O_RETIRED, O_BUSY, O_FREEING, O_FREE, O_GEN, O_META, O_REC, O_DATA, O_CASES };
 
 /* An entry owns its record and data block in any state but free, with its generation, the
- * segmented flag, its record's position and its payload offset: each condition alone. What it
- * does not own is swept: the record released (its data block with it), a data block freed. */
+ * segmented flag and its record's position: each condition alone. What it does not own is swept:
+ * the record released (its data block with it). A data block its owned record names stays even
+ * when the entry's payload offset (shared memory) says another. */
 START_TEST(the_sweep_keeps_what_its_entry_owns_each_condition_alone)
 {
 	const uint32_t idx = 2 + 3 * SHM_INDEX_SHARDS, gen = 5;
@@ -842,13 +843,36 @@ START_TEST(the_sweep_keeps_what_its_entry_owns_each_condition_alone)
 		case O_DATA: e->payload_off += 64; break;
 		}
 		atomic_store(&e->state, st);
-		/* owned: both kept; O_REC: the record released, its data block with it; O_DATA: the block
-		 * at another offset than the entry's payload is not its own */
-		int owned = c <= O_FREEING, rec_owned = owned || c == O_DATA;
+		/* owned: both kept; O_REC: the record released, its data block with it; O_DATA (a
+		 * payload offset scribbled): the record is owned, and the data block it names stays */
+		int owned = c <= O_FREEING || c == O_DATA;
 		int freed = shm_seg_sweep_shard(&f.t, idx % SHM_INDEX_SHARDS);
-		ck_assert_msg(allocated(&f, r) == rec_owned, "case %d: record %s", c, rec_owned ? "freed" : "kept");
+		ck_assert_msg(allocated(&f, r) == owned, "case %d: record %s", c, owned ? "freed" : "kept");
 		ck_assert_msg(allocated(&f, data) == owned, "case %d: data %s", c, owned ? "freed" : "kept");
 		ck_assert_int_eq(freed, owned ? 0 : 1);
+		if (owned)
+			ck_assert_uint_eq(rec(&f, r)->data, data);
+		*e = keep;
+		fx_close(&f);
+	}
+	/* a writer between tagging its data block and its record (the record still private, so no
+	 * record of the shard names the block): the block stays while the entry's payload offset names
+	 * it, and goes when that names another */
+	for (int named = 1; named >= 0; named--) {
+		struct fx f;
+		fx_open(&f);
+		uint64_t len[] = { 100 };
+		uint64_t r = rec_new(&f, 1, len, NULL, priv(&f), shm_tag_typed(SHM_TAG_SEGDATA, idx, gen));
+		uint64_t data = rec(&f, r)->data;
+		struct shm_index_entry *e = &f.ix.ent[idx], keep = *e;
+		e->gen = gen;
+		e->meta = SHM_META_SEG | 3;
+		e->seg_rec = (uint32_t)((r - f.t.heap_lo) / 64);
+		e->payload_off = named ? data : data + 64;
+		atomic_store(&e->state, SHM_ENT_BUSY);
+		ck_assert_int_eq(shm_seg_sweep_shard(&f.t, idx % SHM_INDEX_SHARDS), !named);
+		ck_assert(allocated(&f, data) == named);
+		ck_assert(allocated(&f, r));
 		*e = keep;
 		fx_close(&f);
 	}
