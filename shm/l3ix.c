@@ -527,9 +527,9 @@ void shm_l3ix_repair_locked(struct shm_l3ix *ix)
 		ix->hdr->free_head = i + 1;
 		ix->hdr->free_pages++;
 	}
-	if (atomic_load_explicit(&ix->hdr->len_seq, RELAXED) & 1)
-		atomic_store_explicit(&ix->hdr->len_seq, atomic_load_explicit(&ix->hdr->len_seq, RELAXED) + 1,
-				      memory_order_release);
+	_Atomic uint32_t *len_seq = &ix->hdr->len_seq;
+	if (atomic_load_explicit(len_seq, RELAXED) & 1) /* a length writer died: its list as it left it */
+		atomic_store_explicit(len_seq, atomic_load_explicit(len_seq, RELAXED) + 1, memory_order_release);
 	free(used);
 }
 
