@@ -855,24 +855,28 @@ START_TEST(the_sweep_keeps_what_its_entry_owns_each_condition_alone)
 		*e = keep;
 		fx_close(&f);
 	}
-	/* a writer between tagging its data block and its record (the record still private, so no
-	 * record of the shard names the block): the block stays while the entry's payload offset names
-	 * it, and goes when that names another */
+	/* an owned record that no longer validates (its magic scribbled) names nothing the sweep can
+	 * read: its data block stays while the entry's payload offset names it, and goes when that
+	 * names another */
 	for (int named = 1; named >= 0; named--) {
 		struct fx f;
 		fx_open(&f);
 		uint64_t len[] = { 100 };
-		uint64_t r = rec_new(&f, 1, len, NULL, priv(&f), shm_tag_typed(SHM_TAG_SEGDATA, idx, gen));
+		uint64_t r = rec_new(&f, 1, len, NULL, shm_tag_typed(SHM_TAG_SEGREC, idx, gen),
+				     shm_tag_typed(SHM_TAG_SEGDATA, idx, gen));
+		ck_assert_int_eq(hold(&f, r, NULL), 0);
 		uint64_t data = rec(&f, r)->data;
 		struct shm_index_entry *e = &f.ix.ent[idx], keep = *e;
 		e->gen = gen;
 		e->meta = SHM_META_SEG | 3;
 		e->seg_rec = (uint32_t)((r - f.t.heap_lo) / 64);
 		e->payload_off = named ? data : data + 64;
-		atomic_store(&e->state, SHM_ENT_BUSY);
+		atomic_store(&e->state, SHM_ENT_LIVE);
+		rec(&f, r)->magic ^= 1;
 		ck_assert_int_eq(shm_seg_sweep_shard(&f.t, idx % SHM_INDEX_SHARDS), !named);
 		ck_assert(allocated(&f, data) == named);
 		ck_assert(allocated(&f, r));
+		rec(&f, r)->magic ^= 1;
 		*e = keep;
 		fx_close(&f);
 	}
