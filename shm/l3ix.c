@@ -41,7 +41,9 @@
  * Crash repair. A writer killed while holding mu leaves at most one entry odd and the page free
  * list possibly inconsistent. The next locker gets -EOWNERDEAD and rebuilds: odd entries are
  * cleared, every entry's chain is validated (a broken one clears the entry), and the free list is
- * rebuilt from the pages no entry uses.
+ * rebuilt from the pages no entry uses. A lengths writer's list (len_seq odd) may be torn: it is
+ * made readable again with its check stamp zeroed, so lookups go to the directory (whose probe
+ * loads the list again) instead of trusting it.
  *
  * Lock order: hdr->mu is a leaf: nothing else is locked while holding it.
  */
@@ -528,8 +530,12 @@ void shm_l3ix_repair_locked(struct shm_l3ix *ix)
 		ix->hdr->free_pages++;
 	}
 	_Atomic uint32_t *len_seq = &ix->hdr->len_seq;
-	if (atomic_load_explicit(len_seq, RELAXED) & 1) /* a length writer died: its list as it left it */
+	if (atomic_load_explicit(len_seq, RELAXED) & 1) {
+		/* a length writer died: its list may be torn. Never checked, so lookups go to the
+		 * directory (whose probe loads the list again) instead of trusting it */
+		atomic_store_explicit(&ix->hdr->len_checked_ns, 0, RELAXED);
 		atomic_store_explicit(len_seq, atomic_load_explicit(len_seq, RELAXED) + 1, memory_order_release);
+	}
 	free(used);
 }
 
