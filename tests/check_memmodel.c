@@ -612,6 +612,32 @@ static void ring_thread(void *ctx, unsigned who)
 	}
 }
 
+static struct shm_ring_stat RST;
+static int rst_rc;
+
+/* thread 0 commits a record and then, as the consumer, delivers it (tail, then head, move on);
+ * thread 1 takes a snapshot */
+static void ring_stat_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 1) {
+		rst_rc = shm_ring_stat(RG.c->shm, RG.prod0.index, &RST);
+		return;
+	}
+	int32_t tok[2] = { 0, 7 };
+	struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
+	atomic_store_explicit(&RS.written[0], 1, memory_order_relaxed);
+	if (shm_ring_submit(&RG.prod, &m))
+		return;
+	struct shm_ring_cursor cur;
+	if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) <= 0)
+		return;
+	struct shm_ring_view v;
+	while (shm_ring_cursor_next(&cur, &v) > 0)
+		RG.seen++;
+	shm_ring_cursor_close(&cur);
+}
+
 static int ring_check(void *ctx, char *why, size_t len)
 {
 	(void)ctx;
@@ -644,6 +670,35 @@ static int ring_close_check(void *ctx, char *why, size_t len)
 {
 	if (RG.freed && RG.seen < RG.sent) {
 		snprintf(why, len, "the consumer freed a closed ring with %u of %u records delivered", RG.seen, RG.sent);
+		return -1;
+	}
+	return ring_check(ctx, why, len);
+}
+
+/* thread 0 commits a record and closes its ring; thread 1 takes a snapshot */
+static void ring_stat_close_thread(void *ctx, unsigned who)
+{
+	if (who == 1) {
+		ring_stat_thread(ctx, who);
+		return;
+	}
+	int32_t tok[2] = { 0, 7 };
+	struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
+	if (shm_ring_submit(&RG.prod, &m) == 0)
+		(void)shm_ring_release(&RG.prod);
+}
+
+static int ring_stat_check(void *ctx, char *why, size_t len)
+{
+	/* a snapshot that shows the ring CLOSED shows its final tail (A1 pairs with R2) */
+	if (!rst_rc && RST.state == SHM_RING_CLOSED && RST.tail != RG.prod.tail) {
+		snprintf(why, len, "a snapshot of the closed ring shows tail %llu, its producer's last is %llu",
+			 (unsigned long long)RST.tail, (unsigned long long)RG.prod.tail);
+		return -1;
+	}
+	if (rst_rc || RST.corrupt) {
+		snprintf(why, len, "stat %d: head %llu tail %llu corrupt %d", rst_rc, (unsigned long long)RST.head,
+			 (unsigned long long)RST.tail, RST.corrupt);
 		return -1;
 	}
 	return ring_check(ctx, why, len);
@@ -682,6 +737,16 @@ static void run_ring(const char *name, void (*thread)(void *, unsigned), int (*c
 	sc_arena_close(RG.c);
 	sc_test_arena_destroy(RG.a, RG.name);
 }
+
+/* A snapshot (shm_ring_stat) taken while a record is committed and delivered is never "corrupt"
+ * (it reads tail again when the consumer's head, acquired, is past it), and one that shows a ring
+ * CLOSED shows the producer's final tail (A1 pairs with R2). */
+START_TEST(test_ring_stat_under_weak_memory)
+{
+	run_ring("ring stat vs submit and cursor", ring_stat_thread, ring_stat_check);
+	run_ring("ring stat vs close", ring_stat_close_thread, ring_stat_check);
+}
+END_TEST
 
 START_TEST(test_ring_under_weak_memory)
 {
@@ -1463,6 +1528,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_replace_behind_the_head_vs_lookup_under_weak_memory);
 	tcase_add_test(tc, test_mutex_under_weak_memory);
 	tcase_add_test(tc, test_ring_under_weak_memory);
+	tcase_add_test(tc, test_ring_stat_under_weak_memory);
 	tcase_add_test(tc, test_ring_close_vs_reap_under_weak_memory);
 	tcase_add_test(tc, test_l3ix_entry_sequence_under_weak_memory);
 	tcase_add_test(tc, test_l3ix_token_chain_under_weak_memory);
