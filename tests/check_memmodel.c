@@ -704,6 +704,50 @@ static int ring_stat_check(void *ctx, char *why, size_t len)
 	return ring_check(ctx, why, len);
 }
 
+static struct shm_ring_prod RCL;
+static int rcl_rc;
+
+/* thread 0 commits a record and closes its ring; thread 1, the consumer, polls twice (delivers
+ * what it finds, then frees a drained closed ring); thread 2 claims a ring */
+static void ring_claim_thread(void *ctx, unsigned who)
+{
+	if (who == 2) {
+		rcl_rc = shm_ring_claim(RG.a->shm, &RCL);
+		return;
+	}
+	if (who == 0) {
+		ring_close_thread(ctx, who);
+		return;
+	}
+	/* one poll that delivers what it finds, one that frees a drained closed ring */
+	struct shm_ring_cursor cur;
+	struct shm_ring_view v;
+	if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) > 0) {
+		while (shm_ring_cursor_next(&cur, &v) > 0)
+			RG.seen++;
+		shm_ring_cursor_close(&cur);
+	}
+	if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) > 0)
+		shm_ring_cursor_close(&cur);
+}
+
+static int ring_claim_check(void *ctx, char *why, size_t len)
+{
+	if (rcl_rc == 0 && (RCL.tail != RG.prod.tail || RCL.head_cache != RCL.tail)) {
+		snprintf(why, len, "a ring claimed at tail %llu with head %llu (its last tail %llu): not empty",
+			 (unsigned long long)RCL.tail, (unsigned long long)RCL.head_cache,
+			 (unsigned long long)RG.prod.tail);
+		return -1;
+	}
+	if (rcl_rc != 0 && rcl_rc != -ENOSPC) {
+		snprintf(why, len, "the claim returned %d", rcl_rc);
+		return -1;
+	}
+	return ring_check(ctx, why, len);
+}
+
+static unsigned ring_nthreads = 2;
+
 static void run_ring(const char *name, void (*thread)(void *, unsigned), int (*check)(void *, char *, size_t))
 {
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2, .ring_count = 1,
@@ -728,7 +772,8 @@ static void run_ring(const char *name, void (*thread)(void *, unsigned), int (*c
 	mm_region(reg, n);
 	mm_region_alias(shm_region(RG.c->shm, SHM_REGION_RINGS, NULL), n, reg);
 	mm_region(&RS, sizeof(RS));
-	struct mm_scenario s = { .name = name, .threads = 2, .reset = ring_reset, .thread = thread, .check = check };
+	struct mm_scenario s = { .name = name, .threads = ring_nthreads, .reset = ring_reset, .thread = thread,
+				 .check = check };
 	explore_ok(&s);
 	mm_regions_clear();
 	ring_reset(NULL);
@@ -745,6 +790,17 @@ START_TEST(test_ring_stat_under_weak_memory)
 {
 	run_ring("ring stat vs submit and cursor", ring_stat_thread, ring_stat_check);
 	run_ring("ring stat vs close", ring_stat_close_thread, ring_stat_check);
+}
+END_TEST
+
+/* A ring is claimed only empty, from its final positions: a claimer that sees the ring CLOSED sees
+ * its producer's last tail (A1 pairs with R2), and one that sees it FREE sees the consumer's last
+ * head (A1 pairs with the reap's release). */
+START_TEST(test_ring_claim_vs_reap_under_weak_memory)
+{
+	ring_nthreads = 3;
+	run_ring("ring claim vs close, deliver and reap", ring_claim_thread, ring_claim_check);
+	ring_nthreads = 2;
 }
 END_TEST
 
@@ -1528,6 +1584,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_replace_behind_the_head_vs_lookup_under_weak_memory);
 	tcase_add_test(tc, test_mutex_under_weak_memory);
 	tcase_add_test(tc, test_ring_under_weak_memory);
+	tcase_add_test(tc, test_ring_claim_vs_reap_under_weak_memory);
 	tcase_add_test(tc, test_ring_stat_under_weak_memory);
 	tcase_add_test(tc, test_ring_close_vs_reap_under_weak_memory);
 	tcase_add_test(tc, test_l3ix_entry_sequence_under_weak_memory);
