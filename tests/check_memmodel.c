@@ -562,6 +562,9 @@ static struct {
 	_Atomic uint64_t written[RING_RECS]; /* shadows of the records' bytes */
 } RS;
 
+static uint64_t ring_cid0;                 /* the directory's consumer_id before the threads ran */
+static void (*ring_reset_extra)(void);    /* a scenario's own state, put back */
+
 static void ring_reset(void *ctx)
 {
 	(void)ctx;
@@ -575,6 +578,10 @@ static void ring_reset(void *ctx)
 	RG.seen = 0;
 	RG.sent = 0;
 	RG.freed = 0;
+	if (RG.dir)
+		memcpy((void *)&RG.dir->consumer_id, &ring_cid0, 8);
+	if (ring_reset_extra)
+		ring_reset_extra();
 }
 
 static void ring_thread(void *ctx, unsigned who)
@@ -747,6 +754,7 @@ static int ring_claim_check(void *ctx, char *why, size_t len)
 }
 
 static unsigned ring_nthreads = 2;
+static void (*ring_prep)(void); /* main context, before the snapshot the executions start from */
 
 static void run_ring(const char *name, void (*thread)(void *, unsigned), int (*check)(void *, char *, size_t))
 {
@@ -758,6 +766,9 @@ static void run_ring(const char *name, void (*thread)(void *, unsigned), int (*c
 	ck_assert_int_eq(shm_ring_claim(RG.a->shm, &RG.prod), 0);
 	ck_assert_int_eq(shm_ring_consumer_acquire(RG.c->shm, &RG.cons), 0);
 	ck_assert_int_eq(shm_ring_poll_begin(RG.c->shm, &RG.cons, &RG.dir), 0);
+	if (ring_prep)
+		ring_prep();
+	memcpy(&ring_cid0, (void *)&RG.dir->consumer_id, 8);
 	RG.prod0 = RG.prod;
 	RG.cons0 = RG.cons;
 	RG.ctl = RG.prod.ctl, RG.ctl_n = sizeof(*RG.prod.ctl);
@@ -815,6 +826,233 @@ END_TEST
 START_TEST(test_ring_close_vs_reap_under_weak_memory)
 {
 	run_ring("ring close vs reap", ring_close_thread, ring_close_check);
+}
+END_TEST
+
+/* fsck walks the records of a ring snapshot (check_rings: ring_bad_record reads [head, tail)), and
+ * a record that looks malformed makes it reset the ring: every record a walk of a snapshot reads
+ * was written. Thread 0 commits a record, delivers it, commits another; thread 1 takes a snapshot
+ * and walks it (the tail it reads is acquired: R3; read again after the acquired head). */
+static struct shm_ring_stat XA;
+
+static void xa_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0) {
+		for (uint64_t k = 0; k < 2; k++) {
+			int32_t tok[2] = { (int32_t)k, 7 };
+			struct shm_ring_msg m = { .request_id = k, .ntokens = 2, .tokens = tok };
+			atomic_store_explicit(&RS.written[k], 1, memory_order_relaxed);
+			if (shm_ring_submit(&RG.prod, &m))
+				return;
+			if (k == 0) {
+				struct shm_ring_cursor cur;
+				struct shm_ring_view v;
+				if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) > 0) {
+					while (shm_ring_cursor_next(&cur, &v) > 0)
+						;
+					shm_ring_cursor_close(&cur);
+				}
+			}
+		}
+		return;
+	}
+	if (shm_ring_stat(RG.c->shm, RG.prod0.index, &XA) || XA.corrupt)
+		return;
+	struct shm_ring_cursor cur = { .ctl = RG.prod0.ctl, .data = RG.prod0.data, .size = RG.prod0.size,
+				       .mask = RG.prod0.mask, .start = XA.head, .head = XA.head, .tail = XA.tail,
+				       .pf = XA.head };
+	struct shm_ring_view v;
+	while (shm_ring_cursor_next(&cur, &v) > 0) {
+		if (v.request_id >= 2 || atomic_load_explicit(&RS.written[v.request_id], memory_order_relaxed) != 1) {
+			if (!RG.violated)
+				snprintf(RG.why, sizeof(RG.why), "a walk of a snapshot (head %llu tail %llu) read record %llu "
+					 "before it was written", (unsigned long long)XA.head, (unsigned long long)XA.tail,
+					 (unsigned long long)v.request_id);
+			RG.violated = 1;
+		}
+	}
+}
+START_TEST(test_ring_snapshot_walk_under_weak_memory)
+{
+	run_ring("ring snapshot walk vs commits and delivery", xa_thread, ring_check);
+}
+END_TEST
+
+/* A reader that sees a new claim in the owner word (as shm_ring_stat and fsck read it: the owner
+ * word acquired, then tail and head) sees the ring as the claimer took it: the consumer's last head
+ * and consumed count (R1, the claim's release, continues what the claimer acquired). Main commits a
+ * record; thread 0 closes the ring and delivers the record; thread 1 claims; thread 2 reads. */
+static struct shm_ring_stat XB;
+static int xb_rc;
+
+static void xb_reset(void)
+{
+	xb_rc = 1;
+	memset(&XB, 0, sizeof(XB));
+	rcl_rc = 1;
+	memset(&RCL, 0, sizeof(RCL));
+}
+
+static void xb_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 1) {
+		rcl_rc = shm_ring_claim(RG.a->shm, &RCL);
+		return;
+	}
+	if (who == 2) {
+		struct shm_ring_ctl *c = RG.prod0.ctl;
+		uint64_t w = atomic_load_explicit(&c->owner, memory_order_acquire);
+		XB.state = shm_ring_owner_state(w);
+		XB.gen = shm_ring_owner_gen(w);
+		XB.tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+		XB.head = atomic_load_explicit(&c->head, memory_order_acquire);
+		XB.records = 1;
+		XB.consumed = atomic_load_explicit(&c->consumed, memory_order_relaxed);
+		xb_rc = 0;
+		return;
+	}
+	(void)shm_ring_release(&RG.prod);
+	struct shm_ring_cursor cur;
+	struct shm_ring_view v;
+	if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) > 0) {
+		while (shm_ring_cursor_next(&cur, &v) > 0)
+			;
+		shm_ring_cursor_close(&cur);
+	}
+}
+static int xb_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	if (rcl_rc == 0 && xb_rc == 0 && XB.state == SHM_RING_LIVE && XB.gen == RCL.gen &&
+	    (XB.head != RCL.tail || XB.tail != RCL.tail || XB.consumed != XB.records)) {
+		snprintf(why, len, "snapshot of the new claim: head %llu tail %llu records %llu consumed %llu (claimed at %llu)",
+			 (unsigned long long)XB.head, (unsigned long long)XB.tail, (unsigned long long)XB.records,
+			 (unsigned long long)XB.consumed, (unsigned long long)RCL.tail);
+		return -1;
+	}
+	return 0;
+}
+static void xb_prep(void)
+{
+	int32_t tok[2] = { 0, 7 };
+	struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
+	ck_assert_int_eq(shm_ring_submit(&RG.prod, &m), 0);
+}
+START_TEST(test_ring_claim_seen_by_a_reader_under_weak_memory)
+{
+	ring_nthreads = 3;
+	ring_prep = xb_prep;
+	ring_reset_extra = xb_reset;
+	run_ring("ring close and delivery vs claim vs reader", xb_thread, xb_check);
+	ring_reset_extra = NULL;
+	ring_prep = NULL;
+	ring_nthreads = 2;
+}
+END_TEST
+
+/* The consumer lock handed over cleanly (released, then taken) hands over the heads too: a record
+ * is delivered once. Main commits a record and releases the lock; thread 0 (handle c) polls and
+ * releases the lock; thread 1 (handle a) polls. */
+static struct shm_ring_cons XC;
+static unsigned xc_seen[2];
+
+static void xc_prep(void)
+{
+	int32_t tok[2] = { 0, 7 };
+	struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
+	ck_assert_int_eq(shm_ring_submit(&RG.prod, &m), 0);
+	shm_ring_consumer_release(RG.c->shm, &RG.cons);
+}
+static void xc_reset(void)
+{
+	memset(&XC, 0, sizeof(XC));
+	xc_seen[0] = xc_seen[1] = 0;
+}
+
+static void xc_poll(struct sc_arena *a, struct shm_ring_cons *c, unsigned who)
+{
+	struct shm_ring_dir *d;
+	if (shm_ring_poll_begin(a->shm, c, &d))
+		return;
+	struct shm_ring_cursor cur;
+	struct shm_ring_view v;
+	if (shm_ring_cursor_open(d, RG.prod0.index, c, &cur) > 0) {
+		while (shm_ring_cursor_next(&cur, &v) > 0)
+			xc_seen[who]++;
+		shm_ring_cursor_close(&cur);
+	}
+	if (who == 0)
+		shm_ring_consumer_release(a->shm, c);
+}
+static void xc_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0)
+		xc_poll(RG.c, &RG.cons, 0);
+	else
+		xc_poll(RG.a, &XC, 1);
+}
+static int xc_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	if (xc_seen[0] + xc_seen[1] > 1) {
+		snprintf(why, len, "record delivered %u + %u times across a clean handover", xc_seen[0], xc_seen[1]);
+		return -1;
+	}
+	return 0;
+}
+START_TEST(test_ring_consumer_handover_under_weak_memory)
+{
+	ring_prep = xc_prep;
+	ring_reset_extra = xc_reset;
+	run_ring("ring consumer handover", xc_thread, xc_check);
+	ring_prep = NULL;
+	ring_reset_extra = NULL;
+}
+END_TEST
+
+/* A ring seen FREE can be claimed: the reap's release carries the consumer's head, so the claimer
+ * finds it empty. Thread 0 commits a record and closes the ring; thread 1 delivers it and frees the
+ * ring; thread 2 claims the ring when it sees it FREE. */
+static int xd_free;
+
+static void xd_reset(void)
+{
+	xd_free = 0;
+	rcl_rc = 1;
+	memset(&RCL, 0, sizeof(RCL));
+}
+
+static void xd_thread(void *ctx, unsigned who)
+{
+	if (who == 2) {
+		uint64_t w = atomic_load_explicit(&RG.prod0.ctl->owner, memory_order_acquire);
+		if (shm_ring_owner_state(w) == SHM_RING_FREE) {
+			xd_free = 1;
+			rcl_rc = shm_ring_claim(RG.a->shm, &RCL);
+		}
+		return;
+	}
+	ring_claim_thread(ctx, who == 0 ? 0 : 1);
+}
+static int xd_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	if (xd_free && rcl_rc != 0) {
+		snprintf(why, len, "the ring was seen FREE but the claim returned %d", rcl_rc);
+		return -1;
+	}
+	return 0;
+}
+START_TEST(test_ring_free_ring_is_claimable_under_weak_memory)
+{
+	ring_nthreads = 3;
+	ring_reset_extra = xd_reset;
+	run_ring("ring reap vs claim of a FREE ring", xd_thread, xd_check);
+	ring_reset_extra = NULL;
+	ring_nthreads = 2;
 }
 END_TEST
 
@@ -1587,6 +1825,10 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_ring_claim_vs_reap_under_weak_memory);
 	tcase_add_test(tc, test_ring_stat_under_weak_memory);
 	tcase_add_test(tc, test_ring_close_vs_reap_under_weak_memory);
+	tcase_add_test(tc, test_ring_snapshot_walk_under_weak_memory);
+	tcase_add_test(tc, test_ring_claim_seen_by_a_reader_under_weak_memory);
+	tcase_add_test(tc, test_ring_consumer_handover_under_weak_memory);
+	tcase_add_test(tc, test_ring_free_ring_is_claimable_under_weak_memory);
 	tcase_add_test(tc, test_l3ix_entry_sequence_under_weak_memory);
 	tcase_add_test(tc, test_l3ix_token_chain_under_weak_memory);
 	tcase_add_test(tc, test_l3ix_lengths_under_weak_memory);
