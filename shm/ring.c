@@ -126,7 +126,8 @@ int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p)
 	uint32_t count = a->hv.ring_count;
 	for (uint32_t i = 0; i < count; i++) {
 		struct shm_ring_ctl *c = ring_ctl(d, i);
-		/* A1: pairs with R1/R2 so start_time and the last tail are visible */
+		/* A1: pairs with R2 (the producer's last tail) and the reap's release (the consumer's
+		 * last head), and with R1 (what the previous claimer had acquired) */
 		uint64_t w = atomic_load_explicit(&c->owner, memory_order_acquire);
 		uint32_t st = shm_ring_owner_state(w);
 		if (st > SHM_RING_CLOSED)

@@ -78,8 +78,9 @@ _Static_assert(sizeof(struct shm_ring_dir) <= SHM_RING_DIR_BYTES, "dir fits its 
 /* One ring's control block: ownership, producer and consumer each in their own 128-byte pair of
  * cache lines (the adjacent-line prefetcher pulls lines in pairs). */
 struct shm_ring_ctl {
-	/* ownership: CAS by claimers and by the reclaiming consumer; the fields after it are written
-	 * by the claimer while the word says CLAIMING, published by the release-store of LIVE */
+	/* ownership: CAS by claimers and by the reclaiming consumer. pid and claimed_ns are written
+	 * (relaxed) after the claim's CAS, for people only: a reader may see the new owner with the
+	 * previous producer's pid for a moment */
 	_Atomic uint64_t owner;
 	_Atomic uint64_t pid;             /* for people only: the producer's pid in its namespace */
 	_Atomic uint64_t claimed_ns;      /* CLOCK_REALTIME of the claim */
