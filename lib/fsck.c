@@ -792,7 +792,8 @@ static void check_rings(struct fsck *f)
 	}
 	f->r->rings = count;
 	struct shm_ring_cons cons = { 0 };
-	int consumer = 0; /* 1: we hold the consumer lock, -1: another live consumer does */
+	int consumer = 0; /* 1: we took the consumer lock, 2: this handle consumes (it keeps the lock),
+			   * -1: another live consumer holds it */
 	for (uint32_t i = 0; i < count; i++) {
 		struct shm_ring_stat st;
 		if (shm_ring_stat(s, i, &st))
@@ -816,8 +817,11 @@ static void check_rings(struct fsck *f)
 			finding(f, "rings", 0, "ring %u: %s", i, why);
 			continue;
 		}
-		if (!consumer)
-			consumer = shm_ring_consumer_acquire(s, &cons) == 0 ? 1 : -1;
+		if (!consumer) {
+			/* this handle's own id: it was consuming before fsck began, and stays the consumer */
+			int ours = atomic_load_explicit(&d->consumer_id, memory_order_acquire) == s->token;
+			consumer = shm_ring_consumer_acquire(s, &cons) == 0 ? 1 + ours : -1;
+		}
 		int fixed = consumer > 0 && ring_reset(s, ring_ctl_of(d, i));
 		if (!fixed)
 			f->deferred++;
@@ -826,7 +830,7 @@ static void check_rings(struct fsck *f)
 			      : consumer < 0 ? "; not repaired: another process is consuming the rings"
 					     : "; not repaired: its producer is running");
 	}
-	if (consumer > 0)
+	if (consumer == 1)
 		shm_ring_consumer_release(s, &cons);
 }
 

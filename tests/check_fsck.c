@@ -496,7 +496,16 @@ START_TEST(regression_fsck_sees_a_corrupt_ring_record)
 	ck_assert_int_eq(sc_ring_try_submit(r, &c), 0);
 	n = 0;
 	ck_assert_int_eq(sc_ring_poll(b, count_cb, &n, 64), 1);
+	/* a repair through the consumer's own handle leaves it the consumer (it found the lock its own
+	 * and must not give it up) */
+	struct shm_ring_ctl *rc = (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES + (uint64_t)ring * SHM_RING_CTL_BYTES);
+	uint64_t at = atomic_load(&rc->tail);
+	ck_assert_int_eq(sc_ring_try_submit(r, &c), 0);
+	atomic_store(&((struct shm_ring_rec *)(data + (at & (a->shm->hv.ring_bytes - 1))))->len, 7);
+	ck_assert_int_eq(sc_arena_fsck(b, SC_FSCK_DEEP | SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_uint_eq(atomic_load(&d->consumer_id), b->shm->token);
 	sc_ring_consumer_close(b);
+	ck_assert_uint_eq(atomic_load(&d->consumer_id), 0);
 	/* a tail that is not a record boundary, its producer alive: only the producer writes tail, so
 	 * the repair waits for it (reported, nothing changed) */
 	struct shm_ring_ctl *ctl = (struct shm_ring_ctl *)((uint8_t *)d + SHM_RING_DIR_BYTES + (uint64_t)ring * SHM_RING_CTL_BYTES);
