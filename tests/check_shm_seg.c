@@ -808,7 +808,7 @@ START_TEST(the_shard_sweep_frees_only_what_no_entry_of_its_shard_owns)
 }
 END_TEST
 
-enum { O_LIVE, O_RETIRED, O_BUSY, O_FREEING, O_FREE, O_GEN, O_META, O_REC, O_DATA, O_CASES };
+enum { O_LIVE, O_RETIRED, O_BUSY, O_FREEING, O_FREE, O_GEN, O_META, O_REC, O_DATA, O_BADREC, O_BADREC_OTHER, O_CASES };
 
 /* An entry owns its record and data block in any state but free, with its generation, the
  * segmented flag and its record's position: each condition alone. What it does not own is swept:
@@ -841,42 +841,24 @@ START_TEST(the_sweep_keeps_what_its_entry_owns_each_condition_alone)
 		case O_META: e->meta = 3; break;
 		case O_REC: e->seg_rec++; break;
 		case O_DATA: e->payload_off += 64; break;
+		case O_BADREC_OTHER: e->payload_off += 64; /* fall through */
+		case O_BADREC: rec(&f, r)->magic ^= 1; break;
 		}
 		atomic_store(&e->state, st);
 		/* owned: both kept; O_REC: the record released, its data block with it; O_DATA (a
-		 * payload offset scribbled): the record is owned, and the data block it names stays */
-		int owned = c <= O_FREEING || c == O_DATA;
+		 * payload offset scribbled): the record is owned, and the data block it names stays;
+		 * O_BADREC: an owned record that no longer validates names nothing the sweep can read,
+		 * so the payload offset decides: the block stays, and goes when that names another */
+		int owned = c <= O_FREEING, rec_kept = owned || c >= O_DATA;
+		int data_kept = owned || c == O_DATA || c == O_BADREC;
 		int freed = shm_seg_sweep_shard(&f.t, idx % SHM_INDEX_SHARDS);
-		ck_assert_msg(allocated(&f, r) == owned, "case %d: record %s", c, owned ? "freed" : "kept");
-		ck_assert_msg(allocated(&f, data) == owned, "case %d: data %s", c, owned ? "freed" : "kept");
-		ck_assert_int_eq(freed, owned ? 0 : 1);
-		if (owned)
+		ck_assert_msg(allocated(&f, r) == rec_kept, "case %d: record %s", c, rec_kept ? "freed" : "kept");
+		ck_assert_msg(allocated(&f, data) == data_kept, "case %d: data %s", c, data_kept ? "freed" : "kept");
+		ck_assert_int_eq(freed, data_kept ? 0 : 1);
+		if (c == O_BADREC || c == O_BADREC_OTHER)
+			rec(&f, r)->magic ^= 1;
+		if (rec_kept)
 			ck_assert_uint_eq(rec(&f, r)->data, data);
-		*e = keep;
-		fx_close(&f);
-	}
-	/* an owned record that no longer validates (its magic scribbled) names nothing the sweep can
-	 * read: its data block stays while the entry's payload offset names it, and goes when that
-	 * names another */
-	for (int named = 1; named >= 0; named--) {
-		struct fx f;
-		fx_open(&f);
-		uint64_t len[] = { 100 };
-		uint64_t r = rec_new(&f, 1, len, NULL, shm_tag_typed(SHM_TAG_SEGREC, idx, gen),
-				     shm_tag_typed(SHM_TAG_SEGDATA, idx, gen));
-		ck_assert_int_eq(hold(&f, r, NULL), 0);
-		uint64_t data = rec(&f, r)->data;
-		struct shm_index_entry *e = &f.ix.ent[idx], keep = *e;
-		e->gen = gen;
-		e->meta = SHM_META_SEG | 3;
-		e->seg_rec = (uint32_t)((r - f.t.heap_lo) / 64);
-		e->payload_off = named ? data : data + 64;
-		atomic_store(&e->state, SHM_ENT_LIVE);
-		rec(&f, r)->magic ^= 1;
-		ck_assert_int_eq(shm_seg_sweep_shard(&f.t, idx % SHM_INDEX_SHARDS), !named);
-		ck_assert(allocated(&f, data) == named);
-		ck_assert(allocated(&f, r));
-		rec(&f, r)->magic ^= 1;
 		*e = keep;
 		fx_close(&f);
 	}
