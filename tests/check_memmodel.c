@@ -584,15 +584,35 @@ static void ring_reset(void *ctx)
 		ring_reset_extra();
 }
 
+/* Commit record @k (tokens k, 7): shm_ring_submit's answer. */
+static int ring_commit(uint64_t k)
+{
+	int32_t tok[2] = { (int32_t)k, 7 };
+	struct shm_ring_msg m = { .request_id = k, .ntokens = 2, .tokens = tok };
+	return shm_ring_submit(&RG.prod, &m);
+}
+
+/* One poll of the ring through @c: the records it delivered (their bytes unread). */
+static unsigned ring_deliver(struct shm_ring_dir *d, struct shm_ring_cons *c)
+{
+	struct shm_ring_cursor cur;
+	struct shm_ring_view v;
+	unsigned n = 0;
+	if (shm_ring_cursor_open(d, RG.prod0.index, c, &cur) <= 0)
+		return 0;
+	while (shm_ring_cursor_next(&cur, &v) > 0)
+		n++;
+	shm_ring_cursor_close(&cur);
+	return n;
+}
+
 static void ring_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
 	if (who == 0) {
 		for (uint64_t k = 0; k < RING_RECS; k++) {
-			int32_t tok[2] = { (int32_t)k, 7 };
-			struct shm_ring_msg m = { .request_id = k, .ntokens = 2, .tokens = tok };
 			atomic_store_explicit(&RS.written[k], 1, memory_order_relaxed);
-			if (shm_ring_submit(&RG.prod, &m))
+			if (ring_commit(k))
 				return;
 		}
 		return;
@@ -631,18 +651,9 @@ static void ring_stat_thread(void *ctx, unsigned who)
 		rst_rc = shm_ring_stat(RG.c->shm, RG.prod0.index, &RST);
 		return;
 	}
-	int32_t tok[2] = { 0, 7 };
-	struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
 	atomic_store_explicit(&RS.written[0], 1, memory_order_relaxed);
-	if (shm_ring_submit(&RG.prod, &m))
-		return;
-	struct shm_ring_cursor cur;
-	if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) <= 0)
-		return;
-	struct shm_ring_view v;
-	while (shm_ring_cursor_next(&cur, &v) > 0)
-		RG.seen++;
-	shm_ring_cursor_close(&cur);
+	if (ring_commit(0) == 0)
+		RG.seen += ring_deliver(RG.dir, &RG.cons);
 }
 
 static int ring_check(void *ctx, char *why, size_t len)
@@ -659,10 +670,8 @@ static int ring_check(void *ctx, char *why, size_t len)
 static void ring_close_thread(void *ctx, unsigned who)
 {
 	if (who == 0) {
-		int32_t tok[2] = { 0, 7 };
-		struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
 		atomic_store_explicit(&RS.written[0], 1, memory_order_relaxed);
-		if (shm_ring_submit(&RG.prod, &m) == 0) {
+		if (ring_commit(0) == 0) {
 			RG.sent = 1;
 			(void)shm_ring_release(&RG.prod);
 		}
@@ -689,9 +698,7 @@ static void ring_stat_close_thread(void *ctx, unsigned who)
 		ring_stat_thread(ctx, who);
 		return;
 	}
-	int32_t tok[2] = { 0, 7 };
-	struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
-	if (shm_ring_submit(&RG.prod, &m) == 0)
+	if (ring_commit(0) == 0)
 		(void)shm_ring_release(&RG.prod);
 }
 
@@ -727,13 +734,8 @@ static void ring_claim_thread(void *ctx, unsigned who)
 		return;
 	}
 	/* one poll that delivers what it finds, one that frees a drained closed ring */
+	RG.seen += ring_deliver(RG.dir, &RG.cons);
 	struct shm_ring_cursor cur;
-	struct shm_ring_view v;
-	if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) > 0) {
-		while (shm_ring_cursor_next(&cur, &v) > 0)
-			RG.seen++;
-		shm_ring_cursor_close(&cur);
-	}
 	if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) > 0)
 		shm_ring_cursor_close(&cur);
 }
@@ -833,41 +835,32 @@ END_TEST
  * a record that looks malformed makes it reset the ring: every record a walk of a snapshot reads
  * was written. Thread 0 commits a record, delivers it, commits another; thread 1 takes a snapshot
  * and walks it (the tail it reads is acquired: R3; read again after the acquired head). */
-static struct shm_ring_stat XA;
+static struct shm_ring_stat WALK_ST;
 
-static void xa_thread(void *ctx, unsigned who)
+static void ring_walk_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
 	if (who == 0) {
 		for (uint64_t k = 0; k < 2; k++) {
-			int32_t tok[2] = { (int32_t)k, 7 };
-			struct shm_ring_msg m = { .request_id = k, .ntokens = 2, .tokens = tok };
 			atomic_store_explicit(&RS.written[k], 1, memory_order_relaxed);
-			if (shm_ring_submit(&RG.prod, &m))
+			if (ring_commit(k))
 				return;
-			if (k == 0) {
-				struct shm_ring_cursor cur;
-				struct shm_ring_view v;
-				if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) > 0) {
-					while (shm_ring_cursor_next(&cur, &v) > 0)
-						;
-					shm_ring_cursor_close(&cur);
-				}
-			}
+			if (k == 0)
+				(void)ring_deliver(RG.dir, &RG.cons);
 		}
 		return;
 	}
-	if (shm_ring_stat(RG.c->shm, RG.prod0.index, &XA) || XA.corrupt)
+	if (shm_ring_stat(RG.c->shm, RG.prod0.index, &WALK_ST) || WALK_ST.corrupt)
 		return;
 	struct shm_ring_cursor cur = { .ctl = RG.prod0.ctl, .data = RG.prod0.data, .size = RG.prod0.size,
-				       .mask = RG.prod0.mask, .start = XA.head, .head = XA.head, .tail = XA.tail,
-				       .pf = XA.head };
+				       .mask = RG.prod0.mask, .start = WALK_ST.head, .head = WALK_ST.head, .tail = WALK_ST.tail,
+				       .pf = WALK_ST.head };
 	struct shm_ring_view v;
 	while (shm_ring_cursor_next(&cur, &v) > 0) {
 		if (v.request_id >= 2 || atomic_load_explicit(&RS.written[v.request_id], memory_order_relaxed) != 1) {
 			if (!RG.violated)
 				snprintf(RG.why, sizeof(RG.why), "a walk of a snapshot (head %llu tail %llu) read record %llu "
-					 "before it was written", (unsigned long long)XA.head, (unsigned long long)XA.tail,
+					 "before it was written", (unsigned long long)WALK_ST.head, (unsigned long long)WALK_ST.tail,
 					 (unsigned long long)v.request_id);
 			RG.violated = 1;
 		}
@@ -875,7 +868,7 @@ static void xa_thread(void *ctx, unsigned who)
 }
 START_TEST(test_ring_snapshot_walk_under_weak_memory)
 {
-	run_ring("ring snapshot walk vs commits and delivery", xa_thread, ring_check);
+	run_ring("ring snapshot walk vs commits and delivery", ring_walk_thread, ring_check);
 }
 END_TEST
 
@@ -883,18 +876,18 @@ END_TEST
  * word acquired, then tail and head) sees the ring as the claimer took it: the consumer's last head
  * and consumed count (R1, the claim's release, continues what the claimer acquired). Main commits a
  * record; thread 0 closes the ring and delivers the record; thread 1 claims; thread 2 reads. */
-static struct shm_ring_stat XB;
-static int xb_rc;
+static struct shm_ring_stat SEEN_ST;
+static int claim_seen_rc;
 
-static void xb_reset(void)
+static void claim_seen_reset(void)
 {
-	xb_rc = 1;
-	memset(&XB, 0, sizeof(XB));
+	claim_seen_rc = 1;
+	memset(&SEEN_ST, 0, sizeof(SEEN_ST));
 	rcl_rc = 1;
 	memset(&RCL, 0, sizeof(RCL));
 }
 
-static void xb_thread(void *ctx, unsigned who)
+static void claim_seen_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
 	if (who == 1) {
@@ -905,48 +898,40 @@ static void xb_thread(void *ctx, unsigned who)
 		/* shm_ring_stat's reads, cut down (the whole of it exceeds the model's bound here) */
 		struct shm_ring_ctl *c = RG.prod0.ctl;
 		uint64_t w = atomic_load_explicit(&c->owner, memory_order_acquire);
-		XB.state = shm_ring_owner_state(w);
-		XB.gen = shm_ring_owner_gen(w);
-		XB.tail = atomic_load_explicit(&c->tail, memory_order_acquire);
-		XB.head = atomic_load_explicit(&c->head, memory_order_acquire);
-		XB.records = 1; /* committed in main, before the threads */
-		XB.consumed = atomic_load_explicit(&c->consumed, memory_order_relaxed);
-		xb_rc = 0;
+		SEEN_ST.state = shm_ring_owner_state(w);
+		SEEN_ST.gen = shm_ring_owner_gen(w);
+		SEEN_ST.tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+		SEEN_ST.head = atomic_load_explicit(&c->head, memory_order_acquire);
+		SEEN_ST.records = 1; /* committed in main, before the threads */
+		SEEN_ST.consumed = atomic_load_explicit(&c->consumed, memory_order_relaxed);
+		claim_seen_rc = 0;
 		return;
 	}
 	(void)shm_ring_release(&RG.prod);
-	struct shm_ring_cursor cur;
-	struct shm_ring_view v;
-	if (shm_ring_cursor_open(RG.dir, RG.prod0.index, &RG.cons, &cur) > 0) {
-		while (shm_ring_cursor_next(&cur, &v) > 0)
-			;
-		shm_ring_cursor_close(&cur);
-	}
+	(void)ring_deliver(RG.dir, &RG.cons);
 }
-static int xb_check(void *ctx, char *why, size_t len)
+static int claim_seen_check(void *ctx, char *why, size_t len)
 {
 	(void)ctx;
-	if (rcl_rc == 0 && xb_rc == 0 && XB.state == SHM_RING_LIVE && XB.gen == RCL.gen &&
-	    (XB.head != RCL.tail || XB.tail != RCL.tail || XB.consumed != XB.records)) {
+	if (rcl_rc == 0 && claim_seen_rc == 0 && SEEN_ST.state == SHM_RING_LIVE && SEEN_ST.gen == RCL.gen &&
+	    (SEEN_ST.head != RCL.tail || SEEN_ST.tail != RCL.tail || SEEN_ST.consumed != SEEN_ST.records)) {
 		snprintf(why, len, "snapshot of the new claim: head %llu tail %llu records %llu consumed %llu (claimed at %llu)",
-			 (unsigned long long)XB.head, (unsigned long long)XB.tail, (unsigned long long)XB.records,
-			 (unsigned long long)XB.consumed, (unsigned long long)RCL.tail);
+			 (unsigned long long)SEEN_ST.head, (unsigned long long)SEEN_ST.tail, (unsigned long long)SEEN_ST.records,
+			 (unsigned long long)SEEN_ST.consumed, (unsigned long long)RCL.tail);
 		return -1;
 	}
 	return 0;
 }
-static void xb_prep(void)
+static void claim_seen_prep(void)
 {
-	int32_t tok[2] = { 0, 7 };
-	struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
-	ck_assert_int_eq(shm_ring_submit(&RG.prod, &m), 0);
+	ck_assert_int_eq(ring_commit(0), 0);
 }
 START_TEST(test_ring_claim_seen_by_a_reader_under_weak_memory)
 {
 	ring_nthreads = 3;
-	ring_prep = xb_prep;
-	ring_reset_extra = xb_reset;
-	run_ring("ring close and delivery vs claim vs reader", xb_thread, xb_check);
+	ring_prep = claim_seen_prep;
+	ring_reset_extra = claim_seen_reset;
+	run_ring("ring close and delivery vs claim vs reader", claim_seen_thread, claim_seen_check);
 	ring_reset_extra = NULL;
 	ring_prep = NULL;
 	ring_nthreads = 2;
@@ -956,59 +941,51 @@ END_TEST
 /* The consumer lock handed over cleanly (released, then taken) hands over the heads too: a record
  * is delivered once. Main commits a record and releases the lock; thread 0 (handle c) polls and
  * releases the lock; thread 1 (handle a) polls. */
-static struct shm_ring_cons XC;
-static unsigned xc_seen[2];
+static struct shm_ring_cons HANDOVER_CONS;
+static unsigned handover_seen[2];
 
-static void xc_prep(void)
+static void handover_prep(void)
 {
-	int32_t tok[2] = { 0, 7 };
-	struct shm_ring_msg m = { .request_id = 0, .ntokens = 2, .tokens = tok };
-	ck_assert_int_eq(shm_ring_submit(&RG.prod, &m), 0);
+	ck_assert_int_eq(ring_commit(0), 0);
 	shm_ring_consumer_release(RG.c->shm, &RG.cons);
 }
-static void xc_reset(void)
+static void handover_reset(void)
 {
-	memset(&XC, 0, sizeof(XC));
-	xc_seen[0] = xc_seen[1] = 0;
+	memset(&HANDOVER_CONS, 0, sizeof(HANDOVER_CONS));
+	handover_seen[0] = handover_seen[1] = 0;
 }
 
-static void xc_poll(struct sc_arena *a, struct shm_ring_cons *c, unsigned who)
+static void handover_poll(struct sc_arena *a, struct shm_ring_cons *c, unsigned who)
 {
 	struct shm_ring_dir *d;
 	if (shm_ring_poll_begin(a->shm, c, &d))
 		return;
-	struct shm_ring_cursor cur;
-	struct shm_ring_view v;
-	if (shm_ring_cursor_open(d, RG.prod0.index, c, &cur) > 0) {
-		while (shm_ring_cursor_next(&cur, &v) > 0)
-			xc_seen[who]++;
-		shm_ring_cursor_close(&cur);
-	}
+	handover_seen[who] += ring_deliver(d, c);
 	if (who == 0)
 		shm_ring_consumer_release(a->shm, c);
 }
-static void xc_thread(void *ctx, unsigned who)
+static void handover_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
 	if (who == 0)
-		xc_poll(RG.c, &RG.cons, 0);
+		handover_poll(RG.c, &RG.cons, 0);
 	else
-		xc_poll(RG.a, &XC, 1);
+		handover_poll(RG.a, &HANDOVER_CONS, 1);
 }
-static int xc_check(void *ctx, char *why, size_t len)
+static int handover_check(void *ctx, char *why, size_t len)
 {
 	(void)ctx;
-	if (xc_seen[0] + xc_seen[1] > 1) {
-		snprintf(why, len, "record delivered %u + %u times across a clean handover", xc_seen[0], xc_seen[1]);
+	if (handover_seen[0] + handover_seen[1] > 1) {
+		snprintf(why, len, "record delivered %u + %u times across a clean handover", handover_seen[0], handover_seen[1]);
 		return -1;
 	}
 	return 0;
 }
 START_TEST(test_ring_consumer_handover_under_weak_memory)
 {
-	ring_prep = xc_prep;
-	ring_reset_extra = xc_reset;
-	run_ring("ring consumer handover", xc_thread, xc_check);
+	ring_prep = handover_prep;
+	ring_reset_extra = handover_reset;
+	run_ring("ring consumer handover", handover_thread, handover_check);
 	ring_prep = NULL;
 	ring_reset_extra = NULL;
 }
@@ -1017,31 +994,31 @@ END_TEST
 /* A ring seen FREE can be claimed: the reap's release carries the consumer's head, so the claimer
  * finds it empty. Thread 0 commits a record and closes the ring; thread 1 delivers it and frees the
  * ring; thread 2 claims the ring when it sees it FREE. */
-static int xd_free;
+static int free_seen;
 
-static void xd_reset(void)
+static void free_claim_reset(void)
 {
-	xd_free = 0;
+	free_seen = 0;
 	rcl_rc = 1;
 	memset(&RCL, 0, sizeof(RCL));
 }
 
-static void xd_thread(void *ctx, unsigned who)
+static void free_claim_thread(void *ctx, unsigned who)
 {
 	if (who == 2) {
 		uint64_t w = atomic_load_explicit(&RG.prod0.ctl->owner, memory_order_acquire);
 		if (shm_ring_owner_state(w) == SHM_RING_FREE) {
-			xd_free = 1;
+			free_seen = 1;
 			rcl_rc = shm_ring_claim(RG.a->shm, &RCL);
 		}
 		return;
 	}
 	ring_claim_thread(ctx, who == 0 ? 0 : 1);
 }
-static int xd_check(void *ctx, char *why, size_t len)
+static int free_claim_check(void *ctx, char *why, size_t len)
 {
 	(void)ctx;
-	if (xd_free && rcl_rc != 0) {
+	if (free_seen && rcl_rc != 0) {
 		snprintf(why, len, "the ring was seen FREE but the claim returned %d", rcl_rc);
 		return -1;
 	}
@@ -1050,8 +1027,8 @@ static int xd_check(void *ctx, char *why, size_t len)
 START_TEST(test_ring_free_ring_is_claimable_under_weak_memory)
 {
 	ring_nthreads = 3;
-	ring_reset_extra = xd_reset;
-	run_ring("ring reap vs claim of a FREE ring", xd_thread, xd_check);
+	ring_reset_extra = free_claim_reset;
+	run_ring("ring reap vs claim of a FREE ring", free_claim_thread, free_claim_check);
 	ring_reset_extra = NULL;
 	ring_nthreads = 2;
 }
