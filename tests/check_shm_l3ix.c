@@ -163,24 +163,35 @@ START_TEST(geometry_rounds_to_whole_sets_of_a_power_of_two)
 }
 END_TEST
 
+/* A hand-made arena (sc_test_fake_arena) whose L3 index region of @bytes holds @entries entries
+ * and no token pages (an arena that keeps no token ids), formatted and viewed into @f; NULL after a
+ * SKIP line. */
+static struct shm_arena *fake_index(struct shm_arena *fake, uint32_t entries, uint64_t bytes, struct fx *f)
+{
+	struct shm_arena *sa = sc_test_fake_arena(fake, 4096 + bytes);
+	if (!sa)
+		return NULL;
+	sa->hv.regions[SHM_REGION_L3IX] = (struct shm_region){ 4096, bytes };
+	sa->hv.l3ix_entries = entries;
+	sa->hv.arena_flags = SHM_ARENA_NO_TOKEN_VERIFY;
+	*f = (struct fx){ .a = NULL };
+	ck_assert_int_eq(shm_l3ix_format(sa), 0);
+	ck_assert_int_eq(shm_l3ix_view(sa, &f->ix), 0);
+	ck_assert_uint_eq(f->ix.npages, 0);
+	return sa;
+}
+
 /* The largest index (SHM_L3IX_MAX_ENTRIES entries: 16.6 GiB with its token pages) in a hand-made
  * arena of untouched address space is formatted, viewed and used to its last set (the format
  * writes no links when the arena keeps no token ids). */
 START_TEST(the_largest_index_is_allowed)
 {
 	static struct shm_arena fake;
-	uint64_t bytes = shm_l3ix_bytes(SHM_L3IX_MAX_ENTRIES);
-	struct shm_arena *sa = sc_test_fake_arena(&fake, 4096 + bytes);
+	struct fx f;
+	struct shm_arena *sa = fake_index(&fake, SHM_L3IX_MAX_ENTRIES, shm_l3ix_bytes(SHM_L3IX_MAX_ENTRIES), &f);
 	if (!sa)
 		return;
-	sa->hv.regions[SHM_REGION_L3IX] = (struct shm_region){ 4096, bytes };
-	sa->hv.l3ix_entries = SHM_L3IX_MAX_ENTRIES;
-	sa->hv.arena_flags = SHM_ARENA_NO_TOKEN_VERIFY;
-	struct fx f = { .a = NULL };
-	ck_assert_int_eq(shm_l3ix_format(sa), 0);
-	ck_assert_int_eq(shm_l3ix_view(sa, &f.ix), 0);
 	ck_assert_uint_eq(f.ix.nsets, SHM_L3IX_MAX_ENTRIES / SHM_L3IX_WAYS);
-	ck_assert_uint_eq(f.ix.npages, 0);
 	ck_assert_int_eq(shm_l3ix_lock(&f.ix), 0);
 	uint64_t last = f.ix.nsets - 1;
 	put(&f, ent(last, 9, 3, SHM_L3IX_POS, 1), 0);
@@ -199,17 +210,10 @@ END_TEST
 START_TEST(a_region_without_token_pages_ends_at_its_entries)
 {
 	static struct shm_arena fake;
-	uint64_t bytes = SHM_L3IX_HDR_BYTES + 64 * sizeof(struct shm_l3ix_entry);
-	struct shm_arena *sa = sc_test_fake_arena(&fake, 4096 + bytes);
+	struct fx f;
+	struct shm_arena *sa = fake_index(&fake, 64, SHM_L3IX_HDR_BYTES + 64 * sizeof(struct shm_l3ix_entry), &f);
 	if (!sa)
 		return;
-	sa->hv.regions[SHM_REGION_L3IX] = (struct shm_region){ 4096, bytes };
-	sa->hv.l3ix_entries = 64;
-	sa->hv.arena_flags = SHM_ARENA_NO_TOKEN_VERIFY;
-	struct fx f = { .a = NULL };
-	ck_assert_int_eq(shm_l3ix_format(sa), 0);
-	ck_assert_int_eq(shm_l3ix_view(sa, &f.ix), 0);
-	ck_assert_uint_eq(f.ix.npages, 0);
 	ck_assert_uint_eq(f.ix.hdr->free_head, 0);
 	ck_assert_uint_eq(f.ix.hdr->free_pages, 0);
 	ck_assert_int_eq(shm_l3ix_lock(&f.ix), 0);
