@@ -30,7 +30,29 @@
 /* from here on every C11 atomic goes through the model (addresses in registered regions) */
 #include "../shm/readers.c"
 #include "../shm/index.c"
+/* shm/mutex.c's futex calls: a wait sleeps in the model until the word changes, a wake is that
+ * change (the unlock's exchange), so a contended shm_mutex_lock runs here as it does for real */
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static long mm_futex_call(long nr, uint32_t *w, int op, uint32_t val, const void *ts, void *w2, int v3)
+{
+	(void)ts, (void)w2, (void)v3;
+	if (nr != SYS_futex || (op != FUTEX_WAIT && op != FUTEX_WAKE)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (op == FUTEX_WAKE)
+		return 0;
+	int rc = mm_futex_wait(w, sizeof(*w), val);
+	if (rc == 0)
+		return 0;
+	errno = rc > 0 ? ETIMEDOUT : EAGAIN;
+	return -1;
+}
+#define syscall(...) mm_futex_call(__VA_ARGS__)
 #include "../shm/mutex.c"
+#undef syscall
 #include "../shm/ring.c"
 /* shm/l3ix.c's readers load entry fields with __atomic_load_n (relaxed): modelled too */
 #define __atomic_load_n(p, o) MM_VAL(p, mm_load((const void *)(p), sizeof(*(p)), (o)))
@@ -132,6 +154,45 @@ START_TEST(test_model_litmus)
 	ck_assert_msg(litmus(mp_thread, mp_check, "MP, relaxed load"), "stale reads not modelled");
 	L.st = memory_order_release, L.ld = memory_order_acquire;
 	ck_assert_msg(!litmus(mp_thread, mp_check, "MP, release/acquire"), "release/acquire must forbid MP");
+}
+END_TEST
+
+/* futex waits: T0 sleeps while x is 0; T1 stores x = 1 (L.st >= 0) or does nothing */
+static void futex_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 0)
+		L.r[0] = (uint64_t)mm_futex_wait(&L.x, sizeof(L.x), 0) + 1; /* 0: did not sleep, 1 woken, 2 timed out */
+	else if (L.st >= 0)
+		atomic_store_explicit(&L.x, 1, L.st);
+}
+
+static int futex_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx, (void)why, (void)len;
+	L.weak_seen |= 1 << L.r[0];
+	return 0;
+}
+
+START_TEST(test_model_futex)
+{
+	mm_regions_clear();
+	mm_region(&L, sizeof(L));
+	struct mm_result r;
+	struct mm_scenario s = { .name = "futex wait, woken by a store", .threads = 2, .reset = litmus_reset,
+				 .thread = futex_thread, .check = futex_check };
+	L.st = memory_order_relaxed, L.weak_seen = 0;
+	ck_assert_int_eq(mm_explore(&s, MAX_EXECUTIONS, &r), 0);
+	ck_assert_msg(r.exhausted && L.weak_seen == (1 << 0 | 1 << 1), "woken %#x: sleeps until the store, or never",
+		      L.weak_seen);
+	s.name = "futex wait, nobody stores";
+	L.st = -1, L.weak_seen = 0;
+	ck_assert_int_eq(mm_explore(&s, MAX_EXECUTIONS, &r), -1);
+	ck_assert_msg(r.failures == r.executions && strstr(r.first_failure, "deadlock"), "%s", r.first_failure);
+	s.name = "futex wait, nobody stores, time-outs";
+	s.timeouts = 1, L.weak_seen = 0;
+	ck_assert_int_eq(mm_explore(&s, MAX_EXECUTIONS, &r), 0);
+	ck_assert_msg(r.exhausted && L.weak_seen == 1 << 2, "woken %#x: every execution times out", L.weak_seen);
 }
 END_TEST
 
@@ -481,17 +542,27 @@ END_TEST
 static struct mutexcase {
 	struct shm_mutex mu;
 	_Atomic uint64_t counter;   /* the shadow of data written under the lock */
-	int got[2];
+	int got[3];
+	int took_over;              /* some execution took a dead holder's lock over */
 } MX;
 
 static struct sc_arena *mx_h[2];
+static struct shm_arena mx_dead; /* a copy of mx_h[1]'s handle whose token names no reader slot */
 
 static void mx_reset(void *ctx)
 {
 	(void)ctx;
 	shm_mutex_init(&MX.mu);
 	atomic_init(&MX.counter, 0);
-	MX.got[0] = MX.got[1] = 0;
+	MX.got[0] = MX.got[1] = MX.got[2] = 0;
+}
+
+/* under the lock: increment the counter as a plain read-modify-write would (load, then store) */
+static void mx_update(int *got)
+{
+	uint64_t c = atomic_load_explicit(&MX.counter, memory_order_relaxed);
+	atomic_store_explicit(&MX.counter, c + 1, memory_order_relaxed);
+	*got = 1;
 }
 
 /* each thread: take the lock (trylock, a few times: a coroutine never blocks), increment the
@@ -501,9 +572,7 @@ static void mx_thread(void *ctx, unsigned who)
 	(void)ctx;
 	for (int tries = 0; tries < 3; tries++) {
 		if (shm_mutex_trylock(mx_h[who]->shm, &MX.mu) == 0) {
-			uint64_t c = atomic_load_explicit(&MX.counter, memory_order_relaxed);
-			atomic_store_explicit(&MX.counter, c + 1, memory_order_relaxed);
-			MX.got[who] = 1;
+			mx_update(&MX.got[who]);
 			shm_mutex_unlock(mx_h[who]->shm, &MX.mu);
 			return;
 		}
@@ -511,14 +580,47 @@ static void mx_thread(void *ctx, unsigned who)
 	}
 }
 
+/* shm_mutex_lock (sleeping on the futex while another thread holds it; a take-over of a dead
+ * holder's lock counts), the update, unlock */
+static void mx_lock_update(struct sc_arena *h, int *got)
+{
+	int rc = shm_mutex_lock(h->shm, &MX.mu);
+	if (rc != 0 && rc != -EOWNERDEAD)
+		return;
+	MX.took_over |= rc == -EOWNERDEAD;
+	mx_update(got);
+	shm_mutex_unlock(h->shm, &MX.mu);
+}
+
+static void mx_lock_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	mx_lock_update(mx_h[who], &MX.got[who]);
+}
+
+/* T0 takes the lock once (trylock) and updates; T1 takes it with a dead token and dies holding it,
+ * having written nothing; T2 locks and updates: when T1 holds the lock, T2 sleeps, times out,
+ * finds the holder dead and takes the lock over, and must still see T0's update when T0 held the
+ * lock before T1 */
+static void mx_dead_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 2)
+		mx_lock_update(mx_h[1], &MX.got[2]);
+	else if (shm_mutex_trylock(who ? &mx_dead : mx_h[0]->shm, &MX.mu) == 0 && !who) {
+		mx_update(&MX.got[0]);
+		shm_mutex_unlock(mx_h[0]->shm, &MX.mu);
+	} /* T1 returns holding the lock: it died */
+}
+
 static int mx_check(void *ctx, char *why, size_t len)
 {
 	(void)ctx;
 	uint64_t c = atomic_load_explicit(&MX.counter, memory_order_relaxed);
-	if (c == (uint64_t)(MX.got[0] + MX.got[1]))
+	int got = MX.got[0] + MX.got[1] + MX.got[2];
+	if (c == (uint64_t)got)
 		return 0;
-	snprintf(why, len, "%d holders, counter %llu: an update made under the lock was lost", MX.got[0] + MX.got[1],
-		 (unsigned long long)c);
+	snprintf(why, len, "%d holders, counter %llu: an update made under the lock was lost", got, (unsigned long long)c);
 	return -1;
 }
 
@@ -533,6 +635,21 @@ START_TEST(test_mutex_under_weak_memory)
 	struct mm_scenario s = { .name = "mutex trylock/unlock, 2 holders", .threads = 2, .reset = mx_reset,
 				 .thread = mx_thread, .check = mx_check };
 	explore_ok(&s);
+	/* the lock's own acquires: the uncontended CAS, and the CAS after a sleep on the word */
+	s.name = "mutex lock (futex)/unlock, 2 holders";
+	s.thread = mx_lock_thread;
+	explore_ok(&s);
+	ck_assert_msg(MX.got[0] && MX.got[1], "the last execution: both threads took the lock");
+	/* a holder that died: its waiter's time-out, the liveness test and the take-over's acquire */
+	mx_dead = *mx_h[1]->shm;
+	mx_dead.token = shm_token(8, 1); /* slot 8 of a 2-slot table: dead */
+	s.name = "mutex lock, a holder dies, take-over";
+	s.threads = 3;
+	s.thread = mx_dead_thread;
+	s.timeouts = 1;
+	MX.took_over = 0;
+	explore_ok(&s);
+	ck_assert_msg(MX.took_over, "no execution took the dead holder's lock over");
 	mm_regions_clear();
 	sc_arena_close(mx_h[1]);
 	sc_test_arena_destroy(mx_h[0], name);
@@ -1793,6 +1910,7 @@ Suite *memmodel_suite(void)
 	TCase *tc = tcase_create("memmodel");
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_model_litmus);
+	tcase_add_test(tc, test_model_futex);
 	tcase_add_test(tc, test_epoch_vs_reclaim_under_weak_memory);
 	tcase_add_test(tc, test_lease_vs_reclaim_under_weak_memory);
 	tcase_add_test(tc, test_publish_vs_lookup_under_weak_memory);

@@ -44,6 +44,9 @@ struct message {
 struct thread {
 	ts_t cur[MAXLOC], acq[MAXLOC], rel[MAXLOC];
 	int done;
+	int wait_loc;                   /* blocked in mm_futex_wait on location wait_loc - 1 (0: runs) */
+	uint64_t wait_val;              /* ... until its latest value is not this */
+	int timed_out;                  /* woken by the scenario's time-out, not by a change */
 };
 
 /* the shared set, kept across executions: who touched each address, who wrote it */
@@ -68,6 +71,7 @@ static struct {
 	int cur;
 	unsigned long steps;
 	int overflow;                   /* an execution went past a bound: a test error */
+	int deadlock;                   /* every thread not done waits on a futex word that does not change */
 	/* choices */
 	uint16_t taken[MAXCHOICE], count[MAXCHOICE];
 	unsigned nchoice, plen;
@@ -473,13 +477,83 @@ void mm_fence(int order)
 	fence_effect(order);
 }
 
+int mm_futex_wait(const volatile void *p, unsigned size, uint64_t val)
+{
+	uintptr_t canon = modelled(p);
+	if (!canon)
+		return -1; /* not a modelled word: the model cannot block on it */
+	int li = begin(p, canon, size, 0);
+	if (li < 0)
+		return -1;
+	/* the kernel compares with what memory holds: the latest message (a relaxed read of it) */
+	struct thread *t = &M.th[M.cur];
+	struct loc *l = &M.loc[li];
+	struct message *m = &M.msg[l->msg[l->n - 1]];
+	t->cur[li] = (ts_t)(l->n - 1);
+	join(t->acq, m->view);
+	if (m->val != val)
+		return -1;
+	t->wait_loc = li + 1;
+	t->wait_val = val;
+	trace("T%d waits on #%u (%llu)", M.cur, (unsigned)li, (unsigned long long)val);
+	sched_point(); /* resumed once the word holds another value, or by a time-out */
+	t = &M.th[M.cur];
+	t->wait_loc = 0;
+	int timed_out = t->timed_out;
+	t->timed_out = 0;
+	return timed_out;
+}
+
 /* ---- executions ---- */
+
+/* Thread @i may run: not done, and not waiting on a word that still holds the value it slept on. */
+static int runnable(unsigned i)
+{
+	const struct thread *t = &M.th[i];
+	if (t->done)
+		return 0;
+	if (!t->wait_loc)
+		return 1;
+	const struct loc *l = &M.loc[t->wait_loc - 1];
+	return M.msg[l->msg[l->n - 1]].val != t->wait_val;
+}
 
 static void thread_main(unsigned who)
 {
 	M.s->thread(M.s->ctx, who);
 	M.th[who].done = 1;
 	_longjmp(M.main_jmp, 1);
+}
+
+/* The thread to run next (a choice), -1 when none can: the one that ran last first (fewest
+ * switches first), then the others in order; when every thread left sleeps and the scenario has
+ * time-outs, one of them times out; with none, a deadlock. */
+static int next_thread(int last)
+{
+	const struct mm_scenario *s = M.s;
+	unsigned en[MM_MAX_THREADS], n = 0;
+	if (runnable((unsigned)last))
+		en[n++] = (unsigned)last;
+	for (unsigned i = 0; i < s->threads; i++)
+		if (runnable(i) && (int)i != last)
+			en[n++] = i;
+	int timeout = 0;
+	if (!n && s->timeouts)
+		for (unsigned i = 0; i < s->threads; i++)
+			if (!M.th[i].done)
+				en[n++] = i, timeout = 1;
+	if (!n) {
+		for (unsigned i = 0; i < s->threads; i++)
+			M.deadlock |= !M.th[i].done;
+		return -1;
+	}
+	unsigned pick = en[choose(n)];
+	if (timeout) {
+		M.th[pick].wait_loc = 0;
+		M.th[pick].timed_out = 1;
+		trace("T%d times out%.0u%.0llu", (int)pick, 0, 0ull);
+	}
+	return (int)pick;
 }
 
 /* Run one execution following M.prefix/M.plen. 0, or -1 with @why set. */
@@ -496,6 +570,7 @@ static int run_once(char *why, size_t len)
 	M.steps = 0;
 	M.ntrace = 0;
 	M.overflow = 0;
+	M.deadlock = 0;
 	for (unsigned i = 0; i < s->threads; i++) {
 		getcontext(&M.th_ctx[i]);
 		M.th_ctx[i].uc_stack.ss_sp = M.stack[i];
@@ -506,26 +581,19 @@ static int run_once(char *why, size_t len)
 	}
 	volatile int last = 0;
 	for (;;) {
-		unsigned en[MM_MAX_THREADS], n = 0;
-		/* the thread that ran last first (fewest switches first), then the others in order */
-		if (!M.th[last].done)
-			en[n++] = (unsigned)last;
-		for (unsigned i = 0; i < s->threads; i++)
-			if (!M.th[i].done && (int)i != last)
-				en[n++] = i;
-		if (!n)
+		int pick = next_thread(last);
+		if (pick < 0)
 			break;
-		unsigned pick = en[choose(n)];
-		if ((int)pick != last)
-			trace("T%d runs%.0u%.0llu", (int)pick, 0, 0ull);
-		last = (int)pick;
-		M.cur = (int)pick;
+		if (pick != last)
+			trace("T%d runs%.0u%.0llu", pick, 0, 0ull);
+		last = pick;
+		M.cur = pick;
 		if (!_setjmp(M.main_jmp)) {
-			if (!M.started[pick]) {
-				M.started[pick] = 1;
-				setcontext(&M.th_ctx[pick]);
+			if (!M.started[M.cur]) {
+				M.started[M.cur] = 1;
+				setcontext(&M.th_ctx[M.cur]);
 			}
-			_longjmp(M.th_jmp[pick], 1);
+			_longjmp(M.th_jmp[M.cur], 1);
 		}
 		M.cur = -1;
 		if (M.overflow)
@@ -535,6 +603,10 @@ static int run_once(char *why, size_t len)
 		/* threads parked mid-way are abandoned with their stacks (reused next run) */
 		snprintf(why, len, "execution exceeded the model's bounds (locations %u, messages %u, steps %lu)", M.nloc,
 			 M.nmsg, M.steps);
+		return -1;
+	}
+	if (M.deadlock) {
+		snprintf(why, len, "deadlock: every thread not done waits on a futex word nobody changes");
 		return -1;
 	}
 	return s->check(s->ctx, why, len) ? -1 : 0;

@@ -27,7 +27,8 @@
  *
  * Threads switch only before an access to a location that two threads touch and one writes
  * ("shared", learnt from earlier executions: the exploration restarts whenever the set grows),
- * before a seq_cst fence, and at mm_yield(). Everything here is single-OS-thread and test-only.
+ * before a seq_cst fence, at mm_yield() and in a futex wait (mm_futex_wait). Everything here is
+ * single-OS-thread and test-only.
  */
 #ifndef SC_TESTS_MEMMODEL_H
 #define SC_TESTS_MEMMODEL_H
@@ -47,6 +48,9 @@ struct mm_scenario {
 	void (*thread)(void *ctx, unsigned who);
 	/* main context, after every execution: 0 when the invariant held, else a message in @why */
 	int (*check)(void *ctx, char *why, size_t len);
+	/* when every thread not done sleeps in mm_futex_wait: 0, the execution fails as a deadlock;
+	 * 1, one of them (each in turn) wakes with a time-out (a lock holder that died wakes nobody) */
+	int timeouts;
 };
 
 struct mm_result {
@@ -80,5 +84,10 @@ enum { MM_XCHG, MM_ADD, MM_SUB, MM_OR, MM_AND, MM_XOR };
 uint64_t mm_rmw(volatile void *p, unsigned size, int op, uint64_t v, int order);
 int mm_cas(volatile void *p, unsigned size, void *expected, uint64_t desired, int succ, int fail);
 void mm_fence(int order);
+/* FUTEX_WAIT on a modelled word: -1 when the word does not hold @val (or is not modelled), else the
+ * thread sleeps until another thread stores a different value, then 0. A wake is that store (no
+ * spurious wake-ups); when every thread left sleeps, the scenario's `timeouts` says whether one
+ * wakes with a time-out (then 1) or the execution fails as a deadlock. */
+int mm_futex_wait(const volatile void *p, unsigned size, uint64_t val);
 
 #endif
