@@ -825,6 +825,29 @@ START_TEST(a_free_ring_with_bytes_in_it_is_not_handed_out)
 }
 END_TEST
 
+/* A CLAIMING owner word (no claim of this version writes one: an older claimer's, or a scribble)
+ * keeps its ring while the token it names is alive, like LIVE; once that holder is gone the ring
+ * is reclaimed like a dead LIVE one. */
+START_TEST(a_claiming_ring_of_a_live_holder_is_not_handed_out)
+{
+	mk_arena(2, 4096);
+	struct sc_arena *other;
+	ck_assert_int_eq(sc_arena_open(arena_name, &other), 0);
+	atomic_store(&ctl_of(0)->owner, shm_ring_owner(5, SHM_RING_CLAIMING, other->shm->token));
+	struct sc_ring *r, *r2;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	ck_assert_uint_eq(sc_ring_index(r), 1);
+	ck_assert_int_eq(sc_ring_open(arena, &r2), -ENOSPC);
+	sc_arena_close(other); /* its slot is released: the token is dead */
+	ck_assert_int_eq(sc_ring_open(arena, &r2), 0);
+	ck_assert_uint_eq(sc_ring_index(r2), 0);
+	ck_assert_uint_eq(shm_ring_owner_gen(atomic_load(&ctl_of(0)->owner)), 6);
+	ck_assert_int_eq(sc_ring_close(r2), 0);
+	ck_assert_int_eq(sc_ring_close(r), 0);
+	rm_arena();
+}
+END_TEST
+
 struct seqs {
 	uint64_t seq[256];
 	int32_t first_tok[256];
@@ -1049,6 +1072,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, the_largest_ring_an_arena_may_have_works);
 	tcase_add_test(tc, a_ring_fills_to_its_last_byte);
 	tcase_add_test(tc, a_free_ring_with_bytes_in_it_is_not_handed_out);
+	tcase_add_test(tc, a_claiming_ring_of_a_live_holder_is_not_handed_out);
 	tcase_add_test(tc, a_garbage_consumer_id_is_taken_over);
 	tcase_add_test(tc, a_consumer_whose_role_was_taken_stops);
 	tcase_add_test(tc, ring_indices_past_the_table_are_refused);
