@@ -30,8 +30,8 @@
 /* from here on every C11 atomic goes through the model (addresses in registered regions) */
 #include "../shm/readers.c"
 #include "../shm/index.c"
-/* shm/mutex.c's futex calls: a wait sleeps in the model until the word changes, a wake is that
- * change (the unlock's exchange), so a contended shm_mutex_lock runs here as it does for real */
+/* shm/mutex.c's futex calls: a wait sleeps in the model until the word changes (mm_futex_wait);
+ * FUTEX_WAKE is a no-op, so lost wake-ups are not checked here, only what each CAS publishes */
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -174,6 +174,25 @@ static int futex_check(void *ctx, char *why, size_t len)
 	return 0;
 }
 
+/* MP through a futex word: T1 stores y = 1, then x = 1 (release); T0 sleeps while x is 1 (it saw
+ * the release), times out, then loads y. The wait is no acquire: y == 0 must be possible. */
+static void futex_mp_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	if (who == 1) {
+		atomic_store_explicit(&L.y, 1, memory_order_relaxed);
+		atomic_store_explicit(&L.x, 1, memory_order_release);
+	} else if (mm_futex_wait(&L.x, sizeof(L.x), 1) >= 0) {
+		L.weak_seen |= atomic_load_explicit(&L.y, memory_order_relaxed) == 0;
+	}
+}
+
+static int futex_mp_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx, (void)why, (void)len;
+	return 0;
+}
+
 START_TEST(test_model_futex)
 {
 	mm_regions_clear();
@@ -193,6 +212,10 @@ START_TEST(test_model_futex)
 	s.timeouts = 1, L.weak_seen = 0;
 	ck_assert_int_eq(mm_explore(&s, MAX_EXECUTIONS, &r), 0);
 	ck_assert_msg(r.exhausted && L.weak_seen == 1 << 2, "woken %#x: every execution times out", L.weak_seen);
+	s.name = "futex wait, MP through the word";
+	s.thread = futex_mp_thread, s.check = futex_mp_check, L.weak_seen = 0;
+	ck_assert_int_eq(mm_explore(&s, MAX_EXECUTIONS, &r), 0);
+	ck_assert_msg(r.exhausted && L.weak_seen, "a futex wait must not order the loads after it (it is no acquire)");
 }
 END_TEST
 
@@ -543,6 +566,7 @@ static struct mutexcase {
 	struct shm_mutex mu;
 	_Atomic uint64_t counter;   /* the shadow of data written under the lock */
 	int got[3];
+	int rc[3];                  /* what shm_mutex_lock returned (1: not called) */
 	int took_over;              /* some execution took a dead holder's lock over */
 } MX;
 
@@ -555,6 +579,7 @@ static void mx_reset(void *ctx)
 	shm_mutex_init(&MX.mu);
 	atomic_init(&MX.counter, 0);
 	MX.got[0] = MX.got[1] = MX.got[2] = 0;
+	MX.rc[0] = MX.rc[1] = MX.rc[2] = 1;
 }
 
 /* under the lock: increment the counter as a plain read-modify-write would (load, then store) */
@@ -565,8 +590,7 @@ static void mx_update(int *got)
 	*got = 1;
 }
 
-/* each thread: take the lock (trylock, a few times: a coroutine never blocks), increment the
- * counter as a plain read-modify-write would (load, then store), unlock */
+/* each thread: trylock (a few tries), the update, unlock */
 static void mx_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
@@ -582,20 +606,20 @@ static void mx_thread(void *ctx, unsigned who)
 
 /* shm_mutex_lock (sleeping on the futex while another thread holds it; a take-over of a dead
  * holder's lock counts), the update, unlock */
-static void mx_lock_update(struct sc_arena *h, int *got)
+static void mx_lock_update(struct sc_arena *h, unsigned who)
 {
-	int rc = shm_mutex_lock(h->shm, &MX.mu);
+	int rc = MX.rc[who] = shm_mutex_lock(h->shm, &MX.mu);
 	if (rc != 0 && rc != -EOWNERDEAD)
 		return;
 	MX.took_over |= rc == -EOWNERDEAD;
-	mx_update(got);
+	mx_update(&MX.got[who]);
 	shm_mutex_unlock(h->shm, &MX.mu);
 }
 
 static void mx_lock_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
-	mx_lock_update(mx_h[who], &MX.got[who]);
+	mx_lock_update(mx_h[who], who);
 }
 
 /* T0 takes the lock once (trylock) and updates; T1 takes it with a dead token and dies holding it,
@@ -606,7 +630,7 @@ static void mx_dead_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
 	if (who == 2)
-		mx_lock_update(mx_h[1], &MX.got[2]);
+		mx_lock_update(mx_h[1], 2);
 	else if (shm_mutex_trylock(who ? &mx_dead : mx_h[0]->shm, &MX.mu) == 0 && !who) {
 		mx_update(&MX.got[0]);
 		shm_mutex_unlock(mx_h[0]->shm, &MX.mu);
@@ -616,6 +640,11 @@ static void mx_dead_thread(void *ctx, unsigned who)
 static int mx_check(void *ctx, char *why, size_t len)
 {
 	(void)ctx;
+	for (int i = 0; i < 3; i++)
+		if (MX.rc[i] != 1 && MX.rc[i] != 0 && MX.rc[i] != -EOWNERDEAD) {
+			snprintf(why, len, "T%d: shm_mutex_lock returned %d", i, MX.rc[i]);
+			return -1;
+		}
 	uint64_t c = atomic_load_explicit(&MX.counter, memory_order_relaxed);
 	int got = MX.got[0] + MX.got[1] + MX.got[2];
 	if (c == (uint64_t)got)
@@ -640,7 +669,8 @@ START_TEST(test_mutex_under_weak_memory)
 	s.thread = mx_lock_thread;
 	explore_ok(&s);
 	ck_assert_msg(MX.got[0] && MX.got[1], "the last execution: both threads took the lock");
-	/* a holder that died: its waiter's time-out, the liveness test and the take-over's acquire */
+	/* a holder that died: its waiter's time-out, the dead token (refused by its slot number) and
+	 * the take-over's acquire */
 	mx_dead = *mx_h[1]->shm;
 	mx_dead.token = shm_token(8, 1); /* slot 8 of a 2-slot table: dead */
 	s.name = "mutex lock, a holder dies, take-over";

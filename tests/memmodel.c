@@ -480,8 +480,12 @@ void mm_fence(int order)
 int mm_futex_wait(const volatile void *p, unsigned size, uint64_t val)
 {
 	uintptr_t canon = modelled(p);
-	if (!canon)
-		return -1; /* not a modelled word: the model cannot block on it */
+	if (!canon) {
+		/* outside the model, or a word nobody registered: a caller that retries would spin
+		 * without a bound, so the test stops here and says why */
+		fprintf(stderr, "mm_futex_wait: %p is not a modelled word (or not in a model thread)\n", (void *)p);
+		abort();
+	}
 	int li = begin(p, canon, size, 0);
 	if (li < 0)
 		return -1;

@@ -84,10 +84,12 @@ enum { MM_XCHG, MM_ADD, MM_SUB, MM_OR, MM_AND, MM_XOR };
 uint64_t mm_rmw(volatile void *p, unsigned size, int op, uint64_t v, int order);
 int mm_cas(volatile void *p, unsigned size, void *expected, uint64_t desired, int succ, int fail);
 void mm_fence(int order);
-/* FUTEX_WAIT on a modelled word: -1 when the word does not hold @val (or is not modelled), else the
- * thread sleeps until another thread stores a different value, then 0. A wake is that store (no
- * spurious wake-ups); when every thread left sleeps, the scenario's `timeouts` says whether one
- * wakes with a time-out (then 1) or the execution fails as a deadlock. */
+/* FUTEX_WAIT on a modelled word (in a model thread; anything else aborts the test): -1 when the
+ * word does not hold @val, else the thread sleeps until another thread stores a different value,
+ * then 0. The wait reads the word as a relaxed load of its latest value (a futex promises no
+ * acquire). Wakes are not modelled (FUTEX_WAKE is the caller's no-op): any change wakes every
+ * sleeper, so a lost wake-up goes unseen. When every thread left sleeps, the scenario's `timeouts`
+ * says whether one wakes with a time-out (then 1) or the execution fails as a deadlock. */
 int mm_futex_wait(const volatile void *p, unsigned size, uint64_t val);
 
 #endif
