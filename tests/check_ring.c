@@ -821,6 +821,14 @@ START_TEST(a_free_ring_with_bytes_in_it_is_not_handed_out)
 		ck_assert_int_eq(sc_ring_close(r), 0);
 		atomic_store(&ctl_of(0)->owner, 0); /* FREE again for the next round */
 	}
+	/* empty but misaligned (head == tail, not on a record boundary): a corrupted index, never
+	 * handed out either */
+	atomic_store(&ctl_of(0)->tail, 24);
+	atomic_store(&ctl_of(0)->head, 24);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	ck_assert_uint_eq(sc_ring_index(r), 1);
+	ck_assert_int_eq(sc_ring_close(r), 0);
 	rm_arena();
 }
 END_TEST
