@@ -1629,7 +1629,8 @@ typedef int (*sc_ring_fn)(const struct sc_commit *c, void *ctx);
  * are reclaimed here. The first call allocates this handle's consumer state.
  * Returns the number delivered (0 when nothing is pending), or -EBUSY (another live consumer
  * holds the role), -EBADMSG (a ring's indices or records are corrupted: that ring is skipped,
- * every other ring was served; see sc_ring_stats), -EINVAL, -ENOMEM.
+ * every other ring was served; see sc_ring_stats), -ECHILD (a forked child's copy of the
+ * handle, whether or not the parent held the role), -EINVAL, -ENOMEM.
  */
 int sc_ring_poll(struct sc_arena *arena, sc_ring_fn cb, void *ctx, unsigned max);
 

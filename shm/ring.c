@@ -263,7 +263,9 @@ static void ring_reap(struct shm_ring_ctl *ctl, uint64_t head, struct shm_ring_c
 
 int shm_ring_poll_begin(struct shm_arena *a, struct shm_ring_cons *c, struct shm_ring_dir **dir)
 {
-	int rc = shm_ring_dir_check(a, dir);
+	/* a forked child's copy is refused even when the parent held the role: its c->held and the
+	 * directory's id are the parent's, and the child would deliver as the parent */
+	int rc = ring_dir_own(a, dir);
 	if (rc)
 		return rc;
 	if (!c->held || atomic_load_explicit(&(*dir)->consumer_id, memory_order_relaxed) != c->id) {

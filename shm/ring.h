@@ -343,7 +343,8 @@ static inline int shm_ring_submit(struct shm_ring_prod *p, const struct shm_ring
 int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c);
 /* Drop the consumer lock if @c holds it. */
 void shm_ring_consumer_release(struct shm_arena *a, struct shm_ring_cons *c);
-/* Start a poll: validate the directory, take (or confirm) the consumer lock. 0, -EBUSY, -EBADMSG. */
+/* Start a poll: validate the directory, take (or confirm) the consumer lock. 0, -EBUSY, -EBADMSG,
+ * -ECHILD (@a is a forked child's copy). */
 int shm_ring_poll_begin(struct shm_arena *a, struct shm_ring_cons *c, struct shm_ring_dir **dir);
 /* Open ring @i of @d for reading (after shm_ring_poll_begin). Returns 1 when records are
  * pending, 0 when none (a drained ring of a closed or dead producer is reclaimed here), or

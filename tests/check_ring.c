@@ -834,18 +834,35 @@ START_TEST(a_free_ring_with_bytes_in_it_is_not_handed_out)
 END_TEST
 
 /* A CLAIMING owner word (no claim of this version writes one: an older claimer's, or a scribble)
- * keeps its ring while the token it names is alive, like LIVE; once that holder is gone the ring
- * is reclaimed like a dead LIVE one. */
+ * keeps its ring while the token it names is alive, like LIVE, and a consumer's poll frees neither
+ * it nor a ring whose state is garbage; once the CLAIMING holder is gone the ring is reclaimed like
+ * a dead LIVE one. */
 START_TEST(a_claiming_ring_of_a_live_holder_is_not_handed_out)
 {
 	mk_arena(2, 4096);
 	struct sc_arena *other;
 	ck_assert_int_eq(sc_arena_open(arena_name, &other), 0);
-	atomic_store(&ctl_of(0)->owner, shm_ring_owner(5, SHM_RING_CLAIMING, other->shm->token));
+	uint64_t claiming = shm_ring_owner(5, SHM_RING_CLAIMING, other->shm->token);
+	atomic_store(&ctl_of(0)->owner, claiming);
 	struct sc_ring *r, *r2;
 	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
 	ck_assert_uint_eq(sc_ring_index(r), 1);
 	ck_assert_int_eq(sc_ring_open(arena, &r2), -ENOSPC);
+	/* nor does a consumer free it (it frees only CLOSED rings and LIVE ones of dead producers), nor
+	 * a ring whose state is garbage */
+	struct verify v = { 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 16), 0);
+	uint64_t w0 = atomic_load(&ctl_of(0)->owner);
+	ck_assert_uint_eq(w0, claiming);
+	ck_assert_int_eq(sc_ring_close(r), 0);
+	uint64_t garbage = shm_ring_owner(5, SHM_RING_CLOSED + 1, 0);
+	atomic_store(&ctl_of(1)->owner, garbage);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 16), 0);
+	uint64_t w1 = atomic_load(&ctl_of(1)->owner);
+	ck_assert_uint_eq(w1, garbage);
+	atomic_store(&ctl_of(1)->owner, 0);
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	ck_assert_uint_eq(sc_ring_index(r), 1);
 	sc_arena_close(other); /* its slot is released: the token is dead */
 	ck_assert_int_eq(sc_ring_open(arena, &r2), 0);
 	ck_assert_uint_eq(sc_ring_index(r2), 0);
@@ -879,6 +896,27 @@ static int submit4(struct sc_ring *r, int32_t k)
 	struct sc_commit c = { .request_id = 1, .generated_token_count = 4, .token_count = 4, .tokens = t };
 	return sc_ring_try_submit(r, &c);
 }
+
+/* A producer that needs the consumer's head refuses one off a record boundary, even within the
+ * ring's reach (a record written from there would overwrite undelivered bytes). */
+START_TEST(a_producer_refuses_a_head_off_a_record_boundary)
+{
+	mk_arena(1, 4096);
+	struct sc_ring *r;
+	ck_assert_int_eq(sc_ring_open(arena, &r), 0);
+	int n = 0, rc;
+	while ((rc = submit4(r, n)) == 0)
+		n++;
+	ck_assert_int_eq(rc, -EAGAIN);
+	ck_assert_int_eq(n, 64); /* full: tail 4096, head 0 */
+	atomic_store(&ctl_of(0)->head, 4096 - 64 + 8);
+	ck_assert_int_eq(submit4(r, 1000), -EBADMSG);
+	atomic_store(&ctl_of(0)->head, 4096 - 64);
+	ck_assert_int_eq(submit4(r, 1000), 0);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
 
 /* A ring holds exactly its size: 64 records of 64 bytes fill 4 KiB, the 65th waits for room; once
  * one is consumed, one more fits exactly (the producer's cached head refreshed: the ring full to
@@ -921,6 +959,42 @@ static struct shm_ring_dir *one_ring_one_record(struct sc_ring **r, int32_t k)
 
 /* A consumer id no live handle can hold (the largest 32-bit token) is taken over; one wider than
  * a token is a damaged directory. */
+/* In a forked child: poll through the parent's handle; 0 when it said -ECHILD and delivered nothing. */
+static int child_poll_is_refused(void)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct seqs q = { .n = 0 };
+		int rc = sc_ring_poll(arena, seqs_cb, &q, 16);
+		_exit(rc == -ECHILD && q.n == 0 ? 0 : 1);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* A forked child's copy of the handle is unusable: its poll says -ECHILD and delivers nothing,
+ * before the parent held the consumer role and while it holds it; the parent goes on delivering. */
+START_TEST(a_forked_child_cannot_poll_with_the_parents_handle)
+{
+	struct sc_ring *r;
+	struct shm_ring_dir *d = one_ring_one_record(&r, 1);
+	ck_assert_int_eq(child_poll_is_refused(), 0);
+	ck_assert_uint_eq(atomic_load(&d->consumer_id), 0);
+	struct seqs q = { .n = 0 };
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1);
+	ck_assert_int_eq(submit4(r, 2), 0);
+	ck_assert_int_eq(child_poll_is_refused(), 0);
+	ck_assert_uint_eq(atomic_load(&d->consumer_id), arena->shm->token);
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1);
+	ck_assert_int_eq(q.first_tok[0], 1);
+	ck_assert_int_eq(q.first_tok[1], 2);
+	sc_ring_close(r);
+	rm_arena();
+}
+END_TEST
+
 START_TEST(a_garbage_consumer_id_is_taken_over)
 {
 	struct sc_ring *r;
@@ -1079,8 +1153,10 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, the_most_rings_an_arena_may_have_work);
 	tcase_add_test(tc, the_largest_ring_an_arena_may_have_works);
 	tcase_add_test(tc, a_ring_fills_to_its_last_byte);
+	tcase_add_test(tc, a_producer_refuses_a_head_off_a_record_boundary);
 	tcase_add_test(tc, a_free_ring_with_bytes_in_it_is_not_handed_out);
 	tcase_add_test(tc, a_claiming_ring_of_a_live_holder_is_not_handed_out);
+	tcase_add_test(tc, a_forked_child_cannot_poll_with_the_parents_handle);
 	tcase_add_test(tc, a_garbage_consumer_id_is_taken_over);
 	tcase_add_test(tc, a_consumer_whose_role_was_taken_stops);
 	tcase_add_test(tc, ring_indices_past_the_table_are_refused);
