@@ -1118,8 +1118,10 @@ START_TEST(a_corrupted_directory_is_ebadmsg)
 	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 1), -EBADMSG);
 	ck_assert_int_eq(sc_ring_stats(arena, st, 2), -EBADMSG);
 	d->ring_count = saved;
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 1), 0); /* takes the consumer role */
 	d->ring_bytes = 4095;
 	ck_assert_int_eq(sc_ring_open(arena, &r), -EBADMSG);
+	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 1), -EBADMSG); /* held: still checked */
 	d->ring_bytes = 4096;
 	d->magic ^= 1;
 	ck_assert_int_eq(sc_ring_open(arena, &r), -EBADMSG);
