@@ -1117,6 +1117,13 @@ START_TEST(a_corrupted_directory_is_ebadmsg)
 	ck_assert_int_eq(sc_ring_open(arena, &r), -EBADMSG);
 	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 1), -EBADMSG);
 	ck_assert_int_eq(sc_ring_stats(arena, st, 2), -EBADMSG);
+	/* the shm-level entry points check it themselves (fsck calls them directly) */
+	struct shm_ring_stat one;
+	ck_assert_int_eq(shm_ring_stat(arena->shm, 0, &one), -EBADMSG);
+	struct shm_ring_cons cons = { 0 };
+	ck_assert_int_eq(shm_ring_consumer_acquire(arena->shm, &cons), -EBADMSG);
+	ck_assert_int_eq(cons.held, 0);
+	ck_assert_uint_eq(atomic_load(&d->consumer_id), 0);
 	d->ring_count = saved;
 	ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 1), 0); /* takes the consumer role */
 	d->ring_bytes = 4095;
