@@ -226,7 +226,8 @@ int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c)
 void shm_ring_consumer_release(struct shm_arena *a, struct shm_ring_cons *c)
 {
 	struct shm_ring_dir *d;
-	if (!c->held || shm_ring_dir_check(a, &d))
+	/* a forked child's copy gives nothing back: a role its parent held is still the parent's */
+	if (!c->held || ring_dir_own(a, &d))
 		return;
 	uint64_t mine = c->id;
 	/* release: our head stores happen-before the next holder's acquire */

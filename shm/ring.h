@@ -341,7 +341,7 @@ static inline int shm_ring_submit(struct shm_ring_prod *p, const struct shm_ring
 
 /* Take the consumer lock for @c. 0, -EBUSY (another live consumer holds it), -EBADMSG. */
 int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c);
-/* Drop the consumer lock if @c holds it. */
+/* Drop the consumer lock if @c holds it (never through a forked child's copy of @a). */
 void shm_ring_consumer_release(struct shm_arena *a, struct shm_ring_cons *c);
 /* Start a poll: validate the directory, take (or confirm) the consumer lock. 0, -EBUSY, -EBADMSG,
  * -ECHILD (@a is a forked child's copy). */

@@ -833,6 +833,45 @@ START_TEST(a_free_ring_with_bytes_in_it_is_not_handed_out)
 }
 END_TEST
 
+/* Liveness of the producers of empty LIVE rings is tested at most once per reap interval
+ * (SHM_RING_REAP_INTERVAL_NS, ring.h): a drained ring whose producer is found dead in the poll
+ * after one that tested is freed only at the first poll of the next interval. Each round needs
+ * its two polls within one interval; a round the machine slowed past it does not count. */
+START_TEST(dead_producers_are_looked_for_once_per_reap_interval)
+{
+	mk_arena(2, 4096);
+	struct sc_ring *mine;
+	ck_assert_int_eq(sc_ring_open(arena, &mine), 0); /* ring 0: LIVE, empty, ours */
+	struct verify v = { 0 };
+	struct sc_ring_stat st[2];
+	int rounds = 0;
+	for (int attempt = 0; attempt < 20 && rounds < 2; attempt++) {
+		/* the poll that tests sets the next test to between ta and tb plus the interval */
+		uint64_t ta = shm_now_ns();
+		ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 16), 0); /* due: tests ring 0's producer */
+		uint64_t tb = shm_now_ns();
+		/* ring 1: LIVE and empty, its producer's token names no reader slot (dead) */
+		atomic_store(&ctl_of(1)->owner, shm_ring_owner(7, SHM_RING_LIVE, shm_token(60000, 1)));
+		ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 16), 0);
+		ck_assert_int_eq(sc_ring_stats(arena, st, 2), 2);
+		if (shm_now_ns() - ta < SHM_RING_REAP_INTERVAL_NS) {
+			ck_assert_int_eq(st[1].state, SC_RING_LIVE); /* not looked at again yet */
+			rounds++;
+		}
+		/* the next interval: waits for SHM_RING_REAP_INTERVAL_NS to pass since the testing poll */
+		while (shm_now_ns() - tb < SHM_RING_REAP_INTERVAL_NS)
+			nap_ms(5);
+		ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 16), 0);
+		ck_assert_int_eq(sc_ring_stats(arena, st, 2), 2);
+		ck_assert_int_eq(st[1].state, SC_RING_FREE);
+		ck_assert_int_eq(st[0].state, SC_RING_LIVE);
+	}
+	ck_assert_msg(rounds == 2, "only %d of 20 rounds had their two polls within one reap interval", rounds);
+	ck_assert_int_eq(sc_ring_close(mine), 0);
+	rm_arena();
+}
+END_TEST
+
 /* A CLAIMING owner word (no claim of this version writes one: an older claimer's, or a scribble)
  * keeps its ring while the token it names is alive, like LIVE, and a consumer's poll frees neither
  * it nor a ring whose state is garbage; once the CLAIMING holder is gone the ring is reclaimed like
@@ -959,7 +998,8 @@ static struct shm_ring_dir *one_ring_one_record(struct sc_ring **r, int32_t k)
 
 /* A consumer id no live handle can hold (the largest 32-bit token) is taken over; one wider than
  * a token is a damaged directory. */
-/* In a forked child: poll through the parent's handle; 0 when it said -ECHILD and delivered nothing. */
+/* In a forked child: poll through the parent's handle, then close the child's copy of it; 0 when
+ * the poll said -ECHILD and delivered nothing. */
 static int child_poll_is_refused(void)
 {
 	pid_t pid = fork();
@@ -967,6 +1007,7 @@ static int child_poll_is_refused(void)
 	if (pid == 0) {
 		struct seqs q = { .n = 0 };
 		int rc = sc_ring_poll(arena, seqs_cb, &q, 16);
+		sc_arena_close(arena); /* gives back nothing of the parent's */
 		_exit(rc == -ECHILD && q.n == 0 ? 0 : 1);
 	}
 	int status;
@@ -975,7 +1016,8 @@ static int child_poll_is_refused(void)
 }
 
 /* A forked child's copy of the handle is unusable: its poll says -ECHILD and delivers nothing,
- * before the parent held the consumer role and while it holds it; the parent goes on delivering. */
+ * before the parent held the consumer role and while it holds it, and closing the copy leaves the
+ * parent's role to the parent; the parent goes on delivering. */
 START_TEST(a_forked_child_cannot_poll_with_the_parents_handle)
 {
 	struct sc_ring *r;
@@ -1030,6 +1072,13 @@ START_TEST(a_consumer_whose_role_was_taken_stops)
 	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1);
 	ck_assert_uint_eq(q.n, 2);
 	ck_assert_int_eq(q.first_tok[1], 2);
+	/* lost again, then named again without a poll: a handle gives back only a role it knows it
+	 * holds, so its close leaves the directory as it is */
+	atomic_store(&d->consumer_id, other->shm->token);
+	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), -EBUSY);
+	atomic_store(&d->consumer_id, arena->shm->token);
+	sc_ring_consumer_close(arena);
+	ck_assert_uint_eq(atomic_load(&d->consumer_id), arena->shm->token);
 	sc_arena_close(other);
 	sc_ring_close(r);
 	rm_arena();
@@ -1165,6 +1214,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, a_producer_refuses_a_head_off_a_record_boundary);
 	tcase_add_test(tc, a_free_ring_with_bytes_in_it_is_not_handed_out);
 	tcase_add_test(tc, a_claiming_ring_of_a_live_holder_is_not_handed_out);
+	tcase_add_test(tc, dead_producers_are_looked_for_once_per_reap_interval);
 	tcase_add_test(tc, a_forked_child_cannot_poll_with_the_parents_handle);
 	tcase_add_test(tc, a_garbage_consumer_id_is_taken_over);
 	tcase_add_test(tc, a_consumer_whose_role_was_taken_stops);
