@@ -731,12 +731,19 @@ static void ring_reset(void *ctx)
 		ring_reset_extra();
 }
 
-/* Commit record @k (tokens k, 7): shm_ring_submit's answer. */
+/* Commit record @k of @ntok tokens (k, 7, 7, ...; at most 500): shm_ring_submit's answer. */
+static int ring_commit_n(uint64_t k, uint32_t ntok)
+{
+	static int32_t tok[500];
+	for (uint32_t i = 0; i < ntok && i < 500; i++)
+		tok[i] = i ? 7 : (int32_t)k;
+	struct shm_ring_msg m = { .request_id = k, .ntokens = ntok, .tokens = tok };
+	return shm_ring_submit(&RG.prod, &m);
+}
+
 static int ring_commit(uint64_t k)
 {
-	int32_t tok[2] = { (int32_t)k, 7 };
-	struct shm_ring_msg m = { .request_id = k, .ntokens = 2, .tokens = tok };
-	return shm_ring_submit(&RG.prod, &m);
+	return ring_commit_n(k, 2);
 }
 
 /* One poll of the ring through @c: the records it delivered (their bytes unread). */
@@ -849,8 +856,54 @@ static void ring_stat_close_thread(void *ctx, unsigned who)
 		(void)shm_ring_release(&RG.prod);
 }
 
+/* thread 0 commits two records and, as the consumer, delivers them; thread 1 takes a snapshot */
+static void ring_stat_two_thread(void *ctx, unsigned who)
+{
+	if (who == 1 || ring_commit(0) != 0) {
+		ring_stat_thread(ctx, who);
+		return;
+	}
+	if (ring_commit(1) == 0)
+		RG.seen += ring_deliver(RG.dir, &RG.cons);
+}
+
+static int ring_stat_check(void *ctx, char *why, size_t len);
+
+/* records of 64 bytes: a head the snapshot acquired is past head / 64 records, and the record
+ * count, stored after the tail's release, lags the last commit by at most that one record */
+static int ring_stat_two_check(void *ctx, char *why, size_t len)
+{
+	if (!rst_rc && RST.head / 64 > RST.records + 1) {
+		snprintf(why, len, "a snapshot shows head %llu (%llu records delivered) and %llu committed",
+			 (unsigned long long)RST.head, (unsigned long long)RST.head / 64, (unsigned long long)RST.records);
+		return -1;
+	}
+	return ring_stat_check(ctx, why, len);
+}
+
+/* the ring full before the threads run: two records of 500 tokens (2 048 bytes each) */
+static void ring_full_prep(void)
+{
+	ck_assert_int_eq(ring_commit_n(100, 500), 0);
+	ck_assert_int_eq(ring_commit_n(101, 500), 0);
+	ck_assert_uint_eq(RG.prod.tail, RG.prod.size);
+}
+
+/* thread 0, as the consumer, delivers the full ring, then commits a record past the wrap (its
+ * producer reads the new head); thread 1 takes a snapshot */
+static void ring_stat_wrap_thread(void *ctx, unsigned who)
+{
+	if (who == 1) {
+		ring_stat_thread(ctx, who);
+		return;
+	}
+	RG.seen += ring_deliver(RG.dir, &RG.cons);
+	(void)ring_commit(0);
+}
+
 static int ring_stat_check(void *ctx, char *why, size_t len)
 {
+
 	/* a snapshot that shows the ring CLOSED shows its final tail (A1 pairs with R2) */
 	if (!rst_rc && RST.state == SHM_RING_CLOSED && RST.tail != RG.prod.tail) {
 		snprintf(why, len, "a snapshot of the closed ring shows tail %llu, its producer's last is %llu",
@@ -944,12 +997,19 @@ static void run_ring(const char *name, void (*thread)(void *, unsigned), int (*c
 }
 
 /* A snapshot (shm_ring_stat) taken while a record is committed and delivered is never "corrupt"
- * (it reads tail again when the consumer's head, acquired, is past it), and one that shows a ring
- * CLOSED shows the producer's final tail (A1 pairs with R2). */
+ * (it reads tail again when the consumer's head, acquired, is past it), nor while a full ring is
+ * drained and a record committed past the wrap (the tail, acquired first, carries the head its
+ * producer had seen: never more than a ring apart); its record count never lags the delivered
+ * count by more than the last commit; one that shows a ring CLOSED shows the producer's final
+ * tail (A1 pairs with R2). */
 START_TEST(test_ring_stat_under_weak_memory)
 {
 	run_ring("ring stat vs submit and cursor", ring_stat_thread, ring_stat_check);
 	run_ring("ring stat vs close", ring_stat_close_thread, ring_stat_check);
+	run_ring("ring stat vs two submits and a cursor", ring_stat_two_thread, ring_stat_two_check);
+	ring_prep = ring_full_prep;
+	run_ring("ring stat vs a full ring drained, then wrapped", ring_stat_wrap_thread, ring_stat_check);
+	ring_prep = NULL;
 }
 END_TEST
 
@@ -980,7 +1040,7 @@ END_TEST
 
 /* fsck walks the records of a ring snapshot (check_rings: ring_bad_record reads [head, tail)), and
  * a record that looks malformed makes it reset the ring: every record a walk of a snapshot reads
- * was written. Thread 0 commits a record, delivers it, commits another; thread 1 takes a snapshot
+ * was written, and none looks malformed. Thread 0 commits a record, delivers it, commits another; thread 1 takes a snapshot
  * and walks it (the tail it reads is acquired: R3; read again after the acquired head). */
 static struct shm_ring_stat WALK_ST;
 
@@ -1003,7 +1063,8 @@ static void ring_walk_thread(void *ctx, unsigned who)
 				       .mask = RG.prod0.mask, .start = WALK_ST.head, .head = WALK_ST.head, .tail = WALK_ST.tail,
 				       .pf = WALK_ST.head };
 	struct shm_ring_view v;
-	while (shm_ring_cursor_next(&cur, &v) > 0) {
+	int rc;
+	while ((rc = shm_ring_cursor_next(&cur, &v)) > 0) {
 		if (v.request_id >= 2 || atomic_load_explicit(&RS.written[v.request_id], memory_order_relaxed) != 1) {
 			if (!RG.violated)
 				snprintf(RG.why, sizeof(RG.why), "a walk of a snapshot (head %llu tail %llu) read record %llu "
@@ -1011,6 +1072,11 @@ static void ring_walk_thread(void *ctx, unsigned who)
 					 (unsigned long long)v.request_id);
 			RG.violated = 1;
 		}
+	}
+	if (rc < 0 && !RG.violated) { /* a header read before it was written: fsck would reset a sound ring */
+		snprintf(RG.why, sizeof(RG.why), "a walk of a snapshot (head %llu tail %llu) found a malformed record %d",
+			 (unsigned long long)WALK_ST.head, (unsigned long long)WALK_ST.tail, rc);
+		RG.violated = 1;
 	}
 }
 START_TEST(test_ring_snapshot_walk_under_weak_memory)
