@@ -1049,6 +1049,8 @@ int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *c
 	struct sc_fsck_report local, v;
 	if (!arena || (flags & ~SC_FSCK_MASK))
 		return -EINVAL;
+	if (arena->shm->forked)
+		return -ECHILD; /* the parent's handle: its locks and roles are not ours */
 	if (!rep)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));

@@ -43,6 +43,10 @@ int sc_ring_close(struct sc_ring *r)
 {
 	if (!r)
 		return 0;
+	if (r->arena->shm->forked) { /* the parent's ring: its producer goes on writing it */
+		free(r);
+		return -ECHILD;
+	}
 	int rc = shm_ring_release(&r->prod);
 	free(r);
 	return rc;

@@ -1577,15 +1577,17 @@ struct sc_ring;
  * @out: receives the handle; give it up with sc_ring_close(). Use it from one thread at a time
  *       and not across fork().
  * Returns 0, -EINVAL, -ENOSPC (every ring is owned by a live producer or still holds records
- * the consumer has not taken yet), -EBADMSG (corrupted ring directory), -ENOMEM.
- * Allocates the handle; reads /proc to tell dead owners from live ones.
+ * the consumer has not taken yet), -EBADMSG (corrupted ring directory), -ECHILD (a forked
+ * child's copy of @arena), -ENOMEM.
+ * Allocates the handle; one fcntl per LIVE ring looked at tells dead owners from live ones.
  */
 int sc_ring_open(struct sc_arena *arena, struct sc_ring **out);
 
 /**
  * sc_ring_close - give the ring up and free the handle. Records already submitted are still
- * delivered; the consumer then frees the ring. NULL is a no-op. Returns 0 or -ESTALE (the ring
- * had been taken from this handle: only possible if the arena was tampered with).
+ * delivered; the consumer then frees the ring. NULL is a no-op. Returns 0, -ESTALE (the ring
+ * had been taken from this handle: only possible if the arena was tampered with), or -ECHILD (in
+ * a forked child, a ring its parent opened: the handle is freed, the ring stays the parent's).
  */
 int sc_ring_close(struct sc_ring *ring);
 
@@ -1634,8 +1636,9 @@ typedef int (*sc_ring_fn)(const struct sc_commit *c, void *ctx);
  */
 int sc_ring_poll(struct sc_arena *arena, sc_ring_fn cb, void *ctx, unsigned max);
 
-/** sc_ring_consumer_close - give up the consumer role taken by sc_ring_poll (no-op if not held)
- * and free the consumer state. Call before sc_arena_close. */
+/** sc_ring_consumer_close - give up the consumer role taken by sc_ring_poll (no-op if not held;
+ * in a forked child, a role its parent holds stays the parent's) and free the consumer state.
+ * Call before sc_arena_close. */
 void sc_ring_consumer_close(struct sc_arena *arena);
 
 enum sc_ring_state {
@@ -1988,8 +1991,8 @@ typedef void (*sc_fsck_fn)(const char *component, const char *message, int repai
  * every admission returns -ENOTRECOVERABLE; the remedy is destroy and create.
  * @flags: SC_FSCK_*; @cb: optional, one call per finding; @rep: optional report (its counts are the
  * final state's; problems are every finding reported, repaired those no longer present).
- * Returns the number of problems left (0: clean), or -EINVAL, -ENOTRECOVERABLE (declared
- * unrepairable, now or before). Takes every writer lock, waiting for live holders (a dead holder's
+ * Returns the number of problems left (0: clean), or -EINVAL, -ECHILD (a forked child's copy of
+ * the handle), -ENOTRECOVERABLE (declared unrepairable, now or before). Takes every writer lock, waiting for live holders (a dead holder's
  * is taken over); readers keep running; bounded by the arena's size; re-initialising a corrupted
  * lock word assumes no writer is inside it.
  */

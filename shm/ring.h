@@ -214,7 +214,8 @@ int shm_ring_region_format(struct shm_arena *a);
 int shm_ring_dir_check(const struct shm_arena *a, struct shm_ring_dir **dir);
 
 /* Claim a free (or reclaimable, empty) ring for @a's holder. 0, -ENOSPC (every ring is owned by
- * a live producer or still holds undelivered records), -EBADMSG. Tests owners' liveness
+ * a live producer or still holds undelivered records), -EBADMSG, -ECHILD (@a is a forked child's
+ * copy). Tests owners' liveness
  * (shm_token_alive: one fcntl per LIVE ring looked at). */
 int shm_ring_claim(struct shm_arena *a, struct shm_ring_prod *p);
 /* Give the ring up: LIVE -> CLOSED. The consumer delivers what is left, then frees it.
@@ -339,7 +340,8 @@ static inline int shm_ring_submit(struct shm_ring_prod *p, const struct shm_ring
  * (shm_ring_reserve_slow), shm_ring_write each, then one shm_ring_publish (lib/ring.c does this
  * straight from the caller's commits). */
 
-/* Take the consumer lock for @c. 0, -EBUSY (another live consumer holds it), -EBADMSG. */
+/* Take the consumer lock for @c. 0, -EBUSY (another live consumer holds it), -EBADMSG, -ECHILD
+ * (@a is a forked child's copy). */
 int shm_ring_consumer_acquire(struct shm_arena *a, struct shm_ring_cons *c);
 /* Drop the consumer lock if @c holds it (never through a forked child's copy of @a). */
 void shm_ring_consumer_release(struct shm_arena *a, struct shm_ring_cons *c);

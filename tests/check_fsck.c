@@ -127,6 +127,14 @@ START_TEST(test_fsck_clean_and_bad_args)
 	ck_assert_uint_eq(r.rings, 16);
 	ck_assert_int_eq(sc_arena_fsck(NULL, 0, NULL, NULL, &r), -EINVAL);
 	ck_assert_int_eq(sc_arena_fsck(a, 0x80, NULL, NULL, &r), -EINVAL);
+	/* a forked child's copy of the handle: refused, nothing repaired with the parent's locks */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(sc_arena_fsck(a, SC_FSCK_REPAIR, NULL, NULL, &r) == -ECHILD ? 0 : 1);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fsck in a forked child: status %#x", status);
 	fsck_arena_close(a, st, name);
 }
 END_TEST

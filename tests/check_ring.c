@@ -848,7 +848,7 @@ START_TEST(dead_producers_are_looked_for_once_per_reap_interval)
 	for (int attempt = 0; attempt < 20 && rounds < 2; attempt++) {
 		/* the poll that tests sets the next test to between ta and tb plus the interval */
 		uint64_t ta = shm_now_ns();
-		ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 16), 0); /* due: tests ring 0's producer */
+		ck_assert_int_eq(sc_ring_poll(arena, verify_cb, &v, 16), 0); /* due: an interval since the last test */
 		uint64_t tb = shm_now_ns();
 		/* ring 1: LIVE and empty, its producer's token names no reader slot (dead) */
 		atomic_store(&ctl_of(1)->owner, shm_ring_owner(7, SHM_RING_LIVE, shm_token(60000, 1)));
@@ -996,12 +996,11 @@ static struct shm_ring_dir *one_ring_one_record(struct sc_ring **r, int32_t k)
 	return d;
 }
 
-/* A consumer id no live handle can hold (the largest 32-bit token) is taken over; one wider than
- * a token is a damaged directory. */
 /* In a forked child: start a poll at the shm level (with @d, the real directory, already in the
- * out-parameter), poll through the parent's handle, then close the child's copy of it; 0 when both
- * said -ECHILD and nothing was delivered. */
-static int child_poll_is_refused(struct shm_ring_dir *d)
+ * out-parameter), poll through the parent's handle, close the parent's ring @r through the child's
+ * copy, then close the child's copy of the arena handle; the child's exit status (0 when each of
+ * them said -ECHILD and nothing was delivered). */
+static int child_is_refused(struct shm_ring_dir *d, struct sc_ring *r)
 {
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
@@ -1011,36 +1010,44 @@ static int child_poll_is_refused(struct shm_ring_dir *d)
 		int rc0 = shm_ring_poll_begin(arena->shm, c, &out);
 		struct seqs q = { .n = 0 };
 		int rc = sc_ring_poll(arena, seqs_cb, &q, 16);
+		int rc2 = sc_ring_close(r);
 		sc_arena_close(arena); /* gives back nothing of the parent's */
-		_exit(rc0 == -ECHILD && rc == -ECHILD && q.n == 0 ? 0 : 1);
+		_exit(rc0 == -ECHILD && rc == -ECHILD && rc2 == -ECHILD && q.n == 0 ? 0 : 1);
 	}
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	return status;
 }
 
 /* A forked child's copy of the handle is unusable: its poll says -ECHILD and delivers nothing,
- * before the parent held the consumer role and while it holds it, and closing the copy leaves the
- * parent's role to the parent; the parent goes on delivering. */
+ * before the parent held the consumer role and while it holds it; its close of the parent's ring
+ * says -ECHILD, and closing its copy of the arena leaves the parent's role to the parent; the
+ * parent goes on submitting and delivering. */
 START_TEST(a_forked_child_cannot_poll_with_the_parents_handle)
 {
 	struct sc_ring *r;
 	struct shm_ring_dir *d = one_ring_one_record(&r, 1);
-	ck_assert_int_eq(child_poll_is_refused(d), 0);
+	ck_assert_int_eq(child_is_refused(d, r), 0);
 	ck_assert_uint_eq(atomic_load(&d->consumer_id), 0);
 	struct seqs q = { .n = 0 };
 	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1);
 	ck_assert_int_eq(submit4(r, 2), 0);
-	ck_assert_int_eq(child_poll_is_refused(d), 0);
+	ck_assert_int_eq(child_is_refused(d, r), 0);
 	ck_assert_uint_eq(atomic_load(&d->consumer_id), arena->shm->token);
 	ck_assert_int_eq(sc_ring_poll(arena, seqs_cb, &q, 16), 1);
 	ck_assert_int_eq(q.first_tok[0], 1);
 	ck_assert_int_eq(q.first_tok[1], 2);
-	sc_ring_close(r);
+	struct sc_ring_stat st;
+	ck_assert_int_eq(sc_ring_stats(arena, &st, 1), 1);
+	ck_assert_int_eq(st.state, SC_RING_LIVE); /* still the parent's */
+	ck_assert_int_eq(submit4(r, 3), 0);
+	ck_assert_int_eq(sc_ring_close(r), 0);
 	rm_arena();
 }
 END_TEST
 
+/* A consumer id no live handle can hold (the largest 32-bit token) is taken over; one wider than
+ * a token is a damaged directory. */
 START_TEST(a_garbage_consumer_id_is_taken_over)
 {
 	struct sc_ring *r;
