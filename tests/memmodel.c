@@ -334,6 +334,19 @@ static int begin(const volatile void *p, uintptr_t canon, unsigned size, int wri
 	return loc_of(p, canon, size);
 }
 
+/* The current thread reads the latest message of location @li (a read-modify-write, a futex's
+ * compare): its view of @li moves there, and the message's view joins its view when @acquire,
+ * else only what an acquire fence would join. */
+static struct message *read_latest(int li, int acquire)
+{
+	struct thread *t = &M.th[M.cur];
+	struct loc *l = &M.loc[li];
+	struct message *m = &M.msg[l->msg[l->n - 1]];
+	t->cur[li] = (ts_t)(l->n - 1);
+	join(acquire ? t->cur : t->acq, m->view);
+	return m;
+}
+
 uint64_t mm_load(const volatile void *p, unsigned size, int order)
 {
 	uintptr_t canon = modelled(p);
@@ -410,17 +423,11 @@ uint64_t mm_rmw(volatile void *p, unsigned size, int op, uint64_t v, int order)
 	int li = begin(p, canon, size, 1);
 	if (li < 0)
 		return 0;
-	struct thread *t = &M.th[M.cur];
 	if (order == memory_order_seq_cst)
 		fence_effect(memory_order_seq_cst);
 	struct loc *l = &M.loc[li];
-	struct message *m = &M.msg[l->msg[l->n - 1]];
+	struct message *m = read_latest(li, is_acq(order));
 	uint64_t old = m->val;
-	t->cur[li] = (ts_t)(l->n - 1);
-	if (is_acq(order))
-		join(t->cur, m->view);
-	else
-		join(t->acq, m->view);
 	do_store(l, li, p, apply(op, old, v, size), order, m->view);
 	if (order == memory_order_seq_cst)
 		fence_effect(memory_order_seq_cst);
@@ -444,19 +451,13 @@ int mm_cas(volatile void *p, unsigned size, void *expected, uint64_t desired, in
 	int li = begin(p, canon, size, 1);
 	if (li < 0)
 		return 0;
-	struct thread *t = &M.th[M.cur];
 	struct loc *l = &M.loc[li];
-	struct message *m = &M.msg[l->msg[l->n - 1]];
-	uint64_t old = m->val;
+	uint64_t old = M.msg[l->msg[l->n - 1]].val;
 	int ok = old == want;
 	int order = ok ? succ : fail;
 	if (order == memory_order_seq_cst)
 		fence_effect(memory_order_seq_cst);
-	t->cur[li] = (ts_t)(l->n - 1);
-	if (is_acq(order))
-		join(t->cur, m->view);
-	else
-		join(t->acq, m->view);
+	struct message *m = read_latest(li, is_acq(order));
 	if (ok)
 		do_store(l, li, p, desired, succ, m->view);
 	else
@@ -487,15 +488,13 @@ int mm_futex_wait(const volatile void *p, unsigned size, uint64_t val)
 		abort();
 	}
 	int li = begin(p, canon, size, 0);
-	if (li < 0)
+	if (li < 0) {
+		sched_point(); /* out of locations: the main context sees the overflow and ends the run */
 		return -1;
+	}
 	/* the kernel compares with what memory holds: the latest message (a relaxed read of it) */
 	struct thread *t = &M.th[M.cur];
-	struct loc *l = &M.loc[li];
-	struct message *m = &M.msg[l->msg[l->n - 1]];
-	t->cur[li] = (ts_t)(l->n - 1);
-	join(t->acq, m->view);
-	if (m->val != val)
+	if (read_latest(li, 0)->val != val)
 		return -1;
 	t->wait_loc = li + 1;
 	t->wait_val = val;
