@@ -1045,8 +1045,9 @@ END_TEST
 
 /* fsck walks the records of a ring snapshot (check_rings: ring_bad_record reads [head, tail)), and
  * a record that looks malformed makes it reset the ring: every record a walk of a snapshot reads
- * was written, and none looks malformed. Thread 0 commits a record, delivers it, commits another; thread 1 takes a snapshot
- * and walks it (the tail it reads is acquired: R3; read again after the acquired head). */
+ * was written, and none looks malformed. Thread 0 commits a record, delivers it, commits another;
+ * thread 1 takes a snapshot and walks it (the tail it reads is acquired: R3; read again after the
+ * acquired head). */
 static struct shm_ring_stat WALK_ST;
 
 static void ring_walk_thread(void *ctx, unsigned who)
