@@ -1993,8 +1993,8 @@ typedef void (*sc_fsck_fn)(const char *component, const char *message, int repai
  * final state's; problems are every finding reported, repaired those no longer present).
  * Returns the number of problems left (0: clean), or -EINVAL, -ECHILD (a forked child's copy of
  * the handle), -ENOTRECOVERABLE (declared unrepairable, now or before). Takes every writer lock,
- * waiting for live holders (a dead holder's is taken over); readers keep running; bounded by the arena's size; re-initialising a corrupted
- * lock word assumes no writer is inside it.
+ * waiting for live holders (a dead holder's is taken over); readers keep running; bounded by the
+ * arena's size; re-initialising a corrupted lock word assumes no writer is inside it.
  */
 int sc_arena_fsck(struct sc_arena *arena, uint32_t flags, sc_fsck_fn cb, void *ctx, struct sc_fsck_report *rep);
 
