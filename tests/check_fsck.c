@@ -30,6 +30,14 @@ START_TEST(test_fault_arm_bad_specs)
 	ck_assert_int_eq(sc_fault_arm(NULL), 0);
 	ck_assert_int_eq(sc_fault_arm(""), 0);
 	ck_assert_int_eq(sc_fault_arm("heap.alloc.done@2"), 0);
+	/* a name of 63 characters is the longest the hook keeps (with its NUL, 64 bytes) */
+	char name[80];
+	memset(name, 'n', sizeof(name));
+	strcpy(name + 63, "@1");
+	ck_assert_int_eq(sc_fault_arm(name), 0);
+	name[63] = 'n';
+	strcpy(name + 64, "@1"); /* 64 */
+	ck_assert_int_eq(sc_fault_arm(name), -EINVAL);
 	ck_assert_int_eq(sc_fault_arm(NULL), 0);
 }
 END_TEST
