@@ -232,6 +232,7 @@ static struct proto {
 	uint32_t idx2;                /* mode 2: the entry linked in front of it and unlinked again */
 	uint64_t rec;
 	int lease;                    /* the reader takes a lease and uses the payload after its epoch */
+	int advance_again;            /* the writer advances the epoch once more before it reclaims */
 	/* what happened, in the order the coroutines ran (plain memory: sequentially consistent) */
 	int using;                    /* the reader holds a reference (inside its epoch, or leased) */
 	int freed;                    /* the reclaimer decided the entry's memory may be reused */
@@ -306,6 +307,8 @@ static void writer(struct sc_arena *a)
 	struct shm_index_entry *e = &ix->ent[P.idx];
 	if (shm_index_unlink_retire_locked(ix, e))
 		return;
+	if (P.advance_again)
+		(void)shm_epoch_advance(a->shm); /* the next unlink's, by this writer or another */
 	uint64_t min = shm_epoch_min_active(a->shm);
 	uint64_t *leases;
 	size_t n = l2_leases_collect(a, &leases);
@@ -464,6 +467,20 @@ START_TEST(test_lease_vs_reclaim_under_weak_memory)
 {
 	proto_setup();
 	run_proto(1, "lease in epoch vs unlink+reclaim");
+	proto_teardown();
+}
+END_TEST
+
+/* A reader whose epoch comes from a later advance than the entry's retirement (another unlink's)
+ * is not waited for, so it must not find the entry: the advance's release (after the unlink),
+ * read by shm_epoch_enter's relaxed load of the global epoch and completed by its seq_cst fence
+ * (an acquire fence too), orders the unlink before the lookup. */
+START_TEST(test_epoch_after_a_later_advance_vs_reclaim_under_weak_memory)
+{
+	proto_setup();
+	P.advance_again = 1;
+	run_proto(0, "epoch enter at a later advance vs unlink+advance+reclaim");
+	P.advance_again = 0;
 	proto_teardown();
 }
 END_TEST
@@ -1441,6 +1458,12 @@ static struct holderscase {
 	struct sc_arena *a, *x;       /* the lister (slot 0); the claimer (slot 1, released) */
 	const char *name;
 	int dead;                     /* slot 1 was left LIVE, with a lease record, by a dead holder */
+	int counter;                  /* 0: T1 lists holders; 1 (cleaned), 2 (dead): T1 reads that
+				       * counter and, when it moved, tests the dead holder's token */
+	uint32_t dead_token;          /* the dead holder's */
+	uint64_t count0;              /* the counter before the claim */
+	int swept;                    /* T1's answer: -1 the counter had not moved, else alive or not */
+	int moved_seen;               /* some execution saw the counter move */
 	void *readers, *readers0, *hdr0;
 	size_t readers_n;
 	struct sc_holder rows[4];
@@ -1458,15 +1481,23 @@ static void hc_reset(void *ctx)
 	HC.x->shm->reader_slot = -1;
 	HC.x->shm->token = 0;
 	HC.n = -1;
+	HC.swept = -1;
 }
 
 static void hc_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
-	if (who == 0)
+	if (who == 0) {
 		(void)shm_readers_claim(HC.x->shm); /* slot 1: free, or a dead holder's (cleaned first) */
-	else
+	} else if (HC.counter) {
+		/* a sweeper of per-owner state (lib/l2/lease.c's l2_reap, lib/events.c's listener) */
+		struct shm_arena *sa = HC.a->shm;
+		uint64_t c = HC.counter == 1 ? shm_readers_cleaned(sa) : shm_readers_dead(sa);
+		if (c != HC.count0)
+			HC.swept = shm_token_alive(sa, HC.dead_token);
+	} else {
 		HC.n = sc_arena_holders(HC.a, HC.rows, 4);
+	}
 }
 
 static int hc_check(void *ctx, char *why, size_t len)
@@ -1474,6 +1505,12 @@ static int hc_check(void *ctx, char *why, size_t len)
 	(void)ctx;
 	if (HC.x->shm->reader_slot != 1) {
 		snprintf(why, len, "the claim took slot %d, not 1", HC.x->shm->reader_slot);
+		return -1;
+	}
+	HC.moved_seen |= HC.swept >= 0;
+	if (HC.swept > 0) {
+		snprintf(why, len, "the %s counter moved, but the dead holder's token %#x tested alive",
+			 HC.counter == 1 ? "cleaned" : "dead", HC.dead_token);
 		return -1;
 	}
 	for (int i = 0; i < HC.n && i < 4; i++) {
@@ -1497,7 +1534,7 @@ static int hc_check(void *ctx, char *why, size_t len)
 	return 0;
 }
 
-static void run_holders(int dead, const char *what)
+static void run_holders(int dead, int counter, const char *what)
 {
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
 	HC.a = sc_test_arena_opts("mmhold", &o, &HC.name);
@@ -1518,6 +1555,10 @@ static void run_holders(int dead, const char *what)
 		ck_assert_int_eq(sc_l2_get(xs, NS, t, 2, NULL, &l), 0);
 		ck_assert_uint_ne(atomic_load(&l2_ext_of(shm_reader_slot(HC.a->shm, 1))->rec[0]), 0);
 	}
+	HC.dead_token = HC.x->shm->token;
+	HC.counter = counter;
+	HC.count0 = counter == 1 ? shm_readers_cleaned(HC.a->shm) : shm_readers_dead(HC.a->shm);
+	HC.moved_seen = 0;
 	shm_readers_release(HC.x->shm, dead); /* pinned (dead): the slot stays as it was */
 	ck_assert_int_eq(l2_ready(HC.a), 0); /* the lister's views, made before the threads run */
 	uint64_t n;
@@ -1540,8 +1581,17 @@ static void run_holders(int dead, const char *what)
 	uint8_t *xbase = HC.x->shm->base, *abase = HC.a->shm->base;
 	mm_region_alias(xbase + (f0 - abase), fields, f0);
 	mm_region_alias(xbase + ((uint8_t *)rec0 - abase), 8, rec0);
+	if (counter) {
+		/* and the two counters of cleared slots */
+		void *cnt[2] = { (void *)&HC.a->shm->hdr->slots_cleaned, (void *)&HC.a->shm->hdr->slots_dead };
+		for (int i = 0; i < 2; i++) {
+			mm_region(cnt[i], 8);
+			mm_region_alias(xbase + ((uint8_t *)cnt[i] - abase), 8, cnt[i]);
+		}
+	}
 	struct mm_scenario s = { .name = what, .threads = 2, .reset = hc_reset, .thread = hc_thread, .check = hc_check };
 	explore_ok(&s);
+	ck_assert_msg(!counter || HC.moved_seen, "%s: no execution saw the counter move", what);
 	mm_regions_clear();
 	hc_reset(NULL);
 	free(HC.readers0);
@@ -1558,7 +1608,7 @@ static void run_holders(int dead, const char *what)
  * release), so its token, pid and uid are the claimer's. */
 START_TEST(test_holders_vs_claim_under_weak_memory)
 {
-	run_holders(0, "holders vs claim of a free slot");
+	run_holders(0, 0, "holders vs claim of a free slot");
 }
 END_TEST
 
@@ -1567,7 +1617,17 @@ END_TEST
  * it never shows the dead holder's leases. */
 START_TEST(test_holders_vs_claim_of_a_dead_slot_under_weak_memory)
 {
-	run_holders(1, "holders vs clean+claim of a dead holder's slot");
+	run_holders(1, 0, "holders vs clean+claim of a dead holder's slot");
+}
+END_TEST
+
+/* A sweeper that sees shm_readers_cleaned or shm_readers_dead move sees the cleanings it counts:
+ * the dead holder's token tests dead, although the claimer that cleaned the slot holds its lock
+ * (the counters' release increments after the cleaning, their acquire loads). */
+START_TEST(test_cleared_slot_counters_vs_token_test_under_weak_memory)
+{
+	run_holders(1, 1, "cleaned counter vs token test of the dead holder");
+	run_holders(1, 2, "dead counter vs token test of the dead holder");
 }
 END_TEST
 
@@ -2015,6 +2075,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_model_futex);
 	tcase_add_test(tc, test_epoch_vs_reclaim_under_weak_memory);
 	tcase_add_test(tc, test_lease_vs_reclaim_under_weak_memory);
+	tcase_add_test(tc, test_epoch_after_a_later_advance_vs_reclaim_under_weak_memory);
 	tcase_add_test(tc, test_publish_vs_lookup_under_weak_memory);
 	tcase_add_test(tc, test_unlink_vs_lookup_of_the_successor_under_weak_memory);
 	tcase_add_test(tc, test_replace_behind_the_head_vs_lookup_under_weak_memory);
@@ -2033,6 +2094,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_l3ix_lengths_repair_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_of_a_dead_slot_under_weak_memory);
+	tcase_add_test(tc, test_cleared_slot_counters_vs_token_test_under_weak_memory);
 	tcase_add_test(tc, test_event_append_vs_take_under_weak_memory);
 	tcase_add_test(tc, test_event_drop_under_weak_memory);
 	tcase_add_test(tc, test_event_listen_vs_change_under_weak_memory);
