@@ -241,6 +241,8 @@ uint64_t shm_readers_cleaned(const struct shm_arena *a)
 
 uint64_t shm_epoch_advance(struct shm_arena *a)
 {
+	/* release: a reader whose epoch is this value or a later one (shm_epoch_enter's load, then
+	 * its fence) sees the unlink made before; reclamation does not wait for such a reader */
 	return atomic_fetch_add_explicit(&a->hdr->global_epoch, 1, memory_order_acq_rel) + 1;
 }
 

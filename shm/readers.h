@@ -105,10 +105,13 @@ int shm_token_alive(struct shm_arena *a, uint32_t token);
 int shm_slot_alive(struct shm_arena *a, uint32_t i);
 
 /* Times a slot was cleared in this arena, its holder dead or detaching (shared counter): a module
- * that keeps per-owner state elsewhere (heap reservations) sweeps it when this moves. */
+ * that keeps per-owner state elsewhere (heap reservations) sweeps it when this moves. A caller that
+ * sees it move sees the clearings it counts: their holders' tokens test dead (acquire, pairs with
+ * the cleaner's release increment). */
 uint64_t shm_readers_cleaned(const struct shm_arena *a);
 /* Of those, the slots whose holder had died (a slot its holder released itself is not counted): a module
- * that must hear of every death (the event listener, lib/events.c) watches this one. */
+ * that must hear of every death (the event listener, lib/events.c) watches this one. Ordered as
+ * shm_readers_cleaned. */
 uint64_t shm_readers_dead(const struct shm_arena *a);
 
 /*
