@@ -1464,6 +1464,10 @@ static struct holderscase {
 	uint64_t count0;              /* the counter before the claim */
 	int swept;                    /* T1's answer: -1 the counter had not moved, else alive or not */
 	int moved_seen;               /* some execution saw the counter move */
+	int reaped;                   /* T0 reaps slot 1 (through the lister's handle), T1 then claims it
+				       * (the go word: no synchronisation) and reads its lease record */
+	_Atomic uint32_t *go;
+	uint64_t row_lease;           /* T1's read of its own first lease record after the claim */
 	void *readers, *readers0, *hdr0;
 	size_t readers_n;
 	struct sc_holder rows[4];
@@ -1482,12 +1486,26 @@ static void hc_reset(void *ctx)
 	HC.x->shm->token = 0;
 	HC.n = -1;
 	HC.swept = -1;
+	HC.row_lease = 0;
+	if (HC.go)
+		atomic_init(HC.go, 0);
 }
 
 static void hc_thread(void *ctx, unsigned who)
 {
 	(void)ctx;
-	if (who == 0) {
+	if (HC.reaped && who == 0) {
+		(void)shm_readers_reap(HC.a->shm);
+		atomic_store_explicit(HC.go, 1, memory_order_relaxed);
+	} else if (HC.reaped && who == 1) {
+		(void)mm_futex_wait(HC.go, sizeof(*HC.go), 0); /* until the reaper is done: no acquire */
+		(void)shm_readers_claim(HC.x->shm);
+		/* what the claimer has seen of its slot is what its release of the new incarnation
+		 * publishes to a lister (a third thread, sc_arena_holders, makes the exploration too
+		 * long): its lease record must read cleared */
+		HC.row_lease = atomic_load_explicit(&l2_ext_of(shm_reader_slot(HC.x->shm, 1))->rec[0],
+						    memory_order_relaxed);
+	} else if (who == 0) {
 		(void)shm_readers_claim(HC.x->shm); /* slot 1: free, or a dead holder's (cleaned first) */
 	} else if (HC.counter) {
 		/* a sweeper of per-owner state (lib/l2/lease.c's l2_reap, lib/events.c's listener) */
@@ -1505,6 +1523,11 @@ static int hc_check(void *ctx, char *why, size_t len)
 	(void)ctx;
 	if (HC.x->shm->reader_slot != 1) {
 		snprintf(why, len, "the claim took slot %d, not 1", HC.x->shm->reader_slot);
+		return -1;
+	}
+	if (HC.reaped && HC.row_lease) {
+		snprintf(why, len, "the new holder of slot 1 (token %#x) sees the dead holder's lease %#llx",
+			 HC.x->shm->token, (unsigned long long)HC.row_lease);
 		return -1;
 	}
 	HC.moved_seen |= HC.swept >= 0;
@@ -1534,7 +1557,7 @@ static int hc_check(void *ctx, char *why, size_t len)
 	return 0;
 }
 
-static void run_holders(int dead, int counter, const char *what)
+static void run_holders(int dead, int counter, int reaped, const char *what)
 {
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 2 };
 	HC.a = sc_test_arena_opts("mmhold", &o, &HC.name);
@@ -1573,8 +1596,9 @@ static void run_holders(int dead, int counter, const char *what)
 	 * the other 47 records (all zero) and slot 0 are not written by one thread and read by the other */
 	struct shm_reader_slot *s1 = shm_reader_slot(HC.a->shm, 1);
 	void *rec0 = (void *)&l2_ext_of(s1)->rec[0];
-	uint8_t *f0 = dead ? (uint8_t *)&s1->inc : (uint8_t *)s1;
-	size_t fields = dead ? sizeof(s1->inc) : offsetof(struct shm_reader_slot, pad);
+	uint8_t *f0 = dead && !reaped ? (uint8_t *)&s1->inc : (uint8_t *)s1;
+	size_t fields = reaped ? sizeof(s1->state) + sizeof(s1->inc)
+			: dead ? sizeof(s1->inc) : offsetof(struct shm_reader_slot, pad);
 	mm_regions_clear();
 	mm_region(f0, fields);
 	mm_region(rec0, 8);
@@ -1589,7 +1613,13 @@ static void run_holders(int dead, int counter, const char *what)
 			mm_region_alias(xbase + ((uint8_t *)cnt[i] - abase), 8, cnt[i]);
 		}
 	}
-	struct mm_scenario s = { .name = what, .threads = 2, .reset = hc_reset, .thread = hc_thread, .check = hc_check };
+	static _Atomic uint32_t go;
+	HC.reaped = reaped;
+	HC.go = reaped ? &go : NULL;
+	if (reaped)
+		mm_region((void *)&go, sizeof(go));
+	struct mm_scenario s = { .name = what, .threads = 2, .reset = hc_reset, .thread = hc_thread,
+				 .check = hc_check };
 	explore_ok(&s);
 	ck_assert_msg(!counter || HC.moved_seen, "%s: no execution saw the counter move", what);
 	mm_regions_clear();
@@ -1608,7 +1638,7 @@ static void run_holders(int dead, int counter, const char *what)
  * release), so its token, pid and uid are the claimer's. */
 START_TEST(test_holders_vs_claim_under_weak_memory)
 {
-	run_holders(0, 0, "holders vs claim of a free slot");
+	run_holders(0, 0, 0, "holders vs claim of a free slot");
 }
 END_TEST
 
@@ -1617,7 +1647,17 @@ END_TEST
  * it never shows the dead holder's leases. */
 START_TEST(test_holders_vs_claim_of_a_dead_slot_under_weak_memory)
 {
-	run_holders(1, 0, "holders vs clean+claim of a dead holder's slot");
+	run_holders(1, 0, 0, "holders vs clean+claim of a dead holder's slot");
+}
+END_TEST
+
+/* A slot a reaper cleared and a claimer then took (the kernel lock between them, which the model
+ * does not see, is no synchronisation here): the claimer's acquire of FREE, paired with the
+ * cleaner's release, carries the cleared lease records into the new incarnation, so that what the
+ * claim publishes (a listing acquires it) never shows the dead holder's lease. */
+START_TEST(test_reap_then_claim_under_weak_memory)
+{
+	run_holders(1, 0, 1, "reap, then claim, of a dead holder's slot");
 }
 END_TEST
 
@@ -1626,8 +1666,8 @@ END_TEST
  * (the counters' release increments after the cleaning, their acquire loads). */
 START_TEST(test_cleared_slot_counters_vs_token_test_under_weak_memory)
 {
-	run_holders(1, 1, "cleaned counter vs token test of the dead holder");
-	run_holders(1, 2, "dead counter vs token test of the dead holder");
+	run_holders(1, 1, 0, "cleaned counter vs token test of the dead holder");
+	run_holders(1, 2, 0, "dead counter vs token test of the dead holder");
 }
 END_TEST
 
@@ -2095,6 +2135,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_holders_vs_claim_under_weak_memory);
 	tcase_add_test(tc, test_holders_vs_claim_of_a_dead_slot_under_weak_memory);
 	tcase_add_test(tc, test_cleared_slot_counters_vs_token_test_under_weak_memory);
+	tcase_add_test(tc, test_reap_then_claim_under_weak_memory);
 	tcase_add_test(tc, test_event_append_vs_take_under_weak_memory);
 	tcase_add_test(tc, test_event_drop_under_weak_memory);
 	tcase_add_test(tc, test_event_listen_vs_change_under_weak_memory);
