@@ -88,6 +88,9 @@ static void clean_slot(struct shm_arena *a, struct shm_reader_slot *s, int dead)
  * processes of one user claiming at once each see the other (both may give up: never both stay). */
 static int user_at_limit(struct shm_arena *a, uint32_t mine, uint32_t lim)
 {
+	/* our store of LIVE before our reads of the others' states (store buffering): of two claims at
+	 * once, at least one sees the other */
+	atomic_thread_fence(memory_order_seq_cst);
 	uint32_t n = shm_readers_count(a), uid = (uint32_t)geteuid(), held = 0;
 	for (uint32_t i = 0; i < n && held < lim; i++) {
 		struct shm_reader_slot *s = shm_reader_slot(a, i);

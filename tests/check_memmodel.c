@@ -1452,6 +1452,90 @@ START_TEST(test_l3ix_lengths_repair_under_weak_memory)
 }
 END_TEST
 
+/* ---- the per-user slot limit: two claims of one user at once never both stay ---- */
+
+static struct userlimit {
+	struct sc_arena *a, *c[2];    /* the creator (slot 0); two claimers, detached before the run */
+	const char *name;
+	void *readers, *readers0;
+	size_t readers_n;
+	int rc[2];                    /* each claim's answer */
+} UL;
+
+static void ul_reset(void *ctx)
+{
+	(void)ctx;
+	memcpy(UL.readers, UL.readers0, UL.readers_n);
+	for (int i = 0; i < 2; i++) {
+		struct shm_arena *sa = UL.c[i]->shm;
+		if (sa->lock_fd >= 0)
+			close(sa->lock_fd); /* the last execution's claim */
+		sa->lock_fd = -1, sa->reader_slot = -1, sa->token = 0;
+		UL.rc[i] = -1;
+	}
+}
+
+static void ul_thread(void *ctx, unsigned who)
+{
+	(void)ctx;
+	UL.rc[who] = shm_readers_claim(UL.c[who]->shm);
+}
+
+static int ul_check(void *ctx, char *why, size_t len)
+{
+	(void)ctx;
+	if (UL.rc[0] >= 0 && UL.rc[1] >= 0) {
+		snprintf(why, len, "both claims stayed (slots %d and %d): the user holds 3 slots, its limit is 2",
+			 UL.rc[0], UL.rc[1]);
+		return -1;
+	}
+	for (int i = 0; i < 2; i++)
+		if (UL.rc[i] < 0 && UL.rc[i] != -EDQUOT) {
+			snprintf(why, len, "claim %d: %d, not a slot nor -EDQUOT", i, UL.rc[i]);
+			return -1;
+		}
+	return 0;
+}
+
+/* One user holds slot 0 of three with a limit of two; two more processes of that user claim
+ * slots 1 and 2 at once. Each counts the others' slots after its own is LIVE, so at most one
+ * stays: the seq_cst fence between the claim's store of LIVE and its count (store buffering:
+ * without it each may read the other's slot as still FREE, and both stay). */
+START_TEST(test_two_claims_at_the_user_limit_under_weak_memory)
+{
+	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 3, .slots_per_user = 2 };
+	UL.a = sc_test_arena_opts("mmlimit", &o, &UL.name);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(sc_arena_open(UL.name, &UL.c[i]), 0);
+		ck_assert_int_eq(UL.c[i]->shm->reader_slot, 1);
+		shm_readers_release(UL.c[i]->shm, 0); /* slot 1 FREE again, the handle stays mapped */
+	}
+	uint64_t n;
+	UL.readers = shm_region(UL.a->shm, SHM_REGION_READERS, &n);
+	UL.readers_n = n;
+	mm_regions_clear();
+	for (uint32_t i = 1; i <= 2; i++) {
+		/* modelled: the states of slots 1 and 2 (with their other fields too, the executions
+		 * outgrow the bound) */
+		void *st = (void *)&shm_reader_slot(UL.a->shm, i)->state;
+		mm_region(st, 4);
+		for (int c = 0; c < 2; c++)
+			mm_region_alias(UL.c[c]->shm->base + ((uint8_t *)st - UL.a->shm->base), 4, st);
+	}
+	UL.readers0 = malloc(n);
+	memcpy(UL.readers0, UL.readers, n);
+	struct mm_scenario sc = { .name = "two claims of one user at its slot limit", .threads = 2, .reset = ul_reset,
+				  .thread = ul_thread, .check = ul_check };
+	explore_ok(&sc);
+	mm_regions_clear();
+	ul_reset(NULL);
+	free(UL.readers0);
+	for (int i = 0; i < 2; i++)
+		sc_arena_close(UL.c[i]);
+	sc_test_arena_destroy(UL.a, UL.name);
+}
+END_TEST
+
 /* ---- the holder listing: each row is one holder's, never a mix of two incarnations ---- */
 
 static struct holderscase {
@@ -2136,6 +2220,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_holders_vs_claim_of_a_dead_slot_under_weak_memory);
 	tcase_add_test(tc, test_cleared_slot_counters_vs_token_test_under_weak_memory);
 	tcase_add_test(tc, test_reap_then_claim_under_weak_memory);
+	tcase_add_test(tc, test_two_claims_at_the_user_limit_under_weak_memory);
 	tcase_add_test(tc, test_event_append_vs_take_under_weak_memory);
 	tcase_add_test(tc, test_event_drop_under_weak_memory);
 	tcase_add_test(tc, test_event_listen_vs_change_under_weak_memory);
