@@ -12,6 +12,7 @@
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../shm/arena.h"
 #include "../shm/evq.h"
 #include "../shm/index.h"
 #include "../shm/l3ix.h"
@@ -108,6 +109,28 @@ START_TEST(test_bad_names)
 	sc_arena_destroy(NULL, long_name);
 	ck_assert_int_eq(sc_arena_create(long_name, &o, &a), 0);
 	sc_test_arena_destroy(a, long_name);
+	/* one character is enough (a name is 1 to 64 characters) */
+	sc_arena_destroy(NULL, "Z");
+	ck_assert_int_eq(sc_arena_create("Z", &o, &a), 0);
+	sc_test_arena_destroy(a, "Z");
+}
+END_TEST
+
+/* Every byte value, alone and inside a name: only A-Z a-z 0-9 . _ - are name characters, and a
+ * name of dots only is refused. */
+START_TEST(test_name_characters)
+{
+	for (int c = 1; c < 256; c++) {
+		int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+			 c == '-';
+		char alone[2] = { (char)c, 0 }, inside[8] = { 't', '-', (char)c, 'x', 0 };
+		ck_assert_msg(shm_name_valid(alone) == ok, "byte %#x alone: %d", c, shm_name_valid(alone));
+		ck_assert_msg(shm_name_valid(inside) == (ok || c == '.'), "byte %#x inside a name: %d", c,
+			      shm_name_valid(inside));
+	}
+	ck_assert_int_eq(shm_name_valid("..."), 0);
+	ck_assert_int_eq(shm_name_valid(".a."), 1);
+	ck_assert_int_eq(shm_name_valid(NULL), 0);
 }
 END_TEST
 
@@ -1195,6 +1218,7 @@ Suite *arena_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_create_open_close_destroy);
 	tcase_add_test(tc, test_bad_names);
+	tcase_add_test(tc, test_name_characters);
 	tcase_add_test(tc, test_bad_sizes);
 	tcase_add_test(tc, test_exists);
 	tcase_add_test(tc, test_not_an_arena);
