@@ -1,6 +1,8 @@
 /* tests/check_fsck.c — fault injection (sc_fault_arm, the list of points) and sc_arena_fsck. */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include "sc_check.h"
 #include "../lib/l2/l2.h"
 #include "../shm/evq.h"
+#include "../shm/fault.h"
 #include "../shm/heap.h"
 #include "../shm/obs.h"
 #include "../shm/ring.h"
@@ -38,7 +41,78 @@ START_TEST(test_fault_arm_bad_specs)
 	name[63] = 'n';
 	strcpy(name + 64, "@1"); /* 64 */
 	ck_assert_int_eq(sc_fault_arm(name), -EINVAL);
+	ck_assert_int_eq(sc_fault_arm("x@2y"), -EINVAL);                     /* trailing characters */
+	ck_assert_int_eq(sc_fault_arm("x@99999999999999999999999999"), -EINVAL); /* out of range */
 	ck_assert_int_eq(sc_fault_arm(NULL), 0);
+}
+END_TEST
+
+/* In a forked child: arm @spec through sc_fault_arm (or, with @env, through SC_FAULT read at the
+ * first point reached), then arm @spec2 (a malformed spec, or "": disarm), then hit "t.count"
+ * @hits times, with near-miss names between; its end. */
+static int fault_child(const char *spec, int env, const char *spec2, int hits, int *reached)
+{
+	int fd[2];
+	ck_assert_int_eq(pipe(fd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(fd[0]);
+		if (env) {
+			setenv("SC_FAULT", spec, 1);
+			atomic_store(&shm_fault_state, -1); /* as in a process that has not read it yet */
+		} else if (sc_fault_arm(spec)) {
+			_exit(3);
+		}
+		if (spec2 && sc_fault_arm(*spec2 ? spec2 : NULL) != (*spec2 ? -EINVAL : 0))
+			_exit(4);
+		for (int i = 0; i < hits; i++) {
+			shm_fault_hit("t.coun");
+			shm_fault_hit("t.countx");
+			shm_fault_hit("other");
+			unsigned char k = (unsigned char)i;
+			if (write(fd[1], &k, 1) != 1)
+				_exit(5);
+			shm_fault_hit("t.count");
+		}
+		_exit(0);
+	}
+	close(fd[1]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	unsigned char k;
+	*reached = 0;
+	while (read(fd[0], &k, 1) == 1)
+		(*reached)++;
+	close(fd[0]);
+	return st;
+}
+
+/* "name@N" kills at the N-th time the process reaches that very point (not at other names, not
+ * before), SC_FAULT likewise; a malformed spec, by either way, leaves nothing armed. */
+START_TEST(test_fault_points_kill_at_the_nth_hit)
+{
+	int reached;
+	int st = fault_child("t.count@3", 0, NULL, 5, &reached);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && reached == 3, "status %#x after %d hits", st, reached);
+	st = fault_child("t.count", 0, NULL, 5, &reached);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && reached == 1, "status %#x after %d hits", st, reached);
+	st = fault_child("t.count@2", 1, NULL, 5, &reached);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && reached == 2, "SC_FAULT: status %#x after %d hits", st,
+		      reached);
+	/* a refused spec replaces what was armed with nothing */
+	st = fault_child("t.count@2", 0, "t.count@0", 5, &reached);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && reached == 5, "status %#x after %d hits", st, reached);
+	/* disarmed before the first point: SC_FAULT is not read any more */
+	st = fault_child("t.count", 1, "", 5, &reached);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && reached == 5, "disarmed SC_FAULT: status %#x after %d hits",
+		      st, reached);
+	st = fault_child("t.count@0", 1, NULL, 5, &reached);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && reached == 5, "malformed SC_FAULT: status %#x after %d hits",
+		      st, reached);
+	st = fault_child("t.count@x", 1, NULL, 5, &reached);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && reached == 5, "malformed SC_FAULT: status %#x after %d hits",
+		      st, reached);
 }
 END_TEST
 
@@ -1380,6 +1454,7 @@ Suite *fsck_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_fault_points_list_is_complete);
 	tcase_add_test(tc, test_fault_arm_bad_specs);
+	tcase_add_test(tc, test_fault_points_kill_at_the_nth_hit);
 	tcase_add_test(tc, test_armed_point_kills_and_fsck_repairs);
 	tcase_add_test(tc, test_fsck_clean_and_bad_args);
 	tcase_add_test(tc, test_fsck_leaked_block);
