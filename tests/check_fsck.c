@@ -67,13 +67,13 @@ static int fault_child(const char *spec, int env, const char *spec2, int hits, i
 		if (spec2 && sc_fault_arm(*spec2 ? spec2 : NULL) != (*spec2 ? -EINVAL : 0))
 			_exit(4);
 		for (int i = 0; i < hits; i++) {
-			shm_fault_hit("t.coun");
-			shm_fault_hit("t.countx");
-			shm_fault_hit("other");
+			shm_fault_point("t.coun"); /* as the library reaches a point */
+			shm_fault_point("t.countx");
+			shm_fault_point("other");
 			unsigned char k = (unsigned char)i;
 			if (write(fd[1], &k, 1) != 1)
 				_exit(5);
-			shm_fault_hit("t.count");
+			shm_fault_point("t.count");
 		}
 		_exit(0);
 	}
