@@ -248,6 +248,31 @@ START_TEST(test_truncated)
 }
 END_TEST
 
+/* A member cuts an open arena's file: the next stage open finds it (one fstat), and from then on
+ * every writer refuses, also an admission right after (whose own check would trust a whole-file
+ * finding younger than 10 ms), also once the file is extended back to its size with zeroes. */
+START_TEST(test_writers_refuse_once_the_file_was_cut)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("cutopen", 16 << 20, &name);
+	struct sc_stage *st, *st2;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0); /* the file found whole just now */
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	static uint8_t pl[4096];
+	int32_t t[3] = { 1, 2, 3 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { pl, NULL }, .sec_len = { sizeof(pl), 0 } };
+	ck_assert_int_eq(truncate(in.path, 4096), 0);
+	ck_assert_int_eq(sc_stage_open(a, "m2", "s", &st2), -EBADMSG);
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 3, sc_digest_of(pl, sizeof(pl)), &p, SC_ORIGIN_DIRECT), -EBADMSG);
+	ck_assert_int_eq(truncate(in.path, 16 << 20), 0);
+	ck_assert_int_eq(sc_stage_open(a, "m2", "s", &st2), -EBADMSG);
+	ck_assert_int_eq(sc_l2_admit(st, "", t, 3, sc_digest_of(pl, sizeof(pl)), &p, SC_ORIGIN_DIRECT), -EBADMSG);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 START_TEST(test_corrupted_header)
 {
 	/* each field the attach checks, one at a time: all refused with -EBADMSG, file unchanged */
@@ -1224,6 +1249,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_not_an_arena);
 	tcase_add_test(tc, test_layout_version_mismatch);
 	tcase_add_test(tc, test_truncated);
+	tcase_add_test(tc, test_writers_refuse_once_the_file_was_cut);
 	tcase_add_test(tc, test_corrupted_header);
 	tcase_add_test(tc, test_hostile_region_table);
 	tcase_add_test(tc, test_half_built_waits_then_eagain);
