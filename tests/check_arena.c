@@ -783,6 +783,43 @@ START_TEST(test_huge_off)
 }
 END_TEST
 
+/* sc_arena_list's callback: the names listed from one directory, and every call */
+struct listed {
+	const char *dir;
+	char names[8][80];
+	int n, all;
+};
+
+static void list_cb(const char *dir, const char *name, void *ctx)
+{
+	struct listed *l = ctx;
+	l->all++;
+	if (strcmp(dir, l->dir) == 0 && l->n < 8)
+		snprintf(l->names[l->n++], sizeof(l->names[0]), "%s", name);
+}
+
+static int cmp_str(const void *x, const void *y)
+{
+	return strcmp(x, y);
+}
+
+static const char *list_sorted(struct listed *l)
+{
+	static char out[700];
+	qsort(l->names, (size_t)l->n, sizeof(l->names[0]), cmp_str);
+	out[0] = 0;
+	for (int i = 0; i < l->n; i++)
+		snprintf(out + strlen(out), sizeof(out) - strlen(out), " %s", l->names[i]);
+	return out;
+}
+
+static int shell_rm_rf(const char *dir)
+{
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd);
+}
+
 START_TEST(test_explicit_dir_and_list)
 {
 	char dir[] = "/dev/shm/sc-test-dir-XXXXXX";
@@ -796,8 +833,26 @@ START_TEST(test_explicit_dir_and_list)
 	sc_arena_close(b);
 	ck_assert_int_ge(sc_arena_list(dir, NULL, NULL), 1);
 	sc_arena_close(a);
+	/* beside it: names the list must skip, and two more it must give (the list reads only names) */
+	static const char *const junk[] = { "stagecache.", "stagecache..", "stagecache.a b", "stagecache.é",
+					    "stagecachex.y", "Stagecache.z", "other", "stagecache" };
+	char f[PATH_MAX];
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		snprintf(f, sizeof(f), "%s/%s", dir, junk[i]);
+		ck_assert_int_eq(close(creat(f, 0600)), 0);
+	}
+	snprintf(f, sizeof(f), "%s/stagecache.Q", dir);
+	ck_assert_int_eq(close(creat(f, 0600)), 0);
+	snprintf(f, sizeof(f), "%s/stagecache.%s.x", dir, name);
+	ck_assert_int_eq(close(creat(f, 0600)), 0);
+	struct listed l = { .dir = dir };
+	int n = sc_arena_list(dir, list_cb, &l);
+	ck_assert_int_eq(n, l.all); /* the count is the callbacks' */
+	char want[160];
+	snprintf(want, sizeof(want), " Q %s %s.x", name, name); /* sorted */
+	ck_assert_msg(strcmp(list_sorted(&l), want) == 0, "listed from %s: '%s', want '%s'", dir, list_sorted(&l), want);
 	ck_assert_int_eq(sc_arena_destroy(dir, name), 0);
-	rmdir(dir);
+	ck_assert_int_eq(shell_rm_rf(dir), 0);
 }
 END_TEST
 
