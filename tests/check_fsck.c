@@ -1,5 +1,6 @@
 /* tests/check_fsck.c — fault injection (sc_fault_arm, the list of points) and sc_arena_fsck. */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -113,6 +114,47 @@ START_TEST(test_fault_points_kill_at_the_nth_hit)
 	st = fault_child("t.count@x", 1, NULL, 5, &reached);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && reached == 5, "malformed SC_FAULT: status %#x after %d hits",
 		      st, reached);
+}
+END_TEST
+
+/* A pid namespace's init (pid 1) is immune to its own SIGKILL: a fault point there ends it as
+ * abruptly with _exit, status 128 + SIGKILL, instead of leaving it paused for ever. */
+START_TEST(test_fault_point_in_a_pid_namespace_init)
+{
+	if (geteuid() != 0) {
+		sc_skip("a pid namespace needs root (unshare)");
+		return;
+	}
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWPID))
+			_exit(10);
+		pid_t g = fork();
+		if (g < 0)
+			_exit(11);
+		if (g == 0) {
+			if (getpid() != 1 || sc_fault_arm("t.init"))
+				_exit(12);
+			shm_fault_point("t.init");
+			_exit(0);
+		}
+		/* waits 10 s at most for pid 1's end, then kills it from outside its namespace */
+		int st = 0;
+		for (int i = 0; i < 1000 && waitpid(g, &st, WNOHANG) == 0; i++)
+			usleep(10000);
+		if (waitpid(g, &st, WNOHANG) == 0) {
+			kill(g, SIGKILL);
+			waitpid(g, &st, 0);
+			_exit(13); /* it did not end: paused */
+		}
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st));
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL,
+		      "pid 1 at an armed point: %s %d (10 unshare, 11 fork, 12 setup, 13 paused, 100+ a signal)",
+		      WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 }
 END_TEST
 
@@ -1455,6 +1497,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, test_fault_points_list_is_complete);
 	tcase_add_test(tc, test_fault_arm_bad_specs);
 	tcase_add_test(tc, test_fault_points_kill_at_the_nth_hit);
+	tcase_add_test(tc, test_fault_point_in_a_pid_namespace_init);
 	tcase_add_test(tc, test_armed_point_kills_and_fsck_repairs);
 	tcase_add_test(tc, test_fsck_clean_and_bad_args);
 	tcase_add_test(tc, test_fsck_leaked_block);
