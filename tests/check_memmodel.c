@@ -28,7 +28,16 @@
 
 #include "mm_atomics.h"
 /* from here on every C11 atomic goes through the model (addresses in registered regions) */
+/* the reader table's claims ask who they are: a scenario may make model thread 1 another user */
+#include <unistd.h>
+static uid_t mm_other_euid;
+static uid_t mm_geteuid(void)
+{
+	return mm_other_euid && mm_self() == 1 ? mm_other_euid : geteuid();
+}
+#define geteuid() mm_geteuid()
 #include "../shm/readers.c"
+#undef geteuid
 #include "../shm/index.c"
 /* shm/mutex.c's futex calls: a wait sleeps in the model until the word changes (mm_futex_wait);
  * FUTEX_WAKE is a no-op, so lost wake-ups are not checked here, only what each CAS publishes */
@@ -1460,6 +1469,7 @@ static struct userlimit {
 	void *readers, *readers0;
 	size_t readers_n;
 	int rc[2];                    /* each claim's answer */
+	int other_user;               /* thread 1 is another user (its claim must not count for ours) */
 } UL;
 
 static void ul_reset(void *ctx)
@@ -1484,6 +1494,14 @@ static void ul_thread(void *ctx, unsigned who)
 static int ul_check(void *ctx, char *why, size_t len)
 {
 	(void)ctx;
+	if (UL.other_user) {
+		if (UL.rc[0] < 0 || UL.rc[1] < 0) {
+			snprintf(why, len, "a claim was refused (%d, %d): each user holds at most 2 slots, the limit",
+				 UL.rc[0], UL.rc[1]);
+			return -1;
+		}
+		return 0;
+	}
 	if (UL.rc[0] >= 0 && UL.rc[1] >= 0) {
 		snprintf(why, len, "both claims stayed (slots %d and %d): the user holds 3 slots, its limit is 2",
 			 UL.rc[0], UL.rc[1]);
@@ -1497,42 +1515,60 @@ static int ul_check(void *ctx, char *why, size_t len)
 	return 0;
 }
 
-/* One user holds slot 0 of three with a limit of two; two more processes of that user claim
- * slots 1 and 2 at once. Each counts the others' slots after its own is LIVE, so at most one
- * stays: the seq_cst fence between the claim's store of LIVE and its count (store buffering:
- * without it each may read the other's slot as still FREE, and both stay). */
-START_TEST(test_two_claims_at_the_user_limit_under_weak_memory)
+static void run_user_limit(int other_user, const char *what)
 {
 	struct sc_arena_opts o = { .size_bytes = 8 << 20, .huge = SC_HUGE_OFF, .reader_slots = 3, .slots_per_user = 2 };
 	UL.a = sc_test_arena_opts("mmlimit", &o, &UL.name);
 	for (int i = 0; i < 2; i++) {
 		ck_assert_int_eq(sc_arena_open(UL.name, &UL.c[i]), 0);
 		ck_assert_int_eq(UL.c[i]->shm->reader_slot, 1);
-		shm_readers_release(UL.c[i]->shm, 0); /* slot 1 FREE again, the handle stays mapped */
+		shm_readers_release(UL.c[i]->shm, 0); /* slot 1 FREE again (its uid ours), the handle stays mapped */
 	}
 	uint64_t n;
 	UL.readers = shm_region(UL.a->shm, SHM_REGION_READERS, &n);
 	UL.readers_n = n;
 	mm_regions_clear();
-	for (uint32_t i = 1; i <= 2; i++) {
-		/* modelled: the states of slots 1 and 2 (with their other fields too, the executions
-		 * outgrow the bound) */
-		void *st = (void *)&shm_reader_slot(UL.a->shm, i)->state;
-		mm_region(st, 4);
+	/* modelled: the states of slots 1 and 2, or (another user) slot 1's state and uid; with more
+	 * fields the executions outgrow the bound */
+	struct shm_reader_slot *s1 = shm_reader_slot(UL.a->shm, 1), *s2 = shm_reader_slot(UL.a->shm, 2);
+	void *f[2] = { (void *)&s1->state, other_user ? (void *)&s1->uid : (void *)&s2->state };
+	for (int k = 0; k < 2; k++) {
+		mm_region(f[k], 4);
 		for (int c = 0; c < 2; c++)
-			mm_region_alias(UL.c[c]->shm->base + ((uint8_t *)st - UL.a->shm->base), 4, st);
+			mm_region_alias(UL.c[c]->shm->base + ((uint8_t *)f[k] - UL.a->shm->base), 4, f[k]);
 	}
+	ck_assert_uint_eq(atomic_load(&s1->uid), (uint32_t)geteuid()); /* a FREE slot keeps its last uid */
 	UL.readers0 = malloc(n);
 	memcpy(UL.readers0, UL.readers, n);
-	struct mm_scenario sc = { .name = "two claims of one user at its slot limit", .threads = 2, .reset = ul_reset,
-				  .thread = ul_thread, .check = ul_check };
+	UL.other_user = other_user;
+	mm_other_euid = other_user ? geteuid() + 4242 : 0;
+	struct mm_scenario sc = { .name = what, .threads = 2, .reset = ul_reset, .thread = ul_thread, .check = ul_check };
 	explore_ok(&sc);
+	mm_other_euid = 0;
 	mm_regions_clear();
 	ul_reset(NULL);
 	free(UL.readers0);
 	for (int i = 0; i < 2; i++)
 		sc_arena_close(UL.c[i]);
 	sc_test_arena_destroy(UL.a, UL.name);
+}
+
+/* One user holds slot 0 of three with a limit of two; two more processes of that user claim
+ * slots 1 and 2 at once. Each counts the others' slots after its own is LIVE, so at most one
+ * stays: the seq_cst fence between the claim's store of LIVE and its count (store buffering:
+ * without it each may read the other's slot as still FREE, and both stay). */
+START_TEST(test_two_claims_at_the_user_limit_under_weak_memory)
+{
+	run_user_limit(0, "two claims of one user at its slot limit");
+}
+END_TEST
+
+/* The same user claims while another user takes slot 1, which a holder of the first user left
+ * FREE (a cleaned slot keeps its uid): a count that reads the new LIVE must read it with the new
+ * holder's uid (the count's acquire), or it counts another user's slot as ours and refuses. */
+START_TEST(test_claims_of_two_users_at_the_limit_under_weak_memory)
+{
+	run_user_limit(1, "claims of two users, one at its slot limit");
 }
 END_TEST
 
@@ -2221,6 +2257,7 @@ Suite *memmodel_suite(void)
 	tcase_add_test(tc, test_cleared_slot_counters_vs_token_test_under_weak_memory);
 	tcase_add_test(tc, test_reap_then_claim_under_weak_memory);
 	tcase_add_test(tc, test_two_claims_at_the_user_limit_under_weak_memory);
+	tcase_add_test(tc, test_claims_of_two_users_at_the_limit_under_weak_memory);
 	tcase_add_test(tc, test_event_append_vs_take_under_weak_memory);
 	tcase_add_test(tc, test_event_drop_under_weak_memory);
 	tcase_add_test(tc, test_event_listen_vs_change_under_weak_memory);
