@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -766,6 +767,57 @@ START_TEST(huge_create_under_a_storm_of_signals)
 }
 END_TEST
 
+/* The backing each kind of directory gives, as measured from /proc/self/smaps: a disk directory
+ * is page cache (file-4k); a tmpfs mounted huge=always (in a mount namespace of our own) maps the
+ * heap with transparent huge pages (shmem-thp, 2 MiB pages). */
+START_TEST(test_backing_of_a_disk_and_a_thp_tmpfs)
+{
+	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .dir = dir };
+	struct sc_arena *a;
+	struct sc_arena_info in;
+	const char *name = sc_test_name("disk");
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), 0);
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	ck_assert_msg(in.backing == SC_BACKING_FILE_4K && in.page_size == 4096, "on disk: backing %d, pages of %llu",
+		      in.backing, (unsigned long long)in.page_size);
+	sc_arena_close(a);
+	ck_assert_int_eq(sc_arena_destroy(dir, name), 0);
+	if (geteuid() != 0) {
+		rmdir(dir);
+		sc_skip("a tmpfs with huge=always needs root (mount namespace, mount)");
+		return;
+	}
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		if (mount("tmpfs", dir, "tmpfs", 0, "huge=always,size=64m"))
+			_exit(11); /* no transparent huge pages for tmpfs in this kernel */
+		o.size_bytes = 32 << 20;
+		if (sc_arena_create(name, &o, &a))
+			_exit(12);
+		int b = sc_arena_info(a, &in) ? -1 : in.backing;
+		uint64_t ps = in.page_size;
+		sc_arena_close(a);
+		sc_arena_destroy(dir, name);
+		_exit(b == SC_BACKING_SHMEM_THP && ps == 2u << 20 ? 0 : b == SC_BACKING_SHM_4K ? 13 : 14);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	rmdir(dir);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 11) {
+		sc_skip("tmpfs refuses huge=always here (no transparent huge pages for shared memory)");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "tmpfs huge=always: %d (10 namespace, 12 create, 13 measured shm-4k, 14 other)",
+		      WEXITSTATUS(st));
+}
+END_TEST
+
 START_TEST(test_huge_off)
 {
 	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
@@ -1336,6 +1388,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_huge_require_shortage);
 	tcase_add_test(tc, huge_create_under_a_storm_of_signals);
 	tcase_add_test(tc, test_huge_off);
+	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
 	tcase_add_test(tc, test_smallest_index_works);
