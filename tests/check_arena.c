@@ -648,6 +648,55 @@ START_TEST(test_huge_require)
 }
 END_TEST
 
+/* In a mount namespace of its own (a forked child), arenas go to /dev/hugepages when it is a
+ * hugetlbfs mount, listed before another hugetlbfs mount or after it, and to the other one when
+ * /dev/hugepages is not mounted. */
+START_TEST(test_hugetlbfs_mount_chosen)
+{
+	if (geteuid() != 0 || !hugetlbfs_mounted() || hugepages_free() < 8) {
+		sc_skip("choice of hugetlbfs mount: needs root and /dev/hugepages with 8 free 2 MiB pages");
+		return;
+	}
+	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_REQUIRE };
+		struct sc_arena *a;
+		struct sc_arena_info in;
+		const char *name = sc_test_name("mnt");
+		int where[3] = { 0, 0, 0 };
+		for (int round = 0; round < 3; round++) {
+			int rc = 0;
+			if (round == 0) /* listed after /dev/hugepages */
+				rc = mount("none", dir, "hugetlbfs", 0, "pagesize=2M");
+			else if (round == 1) /* alone */
+				rc = umount2("/dev/hugepages", MNT_DETACH);
+			else /* /dev/hugepages again, listed after the other */
+				rc = mount("none", "/dev/hugepages", "hugetlbfs", 0, "pagesize=2M");
+			if (rc)
+				_exit(11);
+			if (sc_arena_create(name, &o, &a) || sc_arena_info(a, &in))
+				_exit(12);
+			where[round] = strncmp(in.path, "/dev/hugepages/", 15) == 0 ? 1
+				       : strncmp(in.path, dir, strlen(dir)) == 0 ? 2 : 3;
+			sc_arena_close(a);
+			sc_arena_destroy(NULL, name);
+		}
+		umount2(dir, MNT_DETACH);
+		_exit(where[0] == 1 && where[1] == 2 && where[2] == 1 ? 0 : 20 + where[0] * 16 + where[1] * 4 + where[2]);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	rmdir(dir);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "status %#x (10-12 set-up; 20 + 16 a + 4 b + c: 1 /dev/hugepages, 2 the other mount, 3 elsewhere)", st);
+}
+END_TEST
+
 START_TEST(test_huge_require_shortage)
 {
 	if (!hugetlbfs_mounted() || hugepages_free() < 0) {
@@ -1385,6 +1434,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, planted_arena_files_are_refused);
 	tcase_add_test(tc, regression_nonroot_create_falls_back);
 	tcase_add_test(tc, test_huge_require);
+	tcase_add_test(tc, test_hugetlbfs_mount_chosen);
 	tcase_add_test(tc, test_huge_require_shortage);
 	tcase_add_test(tc, huge_create_under_a_storm_of_signals);
 	tcase_add_test(tc, test_huge_off);
