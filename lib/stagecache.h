@@ -86,7 +86,7 @@ const char *sc_type_name(unsigned index);
 
 /* ============================== arena (lib/arena.c, shm/arena.c) ============================== */
 
-/* Longest arena name; names are 1..SC_NAME_MAX characters of [A-Za-z0-9._-]. */
+/* Longest arena name; names are 1..SC_NAME_MAX characters of [A-Za-z0-9._-], not dots only. */
 #define SC_NAME_MAX 64
 /* Smallest and largest arena the library creates. */
 #define SC_ARENA_MIN_BYTES (8ull << 20)
@@ -95,7 +95,7 @@ const char *sc_type_name(unsigned index);
 enum sc_huge {
 	SC_HUGE_AUTO = 0,    /* hugetlbfs, else tmpfs with THP, else 4 KiB shmem */
 	SC_HUGE_REQUIRE = 1, /* hugetlbfs or fail */
-	SC_HUGE_OFF = 2,     /* never hugepages: 4 KiB shmem */
+	SC_HUGE_OFF = 2,     /* no hugetlbfs: 4 KiB shmem (an explicit dir gives what its filesystem gives) */
 };
 
 enum sc_backing {
@@ -153,7 +153,7 @@ struct sc_arena;
 
 /**
  * sc_arena_create - create a named arena and attach to it.
- * @name: 1..SC_NAME_MAX characters of [A-Za-z0-9._-].
+ * @name: 1..SC_NAME_MAX characters of [A-Za-z0-9._-], not dots only.
  * @opts: creation parameters (size_bytes required).
  * @out:  receives the handle; close with sc_arena_close().
  * With huge=auto, a hugetlbfs mount this user may not write to (root's 0755 /dev/hugepages;
@@ -379,7 +379,8 @@ int sc_arena_extents(struct sc_arena *arena, struct sc_arena_extent *out, unsign
 
 /**
  * sc_arena_list - names of the arenas found in the known directories (and @dir if not NULL).
- * Calls @cb once per file named stagecache.* with its directory and name.
+ * Calls @cb once per file named stagecache.<name> whose <name> is a valid arena name, with its
+ * directory and name. Files are not opened: sc_arena_open tells an arena from another file.
  * Returns the number found, or a negative errno.
  */
 int sc_arena_list(const char *dir, void (*cb)(const char *dir, const char *name, void *ctx), void *ctx);

@@ -152,6 +152,10 @@ START_TEST(test_fault_point_in_a_pid_namespace_init)
 	}
 	int st;
 	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 10) {
+		sc_skip("a fault point in a pid namespace's init: no pid namespace of our own here (CAP_SYS_ADMIN)");
+		return;
+	}
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL,
 		      "pid 1 at an armed point: %s %d (10 unshare, 11 fork, 12 setup, 13 paused, 100+ a signal)",
 		      WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
