@@ -30,7 +30,8 @@ extern "C" {
  * sc_fault_arm - arm a fault point in the calling process: when the library reaches the point
  * named @spec ("l2.admit.linked", ... or "name@N" for the N-th time), the process sends itself
  * SIGKILL there. NULL or "" disarms. The environment variable SC_FAULT does the same (read once,
- * at the first point reached). Returns 0 or -EINVAL (malformed spec).
+ * at the first point reached, unless sc_fault_arm was called before; a malformed value arms
+ * nothing). Returns 0 or -EINVAL (malformed spec).
  */
 int sc_fault_arm(const char *spec);
 
