@@ -589,59 +589,59 @@ START_TEST(test_epochs)
 }
 END_TEST
 
-static int hugepages_free(void)
+/* A field of /proc/meminfo (@fmt: "Name: %ld"), or -1 when it is not there. */
+static long meminfo(const char *fmt)
 {
 	FILE *f = fopen("/proc/meminfo", "r");
 	char line[256];
-	int v = -1;
+	long v = -1;
 	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "HugePages_Free: %d", &v) == 1)
+		if (sscanf(line, fmt, &v) == 1)
 			break;
 	if (f)
 		fclose(f);
 	return v;
 }
 
-static int hugetlbfs_mounted(void)
+static int hugepages_free(void)
+{
+	return (int)meminfo("HugePages_Free: %ld");
+}
+
+/* ShmemHugePages, in kB */
+static long shmem_huge_kb(void)
+{
+	return meminfo("ShmemHugePages: %ld kB");
+}
+
+/* The number of hugetlbfs mounts; *@dev: whether /dev/hugepages is one. */
+static int hugetlbfs_mounts(int *dev)
 {
 	FILE *f = fopen("/proc/mounts", "r");
 	char line[512];
-	int found = 0;
+	int n = 0;
+	*dev = 0;
 	while (f && fgets(line, sizeof(line), f))
-		found |= strstr(line, " hugetlbfs ") != NULL;
+		if (strstr(line, " hugetlbfs ")) {
+			n++;
+			*dev |= strstr(line, " /dev/hugepages hugetlbfs ") != NULL;
+		}
 	if (f)
 		fclose(f);
-	return found;
+	return n;
+}
+
+static int hugetlbfs_mounted(void)
+{
+	int dev;
+	return hugetlbfs_mounts(&dev) > 0;
 }
 
 /* Is /dev/hugepages the one hugetlbfs mount? */
 static int only_dev_hugepages(void)
 {
-	FILE *f = fopen("/proc/mounts", "r");
-	char line[512];
-	int n = 0, dev = 0;
-	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, " hugetlbfs ")) {
-			n++;
-			dev |= strstr(line, " /dev/hugepages hugetlbfs ") != NULL;
-		}
-	if (f)
-		fclose(f);
-	return n == 1 && dev;
-}
-
-/* ShmemHugePages of /proc/meminfo, in kB (-1: not there) */
-static long shmem_huge_kb(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	long kb = -1;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "ShmemHugePages: %ld kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb;
+	int dev;
+	return hugetlbfs_mounts(&dev) == 1 && dev;
 }
 
 START_TEST(test_huge_require)
