@@ -272,6 +272,48 @@ START_TEST(test_writers_refuse_once_the_file_was_cut)
 }
 END_TEST
 
+/* @h with region @r grown to at least @size bytes (the regions after it moved up, the file grown
+ * with them) and its check word written again. */
+static void grow_region(struct shm_header *h, int r, uint64_t size)
+{
+	uint64_t add = size > h->regions[r].size ? (size - h->regions[r].size + 4095) & ~4095ull : 0;
+	h->regions[r].size += add;
+	for (int i = r + 1; i < SHM_REGION_COUNT; i++)
+		h->regions[i].off += add;
+	h->total_bytes += add;
+	h->header_check = shm_header_checksum(h);
+}
+
+/* A header at each of its limits is accepted and one past it refused (checked on a copy: the
+ * file sizes those limits need are only numbers here): the largest reader table with every slot
+ * for one user, the largest L3 location index, the largest segment table. */
+START_TEST(test_header_check_limits)
+{
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("hlim", &o, &name);
+	const struct shm_header h0 = a->shm->hv;
+	sc_test_arena_destroy(a, name);
+	ck_assert_int_eq(shm_header_check(&h0, h0.total_bytes), 0);
+	ck_assert_uint_ne(h0.seg_bytes, 0);
+	for (int over = 0; over < 2; over++) {
+		struct shm_header h = h0;
+		h.reader_slots = SHM_READER_SLOTS_MAX + (uint32_t)over;
+		h.slots_per_user = SHM_READER_SLOTS_MAX;
+		grow_region(&h, SHM_REGION_READERS, (uint64_t)h.reader_slots * 512);
+		ck_assert_int_eq(shm_header_check(&h, h.total_bytes), over ? -EBADMSG : 0);
+		h = h0;
+		h.l3ix_entries = SHM_L3IX_MAX_ENTRIES + (uint32_t)over;
+		grow_region(&h, SHM_REGION_L3IX, shm_l3ix_bytes(h.l3ix_entries));
+		ck_assert_int_eq(shm_header_check(&h, h.total_bytes), over ? -EBADMSG : 0);
+		h = h0;
+		h.seg_slots = (1u << 24) << over;
+		grow_region(&h, SHM_REGION_POLICY, shm_seg_table_bytes((uint32_t)h.seg_slots));
+		ck_assert_int_eq(shm_header_check(&h, h.total_bytes), over ? -EBADMSG : 0);
+	}
+}
+END_TEST
+
 START_TEST(test_corrupted_header)
 {
 	/* each field the attach checks, one at a time: all refused with -EBADMSG, file unchanged */
@@ -1466,6 +1508,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_truncated);
 	tcase_add_test(tc, test_writers_refuse_once_the_file_was_cut);
 	tcase_add_test(tc, test_corrupted_header);
+	tcase_add_test(tc, test_header_check_limits);
 	tcase_add_test(tc, test_hostile_region_table);
 	tcase_add_test(tc, test_half_built_waits_then_eagain);
 	tcase_add_test(tc, test_permissions);
