@@ -272,12 +272,14 @@ START_TEST(test_writers_refuse_once_the_file_was_cut)
 }
 END_TEST
 
-/* @h with region @r grown to at least @size bytes (the regions after it moved up, the file grown
- * with them) and its check word written again. */
+/* @h with region @r of exactly @size bytes when that is more (the regions after it moved up to the
+ * next page boundaries, the file grown with them) and its check word written again. */
 static void grow_region(struct shm_header *h, int r, uint64_t size)
 {
-	uint64_t add = size > h->regions[r].size ? (size - h->regions[r].size + 4095) & ~4095ull : 0;
-	h->regions[r].size += add;
+	if (size <= h->regions[r].size)
+		return;
+	uint64_t add = (size - h->regions[r].size + 4095) & ~4095ull;
+	h->regions[r].size = size;
 	for (int i = r + 1; i < SHM_REGION_COUNT; i++)
 		h->regions[i].off += add;
 	h->total_bytes += add;
@@ -286,7 +288,8 @@ static void grow_region(struct shm_header *h, int r, uint64_t size)
 
 /* A header at each of its limits is accepted and one past it refused (checked on a copy: the
  * file sizes those limits need are only numbers here): the largest reader table with every slot
- * for one user, the largest L3 location index, the largest segment table. */
+ * for one user, the largest L3 location index, the largest segment table, each in a region of
+ * exactly the bytes it needs; and an empty last region at the file's end. */
 START_TEST(test_header_check_limits)
 {
 	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
@@ -309,6 +312,13 @@ START_TEST(test_header_check_limits)
 		h = h0;
 		h.seg_slots = (1u << 24) << over;
 		grow_region(&h, SHM_REGION_POLICY, shm_seg_table_bytes((uint32_t)h.seg_slots));
+		ck_assert_int_eq(shm_header_check(&h, h.total_bytes), over ? -EBADMSG : 0);
+		/* the last region emptied, at the file's end or (over) one page past it */
+		h = h0;
+		struct shm_region *last = &h.regions[SHM_REGION_COUNT - 1];
+		last->off = h.total_bytes + 4096u * (uint64_t)over;
+		last->size = 0;
+		h.header_check = shm_header_checksum(&h);
 		ck_assert_int_eq(shm_header_check(&h, h.total_bytes), over ? -EBADMSG : 0);
 	}
 }
