@@ -119,6 +119,28 @@ START_TEST(test_fault_points_kill_at_the_nth_hit)
 }
 END_TEST
 
+/* The fast path reads the state, the slow path reads it again: another thread may disarm in
+ * between. A slow path that finds nothing armed neither fires the name armed before (its name and
+ * count are still stored) nor reads SC_FAULT again. Called directly, as that thread would. */
+START_TEST(test_fault_slow_path_after_a_disarm)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setenv("SC_FAULT", "t.count", 1);
+		if (sc_fault_arm("t.count@2") || sc_fault_arm(NULL))
+			_exit(3);
+		for (int i = 0; i < 3; i++)
+			shm_fault_hit("t.count");
+		_exit(atomic_load(&shm_fault_state) == 0 ? 0 : 4);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "slow path with nothing armed: status %#x (3 setup, 4 re-armed)",
+		      st);
+}
+END_TEST
+
 /* A pid namespace's init (pid 1) is immune to its own SIGKILL: a fault point there ends it as
  * abruptly with _exit, status 128 + SIGKILL, instead of leaving it paused for ever. */
 START_TEST(test_fault_point_in_a_pid_namespace_init)
@@ -1504,6 +1526,7 @@ Suite *fsck_suite(void)
 	tcase_add_test(tc, test_fault_points_list_is_complete);
 	tcase_add_test(tc, test_fault_arm_bad_specs);
 	tcase_add_test(tc, test_fault_points_kill_at_the_nth_hit);
+	tcase_add_test(tc, test_fault_slow_path_after_a_disarm);
 	tcase_add_test(tc, test_fault_point_in_a_pid_namespace_init);
 	tcase_add_test(tc, test_armed_point_kills_and_fsck_repairs);
 	tcase_add_test(tc, test_fsck_clean_and_bad_args);
