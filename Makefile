@@ -436,8 +436,10 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # not reach), COVER=1 (first measure, or bring up to date, which test cases run each line:
 # build/mutate/coverage.json; with the map a mutant runs only the cases that run its lines),
 # NO_COVER=1 (ignore the map), MUTATE_ASAN=1 (a survivor's cases run again in an AddressSanitizer
-# build; a case that fails there and passes without the mutant kills it). Summary:
-# build/mutate/summary.txt.
+# build; a case that fails there and passes without the mutant kills it), QUICK=1 (a first pass:
+# each mutant runs only the suites of its file's own line in tests/mutate/suites.txt, not BASE;
+# its survivors are provisional, and RERUN= with the results, without QUICK=1, runs the rest of
+# their cases). Summary: build/mutate/summary.txt.
 PER_FILE ?= 6
 SEED ?= 1
 BUDGET ?= 10800
@@ -446,7 +448,7 @@ mutate: all tests
 	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
 		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") \
 		$(if $(RESUME),--resume "$(RESUME)") $(if $(NO_VALIDATE),--no-validate) $(if $(COVER),--cover) \
-		$(if $(NO_COVER),--no-cover) $(if $(MUTATE_ASAN),--asan)
+		$(if $(NO_COVER),--no-cover) $(if $(MUTATE_ASAN),--asan) $(if $(QUICK),--quick)
 
 .PHONY: mutate
 

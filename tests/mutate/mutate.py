@@ -30,7 +30,7 @@ build; a case failing there and passing there without the mutant kills it.
 
 Usage: make mutate [FILES="shm/readers.c lib/fsck.c"] [PER_FILE=16] [SEED=1] [BUDGET=seconds]
                    [OPS="cmp order ..."] [JOBS=1] [RERUN=results.json] [RESUME=results.json]
-                   [COVER=1] [NO_COVER=1] [MUTATE_ASAN=1]
+                   [COVER=1] [NO_COVER=1] [MUTATE_ASAN=1] [QUICK=1]
 
 Results are written after every mutant to build/mutate/results.partial.json, so a run stopped
 part-way (or cut by its budget) can be completed with RESUME=build/mutate/results.partial.json.
@@ -113,14 +113,30 @@ def squash(s):
     return re.sub(r"\s+", " ", s).strip()
 
 
-def suites_for(path, rules, base):
+def suites_for(path, rules, base, own_only=False):
     first = []
     for glob, suites in rules:
         if fnmatch.fnmatch(path, glob):
             first = suites
             break
     names = {s.split(":", 1)[0] for s in first}
-    return first + [b for b in base if b not in names]
+    return first + ([] if own_only else [b for b in base if b not in names])
+
+
+def own_cases(sel, own):
+    """@sel (narrowed specs from the coverage map) kept to the suites of @own (the file's own line of
+    suites.txt), each narrowed further where @own narrows it."""
+    keep = []
+    for spec in sel:
+        name, _, cases = spec.partition(":")
+        mine = [o.partition(":")[2] for o in own if o.partition(":")[0] == name]
+        if not mine:
+            continue
+        allowed = None if "" in mine else {k for m in mine for k in m.split(",")}
+        ks = [k for k in cases.split(",") if allowed is None or k in allowed]
+        if ks:
+            keep.append("%s:%s" % (name, ",".join(ks)))
+    return keep
 
 
 # ---- masking: code only ----
@@ -856,6 +872,10 @@ def main():
     ap.add_argument("--asan-max", type=int, default=120,
                     help="seconds of a survivor's cases (as the coverage map measured them) the ASan stage runs, "
                          "the quickest first")
+    ap.add_argument("--quick", action="store_true",
+                    help="a first pass: each mutant runs only the suites of its file's own line in suites.txt "
+                         "(not BASE, not other suites the map names); a survivor is provisional and a "
+                         "--rerun of the results without --quick runs the rest of its cases")
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
@@ -938,8 +958,8 @@ def main():
     t_start = time.time()
     all_suites = []
     for p in files:
-        all_suites += suites_for(p, rules, base)
-    if covmap:  # the suites the map selects cases from must pass unmutated too
+        all_suites += suites_for(p, rules, base, args.quick)
+    if covmap and not args.quick:  # the suites the map selects cases from must pass unmutated too
         for p in files:
             for ln in covmap["lines"].get(p, {}).values():
                 all_suites += [x[0] for x in ln]
@@ -1049,14 +1069,17 @@ def main():
                 status = "stillborn"
             elif obj and orig_hash.get(p) and code_hash(tree, obj) == orig_hash[p]:
                 status = "same-code"
-            suites = suites_for(p, rules, base)
+            suites = suites_for(p, rules, base, args.quick)
             sel = None if args.no_cover else cov_select(covmap, p, texts[p], c, suites)
+            if sel is not None and args.quick:
+                sel = own_cases(sel, suites)
             if sel is not None:
                 model = [s for s in suites if s.partition(":")[0] == "check_memmodel"] if p in MODEL_SRCS else []
                 suites = model + [s for s in sel if not (model and s.partition(":")[0] == "check_memmodel")]
                 c["cover"] = "%d cases" % sum(len(s.partition(":")[2].split(",")) for s in sel)
                 if not sel:
-                    by = "no test case runs its lines"
+                    by = ("no case of its own suites runs its lines" if args.quick
+                          else "no test case runs its lines")
             if status == "same-code" and p not in MODEL_SRCS:
                 pass  # nothing that runs here can tell it apart: no build, no run
             elif status is None and not make(tree, ["build/test/libstagecache.a"], blog):
@@ -1080,6 +1103,9 @@ def main():
                         break
                 if status != "stillborn":
                     status = "killed" if killed else ("same-code" if status == "same-code" else "survived")
+                if status == "survived" and args.quick:
+                    c["quick"] = True  # only its own suites ran: --rerun runs the rest
+                    by = by or "its own suites only"
                 asan_specs = cheapest_cases(covmap, suites, args.asan_max)
                 if status == "survived" and atree and asan_specs:
                     with lock:
@@ -1138,6 +1164,10 @@ def report(results, groups, args, sites, planned, seconds):
                                                               score))
     lines.append("score = killed / (killed + survived + same-code); equivalent (explained in "
                  "tests/mutate/equivalent.txt) and stillborn mutants are not counted")
+    provisional = sum(1 for r in results if r["status"] == "survived" and r.get("quick"))
+    if provisional:
+        lines.append("%d survivors ran only their own suites (QUICK=1): RERUN= with these results, without "
+                     "QUICK=1, runs the rest of their cases" % provisional)
     surv = [r for r in results if r["status"] in ("survived", "same-code", "equivalent")]
     if surv:
         lines.append("survivors:")
