@@ -985,6 +985,41 @@ START_TEST(test_huge_off)
 }
 END_TEST
 
+/* The backing is measured for the mapping that holds the address, also at its first and last byte:
+ * a test arena lies between two PROT_NONE guards (anonymous, 4 KiB pages), so the guard ending at
+ * the arena's first byte and the one starting just past its last are neighbours of another kind
+ * when the arena is on hugetlbfs. */
+START_TEST(test_backing_measured_at_the_edges_of_a_mapping)
+{
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("edge", &o, &name);
+	const uint8_t *base = a->shm->base;
+	uint64_t size = a->shm->size, ps = 0;
+	ck_assert_int_eq(shm_measure_backing(base, &ps), SC_BACKING_SHM_4K);
+	ck_assert_uint_eq(ps, 4096);
+	ck_assert_int_eq(shm_measure_backing(base + size - 1, NULL), SC_BACKING_SHM_4K);
+	sc_test_arena_destroy(a, name);
+	if (!hugetlbfs_mounted() || hugepages_free() < 8) {
+		sc_skip("backing at the edges of a hugetlbfs mapping: no hugetlbfs mount with 8 free 2 MiB pages");
+		return;
+	}
+	o.huge = SC_HUGE_REQUIRE;
+	a = sc_test_arena_opts("edge2", &o, &name);
+	base = a->shm->base;
+	size = a->shm->size;
+	ck_assert_int_eq(shm_measure_backing(base, &ps), SC_BACKING_HUGETLBFS_2M);
+	ck_assert_uint_eq(ps, 2 << 20);
+	ck_assert_int_eq(shm_measure_backing(base + size - 1, NULL), SC_BACKING_HUGETLBFS_2M);
+	ck_assert_int_eq(shm_measure_backing(base - 1, &ps), SC_BACKING_SHM_4K); /* the guards */
+	ck_assert_uint_eq(ps, 4096);
+	ck_assert_int_eq(shm_measure_backing(base + size, NULL), SC_BACKING_SHM_4K);
+	/* an address no mapping holds */
+	ck_assert_int_eq(shm_measure_backing((const void *)(uintptr_t)4096, NULL), SC_BACKING_UNKNOWN);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -1539,6 +1574,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_huge_require_shortage);
 	tcase_add_test(tc, huge_create_under_a_storm_of_signals);
 	tcase_add_test(tc, test_huge_off);
+	tcase_add_test(tc, test_backing_measured_at_the_edges_of_a_mapping);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
