@@ -1020,6 +1020,50 @@ START_TEST(test_backing_measured_at_the_edges_of_a_mapping)
 }
 END_TEST
 
+static void close_fd0_at_create(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "arena.create.locked"))
+		close(0);
+}
+
+/* A forked child closes the lock descriptor of every handle it inherited, descriptor 0 too: here
+ * fd 0 is taken while the arena file is opened and given up before the reader claim opens its lock
+ * description, which then gets number 0. */
+START_TEST(test_forked_child_closes_a_lock_descriptor_numbered_0)
+{
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+		if (nul < 0 || (nul != 0 && dup2(nul, 0) != 0))
+			_exit(10);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+		const char *name = sc_test_name("fd0");
+		struct sc_arena *a;
+		sc_sched_set(close_fd0_at_create, NULL);
+		int rc = sc_arena_create(name, &o, &a);
+		sc_sched_set(NULL, NULL);
+		if (rc)
+			_exit(11);
+		int rcx = a->shm->lock_fd == 0 ? 0 : 12;
+		pid_t g = rcx ? -1 : fork();
+		if (g == 0)
+			_exit(fcntl(0, F_GETFD) == -1 && errno == EBADF && a->shm->lock_fd == -1 ? 0 : 1);
+		int st = 0;
+		if (g > 0 && (waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st) != 0))
+			rcx = 13;
+		sc_arena_close(a);
+		sc_arena_destroy(NULL, name);
+		_exit(rcx);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "status %#x (10 fd 0, 11 create, 12 the lock descriptor is not 0, 13 the child kept it open)", st);
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -1575,6 +1619,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, huge_create_under_a_storm_of_signals);
 	tcase_add_test(tc, test_huge_off);
 	tcase_add_test(tc, test_backing_measured_at_the_edges_of_a_mapping);
+	tcase_add_test(tc, test_forked_child_closes_a_lock_descriptor_numbered_0);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
