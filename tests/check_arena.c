@@ -1047,6 +1047,11 @@ START_TEST(test_forked_child_closes_a_lock_descriptor_numbered_0)
 		if (rc)
 			_exit(11);
 		int rcx = a->shm->lock_fd == 0 ? 0 : 12;
+		struct shm_pin_owner po; /* an I/O pin finds the handle: its descriptor 0 is a lock */
+		if (!rcx && shm_arena_pin_find(a->shm->base, &po) != 1)
+			rcx = 14;
+		else if (!rcx)
+			close(po.fd), shm_arena_unpin(a->shm->serial);
 		pid_t g = rcx ? -1 : fork();
 		if (g == 0)
 			_exit(fcntl(0, F_GETFD) == -1 && errno == EBADF && a->shm->lock_fd == -1 ? 0 : 1);
@@ -1060,7 +1065,82 @@ START_TEST(test_forked_child_closes_a_lock_descriptor_numbered_0)
 	int st;
 	ck_assert_int_eq(waitpid(c, &st, 0), c);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "status %#x (10 fd 0, 11 create, 12 the lock descriptor is not 0, 13 the child kept it open)", st);
+		      "status %#x (10 fd 0, 11 create, 12 the lock descriptor is not 0, 13 the child kept it open, 14 no pin)", st);
+}
+END_TEST
+
+/* I/O pins (shm_arena_pin_find and the rest): the handle whose mapping holds an address, from its
+ * first byte to its last and not one byte outside; the pin count of that handle only; a new
+ * descriptor of its lock description, number 0 when that is free; serials and the close count. */
+START_TEST(test_io_pins_find_the_handle_that_maps_an_address)
+{
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+	const char *na, *nb;
+	struct sc_arena *a = sc_test_arena_opts("pina", &o, &na), *b = sc_test_arena_opts("pinb", &o, &nb);
+	struct shm_arena *sa = a->shm, *sb = b->shm;
+	struct shm_pin_owner po;
+	const uint8_t *ends[] = { sa->base, sa->base + sa->size - 1 };
+	for (int i = 0; i < 2; i++) {
+		memset(&po, 0, sizeof(po));
+		ck_assert_int_eq(shm_arena_pin_find(ends[i], &po), 1);
+		ck_assert_uint_eq(po.serial, sa->serial);
+		ck_assert(po.base == (uintptr_t)sa->base && po.end == (uintptr_t)(sa->base + sa->size));
+		struct stat s1, s2;
+		ck_assert_int_eq(fstat(po.fd, &s1), 0);
+		ck_assert_int_eq(fstat(sa->lock_fd, &s2), 0);
+		ck_assert(po.fd != sa->lock_fd && s1.st_ino == s2.st_ino && s1.st_dev == s2.st_dev);
+		close(po.fd);
+	}
+	ck_assert_uint_eq(sa->io_pins, 2);
+	ck_assert_uint_eq(sb->io_pins, 0);
+	ck_assert_int_eq(shm_arena_pin_find(sa->base - 1, &po), 0);
+	ck_assert_int_eq(shm_arena_pin_find(sa->base + sa->size, &po), 0);
+	ck_assert_int_eq(shm_arena_pin_find(&po, &po), 0); /* the stack */
+	/* unpin: the named handle's count only (b, opened later, is first on the list) */
+	shm_arena_unpin(sa->serial);
+	ck_assert_uint_eq(sa->io_pins, 1);
+	ck_assert_uint_eq(sb->io_pins, 0);
+	shm_arena_unpin(sb->serial); /* nothing pinned: stays 0 */
+	ck_assert_uint_eq(sb->io_pins, 0);
+	ck_assert_uint_eq(sa->io_pins, 1);
+	/* a free descriptor 0 is a descriptor like any other */
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		/* the child's handles are copies (not its own): they find nothing */
+		int rc = shm_arena_pin_find(sa->base, &po);
+		_exit(rc == 0 ? 0 : 1);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a forked child found a pin: %#x", st);
+	int saved = dup(0);
+	ck_assert_int_ge(saved, 0);
+	close(0);
+	int rc = shm_arena_pin_find(sb->base, &po);
+	int fd = po.fd;
+	ck_assert_int_eq(dup2(saved, 0), 0);
+	close(saved);
+	ck_assert_int_eq(rc, 1);
+	ck_assert_int_eq(fd, 0);
+	close(fd == 0 ? -1 : fd);
+	ck_assert_uint_eq(sb->io_pins, 1);
+	/* serials and closes */
+	uint64_t gen = shm_arena_open_gen(), serial_a = sa->serial;
+	ck_assert(sa->serial != sb->serial);
+	ck_assert_int_eq(shm_arena_serial_open(serial_a), 1);
+	ck_assert_int_eq(shm_arena_serial_open(sb->serial), 1);
+	shm_arena_unpin(serial_a);
+	ck_assert_uint_eq(sa->io_pins, 0);
+	sc_test_arena_destroy(a, na);
+	ck_assert_uint_gt(shm_arena_open_gen(), gen);
+	ck_assert_int_eq(shm_arena_serial_open(serial_a), 0);
+	ck_assert_int_eq(shm_arena_serial_open(sb->serial), 1);
+	shm_arena_unpin(serial_a); /* a closed handle: a no-op */
+	ck_assert_uint_eq(sb->io_pins, 1);
+	shm_arena_unpin(sb->serial);
+	ck_assert_uint_eq(sb->io_pins, 0);
+	sc_test_arena_destroy(b, nb);
 }
 END_TEST
 
@@ -1620,6 +1700,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_huge_off);
 	tcase_add_test(tc, test_backing_measured_at_the_edges_of_a_mapping);
 	tcase_add_test(tc, test_forked_child_closes_a_lock_descriptor_numbered_0);
+	tcase_add_test(tc, test_io_pins_find_the_handle_that_maps_an_address);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
