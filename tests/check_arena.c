@@ -1144,6 +1144,33 @@ START_TEST(test_io_pins_find_the_handle_that_maps_an_address)
 }
 END_TEST
 
+/* An arena's path that needs PATH_MAX bytes with its terminating NUL is refused as too long (not
+ * cut short and then used); one byte shorter, it is used (here: a directory that does not exist).
+ * Opening either says there is no such arena. */
+START_TEST(test_path_of_exactly_path_max_bytes)
+{
+	const char *name = sc_test_name("pm");
+	size_t fixed = strlen("/stagecache.") + strlen(name);
+	char *dir = malloc(PATH_MAX);
+	ck_assert_ptr_nonnull(dir);
+	for (int fits = 0; fits < 2; fits++) {
+		size_t len = PATH_MAX - fixed - (size_t)fits; /* the path: PATH_MAX - fits characters */
+		memset(dir, 'd', len);
+		dir[0] = '/';
+		dir[len] = 0;
+		for (size_t i = 200; i < len; i += 200)
+			dir[i] = '/'; /* components within NAME_MAX */
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .dir = dir };
+		struct sc_arena *a = NULL;
+		int want = fits ? -ENOENT : -ENAMETOOLONG;
+		ck_assert_int_eq(sc_arena_create(name, &o, &a), want);
+		ck_assert_ptr_null(a);
+		ck_assert_int_eq(sc_arena_open_dir(dir, name, &a), -ENOENT); /* no such arena, either way */
+	}
+	free(dir);
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -1701,6 +1728,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_backing_measured_at_the_edges_of_a_mapping);
 	tcase_add_test(tc, test_forked_child_closes_a_lock_descriptor_numbered_0);
 	tcase_add_test(tc, test_io_pins_find_the_handle_that_maps_an_address);
+	tcase_add_test(tc, test_path_of_exactly_path_max_bytes);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
