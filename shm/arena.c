@@ -18,7 +18,8 @@
  * and non-overlapping. A refused file is never written to (it is mapped, read, unmapped).
  *
  * Backing. hugetlbfs (2 MiB pages, fallocate'd) when a hugetlbfs mount with 2 MiB pages exists,
- * else a tmpfs file with MADV_HUGEPAGE (the mount decides whether THP is used), else 4 KiB shmem.
+ * else a tmpfs file with MADV_HUGEPAGE (the mount decides whether THP is used: a mount that gives
+ * them only to faults has its pages populated through the advised mapping), else 4 KiB shmem.
  * What was obtained is measured from /proc/self/smaps, never assumed.
  */
 #include <dirent.h>
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -368,6 +370,48 @@ static int fs_magic(int fd, long *magic)
 
 static int locate(const char *dir, const char *name, char *path, size_t len);
 
+/* Does the tmpfs mount that holds @fd give transparent huge pages only to page faults: huge=advise
+ * (in an advised mapping) or huge=within_size (once the file has its size)? Then pages allocated
+ * by fallocate are small ones. huge=always gives them to fallocate too, huge=never to nobody. */
+static int thp_by_fault(int fd)
+{
+	struct stat st;
+	FILE *f = fstat(fd, &st) == 0 ? fopen("/proc/self/mountinfo", "re") : NULL;
+	if (!f)
+		return 0;
+	char *line = NULL;
+	size_t cap = 0;
+	int yes = 0;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned maj, min;
+		if (sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 || makedev(maj, min) != st.st_dev)
+			continue;
+		const char *super = strstr(line, " - "); /* then the type, the source, the superblock's options */
+		yes = super && (strstr(super, "huge=advise") || strstr(super, "huge=within_size"));
+		break;
+	}
+	free(line);
+	fclose(f);
+	return yes;
+}
+
+/* Advise transparent huge pages for the tmpfs mapping @base of @fd and allocate its pages through
+ * it: 0, or -ENOMEM when tmpfs has no room (a fault there would be a SIGBUS). A kernel without
+ * MADV_POPULATE_WRITE (before 5.14) allocates with fallocate. */
+static int populate(int fd, void *base, uint64_t size)
+{
+	(void)madvise(base, size, MADV_HUGEPAGE);
+	if (madvise(base, size, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	if (errno == EFAULT || errno == ENOMEM)
+		return -ENOMEM;
+	if (errno != EINVAL)
+		return -errno;
+	if (fallocate(fd, 0, 0, (off_t)size) == 0)
+		return 0;
+	return errno == ENOSPC || errno == ENOMEM ? -ENOMEM : errno == EOPNOTSUPP ? 0 : -errno;
+}
+
 static int create_in(const char *dir, const char *name, const struct shm_params *pin, uint32_t mode,
 		     int64_t gid, struct shm_arena **out)
 {
@@ -431,11 +475,20 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	}
 
 	/* pre-fault: a shortage of hugepages or tmpfs space is reported now, not as SIGBUS later.
-	 * hugetlbfs stops at any pending signal with EINTR (io_uring's task work counts as one); the
-	 * pages it allocated stay, so the call is made again and goes on from there */
+	 * On a tmpfs that gives transparent huge pages only to faults the file is sized, mapped and
+	 * advised, then populated through the mapping. Elsewhere fallocate (several times quicker than
+	 * faults for 4 KiB pages), which hugetlbfs stops at any pending signal with EINTR (io_uring's
+	 * task work counts as one); the pages it allocated stay, so the call is made again and goes
+	 * on from there. A tmpfs may give huge pages either way: the mapping is advised */
+	int thp = !hugetlb && want_huge && fsm == TMPFS_MAGIC_;
+	int by_fault = thp && thp_by_fault(fd);
 	int frc;
-	while ((frc = fallocate(fd, 0, 0, (off_t)p.total_bytes)) < 0 && errno == EINTR)
-		;
+	if (by_fault) {
+		frc = ftruncate(fd, (off_t)p.total_bytes);
+	} else {
+		while ((frc = fallocate(fd, 0, 0, (off_t)p.total_bytes)) < 0 && errno == EINTR)
+			;
+	}
 	if (frc < 0) {
 		rc = (errno == ENOSPC || errno == ENOMEM) ? -ENOMEM : -errno;
 		if (rc == -EOPNOTSUPP && ftruncate(fd, (off_t)p.total_bytes) == 0)
@@ -451,7 +504,9 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	a->base = base;
 	a->size = p.total_bytes;
 	a->hdr = base;
-	if (!hugetlb && want_huge && fsm == TMPFS_MAGIC_)
+	if (by_fault && (rc = populate(fd, base, p.total_bytes)))
+		goto fail_unmap;
+	if (thp && !by_fault)
 		(void)madvise(base, p.total_bytes, MADV_HUGEPAGE); /* advisory: the mount decides */
 
 	struct shm_header *h = a->hdr;

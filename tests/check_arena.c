@@ -967,6 +967,122 @@ START_TEST(test_backing_of_a_disk_and_a_thp_tmpfs)
 }
 END_TEST
 
+/* On a tmpfs mounted huge=advise (in a mount namespace of our own) huge=auto asks for transparent
+ * huge pages (madvise) and gets them; huge=off does not ask, and its heap stays in 4 KiB pages.
+ * huge=auto gets them on a tmpfs mounted huge=within_size as well: neither mount gives them to
+ * pages allocated by fallocate. */
+START_TEST(test_huge_modes_on_an_advise_tmpfs)
+{
+	if (geteuid() != 0) {
+		sc_skip("a tmpfs with huge=advise needs root (mount namespace, mount)");
+		return;
+	}
+	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		/* huge=always first: it tells whether the kernel gives a tmpfs huge pages at all */
+		const char *mopts[] = { "huge=always,size=96m", "huge=advise,size=96m", "huge=within_size,size=96m" };
+		for (int m = 0; m < 3; m++) {
+			if (m && umount(dir))
+				_exit(16);
+			if (mount("tmpfs", dir, "tmpfs", 0, mopts[m]))
+				_exit(11);
+			struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .dir = dir };
+			struct sc_arena *a;
+			struct sc_arena_info in;
+			const char *name = sc_test_name("adv");
+			if (m == 1) {
+				if (sc_arena_create(name, &o, &a))
+					_exit(12);
+				int off = sc_arena_info(a, &in) ? -1 : in.backing;
+				sc_arena_close(a);
+				sc_arena_destroy(dir, name);
+				if (off != SC_BACKING_SHM_4K)
+					_exit(13);
+			}
+			o.huge = SC_HUGE_AUTO;
+			if (sc_arena_create(name, &o, &a))
+				_exit(12);
+			int b = sc_arena_info(a, &in) ? -1 : in.backing;
+			sc_arena_close(a);
+			sc_arena_destroy(dir, name);
+			if (b != SC_BACKING_SHMEM_THP)
+				_exit(m == 0 ? 15 : 14 + 10 * (m - 1));
+		}
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	rmdir(dir);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11 || WEXITSTATUS(st) == 15) {
+		sc_skip("huge modes on a tmpfs mounted huge=advise: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
+			: WEXITSTATUS(st) == 11 ? "tmpfs refuses a huge= option (no transparent huge pages for shared memory)"
+			: "the kernel gave no huge page to a tmpfs mounted huge=always");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "tmpfs huge=advise: %d (12 create, 13 huge=off was not shm-4k, 14 huge=auto measured "
+		      "another backing than shmem-thp, 24 the same on huge=within_size, 16 umount)", WEXITSTATUS(st));
+}
+END_TEST
+
+/* A tmpfs without room for the arena: -ENOMEM at create (not a SIGBUS later), whether its pages
+ * are populated through the mapping (huge=auto, huge=advise mount) or by fallocate (huge=off), and
+ * no file left behind. */
+START_TEST(test_tmpfs_without_room)
+{
+	if (geteuid() != 0) {
+		sc_skip("a small tmpfs needs root (mount namespace, mount)");
+		return;
+	}
+	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		if (mount("tmpfs", dir, "tmpfs", 0, "huge=advise,size=12m") && mount("tmpfs", dir, "tmpfs", 0, "size=12m"))
+			_exit(11);
+		const char *name = sc_test_name("room");
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/stagecache.%s", dir, name);
+		enum sc_huge modes[] = { SC_HUGE_AUTO, SC_HUGE_OFF };
+		for (int i = 0; i < 2; i++) {
+			struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = modes[i], .dir = dir };
+			struct sc_arena *a = NULL;
+			int rc = sc_arena_create(name, &o, &a);
+			if (rc != -ENOMEM || a)
+				_exit(20 + i);
+			if (access(path, F_OK) == 0 || errno != ENOENT)
+				_exit(30 + i);
+			o.size_bytes = 8 << 20; /* and one that fits is made */
+			if (sc_arena_create(name, &o, &a))
+				_exit(40 + i);
+			sc_arena_close(a);
+			if (sc_arena_destroy(dir, name))
+				_exit(50 + i);
+		}
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	rmdir(dir);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11) {
+		sc_skip("a tmpfs without room: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
+							       : "tmpfs cannot be mounted here");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "tmpfs without room: %d (2x not -ENOMEM, 3x a file left, 4x the arena that fits, "
+		      "5x its destroy; x: 0 huge=auto, 1 huge=off)", WEXITSTATUS(st));
+}
+END_TEST
+
 START_TEST(test_huge_off)
 {
 	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
@@ -1725,6 +1841,8 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_huge_require_shortage);
 	tcase_add_test(tc, huge_create_under_a_storm_of_signals);
 	tcase_add_test(tc, test_huge_off);
+	tcase_add_test(tc, test_huge_modes_on_an_advise_tmpfs);
+	tcase_add_test(tc, test_tmpfs_without_room);
 	tcase_add_test(tc, test_backing_measured_at_the_edges_of_a_mapping);
 	tcase_add_test(tc, test_forked_child_closes_a_lock_descriptor_numbered_0);
 	tcase_add_test(tc, test_io_pins_find_the_handle_that_maps_an_address);
