@@ -1287,6 +1287,130 @@ START_TEST(test_path_of_exactly_path_max_bytes)
 }
 END_TEST
 
+/* SC_ARENA_OPT_GID with gid 0: the file's group is root's even when the creator's group is
+ * another (a root process whose effective group is not 0). */
+START_TEST(test_group_0_given_literally)
+{
+	if (geteuid() != 0) {
+		sc_skip("a file's group set to 0 by a process in another group needs root");
+		return;
+	}
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (setresgid(65534, 65534, 65534))
+			_exit(10);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .mode = 0660, .gid = 0,
+					   .flags = SC_ARENA_OPT_GID };
+		const char *name = sc_test_name("gid0");
+		struct sc_arena *a;
+		if (sc_arena_create(name, &o, &a))
+			_exit(11);
+		struct sc_arena_file f;
+		int rc = sc_arena_file_stat(NULL, name, &f);
+		sc_arena_close(a);
+		sc_arena_destroy(NULL, name);
+		_exit(rc ? 12 : f.gid == 0 ? 0 : 13);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x (10 setresgid, 11 create, 12 stat, 13 not group 0)",
+		      st);
+}
+END_TEST
+
+/* A filesystem without fallocate (ramfs, in a mount namespace of our own): the file is sized with
+ * ftruncate instead, and the arena works. */
+START_TEST(test_directory_without_fallocate)
+{
+	if (geteuid() != 0) {
+		sc_skip("a ramfs needs root (mount namespace, mount)");
+		return;
+	}
+	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		if (mount("ramfs", dir, "ramfs", 0, NULL))
+			_exit(11);
+		int probe = open(dir, O_TMPFILE | O_RDWR, 0600);
+		if (probe < 0)
+			_exit(11);
+		int nofalloc = fallocate(probe, 0, 0, 4096) < 0 && errno == EOPNOTSUPP;
+		close(probe);
+		if (!nofalloc)
+			_exit(14);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .dir = dir };
+		const char *name = sc_test_name("ramfs");
+		struct sc_arena *a, *b;
+		if (sc_arena_create(name, &o, &a))
+			_exit(12);
+		int rc = sc_arena_open_dir(dir, name, &b);
+		if (!rc)
+			sc_arena_close(b);
+		sc_arena_close(a);
+		sc_arena_destroy(dir, name);
+		_exit(rc ? 13 : 0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	rmdir(dir);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11 || WEXITSTATUS(st) == 14) {
+		sc_skip("a directory without fallocate: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
+			: WEXITSTATUS(st) == 11 ? "no ramfs here" : "this kernel's ramfs has fallocate");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "ramfs: %d (12 create, 13 open)", WEXITSTATUS(st));
+}
+END_TEST
+
+/* A create that fails after it opened the file closes it, descriptor 0 too (stdin closed before). */
+START_TEST(test_failed_create_closes_descriptor_0)
+{
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		close(0);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_REQUIRE, .dir = "/dev/shm" };
+		struct sc_arena *a;
+		if (sc_arena_create(sc_test_name("fd0f"), &o, &a) != -ENODEV) /* not hugetlbfs: after the open */
+			_exit(10);
+		_exit(fcntl(0, F_GETFD) == -1 && errno == EBADF ? 0 : 11);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x (10 not -ENODEV, 11 descriptor 0 left open)", st);
+}
+END_TEST
+
+/* huge=auto with a hugetlbfs mount that has the pages: the arena is there, and only there. */
+START_TEST(test_huge_auto_takes_hugetlbfs)
+{
+	if (!hugetlbfs_mounted() || hugepages_free() < 8) {
+		sc_skip("huge=auto on hugetlbfs: no hugetlbfs mount with at least 8 free 2 MiB pages (run stagecache setup)");
+		return;
+	}
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_AUTO };
+	const char *name = sc_test_name("auto");
+	struct sc_arena *a;
+	ck_assert_int_eq(sc_arena_create(name, &o, &a), 0);
+	struct sc_arena_info in;
+	ck_assert_int_eq(sc_arena_info(a, &in), 0);
+	char shm[PATH_MAX];
+	snprintf(shm, sizeof(shm), "/dev/shm/stagecache.%s", name);
+	int in_shm = access(shm, F_OK) == 0;
+	sc_arena_close(a);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+	ck_assert_int_eq(in.backing, SC_BACKING_HUGETLBFS_2M);
+	ck_assert(strncmp(in.path, "/dev/shm/", 9) != 0);
+	ck_assert_msg(!in_shm, "a second arena file in /dev/shm");
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -1847,6 +1971,10 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_forked_child_closes_a_lock_descriptor_numbered_0);
 	tcase_add_test(tc, test_io_pins_find_the_handle_that_maps_an_address);
 	tcase_add_test(tc, test_path_of_exactly_path_max_bytes);
+	tcase_add_test(tc, test_group_0_given_literally);
+	tcase_add_test(tc, test_directory_without_fallocate);
+	tcase_add_test(tc, test_failed_create_closes_descriptor_0);
+	tcase_add_test(tc, test_huge_auto_takes_hugetlbfs);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
