@@ -227,6 +227,9 @@ START_TEST(test_layout_version_mismatch)
 	ck_assert_int_eq(sc_arena_file_version(NULL, name, &v), 0);
 	ck_assert_uint_eq(v, 99);
 	ck_assert_uint_eq(file_hash(path), h);
+	/* a file that holds that header and nothing more is still told apart */
+	ck_assert_int_eq(truncate(path, sizeof(struct shm_header)), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EPROTO);
 	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0); /* still recognisably ours */
 }
 END_TEST
