@@ -24,6 +24,7 @@
 #include "../shm/readers.h"
 #include "../shm/ring.h"
 #include "../shm/seg.h"
+#include "../shm/util.h"
 
 static uint64_t file_hash(const char *path)
 {
@@ -243,6 +244,14 @@ START_TEST(test_truncated)
 	struct sc_arena *a;
 	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
 	ck_assert_uint_eq(file_hash(path), h);
+	/* cut right after its published header: judged by that header at once, not waited on like a
+	 * file being created, even while somebody holds the creation lock */
+	ck_assert_int_eq(truncate(path, SHM_HEADER_BYTES), 0);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(shm_ofd_trylock(fd, SHM_LOCK_CREATE), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	close(fd);
 	/* truncated inside the header */
 	ck_assert_int_eq(truncate(path, 1000), 0);
 	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
