@@ -203,15 +203,36 @@ START_TEST(test_not_an_arena)
 	uint32_t v;
 	ck_assert_int_eq(sc_arena_file_version(NULL, name, &v), -EBADMSG);
 	ck_assert_uint_eq(file_hash(path), h);
-	/* an empty and a tiny file too */
+	/* exactly a header's size, not ours: kept */
+	ck_assert_int_eq(truncate(path, SHM_HEADER_BYTES), 0);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), -EBADMSG);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	/* an empty and a tiny file too: neither opened, and destroy removes them (shorter than any
+	 * header: nothing in them to keep, and create needs the name) */
 	ck_assert_int_eq(truncate(path, 0), 0);
 	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
-	ck_assert_int_eq(truncate(path, 100), 0);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, buf, 100), 100);
+	close(fd);
 	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
-	/* a directory with the name */
-	unlink(path);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	/* a whole file whose first word is zero (an arena cut and extended with zeroes): removed */
+	fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	memset(buf, 0, 8);
+	ck_assert_int_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	close(fd);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	/* a directory with the name: not opened, not removed */
 	ck_assert_int_eq(mkdir(path, 0700), 0);
 	ck_assert_int_lt(sc_arena_open(name, &a), 0);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), -EBADMSG);
+	ck_assert_int_eq(access(path, F_OK), 0);
 	rmdir(path);
 }
 END_TEST
