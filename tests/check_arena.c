@@ -354,6 +354,16 @@ START_TEST(test_header_check_limits)
 		h.header_check = shm_header_checksum(&h);
 		ck_assert_int_eq(shm_header_check(&h, h.total_bytes), over ? -EBADMSG : 0);
 	}
+	/* not an arena's header (another magic; a file shorter than a header) is -EBADMSG before its
+	 * layout version is read: only an arena of another layout is -EPROTO */
+	struct shm_header h = h0;
+	h.layout_version++;
+	h.header_check = shm_header_checksum(&h);
+	ck_assert_int_eq(shm_header_check(&h, h.total_bytes), -EPROTO);
+	ck_assert_int_eq(shm_header_check(&h, SHM_HEADER_BYTES - 1), -EBADMSG);
+	h.magic ^= 1;
+	h.header_check = shm_header_checksum(&h);
+	ck_assert_int_eq(shm_header_check(&h, h.total_bytes), -EBADMSG);
 }
 END_TEST
 
