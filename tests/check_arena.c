@@ -17,6 +17,7 @@
 #include "../lib/internal.h"
 #include "../shm/arena.h"
 #include "../shm/evq.h"
+#include "../shm/evring.h"
 #include "../shm/index.h"
 #include "../shm/l3ix.h"
 #include "../shm/layout.h"
@@ -360,10 +361,51 @@ START_TEST(test_header_check_limits)
 	h.layout_version++;
 	h.header_check = shm_header_checksum(&h);
 	ck_assert_int_eq(shm_header_check(&h, h.total_bytes), -EPROTO);
+	ck_assert_int_eq(shm_header_check(&h, SHM_HEADER_BYTES), -EPROTO); /* a header and nothing more */
 	ck_assert_int_eq(shm_header_check(&h, SHM_HEADER_BYTES - 1), -EBADMSG);
 	h.magic ^= 1;
 	h.header_check = shm_header_checksum(&h);
 	ck_assert_int_eq(shm_header_check(&h, h.total_bytes), -EBADMSG);
+}
+END_TEST
+
+/* Each field a header check reads, made wrong alone (the checksum computed again, as a writer who
+ * could forge it would): every one refused. */
+START_TEST(test_header_check_refuses_each_field_alone)
+{
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("hfld", &o, &name);
+	const struct shm_header h0 = a->shm->hv;
+	sc_test_arena_destroy(a, name);
+	ck_assert_int_eq(shm_header_check(&h0, h0.total_bytes), 0);
+	ck_assert(h0.seg_bytes && h0.seg_slots > 2 && h0.l3ix_entries && h0.slots_per_user);
+	struct shm_region *rg;
+	for (int k = 0; k < 17; k++) {
+		struct shm_header h = h0;
+		rg = h.regions;
+		switch (k) {
+		case 0: h.header_bytes += 4096; break;
+		case 1: h.region_count--; break;
+		case 2: h.total_bytes += 4096; break; /* the file is h0's size */
+		case 3: h.reader_slots = 0, h.slots_per_user = 0; break;
+		case 4: rg[SHM_REGION_READERS].size = (uint64_t)h.reader_slots * 512 - 1; break;
+		case 5: h.arena_flags |= 0x80000000u; break;
+		case 6: h.l3ix_refresh_ms = 0; break;
+		case 7: rg[SHM_REGION_L3IX].size = shm_l3ix_bytes(h.l3ix_entries) - 1; break;
+		case 8: h.seg_bytes += 4096; break;
+		case 9: h.seg_slots = 0; break;
+		case 10: h.seg_slots--; break; /* not a power of two, and a smaller table */
+		case 11: rg[SHM_REGION_POLICY].size = shm_seg_table_bytes((uint32_t)h.seg_slots) - 1; break;
+		case 12: rg[SHM_REGION_EVENTS].size = shm_evring_bytes(shm_evring_records(h.index_entries)) - 1; break;
+		case 13: rg[SHM_REGION_HEAP].off += 8, rg[SHM_REGION_HEAP].size -= 8; break;
+		case 14: rg[SHM_REGION_HEAP].size++; break;
+		case 15: rg[SHM_REGION_HEAP].off = rg[SHM_REGION_EVENTS].off; break; /* overlaps */
+		case 16: h.slots_per_user = h.reader_slots + 1; break;
+		}
+		h.header_check = shm_header_checksum(&h);
+		ck_assert_msg(shm_header_check(&h, h0.total_bytes) == -EBADMSG, "field %d wrong alone: accepted", k);
+	}
 }
 END_TEST
 
@@ -1988,6 +2030,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_writers_refuse_once_the_file_was_cut);
 	tcase_add_test(tc, test_corrupted_header);
 	tcase_add_test(tc, test_header_check_limits);
+	tcase_add_test(tc, test_header_check_refuses_each_field_alone);
 	tcase_add_test(tc, test_hostile_region_table);
 	tcase_add_test(tc, test_half_built_waits_then_eagain);
 	tcase_add_test(tc, test_permissions);
