@@ -1496,6 +1496,28 @@ START_TEST(test_huge_auto_takes_hugetlbfs)
 }
 END_TEST
 
+/* The shm level refuses what the library would never pass: a backing mode past the last one, a bad
+ * name; nothing is created. */
+START_TEST(test_shm_create_refuses_bad_arguments)
+{
+	const char *name = sc_test_name("shmbad");
+	struct shm_params p = { .total_bytes = 16 << 20, .huge_mode = SHM_HUGE_OFF + 1 };
+	struct shm_arena *sa = (struct shm_arena *)1;
+	ck_assert_int_eq(shm_arena_create(NULL, name, &p, 0600, -1, &sa), -EINVAL);
+	ck_assert_ptr_null(sa);
+	sa = (struct shm_arena *)1;
+	p.huge_mode = SHM_HUGE_OFF;
+	ck_assert_int_eq(shm_arena_create(NULL, "a/b", &p, 0600, -1, &sa), -EINVAL);
+	ck_assert_ptr_null(sa);
+	struct stat st;
+	ck_assert_int_eq(shm_arena_stat(NULL, name, (char[PATH_MAX]){ 0 }, PATH_MAX, &st), -ENOENT);
+	/* the same parameters with a valid mode are fine */
+	ck_assert_int_eq(shm_arena_create(NULL, name, &p, 0600, -1, &sa), 0);
+	shm_arena_close(sa);
+	ck_assert_int_eq(shm_arena_destroy(NULL, name), 0);
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -2061,6 +2083,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_directory_without_fallocate);
 	tcase_add_test(tc, test_failed_create_closes_descriptor_0);
 	tcase_add_test(tc, test_huge_auto_takes_hugetlbfs);
+	tcase_add_test(tc, test_shm_create_refuses_bad_arguments);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
