@@ -533,7 +533,41 @@ START_TEST(test_permissions)
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0660);
 	ck_assert_uint_eq(st.st_gid, 65534);
+	/* a member of that group (another user) opens it: root's file is trusted without being asked */
+	pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		struct sc_arena *b;
+		int rc = sc_arena_open(name, &b);
+		if (rc == 0)
+			sc_arena_close(b);
+		_exit(rc == 0 ? 0 : rc == -EPERM ? 1 : 2);
+	}
+	waitpid(pid, &status, 0);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a group member opening root's arena: %#x (1 -EPERM)",
+		      status);
 	sc_test_arena_destroy(a, name);
+	/* another user's own arena: trusted by that user without being asked */
+	pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		struct sc_arena_opts o2 = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+		const char *own = sc_test_name("perm3");
+		struct sc_arena *x, *y;
+		if (sc_arena_create(own, &o2, &x))
+			_exit(4);
+		int rc = sc_arena_open(own, &y);
+		if (rc == 0)
+			sc_arena_close(y);
+		sc_arena_close(x);
+		sc_arena_destroy(NULL, own);
+		_exit(rc == 0 ? 0 : rc == -EPERM ? 1 : 2);
+	}
+	waitpid(pid, &status, 0);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a user opening its own arena: %#x (1 -EPERM, 4 create)",
+		      status);
 }
 END_TEST
 
@@ -1518,6 +1552,65 @@ START_TEST(test_shm_create_refuses_bad_arguments)
 }
 END_TEST
 
+/* With no hugetlbfs mount at all (every one unmounted in a mount namespace of our own) huge=require
+ * is -ENODEV and creates nothing, and huge=auto lands in /dev/shm. */
+START_TEST(test_no_hugetlbfs_mount)
+{
+	if (geteuid() != 0) {
+		sc_skip("no hugetlbfs mount: needs root (a mount namespace to unmount them in)");
+		return;
+	}
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		for (int round = 0; round < 8; round++) {
+			FILE *f = fopen("/proc/mounts", "r");
+			char dev[256], dir[PATH_MAX], type[64];
+			int left = 0;
+			while (f && fscanf(f, "%255s %4095s %63s %*[^\n]", dev, dir, type) == 3)
+				if (!strcmp(type, "hugetlbfs"))
+					left += umount2(dir, MNT_DETACH) != 0;
+			if (f)
+				fclose(f);
+			if (!hugetlbfs_mounted())
+				break;
+			if (left)
+				_exit(11);
+		}
+		if (hugetlbfs_mounted())
+			_exit(11);
+		const char *name = sc_test_name("nohuge");
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_REQUIRE };
+		struct sc_arena *a = NULL;
+		if (sc_arena_create(name, &o, &a) != -ENODEV || a)
+			_exit(12);
+		struct sc_arena_file fl;
+		if (sc_arena_file_stat(NULL, name, &fl) != -ENOENT)
+			_exit(13);
+		o.huge = SC_HUGE_AUTO;
+		if (sc_arena_create(name, &o, &a))
+			_exit(14);
+		struct sc_arena_info in;
+		int rc = sc_arena_info(a, &in);
+		sc_arena_close(a);
+		sc_arena_destroy(NULL, name);
+		_exit(rc || strncmp(in.path, "/dev/shm/", 9) ? 15 : 0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11) {
+		sc_skip("no hugetlbfs mount: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
+										: "a hugetlbfs mount could not be unmounted");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "no hugetlbfs mount: %d (12 require not -ENODEV, 13 a file made, 14 auto, 15 auto "
+		      "not in /dev/shm)", WEXITSTATUS(st));
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -2084,6 +2177,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_failed_create_closes_descriptor_0);
 	tcase_add_test(tc, test_huge_auto_takes_hugetlbfs);
 	tcase_add_test(tc, test_shm_create_refuses_bad_arguments);
+	tcase_add_test(tc, test_no_hugetlbfs_mount);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
