@@ -204,6 +204,12 @@ START_TEST(test_not_an_arena)
 	uint32_t v;
 	ck_assert_int_eq(sc_arena_file_version(NULL, name, &v), -EBADMSG);
 	ck_assert_uint_eq(file_hash(path), h);
+	/* refused at once for what it is, even while somebody holds the byte a creator would lock */
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(shm_ofd_trylock(fd, SHM_LOCK_CREATE), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	close(fd);
 	/* exactly a header's size, not ours: kept */
 	ck_assert_int_eq(truncate(path, SHM_HEADER_BYTES), 0);
 	ck_assert_int_eq(sc_arena_destroy(NULL, name), -EBADMSG);
@@ -235,6 +241,10 @@ START_TEST(test_not_an_arena)
 	ck_assert_int_eq(sc_arena_destroy(NULL, name), -EBADMSG);
 	ck_assert_int_eq(access(path, F_OK), 0);
 	rmdir(path);
+	/* a name that is not one is -EINVAL, also for a look at the file */
+	struct sc_arena_file fl;
+	ck_assert_int_eq(sc_arena_file_stat(NULL, "a/b", &fl), -EINVAL);
+	ck_assert_int_eq(sc_arena_file_stat(NULL, "..", &fl), -EINVAL);
 }
 END_TEST
 
@@ -273,6 +283,24 @@ START_TEST(test_truncated)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(shm_ofd_trylock(fd, SHM_LOCK_CREATE), 0);
 	ck_assert_int_eq(sc_arena_open(name, &a), -EBADMSG);
+	close(fd);
+	/* its first word not written yet (zero), while a creator holds its lock: still being created,
+	 * whatever else the header says */
+	uint64_t magic, zero = 0;
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &magic, sizeof(magic), 0), (ssize_t)sizeof(magic));
+	ck_assert_int_eq(pwrite(fd, &zero, sizeof(zero), 0), (ssize_t)sizeof(zero));
+	ck_assert_int_eq(shm_ofd_trylock(fd, SHM_LOCK_CREATE), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EAGAIN); /* (after the open's wait, 2 s) */
+	ck_assert_int_eq(pwrite(fd, &magic, sizeof(magic), 0), (ssize_t)sizeof(magic));
+	close(fd);
+	/* cut to the header's fields alone, while a creator holds its lock: still being created */
+	ck_assert_int_eq(truncate(path, sizeof(struct shm_header)), 0);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(shm_ofd_trylock(fd, SHM_LOCK_CREATE), 0);
+	ck_assert_int_eq(sc_arena_open(name, &a), -EAGAIN); /* (after the open's wait, 2 s) */
 	close(fd);
 	/* truncated inside the header */
 	ck_assert_int_eq(truncate(path, 1000), 0);
