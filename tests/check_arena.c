@@ -547,11 +547,16 @@ START_TEST(test_permissions)
 		if (setgid(65534) || setuid(65534))
 			_exit(3);
 		struct sc_arena *b;
-		_exit(sc_arena_open(name, &b) == -EACCES ? 0 : 1);
+		if (sc_arena_open(name, &b) != -EACCES)
+			_exit(1);
+		/* nor may it remove what it cannot read */
+		_exit(sc_arena_destroy(NULL, name) == -EACCES ? 0 : 2);
 	}
 	int status;
 	waitpid(pid, &status, 0);
-	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "another user and root's 0600 arena: %#x (1 open, 2 destroy)",
+		      status);
+	ck_assert_int_eq(stat(path, &st), 0);
 	sc_test_arena_destroy(a, name);
 
 	/* an explicit mode and group */
@@ -1558,6 +1563,12 @@ START_TEST(test_huge_auto_takes_hugetlbfs)
 }
 END_TEST
 
+static void count_from_nonexistent(const char *dir, const char *name, void *ctx)
+{
+	(void)name;
+	*(int *)ctx += !strcmp(dir, "/nonexistent-sc-dir");
+}
+
 /* The shm level refuses what the library would never pass: a backing mode past the last one, a bad
  * name; nothing is created. */
 START_TEST(test_shm_create_refuses_bad_arguments)
@@ -1577,6 +1588,11 @@ START_TEST(test_shm_create_refuses_bad_arguments)
 	ck_assert_int_eq(shm_arena_create(NULL, name, &p, 0600, -1, &sa), 0);
 	shm_arena_close(sa);
 	ck_assert_int_eq(shm_arena_destroy(NULL, name), 0);
+	shm_arena_close(NULL); /* nothing */
+	/* a directory to list that does not exist (or cannot be read) adds nothing */
+	int from_it = 0;
+	ck_assert_int_ge(shm_arena_list("/nonexistent-sc-dir", count_from_nonexistent, &from_it), 0);
+	ck_assert_int_eq(from_it, 0);
 }
 END_TEST
 
