@@ -1655,6 +1655,50 @@ START_TEST(test_no_hugetlbfs_mount)
 }
 END_TEST
 
+/* A name looked for in a directory the caller may not search (a hugetlbfs mount of mode 0700, in a
+ * mount namespace of our own) may be there: open, inspection and destroy say -EACCES, not -ENOENT. */
+START_TEST(test_unsearchable_directory_is_not_absence)
+{
+	if (geteuid() != 0) {
+		sc_skip("an unsearchable hugetlbfs mount: needs root (mount namespace, mount, another user)");
+		return;
+	}
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		if (access("/dev/hugepages", F_OK) || mount("none", "/dev/hugepages", "hugetlbfs", 0, "mode=0700,pagesize=2M"))
+			_exit(11);
+		if (setgid(65534) || setuid(65534))
+			_exit(12);
+		const char *name = sc_test_name("hidden");
+		struct sc_arena *a = NULL;
+		struct sc_arena_file fl;
+		uint32_t v;
+		if (sc_arena_open(name, &a) != -EACCES)
+			_exit(13);
+		if (sc_arena_file_stat(NULL, name, &fl) != -EACCES)
+			_exit(14);
+		if (sc_arena_file_version(NULL, name, &v) != -EACCES)
+			_exit(15);
+		if (sc_arena_destroy(NULL, name) != -EACCES)
+			_exit(16);
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11) {
+		sc_skip("an unsearchable hugetlbfs mount: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
+			: "hugetlbfs cannot be mounted on /dev/hugepages here");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "a name behind an unsearchable directory: %d (12 setuid; not -EACCES from: 13 open, "
+		      "14 file stat, 15 file version, 16 destroy)", WEXITSTATUS(st));
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -2222,6 +2266,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_huge_auto_takes_hugetlbfs);
 	tcase_add_test(tc, test_shm_create_refuses_bad_arguments);
 	tcase_add_test(tc, test_no_hugetlbfs_mount);
+	tcase_add_test(tc, test_unsearchable_directory_is_not_absence);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
