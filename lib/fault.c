@@ -47,7 +47,8 @@ static const char *const sched_points[] = {
 	"restore.deadline.checked", "restore.abandoned",   "l2.reclaim.epochs_read", "fsck.pass.done",
 	"l3ix.tokens.compared",  "l3.victims.checked",    "l3.put.there",        "readers.claim.retry",
 	"heap.repair.locked",    "events.append.try",   "events.check.tail_read",
-	"events.append.writing", "l3ix.wipe",           "l3ix.clock.cleared",  NULL,
+	"events.append.writing", "l3ix.wipe",           "l3ix.clock.cleared",  "arena.create.published",
+	NULL,
 };
 
 const char *const *sc_sched_points(void)

@@ -540,8 +540,11 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	atomic_store_explicit(&h->global_epoch, 1, memory_order_relaxed);
 	if ((rc = shm_layout_format(a)))
 		goto fail_unmap;
-	/* release: everything above is visible to an opener that acquires SHM_INIT_DONE */
+	/* release: everything above is visible to an opener that acquires SHM_INIT_DONE. Published
+	 * before the lock goes: an opener that finds the lock free and the header not published takes
+	 * the file for one whose creator died (once it is older than CREATE_GAP_NS) */
 	atomic_store_explicit(&h->initialised, SHM_INIT_DONE, memory_order_release);
+	shm_sched_point("arena.create.published");
 	shm_ofd_unlock(fd, SHM_LOCK_CREATE);
 
 	rc = shm_readers_claim(a);

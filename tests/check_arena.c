@@ -1699,6 +1699,55 @@ START_TEST(test_unsearchable_directory_is_not_absence)
 }
 END_TEST
 
+struct pause_at {
+	const char *point;
+	int to_parent, from_parent;
+};
+
+static void pause_at_point(const char *point, void *ctx)
+{
+	struct pause_at *p = ctx;
+	char c = 1;
+	if (strcmp(point, p->point) || write(p->to_parent, &c, 1) != 1 || read(p->from_parent, &c, 1) != 1)
+		return;
+}
+
+/* An opener that comes while the creator has published the header and still holds its lock
+ * (schedule point arena.create.published) attaches at once, without waiting for the lock. */
+START_TEST(test_open_between_publication_and_unlock)
+{
+	int up[2], down[2];
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	const char *name = sc_test_name("pub");
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		struct pause_at p = { "arena.create.published", up[1], down[0] };
+		sc_sched_set(pause_at_point, &p);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+		struct sc_arena *a;
+		int rc = sc_arena_create(name, &o, &a);
+		sc_sched_set(NULL, NULL);
+		if (!rc)
+			sc_arena_close(a);
+		_exit(rc ? 1 : 0);
+	}
+	char ch;
+	ck_assert_int_eq(read(up[0], &ch, 1), 1); /* the creator is at the point */
+	struct sc_arena *b;
+	int rc = sc_arena_open(name, &b); /* (unpublished, it would wait 2 s and say -EAGAIN) */
+	ck_assert_int_eq(write(down[1], &ch, 1), 1);
+	int wst;
+	ck_assert_int_eq(waitpid(c, &wst, 0), c);
+	ck_assert(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+	ck_assert_int_eq(rc, 0);
+	sc_arena_close(b);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -2267,6 +2316,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_shm_create_refuses_bad_arguments);
 	tcase_add_test(tc, test_no_hugetlbfs_mount);
 	tcase_add_test(tc, test_unsearchable_directory_is_not_absence);
+	tcase_add_test(tc, test_open_between_publication_and_unlock);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
