@@ -395,21 +395,15 @@ static int thp_by_fault(int fd)
 	return yes;
 }
 
-/* Advise transparent huge pages for the tmpfs mapping @base of @fd and allocate its pages through
- * it: 0, or -ENOMEM when tmpfs has no room (a fault there would be a SIGBUS). A kernel without
- * MADV_POPULATE_WRITE (before 5.14) allocates with fallocate. */
-static int populate(int fd, void *base, uint64_t size)
+/* Advise transparent huge pages for the tmpfs mapping @base and allocate its pages through it
+ * (MADV_POPULATE_WRITE, Linux 5.14): 0, or -ENOMEM when tmpfs has no room (EFAULT: a fault there
+ * would be a SIGBUS) or memory is short, or -errno. */
+static int populate(void *base, uint64_t size)
 {
 	(void)madvise(base, size, MADV_HUGEPAGE);
 	if (madvise(base, size, MADV_POPULATE_WRITE) == 0)
 		return 0;
-	if (errno == EFAULT || errno == ENOMEM)
-		return -ENOMEM;
-	if (errno != EINVAL)
-		return -errno;
-	if (fallocate(fd, 0, 0, (off_t)size) == 0)
-		return 0;
-	return errno == ENOSPC || errno == ENOMEM ? -ENOMEM : errno == EOPNOTSUPP ? 0 : -errno;
+	return errno == EFAULT || errno == ENOMEM ? -ENOMEM : -errno;
 }
 
 static int create_in(const char *dir, const char *name, const struct shm_params *pin, uint32_t mode,
@@ -504,7 +498,7 @@ static int create_in(const char *dir, const char *name, const struct shm_params 
 	a->base = base;
 	a->size = p.total_bytes;
 	a->hdr = base;
-	if (by_fault && (rc = populate(fd, base, p.total_bytes)))
+	if (by_fault && (rc = populate(base, p.total_bytes)))
 		goto fail_unmap;
 	if (thp && !by_fault)
 		(void)madvise(base, p.total_bytes, MADV_HUGEPAGE); /* advisory: the mount decides */

@@ -1364,6 +1364,13 @@ START_TEST(test_io_pins_find_the_handle_that_maps_an_address)
 	ck_assert_int_eq(shm_arena_pin_find(sa->base - 1, &po), 0);
 	ck_assert_int_eq(shm_arena_pin_find(sa->base + sa->size, &po), 0);
 	ck_assert_int_eq(shm_arena_pin_find(&po, &po), 0); /* the stack */
+	/* a handle whose slot was released holds no lock to pin: 0, not an error */
+	struct sc_arena *r;
+	const char *nr;
+	r = sc_test_arena_opts("pinr", &o, &nr);
+	shm_readers_release(r->shm, 0);
+	ck_assert_int_eq(shm_arena_pin_find(r->shm->base, &po), 0);
+	sc_test_arena_destroy(r, nr);
 	/* unpin: the named handle's count only (b, opened later, is first on the list) */
 	shm_arena_unpin(sa->serial);
 	ck_assert_uint_eq(sa->io_pins, 1);
@@ -1625,11 +1632,17 @@ START_TEST(test_no_hugetlbfs_mount)
 		}
 		if (hugetlbfs_mounted())
 			_exit(11);
+		/* a /dev/shm of our own: its modification time tells whether anything was made in it */
+		if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64m"))
+			_exit(11);
+		struct stat d0, d1;
 		const char *name = sc_test_name("nohuge");
 		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_REQUIRE };
 		struct sc_arena *a = NULL;
-		if (sc_arena_create(name, &o, &a) != -ENODEV || a)
+		if (stat("/dev/shm", &d0) || sc_arena_create(name, &o, &a) != -ENODEV || a || stat("/dev/shm", &d1))
 			_exit(12);
+		if (d0.st_mtim.tv_sec != d1.st_mtim.tv_sec || d0.st_mtim.tv_nsec != d1.st_mtim.tv_nsec)
+			_exit(16); /* a file was made and removed */
 		struct sc_arena_file fl;
 		if (sc_arena_file_stat(NULL, name, &fl) != -ENOENT)
 			_exit(13);
@@ -1651,7 +1664,7 @@ START_TEST(test_no_hugetlbfs_mount)
 		return;
 	}
 	ck_assert_msg(WEXITSTATUS(st) == 0, "no hugetlbfs mount: %d (12 require not -ENODEV, 13 a file made, 14 auto, 15 auto "
-		      "not in /dev/shm)", WEXITSTATUS(st));
+		      "not in /dev/shm, 16 /dev/shm modified by the refused require)", WEXITSTATUS(st));
 }
 END_TEST
 
@@ -1735,6 +1748,12 @@ START_TEST(test_open_between_publication_and_unlock)
 	}
 	char ch;
 	ck_assert_int_eq(read(up[0], &ch, 1), 1); /* the creator is at the point */
+	char path[128];
+	shm_path(path, sizeof(path), name);
+	int fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(shm_ofd_held(fd, SHM_LOCK_CREATE), 1); /* published, the lock still held */
+	close(fd);
 	struct sc_arena *b;
 	int rc = sc_arena_open(name, &b); /* (unpublished, it would wait 2 s and say -EAGAIN) */
 	ck_assert_int_eq(write(down[1], &ch, 1), 1);
@@ -1745,6 +1764,77 @@ START_TEST(test_open_between_publication_and_unlock)
 	sc_arena_close(b);
 	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
 	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+}
+END_TEST
+
+static void stale_eintr(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "arena.create.locked"))
+		errno = EINTR;
+}
+
+/* The create retries fallocate only when fallocate itself was interrupted, not when errno says
+ * EINTR from before (left here by a schedule hook): it returns. */
+START_TEST(test_create_with_a_stale_eintr)
+{
+	const char *name = sc_test_name("eintr");
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+	struct sc_arena *a;
+	sc_sched_set(stale_eintr, NULL);
+	alarm(60); /* a retry loop would never end: SIGALRM ends the case */
+	int rc = sc_arena_create(name, &o, &a);
+	alarm(0);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(rc, 0);
+	sc_arena_close(a);
+	ck_assert_int_eq(sc_arena_destroy(NULL, name), 0);
+}
+END_TEST
+
+/* Without /proc (unmounted in a mount namespace of our own) an arena is made and opened in a tmpfs
+ * directory: its backing cannot be measured (unknown), nothing else needs /proc. */
+START_TEST(test_arena_without_proc)
+{
+	if (geteuid() != 0) {
+		sc_skip("no /proc: needs root (a mount namespace to unmount it in)");
+		return;
+	}
+	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		if (mount("tmpfs", dir, "tmpfs", 0, "size=64m") || umount2("/proc", MNT_DETACH) ||
+		    access("/proc/self/mountinfo", F_OK) == 0)
+			_exit(11);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_AUTO, .dir = dir };
+		const char *name = sc_test_name("noproc");
+		struct sc_arena *a, *b;
+		if (sc_arena_create(name, &o, &a))
+			_exit(12);
+		struct sc_arena_info in;
+		int rc = sc_arena_info(a, &in);
+		int rc2 = sc_arena_open_dir(dir, name, &b);
+		if (!rc2)
+			sc_arena_close(b);
+		sc_arena_close(a);
+		sc_arena_destroy(dir, name);
+		_exit(rc ? 13 : in.backing != SC_BACKING_UNKNOWN ? 14 : rc2 ? 15 : 0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	rmdir(dir);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11) {
+		sc_skip("no /proc: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
+								: "a tmpfs could not be mounted or /proc unmounted");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "without /proc: %d (12 create, 13 info, 14 a backing measured, 15 open)",
+		      WEXITSTATUS(st));
 }
 END_TEST
 
@@ -2317,6 +2407,8 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_no_hugetlbfs_mount);
 	tcase_add_test(tc, test_unsearchable_directory_is_not_absence);
 	tcase_add_test(tc, test_open_between_publication_and_unlock);
+	tcase_add_test(tc, test_create_with_a_stale_eintr);
+	tcase_add_test(tc, test_arena_without_proc);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
