@@ -120,7 +120,9 @@ static int find_hugetlbfs(char *out, size_t outlen)
 	if (!f)
 		return -ENODEV;
 	struct mntent ent, *m;
-	char buf[4096];
+	/* whole lines, so that a mount's options are never cut off: its source and mount point, up to a
+	 * page each and escaped (\040 for a space: four bytes for one), then the options */
+	char buf[8 * PATH_MAX + 1024];
 	int found = 0;
 	/* getmntent_r: the library may be called from several threads at once */
 	while ((m = getmntent_r(f, &ent, buf, sizeof(buf)))) {
@@ -182,10 +184,12 @@ int shm_measure_backing(const void *addr, uint64_t *page_size)
 	FILE *f = fopen("/proc/self/smaps", "re");
 	if (!f)
 		return B_UNKNOWN;
-	char line[512];
+	/* whole lines: a piece of a long mapped path cut off by a fixed buffer could read as a header */
+	char *line = NULL;
+	size_t cap = 0;
 	int in = 0, backing = B_UNKNOWN;
 	uint64_t kps = 0, pmd = 0, lo, hi;
-	while (fgets(line, sizeof(line), f)) {
+	while (getline(&line, &cap, f) > 0) {
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
 			if (in)
 				break;
@@ -200,6 +204,7 @@ int shm_measure_backing(const void *addr, uint64_t *page_size)
 		else if (sscanf(line, "ShmemPmdMapped: %llu kB", &v) == 1 || sscanf(line, "FilePmdMapped: %llu kB", &v) == 1)
 			pmd += v;
 	}
+	free(line);
 	fclose(f);
 	if (!kps)
 		return B_UNKNOWN;

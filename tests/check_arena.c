@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -1838,6 +1839,75 @@ START_TEST(test_arena_without_proc)
 }
 END_TEST
 
+/* A file mapped below the arena under a path longer than any fixed line buffer, renamed so that
+ * its path's tail reads like a header line of the arena's mapping where a 512-byte buffer would
+ * cut the line: the arena's backing is still measured from its own mapping. */
+START_TEST(test_backing_beside_a_mapping_with_a_long_path)
+{
+	if (!hugetlbfs_mounted() || hugepages_free() < 8) {
+		sc_skip("backing beside a long mapped path: no hugetlbfs mount with 8 free 2 MiB pages");
+		return;
+	}
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_REQUIRE };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("lpath", &o, &name);
+	uint8_t *base = a->shm->base;
+	char dir[PATH_MAX] = "/var/tmp/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char top[64];
+	snprintf(top, sizeof(top), "%s", dir);
+	for (int i = 0; i < 2; i++) {
+		size_t n = strlen(dir);
+		dir[n] = '/';
+		memset(dir + n + 1, 'd', 150);
+		dir[n + 151] = 0;
+		ck_assert_int_eq(mkdir(dir, 0700), 0);
+	}
+	char path[PATH_MAX], renamed[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/x", dir);
+	int fd = open(path, O_CREAT | O_RDWR | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	void *m = MAP_FAILED;
+	for (int k = 1; k <= 64 && m == MAP_FAILED; k++)
+		m = mmap(base - (size_t)k * (16u << 20), 4096, PROT_READ, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+	ck_assert(m != MAP_FAILED);
+	/* where the path starts in the mapping's header line */
+	FILE *f = fopen("/proc/self/smaps", "re");
+	ck_assert_ptr_nonnull(f);
+	char *line = NULL, head[32];
+	size_t cap = 0;
+	long at = -1;
+	snprintf(head, sizeof(head), "%lx-", (unsigned long)(uintptr_t)m);
+	while (at < 0 && getline(&line, &cap, f) > 0)
+		if (!strncmp(line, head, strlen(head)) && strstr(line, dir))
+			at = strstr(line, dir) - line;
+	free(line);
+	fclose(f);
+	ck_assert_int_ge(at, 0);
+	long fill = 511 - at - (long)strlen(dir) - 1; /* a 512-byte buffer cuts the line after 511 bytes */
+	ck_assert_msg(fill >= 1 && fill <= 200, "path layout: %ld", fill);
+	char forged[64];
+	snprintf(forged, sizeof(forged), "%lx-%lx z", (unsigned long)(uintptr_t)base, (unsigned long)(uintptr_t)(base + 4096));
+	int n = snprintf(renamed, sizeof(renamed), "%s/", dir);
+	memset(renamed + n, 'f', (size_t)fill);
+	snprintf(renamed + n + fill, sizeof(renamed) - (size_t)(n + fill), "%s", forged);
+	ck_assert_int_eq(rename(path, renamed), 0);
+	uint64_t ps = 0;
+	int b = shm_measure_backing(base, &ps);
+	munmap(m, 4096);
+	close(fd);
+	unlink(renamed);
+	rmdir(dir);
+	*strrchr(dir, '/') = 0;
+	rmdir(dir);
+	rmdir(top);
+	sc_test_arena_destroy(a, name);
+	ck_assert_int_eq(b, SC_BACKING_HUGETLBFS_2M);
+	ck_assert_uint_eq(ps, 2 << 20);
+}
+END_TEST
+
 /* sc_arena_list's callback: the names listed from one directory, and every call */
 struct listed {
 	const char *dir;
@@ -2409,6 +2479,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_open_between_publication_and_unlock);
 	tcase_add_test(tc, test_create_with_a_stale_eintr);
 	tcase_add_test(tc, test_arena_without_proc);
+	tcase_add_test(tc, test_backing_beside_a_mapping_with_a_long_path);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
