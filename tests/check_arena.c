@@ -1120,119 +1120,130 @@ START_TEST(test_backing_of_a_disk_and_a_thp_tmpfs)
 }
 END_TEST
 
-/* On a tmpfs mounted huge=advise (in a mount namespace of our own) huge=auto asks for transparent
- * huge pages (madvise) and gets them; huge=off does not ask, and its heap stays in 4 KiB pages.
- * huge=auto gets them on a tmpfs mounted huge=within_size as well: neither mount gives them to
- * pages allocated by fallocate. */
-START_TEST(test_huge_modes_on_an_advise_tmpfs)
+/* Run @body(@dir, @ctx) in a forked child that has a mount namespace of its own (whatever it
+ * mounts or unmounts there vanishes with it); @dir is a fresh empty directory under /var/tmp,
+ * removed afterwards. Returns @body's result (0 to 255), or -1 when the child could not make the
+ * namespace. */
+#define NO_MOUNT_NS 10
+static int in_mount_ns(int (*body)(const char *dir, void *ctx), void *ctx)
 {
-	if (geteuid() != 0) {
-		sc_skip("a tmpfs with huge=advise needs root (mount namespace, mount)");
-		return;
-	}
 	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	pid_t c = fork();
 	ck_assert_int_ge(c, 0);
 	if (c == 0) {
 		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-			_exit(10);
-		/* huge=always first: it tells whether the kernel gives a tmpfs huge pages at all */
-		const char *mopts[] = { "huge=always,size=96m", "huge=advise,size=96m", "huge=within_size,size=96m" };
-		for (int m = 0; m < 3; m++) {
-			if (m && umount(dir))
-				_exit(16);
-			if (mount("tmpfs", dir, "tmpfs", 0, mopts[m]))
-				_exit(11);
-			struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .dir = dir };
-			struct sc_arena *a;
-			struct sc_arena_info in;
-			const char *name = sc_test_name("adv");
-			if (m == 1) {
-				if (sc_arena_create(name, &o, &a))
-					_exit(12);
-				int off = sc_arena_info(a, &in) ? -1 : in.backing;
-				sc_arena_close(a);
-				sc_arena_destroy(dir, name);
-				if (off != SC_BACKING_SHM_4K)
-					_exit(13);
-			}
-			o.huge = SC_HUGE_AUTO;
-			if (sc_arena_create(name, &o, &a))
-				_exit(12);
-			int b = sc_arena_info(a, &in) ? -1 : in.backing;
-			sc_arena_close(a);
-			sc_arena_destroy(dir, name);
-			if (b != SC_BACKING_SHMEM_THP)
-				_exit(m == 0 ? 15 : 14 + 10 * (m - 1));
-		}
-		_exit(0);
+			_exit(NO_MOUNT_NS);
+		_exit(body(dir, ctx));
 	}
 	int st;
 	ck_assert_int_eq(waitpid(c, &st, 0), c);
 	rmdir(dir);
-	ck_assert(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11 || WEXITSTATUS(st) == 15) {
-		sc_skip("huge modes on a tmpfs mounted huge=advise: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
-			: WEXITSTATUS(st) == 11 ? "tmpfs refuses a huge= option (no transparent huge pages for shared memory)"
-			: "the kernel gave no huge page to a tmpfs mounted huge=always");
+	ck_assert_msg(WIFEXITED(st), "the child in its own mount namespace ended by signal %d", WTERMSIG(st));
+	return WEXITSTATUS(st) == NO_MOUNT_NS ? -1 : WEXITSTATUS(st);
+}
+
+/* A test case around in_mount_ns (root only): skips when the namespace cannot be made, or when
+ * @body returned 11 (what it needs is missing here: @why11) or @code2 (@why2); otherwise @body
+ * must return 0 (@codes says what its other results mean). */
+static void mount_ns_case(const char *what, int (*body)(const char *dir, void *ctx), const char *why11, int code2,
+			  const char *why2, const char *codes)
+{
+	if (geteuid() != 0) {
+		sc_skip("%s: needs root (a mount namespace of its own)", what);
 		return;
 	}
-	ck_assert_msg(WEXITSTATUS(st) == 0, "tmpfs huge=advise: %d (12 create, 13 huge=off was not shm-4k, 14 huge=auto measured "
-		      "another backing than shmem-thp, 24 the same on huge=within_size, 16 umount)", WEXITSTATUS(st));
+	int rc = in_mount_ns(body, NULL);
+	if (rc < 0 || rc == 11 || (code2 && rc == code2)) {
+		sc_skip("%s: %s", what, rc < 0 ? "no mount namespace of our own here" : rc == 11 ? why11 : why2);
+		return;
+	}
+	ck_assert_msg(rc == 0, "%s: %d (%s)", what, rc, codes);
+}
+
+/* On a tmpfs mounted huge=advise (in a mount namespace of our own) huge=auto asks for transparent
+ * huge pages (madvise) and gets them; huge=off does not ask, and its heap stays in 4 KiB pages.
+ * huge=auto gets them on a tmpfs mounted huge=within_size as well: neither mount gives them to
+ * pages allocated by fallocate. */
+static int test_huge_modes_on_an_advise_tmpfs_body(const char *dir, void *ctx)
+{
+	(void)ctx;
+	/* huge=always first: it tells whether the kernel gives a tmpfs huge pages at all */
+	const char *mopts[] = { "huge=always,size=96m", "huge=advise,size=96m", "huge=within_size,size=96m" };
+	for (int m = 0; m < 3; m++) {
+		if (m && umount(dir))
+			return 16;
+		if (mount("tmpfs", dir, "tmpfs", 0, mopts[m]))
+			return 11;
+		struct sc_arena_opts o = { .size_bytes = 32 << 20, .huge = SC_HUGE_OFF, .dir = dir };
+		struct sc_arena *a;
+		struct sc_arena_info in;
+		const char *name = sc_test_name("adv");
+		if (m == 1) {
+			if (sc_arena_create(name, &o, &a))
+				return 12;
+			int off = sc_arena_info(a, &in) ? -1 : in.backing;
+			sc_arena_close(a);
+			sc_arena_destroy(dir, name);
+			if (off != SC_BACKING_SHM_4K)
+				return 13;
+		}
+		o.huge = SC_HUGE_AUTO;
+		if (sc_arena_create(name, &o, &a))
+			return 12;
+		int b = sc_arena_info(a, &in) ? -1 : in.backing;
+		sc_arena_close(a);
+		sc_arena_destroy(dir, name);
+		if (b != SC_BACKING_SHMEM_THP)
+			return m == 0 ? 15 : 14 + 10 * (m - 1);
+	}
+	return 0;
+}
+
+START_TEST(test_huge_modes_on_an_advise_tmpfs)
+{
+	mount_ns_case("huge modes on a tmpfs mounted huge=advise", test_huge_modes_on_an_advise_tmpfs_body,
+		      "tmpfs refuses a huge= option (no transparent huge pages for shared memory)", 15,
+		      "the kernel gave no huge page to a tmpfs mounted huge=always",
+		      "12 create, 13 huge=off was not shm-4k, 14 huge=auto measured another backing than shmem-thp, 24 the "
+		      "same on huge=within_size, 16 umount");
 }
 END_TEST
 
 /* A tmpfs without room for the arena: -ENOMEM at create (not a SIGBUS later), whether its pages
  * are populated through the mapping (huge=auto, huge=advise mount) or by fallocate (huge=off), and
  * no file left behind. */
+static int test_tmpfs_without_room_body(const char *dir, void *ctx)
+{
+	(void)ctx;
+	if (mount("tmpfs", dir, "tmpfs", 0, "huge=advise,size=12m") && mount("tmpfs", dir, "tmpfs", 0, "size=12m"))
+		return 11;
+	const char *name = sc_test_name("room");
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/stagecache.%s", dir, name);
+	enum sc_huge modes[] = { SC_HUGE_AUTO, SC_HUGE_OFF };
+	for (int i = 0; i < 2; i++) {
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = modes[i], .dir = dir };
+		struct sc_arena *a = NULL;
+		int rc = sc_arena_create(name, &o, &a);
+		if (rc != -ENOMEM || a)
+			return 20 + i;
+		if (access(path, F_OK) == 0 || errno != ENOENT)
+			return 30 + i;
+		o.size_bytes = 8 << 20; /* and one that fits is made */
+		if (sc_arena_create(name, &o, &a))
+			return 40 + i;
+		sc_arena_close(a);
+		if (sc_arena_destroy(dir, name))
+			return 50 + i;
+	}
+	return 0;
+}
+
 START_TEST(test_tmpfs_without_room)
 {
-	if (geteuid() != 0) {
-		sc_skip("a small tmpfs needs root (mount namespace, mount)");
-		return;
-	}
-	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	pid_t c = fork();
-	ck_assert_int_ge(c, 0);
-	if (c == 0) {
-		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-			_exit(10);
-		if (mount("tmpfs", dir, "tmpfs", 0, "huge=advise,size=12m") && mount("tmpfs", dir, "tmpfs", 0, "size=12m"))
-			_exit(11);
-		const char *name = sc_test_name("room");
-		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/stagecache.%s", dir, name);
-		enum sc_huge modes[] = { SC_HUGE_AUTO, SC_HUGE_OFF };
-		for (int i = 0; i < 2; i++) {
-			struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = modes[i], .dir = dir };
-			struct sc_arena *a = NULL;
-			int rc = sc_arena_create(name, &o, &a);
-			if (rc != -ENOMEM || a)
-				_exit(20 + i);
-			if (access(path, F_OK) == 0 || errno != ENOENT)
-				_exit(30 + i);
-			o.size_bytes = 8 << 20; /* and one that fits is made */
-			if (sc_arena_create(name, &o, &a))
-				_exit(40 + i);
-			sc_arena_close(a);
-			if (sc_arena_destroy(dir, name))
-				_exit(50 + i);
-		}
-		_exit(0);
-	}
-	int st;
-	ck_assert_int_eq(waitpid(c, &st, 0), c);
-	rmdir(dir);
-	ck_assert(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11) {
-		sc_skip("a tmpfs without room: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
-							       : "tmpfs cannot be mounted here");
-		return;
-	}
-	ck_assert_msg(WEXITSTATUS(st) == 0, "tmpfs without room: %d (2x not -ENOMEM, 3x a file left, 4x the arena that fits, "
-		      "5x its destroy; x: 0 huge=auto, 1 huge=off)", WEXITSTATUS(st));
+	mount_ns_case("a tmpfs without room", test_tmpfs_without_room_body, "tmpfs cannot be mounted here", 0, NULL,
+		      "2x not -ENOMEM, 3x a file left, 4x the arena that fits, 5x its destroy; x: 0 huge=auto, 1 huge=off");
 }
 END_TEST
 
@@ -1481,50 +1492,35 @@ END_TEST
 
 /* A filesystem without fallocate (ramfs, in a mount namespace of our own): the file is sized with
  * ftruncate instead, and the arena works. */
+static int test_directory_without_fallocate_body(const char *dir, void *ctx)
+{
+	(void)ctx;
+	if (mount("ramfs", dir, "ramfs", 0, NULL))
+		return 11;
+	int probe = open(dir, O_TMPFILE | O_RDWR, 0600);
+	if (probe < 0)
+		return 11;
+	int nofalloc = fallocate(probe, 0, 0, 4096) < 0 && errno == EOPNOTSUPP;
+	close(probe);
+	if (!nofalloc)
+		return 14;
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .dir = dir };
+	const char *name = sc_test_name("ramfs");
+	struct sc_arena *a, *b;
+	if (sc_arena_create(name, &o, &a))
+		return 12;
+	int rc = sc_arena_open_dir(dir, name, &b);
+	if (!rc)
+		sc_arena_close(b);
+	sc_arena_close(a);
+	sc_arena_destroy(dir, name);
+	return rc ? 13 : 0;
+}
+
 START_TEST(test_directory_without_fallocate)
 {
-	if (geteuid() != 0) {
-		sc_skip("a ramfs needs root (mount namespace, mount)");
-		return;
-	}
-	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	pid_t c = fork();
-	ck_assert_int_ge(c, 0);
-	if (c == 0) {
-		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-			_exit(10);
-		if (mount("ramfs", dir, "ramfs", 0, NULL))
-			_exit(11);
-		int probe = open(dir, O_TMPFILE | O_RDWR, 0600);
-		if (probe < 0)
-			_exit(11);
-		int nofalloc = fallocate(probe, 0, 0, 4096) < 0 && errno == EOPNOTSUPP;
-		close(probe);
-		if (!nofalloc)
-			_exit(14);
-		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .dir = dir };
-		const char *name = sc_test_name("ramfs");
-		struct sc_arena *a, *b;
-		if (sc_arena_create(name, &o, &a))
-			_exit(12);
-		int rc = sc_arena_open_dir(dir, name, &b);
-		if (!rc)
-			sc_arena_close(b);
-		sc_arena_close(a);
-		sc_arena_destroy(dir, name);
-		_exit(rc ? 13 : 0);
-	}
-	int st;
-	ck_assert_int_eq(waitpid(c, &st, 0), c);
-	rmdir(dir);
-	ck_assert(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11 || WEXITSTATUS(st) == 14) {
-		sc_skip("a directory without fallocate: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
-			: WEXITSTATUS(st) == 11 ? "no ramfs here" : "this kernel's ramfs has fallocate");
-		return;
-	}
-	ck_assert_msg(WEXITSTATUS(st) == 0, "ramfs: %d (12 create, 13 open)", WEXITSTATUS(st));
+	mount_ns_case("a directory without fallocate", test_directory_without_fallocate_body, "no ramfs here", 14,
+		      "this kernel's ramfs has fallocate", "12 create, 13 open");
 }
 END_TEST
 
@@ -1606,110 +1602,88 @@ END_TEST
 
 /* With no hugetlbfs mount at all (every one unmounted in a mount namespace of our own) huge=require
  * is -ENODEV and creates nothing, and huge=auto lands in /dev/shm. */
+static int test_no_hugetlbfs_mount_body(const char *dir, void *ctx)
+{
+	(void)ctx;
+	(void)dir;
+	for (int round = 0; round < 8; round++) {
+		FILE *f = fopen("/proc/mounts", "r");
+		char dev[256], mnt[PATH_MAX], type[64];
+		int left = 0;
+		while (f && fscanf(f, "%255s %4095s %63s %*[^\n]", dev, mnt, type) == 3)
+			if (!strcmp(type, "hugetlbfs"))
+				left += umount2(mnt, MNT_DETACH) != 0;
+		if (f)
+			fclose(f);
+		if (!hugetlbfs_mounted())
+			break;
+		if (left)
+			return 11;
+	}
+	if (hugetlbfs_mounted())
+		return 11;
+	/* a /dev/shm of our own: its modification time tells whether anything was made in it */
+	if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64m"))
+		return 11;
+	struct stat d0, d1;
+	const char *name = sc_test_name("nohuge");
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_REQUIRE };
+	struct sc_arena *a = NULL;
+	if (stat("/dev/shm", &d0) || sc_arena_create(name, &o, &a) != -ENODEV || a || stat("/dev/shm", &d1))
+		return 12;
+	if (d0.st_mtim.tv_sec != d1.st_mtim.tv_sec || d0.st_mtim.tv_nsec != d1.st_mtim.tv_nsec)
+		return 16; /* a file was made and removed */
+	struct sc_arena_file fl;
+	if (sc_arena_file_stat(NULL, name, &fl) != -ENOENT)
+		return 13;
+	o.huge = SC_HUGE_AUTO;
+	if (sc_arena_create(name, &o, &a))
+		return 14;
+	struct sc_arena_info in;
+	int rc = sc_arena_info(a, &in);
+	sc_arena_close(a);
+	sc_arena_destroy(NULL, name);
+	return rc || strncmp(in.path, "/dev/shm/", 9) ? 15 : 0;
+}
+
 START_TEST(test_no_hugetlbfs_mount)
 {
-	if (geteuid() != 0) {
-		sc_skip("no hugetlbfs mount: needs root (a mount namespace to unmount them in)");
-		return;
-	}
-	pid_t c = fork();
-	ck_assert_int_ge(c, 0);
-	if (c == 0) {
-		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-			_exit(10);
-		for (int round = 0; round < 8; round++) {
-			FILE *f = fopen("/proc/mounts", "r");
-			char dev[256], dir[PATH_MAX], type[64];
-			int left = 0;
-			while (f && fscanf(f, "%255s %4095s %63s %*[^\n]", dev, dir, type) == 3)
-				if (!strcmp(type, "hugetlbfs"))
-					left += umount2(dir, MNT_DETACH) != 0;
-			if (f)
-				fclose(f);
-			if (!hugetlbfs_mounted())
-				break;
-			if (left)
-				_exit(11);
-		}
-		if (hugetlbfs_mounted())
-			_exit(11);
-		/* a /dev/shm of our own: its modification time tells whether anything was made in it */
-		if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64m"))
-			_exit(11);
-		struct stat d0, d1;
-		const char *name = sc_test_name("nohuge");
-		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_REQUIRE };
-		struct sc_arena *a = NULL;
-		if (stat("/dev/shm", &d0) || sc_arena_create(name, &o, &a) != -ENODEV || a || stat("/dev/shm", &d1))
-			_exit(12);
-		if (d0.st_mtim.tv_sec != d1.st_mtim.tv_sec || d0.st_mtim.tv_nsec != d1.st_mtim.tv_nsec)
-			_exit(16); /* a file was made and removed */
-		struct sc_arena_file fl;
-		if (sc_arena_file_stat(NULL, name, &fl) != -ENOENT)
-			_exit(13);
-		o.huge = SC_HUGE_AUTO;
-		if (sc_arena_create(name, &o, &a))
-			_exit(14);
-		struct sc_arena_info in;
-		int rc = sc_arena_info(a, &in);
-		sc_arena_close(a);
-		sc_arena_destroy(NULL, name);
-		_exit(rc || strncmp(in.path, "/dev/shm/", 9) ? 15 : 0);
-	}
-	int st;
-	ck_assert_int_eq(waitpid(c, &st, 0), c);
-	ck_assert(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11) {
-		sc_skip("no hugetlbfs mount: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
-										: "a hugetlbfs mount could not be unmounted");
-		return;
-	}
-	ck_assert_msg(WEXITSTATUS(st) == 0, "no hugetlbfs mount: %d (12 require not -ENODEV, 13 a file made, 14 auto, 15 auto "
-		      "not in /dev/shm, 16 /dev/shm modified by the refused require)", WEXITSTATUS(st));
+	mount_ns_case("no hugetlbfs mount", test_no_hugetlbfs_mount_body, "a hugetlbfs mount could not be unmounted", 0, NULL,
+		      "12 require not -ENODEV, 13 a file made, 14 auto, 15 auto not in /dev/shm, 16 /dev/shm modified by "
+		      "the refused require");
 }
 END_TEST
 
 /* A name looked for in a directory the caller may not search (a hugetlbfs mount of mode 0700, in a
  * mount namespace of our own) may be there: open, inspection and destroy say -EACCES, not -ENOENT. */
+static int test_unsearchable_directory_is_not_absence_body(const char *dir, void *ctx)
+{
+	(void)ctx;
+	(void)dir;
+	if (access("/dev/hugepages", F_OK) || mount("none", "/dev/hugepages", "hugetlbfs", 0, "mode=0700,pagesize=2M"))
+		return 11;
+	if (setgid(65534) || setuid(65534))
+		return 12;
+	const char *name = sc_test_name("hidden");
+	struct sc_arena *a = NULL;
+	struct sc_arena_file fl;
+	uint32_t v;
+	if (sc_arena_open(name, &a) != -EACCES)
+		return 13;
+	if (sc_arena_file_stat(NULL, name, &fl) != -EACCES)
+		return 14;
+	if (sc_arena_file_version(NULL, name, &v) != -EACCES)
+		return 15;
+	if (sc_arena_destroy(NULL, name) != -EACCES)
+		return 16;
+	return 0;
+}
+
 START_TEST(test_unsearchable_directory_is_not_absence)
 {
-	if (geteuid() != 0) {
-		sc_skip("an unsearchable hugetlbfs mount: needs root (mount namespace, mount, another user)");
-		return;
-	}
-	pid_t c = fork();
-	ck_assert_int_ge(c, 0);
-	if (c == 0) {
-		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-			_exit(10);
-		if (access("/dev/hugepages", F_OK) || mount("none", "/dev/hugepages", "hugetlbfs", 0, "mode=0700,pagesize=2M"))
-			_exit(11);
-		if (setgid(65534) || setuid(65534))
-			_exit(12);
-		const char *name = sc_test_name("hidden");
-		struct sc_arena *a = NULL;
-		struct sc_arena_file fl;
-		uint32_t v;
-		if (sc_arena_open(name, &a) != -EACCES)
-			_exit(13);
-		if (sc_arena_file_stat(NULL, name, &fl) != -EACCES)
-			_exit(14);
-		if (sc_arena_file_version(NULL, name, &v) != -EACCES)
-			_exit(15);
-		if (sc_arena_destroy(NULL, name) != -EACCES)
-			_exit(16);
-		_exit(0);
-	}
-	int st;
-	ck_assert_int_eq(waitpid(c, &st, 0), c);
-	ck_assert(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11) {
-		sc_skip("an unsearchable hugetlbfs mount: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
-			: "hugetlbfs cannot be mounted on /dev/hugepages here");
-		return;
-	}
-	ck_assert_msg(WEXITSTATUS(st) == 0, "a name behind an unsearchable directory: %d (12 setuid; not -EACCES from: 13 open, "
-		      "14 file stat, 15 file version, 16 destroy)", WEXITSTATUS(st));
+	mount_ns_case("a name behind an unsearchable hugetlbfs mount", test_unsearchable_directory_is_not_absence_body,
+		      "hugetlbfs cannot be mounted on /dev/hugepages here", 0, NULL,
+		      "12 setuid; not -EACCES from: 13 open, 14 file stat, 15 file version, 16 destroy");
 }
 END_TEST
 
@@ -1795,47 +1769,32 @@ END_TEST
 
 /* Without /proc (unmounted in a mount namespace of our own) an arena is made and opened in a tmpfs
  * directory: its backing cannot be measured (unknown), nothing else needs /proc. */
+static int test_arena_without_proc_body(const char *dir, void *ctx)
+{
+	(void)ctx;
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=64m") || umount2("/proc", MNT_DETACH) ||
+	    access("/proc/self/mountinfo", F_OK) == 0)
+		return 11;
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_AUTO, .dir = dir };
+	const char *name = sc_test_name("noproc");
+	struct sc_arena *a, *b;
+	if (sc_arena_create(name, &o, &a))
+		return 12;
+	struct sc_arena_info in;
+	int rc = sc_arena_info(a, &in);
+	int rc2 = sc_arena_open_dir(dir, name, &b);
+	if (!rc2)
+		sc_arena_close(b);
+	sc_arena_close(a);
+	sc_arena_destroy(dir, name);
+	return rc ? 13 : in.backing != SC_BACKING_UNKNOWN ? 14 : rc2 ? 15 : 0;
+}
+
 START_TEST(test_arena_without_proc)
 {
-	if (geteuid() != 0) {
-		sc_skip("no /proc: needs root (a mount namespace to unmount it in)");
-		return;
-	}
-	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	pid_t c = fork();
-	ck_assert_int_ge(c, 0);
-	if (c == 0) {
-		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-			_exit(10);
-		if (mount("tmpfs", dir, "tmpfs", 0, "size=64m") || umount2("/proc", MNT_DETACH) ||
-		    access("/proc/self/mountinfo", F_OK) == 0)
-			_exit(11);
-		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_AUTO, .dir = dir };
-		const char *name = sc_test_name("noproc");
-		struct sc_arena *a, *b;
-		if (sc_arena_create(name, &o, &a))
-			_exit(12);
-		struct sc_arena_info in;
-		int rc = sc_arena_info(a, &in);
-		int rc2 = sc_arena_open_dir(dir, name, &b);
-		if (!rc2)
-			sc_arena_close(b);
-		sc_arena_close(a);
-		sc_arena_destroy(dir, name);
-		_exit(rc ? 13 : in.backing != SC_BACKING_UNKNOWN ? 14 : rc2 ? 15 : 0);
-	}
-	int st;
-	ck_assert_int_eq(waitpid(c, &st, 0), c);
-	rmdir(dir);
-	ck_assert(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 10 || WEXITSTATUS(st) == 11) {
-		sc_skip("no /proc: %s", WEXITSTATUS(st) == 10 ? "no mount namespace of our own here"
-								: "a tmpfs could not be mounted or /proc unmounted");
-		return;
-	}
-	ck_assert_msg(WEXITSTATUS(st) == 0, "without /proc: %d (12 create, 13 info, 14 a backing measured, 15 open)",
-		      WEXITSTATUS(st));
+	mount_ns_case("an arena without /proc", test_arena_without_proc_body,
+		      "a tmpfs could not be mounted or /proc unmounted", 0, NULL,
+		      "12 create, 13 info, 14 a backing measured, 15 open");
 }
 END_TEST
 
