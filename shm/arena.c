@@ -120,9 +120,7 @@ static int find_hugetlbfs(char *out, size_t outlen)
 	if (!f)
 		return -ENODEV;
 	struct mntent ent, *m;
-	/* whole lines, so that a mount's options are never cut off: its source and mount point, up to a
-	 * page each and escaped (\040 for a space: four bytes for one), then the options */
-	char buf[8 * PATH_MAX + 1024];
+	char buf[4096]; /* a longer line is cut (its options may be lost: ps == NULL) */
 	int found = 0;
 	/* getmntent_r: the library may be called from several threads at once */
 	while ((m = getmntent_r(f, &ent, buf, sizeof(buf)))) {

@@ -1798,6 +1798,46 @@ START_TEST(test_arena_without_proc)
 }
 END_TEST
 
+/* A hugetlbfs mount whose /proc/mounts line is longer than the 4 KiB read of it (a mount point of
+ * 4 070 bytes), so that its options are cut off, is still handled: listing and creating work. */
+static int test_hugetlbfs_mount_with_a_long_path_body(const char *dir, void *ctx)
+{
+	(void)ctx;
+	char mnt[PATH_MAX];
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=1m")) /* the directories go with the namespace */
+		return 11;
+	int n = snprintf(mnt, sizeof(mnt), "%s", dir);
+	while (n < 4070 - 251) {
+		mnt[n] = '/';
+		memset(mnt + n + 1, 'm', 250);
+		n += 251;
+		mnt[n] = 0;
+		if (mkdir(mnt, 0700))
+			return 11;
+	}
+	mnt[n] = '/';
+	memset(mnt + n + 1, 'm', (size_t)(4070 - n - 1));
+	mnt[4070] = 0;
+	if (mkdir(mnt, 0700) || mount("none", mnt, "hugetlbfs", 0, "pagesize=2M"))
+		return 11;
+	if (sc_arena_list(NULL, NULL, NULL) < 0)
+		return 12;
+	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+	const char *name = sc_test_name("lmnt");
+	struct sc_arena *a;
+	if (sc_arena_create(name, &o, &a))
+		return 13;
+	sc_arena_close(a);
+	return sc_arena_destroy(NULL, name) ? 14 : 0;
+}
+
+START_TEST(test_hugetlbfs_mount_with_a_long_path)
+{
+	mount_ns_case("a hugetlbfs mount with a long path", test_hugetlbfs_mount_with_a_long_path_body,
+		      "hugetlbfs cannot be mounted here", 0, NULL, "12 list, 13 create, 14 destroy");
+}
+END_TEST
+
 /* A file mapped below the arena under a path longer than any fixed line buffer, renamed so that
  * its path's tail reads like a header line of the arena's mapping where a 512-byte buffer would
  * cut the line: the arena's backing is still measured from its own mapping. */
@@ -2439,6 +2479,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_create_with_a_stale_eintr);
 	tcase_add_test(tc, test_arena_without_proc);
 	tcase_add_test(tc, test_backing_beside_a_mapping_with_a_long_path);
+	tcase_add_test(tc, test_hugetlbfs_mount_with_a_long_path);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
