@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -795,9 +796,10 @@ START_TEST(test_epochs)
 END_TEST
 
 /* A field of /proc/meminfo (@fmt: "Name: %ld"), or -1 when it is not there. */
-static long meminfo(const char *fmt)
+/* The first value of @file's lines that matches @fmt, or -1 */
+static long meminfo_of(const char *file, const char *fmt)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
+	FILE *f = fopen(file, "r");
 	char line[256];
 	long v = -1;
 	while (f && fgets(line, sizeof(line), f))
@@ -806,6 +808,11 @@ static long meminfo(const char *fmt)
 	if (f)
 		fclose(f);
 	return v;
+}
+
+static long meminfo(const char *fmt)
+{
+	return meminfo_of("/proc/meminfo", fmt);
 }
 
 static int hugepages_free(void)
@@ -1798,6 +1805,42 @@ START_TEST(test_arena_without_proc)
 }
 END_TEST
 
+/* The test build maps every arena between two guards, reserving three huge pages of address space
+ * more than the arena: with an address-space limit that leaves room for the arena but not for
+ * that reservation, the create says -ENOMEM (and maps nothing at a guessed address). */
+START_TEST(test_no_address_space_for_the_guards)
+{
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		long vm_kb = meminfo_of("/proc/self/status", "VmSize: %ld kB");
+		if (vm_kb <= 0)
+			_exit(10);
+		struct rlimit rl = { .rlim_cur = (rlim_t)vm_kb * 1024 + (16u << 20) + (2u << 20),
+				     .rlim_max = RLIM_INFINITY };
+		if (setrlimit(RLIMIT_AS, &rl))
+			_exit(10);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
+		const char *name = sc_test_name("nogua");
+		struct sc_arena *a = NULL;
+		int rc = sc_arena_create(name, &o, &a);
+		if (!rc)
+			sc_arena_close(a);
+		sc_arena_destroy(NULL, name);
+		_exit(rc == -ENOMEM ? 0 : rc == 0 ? 1 : 2);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 10) {
+		sc_skip("no room for the guards: cannot read VmSize or set RLIMIT_AS here");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "address space for the arena but not its guards: %d (1 created, 2 another error)",
+		      WEXITSTATUS(st));
+}
+END_TEST
+
 /* A hugetlbfs mount whose /proc/mounts line is longer than the 4 KiB read of it (a mount point of
  * 4 070 bytes), so that its options are cut off, is still handled: listing and creating work. */
 static int test_hugetlbfs_mount_with_a_long_path_body(const char *dir, void *ctx)
@@ -2480,6 +2523,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_arena_without_proc);
 	tcase_add_test(tc, test_backing_beside_a_mapping_with_a_long_path);
 	tcase_add_test(tc, test_hugetlbfs_mount_with_a_long_path);
+	tcase_add_test(tc, test_no_address_space_for_the_guards);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
