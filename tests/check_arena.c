@@ -1841,6 +1841,50 @@ START_TEST(test_no_address_space_for_the_guards)
 }
 END_TEST
 
+/* A create whose reader claim cannot open its lock description (one descriptor left: the arena
+ * file takes it) fails whole: an error, no handle, no file. */
+START_TEST(test_create_without_a_descriptor_for_the_claim)
+{
+	char dir[] = "/var/tmp/sc-test-dir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	const char *name = sc_test_name("nofd");
+	pid_t c = fork();
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		struct rlimit rl = { 64, 64 };
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(10);
+		int last = -1;
+		while ((last = open("/dev/null", O_RDONLY)) >= 0 && last < 63)
+			;
+		if (last < 0 && errno != EMFILE)
+			_exit(10);
+		if (last >= 0)
+			close(last); /* exactly one descriptor free */
+		else if (close(63))
+			_exit(10);
+		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .dir = dir };
+		struct sc_arena *a = NULL;
+		int rc = sc_arena_create(name, &o, &a);
+		_exit(rc == -EMFILE && !a ? 0 : rc == 0 ? 1 : 2);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/stagecache.%s", dir, name);
+	int left = access(path, F_OK) == 0;
+	unlink(path);
+	rmdir(dir);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 10) {
+		sc_skip("a create without a descriptor for its claim: cannot set RLIMIT_NOFILE here");
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "one descriptor left: %d (1 created, 2 another error than -EMFILE)", WEXITSTATUS(st));
+	ck_assert_msg(!left, "the arena file was left behind");
+}
+END_TEST
+
 /* A hugetlbfs mount whose /proc/mounts line is longer than the 4 KiB read of it (a mount point of
  * 4 070 bytes), so that its options are cut off, is still handled: listing and creating work. */
 static int test_hugetlbfs_mount_with_a_long_path_body(const char *dir, void *ctx)
@@ -2524,6 +2568,7 @@ Suite *arena_suite(void)
 	tcase_add_test(tc, test_backing_beside_a_mapping_with_a_long_path);
 	tcase_add_test(tc, test_hugetlbfs_mount_with_a_long_path);
 	tcase_add_test(tc, test_no_address_space_for_the_guards);
+	tcase_add_test(tc, test_create_without_a_descriptor_for_the_claim);
 	tcase_add_test(tc, test_backing_of_a_disk_and_a_thp_tmpfs);
 	tcase_add_test(tc, test_explicit_dir_and_list);
 	tcase_add_test(tc, test_test_arenas_are_guarded);
