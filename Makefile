@@ -438,7 +438,7 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # NO_COVER=1 (ignore the map), MUTATE_ASAN=1 (a survivor's cases run again in an AddressSanitizer
 # build; a case that fails there and passes without the mutant kills it), QUICK=1 (a first pass:
 # each mutant runs only the suites of its file's own line in tests/mutate/suites.txt, not BASE;
-# its survivors are provisional, and RERUN= with the results, without QUICK=1, runs the rest of
+# its survivors are provisional, and RERUN= with the results, without QUICK=1, runs all of
 # their cases). Summary: build/mutate/summary.txt.
 PER_FILE ?= 6
 SEED ?= 1

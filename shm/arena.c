@@ -389,8 +389,9 @@ static int thp_by_fault(int fd)
 		unsigned maj, min;
 		if (sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 || makedev(maj, min) != st.st_dev)
 			continue;
-		const char *super = strstr(line, " - "); /* then the type, the source, the superblock's options */
-		yes = super && (strstr(super, "huge=advise") || strstr(super, "huge=within_size"));
+		/* after " - ": the type, the source, the superblock's options (the last field) */
+		const char *opts = strstr(line, " - ") ? strrchr(line, ' ') : NULL;
+		yes = opts && (strstr(opts, "huge=advise") || strstr(opts, "huge=within_size"));
 		break;
 	}
 	free(line);

@@ -875,7 +875,7 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="a first pass: each mutant runs only the suites of its file's own line in suites.txt "
                          "(not BASE, not other suites the map names); a survivor is provisional and a "
-                         "--rerun of the results without --quick runs the rest of its cases")
+                         "--rerun of the results without --quick runs all of its cases")
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
@@ -1071,19 +1071,22 @@ def main():
                 status = "same-code"
             suites = suites_for(p, rules, base, args.quick)
             sel = None if args.no_cover else cov_select(covmap, p, texts[p], c, suites)
+            full_sel, note = sel, ""
             if sel is not None and args.quick:
                 sel = own_cases(sel, suites)
             if sel is not None:
                 model = [s for s in suites if s.partition(":")[0] == "check_memmodel"] if p in MODEL_SRCS else []
                 suites = model + [s for s in sel if not (model and s.partition(":")[0] == "check_memmodel")]
                 c["cover"] = "%d cases" % sum(len(s.partition(":")[2].split(",")) for s in sel)
-                if not sel:
+                if not sel and args.quick and full_sel:
+                    note = "only other suites' cases run its lines"  # provisional: --rerun runs them
+                elif not sel:
                     # the map cannot see lines run only where gcov does not count them (a fork
                     # handler runs inside fork(), before the child's counters are reset): the
-                    # file's own suites run whole
-                    suites = model + [s for s in suites_for(p, rules, base, True)
-                                      if not (model and s.partition(":")[0] == "check_memmodel")]
-                    by = "no case runs its lines in the map: its own suites ran whole"
+                    # file's own suites (BASE for a file without a line of its own) run whole
+                    own = suites_for(p, rules, base, True) or base
+                    suites = model + [s for s in own if not (model and s.partition(":")[0] == "check_memmodel")]
+                    note = "no case runs its lines in the map: its own suites ran whole"
             if status == "same-code" and p not in MODEL_SRCS:
                 pass  # nothing that runs here can tell it apart: no build, no run
             elif status is None and not make(tree, ["build/test/libstagecache.a"], blog):
@@ -1107,8 +1110,10 @@ def main():
                         break
                 if status != "stillborn":
                     status = "killed" if killed else ("same-code" if status == "same-code" else "survived")
+                if status == "survived":
+                    by = by or note
                 if status == "survived" and args.quick:
-                    c["quick"] = True  # only its own suites ran: --rerun runs the rest
+                    c["quick"] = True  # only its own suites ran: --rerun runs all its cases
                     by = by or "its own suites only"
                 asan_specs = cheapest_cases(covmap, suites, args.asan_max)
                 if status == "survived" and atree and asan_specs:
@@ -1171,7 +1176,7 @@ def report(results, groups, args, sites, planned, seconds):
     provisional = sum(1 for r in results if r["status"] == "survived" and r.get("quick"))
     if provisional:
         lines.append("%d survivors ran only their own suites (QUICK=1): RERUN= with these results, without "
-                     "QUICK=1, runs the rest of their cases" % provisional)
+                     "QUICK=1, runs all of their cases" % provisional)
     surv = [r for r in results if r["status"] in ("survived", "same-code", "equivalent")]
     if surv:
         lines.append("survivors:")
