@@ -355,14 +355,21 @@ static void grow_region(struct shm_header *h, int r, uint64_t size)
  * file sizes those limits need are only numbers here): the largest reader table with every slot
  * for one user, the largest L3 location index, the largest segment table, each in a region of
  * exactly the bytes it needs; and an empty last region at the file's end. */
-START_TEST(test_header_check_limits)
+/* The header of a fresh 16 MiB arena with 64 KiB segments (accepted by the check). */
+static struct shm_header valid_header(const char *tag)
 {
 	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
 	const char *name;
-	struct sc_arena *a = sc_test_arena_opts("hlim", &o, &name);
-	const struct shm_header h0 = a->shm->hv;
+	struct sc_arena *a = sc_test_arena_opts(tag, &o, &name);
+	struct shm_header h = a->shm->hv;
 	sc_test_arena_destroy(a, name);
-	ck_assert_int_eq(shm_header_check(&h0, h0.total_bytes), 0);
+	ck_assert_int_eq(shm_header_check(&h, h.total_bytes), 0);
+	return h;
+}
+
+START_TEST(test_header_check_limits)
+{
+	const struct shm_header h0 = valid_header("hlim");
 	ck_assert_uint_ne(h0.seg_bytes, 0);
 	for (int over = 0; over < 2; over++) {
 		struct shm_header h = h0;
@@ -404,12 +411,7 @@ END_TEST
  * could forge it would): every one refused. */
 START_TEST(test_header_check_refuses_each_field_alone)
 {
-	struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
-	const char *name;
-	struct sc_arena *a = sc_test_arena_opts("hfld", &o, &name);
-	const struct shm_header h0 = a->shm->hv;
-	sc_test_arena_destroy(a, name);
-	ck_assert_int_eq(shm_header_check(&h0, h0.total_bytes), 0);
+	const struct shm_header h0 = valid_header("hfld");
 	ck_assert(h0.seg_bytes && h0.seg_slots > 2 && h0.l3ix_entries && h0.slots_per_user);
 	struct shm_region *rg;
 	for (int k = 0; k < 17; k++) {
