@@ -518,6 +518,14 @@ static void heap_unlock(struct heap_ctx *c)
 
 /* ---- format ---- */
 
+uint64_t shm_heap_capacity(uint64_t region_bytes)
+{
+	if (region_bytes < HEAP_HDR_BYTES + 2 * UNIT)
+		return 0;
+	uint64_t units = (region_bytes - HEAP_HDR_BYTES) / UNIT;
+	return (units > MAX_UNITS ? MAX_UNITS : units) * UNIT;
+}
+
 int shm_heap_format(struct shm_arena *a)
 {
 	uint64_t size;
@@ -526,9 +534,7 @@ int shm_heap_format(struct shm_arena *a)
 		return -EINVAL;
 	struct heap_hdr *h = (struct heap_hdr *)base;
 	memset(h, 0, sizeof(*h));
-	uint64_t end = size & ~(uint64_t)(UNIT - 1);
-	if ((end - HEAP_HDR_BYTES) / UNIT > MAX_UNITS)
-		end = HEAP_HDR_BYTES + MAX_UNITS * UNIT;
+	uint64_t end = HEAP_HDR_BYTES + shm_heap_capacity(size);
 	uint64_t seed = 0;
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
 		seed = mix64(shm_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)h);

@@ -44,6 +44,10 @@ struct shm_heap_stats {
 				   * or by shm_heap_repair */
 };
 
+/* The bytes of blocks a heap formatted in a region of @region_bytes manages (its header and the
+ * tail short of a unit not counted): no allocation whose footprint is larger can ever succeed
+ * (-E2BIG). 0 for a region too small to hold a heap. */
+uint64_t shm_heap_capacity(uint64_t region_bytes);
 /* Format the heap region (called once at arena creation, before publication). */
 int shm_heap_format(struct shm_arena *a);
 /* Bytes of heap a request of @bytes consumes: a successful shm_heap_alloc(@bytes) raises
