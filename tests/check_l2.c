@@ -388,8 +388,20 @@ START_TEST(large_admit_with_a_wrong_digest_changes_nothing)
 }
 END_TEST
 
-/* A stage handle's hits reach the arena's counters (seen by another handle) at least every
- * L2_FLUSH_EVERY lookups without a close, and all of them when it closes. */
+/* A stage handle's counts reach the arena's counters (seen by another handle) on exactly its
+ * L2_FLUSH_EVERY-th lookup without a close, whether that lookup hits or misses, and all of them
+ * when it closes. */
+static void lookups(struct sc_stage *st, uint32_t n, int hit)
+{
+	int32_t t[8];
+	toks(t, 8, hit ? 0 : 5000);
+	for (uint32_t i = 0; i < n; i++) {
+		struct sc_lease l;
+		ck_assert_int_eq(sc_l2_get(st, "ns", t, 8, NULL, &l), hit ? 0 : -ENOENT);
+		sc_lease_release(&l);
+	}
+}
+
 START_TEST(hit_counts_are_flushed_in_batches)
 {
 	struct fx f;
@@ -399,19 +411,24 @@ START_TEST(hit_counts_are_flushed_in_batches)
 	struct sc_stage *sb;
 	ck_assert_int_eq(sc_arena_open(f.name, &b), 0);
 	ck_assert_int_eq(sc_stage_open(b, "model-A", "state-1", &sb), 0);
-	int32_t t[8];
-	toks(t, 8, 0);
 	struct sc_l2_stats s0 = stats(&f, NULL); /* flushes f's own handle first */
-	for (uint32_t i = 0; i < L2_FLUSH_EVERY + 5; i++) {
-		struct sc_lease l;
-		ck_assert_int_eq(sc_l2_get(sb, "ns", t, 8, NULL, &l), 0);
-		sc_lease_release(&l);
-	}
 	/* f's handle does not know sb: what it sees was flushed by sb's lookups themselves */
+	lookups(sb, L2_FLUSH_EVERY - 1, 1);
 	struct sc_l2_stats s1 = stats(&f, NULL);
-	ck_assert_uint_ge(s1.hits, s0.hits + L2_FLUSH_EVERY);
-	ck_assert_uint_lt(s1.hits, s0.hits + L2_FLUSH_EVERY + 5);
+	ck_assert_uint_eq(s1.hits, s0.hits);
 	ck_assert_uint_eq(s1.misses, s0.misses);
+	lookups(sb, 1, 0); /* the batch's last lookup is a miss */
+	s1 = stats(&f, NULL);
+	ck_assert_uint_eq(s1.hits, s0.hits + L2_FLUSH_EVERY - 1);
+	ck_assert_uint_eq(s1.misses, s0.misses + 1);
+	lookups(sb, L2_FLUSH_EVERY - 1, 0);
+	ck_assert_uint_eq(stats(&f, NULL).misses, s0.misses + 1);
+	lookups(sb, 1, 1); /* the batch's last lookup is a hit */
+	s1 = stats(&f, NULL);
+	ck_assert_uint_eq(s1.hits, s0.hits + L2_FLUSH_EVERY);
+	ck_assert_uint_eq(s1.misses, s0.misses + L2_FLUSH_EVERY);
+	lookups(sb, 5, 1);
+	ck_assert_uint_eq(stats(&f, NULL).hits, s0.hits + L2_FLUSH_EVERY);
 	sc_stage_close(sb);
 	ck_assert_uint_eq(stats(&f, NULL).hits, s0.hits + L2_FLUSH_EVERY + 5);
 	sc_arena_close(b);
@@ -673,6 +690,17 @@ START_TEST(leases_pin_memory_and_are_bounded)
 		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l[i]), 0);
 	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l[SC_LEASES_MAX]), -EMFILE);
 	ck_assert_uint_eq(stats(&f, NULL).leases, SC_LEASES_MAX);
+	/* a lease whose slot was scribbled outside the table gives no other lease back */
+	const int32_t bad_slots[] = { SC_LEASES_MAX, SC_LEASES_MAX + 1, -2, INT32_MAX };
+	for (size_t i = 0; i < sizeof(bad_slots) / sizeof(bad_slots[0]); i++) {
+		struct sc_lease forged = l[0];
+		forged.slot_ = bad_slots[i];
+		sc_lease_release(&forged);
+		ck_assert_ptr_null(forged.arena_);
+		ck_assert_uint_eq(stats(&f, NULL).leases, SC_LEASES_MAX);
+		/* and no record of this handle became free to take */
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l[SC_LEASES_MAX]), -EMFILE);
+	}
 	/* removal defers the memory while leased */
 	struct sc_key k;
 	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
@@ -692,6 +720,99 @@ START_TEST(leases_pin_memory_and_are_bounded)
 	struct shm_heap_stats hs;
 	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
 	ck_assert_uint_eq(hs.used_bytes, 0);
+	fx_close(&f);
+}
+END_TEST
+
+/* Only a slot's lease records are leases: the word after them (the ext area's spare bytes) and
+ * bytes just past the reader table that read as a slot in use holding a lease are never read as
+ * one, so the entry those words name is reclaimed once it is removed. */
+START_TEST(only_lease_records_hold_memory)
+{
+	struct fx f;
+	struct sc_arena_opts o = { .size_bytes = ARENA, .reader_slots = 4 }; /* a table with room after it */
+	f.a = sc_test_arena_opts("l2", &o, &f.name);
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-1", &f.st), 0);
+	ck_assert_int_eq(put(f.st, 0, 4, 4096, 1), 0);
+	int32_t t[4];
+	toks(t, 4, 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), 0);
+	struct shm_arena *s = f.a->shm;
+	struct l2_ext *mine = l2_ext_of(shm_reader_slot(s, (uint32_t)s->reader_slot));
+	uint64_t rec = atomic_load(&mine->rec[l.slot_]); /* the entry's record */
+	ck_assert_uint_ne(rec, 0);
+	sc_lease_release(&l);
+	mine->spare[0] = rec;
+	uint32_t n = shm_readers_count(s);
+	struct shm_reader_slot *past = shm_reader_slot(s, n);
+	ck_assert_uint_le((uint64_t)((uint8_t *)(past + 1) - (uint8_t *)shm_reader_slot(s, 0)),
+			  s->hv.regions[SHM_REGION_READERS].size);
+	atomic_store(&past->state, SHM_SLOT_LIVE);
+	atomic_store(&l2_ext_of(past)->rec[0], rec);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
+	ck_assert_int_eq(sc_l2_clear(f.a), 0);
+	ck_assert_uint_eq(stats(&f, NULL).pending_reclaim_bytes, 0);
+	mine->spare[0] = 0;
+	memset(past, 0, sizeof(*past));
+	fx_close(&f);
+}
+END_TEST
+
+/* The size checks at their bounds: an entry whose footprint is exactly the budget is admitted,
+ * one a heap unit larger is refused as over the budget; one whose footprint is the heap's capacity
+ * takes the whole heap, one a unit larger is refused as too large without evicting anything. */
+static uint64_t footprint_of(uint64_t wire, uint64_t ntok)
+{
+	return shm_heap_footprint(l2_alloc_len_tok(wire, 0, ntok) | SHM_HEAP_PACKED);
+}
+
+static int put_refusal(struct fx *f, size_t bytes)
+{
+	int rc = put(f->st, 0, 4, bytes, 9);
+	return rc ? sc_l2_last_refusal(f->st) : -1;
+}
+
+START_TEST(entries_at_the_size_bounds)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t ntok = l2_verify_tokens(f.a) ? 4 : 0, fp = footprint_of(4096, ntok);
+	size_t over = 4096;
+	while (footprint_of(over, ntok) == fp)
+		over++;
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, fp), 0);
+	ck_assert_int_eq(put_refusal(&f, over), SC_L2_REFUSE_OVER_BUDGET);
+	ck_assert_int_eq(put(f.st, 0, 4, 4096, 9), 0);
+	ck_assert_uint_eq(stats(&f, NULL).bytes, fp);
+	ck_assert_int_eq(sc_l2_clear(f.a), 1);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 0), 0);
+	/* the heap holds blocks of at most its capacity (its header is not one): a larger entry is
+	 * refused before it evicts anything (it emptied the cache first, then failed) */
+	uint64_t cap = shm_heap_capacity(f.a->shm->hv.regions[SHM_REGION_HEAP].size);
+	ck_assert_uint_lt(cap, f.a->shm->hv.regions[SHM_REGION_HEAP].size);
+	size_t w = cap; /* the largest wire whose footprint is the capacity */
+	while (footprint_of(w, ntok) > cap)
+		w--;
+	ck_assert_uint_eq(footprint_of(w, ntok), cap); /* the capacity is a whole number of units */
+	for (int32_t i = 0; i < 4; i++)
+		ck_assert_int_eq(put(f.st, 100 + i * 10, 4, 4096, (uint32_t)i), 0);
+	ck_assert_int_eq(put_refusal(&f, w + 64), SC_L2_REFUSE_TOO_LARGE);
+	uint64_t rb = cap - 8192; /* a reservation (page-aligned) whose footprint is just past it */
+	while (shm_heap_footprint(l2_alloc_len(rb, 1)) <= cap)
+		rb += 64;
+	ck_assert_uint_le(shm_heap_footprint(l2_alloc_len(rb, 1)), f.a->shm->hv.regions[SHM_REGION_HEAP].size);
+	struct sc_l2_resv r;
+	ck_assert_int_eq(sc_l2_reserve(f.st, rb, &r), -E2BIG);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_TOO_LARGE);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 4);
+	/* one of exactly the capacity takes the whole heap */
+	ck_assert_int_eq(put(f.st, 0, 4, w, 9), 0);
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.entries, 1);
+	ck_assert_uint_eq(s.bytes, cap);
 	fx_close(&f);
 }
 END_TEST
@@ -1171,6 +1292,8 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, remove_invalidate_clear_shrink);
 	tcase_add_test(tc, longest_prefix);
 	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
+	tcase_add_test(tc, entries_at_the_size_bounds);
+	tcase_add_test(tc, only_lease_records_hold_memory);
 	tcase_add_test(tc, reserve_publish_in_place);
 	tcase_add_test(tc, hostile_index_contents);
 	tcase_add_test(tc, corrupted_index_header_is_refused);
