@@ -1109,7 +1109,7 @@ END_TEST
 /* The heap's size limits, on hand-made regions: the smallest heap (its 8 KiB header and one block
  * of two units) works and a byte less is refused; the largest one (2^40 - 1 units of 64 bytes:
  * 64 TiB of address space, of which only the pages written are touched) works and a region a
- * unit larger is clamped to it. */
+ * unit larger is clamped to it. shm_heap_capacity says the same of each region. */
 #define HEAP_MAX_BYTES ((((uint64_t)1 << 40) - 1) * 64)
 START_TEST(test_heap_size_limits)
 {
@@ -1119,17 +1119,20 @@ START_TEST(test_heap_size_limits)
 	if (!a)
 		return;
 	ck_assert_int_eq(shm_heap_format(a), -EINVAL);
+	ck_assert_uint_eq(shm_heap_capacity(8192 + 127), 0);
 	sc_test_fake_arena_close(a);
 
 	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + 192 + 5));      /* the heap ends on a unit */
 	ck_assert_int_eq(shm_heap_format(a), 0);
 	ck_assert_uint_eq(stats(a).heap_bytes, 192);
+	ck_assert_uint_eq(shm_heap_capacity(8192 + 192 + 5), 192);
 	sc_test_fake_arena_close(a);
 
 	ck_assert_ptr_nonnull(a = fake_open(&fake, 8192 + 128));
 	ck_assert_int_eq(shm_heap_format(a), 0);
 	struct shm_heap_stats st = stats(a);
 	ck_assert_uint_eq(st.heap_bytes, 128);
+	ck_assert_uint_eq(shm_heap_capacity(8192 + 128), 128);
 	ck_assert_uint_eq(st.largest_free, 64);
 	ck_assert_int_eq(shm_heap_alloc(a, 65, 1, &off), -E2BIG);
 	ck_assert_int_eq(shm_heap_alloc(a, 64, 1, &off), 0);
@@ -1150,6 +1153,10 @@ START_TEST(test_heap_size_limits)
 	ck_assert_int_eq(shm_heap_format(a), 0);
 	st = stats(a);
 	ck_assert_uint_eq(st.heap_bytes, HEAP_MAX_BYTES);
+	ck_assert_uint_eq(shm_heap_capacity(8192 + HEAP_MAX_BYTES + 64), HEAP_MAX_BYTES);
+	ck_assert_uint_eq(shm_heap_capacity(8192 + HEAP_MAX_BYTES), HEAP_MAX_BYTES);
+	ck_assert_uint_eq(shm_heap_capacity(8192 + HEAP_MAX_BYTES - 1), HEAP_MAX_BYTES - 64);
+	ck_assert_uint_eq(shm_heap_capacity(UINT64_MAX), HEAP_MAX_BYTES);
 	ck_assert_uint_ge(st.largest_free, HEAP_MAX_BYTES - 2 * PAGE);
 	ck_assert_int_eq(shm_heap_alloc(a, HEAP_MAX_BYTES, 1, &off), -E2BIG);
 	ck_assert_uint_eq(shm_heap_footprint(HEAP_MAX_BYTES | SHM_HEAP_PACKED), HEAP_MAX_BYTES + 64);
