@@ -788,6 +788,16 @@ START_TEST(entries_at_the_size_bounds)
 	ck_assert_int_eq(put(f.st, 0, 4, 4096, 9), 0);
 	ck_assert_uint_eq(stats(&f, NULL).bytes, fp);
 	ck_assert_int_eq(sc_l2_clear(f.a), 1);
+	/* so with reservations: one of exactly the budget is made, a larger one is over it */
+	uint64_t rfp = shm_heap_footprint(l2_alloc_len(4096, 1)), rover = 4096;
+	while (shm_heap_footprint(l2_alloc_len(rover, 1)) == rfp)
+		rover++;
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, rfp), 0);
+	struct sc_l2_resv r0;
+	ck_assert_int_eq(sc_l2_reserve(f.st, rover - 1, &r0), 0);
+	sc_l2_reserve_release(&r0);
+	ck_assert_int_eq(sc_l2_reserve(f.st, rover, &r0), -E2BIG);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_OVER_BUDGET);
 	ck_assert_int_eq(sc_l2_shrink_to(f.a, 0), 0);
 	/* the heap holds blocks of at most its capacity (its header is not one): a larger entry is
 	 * refused before it evicts anything (it emptied the cache first, then failed) */
