@@ -520,6 +520,65 @@ START_TEST(test_l3ix_repair_without_memory)
 }
 END_TEST
 
+/* Reclamation collects every lease record and sorts them. Past 128 records glibc's qsort takes
+ * memory for a merge sort and, without it, sorts in place (quicksort), which a comparator that is
+ * wrong about equal records sends past the array. Whichever allocation fails, every lease is
+ * found: 49 removed entries, one leased 96 times from two handles and 48 once each from a third,
+ * keep their memory, and it is freed once the leases go. */
+START_TEST(test_lease_records_sorted_without_memory)
+{
+	const char *name;
+	struct sc_arena *h[3];
+	struct sc_stage *st[3];
+	static struct sc_lease l[3][SC_LEASES_MAX];
+	h[0] = sc_test_arena("ooml", 32 << 20, &name);
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			ck_assert_int_eq(sc_arena_open(name, &h[i]), 0);
+		ck_assert_int_eq(sc_stage_open(h[i], "m", "s", &st[i]), 0);
+	}
+	for (int32_t k = 1; k <= SC_LEASES_MAX + 1; k++)
+		ck_assert_int_eq(admit(st[0], k * 10, 5000), 0);
+	for (int i = 0; i < 3; i++) {
+		for (int j = 0; j < SC_LEASES_MAX; j++) {
+			int32_t k = i ? 10 : (j + 2) * 10, t[3] = { k, k + 1, k + 2 };
+			ck_assert_int_eq(sc_l2_get(st[i], "oom", t, 3, NULL, &l[i][j]), 0);
+		}
+	}
+	ck_assert_int_eq(sc_l2_clear(h[0]), SC_LEASES_MAX + 1);
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(h[0], NULL, &s), 0);
+	uint64_t pending = s.pending_reclaim_bytes;
+	ck_assert_uint_gt(pending, (SC_LEASES_MAX + 1) * 5000ull);
+	int done = 0;
+	for (long n = 1; n < MAX_ALLOCS && !done; n++) {
+		arm(n);
+		int rc = sc_l2_shrink_to(h[0], 0); /* one reclamation pass over every shard */
+		done = !disarm();
+		ck_assert_int_eq(rc, 0);
+		ck_assert_int_eq(sc_l2_stats(h[0], NULL, &s), 0);
+		ck_assert_msg(s.pending_reclaim_bytes == pending, "a leased entry was reclaimed (allocation %ld)", n);
+	}
+	ck_assert(done);
+	for (int i = 0; i < 3; i++) {
+		for (int j = 0; j < SC_LEASES_MAX; j++) {
+			uint8_t want = (uint8_t)(i ? 10 : (j + 2) * 10);
+			ck_assert_uint_eq(((const uint8_t *)l[i][j].sec[0])[4999], want);
+			sc_lease_release(&l[i][j]);
+		}
+	}
+	ck_assert_int_eq(sc_l2_shrink_to(h[0], 0), 0);
+	ck_assert_int_eq(sc_l2_stats(h[0], NULL, &s), 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	for (int i = 2; i >= 0; i--) {
+		sc_stage_close(st[i]);
+		if (i)
+			sc_arena_close(h[i]);
+	}
+	sc_test_arena_destroy(h[0], name);
+}
+END_TEST
+
 /* The eviction lists' rebuild needs memory for its sort. Without it a lock that found a rebuild
  * to finish fails with -ENOMEM, releases the mutex and leaves the rebuild to the next locker; a
  * walk whose tail lies rebuilds once more and answers the true tail. */
@@ -592,6 +651,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_fsck_repair_of_a_stray_block_under_allocation_failures);
 	tcase_add_test(tc, test_index_repair_under_allocation_failure);
 	tcase_add_test(tc, test_evq_rebuild_under_allocation_failure);
+	tcase_add_test(tc, test_lease_records_sorted_without_memory);
 	tcase_add_test(tc, test_seg_recount_and_sweep_under_allocation_failure);
 	tcase_add_test(tc, test_l3ix_repair_without_memory);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
