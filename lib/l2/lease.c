@@ -113,7 +113,7 @@ int l2_reap(struct sc_arena *a, int force)
 		return 0;
 	a->l2_last_reap_ns = now;
 	/* clearing a dead holder's slot drops its lease records (shm/readers.c) */
-	int freed = shm_readers_reap(a->shm);
+	int freed = shm_readers_reap(a->shm), swept = 0;
 	uint64_t cleaned = shm_readers_cleaned(a->shm);
 	if (freed > 0 || force || cleaned != a->l2_swept_cleaned) {
 		a->l2_swept_cleaned = cleaned;
@@ -121,9 +121,10 @@ int l2_reap(struct sc_arena *a, int force)
 		 * handle that never used L2, fsck's, may reap first) */
 		/* a holder whose ring let its lock go between the reap and the sweep (its last reads
 		 * ended: shm/readers.c) lost its reservations to the sweep: its slot goes too */
-		if (l2_ready(a) == 0 && shm_index_sweep(l2_ix(a), -1) > 0 && freed <= 0)
+		if (l2_ready(a) == 0 && (swept = shm_index_sweep(l2_ix(a), -1)) > 0 && freed <= 0)
 			freed = shm_readers_reap(a->shm);
 	}
-	return freed > 0;
+	/* reservations swept free count: the holder's slot may have been cleaned by someone else */
+	return freed > 0 || swept > 0;
 }
 

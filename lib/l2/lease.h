@@ -7,7 +7,7 @@
 /* Sorted lease records of every attached process. *out malloc'd (NULL when none). */
 size_t l2_leases_collect(struct sc_arena *a, uint64_t **out);
 /* Reap dead readers (their leases) and sweep orphaned reservations; rate-limited unless @force.
- * Returns 1 if anything was released. */
+ * Returns 1 if anything was released (a dead holder's slot, or reservations nobody owns). */
 int l2_reap(struct sc_arena *a, int force);
 /* The arena-wide periodic reap (every 100 ms, by whichever writer comes first). */
 void l2_reap_periodic(struct sc_arena *a);
