@@ -507,17 +507,20 @@ START_TEST(repairer_killed_during_repair)
 END_TEST
 
 /* A killed filler's reservation is freed by the next sweep: after a clear (_i 0), or after its slot
- * was cleaned by someone else, by the periodic reap that then finds nothing to reap (_i 1). */
+ * was cleaned by someone else, by the periodic reap that then finds nothing to reap (_i 1), and by
+ * the reap of an admission that needs its room, which then has it (_i 2). */
 START_TEST(killed_filler_reservation_is_freed)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("l2f", ARENA, &name);
 	int fds[2];
 	struct sc_stage *cs;
+	uint64_t cap = shm_heap_capacity(a->shm->hv.regions[SHM_REGION_HEAP].size);
+	uint64_t held = _i == 2 ? cap / 4 * 3 : 1 << 20;
 	pid_t pid = fork_holder(name, fds, &cs);
 	if (pid == 0) {
 		struct sc_l2_resv r;
-		if (sc_l2_reserve(cs, 1 << 20, &r))
+		if (sc_l2_reserve(cs, held, &r))
 			_exit(40);
 		hold_until_killed(fds[1]);
 	}
@@ -525,7 +528,7 @@ START_TEST(killed_filler_reservation_is_freed)
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
 	struct shm_heap_stats hs;
 	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_ge(hs.used_bytes, 1 << 20);
+	ck_assert_uint_ge(hs.used_bytes, held);
 	/* alive: a sweep leaves it alone */
 	ck_assert_int_eq(sc_l2_clear(a), 0);
 	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
@@ -533,7 +536,25 @@ START_TEST(killed_filler_reservation_is_freed)
 	kill(pid, SIGKILL);
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	if (_i == 1) {
+	if (_i == 2) {
+		/* its slot cleaned by someone who does not sweep, and no periodic reap due: an admission
+		 * that needs the room finds nothing to evict, reaps (no slot to free, the reservation
+		 * swept) and then has the room */
+		ck_assert_int_eq(shm_readers_reap(a->shm), 1);
+		atomic_store(&a->shm->hdr->reap_due_ns, UINT64_MAX);
+		struct sc_stage *st;
+		ck_assert_int_eq(sc_stage_open(a, "model-A", "state-1", &st), 0);
+		uint64_t n = cap / 2;
+		uint8_t *buf = calloc(1, n);
+		ck_assert_ptr_nonnull(buf);
+		int32_t t[8] = { 7, 7, 7, 7, 7, 7, 7, 7 };
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { n } };
+		ck_assert_int_eq(sc_l2_admit(st, "mp", t, 8, sc_digest(buf, n), &p, SC_ORIGIN_DIRECT), 0);
+		free(buf);
+		atomic_store(&a->shm->hdr->reap_due_ns, 0);
+		ck_assert_int_eq(sc_l2_clear(a), 1);
+		sc_stage_close(st);
+	} else if (_i == 1) {
 		/* its slot cleaned by someone who does not sweep (the shm layer, as a new attach's claim
 		 * of a dead slot does): the next periodic reap, which frees no slot, still sweeps */
 		ck_assert_int_eq(shm_readers_reap(a->shm), 1);
@@ -671,7 +692,7 @@ Suite *l2_mp_suite(void)
 	tcase_add_test(tc, threads_with_their_own_handles);
 	tcase_add_loop_test(tc, writer_killed_at_each_fault_point, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, repairer_killed_during_repair);
-	tcase_add_loop_test(tc, killed_filler_reservation_is_freed, 0, 2);
+	tcase_add_loop_test(tc, killed_filler_reservation_is_freed, 0, 3);
 	tcase_add_test(tc, random_kills_leave_the_arena_consistent);
 	suite_add_tcase(s, tc);
 	return s;
