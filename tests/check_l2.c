@@ -691,7 +691,8 @@ START_TEST(leases_pin_memory_and_are_bounded)
 	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l[SC_LEASES_MAX]), -EMFILE);
 	ck_assert_uint_eq(stats(&f, NULL).leases, SC_LEASES_MAX);
 	/* a lease whose slot was scribbled outside the table gives no other lease back */
-	const int32_t bad_slots[] = { SC_LEASES_MAX, SC_LEASES_MAX + 1, -2, INT32_MAX };
+	/* (shift counts that wrap onto a held lease's bit: 64 onto bit 0, 111 and -17 onto bit 47) */
+	const int32_t bad_slots[] = { SC_LEASES_MAX, SC_LEASES_MAX + 1, 64, 111, -2, -17, -64, INT32_MAX, INT32_MIN };
 	for (size_t i = 0; i < sizeof(bad_slots) / sizeof(bad_slots[0]); i++) {
 		struct sc_lease forged = l[0];
 		forged.slot_ = bad_slots[i];
