@@ -383,6 +383,28 @@ START_TEST(forced_collisions_are_misses_at_every_level)
 }
 END_TEST
 
+/* An index entry of another prefix under A's key names a durable copy that is not A's: A's own
+ * mirror in L2 (its token ids checked) is not stale for that, and stays; the restore is decided
+ * by the directory, and never serves B's bytes for A. */
+START_TEST(a_colliding_index_entry_leaves_the_l2_mirror_alone)
+{
+	int32_t a[256], bt[256];
+	uint8_t pa[PAY];
+	colliding_prefixes(0, a, bt, pa);
+	struct sc_location loc;
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", a, 256, &loc), 0); /* the index's view loaded */
+	put_with(l3, 6, 256, 61, NULL);                                      /* B, indexed under key 0 */
+	ck_assert_int_eq(sc_l3_locate_longest(l3, "ns", bt, 256, &loc), 256);
+	int fi, rc = restore_is(5, 256, 51, &fi);
+	ck_assert_msg(rc == -ENOENT || rc == 256, "restore of A: %d", rc);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(stage, "ns", a, 256, NULL, &l), 0);
+	ck_assert(memcmp(l.sec[0], pa, PAY) == 0);
+	sc_lease_release(&l);
+	close_all();
+}
+END_TEST
+
 /* What the per-arena option gives up: without token ids, the same collision serves A's state. */
 START_TEST(without_verification_a_collision_serves_another_prefix)
 {
@@ -1076,6 +1098,7 @@ Suite *l3ix_suite(void)
 	c = tcase_create("collisions");
 	tcase_set_timeout(c, 120);
 	tcase_add_test(c, forced_collisions_are_misses_at_every_level);
+	tcase_add_test(c, a_colliding_index_entry_leaves_the_l2_mirror_alone);
 	tcase_add_test(c, without_verification_a_collision_serves_another_prefix);
 	tcase_add_test(c, near_collisions_differing_in_one_token_are_misses_at_every_level);
 	suite_add_tcase(s, c);
