@@ -690,6 +690,12 @@ START_TEST(leases_pin_memory_and_are_bounded)
 		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l[i]), 0);
 	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l[SC_LEASES_MAX]), -EMFILE);
 	ck_assert_uint_eq(stats(&f, NULL).leases, SC_LEASES_MAX);
+	/* no lease and a zeroed one (slot 0, no arena) give nothing back */
+	sc_lease_release(NULL);
+	struct sc_lease zero;
+	memset(&zero, 0, sizeof(zero));
+	sc_lease_release(&zero);
+	ck_assert_uint_eq(stats(&f, NULL).leases, SC_LEASES_MAX);
 	/* a lease whose slot was scribbled outside the table gives no other lease back */
 	/* (shift counts that wrap onto a held lease's bit: 64 onto bit 0, 111 and -17 onto bit 47) */
 	const int32_t bad_slots[] = { SC_LEASES_MAX, SC_LEASES_MAX + 1, 64, 111, -2, -17, -64, INT32_MAX, INT32_MIN };
@@ -725,9 +731,9 @@ START_TEST(leases_pin_memory_and_are_bounded)
 }
 END_TEST
 
-/* Only a slot's lease records are leases: the word after them (the ext area's spare bytes) and
- * bytes just past the reader table that read as a slot in use holding a lease are never read as
- * one, so the entry those words name is reclaimed once it is removed. */
+/* Only a slot's lease records are leases: the word after them (the ext area's spare bytes), a
+ * FREE slot's records and bytes just past the reader table that read as a slot in use holding a
+ * lease are never read as one, so the entry those words name is reclaimed once it is removed. */
 START_TEST(only_lease_records_hold_memory)
 {
 	struct fx f;
@@ -751,6 +757,10 @@ START_TEST(only_lease_records_hold_memory)
 			  s->hv.regions[SHM_REGION_READERS].size);
 	atomic_store(&past->state, SHM_SLOT_LIVE);
 	atomic_store(&l2_ext_of(past)->rec[0], rec);
+	/* nor does a FREE slot's record (its cleaner zeroes them; here one is scribbled) */
+	struct shm_reader_slot *free_slot = shm_reader_slot(s, ((uint32_t)s->reader_slot + 1) % n);
+	ck_assert_uint_eq(atomic_load(&free_slot->state), SHM_SLOT_FREE);
+	atomic_store(&l2_ext_of(free_slot)->rec[SC_LEASES_MAX - 1], rec);
 	struct sc_key k;
 	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
 	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
@@ -758,6 +768,7 @@ START_TEST(only_lease_records_hold_memory)
 	ck_assert_uint_eq(stats(&f, NULL).pending_reclaim_bytes, 0);
 	mine->spare[0] = 0;
 	memset(past, 0, sizeof(*past));
+	atomic_store(&l2_ext_of(free_slot)->rec[SC_LEASES_MAX - 1], 0);
 	fx_close(&f);
 }
 END_TEST
@@ -824,6 +835,38 @@ START_TEST(entries_at_the_size_bounds)
 	struct sc_l2_stats s = stats(&f, NULL);
 	ck_assert_uint_eq(s.entries, 1);
 	ck_assert_uint_eq(s.bytes, cap);
+	fx_close(&f);
+}
+END_TEST
+
+/* A reservation holds the payload and room for a descriptor behind it; a publish whose token ids
+ * need exactly that room stays in place, one token id more moves it into a block that has room. */
+START_TEST(a_publish_with_exactly_its_room_stays_in_place)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert(l2_verify_tokens(f.a));
+	uint32_t fit = (uint32_t)(l2_alloc_len(4096, 1) - l2_tokens_at(4096, 0)) / 4;
+	ck_assert_uint_eq(l2_alloc_len_tok(4096, 0, fit), l2_alloc_len(4096, 1));
+	for (uint32_t n = fit; n <= fit + 1; n++) {
+		int32_t *t = malloc(n * sizeof(*t));
+		toks(t, n, (int32_t)n * 1000);
+		struct sc_l2_resv r;
+		ck_assert_int_eq(sc_l2_reserve(f.st, 4096, &r), 0);
+		fill(r.ptr, 4096, n);
+		const void *where = r.ptr;
+		struct sc_lease l;
+		ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, n, sc_digest(r.ptr, 4096), &r, SC_PAYLOAD_FULL_STATE, 4096, 0,
+					       NULL, SC_ORIGIN_FROM_L3, &l),
+				 0);
+		if (n == fit)
+			ck_assert_ptr_eq(l.sec[0], where);
+		else
+			ck_assert_ptr_ne(l.sec[0], where);
+		ck_assert_int_eq(sc_l2_entry_tokens(f.a, l.key, NULL, NULL, 0), n);
+		sc_lease_release(&l);
+		free(t);
+	}
 	fx_close(&f);
 }
 END_TEST
@@ -1304,6 +1347,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, longest_prefix);
 	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
 	tcase_add_test(tc, entries_at_the_size_bounds);
+	tcase_add_test(tc, a_publish_with_exactly_its_room_stays_in_place);
 	tcase_add_test(tc, only_lease_records_hold_memory);
 	tcase_add_test(tc, reserve_publish_in_place);
 	tcase_add_test(tc, hostile_index_contents);
