@@ -773,6 +773,34 @@ START_TEST(only_lease_records_hold_memory)
 }
 END_TEST
 
+/* An entry's frequency counts its hits up to 3 (S3-FIFO's counter), leases and copies alike;
+ * peeks do not count. */
+START_TEST(frequency_counts_hits_up_to_three)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 0, 4, 100, 1), 0);
+	int32_t t[4];
+	toks(t, 4, 0);
+	struct sc_l2_entry_info info;
+	uint8_t buf[100];
+	for (uint32_t hit = 0; hit <= 5; hit++) {
+		for (int peek = 0; peek < 2; peek++) {
+			ck_assert_int_eq(sc_l2_peek(f.st, "ns", t, 4, &info), 0);
+			ck_assert_uint_eq(info.frequency, hit < 3 ? hit : 3);
+		}
+		if (hit % 2) {
+			struct sc_lease l;
+			ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), 0);
+			sc_lease_release(&l);
+		} else {
+			ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, buf, sizeof(buf), NULL), 100);
+		}
+	}
+	fx_close(&f);
+}
+END_TEST
+
 /* The size checks at their bounds: an entry whose footprint is exactly the budget is admitted,
  * one a heap unit larger is refused as over the budget; one whose footprint is the heap's capacity
  * takes the whole heap, one a unit larger is refused as too large without evicting anything. */
@@ -1347,6 +1375,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, longest_prefix);
 	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
 	tcase_add_test(tc, entries_at_the_size_bounds);
+	tcase_add_test(tc, frequency_counts_hits_up_to_three);
 	tcase_add_test(tc, a_publish_with_exactly_its_room_stays_in_place);
 	tcase_add_test(tc, only_lease_records_hold_memory);
 	tcase_add_test(tc, reserve_publish_in_place);
