@@ -1139,6 +1139,15 @@ START_TEST(test_lookup)
 	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);
 	ck_assert_int_eq(sc_l2_stats(a, st, &s1), 0);
 	ck_assert_uint_eq(s0.hits + s0.misses, s1.hits + s1.misses);
+	/* a prompt shorter than a block, held whole in L3 and (promoted) in L2: both found; one token
+	 * shorter, neither */
+	ck_assert_int_eq(l3_put(l3, "ns", t, 100, 4096, 4), 0);
+	ck_assert_int_eq(admit(st, "ns", t, 100, 4096, 5), 0);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 100, 0, &r), 0);
+	ck_assert_uint_eq(r.l3_tokens, 100);
+	ck_assert_uint_eq(r.l2_tokens, 100);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 99, 0, &r), 0);
+	ck_assert_uint_eq(r.tokens, 0);
 	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 0, 0, &r), -EINVAL);
 	ck_assert_int_eq(sc_lookup(NULL, l3, "ns", t, 10, 0, &r), -EINVAL);
 	ck_assert_int_eq(sc_lookup(st, l3, "ns", NULL, 10, 0, &r), -EINVAL);
