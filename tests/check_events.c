@@ -1125,6 +1125,11 @@ START_TEST(test_lookup)
 	ck_assert_int_eq(admit(st, "ns", t, 700, 4096, 3), 0);
 	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);
 	ck_assert_uint_eq(r.l2_tokens, 700);
+	/* and a multiple held beyond it is longer, found first */
+	ck_assert_int_eq(admit(st, "ns", t, 768, 4096, 6), 0);
+	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);
+	ck_assert_uint_eq(r.l2_tokens, 768);
+	ck_assert_uint_eq(r.tokens, 768);
 	/* another namespace, a shorter prompt, a block of 100 */
 	ck_assert_int_eq(sc_lookup(st, l3, "other", t, 1000, 0, &r), 0);
 	ck_assert_uint_eq(r.tokens, 0);
