@@ -1138,6 +1138,9 @@ START_TEST(test_lookup)
 	ck_assert_uint_eq(r.l3_tokens, 0);
 	ck_assert_int_eq(sc_lookup(st, NULL, "ns", t, 600, 100, &r), 0);
 	ck_assert_uint_eq(r.l2_tokens, 0); /* 512 is no multiple of 100 */
+	ck_assert_int_eq(admit(st, "ns", t, 256, 4096, 7), 0); /* the shortest multiple */
+	ck_assert_int_eq(sc_lookup(st, NULL, "ns", t, 300, 0, &r), 0);
+	ck_assert_uint_eq(r.l2_tokens, 256);
 	/* a lookup counts nothing */
 	struct sc_l2_stats s0, s1;
 	ck_assert_int_eq(sc_l2_stats(a, st, &s0), 0);

@@ -801,6 +801,104 @@ START_TEST(frequency_counts_hits_up_to_three)
 }
 END_TEST
 
+static int list_cb(const struct sc_l2_entry_info *e, void *ctx)
+{
+	uint64_t *seen = ctx;
+	seen[0]++;
+	seen[1] += e->bytes;
+	return seen[2] && seen[0] == seen[2]; /* stop after seen[2] entries (0: never) */
+}
+
+/* sc_l2_list and the statistics see live entries only: not a removed one, not one whose block
+ * was scribbled out of the heap, and not bytes past the index's table made to look like a copy of
+ * a live entry (1500 entries: the region ends in slack). A callback that says stop stops it, and
+ * a limit is a limit. */
+START_TEST(listing_and_statistics_see_live_entries_only)
+{
+	struct fx f;
+	struct sc_arena_opts o = { .size_bytes = ARENA, .index_entries = 1500 };
+	f.a = sc_test_arena_opts("l2", &o, &f.name);
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-1", &f.st), 0);
+	for (int32_t i = 0; i < 5; i++)
+		ck_assert_int_eq(put(f.st, i * 10, 4, 1000 + (size_t)i, (uint32_t)i), 0);
+	int32_t t[4];
+	toks(t, 4, 40);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
+	/* bytes past the table: a copy of the first live entry */
+	struct shm_index *ix = l2_ix(f.a);
+	uint64_t isize;
+	uint8_t *ireg = shm_region(f.a->shm, SHM_REGION_INDEX, &isize);
+	struct shm_index_entry *past = &ix->ent[ix->nentries], *live = NULL;
+	ck_assert_uint_ge((uint64_t)(ireg + isize - (uint8_t *)past), sizeof(*past));
+	for (uint32_t i = 0; !live && i < ix->nentries; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+			live = &ix->ent[i];
+	ck_assert_ptr_nonnull(live);
+	memcpy(past, live, sizeof(*past));
+	uint64_t seen[3] = { 0, 0, 0 };
+	ck_assert_int_eq(sc_l2_list(f.a, list_cb, seen, 0), 4);
+	ck_assert_uint_eq(seen[0], 4);
+	ck_assert_uint_eq(seen[1], 1000 + 1001 + 1002 + 1003);
+	struct sc_l2_stats st = stats(&f, NULL);
+	ck_assert_uint_eq(st.entries, 4);
+	ck_assert_uint_eq(st.logical_bytes, 1000 + 1001 + 1002 + 1003);
+	/* an entry whose payload offset was scribbled out of the heap is neither listed nor counted
+	 * by the listing */
+	struct shm_index_entry saved = *live;
+	live->payload_off = 1;
+	memset(seen, 0, sizeof(seen));
+	ck_assert_int_eq(sc_l2_list(f.a, list_cb, seen, 0), 3);
+	*live = saved;
+	/* limits: a callback that stops, and max */
+	uint64_t stop[3] = { 0, 0, 2 };
+	ck_assert_int_eq(sc_l2_list(f.a, list_cb, stop, 0), 2);
+	memset(seen, 0, sizeof(seen));
+	ck_assert_int_eq(sc_l2_list(f.a, list_cb, seen, 3), 3);
+	ck_assert_uint_eq(seen[0], 3);
+	ck_assert_int_eq(sc_l2_list(f.a, list_cb, seen, 1), 1);
+	ck_assert_int_eq(sc_l2_list(NULL, list_cb, seen, 0), -EINVAL);
+	ck_assert_int_eq(sc_l2_list(f.a, NULL, seen, 0), -EINVAL);
+	memset(past, 0, sizeof(*past));
+	fx_close(&f);
+}
+END_TEST
+
+/* Arguments are checked first: no stage, no tokens (even with a wrong digest), a FULL_STATE or
+ * RECURRENT_ONLY payload with a descriptor; a RECURRENT_ONLY payload without one is admitted. */
+START_TEST(admission_arguments_are_checked_first)
+{
+	struct fx f;
+	fx_open(&f);
+	uint8_t buf[100];
+	fill(buf, sizeof(buf), 3);
+	int32_t t[4];
+	toks(t, 4, 900);
+	struct sc_payload p = { .kind = SC_PAYLOAD_RECURRENT_ONLY, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	struct sc_digest d = sc_digest(buf, sizeof(buf)), bad = d;
+	bad.hi ^= 1;
+	ck_assert_int_eq(sc_l2_admit(NULL, "ns", t, 4, d, &p, 0), -EINVAL);
+	struct sc_l2_resv r = { 0 };
+	ck_assert_int_eq(sc_l2_publish(NULL, "ns", t, 4, d, &r, SC_PAYLOAD_FULL_STATE, 1, 0, NULL, 0, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", NULL, 4, bad, &p, 0), -EINVAL);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_INVALID);
+	struct sc_kv_desc desc;
+	memset(&desc, 0, sizeof(desc));
+	struct sc_payload with_desc = p;
+	with_desc.kv_desc = &desc;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, d, &with_desc, 0), -EINVAL);
+	with_desc.kind = SC_PAYLOAD_FULL_STATE;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, d, &with_desc, 0), -EINVAL);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 0);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, d, &p, 0), 0);
+	struct sc_l2_entry_info info;
+	ck_assert_int_eq(sc_l2_peek(f.st, "ns", t, 4, &info), 0);
+	ck_assert_uint_eq(info.kind, SC_PAYLOAD_RECURRENT_ONLY);
+	fx_close(&f);
+}
+END_TEST
+
 /* The size checks at their bounds: an entry whose footprint is exactly the budget is admitted,
  * one a heap unit larger is refused as over the budget; one whose footprint is the heap's capacity
  * takes the whole heap, one a unit larger is refused as too large without evicting anything. */
@@ -1375,6 +1473,8 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, longest_prefix);
 	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
 	tcase_add_test(tc, entries_at_the_size_bounds);
+	tcase_add_test(tc, listing_and_statistics_see_live_entries_only);
+	tcase_add_test(tc, admission_arguments_are_checked_first);
 	tcase_add_test(tc, frequency_counts_hits_up_to_three);
 	tcase_add_test(tc, a_publish_with_exactly_its_room_stays_in_place);
 	tcase_add_test(tc, only_lease_records_hold_memory);
