@@ -860,6 +860,23 @@ START_TEST(listing_and_statistics_see_live_entries_only)
 	ck_assert_int_eq(sc_l2_list(f.a, list_cb, seen, 1), 1);
 	ck_assert_int_eq(sc_l2_list(NULL, list_cb, seen, 0), -EINVAL);
 	ck_assert_int_eq(sc_l2_list(f.a, NULL, seen, 0), -EINVAL);
+	/* a stage's statistics count its own entries */
+	struct sc_stage *other;
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-2", &other), 0);
+	ck_assert_int_eq(put(other, 500, 4, 777, 9), 0);
+	ck_assert_uint_eq(stats(&f, other).entries, 1);
+	ck_assert_uint_eq(stats(&f, other).logical_bytes, 777);
+	ck_assert_uint_eq(stats(&f, f.st).entries, 4);
+	ck_assert_uint_eq(stats(&f, NULL).entries, 5);
+	sc_stage_close(other);
+	/* the parent's handle in a forked child lists nothing */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(sc_l2_list(f.a, list_cb, seen, 0) == -ECHILD ? 0 : 1);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	memset(past, 0, sizeof(*past));
 	fx_close(&f);
 }
