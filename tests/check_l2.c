@@ -763,6 +763,7 @@ START_TEST(only_lease_records_hold_memory)
 	atomic_store(&l2_ext_of(free_slot)->rec[SC_LEASES_MAX - 1], rec);
 	struct sc_key k;
 	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	ck_assert_uint_eq(stats(&f, NULL).leases, 0);
 	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
 	ck_assert_int_eq(sc_l2_clear(f.a), 0);
 	ck_assert_uint_eq(stats(&f, NULL).pending_reclaim_bytes, 0);
@@ -900,6 +901,12 @@ START_TEST(admission_arguments_are_checked_first)
 	ck_assert_int_eq(sc_l2_publish(NULL, "ns", t, 4, d, &r, SC_PAYLOAD_FULL_STATE, 1, 0, NULL, 0, NULL), -EINVAL);
 	ck_assert_int_eq(sc_l2_admit(f.st, "ns", NULL, 4, bad, &p, 0), -EINVAL);
 	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_INVALID);
+	struct sc_payload no_sec = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { NULL, NULL }, .sec_len = { 0, 100 } };
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, d, &no_sec, 0), -EINVAL); /* a length without its bytes */
+	no_sec.sec_len[1] = 0;
+	no_sec.sec_len[0] = 100;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, d, &no_sec, 0), -EINVAL);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_INVALID);
 	struct sc_kv_desc desc;
 	memset(&desc, 0, sizeof(desc));
 	struct sc_payload with_desc = p;
@@ -940,6 +947,18 @@ START_TEST(entries_at_the_size_bounds)
 		over++;
 	ck_assert_int_eq(sc_l2_shrink_to(f.a, fp), 0);
 	ck_assert_int_eq(put_refusal(&f, over), SC_L2_REFUSE_OVER_BUDGET);
+	{ /* over the budget and worth nothing: refused once, for the first reason */
+		uint8_t *b = calloc(1, over);
+		int32_t t1[4] = { 1, 2, 3, 4 };
+		struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { over } };
+		struct sc_l2_stats s0 = stats(&f, NULL);
+		ck_assert_int_eq(sc_l2_admit_cost(f.st, "ns", t1, 4, sc_digest(b, over), &pl, 0, 1), -E2BIG);
+		ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_OVER_BUDGET);
+		struct sc_l2_stats s1 = stats(&f, NULL);
+		ck_assert_uint_eq(s1.admission_rejects, s0.admission_rejects + 1);
+		ck_assert_uint_eq(s1.refused_low_benefit, s0.refused_low_benefit);
+		free(b);
+	}
 	ck_assert_int_eq(put(f.st, 0, 4, 4096, 9), 0);
 	ck_assert_uint_eq(stats(&f, NULL).bytes, fp);
 	ck_assert_int_eq(sc_l2_clear(f.a), 1);
