@@ -520,6 +520,38 @@ START_TEST(test_l3ix_repair_without_memory)
 }
 END_TEST
 
+/* Prefix lookups keep up to 512 candidate lengths on the stack: with every allocation failing, a
+ * prompt of exactly 512 blocks is looked up (a miss here), one of 513 is -ENOMEM. */
+START_TEST(test_prefix_lookups_of_512_blocks_need_no_memory)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("oomp", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	static int32_t t[513 * 256];
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		t[i] = (int32_t)i;
+	for (uint32_t blocks = 512; blocks <= 513; blocks++) {
+		int want = blocks == 512 ? -ENOENT : -ENOMEM;
+		uint32_t len = 1;
+		struct sc_lease l;
+		arm(-1);
+		int rc = sc_l2_longest_prefix(st, "oom", t, blocks * 256, 256, &len, &l);
+		disarm();
+		ck_assert_int_eq(rc, want);
+		ck_assert_uint_eq(len, 0);
+		struct sc_lookup r;
+		arm(-1);
+		rc = sc_lookup(st, NULL, "oom", t, blocks * 256, 256, &r);
+		disarm();
+		ck_assert_int_eq(rc, blocks == 512 ? 0 : -ENOMEM);
+		ck_assert_uint_eq(r.tokens, 0);
+	}
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Reclamation collects every lease record and sorts them. Past 128 records glibc's qsort takes
  * memory for a merge sort and, without it, sorts in place (quicksort), which a comparator that is
  * wrong about equal records sends past the array. Whichever allocation fails, every lease is
@@ -652,6 +684,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_index_repair_under_allocation_failure);
 	tcase_add_test(tc, test_evq_rebuild_under_allocation_failure);
 	tcase_add_test(tc, test_lease_records_sorted_without_memory);
+	tcase_add_test(tc, test_prefix_lookups_of_512_blocks_need_no_memory);
 	tcase_add_test(tc, test_seg_recount_and_sweep_under_allocation_failure);
 	tcase_add_test(tc, test_l3ix_repair_without_memory);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
