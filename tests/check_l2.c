@@ -899,6 +899,11 @@ START_TEST(admission_arguments_are_checked_first)
 	ck_assert_int_eq(sc_l2_admit(NULL, "ns", t, 4, d, &p, 0), -EINVAL);
 	struct sc_l2_resv r = { 0 };
 	ck_assert_int_eq(sc_l2_publish(NULL, "ns", t, 4, d, &r, SC_PAYLOAD_FULL_STATE, 1, 0, NULL, 0, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 4, d, NULL, SC_PAYLOAD_FULL_STATE, 1, 0, NULL, 0, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_reserve(f.st, 100, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_reserve(NULL, 100, &r), -EINVAL);
+	ck_assert_ptr_null(r.ptr);
+	sc_l2_reserve_release(NULL);
 	ck_assert_int_eq(sc_l2_admit(f.st, "ns", NULL, 4, bad, &p, 0), -EINVAL);
 	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_INVALID);
 	struct sc_payload no_sec = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { NULL, NULL }, .sec_len = { 0, 100 } };
