@@ -838,6 +838,10 @@ START_TEST(listing_and_statistics_see_live_entries_only)
 			live = &ix->ent[i];
 	ck_assert_ptr_nonnull(live);
 	memcpy(past, live, sizeof(*past));
+	/* and the header's bytes after its shards' records say bytes are pending */
+	struct shm_index_shard *after = &ix->hdr->shards[SHM_INDEX_SHARDS];
+	ck_assert((uint8_t *)(after + 1) <= ireg + SHM_INDEX_HDR_BYTES);
+	after->pending_bytes = 12345;
 	uint64_t seen[3] = { 0, 0, 0 };
 	ck_assert_int_eq(sc_l2_list(f.a, list_cb, seen, 0), 4);
 	ck_assert_uint_eq(seen[0], 4);
@@ -845,6 +849,7 @@ START_TEST(listing_and_statistics_see_live_entries_only)
 	struct sc_l2_stats st = stats(&f, NULL);
 	ck_assert_uint_eq(st.entries, 4);
 	ck_assert_uint_eq(st.logical_bytes, 1000 + 1001 + 1002 + 1003);
+	ck_assert_uint_eq(st.pending_reclaim_bytes, 0);
 	/* an entry whose payload offset was scribbled out of the heap is neither listed nor counted
 	 * by the listing */
 	struct shm_index_entry saved = *live;
@@ -879,6 +884,7 @@ START_TEST(listing_and_statistics_see_live_entries_only)
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	memset(past, 0, sizeof(*past));
+	after->pending_bytes = 0;
 	fx_close(&f);
 }
 END_TEST
@@ -906,6 +912,11 @@ START_TEST(admission_arguments_are_checked_first)
 	sc_l2_reserve_release(NULL);
 	ck_assert_int_eq(sc_l2_admit(f.st, "ns", NULL, 4, bad, &p, 0), -EINVAL);
 	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_INVALID);
+	/* a digest refusal is counted where the stage records end: still one stage */
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, bad, &p, 0), -EBADMSG);
+	uint64_t ids[4] = { 0 };
+	ck_assert_int_eq(sc_l2_stage_ids(f.a, ids, 4), 1);
+	ck_assert_uint_eq(ids[0], f.st->id);
 	struct sc_payload no_sec = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { NULL, NULL }, .sec_len = { 0, 100 } };
 	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 4, d, &no_sec, 0), -EINVAL); /* a length without its bytes */
 	no_sec.sec_len[1] = 0;
