@@ -508,7 +508,8 @@ END_TEST
 
 /* A killed filler's reservation is freed by the next sweep: after a clear (_i 0), or after its slot
  * was cleaned by someone else, by the periodic reap that then finds nothing to reap (_i 1), and by
- * the reap of an admission that needs its room, which then has it (_i 2). */
+ * the reap of an admission that needs its room, which then has it (_i 2), and by the periodic
+ * reap once it is due and the handle's gap has passed (_i 3). */
 START_TEST(killed_filler_reservation_is_freed)
 {
 	const char *name;
@@ -554,6 +555,27 @@ START_TEST(killed_filler_reservation_is_freed)
 		atomic_store(&a->shm->hdr->reap_due_ns, 0);
 		ck_assert_int_eq(sc_l2_clear(a), 1);
 		sc_stage_close(st);
+	} else if (_i == 3) {
+		/* the periodic reap's limits: not before the arena's due time, not within the handle's
+		 * 1 ms gap (the due time still moves on), then it reaps */
+		struct sc_l2_stats ls;
+		atomic_store(&a->shm->hdr->reap_due_ns, UINT64_MAX);
+		a->l2_last_reap_ns = 0;
+		ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
+		ck_assert_uint_eq(atomic_load(&a->shm->hdr->reap_due_ns), UINT64_MAX);
+		ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+		ck_assert_uint_ge(hs.used_bytes, held);
+		atomic_store(&a->shm->hdr->reap_due_ns, 0);
+		uint64_t t0 = shm_now_ns();
+		a->l2_last_reap_ns = t0;
+		ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
+		ck_assert_uint_gt(atomic_load(&a->shm->hdr->reap_due_ns), t0);
+		ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+		if (shm_now_ns() - t0 < 1000000)  /* still inside the gap: nothing reaped */
+			ck_assert_uint_ge(hs.used_bytes, held);
+		atomic_store(&a->shm->hdr->reap_due_ns, 0);
+		a->l2_last_reap_ns = 0;
+		ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
 	} else if (_i == 1) {
 		/* its slot cleaned by someone who does not sweep (the shm layer, as a new attach's claim
 		 * of a dead slot does): the next periodic reap, which frees no slot, still sweeps */
@@ -692,7 +714,7 @@ Suite *l2_mp_suite(void)
 	tcase_add_test(tc, threads_with_their_own_handles);
 	tcase_add_loop_test(tc, writer_killed_at_each_fault_point, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, repairer_killed_during_repair);
-	tcase_add_loop_test(tc, killed_filler_reservation_is_freed, 0, 3);
+	tcase_add_loop_test(tc, killed_filler_reservation_is_freed, 0, 4);
 	tcase_add_test(tc, random_kills_leave_the_arena_consistent);
 	suite_add_tcase(s, tc);
 	return s;
