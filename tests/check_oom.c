@@ -520,6 +520,34 @@ START_TEST(test_l3ix_repair_without_memory)
 }
 END_TEST
 
+/* With no lease held anywhere, reclamation needs no memory: an entry removed while every
+ * allocation fails is freed at once. */
+START_TEST(test_reclamation_without_leases_needs_no_memory)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("oomr", 32 << 20, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	ck_assert_int_eq(admit(st, 7, 5000), 0);
+	int32_t t[3] = { 7, 8, 9 };
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(st, "oom", t, 3, &k), 0);
+	arm(-1);
+	int rc = sc_l2_remove(st, k);
+	disarm();
+	ck_assert_int_eq(rc, 0);
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
+	ck_assert_uint_eq(s.entries, 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, 0);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Prefix lookups keep up to 512 candidate lengths on the stack: with every allocation failing, a
  * prompt of exactly 512 blocks is looked up (a miss here), one of 513 is -ENOMEM. */
 START_TEST(test_prefix_lookups_of_512_blocks_need_no_memory)
@@ -685,6 +713,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_evq_rebuild_under_allocation_failure);
 	tcase_add_test(tc, test_lease_records_sorted_without_memory);
 	tcase_add_test(tc, test_prefix_lookups_of_512_blocks_need_no_memory);
+	tcase_add_test(tc, test_reclamation_without_leases_needs_no_memory);
 	tcase_add_test(tc, test_seg_recount_and_sweep_under_allocation_failure);
 	tcase_add_test(tc, test_l3ix_repair_without_memory);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
