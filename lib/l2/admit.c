@@ -84,7 +84,7 @@ static int shape_of(struct sc_stage *st, uint32_t kind, uint64_t l0, uint64_t l1
 	}
 	*fp = shm_heap_footprint(l2_alloc_len_tok(wire, desc != NULL, ntok) | packed);
 	*reason = SC_L2_REFUSE_TOO_LARGE;
-	if (*fp > shm_heap_capacity(st->arena->shm->hv.regions[SHM_REGION_HEAP].size))
+	if (*fp > l2_heap_capacity(st->arena))
 		return -E2BIG;
 	*reason = SC_L2_REFUSE_OVER_BUDGET;
 	if (*fp > l2_budget(st->arena))
@@ -234,7 +234,7 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, const struct
 		return rc;
 	uint64_t len = alloc_len(bytes, 1), fp = shm_heap_footprint(len), off;
 	int counted = !(flags & L2_RESERVE_NO_EVICT); /* a free-room-only try is no admission */
-	uint64_t cap = shm_heap_capacity(a->shm->hv.regions[SHM_REGION_HEAP].size);
+	uint64_t cap = l2_heap_capacity(a);
 	if (fp > cap || fp > l2_budget(a)) {
 		*why = fp <= cap ? SC_L2_REFUSE_OVER_BUDGET : SC_L2_REFUSE_TOO_LARGE;
 		return counted ? l2_refuse(a, st->id, bytes, -E2BIG, *why) : -E2BIG;

@@ -100,7 +100,7 @@ void sc_l2_set_policy_limits(uint32_t steps, uint32_t blocks)
 uint64_t l2_budget(struct sc_arena *a)
 {
 	uint64_t b = atomic_load_explicit(&l2_ix(a)->hdr->budget_bytes, memory_order_relaxed);
-	uint64_t heap = a->shm->hv.regions[SHM_REGION_HEAP].size;
+	uint64_t heap = l2_heap_capacity(a); /* no budget: all the heap's blocks can hold */
 	return b && b < heap ? b : heap;
 }
 

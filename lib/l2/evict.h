@@ -3,6 +3,7 @@
 #define SC_LIB_L2_EVICT_H
 
 #include "view.h"
+#include "../../shm/heap.h"
 
 /* Put a BUSY entry (shard locked, not yet linked) that saves @cost ns per hit (0: unknown) on the
  * small or main FIFO, or on main when its key is in the ghost; its key's departure is forgotten. */
@@ -45,6 +46,12 @@ void l2_reclaim_all(struct sc_arena *a, int held);
 /* Footprints retired and waiting for readers or leases, summed over the shards (a hint). */
 uint64_t l2_pending(struct sc_arena *a);
 uint64_t l2_budget(struct sc_arena *a);
+/* The bytes of blocks the arena's heap can hold (shm_heap_capacity of its region): no entry with a
+ * larger footprint can be stored. */
+static inline uint64_t l2_heap_capacity(const struct sc_arena *a)
+{
+	return shm_heap_capacity(a->shm->hv.regions[SHM_REGION_HEAP].size);
+}
 uint64_t l2_used(struct sc_arena *a);
 
 #endif
