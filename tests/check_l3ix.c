@@ -405,6 +405,52 @@ START_TEST(a_colliding_index_entry_leaves_the_l2_mirror_alone)
 }
 END_TEST
 
+/* A stale mirror is removed as the record the lookup found, never as whatever its key holds by
+ * then: an entry of the new bytes that a worker admits under the key between the lookup and the
+ * removal (an in-process hook at the schedule point between them, l3ix.tokens.compared) stays. */
+static int readmitted;
+static void readmit_hook(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l3ix.tokens.compared") || readmitted++)
+		return;
+	int32_t t[256];
+	uint8_t b[PAY];
+	toks_of(t, 256, 3);
+	bytes_of(b, PAY, 32);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { PAY } };
+	ck_assert_int_eq(sc_l2_admit(stage, "ns", t, 256, sc_digest(b, PAY), &pl, SC_ORIGIN_DIRECT), 0);
+}
+
+START_TEST(a_stale_mirror_removal_spares_a_newer_entry)
+{
+	open_all(0, 600000, 0);
+	int fi;
+	put_with(l3, 3, 256, 31, NULL);
+	for (int i = 0; i < 3; i++) /* filled, promoted, served from L2 */
+		ck_assert_int_eq(restore_is(3, 256, 31, &fi), 256);
+	in_child(1, child_evict_all, NULL);
+	struct put_ctx p = { 3, 32, 256 };
+	in_child(1, child_put, &p); /* the durable copy changes: the mirror (31) is stale */
+	sc_sched_set(readmit_hook, NULL);
+	int rc = restore_is(3, 256, 32, &fi);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(rc, 256);
+	ck_assert_int_eq(fi, 1);
+	ck_assert_int_ge(readmitted, 1);
+	int32_t t[256];
+	uint8_t want[PAY];
+	toks_of(t, 256, 3);
+	bytes_of(want, PAY, 32);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(stage, "ns", t, 256, NULL, &l), 0);
+	ck_assert_msg(l.origin == SC_ORIGIN_DIRECT, "the worker's entry was removed (origin %u)", l.origin);
+	ck_assert(memcmp(l.sec[0], want, PAY) == 0);
+	sc_lease_release(&l);
+	close_all();
+}
+END_TEST
+
 /* What the per-arena option gives up: without token ids, the same collision serves A's state. */
 START_TEST(without_verification_a_collision_serves_another_prefix)
 {
@@ -1099,6 +1145,7 @@ Suite *l3ix_suite(void)
 	tcase_set_timeout(c, 120);
 	tcase_add_test(c, forced_collisions_are_misses_at_every_level);
 	tcase_add_test(c, a_colliding_index_entry_leaves_the_l2_mirror_alone);
+	tcase_add_test(c, a_stale_mirror_removal_spares_a_newer_entry);
 	tcase_add_test(c, without_verification_a_collision_serves_another_prefix);
 	tcase_add_test(c, near_collisions_differing_in_one_token_are_misses_at_every_level);
 	suite_add_tcase(s, c);
