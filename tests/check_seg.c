@@ -363,7 +363,14 @@ START_TEST(segments_off_and_small_payloads_are_stored_whole)
 		t[i] = 300 + i;
 	ck_assert_int_eq(sc_l2_publish(f.st, "ns", t, 8, sc_digest(r.ptr, SEG), &r, SC_PAYLOAD_FULL_STATE, SEG, 0, NULL,
 				       SC_ORIGIN_FROM_L3, NULL), 0);
-	/* a recurrent section of exactly one segment (recurrent-only: no KV section): whole too */
+	/* a recurrent section of exactly one segment (recurrent-only: no KV section): whole too,
+	 * admitted ... */
+	struct sc_payload rp = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { NULL, f.base }, .sec_len = { 0, SEG } };
+	for (int i = 0; i < 8; i++)
+		t[i] = 500 + i;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", t, 8, sc_digest(f.base, SEG), &rp, SC_ORIGIN_DIRECT), 0);
+	ck_assert_uint_eq(stats(&f).segments, 0);
+	/* ... or filled */
 	ck_assert_int_eq(sc_l2_reserve(f.st, SEG, &r), 0);
 	memcpy(r.ptr, f.base, SEG);
 	for (int i = 0; i < 8; i++)
