@@ -552,6 +552,55 @@ static void pressure_proc(const char *name, uint32_t seed, int ops, int die)
 	_exit(0);
 }
 
+/* The index refuses a key whose shard has no entry left, all of them leased (64 entries: 4 per
+ * shard): an admission and a publish (with or without a lease) both say why, leased; only a lease
+ * slot that a publish wants and cannot have is "other". */
+START_TEST(a_full_index_shard_refuses_as_leased)
+{
+	struct fx f;
+	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .index_entries = 64 };
+	f.a = sc_test_arena_opts("pol", &o, &f.name);
+	ck_assert_int_eq(sc_stage_open(f.a, "model", "state", &f.st), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	int32_t t[4];
+	struct sc_key k;
+	toks(t, 0);
+	ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
+	uint32_t shard = shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo)), per = ix->nentries / SHM_INDEX_SHARDS;
+	ck_assert_uint_ge(per, 1);
+	struct sc_lease l[SC_LEASES_MAX];
+	uint32_t held = 0, next = 1;
+	for (; held < per && next < 100000; next++) {
+		toks(t, next);
+		ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
+		if (shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo)) != shard)
+			continue;
+		ck_assert_int_eq(put(f.st, next, 4096), 0);
+		ck_assert_int_eq(get(f.st, next, &l[held++]), 0);
+	}
+	ck_assert_uint_eq(held, per);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_LEASED, -ENOSPC, put(f.st, 0, 4096));
+	struct sc_l2_resv r;
+	struct sc_lease want;
+	toks(t, 0);
+	for (int with_lease = 0; with_lease < 2; with_lease++) {
+		ck_assert_int_eq(sc_l2_reserve(f.st, 4096, &r), 0);
+		fill(r.ptr, 4096, 0);
+		EXPECT_REFUSAL(&f, SC_L2_REFUSE_LEASED, -ENOSPC,
+			       sc_l2_publish(f.st, "pol", t, 4, digest_of(0, 4096), &r, SC_PAYLOAD_FULL_STATE, 4096, 0, NULL,
+					     SC_ORIGIN_FROM_L3, with_lease ? &want : NULL));
+		sc_l2_reserve_release(&r);
+	}
+	/* one lease released: its entry makes room, and the key is admitted */
+	sc_lease_release(&l[--held]);
+	ck_assert_int_eq(put(f.st, 0, 4096), 0);
+	ck_assert(has(f.st, 0));
+	while (held)
+		sc_lease_release(&l[--held]);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(leased_entries_survive_any_pressure)
 {
 	struct fx f;
@@ -1038,6 +1087,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, leases_that_split_the_heap_refuse_with_no_room);
 	tcase_add_test(tc, regression_admission_up_to_the_budget_publishes);
 	tcase_add_test(tc, every_refusal_reason_is_produced_and_counted);
+	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
 	tcase_add_test(tc, rebuilder_killed_during_the_rebuild);
