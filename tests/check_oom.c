@@ -10,9 +10,11 @@
  * assertions allocate).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "sc_check.h"
 #include "../lib/l2/l2.h"
@@ -548,6 +550,56 @@ START_TEST(test_reclamation_without_leases_needs_no_memory)
 }
 END_TEST
 
+/* A reap whose sweep failed for want of memory has still counted the dead filler's slot as
+ * handled; the next forced reap (a clear here; fsck and an admission that needs room force too)
+ * sweeps again although no slot was cleaned since, and the reservation does not outlive it. The
+ * clear comes within the handle's 1 ms gap between reaps: forced reaps ignore the gap. */
+START_TEST(test_a_sweep_that_failed_is_done_by_the_next_forced_reap)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("oomw", 32 << 20, &name);
+	int fds[2];
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *ca;
+		struct sc_stage *cs;
+		struct sc_l2_resv r;
+		if (sc_arena_open_dir("/dev/shm", name, &ca) || sc_stage_open(ca, "m", "s", &cs) ||
+		    sc_l2_reserve(cs, 1 << 20, &r) || write(fds[1], "r", 1) != 1)
+			_exit(2);
+		for (;;)
+			pause(); /* until killed */
+	}
+	char c;
+	ck_assert_int_eq(read(fds[0], &c, 1), 1); /* it holds its reservation */
+	kill(pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);     /* the index's view, before memory runs out */
+	atomic_store(&a->shm->hdr->reap_due_ns, UINT64_MAX); /* no periodic reap does the work */
+	a->l2_last_reap_ns = 0;
+	arm(-1);
+	int rc = l2_reap(a, 0);
+	ck_assert_int_eq(disarm(), 1); /* the sweep wanted memory */
+	ck_assert_int_eq(rc, 1);       /* the slot was freed ... */
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	ck_assert_uint_ge(hs.used_bytes, 1 << 20); /* ... the reservation was not */
+	ck_assert_int_eq(l2_reap(a, 0), 0); /* no slot cleaned since: an unforced reap does not sweep */
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	ck_assert_uint_ge(hs.used_bytes, 1 << 20);
+	ck_assert_int_eq(sc_l2_clear(a), 0);
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, 0);
+	close(fds[0]);
+	close(fds[1]);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* Prefix lookups keep up to 512 candidate lengths on the stack: with every allocation failing, a
  * prompt of exactly 512 blocks is looked up (a miss here), one of 513 is -ENOMEM. */
 START_TEST(test_prefix_lookups_of_512_blocks_need_no_memory)
@@ -714,6 +766,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_lease_records_sorted_without_memory);
 	tcase_add_test(tc, test_prefix_lookups_of_512_blocks_need_no_memory);
 	tcase_add_test(tc, test_reclamation_without_leases_needs_no_memory);
+	tcase_add_test(tc, test_a_sweep_that_failed_is_done_by_the_next_forced_reap);
 	tcase_add_test(tc, test_seg_recount_and_sweep_under_allocation_failure);
 	tcase_add_test(tc, test_l3ix_repair_without_memory);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
