@@ -591,6 +591,68 @@ START_TEST(killed_filler_reservation_is_freed)
 }
 END_TEST
 
+/* A filler that dies after a forced reap's pass over the slots and before its sweep judges the
+ * reservations: the sweep frees its reservation, and the same reap, having swept something
+ * without freeing a slot, passes over the slots again and frees its slot too. The sweep lock was
+ * left by a killed sweeper, so the reap's sweep takes it over; the hook at the takeover
+ * ("mutex.lock.acquired", between the two) kills the filler. */
+static pid_t dying_filler;
+static void kill_filler_hook(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "mutex.lock.acquired") || !dying_filler)
+		return;
+	ck_assert_int_eq(kill(dying_filler, SIGKILL), 0);
+	sc_test_wait_killed(dying_filler);
+	dying_filler = 0;
+}
+
+static uint32_t slots_in_use(struct sc_arena *a)
+{
+	uint32_t n = shm_readers_count(a->shm), used = 0;
+	for (uint32_t i = 0; i < n; i++)
+		used += atomic_load(&shm_reader_slot(a->shm, i)->state) != SHM_SLOT_FREE;
+	return used;
+}
+
+START_TEST(a_filler_dying_before_the_sweep_loses_its_slot_in_the_same_reap)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("l2f", ARENA, &name);
+	int fds[2];
+	struct sc_stage *cs;
+	pid_t pid = fork_holder(name, fds, &cs);
+	if (pid == 0) {
+		struct sc_l2_resv r;
+		if (sc_l2_reserve(cs, 1 << 20, &r))
+			_exit(40);
+		hold_until_killed(fds[1]);
+	}
+	char c;
+	ck_assert_int_eq(read(fds[0], &c, 1), 1); /* it holds its reservation */
+	struct sc_l2_stats ls;
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
+	struct shm_index *ix = l2_ix(a);
+	sc_test_wait_killed(sc_test_locker(name, &ix->hdr->sweep_mu, 'k', 0));
+	ck_assert_int_eq(shm_readers_reap(a->shm), 1); /* the sweeper's slot; the lock still names it */
+	atomic_store(&a->shm->hdr->reap_due_ns, UINT64_MAX);
+	uint32_t used = slots_in_use(a);
+	dying_filler = pid;
+	sc_sched_set(kill_filler_hook, NULL);
+	int rc = l2_reap(a, 1);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(dying_filler, 0); /* the hook ran */
+	ck_assert_int_eq(rc, 1);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, 0);
+	ck_assert_uint_eq(slots_in_use(a), used - 1);
+	close(fds[0]);
+	close(fds[1]);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* ---- kill -9 at random instructions: writers (admit, publish, remove) and readers holding leases ---- */
 
 static void random_worker(const char *name, int reader)
@@ -709,6 +771,7 @@ Suite *l2_mp_suite(void)
 	tcase_add_loop_test(tc, writer_killed_at_each_fault_point, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, repairer_killed_during_repair);
 	tcase_add_loop_test(tc, killed_filler_reservation_is_freed, 0, 4);
+	tcase_add_test(tc, a_filler_dying_before_the_sweep_loses_its_slot_in_the_same_reap);
 	tcase_add_test(tc, random_kills_leave_the_arena_consistent);
 	suite_add_tcase(s, tc);
 	return s;
