@@ -290,6 +290,27 @@ START_TEST(restore_side_l2_misses_say_why)
 	struct sc_miss_stats b = ms(sc_stage_id(stage));
 	ck_assert_uint_eq(b.l2[SC_MISS_REMOVED] - a.l2[SC_MISS_REMOVED], 1);
 	expect_l2_miss(stage, 22, SC_MISS_REMOVED, 0);
+	/* refused: a fill that would be promoted finds no room (every entry leased) and is served
+	 * from process memory; a lookup of its key then says why */
+	put_l3(23, 8192, "model", "state", &loc);
+	ck_assert_int_eq(restore(stage, 23, &r), 16); /* first fill: not promoted */
+	sc_restore_release(&r);
+	ck_assert_int_eq(sc_l2_shrink_to(arena, 128 << 10), 0);
+	struct sc_lease held[SC_LEASES_MAX];
+	int nheld = 0;
+	for (uint32_t k = 200; nheld < SC_LEASES_MAX && admit(stage, k, 4096) == 0; k++) {
+		toks(t, k);
+		ck_assert_int_eq(sc_l2_get(stage, "miss", t, 16, NULL, &held[nheld++]), 0);
+	}
+	ck_assert_int_eq(sc_l2_last_refusal(stage), SC_L2_REFUSE_LEASED);
+	ck_assert_int_eq(restore(stage, 23, &r), 16); /* the second would be promoted: no room */
+	ck_assert_int_eq(r.promoted, 0);
+	ck_assert_int_eq(r.in_arena, 0);
+	sc_restore_release(&r);
+	expect_l2_miss(stage, 23, SC_MISS_REFUSED, SC_L2_REFUSE_LEASED);
+	while (nheld)
+		sc_lease_release(&held[--nheld]);
+	ck_assert_int_eq(sc_l2_shrink_to(arena, 0), 0);
 }
 END_TEST
 
