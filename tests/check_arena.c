@@ -407,14 +407,22 @@ START_TEST(test_header_check_limits)
 }
 END_TEST
 
+/* The largest whole number of pages below @bytes: a region size too small by at least a byte that
+ * is still whole pages (every region of an arena we make is), so that only the bound refuses it. */
+static uint64_t page_below(uint64_t bytes)
+{
+	return (bytes - 1) & ~4095ull;
+}
+
 /* Each field a header check reads, made wrong alone (the checksum computed again, as a writer who
- * could forge it would): every one refused. */
+ * could forge it would): every one refused. A region size that is not whole pages is wrong too:
+ * the heap's capacity is computed from its size, and every block's footprint assumes whole pages. */
 START_TEST(test_header_check_refuses_each_field_alone)
 {
 	const struct shm_header h0 = valid_header("hfld");
 	ck_assert(h0.seg_bytes && h0.seg_slots > 2 && h0.l3ix_entries && h0.slots_per_user);
 	struct shm_region *rg;
-	for (int k = 0; k < 17; k++) {
+	for (int k = 0; k < 18; k++) {
 		struct shm_header h = h0;
 		rg = h.regions;
 		switch (k) {
@@ -422,19 +430,20 @@ START_TEST(test_header_check_refuses_each_field_alone)
 		case 1: h.region_count--; break;
 		case 2: h.total_bytes += 4096; break; /* the file is h0's size */
 		case 3: h.reader_slots = 0, h.slots_per_user = 0; break;
-		case 4: rg[SHM_REGION_READERS].size = (uint64_t)h.reader_slots * 512 - 1; break;
+		case 4: rg[SHM_REGION_READERS].size = page_below((uint64_t)h.reader_slots * 512); break;
 		case 5: h.arena_flags |= 0x80000000u; break;
 		case 6: h.l3ix_refresh_ms = 0; break;
-		case 7: rg[SHM_REGION_L3IX].size = shm_l3ix_bytes(h.l3ix_entries) - 1; break;
+		case 7: rg[SHM_REGION_L3IX].size = page_below(shm_l3ix_bytes(h.l3ix_entries)); break;
 		case 8: h.seg_bytes += 4096; break;
 		case 9: h.seg_slots = 0; break;
 		case 10: h.seg_slots--; break; /* not a power of two, and a smaller table */
-		case 11: rg[SHM_REGION_POLICY].size = shm_seg_table_bytes((uint32_t)h.seg_slots) - 1; break;
-		case 12: rg[SHM_REGION_EVENTS].size = shm_evring_bytes(shm_evring_records(h.index_entries)) - 1; break;
+		case 11: rg[SHM_REGION_POLICY].size = page_below(shm_seg_table_bytes((uint32_t)h.seg_slots)); break;
+		case 12: rg[SHM_REGION_EVENTS].size = page_below(shm_evring_bytes(shm_evring_records(h.index_entries))); break;
 		case 13: rg[SHM_REGION_HEAP].off += 8, rg[SHM_REGION_HEAP].size -= 8; break;
 		case 14: rg[SHM_REGION_HEAP].size++; break;
 		case 15: rg[SHM_REGION_HEAP].off = rg[SHM_REGION_EVENTS].off; break; /* overlaps */
 		case 16: h.slots_per_user = h.reader_slots + 1; break;
+		case 17: rg[SHM_REGION_HEAP].size -= 64; break; /* inside the file, not whole pages */
 		}
 		h.header_check = shm_header_checksum(&h);
 		ck_assert_msg(shm_header_check(&h, h0.total_bytes) == -EBADMSG, "field %d wrong alone: accepted", k);
