@@ -119,10 +119,12 @@ int l2_reap(struct sc_arena *a, int force)
 		a->l2_swept_cleaned = cleaned;
 		/* their private reservations are orphans now (the index view comes with l2_ready: a
 		 * handle that never used L2, fsck's, may reap first) */
-		/* a holder whose ring let its lock go between the reap and the sweep (its last reads
-		 * ended: shm/readers.c) lost its reservations to the sweep: its slot goes too */
-		if (l2_ready(a) == 0 && (swept = shm_index_sweep(l2_ix(a), -1)) > 0 && freed <= 0)
-			freed = shm_readers_reap(a->shm);
+		/* a holder that died between the pass above and the sweep (or whose ring let its lock
+		 * go then: its last reads ended, shm/readers.c) was judged dead by the sweep, which freed
+		 * its reservations: a second pass frees its slot too, so that after the reap nothing of
+		 * a holder dead before the sweep began is left */
+		if (l2_ready(a) == 0 && (swept = shm_index_sweep(l2_ix(a), -1)) >= 0)
+			freed += shm_readers_reap(a->shm);
 	}
 	/* reservations swept free count: the holder's slot may have been cleaned by someone else */
 	return freed > 0 || swept > 0;
