@@ -889,6 +889,101 @@ START_TEST(listing_and_statistics_see_live_entries_only)
 }
 END_TEST
 
+/* Lookups check their arguments first: no stage, no lease, no tokens, no count, a copy with room
+ * but no buffer, a namespace longer than SC_IDENTITY_MAX, the parent's handle in a forked child.
+ * Each is refused as such (never a miss of some other key), and none counts a lookup. */
+START_TEST(lookups_refuse_bad_arguments)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 0, 4, 4096, 1), 0);
+	int32_t t[4];
+	toks(t, 4, 0);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	char *longns = malloc(SC_IDENTITY_MAX + 2);
+	memset(longns, 'n', SC_IDENTITY_MAX + 1);
+	longns[SC_IDENTITY_MAX + 1] = 0;
+	uint8_t buf[4096];
+	struct sc_lease l;
+	struct sc_l2_stats s0 = stats(&f, f.st);
+	ck_assert_int_eq(sc_l2_get(NULL, "ns", t, 4, NULL, &l), -EINVAL);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", NULL, 4, NULL, &l), -EINVAL);
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 0, NULL, &l), -EINVAL);
+	ck_assert_int_eq(sc_l2_get(f.st, longns, t, 4, NULL, &l), -EINVAL);
+	ck_assert_int_eq(sc_l2_get_key(NULL, k, &l), -EINVAL);
+	ck_assert_int_eq(sc_l2_get_key(f.st, k, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_get_copy(NULL, "ns", t, 4, NULL, buf, sizeof(buf), NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", NULL, 4, NULL, buf, sizeof(buf), NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 0, NULL, buf, sizeof(buf), NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, NULL, sizeof(buf), NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, longns, t, 4, NULL, buf, sizeof(buf), NULL), -EINVAL);
+	struct sc_l2_stats s1 = stats(&f, f.st);
+	ck_assert_uint_eq(s1.hits, s0.hits);
+	ck_assert_uint_eq(s1.misses, s0.misses);
+	/* the parent's handle in a forked child: refused, by key and by tokens, for a lease or a copy */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(sc_l2_get(f.st, "ns", t, 4, NULL, &l) == -ECHILD && sc_l2_get_key(f.st, k, &l) == -ECHILD &&
+				      sc_l2_get_copy(f.st, "ns", t, 4, NULL, buf, sizeof(buf), NULL) == -ECHILD
+			      ? 0
+			      : 1);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* and the entry is served here, once */
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, buf, sizeof(buf), NULL), 4096);
+	ck_assert_uint_eq(stats(&f, f.st).hits, s0.hits + 1);
+	free(longns);
+	fx_close(&f);
+}
+END_TEST
+
+/* The entry of @tokens base..base+n, for forging (the caller holds no lease on it). */
+static struct shm_index_entry *entry_of(struct fx *f, int32_t base, size_t n)
+{
+	int32_t t[64];
+	toks(t, n, base);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f->st, "ns", t, (uint32_t)n, &k), 0);
+	int err;
+	shm_epoch_enter(f->a->shm);
+	struct shm_index_entry *e = shm_index_find(l2_ix(f->a), k.lo, k.hi, &err);
+	shm_epoch_exit(f->a->shm);
+	ck_assert_ptr_nonnull(e);
+	return e;
+}
+
+/* A copy is checked against the entry's whole digest: bytes that match only its low half, or only
+ * its high half, are refused (-EBADMSG), and so is an entry of a verifying arena that says it
+ * stores no token ids (its meta bit scribbled): never served unverified. */
+START_TEST(forged_digests_and_missing_token_ids_are_refused)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert(l2_verify_tokens(f.a));
+	ck_assert_int_eq(put(f.st, 0, 4, 4096, 1), 0);
+	struct shm_index_entry *e = entry_of(&f, 0, 4);
+	int32_t t[4];
+	toks(t, 4, 0);
+	uint8_t buf[4096];
+	for (int half = 0; half < 2; half++) {
+		uint64_t *w = half ? &e->digest_hi : &e->digest_lo;
+		*w ^= 1;
+		ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, buf, sizeof(buf), NULL), -EBADMSG);
+		*w ^= 1;
+	}
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, buf, sizeof(buf), NULL), 4096);
+	e->meta &= ~L2_META_TOKENS;
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, buf, sizeof(buf), NULL), -EBADMSG);
+	fx_close(&f);
+}
+END_TEST
+
 /* Arguments are checked first: no stage, no tokens (even with a wrong digest), a FULL_STATE or
  * RECURRENT_ONLY payload with a descriptor; a RECURRENT_ONLY payload without one is admitted. */
 START_TEST(admission_arguments_are_checked_first)
@@ -1527,6 +1622,8 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, entries_at_the_size_bounds);
 	tcase_add_test(tc, listing_and_statistics_see_live_entries_only);
 	tcase_add_test(tc, admission_arguments_are_checked_first);
+	tcase_add_test(tc, lookups_refuse_bad_arguments);
+	tcase_add_test(tc, forged_digests_and_missing_token_ids_are_refused);
 	tcase_add_test(tc, frequency_counts_hits_up_to_three);
 	tcase_add_test(tc, a_publish_with_exactly_its_room_stays_in_place);
 	tcase_add_test(tc, only_lease_records_hold_memory);
