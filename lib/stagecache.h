@@ -735,7 +735,8 @@ int sc_stage_token_cost(const struct sc_stage *stage, uint64_t *ns_per_token);
  * @location: optional; when given and the entry's token_count or digest differ, the entry is
  * removed and the call is a miss.
  * Returns 0 (hit), -ENOENT (miss), -EBADMSG (corrupted index entry: counted as a miss),
- * -EMFILE (SC_LEASES_MAX leases already held by this handle), -EINVAL.
+ * -EMFILE (SC_LEASES_MAX leases already held by this handle), -EINVAL. On every error @lease (when
+ * not NULL) is left empty: sc_lease_release on it does nothing.
  * Never blocks, never allocates (except when a location mismatch removes the entry).
  */
 int sc_l2_get(struct sc_stage *stage, const char *ns, const int32_t *tokens, uint32_t n,

@@ -890,8 +890,9 @@ START_TEST(listing_and_statistics_see_live_entries_only)
 END_TEST
 
 /* Lookups check their arguments first: no stage, no lease, no tokens, no count, a copy with room
- * but no buffer, a namespace longer than SC_IDENTITY_MAX, the parent's handle in a forked child.
- * Each is refused as such (never a miss of some other key), and none counts a lookup. */
+ * but no buffer, a peek with nowhere to put what it finds, a namespace longer than SC_IDENTITY_MAX,
+ * the parent's handle in a forked child. Each is refused as such (never a miss of some other key),
+ * none counts a lookup, and a refused sc_l2_get leaves an empty lease. */
 START_TEST(lookups_refuse_bad_arguments)
 {
 	struct fx f;
@@ -907,11 +908,27 @@ START_TEST(lookups_refuse_bad_arguments)
 	uint8_t buf[4096];
 	struct sc_lease l;
 	struct sc_l2_stats s0 = stats(&f, f.st);
-	ck_assert_int_eq(sc_l2_get(NULL, "ns", t, 4, NULL, &l), -EINVAL);
+	/* a refused sc_l2_get leaves the caller's lease empty (releasing it does nothing) */
+#define GET_REFUSED(st_, ns_, t_, n_)                                                                      \
+	do {                                                                                               \
+		memset(&l, 0xa5, sizeof(l));                                                               \
+		ck_assert_int_eq(sc_l2_get(st_, ns_, t_, n_, NULL, &l), -EINVAL);                          \
+		ck_assert_ptr_null(l.arena_);                                                              \
+		sc_lease_release(&l);                                                                      \
+	} while (0)
+	GET_REFUSED(NULL, "ns", t, 4);
+	GET_REFUSED(f.st, "ns", NULL, 4);
+	GET_REFUSED(f.st, "ns", t, 0);
+	GET_REFUSED(f.st, longns, t, 4);
+#undef GET_REFUSED
 	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, NULL), -EINVAL);
-	ck_assert_int_eq(sc_l2_get(f.st, "ns", NULL, 4, NULL, &l), -EINVAL);
-	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 0, NULL, &l), -EINVAL);
-	ck_assert_int_eq(sc_l2_get(f.st, longns, t, 4, NULL, &l), -EINVAL);
+	struct sc_l2_entry_info info;
+	ck_assert_int_eq(sc_l2_peek(NULL, "ns", t, 4, &info), -EINVAL);
+	ck_assert_int_eq(sc_l2_peek(f.st, "ns", NULL, 4, &info), -EINVAL);
+	ck_assert_int_eq(sc_l2_peek(f.st, "ns", t, 0, &info), -EINVAL);
+	ck_assert_int_eq(sc_l2_peek(f.st, "ns", t, 4, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_peek(f.st, longns, t, 4, &info), -EINVAL);
+	ck_assert_int_eq(sc_l2_peek(f.st, "ns", t, 4, &info), 0);
 	ck_assert_int_eq(sc_l2_get_key(NULL, k, &l), -EINVAL);
 	ck_assert_int_eq(sc_l2_get_key(f.st, k, NULL), -EINVAL);
 	ck_assert_int_eq(sc_l2_get_copy(NULL, "ns", t, 4, NULL, buf, sizeof(buf), NULL), -EINVAL);

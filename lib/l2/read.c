@@ -248,10 +248,12 @@ int l2_get_prehashed(struct sc_stage *st, struct sc_key key, const int32_t *toke
 int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, const struct sc_location *loc,
 	      struct sc_lease *lease)
 {
-	if (!st || !lease || !n || !tokens)
+	if (!lease)
 		return -EINVAL;
-	lease->arena_ = NULL;
+	lease->arena_ = NULL; /* whatever the answer: an empty lease, which releasing leaves alone */
 	lease->slot_ = -1;
+	if (!n)
+		return -EINVAL; /* (a stage and the tokens: sc_l2_key checks them) */
 	struct sc_key key;
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
@@ -263,8 +265,8 @@ int sc_l2_get(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32
 int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n,
 		       const struct sc_location *loc, void *buf, uint64_t cap, struct sc_l2_entry_info *info)
 {
-	if (!st || !n || !tokens || (cap && !buf))
-		return -EINVAL;
+	if (!n || (cap && !buf))
+		return -EINVAL; /* (a stage and the tokens: sc_l2_key checks them) */
 	struct sc_key key;
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
@@ -276,8 +278,8 @@ int64_t sc_l2_get_copy(struct sc_stage *st, const char *ns, const int32_t *token
 
 int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, struct sc_l2_entry_info *info)
 {
-	if (!st || !n || !tokens || !info)
-		return -EINVAL;
+	if (!n || !info)
+		return -EINVAL; /* (a stage and the tokens: sc_l2_key checks them) */
 	struct sc_key key;
 	int rc = sc_l2_key(st, ns, tokens, n, &key);
 	if (rc)
