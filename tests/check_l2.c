@@ -644,6 +644,22 @@ START_TEST(remove_invalidate_clear_shrink)
 }
 END_TEST
 
+/* The entry of @tokens base..base+n, for forging (the caller holds no lease on it). */
+static struct shm_index_entry *entry_of(struct fx *f, int32_t base, size_t n)
+{
+	int32_t *t = malloc(n * sizeof(*t));
+	toks(t, n, base);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f->st, "ns", t, (uint32_t)n, &k), 0);
+	free(t);
+	int err;
+	shm_epoch_enter(f->a->shm);
+	struct shm_index_entry *e = shm_index_find(l2_ix(f->a), k.lo, k.hi, &err);
+	shm_epoch_exit(f->a->shm);
+	ck_assert_ptr_nonnull(e);
+	return e;
+}
+
 START_TEST(longest_prefix)
 {
 	struct fx f;
@@ -674,6 +690,40 @@ START_TEST(longest_prefix)
 	struct sc_l2_stats s = stats(&f, NULL);
 	ck_assert_uint_eq(s.hits, 3);
 	ck_assert_uint_eq(s.misses, 2);
+	/* bad arguments: refused, counted nowhere (no tokens at all is a miss) */
+	char *longns = malloc(SC_IDENTITY_MAX + 2);
+	memset(longns, 'n', SC_IDENTITY_MAX + 1);
+	longns[SC_IDENTITY_MAX + 1] = 0;
+	ck_assert_int_eq(sc_l2_longest_prefix(NULL, "ns", t, 1100, 256, &len, &l), -EINVAL);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 256, NULL, &l), -EINVAL);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 256, &len, NULL), -EINVAL);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", NULL, 1100, 256, &len, &l), -EINVAL);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, longns, t, 1100, 256, &len, &l), -EINVAL);
+	free(longns);
+	s = stats(&f, NULL);
+	ck_assert_uint_eq(s.hits, 3);
+	ck_assert_uint_eq(s.misses, 2);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", NULL, 0, 256, &len, &l), -ENOENT);
+	ck_assert_uint_eq(stats(&f, NULL).misses, 3);
+	/* every lease slot held: -EMFILE at the longest prefix held, which is no miss */
+	struct sc_lease held[SC_LEASES_MAX];
+	for (int i = 0; i < SC_LEASES_MAX; i++)
+		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 256, NULL, &held[i]), 0);
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 256, &len, &l), -EMFILE);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_uint_eq(stats(&f, NULL).misses, 3);
+	for (int i = 0; i < SC_LEASES_MAX; i++)
+		sc_lease_release(&held[i]);
+	/* a damaged entry at the longest length held is an error, not a shorter hit */
+	struct shm_index_entry *e = entry_of(&f, 5, 768);
+	uint32_t meta = e->meta;
+	e->meta = 0xff;
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 256, &len, &l), -EBADMSG);
+	ck_assert_uint_eq(len, 0);
+	e->meta = meta;
+	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 256, &len, &l), 0);
+	ck_assert_uint_eq(len, 768);
+	sc_lease_release(&l);
 	fx_close(&f);
 }
 END_TEST
@@ -957,21 +1007,6 @@ START_TEST(lookups_refuse_bad_arguments)
 	fx_close(&f);
 }
 END_TEST
-
-/* The entry of @tokens base..base+n, for forging (the caller holds no lease on it). */
-static struct shm_index_entry *entry_of(struct fx *f, int32_t base, size_t n)
-{
-	int32_t t[64];
-	toks(t, n, base);
-	struct sc_key k;
-	ck_assert_int_eq(sc_l2_key(f->st, "ns", t, (uint32_t)n, &k), 0);
-	int err;
-	shm_epoch_enter(f->a->shm);
-	struct shm_index_entry *e = shm_index_find(l2_ix(f->a), k.lo, k.hi, &err);
-	shm_epoch_exit(f->a->shm);
-	ck_assert_ptr_nonnull(e);
-	return e;
-}
 
 /* A copy is checked against the entry's whole digest: bytes that match only its low half, or only
  * its high half, are refused (-EBADMSG), and so is an entry of a verifying arena that says it
