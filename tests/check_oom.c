@@ -605,7 +605,8 @@ START_TEST(test_a_sweep_that_failed_is_done_by_the_next_forced_reap)
 END_TEST
 
 /* Prefix lookups keep up to 512 candidate lengths on the stack: with every allocation failing, a
- * prompt of exactly 512 blocks is looked up (a miss here), one of 513 is -ENOMEM. */
+ * prompt of exactly 512 blocks is looked up (a miss here), one of 513 is -ENOMEM; bad arguments are
+ * -EINVAL, checked before anything is allocated. */
 START_TEST(test_prefix_lookups_of_512_blocks_need_no_memory)
 {
 	const char *name;
@@ -630,6 +631,13 @@ START_TEST(test_prefix_lookups_of_512_blocks_need_no_memory)
 		disarm();
 		ck_assert_int_eq(rc, blocks == 512 ? 0 : -ENOMEM);
 		ck_assert_uint_eq(r.tokens, 0);
+		/* its arguments are checked before anything is allocated: no stage, no tokens */
+		arm(-1);
+		int r1 = sc_l2_longest_prefix(NULL, "oom", t, blocks * 256, 256, &len, &l);
+		int r2 = sc_l2_longest_prefix(st, "oom", NULL, blocks * 256, 256, &len, &l);
+		disarm();
+		ck_assert_int_eq(r1, -EINVAL);
+		ck_assert_int_eq(r2, -EINVAL);
 	}
 	sc_stage_close(st);
 	sc_test_arena_destroy(a, name);

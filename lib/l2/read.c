@@ -293,13 +293,15 @@ int sc_l2_peek(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 int sc_l2_longest_prefix(struct sc_stage *st, const char *ns, const int32_t *tokens, uint32_t n, uint32_t block,
 			 uint32_t *len, struct sc_lease *lease)
 {
-	if (!st || !len || !lease || (n && !tokens))
+	if (!len || !lease)
 		return -EINVAL;
-	if (!block)
-		block = L2_PREFIX_BLOCK;
-	*len = 0;
+	*len = 0; /* whatever the answer: no length, and an empty lease (as sc_l2_get) */
 	lease->arena_ = NULL;
 	lease->slot_ = -1;
+	if (!st || (n && !tokens))
+		return -EINVAL; /* before the key array is allocated */
+	if (!block)
+		block = L2_PREFIX_BLOCK;
 	uint64_t t0 = (SC_PROBE_ENABLED(l2_hit) || SC_PROBE_ENABLED(l2_miss)) ? shm_now_ns() : 0;
 	size_t want = n / block;
 	struct sc_key stack_keys[PREFIX_STACK_KEYS], *keys = stack_keys;
