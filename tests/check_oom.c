@@ -632,6 +632,8 @@ START_TEST(test_prefix_lookups_of_512_blocks_need_no_memory)
 		disarm();
 		ck_assert_int_eq(rc, blocks == 512 ? 0 : -ENOMEM);
 		ck_assert_uint_eq(r.tokens, 0);
+		ck_assert_int_eq(sc_lookup(st, NULL, "oom", t, blocks * 256, 256, &r), 0); /* with it */
+		ck_assert_uint_eq(r.tokens, 0);
 		/* its arguments are checked before anything is allocated: no stage, no tokens */
 		arm(-1);
 		int r1 = sc_l2_longest_prefix(NULL, "oom", t, blocks * 256, 256, &len, &l);
