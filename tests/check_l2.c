@@ -652,10 +652,7 @@ static struct shm_index_entry *entry_of(struct fx *f, int32_t base, size_t n)
 	struct sc_key k;
 	ck_assert_int_eq(sc_l2_key(f->st, "ns", t, (uint32_t)n, &k), 0);
 	free(t);
-	int err;
-	shm_epoch_enter(f->a->shm);
-	struct shm_index_entry *e = shm_index_find(l2_ix(f->a), k.lo, k.hi, &err);
-	shm_epoch_exit(f->a->shm);
+	struct shm_index_entry *e = sc_test_l2_entry(f->a, k);
 	ck_assert_ptr_nonnull(e);
 	return e;
 }

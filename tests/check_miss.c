@@ -194,10 +194,7 @@ START_TEST(every_l2_miss_says_why)
 	/* a corrupted entry */
 	ck_assert_int_eq(admit(stage, 5, 4096), 0);
 	struct sc_key key = key_of(stage, 5);
-	int err;
-	shm_epoch_enter(arena->shm);
-	struct shm_index_entry *e = shm_index_find(l2_ix(arena), key.lo, key.hi, &err);
-	shm_epoch_exit(arena->shm);
+	struct shm_index_entry *e = sc_test_l2_entry(arena, key);
 	ck_assert_ptr_nonnull(e);
 	e->meta = (e->meta & ~0xffu) | 77; /* no such payload kind */
 	expect_l2_miss(stage, 5, SC_MISS_CORRUPT, 0);

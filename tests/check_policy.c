@@ -120,10 +120,7 @@ static int queue_of(struct fx *f, uint32_t k)
 	toks(t, k);
 	struct sc_key key;
 	ck_assert_int_eq(sc_l2_key(f->st, "pol", t, 4, &key), 0);
-	int err;
-	shm_epoch_enter(f->a->shm);
-	struct shm_index_entry *e = shm_index_find(l2_ix(f->a), key.lo, key.hi, &err);
-	shm_epoch_exit(f->a->shm);
+	struct shm_index_entry *e = sc_test_l2_entry(f->a, key);
 	if (!e)
 		return -1;
 	return (int)l2_q(f->a)->node[shm_index_idx(l2_ix(f->a), e)].q;

@@ -18,6 +18,7 @@
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../lib/l2/l2.h"
 #include "../shm/mutex.h"
 
 #undef _tcase_add_test
@@ -345,4 +346,14 @@ pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_
 	close(go[0]);
 	close(go[1]);
 	return pid;
+}
+
+struct shm_index_entry *sc_test_l2_entry(struct sc_arena *a, struct sc_key key)
+{
+	int err;
+	ck_assert_int_eq(l2_ready(a), 0);
+	shm_epoch_enter(a->shm);
+	struct shm_index_entry *e = shm_index_find(l2_ix(a), key.lo, key.hi, &err);
+	shm_epoch_exit(a->shm);
+	return e;
 }
