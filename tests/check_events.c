@@ -21,6 +21,7 @@
 #include "../shm/evring.h"
 #include "../shm/fault.h"
 #include "../shm/index.h"
+#include "../lib/l2/view.h"
 
 static void toks(int32_t *t, uint32_t n, int32_t base)
 {
@@ -145,6 +146,23 @@ START_TEST(test_l2_changes)
 	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, back, 10), 70); /* only 10 copied */
 	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, NULL, 0), 70);
 	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, NULL, 5), -EINVAL);
+	ck_assert_int_eq(sc_l2_entry_tokens(NULL, k2, NULL, back, 80), -EINVAL);
+	pid_t pid = fork(); /* the parent's handle in a forked child */
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(sc_l2_entry_tokens(a, k2, NULL, back, 80) == -ECHILD ? 0 : 1);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	{ /* an entry whose meta was scribbled to say it stores no token ids: damaged, not empty */
+		struct shm_index_entry *e = sc_test_l2_entry(a, k2);
+		ck_assert_ptr_nonnull(e);
+		uint32_t meta = e->meta;
+		e->meta &= ~L2_META_TOKENS;
+		ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, back, 80), -EBADMSG);
+		e->meta = meta;
+		ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, back, 80), 70);
+	}
 	ck_assert_int_eq(sc_l2_remove(st, k2), 0);
 	ck_assert_int_eq(sc_l2_entry_tokens(a, k2, NULL, back, 80), -ENOENT);
 	ck_assert_int_eq(sc_l2_invalidate_digest(a, info.digest), 0); /* k2's digest: gone already */
@@ -1125,6 +1143,16 @@ START_TEST(test_lookup)
 	ck_assert_int_eq(admit(st, "ns", t, 700, 4096, 3), 0);
 	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);
 	ck_assert_uint_eq(r.l2_tokens, 700);
+	{ /* that entry damaged: an error, not a shorter multiple */
+		struct sc_key k7;
+		ck_assert_int_eq(sc_l2_key(st, "ns", t, 700, &k7), 0);
+		struct shm_index_entry *e = sc_test_l2_entry(a, k7);
+		ck_assert_ptr_nonnull(e);
+		uint32_t meta = e->meta;
+		e->meta = 0xff;
+		ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), -EBADMSG);
+		e->meta = meta;
+	}
 	/* and a multiple held beyond it is longer, found first */
 	ck_assert_int_eq(admit(st, "ns", t, 768, 4096, 6), 0);
 	ck_assert_int_eq(sc_lookup(st, l3, "ns", t, 1000, 0, &r), 0);

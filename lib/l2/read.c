@@ -386,9 +386,7 @@ int64_t sc_l2_entry_tokens(struct sc_arena *a, struct sc_key key, struct sc_l2_e
 {
 	if (!a || (cap && !tokens))
 		return -EINVAL;
-	if (a->shm->forked)
-		return -ECHILD;
-	int rc = l2_ready(a), err;
+	int rc = l2_ready(a), err; /* (-ECHILD: the parent's handle in a forked child) */
 	if (rc)
 		return rc;
 	if (!l2_verify_tokens(a))
