@@ -461,6 +461,13 @@ static void fault_case_run(const struct fault_case *fc)
 	int live = verify_keys(st, 128);
 	int expect_min = BASE_KEYS - (fc->op == OP_EVICT || fc->op == OP_REMOVE ? 2 : 0);
 	ck_assert_msg(live >= expect_min, "%s: %d live entries", fc->point, live);
+	if (fc->op == OP_ADMIT_NEW && strcmp(fc->point, "l2.admit.linked")) {
+		/* killed before its entry was linked: nothing of it is served */
+		int32_t t[8];
+		struct sc_lease l;
+		key_tokens(t, 100);
+		ck_assert_msg(sc_l2_get(st, "mp", t, 8, NULL, &l) == -ENOENT, "%s: the new key is served", fc->point);
+	}
 	struct sc_l2_stats s;
 	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
 	ck_assert_int_eq((int)s.entries, live);
