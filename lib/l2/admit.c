@@ -235,7 +235,7 @@ int l2_reserve(struct sc_stage *st, uint64_t bytes, uint32_t flags, const struct
 	uint64_t len = alloc_len(bytes, 1), fp = shm_heap_footprint(len), off;
 	int counted = !(flags & L2_RESERVE_NO_EVICT); /* a free-room-only try is no admission */
 	uint64_t cap = l2_heap_capacity(a);
-	if (fp > cap || fp > l2_budget(a)) {
+	if (fp > l2_budget(a)) { /* (the budget is at most the heap's capacity) */
 		*why = fp <= cap ? SC_L2_REFUSE_OVER_BUDGET : SC_L2_REFUSE_TOO_LARGE;
 		return counted ? l2_refuse(a, st->id, bytes, -E2BIG, *why) : -E2BIG;
 	}
@@ -316,9 +316,9 @@ int l2_publish(struct sc_stage *st, const char *ns, const int32_t *tokens, uint3
 	rc = l2_commit(st, key, n, d, off, kind, kv_len, rec_len, desc != NULL, ntok != 0,
 		       shm_heap_footprint(asked) + seg_fp, origin, lease, why, seg_rec, (const uint64_t(*)[2])seg_dg, cost);
 	free(seg_dg);
-	if (rc && seg_rec)
-		(void)shm_heap_free(a->shm, seg_rec);
 	if (rc) {
+		if (seg_rec)
+			(void)shm_heap_free(a->shm, seg_rec);
 		if (off != r->off_)
 			(void)shm_heap_free(a->shm, off);
 		return refuse_key(st, key, wire, rc, rc == -EMFILE ? SC_L2_REFUSE_OTHER : *why);
