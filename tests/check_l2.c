@@ -644,6 +644,16 @@ START_TEST(remove_invalidate_clear_shrink)
 }
 END_TEST
 
+/* A namespace one byte longer than SC_IDENTITY_MAX (the caller frees it). */
+static char *too_long_ns(void)
+{
+	char *ns = malloc(SC_IDENTITY_MAX + 2);
+	ck_assert_ptr_nonnull(ns);
+	memset(ns, 'n', SC_IDENTITY_MAX + 1);
+	ns[SC_IDENTITY_MAX + 1] = 0;
+	return ns;
+}
+
 /* The entry of @tokens base..base+n, for forging (the caller holds no lease on it). */
 static struct shm_index_entry *entry_of(struct fx *f, int32_t base, size_t n)
 {
@@ -688,9 +698,7 @@ START_TEST(longest_prefix)
 	ck_assert_uint_eq(s.hits, 3);
 	ck_assert_uint_eq(s.misses, 2);
 	/* bad arguments: refused, counted nowhere (no tokens at all is a miss) */
-	char *longns = malloc(SC_IDENTITY_MAX + 2);
-	memset(longns, 'n', SC_IDENTITY_MAX + 1);
-	longns[SC_IDENTITY_MAX + 1] = 0;
+	char *longns = too_long_ns();
 	ck_assert_int_eq(sc_l2_longest_prefix(NULL, "ns", t, 1100, 256, &len, &l), -EINVAL);
 	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 256, NULL, &l), -EINVAL);
 	ck_assert_int_eq(sc_l2_longest_prefix(f.st, "ns", t, 1100, 256, &len, NULL), -EINVAL);
@@ -949,9 +957,7 @@ START_TEST(lookups_refuse_bad_arguments)
 	toks(t, 4, 0);
 	struct sc_key k;
 	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
-	char *longns = malloc(SC_IDENTITY_MAX + 2);
-	memset(longns, 'n', SC_IDENTITY_MAX + 1);
-	longns[SC_IDENTITY_MAX + 1] = 0;
+	char *longns = too_long_ns();
 	uint8_t buf[4096];
 	struct sc_lease l;
 	struct sc_l2_stats s0 = stats(&f, f.st);

@@ -534,12 +534,10 @@ START_TEST(killed_filler_reservation_is_freed)
 	char c;
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
 	struct shm_heap_stats hs;
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_ge(hs.used_bytes, held);
+	ck_assert_uint_ge(sc_test_heap_used(a), held);
 	/* alive: a sweep leaves it alone */
 	ck_assert_int_eq(sc_l2_clear(a), 0);
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_ge(hs.used_bytes, held);
+	ck_assert_uint_ge(sc_test_heap_used(a), held);
 	kill(pid, SIGKILL);
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -563,8 +561,7 @@ START_TEST(killed_filler_reservation_is_freed)
 		a->l2_last_reap_ns = 0;
 		ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
 		ck_assert_uint_eq(atomic_load(&a->shm->hdr->reap_due_ns), UINT64_MAX);
-		ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-		ck_assert_uint_ge(hs.used_bytes, held);
+		ck_assert_uint_ge(sc_test_heap_used(a), held);
 		atomic_store(&a->shm->hdr->reap_due_ns, 0);
 		uint64_t t0 = shm_now_ns();
 		a->l2_last_reap_ns = t0;
@@ -580,8 +577,7 @@ START_TEST(killed_filler_reservation_is_freed)
 		/* its slot cleaned by someone who does not sweep (the shm layer, as a new attach's claim
 		 * of a dead slot does): the next periodic reap, which frees no slot, still sweeps */
 		ck_assert_int_eq(shm_readers_reap(a->shm), 1);
-		ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-		ck_assert_uint_ge(hs.used_bytes, 1 << 20);
+		ck_assert_uint_ge(sc_test_heap_used(a), 1 << 20);
 		atomic_store(&a->shm->hdr->reap_due_ns, 0); /* the period and our own gap have passed */
 		a->l2_last_reap_ns = 0;
 		struct sc_l2_stats ls;
@@ -589,8 +585,7 @@ START_TEST(killed_filler_reservation_is_freed)
 	} else {
 		ck_assert_int_eq(sc_l2_clear(a), 0);
 	}
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_eq(hs.used_bytes, 0);
+	ck_assert_uint_eq(sc_test_heap_used(a), 0);
 	close(fds[0]);
 	close(fds[1]);
 	sc_test_arena_destroy(a, name);

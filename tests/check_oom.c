@@ -542,9 +542,7 @@ START_TEST(test_reclamation_without_leases_needs_no_memory)
 	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);
 	ck_assert_uint_eq(s.entries, 0);
 	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
-	struct shm_heap_stats hs;
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_eq(hs.used_bytes, 0);
+	ck_assert_uint_eq(sc_test_heap_used(a), 0);
 	sc_stage_close(st);
 	sc_test_arena_destroy(a, name);
 }
@@ -586,18 +584,14 @@ START_TEST(test_a_sweep_that_failed_is_done_by_the_next_forced_reap)
 	int rc = l2_reap(a, 0);
 	ck_assert_int_eq(disarm(), 1); /* the sweep wanted memory */
 	ck_assert_int_eq(rc, 1);       /* the slot was freed ... */
-	struct shm_heap_stats hs;
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_ge(hs.used_bytes, 1 << 20); /* ... the reservation was not */
+	ck_assert_uint_ge(sc_test_heap_used(a), 1 << 20); /* ... the reservation was not */
 	a->l2_last_reap_ns = 0; /* past the gap: an unforced reap passes over the slots, and since no
 				 * slot was cleaned since the last one's pass (its own), it does not sweep */
 	ck_assert_int_eq(l2_reap(a, 0), 0);
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_ge(hs.used_bytes, 1 << 20);
+	ck_assert_uint_ge(sc_test_heap_used(a), 1 << 20);
 	a->l2_last_reap_ns = shm_now_ns(); /* a reap just now: the clear's is forced, and not held back */
 	ck_assert_int_eq(sc_l2_clear(a), 0);
-	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
-	ck_assert_uint_eq(hs.used_bytes, 0);
+	ck_assert_uint_eq(sc_test_heap_used(a), 0);
 	close(fds[0]);
 	close(fds[1]);
 	sc_test_arena_destroy(a, name);

@@ -19,6 +19,7 @@
 #include "sc_check.h"
 #include "../lib/internal.h"
 #include "../lib/l2/l2.h"
+#include "../shm/heap.h"
 #include "../shm/mutex.h"
 
 #undef _tcase_add_test
@@ -356,4 +357,11 @@ struct shm_index_entry *sc_test_l2_entry(struct sc_arena *a, struct sc_key key)
 	struct shm_index_entry *e = shm_index_find(l2_ix(a), key.lo, key.hi, &err);
 	shm_epoch_exit(a->shm);
 	return e;
+}
+
+uint64_t sc_test_heap_used(struct sc_arena *a)
+{
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	return hs.used_bytes;
 }

@@ -64,6 +64,8 @@ pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_
 /* The L2 index entry of @key in @a (NULL: none), for a test to forge; found inside a read-side
  * section, used after it (the caller holds no lease: nothing else may reclaim it meanwhile). */
 struct shm_index_entry *sc_test_l2_entry(struct sc_arena *a, struct sc_key key);
+/* The bytes @a's heap holds in live blocks (asserts the heap could be read). */
+uint64_t sc_test_heap_used(struct sc_arena *a);
 /* Flip bits @mask of the byte at @at of file @path (asserts it was read and written). */
 void sc_test_flip_byte(const char *path, off_t at, uint8_t mask);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
