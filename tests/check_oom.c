@@ -557,25 +557,9 @@ START_TEST(test_a_sweep_that_failed_is_done_by_the_next_forced_reap)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("oomw", 32 << 20, &name);
-	int fds[2];
-	ck_assert_int_eq(pipe(fds), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct sc_arena *ca;
-		struct sc_stage *cs;
-		struct sc_l2_resv r;
-		if (sc_arena_open_dir("/dev/shm", name, &ca) || sc_stage_open(ca, "m", "s", &cs) ||
-		    sc_l2_reserve(cs, 1 << 20, &r) || write(fds[1], "r", 1) != 1)
-			_exit(2);
-		for (;;)
-			pause(); /* until killed */
-	}
-	char c;
-	ck_assert_int_eq(read(fds[0], &c, 1), 1); /* it holds its reservation */
-	kill(pid, SIGKILL);
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	pid_t pid = sc_test_filler(name, 1 << 20);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	sc_test_wait_killed(pid);
 	struct sc_l2_stats s;
 	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0);     /* the index's view, before memory runs out */
 	atomic_store(&a->shm->hdr->reap_due_ns, UINT64_MAX); /* no periodic reap does the work */
@@ -592,8 +576,6 @@ START_TEST(test_a_sweep_that_failed_is_done_by_the_next_forced_reap)
 	a->l2_last_reap_ns = shm_now_ns(); /* a reap just now: the clear's is forced, and not held back */
 	ck_assert_int_eq(sc_l2_clear(a), 0);
 	ck_assert_uint_eq(sc_test_heap_used(a), 0);
-	close(fds[0]);
-	close(fds[1]);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST

@@ -66,6 +66,9 @@ pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_
 struct shm_index_entry *sc_test_l2_entry(struct sc_arena *a, struct sc_key key);
 /* The bytes @a's heap holds in live blocks (asserts the heap could be read). */
 uint64_t sc_test_heap_used(struct sc_arena *a);
+/* Fork a process that opens arena @name and a stage, reserves @bytes of L2 and waits to be
+ * killed; returns its pid once it holds the reservation. */
+pid_t sc_test_filler(const char *name, uint64_t bytes);
 /* Flip bits @mask of the byte at @at of file @path (asserts it was read and written). */
 void sc_test_flip_byte(const char *path, off_t at, uint8_t mask);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
