@@ -170,7 +170,8 @@ int shm_header_check(const struct shm_header *h, uint64_t file_bytes)
 	uint64_t prev_end = SHM_HEADER_BYTES;
 	for (int i = 0; i < SHM_REGION_COUNT; i++) {
 		const struct shm_region *r = &h->regions[i];
-		if (r->off % 4096 || r->size % 4096 || r->off < prev_end || r->off > file_bytes || r->size > file_bytes - r->off)
+		if (r->off % 4096 || r->size % 4096 || r->off < prev_end || r->off > file_bytes ||
+		    r->size > file_bytes - r->off)
 			return -EBADMSG;
 		prev_end = r->off + r->size;
 	}

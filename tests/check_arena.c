@@ -438,7 +438,9 @@ START_TEST(test_header_check_refuses_each_field_alone)
 		case 9: h.seg_slots = 0; break;
 		case 10: h.seg_slots--; break; /* not a power of two, and a smaller table */
 		case 11: rg[SHM_REGION_POLICY].size = page_below(shm_seg_table_bytes((uint32_t)h.seg_slots)); break;
-		case 12: rg[SHM_REGION_EVENTS].size = page_below(shm_evring_bytes(shm_evring_records(h.index_entries))); break;
+		case 12:
+			rg[SHM_REGION_EVENTS].size = page_below(shm_evring_bytes(shm_evring_records(h.index_entries)));
+			break;
 		case 13: rg[SHM_REGION_HEAP].off += 8, rg[SHM_REGION_HEAP].size -= 8; break;
 		case 14: rg[SHM_REGION_HEAP].size++; break;
 		case 15: rg[SHM_REGION_HEAP].off = rg[SHM_REGION_EVENTS].off; break; /* overlaps */

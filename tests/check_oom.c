@@ -601,7 +601,8 @@ START_TEST(test_prefix_lookups_of_512_blocks_need_no_memory)
 		disarm();
 		ck_assert_int_eq(rc, want);
 		ck_assert_uint_eq(len, 0);
-		ck_assert_int_eq(sc_l2_longest_prefix(st, "oom", t, blocks * 256, 256, &len, &l), -ENOENT); /* with it */
+		/* with memory: a miss */
+		ck_assert_int_eq(sc_l2_longest_prefix(st, "oom", t, blocks * 256, 256, &len, &l), -ENOENT);
 		struct sc_lookup r;
 		arm(-1);
 		rc = sc_lookup(st, NULL, "oom", t, blocks * 256, 256, &r);

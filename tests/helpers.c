@@ -377,8 +377,8 @@ pid_t sc_test_filler(const char *name, uint64_t bytes)
 		struct sc_stage *st;
 		struct sc_l2_resv r;
 		close(up[0]);
-		if (sc_arena_open(name, &a) || sc_stage_open(a, "filler", "state", &st) || sc_l2_reserve(st, bytes, &r) ||
-		    write(up[1], "r", 1) != 1)
+		if (sc_arena_open(name, &a) || sc_stage_open(a, "filler", "state", &st) ||
+		    sc_l2_reserve(st, bytes, &r) || write(up[1], "r", 1) != 1)
 			_exit(2);
 		for (;;)
 			pause(); /* until killed */
