@@ -514,8 +514,9 @@ END_TEST
 
 /* A killed filler's reservation is freed by the next sweep: after a clear (_i 0), or after its slot
  * was cleaned by someone else, by the periodic reap that then finds nothing to reap (_i 1), and by
- * the reap of an admission that needs its room, which then has it (_i 2), and by the periodic
- * reap once it is due and the handle's gap has passed (_i 3). */
+ * the reap of an admission that needs its room, which then has it (_i 2), by the periodic
+ * reap once it is due and the handle's gap has passed (_i 3), and by a reap that frees its slot
+ * while the shared count of cleaned slots says nothing was cleaned since this handle swept (_i 4). */
 START_TEST(killed_filler_reservation_is_freed)
 {
 	const char *name;
@@ -574,6 +575,16 @@ START_TEST(killed_filler_reservation_is_freed)
 		atomic_store(&a->shm->hdr->reap_due_ns, 0);
 		a->l2_last_reap_ns = 0;
 		ck_assert_int_eq(sc_l2_stats(a, NULL, &ls), 0);
+	} else if (_i == 4) {
+		/* the reap frees its slot, and the shared count of cleaned slots was scribbled so that,
+		 * counting that, it reads what this handle last swept at: a reap that freed a slot
+		 * sweeps all the same */
+		atomic_store(&a->shm->hdr->reap_due_ns, UINT64_MAX);
+		a->l2_swept_cleaned = 1000;
+		atomic_store(&a->shm->hdr->slots_cleaned, 999);
+		a->l2_last_reap_ns = 0;
+		ck_assert_int_eq(l2_reap(a, 0), 1);
+		ck_assert_uint_eq(atomic_load(&a->shm->hdr->slots_cleaned), 1000);
 	} else if (_i == 1) {
 		/* its slot cleaned by someone who does not sweep (the shm layer, as a new attach's claim
 		 * of a dead slot does): the next periodic reap, which frees no slot, still sweeps */
@@ -778,7 +789,7 @@ Suite *l2_mp_suite(void)
 	tcase_add_test(tc, threads_with_their_own_handles);
 	tcase_add_loop_test(tc, writer_killed_at_each_fault_point, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, repairer_killed_during_repair);
-	tcase_add_loop_test(tc, killed_filler_reservation_is_freed, 0, 4);
+	tcase_add_loop_test(tc, killed_filler_reservation_is_freed, 0, 5);
 	tcase_add_loop_test(tc, a_holder_dying_before_the_sweep_is_gone_after_the_same_reap, 0, 2);
 	tcase_add_test(tc, random_kills_leave_the_arena_consistent);
 	suite_add_tcase(s, tc);
