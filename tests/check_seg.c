@@ -750,6 +750,47 @@ START_TEST(segments_released_between_lookup_and_commit)
 }
 END_TEST
 
+/* A copy of a scattered entry whose record a writer empties (no pieces, no bytes, a well-formed
+ * record otherwise) after the lookup validated it (the hook at "l2.get.found", between the two)
+ * is refused as damaged, never answered as a copy of 0 bytes. */
+static struct shm_seg_rec *emptied;
+static void empty_record_hook(const char *point, void *ctx)
+{
+	struct shm_seg_rec *r = ctx;
+	if (strcmp(point, "l2.get.found") || emptied)
+		return;
+	r->npieces = 0;
+	r->wire = 0;
+	r->local = 0;
+	emptied = r;
+}
+
+START_TEST(a_record_emptied_under_a_copy_is_refused)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	struct shm_index_entry *e = sc_test_l2_entry(f.a, key_of(&f, 200));
+	ck_assert_ptr_nonnull(e);
+	ck_assert(e->meta & SHM_META_SEG);
+	struct shm_segtab *t = l2_segtab(f.a);
+	struct shm_seg_rec *r = (struct shm_seg_rec *)(uintptr_t)shm_seg_rec_at(t, t->heap_lo + 64ull * e->seg_rec);
+	ck_assert_ptr_nonnull(r);
+	ck_assert(!(r->flags & SHM_SEG_CONTIG)); /* turn 2 shares turn 1's segments: scattered */
+	int32_t tk[8];
+	for (int i = 0; i < 8; i++)
+		tk[i] = 200 + i;
+	uint64_t wire = r->wire;
+	uint8_t *buf = malloc(wire);
+	sc_sched_set(empty_record_hook, r);
+	int64_t rc = sc_l2_get_copy(f.st, "ns", tk, 8, NULL, buf, wire, NULL);
+	sc_sched_set(NULL, NULL);
+	ck_assert_ptr_eq(emptied, r);
+	ck_assert_int_eq(rc, -EBADMSG);
+	free(buf);
+	fx_close(&f);
+}
+END_TEST
+
 #define run sc_test_sh
 static void run_rm(const char *dir);
 
@@ -941,6 +982,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, bad_segment_options_are_refused);
 	tcase_add_test(tc, cli_round_trip_of_a_scattered_entry);
 	tcase_add_test(tc, restore_from_a_scattered_entry);
+	tcase_add_test(tc, a_record_emptied_under_a_copy_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
