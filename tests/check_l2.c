@@ -1452,6 +1452,77 @@ START_TEST(regression_every_refusal_is_counted)
 }
 END_TEST
 
+/* A stage whose 64 probe slots in the stats region's stage table are all taken by other stages has
+ * no record there: it opens, counts into the global line only, and its token cost is its handle's
+ * alone (-ENOSPC); the first slot past its probes stays free, and a stage that probes it gets it. */
+START_TEST(a_stage_past_its_probes_has_no_record)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("stagefull", ARENA, &name);
+	struct sc_stage *st, *full, *next;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	uint64_t id = sc_stage_id(st);
+	struct l2_stats_region *r = l2_stats_region(a);
+	uint32_t home = (uint32_t)(id % L2_STAGE_RECS);
+	ck_assert_uint_eq(atomic_load(&r->stages[home].stage_id), id);
+	sc_stage_close(st);
+	for (uint32_t i = 0; i < 64; i++) /* forged: 64 other stages own every slot it probes */
+		atomic_store(&r->stages[(home + i) % L2_STAGE_RECS].stage_id, id + 1000 + i);
+	uint32_t past = (home + 64) % L2_STAGE_RECS;
+	ck_assert_uint_eq(atomic_load(&r->stages[past].stage_id), 0);
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &full), 0);
+	ck_assert_uint_eq(sc_stage_id(full), id);
+	ck_assert_uint_eq(atomic_load(&r->stages[past].stage_id), 0);
+	ck_assert_int_eq(sc_stage_set_token_cost(full, 123), -ENOSPC);
+	uint64_t cost = 0;
+	ck_assert_int_eq(sc_stage_token_cost(full, &cost), 0);
+	ck_assert_uint_eq(cost, 123);
+	struct sc_l2_stats s;
+	ck_assert_int_eq(sc_l2_stats_id(a, id, &s), -ENOENT);
+	struct sc_miss_stats m;
+	ck_assert_int_eq(sc_miss_stats(a, id, &m), -ENOENT);
+	static uint8_t buf[1000];
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { sizeof(buf) } };
+	int32_t t[2] = { 1, 2 };
+	ck_assert_int_eq(sc_l2_admit(full, "", t, 2, sc_digest(buf, sizeof(buf)), &p, 0), 0);
+	ck_assert_int_eq(sc_l2_admit(full, "", t, 2, sc_digest(buf, sizeof(buf)), &p, 7), -EINVAL);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(full, "", t, 2, NULL, &l), 0);
+	sc_lease_release(&l);
+	t[1] = 3;
+	ck_assert_int_eq(sc_l2_get(full, "", t, 2, NULL, &l), -ENOENT);
+	ck_assert_int_eq(sc_l2_stats(a, full, &s), 0); /* its entries; no counters of its own */
+	ck_assert_uint_eq(s.entries, 1);
+	ck_assert_uint_eq(s.inserts + s.admission_rejects + s.hits + s.misses, 0);
+	ck_assert_int_eq(sc_l2_stats(a, NULL, &s), 0); /* the global line: nothing else has counted */
+	ck_assert_uint_eq(s.inserts, 1);
+	ck_assert_uint_eq(s.admission_rejects, 1);
+	ck_assert_uint_eq(s.hits, 1);
+	ck_assert_uint_eq(s.misses, 1);
+	for (uint32_t i = 0; i < 64; i++) { /* no forged record counted any of it */
+		struct l2_stage_rec *o = &r->stages[(home + i) % L2_STAGE_RECS];
+		ck_assert_uint_eq(atomic_load(&o->c.inserts) + atomic_load(&o->c.hits) + atomic_load(&o->c.misses) +
+					  atomic_load(&o->c.admission_rejects),
+				  0);
+	}
+	ck_assert_int_eq(sc_miss_stats(a, 0, &m), 0);
+	ck_assert_uint_eq(m.l2[SC_MISS_NEVER_STORED], 1);
+	/* a free slot anywhere on the probes is taken: freeing the last one gives it a record */
+	atomic_store(&r->stages[(home + 63) % L2_STAGE_RECS].stage_id, 0);
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &next), 0);
+	ck_assert_uint_eq(atomic_load(&r->stages[(home + 63) % L2_STAGE_RECS].stage_id), id);
+	ck_assert_int_eq(sc_stage_set_token_cost(next, 77), 0);
+	ck_assert_int_eq(sc_stage_token_cost(next, &cost), 0);
+	ck_assert_uint_eq(cost, 77);
+	ck_assert_int_eq(sc_stage_token_cost(full, &cost), 0);
+	ck_assert_uint_eq(cost, 123); /* a handle opened without a record keeps its own */
+	ck_assert_int_eq(sc_l2_stats_id(a, id, &s), 0);
+	sc_stage_close(next);
+	sc_stage_close(full);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The admin calls refuse a missing arena or stage, and an entry stored beside survives them. */
 START_TEST(admin_calls_refuse_a_missing_handle)
 {
@@ -1687,6 +1758,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, corrupted_index_header_is_refused);
 	tcase_add_test(tc, cli_put_get_round_trip);
 	tcase_add_test(tc, regression_every_refusal_is_counted);
+	tcase_add_test(tc, a_stage_past_its_probes_has_no_record);
 	tcase_add_test(tc, admin_calls_refuse_a_missing_handle);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
