@@ -1452,6 +1452,11 @@ START_TEST(regression_every_refusal_is_counted)
 }
 END_TEST
 
+static uint64_t slot_id(struct l2_stats_region *r, uint32_t slot)
+{
+	return atomic_load(&r->stages[slot % L2_STAGE_RECS].stage_id);
+}
+
 /* A stage whose 64 probe slots in the stats region's stage table are all taken by other stages has
  * no record there: it opens, counts into the global line only, and its token cost is its handle's
  * alone (-ENOSPC); the first slot past its probes stays free, and a stage that probes it gets it. */
@@ -1464,15 +1469,15 @@ START_TEST(a_stage_past_its_probes_has_no_record)
 	uint64_t id = sc_stage_id(st);
 	struct l2_stats_region *r = l2_stats_region(a);
 	uint32_t home = (uint32_t)(id % L2_STAGE_RECS);
-	ck_assert_uint_eq(atomic_load(&r->stages[home].stage_id), id);
+	ck_assert_uint_eq(slot_id(r, home), id);
 	sc_stage_close(st);
 	for (uint32_t i = 0; i < 64; i++) /* forged: 64 other stages own every slot it probes */
 		atomic_store(&r->stages[(home + i) % L2_STAGE_RECS].stage_id, id + 1000 + i);
 	uint32_t past = (home + 64) % L2_STAGE_RECS;
-	ck_assert_uint_eq(atomic_load(&r->stages[past].stage_id), 0);
+	ck_assert_uint_eq(slot_id(r, past), 0);
 	ck_assert_int_eq(sc_stage_open(a, "m", "s", &full), 0);
 	ck_assert_uint_eq(sc_stage_id(full), id);
-	ck_assert_uint_eq(atomic_load(&r->stages[past].stage_id), 0);
+	ck_assert_uint_eq(slot_id(r, past), 0);
 	ck_assert_int_eq(sc_stage_set_token_cost(full, 123), -ENOSPC);
 	uint64_t cost = 0;
 	ck_assert_int_eq(sc_stage_token_cost(full, &cost), 0);
@@ -1510,7 +1515,7 @@ START_TEST(a_stage_past_its_probes_has_no_record)
 	/* a free slot anywhere on the probes is taken: freeing the last one gives it a record */
 	atomic_store(&r->stages[(home + 63) % L2_STAGE_RECS].stage_id, 0);
 	ck_assert_int_eq(sc_stage_open(a, "m", "s", &next), 0);
-	ck_assert_uint_eq(atomic_load(&r->stages[(home + 63) % L2_STAGE_RECS].stage_id), id);
+	ck_assert_uint_eq(slot_id(r, (home + 63) % L2_STAGE_RECS), id);
 	ck_assert_int_eq(sc_stage_set_token_cost(next, 77), 0);
 	ck_assert_int_eq(sc_stage_token_cost(next, &cost), 0);
 	ck_assert_uint_eq(cost, 77);
