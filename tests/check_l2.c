@@ -9,6 +9,7 @@
 
 #include "sc_check.h"
 #include "../lib/l2/l2.h"
+#include "../shm/fault.h"
 #include "../shm/heap.h"
 
 #define ARENA (32ull << 20)
@@ -1528,6 +1529,52 @@ START_TEST(a_stage_past_its_probes_has_no_record)
 }
 END_TEST
 
+/* Another process claims the slot an opening stage is about to claim (a hook at the schedule point
+ * between its look and its CAS): for the same stage the opener shares that record; for another
+ * stage it probes on and claims the next slot. Either way the stage has one record. */
+struct claim_race {
+	struct l2_stats_region *r;
+	uint64_t id, as;
+	uint32_t slot, seen;
+};
+
+static void claim_first(const char *point, void *ctx)
+{
+	struct claim_race *c = ctx;
+	if (strcmp(point, "l2.stage.claim") || c->seen++)
+		return;
+	atomic_store(&c->r->stages[c->slot].stage_id, c->as);
+}
+
+START_TEST(a_stage_claimed_meanwhile_has_one_record)
+{
+	const char *name;
+	struct sc_arena *a = sc_test_arena("stagerace", ARENA, &name);
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "m", "s", &st), 0);
+	uint64_t id = sc_stage_id(st);
+	struct l2_stats_region *r = l2_stats_region(a);
+	uint32_t home = (uint32_t)(id % L2_STAGE_RECS);
+	sc_stage_close(st);
+	for (int same = 1; same >= 0; same--) {
+		atomic_store(&r->stages[home].stage_id, 0);
+		atomic_store(&r->stages[(home + 1) % L2_STAGE_RECS].stage_id, 0);
+		struct claim_race c = { .r = r, .id = id, .as = same ? id : id + 1, .slot = home };
+		shm_sched_set(claim_first, &c);
+		int rc = sc_stage_open(a, "m", "s", &st);
+		shm_sched_set(NULL, NULL);
+		ck_assert_int_eq(rc, 0);
+		ck_assert_uint_eq(c.seen, 1 + !same); /* a lost claim of another's slot probes on */
+		ck_assert_uint_eq(slot_id(r, home), c.as);
+		ck_assert_uint_eq(slot_id(r, home + 1), same ? 0 : id);
+		ck_assert_int_eq(sc_stage_set_token_cost(st, 40 + same), 0);
+		ck_assert_uint_eq(atomic_load(&r->stages[(home + !same) % L2_STAGE_RECS].token_cost), 40 + same);
+		sc_stage_close(st);
+	}
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 /* The admin calls refuse a missing arena or stage, and an entry stored beside survives them. */
 START_TEST(admin_calls_refuse_a_missing_handle)
 {
@@ -1764,6 +1811,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, cli_put_get_round_trip);
 	tcase_add_test(tc, regression_every_refusal_is_counted);
 	tcase_add_test(tc, a_stage_past_its_probes_has_no_record);
+	tcase_add_test(tc, a_stage_claimed_meanwhile_has_one_record);
 	tcase_add_test(tc, admin_calls_refuse_a_missing_handle);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);

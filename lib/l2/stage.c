@@ -7,6 +7,8 @@
  * add directly. Readers never touch a shared line on a hit: hits and misses accumulate in the
  * stage handle and are flushed every L2_FLUSH_EVERY events, at sc_l2_stats and at
  * sc_stage_close; a process killed without closing loses fewer than L2_FLUSH_EVERY of each.
+ * A record is claimed by the first process that opens the stage; two processes opening one stage
+ * at once share the record the first claimed (the loser of the CAS sees its own id there).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "stage.h"
 #include "../probes.h"
+#include "../../shm/fault.h"
 
 int l2_ready(struct sc_arena *a)
 {
@@ -52,6 +55,7 @@ struct l2_stage_rec *l2_stage_rec_find(struct sc_arena *a, uint64_t id, int clai
 		if (cur == 0) {
 			if (!claim)
 				return NULL;
+			shm_sched_point("l2.stage.claim"); /* another process may claim this slot first */
 			if (atomic_compare_exchange_strong_explicit(&s->stage_id, &cur, id, memory_order_relaxed,
 								    memory_order_relaxed) ||
 			    cur == id)
