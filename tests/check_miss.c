@@ -411,6 +411,13 @@ START_TEST(a_departure_with_an_unknown_reason_keeps_the_note_before_it)
 			      "a note with reason %d replaced the one kept", bad[i]);
 	}
 	expect_l2_miss(stage, 77, SC_MISS_REMOVED, 0);
+	/* the first known reason is a note like any other: it replaces the one kept */
+	l2_depart_note(arena, fp, SC_MISS_NEVER_STORED, 0);
+	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_NEVER_STORED);
+	ck_assert_uint_eq(detail, 0);
+	l2_depart_note(arena, fp, SC_MISS_COUNT - 1, 2); /* and so does the last */
+	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_COUNT - 1);
+	ck_assert_uint_eq(detail, 2);
 }
 END_TEST
 
