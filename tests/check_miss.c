@@ -393,6 +393,70 @@ START_TEST(a_deadline_detail_out_of_range_moves_no_other_counter)
 }
 END_TEST
 
+/* Reasons and details outside the known ones, counted by the internal counting calls: an L2 miss
+ * of an unknown reason is counted as corrupt, a refusal miss of an unknown refusal as "other"
+ * (its l2_refused[] still sum to l2[REFUSED]), a refusal of an unknown reason as "other"; a
+ * restore miss of an unknown reason is not counted. No other counter moves, and the arrays of
+ * sc_miss_stats past the known reasons stay zero while the counters after each array are not. */
+START_TEST(unknown_reasons_are_counted_as_the_nearest_known_one)
+{
+	struct l2_misses *g = &l2_stats_region(arena)->misses_global;
+	struct sc_miss_stats before = ms(0), m;
+	uint64_t words[sizeof(*g) / 8], now[sizeof(*g) / 8];
+	memcpy(words, (const void *)g, sizeof(words));
+	l2_count_restore_miss(arena, sc_stage_id(stage), SC_MISS_COUNT, 0);
+	l2_count_restore_miss(arena, sc_stage_id(stage), -1, 0);
+	memcpy(now, (const void *)g, sizeof(now));
+	ck_assert_int_eq(memcmp(words, now, sizeof(now)), 0);
+	static const int reasons[] = { SC_MISS_COUNT, -1, SC_MISS_MAX };
+	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+		l2_count_l2_miss(stage, reasons[i], 0);
+	static const uint32_t details[] = { SC_L2_REFUSE_REASONS, SC_L2_REFUSE_REASONS + 1, UINT32_MAX,
+					    SC_L2_REFUSE_LOW_BENEFIT };
+	for (size_t i = 0; i < sizeof(details) / sizeof(details[0]); i++)
+		l2_count_l2_miss(stage, SC_MISS_REFUSED, details[i]);
+	stage->local_misses += 7; /* the lookup that classifies a miss counts it too (lib/l2/read.c) */
+	m = ms(0);
+	ck_assert_uint_eq(m.l2[SC_MISS_CORRUPT], before.l2[SC_MISS_CORRUPT] + 3);
+	ck_assert_uint_eq(m.l2[SC_MISS_REFUSED], before.l2[SC_MISS_REFUSED] + 4);
+	ck_assert_uint_eq(m.l2_refused[SC_L2_REFUSE_OTHER], before.l2_refused[SC_L2_REFUSE_OTHER] + 3);
+	ck_assert_uint_eq(m.l2_refused[SC_L2_REFUSE_LOW_BENEFIT], before.l2_refused[SC_L2_REFUSE_LOW_BENEFIT] + 1);
+	struct sc_miss_stats own = ms(sc_stage_id(stage));
+	ck_assert_uint_eq(own.l2_refused[SC_L2_REFUSE_OTHER], before.l2_refused[SC_L2_REFUSE_OTHER] + 3);
+	for (int r = 0; r < SC_MISS_COUNT; r++) {
+		ck_assert_uint_eq(m.restore[r], before.restore[r]);
+		if (r != SC_MISS_CORRUPT && r != SC_MISS_REFUSED)
+			ck_assert_uint_eq(m.l2[r], before.l2[r]);
+	}
+	/* the words after each array are not zero now: a copy-out one past an array would show them */
+	l2_count_restore_miss(arena, 0, SC_MISS_NEVER_STORED, 0); /* restore[0], just after l2[] */
+	l2_count_restore_miss(arena, 0, SC_MISS_DEADLINE, 0);     /* deadline[0], just after refused[] */
+	m = ms(0);
+	ck_assert_uint_gt(m.l2_refused[0] + m.l2_refused[SC_L2_REFUSE_OTHER], 0); /* refused[], after restore[] */
+	for (int r = SC_MISS_COUNT; r < SC_MISS_MAX; r++) {
+		ck_assert_uint_eq(m.l2[r], 0);
+		ck_assert_uint_eq(m.restore[r], 0);
+	}
+	for (int r = SC_L2_REFUSE_REASONS; r < SC_MISS_MAX; r++)
+		ck_assert_uint_eq(m.l2_refused[r], 0);
+	/* a refusal of an unknown reason is counted as "other", globally and for its stage */
+	struct sc_l2_stats s0, s1, t0, t1;
+	ck_assert_int_eq(sc_l2_stats(arena, NULL, &s0), 0);
+	ck_assert_int_eq(sc_l2_stats(arena, stage, &t0), 0);
+	ck_assert_int_eq(l2_refuse(arena, sc_stage_id(stage), 10, -EINVAL, SC_L2_REFUSE_REASONS), -EINVAL);
+	ck_assert_int_eq(l2_refuse(arena, sc_stage_id(stage), 10, -EINVAL, -1), -EINVAL);
+	ck_assert_int_eq(sc_l2_stats(arena, NULL, &s1), 0);
+	ck_assert_int_eq(sc_l2_stats(arena, stage, &t1), 0);
+	ck_assert_uint_eq(s1.refused[SC_L2_REFUSE_OTHER], s0.refused[SC_L2_REFUSE_OTHER] + 2);
+	ck_assert_uint_eq(t1.refused[SC_L2_REFUSE_OTHER], t0.refused[SC_L2_REFUSE_OTHER] + 2);
+	ck_assert_uint_eq(s1.admission_rejects, s0.admission_rejects + 2);
+	ck_assert_uint_eq(s1.refused_low_benefit, s0.refused_low_benefit);
+	for (int r = 0; r < SC_L2_REFUSE_COUNT; r++)
+		if (r != SC_L2_REFUSE_OTHER)
+			ck_assert_uint_eq(s1.refused[r], s0.refused[r]);
+}
+END_TEST
+
 /* A departure note with a reason that does not exist (SC_MISS_COUNT and beyond, or negative) is
  * dropped: the note already kept for that key still explains its miss. */
 START_TEST(a_departure_with_an_unknown_reason_keeps_the_note_before_it)
@@ -434,6 +498,7 @@ Suite *miss_suite(void)
 	tcase_add_test(tc, a_key_collision_is_a_miss_that_says_so);
 	tcase_add_test(tc, a_deadline_detail_out_of_range_moves_no_other_counter);
 	tcase_add_test(tc, a_departure_with_an_unknown_reason_keeps_the_note_before_it);
+	tcase_add_test(tc, unknown_reasons_are_counted_as_the_nearest_known_one);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -77,8 +77,8 @@ void l2_count_l2_miss(struct sc_stage *st, int reason, uint32_t detail)
 	if (reason < 0 || reason >= SC_MISS_COUNT)
 		reason = SC_MISS_CORRUPT;
 	st->local_miss_by[reason]++;
-	if (reason == SC_MISS_REFUSED && detail < L2_REFUSE_SLOTS)
-		st->local_refused_by[detail]++;
+	if (reason == SC_MISS_REFUSED) /* an unknown refusal is "other", as l2_refuse counts it */
+		st->local_refused_by[detail < L2_REFUSE_SLOTS ? detail : SC_L2_REFUSE_OTHER]++;
 	uint64_t sid = st->id, lvl = 0, why = (uint64_t)reason, det = detail;
 	SC_PROBE(miss_reason, sid, lvl, why, det);
 }
