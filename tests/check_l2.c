@@ -1777,6 +1777,32 @@ START_TEST(remove_repairs_a_scribbled_chain_and_looks_again)
 }
 END_TEST
 
+/* A removal whose shard lock cannot be taken (its mutex scribbled) says why and changes nothing:
+ * the entry stays linked and served, and the lock word is left as it was. */
+START_TEST(remove_under_a_scribbled_lock_changes_nothing)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
+	int32_t t[4];
+	toks(t, 4, 10);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	struct shm_mutex *mu = &ix->hdr->shards[shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo))].mu;
+	uint32_t magic = mu->magic;
+	mu->magic = magic ^ 1;
+	ck_assert_int_eq(sc_l2_remove(f.st, k), -EBADMSG);
+	ck_assert_uint_eq(atomic_load(&mu->word), 0);
+	ck_assert(has(f.st, 10, 4));
+	mu->magic = magic;
+	ck_assert(has(f.st, 10, 4));
+	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
+	ck_assert(!has(f.st, 10, 4));
+	fx_close(&f);
+}
+END_TEST
+
 Suite *l2_suite(void)
 {
 	Suite *s = suite_create("l2");
@@ -1812,6 +1838,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, regression_every_refusal_is_counted);
 	tcase_add_test(tc, a_stage_past_its_probes_has_no_record);
 	tcase_add_test(tc, a_stage_claimed_meanwhile_has_one_record);
+	tcase_add_test(tc, remove_under_a_scribbled_lock_changes_nothing);
 	tcase_add_test(tc, admin_calls_refuse_a_missing_handle);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
