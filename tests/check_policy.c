@@ -1068,6 +1068,45 @@ START_TEST(ghost_buckets_hold_their_ways)
 }
 END_TEST
 
+/* Shrinking takes at most 16 rounds of reclaim and eviction, then says -EAGAIN: with one FIFO
+ * step allowed per eviction call, each round evicts two entries (one for the bytes, one more
+ * after that refusal), so 40 entries shrunk to one byte lose 32 and 8 stay; with the bound lifted,
+ * the next shrink finishes. An entry evicted is gone, the ones kept are whole. */
+START_TEST(a_shrink_stops_after_sixteen_rounds)
+{
+	struct fx f;
+	fx_open(&f);
+	for (uint32_t k = 0; k < 40; k++)
+		ck_assert_int_eq(put(f.st, 1000 + k, 4096), 0);
+	ck_assert_uint_eq(stats(&f).entries, 40);
+	uint64_t ev0 = stats(&f).evictions;
+	sc_l2_set_policy_limits(1, 0);
+	int rc = sc_l2_shrink_to(f.a, 1); /* one byte (0 is no budget: the capacity) */
+	sc_l2_set_policy_limits(0, 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_int_eq(rc, -EAGAIN);
+	ck_assert_uint_eq(s.entries, 8);
+	ck_assert_uint_eq(s.evictions, ev0 + 32);
+	uint32_t kept = 0;
+	for (uint32_t k = 0; k < 40; k++) {
+		if (!has(f.st, 1000 + k))
+			continue;
+		struct sc_lease l;
+		ck_assert_int_eq(get(f.st, 1000 + k, &l), 0);
+		uint8_t *b = malloc(4096);
+		fill(b, 4096, 1000 + k);
+		ck_assert_int_eq(memcmp(l.sec[0], b, 4096), 0);
+		free(b);
+		sc_lease_release(&l);
+		kept++;
+	}
+	ck_assert_uint_eq(kept, 8);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 1), 0);
+	ck_assert_uint_eq(stats(&f).entries, 0);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
 	Suite *s = suite_create("policy");
@@ -1091,6 +1130,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, scribbled_lists_are_rebuilt_and_fsck_repairs_them);
 	tcase_add_test(tc, promotions_are_published_refused_retried_and_return);
 	tcase_add_test(tc, fills_nobody_keeps_do_not_evict);
+	tcase_add_test(tc, a_shrink_stops_after_sixteen_rounds);
 	suite_add_tcase(s, tc);
 	return s;
 }
