@@ -1080,6 +1080,9 @@ START_TEST(a_shrink_stops_after_sixteen_rounds)
 		ck_assert_int_eq(put(f.st, 1000 + k, 4096), 0);
 	ck_assert_uint_eq(stats(&f).entries, 40);
 	uint64_t ev0 = stats(&f).evictions;
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, stats(&f).bytes), 0); /* exactly what is held: no eviction */
+	ck_assert_uint_eq(stats(&f).entries, 40);
+	ck_assert_uint_eq(stats(&f).evictions, ev0);
 	sc_l2_set_policy_limits(1, 0);
 	int rc = sc_l2_shrink_to(f.a, 1); /* one byte (0 is no budget: the capacity) */
 	sc_l2_set_policy_limits(0, 0);
