@@ -1803,6 +1803,89 @@ START_TEST(remove_under_a_scribbled_lock_changes_nothing)
 }
 END_TEST
 
+/* Closing a stage takes that handle, and only it, off its arena handle's list: the hits of a stage
+ * opened before it are still flushed by the statistics (which flush every stage on the list). */
+START_TEST(closing_a_stage_keeps_the_others_counted)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
+	struct sc_stage *b, *c;
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-2", &b), 0);
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-3", &c), 0);
+	for (int closing = 0; closing < 2; closing++) {
+		/* the newest first (the head of the list), then one in the middle */
+		sc_stage_close(closing ? b : c);
+		uint64_t h0 = stats(&f, NULL).hits;
+		int32_t t[4];
+		toks(t, 4, 10);
+		for (int i = 0; i < 5; i++) {
+			struct sc_lease l;
+			ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), 0);
+			sc_lease_release(&l);
+		}
+		ck_assert_uint_eq(stats(&f, NULL).hits, h0 + 5);
+	}
+	fx_close(&f);
+}
+END_TEST
+
+/* A handle checks the index and queue headers once, when its first L2 call needs them, and keeps
+ * its own copy of their bounds: a header scribbled afterwards changes nothing the handle does (a
+ * new handle refuses the arena). */
+START_TEST(a_header_scribbled_after_the_first_call_is_not_read_again)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t n = ix->hdr->nentries;
+	ix->hdr->nentries = n + SHM_INDEX_SHARDS;
+	ck_assert(has(f.st, 10, 4));
+	ck_assert_int_eq(put(f.st, 20, 4, 3000, 2), 0);
+	ck_assert(has(f.st, 20, 4));
+	ck_assert_uint_eq(stats(&f, NULL).entries, 2);
+	struct sc_arena *b;
+	struct sc_stage *sb;
+	ck_assert_int_eq(sc_arena_open(f.name, &b), 0);
+	ck_assert_int_eq(sc_stage_open(b, "model-A", "state-1", &sb), -EBADMSG);
+	sc_arena_close(b);
+	ix->hdr->nentries = n;
+	fx_close(&f);
+}
+END_TEST
+
+/* Invalidation and clearing remove LIVE entries only: an entry linked in its chain whose state is
+ * not LIVE (BUSY: a writer that died linking it; forged here) is left as it is. */
+START_TEST(removal_by_digest_takes_live_entries_only)
+{
+	struct fx f;
+	fx_open(&f);
+	static uint8_t buf[3000];
+	fill(buf, sizeof(buf), 1);
+	ck_assert_int_eq(put(f.st, 10, 4, sizeof(buf), 1), 0);
+	struct sc_digest d = sc_digest(buf, sizeof(buf));
+	int32_t t[4];
+	toks(t, 4, 10);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	int err;
+	struct shm_index_entry *e = shm_index_find(ix, k.lo, k.hi, &err);
+	ck_assert_ptr_nonnull(e);
+	atomic_store(&e->state, SHM_ENT_BUSY);
+	ck_assert_int_eq(sc_l2_invalidate_digest(f.a, d), 0);
+	ck_assert_int_eq(sc_l2_clear(f.a), 0);
+	ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_BUSY);
+	atomic_store(&e->state, SHM_ENT_LIVE);
+	ck_assert_ptr_eq(shm_index_find(ix, k.lo, k.hi, &err), e); /* still linked */
+	ck_assert(has(f.st, 10, 4));
+	ck_assert_int_eq(sc_l2_invalidate_digest(f.a, d), 1);
+	ck_assert(!has(f.st, 10, 4));
+	fx_close(&f);
+}
+END_TEST
+
 Suite *l2_suite(void)
 {
 	Suite *s = suite_create("l2");
@@ -1839,6 +1922,9 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, a_stage_past_its_probes_has_no_record);
 	tcase_add_test(tc, a_stage_claimed_meanwhile_has_one_record);
 	tcase_add_test(tc, remove_under_a_scribbled_lock_changes_nothing);
+	tcase_add_test(tc, closing_a_stage_keeps_the_others_counted);
+	tcase_add_test(tc, a_header_scribbled_after_the_first_call_is_not_read_again);
+	tcase_add_test(tc, removal_by_digest_takes_live_entries_only);
 	tcase_add_test(tc, admin_calls_refuse_a_missing_handle);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);

@@ -454,6 +454,13 @@ START_TEST(unknown_reasons_are_counted_as_the_nearest_known_one)
 	for (int r = 0; r < SC_L2_REFUSE_COUNT; r++)
 		if (r != SC_L2_REFUSE_OTHER)
 			ck_assert_uint_eq(s1.refused[r], s0.refused[r]);
+	/* the low-benefit count follows the deadline array: the copy-out of that array stops before it */
+	ck_assert_int_eq(l2_refuse(arena, sc_stage_id(stage), 10, -ENOSPC, SC_L2_REFUSE_LOW_BENEFIT), -ENOSPC);
+	ck_assert_int_eq(sc_l2_stats(arena, NULL, &s1), 0);
+	ck_assert_uint_eq(s1.refused_low_benefit, s0.refused_low_benefit + 1);
+	m = ms(0);
+	for (int r = SC_DEADLINE_COUNT; r < 8; r++)
+		ck_assert_uint_eq(m.deadline[r], 0);
 }
 END_TEST
 
