@@ -16,6 +16,8 @@
 #include "sc_check.h"
 #include "../lib/l2/l2.h"
 #include "../lib/l3/l3.h"
+#include "../shm/evq.h"
+#include "../shm/mutex.h"
 
 static char tmpdir[64];
 static struct sc_arena *arena;
@@ -489,6 +491,19 @@ START_TEST(a_departure_with_an_unknown_reason_keeps_the_note_before_it)
 	l2_depart_note(arena, fp, SC_MISS_COUNT - 1, 2); /* and so does the last */
 	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_COUNT - 1);
 	ck_assert_uint_eq(detail, 2);
+	/* a note refused for its reason touches nothing shared, not even the table's lock: a lock
+	 * a dead process left is still its when that note returns (the next real note takes it over) */
+	struct shm_evq *q = l2_q(arena);
+	sc_test_wait_killed(sc_test_locker(arena_name, &q->hdr->mu, 'k', 0));
+	uint32_t held = atomic_load(&q->hdr->mu.word);
+	ck_assert_uint_ne(held, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		l2_depart_note(arena, fp, bad[i], 1);
+	ck_assert_uint_eq(atomic_load(&q->hdr->mu.word), held);
+	l2_depart_note(arena, fp, SC_MISS_REMOVED, 4);
+	ck_assert_uint_eq(atomic_load(&q->hdr->mu.word), 0);
+	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_REMOVED);
+	ck_assert_uint_eq(detail, 4);
 }
 END_TEST
 
