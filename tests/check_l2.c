@@ -1594,6 +1594,12 @@ START_TEST(admin_calls_refuse_a_missing_handle)
 	ck_assert_int_eq(sc_l2_shrink_to(NULL, 0), -EINVAL);
 	ck_assert_int_eq(sc_l2_invalidate_digest(NULL, d), -EINVAL);
 	ck_assert_int_eq(sc_l2_remove(NULL, k), -EINVAL);
+	ck_assert_int_eq(l2_invalidate_why(NULL, d, SC_MISS_QUARANTINED), -EINVAL);
+	/* stage id 0 is no stage: never found, never claimed (slot 0's record stays free) */
+	ck_assert_ptr_null(l2_stage_rec_find(a, 0, 0));
+	ck_assert_ptr_null(l2_stage_rec_find(a, 0, 1));
+	uint64_t slot0 = atomic_load(&l2_stats_region(a)->stages[0].stage_id);
+	ck_assert(slot0 == 0 || slot0 == sc_stage_id(st)); /* free, or st's own home */
 	struct sc_lease l;
 	ck_assert_int_eq(sc_l2_get(st, "", t, 2, NULL, &l), 0);
 	ck_assert_int_eq(memcmp(l.sec[0], buf, sizeof(buf)), 0);

@@ -504,6 +504,38 @@ START_TEST(a_departure_with_an_unknown_reason_keeps_the_note_before_it)
 	ck_assert_uint_eq(atomic_load(&q->hdr->mu.word), 0);
 	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_REMOVED);
 	ck_assert_uint_eq(detail, 4);
+	/* a table whose lock cannot be taken (scribbled) gets no note, and its lock word stays */
+	uint32_t magic = q->hdr->mu.magic;
+	q->hdr->mu.magic = magic ^ 1;
+	atomic_store(&q->hdr->mu.word, 5);
+	l2_depart_note(arena, fp, SC_MISS_QUARANTINED, 6);
+	ck_assert_uint_eq(atomic_load(&q->hdr->mu.word), 5);
+	atomic_store(&q->hdr->mu.word, 0);
+	q->hdr->mu.magic = magic;
+	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_REMOVED);
+	ck_assert_uint_eq(detail, 4);
+}
+END_TEST
+
+/* A handle that has opened no stage yet (its L2 views not taken: an L3 janitor's) notes departures
+ * (it takes the views first) and reads none until it has them. */
+START_TEST(a_handle_without_a_stage_notes_departures)
+{
+	struct sc_key k = key_of(stage, 78);
+	uint64_t fp = l2_key_fp(k.lo, k.hi);
+	struct sc_arena *b;
+	ck_assert_int_eq(sc_arena_open(arena_name, &b), 0);
+	ck_assert_int_eq(b->l2_ready, 0);
+	l2_depart_note(arena, fp, SC_MISS_REMOVED, 2);
+	uint32_t detail = 99;
+	ck_assert_int_eq(l2_depart_reason(b, fp, &detail), SC_MISS_NEVER_STORED); /* no views: nothing read */
+	ck_assert_uint_eq(detail, 0);
+	l2_depart_note(b, fp, SC_MISS_EVICTED_JANITOR, 5);
+	ck_assert_int_eq(b->l2_ready, 1);
+	ck_assert_int_eq(l2_depart_reason(b, fp, &detail), SC_MISS_EVICTED_JANITOR);
+	ck_assert_uint_eq(detail, 5);
+	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_EVICTED_JANITOR);
+	sc_arena_close(b);
 }
 END_TEST
 
@@ -521,6 +553,7 @@ Suite *miss_suite(void)
 	tcase_add_test(tc, a_deadline_detail_out_of_range_moves_no_other_counter);
 	tcase_add_test(tc, a_departure_with_an_unknown_reason_keeps_the_note_before_it);
 	tcase_add_test(tc, unknown_reasons_are_counted_as_the_nearest_known_one);
+	tcase_add_test(tc, a_handle_without_a_stage_notes_departures);
 	suite_add_tcase(s, tc);
 	return s;
 }
