@@ -536,6 +536,15 @@ START_TEST(a_handle_without_a_stage_notes_departures)
 	ck_assert_uint_eq(detail, 5);
 	ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_EVICTED_JANITOR);
 	sc_arena_close(b);
+	/* a note of a reason this library does not know (a newer one's, or damage) reads as none */
+	struct shm_evq *q = l2_q(arena);
+	for (uint32_t stored = SC_MISS_COUNT + 1; stored <= SC_MISS_COUNT + 2; stored++) {
+		ck_assert_int_eq(shm_evq_lock(q), 0);
+		shm_evq_depart_note_locked(q, fp, stored, 3);
+		shm_evq_unlock(q);
+		ck_assert_int_eq(l2_depart_reason(arena, fp, &detail), SC_MISS_NEVER_STORED);
+		ck_assert_uint_eq(detail, 0);
+	}
 }
 END_TEST
 
