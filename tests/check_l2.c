@@ -69,6 +69,18 @@ static int has(struct sc_stage *st, int32_t base, size_t n)
 	return sc_l2_peek(st, "ns", t, n, &info) == 0;
 }
 
+/* fx_open, and one entry stored: 3000 bytes of seed 1 under token ids 10..13; its key. */
+static struct sc_key fx_open_one(struct fx *f)
+{
+	fx_open(f);
+	ck_assert_int_eq(put(f->st, 10, 4, 3000, 1), 0);
+	int32_t t[4];
+	toks(t, 4, 10);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f->st, "ns", t, 4, &k), 0);
+	return k;
+}
+
 static struct sc_l2_stats stats(struct fx *f, const struct sc_stage *st)
 {
 	struct sc_l2_stats s;
@@ -1760,12 +1772,7 @@ END_TEST
 START_TEST(remove_repairs_a_scribbled_chain_and_looks_again)
 {
 	struct fx f;
-	fx_open(&f);
-	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
-	int32_t t[4];
-	toks(t, 4, 10);
-	struct sc_key k;
-	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	struct sc_key k = fx_open_one(&f);
 	struct shm_index *ix = l2_ix(f.a);
 	int err;
 	struct shm_index_entry *e = shm_index_find(ix, k.lo, k.hi, &err);
@@ -1796,12 +1803,7 @@ END_TEST
 START_TEST(remove_under_a_scribbled_lock_changes_nothing)
 {
 	struct fx f;
-	fx_open(&f);
-	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
-	int32_t t[4];
-	toks(t, 4, 10);
-	struct sc_key k;
-	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	struct sc_key k = fx_open_one(&f);
 	struct shm_index *ix = l2_ix(f.a);
 	struct shm_mutex *mu = &ix->hdr->shards[shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo))].mu;
 	uint32_t magic = mu->magic;
