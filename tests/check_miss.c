@@ -18,6 +18,7 @@
 #include "../lib/l3/l3.h"
 #include "../shm/evq.h"
 #include "../shm/mutex.h"
+#include "../shm/seg.h"
 
 static char tmpdir[64];
 static struct sc_arena *arena;
@@ -548,6 +549,39 @@ START_TEST(a_handle_without_a_stage_notes_departures)
 }
 END_TEST
 
+/* A handle whose first L2 call stopped half-way (its queue view taken, then the segment table
+ * refused: scribbled) reads no departure note: its views are not ready, whatever they hold. */
+START_TEST(a_handle_not_ready_reads_no_departure)
+{
+	struct sc_arena_opts o = { .size_bytes = 32ull << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
+	const char *name;
+	struct sc_arena *a = sc_test_arena_opts("missseg", &o, &name), *b;
+	struct sc_stage *st;
+	ck_assert_int_eq(sc_stage_open(a, "model", "state", &st), 0);
+	struct sc_key k;
+	int32_t t[2] = { 1, 2 };
+	ck_assert_int_eq(sc_l2_key(st, "", t, 2, &k), 0);
+	uint64_t fp = l2_key_fp(k.lo, k.hi);
+	l2_depart_note(a, fp, SC_MISS_REMOVED, 3);
+	uint64_t *magic = (uint64_t *)(void *)(a->shm->base + shm_seg_table_off(a->shm));
+	ck_assert_uint_eq(*magic, SHM_SEG_MAGIC);
+	*magic ^= 1;
+	ck_assert_int_eq(sc_arena_open(name, &b), 0);
+	ck_assert_int_eq(sc_l2_clear(b), -EBADMSG); /* the views stop at the segment table */
+	ck_assert_int_eq(b->l2_ready, 0);
+	uint32_t detail = 99;
+	ck_assert_int_eq(l2_depart_reason(b, fp, &detail), SC_MISS_NEVER_STORED);
+	ck_assert_uint_eq(detail, 0);
+	*magic ^= 1;
+	ck_assert_int_eq(sc_l2_clear(b), 0);
+	ck_assert_int_eq(l2_depart_reason(b, fp, &detail), SC_MISS_REMOVED);
+	ck_assert_uint_eq(detail, 3);
+	sc_arena_close(b);
+	sc_stage_close(st);
+	sc_test_arena_destroy(a, name);
+}
+END_TEST
+
 Suite *miss_suite(void)
 {
 	Suite *s = suite_create("miss");
@@ -563,6 +597,7 @@ Suite *miss_suite(void)
 	tcase_add_test(tc, a_departure_with_an_unknown_reason_keeps_the_note_before_it);
 	tcase_add_test(tc, unknown_reasons_are_counted_as_the_nearest_known_one);
 	tcase_add_test(tc, a_handle_without_a_stage_notes_departures);
+	tcase_add_test(tc, a_handle_not_ready_reads_no_departure);
 	suite_add_tcase(s, tc);
 	return s;
 }
