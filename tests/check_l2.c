@@ -1528,7 +1528,7 @@ START_TEST(a_stage_past_its_probes_has_no_record)
 	/* a free slot anywhere on the probes is taken: freeing the last one gives it a record */
 	atomic_store(&r->stages[(home + 63) % L2_STAGE_RECS].stage_id, 0);
 	ck_assert_int_eq(sc_stage_open(a, "m", "s", &next), 0);
-	ck_assert_uint_eq(slot_id(r, (home + 63) % L2_STAGE_RECS), id);
+	ck_assert_uint_eq(slot_id(r, home + 63), id);
 	ck_assert_int_eq(sc_stage_set_token_cost(next, 77), 0);
 	ck_assert_int_eq(sc_stage_token_cost(next, &cost), 0);
 	ck_assert_uint_eq(cost, 77);
@@ -1546,7 +1546,7 @@ END_TEST
  * stage it probes on and claims the next slot. Either way the stage has one record. */
 struct claim_race {
 	struct l2_stats_region *r;
-	uint64_t id, as;
+	uint64_t as; /* the id the other process claims the slot for */
 	uint32_t slot, seen;
 };
 
@@ -1571,7 +1571,7 @@ START_TEST(a_stage_claimed_meanwhile_has_one_record)
 	for (int same = 1; same >= 0; same--) {
 		atomic_store(&r->stages[home].stage_id, 0);
 		atomic_store(&r->stages[(home + 1) % L2_STAGE_RECS].stage_id, 0);
-		struct claim_race c = { .r = r, .id = id, .as = same ? id : id + 1, .slot = home };
+		struct claim_race c = { .r = r, .as = same ? id : id + 1, .slot = home };
 		shm_sched_set(claim_first, &c);
 		int rc = sc_stage_open(a, "m", "s", &st);
 		shm_sched_set(NULL, NULL);
