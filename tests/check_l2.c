@@ -1889,6 +1889,34 @@ START_TEST(removal_by_digest_takes_live_entries_only)
 }
 END_TEST
 
+/* A handle without a reader slot (it has no lease records, no epoch: only sc_arena_inspect's
+ * handles are made so; forged here) takes no L2 view: stages and L2 calls are refused. */
+START_TEST(a_handle_without_a_reader_slot_takes_no_l2_view)
+{
+	struct fx f;
+	struct sc_key k = fx_open_one(&f);
+	struct sc_arena *b;
+	struct sc_stage *sb;
+	ck_assert_int_eq(sc_arena_open(f.name, &b), 0);
+	int32_t slot = b->shm->reader_slot;
+	ck_assert_int_ge(slot, 0);
+	b->shm->reader_slot = -1;
+	ck_assert_int_eq(sc_stage_open(b, "model-A", "state-1", &sb), -EBADMSG);
+	ck_assert_int_eq(sc_l2_clear(b), -EBADMSG);
+	ck_assert_int_eq(b->l2_ready, 0);
+	b->shm->reader_slot = slot;
+	ck_assert_int_eq(sc_stage_open(b, "model-A", "state-1", &sb), 0);
+	struct sc_l2_entry_info info;
+	int32_t t[4];
+	toks(t, 4, 10);
+	ck_assert_int_eq(sc_l2_peek(sb, "ns", t, 4, &info), 0);
+	ck_assert_uint_eq(info.key.lo, k.lo);
+	sc_stage_close(sb);
+	sc_arena_close(b);
+	fx_close(&f);
+}
+END_TEST
+
 Suite *l2_suite(void)
 {
 	Suite *s = suite_create("l2");
@@ -1927,6 +1955,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, remove_under_a_scribbled_lock_changes_nothing);
 	tcase_add_test(tc, closing_a_stage_keeps_the_others_counted);
 	tcase_add_test(tc, removal_by_digest_takes_live_entries_only);
+	tcase_add_test(tc, a_handle_without_a_reader_slot_takes_no_l2_view);
 	tcase_add_test(tc, admin_calls_refuse_a_missing_handle);
 	tcase_add_test(tc, index_capacity_is_recycled);
 	tcase_add_test(tc, hostile_shard_lists_counters_and_leases);
