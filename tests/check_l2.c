@@ -1587,6 +1587,44 @@ START_TEST(a_stage_claimed_meanwhile_has_one_record)
 }
 END_TEST
 
+/* Closing a stage takes that handle, and only it, off its arena handle's list: the hits of every
+ * other stage are still flushed by the statistics (which flush every stage on the list). */
+START_TEST(closing_a_stage_keeps_the_others_counted)
+{
+	struct fx f;
+	(void)fx_open_one(&f);
+	struct sc_stage *st[4] = { f.st };
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-2", &st[1]), 0);
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-3", &st[2]), 0);
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-4", &st[3]), 0);
+	int32_t t[4];
+	toks(t, 4, 10);
+	static const int order[2] = { 2, 3 }; /* one in the middle of the list, then its head */
+	for (int round = 0; round < 2; round++) {
+		sc_stage_close(st[order[round]]);
+		st[order[round]] = NULL;
+		uint64_t h0 = stats(&f, NULL).hits;
+		unsigned open = 0;
+		for (int i = 0; i < 4; i++) {
+			if (!st[i])
+				continue;
+			open++;
+			/* each stage stores its own entry (a key is per stage), then hits it 5 times */
+			if (i && round == 0)
+				ck_assert_int_eq(put(st[i], 10, 4, 3000, 1), 0);
+			for (int j = 0; j < 5; j++) {
+				struct sc_lease l;
+				ck_assert_int_eq(sc_l2_get(st[i], "ns", t, 4, NULL, &l), 0);
+				sc_lease_release(&l);
+			}
+		}
+		ck_assert_uint_eq(stats(&f, NULL).hits, h0 + 5 * open);
+	}
+	sc_stage_close(st[1]);
+	fx_close(&f);
+}
+END_TEST
+
 /* The admin calls refuse a missing arena or stage, and an entry stored beside survives them. */
 START_TEST(admin_calls_refuse_a_missing_handle)
 {
@@ -1798,9 +1836,11 @@ START_TEST(remove_repairs_a_scribbled_chain_and_looks_again)
 }
 END_TEST
 
-/* A removal whose shard lock cannot be taken (its mutex scribbled) says why and changes nothing:
- * the entry stays linked and served, and the lock word is left as it was. */
-START_TEST(remove_under_a_scribbled_lock_changes_nothing)
+/* Removals that must change nothing: one whose shard lock cannot be taken (its mutex scribbled)
+ * says why and leaves the entry linked and served and the lock word as it was; invalidation and
+ * clearing remove LIVE entries only, so an entry linked in its chain whose state is not LIVE (BUSY:
+ * a writer that died linking it; forged here) is left as it is. */
+START_TEST(removals_that_must_change_nothing)
 {
 	struct fx f;
 	struct sc_key k = fx_open_one(&f);
@@ -1812,67 +1852,9 @@ START_TEST(remove_under_a_scribbled_lock_changes_nothing)
 	ck_assert_uint_eq(atomic_load(&mu->word), 0);
 	ck_assert(has(f.st, 10, 4));
 	mu->magic = magic;
-	ck_assert(has(f.st, 10, 4));
-	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
-	ck_assert(!has(f.st, 10, 4));
-	fx_close(&f);
-}
-END_TEST
-
-/* Closing a stage takes that handle, and only it, off its arena handle's list: the hits of every
- * other stage are still flushed by the statistics (which flush every stage on the list). */
-START_TEST(closing_a_stage_keeps_the_others_counted)
-{
-	struct fx f;
-	fx_open(&f);
-	ck_assert_int_eq(put(f.st, 10, 4, 3000, 1), 0);
-	struct sc_stage *st[4] = { f.st };
-	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-2", &st[1]), 0);
-	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-3", &st[2]), 0);
-	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-4", &st[3]), 0);
-	int32_t t[4];
-	toks(t, 4, 10);
-	static const int order[2] = { 2, 3 }; /* one in the middle of the list, then its head */
-	for (int round = 0; round < 2; round++) {
-		sc_stage_close(st[order[round]]);
-		st[order[round]] = NULL;
-		uint64_t h0 = stats(&f, NULL).hits;
-		unsigned open = 0;
-		for (int i = 0; i < 4; i++) {
-			if (!st[i])
-				continue;
-			open++;
-			/* each stage stores its own entry (a key is per stage), then hits it 5 times */
-			if (i && round == 0)
-				ck_assert_int_eq(put(st[i], 10, 4, 3000, 1), 0);
-			for (int j = 0; j < 5; j++) {
-				struct sc_lease l;
-				ck_assert_int_eq(sc_l2_get(st[i], "ns", t, 4, NULL, &l), 0);
-				sc_lease_release(&l);
-			}
-		}
-		ck_assert_uint_eq(stats(&f, NULL).hits, h0 + 5 * open);
-	}
-	sc_stage_close(st[1]);
-	fx_close(&f);
-}
-END_TEST
-
-/* Invalidation and clearing remove LIVE entries only: an entry linked in its chain whose state is
- * not LIVE (BUSY: a writer that died linking it; forged here) is left as it is. */
-START_TEST(removal_by_digest_takes_live_entries_only)
-{
-	struct fx f;
-	fx_open(&f);
-	static uint8_t buf[3000];
+	static uint8_t buf[3000]; /* fx_open_one's bytes, for their digest */
 	fill(buf, sizeof(buf), 1);
-	ck_assert_int_eq(put(f.st, 10, 4, sizeof(buf), 1), 0);
 	struct sc_digest d = sc_digest(buf, sizeof(buf));
-	int32_t t[4];
-	toks(t, 4, 10);
-	struct sc_key k;
-	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
-	struct shm_index *ix = l2_ix(f.a);
 	int err;
 	struct shm_index_entry *e = shm_index_find(ix, k.lo, k.hi, &err);
 	ck_assert_ptr_nonnull(e);
@@ -1885,6 +1867,7 @@ START_TEST(removal_by_digest_takes_live_entries_only)
 	ck_assert(has(f.st, 10, 4));
 	ck_assert_int_eq(sc_l2_invalidate_digest(f.a, d), 1);
 	ck_assert(!has(f.st, 10, 4));
+	ck_assert_int_eq(sc_l2_remove(f.st, k), -ENOENT);
 	fx_close(&f);
 }
 END_TEST
@@ -1952,9 +1935,8 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, regression_every_refusal_is_counted);
 	tcase_add_test(tc, a_stage_past_its_probes_has_no_record);
 	tcase_add_test(tc, a_stage_claimed_meanwhile_has_one_record);
-	tcase_add_test(tc, remove_under_a_scribbled_lock_changes_nothing);
+	tcase_add_test(tc, removals_that_must_change_nothing);
 	tcase_add_test(tc, closing_a_stage_keeps_the_others_counted);
-	tcase_add_test(tc, removal_by_digest_takes_live_entries_only);
 	tcase_add_test(tc, a_handle_without_a_reader_slot_takes_no_l2_view);
 	tcase_add_test(tc, admin_calls_refuse_a_missing_handle);
 	tcase_add_test(tc, index_capacity_is_recycled);
