@@ -1465,9 +1465,15 @@ START_TEST(regression_every_refusal_is_counted)
 }
 END_TEST
 
+/* The stage-table record at @slot (taken modulo the table's size, as the probes wrap). */
+static struct l2_stage_rec *rec_at(struct l2_stats_region *r, uint32_t slot)
+{
+	return &r->stages[slot % L2_STAGE_RECS];
+}
+
 static uint64_t slot_id(struct l2_stats_region *r, uint32_t slot)
 {
-	return atomic_load(&r->stages[slot % L2_STAGE_RECS].stage_id);
+	return atomic_load(&rec_at(r, slot)->stage_id);
 }
 
 /* A stage whose 64 probe slots in the stats region's stage table are all taken by other stages has
@@ -1485,7 +1491,7 @@ START_TEST(a_stage_past_its_probes_has_no_record)
 	ck_assert_uint_eq(slot_id(r, home), id);
 	sc_stage_close(st);
 	for (uint32_t i = 0; i < 64; i++) /* forged: 64 other stages own every slot it probes */
-		atomic_store(&r->stages[(home + i) % L2_STAGE_RECS].stage_id, id + 1000 + i);
+		atomic_store(&rec_at(r, home + i)->stage_id, id + 1000 + i);
 	uint32_t past = (home + 64) % L2_STAGE_RECS;
 	ck_assert_uint_eq(slot_id(r, past), 0);
 	ck_assert_int_eq(sc_stage_open(a, "m", "s", &full), 0);
@@ -1518,7 +1524,7 @@ START_TEST(a_stage_past_its_probes_has_no_record)
 	ck_assert_uint_eq(s.hits, 1);
 	ck_assert_uint_eq(s.misses, 1);
 	for (uint32_t i = 0; i < 64; i++) { /* no forged record counted any of it */
-		struct l2_stage_rec *o = &r->stages[(home + i) % L2_STAGE_RECS];
+		struct l2_stage_rec *o = rec_at(r, home + i);
 		ck_assert_uint_eq(atomic_load(&o->c.inserts) + atomic_load(&o->c.hits) + atomic_load(&o->c.misses) +
 					  atomic_load(&o->c.admission_rejects),
 				  0);
@@ -1526,7 +1532,7 @@ START_TEST(a_stage_past_its_probes_has_no_record)
 	ck_assert_int_eq(sc_miss_stats(a, 0, &m), 0);
 	ck_assert_uint_eq(m.l2[SC_MISS_NEVER_STORED], 1);
 	/* a free slot anywhere on the probes is taken: freeing the last one gives it a record */
-	atomic_store(&r->stages[(home + 63) % L2_STAGE_RECS].stage_id, 0);
+	atomic_store(&rec_at(r, home + 63)->stage_id, 0);
 	ck_assert_int_eq(sc_stage_open(a, "m", "s", &next), 0);
 	ck_assert_uint_eq(slot_id(r, home + 63), id);
 	ck_assert_int_eq(sc_stage_set_token_cost(next, 77), 0);
@@ -1555,7 +1561,7 @@ static void claim_first(const char *point, void *ctx)
 	struct claim_race *c = ctx;
 	if (strcmp(point, "l2.stage.claim") || c->seen++)
 		return;
-	atomic_store(&c->r->stages[c->slot].stage_id, c->as);
+	atomic_store(&rec_at(c->r, c->slot)->stage_id, c->as);
 }
 
 START_TEST(a_stage_claimed_meanwhile_has_one_record)
@@ -1569,8 +1575,8 @@ START_TEST(a_stage_claimed_meanwhile_has_one_record)
 	uint32_t home = (uint32_t)(id % L2_STAGE_RECS);
 	sc_stage_close(st);
 	for (int same = 1; same >= 0; same--) {
-		atomic_store(&r->stages[home].stage_id, 0);
-		atomic_store(&r->stages[(home + 1) % L2_STAGE_RECS].stage_id, 0);
+		atomic_store(&rec_at(r, home)->stage_id, 0);
+		atomic_store(&rec_at(r, home + 1)->stage_id, 0);
 		struct claim_race c = { .r = r, .as = same ? id : id + 1, .slot = home };
 		shm_sched_set(claim_first, &c);
 		int rc = sc_stage_open(a, "m", "s", &st);
@@ -1580,7 +1586,7 @@ START_TEST(a_stage_claimed_meanwhile_has_one_record)
 		ck_assert_uint_eq(slot_id(r, home), c.as);
 		ck_assert_uint_eq(slot_id(r, home + 1), same ? 0 : id);
 		ck_assert_int_eq(sc_stage_set_token_cost(st, 40 + same), 0);
-		ck_assert_uint_eq(atomic_load(&r->stages[(home + !same) % L2_STAGE_RECS].token_cost), 40 + same);
+		ck_assert_uint_eq(atomic_load(&rec_at(r, home + !same)->token_cost), 40 + same);
 		sc_stage_close(st);
 	}
 	sc_test_arena_destroy(a, name);

@@ -1091,15 +1091,14 @@ START_TEST(a_shrink_stops_after_sixteen_rounds)
 	ck_assert_uint_eq(s.entries, 8);
 	ck_assert_uint_eq(s.evictions, ev0 + 32);
 	uint32_t kept = 0;
+	static uint8_t b[4096];
 	for (uint32_t k = 0; k < 40; k++) {
 		if (!has(f.st, 1000 + k))
 			continue;
 		struct sc_lease l;
 		ck_assert_int_eq(get(f.st, 1000 + k, &l), 0);
-		uint8_t *b = malloc(4096);
-		fill(b, 4096, 1000 + k);
-		ck_assert_int_eq(memcmp(l.sec[0], b, 4096), 0);
-		free(b);
+		fill(b, sizeof(b), 1000 + k);
+		ck_assert_int_eq(memcmp(l.sec[0], b, sizeof(b)), 0);
 		sc_lease_release(&l);
 		kept++;
 	}
