@@ -3,11 +3,11 @@
  * negative errno (or succeeds another way), never crashes, and leaves the arena consistent (fsck
  * clean, every entry still served) and nothing half-made behind (no arena file).
  *
- * This binary defines malloc, calloc and realloc (the library is linked statically, so its calls
- * come here); they forward to glibc's own unless a test armed a failure: then the N-th allocation
- * from the arming on returns NULL (or every one, for the few cases that need no memory at all). Each operation is run with N = 1, 2, ... until it no longer
- * reaches the N-th allocation. Nothing but the library runs while a failure is armed (Check's
- * assertions allocate).
+ * This binary defines malloc, calloc, realloc and aligned_alloc (the library is linked statically,
+ * so its calls come here); they forward to glibc's own unless a test armed a failure: then the N-th
+ * allocation from the arming on returns NULL (or every one, for the few cases that need no memory
+ * at all). Each operation is run with N = 1, 2, ... until it no longer reaches the N-th allocation.
+ * Nothing but the library runs while a failure is armed (Check's assertions allocate).
  */
 #include <errno.h>
 #include <signal.h>
@@ -26,6 +26,7 @@
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
 
 static long countdown;  /* 0: nothing armed; n: the n-th allocation from now fails; -1: every one */
 static int failed;      /* the armed allocation happened (and failed) */
@@ -55,6 +56,11 @@ void *calloc(size_t n, size_t m)
 void *realloc(void *p, size_t n)
 {
 	return fail_now() ? NULL : __libc_realloc(p, n);
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+	return fail_now() ? NULL : __libc_memalign(align, n);
 }
 
 static void arm(long n)
