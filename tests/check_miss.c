@@ -367,19 +367,21 @@ END_TEST
 
 /* A deadline detail outside the known ones (a caller's bug, or a newer caller's reason) counts the
  * restore miss and no detail: no other counter of the record moves (the one after the detail
- * array is the low-benefit refusals'). */
+ * array is the low-benefit refusals'). A detail given with another reason is not a deadline's. */
 START_TEST(a_deadline_detail_out_of_range_moves_no_other_counter)
 {
 	struct l2_misses *g = &l2_stats_region(arena)->misses_global;
 	uint64_t before[sizeof(*g) / 8], after[sizeof(*g) / 8];
-	for (uint32_t detail = L2_DEADLINE_SLOTS; detail <= L2_DEADLINE_SLOTS + 1; detail++) {
+	for (int reason = 0; reason < SC_MISS_COUNT; reason++) {
+		uint32_t detail = reason == SC_MISS_DEADLINE ? L2_DEADLINE_SLOTS : SC_DEADLINE_PAST;
 		memcpy(before, (const void *)g, sizeof(before));
-		l2_count_restore_miss(arena, 0, SC_MISS_DEADLINE, detail);
+		l2_count_restore_miss(arena, 0, reason, detail);
+		l2_count_restore_miss(arena, 0, reason, detail + (reason == SC_MISS_DEADLINE));
 		memcpy(after, (const void *)g, sizeof(after));
-		size_t moved = offsetof(struct l2_misses, restore[SC_MISS_DEADLINE]) / 8;
+		size_t moved = offsetof(struct l2_misses, restore[reason]) / 8;
 		for (size_t w = 0; w < sizeof(before) / 8; w++)
-			ck_assert_msg(after[w] - before[w] == (w == moved), "detail %u: word %zu moved by %llu", detail, w,
-				      (unsigned long long)(after[w] - before[w]));
+			ck_assert_msg(after[w] - before[w] == 2 * (w == moved), "reason %d detail %u: word %zu moved by %llu",
+				      reason, detail, w, (unsigned long long)(after[w] - before[w]));
 	}
 	struct sc_miss_stats m = ms(0);
 	ck_assert_uint_eq(m.restore[SC_MISS_DEADLINE], 2);
