@@ -584,6 +584,53 @@ START_TEST(a_handle_not_ready_reads_no_departure)
 }
 END_TEST
 
+/* Where a listener learns of a departure ("events.append.writing"), the note of its key as it is. */
+static uint64_t heard_fp, heard_word;
+static int heard;
+
+static void at_event_write(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "events.append.writing")) {
+		heard_word = shm_evq_depart_find(l2_q(arena), heard_fp);
+		heard++;
+	}
+}
+
+/* A key's departure is noted before the listener hears of it: a listener that looks a removed,
+ * invalidated or evicted key up as soon as it reads the event is told why it left, never "never
+ * stored". */
+START_TEST(a_departure_is_noted_before_the_listener_hears_of_it)
+{
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(arena, &ev), 0);
+	static const int how[] = { SC_MISS_REMOVED, SC_MISS_REMOVED, SC_MISS_EVICTED_BUDGET };
+	for (uint32_t w = 0; w < 3; w++) {
+		uint32_t k = 90 + w;
+		ck_assert_int_eq(admit(stage, k, 4096), 0);
+		struct sc_key key = key_of(stage, k);
+		heard_fp = l2_key_fp(key.lo, key.hi);
+		heard = 0;
+		uint8_t b[4096];
+		bytes(b, sizeof(b), k);
+		sc_sched_set(at_event_write, NULL);
+		if (w == 0)
+			ck_assert_int_eq(sc_l2_remove(stage, key), 0);
+		else if (w == 1)
+			ck_assert_int_eq(sc_l2_invalidate_digest(arena, sc_digest(b, sizeof(b))), 1);
+		else
+			ck_assert_int_eq(sc_l2_shrink_to(arena, 1), 0);
+		sc_sched_set(NULL, NULL);
+		ck_assert_msg(heard == 1, "way %u: %d events written", w, heard);
+		ck_assert_msg(SHM_EVQ_DEPART_REASON(heard_word) == (uint32_t)how[w] + 1,
+			      "way %u: the listener heard of the departure before its note (%llx)", w,
+			      (unsigned long long)heard_word);
+		expect_l2_miss(stage, k, how[w], 0);
+	}
+	sc_events_close(ev);
+}
+END_TEST
+
 Suite *miss_suite(void)
 {
 	Suite *s = suite_create("miss");
@@ -598,6 +645,7 @@ Suite *miss_suite(void)
 	tcase_add_test(tc, a_deadline_detail_out_of_range_moves_no_other_counter);
 	tcase_add_test(tc, a_departure_with_an_unknown_reason_keeps_the_note_before_it);
 	tcase_add_test(tc, unknown_reasons_are_counted_as_the_nearest_known_one);
+	tcase_add_test(tc, a_departure_is_noted_before_the_listener_hears_of_it);
 	tcase_add_test(tc, a_handle_without_a_stage_notes_departures);
 	tcase_add_test(tc, a_handle_not_ready_reads_no_departure);
 	suite_add_tcase(s, tc);
