@@ -116,6 +116,8 @@ START_TEST(keys_separate_stages_namespaces_and_tokens)
 	ck_assert_ptr_null(bad);
 	ck_assert_int_eq(sc_stage_open(a, "x", NULL, &bad), -EINVAL);
 	ck_assert_int_eq(sc_stage_open(NULL, "x", "y", &bad), -EINVAL);
+	ck_assert_int_eq(sc_stage_open(a, "x", "y", NULL), -EINVAL); /* nowhere to put the handle */
+	sc_stage_close(NULL);                                        /* a no-op */
 	/* identities of SC_IDENTITY_MAX bytes are taken whole; one byte more is refused (never cut to
 	 * the first SC_IDENTITY_MAX, which would give two identities one stage) */
 	static char big[SC_IDENTITY_MAX + 2];
