@@ -451,7 +451,16 @@ static void fault_case_run(const struct fault_case *fc)
 	struct sc_arena *a = arena_with_keys("l2f", BASE_KEYS, BASE_BYTES, &name, &st);
 	if (fc->op == OP_EVICT)
 		ck_assert_int_eq(sc_l2_shrink_to(a, BASE_KEYS * shm_heap_footprint(BASE_BYTES) + (32 << 10)), 0);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	uint64_t used_before = hs.used_bytes;
 	run_killed(name, fc->point, fc->op);
+	/* killed before the op freed anything (every point but the one right after a free): the heap
+	 * holds at least what it held; what the op unlinked is still there, for the next writer */
+	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
+	if (strcmp(fc->point, "l2.reclaim.freed"))
+		ck_assert_msg(hs.used_bytes >= used_before, "%s: %llu of %llu bytes held after the kill", fc->point,
+			      (unsigned long long)hs.used_bytes, (unsigned long long)used_before);
 	/* the next writer: lock every shard (repairing the dead holder's), then check */
 	ck_assert_int_ge(sc_l2_invalidate_digest(a, (struct sc_digest){ 1, 2 }), 0);
 	if (fc->holds_shard)
@@ -477,7 +486,6 @@ static void fault_case_run(const struct fault_case *fc)
 	/* no space leaked: clear (reaps the dead and sweeps orphans) empties the heap */
 	ck_assert_int_ge(sc_l2_clear(a), 0);
 	ck_assert_int_ge(sc_l2_clear(a), 0);
-	struct shm_heap_stats hs;
 	ck_assert_int_eq(shm_heap_stats(a->shm, &hs), 0);
 	ck_assert_msg(hs.used_bytes == 0, "%s: %llu bytes leaked", fc->point, (unsigned long long)hs.used_bytes);
 	sc_stage_close(st);
