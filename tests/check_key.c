@@ -115,6 +115,7 @@ START_TEST(keys_separate_stages_namespaces_and_tokens)
 	ck_assert_int_eq(sc_stage_open(a, "", "x", &bad), -EINVAL);
 	ck_assert_ptr_null(bad);
 	ck_assert_int_eq(sc_stage_open(a, "x", NULL, &bad), -EINVAL);
+	ck_assert_int_eq(sc_stage_open(a, NULL, "x", &bad), -EINVAL);
 	ck_assert_int_eq(sc_stage_open(NULL, "x", "y", &bad), -EINVAL);
 	ck_assert_int_eq(sc_stage_open(a, "x", "y", NULL), -EINVAL); /* nowhere to put the handle */
 	sc_stage_close(NULL);                                        /* a no-op */
