@@ -612,6 +612,22 @@ START_TEST(pending_entries_are_reclaimed_before_anything_is_evicted)
 }
 END_TEST
 
+/* Reclamations reached ("l2.reclaim.epochs_read"), and those reached with no shard lock held. */
+static int reclaims, reclaims_unlocked;
+
+static void at_reclaim(const char *point, void *ctx)
+{
+	const struct shm_index *ix = ctx;
+	if (strcmp(point, "l2.reclaim.epochs_read"))
+		return;
+	int held = 0;
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		held += atomic_load(&ix->hdr->shards[s].mu.word) != 0;
+	reclaims++;
+	reclaims_unlocked += !held;
+}
+
+/* Removal, invalidation and clear; each reclaims what it retired under the shard's lock. */
 START_TEST(remove_invalidate_clear_shrink)
 {
 	struct fx f;
@@ -630,6 +646,8 @@ START_TEST(remove_invalidate_clear_shrink)
 	ck_assert_uint_eq(stats(&f, NULL).entries, 4);
 	struct sc_key k;
 	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 3, &k), 0);
+	reclaims = reclaims_unlocked = 0;
+	sc_sched_set(at_reclaim, l2_ix(f.a));
 	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
 	ck_assert_int_eq(sc_l2_remove(f.st, k), -ENOENT);
 	/* invalidate: every stage */
@@ -638,6 +656,9 @@ START_TEST(remove_invalidate_clear_shrink)
 	ck_assert_uint_eq(stats(&f, NULL).entries, 1);
 	ck_assert_int_eq(put(f.st, 60, 4, 300, 6), 0);
 	ck_assert_int_eq(sc_l2_clear(f.a), 2);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_ge(reclaims, 3); /* one shard at least for each of the three */
+	ck_assert_int_eq(reclaims_unlocked, 0);
 	ck_assert_uint_eq(stats(&f, NULL).entries, 0);
 	/* nothing leaked: the heap is empty again */
 	struct shm_heap_stats hs;

@@ -552,7 +552,8 @@ START_TEST(a_handle_without_a_stage_notes_departures)
 END_TEST
 
 /* A handle whose first L2 call stopped half-way (its queue view taken, then the segment table
- * refused: scribbled) reads no departure note: its views are not ready, whatever they hold. */
+ * refused: scribbled) reads no departure note and no statistics: its views are not ready, whatever
+ * they hold. */
 START_TEST(a_handle_not_ready_reads_no_departure)
 {
 	struct sc_arena_opts o = { .size_bytes = 32ull << 20, .huge = SC_HUGE_OFF, .segment_bytes = 64 << 10 };
@@ -571,6 +572,8 @@ START_TEST(a_handle_not_ready_reads_no_departure)
 	ck_assert_int_eq(sc_arena_open(name, &b), 0);
 	ck_assert_int_eq(sc_l2_clear(b), -EBADMSG); /* the views stop at the segment table */
 	ck_assert_int_eq(b->l2_ready, 0);
+	struct sc_miss_stats m;
+	ck_assert_int_eq(sc_miss_stats(b, 0, &m), -EBADMSG); /* and so do its statistics */
 	uint32_t detail = 99;
 	ck_assert_int_eq(l2_depart_reason(b, fp, &detail), SC_MISS_NEVER_STORED);
 	ck_assert_uint_eq(detail, 0);
