@@ -482,6 +482,27 @@ START_TEST(every_reference_keeps_a_shared_segment_until_the_last_goes)
 }
 END_TEST
 
+/* A shrink judges the bytes held after it reclaimed what waited: an entry whose block stays as a
+ * segment holder frees less than its footprint, so the bytes used minus those pending, read
+ * before that reclaim, would be too few. */
+START_TEST(a_shrink_judges_what_is_held_after_its_reclaim)
+{
+	struct fx f;
+	uint64_t used0 = fx_open_two_turns(&f);
+	struct sc_lease la;
+	ck_assert_int_eq(lease(&f, 100, &la), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(&f, 100)), 0); /* leased: A waits for reclaim */
+	sc_lease_release(&la);
+	ck_assert_uint_gt(l2_pending(f.a), 4 * MiB);
+	ck_assert_uint_eq(stats(&f).entries, 1);
+	/* B alone holds 6 MiB and more: it does not fit in 5 */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, used0 + 5 * MiB), 0);
+	ck_assert_uint_eq(stats(&f).entries, 0);
+	ck_assert_uint_le(heap_used(&f), used0 + 5 * MiB);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(a_dead_processs_lease_keeps_segments_until_reaped)
 {
 	struct fx f;
@@ -973,6 +994,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, segments_off_and_small_payloads_are_stored_whole);
 	tcase_add_test(tc, a_published_fill_is_indexed);
 	tcase_add_test(tc, every_reference_keeps_a_shared_segment_until_the_last_goes);
+	tcase_add_test(tc, a_shrink_judges_what_is_held_after_its_reclaim);
 	tcase_add_test(tc, a_dead_processs_lease_keeps_segments_until_reaped);
 	tcase_add_test(tc, a_writer_killed_inside_the_table_is_recounted);
 	tcase_add_test(tc, regression_writer_killed_inside_a_free_is_repaired);
