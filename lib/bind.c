@@ -45,12 +45,13 @@ static void objects_gone(struct sc_arena *arena, const struct sc_digest *d, size
 		events_note(arena, SC_EVENT_L3_OBJECT_GONE, 0, (struct sc_key){ 0, 0 }, d[i], 0);
 }
 
-/* A quarantined object: the location index forgets it and L2 mirrors of it go. */
+/* A quarantined object: the location index forgets it and L2 mirrors of it go; the listener hears
+ * of it last, so that what it looks up on the event finds the object gone everywhere. */
 static void quarantined(struct sc_arena *arena, struct sc_digest d)
 {
 	l3ix_objects_gone_why(arena, &d, 1, SC_MISS_QUARANTINED);
-	events_note(arena, SC_EVENT_L3_OBJECT_GONE, 0, (struct sc_key){ 0, 0 }, d, 0);
 	l2_invalidate_why(arena, d, SC_MISS_QUARANTINED);
+	events_note(arena, SC_EVENT_L3_OBJECT_GONE, 0, (struct sc_key){ 0, 0 }, d, 0);
 }
 
 static void prefix_gone(struct sc_arena *arena, struct sc_digest key)
