@@ -1,7 +1,8 @@
 /*
  * tests/check_events.c — the event stream of what the arena holds (shm/evring.c, lib/events.c),
  * the lookups a publisher and a router use (sc_l2_entry_tokens, sc_l3_prefix_get/list, sc_lookup,
- * sc_block_hashes). Real processes, real kill -9. `stagecache events` end to end is
+ * sc_block_hashes), and that an L3 change is made everywhere it shows before its event is written
+ * (lib/bind.c). Real processes, real kill -9. `stagecache events` end to end is
  * tests/check_events_pub.c.
  */
 #include <errno.h>
@@ -18,6 +19,7 @@
 
 #include "sc_check.h"
 #include "../lib/internal.h"
+#include "../lib/l3/l3.h"
 #include "../shm/evring.h"
 #include "../shm/fault.h"
 #include "../shm/index.h"
@@ -1113,6 +1115,217 @@ START_TEST(test_l3_changes)
 }
 END_TEST
 
+/* ---- an L3 change shows everywhere before the listener hears of it ---- */
+
+/* What a schedule hook saw of the arena at each event being written. A hook reads shared memory
+ * only: it calls nothing in the library, whose locks its caller may hold. */
+#define SEEN_MAX 32
+static struct {
+	struct shm_l3ix *ix;             /* the arena's location index */
+	struct shm_index l2;             /* the arena's L2 index */
+	struct sc_digest digest, prefix; /* the object and the prefix key watched */
+	int n;
+	struct {
+		int ix_object, ix_prefix, l2_live;
+	} at[SEEN_MAX];
+} seen;
+
+/* Does a positive entry of the location index name @v (a prefix key when @prefix, else a digest)? */
+static int ix_names(const struct shm_l3ix *ix, struct sc_digest v, int prefix)
+{
+	for (uint32_t i = 0; i < ix->nsets * SHM_L3IX_WAYS; i++) {
+		const struct shm_l3ix_entry *e = &ix->ent[i];
+		uint64_t lo = prefix ? e->l3key_lo : e->digest_lo, hi = prefix ? e->l3key_hi : e->digest_hi;
+		if ((e->flags & SHM_L3IX_POS) && lo == v.lo && hi == v.hi)
+			return 1;
+	}
+	return 0;
+}
+
+/* Is an L2 entry of digest @d live (linked, servable)? */
+static int l2_live(const struct shm_index *ix, struct sc_digest d)
+{
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		const struct shm_index_entry *e = &ix->ent[i];
+		if (atomic_load(&e->state) == SHM_ENT_LIVE && e->digest_lo == d.lo && e->digest_hi == d.hi)
+			return 1;
+	}
+	return 0;
+}
+
+static void at_event_written(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "events.append.writing") || seen.n == SEEN_MAX)
+		return;
+	seen.at[seen.n].ix_object = ix_names(seen.ix, seen.digest, 0);
+	seen.at[seen.n].ix_prefix = ix_names(seen.ix, seen.prefix, 1);
+	seen.at[seen.n].l2_live = l2_live(&seen.l2, seen.digest);
+	seen.n++;
+}
+
+struct l3fx {
+	const char *name;
+	struct sc_arena *a;
+	char dir[32];
+	struct sc_l3 *l3;
+	struct sc_stage *st;
+	struct sc_events *ev;
+	int32_t t[48];
+	uint8_t buf[8192];
+	struct sc_payload pl;
+	struct sc_location loc;
+};
+
+/* An arena with a listener and a bound store holding one object (48 tokens), its location index
+ * entry and an L2 mirror of it; the events so far read. */
+static void l3fx_open(struct l3fx *f, const char *tag)
+{
+	f->a = sc_test_arena(tag, 32ull << 20, &f->name);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/sc-%s-XXXXXX", tag);
+	ck_assert_ptr_nonnull(mkdtemp(f->dir));
+	ck_assert_int_eq(sc_l3_open(f->dir, NULL, &f->l3), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(f->l3, f->a), 0);
+	ck_assert_int_eq(sc_stage_open(f->a, "m", "s", &f->st), 0);
+	ck_assert_int_eq(sc_events_open(f->a, &f->ev), 0);
+	toks(f->t, 48, 11);
+	for (size_t i = 0; i < sizeof(f->buf); i++)
+		f->buf[i] = (uint8_t)(i * 7 + 5);
+	f->pl = (struct sc_payload){ .kind = SC_PAYLOAD_FULL_STATE, .sec = { f->buf }, .sec_len = { sizeof(f->buf) } };
+	struct sc_l3_put_args pa = { .ns = "n3", .tokens = f->t, .token_count = 48, .payload = &f->pl };
+	ck_assert_int_eq(sc_l3_put(f->l3, &pa, &f->loc), 0);
+	ck_assert_int_eq(sc_l2_admit(f->st, "n3", f->t, 48, f->loc.digest, &f->pl, SC_ORIGIN_DIRECT), 0);
+	struct sc_event e[8];
+	while (sc_events_read(f->ev, e, 8) > 0)
+		;
+	seen.ix = arena_l3ix(f->a);
+	ck_assert_ptr_nonnull(seen.ix);
+	ck_assert_uint_gt(seen.ix->nsets, 0);
+	ck_assert_int_eq(shm_index_view(f->a->shm, &seen.l2), 0);
+	seen.digest = f->loc.digest;
+	seen.prefix = f->loc.prefix;
+	seen.n = 0;
+	/* what the cases watch go: all there now */
+	ck_assert(ix_names(seen.ix, seen.digest, 0));
+	ck_assert(ix_names(seen.ix, seen.prefix, 1));
+	ck_assert(l2_live(&seen.l2, seen.digest));
+}
+
+static void l3fx_close(struct l3fx *f)
+{
+	sc_events_close(f->ev);
+	sc_stage_close(f->st);
+	sc_l3_close(f->l3);
+	sc_test_rm_tree(f->dir);
+	sc_test_arena_destroy(f->a, f->name);
+}
+
+/* The events written while the hook watched, in the order it saw them written. */
+static int heard(struct l3fx *f, struct sc_event *e)
+{
+	ck_assert_int_lt(seen.n, SEEN_MAX);
+	int n = read_events(f->ev, e, seen.n, 2.0);
+	ck_assert_int_eq(n, seen.n);
+	ck_assert_int_eq(sc_events_read(f->ev, e + n, 1), 0);
+	return n;
+}
+
+/* A quarantined object: a listener that hears it is gone, and looks it up at once, finds neither
+ * a location index entry naming it nor a live L2 mirror of it; by the time its L2 mirror's removal
+ * is heard the index has forgotten it too. */
+START_TEST(a_quarantine_is_heard_after_it_shows_everywhere)
+{
+	struct l3fx f;
+	l3fx_open(&f, "evquar");
+	char rel[48], path[128];
+	l3_obj_relpath(f.loc.digest.lo, f.loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", f.dir, rel);
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t x = 0x5a;
+	ck_assert_int_eq(pwrite(fd, &x, 1, L3_HDR_BLOCK + 100), 1);
+	close(fd);
+	sc_sched_set(at_event_written, NULL);
+	int bad = sc_l3_verify(f.l3, NULL, NULL);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(bad, 1);
+	struct sc_event e[SEEN_MAX];
+	int n = heard(&f, e), gone = 0, removed = 0;
+	for (int i = 0; i < n; i++) {
+		if (!sc_digest_equal(e[i].digest, f.loc.digest))
+			continue;
+		if (e[i].type == SC_EVENT_L3_OBJECT_GONE) {
+			gone++;
+			ck_assert_msg(!seen.at[i].ix_object,
+				      "the listener heard of the quarantine while the location index named the object");
+			ck_assert_msg(!seen.at[i].l2_live,
+				      "the listener heard of the quarantine while an L2 mirror of the object was live");
+		} else if (e[i].type == SC_EVENT_L2_REMOVED) {
+			removed++;
+			ck_assert_msg(!seen.at[i].ix_object,
+				      "the listener heard the mirror's removal while the location index named the object");
+		}
+	}
+	ck_assert_int_eq(gone, 1);
+	ck_assert_int_eq(removed, 1);
+	l3fx_close(&f);
+}
+END_TEST
+
+/* Objects evicted from L3: at each one's event the location index has forgotten it. */
+START_TEST(an_l3_eviction_is_heard_after_the_index_forgets)
+{
+	struct l3fx f;
+	l3fx_open(&f, "evevict");
+	sc_sched_set(at_event_written, NULL);
+	int evicted = sc_l3_evict_to(f.l3, 0);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(evicted, 1);
+	struct sc_event e[SEEN_MAX];
+	int n = heard(&f, e), gone = 0;
+	for (int i = 0; i < n; i++) {
+		if (e[i].type != SC_EVENT_L3_OBJECT_GONE || !sc_digest_equal(e[i].digest, f.loc.digest))
+			continue;
+		gone++;
+		ck_assert_msg(!seen.at[i].ix_object,
+			      "the listener heard of the eviction while the location index named the object");
+	}
+	ck_assert_int_eq(gone, 1);
+	l3fx_close(&f);
+}
+END_TEST
+
+/* A prefix entry dropped (the janitor found its object missing): at its event the location index
+ * no longer names the prefix. */
+START_TEST(a_dropped_prefix_is_heard_after_the_index_forgets)
+{
+	struct l3fx f;
+	l3fx_open(&f, "evpfx");
+	char rel[48], path[128];
+	l3_obj_relpath(f.loc.digest.lo, f.loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", f.dir, rel);
+	ck_assert_int_eq(unlink(path), 0); /* behind the store's back: no hook runs */
+	ck_assert(ix_names(seen.ix, seen.prefix, 1));
+	struct sc_l3_janitor_report r;
+	sc_sched_set(at_event_written, NULL);
+	int rc = sc_l3_janitor(f.l3, SC_L3_JANITOR_FULL, &r);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(r.dropped, 1);
+	struct sc_event e[SEEN_MAX];
+	int n = heard(&f, e), removed = 0;
+	for (int i = 0; i < n; i++) {
+		if (e[i].type != SC_EVENT_L3_REMOVED || e[i].key.lo != f.loc.prefix.lo || e[i].key.hi != f.loc.prefix.hi)
+			continue;
+		removed++;
+		ck_assert_msg(!seen.at[i].ix_prefix,
+			      "the listener heard of the prefix's removal while the location index named it");
+	}
+	ck_assert_int_eq(removed, 1);
+	l3fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_lookup)
 {
 	const char *name;
@@ -1254,6 +1467,9 @@ Suite *events_suite(void)
 	tcase_add_test(tc, test_listen_and_append_give_up);
 	tcase_add_test(tc, test_check_of_a_ring_in_use);
 	tcase_add_test(tc, test_l3_changes);
+	tcase_add_test(tc, a_quarantine_is_heard_after_it_shows_everywhere);
+	tcase_add_test(tc, an_l3_eviction_is_heard_after_the_index_forgets);
+	tcase_add_test(tc, a_dropped_prefix_is_heard_after_the_index_forgets);
 	tcase_add_test(tc, test_lookup);
 	tcase_add_test(tc, test_block_hashes);
 	suite_add_tcase(s, tc);
