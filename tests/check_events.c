@@ -1220,6 +1220,14 @@ static void l3fx_close(struct l3fx *f)
 	sc_test_arena_destroy(f->a, f->name);
 }
 
+/* The file of the fixture's object in its store. */
+static void l3fx_object_path(const struct l3fx *f, char *path, size_t n)
+{
+	char rel[48];
+	l3_obj_relpath(f->loc.digest.lo, f->loc.digest.hi, rel);
+	snprintf(path, n, "%s/objects/%s", f->dir, rel);
+}
+
 /* The events written while the hook watched, in the order it saw them written. */
 static int heard(struct l3fx *f, struct sc_event *e)
 {
@@ -1237,9 +1245,8 @@ START_TEST(a_quarantine_is_heard_after_it_shows_everywhere)
 {
 	struct l3fx f;
 	l3fx_open(&f, "evquar");
-	char rel[48], path[128];
-	l3_obj_relpath(f.loc.digest.lo, f.loc.digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", f.dir, rel);
+	char path[128];
+	l3fx_object_path(&f, path, sizeof(path));
 	int fd = open(path, O_RDWR);
 	ck_assert_int_ge(fd, 0);
 	uint8_t x = 0x5a;
@@ -1301,9 +1308,8 @@ START_TEST(a_dropped_prefix_is_heard_after_the_index_forgets)
 {
 	struct l3fx f;
 	l3fx_open(&f, "evpfx");
-	char rel[48], path[128];
-	l3_obj_relpath(f.loc.digest.lo, f.loc.digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", f.dir, rel);
+	char path[128];
+	l3fx_object_path(&f, path, sizeof(path));
 	ck_assert_int_eq(unlink(path), 0); /* behind the store's back: no hook runs */
 	ck_assert(ix_names(seen.ix, seen.prefix, 1));
 	struct sc_l3_janitor_report r;
