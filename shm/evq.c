@@ -426,6 +426,7 @@ void shm_evq_depart_note_locked(struct shm_evq *q, uint64_t fp, uint32_t reason,
 	if (!victim)
 		victim = empty ? empty : old;
 	uint64_t word = (++q->hdr->depart_seq << 16) | (uint64_t)(detail & 0xff) << 8 | reason;
+	shm_sched_point("evq.depart.noting"); /* under the queue's lock: no two writers in one slot */
 	/* two relaxed stores: a lock-free reader may see either without the other, and a holder
 	 * killed between them leaves the replaced key's fingerprint with this word (its misses
 	 * misclassified until the slot is noted again); only the statistics of misses read it (see

@@ -634,6 +634,39 @@ START_TEST(a_departure_is_noted_before_the_listener_hears_of_it)
 }
 END_TEST
 
+/* Departure notes written ("evq.depart.noting"), and those written without the queue's lock. */
+static int notes, notes_unlocked;
+
+static void at_depart_note(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "evq.depart.noting")) {
+		notes++;
+		notes_unlocked += atomic_load(&l2_q(arena)->hdr->mu.word) == 0;
+	}
+}
+
+/* Every departure note is written under the queue's lock (two writers never write one slot at
+ * once): a refusal's, a removal's, an eviction's. */
+START_TEST(departure_notes_are_written_under_the_queue_lock)
+{
+	ck_assert_int_eq(admit(stage, 95, 4096), 0);
+	ck_assert_int_eq(admit(stage, 96, 4096), 0);
+	struct sc_key k = key_of(stage, 97);
+	notes = notes_unlocked = 0;
+	sc_sched_set(at_depart_note, NULL);
+	l2_depart_note(arena, l2_key_fp(k.lo, k.hi), SC_MISS_REFUSED, SC_L2_REFUSE_OTHER);
+	ck_assert_int_eq(sc_l2_remove(stage, key_of(stage, 95)), 0);
+	ck_assert_int_eq(sc_l2_shrink_to(arena, 1), 0);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_ge(notes, 3);
+	ck_assert_int_eq(notes_unlocked, 0);
+	expect_l2_miss(stage, 95, SC_MISS_REMOVED, 0);
+	expect_l2_miss(stage, 96, SC_MISS_EVICTED_BUDGET, 0);
+	expect_l2_miss(stage, 97, SC_MISS_REFUSED, SC_L2_REFUSE_OTHER);
+}
+END_TEST
+
 Suite *miss_suite(void)
 {
 	Suite *s = suite_create("miss");
@@ -649,6 +682,7 @@ Suite *miss_suite(void)
 	tcase_add_test(tc, a_departure_with_an_unknown_reason_keeps_the_note_before_it);
 	tcase_add_test(tc, unknown_reasons_are_counted_as_the_nearest_known_one);
 	tcase_add_test(tc, a_departure_is_noted_before_the_listener_hears_of_it);
+	tcase_add_test(tc, departure_notes_are_written_under_the_queue_lock);
 	tcase_add_test(tc, a_handle_without_a_stage_notes_departures);
 	tcase_add_test(tc, a_handle_not_ready_reads_no_departure);
 	suite_add_tcase(s, tc);
