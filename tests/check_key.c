@@ -114,6 +114,7 @@ START_TEST(keys_separate_stages_namespaces_and_tokens)
 	struct sc_stage *bad = (struct sc_stage *)1;
 	ck_assert_int_eq(sc_stage_open(a, "", "x", &bad), -EINVAL);
 	ck_assert_ptr_null(bad);
+	ck_assert_int_eq(sc_stage_open(a, "x", "", &bad), -EINVAL);
 	ck_assert_int_eq(sc_stage_open(a, "x", NULL, &bad), -EINVAL);
 	ck_assert_int_eq(sc_stage_open(a, NULL, "x", &bad), -EINVAL);
 	ck_assert_int_eq(sc_stage_open(NULL, "x", "y", &bad), -EINVAL);
