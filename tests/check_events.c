@@ -1238,6 +1238,25 @@ static int heard(struct l3fx *f, struct sc_event *e)
 	return n;
 }
 
+/* Of the events heard, exactly one is of @type (L3_OBJECT_GONE: about the fixture's object;
+ * L3_REMOVED: its prefix), and when it was written the location index no longer named that. */
+static void heard_once_after_the_index_forgot(struct l3fx *f, uint32_t type)
+{
+	int by_prefix = type == SC_EVENT_L3_REMOVED, found = 0;
+	struct sc_digest want = by_prefix ? f->loc.prefix : f->loc.digest;
+	struct sc_event e[SEEN_MAX];
+	int n = heard(f, e);
+	for (int i = 0; i < n; i++) {
+		struct sc_digest v = by_prefix ? (struct sc_digest){ e[i].key.lo, e[i].key.hi } : e[i].digest;
+		if (e[i].type != type || !sc_digest_equal(v, want))
+			continue;
+		found++;
+		ck_assert_msg(!(by_prefix ? seen.at[i].ix_prefix : seen.at[i].ix_object),
+			      "the listener heard of %s while the location index named it", sc_event_type_name(type));
+	}
+	ck_assert_int_eq(found, 1);
+}
+
 /* A quarantined object: a listener that hears it is gone, and looks it up at once, finds neither
  * a location index entry naming it nor a live L2 mirror of it; by the time its L2 mirror's removal
  * is heard the index has forgotten it too. */
@@ -1288,16 +1307,7 @@ START_TEST(an_l3_eviction_is_heard_after_the_index_forgets)
 	int evicted = sc_l3_evict_to(f.l3, 0);
 	sc_sched_set(NULL, NULL);
 	ck_assert_int_eq(evicted, 1);
-	struct sc_event e[SEEN_MAX];
-	int n = heard(&f, e), gone = 0;
-	for (int i = 0; i < n; i++) {
-		if (e[i].type != SC_EVENT_L3_OBJECT_GONE || !sc_digest_equal(e[i].digest, f.loc.digest))
-			continue;
-		gone++;
-		ck_assert_msg(!seen.at[i].ix_object,
-			      "the listener heard of the eviction while the location index named the object");
-	}
-	ck_assert_int_eq(gone, 1);
+	heard_once_after_the_index_forgot(&f, SC_EVENT_L3_OBJECT_GONE);
 	l3fx_close(&f);
 }
 END_TEST
@@ -1318,16 +1328,7 @@ START_TEST(a_dropped_prefix_is_heard_after_the_index_forgets)
 	sc_sched_set(NULL, NULL);
 	ck_assert_int_eq(rc, 0);
 	ck_assert_uint_eq(r.dropped, 1);
-	struct sc_event e[SEEN_MAX];
-	int n = heard(&f, e), removed = 0;
-	for (int i = 0; i < n; i++) {
-		if (e[i].type != SC_EVENT_L3_REMOVED || e[i].key.lo != f.loc.prefix.lo || e[i].key.hi != f.loc.prefix.hi)
-			continue;
-		removed++;
-		ck_assert_msg(!seen.at[i].ix_prefix,
-			      "the listener heard of the prefix's removal while the location index named it");
-	}
-	ck_assert_int_eq(removed, 1);
+	heard_once_after_the_index_forgot(&f, SC_EVENT_L3_REMOVED);
 	l3fx_close(&f);
 }
 END_TEST
