@@ -37,6 +37,7 @@ part-way (or cut by its budget) can be completed with RESUME=build/mutate/result
 """
 import argparse
 import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -423,11 +424,25 @@ def code_hash(tree, obj):
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
+def runs_cli(name):
+    """Does suite @name run the command (NEEDS_CLI, or a case that runs build/stagecache)? Its
+    command and shared library must then be built from the mutant too: a tree's command is
+    otherwise the last mutant's that needed one (and a crash of that one kills nothing of ours)."""
+    if name in NEEDS_CLI:
+        return True
+    try:
+        with open(os.path.join(ROOT, "tests", name + ".c"), errors="replace") as f:
+            return "build/stagecache" in f.read()
+    except OSError:
+        return False
+
+
 def suite_targets(suites):
     t = ["build/test/libstagecache.a"]
     for s in suites:
         t.append("build/tests/" + s.split(":", 1)[0])
-        if s.split(":", 1)[0] in NEEDS_CLI:
+        if runs_cli(s.split(":", 1)[0]):
             t += ["build/test/libstagecache.so.0", "build/test/stagecache", "build/stagecache"]
     return list(dict.fromkeys(t))
 
@@ -579,7 +594,7 @@ def asan_targets(specs):
     for s in specs:
         name = s.split(":", 1)[0]
         t.append("build/asan/tests/" + name)
-        if name in NEEDS_CLI:
+        if runs_cli(name):
             t += ["build/asan/test/libstagecache.so.0", "build/asan/test/stagecache", "build/asan/stagecache"]
     return list(dict.fromkeys(t))
 
