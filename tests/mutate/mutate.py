@@ -427,8 +427,8 @@ def code_hash(tree, obj):
 @functools.lru_cache(maxsize=None)
 def runs_cli(name):
     """Does suite @name run the command (NEEDS_CLI, or a case that runs build/stagecache)? Its
-    command and shared library must then be built from the mutant too: a tree's command is
-    otherwise the last mutant's that needed one (and a crash of that one kills nothing of ours)."""
+    command and shared library must then be built from the mutant too: otherwise the tree's
+    command is whatever an earlier mutant built, and a case fails or passes because of that one."""
     if name in NEEDS_CLI:
         return True
     try:
