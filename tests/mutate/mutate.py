@@ -773,6 +773,9 @@ def build_cov(suites, budget):
     wrap = os.path.join(COV, "build", "cov_exit.o")
     os.makedirs(os.path.dirname(wrap), exist_ok=True)
     subprocess.run(["gcc", "-O0", "-c", "-o", wrap, os.path.join(COV, "tests", "mutate", "cov_exit.c")], check=True)
+    for t in suite_targets(todo)[1:]:  # linked with the wrapper as it is now (make sees no change of flags)
+        if os.path.exists(os.path.join(COV, t)):
+            os.unlink(os.path.join(COV, t))
     if not make(COV, suite_targets(todo), log, flags=COV_FLAGS + ["LDFLAGS=--coverage -Wl,--wrap=_exit -Wl,--wrap=kill " + wrap]):
         print("mutate: the coverage build failed (see %s)" % log)
         return None
