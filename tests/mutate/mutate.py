@@ -684,12 +684,12 @@ def cheapest_cases(m, specs, budget):
 # A mutant can only be killed by a test case that runs one of its lines. --cover measures, once,
 # which cases of the runner's suites run each line of lib/ and shm/: a copy of the tree built with
 # --coverage (build/mutate/cov; a child that ends with _exit() or sends itself SIGKILL at a fault
-# point writes its counters too, see cov_exit.c), every case run alone, gcov read after each. A mutant is then run against the cases
-# that run its lines (a survivor costs those cases, not whole suites), and one whose lines no case
-# runs (in the map's view) runs its file's own suites whole. The map is kept in build/mutate/coverage.json
-# with a hash of each source; a file changed since is run against its suites as before, and a
-# suite whose test source changed is measured again by the next --cover. Not seen: lines run only
-# by a process another one killed (it writes no counters).
+# point writes its counters too, see cov_exit.c), every case run alone, gcov read after each. A
+# mutant is then run against the cases that run its lines (a survivor costs those cases, not whole
+# suites), and one whose lines no case runs (in the map's view) runs its file's own suites whole.
+# The map is kept in build/mutate/coverage.json with a hash of each source; a file changed since is
+# run against its suites as before, and a suite whose test source changed is measured again by the
+# next --cover. Not seen: lines run only by a process another one killed (it writes no counters).
 
 COV = os.path.join(WORK, "cov")
 COV_MAP = os.path.join(WORK, "coverage.json")
@@ -773,10 +773,11 @@ def build_cov(suites, budget):
     wrap = os.path.join(COV, "build", "cov_exit.o")
     os.makedirs(os.path.dirname(wrap), exist_ok=True)
     subprocess.run(["gcc", "-O0", "-c", "-o", wrap, os.path.join(COV, "tests", "mutate", "cov_exit.c")], check=True)
-    for t in suite_targets(todo)[1:]:  # linked with the wrapper as it is now (make sees no change of flags)
-        if os.path.exists(os.path.join(COV, t)):
+    targets = suite_targets(todo)
+    for t in targets:  # linked again, with the wrapper as it is now (make sees no change of flags)
+        if not t.endswith(".a") and os.path.exists(os.path.join(COV, t)):
             os.unlink(os.path.join(COV, t))
-    if not make(COV, suite_targets(todo), log, flags=COV_FLAGS + ["LDFLAGS=--coverage -Wl,--wrap=_exit -Wl,--wrap=kill " + wrap]):
+    if not make(COV, targets, log, flags=COV_FLAGS + ["LDFLAGS=--coverage -Wl,--wrap=_exit -Wl,--wrap=kill " + wrap]):
         print("mutate: the coverage build failed (see %s)" % log)
         return None
     # a test child that becomes another user (setuid) writes its counters too: the object
