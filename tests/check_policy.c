@@ -412,6 +412,18 @@ END_TEST
 
 /* ---- every refusal reason ---- */
 
+/* put() while the heap's header is scribbled (every heap call refuses), the header put back
+ * before returning what put() returned. */
+static int put_into_scribbled_heap(struct fx *f, uint32_t k, size_t n)
+{
+	uint8_t *hh = f->a->shm->base + f->a->shm->hv.regions[SHM_REGION_HEAP].off, saved[64];
+	memcpy(saved, hh, sizeof(saved));
+	memset(hh, 0xff, sizeof(saved));
+	int rc = put(f->st, k, n);
+	memcpy(hh, saved, sizeof(saved));
+	return rc;
+}
+
 /* Run @fn; exactly one refusal must be counted, under @reason, with return code @want. */
 #define EXPECT_REFUSAL(f, reason, want, call)                                                              \
 	do {                                                                                                 \
@@ -493,6 +505,9 @@ START_TEST(every_refusal_reason_is_produced_and_counted)
 	sc_l2_reserve_release(&r);
 	for (int i = 0; i < SC_LEASES_MAX; i++)
 		sc_lease_release(&l[i]);
+	/* other: the heap refuses the allocation as damaged (not as too large for it) */
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_OTHER, -EBADMSG, put_into_scribbled_heap(&f, 30, 4096));
+	ck_assert_int_eq(put(f.st, 30, 4096), 0); /* the header back: the same admission is made */
 	/* (no_room: leases_that_split_the_heap_refuse_with_no_room) */
 	struct sc_l2_stats s = stats(&f);
 	uint64_t sum = 0;
