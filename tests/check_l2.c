@@ -1376,6 +1376,41 @@ START_TEST(hostile_index_contents)
 }
 END_TEST
 
+/* An entry in the heap's last block whose bytes (payload, then its token ids) end at the heap's
+ * last byte is served: an entry's bounds are the heap's, to its end. */
+START_TEST(an_entry_ending_at_the_heaps_last_byte_is_served)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.free_blocks, 1); /* nothing stored: one free block, to the heap's end */
+	/* packed: a block header, the payload (a multiple of 64 bytes), then 16 token ids (64 bytes) */
+	const size_t n = 16, bytes = hs.free_bytes - 2 * SHM_HEAP_BLOCK_HDR;
+	ck_assert_int_eq(put(f.st, 7, n, bytes, 3), 0);
+	int32_t t[16];
+	toks(t, n, 7);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, n, &k), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	int err;
+	const struct shm_index_entry *e = shm_index_find(ix, k.lo, k.hi, &err);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_uint_eq(e->payload_off + bytes + 4 * n, ix->heap_hi);
+	uint8_t *got = malloc(bytes), *want = malloc(bytes);
+	fill(want, bytes, 3);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, n, NULL, got, bytes, NULL), (int64_t)bytes);
+	ck_assert(memcmp(got, want, bytes) == 0);
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, n, NULL, &l), 0);
+	ck_assert_uint_eq(l.sec_len[0], bytes);
+	sc_lease_release(&l);
+	free(got);
+	free(want);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(corrupted_index_header_is_refused)
 {
 	const char *name;
@@ -1957,6 +1992,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, only_lease_records_hold_memory);
 	tcase_add_test(tc, reserve_publish_in_place);
 	tcase_add_test(tc, hostile_index_contents);
+	tcase_add_test(tc, an_entry_ending_at_the_heaps_last_byte_is_served);
 	tcase_add_test(tc, corrupted_index_header_is_refused);
 	tcase_add_test(tc, cli_put_get_round_trip);
 	tcase_add_test(tc, regression_every_refusal_is_counted);
