@@ -162,6 +162,29 @@ static void assert_lists_consistent(struct sc_arena *a)
 
 /* ---- S3-FIFO's order ---- */
 
+/* A key stored again: the entry it replaced leaves its eviction list at once (it is no longer
+ * in the index, and an evictor must never weigh or count it), the new one is on a list. */
+START_TEST(a_replaced_entry_leaves_the_eviction_lists)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 16 << 10;
+	ck_assert_int_eq(put(f.st, 5, n), 0);
+	int32_t t[4];
+	toks(t, 5);
+	struct sc_key key;
+	ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &key), 0);
+	uint32_t old = shm_index_idx(l2_ix(f.a), sc_test_l2_entry(f.a, key));
+	ck_assert_int_eq(put(f.st, 5, 2 * n), 0); /* other bytes: a replacement */
+	uint32_t now = shm_index_idx(l2_ix(f.a), sc_test_l2_entry(f.a, key));
+	ck_assert_uint_ne(now, old);
+	ck_assert_int_eq(l2_q(f.a)->node[old].q, SHM_EVQ_NONE);
+	ck_assert_int_ne(queue_of(&f, 5), SHM_EVQ_NONE);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(ghost_admits_a_rerequested_key_to_main)
 {
 	struct fx f;
@@ -1139,6 +1162,7 @@ Suite *policy_suite(void)
 	Suite *s = suite_create("policy");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
 	tcase_add_test(tc, evq_calls_with_out_of_range_arguments_change_nothing);
