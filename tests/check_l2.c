@@ -1326,14 +1326,17 @@ START_TEST(hostile_index_contents)
 		toks(t, 4, i * 10);
 		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
 	}
-	for (uint32_t i = 0; i < ix->nentries; i++) {
+	for (uint32_t i = 0; i < ix->nentries; i++)
 		ix->ent[i].sec_len[0] = saved_len[i];
-		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
-			ix->ent[i].meta = 77; /* unknown kind */
-	}
-	for (int i = 0; i < 20; i++) {
-		toks(t, 4, i * 10);
-		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
+	/* an unknown kind (above the last, or 0 below the first) and an unknown origin */
+	for (int v = 0; v < 3; v++) {
+		for (uint32_t i = 0; i < ix->nentries; i++)
+			if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+				ix->ent[i].meta = v == 0 ? 77 : v == 1 ? saved_meta[i] & ~0xffu : saved_meta[i] | 2u << 8;
+		for (int i = 0; i < 20; i++) {
+			toks(t, 4, i * 10);
+			ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
+		}
 	}
 	for (uint32_t i = 0; i < ix->nentries; i++)
 		ix->ent[i].meta = saved_meta[i];
