@@ -1252,6 +1252,14 @@ START_TEST(reserve_publish_in_place)
 	ck_assert_uint_eq(sc_l2_footprint(f.a, UINT64_MAX / 4, 1, 16), UINT64_MAX);
 	ck_assert_uint_eq(sc_l2_footprint(NULL, (1ull << 62) - 64, 0, 0), UINT64_MAX);
 	ck_assert_uint_eq(sc_l2_footprint(NULL, (1ull << 61) - 1, 1, UINT32_MAX), UINT64_MAX);
+	/* as documented: the payload, the descriptor and the token ids each from a 64-byte boundary,
+	 * the whole rounded to 64 bytes, and a 64-byte block header */
+	ck_assert_uint_eq(sc_l2_footprint(f.a, 4096, 0, 16), 4096 + 64 + 64);
+	ck_assert_uint_eq(sc_l2_footprint(NULL, 4096, 0, 16), 4096 + 64 + 64);
+	ck_assert_uint_eq(sc_l2_footprint(f.a, 4000, 0, 16), 4032 + 64 + 64);
+	ck_assert_uint_eq(sc_l2_footprint(f.a, 4096, 0, 17), 4096 + 128 + 64);
+	ck_assert_uint_eq(sc_l2_footprint(f.a, 4096, 1, 16), 4096 + 64 * ((sizeof(struct sc_kv_desc) + 63) / 64) + 64 + 64);
+	ck_assert_uint_eq(sc_l2_footprint(f.a, 1, 0, 1), 64 + 64 + 64);
 	ck_assert_int_eq(sc_l2_reserve(f.st, 1 << 20, &r), 0);
 	ck_assert_uint_eq((uintptr_t)r.ptr % 4096, 0);
 	fill(r.ptr, 1 << 20, 42);
