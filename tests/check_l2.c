@@ -1250,6 +1250,8 @@ START_TEST(reserve_publish_in_place)
 	ck_assert_int_eq(sc_l2_reserve(f.st, UINT64_MAX, &r), -E2BIG);
 	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_TOO_LARGE);
 	ck_assert_uint_eq(sc_l2_footprint(f.a, UINT64_MAX / 4, 1, 16), UINT64_MAX);
+	ck_assert_uint_eq(sc_l2_footprint(f.a, UINT64_MAX, 1, UINT32_MAX), UINT64_MAX);
+	ck_assert_uint_eq(sc_l2_footprint(NULL, UINT64_MAX / 4 + 1, 0, 0), UINT64_MAX);
 	ck_assert_uint_eq(sc_l2_footprint(NULL, (1ull << 62) - 64, 0, 0), UINT64_MAX);
 	ck_assert_uint_eq(sc_l2_footprint(NULL, (1ull << 61) - 1, 1, UINT32_MAX), UINT64_MAX);
 	/* as documented: the payload, the descriptor and the token ids each from a 64-byte boundary,

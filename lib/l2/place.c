@@ -74,8 +74,7 @@ uint64_t l2_alloc_len_tok(uint64_t wire, int has_desc, uint64_t ntok)
 
 uint64_t sc_l2_footprint(const struct sc_arena *a, uint64_t bytes, int has_kv_desc, uint32_t token_count)
 {
-	if (bytes > UINT64_MAX / 4)
-		return UINT64_MAX;
+	/* (any size saturates at L2_LEN_SAT, whose footprint is UINT64_MAX) */
 	uint64_t ntok = !a || l2_verify_tokens(a) ? token_count : 0;
 	return shm_heap_footprint(l2_alloc_len_tok(bytes, has_kv_desc != 0, ntok) | SHM_HEAP_PACKED);
 }
