@@ -612,6 +612,60 @@ START_TEST(pending_entries_are_reclaimed_before_anything_is_evicted)
 }
 END_TEST
 
+/* An admission that fits the budget exactly (retired bytes counted) reclaims nothing: what is
+ * retired waits for its batch (lib/l2/evict.h), nothing is evicted. */
+START_TEST(an_admission_that_fits_exactly_leaves_the_reclaim_to_its_batch)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t fp = sc_l2_footprint(f.a, 20000, 0, 8);
+	ck_assert_int_eq(put(f.st, 0, 8, 20000, 1), 0);
+	ck_assert_int_eq(put(f.st, 0, 8, 20000, 2), 0); /* the first one retired */
+	struct sc_l2_stats s = stats(&f, NULL);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, fp);
+	ck_assert_uint_eq(hs.used_bytes, 2 * fp); /* the live entry and the retired one */
+	/* the rest of the budget: a block header, the payload, 8 token ids (64 bytes) */
+	size_t rest = s.budget_bytes - 2 * fp - 64 - 64;
+	ck_assert_uint_eq(sc_l2_footprint(f.a, rest, 0, 8), s.budget_bytes - 2 * fp);
+	ck_assert_int_eq(put(f.st, 1000, 8, rest, 3), 0);
+	s = stats(&f, NULL);
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	ck_assert_uint_eq(hs.used_bytes, s.budget_bytes);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, fp);
+	ck_assert_uint_eq(s.evictions, 0);
+	ck_assert(has(f.st, 0, 8) && has(f.st, 1000, 8));
+	fx_close(&f);
+}
+END_TEST
+
+/* Allocation lengths (lib/l2/place.h): wire, descriptor and token ids each from a 64-byte
+ * boundary, exact otherwise; a wire or token offset of 2^61 bytes or more, or 2^59 token ids,
+ * saturate at 2^61. */
+START_TEST(allocation_lengths_are_exact_and_saturate)
+{
+	const uint64_t sat = 1ull << 61, d = sizeof(struct sc_kv_desc);
+	ck_assert_uint_eq(l2_alloc_len(100, 0), 100);
+	ck_assert_uint_eq(l2_alloc_len(100, 1), 128 + d);
+	ck_assert_uint_eq(l2_tokens_at(100, 0), 128);
+	ck_assert_uint_eq(l2_tokens_at(128, 0), 128);
+	ck_assert_uint_eq(l2_alloc_len_tok(100, 0, 0), 100);
+	ck_assert_uint_eq(l2_alloc_len_tok(100, 1, 0), 128 + d);
+	ck_assert_uint_eq(l2_alloc_len_tok(100, 0, 3), 128 + 12);
+	ck_assert_uint_eq(l2_alloc_len(sat - 64, 0), sat - 64);
+	ck_assert_uint_eq(l2_alloc_len(sat, 0), sat);
+	ck_assert_uint_eq(l2_alloc_len(sat, 1), sat);
+	ck_assert_uint_eq(l2_alloc_len(UINT64_MAX, 1), sat);
+	ck_assert_uint_eq(l2_tokens_at(sat, 1), sat);
+	ck_assert_uint_eq(l2_alloc_len_tok(sat - 64, 0, 1), sat - 64 + 4);
+	ck_assert_uint_eq(l2_alloc_len_tok(sat, 0, 1), sat);
+	ck_assert_uint_eq(l2_alloc_len_tok(1, 0, sat / 4), sat);
+	ck_assert_uint_lt(l2_alloc_len_tok(1, 0, sat / 4 - 1), SHM_HEAP_PACKED); /* never a packed request */
+	ck_assert_uint_eq(l2_alloc_len_tok(1, 0, UINT64_MAX), sat);
+}
+END_TEST
+
 /* Reclamations reached ("l2.reclaim.epochs_read"), and those reached with no shard lock held. */
 static int reclaims, reclaims_unlocked;
 
@@ -1992,6 +2046,8 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, location_mismatch_removes_the_mirror);
 	tcase_add_test(tc, replacement_is_atomic_and_old_leases_stay_valid);
 	tcase_add_test(tc, pending_entries_are_reclaimed_before_anything_is_evicted);
+	tcase_add_test(tc, an_admission_that_fits_exactly_leaves_the_reclaim_to_its_batch);
+	tcase_add_test(tc, allocation_lengths_are_exact_and_saturate);
 	tcase_add_test(tc, remove_invalidate_clear_shrink);
 	tcase_add_test(tc, longest_prefix);
 	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
