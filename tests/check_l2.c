@@ -1392,6 +1392,23 @@ START_TEST(hostile_index_contents)
 	}
 	for (uint32_t i = 0; i < ix->nentries; i++)
 		ix->ent[i].sec_len[0] = saved_len[i];
+	/* sections a FULL_STATE entry cannot have: none at all, a second one, a KV descriptor */
+	for (int v = 0; v < 3; v++) {
+		for (uint32_t i = 0; i < ix->nentries; i++) {
+			if (atomic_load(&ix->ent[i].state) != SHM_ENT_LIVE)
+				continue;
+			ix->ent[i].sec_len[0] = v == 0 ? 0 : saved_len[i];
+			ix->ent[i].sec_len[1] = v == 1 ? 64 : 0;
+			ix->ent[i].meta = v == 2 ? saved_meta[i] | 1u << 16 : saved_meta[i];
+		}
+		for (int i = 0; i < 20; i++) {
+			toks(t, 4, i * 10);
+			ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
+		}
+	}
+	for (uint32_t i = 0; i < ix->nentries; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+			ix->ent[i].sec_len[0] = saved_len[i], ix->ent[i].sec_len[1] = 0;
 	/* an unknown kind (above the last, or 0 below the first) and an unknown origin */
 	for (int v = 0; v < 3; v++) {
 		for (uint32_t i = 0; i < ix->nentries; i++)
