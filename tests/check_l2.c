@@ -1392,14 +1392,18 @@ START_TEST(hostile_index_contents)
 	}
 	for (uint32_t i = 0; i < ix->nentries; i++)
 		ix->ent[i].sec_len[0] = saved_len[i];
-	/* sections a FULL_STATE entry cannot have: none at all, a second one, a KV descriptor */
-	for (int v = 0; v < 3; v++) {
+	/* sections a FULL_STATE entry cannot have: none at all, a second one, a KV descriptor; and
+	 * KV_RECURRENT sections whose lengths wrap around to a small sum (64 bytes), either one huge */
+	for (int v = 0; v < 5; v++) {
+		static const uint64_t l0s[] = { 0, 4000, 4000, UINT64_MAX - 63, 128 };
+		static const uint64_t l1s[] = { 0, 64, 0, 128, UINT64_MAX - 63 };
 		for (uint32_t i = 0; i < ix->nentries; i++) {
 			if (atomic_load(&ix->ent[i].state) != SHM_ENT_LIVE)
 				continue;
-			ix->ent[i].sec_len[0] = v == 0 ? 0 : saved_len[i];
-			ix->ent[i].sec_len[1] = v == 1 ? 64 : 0;
-			ix->ent[i].meta = v == 2 ? saved_meta[i] | 1u << 16 : saved_meta[i];
+			ix->ent[i].sec_len[0] = l0s[v];
+			ix->ent[i].sec_len[1] = l1s[v];
+			ix->ent[i].meta = v == 2 ? saved_meta[i] | 1u << 16
+				        : v >= 3 ? (saved_meta[i] & ~0xffu) | SC_PAYLOAD_KV_RECURRENT : saved_meta[i];
 		}
 		for (int i = 0; i < 20; i++) {
 			toks(t, 4, i * 10);
@@ -1408,7 +1412,7 @@ START_TEST(hostile_index_contents)
 	}
 	for (uint32_t i = 0; i < ix->nentries; i++)
 		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
-			ix->ent[i].sec_len[0] = saved_len[i], ix->ent[i].sec_len[1] = 0;
+			ix->ent[i].sec_len[0] = saved_len[i], ix->ent[i].sec_len[1] = 0, ix->ent[i].meta = saved_meta[i];
 	/* an unknown kind (above the last, or 0 below the first) and an unknown origin */
 	for (int v = 0; v < 3; v++) {
 		for (uint32_t i = 0; i < ix->nentries; i++)
