@@ -471,6 +471,51 @@ static int put_into_scribbled_heap(struct fx *f, uint32_t k, size_t n)
 				      (unsigned long long)(a_.refused[r_] - b_.refused[r_]));                \
 	} while (0)
 
+/* The blocks a hook took from the heap each time an eviction was chosen (the room an admission
+ * makes, taken by "another writer" before it can use it), and how many. */
+static struct {
+	struct sc_arena *a;
+	uint64_t len, off[32];
+	int n;
+} thief;
+
+static void take_the_room(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "l2.evict.chosen") && thief.n < 32 &&
+	    shm_heap_alloc(thief.a->shm, thief.len, shm_tag_priv(thief.a->shm->token), &thief.off[thief.n]) == 0)
+		thief.n++;
+}
+
+/* An admission whose room is taken as soon as it is made gives up after 12 rounds (docs/DESIGN.md),
+ * refused as scan_limit: 12 entries evicted for it, not one more. */
+START_TEST(an_admission_whose_room_is_always_taken_gives_up_after_12_rounds)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 16 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 40 * fp), 0);
+	for (uint32_t k = 0; k < 40; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.evictions, 0);
+	thief.a = f.a, thief.n = 0;
+	thief.len = l2_alloc_len_tok(n, 0, 4) | SHM_HEAP_PACKED; /* an entry's block: fp bytes */
+	ck_assert_uint_eq(shm_heap_footprint(thief.len), fp);
+	sc_sched_set(take_the_room, NULL);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_SCAN_LIMIT, -ENOSPC, put(f.st, 100, n));
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(thief.n, 12);
+	ck_assert_uint_eq(stats(&f).evictions, s0.evictions + 12);
+	for (int i = 0; i < thief.n; i++)
+		ck_assert_int_eq(shm_heap_free(f.a->shm, thief.off[i]), 0);
+	ck_assert_int_eq(put(f.st, 100, n), 0); /* the room back: admitted */
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(every_refusal_reason_is_produced_and_counted)
 {
 	struct fx f;
@@ -1174,6 +1219,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, leases_that_split_the_heap_refuse_with_no_room);
 	tcase_add_test(tc, regression_admission_up_to_the_budget_publishes);
 	tcase_add_test(tc, every_refusal_reason_is_produced_and_counted);
+	tcase_add_test(tc, an_admission_whose_room_is_always_taken_gives_up_after_12_rounds);
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
