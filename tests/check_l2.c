@@ -1367,7 +1367,7 @@ START_TEST(hostile_index_contents)
 		saved_len[i] = ix->ent[i].sec_len[0];
 		saved_meta[i] = ix->ent[i].meta;
 	}
-	const uint64_t evil[] = { 0, 1, f.a->shm->size - 10, UINT64_MAX - 100, 4096 };
+	const uint64_t evil[] = { 0, 1, f.a->shm->size - 10, UINT64_MAX - 100, 4096, ix->heap_lo };
 	for (size_t v = 0; v < sizeof(evil) / sizeof(evil[0]); v++) {
 		for (uint32_t i = 0; i < ix->nentries; i++)
 			if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
