@@ -1348,6 +1348,17 @@ START_TEST(reserve_publish_in_place)
 }
 END_TEST
 
+/* Every key put(@st, i * 10, 4, ...) stored for i < @n is refused as damaged (-EBADMSG). */
+static void assert_keys_refused(struct sc_stage *st, int n)
+{
+	int32_t t[4];
+	struct sc_lease l;
+	for (int i = 0; i < n; i++) {
+		toks(t, 4, i * 10);
+		ck_assert_int_eq(sc_l2_get(st, "ns", t, 4, NULL, &l), -EBADMSG);
+	}
+}
+
 /* Scribbled index contents: lookups fail with an error, never crash. */
 START_TEST(hostile_index_contents)
 {
@@ -1386,17 +1397,13 @@ START_TEST(hostile_index_contents)
 			ix->ent[i].meta = saved_meta[i];
 		}
 	}
-	for (int i = 0; i < 20; i++) {
-		toks(t, 4, i * 10);
-		ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
-	}
+	assert_keys_refused(f.st, 20);
 	for (uint32_t i = 0; i < ix->nentries; i++)
 		ix->ent[i].sec_len[0] = saved_len[i];
 	/* sections a FULL_STATE entry cannot have: none at all, a second one, a KV descriptor; and
 	 * KV_RECURRENT sections whose lengths wrap around to a small sum (64 bytes), either one huge */
+	const uint64_t l0s[] = { 0, 4000, 4000, UINT64_MAX - 63, 128 }, l1s[] = { 0, 64, 0, 128, UINT64_MAX - 63 };
 	for (int v = 0; v < 5; v++) {
-		static const uint64_t l0s[] = { 0, 4000, 4000, UINT64_MAX - 63, 128 };
-		static const uint64_t l1s[] = { 0, 64, 0, 128, UINT64_MAX - 63 };
 		for (uint32_t i = 0; i < ix->nentries; i++) {
 			if (atomic_load(&ix->ent[i].state) != SHM_ENT_LIVE)
 				continue;
@@ -1405,10 +1412,7 @@ START_TEST(hostile_index_contents)
 			ix->ent[i].meta = v == 2 ? saved_meta[i] | 1u << 16
 				        : v >= 3 ? (saved_meta[i] & ~0xffu) | SC_PAYLOAD_KV_RECURRENT : saved_meta[i];
 		}
-		for (int i = 0; i < 20; i++) {
-			toks(t, 4, i * 10);
-			ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
-		}
+		assert_keys_refused(f.st, 20);
 	}
 	for (uint32_t i = 0; i < ix->nentries; i++)
 		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
@@ -1418,10 +1422,7 @@ START_TEST(hostile_index_contents)
 		for (uint32_t i = 0; i < ix->nentries; i++)
 			if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
 				ix->ent[i].meta = v == 0 ? 77 : v == 1 ? saved_meta[i] & ~0xffu : saved_meta[i] | 2u << 8;
-		for (int i = 0; i < 20; i++) {
-			toks(t, 4, i * 10);
-			ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
-		}
+		assert_keys_refused(f.st, 20);
 	}
 	for (uint32_t i = 0; i < ix->nentries; i++)
 		ix->ent[i].meta = saved_meta[i];

@@ -472,7 +472,8 @@ static int put_into_scribbled_heap(struct fx *f, uint32_t k, size_t n)
 	} while (0)
 
 /* The blocks a hook took from the heap each time an eviction was chosen (the room an admission
- * makes, taken by "another writer" before it can use it), and how many. */
+ * makes, taken by "another writer" before it can use it), and how many. It takes the heap's lock
+ * under the evicting writer's shard and policy locks, the order a writer's reclaim takes them in. */
 static struct {
 	struct sc_arena *a;
 	uint64_t len, off[32];
