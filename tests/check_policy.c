@@ -89,6 +89,18 @@ static int put(struct sc_stage *st, uint32_t k, size_t n)
 	return rc;
 }
 
+/* fx_open, a budget of exactly @count entries of @n bytes, and keys 0..count-1 stored; their
+ * footprint. */
+static uint64_t fx_open_full(struct fx *f, size_t n, uint32_t count)
+{
+	fx_open(f);
+	uint64_t fp = sc_l2_footprint(f->a, n, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f->a, count * fp), 0);
+	for (uint32_t k = 0; k < count; k++)
+		ck_assert_int_eq(put(f->st, k, n), 0);
+	return fp;
+}
+
 static int has(struct sc_stage *st, uint32_t k)
 {
 	int32_t t[4];
@@ -188,12 +200,8 @@ END_TEST
 START_TEST(ghost_admits_a_rerequested_key_to_main)
 {
 	struct fx f;
-	fx_open(&f);
 	const size_t n = 64 << 10;
-	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
-	ck_assert_int_eq(sc_l2_shrink_to(f.a, 8 * fp), 0);
-	for (uint32_t k = 0; k < 8; k++)
-		ck_assert_int_eq(put(f.st, k, n), 0);
+	fx_open_full(&f, n, 8);
 	/* key 0 went to the small FIFO; once it was full (before any eviction) the rest to main */
 	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_SMALL);
 	ck_assert_int_eq(queue_of(&f, 7), SHM_EVQ_MAIN);
@@ -220,13 +228,9 @@ END_TEST
 START_TEST(small_needs_two_hits_and_main_gives_hit_entries_another_round)
 {
 	struct fx f;
-	fx_open(&f);
 	const size_t n = 64 << 10;
-	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
 	/* 20 entries: the small FIFO holds 2 of them, the main FIFO 18 */
-	ck_assert_int_eq(sc_l2_shrink_to(f.a, 20 * fp), 0);
-	for (uint32_t k = 0; k < 20; k++)
-		ck_assert_int_eq(put(f.st, k, n), 0);
+	uint64_t fp = fx_open_full(&f, n, 20);
 	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_SMALL);
 	ck_assert_int_eq(queue_of(&f, 1), SHM_EVQ_SMALL);
 	ck_assert_int_eq(queue_of(&f, 2), SHM_EVQ_MAIN);
@@ -493,12 +497,8 @@ static void take_the_room(const char *point, void *ctx)
 START_TEST(an_admission_whose_room_is_always_taken_gives_up_after_12_rounds)
 {
 	struct fx f;
-	fx_open(&f);
 	const size_t n = 16 << 10;
-	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
-	ck_assert_int_eq(sc_l2_shrink_to(f.a, 40 * fp), 0);
-	for (uint32_t k = 0; k < 40; k++)
-		ck_assert_int_eq(put(f.st, k, n), 0);
+	uint64_t fp = fx_open_full(&f, n, 40);
 	struct sc_l2_stats s0 = stats(&f);
 	ck_assert_uint_eq(s0.evictions, 0);
 	thief.a = f.a, thief.n = 0;
