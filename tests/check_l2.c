@@ -1426,6 +1426,18 @@ START_TEST(hostile_index_contents)
 	}
 	for (uint32_t i = 0; i < ix->nentries; i++)
 		ix->ent[i].meta = saved_meta[i];
+	/* token ids flagged but none counted */
+	uint64_t saved_ntok[4096];
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		saved_ntok[i] = ix->ent[i].token_count;
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE) {
+			ck_assert(ix->ent[i].meta & L2_META_TOKENS);
+			ix->ent[i].token_count = 0;
+		}
+	}
+	assert_keys_refused(f.st, 20);
+	for (uint32_t i = 0; i < ix->nentries; i++)
+		ix->ent[i].token_count = saved_ntok[i];
 	/* 2. hostile bucket heads and chain links */
 	for (uint32_t b = 0; b <= ix->mask; b++)
 		atomic_store(&ix->buckets[b], b % 3 == 0 ? 0xffffffffu : (b % 3 == 1 ? ix->nentries + 1 : 2));
