@@ -191,7 +191,8 @@ START_TEST(a_replaced_entry_leaves_the_eviction_lists)
 	uint32_t now = shm_index_idx(l2_ix(f.a), sc_test_l2_entry(f.a, key));
 	ck_assert_uint_ne(now, old);
 	ck_assert_int_eq(l2_q(f.a)->node[old].q, SHM_EVQ_NONE);
-	ck_assert_int_ne(queue_of(&f, 5), SHM_EVQ_NONE);
+	int q = queue_of(&f, 5);
+	ck_assert(q == SHM_EVQ_SMALL || q == SHM_EVQ_MAIN);
 	assert_lists_consistent(f.a);
 	fx_close(&f);
 }
@@ -330,7 +331,7 @@ START_TEST(a_search_lock_left_by_a_killed_process_is_taken_over)
 	ck_assert_int_eq(put(f.st, 900, big), 0);
 	ck_assert(has(f.st, 900));
 	ck_assert_uint_gt(stats(&f).evictions, s0.evictions);
-	assert_lists_consistent(f.a);
+	lists_consistent(f.a, 1); /* writers were killed */
 	fx_close(&f);
 }
 END_TEST
@@ -501,6 +502,7 @@ START_TEST(an_admission_whose_room_is_always_taken_gives_up_after_12_rounds)
 	uint64_t fp = fx_open_full(&f, n, 40);
 	struct sc_l2_stats s0 = stats(&f);
 	ck_assert_uint_eq(s0.evictions, 0);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, 0); /* no round spent waiting for readers */
 	thief.a = f.a, thief.n = 0;
 	thief.len = l2_alloc_len_tok(n, 0, 4) | SHM_HEAP_PACKED; /* an entry's block: fp bytes */
 	ck_assert_uint_eq(shm_heap_footprint(thief.len), fp);
@@ -742,7 +744,7 @@ START_TEST(leased_entries_survive_any_pressure)
 	struct sc_fsck_report rep;
 	ck_assert_int_ge(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
 	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
-	assert_lists_consistent(f.a);
+	lists_consistent(f.a, 1); /* writers were killed */
 	fx_close(&f);
 }
 END_TEST
@@ -803,7 +805,7 @@ START_TEST(writer_killed_in_the_policy_sections)
 		ck_assert_int_eq(put(f.st, k, n), 0);
 	if (strncmp(kc->point, "evq.", 4) == 0 || !strcmp(kc->point, "l2.evict.unlinked"))
 		ck_assert_uint_gt(l2_q(f.a)->hdr->repairs, repairs0); /* died holding the lists' lock */
-	assert_lists_consistent(f.a);
+	lists_consistent(f.a, 1); /* writers were killed */
 	struct sc_l2_stats s = stats(&f);
 	ck_assert_uint_le(s.small_bytes + s.main_bytes, s.budget_bytes + sc_l2_footprint(f.a, n, 0, 4));
 	/* nothing leaked: clear twice (reaps the dead, sweeps orphans) empties the heap */
