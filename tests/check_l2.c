@@ -1497,8 +1497,7 @@ START_TEST(an_entry_ending_at_the_heaps_last_byte_is_served)
 	struct sc_key k;
 	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, n, &k), 0);
 	struct shm_index *ix = l2_ix(f.a);
-	int err;
-	const struct shm_index_entry *e = shm_index_find(ix, k.lo, k.hi, &err);
+	const struct shm_index_entry *e = sc_test_l2_entry(f.a, k);
 	ck_assert_ptr_nonnull(e);
 	ck_assert(e->meta & L2_META_TOKENS);
 	ck_assert_uint_eq(e->footprint, hs.free_bytes);
