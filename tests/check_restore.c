@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <malloc.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -464,9 +465,22 @@ START_TEST(regression_quarantine_at_open_invalidates_mirror_and_is_reported)
 }
 END_TEST
 
+/* At the moment a restore finds another filler's claim: say "x" on the descriptor *@ctx, once.
+ * The restore holds the claim table here, so a live claimer cannot let go before it is seen. */
+static void say_claim_found(const char *point, void *ctx)
+{
+	int *fd = ctx;
+	if (strcmp(point, "fill.claim.found") || *fd < 0)
+		return;
+	if (write(*fd, "x", 1) != 1)
+		_exit(4);
+	*fd = -1;
+}
+
 /* In a child process: restore (@ns, the first @n tokens, @flags) through an arena handle, stage
- * and store of its own, after saying "x" on @ready_fd when it is >= 0. Returns what sc_restore
- * did, *@r released (its fields only). Exits 3 or 4 when it cannot open or say. */
+ * and store of its own, saying "x" on @ready_fd (when it is >= 0) when the restore finds another
+ * filler's claim. Returns what sc_restore did, *@r released (its fields only). Exits 3 or 4 when
+ * it cannot open or say. */
 static int child_restore(const char *ns, uint32_t n, uint32_t flags, int ready_fd, struct sc_restore *r)
 {
 	struct sc_arena *a = NULL;
@@ -474,9 +488,9 @@ static int child_restore(const char *ns, uint32_t n, uint32_t flags, int ready_f
 	struct sc_l3 *x = NULL;
 	if (sc_arena_open(arena_name, &a) || sc_stage_open(a, "model-a", "state-a", &s) || sc_l3_open(tmpdir, NULL, &x))
 		_exit(3);
-	if (ready_fd >= 0 && write(ready_fd, "x", 1) != 1)
-		_exit(4);
+	sc_sched_set(say_claim_found, &ready_fd);
 	int rc = sc_restore(s, x, ns, toks, n, flags, r);
+	sc_sched_set(NULL, NULL);
 	sc_restore_release(r);
 	sc_l3_close(x);
 	sc_stage_close(s);
@@ -522,10 +536,14 @@ START_TEST(single_flight_waits_then_hits_l2)
 		int rc = child_restore("sf", 30, SC_RESTORE_WAIT, pipefd[1], &rr);
 		_exit(rc == 30 && rr.source == SC_RESTORE_FROM_L2 && rr.waited ? 0 : 1);
 	}
+	close(pipefd[1]); /* a child that ends before finding our claim ends the read below */
 	char c;
-	ck_assert_int_eq(read(pipefd[0], &c, 1), 1);
-	usleep(50000);
-	/* finish "our" fill: publish, then release the claim */
+	struct pollfd pf = { .fd = pipefd[0], .events = POLLIN };
+	ck_assert_msg(poll(&pf, 1, 30000) == 1 && read(pipefd[0], &c, 1) == 1,
+		      "the child's restore did not find our claim (within 30 s)");
+	close(pipefd[0]);
+	/* it found our claim, and holds the claim table: it sees the claim live and waits. Finish
+	 * "our" fill: publish, then release the claim */
 	uint8_t *b = malloc(7000);
 	fill_bytes(b, 7000, 12);
 	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { 7000 } };
