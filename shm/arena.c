@@ -666,6 +666,7 @@ static int wait_published(int fd, struct shm_header *hdr, uint64_t *size)
 		}
 		if (shm_now_ns() > deadline)
 			return -EAGAIN;
+		shm_sched_point("arena.open.wait"); /* unpublished, and being created: we look again */
 		struct timespec ts = { 0, OPEN_POLL_NS };
 		nanosleep(&ts, NULL);
 	}
