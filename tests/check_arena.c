@@ -507,6 +507,22 @@ START_TEST(test_hostile_region_table)
 }
 END_TEST
 
+/* At an opener's wait for an unpublished header (schedule point arena.open.wait, in this
+ * process): publish the header of the file at @path, at the first wait only. */
+struct publish_at_wait {
+	const char *path;
+	int waits;
+};
+
+static void publish_at_wait(const char *point, void *ctx)
+{
+	struct publish_at_wait *p = ctx;
+	if (strcmp(point, "arena.open.wait") || p->waits++)
+		return;
+	uint32_t done = SHM_INIT_DONE;
+	patch_file(p->path, offsetof(struct shm_header, initialised), &done, sizeof(done));
+}
+
 START_TEST(test_half_built_waits_then_eagain)
 {
 	char path[128];
@@ -520,15 +536,12 @@ START_TEST(test_half_built_waits_then_eagain)
 	struct sc_arena *a;
 	ck_assert_int_eq(sc_arena_open(name, &a), -EAGAIN);
 	/* publishing the word while an opener waits lets it in */
-	pid_t pid = fork();
-	if (pid == 0) {
-		usleep(300000);
-		uint32_t done = SHM_INIT_DONE;
-		patch_file(path, offsetof(struct shm_header, initialised), &done, sizeof(done));
-		_exit(0);
-	}
-	ck_assert_int_eq(sc_arena_open(name, &a), 0);
-	waitpid(pid, NULL, 0);
+	struct publish_at_wait pw = { .path = path };
+	sc_sched_set(publish_at_wait, &pw);
+	int rc = sc_arena_open(name, &a);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(pw.waits, 1); /* it waited, and its next look found the header published */
 	sc_arena_close(a);
 	/* a creator that died before publishing (no lock, not in the instant after its create)
 	 * left a half-made file: clearly not an arena, at once */
