@@ -547,6 +547,8 @@ START_TEST(test_half_built_waits_then_eagain)
 	 * left a half-made file: clearly not an arena, at once */
 	patch_file(path, offsetof(struct shm_header, initialised), &zero, sizeof(zero));
 	close(cfd);
+	/* time itself: the file's ctime (the patch above) must be older than CREATE_GAP_NS (1 s,
+	 * shm/arena.c), else the open takes it for a create in the instant before its lock and waits */
 	usleep(1100000);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
