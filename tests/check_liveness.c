@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -563,13 +564,34 @@ END_TEST
 
 /* ---- creation ---- */
 
+/* The creator's hook: at arena.create.locked (the creation lock held), say "x" on @parked_fd,
+ * then stay there until the file @flag exists. */
+struct park {
+	const char *flag;
+	int parked_fd;
+};
+
 static void park_until_file(const char *point, void *ctx)
 {
-	const char *flag = ctx;
+	const struct park *p = ctx;
 	if (strcmp(point, "arena.create.locked"))
 		return;
-	while (access(flag, F_OK))
+	if (write(p->parked_fd, "x", 1) != 1)
+		_exit(3);
+	while (access(p->flag, F_OK))
 		usleep(5000);
+}
+
+/* The opener's hook: at its first wait for the creator (arena.open.wait), make the file @ctx
+ * that lets the creator go on. */
+static void unpark_at_open_wait(const char *point, void *ctx)
+{
+	const char *flag = ctx;
+	if (strcmp(point, "arena.open.wait") || !access(flag, F_OK))
+		return;
+	int fd = open(flag, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
 }
 
 START_TEST(test_open_during_create_waits_then_eagain)
@@ -578,9 +600,12 @@ START_TEST(test_open_during_create_waits_then_eagain)
 	char flag[128];
 	snprintf(flag, sizeof(flag), "/tmp/sc-create-flag-%d", (int)getpid());
 	unlink(flag);
+	int up[2];
+	ck_assert_int_eq(pipe(up), 0);
 	pid_t creator = fork();
 	if (creator == 0) {
-		sc_sched_set(park_until_file, flag);
+		struct park p = { .flag = flag, .parked_fd = up[1] };
+		sc_sched_set(park_until_file, &p);
 		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
 		struct sc_arena *c;
 		int rc = sc_arena_create(name, &o, &c);
@@ -590,25 +615,23 @@ START_TEST(test_open_during_create_waits_then_eagain)
 		sleep(30); /* keep it attached until killed */
 		_exit(0);
 	}
-	/* the file exists, the creator is parked holding the creation lock */
-	char path[256];
-	snprintf(path, sizeof(path), "/dev/shm/stagecache.%s", name);
-	for (int i = 0; i < 400 && access(path, F_OK); i++)
-		usleep(5000);
-	usleep(50000);
+	/* the file exists, the creator is parked holding the creation lock (it says so) */
+	close(up[1]); /* a creator that ends before the point ends the wait below */
+	char c;
+	struct pollfd pf = { .fd = up[0], .events = POLLIN };
+	ck_assert_msg(poll(&pf, 1, 30000) == 1 && read(up[0], &c, 1) == 1,
+		      "the creator did not park holding the creation lock (within 30 s)");
+	close(up[0]);
 	struct sc_arena *a;
 	double t0 = now_s();
 	ck_assert_int_eq(sc_arena_open(name, &a), -EAGAIN); /* not -EBADMSG */
 	ck_assert(now_s() - t0 > 1.5);                        /* it waited (bounded) */
-	/* released while we wait: we get in */
-	pid_t rel = fork();
-	if (rel == 0) {
-		usleep(300000);
-		int fd = open(flag, O_CREAT | O_WRONLY, 0600);
-		_exit(fd < 0);
-	}
-	ck_assert_int_eq(sc_arena_open(name, &a), 0);
-	waitpid(rel, NULL, 0);
+	/* released while we wait (at our first wait): we get in */
+	sc_sched_set(unpark_at_open_wait, flag);
+	int rc = sc_arena_open(name, &a);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(access(flag, F_OK), 0); /* made at our wait: we waited */
 	sc_arena_close(a);
 	kill(creator, SIGKILL);
 	waitpid(creator, NULL, 0);
