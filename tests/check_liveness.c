@@ -972,6 +972,15 @@ START_TEST(test_dead_holder_whose_pid_names_a_live_process_here_is_dead)
 }
 END_TEST
 
+/* Has a waiter announced itself on one of @ix's shard locks (the waiters bit)? */
+static int a_shard_lock_has_waiters(struct shm_index *ix)
+{
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		if (atomic_load_explicit(&ix->hdr->shards[s].mu.word, memory_order_relaxed) & SHM_MUTEX_WAITERS)
+			return 1;
+	return 0;
+}
+
 static int admit_slowly(void *vctx)
 {
 	/* hold a shard's writer lock for a while from another pid namespace: a waiter must wait for
@@ -991,6 +1000,15 @@ static int admit_slowly(void *vctx)
 	uint32_t tok = sc_arena_token(a);
 	if (write(c->ready_fd, &tok, sizeof(tok)) != sizeof(tok))
 		return 5;
+	/* until the test's admission waits on one of them (up to 30 s), then 600 ms more: time
+	 * itself, for it to sleep through futex slices and test our token after each (2 to 50 ms,
+	 * SLICE_MIN_NS and SLICE_MAX_NS in shm/mutex.c) */
+	double t0 = now_s();
+	while (!a_shard_lock_has_waiters(ix)) {
+		if (now_s() - t0 > 30.0)
+			return 6;
+		sc_test_pause_ms(1);
+	}
 	usleep(600000);
 	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
 		shm_index_unlock(ix, s);
