@@ -83,7 +83,7 @@
 
 #define HEAP_MAGIC 0x5041454843475453ull    /* "STGCHEAP" little-endian */
 #define HEAP_VERSION 1u
-#define HEAP_HDR_BYTES 8192u
+#define HEAP_HDR_BYTES SHM_HEAP_HDR_BYTES
 #define UNIT SHM_HEAP_BLOCK_HDR              /* size unit == header size == small alignment */
 #define PAGE SHM_HEAP_PAGE_ALIGN_MIN
 #define SL_LOG2 4u                           /* 16 second-level classes: <= 6.25% internal slack */

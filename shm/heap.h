@@ -32,6 +32,14 @@ static inline int shm_heap_page_aligned(uint64_t req)
 /* Bytes of block header in front of every allocation (the allocation's offset minus this is its
  * header; small allocations are aligned to this). */
 #define SHM_HEAP_BLOCK_HDR 64u
+/* Bytes of the heap's own header at the start of its region; the first block follows it. */
+#define SHM_HEAP_HDR_BYTES 8192u
+/* Could @rel (an offset relative to the heap's region) be an allocation's offset: past the heap
+ * header and the first block's header, on a block-header boundary? (Not whether one is there.) */
+static inline int shm_heap_alloc_off_ok(uint64_t rel)
+{
+	return rel >= SHM_HEAP_HDR_BYTES + SHM_HEAP_BLOCK_HDR && !(rel % SHM_HEAP_BLOCK_HDR);
+}
 
 struct shm_heap_stats {
 	uint64_t heap_bytes;      /* bytes managed (block headers included) */

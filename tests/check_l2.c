@@ -1393,6 +1393,15 @@ START_TEST(hostile_index_contents)
 			ck_assert_int_eq((int)sc_l2_get_copy(f.st, "ns", t, 4, NULL, out, sizeof(out), NULL), -EBADMSG);
 		}
 	}
+	/* inside the heap's header, at the first block's header, off the 64-byte unit: never a
+	 * payload, though every byte read would be inside the heap */
+	for (uint64_t v = 0; v < 4; v++) {
+		for (uint32_t i = 0; i < ix->nentries; i++)
+			if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
+				ix->ent[i].payload_off = v == 0 ? ix->heap_lo + 64
+						       : v == 1 ? ix->heap_lo + SHM_HEAP_HDR_BYTES : saved_off[i] + 8 * (v - 1);
+		assert_keys_refused(f.st, 20);
+	}
 	for (uint32_t i = 0; i < ix->nentries; i++) {
 		ix->ent[i].payload_off = saved_off[i];
 		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE) {

@@ -110,8 +110,9 @@ int l2_entry_snap(struct shm_index *ix, const struct shm_index_entry *e, struct 
 			return -EBADMSG;
 	}
 	uint64_t need = l2_alloc_len_tok(local, has_desc, ntok);
-	/* (the heap's first byte is its header, never a payload) */
-	if (off <= ix->heap_lo || off > ix->heap_hi || need > ix->heap_hi - off)
+	/* (the heap's header and the blocks' headers are never a payload) */
+	if (off < ix->heap_lo || !shm_heap_alloc_off_ok(off - ix->heap_lo) || off > ix->heap_hi ||
+	    need > ix->heap_hi - off)
 		return -EBADMSG;
 	if (has_desc) {
 		memcpy(desc, ix->a->base + off + desc_at(local), sizeof(*desc));
