@@ -257,6 +257,36 @@ START_TEST(test_roundtrip)
 }
 END_TEST
 
+/* @off relative to the heap's region (what shm_heap_alloc_off_ok judges) */
+static uint64_t heap_rel(struct shm_arena *a, uint64_t off)
+{
+	return off - (uint64_t)((uint8_t *)shm_region(a, SHM_REGION_HEAP, NULL) - a->base);
+}
+
+/* shm_heap_alloc_off_ok, the readers' cheap check of an offset, is exact at the heap's start: the
+ * first allocation is the first offset it accepts, the heap's header and the first block's header
+ * are refused, and so is any offset off the 64-byte unit. */
+START_TEST(test_the_first_allocation_is_the_first_offset_accepted)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t off;
+	ck_assert_int_eq(shm_heap_alloc(f.a, 1 | SHM_HEAP_PACKED, 1, &off), 0);
+	uint64_t rel = heap_rel(f.a, off);
+	ck_assert_uint_eq(rel, SHM_HEAP_HDR_BYTES + SHM_HEAP_BLOCK_HDR);
+	ck_assert(shm_heap_alloc_off_ok(rel));
+	ck_assert(shm_heap_alloc_off_ok(rel + SHM_HEAP_BLOCK_HDR));
+	ck_assert(!shm_heap_alloc_off_ok(rel - SHM_HEAP_BLOCK_HDR));
+	ck_assert(!shm_heap_alloc_off_ok(rel - 1));
+	ck_assert(!shm_heap_alloc_off_ok(0));
+	for (uint64_t d = 1; d < SHM_HEAP_BLOCK_HDR; d++)
+		ck_assert(!shm_heap_alloc_off_ok(rel + d));
+	ck_assert_int_eq(shm_heap_free(f.a, off), 0);
+	assert_empty(&f);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_alignment)
 {
 	struct fx f;
@@ -446,6 +476,7 @@ START_TEST(test_torture)
 				continue;
 			ck_assert_int_eq(rc, 0);
 			ck_assert(bytes < PAGE ? off % 64 == 0 : off % PAGE == 0);
+			ck_assert(shm_heap_alloc_off_ok(heap_rel(f.a, off)));
 			fill(f.a, off, bytes, id);
 			live[n++] = (typeof(live[0])){ off, bytes, id++ };
 		} else {
@@ -2003,6 +2034,7 @@ Suite *heap_suite(void)
 	tcase_add_test(tc, test_footprint);
 	tcase_add_test(tc, test_packed);
 	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_the_first_allocation_is_the_first_offset_accepted);
 	tcase_add_test(tc, test_alignment);
 	tcase_add_test(tc, test_page_aligned_request_takes_the_block_that_just_fits);
 	tcase_add_test(tc, test_exhaustion);
