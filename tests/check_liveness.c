@@ -739,7 +739,9 @@ START_TEST(test_ring_producer_in_another_pidns_keeps_its_ring)
 	uint32_t idx;
 	pid_t middle, v = start_in_new_pidns(produce_and_wait, &hc, &middle, &idx);
 	unsigned got = 0;
-	/* drain, then poll for a while (the consumer checks empty LIVE rings for dead producers) */
+	/* drain, then an observation window in which nothing must happen: 200 ms of time itself,
+	 * four of the consumer's checks of empty LIVE rings for dead producers (every
+	 * SHM_RING_REAP_INTERVAL_NS, 50 ms), none of which may reclaim the live producer's ring */
 	for (int i = 0; i < 20; i++) {
 		ck_assert_int_ge(sc_ring_poll(a, count_cb, &got, 64), 0);
 		usleep(10000);
