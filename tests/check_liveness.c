@@ -760,10 +760,19 @@ START_TEST(test_ring_producer_in_another_pidns_keeps_its_ring)
 	/* killed: its drained ring is reclaimed by the consumer and can be claimed again */
 	kill(v, SIGKILL);
 	waitpid(middle, NULL, 0);
-	for (int i = 0; i < 20; i++) {
+	/* its token is dead once it is reaped; the consumer frees the ring at its next check of
+	 * empty LIVE rings (every SHM_RING_REAP_INTERVAL_NS): poll until it has (up to 30 s) */
+	double t0 = now_s();
+	for (;;) {
 		ck_assert_int_ge(sc_ring_poll(a, count_cb, &got, 64), 0);
-		usleep(10000);
+		ck_assert_int_eq(sc_ring_stats(a, rs, 2), 2);
+		if (rs[idx].state == SC_RING_FREE)
+			break;
+		ck_assert_msg(now_s() - t0 < 30.0, "the dead producer's ring %u is still in state %u after 30 s of polls",
+			      idx, rs[idx].state);
+		sc_test_pause_ms(1);
 	}
+	ck_assert_uint_eq(got, 10);
 	ck_assert_int_eq(sc_ring_open(a2, &third), 0);
 	sc_ring_close(third);
 	sc_ring_close(mine);
