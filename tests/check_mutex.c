@@ -89,16 +89,59 @@ START_TEST(test_dead_holder_is_ownerdead)
 }
 END_TEST
 
+/* Shared by the waiters of test_one_waiter_takes_a_dead_lock_over (a MAP_SHARED page). */
+struct takeover {
+	struct shm_mutex *m;
+	_Atomic int at_dead;  /* waiters that reached a wait on the dead holder's word */
+	_Atomic int at_live;  /* waiters that reached a wait on the taker's word */
+};
+
+/* One waiter's own view (its stack, not shared). */
+struct takeover_me {
+	struct takeover *t;
+	uint32_t dead;  /* the owner its first wait found (the dead holder) */
+	int said_live;  /* counted in at_live */
+};
+
+/* A waiter's hook at mutex.lock.wait (it is about to sleep on the word): the first time, say so
+ * and wait until all three are there (up to 30 s), so that all three find the holder dead; later,
+ * once the word names someone else (the waiter that took the lock over), say that once. */
+static void takeover_wait(const char *point, void *ctx)
+{
+	struct takeover_me *me = ctx;
+	struct takeover *t = me->t;
+	if (strcmp(point, "mutex.lock.wait"))
+		return;
+	uint32_t owner = shm_mutex_owner(t->m);
+	if (!me->dead) {
+		me->dead = owner;
+		atomic_fetch_add(&t->at_dead, 1);
+		double t0 = now_s();
+		while (atomic_load(&t->at_dead) < 3) {
+			if (now_s() - t0 > 30.0)
+				_exit(4);
+			sc_test_pause_ms(1);
+		}
+	} else if (owner && owner != me->dead && !me->said_live) {
+		me->said_live = 1;
+		atomic_fetch_add(&t->at_live, 1);
+	}
+}
+
 START_TEST(test_one_waiter_takes_a_dead_lock_over)
 {
 	const char *name;
 	struct sc_arena *a = sc_test_arena("mtx", 16 << 20, &name);
 	struct shm_mutex *m = shared_mutex();
+	struct takeover *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(shared, MAP_FAILED);
+	shared->m = m;
 	int res[2];
 	ck_assert_int_eq(pipe(res), 0);
 	pid_t holder = sc_test_locker(name, m, 'k', 0);
 	char c;
-	/* three waiters block on the dead holder's lock; exactly one must be told to repair */
+	/* three waiters block on the dead holder's lock; exactly one must be told to repair. The one
+	 * that is holds it until the two others wait on it as a live lock (up to 30 s). */
 	pid_t w[3];
 	for (int i = 0; i < 3; i++) {
 		w[i] = fork();
@@ -106,9 +149,17 @@ START_TEST(test_one_waiter_takes_a_dead_lock_over)
 			struct sc_arena *b;
 			if (sc_arena_open(name, &b))
 				_exit(2);
+			struct takeover_me me = { .t = shared };
+			sc_sched_set(takeover_wait, &me);
 			int rc = shm_mutex_lock(b->shm, m);
+			sc_sched_set(NULL, NULL);
 			char r = rc == -EOWNERDEAD ? 'D' : rc == 0 ? 'O' : 'E';
-			usleep(20000);
+			double t0 = now_s();
+			while (rc == -EOWNERDEAD && atomic_load(&shared->at_live) < 2) {
+				if (now_s() - t0 > 30.0)
+					_exit(5);
+				sc_test_pause_ms(1);
+			}
 			shm_mutex_unlock(b->shm, m);
 			_exit(write(res[1], &r, 1) == 1 ? 0 : 3);
 		}
@@ -116,14 +167,20 @@ START_TEST(test_one_waiter_takes_a_dead_lock_over)
 	waitpid(holder, NULL, 0);
 	int dead = 0, ok = 0;
 	for (int i = 0; i < 3; i++) {
+		int st;
+		ck_assert_int_eq(waitpid(w[i], &st, 0), w[i]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			      "waiter %d: status %d (exit 4: the three never all waited on the dead lock, 5: the "
+			      "others never waited on the taker's, within 30 s)", i, st);
+	}
+	for (int i = 0; i < 3; i++) {
 		ck_assert_int_eq(read(res[0], &c, 1), 1);
 		dead += c == 'D';
 		ok += c == 'O';
 	}
-	for (int i = 0; i < 3; i++)
-		waitpid(w[i], NULL, 0);
 	ck_assert_int_eq(dead, 1);
 	ck_assert_int_eq(ok, 2);
+	munmap(shared, 4096);
 	sc_test_arena_destroy(a, name);
 }
 END_TEST
