@@ -495,9 +495,20 @@ START_TEST(a_producer_killed_on_a_full_ring_with_no_consumer_loses_nothing)
 	pid_t pid = fork();
 	if (pid == 0)
 		raw_producer(arena_name, 78, shared, idx);
-	while (atomic_load(shared) < 64) /* 64 records of 64 bytes fill the 4 KiB ring */
+	/* 64 records of 64 bytes fill the 4 KiB ring: wait until it has committed them and been
+	 * refused the 65th (its ring's ring_full count; up to 30 s), so it dies retrying on a full ring */
+	struct sc_ring_stat st[2];
+	double t0 = sc_test_now_s();
+	for (;;) {
+		int ri = atomic_load(idx);
+		ck_assert_int_eq(sc_ring_stats(arena, st, 2), 2);
+		if (atomic_load(shared) >= 64 && ri >= 0 && st[ri].ring_full > 0)
+			break;
+		ck_assert_msg(sc_test_now_s() - t0 < 30.0,
+			      "the producer committed %llu records and was refused %llu times in 30 s (want 64, > 0)",
+			      (unsigned long long)atomic_load(shared), ri >= 0 ? (unsigned long long)st[ri].ring_full : 0ull);
 		nap_ms(1);
-	nap_ms(20);
+	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	ck_assert_uint_eq(atomic_load(shared), 64);
