@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -139,6 +141,25 @@ static void say(int fd, const void *m, size_t n)
 static int hear(int fd, void *m, size_t n)
 {
 	return read(fd, m, n) == (ssize_t)n ? 0 : -1;
+}
+
+/* A counter a forked host process bumps and the test reads (a MAP_SHARED page). */
+static _Atomic int *shared_counter(void)
+{
+	_Atomic int *c = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(c, MAP_FAILED);
+	atomic_store(c, 0);
+	return c;
+}
+
+/* Wait, at most @secs, until *@c reaches @want; fail saying @what otherwise. */
+static void wait_counter(_Atomic int *c, int want, int secs, const char *what)
+{
+	double end = sc_test_now_s() + secs;
+	while (atomic_load(c) < want) {
+		ck_assert_msg(sc_test_now_s() < end, "waited %d s for %s (%d of %d)", secs, what, atomic_load(c), want);
+		sc_test_pause_ms(10);
+	}
 }
 
 /* Fork a process of host @h: it opens the test directory @name on its mount and waits for a byte
@@ -408,6 +429,7 @@ START_TEST(janitor_evicts_to_budget_while_the_other_host_fills)
 	int stop[2], res[2];
 	pipe2x(stop);
 	pipe2x(res);
+	_Atomic int *rounds = shared_counter(); /* B's passes over its hot set */
 	pid_t pb = fork();
 	ck_assert_int_ge(pb, 0);
 	if (pb == 0) {
@@ -427,6 +449,7 @@ START_TEST(janitor_evicts_to_budget_while_the_other_host_fills)
 				int rc = h_fetch(l3, 300 + d, 32, BYTES);
 				counts[rc == 0 ? 0 : rc == -ENOENT ? 1 : rc == 1 ? 3 : 2]++;
 			}
+			atomic_fetch_add(rounds, 1);
 		}
 		sc_l3_close(l3);
 		if (write(res[1], counts, sizeof(counts)) != sizeof(counts))
@@ -453,7 +476,9 @@ START_TEST(janitor_evicts_to_budget_while_the_other_host_fills)
 		_exit(rc ? 3 : r.evicted == 0 ? 4 : r.bytes > budget / 100 * 85 ? 5 : r.accesses == 0 ? 6 : 0);
 	}
 	ck_assert_int_eq(h_wait(pj, 120), 0);
-	sleep(1); /* B goes on filling after the pass */
+	/* B goes on filling after the pass: until it has gone over its whole hot set once more,
+	 * a pass that began after the janitor's ended (up to 60 s) */
+	wait_counter(rounds, atomic_load(rounds) + 2, 60, "B's pass over its hot set after the janitor's");
 	say(stop[1], "s", 1);
 	ck_assert_int_eq(h_wait(pb, 60), 0);
 	int counts[4];
@@ -462,6 +487,7 @@ START_TEST(janitor_evicts_to_budget_while_the_other_host_fills)
 	ck_assert_msg(counts[1] == 0 && counts[2] == 0, "B's hot set: %d misses, %d errors (LRU across hosts?)", counts[1],
 		      counts[2]);
 	ck_assert_int_gt(counts[0], HOT);
+	munmap((void *)rounds, 4096);
 	/* the cold ones went, and what stayed fits the budget */
 	struct sc_l3 *b = open_as(B, "t3", 0);
 	int cold_left = 0;
