@@ -569,7 +569,8 @@ START_TEST(janitor_host_killed_then_taken_over)
 		_exit(rc ? 4 : 0);
 	}
 	close(res[1]);
-	/* no takeover while the dead host's session still holds the lock */
+	/* no takeover while the dead host's session still holds the lock: an observation window,
+	 * 3 s of time itself in which B's standby must not get the lease */
 	sleep(3);
 	int status;
 	ck_assert_int_eq(waitpid(pw, &status, WNOHANG), 0);
