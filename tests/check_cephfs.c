@@ -623,6 +623,7 @@ START_TEST(mount_dies_mid_fill_errors_never_wrong_bytes)
 	pipe2x(res[A]);
 	pipe2x(res[B]);
 	pipe2x(stop);
+	_Atomic int *b_after = shared_counter(); /* B's good fills after A's death was announced */
 	pid_t pid[2];
 	for (int h = A; h <= B; h++) {
 		pid[h] = fork();
@@ -649,6 +650,8 @@ START_TEST(mount_dies_mid_fill_errors_never_wrong_bytes)
 				int k = rc == 0 ? 0 : rc == -ENOENT ? 1 : rc == 1 ? 3 : 2;
 				counts[k]++;
 				counts[4] += dead && k == 0;
+				if (h == B && dead && k == 0)
+					atomic_fetch_add(b_after, 1);
 				if (i == 0 && h == A)
 					say(up[1], "r", 1);
 				consecutive_err = k == 2 ? consecutive_err + 1 : 0;
@@ -670,7 +673,10 @@ START_TEST(mount_dies_mid_fill_errors_never_wrong_bytes)
 	ck_assert_int_eq(h_sh("%s kill-host %s %s >/dev/null", SC_CEPHFS_DEV, cluster, host_name[A]), 0);
 	ck_assert_int_eq(h_sh("%s evict %s %s >/dev/null", SC_CEPHFS_DEV, cluster, host_name[A]), 0);
 	say(stop[1], "dd", 2); /* both read one 'd' at most; B keeps filling */
+	/* an observation window, 3 s of time itself in which B's fills must neither miss nor fail;
+	 * and B must have filled after the death (up to 60 s) */
 	sleep(3);
+	wait_counter(b_after, 1, 60, "a good fill of B's after A's death");
 	say(stop[1], "ss", 2);
 	ck_assert_int_eq(h_wait(pid[A], 60), 0);
 	ck_assert_int_eq(h_wait(pid[B], 60), 0);
@@ -681,6 +687,7 @@ START_TEST(mount_dies_mid_fill_errors_never_wrong_bytes)
 	ck_assert_msg(ca[2] > 0, "A's fills never saw their mount die (%d ok, %d misses)", ca[0], ca[1]);
 	ck_assert_msg(cb[1] == 0 && cb[2] == 0, "B: %d misses, %d errors", cb[1], cb[2]);
 	ck_assert_msg(cb[4] > 0, "B made no progress after A died (%d ok in all)", cb[0]);
+	munmap((void *)b_after, 4096);
 	remount(A);
 	/* nothing was quarantined by A's failed reads: the objects are intact */
 	struct sc_l3 *a = open_as(A, "t5", 0);
