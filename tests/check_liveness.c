@@ -565,7 +565,8 @@ END_TEST
 /* ---- creation ---- */
 
 /* The creator's hook: at arena.create.locked (the creation lock held), say "x" on @parked_fd,
- * then stay there until the file @flag exists. */
+ * then stay there until the file @flag exists (60 s without it: exit 4, so the creator of a run
+ * that failed before making the file does not stay parked). */
 struct park {
 	const char *flag;
 	int parked_fd;
@@ -578,8 +579,12 @@ static void park_until_file(const char *point, void *ctx)
 		return;
 	if (write(p->parked_fd, "x", 1) != 1)
 		_exit(3);
-	while (access(p->flag, F_OK))
+	double t0 = now_s();
+	while (access(p->flag, F_OK)) {
+		if (now_s() - t0 > 60.0)
+			_exit(4);
 		usleep(5000);
+	}
 }
 
 /* The opener's hook: at its first wait for the creator (arena.open.wait), make the file @ctx
