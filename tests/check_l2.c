@@ -253,6 +253,16 @@ START_TEST(kv_recurrent_with_descriptor)
 	ck_assert_int_eq(l.has_kv_desc, 1);
 	ck_assert_int_eq(memcmp(&l.kv_desc, &desc, sizeof(desc)), 0);
 	ck_assert_int_eq(sc_kv_desc_validate_restore(&l.kv_desc, l.sec_len[0], 4), 0);
+	/* the stored descriptor (after the wire) is validated on every read: a scribbled one is refused */
+	struct sc_kv_desc *stored = memmem(l.sec[1] + sizeof(rec), 4096, &desc, sizeof(desc));
+	ck_assert_ptr_nonnull(stored);
+	sc_lease_release(&l);
+	stored->payload_bytes++;
+	uint8_t out[sizeof(wire)];
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
+	ck_assert_int_eq((int)sc_l2_get_copy(f.st, "ns", t, 4, NULL, out, sizeof(out), NULL), -EBADMSG);
+	stored->payload_bytes--;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), 0);
 	sc_lease_release(&l);
 	/* KV without a descriptor, a descriptor that does not match, recurrent on FULL_STATE */
 	struct sc_payload bad = p;
