@@ -965,6 +965,37 @@ static int list_cb(const struct sc_l2_entry_info *e, void *ctx)
 	return seen[2] && seen[0] == seen[2]; /* stop after seen[2] entries (0: never) */
 }
 
+static int cost_cb(const struct sc_l2_entry_info *e, void *ctx)
+{
+	uint64_t *wrong = ctx;
+	*wrong += e->cost_ns != 5000 + e->bytes; /* admitted below with cost 5000 + its bytes */
+	return 0;
+}
+
+/* Every listed entry reports the cost it was admitted with, the index's first entry included. */
+START_TEST(listed_entries_report_their_cost)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_index *ix = l2_ix(f.a);
+	uint8_t buf[2000];
+	int32_t t[4];
+	uint32_t k;
+	for (k = 0; k < 1000 && atomic_load(&ix->ent[0].state) != SHM_ENT_LIVE; k++) {
+		fill(buf, 100 + k, k);
+		toks(t, 4, (int32_t)k * 10);
+		struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { buf }, .sec_len = { 100 + k } };
+		ck_assert_int_eq(sc_l2_admit_cost(f.st, "ns", t, 4, sc_digest(buf, 100 + k), &p, SC_ORIGIN_DIRECT, 5100 + k),
+				 0);
+	}
+	ck_assert_msg(atomic_load(&ix->ent[0].state) == SHM_ENT_LIVE, "index entry 0 unused after %u admissions", k);
+	uint64_t wrong = 0;
+	ck_assert_int_eq(sc_l2_list(f.a, cost_cb, &wrong, 0), (int)k);
+	ck_assert_uint_eq(wrong, 0);
+	fx_close(&f);
+}
+END_TEST
+
 /* sc_l2_list and the statistics see live entries only: not a removed one, not one whose block
  * was scribbled out of the heap, and not bytes past the index's table made to look like a copy of
  * a live entry (1500 entries: the region ends in slack). A callback that says stop stops it, and
@@ -2111,6 +2142,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
 	tcase_add_test(tc, entries_at_the_size_bounds);
 	tcase_add_test(tc, listing_and_statistics_see_live_entries_only);
+	tcase_add_test(tc, listed_entries_report_their_cost);
 	tcase_add_test(tc, admission_arguments_are_checked_first);
 	tcase_add_test(tc, lookups_refuse_bad_arguments);
 	tcase_add_test(tc, forged_digests_and_missing_token_ids_are_refused);
