@@ -1402,6 +1402,36 @@ static void assert_keys_refused(struct sc_stage *st, int n)
 	}
 }
 
+/* An arena that stores no token ids checks none on a hit, so the index entry's own claim is all
+ * there is: one flagged as storing token ids but counting none is damaged, and refused there too. */
+START_TEST(a_tokens_flag_with_no_count_is_refused_without_verification)
+{
+	struct fx f;
+	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .flags = SC_ARENA_NO_TOKEN_VERIFY };
+	f.a = sc_test_arena_opts("l2", &o, &f.name);
+	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-1", &f.st), 0);
+	ck_assert_int_eq(put(f.st, 0, 4, 5000, 1), 0);
+	int32_t t[4];
+	toks(t, 4, 0);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	struct shm_index_entry *e = (struct shm_index_entry *)sc_test_l2_entry(f.a, k);
+	ck_assert_ptr_nonnull(e);
+	ck_assert(!(e->meta & L2_META_TOKENS));
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), 0);
+	sc_lease_release(&l);
+	e->meta |= L2_META_TOKENS;
+	ck_assert_uint_eq(e->token_count, 4);
+	e->token_count = 0;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), -EBADMSG);
+	e->meta &= ~L2_META_TOKENS;
+	ck_assert_int_eq(sc_l2_get(f.st, "ns", t, 4, NULL, &l), 0);
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
 /* Scribbled index contents: lookups fail with an error, never crash. */
 START_TEST(hostile_index_contents)
 {
@@ -2151,6 +2181,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, only_lease_records_hold_memory);
 	tcase_add_test(tc, reserve_publish_in_place);
 	tcase_add_test(tc, hostile_index_contents);
+	tcase_add_test(tc, a_tokens_flag_with_no_count_is_refused_without_verification);
 	tcase_add_test(tc, an_entry_ending_at_the_heaps_last_byte_is_served);
 	tcase_add_test(tc, corrupted_index_header_is_refused);
 	tcase_add_test(tc, cli_put_get_round_trip);
