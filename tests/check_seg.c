@@ -729,7 +729,31 @@ START_TEST(hostile_segment_records_are_refused)
 	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
 	r->magic = m;
 	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), (int64_t)(6 * MiB + 300));
+	/* a record that names another data block than its entry does */
+	uint64_t data = r->data;
+	r->data += 64;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
+	r->data = data;
 	sc_lease_release(&l);
+	/* turn 1's record is contiguous (all its bytes in its own block): one whose wire or local bytes
+	 * disagree with its entry's sections is refused, though its entry's block holds every byte */
+	for (int i = 0; i < 8; i++)
+		t[i] = 100 + i;
+	const struct shm_index_entry *e = sc_test_l2_entry(f.a, key_of(&f, 100));
+	ck_assert_ptr_nonnull(e);
+	ck_assert(e->meta & SHM_META_SEG);
+	r = (struct shm_seg_rec *)(void *)(f.a->shm->base + l2_ix(f.a)->heap_lo + 64ull * e->seg_rec);
+	ck_assert_uint_eq(r->magic, SHM_SEG_REC_MAGIC);
+	ck_assert(r->flags & SHM_SEG_CONTIG);
+	ck_assert_uint_eq(r->local, 4 * MiB + 100);
+	ck_assert_uint_eq(r->wire, 4 * MiB + 100);
+	uint64_t *field[] = { &r->wire, &r->local };
+	for (int v = 0; v < 2; v++) {
+		*field[v] -= 64;
+		ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
+		*field[v] += 64;
+	}
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), (int64_t)(4 * MiB + 100));
 	free(buf);
 	fx_close(&f);
 }
