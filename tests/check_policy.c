@@ -820,6 +820,110 @@ START_TEST(writer_killed_in_the_policy_sections)
 }
 END_TEST
 
+/* ---- the states an admission passes through ---- */
+
+/* Whether entry @e is reachable from its bucket's chain (shm_index_find reports only LIVE and
+ * RETIRED entries: this walks the links themselves). */
+static int reachable(struct shm_index *ix, const struct shm_index_entry *e)
+{
+	uint32_t me = shm_index_idx(ix, e) + 1;
+	uint32_t cur = atomic_load(&ix->buckets[shm_index_bucket(ix, e->key_lo)]);
+	for (uint32_t hops = 0; cur && cur <= ix->nentries && hops < SHM_INDEX_MAX_CHAIN; hops++) {
+		if (cur == me)
+			return 1;
+		cur = atomic_load(&ix->ent[cur - 1].next);
+	}
+	return 0;
+}
+
+/* The list whose walk (oldest to newest) meets node @idx, SHM_EVQ_NONE when none does; the
+ * node's own record must agree. */
+static uint32_t queued_on(struct sc_arena *a, uint32_t idx)
+{
+	struct shm_evq *q = l2_q(a);
+	uint32_t found = SHM_EVQ_NONE;
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	for (uint32_t which = SHM_EVQ_SMALL; which <= SHM_EVQ_MAIN; which++) {
+		uint32_t cur = q->hdr->tail[which - 1];
+		for (uint32_t steps = 0; cur && cur <= q->nodes && steps < q->nodes; steps++) {
+			if (cur - 1 == idx)
+				found = which;
+			cur = q->node[cur - 1].next;
+		}
+	}
+	uint32_t rec = q->node[idx].q;
+	shm_evq_unlock(q);
+	ck_assert_msg(rec == found, "node %u records list %u, walked on %u", idx, rec, found);
+	return found;
+}
+
+/* What a writer killed inside an admission leaves, at each step of its commit: BUSY and on no
+ * list (at l2.admit.busy), then queued but unreachable (l2.admit.queued: the policy knows an entry
+ * before readers can find it), then LIVE and in its chain (l2.admit.linked). Seen from the parent
+ * before any lock, repair or reap; the arena's recovery then takes the rest back. */
+static const char *const admit_steps[] = { "l2.admit.busy", "l2.admit.queued", "l2.admit.linked" };
+
+START_TEST(a_writer_killed_inside_an_admission_leaves_each_step_done_and_the_next_not)
+{
+	const char *point = admit_steps[_i];
+	struct fx f;
+	fx_open(&f);
+	for (uint32_t k = 0; k < 12; k++)
+		ck_assert_int_eq(put(f.st, k, 16 << 10), 0);
+	int32_t t[4];
+	struct sc_key key;
+	toks(t, 900);
+	ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &key), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *ca;
+		struct sc_stage *cs;
+		if (sc_arena_open(f.name, &ca) || sc_stage_open(ca, "model", "state", &cs) || sc_fault_arm(point))
+			_exit(90);
+		(void)put(cs, 900, 16 << 10);
+		_exit(92); /* not reached */
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "%s: status %#x", point, status);
+	/* the dead writer's entry: the one with the new key (its key is set before l2.admit.tagged) */
+	struct shm_index *ix = l2_ix(f.a);
+	struct shm_index_entry *e = NULL;
+	for (uint32_t i = 0; i < ix->nentries; i++) {
+		if (ix->ent[i].key_lo == key.lo && ix->ent[i].key_hi == key.hi) {
+			ck_assert_msg(!e, "%s: two entries of the new key", point);
+			e = &ix->ent[i];
+		}
+	}
+	ck_assert_msg(e, "%s: no entry of the new key", point);
+	uint32_t state = atomic_load(&e->state), list = queued_on(f.a, shm_index_idx(ix, e));
+	int linked = reachable(ix, e);
+	if (_i == 0) {
+		ck_assert_msg(state == SHM_ENT_BUSY, "%s: state %u", point, state);
+		ck_assert_msg(list == SHM_EVQ_NONE, "%s: already queued (list %u)", point, list);
+		ck_assert_msg(!linked, "%s: already reachable", point);
+	} else if (_i == 1) {
+		ck_assert_msg(state == SHM_ENT_BUSY, "%s: state %u", point, state);
+		ck_assert_msg(list == SHM_EVQ_SMALL, "%s: on list %u, not the small FIFO", point, list);
+		ck_assert_msg(!linked, "%s: already reachable", point);
+	} else {
+		ck_assert_msg(state == SHM_ENT_LIVE, "%s: state %u", point, state);
+		ck_assert_msg(list == SHM_EVQ_SMALL, "%s: on list %u, not the small FIFO", point, list);
+		ck_assert_msg(linked, "%s: not reachable", point);
+	}
+	/* the recovery: fsck takes the dead writer's shard over and leaves a clean arena */
+	struct sc_fsck_report rep;
+	ck_assert_int_ge(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_DEEP, NULL, NULL, &rep), 0);
+	lists_consistent(f.a, 1); /* a writer was killed */
+	ck_assert_int_eq(put(f.st, 900, 16 << 10), 0);
+	ck_assert(has(f.st, 900));
+	for (uint32_t k = 0; k < 12; k++)
+		ck_assert(has(f.st, k));
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(rebuilder_killed_during_the_rebuild)
 {
 	struct fx f;
@@ -1226,6 +1330,8 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
+	tcase_add_loop_test(tc, a_writer_killed_inside_an_admission_leaves_each_step_done_and_the_next_not, 0,
+			    (int)(sizeof(admit_steps) / sizeof(admit_steps[0])));
 	tcase_add_test(tc, rebuilder_killed_during_the_rebuild);
 	tcase_add_test(tc, scribbled_lists_are_rebuilt_and_fsck_repairs_them);
 	tcase_add_test(tc, promotions_are_published_refused_retried_and_return);
