@@ -694,6 +694,39 @@ START_TEST(a_full_index_shard_refuses_as_leased)
 }
 END_TEST
 
+/* An admission over the budget only by bytes retired that no reader holds (a replaced entry whose
+ * reclaim batch is not due) reclaims them and takes their room: it evicts nothing. */
+START_TEST(an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t big = 256 << 10, small = 4096, smaller = 2048;
+	uint64_t fpb = sc_l2_footprint(f.a, big, 0, 4), fps = sc_l2_footprint(f.a, small, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 8 * fpb + fps + sc_l2_footprint(f.a, smaller, 0, 4)), 0);
+	for (uint32_t k = 0; k < 8; k++)
+		ck_assert_int_eq(put(f.st, k, big), 0);
+	ck_assert_int_eq(put(f.st, 100, small), 0);
+	ck_assert_int_eq(put(f.st, 100, smaller), 0); /* the first one retired */
+	struct sc_l2_stats s0 = stats(&f);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	/* what it relies on: the budget is full, the replaced entry's bytes are among them, retired,
+	 * and its batch is not due (lib/l2/evict.c: 1/256 of the budget) */
+	ck_assert_uint_eq(hs.used_bytes, s0.budget_bytes);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, fps);
+	ck_assert_uint_lt(fps, s0.budget_bytes >> 8);
+	ck_assert_uint_eq(s0.evictions, 0);
+	ck_assert_int_eq(put(f.st, 101, small), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.evictions, 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	for (uint32_t k = 0; k < 8; k++)
+		ck_assert_msg(has(f.st, k), "key %u was evicted", k);
+	ck_assert(has(f.st, 100) && has(f.st, 101));
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(leased_entries_survive_any_pressure)
 {
 	struct fx f;
@@ -1328,6 +1361,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, every_refusal_reason_is_produced_and_counted);
 	tcase_add_test(tc, an_admission_whose_room_is_always_taken_gives_up_after_12_rounds);
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
+	tcase_add_test(tc, an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
 	tcase_add_loop_test(tc, a_writer_killed_inside_an_admission_leaves_each_step_done_and_the_next_not, 0,
