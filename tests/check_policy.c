@@ -727,6 +727,50 @@ START_TEST(an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_an
 }
 END_TEST
 
+/* An admission into an index shard whose entries are all used, one of them retired and unread
+ * (replaced, its batch not due), reclaims that one and reuses it: it evicts nothing. 64 entries:
+ * 4 per shard. */
+START_TEST(an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing)
+{
+	struct fx f;
+	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .index_entries = 64 };
+	f.a = sc_test_arena_opts("pol", &o, &f.name);
+	ck_assert_int_eq(sc_stage_open(f.a, "model", "state", &f.st), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	int32_t t[4];
+	struct sc_key k;
+	toks(t, 0);
+	ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
+	uint32_t shard = shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo)), per = ix->nentries / SHM_INDEX_SHARDS;
+	ck_assert_uint_ge(per, 2);
+	uint32_t keys[SHM_INDEX_MAX_CHAIN], held = 0;
+	for (uint32_t next = 1; held < per - 1 && next < 100000; next++) {
+		toks(t, next);
+		ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
+		if (shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo)) != shard)
+			continue;
+		ck_assert_int_eq(put(f.st, next, 4096), 0);
+		keys[held++] = next;
+	}
+	ck_assert_uint_eq(held, per - 1);
+	ck_assert_int_eq(put(f.st, keys[0], 2048), 0); /* the shard's last entry; the first one retired */
+	struct sc_l2_stats s0 = stats(&f);
+	/* what it relies on: the shard has no free entry, one retired, and its batch is not due */
+	ck_assert_uint_eq(ix->hdr->shards[shard].free_head, 0);
+	ck_assert_uint_eq(ix->hdr->shards[shard].pending_count, 1);
+	ck_assert_uint_lt(s0.pending_reclaim_bytes, s0.budget_bytes >> 8);
+	ck_assert_uint_eq(s0.evictions, 0);
+	ck_assert_int_eq(put(f.st, 0, 4096), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.evictions, 0);
+	ck_assert_uint_eq(ix->hdr->shards[shard].pending_count, 0);
+	ck_assert(has(f.st, 0));
+	for (uint32_t i = 0; i < held; i++)
+		ck_assert_msg(has(f.st, keys[i]), "key %u was evicted", keys[i]);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(leased_entries_survive_any_pressure)
 {
 	struct fx f;
@@ -1362,6 +1406,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, an_admission_whose_room_is_always_taken_gives_up_after_12_rounds);
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing);
+	tcase_add_test(tc, an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
 	tcase_add_loop_test(tc, a_writer_killed_inside_an_admission_leaves_each_step_done_and_the_next_not, 0,
