@@ -769,6 +769,39 @@ START_TEST(an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evict
 		ck_assert_msg(has(f.st, keys[i]), "key %u was evicted", keys[i]);
 	fx_close(&f);
 }
+
+/* An admission whose room eviction makes leaves a dead process unreaped (a filler killed -9
+ * holding a reservation): the reap is for when room cannot be made, so exactly one entry is
+ * evicted, and the dead filler's reservation is still held afterwards. */
+START_TEST(an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_later)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 16 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	atomic_store(&f.a->shm->hdr->reap_due_ns, UINT64_MAX); /* no periodic reap does the work */
+	pid_t pid = sc_test_filler(f.name, 4096);
+	uint64_t held = sc_test_heap_used(f.a); /* the filler's reservation, and anything before it */
+	ck_assert_uint_gt(held, 0);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, held + 40 * fp), 0);
+	for (uint32_t k = 0; k < 40; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	kill(pid, SIGKILL);
+	sc_test_wait_killed(pid);
+	struct sc_l2_stats s0 = stats(&f);
+	/* what it relies on: the budget is full, nothing has been evicted or is waiting for readers */
+	ck_assert_uint_eq(sc_test_heap_used(f.a), s0.budget_bytes);
+	ck_assert_uint_eq(s0.evictions, 0);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, 0);
+	ck_assert_int_eq(put(f.st, 100, n), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.evictions, s0.evictions + 1);
+	ck_assert_uint_eq(s.entries, 40);
+	ck_assert(has(f.st, 100));
+	ck_assert_uint_eq(sc_test_heap_used(f.a), s0.budget_bytes); /* the dead filler's bytes still held */
+	fx_close(&f);
+}
+END_TEST
 END_TEST
 
 START_TEST(leased_entries_survive_any_pressure)
@@ -1407,6 +1440,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing);
 	tcase_add_test(tc, an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing);
+	tcase_add_test(tc, an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_later);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
 	tcase_add_loop_test(tc, a_writer_killed_inside_an_admission_leaves_each_step_done_and_the_next_not, 0,
