@@ -26,6 +26,13 @@ static void fx_open(struct fx *f)
 	ck_assert_int_eq(sc_stage_open(f->a, "model-A", "state-1", &f->st), 0);
 }
 
+/* fx_open with arena options of its own */
+static void fx_open_opts(struct fx *f, struct sc_arena_opts *o)
+{
+	f->a = sc_test_arena_opts("l2", o, &f->name);
+	ck_assert_int_eq(sc_stage_open(f->a, "model-A", "state-1", &f->st), 0);
+}
+
 static void fx_close(struct fx *f)
 {
 	sc_stage_close(f->st);
@@ -893,8 +900,7 @@ START_TEST(only_lease_records_hold_memory)
 {
 	struct fx f;
 	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .reader_slots = 4 }; /* room after the table */
-	f.a = sc_test_arena_opts("l2", &o, &f.name);
-	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-1", &f.st), 0);
+	fx_open_opts(&f, &o);
 	ck_assert_int_eq(put(f.st, 0, 4, 4096, 1), 0);
 	int32_t t[4];
 	toks(t, 4, 0);
@@ -1004,8 +1010,7 @@ START_TEST(listing_and_statistics_see_live_entries_only)
 {
 	struct fx f;
 	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .index_entries = 1500 };
-	f.a = sc_test_arena_opts("l2", &o, &f.name);
-	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-1", &f.st), 0);
+	fx_open_opts(&f, &o);
 	for (int32_t i = 0; i < 5; i++)
 		ck_assert_int_eq(put(f.st, i * 10, 4, 1000 + (size_t)i, (uint32_t)i), 0);
 	int32_t t[4];
@@ -1408,8 +1413,7 @@ START_TEST(a_tokens_flag_with_no_count_is_refused_without_verification)
 {
 	struct fx f;
 	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .flags = SC_ARENA_NO_TOKEN_VERIFY };
-	f.a = sc_test_arena_opts("l2", &o, &f.name);
-	ck_assert_int_eq(sc_stage_open(f.a, "model-A", "state-1", &f.st), 0);
+	fx_open_opts(&f, &o);
 	ck_assert_int_eq(put(f.st, 0, 4, 5000, 1), 0);
 	int32_t t[4];
 	toks(t, 4, 0);

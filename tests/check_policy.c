@@ -645,21 +645,32 @@ static void pressure_proc(const char *name, uint32_t seed, int ops, int die)
 	_exit(0);
 }
 
+/* A fixture whose index has 64 entries (4 per shard): returns the shard of key 0, *@per the
+ * entries of each shard. */
+static uint32_t fx_open_64_entries(struct fx *f, uint32_t *per)
+{
+	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .index_entries = 64 };
+	f->a = sc_test_arena_opts("pol", &o, &f->name);
+	ck_assert_int_eq(sc_stage_open(f->a, "model", "state", &f->st), 0);
+	struct shm_index *ix = l2_ix(f->a);
+	int32_t t[4];
+	struct sc_key k;
+	toks(t, 0);
+	ck_assert_int_eq(sc_l2_key(f->st, "pol", t, 4, &k), 0);
+	*per = ix->nentries / SHM_INDEX_SHARDS;
+	return shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo));
+}
+
 /* The index refuses a key whose shard has no entry left, all of them leased (64 entries: 4 per
  * shard): an admission and a publish (with or without a lease) both say why, leased; only a lease
  * slot that a publish wants and cannot have is "other". */
 START_TEST(a_full_index_shard_refuses_as_leased)
 {
 	struct fx f;
-	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .index_entries = 64 };
-	f.a = sc_test_arena_opts("pol", &o, &f.name);
-	ck_assert_int_eq(sc_stage_open(f.a, "model", "state", &f.st), 0);
+	uint32_t per, shard = fx_open_64_entries(&f, &per);
 	struct shm_index *ix = l2_ix(f.a);
 	int32_t t[4];
 	struct sc_key k;
-	toks(t, 0);
-	ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
-	uint32_t shard = shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo)), per = ix->nentries / SHM_INDEX_SHARDS;
 	ck_assert_uint_ge(per, 1);
 	struct sc_lease l[SC_LEASES_MAX];
 	uint32_t held = 0, next = 1;
@@ -733,15 +744,10 @@ END_TEST
 START_TEST(an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing)
 {
 	struct fx f;
-	struct sc_arena_opts o = { .size_bytes = ARENA, .huge = SC_HUGE_OFF, .index_entries = 64 };
-	f.a = sc_test_arena_opts("pol", &o, &f.name);
-	ck_assert_int_eq(sc_stage_open(f.a, "model", "state", &f.st), 0);
+	uint32_t per, shard = fx_open_64_entries(&f, &per);
 	struct shm_index *ix = l2_ix(f.a);
 	int32_t t[4];
 	struct sc_key k;
-	toks(t, 0);
-	ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
-	uint32_t shard = shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo)), per = ix->nentries / SHM_INDEX_SHARDS;
 	ck_assert_uint_ge(per, 2);
 	uint32_t keys[SHM_INDEX_MAX_CHAIN], held = 0;
 	for (uint32_t next = 1; held < per - 1 && next < 100000; next++) {
