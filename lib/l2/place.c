@@ -193,13 +193,17 @@ static const struct shm_index_entry *excl_entry(struct sc_arena *a, struct excl 
 /* l2_make_room, and when it cannot: clear what dead holders left (their leases pin entries, their
  * reservations hold heap) and try once more. Whoever needs the room does the reaping. 0 also when
  * the reap released something and nothing more could be evicted: what it released (a dead
- * filler's reservation) may be the room itself, which the caller measures again. */
+ * filler's reservation) may be the room itself, which the caller measures again. Room in bytes is
+ * not made again after a reap: what it released and the reclaim freed may already be the room,
+ * and @need_bytes, measured before, would evict that much more; the caller measures again. */
 static int make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, int held,
 		     const struct shm_index_entry *exclude, int *why)
 {
 	int rc = l2_make_room(a, need_bytes, need_shard, held, exclude, SC_MISS_EVICTED_PRESSURE, why);
 	if (rc == -ENOSPC && l2_reap(a, 1) > 0) {
 		l2_reclaim_all(a, held);
+		if (need_bytes)
+			return 0;
 		rc = l2_make_room(a, need_bytes, need_shard, held, exclude, SC_MISS_EVICTED_PRESSURE, why);
 		if (rc == -ENOSPC)
 			rc = 0;
