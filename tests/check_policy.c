@@ -775,6 +775,7 @@ START_TEST(an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evict
 		ck_assert_msg(has(f.st, keys[i]), "key %u was evicted", keys[i]);
 	fx_close(&f);
 }
+END_TEST
 
 /* An admission whose room eviction makes leaves a dead process unreaped (a filler killed -9
  * holding a reservation): the reap is for when room cannot be made, so exactly one entry is
@@ -788,12 +789,12 @@ START_TEST(an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_late
 	atomic_store(&f.a->shm->hdr->reap_due_ns, UINT64_MAX); /* no periodic reap does the work */
 	pid_t pid = sc_test_filler(f.name, 4096);
 	uint64_t held = sc_test_heap_used(f.a); /* the filler's reservation, and anything before it */
+	kill(pid, SIGKILL);
+	sc_test_wait_killed(pid);
 	ck_assert_uint_gt(held, 0);
 	ck_assert_int_eq(sc_l2_shrink_to(f.a, held + 40 * fp), 0);
 	for (uint32_t k = 0; k < 40; k++)
 		ck_assert_int_eq(put(f.st, k, n), 0);
-	kill(pid, SIGKILL);
-	sc_test_wait_killed(pid);
 	struct sc_l2_stats s0 = stats(&f);
 	/* what it relies on: the budget is full, nothing has been evicted or is waiting for readers */
 	ck_assert_uint_eq(sc_test_heap_used(f.a), s0.budget_bytes);
@@ -808,6 +809,73 @@ START_TEST(an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_late
 	fx_close(&f);
 }
 END_TEST
+
+/* In a child: lease keys [0, @n) through a handle of its own, say so, and wait to be killed. */
+static pid_t lease_holder(const char *name, uint32_t n)
+{
+	int up[2];
+	ck_assert_int_eq(pipe(up), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *a;
+		struct sc_stage *st;
+		struct sc_lease l[SC_LEASES_MAX];
+		close(up[0]);
+		if (n > SC_LEASES_MAX || sc_arena_open(name, &a) || sc_stage_open(a, "model", "state", &st))
+			_exit(2);
+		for (uint32_t k = 0; k < n; k++)
+			if (get(st, k, &l[k]))
+				_exit(3);
+		if (write(up[1], "l", 1) != 1)
+			_exit(4);
+		for (;;)
+			pause(); /* until killed */
+	}
+	close(up[1]);
+	char c;
+	ck_assert_msg(read(up[0], &c, 1) == 1, "the lease holder could not lease its %u keys", n);
+	close(up[0]);
+	return pid;
+}
+
+/* An admission whose room a dead process holds (a filler killed -9 holding a reservation), while
+ * every stored entry is leased by another dead process: nothing can be evicted, so it reaps them,
+ * and the reservation it releases is the room. Nothing is evicted for room measured before. */
+START_TEST(an_admission_whose_room_a_dead_process_held_evicts_nothing)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 16 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	atomic_store(&f.a->shm->hdr->reap_due_ns, UINT64_MAX); /* only the admission reaps */
+	uint64_t before = sc_test_heap_used(f.a);
+	pid_t filler = sc_test_filler(f.name, n);
+	kill(filler, SIGKILL);
+	sc_test_wait_killed(filler);
+	uint64_t held = sc_test_heap_used(f.a); /* the dead filler's reservation, and what was before it */
+	ck_assert_uint_ge(held - before, fp);  /* the reservation is room for one entry */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, held + 9 * fp), 0);
+	for (uint32_t k = 0; k < 9; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	pid_t holder = lease_holder(f.name, 9);
+	kill(holder, SIGKILL);
+	sc_test_wait_killed(holder);
+	struct sc_l2_stats s0 = stats(&f);
+	/* what it relies on: the budget is full, nothing evicted or waiting for readers */
+	ck_assert_uint_eq(sc_test_heap_used(f.a), s0.budget_bytes);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, 0);
+	ck_assert_uint_eq(s0.evictions, 0);
+	ck_assert_int_eq(put(f.st, 100, n), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.evictions, 0);
+	ck_assert_uint_eq(s.entries, 10);
+	for (uint32_t k = 0; k < 9; k++)
+		ck_assert_msg(has(f.st, k), "key %u was evicted", k);
+	ck_assert(has(f.st, 100));
+	ck_assert_uint_lt(sc_test_heap_used(f.a), s0.budget_bytes); /* the reservation went back */
+	fx_close(&f);
+}
 END_TEST
 
 START_TEST(leased_entries_survive_any_pressure)
@@ -1447,6 +1515,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing);
 	tcase_add_test(tc, an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing);
 	tcase_add_test(tc, an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_later);
+	tcase_add_test(tc, an_admission_whose_room_a_dead_process_held_evicts_nothing);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
 	tcase_add_loop_test(tc, a_writer_killed_inside_an_admission_leaves_each_step_done_and_the_next_not, 0,
