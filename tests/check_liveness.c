@@ -587,16 +587,28 @@ static void park_until_file(const char *point, void *ctx)
 	}
 }
 
-/* The opener's hook: at its first wait for the creator (arena.open.wait), make the file @ctx
- * that lets the creator go on. */
+/* The opener's hook: count its waits for the creator (arena.open.wait); at the first, make the
+ * file @flag that lets the creator go on, then wait for the creator's byte on @created_fd (its
+ * sc_arena_create has returned), so the opener's next look finds the arena published however
+ * slow the creator was (the opener's own wait is only OPEN_WAIT_NS). */
+struct unpark {
+	const char *flag;
+	int created_fd;
+	int waits;
+};
+
 static void unpark_at_open_wait(const char *point, void *ctx)
 {
-	const char *flag = ctx;
-	if (strcmp(point, "arena.open.wait") || !access(flag, F_OK))
+	struct unpark *u = ctx;
+	if (strcmp(point, "arena.open.wait") || u->waits++)
 		return;
-	int fd = open(flag, O_CREAT | O_WRONLY, 0600);
+	int fd = open(u->flag, O_CREAT | O_WRONLY, 0600);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
+	char c;
+	struct pollfd pf = { .fd = u->created_fd, .events = POLLIN };
+	ck_assert_msg(poll(&pf, 1, 30000) == 1 && read(u->created_fd, &c, 1) == 1,
+		      "the released creator did not finish sc_arena_create (within 30 s)");
 }
 
 START_TEST(test_open_during_create_waits_then_eagain)
@@ -605,10 +617,12 @@ START_TEST(test_open_during_create_waits_then_eagain)
 	char flag[128];
 	snprintf(flag, sizeof(flag), "/tmp/sc-create-flag-%d", (int)getpid());
 	unlink(flag);
-	int up[2];
+	int up[2], created[2];
 	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(created), 0);
 	pid_t creator = fork();
 	if (creator == 0) {
+		close(created[0]);
 		struct park p = { .flag = flag, .parked_fd = up[1] };
 		sc_sched_set(park_until_file, &p);
 		struct sc_arena_opts o = { .size_bytes = 16 << 20, .huge = SC_HUGE_OFF };
@@ -617,11 +631,14 @@ START_TEST(test_open_during_create_waits_then_eagain)
 		sc_sched_set(NULL, NULL);
 		if (rc)
 			_exit(2);
+		if (write(created[1], "c", 1) != 1)
+			_exit(3);
 		sleep(30); /* keep it attached until killed */
 		_exit(0);
 	}
 	/* the file exists, the creator is parked holding the creation lock (it says so) */
 	close(up[1]); /* a creator that ends before the point ends the wait below */
+	close(created[1]); /* and one that ends before it has created, the hook's wait */
 	char c;
 	struct pollfd pf = { .fd = up[0], .events = POLLIN };
 	ck_assert_msg(poll(&pf, 1, 30000) == 1 && read(up[0], &c, 1) == 1,
@@ -632,11 +649,13 @@ START_TEST(test_open_during_create_waits_then_eagain)
 	ck_assert_int_eq(sc_arena_open(name, &a), -EAGAIN); /* not -EBADMSG */
 	ck_assert(now_s() - t0 > 1.5);                        /* it waited (bounded) */
 	/* released while we wait (at our first wait): we get in */
-	sc_sched_set(unpark_at_open_wait, flag);
+	struct unpark u = { .flag = flag, .created_fd = created[0] };
+	sc_sched_set(unpark_at_open_wait, &u);
 	int rc = sc_arena_open(name, &a);
 	sc_sched_set(NULL, NULL);
+	close(created[0]);
 	ck_assert_int_eq(rc, 0);
-	ck_assert_int_eq(access(flag, F_OK), 0); /* made at our wait: we waited */
+	ck_assert_int_ge(u.waits, 1); /* it waited for the creator */
 	sc_arena_close(a);
 	kill(creator, SIGKILL);
 	waitpid(creator, NULL, 0);
