@@ -810,33 +810,24 @@ START_TEST(an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_late
 }
 END_TEST
 
-/* In a child: lease keys [0, @n) through a handle of its own, say so, and wait to be killed. */
-static pid_t lease_holder(const char *name, uint32_t n)
+struct holder_ctx {
+	const char *name;
+	uint32_t n;
+};
+
+/* Lease keys [0, n) through a handle of its own (in a child of sc_test_parked). */
+static int hold_leases(void *ctx)
 {
-	int up[2];
-	ck_assert_int_eq(pipe(up), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct sc_arena *a;
-		struct sc_stage *st;
-		struct sc_lease l[SC_LEASES_MAX];
-		close(up[0]);
-		if (n > SC_LEASES_MAX || sc_arena_open(name, &a) || sc_stage_open(a, "model", "state", &st))
-			_exit(2);
-		for (uint32_t k = 0; k < n; k++)
-			if (get(st, k, &l[k]))
-				_exit(3);
-		if (write(up[1], "l", 1) != 1)
-			_exit(4);
-		for (;;)
-			pause(); /* until killed */
-	}
-	close(up[1]);
-	char c;
-	ck_assert_msg(read(up[0], &c, 1) == 1, "the lease holder could not lease its %u keys", n);
-	close(up[0]);
-	return pid;
+	struct holder_ctx *h = ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	struct sc_lease l[SC_LEASES_MAX];
+	if (h->n > SC_LEASES_MAX || sc_arena_open(h->name, &a) || sc_stage_open(a, "model", "state", &st))
+		return -1;
+	for (uint32_t k = 0; k < h->n; k++)
+		if (get(st, k, &l[k]))
+			return -1;
+	return 0;
 }
 
 /* An admission whose room a dead process holds (a filler killed -9 holding a reservation), while
@@ -858,7 +849,8 @@ START_TEST(an_admission_whose_room_a_dead_process_held_evicts_nothing)
 	ck_assert_int_eq(sc_l2_shrink_to(f.a, held + 9 * fp), 0);
 	for (uint32_t k = 0; k < 9; k++)
 		ck_assert_int_eq(put(f.st, k, n), 0);
-	pid_t holder = lease_holder(f.name, 9);
+	struct holder_ctx hc = { f.name, 9 };
+	pid_t holder = sc_test_parked(hold_leases, &hc, "lease its 9 keys");
 	kill(holder, SIGKILL);
 	sc_test_wait_killed(holder);
 	struct sc_l2_stats s0 = stats(&f);

@@ -366,26 +366,42 @@ uint64_t sc_test_heap_used(struct sc_arena *a)
 	return hs.used_bytes;
 }
 
-pid_t sc_test_filler(const char *name, uint64_t bytes)
+pid_t sc_test_parked(int (*setup)(void *ctx), void *ctx, const char *what)
 {
 	int up[2];
 	ck_assert_int_eq(pipe(up), 0);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct sc_arena *a;
-		struct sc_stage *st;
-		struct sc_l2_resv r;
 		close(up[0]);
-		if (sc_arena_open(name, &a) || sc_stage_open(a, "filler", "state", &st) ||
-		    sc_l2_reserve(st, bytes, &r) || write(up[1], "r", 1) != 1)
+		if (setup(ctx) || write(up[1], "r", 1) != 1)
 			_exit(2);
 		for (;;)
 			pause(); /* until killed */
 	}
 	close(up[1]);
 	char c;
-	ck_assert_msg(read(up[0], &c, 1) == 1, "the filler could not reserve %llu bytes", (unsigned long long)bytes);
+	ck_assert_msg(read(up[0], &c, 1) == 1, "the child could not %s", what);
 	close(up[0]);
 	return pid;
+}
+
+struct filler_ctx {
+	const char *name;
+	uint64_t bytes;
+};
+
+static int filler_setup(void *ctx)
+{
+	struct filler_ctx *f = ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	struct sc_l2_resv r;
+	return sc_arena_open(f->name, &a) || sc_stage_open(a, "filler", "state", &st) || sc_l2_reserve(st, f->bytes, &r);
+}
+
+pid_t sc_test_filler(const char *name, uint64_t bytes)
+{
+	struct filler_ctx f = { name, bytes };
+	return sc_test_parked(filler_setup, &f, "reserve its bytes (a filler)");
 }

@@ -66,6 +66,9 @@ pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_
 struct shm_index_entry *sc_test_l2_entry(struct sc_arena *a, struct sc_key key);
 /* The bytes @a's heap holds in live blocks (asserts the heap could be read). */
 uint64_t sc_test_heap_used(struct sc_arena *a);
+/* In a forked child: run @setup(@ctx) and, if it returns 0, say so and wait to be killed; the
+ * test fails (naming @what, "could not @what") when the child cannot. Returns its pid. */
+pid_t sc_test_parked(int (*setup)(void *ctx), void *ctx, const char *what);
 /* Fork a process that opens arena @name and a stage, reserves @bytes of L2 and waits to be
  * killed; returns its pid once it holds the reservation. */
 pid_t sc_test_filler(const char *name, uint64_t bytes);
