@@ -1012,25 +1012,19 @@ static int reachable(struct shm_index *ix, const struct shm_index_entry *e)
 	return 0;
 }
 
-/* The list whose walk (oldest to newest) meets node @idx, SHM_EVQ_NONE when none does; the
- * node's own record must agree. */
+/* The list node @idx is on (SHM_EVQ_NONE: none), once the lists' own check (shm_evq_check_locked:
+ * every node's record agrees with the walk of its list, and no record names a list that does not
+ * reach it) has passed. */
 static uint32_t queued_on(struct sc_arena *a, uint32_t idx)
 {
 	struct shm_evq *q = l2_q(a);
-	uint32_t found = SHM_EVQ_NONE;
+	const char *why = NULL;
 	ck_assert_int_eq(shm_evq_lock(q), 0);
-	for (uint32_t which = SHM_EVQ_SMALL; which <= SHM_EVQ_MAIN; which++) {
-		uint32_t cur = q->hdr->tail[which - 1];
-		for (uint32_t steps = 0; cur && cur <= q->nodes && steps < q->nodes; steps++) {
-			if (cur - 1 == idx)
-				found = which;
-			cur = q->node[cur - 1].next;
-		}
-	}
-	uint32_t rec = q->node[idx].q;
+	int rc = shm_evq_check_locked(q, &why);
+	uint32_t on = q->node[idx].q;
 	shm_evq_unlock(q);
-	ck_assert_msg(rec == found, "node %u records list %u, walked on %u", idx, rec, found);
-	return found;
+	ck_assert_msg(rc == 0, "eviction lists inconsistent: %s", why ? why : "?");
+	return on;
 }
 
 /* What a writer killed inside an admission leaves, at each step of its commit: BUSY and on no
