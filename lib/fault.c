@@ -48,7 +48,7 @@ static const char *const sched_points[] = {
 	"l3ix.tokens.compared",  "l3.victims.checked",    "l3.put.there",        "readers.claim.retry",
 	"heap.repair.locked",    "events.append.try",   "events.check.tail_read",
 	"events.append.writing", "l3ix.wipe",           "l3ix.clock.cleared",  "arena.create.published",
-	"l2.stage.claim",        "evq.depart.noting",     "arena.open.wait",
+	"l2.stage.claim",        "evq.depart.noting",     "arena.open.wait", "l2.admit.waiting",
 	NULL,
 };
 

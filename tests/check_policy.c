@@ -303,16 +303,21 @@ static uint32_t fill_heap(struct fx *f, size_t n)
 	return k + 1;
 }
 
+/* Remove key @k; what sc_l2_remove returned. */
+static int del(struct fx *f, uint32_t k)
+{
+	int32_t t[4];
+	struct sc_key key;
+	toks(t, k);
+	ck_assert_int_eq(sc_l2_key(f->st, "pol", t, 4, &key), 0);
+	return sc_l2_remove(f->st, key);
+}
+
 /* Remove every other of the @count keys fill_heap admitted: many free bytes, none of them long. */
 static void punch_holes(struct fx *f, uint32_t count)
 {
-	for (uint32_t k = 0; k < count; k += 2) {
-		int32_t t[4];
-		struct sc_key key;
-		toks(t, k);
-		ck_assert_int_eq(sc_l2_key(f->st, "pol", t, 4, &key), 0);
-		(void)sc_l2_remove(f->st, key);
-	}
+	for (uint32_t k = 0; k < count; k += 2)
+		(void)del(f, k);
 }
 
 /* The search for room by address runs one at a time under a lock that guards no state: a process
@@ -734,6 +739,146 @@ START_TEST(an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_an
 	for (uint32_t k = 0; k < 8; k++)
 		ck_assert_msg(has(f.st, k), "key %u was evicted", k);
 	ck_assert(has(f.st, 100) && has(f.st, 101));
+	fx_close(&f);
+}
+END_TEST
+
+/* The admission's wait for readers (lib/l2/place.c): a hook at each round of it ("l2.admit.waiting")
+ * counts the rounds, and on the first one ends the read section @leave is in. */
+static struct {
+	struct sc_arena *leave;
+	int rounds;
+} waiting;
+
+static void count_the_wait(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l2.admit.waiting"))
+		return;
+	if (!waiting.rounds++ && waiting.leave)
+		shm_epoch_exit(waiting.leave->shm);
+}
+
+/* A budget of eight 256 KiB entries and 1 + @more 2 KiB ones, full but for the @more: keys 0..7
+ * and then key 100 of 2 KiB, removed (retired) while a second handle @r1 is inside a read section,
+ * so that only its leaving frees the bytes. Returns the footprint of a 2 KiB entry. */
+static uint64_t fx_budget_with_a_read_retired_entry(struct fx *f, uint32_t more, struct sc_arena **r1)
+{
+	const size_t big = 256 << 10, two = 2048;
+	fx_open(f);
+	uint64_t fp2 = sc_l2_footprint(f->a, two, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f->a, 8 * sc_l2_footprint(f->a, big, 0, 4) + (1 + more) * fp2), 0);
+	for (uint32_t k = 0; k < 8; k++)
+		ck_assert_int_eq(put(f->st, k, big), 0);
+	ck_assert_int_eq(put(f->st, 100, two), 0);
+	ck_assert_int_eq(sc_arena_open(f->name, r1), 0);
+	shm_epoch_enter((*r1)->shm);
+	ck_assert_int_eq(del(f, 100), 0);
+	waiting.leave = *r1;
+	waiting.rounds = 0;
+	return fp2;
+}
+
+/* An admission over the budget only by bytes readers still hold waits for them. One reader leaves
+ * during the first round of the wait, and what it held is exactly the room: the admission stops
+ * waiting there, although another retired entry, held by a second reader, is still pending. It
+ * evicts nothing. */
+START_TEST(an_admission_stops_waiting_for_readers_as_soon_as_its_room_is_free)
+{
+	struct fx f;
+	struct sc_arena *r1, *r2;
+	uint64_t fp2 = fx_budget_with_a_read_retired_entry(&f, 1, &r1);
+	ck_assert_int_eq(put(f.st, 101, 2048), 0); /* the budget is full */
+	/* key 101 retired after the second reader entered, an epoch after key 100 was: that reader
+	 * holds key 101 only */
+	(void)shm_epoch_advance(f.a->shm);
+	ck_assert_int_eq(sc_arena_open(f.name, &r2), 0);
+	shm_epoch_enter(r2->shm);
+	ck_assert_int_eq(del(&f, 101), 0);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, 2 * fp2);
+	ck_assert_uint_eq(s0.evictions, 0);
+	sc_sched_set(count_the_wait, NULL);
+	ck_assert_int_eq(put(f.st, 103, 2048), 0);
+	sc_sched_set(NULL, NULL);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_int_eq(waiting.rounds, 1);
+	ck_assert_uint_eq(s.evictions, 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, fp2); /* key 101's: the second reader is still in */
+	for (uint32_t k = 0; k < 8; k++)
+		ck_assert_msg(has(f.st, k), "key %u was evicted", k);
+	ck_assert(has(f.st, 103));
+	shm_epoch_exit(r2->shm);
+	sc_arena_close(r2);
+	sc_arena_close(r1);
+	fx_close(&f);
+}
+END_TEST
+
+/* The same wait, when what the leaving reader held is not enough room: the admission stops
+ * waiting as soon as nothing retired is left to wait for, and evicts. */
+START_TEST(an_admission_stops_waiting_for_readers_when_nothing_retired_is_left)
+{
+	struct fx f;
+	struct sc_arena *r1;
+	uint64_t fp2 = fx_budget_with_a_read_retired_entry(&f, 0, &r1);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, fp2);
+	ck_assert_uint_eq(s0.evictions, 0);
+	sc_sched_set(count_the_wait, NULL);
+	ck_assert_int_eq(put(f.st, 103, 4096), 0); /* more than key 100's room */
+	sc_sched_set(NULL, NULL);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_int_eq(waiting.rounds, 1);
+	ck_assert_uint_eq(s.evictions, 1);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	ck_assert(has(f.st, 103));
+	sc_arena_close(r1);
+	fx_close(&f);
+}
+END_TEST
+
+/* An admission under the budget into a heap whose free bytes are only holes, with an unread
+ * retired entry between two of them: reclaiming it makes one run of the three, and the admission
+ * takes it. It evicts nothing, even when the search by address (which evicts) could not see that
+ * run: here it is bounded to two blocks, the policy's next victim and its neighbour. */
+START_TEST(an_admission_takes_the_room_a_reclaim_joins_without_a_search_by_address)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 64 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4), fp2 = sc_l2_footprint(f.a, 2 * n, 0, 4);
+	uint32_t m = (uint32_t)(stats(&f).budget_bytes / fp);
+	for (uint32_t k = 0; k < m; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	ck_assert_int_eq(del(&f, 2), 0);
+	ck_assert_int_eq(del(&f, 4), 0);
+	l2_reclaim_all(f.a, -1);
+	struct sc_arena *r;
+	ck_assert_int_eq(sc_arena_open(f.name, &r), 0);
+	shm_epoch_enter(r->shm); /* a reader inside when it is removed: its reclaim is deferred */
+	ck_assert_int_eq(del(&f, 3), 0);
+	shm_epoch_exit(r->shm);
+	sc_arena_close(r);
+	struct sc_l2_stats s0 = stats(&f);
+	/* what it relies on: nothing evicted, the budget has the room, the heap has it only once the
+	 * retired entry (whose batch is not due) is reclaimed */
+	ck_assert_uint_eq(s0.evictions, 0);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, fp);
+	ck_assert_uint_lt(fp, s0.budget_bytes >> 8);
+	struct shm_heap_stats hs;
+	ck_assert_int_eq(shm_heap_stats(f.a->shm, &hs), 0);
+	ck_assert_uint_le(hs.used_bytes + fp2, s0.budget_bytes);
+	ck_assert_uint_lt(s0.largest_free_block, fp2);
+	sc_l2_set_policy_limits(0, 2);
+	ck_assert_int_eq(put(f.st, 1000, 2 * n), 0);
+	sc_l2_set_policy_limits(0, 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.evictions, 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	for (uint32_t k = 0; k < m; k++)
+		ck_assert_msg(has(f.st, k) == (k < 2 || k > 4), "key %u", k);
+	ck_assert(has(f.st, 1000));
 	fx_close(&f);
 }
 END_TEST
@@ -1500,6 +1645,9 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing);
 	tcase_add_test(tc, an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing);
+	tcase_add_test(tc, an_admission_stops_waiting_for_readers_as_soon_as_its_room_is_free);
+	tcase_add_test(tc, an_admission_stops_waiting_for_readers_when_nothing_retired_is_left);
+	tcase_add_test(tc, an_admission_takes_the_room_a_reclaim_joins_without_a_search_by_address);
 	tcase_add_test(tc, an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_later);
 	tcase_add_test(tc, an_admission_whose_room_a_dead_process_held_evicts_nothing);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);

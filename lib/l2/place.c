@@ -247,6 +247,7 @@ int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct sc_key 
 				uint64_t until = shm_now_ns() + L2_PENDING_WAIT_NS;
 				waited = 1;
 				while (l2_pending(a) && shm_now_ns() < until) {
+					shm_sched_point("l2.admit.waiting");
 					sched_yield();
 					l2_reclaim_all(a, -1);
 					if (l2_used(a) + fp <= budget)
