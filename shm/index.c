@@ -236,6 +236,7 @@ struct shm_index_entry *shm_index_pop_free_locked(struct shm_index *ix, uint32_t
 void shm_index_push_free_locked(struct shm_index *ix, struct shm_index_entry *e)
 {
 	struct shm_index_shard *sh = &ix->hdr->shards[shm_index_idx(ix, e) % SHM_INDEX_SHARDS];
+	SHM_MUTEX_HELD(ix->a, &sh->mu);
 	atomic_store_explicit(&e->state, SHM_ENT_FREE, memory_order_relaxed);
 	e->payload_off = 0;
 	e->link = sh->free_head;

@@ -16,6 +16,8 @@
  * shm_token_alive's rules and is taken over like a dead owner; a wrong magic refuses the lock.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -44,6 +46,17 @@ uint32_t shm_mutex_owner(const struct shm_mutex *m)
 {
 	return atomic_load_explicit(&m->word, memory_order_relaxed) & ~SHM_MUTEX_WAITERS;
 }
+
+#ifdef SC_TEST_HOOKS
+void shm_mutex_held(struct shm_arena *a, const struct shm_mutex *m, const char *fn)
+{
+	if (a->token && shm_mutex_owner(m) == a->token)
+		return;
+	fprintf(stderr, "%s: called without its lock (held by token %#x, ours %#x)\n", fn, shm_mutex_owner(m),
+		a->token);
+	abort();
+}
+#endif
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {

@@ -200,6 +200,7 @@ static void slot_drop(struct shm_segtab *t, struct shm_seg_slot *s, struct shm_s
 
 int shm_seg_hold_locked(struct shm_segtab *t, struct shm_seg_rec *r, uint64_t rec_off, const uint64_t (*dg)[2])
 {
+	SHM_MUTEX_HELD(t->a, &t->hdr->mu);
 	for (uint32_t i = 0; i < r->npieces; i++) {
 		const struct shm_seg_piece *p = &r->p[i];
 		if (p->local || p->slot == SHM_SEG_NONE)

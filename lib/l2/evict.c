@@ -273,6 +273,7 @@ void l2_reclaim_locked(struct sc_arena *a, uint32_t shard)
 int l2_reclaim_due_locked(struct sc_arena *a, uint32_t shard)
 {
 	const struct shm_index_shard *sh = &l2_ix(a)->hdr->shards[shard];
+	SHM_MUTEX_HELD(a->shm, &sh->mu);
 	return sh->pending_count >= L2_RECLAIM_BATCH || sh->pending_bytes >= l2_budget(a) >> L2_RECLAIM_BATCH_SHIFT;
 }
 
