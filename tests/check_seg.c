@@ -795,6 +795,65 @@ START_TEST(segments_released_between_lookup_and_commit)
 }
 END_TEST
 
+/* The heap's header scribbled (every heap call refuses) once the admission has popped an index
+ * entry ("l2.commit.popped"), between its allocations and its tagging of the blocks: the
+ * admission is refused as damaged, its index entry goes back on the shard's free list (the test
+ * build checks that the shard is still held when it does), and with the header back the same
+ * admission succeeds. A payload of two segments (its record's block is tagged first) and one of a
+ * page (its data block only). */
+static struct {
+	struct sc_arena *a;
+	uint32_t shard;
+	int fired;
+	uint8_t saved[64];
+} scrib;
+
+static uint8_t *heap_header(struct sc_arena *a)
+{
+	return a->shm->base + a->shm->hv.regions[SHM_REGION_HEAP].off;
+}
+
+static void scribble_once_popped(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l2.commit.popped") || scrib.fired)
+		return;
+	memcpy(scrib.saved, heap_header(scrib.a), sizeof(scrib.saved));
+	memset(heap_header(scrib.a), 0xff, sizeof(scrib.saved));
+	scrib.fired = 1;
+}
+
+START_TEST(an_admission_whose_blocks_cannot_be_tagged_is_refused_and_gives_its_index_entry_back)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	struct shm_index *ix = l2_ix(f.a);
+	const uint64_t sizes[2] = { 2 * MiB, 4096 };
+	for (int i = 0; i < 2; i++) {
+		int32_t tok = 300 + 10 * i;
+		scrib.a = f.a;
+		scrib.shard = shm_index_shard_of_bucket(shm_index_bucket(ix, key_of(&f, tok).lo));
+		scrib.fired = 0;
+		uint32_t head = ix->hdr->shards[scrib.shard].free_head;
+		ck_assert_uint_ne(head, 0);
+		sc_sched_set(scribble_once_popped, NULL);
+		int rc = put(&f, tok, sizes[i], 100, 3);
+		sc_sched_set(NULL, NULL);
+		ck_assert(scrib.fired);
+		memcpy(heap_header(f.a), scrib.saved, sizeof(scrib.saved));
+		ck_assert_msg(rc == -EBADMSG, "size %llu: %s", (unsigned long long)sizes[i], sc_strerror(rc));
+		ck_assert_uint_eq(ix->hdr->shards[scrib.shard].free_head, head);
+		struct sc_lease l;
+		ck_assert_int_eq(lease(&f, tok, &l), -ENOENT);
+		ck_assert_int_eq(put(&f, tok, sizes[i], 100, 3), 0);
+		ck_assert_int_eq(lease(&f, tok, &l), 0);
+		lease_is(&f, &l, sizes[i], 100, 3);
+		sc_lease_release(&l);
+	}
+	fx_close(&f);
+}
+END_TEST
+
 /* A copy of a scattered entry whose record a writer empties (no pieces, no bytes, a well-formed
  * record otherwise) after the lookup validated it (the hook at "l2.get.found", between the two)
  * is refused as damaged, never answered as a copy of 0 bytes. */
@@ -1029,6 +1088,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, cli_round_trip_of_a_scattered_entry);
 	tcase_add_test(tc, restore_from_a_scattered_entry);
 	tcase_add_test(tc, a_record_emptied_under_a_copy_is_refused);
+	tcase_add_test(tc, an_admission_whose_blocks_cannot_be_tagged_is_refused_and_gives_its_index_entry_back);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -355,6 +355,7 @@ int l2_commit(struct sc_stage *st, struct sc_key key, uint32_t n, struct sc_dige
 		return -ENOSPC;
 	}
 	shm_fault_point("l2.admit.popped");
+	shm_sched_point("l2.commit.popped"); /* the shard held, its blocks not yet the entry's */
 	uint32_t idx = shm_index_idx(ix, e);
 	if (rec_off && (rc = shm_heap_set_tag(a->shm, rec_off, shm_tag_typed(SHM_TAG_SEGREC, idx, e->gen)))) {
 		shm_index_push_free_locked(ix, e);
