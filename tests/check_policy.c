@@ -883,6 +883,49 @@ START_TEST(an_admission_takes_the_room_a_reclaim_joins_without_a_search_by_addre
 }
 END_TEST
 
+/* Replaced entries are reclaimed in batches (lib/l2/evict.c): a shard's batch is due once it has
+ * 32 entries retired, or once they hold 1/256 of the budget, whichever comes first; the admission
+ * that makes it due reclaims it. Exactly at each bound, and one short of it. */
+START_TEST(a_shards_reclaim_is_due_at_exactly_32_entries_or_a_256th_of_the_budget)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_index *ix = l2_ix(f.a);
+	int32_t t[4];
+	struct sc_key k;
+	toks(t, 7);
+	ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
+	const struct shm_index_shard *sh = &ix->hdr->shards[shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo))];
+	/* by count: 64-byte entries are far from the bytes' bound */
+	ck_assert_int_eq(put(f.st, 7, 64), 0);
+	for (uint32_t i = 1; i < 32; i++) {
+		ck_assert_int_eq(put(f.st, 7, 64 + i), 0);
+		ck_assert_uint_eq(sh->pending_count, i);
+	}
+	ck_assert_uint_lt(sh->pending_bytes, stats(&f).budget_bytes >> 8);
+	ck_assert_int_eq(put(f.st, 7, 64 + 32), 0); /* the 32nd */
+	ck_assert_uint_eq(sh->pending_count, 0);
+	ck_assert_uint_eq(stats(&f).pending_reclaim_bytes, 0);
+	/* by bytes: a budget whose 256th is two 4 KiB entries' footprint */
+	ck_assert_int_eq(del(&f, 7), 0);
+	l2_reclaim_all(f.a, -1);
+	ck_assert_uint_eq(sh->pending_count, 0);
+	uint64_t fp = sc_l2_footprint(f.a, 4096, 0, 4);
+	ck_assert_uint_eq(sc_l2_footprint(f.a, 4088, 0, 4), fp);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 2 * fp << 8), 0);
+	ck_assert_uint_eq(stats(&f).budget_bytes >> 8, 2 * fp);
+	ck_assert_int_eq(put(f.st, 7, 4096), 0);
+	ck_assert_int_eq(put(f.st, 7, 4092), 0);
+	ck_assert_uint_eq(sh->pending_count, 1);
+	ck_assert_uint_eq(sh->pending_bytes, fp);
+	ck_assert_int_eq(put(f.st, 7, 4088), 0); /* retired: 2 * fp, exactly the bound */
+	ck_assert_uint_eq(sh->pending_count, 0);
+	ck_assert_uint_eq(stats(&f).pending_reclaim_bytes, 0);
+	ck_assert(has(f.st, 7));
+	fx_close(&f);
+}
+END_TEST
+
 /* An admission into an index shard whose entries are all used, one of them retired and unread
  * (replaced, its batch not due), reclaims that one and reuses it: it evicts nothing. 64 entries:
  * 4 per shard. */
@@ -1648,6 +1691,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, an_admission_stops_waiting_for_readers_as_soon_as_its_room_is_free);
 	tcase_add_test(tc, an_admission_stops_waiting_for_readers_when_nothing_retired_is_left);
 	tcase_add_test(tc, an_admission_takes_the_room_a_reclaim_joins_without_a_search_by_address);
+	tcase_add_test(tc, a_shards_reclaim_is_due_at_exactly_32_entries_or_a_256th_of_the_budget);
 	tcase_add_test(tc, an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_later);
 	tcase_add_test(tc, an_admission_whose_room_a_dead_process_held_evicts_nothing);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
