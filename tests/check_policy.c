@@ -926,6 +926,46 @@ START_TEST(a_shards_reclaim_is_due_at_exactly_32_entries_or_a_256th_of_the_budge
 }
 END_TEST
 
+/* The index header's bytes after its last shard are padding: scribbled to look like a 17th shard
+ * (a valid free lock, lists naming entry 0, a terabyte pending), they are never read as one. The
+ * pending bytes reported stay 0, an admission over the budget evicts without waiting for
+ * readers, a lowered budget evicts, and the padding is as it was written. */
+START_TEST(the_index_header_past_its_last_shard_is_never_read_as_a_shard)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_index *ix = l2_ix(f.a);
+	const size_t n = 64 << 10;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 4 * fp), 0);
+	for (uint32_t k = 0; k < 4; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	struct shm_index_shard *fake = &ix->hdr->shards[SHM_INDEX_SHARDS - 1] + 1;
+	ck_assert_uint_le((uint64_t)((uint8_t *)(fake + 1) - (uint8_t *)ix->hdr), SHM_INDEX_HDR_BYTES);
+	shm_mutex_init(&fake->mu);
+	fake->free_head = 1;
+	fake->pending_head = 1;
+	fake->pending_bytes = 1ull << 40;
+	fake->pending_count = 1000;
+	struct shm_index_shard saved = *fake;
+	ck_assert_uint_eq(stats(&f).pending_reclaim_bytes, 0);
+	waiting.leave = NULL;
+	waiting.rounds = 0;
+	sc_sched_set(count_the_wait, NULL);
+	ck_assert_int_eq(put(f.st, 4, n), 0);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(waiting.rounds, 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.evictions, 1);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 2 * fp), 0);
+	ck_assert_uint_eq(stats(&f).entries, 2);
+	ck_assert(has(f.st, 4));
+	ck_assert(memcmp(fake, &saved, sizeof(saved)) == 0);
+	fx_close(&f);
+}
+END_TEST
+
 /* An admission into an index shard whose entries are all used, one of them retired and unread
  * (replaced, its batch not due), reclaims that one and reuses it: it evicts nothing. 64 entries:
  * 4 per shard. */
@@ -1692,6 +1732,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, an_admission_stops_waiting_for_readers_when_nothing_retired_is_left);
 	tcase_add_test(tc, an_admission_takes_the_room_a_reclaim_joins_without_a_search_by_address);
 	tcase_add_test(tc, a_shards_reclaim_is_due_at_exactly_32_entries_or_a_256th_of_the_budget);
+	tcase_add_test(tc, the_index_header_past_its_last_shard_is_never_read_as_a_shard);
 	tcase_add_test(tc, an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_later);
 	tcase_add_test(tc, an_admission_whose_room_a_dead_process_held_evicts_nothing);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
