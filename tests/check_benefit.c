@@ -7,6 +7,8 @@
  * by a rebuild.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +94,41 @@ static void hit(struct sc_stage *st, uint32_t k)
 	struct sc_lease l;
 	ck_assert_int_eq(sc_l2_get(st, "ben", t, 4, NULL, &l), 0);
 	sc_lease_release(&l);
+}
+
+static struct sc_key key_of(struct sc_stage *st, uint32_t k)
+{
+	int32_t t[4];
+	toks(t, k);
+	struct sc_key key;
+	ck_assert_int_eq(sc_l2_key(st, "ben", t, 4, &key), 0);
+	return key;
+}
+
+static int get(struct sc_stage *st, uint32_t k, struct sc_lease *l)
+{
+	int32_t t[4];
+	toks(t, k);
+	return sc_l2_get(st, "ben", t, 4, NULL, l);
+}
+
+/* The policy node of key @k's live entry. */
+static struct shm_evq_node *node_of(struct fx *f, uint32_t k)
+{
+	struct shm_index_entry *e = sc_test_l2_entry(f->a, key_of(f->st, k));
+	ck_assert_ptr_nonnull(e);
+	return &l2_q(f->a)->node[shm_index_idx(l2_ix(f->a), e)];
+}
+
+/* Is key @k in the ghost (of the window admissions look in)? */
+static int in_ghost(struct fx *f, uint32_t k)
+{
+	struct shm_evq *q = l2_q(f->a);
+	struct sc_key key = key_of(f->st, k);
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	int in = shm_evq_ghost_has_locked(q, l2_key_fp(key.lo, key.hi), l2_budget(f->a) / 100 * 90);
+	shm_evq_unlock(q);
+	return in;
 }
 
 static struct sc_l2_stats stats(struct fx *f)
@@ -181,6 +218,14 @@ START_TEST(a_cost_below_copying_the_bytes_is_refused)
 	ck_assert_int_eq(put(f.st, 1, 1 << 20, 1ull << 30), 0);
 	ck_assert_int_eq(sc_l2_get(f.st, "ben", t, 4, NULL, &l), 0);
 	sc_lease_release(&l);
+	/* exactly on the line (copying out takes just what recomputing does) it is not below it:
+	 * admitted; 1 ns less is refused */
+	const size_t on = 20 * 4096;
+	const uint64_t line = (uint64_t)on * SC_L2_RESTORE_PS_PER_BYTE / 1000;
+	ck_assert_uint_eq(line * 1000, (uint64_t)on * SC_L2_RESTORE_PS_PER_BYTE); /* a whole number of ns */
+	ck_assert_int_eq(put(f.st, 3, on, line - 1), -ENOSPC);
+	ck_assert_int_eq(put(f.st, 3, on, line), 0);
+	ck_assert_uint_eq(cost_of(f.st, 3), line);
 	fx_close(&f);
 }
 END_TEST
@@ -316,6 +361,229 @@ START_TEST(the_doorkeeper_refuses_a_low_benefit_newcomer_once)
 }
 END_TEST
 
+/* Readmit key @k (evicted, in the ghost) at @cost: it must come back through the ghost, into main,
+ * while what the cache evicts is worth exactly @d each; returns its credit. */
+static uint32_t ghost_return_credit(struct fx *f, uint32_t k, uint64_t cost, uint64_t d)
+{
+	struct shm_evq *q = l2_q(f->a);
+	ck_assert(!has(f->st, k) && in_ghost(f, k));
+	ck_assert_uint_eq(q->hdr->evict_dens, d);
+	uint64_t ghost_hits = stats(f).ghost_hits;
+	ck_assert_int_eq(put(f->st, k, N, cost), 0);
+	ck_assert_uint_eq(stats(f).ghost_hits, ghost_hits + 1);
+	ck_assert_uint_eq(q->hdr->evict_dens, d); /* what its room cost was worth d too */
+	struct shm_evq_node *nd = node_of(f, k);
+	ck_assert_uint_eq(nd->q, SHM_EVQ_MAIN);
+	return nd->credit;
+}
+
+/*
+ * The benefit rules' lines are where the design draws them, inclusive: with everything evicted
+ * worth exactly d per byte, a key back from the ghost worth exactly 2d is granted one extra pass
+ * (r = 2 - 1/16: none), and under pressure a newcomer worth a ratio of exactly 1/16 (in
+ * sixteenths) is admitted, one below it refused.
+ */
+START_TEST(the_benefit_lines_are_inclusive_at_twice_and_a_sixteenth)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t fp = sc_l2_footprint(f.a, N, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 10 * fp), 0);
+	const uint64_t c0 = 16 * fp, d = shm_evq_density(c0, fp); /* exactly 16 ns per byte */
+	ck_assert_uint_eq(d, 16ull << SHM_EVQ_DENS_SHIFT);
+	for (uint32_t k = 0; k < 30; k++)
+		ck_assert_int_eq(put(f.st, k, N, c0), 0);
+	ck_assert_uint_gt(stats(&f).evictions, 10);
+	/* two keys evicted from the small FIFO, still remembered */
+	uint32_t x = UINT32_MAX, y = UINT32_MAX;
+	for (uint32_t k = 30; k-- > 0 && y == UINT32_MAX;)
+		if (!has(f.st, k) && in_ghost(&f, k))
+			*(x == UINT32_MAX ? &x : &y) = k;
+	ck_assert_uint_ne(y, UINT32_MAX);
+	/* ratio 2: one pass */
+	ck_assert_uint_eq(shm_evq_density(2 * c0, fp) * 16 / d, 32);
+	ck_assert_uint_eq(ghost_return_credit(&f, x, 2 * c0, d), SHM_EVQ_CREDIT_GRANTED | 1);
+	/* a sixteenth less: weighed, nothing granted */
+	ck_assert_uint_eq(shm_evq_density(2 * c0 - fp, fp) * 16 / d, 31);
+	ck_assert_uint_eq(ghost_return_credit(&f, y, 2 * c0 - fp, d), SHM_EVQ_CREDIT_GRANTED);
+	/* the doorkeeper: ratio 1/16 (1.5 sixteenths, rounded down) admitted, 1/32 refused */
+	ck_assert_uint_eq(l2_q(f.a)->hdr->evict_dens, d);
+	const uint64_t sixteenth = fp * 3 / 2, less = fp / 2;
+	ck_assert_uint_eq(shm_evq_density(sixteenth, fp) * 16 / d, 1);
+	ck_assert_uint_eq(shm_evq_density(less, fp) * 16 / d, 0);
+	ck_assert_uint_ge(sc_test_heap_used(f.a) + fp, 10 * fp + 1); /* full: it is judged */
+	ck_assert_int_eq(put(f.st, 600, N, sixteenth), 0);
+	ck_assert_uint_eq(stats(&f).refused_low_benefit, 0);
+	ck_assert_uint_eq(l2_q(f.a)->hdr->evict_dens, d);
+	ck_assert_int_eq(put(f.st, 601, N, less), -ENOSPC);
+	ck_assert_int_eq(sc_l2_last_refusal(f.st), SC_L2_REFUSE_LOW_BENEFIT);
+	ck_assert_uint_eq(stats(&f).refused_low_benefit, 1);
+	assert_fsck_clean(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/*
+ * S3-FIFO's warm-up: before anything was ever evicted, newcomers join the small FIFO while it holds
+ * less than its share (10 % of the budget), and the main one once it holds exactly that.
+ */
+START_TEST(warm_up_sends_newcomers_to_main_once_small_holds_exactly_its_share)
+{
+	struct fx f;
+	fx_open(&f);
+	uint64_t fp = sc_l2_footprint(f.a, N, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 100 * fp), 0);
+	ck_assert_uint_eq(stats(&f).budget_bytes, 100 * fp); /* its share: 10 fp */
+	for (uint32_t k = 0; k < 10; k++)
+		ck_assert_int_eq(put(f.st, k, N, 0), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.small_entries, 10);
+	ck_assert_uint_eq(s.small_bytes, 100 * fp / 100 * 10);
+	ck_assert_uint_eq(s.main_entries, 0);
+	ck_assert_int_eq(put(f.st, 10, N, 0), 0);
+	ck_assert_int_eq(put(f.st, 11, N, 0), 0);
+	s = stats(&f);
+	ck_assert_uint_eq(s.evictions, 0);
+	ck_assert_uint_eq(s.small_entries, 10);
+	ck_assert_uint_eq(s.main_entries, 2);
+	ck_assert_uint_eq(s.main_bytes, 2 * fp);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- reclamation ---- */
+
+/*
+ * One reclamation frees at most 64 entries of a shard. When one it met was leased and no dead
+ * process was behind that (nothing to reap), it does not go round again: of 70 entries retired
+ * while a reader sat in its read-side section, and then a leased one, one call frees 64 and leaves
+ * 6 and the leased one pending, which the next call frees once the lease is gone.
+ */
+START_TEST(a_reclamation_blocked_by_a_live_lease_frees_one_batch)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 4096;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	ck_assert_int_eq(put(f.st, 0, n, 0), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t k0[71], m = 0;
+	for (uint32_t k = 1; m < 71; k++)
+		if (shm_index_shard_of_bucket(shm_index_bucket(ix, key_of(f.st, k).lo)) == 0)
+			k0[m++] = k; /* 71 keys of shard 0 */
+	ck_assert_uint_ge(ix->nentries / SHM_INDEX_SHARDS, 71);
+	for (uint32_t i = 0; i < 71; i++)
+		ck_assert_int_eq(put(f.st, k0[i], n, 0), 0);
+	const struct shm_index_shard *sh = &ix->hdr->shards[0];
+	ck_assert_uint_eq(sh->pending_count, 0);
+	/* a reader of another handle inside its read-side section: retired entries wait for it */
+	struct sc_arena *r;
+	ck_assert_int_eq(sc_arena_open(f.name, &r), 0);
+	shm_epoch_enter(r->shm);
+	for (uint32_t i = 0; i < 70; i++)
+		ck_assert_int_eq(sc_l2_remove(f.st, key_of(f.st, k0[i])), 0);
+	ck_assert_uint_eq(sh->pending_count, 70);
+	shm_epoch_exit(r->shm);
+	/* the last one is leased when it goes */
+	struct sc_lease l;
+	ck_assert_int_eq(get(f.st, k0[70], &l), 0);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(f.st, k0[70])), 0);
+	ck_assert_uint_eq(sh->pending_count, 70 + 1 - 64);
+	ck_assert_uint_eq(stats(&f).pending_reclaim_bytes, (70 + 1 - 64) * fp);
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(f.st, k0[70])), -ENOENT); /* reclaims its shard */
+	ck_assert_uint_eq(sh->pending_count, 0);
+	ck_assert_uint_eq(stats(&f).pending_reclaim_bytes, 0);
+	sc_arena_close(r);
+	assert_fsck_clean(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+struct lease_ctx {
+	const char *name;
+	uint32_t k;
+};
+
+/* In a child (sc_test_parked): lease key k through a handle of its own. */
+static int lease_one(void *ctx)
+{
+	struct lease_ctx *c = ctx;
+	struct sc_arena *a;
+	struct sc_stage *st;
+	struct sc_lease l;
+	return sc_arena_open(c->name, &a) || sc_stage_open(a, "model", "state", &st) || get(st, c->k, &l);
+}
+
+/*
+ * An entry removed while a killed process still held a lease on it: the removal's reclamation meets
+ * the dead lease, reaps the dead process and frees the entry at once (nothing left pending).
+ */
+START_TEST(a_removal_blocked_by_a_dead_lease_reaps_it_and_frees_the_entry)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 4096;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	ck_assert_int_eq(put(f.st, 1, n, 0), 0);
+	uint64_t used = sc_test_heap_used(f.a);
+	struct lease_ctx c = { f.name, 1 };
+	pid_t holder = sc_test_parked(lease_one, &c, "lease key 1");
+	kill(holder, SIGKILL);
+	sc_test_wait_killed(holder);
+	atomic_store(&f.a->shm->hdr->reap_due_ns, UINT64_MAX); /* no periodic reap does it */
+	f.a->l2_last_reap_ns = 0;                               /* this handle's last reap: long ago */
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(f.st, 1)), 0);
+	ck_assert_uint_eq(l2_ix(f.a)->hdr->shards[shm_index_shard_of_bucket(shm_index_bucket(l2_ix(f.a), key_of(f.st, 1).lo))].pending_count, 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	ck_assert_uint_eq(s.entries, 0);
+	ck_assert_uint_eq(sc_test_heap_used(f.a), used - fp);
+	assert_fsck_clean(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/*
+ * The policy's accessors for other modules, at their edges: the cost read (lock-free, for
+ * sc_l2_entry_info) of an index past the node table is 0, not the ghost word stored just past it;
+ * a departure is noted for every miss reason, SC_MISS_NEVER_STORED (0) included, and for none
+ * when the reason is negative (a replacement).
+ */
+START_TEST(policy_accessors_at_their_edges)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 1, 4096, 777), 0);
+	struct shm_evq *q = l2_q(f.a);
+	/* three fingerprints of ghost set 0: ways 0, 1, 2 */
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	for (uint64_t i = 1; i <= 3; i++)
+		shm_evq_ghost_put_locked(q, i << 32, 4096);
+	shm_evq_unlock(q);
+	ck_assert_ptr_eq((char *)(q->node + q->nodes) + offsetof(struct shm_evq_node, cost), (char *)&q->ghost[2].fp);
+	ck_assert_uint_eq(q->ghost[2].fp, 3ull << 32);
+	ck_assert_uint_eq(l2_entry_cost(f.a, q->nodes), 0);
+	ck_assert_uint_eq(l2_entry_cost(f.a, UINT32_MAX), 0);
+	ck_assert_uint_eq(l2_entry_cost(f.a, shm_index_idx(l2_ix(f.a), sc_test_l2_entry(f.a, key_of(f.st, 1)))), 777);
+	/* departures, noted against a node on no list */
+	uint32_t idx = 0;
+	while (q->node[idx].q != SHM_EVQ_NONE)
+		idx++;
+	const uint64_t kfp = 0x5eed00000001ull, kfp2 = 0x5eed00000002ull;
+	l2_policy_forget(f.a, idx, kfp, SC_MISS_NEVER_STORED, 2);
+	uint64_t w = shm_evq_depart_find(q, kfp);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(w), SC_MISS_NEVER_STORED + 1);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_DETAIL(w), 2);
+	l2_policy_forget(f.a, idx, kfp, SC_MISS_REMOVED, 1);
+	ck_assert_uint_eq(SHM_EVQ_DEPART_REASON(shm_evq_depart_find(q, kfp)), SC_MISS_REMOVED + 1);
+	l2_policy_forget(f.a, idx, kfp2, -1, 0);
+	ck_assert_uint_eq(shm_evq_depart_find(q, kfp2), 0);
+	assert_fsck_clean(f.a);
+	fx_close(&f);
+}
+END_TEST
+
 /* ---- the nodes' benefit fields: checked, repaired, kept ---- */
 
 START_TEST(fsck_checks_and_repairs_the_benefit_fields)
@@ -380,6 +648,11 @@ Suite *benefit_suite(void)
 	tcase_add_test(tc, under_pressure_what_saves_the_most_compute_per_byte_stays);
 	tcase_add_test(tc, with_uniform_costs_it_is_plain_s3fifo);
 	tcase_add_test(tc, the_doorkeeper_refuses_a_low_benefit_newcomer_once);
+	tcase_add_test(tc, the_benefit_lines_are_inclusive_at_twice_and_a_sixteenth);
+	tcase_add_test(tc, warm_up_sends_newcomers_to_main_once_small_holds_exactly_its_share);
+	tcase_add_test(tc, a_reclamation_blocked_by_a_live_lease_frees_one_batch);
+	tcase_add_test(tc, a_removal_blocked_by_a_dead_lease_reaps_it_and_frees_the_entry);
+	tcase_add_test(tc, policy_accessors_at_their_edges);
 	tcase_add_test(tc, fsck_checks_and_repairs_the_benefit_fields);
 	tcase_add_test(tc, density_arithmetic_never_overflows);
 	suite_add_tcase(s, tc);
