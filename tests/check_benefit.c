@@ -3,8 +3,9 @@
  * defaulted from the stage's per-token cost, shared by every handle of the stage), honoured (under
  * pressure the entries that save the most compute per byte stay), the admission rules (a cost
  * below what copying the bytes out takes; the doorkeeper under pressure), plain S3-FIFO when costs
- * are absent or uniform, and the policy nodes' benefit fields checked and repaired by fsck and kept
- * by a rebuild.
+ * are absent or uniform, the rules' lines (inclusive), S3-FIFO's warm-up, the policy nodes' benefit
+ * fields checked and repaired by fsck and kept by a rebuild, and the reclamation lib/l2/evict.c
+ * does after a removal (one batch per call; once more after reaping a dead lease holder).
  */
 #include <errno.h>
 #include <signal.h>
@@ -533,8 +534,10 @@ START_TEST(a_removal_blocked_by_a_dead_lease_reaps_it_and_frees_the_entry)
 	sc_test_wait_killed(holder);
 	atomic_store(&f.a->shm->hdr->reap_due_ns, UINT64_MAX); /* no periodic reap does it */
 	f.a->l2_last_reap_ns = 0;                               /* this handle's last reap: long ago */
-	ck_assert_int_eq(sc_l2_remove(f.st, key_of(f.st, 1)), 0);
-	ck_assert_uint_eq(l2_ix(f.a)->hdr->shards[shm_index_shard_of_bucket(shm_index_bucket(l2_ix(f.a), key_of(f.st, 1).lo))].pending_count, 0);
+	struct shm_index *ix = l2_ix(f.a);
+	struct sc_key key = key_of(f.st, 1);
+	ck_assert_int_eq(sc_l2_remove(f.st, key), 0);
+	ck_assert_uint_eq(ix->hdr->shards[shm_index_shard_of_bucket(shm_index_bucket(ix, key.lo))].pending_count, 0);
 	struct sc_l2_stats s = stats(&f);
 	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
 	ck_assert_uint_eq(s.entries, 0);
