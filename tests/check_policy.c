@@ -76,29 +76,41 @@ static struct sc_digest digest_of(uint32_t k, size_t n)
 	return d;
 }
 
-/* Admit key @k with @n bytes derived from it. */
-static int put(struct sc_stage *st, uint32_t k, size_t n)
+/* Admit key @k with @n bytes derived from it, and compute cost @cost ns (0: none given). */
+static int put_cost(struct sc_stage *st, uint32_t k, size_t n, uint64_t cost)
 {
 	uint8_t *b = malloc(n);
 	fill(b, n, k);
 	int32_t t[4];
 	toks(t, k);
 	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { b }, .sec_len = { n } };
-	int rc = sc_l2_admit(st, "pol", t, 4, sc_digest(b, n), &p, SC_ORIGIN_DIRECT);
+	int rc = sc_l2_admit_cost(st, "pol", t, 4, sc_digest(b, n), &p, SC_ORIGIN_DIRECT, cost);
 	free(b);
 	return rc;
 }
 
-/* fx_open, a budget of exactly @count entries of @n bytes, and keys 0..count-1 stored; their
- * footprint. */
-static uint64_t fx_open_full(struct fx *f, size_t n, uint32_t count)
+/* Admit key @k with @n bytes derived from it (no cost: sc_l2_admit). */
+static int put(struct sc_stage *st, uint32_t k, size_t n)
+{
+	return put_cost(st, k, n, 0);
+}
+
+/* fx_open, a budget of exactly @count entries of @n bytes, and keys 0..count-1 stored, each
+ * costing @ns_per_byte ns per byte of its footprint (0: no cost); their footprint. Key 0 joins
+ * the small FIFO; once it is full (before any eviction) the rest join the main one. */
+static uint64_t fx_open_full_cost(struct fx *f, size_t n, uint32_t count, uint64_t ns_per_byte)
 {
 	fx_open(f);
 	uint64_t fp = sc_l2_footprint(f->a, n, 0, 4);
 	ck_assert_int_eq(sc_l2_shrink_to(f->a, count * fp), 0);
 	for (uint32_t k = 0; k < count; k++)
-		ck_assert_int_eq(put(f->st, k, n), 0);
+		ck_assert_int_eq(put_cost(f->st, k, n, ns_per_byte * fp), 0);
 	return fp;
+}
+
+static uint64_t fx_open_full(struct fx *f, size_t n, uint32_t count)
+{
+	return fx_open_full_cost(f, n, count, 0);
 }
 
 static int has(struct sc_stage *st, uint32_t k)
@@ -125,17 +137,28 @@ static void hit(struct sc_stage *st, uint32_t k, int times)
 	}
 }
 
-/* The FIFO holding key @k (SHM_EVQ_*), or -1 when it is not in the index. */
-static int queue_of(struct fx *f, uint32_t k)
+/* The index entry of key @k (NULL: not in the index). */
+static struct shm_index_entry *entry_of(struct fx *f, uint32_t k)
 {
 	int32_t t[4];
 	toks(t, k);
 	struct sc_key key;
 	ck_assert_int_eq(sc_l2_key(f->st, "pol", t, 4, &key), 0);
-	struct shm_index_entry *e = sc_test_l2_entry(f->a, key);
-	if (!e)
-		return -1;
-	return (int)l2_q(f->a)->node[shm_index_idx(l2_ix(f->a), e)].q;
+	return sc_test_l2_entry(f->a, key);
+}
+
+/* The policy node of key @k (which must be in the index). */
+static struct shm_evq_node *node_of(struct fx *f, uint32_t k)
+{
+	struct shm_index_entry *e = entry_of(f, k);
+	ck_assert_ptr_nonnull(e);
+	return &l2_q(f->a)->node[shm_index_idx(l2_ix(f->a), e)];
+}
+
+/* The FIFO holding key @k (SHM_EVQ_*), or -1 when it is not in the index. */
+static int queue_of(struct fx *f, uint32_t k)
+{
+	return entry_of(f, k) ? (int)node_of(f, k)->q : -1;
 }
 
 static struct sc_l2_stats stats(struct fx *f)
@@ -614,6 +637,195 @@ START_TEST(every_refusal_reason_is_produced_and_counted)
 }
 END_TEST
 
+/* S3-FIFO's evict() takes from the main FIFO only when it holds more than its share of the budget
+ * (all but the small FIFO's 10 %): with main at exactly its share, the small FIFO's oldest entry
+ * goes, and main's oldest (unhit) stays. */
+START_TEST(main_at_exactly_its_share_leaves_the_eviction_to_the_small_fifo)
+{
+	struct fx f;
+	const size_t n = 64 << 10, tiny = 4096;
+	uint64_t fp = fx_open_full(&f, n, 10);
+	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_SMALL);
+	for (uint32_t k = 1; k < 10; k++)
+		ck_assert_int_eq(queue_of(&f, k), SHM_EVQ_MAIN);
+	/* the small FIFO: one tiny entry instead of key 0 */
+	ck_assert_int_eq(del(&f, 0), 0);
+	ck_assert_int_eq(put(f.st, 100, tiny), 0);
+	ck_assert_int_eq(queue_of(&f, 100), SHM_EVQ_SMALL);
+	/* a budget whose main share (budget - budget / 100 * 10) is exactly what main holds */
+	uint64_t main = stats(&f).main_bytes, budget = main / 90 * 100 + main % 90;
+	uint64_t small_cap = budget / 100 * 10, fptiny = sc_l2_footprint(f.a, tiny, 0, 4);
+	ck_assert_uint_eq(main, 9 * fp);
+	ck_assert_uint_eq(budget - small_cap, main);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, budget), 0);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.budget_bytes, budget);
+	ck_assert_uint_eq(s0.evictions, 0);
+	ck_assert_uint_eq(sc_test_heap_used(f.a), main + fptiny);
+	/* an entry that fits the small share, but not beside the tiny one: one eviction's room */
+	size_t x = small_cap;
+	while (sc_l2_footprint(f.a, x, 0, 4) > small_cap)
+		x -= 64;
+	uint64_t fpx = sc_l2_footprint(f.a, x, 0, 4);
+	ck_assert_uint_gt(main + fptiny + fpx, budget);
+	ck_assert_uint_le(main + fpx, budget);
+	ck_assert_int_eq(put(f.st, 101, x), 0);
+	ck_assert_uint_eq(stats(&f).evictions, 1);
+	ck_assert(!has(f.st, 100));
+	for (uint32_t k = 1; k < 10; k++)
+		ck_assert_msg(has(f.st, k), "key %u was evicted from main at exactly its share", k);
+	ck_assert(has(f.st, 101));
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* fx_open_full with ten 64 KiB entries, each costing one ns per byte of its footprint (key 0 in
+ * the small FIFO, 1..9 in main), then key 10, costing @mult ns per byte: it evicts key 0, so that
+ * the density of what the cache evicts (D) is exactly one ns per byte, and key 10 is the small
+ * FIFO's only entry. Returns the footprint. */
+static uint64_t fx_open_weighed(struct fx *f, uint64_t mult)
+{
+	const size_t n = 64 << 10;
+	uint64_t fp = fx_open_full_cost(f, n, 10, 1);
+	ck_assert_int_eq(put_cost(f->st, 10, n, mult * fp), 0);
+	ck_assert(!has(f->st, 0));
+	ck_assert_uint_eq(l2_q(f->a)->hdr->evict_dens, 1ull << SHM_EVQ_DENS_SHIFT);
+	ck_assert_int_eq(queue_of(f, 10), SHM_EVQ_SMALL);
+	ck_assert_uint_eq(stats(f).small_entries, 1);
+	return fp;
+}
+
+/* Probation (docs/DESIGN.md, "The benefit policy"): the small FIFO's oldest entry moves to main
+ * after two hits, after one when it is worth twice what the cache evicts (r >= 2), and unhit when
+ * it is worth four times as much (r >= 4); else it is evicted. Exactly at each bound, with moves
+ * earned by benefit (not by two hits) counted as such. When key 10 moves, main's oldest goes. */
+static const struct probation_case {
+	uint32_t mult;
+	int hits, moves, by_benefit;
+} probation[] = {
+	{ 1, 1, 0, 0 }, /* one hit, worth what is evicted: evicted (plain S3-FIFO) */
+	{ 1, 2, 1, 0 }, /* two hits: moves (plain S3-FIFO, not a benefit move) */
+	{ 2, 0, 0, 0 }, /* twice the worth, unhit: evicted */
+	{ 2, 1, 1, 1 }, /* twice the worth and one hit: moves */
+	{ 4, 0, 1, 1 }, /* four times the worth: moves unhit */
+};
+
+START_TEST(probation_moves_at_exactly_two_hits_one_hit_at_twice_the_worth_none_at_four_times)
+{
+	for (size_t i = 0; i < sizeof(probation) / sizeof(probation[0]); i++) {
+		const struct probation_case *c = &probation[i];
+		struct fx f;
+		uint64_t fp = fx_open_weighed(&f, c->mult);
+		hit(f.st, 10, c->hits);
+		struct shm_evq_hdr *h = l2_q(f.a)->hdr;
+		uint64_t benefit0 = h->benefit_moves, moved0 = stats(&f).moved_to_main;
+		ck_assert_int_eq(put_cost(f.st, 11, 64 << 10, fp), 0);
+		ck_assert_msg(queue_of(&f, 10) == (c->moves ? SHM_EVQ_MAIN : -1), "r = %u, %d hits: key 10 on %d", c->mult,
+			      c->hits, queue_of(&f, 10));
+		ck_assert_msg(has(f.st, 1) == !c->moves, "r = %u, %d hits: main's oldest", c->mult, c->hits);
+		ck_assert_uint_eq(stats(&f).moved_to_main, moved0 + (uint64_t)c->moves);
+		ck_assert_msg(h->benefit_moves == benefit0 + (uint64_t)c->by_benefit, "r = %u, %d hits: %llu benefit moves",
+			      c->mult, c->hits, (unsigned long long)(h->benefit_moves - benefit0));
+		assert_lists_consistent(f.a);
+		fx_close(&f);
+	}
+}
+END_TEST
+
+/* An unhit entry at the main FIFO's tail goes back with one credit less while it has any, up to
+ * the most an entry carries (SHM_EVQ_CREDIT_MAX, 63: r >= 64): key 10, worth 64 times what is
+ * evicted, moves to main unhit with 63 credits; when it is main's oldest it stays (62 left) and
+ * the entry behind it goes. */
+START_TEST(an_unhit_entry_with_the_most_credit_stays_a_pass)
+{
+	struct fx f;
+	const size_t n = 64 << 10;
+	uint64_t fp = fx_open_weighed(&f, SHM_EVQ_CREDIT_MAX + 1);
+	ck_assert_int_eq(put_cost(f.st, 11, n, fp), 0); /* key 10 moves to main, key 1 goes */
+	ck_assert_int_eq(queue_of(&f, 10), SHM_EVQ_MAIN);
+	ck_assert(!has(f.st, 1));
+	ck_assert_uint_eq(node_of(&f, 10)->credit, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX);
+	/* main: key 10, then key 0 back from the ghost (no credit: worth what is evicted) */
+	for (uint32_t k = 2; k < 12; k++)
+		if (k != 10)
+			ck_assert_int_eq(del(&f, k), 0);
+	ck_assert_int_eq(put_cost(f.st, 0, n, fp), 0);
+	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_MAIN);
+	ck_assert_uint_eq(SHM_EVQ_CREDIT(node_of(&f, 0)->credit), 0);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 2 * fp), 0);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.main_entries, 2);
+	ck_assert_uint_eq(s0.small_entries, 0);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, 0);
+	ck_assert_int_eq(put_cost(f.st, 12, n, fp), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert(has(f.st, 10));
+	ck_assert(!has(f.st, 0));
+	ck_assert_uint_eq(s.evictions, s0.evictions + 1);
+	ck_assert_uint_eq(s.credit_kept, s0.credit_kept + 1);
+	ck_assert_uint_eq(node_of(&f, 10)->credit, SHM_EVQ_CREDIT_GRANTED | (SHM_EVQ_CREDIT_MAX - 1));
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* An entry found BUSY under its shard's lock (in flux: a writer's, which holds the lock while it
+ * is; with the lock free, only a scribbled state or a repair still owed leaves one so) is passed
+ * over, not dropped from its list: the small FIFO (this one entry) is walked round once and once
+ * more, then main's oldest goes, and once the entry is LIVE again it is still queued (a drop would
+ * leave a live entry that no eviction finds). */
+START_TEST(an_entry_busy_under_its_shard_lock_is_passed_over_and_stays_on_its_list)
+{
+	struct fx f;
+	const size_t n = 64 << 10;
+	fx_open_full(&f, n, 10);
+	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_SMALL);
+	ck_assert_uint_eq(stats(&f).small_entries, 1);
+	struct shm_index_entry *e = entry_of(&f, 0);
+	struct shm_evq_hdr *h = l2_q(f.a)->hdr;
+	uint64_t skipped0 = h->skipped;
+	atomic_store(&e->state, SHM_ENT_BUSY);
+	int rc = put(f.st, 10, n);
+	atomic_store(&e->state, SHM_ENT_LIVE);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(h->skipped, skipped0 + 2);
+	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_SMALL);
+	ck_assert(!has(f.st, 1)); /* main's oldest went instead */
+	ck_assert(has(f.st, 10));
+	ck_assert_uint_eq(stats(&f).evictions, 1);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* An admission that replaces a key never evicts the entry it replaces, so those bytes cannot
+ * make its room: when the other unleased entries cannot, it is refused as leased before anything
+ * is evicted. Keys 0 and 1 leased, key 3 replaced by one twice its size: key 2 alone is not room. */
+START_TEST(a_replacement_counts_the_entry_it_replaces_as_pinned)
+{
+	struct fx f;
+	const size_t n = 64 << 10;
+	uint64_t fp = fx_open_full(&f, n, 4), fp2 = sc_l2_footprint(f.a, 2 * n, 0, 4);
+	struct sc_lease l[2];
+	for (uint32_t k = 0; k < 2; k++)
+		ck_assert_int_eq(get(f.st, k, &l[k]), 0);
+	/* what it relies on: key 2 is less than the room, keys 2 and 3 would be enough */
+	ck_assert_uint_gt(fp2, fp);
+	ck_assert_uint_le(fp2, 2 * fp);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_LEASED, -ENOSPC, put(f.st, 3, 2 * n));
+	ck_assert_uint_eq(stats(&f).evictions, 0);
+	for (uint32_t k = 0; k < 4; k++)
+		ck_assert_msg(has(f.st, k), "key %u was evicted", k);
+	for (uint32_t k = 0; k < 2; k++)
+		sc_lease_release(&l[k]);
+	ck_assert_int_eq(put(f.st, 3, 2 * n), 0); /* the leases gone: admitted */
+	ck_assert(has(f.st, 3));
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
 /* ---- leased entries under pressure from other processes, some killed -9 ---- */
 
 /* @ops admissions of random sizes up to 1/8 of the budget (and some hits); with @die, a kill -9
@@ -666,6 +878,27 @@ static uint32_t fx_open_64_entries(struct fx *f, uint32_t *per)
 	return shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo));
 }
 
+/* The index shard of key @k. */
+static uint32_t shard_of(struct fx *f, uint32_t k)
+{
+	struct shm_index *ix = l2_ix(f->a);
+	int32_t t[4];
+	struct sc_key key;
+	toks(t, k);
+	ck_assert_int_eq(sc_l2_key(f->st, "pol", t, 4, &key), 0);
+	return shm_index_shard_of_bucket(shm_index_bucket(ix, key.lo));
+}
+
+/* The first @want keys from @from up whose index shard is (@in) or is not (!@in) @shard. */
+static void shard_keys(struct fx *f, uint32_t shard, int in, uint32_t from, uint32_t *keys, uint32_t want)
+{
+	uint32_t got = 0;
+	for (uint32_t k = from; got < want && k < from + 100000; k++)
+		if ((shard_of(f, k) == shard) == !!in)
+			keys[got++] = k;
+	ck_assert_uint_eq(got, want);
+}
+
 /* The index refuses a key whose shard has no entry left, all of them leased (64 entries: 4 per
  * shard): an admission and a publish (with or without a lease) both say why, leased; only a lease
  * slot that a publish wants and cannot have is "other". */
@@ -673,21 +906,16 @@ START_TEST(a_full_index_shard_refuses_as_leased)
 {
 	struct fx f;
 	uint32_t per, shard = fx_open_64_entries(&f, &per);
-	struct shm_index *ix = l2_ix(f.a);
 	int32_t t[4];
-	struct sc_key k;
 	ck_assert_uint_ge(per, 1);
+	ck_assert_uint_le(per, SC_LEASES_MAX);
 	struct sc_lease l[SC_LEASES_MAX];
-	uint32_t held = 0, next = 1;
-	for (; held < per && next < 100000; next++) {
-		toks(t, next);
-		ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
-		if (shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo)) != shard)
-			continue;
-		ck_assert_int_eq(put(f.st, next, 4096), 0);
-		ck_assert_int_eq(get(f.st, next, &l[held++]), 0);
+	uint32_t keys[SC_LEASES_MAX], held = 0;
+	shard_keys(&f, shard, 1, 1, keys, per);
+	for (; held < per; held++) {
+		ck_assert_int_eq(put(f.st, keys[held], 4096), 0);
+		ck_assert_int_eq(get(f.st, keys[held], &l[held]), 0);
 	}
-	ck_assert_uint_eq(held, per);
 	EXPECT_REFUSAL(&f, SC_L2_REFUSE_LEASED, -ENOSPC, put(f.st, 0, 4096));
 	struct sc_l2_resv r;
 	struct sc_lease want;
@@ -974,19 +1202,12 @@ START_TEST(an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evict
 	struct fx f;
 	uint32_t per, shard = fx_open_64_entries(&f, &per);
 	struct shm_index *ix = l2_ix(f.a);
-	int32_t t[4];
-	struct sc_key k;
 	ck_assert_uint_ge(per, 2);
-	uint32_t keys[SHM_INDEX_MAX_CHAIN], held = 0;
-	for (uint32_t next = 1; held < per - 1 && next < 100000; next++) {
-		toks(t, next);
-		ck_assert_int_eq(sc_l2_key(f.st, "pol", t, 4, &k), 0);
-		if (shm_index_shard_of_bucket(shm_index_bucket(ix, k.lo)) != shard)
-			continue;
-		ck_assert_int_eq(put(f.st, next, 4096), 0);
-		keys[held++] = next;
-	}
-	ck_assert_uint_eq(held, per - 1);
+	ck_assert_uint_le(per, SHM_INDEX_MAX_CHAIN);
+	uint32_t keys[SHM_INDEX_MAX_CHAIN], held = per - 1;
+	shard_keys(&f, shard, 1, 1, keys, held);
+	for (uint32_t i = 0; i < held; i++)
+		ck_assert_int_eq(put(f.st, keys[i], 4096), 0);
 	ck_assert_int_eq(put(f.st, keys[0], 2048), 0); /* the shard's last entry; the first one retired */
 	struct sc_l2_stats s0 = stats(&f);
 	/* what it relies on: the shard has no free entry, one retired, and its batch is not due */
@@ -1719,6 +1940,11 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, evq_walk_refuses_a_link_into_another_list);
 	tcase_add_test(tc, small_needs_two_hits_and_main_gives_hit_entries_another_round);
 	tcase_add_test(tc, a_scan_does_not_flush_the_hot_set);
+	tcase_add_test(tc, main_at_exactly_its_share_leaves_the_eviction_to_the_small_fifo);
+	tcase_add_test(tc, probation_moves_at_exactly_two_hits_one_hit_at_twice_the_worth_none_at_four_times);
+	tcase_add_test(tc, an_unhit_entry_with_the_most_credit_stays_a_pass);
+	tcase_add_test(tc, an_entry_busy_under_its_shard_lock_is_passed_over_and_stays_on_its_list);
+	tcase_add_test(tc, a_replacement_counts_the_entry_it_replaces_as_pinned);
 	tcase_add_test(tc, fragmented_heap_publishes_an_eighth_of_the_budget);
 	tcase_add_test(tc, a_search_lock_left_by_a_killed_process_is_taken_over);
 	tcase_add_test(tc, leases_that_split_the_heap_refuse_with_no_room);
