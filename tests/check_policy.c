@@ -1226,6 +1226,93 @@ START_TEST(an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evict
 }
 END_TEST
 
+/* An admission into an index shard whose entries are all in use evicts the shard's oldest entry
+ * of the small FIFO, else of the main one, and only one from the small FIFO goes to the ghost (as
+ * in S3-FIFO's own evictions): asked for again, the one evicted from small comes back to main, the
+ * one evicted from main to small. 64 entries: 4 per shard. */
+START_TEST(a_full_shard_evicts_its_oldest_small_entry_into_the_ghost_else_its_oldest_main_one)
+{
+	struct fx f;
+	uint32_t per, shard = fx_open_64_entries(&f, &per);
+	ck_assert_uint_eq(per, 4);
+	const size_t n = 4096;
+	uint32_t k[6], other;
+	shard_keys(&f, shard, 1, 0, k, 6);
+	shard_keys(&f, shard, 0, 0, &other, 1);
+	/* a budget whose small FIFO is full with two entries: then (no eviction yet) the rest join main */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 20 * sc_l2_footprint(f.a, n, 0, 4)), 0);
+	ck_assert_int_eq(put(f.st, k[0], n), 0);
+	ck_assert_int_eq(put(f.st, other, n), 0);
+	for (int i = 1; i < 4; i++)
+		ck_assert_int_eq(put(f.st, k[i], n), 0);
+	ck_assert_int_eq(queue_of(&f, k[0]), SHM_EVQ_SMALL);
+	ck_assert_int_eq(queue_of(&f, other), SHM_EVQ_SMALL);
+	for (int i = 1; i < 4; i++)
+		ck_assert_int_eq(queue_of(&f, k[i]), SHM_EVQ_MAIN);
+	/* k4: the shard's oldest small entry (k0) goes */
+	ck_assert_int_eq(put(f.st, k[4], n), 0);
+	ck_assert(!has(f.st, k[0]));
+	ck_assert_int_eq(queue_of(&f, k[4]), SHM_EVQ_SMALL);
+	/* k0 again: k4 goes (the older small entry is another shard's), and k0 is in the ghost */
+	ck_assert_int_eq(put(f.st, k[0], n), 0);
+	ck_assert(!has(f.st, k[4]));
+	ck_assert_int_eq(queue_of(&f, k[0]), SHM_EVQ_MAIN);
+	ck_assert_uint_eq(stats(&f).ghost_hits, 1);
+	/* k5: the shard has nothing in small now: main's oldest (k1) goes */
+	ck_assert_int_eq(put(f.st, k[5], n), 0);
+	ck_assert(!has(f.st, k[1]));
+	ck_assert_int_eq(queue_of(&f, k[5]), SHM_EVQ_SMALL);
+	/* k1 again: k5 goes; k1 was not put in the ghost */
+	ck_assert_int_eq(put(f.st, k[1], n), 0);
+	ck_assert(!has(f.st, k[5]));
+	ck_assert_int_eq(queue_of(&f, k[1]), SHM_EVQ_SMALL);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.ghost_hits, 1);
+	ck_assert_uint_eq(s.evictions, 4);
+	ck_assert(has(f.st, other) && has(f.st, k[2]) && has(f.st, k[3]));
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* That search walks the FIFOs oldest first, one step per entry of any shard, within the step
+ * bound: an evictable entry at exactly the bound is reached, one past it is not (refused:
+ * scan_limit); a walk that saw every entry within the bound and found the shard's all leased is
+ * refused as leased. 64 entries: 4 per shard, only this shard's entries stored. */
+START_TEST(a_full_shards_walk_reaches_exactly_its_step_bound)
+{
+	struct fx f;
+	uint32_t per, shard = fx_open_64_entries(&f, &per);
+	ck_assert_uint_eq(per, 4);
+	const size_t n = 4096;
+	uint32_t k[6];
+	shard_keys(&f, shard, 1, 0, k, 6);
+	struct sc_lease l[4];
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(put(f.st, k[i], n), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(get(f.st, k[i], &l[i]), 0);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.small_entries, 4); /* k0 .. k3, oldest first: k3, unleased, is step 4 */
+	ck_assert_uint_eq(s0.main_entries, 0);
+	sc_l2_set_policy_limits(3, 0);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_SCAN_LIMIT, -ENOSPC, put(f.st, k[4], n));
+	ck_assert(has(f.st, k[3]));
+	sc_l2_set_policy_limits(4, 0);
+	ck_assert_int_eq(put(f.st, k[4], n), 0);
+	ck_assert(!has(f.st, k[3]));
+	/* now four entries, all leased, seen in four steps */
+	ck_assert_int_eq(get(f.st, k[4], &l[3]), 0);
+	ck_assert_uint_eq(stats(&f).small_entries + stats(&f).main_entries, 4);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_LEASED, -ENOSPC, put(f.st, k[5], n));
+	sc_l2_set_policy_limits(0, 0);
+	for (int i = 0; i < 4; i++)
+		sc_lease_release(&l[i]);
+	ck_assert_uint_eq(stats(&f).evictions, 1);
+	fx_close(&f);
+}
+END_TEST
+
 /* An admission whose room eviction makes leaves a dead process unreaped (a filler killed -9
  * holding a reservation): the reap is for when room cannot be made, so exactly one entry is
  * evicted, and the dead filler's reservation is still held afterwards. */
@@ -1954,6 +2041,8 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing);
 	tcase_add_test(tc, an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing);
+	tcase_add_test(tc, a_full_shard_evicts_its_oldest_small_entry_into_the_ghost_else_its_oldest_main_one);
+	tcase_add_test(tc, a_full_shards_walk_reaches_exactly_its_step_bound);
 	tcase_add_test(tc, an_admission_stops_waiting_for_readers_as_soon_as_its_room_is_free);
 	tcase_add_test(tc, an_admission_stops_waiting_for_readers_when_nothing_retired_is_left);
 	tcase_add_test(tc, an_admission_takes_the_room_a_reclaim_joins_without_a_search_by_address);
