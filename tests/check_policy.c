@@ -1859,6 +1859,42 @@ START_TEST(promotions_are_published_refused_retried_and_return)
 }
 END_TEST
 
+/* A promoted entry that L2 evicts (here for a lowered budget) is marked as having left, as one
+ * removed is: its next fill from L3 is promoted again at once (returning). */
+START_TEST(an_evicted_promotion_returns_at_its_next_fill)
+{
+	struct fx f;
+	fx_open(&f);
+	struct sc_l3 *l3 = l3_bound(&f);
+	const size_t n = 256 << 10;
+	l3_put_doc(l3, 0, n);
+	struct sc_restore r;
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(restore(f.st, l3, 0, &r), 64);
+		sc_restore_release(&r);
+	}
+	ck_assert_int_eq(r.promoted, 1);
+	ck_assert_uint_eq(pstats(f.a).published, 1);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 1), 0); /* evicted */
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.entries, 0);
+	ck_assert_uint_eq(s.evictions, 1);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 0), 0); /* the whole heap again */
+	ck_assert_int_eq(restore(f.st, l3, 0, &r), 64);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
+	ck_assert_int_eq(r.promote_why, SC_PROMOTE_WHY_RETURNING);
+	ck_assert_int_eq(r.promoted, 1);
+	sc_restore_release(&r);
+	ck_assert_int_eq(restore(f.st, l3, 0, &r), 64);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L2);
+	sc_restore_release(&r);
+	assert_accounted(f.a);
+	sc_l3_close(l3);
+	rm_tmp();
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(fills_nobody_keeps_do_not_evict)
 {
 	struct fx f;
@@ -2057,6 +2093,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, rebuilder_killed_during_the_rebuild);
 	tcase_add_test(tc, scribbled_lists_are_rebuilt_and_fsck_repairs_them);
 	tcase_add_test(tc, promotions_are_published_refused_retried_and_return);
+	tcase_add_test(tc, an_evicted_promotion_returns_at_its_next_fill);
 	tcase_add_test(tc, fills_nobody_keeps_do_not_evict);
 	tcase_add_test(tc, a_shrink_stops_after_sixteen_rounds);
 	suite_add_tcase(s, tc);
