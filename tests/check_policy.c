@@ -1406,6 +1406,51 @@ START_TEST(an_admission_whose_room_a_dead_process_held_evicts_nothing)
 }
 END_TEST
 
+/* Room making that meets shards held by others (here: by processes killed -9 holding them, whose
+ * slots were reaped already, so reaping again frees nothing) waits for each such shard once,
+ * taking a dead holder's over, and tries again: two tries in all, then the admission is refused
+ * (scan_limit). One FIFO step per try: the first meets the small FIFO's oldest entry (shard X),
+ * the second the next one (shard Y), so both tries fail; the next admission finds X free. */
+START_TEST(room_making_tries_twice_past_shards_held_by_the_dead)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 16 << 10;
+	atomic_store(&f.a->shm->hdr->reap_due_ns, UINT64_MAX); /* only the test reaps */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 20 * sc_l2_footprint(f.a, n, 0, 4)), 0);
+	uint32_t a = 0, b;
+	shard_keys(&f, shard_of(&f, a), 0, 1, &b, 1);
+	ck_assert_int_eq(put(f.st, a, n), 0);
+	ck_assert_int_eq(put(f.st, b, n), 0);
+	for (uint32_t k = 1000; k < 1018; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.small_entries, 2); /* a (the oldest), b */
+	ck_assert_uint_eq(s0.main_entries, 18);
+	ck_assert_int_eq(queue_of(&f, a), SHM_EVQ_SMALL);
+	ck_assert_int_eq(queue_of(&f, b), SHM_EVQ_SMALL);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t held[2] = { shard_of(&f, a), shard_of(&f, b) };
+	for (int i = 0; i < 2; i++)
+		sc_test_wait_killed(sc_test_locker(f.name, &ix->hdr->shards[held[i]].mu, 'k', 0));
+	ck_assert_int_gt(l2_reap(f.a, 1), 0);
+	ck_assert_int_eq(l2_reap(f.a, 1), 0);
+	sc_l2_set_policy_limits(1, 0);
+	EXPECT_REFUSAL(&f, SC_L2_REFUSE_SCAN_LIMIT, -ENOSPC, put(f.st, 2000, n));
+	ck_assert_uint_eq(stats(&f).evictions, 0);
+	for (int i = 0; i < 2; i++)
+		ck_assert_uint_eq(shm_mutex_owner(&ix->hdr->shards[held[i]].mu), 0); /* taken over, released */
+	ck_assert_int_eq(put(f.st, 2000, n), 0);
+	sc_l2_set_policy_limits(0, 0);
+	ck_assert(!has(f.st, a));
+	ck_assert(has(f.st, b));
+	ck_assert(has(f.st, 2000));
+	ck_assert_uint_eq(stats(&f).evictions, 1);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(leased_entries_survive_any_pressure)
 {
 	struct fx f;
@@ -2086,6 +2131,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, the_index_header_past_its_last_shard_is_never_read_as_a_shard);
 	tcase_add_test(tc, an_admission_that_makes_room_evicts_once_and_leaves_the_dead_for_later);
 	tcase_add_test(tc, an_admission_whose_room_a_dead_process_held_evicts_nothing);
+	tcase_add_test(tc, room_making_tries_twice_past_shards_held_by_the_dead);
 	tcase_add_test(tc, leased_entries_survive_any_pressure);
 	tcase_add_loop_test(tc, writer_killed_in_the_policy_sections, 0, (int)(sizeof(kills) / sizeof(kills[0])));
 	tcase_add_loop_test(tc, a_writer_killed_inside_an_admission_leaves_each_step_done_and_the_next_not, 0,
