@@ -826,6 +826,45 @@ START_TEST(a_replacement_counts_the_entry_it_replaces_as_pinned)
 }
 END_TEST
 
+/* A lease record naming the entry one past the last (a scribbled lease table) names no entry:
+ * nothing past the index and the policy nodes is read as one, and it pins no bytes. Here what
+ * lies past them (the ghost's first slots, the next region's first bytes) is made to look like a
+ * queued node of a terabyte with the record's generation: the admission still evicts and is
+ * admitted. */
+START_TEST(a_lease_record_one_past_the_last_entry_pins_nothing)
+{
+	struct fx f;
+	const size_t n = 64 << 10;
+	fx_open_full(&f, n, 4);
+	struct shm_index *ix = l2_ix(f.a);
+	struct shm_evq *q = l2_q(f.a);
+	ck_assert_uint_eq(q->nodes, ix->nentries);
+	/* past the nodes: the ghost (node[nodes].q is ghost[0]'s clock, .bytes ghost[1]'s fingerprint) */
+	ck_assert_ptr_eq((void *)q->ghost, (void *)&q->node[q->nodes]);
+	struct shm_evq_ghost saved[2] = { q->ghost[0], q->ghost[1] };
+	q->ghost[0].clock = SHM_EVQ_MAIN;
+	q->ghost[1].fp = 1ull << 40;
+	/* past the entries: the next region, whose bytes at the place of a generation we copy */
+	const struct shm_region *ri = &f.a->shm->hv.regions[SHM_REGION_INDEX];
+	uint64_t past = ri->off + shm_index_bytes(ix->nentries);
+	ck_assert_ptr_eq((void *)(f.a->shm->base + past), (void *)(ix->ent + ix->nentries));
+	ck_assert_uint_le(past + sizeof(struct shm_index_entry), f.a->shm->size);
+	uint32_t gen;
+	memcpy(&gen, f.a->shm->base + past + offsetof(struct shm_index_entry, gen), sizeof(gen));
+	_Atomic uint64_t *rec = &l2_ext_of(shm_reader_slot(f.a->shm, (uint32_t)f.a->shm->reader_slot))->rec[SC_LEASES_MAX - 1];
+	ck_assert_uint_eq(atomic_load(rec), 0);
+	atomic_store(rec, (uint64_t)gen << 32 | (ix->nentries + 1u));
+	int rc = put(f.st, 100, n);
+	atomic_store(rec, 0);
+	q->ghost[0] = saved[0];
+	q->ghost[1] = saved[1];
+	ck_assert_int_eq(rc, 0);
+	ck_assert(has(f.st, 100));
+	ck_assert_uint_eq(stats(&f).evictions, 1);
+	fx_close(&f);
+}
+END_TEST
+
 /* ---- leased entries under pressure from other processes, some killed -9 ---- */
 
 /* @ops admissions of random sizes up to 1/8 of the budget (and some hits); with @die, a kill -9
@@ -2113,6 +2152,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, an_unhit_entry_with_the_most_credit_stays_a_pass);
 	tcase_add_test(tc, an_entry_busy_under_its_shard_lock_is_passed_over_and_stays_on_its_list);
 	tcase_add_test(tc, a_replacement_counts_the_entry_it_replaces_as_pinned);
+	tcase_add_test(tc, a_lease_record_one_past_the_last_entry_pins_nothing);
 	tcase_add_test(tc, fragmented_heap_publishes_an_eighth_of_the_budget);
 	tcase_add_test(tc, a_search_lock_left_by_a_killed_process_is_taken_over);
 	tcase_add_test(tc, leases_that_split_the_heap_refuse_with_no_room);
