@@ -751,6 +751,44 @@ START_TEST(remove_invalidate_clear_shrink)
 }
 END_TEST
 
+/* Reclamation reads the readers' epochs, then the leases (lib/l2/evict.c): a reader that enters
+ * its read section after the epochs were read, the entry already unlinked, cannot reach the entry,
+ * so the reclaim frees it. The reader enters at the schedule point between the two reads. */
+static struct sc_arena *entering;
+
+static void enter_at_epochs_read(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "l2.reclaim.epochs_read") && entering) {
+		shm_epoch_enter(entering->shm);
+		entering = NULL;
+	}
+}
+
+START_TEST(a_reader_entering_after_the_epochs_were_read_does_not_hold_back_the_reclaim)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 70, 4, 4096, 70), 0);
+	int32_t t[4];
+	toks(t, 4, 70);
+	struct sc_key k;
+	ck_assert_int_eq(sc_l2_key(f.st, "ns", t, 4, &k), 0);
+	struct sc_arena *r;
+	ck_assert_int_eq(sc_arena_open(f.name, &r), 0);
+	entering = r;
+	sc_sched_set(enter_at_epochs_read, NULL);
+	ck_assert_int_eq(sc_l2_remove(f.st, k), 0);
+	sc_sched_set(NULL, NULL);
+	ck_assert_ptr_null(entering); /* the removal reclaimed, and the reader entered there */
+	ck_assert_uint_eq(stats(&f, NULL).pending_reclaim_bytes, 0);
+	ck_assert(!has(f.st, 70, 4));
+	shm_epoch_exit(r->shm);
+	sc_arena_close(r);
+	fx_close(&f);
+}
+END_TEST
+
 /* A namespace one byte longer than SC_IDENTITY_MAX (the caller frees it). */
 static char *too_long_ns(void)
 {
@@ -2172,6 +2210,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, an_admission_that_fits_exactly_leaves_the_reclaim_to_its_batch);
 	tcase_add_test(tc, allocation_lengths_are_exact_and_saturate);
 	tcase_add_test(tc, remove_invalidate_clear_shrink);
+	tcase_add_test(tc, a_reader_entering_after_the_epochs_were_read_does_not_hold_back_the_reclaim);
 	tcase_add_test(tc, longest_prefix);
 	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
 	tcase_add_test(tc, entries_at_the_size_bounds);
