@@ -476,6 +476,181 @@ START_TEST(leases_that_split_the_heap_refuse_with_no_room)
 }
 END_TEST
 
+
+/* ---- the search by address, called directly on a full heap ---- */
+
+/* The LIVE entry whose payload block starts at @off (NULL: none). */
+static struct shm_index_entry *entry_at(struct fx *f, uint64_t off)
+{
+	struct shm_index *ix = l2_ix(f->a);
+	for (uint32_t i = 0; i < ix->nentries; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && ix->ent[i].payload_off == off)
+			return &ix->ent[i];
+	return NULL;
+}
+
+/* The LIVE entry in the block right after @e's (NULL: none). */
+static struct shm_index_entry *entry_after(struct fx *f, const struct shm_index_entry *e)
+{
+	uint64_t bytes;
+	ck_assert_int_eq(shm_heap_size(f->a->shm, e->payload_off, &bytes), 0);
+	return entry_at(f, e->payload_off + bytes + SHM_HEAP_BLOCK_HDR);
+}
+
+/* The policy's next victim: the small FIFO's oldest entry. */
+static struct shm_index_entry *next_victim(struct fx *f)
+{
+	struct shm_evq *q = l2_q(f->a);
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	uint32_t t = shm_evq_tail_locked(q, SHM_EVQ_SMALL);
+	shm_evq_unlock(q);
+	ck_assert_uint_gt(t, 0);
+	return &l2_ix(f->a)->ent[t - 1];
+}
+
+static int alive(const struct shm_index_entry *e, uint32_t gen)
+{
+	return atomic_load(&e->state) == SHM_ENT_LIVE && e->gen == gen;
+}
+
+/* A heap full of @n-byte entries (fill_heap); its next victim E0 and the two blocks after it, each
+ * a LIVE unhit small-FIFO entry, and a request @len that only three such blocks hold. */
+struct full_heap {
+	struct fx f;
+	struct shm_index_entry *e[3];
+	uint32_t gen[3];
+	uint64_t off0, len;
+};
+
+static void full_heap_open(struct full_heap *h)
+{
+	const size_t n = 64 << 10;
+	fx_open(&h->f);
+	fill_heap(&h->f, n);
+	h->e[0] = next_victim(&h->f);
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			h->e[i] = entry_after(&h->f, h->e[i - 1]);
+		ck_assert_ptr_nonnull(h->e[i]);
+		struct shm_evq_node *nd = &l2_q(h->f.a)->node[shm_index_idx(l2_ix(h->f.a), h->e[i])];
+		ck_assert_int_eq(nd->q, SHM_EVQ_SMALL);
+		ck_assert_uint_eq(atomic_load(&h->e[i]->freq), 0);
+		h->gen[i] = h->e[i]->gen;
+	}
+	uint64_t bytes;
+	ck_assert_int_eq(shm_heap_size(h->f.a->shm, h->e[0]->payload_off, &bytes), 0);
+	h->off0 = h->e[0]->payload_off;
+	h->len = 2 * bytes + SHM_HEAP_BLOCK_HDR + 1000;
+	ck_assert_uint_lt(stats(&h->f).largest_free_block, h->len);
+}
+
+static int contig(struct full_heap *h, const struct shm_index_entry *exclude, uint64_t *off, int *why)
+{
+	return l2_make_contig(h->f.a, h->len, shm_tag_priv(h->f.a->shm->token), exclude, off, why);
+}
+
+/* What a test does to the window's first entry E0 when the search has chosen it ("l2.frag.window"),
+ * before it evicts: 0 nothing, 1 a new generation, 2 another block, 3 BUSY. */
+static struct {
+	struct shm_index_entry *e;
+	int what;
+	uint32_t gen, state;
+	uint64_t off;
+} meddle;
+
+static void meddle_with_the_window(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l2.frag.window") || !meddle.e)
+		return;
+	meddle.gen = meddle.e->gen, meddle.off = meddle.e->payload_off, meddle.state = atomic_load(&meddle.e->state);
+	if (meddle.what == 1)
+		meddle.e->gen++;
+	else if (meddle.what == 2)
+		meddle.e->payload_off += SHM_HEAP_BLOCK_HDR;
+	else if (meddle.what == 3)
+		atomic_store(&meddle.e->state, SHM_ENT_BUSY);
+}
+
+static void meddle_undo(void)
+{
+	if (meddle.e && meddle.what) {
+		meddle.e->gen = meddle.gen, meddle.e->payload_off = meddle.off;
+		atomic_store(&meddle.e->state, meddle.state);
+	}
+	meddle.e = NULL;
+}
+
+/* The search by address starts at the policy's next victim and evicts the cheapest window of
+ * blocks that holds the request: there, E0 .. E2. An entry that changed under it after it chose
+ * (a new generation, another block, BUSY) is not evicted: the room is not made (-EAGAIN). */
+START_TEST(a_search_by_address_evicts_the_window_at_the_next_victim_unless_it_changed)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	uint64_t off;
+	int why;
+	struct sc_l2_stats s0 = stats(&h.f);
+	int what = _i;
+	meddle.e = h.e[0], meddle.what = what;
+	sc_sched_set(meddle_with_the_window, NULL);
+	int rc = contig(&h, NULL, &off, &why);
+	sc_sched_set(NULL, NULL);
+	meddle_undo();
+	if (!what) {
+		ck_assert_int_eq(rc, 0);
+		ck_assert(off >= h.off0 && off - h.off0 < 4096); /* at E0 (page aligned) */
+		ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
+		for (int i = 0; i < 3; i++)
+			ck_assert(!alive(h.e[i], h.gen[i]));
+		ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	} else {
+		ck_assert_int_eq(rc, -EAGAIN);
+		ck_assert_msg(alive(h.e[0], h.gen[0]), "changed entry evicted (%d)", what);
+		ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 2);
+	}
+	assert_lists_consistent(h.f.a);
+	fx_close(&h.f);
+}
+END_TEST
+
+/* The search passes over a block it may not evict: the excluded entry (the one an admission
+ * replaces), a BUSY one (a fill in flight), one whose index entry is of another generation or
+ * names another block, one whose shard another holder has. The room is made elsewhere, and that
+ * entry stays. Case @_i: 0 excluded, 1 BUSY, 2 another generation, 3 another block, 4 shard held. */
+START_TEST(a_search_by_address_passes_over_what_it_may_not_evict)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct shm_index_entry *e = h.e[1];
+	uint32_t st = atomic_load(&e->state), gen = e->gen, shard = shm_index_idx(l2_ix(h.f.a), e) % SHM_INDEX_SHARDS;
+	uint64_t poff = e->payload_off, off;
+	const struct shm_index_entry *exclude = NULL;
+	int why, rc;
+	if (_i == 0)
+		exclude = e;
+	else if (_i == 1)
+		atomic_store(&e->state, SHM_ENT_BUSY);
+	else if (_i == 2)
+		e->gen++;
+	else if (_i == 3)
+		e->payload_off += SHM_HEAP_BLOCK_HDR;
+	else
+		ck_assert_int_eq(shm_index_lock(l2_ix(h.f.a), shard), 0);
+	rc = contig(&h, exclude, &off, &why);
+	if (_i == 4)
+		shm_index_unlock(l2_ix(h.f.a), shard);
+	atomic_store(&e->state, st);
+	e->gen = gen, e->payload_off = poff;
+	ck_assert_msg(rc == 0, "case %d: %d (%s)", _i, rc, sc_l2_refusal_name(why));
+	ck_assert_msg(alive(e, gen) && e->payload_off == poff, "case %d: the entry was evicted", _i);
+	ck_assert(off + h.len <= poff || off > poff);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	assert_lists_consistent(h.f.a);
+	fx_close(&h.f);
+}
+END_TEST
+
 /* ---- every refusal reason ---- */
 
 /* put() while the heap's header is scribbled (every heap call refuses), the header put back
@@ -2140,6 +2315,8 @@ Suite *policy_suite(void)
 	Suite *s = suite_create("policy");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, a_search_by_address_evicts_the_window_at_the_next_victim_unless_it_changed, 0, 4);
+	tcase_add_loop_test(tc, a_search_by_address_passes_over_what_it_may_not_evict, 0, 5);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
