@@ -651,6 +651,201 @@ START_TEST(a_search_by_address_passes_over_what_it_may_not_evict)
 }
 END_TEST
 
+/* The heap's blocks in address order (at most @max): their offsets and whether allocated. */
+struct blocks {
+	uint64_t off[4096];
+	int allocated[4096];
+	uint32_t n;
+};
+
+static int blocks_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	(void)bytes, (void)tag;
+	struct blocks *b = ctx;
+	ck_assert_uint_lt(b->n, 4096);
+	b->off[b->n] = off, b->allocated[b->n++] = allocated;
+	return 0;
+}
+
+static void heap_blocks(struct fx *f, struct blocks *b)
+{
+	b->n = 0;
+	ck_assert_int_eq(shm_heap_walk(f->a->shm, blocks_cb, b), 0);
+}
+
+/* A full heap of 768 KiB entries, all leased but the policy's next victim E0 and the entry in the
+ * block right before it, Eb (fill_heap's last key, in the hole of the one eviction): the only run
+ * of unpinned blocks starts before the search's starting block. */
+struct split_heap {
+	struct fx f;
+	struct sc_lease l[SC_LEASES_MAX];
+	int nl;
+	struct shm_index_entry *e0, *eb;
+	uint32_t gen0, genb;
+	uint64_t bytes;          /* each entry block's usable bytes */
+	uint32_t nblocks, at0;   /* blocks in the heap; E0's place among them */
+};
+
+static void split_heap_open(struct split_heap *h)
+{
+	const size_t n = 768 << 10;
+	fx_open(&h->f);
+	uint32_t count = fill_heap(&h->f, n);
+	h->e0 = next_victim(&h->f);
+	struct blocks *b = malloc(sizeof(*b));
+	heap_blocks(&h->f, b);
+	h->nblocks = b->n;
+	h->at0 = b->n;
+	for (uint32_t i = 0; i < b->n; i++)
+		if (b->off[i] == h->e0->payload_off)
+			h->at0 = i;
+	ck_assert_uint_gt(h->at0, 0);
+	ck_assert_uint_lt(h->at0, b->n);
+	h->eb = entry_at(&h->f, b->off[h->at0 - 1]);
+	ck_assert_ptr_nonnull(h->eb);
+	ck_assert_ptr_eq(entry_after(&h->f, h->eb), h->e0);
+	ck_assert(!b->allocated[b->n - 1]); /* the free tail, */
+	free(b);
+	ck_assert_int_eq(shm_heap_size(h->f.a->shm, h->e0->payload_off, &h->bytes), 0);
+	ck_assert_uint_lt(stats(&h->f).largest_free_block, h->bytes); /* smaller than one entry */
+	h->gen0 = h->e0->gen, h->genb = h->eb->gen;
+	h->nl = 0;
+	for (uint32_t k = 0; k < count; k++) {
+		struct shm_index_entry *e = entry_of(&h->f, k);
+		if (!e || e == h->e0 || e == h->eb)
+			continue;
+		ck_assert_int_lt(h->nl, SC_LEASES_MAX);
+		ck_assert_int_eq(get(h->f.st, k, &h->l[h->nl]), 0);
+		h->nl++;
+	}
+	struct sc_l2_stats s = stats(&h->f);
+	ck_assert_uint_eq(s.small_entries + s.main_entries, (uint64_t)h->nl + 2);
+}
+
+static void split_heap_close(struct split_heap *h)
+{
+	for (int i = 0; i < h->nl; i++)
+		sc_lease_release(&h->l[i]);
+	assert_lists_consistent(h->f.a);
+	fx_close(&h->f);
+}
+
+/* The search by address goes on past the end of the heap for a second lap, as far as needed to
+ * follow a run that began before its starting block: Eb and E0 are the only room, and taken. */
+START_TEST(a_search_by_address_follows_a_run_across_its_starting_block)
+{
+	struct split_heap h;
+	split_heap_open(&h);
+	struct sc_l2_stats s0 = stats(&h.f);
+	uint64_t off, at = h.eb->payload_off;
+	int why;
+	int rc = l2_make_contig(h.f.a, 2 * h.bytes - 8192, shm_tag_priv(h.f.a->shm->token), NULL, &off, &why);
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert(off >= at && off - at < 4096);
+	ck_assert(!alive(h.e0, h.gen0) && !alive(h.eb, h.genb));
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 2);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	split_heap_close(&h);
+}
+END_TEST
+
+/* A search that finds no room visits the heap once from its starting block, then the second lap
+ * only up to the end of the run that crosses it (Eb, E0, then a leased block, and the block after
+ * it ends the search): the heap's blocks plus 3. It refuses as scan_limit when that reached its
+ * bound (at exactly the bound), as no_room when it did not (bound one more); with the whole heap
+ * pinned from another shard holder, as scan_limit too. Nothing is evicted. */
+START_TEST(a_search_by_address_that_finds_nothing_refuses_as_scan_limit_only_at_its_bound)
+{
+	struct split_heap h;
+	split_heap_open(&h);
+	struct sc_l2_stats s0 = stats(&h.f);
+	uint64_t off, len = 3 * h.bytes;
+	uint32_t visits = h.nblocks + 3;
+	int why;
+	sc_l2_set_policy_limits(0, visits);
+	ck_assert_int_eq(l2_make_contig(h.f.a, len, shm_tag_priv(h.f.a->shm->token), NULL, &off, &why), -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_SCAN_LIMIT));
+	sc_l2_set_policy_limits(0, visits + 1);
+	ck_assert_int_eq(l2_make_contig(h.f.a, len, shm_tag_priv(h.f.a->shm->token), NULL, &off, &why), -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_NO_ROOM));
+	sc_l2_set_policy_limits(0, 0);
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions);
+	ck_assert(alive(h.e0, h.gen0) && alive(h.eb, h.genb));
+	split_heap_close(&h);
+}
+END_TEST
+
+/* A search over a heap whose header is damaged refuses as other (not as scan_limit), evicting
+ * nothing; the header put back, the same search makes the room. */
+START_TEST(a_search_by_address_over_a_damaged_heap_refuses_as_other)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct sc_l2_stats s0 = stats(&h.f);
+	uint8_t *hh = h.f.a->shm->base + h.f.a->shm->hv.regions[SHM_REGION_HEAP].off, saved[64];
+	uint64_t off;
+	int why;
+	memcpy(saved, hh, sizeof(saved));
+	memset(hh, 0xff, sizeof(saved));
+	int rc = contig(&h, NULL, &off, &why);
+	memcpy(hh, saved, sizeof(saved));
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_OTHER));
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions);
+	ck_assert_int_eq(contig(&h, NULL, &off, &why), 0);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	fx_close(&h.f);
+}
+END_TEST
+
+/* The search keeps the first of the cheapest windows, shortened from the front while the rest
+ * still holds the request, and evicts exactly its entries. In a full heap where E0 .. E2 (the
+ * first window, three unhit small entries) come first and, further on, X, a hole of two entries'
+ * blocks and Y follow (X, Y unhit small entries too): the window is X and the hole (one eviction,
+ * cheaper than three; before Y and the hole, as cheap; not the longer one ending at the hole). */
+START_TEST(a_search_by_address_evicts_exactly_the_first_cheapest_shortest_window)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct shm_index_entry *run[7], *e = h.e[2];
+	for (int i = 0; i < 7; i++) {
+		run[i] = e = entry_after(&h.f, e);
+		ck_assert_ptr_nonnull(e);
+		ck_assert_int_eq(l2_q(h.f.a)->node[shm_index_idx(l2_ix(h.f.a), e)].q, SHM_EVQ_SMALL);
+		ck_assert_uint_eq(atomic_load(&e->freq), 0);
+	}
+	/* run: V W X P Q Y ...; P and Q removed: X, the hole, Y */
+	struct shm_index_entry *v = run[1], *w = run[2], *x = run[3], *y = run[6];
+	uint32_t gv = v->gen, gw = w->gen, gx = x->gen, gy = y->gen;
+	uint64_t at = x->payload_off;
+	for (int i = 4; i < 6; i++)
+		ck_assert_int_eq(sc_l2_remove(h.f.st, (struct sc_key){ run[i]->key_lo, run[i]->key_hi }), 0);
+	l2_reclaim_all(h.f.a, -1);
+	struct sc_l2_stats s0 = stats(&h.f);
+	struct blocks *b = malloc(sizeof(*b));
+	heap_blocks(&h.f, b);
+	uint32_t j = 0;
+	while (j + 1 < b->n && b->off[j] != at)
+		j++;
+	ck_assert(j + 2 < b->n && !b->allocated[j + 1] && b->off[j + 2] == y->payload_off); /* the hole: one block */
+	ck_assert_uint_lt(y->payload_off - b->off[j + 1] - SHM_HEAP_BLOCK_HDR, h.len); /* that does not hold it */
+	free(b);
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert(off >= at && off - at < 4096);
+	ck_assert(!alive(x, gx));
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 1);
+	ck_assert(alive(y, gy) && alive(v, gv) && alive(w, gw));
+	for (int i = 0; i < 3; i++)
+		ck_assert(alive(h.e[i], h.gen[i]));
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	assert_lists_consistent(h.f.a);
+	fx_close(&h.f);
+}
+END_TEST
+
 /* ---- every refusal reason ---- */
 
 /* put() while the heap's header is scribbled (every heap call refuses), the header put back
@@ -2317,6 +2512,10 @@ Suite *policy_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, a_search_by_address_evicts_the_window_at_the_next_victim_unless_it_changed, 0, 4);
 	tcase_add_loop_test(tc, a_search_by_address_passes_over_what_it_may_not_evict, 0, 5);
+	tcase_add_test(tc, a_search_by_address_follows_a_run_across_its_starting_block);
+	tcase_add_test(tc, a_search_by_address_that_finds_nothing_refuses_as_scan_limit_only_at_its_bound);
+	tcase_add_test(tc, a_search_by_address_over_a_damaged_heap_refuses_as_other);
+	tcase_add_test(tc, a_search_by_address_evicts_exactly_the_first_cheapest_shortest_window);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
