@@ -1818,6 +1818,156 @@ END_TEST
  * taking a dead holder's over, and tries again: two tries in all, then the admission is refused
  * (scan_limit). One FIFO step per try: the first meets the small FIFO's oldest entry (shard X),
  * the second the next one (shard Y), so both tries fail; the next admission finds X free. */
+/* A budget of 20 entries of 16 KiB: a key *@u first (unleased; the first from 7 up whose shard is
+ * not @avoid, -1: 7), then 19 more from 3000 up, leased in @l (their keys in @keys). Returns the
+ * footprint. */
+static uint64_t fx_open_all_leased_but(struct fx *f, int avoid, uint32_t *u, struct sc_lease l[19], uint32_t keys[19])
+{
+	const size_t n = 16 << 10;
+	fx_open(f);
+	*u = 7;
+	if (avoid >= 0)
+		shard_keys(f, (uint32_t)avoid, 0, 7, u, 1);
+	atomic_store(&f->a->shm->hdr->reap_due_ns, UINT64_MAX); /* only the test reaps */
+	uint64_t fp = sc_l2_footprint(f->a, n, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f->a, 20 * fp), 0);
+	ck_assert_int_eq(put(f->st, *u, n), 0);
+	for (uint32_t i = 0; i < 19; i++) {
+		keys[i] = 3000 + i;
+		ck_assert_int_eq(put(f->st, keys[i], n), 0);
+		ck_assert_int_eq(get(f->st, keys[i], &l[i]), 0);
+	}
+	ck_assert_uint_eq(stats(f).evictions, 0);
+	return fp;
+}
+
+static void release_all(struct sc_lease *l, int n)
+{
+	for (int i = 0; i < n; i++)
+		sc_lease_release(&l[i]);
+}
+
+/* Room making for bytes and a shard at once: when the bytes cannot be made (all but one entry
+ * leased, more asked than it holds: refused as leased before anything is evicted), nothing is
+ * evicted for the shard either. */
+START_TEST(room_for_a_shard_is_not_made_when_the_room_in_bytes_was_refused)
+{
+	struct fx f;
+	struct sc_lease l[19];
+	uint32_t keys[19], u;
+	uint64_t fp = fx_open_all_leased_but(&f, -1, &u, l, keys);
+	int why;
+	ck_assert_int_eq(l2_make_room(f.a, 2 * fp, (int)shard_of(&f, u), -1, NULL, SC_MISS_EVICTED_PRESSURE, &why), -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_LEASED));
+	ck_assert_uint_eq(stats(&f).evictions, 0);
+	ck_assert(has(f.st, u));
+	release_all(l, 19);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* A caller that holds a shard itself (@held) is not made to wait for the shards that stood in the
+ * way: room making refuses at once as scan_limit (the only unleased entry's shard is held by a
+ * process killed holding it), and the entry stays; without a shard held, it waits for that shard
+ * once (taking it over) and evicts the entry. */
+START_TEST(room_making_for_a_caller_holding_a_shard_does_not_wait_for_busy_shards)
+{
+	struct fx f;
+	struct sc_lease l[19];
+	uint32_t keys[19], u;
+	uint64_t fp = fx_open_all_leased_but(&f, 0, &u, l, keys);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t s = shard_of(&f, u);
+	ck_assert_uint_ne(s, 0);
+	sc_test_wait_killed(sc_test_locker(f.name, &ix->hdr->shards[s].mu, 'k', 0));
+	int why;
+	ck_assert_int_eq(shm_index_lock(ix, 0), 0);
+	int rc = l2_make_room(f.a, fp, -1, 0, NULL, SC_MISS_EVICTED_PRESSURE, &why);
+	shm_index_unlock(ix, 0);
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_SCAN_LIMIT));
+	ck_assert_uint_eq(stats(&f).evictions, 0);
+	ck_assert(has(f.st, u));
+	ck_assert_uint_ne(shm_mutex_owner(&ix->hdr->shards[s].mu), 0); /* still the dead one's */
+	ck_assert_int_eq(l2_make_room(f.a, fp, -1, -1, NULL, SC_MISS_EVICTED_PRESSURE, &why), 0);
+	ck_assert(!has(f.st, u));
+	ck_assert_uint_eq(stats(&f).evictions, 1);
+	ck_assert_uint_eq(shm_mutex_owner(&ix->hdr->shards[s].mu), 0);
+	release_all(l, 19);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* Room making that waits for a shard a live process holds (it lets go when a waiter shows up)
+ * waits for that shard alone, leaves it unlocked, and makes the room on its second try; a shard
+ * whose entries are all leased (never tried) is not waited for: its live holder still has it. */
+START_TEST(room_making_waits_only_for_the_busy_shard_and_leaves_it_unlocked)
+{
+	struct fx f;
+	struct sc_lease l[19];
+	uint32_t keys[19], u;
+	uint64_t fp = fx_open_all_leased_but(&f, -1, &u, l, keys);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t s = shard_of(&f, u), t = (s + 1) % SHM_INDEX_SHARDS;
+	pid_t holder = sc_test_locker(f.name, &ix->hdr->shards[s].mu, 'h', 0);
+	pid_t other = sc_test_locker(f.name, &ix->hdr->shards[t].mu, 'h', 0);
+	struct shm_index_entry *eu = entry_of(&f, u);
+	uint32_t gu = eu->gen;
+	int why;
+	int rc = l2_make_room(f.a, fp, -1, -1, NULL, SC_MISS_EVICTED_PRESSURE, &why);
+	ck_assert_uint_ne(shm_mutex_owner(&ix->hdr->shards[t].mu), 0); /* not waited for: still held */
+	kill(other, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(other, &status, 0), other);
+	ck_assert_int_eq(waitpid(holder, &status, 0), holder);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* it saw a waiter and let go */
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert(!alive(eu, gu));
+	ck_assert_uint_eq(stats(&f).evictions, 1);
+	ck_assert_uint_eq(shm_mutex_owner(&ix->hdr->shards[s].mu), 0);
+	release_all(l, 19);
+	fx_close(&f);
+}
+END_TEST
+
+/* Room making for bytes and a shard that waited for a busy shard returns once what it made is
+ * made: bytes (the oldest entry's shard was busy, the next one went) and the shard's oldest entry,
+ * two evictions, not a third on a second try. */
+START_TEST(room_making_that_made_its_room_past_a_busy_shard_does_not_try_again)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 16 << 10;
+	atomic_store(&f.a->shm->hdr->reap_due_ns, UINT64_MAX); /* only the test reaps */
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 20 * sc_l2_footprint(f.a, n, 0, 4)), 0);
+	uint32_t a = 0, b, x = (shard_of(&f, a) + 1) % SHM_INDEX_SHARDS, xs[3];
+	shard_keys(&f, shard_of(&f, a), 0, 1, &b, 1);
+	shard_keys(&f, x, 1, 1000, xs, 3); /* three entries in shard x, not a's */
+	ck_assert_int_eq(put(f.st, a, n), 0);
+	ck_assert_int_eq(put(f.st, b, n), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(put(f.st, xs[i], n), 0);
+	for (uint32_t k = 200000; k < 200015; k++)
+		ck_assert_int_eq(put(f.st, k, n), 0);
+	struct sc_l2_stats sa = stats(&f);
+	ck_assert_uint_eq(sa.small_entries, 2); /* a (the oldest), b */
+	ck_assert_uint_eq(sa.main_entries, 18);
+	ck_assert_uint_eq(sa.evictions, 0);
+	struct shm_index *ix = l2_ix(f.a);
+	sc_test_wait_killed(sc_test_locker(f.name, &ix->hdr->shards[shard_of(&f, a)].mu, 'k', 0));
+	struct sc_l2_stats s0 = stats(&f);
+	int why;
+	ck_assert_int_eq(l2_make_room(f.a, 1, (int)x, -1, NULL, SC_MISS_EVICTED_PRESSURE, &why), 0);
+	ck_assert_uint_eq(stats(&f).evictions, s0.evictions + 2);
+	ck_assert(has(f.st, a));
+	ck_assert_uint_ne(shm_mutex_owner(&ix->hdr->shards[shard_of(&f, a)].mu), 0); /* not waited for */
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(room_making_tries_twice_past_shards_held_by_the_dead)
 {
 	struct fx f;
@@ -2514,6 +2664,10 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, a_search_by_address_that_finds_nothing_refuses_as_scan_limit_only_at_its_bound);
 	tcase_add_test(tc, a_search_by_address_over_a_damaged_heap_refuses_as_other);
 	tcase_add_test(tc, a_search_by_address_evicts_exactly_the_first_cheapest_shortest_window);
+	tcase_add_test(tc, room_for_a_shard_is_not_made_when_the_room_in_bytes_was_refused);
+	tcase_add_test(tc, room_making_for_a_caller_holding_a_shard_does_not_wait_for_busy_shards);
+	tcase_add_test(tc, room_making_waits_only_for_the_busy_shard_and_leaves_it_unlocked);
+	tcase_add_test(tc, room_making_that_made_its_room_past_a_busy_shard_does_not_try_again);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
