@@ -513,12 +513,12 @@ static int alive(const struct shm_index_entry *e, uint32_t gen)
 	return atomic_load(&e->state) == SHM_ENT_LIVE && e->gen == gen;
 }
 
-/* A heap full of @n-byte entries (fill_heap); its next victim E0 and the two blocks after it, each
+/* A heap full of @n-byte entries (fill_heap); its next victim E0 and the three blocks after it, each
  * a LIVE unhit small-FIFO entry, and a request @len that only three such blocks hold. */
 struct full_heap {
 	struct fx f;
-	struct shm_index_entry *e[3];
-	uint32_t gen[3];
+	struct shm_index_entry *e[4];
+	uint32_t gen[4];
 	uint64_t off0, len;
 };
 
@@ -528,7 +528,7 @@ static void full_heap_open(struct full_heap *h)
 	fx_open(&h->f);
 	fill_heap(&h->f, n);
 	h->e[0] = next_victim(&h->f);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		if (i)
 			h->e[i] = entry_after(&h->f, h->e[i - 1]);
 		ck_assert_ptr_nonnull(h->e[i]);
@@ -556,11 +556,17 @@ static struct {
 	int what;
 	uint32_t gen, state;
 	uint64_t off;
+	struct shm_arena *shm;
+	uint64_t free_at_alloc; /* a block to free when the search first tries to allocate (0: none) */
 } meddle;
 
 static void meddle_with_the_window(const char *point, void *ctx)
 {
 	(void)ctx;
+	if (!strcmp(point, "l2.frag.alloc") && meddle.free_at_alloc) {
+		ck_assert_int_eq(shm_heap_free(meddle.shm, meddle.free_at_alloc), 0);
+		meddle.free_at_alloc = 0;
+	}
 	if (strcmp(point, "l2.frag.window") || !meddle.e)
 		return;
 	meddle.gen = meddle.e->gen, meddle.off = meddle.e->payload_off, meddle.state = atomic_load(&meddle.e->state);
@@ -840,6 +846,88 @@ START_TEST(a_search_by_address_evicts_exactly_the_first_cheapest_shortest_window
 		ck_assert(alive(h.e[i], h.gen[i]));
 	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
 	assert_lists_consistent(h.f.a);
+	fx_close(&h.f);
+}
+END_TEST
+
+/* What losing an entry costs the search: an unhit small-FIFO entry the least; one hit twice (what
+ * earns the main FIFO) more, as one with the most credit; once hit, or with more than the most
+ * credit (not a credit: scribbled), as little. E0 costlier: the window is E1 .. E3 instead.
+ * Case @_i: 0 E0 hit once, 1 twice, 2 at the most credit, 3 past it. */
+START_TEST(a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit)
+{
+	static const struct { uint32_t freq, credit; int spared; } c[] = {
+		{ 1, 0, 0 },
+		{ 2, 0, 1 }, /* L2_TO_MAIN (lib/l2/evict.c) */
+		{ 0, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX, 1 },
+		{ 0, SHM_EVQ_CREDIT_GRANTED | (SHM_EVQ_CREDIT_MAX + 1), 0 },
+	};
+	struct full_heap h;
+	full_heap_open(&h);
+	struct shm_evq_node *nd = &l2_q(h.f.a)->node[shm_index_idx(l2_ix(h.f.a), h.e[0])];
+	atomic_store(&h.e[0]->freq, c[_i].freq);
+	nd->credit = c[_i].credit;
+	struct sc_l2_stats s0 = stats(&h.f);
+	uint64_t off, e1 = h.e[1]->payload_off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
+	ck_assert(!alive(h.e[1], h.gen[1]) && !alive(h.e[2], h.gen[2]));
+	ck_assert_msg(alive(h.e[0], h.gen[0]) == c[_i].spared, "case %d: E0 %s", _i, c[_i].spared ? "evicted" : "spared");
+	ck_assert(alive(h.e[3], h.gen[3]) == !c[_i].spared);
+	if (c[_i].spared)
+		ck_assert(off >= e1 && off - e1 < 4096);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	fx_close(&h.f);
+}
+END_TEST
+
+/* When the window's room is not there to allocate in (E0 changed after the search chose it), the
+ * search takes room that came free elsewhere meanwhile (a block of three entries' room, freed as
+ * the search first tries to allocate); when the window's room is there, it takes the window's
+ * and leaves the other. Case @_i: 0 the window's room, 1 lost. */
+START_TEST(a_search_by_address_allocates_in_its_window_else_wherever_room_came_free)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	/* three entries further on removed: a hole, taken by a private block that fills it */
+	struct shm_index_entry *e = h.e[3], *run[9];
+	for (int i = 0; i < 9; i++) {
+		run[i] = e = entry_after(&h.f, e);
+		ck_assert_ptr_nonnull(e);
+	}
+	uint64_t hole = run[5]->payload_off, end = run[8]->payload_off;
+	for (int i = 5; i < 8; i++)
+		ck_assert_int_eq(sc_l2_remove(h.f.st, (struct sc_key){ run[i]->key_lo, run[i]->key_hi }), 0);
+	l2_reclaim_all(h.f.a, -1);
+	uint64_t b;
+	ck_assert_int_eq(shm_heap_alloc(h.f.a->shm, (end - hole - SHM_HEAP_BLOCK_HDR) | SHM_HEAP_PACKED,
+					shm_tag_priv(h.f.a->shm->token), &b), 0);
+	ck_assert_uint_eq(b, hole);
+	ck_assert_uint_lt(stats(&h.f).largest_free_block, h.len);
+	struct sc_l2_stats s0 = stats(&h.f);
+	meddle = (__typeof__(meddle)){ .e = h.e[0], .what = _i, .shm = h.f.a->shm, .free_at_alloc = b };
+	sc_sched_set(meddle_with_the_window, NULL);
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	sc_sched_set(NULL, NULL);
+	meddle_undo();
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert_uint_eq(meddle.free_at_alloc, 0); /* it was freed */
+	if (_i == 0) {
+		ck_assert(off >= h.off0 && off - h.off0 < 4096);
+		ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
+		ck_assert_int_eq(shm_heap_alloc(h.f.a->shm, h.len, shm_tag_priv(h.f.a->shm->token), &b), 0);
+		ck_assert(b >= hole && b - hole < 4096); /* the other room is still free */
+		ck_assert_int_eq(shm_heap_free(h.f.a->shm, b), 0);
+	} else {
+		ck_assert(off >= hole && off - hole < 4096);
+		ck_assert(alive(h.e[0], h.gen[0]));
+		ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 2);
+	}
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
 	fx_close(&h.f);
 }
 END_TEST
@@ -2668,6 +2756,8 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, room_making_for_a_caller_holding_a_shard_does_not_wait_for_busy_shards);
 	tcase_add_test(tc, room_making_waits_only_for_the_busy_shard_and_leaves_it_unlocked);
 	tcase_add_test(tc, room_making_that_made_its_room_past_a_busy_shard_does_not_try_again);
+	tcase_add_loop_test(tc, a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit, 0, 4);
+	tcase_add_loop_test(tc, a_search_by_address_allocates_in_its_window_else_wherever_room_came_free, 0, 2);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
