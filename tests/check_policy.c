@@ -932,6 +932,56 @@ START_TEST(a_search_by_address_allocates_in_its_window_else_wherever_room_came_f
 }
 END_TEST
 
+/* ---- the search by address out of memory ---- */
+
+/* This binary's realloc (the library is linked statically, as in tests/check_oom.c): when armed,
+ * the @fail_at-th call from arming fails; every call is counted. */
+extern void *__libc_realloc(void *, size_t);
+static struct {
+	int armed;
+	unsigned calls, fail_at;
+} re;
+
+void *realloc(void *p, size_t n)
+{
+	if (re.armed && ++re.calls == re.fail_at)
+		return NULL;
+	return __libc_realloc(p, n);
+}
+
+/* The search grows two arrays: its window (first at its first block) and the cheapest window kept
+ * (first when one holds the request, again only when a longer one is kept). A full heap, E0 hit
+ * twice: the window E0 .. E2 is kept, then E1 .. E3 (as long, cheaper): two reallocations. When
+ * either fails, the search refuses as other and evicts nothing; a third would have failed, but
+ * none is made. Case @_i: the reallocation that fails (1, 2, 3). */
+START_TEST(a_search_by_address_out_of_memory_refuses_as_other)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	atomic_store(&h.e[0]->freq, 2);
+	struct sc_l2_stats s0 = stats(&h.f);
+	uint64_t off;
+	int why;
+	re.calls = 0, re.fail_at = (unsigned)_i + 1, re.armed = 1;
+	int rc = contig(&h, NULL, &off, &why);
+	re.armed = 0;
+	if (_i < 2) {
+		ck_assert_uint_eq(re.calls, (unsigned)_i + 1); /* it stopped at the failure */
+		ck_assert_int_eq(rc, -ENOSPC);
+		ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_OTHER));
+		ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions);
+		for (int i = 0; i < 4; i++)
+			ck_assert(alive(h.e[i], h.gen[i]));
+	} else {
+		ck_assert_uint_eq(re.calls, 2);
+		ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+		ck_assert(alive(h.e[0], h.gen[0]) && !alive(h.e[3], h.gen[3]));
+		ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	}
+	fx_close(&h.f);
+}
+END_TEST
+
 /* ---- every refusal reason ---- */
 
 /* put() while the heap's header is scribbled (every heap call refuses), the header put back
@@ -2758,6 +2808,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, room_making_that_made_its_room_past_a_busy_shard_does_not_try_again);
 	tcase_add_loop_test(tc, a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit, 0, 4);
 	tcase_add_loop_test(tc, a_search_by_address_allocates_in_its_window_else_wherever_room_came_free, 0, 2);
+	tcase_add_loop_test(tc, a_search_by_address_out_of_memory_refuses_as_other, 0, 3);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
