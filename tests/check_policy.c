@@ -932,6 +932,61 @@ START_TEST(a_search_by_address_allocates_in_its_window_else_wherever_room_came_f
 }
 END_TEST
 
+/* Taken by a live holder when the search first tries to allocate (after it let its shards go):
+ * shard @late_shard, by @late (0: not yet). */
+static struct {
+	const char *name;
+	struct shm_mutex *mu;
+	pid_t pid;
+} late;
+
+static void hold_a_shard_late(const char *point, void *ctx)
+{
+	meddle_with_the_window(point, ctx);
+	if (!strcmp(point, "l2.frag.alloc") && !late.pid)
+		late.pid = sc_test_locker(late.name, late.mu, 'h', 0);
+}
+
+/* A search that lost its room (E0 changed after it chose) and had a shard in its way (held by a
+ * live process that lets go when a waiter shows up) waits for that shard once, leaves it unlocked
+ * and lets the caller try again (-EAGAIN); a shard taken by another after the search let its
+ * shards go is not waited for: its holder still has it. */
+START_TEST(a_search_by_address_that_lost_its_room_waits_only_for_the_shards_in_its_way)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct shm_index *ix = l2_ix(h.f.a);
+	uint32_t used = 0, s, t;
+	for (int i = 0; i < 4; i++)
+		used |= 1u << (shm_index_idx(ix, h.e[i]) % SHM_INDEX_SHARDS);
+	for (s = 0; used & (1u << s); s++)
+		;
+	for (t = s + 1; used & (1u << t); t++)
+		;
+	ck_assert_uint_lt(t, SHM_INDEX_SHARDS);
+	pid_t holder = sc_test_locker(h.f.name, &ix->hdr->shards[s].mu, 'h', 0);
+	late.name = h.f.name, late.mu = &ix->hdr->shards[t].mu, late.pid = 0;
+	meddle = (__typeof__(meddle)){ .e = h.e[0], .what = 1 };
+	sc_sched_set(hold_a_shard_late, NULL);
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	sc_sched_set(NULL, NULL);
+	meddle_undo();
+	ck_assert_int_eq(rc, -EAGAIN);
+	ck_assert_int_gt(late.pid, 0);
+	ck_assert_uint_ne(shm_mutex_owner(late.mu), 0); /* not waited for: still held */
+	kill(late.pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(late.pid, &status, 0), late.pid);
+	ck_assert_int_eq(waitpid(holder, &status, 0), holder);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* it saw a waiter and let go */
+	ck_assert_uint_eq(shm_mutex_owner(&ix->hdr->shards[s].mu), 0);
+	ck_assert(alive(h.e[0], h.gen[0]));
+	fx_close(&h.f);
+}
+END_TEST
+
 /* ---- the search by address out of memory ---- */
 
 /* This binary's realloc (the library is linked statically, as in tests/check_oom.c): when armed,
@@ -2809,6 +2864,7 @@ Suite *policy_suite(void)
 	tcase_add_loop_test(tc, a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit, 0, 4);
 	tcase_add_loop_test(tc, a_search_by_address_allocates_in_its_window_else_wherever_room_came_free, 0, 2);
 	tcase_add_loop_test(tc, a_search_by_address_out_of_memory_refuses_as_other, 0, 3);
+	tcase_add_test(tc, a_search_by_address_that_lost_its_room_waits_only_for_the_shards_in_its_way);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
