@@ -756,8 +756,8 @@ END_TEST
 /* A search that finds no room visits the heap once from its starting block, then the second lap
  * only up to the end of the run that crosses it (Eb, E0, then a leased block, and the block after
  * it ends the search): the heap's blocks plus 3. It refuses as scan_limit when that reached its
- * bound (at exactly the bound), as no_room when it did not (bound one more); with the whole heap
- * pinned from another shard holder, as scan_limit too. Nothing is evicted. */
+ * bound (at exactly the bound), as no_room when it did not (bound one more). With Eb leased too,
+ * the second lap ends at E0 (the heap's blocks plus 1), and the same holds. Nothing is evicted. */
 START_TEST(a_search_by_address_that_finds_nothing_refuses_as_scan_limit_only_at_its_bound)
 {
 	struct split_heap h;
@@ -766,6 +766,23 @@ START_TEST(a_search_by_address_that_finds_nothing_refuses_as_scan_limit_only_at_
 	uint64_t off, len = 3 * h.bytes;
 	uint32_t visits = h.nblocks + 3;
 	int why;
+	sc_l2_set_policy_limits(0, visits);
+	ck_assert_int_eq(l2_make_contig(h.f.a, len, shm_tag_priv(h.f.a->shm->token), NULL, &off, &why), -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_SCAN_LIMIT));
+	sc_l2_set_policy_limits(0, visits + 1);
+	ck_assert_int_eq(l2_make_contig(h.f.a, len, shm_tag_priv(h.f.a->shm->token), NULL, &off, &why), -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_NO_ROOM));
+	/* Eb leased too: the second lap ends at E0 itself (no run crosses it): the heap's blocks
+	 * plus 1 */
+	uint32_t kb = UINT32_MAX;
+	for (uint32_t k = 0; k < 100000 && kb == UINT32_MAX; k++)
+		if (entry_of(&h.f, k) == h.eb)
+			kb = k;
+	ck_assert_uint_ne(kb, UINT32_MAX);
+	ck_assert_int_lt(h.nl, SC_LEASES_MAX);
+	ck_assert_int_eq(get(h.f.st, kb, &h.l[h.nl]), 0);
+	h.nl++;
+	visits = h.nblocks + 1;
 	sc_l2_set_policy_limits(0, visits);
 	ck_assert_int_eq(l2_make_contig(h.f.a, len, shm_tag_priv(h.f.a->shm->token), NULL, &off, &why), -ENOSPC);
 	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_SCAN_LIMIT));
