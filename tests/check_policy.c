@@ -1004,6 +1004,36 @@ START_TEST(a_search_by_address_that_lost_its_room_waits_only_for_the_shards_in_i
 }
 END_TEST
 
+/* The same for the search by address that lost its room: it lets the caller try again (-EAGAIN),
+ * and the caller still holds its shard. */
+START_TEST(a_search_by_address_leaves_a_shard_the_caller_holds_held)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct shm_index *ix = l2_ix(h.f.a);
+	uint32_t used = 0, s;
+	for (int i = 0; i < 4; i++)
+		used |= 1u << (shm_index_idx(ix, h.e[i]) % SHM_INDEX_SHARDS);
+	for (s = 0; used & (1u << s); s++)
+		;
+	ck_assert_uint_lt(s, SHM_INDEX_SHARDS);
+	ck_assert_int_eq(shm_index_lock(ix, s), 0);
+	meddle = (__typeof__(meddle)){ .e = h.e[0], .what = 1 };
+	sc_sched_set(meddle_with_the_window, NULL);
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	sc_sched_set(NULL, NULL);
+	meddle_undo();
+	uint32_t owner = shm_mutex_owner(&ix->hdr->shards[s].mu);
+	if (owner)
+		shm_index_unlock(ix, s);
+	ck_assert_uint_ne(owner, 0);
+	ck_assert_int_eq(rc, -EAGAIN);
+	fx_close(&h.f);
+}
+END_TEST
+
 /* ---- the search by address out of memory ---- */
 
 /* This binary's realloc (the library is linked statically, as in tests/check_oom.c): when armed,
@@ -2178,6 +2208,32 @@ START_TEST(room_making_that_made_its_room_past_a_busy_shard_does_not_try_again)
 }
 END_TEST
 
+/* A shard the caller itself holds is in room making's way like any other (its lock names the
+ * caller: waiting for it fails, and nothing is unlocked): refused as scan_limit, and the caller
+ * still holds it. */
+START_TEST(room_making_leaves_a_shard_the_caller_holds_held)
+{
+	struct fx f;
+	struct sc_lease l[19];
+	uint32_t keys[19], u;
+	uint64_t fp = fx_open_all_leased_but(&f, -1, &u, l, keys);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t s = shard_of(&f, u);
+	ck_assert_int_eq(shm_index_lock(ix, s), 0);
+	int why;
+	int rc = l2_make_room(f.a, fp, -1, -1, NULL, SC_MISS_EVICTED_PRESSURE, &why);
+	uint32_t owner = shm_mutex_owner(&ix->hdr->shards[s].mu);
+	if (owner)
+		shm_index_unlock(ix, s);
+	ck_assert_uint_ne(owner, 0);
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_SCAN_LIMIT));
+	ck_assert(has(f.st, u));
+	release_all(l, 19);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(room_making_tries_twice_past_shards_held_by_the_dead)
 {
 	struct fx f;
@@ -2882,6 +2938,8 @@ Suite *policy_suite(void)
 	tcase_add_loop_test(tc, a_search_by_address_allocates_in_its_window_else_wherever_room_came_free, 0, 2);
 	tcase_add_loop_test(tc, a_search_by_address_out_of_memory_refuses_as_other, 0, 3);
 	tcase_add_test(tc, a_search_by_address_that_lost_its_room_waits_only_for_the_shards_in_its_way);
+	tcase_add_test(tc, room_making_leaves_a_shard_the_caller_holds_held);
+	tcase_add_test(tc, a_search_by_address_leaves_a_shard_the_caller_holds_held);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
