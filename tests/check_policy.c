@@ -1034,6 +1034,47 @@ START_TEST(a_search_by_address_leaves_a_shard_the_caller_holds_held)
 }
 END_TEST
 
+/* One entry that alone holds the request, right after a leased one: the window is that entry
+ * alone (one eviction, cheaper than three), and the room is made in its block. */
+START_TEST(a_search_by_address_takes_one_entry_that_alone_holds_the_request)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct shm_index_entry *e = h.e[3], *run[9];
+	for (int i = 0; i < 9; i++) {
+		run[i] = e = entry_after(&h.f, e);
+		ck_assert_ptr_nonnull(e);
+	}
+	/* run[5 .. 7] removed, and one entry of their room put there, run[4] before it leased */
+	uint64_t hole = run[5]->payload_off, end = run[8]->payload_off;
+	for (int i = 5; i < 8; i++)
+		ck_assert_int_eq(sc_l2_remove(h.f.st, (struct sc_key){ run[i]->key_lo, run[i]->key_hi }), 0);
+	l2_reclaim_all(h.f.a, -1);
+	ck_assert_int_eq(put(h.f.st, 500000, h.len), 0);
+	struct shm_index_entry *big = entry_of(&h.f, 500000);
+	ck_assert_ptr_nonnull(big);
+	ck_assert(big->payload_off >= hole && big->payload_off < end);
+	ck_assert_ptr_eq(entry_after(&h.f, run[4]), big);
+	uint32_t gbig = big->gen, k4 = UINT32_MAX;
+	for (uint32_t k = 0; k < 100000 && k4 == UINT32_MAX; k++)
+		if (entry_of(&h.f, k) == run[4])
+			k4 = k;
+	struct sc_lease l;
+	ck_assert_int_eq(get(h.f.st, k4, &l), 0);
+	struct sc_l2_stats s0 = stats(&h.f);
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert(!alive(big, gbig));
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 1);
+	ck_assert(off >= hole && off < end);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	sc_lease_release(&l);
+	fx_close(&h.f);
+}
+END_TEST
+
 /* ---- the search by address out of memory ---- */
 
 /* This binary's realloc (the library is linked statically, as in tests/check_oom.c): when armed,
@@ -2940,6 +2981,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, a_search_by_address_that_lost_its_room_waits_only_for_the_shards_in_its_way);
 	tcase_add_test(tc, room_making_leaves_a_shard_the_caller_holds_held);
 	tcase_add_test(tc, a_search_by_address_leaves_a_shard_the_caller_holds_held);
+	tcase_add_test(tc, a_search_by_address_takes_one_entry_that_alone_holds_the_request);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
