@@ -900,6 +900,62 @@ START_TEST(a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit
 }
 END_TEST
 
+/* Three entries after E3 and five more removed, and their room (a hole of three blocks) taken by a
+ * private block that fills it: its offset (also *@hole). */
+static uint64_t private_block_in_a_hole(struct full_heap *h, uint64_t *hole)
+{
+	struct shm_index_entry *e = h->e[3], *run[9];
+	for (int i = 0; i < 9; i++) {
+		run[i] = e = entry_after(&h->f, e);
+		ck_assert_ptr_nonnull(e);
+	}
+	uint64_t end = run[8]->payload_off, b;
+	*hole = run[5]->payload_off;
+	for (int i = 5; i < 8; i++)
+		ck_assert_int_eq(sc_l2_remove(h->f.st, (struct sc_key){ run[i]->key_lo, run[i]->key_hi }), 0);
+	l2_reclaim_all(h->f.a, -1);
+	ck_assert_int_eq(shm_heap_alloc(h->f.a->shm, (end - *hole - SHM_HEAP_BLOCK_HDR) | SHM_HEAP_PACKED,
+					shm_tag_priv(h->f.a->shm->token), &b), 0);
+	ck_assert_uint_eq(b, *hole);
+	ck_assert_uint_lt(stats(&h->f).largest_free_block, h->len);
+	return b;
+}
+
+/* A block whose tag names the entry one past the last (scribbled) is pinned, whatever the bytes
+ * there (the next region's: made to look like a LIVE unhit small entry of that block, cheaper to
+ * lose than E0 .. E2): the search evicts E0 .. E2, and the block is left alone. */
+START_TEST(a_block_tagged_one_past_the_last_entry_is_pinned)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	uint64_t hole, b = private_block_in_a_hole(&h, &hole);
+	struct shm_index *ix = l2_ix(h.f.a);
+	struct shm_evq *q = l2_q(h.f.a);
+	struct shm_index_entry *past = ix->ent + ix->nentries, saved = *past;
+	struct shm_evq_ghost ghost = q->ghost[0];
+	ck_assert_ptr_eq((void *)q->ghost, (void *)&q->node[q->nodes]);
+	ck_assert_uint_le((uint64_t)((uint8_t *)(past + 1) - h.f.a->shm->base), h.f.a->shm->size);
+	atomic_store(&past->state, SHM_ENT_LIVE);
+	atomic_store(&past->freq, 0);
+	past->payload_off = b;
+	q->ghost[0].clock = SHM_EVQ_SMALL; /* node[nodes].q, and .credit 0 */
+	ck_assert_int_eq(shm_heap_set_tag(h.f.a->shm, b, shm_tag_entry(ix->nentries, past->gen)), 0);
+	struct sc_l2_stats s0 = stats(&h.f);
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	*past = saved;
+	q->ghost[0] = ghost;
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert(off >= h.off0 && off - h.off0 < 4096);
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
+	ck_assert_int_eq(shm_heap_set_tag(h.f.a->shm, b, shm_tag_priv(h.f.a->shm->token)), 0);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, b), 0);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	fx_close(&h.f);
+}
+END_TEST
+
 /* When the window's room is not there to allocate in (E0 changed after the search chose it), the
  * search takes room that came free elsewhere meanwhile (a block of three entries' room, freed as
  * the search first tries to allocate); when the window's room is there, it takes the window's
@@ -908,21 +964,7 @@ START_TEST(a_search_by_address_allocates_in_its_window_else_wherever_room_came_f
 {
 	struct full_heap h;
 	full_heap_open(&h);
-	/* three entries further on removed: a hole, taken by a private block that fills it */
-	struct shm_index_entry *e = h.e[3], *run[9];
-	for (int i = 0; i < 9; i++) {
-		run[i] = e = entry_after(&h.f, e);
-		ck_assert_ptr_nonnull(e);
-	}
-	uint64_t hole = run[5]->payload_off, end = run[8]->payload_off;
-	for (int i = 5; i < 8; i++)
-		ck_assert_int_eq(sc_l2_remove(h.f.st, (struct sc_key){ run[i]->key_lo, run[i]->key_hi }), 0);
-	l2_reclaim_all(h.f.a, -1);
-	uint64_t b;
-	ck_assert_int_eq(shm_heap_alloc(h.f.a->shm, (end - hole - SHM_HEAP_BLOCK_HDR) | SHM_HEAP_PACKED,
-					shm_tag_priv(h.f.a->shm->token), &b), 0);
-	ck_assert_uint_eq(b, hole);
-	ck_assert_uint_lt(stats(&h.f).largest_free_block, h.len);
+	uint64_t hole, b = private_block_in_a_hole(&h, &hole);
 	struct sc_l2_stats s0 = stats(&h.f);
 	meddle = (__typeof__(meddle)){ .e = h.e[0], .what = _i, .shm = h.f.a->shm, .free_at_alloc = b };
 	sc_sched_set(meddle_with_the_window, NULL);
@@ -2982,6 +3024,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, room_making_leaves_a_shard_the_caller_holds_held);
 	tcase_add_test(tc, a_search_by_address_leaves_a_shard_the_caller_holds_held);
 	tcase_add_test(tc, a_search_by_address_takes_one_entry_that_alone_holds_the_request);
+	tcase_add_test(tc, a_block_tagged_one_past_the_last_entry_is_pinned);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
 	tcase_add_test(tc, ghost_buckets_hold_their_ways);
