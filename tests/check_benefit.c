@@ -145,6 +145,40 @@ static void assert_fsck_clean(struct sc_arena *a)
 	ck_assert_int_eq(sc_arena_fsck(a, 0, NULL, NULL, &rep), 0);
 }
 
+/* A budget of exactly @count entries of N bytes and keys base..base+count-1 stored, key base+i
+ * costing mult[i] ns per byte of its footprint (mult NULL, or 0: no cost given). Key base joins
+ * the small FIFO; once it is full (before any eviction) the rest join the main one. Returns the
+ * footprint. */
+static uint64_t fx_fill(struct fx *f, uint32_t base, uint32_t count, const uint64_t *mult)
+{
+	uint64_t fp = sc_l2_footprint(f->a, N, 0, 4);
+	ck_assert_int_eq(sc_l2_shrink_to(f->a, count * fp), 0);
+	for (uint32_t i = 0; i < count; i++)
+		ck_assert_int_eq(put(f->st, base + i, N, mult ? mult[i] * fp : 0), 0);
+	ck_assert_uint_eq(node_of(f, base)->q, SHM_EVQ_SMALL);
+	for (uint32_t i = 1; i < count; i++)
+		ck_assert_uint_eq(node_of(f, base + i)->q, SHM_EVQ_MAIN);
+	ck_assert_uint_eq(stats(f).evictions, 0);
+	return fp;
+}
+
+/* fx_open, then fx_fill from key 0. */
+static uint64_t fx_open_full(struct fx *f, uint32_t count, const uint64_t *mult)
+{
+	fx_open(f);
+	return fx_fill(f, 0, count, mult);
+}
+
+/* Every key worth 1 ns per byte. */
+static const uint64_t ones[10] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+
+/* The index shard of key @k. */
+static uint32_t shard_of(struct fx *f, uint32_t k)
+{
+	struct shm_index *ix = l2_ix(f->a);
+	return shm_index_shard_of_bucket(shm_index_bucket(ix, key_of(f->st, k).lo));
+}
+
 /* ---- costs in ---- */
 
 START_TEST(costs_are_recorded_clamped_and_defaulted)
@@ -452,6 +486,275 @@ START_TEST(warm_up_sends_newcomers_to_main_once_small_holds_exactly_its_share)
 }
 END_TEST
 
+/* ---- the doorkeeper's judgement, the FIFOs' credit ---- */
+
+/*
+ * The doorkeeper judges a newcomer only when its cost is known, and only under the policy mutex:
+ * an unknown cost is admitted without taking the mutex at all (a rebuild the lists owe is left to
+ * the next locker), and when the mutex cannot be taken (here its word is scribbled to name us)
+ * nothing is refused, not even a newcomer it would refuse with the mutex (the judgement fails
+ * open and counts nothing), and the word is left as it was.
+ */
+START_TEST(the_doorkeeper_judges_only_known_costs_and_only_under_the_policy_mutex)
+{
+	struct fx f;
+	uint64_t fp = fx_open_full(&f, 10, ones);
+	ck_assert_int_eq(put(f.st, 10, N, fp), 0); /* evicts key 0: D is 1 ns per byte */
+	struct shm_evq *q = l2_q(f.a);
+	ck_assert(q->hdr->has_evicted);
+	ck_assert_uint_eq(q->hdr->evict_dens, 1ull << SHM_EVQ_DENS_SHIFT);
+	/* with the mutex: 1 ns for 64 KiB is refused (and noted) */
+	const uint64_t kfp1 = 0x5eed00000011ull, kfp2 = 0x5eed00000012ull, kfp3 = 0x5eed00000013ull;
+	ck_assert_int_eq(l2_benefit_admit(f.a, kfp1, fp, 1), -ENOSPC);
+	ck_assert_uint_eq(q->hdr->low_benefit, 1);
+	/* the mutex cannot be taken: the same newcomer is not refused, nothing is counted */
+	uint32_t token = f.a->shm->token;
+	ck_assert_uint_eq(atomic_load(&q->hdr->mu.word), 0);
+	atomic_store(&q->hdr->mu.word, token);
+	ck_assert_int_eq(shm_evq_lock(q), -EBADMSG);
+	int rc = l2_benefit_admit(f.a, kfp2, fp, 1);
+	uint32_t word = atomic_load(&q->hdr->mu.word);
+	atomic_store(&q->hdr->mu.word, 0);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(word, token);
+	ck_assert_uint_eq(q->hdr->low_benefit, 1);
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	int ghosted = shm_evq_ghost_has_locked(q, kfp2, l2_budget(f.a) / 100 * 90);
+	shm_evq_unlock(q);
+	ck_assert(!ghosted); /* not remembered as refused either */
+	/* an unknown cost: admitted, and the mutex is not taken (its locker would have rebuilt) */
+	q->hdr->state = SHM_EVQ_REBUILD;
+	rc = l2_benefit_admit(f.a, kfp3, fp, 0);
+	uint32_t state = q->hdr->state;
+	ck_assert_int_eq(shm_evq_lock(q), 0); /* the rebuild */
+	ck_assert_uint_eq(q->hdr->state, SHM_EVQ_OK);
+	shm_evq_unlock(q);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(state, SHM_EVQ_REBUILD);
+	ck_assert_uint_eq(q->hdr->low_benefit, 1);
+	assert_fsck_clean(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/*
+ * The main FIFO's credit, pass by pass (D is 1 ns per byte throughout; key 1 is worth 4 times
+ * that, key 3's cost is unknown):
+ *  - a small-FIFO entry's credit (no rule grants one: here a scribble) is not honoured: unhit and
+ *    worth what is evicted, it is evicted into the ghost;
+ *  - a warm-up entry (in main before anything was weighed) reaching main's tail unhit is weighed
+ *    there, once: r = 4 grants 3 passes, and this pass uses one (2 left);
+ *  - a credit beyond the most an entry carries (a scribble) is not honoured: that entry goes;
+ *  - an entry of unknown cost, evicted, leaves D as it was.
+ */
+START_TEST(main_fifo_credit_is_weighed_once_at_warm_up_and_only_in_range_in_main)
+{
+	struct fx f;
+	const uint64_t mult[10] = { 1, 4, 1, 0, 1, 1, 1, 1, 1, 1 };
+	uint64_t fp = fx_open_full(&f, 10, mult);
+	struct shm_evq_hdr *h = l2_q(f.a)->hdr;
+	const uint64_t d = 1ull << SHM_EVQ_DENS_SHIFT;
+	ck_assert_uint_eq(node_of(&f, 1)->credit, 0); /* not weighed yet */
+	ck_assert_int_eq(put(f.st, 10, N, fp), 0);
+	ck_assert(!has(f.st, 0));
+	ck_assert_uint_eq(h->evict_dens, d);
+	ck_assert_uint_eq(node_of(&f, 10)->q, SHM_EVQ_SMALL);
+	/* a scribbled credit on the small FIFO's only entry: it is evicted all the same */
+	node_of(&f, 10)->credit = SHM_EVQ_CREDIT_GRANTED | 5;
+	ck_assert_int_eq(put(f.st, 11, N, fp), 0);
+	ck_assert(!has(f.st, 10) && in_ghost(&f, 10));
+	for (uint32_t k = 1; k < 10; k++)
+		ck_assert_msg(has(f.st, k), "key %u was evicted", k);
+	ck_assert_uint_eq(h->credit_kept, 0);
+	ck_assert_uint_eq(h->evict_dens, d);
+	/* main gives now (small empty, one entry's room short); key 2's credit scribbled past the most */
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(f.st, 11)), 0);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 9 * fp), 0);
+	struct sc_l2_stats s0 = stats(&f);
+	ck_assert_uint_eq(s0.evictions, 2);
+	ck_assert_uint_eq(s0.small_entries, 0);
+	ck_assert_uint_eq(s0.pending_reclaim_bytes, 0);
+	node_of(&f, 2)->credit = SHM_EVQ_CREDIT_GRANTED | (SHM_EVQ_CREDIT_MAX + 1);
+	ck_assert_int_eq(put(f.st, 12, N, fp), 0);
+	ck_assert(has(f.st, 1));
+	ck_assert_uint_eq(node_of(&f, 1)->credit, SHM_EVQ_CREDIT_GRANTED | (4 - 1 - 1));
+	ck_assert_uint_eq(h->credit_kept, 1);
+	ck_assert(!has(f.st, 2));
+	ck_assert(has(f.st, 3));
+	ck_assert_uint_eq(stats(&f).evictions, 3);
+	ck_assert_uint_eq(h->evict_dens, d);
+	/* main's oldest now: key 3, of unknown cost */
+	ck_assert_int_eq(sc_l2_remove(f.st, key_of(f.st, 12)), 0);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, 8 * fp), 0);
+	ck_assert_uint_eq(stats(&f).evictions, 3);
+	ck_assert_int_eq(put(f.st, 13, N, fp), 0);
+	ck_assert(!has(f.st, 3));
+	ck_assert_uint_eq(stats(&f).evictions, 4);
+	ck_assert_uint_eq(h->evict_dens, d);
+	assert_fsck_clean(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- room making: what it drops, skips and reclaims ---- */
+
+/*
+ * A node whose entry is no longer live (retired, freed, or being freed by whoever holds its shard)
+ * is dropped from its list without taking the entry's shard: here the test holds that shard, and
+ * the small FIFO's only node is such a stale one. The admission drops it (nothing skipped, the
+ * held shard not counted busy), evicts main's oldest instead, and reclaims only what it evicted:
+ * the held shard's retired entry stays pending.
+ */
+static const uint32_t stale_states[] = { SHM_ENT_RETIRED, SHM_ENT_FREE, SHM_ENT_FREEING };
+
+START_TEST(a_stale_node_is_dropped_without_its_shard_and_its_shard_is_not_reclaimed)
+{
+	for (size_t i = 0; i < sizeof(stale_states) / sizeof(stale_states[0]); i++) {
+		const uint32_t want = stale_states[i];
+		struct fx f;
+		fx_open(&f);
+		/* keys b (the stale node) and b + 1 (main's oldest) of two shards, the newcomer of a third:
+		 * the only shard held is the stale node's */
+		uint32_t b = 0, knew = 100;
+		while (shard_of(&f, b) == shard_of(&f, b + 1))
+			b++;
+		uint32_t s0 = shard_of(&f, b);
+		while (shard_of(&f, knew) == s0)
+			knew++;
+		uint64_t fp = fx_fill(&f, b, 10, NULL);
+		struct shm_index *ix = l2_ix(f.a);
+		struct shm_index_entry *e = sc_test_l2_entry(f.a, key_of(f.st, b));
+		ck_assert_ptr_nonnull(e);
+		struct shm_evq_node *nd = node_of(&f, b);
+		/* retire key b as a removal would, but leave its node queued (a removal whose policy
+		 * step did not happen) */
+		ck_assert_int_eq(shm_index_lock(ix, s0), 0);
+		ck_assert_int_eq(shm_index_unlink_retire_locked(ix, e), 0);
+		if (want != SHM_ENT_RETIRED) {
+			shm_index_unlock(ix, s0);
+			l2_reclaim_all(f.a, -1);
+			ck_assert_uint_eq(atomic_load(&e->state), SHM_ENT_FREE);
+			ck_assert_int_eq(shm_index_lock(ix, s0), 0);
+			atomic_store(&e->state, want);
+		}
+		ck_assert_uint_eq(atomic_load(&e->state), want);
+		ck_assert_uint_eq(nd->q, SHM_EVQ_SMALL);
+		const struct shm_index_shard *sh = &ix->hdr->shards[s0];
+		uint32_t pending = sh->pending_count;
+		ck_assert_uint_eq(pending, want == SHM_ENT_RETIRED);
+		struct shm_evq_hdr *h = l2_q(f.a)->hdr;
+		uint64_t skipped0 = h->skipped;
+		/* room for one entry more: key b's, unless freed (then the newcomer is twice as large) */
+		size_t n = want == SHM_ENT_RETIRED ? N : 2 * N;
+		ck_assert_uint_le(sc_l2_footprint(f.a, n, 0, 4), fp + (want == SHM_ENT_RETIRED ? 0 : fp));
+		ck_assert_uint_gt(sc_test_heap_used(f.a) + sc_l2_footprint(f.a, n, 0, 4), 10 * fp);
+		int rc = put(f.st, knew, n, 0);
+		uint32_t q0 = nd->q, pending1 = sh->pending_count;
+		uint64_t skipped1 = h->skipped;
+		if (want == SHM_ENT_FREEING)
+			atomic_store(&e->state, SHM_ENT_FREE);
+		shm_index_unlock(ix, s0);
+		ck_assert_int_eq(rc, 0);
+		ck_assert_msg(q0 == SHM_EVQ_NONE, "state %u: the stale node is on list %u", want, q0);
+		ck_assert_msg(skipped1 == skipped0, "state %u: %llu skipped", want,
+			      (unsigned long long)(skipped1 - skipped0));
+		ck_assert_msg(pending1 == pending, "state %u: %u pending in the held shard, was %u", want, pending1,
+			      pending);
+		ck_assert(!has(f.st, b + 1));
+		ck_assert(has(f.st, knew));
+		ck_assert_uint_eq(stats(&f).evictions, 1);
+		assert_fsck_clean(f.a);
+		fx_close(&f);
+	}
+}
+END_TEST
+
+/*
+ * An admission that replaces a key never evicts the entry it replaces, even when that entry is
+ * the policy's next victim and nothing leases it: key 0 (the small FIFO's only entry) replaced by
+ * one twice its size makes its room from main's two oldest, keys 1 and 2.
+ */
+START_TEST(a_replacement_never_evicts_the_entry_it_replaces)
+{
+	struct fx f;
+	uint64_t fp = fx_open_full(&f, 4, NULL), fp2 = sc_l2_footprint(f.a, 2 * N, 0, 4);
+	ck_assert_uint_gt(fp2, fp);
+	ck_assert_uint_le(fp2, 2 * fp);
+	ck_assert_int_eq(put(f.st, 0, 2 * N, 0), 0);
+	ck_assert_uint_eq(stats(&f).evictions, 2);
+	ck_assert(has(f.st, 0));
+	ck_assert(!has(f.st, 1));
+	ck_assert(!has(f.st, 2));
+	ck_assert(has(f.st, 3));
+	assert_fsck_clean(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+/*
+ * Before evicting anything, an admission checks that the unleased bytes on the lists can make its
+ * room (else it is refused as leased). Each pinned entry counts once: an entry leased twice, and
+ * the entry being replaced when it is leased too; an entry leased but no longer on a list (removed)
+ * pins nothing there, and neither does the entry being replaced when it is on no list (its
+ * admission could not take the policy mutex). Budget of 4 entries, each case exactly at its line: counted right the room is
+ * there and the admission evicts; counted wrong it would be refused.
+ */
+enum { PIN_TWICE, PIN_REMOVED, PIN_REPLACED, PIN_UNQUEUED };
+
+START_TEST(each_pinned_entry_counts_once_against_the_room_an_admission_needs)
+{
+	for (int c = PIN_TWICE; c <= PIN_UNQUEUED; c++) {
+		struct fx f;
+		uint64_t fp = fx_open_full(&f, 4, NULL), fp2 = sc_l2_footprint(f.a, 2 * N, 0, 4);
+		ck_assert_uint_gt(fp2, fp);
+		ck_assert_uint_le(fp2, 2 * fp);
+		struct sc_lease l[3];
+		uint32_t nl = 0, knew = 100;
+		size_t n = 2 * N;
+		if (c == PIN_TWICE) {
+			/* key 1 twice, key 2: 2 entries pinned, keys 0 and 3 are the room for 2N */
+			ck_assert_int_eq(get(f.st, 1, &l[nl++]), 0);
+			ck_assert_int_eq(get(f.st, 1, &l[nl++]), 0);
+			ck_assert_int_eq(get(f.st, 2, &l[nl++]), 0);
+		} else if (c == PIN_REMOVED) {
+			/* keys 1, 2, 3 leased, key 3 removed (its bytes wait for the lease): key 0 is the
+			 * room for N */
+			for (uint32_t k = 1; k <= 3; k++)
+				ck_assert_int_eq(get(f.st, k, &l[nl++]), 0);
+			ck_assert_int_eq(sc_l2_remove(f.st, key_of(f.st, 3)), 0);
+			ck_assert_uint_eq(stats(&f).pending_reclaim_bytes, fp);
+			n = N;
+		} else if (c == PIN_REPLACED) {
+			/* keys 2 and 3 leased, key 3 replaced by 2N: keys 0 and 1 are its room */
+			for (uint32_t k = 2; k <= 3; k++)
+				ck_assert_int_eq(get(f.st, k, &l[nl++]), 0);
+			knew = 3;
+		} else {
+			/* key 3 leased, key 0 on no list and replaced by 2N: keys 1 and 2 are its room */
+			ck_assert_int_eq(get(f.st, 3, &l[nl++]), 0);
+			struct shm_evq *q = l2_q(f.a);
+			struct shm_evq_node *nd = node_of(&f, 0);
+			ck_assert_int_eq(shm_evq_lock(q), 0);
+			shm_evq_remove_locked(q, (uint32_t)(nd - q->node));
+			shm_evq_unlock(q);
+			ck_assert_uint_eq(nd->q, SHM_EVQ_NONE);
+			knew = 0;
+		}
+		ck_assert_uint_eq(sc_test_heap_used(f.a), 4 * fp);
+		int rc = put(f.st, knew, n, 0);
+		int why = sc_l2_last_refusal(f.st);
+		while (nl)
+			sc_lease_release(&l[--nl]);
+		ck_assert_msg(rc == 0, "case %d: refused (%d, why %d)", c, rc, why);
+		ck_assert(has(f.st, knew));
+		ck_assert(!has(f.st, c == PIN_UNQUEUED ? 1 : 0)); /* the oldest evictable entry went */
+		ck_assert_uint_eq(stats(&f).evictions, c == PIN_REMOVED ? 1 : 2);
+		assert_fsck_clean(f.a);
+		fx_close(&f);
+	}
+}
+END_TEST
+
 /* ---- reclamation ---- */
 
 /*
@@ -653,6 +956,11 @@ Suite *benefit_suite(void)
 	tcase_add_test(tc, the_doorkeeper_refuses_a_low_benefit_newcomer_once);
 	tcase_add_test(tc, the_benefit_lines_are_inclusive_at_twice_and_a_sixteenth);
 	tcase_add_test(tc, warm_up_sends_newcomers_to_main_once_small_holds_exactly_its_share);
+	tcase_add_test(tc, the_doorkeeper_judges_only_known_costs_and_only_under_the_policy_mutex);
+	tcase_add_test(tc, main_fifo_credit_is_weighed_once_at_warm_up_and_only_in_range_in_main);
+	tcase_add_test(tc, a_stale_node_is_dropped_without_its_shard_and_its_shard_is_not_reclaimed);
+	tcase_add_test(tc, a_replacement_never_evicts_the_entry_it_replaces);
+	tcase_add_test(tc, each_pinned_entry_counts_once_against_the_room_an_admission_needs);
 	tcase_add_test(tc, a_reclamation_blocked_by_a_live_lease_frees_one_batch);
 	tcase_add_test(tc, a_removal_blocked_by_a_dead_lease_reaps_it_and_frees_the_entry);
 	tcase_add_test(tc, policy_accessors_at_their_edges);
