@@ -758,6 +758,34 @@ END_TEST
 /* ---- reclamation ---- */
 
 /*
+ * Reclaiming every shard (what an admission does before it measures its room) takes only the
+ * shards that have something pending: a shard with nothing retired is not locked, so a repair
+ * owed there (a holder died mid-repair) is left to that shard's next user.
+ */
+START_TEST(reclaiming_every_shard_takes_only_the_shards_with_something_pending)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 1, 4096, 0), 0);
+	struct shm_index *ix = l2_ix(f.a);
+	uint32_t s = (shard_of(&f, 1) + 1) % SHM_INDEX_SHARDS;
+	struct shm_index_shard *sh = &ix->hdr->shards[s];
+	ck_assert_uint_eq(sh->pending_head, 0);
+	ck_assert_uint_eq(sh->repair_pending, 0);
+	sh->repair_pending = 1;
+	l2_reclaim_all(f.a, -1);
+	uint32_t owed = sh->repair_pending;
+	ck_assert_int_eq(shm_index_lock(ix, s), 0); /* its next user repairs it */
+	shm_index_unlock(ix, s);
+	ck_assert_uint_eq(owed, 1);
+	ck_assert_uint_eq(sh->repair_pending, 0);
+	assert_fsck_clean(f.a);
+	fx_close(&f);
+}
+END_TEST
+
+
+/*
  * One reclamation frees at most 64 entries of a shard. When one it met was leased and no dead
  * process was behind that (nothing to reap), it does not go round again: of 70 entries retired
  * while a reader sat in its read-side section, and then a leased one, one call frees 64 and leaves
@@ -961,6 +989,7 @@ Suite *benefit_suite(void)
 	tcase_add_test(tc, a_stale_node_is_dropped_without_its_shard_and_its_shard_is_not_reclaimed);
 	tcase_add_test(tc, a_replacement_never_evicts_the_entry_it_replaces);
 	tcase_add_test(tc, each_pinned_entry_counts_once_against_the_room_an_admission_needs);
+	tcase_add_test(tc, reclaiming_every_shard_takes_only_the_shards_with_something_pending);
 	tcase_add_test(tc, a_reclamation_blocked_by_a_live_lease_frees_one_batch);
 	tcase_add_test(tc, a_removal_blocked_by_a_dead_lease_reaps_it_and_frees_the_entry);
 	tcase_add_test(tc, policy_accessors_at_their_edges);
