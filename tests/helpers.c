@@ -331,11 +331,13 @@ pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_
 			raise(SIGKILL);
 		/* 'h': hold it, alive, until a waiter has announced itself (the waiters bit) and @hold_us
 		 * have passed since we took it, so the waiter sleeps through futex slices of a live
-		 * holder; no waiter within 10 s more is a failure (exit 4) */
+		 * holder. No waiter while the test lives is a failure (exit 4): the test process gone
+		 * (Check's timeout ended it), or 300 s more, longer than any case may take */
 		double t0 = sc_test_now_s(), hold = (double)hold_us / 1e6;
+		pid_t test = getppid();
 		while (!(atomic_load_explicit(&m->word, memory_order_relaxed) & SHM_MUTEX_WAITERS) ||
 		       sc_test_now_s() - t0 < hold) {
-			if (sc_test_now_s() - t0 > hold + 10.0)
+			if (getppid() != test || sc_test_now_s() - t0 > hold + 300.0)
 				_exit(4);
 			sc_test_pause_ms(1);
 		}

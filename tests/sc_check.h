@@ -57,7 +57,7 @@ void sc_test_fake_arena_close(struct shm_arena *fake);
 void sc_test_wait_killed(pid_t pid);
 /* A child that opens arena @name, locks @m (a lock in memory it shares with us: the arena's, or
  * a MAP_SHARED page) and then does @then: 'k' SIGKILL itself, 'h' hold it until someone waits for
- * it and @hold_us have passed, unlock and exit 0 (4 when nobody came to wait within 10 s more).
+ * it and @hold_us have passed, unlock and exit 0 (4 when nobody came to wait while the test lived).
  * Returns its pid once it holds @m. */
 struct shm_mutex;
 pid_t sc_test_locker(const char *name, struct shm_mutex *m, char then, useconds_t hold_us);
