@@ -246,13 +246,13 @@ int l2_alloc(struct sc_arena *a, uint64_t len, uint64_t fp, const struct sc_key 
 				 * per admission, rather than evict the same room twice */
 				uint64_t until = shm_now_ns() + L2_PENDING_WAIT_NS;
 				waited = 1;
-				while (l2_pending(a) && shm_now_ns() < until) {
+				do { /* one round at least, however late this process runs */
 					shm_sched_point("l2.admit.waiting");
 					sched_yield();
 					l2_reclaim_all(a, -1);
 					if (l2_used(a) + fp <= budget)
 						break;
-				}
+				} while (l2_pending(a) && shm_now_ns() < until);
 				continue;
 			}
 			if (!judged) {
