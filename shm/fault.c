@@ -45,6 +45,16 @@ int shm_fault_arm(const char *spec)
 	return 0;
 }
 
+/* Die at once, as abruptly as a kill -9 from outside. */
+static _Noreturn void die_now(void)
+{
+	if (getpid() == 1)
+		_exit(128 + SIGKILL); /* a pid namespace's init ignores its own SIGKILL: exit as abruptly */
+	kill(getpid(), SIGKILL);
+	for (;;)
+		pause();    /* SIGKILL to ourselves is delivered before kill() returns; never reached */
+}
+
 void shm_fault_hit(const char *name)
 {
 	int st = atomic_load_explicit(&shm_fault_state, memory_order_relaxed);
@@ -58,11 +68,16 @@ void shm_fault_hit(const char *name)
 		return;
 	if (atomic_fetch_sub_explicit(&fault_countdown, 1, memory_order_relaxed) != 1)
 		return;
-	if (getpid() == 1)
-		_exit(128 + SIGKILL); /* a pid namespace's init ignores its own SIGKILL: exit as abruptly */
-	kill(getpid(), SIGKILL);
-	for (;;)
-		pause();    /* SIGKILL to ourselves is delivered before kill() returns; never reached */
+	die_now();
+}
+
+/* The rule the last shm_fault_broken call named (for a debugger: the process is gone after). */
+static const char *_Atomic broken_rule;
+
+void shm_fault_broken(const char *rule)
+{
+	atomic_store_explicit(&broken_rule, rule, memory_order_relaxed);
+	die_now();
 }
 
 void shm_sched_set(void (*fn)(const char *point, void *ctx), void *ctx)

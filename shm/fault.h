@@ -32,6 +32,9 @@ extern void (*_Atomic shm_sched_hook)(const char *point, void *ctx);
 int shm_fault_arm(const char *spec);
 /* Slow path of shm_fault_point: compare with the armed point, count, and die. */
 void shm_fault_hit(const char *name);
+/* A rule of the code found broken in this process (@rule names it, e.g. a `*_locked` function
+ * entered without its lock): die as an armed fault point does, so that the test running it fails. */
+void shm_fault_broken(const char *rule);
 /* Install @fn (NULL: none) as this process's schedule hook. */
 void shm_sched_set(void (*fn)(const char *point, void *ctx), void *ctx);
 /* Slow path of shm_sched_point. */

@@ -16,8 +16,6 @@
  * shm_token_alive's rules and is taken over like a dead owner; a wrong magic refuses the lock.
  */
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -50,11 +48,8 @@ uint32_t shm_mutex_owner(const struct shm_mutex *m)
 #ifdef SC_TEST_HOOKS
 void shm_mutex_held(struct shm_arena *a, const struct shm_mutex *m, const char *fn)
 {
-	if (a->token && shm_mutex_owner(m) == a->token)
-		return;
-	fprintf(stderr, "%s: called without its lock (held by token %#x, ours %#x)\n", fn, shm_mutex_owner(m),
-		a->token);
-	abort();
+	if (!a->token || shm_mutex_owner(m) != a->token)
+		shm_fault_broken(fn);
 }
 #endif
 

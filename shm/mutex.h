@@ -49,9 +49,9 @@ int shm_mutex_check(struct shm_arena *a, const struct shm_mutex *m);
 uint32_t shm_mutex_owner(const struct shm_mutex *m);
 
 /* `*_locked` functions state that their caller holds a lock; the test build checks it at their
- * entry (SHM_MUTEX_HELD): a call made without the lock, or after it was released, prints the
- * function and aborts the process, so that every test running the path fails. Nothing in the
- * product library. */
+ * entry (SHM_MUTEX_HELD): a call made without the lock, or after it was released, ends the process
+ * as an armed fault point does (shm_fault_broken, naming the function), so that every test running
+ * the path fails. Nothing in the product library. */
 #ifdef SC_TEST_HOOKS
 void shm_mutex_held(struct shm_arena *a, const struct shm_mutex *m, const char *fn);
 #define SHM_MUTEX_HELD(a, m) shm_mutex_held((a), (m), __func__)
