@@ -796,6 +796,79 @@ START_TEST(a_search_by_address_that_finds_nothing_refuses_as_scan_limit_only_at_
 }
 END_TEST
 
+/* Private 1 MiB blocks until the heap has no room for one more (at most 64, in @priv); the
+ * heap's blocks then. The free tail is shorter than 2 MiB. */
+static uint32_t fill_private(struct fx *f, uint64_t priv[64], uint32_t *np)
+{
+	*np = 0;
+	while (*np < 64 && shm_heap_alloc(f->a->shm, 1 << 20, shm_tag_priv(f->a->shm->token), &priv[*np]) == 0)
+		(*np)++;
+	ck_assert_uint_lt(*np, 64);
+	ck_assert_uint_lt(stats(f).largest_free_block, 2u << 20);
+	struct blocks *b = malloc(sizeof(*b));
+	ck_assert_ptr_nonnull(b);
+	heap_blocks(f, b);
+	uint32_t n = b->n;
+	free(b);
+	return n;
+}
+
+/* A 2 MiB search over a heap of @nblocks blocks that hold no room: no_room with its bound at
+ * @nblocks + 2, scan_limit at @nblocks + 1; nothing evicted. */
+static void search_ends_after_one_lap(struct fx *f, uint32_t nblocks)
+{
+	uint64_t ev = stats(f).evictions, off;
+	int why;
+	sc_l2_set_policy_limits(0, nblocks + 2);
+	ck_assert_int_eq(l2_make_contig(f->a, 2u << 20, shm_tag_priv(f->a->shm->token), NULL, &off, &why), -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_NO_ROOM));
+	sc_l2_set_policy_limits(0, nblocks + 1);
+	ck_assert_int_eq(l2_make_contig(f->a, 2u << 20, shm_tag_priv(f->a->shm->token), NULL, &off, &why), -ENOSPC);
+	ck_assert_str_eq(sc_l2_refusal_name(why), sc_l2_refusal_name(SC_L2_REFUSE_SCAN_LIMIT));
+	sc_l2_set_policy_limits(0, 0);
+	ck_assert_uint_eq(stats(f).evictions, ev);
+}
+
+/* A search that starts at the heap's first block and finds no room ends when it comes back to it:
+ * the heap's blocks plus 1 visits, so with its bound one more it refuses as no_room, not as
+ * scan_limit after a second lap. Twice: with no victim at all (the search starts at the heap's
+ * start), and started at the first block through the policy's next victim (a leased entry
+ * there). Everything else is private blocks, and the free tail is shorter than the request. */
+START_TEST(a_search_by_address_from_the_heaps_first_block_ends_after_one_lap)
+{
+	struct fx f;
+	uint64_t priv[64];
+	uint32_t np;
+	fx_open(&f);
+	struct shm_evq *q = l2_q(f.a);
+	ck_assert_int_eq(shm_evq_lock(q), 0);
+	ck_assert_uint_eq(shm_evq_tail_locked(q, SHM_EVQ_SMALL), 0);
+	ck_assert_uint_eq(shm_evq_tail_locked(q, SHM_EVQ_MAIN), 0);
+	shm_evq_unlock(q);
+	search_ends_after_one_lap(&f, fill_private(&f, priv, &np));
+	for (uint32_t i = 0; i < np; i++)
+		ck_assert_int_eq(shm_heap_free(f.a->shm, priv[i]), 0);
+	fx_close(&f);
+
+	fx_open(&f);
+	struct sc_lease l;
+	ck_assert_int_eq(put(f.st, 0, 4096), 0);
+	ck_assert_int_eq(get(f.st, 0, &l), 0);
+	ck_assert_ptr_eq(next_victim(&f), entry_of(&f, 0));
+	uint32_t nblocks = fill_private(&f, priv, &np);
+	struct blocks *b = malloc(sizeof(*b));
+	ck_assert_ptr_nonnull(b);
+	heap_blocks(&f, b);
+	ck_assert_uint_eq(b->off[0], entry_of(&f, 0)->payload_off); /* the victim is the first block */
+	free(b);
+	search_ends_after_one_lap(&f, nblocks);
+	sc_lease_release(&l);
+	for (uint32_t i = 0; i < np; i++)
+		ck_assert_int_eq(shm_heap_free(f.a->shm, priv[i]), 0);
+	fx_close(&f);
+}
+END_TEST
+
 /* A search over a heap whose header is damaged refuses as other (not as scan_limit), evicting
  * nothing; the header put back, the same search makes the room. */
 START_TEST(a_search_by_address_over_a_damaged_heap_refuses_as_other)
@@ -3011,6 +3084,7 @@ Suite *policy_suite(void)
 	tcase_add_loop_test(tc, a_search_by_address_passes_over_what_it_may_not_evict, 0, 5);
 	tcase_add_test(tc, a_search_by_address_follows_a_run_across_its_starting_block);
 	tcase_add_test(tc, a_search_by_address_that_finds_nothing_refuses_as_scan_limit_only_at_its_bound);
+	tcase_add_test(tc, a_search_by_address_from_the_heaps_first_block_ends_after_one_lap);
 	tcase_add_test(tc, a_search_by_address_over_a_damaged_heap_refuses_as_other);
 	tcase_add_test(tc, a_search_by_address_evicts_exactly_the_first_cheapest_shortest_window);
 	tcase_add_test(tc, room_for_a_shard_is_not_made_when_the_room_in_bytes_was_refused);

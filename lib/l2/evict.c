@@ -595,7 +595,7 @@ struct sweep {
 	uint32_t head, n, cap;
 	uint64_t cost, prev_end;
 	int found, wrapped, nomem;
-	uint64_t first_off;          /* the block the scan started at */
+	uint64_t first_off, last_off; /* the block the scan started at; the last one seen */
 	uint64_t visited;
 	/* the cheapest window that fits so far */
 	struct wblk *best;
@@ -630,8 +630,13 @@ static int sweep_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, v
 {
 	struct sweep *s = ctx;
 	struct room *r = s->r;
-	if (s->visited++ && off < s->first_off)
+	/* the scan starts at the block of first_off, or at the heap's start when that names no
+	 * block; it has wrapped when an offset goes back (at the heap's first block too) */
+	if (!s->visited++)
+		s->first_off = off;
+	else if (off < s->last_off)
 		s->wrapped = 1;
+	s->last_off = off;
 	int contiguous = s->n && off == s->prev_end + SHM_HEAP_BLOCK_HDR;
 	/* past the start again (the second lap): only to follow a run that began before it; every
 	 * window from here on was seen in the first lap */
@@ -753,7 +758,7 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 			start = __atomic_load_n(&r.ix->ent[t - 1].payload_off, __ATOMIC_RELAXED);
 		shm_evq_unlock(r.q);
 	}
-	struct sweep s = { .r = &r, .len = len, .first_off = start };
+	struct sweep s = { .r = &r, .len = len };
 	int visited = shm_heap_scan(a->shm, start, L2_SWEEP_BLOCKS, sweep_cb, &s);
 	int rc = -ENOSPC;
 	uint32_t busy = r.busy_mask;
