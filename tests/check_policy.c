@@ -1534,6 +1534,38 @@ START_TEST(an_unhit_entry_with_the_most_credit_stays_a_pass)
 }
 END_TEST
 
+/* A writer killed while it moves an entry to main (at evq.push.linking: the node's record names
+ * main, its links are not made yet) has given it its credit already: the repaired lists keep key
+ * 10 in main with the most credit, not the small FIFO's none. */
+START_TEST(a_writer_killed_moving_an_entry_to_main_has_given_it_its_credit)
+{
+	struct fx f;
+	const size_t n = 64 << 10;
+	uint64_t fp = fx_open_weighed(&f, SHM_EVQ_CREDIT_MAX + 1);
+	ck_assert_uint_eq(SHM_EVQ_CREDIT(node_of(&f, 10)->credit), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *ca;
+		struct sc_stage *cs;
+		if (sc_arena_open(f.name, &ca) || sc_stage_open(ca, "model", "state", &cs) ||
+		    sc_fault_arm("evq.push.linking"))
+			_exit(90);
+		(void)put_cost(cs, 11, n, fp); /* key 10 moves to main: the first push */
+		_exit(92);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+	ck_assert_uint_eq(node_of(&f, 10)->q, SHM_EVQ_MAIN);
+	ck_assert_uint_eq(node_of(&f, 10)->credit, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX);
+	ck_assert_int_eq(put_cost(f.st, 11, n, fp), 0); /* the lists repaired under the next lock */
+	ck_assert_int_eq(queue_of(&f, 10), SHM_EVQ_MAIN);
+	ck_assert_uint_eq(node_of(&f, 10)->credit, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX);
+	lists_consistent(f.a, 1); /* a writer was killed */
+	fx_close(&f);
+}
+END_TEST
+
 /* An entry found BUSY under its shard's lock (in flux: a writer's, which holds the lock while it
  * is; with the lock free, only a scribbled state or a repair still owed leaves one so) is passed
  * over, not dropped from its list: the small FIFO (this one entry) is walked round once and once
@@ -3109,6 +3141,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, main_at_exactly_its_share_leaves_the_eviction_to_the_small_fifo);
 	tcase_add_test(tc, probation_moves_at_exactly_two_hits_one_hit_at_twice_the_worth_none_at_four_times);
 	tcase_add_test(tc, an_unhit_entry_with_the_most_credit_stays_a_pass);
+	tcase_add_test(tc, a_writer_killed_moving_an_entry_to_main_has_given_it_its_credit);
 	tcase_add_test(tc, an_entry_busy_under_its_shard_lock_is_passed_over_and_stays_on_its_list);
 	tcase_add_test(tc, a_replacement_counts_the_entry_it_replaces_as_pinned);
 	tcase_add_test(tc, a_lease_record_one_past_the_last_entry_pins_nothing);
