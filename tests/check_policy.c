@@ -1497,6 +1497,32 @@ START_TEST(probation_moves_at_exactly_two_hits_one_hit_at_twice_the_worth_none_a
 }
 END_TEST
 
+/* fx_open_weighed with key 10 worth 64 times what is evicted, then a full main FIFO of two
+ * entries and an empty small one: key 10 (main's oldest, moved unhit with the most credit), then
+ * key 0 back from the ghost (no credit: worth what is evicted); the budget is those two. The
+ * footprint of one entry. */
+static uint64_t main_of_two(struct fx *f)
+{
+	const size_t n = 64 << 10;
+	uint64_t fp = fx_open_weighed(f, SHM_EVQ_CREDIT_MAX + 1);
+	ck_assert_int_eq(put_cost(f->st, 11, n, fp), 0); /* key 10 moves to main, key 1 goes */
+	ck_assert_int_eq(queue_of(f, 10), SHM_EVQ_MAIN);
+	ck_assert(!has(f->st, 1));
+	ck_assert_uint_eq(node_of(f, 10)->credit, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX);
+	for (uint32_t k = 2; k < 12; k++)
+		if (k != 10)
+			ck_assert_int_eq(del(f, k), 0);
+	ck_assert_int_eq(put_cost(f->st, 0, n, fp), 0);
+	ck_assert_int_eq(queue_of(f, 0), SHM_EVQ_MAIN);
+	ck_assert_uint_eq(SHM_EVQ_CREDIT(node_of(f, 0)->credit), 0);
+	ck_assert_int_eq(sc_l2_shrink_to(f->a, 2 * fp), 0);
+	struct sc_l2_stats s = stats(f);
+	ck_assert_uint_eq(s.main_entries, 2);
+	ck_assert_uint_eq(s.small_entries, 0);
+	ck_assert_uint_eq(s.pending_reclaim_bytes, 0);
+	return fp;
+}
+
 /* An unhit entry at the main FIFO's tail goes back with one credit less while it has any, up to
  * the most an entry carries (SHM_EVQ_CREDIT_MAX, 63: r >= 64): key 10, worth 64 times what is
  * evicted, moves to main unhit with 63 credits; when it is main's oldest it stays (62 left) and
@@ -1505,23 +1531,8 @@ START_TEST(an_unhit_entry_with_the_most_credit_stays_a_pass)
 {
 	struct fx f;
 	const size_t n = 64 << 10;
-	uint64_t fp = fx_open_weighed(&f, SHM_EVQ_CREDIT_MAX + 1);
-	ck_assert_int_eq(put_cost(f.st, 11, n, fp), 0); /* key 10 moves to main, key 1 goes */
-	ck_assert_int_eq(queue_of(&f, 10), SHM_EVQ_MAIN);
-	ck_assert(!has(f.st, 1));
-	ck_assert_uint_eq(node_of(&f, 10)->credit, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX);
-	/* main: key 10, then key 0 back from the ghost (no credit: worth what is evicted) */
-	for (uint32_t k = 2; k < 12; k++)
-		if (k != 10)
-			ck_assert_int_eq(del(&f, k), 0);
-	ck_assert_int_eq(put_cost(f.st, 0, n, fp), 0);
-	ck_assert_int_eq(queue_of(&f, 0), SHM_EVQ_MAIN);
-	ck_assert_uint_eq(SHM_EVQ_CREDIT(node_of(&f, 0)->credit), 0);
-	ck_assert_int_eq(sc_l2_shrink_to(f.a, 2 * fp), 0);
+	uint64_t fp = main_of_two(&f);
 	struct sc_l2_stats s0 = stats(&f);
-	ck_assert_uint_eq(s0.main_entries, 2);
-	ck_assert_uint_eq(s0.small_entries, 0);
-	ck_assert_uint_eq(s0.pending_reclaim_bytes, 0);
 	ck_assert_int_eq(put_cost(f.st, 12, n, fp), 0);
 	struct sc_l2_stats s = stats(&f);
 	ck_assert(has(f.st, 10));
@@ -1534,15 +1545,37 @@ START_TEST(an_unhit_entry_with_the_most_credit_stays_a_pass)
 }
 END_TEST
 
-/* A writer killed while it moves an entry to main (at evq.push.linking: the node's record names
- * main, its links are not made yet) has given it its credit already: the repaired lists keep key
- * 10 in main with the most credit, not the small FIFO's none. */
-START_TEST(a_writer_killed_moving_an_entry_to_main_has_given_it_its_credit)
+/* A writer killed while it puts key 10 back on main (at evq.push.linking: the node's record names
+ * main, its links are not made yet) has given it its new credit already, at each of the three
+ * moves that set one: case 0 moves it from the small FIFO (worth 64 times what is evicted: the
+ * most credit, from none); case 1 puts main's oldest back after a hit (its credit renewed: the
+ * most again, from 1); case 2 weighs main's oldest for the first time (never granted a credit:
+ * the most less the pass it now takes). */
+START_TEST(a_writer_killed_putting_an_entry_on_main_has_given_it_its_credit)
 {
 	struct fx f;
 	const size_t n = 64 << 10;
-	uint64_t fp = fx_open_weighed(&f, SHM_EVQ_CREDIT_MAX + 1);
-	ck_assert_uint_eq(SHM_EVQ_CREDIT(node_of(&f, 10)->credit), 0);
+	uint64_t fp;
+	uint32_t k = 12, want = SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX;
+	if (_i == 0) {
+		fp = fx_open_weighed(&f, SHM_EVQ_CREDIT_MAX + 1);
+		ck_assert_uint_eq(SHM_EVQ_CREDIT(node_of(&f, 10)->credit), 0);
+		k = 11;
+	} else {
+		fp = main_of_two(&f);
+		struct shm_evq *q = l2_q(f.a);
+		ck_assert_int_eq(shm_evq_lock(q), 0);
+		node_of(&f, 10)->credit = _i == 1 ? SHM_EVQ_CREDIT_GRANTED | 1 : 0;
+		shm_evq_unlock(q);
+		if (_i == 1) {
+			struct sc_lease l;
+			ck_assert_int_eq(get(f.st, 10, &l), 0);
+			sc_lease_release(&l);
+			ck_assert_uint_eq(atomic_load(&entry_of(&f, 10)->freq), 1);
+		} else {
+			want = SHM_EVQ_CREDIT_GRANTED | (SHM_EVQ_CREDIT_MAX - 1);
+		}
+	}
 	pid_t pid = fork();
 	if (pid == 0) {
 		struct sc_arena *ca;
@@ -1550,17 +1583,16 @@ START_TEST(a_writer_killed_moving_an_entry_to_main_has_given_it_its_credit)
 		if (sc_arena_open(f.name, &ca) || sc_stage_open(ca, "model", "state", &cs) ||
 		    sc_fault_arm("evq.push.linking"))
 			_exit(90);
-		(void)put_cost(cs, 11, n, fp); /* key 10 moves to main: the first push */
+		(void)put_cost(cs, k, n, fp); /* key 10 goes back on main: the first push */
 		_exit(92);
 	}
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
 	ck_assert_uint_eq(node_of(&f, 10)->q, SHM_EVQ_MAIN);
-	ck_assert_uint_eq(node_of(&f, 10)->credit, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX);
-	ck_assert_int_eq(put_cost(f.st, 11, n, fp), 0); /* the lists repaired under the next lock */
+	ck_assert_uint_eq(node_of(&f, 10)->credit, want);
+	ck_assert_int_eq(put_cost(f.st, k, n, fp), 0); /* the lists repaired under the next lock */
 	ck_assert_int_eq(queue_of(&f, 10), SHM_EVQ_MAIN);
-	ck_assert_uint_eq(node_of(&f, 10)->credit, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX);
 	lists_consistent(f.a, 1); /* a writer was killed */
 	fx_close(&f);
 }
@@ -3141,7 +3173,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, main_at_exactly_its_share_leaves_the_eviction_to_the_small_fifo);
 	tcase_add_test(tc, probation_moves_at_exactly_two_hits_one_hit_at_twice_the_worth_none_at_four_times);
 	tcase_add_test(tc, an_unhit_entry_with_the_most_credit_stays_a_pass);
-	tcase_add_test(tc, a_writer_killed_moving_an_entry_to_main_has_given_it_its_credit);
+	tcase_add_loop_test(tc, a_writer_killed_putting_an_entry_on_main_has_given_it_its_credit, 0, 3);
 	tcase_add_test(tc, an_entry_busy_under_its_shard_lock_is_passed_over_and_stays_on_its_list);
 	tcase_add_test(tc, a_replacement_counts_the_entry_it_replaces_as_pinned);
 	tcase_add_test(tc, a_lease_record_one_past_the_last_entry_pins_nothing);
