@@ -943,19 +943,27 @@ END_TEST
 /* What losing an entry costs the search: an unhit small-FIFO entry the least; one hit twice (what
  * earns the main FIFO) more, as one with the most credit; once hit, or with more than the most
  * credit (not a credit: scribbled), as little. E0 costlier: the window is E1 .. E3 instead.
- * Case @_i: 0 E0 hit once, 1 twice, 2 at the most credit, 3 past it. */
+ * Case @_i: 0 E0 hit once, 1 twice, 2 at the most credit, 3 past it; 4 E0 with two credits and
+ * every entry but E0 .. E2 hit twice: each credit counts as a pass of the policy, as a hit does
+ * (E0 three, E3 two: E1 .. E3 is the cheapest window), not as a few bytes (E0 .. E2 would be). */
 START_TEST(a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit)
 {
-	static const struct { uint32_t freq, credit; int spared; } c[] = {
-		{ 1, 0, 0 },
-		{ 2, 0, 1 }, /* L2_TO_MAIN (lib/l2/evict.c) */
-		{ 0, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX, 1 },
-		{ 0, SHM_EVQ_CREDIT_GRANTED | (SHM_EVQ_CREDIT_MAX + 1), 0 },
+	static const struct { uint32_t freq, credit, others; int spared; } c[] = {
+		{ 1, 0, 0, 0 },
+		{ 2, 0, 0, 1 }, /* L2_TO_MAIN (lib/l2/evict.c) */
+		{ 0, SHM_EVQ_CREDIT_GRANTED | SHM_EVQ_CREDIT_MAX, 0, 1 },
+		{ 0, SHM_EVQ_CREDIT_GRANTED | (SHM_EVQ_CREDIT_MAX + 1), 0, 0 },
+		{ 0, SHM_EVQ_CREDIT_GRANTED | 2, 2, 1 },
 	};
 	struct full_heap h;
 	full_heap_open(&h);
 	struct shm_evq_node *nd = &l2_q(h.f.a)->node[shm_index_idx(l2_ix(h.f.a), h.e[0])];
 	atomic_store(&h.e[0]->freq, c[_i].freq);
+	struct shm_index *ix = l2_ix(h.f.a);
+	for (uint32_t i = 0; i < ix->nentries && c[_i].others; i++)
+		if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE && &ix->ent[i] != h.e[0] &&
+		    &ix->ent[i] != h.e[1] && &ix->ent[i] != h.e[2])
+			atomic_store(&ix->ent[i].freq, c[_i].others);
 	nd->credit = c[_i].credit;
 	struct sc_l2_stats s0 = stats(&h.f);
 	uint64_t off, e1 = h.e[1]->payload_off;
@@ -3155,7 +3163,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, room_making_for_a_caller_holding_a_shard_does_not_wait_for_busy_shards);
 	tcase_add_test(tc, room_making_waits_only_for_the_busy_shard_and_leaves_it_unlocked);
 	tcase_add_test(tc, room_making_that_made_its_room_past_a_busy_shard_does_not_try_again);
-	tcase_add_loop_test(tc, a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit, 0, 4);
+	tcase_add_loop_test(tc, a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit, 0, 5);
 	tcase_add_loop_test(tc, a_search_by_address_allocates_in_its_window_else_wherever_room_came_free, 0, 2);
 	tcase_add_loop_test(tc, a_search_by_address_out_of_memory_refuses_as_other, 0, 3);
 	tcase_add_test(tc, a_search_by_address_that_lost_its_room_waits_only_for_the_shards_in_its_way);
