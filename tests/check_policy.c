@@ -1280,7 +1280,7 @@ static int put_into_scribbled_heap(struct fx *f, uint32_t k, size_t n)
  * makes, taken by "another writer" before it can use it), and how many. It takes the heap's lock
  * under the evicting writer's shard and policy locks, the order a writer's reclaim takes them in. */
 static struct {
-	struct sc_arena *a;
+	struct sc_arena *a, *reader;
 	uint64_t len, off[32];
 	int n;
 } thief;
@@ -1316,6 +1316,60 @@ START_TEST(an_admission_whose_room_is_always_taken_gives_up_after_12_rounds)
 	ck_assert_int_eq(put(f.st, 100, n), 0); /* the room back: admitted */
 	assert_lists_consistent(f.a);
 	fx_close(&f);
+}
+END_TEST
+
+/* At "l2.frag.alloc": the reader thief.reader leaves its read section (the first time), and
+ * "another writer" takes an entry's block from the heap when it can (once). */
+static void take_the_window_once(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l2.frag.alloc"))
+		return;
+	if (thief.reader) {
+		shm_epoch_exit(thief.reader->shm);
+		thief.reader = NULL;
+	}
+	if (thief.n == 0 &&
+	    shm_heap_alloc(thief.a->shm, thief.len, shm_tag_priv(thief.a->shm->token), &thief.off[0]) == 0)
+		thief.n++;
+}
+
+/* The search by address reclaims its window before each try to allocate in it. Here a reader
+ * inside a read section since before the evictions defers their reclaim until it leaves, at the
+ * first try: that try's reclaim came before it and frees nothing, so the try fails; the next
+ * reclaim frees the window, and another writer that allocates right then takes it. The search
+ * returns -EAGAIN for its caller to try again (the full heap has no other room), and evicts
+ * nothing more. (On a machine slow enough to pass the search's 2 ms deadline before the second
+ * try, it returns -EAGAIN at the first, and the room stays free.) */
+START_TEST(a_search_by_address_whose_window_is_taken_after_its_reclaim_returns_eagain)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct sc_l2_stats s0 = stats(&h.f);
+	ck_assert_uint_lt(s0.largest_free_block, h.len);
+	struct sc_arena *r;
+	ck_assert_int_eq(sc_arena_open(h.f.name, &r), 0);
+	shm_epoch_enter(r->shm);
+	thief.a = h.f.a, thief.n = 0, thief.len = h.len, thief.reader = r;
+	sc_sched_set(take_the_window_once, NULL);
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	sc_sched_set(NULL, NULL);
+	ck_assert_ptr_null(thief.reader); /* it left at the first try */
+	ck_assert_int_eq(rc, -EAGAIN);
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
+	if (thief.n) {
+		ck_assert(thief.off[0] >= h.off0 && thief.off[0] - h.off0 < 4096); /* E0 .. E2's room */
+		ck_assert_int_eq(shm_heap_free(h.f.a->shm, thief.off[0]), 0);
+	} else {
+		l2_reclaim_all(h.f.a, -1);
+		ck_assert_uint_ge(stats(&h.f).largest_free_block, h.len);
+	}
+	sc_arena_close(r);
+	assert_lists_consistent(h.f.a);
+	fx_close(&h.f);
 }
 END_TEST
 
@@ -3191,6 +3245,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, regression_admission_up_to_the_budget_publishes);
 	tcase_add_test(tc, every_refusal_reason_is_produced_and_counted);
 	tcase_add_test(tc, an_admission_whose_room_is_always_taken_gives_up_after_12_rounds);
+	tcase_add_test(tc, a_search_by_address_whose_window_is_taken_after_its_reclaim_returns_eagain);
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing);
 	tcase_add_test(tc, an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing);
