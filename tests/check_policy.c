@@ -1660,6 +1660,42 @@ START_TEST(a_writer_killed_putting_an_entry_on_main_has_given_it_its_credit)
 }
 END_TEST
 
+static void die_at_the_departure_note(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "evq.depart.noting"))
+		kill(getpid(), SIGKILL);
+}
+
+/* An eviction notes the key's departure before it moves the evicted density D toward the
+ * evicted entry's: a writer killed while it notes the departure (at evq.depart.noting) leaves D
+ * as it was. Key 10, worth twice D and unhit, is evicted for key 11. */
+START_TEST(a_writer_killed_noting_a_departure_has_not_moved_the_evicted_density)
+{
+	struct fx f;
+	const size_t n = 64 << 10;
+	uint64_t fp = fx_open_weighed(&f, 2), d0 = l2_q(f.a)->hdr->evict_dens;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_arena *ca;
+		struct sc_stage *cs;
+		if (sc_arena_open(f.name, &ca) || sc_stage_open(ca, "model", "state", &cs))
+			_exit(90);
+		sc_sched_set(die_at_the_departure_note, NULL);
+		(void)put_cost(cs, 11, n, fp);
+		_exit(92);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+	ck_assert(!has(f.st, 10)); /* it died inside key 10's eviction */
+	ck_assert_uint_eq(l2_q(f.a)->hdr->evict_dens, d0);
+	ck_assert_int_eq(put_cost(f.st, 11, n, fp), 0); /* the lists repaired under the next lock */
+	lists_consistent(f.a, 1); /* a writer was killed */
+	fx_close(&f);
+}
+END_TEST
+
 /* An entry found BUSY under its shard's lock (in flux: a writer's, which holds the lock while it
  * is; with the lock free, only a scribbled state or a repair still owed leaves one so) is passed
  * over, not dropped from its list: the small FIFO (this one entry) is walked round once and once
@@ -3236,6 +3272,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, probation_moves_at_exactly_two_hits_one_hit_at_twice_the_worth_none_at_four_times);
 	tcase_add_test(tc, an_unhit_entry_with_the_most_credit_stays_a_pass);
 	tcase_add_loop_test(tc, a_writer_killed_putting_an_entry_on_main_has_given_it_its_credit, 0, 3);
+	tcase_add_test(tc, a_writer_killed_noting_a_departure_has_not_moved_the_evicted_density);
 	tcase_add_test(tc, an_entry_busy_under_its_shard_lock_is_passed_over_and_stays_on_its_list);
 	tcase_add_test(tc, a_replacement_counts_the_entry_it_replaces_as_pinned);
 	tcase_add_test(tc, a_lease_record_one_past_the_last_entry_pins_nothing);
