@@ -981,6 +981,44 @@ START_TEST(a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit
 }
 END_TEST
 
+/* A window that costs nothing (a free block that holds the request, right after the search's
+ * starting block) cannot be beaten: the search takes it at once and looks no further. Here a
+ * block further on has a damaged header, which a search that went on would meet and refuse as
+ * other; the search returns the free block, evicting nothing. */
+START_TEST(a_search_by_address_stops_at_a_window_that_costs_nothing)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct shm_index_entry *e4 = entry_after(&h.f, h.e[3]);
+	ck_assert_ptr_nonnull(e4);
+	struct shm_index_entry *e5 = entry_after(&h.f, e4);
+	ck_assert_ptr_nonnull(e5);
+	uint64_t hole = h.e[1]->payload_off;
+	for (int i = 1; i < 4; i++)
+		ck_assert_int_eq(sc_l2_remove(h.f.st, (struct sc_key){ h.e[i]->key_lo, h.e[i]->key_hi }), 0);
+	l2_reclaim_all(h.f.a, -1);
+	uint64_t bytes;
+	ck_assert_int_eq(shm_heap_size(h.f.a->shm, hole, &bytes), -EBADMSG); /* free: no allocation */
+	ck_assert_ptr_eq(next_victim(&h.f), h.e[0]);
+	struct sc_l2_stats s0 = stats(&h.f);
+	ck_assert_uint_ge(s0.largest_free_block, h.len); /* the hole holds it */
+	_Atomic uint64_t *word = (_Atomic uint64_t *)(h.f.a->shm->base + e5->payload_off - SHM_HEAP_BLOCK_HDR);
+	uint64_t saved = atomic_load(word);
+	atomic_store(word, saved ^ (1ull << 40));
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	atomic_store(word, saved);
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert(off >= hole && off - hole < 4096);
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions);
+	ck_assert(alive(h.e[0], h.gen[0]));
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	assert_lists_consistent(h.f.a);
+	fx_close(&h.f);
+}
+END_TEST
+
 /* Three entries after E3 and five more removed, and their room (a hole of three blocks) taken by a
  * private block that fills it: its offset (also *@hole). */
 static uint64_t private_block_in_a_hole(struct full_heap *h, uint64_t *hole)
@@ -3254,6 +3292,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, room_making_waits_only_for_the_busy_shard_and_leaves_it_unlocked);
 	tcase_add_test(tc, room_making_that_made_its_room_past_a_busy_shard_does_not_try_again);
 	tcase_add_loop_test(tc, a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit, 0, 5);
+	tcase_add_test(tc, a_search_by_address_stops_at_a_window_that_costs_nothing);
 	tcase_add_loop_test(tc, a_search_by_address_allocates_in_its_window_else_wherever_room_came_free, 0, 2);
 	tcase_add_loop_test(tc, a_search_by_address_out_of_memory_refuses_as_other, 0, 3);
 	tcase_add_test(tc, a_search_by_address_that_lost_its_room_waits_only_for_the_shards_in_its_way);
