@@ -1019,6 +1019,76 @@ START_TEST(a_search_by_address_stops_at_a_window_that_costs_nothing)
 }
 END_TEST
 
+/* A window never starts past a free block it begins with (the freed entries would merge into that
+ * block and move the allocation's start): E1's hole is taken by a private block P but for a small
+ * free block F (512 bytes) at its end, so the search, from E0, finds F E2 E3 E4 (F E2 E3 does not
+ * hold the request; E2 E3 E4 would) and allocates at F's start. Entries E8 .. E10 removed and
+ * part of their room taken by another private block leave a free block G that holds the request,
+ * beyond the search's bound (6 blocks): an allocation made at E2 would fail there (E2 is no
+ * longer a block's start) and land in G, the better fit. */
+START_TEST(a_search_by_address_keeps_the_free_block_its_window_begins_with)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct shm_index_entry *e[11];
+	for (int i = 0; i < 11; i++) {
+		e[i] = i < 4 ? h.e[i] : entry_after(&h.f, e[i - 1]);
+		ck_assert_ptr_nonnull(e[i]);
+	}
+	uint64_t bytes, p, g, hole = e[1]->payload_off, ghole = e[8]->payload_off;
+	ck_assert_int_eq(shm_heap_size(h.f.a->shm, hole, &bytes), 0);
+	uint32_t gen[5];
+	for (int i = 0; i < 5; i++)
+		gen[i] = e[i]->gen;
+	for (int i = 1; i < 11; i += (i == 1 ? 7 : 1))
+		ck_assert_int_eq(sc_l2_remove(h.f.st, (struct sc_key){ e[i]->key_lo, e[i]->key_hi }), 0);
+	l2_reclaim_all(h.f.a, -1);
+	uint64_t tag = shm_tag_priv(h.f.a->shm->token);
+	ck_assert_int_eq(shm_heap_alloc_at(h.f.a->shm, hole, (bytes - 512) | SHM_HEAP_PACKED, tag, &p), 0);
+	ck_assert_uint_eq(p, hole);
+	uint64_t f_off = hole + bytes - 512 + SHM_HEAP_BLOCK_HDR, gbytes = 3 * bytes + 2 * SHM_HEAP_BLOCK_HDR;
+	/* G: the request, a page of alignment slack and an eighth more: a size class above the one
+	 * that guarantees the request a fit, and well below the merged F .. E4 (about 1.5 times it) */
+	uint64_t take = (gbytes - SHM_HEAP_BLOCK_HDR - (h.len + 4096 + h.len / 8)) & ~63ull;
+	ck_assert_int_eq(shm_heap_alloc_at(h.f.a->shm, ghole, take | SHM_HEAP_PACKED, tag, &g), 0);
+	ck_assert_uint_eq(g, ghole);
+	uint64_t g_off = ghole + take + SHM_HEAP_BLOCK_HDR;
+	/* the free blocks: F (too small to matter alone) and G (holds the request) */
+	struct blocks *b = malloc(sizeof(*b));
+	ck_assert_ptr_nonnull(b);
+	heap_blocks(&h.f, b);
+	uint32_t fi = b->n, gi = b->n;
+	for (uint32_t i = 0; i + 1 < b->n; i++) {
+		if (b->off[i] == f_off)
+			fi = i;
+		if (b->off[i] == g_off)
+			gi = i;
+	}
+	ck_assert(fi < b->n && !b->allocated[fi] && b->off[fi + 1] == e[2]->payload_off);
+	ck_assert(gi < b->n && !b->allocated[gi] && b->off[gi + 1] - b->off[gi] - SHM_HEAP_BLOCK_HDR >= h.len);
+	free(b);
+	ck_assert_ptr_eq(next_victim(&h.f), e[0]);
+	struct sc_l2_stats s0 = stats(&h.f);
+	uint64_t off;
+	int why;
+	sc_l2_set_policy_limits(0, 6); /* E0 P F E2 E3 E4 */
+	int rc = contig(&h, NULL, &off, &why);
+	sc_l2_set_policy_limits(0, 0);
+	ck_assert_msg(rc == 0, "%d (%s)", rc, sc_l2_refusal_name(why));
+	ck_assert_msg(off >= f_off && off - f_off < 4096, "allocated at %llu, F at %llu, G at %llu",
+		      (unsigned long long)off, (unsigned long long)f_off, (unsigned long long)g_off);
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
+	ck_assert(alive(e[0], gen[0]));
+	for (int i = 2; i < 5; i++)
+		ck_assert(!alive(e[i], gen[i]));
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, p), 0);
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, g), 0);
+	assert_lists_consistent(h.f.a);
+	fx_close(&h.f);
+}
+END_TEST
+
 /* Three entries after E3 and five more removed, and their room (a hole of three blocks) taken by a
  * private block that fills it: its offset (also *@hole). */
 static uint64_t private_block_in_a_hole(struct full_heap *h, uint64_t *hole)
@@ -3293,6 +3363,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, room_making_that_made_its_room_past_a_busy_shard_does_not_try_again);
 	tcase_add_loop_test(tc, a_search_by_address_spares_an_entry_hit_twice_or_with_the_most_credit, 0, 5);
 	tcase_add_test(tc, a_search_by_address_stops_at_a_window_that_costs_nothing);
+	tcase_add_test(tc, a_search_by_address_keeps_the_free_block_its_window_begins_with);
 	tcase_add_loop_test(tc, a_search_by_address_allocates_in_its_window_else_wherever_room_came_free, 0, 2);
 	tcase_add_loop_test(tc, a_search_by_address_out_of_memory_refuses_as_other, 0, 3);
 	tcase_add_test(tc, a_search_by_address_that_lost_its_room_waits_only_for_the_shards_in_its_way);
