@@ -1804,6 +1804,49 @@ START_TEST(a_writer_killed_noting_a_departure_has_not_moved_the_evicted_density)
 }
 END_TEST
 
+static struct {
+	struct sc_arena *a;
+	uint64_t budget;
+	int n;
+} lower;
+
+static void lower_the_budget(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "events.append.try") && !lower.n++)
+		atomic_store(&l2_ix(lower.a)->hdr->budget_bytes, lower.budget);
+}
+
+/* An admission that replaces an entry judges whether its shard's retired entries are due for a
+ * reclaim (a batch: 32 entries, or 1/256 of the budget, lib/l2/evict.c) after it has posted its
+ * event, by the budget as it is then: lowered meanwhile (here by a hook while the event is
+ * appended, as an administrator's sc_l2_shrink_to could from another process) so that key 1's
+ * old entry is 1/256 of it, the old entry is reclaimed at once; judged by the budget before, it
+ * would wait for the batch. */
+START_TEST(an_admission_judges_its_reclaim_batch_by_the_budget_after_its_event)
+{
+	struct fx f;
+	fx_open(&f);
+	const size_t n = 4096;
+	uint64_t fp = sc_l2_footprint(f.a, n, 0, 4);
+	ck_assert_int_eq(put(f.st, 1, n), 0);
+	struct sc_events *ev;
+	ck_assert_int_eq(sc_events_open(f.a, &ev), 0);
+	uint64_t raw = atomic_load(&l2_ix(f.a)->hdr->budget_bytes);
+	ck_assert_uint_lt(fp, l2_budget(f.a) / 256); /* not due with the budget as it is */
+	lower.a = f.a, lower.budget = 256 * fp, lower.n = 0;
+	sc_sched_set(lower_the_budget, NULL);
+	ck_assert_int_eq(put(f.st, 1, n), 0);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(lower.n, 1); /* one event: the store */
+	ck_assert_uint_eq(l2_budget(f.a), 256 * fp);
+	ck_assert_uint_eq(stats(&f).pending_reclaim_bytes, 0);
+	atomic_store(&l2_ix(f.a)->hdr->budget_bytes, raw);
+	sc_events_close(ev);
+	fx_close(&f);
+}
+END_TEST
+
 /* An entry found BUSY under its shard's lock (in flux: a writer's, which holds the lock while it
  * is; with the lock free, only a scribbled state or a repair still owed leaves one so) is passed
  * over, not dropped from its list: the small FIFO (this one entry) is walked round once and once
@@ -3383,6 +3426,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, an_unhit_entry_with_the_most_credit_stays_a_pass);
 	tcase_add_loop_test(tc, a_writer_killed_putting_an_entry_on_main_has_given_it_its_credit, 0, 3);
 	tcase_add_test(tc, a_writer_killed_noting_a_departure_has_not_moved_the_evicted_density);
+	tcase_add_test(tc, an_admission_judges_its_reclaim_batch_by_the_budget_after_its_event);
 	tcase_add_test(tc, an_entry_busy_under_its_shard_lock_is_passed_over_and_stays_on_its_list);
 	tcase_add_test(tc, a_replacement_counts_the_entry_it_replaces_as_pinned);
 	tcase_add_test(tc, a_lease_record_one_past_the_last_entry_pins_nothing);
