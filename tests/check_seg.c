@@ -164,6 +164,33 @@ static void turn_one_intact(struct fx *f)
 	sc_lease_release(&l);
 }
 
+/* A payload of whole segments (no tail, one section) is cut into exactly its segments: key 200,
+ * three segments extending key 100's two, is scattered over exactly three pieces of one segment
+ * each (no empty piece for the tail it does not have, nor for the empty second section). */
+START_TEST(a_payload_of_whole_segments_has_exactly_its_segments)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 2 * MiB, 0, 0), 0);
+	ck_assert_int_eq(put(&f, 200, 3 * MiB, 0, 0), 0);
+	struct sc_l2_stats s = stats(&f);
+	ck_assert_uint_eq(s.segments, 3);
+	ck_assert_uint_eq(s.segment_dedup_bytes, 2 * MiB);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_eq(l.segments, 3);
+	struct sc_segment sg[8];
+	ck_assert_int_eq(sc_lease_segments(&l, sg, 8), 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(sg[i].len, SEG);
+		ck_assert_uint_eq(sg[i].section, 0);
+	}
+	lease_is(&f, &l, 3 * MiB, 0, 0);
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(shared_leading_segments_are_stored_once)
 {
 	struct fx f;
@@ -1069,6 +1096,7 @@ Suite *seg_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_are_stored_once);
+	tcase_add_test(tc, a_payload_of_whole_segments_has_exactly_its_segments);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
 	tcase_add_test(tc, fsck_sweeps_an_orphaned_segment_record);
