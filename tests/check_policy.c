@@ -1081,6 +1081,11 @@ START_TEST(a_search_by_address_keeps_the_free_block_its_window_begins_with)
 	ck_assert(alive(e[0], gen[0]));
 	for (int i = 2; i < 5; i++)
 		ck_assert(!alive(e[i], gen[i]));
+	/* what it relies on: an allocation anywhere (what one at E2 would fall back to) lands in G */
+	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
+	ck_assert_int_eq(shm_heap_alloc(h.f.a->shm, h.len, tag, &off), 0);
+	ck_assert_msg(off >= g_off && off - g_off < 4096, "an allocation anywhere landed at %llu, G at %llu",
+		      (unsigned long long)off, (unsigned long long)g_off);
 	ck_assert_int_eq(shm_heap_free(h.f.a->shm, off), 0);
 	ck_assert_int_eq(shm_heap_free(h.f.a->shm, p), 0);
 	ck_assert_int_eq(shm_heap_free(h.f.a->shm, g), 0);
@@ -1390,7 +1395,7 @@ static int put_into_scribbled_heap(struct fx *f, uint32_t k, size_t n)
 static struct {
 	struct sc_arena *a, *reader;
 	uint64_t len, off[32];
-	int n;
+	int n, tries;
 } thief;
 
 static void take_the_room(const char *point, void *ctx)
@@ -1434,6 +1439,7 @@ static void take_the_window_once(const char *point, void *ctx)
 	(void)ctx;
 	if (strcmp(point, "l2.frag.alloc"))
 		return;
+	thief.tries++;
 	if (thief.reader) {
 		shm_epoch_exit(thief.reader->shm);
 		thief.reader = NULL;
@@ -1459,15 +1465,22 @@ START_TEST(a_search_by_address_whose_window_is_taken_after_its_reclaim_returns_e
 	struct sc_arena *r;
 	ck_assert_int_eq(sc_arena_open(h.f.name, &r), 0);
 	shm_epoch_enter(r->shm);
-	thief.a = h.f.a, thief.n = 0, thief.len = h.len, thief.reader = r;
+	thief.a = h.f.a, thief.n = 0, thief.tries = 0, thief.len = h.len, thief.reader = r;
 	sc_sched_set(take_the_window_once, NULL);
-	uint64_t off;
+	uint64_t off, t0 = shm_now_ns();
 	int why;
 	int rc = contig(&h, NULL, &off, &why);
+	uint64_t took = shm_now_ns() - t0;
 	sc_sched_set(NULL, NULL);
 	ck_assert_ptr_null(thief.reader); /* it left at the first try */
 	ck_assert_int_eq(rc, -EAGAIN);
 	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
+	/* a second try reclaimed the window and lost it; one try only when its deadline (2 ms,
+	 * L2_RECLAIM_WAIT_NS) had passed by then */
+	if (thief.tries >= 2)
+		ck_assert_int_eq(thief.n, 1);
+	else
+		ck_assert_uint_ge(took, 2000000);
 	if (thief.n) {
 		ck_assert(thief.off[0] >= h.off0 && thief.off[0] - h.off0 < 4096); /* E0 .. E2's room */
 		ck_assert_int_eq(shm_heap_free(h.f.a->shm, thief.off[0]), 0);
@@ -1838,7 +1851,7 @@ START_TEST(an_admission_judges_its_reclaim_batch_by_the_budget_after_its_event)
 	sc_sched_set(lower_the_budget, NULL);
 	ck_assert_int_eq(put(f.st, 1, n), 0);
 	sc_sched_set(NULL, NULL);
-	ck_assert_int_eq(lower.n, 1); /* one event: the store */
+	ck_assert_int_ge(lower.n, 1); /* the store's event (a weak CAS may try twice) */
 	ck_assert_uint_eq(l2_budget(f.a), 256 * fp);
 	ck_assert_uint_eq(stats(&f).pending_reclaim_bytes, 0);
 	atomic_store(&l2_ix(f.a)->hdr->budget_bytes, raw);
