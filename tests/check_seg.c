@@ -191,6 +191,38 @@ START_TEST(a_payload_of_whole_segments_has_exactly_its_segments)
 }
 END_TEST
 
+/* A segment the table keeps in its first slot (slot 0: its digest's low bits are all zero) is
+ * found and shared like any other: the stream's first 8 bytes are chosen (a counter, tried in
+ * turn) so that its first segment hashes there; key 200 (three segments) then shares it and the
+ * second with key 100 (two: a payload of one segment is stored whole, unindexed). */
+START_TEST(a_segment_in_the_tables_first_slot_is_shared)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	const struct shm_segtab *t = l2_segtab(f.a);
+	struct sc_digest d = { 0, 0 };
+	uint64_t c = 0;
+	for (; c < 1000000; c++) {
+		memcpy(f.base, &c, sizeof(c));
+		d = sc_digest(f.base, SEG);
+		if (!(d.lo & t->mask))
+			break;
+	}
+	ck_assert_uint_lt(c, 1000000);
+	ck_assert_int_eq(put(&f, 100, 2 * SEG, 0, 0), 0);
+	ck_assert_uint_eq(t->slot[0].state, SHM_SEG_LIVE);
+	ck_assert_uint_eq(t->slot[0].digest_lo, d.lo);
+	ck_assert_int_eq(put(&f, 200, 3 * SEG, 0, 0), 0);
+	ck_assert_uint_eq(stats(&f).segment_dedup_bytes, 2 * SEG);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_eq(l.segments, 3);
+	lease_is(&f, &l, 3 * SEG, 0, 0);
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(shared_leading_segments_are_stored_once)
 {
 	struct fx f;
@@ -1097,6 +1129,7 @@ Suite *seg_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_are_stored_once);
 	tcase_add_test(tc, a_payload_of_whole_segments_has_exactly_its_segments);
+	tcase_add_test(tc, a_segment_in_the_tables_first_slot_is_shared);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
 	tcase_add_test(tc, fsck_sweeps_an_orphaned_segment_record);
