@@ -18,6 +18,7 @@
 
 #include "l3_hosts.h"
 #include "sc_check.h"
+#include "../lib/l2/l2.h"
 #include "../lib/l3/l3.h"
 #include "../lib/l3/format.h"
 #include "../lib/l3/segread.h"
@@ -513,6 +514,54 @@ START_TEST(direct_segment_reads_verify_as_they_land)
 	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), -EBADMSG);
 	sc_l3_close(l3);
 	free(a), free(exact), free(big);
+}
+END_TEST
+
+/* A segment the restoring arena's L2 keeps in its table's first slot (slot 0: its digest's low
+ * bits are all zero) is copied from it like any other: its L3 file gone, the fill of "b" takes it
+ * from L2. Payload a's first 8 bytes are chosen (a counter, tried in turn) to land it there. */
+START_TEST(fill_copies_a_segment_from_the_first_slot_of_l2s_table)
+{
+	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .segment_bytes = SEG };
+	const char *aname;
+	struct sc_arena *arena = sc_test_arena_opts("l3segl2", &ao, &aname);
+	struct sc_stage *stage;
+	ck_assert_int_eq(sc_stage_open(arena, "m", "s", &stage), 0);
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t na, nb;
+	uint8_t *a = payload(2, 0, 5, 0, &na), *b = payload(2, 0, 6, 0, &nb);
+	const struct shm_segtab *t = l2_segtab(arena);
+	uint64_t c = 0;
+	for (; c < 1000000; c++) {
+		memcpy(a, &c, sizeof(c));
+		if (!(sc_digest(a, SEG).lo & t->mask))
+			break;
+	}
+	ck_assert_uint_lt(c, 1000000);
+	memcpy(b, a, SEG); /* b's first segment is a's */
+	struct sc_payload pa = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { a }, .sec_len = { na } };
+	ck_assert_int_eq(sc_l2_admit(stage, "a", toks, 10, sc_digest(a, na), &pa, 0), 0);
+	ck_assert_uint_eq(t->slot[0].state, SHM_SEG_LIVE);
+	ck_assert_uint_eq(t->slot[0].digest_lo, sc_digest(a, SEG).lo);
+	struct sc_location lb;
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
+	char p[300];
+	seg_path_of(b, SEG, p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	struct sc_restore r;
+	ck_assert_int_eq(sc_restore(stage, l3, "b", toks, 10, 0, &r), 10);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
+	ck_assert(r.sec_len[0] == nb && memcmp(r.sec[0], b, nb) == 0);
+	sc_restore_release(&r);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fill_bytes_from_l2 - s0.fill_bytes_from_l2, SEG);
+	sc_l3_close(l3);
+	sc_stage_close(stage);
+	sc_test_arena_destroy(arena, aname);
+	free(a);
+	free(b);
 }
 END_TEST
 
@@ -1405,6 +1454,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, manifest_segment_lengths_at_their_bounds);
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
+	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
