@@ -854,6 +854,51 @@ START_TEST(segments_released_between_lookup_and_commit)
 }
 END_TEST
 
+static int planned_calls;
+static void renew_a_when_planned(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "seg.admit.planned") || !sched_fx)
+		return;
+	struct fx *f = sched_fx;
+	if (++planned_calls > 2)
+		return;
+	/* A goes and comes back: the same segments, indexed again under new generations (A's own
+	 * admission passes the point too: not counted) */
+	sched_fx = NULL;
+	ck_assert_int_eq(sc_l2_remove(f->st, key_of(f, 100)), 0);
+	reclaim(f);
+	ck_assert_int_eq(put(f, 100, 4 * MiB, 100, 1), 0);
+	sched_fx = f;
+}
+
+/* An admission whose planned segments go (and come back) under it twice plans no third time: it
+ * stores the payload whole. Here A is removed and admitted again at each of B's plans, so each
+ * hold finds A's segments under new generations. */
+START_TEST(segments_renewed_under_two_plans_have_the_payload_stored_whole)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	sched_fx = &f;
+	planned_calls = 0;
+	sc_sched_set(renew_a_when_planned, NULL);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	sc_sched_set(NULL, NULL);
+	sched_fx = NULL;
+	ck_assert_int_eq(planned_calls, 2);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_eq(l.segments, 0); /* whole */
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	sc_lease_release(&l);
+	turn_one_intact(&f);
+	char msg[256] = "";
+	ck_assert_msg(sc_arena_fsck(f.a, SC_FSCK_DEEP, finding_cb, msg, NULL) == 0, "%s", msg);
+	fx_close(&f);
+}
+END_TEST
+
 /* The heap's header scribbled (every heap call refuses) once the admission has popped an index
  * entry ("l2.commit.popped"), between its allocations and its tagging of the blocks: the
  * admission is refused as damaged, its index entry goes back on the shard's free list (the test
@@ -1145,6 +1190,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, fsck_finds_and_repairs_wrong_reference_counts);
 	tcase_add_test(tc, hostile_segment_records_are_refused);
 	tcase_add_test(tc, segments_released_between_lookup_and_commit);
+	tcase_add_test(tc, segments_renewed_under_two_plans_have_the_payload_stored_whole);
 	tcase_add_test(tc, bad_segment_options_are_refused);
 	tcase_add_test(tc, cli_round_trip_of_a_scattered_entry);
 	tcase_add_test(tc, restore_from_a_scattered_entry);
