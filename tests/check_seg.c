@@ -223,6 +223,92 @@ START_TEST(a_segment_in_the_tables_first_slot_is_shared)
 }
 END_TEST
 
+/* A scattered entry is copied out whole without a lease (sc_l2_get_copy: every piece, the last
+ * one filling exactly what is left of the wire), and refused for a buffer one byte short. */
+START_TEST(a_scattered_entry_is_copied_whole_without_a_lease)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	uint64_t b = 6 * MiB + 300;
+	uint8_t *want = malloc(b), *got = malloc(b);
+	memcpy(want, f.base, 6 * MiB);
+	fill(want + 6 * MiB, 300, 2);
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 200 + i;
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_gt(l.segments, 0); /* scattered */
+	sc_lease_release(&l);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, got, b - 1, NULL), -ENOBUFS);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, got, b, NULL), (int64_t)b);
+	ck_assert(memcmp(want, got, b) == 0);
+	free(want);
+	free(got);
+	fx_close(&f);
+}
+END_TEST
+
+/* sc_lease_segments writes at most @max segments and no more than there are: the slots past
+ * them are left as they were (7 segments: room for 2, then for 9). */
+START_TEST(lease_segments_writes_no_more_than_asked_or_there_are)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_eq(l.segments, 7);
+	struct sc_segment sg[10];
+	const struct sc_segment canary = { .ptr = &canary, .len = 12345, .section = 7 };
+	for (uint32_t max = 2; max <= 9; max += 7) {
+		for (int i = 0; i < 10; i++)
+			sg[i] = canary;
+		ck_assert_int_eq(sc_lease_segments(&l, sg, max), 7);
+		uint32_t wrote = max < 7 ? max : 7;
+		for (uint32_t i = 0; i < 10; i++) {
+			int untouched = sg[i].ptr == canary.ptr && sg[i].len == canary.len && sg[i].section == canary.section;
+			ck_assert_msg(untouched == (i >= wrote), "max %u: slot %u %s", max, i,
+				      untouched ? "not written" : "written");
+		}
+	}
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
+/* Two sections, each cut into segments from its start: B's second section (three segments)
+ * shares its first two with A's, and B, scattered over pieces of both sections (the second
+ * section's several in a row), is read back whole. */
+START_TEST(a_scattered_entry_of_two_sections_reads_back_whole)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	struct sc_kv_desc kd = { .codec = SC_KV_CODEC_RAW, .payload_bytes = 2 * MiB, .token_count = 8 };
+	struct sc_payload pa = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { f.base, f.base + 2 * MiB },
+				 .sec_len = { 2 * MiB, 2 * MiB }, .kv_desc = &kd };
+	struct sc_payload pb = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { f.base, f.base + 2 * MiB },
+				 .sec_len = { 2 * MiB, 3 * MiB }, .kv_desc = &kd };
+	int32_t ta[8], tb[8];
+	for (int i = 0; i < 8; i++)
+		ta[i] = 300 + i, tb[i] = 400 + i;
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", ta, 8, sc_digest(f.base, 4 * MiB), &pa, SC_ORIGIN_DIRECT), 0);
+	ck_assert_int_eq(sc_l2_admit(f.st, "ns", tb, 8, sc_digest(f.base, 5 * MiB), &pb, SC_ORIGIN_DIRECT), 0);
+	ck_assert_uint_eq(stats(&f).segment_dedup_bytes, 4 * MiB);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 400, &l), 0);
+	ck_assert_uint_eq(l.segments, 5);
+	ck_assert_uint_eq(l.sec_len[0], 2 * MiB);
+	ck_assert_uint_eq(l.sec_len[1], 3 * MiB);
+	struct sc_segment sg[8];
+	ck_assert_int_eq(sc_lease_segments(&l, sg, 8), 5);
+	for (int i = 0; i < 5; i++)
+		ck_assert_uint_eq(sg[i].section, i < 2 ? 0 : 1);
+	lease_is(&f, &l, 5 * MiB, 0, 0);
+	sc_lease_release(&l);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(shared_leading_segments_are_stored_once)
 {
 	struct fx f;
@@ -1174,6 +1260,9 @@ Suite *seg_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_are_stored_once);
 	tcase_add_test(tc, a_payload_of_whole_segments_has_exactly_its_segments);
+	tcase_add_test(tc, a_scattered_entry_is_copied_whole_without_a_lease);
+	tcase_add_test(tc, lease_segments_writes_no_more_than_asked_or_there_are);
+	tcase_add_test(tc, a_scattered_entry_of_two_sections_reads_back_whole);
 	tcase_add_test(tc, a_segment_in_the_tables_first_slot_is_shared);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
