@@ -1494,7 +1494,10 @@ START_TEST(hostile_index_contents)
 		saved_len[i] = ix->ent[i].sec_len[0];
 		saved_meta[i] = ix->ent[i].meta;
 	}
-	const uint64_t evil[] = { 0, 1, f.a->shm->size - 10, UINT64_MAX - 100, 4096, ix->heap_lo };
+	/* ... and on the heap's 64-byte unit past its end: just past it, and far past it */
+	const uint64_t evil[] = { 0, 1, f.a->shm->size - 10, UINT64_MAX - 100, 4096, ix->heap_lo,
+				  ix->heap_lo + ((ix->heap_hi - ix->heap_lo) | 63) + 1,
+				  ix->heap_lo + ((UINT64_MAX - ix->heap_lo) & ~63ull) };
 	for (size_t v = 0; v < sizeof(evil) / sizeof(evil[0]); v++) {
 		for (uint32_t i = 0; i < ix->nentries; i++)
 			if (atomic_load(&ix->ent[i].state) == SHM_ENT_LIVE)
