@@ -309,6 +309,32 @@ START_TEST(a_scattered_entry_of_two_sections_reads_back_whole)
 }
 END_TEST
 
+/* An admission's lookup of its segments waits for the segment table's lock while another
+ * process holds it (alive): the holder sees it wait, lets go and ends; the admission shares A's
+ * segments as usual. (One that looked without the lock would clear the holder's lock word when it
+ * "unlocked": the holder would never see a waiter.) */
+START_TEST(a_segment_lookup_waits_for_the_tables_lock)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(put(&f, 100, 4 * MiB, 100, 1), 0);
+	pid_t holder = sc_test_locker(f.name, &l2_segtab(f.a)->hdr->mu, 'h', 0);
+	ck_assert_int_eq(put(&f, 200, 6 * MiB, 300, 2), 0);
+	int status = 0;
+	pid_t got = 0;
+	for (double t0 = sc_test_now_s(); got == 0 && sc_test_now_s() - t0 < 30.0; sc_test_pause_ms(1))
+		got = waitpid(holder, &status, WNOHANG); /* the holder ends once it saw a waiter */
+	if (got == 0) {
+		kill(holder, SIGKILL);
+		waitpid(holder, &status, 0);
+	}
+	ck_assert_msg(got == holder && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the lock's holder saw no waiter (status %#x)", status);
+	ck_assert_uint_eq(stats(&f).segment_dedup_bytes, 4 * MiB);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(shared_leading_segments_are_stored_once)
 {
 	struct fx f;
@@ -1263,6 +1289,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, a_scattered_entry_is_copied_whole_without_a_lease);
 	tcase_add_test(tc, lease_segments_writes_no_more_than_asked_or_there_are);
 	tcase_add_test(tc, a_scattered_entry_of_two_sections_reads_back_whole);
+	tcase_add_test(tc, a_segment_lookup_waits_for_the_tables_lock);
 	tcase_add_test(tc, a_segment_in_the_tables_first_slot_is_shared);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
