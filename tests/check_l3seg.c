@@ -565,6 +565,45 @@ START_TEST(fill_copies_a_segment_from_the_first_slot_of_l2s_table)
 }
 END_TEST
 
+/* A fill whose arena's segment table lock cannot be taken (its word scribbled to name the
+ * filling process, which does not hold it) copies nothing from L2: it reads every segment of "b"
+ * from L3 (L2 holds two of them: fill_reads_only_what_l2_lacks copies such), and restores it
+ * whole. The word is left as it was. */
+START_TEST(fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled)
+{
+	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .segment_bytes = SEG };
+	const char *aname;
+	struct sc_arena *arena = sc_test_arena_opts("l3segl2", &ao, &aname);
+	struct sc_stage *stage;
+	ck_assert_int_eq(sc_stage_open(arena, "m", "s", &stage), 0);
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t na, nb;
+	uint8_t *a = payload(3, 2, 2, 0, &na), *b = payload(3, 2, 3, 0, &nb);
+	struct sc_payload pa = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { a }, .sec_len = { na } };
+	ck_assert_int_eq(sc_l2_admit(stage, "a", toks, 10, sc_digest(a, na), &pa, 0), 0);
+	struct sc_location lb;
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
+	_Atomic uint32_t *word = &l2_segtab(arena)->hdr->mu.word;
+	ck_assert_uint_eq(atomic_load(word), 0);
+	atomic_store(word, arena->shm->token);
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	struct sc_restore r;
+	ck_assert_int_eq(sc_restore(stage, l3, "b", toks, 10, 0, &r), 10);
+	ck_assert(r.sec_len[0] == nb && memcmp(r.sec[0], b, nb) == 0);
+	sc_restore_release(&r);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fill_bytes_from_l2, s0.fill_bytes_from_l2);
+	ck_assert_uint_eq(atomic_load(word), arena->shm->token); /* left as it was */
+	atomic_store(word, 0);
+	sc_l3_close(l3);
+	sc_stage_close(stage);
+	sc_test_arena_destroy(arena, aname);
+	free(a);
+	free(b);
+}
+END_TEST
+
 /* Fills read only what L2 lacks: the segments the restoring arena's L2 already holds are copied
  * from it (their L3 files are not even opened: here they are gone), the rest read; an L2 copy
  * that does not hold what its name says (scribbled shared memory) is read from L3 instead. */
@@ -1455,6 +1494,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
+	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
