@@ -891,6 +891,18 @@ START_TEST(hostile_segment_records_are_refused)
 	r->p[0].len += 1;                   /* pieces no longer sum to the sections */
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
 	r->p[0] = saved;
+	/* under the held lease: the record unreadable (no magic), or its wire not the sections' sum
+	 * though its pieces still are */
+	uint64_t m0 = r->magic;
+	r->magic = 0;
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+	ck_assert_int_eq(sc_lease_copy(&l, buf, 7 * MiB), -EBADMSG);
+	r->magic = m0;
+	r->wire += 64;
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+	ck_assert_int_eq(sc_lease_copy(&l, buf, 7 * MiB), -EBADMSG);
+	r->wire -= 64;
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), 7);
 	uint32_t np = r->npieces;
 	r->npieces = 1u << 30;              /* beyond any record */
 	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
