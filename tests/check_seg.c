@@ -304,6 +304,14 @@ START_TEST(a_scattered_entry_of_two_sections_reads_back_whole)
 	for (int i = 0; i < 5; i++)
 		ck_assert_uint_eq(sg[i].section, i < 2 ? 0 : 1);
 	lease_is(&f, &l, 5 * MiB, 0, 0);
+	/* its record scribbled so that a first section's piece comes after a second section's (the
+	 * sums unchanged): refused */
+	struct shm_seg_rec *r = (struct shm_seg_rec *)(void *)(f.a->shm->base + l.private_spare_[0]);
+	struct shm_seg_piece p1 = r->p[1];
+	r->p[1] = r->p[2], r->p[2] = p1;
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+	r->p[2] = r->p[1], r->p[1] = p1;
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), 5);
 	sc_lease_release(&l);
 	fx_close(&f);
 }
@@ -902,6 +910,19 @@ START_TEST(hostile_segment_records_are_refused)
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
 	ck_assert_int_eq(sc_lease_copy(&l, buf, 7 * MiB), -EBADMSG);
 	r->wire -= 64;
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), 7);
+	/* a piece below the heap (in the arena's own header), one on the heap's unit past its end, one
+	 * of a third section: refused by sc_lease_segments too */
+	struct shm_index *hix = l2_ix(f.a);
+	const uint64_t bad_at[] = { 64, hix->heap_lo + ((hix->heap_hi - hix->heap_lo) | 63) + 1 };
+	for (int i = 0; i < 2; i++) {
+		r->p[0].at = bad_at[i];
+		ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+		r->p[0] = saved;
+	}
+	r->p[0].section = 2;
+	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+	r->p[0] = saved;
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), 7);
 	uint32_t np = r->npieces;
 	r->npieces = 1u << 30;              /* beyond any record */
