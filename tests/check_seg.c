@@ -924,6 +924,22 @@ START_TEST(hostile_segment_records_are_refused)
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
 	r->p[0] = saved;
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), 7);
+	/* and by the copy without a lease: a piece below the heap, one that runs 64 bytes past its
+	 * end, and a last piece longer than what is left of the wire (into a buffer of exactly the
+	 * wire) */
+	uint64_t wire = 6 * MiB + 300;
+	uint8_t *exact = malloc(wire);
+	r->p[0].at = 64;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, exact, wire, NULL), -EBADMSG);
+	r->p[0].at = hix->heap_hi - saved.len + 64;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, exact, wire, NULL), -EBADMSG);
+	r->p[0] = saved;
+	struct shm_seg_piece last = r->p[r->npieces - 1];
+	r->p[r->npieces - 1].len += 64;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, exact, wire, NULL), -EBADMSG);
+	r->p[r->npieces - 1] = last;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, exact, wire, NULL), (int64_t)wire);
+	free(exact);
 	uint32_t np = r->npieces;
 	r->npieces = 1u << 30;              /* beyond any record */
 	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, 7 * MiB, NULL), -EBADMSG);
