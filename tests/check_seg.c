@@ -343,6 +343,44 @@ START_TEST(a_segment_lookup_waits_for_the_tables_lock)
 }
 END_TEST
 
+/* The lease calls' bad input: no lease, a lease already released (contiguous or scattered), room
+ * for segments but no array, no buffer for a copy, a lease whose segment count is not its
+ * record's; and a contiguous entry of one section is one segment (no empty second one). Nothing
+ * is written where it should not be. */
+START_TEST(lease_segments_and_copy_refuse_bad_input)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	uint8_t *buf = malloc(7 * MiB);
+	struct sc_segment sg[8];
+	ck_assert_int_eq(sc_lease_copy(NULL, buf, 7 * MiB), -EINVAL);
+	ck_assert_int_eq(sc_lease_segments(NULL, sg, 8), -EINVAL);
+	for (int32_t k = 100; k <= 200; k += 100) {
+		struct sc_lease l;
+		ck_assert_int_eq(lease(&f, k, &l), 0);
+		ck_assert_int_eq(sc_lease_segments(&l, NULL, 4), -EINVAL);
+		ck_assert_int_eq(sc_lease_copy(&l, NULL, 7 * MiB), -EINVAL);
+		if (k == 100) {
+			ck_assert_uint_eq(l.segments, 0);
+			ck_assert_int_eq(sc_lease_segments(&l, sg, 8), 1);
+			ck_assert_uint_eq(sg[0].len, 4 * MiB + 100);
+		} else {
+			l.segments--; /* not its record's count */
+			ck_assert_int_eq(sc_lease_segments(&l, sg, 8), -EBADMSG);
+			l.segments++;
+			ck_assert_int_eq(sc_lease_segments(&l, sg, 8), 7);
+		}
+		sc_lease_release(&l);
+		memset(buf, 0xa5, 64);
+		ck_assert_int_eq(sc_lease_segments(&l, sg, 8), -EINVAL);
+		ck_assert_int_eq(sc_lease_copy(&l, buf, 7 * MiB), -EINVAL);
+		ck_assert_uint_eq(buf[0], 0xa5);
+	}
+	free(buf);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(shared_leading_segments_are_stored_once)
 {
 	struct fx f;
@@ -1339,6 +1377,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, lease_segments_writes_no_more_than_asked_or_there_are);
 	tcase_add_test(tc, a_scattered_entry_of_two_sections_reads_back_whole);
 	tcase_add_test(tc, a_segment_lookup_waits_for_the_tables_lock);
+	tcase_add_test(tc, lease_segments_and_copy_refuse_bad_input);
 	tcase_add_test(tc, a_segment_in_the_tables_first_slot_is_shared);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
