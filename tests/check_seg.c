@@ -310,6 +310,9 @@ START_TEST(a_scattered_entry_of_two_sections_reads_back_whole)
 	struct shm_seg_piece p1 = r->p[1];
 	r->p[1] = r->p[2], r->p[2] = p1;
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), -EBADMSG);
+	uint8_t *buf = malloc(5 * MiB);
+	ck_assert_int_eq(sc_lease_copy(&l, buf, 5 * MiB), -EBADMSG);
+	free(buf);
 	r->p[2] = r->p[1], r->p[1] = p1;
 	ck_assert_int_eq(sc_lease_segments(&l, NULL, 0), 5);
 	sc_lease_release(&l);
