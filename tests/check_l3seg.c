@@ -517,20 +517,54 @@ START_TEST(direct_segment_reads_verify_as_they_land)
 }
 END_TEST
 
+/* A segmented arena (64 MiB, segments of SEG) with a stage, and a segmented store. */
+struct l2l3 {
+	struct sc_arena *arena;
+	const char *aname;
+	struct sc_stage *stage;
+	struct sc_l3 *l3;
+};
+
+static void l2l3_open(struct l2l3 *x)
+{
+	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .segment_bytes = SEG };
+	x->arena = sc_test_arena_opts("l3segl2", &ao, &x->aname);
+	ck_assert_int_eq(sc_stage_open(x->arena, "m", "s", &x->stage), 0);
+	x->l3 = open_seg(NULL, SEG);
+}
+
+static void l2l3_close(struct l2l3 *x)
+{
+	sc_l3_close(x->l3);
+	sc_stage_close(x->stage);
+	sc_test_arena_destroy(x->arena, x->aname);
+}
+
+/* Restore "b" (10 tokens) through L3: it comes whole from L3 with bytes @b (@nb); how many of its
+ * bytes the fill copied from L2. */
+static uint64_t restore_b_from_l3(struct l2l3 *x, const uint8_t *b, size_t nb)
+{
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(x->l3, &s0), 0);
+	struct sc_restore r;
+	ck_assert_int_eq(sc_restore(x->stage, x->l3, "b", toks, 10, 0, &r), 10);
+	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
+	ck_assert(r.sec_len[0] == nb && memcmp(r.sec[0], b, nb) == 0);
+	sc_restore_release(&r);
+	ck_assert_int_eq(sc_l3_stats(x->l3, &s1), 0);
+	return s1.fill_bytes_from_l2 - s0.fill_bytes_from_l2;
+}
+
 /* A segment the restoring arena's L2 keeps in its table's first slot (slot 0: its digest's low
  * bits are all zero) is copied from it like any other: its L3 file gone, the fill of "b" takes it
  * from L2. Payload a's first 8 bytes are chosen (a counter, tried in turn) to land it there. */
 START_TEST(fill_copies_a_segment_from_the_first_slot_of_l2s_table)
 {
-	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .segment_bytes = SEG };
-	const char *aname;
-	struct sc_arena *arena = sc_test_arena_opts("l3segl2", &ao, &aname);
-	struct sc_stage *stage;
-	ck_assert_int_eq(sc_stage_open(arena, "m", "s", &stage), 0);
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	struct l2l3 x;
+	l2l3_open(&x);
 	size_t na, nb;
 	uint8_t *a = payload(2, 0, 5, 0, &na), *b = payload(2, 0, 6, 0, &nb);
-	const struct shm_segtab *t = l2_segtab(arena);
+	const struct shm_segtab *t = l2_segtab(x.arena);
 	uint64_t c = 0;
 	for (; c < 1000000; c++) {
 		memcpy(a, &c, sizeof(c));
@@ -540,26 +574,16 @@ START_TEST(fill_copies_a_segment_from_the_first_slot_of_l2s_table)
 	ck_assert_uint_lt(c, 1000000);
 	memcpy(b, a, SEG); /* b's first segment is a's */
 	struct sc_payload pa = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { a }, .sec_len = { na } };
-	ck_assert_int_eq(sc_l2_admit(stage, "a", toks, 10, sc_digest(a, na), &pa, 0), 0);
+	ck_assert_int_eq(sc_l2_admit(x.stage, "a", toks, 10, sc_digest(a, na), &pa, 0), 0);
 	ck_assert_uint_eq(t->slot[0].state, SHM_SEG_LIVE);
 	ck_assert_uint_eq(t->slot[0].digest_lo, sc_digest(a, SEG).lo);
 	struct sc_location lb;
-	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
+	ck_assert_int_eq(put_buf(x.l3, "b", 10, b, nb, &lb), 0);
 	char p[300];
 	seg_path_of(b, SEG, p, sizeof(p));
 	ck_assert_int_eq(unlink(p), 0);
-	struct sc_l3_stats s0, s1;
-	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
-	struct sc_restore r;
-	ck_assert_int_eq(sc_restore(stage, l3, "b", toks, 10, 0, &r), 10);
-	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
-	ck_assert(r.sec_len[0] == nb && memcmp(r.sec[0], b, nb) == 0);
-	sc_restore_release(&r);
-	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
-	ck_assert_uint_eq(s1.fill_bytes_from_l2 - s0.fill_bytes_from_l2, SEG);
-	sc_l3_close(l3);
-	sc_stage_close(stage);
-	sc_test_arena_destroy(arena, aname);
+	ck_assert_uint_eq(restore_b_from_l3(&x, b, nb), SEG);
+	l2l3_close(&x);
 	free(a);
 	free(b);
 }
@@ -571,34 +595,21 @@ END_TEST
  * whole. The word is left as it was. */
 START_TEST(fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled)
 {
-	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .segment_bytes = SEG };
-	const char *aname;
-	struct sc_arena *arena = sc_test_arena_opts("l3segl2", &ao, &aname);
-	struct sc_stage *stage;
-	ck_assert_int_eq(sc_stage_open(arena, "m", "s", &stage), 0);
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	struct l2l3 x;
+	l2l3_open(&x);
 	size_t na, nb;
 	uint8_t *a = payload(3, 2, 2, 0, &na), *b = payload(3, 2, 3, 0, &nb);
 	struct sc_payload pa = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { a }, .sec_len = { na } };
-	ck_assert_int_eq(sc_l2_admit(stage, "a", toks, 10, sc_digest(a, na), &pa, 0), 0);
+	ck_assert_int_eq(sc_l2_admit(x.stage, "a", toks, 10, sc_digest(a, na), &pa, 0), 0);
 	struct sc_location lb;
-	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0);
-	_Atomic uint32_t *word = &l2_segtab(arena)->hdr->mu.word;
+	ck_assert_int_eq(put_buf(x.l3, "b", 10, b, nb, &lb), 0);
+	_Atomic uint32_t *word = &l2_segtab(x.arena)->hdr->mu.word;
 	ck_assert_uint_eq(atomic_load(word), 0);
-	atomic_store(word, arena->shm->token);
-	struct sc_l3_stats s0, s1;
-	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
-	struct sc_restore r;
-	ck_assert_int_eq(sc_restore(stage, l3, "b", toks, 10, 0, &r), 10);
-	ck_assert(r.sec_len[0] == nb && memcmp(r.sec[0], b, nb) == 0);
-	sc_restore_release(&r);
-	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
-	ck_assert_uint_eq(s1.fill_bytes_from_l2, s0.fill_bytes_from_l2);
-	ck_assert_uint_eq(atomic_load(word), arena->shm->token); /* left as it was */
+	atomic_store(word, x.arena->shm->token);
+	ck_assert_uint_eq(restore_b_from_l3(&x, b, nb), 0);
+	ck_assert_uint_eq(atomic_load(word), x.arena->shm->token); /* left as it was */
 	atomic_store(word, 0);
-	sc_l3_close(l3);
-	sc_stage_close(stage);
-	sc_test_arena_destroy(arena, aname);
+	l2l3_close(&x);
 	free(a);
 	free(b);
 }
@@ -609,12 +620,10 @@ END_TEST
  * that does not hold what its name says (scribbled shared memory) is read from L3 instead. */
 START_TEST(fill_reads_only_what_l2_lacks)
 {
-	struct sc_arena_opts ao = { .size_bytes = 64u << 20, .huge = SC_HUGE_OFF, .segment_bytes = SEG };
-	const char *aname;
-	struct sc_arena *arena = sc_test_arena_opts("l3segl2", &ao, &aname);
-	struct sc_stage *stage;
-	ck_assert_int_eq(sc_stage_open(arena, "m", "s", &stage), 0);
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	struct l2l3 x;
+	l2l3_open(&x);
+	struct sc_stage *stage = x.stage;
+	struct sc_l3 *l3 = x.l3;
 	size_t na, nb, nc;
 	uint8_t *a = payload(5, 3, 2, 0, &na), *b = payload(6, 3, 3, 100, &nb), *c = payload(4, 1, 4, 0, &nc);
 	struct sc_payload pa = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { a }, .sec_len = { na } };
@@ -628,16 +637,10 @@ START_TEST(fill_reads_only_what_l2_lacks)
 		seg_path_of(b + (size_t)i * SEG, SEG, p, sizeof(p));
 		ck_assert_int_eq(unlink(p), 0);
 	}
+	ck_assert_uint_eq(restore_b_from_l3(&x, b, nb), 3 * SEG);
 	struct sc_l3_stats s0, s1;
-	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
-	struct sc_restore r;
-	ck_assert_int_eq(sc_restore(stage, l3, "b", toks, 10, 0, &r), 10);
-	ck_assert_int_eq(r.source, SC_RESTORE_FROM_L3);
-	ck_assert(r.sec_len[0] == nb && memcmp(r.sec[0], b, nb) == 0);
-	sc_restore_release(&r);
 	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
-	ck_assert_uint_eq(s1.fill_bytes_from_l2 - s0.fill_bytes_from_l2, 3 * SEG);
-
+	struct sc_restore r;
 	/* scribble L2's copy of segment 0 (shared by a, b and c): c's fill reads it from L3 */
 	struct sc_lease l;
 	ck_assert_int_eq(sc_l2_get(stage, "a", toks, 10, NULL, &l), 0);
@@ -650,9 +653,7 @@ START_TEST(fill_reads_only_what_l2_lacks)
 	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
 	ck_assert_uint_eq(s0.fill_bytes_from_l2, s1.fill_bytes_from_l2); /* nothing else came from L2 */
 	ck_assert_uint_eq(s0.verify_failures, s1.verify_failures);   /* and nothing in L3 was blamed */
-	sc_l3_close(l3);
-	sc_stage_close(stage);
-	sc_test_arena_destroy(arena, aname);
+	l2l3_close(&x);
 	free(a);
 	free(b);
 	free(c);
