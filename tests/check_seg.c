@@ -384,6 +384,29 @@ START_TEST(lease_segments_and_copy_refuse_bad_input)
 }
 END_TEST
 
+/* A plain entry (half a segment: stored whole, no record) counts its wire as physical bytes,
+ * whatever its unused record field holds: scribbled to name turn 2's record, the statistics do
+ * not change. */
+START_TEST(a_plain_entry_counts_its_wire_whatever_its_record_field_holds)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	ck_assert_int_eq(put(&f, 300, MiB / 2, 0, 0), 0);
+	struct shm_index_entry *e = sc_test_l2_entry(f.a, key_of(&f, 300));
+	const struct shm_index_entry *e2 = sc_test_l2_entry(f.a, key_of(&f, 200));
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_nonnull(e2);
+	ck_assert(!(e->meta & SHM_META_SEG));
+	ck_assert(e2->meta & SHM_META_SEG);
+	uint64_t phys = stats(&f).physical_bytes;
+	uint32_t saved = e->seg_rec;
+	e->seg_rec = e2->seg_rec;
+	ck_assert_uint_eq(stats(&f).physical_bytes, phys);
+	e->seg_rec = saved;
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(shared_leading_segments_are_stored_once)
 {
 	struct fx f;
@@ -970,8 +993,15 @@ START_TEST(hostile_segment_records_are_refused)
 	 * wire) */
 	uint64_t wire = 6 * MiB + 300;
 	uint8_t *exact = malloc(wire);
+	/* (a piece below the heap is refused before any byte is copied: the entry is not counted as
+	 * hit, as it would be by a copy that then failed the digest) */
+	const struct shm_index_entry *e2 = sc_test_l2_entry(f.a, key_of(&f, 200));
+	ck_assert_ptr_nonnull(e2);
+	uint32_t freq = atomic_load(&e2->freq);
+	ck_assert_uint_lt(freq, 2); /* room for a hit to show */
 	r->p[0].at = 64;
 	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, exact, wire, NULL), -EBADMSG);
+	ck_assert_uint_eq(atomic_load(&e2->freq), freq);
 	r->p[0].at = hix->heap_hi - saved.len + 64;
 	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, exact, wire, NULL), -EBADMSG);
 	r->p[0] = saved;
@@ -1381,6 +1411,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, a_scattered_entry_of_two_sections_reads_back_whole);
 	tcase_add_test(tc, a_segment_lookup_waits_for_the_tables_lock);
 	tcase_add_test(tc, lease_segments_and_copy_refuse_bad_input);
+	tcase_add_test(tc, a_plain_entry_counts_its_wire_whatever_its_record_field_holds);
 	tcase_add_test(tc, a_segment_in_the_tables_first_slot_is_shared);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
