@@ -407,6 +407,46 @@ START_TEST(a_plain_entry_counts_its_wire_whatever_its_record_field_holds)
 }
 END_TEST
 
+/* In an arena without segments, an entry forged to say it is segmented, with a record the test
+ * writes into a heap block (valid in itself: its magic, one piece of the entry's own bytes), is
+ * refused by the copy without a lease: only an arena with segments reads records. With its meta
+ * and record field put back, the same copy succeeds. */
+START_TEST(a_forged_segmented_entry_in_an_arena_without_segments_is_refused)
+{
+	struct fx f;
+	fx_open_seg(&f, 0);
+	const uint64_t n = MiB / 2;
+	ck_assert_int_eq(put(&f, 100, n, 0, 0), 0);
+	struct shm_index_entry *e = sc_test_l2_entry(f.a, key_of(&f, 100));
+	ck_assert_ptr_nonnull(e);
+	struct shm_index *ix = l2_ix(f.a);
+	uint64_t roff;
+	ck_assert_int_eq(shm_heap_alloc(f.a->shm, shm_seg_rec_bytes(1), shm_tag_priv(f.a->shm->token), &roff), 0);
+	ck_assert_uint_eq((roff - ix->heap_lo) % 64, 0);
+	struct shm_seg_rec *r = (struct shm_seg_rec *)(void *)(f.a->shm->base + roff);
+	memset(r, 0, shm_seg_rec_bytes(1));
+	r->magic = SHM_SEG_REC_MAGIC;
+	r->npieces = 1;
+	r->data = e->payload_off;
+	r->wire = r->local = n; /* all of it in the entry's block (its token ids after it), not CONTIG */
+	r->p[0] = (struct shm_seg_piece){ .at = e->payload_off, .len = n, .slot = SHM_SEG_NONE, .local = 1 };
+	uint32_t meta = e->meta, seg_rec = e->seg_rec;
+	e->seg_rec = (uint32_t)((roff - ix->heap_lo) / 64);
+	e->meta |= SHM_META_SEG;
+	int32_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = 100 + i;
+	uint8_t *buf = malloc(n);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, n, NULL), -EBADMSG);
+	e->meta = meta, e->seg_rec = seg_rec;
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 8, NULL, buf, n, NULL), (int64_t)n);
+	ck_assert(memcmp(buf, f.base, n) == 0);
+	free(buf);
+	ck_assert_int_eq(shm_heap_free(f.a->shm, roff), 0);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(shared_leading_segments_are_stored_once)
 {
 	struct fx f;
@@ -1412,6 +1452,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, a_segment_lookup_waits_for_the_tables_lock);
 	tcase_add_test(tc, lease_segments_and_copy_refuse_bad_input);
 	tcase_add_test(tc, a_plain_entry_counts_its_wire_whatever_its_record_field_holds);
+	tcase_add_test(tc, a_forged_segmented_entry_in_an_arena_without_segments_is_refused);
 	tcase_add_test(tc, a_segment_in_the_tables_first_slot_is_shared);
 	tcase_add_test(tc, long_token_lists_fit_their_data_block);
 	tcase_add_test(tc, recount_after_a_partial_heap_walk_changes_nothing);
