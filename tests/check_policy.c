@@ -1728,6 +1728,27 @@ START_TEST(an_unhit_entry_with_the_most_credit_stays_a_pass)
 }
 END_TEST
 
+/* A child process puts key @k (@n bytes, cost @cost) with fault point @fault armed, or schedule
+ * hook @hook set, and must die of SIGKILL inside the admission. */
+static void put_dies_in_a_child(struct fx *f, const char *fault, sc_sched_fn hook, uint32_t k, size_t n,
+				uint64_t cost)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sc_arena *ca;
+		struct sc_stage *cs;
+		if (sc_arena_open(f->name, &ca) || sc_stage_open(ca, "model", "state", &cs) || (fault && sc_fault_arm(fault)))
+			_exit(90);
+		sc_sched_set(hook, NULL);
+		(void)put_cost(cs, k, n, cost);
+		_exit(92);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+}
+
 /* A writer killed while it puts key 10 back on main (at evq.push.linking: the node's record names
  * main, its links are not made yet) has given it its new credit already, at each of the three
  * moves that set one: case 0 moves it from the small FIFO (worth 64 times what is evicted: the
@@ -1759,19 +1780,7 @@ START_TEST(a_writer_killed_putting_an_entry_on_main_has_given_it_its_credit)
 			want = SHM_EVQ_CREDIT_GRANTED | (SHM_EVQ_CREDIT_MAX - 1);
 		}
 	}
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct sc_arena *ca;
-		struct sc_stage *cs;
-		if (sc_arena_open(f.name, &ca) || sc_stage_open(ca, "model", "state", &cs) ||
-		    sc_fault_arm("evq.push.linking"))
-			_exit(90);
-		(void)put_cost(cs, k, n, fp); /* key 10 goes back on main: the first push */
-		_exit(92);
-	}
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+	put_dies_in_a_child(&f, "evq.push.linking", NULL, k, n, fp); /* key 10 back on main: the first push */
 	ck_assert_uint_eq(node_of(&f, 10)->q, SHM_EVQ_MAIN);
 	ck_assert_uint_eq(node_of(&f, 10)->credit, want);
 	ck_assert_int_eq(put_cost(f.st, k, n, fp), 0); /* the lists repaired under the next lock */
@@ -1796,19 +1805,7 @@ START_TEST(a_writer_killed_noting_a_departure_has_not_moved_the_evicted_density)
 	struct fx f;
 	const size_t n = 64 << 10;
 	uint64_t fp = fx_open_weighed(&f, 2), d0 = l2_q(f.a)->hdr->evict_dens;
-	pid_t pid = fork();
-	if (pid == 0) {
-		struct sc_arena *ca;
-		struct sc_stage *cs;
-		if (sc_arena_open(f.name, &ca) || sc_stage_open(ca, "model", "state", &cs))
-			_exit(90);
-		sc_sched_set(die_at_the_departure_note, NULL);
-		(void)put_cost(cs, 11, n, fp);
-		_exit(92);
-	}
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+	put_dies_in_a_child(&f, NULL, die_at_the_departure_note, 11, n, fp);
 	ck_assert(!has(f.st, 10)); /* it died inside key 10's eviction */
 	ck_assert_uint_eq(l2_q(f.a)->hdr->evict_dens, d0);
 	ck_assert_int_eq(put_cost(f.st, 11, n, fp), 0); /* the lists repaired under the next lock */

@@ -74,6 +74,10 @@ pid_t sc_test_parked(int (*setup)(void *ctx), void *ctx, const char *what);
 pid_t sc_test_filler(const char *name, uint64_t bytes);
 /* Flip bits @mask of the byte at @at of file @path (asserts it was read and written). */
 void sc_test_flip_byte(const char *path, off_t at, uint8_t mask);
+/* Write a counter into the first 8 bytes of @buf, trying 0, 1, ... until the low bits of the
+ * digest of its first @len bytes under @mask are all zero (a segment that lands in a table's slot
+ * 0); fails the test after 10^6 tries. Returns that digest. */
+struct sc_digest sc_test_digest_low_bits_zero(uint8_t *buf, size_t len, uint64_t mask);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
 int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
