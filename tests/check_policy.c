@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1491,6 +1492,118 @@ START_TEST(a_search_by_address_whose_window_is_taken_after_its_reclaim_returns_e
 	sc_arena_close(r);
 	assert_lists_consistent(h.f.a);
 	fx_close(&h.f);
+}
+END_TEST
+
+/* A search whose closing reclaim ("l2.reclaim.epochs_read" after "l2.frag.window") is held back
+ * past the search's 2 ms deadline (L2_RECLAIM_WAIT_NS), and how often it then tried to allocate. */
+static struct {
+	int window, held_back, tries;
+} slow_close;
+
+static void hold_back_the_closing_reclaim(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "l2.frag.window"))
+		slow_close.window = 1;
+	else if (!strcmp(point, "l2.frag.alloc"))
+		slow_close.tries++;
+	else if (slow_close.window && !slow_close.held_back && !strcmp(point, "l2.reclaim.epochs_read")) {
+		slow_close.held_back = 1;
+		/* wait for the search's deadline to pass, and a millisecond more */
+		for (uint64_t until = shm_now_ns() + 3000000; shm_now_ns() < until;)
+			sched_yield();
+	}
+}
+
+/* The search's deadline for its room counts from the evictions, before the reclaim that releases
+ * its shards: when that reclaim alone outlasts it, the search tries to allocate once and returns
+ * -EAGAIN (a reader inside its read section since before the evictions keeps the room from coming
+ * free). Counted from after that reclaim, it would try again for 2 ms more. */
+START_TEST(a_search_by_address_whose_closing_reclaim_outlasts_its_deadline_tries_once)
+{
+	struct full_heap h;
+	full_heap_open(&h);
+	struct sc_l2_stats s0 = stats(&h.f);
+	struct sc_arena *r;
+	ck_assert_int_eq(sc_arena_open(h.f.name, &r), 0);
+	shm_epoch_enter(r->shm);
+	slow_close.window = slow_close.held_back = slow_close.tries = 0;
+	sc_sched_set(hold_back_the_closing_reclaim, NULL);
+	uint64_t off;
+	int why;
+	int rc = contig(&h, NULL, &off, &why);
+	sc_sched_set(NULL, NULL);
+	ck_assert(slow_close.held_back);
+	ck_assert_int_eq(rc, -EAGAIN);
+	ck_assert_int_eq(slow_close.tries, 1);
+	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
+	shm_epoch_exit(r->shm); /* the room comes free at the next reclaim */
+	l2_reclaim_all(h.f.a, -1);
+	ck_assert_uint_ge(stats(&h.f).largest_free_block, h.len);
+	sc_arena_close(r);
+	assert_lists_consistent(h.f.a);
+	fx_close(&h.f);
+}
+END_TEST
+
+/* A thread that takes the search lock whenever it is free and looks at the index shards' locks
+ * right then: a search releases its shards before its lock, so none is ever held. */
+static struct {
+	struct sc_arena *a;
+	atomic_int stop;
+	atomic_uint taken, saw_held;
+} racer;
+
+static void *take_the_search_lock_and_look(void *arg)
+{
+	(void)arg;
+	struct shm_index *ix = l2_ix(racer.a);
+	struct shm_mutex *smu = &l2_q(racer.a)->hdr->search_mu;
+	while (!atomic_load(&racer.stop)) {
+		if (shm_mutex_trylock(racer.a->shm, smu))
+			continue;
+		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+			if (shm_mutex_owner(&ix->hdr->shards[s].mu))
+				atomic_fetch_add(&racer.saw_held, 1);
+		atomic_fetch_add(&racer.taken, 1);
+		shm_mutex_unlock(racer.a->shm, smu);
+	}
+	return NULL;
+}
+
+/* A search that finds no room (a request larger than the heap) takes every shard and lets them go
+ * again before its search lock: another search that takes the lock the moment it is free finds no
+ * shard still held (it would count them busy and wait for them). Raced 1 000 times at least. */
+START_TEST(a_search_by_address_lets_its_shards_go_before_its_lock)
+{
+	struct fx f;
+	fx_open(&f);
+	ck_assert_int_eq(put(f.st, 1, 4096), 0);
+	racer.a = f.a;
+	atomic_store(&racer.stop, 0);
+	atomic_store(&racer.taken, 0);
+	atomic_store(&racer.saw_held, 0);
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, take_the_search_lock_and_look, NULL), 0);
+	uint64_t len = f.a->shm->hv.regions[SHM_REGION_HEAP].size + 4096, off;
+	uint64_t until = shm_now_ns() + 30 * SHM_NS_PER_SEC;
+	unsigned searches = 0;
+	int why;
+	/* wait for the thread to have taken the lock 1 000 times, and a search to have run as often */
+	while ((atomic_load(&racer.taken) < 1000 || searches < 1000) && !atomic_load(&racer.saw_held) &&
+	       shm_now_ns() < until) {
+		ck_assert_int_eq(l2_make_contig(f.a, len, shm_tag_priv(f.a->shm->token), NULL, &off, &why), -ENOSPC);
+		searches++;
+	}
+	atomic_store(&racer.stop, 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(!atomic_load(&racer.saw_held), "a shard was still held after %u searches",
+		      searches);
+	ck_assert_msg(atomic_load(&racer.taken) >= 1000 && searches >= 1000,
+		      "no race in 30 s: the lock taken %u times, %u searches", atomic_load(&racer.taken), searches);
+	ck_assert_int_eq(why, SC_L2_REFUSE_NO_ROOM);
+	fx_close(&f);
 }
 END_TEST
 
@@ -3447,6 +3560,8 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, every_refusal_reason_is_produced_and_counted);
 	tcase_add_test(tc, an_admission_whose_room_is_always_taken_gives_up_after_12_rounds);
 	tcase_add_test(tc, a_search_by_address_whose_window_is_taken_after_its_reclaim_returns_eagain);
+	tcase_add_test(tc, a_search_by_address_whose_closing_reclaim_outlasts_its_deadline_tries_once);
+	tcase_add_test(tc, a_search_by_address_lets_its_shards_go_before_its_lock);
 	tcase_add_test(tc, a_full_index_shard_refuses_as_leased);
 	tcase_add_test(tc, an_admission_over_the_budget_by_unread_retired_bytes_reclaims_them_and_evicts_nothing);
 	tcase_add_test(tc, an_admission_into_a_full_index_shard_reuses_a_retired_entry_and_evicts_nothing);
