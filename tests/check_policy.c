@@ -1547,10 +1547,10 @@ START_TEST(a_search_by_address_whose_closing_reclaim_outlasts_its_deadline_tries
 }
 END_TEST
 
-/* A thread that takes the search lock whenever it is free and looks at the index shards' locks
- * right then: a search releases its shards before its lock, so none is ever held. */
+/* A thread (with an arena handle of its own) that takes the search lock whenever it is free and
+ * looks at the index shards' locks right then: a search releases its shards before its lock, so none is ever held. */
 static struct {
-	struct sc_arena *a;
+	struct sc_arena *a, *own; /* the arena's structures; the handle whose token locks */
 	atomic_int stop;
 	atomic_uint taken, saw_held;
 } racer;
@@ -1561,13 +1561,13 @@ static void *take_the_search_lock_and_look(void *arg)
 	struct shm_index *ix = l2_ix(racer.a);
 	struct shm_mutex *smu = &l2_q(racer.a)->hdr->search_mu;
 	while (!atomic_load(&racer.stop)) {
-		if (shm_mutex_trylock(racer.a->shm, smu))
+		if (shm_mutex_trylock(racer.own->shm, smu))
 			continue;
 		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
 			if (shm_mutex_owner(&ix->hdr->shards[s].mu))
 				atomic_fetch_add(&racer.saw_held, 1);
 		atomic_fetch_add(&racer.taken, 1);
-		shm_mutex_unlock(racer.a->shm, smu);
+		shm_mutex_unlock(racer.own->shm, smu);
 	}
 	return NULL;
 }
@@ -1581,6 +1581,7 @@ START_TEST(a_search_by_address_lets_its_shards_go_before_its_lock)
 	fx_open(&f);
 	ck_assert_int_eq(put(f.st, 1, 4096), 0);
 	racer.a = f.a;
+	ck_assert_int_eq(sc_arena_open(f.name, &racer.own), 0); /* a token of its own */
 	atomic_store(&racer.stop, 0);
 	atomic_store(&racer.taken, 0);
 	atomic_store(&racer.saw_held, 0);
@@ -1603,6 +1604,7 @@ START_TEST(a_search_by_address_lets_its_shards_go_before_its_lock)
 	ck_assert_msg(atomic_load(&racer.taken) >= 1000 && searches >= 1000,
 		      "no race in 30 s: the lock taken %u times, %u searches", atomic_load(&racer.taken), searches);
 	ck_assert_int_eq(why, SC_L2_REFUSE_NO_ROOM);
+	sc_arena_close(racer.own);
 	fx_close(&f);
 }
 END_TEST
