@@ -1574,7 +1574,7 @@ static void *take_the_search_lock_and_look(void *arg)
 
 /* A search that finds no room (a request larger than the heap) takes every shard and lets them go
  * again before its search lock: another search that takes the lock the moment it is free finds no
- * shard still held (it would count them busy and wait for them). Raced 1 000 times at least. */
+ * shard still held (it would count them busy and wait for them). Raced 20 000 times at least. */
 START_TEST(a_search_by_address_lets_its_shards_go_before_its_lock)
 {
 	struct fx f;
@@ -1591,8 +1591,8 @@ START_TEST(a_search_by_address_lets_its_shards_go_before_its_lock)
 	uint64_t until = shm_now_ns() + 30 * SHM_NS_PER_SEC;
 	unsigned searches = 0;
 	int why;
-	/* wait for the thread to have taken the lock 1 000 times, and a search to have run as often */
-	while ((atomic_load(&racer.taken) < 1000 || searches < 1000) && !atomic_load(&racer.saw_held) &&
+	/* wait for the thread to have taken the lock 20 000 times, and a search to have run as often */
+	while ((atomic_load(&racer.taken) < 20000 || searches < 20000) && !atomic_load(&racer.saw_held) &&
 	       shm_now_ns() < until) {
 		ck_assert_int_eq(l2_make_contig(f.a, len, shm_tag_priv(f.a->shm->token), NULL, &off, &why), -ENOSPC);
 		searches++;
@@ -1601,7 +1601,7 @@ START_TEST(a_search_by_address_lets_its_shards_go_before_its_lock)
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_msg(!atomic_load(&racer.saw_held), "a shard was still held after %u searches",
 		      searches);
-	ck_assert_msg(atomic_load(&racer.taken) >= 1000 && searches >= 1000,
+	ck_assert_msg(atomic_load(&racer.taken) >= 20000 && searches >= 20000,
 		      "no race in 30 s: the lock taken %u times, %u searches", atomic_load(&racer.taken), searches);
 	ck_assert_int_eq(why, SC_L2_REFUSE_NO_ROOM);
 	sc_arena_close(racer.own);
