@@ -309,6 +309,8 @@ struct room {
 	unsigned evicted, busy;      /* entries evicted; candidates skipped because their shard was busy */
 };
 
+/* Start a room-making call: collect the leases. On failure (no memory) it holds nothing, and there
+ * is nothing to close. */
 static int room_open(struct room *r, struct sc_arena *a, int held, const struct shm_index_entry *exclude, int cause)
 {
 	*r = (struct room){ .a = a, .ix = l2_ix(a), .q = l2_q(a), .held = held, .exclude = exclude, .cause = cause };
@@ -550,10 +552,8 @@ int l2_make_room(struct sc_arena *a, uint64_t need_bytes, int need_shard, int he
 	*why = SC_L2_REFUSE_OTHER;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct room r;
-		if (room_open(&r, a, held, exclude, cause)) {
-			room_close(&r);
+		if (room_open(&r, a, held, exclude, cause))
 			return -ENOSPC;
-		}
 		if ((rc = shm_evq_lock(r.q))) {
 			room_close(&r);
 			return -ENOSPC;
@@ -739,7 +739,6 @@ int l2_make_contig(struct sc_arena *a, uint64_t len, uint64_t tag, const struct 
 	if (lrc && lrc != -EOWNERDEAD)
 		return -ENOSPC;
 	if (room_open(&r, a, -1, exclude, SC_MISS_EVICTED_PRESSURE)) {
-		room_close(&r);
 		shm_mutex_unlock(a->shm, smu);
 		return -ENOSPC;
 	}
