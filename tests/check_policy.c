@@ -678,6 +678,77 @@ static void heap_blocks(struct fx *f, struct blocks *b)
 	ck_assert_int_eq(shm_heap_walk(f->a->shm, blocks_cb, b), 0);
 }
 
+/* The free blocks that alone hold @ctx->len bytes: how many, and the last one. */
+struct roomy {
+	uint64_t len, off;
+	int n;
+};
+
+static int roomy_cb(uint64_t off, uint64_t bytes, int allocated, uint64_t tag, void *ctx)
+{
+	(void)tag;
+	struct roomy *r = ctx;
+	if (!allocated && bytes >= r->len)
+		r->off = off, r->n++;
+	return 0;
+}
+
+/* At "l2.frag.window": index entry 0 (LIVE, its first generation) is made to name the free block
+ * the search chose (`at`), as another writer's publication in it would; undone after the search. */
+static struct {
+	struct shm_index_entry *e;
+	uint64_t at, was;
+	int done;
+} forge0;
+
+static void entry_0_names_the_window(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "l2.frag.window") && forge0.e) {
+		forge0.was = forge0.e->payload_off;
+		forge0.e->payload_off = forge0.at;
+		forge0.done = 1;
+	}
+}
+
+/* A window of free blocks only evicts nothing: a free block carries no index entry, and entry 0
+ * (the index slot a free block's record would read as) is not looked at, even LIVE in its first
+ * generation and naming the window's block. */
+START_TEST(a_search_by_address_evicts_nothing_for_the_free_blocks_of_its_window)
+{
+	struct fx f;
+	fx_open(&f);
+	struct shm_index_entry *e0 = &l2_ix(f.a)->ent[0];
+	/* slot 0 is the last of shard 0's free list: admit until it is taken */
+	uint32_t k = 0;
+	while (atomic_load(&e0->state) != SHM_ENT_LIVE) {
+		ck_assert_uint_lt(k, 100000);
+		ck_assert_int_eq(put(f.st, k++, 64), 0);
+	}
+	ck_assert_uint_eq(e0->gen, 0);
+	struct roomy r = { .len = 4 << 20 };
+	ck_assert_int_eq(shm_heap_walk(f.a->shm, roomy_cb, &r), 0);
+	ck_assert_int_eq(r.n, 1); /* the heap's free tail: the window that costs nothing */
+	struct sc_l2_stats s0 = stats(&f);
+	forge0.e = e0, forge0.at = r.off, forge0.was = e0->payload_off, forge0.done = 0;
+	sc_sched_set(entry_0_names_the_window, NULL);
+	uint64_t off;
+	int why;
+	int rc = l2_make_contig(f.a, r.len, shm_tag_priv(f.a->shm->token), NULL, &off, &why);
+	sc_sched_set(NULL, NULL);
+	e0->payload_off = forge0.was;
+	forge0.e = NULL;
+	ck_assert(forge0.done);
+	ck_assert_int_eq(rc, 0);
+	ck_assert(off >= r.off && off - r.off < 4096); /* in that block (page aligned) */
+	ck_assert_msg(alive(e0, 0), "entry 0 was evicted");
+	ck_assert_uint_eq(stats(&f).evictions, s0.evictions);
+	ck_assert_int_eq(shm_heap_free(f.a->shm, off), 0);
+	assert_lists_consistent(f.a);
+	fx_close(&f);
+}
+END_TEST
+
 /* A full heap of 768 KiB entries, all leased but the policy's next victim E0 and the entry in the
  * block right before it, Eb (fill_heap's last key, in the hole of the one eviction): the only run
  * of unpinned blocks starts before the search's starting block. */
@@ -3538,6 +3609,7 @@ Suite *policy_suite(void)
 	tcase_add_test(tc, room_making_leaves_a_shard_the_caller_holds_held);
 	tcase_add_test(tc, a_search_by_address_leaves_a_shard_the_caller_holds_held);
 	tcase_add_test(tc, a_search_by_address_takes_one_entry_that_alone_holds_the_request);
+	tcase_add_test(tc, a_search_by_address_evicts_nothing_for_the_free_blocks_of_its_window);
 	tcase_add_test(tc, a_block_tagged_one_past_the_last_entry_is_pinned);
 	tcase_add_test(tc, a_replaced_entry_leaves_the_eviction_lists);
 	tcase_add_test(tc, ghost_admits_a_rerequested_key_to_main);
