@@ -1504,6 +1504,17 @@ START_TEST(an_admission_whose_room_is_always_taken_gives_up_after_12_rounds)
 }
 END_TEST
 
+/* The window's room, evicted and left by every reader, is free after a reclaim; then @reader's
+ * handle and the heap are closed. */
+static void room_is_free_then_close(struct full_heap *h, struct sc_arena *reader)
+{
+	l2_reclaim_all(h->f.a, -1);
+	ck_assert_uint_ge(stats(&h->f).largest_free_block, h->len);
+	sc_arena_close(reader);
+	assert_lists_consistent(h->f.a);
+	fx_close(&h->f);
+}
+
 /* At "l2.frag.alloc": the reader thief.reader leaves its read section (the first time), and
  * "another writer" takes an entry's block from the heap when it can (once). */
 static void take_the_window_once(const char *point, void *ctx)
@@ -1556,13 +1567,8 @@ START_TEST(a_search_by_address_whose_window_is_taken_after_its_reclaim_returns_e
 	if (thief.n) {
 		ck_assert(thief.off[0] >= h.off0 && thief.off[0] - h.off0 < 4096); /* E0 .. E2's room */
 		ck_assert_int_eq(shm_heap_free(h.f.a->shm, thief.off[0]), 0);
-	} else {
-		l2_reclaim_all(h.f.a, -1);
-		ck_assert_uint_ge(stats(&h.f).largest_free_block, h.len);
 	}
-	sc_arena_close(r);
-	assert_lists_consistent(h.f.a);
-	fx_close(&h.f);
+	room_is_free_then_close(&h, r);
 }
 END_TEST
 
@@ -1610,16 +1616,13 @@ START_TEST(a_search_by_address_whose_closing_reclaim_outlasts_its_deadline_tries
 	ck_assert_int_eq(slow_close.tries, 1);
 	ck_assert_uint_eq(stats(&h.f).evictions, s0.evictions + 3);
 	shm_epoch_exit(r->shm); /* the room comes free at the next reclaim */
-	l2_reclaim_all(h.f.a, -1);
-	ck_assert_uint_ge(stats(&h.f).largest_free_block, h.len);
-	sc_arena_close(r);
-	assert_lists_consistent(h.f.a);
-	fx_close(&h.f);
+	room_is_free_then_close(&h, r);
 }
 END_TEST
 
 /* A thread (with an arena handle of its own) that takes the search lock whenever it is free and
- * looks at the index shards' locks right then: a search releases its shards before its lock, so none is ever held. */
+ * looks at the index shards' locks right then: a search releases its shards before its lock, so
+ * none is ever held. */
 static struct {
 	struct sc_arena *a, *own; /* the arena's structures; the handle whose token locks */
 	atomic_int stop;
