@@ -609,6 +609,36 @@ START_TEST(fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled)
 }
 END_TEST
 
+/* A store whose segments are twice the arena's: a fill through a handle bound to that arena asks
+ * its L2 for none of them (only segments of the arena's size are indexed there), so it never
+ * takes the arena's segment table lock: while another process holds that lock, alive, the fill
+ * completes, and the holder has not seen a waiter. */
+START_TEST(a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone)
+{
+	struct l2l3 x;
+	l2l3_open(&x);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(x.l3, 2 * SEG), 0);
+	ck_assert_int_eq(sc_l3_bind_arena(x.l3, x.arena), 0);
+	size_t nb;
+	uint8_t *b = payload(4, 0, 9, 0, &nb); /* two whole segments of the store's size */
+	struct sc_location lb;
+	ck_assert_int_eq(put_buf(x.l3, "b", 10, b, nb, &lb), 0);
+	struct shm_mutex *mu = &l2_segtab(x.arena)->hdr->mu;
+	pid_t holder = sc_test_locker(x.aname, mu, 'h', 0);
+	ck_assert_int_eq(fill_cmp(x.l3, &lb, b, 0), 0);
+	uint32_t w = atomic_load(&mu->word);
+	ck_assert_msg(w && !(w & SHM_MUTEX_WAITERS), "the fill waited for the table's lock (word %#x)", w);
+	/* now wait for it ourselves: the holder lets go once it sees a waiter */
+	ck_assert_int_eq(shm_mutex_lock(x.arena->shm, mu), 0);
+	shm_mutex_unlock(x.arena->shm, mu);
+	int status;
+	ck_assert_int_eq(waitpid(holder, &status, 0), holder);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	l2l3_close(&x);
+	free(b);
+}
+END_TEST
+
 /* Fills read only what L2 lacks: the segments the restoring arena's L2 already holds are copied
  * from it (their L3 files are not even opened: here they are gone), the rest read; an L2 copy
  * that does not hold what its name says (scribbled shared memory) is read from L3 instead. */
@@ -1490,6 +1520,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
+	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
