@@ -8,7 +8,7 @@
  */
 #include <errno.h>
 #include <ftw.h>
-#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -719,7 +719,7 @@ START_TEST(a_search_by_address_evicts_nothing_for_the_free_blocks_of_its_window)
 	struct fx f;
 	fx_open(&f);
 	struct shm_index_entry *e0 = &l2_ix(f.a)->ent[0];
-	/* slot 0 is the last of shard 0's free list: admit until it is taken */
+	/* slot 0 heads shard 0's free list (it is built top-down): admit until a key of shard 0 takes it */
 	uint32_t k = 0;
 	while (atomic_load(&e0->state) != SHM_ENT_LIVE) {
 		ck_assert_uint_lt(k, 100000);
@@ -1585,7 +1585,8 @@ static void hold_back_the_closing_reclaim(const char *point, void *ctx)
 		slow_close.window = 1;
 	else if (!strcmp(point, "l2.frag.alloc"))
 		slow_close.tries++;
-	else if (slow_close.window && !slow_close.held_back && !strcmp(point, "l2.reclaim.epochs_read")) {
+	else if (slow_close.window && !slow_close.held_back && !slow_close.tries &&
+		 !strcmp(point, "l2.reclaim.epochs_read")) {
 		slow_close.held_back = 1;
 		/* wait for the search's deadline to pass, and a millisecond more */
 		for (uint64_t until = shm_now_ns() + 3000000; shm_now_ns() < until;)
@@ -1620,65 +1621,45 @@ START_TEST(a_search_by_address_whose_closing_reclaim_outlasts_its_deadline_tries
 }
 END_TEST
 
-/* A thread (with an arena handle of its own) that takes the search lock whenever it is free and
- * looks at the index shards' locks right then: a search releases its shards before its lock, so
- * none is ever held. */
+/* At "l2.frag.done" (a search ending): who holds the search lock and how many shards it holds. */
 static struct {
-	struct sc_arena *a, *own; /* the arena's structures; the handle whose token locks */
-	atomic_int stop;
-	atomic_uint taken, saw_held;
-} racer;
+	struct sc_arena *a;
+	int seen;
+	uint32_t lock_owner, shards_held;
+} ending;
 
-static void *take_the_search_lock_and_look(void *arg)
+static void look_at_the_locks_as_the_search_ends(const char *point, void *ctx)
 {
-	(void)arg;
-	struct shm_index *ix = l2_ix(racer.a);
-	struct shm_mutex *smu = &l2_q(racer.a)->hdr->search_mu;
-	while (!atomic_load(&racer.stop)) {
-		if (shm_mutex_trylock(racer.own->shm, smu))
-			continue;
-		for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
-			if (shm_mutex_owner(&ix->hdr->shards[s].mu))
-				atomic_fetch_add(&racer.saw_held, 1);
-		atomic_fetch_add(&racer.taken, 1);
-		shm_mutex_unlock(racer.own->shm, smu);
-	}
-	return NULL;
+	(void)ctx;
+	if (strcmp(point, "l2.frag.done"))
+		return;
+	struct shm_index *ix = l2_ix(ending.a);
+	ending.seen++;
+	ending.lock_owner = shm_mutex_owner(&l2_q(ending.a)->hdr->search_mu);
+	for (uint32_t s = 0; s < SHM_INDEX_SHARDS; s++)
+		ending.shards_held += shm_mutex_owner(&ix->hdr->shards[s].mu) != 0;
 }
 
-/* A search that finds no room (a request larger than the heap) takes every shard and lets them go
- * again before its search lock: another search that takes the lock the moment it is free finds no
- * shard still held (it would count them busy and wait for them). Raced 20 000 times at least. */
+/* A search that finds no room (a request larger than the heap) has taken every shard; it lets them
+ * all go while it still holds its search lock, so that the next search, which takes that lock,
+ * finds them free (it would count them busy and wait for them). */
 START_TEST(a_search_by_address_lets_its_shards_go_before_its_lock)
 {
 	struct fx f;
 	fx_open(&f);
 	ck_assert_int_eq(put(f.st, 1, 4096), 0);
-	racer.a = f.a;
-	ck_assert_int_eq(sc_arena_open(f.name, &racer.own), 0); /* a token of its own */
-	atomic_store(&racer.stop, 0);
-	atomic_store(&racer.taken, 0);
-	atomic_store(&racer.saw_held, 0);
-	pthread_t t;
-	ck_assert_int_eq(pthread_create(&t, NULL, take_the_search_lock_and_look, NULL), 0);
+	ending = (__typeof__(ending)){ .a = f.a };
+	sc_sched_set(look_at_the_locks_as_the_search_ends, NULL);
 	uint64_t len = f.a->shm->hv.regions[SHM_REGION_HEAP].size + 4096, off;
-	uint64_t until = shm_now_ns() + 30 * SHM_NS_PER_SEC;
-	unsigned searches = 0;
 	int why;
-	/* wait for the thread to have taken the lock 20 000 times, and a search to have run as often */
-	while ((atomic_load(&racer.taken) < 20000 || searches < 20000) && !atomic_load(&racer.saw_held) &&
-	       shm_now_ns() < until) {
-		ck_assert_int_eq(l2_make_contig(f.a, len, shm_tag_priv(f.a->shm->token), NULL, &off, &why), -ENOSPC);
-		searches++;
-	}
-	atomic_store(&racer.stop, 1);
-	ck_assert_int_eq(pthread_join(t, NULL), 0);
-	ck_assert_msg(!atomic_load(&racer.saw_held), "a shard was still held after %u searches",
-		      searches);
-	ck_assert_msg(atomic_load(&racer.taken) >= 20000 && searches >= 20000,
-		      "no race in 30 s: the lock taken %u times, %u searches", atomic_load(&racer.taken), searches);
+	int rc = l2_make_contig(f.a, len, shm_tag_priv(f.a->shm->token), NULL, &off, &why);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(rc, -ENOSPC);
 	ck_assert_int_eq(why, SC_L2_REFUSE_NO_ROOM);
-	sc_arena_close(racer.own);
+	ck_assert_int_eq(ending.seen, 1);
+	ck_assert_uint_eq(ending.lock_owner, f.a->shm->token);
+	ck_assert_uint_eq(ending.shards_held, 0);
+	ck_assert_uint_eq(shm_mutex_owner(&l2_q(f.a)->hdr->search_mu), 0);
 	fx_close(&f);
 }
 END_TEST

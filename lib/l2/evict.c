@@ -808,6 +808,8 @@ out:
 	free(s.w);
 	free(s.best);
 	room_close(&r);
+	/* the shards go before the search lock: the next search must find them free */
+	shm_sched_point("l2.frag.done");
 	shm_mutex_unlock(a->shm, smu);
 	if (rc && busy) {
 		/* shards held by others stood in the way: wait for each once, holding nothing (a dead
