@@ -565,6 +565,38 @@ START_TEST(prefix_check_ignores_what_the_stack_held)
 }
 END_TEST
 
+/* A process whose standard input is closed (a daemon's often is) gets descriptor 0 from its next
+ * open: an object file opened as 0 is filled from, kept, filled from again, and closed with the
+ * handle like any other. */
+START_TEST(an_object_file_opened_as_descriptor_0_is_filled_kept_and_closed)
+{
+	struct sc_l3_opts o = { .fd_cache = 4 };
+	struct sc_l3 *l3 = open_l3(&o);
+	struct sc_location a, b;
+	ck_assert_int_eq(put_full(l3, "zero", 16, 20000, 60, &a), 0);
+	ck_assert_int_eq(put_full(l3, "zero", 17, 20000, 61, &b), 0);
+	check_fill(l3, &a, 60, 0); /* the thread's ring exists: its descriptors are taken */
+	ck_assert_int_eq(close(0), 0);
+	check_fill(l3, &b, 61, 0);
+	char rel[48], path[200];
+	l3_obj_relpath(b.digest.lo, b.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	struct stat kept, obj;
+	ck_assert_int_eq(fstat(0, &kept), 0);
+	ck_assert_int_eq(stat(path, &obj), 0);
+	ck_assert(kept.st_ino == obj.st_ino && kept.st_dev == obj.st_dev); /* b's file, kept as 0 */
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	check_fill(l3, &b, 61, 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+	sc_l3_close(l3);
+	errno = 0;
+	ck_assert_int_eq(fcntl(0, F_GETFD), -1); /* closed with the handle */
+	ck_assert_int_eq(errno, EBADF);
+}
+END_TEST
+
 START_TEST(kept_files_reused_and_never_stale)
 {
 	struct sc_l3_opts o = { .fd_cache = SC_L3_FD_CACHE_MAX + 1 };
@@ -1741,6 +1773,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, round_trip_every_kind);
 	tcase_add_test(tc, locate_longest_first);
 	tcase_add_test(tc, kept_files_reused_and_never_stale);
+	tcase_add_test(tc, an_object_file_opened_as_descriptor_0_is_filled_kept_and_closed);
 	tcase_add_test(tc, kept_files_by_default_small_under_a_budget_and_let_go_when_removed);
 	tcase_add_test(tc, prefix_check_ignores_what_the_stack_held);
 	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
