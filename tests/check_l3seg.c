@@ -188,6 +188,12 @@ static uint64_t file_size(const char *p)
 	return stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
+static uint64_t file_size_fd(int fd)
+{
+	struct stat sb;
+	return fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
+}
+
 /* Files under DIR/<sub> (two levels) and their bytes; names starting with '.' are not counted. */
 static uint64_t du(const char *sub, uint64_t *files)
 {
@@ -341,9 +347,9 @@ START_TEST(whole_objects_keep_reading_and_option_refusals)
 }
 END_TEST
 
-/* A header block for a segmented object of the manifest @ent[0..n) and a payload of @payload bytes,
- * built in memory, then read back through l3_seg_manifest_mem: its count or -errno. */
-static int manifest_of(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
+/* The header block (aligned, malloc'd) of a segmented object of the manifest @ent[0..n) and a
+ * payload of @payload bytes, built in memory. */
+static uint8_t *seg_block(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
 {
 	static uint8_t one;
 	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
@@ -351,11 +357,19 @@ static int manifest_of(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
 	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { &one }, .sec_len = { payload } };
 	struct sc_l3_put_args a = { .ns = "m", .tokens = t, .token_count = 4, .payload = &pl };
 	struct l3_seg_man m = { ent, n };
-	struct l3_obj_hdr h;
-	struct l3_seg_ent *e = NULL;
 	ck_assert_ptr_nonnull(block);
 	ck_assert_int_eq(l3_hdr_build(block, &a, (XXH128_hash_t){ 5, 6 }, (XXH128_hash_t){ 7, 8 }), 0);
 	l3_seg_hdr(block, &m, L3_SEG_MAXSZ);
+	return block;
+}
+
+/* A header block for a segmented object of the manifest @ent[0..n) and a payload of @payload bytes,
+ * built in memory, then read back through l3_seg_manifest_mem: its count or -errno. */
+static int manifest_of(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
+{
+	uint8_t *block = seg_block(ent, n, payload);
+	struct l3_obj_hdr h;
+	struct l3_seg_ent *e = NULL;
 	int rc = l3_seg_manifest_mem(block, L3_HDR_BLOCK + n * sizeof(*ent), ent, n * sizeof(*ent), &h, &e);
 	ck_assert(rc > 0 ? e != NULL : e == NULL); /* the entries handed over only when valid */
 	free(e);
@@ -935,22 +949,83 @@ START_TEST(a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly)
 }
 END_TEST
 
+/* sc_l3_verify finding a bad segment in a process that may open the descriptors of its walk (the
+ * objects' subdirectory, the object, the segment) and none more: the search for the objects that
+ * name the segment then opens no manifest (it finds none), yet the segment and the object being
+ * verified go to quarantine and the object is reported bad, as with descriptors to spare. */
+START_TEST(verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 31, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	char sp[256], pa[256], hex[33], qdir[256];
+	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	sc_test_flip_byte(sp, 100, 0x40);
+	obj_path(&la, pa, sizeof(pa));
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	/* three descriptors to spare, exactly: the free ones below the first three free in a row
+	 * taken (the ring's, the handle's and the harness's are open above them) */
+	int plug[64], nplug = 0, low;
+	while (fcntl((low = sc_test_lowest_free_fd()) + 1, F_GETFD) >= 0 || fcntl(low + 2, F_GETFD) >= 0) {
+		ck_assert_int_lt(nplug, 64);
+		ck_assert_int_eq(plug[nplug++] = open("/dev/null", O_RDONLY | O_CLOEXEC), low);
+	}
+	struct rlimit was, three;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &was), 0);
+	three = (struct rlimit){ (rlim_t)low + 3, was.rlim_max };
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &three), 0);
+	int rc = sc_l3_verify(l3, NULL, NULL);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
+	while (nplug)
+		close(plug[--nplug]);
+	ck_assert_int_eq(rc, 1);
+	ck_assert_int_eq(access(sp, F_OK), -1);
+	struct sc_digest sd = sc_digest(a + SEG, SEG);
+	l3_digest_hex(sd.lo, sd.hi, hex);
+	snprintf(qdir, sizeof(qdir), "%s/quarantine", tmpdir);
+	ck_assert_msg(dir_has(qdir, hex, ".seg"), "no %s.*.seg in %s", hex, qdir);
+	ck_assert_int_eq(access(pa, F_OK), -1);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -ENOENT);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 /* A manifest read from a file cut short after it was sized (another process truncating it, a
- * janitor racing a reader): -EBADMSG whatever errno held before, never a parsed header. */
+ * janitor racing a reader): -EBADMSG whatever errno held before (none, or a failure's), never a
+ * parsed header: cut to nothing, inside its header block, or to a whole valid header block with
+ * none of the entries it names. */
 START_TEST(manifest_of_a_file_cut_short_is_ebadmsg)
 {
 	int fd = open(tmpdir, O_TMPFILE | O_RDWR, 0600);
 	ck_assert_int_ge(fd, 0);
+	struct l3_seg_ent ent[2] = { { 1, 2, 8192 }, { 3, 4, 4096 } };
 	const uint64_t sized = L3_HDR_BLOCK + 2 * sizeof(struct l3_seg_ent);
-	for (int k = 0; k < 2; k++) {
-		if (k)
+	uint8_t *block = seg_block(ent, 2, 8192 + 4096);
+	for (int k = 0; k < 3; k++) {
+		if (k == 1)
 			ck_assert_int_eq(pwrite(fd, "\1\2\3", 3, 0), 3); /* three bytes of a header */
-		struct l3_obj_hdr h;
-		struct l3_seg_ent *e = NULL;
-		errno = 0;
-		ck_assert_int_eq(l3_seg_manifest(fd, sized, &h, &e), -EBADMSG);
-		ck_assert_ptr_null(e);
+		if (k == 2) {
+			ck_assert_int_eq(pwrite(fd, block, L3_HDR_BLOCK, 0), (ssize_t)L3_HDR_BLOCK);
+			struct l3_obj_hdr h;
+			ck_assert_int_eq(l3_hdr_parse(block, sized, &h), 0); /* the header itself is good */
+			ck_assert_uint_eq(h.seg_count, 2);
+			ck_assert_uint_eq(file_size_fd(fd), L3_HDR_BLOCK); /* the entries are not there */
+		}
+		for (int was = 0; was < 2; was++) {
+			struct l3_obj_hdr h;
+			struct l3_seg_ent *e = NULL;
+			errno = was ? EIO : 0;
+			ck_assert_int_eq(l3_seg_manifest(fd, sized, &h, &e), -EBADMSG);
+			ck_assert_ptr_null(e);
+		}
 	}
+	free(block);
 	close(fd);
 }
 END_TEST
@@ -1525,6 +1600,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
+	tcase_add_test(tc, verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it);
 	tcase_add_test(tc, corrupted_manifest_is_refused);
 	tcase_add_test(tc, budget_counts_physical_bytes);
 	tcase_add_test(tc, sweep_removes_unreferenced_segments);
