@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -528,6 +529,80 @@ START_TEST(direct_segment_reads_verify_as_they_land)
 	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), -EBADMSG);
 	sc_l3_close(l3);
 	free(a), free(exact), free(big);
+}
+END_TEST
+
+/* Pages of the file at @p in the page cache. */
+static size_t cached_pages(const char *p)
+{
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	size_t len = (size_t)file_size_fd(fd), pages = (len + 4095) / 4096, n = 0;
+	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert(m != MAP_FAILED);
+	unsigned char vec[64];
+	ck_assert_uint_le(pages, sizeof(vec));
+	ck_assert_int_eq(mincore(m, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	munmap(m, len);
+	close(fd);
+	return n;
+}
+
+/* The file at @p in the page cache for its first @pages pages only (read without readahead). */
+static void cache_only(const char *p, size_t pages)
+{
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fdatasync(fd), 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
+	char b[4096];
+	for (size_t i = 0; i < pages; i++)
+		ck_assert_int_gt(pread(fd, b, sizeof(b), (off_t)(i * 4096)), 0);
+	close(fd);
+	ck_assert_uint_eq(cached_pages(p), pages);
+}
+
+/* Segment reads O_DIRECT (mode on) leave the page cache as it was: after a fill, segment files
+ * that were not cached still are not — the short last one too, when the destination ends exactly
+ * where its read rounded to the O_DIRECT length does — and one more than half cached (warm, which
+ * mode on does not ask about: only auto does) is still cached as much as before, no more. */
+START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
+{
+	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
+	struct sc_l3 *l3 = open_seg(&o, SEG);
+	struct sc_l3_stats st0;
+	sc_l3_stats(l3, &st0);
+	if (!st0.dio_mem_align) {
+		sc_skip("no O_DIRECT on %s", tmpdir);
+		sc_l3_close(l3);
+		return;
+	}
+	uint32_t oa = st0.dio_offset_align;
+	ck_assert(oa && 4096 % oa == 0 && 4096 % st0.dio_mem_align == 0);
+	size_t n;
+	uint8_t *a = payload(2, 0, 41, 1000, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	char sp[3][256];
+	for (int i = 0; i < 3; i++)
+		seg_path_of(a + (size_t)i * SEG, i < 2 ? SEG : 1000, sp[i], sizeof(sp[i]));
+	cache_only(sp[0], 0);
+	cache_only(sp[1], 10); /* 40 KiB of 64: warm */
+	cache_only(sp[2], 0);
+	/* the destination: the payload, its last segment's read rounded up to the offset alignment */
+	size_t cap = 2 * (size_t)SEG + (1000 + oa - 1) / oa * oa;
+	uint8_t *dst = aligned_alloc(4096, (cap + 4095) / 4096 * 4096);
+	ck_assert_ptr_nonnull(dst);
+	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, cap, 0), 0);
+	ck_assert(memcmp(dst, a, n) == 0);
+	ck_assert_uint_eq(cached_pages(sp[0]), 0);
+	ck_assert_uint_eq(cached_pages(sp[1]), 10);
+	ck_assert_uint_eq(cached_pages(sp[2]), 0);
+	sc_l3_close(l3);
+	free(a), free(dst);
 }
 END_TEST
 
@@ -1592,6 +1667,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
 	tcase_add_test(tc, manifest_segment_lengths_at_their_bounds);
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
+	tcase_add_test(tc, direct_segment_reads_leave_the_page_cache_as_it_was);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
