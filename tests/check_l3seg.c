@@ -1105,6 +1105,80 @@ START_TEST(manifest_of_a_file_cut_short_is_ebadmsg)
 }
 END_TEST
 
+/* Descriptors open in this process. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Segmented fills close every file they open: the process's descriptors are as many after each
+ * fill as before; and a segment file opened as descriptor 0 (standard input closed while the fill
+ * was in flight, its object's file open) is read like any other, and closed. */
+START_TEST(segmented_fills_close_every_segment_file_descriptor_0_too)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 51, 100, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	int before = open_fds();
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	ck_assert_int_eq(open_fds(), before);
+	/* submitted alone (its object's file opened in this thread at once), then 0 freed: the
+	 * segments are opened as the reap reads the manifest, the first as 0 */
+	size_t cap = (n + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap);
+	ck_assert_ptr_nonnull(dst);
+	struct sc_l3_fill_req req = { .loc = &la, .dst = dst, .dst_bytes = cap }, *rp = &req, *done;
+	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(open_fds(), before + 1); /* the object's file */
+	ck_assert_int_eq(close(0), 0);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, 10 * 1000000000ll), 1);
+	ck_assert_int_eq(req.result, 0);
+	ck_assert(memcmp(dst, a, n) == 0);
+	ck_assert_int_eq(fcntl(0, F_GETFD), -1); /* closed with the rest */
+	ck_assert_int_eq(open_fds(), before - 1);
+	sc_l3_close(l3);
+	free(a), free(dst);
+}
+END_TEST
+
+/* A segment read the kernel fails (its place in the destination not writable: -EFAULT) fails the
+ * fill with the kernel's error: not a miss, nothing quarantined; with the memory writable again,
+ * the same fill returns the bytes. */
+START_TEST(a_segment_read_that_fails_fails_the_fill_with_its_error)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 61, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	uint8_t *dst = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(dst != MAP_FAILED);
+	ck_assert_int_eq(mprotect(dst + 2 * SEG, SEG, PROT_READ), 0); /* the last segment's place */
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, n, 0), -EFAULT);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	ck_assert_int_eq(mprotect(dst + 2 * SEG, SEG, PROT_READ | PROT_WRITE), 0);
+	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, n, 0), 0);
+	ck_assert(memcmp(dst, a, n) == 0);
+	munmap(dst, n);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -1673,6 +1747,8 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
+	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
+	tcase_add_test(tc, a_segment_read_that_fails_fails_the_fill_with_its_error);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
