@@ -1154,8 +1154,8 @@ END_TEST
 
 /* A segment read the kernel fails (its place in the destination not writable: -EFAULT) fails the
  * fill with the kernel's error: not a miss, nothing quarantined; with the memory writable again,
- * the same fill returns the bytes. (The last of 40 segments: past what the first read, of the
- * header block and the start of the destination, may cover.) */
+ * the same fill returns the bytes. (Buffered, the last of 40 segments: past what the first read,
+ * of the header block and the destination's first chunk, covers.) */
 START_TEST(a_segment_read_that_fails_fails_the_fill_with_its_error)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -1168,7 +1168,7 @@ START_TEST(a_segment_read_that_fails_fails_the_fill_with_its_error)
 	ck_assert_int_eq(mprotect(dst + 39 * SEG, SEG, PROT_READ), 0); /* the last segment's place */
 	struct sc_l3_stats st0, st;
 	sc_l3_stats(l3, &st0);
-	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, n, 0), -EFAULT);
+	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, n, SC_L3_FILL_BUFFERED), -EFAULT);
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined);
 	ck_assert_int_eq(mprotect(dst + 39 * SEG, SEG, PROT_READ | PROT_WRITE), 0);
