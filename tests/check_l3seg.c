@@ -8,8 +8,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/fanotify.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -1180,6 +1183,104 @@ START_TEST(a_segment_read_that_fails_fails_the_fill_with_its_error)
 }
 END_TEST
 
+/* A thread answering fanotify permission events on one file or directory: the process that
+ * reaches the event waits in the kernel until the thread has run @act once (at the first event)
+ * and allowed it, which puts another process's step exactly there (every later event is allowed
+ * at once). */
+struct fan {
+	int fd, stop[2];
+	pthread_t t;
+	void (*act)(void *);
+	void *ctx;
+	int acted;
+};
+
+static void *fan_run(void *arg)
+{
+	struct fan *f = arg;
+	char buf[4096] __attribute__((aligned(8)));
+	for (;;) {
+		struct pollfd p[2] = { { f->fd, POLLIN, 0 }, { f->stop[0], POLLIN, 0 } };
+		if (poll(p, 2, -1) < 0 || p[1].revents)
+			return NULL;
+		ssize_t n = read(f->fd, buf, sizeof(buf));
+		for (struct fanotify_event_metadata *m = (void *)buf; n > 0 && FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
+			if (!f->acted) {
+				f->act(f->ctx);
+				f->acted = 1;
+			}
+			struct fanotify_response r = { .fd = m->fd, .response = FAN_ALLOW };
+			if (write(f->fd, &r, sizeof(r)) != sizeof(r))
+				abort();
+			close(m->fd);
+		}
+	}
+}
+
+/* Watch @mask (permission events) on @path: 0, or -errno (no fanotify permission events here). */
+static int fan_start(struct fan *f, const char *path, uint64_t mask, void (*act)(void *), void *ctx)
+{
+	*f = (struct fan){ .act = act, .ctx = ctx };
+	f->fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+	if (f->fd < 0)
+		return -errno;
+	if (fanotify_mark(f->fd, FAN_MARK_ADD, mask, AT_FDCWD, path) < 0) {
+		int rc = -errno;
+		close(f->fd);
+		return rc;
+	}
+	ck_assert_int_eq(pipe2(f->stop, O_CLOEXEC), 0);
+	ck_assert_int_eq(pthread_create(&f->t, NULL, fan_run, f), 0);
+	return 0;
+}
+
+static void fan_stop(struct fan *f)
+{
+	ck_assert_int_eq(write(f->stop[1], "s", 1), 1);
+	ck_assert_int_eq(pthread_join(f->t, NULL), 0);
+	close(f->fd), close(f->stop[0]), close(f->stop[1]);
+}
+
+static void cut_to_nothing(void *path)
+{
+	if (truncate(path, 0) < 0)
+		abort();
+}
+
+/* A segment file cut to nothing after the fill saw its size, before its read ran (another process
+ * truncating it: the read, held by a fanotify permission event, runs after the cut and reads
+ * nothing): the fill is a miss, as for a segment cut before it, and nothing is quarantined. */
+START_TEST(a_segment_cut_under_its_read_is_a_miss)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 71, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), 0);
+	char sp[256];
+	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	struct fan f;
+	int rc = fan_start(&f, sp, FAN_ACCESS_PERM, cut_to_nothing, sp);
+	if (rc) {
+		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
+		sc_l3_close(l3);
+		free(a);
+		return;
+	}
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), -ENOENT);
+	fan_stop(&f);
+	ck_assert(f.acted);
+	ck_assert_uint_eq(file_size(sp), 0);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -1748,6 +1849,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
+	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
 	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
 	tcase_add_test(tc, a_segment_read_that_fails_fails_the_fill_with_its_error);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
