@@ -1281,6 +1281,51 @@ START_TEST(a_segment_cut_under_its_read_is_a_miss)
 }
 END_TEST
 
+static void close_stdin(void *unused)
+{
+	(void)unused;
+	if (close(0) < 0)
+		abort();
+}
+
+/* A bad segment found by a fill quarantines the object naming it even when that object's manifest
+ * is opened as descriptor 0 by the search for the segment's users (another thread of the process
+ * closed its standard input while the search opened the objects' subdirectory: held there by a
+ * fanotify permission event), and the manifest's descriptor is closed after. */
+START_TEST(a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantined)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 81, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	char sp[256], pa[256], sub[256];
+	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	sc_test_flip_byte(sp, 10, 0x40);
+	obj_path(&la, pa, sizeof(pa));
+	snprintf(sub, sizeof(sub), "%s", pa);
+	*strrchr(sub, '/') = 0; /* DIR/objects/XX: only a's file in it */
+	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
+	struct fan f;
+	int rc = fan_start(&f, sub, FAN_OPEN_PERM | FAN_ONDIR, close_stdin, NULL);
+	if (rc) {
+		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
+		sc_l3_close(l3);
+		free(a);
+		return;
+	}
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	fan_stop(&f);
+	ck_assert(f.acted);
+	ck_assert_int_eq(access(sp, F_OK), -1);
+	ck_assert_int_eq(access(pa, F_OK), -1);
+	ck_assert_int_eq(fcntl(0, F_GETFD), -1);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -1850,6 +1895,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
+	tcase_add_test(tc, a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantined);
 	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
 	tcase_add_test(tc, a_segment_read_that_fails_fails_the_fill_with_its_error);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
