@@ -352,8 +352,8 @@ START_TEST(whole_objects_keep_reading_and_option_refusals)
 END_TEST
 
 /* The header block (aligned, malloc'd) of a segmented object of the manifest @ent[0..n) and a
- * payload of @payload bytes, built in memory. */
-static uint8_t *seg_block(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
+ * payload of @payload bytes whose digest is @d, built in memory. */
+static uint8_t *seg_block_of(struct l3_seg_ent *ent, uint32_t n, uint64_t payload, struct sc_digest d)
 {
 	static uint8_t one;
 	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
@@ -362,9 +362,14 @@ static uint8_t *seg_block(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
 	struct sc_l3_put_args a = { .ns = "m", .tokens = t, .token_count = 4, .payload = &pl };
 	struct l3_seg_man m = { ent, n };
 	ck_assert_ptr_nonnull(block);
-	ck_assert_int_eq(l3_hdr_build(block, &a, (XXH128_hash_t){ 5, 6 }, (XXH128_hash_t){ 7, 8 }), 0);
+	ck_assert_int_eq(l3_hdr_build(block, &a, (XXH128_hash_t){ d.lo, d.hi }, (XXH128_hash_t){ 7, 8 }), 0);
 	l3_seg_hdr(block, &m, L3_SEG_MAXSZ);
 	return block;
+}
+
+static uint8_t *seg_block(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
+{
+	return seg_block_of(ent, n, payload, (struct sc_digest){ 5, 6 });
 }
 
 /* A header block for a segmented object of the manifest @ent[0..n) and a payload of @payload bytes,
@@ -1074,6 +1079,83 @@ START_TEST(verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it)
 }
 END_TEST
 
+/* Write @len bytes at DIR/<sub>/<2 hex>/<32 hex><suffix>, the name of digest @d (its
+ * subdirectory made when missing). */
+static void plant(const char *sub, struct sc_digest d, const char *suffix, const void *b1, size_t n1,
+		  const void *b2, size_t n2)
+{
+	char hex[33], path[300];
+	l3_digest_hex(d.lo, d.hi, hex);
+	snprintf(path, sizeof(path), "%s/%s/%.2s", tmpdir, sub, hex);
+	ck_assert(mkdir(path, 0700) == 0 || errno == EEXIST);
+	snprintf(path, sizeof(path), "%s/%s/%.2s/%s%s", tmpdir, sub, hex, hex, suffix);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, b1, n1), (ssize_t)n1);
+	if (n2)
+		ck_assert_int_eq(write(fd, b2, n2), (ssize_t)n2);
+	close(fd);
+}
+
+/* A segmented object whose manifest is longer than its payload (250 segments of 16 bytes, one
+ * file named 250 times: as a store written by another version, or by hand, may hold), its file
+ * cold and read O_DIRECT (auto mode; the segment's file warm, read buffered): the first read, of
+ * the header block and the destination's first chunk, brings only part of the entries; the rest
+ * are read after it, buffered, and the fill returns the bytes. */
+START_TEST(a_manifest_longer_than_the_first_read_is_read_after_it)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	if (!st0.dio_mem_align) {
+		sc_skip("no O_DIRECT on %s", tmpdir);
+		sc_l3_close(l3);
+		return;
+	}
+	size_t nb;
+	uint8_t *b = payload(1, 0, 91, 0, &nb);
+	struct sc_location lb, la;
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0); /* DIR/seg made */
+	enum { N = 250, LEN = 16 };
+	uint8_t a[N * LEN], one[LEN];
+	struct l3_seg_ent ent[N];
+	h_bytes(92, one, LEN);
+	struct sc_digest sd = sc_digest(one, LEN), d;
+	for (int i = 0; i < N; i++) {
+		memcpy(a + i * LEN, one, LEN);
+		ent[i] = (struct l3_seg_ent){ sd.lo, sd.hi, LEN };
+	}
+	d = sc_digest(a, sizeof(a));
+	ck_assert_uint_gt(sizeof(ent), sizeof(a)); /* the entries outrun the payload */
+	ck_assert_uint_ne(sizeof(ent) % st0.dio_offset_align, 0);
+	plant("seg", sd, ".seg", one, LEN, NULL, 0);
+	uint8_t *block = seg_block_of(ent, N, sizeof(a), d);
+	plant("objects", d, ".sc3", block, L3_HDR_BLOCK, ent, sizeof(ent));
+	free(block);
+	ck_assert_int_eq(sc_l3_lookup(l3, d, &la), 0);
+	char sp[256], pa[256];
+	seg_path(sd.lo, sd.hi, sp, sizeof(sp));
+	obj_path(&la, pa, sizeof(pa));
+	uint8_t *dst = aligned_alloc(4096, 4096);
+	ck_assert_ptr_nonnull(dst);
+	for (int k = 0; k < 2; k++) {
+		cache_only(pa, 0);
+		cache_only(sp, 1);
+		memset(dst, 0, 4096);
+		struct sc_l3_fill_req req = { .loc = &la, .dst = dst, .dst_bytes = 4096 }, *rp = &req, *done;
+		ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+		ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, 10 * 1000000000ll), 1);
+		ck_assert_int_eq(req.result, 0);
+		ck_assert_int_eq(req.direct, 1);
+		ck_assert(memcmp(dst, a, sizeof(a)) == 0);
+	}
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	sc_l3_close(l3);
+	free(b), free(dst);
+}
+END_TEST
+
 /* A manifest read from a file cut short after it was sized (another process truncating it, a
  * janitor racing a reader): -EBADMSG whatever errno held before (none, or a failure's), never a
  * parsed header: cut to nothing, inside its header block, or to a whole valid header block with
@@ -1120,8 +1202,8 @@ static int open_fds(void)
 	return n;
 }
 
-/* Segmented fills close every file they open: the process's descriptors are as many after each
- * fill as before; and a segment file opened as descriptor 0 (standard input closed while the fill
+/* Segmented fills close every file they open, and only those: the process's descriptors
+ * (standard input among them) are as many after each fill as before; and a segment file opened as descriptor 0 (standard input closed while the fill
  * was in flight, its object's file open) is read like any other, and closed. */
 START_TEST(segmented_fills_close_every_segment_file_descriptor_0_too)
 {
@@ -1131,6 +1213,7 @@ START_TEST(segmented_fills_close_every_segment_file_descriptor_0_too)
 	struct sc_location la;
 	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
 	int before = open_fds();
 	for (int k = 0; k < 3; k++)
 		ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
@@ -1900,6 +1983,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_segment_read_that_fails_fails_the_fill_with_its_error);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
+	tcase_add_test(tc, a_manifest_longer_than_the_first_read_is_read_after_it);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it);
 	tcase_add_test(tc, corrupted_manifest_is_refused);
