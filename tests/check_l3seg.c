@@ -576,7 +576,9 @@ static void cache_only(const char *p, size_t pages)
 /* Segment reads O_DIRECT (mode on) leave the page cache as it was: after a fill, segment files
  * that were not cached still are not — the short last one too, when the destination ends exactly
  * where its read rounded to the O_DIRECT length does — and one more than half cached (warm, which
- * mode on does not ask about: only auto does) is still cached as much as before, no more. */
+ * mode on does not ask about: only auto does) is still cached as much as before, no more. The same
+ * on a filesystem whose O_DIRECT offset alignment is a whole header block (4 KiB sectors: set in
+ * the handle, as statx would report it there). */
 START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 {
 	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
@@ -588,8 +590,7 @@ START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 		sc_l3_close(l3);
 		return;
 	}
-	uint32_t oa = st0.dio_offset_align;
-	ck_assert(oa && 4096 % oa == 0 && 4096 % st0.dio_mem_align == 0);
+	ck_assert(st0.dio_offset_align && 4096 % st0.dio_offset_align == 0 && 4096 % st0.dio_mem_align == 0);
 	size_t n;
 	uint8_t *a = payload(2, 0, 41, 1000, &n);
 	struct sc_location la;
@@ -597,20 +598,26 @@ START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 	char sp[3][256];
 	for (int i = 0; i < 3; i++)
 		seg_path_of(a + (size_t)i * SEG, i < 2 ? SEG : 1000, sp[i], sizeof(sp[i]));
-	cache_only(sp[0], 0);
-	cache_only(sp[1], 10); /* 40 KiB of 64: warm */
-	cache_only(sp[2], 0);
-	/* the destination: the payload, its last segment's read rounded up to the offset alignment */
-	size_t cap = 2 * (size_t)SEG + (1000 + oa - 1) / oa * oa;
-	uint8_t *dst = aligned_alloc(4096, (cap + 4095) / 4096 * 4096);
-	ck_assert_ptr_nonnull(dst);
-	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, cap, 0), 0);
-	ck_assert(memcmp(dst, a, n) == 0);
-	ck_assert_uint_eq(cached_pages(sp[0]), 0);
-	ck_assert_uint_eq(cached_pages(sp[1]), 10);
-	ck_assert_uint_eq(cached_pages(sp[2]), 0);
+	for (int k = 0; k < 2; k++) {
+		if (k)
+			l3->dio_off_align = L3_HDR_BLOCK;
+		uint32_t oa = l3->dio_off_align;
+		cache_only(sp[0], 0);
+		cache_only(sp[1], 10); /* 40 KiB of 64: warm */
+		cache_only(sp[2], 0);
+		/* the destination: the payload, its last segment's read rounded up to the offset alignment */
+		size_t cap = 2 * (size_t)SEG + (1000 + oa - 1) / oa * oa;
+		uint8_t *dst = aligned_alloc(4096, (cap + 4095) / 4096 * 4096);
+		ck_assert_ptr_nonnull(dst);
+		ck_assert_int_eq(sc_l3_fill(l3, &la, dst, cap, 0), 0);
+		ck_assert(memcmp(dst, a, n) == 0);
+		ck_assert_uint_eq(cached_pages(sp[0]), 0);
+		ck_assert_uint_eq(cached_pages(sp[1]), 10);
+		ck_assert_uint_eq(cached_pages(sp[2]), 0);
+		free(dst);
+	}
 	sc_l3_close(l3);
-	free(a), free(dst);
+	free(a);
 }
 END_TEST
 
@@ -1409,6 +1416,34 @@ START_TEST(a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantin
 }
 END_TEST
 
+/* The segment directory opened as descriptor 0 (standard input closed when segments were turned
+ * on) is the store's like any other: a segmented put, its fill and its verification go through it,
+ * and the close of the handle closes it. */
+START_TEST(a_segment_directory_opened_as_descriptor_0_is_used)
+{
+	struct sc_l3 *l3 = open_seg(NULL, 0);
+	char sd[300];
+	snprintf(sd, sizeof(sd), "%s/seg", tmpdir);
+	ck_assert_int_eq(access(sd, F_OK), -1); /* no segments yet: no directory open */
+	ck_assert_int_eq(close(0), 0);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, SEG), 0);
+	struct stat a0, b0;
+	ck_assert_int_eq(fstat(0, &a0), 0);
+	ck_assert_int_eq(stat(sd, &b0), 0);
+	ck_assert(a0.st_dev == b0.st_dev && a0.st_ino == b0.st_ino);
+	size_t n;
+	uint8_t *a = payload(3, 0, 95, 10, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_uint_eq(la.file_bytes, L3_HDR_BLOCK + 4 * sizeof(struct l3_seg_ent)); /* segmented */
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
+	sc_l3_close(l3);
+	ck_assert_int_eq(fcntl(0, F_GETFD), -1);
+	free(a);
+}
+END_TEST
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -1978,6 +2013,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
+	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
 	tcase_add_test(tc, a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantined);
 	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
 	tcase_add_test(tc, a_segment_read_that_fails_fails_the_fill_with_its_error);
