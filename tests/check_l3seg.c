@@ -1274,14 +1274,15 @@ START_TEST(a_segment_read_that_fails_fails_the_fill_with_its_error)
 END_TEST
 
 /* A thread answering fanotify permission events on one file or directory: the process that
- * reaches an event waits in the kernel until the thread has run @act(ctx, n) (n: the events
- * before it) and allowed it, which puts another process's step exactly there. */
+ * reaches the event waits in the kernel until the thread has run @act once (at the first event)
+ * and allowed it, which puts another process's step exactly there (every later event is allowed
+ * at once). */
 struct fan {
 	int fd, stop[2];
 	pthread_t t;
-	void (*act)(void *, int);
+	void (*act)(void *);
 	void *ctx;
-	int acted; /* events answered */
+	int acted;
 };
 
 static void *fan_run(void *arg)
@@ -1294,7 +1295,10 @@ static void *fan_run(void *arg)
 			return NULL;
 		ssize_t n = read(f->fd, buf, sizeof(buf));
 		for (struct fanotify_event_metadata *m = (void *)buf; n > 0 && FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
-			f->act(f->ctx, f->acted++);
+			if (!f->acted) {
+				f->act(f->ctx);
+				f->acted = 1;
+			}
 			struct fanotify_response r = { .fd = m->fd, .response = FAN_ALLOW };
 			if (write(f->fd, &r, sizeof(r)) != sizeof(r))
 				abort();
@@ -1304,7 +1308,7 @@ static void *fan_run(void *arg)
 }
 
 /* Watch @mask (permission events) on @path: 0, or -errno (no fanotify permission events here). */
-static int fan_start(struct fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx)
+static int fan_start(struct fan *f, const char *path, uint64_t mask, void (*act)(void *), void *ctx)
 {
 	*f = (struct fan){ .act = act, .ctx = ctx };
 	f->fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_CLOEXEC | O_LARGEFILE);
@@ -1327,9 +1331,9 @@ static void fan_stop(struct fan *f)
 	close(f->fd), close(f->stop[0]), close(f->stop[1]);
 }
 
-static void cut_to_nothing(void *path, int nth)
+static void cut_to_nothing(void *path)
 {
-	if (!nth && truncate(path, 0) < 0)
+	if (truncate(path, 0) < 0)
 		abort();
 }
 
@@ -1367,10 +1371,10 @@ START_TEST(a_segment_cut_under_its_read_is_a_miss)
 }
 END_TEST
 
-static void close_stdin(void *unused, int nth)
+static void close_stdin(void *unused)
 {
 	(void)unused;
-	if (!nth && close(0) < 0)
+	if (close(0) < 0)
 		abort();
 }
 
@@ -1437,75 +1441,6 @@ START_TEST(a_segment_directory_opened_as_descriptor_0_is_used)
 	sc_l3_close(l3);
 	ck_assert_int_eq(fcntl(0, F_GETFD), -1);
 	free(a);
-}
-END_TEST
-
-/* The segment file of @cut_back: cut to @at bytes at its first read, then (at the next) written
- * back whole with a page more after it. */
-struct cut_back {
-	const char *path;
-	const uint8_t *bytes;
-	size_t len, at;
-};
-
-static void cut_then_grow(void *ctx, int nth)
-{
-	struct cut_back *c = ctx;
-	uint8_t more[4096];
-	memset(more, 0xee, sizeof(more));
-	int fd = nth < 2 ? open(c->path, O_WRONLY | O_CLOEXEC) : 0;
-	if (fd < 0 || (nth == 0 && ftruncate(fd, (off_t)c->at) < 0) ||
-	    (nth == 1 && (pwrite(fd, c->bytes, c->len, 0) != (ssize_t)c->len ||
-			  pwrite(fd, more, sizeof(more), (off_t)c->len) != (ssize_t)sizeof(more))))
-		abort();
-	if (nth < 2)
-		close(fd);
-}
-
-/* A direct segment read cut short at an unaligned length (the file cut under it: held by a
- * fanotify permission event) goes on buffered for exactly what the segment still lacks: the file
- * grown back meanwhile (its bytes, and a page more), the fill returns the bytes and writes nothing
- * past the destination it was given. */
-START_TEST(a_direct_segment_read_cut_short_goes_on_buffered_for_what_is_missing)
-{
-	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
-	struct sc_l3 *l3 = open_seg(&o, SEG);
-	struct sc_l3_stats st0;
-	sc_l3_stats(l3, &st0);
-	if (!st0.dio_mem_align) {
-		sc_skip("no O_DIRECT on %s", tmpdir);
-		sc_l3_close(l3);
-		return;
-	}
-	size_t n;
-	uint8_t *a = payload(3, 0, 97, 0, &n);
-	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
-	char sp[256];
-	seg_path_of(a + 2 * SEG, SEG, sp, sizeof(sp));
-	struct cut_back c = { sp, a + 2 * SEG, SEG, 1000 };
-	ck_assert_uint_ne(c.at % st0.dio_offset_align, 0);
-	/* the destination exactly the payload (the last segment's place ends it), a canary after */
-	uint8_t *dst = aligned_alloc(4096, n + 4096);
-	ck_assert_ptr_nonnull(dst);
-	memset(dst + n, 0x5a, 4096);
-	struct fan f;
-	int rc = fan_start(&f, sp, FAN_ACCESS_PERM, cut_then_grow, &c);
-	if (rc) {
-		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
-		sc_l3_close(l3);
-		free(a), free(dst);
-		return;
-	}
-	rc = sc_l3_fill(l3, &la, dst, n, 0);
-	fan_stop(&f);
-	ck_assert_int_eq(f.acted, 2); /* the direct read, and one buffered read for the rest */
-	ck_assert_int_eq(rc, 0);
-	ck_assert(memcmp(dst, a, n) == 0);
-	for (size_t i = 0; i < 4096; i++)
-		ck_assert_msg(dst[n + i] == 0x5a, "a byte past the destination written (%zu)", i);
-	sc_l3_close(l3);
-	free(a), free(dst);
 }
 END_TEST
 
@@ -2078,7 +2013,6 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
-	tcase_add_test(tc, a_direct_segment_read_cut_short_goes_on_buffered_for_what_is_missing);
 	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
 	tcase_add_test(tc, a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantined);
 	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
