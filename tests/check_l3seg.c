@@ -1274,15 +1274,14 @@ START_TEST(a_segment_read_that_fails_fails_the_fill_with_its_error)
 END_TEST
 
 /* A thread answering fanotify permission events on one file or directory: the process that
- * reaches the event waits in the kernel until the thread has run @act once (at the first event)
- * and allowed it, which puts another process's step exactly there (every later event is allowed
- * at once). */
+ * reaches an event waits in the kernel until the thread has run @act(ctx, n) (n: the events
+ * before it) and allowed it, which puts another process's step exactly there. */
 struct fan {
 	int fd, stop[2];
 	pthread_t t;
-	void (*act)(void *);
+	void (*act)(void *, int);
 	void *ctx;
-	int acted;
+	int acted; /* events answered */
 };
 
 static void *fan_run(void *arg)
@@ -1295,10 +1294,7 @@ static void *fan_run(void *arg)
 			return NULL;
 		ssize_t n = read(f->fd, buf, sizeof(buf));
 		for (struct fanotify_event_metadata *m = (void *)buf; n > 0 && FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
-			if (!f->acted) {
-				f->act(f->ctx);
-				f->acted = 1;
-			}
+			f->act(f->ctx, f->acted++);
 			struct fanotify_response r = { .fd = m->fd, .response = FAN_ALLOW };
 			if (write(f->fd, &r, sizeof(r)) != sizeof(r))
 				abort();
@@ -1308,7 +1304,7 @@ static void *fan_run(void *arg)
 }
 
 /* Watch @mask (permission events) on @path: 0, or -errno (no fanotify permission events here). */
-static int fan_start(struct fan *f, const char *path, uint64_t mask, void (*act)(void *), void *ctx)
+static int fan_start(struct fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx)
 {
 	*f = (struct fan){ .act = act, .ctx = ctx };
 	f->fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_CLOEXEC | O_LARGEFILE);
@@ -1331,9 +1327,9 @@ static void fan_stop(struct fan *f)
 	close(f->fd), close(f->stop[0]), close(f->stop[1]);
 }
 
-static void cut_to_nothing(void *path)
+static void cut_to_nothing(void *path, int nth)
 {
-	if (truncate(path, 0) < 0)
+	if (!nth && truncate(path, 0) < 0)
 		abort();
 }
 
@@ -1371,10 +1367,10 @@ START_TEST(a_segment_cut_under_its_read_is_a_miss)
 }
 END_TEST
 
-static void close_stdin(void *unused)
+static void close_stdin(void *unused, int nth)
 {
 	(void)unused;
-	if (close(0) < 0)
+	if (!nth && close(0) < 0)
 		abort();
 }
 
@@ -1440,6 +1436,61 @@ START_TEST(a_segment_directory_opened_as_descriptor_0_is_used)
 	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
 	sc_l3_close(l3);
 	ck_assert_int_eq(fcntl(0, F_GETFD), -1);
+	free(a);
+}
+END_TEST
+
+/* At the second read of the object file @path: its header block rewritten in place as a whole
+ * object's of a payload as long as its manifest, claiming the digest of an empty payload. */
+static void rewrite_as_whole(void *path, int nth)
+{
+	if (nth != 1)
+		return;
+	static uint8_t one;
+	uint64_t body = file_size(path) - L3_HDR_BLOCK;
+	uint8_t *block = aligned_alloc(4096, L3_HDR_BLOCK);
+	struct sc_payload pl = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { &one }, .sec_len = { body } };
+	struct sc_l3_put_args a = { .ns = "m", .tokens = toks, .token_count = 4, .payload = &pl };
+	struct sc_digest e = sc_digest(&one, 0);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (!block || fd < 0 || l3_hdr_build(block, &a, (XXH128_hash_t){ e.lo, e.hi }, (XXH128_hash_t){ 7, 8 }) ||
+	    pwrite(fd, block, L3_HDR_BLOCK, 0) != L3_HDR_BLOCK)
+		abort();
+	close(fd);
+	free(block);
+}
+
+/* A segmented object's file rewritten in place while verification reads it (another writer; held
+ * between its two reads of the header by a fanotify permission event) into a whole object's header
+ * that claims an empty payload's digest: the object is reported bad and quarantined, never valid. */
+START_TEST(verify_of_an_object_rewritten_under_it_is_bad)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 99, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
+	char pa[256];
+	obj_path(&la, pa, sizeof(pa));
+	struct fan f;
+	int rc = fan_start(&f, pa, FAN_ACCESS_PERM, rewrite_as_whole, pa);
+	if (rc) {
+		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
+		sc_l3_close(l3);
+		free(a);
+		return;
+	}
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	rc = sc_l3_verify(l3, NULL, NULL);
+	fan_stop(&f);
+	ck_assert_int_ge(f.acted, 2); /* the header read twice, rewritten between */
+	ck_assert_int_eq(rc, 1);
+	ck_assert_int_eq(access(pa, F_OK), -1);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
+	sc_l3_close(l3);
 	free(a);
 }
 END_TEST
@@ -2013,6 +2064,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
+	tcase_add_test(tc, verify_of_an_object_rewritten_under_it_is_bad);
 	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
 	tcase_add_test(tc, a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantined);
 	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
