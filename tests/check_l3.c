@@ -4,12 +4,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stddef.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -859,6 +865,244 @@ START_TEST(a_fill_that_cannot_turn_buffered_ends_with_the_error)
 	}
 	free(dst);
 	free(want);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* The descriptor of this process open on @loc's object file (a kept file), or -1. */
+static int object_fd(const struct sc_location *loc)
+{
+	char rel[48], path[200];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	struct stat obj, sb;
+	ck_assert_int_eq(stat(path, &obj), 0);
+	for (int fd = 0; fd < 1024; fd++)
+		if (fstat(fd, &sb) == 0 && sb.st_ino == obj.st_ino && sb.st_dev == obj.st_dev)
+			return fd;
+	return -1;
+}
+
+/* One fill of @loc (seeded @seed) into an aligned destination, submitted alone and reaped: its
+ * sc_l3_fill_req.direct, after checking the result and the bytes. */
+static int fill_direct_flag(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, uint32_t flags)
+{
+	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
+	uint8_t *dst = abuf(cap), *want = malloc(loc->payload_bytes);
+	fill_bytes(want, loc->payload_bytes, seed);
+	struct sc_l3_fill_req r = { .loc = loc, .dst = dst, .dst_bytes = cap, .flags = flags }, *rp = &r, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_msg(r.result == 0, "fill: %s", sc_strerror(r.result));
+	ck_assert(memcmp(dst, want, loc->payload_bytes) == 0);
+	free(dst);
+	free(want);
+	return r.direct;
+}
+
+/* Refuse fcntl(F_SETFL) with O_DIRECT in this process (what a filesystem without direct I/O for
+ * an open file answers: EINVAL); 0, or -1 when seccomp is not to be had. */
+static int refuse_setfl_direct(void)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	enum { LO = 4 };
+#else
+	enum { LO = 0 };
+#endif
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]) + LO),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2]) + LO),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_DIRECT, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
+}
+
+/* An open object file is switched between O_DIRECT and buffered per fill, and the descriptor is
+ * what the fill reports (sc_l3_fill_req.direct), O_NONBLOCK off (the open's, for planted FIFOs): a
+ * kept file read direct, then buffered, then direct again. Where the switch to O_DIRECT is refused
+ * (fcntl EINVAL, as on a filesystem without direct I/O; here a seccomp filter in a child), the fill
+ * reads buffered, exact, reports it, and the file is kept buffered. */
+START_TEST(an_open_file_is_switched_to_the_mode_each_fill_reports)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_ON, .fd_cache = 4 });
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	if (!st0.dio_mem_align) {
+		sc_skip("no statx DIO alignment on %s", tmpdir);
+		sc_l3_close(l3);
+		return;
+	}
+	struct sc_location a, b;
+	ck_assert_int_eq(put_full(l3, "mode", 30, 100001, 130, &a), 0);
+	ck_assert_int_eq(put_full(l3, "mode", 31, 100001, 131, &b), 0);
+	static const uint32_t flags[] = { 0, SC_L3_FILL_BUFFERED, 0 };
+	for (unsigned i = 0; i < 3; i++) {
+		int direct = fill_direct_flag(l3, &a, 130, flags[i]);
+		ck_assert_int_eq(direct, !flags[i]);
+		int fd = object_fd(&a), fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+		ck_assert_msg(fd >= 0, "fill %u: the file is not kept", i);
+		ck_assert_msg(fl >= 0 && !!(fl & O_DIRECT) == direct && !(fl & O_NONBLOCK),
+			      "fill %u (direct %d): the file's flags are %#x", i, direct, fl);
+	}
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.fills_kept, st0.fills_kept + 2); /* one file, switched twice */
+
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (refuse_setfl_direct())
+			_exit(20);
+		errno = 0;
+		if (fcntl(0, F_SETFL, O_DIRECT) != -1 || errno != EINVAL)
+			_exit(21); /* the filter does not hold */
+		size_t cap = 102400;
+		uint8_t *dst = aligned_alloc(4096, cap), *want = malloc(100001);
+		fill_bytes(want, 100001, 131);
+		struct sc_l3_fill_req r = { .loc = &b, .dst = dst, .dst_bytes = cap }, *rp = &r, *done;
+		if (sc_l3_fill_submit(l3, &rp, 1) != 1 || sc_l3_fill_reap(l3, &done, 1, -1) != 1)
+			_exit(22);
+		if (r.result)
+			_exit(23); /* the fill failed instead of reading buffered */
+		if (r.direct || memcmp(dst, want, 100001))
+			_exit(24);
+		int fd = object_fd(&b), fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+		_exit(fl >= 0 && !(fl & (O_DIRECT | O_NONBLOCK)) ? 0 : 25);
+	}
+	int ws;
+	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20) {
+		sc_skip("no seccomp filter: the refused switch is not tried");
+	} else {
+		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+			      "the child: status %#x (exit 21: no refusal; 22: no fill; 23: the fill failed; 24: reported "
+			      "direct or wrong bytes; 25: the kept file's flags)",
+			      ws);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* Drop CAP_IPC_LOCK from this process's effective set: RLIMIT_MEMLOCK binds io_uring's
+ * registrations even for root. 0, or -1. */
+static int drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &h, d) ? -1 : 0;
+}
+
+/* A process that may lock no more memory (RLIMIT_MEMLOCK lowered to 0 after its ring was made, no
+ * CAP_IPC_LOCK): the ring can register neither the memory given to sc_l3_register_memory nor,
+ * again, its own header buffers, and fills read with plain reads, exact — a buffered fill's header
+ * read too. (In a child: the limit and the capability are the process's.) */
+START_TEST(a_process_that_may_lock_no_memory_fills_with_plain_reads)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "nolock", 10, 70000, 140, &loc), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		size_t cap = 73728;
+		uint8_t *dst = aligned_alloc(4096, cap), *want = malloc(loc.payload_bytes), *page = aligned_alloc(4096, 4096);
+		struct io_uring probe;
+		/* the rings first (their memory counts against the limit too), then no more locking */
+		if (!dst || !want || !page || drop_ipc_lock() || io_uring_queue_init(2, &probe, 0))
+			_exit(20);
+		fill_bytes(want, loc.payload_bytes, 140);
+		if (sc_l3_fill(l3, &loc, dst, cap, 0) || memcmp(dst, want, loc.payload_bytes))
+			_exit(20);
+		struct rlimit none = { 0, 0 };
+		if (setrlimit(RLIMIT_MEMLOCK, &none))
+			_exit(20);
+		struct iovec iov = { page, 4096 };
+		int reg = io_uring_register_buffers(&probe, &iov, 1);
+		io_uring_queue_exit(&probe);
+		if (reg == 0)
+			_exit(21); /* the kernel allowed a registration */
+		if (sc_l3_register_memory(l3, dst, cap))
+			_exit(22);
+		for (uint32_t flags = SC_L3_FILL_BUFFERED;; flags = 0) {
+			memset(dst, 0, cap);
+			if (sc_l3_fill(l3, &loc, dst, cap, flags) || memcmp(dst, want, loc.payload_bytes))
+				_exit(flags ? 23 : 24);
+			if (!flags)
+				break;
+		}
+		_exit(0);
+	}
+	int ws;
+	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20) {
+		sc_skip("a_process_that_may_lock_no_memory_fills_with_plain_reads: no ring under RLIMIT_MEMLOCK here");
+	} else {
+		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+			      "the child: status %#x (exit 21: a registration was allowed; 22: register_memory; "
+			      "23: the buffered fill failed or was wrong; 24: the other fill)",
+			      ws);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* A lone fill (nothing else on the ring) opens and stats its file with system calls of its own:
+ * nothing to overlap, and an open or statx on the ring is one more trip (the statx always goes to
+ * io-wq). Fills submitted together open on the ring. Seen in the ring's submission entries, which
+ * keep what was last prepared in them. */
+static int ring_has_opcode(struct l3_ring *r, uint8_t op)
+{
+	for (unsigned i = 0; i < r->ring.sq.ring_entries; i++)
+		if (r->ring.sq.sqes[i].opcode == op)
+			return 1;
+	return 0;
+}
+
+START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc[3];
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(put_full(l3, "lone", 40 + i, 50000, 150 + i, &loc[i]), 0);
+	for (unsigned i = 0; i < 2; i++)
+		check_fill(l3, &loc[i], 150 + i, i ? SC_L3_FILL_BUFFERED : 0); /* each alone, on this handle's new ring */
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	ck_assert(ring_has_opcode(r, IORING_OP_READ) || ring_has_opcode(r, IORING_OP_READ_FIXED) ||
+		  ring_has_opcode(r, IORING_OP_READV)); /* the entries kept the fills' reads */
+	ck_assert_msg(!ring_has_opcode(r, IORING_OP_OPENAT2) && !ring_has_opcode(r, IORING_OP_STATX),
+		      "a lone fill opened its file on the ring");
+	/* two together: the opens are on the ring */
+	struct sc_l3_fill_req req[2], *rp[2], *done[2];
+	uint8_t *dst[2];
+	for (unsigned i = 0; i < 2; i++) {
+		dst[i] = abuf(50000);
+		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i + 1], .dst = dst[i], .dst_bytes = 53248 };
+		rp[i] = &req[i];
+	}
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 2), 2);
+	for (int got = 0; got < 2;) {
+		int k = sc_l3_fill_reap(l3, done, 2, -1);
+		ck_assert_int_gt(k, 0);
+		got += k;
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		uint8_t *want = malloc(50000);
+		fill_bytes(want, 50000, 151 + i);
+		ck_assert_int_eq(req[i].result, 0);
+		ck_assert(memcmp(dst[i], want, 50000) == 0);
+		free(want);
+		free(dst[i]);
+	}
+	ck_assert(ring_has_opcode(r, IORING_OP_OPENAT2) && ring_has_opcode(r, IORING_OP_STATX));
 	sc_l3_close(l3);
 }
 END_TEST
@@ -1794,6 +2038,9 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, o_direct_fills_are_exact);
 	tcase_add_test(tc, o_direct_reads_refused_are_read_again_buffered);
 	tcase_add_test(tc, a_fill_that_cannot_turn_buffered_ends_with_the_error);
+	tcase_add_test(tc, an_open_file_is_switched_to_the_mode_each_fill_reports);
+	tcase_add_test(tc, a_process_that_may_lock_no_memory_fills_with_plain_reads);
+	tcase_add_test(tc, a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);
 	tcase_add_test(tc, killed_put_leaves_nothing_visible);
