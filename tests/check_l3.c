@@ -726,6 +726,24 @@ START_TEST(kept_files_by_default_small_under_a_budget_and_let_go_when_removed)
 	ck_assert_int_eq(count_object_fds(), 2);
 	sc_l3_close(l3);
 
+	/* a budget of exactly two small files (their files' bytes): both kept */
+	char rel[48], path[200];
+	uint64_t two = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		struct stat sb;
+		l3_obj_relpath(s[i].digest.lo, s[i].digest.hi, rel);
+		snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+		ck_assert_int_eq(stat(path, &sb), 0);
+		two += (uint64_t)sb.st_size;
+	}
+	l3_kept_local_bytes = two;
+	l3 = open_l3(NULL);
+	l3_kept_local_bytes = L3_KEPT_LOCAL_BYTES;
+	for (unsigned i = 0; i < 2; i++)
+		check_fill(l3, &s[i], 60 + i, 0);
+	ck_assert_msg(count_object_fds() == 2, "%d object files kept under a budget of exactly two", count_object_fds());
+	sc_l3_close(l3);
+
 	/* removed by another process under a kept file: that file is closed by a later fill's sweep
 	 * (at most once a second), and a fill of the removed object misses as with a fresh open */
 	l3 = open_l3(NULL);
@@ -1105,6 +1123,165 @@ START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring
 	}
 	ck_assert(ring_has_opcode(r, IORING_OP_OPENAT2) && ring_has_opcode(r, IORING_OP_STATX));
 	sc_l3_close(l3);
+}
+END_TEST
+
+/* A location that does not describe the object (another kind, first section or payload size) is
+ * refused with -EINVAL also when the object's file is kept: a kept file's header stands for the
+ * location it was verified against only. Nothing is quarantined, and the right location still
+ * fills from the kept file. (And l3_names_inode, which asks before a quarantine, answers for the
+ * size it is given.) */
+START_TEST(a_wrong_location_is_refused_through_a_kept_file_too)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4 });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "wrongkept", 12, 20000, 160, &loc), 0);
+	uint8_t *dst = abuf(24576);
+	for (int k = 0; k < 3; k++) {
+		check_fill(l3, &loc, 160, 0);
+		ck_assert_msg(object_fd(&loc) >= 0, "case %d: the object's file is not kept", k);
+		struct sc_location bad = loc;
+		if (k == 0)
+			bad.kind = SC_PAYLOAD_RECURRENT_ONLY;
+		else if (k == 1)
+			bad.sec_len[0] -= 4096;
+		else
+			bad.payload_bytes -= 4096;
+		int rc = sc_l3_fill(l3, &bad, dst, 24576, 0);
+		ck_assert_msg(rc == -EINVAL, "case %d: %s", k, sc_strerror(rc));
+	}
+	struct sc_l3_stats s0, s1;
+	sc_l3_stats(l3, &s0);
+	ck_assert_uint_eq(s0.quarantined, 0);
+	check_fill(l3, &loc, 160, 0);
+	check_fill(l3, &loc, 160, 0);
+	sc_l3_stats(l3, &s1);
+	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+
+	char rel[48], path[200];
+	struct stat sb;
+	l3_obj_relpath(loc.digest.lo, loc.digest.hi, rel);
+	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert(l3_names_inode(l3, rel, sb.st_ino, UINT64_MAX));
+	ck_assert(l3_names_inode(l3, rel, sb.st_ino, (uint64_t)sb.st_size));
+	ck_assert(!l3_names_inode(l3, rel, sb.st_ino, (uint64_t)sb.st_size - 1));
+	ck_assert(!l3_names_inode(l3, rel, sb.st_ino + 1, UINT64_MAX));
+	free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* Descriptor 0 is an object file's like any other (see the test above): opened as 0 and not kept,
+ * it is closed when the fill ends; kept as 0 and the least recently used kept file when the handle
+ * is at its limit of kept files, it is the one closed for the new one. */
+START_TEST(an_object_file_as_descriptor_0_is_closed_when_not_kept_or_when_oldest)
+{
+	struct sc_l3 *none = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_l3 *one = open_l3(&(struct sc_l3_opts){ .fd_cache = 1 });
+	struct sc_location a, b, c;
+	ck_assert_int_eq(put_full(none, "zero0", 16, 20000, 170, &a), 0);
+	ck_assert_int_eq(put_full(none, "zero0", 17, 20000, 171, &b), 0);
+	ck_assert_int_eq(put_full(none, "zero0", 18, 20000, 172, &c), 0);
+	check_fill(none, &a, 170, 0); /* both rings exist: their descriptors are taken */
+	check_fill(one, &a, 170, 0);  /* a kept by `one` */
+	ck_assert_int_ge(object_fd(&a), 3);
+	ck_assert_int_eq(close(0), 0);
+	ck_assert_int_eq(sc_test_lowest_free_fd(), 0);
+	check_fill(none, &b, 171, 0); /* opened as 0, not kept */
+	errno = 0;
+	ck_assert_msg(fcntl(0, F_GETFD) == -1 && errno == EBADF, "descriptor 0 still open after a fill that keeps no file");
+	check_fill(one, &b, 171, 0); /* opened as 0; a, the oldest, closed for it */
+	ck_assert_int_eq(object_fd(&b), 0);
+	ck_assert_int_eq(object_fd(&a), -1);
+	check_fill(one, &c, 172, 0); /* b (descriptor 0), the oldest, closed for c */
+	errno = 0;
+	ck_assert_msg(fcntl(0, F_GETFD) == -1 && errno == EBADF, "the oldest kept file (descriptor 0) still open");
+	ck_assert_int_ge(object_fd(&c), 0);
+	sc_l3_close(one);
+	sc_l3_close(none);
+}
+END_TEST
+
+/* The fill time model's classes (the top of lib/l3/fill.c): a fill under 256 KiB (nothing ahead)
+ * is a sample of the fixed cost, one of 1 MiB or more a sample of the time per byte, one between
+ * (256 KiB itself included, 1 MiB excluded) neither. */
+START_TEST(the_fill_model_takes_its_samples_from_the_documented_sizes)
+{
+	static const struct {
+		size_t bytes;
+		int fixed, per_byte; /* a sample of either */
+	} f[] = {
+		{ (1u << 20) - 4096, 0, 0 }, { 256u << 10, 0, 0 }, { 1u << 20, 0, 1 }, { (256u << 10) - 4096, 1, 0 },
+	};
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_location loc[4];
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_int_eq(put_full(l3, "model", 50 + i, f[i].bytes, 180 + i, &loc[i]), 0);
+	uint32_t samples = 0;
+	int fixed = 0, per_byte = 0;
+	ck_assert_uint_eq(atomic_load(&l3->est_samples), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		check_fill(l3, &loc[i], 180 + i, 0);
+		samples += (uint32_t)(f[i].fixed + f[i].per_byte);
+		fixed |= f[i].fixed;
+		per_byte |= f[i].per_byte;
+		ck_assert_msg(atomic_load(&l3->est_samples) == samples, "a fill of %zu bytes: %u samples, %u expected",
+			      f[i].bytes, (unsigned)atomic_load(&l3->est_samples), samples);
+		ck_assert_msg((atomic_load(&l3->est_fixed_ns) != 0) == fixed, "a fill of %zu bytes: fixed cost %llu",
+			      f[i].bytes, (unsigned long long)atomic_load(&l3->est_fixed_ns));
+		ck_assert_msg((atomic_load(&l3->est_ps_per_byte) != 0) == per_byte, "a fill of %zu bytes: %llu ps per byte",
+			      f[i].bytes, (unsigned long long)atomic_load(&l3->est_ps_per_byte));
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* The SQE of this ring's last submission that reads into @dst, or NULL. */
+static const struct io_uring_sqe *ring_sqe_into(struct l3_ring *r, const void *dst)
+{
+	for (unsigned i = 0; i < r->ring.sq.ring_entries; i++)
+		if (r->ring.sq.sqes[i].addr == (uint64_t)(uintptr_t)dst &&
+		    (r->ring.sq.sqes[i].opcode == IORING_OP_READ || r->ring.sq.sqes[i].opcode == IORING_OP_READ_FIXED))
+			return &r->ring.sq.sqes[i];
+	return NULL;
+}
+
+/* Registered memory: a fill whose destination is exactly a registered range (its first byte to
+ * its last) reads it as a registered buffer. When a later range is refused by the kernel
+ * (PROT_NONE memory) the ring keeps only its header buffers, and a fill into the range that was
+ * registered before reads it with a plain read, exact (nothing of the old registration is used). */
+START_TEST(registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc;
+	enum { N = 20000 };
+	ck_assert_int_eq(put_full(l3, "regb", 14, N, 190, &loc), 0);
+	uint8_t *dst = abuf(N), *want = malloc(N);
+	fill_bytes(want, N, 190);
+	ck_assert_int_eq(sc_l3_register_memory(l3, dst, N), 0);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, N, SC_L3_FILL_BUFFERED), 0);
+	ck_assert(memcmp(dst, want, N) == 0);
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_msg(r->reg_ok && r->nreg == 2, "the range is not registered (%d, %d)", r->reg_ok, r->nreg);
+	const struct io_uring_sqe *sqe = ring_sqe_into(r, dst);
+	ck_assert_ptr_nonnull(sqe);
+	ck_assert_msg(sqe->opcode == IORING_OP_READ_FIXED && sqe->len == N, "the payload read: opcode %u, %u bytes",
+		      sqe->opcode, sqe->len);
+
+	uint8_t *res = mmap(NULL, 1 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ck_assert(res != MAP_FAILED);
+	ck_assert_int_eq(sc_l3_register_memory(l3, res, 1 << 20), 0);
+	memset(dst, 0, N);
+	int rc = sc_l3_fill(l3, &loc, dst, N, SC_L3_FILL_BUFFERED);
+	ck_assert_msg(rc == 0, "fill: %s", sc_strerror(rc));
+	ck_assert(memcmp(dst, want, N) == 0);
+	ck_assert_msg(r->reg_ok && r->nreg == 1, "registered after the refusal: %d, %d", r->reg_ok, r->nreg);
+	sc_l3_close(l3);
+	munmap(res, 1 << 20);
+	free(dst);
+	free(want);
 }
 END_TEST
 
@@ -2042,6 +2219,10 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, an_open_file_is_switched_to_the_mode_each_fill_reports);
 	tcase_add_test(tc, a_process_that_may_lock_no_memory_fills_with_plain_reads);
 	tcase_add_test(tc, a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring);
+	tcase_add_test(tc, a_wrong_location_is_refused_through_a_kept_file_too);
+	tcase_add_test(tc, an_object_file_as_descriptor_0_is_closed_when_not_kept_or_when_oldest);
+	tcase_add_test(tc, the_fill_model_takes_its_samples_from_the_documented_sizes);
+	tcase_add_test(tc, registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);
 	tcase_add_test(tc, killed_put_leaves_nothing_visible);
