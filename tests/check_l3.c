@@ -697,12 +697,14 @@ END_TEST
  */
 START_TEST(kept_files_by_default_small_under_a_budget_and_let_go_when_removed)
 {
-	enum { SMALL = 64 << 10, LARGE = (1 << 20) + 8192 };
+	enum { SMALL = 64 << 10, LARGE = (1 << 20) + 8192, EDGE = L3_KEPT_LOCAL_FILE - L3_HDR_BLOCK };
 	struct sc_l3 *l3 = open_l3(NULL);
-	struct sc_location s[4], big;
+	struct sc_location s[4], big, edge;
 	for (unsigned i = 0; i < 4; i++)
 		ck_assert_int_eq(put_full(l3, "dflt", 200 + i, SMALL, 60 + i, &s[i]), 0);
 	ck_assert_int_eq(put_full(l3, "dflt", 300, LARGE, 70, &big), 0);
+	ck_assert_int_eq(put_full(l3, "dflt", 301, EDGE, 71, &edge), 0);
+	ck_assert_uint_eq(edge.file_bytes, L3_KEPT_LOCAL_FILE); /* the largest file kept */
 	if (!l3->kept_links) {
 		sc_skip("%s is not on a local filesystem: the default keeps every file (FUSE) or none there", tmpdir);
 		sc_l3_close(l3);
@@ -712,6 +714,8 @@ START_TEST(kept_files_by_default_small_under_a_budget_and_let_go_when_removed)
 		check_fill(l3, &s[i], 60 + i, 0);
 	check_fill(l3, &big, 70, 0);
 	ck_assert_msg(count_object_fds() == 4, "%d object files kept: the 4 small ones, not the large one", count_object_fds());
+	check_fill(l3, &edge, 71, 0);
+	ck_assert_msg(count_object_fds() == 5, "%d object files kept: a file of the largest size kept is not", count_object_fds());
 	sc_l3_close(l3);
 
 	/* a budget of two and a half small files: two kept */
@@ -1282,6 +1286,139 @@ START_TEST(registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal)
 	munmap(res, 1 << 20);
 	free(dst);
 	free(want);
+}
+END_TEST
+
+/* Path of @loc's object file. */
+static void obj_path(const struct sc_location *loc, char *path, size_t n)
+{
+	char rel[48];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	snprintf(path, n, "%s/objects/%s", tmpdir, rel);
+}
+
+/* Descriptors of this process open on @loc's object file. */
+static int object_fds(const struct sc_location *loc)
+{
+	char path[200];
+	obj_path(loc, path, sizeof(path));
+	struct stat obj, sb;
+	ck_assert_int_eq(stat(path, &obj), 0);
+	int n = 0;
+	for (int fd = 0; fd < 1024; fd++)
+		n += fstat(fd, &sb) == 0 && sb.st_ino == obj.st_ino && sb.st_dev == obj.st_dev;
+	return n;
+}
+
+/* @n fills of @loc (seeded @seed) submitted together, all reaped: each exact. */
+static void fill_together(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, unsigned n)
+{
+	struct sc_l3_fill_req req[4], *rp[4], *done[4];
+	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
+	uint8_t *want = malloc(loc->payload_bytes);
+	fill_bytes(want, loc->payload_bytes, seed);
+	ck_assert_uint_le(n, 4);
+	for (unsigned i = 0; i < n; i++) {
+		req[i] = (struct sc_l3_fill_req){ .loc = loc, .dst = abuf(cap), .dst_bytes = cap };
+		rp[i] = &req[i];
+	}
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, n), (int)n);
+	for (unsigned got = 0; got < n;) {
+		int k = sc_l3_fill_reap(l3, done, n, -1);
+		ck_assert_int_gt(k, 0);
+		got += (unsigned)k;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		ck_assert_msg(req[i].result == 0, "fill %u of %u: %s", i, n, sc_strerror(req[i].result));
+		ck_assert(memcmp(req[i].dst, want, loc->payload_bytes) == 0);
+		free(req[i].dst);
+	}
+	free(want);
+}
+
+/* A handle keeps one file per object: fills of a kept object at once read the kept file and a file
+ * of their own, which is closed at the end (the object is kept already). Also when the kept file
+ * is descriptor 0, which is kept beside other kept files (a new one takes a free slot, not its
+ * place) and closed by the sweep like them when objects are removed through the handle. */
+START_TEST(one_kept_file_per_object_descriptor_0_included)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4 });
+	struct sc_location a, b, d, gone;
+	ck_assert_int_eq(put_full(l3, "onekept", 20, 20000, 210, &a), 0);
+	ck_assert_int_eq(put_full(l3, "onekept", 21, 20000, 211, &b), 0);
+	ck_assert_int_eq(put_full(l3, "onekept", 22, 20000, 212, &d), 0);
+	ck_assert_int_eq(put_full(l3, "onekept", 23, 20000, 213, &gone), 0);
+	check_fill(l3, &a, 210, 0);
+	ck_assert_int_eq(object_fds(&a), 1);
+	fill_together(l3, &a, 210, 2); /* the kept file and one of its own */
+	ck_assert_int_eq(object_fds(&a), 1);
+	sc_l3_close(l3);
+
+	/* descriptor 0: this handle's ring is made by a fill that keeps nothing (its object is gone) */
+	l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4 });
+	char path[200];
+	obj_path(&gone, path, sizeof(path));
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(fill_rc(l3, &gone), -ENOENT);
+	ck_assert_int_eq(count_object_fds(), 0);
+	ck_assert_int_eq(close(0), 0);
+	ck_assert_int_eq(sc_test_lowest_free_fd(), 0);
+	check_fill(l3, &b, 211, 0);
+	ck_assert_int_eq(object_fd(&b), 0); /* kept as 0, in the table's first slot */
+	fill_together(l3, &b, 211, 2);
+	ck_assert_int_eq(object_fds(&b), 1);
+	ck_assert_int_eq(object_fd(&b), 0);
+	check_fill(l3, &d, 212, 0); /* kept beside it */
+	ck_assert_int_eq(object_fd(&b), 0);
+	ck_assert_int_ge(object_fd(&d), 1);
+	struct sc_l3_stats s0, s1;
+	sc_l3_stats(l3, &s0);
+	check_fill(l3, &b, 211, 0);
+	sc_l3_stats(l3, &s1);
+	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+	ck_assert_int_ge(sc_l3_evict_to(l3, 0), 2); /* the sweep closes both at once */
+	errno = 0;
+	ck_assert_msg(fcntl(0, F_GETFD) == -1 && errno == EBADF, "the kept file of a removed object (descriptor 0) still open");
+	ck_assert_int_eq(count_object_fds(), 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* A fill returns what it read and verified even when its object's name goes after the open (the
+ * bytes are the object's: a miss would only waste them); a fill that read a damaged file whose name
+ * was given to a good copy meanwhile is a miss (-ENOENT), and the good copy is not quarantined. */
+START_TEST(a_fill_judges_the_file_it_read_not_what_its_name_names_later)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc;
+	enum { N = 20000 };
+	ck_assert_int_eq(put_full(l3, "later", 24, N, 220, &loc), 0);
+	char path[200], good[220];
+	obj_path(&loc, path, sizeof(path));
+	snprintf(good, sizeof(good), "%s.good", path);
+	ck_assert_int_eq(sc_test_sh("cp %s %s", path, good), 0);
+	uint8_t *dst = abuf(N), *want = malloc(N);
+	fill_bytes(want, N, 220);
+	struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = 20480 }, *rp = &r, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1); /* alone: its file is open when this returns */
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_msg(r.result == 0, "removed after the open: %s", sc_strerror(r.result));
+	ck_assert(memcmp(dst, want, N) == 0);
+
+	ck_assert_int_eq(sc_test_sh("cp %s %s", good, path), 0);
+	corrupt(&loc, C_PAYLOAD);
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(rename(good, path), 0);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_msg(r.result == -ENOENT, "damaged, then renamed over: %s", sc_strerror(r.result));
+	struct sc_l3_stats st;
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, 0);
+	check_fill(l3, &loc, 220, 0); /* the good copy, still there */
+	free(dst);
+	free(want);
+	sc_l3_close(l3);
 }
 END_TEST
 
@@ -2223,6 +2360,8 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, an_object_file_as_descriptor_0_is_closed_when_not_kept_or_when_oldest);
 	tcase_add_test(tc, the_fill_model_takes_its_samples_from_the_documented_sizes);
 	tcase_add_test(tc, registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal);
+	tcase_add_test(tc, one_kept_file_per_object_descriptor_0_included);
+	tcase_add_test(tc, a_fill_judges_the_file_it_read_not_what_its_name_names_later);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);
 	tcase_add_test(tc, killed_put_leaves_nothing_visible);
