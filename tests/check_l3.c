@@ -1081,12 +1081,17 @@ END_TEST
  * nothing to overlap, and an open or statx on the ring is one more trip (the statx always goes to
  * io-wq). Fills submitted together open on the ring. Seen in the ring's submission entries, which
  * keep what was last prepared in them. */
+static int ring_count_opcode(struct l3_ring *r, uint8_t op)
+{
+	int n = 0;
+	for (unsigned i = 0; i < r->ring.sq.ring_entries; i++)
+		n += r->ring.sq.sqes[i].opcode == op;
+	return n;
+}
+
 static int ring_has_opcode(struct l3_ring *r, uint8_t op)
 {
-	for (unsigned i = 0; i < r->ring.sq.ring_entries; i++)
-		if (r->ring.sq.sqes[i].opcode == op)
-			return 1;
-	return 0;
+	return ring_count_opcode(r, op) > 0;
 }
 
 START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring)
@@ -1126,6 +1131,47 @@ START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring
 		free(dst[i]);
 	}
 	ck_assert(ring_has_opcode(r, IORING_OP_OPENAT2) && ring_has_opcode(r, IORING_OP_STATX));
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* Fills submitted beyond the reading slots wait, and their files are opened on the ring meanwhile,
+ * every one of them (as fio opens its files before it reads): with 2 reading slots, 4 fills
+ * submitted at once put 4 opens and 4 stats on the ring before any read. */
+START_TEST(fills_that_wait_for_a_slot_all_open_their_files_meanwhile)
+{
+	struct sc_l3 *put = open_l3(NULL);
+	enum { N = 4, SZ = 20000 };
+	struct sc_location loc[N];
+	struct sc_l3_fill_req req[N], *rp[N], *done[N];
+	for (unsigned i = 0; i < N; i++) {
+		ck_assert_int_eq(put_full(put, "waitopen", 70 + i, SZ, 230 + i, &loc[i]), 0);
+		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = abuf(SZ), .dst_bytes = 20480 };
+		rp[i] = &req[i];
+	}
+	sc_l3_close(put);
+	/* a handle of its own: its ring is made by these fills (a put's writes go on a ring too) */
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .queue_depth = 2, .fd_cache = SC_L3_FD_CACHE_NONE });
+	ck_assert_ptr_null(l3_ring_find(l3));
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, N), N);
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->io_depth, 2);
+	ck_assert_int_eq(ring_count_opcode(r, IORING_OP_OPENAT2), N);
+	ck_assert_int_eq(ring_count_opcode(r, IORING_OP_STATX), N);
+	for (int got = 0; got < N;) {
+		int k = sc_l3_fill_reap(l3, done, N, -1);
+		ck_assert_int_gt(k, 0);
+		got += k;
+	}
+	for (unsigned i = 0; i < N; i++) {
+		uint8_t *want = malloc(SZ);
+		fill_bytes(want, SZ, 230 + i);
+		ck_assert_int_eq(req[i].result, 0);
+		ck_assert(memcmp(req[i].dst, want, SZ) == 0);
+		free(want);
+		free(req[i].dst);
+	}
 	sc_l3_close(l3);
 }
 END_TEST
@@ -1418,6 +1464,65 @@ START_TEST(a_fill_judges_the_file_it_read_not_what_its_name_names_later)
 	check_fill(l3, &loc, 220, 0); /* the good copy, still there */
 	free(dst);
 	free(want);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* Which kept file makes room in a full set of the kept-file table: the least recently used one,
+ * wherever it sits and whatever its descriptor, 0 included (closed then, as any). A handle keeping
+ * 8 files has two sets of 8 slots; the objects here all fall in one (digest lo even). */
+START_TEST(a_full_set_of_kept_files_replaces_its_least_recently_used_descriptor_0_included)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 8 });
+	enum { N = 11 }; /* X F o2..o7 n1 n2 n3 */
+	struct sc_location o[N], loc, gone;
+	unsigned seed[N], n = 0;
+	for (unsigned i = 0; n < N; i++) {
+		ck_assert_uint_lt(i, 200);
+		ck_assert_int_eq(put_full(l3, "fullset", 1000 + i, 20000, 300 + i, &loc), 0);
+		if (loc.digest.lo % 2 == 0)
+			o[n] = loc, seed[n++] = 300 + i;
+	}
+	for (unsigned i = 200;; i++) {
+		ck_assert_int_eq(put_full(l3, "fullset", 1000 + i, 20000, 300 + i, &gone), 0);
+		if (gone.digest.lo % 2)
+			break;
+	}
+	char path[200];
+	obj_path(&gone, path, sizeof(path));
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(fill_rc(l3, &gone), -ENOENT); /* the ring, keeping nothing */
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->kept_sets, 2);
+	enum { X = 0, F = 1, N1 = 8, N2 = 9, N3 = 10 };
+#define FILL(i) check_fill(l3, &o[i], seed[i], 0)
+	FILL(X); /* slot 0 */
+	ck_assert_int_eq(close(0), 0);
+	FILL(F); /* slot 1, descriptor 0 */
+	ck_assert_int_eq(object_fd(&o[F]), 0);
+	for (unsigned i = 2; i < 8; i++)
+		FILL(i); /* slots 2-7: the set is full */
+	ck_assert_int_eq(count_object_fds(), 8);
+	/* X (slot 0) is the least recently used, F (slot 1) the next */
+	FILL(N1);
+	ck_assert_int_eq(object_fd(&o[X]), -1);
+	ck_assert_int_eq(object_fd(&o[F]), 0);
+	/* F used, then n1: o2 (slot 2) is the least recently used, behind F (slot 1) */
+	FILL(F);
+	FILL(N1);
+	FILL(N2);
+	ck_assert_int_eq(object_fd(&o[2]), -1);
+	ck_assert_int_eq(object_fd(&o[F]), 0);
+	/* o3-o7 used: F is the least recently used: descriptor 0 is closed for n3 */
+	for (unsigned i = 3; i < 8; i++)
+		FILL(i);
+	FILL(N3);
+	errno = 0;
+	ck_assert_msg(fcntl(0, F_GETFD) == -1 && errno == EBADF, "the least recently used kept file (descriptor 0) still open");
+	ck_assert_int_eq(count_object_fds(), 8);
+	ck_assert_int_ge(object_fd(&o[N3]), 0);
+#undef FILL
 	sc_l3_close(l3);
 }
 END_TEST
@@ -2362,6 +2467,8 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal);
 	tcase_add_test(tc, one_kept_file_per_object_descriptor_0_included);
 	tcase_add_test(tc, a_fill_judges_the_file_it_read_not_what_its_name_names_later);
+	tcase_add_test(tc, a_full_set_of_kept_files_replaces_its_least_recently_used_descriptor_0_included);
+	tcase_add_test(tc, fills_that_wait_for_a_slot_all_open_their_files_meanwhile);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);
 	tcase_add_test(tc, killed_put_leaves_nothing_visible);
