@@ -1320,6 +1320,36 @@ static int fan_start(struct fan *f, const char *path, uint64_t mask, void (*act)
 	return 0;
 }
 
+/* fan_start, or this case's SKIP line where there are no fanotify permission events: 1 then. */
+static int fan_start_or_skip(struct fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx)
+{
+	int rc = fan_start(f, path, mask, act, ctx);
+	if (rc)
+		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
+	return rc != 0;
+}
+
+/* A segmented store's handle with one object, "a": three segments of seed @seed. */
+struct one_seg_obj {
+	struct sc_l3 *l3;
+	uint8_t *a;
+	size_t n;
+	struct sc_location la;
+};
+
+static void one_seg_obj_open(struct one_seg_obj *o, unsigned seed)
+{
+	o->l3 = open_seg(NULL, SEG);
+	o->a = payload(3, 0, seed, 0, &o->n);
+	ck_assert_int_eq(put_buf(o->l3, "a", 10, o->a, o->n, &o->la), 0);
+}
+
+static void one_seg_obj_close(struct one_seg_obj *o)
+{
+	sc_l3_close(o->l3);
+	free(o->a);
+}
+
 static void fan_stop(struct fan *f)
 {
 	ck_assert_int_eq(write(f->stop[1], "s", 1), 1);
@@ -1338,32 +1368,25 @@ static void cut_to_nothing(void *path, int nth)
  * nothing): the fill is a miss, as for a segment cut before it, and nothing is quarantined. */
 START_TEST(a_segment_cut_under_its_read_is_a_miss)
 {
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
-	size_t n;
-	uint8_t *a = payload(3, 0, 71, 0, &n);
-	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), 0);
+	struct one_seg_obj o;
+	one_seg_obj_open(&o, 71);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, SC_L3_FILL_BUFFERED), 0);
 	char sp[256];
-	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	seg_path_of(o.a + SEG, SEG, sp, sizeof(sp));
 	struct fan f;
-	int rc = fan_start(&f, sp, FAN_ACCESS_PERM, cut_to_nothing, sp);
-	if (rc) {
-		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
-		sc_l3_close(l3);
-		free(a);
+	if (fan_start_or_skip(&f, sp, FAN_ACCESS_PERM, cut_to_nothing, sp)) {
+		one_seg_obj_close(&o);
 		return;
 	}
 	struct sc_l3_stats st0, st;
-	sc_l3_stats(l3, &st0);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), -ENOENT);
+	sc_l3_stats(o.l3, &st0);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, SC_L3_FILL_BUFFERED), -ENOENT);
 	fan_stop(&f);
 	ck_assert(f.acted);
 	ck_assert_uint_eq(file_size(sp), 0);
-	sc_l3_stats(l3, &st);
+	sc_l3_stats(o.l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined);
-	sc_l3_close(l3);
-	free(a);
+	one_seg_obj_close(&o);
 }
 END_TEST
 
@@ -1380,35 +1403,28 @@ static void close_stdin(void *unused, int nth)
  * fanotify permission event), and the manifest's descriptor is closed after. */
 START_TEST(a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantined)
 {
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
-	size_t n;
-	uint8_t *a = payload(3, 0, 81, 0, &n);
-	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	struct one_seg_obj o;
+	one_seg_obj_open(&o, 81);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), 0); /* the ring made */
 	char sp[256], pa[256], sub[256];
-	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	seg_path_of(o.a + SEG, SEG, sp, sizeof(sp));
 	sc_test_flip_byte(sp, 10, 0x40);
-	obj_path(&la, pa, sizeof(pa));
+	obj_path(&o.la, pa, sizeof(pa));
 	snprintf(sub, sizeof(sub), "%s", pa);
 	*strrchr(sub, '/') = 0; /* DIR/objects/XX: only a's file in it */
 	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
 	struct fan f;
-	int rc = fan_start(&f, sub, FAN_OPEN_PERM | FAN_ONDIR, close_stdin, NULL);
-	if (rc) {
-		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
-		sc_l3_close(l3);
-		free(a);
+	if (fan_start_or_skip(&f, sub, FAN_OPEN_PERM | FAN_ONDIR, close_stdin, NULL)) {
+		one_seg_obj_close(&o);
 		return;
 	}
-	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), -EBADMSG);
 	fan_stop(&f);
 	ck_assert(f.acted);
 	ck_assert_int_eq(access(sp, F_OK), -1);
 	ck_assert_int_eq(access(pa, F_OK), -1);
 	ck_assert_int_eq(fcntl(0, F_GETFD), -1);
-	sc_l3_close(l3);
-	free(a);
+	one_seg_obj_close(&o);
 }
 END_TEST
 
@@ -1465,33 +1481,26 @@ static void rewrite_as_whole(void *path, int nth)
  * that claims an empty payload's digest: the object is reported bad and quarantined, never valid. */
 START_TEST(verify_of_an_object_rewritten_under_it_is_bad)
 {
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
-	size_t n;
-	uint8_t *a = payload(3, 0, 99, 0, &n);
-	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
-	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
+	struct one_seg_obj o;
+	one_seg_obj_open(&o, 99);
+	ck_assert_int_eq(sc_l3_verify(o.l3, NULL, NULL), 0);
 	char pa[256];
-	obj_path(&la, pa, sizeof(pa));
+	obj_path(&o.la, pa, sizeof(pa));
 	struct fan f;
-	int rc = fan_start(&f, pa, FAN_ACCESS_PERM, rewrite_as_whole, pa);
-	if (rc) {
-		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
-		sc_l3_close(l3);
-		free(a);
+	if (fan_start_or_skip(&f, pa, FAN_ACCESS_PERM, rewrite_as_whole, pa)) {
+		one_seg_obj_close(&o);
 		return;
 	}
 	struct sc_l3_stats st0, st;
-	sc_l3_stats(l3, &st0);
-	rc = sc_l3_verify(l3, NULL, NULL);
+	sc_l3_stats(o.l3, &st0);
+	int rc = sc_l3_verify(o.l3, NULL, NULL);
 	fan_stop(&f);
 	ck_assert_int_ge(f.acted, 2); /* the header read twice, rewritten between */
 	ck_assert_int_eq(rc, 1);
 	ck_assert_int_eq(access(pa, F_OK), -1);
-	sc_l3_stats(l3, &st);
+	sc_l3_stats(o.l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
-	sc_l3_close(l3);
-	free(a);
+	one_seg_obj_close(&o);
 }
 END_TEST
 
