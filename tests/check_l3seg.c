@@ -980,6 +980,27 @@ static int note_missing(const struct sc_l3_object_info *in, void *ctx)
 	return 0;
 }
 
+/* A segmented store's handle with one object, "a": @nseg segments of seed @seed. */
+struct one_seg_obj {
+	struct sc_l3 *l3;
+	uint8_t *a;
+	size_t n;
+	struct sc_location la;
+};
+
+static void one_seg_obj_open(struct one_seg_obj *o, uint32_t nseg, unsigned seed)
+{
+	o->l3 = open_seg(NULL, SEG);
+	o->a = payload(nseg, 0, seed, 0, &o->n);
+	ck_assert_int_eq(put_buf(o->l3, "a", 10, o->a, o->n, &o->la), 0);
+}
+
+static void one_seg_obj_close(struct one_seg_obj *o)
+{
+	sc_l3_close(o->l3);
+	free(o->a);
+}
+
 /* A segmented fill in a process that may open one descriptor more (its object file) but not a
  * segment file, before and after a fill of it succeeded: each time a clear error that is not a
  * miss, the object not quarantined; with descriptors again, the same fill returns the bytes.
@@ -1045,17 +1066,14 @@ END_TEST
  * verified go to quarantine and the object is reported bad, as with descriptors to spare. */
 START_TEST(verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it)
 {
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
-	size_t n;
-	uint8_t *a = payload(3, 0, 31, 0, &n);
-	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	struct one_seg_obj o;
+	one_seg_obj_open(&o, 3, 31);
 	char sp[256], pa[256], hex[33], qdir[256];
-	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	seg_path_of(o.a + SEG, SEG, sp, sizeof(sp));
 	sc_test_flip_byte(sp, 100, 0x40);
-	obj_path(&la, pa, sizeof(pa));
+	obj_path(&o.la, pa, sizeof(pa));
 	struct sc_l3_stats st0, st;
-	sc_l3_stats(l3, &st0);
+	sc_l3_stats(o.l3, &st0);
 	/* three descriptors to spare, exactly: the free ones below the first three free in a row
 	 * taken (the ring's, the handle's and the harness's are open above them) */
 	int plug[64], nplug = 0, low;
@@ -1067,22 +1085,21 @@ START_TEST(verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it)
 	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &was), 0);
 	three = (struct rlimit){ (rlim_t)low + 3, was.rlim_max };
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &three), 0);
-	int rc = sc_l3_verify(l3, NULL, NULL);
+	int rc = sc_l3_verify(o.l3, NULL, NULL);
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
 	while (nplug)
 		close(plug[--nplug]);
 	ck_assert_int_eq(rc, 1);
 	ck_assert_int_eq(access(sp, F_OK), -1);
-	struct sc_digest sd = sc_digest(a + SEG, SEG);
+	struct sc_digest sd = sc_digest(o.a + SEG, SEG);
 	l3_digest_hex(sd.lo, sd.hi, hex);
 	snprintf(qdir, sizeof(qdir), "%s/quarantine", tmpdir);
 	ck_assert_msg(dir_has(qdir, hex, ".seg"), "no %s.*.seg in %s", hex, qdir);
 	ck_assert_int_eq(access(pa, F_OK), -1);
-	sc_l3_stats(l3, &st);
+	sc_l3_stats(o.l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -ENOENT);
-	sc_l3_close(l3);
-	free(a);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), -ENOENT);
+	one_seg_obj_close(&o);
 }
 END_TEST
 
@@ -1251,25 +1268,21 @@ END_TEST
  * of the header block and the destination's first chunk, covers.) */
 START_TEST(a_segment_read_that_fails_fails_the_fill_with_its_error)
 {
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
-	size_t n;
-	uint8_t *a = payload(40, 0, 61, 0, &n);
-	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
-	uint8_t *dst = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct one_seg_obj o;
+	one_seg_obj_open(&o, 40, 61);
+	uint8_t *dst = mmap(NULL, o.n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ck_assert(dst != MAP_FAILED);
 	ck_assert_int_eq(mprotect(dst + 39 * SEG, SEG, PROT_READ), 0); /* the last segment's place */
 	struct sc_l3_stats st0, st;
-	sc_l3_stats(l3, &st0);
-	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, n, SC_L3_FILL_BUFFERED), -EFAULT);
-	sc_l3_stats(l3, &st);
+	sc_l3_stats(o.l3, &st0);
+	ck_assert_int_eq(sc_l3_fill(o.l3, &o.la, dst, o.n, SC_L3_FILL_BUFFERED), -EFAULT);
+	sc_l3_stats(o.l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined);
 	ck_assert_int_eq(mprotect(dst + 39 * SEG, SEG, PROT_READ | PROT_WRITE), 0);
-	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, n, 0), 0);
-	ck_assert(memcmp(dst, a, n) == 0);
-	munmap(dst, n);
-	sc_l3_close(l3);
-	free(a);
+	ck_assert_int_eq(sc_l3_fill(o.l3, &o.la, dst, o.n, 0), 0);
+	ck_assert(memcmp(dst, o.a, o.n) == 0);
+	munmap(dst, o.n);
+	one_seg_obj_close(&o);
 }
 END_TEST
 
@@ -1329,27 +1342,6 @@ static int fan_start_or_skip(struct fan *f, const char *path, uint64_t mask, voi
 	return rc != 0;
 }
 
-/* A segmented store's handle with one object, "a": three segments of seed @seed. */
-struct one_seg_obj {
-	struct sc_l3 *l3;
-	uint8_t *a;
-	size_t n;
-	struct sc_location la;
-};
-
-static void one_seg_obj_open(struct one_seg_obj *o, unsigned seed)
-{
-	o->l3 = open_seg(NULL, SEG);
-	o->a = payload(3, 0, seed, 0, &o->n);
-	ck_assert_int_eq(put_buf(o->l3, "a", 10, o->a, o->n, &o->la), 0);
-}
-
-static void one_seg_obj_close(struct one_seg_obj *o)
-{
-	sc_l3_close(o->l3);
-	free(o->a);
-}
-
 static void fan_stop(struct fan *f)
 {
 	ck_assert_int_eq(write(f->stop[1], "s", 1), 1);
@@ -1369,7 +1361,7 @@ static void cut_to_nothing(void *path, int nth)
 START_TEST(a_segment_cut_under_its_read_is_a_miss)
 {
 	struct one_seg_obj o;
-	one_seg_obj_open(&o, 71);
+	one_seg_obj_open(&o, 3, 71);
 	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, SC_L3_FILL_BUFFERED), 0);
 	char sp[256];
 	seg_path_of(o.a + SEG, SEG, sp, sizeof(sp));
@@ -1404,7 +1396,7 @@ static void close_stdin(void *unused, int nth)
 START_TEST(a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantined)
 {
 	struct one_seg_obj o;
-	one_seg_obj_open(&o, 81);
+	one_seg_obj_open(&o, 3, 81);
 	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), 0); /* the ring made */
 	char sp[256], pa[256], sub[256];
 	seg_path_of(o.a + SEG, SEG, sp, sizeof(sp));
@@ -1482,7 +1474,7 @@ static void rewrite_as_whole(void *path, int nth)
 START_TEST(verify_of_an_object_rewritten_under_it_is_bad)
 {
 	struct one_seg_obj o;
-	one_seg_obj_open(&o, 99);
+	one_seg_obj_open(&o, 3, 99);
 	ck_assert_int_eq(sc_l3_verify(o.l3, NULL, NULL), 0);
 	char pa[256];
 	obj_path(&o.la, pa, sizeof(pa));
