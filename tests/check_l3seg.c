@@ -483,6 +483,18 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 }
 END_TEST
 
+/* @l3's statistics into *@st; or, where its filesystem has no O_DIRECT, this case's SKIP line and
+ * the handle closed: 1 then. */
+static int no_direct_here(struct sc_l3 *l3, struct sc_l3_stats *st)
+{
+	ck_assert_int_eq(sc_l3_stats(l3, st), 0);
+	if (st->dio_mem_align)
+		return 0;
+	sc_skip("no O_DIRECT on %s", tmpdir);
+	sc_l3_close(l3);
+	return 1;
+}
+
 /* Segment reads O_DIRECT (mode on): two windows of segments and a short last one, verified as
  * they land; a destination that cannot take a direct read (unaligned, or no room for the rounded
  * last read) is read buffered, same bytes; a flipped byte in either window is caught by the
@@ -492,12 +504,8 @@ START_TEST(direct_segment_reads_verify_as_they_land)
 	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
 	struct sc_l3 *l3 = open_seg(&o, SEG);
 	struct sc_l3_stats st0, st;
-	sc_l3_stats(l3, &st0);
-	if (!st0.dio_mem_align) {
-		sc_skip("no O_DIRECT on %s", tmpdir);
-		sc_l3_close(l3);
+	if (no_direct_here(l3, &st0))
 		return;
-	}
 	size_t n;
 	uint8_t *a = payload(40, 0, 9, 1000, &n);
 	struct sc_location la;
@@ -584,12 +592,8 @@ START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
 	struct sc_l3 *l3 = open_seg(&o, SEG);
 	struct sc_l3_stats st0;
-	sc_l3_stats(l3, &st0);
-	if (!st0.dio_mem_align) {
-		sc_skip("no O_DIRECT on %s", tmpdir);
-		sc_l3_close(l3);
+	if (no_direct_here(l3, &st0))
 		return;
-	}
 	ck_assert(st0.dio_offset_align && 4096 % st0.dio_offset_align == 0 && 4096 % st0.dio_mem_align == 0);
 	size_t n;
 	uint8_t *a = payload(2, 0, 41, 1000, &n);
@@ -1130,12 +1134,8 @@ START_TEST(a_manifest_longer_than_the_first_read_is_read_after_it)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
 	struct sc_l3_stats st0, st;
-	sc_l3_stats(l3, &st0);
-	if (!st0.dio_mem_align) {
-		sc_skip("no O_DIRECT on %s", tmpdir);
-		sc_l3_close(l3);
+	if (no_direct_here(l3, &st0))
 		return;
-	}
 	size_t nb;
 	uint8_t *b = payload(1, 0, 91, 0, &nb);
 	struct sc_location lb, la;
