@@ -1470,22 +1470,23 @@ END_TEST
 
 /* Which kept file makes room in a full set of the kept-file table: the least recently used one,
  * wherever it sits and whatever its descriptor, 0 included (closed then, as any). A handle keeping
- * 8 files has two sets of 8 slots; the objects here all fall in one (digest lo even). */
+ * 12 files has three sets of 8 slots; the objects here all fall in one (digest lo % 3 == 0), which
+ * fills up while the handle is under its limit. */
 START_TEST(a_full_set_of_kept_files_replaces_its_least_recently_used_descriptor_0_included)
 {
-	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 8 });
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 12 });
 	enum { N = 11 }; /* X F o2..o7 n1 n2 n3 */
 	struct sc_location o[N], loc, gone;
 	unsigned seed[N], n = 0;
 	for (unsigned i = 0; n < N; i++) {
-		ck_assert_uint_lt(i, 200);
+		ck_assert_uint_lt(i, 300);
 		ck_assert_int_eq(put_full(l3, "fullset", 1000 + i, 20000, 300 + i, &loc), 0);
-		if (loc.digest.lo % 2 == 0)
+		if (loc.digest.lo % 3 == 0)
 			o[n] = loc, seed[n++] = 300 + i;
 	}
-	for (unsigned i = 200;; i++) {
+	for (unsigned i = 300;; i++) {
 		ck_assert_int_eq(put_full(l3, "fullset", 1000 + i, 20000, 300 + i, &gone), 0);
-		if (gone.digest.lo % 2)
+		if (gone.digest.lo % 3)
 			break;
 	}
 	char path[200];
@@ -1494,7 +1495,7 @@ START_TEST(a_full_set_of_kept_files_replaces_its_least_recently_used_descriptor_
 	ck_assert_int_eq(fill_rc(l3, &gone), -ENOENT); /* the ring, keeping nothing */
 	struct l3_ring *r = l3_ring_find(l3);
 	ck_assert_ptr_nonnull(r);
-	ck_assert_uint_eq(r->kept_sets, 2);
+	ck_assert_uint_eq(r->kept_sets, 3);
 	enum { X = 0, F = 1, N1 = 8, N2 = 9, N3 = 10 };
 #define FILL(i) check_fill(l3, &o[i], seed[i], 0)
 	FILL(X); /* slot 0 */
