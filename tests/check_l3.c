@@ -344,18 +344,6 @@ START_TEST(every_corruption_is_quarantined)
 }
 END_TEST
 
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	ck_assert_ptr_nonnull(d);
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1; /* the directory stream's own */
-}
-
 /* Descriptors of this process open on object files (kept files): all, removed ones included, or
  * (@removed) only those of removed files. */
 static int count_object_fds_of(int removed)
@@ -414,14 +402,14 @@ static int fill_rc(struct sc_l3 *l3, const struct sc_location *loc)
 START_TEST(closing_a_handle_releases_its_ring_and_files)
 {
 	for (int round = 0; round < 3; round++) {
-		int n0 = count_fds(), m0 = count_ring_maps();
+		int n0 = sc_test_open_fds(), m0 = count_ring_maps();
 		struct sc_l3 *l3 = open_l3(NULL);
 		struct sc_location loc;
 		ck_assert_int_eq(put_full(l3, "ring", 10, 20000 + round, 70 + round, &loc), 0);
 		check_fill(l3, &loc, 70 + round, 0);
 		ck_assert_msg(count_ring_maps() > m0, "round %d: no io_uring mapping after a fill", round);
 		sc_l3_close(l3);
-		ck_assert_msg(count_fds() == n0, "round %d: %d descriptors after close, %d before", round, count_fds(), n0);
+		ck_assert_msg(sc_test_open_fds() == n0, "round %d: %d descriptors after close, %d before", round, sc_test_open_fds(), n0);
 		ck_assert_msg(count_ring_maps() == m0, "round %d: %d io_uring mappings after close, %d before", round,
 			      count_ring_maps(), m0);
 	}
@@ -571,6 +559,40 @@ START_TEST(prefix_check_ignores_what_the_stack_held)
 }
 END_TEST
 
+static void obj_path(const struct sc_location *loc, char *path, size_t n)
+{
+	char rel[48];
+	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
+	snprintf(path, n, "%s/objects/%s", tmpdir, rel);
+}
+
+/* Descriptors of this process open on @loc's object file: how many, and the lowest in *@first
+ * (-1: none). */
+static int object_fds_at(const struct sc_location *loc, int *first)
+{
+	char path[200];
+	obj_path(loc, path, sizeof(path));
+	struct stat obj, sb;
+	ck_assert_int_eq(stat(path, &obj), 0);
+	int n = 0;
+	*first = -1;
+	for (int fd = 0; fd < 1024; fd++) {
+		if (fstat(fd, &sb) || sb.st_ino != obj.st_ino || sb.st_dev != obj.st_dev)
+			continue;
+		if (!n++)
+			*first = fd;
+	}
+	return n;
+}
+
+/* The descriptor of this process open on @loc's object file (a kept file), or -1. */
+static int object_fd(const struct sc_location *loc)
+{
+	int first;
+	(void)object_fds_at(loc, &first);
+	return first;
+}
+
 /* A process whose standard input is closed (a daemon's often is) gets descriptor 0 from its next
  * open: an object file opened as 0 is filled from, kept, filled from again, and closed with the
  * handle like any other. */
@@ -584,13 +606,7 @@ START_TEST(an_object_file_opened_as_descriptor_0_is_filled_kept_and_closed)
 	check_fill(l3, &a, 60, 0); /* the thread's ring exists: its descriptors are taken */
 	ck_assert_int_eq(close(0), 0);
 	check_fill(l3, &b, 61, 0);
-	char rel[48], path[200];
-	l3_obj_relpath(b.digest.lo, b.digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
-	struct stat kept, obj;
-	ck_assert_int_eq(fstat(0, &kept), 0);
-	ck_assert_int_eq(stat(path, &obj), 0);
-	ck_assert(kept.st_ino == obj.st_ino && kept.st_dev == obj.st_dev); /* b's file, kept as 0 */
+	ck_assert_int_eq(object_fd(&b), 0); /* b's file, kept as 0 */
 	struct sc_l3_stats s0, s1;
 	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
 	check_fill(l3, &b, 61, 0);
@@ -614,14 +630,14 @@ START_TEST(kept_files_reused_and_never_stale)
 	for (unsigned i = 0; i < 7; i++)
 		ck_assert_int_eq(put_full(l3, "kept", 100 + i, 20000 + i * 4096, 40 + i, &loc[i]), 0);
 	check_fill(l3, &loc[6], 46, 0); /* the ring exists, object 6 is kept */
-	int n0 = count_fds();
+	int n0 = sc_test_open_fds();
 	check_fill(l3, &loc[0], 40, 0);
-	ck_assert_int_eq(count_fds(), n0 + 1);
+	ck_assert_int_eq(sc_test_open_fds(), n0 + 1);
 	check_fill(l3, &loc[0], 40, 0);
-	ck_assert_int_eq(count_fds(), n0 + 1); /* the same file, not opened again */
+	ck_assert_int_eq(sc_test_open_fds(), n0 + 1); /* the same file, not opened again */
 	for (unsigned i = 0; i < 6; i++)
 		check_fill(l3, &loc[i], 40 + i, 0);
-	ck_assert_int_le(count_fds(), n0 + 3); /* at most 4 kept in all */
+	ck_assert_int_le(sc_test_open_fds(), n0 + 3); /* at most 4 kept in all */
 	check_fill(l3, &loc[0], 40, 0);
 
 	/* removed under its kept file: a miss, as with a fresh open */
@@ -661,10 +677,10 @@ START_TEST(kept_files_reused_and_never_stale)
 	o.fd_cache = SC_L3_FD_CACHE_NONE;
 	l3 = open_l3(&o);
 	check_fill(l3, &loc[4], 44, 0);
-	int n2 = count_fds();
+	int n2 = sc_test_open_fds();
 	check_fill(l3, &loc[6], 46, 0);
 	check_fill(l3, &loc[4], 44, 0);
-	ck_assert_msg(count_fds() == n2, "%d fds, %d before; %d on objects", count_fds(), n2, count_object_fds());
+	ck_assert_msg(sc_test_open_fds() == n2, "%d fds, %d before; %d on objects", sc_test_open_fds(), n2, count_object_fds());
 	sc_l3_close(l3);
 
 	/* evicted: the kept files go at once (their space is freed), and a forked child's copies
@@ -891,19 +907,6 @@ START_TEST(a_fill_that_cannot_turn_buffered_ends_with_the_error)
 }
 END_TEST
 
-/* The descriptor of this process open on @loc's object file (a kept file), or -1. */
-static int object_fd(const struct sc_location *loc)
-{
-	char rel[48], path[200];
-	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
-	snprintf(path, sizeof(path), "%s/objects/%s", tmpdir, rel);
-	struct stat obj, sb;
-	ck_assert_int_eq(stat(path, &obj), 0);
-	for (int fd = 0; fd < 1024; fd++)
-		if (fstat(fd, &sb) == 0 && sb.st_ino == obj.st_ino && sb.st_dev == obj.st_dev)
-			return fd;
-	return -1;
-}
 
 /* One fill of @loc (seeded @seed) into an aligned destination, submitted alone and reaped: its
  * sc_l3_fill_req.direct, after checking the result and the bytes. */
@@ -1336,24 +1339,11 @@ START_TEST(registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal)
 END_TEST
 
 /* Path of @loc's object file. */
-static void obj_path(const struct sc_location *loc, char *path, size_t n)
-{
-	char rel[48];
-	l3_obj_relpath(loc->digest.lo, loc->digest.hi, rel);
-	snprintf(path, n, "%s/objects/%s", tmpdir, rel);
-}
-
 /* Descriptors of this process open on @loc's object file. */
 static int object_fds(const struct sc_location *loc)
 {
-	char path[200];
-	obj_path(loc, path, sizeof(path));
-	struct stat obj, sb;
-	ck_assert_int_eq(stat(path, &obj), 0);
-	int n = 0;
-	for (int fd = 0; fd < 1024; fd++)
-		n += fstat(fd, &sb) == 0 && sb.st_ino == obj.st_ino && sb.st_dev == obj.st_dev;
-	return n;
+	int first;
+	return object_fds_at(loc, &first);
 }
 
 /* @n fills of @loc (seeded @seed) submitted together, all reaped: each exact. */

@@ -1214,21 +1214,10 @@ START_TEST(manifest_of_a_file_cut_short_is_ebadmsg)
 }
 END_TEST
 
-/* Descriptors open in this process. */
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	ck_assert_ptr_nonnull(d);
-	int n = 0;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* Segmented fills close every file they open, and only those: the process's descriptors
- * (standard input among them) are as many after each fill as before; and a segment file opened as descriptor 0 (standard input closed while the fill
- * was in flight, its object's file open) is read like any other, and closed. */
+ * (standard input among them) are as many after each fill as before; and a segment file opened
+ * as descriptor 0 (standard input closed while the fill was in flight, its object's file open) is
+ * read like any other, and closed. */
 START_TEST(segmented_fills_close_every_segment_file_descriptor_0_too)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -1238,10 +1227,10 @@ START_TEST(segmented_fills_close_every_segment_file_descriptor_0_too)
 	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
 	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
-	int before = open_fds();
+	int before = sc_test_open_fds();
 	for (int k = 0; k < 3; k++)
 		ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
-	ck_assert_int_eq(open_fds(), before);
+	ck_assert_int_eq(sc_test_open_fds(), before);
 	/* submitted alone (its object's file opened in this thread at once), then 0 freed: the
 	 * segments are opened as the reap reads the manifest, the first as 0 */
 	size_t cap = (n + 4095) / 4096 * 4096;
@@ -1250,13 +1239,13 @@ START_TEST(segmented_fills_close_every_segment_file_descriptor_0_too)
 	struct sc_l3_fill_req req = { .loc = &la, .dst = dst, .dst_bytes = cap }, *rp = &req, *done;
 	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
 	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
-	ck_assert_int_eq(open_fds(), before + 1); /* the object's file */
+	ck_assert_int_eq(sc_test_open_fds(), before + 1); /* the object's file */
 	ck_assert_int_eq(close(0), 0);
 	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, 10 * 1000000000ll), 1);
 	ck_assert_int_eq(req.result, 0);
 	ck_assert(memcmp(dst, a, n) == 0);
 	ck_assert_int_eq(fcntl(0, F_GETFD), -1); /* closed with the rest */
-	ck_assert_int_eq(open_fds(), before - 1);
+	ck_assert_int_eq(sc_test_open_fds(), before - 1);
 	sc_l3_close(l3);
 	free(a), free(dst);
 }

@@ -1,4 +1,5 @@
 /* tests/helpers.c — helpers shared by the Check suites (see sc_check.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -148,6 +149,18 @@ void sc_test_wait_killed(pid_t pid)
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child %d: status %d, not killed by SIGKILL", (int)pid,
 		      st);
+}
+
+int sc_test_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory stream's own */
 }
 
 struct sc_digest sc_test_digest_low_bits_zero(uint8_t *buf, size_t len, uint64_t mask)

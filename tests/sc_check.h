@@ -78,6 +78,8 @@ void sc_test_flip_byte(const char *path, off_t at, uint8_t mask);
  * digest of its first @len bytes under @mask are all zero (a segment that lands in a table's slot
  * 0); fails the test after 10^6 tries. Returns that digest. */
 struct sc_digest sc_test_digest_low_bits_zero(uint8_t *buf, size_t len, uint64_t mask);
+/* How many descriptors this process has open. */
+int sc_test_open_fds(void);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
 int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
