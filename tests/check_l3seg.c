@@ -1125,41 +1125,54 @@ static void plant(const char *sub, struct sc_digest d, const char *suffix, const
 	close(fd);
 }
 
-/* A segmented object whose manifest is longer than its payload (250 segments of 16 bytes, one
- * file named 250 times: as a store written by another version, or by hand, may hold), its file
- * cold and read O_DIRECT (auto mode; the segment's file warm, read buffered): the first read, of
- * the header block and the destination's first chunk, brings only part of the entries; the rest
- * are read after it, buffered, and the fill returns the bytes. */
+/* A segmented object of 250 segments of 16 bytes, one file named 250 times (as a store written by
+ * another version, or by hand, may hold), planted in @l3's store beside a put that makes its
+ * segment directory: its payload in @a, its location in @la, its file's and segment's paths in
+ * @pa and @sp. Its manifest is longer than its payload, and no segment but the last ends at an
+ * O_DIRECT offset alignment. */
+enum { SMALL_N = 250, SMALL_LEN = 16 };
+
+static void plant_small_segments(struct sc_l3 *l3, uint8_t a[SMALL_N * SMALL_LEN], struct sc_location *la,
+				 char pa[256], char sp[256])
+{
+	size_t nb;
+	uint8_t *b = payload(1, 0, 91, 0, &nb), one[SMALL_LEN];
+	struct sc_location lb;
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0); /* DIR/seg made */
+	free(b);
+	struct l3_seg_ent ent[SMALL_N];
+	h_bytes(92, one, SMALL_LEN);
+	struct sc_digest sd = sc_digest(one, SMALL_LEN);
+	for (int i = 0; i < SMALL_N; i++) {
+		memcpy(a + i * SMALL_LEN, one, SMALL_LEN);
+		ent[i] = (struct l3_seg_ent){ sd.lo, sd.hi, SMALL_LEN };
+	}
+	struct sc_digest d = sc_digest(a, SMALL_N * SMALL_LEN);
+	ck_assert_uint_gt(sizeof(ent), SMALL_N * SMALL_LEN); /* the entries outrun the payload */
+	plant("seg", sd, ".seg", one, SMALL_LEN, NULL, 0);
+	uint8_t *block = seg_block_of(ent, SMALL_N, SMALL_N * SMALL_LEN, d);
+	plant("objects", d, ".sc3", block, L3_HDR_BLOCK, ent, sizeof(ent));
+	free(block);
+	ck_assert_int_eq(sc_l3_lookup(l3, d, la), 0);
+	seg_path(sd.lo, sd.hi, sp, 256);
+	obj_path(la, pa, 256);
+}
+
+/* The planted object of 250 segments of 16 bytes, its file cold and read O_DIRECT (auto mode; the
+ * segment's file warm, read buffered): the first read, of the header block and the destination's
+ * first chunk, brings only part of the entries; the rest are read after it, buffered, and the fill
+ * returns the bytes. */
 START_TEST(a_manifest_longer_than_the_first_read_is_read_after_it)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
 	struct sc_l3_stats st0, st;
 	if (no_direct_here(l3, &st0))
 		return;
-	size_t nb;
-	uint8_t *b = payload(1, 0, 91, 0, &nb);
-	struct sc_location lb, la;
-	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0); /* DIR/seg made */
-	enum { N = 250, LEN = 16 };
-	uint8_t a[N * LEN], one[LEN];
-	struct l3_seg_ent ent[N];
-	h_bytes(92, one, LEN);
-	struct sc_digest sd = sc_digest(one, LEN), d;
-	for (int i = 0; i < N; i++) {
-		memcpy(a + i * LEN, one, LEN);
-		ent[i] = (struct l3_seg_ent){ sd.lo, sd.hi, LEN };
-	}
-	d = sc_digest(a, sizeof(a));
-	ck_assert_uint_gt(sizeof(ent), sizeof(a)); /* the entries outrun the payload */
-	ck_assert_uint_ne(sizeof(ent) % st0.dio_offset_align, 0);
-	plant("seg", sd, ".seg", one, LEN, NULL, 0);
-	uint8_t *block = seg_block_of(ent, N, sizeof(a), d);
-	plant("objects", d, ".sc3", block, L3_HDR_BLOCK, ent, sizeof(ent));
-	free(block);
-	ck_assert_int_eq(sc_l3_lookup(l3, d, &la), 0);
+	uint8_t a[SMALL_N * SMALL_LEN];
+	struct sc_location la;
 	char sp[256], pa[256];
-	seg_path(sd.lo, sd.hi, sp, sizeof(sp));
-	obj_path(&la, pa, sizeof(pa));
+	plant_small_segments(l3, a, &la, pa, sp);
+	ck_assert_uint_ne(SMALL_N * sizeof(struct l3_seg_ent) % st0.dio_offset_align, 0);
 	uint8_t *dst = aligned_alloc(4096, 4096);
 	ck_assert_ptr_nonnull(dst);
 	for (int k = 0; k < 2; k++) {
@@ -1176,7 +1189,49 @@ START_TEST(a_manifest_longer_than_the_first_read_is_read_after_it)
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined);
 	sc_l3_close(l3);
-	free(b), free(dst);
+	free(dst);
+}
+END_TEST
+
+/* Segments whose lengths are not multiples of the O_DIRECT offset alignment, in mode on: a direct
+ * read of one would be rounded up over the places of the segments after it (which may have landed
+ * already, from the file or from L2). Each such segment is read buffered (only the object's last
+ * may be read direct: its rounded tail stays inside the destination); the fill returns the bytes,
+ * the object and its segment stay (nothing quarantined), and nothing past the destination is
+ * written. */
+START_TEST(segments_off_the_direct_alignment_are_read_buffered_next_to_each_other)
+{
+	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
+	struct sc_l3 *l3 = open_seg(&o, SEG);
+	struct sc_l3_stats st0, st;
+	if (no_direct_here(l3, &st0))
+		return;
+	uint8_t a[SMALL_N * SMALL_LEN];
+	struct sc_location la;
+	char sp[256], pa[256];
+	plant_small_segments(l3, a, &la, pa, sp);
+	ck_assert_uint_ne(SMALL_LEN % st0.dio_offset_align, 0);
+	enum { DST = 8192 };
+	uint8_t *dst = aligned_alloc(4096, DST);
+	ck_assert_ptr_nonnull(dst);
+	for (int k = 0; k < 3; k++) {
+		cache_only(pa, 0);
+		cache_only(sp, 0);
+		memset(dst, 0x5a, DST);
+		ck_assert_int_eq(sc_l3_fill(l3, &la, dst, DST, 0), 0);
+		ck_assert(memcmp(dst, a, sizeof(a)) == 0);
+		/* the last segment's rounded read may reach past the payload, never past the rounding */
+		size_t end = sizeof(a) - SMALL_LEN + (SMALL_LEN + st0.dio_offset_align - 1) / st0.dio_offset_align * st0.dio_offset_align;
+		for (size_t i = end; i < DST; i++)
+			ck_assert_msg(dst[i] == 0x5a, "a byte past the last segment's read written (%zu)", i);
+	}
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	ck_assert_int_eq(access(pa, F_OK), 0);
+	ck_assert_int_eq(access(sp, F_OK), 0);
+	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
+	sc_l3_close(l3);
+	free(dst);
 }
 END_TEST
 
@@ -2062,6 +2117,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, a_manifest_longer_than_the_first_read_is_read_after_it);
+	tcase_add_test(tc, segments_off_the_direct_alignment_are_read_buffered_next_to_each_other);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it);
 	tcase_add_test(tc, corrupted_manifest_is_refused);

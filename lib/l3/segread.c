@@ -219,14 +219,17 @@ static uint8_t *seg_at(const struct l3_fill_op *op, uint32_t i)
 }
 
 /* May window segment @i be read O_DIRECT into its place (aligned, its rounded length inside the
- * destination, and in auto mode not in the page cache)? Sets the flag on its file when so. */
+ * destination, and in auto mode not in the page cache)? Sets the flag on its file when so. Its
+ * rounded read must not reach the next segment's place (that segment may have landed already):
+ * only a segment of whole alignment units, or the object's last, ends where a rounded read may. */
 static int seg_direct(struct sc_l3 *l3, const struct l3_fill_op *op, uint32_t i)
 {
 	const struct l3_segfill *s = op->seg;
 	uint32_t ma = l3->dio_mem_align, oa = l3->dio_off_align;
 	const uint8_t *at = seg_at(op, i), *end = (const uint8_t *)op->req->dst + op->req->dst_bytes;
 	uint64_t len = s->e[s->base + i].len;
-	if (!s->direct || (uintptr_t)at % ma || (uint64_t)(end - at) < (len + oa - 1) / oa * oa)
+	if (!s->direct || (uintptr_t)at % ma || (uint64_t)(end - at) < (len + oa - 1) / oa * oa ||
+	    (len % oa && s->base + i + 1 < s->n))
 		return 0;
 	if (l3->opts.o_direct != SC_L3_ODIRECT_ON && !l3_file_cold(s->fds[i], 0, len))
 		return 0;
