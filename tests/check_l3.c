@@ -1138,6 +1138,50 @@ START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring
 }
 END_TEST
 
+/* Every corruption of a file opened on the ring (a fill submitted beside another: its open and
+ * statx go to the ring, and what the statx says, size and inode, is what the fill judges): found,
+ * the object quarantined (its name still names the inode the statx saw), the other fill served;
+ * buffered and O_DIRECT. */
+START_TEST(every_corruption_of_a_file_opened_on_the_ring_is_quarantined)
+{
+	int quarantined = 0;
+	for (int direct = 0; direct < 2; direct++)
+		for (int how = 0; how < C_COUNT; how++) {
+			struct sc_l3_opts o = { .o_direct = direct ? SC_L3_ODIRECT_ON : SC_L3_ODIRECT_OFF,
+						.fd_cache = SC_L3_FD_CACHE_NONE };
+			struct sc_l3 *l3 = open_l3(&o);
+			struct sc_location loc[2];
+			uint32_t ntok = 300u + (uint32_t)(how + C_COUNT * direct);
+			ck_assert_int_eq(put_full(l3, "ok", ntok, 30000, 7u, &loc[0]), 0);
+			ck_assert_int_eq(put_full(l3, "q", ntok, 20000, 100u + ntok, &loc[1]), 0);
+			corrupt(&loc[1], how);
+			uint8_t *dst[2] = { abuf(32768), abuf(32768) };
+			struct sc_l3_fill_req req[2], *rp[2], *done[2];
+			for (int i = 0; i < 2; i++) {
+				req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = dst[i], .dst_bytes = 32768 };
+				rp[i] = &req[i];
+			}
+			ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 2), 2);
+			for (int got = 0; got < 2;) {
+				int k = sc_l3_fill_reap(l3, done, 2, -1);
+				ck_assert_int_gt(k, 0);
+				got += k;
+			}
+			struct l3_ring *r = l3_ring_find(l3);
+			ck_assert_ptr_nonnull(r);
+			ck_assert(ring_has_opcode(r, IORING_OP_OPENAT2) && ring_has_opcode(r, IORING_OP_STATX));
+			ck_assert_int_eq(req[0].result, 0);
+			ck_assert_msg(req[1].result == -EBADMSG, "corruption %d (%s): fill returned %d", how,
+				      direct ? "direct" : "buffered", req[1].result);
+			ck_assert_int_eq(count_dir("quarantine"), ++quarantined);
+			ck_assert_int_eq(sc_l3_lookup(l3, loc[1].digest, &loc[1]), -ENOENT);
+			check_fill(l3, &loc[0], 7u, 0);
+			free(dst[0]), free(dst[1]);
+			sc_l3_close(l3);
+		}
+}
+END_TEST
+
 /* Fills submitted beyond the reading slots wait, and their files are opened on the ring meanwhile,
  * every one of them (as fio opens its files before it reads): with 2 reading slots, 4 fills
  * submitted at once put 4 opens and 4 stats on the ring before any read. */
@@ -2437,6 +2481,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, registering_more_memory_than_a_ring_names);
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
 	tcase_add_test(tc, every_corruption_is_quarantined);
+	tcase_add_test(tc, every_corruption_of_a_file_opened_on_the_ring_is_quarantined);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
 	tcase_add_test(tc, hostile_prefix_entries_and_links);
 	tcase_add_test(tc, prefix_entries_of_the_wrong_size_are_refused);
