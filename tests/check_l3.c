@@ -1138,6 +1138,48 @@ START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring
 }
 END_TEST
 
+/* A fill opened on the ring whose statx fails: ESTALE (a network filesystem's name gone under the
+ * open) is a miss; any other error is the fill's result. The other fill is served, nothing is
+ * quarantined. (The failures are the test build's: l3_test_statx_res, the next statx.) */
+START_TEST(a_failed_stat_on_the_ring_is_a_miss_or_its_error)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc[2];
+	for (unsigned i = 0; i < 2; i++)
+		ck_assert_int_eq(put_full(l3, "stx", 60 + i, 40000, 160 + i, &loc[i]), 0);
+	static const int fail[] = { -ESTALE, -EACCES, -ENOMEM }, want[] = { -ENOENT, -EACCES, -ENOMEM };
+	for (unsigned f = 0; f < 3; f++) {
+		atomic_store(&l3_test_statx_res, fail[f]);
+		struct sc_l3_fill_req req[2], *rp[2], *done[2];
+		uint8_t *dst[2];
+		for (unsigned i = 0; i < 2; i++) {
+			dst[i] = abuf(40960);
+			req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = dst[i], .dst_bytes = 40960 };
+			rp[i] = &req[i];
+		}
+		ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 2), 2);
+		for (int got = 0; got < 2;) {
+			int k = sc_l3_fill_reap(l3, done, 2, -1);
+			ck_assert_int_gt(k, 0);
+			got += k;
+		}
+		ck_assert_int_eq(atomic_load(&l3_test_statx_res), 0);
+		/* one of the two statx failed: that fill ends with the error, the other is served */
+		int bad = req[0].result ? 0 : 1;
+		ck_assert_msg(req[bad].result == want[f], "statx %d: the fill returned %d", fail[f], req[bad].result);
+		ck_assert_int_eq(req[!bad].result, 0);
+		uint8_t *w = malloc(40000);
+		fill_bytes(w, 40000, 160 + (unsigned)!bad);
+		ck_assert(memcmp(dst[!bad], w, 40000) == 0);
+		free(w), free(dst[0]), free(dst[1]);
+		ck_assert_int_eq(count_dir("quarantine"), 0);
+		for (unsigned i = 0; i < 2; i++)
+			check_fill(l3, &loc[i], 160 + i, 0);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* Every corruption of a file opened on the ring (a fill submitted beside another: its open and
  * statx go to the ring, and what the statx says, size and inode, is what the fill judges): found,
  * the object quarantined (its name still names the inode the statx saw), the other fill served;
@@ -2482,6 +2524,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, every_corruption_of_a_file_opened_on_the_ring_is_quarantined);
+	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
 	tcase_add_test(tc, hostile_prefix_entries_and_links);
 	tcase_add_test(tc, prefix_entries_of_the_wrong_size_are_refused);

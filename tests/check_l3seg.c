@@ -548,6 +548,35 @@ START_TEST(direct_segment_reads_verify_as_they_land)
 }
 END_TEST
 
+/* The kernel may refuse an O_DIRECT segment read it accepted the open for (-EINVAL): that segment
+ * is read again buffered, the others go on direct; the fill returns the bytes, nothing is
+ * quarantined. Refusals in the first window, in the second, and of the short last segment (the
+ * test build's l3_test_refuse_seg_direct: bit k, the object's segment k). */
+START_TEST(direct_segment_reads_refused_are_read_again_buffered)
+{
+	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
+	struct sc_l3 *l3 = open_seg(&o, SEG);
+	struct sc_l3_stats st0, st;
+	if (no_direct_here(l3, &st0))
+		return;
+	size_t n;
+	uint8_t *a = payload(40, 0, 19, 1000, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	static const uint64_t refuse[] = { 1ull << 0, (1ull << 3) | (1ull << 35), 1ull << 40 };
+	for (unsigned i = 0; i < sizeof(refuse) / sizeof(refuse[0]); i++) {
+		atomic_store(&l3_test_refuse_seg_direct, refuse[i]);
+		ck_assert_msg(fill_cmp(l3, &la, a, 0) == 0, "refusals %#llx", (unsigned long long)refuse[i]);
+		ck_assert_msg(atomic_load(&l3_test_refuse_seg_direct) == 0, "refusals %#llx: not all made",
+			      (unsigned long long)refuse[i]);
+	}
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 /* Pages of the file at @p in the page cache. */
 static size_t cached_pages(const char *p)
 {
@@ -2102,6 +2131,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
 	tcase_add_test(tc, manifest_segment_lengths_at_their_bounds);
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
+	tcase_add_test(tc, direct_segment_reads_refused_are_read_again_buffered);
 	tcase_add_test(tc, direct_segment_reads_leave_the_page_cache_as_it_was);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);

@@ -724,17 +724,19 @@ static void ring_opened(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 
 #ifdef SC_TEST_HOOKS
 _Atomic uint64_t l3_test_refuse_direct;
+_Atomic int l3_test_statx_res;
 
-/* A direct read of chunk @c that l3_test_refuse_direct names ends as the kernel's refusal. */
+/* A direct read of chunk @c that l3_test_refuse_direct names ends as the kernel's refusal; a statx
+ * on the ring ends as l3_test_statx_res says, once. */
 static int refused_for_test(const struct l3_fill_op *op, int kind, uint32_t c, int res)
 {
+	if (kind == L3_IO_STATX) {
+		int e = atomic_exchange(&l3_test_statx_res, 0);
+		return e ? e : res;
+	}
 	if ((kind != L3_IO_PAYLOAD && kind != L3_IO_FIRST) || res < 0 || c >= 64 || !(op->direct_mask >> c & 1))
 		return res;
-	uint64_t m = atomic_load(&l3_test_refuse_direct);
-	while (m >> c & 1)
-		if (atomic_compare_exchange_weak(&l3_test_refuse_direct, &m, m & ~(1ull << c)))
-			return -EINVAL;
-	return res;
+	return l3_test_take_bit(&l3_test_refuse_direct, c) ? -EINVAL : res;
 }
 #endif
 

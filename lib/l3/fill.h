@@ -42,6 +42,8 @@ extern _Atomic unsigned long l3_test_fsync_rounds, l3_test_fsyncs, l3_test_syncf
 /* Chunks (bit c: chunk c; bit 0 also the combined header + chunk 0 read) whose next O_DIRECT read
  * completes as if the kernel had refused it (-EINVAL), each once; tests set it. */
 extern _Atomic uint64_t l3_test_refuse_direct;
+/* The next statx of a fill opened on the ring completes with this result (once; 0: as it did). */
+extern _Atomic int l3_test_statx_res;
 /* The next switch of an O_DIRECT fill to buffered reads fails with this errno (once; 0: none). */
 extern _Atomic int l3_test_setfl_fails;
 #endif

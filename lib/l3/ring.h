@@ -37,4 +37,17 @@ int l3_kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint64_t
 /* The end of a fill that read kept file @k: idle again, or closed when the fill failed (@rc). */
 void l3_kept_release(struct l3_ring *r, struct l3_kept *k, int rc, int64_t mtime_ns);
 
+#ifdef SC_TEST_HOOKS
+/* Clear bit @c of @m if it is set: did this caller clear it? (The test build's refusals: each
+ * bit is one refusal, taken once.) */
+static inline int l3_test_take_bit(_Atomic uint64_t *m, uint32_t c)
+{
+	uint64_t v = atomic_load(m);
+	while (c < 64 && v >> c & 1)
+		if (atomic_compare_exchange_weak(m, &v, v & ~(1ull << c)))
+			return 1;
+	return 0;
+}
+#endif
+
 #endif

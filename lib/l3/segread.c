@@ -303,6 +303,10 @@ static int seg_open_error(int rc)
 	return rc == -ESTALE || rc == -ENXIO || rc == -EBADMSG ? -ENOENT : rc == -EXDEV ? -ELOOP : rc;
 }
 
+#ifdef SC_TEST_HOOKS
+_Atomic uint64_t l3_test_refuse_seg_direct;
+#endif
+
 void l3_segfill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, uint32_t tag, int res)
 {
 	struct l3_segfill *s = op->seg;
@@ -325,6 +329,10 @@ void l3_segfill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, 
 	}
 	if (op->err)
 		return;
+#ifdef SC_TEST_HOOKS
+	if (res >= 0 && s->direct_on[i] && l3_test_take_bit(&l3_test_refuse_seg_direct, s->base + i))
+		res = -EINVAL;
+#endif
 	if (res == -EINVAL && s->direct_on[i] && !op->abandoned) {
 		/* the kernel refused this O_DIRECT read after all: buffered */
 		s->direct_on[i] = 0;
