@@ -1097,6 +1097,19 @@ static int ring_has_opcode(struct l3_ring *r, uint8_t op)
 	return ring_count_opcode(r, op) > 0;
 }
 
+/* Submit the @n fills of @rp together and reap them all. */
+static void fill_all(struct sc_l3 *l3, struct sc_l3_fill_req **rp, unsigned n)
+{
+	struct sc_l3_fill_req *done[8];
+	ck_assert_uint_le(n, 8);
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, n), (int)n);
+	for (unsigned got = 0; got < n;) {
+		int k = sc_l3_fill_reap(l3, done, n, -1);
+		ck_assert_int_gt(k, 0);
+		got += (unsigned)k;
+	}
+}
+
 START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring)
 {
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
@@ -1112,19 +1125,14 @@ START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring
 	ck_assert_msg(!ring_has_opcode(r, IORING_OP_OPENAT2) && !ring_has_opcode(r, IORING_OP_STATX),
 		      "a lone fill opened its file on the ring");
 	/* two together: the opens are on the ring */
-	struct sc_l3_fill_req req[2], *rp[2], *done[2];
+	struct sc_l3_fill_req req[2], *rp[2];
 	uint8_t *dst[2];
 	for (unsigned i = 0; i < 2; i++) {
 		dst[i] = abuf(50000);
 		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i + 1], .dst = dst[i], .dst_bytes = 53248 };
 		rp[i] = &req[i];
 	}
-	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 2), 2);
-	for (int got = 0; got < 2;) {
-		int k = sc_l3_fill_reap(l3, done, 2, -1);
-		ck_assert_int_gt(k, 0);
-		got += k;
-	}
+	fill_all(l3, rp, 2);
 	for (unsigned i = 0; i < 2; i++) {
 		uint8_t *want = malloc(50000);
 		fill_bytes(want, 50000, 151 + i);
@@ -1150,19 +1158,14 @@ START_TEST(a_failed_stat_on_the_ring_is_a_miss_or_its_error)
 	static const int fail[] = { -ESTALE, -EACCES, -ENOMEM }, want[] = { -ENOENT, -EACCES, -ENOMEM };
 	for (unsigned f = 0; f < 3; f++) {
 		atomic_store(&l3_test_statx_res, fail[f]);
-		struct sc_l3_fill_req req[2], *rp[2], *done[2];
+		struct sc_l3_fill_req req[2], *rp[2];
 		uint8_t *dst[2];
 		for (unsigned i = 0; i < 2; i++) {
 			dst[i] = abuf(40960);
 			req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = dst[i], .dst_bytes = 40960 };
 			rp[i] = &req[i];
 		}
-		ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 2), 2);
-		for (int got = 0; got < 2;) {
-			int k = sc_l3_fill_reap(l3, done, 2, -1);
-			ck_assert_int_gt(k, 0);
-			got += k;
-		}
+		fill_all(l3, rp, 2);
 		ck_assert_int_eq(atomic_load(&l3_test_statx_res), 0);
 		/* one of the two statx failed: that fill ends with the error, the other is served */
 		int bad = req[0].result ? 0 : 1;
@@ -1198,17 +1201,12 @@ START_TEST(every_corruption_of_a_file_opened_on_the_ring_is_quarantined)
 			ck_assert_int_eq(put_full(l3, "q", ntok, 20000, 100u + ntok, &loc[1]), 0);
 			corrupt(&loc[1], how);
 			uint8_t *dst[2] = { abuf(32768), abuf(32768) };
-			struct sc_l3_fill_req req[2], *rp[2], *done[2];
+			struct sc_l3_fill_req req[2], *rp[2];
 			for (int i = 0; i < 2; i++) {
 				req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = dst[i], .dst_bytes = 32768 };
 				rp[i] = &req[i];
 			}
-			ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 2), 2);
-			for (int got = 0; got < 2;) {
-				int k = sc_l3_fill_reap(l3, done, 2, -1);
-				ck_assert_int_gt(k, 0);
-				got += k;
-			}
+			fill_all(l3, rp, 2);
 			struct l3_ring *r = l3_ring_find(l3);
 			ck_assert_ptr_nonnull(r);
 			ck_assert(ring_has_opcode(r, IORING_OP_OPENAT2) && ring_has_opcode(r, IORING_OP_STATX));
@@ -1435,7 +1433,7 @@ static int object_fds(const struct sc_location *loc)
 /* @n fills of @loc (seeded @seed) submitted together, all reaped: each exact. */
 static void fill_together(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, unsigned n)
 {
-	struct sc_l3_fill_req req[4], *rp[4], *done[4];
+	struct sc_l3_fill_req req[4], *rp[4];
 	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
 	uint8_t *want = malloc(loc->payload_bytes);
 	fill_bytes(want, loc->payload_bytes, seed);
@@ -1444,12 +1442,7 @@ static void fill_together(struct sc_l3 *l3, const struct sc_location *loc, unsig
 		req[i] = (struct sc_l3_fill_req){ .loc = loc, .dst = abuf(cap), .dst_bytes = cap };
 		rp[i] = &req[i];
 	}
-	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, n), (int)n);
-	for (unsigned got = 0; got < n;) {
-		int k = sc_l3_fill_reap(l3, done, n, -1);
-		ck_assert_int_gt(k, 0);
-		got += (unsigned)k;
-	}
+	fill_all(l3, rp, n);
 	for (unsigned i = 0; i < n; i++) {
 		ck_assert_msg(req[i].result == 0, "fill %u of %u: %s", i, n, sc_strerror(req[i].result));
 		ck_assert(memcmp(req[i].dst, want, loc->payload_bytes) == 0);

@@ -495,16 +495,23 @@ static int no_direct_here(struct sc_l3 *l3, struct sc_l3_stats *st)
 	return 1;
 }
 
+/* A store of SEG-byte segments reading O_DIRECT (mode on), and its statistics now in @st0: NULL
+ * (the SKIP said) where its directory takes no O_DIRECT. */
+static struct sc_l3 *open_seg_direct(struct sc_l3_stats *st0)
+{
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_ON }, SEG);
+	return no_direct_here(l3, st0) ? NULL : l3;
+}
+
 /* Segment reads O_DIRECT (mode on): two windows of segments and a short last one, verified as
  * they land; a destination that cannot take a direct read (unaligned, or no room for the rounded
  * last read) is read buffered, same bytes; a flipped byte in either window is caught by the
  * hashing done while the other reads are in flight: -EBADMSG, the segment and object quarantined. */
 START_TEST(direct_segment_reads_verify_as_they_land)
 {
-	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
-	struct sc_l3 *l3 = open_seg(&o, SEG);
 	struct sc_l3_stats st0, st;
-	if (no_direct_here(l3, &st0))
+	struct sc_l3 *l3 = open_seg_direct(&st0);
+	if (!l3)
 		return;
 	size_t n;
 	uint8_t *a = payload(40, 0, 9, 1000, &n);
@@ -554,10 +561,9 @@ END_TEST
  * test build's l3_test_refuse_seg_direct: bit k, the object's segment k). */
 START_TEST(direct_segment_reads_refused_are_read_again_buffered)
 {
-	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
-	struct sc_l3 *l3 = open_seg(&o, SEG);
 	struct sc_l3_stats st0, st;
-	if (no_direct_here(l3, &st0))
+	struct sc_l3 *l3 = open_seg_direct(&st0);
+	if (!l3)
 		return;
 	size_t n;
 	uint8_t *a = payload(40, 0, 19, 1000, &n);
@@ -618,10 +624,9 @@ static void cache_only(const char *p, size_t pages)
  * the handle, as statx would report it there). */
 START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 {
-	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
-	struct sc_l3 *l3 = open_seg(&o, SEG);
 	struct sc_l3_stats st0;
-	if (no_direct_here(l3, &st0))
+	struct sc_l3 *l3 = open_seg_direct(&st0);
+	if (!l3)
 		return;
 	ck_assert(st0.dio_offset_align && 4096 % st0.dio_offset_align == 0 && 4096 % st0.dio_mem_align == 0);
 	size_t n;
@@ -1230,10 +1235,9 @@ END_TEST
  * written. */
 START_TEST(segments_off_the_direct_alignment_are_read_buffered_next_to_each_other)
 {
-	struct sc_l3_opts o = { .o_direct = SC_L3_ODIRECT_ON };
-	struct sc_l3 *l3 = open_seg(&o, SEG);
 	struct sc_l3_stats st0, st;
-	if (no_direct_here(l3, &st0))
+	struct sc_l3 *l3 = open_seg_direct(&st0);
+	if (!l3)
 		return;
 	uint8_t a[SMALL_N * SMALL_LEN];
 	struct sc_location la;
