@@ -1146,6 +1146,65 @@ START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring
 }
 END_TEST
 
+/* Fills submitted together open their files on the ring; the one whose open got descriptor 0
+ * (standard input closed) is read like any other, and its file closed after it. */
+START_TEST(a_file_opened_on_the_ring_as_descriptor_0_is_read)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc[2];
+	for (unsigned i = 0; i < 2; i++)
+		ck_assert_int_eq(put_full(l3, "zr", 70 + i, 30000, 170 + i, &loc[i]), 0);
+	check_fill(l3, &loc[0], 170, 0); /* the thread's ring exists: its descriptors are taken */
+	ck_assert_int_eq(close(0), 0);
+	struct sc_l3_fill_req req[2], *rp[2];
+	for (unsigned i = 0; i < 2; i++) {
+		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = abuf(32768), .dst_bytes = 32768 };
+		rp[i] = &req[i];
+	}
+	fill_all(l3, rp, 2);
+	ck_assert(ring_has_opcode(l3_ring_find(l3), IORING_OP_OPENAT2));
+	for (unsigned i = 0; i < 2; i++) {
+		uint8_t *w = malloc(30000);
+		fill_bytes(w, 30000, 170 + i);
+		ck_assert_msg(req[i].result == 0, "fill %u: %s", i, sc_strerror(req[i].result));
+		ck_assert(memcmp(req[i].dst, w, 30000) == 0);
+		free(w), free(req[i].dst);
+	}
+	errno = 0;
+	ck_assert_int_eq(fcntl(0, F_GETFD), -1); /* not kept: closed after its fill */
+	ck_assert_int_eq(errno, EBADF);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* An object file cut inside its header block, read O_DIRECT, whose combined first read the kernel
+ * refuses (the test build's l3_test_refuse_direct): the header is read again buffered, up to the
+ * file's end and no further (a read of 0 bytes ends it), and the object is corrupt: -EBADMSG,
+ * quarantined. */
+START_TEST(a_header_cut_short_read_again_buffered_ends_at_the_files_end)
+{
+	struct sc_l3 *l3 = open_l3_direct();
+	if (!l3)
+		return;
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "cut", 90, 20000, 190, &loc), 0);
+	char path[256];
+	obj_path(&loc, path, sizeof(path));
+	ck_assert_int_eq(truncate(path, 100), 0);
+	atomic_store(&l3_test_refuse_direct, 1);
+	uint8_t *dst = abuf(24576);
+	struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = 24576 }, *rp = &r, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, 10 * 1000000000ll), 1);
+	ck_assert_int_eq(atomic_load(&l3_test_refuse_direct), 0);
+	ck_assert_int_eq(r.result, -EBADMSG);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(count_dir("quarantine"), 1);
+	free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A fill opened on the ring whose statx fails: ESTALE (a network filesystem's name gone under the
  * open) is a miss; any other error is the fill's result. The other fill is served, nothing is
  * quarantined. (The failures are the test build's: l3_test_statx_res, the next statx.) */
@@ -2518,6 +2577,8 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, every_corruption_of_a_file_opened_on_the_ring_is_quarantined);
 	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
+	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
+	tcase_add_test(tc, a_header_cut_short_read_again_buffered_ends_at_the_files_end);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
 	tcase_add_test(tc, hostile_prefix_entries_and_links);
 	tcase_add_test(tc, prefix_entries_of_the_wrong_size_are_refused);

@@ -1497,6 +1497,31 @@ START_TEST(a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantin
 }
 END_TEST
 
+/* Verification reads a segment opened as descriptor 0 (another thread of the process closed its
+ * standard input while verification opened the object's file: held there by a fanotify
+ * permission event) like any other: the store verifies clean, and the segment's descriptor is
+ * closed after. */
+START_TEST(verification_reads_a_segment_opened_as_descriptor_0)
+{
+	struct one_seg_obj o;
+	one_seg_obj_open(&o, 3, 91);
+	char pa[256];
+	obj_path(&o.la, pa, sizeof(pa));
+	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
+	struct fan f;
+	if (fan_start_or_skip(&f, pa, FAN_OPEN_PERM, close_stdin, NULL)) {
+		one_seg_obj_close(&o);
+		return;
+	}
+	ck_assert_int_eq(sc_l3_verify(o.l3, NULL, NULL), 0);
+	fan_stop(&f);
+	ck_assert(f.acted);
+	ck_assert_int_eq(fcntl(0, F_GETFD), -1);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), 0);
+	one_seg_obj_close(&o);
+}
+END_TEST
+
 /* The segment directory opened as descriptor 0 (standard input closed when segments were turned
  * on) is the store's like any other: a segmented put, its fill and its verification go through it,
  * and the close of the handle closes it. */
@@ -2145,6 +2170,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
 	tcase_add_test(tc, verify_of_an_object_rewritten_under_it_is_bad);
 	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
+	tcase_add_test(tc, verification_reads_a_segment_opened_as_descriptor_0);
 	tcase_add_test(tc, a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantined);
 	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
 	tcase_add_test(tc, a_segment_read_that_fails_fails_the_fill_with_its_error);
