@@ -31,15 +31,14 @@ extern void *__libc_memalign(size_t, size_t);
 static long countdown;  /* 0: nothing armed; n: the n-th allocation from now fails; -1: every one */
 static int failed;      /* the armed allocation happened (and failed) */
 
+/* Does this allocation fail? A failed one sets errno to ENOMEM, as glibc's do (callers such as
+ * fdopendir report errno). */
 static int fail_now(void)
 {
-	if (countdown < 0)
-		return failed = 1;
-	if (countdown <= 0)
-		return 0;
-	if (--countdown)
+	if (countdown == 0 || (countdown > 0 && --countdown))
 		return 0;
 	failed = 1;
+	errno = ENOMEM;
 	return 1;
 }
 
@@ -373,6 +372,44 @@ START_TEST(test_l3_and_restore_under_allocation_failures)
 	}
 	sc_stage_close(st);
 	sc_test_arena_destroy(a, name);
+	sc_test_rm_tree(dir);
+}
+END_TEST
+
+/* Verification of a segmented L3 store with an allocation failing (the manifest's, the segment
+ * buffer's, the walk's): it fails with -ENOMEM or finds nothing bad; a verification that ran out
+ * of memory never judges a good object bad, so nothing is quarantined and the object still fills. */
+START_TEST(test_l3_segmented_verify_under_allocation_failures)
+{
+	char dir[] = "/var/tmp/sc-oom-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct sc_l3 *l3 = NULL;
+	ck_assert_int_eq(sc_l3_open(dir, NULL, &l3), 0);
+	ck_assert_int_eq(sc_l3_set_segment_bytes(l3, 64 << 10), 0);
+	static uint8_t big[200 << 10], out[200 << 10];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 13 + (i >> 10));
+	int32_t t[4] = { 1, 2, 3, 4 };
+	struct sc_payload p = { .kind = SC_PAYLOAD_FULL_STATE, .sec = { big }, .sec_len = { sizeof(big) } };
+	struct sc_l3_put_args pa = { .ns = "oomseg", .tokens = t, .token_count = 4, .payload = &p };
+	struct sc_location loc;
+	ck_assert_int_eq(sc_l3_put(l3, &pa, &loc), 0);
+	ck_assert_uint_lt(loc.file_bytes, sizeof(big)); /* a manifest: segmented */
+	int done = 0;
+	for (long n = 1; n < MAX_ALLOCS && !done; n++) {
+		arm(n);
+		int rc = sc_l3_verify(l3, NULL, NULL);
+		int hit = disarm();
+		done = !hit;
+		ck_assert_msg(rc == 0 || (hit && rc == -ENOMEM), "allocation %ld: verify returned %d", n, rc);
+		struct sc_l3_stats st;
+		ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+		ck_assert_msg(st.quarantined == 0, "allocation %ld: %llu quarantined", n, (unsigned long long)st.quarantined);
+	}
+	ck_assert(done);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, out, sizeof(out), 0), 0);
+	ck_assert(memcmp(out, big, sizeof(big)) == 0);
+	sc_l3_close(l3);
 	sc_test_rm_tree(dir);
 }
 END_TEST
@@ -768,6 +805,7 @@ Suite *oom_suite(void)
 	tcase_add_test(tc, test_seg_recount_and_sweep_under_allocation_failure);
 	tcase_add_test(tc, test_l3ix_repair_without_memory);
 	tcase_add_test(tc, test_l3_and_restore_under_allocation_failures);
+	tcase_add_test(tc, test_l3_segmented_verify_under_allocation_failures);
 	suite_add_tcase(s, tc);
 	return s;
 }
