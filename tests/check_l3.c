@@ -518,6 +518,40 @@ START_TEST(a_forked_child_closes_handles_in_any_order_and_fills_again)
 }
 END_TEST
 
+/* A child forked while a fill was in flight (its file open, its read not reaped) has its own copy
+ * of the fill's descriptor: the child's close of the handle closes it (no object file stays open
+ * in the child); the parent's fill ends as if no child had been made. */
+START_TEST(a_forked_childs_close_closes_its_copies_of_fills_in_flight)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "fork", 11, 30000, 81, &loc), 0);
+	check_fill(l3, &loc, 81, 0); /* the ring made */
+	uint8_t *dst = abuf(32768);
+	struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = 32768 }, *rp = &r, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1); /* a lone fill: its file opened now */
+	ck_assert_int_eq(count_object_fds(), 1);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int before = count_object_fds();
+		sc_l3_close(l3);
+		_exit(before == 1 && count_object_fds() == 0 ? 0 : 1);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child kept an object file open (status %d)", st);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_int_eq(r.result, 0);
+	uint8_t *w = malloc(30000);
+	fill_bytes(w, 30000, 81);
+	ck_assert(memcmp(dst, w, 30000) == 0);
+	free(w), free(dst);
+	ck_assert_int_eq(count_object_fds(), 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* Kept files (lib/l3/fill.c): a second fill of an object opens nothing; at most fd_cache files are
  * kept; a removed, replaced or damaged object is never served from a kept file; none: none kept. */
 /* Fill the stack below the caller with what an earlier seeded XXH3 state there would have left:
@@ -2571,6 +2605,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, prefix_check_ignores_what_the_stack_held);
 	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
 	tcase_add_test(tc, a_forked_child_closes_handles_in_any_order_and_fills_again);
+	tcase_add_test(tc, a_forked_childs_close_closes_its_copies_of_fills_in_flight);
 	tcase_add_test(tc, a_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, registering_more_memory_than_a_ring_names);
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);

@@ -195,9 +195,12 @@ static void ring_free(struct l3_ring *r)
 		io_uring_queue_exit(&r->ring); /* reads still in flight (a failed drain) keep our pins */
 	io_pins_forget(&r->pins);
 	/* a segmented fill's state stays allocated after a failed drain: an open still on the ring
-	 * may read a path in it */
+	 * may read a path in it. The fills' files: of this thread's ring (a failed drain), and of a
+	 * forked child's copy (tid 0: its own copies of the descriptors, of fills the parent had in
+	 * flight at the fork; nothing else closes them); another thread's ring keeps its files for
+	 * that thread's reads still in flight. */
 	for (uint32_t i = 0; i < r->depth; i++)
-		if (r->ops[i].fd >= 0 && !r->ops[i].kept && r->tid == l3_tid())
+		if (r->ops[i].fd >= 0 && !r->ops[i].kept && (r->tid == l3_tid() || !r->tid))
 			close(r->ops[i].fd);
 	/* kept files too in a forked child (its own copies of the descriptors: nothing else closes them) */
 	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++)
