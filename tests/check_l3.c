@@ -552,6 +552,38 @@ START_TEST(a_forked_childs_close_closes_its_copies_of_fills_in_flight)
 }
 END_TEST
 
+/* A thread has one ring per handle, however many handles it uses: with more handles than its
+ * small cache of rings holds (4), a fill submitted on the first handle, left in flight while the
+ * thread fills through five others, is reaped on the first handle's ring (the same ring found
+ * again, not a new one made). */
+START_TEST(a_threads_fill_is_reaped_on_its_ring_after_five_other_handles)
+{
+	enum { H = 6 };
+	struct sc_l3 *l3[H];
+	struct sc_location loc;
+	for (int i = 0; i < H; i++)
+		l3[i] = open_l3(NULL);
+	ck_assert_int_eq(put_full(l3[0], "many", 12, 30000, 82, &loc), 0);
+	check_fill(l3[0], &loc, 82, 0); /* the first handle's ring */
+	struct l3_ring *r0 = l3_ring_find(l3[0]);
+	uint8_t *dst = abuf(32768);
+	struct sc_l3_fill_req r = { .loc = &loc, .dst = dst, .dst_bytes = 32768 }, *rp = &r, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3[0], &rp, 1), 1);
+	for (int i = 1; i < H; i++)
+		check_fill(l3[i], &loc, 82, 0);
+	ck_assert_int_eq(sc_l3_fill_reap(l3[0], &done, 1, 10 * 1000000000ll), 1);
+	ck_assert_ptr_eq(done, &r);
+	ck_assert_int_eq(r.result, 0);
+	ck_assert_ptr_eq(l3_ring_find(l3[0]), r0);
+	uint8_t *w = malloc(30000);
+	fill_bytes(w, 30000, 82);
+	ck_assert(memcmp(dst, w, 30000) == 0);
+	free(w), free(dst);
+	for (int i = 0; i < H; i++)
+		sc_l3_close(l3[i]);
+}
+END_TEST
+
 /* Kept files (lib/l3/fill.c): a second fill of an object opens nothing; at most fd_cache files are
  * kept; a removed, replaced or damaged object is never served from a kept file; none: none kept. */
 /* Fill the stack below the caller with what an earlier seeded XXH3 state there would have left:
@@ -2606,6 +2638,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
 	tcase_add_test(tc, a_forked_child_closes_handles_in_any_order_and_fills_again);
 	tcase_add_test(tc, a_forked_childs_close_closes_its_copies_of_fills_in_flight);
+	tcase_add_test(tc, a_threads_fill_is_reaped_on_its_ring_after_five_other_handles);
 	tcase_add_test(tc, a_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, registering_more_memory_than_a_ring_names);
 	tcase_add_test(tc, put_is_idempotent_and_refusals_counted);
