@@ -621,7 +621,8 @@ static void cache_only(const char *p, size_t pages)
  * where its read rounded to the O_DIRECT length does — and one more than half cached (warm, which
  * mode on does not ask about: only auto does) is still cached as much as before, no more. The same
  * on a filesystem whose O_DIRECT offset alignment is a whole header block (4 KiB sectors: set in
- * the handle, as statx would report it there). */
+ * the handle, as statx would report it there). A last segment of whole alignment units needs no
+ * room past the payload. */
 START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 {
 	struct sc_l3_stats st0;
@@ -654,8 +655,22 @@ START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 		ck_assert_uint_eq(cached_pages(sp[2]), 0);
 		free(dst);
 	}
+	/* a last segment of whole alignment units, the destination exactly the payload: its direct
+	 * read needs no room past it, and it too leaves the page cache alone */
+	size_t nb;
+	uint8_t *b = payload(2, 0, 43, 0, &nb);
+	struct sc_location lb;
+	ck_assert_int_eq(put_buf(l3, "b", 11, b, nb, &lb), 0);
+	char bp[256];
+	seg_path_of(b + SEG, SEG, bp, sizeof(bp));
+	cache_only(bp, 0);
+	uint8_t *dst = aligned_alloc(4096, nb);
+	ck_assert_ptr_nonnull(dst);
+	ck_assert_int_eq(sc_l3_fill(l3, &lb, dst, nb, 0), 0);
+	ck_assert(memcmp(dst, b, nb) == 0);
+	ck_assert_uint_eq(cached_pages(bp), 0);
 	sc_l3_close(l3);
-	free(a);
+	free(a), free(b), free(dst);
 }
 END_TEST
 
