@@ -656,7 +656,7 @@ START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 		free(dst);
 	}
 	/* a last segment of whole alignment units, the destination exactly the payload: its direct
-	 * read needs no room past it, and it too leaves the page cache alone */
+	 * read needs no room past it, writes nothing past it, and it too leaves the page cache alone */
 	size_t nb;
 	uint8_t *b = payload(2, 0, 43, 0, &nb);
 	struct sc_location lb;
@@ -664,10 +664,13 @@ START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 	char bp[256];
 	seg_path_of(b + SEG, SEG, bp, sizeof(bp));
 	cache_only(bp, 0);
-	uint8_t *dst = aligned_alloc(4096, nb);
+	uint8_t *dst = aligned_alloc(4096, nb + 4096);
 	ck_assert_ptr_nonnull(dst);
+	memset(dst + nb, 0x5a, 4096);
 	ck_assert_int_eq(sc_l3_fill(l3, &lb, dst, nb, 0), 0);
 	ck_assert(memcmp(dst, b, nb) == 0);
+	for (size_t i = nb; i < nb + 4096; i++)
+		ck_assert_msg(dst[i] == 0x5a, "a byte past the destination written (%zu)", i - nb);
 	ck_assert_uint_eq(cached_pages(bp), 0);
 	sc_l3_close(l3);
 	free(a), free(b), free(dst);
