@@ -1547,7 +1547,39 @@ START_TEST(registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal)
 }
 END_TEST
 
-/* Path of @loc's object file. */
+/* Registering memory: bad input (no handle, no base, no length) is -EINVAL; a range registered
+ * again is not added twice; the same base with another length is a range of its own, and a fill
+ * reaching past the first length reads as a registered buffer through it. */
+START_TEST(a_range_registered_again_with_another_length_is_its_own)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	enum { N = 20000 };
+	uint8_t *dst = abuf(2 * N);
+	ck_assert_int_eq(sc_l3_register_memory(NULL, dst, N), -EINVAL);
+	ck_assert_int_eq(sc_l3_register_memory(l3, NULL, N), -EINVAL);
+	ck_assert_int_eq(sc_l3_register_memory(l3, dst, 0), -EINVAL);
+	ck_assert_uint_eq(l3->nranges, 0);
+	ck_assert_int_eq(sc_l3_register_memory(l3, dst, N), 0);
+	ck_assert_int_eq(sc_l3_register_memory(l3, dst, N), 0);
+	ck_assert_uint_eq(l3->nranges, 1);
+	ck_assert_int_eq(sc_l3_register_memory(l3, dst, 2 * N), 0);
+	ck_assert_uint_eq(l3->nranges, 2);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "regl", 15, 2 * N, 191, &loc), 0);
+	check_fill(l3, &loc, 191, SC_L3_FILL_BUFFERED); /* the ring made */
+	uint8_t *want = malloc(2 * N);
+	fill_bytes(want, 2 * N, 191);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, dst, 2 * N, SC_L3_FILL_BUFFERED), 0);
+	ck_assert(memcmp(dst, want, 2 * N) == 0);
+	const struct io_uring_sqe *sqe = ring_sqe_into(l3_ring_find(l3), dst);
+	ck_assert_ptr_nonnull(sqe);
+	ck_assert_msg(sqe->opcode == IORING_OP_READ_FIXED && sqe->len == 2 * N, "the payload read: opcode %u, %u bytes",
+		      sqe->opcode, sqe->len);
+	sc_l3_close(l3);
+	free(dst), free(want);
+}
+END_TEST
+
 /* Descriptors of this process open on @loc's object file. */
 static int object_fds(const struct sc_location *loc)
 {
@@ -2666,6 +2698,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, an_object_file_as_descriptor_0_is_closed_when_not_kept_or_when_oldest);
 	tcase_add_test(tc, the_fill_model_takes_its_samples_from_the_documented_sizes);
 	tcase_add_test(tc, registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal);
+	tcase_add_test(tc, a_range_registered_again_with_another_length_is_its_own);
 	tcase_add_test(tc, one_kept_file_per_object_descriptor_0_included);
 	tcase_add_test(tc, a_fill_judges_the_file_it_read_not_what_its_name_names_later);
 	tcase_add_test(tc, a_full_set_of_kept_files_replaces_its_least_recently_used_descriptor_0_included);

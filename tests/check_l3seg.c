@@ -1707,6 +1707,44 @@ START_TEST(things_planted_under_a_segment_name_are_never_read)
 }
 END_TEST
 
+/* A put that finds a FIFO or a directory planted under one of its segments' names moves it away
+ * and writes the segment: the store counts the segment files it wrote, and nothing for the
+ * planted things it moved (they were never counted). */
+START_TEST(a_put_over_things_planted_under_its_segment_names_counts_its_own_files)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t nb, n;
+	uint8_t *b = payload(1, 0, 61, 0, &nb), *a = payload(3, 0, 62, 0, &n);
+	struct sc_location lb, la;
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0); /* DIR/seg made */
+	char s1[256], s2[256];
+	seg_path_of(a + SEG, SEG, s1, sizeof(s1));
+	seg_path_of(a + 2 * SEG, SEG, s2, sizeof(s2));
+	for (int i = 0; i < 2; i++) {
+		char d[256];
+		snprintf(d, sizeof(d), "%s", i ? s2 : s1);
+		*strrchr(d, '/') = 0;
+		ck_assert(mkdir(d, 0700) == 0 || errno == EEXIST);
+	}
+	ck_assert_int_eq(mkfifo(s1, 0600), 0);
+	ck_assert_int_eq(mkdir(s2, 0700), 0);
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	ck_assert_int_eq(put_buf(l3, "a", 11, a, n, &la), 0);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.segments, st0.segments + 3);
+	ck_assert_uint_eq(st.physical_bytes, st0.physical_bytes + la.file_bytes + n);
+	struct stat sb;
+	ck_assert_int_eq(lstat(s1, &sb), 0);
+	ck_assert(S_ISREG(sb.st_mode) && (size_t)sb.st_size == SEG);
+	ck_assert_int_eq(lstat(s2, &sb), 0);
+	ck_assert(S_ISREG(sb.st_mode) && (size_t)sb.st_size == SEG);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	sc_l3_close(l3);
+	free(a), free(b);
+}
+END_TEST
+
 /* Rewrite the object's header block with @mut applied and a correct checksum. */
 static void rewrite_header(const char *p, void (*mut)(struct l3_obj_hdr *))
 {
@@ -2193,6 +2231,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
 	tcase_add_test(tc, a_segment_read_that_fails_fails_the_fill_with_its_error);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
+	tcase_add_test(tc, a_put_over_things_planted_under_its_segment_names_counts_its_own_files);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, a_manifest_longer_than_the_first_read_is_read_after_it);
 	tcase_add_test(tc, segments_off_the_direct_alignment_are_read_buffered_next_to_each_other);
