@@ -1694,6 +1694,25 @@ START_TEST(a_fill_judges_the_file_it_read_not_what_its_name_names_later)
 }
 END_TEST
 
+/* At the handle's limit of kept files (fd_cache 2: one set, its ways taken in order), keeping a
+ * third closes the least recently used idle one, whatever its place in the table: A, B, B again,
+ * then C closes A's file and keeps B's and C's. */
+START_TEST(at_the_limit_the_least_recently_used_kept_file_goes)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 2 });
+	struct sc_location loc[3];
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(put_full(l3, "lru", 20 + i, 20000, 200 + i, &loc[i]), 0);
+	static const unsigned order[] = { 0, 1, 1, 2 };
+	for (unsigned k = 0; k < 4; k++)
+		check_fill(l3, &loc[order[k]], 200 + order[k], 0);
+	ck_assert_int_eq(object_fds(&loc[0]), 0);
+	ck_assert_int_eq(object_fds(&loc[1]), 1);
+	ck_assert_int_eq(object_fds(&loc[2]), 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* Which kept file makes room in a full set of the kept-file table: the least recently used one,
  * wherever it sits and whatever its descriptor, 0 included (closed then, as any). A handle keeping
  * 12 files has three sets of 8 slots; the objects here all fall in one (digest lo % 3 == 0), which
@@ -2702,6 +2721,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, one_kept_file_per_object_descriptor_0_included);
 	tcase_add_test(tc, a_fill_judges_the_file_it_read_not_what_its_name_names_later);
 	tcase_add_test(tc, a_full_set_of_kept_files_replaces_its_least_recently_used_descriptor_0_included);
+	tcase_add_test(tc, at_the_limit_the_least_recently_used_kept_file_goes);
 	tcase_add_test(tc, fills_that_wait_for_a_slot_all_open_their_files_meanwhile);
 	tcase_add_loop_test(tc, fill_into_arena_heap, 0, 2);
 	tcase_add_test(tc, budget_evicts_lru_to_85_percent);

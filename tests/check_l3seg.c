@@ -352,7 +352,7 @@ START_TEST(whole_objects_keep_reading_and_option_refusals)
 END_TEST
 
 /* The header block (aligned, malloc'd) of a segmented object of the manifest @ent[0..n) and a
- * payload of @payload bytes whose digest is @d, built in memory. */
+ * payload of @payload bytes whose digest is @d, built in memory (@n 0: a whole object's). */
 static uint8_t *seg_block_of(struct l3_seg_ent *ent, uint32_t n, uint64_t payload, struct sc_digest d)
 {
 	static uint8_t one;
@@ -363,7 +363,8 @@ static uint8_t *seg_block_of(struct l3_seg_ent *ent, uint32_t n, uint64_t payloa
 	struct l3_seg_man m = { ent, n };
 	ck_assert_ptr_nonnull(block);
 	ck_assert_int_eq(l3_hdr_build(block, &a, (XXH128_hash_t){ d.lo, d.hi }, (XXH128_hash_t){ 7, 8 }), 0);
-	l3_seg_hdr(block, &m, L3_SEG_MAXSZ);
+	if (n)
+		l3_seg_hdr(block, &m, L3_SEG_MAXSZ);
 	return block;
 }
 
@@ -388,8 +389,8 @@ static int manifest_of(struct l3_seg_ent *ent, uint32_t n, uint64_t payload)
 
 /* A manifest's segment lengths at their bounds: a segment of exactly L3_SEG_MAXSZ (a store's
  * largest segment size: sc_l3_set_segment_bytes takes it) is valid; one byte more, an empty
- * segment, or lengths that do not sum to the payload make the manifest bad. (Built in memory: no
- * gigabyte is written.) */
+ * segment, or lengths that do not sum to the payload make the manifest bad; a whole object's header
+ * is no manifest. (Built in memory: no gigabyte is written.) */
 START_TEST(manifest_segment_lengths_at_their_bounds)
 {
 	struct l3_seg_ent ent[2] = { { 1, 2, L3_SEG_MAXSZ }, { 3, 4, 4096 } };
@@ -402,6 +403,13 @@ START_TEST(manifest_segment_lengths_at_their_bounds)
 	ck_assert_int_eq(manifest_of(ent, 2, 8192 + 4096), 2);
 	ck_assert_int_eq(manifest_of(ent, 2, 8192 + 4096 + 1), -EBADMSG);
 	ck_assert_int_eq(manifest_of(ent, 2, 8192 + 4096 - 1), -EBADMSG);
+	/* a whole object's header block is no manifest: 0, and no entries */
+	uint8_t *whole = seg_block(NULL, 0, 4096);
+	struct l3_obj_hdr h;
+	struct l3_seg_ent *e = NULL;
+	ck_assert_int_eq(l3_seg_manifest_mem(whole, L3_HDR_BLOCK + 4096, NULL, 0, &h, &e), 0);
+	ck_assert_ptr_null(e);
+	free(whole);
 }
 END_TEST
 
