@@ -991,6 +991,13 @@ static int fill_direct_flag(struct sc_l3 *l3, const struct sc_location *loc, uns
 	return r.direct;
 }
 
+/* Install the seccomp filter @f[0..n) in this process: 0, or -1 when seccomp is not to be had. */
+static int seccomp_filter(struct sock_filter *f, size_t n)
+{
+	struct sock_fprog prog = { (unsigned short)n, f };
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
+}
+
 /* Refuse fcntl(F_SETFL) with O_DIRECT in this process (what a filesystem without direct I/O for
  * an open file answers: EINVAL); 0, or -1 when seccomp is not to be had. */
 static int refuse_setfl_direct(void)
@@ -1010,8 +1017,20 @@ static int refuse_setfl_direct(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
+	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
+}
+
+/* Refuse io_uring_enter in this process with @err (what a kernel short of resources may answer a
+ * submission); 0, or -1 when seccomp is not to be had. */
+static int refuse_io_uring_enter(int err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
 }
 
 /* An open object file is switched between O_DIRECT and buffered per fill, and the descriptor is
@@ -1267,6 +1286,37 @@ START_TEST(a_header_cut_short_read_again_buffered_ends_at_the_files_end)
 	ck_assert_int_eq(access(path, F_OK), -1);
 	ck_assert_int_eq(count_dir("quarantine"), 1);
 	free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* A submission the kernel refuses (io_uring_enter fails: here -EAGAIN, from a seccomp filter in a
+ * child): sc_l3_fill_submit still takes the fills it was given and says how many (their reads
+ * stay queued on the ring for the next submission); called with none, it reports the failure to
+ * submit what is queued. */
+START_TEST(a_refused_submission_takes_the_fills_or_reports_the_error)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "enter", 13, 20000, 83, &loc), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		check_fill(l3, &loc, 83, 0); /* the child's own ring */
+		if (refuse_io_uring_enter(EAGAIN))
+			_exit(77);
+		struct sc_l3_fill_req r = { .loc = &loc, .dst = abuf(20480), .dst_bytes = 20480 }, *rp = &r;
+		int taken = sc_l3_fill_submit(l3, &rp, 1), again = sc_l3_fill_submit(l3, NULL, 0);
+		_exit((taken == 1 ? 0 : 1) | (again == -EAGAIN ? 0 : 2));
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77)
+		sc_skip("no seccomp filter: a refused submission is not tried");
+	else
+		ck_assert_msg(WEXITSTATUS(st) == 0, "the fill not taken (%d); the empty submission's error not reported (%d)",
+			      WEXITSTATUS(st) & 1, WEXITSTATUS(st) >> 1 & 1);
 	sc_l3_close(l3);
 }
 END_TEST
@@ -2696,6 +2746,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, every_corruption_is_quarantined);
 	tcase_add_test(tc, every_corruption_of_a_file_opened_on_the_ring_is_quarantined);
 	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
+	tcase_add_test(tc, a_refused_submission_takes_the_fills_or_reports_the_error);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
 	tcase_add_test(tc, a_header_cut_short_read_again_buffered_ends_at_the_files_end);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
