@@ -1082,6 +1082,210 @@ START_TEST(hostile_segment_records_are_refused)
 }
 END_TEST
 
+/* Turn 2's index entry and segment record (scattered: 7 pieces, the first four in turn 1's
+ * contiguous block), saved so that a test can forge them and put them back. */
+struct turn2 {
+	struct shm_index_entry *e;
+	struct shm_seg_rec *r;
+	uint64_t heap_lo, heap_hi;
+	uint32_t meta;
+	uint64_t sec_len[2], payload_off;
+	uint8_t rec[64 + 7 * 32];
+};
+
+static void turn2_get(struct fx *f, struct turn2 *g)
+{
+	struct shm_segtab *t = l2_segtab(f->a);
+	g->e = sc_test_l2_entry(f->a, key_of(f, 200));
+	ck_assert_ptr_nonnull(g->e);
+	ck_assert(g->e->meta & SHM_META_SEG);
+	g->r = (struct shm_seg_rec *)(uintptr_t)shm_seg_rec_at(t, t->heap_lo + 64ull * g->e->seg_rec);
+	ck_assert_ptr_nonnull(g->r);
+	ck_assert(!(g->r->flags & SHM_SEG_CONTIG));
+	ck_assert_uint_eq(g->r->npieces, 7);
+	ck_assert_uint_eq(shm_seg_rec_bytes(7), sizeof(g->rec));
+	g->heap_lo = t->heap_lo;
+	g->heap_hi = t->heap_hi;
+	g->meta = g->e->meta;
+	g->sec_len[0] = g->e->sec_len[0];
+	g->sec_len[1] = g->e->sec_len[1];
+	g->payload_off = g->e->payload_off;
+	memcpy(g->rec, g->r, sizeof(g->rec));
+}
+
+static void turn2_put_back(struct turn2 *g)
+{
+	g->e->meta = g->meta;
+	g->e->sec_len[0] = g->sec_len[0];
+	g->e->sec_len[1] = g->sec_len[1];
+	g->e->payload_off = g->payload_off;
+	memcpy(g->r, g->rec, sizeof(g->rec));
+}
+
+/* Turn 2's first two pieces (turn 1's first two segments, adjacent in its block) made one: the
+ * same wire in 6 pieces, and @extra as the 7th (its last). */
+static void turn2_merge_first_two(struct turn2 *g, struct shm_seg_piece extra)
+{
+	struct shm_seg_rec *r = g->r;
+	memcpy(r, g->rec, sizeof(g->rec));
+	ck_assert_uint_eq(r->p[0].at + r->p[0].len, r->p[1].at);
+	ck_assert_uint_eq(r->p[0].section, r->p[1].section);
+	r->p[0].len += r->p[1].len;
+	r->p[0].slot = SHM_SEG_NONE;
+	memmove(&r->p[1], &r->p[2], 5 * sizeof(r->p[0]));
+	r->p[6] = extra;
+}
+
+/* The bounds of a segment record's pieces are the heap's own, both ends included: a piece whose
+ * bytes start at the heap's first byte is listed and copied from there, and an empty piece at the
+ * heap's very end is listed; an empty piece of a third section is refused (the section alone says
+ * it is bad). Each is read under a held lease (sc_lease_segments, sc_lease_copy). */
+START_TEST(a_records_pieces_may_lie_at_either_end_of_the_heap)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	struct turn2 g;
+	turn2_get(&f, &g);
+	struct sc_lease l;
+	ck_assert_int_eq(lease(&f, 200, &l), 0);
+	ck_assert_uint_eq(l.segments, 7);
+	const uint64_t wire = 6 * MiB + 300;
+	uint8_t *buf = malloc(wire);
+	struct sc_segment sg[7];
+	/* the tail (its last piece, 300 bytes) read from the heap's first byte */
+	struct shm_seg_piece *tail = &g.r->p[6];
+	ck_assert_uint_eq(tail->len, 300);
+	tail->at = g.heap_lo;
+	ck_assert_int_eq(sc_lease_segments(&l, sg, 7), 7);
+	ck_assert_ptr_eq(sg[6].ptr, f.a->shm->base + g.heap_lo);
+	ck_assert_int_eq(sc_lease_copy(&l, buf, wire), (int64_t)wire);
+	ck_assert(memcmp(buf, f.base, 6 * MiB) == 0);
+	ck_assert(memcmp(buf + 6 * MiB, f.a->shm->base + g.heap_lo, 300) == 0);
+	/* an empty last piece at the heap's end (the first two pieces merged to make its place) */
+	turn2_merge_first_two(&g, (struct shm_seg_piece){ .at = g.heap_hi, .len = 0, .slot = SHM_SEG_NONE });
+	ck_assert_int_eq(sc_lease_segments(&l, sg, 7), 7);
+	ck_assert_ptr_eq(sg[6].ptr, f.a->shm->base + g.heap_hi);
+	ck_assert_uint_eq(sg[6].len, 0);
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	/* an empty piece of section 2, inside the heap: refused */
+	turn2_merge_first_two(&g, (struct shm_seg_piece){ .at = g.heap_lo, .len = 0, .slot = SHM_SEG_NONE,
+							 .section = 2 });
+	ck_assert_int_eq(sc_lease_segments(&l, sg, 7), -EBADMSG);
+	ck_assert_int_eq(sc_lease_copy(&l, buf, wire), -EBADMSG);
+	g.r->p[6].section = 0;
+	ck_assert_int_eq(sc_lease_segments(&l, sg, 7), 7);
+	turn2_put_back(&g);
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	sc_lease_release(&l);
+	free(buf);
+	fx_close(&f);
+}
+END_TEST
+
+/* Turn 2's record made two pieces summing to @wire in section @sec: the whole heap, then its
+ * first heap_lo bytes again (both in bounds). */
+static void turn2_two_pieces(struct turn2 *g, uint64_t wire, uint32_t sec)
+{
+	ck_assert_uint_eq(wire, g->heap_hi);
+	ck_assert_uint_lt(g->heap_lo, g->heap_hi - g->heap_lo);
+	g->r->npieces = 2;
+	g->r->wire = wire;
+	g->r->p[0] = (struct shm_seg_piece){ .at = g->heap_lo, .len = g->heap_hi - g->heap_lo, .slot = SHM_SEG_NONE,
+					     .section = sec };
+	g->r->p[1] = (struct shm_seg_piece){ .at = g->heap_lo, .len = g->heap_lo, .slot = SHM_SEG_NONE, .section = sec };
+}
+
+/* A lease of turn 2 (its tokens compared) lists @n pieces that make @wire bytes. */
+static void turn2_leased(struct fx *f, int n, uint64_t wire)
+{
+	struct sc_lease l;
+	struct sc_segment sg[8];
+	ck_assert_int_eq(lease(f, 200, &l), 0);
+	ck_assert_uint_eq(l.sec_len[0] + l.sec_len[1], wire);
+	ck_assert_int_eq(sc_lease_segments(&l, sg, 8), n);
+	uint64_t sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += sg[i].len;
+	ck_assert_uint_eq(sum, wire);
+	sc_lease_release(&l);
+}
+
+/* The bounds of a segmented entry are the heap's own, its end included: a scattered entry's
+ * section may be as long as the heap's end offset (its bytes are the record's pieces, which may
+ * repeat: not its data block's), section 0 of any kind or section 1 of KV_RECURRENT; and an entry
+ * all of whose pieces are stored elsewhere (no local bytes, no token ids) may name the heap's end
+ * as its empty data block, and is read whole from its pieces. */
+START_TEST(a_scattered_entrys_sections_and_data_block_may_reach_the_heaps_end)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	struct turn2 g;
+	turn2_get(&f, &g);
+	/* section 0 of heap_hi bytes */
+	turn2_two_pieces(&g, g.heap_hi, 0);
+	g.e->sec_len[0] = g.heap_hi;
+	turn2_leased(&f, 2, g.heap_hi);
+	/* section 1 of heap_hi bytes (section 0 empty: a KV_RECURRENT entry without KV) */
+	turn2_two_pieces(&g, g.heap_hi, 1);
+	g.e->sec_len[0] = 0;
+	g.e->sec_len[1] = g.heap_hi;
+	g.e->meta = (g.meta & ~0xffu) | SC_PAYLOAD_KV_RECURRENT;
+	ck_assert(!SHM_META_HAS_DESC(g.e->meta));
+	turn2_leased(&f, 2, g.heap_hi);
+	turn2_put_back(&g);
+	/* the data block at the heap's end, empty: every piece read from where it is; the entry
+	 * without token ids (looked up by key alone) */
+	ck_assert(shm_heap_alloc_off_ok(g.heap_hi - g.heap_lo));
+	g.e->meta &= ~L2_META_TOKENS;
+	g.e->payload_off = g.heap_hi;
+	g.r->data = g.heap_hi;
+	g.r->local = 0;
+	struct sc_lease l;
+	ck_assert_int_eq(sc_l2_get_key(f.st, key_of(&f, 200), &l), 0);
+	ck_assert_uint_eq(l.segments, 7);
+	lease_is(&f, &l, 6 * MiB, 300, 2);
+	sc_lease_release(&l);
+	turn2_put_back(&g);
+	turn2_leased(&f, 7, 6 * MiB + 300);
+	fx_close(&f);
+}
+END_TEST
+
+/* A segment copied out of L2 by an L3 fill (l2_seg_copy_held) may lie anywhere in the heap, both
+ * ends included: turn 1's first segment's table slot moved to the heap's first byte, then to end
+ * exactly at the heap's end, is copied from there (the caller checks the bytes against the name);
+ * one 64 bytes further is past the heap: not held. */
+START_TEST(a_held_segment_may_lie_at_either_end_of_the_heap)
+{
+	struct fx f;
+	fx_open_two_turns(&f);
+	struct shm_segtab *t = l2_segtab(f.a);
+	struct sc_digest d = sc_digest(f.base, SEG);
+	ck_assert_int_eq(shm_seg_lock(t), 0);
+	int64_t k = shm_seg_find_locked(t, d.lo, d.hi, SEG);
+	shm_seg_unlock(t);
+	ck_assert_int_ge(k, 0);
+	struct shm_seg_slot *s = &t->slot[k];
+	uint64_t off = s->off;
+	uint8_t *buf = malloc(SEG);
+	ck_assert_int_eq(l2_seg_copy_held(f.a, d.lo, d.hi, SEG, buf), 1);
+	ck_assert(memcmp(buf, f.base, SEG) == 0);
+	ck_assert_uint_ge(t->heap_hi - t->heap_lo, SEG + 64);
+	const uint64_t at[3] = { t->heap_lo, t->heap_hi - SEG, t->heap_hi - SEG + 64 };
+	for (int i = 0; i < 3; i++) {
+		s->off = at[i];
+		memset(buf, 0, SEG);
+		ck_assert_int_eq(l2_seg_copy_held(f.a, d.lo, d.hi, SEG, buf), i < 2);
+		if (i < 2)
+			ck_assert(memcmp(buf, f.a->shm->base + at[i], SEG) == 0);
+	}
+	s->off = off;
+	turn_one_intact(&f);
+	free(buf);
+	fx_close(&f);
+}
+END_TEST
+
 static struct fx *sched_fx;
 static void remove_a_when_planned(const char *point, void *ctx)
 {
@@ -1460,6 +1664,9 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, regression_writer_killed_inside_a_free_is_repaired);
 	tcase_add_test(tc, fsck_finds_and_repairs_wrong_reference_counts);
 	tcase_add_test(tc, hostile_segment_records_are_refused);
+	tcase_add_test(tc, a_records_pieces_may_lie_at_either_end_of_the_heap);
+	tcase_add_test(tc, a_scattered_entrys_sections_and_data_block_may_reach_the_heaps_end);
+	tcase_add_test(tc, a_held_segment_may_lie_at_either_end_of_the_heap);
 	tcase_add_test(tc, segments_released_between_lookup_and_commit);
 	tcase_add_test(tc, segments_renewed_under_two_plans_have_the_payload_stored_whole);
 	tcase_add_test(tc, bad_segment_options_are_refused);
