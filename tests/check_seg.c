@@ -3,10 +3,13 @@
  * dead process, in-flight admit) keeps a shared segment alive until the last one goes, scattered
  * leases, fsck's check and repair of reference counts, hostile records, bad options. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1286,6 +1289,105 @@ START_TEST(a_held_segment_may_lie_at_either_end_of_the_heap)
 }
 END_TEST
 
+/* A payload is cut into at most SHM_SEG_MAX_PIECES pieces: in an arena of the smallest segments,
+ * one of exactly that many whole segments (4 GiB, address space only: the zero page) is planned
+ * into them, each named by the digest of a zero segment; one byte more in section 1 (one piece
+ * more) is not cut at all: l2_seg_plan says 1, the admit stores such a payload whole. */
+START_TEST(a_payload_of_the_most_pieces_is_cut_one_more_is_stored_whole)
+{
+	struct fx f;
+	fx_open_seg(&f, SC_SEGMENT_MIN);
+	const uint64_t S = l2_segtab(f.a)->seg_bytes, n = (uint64_t)SHM_SEG_MAX_PIECES * S;
+	ck_assert_uint_eq(S, SHM_SEG_MIN_BYTES);
+	uint8_t *zero = mmap(NULL, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (zero == MAP_FAILED) {
+		sc_skip("no 4 GiB of address space here");
+		fx_close(&f);
+		return;
+	}
+	(void)madvise(zero, n, MADV_HUGEPAGE); /* read through the huge zero page: fewer faults */
+	struct sc_payload p = { .kind = SC_PAYLOAD_KV_RECURRENT, .sec = { zero, zero }, .sec_len = { n, 1 } };
+	struct sc_digest d;
+	struct l2_seg_plan pl;
+	ck_assert_int_eq(l2_seg_plan(f.a, &p, &d, &pl), 1);
+	ck_assert_ptr_null(pl.pc);
+	p.sec_len[1] = 0;
+	ck_assert_int_eq(l2_seg_plan(f.a, &p, &d, &pl), 0);
+	ck_assert_uint_eq(pl.np, SHM_SEG_MAX_PIECES);
+	struct sc_digest z = sc_digest(zero, S);
+	for (uint32_t i = 0; i < pl.np; i += pl.np - 1) {
+		ck_assert_uint_eq(pl.pc[i].len, S);
+		ck_assert_uint_eq(pl.pc[i].section, 0);
+		ck_assert_uint_eq(pl.dg[i][0], z.lo);
+		ck_assert_uint_eq(pl.dg[i][1], z.hi);
+	}
+	l2_seg_plan_free(&pl);
+	munmap(zero, n);
+	fx_close(&f);
+}
+END_TEST
+
+/* l2_seg_index_fill of a block of @pieces pieces (whole segments, and @tail bytes in section 1),
+ * which it never reads unless it indexes it: its answer, having allocated nothing (the heap's use
+ * is not measured in a forked child: its handle is the parent's). */
+static int index_fill_of(struct fx *f, uint64_t pieces, uint64_t tail)
+{
+	int child = f->a->shm->forked;
+	uint64_t S = l2_segtab(f->a)->seg_bytes, rec_off = 1, fp = 1, used = child ? 0 : heap_used(f);
+	uint64_t(*dg)[2] = (void *)&rec_off;
+	int rc = l2_seg_index_fill(f->a, key_of(f, 500), l2_ix(f->a)->heap_lo + SHM_HEAP_HDR_BYTES + 64, pieces * S,
+				   tail, &rec_off, &dg, &fp);
+	ck_assert_uint_eq(rec_off, 0);
+	ck_assert_ptr_null(dg);
+	ck_assert_uint_eq(fp, 0);
+	if (!child)
+		ck_assert_uint_eq(heap_used(f), used);
+	return rc;
+}
+
+/* A published fill's segments are indexed only up to SHM_SEG_MAX_PIECES pieces: one more is
+ * refused (-E2BIG: stored plain) before anything else; exactly that many goes on to allocate its
+ * record (refused here by a budget below it: -ENOSPC) — and, without memory for their digests,
+ * is refused (-ENOMEM) before it allocates anything. The block (4 or 64 GiB) is never read. */
+START_TEST(a_fill_of_the_most_pieces_is_indexed_one_more_is_not)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	ck_assert_int_eq(sc_l2_shrink_to(f.a, heap_used(&f) + (64u << 10)), 0);
+	ck_assert_uint_gt(shm_heap_footprint(shm_seg_rec_bytes(SHM_SEG_MAX_PIECES)), 64u << 10);
+	ck_assert_int_eq(index_fill_of(&f, SHM_SEG_MAX_PIECES, 1), -E2BIG);
+	ck_assert_int_eq(index_fill_of(&f, SHM_SEG_MAX_PIECES, 0), -ENOSPC);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* a fixed mmap threshold: the digests' 1 MiB is mapped anew, which the limit refuses */
+		if (!mallopt(M_MMAP_THRESHOLD, 128 << 10) || !mallopt(M_TRIM_THRESHOLD, 128 << 10))
+			_exit(7);
+		malloc_trim(0);
+		FILE *fs = fopen("/proc/self/statm", "r");
+		unsigned long pages = 0;
+		if (!fs || fscanf(fs, "%lu", &pages) != 1)
+			_exit(3);
+		fclose(fs);
+		rlim_t cap = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (256u << 10);
+		struct rlimit rl = { cap, cap };
+		if (setrlimit(RLIMIT_AS, &rl))
+			_exit(4);
+		void *probe = malloc(SHM_SEG_MAX_PIECES * 16);
+		if (probe)
+			_exit(5);
+		_exit(index_fill_of(&f, SHM_SEG_MAX_PIECES, 0) == -ENOMEM ? 0 : 6);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "without memory: %s %d (0: -ENOMEM; 5: the digests' memory was there; 6: another answer; a "
+		      "signal: crash)",
+		      WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	fx_close(&f);
+}
+END_TEST
+
 static struct fx *sched_fx;
 static void remove_a_when_planned(const char *point, void *ctx)
 {
@@ -1667,6 +1769,8 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, a_records_pieces_may_lie_at_either_end_of_the_heap);
 	tcase_add_test(tc, a_scattered_entrys_sections_and_data_block_may_reach_the_heaps_end);
 	tcase_add_test(tc, a_held_segment_may_lie_at_either_end_of_the_heap);
+	tcase_add_test(tc, a_payload_of_the_most_pieces_is_cut_one_more_is_stored_whole);
+	tcase_add_test(tc, a_fill_of_the_most_pieces_is_indexed_one_more_is_not);
 	tcase_add_test(tc, segments_released_between_lookup_and_commit);
 	tcase_add_test(tc, segments_renewed_under_two_plans_have_the_payload_stored_whole);
 	tcase_add_test(tc, bad_segment_options_are_refused);
