@@ -1648,6 +1648,32 @@ START_TEST(cli_round_trip_of_a_scattered_entry)
 }
 END_TEST
 
+/* A segmented admission digests the payload from the hashing state before it frees that state:
+ * under a malloc that poisons every block it frees (glibc's perturb byte, its per-thread cache off
+ * so that no free skips the poisoning), the CLI puts a payload of whole segments and a tail and
+ * gets it back byte for byte. */
+START_TEST(a_segmented_admission_digests_before_it_frees_its_hashing_state)
+{
+	const char *bin = "build/stagecache";
+	if (access(bin, X_OK)) {
+		sc_skip("%s not built (run make first)", bin);
+		return;
+	}
+	const char *name = sc_test_name("segpert");
+	char dir[] = "/tmp/sc-segpert-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	const char *env = "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 MALLOC_PERTURB_=165";
+	const char *q = "--model m --state s --ns n --tokens 1,2,3";
+	ck_assert_int_eq(run("%s create %s --size 64M --huge off --segment-bytes 1M >/dev/null", bin, name), 0);
+	ck_assert_int_eq(run("head -c 3146000 /dev/urandom > %s/a", dir), 0);
+	ck_assert_int_eq(run("%s %s put %s %s --kind full_state --file %s/a >/dev/null", env, bin, name, q, dir), 0);
+	ck_assert_int_eq(run("%s get %s %s --out %s/out >/dev/null", bin, name, q, dir), 0);
+	ck_assert_int_eq(run("cmp -s %s/a %s/out", dir, dir), 0);
+	ck_assert_int_eq(run("%s stats %s --json | grep -q '\"segments\":3'", bin, name), 0);
+	run("%s destroy %s >/dev/null 2>&1; rm -rf %s", bin, name, dir);
+}
+END_TEST
+
 START_TEST(bad_segment_options_are_refused)
 {
 	struct sc_arena *a = NULL;
@@ -1775,6 +1801,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, segments_renewed_under_two_plans_have_the_payload_stored_whole);
 	tcase_add_test(tc, bad_segment_options_are_refused);
 	tcase_add_test(tc, cli_round_trip_of_a_scattered_entry);
+	tcase_add_test(tc, a_segmented_admission_digests_before_it_frees_its_hashing_state);
 	tcase_add_test(tc, restore_from_a_scattered_entry);
 	tcase_add_test(tc, a_record_emptied_under_a_copy_is_refused);
 	tcase_add_test(tc, an_admission_whose_blocks_cannot_be_tagged_is_refused_and_gives_its_index_entry_back);
