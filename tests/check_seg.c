@@ -1528,6 +1528,54 @@ START_TEST(an_admission_whose_blocks_cannot_be_tagged_is_refused_and_gives_its_i
 }
 END_TEST
 
+/* The points of a commit in their order: a writer killed at the fault point "l2.admit.popped" dies
+ * before its schedule point "l2.commit.popped" (what a test parks or scribbles there has not
+ * happened), one killed at "l2.admit.tagged" passed that schedule point once; either way the next
+ * writer repairs what it left and the killed writer's entry is not there. */
+static volatile uint32_t *commit_popped_seen; /* a MAP_SHARED counter: the parent reads it */
+static void count_commit_popped(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (!strcmp(point, "l2.commit.popped"))
+		__atomic_add_fetch(commit_popped_seen, 1, __ATOMIC_SEQ_CST);
+}
+
+START_TEST(a_writer_killed_at_admit_popped_has_not_reached_the_commits_schedule_point)
+{
+	struct fx f;
+	fx_open_seg(&f, SEG);
+	commit_popped_seen = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert(commit_popped_seen != MAP_FAILED);
+	const char *points[2] = { "l2.admit.popped", "l2.admit.tagged" };
+	for (uint32_t k = 0; k < 2; k++) {
+		*commit_popped_seen = 0;
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			struct sc_arena *a;
+			struct sc_stage *st;
+			if (sc_arena_open(f.name, &a) || sc_stage_open(a, "model-A", "state-1", &st))
+				_exit(2);
+			f.a = a;
+			f.st = st;
+			sc_sched_set(count_commit_popped, NULL);
+			sc_fault_arm(points[k]);
+			put(&f, 100 + 100 * (int32_t)k, 2 * MiB, 100, 1);
+			_exit(0);
+		}
+		sc_test_wait_killed(pid);
+		ck_assert_msg(*commit_popped_seen == k, "%s: the schedule point was passed %u times", points[k],
+			      *commit_popped_seen);
+		l2_reap(f.a, 1);
+		ck_assert_int_eq(put(&f, 1000 + (int32_t)k, 2 * MiB, 100, 1), 0);
+		struct sc_lease l;
+		ck_assert_int_eq(lease(&f, 100 + 100 * (int32_t)k, &l), -ENOENT);
+	}
+	munmap((void *)commit_popped_seen, 4096);
+	fx_close(&f);
+}
+END_TEST
+
 /* A copy of a scattered entry whose record a writer empties (no pieces, no bytes, a well-formed
  * record otherwise) after the lookup validated it (the hook at "l2.get.found", between the two)
  * is refused as damaged, never answered as a copy of 0 bytes. */
@@ -1805,6 +1853,7 @@ Suite *seg_suite(void)
 	tcase_add_test(tc, restore_from_a_scattered_entry);
 	tcase_add_test(tc, a_record_emptied_under_a_copy_is_refused);
 	tcase_add_test(tc, an_admission_whose_blocks_cannot_be_tagged_is_refused_and_gives_its_index_entry_back);
+	tcase_add_test(tc, a_writer_killed_at_admit_popped_has_not_reached_the_commits_schedule_point);
 	suite_add_tcase(s, tc);
 	return s;
 }
