@@ -812,6 +812,68 @@ static struct shm_index_entry *entry_of(struct fx *f, int32_t base, size_t n)
 	return e;
 }
 
+/* A replaced entry that its chain no longer holds when it is replaced (the chain scribbled
+ * between the commit's lookup and its link: the hook at "l2.commit.popped" cuts it out of its
+ * bucket's chain) is not retired by the link: it stays LIVE, so it stays on the FIFOs too (a LIVE
+ * entry that no FIFO holds could never be evicted); the key serves the new entry, and fsck
+ * --repair retires the lost one. */
+static struct {
+	struct shm_index *ix;
+	struct shm_index_entry *victim;
+	int fired;
+} cut;
+
+static void cut_out_when_popped(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l2.commit.popped") || cut.fired)
+		return;
+	cut.fired = 1;
+	struct shm_index *ix = cut.ix;
+	uint32_t me = shm_index_idx(ix, cut.victim) + 1;
+	_Atomic uint32_t *slot = &ix->buckets[shm_index_bucket(ix, cut.victim->key_lo)];
+	while (atomic_load(slot) && atomic_load(slot) != me)
+		slot = &ix->ent[atomic_load(slot) - 1].next;
+	ck_assert_uint_eq(atomic_load(slot), me);
+	atomic_store(slot, atomic_load(&cut.victim->next));
+}
+
+START_TEST(a_replaced_entry_its_chain_lost_stays_live_and_queued)
+{
+	struct fx f;
+	fx_open_one(&f);
+	struct shm_index_entry *old = entry_of(&f, 10, 4);
+	struct sc_l2_stats s = stats(&f, NULL);
+	ck_assert_uint_eq(s.small_entries + s.main_entries, 1);
+	cut.ix = l2_ix(f.a);
+	cut.victim = old;
+	cut.fired = 0;
+	sc_sched_set(cut_out_when_popped, NULL);
+	ck_assert_int_eq(put(f.st, 10, 4, 3000, 2), 0);
+	sc_sched_set(NULL, NULL);
+	ck_assert(cut.fired);
+	ck_assert_uint_eq(atomic_load(&old->state), SHM_ENT_LIVE);
+	s = stats(&f, NULL);
+	ck_assert_uint_eq(s.small_entries + s.main_entries, 2);
+	struct shm_index_entry *now = entry_of(&f, 10, 4);
+	ck_assert_ptr_ne(now, old);
+	uint8_t want[3000], got[3000];
+	fill(want, sizeof(want), 2);
+	int32_t t[4];
+	toks(t, 4, 10);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, got, sizeof(got), NULL), 3000);
+	ck_assert(memcmp(want, got, sizeof(want)) == 0);
+	struct sc_fsck_report rep;
+	ck_assert_int_eq(sc_arena_fsck(f.a, SC_FSCK_REPAIR, NULL, NULL, &rep), 0);
+	ck_assert_uint_gt(rep.problems, 0);
+	ck_assert_int_eq(sc_arena_fsck(f.a, 0, NULL, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.problems, 0);
+	ck_assert_uint_ne(atomic_load(&old->state), SHM_ENT_LIVE);
+	ck_assert_int_eq(sc_l2_get_copy(f.st, "ns", t, 4, NULL, got, sizeof(got), NULL), 3000);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(longest_prefix)
 {
 	struct fx f;
@@ -2215,6 +2277,7 @@ Suite *l2_suite(void)
 	tcase_add_test(tc, remove_invalidate_clear_shrink);
 	tcase_add_test(tc, a_reader_entering_after_the_epochs_were_read_does_not_hold_back_the_reclaim);
 	tcase_add_test(tc, longest_prefix);
+	tcase_add_test(tc, a_replaced_entry_its_chain_lost_stays_live_and_queued);
 	tcase_add_test(tc, leases_pin_memory_and_are_bounded);
 	tcase_add_test(tc, entries_at_the_size_bounds);
 	tcase_add_test(tc, listing_and_statistics_see_live_entries_only);
