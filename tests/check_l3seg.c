@@ -1389,69 +1389,6 @@ START_TEST(a_segment_read_that_fails_fails_the_fill_with_its_error)
 }
 END_TEST
 
-/* A thread answering fanotify permission events on one file or directory: the process that
- * reaches an event waits in the kernel until the thread has run @act(ctx, n) (n: the events
- * before it) and allowed it, which puts another process's step exactly there. */
-struct fan {
-	int fd, stop[2];
-	pthread_t t;
-	void (*act)(void *, int);
-	void *ctx;
-	int acted; /* events answered */
-};
-
-static void *fan_run(void *arg)
-{
-	struct fan *f = arg;
-	char buf[4096] __attribute__((aligned(8)));
-	for (;;) {
-		struct pollfd p[2] = { { f->fd, POLLIN, 0 }, { f->stop[0], POLLIN, 0 } };
-		if (poll(p, 2, -1) < 0 || p[1].revents)
-			return NULL;
-		ssize_t n = read(f->fd, buf, sizeof(buf));
-		for (struct fanotify_event_metadata *m = (void *)buf; n > 0 && FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
-			f->act(f->ctx, f->acted++);
-			struct fanotify_response r = { .fd = m->fd, .response = FAN_ALLOW };
-			if (write(f->fd, &r, sizeof(r)) != sizeof(r))
-				abort();
-			close(m->fd);
-		}
-	}
-}
-
-/* Watch @mask (permission events) on @path: 0, or -errno (no fanotify permission events here). */
-static int fan_start(struct fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx)
-{
-	*f = (struct fan){ .act = act, .ctx = ctx };
-	f->fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_CLOEXEC | O_LARGEFILE);
-	if (f->fd < 0)
-		return -errno;
-	if (fanotify_mark(f->fd, FAN_MARK_ADD, mask, AT_FDCWD, path) < 0) {
-		int rc = -errno;
-		close(f->fd);
-		return rc;
-	}
-	ck_assert_int_eq(pipe2(f->stop, O_CLOEXEC), 0);
-	ck_assert_int_eq(pthread_create(&f->t, NULL, fan_run, f), 0);
-	return 0;
-}
-
-/* fan_start, or this case's SKIP line where there are no fanotify permission events: 1 then. */
-static int fan_start_or_skip(struct fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx)
-{
-	int rc = fan_start(f, path, mask, act, ctx);
-	if (rc)
-		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
-	return rc != 0;
-}
-
-static void fan_stop(struct fan *f)
-{
-	ck_assert_int_eq(write(f->stop[1], "s", 1), 1);
-	ck_assert_int_eq(pthread_join(f->t, NULL), 0);
-	close(f->fd), close(f->stop[0]), close(f->stop[1]);
-}
-
 static void cut_to_nothing(void *path, int nth)
 {
 	if (!nth && truncate(path, 0) < 0)
@@ -1468,15 +1405,15 @@ START_TEST(a_segment_cut_under_its_read_is_a_miss)
 	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, SC_L3_FILL_BUFFERED), 0);
 	char sp[256];
 	seg_path_of(o.a + SEG, SEG, sp, sizeof(sp));
-	struct fan f;
-	if (fan_start_or_skip(&f, sp, FAN_ACCESS_PERM, cut_to_nothing, sp)) {
+	struct sc_fan f;
+	if (sc_fan_start_or_skip(&f, sp, FAN_ACCESS_PERM, cut_to_nothing, sp)) {
 		one_seg_obj_close(&o);
 		return;
 	}
 	struct sc_l3_stats st0, st;
 	sc_l3_stats(o.l3, &st0);
 	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, SC_L3_FILL_BUFFERED), -ENOENT);
-	fan_stop(&f);
+	sc_fan_stop(&f);
 	ck_assert(f.acted);
 	ck_assert_uint_eq(file_size(sp), 0);
 	sc_l3_stats(o.l3, &st);
@@ -1508,13 +1445,13 @@ START_TEST(a_bad_segments_user_whose_manifest_opens_as_descriptor_0_is_quarantin
 	snprintf(sub, sizeof(sub), "%s", pa);
 	*strrchr(sub, '/') = 0; /* DIR/objects/XX: only a's file in it */
 	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
-	struct fan f;
-	if (fan_start_or_skip(&f, sub, FAN_OPEN_PERM | FAN_ONDIR, close_stdin, NULL)) {
+	struct sc_fan f;
+	if (sc_fan_start_or_skip(&f, sub, FAN_OPEN_PERM | FAN_ONDIR, close_stdin, NULL)) {
 		one_seg_obj_close(&o);
 		return;
 	}
 	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), -EBADMSG);
-	fan_stop(&f);
+	sc_fan_stop(&f);
 	ck_assert(f.acted);
 	ck_assert_int_eq(access(sp, F_OK), -1);
 	ck_assert_int_eq(access(pa, F_OK), -1);
@@ -1534,13 +1471,13 @@ START_TEST(verification_reads_a_segment_opened_as_descriptor_0)
 	char pa[256];
 	obj_path(&o.la, pa, sizeof(pa));
 	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
-	struct fan f;
-	if (fan_start_or_skip(&f, pa, FAN_OPEN_PERM, close_stdin, NULL)) {
+	struct sc_fan f;
+	if (sc_fan_start_or_skip(&f, pa, FAN_OPEN_PERM, close_stdin, NULL)) {
 		one_seg_obj_close(&o);
 		return;
 	}
 	ck_assert_int_eq(sc_l3_verify(o.l3, NULL, NULL), 0);
-	fan_stop(&f);
+	sc_fan_stop(&f);
 	ck_assert(f.acted);
 	ck_assert_int_eq(fcntl(0, F_GETFD), -1);
 	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), 0);
@@ -1606,15 +1543,15 @@ START_TEST(verify_of_an_object_rewritten_under_it_is_bad)
 	ck_assert_int_eq(sc_l3_verify(o.l3, NULL, NULL), 0);
 	char pa[256];
 	obj_path(&o.la, pa, sizeof(pa));
-	struct fan f;
-	if (fan_start_or_skip(&f, pa, FAN_ACCESS_PERM, rewrite_as_whole, pa)) {
+	struct sc_fan f;
+	if (sc_fan_start_or_skip(&f, pa, FAN_ACCESS_PERM, rewrite_as_whole, pa)) {
 		one_seg_obj_close(&o);
 		return;
 	}
 	struct sc_l3_stats st0, st;
 	sc_l3_stats(o.l3, &st0);
 	int rc = sc_l3_verify(o.l3, NULL, NULL);
-	fan_stop(&f);
+	sc_fan_stop(&f);
 	ck_assert_int_ge(f.acted, 2); /* the header read twice, rewritten between */
 	ck_assert_int_eq(rc, 1);
 	ck_assert_int_eq(access(pa, F_OK), -1);

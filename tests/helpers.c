@@ -6,11 +6,13 @@
 #include <sched.h>
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/fanotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -431,4 +433,55 @@ pid_t sc_test_filler(const char *name, uint64_t bytes)
 {
 	struct filler_ctx f = { name, bytes };
 	return sc_test_parked(filler_setup, &f, "reserve its bytes (a filler)");
+}
+
+
+static void *fan_run(void *arg)
+{
+	struct sc_fan *f = arg;
+	char buf[4096] __attribute__((aligned(8)));
+	for (;;) {
+		struct pollfd p[2] = { { f->fd, POLLIN, 0 }, { f->stop[0], POLLIN, 0 } };
+		if (poll(p, 2, -1) < 0 || p[1].revents)
+			return NULL;
+		ssize_t n = read(f->fd, buf, sizeof(buf));
+		for (struct fanotify_event_metadata *m = (void *)buf; n > 0 && FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
+			f->act(f->ctx, f->acted++);
+			struct fanotify_response r = { .fd = m->fd, .response = FAN_ALLOW };
+			if (write(f->fd, &r, sizeof(r)) != sizeof(r))
+				abort();
+			close(m->fd);
+		}
+	}
+}
+
+int sc_fan_start(struct sc_fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx)
+{
+	*f = (struct sc_fan){ .act = act, .ctx = ctx };
+	f->fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+	if (f->fd < 0)
+		return -errno;
+	if (fanotify_mark(f->fd, FAN_MARK_ADD, mask, AT_FDCWD, path) < 0) {
+		int rc = -errno;
+		close(f->fd);
+		return rc;
+	}
+	ck_assert_int_eq(pipe2(f->stop, O_CLOEXEC), 0);
+	ck_assert_int_eq(pthread_create(&f->t, NULL, fan_run, f), 0);
+	return 0;
+}
+
+int sc_fan_start_or_skip(struct sc_fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx)
+{
+	int rc = sc_fan_start(f, path, mask, act, ctx);
+	if (rc)
+		sc_skip("no fanotify permission events: %s", sc_strerror(rc));
+	return rc != 0;
+}
+
+void sc_fan_stop(struct sc_fan *f)
+{
+	ck_assert_int_eq(write(f->stop[1], "s", 1), 1);
+	ck_assert_int_eq(pthread_join(f->t, NULL), 0);
+	close(f->fd), close(f->stop[0]), close(f->stop[1]);
 }

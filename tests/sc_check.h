@@ -12,6 +12,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -80,6 +81,22 @@ void sc_test_flip_byte(const char *path, off_t at, uint8_t mask);
 struct sc_digest sc_test_digest_low_bits_zero(uint8_t *buf, size_t len, uint64_t mask);
 /* How many descriptors this process has open. */
 int sc_test_open_fds(void);
+/* A thread answering fanotify permission events on one file or directory: the process that
+ * reaches an event waits in the kernel until the thread has run @act(ctx, n) (n: the events
+ * before it) and allowed it, which puts another thread's or process's step exactly there. */
+struct sc_fan {
+	int fd, stop[2];
+	pthread_t t;
+	void (*act)(void *, int);
+	void *ctx;
+	int acted; /* events answered */
+};
+/* Watch @mask (permission events) on @path: 0, or -errno (no fanotify permission events here). */
+int sc_fan_start(struct sc_fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx);
+/* sc_fan_start, or this case's SKIP line where there are no fanotify permission events: 1 then. */
+int sc_fan_start_or_skip(struct sc_fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx);
+/* Stop answering (events after this are not held) and join the thread. */
+void sc_fan_stop(struct sc_fan *f);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
 int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
