@@ -8,6 +8,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sys/fanotify.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -1637,6 +1638,146 @@ static int object_fds(const struct sc_location *loc)
 	return object_fds_at(loc, &first);
 }
 
+/* A fill held in a read: a fanotify permission event on its object's file holds the event number
+ * @at (0: the first read of the file after held_watch) until held_release. Only a file opened
+ * after the watch began reports its reads, and a read made inline at submission would hold the
+ * submitting thread itself: the held read must be a payload read io-wq makes (256 KiB or more,
+ * buffered), on a file opened since the watch. While it is held, the watcher has a descriptor of
+ * the file too (the event's). */
+struct held_fill {
+	struct sc_fan fan;
+	int pipe[2], at;
+	struct sc_l3_fill_req req;
+};
+
+static void hold_at(void *ctx, int nth)
+{
+	struct held_fill *h = ctx;
+	char c;
+	if (nth == h->at && read(h->pipe[0], &c, 1) != 1)
+		abort();
+}
+
+/* Watch @loc's file, to hold its read number @at: 0, or 1 when there are no permission events
+ * here (SKIP said). */
+static int held_watch(struct held_fill *h, const struct sc_location *loc, int at)
+{
+	char path[256];
+	obj_path(loc, path, sizeof(path));
+	h->at = at;
+	ck_assert_int_eq(pipe2(h->pipe, O_CLOEXEC), 0);
+	if (sc_fan_start_or_skip(&h->fan, path, FAN_ACCESS_PERM, hold_at, h)) {
+		close(h->pipe[0]), close(h->pipe[1]);
+		return 1;
+	}
+	return 0;
+}
+
+/* Submit the fill of @loc whose read will be held. */
+static void held_submit(struct held_fill *h, struct sc_l3 *l3, const struct sc_location *loc)
+{
+	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
+	h->req = (struct sc_l3_fill_req){ .loc = loc, .dst = abuf(cap), .dst_bytes = cap };
+	struct sc_l3_fill_req *rp = &h->req;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+}
+
+/* Let the held read go, reap its fill (seed @seed's bytes expected) and stop watching. */
+static void held_release(struct held_fill *h, struct sc_l3 *l3, unsigned seed)
+{
+	struct sc_l3_fill_req *done;
+	ck_assert_int_eq(write(h->pipe[1], "g", 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+	ck_assert_ptr_eq(done, &h->req);
+	ck_assert_int_eq(h->req.result, 0);
+	uint8_t *w = malloc(h->req.loc->payload_bytes);
+	fill_bytes(w, h->req.loc->payload_bytes, seed);
+	ck_assert(memcmp(h->req.dst, w, h->req.loc->payload_bytes) == 0);
+	free(w), free(h->req.dst);
+	sc_fan_stop(&h->fan);
+	ck_assert_int_gt(h->fan.acted, h->at);
+	close(h->pipe[0]), close(h->pipe[1]);
+}
+
+enum { HELD_BYTES = 300000 }; /* a payload read io-wq makes (buffered, 256 KiB or more) */
+
+/* A reap whose time runs out while a fill's read is still held returns 0 (nothing done, no
+ * error), again and again; once the read goes on, the fill is reaped with its bytes. */
+START_TEST(a_reap_whose_time_runs_out_returns_nothing_done)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "held", 16, HELD_BYTES, 84, &loc), 0);
+	check_fill(l3, &loc, 84, 0); /* the ring made */
+	struct held_fill h;
+	if (held_watch(&h, &loc, 1)) { /* its header read (inline), then its payload read */
+		sc_l3_close(l3);
+		return;
+	}
+	held_submit(&h, l3, &loc);
+	struct sc_l3_fill_req *done;
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, 20 * 1000000ll), 0);
+	ck_assert_uint_eq(sc_l3_fill_inflight(l3), 1);
+	held_release(&h, l3, 84);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* A kept file a fill is reading (busy) is never closed to make room: at the limit (fd_cache 1) a
+ * fill that ends while the kept file's fill is held in its read is not kept (its file closed),
+ * and the held fill's kept file stays open through it and after. */
+START_TEST(a_kept_file_in_use_is_not_closed_to_make_room)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 1, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location x, y;
+	ck_assert_int_eq(put_full(l3, "busy", 17, HELD_BYTES, 85, &x), 0);
+	ck_assert_int_eq(put_full(l3, "busy", 18, 20000, 86, &y), 0);
+	check_fill(l3, &y, 86, 0); /* the ring made */
+	struct held_fill h;
+	if (held_watch(&h, &x, 2)) { /* x's header and payload reads, then its kept file's payload read */
+		sc_l3_close(l3);
+		return;
+	}
+	check_fill(l3, &x, 85, 0);
+	ck_assert_int_eq(object_fds(&x), 1); /* kept */
+	held_submit(&h, l3, &x);
+	check_fill(l3, &y, 86, 0);
+	ck_assert_int_eq(object_fds(&x), 2); /* its kept file, and the held event's own descriptor */
+	ck_assert_int_eq(object_fds(&y), 0);
+	held_release(&h, l3, 85);
+	ck_assert_int_eq(object_fds(&x), 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* An eviction through the handle closes the thread's idle kept files at once (a new generation),
+ * however recently the last sweep ran; a kept file whose fill is held in its read is left to
+ * that fill (open while it reads), and its fill returns the bytes. */
+START_TEST(an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location a, b;
+	ck_assert_int_eq(put_full(l3, "evk", 19, 20000, 87, &a), 0);
+	ck_assert_int_eq(put_full(l3, "evk", 20, HELD_BYTES, 88, &b), 0);
+	check_fill(l3, &a, 87, 0);
+	struct held_fill h;
+	if (held_watch(&h, &b, 2)) {
+		sc_l3_close(l3);
+		return;
+	}
+	check_fill(l3, &b, 88, 0);
+	ck_assert_int_eq(count_object_fds(), 2);
+	held_submit(&h, l3, &b);
+	ck_assert_int_ge(sc_l3_evict_to(l3, 0), 0);
+	/* both files removed: a's idle one closed; b's kept one open for its read, with the held
+	 * event's descriptor */
+	ck_assert_int_eq(count_removed_object_fds(), 2);
+	held_release(&h, l3, 88);
+	sc_l3_close(l3);
+	ck_assert_int_eq(count_object_fds(), 0);
+}
+END_TEST
 /* @n fills of @loc (seeded @seed) submitted together, all reaped: each exact. */
 static void fill_together(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, unsigned n)
 {
@@ -2747,6 +2888,9 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, every_corruption_of_a_file_opened_on_the_ring_is_quarantined);
 	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
 	tcase_add_test(tc, a_refused_submission_takes_the_fills_or_reports_the_error);
+	tcase_add_test(tc, a_reap_whose_time_runs_out_returns_nothing_done);
+	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
+	tcase_add_test(tc, an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
 	tcase_add_test(tc, a_header_cut_short_read_again_buffered_ends_at_the_files_end);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
