@@ -9,8 +9,10 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/fanotify.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -1724,6 +1726,118 @@ START_TEST(a_reap_whose_time_runs_out_returns_nothing_done)
 }
 END_TEST
 
+/* A thread sending SIGUSR1 to the thread that started it every millisecond until stopped; the
+ * signal's handler does nothing and has no SA_RESTART, so a wait it lands in returns EINTR. */
+struct pester {
+	pthread_t t, target;
+	atomic_int stop;
+};
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void *pester_run(void *arg)
+{
+	struct pester *p = arg;
+	while (!atomic_load(&p->stop)) {
+		pthread_kill(p->target, SIGUSR1);
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* the pace of the signals */
+	}
+	return NULL;
+}
+
+static void pester_start(struct pester *p)
+{
+	ck_assert_int_eq(sigaction(SIGUSR1, &(struct sigaction){ .sa_handler = on_usr1 }, NULL), 0);
+	p->target = pthread_self();
+	atomic_store(&p->stop, 0);
+	ck_assert_int_eq(pthread_create(&p->t, NULL, pester_run, p), 0);
+}
+
+static void pester_stop(struct pester *p)
+{
+	atomic_store(&p->stop, 1);
+	ck_assert_int_eq(pthread_join(p->t, NULL), 0);
+}
+
+/* A reap interrupted by signals while a fill's read is held waits on to its timeout and returns 0
+ * (a signal is no error: it is not reported as one); the fill is reaped once its read goes on. */
+START_TEST(a_reap_interrupted_by_signals_waits_on)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "sig", 21, HELD_BYTES, 89, &loc), 0);
+	check_fill(l3, &loc, 89, 0);
+	struct held_fill h;
+	if (held_watch(&h, &loc, 1)) {
+		sc_l3_close(l3);
+		return;
+	}
+	held_submit(&h, l3, &loc);
+	struct pester p;
+	pester_start(&p);
+	struct sc_l3_fill_req *done;
+	int rc = sc_l3_fill_reap(l3, &done, 1, 200 * 1000000ll);
+	pester_stop(&p);
+	ck_assert_int_eq(rc, 0);
+	held_release(&h, l3, 89);
+	sc_l3_close(l3);
+}
+END_TEST
+
+struct late_release {
+	struct held_fill *h;
+	atomic_int closed, seen;
+};
+
+/* 200 ms after the close began (time enough for a close that does not wait to return), note
+ * whether it has returned, then let the held read go. */
+static void *release_late(void *arg)
+{
+	struct late_release *x = arg;
+	nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+	atomic_store(&x->seen, atomic_load(&x->closed));
+	if (write(x->h->pipe[1], "g", 1) != 1)
+		abort();
+	return NULL;
+}
+
+/* A handle's close waits for a fill whose read is in flight, signals or not (its destination is
+ * the caller's memory until the read ends): the close returns only after the held read went on. */
+START_TEST(a_close_interrupted_by_signals_waits_for_the_read_in_flight)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "sig", 22, HELD_BYTES, 90, &loc), 0);
+	check_fill(l3, &loc, 90, 0);
+	struct held_fill h;
+	if (held_watch(&h, &loc, 1)) {
+		sc_l3_close(l3);
+		return;
+	}
+	held_submit(&h, l3, &loc);
+	struct late_release x = { .h = &h };
+	pthread_t t;
+	struct pester p;
+	pester_start(&p);
+	ck_assert_int_eq(pthread_create(&t, NULL, release_late, &x), 0);
+	sc_l3_close(l3);
+	atomic_store(&x.closed, 1);
+	pester_stop(&p);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(!atomic_load(&x.seen), "the close returned with a read in flight");
+	uint8_t *w = malloc(HELD_BYTES);
+	fill_bytes(w, HELD_BYTES, 90);
+	ck_assert_int_eq(h.req.result, 0);
+	ck_assert(memcmp(h.req.dst, w, HELD_BYTES) == 0);
+	free(w), free(h.req.dst);
+	sc_fan_stop(&h.fan);
+	close(h.pipe[0]), close(h.pipe[1]);
+}
+END_TEST
+
 /* A kept file a fill is reading (busy) is never closed to make room: at the limit (fd_cache 1) a
  * fill that ends while the kept file's fill is held in its read is not kept (its file closed),
  * and the held fill's kept file stays open through it and after. */
@@ -2889,6 +3003,8 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
 	tcase_add_test(tc, a_refused_submission_takes_the_fills_or_reports_the_error);
 	tcase_add_test(tc, a_reap_whose_time_runs_out_returns_nothing_done);
+	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
+	tcase_add_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
 	tcase_add_test(tc, an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
