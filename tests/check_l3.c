@@ -1726,6 +1726,69 @@ START_TEST(a_reap_whose_time_runs_out_returns_nothing_done)
 }
 END_TEST
 
+/* A reap returns at most @max fills, the rest waiting for the next reap; a lone fill of a thread
+ * whose ring is full of its batch fills (every slot taken: queue_depth 2, 4 slots) waits for one
+ * of them to end and is served, and the batch is still reaped whole after it. */
+START_TEST(reaps_take_at_most_max_and_a_lone_fill_waits_for_a_full_ring)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .queue_depth = 2 });
+	enum { N = 4 };
+	struct sc_location loc[N + 1];
+	for (unsigned i = 0; i <= N; i++)
+		ck_assert_int_eq(put_full(l3, "full", 30 + i, 20000, 210 + i, &loc[i]), 0);
+	struct sc_l3_fill_req req[N], *rp[N], *done[N];
+	for (unsigned i = 0; i < N; i++) {
+		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = abuf(20480), .dst_bytes = 20480 };
+		rp[i] = &req[i];
+	}
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, N), N);
+	ck_assert_uint_eq(l3_ring_find(l3)->depth, N); /* every slot taken */
+	check_fill(l3, &loc[N], 210 + N, 0);
+	while (l3_ring_find(l3)->inflight) /* every batch fill ended, none reaped */
+		ck_assert_int_eq(sc_l3_fill_reap(l3, done, 0, -1), 0);
+	unsigned got = 0;
+	for (int k = 0; k < N; k++) {
+		ck_assert_int_eq(sc_l3_fill_reap(l3, done, 1, 0), 1);
+		ck_assert_int_eq(done[0]->result, 0);
+		got |= 1u << (done[0] - req);
+	}
+	ck_assert_uint_eq(got, (1u << N) - 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, done, 1, 0), 0);
+	for (unsigned i = 0; i < N; i++) {
+		uint8_t *w = malloc(20000);
+		fill_bytes(w, 20000, 210 + i);
+		ck_assert(memcmp(req[i].dst, w, 20000) == 0);
+		free(w), free(req[i].dst);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* An eviction through one handle closes that handle's idle kept files at once, and only its: a
+ * kept file of another handle the same thread uses stays open (it is that handle's to judge). */
+START_TEST(an_eviction_through_one_handle_leaves_another_handles_kept_files)
+{
+	struct sc_l3 *a = open_l3(&(struct sc_l3_opts){ .fd_cache = 4 });
+	char dir2[sizeof(tmpdir) + 8];
+	snprintf(dir2, sizeof(dir2), "%s/other", tmpdir);
+	ck_assert_int_eq(mkdir(dir2, 0700), 0);
+	struct sc_l3 *b = NULL;
+	ck_assert_int_eq(sc_l3_open(dir2, &(struct sc_l3_opts){ .fd_cache = 4 }, &b), 0);
+	struct sc_location la, lb;
+	ck_assert_int_eq(put_full(a, "two", 23, 20000, 91, &la), 0);
+	ck_assert_int_eq(put_full(b, "two", 24, 20000, 92, &lb), 0);
+	check_fill(a, &la, 91, 0);
+	check_fill(b, &lb, 92, 0);
+	ck_assert_int_eq(count_object_fds(), 2);
+	ck_assert_int_ge(sc_l3_evict_to(a, 0), 0);
+	ck_assert_int_eq(count_removed_object_fds(), 0); /* a's kept file closed with its object */
+	ck_assert_int_eq(count_object_fds(), 1);         /* b's kept file open */
+	check_fill(b, &lb, 92, 0);
+	sc_l3_close(b);
+	sc_l3_close(a);
+}
+END_TEST
+
 /* A thread sending SIGUSR1 to the thread that started it every millisecond until stopped; the
  * signal's handler does nothing and has no SA_RESTART, so a wait it lands in returns EINTR. */
 struct pester {
@@ -3003,6 +3066,8 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
 	tcase_add_test(tc, a_refused_submission_takes_the_fills_or_reports_the_error);
 	tcase_add_test(tc, a_reap_whose_time_runs_out_returns_nothing_done);
+	tcase_add_test(tc, reaps_take_at_most_max_and_a_lone_fill_waits_for_a_full_ring);
+	tcase_add_test(tc, an_eviction_through_one_handle_leaves_another_handles_kept_files);
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
 	tcase_add_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
