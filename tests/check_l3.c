@@ -1789,6 +1789,29 @@ START_TEST(an_eviction_through_one_handle_leaves_another_handles_kept_files)
 }
 END_TEST
 
+/* A kept file is its object's alone: a fill of another location whose digest shares half of the
+ * kept object's (its high word; the low word another, in the same set of the table) is a miss
+ * of its own, and the kept file stays open, used by the next fill of its object. */
+START_TEST(a_kept_file_serves_only_its_own_digest)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 1 });
+	struct sc_location x, other;
+	ck_assert_int_eq(put_full(l3, "own", 25, 20000, 93, &x), 0);
+	check_fill(l3, &x, 93, 0);
+	ck_assert_int_eq(object_fds(&x), 1);
+	other = x;
+	other.digest.lo ^= 1;
+	ck_assert_int_eq(fill_rc(l3, &other), -ENOENT);
+	ck_assert_int_eq(object_fds(&x), 1);
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	check_fill(l3, &x, 93, 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A thread sending SIGUSR1 to the thread that started it every millisecond until stopped; the
  * signal's handler does nothing and has no SA_RESTART, so a wait it lands in returns EINTR. */
 struct pester {
@@ -3066,6 +3089,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
 	tcase_add_test(tc, a_refused_submission_takes_the_fills_or_reports_the_error);
 	tcase_add_test(tc, a_reap_whose_time_runs_out_returns_nothing_done);
+	tcase_add_test(tc, a_kept_file_serves_only_its_own_digest);
 	tcase_add_test(tc, reaps_take_at_most_max_and_a_lone_fill_waits_for_a_full_ring);
 	tcase_add_test(tc, an_eviction_through_one_handle_leaves_another_handles_kept_files);
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
