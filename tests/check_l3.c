@@ -1812,6 +1812,28 @@ START_TEST(a_kept_file_serves_only_its_own_digest)
 }
 END_TEST
 
+/* A fill with a deadline that ends in time is taken off its ring's list of ended fills alone (the
+ * list's last, and only, entry): a batch fill submitted after it is reaped as usual. */
+START_TEST(a_fill_with_a_deadline_leaves_the_ended_fills_whole)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location x, y;
+	ck_assert_int_eq(put_full(l3, "dl", 26, 20000, 94, &x), 0);
+	ck_assert_int_eq(put_full(l3, "dl", 27, 20000, 95, &y), 0);
+	check_fill(l3, &x, 94, 0); /* the ring made */
+	struct sc_l3_fill_req a = { .loc = &x, .dst = abuf(20480), .dst_bytes = 20480 };
+	ck_assert_int_eq(l3_fill_from_until(l3, &a, NULL, shm_now_ns() + 30 * SHM_NS_PER_SEC), 0);
+	struct sc_l3_fill_req b = { .loc = &y, .dst = abuf(20480), .dst_bytes = 20480 }, *rp = &b, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, 30 * 1000000000ll), 1);
+	ck_assert_ptr_eq(done, &b);
+	ck_assert_int_eq(b.result, 0);
+	ck_assert_uint_eq(sc_l3_fill_inflight(l3), 0);
+	free(a.dst), free(b.dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A thread sending SIGUSR1 to the thread that started it every millisecond until stopped; the
  * signal's handler does nothing and has no SA_RESTART, so a wait it lands in returns EINTR. */
 struct pester {
@@ -3089,6 +3111,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
 	tcase_add_test(tc, a_refused_submission_takes_the_fills_or_reports_the_error);
 	tcase_add_test(tc, a_reap_whose_time_runs_out_returns_nothing_done);
+	tcase_add_test(tc, a_fill_with_a_deadline_leaves_the_ended_fills_whole);
 	tcase_add_test(tc, a_kept_file_serves_only_its_own_digest);
 	tcase_add_test(tc, reaps_take_at_most_max_and_a_lone_fill_waits_for_a_full_ring);
 	tcase_add_test(tc, an_eviction_through_one_handle_leaves_another_handles_kept_files);
