@@ -630,7 +630,7 @@ static void cache_only(const char *p, size_t pages)
  * mode on does not ask about: only auto does) is still cached as much as before, no more. The same
  * on a filesystem whose O_DIRECT offset alignment is a whole header block (4 KiB sectors: set in
  * the handle, as statx would report it there). A last segment of whole alignment units needs no
- * room past the payload. */
+ * room past the payload. A fill asked to read buffered does (it fills the page cache). */
 START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 {
 	struct sc_l3_stats st0;
@@ -680,6 +680,10 @@ START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 	for (size_t i = nb; i < nb + 4096; i++)
 		ck_assert_msg(dst[i] == 0x5a, "a byte past the destination written (%zu)", i - nb);
 	ck_assert_uint_eq(cached_pages(bp), 0);
+	/* a fill asked to read buffered reads through the page cache, in mode on too */
+	ck_assert_int_eq(sc_l3_fill(l3, &lb, dst, nb, SC_L3_FILL_BUFFERED), 0);
+	ck_assert(memcmp(dst, b, nb) == 0);
+	ck_assert_uint_eq(cached_pages(bp), SEG / 4096);
 	sc_l3_close(l3);
 	free(a), free(b), free(dst);
 }
