@@ -1649,6 +1649,7 @@ static int object_fds(const struct sc_location *loc)
 struct held_fill {
 	struct sc_fan fan;
 	int pipe[2], at;
+	atomic_int holding; /* the watcher has the event and holds it */
 	struct sc_l3_fill_req req;
 };
 
@@ -1656,7 +1657,10 @@ static void hold_at(void *ctx, int nth)
 {
 	struct held_fill *h = ctx;
 	char c;
-	if (nth == h->at && read(h->pipe[0], &c, 1) != 1)
+	if (nth != h->at)
+		return;
+	atomic_store(&h->holding, 1);
+	if (read(h->pipe[0], &c, 1) != 1)
 		abort();
 }
 
@@ -1667,6 +1671,7 @@ static int held_watch(struct held_fill *h, const struct sc_location *loc, int at
 	char path[256];
 	obj_path(loc, path, sizeof(path));
 	h->at = at;
+	atomic_store(&h->holding, 0);
 	ck_assert_int_eq(pipe2(h->pipe, O_CLOEXEC), 0);
 	if (sc_fan_start_or_skip(&h->fan, path, FAN_ACCESS_PERM, hold_at, h)) {
 		close(h->pipe[0]), close(h->pipe[1]);
@@ -1675,13 +1680,16 @@ static int held_watch(struct held_fill *h, const struct sc_location *loc, int at
 	return 0;
 }
 
-/* Submit the fill of @loc whose read will be held. */
+/* Submit the fill of @loc whose read will be held, and wait (at most 10 s) until it is held. */
 static void held_submit(struct held_fill *h, struct sc_l3 *l3, const struct sc_location *loc)
 {
 	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
 	h->req = (struct sc_l3_fill_req){ .loc = loc, .dst = abuf(cap), .dst_bytes = cap };
 	struct sc_l3_fill_req *rp = &h->req;
 	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	for (int i = 0; i < 10000 && !atomic_load(&h->holding); i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	ck_assert_msg(atomic_load(&h->holding), "the fill's read was not held in 10 s");
 }
 
 /* Let the held read go, reap its fill (seed @seed's bytes expected) and stop watching. */
@@ -1968,6 +1976,45 @@ START_TEST(a_kept_file_in_use_is_not_closed_to_make_room)
 	ck_assert_int_eq(object_fds(&x), 2); /* its kept file, and the held event's own descriptor */
 	ck_assert_int_eq(object_fds(&y), 0);
 	held_release(&h, l3, 85);
+	ck_assert_int_eq(object_fds(&x), 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* A kept file serves one fill at a time: a second fill of the object while the first is held in
+ * its read of the kept file opens a file of its own (the kept file is busy), and both fills
+ * return the bytes. */
+START_TEST(a_busy_kept_file_is_not_shared_by_a_second_fill)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location x;
+	ck_assert_int_eq(put_full(l3, "share", 28, HELD_BYTES, 96, &x), 0);
+	struct held_fill h;
+	if (held_watch(&h, &x, 2)) { /* x's header and payload reads, then its kept file's payload read */
+		sc_l3_close(l3);
+		return;
+	}
+	check_fill(l3, &x, 96, 0);
+	ck_assert_int_eq(object_fds(&x), 1); /* kept */
+	held_submit(&h, l3, &x);
+	struct sc_l3_fill_req r2 = { .loc = &x, .dst = abuf(HELD_BYTES), .dst_bytes = HELD_BYTES }, *rp = &r2, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	/* the kept file, the second fill's own file (its open is on the ring: waited for, at most
+	 * 10 s), and the held event's descriptor */
+	for (int i = 0; i < 10000 && object_fds(&x) < 3; i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	ck_assert_int_eq(object_fds(&x), 3);
+	ck_assert_int_eq(write(h.pipe[1], "g", 1), 1);
+	for (int got = 0; got < 2; got++) {
+		ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, -1), 1);
+		ck_assert_int_eq(done->result, 0);
+	}
+	uint8_t *w = malloc(HELD_BYTES);
+	fill_bytes(w, HELD_BYTES, 96);
+	ck_assert(memcmp(h.req.dst, w, HELD_BYTES) == 0 && memcmp(r2.dst, w, HELD_BYTES) == 0);
+	free(w), free(h.req.dst), free(r2.dst);
+	sc_fan_stop(&h.fan);
+	close(h.pipe[0]), close(h.pipe[1]);
 	ck_assert_int_eq(object_fds(&x), 1);
 	sc_l3_close(l3);
 }
@@ -3118,6 +3165,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
 	tcase_add_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
+	tcase_add_test(tc, a_busy_kept_file_is_not_shared_by_a_second_fill);
 	tcase_add_test(tc, an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
 	tcase_add_test(tc, a_header_cut_short_read_again_buffered_ends_at_the_files_end);
