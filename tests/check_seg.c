@@ -760,6 +760,14 @@ START_TEST(every_reference_keeps_a_shared_segment_until_the_last_goes)
 }
 END_TEST
 
+/* In a forked child: @f's arena and stage opened again as the child's own (exit 2 when they
+ * cannot be). */
+static void fx_reopen_in_child(struct fx *f)
+{
+	if (sc_arena_open(f->name, &f->a) || sc_stage_open(f->a, "model-A", "state-1", &f->st))
+		_exit(2);
+}
+
 /* A shrink judges the bytes held after it reclaimed what waited: an entry whose block stays as a
  * segment holder frees less than its footprint, so the bytes used minus those pending, read
  * before that reclaim, would be too few. */
@@ -836,12 +844,7 @@ START_TEST(a_writer_killed_inside_the_table_is_recounted)
 		pid_t pid = fork();
 		ck_assert_int_ge(pid, 0);
 		if (pid == 0) {
-			struct sc_arena *a;
-			struct sc_stage *st;
-			if (sc_arena_open(f.name, &a) || sc_stage_open(a, "model-A", "state-1", &st))
-				_exit(2);
-			f.a = a;
-			f.st = st;
+			fx_reopen_in_child(&f);
 			sc_fault_arm(points[k]);
 			put(&f, 1000 + 100 * (int32_t)k, 6 * MiB, 300, 2);
 			_exit(0);
@@ -883,12 +886,7 @@ START_TEST(regression_writer_killed_inside_a_free_is_repaired)
 			pid_t pid = fork();
 			ck_assert_int_ge(pid, 0);
 			if (pid == 0) {
-				struct sc_arena *a;
-				struct sc_stage *st;
-				if (sc_arena_open(f.name, &a) || sc_stage_open(a, "model-A", "state-1", &st))
-					_exit(2);
-				f.a = a;
-				f.st = st;
+				fx_reopen_in_child(&f);
 				char spec[64];
 				snprintf(spec, sizeof(spec), "%s@%d", points[k], nth);
 				sc_fault_arm(spec);
@@ -1364,14 +1362,7 @@ START_TEST(a_fill_of_the_most_pieces_is_indexed_one_more_is_not)
 		if (!mallopt(M_MMAP_THRESHOLD, 128 << 10) || !mallopt(M_TRIM_THRESHOLD, 128 << 10))
 			_exit(7);
 		malloc_trim(0);
-		FILE *fs = fopen("/proc/self/statm", "r");
-		unsigned long pages = 0;
-		if (!fs || fscanf(fs, "%lu", &pages) != 1)
-			_exit(3);
-		fclose(fs);
-		rlim_t cap = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (256u << 10);
-		struct rlimit rl = { cap, cap };
-		if (setrlimit(RLIMIT_AS, &rl))
+		if (sc_test_limit_vm(256u << 10))
 			_exit(4);
 		void *probe = malloc(SHM_SEG_MAX_PIECES * 16);
 		if (probe)
@@ -1552,12 +1543,7 @@ START_TEST(a_writer_killed_at_admit_popped_has_not_reached_the_commits_schedule_
 		pid_t pid = fork();
 		ck_assert_int_ge(pid, 0);
 		if (pid == 0) {
-			struct sc_arena *a;
-			struct sc_stage *st;
-			if (sc_arena_open(f.name, &a) || sc_stage_open(a, "model-A", "state-1", &st))
-				_exit(2);
-			f.a = a;
-			f.st = st;
+			fx_reopen_in_child(&f);
 			sc_sched_set(count_commit_popped, NULL);
 			sc_fault_arm(points[k]);
 			put(&f, 100 + 100 * (int32_t)k, 2 * MiB, 100, 1);
@@ -1669,15 +1655,23 @@ static void run_rm(const char *dir)
 	(void)run("rm -rf %s", dir);
 }
 
+/* The command, or NULL (the SKIP said) when it is not built. */
+static const char *cli_bin(void)
+{
+	const char *bin = "build/stagecache";
+	if (!access(bin, X_OK))
+		return bin;
+	sc_skip("%s not built (run make first)", bin);
+	return NULL;
+}
+
 /* The CLI on a segmented arena: create --segment-bytes, put a prefix and its extension, get the
  * scattered one back byte for byte, stats shows the saving, restore serves it contiguous. */
 START_TEST(cli_round_trip_of_a_scattered_entry)
 {
-	const char *bin = "build/stagecache";
-	if (access(bin, X_OK)) {
-		sc_skip("%s not built (run make first)", bin);
+	const char *bin = cli_bin();
+	if (!bin)
 		return;
-	}
 	const char *name = sc_test_name("segcli");
 	char dir[] = "/tmp/sc-segcli-XXXXXX";
 	ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -1702,11 +1696,9 @@ END_TEST
  * gets it back byte for byte. */
 START_TEST(a_segmented_admission_digests_before_it_frees_its_hashing_state)
 {
-	const char *bin = "build/stagecache";
-	if (access(bin, X_OK)) {
-		sc_skip("%s not built (run make first)", bin);
+	const char *bin = cli_bin();
+	if (!bin)
 		return;
-	}
 	const char *name = sc_test_name("segpert");
 	char dir[] = "/tmp/sc-segpert-XXXXXX";
 	ck_assert_ptr_nonnull(mkdtemp(dir));

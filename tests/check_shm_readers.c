@@ -899,14 +899,7 @@ START_TEST(test_holders_out_of_memory_in_the_heap_walk)
 		struct sc_arena *b; /* the child's own handle (the parent's is refused after fork) */
 		if (sc_arena_open(name, &b) || sc_arena_holders(b, h, 4) != 2 + OWNERS)
 			_exit(2);
-		FILE *f = fopen("/proc/self/statm", "r");
-		unsigned long pages = 0;
-		if (!f || fscanf(f, "%lu", &pages) != 1)
-			_exit(3);
-		fclose(f);
-		struct rlimit rl = { (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE),
-				     (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) };
-		if (setrlimit(RLIMIT_AS, &rl))
+		if (sc_test_limit_vm(0))
 			_exit(4);
 		int rc = sc_arena_holders(b, h, 4);
 		_exit(rc == -ENOMEM ? 0 : rc < 0 ? 5 : 6);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/fanotify.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -484,4 +485,18 @@ void sc_fan_stop(struct sc_fan *f)
 	ck_assert_int_eq(write(f->stop[1], "s", 1), 1);
 	ck_assert_int_eq(pthread_join(f->t, NULL), 0);
 	close(f->fd), close(f->stop[0]), close(f->stop[1]);
+}
+
+int sc_test_limit_vm(uint64_t more)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+	int ok = f && fscanf(f, "%lu", &pages) == 1;
+	if (f)
+		fclose(f);
+	if (!ok)
+		return -1;
+	rlim_t cap = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + more;
+	struct rlimit rl = { cap, cap };
+	return setrlimit(RLIMIT_AS, &rl) ? -1 : 0;
 }

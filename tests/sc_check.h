@@ -79,6 +79,9 @@ void sc_test_flip_byte(const char *path, off_t at, uint8_t mask);
  * digest of its first @len bytes under @mask are all zero (a segment that lands in a table's slot
  * 0); fails the test after 10^6 tries. Returns that digest. */
 struct sc_digest sc_test_digest_low_bits_zero(uint8_t *buf, size_t len, uint64_t mask);
+/* In a forked child: limit the address space (RLIMIT_AS) to what it maps now plus @more bytes, so
+ * that a mapping of more fails; 0, or -1 when the limit could not be read or set. */
+int sc_test_limit_vm(uint64_t more);
 /* How many descriptors this process has open. */
 int sc_test_open_fds(void);
 /* A thread answering fanotify permission events on one file or directory: the process that

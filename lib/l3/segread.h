@@ -31,8 +31,8 @@ int l3_seg_verify(struct sc_l3 *l3, int fd, uint64_t file_bytes, uint32_t *missi
 int l3_seg_move_away(struct sc_l3 *l3, uint64_t lo, uint64_t hi);
 
 #ifdef SC_TEST_HOOKS
-/* Segments of a fill (bit k: the object's segment k) whose next O_DIRECT read completes as if the kernel
- * had refused it (-EINVAL), each once; tests set it. */
+/* Segments of a fill (bit k: the object's segment k) whose next O_DIRECT read completes as if
+ * the kernel had refused it (-EINVAL), each once; tests set it. */
 extern _Atomic uint64_t l3_test_refuse_seg_direct;
 #endif
 
