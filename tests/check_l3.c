@@ -1736,7 +1736,8 @@ END_TEST
 
 /* A reap returns at most @max fills, the rest waiting for the next reap; a lone fill of a thread
  * whose ring is full of its batch fills (every slot taken: queue_depth 2, 4 slots) waits for one
- * of them to end and is served, and the batch is still reaped whole after it. */
+ * of them to end and is served, and the batch is still reaped whole after it; a fill with a
+ * deadline (a restore's) waits for a slot the same way. */
 START_TEST(reaps_take_at_most_max_and_a_lone_fill_waits_for_a_full_ring)
 {
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .queue_depth = 2 });
@@ -1766,8 +1767,24 @@ START_TEST(reaps_take_at_most_max_and_a_lone_fill_waits_for_a_full_ring)
 		uint8_t *w = malloc(20000);
 		fill_bytes(w, 20000, 210 + i);
 		ck_assert(memcmp(req[i].dst, w, 20000) == 0);
-		free(w), free(req[i].dst);
+		free(w);
 	}
+	/* the same for a fill with a deadline (a restore's): every slot taken again, it waits for one */
+	for (unsigned i = 0; i < N; i++)
+		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = req[i].dst, .dst_bytes = 20480 };
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, N), N);
+	struct sc_l3_fill_req d = { .loc = &loc[N], .dst = abuf(20480), .dst_bytes = 20480 };
+	ck_assert_int_eq(l3_fill_from_until(l3, &d, NULL, shm_now_ns() + 30 * SHM_NS_PER_SEC), 0);
+	for (int n = 0; n < N;) {
+		int k = sc_l3_fill_reap(l3, done, N, -1);
+		ck_assert_int_gt(k, 0);
+		for (int j = 0; j < k; j++)
+			ck_assert_int_eq(done[j]->result, 0);
+		n += k;
+	}
+	for (unsigned i = 0; i < N; i++)
+		free(req[i].dst);
+	free(d.dst);
 	sc_l3_close(l3);
 }
 END_TEST
