@@ -1656,6 +1656,43 @@ START_TEST(things_planted_under_a_segment_name_are_never_read)
 }
 END_TEST
 
+/* A directory planted under a segment's name whose size is the segment's length (a last segment
+ * as long as an empty directory here) is no segment file: the fill is a miss (-ENOENT), not a
+ * read of a directory, and nothing is quarantined. */
+START_TEST(a_directory_as_long_as_its_segment_is_a_miss)
+{
+	char probe[300];
+	snprintf(probe, sizeof(probe), "%s/probe", tmpdir);
+	ck_assert_int_eq(mkdir(probe, 0700), 0);
+	struct stat sb;
+	ck_assert_int_eq(stat(probe, &sb), 0);
+	ck_assert_int_eq(rmdir(probe), 0);
+	if (sb.st_size <= 0 || sb.st_size >= SEG) {
+		sc_skip("an empty directory here is %lld bytes: no segment as long", (long long)sb.st_size);
+		return;
+	}
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(2, 0, 63, (size_t)sb.st_size, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 12, a, n, &la), 0);
+	char sp[256];
+	seg_path_of(a + 2 * SEG, (size_t)sb.st_size, sp, sizeof(sp));
+	ck_assert_int_eq(unlink(sp), 0);
+	ck_assert_int_eq(mkdir(sp, 0700), 0);
+	struct stat db;
+	ck_assert_int_eq(stat(sp, &db), 0);
+	ck_assert_int_eq(db.st_size, sb.st_size);
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, SC_L3_FILL_BUFFERED), -ENOENT);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 /* A put that finds a FIFO or a directory planted under one of its segments' names moves it away
  * and writes the segment: the store counts the segment files it wrote, and nothing for the
  * planted things it moved (they were never counted). */
@@ -2180,6 +2217,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, segmented_fills_close_every_segment_file_descriptor_0_too);
 	tcase_add_test(tc, a_segment_read_that_fails_fails_the_fill_with_its_error);
 	tcase_add_test(tc, things_planted_under_a_segment_name_are_never_read);
+	tcase_add_test(tc, a_directory_as_long_as_its_segment_is_a_miss);
 	tcase_add_test(tc, a_put_over_things_planted_under_its_segment_names_counts_its_own_files);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, a_manifest_longer_than_the_first_read_is_read_after_it);
