@@ -1645,7 +1645,8 @@ static int object_fds(const struct sc_location *loc)
  * after the watch began reports its reads, and a read made inline at submission would hold the
  * submitting thread itself: the held read must be a payload read io-wq makes (256 KiB or more,
  * buffered), on a file opened since the watch. While it is held, the watcher has a descriptor of
- * the file too (the event's). */
+ * the file too (the event's); before, the descriptors of the events it answered may still be open
+ * for a moment, so a count of the watched file's descriptors is exact only while one is held. */
 struct held_fill {
 	struct sc_fan fan;
 	int pipe[2], at;
@@ -1987,8 +1988,8 @@ START_TEST(a_kept_file_in_use_is_not_closed_to_make_room)
 		return;
 	}
 	check_fill(l3, &x, 85, 0);
-	ck_assert_int_eq(object_fds(&x), 1); /* kept */
 	held_submit(&h, l3, &x);
+	ck_assert_int_eq(object_fds(&x), 2); /* kept, and the held event's descriptor */
 	check_fill(l3, &y, 86, 0);
 	ck_assert_int_eq(object_fds(&x), 2); /* its kept file, and the held event's own descriptor */
 	ck_assert_int_eq(object_fds(&y), 0);
@@ -2012,8 +2013,8 @@ START_TEST(a_busy_kept_file_is_not_shared_by_a_second_fill)
 		return;
 	}
 	check_fill(l3, &x, 96, 0);
-	ck_assert_int_eq(object_fds(&x), 1); /* kept */
 	held_submit(&h, l3, &x);
+	ck_assert_int_eq(object_fds(&x), 2); /* kept, and the held event's descriptor */
 	struct sc_l3_fill_req r2 = { .loc = &x, .dst = abuf(HELD_BYTES), .dst_bytes = HELD_BYTES }, *rp = &r2, *done;
 	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
 	/* the kept file, the second fill's own file (its open is on the ring: waited for, at most
@@ -2037,6 +2038,42 @@ START_TEST(a_busy_kept_file_is_not_shared_by_a_second_fill)
 }
 END_TEST
 
+/* In a full set of kept files (fd_cache 12: three sets of 8), keeping one more replaces the least
+ * recently used idle file of the set, never a busy one: with the set's least recently used held
+ * in its fill's read, the next least recently used goes, and the held one stays open. */
+START_TEST(a_full_sets_busy_file_is_not_replaced)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 12, .o_direct = SC_L3_ODIRECT_OFF });
+	enum { N = 9 }; /* X (held), o1..o7, then z */
+	struct sc_location o[N], loc;
+	unsigned seed[N], n = 0;
+	for (unsigned i = 0; n < N; i++) {
+		ck_assert_uint_lt(i, 300);
+		size_t bytes = n ? 20000 : HELD_BYTES;
+		ck_assert_int_eq(put_full(l3, "busyset", 1400 + i, bytes, 400 + i, &loc), 0);
+		if (loc.digest.lo % 3 == 0)
+			o[n] = loc, seed[n++] = 400 + i;
+	}
+	struct held_fill h;
+	if (held_watch(&h, &o[0], 2)) { /* X's header and payload reads, then its kept file's payload read */
+		sc_l3_close(l3);
+		return;
+	}
+	for (unsigned i = 0; i < 8; i++)
+		check_fill(l3, &o[i], seed[i], 0); /* the set is full, X its least recently used */
+	ck_assert_uint_eq(l3_ring_find(l3)->kept_sets, 3);
+	for (unsigned i = 1; i < 8; i++)
+		ck_assert_int_eq(object_fds(&o[i]), 1);
+	held_submit(&h, l3, &o[0]);
+	check_fill(l3, &o[8], seed[8], 0);
+	ck_assert_int_eq(object_fds(&o[0]), 2); /* its kept file, and the held event's descriptor */
+	ck_assert_int_eq(object_fds(&o[1]), 0); /* the least recently used idle one went */
+	ck_assert_int_eq(object_fds(&o[8]), 1);
+	held_release(&h, l3, seed[0]);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* An eviction through the handle closes the thread's idle kept files at once (a new generation),
  * however recently the last sweep ran; a kept file whose fill is held in its read is left to
  * that fill (open while it reads), and its fill returns the bytes. */
@@ -2053,8 +2090,8 @@ START_TEST(an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_th
 		return;
 	}
 	check_fill(l3, &b, 88, 0);
-	ck_assert_int_eq(count_object_fds(), 2);
 	held_submit(&h, l3, &b);
+	ck_assert_int_eq(count_object_fds(), 3); /* a's and b's kept files, the held event's descriptor */
 	ck_assert_int_ge(sc_l3_evict_to(l3, 0), 0);
 	/* both files removed: a's idle one closed; b's kept one open for its read, with the held
 	 * event's descriptor */
@@ -3183,6 +3220,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
 	tcase_add_test(tc, a_busy_kept_file_is_not_shared_by_a_second_fill);
+	tcase_add_test(tc, a_full_sets_busy_file_is_not_replaced);
 	tcase_add_test(tc, an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
 	tcase_add_test(tc, a_header_cut_short_read_again_buffered_ends_at_the_files_end);
