@@ -2040,7 +2040,8 @@ END_TEST
 
 /* In a full set of kept files (fd_cache 12: three sets of 8), keeping one more replaces the least
  * recently used idle file of the set, never a busy one: with the set's least recently used held
- * in its fill's read, the next least recently used goes, and the held one stays open. */
+ * in its fill's read (the others used since it was taken), the next least recently used goes,
+ * and the held one stays open. */
 START_TEST(a_full_sets_busy_file_is_not_replaced)
 {
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 12, .o_direct = SC_L3_ODIRECT_OFF });
@@ -2065,6 +2066,8 @@ START_TEST(a_full_sets_busy_file_is_not_replaced)
 	for (unsigned i = 1; i < 8; i++)
 		ck_assert_int_eq(object_fds(&o[i]), 1);
 	held_submit(&h, l3, &o[0]);
+	for (unsigned i = 1; i < 8; i++)
+		check_fill(l3, &o[i], seed[i], 0); /* X, taken by the held fill, is the least recently used again */
 	check_fill(l3, &o[8], seed[8], 0);
 	ck_assert_int_eq(object_fds(&o[0]), 2); /* its kept file, and the held event's descriptor */
 	ck_assert_int_eq(object_fds(&o[1]), 0); /* the least recently used idle one went */
