@@ -1689,7 +1689,7 @@ static void held_submit(struct held_fill *h, struct sc_l3 *l3, const struct sc_l
 	struct sc_l3_fill_req *rp = &h->req;
 	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
 	for (int i = 0; i < 10000 && !atomic_load(&h->holding); i++)
-		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		sc_test_pause_ms(1);
 	ck_assert_msg(atomic_load(&h->holding), "the fill's read was not held in 10 s");
 }
 
@@ -1867,9 +1867,12 @@ struct pester {
 	atomic_int stop;
 };
 
+static atomic_int usr1_handled; /* signals the handler has run for */
+
 static void on_usr1(int sig)
 {
 	(void)sig;
+	atomic_fetch_add(&usr1_handled, 1);
 }
 
 static void *pester_run(void *arg)
@@ -1877,7 +1880,7 @@ static void *pester_run(void *arg)
 	struct pester *p = arg;
 	while (!atomic_load(&p->stop)) {
 		pthread_kill(p->target, SIGUSR1);
-		nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* the pace of the signals */
+		sc_test_pause_ms(1); /* the pace of the signals */
 	}
 	return NULL;
 }
@@ -1923,15 +1926,19 @@ END_TEST
 
 struct late_release {
 	struct held_fill *h;
-	atomic_int closed, seen;
+	atomic_int closing, closed, seen;
 };
 
-/* 200 ms after the close began (time enough for a close that does not wait to return), note
- * whether it has returned, then let the held read go. */
+/* Once the close has begun and 50 more signals have interrupted the closing thread (at most
+ * 10 s), note whether the close has returned, then let the held read go. */
 static void *release_late(void *arg)
 {
 	struct late_release *x = arg;
-	nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+	for (int i = 0; i < 10000 && !atomic_load(&x->closing); i++)
+		sc_test_pause_ms(1);
+	int from = atomic_load(&usr1_handled);
+	for (int i = 0; i < 10000 && atomic_load(&usr1_handled) < from + 50; i++)
+		sc_test_pause_ms(1);
 	atomic_store(&x->seen, atomic_load(&x->closed));
 	if (write(x->h->pipe[1], "g", 1) != 1)
 		abort();
@@ -1957,6 +1964,7 @@ START_TEST(a_close_interrupted_by_signals_waits_for_the_read_in_flight)
 	struct pester p;
 	pester_start(&p);
 	ck_assert_int_eq(pthread_create(&t, NULL, release_late, &x), 0);
+	atomic_store(&x.closing, 1);
 	sc_l3_close(l3);
 	atomic_store(&x.closed, 1);
 	pester_stop(&p);
@@ -2020,7 +2028,7 @@ START_TEST(a_busy_kept_file_is_not_shared_by_a_second_fill)
 	/* the kept file, the second fill's own file (its open is on the ring: waited for, at most
 	 * 10 s), and the held event's descriptor */
 	for (int i = 0; i < 10000 && object_fds(&x) < 3; i++)
-		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		sc_test_pause_ms(1);
 	ck_assert_int_eq(object_fds(&x), 3);
 	ck_assert_int_eq(write(h.pipe[1], "g", 1), 1);
 	for (int got = 0; got < 2; got++) {
