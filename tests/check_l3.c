@@ -1980,6 +1980,46 @@ START_TEST(a_close_interrupted_by_signals_waits_for_the_read_in_flight)
 }
 END_TEST
 
+/* A close whose wait for the reads in flight fails (io_uring_enter refused, here with EPERM by a
+ * seccomp filter in a child) still closes the descriptors of the fills left on the thread's own
+ * ring: the object file a held fill opened as descriptor 0 is closed with the handle. */
+START_TEST(a_close_whose_wait_fails_closes_the_files_of_its_fills)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "drain", 23, HELD_BYTES, 93, &loc), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		check_fill(l3, &loc, 93, 0); /* the child's own ring */
+		struct held_fill h;
+		if (held_watch(&h, &loc, 1))
+			_exit(77);
+		if (close(0))
+			_exit(8);
+		held_submit(&h, l3, &loc);
+		int zero = object_fd(&loc) == 0, refused = refuse_io_uring_enter(EPERM) == 0;
+		if (refused)
+			sc_l3_close(l3);
+		errno = 0;
+		int closed = fcntl(0, F_GETFD) == -1 && errno == EBADF;
+		if (write(h.pipe[1], "g", 1) != 1)
+			_exit(8);
+		sc_fan_stop(&h.fan);
+		_exit(!refused ? 77 : (zero ? 0 : 1) | (closed ? 0 : 2));
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st), "the child ended by signal %d", WTERMSIG(st));
+	if (WEXITSTATUS(st) == 77)
+		sc_skip("no fanotify permission events or no seccomp filter: a failed close's wait is not tried");
+	else
+		ck_assert_msg(WEXITSTATUS(st) == 0, "status %d: the fill's file not descriptor 0 (bit 1), "
+			      "left open after the close (bit 2)", WEXITSTATUS(st));
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A kept file a fill is reading (busy) is never closed to make room: at the limit (fd_cache 1) a
  * fill that ends while the kept file's fill is held in its read is not kept (its file closed),
  * and the held fill's kept file stays open through it and after. */
@@ -3228,6 +3268,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, an_eviction_through_one_handle_leaves_another_handles_kept_files);
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
 	tcase_add_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight);
+	tcase_add_test(tc, a_close_whose_wait_fails_closes_the_files_of_its_fills);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
 	tcase_add_test(tc, a_busy_kept_file_is_not_shared_by_a_second_fill);
 	tcase_add_test(tc, a_full_sets_busy_file_is_not_replaced);
