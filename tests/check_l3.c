@@ -2020,6 +2020,65 @@ START_TEST(a_close_whose_wait_fails_closes_the_files_of_its_fills)
 }
 END_TEST
 
+/* A thread that submits a held fill on its own ring, then stays (a thread's exit waits for its
+ * reads in flight) until told to go. */
+struct held_in_thread {
+	struct held_fill *h;
+	struct sc_l3 *l3;
+	const struct sc_location *loc;
+	atomic_int submitted, go;
+};
+
+static void *held_submit_run(void *arg)
+{
+	struct held_in_thread *x = arg;
+	check_fill(x->l3, x->loc, 94, 0); /* this thread's ring */
+	held_submit(x->h, x->l3, x->loc);
+	atomic_store(&x->submitted, 1);
+	while (!atomic_load(&x->go))
+		sc_test_pause_ms(1);
+	return NULL;
+}
+
+/* A handle closed by one thread while another thread's fill is in flight on that thread's own
+ * ring leaves the fill its file (the read may still use it): the object file stays open through
+ * the close; once the held read goes on, its bytes land in the caller's buffer. */
+START_TEST(a_close_leaves_another_threads_fill_its_file)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "other", 24, HELD_BYTES, 94, &loc), 0);
+	struct held_fill h;
+	if (held_watch(&h, &loc, 3)) { /* after the thread's first fill: its header, its payload */
+		sc_l3_close(l3);
+		return;
+	}
+	struct held_in_thread x = { &h, l3, &loc, 0, 0 };
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, held_submit_run, &x), 0);
+	for (int i = 0; i < 20000 && !atomic_load(&x.submitted); i++)
+		sc_test_pause_ms(1);
+	ck_assert_msg(atomic_load(&x.submitted), "the thread's fill was not submitted and held in 20 s");
+	ck_assert_int_eq(object_fds(&loc), 2); /* the fill's, and the held event's */
+	sc_l3_close(l3);
+	ck_assert_int_eq(object_fds(&loc), 2);
+	ck_assert_int_eq(write(h.pipe[1], "g", 1), 1);
+	atomic_store(&x.go, 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	uint8_t *w = malloc(HELD_BYTES);
+	fill_bytes(w, HELD_BYTES, 94);
+	for (int i = 0; i < 10000 && memcmp(h.req.dst, w, HELD_BYTES); i++)
+		sc_test_pause_ms(1); /* the read goes on: nothing can reap it now */
+	ck_assert_msg(memcmp(h.req.dst, w, HELD_BYTES) == 0, "the held read did not land in 10 s");
+	free(w), free(h.req.dst);
+	sc_fan_stop(&h.fan);
+	close(h.pipe[0]), close(h.pipe[1]);
+	int fd;
+	while (object_fds_at(&loc, &fd))
+		ck_assert_int_eq(close(fd), 0); /* the file the closed handle left to the thread's fill */
+}
+END_TEST
+
 /* A kept file a fill is reading (busy) is never closed to make room: at the limit (fd_cache 1) a
  * fill that ends while the kept file's fill is held in its read is not kept (its file closed),
  * and the held fill's kept file stays open through it and after. */
@@ -3269,6 +3328,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
 	tcase_add_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight);
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_the_files_of_its_fills);
+	tcase_add_test(tc, a_close_leaves_another_threads_fill_its_file);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
 	tcase_add_test(tc, a_busy_kept_file_is_not_shared_by_a_second_fill);
 	tcase_add_test(tc, a_full_sets_busy_file_is_not_replaced);
