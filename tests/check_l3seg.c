@@ -1608,6 +1608,40 @@ START_TEST(missing_or_cut_segment_is_a_miss)
 }
 END_TEST
 
+/* Does any of @dst's first @nseg segment places hold its segment's bytes (from @want)? (A fill's
+ * first read, of the object's header block, lands in the destination's start too; it holds no
+ * segment's bytes.) */
+static int a_segment_landed(const uint8_t *dst, const uint8_t *want, uint32_t nseg)
+{
+	for (uint32_t i = 0; i < nseg; i++)
+		if (!memcmp(dst + (size_t)i * SEG, want + (size_t)i * SEG, SEG))
+			return 1;
+	return 0;
+}
+
+/* A segmented fill reads no segment before every open of its window ended: with the third of
+ * four segments missing, the fill is a miss and no segment was read into its destination. */
+START_TEST(a_segmented_fill_reads_nothing_before_its_opens_ended)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	struct two t;
+	put_two(l3, &t, 4, 0);
+	char sa[256];
+	seg_path_of(t.a + 2 * SEG, SEG, sa, sizeof(sa));
+	ck_assert_int_eq(unlink(sa), 0);
+	size_t cap = (t.la.payload_bytes + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap);
+	for (uint32_t flags = 0; flags <= SC_L3_FILL_BUFFERED; flags += SC_L3_FILL_BUFFERED) {
+		memset(dst, 0x3c, cap);
+		ck_assert_int_eq(sc_l3_fill(l3, &t.la, dst, cap, flags), -ENOENT);
+		ck_assert_msg(!a_segment_landed(dst, t.a, 4), "a segment was read for a miss (flags %u)", flags);
+	}
+	free(dst);
+	sc_l3_close(l3);
+	two_free(&t);
+}
+END_TEST
+
 /*
  * What a member may plant under a segment's name (the segment files are opened side by side on the
  * fill ring): a FIFO is never waited on, a link never followed (even to a good copy of the
@@ -2209,6 +2243,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
+	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
 	tcase_add_test(tc, verify_of_an_object_rewritten_under_it_is_bad);
 	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
