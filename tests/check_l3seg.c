@@ -1038,6 +1038,54 @@ START_TEST(an_abandoned_segmented_fill_ends_after_its_reads)
 }
 END_TEST
 
+/* A direct segment read the kernel refuses (-EINVAL) after its fill was abandoned is not read
+ * again buffered (its destination is no longer the fill's): the fill ends with the refusal. The
+ * abandonment comes after 0, 1, 2 ... steps (a step: a completion is there, a reap takes what is),
+ * so one comes while the reads are in flight, their completions not yet taken. */
+START_TEST(a_refused_direct_read_of_an_abandoned_fill_is_not_read_again)
+{
+	struct sc_l3_stats st0, st;
+	struct sc_l3 *l3 = open_seg_direct(&st0);
+	if (!l3)
+		return;
+	size_t n;
+	uint8_t *a = payload(4, 0, 53, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	struct l3_ring *r = l3_ring_find(l3);
+	size_t cap = (n + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap);
+	int refused = 0;
+	for (int k = 0; k < 12 && !refused; k++) {
+		atomic_store(&l3_test_refuse_seg_direct, 0xf); /* each segment's direct read, once */
+		struct sc_l3_fill_req req = { .loc = &la, .dst = dst, .dst_bytes = cap }, *rp = &req, *done;
+		ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+		int ended = 0;
+		for (int i = 0; i < k && !ended; i++) {
+			struct io_uring_cqe *cqe;
+			ck_assert_int_eq(io_uring_wait_cqe(&r->ring, &cqe), 0); /* not taken: the reap does */
+			ended = sc_l3_fill_reap(l3, &done, 1, 0) == 1;
+		}
+		if (ended)
+			break; /* the fill ended within those steps: later ones would too */
+		int heard[2] = { 0, 0 };
+		l3_fill_abandon(l3, &req, note_result, heard);
+		while (!heard[0])
+			ck_assert_int_ge(sc_l3_fill_reap(l3, &done, 1, 1000000), 0);
+		ck_assert_msg(heard[1] == -EINVAL || heard[1] == -ECANCELED || heard[1] == 0, "step %d: %d", k, heard[1]);
+		refused = heard[1] == -EINVAL;
+	}
+	atomic_store(&l3_test_refuse_seg_direct, 0);
+	ck_assert_msg(refused, "no abandoned fill ended with its refused read");
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	free(a), free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
 static int note_missing(const struct sc_l3_object_info *in, void *ctx)
 {
 	uint32_t *m = ctx;
@@ -2237,6 +2285,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, manifest_segment_lengths_at_their_bounds);
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, direct_segment_reads_refused_are_read_again_buffered);
+	tcase_add_test(tc, a_refused_direct_read_of_an_abandoned_fill_is_not_read_again);
 	tcase_add_test(tc, direct_segment_reads_leave_the_page_cache_as_it_was);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
