@@ -1474,6 +1474,43 @@ START_TEST(a_segment_cut_under_its_read_is_a_miss)
 }
 END_TEST
 
+/* Once a segmented fill has its error, the completions of its other reads change nothing: with
+ * the first segment cut to nothing under its direct read (a miss) and the second's direct read
+ * refused after it (l3_test_refuse_seg_direct), the refused read is not read again and the fill
+ * is the miss; nothing is quarantined. */
+START_TEST(a_segmented_fills_error_stays_through_its_other_reads)
+{
+	struct sc_l3_stats st0, st;
+	struct sc_l3 *l3 = open_seg_direct(&st0);
+	if (!l3)
+		return;
+	size_t n;
+	uint8_t *a = payload(4, 0, 54, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	char sp[256];
+	seg_path_of(a, SEG, sp, sizeof(sp));
+	struct sc_fan f;
+	if (sc_fan_start_or_skip(&f, sp, FAN_ACCESS_PERM, cut_to_nothing, sp)) {
+		free(a);
+		sc_l3_close(l3);
+		return;
+	}
+	atomic_store(&l3_test_refuse_seg_direct, 1ull << 1);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -ENOENT);
+	sc_fan_stop(&f);
+	ck_assert(f.acted);
+	ck_assert_uint_eq(file_size(sp), 0);
+	ck_assert_msg(atomic_exchange(&l3_test_refuse_seg_direct, 0) == 1ull << 1,
+		      "the second segment's read was looked at after the fill had its error");
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	free(a);
+	sc_l3_close(l3);
+}
+END_TEST
+
 static void close_stdin(void *unused, int nth)
 {
 	(void)unused;
@@ -2294,6 +2331,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
+	tcase_add_test(tc, a_segmented_fills_error_stays_through_its_other_reads);
 	tcase_add_test(tc, verify_of_an_object_rewritten_under_it_is_bad);
 	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
 	tcase_add_test(tc, verification_reads_a_segment_opened_as_descriptor_0);
