@@ -688,6 +688,39 @@ START_TEST(an_object_file_opened_as_descriptor_0_is_filled_kept_and_closed)
 }
 END_TEST
 
+/* A forked child's close of the handle closes its copies of the kept files, descriptor 0 too; the
+ * parent's kept file stays open and kept. */
+START_TEST(a_forked_childs_close_closes_its_copy_of_a_kept_file_as_descriptor_0)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4 });
+	struct sc_location a, b;
+	ck_assert_int_eq(put_full(l3, "zfork", 16, 20000, 62, &a), 0);
+	ck_assert_int_eq(put_full(l3, "zfork", 17, 20000, 63, &b), 0);
+	check_fill(l3, &a, 62, 0); /* the thread's ring exists: its descriptors are taken */
+	ck_assert_int_eq(close(0), 0);
+	check_fill(l3, &b, 63, 0);
+	ck_assert_int_eq(object_fd(&b), 0); /* b's file, kept as 0 */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int had = fcntl(0, F_GETFD) >= 0;
+		sc_l3_close(l3);
+		errno = 0;
+		_exit(had && fcntl(0, F_GETFD) == -1 && errno == EBADF ? 0 : 1);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's copy of descriptor 0 stayed open (status %d)", st);
+	ck_assert_int_eq(object_fd(&b), 0);
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	check_fill(l3, &b, 63, 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(kept_files_reused_and_never_stale)
 {
 	struct sc_l3_opts o = { .fd_cache = SC_L3_FD_CACHE_MAX + 1 };
@@ -3307,6 +3340,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, locate_longest_first);
 	tcase_add_test(tc, kept_files_reused_and_never_stale);
 	tcase_add_test(tc, an_object_file_opened_as_descriptor_0_is_filled_kept_and_closed);
+	tcase_add_test(tc, a_forked_childs_close_closes_its_copy_of_a_kept_file_as_descriptor_0);
 	tcase_add_test(tc, kept_files_by_default_small_under_a_budget_and_let_go_when_removed);
 	tcase_add_test(tc, prefix_check_ignores_what_the_stack_held);
 	tcase_add_test(tc, closing_a_handle_releases_its_ring_and_files);
