@@ -102,6 +102,16 @@ static void check_fill(struct sc_l3 *l3, const struct sc_location *loc, unsigned
 	free(want);
 }
 
+/* check_fill, served from a kept file (sc_l3_stats.fills_kept grows by one). */
+static void check_fill_kept(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed)
+{
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	check_fill(l3, loc, seed, 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+}
+
 static void setup(void)
 {
 	init_tokens();
@@ -662,25 +672,29 @@ static int object_fd(const struct sc_location *loc)
 	return first;
 }
 
+/* Close this process's descriptor 0 (a daemon's standard input often is) after a first fill made
+ * the thread's ring (its descriptors taken), then fill an object (seed @seed + 1, put under
+ * @ns, at *@b) whose file is opened, and kept, as descriptor 0. */
+static void keep_as_descriptor_0(struct sc_l3 *l3, const char *ns, unsigned seed, struct sc_location *b)
+{
+	struct sc_location a;
+	ck_assert_int_eq(put_full(l3, ns, 16, 20000, seed, &a), 0);
+	ck_assert_int_eq(put_full(l3, ns, 17, 20000, seed + 1, b), 0);
+	check_fill(l3, &a, seed, 0);
+	ck_assert_int_eq(close(0), 0);
+	check_fill(l3, b, seed + 1, 0);
+	ck_assert_int_eq(object_fd(b), 0);
+}
+
 /* A process whose standard input is closed (a daemon's often is) gets descriptor 0 from its next
  * open: an object file opened as 0 is filled from, kept, filled from again, and closed with the
  * handle like any other. */
 START_TEST(an_object_file_opened_as_descriptor_0_is_filled_kept_and_closed)
 {
-	struct sc_l3_opts o = { .fd_cache = 4 };
-	struct sc_l3 *l3 = open_l3(&o);
-	struct sc_location a, b;
-	ck_assert_int_eq(put_full(l3, "zero", 16, 20000, 60, &a), 0);
-	ck_assert_int_eq(put_full(l3, "zero", 17, 20000, 61, &b), 0);
-	check_fill(l3, &a, 60, 0); /* the thread's ring exists: its descriptors are taken */
-	ck_assert_int_eq(close(0), 0);
-	check_fill(l3, &b, 61, 0);
-	ck_assert_int_eq(object_fd(&b), 0); /* b's file, kept as 0 */
-	struct sc_l3_stats s0, s1;
-	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
-	check_fill(l3, &b, 61, 0);
-	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
-	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4 });
+	struct sc_location b;
+	keep_as_descriptor_0(l3, "zero", 60, &b);
+	check_fill_kept(l3, &b, 61);
 	sc_l3_close(l3);
 	errno = 0;
 	ck_assert_int_eq(fcntl(0, F_GETFD), -1); /* closed with the handle */
@@ -693,13 +707,8 @@ END_TEST
 START_TEST(a_forked_childs_close_closes_its_copy_of_a_kept_file_as_descriptor_0)
 {
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4 });
-	struct sc_location a, b;
-	ck_assert_int_eq(put_full(l3, "zfork", 16, 20000, 62, &a), 0);
-	ck_assert_int_eq(put_full(l3, "zfork", 17, 20000, 63, &b), 0);
-	check_fill(l3, &a, 62, 0); /* the thread's ring exists: its descriptors are taken */
-	ck_assert_int_eq(close(0), 0);
-	check_fill(l3, &b, 63, 0);
-	ck_assert_int_eq(object_fd(&b), 0); /* b's file, kept as 0 */
+	struct sc_location b;
+	keep_as_descriptor_0(l3, "zfork", 62, &b);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
@@ -712,11 +721,7 @@ START_TEST(a_forked_childs_close_closes_its_copy_of_a_kept_file_as_descriptor_0)
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's copy of descriptor 0 stayed open (status %d)", st);
 	ck_assert_int_eq(object_fd(&b), 0);
-	struct sc_l3_stats s0, s1;
-	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
-	check_fill(l3, &b, 63, 0);
-	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
-	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+	check_fill_kept(l3, &b, 63);
 	sc_l3_close(l3);
 }
 END_TEST
@@ -1868,11 +1873,7 @@ START_TEST(a_kept_file_serves_only_its_own_digest)
 	other.digest.lo ^= 1;
 	ck_assert_int_eq(fill_rc(l3, &other), -ENOENT);
 	ck_assert_int_eq(object_fds(&x), 1);
-	struct sc_l3_stats s0, s1;
-	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
-	check_fill(l3, &x, 93, 0);
-	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
-	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+	check_fill_kept(l3, &x, 93);
 	sc_l3_close(l3);
 }
 END_TEST
@@ -2299,11 +2300,7 @@ START_TEST(one_kept_file_per_object_descriptor_0_included)
 	check_fill(l3, &d, 212, 0); /* kept beside it */
 	ck_assert_int_eq(object_fd(&b), 0);
 	ck_assert_int_ge(object_fd(&d), 1);
-	struct sc_l3_stats s0, s1;
-	sc_l3_stats(l3, &s0);
-	check_fill(l3, &b, 211, 0);
-	sc_l3_stats(l3, &s1);
-	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept + 1);
+	check_fill_kept(l3, &b, 211);
 	ck_assert_int_ge(sc_l3_evict_to(l3, 0), 2); /* the sweep closes both at once */
 	errno = 0;
 	ck_assert_msg(fcntl(0, F_GETFD) == -1 && errno == EBADF, "the kept file of a removed object (descriptor 0) still open");

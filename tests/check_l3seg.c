@@ -511,6 +511,20 @@ static struct sc_l3 *open_seg_direct(struct sc_l3_stats *st0)
 	return no_direct_here(l3, st0) ? NULL : l3;
 }
 
+/* open_seg_direct with an object of four whole segments from @seed put as "a" (*@a, *@n bytes,
+ * at *@la) and filled once (the ring made): NULL (the SKIP said) where there is no O_DIRECT. */
+static struct sc_l3 *open_four_direct(unsigned seed, struct sc_l3_stats *st0, uint8_t **a, size_t *n,
+				      struct sc_location *la)
+{
+	struct sc_l3 *l3 = open_seg_direct(st0);
+	if (!l3)
+		return NULL;
+	*a = payload(4, 0, seed, 0, n);
+	ck_assert_int_eq(put_buf(l3, "a", 10, *a, *n, la), 0);
+	ck_assert_int_eq(fill_cmp(l3, la, *a, 0), 0);
+	return l3;
+}
+
 /* Segment reads O_DIRECT (mode on): two windows of segments and a short last one, verified as
  * they land; a destination that cannot take a direct read (unaligned, or no room for the rounded
  * last read) is read buffered, same bytes; a flipped byte in either window is caught by the
@@ -1045,14 +1059,12 @@ END_TEST
 START_TEST(a_refused_direct_read_of_an_abandoned_fill_is_not_read_again)
 {
 	struct sc_l3_stats st0, st;
-	struct sc_l3 *l3 = open_seg_direct(&st0);
+	size_t n;
+	uint8_t *a;
+	struct sc_location la;
+	struct sc_l3 *l3 = open_four_direct(53, &st0, &a, &n, &la);
 	if (!l3)
 		return;
-	size_t n;
-	uint8_t *a = payload(4, 0, 53, 0, &n);
-	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
 	struct l3_ring *r = l3_ring_find(l3);
 	size_t cap = (n + 4095) / 4096 * 4096;
 	uint8_t *dst = aligned_alloc(4096, cap);
@@ -1481,14 +1493,12 @@ END_TEST
 START_TEST(a_segmented_fills_error_stays_through_its_other_reads)
 {
 	struct sc_l3_stats st0, st;
-	struct sc_l3 *l3 = open_seg_direct(&st0);
+	size_t n;
+	uint8_t *a;
+	struct sc_location la;
+	struct sc_l3 *l3 = open_four_direct(54, &st0, &a, &n, &la);
 	if (!l3)
 		return;
-	size_t n;
-	uint8_t *a = payload(4, 0, 54, 0, &n);
-	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
 	char sp[256];
 	seg_path_of(a, SEG, sp, sizeof(sp));
 	struct sc_fan f;
