@@ -2244,6 +2244,26 @@ START_TEST(an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_th
 	ck_assert_int_eq(count_object_fds(), 0);
 }
 END_TEST
+
+/* Closing one handle leaves the thread's other handles their kept files' sweeps: after another
+ * handle on the same store was used and closed, an eviction through the first closes its idle
+ * kept file at once. */
+START_TEST(an_eviction_after_another_handles_close_still_closes_idle_kept_files)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location a;
+	ck_assert_int_eq(put_full(l3, "evo", 21, 20000, 89, &a), 0);
+	check_fill(l3, &a, 89, 0);
+	ck_assert_int_eq(count_object_fds(), 1); /* kept */
+	struct sc_l3 *other = open_l3(&(struct sc_l3_opts){ .fd_cache = 4, .o_direct = SC_L3_ODIRECT_OFF });
+	check_fill(other, &a, 89, 0);
+	sc_l3_close(other);
+	ck_assert_int_eq(count_object_fds(), 1);
+	ck_assert_int_ge(sc_l3_evict_to(l3, 0), 0);
+	ck_assert_int_eq(count_removed_object_fds(), 0);
+	sc_l3_close(l3);
+}
+END_TEST
 /* @n fills of @loc (seeded @seed) submitted together, all reaped: each exact. */
 static void fill_together(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, unsigned n)
 {
@@ -3364,6 +3384,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_busy_kept_file_is_not_shared_by_a_second_fill);
 	tcase_add_test(tc, a_full_sets_busy_file_is_not_replaced);
 	tcase_add_test(tc, an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill);
+	tcase_add_test(tc, an_eviction_after_another_handles_close_still_closes_idle_kept_files);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
 	tcase_add_test(tc, a_header_cut_short_read_again_buffered_ends_at_the_files_end);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
