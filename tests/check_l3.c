@@ -1878,6 +1878,42 @@ START_TEST(a_kept_file_serves_only_its_own_digest)
 }
 END_TEST
 
+static void prep_nop(struct io_uring_sqe *sqe, unsigned i, void *ctx)
+{
+	(void)i, (void)ctx;
+	io_uring_prep_nop(sqe);
+}
+
+/* A round of requests run side by side (l3_ring_round: fsyncs, unlinks, statx) raises the ring's
+ * io-wq worker limit to its size for the round and puts the limit back after: a thread's rounds
+ * never leave its io-wq at the last round's size. */
+START_TEST(a_round_puts_the_io_wq_worker_limit_back)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "round", 25, 20000, 95, &loc), 0);
+	check_fill(l3, &loc, 95, 0); /* the ring made */
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	unsigned before[2] = { 0, 0 }, after[2] = { 0, 0 };
+	if (io_uring_register_iowq_max_workers(&r->ring, before)) {
+		sc_skip("no io-wq worker limits on this kernel");
+		sc_l3_close(l3);
+		return;
+	}
+	for (unsigned n = 1; n <= 3; n++) {
+		int res[3] = { -1, -1, -1 };
+		ck_assert_int_eq(l3_ring_round(r, n, prep_nop, NULL, res), 0);
+		for (unsigned i = 0; i < n; i++)
+			ck_assert_int_eq(res[i], 0);
+		ck_assert_int_eq(io_uring_register_iowq_max_workers(&r->ring, after), 0);
+		ck_assert_msg(after[0] == before[0] && after[1] == before[1], "round of %u: limits %u/%u, were %u/%u", n,
+			      after[0], after[1], before[0], before[1]);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A fill with a deadline that ends in time is taken off its ring's list of ended fills alone (the
  * list's last, and only, entry): a batch fill submitted after it is reaped as usual. */
 START_TEST(a_fill_with_a_deadline_leaves_the_ended_fills_whole)
@@ -3385,6 +3421,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_full_sets_busy_file_is_not_replaced);
 	tcase_add_test(tc, an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill);
 	tcase_add_test(tc, an_eviction_after_another_handles_close_still_closes_idle_kept_files);
+	tcase_add_test(tc, a_round_puts_the_io_wq_worker_limit_back);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
 	tcase_add_test(tc, a_header_cut_short_read_again_buffered_ends_at_the_files_end);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
