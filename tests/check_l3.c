@@ -1914,6 +1914,67 @@ START_TEST(a_round_puts_the_io_wq_worker_limit_back)
 }
 END_TEST
 
+/* Refuse io_uring_enter when it would wait for nothing (min_complete 0: a plain submission) with
+ * EAGAIN, in this process; a submission that waits goes through. 0, or -1 without seccomp. */
+static int refuse_plain_submissions(void)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	enum { LO = 4 };
+#else
+	enum { LO = 0 };
+#endif
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2]) + LO),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAGAIN),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
+}
+
+/* A round larger than the ring's free SQ entries, when a submission to make room is refused: the
+ * requests queued run (0 each), the others are never waited for and say -ECANCELED, and the round
+ * says -EAGAIN. In a child (the seccomp filter stays with it), waited for at most 20 s. */
+START_TEST(a_round_the_ring_cannot_take_whole_cancels_the_rest)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "rfull", 26, 20000, 96, &loc), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		check_fill(l3, &loc, 96, 0); /* the child's own ring */
+		struct l3_ring *r = l3_ring_find(l3);
+		unsigned sq = r->ring.sq.ring_entries, n = sq + 2;
+		int *res = malloc(n * sizeof(*res));
+		if (refuse_plain_submissions())
+			_exit(77);
+		int rc = l3_ring_round(r, n, prep_nop, NULL, res), bad = rc != -EAGAIN;
+		for (unsigned i = 0; i < n; i++)
+			bad |= res[i] != (i < sq ? 0 : -ECANCELED) ? 2 : 0;
+		_exit(bad);
+	}
+	int st = 0, w = 0;
+	for (int i = 0; i < 20000 && !(w = waitpid(pid, &st, WNOHANG)); i++)
+		sc_test_pause_ms(1);
+	if (!w) {
+		kill(pid, SIGKILL);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_abort_msg("the round did not end in 20 s");
+	}
+	ck_assert_int_eq(w, pid);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77)
+		sc_skip("no seccomp filter: a refused submission is not tried");
+	else
+		ck_assert_msg(WEXITSTATUS(st) == 0, "status %d: the round's result (bit 1), the requests' (bit 2)",
+			      WEXITSTATUS(st));
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A fill with a deadline that ends in time is taken off its ring's list of ended fills alone (the
  * list's last, and only, entry): a batch fill submitted after it is reaped as usual. */
 START_TEST(a_fill_with_a_deadline_leaves_the_ended_fills_whole)
@@ -3422,6 +3483,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill);
 	tcase_add_test(tc, an_eviction_after_another_handles_close_still_closes_idle_kept_files);
 	tcase_add_test(tc, a_round_puts_the_io_wq_worker_limit_back);
+	tcase_add_test(tc, a_round_the_ring_cannot_take_whole_cancels_the_rest);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
 	tcase_add_test(tc, a_header_cut_short_read_again_buffered_ends_at_the_files_end);
 	tcase_add_test(tc, corrupt_header_found_by_locate_and_reconcile);
