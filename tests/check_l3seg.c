@@ -1282,6 +1282,39 @@ static void plant_small_segments(struct sc_l3 *l3, uint8_t a[SMALL_N * SMALL_LEN
 	obj_path(la, pa, 256);
 }
 
+/* A segment file whose bytes hash to a digest other than its manifest entry's, in either half
+ * (here: a segment's true bytes under a name whose low or high half is off by one bit, with an
+ * entry naming it so; planted, as another version or a hand may leave it), is bad: -EBADMSG, and
+ * the object is quarantined, though the object's own digest matches. */
+START_TEST(a_segment_off_its_entrys_digest_in_either_half_is_bad)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t nb;
+	uint8_t *b = payload(1, 0, 93, 0, &nb);
+	struct sc_location lb;
+	ck_assert_int_eq(put_buf(l3, "b", 10, b, nb, &lb), 0); /* DIR/seg made */
+	free(b);
+	for (int half = 0; half < 2; half++) {
+		uint8_t one[4096];
+		h_bytes(94 + half, one, sizeof(one));
+		struct sc_digest d = sc_digest(one, sizeof(one)); /* the object's, and the segment's true one */
+		struct l3_seg_ent ent = { d.lo ^ (half == 0), d.hi ^ (half == 1), sizeof(one) };
+		plant("seg", (struct sc_digest){ ent.lo, ent.hi }, ".seg", one, sizeof(one), NULL, 0);
+		uint8_t *block = seg_block_of(&ent, 1, sizeof(one), d);
+		plant("objects", d, ".sc3", block, L3_HDR_BLOCK, &ent, sizeof(ent));
+		free(block);
+		struct sc_location la;
+		ck_assert_int_eq(sc_l3_lookup(l3, d, &la), 0);
+		struct sc_l3_stats st0, st;
+		sc_l3_stats(l3, &st0);
+		ck_assert_msg(fill_cmp(l3, &la, one, 0) == -EBADMSG, "half %d: a segment off its entry's digest was served", half);
+		sc_l3_stats(l3, &st);
+		ck_assert_uint_gt(st.quarantined, st0.quarantined);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* The planted object of 250 segments of 16 bytes, its file cold and read O_DIRECT (auto mode; the
  * segment's file warm, read buffered): the first read, of the header block and the destination's
  * first chunk, brings only part of the entries; the rest are read after it, buffered, and the fill
@@ -2342,6 +2375,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
 	tcase_add_test(tc, a_segmented_fills_error_stays_through_its_other_reads);
+	tcase_add_test(tc, a_segment_off_its_entrys_digest_in_either_half_is_bad);
 	tcase_add_test(tc, verify_of_an_object_rewritten_under_it_is_bad);
 	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
 	tcase_add_test(tc, verification_reads_a_segment_opened_as_descriptor_0);
