@@ -1039,21 +1039,24 @@ static int seccomp_filter(struct sock_filter *f, size_t n)
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
 }
 
+/* The offset of system call argument @k's low 32 bits in struct seccomp_data (a filter loads
+ * words). */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define ARG_LO(k) (offsetof(struct seccomp_data, args[k]) + 4)
+#else
+#define ARG_LO(k) offsetof(struct seccomp_data, args[k])
+#endif
+
 /* Refuse fcntl(F_SETFL) with O_DIRECT in this process (what a filesystem without direct I/O for
  * an open file answers: EINVAL); 0, or -1 when seccomp is not to be had. */
 static int refuse_setfl_direct(void)
 {
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	enum { LO = 4 };
-#else
-	enum { LO = 0 };
-#endif
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]) + LO),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2]) + LO),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
 		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_DIRECT, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
@@ -1069,6 +1072,21 @@ static int refuse_io_uring_enter(int err)
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
+}
+
+/* Refuse io_uring_enter when it would wait for nothing (min_complete 0: a plain submission) with
+ * EAGAIN, in this process; a submission that waits goes through. 0, or -1 without seccomp. */
+static int refuse_plain_submissions(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAGAIN),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
@@ -1331,6 +1349,37 @@ START_TEST(a_header_cut_short_read_again_buffered_ends_at_the_files_end)
 }
 END_TEST
 
+/* A child of this test with its own ring of @l3 (it filled @loc, seed @seed, once): 0 in the
+ * child, its pid in the parent. */
+static pid_t fork_with_ring(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		check_fill(l3, loc, seed, 0);
+	return pid;
+}
+
+/* The exit status of child @pid, waited for at most 20 s (then killed: a failure); -1 when it
+ * exited 77, for want of what @skip names (its SKIP line printed). */
+static int child_status(pid_t pid, const char *skip)
+{
+	int st = 0, w = 0;
+	for (int i = 0; i < 20000 && !(w = waitpid(pid, &st, WNOHANG)); i++)
+		sc_test_pause_ms(1);
+	if (!w) {
+		kill(pid, SIGKILL);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_abort_msg("the child did not end in 20 s");
+	}
+	ck_assert_int_eq(w, pid);
+	ck_assert_msg(WIFEXITED(st), "the child ended by signal %d", WTERMSIG(st));
+	if (WEXITSTATUS(st) != 77)
+		return WEXITSTATUS(st);
+	sc_skip("%s", skip);
+	return -1;
+}
+
 /* A submission the kernel refuses (io_uring_enter fails: here -EAGAIN, from a seccomp filter in a
  * child): sc_l3_fill_submit still takes the fills it was given and says how many (their reads
  * stay queued on the ring for the next submission); called with none, it reports the failure to
@@ -1340,24 +1389,17 @@ START_TEST(a_refused_submission_takes_the_fills_or_reports_the_error)
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
 	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "enter", 13, 20000, 83, &loc), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
+	pid_t pid = fork_with_ring(l3, &loc, 83);
 	if (pid == 0) {
-		check_fill(l3, &loc, 83, 0); /* the child's own ring */
 		if (refuse_io_uring_enter(EAGAIN))
 			_exit(77);
 		struct sc_l3_fill_req r = { .loc = &loc, .dst = abuf(20480), .dst_bytes = 20480 }, *rp = &r;
 		int taken = sc_l3_fill_submit(l3, &rp, 1), again = sc_l3_fill_submit(l3, NULL, 0);
 		_exit((taken == 1 ? 0 : 1) | (again == -EAGAIN ? 0 : 2));
 	}
-	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 77)
-		sc_skip("no seccomp filter: a refused submission is not tried");
-	else
-		ck_assert_msg(WEXITSTATUS(st) == 0, "the fill not taken (%d); the empty submission's error not reported (%d)",
-			      WEXITSTATUS(st) & 1, WEXITSTATUS(st) >> 1 & 1);
+	int st = child_status(pid, "no seccomp filter: a refused submission is not tried");
+	ck_assert_msg(st <= 0, "the fill not taken (%d); the empty submission's error not reported (%d)", st & 1,
+		      st >> 1 & 1);
 	sc_l3_close(l3);
 }
 END_TEST
@@ -1914,38 +1956,16 @@ START_TEST(a_round_puts_the_io_wq_worker_limit_back)
 }
 END_TEST
 
-/* Refuse io_uring_enter when it would wait for nothing (min_complete 0: a plain submission) with
- * EAGAIN, in this process; a submission that waits goes through. 0, or -1 without seccomp. */
-static int refuse_plain_submissions(void)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	enum { LO = 4 };
-#else
-	enum { LO = 0 };
-#endif
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2]) + LO),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAGAIN),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
-}
-
 /* A round larger than the ring's free SQ entries, when a submission to make room is refused: the
  * requests queued run (0 each), the others are never waited for and say -ECANCELED, and the round
- * says -EAGAIN. In a child (the seccomp filter stays with it), waited for at most 20 s. */
+ * says -EAGAIN. In a child (the seccomp filter stays with it). */
 START_TEST(a_round_the_ring_cannot_take_whole_cancels_the_rest)
 {
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
 	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "rfull", 26, 20000, 96, &loc), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
+	pid_t pid = fork_with_ring(l3, &loc, 96);
 	if (pid == 0) {
-		check_fill(l3, &loc, 96, 0); /* the child's own ring */
 		struct l3_ring *r = l3_ring_find(l3);
 		unsigned sq = r->ring.sq.ring_entries, n = sq + 2;
 		int *res = malloc(n * sizeof(*res));
@@ -1956,21 +1976,8 @@ START_TEST(a_round_the_ring_cannot_take_whole_cancels_the_rest)
 			bad |= res[i] != (i < sq ? 0 : -ECANCELED) ? 2 : 0;
 		_exit(bad);
 	}
-	int st = 0, w = 0;
-	for (int i = 0; i < 20000 && !(w = waitpid(pid, &st, WNOHANG)); i++)
-		sc_test_pause_ms(1);
-	if (!w) {
-		kill(pid, SIGKILL);
-		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-		ck_abort_msg("the round did not end in 20 s");
-	}
-	ck_assert_int_eq(w, pid);
-	ck_assert(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 77)
-		sc_skip("no seccomp filter: a refused submission is not tried");
-	else
-		ck_assert_msg(WEXITSTATUS(st) == 0, "status %d: the round's result (bit 1), the requests' (bit 2)",
-			      WEXITSTATUS(st));
+	int st = child_status(pid, "no seccomp filter: a refused submission is not tried");
+	ck_assert_msg(st <= 0, "status %d: the round's result (bit 1), the requests' (bit 2)", st);
 	sc_l3_close(l3);
 }
 END_TEST
@@ -2119,10 +2126,8 @@ START_TEST(a_close_whose_wait_fails_closes_the_files_of_its_fills)
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
 	struct sc_location loc;
 	ck_assert_int_eq(put_full(l3, "drain", 23, HELD_BYTES, 93, &loc), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
+	pid_t pid = fork_with_ring(l3, &loc, 93);
 	if (pid == 0) {
-		check_fill(l3, &loc, 93, 0); /* the child's own ring */
 		struct held_fill h;
 		if (held_watch(&h, &loc, 1))
 			_exit(77);
@@ -2139,14 +2144,8 @@ START_TEST(a_close_whose_wait_fails_closes_the_files_of_its_fills)
 		sc_fan_stop(&h.fan);
 		_exit(!refused ? 77 : (zero ? 0 : 1) | (closed ? 0 : 2));
 	}
-	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFEXITED(st), "the child ended by signal %d", WTERMSIG(st));
-	if (WEXITSTATUS(st) == 77)
-		sc_skip("no fanotify permission events or no seccomp filter: a failed close's wait is not tried");
-	else
-		ck_assert_msg(WEXITSTATUS(st) == 0, "status %d: the fill's file not descriptor 0 (bit 1), "
-			      "left open after the close (bit 2)", WEXITSTATUS(st));
+	int st = child_status(pid, "no fanotify permission events or no seccomp filter: a failed close's wait is not tried");
+	ck_assert_msg(st <= 0, "status %d: the fill's file not descriptor 0 (bit 1), left open after the close (bit 2)", st);
 	sc_l3_close(l3);
 }
 END_TEST
