@@ -1770,6 +1770,36 @@ START_TEST(a_segmented_fill_reads_nothing_before_its_opens_ended)
 }
 END_TEST
 
+/* A location that describes a segmented object otherwise than its header does (its payload's
+ * size, first section or kind) is the caller's error: -EINVAL, the destination left to the size
+ * the caller gave, nothing quarantined; the true location is still served. */
+START_TEST(a_location_that_describes_a_segmented_object_otherwise_is_refused)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 56, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	for (int v = 0; v < 3; v++) {
+		struct sc_location off = la;
+		if (v == 0)
+			off.payload_bytes += 4096;
+		else if (v == 1)
+			off.sec_len[0] -= 1;
+		else
+			off.kind = SC_PAYLOAD_RECURRENT_ONLY;
+		ck_assert_msg(fill_cmp(l3, &off, a, 0) == -EINVAL, "variant %d served", v);
+	}
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	free(a);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /*
  * What a member may plant under a segment's name (the segment files are opened side by side on the
  * fill ring): a FIFO is never waited on, a link never followed (even to a good copy of the
@@ -2373,6 +2403,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
+	tcase_add_test(tc, a_location_that_describes_a_segmented_object_otherwise_is_refused);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
 	tcase_add_test(tc, a_segmented_fills_error_stays_through_its_other_reads);
 	tcase_add_test(tc, a_segment_off_its_entrys_digest_in_either_half_is_bad);
