@@ -1969,6 +1969,8 @@ START_TEST(a_round_the_ring_cannot_take_whole_cancels_the_rest)
 		struct l3_ring *r = l3_ring_find(l3);
 		unsigned sq = r->ring.sq.ring_entries, n = sq + 2;
 		int *res = malloc(n * sizeof(*res));
+		if (!res)
+			_exit(8);
 		if (refuse_plain_submissions())
 			_exit(77);
 		int rc = l3_ring_round(r, n, prep_nop, NULL, res), bad = rc != -EAGAIN;

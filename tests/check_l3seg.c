@@ -1771,8 +1771,8 @@ START_TEST(a_segmented_fill_reads_nothing_before_its_opens_ended)
 END_TEST
 
 /* A location that describes a segmented object otherwise than its header does (its payload's
- * size, first section or kind) is the caller's error: -EINVAL, the destination left to the size
- * the caller gave, nothing quarantined; the true location is still served. */
+ * size, first section or kind) is the caller's error: -EINVAL, nothing quarantined; the true
+ * location is still served. */
 START_TEST(a_location_that_describes_a_segmented_object_otherwise_is_refused)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
