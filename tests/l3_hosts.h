@@ -59,8 +59,9 @@ int h_peer_stop(struct h_peer *p);
  *   1. B puts; A's restore finds it at once (its index was complete and did not have it: a miss
  *      goes to the directory), within @vis_ms (the filesystem's visibility delay; 0 locally);
  *   2. B puts a longer prefix of a prompt A's index already answers: A's restores keep serving
- *      the shorter one (right bytes) until the index's refresh shows the longer one, which must
- *      be within @refresh_ms + @slack_ms of the put (measured: *@lat_ms);
+ *      the shorter one (right bytes) until the index's refresh shows the longer one: by the
+ *      second directory scan of A's after A's mount showed it at the latest (the first may have
+ *      been under way), and within 2 * (@refresh_ms + @slack_ms) + @vis_ms (measured: *@lat_ms);
  *   3. B evicts an object A's index names: A's restore misses (no error), the entry is dropped
  *      (index counters vanished and drops move) and the next restore misses without it;
  *   4. B corrupts an object and B's own fill quarantines it: A misses, never bytes;
