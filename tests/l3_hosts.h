@@ -61,7 +61,7 @@ int h_peer_stop(struct h_peer *p);
  *   2. B puts a longer prefix of a prompt A's index already answers: A's restores keep serving
  *      the shorter one (right bytes) until the index's refresh shows the longer one: by the
  *      second directory scan of A's after A's mount showed it at the latest (the first may have
- *      been under way), and within 2 * (@refresh_ms + @slack_ms) + @vis_ms (measured: *@lat_ms);
+ *      been under way; the time it took: *@lat_ms);
  *   3. B evicts an object A's index names: A's restore misses (no error), the entry is dropped
  *      (index counters vanished and drops move) and the next restore misses without it;
  *   4. B corrupts an object and B's own fill quarantines it: A misses, never bytes;
@@ -70,7 +70,6 @@ int h_peer_stop(struct h_peer *p);
  * Returns 0, or -1 with the reason in @why.
  */
 int h_coherence(const char *dir_a, const char *dir_b, const char *state_a, const char *state_b, const char *arena_a,
-		const char *arena_b, unsigned refresh_ms, unsigned vis_ms, unsigned slack_ms, double *lat_ms, char *why,
-		size_t len);
+		const char *arena_b, unsigned refresh_ms, unsigned vis_ms, double *lat_ms, char *why, size_t len);
 
 #endif
