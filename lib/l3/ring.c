@@ -436,10 +436,9 @@ void l3_kept_sweep(struct sc_l3 *l3, struct l3_ring *r)
 void l3_kept_forget(struct sc_l3 *l3)
 {
 	l3_kept_invalidate(l3);
-	pid_t tid = l3_tid();
-	for (int i = 0; i < 4; i++)
-		if (tls_cache[i].id == l3->id && tls_cache[i].r && tls_cache[i].r->tid == tid)
-			l3_kept_sweep(l3, tls_cache[i].r); /* this thread's ring: its own table, no lock */
+	struct l3_ring *r = l3_ring_find(l3); /* this thread's ring, whether cached or not */
+	if (r)
+		l3_kept_sweep(l3, r); /* its own table: no lock */
 }
 
 /* The kept file of object (@lo, @hi) at @rel, opened as @open_direct asks, marked busy; NULL: none
