@@ -9,6 +9,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/fanotify.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1731,6 +1732,7 @@ struct held_fill {
 	struct sc_fan fan;
 	int pipe[2], at;
 	atomic_int holding; /* the watcher has the event and holds it */
+	atomic_int gave_up; /* the watcher let it go after 20 s: nobody released it */
 	struct sc_l3_fill_req req;
 };
 
@@ -1741,6 +1743,11 @@ static void hold_at(void *ctx, int nth)
 	if (nth != h->at)
 		return;
 	atomic_store(&h->holding, 1);
+	struct pollfd p = { h->pipe[0], POLLIN, 0 };
+	if (poll(&p, 1, 20000) == 0) { /* a read made inline holds the thread that would release it */
+		atomic_store(&h->gave_up, 1);
+		return;
+	}
 	if (read(h->pipe[0], &c, 1) != 1)
 		abort();
 }
@@ -1753,6 +1760,7 @@ static int held_watch(struct held_fill *h, const struct sc_location *loc, int at
 	obj_path(loc, path, sizeof(path));
 	h->at = at;
 	atomic_store(&h->holding, 0);
+	atomic_store(&h->gave_up, 0);
 	ck_assert_int_eq(pipe2(h->pipe, O_CLOEXEC), 0);
 	if (sc_fan_start_or_skip(&h->fan, path, FAN_ACCESS_PERM, hold_at, h)) {
 		close(h->pipe[0]), close(h->pipe[1]);
@@ -1783,6 +1791,7 @@ static void held_end(struct held_fill *h, unsigned seed)
 	free(w), free(h->req.dst);
 	sc_fan_stop(&h->fan);
 	ck_assert_int_gt(h->fan.acted, h->at);
+	ck_assert_msg(!atomic_load(&h->gave_up), "the held read was let go by the watcher, not released");
 	close(h->pipe[0]), close(h->pipe[1]);
 }
 
@@ -1797,6 +1806,25 @@ static void held_release(struct held_fill *h, struct sc_l3 *l3, unsigned seed)
 }
 
 enum { HELD_BYTES = 300000 }; /* a payload read io-wq makes (buffered, 256 KiB or more) */
+
+/* A buffered payload read of 256 KiB (lib/l3/fill.c's L3_ASYNC_MIN) is made by io-wq, not inline
+ * at submission in the submitting thread: the submission returns while the read is held. */
+START_TEST(a_buffered_read_of_256_kib_is_made_by_io_wq)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "async", 16, 256 << 10, 85, &loc), 0);
+	check_fill(l3, &loc, 85, 0); /* the ring made */
+	struct held_fill h;
+	if (held_watch(&h, &loc, 1)) { /* its header read (inline), then its payload read */
+		sc_l3_close(l3);
+		return;
+	}
+	held_submit(&h, l3, &loc);
+	held_release(&h, l3, 85);
+	sc_l3_close(l3);
+}
+END_TEST
 
 /* A reap whose time runs out while a fill's read is still held returns 0 (nothing done, no
  * error), again and again; once the read goes on, the fill is reaped with its bytes. */
@@ -3491,6 +3519,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, every_corruption_of_a_file_opened_on_the_ring_is_quarantined);
 	tcase_add_test(tc, a_failed_stat_on_the_ring_is_a_miss_or_its_error);
 	tcase_add_test(tc, a_refused_submission_takes_the_fills_or_reports_the_error);
+	tcase_add_test(tc, a_buffered_read_of_256_kib_is_made_by_io_wq);
 	tcase_add_test(tc, a_reap_whose_time_runs_out_returns_nothing_done);
 	tcase_add_test(tc, a_fill_with_a_deadline_leaves_the_ended_fills_whole);
 	tcase_add_test(tc, a_kept_file_serves_only_its_own_digest);
