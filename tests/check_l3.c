@@ -1714,6 +1714,38 @@ START_TEST(a_range_registered_again_with_another_length_is_its_own)
 }
 END_TEST
 
+/* Eight ranges, the most a handle takes, all usable: the ring registers all eight beside its header
+ * buffers (nothing past the eighth is read as a range), and a fill into the last reads it as a
+ * registered buffer. */
+START_TEST(eight_registered_ranges_are_all_registered)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
+	enum { N = 8192 };
+	uint8_t *mem[8];
+	for (int i = 0; i < 8; i++) {
+		mem[i] = abuf(N);
+		ck_assert_int_eq(sc_l3_register_memory(l3, mem[i], N), 0);
+	}
+	ck_assert_int_eq(sc_l3_register_memory(l3, mem[0] + 4096, 4096), -ENOSPC);
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "reg8", 16, N, 192, &loc), 0);
+	uint8_t *want = malloc(N);
+	fill_bytes(want, N, 192);
+	ck_assert_int_eq(sc_l3_fill(l3, &loc, mem[7], N, SC_L3_FILL_BUFFERED), 0);
+	ck_assert(memcmp(mem[7], want, N) == 0);
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_msg(r->reg_ok && r->nreg == 9, "registered: %d, %d buffers", r->reg_ok, r->nreg);
+	const struct io_uring_sqe *sqe = ring_sqe_into(r, mem[7]);
+	ck_assert_ptr_nonnull(sqe);
+	ck_assert_msg(sqe->opcode == IORING_OP_READ_FIXED, "the payload read: opcode %u", sqe->opcode);
+	sc_l3_close(l3);
+	for (int i = 0; i < 8; i++)
+		free(mem[i]);
+	free(want);
+}
+END_TEST
+
 /* Descriptors of this process open on @loc's object file. */
 static int object_fds(const struct sc_location *loc)
 {
@@ -3559,6 +3591,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, the_fill_model_takes_its_samples_from_the_documented_sizes);
 	tcase_add_test(tc, registered_ranges_are_used_to_their_bounds_and_not_after_a_refusal);
 	tcase_add_test(tc, a_range_registered_again_with_another_length_is_its_own);
+	tcase_add_test(tc, eight_registered_ranges_are_all_registered);
 	tcase_add_test(tc, one_kept_file_per_object_descriptor_0_included);
 	tcase_add_test(tc, a_fill_judges_the_file_it_read_not_what_its_name_names_later);
 	tcase_add_test(tc, a_full_set_of_kept_files_replaces_its_least_recently_used_descriptor_0_included);
