@@ -428,7 +428,7 @@ $(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/sc
 $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 
 # ---- make mutate: the mutation runner (tests/mutate/mutate.py) on a copy of the tree under
-# build/mutate/tree (the checkout is never modified). FILES="shm/ring.c ..." (default: the groups
+# build/mutate/tree (the checkout is never modified, but for KEEP=). FILES="shm/ring.c ..." (default: the groups
 # of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
 # (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
 # each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest),
@@ -439,7 +439,9 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # build; a case that fails there and passes without the mutant kills it), QUICK=1 (a first pass:
 # each mutant runs only the suites of its file's own line in tests/mutate/suites.txt, not BASE;
 # its survivors are provisional, and RERUN= with the results, without QUICK=1, runs all of
-# their cases). Summary: build/mutate/summary.txt.
+# their cases), KEEP=tests/mutate/results/GROUP.json (the results also written there, one mutant a
+# line, after every mutant: the record kept in the repository, which RESUME= or RERUN= on a new
+# machine starts from). Summary: build/mutate/summary.txt.
 PER_FILE ?= 6
 SEED ?= 1
 BUDGET ?= 10800
@@ -448,7 +450,8 @@ mutate: all tests
 	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
 		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") \
 		$(if $(RESUME),--resume "$(RESUME)") $(if $(NO_VALIDATE),--no-validate) $(if $(COVER),--cover) \
-		$(if $(NO_COVER),--no-cover) $(if $(MUTATE_ASAN),--asan) $(if $(QUICK),--quick)
+		$(if $(NO_COVER),--no-cover) $(if $(MUTATE_ASAN),--asan) $(if $(QUICK),--quick) \
+		$(if $(KEEP),--keep "$(KEEP)")
 
 .PHONY: mutate
 

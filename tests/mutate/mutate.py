@@ -882,6 +882,9 @@ def main():
     ap.add_argument("--resume", default="",
                     help="results.json of an earlier run that its budget cut short: keep its results and "
                          "run the planned mutants it did not reach")
+    ap.add_argument("--keep", default="",
+                    help="also write the results, one mutant a line, to this file after every mutant (a record "
+                         "in tests/mutate/results/ that a RESUME= or RERUN= on another machine starts from)")
     ap.add_argument("--cover", action="store_true",
                     help="measure (or bring up to date) the coverage map first: which test cases run each line")
     ap.add_argument("--cover-budget", type=int, default=3 * 3600, help="seconds for measuring the map")
@@ -1065,6 +1068,8 @@ def main():
                 results.append(c)
                 with open(os.path.join(WORK, "results.partial.json"), "w") as f:
                     json.dump(results + previous, f, indent=1)  # a run stopped part-way can --resume
+                if args.keep:
+                    keep_results(results + previous, args.keep)
                 print("[%d/%d] %s:%d %-5s %-34s %-10s %5.1fs %s" % (k, n, c["file"], c["line"], c["op"],
                                                                  c["label"][:34], c["status"], c["seconds"],
                                                                  c["by"][:90]), flush=True)
@@ -1171,9 +1176,19 @@ def main():
     return 0
 
 
+def keep_results(results, path):
+    """@results, sorted, one mutant a line, to @path (written aside, then renamed)."""
+    rs = sorted(results, key=lambda c: (c["file"], c["line"], c["start"], c["op"], c["rep"]))
+    with open(path + ".tmp", "w") as f:
+        f.write("[\n" + ",\n".join(json.dumps(c, sort_keys=True) for c in rs) + "\n]\n")
+    os.replace(path + ".tmp", path)
+
+
 def report(results, groups, args, sites, planned, seconds):
     with open(os.path.join(WORK, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
+    if args.keep:
+        keep_results(results, args.keep)
     lines = []
     lines.append("mutation summary: %d of %d planned mutants run in %.0f s (%d candidate sites; at most %d per "
                  "file, sampled round-robin over operators, seed %d; operators: %s)" %
