@@ -441,7 +441,9 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # its survivors are provisional, and RERUN= with the results, without QUICK=1, runs all of
 # their cases), KEEP=tests/mutate/results/GROUP.json (the results also written there, one mutant a
 # line, after every mutant: the record kept in the repository, which RESUME= or RERUN= on a new
-# machine starts from). Summary: build/mutate/summary.txt.
+# machine starts from), RUN_CLAIMED=1 (run the mutants tests/mutate/equivalent.txt claims
+# equivalent too; by default they are counted equivalent without a run). Summary:
+# build/mutate/summary.txt.
 PER_FILE ?= 6
 SEED ?= 1
 BUDGET ?= 10800
@@ -451,7 +453,7 @@ mutate: all tests
 		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") \
 		$(if $(RESUME),--resume "$(RESUME)") $(if $(NO_VALIDATE),--no-validate) $(if $(COVER),--cover) \
 		$(if $(NO_COVER),--no-cover) $(if $(MUTATE_ASAN),--asan) $(if $(QUICK),--quick) \
-		$(if $(KEEP),--keep "$(KEEP)")
+		$(if $(KEEP),--keep "$(KEEP)") $(if $(RUN_CLAIMED),--run-claimed)
 
 .PHONY: mutate
 
