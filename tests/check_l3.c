@@ -2386,44 +2386,32 @@ START_TEST(an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_th
 }
 END_TEST
 
-/* Closing one handle leaves the thread's other handles their kept files' sweeps: after another
- * handle on the same store was used and closed, an eviction through the first closes its idle
- * kept file at once. */
-START_TEST(an_eviction_after_another_handles_close_still_closes_idle_kept_files)
+/* A removal through a handle closes this thread's idle kept files of it at once: also after another
+ * handle on the same store was used and closed (_i 0: closing one handle leaves the others their
+ * sweeps), and after the thread used more handles than its cache of rings holds (_i 1: four). */
+START_TEST(an_eviction_closes_idle_kept_files_after_other_handles)
 {
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4, .o_direct = SC_L3_ODIRECT_OFF });
 	struct sc_location a;
 	ck_assert_int_eq(put_full(l3, "evo", 21, 20000, 89, &a), 0);
 	check_fill(l3, &a, 89, 0);
 	ck_assert_int_eq(count_object_fds(), 1); /* kept */
-	struct sc_l3 *other = open_l3(&(struct sc_l3_opts){ .fd_cache = 4, .o_direct = SC_L3_ODIRECT_OFF });
-	check_fill(other, &a, 89, 0);
-	sc_l3_close(other);
-	ck_assert_int_eq(count_object_fds(), 1);
-	ck_assert_int_ge(sc_l3_evict_to(l3, 0), 0);
-	ck_assert_int_eq(count_removed_object_fds(), 0);
-	sc_l3_close(l3);
-}
-END_TEST
-/* A removal through a handle closes this thread's idle kept files of it at once, also when the
- * thread has used more handles since than its cache of rings holds (four). */
-START_TEST(an_eviction_closes_idle_kept_files_after_the_thread_used_other_handles)
-{
-	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4, .o_direct = SC_L3_ODIRECT_OFF });
-	struct sc_location a;
-	ck_assert_int_eq(put_full(l3, "evmany", 21, 20000, 91, &a), 0);
-	check_fill(l3, &a, 91, 0);
-	ck_assert_int_eq(count_object_fds(), 1); /* kept */
-	struct sc_l3 *others[4];
-	for (int i = 0; i < 4; i++) { /* each makes a ring of this thread: the cache holds only these */
-		others[i] = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_l3 *others[4] = { NULL };
+	for (int i = 0; i < (_i ? 4 : 1); i++) { /* each makes a ring of this thread */
+		others[i] = open_l3(&(struct sc_l3_opts){ .fd_cache = _i ? SC_L3_FD_CACHE_NONE : 4,
+							  .o_direct = SC_L3_ODIRECT_OFF });
 		ck_assert_int_eq(fill_rc(others[i], &a), 0);
+	}
+	if (!_i) {
+		sc_l3_close(others[0]);
+		others[0] = NULL;
 	}
 	ck_assert_int_eq(count_object_fds(), 1);
 	ck_assert_int_ge(sc_l3_evict_to(l3, 0), 0);
 	ck_assert_int_eq(count_removed_object_fds(), 0);
 	for (int i = 0; i < 4; i++)
-		sc_l3_close(others[i]);
+		if (others[i])
+			sc_l3_close(others[i]);
 	sc_l3_close(l3);
 }
 END_TEST
@@ -3547,8 +3535,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_busy_kept_file_is_not_shared_by_a_second_fill);
 	tcase_add_test(tc, a_full_sets_busy_file_is_not_replaced);
 	tcase_add_test(tc, an_eviction_closes_idle_kept_files_at_once_and_leaves_busy_ones_to_their_fill);
-	tcase_add_test(tc, an_eviction_after_another_handles_close_still_closes_idle_kept_files);
-	tcase_add_test(tc, an_eviction_closes_idle_kept_files_after_the_thread_used_other_handles);
+	tcase_add_loop_test(tc, an_eviction_closes_idle_kept_files_after_other_handles, 0, 2);
 	tcase_add_test(tc, a_round_puts_the_io_wq_worker_limit_back);
 	tcase_add_test(tc, a_round_the_ring_cannot_take_whole_cancels_the_rest);
 	tcase_add_test(tc, a_file_opened_on_the_ring_as_descriptor_0_is_read);
