@@ -1519,6 +1519,74 @@ START_TEST(a_segment_cut_under_its_read_is_a_miss)
 }
 END_TEST
 
+/* The segment file of regrow(): cut to 100 bytes at every read of it until its first 100 bytes
+ * landed in the destination (a read may report more than one event: a direct read tried at
+ * submission and again by io-wq), then written back whole and grown by 8 KiB of other bytes past
+ * its length, once. */
+struct regrow {
+	const char *path;
+	const uint8_t *bytes; /* the segment's SEG bytes */
+	const volatile uint8_t *dst; /* its place in the destination */
+	int grown;
+};
+
+static void regrow(void *ctx, int nth)
+{
+	struct regrow *g = ctx;
+	(void)nth;
+	if (memcmp((const uint8_t *)g->dst, g->bytes, 100)) {
+		if (truncate(g->path, 100) < 0)
+			abort();
+		return;
+	}
+	if (g->grown++)
+		return;
+	uint8_t junk[8192];
+	memset(junk, 0xa5, sizeof(junk));
+	int fd = open(g->path, O_WRONLY);
+	if (fd < 0 || pwrite(fd, g->bytes, SEG, 0) != SEG || pwrite(fd, junk, sizeof(junk), SEG) != sizeof(junk))
+		abort();
+	close(fd);
+}
+
+/* A direct segment read cut short at an unaligned length (the file cut under it) reads the rest
+ * buffered, exactly the bytes its segment lacks: with the file grown past the segment's length
+ * meanwhile, nothing lands past the segment's place (in the next segment's, already read), and the
+ * fill returns the right bytes with nothing quarantined. */
+START_TEST(the_rest_of_a_short_direct_read_stops_at_its_segments_end)
+{
+	struct sc_l3_stats st0, st;
+	size_t n;
+	uint8_t *a;
+	struct sc_location la;
+	struct sc_l3 *l3 = open_four_direct(57, &st0, &a, &n, &la);
+	if (!l3)
+		return;
+	size_t cap = (n + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap);
+	ck_assert_ptr_nonnull(dst);
+	memset(dst, 0x5a, cap);
+	char sp[256];
+	seg_path_of(a, SEG, sp, sizeof(sp));
+	struct regrow g = { sp, a, dst, 0 };
+	struct sc_fan f;
+	if (sc_fan_start_or_skip(&f, sp, FAN_ACCESS_PERM, regrow, &g)) {
+		free(a), free(dst);
+		sc_l3_close(l3);
+		return;
+	}
+	int rc = sc_l3_fill(l3, &la, dst, cap, 0);
+	sc_fan_stop(&f);
+	ck_assert_msg(g.grown == 1, "the segment's file was grown %d times: its rest was not read again", g.grown);
+	ck_assert_msg(rc == 0, "the fill: %s", sc_strerror(rc));
+	ck_assert(memcmp(dst, a, n) == 0);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	free(a), free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* Once a segmented fill has its error, the completions of its other reads change nothing: with
  * the first segment cut to nothing under its direct read (a miss) and the second's direct read
  * refused after it (l3_test_refuse_seg_direct), the refused read is not read again and the fill
@@ -2406,6 +2474,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_location_that_describes_a_segmented_object_otherwise_is_refused);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
 	tcase_add_test(tc, a_segmented_fills_error_stays_through_its_other_reads);
+	tcase_add_test(tc, the_rest_of_a_short_direct_read_stops_at_its_segments_end);
 	tcase_add_test(tc, a_segment_off_its_entrys_digest_in_either_half_is_bad);
 	tcase_add_test(tc, verify_of_an_object_rewritten_under_it_is_bad);
 	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
