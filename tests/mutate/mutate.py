@@ -514,6 +514,7 @@ def run_suite(tree, spec, timeout, log, bdir="build"):
     env = dict(os.environ, SC_BUILD=bdir, CK_DEFAULT_TIMEOUT=os.environ.get("CK_DEFAULT_TIMEOUT", "60"))
     if bdir != "build":  # the ASan build: a report fails the test process; leaks are not judged
         env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+        env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"  # its UBSan reports too (an index past an array)
         env["SC_SANITIZER"] = "1"
     if only:
         env["SC_CHECK_ONLY"] = only
