@@ -428,8 +428,8 @@ $(B)/tests/check_cephfs: override CFLAGS += -DSC_CEPHFS_DEV='"$(CURDIR)/tools/sc
 $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 
 # ---- make mutate: the mutation runner (tests/mutate/mutate.py) on a copy of the tree under
-# build/mutate/tree (the checkout is never modified, but for KEEP=). FILES="shm/ring.c ..." (default: the groups
-# of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
+# build/mutate/tree (the checkout is never modified, but for KEEP=). FILES="shm/ring.c ..."
+# (default: the groups of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
 # (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
 # each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest),
 # RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the mutants it did

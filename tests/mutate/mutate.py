@@ -1188,6 +1188,7 @@ def main():
 def keep_results(results, path):
     """@results, sorted, one mutant a line, to @path (written aside, then renamed)."""
     rs = sorted(results, key=lambda c: (c["file"], c["line"], c["start"], c["op"], c["rep"]))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w") as f:
         f.write("[\n" + ",\n".join(json.dumps(c, sort_keys=True) for c in rs) + "\n]\n")
     os.replace(path + ".tmp", path)
