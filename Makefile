@@ -429,21 +429,20 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 
 # ---- make mutate: the mutation runner (tests/mutate/mutate.py) on a copy of the tree under
 # build/mutate/tree (the checkout is never modified, but for KEEP=). FILES="shm/ring.c ..."
-# (default: the groups of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0: all), SEED, BUDGET
-# (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once, one tree copy
-# each), RERUN=build/mutate/results.json (run only that run's survivors again, keep the rest),
-# RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the mutants it did
-# not reach), COVER=1 (first measure, or bring up to date, which test cases run each line:
-# build/mutate/coverage.json; with the map a mutant runs only the cases that run its lines),
+# (default: the groups of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0:
+# all), SEED, BUDGET (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once,
+# one tree copy each), RERUN=build/mutate/results.json (run only that run's survivors again, keep
+# the rest), RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the
+# mutants it did not reach), COVER=1 (first measure, or bring up to date, which test cases run each
+# line: build/mutate/coverage.json; with the map a mutant runs only the cases that run its lines),
 # NO_COVER=1 (ignore the map), MUTATE_ASAN=1 (a survivor's cases run again in an AddressSanitizer
 # build; a case that fails there and passes without the mutant kills it), QUICK=1 (a first pass:
-# each mutant runs only the suites of its file's own line in tests/mutate/suites.txt, not BASE;
-# its survivors are provisional, and RERUN= with the results, without QUICK=1, runs all of
-# their cases), KEEP=tests/mutate/results/GROUP.json (the results also written there, one mutant a
-# line, after every mutant: the record kept in the repository, which RESUME= or RERUN= on a new
-# machine starts from), RUN_CLAIMED=1 (run the mutants tests/mutate/equivalent.txt claims
-# equivalent too; by default they are counted equivalent without a run). Summary:
-# build/mutate/summary.txt.
+# each mutant runs only the suites of its file's own line in tests/mutate/suites.txt, not BASE; its
+# survivors are provisional, and RERUN= with the results, without QUICK=1, runs all of their cases),
+# KEEP=tests/mutate/results/GROUP.json (the results also written there, one mutant a line, after
+# every mutant: the record kept in the repository, which RESUME= or RERUN= on a new machine starts
+# from), RUN_CLAIMED=1 (run the mutants tests/mutate/equivalent.txt claims equivalent too; by
+# default they are counted equivalent without a run). Summary: build/mutate/summary.txt.
 PER_FILE ?= 6
 SEED ?= 1
 BUDGET ?= 10800
