@@ -1519,6 +1519,40 @@ START_TEST(a_segment_cut_under_its_read_is_a_miss)
 }
 END_TEST
 
+/* A segmented object's file ends with its manifest: its fill makes no read past it (the first read
+ * comes back short there, and a read after it, of nothing, would be one more round trip to the
+ * daemon on FUSE). Seen in the ring's submission array: no read into the destination but at a
+ * segment's place. */
+START_TEST(a_segmented_fill_reads_nothing_past_its_manifest)
+{
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF }, SEG);
+	size_t n;
+	uint8_t *a = payload(4, 0, 59, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	size_t cap = (n + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap);
+	ck_assert_ptr_nonnull(dst);
+	ck_assert_int_eq(sc_l3_fill(l3, &la, dst, cap, 0), 0);
+	ck_assert(memcmp(dst, a, n) == 0);
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	int reads = 0, past = 0;
+	for (unsigned i = 0; i < r->ring.sq.ring_entries; i++) {
+		const struct io_uring_sqe *q = &r->ring.sq.sqes[i];
+		uint64_t at = q->addr - (uint64_t)(uintptr_t)dst;
+		if ((q->opcode != IORING_OP_READ && q->opcode != IORING_OP_READ_FIXED) || at >= cap)
+			continue;
+		reads++;
+		past += at % SEG != 0;
+	}
+	ck_assert_msg(reads >= 4, "%d reads into the destination: not the segments' (the array was reused?)", reads);
+	ck_assert_msg(past == 0, "%d reads into the destination off a segment's place", past);
+	free(a), free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* The segment file of regrow(): cut to @cut bytes at every read of it until its first @cut bytes
  * landed in the destination (a read may report more than one event: a direct read tried at
  * submission and again by io-wq), then written back whole, once: grown by 8 KiB of other bytes
@@ -2491,6 +2525,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
 	tcase_add_test(tc, a_segmented_fills_error_stays_through_its_other_reads);
 	tcase_add_loop_test(tc, the_rest_of_a_short_segment_read_stops_at_its_segments_end, 0, 3);
+	tcase_add_test(tc, a_segmented_fill_reads_nothing_past_its_manifest);
 	tcase_add_test(tc, a_segment_off_its_entrys_digest_in_either_half_is_bad);
 	tcase_add_test(tc, verify_of_an_object_rewritten_under_it_is_bad);
 	tcase_add_test(tc, a_segment_directory_opened_as_descriptor_0_is_used);
