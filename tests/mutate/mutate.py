@@ -1091,8 +1091,10 @@ def main():
         c["before"] = line_of(texts[p], c["start"]).strip()
         c["after"] = line_of(mtext, c["start"]).strip()
         key = (p, c["op"], squash(c["before"]), squash(c["after"]))
-        if key in equivalent and not args.run_claimed:
-            # claimed equivalent (reviewed): a survivor runs every case of its lines, minutes each
+        unique = sum(squash(ln) == key[2] for ln in texts[p].splitlines()) == 1
+        if key in equivalent and unique and not args.run_claimed:
+            # claimed equivalent (reviewed): a survivor runs every case of its lines, minutes each;
+            # a claim names a line by its text, so one whose text occurs twice in the file still runs
             c["status"], c["why"], c["by"], c["seconds"] = "equivalent", equivalent[key], "claimed: not run", 0.0
             return
         write_tree(tree, p, mtext)
