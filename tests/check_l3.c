@@ -1255,6 +1255,30 @@ static void fill_all(struct sc_l3 *l3, struct sc_l3_fill_req **rp, unsigned n)
 	}
 }
 
+/* A ring's completion queue holds a completion for every read its fills can have in flight (a
+ * header and L3_MAX_CHUNKS chunks for each of queue_depth reading fills) and a close for every fill
+ * slot, so the reaper never leans on the kernel's overflow list. 123 is a depth where leaving out
+ * the headers' share crosses a power of two (the kernel rounds the size up); 977 is the deepest
+ * whose need fits the kernel's largest queue (65536). */
+START_TEST(a_ring_s_completion_queue_holds_every_read_in_flight)
+{
+	static const uint32_t depth[] = { 0, 123, 977 };
+	uint32_t qd = depth[_i];
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .queue_depth = qd });
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "cq", 40, 50000, 7, &loc), 0);
+	check_fill(l3, &loc, 7, 0);
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->io_depth, qd ? qd : 64);
+	ck_assert_uint_eq(r->depth, 2 * r->io_depth);
+	uint64_t need = (uint64_t)r->io_depth * (L3_MAX_CHUNKS + 1) + r->depth;
+	ck_assert_msg(r->ring.cq.ring_entries >= need, "queue depth %u: a CQ of %u entries for %llu completions",
+		      r->io_depth, r->ring.cq.ring_entries, (unsigned long long)need);
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring)
 {
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE });
@@ -3554,6 +3578,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_fill_that_cannot_turn_buffered_ends_with_the_error);
 	tcase_add_test(tc, an_open_file_is_switched_to_the_mode_each_fill_reports);
 	tcase_add_test(tc, a_process_that_may_lock_no_memory_fills_with_plain_reads);
+	tcase_add_loop_test(tc, a_ring_s_completion_queue_holds_every_read_in_flight, 0, 3);
 	tcase_add_test(tc, a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring);
 	tcase_add_test(tc, a_wrong_location_is_refused_through_a_kept_file_too);
 	tcase_add_test(tc, an_object_file_as_descriptor_0_is_closed_when_not_kept_or_when_oldest);
