@@ -95,7 +95,9 @@ def read_conf():
 
 
 def read_equivalent():
-    """file | op | line text | mutated line text | why  (whitespace-insensitive match)"""
+    """file | op | line text | mutated line text | why  (whitespace-insensitive match). The file may
+    name a function, "path:function", for a line whose text occurs elsewhere in the file where the
+    same change is not equivalent: the claim then covers that function's line only."""
     eq = {}
     path = os.path.join(CONF, "equivalent.txt")
     if os.path.exists(path):
@@ -106,8 +108,42 @@ def read_equivalent():
                 # " | " inside a field (a line of code with a bitwise or) is written " \| "
                 parts = [p.strip().replace("\\|", "|") for p in re.split(r"(?<!\\) \| ", line.rstrip("\n"))]
                 if len(parts) == 5:
-                    eq[(parts[0], parts[1], squash(parts[2]), squash(parts[3]))] = parts[4]
+                    file, _, func = parts[0].partition(":")
+                    eq.setdefault((file, parts[1], squash(parts[2]), squash(parts[3])), []).append(
+                        (func or None, parts[4]))
     return eq
+
+
+# a function's definition starts at column 0 ("static int name(" or "int\nname(" is not used here)
+FUNC_RE = re.compile(r"^(?!static_assert|typedef|struct [^()]*;|#)[A-Za-z_][^;={}()\n]*?\b([A-Za-z_]\w*)\(", re.M)
+
+
+def func_at(text, pos):
+    """(name, begin, end) of the function whose definition holds @pos: from its header line to the
+    next header at column 0 (or the end); (None, 0, len(text)) before the first one."""
+    name, begin, end = None, 0, len(text)
+    for m in FUNC_RE.finditer(text):
+        if m.start() > pos:
+            end = m.start()
+            break
+        name, begin = m.group(1), m.start()
+    return name, begin, end
+
+
+def claim(equivalent, c, text):
+    """(why, unique) of equivalent.txt's claim on mutant @c of @text, or (None, False): unique when
+    the claimed line's text occurs once where the claim reaches (the file, or its function), so
+    that the claim names this line only."""
+    key = (c["file"], c["op"], squash(c.get("before", "")), squash(c.get("after", "")))
+    if key not in equivalent or text is None:
+        return None, False
+    name, begin, end = func_at(text, c["start"])
+    for func, why in equivalent[key]:
+        if func is None or func == name:
+            lo, hi = (0, len(text)) if func is None else (begin, end)
+            unique = sum(squash(ln) == key[2] for ln in text[lo:hi].splitlines()) == 1
+            return why, unique
+    return None, False
 
 
 def squash(s):
@@ -535,12 +571,12 @@ def run_suite(tree, spec, timeout, log, bdir="build"):
     return rc == 0, dt, (lines[-1] if rc != "timeout" and lines else "timeout after %ds" % timeout)
 
 
-def explain(c, equivalent, statuses):
-    """Mark result @c equivalent when its status is one of @statuses and equivalent.txt explains
-    it; True when it is (now) equivalent."""
-    key = (c["file"], c["op"], squash(c.get("before", "")), squash(c.get("after", "")))
-    if c["status"] in statuses and key in equivalent:
-        c["status"], c["why"] = "equivalent", equivalent[key]
+def explain(c, equivalent, statuses, text):
+    """Mark result @c (a mutant of @text) equivalent when its status is one of @statuses and
+    equivalent.txt explains it; True when it is (now) equivalent."""
+    why, _ = claim(equivalent, c, text)
+    if c["status"] in statuses and why is not None:
+        c["status"], c["why"] = "equivalent", why
         return True
     return False
 
@@ -937,7 +973,7 @@ def main():
             if text is None:
                 with open(os.path.join(ROOT, c["file"])) as f:
                     text = texts[c["file"]] = f.read()
-            if explain(c, equivalent, ("survived", "same-code", "equivalent")):
+            if explain(c, equivalent, ("survived", "same-code", "equivalent"), text):
                 keep.append(c)  # explained since: not run again
             elif (c["status"] in ("survived", "same-code", "equivalent") or
                   (c["status"] == "killed" and "(timeout" in c["by"])) and \
@@ -954,7 +990,7 @@ def main():
         done = {(c["file"], c["start"], c["end"], c["rep"], c["op"]) for c in previous}
         plan = [c for c in plan if (c["file"], c["start"], c["end"], c["rep"], c["op"]) not in done]
         for c in previous:
-            explain(c, equivalent, ("survived", "same-code"))  # explained since
+            explain(c, equivalent, ("survived", "same-code"), texts.get(c["file"]))  # explained since
     if args.list:
         for c in plan:
             print("%s:%d %-5s %s" % (c["file"], c["line"], c["op"], c["label"]))
@@ -1090,12 +1126,12 @@ def main():
         mtext = mutated_text(texts[p], c)
         c["before"] = line_of(texts[p], c["start"]).strip()
         c["after"] = line_of(mtext, c["start"]).strip()
-        key = (p, c["op"], squash(c["before"]), squash(c["after"]))
-        unique = sum(squash(ln) == key[2] for ln in texts[p].splitlines()) == 1
-        if key in equivalent and unique and not args.run_claimed:
+        why, unique = claim(equivalent, c, texts[p])
+        if why is not None and unique and not args.run_claimed:
             # claimed equivalent (reviewed): a survivor runs every case of its lines, minutes each;
-            # a claim names a line by its text, so one whose text occurs twice in the file still runs
-            c["status"], c["why"], c["by"], c["seconds"] = "equivalent", equivalent[key], "claimed: not run", 0.0
+            # a claim names a line by its text, so one whose text occurs twice where the claim
+            # reaches (its file, or its function) still runs
+            c["status"], c["why"], c["by"], c["seconds"] = "equivalent", why, "claimed: not run", 0.0
             return
         write_tree(tree, p, mtext)
         t0 = time.time()
@@ -1165,9 +1201,9 @@ def main():
             write_tree(tree, p, texts[p])
             cleanup_arenas()
             cleanup_loops()
-        key = (p, c["op"], squash(c["before"]), squash(c["after"]))
-        if status in ("survived", "same-code") and key in equivalent:
-            c["why"] = equivalent[key]
+        why, _ = claim(equivalent, c, texts[p])
+        if status in ("survived", "same-code") and why is not None:
+            c["why"] = why
             status = "equivalent"
         c["status"], c["by"], c["seconds"] = status, by, round(time.time() - t0, 1)
 
