@@ -27,6 +27,7 @@
 #include "../lib/l3/l3.h"
 #include "../lib/l3/files.h"
 #include "../lib/l3/write.h"
+#include "../lib/l3/ring.h"
 #include "../shm/fault.h"
 
 #define NTOK 8
@@ -1220,6 +1221,115 @@ END_TEST
 /* One eviction walks the order past a round of 32 candidates without listing; a process without
  * io_uring walks it as well, one request at a time; each evicts exactly the oldest; a candidate
  * whose unlink fails (an immutable file) stays, counted, and the next one goes instead. */
+/* An eviction with no order kept (no victims file yet) lists the store and evicts from the listing,
+ * and makes no ring for it: only a walk of the order reads through a ring, and a thread that only
+ * evicts (a janitor) keeps no io_uring of its own. */
+START_TEST(an_eviction_with_no_order_makes_no_ring)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	uint64_t ob = aged_store(l3, 10);
+	sc_l3_close(l3);
+	char p[160];
+	snprintf(p, sizeof(p), "%s/victims", tmpdir);
+	ck_assert_int_eq(access(p, F_OK), -1); /* no eviction yet: no order */
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	ck_assert_ptr_null(l3_ring_find(l3));
+	unsigned long l0 = listings();
+	ck_assert_int_eq(sc_l3_evict_to(l3, 8 * ob), 2);
+	ck_assert_uint_eq(listings() - l0, 1);
+	ck_assert_uint_eq(stored(10), 0x3fcull); /* the two oldest went */
+	ck_assert_ptr_null(l3_ring_find(l3));
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* A process may run with its standard input closed (a daemon): a file or directory the walk opens
+ * is then descriptor 0, and is used and closed as any other. 0: the order's file opens as 0 (the
+ * walk goes on from it, no listing). 1: descriptor 0 freed during the first round of the walk, so
+ * the directory of the second round's first candidate opens as 0; the second candidate is in the
+ * same directory and no earlier one is (the objects' ages are set so): it is found open. Both
+ * evict the same 40, in order, and leave nothing open. */
+static int zero_freed, zero_taken;
+
+static void free_zero_at_first_check(const char *point, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(point, "l3.victims.checked"))
+		return;
+	if (!zero_freed) {
+		zero_freed = 1;
+		close(0);
+	} else if (fcntl(0, F_GETFD) >= 0) {
+		zero_taken = 1; /* a directory of a later round opened as 0 */
+	}
+}
+
+static int same_dir(unsigned a, unsigned b)
+{
+	const char *x = strrchr(paths[a], '/'), *y = strrchr(paths[b], '/');
+	return x - paths[a] == y - paths[b] && !memcmp(x - 2, y - 2, 2);
+}
+
+START_TEST(an_order_walked_with_descriptor_0_free_evicts_the_same)
+{
+	struct sc_l3 *l3;
+	ck_assert_int_eq(sc_l3_open(tmpdir, NULL, &l3), 0);
+	uint64_t ob = aged_store(l3, 100);
+	/* two objects of one directory (a, b) made the 43rd and 44th oldest, the other objects of their
+	 * directory the newest: the listing takes the 10 oldest and keeps the next 45 as the order, the
+	 * walk's first round is the 11th-42nd, its second starts with a, b */
+	unsigned a = 0, b = 0, rank[100], next = 0, last = 99;
+	for (unsigned i = 0; i < 100 && !b; i++)
+		for (unsigned j = i + 1; j < 100 && !b; j++)
+			if (same_dir(i, j))
+				a = i, b = j;
+	ck_assert_msg(b, "no two of 100 objects share a directory");
+	for (unsigned i = 0; i < 100; i++) {
+		if (i == a || i == b)
+			continue;
+		if (same_dir(i, a)) {
+			rank[i] = last--;
+			continue;
+		}
+		next += next == 42 ? 2 : 0;
+		rank[i] = next++;
+	}
+	rank[a] = 42, rank[b] = 43;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (unsigned i = 0; i < 100; i++) {
+		struct timespec ts[2] = { { now.tv_sec - 1000 + (time_t)rank[i], 0 }, { now.tv_sec - 1000 + (time_t)rank[i], 0 } };
+		ck_assert_int_eq(utimensat(AT_FDCWD, paths[i], ts, 0), 0);
+	}
+	unsigned long l0 = listings();
+	ck_assert_int_eq(sc_l3_evict_to(l3, 90 * ob), 10);
+	ck_assert_uint_eq(listings() - l0, 1);
+	int in = fcntl(0, F_DUPFD_CLOEXEC, 100);
+	ck_assert_int_ge(in, 0);
+	if (_i == 0) {
+		close(0);
+	} else {
+		zero_freed = zero_taken = 0;
+		shm_sched_set(free_zero_at_first_check, NULL);
+	}
+	int n = sc_l3_evict_to(l3, 50 * ob); /* 40 from the order: two rounds, 32 and 8 */
+	shm_sched_set(NULL, NULL);
+	int zero_open = fcntl(0, F_GETFD) >= 0;
+	ck_assert_int_eq(dup2(in, 0), 0);
+	close(in);
+	ck_assert_int_eq(n, 40);
+	ck_assert_uint_eq(listings() - l0, 1);
+	for (unsigned i = 0; i < 100; i++)
+		ck_assert_msg((access(paths[i], F_OK) == 0) == (rank[i] >= 50), "object %u (age rank %u) %s", i,
+			      rank[i] + 1, rank[i] >= 50 ? "evicted" : "kept");
+	ck_assert_msg(!zero_open, "the walk left descriptor 0 open");
+	if (_i == 1)
+		ck_assert(zero_freed && zero_taken);
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(evictions_walk_the_order_in_rounds_with_and_without_a_ring)
 {
 	struct sc_l3 *l3;
@@ -1321,6 +1431,8 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, reconciler_killed_in_its_step);
 	tcase_add_test(tc, janitor_pass_of_a_large_store_takes_a_step);
 	tcase_add_test(tc, evictions_take_the_last_listing_order_without_listing);
+	tcase_add_test(tc, an_eviction_with_no_order_makes_no_ring);
+	tcase_add_loop_test(tc, an_order_walked_with_descriptor_0_free_evicts_the_same, 0, 2);
 	tcase_add_test(tc, janitor_passes_over_the_budget_evict_without_listing);
 	tcase_add_test(tc, evictions_walk_the_order_in_rounds_with_and_without_a_ring);
 	tcase_add_test(tc, a_segmented_candidate_makes_the_eviction_list);
