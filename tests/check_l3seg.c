@@ -1052,6 +1052,68 @@ START_TEST(an_abandoned_segmented_fill_ends_after_its_reads)
 }
 END_TEST
 
+/* Is a completed segment open of the fill in @r's completion queue, not yet taken? */
+static int seg_open_completed(struct l3_ring *r)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, k = 0;
+	io_uring_for_each_cqe(&r->ring, head, cqe)
+	{
+		uint64_t ud = cqe->user_data;
+		k |= (ud & 7) == L3_IO_SEG && (ud >> 3 & (L3_SEG_TAG | L3_SEG_OPEN)) == (L3_SEG_TAG | L3_SEG_OPEN);
+	}
+	return k;
+}
+
+/* A segmented fill abandoned while its segments' opens are in flight (a completed open not yet
+ * taken) starts no read when they end: its destination is not written after the abandonment. */
+START_TEST(an_abandoned_fill_reads_no_segment_its_opens_found)
+{
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .queue_depth = 4 }, SEG);
+	size_t n;
+	uint8_t *a = payload(4, 0, 60, 3000, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	struct l3_ring *r = NULL;
+	size_t cap = (n + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap), *canary = malloc(cap);
+	memset(canary, 0x5a, cap);
+	int found = 0;
+	for (int k = 0; k < 8 && !found; k++) {
+		struct sc_l3_fill_req req = { .loc = &la, .dst = dst, .dst_bytes = cap, .flags = SC_L3_FILL_BUFFERED },
+				      *rp = &req, *done;
+		ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+		r = l3_ring_find(l3);
+		ck_assert_ptr_nonnull(r);
+		int ended = 0;
+		for (int i = 0; i < 64 && !ended && !found; i++) {
+			struct io_uring_cqe *cqe;
+			ck_assert_int_eq(io_uring_wait_cqe(&r->ring, &cqe), 0); /* not taken: the reap does */
+			if ((found = seg_open_completed(r)))
+				break;
+			ended = sc_l3_fill_reap(l3, &done, 1, 0) == 1;
+		}
+		if (!found) {
+			while (!ended)
+				ended = sc_l3_fill_reap(l3, &done, 1, 1000000) == 1;
+			continue;
+		}
+		int heard[2] = { 0, 0 };
+		l3_fill_abandon(l3, &req, note_result, heard);
+		memset(dst, 0x5a, cap); /* no read is in flight: none may start */
+		while (!heard[0])
+			ck_assert_int_ge(sc_l3_fill_reap(l3, &done, 1, 1000000), 0);
+		ck_assert_int_eq(heard[1], -ECANCELED);
+		ck_assert_msg(memcmp(dst, canary, cap) == 0, "a segment was read after the fill was abandoned");
+	}
+	ck_assert_msg(found, "no segment open was seen completed before its reap");
+	ck_assert_int_eq(sc_l3_fill_inflight(l3), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	free(a), free(dst), free(canary);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A direct segment read the kernel refuses (-EINVAL) after its fill was abandoned is not read
  * again buffered (its destination is no longer the fill's): the fill ends with the refusal. The
  * abandonment comes after 0, 1, 2 ... steps (a step: a completion is there, a reap takes what is),
@@ -2514,6 +2576,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, direct_segment_reads_refused_are_read_again_buffered);
 	tcase_add_test(tc, a_refused_direct_read_of_an_abandoned_fill_is_not_read_again);
+	tcase_add_test(tc, an_abandoned_fill_reads_no_segment_its_opens_found);
 	tcase_add_test(tc, direct_segment_reads_leave_the_page_cache_as_it_was);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
