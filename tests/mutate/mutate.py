@@ -868,8 +868,35 @@ def save_cov(m):
     os.replace(tmp, COV_MAP)
 
 
+def guarded_line(text, c):
+    """The first line of the statement mutant @c's condition guards, for a skip that drops the whole
+    condition or an operand of ||: it changes what runs only where the original ran that statement,
+    so the cases that ran it go first (a guard's error path is often run by a few cases of another
+    suite, check_oom's or a fault test's). None when the statement starts on the condition's line
+    (the line's cases are all of them) or for other mutants."""
+    if c["op"] != "skip" or not (c["label"].startswith("guard") or c["label"].endswith("of || dropped")):
+        return None
+    code = mask_code(text)
+    i, depth = c["end"], 0
+    while i < len(code):  # the condition's closing parenthesis
+        if code[i] in "([{":
+            depth += 1
+        elif code[i] in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        i += 1
+    if i >= len(code) or code[i] != ")":
+        return None
+    j = i + 1
+    while j < len(code) and code[j] in " \t\n{":
+        j += 1
+    return text.count("\n", 0, j) + 1 if "\n" in code[i:j] else None
+
+
 def cov_select(m, path, text, c, order):
-    """The narrowed suite specs whose cases run a line of mutant @c (suites in @order first), [] when
+    """The narrowed suite specs whose cases run a line of mutant @c (suites in @order first, and
+    before them the cases that ran the statement its condition guards, see guarded_line), [] when
     no case runs any of them, None when the map cannot tell (no map, the file changed since, or
     none of its lines is code gcov counts)."""
     if not m or m["sources"].get(path) != hashlib.sha256(text.encode()).hexdigest():
@@ -895,7 +922,16 @@ def cov_select(m, path, text, c, order):
             by_suite.setdefault(name, []).append(s["cases"][k])
     names = [n for n in dict.fromkeys(o.partition(":")[0] for o in order) if n in by_suite]
     names += sorted(n for n in by_suite if n not in names)
-    return ["%s:%s" % (n, ",".join(by_suite[n])) for n in names]
+    g = guarded_line(text, c)
+    first = {tuple(x) for x in lines.get(str(g), ())} & hits if g else set()
+    if not first or first == hits:
+        return ["%s:%s" % (n, ",".join(by_suite[n])) for n in names]
+    head, tail = {}, {}
+    for name, k in sorted(hits):
+        s = m["suites"].get(name)
+        if s and k < len(s["cases"]):
+            (head if (name, k) in first else tail).setdefault(name, []).append(s["cases"][k])
+    return ["%s:%s" % (n, ",".join(part[n])) for part in (head, tail) for n in names if n in part]
 
 
 def cov_seconds(m, spec):
