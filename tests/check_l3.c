@@ -1255,14 +1255,14 @@ static void fill_all(struct sc_l3 *l3, struct sc_l3_fill_req **rp, unsigned n)
 	}
 }
 
-/* A ring's completion queue holds a completion for every read its fills can have in flight (a
- * header and L3_MAX_CHUNKS chunks for each of queue_depth reading fills) and a close for every fill
- * slot, so the reaper never leans on the kernel's overflow list. 123 is a depth where leaving out
- * the headers' share crosses a power of two (the kernel rounds the size up); 977 is the deepest
- * whose need fits the kernel's largest queue (65536). */
+/* A ring's completion queue has room for a completion of every read its reading fills can have in
+ * flight (a header and L3_MAX_CHUNKS chunks for each of queue_depth fills) and of a close for every
+ * fill slot (what more completes at once, the kernel keeps in its overflow list). 123 is a depth
+ * where leaving out the headers' share crosses a power of two (the kernel rounds the size up); 978
+ * is the deepest whose need fits the kernel's largest queue, 65536 (the size asked is clamped). */
 START_TEST(a_ring_s_completion_queue_holds_every_read_in_flight)
 {
-	static const uint32_t depth[] = { 0, 123, 977 };
+	static const uint32_t depth[] = { 0, 123, 978 };
 	uint32_t qd = depth[_i];
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .queue_depth = qd });
 	struct sc_location loc;

@@ -1218,12 +1218,8 @@ START_TEST(janitor_passes_over_the_budget_evict_without_listing)
 }
 END_TEST
 
-/* One eviction walks the order past a round of 32 candidates without listing; a process without
- * io_uring walks it as well, one request at a time; each evicts exactly the oldest; a candidate
- * whose unlink fails (an immutable file) stays, counted, and the next one goes instead. */
 /* An eviction with no order kept (no victims file yet) lists the store and evicts from the listing,
- * and makes no ring for it: only a walk of the order reads through a ring, and a thread that only
- * evicts (a janitor) keeps no io_uring of its own. */
+ * and makes no ring for it: only a walk of the order uses a ring. */
 START_TEST(an_eviction_with_no_order_makes_no_ring)
 {
 	struct sc_l3 *l3;
@@ -1249,19 +1245,21 @@ END_TEST
  * walk goes on from it, no listing). 1: descriptor 0 freed during the first round of the walk, so
  * the directory of the second round's first candidate opens as 0; the second candidate is in the
  * same directory and no earlier one is (the objects' ages are set so): it is found open. Both
- * evict the same 40, in order, and leave nothing open. */
+ * evict the same 40 (the oldest of the order), and descriptor 0 is closed after the walk. */
 static int zero_freed, zero_taken;
+static struct stat zero_dir; /* the directory of the second round's first candidate */
 
 static void free_zero_at_first_check(const char *point, void *ctx)
 {
 	(void)ctx;
+	struct stat sb;
 	if (strcmp(point, "l3.victims.checked"))
 		return;
 	if (!zero_freed) {
 		zero_freed = 1;
 		close(0);
-	} else if (fcntl(0, F_GETFD) >= 0) {
-		zero_taken = 1; /* a directory of a later round opened as 0 */
+	} else if (fstat(0, &sb) == 0 && sb.st_dev == zero_dir.st_dev && sb.st_ino == zero_dir.st_ino) {
+		zero_taken = 1; /* that directory opened as 0 */
 	}
 }
 
@@ -1296,6 +1294,9 @@ START_TEST(an_order_walked_with_descriptor_0_free_evicts_the_same)
 		rank[i] = next++;
 	}
 	rank[a] = 42, rank[b] = 43;
+	char dir[160];
+	snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(paths[a], '/') - paths[a]), paths[a]);
+	ck_assert_int_eq(stat(dir, &zero_dir), 0);
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	for (unsigned i = 0; i < 100; i++) {
@@ -1330,6 +1331,9 @@ START_TEST(an_order_walked_with_descriptor_0_free_evicts_the_same)
 }
 END_TEST
 
+/* One eviction walks the order past a round of 32 candidates without listing; a process without
+ * io_uring walks it as well, one request at a time; each evicts exactly the oldest; a candidate
+ * whose unlink fails (an immutable file) stays, counted, and the next one goes instead. */
 START_TEST(evictions_walk_the_order_in_rounds_with_and_without_a_ring)
 {
 	struct sc_l3 *l3;
