@@ -845,8 +845,18 @@ static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 
 /* Submit whatever is still queued (a failed io_uring_submit may have left SQEs behind) and wait
  * for at least one completion: a plain wait could sleep forever on reads never submitted. */
+#ifdef SC_TEST_HOOKS
+_Atomic int l3_test_wait_again;
+#endif
+
 static int ring_wait(struct l3_ring *r)
 {
+#ifdef SC_TEST_HOOKS
+	if (atomic_load_explicit(&l3_test_wait_again, memory_order_relaxed) > 0) {
+		atomic_fetch_sub_explicit(&l3_test_wait_again, 1, memory_order_relaxed);
+		return -EAGAIN; /* as io_uring_enter refuses when the kernel is short of resources */
+	}
+#endif
 	int rc = io_uring_submit_and_wait(&r->ring, 1);
 	return rc < 0 ? rc : 0;
 }
