@@ -2139,18 +2139,22 @@ END_TEST
 
 struct late_release {
 	struct held_fill *h;
+	int again; /* the close's waits refused instead of interrupted */
 	atomic_int closing, closed, seen;
 };
 
-/* Once the close has begun and 50 more signals have interrupted the closing thread (at most
- * 10 s), note whether the close has returned, then let the held read go. */
+/* Once the close has begun and 50 more signals have interrupted the closing thread (or, with
+ * again, the refused waits are all spent or the close returned; at most 10 s), note whether the
+ * close has returned, then let the held read go. */
 static void *release_late(void *arg)
 {
 	struct late_release *x = arg;
 	for (int i = 0; i < 10000 && !atomic_load(&x->closing); i++)
 		sc_test_pause_ms(1);
 	int from = atomic_load(&usr1_handled);
-	for (int i = 0; i < 10000 && atomic_load(&usr1_handled) < from + 50; i++)
+	for (int i = 0; i < 10000 && !x->again && atomic_load(&usr1_handled) < from + 50; i++)
+		sc_test_pause_ms(1);
+	for (int i = 0; i < 10000 && x->again && atomic_load(&l3_test_wait_again) > 0 && !atomic_load(&x->closed); i++)
 		sc_test_pause_ms(1);
 	atomic_store(&x->seen, atomic_load(&x->closed));
 	if (write(x->h->pipe[1], "g", 1) != 1)
@@ -2159,7 +2163,9 @@ static void *release_late(void *arg)
 }
 
 /* A handle's close waits for a fill whose read is in flight, signals or not (its destination is
- * the caller's memory until the read ends): the close returns only after the held read went on. */
+ * the caller's memory until the read ends): the close returns only after the held read went on.
+ * 0: signals interrupt its waits; 1: its first three waits are refused (-EAGAIN, the kernel short
+ * of resources): it waits again. */
 START_TEST(a_close_interrupted_by_signals_waits_for_the_read_in_flight)
 {
 	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
@@ -2172,17 +2178,23 @@ START_TEST(a_close_interrupted_by_signals_waits_for_the_read_in_flight)
 		return;
 	}
 	held_submit(&h, l3, &loc);
-	struct late_release x = { .h = &h };
+	struct late_release x = { .h = &h, .again = _i == 1 };
 	pthread_t t;
 	struct pester p;
-	pester_start(&p);
+	if (!x.again)
+		pester_start(&p);
+	else
+		atomic_store(&l3_test_wait_again, 3);
 	ck_assert_int_eq(pthread_create(&t, NULL, release_late, &x), 0);
 	atomic_store(&x.closing, 1);
 	sc_l3_close(l3);
 	atomic_store(&x.closed, 1);
-	pester_stop(&p);
+	if (!x.again)
+		pester_stop(&p);
+	int refusals_left = atomic_exchange(&l3_test_wait_again, 0);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_msg(!atomic_load(&x.seen), "the close returned with a read in flight");
+	ck_assert_msg(!refusals_left, "the close stopped after a refused wait (%d refusals not met)", refusals_left);
 	held_end(&h, 90);
 }
 END_TEST
@@ -3552,7 +3564,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, reaps_take_at_most_max_and_a_lone_fill_waits_for_a_full_ring);
 	tcase_add_test(tc, an_eviction_through_one_handle_leaves_another_handles_kept_files);
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
-	tcase_add_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight);
+	tcase_add_loop_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight, 0, 2);
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_the_files_of_its_fills);
 	tcase_add_test(tc, a_close_leaves_another_threads_fill_its_file);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
