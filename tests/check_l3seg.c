@@ -491,6 +491,38 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 }
 END_TEST
 
+/* A bad segment that cannot be moved to quarantine (its directory removed by hand) stays where it
+ * is, and so does its object: the fill says -EBADMSG, and the store's counts still count both. */
+START_TEST(a_bad_segment_that_cannot_be_moved_away_stays_counted)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t na;
+	uint8_t *a = payload(4, 0, 5, 0, &na);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
+	char sp[256], pa[256], qdir[256];
+	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	obj_path(&la, pa, sizeof(pa));
+	snprintf(qdir, sizeof(qdir), "%s/quarantine", tmpdir);
+	ck_assert_int_eq(rmdir(qdir), 0);
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(l3, &st0);
+	sc_test_flip_byte(sp, 100, 0x40);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	ck_assert_int_eq(access(sp, F_OK), 0);
+	ck_assert_int_eq(access(pa, F_OK), 0);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_ge(st.verify_failures, st0.verify_failures + 1);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	ck_assert_uint_eq(st.segments, st0.segments);
+	ck_assert_uint_eq(st.objects, st0.objects);
+	ck_assert_uint_eq(st.bytes, st0.bytes);
+	ck_assert_uint_eq(st.physical_bytes, st0.physical_bytes);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 /* @l3's statistics into *@st; or, where its filesystem has no O_DIRECT, this case's SKIP line and
  * the handle closed: 1 then. */
 static int no_direct_here(struct sc_l3 *l3, struct sc_l3_stats *st)
@@ -2574,6 +2606,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, waiting_fills_start_when_a_segmented_fill_ends);
 	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
+	tcase_add_test(tc, a_bad_segment_that_cannot_be_moved_away_stays_counted);
 	tcase_add_test(tc, manifest_segment_lengths_at_their_bounds);
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, direct_segment_reads_refused_are_read_again_buffered);
