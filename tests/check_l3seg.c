@@ -317,6 +317,34 @@ START_TEST(shared_leading_segments_stored_once)
 }
 END_TEST
 
+/* A whole object (version 1) whose payload is a whole number of manifest entries (24 bytes each)
+ * looks like a manifest by its size alone: a scan reads its header and counts it whole, at its
+ * size, in a fresh handle's logical and physical bytes. */
+START_TEST(a_whole_object_the_size_of_a_manifest_is_counted_whole)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n = 24 * 1000;
+	uint8_t *a = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		a[i] = (uint8_t)(i * 7 + 1);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "w", 10, a, n, &la), 0);
+	ck_assert_uint_eq(la.file_bytes, 4096 + n); /* whole: header block + payload */
+	ck_assert_uint_eq((la.file_bytes - 4096) % sizeof(struct l3_seg_ent), 0);
+	sc_l3_close(l3);
+	l3 = open_seg(NULL, 0);
+	struct sc_l3_stats st;
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.objects, 1);
+	ck_assert_uint_eq(st.bytes, la.file_bytes);
+	ck_assert_uint_eq(st.logical_bytes, la.file_bytes);
+	ck_assert_uint_eq(st.segments, 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(whole_objects_keep_reading_and_option_refusals)
 {
 	/* segments off (the default): today's format; then on: both kinds read */
@@ -2601,6 +2629,7 @@ Suite *l3seg_suite(void)
 	tcase_add_checked_fixture(tc, setup, rm_tmp);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, shared_leading_segments_stored_once);
+	tcase_add_test(tc, a_whole_object_the_size_of_a_manifest_is_counted_whole);
 	tcase_add_test(tc, segmented_fills_run_on_the_ring_beside_other_fills);
 	tcase_add_test(tc, an_abandoned_segmented_fill_ends_after_its_reads);
 	tcase_add_test(tc, waiting_fills_start_when_a_segmented_fill_ends);
