@@ -1255,6 +1255,36 @@ static void fill_all(struct sc_l3 *l3, struct sc_l3_fill_req **rp, unsigned n)
 	}
 }
 
+/* A ring sweeps its idle kept files (an fstat each) at most once a second: a fill that comes
+ * sooner after the last sweep makes none; a removal through the handle sweeps at once. */
+START_TEST(kept_files_are_swept_at_most_once_a_second_and_at_once_after_a_removal)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_location x, y;
+	ck_assert_int_eq(put_full(l3, "sweep", 40, 50000, 71, &x), 0);
+	ck_assert_int_eq(put_full(l3, "sweep", 41, 50000, 72, &y), 0);
+	check_fill(l3, &x, 71, 0);
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_gt(r->kept_sets, 0);
+	ck_assert_uint_ne(r->kept_swept_ns, 0); /* the ring's first fill swept */
+	for (int k = 0; k < 20; k++) {
+		uint64_t t0 = r->kept_swept_ns;
+		check_fill(l3, &y, 72, 0);
+		uint64_t t1 = r->kept_swept_ns;
+		ck_assert_msg(t1 == t0 || t1 - t0 >= SHM_NS_PER_SEC, "fill %d swept %llu ns after the last sweep", k,
+			      (unsigned long long)(t1 - t0));
+	}
+	uint64_t t0 = r->kept_swept_ns;
+	ck_assert_int_eq(sc_l3_evict_to(l3, 0), 2); /* both removed through the handle */
+	ck_assert_uint_eq(r->kept_swept_gen, atomic_load(&l3->kept_gen)); /* swept at once */
+	ck_assert_uint_ne(r->kept_swept_ns, t0);
+	for (unsigned i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++)
+		ck_assert_int_lt(r->kept[i].fd, 0); /* both kept files closed */
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A ring's completion queue has room for a completion of every read its reading fills can have in
  * flight (a header and L3_MAX_CHUNKS chunks for each of queue_depth fills) and of a close for every
  * fill slot (what more completes at once, the kernel keeps in its overflow list). 123 is a depth
@@ -3590,6 +3620,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_fill_that_cannot_turn_buffered_ends_with_the_error);
 	tcase_add_test(tc, an_open_file_is_switched_to_the_mode_each_fill_reports);
 	tcase_add_test(tc, a_process_that_may_lock_no_memory_fills_with_plain_reads);
+	tcase_add_test(tc, kept_files_are_swept_at_most_once_a_second_and_at_once_after_a_removal);
 	tcase_add_loop_test(tc, a_ring_s_completion_queue_holds_every_read_in_flight, 0, 3);
 	tcase_add_test(tc, a_lone_fill_opens_its_file_itself_and_fills_together_open_on_the_ring);
 	tcase_add_test(tc, a_wrong_location_is_refused_through_a_kept_file_too);
