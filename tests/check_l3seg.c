@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/fanotify.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -516,6 +517,61 @@ START_TEST(corrupt_segment_quarantines_every_user_and_their_mirrors)
 	sc_stage_close(stage);
 	sc_test_arena_destroy(arena, aname);
 	free(a), free(b), free(c);
+}
+END_TEST
+
+/* Looking for a bad segment's users, a scan opens only the object files that may be manifests
+ * (regular files of a header block and a whole number of entries): not an empty file, a FIFO or a
+ * directory planted under object names beside them (a directory passes the size test on ext4,
+ * whose directories are 4096 bytes). An inotify watch on the directory sees every open. */
+START_TEST(a_scan_for_a_bad_segments_users_opens_only_what_may_be_a_manifest)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t na;
+	uint8_t *a = payload(4, 0, 6, 0, &na);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, na, &la), 0);
+	char pa[256], dir[256], planted[3][256];
+	obj_path(&la, pa, sizeof(pa));
+	const char *base = strrchr(pa, '/') + 1;
+	size_t at = (size_t)(base - pa) + 31; /* the name's last hex digit: another digest, same directory */
+	snprintf(dir, sizeof(dir), "%.*s", (int)(base - 1 - pa), pa);
+	for (int k = 0; k < 3; k++) {
+		memcpy(planted[k], pa, sizeof(pa));
+		planted[k][at] = planted[k][at] == "123"[k] ? 'f' : "123"[k];
+	}
+	const char *p0 = planted[0], *p1 = planted[1], *p2 = planted[2];
+	int fd = open(p0, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(mkfifo(p1, 0600), 0);
+	ck_assert_int_eq(mkdir(p2, 0700), 0);
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(inotify_add_watch(in, dir, IN_OPEN), 0);
+	char sp[256];
+	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	sc_test_flip_byte(sp, 200, 0x40);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	ck_assert_int_eq(access(pa, F_OK), -1); /* its user found, and quarantined */
+	int own = 0;
+	_Alignas(struct inotify_event) char buf[8192];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0) {
+		for (char *q = buf; q < buf + n; q += sizeof(struct inotify_event) + ((struct inotify_event *)q)->len) {
+			const struct inotify_event *ev = (const void *)q;
+			if (!ev->len)
+				continue;
+			own += !strcmp(ev->name, base);
+			for (int k = 0; k < 3; k++)
+				ck_assert_msg(strcmp(ev->name, planted[k] + (base - pa)), "the scan opened the planted %s",
+					      k == 0 ? "empty file" : k == 1 ? "FIFO" : "directory");
+		}
+	}
+	ck_assert_int_gt(own, 0); /* the watch saw the manifest's opens */
+	close(in);
+	sc_l3_close(l3);
+	free(a);
 }
 END_TEST
 
@@ -2636,6 +2692,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
 	tcase_add_test(tc, a_bad_segment_that_cannot_be_moved_away_stays_counted);
+	tcase_add_test(tc, a_scan_for_a_bad_segments_users_opens_only_what_may_be_a_manifest);
 	tcase_add_test(tc, manifest_segment_lengths_at_their_bounds);
 	tcase_add_test(tc, direct_segment_reads_verify_as_they_land);
 	tcase_add_test(tc, direct_segment_reads_refused_are_read_again_buffered);
