@@ -2229,6 +2229,45 @@ START_TEST(a_close_interrupted_by_signals_waits_for_the_read_in_flight)
 }
 END_TEST
 
+/* A kept file in use when a removal through the handle moved the generation (the removal's sweep
+ * passes over a busy file: here a fill through it not yet reaped) is stale when its fill ends: the
+ * next fill of its object, sooner than the ring's next sweep, does not use it but opens the file
+ * anew. */
+START_TEST(a_kept_file_busy_through_a_removal_is_not_used_after_it)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_location x, y;
+	ck_assert_int_eq(put_full(l3, "busy", 24, 50000, 95, &x), 0);
+	ck_assert_int_eq(put_full(l3, "busy", 25, 50000, 96, &y), 0);
+	char py[256];
+	obj_path(&y, py, sizeof(py));
+	struct timespec old[2] = { { time(NULL) - 1000, 0 }, { time(NULL) - 1000, 0 } };
+	ck_assert_int_eq(utimensat(AT_FDCWD, py, old, 0), 0); /* the oldest: an eviction takes it */
+	check_fill(l3, &x, 95, 0); /* kept */
+	ck_assert_uint_eq(atomic_load(&l3->kept_count), 1);
+	size_t cap = 53248;
+	struct sc_l3_fill_req req = { .loc = &x, .dst = abuf(cap), .dst_bytes = cap }, *rp = &req, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1); /* through the kept file: busy until reaped */
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	struct stat sb;
+	ck_assert_int_eq(stat(py, &sb), 0);
+	ck_assert_int_eq(sc_l3_evict_to(l3, s0.bytes - (uint64_t)sb.st_size), 1); /* y, through the handle */
+	ck_assert_int_eq(access(py, F_OK), -1);
+	ck_assert_int_eq(sc_l3_fill_inflight(l3), 1); /* not reaped by the eviction */
+	ck_assert_uint_eq(atomic_load(&l3->kept_count), 1); /* x's, busy: not closed by the removal */
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, 10 * 1000000000ll), 1);
+	ck_assert_int_eq(req.result, 0);
+	free(req.dst);
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	ck_assert_uint_eq(s0.fills_kept, 1); /* that fill read the kept file */
+	check_fill(l3, &x, 95, 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept); /* read through a file opened anew */
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A close whose wait for the reads in flight fails (io_uring_enter refused, here with EPERM by a
  * seccomp filter in a child) still closes the descriptors of the fills left on the thread's own
  * ring: the object file a held fill opened as descriptor 0 is closed with the handle. */
@@ -3595,6 +3634,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, an_eviction_through_one_handle_leaves_another_handles_kept_files);
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
 	tcase_add_loop_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight, 0, 2);
+	tcase_add_test(tc, a_kept_file_busy_through_a_removal_is_not_used_after_it);
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_the_files_of_its_fills);
 	tcase_add_test(tc, a_close_leaves_another_threads_fill_its_file);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
