@@ -1232,6 +1232,39 @@ START_TEST(an_abandoned_fill_reads_no_segment_its_opens_found)
 }
 END_TEST
 
+/* A fill that ended before its caller gave up on it (its completion taken by a poll, not yet
+ * reaped) is not on the ring any more: the abandonment hears its result at once, once, and a
+ * reap finds nothing of it after. */
+START_TEST(an_abandoned_fill_that_had_ended_is_heard_at_once)
+{
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .queue_depth = 4 }, SEG);
+	size_t nw;
+	uint8_t *w = payload(0, 0, 61, 9000, &nw);
+	struct sc_location lw;
+	ck_assert_int_eq(put_buf(l3, "w", 10, w, nw, &lw), 0);
+	size_t cap = (nw + 4095) / 4096 * 4096;
+	uint8_t *dst = aligned_alloc(4096, cap);
+	struct sc_l3_fill_req req = { .loc = &lw, .dst = dst, .dst_bytes = cap }, *rp = &req, *done;
+	ck_assert_int_eq(sc_l3_fill_submit(l3, &rp, 1), 1);
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	for (int i = 0; i < 10000 && r->done_head != &req; i++) { /* until it ended (a poll took it) */
+		l3_fill_poll(l3);
+		if (r->done_head != &req)
+			sc_test_pause_ms(1);
+	}
+	ck_assert_ptr_eq(r->done_head, &req);
+	int heard[2] = { 0, 1 };
+	l3_fill_abandon(l3, &req, note_result, heard);
+	ck_assert_int_eq(heard[0], 1);
+	ck_assert_int_eq(heard[1], 0);
+	ck_assert(memcmp(dst, w, nw) == 0);
+	ck_assert_int_eq(sc_l3_fill_reap(l3, &done, 1, 0), 0);
+	free(w), free(dst);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A direct segment read the kernel refuses (-EINVAL) after its fill was abandoned is not read
  * again buffered (its destination is no longer the fill's): the fill ends with the refusal. The
  * abandonment comes after 0, 1, 2 ... steps (a step: a completion is there, a reap takes what is),
@@ -2688,6 +2721,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_whole_object_the_size_of_a_manifest_is_counted_whole);
 	tcase_add_test(tc, segmented_fills_run_on_the_ring_beside_other_fills);
 	tcase_add_test(tc, an_abandoned_segmented_fill_ends_after_its_reads);
+	tcase_add_test(tc, an_abandoned_fill_that_had_ended_is_heard_at_once);
 	tcase_add_test(tc, waiting_fills_start_when_a_segmented_fill_ends);
 	tcase_add_test(tc, whole_objects_keep_reading_and_option_refusals);
 	tcase_add_test(tc, corrupt_segment_quarantines_every_user_and_their_mirrors);
