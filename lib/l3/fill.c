@@ -843,12 +843,12 @@ static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 	return total;
 }
 
-/* Submit whatever is still queued (a failed io_uring_submit may have left SQEs behind) and wait
- * for at least one completion: a plain wait could sleep forever on reads never submitted. */
 #ifdef SC_TEST_HOOKS
 _Atomic int l3_test_wait_again;
 #endif
 
+/* Submit whatever is still queued (a failed io_uring_submit may have left SQEs behind) and wait
+ * for at least one completion: a plain wait could sleep forever on reads never submitted. */
 static int ring_wait(struct l3_ring *r)
 {
 #ifdef SC_TEST_HOOKS
