@@ -915,23 +915,21 @@ def cov_select(m, path, text, c, order):
     if any(o.partition(":")[0] not in m["suites"] or o.partition(":")[0] in m.get("stale", ())
            for o in order) or any(name in m.get("stale", ()) for name, _ in hits):
         return None  # a suite not measured, or changed since: its cases are not known
-    by_suite = {}
-    for name, k in sorted(hits):
-        s = m["suites"].get(name)
-        if s and k < len(s["cases"]):
-            by_suite.setdefault(name, []).append(s["cases"][k])
-    names = [n for n in dict.fromkeys(o.partition(":")[0] for o in order) if n in by_suite]
-    names += sorted(n for n in by_suite if n not in names)
     g = guarded_line(text, c)
     first = {tuple(x) for x in lines.get(str(g), ())} & hits if g else set()
-    if not first or first == hits:
-        return ["%s:%s" % (n, ",".join(by_suite[n])) for n in names]
-    head, tail = {}, {}
-    for name, k in sorted(hits):
-        s = m["suites"].get(name)
-        if s and k < len(s["cases"]):
-            (head if (name, k) in first else tail).setdefault(name, []).append(s["cases"][k])
-    return ["%s:%s" % (n, ",".join(part[n])) for part in (head, tail) for n in names if n in part]
+    parts = [first, hits - first] if first and first != hits else [hits]
+    by_part = []  # per part, suite name -> its cases
+    for part in parts:
+        by_suite = {}
+        for name, k in sorted(part):
+            s = m["suites"].get(name)
+            if s and k < len(s["cases"]):
+                by_suite.setdefault(name, []).append(s["cases"][k])
+        by_part.append(by_suite)
+    found = {n for by_suite in by_part for n in by_suite}
+    names = [n for n in dict.fromkeys(o.partition(":")[0] for o in order) if n in found]
+    names += sorted(n for n in found if n not in names)
+    return ["%s:%s" % (n, ",".join(by_suite[n])) for by_suite in by_part for n in names if n in by_suite]
 
 
 def cov_seconds(m, spec):
