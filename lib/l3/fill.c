@@ -844,7 +844,7 @@ static unsigned process(struct sc_l3 *l3, struct l3_ring *r)
 }
 
 #ifdef SC_TEST_HOOKS
-_Atomic int l3_test_wait_again;
+_Atomic int l3_test_wait_again, l3_test_wait_errno = EAGAIN;
 #endif
 
 /* Submit whatever is still queued (a failed io_uring_submit may have left SQEs behind) and wait
@@ -854,7 +854,7 @@ static int ring_wait(struct l3_ring *r)
 #ifdef SC_TEST_HOOKS
 	if (atomic_load_explicit(&l3_test_wait_again, memory_order_relaxed) > 0) {
 		atomic_fetch_sub_explicit(&l3_test_wait_again, 1, memory_order_relaxed);
-		return -EAGAIN; /* as io_uring_enter refuses when the kernel is short of resources */
+		return -atomic_load_explicit(&l3_test_wait_errno, memory_order_relaxed);
 	}
 #endif
 	int rc = io_uring_submit_and_wait(&r->ring, 1);

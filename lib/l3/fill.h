@@ -46,9 +46,10 @@ extern _Atomic uint64_t l3_test_refuse_direct;
 extern _Atomic int l3_test_statx_res;
 /* The next switch of an O_DIRECT fill to buffered reads fails with this errno (once; 0: none). */
 extern _Atomic int l3_test_setfl_fails;
-/* The next this many waits on a ring end at once with -EAGAIN, as io_uring_enter's refusal when the
- * kernel is short of resources (0: none). */
-extern _Atomic int l3_test_wait_again;
+/* The next this many waits on a ring end at once with -l3_test_wait_errno (0: none): EAGAIN (the
+ * default), as io_uring_enter refuses when the kernel is short of resources, or EINTR, as a signal
+ * interrupts it. */
+extern _Atomic int l3_test_wait_again, l3_test_wait_errno;
 #endif
 
 /* Wait for every fill in flight on this thread's rings of @l3 (before the rings are freed). */
