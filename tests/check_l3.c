@@ -2229,6 +2229,26 @@ START_TEST(a_close_interrupted_by_signals_waits_for_the_read_in_flight)
 }
 END_TEST
 
+/* A put's fsyncs go through the thread's ring: a wait on it that a signal interrupts (-EINTR) is
+ * waited again, and the put ends as if nothing had happened. */
+START_TEST(a_put_whose_waits_are_interrupted_waits_again)
+{
+	struct sc_l3 *l3 = open_l3(NULL);
+	struct sc_location loc;
+	unsigned long rounds = atomic_load(&l3_test_fsync_rounds);
+	atomic_store(&l3_test_wait_errno, EINTR);
+	atomic_store(&l3_test_wait_again, 3);
+	int rc = put_full(l3, "eintr", 26, 30000, 97, &loc);
+	int left = atomic_exchange(&l3_test_wait_again, 0);
+	atomic_store(&l3_test_wait_errno, EAGAIN);
+	ck_assert_msg(rc == 0, "a put whose waits were interrupted: %s", sc_strerror(rc));
+	ck_assert_uint_gt(atomic_load(&l3_test_fsync_rounds), rounds); /* it waited on the ring */
+	ck_assert_msg(!left, "%d interrupted waits not met", left);
+	check_fill(l3, &loc, 97, 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A kept file in use when a removal through the handle moved the generation (the removal's sweep
  * passes over a busy file: here a fill through it not yet reaped) is stale when its fill ends: the
  * next fill of its object, sooner than the ring's next sweep, does not use it but opens the file
@@ -3634,6 +3654,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, an_eviction_through_one_handle_leaves_another_handles_kept_files);
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
 	tcase_add_loop_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight, 0, 2);
+	tcase_add_test(tc, a_put_whose_waits_are_interrupted_waits_again);
 	tcase_add_test(tc, a_kept_file_busy_through_a_removal_is_not_used_after_it);
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_the_files_of_its_fills);
 	tcase_add_test(tc, a_close_leaves_another_threads_fill_its_file);
