@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -816,6 +817,52 @@ START_TEST(direct_segment_reads_leave_the_page_cache_as_it_was)
 	ck_assert_uint_eq(cached_pages(bp), SEG / 4096);
 	sc_l3_close(l3);
 	free(a), free(b), free(dst);
+}
+END_TEST
+
+/* In mode auto a segment is read O_DIRECT only when it is cold (less than half of it in the page
+ * cache, by cachestat): after a fill the cold segments are still not cached, and the warm one
+ * between them was read through the page cache (the test build's refusal of its direct read was
+ * never asked for). */
+START_TEST(auto_mode_reads_cold_segments_direct_and_a_warm_one_buffered)
+{
+	struct sc_l3_stats st0;
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_AUTO }, SEG);
+	if (no_direct_here(l3, &st0))
+		return;
+	size_t n;
+	uint8_t *a = payload(3, 0, 47, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	char sp[3][256];
+	for (int i = 0; i < 3; i++)
+		seg_path_of(a + (size_t)i * SEG, SEG, sp[i], sizeof(sp[i]));
+	int fd = open(sp[1], O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	struct {
+		uint64_t off, len;
+	} rg = { 0, SEG };
+	uint64_t cs[5];
+	int no_cachestat = syscall(__NR_cachestat, fd, &rg, cs, 0) < 0;
+	close(fd);
+	if (no_cachestat) {
+		sc_skip("no cachestat: mode auto takes every segment for cold");
+		sc_l3_close(l3);
+		free(a);
+		return;
+	}
+	cache_only(sp[0], 0);
+	cache_only(sp[1], SEG / 4096);
+	cache_only(sp[2], 0);
+	atomic_store(&l3_test_refuse_seg_direct, 1ull << 1);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	uint64_t left = atomic_exchange(&l3_test_refuse_seg_direct, 0);
+	ck_assert_msg(left == 1ull << 1, "the warm segment was read O_DIRECT");
+	ck_assert_uint_eq(cached_pages(sp[0]), 0);
+	ck_assert_uint_eq(cached_pages(sp[1]), SEG / 4096);
+	ck_assert_uint_eq(cached_pages(sp[2]), 0);
+	sc_l3_close(l3);
+	free(a);
 }
 END_TEST
 
@@ -2733,6 +2780,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_refused_direct_read_of_an_abandoned_fill_is_not_read_again);
 	tcase_add_test(tc, an_abandoned_fill_reads_no_segment_its_opens_found);
 	tcase_add_test(tc, direct_segment_reads_leave_the_page_cache_as_it_was);
+	tcase_add_test(tc, auto_mode_reads_cold_segments_direct_and_a_warm_one_buffered);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
