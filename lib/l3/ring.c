@@ -334,8 +334,20 @@ int l3_ring_fixed_index(struct l3_ring *r, const void *p, uint64_t len)
 	return -1;
 }
 
+#ifdef SC_TEST_HOOKS
+_Atomic uint64_t l3_test_no_sqe;
+#endif
+
 struct io_uring_sqe *l3_ring_sqe(struct l3_ring *r)
 {
+#ifdef SC_TEST_HOOKS
+	uint64_t none = atomic_load_explicit(&l3_test_no_sqe, RELAXED);
+	if (none) {
+		atomic_store_explicit(&l3_test_no_sqe, none >> 1, RELAXED);
+		if (none & 1)
+			return NULL; /* as a full queue whose submit io_uring_enter refused (-EAGAIN, -EBUSY) */
+	}
+#endif
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
 	if (!sqe) {
 		io_uring_submit(&r->ring);

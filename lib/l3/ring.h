@@ -38,6 +38,9 @@ int l3_kept_keep(struct l3_ring *r, struct l3_fill_op *op, uint64_t lo, uint64_t
 void l3_kept_release(struct l3_ring *r, struct l3_kept *k, int rc, int64_t mtime_ns);
 
 #ifdef SC_TEST_HOOKS
+/* Bit k: the (k+1)-th request for a submission entry from now (l3_ring_sqe) finds none, as when the
+ * queue is full and io_uring_enter refuses its submit; each request shifts the mask. Tests set it. */
+extern _Atomic uint64_t l3_test_no_sqe;
 /* Clear bit @c of @m if it is set: did this caller clear it? (The test build's refusals: each
  * bit is one refusal, taken once.) */
 static inline int l3_test_take_bit(_Atomic uint64_t *m, uint32_t c)
