@@ -91,16 +91,24 @@ static void *abuf(size_t n)
 	return p;
 }
 
-static void check_fill(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, uint32_t flags)
+/* Fill @loc (put from @seed) with @flags: its result, and the bytes checked when it is 0. */
+static int fill_seeded(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, uint32_t flags)
 {
 	size_t cap = (loc->payload_bytes + 4095) / 4096 * 4096;
 	uint8_t *dst = abuf(cap), *want = malloc(loc->payload_bytes);
 	fill_bytes(want, loc->payload_bytes, seed);
 	int rc = sc_l3_fill(l3, loc, dst, cap, flags);
-	ck_assert_msg(rc == 0, "fill: %s", sc_strerror(rc));
-	ck_assert(memcmp(dst, want, loc->payload_bytes) == 0);
+	if (!rc)
+		ck_assert_msg(memcmp(dst, want, loc->payload_bytes) == 0, "a fill returned wrong bytes");
 	free(dst);
 	free(want);
+	return rc;
+}
+
+static void check_fill(struct sc_l3 *l3, const struct sc_location *loc, unsigned seed, uint32_t flags)
+{
+	int rc = fill_seeded(l3, loc, seed, flags);
+	ck_assert_msg(rc == 0, "fill: %s", sc_strerror(rc));
 }
 
 /* check_fill, served from a kept file (sc_l3_stats.fills_kept grows by one). */
@@ -2249,6 +2257,47 @@ START_TEST(a_put_whose_waits_are_interrupted_waits_again)
 }
 END_TEST
 
+/* A fill whose request for a submission entry finds none (the queue full and its submit refused by
+ * the kernel) fails with -EAGAIN, or goes on and returns the bytes; nothing is quarantined, and the
+ * next fill returns the bytes. Each of the fill's requests in turn: 0 buffered (the header's read,
+ * then the chunks'), 1 O_DIRECT (the header with chunk 0 in one read, then the other chunks). A
+ * put whose fsync finds none fails with -EAGAIN, and the same put then stores the object. */
+START_TEST(a_fill_or_put_finding_no_submission_entry_fails_cleanly)
+{
+	struct sc_l3 *l3 = _i ? open_l3_direct() : open_l3(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_OFF });
+	if (!l3)
+		return;
+	struct sc_location loc;
+	ck_assert_int_eq(put_full(l3, "nosqe", 27, (5 << 20) + 1000, 98, &loc), 0);
+	check_fill(l3, &loc, 98, 0);
+	struct sc_l3_stats st0, st;
+	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
+	unsigned k, failed = 0;
+	for (k = 0; k < 64; k++) {
+		atomic_store(&l3_test_no_sqe, 1ull << k);
+		int rc = fill_seeded(l3, &loc, 98, 0);
+		uint64_t left = atomic_exchange(&l3_test_no_sqe, 0);
+		ck_assert_msg(rc == 0 || (!left && rc == -EAGAIN), "request %u: %s", k, sc_strerror(rc));
+		failed += rc != 0;
+		check_fill(l3, &loc, 98, 0);
+		if (left)
+			break; /* the fill made fewer requests */
+	}
+	ck_assert_msg(k >= 3 && k < 64, "a fill of 5 MiB asked for %u entries", k);
+	ck_assert_uint_eq(failed, k);
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	/* a put's fsync round: the put fails, and the same put then stores the object */
+	atomic_store(&l3_test_no_sqe, 1);
+	int rc = put_full(l3, "nosqe2", 28, 30000, 99, &loc);
+	ck_assert_uint_eq(atomic_exchange(&l3_test_no_sqe, 0), 0);
+	ck_assert_msg(rc == -EAGAIN, "a put finding no submission entry: %s", sc_strerror(rc));
+	ck_assert_int_eq(put_full(l3, "nosqe2", 28, 30000, 99, &loc), 0);
+	check_fill(l3, &loc, 99, 0);
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A kept file in use when a removal through the handle moved the generation (the removal's sweep
  * passes over a busy file: here a fill through it not yet reaped) is stale when its fill ends: the
  * next fill of its object, sooner than the ring's next sweep, does not use it but opens the file
@@ -3655,6 +3704,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
 	tcase_add_loop_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight, 0, 2);
 	tcase_add_test(tc, a_put_whose_waits_are_interrupted_waits_again);
+	tcase_add_loop_test(tc, a_fill_or_put_finding_no_submission_entry_fails_cleanly, 0, 2);
 	tcase_add_test(tc, a_kept_file_busy_through_a_removal_is_not_used_after_it);
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_the_files_of_its_fills);
 	tcase_add_test(tc, a_close_leaves_another_threads_fill_its_file);

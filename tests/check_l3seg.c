@@ -866,6 +866,40 @@ START_TEST(auto_mode_reads_cold_segments_direct_and_a_warm_one_buffered)
 }
 END_TEST
 
+/* A fill of a segmented object whose request for a submission entry finds none (the queue full and
+ * its submit refused by the kernel) fails with -EAGAIN, or goes on and returns the bytes; nothing
+ * is quarantined, and the next fill returns the bytes. Each of the fill's requests in turn (the
+ * manifest's reads, the segments' opens and reads, in two windows). */
+START_TEST(a_segment_fill_finding_no_submission_entry_fails_cleanly)
+{
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE }, SEG);
+	struct sc_l3_stats st0, st;
+	size_t n;
+	uint8_t *a = payload(20, 0, 48, 1000, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
+	unsigned k, failed = 0;
+	for (k = 0; k < 64; k++) {
+		atomic_store(&l3_test_no_sqe, 1ull << k);
+		int rc = fill_cmp(l3, &la, a, 0);
+		uint64_t left = atomic_exchange(&l3_test_no_sqe, 0);
+		ck_assert_msg(rc == 0 || (!left && rc == -EAGAIN), "request %u: %s", k, sc_strerror(rc));
+		failed += rc != 0;
+		ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+		if (left)
+			break; /* the fill made fewer requests */
+	}
+	ck_assert_msg(k > 40 && k < 64, "a fill of 21 segments asked for %u entries", k);
+	ck_assert_uint_gt(failed, 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 /* A segmented arena (64 MiB, segments of SEG) with a stage, and a segmented store. */
 struct l2l3 {
 	struct sc_arena *arena;
@@ -2781,6 +2815,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, an_abandoned_fill_reads_no_segment_its_opens_found);
 	tcase_add_test(tc, direct_segment_reads_leave_the_page_cache_as_it_was);
 	tcase_add_test(tc, auto_mode_reads_cold_segments_direct_and_a_warm_one_buffered);
+	tcase_add_test(tc, a_segment_fill_finding_no_submission_entry_fails_cleanly);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
