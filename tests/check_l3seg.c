@@ -900,6 +900,58 @@ START_TEST(a_segment_fill_finding_no_submission_entry_fails_cleanly)
 }
 END_TEST
 
+/* The segment reads among @l3's ring's submission entries (each keeps what was last prepared in
+ * it): how many, and in *@async how many of them were sent to io-wq (IOSQE_ASYNC). */
+static unsigned seg_reads_on_ring(struct sc_l3 *l3, unsigned *async)
+{
+	struct l3_ring *r = l3_ring_find(l3);
+	ck_assert_ptr_nonnull(r);
+	unsigned n = 0;
+	*async = 0;
+	for (unsigned i = 0; i < r->ring.sq.ring_entries; i++) {
+		const struct io_uring_sqe *e = &r->ring.sq.sqes[i];
+		uint32_t tag = (uint32_t)(e->user_data >> 3) & L3_FILL_TAG_MASK;
+		if ((e->opcode != IORING_OP_READ && e->opcode != IORING_OP_READ_FIXED) || (e->user_data & 7) != L3_IO_SEG ||
+		    !(tag & L3_SEG_TAG) || (tag & L3_SEG_OPEN))
+			continue;
+		n++;
+		*async += !!(e->flags & IOSQE_ASYNC);
+	}
+	return n;
+}
+
+/* A buffered segment read of 256 KiB or more is sent to io-wq (IOSQE_ASYNC: copied on another CPU
+ * while this thread hashes); a smaller one, or a direct one, is issued inline. Seen in the entries
+ * of a handle's first ring after a put and one fill of three segments: 0 of 64 KiB, buffered; 1 of
+ * 256 KiB (the threshold), buffered; 2 of 256 KiB, O_DIRECT. */
+START_TEST(large_buffered_segment_reads_go_to_io_wq)
+{
+	static const struct {
+		uint32_t seg;
+		int mode;
+		unsigned async;
+	} c[] = { { SEG, SC_L3_ODIRECT_OFF, 0 }, { 256 << 10, SC_L3_ODIRECT_OFF, 3 }, { 256 << 10, SC_L3_ODIRECT_ON, 0 } };
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .o_direct = c[_i].mode }, c[_i].seg);
+	struct sc_l3_stats st0;
+	if (c[_i].mode == SC_L3_ODIRECT_ON && no_direct_here(l3, &st0))
+		return;
+	size_t n = 3 * (size_t)c[_i].seg;
+	uint8_t *a = malloc(n);
+	ck_assert_ptr_nonnull(a);
+	for (int i = 0; i < 3; i++)
+		h_bytes(4900 + (unsigned)i, a + (size_t)i * c[_i].seg, c[_i].seg);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	unsigned async, reads = seg_reads_on_ring(l3, &async);
+	ck_assert_uint_eq(reads, 3);
+	ck_assert_msg(async == c[_i].async, "%u of 3 segment reads of %u KiB (%s) sent to io-wq", async,
+		      c[_i].seg >> 10, c[_i].mode == SC_L3_ODIRECT_ON ? "direct" : "buffered");
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 /* A segmented arena (64 MiB, segments of SEG) with a stage, and a segmented store. */
 struct l2l3 {
 	struct sc_arena *arena;
@@ -2816,6 +2868,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, direct_segment_reads_leave_the_page_cache_as_it_was);
 	tcase_add_test(tc, auto_mode_reads_cold_segments_direct_and_a_warm_one_buffered);
 	tcase_add_test(tc, a_segment_fill_finding_no_submission_entry_fails_cleanly);
+	tcase_add_loop_test(tc, large_buffered_segment_reads_go_to_io_wq, 0, 3);
 	tcase_add_test(tc, fill_reads_only_what_l2_lacks);
 	tcase_add_test(tc, fill_copies_a_segment_from_the_first_slot_of_l2s_table);
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
