@@ -2412,6 +2412,69 @@ START_TEST(a_close_whose_wait_fails_closes_a_busy_kept_file_once)
 }
 END_TEST
 
+/* A fill that ends while every way of its object's set of kept files is in use (fills through them
+ * in flight) keeps nothing: its file is closed, the kept ones stay, and every fill returns its
+ * bytes. fd_cache 8: two sets of eight ways. Eight small objects of one set are kept; a ninth of
+ * that set is submitted, its read held; the eight are filled again (busy until their ends are
+ * processed), then the read goes on: the reap ends the ninth first (the last completion's fill
+ * ends first), while the eight are busy. */
+START_TEST(a_fill_ending_while_its_set_of_kept_files_is_all_busy_keeps_nothing)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 8, .queue_depth = 16, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location loc[9];
+	unsigned seed[9], n = 0;
+	for (unsigned s = 0; n < 9 && s < 200; s++) {
+		struct sc_location l;
+		ck_assert_int_eq(put_full(l3, "busyset", 30 + s, n < 8 ? 20000 : HELD_BYTES, 300 + s, &l), 0);
+		if (l.digest.lo % 2 == 0)
+			loc[n] = l, seed[n++] = 300 + s;
+	}
+	ck_assert_uint_eq(n, 9);
+	for (unsigned i = 0; i < 8; i++)
+		check_fill(l3, &loc[i], seed[i], 0);
+	for (unsigned i = 0; i < 8; i++)
+		ck_assert_int_ge(object_fd(&loc[i]), 0); /* kept: the set is full */
+	struct held_fill h;
+	if (held_watch(&h, &loc[8], 1)) {
+		sc_l3_close(l3);
+		return;
+	}
+	held_submit(&h, l3, &loc[8]);
+	struct sc_l3_fill_req req[8], *rp[8], *done[9];
+	for (unsigned i = 0; i < 8; i++) {
+		size_t cap = (loc[i].payload_bytes + 4095) / 4096 * 4096;
+		req[i] = (struct sc_l3_fill_req){ .loc = &loc[i], .dst = abuf(cap), .dst_bytes = cap };
+		rp[i] = &req[i];
+	}
+	struct l3_ring *r = l3_ring_find(l3);
+	unsigned ready = io_uring_cq_ready(&r->ring);
+	ck_assert_int_eq(sc_l3_fill_submit(l3, rp, 8), 8);
+	for (int i = 0; i < 10000 && io_uring_cq_ready(&r->ring) < ready + 8; i++)
+		sc_test_pause_ms(1); /* until the eight reads' completions are there */
+	ck_assert_uint_eq(io_uring_cq_ready(&r->ring), ready + 8);
+	ck_assert_int_eq(write(h.pipe[1], "g", 1), 1);
+	for (int i = 0; i < 10000 && io_uring_cq_ready(&r->ring) < ready + 9; i++)
+		sc_test_pause_ms(1); /* until the held read's completion is there, after them */
+	ck_assert_uint_eq(io_uring_cq_ready(&r->ring), ready + 9);
+	for (unsigned got = 0; got < 9;) {
+		int k = sc_l3_fill_reap(l3, done, 9, -1);
+		ck_assert_int_gt(k, 0);
+		got += (unsigned)k;
+	}
+	held_end(&h, seed[8]);
+	for (unsigned i = 0; i < 8; i++) {
+		ck_assert_msg(req[i].result == 0, "fill of object %u: %s", i, sc_strerror(req[i].result));
+		uint8_t *w = malloc(loc[i].payload_bytes);
+		fill_bytes(w, loc[i].payload_bytes, seed[i]);
+		ck_assert_msg(memcmp(req[i].dst, w, loc[i].payload_bytes) == 0, "object %u: wrong bytes", i);
+		free(w), free(req[i].dst);
+		ck_assert_int_ge(object_fd(&loc[i]), 0);
+	}
+	ck_assert_int_eq(object_fd(&loc[8]), -1); /* not kept, and closed */
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A thread that submits a held fill on its own ring, then stays (a thread's exit waits for its
  * reads in flight) until told to go. */
 struct held_in_thread {
@@ -3751,6 +3814,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_kept_file_busy_through_a_removal_is_not_used_after_it);
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_the_files_of_its_fills);
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_a_busy_kept_file_once);
+	tcase_add_test(tc, a_fill_ending_while_its_set_of_kept_files_is_all_busy_keeps_nothing);
 	tcase_add_test(tc, a_close_leaves_another_threads_fill_its_file);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
 	tcase_add_test(tc, a_busy_kept_file_is_not_shared_by_a_second_fill);
