@@ -46,9 +46,9 @@ extern _Atomic uint64_t l3_test_refuse_direct;
 extern _Atomic int l3_test_statx_res;
 /* The next switch of an O_DIRECT fill to buffered reads fails with this errno (once; 0: none). */
 extern _Atomic int l3_test_setfl_fails;
-/* The next this many waits on a ring end at once with -l3_test_wait_errno (0: none): EAGAIN (the
- * default), as io_uring_enter refuses when the kernel is short of resources, or EINTR, as a signal
- * interrupts it. */
+/* The next l3_test_wait_again waits on a ring (0: none) end at once with -l3_test_wait_errno:
+ * EAGAIN (the default), as io_uring_enter refuses when the kernel is short of resources, EINTR, as
+ * a signal interrupts it, or another errno (a positive one: 0 would be a wait that succeeded). */
 extern _Atomic int l3_test_wait_again, l3_test_wait_errno;
 #endif
 
