@@ -867,9 +867,10 @@ START_TEST(auto_mode_reads_cold_segments_direct_and_a_warm_one_buffered)
 END_TEST
 
 /* A fill of a segmented object whose request for a submission entry finds none (the queue full and
- * its submit refused by the kernel) fails with -EAGAIN, or goes on and returns the bytes; nothing
- * is quarantined, and the next fill returns the bytes. Each of the fill's requests in turn (the
- * manifest's reads, the segments' opens and reads, in two windows). */
+ * its submit refused by the kernel) fails with -EAGAIN; nothing is quarantined, no descriptor is
+ * left open, and the next fill returns the bytes. Each of the fill's requests in turn (the
+ * manifest's reads, then the opens and reads of its 21 segments, one window), until a fill makes
+ * fewer requests (and returns the bytes). */
 START_TEST(a_segment_fill_finding_no_submission_entry_fails_cleanly)
 {
 	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE }, SEG);
@@ -880,6 +881,7 @@ START_TEST(a_segment_fill_finding_no_submission_entry_fails_cleanly)
 	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
 	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
+	int fds = sc_test_open_fds();
 	unsigned k, failed = 0;
 	for (k = 0; k < 64; k++) {
 		atomic_store(&l3_test_no_sqe, 1ull << k);
@@ -892,7 +894,8 @@ START_TEST(a_segment_fill_finding_no_submission_entry_fails_cleanly)
 			break; /* the fill made fewer requests */
 	}
 	ck_assert_msg(k > 40 && k < 64, "a fill of 21 segments asked for %u entries", k);
-	ck_assert_uint_gt(failed, 0);
+	ck_assert_uint_eq(failed, k);
+	ck_assert_int_eq(sc_test_open_fds(), fds);
 	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined);
 	sc_l3_close(l3);
