@@ -2160,6 +2160,33 @@ START_TEST(verify_of_an_object_rewritten_under_it_is_bad)
 }
 END_TEST
 
+/* A segment file longer than its manifest entry (bytes appended, by hand or by another version) is
+ * not that segment's file: a miss, nothing quarantined, although its first bytes are the
+ * segment's. */
+START_TEST(a_grown_segment_is_a_miss)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 49, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	char sp[256];
+	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
+	int fd = open(sp, O_WRONLY | O_APPEND | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "grown", 5), 5);
+	close(fd);
+	struct sc_l3_stats st0, st;
+	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -ENOENT);
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	ck_assert_uint_eq(file_size(sp), SEG + 5);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -2877,6 +2904,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, fill_copies_nothing_from_l2_while_the_tables_lock_is_scribbled);
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
+	tcase_add_test(tc, a_grown_segment_is_a_miss);
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
 	tcase_add_test(tc, a_location_that_describes_a_segmented_object_otherwise_is_refused);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
