@@ -781,8 +781,9 @@ static long dirty_pages(int fd)
 
 /* The put path's writes (l3_write_at): a file over one piece (1 MiB) is written a piece at a
  * time and each piece's writeback is started at once, so that the fsync after it waits for the
- * last piece, not the file; the bytes are the vector's wherever the pieces cut it; a small file is
- * one write whose writeback is left to the fsync; a vector it cannot take is refused. */
+ * last piece, not the file; the bytes are the vector's wherever the pieces cut it; a small file, or
+ * one of exactly one piece, is one write whose writeback is left to the fsync; a vector it cannot
+ * take is refused. */
 START_TEST(large_writes_start_their_writeback_piece_by_piece)
 {
 	struct sc_l3 *l3;
@@ -838,6 +839,18 @@ START_TEST(large_writes_start_their_writeback_piece_by_piece)
 	ck_assert_int_eq(fstat(small, &sb), 0);
 	ck_assert_uint_eq((uint64_t)sb.st_size, 64 << 10);
 	close(small);
+	/* a file of exactly one piece: one write as well, nothing started */
+	snprintf(path, sizeof(path), "%s/piece", tmpdir);
+	int piece = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(piece, 0);
+	struct iovec whole = { .iov_base = malloc(1u << 20), .iov_len = 1u << 20 };
+	ck_assert_ptr_nonnull(whole.iov_base);
+	bytes_of(whole.iov_base, whole.iov_len, 75);
+	ck_assert_int_eq(l3_write_at(piece, &whole, 1, 0), 0);
+	if (dirty >= 0 && sf.f_type != TMPFS_MAGIC)
+		ck_assert_int_eq(dirty_pages(piece), 256);
+	close(piece);
+	free(whole.iov_base);
 	close(fd);
 	for (unsigned i = 0; i < 4; i++)
 		free(iov[i].iov_base);
