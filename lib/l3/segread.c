@@ -305,6 +305,17 @@ static int seg_open_error(int rc)
 
 #ifdef SC_TEST_HOOKS
 _Atomic uint64_t l3_test_refuse_seg_direct;
+_Atomic int l3_test_seg_open_res;
+
+static int seg_open_for_test(int res)
+{
+	int e = atomic_exchange(&l3_test_seg_open_res, 0);
+	if (!e)
+		return res;
+	if (res >= 0)
+		close(res);
+	return e;
+}
 #endif
 
 void l3_segfill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, uint32_t tag, int res)
@@ -315,6 +326,9 @@ void l3_segfill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, 
 		return;
 	if (tag & L3_SEG_OPEN) {
 		s->opens--;
+#ifdef SC_TEST_HOOKS
+		res = seg_open_for_test(res);
+#endif
 		if (res == -EINVAL || res == -EOPNOTSUPP) /* no openat2 on this kernel's ring */
 			res = l3_openat(l3->sgfd, s->rel[i], O_RDONLY | O_NONBLOCK, 0);
 		if (res >= 0) {

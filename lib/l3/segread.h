@@ -34,6 +34,9 @@ int l3_seg_move_away(struct sc_l3 *l3, uint64_t lo, uint64_t hi);
 /* Segments of a fill (bit k: the object's segment k) whose next O_DIRECT read completes as if
  * the kernel had refused it (-EINVAL), each once; tests set it. */
 extern _Atomic uint64_t l3_test_refuse_seg_direct;
+/* The next segment open on the ring ends with this result instead (once, its file closed; 0: as
+ * it did): -EINVAL or -EOPNOTSUPP as a kernel whose ring has no openat2 ends it. Tests set it. */
+extern _Atomic int l3_test_seg_open_res;
 #endif
 
 #endif
