@@ -2187,6 +2187,37 @@ START_TEST(a_grown_segment_is_a_miss)
 }
 END_TEST
 
+/* A segment open the ring refuses as a kernel without openat2 there does (-EINVAL or -EOPNOTSUPP)
+ * is made again with a system call, and the fill returns the bytes; another error of the open
+ * (-EACCES) fails the fill with it, nothing quarantined; no descriptor is left open. (The test
+ * build's l3_test_seg_open_res: the next segment open's result.) */
+START_TEST(a_segment_open_refused_by_the_ring_is_made_again)
+{
+	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 50, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	struct sc_l3_stats st0, st;
+	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
+	int fds = sc_test_open_fds();
+	static const int res[] = { -EINVAL, -EOPNOTSUPP, -EACCES };
+	for (unsigned i = 0; i < 3; i++) {
+		atomic_store(&l3_test_seg_open_res, res[i]);
+		int rc = fill_cmp(l3, &la, a, 0);
+		ck_assert_int_eq(atomic_exchange(&l3_test_seg_open_res, 0), 0);
+		ck_assert_msg(rc == (i < 2 ? 0 : -EACCES), "a segment open ended %s: the fill %s", sc_strerror(res[i]),
+			      sc_strerror(rc));
+		ck_assert_int_eq(sc_test_open_fds(), fds);
+	}
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -2905,6 +2936,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_grown_segment_is_a_miss);
+	tcase_add_test(tc, a_segment_open_refused_by_the_ring_is_made_again);
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
 	tcase_add_test(tc, a_location_that_describes_a_segmented_object_otherwise_is_refused);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
