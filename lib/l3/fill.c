@@ -1209,6 +1209,8 @@ int l3_write_at(int fd, const struct iovec *iov_in, int niov, uint64_t off)
 	uint64_t total = 0;
 	for (int i = 0; i < niov; i++)
 		total += iov[i].iov_len;
+	if (!total)
+		return 0; /* nothing to write (pwritev would return 0, which below is a failed write) */
 	int pieces = total > L3_WB_PIECE;
 	int first = 0;
 	while (first < niov) {
