@@ -305,7 +305,7 @@ static int seg_open_error(int rc)
 
 #ifdef SC_TEST_HOOKS
 _Atomic uint64_t l3_test_refuse_seg_direct;
-_Atomic int l3_test_seg_open_res;
+_Atomic int l3_test_seg_open_res, l3_test_seg_read_res;
 
 static int seg_open_for_test(int res)
 {
@@ -346,6 +346,8 @@ void l3_segfill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, 
 #ifdef SC_TEST_HOOKS
 	if (res >= 0 && s->direct_on[i] && l3_test_take_bit(&l3_test_refuse_seg_direct, s->base + i))
 		res = -EINVAL;
+	int e = res >= 0 ? atomic_exchange(&l3_test_seg_read_res, 0) : 0;
+	res = e ? e : res;
 #endif
 	if (res == -EINVAL && s->direct_on[i] && !op->abandoned) {
 		/* the kernel refused this O_DIRECT read after all: buffered */

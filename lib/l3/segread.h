@@ -37,6 +37,8 @@ extern _Atomic uint64_t l3_test_refuse_seg_direct;
 /* The next segment open on the ring ends with this result instead (once, its file closed; 0: as
  * it did): -EINVAL or -EOPNOTSUPP as a kernel whose ring has no openat2 ends it. Tests set it. */
 extern _Atomic int l3_test_seg_open_res;
+/* The next segment read that succeeds ends with this result instead (once; 0: as it did). */
+extern _Atomic int l3_test_seg_read_res;
 #endif
 
 #endif
