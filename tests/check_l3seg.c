@@ -2218,6 +2218,36 @@ START_TEST(a_segment_open_refused_by_the_ring_is_made_again)
 }
 END_TEST
 
+/* A buffered segment read that fails, with -EINVAL as with any other error, fails the fill with
+ * that error (only a direct read's -EINVAL is a refusal to read again buffered); nothing is
+ * quarantined and the next fill returns the bytes. (The test build's l3_test_seg_read_res: the
+ * next segment read's result.) */
+START_TEST(a_failed_buffered_segment_read_fails_the_fill)
+{
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_OFF }, SEG);
+	size_t n;
+	uint8_t *a = payload(3, 0, 51, 0, &n);
+	struct sc_location la;
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
+	struct sc_l3_stats st0, st;
+	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
+	static const int res[] = { -EINVAL, -EIO };
+	for (unsigned i = 0; i < 2; i++) {
+		atomic_store(&l3_test_seg_read_res, res[i]);
+		int rc = fill_cmp(l3, &la, a, 0);
+		ck_assert_int_eq(atomic_exchange(&l3_test_seg_read_res, 0), 0);
+		ck_assert_msg(rc == res[i], "a buffered segment read ended %s: the fill %s", sc_strerror(res[i]),
+			      sc_strerror(rc));
+		ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	}
+	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 START_TEST(missing_or_cut_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -2937,6 +2967,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_grown_segment_is_a_miss);
 	tcase_add_test(tc, a_segment_open_refused_by_the_ring_is_made_again);
+	tcase_add_test(tc, a_failed_buffered_segment_read_fails_the_fill);
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
 	tcase_add_test(tc, a_location_that_describes_a_segmented_object_otherwise_is_refused);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
