@@ -2505,12 +2505,23 @@ static void flags_off(struct l3_obj_hdr *h)
 	h->flags = 0;
 }
 
+/* Another object's digest in one half: the file named by the digest holds another. */
+static void digest_lo_off(struct l3_obj_hdr *h)
+{
+	h->digest_lo ^= 1;
+}
+
+static void digest_hi_off(struct l3_obj_hdr *h)
+{
+	h->digest_hi ^= 1ull << 63;
+}
+
 START_TEST(corrupted_manifest_is_refused)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
 	size_t n;
 	uint8_t *a = payload(3, 0, 2, 0, &n);
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < 6; k++) {
 		struct sc_location loc;
 		char ns[8];
 		snprintf(ns, sizeof(ns), "m%d", k);
@@ -2524,8 +2535,10 @@ START_TEST(corrupted_manifest_is_refused)
 			rewrite_header(p, huge_count); /* hostile count with a valid header checksum */
 		else if (k == 2)
 			rewrite_header(p, flags_off); /* version 2 without its flag */
-		else
+		else if (k == 3)
 			ck_assert_int_eq(truncate(p, 4096 + 24), 0); /* a manifest cut short */
+		else
+			rewrite_header(p, k == 4 ? digest_lo_off : digest_hi_off); /* another's digest, one half */
 		struct sc_location got;
 		/* a clear error, the object in quarantine, never bytes */
 		ck_assert_int_eq(fill_cmp(l3, &loc, a, 0), -EBADMSG);
@@ -2534,7 +2547,7 @@ START_TEST(corrupted_manifest_is_refused)
 	}
 	struct sc_l3_stats st;
 	sc_l3_stats(l3, &st);
-	ck_assert_uint_eq(st.quarantined, 4);
+	ck_assert_uint_eq(st.quarantined, 6);
 	sc_l3_close(l3);
 	free(a);
 }
