@@ -87,6 +87,16 @@ static int put_buf(struct sc_l3 *l3, const char *ns, uint32_t ntok, const uint8_
 	return sc_l3_put(l3, &a, loc);
 }
 
+/* A payload of @nseg segments from @seed plus @tail bytes (payload()), put as "a" at *@la: the
+ * payload, *@n bytes. */
+static uint8_t *put_payload(struct sc_l3 *l3, uint32_t nseg, unsigned seed, size_t tail, size_t *n,
+			    struct sc_location *la)
+{
+	uint8_t *a = payload(nseg, 0, seed, tail, n);
+	ck_assert_int_eq(put_buf(l3, "a", 10, a, *n, la), 0);
+	return a;
+}
+
 static void put_two(struct sc_l3 *l3, struct two *t, uint32_t nseg, uint32_t shared)
 {
 	t->a = payload(nseg, shared, 2, 0, &t->na);
@@ -831,9 +841,8 @@ START_TEST(auto_mode_reads_cold_segments_direct_and_a_warm_one_buffered)
 	if (no_direct_here(l3, &st0))
 		return;
 	size_t n;
-	uint8_t *a = payload(3, 0, 47, 0, &n);
 	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	uint8_t *a = put_payload(l3, 3, 47, 0, &n, &la);
 	char sp[3][256];
 	for (int i = 0; i < 3; i++)
 		seg_path_of(a + (size_t)i * SEG, SEG, sp[i], sizeof(sp[i]));
@@ -876,9 +885,8 @@ START_TEST(a_segment_fill_finding_no_submission_entry_fails_cleanly)
 	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE }, SEG);
 	struct sc_l3_stats st0, st;
 	size_t n;
-	uint8_t *a = payload(20, 0, 48, 1000, &n);
 	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	uint8_t *a = put_payload(l3, 20, 48, 1000, &n, &la);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
 	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
 	int fds = sc_test_open_fds();
@@ -2167,9 +2175,8 @@ START_TEST(a_grown_segment_is_a_miss)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
 	size_t n;
-	uint8_t *a = payload(3, 0, 49, 0, &n);
 	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	uint8_t *a = put_payload(l3, 3, 49, 0, &n, &la);
 	char sp[256];
 	seg_path_of(a + SEG, SEG, sp, sizeof(sp));
 	int fd = open(sp, O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -2195,9 +2202,8 @@ START_TEST(a_segment_open_refused_by_the_ring_is_made_again)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
 	size_t n;
-	uint8_t *a = payload(3, 0, 50, 0, &n);
 	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	uint8_t *a = put_payload(l3, 3, 50, 0, &n, &la);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
 	struct sc_l3_stats st0, st;
 	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
@@ -2226,9 +2232,8 @@ START_TEST(a_failed_buffered_segment_read_fails_the_fill)
 {
 	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_OFF }, SEG);
 	size_t n;
-	uint8_t *a = payload(3, 0, 51, 0, &n);
 	struct sc_location la;
-	ck_assert_int_eq(put_buf(l3, "a", 10, a, n, &la), 0);
+	uint8_t *a = put_payload(l3, 3, 51, 0, &n, &la);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
 	struct sc_l3_stats st0, st;
 	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
