@@ -2194,13 +2194,21 @@ START_TEST(a_grown_segment_is_a_miss)
 }
 END_TEST
 
-/* A segment open the ring refuses as a kernel without openat2 there does (-EINVAL or -EOPNOTSUPP)
- * is made again with a system call, and the fill returns the bytes; another error of the open
- * (-EACCES) fails the fill with it, nothing quarantined; no descriptor is left open. (The test
- * build's l3_test_seg_open_res: the next segment open's result.) */
-START_TEST(a_segment_open_refused_by_the_ring_is_made_again)
+/* A segment open the ring refuses as a kernel without openat2 there does (-EINVAL, -EOPNOTSUPP) is
+ * made again with a system call, and the fill returns the bytes; any other error of an open
+ * (-EACCES), and any error of a buffered segment read (-EINVAL among them: only a direct read's is
+ * a refusal, read again buffered), fails the fill with it. Nothing is quarantined, no descriptor
+ * is left open, and the next fill returns the bytes. (The test build's l3_test_seg_open_res and
+ * l3_test_seg_read_res: the next segment open's or read's result.) */
+START_TEST(a_failed_segment_open_or_read_is_made_again_or_fails_the_fill)
 {
-	struct sc_l3 *l3 = open_seg(NULL, SEG);
+	static const struct {
+		_Atomic int *hook;
+		int res, want;
+	} c[] = { { &l3_test_seg_open_res, -EINVAL, 0 },      { &l3_test_seg_open_res, -EOPNOTSUPP, 0 },
+		  { &l3_test_seg_open_res, -EACCES, -EACCES }, { &l3_test_seg_read_res, -EINVAL, -EINVAL },
+		  { &l3_test_seg_read_res, -EIO, -EIO } };
+	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_OFF }, SEG);
 	size_t n;
 	struct sc_location la;
 	uint8_t *a = put_payload(l3, 3, 50, 0, &n, &la);
@@ -2208,42 +2216,13 @@ START_TEST(a_segment_open_refused_by_the_ring_is_made_again)
 	struct sc_l3_stats st0, st;
 	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
 	int fds = sc_test_open_fds();
-	static const int res[] = { -EINVAL, -EOPNOTSUPP, -EACCES };
-	for (unsigned i = 0; i < 3; i++) {
-		atomic_store(&l3_test_seg_open_res, res[i]);
+	for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		atomic_store(c[i].hook, c[i].res);
 		int rc = fill_cmp(l3, &la, a, 0);
-		ck_assert_int_eq(atomic_exchange(&l3_test_seg_open_res, 0), 0);
-		ck_assert_msg(rc == (i < 2 ? 0 : -EACCES), "a segment open ended %s: the fill %s", sc_strerror(res[i]),
-			      sc_strerror(rc));
+		ck_assert_int_eq(atomic_exchange(c[i].hook, 0), 0);
+		ck_assert_msg(rc == c[i].want, "a segment %s ended %s: the fill %s",
+			      c[i].hook == &l3_test_seg_open_res ? "open" : "read", sc_strerror(c[i].res), sc_strerror(rc));
 		ck_assert_int_eq(sc_test_open_fds(), fds);
-	}
-	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
-	ck_assert_uint_eq(st.quarantined, st0.quarantined);
-	sc_l3_close(l3);
-	free(a);
-}
-END_TEST
-
-/* A buffered segment read that fails, with -EINVAL as with any other error, fails the fill with
- * that error (only a direct read's -EINVAL is a refusal to read again buffered); nothing is
- * quarantined and the next fill returns the bytes. (The test build's l3_test_seg_read_res: the
- * next segment read's result.) */
-START_TEST(a_failed_buffered_segment_read_fails_the_fill)
-{
-	struct sc_l3 *l3 = open_seg(&(struct sc_l3_opts){ .o_direct = SC_L3_ODIRECT_OFF }, SEG);
-	size_t n;
-	struct sc_location la;
-	uint8_t *a = put_payload(l3, 3, 51, 0, &n, &la);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0); /* the ring made */
-	struct sc_l3_stats st0, st;
-	ck_assert_int_eq(sc_l3_stats(l3, &st0), 0);
-	static const int res[] = { -EINVAL, -EIO };
-	for (unsigned i = 0; i < 2; i++) {
-		atomic_store(&l3_test_seg_read_res, res[i]);
-		int rc = fill_cmp(l3, &la, a, 0);
-		ck_assert_int_eq(atomic_exchange(&l3_test_seg_read_res, 0), 0);
-		ck_assert_msg(rc == res[i], "a buffered segment read ended %s: the fill %s", sc_strerror(res[i]),
-			      sc_strerror(rc));
 		ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
 	}
 	ck_assert_int_eq(sc_l3_stats(l3, &st), 0);
@@ -2984,8 +2963,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_fill_of_segments_of_another_size_leaves_l2s_table_lock_alone);
 	tcase_add_test(tc, missing_or_cut_segment_is_a_miss);
 	tcase_add_test(tc, a_grown_segment_is_a_miss);
-	tcase_add_test(tc, a_segment_open_refused_by_the_ring_is_made_again);
-	tcase_add_test(tc, a_failed_buffered_segment_read_fails_the_fill);
+	tcase_add_test(tc, a_failed_segment_open_or_read_is_made_again_or_fails_the_fill);
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
 	tcase_add_test(tc, a_location_that_describes_a_segmented_object_otherwise_is_refused);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
