@@ -1200,6 +1200,10 @@ static int sync_wait(struct l3_ring *r, struct l3_sync_io *io)
  */
 #define L3_WB_PIECE (1u << 20)
 
+#ifdef SC_TEST_HOOKS
+_Atomic unsigned long l3_test_wb_starts;
+#endif
+
 int l3_write_at(int fd, const struct iovec *iov_in, int niov, uint64_t off)
 {
 	struct iovec iov[4], sub[4];
@@ -1229,8 +1233,12 @@ int l3_write_at(int fd, const struct iovec *iov_in, int niov, uint64_t off)
 			return -errno;
 		if (res == 0)
 			return -EIO;
-		if (pieces)
+		if (pieces) {
 			(void)sync_file_range(fd, (off_t)off, res, SYNC_FILE_RANGE_WRITE);
+#ifdef SC_TEST_HOOKS
+			atomic_fetch_add_explicit(&l3_test_wb_starts, 1, memory_order_relaxed);
+#endif
+		}
 		off += (uint64_t)res;
 		size_t left = (size_t)res;
 		while (first < niov && left >= iov[first].iov_len)

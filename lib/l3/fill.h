@@ -39,6 +39,8 @@ int l3_ring_round(struct l3_ring *r, unsigned n, void (*prep)(struct io_uring_sq
 /* Rounds of l3_ring_fsync_all in this process, the fsyncs in them, and the rounds that were one
  * syncfs (test build). */
 extern _Atomic unsigned long l3_test_fsync_rounds, l3_test_fsyncs, l3_test_syncfs_rounds;
+/* The writebacks l3_write_at started (one per piece of a file over one piece) in this process. */
+extern _Atomic unsigned long l3_test_wb_starts;
 /* Chunks (bit c: chunk c; bit 0 also the combined header + chunk 0 read) whose next O_DIRECT read
  * completes as if the kernel had refused it (-EINVAL), each once; tests set it. */
 extern _Atomic uint64_t l3_test_refuse_direct;
