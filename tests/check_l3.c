@@ -16,7 +16,6 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1041,21 +1040,6 @@ static int fill_direct_flag(struct sc_l3 *l3, const struct sc_location *loc, uns
 	return r.direct;
 }
 
-/* Install the seccomp filter @f[0..n) in this process: 0, or -1 when seccomp is not to be had. */
-static int seccomp_filter(struct sock_filter *f, size_t n)
-{
-	struct sock_fprog prog = { (unsigned short)n, f };
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
-}
-
-/* The offset of system call argument @k's low 32 bits in struct seccomp_data (a filter loads
- * words). */
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define ARG_LO(k) (offsetof(struct seccomp_data, args[k]) + 4)
-#else
-#define ARG_LO(k) offsetof(struct seccomp_data, args[k])
-#endif
-
 /* Refuse fcntl(F_SETFL) with O_DIRECT in this process (what a filesystem without direct I/O for
  * an open file answers: EINVAL); 0, or -1 when seccomp is not to be had. */
 static int refuse_setfl_direct(void)
@@ -1063,14 +1047,14 @@ static int refuse_setfl_direct(void)
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(1)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
 		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_DIRECT, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
+	return sc_test_seccomp(f, sizeof(f) / sizeof(f[0]));
 }
 
 /* Refuse io_uring_enter in this process with @err (what a kernel short of resources may answer a
@@ -1083,7 +1067,7 @@ static int refuse_io_uring_enter(int err)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
+	return sc_test_seccomp(f, sizeof(f) / sizeof(f[0]));
 }
 
 /* Refuse io_uring_enter when it would wait for nothing (min_complete 0: a plain submission) with
@@ -1093,12 +1077,12 @@ static int refuse_plain_submissions(void)
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAGAIN),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	return seccomp_filter(f, sizeof(f) / sizeof(f[0]));
+	return sc_test_seccomp(f, sizeof(f) / sizeof(f[0]));
 }
 
 /* An open object file is switched between O_DIRECT and buffered per fill, and the descriptor is

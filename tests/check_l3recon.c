@@ -15,7 +15,6 @@
 #include <stddef.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -1064,8 +1063,7 @@ static int refuse_io_uring(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
+	return sc_test_seccomp(f, sizeof(f) / sizeof(f[0]));
 }
 
 static unsigned long listings(void)

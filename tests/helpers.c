@@ -12,8 +12,11 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/fanotify.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -187,6 +190,12 @@ void sc_test_flip_byte(const char *path, off_t at, uint8_t mask)
 	b ^= mask;
 	ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
 	close(fd);
+}
+
+int sc_test_seccomp(struct sock_filter *f, size_t n)
+{
+	struct sock_fprog prog = { (unsigned short)n, f };
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
 }
 
 int sc_test_sh(const char *fmt, ...)

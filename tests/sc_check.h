@@ -100,6 +100,17 @@ int sc_fan_start(struct sc_fan *f, const char *path, uint64_t mask, void (*act)(
 int sc_fan_start_or_skip(struct sc_fan *f, const char *path, uint64_t mask, void (*act)(void *, int), void *ctx);
 /* Stop answering (events after this are not held) and join the thread. */
 void sc_fan_stop(struct sc_fan *f);
+/* Install the seccomp filter @f[0..@n) in this process (a forked child: a filter is never taken
+ * off): 0, or -1 when seccomp is not to be had here. */
+struct sock_filter;
+int sc_test_seccomp(struct sock_filter *f, size_t n);
+/* The offset of system call argument @k's low 32 bits in struct seccomp_data, for a filter (it
+ * loads 32-bit words; <linux/seccomp.h> needed). */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define SC_SECCOMP_ARG_LO(k) (offsetof(struct seccomp_data, args[k]) + 4)
+#else
+#define SC_SECCOMP_ARG_LO(k) offsetof(struct seccomp_data, args[k])
+#endif
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
 int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
