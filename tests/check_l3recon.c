@@ -862,6 +862,65 @@ START_TEST(large_writes_start_their_writeback_piece_by_piece)
 }
 END_TEST
 
+/* A write the kernel answers with 0 bytes (nothing written and no error; here a seccomp filter in a
+ * child makes pwritev return 0) fails at once with -EIO, whatever errno held before: it is not
+ * taken for an interrupted write (errno EINTR) and made again for ever, nor for an error (-errno),
+ * nor, errno 0, for success. */
+START_TEST(a_write_of_nothing_fails_with_eio)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/nothing", tmpdir);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	static const int before[] = { EINTR, 0, ENOSPC };
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pwritev, 1, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pwritev2, 0, 1),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		};
+		if (sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
+			_exit(20);
+		static uint8_t b[8192];
+		struct iovec v[2] = { { b, 4096 }, { b + 4096, 4096 } };
+		if (pwritev(fd, v, 2, 0) != 0)
+			_exit(21); /* the filter does not hold */
+		for (unsigned i = 0; i < sizeof(before) / sizeof(before[0]); i++) {
+			errno = before[i];
+			if (l3_write_at(fd, v, 2, 0) != -EIO)
+				_exit(22 + (int)i);
+		}
+		_exit(0);
+	}
+	int ws = 0;
+	pid_t got = 0;
+	for (int i = 0; i < 10000 && (got = waitpid(pid, &ws, WNOHANG)) == 0; i++)
+		sc_test_pause_ms(1); /* the child's three writes of nothing */
+	if (got == 0) {
+		kill(pid, SIGKILL);
+		ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+		ck_abort_msg("l3_write_at did not return in 10 s: a write of nothing made again and again");
+	}
+	ck_assert_int_eq(got, pid);
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20) {
+		sc_skip("no seccomp filter: no write of nothing to be had");
+	} else {
+		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+			      "the child: status %#x (exit 21: the filter does not hold; 22, 23, 24: errno EINTR, 0, "
+			      "ENOSPC before, and the write of nothing did not fail with -EIO)",
+			      ws);
+	}
+	struct stat sb;
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	ck_assert_int_eq(sb.st_size, 0);
+	close(fd);
+}
+END_TEST
+
 START_TEST(put_many_of_one_prefix_twice_keeps_the_later)
 {
 	struct sc_l3 *l3;
@@ -1467,6 +1526,7 @@ Suite *l3recon_suite(void)
 	tcase_add_test(tc, a_rename_that_finds_the_name_taken_syncs_its_directory);
 	tcase_add_test(tc, a_round_is_one_syncfs_only_when_every_file_is_on_the_store);
 	tcase_add_test(tc, large_writes_start_their_writeback_piece_by_piece);
+	tcase_add_test(tc, a_write_of_nothing_fails_with_eio);
 	tcase_add_test(tc, put_many_of_one_prefix_twice_keeps_the_later);
 	tcase_add_test(tc, put_many_refuses_bad_input_and_writes_nothing);
 	tcase_add_test(tc, put_many_puts_a_segmented_object_alone);
