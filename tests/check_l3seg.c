@@ -8,9 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/fanotify.h>
 #include <sys/inotify.h>
@@ -1707,6 +1710,62 @@ START_TEST(a_manifest_longer_than_the_first_read_is_read_after_it)
 }
 END_TEST
 
+/* A manifest that came whole with the header block is read from there: the object's file is not
+ * switched to buffered for it. In a child where a switch of a file to buffered (fcntl F_SETFL 0)
+ * is refused (EINVAL, a seccomp filter), a direct fill (mode on) of four whole segments, every
+ * read of it direct, returns the bytes; the parent's fill after it too. */
+START_TEST(a_manifest_read_with_the_header_switches_no_file)
+{
+	struct sc_l3_stats st0;
+	size_t n;
+	uint8_t *a;
+	struct sc_location la;
+	struct sc_l3 *l3 = open_four_direct(58, &st0, &a, &n, &la);
+	if (!l3)
+		return;
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(1)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		};
+		if (sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
+			_exit(20);
+		errno = 0;
+		if (fcntl(0, F_SETFL, 0) != -1 || errno != EINVAL)
+			_exit(21); /* the filter does not hold */
+		size_t cap = (n + 4095) / 4096 * 4096;
+		uint8_t *dst = aligned_alloc(4096, cap);
+		struct sc_l3_fill_req req = { .loc = &la, .dst = dst, .dst_bytes = cap }, *rp = &req, *done;
+		if (!dst || sc_l3_fill_submit(l3, &rp, 1) != 1 || sc_l3_fill_reap(l3, &done, 1, -1) != 1)
+			_exit(22);
+		if (req.result)
+			_exit(23);
+		_exit(req.direct && memcmp(dst, a, n) == 0 ? 0 : 24);
+	}
+	int ws;
+	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20) {
+		sc_skip("no seccomp filter: no refused switch to buffered");
+	} else {
+		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+			      "the child: status %#x (exit 21: the filter does not hold; 22: no fill; 23: the fill "
+			      "failed; 24: not direct, or wrong bytes)",
+			      ws);
+	}
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
+	sc_l3_close(l3);
+	free(a);
+}
+END_TEST
+
 /* Segments whose lengths are not multiples of the O_DIRECT offset alignment, in mode on: a direct
  * read of one would be rounded up over the places of the segments after it (which may have landed
  * already, from the file or from L2). Each such segment is read buffered (only the object's last
@@ -2982,6 +3041,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_put_over_things_planted_under_its_segment_names_counts_its_own_files);
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, a_manifest_longer_than_the_first_read_is_read_after_it);
+	tcase_add_test(tc, a_manifest_read_with_the_header_switches_no_file);
 	tcase_add_test(tc, segments_off_the_direct_alignment_are_read_buffered_next_to_each_other);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it);
