@@ -2524,6 +2524,41 @@ START_TEST(a_close_leaves_another_threads_fill_its_file)
 }
 END_TEST
 
+/* Kept files are told apart by both halves of their object's digest. The kept entry of X is made
+ * to name another object whose digest shares one half with X's (_i 0: the low half, _i 1: the high
+ * one; rewritten in memory, as no such pair can be found), in X's set. That file is not taken for
+ * X's fill, nor seen as X kept already: X's file is opened, read and kept beside it, and the next
+ * fill of X reads that one. */
+START_TEST(kept_files_are_told_apart_by_both_halves_of_the_digest)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = 4, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location x;
+	ck_assert_int_eq(put_full(l3, "halves", 40, 20000, 121, &x), 0);
+	check_fill(l3, &x, 121, 0);
+	struct l3_ring *r = l3_ring_find(l3);
+	struct l3_kept *k = NULL;
+	for (uint32_t i = 0; i < r->kept_sets * L3_KEPT_WAYS; i++)
+		if (r->kept[i].fd >= 0)
+			k = &r->kept[i];
+	ck_assert_ptr_nonnull(k);
+	ck_assert(k->lo == x.digest.lo && k->hi == x.digest.hi);
+	if (_i == 0)
+		k->hi ^= 1;
+	else
+		k->lo = k->lo >= r->kept_sets ? k->lo - r->kept_sets : k->lo + r->kept_sets; /* the same set */
+	struct sc_l3_stats s0, s1;
+	ck_assert_int_eq(sc_l3_stats(l3, &s0), 0);
+	check_fill(l3, &x, 121, 0);
+	ck_assert_int_eq(sc_l3_stats(l3, &s1), 0);
+	ck_assert_uint_eq(s1.fills_kept, s0.fills_kept); /* not read from the other object's file */
+	ck_assert_int_eq(object_fds(&x), 2);            /* that file, and X's own, kept */
+	check_fill_kept(l3, &x, 121);
+	ck_assert_int_eq(object_fds(&x), 2);
+	sc_l3_close(l3);
+	ck_assert_int_eq(object_fds(&x), 0);
+}
+END_TEST
+
 /* A kept file a fill is reading (busy) is never closed to make room: at the limit (fd_cache 1) a
  * fill that ends while the kept file's fill is held in its read is not kept (its file closed),
  * and the held fill's kept file stays open through it and after. */
@@ -3806,6 +3841,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_a_busy_kept_file_once);
 	tcase_add_test(tc, a_fill_ending_while_its_set_of_kept_files_is_all_busy_keeps_nothing);
 	tcase_add_test(tc, a_close_leaves_another_threads_fill_its_file);
+	tcase_add_loop_test(tc, kept_files_are_told_apart_by_both_halves_of_the_digest, 0, 2);
 	tcase_add_test(tc, a_kept_file_in_use_is_not_closed_to_make_room);
 	tcase_add_test(tc, a_busy_kept_file_is_not_shared_by_a_second_fill);
 	tcase_add_test(tc, a_full_sets_busy_file_is_not_replaced);
