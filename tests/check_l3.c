@@ -2221,6 +2221,58 @@ START_TEST(a_close_interrupted_by_signals_waits_for_the_read_in_flight)
 }
 END_TEST
 
+static volatile sig_atomic_t yields;
+
+static void count_yield(int sig)
+{
+	(void)sig;
+	yields++;
+}
+
+/* A fill waits for its reads in the kernel: while its waits succeed it never yields the CPU (a
+ * yield is only for a wait that failed, before it waits again). In a child where sched_yield traps
+ * (a seccomp filter; the SIGSYS handler counts), fills of a small object and of one whose payload
+ * read goes to io-wq make no call of it. */
+START_TEST(a_fill_whose_waits_succeed_never_yields)
+{
+	struct sc_l3 *l3 = open_l3(&(struct sc_l3_opts){ .fd_cache = SC_L3_FD_CACHE_NONE, .o_direct = SC_L3_ODIRECT_OFF });
+	struct sc_location a, b;
+	ck_assert_int_eq(put_full(l3, "yield", 29, 20000, 122, &a), 0);
+	ck_assert_int_eq(put_full(l3, "yield", 30, HELD_BYTES, 123, &b), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sched_yield, 0, 1),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		};
+		if (signal(SIGSYS, count_yield) == SIG_ERR || sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
+			_exit(20);
+		sched_yield();
+		if (yields != 1)
+			_exit(21); /* the filter does not hold */
+		yields = 0;
+		for (int i = 0; i < 4; i++)
+			if (fill_seeded(l3, &a, 122, 0) || fill_seeded(l3, &b, 123, 0))
+				_exit(22);
+		_exit(yields ? 23 : 0);
+	}
+	int ws;
+	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20) {
+		sc_skip("no seccomp filter: yields not seen");
+	} else {
+		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+			      "the child: status %#x (exit 21: the filter does not hold; 22: a fill failed; 23: a fill "
+			      "yielded)",
+			      ws);
+	}
+	sc_l3_close(l3);
+}
+END_TEST
+
 /* A put's fsyncs go through the thread's ring: a wait on it that a signal interrupts (-EINTR) is
  * waited again, and the put ends as if nothing had happened. */
 START_TEST(a_put_whose_waits_are_interrupted_waits_again)
@@ -3835,6 +3887,7 @@ Suite *l3_suite(void)
 	tcase_add_test(tc, a_reap_interrupted_by_signals_waits_on);
 	tcase_add_loop_test(tc, a_close_interrupted_by_signals_waits_for_the_read_in_flight, 0, 2);
 	tcase_add_test(tc, a_put_whose_waits_are_interrupted_waits_again);
+	tcase_add_test(tc, a_fill_whose_waits_succeed_never_yields);
 	tcase_add_loop_test(tc, a_fill_or_put_finding_no_submission_entry_fails_cleanly, 0, 2);
 	tcase_add_test(tc, a_kept_file_busy_through_a_removal_is_not_used_after_it);
 	tcase_add_test(tc, a_close_whose_wait_fails_closes_the_files_of_its_fills);
