@@ -1710,6 +1710,39 @@ START_TEST(a_manifest_longer_than_the_first_read_is_read_after_it)
 }
 END_TEST
 
+/* In this process (a forked child), refuse every switch of a file to buffered (fcntl F_SETFL 0)
+ * with EINVAL: 0; 20 when seccomp is not to be had, 21 when the filter does not hold. */
+static int refuse_switch_to_buffered(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(1)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	if (sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
+		return 20;
+	errno = 0;
+	return fcntl(0, F_SETFL, 0) == -1 && errno == EINVAL ? 0 : 21;
+}
+
+/* The child of a test that refused switches to buffered (refuse_switch_to_buffered) ended: exit 0,
+ * or its own failures (@what names them); 20 is this case's SKIP. */
+static void refused_child_ended(pid_t pid, const char *what)
+{
+	int ws;
+	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20)
+		sc_skip("no seccomp filter: no refused switch to buffered");
+	else
+		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+			      "the child: status %#x (exit 21: the filter does not hold; %s)", ws, what);
+}
+
 /* A manifest that came whole with the header block is read from there: the object's file is not
  * switched to buffered for it. In a child where a switch of a file to buffered (fcntl F_SETFL 0)
  * is refused (EINVAL, a seccomp filter), a direct fill (mode on) of four whole segments, every
@@ -1726,21 +1759,9 @@ START_TEST(a_manifest_read_with_the_header_switches_no_file)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct sock_filter f[] = {
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(1)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		};
-		if (sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
-			_exit(20);
-		errno = 0;
-		if (fcntl(0, F_SETFL, 0) != -1 || errno != EINVAL)
-			_exit(21); /* the filter does not hold */
+		int rc = refuse_switch_to_buffered();
+		if (rc)
+			_exit(rc);
 		size_t cap = (n + 4095) / 4096 * 4096;
 		uint8_t *dst = aligned_alloc(4096, cap);
 		struct sc_l3_fill_req req = { .loc = &la, .dst = dst, .dst_bytes = cap }, *rp = &req, *done;
@@ -1750,16 +1771,7 @@ START_TEST(a_manifest_read_with_the_header_switches_no_file)
 			_exit(23);
 		_exit(req.direct && memcmp(dst, a, n) == 0 ? 0 : 24);
 	}
-	int ws;
-	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
-	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20) {
-		sc_skip("no seccomp filter: no refused switch to buffered");
-	} else {
-		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-			      "the child: status %#x (exit 21: the filter does not hold; 22: no fill; 23: the fill "
-			      "failed; 24: not direct, or wrong bytes)",
-			      ws);
-	}
+	refused_child_ended(pid, "22: no fill; 23: the fill failed; 24: not direct, or wrong bytes");
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
 	sc_l3_close(l3);
 	free(a);
@@ -2559,6 +2571,42 @@ static void digest_hi_off(struct l3_obj_hdr *h)
 	h->digest_hi ^= 1ull << 63;
 }
 
+/* A manifest longer than the first read, whose reading fails (here the switch of the object's file
+ * to buffered for it is refused: EINVAL, a seccomp filter in a child), fails the fill with that
+ * error and judges nothing, even where the header block already names another object's digest
+ * (the file planted so): nothing is quarantined. The fill after it, which reads the manifest,
+ * finds the digest wrong: -EBADMSG, and the file goes to quarantine. */
+START_TEST(a_manifest_that_cannot_be_read_judges_nothing)
+{
+	struct sc_l3_stats st0, st;
+	struct sc_l3 *l3 = open_seg_direct(&st0);
+	if (!l3)
+		return;
+	uint8_t a[SMALL_N * SMALL_LEN];
+	struct sc_location la;
+	char sp[256], pa[256];
+	plant_small_segments(l3, a, &la, pa, sp);
+	rewrite_header(pa, digest_lo_off);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int rc = refuse_switch_to_buffered();
+		if (rc)
+			_exit(rc);
+		rc = fill_cmp(l3, &la, a, 0);
+		_exit(rc == -EINVAL ? access(pa, F_OK) == 0 ? 0 : 23 : 22);
+	}
+	refused_child_ended(pid, "22: the fill did not fail with -EINVAL; 23: the object was quarantined");
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	ck_assert_int_eq(access(pa, F_OK), -1);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
 START_TEST(corrupted_manifest_is_refused)
 {
 	struct sc_l3 *l3 = open_seg(NULL, SEG);
@@ -3042,6 +3090,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, manifest_of_a_file_cut_short_is_ebadmsg);
 	tcase_add_test(tc, a_manifest_longer_than_the_first_read_is_read_after_it);
 	tcase_add_test(tc, a_manifest_read_with_the_header_switches_no_file);
+	tcase_add_test(tc, a_manifest_that_cannot_be_read_judges_nothing);
 	tcase_add_test(tc, segments_off_the_direct_alignment_are_read_buffered_next_to_each_other);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it);
