@@ -2533,21 +2533,38 @@ START_TEST(a_put_over_things_planted_under_its_segment_names_counts_its_own_file
 }
 END_TEST
 
-/* Rewrite the object's header block with @mut applied and a correct checksum. */
-static void rewrite_header(const char *p, void (*mut)(struct l3_obj_hdr *))
+/* The object's header block at @p with @mut applied and a correct checksum, into @block. */
+static void mutated_header(const char *p, void (*mut)(struct l3_obj_hdr *), uint8_t block[L3_HDR_BLOCK])
 {
-	uint8_t block[L3_HDR_BLOCK];
-	int fd = open(p, O_RDWR);
+	int fd = open(p, O_RDONLY);
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pread(fd, block, sizeof(block), 0), (ssize_t)sizeof(block));
+	ck_assert_int_eq(pread(fd, block, L3_HDR_BLOCK, 0), L3_HDR_BLOCK);
+	close(fd);
 	struct l3_obj_hdr h;
 	memcpy(&h, block, sizeof(h));
 	mut(&h);
 	memcpy(block, &h, sizeof(h));
 	uint64_t c = l3_hdr_check(block);
 	memcpy(block + offsetof(struct l3_obj_hdr, check), &c, 8);
-	ck_assert_int_eq(pwrite(fd, block, sizeof(block), 0), (ssize_t)sizeof(block));
-	close(fd);
+}
+
+/* Write @block over the header block of the file at @p (no read of it: a fanotify watcher of its
+ * reads may do this): 0, or -1. */
+static int write_header(const char *p, const uint8_t block[L3_HDR_BLOCK])
+{
+	int fd = open(p, O_WRONLY | O_CLOEXEC);
+	int ok = fd >= 0 && pwrite(fd, block, L3_HDR_BLOCK, 0) == L3_HDR_BLOCK;
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+/* Rewrite the object's header block with @mut applied and a correct checksum. */
+static void rewrite_header(const char *p, void (*mut)(struct l3_obj_hdr *))
+{
+	uint8_t block[L3_HDR_BLOCK];
+	mutated_header(p, mut, block);
+	ck_assert_int_eq(write_header(p, block), 0);
 }
 
 static void huge_count(struct l3_obj_hdr *h)
@@ -2600,6 +2617,73 @@ START_TEST(a_manifest_that_cannot_be_read_judges_nothing)
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
+	ck_assert_int_eq(access(pa, F_OK), -1);
+	sc_l3_stats(l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
+	sc_l3_close(l3);
+}
+END_TEST
+
+/* The header as a whole object's (version 1) of the body the file holds: a valid header of
+ * another format. */
+static void whole_object_header(struct l3_obj_hdr *h)
+{
+	h->version = L3_FORMAT_VERSION;
+	h->flags = 0;
+	h->payload_bytes = h->section_bytes[0] = h->seg_count * sizeof(struct l3_seg_ent);
+	h->seg_count = h->seg_bytes = h->seg_check = 0;
+}
+
+/* A format this version does not know (l3_hdr_parse: -EPROTO). */
+static void unknown_version(struct l3_obj_hdr *h)
+{
+	h->version = 7;
+}
+
+/* Write @block over the header of the file at @path when read @at of it is reached. */
+struct rewrite_on_read {
+	const char *path;
+	int at, failed;
+	uint8_t block[L3_HDR_BLOCK];
+};
+
+static void rewrite_on_read(void *ctx, int nth)
+{
+	struct rewrite_on_read *x = ctx;
+	if (nth == x->at && write_header(x->path, x->block))
+		x->failed = 1;
+}
+
+/* A segmented object's file rewritten between the fill's first read (a header block of a segmented
+ * object, part of its manifest) and its read of the whole manifest (another process replacing it;
+ * the second read, held by a fanotify permission event, runs after the rewrite): the file no longer
+ * holds what the first read showed, whatever it holds now (_i 0: a whole object's header, valid;
+ * _i 1: a header of a format this version does not know). -EBADMSG, and it goes to quarantine. */
+START_TEST(a_manifest_rewritten_between_its_two_reads_is_bad)
+{
+	struct sc_l3_stats st0, st;
+	struct sc_l3 *l3 = open_seg_direct(&st0);
+	if (!l3)
+		return;
+	uint8_t a[SMALL_N * SMALL_LEN];
+	struct sc_location la;
+	char sp[256], pa[256];
+	plant_small_segments(l3, a, &la, pa, sp);
+	static struct rewrite_on_read x;
+	/* reads 0 and 1 are the ring's (the header block, the destination's first chunk); read 2, the
+	 * header block's again, with the whole manifest after it */
+	x = (struct rewrite_on_read){ .path = pa, .at = 2 };
+	mutated_header(pa, _i ? unknown_version : whole_object_header, x.block);
+	struct sc_fan f;
+	if (sc_fan_start_or_skip(&f, pa, FAN_ACCESS_PERM, rewrite_on_read, &x)) {
+		sc_l3_close(l3);
+		return;
+	}
+	int rc = fill_cmp(l3, &la, a, 0);
+	sc_fan_stop(&f);
+	ck_assert_int_gt(f.acted, x.at);
+	ck_assert(!x.failed);
+	ck_assert_int_eq(rc, -EBADMSG);
 	ck_assert_int_eq(access(pa, F_OK), -1);
 	sc_l3_stats(l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
@@ -3091,6 +3175,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_manifest_longer_than_the_first_read_is_read_after_it);
 	tcase_add_test(tc, a_manifest_read_with_the_header_switches_no_file);
 	tcase_add_test(tc, a_manifest_that_cannot_be_read_judges_nothing);
+	tcase_add_loop_test(tc, a_manifest_rewritten_between_its_two_reads_is_bad, 0, 2);
 	tcase_add_test(tc, segments_off_the_direct_alignment_are_read_buffered_next_to_each_other);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it);
