@@ -1040,23 +1040,6 @@ static int fill_direct_flag(struct sc_l3 *l3, const struct sc_location *loc, uns
 	return r.direct;
 }
 
-/* Refuse fcntl(F_SETFL) with O_DIRECT in this process (what a filesystem without direct I/O for
- * an open file answers: EINVAL); 0, or -1 when seccomp is not to be had. */
-static int refuse_setfl_direct(void)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(1)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
-		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_DIRECT, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	return sc_test_seccomp(f, sizeof(f) / sizeof(f[0]));
-}
-
 /* Refuse io_uring_enter in this process with @err (what a kernel short of resources may answer a
  * submission); 0, or -1 when seccomp is not to be had. */
 static int refuse_io_uring_enter(int err)
@@ -1118,11 +1101,9 @@ START_TEST(an_open_file_is_switched_to_the_mode_each_fill_reports)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		if (refuse_setfl_direct())
-			_exit(20);
-		errno = 0;
-		if (fcntl(0, F_SETFL, O_DIRECT) != -1 || errno != EINVAL)
-			_exit(21); /* the filter does not hold */
+		int rc = sc_test_refuse_setfl(O_DIRECT);
+		if (rc)
+			_exit(rc);
 		size_t cap = 102400;
 		uint8_t *dst = aligned_alloc(4096, cap), *want = malloc(100001);
 		fill_bytes(want, 100001, 131);
@@ -1136,16 +1117,9 @@ START_TEST(an_open_file_is_switched_to_the_mode_each_fill_reports)
 		int fd = object_fd(&b), fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
 		_exit(fl >= 0 && !(fl & (O_DIRECT | O_NONBLOCK)) ? 0 : 25);
 	}
-	int ws;
-	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
-	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20) {
-		sc_skip("no seccomp filter: the refused switch is not tried");
-	} else {
-		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-			      "the child: status %#x (exit 21: no refusal; 22: no fill; 23: the fill failed; 24: reported "
-			      "direct or wrong bytes; 25: the kept file's flags)",
-			      ws);
-	}
+	int ex = sc_test_child_status(pid, "no seccomp filter: the refused switch is not tried");
+	ck_assert_msg(ex <= 0, "the child: exit %d (78: no refusal; 22: no fill; 23: the fill failed; 24: reported direct "
+		      "or wrong bytes; 25: the kept file's flags)", ex);
 	sc_l3_close(l3);
 }
 END_TEST
@@ -1407,26 +1381,6 @@ static pid_t fork_with_ring(struct sc_l3 *l3, const struct sc_location *loc, uns
 	return pid;
 }
 
-/* The exit status of child @pid, waited for at most 20 s (then killed: a failure); -1 when it
- * exited 77, for want of what @skip names (its SKIP line printed). */
-static int child_status(pid_t pid, const char *skip)
-{
-	int st = 0, w = 0;
-	for (int i = 0; i < 20000 && !(w = waitpid(pid, &st, WNOHANG)); i++)
-		sc_test_pause_ms(1);
-	if (!w) {
-		kill(pid, SIGKILL);
-		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-		ck_abort_msg("the child did not end in 20 s");
-	}
-	ck_assert_int_eq(w, pid);
-	ck_assert_msg(WIFEXITED(st), "the child ended by signal %d", WTERMSIG(st));
-	if (WEXITSTATUS(st) != 77)
-		return WEXITSTATUS(st);
-	sc_skip("%s", skip);
-	return -1;
-}
-
 /* A submission the kernel refuses (io_uring_enter fails: here -EAGAIN, from a seccomp filter in a
  * child): sc_l3_fill_submit still takes the fills it was given and says how many (their reads
  * stay queued on the ring for the next submission); called with none, it reports the failure to
@@ -1444,7 +1398,7 @@ START_TEST(a_refused_submission_takes_the_fills_or_reports_the_error)
 		int taken = sc_l3_fill_submit(l3, &rp, 1), again = sc_l3_fill_submit(l3, NULL, 0);
 		_exit((taken == 1 ? 0 : 1) | (again == -EAGAIN ? 0 : 2));
 	}
-	int st = child_status(pid, "no seccomp filter: a refused submission is not tried");
+	int st = sc_test_child_status(pid, "no seccomp filter: a refused submission is not tried");
 	ck_assert_msg(st <= 0, "the fill not taken (%d); the empty submission's error not reported (%d)", st & 1,
 		      st >> 1 & 1);
 	sc_l3_close(l3);
@@ -2067,7 +2021,7 @@ START_TEST(a_round_the_ring_cannot_take_whole_cancels_the_rest)
 			bad |= res[i] != (i < sq ? 0 : -ECANCELED) ? 2 : 0;
 		_exit(bad);
 	}
-	int st = child_status(pid, "no seccomp filter: a refused submission is not tried");
+	int st = sc_test_child_status(pid, "no seccomp filter: a refused submission is not tried");
 	ck_assert_msg(st <= 0, "status %d: the round's result (bit 1), the requests' (bit 2)", st);
 	sc_l3_close(l3);
 }
@@ -2249,7 +2203,7 @@ START_TEST(a_fill_whose_waits_succeed_never_yields)
 			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		};
 		if (signal(SIGSYS, count_yield) == SIG_ERR || sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
-			_exit(20);
+			_exit(77);
 		sched_yield();
 		if (yields != 1)
 			_exit(21); /* the filter does not hold */
@@ -2259,16 +2213,8 @@ START_TEST(a_fill_whose_waits_succeed_never_yields)
 				_exit(22);
 		_exit(yields ? 23 : 0);
 	}
-	int ws;
-	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
-	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20) {
-		sc_skip("no seccomp filter: yields not seen");
-	} else {
-		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-			      "the child: status %#x (exit 21: the filter does not hold; 22: a fill failed; 23: a fill "
-			      "yielded)",
-			      ws);
-	}
+	int st = sc_test_child_status(pid, "no seccomp filter: yields not seen");
+	ck_assert_msg(st <= 0, "the child: exit %d (21: the filter does not hold; 22: a fill failed; 23: a fill yielded)", st);
 	sc_l3_close(l3);
 }
 END_TEST
@@ -2402,7 +2348,7 @@ START_TEST(a_close_whose_wait_fails_closes_the_files_of_its_fills)
 		sc_fan_stop(&h.fan);
 		_exit(!refused ? 77 : (zero ? 0 : 1) | (closed ? 0 : 2));
 	}
-	int st = child_status(pid, "no fanotify permission events or no seccomp filter: a failed close's wait is not tried");
+	int st = sc_test_child_status(pid, "no fanotify permission events or no seccomp filter: a failed close's wait is not tried");
 	ck_assert_msg(st <= 0, "status %d: the fill's file not descriptor 0 (bit 1), left open after the close (bit 2)", st);
 	sc_l3_close(l3);
 }
@@ -2446,7 +2392,7 @@ START_TEST(a_close_whose_wait_fails_closes_a_busy_kept_file_once)
 		int closed = object_fd(&loc) < 0;
 		_exit(!kept || !sub ? 4 : (atomic_load(&close_ebadf) ? 1 : 0) | (closed ? 0 : 2));
 	}
-	int st = child_status(pid, "");
+	int st = sc_test_child_status(pid, "");
 	ck_assert_msg(st == 0, "status %d: a descriptor closed twice (bit 1), the kept file left open (bit 2), "
 			       "or the file not kept or the fill not submitted (4)", st);
 	sc_l3_close(l3);

@@ -1642,6 +1642,24 @@ static void plant_small_segments(struct sc_l3 *l3, uint8_t a[SMALL_N * SMALL_LEN
 	obj_path(la, pa, 256);
 }
 
+/* A store reading O_DIRECT (mode on) with the object of plant_small_segments planted in it. */
+struct small_direct {
+	struct sc_l3 *l3;
+	struct sc_l3_stats st0; /* the store's statistics before */
+	uint8_t a[SMALL_N * SMALL_LEN];
+	struct sc_location la;
+	char pa[256], sp[256];
+};
+
+/* Open *@o: 0, or 1 (the SKIP said) where its directory takes no O_DIRECT. */
+static int small_direct_open(struct small_direct *o)
+{
+	if (!(o->l3 = open_seg_direct(&o->st0)))
+		return 1;
+	plant_small_segments(o->l3, o->a, &o->la, o->pa, o->sp);
+	return 0;
+}
+
 /* A segment file whose bytes hash to a digest other than its manifest entry's, in either half
  * (here: a segment's true bytes under a name whose low or high half is off by one bit, with an
  * entry naming it so; planted, as another version or a hand may leave it), is bad: -EBADMSG, and
@@ -1710,39 +1728,6 @@ START_TEST(a_manifest_longer_than_the_first_read_is_read_after_it)
 }
 END_TEST
 
-/* In this process (a forked child), refuse every switch of a file to buffered (fcntl F_SETFL 0)
- * with EINVAL: 0; 20 when seccomp is not to be had, 21 when the filter does not hold. */
-static int refuse_switch_to_buffered(void)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(1)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	if (sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
-		return 20;
-	errno = 0;
-	return fcntl(0, F_SETFL, 0) == -1 && errno == EINVAL ? 0 : 21;
-}
-
-/* The child of a test that refused switches to buffered (refuse_switch_to_buffered) ended: exit 0,
- * or its own failures (@what names them); 20 is this case's SKIP. */
-static void refused_child_ended(pid_t pid, const char *what)
-{
-	int ws;
-	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
-	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 20)
-		sc_skip("no seccomp filter: no refused switch to buffered");
-	else
-		ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-			      "the child: status %#x (exit 21: the filter does not hold; %s)", ws, what);
-}
-
 /* A manifest that came whole with the header block is read from there: the object's file is not
  * switched to buffered for it. In a child where a switch of a file to buffered (fcntl F_SETFL 0)
  * is refused (EINVAL, a seccomp filter), a direct fill (mode on) of four whole segments, every
@@ -1759,7 +1744,7 @@ START_TEST(a_manifest_read_with_the_header_switches_no_file)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		int rc = refuse_switch_to_buffered();
+		int rc = sc_test_refuse_setfl(0);
 		if (rc)
 			_exit(rc);
 		size_t cap = (n + 4095) / 4096 * 4096;
@@ -1771,7 +1756,8 @@ START_TEST(a_manifest_read_with_the_header_switches_no_file)
 			_exit(23);
 		_exit(req.direct && memcmp(dst, a, n) == 0 ? 0 : 24);
 	}
-	refused_child_ended(pid, "22: no fill; 23: the fill failed; 24: not direct, or wrong bytes");
+	int ex = sc_test_child_status(pid, "no seccomp filter: no refused switch to buffered");
+	ck_assert_msg(ex <= 0, "the child: exit %d (78: the filter does not hold; 22: no fill; 23: the fill failed; 24: not direct, or wrong bytes)", ex);
 	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), 0);
 	sc_l3_close(l3);
 	free(a);
@@ -1786,35 +1772,31 @@ END_TEST
  * written. */
 START_TEST(segments_off_the_direct_alignment_are_read_buffered_next_to_each_other)
 {
-	struct sc_l3_stats st0, st;
-	struct sc_l3 *l3 = open_seg_direct(&st0);
-	if (!l3)
+	static struct small_direct o;
+	if (small_direct_open(&o))
 		return;
-	uint8_t a[SMALL_N * SMALL_LEN];
-	struct sc_location la;
-	char sp[256], pa[256];
-	plant_small_segments(l3, a, &la, pa, sp);
-	ck_assert_uint_ne(SMALL_LEN % st0.dio_offset_align, 0);
+	struct sc_l3_stats st;
+	ck_assert_uint_ne(SMALL_LEN % o.st0.dio_offset_align, 0);
 	enum { DST = 8192 };
 	uint8_t *dst = aligned_alloc(4096, DST);
 	ck_assert_ptr_nonnull(dst);
 	for (int k = 0; k < 3; k++) {
-		cache_only(pa, 0);
-		cache_only(sp, 0);
+		cache_only(o.pa, 0);
+		cache_only(o.sp, 0);
 		memset(dst, 0x5a, DST);
-		ck_assert_int_eq(sc_l3_fill(l3, &la, dst, DST, 0), 0);
-		ck_assert(memcmp(dst, a, sizeof(a)) == 0);
+		ck_assert_int_eq(sc_l3_fill(o.l3, &o.la, dst, DST, 0), 0);
+		ck_assert(memcmp(dst, o.a, sizeof(o.a)) == 0);
 		/* the last segment's rounded read may reach past the payload, never past the rounding */
-		size_t end = sizeof(a) - SMALL_LEN + (SMALL_LEN + st0.dio_offset_align - 1) / st0.dio_offset_align * st0.dio_offset_align;
+		size_t al = o.st0.dio_offset_align, end = sizeof(o.a) - SMALL_LEN + (SMALL_LEN + al - 1) / al * al;
 		for (size_t i = end; i < DST; i++)
 			ck_assert_msg(dst[i] == 0x5a, "a byte past the last segment's read written (%zu)", i);
 	}
-	sc_l3_stats(l3, &st);
-	ck_assert_uint_eq(st.quarantined, st0.quarantined);
-	ck_assert_int_eq(access(pa, F_OK), 0);
-	ck_assert_int_eq(access(sp, F_OK), 0);
-	ck_assert_int_eq(sc_l3_verify(l3, NULL, NULL), 0);
-	sc_l3_close(l3);
+	sc_l3_stats(o.l3, &st);
+	ck_assert_uint_eq(st.quarantined, o.st0.quarantined);
+	ck_assert_int_eq(access(o.pa, F_OK), 0);
+	ck_assert_int_eq(access(o.sp, F_OK), 0);
+	ck_assert_int_eq(sc_l3_verify(o.l3, NULL, NULL), 0);
+	sc_l3_close(o.l3);
 	free(dst);
 }
 END_TEST
@@ -2595,32 +2577,29 @@ static void digest_hi_off(struct l3_obj_hdr *h)
  * finds the digest wrong: -EBADMSG, and the file goes to quarantine. */
 START_TEST(a_manifest_that_cannot_be_read_judges_nothing)
 {
-	struct sc_l3_stats st0, st;
-	struct sc_l3 *l3 = open_seg_direct(&st0);
-	if (!l3)
+	static struct small_direct o;
+	if (small_direct_open(&o))
 		return;
-	uint8_t a[SMALL_N * SMALL_LEN];
-	struct sc_location la;
-	char sp[256], pa[256];
-	plant_small_segments(l3, a, &la, pa, sp);
-	rewrite_header(pa, digest_lo_off);
+	struct sc_l3_stats st;
+	rewrite_header(o.pa, digest_lo_off);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		int rc = refuse_switch_to_buffered();
+		int rc = sc_test_refuse_setfl(0);
 		if (rc)
 			_exit(rc);
-		rc = fill_cmp(l3, &la, a, 0);
-		_exit(rc == -EINVAL ? access(pa, F_OK) == 0 ? 0 : 23 : 22);
+		rc = fill_cmp(o.l3, &o.la, o.a, 0);
+		_exit(rc == -EINVAL ? access(o.pa, F_OK) == 0 ? 0 : 23 : 22);
 	}
-	refused_child_ended(pid, "22: the fill did not fail with -EINVAL; 23: the object was quarantined");
-	sc_l3_stats(l3, &st);
-	ck_assert_uint_eq(st.quarantined, st0.quarantined);
-	ck_assert_int_eq(fill_cmp(l3, &la, a, 0), -EBADMSG);
-	ck_assert_int_eq(access(pa, F_OK), -1);
-	sc_l3_stats(l3, &st);
-	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
-	sc_l3_close(l3);
+	int ex = sc_test_child_status(pid, "no seccomp filter: no refused switch to buffered");
+	ck_assert_msg(ex <= 0, "the child: exit %d (78: the filter does not hold; 22: the fill did not fail with -EINVAL; 23: the object was quarantined)", ex);
+	sc_l3_stats(o.l3, &st);
+	ck_assert_uint_eq(st.quarantined, o.st0.quarantined);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), -EBADMSG);
+	ck_assert_int_eq(access(o.pa, F_OK), -1);
+	sc_l3_stats(o.l3, &st);
+	ck_assert_uint_eq(st.quarantined, o.st0.quarantined + 1);
+	sc_l3_close(o.l3);
 }
 END_TEST
 
@@ -2661,33 +2640,29 @@ static void rewrite_on_read(void *ctx, int nth)
  * _i 1: a header of a format this version does not know). -EBADMSG, and it goes to quarantine. */
 START_TEST(a_manifest_rewritten_between_its_two_reads_is_bad)
 {
-	struct sc_l3_stats st0, st;
-	struct sc_l3 *l3 = open_seg_direct(&st0);
-	if (!l3)
+	static struct small_direct o;
+	if (small_direct_open(&o))
 		return;
-	uint8_t a[SMALL_N * SMALL_LEN];
-	struct sc_location la;
-	char sp[256], pa[256];
-	plant_small_segments(l3, a, &la, pa, sp);
+	struct sc_l3_stats st;
 	static struct rewrite_on_read x;
 	/* reads 0 and 1 are the ring's (the header block, the destination's first chunk); read 2, the
 	 * header block's again, with the whole manifest after it */
-	x = (struct rewrite_on_read){ .path = pa, .at = 2 };
-	mutated_header(pa, _i ? unknown_version : whole_object_header, x.block);
+	x = (struct rewrite_on_read){ .path = o.pa, .at = 2 };
+	mutated_header(o.pa, _i ? unknown_version : whole_object_header, x.block);
 	struct sc_fan f;
-	if (sc_fan_start_or_skip(&f, pa, FAN_ACCESS_PERM, rewrite_on_read, &x)) {
-		sc_l3_close(l3);
+	if (sc_fan_start_or_skip(&f, o.pa, FAN_ACCESS_PERM, rewrite_on_read, &x)) {
+		sc_l3_close(o.l3);
 		return;
 	}
-	int rc = fill_cmp(l3, &la, a, 0);
+	int rc = fill_cmp(o.l3, &o.la, o.a, 0);
 	sc_fan_stop(&f);
 	ck_assert_int_gt(f.acted, x.at);
 	ck_assert(!x.failed);
 	ck_assert_int_eq(rc, -EBADMSG);
-	ck_assert_int_eq(access(pa, F_OK), -1);
-	sc_l3_stats(l3, &st);
-	ck_assert_uint_eq(st.quarantined, st0.quarantined + 1);
-	sc_l3_close(l3);
+	ck_assert_int_eq(access(o.pa, F_OK), -1);
+	sc_l3_stats(o.l3, &st);
+	ck_assert_uint_eq(st.quarantined, o.st0.quarantined + 1);
+	sc_l3_close(o.l3);
 }
 END_TEST
 

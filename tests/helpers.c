@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,6 +198,43 @@ int sc_test_seccomp(struct sock_filter *f, size_t n)
 {
 	struct sock_fprog prog = { (unsigned short)n, f };
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
+}
+
+int sc_test_refuse_setfl(int flag)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(1)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
+		flag ? (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (unsigned)flag, 0, 1)
+		     : (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	if (sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
+		return 77;
+	errno = 0;
+	return fcntl(0, F_SETFL, flag) == -1 && errno == EINVAL ? 0 : 78;
+}
+
+int sc_test_child_status(pid_t pid, const char *skip)
+{
+	int st = 0, w = 0;
+	for (int i = 0; i < 20000 && !(w = waitpid(pid, &st, WNOHANG)); i++)
+		sc_test_pause_ms(1); /* the child's end */
+	if (!w) {
+		kill(pid, SIGKILL);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_abort_msg("the child did not end in 20 s");
+	}
+	ck_assert_int_eq(w, pid);
+	ck_assert_msg(WIFEXITED(st), "the child ended by signal %d", WTERMSIG(st));
+	if (WEXITSTATUS(st) != 77)
+		return WEXITSTATUS(st);
+	sc_skip("%s", skip);
+	return -1;
 }
 
 int sc_test_sh(const char *fmt, ...)

@@ -111,6 +111,14 @@ int sc_test_seccomp(struct sock_filter *f, size_t n);
 #else
 #define SC_SECCOMP_ARG_LO(k) offsetof(struct seccomp_data, args[k])
 #endif
+/* In this process (a forked child), make every fcntl(F_SETFL) whose flags include @flag (@flag 0:
+ * whose flags are 0) fail with EINVAL, as a filesystem that refuses the switch answers: 0; 77 when
+ * seccomp is not to be had here (sc_test_child_status's SKIP); 78 when a call the filter should
+ * refuse goes through. */
+int sc_test_refuse_setfl(int flag);
+/* Reap child @pid, waiting at most 20 s (then it is killed and the test fails); the test fails
+ * too if a signal ended it. Its exit status; or, for exit 77, "SKIP: @skip" said and -1. */
+int sc_test_child_status(pid_t pid, const char *skip);
 /* Run a shell command built from @fmt: its exit status, or -1 when it did not exit. */
 int sc_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
