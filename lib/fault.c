@@ -49,7 +49,7 @@ static const char *const sched_points[] = {
 	"heap.repair.locked",    "events.append.try",   "events.check.tail_read",
 	"events.append.writing", "l3ix.wipe",           "l3ix.clock.cleared",  "arena.create.published",
 	"l2.stage.claim",        "evq.depart.noting",     "arena.open.wait", "l2.admit.waiting",
-	"l2.commit.popped",      "l2.frag.done",
+	"l2.commit.popped",      "l2.frag.done",          "l3seg.fill.manifest_again",
 	NULL,
 };
 

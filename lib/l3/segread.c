@@ -27,6 +27,7 @@
 #include "segread.h"
 #include "ring.h"
 #include "../l2/seg.h"
+#include "../../shm/fault.h"
 
 #define SEG_WINDOW 32u /* segment files open and read at once by a fill */
 
@@ -455,6 +456,7 @@ static int seg_begin(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 		n = -errno;
 	} else if (n == -EAGAIN) {
 		op->fl = 0;
+		shm_sched_point("l3seg.fill.manifest_again"); /* the header block seen; the whole manifest next */
 		n = l3_seg_manifest(op->fd, op->file_bytes, &h, &e);
 	}
 	if (n == 0 || n == -EPROTO)
