@@ -328,13 +328,6 @@ static void hash_ready(struct l3_fill_op *op)
 	}
 }
 
-/* Does @op's object name still name the file the fill read (same inode)? Asked only before a
- * quarantine: renaming another file (a good copy put since) into quarantine would lose it. */
-static int still_named(struct sc_l3 *l3, const struct l3_fill_op *op)
-{
-	return l3_names_inode(l3, op->rel, op->kept ? op->kept->ino : op->ino, UINT64_MAX);
-}
-
 /* The end of @op's file: kept for the next fill of the object, or released, or closed. */
 static void fill_close(struct l3_ring *r, struct l3_fill_op *op, int rc)
 {
@@ -430,7 +423,7 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		rc = -ECANCELED; /* its caller gave up: not verified, not used (see the top of this file) */
 	if (!rc && !seg) {
 		rc = fill_verify(op, loc);
-		if (rc == -EBADMSG && !still_named(l3, op))
+		if (rc == -EBADMSG && !l3_op_still_named(l3, op))
 			rc = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
 		if (rc == -EBADMSG) {
 			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);

@@ -413,6 +413,11 @@ int l3_names_inode(struct sc_l3 *l3, const char *rel, uint64_t ino, uint64_t siz
 	       (size == UINT64_MAX || (uint64_t)sb.st_size == size);
 }
 
+int l3_op_still_named(struct sc_l3 *l3, const struct l3_fill_op *op)
+{
+	return l3_names_inode(l3, op->rel, op->kept ? op->kept->ino : op->ino, UINT64_MAX);
+}
+
 /* Does @rel still name kept file @k? One fstatat through DIR/objects (l3_names_inode opens the
  * subdirectory first, to refuse a link planted in its place: here such a link can only make the
  * check pass by leading to @k's own inode on the objects' filesystem, the file read anyway, whose

@@ -463,6 +463,8 @@ static int seg_begin(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 		n = -EBADMSG;
 	if (n > 0 && (h.digest_lo != loc->digest.lo || h.digest_hi != loc->digest.hi))
 		n = -EBADMSG; /* the file named by the digest holds another */
+	if (n == -EBADMSG && !l3_op_still_named(l3, op))
+		n = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
 	if (n == -EBADMSG) {
 		ADD(verify_failures, 1);
 		l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
@@ -526,7 +528,10 @@ int l3_segfill_step(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 	}
 	const struct sc_location *loc = op->req->loc;
 	XXH128_hash_t d = XXH3_128bits_digest(op->hs);
-	if (d.low64 != loc->digest.lo || d.high64 != loc->digest.hi) {
+	int bad = d.low64 != loc->digest.lo || d.high64 != loc->digest.hi;
+	if (bad && !l3_op_still_named(l3, op)) {
+		op->err = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
+	} else if (bad) {
 		/* every segment good, the whole not: the manifest lies */
 		ADD(verify_failures, 1);
 		l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
