@@ -200,29 +200,41 @@ int sc_test_seccomp(struct sock_filter *f, size_t n)
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
 }
 
+int sc_test_refuse_syscall(long nr, unsigned action)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, action),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	return sc_test_seccomp(f, sizeof(f) / sizeof(f[0]));
+}
+
 int sc_test_refuse_setfl(int flag)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, 5),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(1)),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_TEST_SECCOMP_ARG_LO(1)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_SECCOMP_ARG_LO(2)),
-		flag ? (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (unsigned)flag, 0, 1)
-		     : (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SC_TEST_SECCOMP_ARG_LO(2)),
+		BPF_JUMP(BPF_JMP | (flag ? BPF_JSET : BPF_JEQ) | BPF_K, (unsigned)flag, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	if (sc_test_seccomp(f, sizeof(f) / sizeof(f[0])))
 		return 77;
+	/* descriptor -1: EBADF from the kernel, EINVAL only from the filter, and nothing touched */
 	errno = 0;
-	return fcntl(0, F_SETFL, flag) == -1 && errno == EINVAL ? 0 : 78;
+	return fcntl(-1, F_SETFL, flag) == -1 && errno == EINVAL ? 0 : 78;
 }
 
 int sc_test_child_status(pid_t pid, const char *skip)
 {
 	int st = 0, w = 0;
-	for (int i = 0; i < 20000 && !(w = waitpid(pid, &st, WNOHANG)); i++)
+	double until = sc_test_now_s() + 20;
+	while (!(w = waitpid(pid, &st, WNOHANG)) && sc_test_now_s() < until)
 		sc_test_pause_ms(1); /* the child's end */
 	if (!w) {
 		kill(pid, SIGKILL);

@@ -107,14 +107,18 @@ int sc_test_seccomp(struct sock_filter *f, size_t n);
 /* The offset of system call argument @k's low 32 bits in struct seccomp_data, for a filter (it
  * loads 32-bit words; <linux/seccomp.h> needed). */
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define SC_SECCOMP_ARG_LO(k) (offsetof(struct seccomp_data, args[k]) + 4)
+#define SC_TEST_SECCOMP_ARG_LO(k) (offsetof(struct seccomp_data, args[k]) + 4)
 #else
-#define SC_SECCOMP_ARG_LO(k) offsetof(struct seccomp_data, args[k])
+#define SC_TEST_SECCOMP_ARG_LO(k) offsetof(struct seccomp_data, args[k])
 #endif
-/* In this process (a forked child), make every fcntl(F_SETFL) whose flags include @flag (@flag 0:
- * whose flags are 0) fail with EINVAL, as a filesystem that refuses the switch answers: 0; 77 when
- * seccomp is not to be had here (sc_test_child_status's SKIP); 78 when a call the filter should
- * refuse goes through. */
+/* In this process (a forked child), answer every call of system call @nr with seccomp action
+ * @action (SECCOMP_RET_ERRNO | e: it returns -1 with errno e, or 0 for e 0, having done nothing;
+ * SECCOMP_RET_TRAP: SIGSYS): 0, or -1 when seccomp is not to be had here. */
+int sc_test_refuse_syscall(long nr, unsigned action);
+/* In this process (a forked child), make every fcntl(F_SETFL) whose flags include the one flag
+ * @flag (@flag 0: whose flags are 0) fail with EINVAL, as a filesystem that refuses the switch
+ * answers: 0; 77 when seccomp is not to be had here (sc_test_child_status's SKIP); 78 when a call
+ * the filter should refuse is not refused. */
 int sc_test_refuse_setfl(int flag);
 /* Reap child @pid, waiting at most 20 s (then it is killed and the test fails); the test fails
  * too if a signal ended it. Its exit status; or, for exit 77, "SKIP: @skip" said and -1. */
