@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1772,7 +1771,7 @@ END_TEST
  * written. */
 START_TEST(segments_off_the_direct_alignment_are_read_buffered_next_to_each_other)
 {
-	static struct small_direct o;
+	struct small_direct o;
 	if (small_direct_open(&o))
 		return;
 	struct sc_l3_stats st;
@@ -2570,29 +2569,29 @@ static void digest_hi_off(struct l3_obj_hdr *h)
 	h->digest_hi ^= 1ull << 63;
 }
 
-/* A manifest longer than the first read, whose reading fails (here the switch of the object's file
- * to buffered for it is refused: EINVAL, a seccomp filter in a child), fails the fill with that
- * error and judges nothing, even where the header block already names another object's digest
- * (the file planted so): nothing is quarantined. The fill after it, which reads the manifest,
- * finds the digest wrong: -EBADMSG, and the file goes to quarantine. */
+/* A manifest longer than the first read, whose reading fails (here a seccomp filter in a child
+ * fails every pread with EIO), fails the fill with that error and judges nothing, even where the
+ * header block already names another object's digest (the file planted so): nothing is
+ * quarantined. The fill after it, which reads the manifest, finds the digest wrong: -EBADMSG, and
+ * the file goes to quarantine. */
 START_TEST(a_manifest_that_cannot_be_read_judges_nothing)
 {
-	static struct small_direct o;
+	struct small_direct o;
 	if (small_direct_open(&o))
 		return;
-	struct sc_l3_stats st;
 	rewrite_header(o.pa, digest_lo_off);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		int rc = sc_test_refuse_setfl(0);
-		if (rc)
-			_exit(rc);
-		rc = fill_cmp(o.l3, &o.la, o.a, 0);
-		_exit(rc == -EINVAL ? access(o.pa, F_OK) == 0 ? 0 : 23 : 22);
+		if (sc_test_refuse_syscall(__NR_pread64, SECCOMP_RET_ERRNO | EIO))
+			_exit(77);
+		if (fill_cmp(o.l3, &o.la, o.a, 0) != -EIO)
+			_exit(22);
+		_exit(access(o.pa, F_OK) == 0 ? 0 : 23);
 	}
-	int ex = sc_test_child_status(pid, "no seccomp filter: no refused switch to buffered");
-	ck_assert_msg(ex <= 0, "the child: exit %d (78: the filter does not hold; 22: the fill did not fail with -EINVAL; 23: the object was quarantined)", ex);
+	int ex = sc_test_child_status(pid, "no seccomp filter: no failed read of a manifest");
+	ck_assert_msg(ex <= 0, "the child: exit %d (22: the fill did not fail with -EIO; 23: the object was quarantined)", ex);
+	struct sc_l3_stats st;
 	sc_l3_stats(o.l3, &st);
 	ck_assert_uint_eq(st.quarantined, o.st0.quarantined);
 	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), -EBADMSG);
@@ -2619,50 +2618,108 @@ static void unknown_version(struct l3_obj_hdr *h)
 	h->version = 7;
 }
 
-/* Write @block over the header of the file at @path when read @at of it is reached. */
-struct rewrite_on_read {
-	const char *path;
-	int at, failed;
+/* What a schedule hook does at l3seg.fill.manifest_again (a fill saw the header block of a
+ * segmented object and reads its whole manifest next), in the filling thread: @block written over
+ * the header of the file at @path (another process overwriting it in place), or, with @from set,
+ * the file at @from renamed over @path (another process replacing it). */
+struct manifest_again {
+	const char *path, *from;
 	uint8_t block[L3_HDR_BLOCK];
+	int hits, failed;
 };
 
-static void rewrite_on_read(void *ctx, int nth)
+static void at_manifest_again(const char *point, void *ctx)
 {
-	struct rewrite_on_read *x = ctx;
-	if (nth == x->at && write_header(x->path, x->block))
+	struct manifest_again *x = ctx;
+	if (strcmp(point, "l3seg.fill.manifest_again"))
+		return;
+	x->hits++;
+	if (x->from ? rename(x->from, x->path) : write_header(x->path, x->block))
 		x->failed = 1;
 }
 
-/* A segmented object's file rewritten between the fill's first read (a header block of a segmented
- * object, part of its manifest) and its read of the whole manifest (another process replacing it;
- * the second read, held by a fanotify permission event, runs after the rewrite): the file no longer
+/* Fill @o's object with @x done at the schedule point (reached once): the fill's result. */
+static int fill_with_manifest_again(struct small_direct *o, struct manifest_again *x)
+{
+	sc_sched_set(at_manifest_again, x);
+	int rc = fill_cmp(o->l3, &o->la, o->a, 0);
+	sc_sched_set(NULL, NULL);
+	ck_assert_int_eq(x->hits, 1);
+	ck_assert(!x->failed);
+	return rc;
+}
+
+/* A segmented object's file overwritten in place between the fill's first read (a header block of a
+ * segmented object, part of its manifest) and its read of the whole manifest: the file no longer
  * holds what the first read showed, whatever it holds now (_i 0: a whole object's header, valid;
  * _i 1: a header of a format this version does not know). -EBADMSG, and it goes to quarantine. */
 START_TEST(a_manifest_rewritten_between_its_two_reads_is_bad)
 {
-	static struct small_direct o;
+	struct small_direct o;
 	if (small_direct_open(&o))
 		return;
-	struct sc_l3_stats st;
-	static struct rewrite_on_read x;
-	/* reads 0 and 1 are the ring's (the header block, the destination's first chunk); read 2, the
-	 * header block's again, with the whole manifest after it */
-	x = (struct rewrite_on_read){ .path = o.pa, .at = 2 };
+	struct manifest_again x = { .path = o.pa };
 	mutated_header(o.pa, _i ? unknown_version : whole_object_header, x.block);
-	struct sc_fan f;
-	if (sc_fan_start_or_skip(&f, o.pa, FAN_ACCESS_PERM, rewrite_on_read, &x)) {
-		sc_l3_close(o.l3);
-		return;
-	}
-	int rc = fill_cmp(o.l3, &o.la, o.a, 0);
-	sc_fan_stop(&f);
-	ck_assert_int_gt(f.acted, x.at);
-	ck_assert(!x.failed);
-	ck_assert_int_eq(rc, -EBADMSG);
+	ck_assert_int_eq(fill_with_manifest_again(&o, &x), -EBADMSG);
 	ck_assert_int_eq(access(o.pa, F_OK), -1);
+	struct sc_l3_stats st;
 	sc_l3_stats(o.l3, &st);
 	ck_assert_uint_eq(st.quarantined, o.st0.quarantined + 1);
 	sc_l3_close(o.l3);
+}
+END_TEST
+
+/* A bad segmented object's file replaced under its fill by a good one (another process renaming a
+ * good copy over its name between the fill's two reads of the manifest): what the fill read is
+ * bad, but its name no longer names it, and the good file under that name is not moved to
+ * quarantine. The fill is a miss (-ENOENT), nothing is quarantined, and the next fill returns the
+ * bytes. Bad two ways: _i 0, its header names another object's digest (seen when the manifest is
+ * read); _i 1, its manifest lists good segments of another payload (seen once every segment was
+ * read and the whole hashed). */
+START_TEST(a_bad_manifest_replaced_under_its_fill_is_a_miss)
+{
+	struct small_direct o;
+	if (small_direct_open(&o))
+		return;
+	char good[300], bad[300];
+	snprintf(good, sizeof(good), "%s/good-copy", tmpdir);
+	snprintf(bad, sizeof(bad), "%s/bad-copy", tmpdir);
+	ck_assert_int_eq(link(o.pa, good), 0); /* the good file kept under another name */
+	enum { MB = SMALL_N * sizeof(struct l3_seg_ent) };
+	uint8_t *b = aligned_alloc(4096, L3_HDR_BLOCK + MB);
+	ck_assert_ptr_nonnull(b);
+	if (_i == 0) {
+		mutated_header(o.pa, digest_lo_off, b);
+		int fd = open(o.pa, O_RDONLY | O_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, b + L3_HDR_BLOCK, MB, L3_HDR_BLOCK), MB);
+		close(fd);
+	} else {
+		uint8_t two[SMALL_LEN];
+		h_bytes(96, two, SMALL_LEN);
+		struct sc_digest sd = sc_digest(two, SMALL_LEN);
+		plant("seg", sd, ".seg", two, SMALL_LEN, NULL, 0);
+		struct l3_seg_ent *ent = (struct l3_seg_ent *)(b + L3_HDR_BLOCK);
+		for (int i = 0; i < SMALL_N; i++)
+			ent[i] = (struct l3_seg_ent){ sd.lo, sd.hi, SMALL_LEN };
+		uint8_t *block = seg_block_of(ent, SMALL_N, SMALL_N * SMALL_LEN, o.la.digest);
+		memcpy(b, block, L3_HDR_BLOCK);
+		free(block);
+	}
+	int fd = open(bad, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, b, L3_HDR_BLOCK + MB), L3_HDR_BLOCK + MB);
+	close(fd);
+	ck_assert_int_eq(rename(bad, o.pa), 0); /* the bad file in its place */
+	struct manifest_again x = { .path = o.pa, .from = good };
+	ck_assert_int_eq(fill_with_manifest_again(&o, &x), -ENOENT);
+	ck_assert_int_eq(access(o.pa, F_OK), 0);
+	struct sc_l3_stats st;
+	sc_l3_stats(o.l3, &st);
+	ck_assert_uint_eq(st.quarantined, o.st0.quarantined);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), 0);
+	sc_l3_close(o.l3);
+	free(b);
 }
 END_TEST
 
@@ -3151,6 +3208,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_manifest_read_with_the_header_switches_no_file);
 	tcase_add_test(tc, a_manifest_that_cannot_be_read_judges_nothing);
 	tcase_add_loop_test(tc, a_manifest_rewritten_between_its_two_reads_is_bad, 0, 2);
+	tcase_add_loop_test(tc, a_bad_manifest_replaced_under_its_fill_is_a_miss, 0, 2);
 	tcase_add_test(tc, segments_off_the_direct_alignment_are_read_buffered_next_to_each_other);
 	tcase_add_test(tc, a_segmented_fill_without_a_descriptor_to_spare_fails_cleanly);
 	tcase_add_test(tc, verify_of_a_bad_segment_with_no_descriptor_to_spare_quarantines_it);
