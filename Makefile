@@ -431,8 +431,8 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # build/mutate/tree (the checkout is never modified, but for KEEP=). FILES="shm/ring.c ..."
 # (default: the groups of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0:
 # all), SEED, BUDGET (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once,
-# one tree copy each), RERUN=build/mutate/results.json (run only that run's survivors again, keep
-# the rest), RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the
+# one tree copy each), RERUN=build/mutate/results.json (run only that run's survivors again, and
+# its kills by a timeout, keep the rest; with RERUN_SURVIVORS=1 only the survivors), RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the
 # mutants it did not reach), COVER=1 (first measure, or bring up to date, which test cases run each
 # line: build/mutate/coverage.json; with the map a mutant runs only the cases that run its lines),
 # NO_COVER=1 (ignore the map), MUTATE_ASAN=1 (a survivor's cases run again in an AddressSanitizer
@@ -449,7 +449,7 @@ BUDGET ?= 10800
 JOBS ?= 2
 mutate: all tests
 	@$(PYTHON3) tests/mutate/mutate.py --per-file $(PER_FILE) --seed $(SEED) --budget $(BUDGET) --jobs $(JOBS) \
-		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") \
+		$(if $(FILES),--files "$(FILES)") $(if $(OPS),--ops "$(OPS)") $(if $(RERUN),--rerun "$(RERUN)") $(if $(RERUN_SURVIVORS),--survivors-only) \
 		$(if $(RESUME),--resume "$(RESUME)") $(if $(NO_VALIDATE),--no-validate) $(if $(COVER),--cover) \
 		$(if $(NO_COVER),--no-cover) $(if $(MUTATE_ASAN),--asan) $(if $(QUICK),--quick) \
 		$(if $(KEEP),--keep "$(KEEP)") $(if $(RUN_CLAIMED),--run-claimed)

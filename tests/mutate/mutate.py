@@ -950,6 +950,8 @@ def main():
     ap.add_argument("--list", action="store_true", help="list the sampled mutants and stop")
     ap.add_argument("--rerun", default="",
                     help="results.json of an earlier run: run its survivors (and kills by timeout) again")
+    ap.add_argument("--survivors-only", action="store_true",
+                    help="with --rerun: run only the survivors again (a kill by timeout stands)")
     ap.add_argument("--resume", default="",
                     help="results.json of an earlier run that its budget cut short: keep its results and "
                          "run the planned mutants it did not reach")
@@ -1010,7 +1012,7 @@ def main():
             if explain(c, equivalent, ("survived", "same-code", "equivalent"), text):
                 keep.append(c)  # explained since: not run again
             elif (c["status"] in ("survived", "same-code", "equivalent") or
-                  (c["status"] == "killed" and "(timeout" in c["by"])) and \
+                  (c["status"] == "killed" and "(timeout" in c["by"] and not args.survivors_only)) and \
                     line_of(text, c["start"]).strip() == c["before"]:
                 again.append({k: c[k] for k in ("file", "start", "end", "rep", "op", "label", "line")})
             else:
