@@ -1149,7 +1149,9 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *
  * sc_l3_register_memory) and verifies the header (sane, consistent with the file size, checksum,
  * same digest as @loc) and the payload digest. A failed verification moves the object to
  * quarantine/, invalidates L2 mirrors of the digest in the bound arena, and returns -EBADMSG: the
- * bytes in @dst must not be used. Each thread gets its own ring, created on first use.
+ * bytes in @dst must not be used. When the object's name no longer names the file the fill read
+ * (another process replaced it meanwhile), nothing is judged: -ENOENT, a miss (look it up again).
+ * Each thread gets its own ring, created on first use.
  */
 #define SC_L3_FILL_BUFFERED 0x1u /* never O_DIRECT for this fill */
 #define SC_L3_FILL_MASK 0x1u
@@ -1161,7 +1163,7 @@ struct sc_l3_fill_req {
 	uint32_t flags;                   /* in: SC_L3_FILL_* */
 	uint64_t user_data;               /* in: returned untouched */
 	uint64_t stage_id;                /* in: for the probes (sc_stage_id), may be 0 */
-	int result;                       /* out: 0, -EBADMSG (object corrupt: quarantined; or not a regular file under its name, a link included: not followed), -ENOENT, -EINVAL (the location does not describe the object: nothing quarantined), -EKEYREJECTED (another stage's: @identity) or another errno */
+	int result;                       /* out: 0, -EBADMSG (object corrupt: quarantined; or not a regular file under its name, a link included: not followed), -ENOENT (no such object; or the file read was replaced under the fill: nothing quarantined), -EINVAL (the location does not describe the object: nothing quarantined), -EKEYREJECTED (another stage's: @identity) or another errno */
 	int direct;                       /* out: 1 if read with O_DIRECT */
 	uint64_t fill_ns;                 /* out: submit to verified */
 	struct sc_digest identity;        /* in: zero, or sc_stage_identity() of the stage the bytes are

@@ -423,12 +423,8 @@ static void fill_finish(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *
 		rc = -ECANCELED; /* its caller gave up: not verified, not used (see the top of this file) */
 	if (!rc && !seg) {
 		rc = fill_verify(op, loc);
-		if (rc == -EBADMSG && !l3_op_still_named(l3, op))
-			rc = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
-		if (rc == -EBADMSG) {
-			atomic_fetch_add_explicit(&l3->st->verify_failures, 1, RELAXED);
-			l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
-		}
+		if (rc == -EBADMSG)
+			rc = l3_fill_bad(l3, op);
 	}
 	if (rc == -EKEYREJECTED)
 		atomic_fetch_add_explicit(&l3->st->identity_mismatches, 1, RELAXED);

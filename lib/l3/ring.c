@@ -55,6 +55,7 @@
 #include "types.h"
 #include "files.h"
 #include "ring.h"
+#include "quarantine.h"
 
 #define REG_CHUNK (1ull << 30)
 #define MAX_IOVECS 64
@@ -413,9 +414,16 @@ int l3_names_inode(struct sc_l3 *l3, const char *rel, uint64_t ino, uint64_t siz
 	       (size == UINT64_MAX || (uint64_t)sb.st_size == size);
 }
 
-int l3_op_still_named(struct sc_l3 *l3, const struct l3_fill_op *op)
+int l3_fill_bad(struct sc_l3 *l3, const struct l3_fill_op *op)
 {
-	return l3_names_inode(l3, op->rel, op->kept ? op->kept->ino : op->ino, UINT64_MAX);
+	const struct sc_location *loc = op->req->loc;
+	struct stat a, b;
+	/* the file read is the descriptor's: a statx beside a ring's open may have seen another */
+	if (fstat(op->fd, &a) < 0 || l3_statat(l3->objfd, op->rel, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		return -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
+	ADD(verify_failures, 1);
+	l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
+	return -EBADMSG;
 }
 
 /* Does @rel still name kept file @k? One fstatat through DIR/objects (l3_names_inode opens the

@@ -22,9 +22,10 @@ int l3_ring_fixed_index(struct l3_ring *r, const void *p, uint64_t len);
 struct io_uring_sqe *l3_ring_sqe(struct l3_ring *r);
 /* Does object name @rel name inode @ino (of @size bytes, unless UINT64_MAX)? */
 int l3_names_inode(struct sc_l3 *l3, const char *rel, uint64_t ino, uint64_t size);
-/* Does @op's object name still name the file its fill read (same inode)? Asked before a quarantine:
- * renaming another file (a good copy put since) into quarantine would lose it. */
-int l3_op_still_named(struct sc_l3 *l3, const struct l3_fill_op *op);
+/* A fill found what it read of @op's object bad: -EBADMSG, the failure counted and the file under
+ * the object's name moved to quarantine; or -ENOENT, nothing judged, when that name no longer names
+ * the file the fill read (a good copy put since would be lost): a miss. */
+int l3_fill_bad(struct sc_l3 *l3, const struct l3_fill_op *op);
 /* An object file was removed or moved through @l3: every ring's kept files are reopened (this
  * thread's ring closes its idle ones at once, the others at their next fill). */
 void l3_kept_forget(struct sc_l3 *l3);

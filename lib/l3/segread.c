@@ -463,14 +463,12 @@ static int seg_begin(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 		n = -EBADMSG;
 	if (n > 0 && (h.digest_lo != loc->digest.lo || h.digest_hi != loc->digest.hi))
 		n = -EBADMSG; /* the file named by the digest holds another */
-	if (n == -EBADMSG && !l3_op_still_named(l3, op))
-		n = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
-	if (n == -EBADMSG) {
-		ADD(verify_failures, 1);
-		l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
-	}
-	if (n < 0)
+	if (n == -EBADMSG)
+		n = l3_fill_bad(l3, op);
+	if (n < 0) {
+		free(e); /* a manifest read whole, of another object */
 		return n;
+	}
 	if (h.payload_bytes != loc->payload_bytes || h.section_bytes[0] != loc->sec_len[0] || h.kind != loc->kind)
 		rc = -EINVAL; /* the caller's location describes it differently */
 	if (!rc && l3->sgfd < 0)
@@ -528,17 +526,10 @@ int l3_segfill_step(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 	}
 	const struct sc_location *loc = op->req->loc;
 	XXH128_hash_t d = XXH3_128bits_digest(op->hs);
-	int bad = d.low64 != loc->digest.lo || d.high64 != loc->digest.hi;
-	if (bad && !l3_op_still_named(l3, op)) {
-		op->err = -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
-	} else if (bad) {
-		/* every segment good, the whole not: the manifest lies */
-		ADD(verify_failures, 1);
-		l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
-		op->err = -EBADMSG;
-	} else if (s->copied) {
+	if (d.low64 != loc->digest.lo || d.high64 != loc->digest.hi)
+		op->err = l3_fill_bad(l3, op); /* every segment good, the whole not: the manifest lies */
+	else if (s->copied)
 		ADD(seg_from_l2, s->copied);
-	}
 	return 1;
 }
 
