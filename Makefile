@@ -432,8 +432,9 @@ $(B)/tests/check_cephfs: tools/scripts/cephfs-dev.sh
 # (default: the groups of tests/mutate/suites.txt), PER_FILE=N mutants at most per file (sampled; 0:
 # all), SEED, BUDGET (seconds for the run), OPS="cmp bound order skip swap", JOBS (mutants at once,
 # one tree copy each), RERUN=build/mutate/results.json (run only that run's survivors again, and
-# its kills by a timeout, keep the rest; with RERUN_SURVIVORS=1 only the survivors), RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the
-# mutants it did not reach), COVER=1 (first measure, or bring up to date, which test cases run each
+# its kills by a timeout, keep the rest; with RERUN_SURVIVORS=1 only the survivors),
+# RESUME=build/mutate/results.partial.json (keep a cut-short run's results, run the mutants it did
+# not reach), COVER=1 (first measure, or bring up to date, which test cases run each
 # line: build/mutate/coverage.json; with the map a mutant runs only the cases that run its lines),
 # NO_COVER=1 (ignore the map), MUTATE_ASAN=1 (a survivor's cases run again in an AddressSanitizer
 # build; a case that fails there and passes without the mutant kills it), QUICK=1 (a first pass:

@@ -29,8 +29,8 @@ map's view) runs its file's own suites whole. With MUTATE_ASAN=1 a survivor's qu
 build; a case failing there and passing there without the mutant kills it.
 
 Usage: make mutate [FILES="shm/readers.c lib/fsck.c"] [PER_FILE=16] [SEED=1] [BUDGET=seconds]
-                   [OPS="cmp order ..."] [JOBS=1] [RERUN=results.json] [RESUME=results.json]
-                   [COVER=1] [NO_COVER=1] [MUTATE_ASAN=1] [QUICK=1]
+                   [OPS="cmp order ..."] [JOBS=1] [RERUN=results.json [RERUN_SURVIVORS=1]]
+                   [RESUME=results.json] [COVER=1] [NO_COVER=1] [MUTATE_ASAN=1] [QUICK=1]
 
 Results are written after every mutant to build/mutate/results.partial.json, so a run stopped
 part-way (or cut by its budget) can be completed with RESUME=build/mutate/results.partial.json.
@@ -978,6 +978,8 @@ def main():
     ap.add_argument("--no-validate", action="store_true",
                     help="skip running the unmutated suites first (only right after make check passed)")
     args = ap.parse_args()
+    if args.survivors_only and not args.rerun:
+        ap.error("--survivors-only goes with --rerun")
     groups, rules, base = read_conf()
     equivalent = read_equivalent()
     files = args.files.split()
@@ -1000,7 +1002,8 @@ def main():
     plan = [x[i] for i in range(max((len(x) for x in per_file), default=0)) for x in per_file if i < len(x)]
     previous = []
     if args.rerun:
-        # run again only the survivors of an earlier run (same files, same text), keep the rest
+        # run again the survivors of an earlier run (same files, same text) and, unless
+        # --survivors-only, its kills by a timeout; keep the rest
         with open(args.rerun) as f:
             previous = relocate(json.load(f), OPS, texts)
         again, keep = [], []
