@@ -416,7 +416,8 @@ static void seg_close_window(struct l3_segfill *s)
 
 /* Verify and hash, in order, every leading segment of the window that is complete. A segment
  * that fails its digest: an L2 copy is read from L3 instead (its open queued); an L3 segment is
- * quarantined with every object naming it (-EBADMSG). */
+ * quarantined with every object naming it (-EBADMSG), unless its name no longer names the file
+ * read (another file put there since would be lost): a miss then. */
 static void seg_hash_ready(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op)
 {
 	struct l3_segfill *s = op->seg;
@@ -430,6 +431,10 @@ static void seg_hash_ready(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_o
 				/* L2's copy did not hold what its name says: the L3 segment is not to blame */
 				s->from_l2[i] = 0;
 				op->err = seg_queue_open(l3, r, op, i);
+				return;
+			}
+			if (!l3_still_named(l3->sgfd, s->rel[i], s->fds[i])) {
+				op->err = -ENOENT;
 				return;
 			}
 			seg_quarantine(l3, e->lo, e->hi);
@@ -574,14 +579,20 @@ int l3_seg_verify(struct sc_l3 *l3, int fd, uint64_t file_bytes, uint32_t *missi
 		ssize_t r = sfd < 0 ? -1 : pread(sfd, buf, e[i].len, 0);
 		struct stat sb;
 		int whole = r == (ssize_t)e[i].len && fstat(sfd, &sb) == 0 && (uint64_t)sb.st_size == e[i].len;
+		int bad = 0;
+		if (whole) {
+			XXH128_hash_t d = XXH3_128bits(buf, e[i].len);
+			bad = d.low64 != e[i].lo || d.high64 != e[i].hi;
+			if (bad && !l3_still_named(l3->sgfd, rel, sfd))
+				whole = bad = 0; /* not (any longer) the file under its name: not judged, missing */
+		}
 		if (sfd >= 0)
 			close(sfd);
 		if (!whole) {
 			(*missing)++; /* every missing one counted; the whole digest is then not checked */
 			continue;
 		}
-		XXH128_hash_t d = XXH3_128bits(buf, e[i].len);
-		if (d.low64 != e[i].lo || d.high64 != e[i].hi) {
+		if (bad) {
 			seg_quarantine(l3, e[i].lo, e[i].hi);
 			rc = -EBADMSG;
 		}
