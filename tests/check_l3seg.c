@@ -1928,6 +1928,56 @@ START_TEST(a_segment_cut_under_its_read_is_a_miss)
 }
 END_TEST
 
+/* Rename ((const char **)@names)[0] over [1] at the first read held (another process putting a
+ * good file under the name while the read waits). */
+static void rename_over(void *names, int nth)
+{
+	const char *const *p = names;
+	if (!nth && rename(p[0], p[1]) < 0)
+		abort();
+}
+
+/* A bad segment replaced under its read by a good file (another process renaming a good copy over
+ * its name while the read waits, held by a fanotify permission event): what was read is bad, but
+ * the name no longer names it, and neither the good segment nor the objects that name it go to
+ * quarantine. A fill (_i 0) is a miss (-ENOENT); a verify of the store (_i 1) counts the segment
+ * missing (the object reported, as for any missing segment, not quarantined). Nothing is
+ * quarantined, and the next fill returns the bytes. */
+START_TEST(a_bad_segment_replaced_under_its_read_is_not_judged)
+{
+	struct one_seg_obj o;
+	one_seg_obj_open(&o, 3, 72);
+	char sp[256], good[300];
+	seg_path_of(o.a + SEG, SEG, sp, sizeof(sp));
+	snprintf(good, sizeof(good), "%s/good-segment", tmpdir);
+	int fd = open(good, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, o.a + SEG, SEG), SEG);
+	close(fd);
+	sc_test_flip_byte(sp, 100, 0x40); /* the file under the name, in place: bad */
+	const char *names[2] = { good, sp };
+	struct sc_fan f;
+	if (sc_fan_start_or_skip(&f, sp, FAN_ACCESS_PERM, rename_over, names)) {
+		one_seg_obj_close(&o);
+		return;
+	}
+	struct sc_l3_stats st0, st;
+	sc_l3_stats(o.l3, &st0);
+	if (_i == 0)
+		ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, SC_L3_FILL_BUFFERED), -ENOENT);
+	else
+		ck_assert_int_eq(sc_l3_verify(o.l3, NULL, NULL), 1);
+	sc_fan_stop(&f);
+	ck_assert_int_eq(f.acted, 1);
+	sc_l3_stats(o.l3, &st);
+	ck_assert_uint_eq(st.quarantined, st0.quarantined);
+	ck_assert_int_eq(access(sp, F_OK), 0);
+	ck_assert_int_eq(access(good, F_OK), -1);
+	ck_assert_int_eq(fill_cmp(o.l3, &o.la, o.a, 0), 0);
+	one_seg_obj_close(&o);
+}
+END_TEST
+
 /* A segmented object's file ends with its manifest: its fill makes no read past it (the first read
  * comes back short there, and a read after it, of nothing, would be one more round trip to the
  * daemon on FUSE). Seen in the ring's submission array: no read into the destination but at a
@@ -3198,6 +3248,7 @@ Suite *l3seg_suite(void)
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_before_its_opens_ended);
 	tcase_add_test(tc, a_location_that_describes_a_segmented_object_otherwise_is_refused);
 	tcase_add_test(tc, a_segment_cut_under_its_read_is_a_miss);
+	tcase_add_loop_test(tc, a_bad_segment_replaced_under_its_read_is_not_judged, 0, 2);
 	tcase_add_test(tc, a_segmented_fills_error_stays_through_its_other_reads);
 	tcase_add_loop_test(tc, the_rest_of_a_short_segment_read_stops_at_its_segments_end, 0, 3);
 	tcase_add_test(tc, a_segmented_fill_reads_nothing_past_its_manifest);
