@@ -602,14 +602,30 @@ def relocate(results, ops, texts):
             key = (p, m["op"], shape(m["label"]), squash(line_of(text, m["start"]).strip()),
                    squash(line_of(mt, m["start"]).strip()))
             by_key.setdefault(key, []).append(m)
+    def key_of(c):
+        return (c["file"], c["op"], shape(c["label"]), squash(c.get("before", "")), squash(c.get("after", "")))
+
+    # sites of the same text keep their order through an edit: when a key has as many sites as
+    # results, they pair in order (nearest-line alone can swap two such sites when the text between
+    # them shrank); otherwise each result takes the free site nearest its old line
+    counts = {}
+    for c in results:
+        counts[key_of(c)] = counts.get(key_of(c), 0) + 1
+    paired = {}
+    for key, n in counts.items():
+        if key in by_key and len(by_key[key]) == n and n > 1:
+            olds = sorted((c for c in results if key_of(c) == key), key=lambda c: c["line"])
+            news = sorted(by_key[key], key=lambda m: m["line"])
+            paired.update((id(c), m) for c, m in zip(olds, news))
     out = []
     for c in results:
-        free = by_key.get((c["file"], c["op"], shape(c["label"]), squash(c.get("before", "")),
-                           squash(c.get("after", ""))), [])
-        if not free:
-            continue
-        m = min(free, key=lambda x: abs(x["line"] - c["line"]))
-        free.remove(m)
+        free = by_key.get(key_of(c), [])
+        m = paired.get(id(c))
+        if m is None:
+            if not free:
+                continue
+            m = min(free, key=lambda x: abs(x["line"] - c["line"]))
+            free.remove(m)
         c.update(start=m["start"], end=m["end"], rep=m["rep"], line=m["line"], label=m["label"])
         out.append(c)
     return out
