@@ -406,14 +406,6 @@ static int kept_stale(struct sc_l3 *l3, const struct l3_kept *k, uint64_t now)
 	       now - k->opened_ns > (uint64_t)SC_L3_FD_KEEP_MS * 1000000ull;
 }
 
-/* Does object name @rel name inode @ino (of @size bytes, unless UINT64_MAX)? */
-int l3_names_inode(struct sc_l3 *l3, const char *rel, uint64_t ino, uint64_t size)
-{
-	struct stat sb;
-	return l3_statat(l3->objfd, rel, &sb) == 0 && (uint64_t)sb.st_ino == ino &&
-	       (size == UINT64_MAX || (uint64_t)sb.st_size == size);
-}
-
 int l3_fill_bad(struct sc_l3 *l3, const struct l3_fill_op *op)
 {
 	const struct sc_location *loc = op->req->loc;
@@ -426,8 +418,8 @@ int l3_fill_bad(struct sc_l3 *l3, const struct l3_fill_op *op)
 	return -EBADMSG;
 }
 
-/* Does @rel still name kept file @k? One fstatat through DIR/objects (l3_names_inode opens the
- * subdirectory first, to refuse a link planted in its place: here such a link can only make the
+/* Does @rel still name kept file @k? One fstatat through DIR/objects (l3_statat, as l3_fill_bad
+ * asks, opens the subdirectory first, to refuse a link planted in its place: here such a link can only make the
  * check pass by leading to @k's own inode on the objects' filesystem, the file read anyway, whose
  * bytes every fill verifies). Opening the subdirectory made it three system calls, a third of the
  * CPU time of a 64 KiB fill. Not on FUSE (see the top). */

@@ -20,8 +20,6 @@ void l3_ring_register(struct sc_l3 *l3, struct l3_ring *r);
 int l3_ring_fixed_index(struct l3_ring *r, const void *p, uint64_t len);
 /* A submission entry (submitting what is queued when the ring is full), or NULL. */
 struct io_uring_sqe *l3_ring_sqe(struct l3_ring *r);
-/* Does object name @rel name inode @ino (of @size bytes, unless UINT64_MAX)? */
-int l3_names_inode(struct sc_l3 *l3, const char *rel, uint64_t ino, uint64_t size);
 /* A fill found what it read of @op's object bad: -EBADMSG, the failure counted and the file under
  * the object's name moved to quarantine; or -ENOENT, nothing judged, when that name no longer names
  * the file the fill read (a good copy put since would be lost): a miss. */
