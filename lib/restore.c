@@ -412,7 +412,7 @@ again:
 			why_miss = SC_MISS_IDENTITY;
 		} else if (rc == -ENOENT && !vanished) {
 			/* the object vanished under the fill (evicted by a process not attached, another
-			 * host's janitor or quarantine): a miss of this location, never an error; look
+			 * host's janitor or quarantine), or a file it read bad was replaced meanwhile: a miss of this location, never an error; look
 			 * again, and the directory decides. An object this fill found corrupt is reported
 			 * (-EBADMSG): it is quarantined and its prefix entry dropped, so the next restore
 			 * finds whatever shorter prefix is stored. */

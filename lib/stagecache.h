@@ -1149,8 +1149,9 @@ int sc_l3_lookup(struct sc_l3 *l3, struct sc_digest digest, struct sc_location *
  * sc_l3_register_memory) and verifies the header (sane, consistent with the file size, checksum,
  * same digest as @loc) and the payload digest. A failed verification moves the object to
  * quarantine/, invalidates L2 mirrors of the digest in the bound arena, and returns -EBADMSG: the
- * bytes in @dst must not be used. When the object's name no longer names the file the fill read
- * (another process replaced it meanwhile), nothing is judged: -ENOENT, a miss (look it up again).
+ * bytes in @dst must not be used. When the object's (or a segment's) name no longer names the file
+ * the fill read bad (another process replaced it meanwhile), nothing is judged: -ENOENT, a miss
+ * (look it up again).
  * Each thread gets its own ring, created on first use.
  */
 #define SC_L3_FILL_BUFFERED 0x1u /* never O_DIRECT for this fill */
@@ -1291,7 +1292,7 @@ struct sc_l3_object_info {
 	uint64_t payload_bytes, file_bytes;
 	int64_t mtime_ns;                  /* last use */
 	uint32_t segments;                 /* manifest entries of a segmented object (0: stored whole) */
-	uint32_t segments_missing;         /* verify: segment files missing or cut (the object is kept) */
+	uint32_t segments_missing;         /* verify: segment files missing or cut, or replaced under the read of a bad one (the object is kept) */
 	uint64_t reserved[3];              /* zero */
 	char ns[SC_L3_STR_MAX + 1], model_identity[SC_L3_STR_MAX + 1], state_identity[SC_L3_STR_MAX + 1];
 	int valid;                         /* header valid (list) / whole object valid (verify) */

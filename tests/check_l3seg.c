@@ -1970,7 +1970,7 @@ START_TEST(a_segment_replaced_under_its_read_is_not_quarantined)
 	else
 		ck_assert_int_eq(sc_l3_verify(o.l3, NULL, NULL), _i == 1 ? 1 : 0); /* the objects reported bad */
 	sc_fan_stop(&f);
-	ck_assert_int_eq(f.acted, 1);
+	ck_assert_int_ge(f.acted, 1); /* an uncached page is read again from io-wq: a second event */
 	sc_l3_stats(o.l3, &st);
 	ck_assert_uint_eq(st.quarantined, st0.quarantined);
 	ck_assert_int_eq(access(sp, F_OK), 0);

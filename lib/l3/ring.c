@@ -411,18 +411,19 @@ int l3_fill_bad(struct sc_l3 *l3, const struct l3_fill_op *op)
 	const struct sc_location *loc = op->req->loc;
 	struct stat a, b;
 	/* the file read is the descriptor's: a statx beside a ring's open may have seen another */
-	if (fstat(op->fd, &a) < 0 || l3_statat(l3->objfd, op->rel, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+	if (fstat(op->fd, &a) < 0 || l3_statat(l3->objfd, op->rel, &b) < 0 || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino)
 		return -ENOENT; /* what was read is not (any longer) the object under its name: a miss */
 	ADD(verify_failures, 1);
 	l3_quarantine(l3, loc->digest.lo, loc->digest.hi, EBADMSG);
 	return -EBADMSG;
 }
 
-/* Does @rel still name kept file @k? One fstatat through DIR/objects (l3_statat, as l3_fill_bad
- * asks, opens the subdirectory first, to refuse a link planted in its place: here such a link can only make the
- * check pass by leading to @k's own inode on the objects' filesystem, the file read anyway, whose
- * bytes every fill verifies). Opening the subdirectory made it three system calls, a third of the
- * CPU time of a 64 KiB fill. Not on FUSE (see the top). */
+/* Does @rel still name kept file @k? One fstatat through DIR/objects. (l3_statat, which
+ * l3_fill_bad uses, opens the subdirectory first, to refuse a link planted in its place; here such
+ * a link can only make the check pass by leading to @k's own inode on the objects' filesystem, the
+ * file read anyway, whose bytes every fill verifies. Opening the subdirectory made it three system
+ * calls, a third of the CPU time of a 64 KiB fill.) Not on FUSE (see the top). */
 static int kept_named(struct sc_l3 *l3, const struct l3_kept *k, const char *rel)
 {
 	struct stat sb;

@@ -9,9 +9,10 @@ int l3_seg_is_manifest(const uint8_t *block);
 /* The segmented fill of @op, whose header block (read, a manifest) is in op->hdrbuf and whose
  * file is op->fd: a state machine on the fill ring (lib/l3/segread.c). Each step reads the
  * manifest (the first), verifies what landed and queues what comes next. 1: the fill is over, its
- * result in op->err (0, -ENOENT: a segment missing, a miss; -EBADMSG: a segment or the manifest
- * corrupt, quarantined with every object using it; -EINVAL, another -errno); 0: its I/O is in
- * flight (op->pending). */
+ * result in op->err (0, -ENOENT: a segment missing, or a file read found bad whose name no
+ * longer names it (replaced meanwhile), a miss; -EBADMSG: a segment or the manifest corrupt,
+ * quarantined with every object using it; -EINVAL, another -errno); 0: its I/O is in flight
+ * (op->pending). */
 int l3_segfill_step(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op);
 /* A completion of one of its segment opens or reads (@tag: L3_SEG_*). */
 void l3_segfill_cqe(struct sc_l3 *l3, struct l3_ring *r, struct l3_fill_op *op, uint32_t tag, int res);
@@ -24,7 +25,8 @@ int l3_seg_manifest(int fd, uint64_t file_bytes, struct l3_obj_hdr *h, struct l3
 int l3_seg_manifest_mem(const uint8_t *block, uint64_t file_bytes, const void *ents, uint64_t got,
 			struct l3_obj_hdr *h, struct l3_seg_ent **e);
 /* Full verification of a segmented object (sc_l3_verify): 0 or -EBADMSG / -ENOENT (segments
- * missing or cut: their count in *@missing) / -ENOMEM. */
+ * missing or cut, or read bad from a file replaced under the read, not judged: their count in
+ * *@missing) / -ENOMEM. */
 int l3_seg_verify(struct sc_l3 *l3, int fd, uint64_t file_bytes, uint32_t *missing);
 
 /* Move segment @lo/@hi out of DIR/seg (into quarantine/): its counters follow. 0 or -errno. */

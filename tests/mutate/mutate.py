@@ -583,9 +583,10 @@ def explain(c, equivalent, statuses, text):
 
 def relocate(results, ops, texts):
     """Move earlier results onto the current text: edits elsewhere in a file shift every offset
-    after them. A result goes to the current mutant of the same file, operator, label and lines
-    before and after (whitespace squashed) nearest its old line; one whose site is gone (its line
-    changed) is dropped: the current text has other mutants there, which a resume runs."""
+    after them. A result goes to a current mutant of the same file, operator, label and lines
+    before and after (whitespace squashed): in line order when there are as many such mutants as
+    results, else the one nearest its old line; one whose site is gone (its line changed) is
+    dropped: the current text has other mutants there, which a resume runs."""
     def shape(label):
         return re.sub(r"[0-9]+", "#", label)  # a swap's label names its line numbers
 
